@@ -110,8 +110,9 @@ class TokenCounter:
     threads : int
         Threads for batch encoding (tiktoken releases the GIL).
     max_cache : int
-        Entries kept in the count cache; the oldest half is dropped when full,
-        so memory stays bounded on very large imports.
+        Entries kept in the count cache; when it overflows, the oldest entries
+        are dropped down to half the size,
+        so memory stays bounded (never more than `max_cache` entries) on very large imports.
 
     Notes
     -----
@@ -153,14 +154,14 @@ class TokenCounter:
                 [texts[i] for i in first], num_threads=self.threads
             )
             with self._lock:
-                if len(self._cache) + len(todo) > self.max_cache:
-                    self._evict()
                 for (k, idxs), toks in zip(todo.items(), encoded):
                     n = len(toks)
                     self._cache[k] = n
                     self.misses += 1
                     for i in idxs:
                         out[i] = n
+                if len(self._cache) > self.max_cache:
+                    self._evict()
         return [int(n) for n in out]  # type: ignore[arg-type]
 
     def encode(self, text: str) -> list[int]:
@@ -168,8 +169,8 @@ class TokenCounter:
         return self.encoding.encode_ordinary(text)
 
     def _evict(self) -> None:
-        # dicts keep insertion order: drop the oldest half.
-        drop = len(self._cache) // 2 + 1
+        # dicts keep insertion order: keep the newest half of the allowed size.
+        drop = len(self._cache) - self.max_cache // 2
         for k in list(self._cache)[:drop]:
             del self._cache[k]
 

@@ -1,0 +1,331 @@
+"""What fills the context window, and where follow-up questions point.
+
+Two studies of the same sessions (figure 2):
+
+* **Composition** — records, characters and report tokens by record kind, per
+  session and overall, plus the coarse three-way view (tool traffic /
+  assistant prose / user text).
+* **Follow-up pointers** — user turns that refer back to earlier work, each
+  attributed to the kind of the earlier record it points at.
+
+The pointer attribution is a *lexical heuristic*, deterministic and
+documented here so a reader can judge it:
+
+1. A user turn (not harness-injected) is a follow-up when it contains a
+   back-reference cue (`CUE_PATTERN`: "earlier", "you said", "remind me",
+   "what was", "last time", ...).
+2. Its content terms (identifiers, paths, numbers, words of 3+ characters
+   that are not stop words or cue words) are matched against every earlier
+   user / assistant / reasoning / tool record. Each shared term scores its
+   inverse document frequency among the session's other records
+   (``log(N / df)``), so a rare identifier outweighs a common word.
+3. The earlier record with the highest score is the target (ties go to the
+   most recent). Below `min_score` (default 1.5: one shared term found in
+   at most ~22% of records) the follow-up is counted as ``unresolved``
+   rather than guessed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from typing import Iterable, Sequence
+
+import pandas as pd
+
+from .session import CONTEXT_KINDS, POINTER_OF_KIND, Session
+from .tokens import DEFAULT_ENCODING, counter
+
+#: Coarse groups of the three-way view; system prompts and earlier summaries
+#: are "other" (they are neither conversation nor tool traffic).
+COARSE_GROUPS: dict[str, str] = {
+    "tool_call": "tool traffic",
+    "tool_output": "tool traffic",
+    "assistant": "assistant prose",
+    "reasoning": "assistant prose",
+    "user": "user text",
+    "system": "other",
+    "summary": "other",
+}
+COARSE_ORDER: tuple[str, ...] = ("tool traffic", "assistant prose", "user text", "other")
+
+COMPOSITION_COLUMNS = ["session_id", "source_format", "kind", "records", "chars", "tokens"]
+
+
+# --------------------------------------------------------------------------- composition
+
+
+def composition_table(
+    sessions: Iterable[Session],
+    encoding: str = DEFAULT_ENCODING,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """Records, characters and tokens per session x kind.
+
+    Parameters
+    ----------
+    sessions : iterable of Session
+        Any sessions, from any importer.
+    encoding : str
+        Report tokenizer encoding.
+    progress : bool
+        Show a progress bar over sessions.
+
+    Returns
+    -------
+    DataFrame
+        One row per session x context kind (every kind in `CONTEXT_KINDS`,
+        zeros included, so tables from different runs line up), columns
+        `COMPOSITION_COLUMNS`. ``meta`` records are not context and not counted.
+    """
+    tok = counter(encoding)
+    rows: list[dict] = []
+    for s in _progress(sessions, progress, "composition", "session"):
+        recs = [r for r in s.records if r.kind in CONTEXT_KINDS]
+        counts = tok.count_many([r.text for r in recs])
+        agg: dict[str, list[int]] = {k: [0, 0, 0] for k in CONTEXT_KINDS}
+        for r, n in zip(recs, counts):
+            a = agg[r.kind]
+            a[0] += 1
+            a[1] += r.chars
+            a[2] += n
+        for kind in CONTEXT_KINDS:
+            n_rec, n_chars, n_tok = agg[kind]
+            rows.append(
+                {
+                    "session_id": s.id,
+                    "source_format": s.source_format,
+                    "kind": kind,
+                    "records": n_rec,
+                    "chars": n_chars,
+                    "tokens": n_tok,
+                }
+            )
+    df = pd.DataFrame(rows, columns=COMPOSITION_COLUMNS)
+    return df.astype({"records": "int64", "chars": "int64", "tokens": "int64"})
+
+
+def with_shares(df: pd.DataFrame, by: str | list[str] = "session_id") -> pd.DataFrame:
+    """Add ``char_share`` and ``token_share`` columns (fractions within each `by` group)."""
+    out = df.copy()
+    for col in ("chars", "tokens"):
+        totals = out.groupby(by)[col].transform("sum")
+        out[f"{col[:-1]}_share"] = (out[col] / totals.where(totals > 0)).fillna(0.0)
+    return out
+
+
+def overall_by_kind(comp: pd.DataFrame) -> pd.DataFrame:
+    """Totals by kind over every session, with shares of characters and tokens."""
+    g = comp.groupby("kind", sort=False)[["records", "chars", "tokens"]].sum().reset_index()
+    g["char_share"] = g["chars"] / max(int(g["chars"].sum()), 1)
+    g["token_share"] = g["tokens"] / max(int(g["tokens"].sum()), 1)
+    return g
+
+
+def coarse_view(comp: pd.DataFrame) -> pd.DataFrame:
+    """The three-way view per session and overall.
+
+    Returns
+    -------
+    DataFrame
+        Columns session_id (``ALL`` for the total), group (`COARSE_ORDER`),
+        records, chars, tokens, char_share, token_share.
+    """
+    c = comp.assign(group=comp["kind"].map(COARSE_GROUPS))
+    per = c.groupby(["session_id", "group"], sort=False)[["records", "chars", "tokens"]].sum()
+    per = per.reset_index()
+    tot = c.groupby("group", sort=False)[["records", "chars", "tokens"]].sum().reset_index()
+    tot.insert(0, "session_id", "ALL")
+    out = with_shares(pd.concat([per, tot], ignore_index=True))
+    out["group"] = pd.Categorical(out["group"], categories=list(COARSE_ORDER), ordered=True)
+    sessions = list(dict.fromkeys(out["session_id"]))
+    out["session_id"] = pd.Categorical(out["session_id"], categories=sessions, ordered=True)
+    out = out.sort_values(["session_id", "group"]).reset_index(drop=True)
+    out["session_id"] = out["session_id"].astype(str)
+    out["group"] = out["group"].astype(str)
+    return out
+
+
+def tool_traffic_share(comp: pd.DataFrame) -> pd.Series:
+    """Share of characters that is tool traffic (calls + outputs), per session."""
+    c = comp.assign(tool=comp["kind"].isin(["tool_call", "tool_output"]))
+    chars = c.groupby("session_id", sort=False)["chars"].sum()
+    tool = c[c["tool"]].groupby("session_id", sort=False)["chars"].sum()
+    return (tool / chars.where(chars > 0)).fillna(0.0).rename("tool_share")
+
+
+# --------------------------------------------------------------------------- follow-ups
+
+#: Phrases by which a person refers back to earlier work.
+CUE_PATTERN = re.compile(
+    r"\b(?:earlier|previously|before|last time|again|remind me|you (?:said|mentioned|proposed|"
+    r"suggested|chose|picked|found|measured|reported|decided|wrote|ran)|we (?:agreed|decided|"
+    r"discussed|said)|as (?:i|we) (?:said|asked|mentioned)|what (?:was|were)|which \w+ did (?:you|we|i)|"
+    r"the one (?:you|we)|that (?:error|failure|value|id|number|output|test|run|traceback))\b",
+    re.IGNORECASE,
+)
+
+_TERM = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./:-]*[A-Za-z0-9_]|[A-Za-z0-9]{3,}")
+_STOP = frozenset(
+    """
+    the and for that this with from what was were you your have has had are but not can could
+    would should will did does done into about there their them then than when which who how
+    why where again earlier before previously last time remind said mentioned proposed suggested
+    chose picked found measured reported decided wrote ran agreed discussed one also just still
+    now please let use used make sure does doesn any all some our out its it's get got see
+    value number error output run test tests file files thing things hold holds after back
+    """.split()
+)
+_EXT = frozenset({"py", "ts", "js", "tsx", "json", "yaml", "yml", "toml", "sql", "md", "txt", "cfg"})
+
+#: Kinds a follow-up can point at.
+TARGET_KINDS: tuple[str, ...] = ("user", "assistant", "reasoning", "tool_call", "tool_output")
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    """A user turn that refers back to earlier work, with its attributed target."""
+
+    session_id: str
+    entry_id: str
+    source_order: int
+    cue: str
+    text: str
+    target_entry_id: str | None
+    target_source_order: int | None
+    target_kind: str | None
+    pointer: str  # user | assistant | tool | unresolved
+    score: float
+
+
+def terms(text: str) -> set[str]:
+    """Content terms of a text: lower-cased identifiers, paths, numbers and words.
+
+    Paths and dotted names also contribute their components, so "client.py"
+    in a question matches "payments/client.py" in a tool call.
+    """
+    out: set[str] = set()
+    for m in _TERM.finditer(text):
+        t = m.group(0).lower().strip(".:-/")
+        if len(t) < 3 or t in _STOP:
+            continue
+        out.add(t)
+        if any(sep in t for sep in "/.:"):
+            for part in re.split(r"[/:]", t):
+                if len(part) >= 3 and part not in _STOP:
+                    out.add(part)
+                    stem = part.rsplit(".", 1)
+                    if len(stem) == 2 and stem[1] in _EXT and len(stem[0]) >= 3:
+                        out.add(stem[0])
+    return out
+
+
+def find_followups(session: Session, min_score: float = 1.5) -> list[FollowUp]:
+    """Detect follow-up user turns in a session and attribute each to an earlier record.
+
+    Parameters
+    ----------
+    session : Session
+    min_score : float
+        Minimum summed IDF of shared terms for a target to count; below it the
+        follow-up is ``unresolved``.
+
+    Returns
+    -------
+    list of FollowUp, in source order.
+    """
+    recs = [r for r in session.records if r.kind in TARGET_KINDS and not r.injected]
+    if not recs:
+        return []
+    term_sets = [terms(r.text) for r in recs]
+    # Inverted index term -> positions (ascending), and document frequencies for IDF.
+    postings: dict[str, list[int]] = defaultdict(list)
+    for i, ts in enumerate(term_sets):
+        for t in ts:
+            postings[t].append(i)
+    n_docs = len(recs)
+
+    found: list[FollowUp] = []
+    for i, r in enumerate(recs):
+        if r.kind != "user" or i == 0:
+            continue
+        cue = CUE_PATTERN.search(r.text)
+        if not cue:
+            continue
+        scores: dict[int, float] = defaultdict(float)
+        for t in sorted(term_sets[i]):  # fixed order: float sums must not depend on set order
+            plist = postings[t]
+            # IDF over the *other* records: the follow-up's own mention is no evidence.
+            df = len(plist) - 1
+            idf = math.log((n_docs - 1) / df) if df else 0.0
+            for j in plist:
+                if j >= i:
+                    break
+                scores[j] += idf
+        best_j, best = None, 0.0
+        for j, sc in scores.items():
+            if sc > best or (sc == best and best_j is not None and j > best_j):
+                best_j, best = j, sc
+        if best_j is not None and best >= min_score:
+            tgt = recs[best_j]
+            found.append(
+                FollowUp(
+                    session.id, r.entry_id, r.source_order, cue.group(0).lower(), r.text,
+                    tgt.entry_id, tgt.source_order, tgt.kind, POINTER_OF_KIND[tgt.kind], round(best, 4),
+                )
+            )
+        else:
+            found.append(
+                FollowUp(
+                    session.id, r.entry_id, r.source_order, cue.group(0).lower(), r.text,
+                    None, None, None, "unresolved", round(best, 4),
+                )
+            )
+    return found
+
+
+FOLLOWUP_COLUMNS = [f for f in FollowUp.__dataclass_fields__]
+
+
+def followups_table(sessions: Iterable[Session], min_score: float = 1.5) -> pd.DataFrame:
+    """Every detected follow-up of every session, one row each (`FollowUp` fields)."""
+    rows = [asdict(f) for s in sessions for f in find_followups(s, min_score=min_score)]
+    df = pd.DataFrame(rows, columns=FOLLOWUP_COLUMNS)
+    return df.astype({"target_source_order": "Int64", "score": "float64"})
+
+
+POINTERS: tuple[str, ...] = ("assistant", "user", "tool")
+
+
+def pointer_table(followups: pd.DataFrame) -> pd.DataFrame:
+    """Where follow-ups point: count and share per pointer class.
+
+    Shares are over *resolved* follow-ups; unresolved ones are listed with a
+    count and no share, so they are visible but never distort the split.
+    """
+    counts = followups["pointer"].value_counts()
+    resolved = int(sum(counts.get(p, 0) for p in POINTERS))
+    rows = [
+        {
+            "pointer": p,
+            "followups": int(counts.get(p, 0)),
+            "share": (counts.get(p, 0) / resolved) if resolved else float("nan"),
+        }
+        for p in POINTERS
+    ]
+    rows.append({"pointer": "unresolved", "followups": int(counts.get("unresolved", 0)), "share": float("nan")})
+    return pd.DataFrame(rows, columns=["pointer", "followups", "share"])
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _progress(items: Iterable, enabled: bool, desc: str, unit: str) -> Iterable:
+    if not enabled:
+        return items
+    from tqdm.auto import tqdm
+
+    total = len(items) if isinstance(items, Sequence) else None
+    return tqdm(items, desc=desc, unit=unit, total=total)

@@ -1,0 +1,43 @@
+"""Every filesystem location the suite uses, in one place.
+
+The repository root is found from this file's location (the package is
+installed editable from ``lib/``). Two environment variables override the
+defaults, so batch users can keep results elsewhere without editing code:
+
+``COMPACTION_LAB_RESULTS``
+    Folder that receives run folders (default ``data/results``).
+``COMPACTION_LAB_PARAMS``
+    Folder holding the profile YAML files (default ``papermill_params``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+#: Repository root: lib/compaction_lab/paths.py -> parents[2].
+REPO_ROOT: Path = Path(__file__).resolve().parents[2]
+
+NOTEBOOKS_DIR: Path = REPO_ROOT / "notebooks"
+DATA_DIR: Path = REPO_ROOT / "data"
+MANIFESTS_DIR: Path = DATA_DIR / "manifests"
+PRICES_DIR: Path = DATA_DIR / "prices"
+SHAPES_DIR: Path = DATA_DIR / "shapes"
+
+
+def results_dir() -> Path:
+    """Folder that holds run folders (``data/results`` unless overridden)."""
+    env = os.environ.get("COMPACTION_LAB_RESULTS")
+    return Path(env).expanduser().resolve() if env else DATA_DIR / "results"
+
+
+def params_dir() -> Path:
+    """Folder that holds the profile YAML files (``papermill_params`` unless overridden)."""
+    env = os.environ.get("COMPACTION_LAB_PARAMS")
+    return Path(env).expanduser().resolve() if env else REPO_ROOT / "papermill_params"
+
+
+def notebook_path(name: str) -> Path:
+    """Path of a chain notebook given its stem (``01_context_composition``) or file name."""
+    stem = name[:-6] if name.endswith(".ipynb") else name
+    return NOTEBOOKS_DIR / f"{stem}.ipynb"

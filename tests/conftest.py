@@ -1,0 +1,37 @@
+"""Shared fixtures: hand-made sessions and paths to the real fixture sessions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from compaction_lab.paths import REPO_ROOT
+from compaction_lab.session import Record, Session
+
+#: Real public agent sessions shipped beside the repo (read-only), when present.
+SHARED_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "sessions"
+
+
+def make_session(items: list[tuple], session_id: str = "s1", source_format: str = "test") -> Session:
+    """Build a session from (kind, text[, extra-fields dict]) tuples, one record per item."""
+    recs = []
+    for i, item in enumerate(items):
+        kind, text = item[0], item[1]
+        extra = item[2] if len(item) > 2 else {}
+        recs.append(Record(session_id=session_id, entry_id=f"e{i}", block_index=0, source_order=i, kind=kind, text=text, **extra))
+    return Session(id=session_id, source_format=source_format, records=tuple(recs))
+
+
+@pytest.fixture
+def small_session() -> Session:
+    return make_session(
+        [
+            ("system", "You are a coding agent."),
+            ("user", "Add a retry to the payments client."),
+            ("assistant", "I will read payments/client.py first."),
+            ("tool_call", 'read_file {"path": "payments/client.py"}', {"tool": "read_file", "target": "payments/client.py", "call_id": "c1"}),
+            ("tool_output", "import httpx\n\nclass PaymentsClient:\n    pass\n" * 20, {"tool": "read_file", "target": "payments/client.py", "call_id": "c1"}),
+            ("meta", "model_change gpt-x"),
+        ]
+    )

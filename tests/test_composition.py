@@ -1,0 +1,191 @@
+import json
+
+import pandas as pd
+import pytest
+
+from compaction_lab import composition
+from compaction_lab.session import CONTEXT_KINDS
+from compaction_lab.tokens import TokenCounter
+
+from conftest import SHARED_FIXTURES, make_session
+
+
+def _other_session():
+    return make_session(
+        [
+            ("user", "Run the tests."),
+            ("reasoning", "Pytest is configured in pyproject.toml."),
+            ("tool_call", "bash pytest -q", {"tool": "bash", "target": "pytest -q", "call_id": "c9"}),
+            ("tool_output", "F" * 300 + "\n1 failed", {"tool": "bash", "target": "pytest -q", "call_id": "c9", "is_error": True}),
+            ("summary", "Earlier summary text."),
+        ],
+        session_id="s2",
+        source_format="other",
+    )
+
+
+def test_composition_sums_equal_record_totals(small_session):
+    sessions = [small_session, _other_session()]
+    comp = composition.composition_table(sessions)
+    assert list(comp.columns) == composition.COMPOSITION_COLUMNS
+    # One row per session x context kind, zeros included.
+    assert len(comp) == 2 * len(CONTEXT_KINDS)
+    tc = TokenCounter()
+    for s in sessions:
+        recs = [r for r in s.records if r.kind in CONTEXT_KINDS]
+        sub = comp[comp["session_id"] == s.id]
+        assert sub["records"].sum() == len(recs)
+        assert sub["chars"].sum() == sum(len(r.text) for r in recs) == s.chars
+        assert sub["tokens"].sum() == sum(len(tc.encoding.encode_ordinary(r.text)) for r in recs)
+        for kind in CONTEXT_KINDS:
+            row = sub[sub["kind"] == kind].iloc[0]
+            assert row["chars"] == sum(len(r.text) for r in recs if r.kind == kind)
+    assert set(comp["source_format"]) == {"test", "other"}
+
+
+def test_shares_and_coarse_view(small_session):
+    comp = composition.composition_table([small_session, _other_session()])
+    shares = composition.with_shares(comp)
+    assert shares.groupby("session_id")["char_share"].sum().round(9).eq(1.0).all()
+
+    coarse = composition.coarse_view(comp)
+    assert set(coarse["group"]) == set(composition.COARSE_ORDER)
+    for sid, g in coarse.groupby("session_id"):
+        assert g["char_share"].sum() == pytest.approx(1.0)
+    allrow = coarse[coarse["session_id"] == "ALL"].set_index("group")
+    tool_chars = comp[comp["kind"].isin(["tool_call", "tool_output"])]["chars"].sum()
+    assert allrow.loc["tool traffic", "chars"] == tool_chars
+    assert allrow.loc["assistant prose", "chars"] == comp[comp["kind"].isin(["assistant", "reasoning"])]["chars"].sum()
+
+    share = composition.tool_traffic_share(comp)
+    s1 = comp[comp["session_id"] == "s1"]
+    assert share["s1"] == pytest.approx(s1[s1["kind"].str.startswith("tool")]["chars"].sum() / s1["chars"].sum())
+
+    overall = composition.overall_by_kind(comp)
+    assert overall["char_share"].sum() == pytest.approx(1.0)
+    assert overall["chars"].sum() == comp["chars"].sum()
+
+
+def test_empty_session_gives_zero_rows_not_errors():
+    s = make_session([("meta", "nothing here")], session_id="empty")
+    comp = composition.composition_table([s])
+    assert comp["chars"].sum() == 0 and len(comp) == len(CONTEXT_KINDS)
+    assert composition.with_shares(comp)["char_share"].sum() == 0
+
+
+# --------------------------------------------------------------------------- follow-ups
+
+
+def _work_session(followup: str, injected: bool = False):
+    return make_session(
+        [
+            ("user", "Please keep the staging proxy on the usual port and never touch migrations/0007_add_index.py."),
+            ("assistant", "I chose the LRU eviction policy for the session cache in cache/store.py because entries are hot."),
+            ("tool_call", "bash pytest tests/test_orders.py", {"tool": "bash", "target": "pytest tests/test_orders.py", "call_id": "c1"}),
+            ("tool_output", "FAILED tests/test_orders.py::test_refund_rounding - AssertionError: 10.01 != 10.00", {"tool": "bash", "target": "pytest tests/test_orders.py", "call_id": "c1", "is_error": True}),
+            ("assistant", "The refund rounding bug is fixed now."),
+            ("user", followup, {"injected": injected}),
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    "followup, pointer, kind",
+    [
+        ("Remind me why you chose the eviction policy for cache/store.py?", "assistant", "assistant"),
+        ("What was the failing assertion in test_refund_rounding earlier?", "tool", "tool_output"),
+        ("Which file did I say earlier you must never touch in migrations?", "user", "user"),
+    ],
+)
+def test_followup_attribution_on_hand_made_sessions(followup, pointer, kind):
+    s = _work_session(followup)
+    found = composition.find_followups(s)
+    assert len(found) == 1
+    f = found[0]
+    assert (f.pointer, f.target_kind) == (pointer, kind)
+    assert f.target_source_order < f.source_order
+    assert f.entry_id == "e5"
+
+
+def test_plain_request_without_cue_is_not_a_followup():
+    assert composition.find_followups(_work_session("Now add a changelog entry for the release.")) == []
+
+
+def test_cue_without_match_is_unresolved_not_guessed():
+    found = composition.find_followups(_work_session("What was that thing again with zebra quokka?"))
+    assert [f.pointer for f in found] == ["unresolved"]
+    assert found[0].target_entry_id is None
+
+
+def test_injected_user_text_is_ignored():
+    s = _work_session("Remind me why you chose the eviction policy for cache/store.py?", injected=True)
+    assert composition.find_followups(s) == []
+
+
+def test_ties_go_to_the_most_recent_record():
+    s = make_session(
+        [
+            ("user", "Start the release train."),
+            ("assistant", "Deployed build kestrel to canary."),
+            ("assistant", "Deployed build kestrel to canary."),
+            ("tool_output", "ok"),
+            ("assistant", "All green."),
+            ("user", "Remind me about kestrel from before?"),
+        ]
+    )
+    (f,) = composition.find_followups(s, min_score=0.5)
+    assert f.target_source_order == 2
+
+
+def test_followups_and_pointer_tables():
+    sessions = [
+        _work_session("Remind me why you chose the eviction policy for cache/store.py?"),
+        make_session([("user", "x"), ("user", "What was that again, zebra quokka?")], session_id="s9"),
+    ]
+    fu = composition.followups_table(sessions)
+    assert list(fu.columns) == composition.FOLLOWUP_COLUMNS
+    assert len(fu) == 2
+    pt = composition.pointer_table(fu).set_index("pointer")
+    assert pt.loc["assistant", "followups"] == 1 and pt.loc["assistant", "share"] == 1.0
+    assert pt.loc["unresolved", "followups"] == 1 and pd.isna(pt.loc["unresolved", "share"])
+    assert pt.loc[["assistant", "user", "tool"], "share"].sum() == pytest.approx(1.0)
+
+
+def test_empty_followups_table_has_columns():
+    fu = composition.followups_table([make_session([("user", "hello")])])
+    assert fu.empty and list(fu.columns) == composition.FOLLOWUP_COLUMNS
+    pt = composition.pointer_table(fu)
+    assert pt["followups"].sum() == 0
+
+
+def test_terms_split_paths_and_drop_stopwords():
+    t = composition.terms("Did you change payments/client.py before the ORD-58213 run?")
+    assert {"payments/client.py", "payments", "client.py", "client", "ord-58213"} <= t
+    assert "the" not in t and "before" not in t
+
+
+@pytest.mark.skipif(not SHARED_FIXTURES.exists(), reason="../shared fixtures not present")
+def test_composition_on_a_real_fixture_session_built_by_hand():
+    """Real pi traffic: tool output must dominate, as the fixtures' own numbers say (75-94%)."""
+    path = SHARED_FIXTURES / "pi" / "large-session.jsonl"
+    items = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        obj = json.loads(line)
+        if obj.get("type") != "message":
+            continue
+        msg = obj["message"]
+        content = msg.get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": str(content)}]
+        for b in blocks:
+            t = b.get("type")
+            if msg["role"] == "toolResult" and t == "text":
+                items.append(("tool_output", b.get("text", "")))
+            elif t == "text":
+                items.append(("user" if msg["role"] == "user" else "assistant", b.get("text", "")))
+            elif t == "thinking":
+                items.append(("reasoning", b.get("thinking", "")))
+            elif t == "toolCall":
+                items.append(("tool_call", json.dumps(b.get("arguments", {}))))
+    comp = composition.composition_table([make_session(items, session_id="pi")])
+    share = composition.tool_traffic_share(comp)["pi"]
+    assert 0.6 < share < 0.99
