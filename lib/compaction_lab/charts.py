@@ -183,12 +183,19 @@ def fig2_composition(comp: pd.DataFrame, pointers: pd.DataFrame, *, width: int =
         tooltip=["pointer", "followups", alt.Tooltip("share:Q", format=".1%")],
     )
     text = base.mark_text(align="left", dx=4).encode(text="label:N")
-    subtitle = f"{n_resolved} follow-ups attributed (lexical heuristic)"
+    subtitle = f"{_plural(n_resolved, 'follow-up')} attributed (lexical heuristic)"
     if n_unresolved:
         subtitle += f"; {n_unresolved} unresolved, not shown"
     right = (bars + text).properties(
         width=width * 2 // 3, title=alt.TitleParams("Where follow-ups point", subtitle=subtitle)
     )
-    return alt.hconcat(left, right, spacing=40).properties(
-        title=alt.TitleParams("Figure 2 — context composition", fontSize=17)
+    return (
+        alt.hconcat(left, right, spacing=40)
+        # Kinds and pointers are different variables: never merge their colour scales.
+        .resolve_scale(color="independent")
+        .properties(title=alt.TitleParams("Figure 2 — context composition", fontSize=17))
     )
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"

@@ -1,0 +1,77 @@
+import base64
+import json
+
+import altair as alt
+import pytest
+
+from compaction_lab import charts, composition
+
+from conftest import make_session
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def fig2_inputs(small_session):
+    other = make_session(
+        [
+            ("user", "Change the retry in payments/client.py."),
+            ("assistant", "I chose exponential backoff for payments/client.py retries."),
+            ("tool_output", "x" * 500),
+            ("user", "Remind me why you chose the backoff for payments/client.py?"),
+        ],
+        session_id="s2",
+    )
+    sessions = [small_session, other]
+    comp = composition.composition_table(sessions)
+    pointers = composition.pointer_table(composition.followups_table(sessions))
+    return comp, pointers
+
+
+def test_fig2_spec_is_valid(fig2_inputs):
+    comp, pointers = fig2_inputs
+    chart = charts.fig2_composition(comp, pointers)
+    spec = chart.to_dict()  # validates against the Vega-Lite schema
+    assert "hconcat" in spec and len(spec["hconcat"]) == 2
+    text = json.dumps(spec)
+    assert "lexical heuristic" in text  # the method is labelled on the figure
+    # The left panel carries an ALL bar besides every session.
+    left_data = spec["datasets"]
+    assert any(any(row.get("session_id") == "ALL" for row in rows) for rows in left_data.values())
+
+
+def test_fig2_with_no_followups_still_renders(small_session):
+    comp = composition.composition_table([small_session])
+    pointers = composition.pointer_table(composition.followups_table([small_session]))
+    chart = charts.fig2_composition(comp, pointers)
+    assert "0 follow-ups attributed" in json.dumps(chart.to_dict())
+
+
+def test_save_chart_writes_png_svg_html(tmp_path, fig2_inputs):
+    comp, pointers = fig2_inputs
+    written = charts.save_chart(charts.fig2_composition(comp, pointers), tmp_path / "figures" / "fig2")
+    assert set(written) == {"png", "svg", "html"}
+    assert written["png"].read_bytes()[:8] == PNG_SIGNATURE
+    svg = written["svg"].read_text(encoding="utf-8")
+    assert svg.lstrip().startswith("<svg") and "What fills the window" in svg
+    html = written["html"].read_text(encoding="utf-8")
+    # Self-contained: Vega is inlined, nothing is fetched from a CDN.
+    assert "vegaEmbed" in html and "cdn.jsdelivr" not in html
+
+
+def test_save_chart_rejects_unknown_format(tmp_path, fig2_inputs):
+    with pytest.raises(ValueError, match="unknown chart format"):
+        charts.save_chart(charts.fig2_composition(*fig2_inputs), tmp_path / "x", formats=("gif",))
+
+
+def test_theme_is_registered_and_applied():
+    assert charts.THEME in alt.theme.names()
+    charts.use_theme()
+    assert alt.theme.active == charts.THEME
+
+
+def test_notebook_renderer_bundles_png_and_spec(fig2_inputs):
+    chart = charts.fig2_composition(*fig2_inputs)
+    bundle = charts._renderer(chart.to_dict())
+    assert base64.b64decode(bundle["image/png"])[:8] == PNG_SIGNATURE
+    assert any(k.startswith("application/vnd.vegalite") for k in bundle)

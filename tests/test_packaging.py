@@ -1,0 +1,64 @@
+"""environment.yml and pyproject.toml list the same dependencies; the Makefile and CI agree with the README."""
+
+import re
+import tomllib
+
+import yaml
+
+from compaction_lab.paths import REPO_ROOT
+
+
+def _name(req: str) -> str:
+    return re.split(r"[<>=!~ \[;]", req.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def _pyproject_deps() -> set[str]:
+    proj = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    deps = set(proj["dependencies"])
+    for extra in proj.get("optional-dependencies", {}).values():
+        deps |= set(extra)
+    return {_name(d) for d in deps}
+
+
+def _env_deps() -> set[str]:
+    env = yaml.safe_load((REPO_ROOT / "environment.yml").read_text())
+    names = set()
+    for dep in env["dependencies"]:
+        if isinstance(dep, dict):
+            names |= {_name(d) for d in dep.get("pip", []) if not d.startswith("-e")}
+        else:
+            names.add(_name(dep))
+    return names - {"python", "pip"}
+
+
+def test_environment_and_pyproject_agree():
+    assert _env_deps() == _pyproject_deps()
+
+
+def test_environment_installs_the_package_editable():
+    env = yaml.safe_load((REPO_ROOT / "environment.yml").read_text())
+    pip = next(d for d in env["dependencies"] if isinstance(d, dict))["pip"]
+    assert "-e ." in pip
+
+
+def test_console_script_is_declared():
+    proj = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    assert proj["scripts"]["compaction-lab"] == "compaction_lab.cli:main"
+
+
+def test_ci_calls_the_readme_test_command():
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert "make test" in readme and "make run" in readme
+    assert "make test" in (REPO_ROOT / ".ci" / "run").read_text()
+
+
+def test_makefile_targets():
+    mk = (REPO_ROOT / "Makefile").read_text()
+    for target in ("setup", "run", "test", "lab", "bench", "help"):
+        assert re.search(rf"^{target}:", mk, re.MULTILINE), target
+    assert re.search(r"^run: setup", mk, re.MULTILINE) and re.search(r"^test: setup", mk, re.MULTILINE)
+
+
+def test_lib_is_not_ignored():
+    ignored = (REPO_ROOT / ".gitignore").read_text().splitlines()
+    assert "lib/" not in ignored and "data/results/" in ignored

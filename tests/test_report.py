@@ -1,0 +1,174 @@
+"""The runner: profiles, a real smoke run through papermill, and failure reporting."""
+
+import json
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+
+from compaction_lab import cli, composition, paths, report, runfolder
+from compaction_lab.session import Session
+
+# --------------------------------------------------------------------------- profiles
+
+
+def test_shipped_profiles_load():
+    names = report.list_profiles()
+    assert {"smoke", "default"} <= set(names)
+    for name in names:
+        prof = report.load_profile(name)
+        assert prof.notebooks and prof.description
+
+
+def test_unknown_profile_names_the_available_ones():
+    with pytest.raises(report.ProfileError, match="available: .*smoke"):
+        report.load_profile("no-such-profile")
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("parameters: [1, 2", "not valid YAML"),
+        ("- a\n- b\n", "mapping at top level"),
+        ("notebooks: [01_context_composition]\nparamters: {seed: 1}\n", "unknown keys"),
+        ("notebooks: [99_nothing]\n", "notebooks not found"),
+        ("notebooks: [01_context_composition]\nparameters: {run_dir: /tmp/x}\n", "run_dir is set by the runner"),
+        ("notebooks: [01_context_composition]\nnotebook_parameters: {02_x: {a: 1}}\n", "not in the profile"),
+    ],
+)
+def test_malformed_profiles_are_clear_errors(tmp_path, text, match):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(report.ProfileError, match=match):
+        report.load_profile(path)
+
+
+def test_secret_parameters_are_refused(tmp_path):
+    path = tmp_path / "leaky.yaml"
+    path.write_text("notebooks: [01_context_composition]\nparameters: {openai_api_key: sk-xyz}\n")
+    with pytest.raises(report.ProfileError, match="environment variables"):
+        report.run_profile(path, results=tmp_path / "results", progress=False)
+
+
+def test_notebook_overrides_win():
+    prof = report.Profile("p", "d", ("a",), {"seed": 1, "n": 2}, {"a": {"seed": 5}})
+    assert prof.parameters_for("a") == {"seed": 5, "n": 2}
+
+
+# --------------------------------------------------------------------------- a real smoke run
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    results = tmp_path_factory.mktemp("results")
+    return report.run_profile("smoke", results=results, progress=False)
+
+
+def test_smoke_run_fills_the_run_folder_contract(smoke_run):
+    d = smoke_run.run_dir
+    assert (d / "01_context_composition.ipynb").exists()
+    assert (d / "01_context_composition.html").exists()
+    assert (d / "report.html").exists()
+    for fmt in ("png", "svg", "html"):
+        assert (d / "figures" / f"fig2_composition.{fmt}").stat().st_size > 0
+    assert (d / "figures" / "fig2_composition.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    comp = pd.read_parquet(d / "composition.parquet")
+    assert list(comp.columns) == ["session_id", "source_format", "kind", "records", "chars", "tokens"]
+    fu = pd.read_parquet(d / "followups.parquet")
+    assert list(fu.columns) == composition.FOLLOWUP_COLUMNS
+
+
+def test_smoke_run_tables_match_the_sessions_it_wrote(smoke_run):
+    d = smoke_run.run_dir
+    prof = report.load_profile("smoke")
+    files = sorted((d / "sessions").glob("syn-*.jsonl"))
+    assert len(files) == prof.parameters["n_chains"]
+    sessions = [Session.from_jsonl(f.read_bytes()) for f in files]
+    comp = pd.read_parquet(d / "composition.parquet")
+    for s in sessions:
+        assert comp.loc[comp["session_id"] == s.id, "chars"].sum() == s.chars
+    # Recomputing from the written sessions gives the same table: nothing was lost on the way.
+    again = composition.composition_table(sessions)
+    pd.testing.assert_frame_equal(
+        again.sort_values(["session_id", "kind"]).reset_index(drop=True),
+        comp.sort_values(["session_id", "kind"]).reset_index(drop=True),
+    )
+
+
+def test_run_json_records_what_a_reader_needs(smoke_run):
+    info = json.loads((smoke_run.run_dir / "run.json").read_text())
+    assert info["status"] == "ok" and info["profile"] == "smoke"
+    assert info["parameters"]["n_chains"] == report.load_profile("smoke").parameters["n_chains"]
+    assert info["packages"]["papermill"] and info["packages"]["tiktoken"]
+    assert "commit" in info["git"]
+    (nb,) = info["notebooks"]
+    assert nb["notebook"] == "01_context_composition" and nb["status"] == "ok" and nb["seconds"] > 0
+    assert nb["parameters"]["run_dir"] == str(smoke_run.run_dir)
+    assert info["unused_parameters"] == []
+
+
+def test_executed_notebook_got_the_profile_parameters(smoke_run):
+    nb = nbformat.read(smoke_run.run_dir / "01_context_composition.ipynb", as_version=4)
+    injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert injected and "window_tokens = 4000" in injected[0].source
+    assert all(c.get("outputs") is not None for c in nb.cells if c.cell_type == "code")
+
+
+def test_report_html_is_readable_offline(smoke_run):
+    html = (smoke_run.run_dir / "report.html").read_text(encoding="utf-8")
+    assert "compaction-lab report" in html
+    assert "data:image/png;base64" in html  # figures are embedded, not linked
+    assert "charts.setup_notebook()" not in html  # inputs hidden for readers
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def _failing_chain(tmp_path, monkeypatch) -> Path:
+    nbdir = tmp_path / "notebooks"
+    nbdir.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# boom\npurpose inputs outputs parameters"),
+        nbformat.v4.new_code_cell('run_dir: str = ""  # run folder', metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("x = 1"),
+        nbformat.v4.new_code_cell("raise ValueError('planted failure 4471')"),
+    ]
+    nbformat.write(nb, nbdir / "01_boom.ipynb")
+    monkeypatch.setattr(paths, "NOTEBOOKS_DIR", nbdir)
+    prof = tmp_path / "boom.yaml"
+    prof.write_text("description: fails on purpose\nnotebooks: [01_boom]\nparameters: {typo_param: 3}\n")
+    return prof
+
+
+def test_failing_notebook_raises_with_the_cell_error(tmp_path, monkeypatch):
+    prof = _failing_chain(tmp_path, monkeypatch)
+    with pytest.raises(report.NotebookFailed) as info:
+        report.run_profile(prof, results=tmp_path / "results", progress=False)
+    exc = info.value
+    assert exc.notebook == "01_boom" and exc.ename == "ValueError" and "planted failure 4471" in exc.evalue
+    assert "\x1b[" not in exc.traceback
+    run = json.loads((exc.run_dir / "run.json").read_text())
+    assert run["status"] == "failed" and run["error"]["evalue"] == "planted failure 4471"
+    assert (exc.run_dir / "01_boom.ipynb").exists()  # the partial notebook is kept for debugging
+
+
+def test_cli_exits_nonzero_with_the_failing_cell(tmp_path, monkeypatch, capsys):
+    prof = _failing_chain(tmp_path, monkeypatch)
+    code = cli.main(["run", "--profile", str(prof), "--results", str(tmp_path / "r"), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "ValueError" in err and "planted failure 4471" in err and "01_boom" in err
+
+
+def test_cli_bad_profile_exits_2(capsys):
+    assert cli.main(["run", "--profile", "nope"]) == 2
+    assert "no profile 'nope'" in capsys.readouterr().err
+
+
+def test_run_folders_are_never_reused(tmp_path):
+    a = runfolder.create_run_dir("same", tmp_path)
+    b = runfolder.create_run_dir("same", tmp_path)
+    assert a != b and a.exists() and b.name == "same-2"
