@@ -172,3 +172,17 @@ def test_run_folders_are_never_reused(tmp_path):
     a = runfolder.create_run_dir("same", tmp_path)
     b = runfolder.create_run_dir("same", tmp_path)
     assert a != b and a.exists() and b.name == "same-2"
+
+
+def test_parameters_no_notebook_declares_are_reported(tmp_path, capsys):
+    smoke = report.load_profile("smoke")
+    prof = tmp_path / "typo.yaml"
+    prof.write_text(
+        "description: smoke with a typo\nnotebooks: [01_context_composition]\n"
+        f"parameters: {{n_chains: 1, window_tokens: {smoke.parameters['window_tokens']}, windw_tokens: 9}}\n"
+    )
+    result = report.run_profile(prof, results=tmp_path / "results", progress=False, render=False)
+    info = json.loads((result.run_dir / "run.json").read_text())
+    assert info["unused_parameters"] == ["windw_tokens"]
+    assert "windw_tokens" in capsys.readouterr().err
+    assert result.report is None and not (result.run_dir / "report.html").exists()

@@ -18,11 +18,17 @@ documented here so a reader can judge it:
    that are not stop words or cue words) are matched against every earlier
    user / assistant / reasoning / tool record. Each shared term scores its
    inverse document frequency among the session's other records
-   (``log(N / df)``), so a rare identifier outweighs a common word.
+   (``log(N / df)``), times a shape weight: identifiers 1, plain words
+   `PLAIN_WORD_WEIGHT`, so a rare identifier outweighs a rare word. A
+   back-quoted span found verbatim in a record (its text or tool target)
+   scores `SPAN_WEIGHT` times its IDF.
 3. The earlier record with the highest score is the target (ties go to the
-   most recent). Below `min_score` (default 1.5: one shared term found in
-   at most ~22% of records) the follow-up is counted as ``unresolved``
-   rather than guessed.
+   most recent). A *speaker cue* (`SPEAKER_CUES`: "you said", "your
+   plan" -> assistant; "I asked", "we agreed" -> user; "the run showed",
+   "returned" -> tool) first restricts the candidates to those kinds, falling
+   back to every kind when none scores enough. Below `min_score` (default 1.5: one shared identifier
+   found in at most ~22% of records) the follow-up is counted as
+   ``unresolved`` rather than guessed.
 """
 
 from __future__ import annotations
@@ -160,12 +166,31 @@ def tool_traffic_share(comp: pd.DataFrame) -> pd.Series:
 
 #: Phrases by which a person refers back to earlier work.
 CUE_PATTERN = re.compile(
-    r"\b(?:earlier|previously|before|last time|again|remind me|you (?:said|mentioned|proposed|"
-    r"suggested|chose|picked|found|measured|reported|decided|wrote|ran)|we (?:agreed|decided|"
-    r"discussed|said)|as (?:i|we) (?:said|asked|mentioned)|what (?:was|were)|which \w+ did (?:you|we|i)|"
-    r"the one (?:you|we)|that (?:error|failure|value|id|number|output|test|run|traceback))\b",
+    r"\b(?:earlier|previously|last time|remind me|going back to|"
+    r"(?:you|we) (?:said|mentioned|proposed|suggested|chose|picked|found|measured|reported|decided|"
+    r"agreed|discussed|concluded|saw|got)|(?:i|we) (?:told|asked) you|as (?:i|we) (?:said|asked|mentioned)|"
+    r"what (?:was|were|did)|which \w+ did (?:you|we|i)|the one (?:you|we)|from before|(?:said|told you|"
+    r"asked|mentioned|discussed|ran|saw|did) (?:\w+ )?before)\b",
     re.IGNORECASE,
 )
+#: Speaker cues: words that say *whose* words the follow-up means. Checked in
+#: this order; the first that matches restricts the candidates to those kinds
+#: (falling back to every kind when none of them matches well enough).
+SPEAKER_CUES: tuple[tuple[str, tuple[str, ...], re.Pattern], ...] = (
+    ("assistant", ("assistant", "reasoning"), re.compile(
+        r"\b(?:you (?:said|mentioned|proposed|suggested|chose|picked|decided|concluded|recommended|planned|wrote|"
+        r"explained|measured|reported|found)|your (?:plan|conclusion|decision|proposal|suggestion|reasoning|"
+        r"recommendation|explanation|choice|answer|estimate|measurement|analysis)|why did you)\b", re.IGNORECASE)),
+    ("user", ("user",), re.compile(
+        r"\b(?:(?:i|we) (?:said|asked|told|wanted|mentioned|agreed|required)|did i (?:say|ask|mention|want)|"
+        r"what did i|my (?:request|instruction|constraint|requirement)|we agreed)\b", re.IGNORECASE)),
+    ("tool", ("tool_call", "tool_output"), re.compile(
+        r"\b(?:run|output|returned|show|showed|printed|log|logs|listing|traceback|exit code|came back|"
+        r"response|stack trace|diff)\b", re.IGNORECASE)),
+)
+
+# Bare "before" and "again" are left out on purpose: "Before you continue: ..." and
+# "run the tests again" are instructions, not references back.
 
 _TERM = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./:-]*[A-Za-z0-9_]|[A-Za-z0-9]{3,}")
 _STOP = frozenset(
@@ -200,26 +225,46 @@ class FollowUp:
     score: float
 
 
-def terms(text: str) -> set[str]:
-    """Content terms of a text: lower-cased identifiers, paths, numbers and words.
+#: Weight of a plain word relative to an identifier-shaped term: "came" or
+#: "returned" may be rare in a session and still say little about which record
+#: is meant; `dispatch_event`, ``payments/client.py`` or ``ORD-58213`` do.
+PLAIN_WORD_WEIGHT = 0.5
+#: Weight of an exact back-quoted span (`pytest -q tests/test_cart.py`) found in a record.
+SPAN_WEIGHT = 2.0
 
-    Paths and dotted names also contribute their components, so "client.py"
-    in a question matches "payments/client.py" in a tool call.
+_IDENTIFIER = re.compile(r"[\d_./:-]|[a-z][A-Z]")
+_SPAN = re.compile(r"`([^`\n]{3,200})`")
+
+
+def terms(text: str) -> dict[str, float]:
+    """Content terms of a text with their shape weight.
+
+    Terms are lower-cased identifiers, paths, numbers and words of 3+
+    characters that are not stop words. Identifier-shaped terms (digits,
+    ``_ . / : -`` or camelCase) weigh 1, plain words `PLAIN_WORD_WEIGHT`.
+    Paths, dotted and namespaced names also contribute their components, so
+    "client.py" in a question matches "payments/client.py" in a tool call and
+    "rebuild_index" matches "app.jobs.rebuild_index".
     """
-    out: set[str] = set()
+    out: dict[str, float] = {}
     for m in _TERM.finditer(text):
-        t = m.group(0).lower().strip(".:-/")
-        if len(t) < 3 or t in _STOP:
-            continue
-        out.add(t)
-        if any(sep in t for sep in "/.:"):
-            for part in re.split(r"[/:]", t):
-                if len(part) >= 3 and part not in _STOP:
-                    out.add(part)
-                    stem = part.rsplit(".", 1)
-                    if len(stem) == 2 and stem[1] in _EXT and len(stem[0]) >= 3:
-                        out.add(stem[0])
+        raw = m.group(0).strip(".:-/")
+        _add_term(out, raw)
+        if any(sep in raw for sep in "/.:="):
+            for part in re.split(r"[/:=]+", raw):
+                _add_term(out, part)
+                if "." in part:
+                    for sub in part.split("."):
+                        _add_term(out, sub)
     return out
+
+
+def _add_term(out: dict[str, float], raw: str) -> None:
+    t = raw.lower()
+    if len(t) < 3 or t in _STOP or t in _EXT:
+        return
+    w = 1.0 if _IDENTIFIER.search(raw) else PLAIN_WORD_WEIGHT
+    out[t] = max(out.get(t, 0.0), w)
 
 
 def find_followups(session: Session, min_score: float = 1.5) -> list[FollowUp]:
@@ -229,8 +274,8 @@ def find_followups(session: Session, min_score: float = 1.5) -> list[FollowUp]:
     ----------
     session : Session
     min_score : float
-        Minimum summed IDF of shared terms for a target to count; below it the
-        follow-up is ``unresolved``.
+        Minimum weighted IDF of shared terms for a target to count; below it
+        the follow-up is ``unresolved``.
 
     Returns
     -------
@@ -245,7 +290,8 @@ def find_followups(session: Session, min_score: float = 1.5) -> list[FollowUp]:
     for i, ts in enumerate(term_sets):
         for t in ts:
             postings[t].append(i)
-    n_docs = len(recs)
+    n_other = len(recs) - 1
+    lowered: list[str] | None = None  # built only if some follow-up quotes a span
 
     found: list[FollowUp] = []
     for i, r in enumerate(recs):
@@ -255,35 +301,60 @@ def find_followups(session: Session, min_score: float = 1.5) -> list[FollowUp]:
         if not cue:
             continue
         scores: dict[int, float] = defaultdict(float)
-        for t in sorted(term_sets[i]):  # fixed order: float sums must not depend on set order
+        for t, weight in sorted(term_sets[i].items()):  # fixed order: float sums must not depend on set order
             plist = postings[t]
             # IDF over the *other* records: the follow-up's own mention is no evidence.
             df = len(plist) - 1
-            idf = math.log((n_docs - 1) / df) if df else 0.0
+            idf = math.log(n_other / df) if df else 0.0
             for j in plist:
                 if j >= i:
                     break
-                scores[j] += idf
+                scores[j] += weight * idf
+        spans = sorted({m.group(1).lower() for m in _SPAN.finditer(r.text)})
+        if spans:
+            if lowered is None:
+                lowered = [f"{x.text}\n{x.target or ''}".lower() for x in recs]
+            for span in spans:
+                hits = [j for j, text in enumerate(lowered) if j != i and span in text]
+                if hits:
+                    idf = math.log(n_other / len(hits))
+                    for j in hits:
+                        if j < i:
+                            scores[j] += SPAN_WEIGHT * idf
+        best_j, best = _best(scores, recs, _speaker_kinds(r.text), min_score)
+        tgt = recs[best_j] if best_j is not None else None
+        found.append(
+            FollowUp(
+                session.id, r.entry_id, r.source_order, cue.group(0).lower(), r.text,
+                tgt.entry_id if tgt else None, tgt.source_order if tgt else None,
+                tgt.kind if tgt else None, POINTER_OF_KIND[tgt.kind] if tgt else "unresolved",
+                round(best, 4),
+            )
+        )
+    return found
+
+
+def _speaker_kinds(text: str) -> tuple[str, ...] | None:
+    for _, kinds, pattern in SPEAKER_CUES:
+        if pattern.search(text):
+            return kinds
+    return None
+
+
+def _best(scores: dict[int, float], recs: Sequence, kinds: tuple[str, ...] | None, min_score: float) -> tuple[int | None, float]:
+    """Highest-scoring record (ties to the most recent), preferring the speaker cue's kinds."""
+    pools = ([j for j in scores if recs[j].kind in kinds],) if kinds else ()
+    top: tuple[int | None, float] = (None, 0.0)
+    for pool in (*pools, list(scores)):
         best_j, best = None, 0.0
-        for j, sc in scores.items():
+        for j in pool:
+            sc = scores[j]
             if sc > best or (sc == best and best_j is not None and j > best_j):
                 best_j, best = j, sc
         if best_j is not None and best >= min_score:
-            tgt = recs[best_j]
-            found.append(
-                FollowUp(
-                    session.id, r.entry_id, r.source_order, cue.group(0).lower(), r.text,
-                    tgt.entry_id, tgt.source_order, tgt.kind, POINTER_OF_KIND[tgt.kind], round(best, 4),
-                )
-            )
-        else:
-            found.append(
-                FollowUp(
-                    session.id, r.entry_id, r.source_order, cue.group(0).lower(), r.text,
-                    None, None, None, "unresolved", round(best, 4),
-                )
-            )
-    return found
+            return best_j, best
+        top = max(top, (best_j, best), key=lambda x: x[1])
+    return None, top[1]
 
 
 FOLLOWUP_COLUMNS = [f for f in FollowUp.__dataclass_fields__]

@@ -245,10 +245,8 @@ def run_profile(
         _write_json(run_dir / runfolder.RUN_JSON, info)
 
     report = build_report(run_dir, prof, [r.output for r in done]) if render else None
-    unused = sorted(
-        set(prof.parameters) | {k for v in prof.notebook_parameters.values() for k in (v or {})}
-        - declared_anywhere
-    )
+    given = set(prof.parameters) | {k for v in prof.notebook_parameters.values() for k in (v or {})}
+    unused = sorted(given - declared_anywhere)
     total = round(time.perf_counter() - started, 3)
     info.update(status="ok", finished=_now(), seconds=total, unused_parameters=unused)
     _write_json(run_dir / runfolder.RUN_JSON, info)

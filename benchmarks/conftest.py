@@ -1,0 +1,1 @@
+"""Benchmarks run with `make bench` (pytest-benchmark); they are not part of `make test`."""

@@ -1,0 +1,1 @@
+"""Importers: source files (and the synthetic generator) -> `Session` objects."""
