@@ -33,8 +33,8 @@ smoke: ## run the seconds-long smoke profile
 test: setup ## run the test suite (includes notebook smoke runs through papermill)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-bench: setup ## speed and memory benchmarks (pytest-benchmark)
-	$(BIN)/python -m pytest benchmarks --benchmark-only $(PYTEST_ARGS)
+bench: setup ## speed and memory benchmarks (scripts in benchmarks/, outside pytest); BENCH=name for one
+	$(BIN)/python benchmarks/run.py $(BENCH)
 
 $(LAB_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,lab]'

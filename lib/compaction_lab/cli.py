@@ -6,11 +6,19 @@
     failing cell's error when a notebook fails, 2 on a bad profile.
 ``compaction-lab profiles``
     List the profiles and what each is for.
+``compaction-lab import PATH...``
+    Import sessions (any supported format, files or directories) into the
+    archive of originals; re-importing adds nothing twice.
+``compaction-lab history search QUERY`` / ``history get ENTRY_ID``
+    Search the archive (SQLite FTS5) / print an original record exactly.
+``compaction-lab tally PATH...``
+    Import and print what fills the sessions (the composition table).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -61,6 +69,125 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import_report_line(rep) -> None:
+    print(rep.summary(), file=sys.stderr)
+    for skip in rep.skipped[:20]:
+        where = f"{skip.path}:{skip.line}" if skip.line else skip.path
+        print(f"  skipped {where}: {skip.reason} {skip.detail}".rstrip(), file=sys.stderr)
+    if rep.n_skipped > 20:
+        print(f"  ... {rep.n_skipped - 20} more skips", file=sys.stderr)
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from .archive import Archive, ArchiveError
+    from .ingest import ImportReport, IngestError, load_sessions
+
+    rep = ImportReport()
+    try:
+        with Archive(args.archive) as arch:
+            result = arch.add_sessions(load_sessions(args.paths, rep, formats=args.format), progress=not args.quiet)
+            total = arch.count()
+            where = arch.path
+    except (IngestError, FileNotFoundError, ArchiveError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    _import_report_line(rep)
+    print(f"archive {where}: {result.records_added} new records "
+          f"({result.records_seen - result.records_added} already there), {total} in all")
+    return 0
+
+
+def _open_archive(args: argparse.Namespace):
+    from .archive import Archive
+
+    return Archive(args.archive, readonly=True)
+
+
+def _cmd_history_search(args: argparse.Namespace) -> int:
+    from .archive import ArchiveError
+
+    try:
+        with _open_archive(args) as arch:
+            hits = arch.search(" ".join(args.query), session=args.session, limit=args.limit,
+                               raw=args.raw, any_term=args.any)
+    except (ArchiveError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps([h.to_dict() for h in hits], indent=2, ensure_ascii=False))
+        return 0
+    if not hits:
+        print("no matches", file=sys.stderr)
+        return 1
+    for h in hits:
+        what = h.kind + (f" {h.tool}" if h.tool else "") + (f" {h.target}" if h.target else "")
+        print(f"{h.entry_id}  [{h.session_id} #{h.source_order}] {what[:100]}")
+        print(f"    {' '.join(h.snippet.split())}")
+    return 0
+
+
+def _cmd_history_get(args: argparse.Namespace) -> int:
+    from .archive import ArchiveError
+
+    try:
+        with _open_archive(args) as arch:
+            recs = arch.get(args.entry_id, session=args.session)
+    except ArchiveError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.block is not None:
+        recs = [r for r in recs if r.block_index == args.block]
+    if not recs:
+        print(f"error: no entry {args.entry_id!r} in the archive", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps([r.to_dict() for r in recs], indent=2, ensure_ascii=False))
+        return 0
+    sessions = {r.session_id for r in recs}
+    if len(recs) == 1:
+        # Exactly the original text, byte for byte: no header, no added newline.
+        sys.stdout.write(recs[0].text)
+        sys.stdout.flush()
+        return 0
+    if len(sessions) > 1:
+        print(f"note: entry {args.entry_id!r} exists in {len(sessions)} sessions; use --session", file=sys.stderr)
+    for r in recs:
+        print(f"--- {r.session_id} {r.entry_id} block {r.block_index} ({r.kind}{' ' + r.tool if r.tool else ''}) ---")
+        print(r.text)
+    return 0
+
+
+def _cmd_tally(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from . import composition
+    from .ingest import ImportReport, IngestError, load_sessions
+
+    rep = ImportReport()
+    frames = []
+    try:
+        # One session at a time: memory stays bounded by the largest session.
+        for s in load_sessions(args.paths, rep, formats=args.format):
+            frames.append(composition.composition_table([s], encoding=args.encoding))
+    except (IngestError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    _import_report_line(rep)
+    comp = pd.concat(frames, ignore_index=True) if frames else composition.composition_table([])
+    if args.json:
+        print(comp.to_json(orient="records", indent=2))
+        return 0
+    if comp.empty:
+        print("no sessions imported", file=sys.stderr)
+        return 1
+    with pd.option_context("display.max_rows", None, "display.width", 200):
+        print(composition.with_shares(comp).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        print()
+        print(composition.coarse_view(comp).query("session_id == 'ALL'").to_string(
+            index=False, float_format=lambda x: f"{x:.3f}"))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="compaction-lab",
@@ -78,6 +205,41 @@ def build_parser() -> argparse.ArgumentParser:
 
     prof = sub.add_parser("profiles", help="list the run profiles")
     prof.set_defaults(func=_cmd_profiles)
+
+    from .ingest import FORMATS
+
+    imp = sub.add_parser("import", help="import sessions into the archive of originals")
+    imp.add_argument("paths", nargs="+", help="session files or directories (any supported format)")
+    imp.add_argument("--archive", help="archive file (default: data/archive/originals.sqlite)")
+    imp.add_argument("--format", action="append", choices=FORMATS, help="only these formats (repeatable)")
+    imp.add_argument("--quiet", action="store_true", help="no progress bar")
+    imp.set_defaults(func=_cmd_import)
+
+    hist = sub.add_parser("history", help="search or fetch original records in the archive")
+    hsub = hist.add_subparsers(dest="history_command", required=True)
+    hs = hsub.add_parser("search", help="full-text search (every word matched literally)")
+    hs.add_argument("query", nargs="+")
+    hs.add_argument("--session", help="only this session id")
+    hs.add_argument("--limit", type=int, default=10)
+    hs.add_argument("--any", action="store_true", help="match any word instead of all")
+    hs.add_argument("--raw", action="store_true", help="the query is FTS5 syntax")
+    hs.add_argument("--json", action="store_true")
+    hs.add_argument("--archive", help="archive file")
+    hs.set_defaults(func=_cmd_history_search)
+    hg = hsub.add_parser("get", help="print an original record exactly")
+    hg.add_argument("entry_id")
+    hg.add_argument("--session", help="session id, when the entry id is not unique")
+    hg.add_argument("--block", type=int, help="only this block of the entry")
+    hg.add_argument("--json", action="store_true")
+    hg.add_argument("--archive", help="archive file")
+    hg.set_defaults(func=_cmd_history_get)
+
+    tally = sub.add_parser("tally", help="import and print what fills the sessions")
+    tally.add_argument("paths", nargs="+")
+    tally.add_argument("--format", action="append", choices=FORMATS, help="only these formats (repeatable)")
+    tally.add_argument("--encoding", default="cl100k_base", help="report tokenizer")
+    tally.add_argument("--json", action="store_true", help="the composition table as JSON records")
+    tally.set_defaults(func=_cmd_tally)
     return parser
 
 

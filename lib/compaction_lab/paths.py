@@ -8,6 +8,8 @@ defaults, so batch users can keep results elsewhere without editing code:
     Folder that receives run folders (default ``data/results``).
 ``COMPACTION_LAB_PARAMS``
     Folder holding the profile YAML files (default ``papermill_params``).
+``COMPACTION_LAB_ARCHIVE``
+    The archive of originals, an SQLite file (default ``data/archive/originals.sqlite``).
 """
 
 from __future__ import annotations
@@ -41,3 +43,9 @@ def notebook_path(name: str) -> Path:
     """Path of a chain notebook given its stem (``01_context_composition``) or file name."""
     stem = name[:-6] if name.endswith(".ipynb") else name
     return NOTEBOOKS_DIR / f"{stem}.ipynb"
+
+
+def archive_path() -> Path:
+    """The SQLite archive of original records (git-ignored; it holds users' own sessions)."""
+    env = os.environ.get("COMPACTION_LAB_ARCHIVE")
+    return Path(env).expanduser().resolve() if env else DATA_DIR / "archive" / "originals.sqlite"

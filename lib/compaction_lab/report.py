@@ -224,6 +224,9 @@ def run_profile(
             pm.execute_notebook(
                 str(src), str(out), parameters=params, kernel_name=KERNEL_NAME,
                 progress_bar={"desc": nb, "leave": True} if progress else False, cwd=str(run_dir),
+                # The kernel is local and short-lived; its warning about unencrypted
+                # loopback TCP is noise in every run's output, so only errors are shown.
+                extra_arguments=["--IPKernelApp.log_level=ERROR"],
             )
         except PapermillExecutionError as exc:
             secs = time.perf_counter() - t0

@@ -1,0 +1,59 @@
+"""Speed and memory targets of the walking skeleton (run by `make bench`, not by pytest).
+
+Targets:
+- the default synthetic profile (6 chains x 128k tokens) generates in < 30 s;
+- composition + follow-ups of those chains take < 15 s and < 1 GiB traced peak;
+- cold token counting sustains > 1 MB of text per second;
+- `compaction-lab run --profile smoke` finishes in < 60 s after set-up.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import tracemalloc
+from pathlib import Path
+
+from _common import Results, timed
+
+from compaction_lab import composition
+from compaction_lab.ingest import synthetic
+from compaction_lab.tokens import TokenCounter
+
+
+def main() -> int:
+    res = Results("pipeline")
+    with timed() as t:
+        chains = synthetic.generate_chains(synthetic.SyntheticProfile())
+    res.add("generate default profile", t["seconds"], "s", "< 30 s", t["seconds"] < 30)
+
+    sessions = [c.session for c in chains]
+    tracemalloc.start()
+    with timed() as t:
+        composition.composition_table(sessions)
+        composition.followups_table(sessions)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    res.add("composition + follow-ups", t["seconds"], "s", "< 15 s", t["seconds"] < 15)
+    res.add("  traced peak memory", peak / 2**20, "MiB", "< 1024 MiB", peak < 2**30)
+
+    texts = [r.text for s in sessions for r in s.records]
+    nbytes = sum(len(x.encode()) for x in texts)
+    with timed() as t:
+        TokenCounter().count_many(texts)  # fresh counter: no cache hits
+    rate = nbytes / t["seconds"] / 1e6
+    res.add("cold token counting", rate, "MB/s", "> 1 MB/s", rate > 1)
+
+    exe = Path(sys.executable).with_name("compaction-lab")
+    with tempfile.TemporaryDirectory() as tmp, timed() as t:
+        r = subprocess.run([str(exe), "run", "--profile", "smoke", "--results", tmp, "--quiet"],
+                           capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        print(r.stderr[-3000:], file=sys.stderr)
+    res.add("smoke profile end to end", t["seconds"], "s", "< 60 s", r.returncode == 0 and t["seconds"] < 60)
+    return res.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,1 +1,0 @@
-"""Benchmarks run with `make bench` (pytest-benchmark); they are not part of `make test`."""

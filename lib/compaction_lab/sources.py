@@ -1,0 +1,152 @@
+"""Where a run's sessions come from: the seeded synthetic chains, or the user's own logs.
+
+A notebook calls `gather` once with its parameters; with no session paths it
+generates the synthetic chains (the embedded default, offline), otherwise it
+imports the paths (any supported format, files or directories). `save`
+writes what was studied into the run folder so later notebooks read exactly
+the same sessions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from . import runfolder
+from .ingest import ImportReport, load_sessions
+from .ingest import synthetic
+from .session import Session
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True)
+class Sources:
+    """The sessions of a run and how they were obtained.
+
+    Attributes
+    ----------
+    sessions : tuple of Session
+    kind : str
+        ``synthetic`` or ``imported``.
+    chains : tuple of SyntheticChain
+        The synthetic chains (facts and decoys included); empty when imported.
+    report : ImportReport or None
+        Counts and skips of an import; None for synthetic chains.
+    """
+
+    sessions: tuple[Session, ...]
+    kind: str
+    chains: tuple = ()
+    report: ImportReport | None = None
+
+
+def gather(
+    session_paths: Sequence[str] | str | None = None,
+    profile: synthetic.SyntheticProfile | None = None,
+    progress: bool = True,
+) -> Sources:
+    """Import `session_paths`, or generate the synthetic chains of `profile` when there are none.
+
+    Parameters
+    ----------
+    session_paths : path or list of paths, optional
+        Files or directories of real sessions (``~`` is expanded).
+    profile : SyntheticProfile, optional
+        Generator parameters used when no paths are given (default profile if None).
+    progress : bool
+        Progress bars.
+
+    Raises
+    ------
+    ValueError
+        When paths were given but no session could be imported from them.
+    """
+    paths = [session_paths] if isinstance(session_paths, (str, Path)) else list(session_paths or [])
+    paths = [str(p) for p in paths if str(p).strip()]
+    if not paths:
+        chains = synthetic.generate_chains(profile or synthetic.SyntheticProfile(), progress=progress)
+        return Sources(tuple(c.session for c in chains), "synthetic", tuple(chains), None)
+    report = ImportReport()
+    existing = []
+    for p in paths:
+        path = Path(p).expanduser()
+        if path.exists():
+            existing.append(path)
+        else:
+            # A profile may list the usual places of several agents; a user has some, not all.
+            report.skip(path, None, "unreadable", "no such file or directory")
+    it = load_sessions(existing, report)
+    if progress:
+        from tqdm.auto import tqdm
+
+        it = tqdm(it, desc="import", unit="session")
+    sessions = tuple(it)
+    if not sessions:
+        raise ValueError(f"no sessions imported from {paths}: {report.summary()}")
+    return Sources(sessions, "imported", (), report)
+
+
+def session_file(session_id: str) -> str:
+    """A filesystem-safe file name for a session id (ids may hold ``/`` or ``:``)."""
+    return f"{_UNSAFE.sub('_', session_id)}.jsonl"
+
+
+def save(sources: Sources, run_dir: Path) -> Path:
+    """Write the run's sessions (and facts or the import report) into the run folder.
+
+    Writes ``sessions/<session>.jsonl`` per session; for synthetic chains also
+    ``sessions/facts.jsonl``; for imports ``import_report.json`` and
+    ``import_skips.parquet``.
+    """
+    out = runfolder.sessions_dir(run_dir)
+    if sources.kind == "synthetic":
+        synthetic.write_chains(sources.chains, out)
+    else:
+        for s in sources.sessions:
+            (out / session_file(s.id)).write_bytes(s.to_jsonl())
+    if sources.report is not None:
+        rep = sources.report
+        (Path(run_dir) / "import_report.json").write_text(
+            json.dumps(
+                {"files": rep.files, "sessions": rep.sessions, "records": rep.records,
+                 "formats": dict(rep.formats), "skipped": rep.n_skipped, "reasons": dict(rep.reasons)},
+                indent=2, sort_keys=True,
+            ) + "\n",
+            encoding="utf-8",
+        )
+        runfolder.save_table(rep.to_frame(), run_dir, "import_skips")
+    return out
+
+
+def summary(sources: Sources) -> pd.DataFrame:
+    """One row per session: where it came from and its size (records, characters)."""
+    if sources.kind == "synthetic":
+        return synthetic.chains_summary(sources.chains)
+    rows = [
+        {
+            "session_id": s.id,
+            "source_format": s.source_format,
+            "source_path": s.source_path,
+            "records": len(s.records),
+            "chars": s.chars,
+            "model": s.metadata.get("model"),
+        }
+        for s in sources.sessions
+    ]
+    return pd.DataFrame(rows)
+
+
+def describe(sources: Sources) -> str:
+    """One line saying what was studied (and what an import skipped)."""
+    if sources.report is not None:
+        return f"Imported: {sources.report.summary()}"
+    return f"Synthetic: {len(sources.chains)} seeded chains (offline generator)."
+
+
+__all__ = ["Sources", "gather", "save", "summary", "describe", "session_file"]
