@@ -228,3 +228,16 @@ def test_composition_on_a_real_fixture_session_built_by_hand():
     comp = composition.composition_table([make_session(items, session_id="pi")])
     share = composition.tool_traffic_share(comp)["pi"]
     assert 0.6 < share < 0.99
+
+
+def test_default_synthetic_chains_are_mostly_tool_traffic():
+    """Acceptance: on the default profile's chains, tool calls + outputs are the large majority of characters."""
+    from compaction_lab.ingest import synthetic
+
+    chains = synthetic.generate_chains(synthetic.SyntheticProfile())
+    comp = composition.composition_table([c.session for c in chains])
+    share = composition.tool_traffic_share(comp)
+    assert len(share) == 6
+    assert (share >= 0.75).all(), share.to_dict()
+    coarse = composition.coarse_view(comp).set_index(["session_id", "group"])
+    assert coarse.loc[("ALL", "user text"), "char_share"] < 0.10
