@@ -18,7 +18,6 @@ Mapping (role -> record kind)::
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 

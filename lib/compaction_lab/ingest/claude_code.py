@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -129,13 +130,32 @@ def sniff(head: Head) -> bool:
     (``sessionId``, ``uuid``, ``parentUuid``, ``leafUuid``); a stream-json line
     has ``session_id`` and a stream type. pi lines (types ``session`` /
     ``message``, no such keys) and Codex lines (``payload``) never match.
+    A first line too long to parse within the head is judged by its keys.
     """
     try:
         if head.is_dir or head.is_sqlite:
             return False
-        return any(_is_project_line(o) or _is_stream_line(o) for o in head.objects)
+        if any(_is_project_line(o) or _is_stream_line(o) for o in head.objects):
+            return True
+        return _is_long_first_line(head.raw)
     except Exception:  # a sniffer never raises
         return False
+
+
+_LONG_LINE_KEYS = (re.compile(rb'"parentUuid"\s*:'), re.compile(rb'"sessionId"\s*:\s*"'))
+_PAYLOAD_KEY = re.compile(rb'"payload"\s*:')
+
+
+def _is_long_first_line(raw: bytes) -> bool:
+    """A first line longer than the sniff window (a pasted image) is never parsed: look at its keys.
+
+    Only used when the whole head is one unfinished line. Claude Code writes
+    ``parentUuid`` and ``sessionId`` near the start of every conversation
+    line; pi and Codex lines never carry both.
+    """
+    if b"\n" in raw or not raw.lstrip().startswith(b"{"):
+        return False  # the first line is complete: the parsed head objects decide
+    return all(pat.search(raw) for pat in _LONG_LINE_KEYS) and not _PAYLOAD_KEY.search(raw)
 
 
 # --------------------------------------------------------------------------- parsing
@@ -530,16 +550,21 @@ def _build(key: str, entries: list[_Entry], path: Path, known: set[str], calls: 
     state: dict[str, Any] = {"models": [], "windows": {}, "custom_title": None, "summaries": [],
                              "uuids": {e.uuid for e in entries if e.uuid}}
     usage: dict[str, tuple[str, str | None, dict]] = {}
-    after_boundary = False
+    after_boundary = False  # the previous record was a compact_boundary marker
     for e in _order(entries, known, path, report):
+        summary_seen = False
         for block_index, (kind, text, fields) in enumerate(e.items):
             fields = dict(fields)
             boundary = fields.pop("_boundary", None)
-            summary_boundary = fields.pop("_summary_boundary", False)
+            add_boundary = boundary is not None
+            if fields.pop("_summary_boundary", False) and not summary_seen:
+                # A compact summary marks a boundary only when no marker line precedes it.
+                summary_seen = True
+                add_boundary = not after_boundary
             if kind == "tool_output" and fields.get("call_id") in calls:
                 fields["tool"], fields["target"] = calls[fields["call_id"]]
             rec = b.add(kind, text, e.entry_id, block_index, timestamp=e.timestamp, **fields)
-            if boundary is not None or (summary_boundary and not after_boundary):
+            if add_boundary:
                 b.metadata.setdefault("compactions", []).append(
                     {"entry_id": e.entry_id, "source_order": rec.source_order, **(boundary or {})})
             after_boundary = boundary is not None

@@ -147,16 +147,18 @@ class _PiSession:
     # ---- lines
 
     def header(self, obj: Mapping[str, Any], lineno: int, stem: str) -> None:
-        if self.builder is not None:  # a second header: keep it as bookkeeping
+        late = self.builder is not None
+        if late:
+            # Records exist already (the first line was unusable), so the id is fixed:
+            # keep the header as bookkeeping and fill only metadata still missing.
             self.builder.add("meta", f"session {obj.get('id') or ''}".strip(), f"L{lineno}",
                              timestamp=_str(obj.get("timestamp")))
-            return
-        b = self._ensure(_str(obj.get("id")) or stem)
-        if not _str(obj.get("id")):
+        elif not _str(obj.get("id")):
             self.skip(lineno, "missing_field", "session header without an id")
+        b = self._ensure(_str(obj.get("id")) or stem)
         for src, dst in (("cwd", "cwd"), ("provider", "provider"), ("thinkingLevel", "thinking_level"),
                          ("version", "pi_session_version"), ("parentSession", "parent_session")):
-            if obj.get(src) is not None:
+            if obj.get(src) is not None and not (late and dst in b.metadata):
                 b.metadata[dst] = obj[src]
         self._model(obj.get("modelId"))
 
