@@ -257,6 +257,18 @@ def load_json(path: str | Path, report: ImportReport) -> Any | None:
 # --------------------------------------------------------------------------- building
 
 
+def file_stem(path: str | Path) -> str:
+    """File name without ``.zst`` and the log suffix (``rollout-x.jsonl.zst`` -> ``rollout-x``).
+
+    The fallback session id of formats whose files do not record one.
+    """
+    name = Path(path).name
+    for suffix in (".zst", ".jsonl", ".ndjson", ".json", ".traj"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            name = name[: -len(suffix)]
+    return name
+
+
 #: Keys of tool arguments that name what the tool acted on, in priority order.
 _TARGET_KEYS = ("file_path", "filePath", "path", "notebook_path", "command", "cmd", "url", "pattern", "query", "description")
 

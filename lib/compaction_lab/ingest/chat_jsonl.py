@@ -27,6 +27,7 @@ from .base import (
     ImportReport,
     SessionBuilder,
     content_text,
+    file_stem,
     is_injected,
     iter_jsonl,
     tool_call_text,
@@ -81,14 +82,6 @@ def sniff(head: Head) -> bool:
 
 # --------------------------------------------------------------------------- loading
 
-
-def file_stem(path: Path) -> str:
-    """File name without ``.zst`` and the JSONL suffix."""
-    name = path.name
-    for suffix in (".zst", ".jsonl", ".ndjson", ".json"):
-        if name.endswith(suffix) and len(name) > len(suffix):
-            name = name[: -len(suffix)]
-    return name
 
 
 class _Conversation:

@@ -84,6 +84,7 @@ from .base import (
     ImportReport,
     SessionBuilder,
     content_text,
+    file_stem,
     is_injected,
     iter_jsonl,
     tool_call_text,
@@ -580,11 +581,6 @@ def _build(key: str, entries: list[_Entry], path: Path, known: set[str], calls: 
     return b.build()
 
 
-def _stem(path: Path) -> str:
-    """File name without ``.zst`` and the JSONL suffix (the session id of a projects file)."""
-    name = path.name[:-4] if path.name.endswith(".zst") else path.name
-    return Path(name).stem or name
-
 
 def load(path: Path, report: ImportReport) -> Iterator[Session]:
     """Stream the sessions of one Claude Code transcript file.
@@ -615,6 +611,6 @@ def load(path: Path, report: ImportReport) -> Iterator[Session]:
     if not entries:
         return
     known = {e.uuid for e in entries if e.uuid}
-    stem = _stem(path)
+    stem = file_stem(path)
     for key, group in _assign_sessions(entries, stem).items():
         yield _build(key, group, path, known, calls, report)

@@ -37,6 +37,7 @@ from .base import (
     ImportReport,
     SessionBuilder,
     content_text,
+    file_stem,
     is_injected,
     iter_jsonl,
     tool_call_text,
@@ -111,14 +112,6 @@ def sniff(head: Head) -> bool:
 
 # --------------------------------------------------------------------------- small pure helpers
 
-
-def file_stem(path: Path) -> str:
-    """File name without ``.zst`` and the JSONL suffix (``rollout-x.jsonl.zst`` -> ``rollout-x``)."""
-    name = path.name
-    for suffix in (".zst", ".jsonl", ".ndjson", ".json"):
-        if name.endswith(suffix) and len(name) > len(suffix):
-            name = name[: -len(suffix)]
-    return name
 
 
 def _parse_json_object(text: str) -> dict[str, Any] | None:

@@ -63,6 +63,7 @@ from .base import (
     ImportReport,
     SessionBuilder,
     content_text,
+    file_stem,
     is_injected,
     iter_jsonl,
     tool_call_text,
@@ -352,10 +353,6 @@ class _PiSession:
         return self.builder.build()
 
 
-def _stem(path: Path) -> str:
-    name = path.name[:-4] if path.name.endswith(".zst") else path.name
-    return Path(name).stem or name
-
 
 def load(path: Path, report: ImportReport) -> Iterator[Session]:
     """Stream the session of one pi session file.
@@ -375,7 +372,7 @@ def load(path: Path, report: ImportReport) -> Iterator[Session]:
         The file's one session (none for a file without a usable line).
     """
     path = Path(path)
-    stem = _stem(path)
+    stem = file_stem(path)
     sess = _PiSession(path, report)
     for lineno, obj, _raw in iter_jsonl(path, report):
         if obj.get("type") == "session":

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from ..session import Session
-from .base import Head, ImportReport, SessionBuilder, content_text, load_json, tool_call_text, tool_target
+from .base import Head, ImportReport, SessionBuilder, content_text, file_stem, load_json, tool_call_text, tool_target
 
 FORMAT = "swe_agent"
 
@@ -114,7 +114,7 @@ def load(path: Path, report: ImportReport) -> Iterator[Session]:
     if not isinstance(doc, dict):
         report.skip(path, None, "not_an_object", type(doc).__name__)
         return
-    sid = path.name[: -len(".traj")] if path.name.endswith(".traj") else path.stem
+    sid = file_stem(path)
     b = SessionBuilder(sid, FORMAT, path)
     history, trajectory = doc.get("history"), doc.get("trajectory")
     if isinstance(history, list) and history:
