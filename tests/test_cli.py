@@ -37,3 +37,86 @@ def test_help_names_the_commands(capsys):
         assert e.code == 0
     out = capsys.readouterr().out
     assert "run" in out and "profiles" in out
+
+
+# --------------------------------------------------------------------------- import / history / tally
+
+import json  # noqa: E402
+
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from compaction_lab import composition  # noqa: E402
+from compaction_lab.ingest import ImportReport, load_sessions  # noqa: E402
+
+from conftest import SHARED_FIXTURES  # noqa: E402
+
+needs_shared = pytest.mark.skipif(not SHARED_FIXTURES.exists(), reason="../shared fixtures not present")
+PI = SHARED_FIXTURES / "pi" / "large-session.jsonl"
+
+
+def _first_single_block_tool_result(path: Path) -> tuple[int, str]:
+    """Independently of the importer: the line number and text of a one-block pi toolResult."""
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        obj = json.loads(line)
+        msg = obj.get("message") or {}
+        blocks = msg.get("content") if isinstance(msg.get("content"), list) else []
+        if obj.get("type") == "message" and msg.get("role") == "toolResult" and len(blocks) == 1 \
+                and blocks[0].get("type") == "text" and len(blocks[0]["text"]) > 200:
+            return lineno, blocks[0]["text"]
+    raise AssertionError("no single-block toolResult in the fixture")
+
+
+@needs_shared
+def test_import_search_get_round_trip(tmp_path, capsys):
+    db = str(tmp_path / "archive.sqlite")
+    assert cli.main(["import", str(SHARED_FIXTURES), "--archive", db, "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert " new records" in out
+    n_first = int(out.split(":")[1].split()[0])
+    assert n_first > 1000
+
+    # Re-import: nothing added.
+    assert cli.main(["import", str(SHARED_FIXTURES), "--archive", db, "--quiet"]) == 0
+    assert ": 0 new records" in capsys.readouterr().out
+
+    lineno, original = _first_single_block_tool_result(PI)
+    # A planted string: a line of that tool output, searched as a phrase.
+    needle = next(ln for ln in original.splitlines() if len(ln.split()) >= 4)
+    assert cli.main(["history", "search", needle, "--archive", db, "--json", "--limit", "50"]) == 0
+    hits = json.loads(capsys.readouterr().out)
+    assert any(h["entry_id"] == f"L{lineno}" and h["kind"] == "tool_output" for h in hits)
+    session = next(h["session_id"] for h in hits if h["entry_id"] == f"L{lineno}")
+
+    # get: the original text, byte for byte.
+    assert cli.main(["history", "get", f"L{lineno}", "--session", session, "--archive", db]) == 0
+    assert capsys.readouterr().out == original
+
+    assert cli.main(["history", "get", "no-such-entry", "--archive", db]) == 1
+    assert cli.main(["history", "search", "zzqxqzz-never-there", "--archive", db]) == 1
+
+
+def test_history_without_archive_is_a_clear_error(tmp_path, capsys):
+    assert cli.main(["history", "search", "x", "--archive", str(tmp_path / "none.sqlite")]) == 2
+    assert "compaction-lab import" in capsys.readouterr().err
+
+
+def test_import_unknown_file_names_the_formats_tried(tmp_path, capsys):
+    junk = tmp_path / "notes.jsonl"
+    junk.write_text('{"hello": "world"}\n')
+    assert cli.main(["import", str(junk), "--archive", str(tmp_path / "a.sqlite")]) == 2
+    err = capsys.readouterr().err
+    assert "not a recognised session format" in err and "codex" in err and "claude_code" in err
+
+
+@needs_shared
+def test_tally_prints_the_composition_table(capsys):
+    assert cli.main(["tally", str(SHARED_FIXTURES), "--json"]) == 0
+    captured = capsys.readouterr()
+    got = pd.DataFrame(json.loads(captured.out))
+    expected = composition.composition_table(load_sessions(SHARED_FIXTURES, ImportReport()))
+    pd.testing.assert_frame_equal(got[composition.COMPOSITION_COLUMNS].reset_index(drop=True),
+                                  expected.reset_index(drop=True), check_dtype=False)
+    assert "skipped" not in captured.err  # the real fixtures import cleanly
+    assert cli.main(["tally", str(SHARED_FIXTURES)]) == 0
+    assert "tool traffic" in capsys.readouterr().out

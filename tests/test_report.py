@@ -186,3 +186,36 @@ def test_parameters_no_notebook_declares_are_reported(tmp_path, capsys):
     assert info["unused_parameters"] == ["windw_tokens"]
     assert "windw_tokens" in capsys.readouterr().err
     assert result.report is None and not (result.run_dir / "report.html").exists()
+
+
+# --------------------------------------------------------------------------- real sessions through notebook 01
+
+from conftest import SHARED_FIXTURES  # noqa: E402
+
+HERE_FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_my_sessions_profile_loads():
+    prof = report.load_profile("my_sessions")
+    assert prof.parameters["session_paths"] and all(p.startswith("~") for p in prof.parameters["session_paths"])
+
+
+@pytest.mark.skipif(not SHARED_FIXTURES.exists(), reason="../shared fixtures not present")
+def test_notebook_01_on_every_fixture_session(tmp_path):
+    prof = tmp_path / "fixtures.yaml"
+    prof.write_text(
+        "description: every fixture session\nnotebooks: [01_context_composition]\n"
+        f"parameters:\n  session_paths: ['{SHARED_FIXTURES}', '{HERE_FIXTURES}', '{tmp_path / 'absent'}']\n"
+    )
+    result = report.run_profile(prof, results=tmp_path / "results", progress=False, render=False)
+    d = result.run_dir
+    comp = pd.read_parquet(d / "composition.parquet")
+    assert set(comp["source_format"]) == {"claude_code", "pi", "swe_agent", "codex", "opencode", "chat_jsonl"}
+    imported = json.loads((d / "import_report.json").read_text())
+    # The hand-written broken fixtures are counted, the missing path too; nothing crashed.
+    assert imported["skipped"] > 0 and imported["reasons"]["unreadable"] == 1
+    skips = pd.read_parquet(d / "import_skips.parquet")
+    assert len(skips) == imported["skipped"]
+    files = list((d / "sessions").glob("*.jsonl"))
+    assert len(files) == comp["session_id"].nunique() == imported["sessions"]
+    assert (d / "figures" / "fig2_composition.png").exists()

@@ -220,7 +220,21 @@ class Archive:
         any_term : bool
             Match any word instead of all.
         """
-        match = query if raw else fts_query(query, any_term=any_term)
+        if raw:
+            return self._search(query, query, session, limit)
+        # Exact phrase hits first (what a person pasting a line expects), then
+        # records that merely contain every word (or any word), best bm25 first.
+        hits = self._search('"' + " ".join(query.split()).replace('"', '""') + '"', query, session, limit) \
+            if len(query.split()) > 1 else []
+        seen = {(h.session_id, h.entry_id, h.block_index) for h in hits}
+        for h in self._search(fts_query(query, any_term=any_term), query, session, limit + len(hits)):
+            if len(hits) >= limit:
+                break
+            if (h.session_id, h.entry_id, h.block_index) not in seen:
+                hits.append(h)
+        return hits[:limit]
+
+    def _search(self, match: str, query: str, session: str | None, limit: int) -> list[Hit]:
         sql = (
             "SELECT r.session_id, r.entry_id, r.block_index, r.source_order, r.kind, r.tool, r.target, "
             "snippet(records_fts, 0, '[', ']', '…', 16), bm25(records_fts) AS score "

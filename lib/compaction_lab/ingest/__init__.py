@@ -14,12 +14,15 @@ imported: see `compaction_lab.ingest.synthetic`.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import importlib
 import os
 from pathlib import Path
 from types import ModuleType
 from typing import Iterable, Iterator
 
+from ..session import Session
 from .base import Head, ImportReport, IngestError, UnknownFormat, read_head
 
 #: Importers in sniffing order: the most specific signatures first.
@@ -116,16 +119,47 @@ def load_sessions(
     wanted = set(formats) if formats else None
     if isinstance(paths, (str, Path)):
         paths = [paths]
+    seen: dict[tuple[str, str], list[bytes]] = {}
     for p in paths:
         for source, fmt in iter_sources(p, report):
             if wanted and fmt not in wanted:
                 continue
             report.files += 1
             for session in importer(fmt).load(source, report):
+                key = (session.source_format, session.id)
+                digest = content_digest(session)
+                earlier = seen.setdefault(key, [])
+                if digest in earlier:
+                    # The same data reached us twice (an OpenCode db and its storage
+                    # tree, a directory and a file in it): keep it once.
+                    report.skip(source, None, "duplicate_session", f"session {session.id} already imported")
+                    continue
+                earlier.append(digest)
+                if len(earlier) > 1:
+                    # Same id, different content (a resumed Claude Code session copied
+                    # into a new file): keep both, the later one under a new id.
+                    session = renamed(session, f"{session.id}~{len(earlier)}")
                 yield report.produced(session)
+
+
+def content_digest(session: Session) -> bytes:
+    """Hash of a session's records (not its path), to recognise the same session imported twice."""
+    h = hashlib.blake2b(digest_size=16)
+    for r in session.records:
+        h.update(f"{r.entry_id}\x00{r.block_index}\x00{r.kind}\x00{r.tool}\x00{r.call_id}\x00".encode())
+        h.update(r.text.encode("utf-8", "surrogatepass"))
+        h.update(b"\x01")
+    return h.digest()
+
+
+def renamed(session: Session, new_id: str) -> Session:
+    """The session under another id (records follow), noting the original id in metadata."""
+    records = tuple(dataclasses.replace(r, session_id=new_id) for r in session.records)
+    metadata = {**session.metadata, "renamed_from": session.id}
+    return dataclasses.replace(session, id=new_id, records=records, metadata=metadata)
 
 
 __all__ = [
     "FORMATS", "Head", "ImportReport", "IngestError", "UnknownFormat",
-    "detect", "importer", "iter_sources", "load_sessions", "read_head",
+    "content_digest", "detect", "importer", "iter_sources", "load_sessions", "read_head", "renamed",
 ]

@@ -43,6 +43,7 @@ REASONS = {
     "dangling_parent": "parent link points at no known entry (kept, ordered by position)",
     "cyclic_parent": "parent links form a cycle (kept, ordered by position)",
     "empty_file": "source holds no data",
+    "duplicate_session": "the same session, identical, was already imported from another source",
     "unknown_format": "no importer recognised the source",
     "unreadable": "source could not be read",
 }

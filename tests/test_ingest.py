@@ -1,0 +1,80 @@
+"""The registry: detection, directory walks, duplicate sessions, the unknown-format error."""
+
+import shutil
+
+import pytest
+
+from compaction_lab import ingest
+from compaction_lab.ingest import ImportReport, UnknownFormat, load_sessions
+
+from conftest import SHARED_FIXTURES
+
+HERE_FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures"
+
+
+def test_unknown_file_is_one_clear_error(tmp_path):
+    f = tmp_path / "x.jsonl"
+    f.write_text('{"hello": 1}\n')
+    with pytest.raises(UnknownFormat) as info:
+        ingest.detect(f)
+    for fmt in ingest.FORMATS:
+        assert fmt in str(info.value)
+
+
+def test_missing_path_is_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        list(load_sessions(tmp_path / "nope"))
+
+
+def test_directory_walk_counts_unknown_files_and_ignores_non_candidates(tmp_path):
+    shutil.copy(HERE_FIXTURES / "chat_jsonl" / "fix-flaky-test.jsonl", tmp_path / "a.jsonl")
+    (tmp_path / "junk.jsonl").write_text('{"hello": 1}\n')
+    (tmp_path / "README.md").write_text("# not a session\n")
+    rep = ImportReport()
+    sessions = list(load_sessions(tmp_path, rep))
+    assert [s.source_format for s in sessions] == ["chat_jsonl"]
+    assert rep.reasons["unknown_format"] == 1 and rep.files == 1
+
+
+def test_identical_session_from_two_sources_is_kept_once():
+    rep = ImportReport()
+    storage = HERE_FIXTURES / "opencode" / "storage"
+    export = HERE_FIXTURES / "opencode" / "export.json"
+    sessions = list(load_sessions([storage, export], rep))
+    assert len(sessions) == 1
+    assert rep.reasons["duplicate_session"] == 1
+
+
+def test_same_id_different_content_is_kept_under_a_new_id(tmp_path):
+    src = HERE_FIXTURES / "chat_jsonl" / "fix-flaky-test.jsonl"
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    shutil.copy(src, tmp_path / "one" / "s.jsonl")
+    lines = src.read_text().splitlines()
+    (tmp_path / "two" / "s.jsonl").write_text("\n".join(lines[:-1]) + "\n")
+    rep = ImportReport()
+    sessions = list(load_sessions(tmp_path, rep))
+    assert [s.id for s in sessions] == ["s", "s~2"]
+    assert sessions[1].metadata["renamed_from"] == "s"
+    assert all(r.session_id == "s~2" for r in sessions[1].records)
+    assert rep.n_skipped == 0
+
+
+@pytest.mark.skipif(not SHARED_FIXTURES.exists(), reason="../shared fixtures not present")
+def test_every_real_fixture_is_detected_by_content(tmp_path):
+    expected = {"claude-code": "claude_code", "pi": "pi", "swe-agent": "swe_agent"}
+    for folder, fmt in expected.items():
+        for f in (SHARED_FIXTURES / folder).iterdir():
+            # Renamed to a neutral name: detection must not rely on the file name.
+            neutral = tmp_path / f"{folder}-{f.stem}.data"
+            shutil.copy(f, neutral)
+            assert ingest.detect(neutral) == fmt, f
+
+
+@pytest.mark.skipif(not SHARED_FIXTURES.exists(), reason="../shared fixtures not present")
+def test_real_fixtures_import_without_skips():
+    rep = ImportReport()
+    sessions = list(load_sessions(SHARED_FIXTURES, rep))
+    assert rep.n_skipped == 0, rep.skipped
+    assert {s.source_format for s in sessions} == {"claude_code", "pi", "swe_agent"}
+    assert rep.records == sum(len(s.records) for s in sessions)
