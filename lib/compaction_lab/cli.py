@@ -13,6 +13,8 @@
     Search the archive (SQLite FTS5) / print an original record exactly.
 ``compaction-lab tally PATH...``
     Import and print what fills the sessions (the composition table).
+``compaction-lab project PATH --strategy NAME``
+    Force a compaction and print the projection's segments (or JSON).
 """
 
 from __future__ import annotations
@@ -188,6 +190,80 @@ def _cmd_tally(args: argparse.Namespace) -> int:
     return 0
 
 
+def _history_tokens(session, cut: int, strat, ctx) -> int:
+    """The input size the strategy's own estimator sees before the cut (shape included)."""
+    from .strategies.base import ESTIMATORS, history
+
+    est = ESTIMATORS[strat.estimator]
+    shape = ctx.shape.for_session(session)
+    texts = [shape.system_prompt, shape.tools_text()] + [r.text for r in history(session, cut)]
+    return sum(est(t) for t in texts)
+
+
+def _cmd_project(args: argparse.Namespace) -> int:
+    from . import strategies, summarize
+    from .ingest import ImportReport, IngestError, load_sessions
+    from .strategies import CompactionContext
+
+    try:
+        strat = strategies.get(args.strategy)
+        provider = summarize.get_provider(args.summarizer)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    ctx = CompactionContext(window=args.window, output_ceiling=args.output_ceiling, summarizer=provider)
+    rep = ImportReport()
+    try:
+        sessions = [s for s in load_sessions(args.path, rep) if not args.session or s.id == args.session]
+    except (IngestError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not sessions:
+        print(f"error: no session{' ' + args.session if args.session else ''} in {args.path}", file=sys.stderr)
+        return 2
+    results = []
+    for s in sessions:
+        cut = len(s.records) if args.cut is None else args.cut
+        if not 0 <= cut <= len(s.records):
+            print(f"error: --cut {cut} outside session {s.id} (0..{len(s.records)})", file=sys.stderr)
+            return 2
+        if args.respect_trigger:
+            used = _history_tokens(s, cut, strat, ctx)
+            if not strat.fires(used, ctx):
+                msg = f"{s.id}: {strat.name}'s trigger does not fire at {used:,} tokens ({strat.estimator}); nothing cut"
+                results.append({"session_id": s.id, "compacted": False, "input_tokens": used, "message": msg})
+                if not args.json:
+                    print(msg)
+                continue
+        proj = strategies.compact(s, args.strategy, cut, ctx)
+        results.append({"session_id": s.id, "compacted": True, **proj.to_json()})
+        if not args.json:
+            _print_projection(proj)
+    if args.json:
+        print(json.dumps(results if len(results) > 1 else results[0], indent=2, ensure_ascii=False, default=str))
+    return 0
+
+
+def _print_projection(proj) -> None:
+    from .anatomy import strategy_label
+
+    print(f"{proj.session_id}: {strategy_label(proj)} ({proj.algorithm_version}) at cut {proj.cut} — "
+          f"{proj.tokens:,} tokens in {len(proj.segments)} segments; capacity {proj.capacity:,} ({proj.estimator})")
+    print(f"{'#':>4}  {'segment':<18} {'role':<9} {'record':<12} {'tokens':>8}  entries")
+    for i, seg in enumerate(proj.segments):
+        ids = ", ".join(seg.entry_ids[:3]) + (" …" if len(seg.entry_ids) > 3 else "")
+        label = f"  [{seg.label}]" if seg.label else ""
+        print(f"{i:>4}  {seg.kind:<18} {seg.role:<9} {seg.record_kind or '':<12} {seg.tokens:>8,}  {ids}{label}")
+    if proj.summary_request is not None:
+        req = proj.summary_request
+        print(f"summary request: {req.shape}, template {req.template}, fingerprint {req.fingerprint()[:16]}")
+    if proj.receipt is not None:
+        r = proj.receipt
+        print(f"receipt: provider {r.provider}{' (stand-in)' if r.stand_in else ''}"
+              f"{', fallback used' if r.fallback else ''}{', ' + r.error if r.error else ''}")
+    print()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="compaction-lab",
@@ -240,6 +316,18 @@ def build_parser() -> argparse.ArgumentParser:
     tally.add_argument("--encoding", default="cl100k_base", help="report tokenizer")
     tally.add_argument("--json", action="store_true", help="the composition table as JSON records")
     tally.set_defaults(func=_cmd_tally)
+
+    proj = sub.add_parser("project", help="force a compaction and print the projection")
+    proj.add_argument("path", help="a session file or directory (any supported format)")
+    proj.add_argument("--strategy", required=True, help="strategy name (see the README)")
+    proj.add_argument("--session", help="only this session id")
+    proj.add_argument("--window", type=int, default=128_000, help="context window W (default 128000)")
+    proj.add_argument("--output-ceiling", type=int, default=32_000, help="output ceiling O (default 32000)")
+    proj.add_argument("--cut", type=int, help="compact records before this source_order (default: the end)")
+    proj.add_argument("--respect-trigger", action="store_true", help="compact only if the strategy's trigger fires")
+    proj.add_argument("--summarizer", default="extractive", help="none or extractive (offline stand-in)")
+    proj.add_argument("--json", action="store_true", help="segments with text, totals, summary request shape")
+    proj.set_defaults(func=_cmd_project)
     return parser
 
 

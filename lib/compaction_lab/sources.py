@@ -124,6 +124,23 @@ def save(sources: Sources, run_dir: Path) -> Path:
     return out
 
 
+def load_saved(run_dir: Path) -> tuple[Session, ...]:
+    """The sessions an earlier notebook of this run wrote (``sessions/*.jsonl``), in name order.
+
+    Raises
+    ------
+    FileNotFoundError
+        When the run folder holds no sessions: notebook 01 has not run there.
+    """
+    folder = Path(run_dir) / runfolder.SESSIONS
+    files = sorted(p for p in folder.glob("*.jsonl") if p.name != "facts.jsonl") if folder.is_dir() else []
+    if not files:
+        raise FileNotFoundError(
+            f"no sessions in {folder}: run notebook 01_context_composition into this run folder first"
+        )
+    return tuple(Session.from_jsonl(p.read_bytes()) for p in files)
+
+
 def summary(sources: Sources) -> pd.DataFrame:
     """One row per session: where it came from and its size (records, characters)."""
     if sources.kind == "synthetic":
@@ -149,4 +166,4 @@ def describe(sources: Sources) -> str:
     return f"Synthetic: {len(sources.chains)} seeded chains (offline generator)."
 
 
-__all__ = ["Sources", "gather", "save", "summary", "describe", "session_file"]
+__all__ = ["Sources", "describe", "gather", "load_saved", "save", "session_file", "summary"]

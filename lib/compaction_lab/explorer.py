@@ -1,0 +1,95 @@
+"""An ipywidgets explorer for notebook 02: pick a chain, a strategy, a window and budgets.
+
+The widget only wires controls to `ProjectionExplorer.update`, a plain method
+that recomputes the projection and its segment table; tests call it (and
+drive the controls) without a browser.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import pandas as pd
+
+from . import anatomy, charts, strategies
+from .projection import Projection
+from .session import Session
+from .strategies.base import CompactionContext
+
+
+class ProjectionExplorer:
+    """Interactive projection anatomy over a fixed set of sessions.
+
+    Parameters
+    ----------
+    sessions : sequence of Session
+    ctx : CompactionContext, optional
+        Base context; the controls override window, output ceiling and budgets.
+    names : sequence of str, optional
+        Strategies offered (default: all registered).
+    """
+
+    def __init__(self, sessions: Sequence[Session], ctx: CompactionContext | None = None,
+                 names: Sequence[str] | None = None):
+        if not sessions:
+            raise ValueError("the explorer needs at least one session")
+        self.sessions = {s.id: s for s in sessions}
+        self.ctx = ctx or CompactionContext()
+        self.names = list(names or strategies.names())
+        self.last: Projection | None = None
+        self.last_table: pd.DataFrame | None = None
+        self._controls: dict = {}
+        self._out = None
+
+    def update(self, session_id: str, strategy: str, window: int, output_ceiling: int,
+               tail_tokens: int, history_target: int, evidence_tokens: int) -> pd.DataFrame:
+        """Recompute the projection for these settings; returns (and keeps) its segment table."""
+        params = {**self.ctx.params, "tail_tokens": int(tail_tokens), "history_target": int(history_target),
+                  "evidence_tokens": int(evidence_tokens)}
+        ctx = dataclasses.replace(self.ctx, window=int(window), output_ceiling=int(output_ceiling), params=params)
+        case = anatomy.cases_at_end([self.sessions[session_id]])[0]
+        ((_, proj),) = anatomy.project_cases([case], [strategy], ctx)
+        self.last = proj
+        self.last_table = anatomy.projections_table([(case, proj)])
+        return self.last_table
+
+    def _values(self) -> dict:
+        return {k: w.value for k, w in self._controls.items()}
+
+    def _on_change(self, _change=None) -> None:
+        table = self.update(**self._values())
+        if self._out is None:
+            return
+        from IPython.display import display
+
+        self._out.clear_output(wait=True)
+        with self._out:
+            summary = table.groupby("segment_kind", sort=False)["tokens"].agg(["count", "sum"])
+            print(f"{self.last.strategy}: {self.last.tokens:,} tokens in {len(table)} segments "
+                  f"(capacity {self.last.capacity:,} {self.last.estimator})")
+            display(summary)
+            display(charts.fig7_projection_anatomy(table, width=480))
+
+    def widget(self):
+        """The controls and an output area, wired to `update`."""
+        import ipywidgets as w
+
+        first = next(iter(self.sessions))
+        self._controls = {
+            "session_id": w.Dropdown(options=list(self.sessions), value=first, description="chain"),
+            "strategy": w.Dropdown(options=self.names, value=self.names[0], description="strategy"),
+            "window": w.IntSlider(value=self.ctx.window, min=8_000, max=1_000_000, step=8_000, description="window W"),
+            "output_ceiling": w.IntSlider(value=self.ctx.output_ceiling, min=1_000, max=64_000, step=1_000,
+                                          description="output O"),
+            "tail_tokens": w.IntSlider(value=8_192, min=0, max=32_768, step=512, description="tail"),
+            "history_target": w.IntSlider(value=32_768, min=0, max=131_072, step=1_024, description="history"),
+            "evidence_tokens": w.IntSlider(value=2_048, min=0, max=8_192, step=256, description="evidence"),
+        }
+        self._out = w.Output()
+        for c in self._controls.values():
+            c.observe(self._on_change, names="value")
+        self._on_change()
+        return w.VBox([w.HBox(list(self._controls.values())[:2]),
+                       w.HBox(list(self._controls.values())[2:4]),
+                       w.HBox(list(self._controls.values())[4:]), self._out])

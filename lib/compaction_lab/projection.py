@@ -1,0 +1,263 @@
+"""What a compaction produces: a `Projection`, the ordered segments the next request sees.
+
+Compaction never deletes or rewrites the session; it recomputes, for the next
+request only, what the model gets to see. Every strategy returns the same
+type, so every chart and exam treats them alike:
+
+* `Segment` — one piece of the projection with its kind, chat role, text,
+  provenance (the entry ids it came from) and report-token size.
+* `SummaryRequest` — the request a strategy sends to produce its summary, in
+  that strategy's documented shape (prefix-shared, history + instruction,
+  dedicated prompt), with a fingerprint.
+* `SummaryReceipt` — what came back: provider, stand-in flag, usage, fallback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Sequence
+
+from .tokens import DEFAULT_ENCODING, counter
+
+#: Segment kinds, in the order a projection usually lists them.
+SEGMENT_KINDS: tuple[str, ...] = (
+    "system", "tools", "header", "user_original", "assistant_original", "omitted_marker",
+    "evidence_index", "summary", "tail", "continue",
+)
+
+#: Segment kinds whose text a strategy writes itself (markers, headers,
+#: summaries); every other kind's text must come verbatim from the session
+#: (or the call shape, for system and tools).
+AUTHORED_KINDS: frozenset[str] = frozenset({"header", "omitted_marker", "summary", "continue", "evidence_index"})
+
+ROLES = ("system", "user", "assistant", "tool")
+
+#: Label every table and chart shows next to an offline stand-in's output.
+STAND_IN_LABEL = "extractive stand-in"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One piece of a projection.
+
+    Parameters
+    ----------
+    kind : str
+        One of `SEGMENT_KINDS`.
+    role : str
+        Chat role it is rendered with (system, user, assistant, tool).
+    text : str
+        What the model sees.
+    entry_ids : tuple of str
+        Provenance: the session entries this segment came from (empty for
+        system / tools / headers).
+    tokens : int
+        Report-tokenizer size, filled by `Projection.finalize`.
+    record_kind : str, optional
+        For verbatim segments: the kind of the record copied (tool_output, ...).
+    label : str
+        Shown next to the segment in tables (e.g. "extractive stand-in").
+    """
+
+    kind: str
+    role: str
+    text: str
+    entry_ids: tuple[str, ...] = ()
+    tokens: int = 0
+    record_kind: str | None = None
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in SEGMENT_KINDS:
+            raise ValueError(f"unknown segment kind {self.kind!r}; expected one of {SEGMENT_KINDS}")
+        if self.role not in ROLES:
+            raise ValueError(f"unknown role {self.role!r}")
+        object.__setattr__(self, "entry_ids", tuple(self.entry_ids))
+
+
+def _canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class SummaryRequest:
+    """The request a strategy sends for its summary, in its documented shape.
+
+    Parameters
+    ----------
+    strategy : str
+    shape : str
+        ``prefix-shared`` (the session's own system prompt + tools + messages,
+        instruction appended: FutureOS), ``history+instruction`` (base
+        instructions, no tools: Codex), ``dedicated`` (own system prompt, no
+        tools, flattened transcript: OpenCode, claude-code-style).
+    system : str
+        The system prompt sent.
+    tools : tuple of dict
+        Tool definitions sent (empty when the shape sends none).
+    messages : tuple of dict
+        Chat messages ``{"role", "content"}``, instruction last.
+    template : str
+        Which summary format the answer must follow (``futureos-handoff``,
+        ``codex-handoff``, ``opencode-template``, ``claude-code-9``); offline
+        providers fill it.
+    max_output_tokens : int
+        Cap on the summary's size.
+    source_entry_ids : tuple of str
+        Entries the request summarises.
+    """
+
+    strategy: str
+    shape: str
+    system: str
+    tools: tuple[Mapping[str, Any], ...]
+    messages: tuple[Mapping[str, Any], ...]
+    template: str
+    max_output_tokens: int
+    source_entry_ids: tuple[str, ...] = ()
+
+    def fingerprint(self) -> str:
+        """sha256 of the request as sent (system, tools, messages, cap)."""
+        body = {"system": self.system, "tools": list(self.tools), "messages": list(self.messages),
+                "max_output_tokens": self.max_output_tokens}
+        return hashlib.sha256(_canonical(body).encode("utf-8")).hexdigest()
+
+    def shape_fingerprint(self) -> str:
+        """sha256 of the call shape only (system prompt + tool definitions)."""
+        return hashlib.sha256(_canonical({"system": self.system, "tools": list(self.tools)}).encode()).hexdigest()
+
+    def to_openai(self) -> dict[str, Any]:
+        """The request body an OpenAI-compatible chat endpoint receives."""
+        body: dict[str, Any] = {
+            "messages": [{"role": "system", "content": self.system}, *[dict(m) for m in self.messages]],
+            "max_tokens": self.max_output_tokens,
+        }
+        if self.tools:
+            body["tools"] = [dict(t) for t in self.tools]
+        return body
+
+
+@dataclass(frozen=True)
+class SummaryReceipt:
+    """What a summary request returned (or why none was used)."""
+
+    provider: str
+    stand_in: bool
+    text: str
+    request_fingerprint: str
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    fallback: bool = False
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Projection:
+    """The result of one compaction: ordered segments plus how the summary was made.
+
+    Parameters
+    ----------
+    strategy, algorithm_version : str
+    session_id : str
+    cut : int
+        Records with ``source_order < cut`` were compacted.
+    segments : tuple of Segment
+    capacity : int
+        The room the strategy believed it had, in its own estimator's units.
+    estimator : str
+        ``tiktoken``, ``bytes/4`` or ``chars/4``.
+    summary_request, receipt : optional
+    notes : mapping
+        Strategy-specific facts (demoted entries, budgets used, trigger values).
+    """
+
+    strategy: str
+    algorithm_version: str
+    session_id: str
+    cut: int
+    segments: tuple[Segment, ...]
+    capacity: int
+    estimator: str
+    summary_request: SummaryRequest | None = None
+    receipt: SummaryReceipt | None = None
+    notes: Mapping[str, Any] = field(default_factory=dict)
+
+    def finalize(self, encoding: str = DEFAULT_ENCODING) -> "Projection":
+        """The same projection with every segment's report-token size counted."""
+        counts = counter(encoding).count_many([s.text for s in self.segments])
+        return replace(self, segments=tuple(replace(s, tokens=n) for s, n in zip(self.segments, counts)))
+
+    @property
+    def tokens(self) -> int:
+        """Report tokens of all segments (call `finalize` first)."""
+        return sum(s.tokens for s in self.segments)
+
+    def entry_ids(self) -> set[str]:
+        """Every entry id any segment claims as provenance."""
+        return {e for s in self.segments for e in s.entry_ids}
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The chat messages a model would see.
+
+        System and tool-definition segments form the system message and the
+        ``tools`` list is left to the call shape; consecutive segments with the
+        same role are joined into one message, as an agent harness would send them.
+        """
+        out: list[dict[str, Any]] = []
+        for seg in self.segments:
+            if seg.kind == "tools":
+                continue  # sent as the request's tools parameter, not as a message
+            if out and out[-1]["role"] == seg.role and seg.role != "tool":
+                out[-1]["content"] += "\n\n" + seg.text
+            else:
+                out.append({"role": seg.role, "content": seg.text})
+        return out
+
+    def text(self) -> str:
+        """The flat text of the projection (what the verbatim reader searches)."""
+        return "\n\n".join(s.text for s in self.segments)
+
+    def to_rows(self, case_id: str = "") -> list[dict[str, Any]]:
+        """One row per segment, for ``projections.parquet``."""
+        return [
+            {
+                "case_id": case_id, "strategy": self.strategy, "algorithm_version": self.algorithm_version,
+                "session_id": self.session_id, "cut": self.cut, "position": i, "segment_kind": s.kind,
+                "role": s.role, "record_kind": s.record_kind, "tokens": s.tokens,
+                "entry_ids": list(s.entry_ids), "label": s.label,
+            }
+            for i, s in enumerate(self.segments)
+        ]
+
+    def to_json(self, include_text: bool = True) -> dict[str, Any]:
+        """JSON-ready form: segments (with text), totals, the summary request's shape and fingerprint."""
+        req = self.summary_request
+        return {
+            "strategy": self.strategy,
+            "algorithm_version": self.algorithm_version,
+            "session_id": self.session_id,
+            "cut": self.cut,
+            "capacity": self.capacity,
+            "estimator": self.estimator,
+            "tokens": self.tokens,
+            "segments": [
+                {"kind": s.kind, "role": s.role, "tokens": s.tokens, "entry_ids": list(s.entry_ids),
+                 "record_kind": s.record_kind, "label": s.label, **({"text": s.text} if include_text else {})}
+                for s in self.segments
+            ],
+            "summary_request": None if req is None else {
+                "shape": req.shape, "template": req.template, "fingerprint": req.fingerprint(),
+                "shape_fingerprint": req.shape_fingerprint(), "messages": len(req.messages),
+                "tools": len(req.tools), "max_output_tokens": req.max_output_tokens,
+            },
+            "receipt": None if self.receipt is None else dict(self.receipt.__dict__),
+            "notes": dict(self.notes),
+        }
+
+
+def segments_tokens(segments: Sequence[Segment]) -> int:
+    """Sum of report tokens of some segments."""
+    return sum(s.tokens for s in segments)

@@ -1,0 +1,169 @@
+"""What every strategy shares: the call shape, the compaction context, estimators.
+
+A strategy is a pure function ``compact(session, cut, ctx) -> Projection``.
+`cut` is the source_order at which the compaction is forced: records with
+``source_order < cut`` are the history being compacted. `ctx` carries the
+window W, the model's output ceiling O, the call shape (system prompt + tool
+definitions), the summary provider and strategy parameters.
+
+Each strategy makes its *internal* size decisions with its own estimator (as
+the original does: Codex bytes/4, OpenCode chars/4, FutureOS tiktoken); every
+size we *report* is counted by the report tokenizer (`Projection.finalize`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Protocol
+
+from .. import paths
+from ..projection import Projection
+from ..session import Record, Session
+from ..summarize import NoneProvider, SummaryProvider
+from ..tokens import DEFAULT_ENCODING, counter
+
+# --------------------------------------------------------------------------- call shape
+
+
+@dataclass(frozen=True)
+class CallShape:
+    """The production call shape: system prompt and tool definitions sent with every request.
+
+    Parameters
+    ----------
+    name : str
+    system_prompt : str
+    tools : tuple of dict
+        OpenAI-style tool definitions (``{"type": "function", "function": {...}}``).
+    """
+
+    name: str
+    system_prompt: str
+    tools: tuple[Mapping[str, Any], ...] = ()
+
+    def tools_text(self) -> str:
+        """The tool definitions as the model sees them (canonical JSON), for token counting."""
+        return json.dumps(list(self.tools), sort_keys=True, ensure_ascii=False, indent=1)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "CallShape":
+        """Read a shape file (``{"name", "system_prompt", "tools"}``)."""
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return cls(name=data.get("name", Path(path).stem), system_prompt=data["system_prompt"],
+                   tools=tuple(data.get("tools") or ()))
+
+    @classmethod
+    def default(cls) -> "CallShape":
+        """The synthetic chains' shape (``data/shapes/synthetic-agent.json``)."""
+        return cls.load(paths.SHAPES_DIR / "synthetic-agent.json")
+
+    def for_session(self, session: Session) -> "CallShape":
+        """This shape, with the session's own recorded system prompt when it has one."""
+        own = session.metadata.get("system_prompt")
+        if not own:
+            first = next((r for r in session.records if r.kind == "system"), None)
+            own = first.text if first is not None and first.source_order == 0 else None
+        return CallShape(self.name, own, self.tools) if own else self
+
+
+# --------------------------------------------------------------------------- estimators
+
+
+def est_tiktoken(text: str, encoding: str = DEFAULT_ENCODING) -> int:
+    """Report-tokenizer count (FutureOS's own estimator)."""
+    return counter(encoding).count(text)
+
+
+def est_bytes4(text: str) -> int:
+    """Codex's estimate: ceil(UTF-8 bytes / 4)."""
+    return math.ceil(len(text.encode("utf-8")) / 4)
+
+
+def est_chars4(text: str) -> int:
+    """OpenCode's estimate: round(chars / 4)."""
+    return round(len(text) / 4)
+
+
+ESTIMATORS: dict[str, Callable[[str], int]] = {
+    "tiktoken": est_tiktoken,
+    "bytes/4": est_bytes4,
+    "chars/4": est_chars4,
+}
+
+
+# --------------------------------------------------------------------------- context
+
+
+@dataclass(frozen=True)
+class CompactionContext:
+    """Everything a strategy needs besides the session and the cut.
+
+    Parameters
+    ----------
+    window : int
+        The model's context window W (tokens).
+    output_ceiling : int
+        The model's declared output ceiling O (tokens).
+    shape : CallShape
+        System prompt and tool definitions (`CallShape.for_session` is applied
+        by `compact`).
+    summarizer : SummaryProvider
+        Who writes summaries (``none`` by default: zero cost, no model).
+    encoding : str
+        Report tokenizer.
+    params : mapping
+        Strategy parameters overriding the defaults (``tail_tokens``,
+        ``history_target``, ``evidence_tokens``, ``prune``, ...).
+    input_limit : int, optional
+        The model's declared input limit, when it has one (OpenCode's rule).
+    """
+
+    window: int = 128_000
+    output_ceiling: int = 32_000
+    shape: CallShape = field(default_factory=CallShape.default)
+    summarizer: SummaryProvider = field(default_factory=NoneProvider)
+    encoding: str = DEFAULT_ENCODING
+    params: Mapping[str, Any] = field(default_factory=dict)
+    input_limit: int | None = None
+
+    def param(self, name: str, default: Any) -> Any:
+        """A strategy parameter, or its default."""
+        return self.params.get(name, default)
+
+
+class Strategy(Protocol):
+    """The interface every strategy module's `STRATEGY` object satisfies."""
+
+    name: str
+    algorithm_version: str
+    estimator: str
+
+    def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:  # pragma: no cover
+        ...
+
+    def fires(self, tokens: int, ctx: CompactionContext) -> bool:  # pragma: no cover
+        """Whether the strategy's own trigger would compact at this input size."""
+        ...
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def history(session: Session, cut: int | None) -> list[Record]:
+    """Context records before the cut (``meta`` excluded), in source order."""
+    end = len(session.records) if cut is None else cut
+    return [r for r in session.records if r.source_order < end and r.kind != "meta"]
+
+
+ROLE_OF_KIND: Mapping[str, str] = {
+    "system": "system", "user": "user", "assistant": "assistant", "reasoning": "assistant",
+    "tool_call": "assistant", "tool_output": "tool", "summary": "user",
+}
+
+
+def role_of(record: Record) -> str:
+    """Chat role a record is rendered with in a projection."""
+    return ROLE_OF_KIND.get(record.kind, "user")

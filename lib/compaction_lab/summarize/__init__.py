@@ -1,0 +1,73 @@
+"""Summary providers: who writes a strategy's summary.
+
+Every provider receives the strategy's own `SummaryRequest` (its messages in
+the strategy's documented shape, the template the answer must follow, the
+output cap) and returns text plus usage. The model provider (an
+OpenAI-compatible endpoint) implements the same interface later.
+
+``none``
+    No summary: raises `SummaryUnavailable`, and each strategy does what it
+    documents (FutureOS falls back to deterministic, Codex says "(no summary
+    available)", OpenCode keeps its empty template).
+``extractive``
+    Offline, deterministic, model-free *stand-in* that fills the requested
+    template from the request's own messages (user requests, files touched,
+    errors, identifiers, decisions) within the cap. Always labelled
+    "extractive stand-in" in tables and charts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from ..projection import SummaryRequest
+
+
+class SummaryUnavailable(RuntimeError):
+    """The provider cannot produce a summary (none configured, unreachable, failed)."""
+
+
+@dataclass(frozen=True)
+class SummaryResult:
+    """A provider's answer and the usage it reports (zeros when nothing was billed)."""
+
+    text: str
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+
+
+@runtime_checkable
+class SummaryProvider(Protocol):
+    """Anything that turns a `SummaryRequest` into a `SummaryResult`."""
+
+    name: str
+    stand_in: bool
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:  # pragma: no cover - protocol
+        ...
+
+
+class NoneProvider:
+    """No summary provider: every request is unavailable (zero cost)."""
+
+    name = "none"
+    stand_in = False
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        raise SummaryUnavailable("no summary provider configured (provider 'none')")
+
+
+def get_provider(name: str) -> SummaryProvider:
+    """A provider by name: ``none`` or ``extractive`` (``model`` arrives with the model issue)."""
+    if name == "none":
+        return NoneProvider()
+    if name == "extractive":
+        from .extractive import ExtractiveProvider
+
+        return ExtractiveProvider()
+    raise ValueError(f"unknown summary provider {name!r}; available: none, extractive")
+
+
+__all__ = ["NoneProvider", "SummaryProvider", "SummaryResult", "SummaryUnavailable", "get_provider"]
