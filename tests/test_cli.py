@@ -120,3 +120,21 @@ def test_tally_prints_the_composition_table(capsys):
     assert "skipped" not in captured.err  # the real fixtures import cleanly
     assert cli.main(["tally", str(SHARED_FIXTURES)]) == 0
     assert "tool traffic" in capsys.readouterr().out
+
+
+def test_checkpoints_list_and_release(tmp_path, capsys):
+    from compaction_lab.checkpoints import CheckpointStore, checkpoint_key
+    from compaction_lab.strategies import CompactionContext
+
+    db = str(tmp_path / "ck.sqlite")
+    store = CheckpointStore(db)
+    key = checkpoint_key("sess-1", 42, "futureos-summarized", "summarized-1", CompactionContext())
+    store.claim(key, "worker-that-crashed", pid=999_999, host="elsewhere")
+    assert cli.main(["checkpoints", "list", "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert str(key) in out and "started" in out
+    assert cli.main(["checkpoints", "release", str(key), "--db", db]) == 0
+    assert "released" in capsys.readouterr().out
+    assert cli.main(["checkpoints", "release", str(key), "--db", db]) == 1
+    assert cli.main(["checkpoints", "list", "--db", db, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []

@@ -15,6 +15,8 @@
     Import and print what fills the sessions (the composition table).
 ``compaction-lab project PATH --strategy NAME``
     Force a compaction and print the projection's segments (or JSON).
+``compaction-lab checkpoints list`` / ``checkpoints release KEY``
+    Inspect compaction checkpoints; release a stuck "started" fence.
 """
 
 from __future__ import annotations
@@ -264,6 +266,37 @@ def _print_projection(proj) -> None:
     print()
 
 
+def _cmd_checkpoints_list(args: argparse.Namespace) -> int:
+    from .checkpoints import list_checkpoints
+
+    rows = list_checkpoints(args.db, status=args.status, session_id=args.session)
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+        return 0
+    if not rows:
+        print("no checkpoints", file=sys.stderr)
+        return 0
+    for r in rows:
+        extra = f" owner {r.get('owner')} ({r.get('owner_liveness', '?')})" if r.get("status") == "started" else ""
+        print(f"{r['key']}  {r['status']:<10} {r.get('strategy') or ''}{extra}")
+    return 0
+
+
+def _cmd_checkpoints_release(args: argparse.Namespace) -> int:
+    from .checkpoints import CheckpointError, release_checkpoint
+
+    try:
+        released = release_checkpoint(args.key, args.db, force=args.force)
+    except (CheckpointError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not released:
+        print(f"error: no checkpoint {args.key}", file=sys.stderr)
+        return 1
+    print(f"released {args.key}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="compaction-lab",
@@ -328,6 +361,20 @@ def build_parser() -> argparse.ArgumentParser:
     proj.add_argument("--summarizer", default="extractive", help="none or extractive (offline stand-in)")
     proj.add_argument("--json", action="store_true", help="segments with text, totals, summary request shape")
     proj.set_defaults(func=_cmd_project)
+
+    ck = sub.add_parser("checkpoints", help="list compaction checkpoints or release a stuck one")
+    cksub = ck.add_subparsers(dest="checkpoints_command", required=True)
+    cl = cksub.add_parser("list", help="every checkpoint with its status")
+    cl.add_argument("--status", choices=["started", "committed", "superseded"])
+    cl.add_argument("--session", help="only this session id")
+    cl.add_argument("--db", help="checkpoint database (default: data/checkpoints/checkpoints.sqlite)")
+    cl.add_argument("--json", action="store_true")
+    cl.set_defaults(func=_cmd_checkpoints_list)
+    cr = cksub.add_parser("release", help="delete a stuck 'started' fence (an operator action)")
+    cr.add_argument("key", help="SESSION:CUT:ALGO:HASH as printed by list")
+    cr.add_argument("--force", action="store_true", help="also delete a committed checkpoint")
+    cr.add_argument("--db", help="checkpoint database")
+    cr.set_defaults(func=_cmd_checkpoints_release)
     return parser
 
 

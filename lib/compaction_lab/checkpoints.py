@@ -1,0 +1,822 @@
+"""Idempotent compaction checkpoints, kept in SQLite so several processes can race safely.
+
+A checkpoint is one committed compaction: the `Projection` a strategy produced
+for a session at a cut, committed atomically together with its completion
+receipt (tokens, summary provider, fallback used, request fingerprint). The
+rules (seed report, "Checkpoints are idempotent"):
+
+* a same-key success is reused without another summary request;
+* a checkpoint written by a retired algorithm isn't a checkpoint at all and is
+  re-covered exactly once;
+* an unresolved ``started`` operation keeps its concurrency fence: no
+  claim-stealing, no fabricated success.
+
+Key
+---
+``(session_id, cut, algorithm_version, params_hash)``. ``params_hash`` is the
+sha256 of the canonical JSON of the strategy name and every context parameter
+that changes the result: window, output ceiling, input limit, report encoding,
+the ``params`` mapping, the summarizer's name (and ``model`` when it has one)
+and the call-shape fingerprint (sha256 of system prompt + tool definitions, the
+same body as `SummaryRequest.shape_fingerprint`). The algorithm version is
+deliberately *not* in ``params_hash``: rows that differ only by version are the
+same compaction computed by different code, which is how retirement is found.
+The key is computed from the context exactly as given; callers should pass the
+same context they hand the strategy (``strategies.compact`` applies
+``CallShape.for_session`` itself, which is a function of the session, so either
+form is deterministic — just be consistent).
+
+Its short string form, usable on a command line, is
+``SESSION:CUT:ALGO:HASH12`` (`str(key)`); `parse_key` reads it back into a
+`CheckpointRef` that the store resolves by hash prefix. Session ids may contain
+colons (the string is split from the right); algorithm versions may not.
+
+Row life cycle
+--------------
+``started`` (a claim, the fence: owner id, pid, host, started_at) →
+``committed`` (receipt JSON + projection JSON, one transaction that flips the
+row only while the fence is still ours) — or the fence is deleted again when
+``compute`` raises. A committed row of a retired version becomes
+``superseded`` (kept for audit, never reused) when a current-version worker
+re-covers it.
+
+Retirement rule
+---------------
+For a key K, a row R is *retired* when R has K's ``session_id``, ``cut`` and
+``params_hash`` (so the same strategy and parameters), ``R.algorithm_version !=
+K.algorithm_version`` and R is ``committed``. With ``retired_versions=None``
+(the default) every other version counts as retired; pass an explicit
+collection to retire only those versions — rows of any other foreign version are
+then left alone (use this during a rollout, so an old worker never supersedes a
+newer version's checkpoint and the two don't ping-pong). Retired rows that are
+still ``started`` belong to another key and another worker; they are never
+touched (no claim-stealing). Re-covering is done in the same ``BEGIN
+IMMEDIATE`` transaction that inserts the current version's fence, so of several
+racing workers exactly one re-covers; the others see its fence.
+
+Concurrency
+-----------
+Every write is one short ``BEGIN IMMEDIATE`` transaction on a fresh connection
+(WAL journal, ``busy_timeout``); ``compute`` runs outside any transaction. A
+``started`` row owned by someone else is never stolen, however old, and even if
+its pid is dead: an operator releases it (`CheckpointStore.release`,
+`release_checkpoint`). `CheckpointRow.liveness` tells the operator whether the
+owner process still exists (same host only). A worker that calls again with
+the *same* owner id resumes its own fence (owner ids must be unique per live
+worker; the default is ``host:pid:random``).
+
+Reuse returns the stored JSON: `Outcome.projection` is always the
+``Projection.to_json()`` dict (identical whether computed now or reused), and
+`Outcome.computed` holds the live `Projection` when this call computed it.
+`projection_from_json` rebuilds a `Projection` from the dict; it is lossy in
+one documented way: ``summary_request`` comes back ``None`` (the JSON keeps only
+its shape and fingerprint; the fingerprint is also in the receipt).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import sqlite3
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Collection, Iterator, Literal, Mapping
+
+from . import paths
+from .projection import Projection, Segment, SummaryReceipt
+
+SCHEMA_VERSION = 1
+
+#: Row statuses.
+STATUSES: tuple[str, ...] = ("started", "committed", "superseded")
+
+#: Outcome statuses of `compact_once`.
+OUTCOMES: tuple[str, ...] = ("computed", "reused", "recovered", "in_progress")
+
+#: Seconds a connection waits for another process's write lock.
+DEFAULT_BUSY_TIMEOUT = 30.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS checkpoints (
+    session_id        TEXT    NOT NULL,
+    cut               INTEGER NOT NULL,
+    algorithm_version TEXT    NOT NULL,
+    params_hash       TEXT    NOT NULL,
+    strategy          TEXT    NOT NULL,
+    params_json       TEXT    NOT NULL,
+    status            TEXT    NOT NULL CHECK (status IN ('started', 'committed', 'superseded')),
+    owner             TEXT    NOT NULL,
+    pid               INTEGER,
+    host              TEXT,
+    started_at        REAL    NOT NULL,
+    committed_at      REAL,
+    superseded_at     REAL,
+    superseded_by     TEXT,
+    receipt_json      TEXT,
+    projection_json   TEXT,
+    PRIMARY KEY (session_id, cut, algorithm_version, params_hash)
+);
+CREATE INDEX IF NOT EXISTS checkpoints_family ON checkpoints (session_id, cut, params_hash);
+CREATE INDEX IF NOT EXISTS checkpoints_status ON checkpoints (status);
+"""
+
+
+class CheckpointError(RuntimeError):
+    """Base class of checkpoint-store errors (bad key string, refused release, lost fence)."""
+
+
+class ReleaseRefused(CheckpointError):
+    """`release` was asked to delete a committed or superseded row without ``force``."""
+
+
+class AmbiguousKey(CheckpointError):
+    """A short key string's hash prefix matches more than one row."""
+
+
+class FenceLost(CheckpointError):
+    """Our ``started`` fence was gone (released by an operator) when we went to commit.
+
+    Nothing was committed. ``projection`` is what ``compute`` produced (usable,
+    but not a checkpoint); ``row`` is what the store holds for the key now.
+    """
+
+    def __init__(self, message: str, projection: Projection | None = None, row: "CheckpointRow | None" = None):
+        super().__init__(message)
+        self.projection = projection
+        self.row = row
+
+
+def default_path() -> Path:
+    """The checkpoint database: ``$COMPACTION_LAB_CHECKPOINTS`` or ``data/checkpoints/checkpoints.sqlite``."""
+    env = os.environ.get("COMPACTION_LAB_CHECKPOINTS")
+    return Path(env).expanduser().resolve() if env else paths.DATA_DIR / "checkpoints" / "checkpoints.sqlite"
+
+
+# --------------------------------------------------------------------------- keys
+
+
+def _canonical(obj: Any) -> str:
+    def default(o: Any) -> Any:
+        if isinstance(o, (set, frozenset)):
+            return sorted(o, key=lambda x: json.dumps(x, sort_keys=True, default=default))
+        if isinstance(o, Mapping):
+            return dict(o)
+        raise TypeError(f"checkpoint parameter of type {type(o).__name__} is not JSON-serialisable: {o!r}")
+
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=default)
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def shape_fingerprint(shape: Any) -> str:
+    """sha256 of a call shape's system prompt + tool definitions (the `SummaryRequest.shape_fingerprint` body)."""
+    return _sha256(_canonical({"system": shape.system_prompt, "tools": [dict(t) for t in shape.tools]}))
+
+
+def checkpoint_params(strategy_name: str, ctx: Any) -> dict[str, Any]:
+    """The parameters that determine a compaction's result, as hashed into ``params_hash``."""
+    summarizer = ctx.summarizer
+    out: dict[str, Any] = {
+        "strategy": strategy_name,
+        "window": ctx.window,
+        "output_ceiling": ctx.output_ceiling,
+        "input_limit": ctx.input_limit,
+        "encoding": ctx.encoding,
+        "params": dict(ctx.params),
+        "summarizer": getattr(summarizer, "name", type(summarizer).__name__),
+        "shape": shape_fingerprint(ctx.shape),
+    }
+    model = getattr(summarizer, "model", None)
+    if model is not None:
+        out["summarizer_model"] = str(model)
+    return out
+
+
+@dataclass(frozen=True)
+class CheckpointKey:
+    """Identity of one checkpoint: ``(session_id, cut, algorithm_version, params_hash)``.
+
+    ``strategy`` and ``params_json`` ride along for the row (the strategy name
+    is already inside ``params_hash``); they don't take part in equality.
+    ``str(key)`` is the short command-line form ``SESSION:CUT:ALGO:HASH12``.
+    """
+
+    session_id: str
+    cut: int
+    algorithm_version: str
+    params_hash: str
+    strategy: str = field(default="", compare=False)
+    params_json: str = field(default="", compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if ":" in self.algorithm_version:
+            raise ValueError(f"algorithm_version may not contain ':' (got {self.algorithm_version!r})")
+        if not isinstance(self.cut, int) or self.cut < 0:
+            raise ValueError(f"cut must be a non-negative int (got {self.cut!r})")
+
+    @property
+    def short(self) -> str:
+        """``SESSION:CUT:ALGO:HASH12``."""
+        return f"{self.session_id}:{self.cut}:{self.algorithm_version}:{self.params_hash[:12]}"
+
+    def __str__(self) -> str:
+        return self.short
+
+    def ref(self) -> "CheckpointRef":
+        """This key as a (full-hash) reference."""
+        return CheckpointRef(self.session_id, self.cut, self.algorithm_version, self.params_hash)
+
+
+@dataclass(frozen=True)
+class CheckpointRef:
+    """A key read back from its string form: the params hash may be only a prefix."""
+
+    session_id: str
+    cut: int
+    algorithm_version: str
+    hash_prefix: str
+
+    def __str__(self) -> str:
+        return f"{self.session_id}:{self.cut}:{self.algorithm_version}:{self.hash_prefix[:12]}"
+
+    def matches(self, key: CheckpointKey) -> bool:
+        """Whether `key` is one this reference can name."""
+        return (key.session_id, key.cut, key.algorithm_version) == (self.session_id, self.cut, self.algorithm_version) \
+            and key.params_hash.startswith(self.hash_prefix)
+
+
+def checkpoint_key(session_id: str, cut: int, strategy_name: str, algorithm_version: str, ctx: Any) -> CheckpointKey:
+    """The checkpoint key of compacting `session_id` at `cut` with a strategy under `ctx`.
+
+    Parameters
+    ----------
+    session_id, cut : the compaction point.
+    strategy_name : str
+        Strategy name (part of ``params_hash``).
+    algorithm_version : str
+        The strategy's *current* algorithm version (no ``:``).
+    ctx : CompactionContext
+        See `checkpoint_params` for what is hashed.
+    """
+    params = checkpoint_params(strategy_name, ctx)
+    text = _canonical(params)
+    return CheckpointKey(session_id=session_id, cut=int(cut), algorithm_version=algorithm_version,
+                         params_hash=_sha256(text), strategy=strategy_name, params_json=text)
+
+
+def parse_key(text: str) -> CheckpointRef:
+    """Read ``SESSION:CUT:ALGO:HASH`` (hash: 6..64 hex digits) back into a `CheckpointRef`."""
+    parts = text.strip().rsplit(":", 3)
+    if len(parts) != 4 or not parts[0]:
+        raise CheckpointError(f"bad checkpoint key {text!r}: expected SESSION:CUT:ALGO:HASH")
+    session_id, cut, algo, prefix = parts
+    try:
+        cut_n = int(cut)
+    except ValueError:
+        raise CheckpointError(f"bad checkpoint key {text!r}: cut {cut!r} is not an integer") from None
+    prefix = prefix.lower()
+    if not (6 <= len(prefix) <= 64) or any(c not in "0123456789abcdef" for c in prefix):
+        raise CheckpointError(f"bad checkpoint key {text!r}: hash must be 6 to 64 hex digits")
+    if not algo:
+        raise CheckpointError(f"bad checkpoint key {text!r}: empty algorithm version")
+    return CheckpointRef(session_id, cut_n, algo, prefix)
+
+
+# --------------------------------------------------------------------------- rows and outcomes
+
+
+@dataclass(frozen=True)
+class CheckpointRow:
+    """One row of the store."""
+
+    key: CheckpointKey
+    status: str
+    owner: str
+    pid: int | None
+    host: str | None
+    started_at: float
+    committed_at: float | None = None
+    superseded_at: float | None = None
+    superseded_by: str | None = None
+    receipt: Mapping[str, Any] | None = None
+    projection: Mapping[str, Any] | None = None
+
+    @property
+    def strategy(self) -> str:
+        return self.key.strategy
+
+    def liveness(self) -> Literal["alive", "dead", "unknown"]:
+        """Whether the owner process still exists: only knowable on the same host."""
+        if self.pid is None or self.host != socket.gethostname():
+            return "unknown"
+        return "alive" if _pid_alive(self.pid) else "dead"
+
+    def to_dict(self, include_projection: bool = False) -> dict[str, Any]:
+        """JSON-ready form (for the CLI)."""
+        out = {
+            "key": str(self.key), "session_id": self.key.session_id, "cut": self.key.cut,
+            "algorithm_version": self.key.algorithm_version, "params_hash": self.key.params_hash,
+            "strategy": self.key.strategy, "status": self.status, "owner": self.owner, "pid": self.pid,
+            "host": self.host, "started_at": self.started_at, "committed_at": self.committed_at,
+            "superseded_at": self.superseded_at, "superseded_by": self.superseded_by,
+            "receipt": None if self.receipt is None else dict(self.receipt),
+        }
+        if self.status == "started":
+            out["owner_liveness"] = self.liveness()
+        if include_projection:
+            out["projection"] = None if self.projection is None else dict(self.projection)
+        return out
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What `compact_once` did.
+
+    Attributes
+    ----------
+    status : str
+        ``computed`` (we claimed a fresh key and computed), ``reused`` (a
+        committed same-key checkpoint was returned, no compute), ``recovered``
+        (we superseded a retired-version checkpoint and computed anew) or
+        ``in_progress`` (someone else holds the fence; nothing computed, no
+        projection).
+    key : CheckpointKey
+    projection : dict or None
+        The stored ``Projection.to_json()`` (same for computed and reused).
+    receipt : dict or None
+        The stored completion receipt.
+    computed : Projection or None
+        The live projection, when this call computed it.
+    row : CheckpointRow or None
+        The row as stored (for ``in_progress``: the foreign fence).
+    superseded : tuple of str
+        Algorithm versions this call superseded (``recovered`` only).
+    """
+
+    status: str
+    key: CheckpointKey
+    projection: Mapping[str, Any] | None = None
+    receipt: Mapping[str, Any] | None = None
+    computed: Projection | None = None
+    row: CheckpointRow | None = None
+    superseded: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """Whether a committed projection is available."""
+        return self.status != "in_progress"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Result of `CheckpointStore.claim`: ``kind`` is ``claimed``, ``recovered``, ``resumed``, ``committed`` or ``held``."""
+
+    kind: str
+    row: CheckpointRow | None = None
+    superseded: tuple[str, ...] = ()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def new_owner_id() -> str:
+    """A fresh owner id: ``host:pid:random``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+# --------------------------------------------------------------------------- store
+
+
+_COLUMNS = ("session_id, cut, algorithm_version, params_hash, strategy, params_json, status, owner, pid, host, "
+            "started_at, committed_at, superseded_at, superseded_by, receipt_json")
+
+
+class CheckpointStore:
+    """Checkpoints in one SQLite file (WAL; every write a short ``BEGIN IMMEDIATE`` transaction).
+
+    Each operation opens its own connection, so a store object is safe to pass
+    to forked or spawned processes (only the path is kept).
+
+    Parameters
+    ----------
+    path : path, optional
+        Database file (created with its folder if missing); default `default_path()`.
+    busy_timeout : float
+        Seconds to wait for another process's write lock.
+    """
+
+    def __init__(self, path: str | Path | None = None, busy_timeout: float = DEFAULT_BUSY_TIMEOUT):
+        self.path = Path(path) if path else default_path()
+        self.busy_timeout = float(busy_timeout)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._init()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path, "busy_timeout": self.busy_timeout}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.path = state["path"]
+        self.busy_timeout = state["busy_timeout"]
+
+    def __repr__(self) -> str:
+        return f"CheckpointStore({str(self.path)!r})"
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(str(self.path), timeout=self.busy_timeout, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+        return conn
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        conn = self._connect()
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    def _init(self) -> None:
+        deadline = time.monotonic() + self.busy_timeout
+        while True:  # switching to WAL needs a moment with no other connection writing
+            try:
+                with self._read() as conn:
+                    mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+        if str(mode).lower() != "wal":
+            raise CheckpointError(f"could not switch {self.path} to WAL (journal_mode={mode})")
+        with self._tx() as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise CheckpointError(f"{self.path} has checkpoint schema {version}; this code knows {SCHEMA_VERSION}")
+            # executescript would COMMIT mid-transaction: run the statements one by one
+            for stmt in filter(str.strip, _SCHEMA.split(";")):
+                conn.execute(stmt)
+            if version < SCHEMA_VERSION:
+                conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    @staticmethod
+    def _row(r: sqlite3.Row, with_projection: bool = True) -> CheckpointRow:
+        key = CheckpointKey(session_id=r["session_id"], cut=r["cut"], algorithm_version=r["algorithm_version"],
+                            params_hash=r["params_hash"], strategy=r["strategy"], params_json=r["params_json"])
+        proj = None
+        if with_projection and "projection_json" in r.keys() and r["projection_json"]:
+            proj = json.loads(r["projection_json"])
+        return CheckpointRow(
+            key=key, status=r["status"], owner=r["owner"], pid=r["pid"], host=r["host"],
+            started_at=r["started_at"], committed_at=r["committed_at"], superseded_at=r["superseded_at"],
+            superseded_by=r["superseded_by"], receipt=json.loads(r["receipt_json"]) if r["receipt_json"] else None,
+            projection=proj,
+        )
+
+    @staticmethod
+    def _select_key(conn: sqlite3.Connection, key: CheckpointKey) -> sqlite3.Row | None:
+        return conn.execute(
+            f"SELECT {_COLUMNS}, projection_json FROM checkpoints "
+            "WHERE session_id=? AND cut=? AND algorithm_version=? AND params_hash=?",
+            (key.session_id, key.cut, key.algorithm_version, key.params_hash),
+        ).fetchone()
+
+    def _resolve(self, conn: sqlite3.Connection, key: CheckpointKey | CheckpointRef | str) -> CheckpointKey | None:
+        if isinstance(key, CheckpointKey):
+            return key
+        ref = parse_key(key) if isinstance(key, str) else key
+        rows = conn.execute(
+            "SELECT session_id, cut, algorithm_version, params_hash, strategy, params_json FROM checkpoints "
+            "WHERE session_id=? AND cut=? AND algorithm_version=? AND substr(params_hash, 1, ?)=?",
+            (ref.session_id, ref.cut, ref.algorithm_version, len(ref.hash_prefix), ref.hash_prefix),
+        ).fetchall()
+        if len(rows) > 1:
+            raise AmbiguousKey(f"checkpoint key {str(ref)!r} matches {len(rows)} rows; give more hash digits")
+        if not rows:
+            return None
+        r = rows[0]
+        return CheckpointKey(r["session_id"], r["cut"], r["algorithm_version"], r["params_hash"],
+                             strategy=r["strategy"], params_json=r["params_json"])
+
+    # ------------------------------------------------------------------ reads
+
+    def get(self, key: CheckpointKey | CheckpointRef | str) -> CheckpointRow | None:
+        """The row for a key (or its string form), with its projection; None if absent."""
+        with self._read() as conn:
+            full = self._resolve(conn, key)
+            if full is None:
+                return None
+            r = self._select_key(conn, full)
+            return None if r is None else self._row(r)
+
+    def list(self, status: str | None = None, session_id: str | None = None,
+             with_projection: bool = False) -> list[CheckpointRow]:
+        """Rows, oldest claim first, optionally filtered by status and session (projections omitted by default)."""
+        if status is not None and status not in STATUSES:
+            raise ValueError(f"unknown status {status!r}; expected one of {STATUSES}")
+        where, args = [], []
+        if status is not None:
+            where.append("status=?")
+            args.append(status)
+        if session_id is not None:
+            where.append("session_id=?")
+            args.append(session_id)
+        cols = _COLUMNS + (", projection_json" if with_projection else "")
+        sql = f"SELECT {cols} FROM checkpoints" + (f" WHERE {' AND '.join(where)}" if where else "")
+        sql += " ORDER BY started_at, session_id, cut"
+        with self._read() as conn:
+            return [self._row(r, with_projection) for r in conn.execute(sql, args).fetchall()]
+
+    # ------------------------------------------------------------------ writes
+
+    def claim(self, key: CheckpointKey, owner: str, *, retired_versions: Collection[str] | None = None,
+              pid: int | None = None, host: str | None = None) -> Claim:
+        """Try to take the fence for `key` in one ``BEGIN IMMEDIATE`` transaction.
+
+        Returns a `Claim` whose ``kind`` is:
+
+        ``committed``
+            a current-version checkpoint exists (``row`` holds it, with projection);
+        ``held``
+            someone else's ``started`` fence exists (``row``); nothing changed;
+        ``resumed``
+            our own ``started`` row (same owner id) exists; it is refreshed;
+        ``recovered``
+            retired-version checkpoint(s) were marked ``superseded`` (or this
+            key's own row was ``superseded``) and our fence inserted;
+        ``claimed``
+            nothing was there; our fence was inserted.
+        """
+        pid = os.getpid() if pid is None else pid
+        host = socket.gethostname() if host is None else host
+        now = time.time()
+        with self._tx() as conn:
+            r = self._select_key(conn, key)
+            if r is not None:
+                if r["status"] == "committed":
+                    return Claim("committed", self._row(r))
+                if r["status"] == "started":
+                    if r["owner"] != owner:
+                        return Claim("held", self._row(r, with_projection=False))
+                    conn.execute(
+                        "UPDATE checkpoints SET pid=?, host=?, started_at=? WHERE session_id=? AND cut=? "
+                        "AND algorithm_version=? AND params_hash=? AND status='started' AND owner=?",
+                        (pid, host, now, key.session_id, key.cut, key.algorithm_version, key.params_hash, owner))
+                    return Claim("resumed", self._row(self._select_key(conn, key), with_projection=False))
+                # superseded: this exact key was retired by another version's worker; re-take the slot
+                conn.execute(
+                    "UPDATE checkpoints SET status='started', owner=?, pid=?, host=?, started_at=?, committed_at=NULL,"
+                    " superseded_at=NULL, superseded_by=NULL, receipt_json=NULL, projection_json=NULL,"
+                    " strategy=?, params_json=? WHERE session_id=? AND cut=? AND algorithm_version=? AND params_hash=?",
+                    (owner, pid, host, now, key.strategy, key.params_json,
+                     key.session_id, key.cut, key.algorithm_version, key.params_hash))
+                return Claim("recovered", self._row(self._select_key(conn, key), with_projection=False),
+                             superseded=(key.algorithm_version,))
+
+            others = conn.execute(
+                "SELECT algorithm_version FROM checkpoints WHERE session_id=? AND cut=? AND params_hash=? "
+                "AND algorithm_version<>? AND status='committed'",
+                (key.session_id, key.cut, key.params_hash, key.algorithm_version),
+            ).fetchall()
+            allowed = None if retired_versions is None else (
+                {retired_versions} if isinstance(retired_versions, str) else set(retired_versions))
+            retired = sorted(o[0] for o in others if allowed is None or o[0] in allowed)
+            for version in retired:
+                conn.execute(
+                    "UPDATE checkpoints SET status='superseded', superseded_at=?, superseded_by=? "
+                    "WHERE session_id=? AND cut=? AND algorithm_version=? AND params_hash=? AND status='committed'",
+                    (now, key.algorithm_version, key.session_id, key.cut, version, key.params_hash))
+            conn.execute(
+                "INSERT INTO checkpoints (session_id, cut, algorithm_version, params_hash, strategy, params_json, "
+                "status, owner, pid, host, started_at) VALUES (?, ?, ?, ?, ?, ?, 'started', ?, ?, ?, ?)",
+                (key.session_id, key.cut, key.algorithm_version, key.params_hash, key.strategy, key.params_json,
+                 owner, pid, host, now))
+            row = self._row(self._select_key(conn, key), with_projection=False)
+            return Claim("recovered" if retired else "claimed", row, superseded=tuple(retired))
+
+    def commit(self, key: CheckpointKey, owner: str, projection: Projection, *,
+               extra: Mapping[str, Any] | None = None) -> CheckpointRow:
+        """Flip our ``started`` fence to ``committed`` with projection + receipt, in one transaction.
+
+        Raises `FenceLost` (and writes nothing) when the row is no longer a
+        ``started`` row owned by `owner`.
+        """
+        proj_json = projection.to_json()
+        receipt = build_receipt(projection)
+        receipt["owner"] = owner
+        if extra:
+            receipt.update(extra)
+        now = time.time()
+        receipt["committed_at"] = now
+        with self._tx() as conn:
+            cur = conn.execute(
+                "UPDATE checkpoints SET status='committed', committed_at=?, receipt_json=?, projection_json=? "
+                "WHERE session_id=? AND cut=? AND algorithm_version=? AND params_hash=? "
+                "AND status='started' AND owner=?",
+                (now, _canonical(receipt), _canonical(proj_json),
+                 key.session_id, key.cut, key.algorithm_version, key.params_hash, owner))
+            if cur.rowcount != 1:
+                r = self._select_key(conn, key)
+                now_row = None if r is None else self._row(r, with_projection=False)
+                state = "absent" if now_row is None else f"{now_row.status} (owner {now_row.owner})"
+                raise FenceLost(f"fence for {key} no longer ours (row is {state}); nothing committed",
+                                projection=projection, row=now_row)
+            return self._row(self._select_key(conn, key))
+
+    def abandon(self, key: CheckpointKey, owner: str) -> bool:
+        """Delete our own ``started`` fence (after a failed compute). False if it wasn't ours any more."""
+        with self._tx() as conn:
+            cur = conn.execute(
+                "DELETE FROM checkpoints WHERE session_id=? AND cut=? AND algorithm_version=? AND params_hash=? "
+                "AND status='started' AND owner=?",
+                (key.session_id, key.cut, key.algorithm_version, key.params_hash, owner))
+            return cur.rowcount == 1
+
+    def release(self, key: CheckpointKey | CheckpointRef | str, force: bool = False) -> bool:
+        """Operator action: delete a stuck ``started`` row.
+
+        Returns True when a row was deleted, False when no row matches.
+        Committed and superseded rows are refused (`ReleaseRefused`) unless
+        ``force=True``. A worker whose fence is released mid-compute gets
+        `FenceLost` at commit and commits nothing.
+        """
+        with self._tx() as conn:
+            full = self._resolve(conn, key)
+            if full is None:
+                return False
+            r = self._select_key(conn, full)
+            if r is None:
+                return False
+            if r["status"] != "started" and not force:
+                raise ReleaseRefused(f"checkpoint {full} is {r['status']}; refusing to delete it without force")
+            cur = conn.execute(
+                "DELETE FROM checkpoints WHERE session_id=? AND cut=? AND algorithm_version=? AND params_hash=? "
+                "AND status=?",
+                (full.session_id, full.cut, full.algorithm_version, full.params_hash, r["status"]))
+            return cur.rowcount == 1
+
+
+# --------------------------------------------------------------------------- receipts and projections
+
+
+def build_receipt(projection: Projection) -> dict[str, Any]:
+    """The completion receipt stored with a checkpoint."""
+    req, rec = projection.summary_request, projection.receipt
+    fingerprint = req.fingerprint() if req is not None else (rec.request_fingerprint if rec is not None else None)
+    return {
+        "strategy": projection.strategy,
+        "algorithm_version": projection.algorithm_version,
+        "tokens": projection.tokens,
+        "segments": len(projection.segments),
+        "summary_requested": req is not None,
+        "request_fingerprint": fingerprint,
+        "shape_fingerprint": req.shape_fingerprint() if req is not None else None,
+        "summary_provider": rec.provider if rec is not None else None,
+        "stand_in": rec.stand_in if rec is not None else False,
+        "fallback": rec.fallback if rec is not None else False,
+        "error": rec.error if rec is not None else None,
+        "input_tokens": rec.input_tokens if rec is not None else 0,
+        "cached_tokens": rec.cached_tokens if rec is not None else 0,
+        "output_tokens": rec.output_tokens if rec is not None else 0,
+    }
+
+
+def projection_from_json(data: Mapping[str, Any]) -> Projection:
+    """Rebuild a `Projection` from ``Projection.to_json()`` (which must include segment text).
+
+    Lossy in one way: ``summary_request`` is None (the JSON keeps only its
+    shape and fingerprint). Notes come back as JSON types (lists, not tuples).
+    """
+    segs = []
+    for s in data["segments"]:
+        if "text" not in s:
+            raise ValueError("projection JSON has no segment text (to_json(include_text=False)); cannot rebuild")
+        segs.append(Segment(kind=s["kind"], role=s["role"], text=s["text"], entry_ids=tuple(s.get("entry_ids") or ()),
+                            tokens=int(s.get("tokens") or 0), record_kind=s.get("record_kind"),
+                            label=s.get("label") or ""))
+    rec = data.get("receipt")
+    return Projection(
+        strategy=data["strategy"], algorithm_version=data["algorithm_version"], session_id=data["session_id"],
+        cut=int(data["cut"]), segments=tuple(segs), capacity=int(data["capacity"]), estimator=data["estimator"],
+        summary_request=None, receipt=None if rec is None else SummaryReceipt(**rec), notes=dict(data.get("notes") or {}),
+    )
+
+
+def _check_projection(key: CheckpointKey, projection: Any) -> Projection:
+    if not isinstance(projection, Projection):
+        raise TypeError(f"compute() must return a Projection, got {type(projection).__name__}")
+    got = (projection.session_id, projection.cut, projection.algorithm_version)
+    want = (key.session_id, key.cut, key.algorithm_version)
+    if got != want or (key.strategy and projection.strategy != key.strategy):
+        raise ValueError(f"compute() returned a projection for {got + (projection.strategy,)}, "
+                         f"not for the key {want + (key.strategy,)}; refusing to commit it")
+    return projection
+
+
+# --------------------------------------------------------------------------- the core
+
+
+def compact_once(store: CheckpointStore, key: CheckpointKey, compute: Callable[[], Projection], *,
+                 retired_versions: Collection[str] | None = None, owner: str | None = None,
+                 wait: float = 0.0, poll: float = 0.05) -> Outcome:
+    """Compute the checkpoint for `key` at most once across every process sharing `store`.
+
+    (a) A committed same-key row is returned as ``reused`` without calling
+    `compute`. (b) Committed rows of a retired algorithm version (see the
+    module docstring; `retired_versions=None` means every other version) are
+    marked ``superseded`` and the key computed anew: ``recovered``. (c) With no
+    row, our ``started`` fence is inserted, `compute` runs outside any
+    transaction, and the projection + receipt are committed in one transaction
+    that succeeds only while the fence is ours (`FenceLost` otherwise); if
+    `compute` raises (or returns a projection for another key, or one that
+    cannot be stored as JSON), the fence is
+    deleted and the error re-raised. (d) Someone else's ``started`` fence is
+    never stolen: ``in_progress`` is returned — immediately with ``wait=0``,
+    else after polling up to `wait` seconds for it to commit (``reused``) or
+    disappear (then we try to claim it ourselves).
+    """
+    owner = owner or new_owner_id()
+    deadline = time.monotonic() + max(0.0, wait)
+    while True:
+        claim = store.claim(key, owner, retired_versions=retired_versions)
+        if claim.kind == "committed":
+            row = claim.row
+            return Outcome("reused", key, projection=row.projection, receipt=row.receipt, row=row)
+        if claim.kind in ("claimed", "recovered", "resumed"):
+            break
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return Outcome("in_progress", key, row=claim.row)
+        time.sleep(min(poll, remaining))
+
+    t0 = time.monotonic()
+    try:
+        projection = _check_projection(key, compute())
+        row = store.commit(key, owner, projection, extra={"compute_seconds": round(time.monotonic() - t0, 6)})
+    except FenceLost:
+        raise  # the row isn't ours: leave it alone
+    except BaseException:
+        try:  # compute failed, or its projection couldn't be stored (not JSON): don't leave a stuck fence
+            store.abandon(key, owner)
+        except sqlite3.Error:
+            pass  # the original error matters more; the fence is then released by an operator
+        raise
+    return Outcome("recovered" if claim.kind == "recovered" else "computed", key, projection=row.projection,
+                   receipt=row.receipt, computed=projection, row=row, superseded=claim.superseded)
+
+
+# --------------------------------------------------------------------------- plain functions for the CLI
+
+
+def list_checkpoints(path: str | Path | None = None, status: str | None = None,
+                     session_id: str | None = None) -> list[dict[str, Any]]:
+    """Rows as JSON-ready dicts (no projections), oldest claim first."""
+    return [r.to_dict() for r in CheckpointStore(path).list(status=status, session_id=session_id)]
+
+
+def show_checkpoint(key: str, path: str | Path | None = None, include_projection: bool = True) -> dict[str, Any] | None:
+    """One row (by ``SESSION:CUT:ALGO:HASH``) as a dict, or None."""
+    row = CheckpointStore(path).get(key)
+    return None if row is None else row.to_dict(include_projection=include_projection)
+
+
+def release_checkpoint(key: str, path: str | Path | None = None, force: bool = False) -> bool:
+    """Delete a stuck ``started`` row (committed ones only with ``force``); see `CheckpointStore.release`."""
+    return CheckpointStore(path).release(key, force=force)
+
+
+__all__ = [
+    "AmbiguousKey", "CheckpointError", "CheckpointKey", "CheckpointRef", "CheckpointRow", "CheckpointStore", "Claim",
+    "FenceLost", "OUTCOMES", "Outcome", "ReleaseRefused", "STATUSES", "build_receipt", "checkpoint_key",
+    "checkpoint_params", "compact_once", "default_path", "list_checkpoints", "new_owner_id", "parse_key",
+    "projection_from_json", "release_checkpoint", "shape_fingerprint", "show_checkpoint",
+]
