@@ -20,6 +20,23 @@ def peak_rss_mb() -> float:
     return kib / 1024 if sys.platform != "darwin" else kib / (1024 * 1024)
 
 
+def own_peak_rss_mb() -> float:
+    """Peak RSS of this process's own address space, in MiB (``VmHWM`` on Linux).
+
+    Unlike `peak_rss_mb`, not inflated by the parent: Linux carries ``ru_maxrss``
+    across fork/exec, so a child spawned by a 300 MiB parent reports >= 300 MiB
+    there even if it never uses that much. Falls back to `peak_rss_mb` elsewhere.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return peak_rss_mb()
+
+
 @contextmanager
 def timed() -> Iterator[dict]:
     """Context manager filling ``{"seconds": ...}`` when the block ends."""

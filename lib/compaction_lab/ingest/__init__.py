@@ -146,7 +146,8 @@ def content_digest(session: Session) -> bytes:
     """Hash of a session's records (not its path), to recognise the same session imported twice."""
     h = hashlib.blake2b(digest_size=16)
     for r in session.records:
-        h.update(f"{r.entry_id}\x00{r.block_index}\x00{r.kind}\x00{r.tool}\x00{r.call_id}\x00".encode())
+        h.update(f"{r.entry_id}\x00{r.block_index}\x00{r.kind}\x00{r.tool}\x00{r.call_id}\x00".encode(
+            "utf-8", "surrogatepass"))
         h.update(r.text.encode("utf-8", "surrogatepass"))
         h.update(b"\x01")
     return h.digest()

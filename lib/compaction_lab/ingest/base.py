@@ -173,8 +173,13 @@ def read_head(path: str | Path) -> Head:
     path = Path(path)
     if path.is_dir():
         return Head(path, b"", (), is_dir=True)
-    with open_binary(path) as f:
-        raw = f.read(HEAD_BYTES)
+    try:
+        with open_binary(path) as f:
+            raw = f.read(HEAD_BYTES)
+    except OSError:
+        raise
+    except Exception:  # a corrupt compressed stream: nothing to sniff, so no format claims it
+        return Head(path, b"", ())
     if raw.startswith(SQLITE_MAGIC):
         return Head(path, raw, (), is_sqlite=True)
     lines: list[Any] = []
@@ -184,7 +189,7 @@ def read_head(path: str | Path) -> Head:
             continue
         try:
             lines.append(json.loads(chunk))
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             continue
     return Head(path, raw, tuple(lines))
 
@@ -218,7 +223,7 @@ def iter_jsonl(path: str | Path, report: ImportReport) -> Iterator[tuple[int, di
                     continue
                 try:
                     obj = json.loads(text)
-                except ValueError as exc:
+                except (ValueError, RecursionError) as exc:  # absurdly deep nesting is malformed too
                     reason = "truncated_last_line" if not raw.endswith(b"\n") else "malformed_json"
                     report.skip(path, lineno, reason, str(exc))
                     continue
@@ -247,12 +252,29 @@ def load_json(path: str | Path, report: ImportReport) -> Any | None:
         report.skip(path, None, "empty_file")
         return None
     try:
-        return json.loads(data.decode("utf-8"))
+        doc = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
         report.skip(path, None, "invalid_utf8", str(exc))
-    except ValueError as exc:
-        report.skip(path, None, "malformed_json", str(exc))
-    return None
+        return None
+    except (ValueError, RecursionError) as exc:
+        report.skip(path, None, "malformed_json", str(exc)[:200] or type(exc).__name__)
+        return None
+    if doc is None:
+        # `null` parses, but holds nothing: counted, so the caller's None is never silent.
+        report.skip(path, None, "not_an_object", "document is null")
+    return doc
+
+
+def safely(predicate, obj: Any) -> bool:
+    """`predicate(obj)`, or False when the object's odd shape makes it raise.
+
+    Sniffers judge each head line with it, so one malformed line (a list
+    where a string belongs) cannot stop a good file from being recognised.
+    """
+    try:
+        return bool(predicate(obj))
+    except Exception:
+        return False
 
 
 # --------------------------------------------------------------------------- building

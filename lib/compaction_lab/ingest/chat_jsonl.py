@@ -23,6 +23,7 @@ from typing import Any, Iterator, Mapping
 
 from ..session import Session
 from .base import (
+    safely,
     Head,
     ImportReport,
     SessionBuilder,
@@ -74,7 +75,7 @@ def sniff(head: Head) -> bool:
         if head.is_dir or head.is_sqlite:
             return False
         objects = head.objects
-        hits = sum(1 for o in objects if is_chat_message(o) or is_conversation(o))
+        hits = sum(1 for o in objects if safely(is_chat_message, o) or safely(is_conversation, o))
         return hits > 0 and 2 * hits > len(objects)
     except Exception:  # a sniffer never raises
         return False

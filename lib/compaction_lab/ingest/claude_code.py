@@ -80,6 +80,7 @@ from typing import Any, Iterator, Mapping
 
 from ..session import Session
 from .base import (
+    safely,
     Head,
     ImportReport,
     SessionBuilder,
@@ -136,7 +137,7 @@ def sniff(head: Head) -> bool:
     try:
         if head.is_dir or head.is_sqlite:
             return False
-        if any(_is_project_line(o) or _is_stream_line(o) for o in head.objects):
+        if any(safely(_is_project_line, o) or safely(_is_stream_line, o) for o in head.objects):
             return True
         return _is_long_first_line(head.raw)
     except Exception:  # a sniffer never raises
@@ -248,6 +249,7 @@ def _user_items(obj: Mapping[str, Any], msg: Mapping[str, Any], skip) -> list[_I
             items.append(_user_text_item(block, obj))
             continue
         btype = block.get("type") if isinstance(block, Mapping) else None
+        btype = btype if isinstance(btype, str) else None  # a list/object "type" is no type
         if btype == "text" and isinstance(block.get("text"), str):
             items.append(_user_text_item(block["text"], obj))
         elif btype == "tool_result":
@@ -271,6 +273,7 @@ def _assistant_items(msg: Mapping[str, Any], entry: _Entry, calls: dict, skip) -
     items: list[_Item] = []
     for i, block in enumerate(content):
         btype = block.get("type") if isinstance(block, Mapping) else None
+        btype = btype if isinstance(btype, str) else None  # a list/object "type" is no type
         if btype == "text" and isinstance(block.get("text"), str):
             items.append(("assistant", block["text"], {}))
         elif btype == "thinking" and isinstance(block.get("thinking"), str):

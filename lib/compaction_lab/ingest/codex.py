@@ -379,7 +379,7 @@ class _Rollout:
         if isinstance(encrypted, str) and encrypted:
             # Opaque to us: its size is noted, nothing of it is counted as text.
             md = builder.metadata
-            md["encrypted_reasoning_bytes"] = md.get("encrypted_reasoning_bytes", 0) + len(encrypted.encode("utf-8"))
+            md["encrypted_reasoning_bytes"] = md.get("encrypted_reasoning_bytes", 0) + len(encrypted.encode("utf-8", "surrogatepass"))
         builder.add("reasoning", reasoning_text(p), entry, timestamp=ts)
         return None
 

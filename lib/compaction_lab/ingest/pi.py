@@ -59,6 +59,7 @@ from typing import Any, Iterator, Mapping
 
 from ..session import Session
 from .base import (
+    safely,
     Head,
     ImportReport,
     SessionBuilder,
@@ -107,7 +108,7 @@ def sniff(head: Head) -> bool:
     try:
         if head.is_dir or head.is_sqlite:
             return False
-        return any(_is_pi_line(o) for o in head.objects)
+        return any(safely(_is_pi_line, o) for o in head.objects)
     except Exception:  # a sniffer never raises
         return False
 

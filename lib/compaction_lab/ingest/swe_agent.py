@@ -46,6 +46,11 @@ from .base import Head, ImportReport, SessionBuilder, content_text, file_stem, l
 
 FORMAT = "swe_agent"
 
+
+def _as_list(val):
+    """A list field, or nothing when the file has something else there."""
+    return val if isinstance(val, list) else []
+
 #: Top-level keys of a ``.traj`` document (0.x starts with environment, 1.x with trajectory).
 _TOP_KEYS = ("environment", "trajectory", "history", "info", "replay_config", "attempts")
 _FIRST_KEY = re.compile(rb'^\s*\{\s*"(' + b"|".join(k.encode() for k in _TOP_KEYS) + rb')"\s*:')
@@ -182,13 +187,13 @@ def _add_assistant(
         The block index the entry's next record would take.
     """
     block = 0
-    for tb in item.get("thinking_blocks") or []:
+    for tb in _as_list(item.get("thinking_blocks")):
         thinking = tb.get("thinking") if isinstance(tb, dict) else None
         if isinstance(thinking, str) and thinking.strip():
             b.add("reasoning", thinking, eid, block, injected=injected)
             block += 1
     action = item.get("action")
-    tool_calls = [tc for tc in item.get("tool_calls") or [] if isinstance(tc, dict)]
+    tool_calls = [tc for tc in _as_list(item.get("tool_calls")) if isinstance(tc, dict)]
     has_action = (isinstance(action, str) and action.strip()) or tool_calls
     thought = item.get("thought")
     prose = thought if has_action and isinstance(thought, str) else content_text(item.get("content"))

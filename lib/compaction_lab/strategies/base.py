@@ -83,8 +83,13 @@ def est_bytes4(text: str) -> int:
 
 
 def est_chars4(text: str) -> int:
-    """OpenCode's estimate: round(chars / 4)."""
-    return round(len(text) / 4)
+    """OpenCode's estimate: ``Math.round(text.length / 4)``.
+
+    JavaScript's length counts UTF-16 code units and ``Math.round`` rounds
+    halves up (Python's ``round`` rounds them to even), so both are mirrored.
+    """
+    units = len(text) if text.isascii() else len(text.encode("utf-16-le")) // 2
+    return (units + 2) // 4
 
 
 ESTIMATORS: dict[str, Callable[[str], int]] = {

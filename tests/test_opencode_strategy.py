@@ -1,0 +1,570 @@
+"""OpenCode strategy: every rule of STRATEGIES.md "OpenCode" pinned on hand-built sessions, plus properties."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from compaction_lab import strategies
+from compaction_lab.ingest import load_sessions, synthetic
+from compaction_lab.projection import AUTHORED_KINDS, STAND_IN_LABEL
+from compaction_lab.session import Record, Session
+from compaction_lab.strategies import opencode as oc
+from compaction_lab.strategies.base import CallShape, CompactionContext, est_chars4
+from compaction_lab.strategies.trigger import opencode_tail_budget
+from compaction_lab.summarize import SummaryResult
+
+from conftest import SHARED_FIXTURES, make_session
+
+SHAPE = CallShape("t", "You are the test agent.", ({"type": "function", "function": {"name": "bash"}},))
+LOCAL_FIXTURES = Path(__file__).parent / "fixtures"
+
+
+class FixedProvider:
+    def __init__(self, text: str = "SUMMARY-TEXT", name: str = "fake", stand_in: bool = False):
+        self.text, self.name, self.stand_in = text, name, stand_in
+        self.requests: list = []
+
+    def summarize(self, request):
+        self.requests.append(request)
+        return SummaryResult(self.text, input_tokens=50, output_tokens=9)
+
+
+class BrokenProvider:
+    name, stand_in = "broken", False
+
+    def summarize(self, request):
+        raise TimeoutError("slow")
+
+
+def ctx(**kw) -> CompactionContext:
+    kw.setdefault("shape", SHAPE)
+    return CompactionContext(**kw)
+
+
+def run(session: Session, cut: int | None = None, **kw):
+    return strategies.compact(session, "opencode", cut, ctx(**kw))
+
+
+def toks(n: int, ch: str = "a") -> str:
+    """Text whose chars/4 estimate is exactly n."""
+    return ch * (4 * n)
+
+
+def tail_ids(p) -> list[str]:
+    return [s.entry_ids[0] for s in p.segments if s.kind in ("tail", "omitted_marker")]
+
+
+def build(items: list[tuple], session_id: str = "s1") -> Session:
+    """Like make_session, with explicit entry ids: (entry_id, kind, text[, fields])."""
+    recs = []
+    for i, (eid, kind, text, *rest) in enumerate(items):
+        recs.append(Record(session_id, eid, i, i, kind, text, **(rest[0] if rest else {})))
+    return Session(id=session_id, source_format="test", records=tuple(recs))
+
+
+# --------------------------------------------------------------------------- registry, trigger, budget
+
+
+def test_registered_with_version_and_estimator():
+    s = strategies.get("opencode")
+    assert (s.name, s.algorithm_version, s.estimator) == ("opencode", "opencode-1.18", "chars/4")
+    assert est_chars4("abcdef") == 2 and est_chars4("abc") == 1
+
+
+def test_fires_when_usage_reaches_usable():
+    c = ctx(window=100_000, output_ceiling=10_000)  # usable = context - maxOutput
+    assert not oc.STRATEGY.fires(89_999, c) and oc.STRATEGY.fires(90_000, c)
+    c = ctx(window=200_000, output_ceiling=64_000, input_limit=50_000)  # 50,000 - min(20,000, 32,000)
+    assert not oc.STRATEGY.fires(29_999, c) and oc.STRATEGY.fires(30_000, c)
+
+
+@pytest.mark.parametrize("window,output,input_limit,usable,budget", [
+    (128_000, 32_000, None, 96_000, 15_000),   # capped at 15,000
+    (40_000, 8_000, None, 32_000, 8_000),      # usable / 4
+    (10_000, 2_000, None, 8_000, 2_000),       # floor of 2,000
+    (200_000, 64_000, 50_000, 30_000, 7_500),  # declared input limit
+    (30_003, 1_000, None, 29_003, 7_250),      # floor(usable / 4)
+])
+def test_tail_budget(window, output, input_limit, usable, budget):
+    p = run(make_session([("user", "x")]), window=window, output_ceiling=output, input_limit=input_limit)
+    assert p.notes["usable"] == p.capacity == usable
+    assert p.notes["tail_budget"] == opencode_tail_budget(usable) == budget
+
+
+# --------------------------------------------------------------------------- tail
+
+
+TURNS = [
+    ("system", "sys"),
+    ("user", toks(10)), ("assistant", toks(10)),   # turn 1: 20
+    ("user", toks(5)), ("assistant", toks(15)),    # turn 2: 20
+    ("user", toks(3)), ("assistant", toks(7)),     # turn 3: 10
+]
+
+
+def test_tail_is_newest_whole_user_turns():
+    p = run(make_session(TURNS), params={"tail_tokens": 30})
+    assert tail_ids(p) == ["e3", "e4", "e5", "e6"]
+    assert p.notes["tail_whole_turns"] == 2 and p.notes["tail_split"] is None
+    assert p.notes["head_records"] == 3 and p.notes["tail_tokens"] == 30
+    tails = [s for s in p.segments if s.kind == "tail"]
+    assert [s.text for s in tails] == [t for _, t in TURNS[3:]]
+    assert [(s.role, s.record_kind) for s in tails] == [("user", "user"), ("assistant", "assistant")] * 2
+
+
+def test_first_turn_that_does_not_fit_is_split_at_a_later_message():
+    p = run(make_session(TURNS), params={"tail_tokens": 25})
+    assert tail_ids(p) == ["e4", "e5", "e6"]
+    assert p.notes["tail_split"] == {"turn_start": "e3", "split_at": "e4"}
+    p = run(make_session(TURNS), params={"tail_tokens": 9})
+    assert tail_ids(p) == ["e6"]
+
+
+def test_no_tail_when_nothing_fits():
+    p = run(make_session(TURNS), params={"tail_tokens": 5})
+    assert tail_ids(p) == [] and p.notes["head_records"] == 7
+    assert [s.kind for s in p.segments] == ["system", "tools", "header", "summary", "continue"]
+
+
+def test_records_before_the_first_user_are_never_tail():
+    p = run(make_session([("assistant", "hello"), ("tool_output", "x")]), params={"tail_tokens": 1000})
+    assert tail_ids(p) == []
+
+
+def test_split_never_at_a_tool_output_nor_between_call_and_output():
+    s = make_session([
+        ("user", toks(50)),
+        ("tool_call", toks(1), {"tool": "bash", "call_id": "c1"}),
+        ("tool_output", toks(20), {"tool": "bash", "call_id": "c1"}),
+        ("assistant", toks(5)),
+    ])
+    assert tail_ids(run(s, params={"tail_tokens": 22})) == ["e3"]
+    # the suffix from the output (25) would fit 26, but a split there orphans it: split at the call
+    assert tail_ids(run(s, params={"tail_tokens": 26})) == ["e1", "e2", "e3"]
+    par = make_session([
+        ("user", toks(50)),
+        ("tool_call", toks(10), {"tool": "bash", "call_id": "c1"}),
+        ("tool_call", toks(1), {"tool": "bash", "call_id": "c2"}),
+        ("tool_output", toks(1), {"tool": "bash", "call_id": "c1"}),
+        ("tool_output", toks(1), {"tool": "bash", "call_id": "c2"}),
+        ("assistant", toks(1)),
+    ])
+    assert tail_ids(run(par, params={"tail_tokens": 5})) == ["e5"]
+
+
+def test_split_only_at_message_boundaries():
+    s = build([
+        ("U", "user", toks(50)),
+        ("A", "assistant", toks(3)),
+        ("A", "tool_call", toks(1), {"tool": "bash", "call_id": "c1"}),
+        ("O", "tool_output", toks(1), {"tool": "bash", "call_id": "c1"}),
+        ("B", "assistant", toks(2)),
+    ])
+    # suffix from the tool call (4) fits 5, but the call is a block of message A: split at B instead
+    assert tail_ids(run(s, params={"tail_tokens": 5})) == ["B"]
+    assert tail_ids(run(s, params={"tail_tokens": 7})) == ["A", "A", "O", "B"]
+
+
+# --------------------------------------------------------------------------- flattening
+
+
+def rec(kind: str, text: str, **kw) -> Record:
+    return Record("s", "e", 0, 0, kind, text, **kw)
+
+
+def test_flatten_blocks():
+    assert oc.flatten_record(rec("user", "hi")) == "[User]: hi"
+    assert oc.flatten_record(rec("assistant", "ok")) == "[Assistant]: ok"
+    assert oc.flatten_record(rec("reasoning", "hmm")) == "[Assistant reasoning]: hmm"
+    assert (oc.flatten_record(rec("tool_call", 'read_file {"path": "a.py"}', tool="read_file"))
+            == '[Assistant tool call]: read_file({"path": "a.py"})')
+    assert oc.flatten_record(rec("tool_call", "grep -rn foo", tool="grep")) == "[Assistant tool call]: grep(-rn foo)"
+    assert oc.flatten_record(rec("tool_call", "bash", tool="bash")) == "[Assistant tool call]: bash({})"
+    assert oc.flatten_record(rec("tool_output", "a.py\nb.py")) == "[Tool result]: a.py\nb.py"
+    assert oc.flatten_record(rec("tool_output", "Traceback", is_error=True)) == "[Tool error]: Traceback"
+    assert oc.flatten_record(rec("system", "sys")) is None
+    text = "x" * 2000 + "y" * 500
+    assert oc.flatten_record(rec("tool_output", text)) == (
+        "[Tool result]: " + "x" * 2000 + "\n[... truncated: 500 more characters]")
+    assert oc.flatten_record(rec("tool_output", "x" * 2000)) == "[Tool result]: " + "x" * 2000
+    assert oc.flatten_record(rec("tool_output", text, is_error=True)) == "[Tool error]: " + text
+    assert (oc.flatten_record(rec("tool_output", text), pruned=True)
+            == "[Tool result]: [Old tool result content cleared]")
+    flat = oc.flatten([rec("user", "a"), rec("system", "s"), rec("assistant", "b")])
+    assert flat == "<conversation>\n[User]: a\n\n[Assistant]: b\n</conversation>"
+
+
+# --------------------------------------------------------------------------- request, summary, projection
+
+
+def test_dedicated_request_shape():
+    prov = FixedProvider()
+    s = make_session([("system", "You are the test agent."), ("user", "fix a.py"), ("assistant", "done"),
+                      ("tool_call", 'bash {"command": "pytest"}', {"tool": "bash", "call_id": "c"}),
+                      ("tool_output", "1 failed", {"tool": "bash", "call_id": "c", "is_error": True}),
+                      ("user", "thanks")])
+    p = run(s, summarizer=prov, params={"tail_tokens": 0})
+    req = prov.requests[0]
+    assert req == p.summary_request
+    assert req.shape == "dedicated" and req.template == "opencode-template"
+    assert req.system == oc.SYSTEM_PROMPT != SHAPE.system_prompt and req.tools == ()
+    assert len(req.messages) == 1 and req.messages[0]["role"] == "user"
+    content = req.messages[0]["content"]
+    assert content == (
+        "<conversation>\n[User]: fix a.py\n\n[Assistant]: done\n\n"
+        '[Assistant tool call]: bash({"command": "pytest"})\n\n[Tool error]: 1 failed\n\n[User]: thanks\n'
+        "</conversation>\n\n" + oc.INSTRUCTIONS + "\n\n" + oc.TEMPLATE)
+    assert req.source_entry_ids == ("e1", "e2", "e3", "e4", "e5")
+    assert req.max_output_tokens == 4096
+    assert p.notes["request_tokens_est"] == est_chars4(oc.SYSTEM_PROMPT) + est_chars4(content)
+    assert not p.notes["request_over_usable"]
+
+
+def test_system_prompt_says_summarise_only():
+    low = oc.SYSTEM_PROMPT.lower()
+    for phrase in ("summar", "structure", "every section", "do not", "continue the conversation"):
+        assert phrase in low
+
+
+def test_template_sections_and_empty_template():
+    for sec in oc.SECTIONS:
+        assert sec in oc.TEMPLATE and sec in oc.EMPTY_SUMMARY
+    assert oc.EMPTY_SUMMARY.count("(none)") == 7  # every leaf section says (none)
+    for sec in oc.SECTIONS:  # each heading is followed by "(none)" (or, for Work State, by its sub-sections)
+        nxt = oc.EMPTY_SUMMARY.split(sec + "\n", 1)[1].split("\n", 2)
+        assert nxt[0] == "(none)" or (sec == "## Work State" and nxt[1] == "### Completed")
+    low = oc.INSTRUCTIONS.lower()
+    for phrase in ("every section", "(none)", "terse", "paths", "symbols", "commands", "error strings", "identifiers"):
+        assert phrase in low
+
+
+def test_empty_template_matches_the_extractive_providers_rendering():
+    extractive = pytest.importorskip("compaction_lab.summarize.extractive")
+    assert oc.EMPTY_SUMMARY == extractive.empty_template("opencode-template")
+
+
+def test_extractive_stand_in_reads_the_request():
+    from compaction_lab.summarize import get_provider
+    try:
+        prov = get_provider("extractive")
+    except (ValueError, ImportError):
+        pytest.skip("extractive provider not available")
+    s = make_session([("user", "Fix `parse_id` in app/ids.py"), ("summary", "## Objective\n- migrate ORD-123"),
+                      ("user", "then run pytest"), ("assistant", "Edited app/ids.py."),
+                      ("tool_call", 'bash {"command": "pytest -q"}', {"tool": "bash", "call_id": "c"}),
+                      ("tool_output", "ValueError: bad id", {"tool": "bash", "call_id": "c", "is_error": True}),
+                      ("user", "ok")])
+    p = run(s, summarizer=prov, params={"tail_tokens": 0})
+    summ = next(seg for seg in p.segments if seg.kind == "summary")
+    assert summ.label == STAND_IN_LABEL and not p.receipt.fallback
+    assert all(sec in summ.text for sec in oc.SECTIONS)
+    assert "then run pytest" in summ.text
+
+
+def test_no_provider_gives_the_empty_template():
+    p = run(make_session([("user", "go"), ("assistant", "ok")]), params={"tail_tokens": 0})
+    summ = next(s for s in p.segments if s.kind == "summary")
+    assert summ.text == oc.EMPTY_SUMMARY and summ.role == "assistant" and summ.label
+    assert p.receipt.fallback and p.receipt.provider == "none" and "no summary provider" in p.receipt.error
+    assert p.receipt.request_fingerprint == p.summary_request.fingerprint()
+
+
+def test_failing_and_stand_in_providers():
+    p = run(make_session([("user", "go")]), summarizer=BrokenProvider())
+    assert p.receipt.fallback and p.receipt.error == "TimeoutError: slow"
+    assert next(s for s in p.segments if s.kind == "summary").text == oc.EMPTY_SUMMARY
+    p = run(make_session([("user", "go")]), summarizer=FixedProvider("## Objective\n- x", "extractive", True))
+    summ = next(s for s in p.segments if s.kind == "summary")
+    assert summ.text == "## Objective\n- x" and summ.label == STAND_IN_LABEL and not p.receipt.fallback
+    assert (p.receipt.input_tokens, p.receipt.output_tokens) == (50, 9)
+
+
+def test_projection_order_and_authored_messages():
+    prov = FixedProvider("S")
+    p = run(make_session(TURNS), summarizer=prov, params={"tail_tokens": 10})
+    assert [(s.kind, s.role) for s in p.segments] == [
+        ("system", "system"), ("tools", "system"), ("header", "user"), ("summary", "assistant"),
+        ("tail", "user"), ("tail", "assistant"), ("continue", "user")]
+    assert p.segments[2].text == oc.HEADER == "what did we do so far?"
+    assert p.segments[3].text == "S"
+    cont = p.segments[-1].text.lower()
+    assert "continue" in cont or "carry on" in cont
+    assert "clarification" in cont
+    assert all(s.label for s in p.segments if s.kind in AUTHORED_KINDS)
+    p = run(make_session(TURNS), params={"tail_tokens": 10, "auto": False})
+    assert p.segments[-1].kind == "tail"
+
+
+def test_head_is_summarised_and_tail_is_not():
+    prov = FixedProvider()
+    run(make_session(TURNS), summarizer=prov, params={"tail_tokens": 10})
+    content = prov.requests[0].messages[0]["content"]
+    assert f"[User]: {toks(5)}\n" in content and f"[Assistant]: {toks(15)}\n" in content
+    assert f"[User]: {toks(3)}\n" not in content and f"[Assistant]: {toks(7)}\n" not in content
+    assert "sys" not in content.split("</conversation>")[0]
+
+
+def test_previous_summary_is_merged():
+    prov = FixedProvider()
+    s = make_session([
+        ("user", "OLD-REQUEST"), ("assistant", "OLD-PROSE"),
+        ("user", "what did we do so far?"), ("summary", "PRIOR-SUMMARY"),
+        ("user", "NEW-REQUEST"), ("assistant", "NEW-PROSE"),
+    ])
+    p = run(s, summarizer=prov, params={"tail_tokens": 0})
+    content = prov.requests[0].messages[0]["content"]
+    assert content.startswith("<conversation>\n[Previous summary]: PRIOR-SUMMARY\n\n[User]: NEW-REQUEST\n\n")
+    assert "[User]: NEW-REQUEST" in content and "[Assistant]: NEW-PROSE" in content
+    assert oc.MERGE_INSTRUCTIONS in content
+    assert "OLD-REQUEST" not in content and "OLD-PROSE" not in content
+    assert prov.requests[0].source_entry_ids == ("e3", "e4", "e5")
+    assert p.notes["previous_summary"] == "e3" and p.notes["already_compacted_records"] == 3
+    assert "OLD-REQUEST" not in p.text() and "PRIOR-SUMMARY" not in p.text()
+    # tail is chosen from after the previous summary only
+    p = run(s, params={"tail_tokens": 1000})
+    assert tail_ids(p) == ["e4", "e5"]
+
+
+def test_prompt_files_override(tmp_path):
+    (tmp_path / "sys.txt").write_text("EXACT SYSTEM", encoding="utf-8")
+    (tmp_path / "tpl.txt").write_text("EXACT TEMPLATE", encoding="utf-8")
+    prov = FixedProvider()
+    run(make_session([("user", "go")]), summarizer=prov,
+        params={"system_prompt_file": tmp_path / "sys.txt", "prompt_file": tmp_path / "tpl.txt", "tail_tokens": 0})
+    req = prov.requests[0]
+    assert req.system == "EXACT SYSTEM" and req.messages[0]["content"].endswith("</conversation>\n\nEXACT TEMPLATE")
+    assert oc.STRATEGY.prompts(ctx())["system"] == oc.SYSTEM_PROMPT
+
+
+# --------------------------------------------------------------------------- prune
+
+
+def prune_session(o1: int = 30_000, o2: int = 30_000, o3: int = 25_000) -> Session:
+    items: list[tuple] = [("user", "u1")]
+    for i, n in enumerate((o1, o2, o3)):
+        if n:
+            items += [("tool_call", "bash {}", {"tool": "bash", "call_id": f"p{i}"}),
+                      ("tool_output", f"OUT{i}" + toks(n)[4:], {"tool": "bash", "call_id": f"p{i}"})]
+    items += [("user", "u2"),
+              ("tool_call", "bash {}", {"tool": "bash", "call_id": "q"}),
+              ("tool_output", "RECENT" + toks(1_000)[6:], {"tool": "bash", "call_id": "q"}),
+              ("user", "u3"),
+              ("tool_call", "bash {}", {"tool": "bash", "call_id": "r"}),
+              ("tool_output", "LATEST" + toks(50_000)[6:], {"tool": "bash", "call_id": "r"})]
+    return make_session(items)
+
+
+def test_prune_clears_old_outputs_beyond_the_protected_40000():
+    s = prune_session()
+    live = list(s.records)
+    pruned = oc.prune_set(live)
+    # newest first, skipping the last two user turns: OUT2 (25k) protected, OUT1 (30k) and OUT0 beyond 40k
+    assert {s.records[i].text[:4] for i in pruned} == {"OUT0", "OUT1"}
+    prov = FixedProvider()
+    p = run(s, summarizer=prov, params={"prune": True, "tail_tokens": 0})
+    content = prov.requests[0].messages[0]["content"]
+    assert content.count("[Tool result]: " + oc.PRUNED_TEXT) == 2
+    assert "[Tool result]: OUT2" in content and "OUT0" not in content and "OUT1" not in content
+    assert p.notes["pruned_outputs"] == 2 and p.notes["pruned_tokens"] == 60_000
+    # off by default
+    prov = FixedProvider()
+    p = run(s, summarizer=prov, params={"tail_tokens": 0})
+    assert oc.PRUNED_TEXT not in prov.requests[0].messages[0]["content"] and p.notes["pruned_outputs"] == 0
+
+
+def test_prune_needs_more_than_20000_beyond_the_protected_part():
+    s = prune_session(o1=0, o2=16_000)  # 25k + 16k: 1k over the protection... but 16k <= 20k -> nothing
+    assert oc.prune_set(list(s.records)) == frozenset()
+    s = prune_session(o1=0, o2=21_000)
+    assert len(oc.prune_set(list(s.records))) == 1
+
+
+def test_prune_skips_errors_skill_and_the_last_two_turns_and_stops_at_a_summary():
+    recs = list(prune_session().records)
+    as_err = [Record(r.session_id, r.entry_id, 0, r.source_order, r.kind, r.text, r.tool, None, r.call_id,
+                     is_error=r.text.startswith("OUT")) for r in recs]
+    assert oc.prune_set(as_err) == frozenset()
+    skill = [Record(r.session_id, r.entry_id, 0, r.source_order, r.kind, r.text,
+                    "skill" if r.text.startswith("OUT") else r.tool, None, r.call_id) for r in recs]
+    assert oc.prune_set(skill) == frozenset()
+    # LATEST (50k) and RECENT sit in the last two user turns: never counted
+    assert all(not recs[i].text.startswith(("LATEST", "RECENT")) for i in oc.prune_set(recs))
+    stop = recs[:1] + [Record("s1", "sx", 0, 0, "summary", "S")] + recs[1:]
+    assert oc.prune_set(stop) == oc.prune_set(recs)
+    cut_early = [Record("s1", "sx", 0, 0, "summary", "S") if i == 5 else r for i, r in enumerate(recs)]
+    assert oc.prune_set(cut_early) == frozenset()  # walk stops at the summary before reaching OUT0/OUT1
+
+
+def test_pruned_outputs_in_the_tail_render_as_placeholder():
+    s = prune_session()
+    p = run(s, params={"prune": True, "tail_tokens": 200_000})
+    markers = [seg for seg in p.segments if seg.kind == "omitted_marker"]
+    assert [m.text for m in markers] == [oc.PRUNED_TEXT] * 2
+    assert all(m.label and m.record_kind == "tool_output" and m.role == "tool" for m in markers)
+    assert "OUT0" not in p.text() and "OUT2" in p.text()
+    # the placeholder is what the tail budget counts
+    assert p.notes["tail_tokens"] == sum(est_chars4(seg.text) for seg in p.segments if seg.kind in ("tail",
+                                                                                                   "omitted_marker"))
+
+
+# --------------------------------------------------------------------------- properties
+
+TEXT = st.text(alphabet=st.sampled_from(list("ab xyz\n{}\"é€😀")), min_size=0, max_size=12)
+
+
+@st.composite
+def sessions(draw):
+    items: list[tuple] = []
+    call = 0
+    for _ in range(draw(st.integers(0, 40))):
+        kind = draw(st.sampled_from(["user", "user", "user", "assistant", "reasoning", "tool", "tool", "tool",
+                                     "system", "meta"]))
+        text = draw(TEXT) * draw(st.sampled_from([1, 3, 10, 40, 400, 3000]))
+        if kind == "tool":
+            call += 1
+            items.append(("tool_call", f"bash {text[:30]}", {"tool": draw(st.sampled_from(["bash", "skill"])),
+                                                              "call_id": f"c{call}"}))
+            items.append(("tool_output", text, {"tool": "bash", "call_id": f"c{call}",
+                                                "is_error": draw(st.booleans())}))
+        elif kind == "system":
+            items.append((kind, text[:12]))
+        else:
+            items.append((kind, text, {"injected": kind == "user" and draw(st.booleans())}))
+    if items and draw(st.sampled_from([True, False, False])):  # sometimes an earlier compaction's summary
+        items.insert(draw(st.integers(0, len(items))), ("summary", "EARLIER SUMMARY"))
+    return make_session(items)
+
+
+@settings(max_examples=50, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sessions(), st.sampled_from([8_000, 16_000, 128_000]), st.booleans(), st.data())
+def test_property_projection_fits_and_is_verbatim(session, window, prune, data):
+    cut = data.draw(st.one_of(st.just(len(session.records)), st.integers(0, len(session.records))))
+    prov = data.draw(st.sampled_from([None, FixedProvider("summary " * 50), BrokenProvider()]))
+    params = {"prune": prune, "prune_protect": data.draw(st.sampled_from([0, 10, 40_000])),
+              "prune_minimum": data.draw(st.sampled_from([0, 10, 20_000]))}
+    tail_tokens = data.draw(st.sampled_from([None, 0, 20, 200]))
+    if tail_tokens is not None:
+        params["tail_tokens"] = tail_tokens
+    kw = {"summarizer": prov} if prov else {}
+    p = run(session, cut, window=window, output_ceiling=4_096, params=params, **kw)
+    event(f"tail split={p.notes['tail_split'] is not None}")
+    event(f"tail records={min(p.notes['tail_records'], 1)}")
+    event(f"pruned={p.notes['pruned_outputs'] > 0}")
+    event(f"previous summary={p.notes['previous_summary'] is not None}")
+    shape = SHAPE.for_session(session)
+    hist = [r for r in session.records if r.source_order < cut and r.kind != "meta"]
+    by_id = {r.entry_id: r for r in hist}
+    assert sum(est_chars4(s.text) for s in p.segments) <= p.capacity
+    tail = []
+    for seg in p.segments:
+        assert set(seg.entry_ids) <= set(by_id)
+        if seg.kind == "system":
+            assert seg.text == shape.system_prompt
+        elif seg.kind == "tools":
+            assert seg.text == shape.tools_text()
+        elif seg.kind in AUTHORED_KINDS:
+            assert seg.label
+        else:
+            assert seg.kind == "tail" and seg.text == by_id[seg.entry_ids[0]].text
+        if seg.kind == "omitted_marker":
+            assert seg.text == oc.PRUNED_TEXT and by_id[seg.entry_ids[0]].kind == "tool_output"
+        if seg.kind in ("tail", "omitted_marker"):
+            tail.append(seg.entry_ids[0])
+    # the tail is a contiguous suffix of the history, within its budget, starting at a user turn or a split point
+    assert tail == [r.entry_id for r in hist[len(hist) - len(tail):]] if tail else True
+    assert sum(est_chars4(s.text) for s in p.segments if s.kind in ("tail", "omitted_marker")) <= p.notes["tail_budget"]
+    if tail:
+        first = by_id[tail[0]]
+        assert first.kind != "tool_output"
+        assert first.kind == "user" or p.notes["tail_split"] is not None
+        in_tail = {by_id[e].call_id for e in tail if by_id[e].kind == "tool_call"}
+        calls = {r.call_id for r in hist if r.kind == "tool_call"}
+        for e in tail:  # never a tool output whose call was left out of the tail
+            r = by_id[e]
+            if r.kind == "tool_output" and r.call_id in calls:
+                assert r.call_id in in_tail
+        assert all(by_id[e].kind != "summary" for e in tail)
+    req = p.summary_request
+    assert req.shape == "dedicated" and req.tools == () and len(req.messages) == 1
+    assert set(req.source_entry_ids) <= set(by_id) and not set(req.source_entry_ids) & set(tail)
+
+
+# --------------------------------------------------------------------------- real and synthetic sessions
+
+
+def _real_sessions() -> list[Session]:
+    out = []
+    for root in (SHARED_FIXTURES, LOCAL_FIXTURES):
+        if root.exists():
+            out.extend(load_sessions(root))
+    return out
+
+
+@pytest.fixture(scope="module")
+def chain() -> Session:
+    return synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1))[0].session
+
+
+@pytest.mark.parametrize("window,output", [(128_000, 32_000), (16_000, 4_096)])
+@pytest.mark.parametrize("prune", [False, True])
+def test_real_and_synthetic_sessions(chain, window, output, prune):
+    sessions_ = _real_sessions() + [chain]
+    assert len(sessions_) > 1
+    for s in sessions_:
+        c = CompactionContext(window=window, output_ceiling=output, params={"prune": prune})
+        for cut in (len(s.records), len(s.records) // 2):
+            p = strategies.compact(s, "opencode", cut, c)
+            assert p.segments[0].kind == "system" and p.segments[3].kind == "summary"
+            assert 0 < p.tokens < window
+            assert sum(est_chars4(seg.text) for seg in p.segments) <= p.capacity
+
+
+def test_synthetic_chain_tail_is_split_or_whole(chain):
+    p = strategies.compact(chain, "opencode", None, CompactionContext())
+    assert p.notes["tail_tokens"] <= 15_000 and p.notes["tail_records"] > 0 and p.notes["head_records"] > 0
+
+
+def test_large_session_is_fast():
+    items = [("system", "s")]
+    for i in range(600):
+        items += [("user", "request " * 200), ("assistant", "prose " * 300),
+                  ("tool_call", "bash {}", {"tool": "bash", "call_id": f"c{i}"}),
+                  ("tool_output", "output line\n" * 300, {"tool": "bash", "call_id": f"c{i}"})]
+    s = make_session(items)
+    assert sum(est_chars4(r.text) for r in s.records) > 1_000_000
+    for prune in (False, True):
+        t = time.perf_counter()
+        oc.STRATEGY.compact(s, len(s.records), CompactionContext(window=1_000_000, params={"prune": prune}))
+        assert time.perf_counter() - t < 1.0
+
+
+@settings(max_examples=50, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sessions(), st.sampled_from([0, 10, 100]), st.sampled_from([0, 10, 100]))
+def test_property_prune_rule(session, protect, minimum):
+    live = [r for r in session.records if r.kind != "meta"]
+    if any(r.kind == "summary" for r in live):
+        live = live[max(i for i, r in enumerate(live) if r.kind == "summary") + 1:]
+    pruned = oc.prune_set(live, protect, minimum)
+    event(f"pruned={bool(pruned)}")
+    users = [i for i, r in enumerate(live) if r.kind == "user"]
+    eligible = [r for r in (live[:users[-2]] if len(users) >= 2 else [])
+                if r.kind == "tool_output" and not r.is_error and r.tool != "skill"]
+    if not pruned:
+        return
+    by_order = {r.source_order: r for r in live}
+    assert pruned <= {r.source_order for r in eligible}  # never in the last two user turns, errors or skill
+    kept = [r for r in eligible if r.source_order not in pruned]
+    # the newest outputs are protected up to `protect` tokens; the one that crosses it is the newest pruned
+    assert kept == [r for r in eligible if r.source_order > max(pruned)]
+    assert sum(est_chars4(r.text) for r in kept) <= protect
+    assert sum(est_chars4(r.text) for r in kept) + est_chars4(by_order[max(pruned)].text) > protect
+    assert sum(est_chars4(by_order[o].text) for o in pruned) > minimum
+    assert min(pruned) == min(r.source_order for r in eligible)  # the oldest outputs go first
+    p = run(session, params={"prune": True, "prune_protect": protect, "prune_minimum": minimum, "tail_tokens": 0})
+    assert p.notes["pruned_outputs"] == len(pruned)
+    assert p.summary_request.messages[0]["content"].count("[Tool result]: " + oc.PRUNED_TEXT) >= len(pruned)
