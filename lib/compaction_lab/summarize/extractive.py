@@ -595,7 +595,7 @@ def extract(blocks: Sequence[Block]) -> dict[str, list[Item]]:
     }
 
 
-#: Categories shown newest-first; the others are shown in conversation order.
+#: Categories shown in rank order (best first: newest, or most acted on); the others in conversation order.
 _NEWEST_FIRST = frozenset({"state", "next", "next_one", "files", "identifiers", "concepts", "details"})
 
 
