@@ -75,3 +75,22 @@ def test_notebook_renderer_bundles_png_and_spec(fig2_inputs):
     bundle = charts._renderer(chart.to_dict())
     assert base64.b64decode(bundle["image/png"])[:8] == PNG_SIGNATURE
     assert any(k.startswith("application/vnd.vegalite") for k in bundle)
+
+
+def test_fig7_and_fig8_specs_and_png(tmp_path):
+    from compaction_lab import anatomy
+    from compaction_lab.ingest import synthetic
+    from compaction_lab.strategies import CompactionContext, trigger
+
+    sessions = [c.session for c in synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1, window_tokens=5000))]
+    ctx = CompactionContext(window=4000, output_ceiling=500)
+    table = anatomy.projections_table(anatomy.project_cases(anatomy.cases_at_end(sessions), ["codex", "full"], ctx))
+    fig7 = charts.fig7_projection_anatomy(table)
+    assert "Figure 7" in json.dumps(fig7.to_dict())
+    triggers = trigger.trigger_table([16_000, 128_000, 1_000_000], [8_000, 32_000])
+    budgets = anatomy.budgets_table(ctx, sessions[0])
+    fig8 = charts.fig8_trigger_and_budgets(triggers, budgets)
+    spec = fig8.to_dict()
+    assert len(spec["vconcat"]) == 2
+    for name, fig in (("f7", fig7), ("f8", fig8)):
+        assert charts.save_chart(fig, tmp_path / name, formats=("png",))["png"].read_bytes()[:8] == PNG_SIGNATURE

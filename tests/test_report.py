@@ -219,3 +219,18 @@ def test_notebook_01_on_every_fixture_session(tmp_path):
     files = list((d / "sessions").glob("*.jsonl"))
     assert len(files) == comp["session_id"].nunique() == imported["sessions"]
     assert (d / "figures" / "fig2_composition.png").exists()
+
+
+def test_smoke_run_has_projection_anatomy(smoke_run):
+    d = smoke_run.run_dir
+    from compaction_lab import anatomy, strategies
+
+    proj = pd.read_parquet(d / "projections.parquet")
+    assert list(proj.columns) == anatomy.PROJECTION_COLUMNS
+    assert set(proj["strategy"]) == set(strategies.names())
+    # The offline summary provider is labelled as a stand-in wherever it shows.
+    summarising = proj[proj["segment_kind"] == "summary"]
+    assert not summarising.empty and summarising["strategy_label"].str.contains("extractive stand-in").all()
+    for fig in ("fig7_projection_anatomy", "fig8_trigger_budgets"):
+        assert (d / "figures" / f"{fig}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (d / "02_projection_anatomy.ipynb").exists()

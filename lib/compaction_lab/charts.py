@@ -236,7 +236,7 @@ def fig7_projection_anatomy(table: pd.DataFrame, *, width: int = 560) -> alt.Cha
         alt.Chart(data)
         .mark_bar(stroke="white", strokeWidth=0.3)
         .encode(
-            y=alt.Y("strategy_label:N", sort=order, title=None),
+            y=alt.Y("strategy_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)),
             x=alt.X("sum(tokens):Q", title="projection tokens (report tokenizer), segments in order"),
             color=alt.Color("segment_kind:N", scale=alt.Scale(domain=kinds, range=[SEGMENT_COLORS[k] for k in kinds]),
                             legend=alt.Legend(title="segment", orient="bottom", columns=5)),

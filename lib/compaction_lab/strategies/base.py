@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
 from .. import paths
-from ..projection import Projection
+from ..projection import STAND_IN_LABEL, Projection, SummaryReceipt, SummaryRequest
 from ..session import Record, Session
-from ..summarize import NoneProvider, SummaryProvider
+from ..summarize import NoneProvider, SummaryProvider, SummaryUnavailable
 from ..tokens import DEFAULT_ENCODING, counter
 
 # --------------------------------------------------------------------------- call shape
@@ -172,3 +172,37 @@ ROLE_OF_KIND: Mapping[str, str] = {
 def role_of(record: Record) -> str:
     """Chat role a record is rendered with in a projection."""
     return ROLE_OF_KIND.get(record.kind, "user")
+
+
+def read_prompt(path: Any, default: str) -> str:
+    """A prompt from a file the user pointed a strategy at (exact upstream text), else our paraphrase."""
+    return Path(path).read_text(encoding="utf-8") if path else default
+
+
+def call_summarizer(ctx: CompactionContext, request: SummaryRequest) -> tuple[str | None, SummaryReceipt]:
+    """Ask the context's provider for a summary; never raises.
+
+    Returns ``(text, receipt)``; text is None when the provider is
+    unavailable or fails. The failure's message goes into the receipt
+    (``fallback=True``), and each strategy then does what it documents (fall
+    back, "(no summary available)", an empty template). An empty answer is
+    returned as it is: each strategy decides what an empty summary means.
+    """
+    prov = ctx.summarizer
+    name, stand_in = str(getattr(prov, "name", type(prov).__name__)), bool(getattr(prov, "stand_in", False))
+    fp = request.fingerprint()
+    try:
+        res = prov.summarize(request)
+    except SummaryUnavailable as exc:
+        return None, SummaryReceipt(name, stand_in, "", fp, fallback=True, error=str(exc) or "summary unavailable")
+    except Exception as exc:  # noqa: BLE001 - a provider failure must not break the compaction
+        return None, SummaryReceipt(name, stand_in, "", fp, fallback=True, error=f"{type(exc).__name__}: {exc}")
+    return res.text, SummaryReceipt(name, stand_in, res.text, fp, res.input_tokens, res.cached_tokens,
+                                    res.output_tokens)
+
+
+def summary_label(receipt: SummaryReceipt, fallback_label: str) -> str:
+    """Table label of a summary segment: stand-in, provider name, or what replaced it."""
+    if receipt.fallback:
+        return fallback_label
+    return STAND_IN_LABEL if receipt.stand_in else f"summary ({receipt.provider})"

@@ -93,15 +93,13 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Sequence
 
 from ..projection import STAND_IN_LABEL, Projection, Segment, SummaryReceipt, SummaryRequest
 from ..session import Record, Session
-from ..summarize import SummaryUnavailable
 from ..summarize.extractive import empty_template
 from ..tokens import counter
-from .base import CompactionContext, history, role_of
+from .base import CompactionContext, call_summarizer, history, read_prompt, role_of
 
 # --------------------------------------------------------------------------- shared helpers
 
@@ -513,10 +511,6 @@ def _tail_start(records: Sequence[Record], sizes: Sequence[int], budget: int) ->
     return best
 
 
-def _read(path: str | None, default: str) -> str:
-    return Path(path).read_text(encoding="utf-8") if path else default
-
-
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -543,11 +537,11 @@ class ClaudeCodeStyle:
 
     def instruction(self, ctx: CompactionContext) -> str:
         """The nine-section instruction in use (``prompt_file`` overrides ours)."""
-        return _read(ctx.param("prompt_file", None), CLAUDE_NINE_SECTION_INSTRUCTION)
+        return read_prompt(ctx.param("prompt_file", None), CLAUDE_NINE_SECTION_INSTRUCTION)
 
     def system_prompt(self, ctx: CompactionContext) -> str:
         """The summariser's system prompt in use (``system_prompt_file`` overrides ours)."""
-        return _read(ctx.param("system_prompt_file", None), CLAUDE_SUMMARY_SYSTEM)
+        return read_prompt(ctx.param("system_prompt_file", None), CLAUDE_SUMMARY_SYSTEM)
 
     def request(self, head: Sequence[Record], ctx: CompactionContext, cap: int) -> tuple[SummaryRequest, int]:
         """The dedicated-shape summary request for `head`, and how many tool results it cleared."""
@@ -571,7 +565,6 @@ class ClaudeCodeStyle:
         room = cap - frame_tokens
         tail_param = int(ctx.param("tail_tokens", CLAUDE_TAIL_TOKENS))
         summary_param = int(ctx.param("summary_tokens", CLAUDE_SUMMARY_TOKENS))
-        clear = bool(ctx.param("clear_tool_results", True))
         # the tail never takes more than half the room, so a small window still leaves room for the summary
         start = _tail_start(recs, sizes, max(0, min(tail_param, room // 2)))
         head, tail, tail_sizes = recs[:start], recs[start:], sizes[start:]
@@ -617,23 +610,17 @@ class ClaudeCodeStyle:
         )
 
     def _summarise(self, req: SummaryRequest, ctx: CompactionContext) -> tuple[str, SummaryReceipt]:
-        prov = ctx.summarizer
-        name = str(getattr(prov, "name", type(prov).__name__))
-        stand_in = bool(getattr(prov, "stand_in", False))
-        fp = req.fingerprint()
         empty = empty_template(self.template)
         if req.max_output_tokens <= 0:
-            return "", SummaryReceipt(name, stand_in, "", fp, fallback=True, error="no room left for a summary")
-        try:
-            res = prov.summarize(req)
-        except SummaryUnavailable as exc:
-            return empty, SummaryReceipt(name, stand_in, empty, fp, fallback=True, error=str(exc))
-        except Exception as exc:  # any provider failure: keep the empty template, say why
-            return empty, SummaryReceipt(name, stand_in, empty, fp, fallback=True,
-                                         error=f"{type(exc).__name__}: {exc}")
-        text = strip_analysis(res.text)
-        return text, SummaryReceipt(name, stand_in, text, fp, input_tokens=res.input_tokens,
-                                    cached_tokens=res.cached_tokens, output_tokens=res.output_tokens)
+            prov = ctx.summarizer
+            return "", SummaryReceipt(str(getattr(prov, "name", type(prov).__name__)),
+                                      bool(getattr(prov, "stand_in", False)), "", req.fingerprint(),
+                                      fallback=True, error="no room left for a summary")
+        text, receipt = call_summarizer(ctx, req)
+        if text is None:  # unavailable or failed: keep the empty template, the receipt says why
+            return empty, replace(receipt, text=empty)
+        text = strip_analysis(text)
+        return text, replace(receipt, text=text)
 
 
 def _truncate_tokens(text: str, n: int, ctx: CompactionContext) -> str:

@@ -69,14 +69,12 @@ texts in use (for ``verify`` fingerprints).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping
 
 from ..ingest.base import is_injected
-from ..projection import STAND_IN_LABEL, Projection, Segment, SummaryReceipt, SummaryRequest
+from ..projection import Projection, Segment, SummaryReceipt, SummaryRequest
 from ..session import Record, Session
-from ..summarize import SummaryUnavailable
-from .base import CompactionContext, est_bytes4, history, role_of
+from .base import CompactionContext, call_summarizer, est_bytes4, history, read_prompt, role_of, summary_label
 from .trigger import SUMMARY_TOKENS, codex_trigger
 
 ALGORITHM_VERSION = "codex-local-1"
@@ -163,37 +161,6 @@ def chat_messages(records: list[Record], system_prompt: str) -> list[dict[str, A
     return out
 
 
-def call_summarizer(ctx: CompactionContext, request: SummaryRequest) -> tuple[str | None, SummaryReceipt]:
-    """Ask the context's provider for a summary; never raises.
-
-    Returns ``(text or None on failure, receipt)``. `SummaryUnavailable` and any
-    other provider exception are failures whose message goes into the receipt.
-    """
-    prov = ctx.summarizer
-    name, stand_in = getattr(prov, "name", type(prov).__name__), bool(getattr(prov, "stand_in", False))
-    try:
-        res = prov.summarize(request)
-    except SummaryUnavailable as exc:
-        return None, SummaryReceipt(name, stand_in, "", request.fingerprint(), fallback=True,
-                                    error=str(exc) or "summary unavailable")
-    except Exception as exc:  # noqa: BLE001 - a provider failure must not break the compaction
-        return None, SummaryReceipt(name, stand_in, "", request.fingerprint(), fallback=True,
-                                    error=f"{type(exc).__name__}: {exc}")
-    return res.text, SummaryReceipt(name, stand_in, res.text, request.fingerprint(), res.input_tokens,
-                                    res.cached_tokens, res.output_tokens)
-
-
-def summary_label(receipt: SummaryReceipt, fallback_label: str) -> str:
-    """Table label of a summary segment: stand-in, provider name, or what replaced it."""
-    if receipt.fallback:
-        return fallback_label
-    return STAND_IN_LABEL if receipt.stand_in else f"summary ({receipt.provider})"
-
-
-def _read(path: Any) -> str:
-    return Path(path).read_text(encoding="utf-8")
-
-
 def _drop_oldest(records: list[Record], sizes: list[int], fixed: int, limit: int) -> int:
     """How many of the oldest `records` to drop so ``fixed + sum(kept sizes) <= limit``.
 
@@ -226,8 +193,8 @@ class CodexStrategy:
         instr = ctx.param("prompt_file", None)
         prefix = ctx.param("summary_prefix_file", None)
         return {
-            "instruction": _read(instr) if instr else COMPACT_INSTRUCTION,
-            "summary_prefix": _read(prefix) if prefix else SUMMARY_PREFIX,
+            "instruction": read_prompt(instr, COMPACT_INSTRUCTION),
+            "summary_prefix": read_prompt(prefix, SUMMARY_PREFIX),
         }
 
     # ------------------------------------------------------------------ request

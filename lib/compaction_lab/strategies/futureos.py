@@ -91,14 +91,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Sequence
 
 from ..projection import STAND_IN_LABEL, Projection, Segment, SummaryReceipt, SummaryRequest
 from ..session import Record, Session
-from ..summarize import SummaryUnavailable
 from ..tokens import TokenCounter, counter
-from .base import CompactionContext, history, role_of
+from .base import CompactionContext, call_summarizer, history, read_prompt, role_of
 from .evidence import HEAD_CHARS, TAIL_CHARS, TARGET_CHARS, evidence_rows, evidence_text, tool_records
 from .trigger import (
     EVIDENCE_TOKENS,
@@ -148,8 +146,7 @@ _COUNT_CHUNK = 128
 
 def handoff_instruction(ctx: CompactionContext) -> str:
     """`HANDOFF_INSTRUCTION`, or the text of ``ctx.param("prompt_file")`` when one is given."""
-    path = ctx.param("prompt_file", None)
-    return Path(path).read_text(encoding="utf-8") if path else HANDOFF_INSTRUCTION
+    return read_prompt(ctx.param("prompt_file", None), HANDOFF_INSTRUCTION)
 
 
 # --------------------------------------------------------------------------- budgets
@@ -716,27 +713,18 @@ class FutureOS:
         # The summary segment is SUMMARY_PREFIX + the answer: ask for what is left of the budget.
         answer_cap = max(0, resolved.budgets.summary - counter(ctx.encoding).count(SUMMARY_PREFIX))
         request = summary_request(session, cut, ctx, answer_cap, strategy=self.name)
-        provider = ctx.summarizer
-        stand_in = bool(getattr(provider, "stand_in", False))
-        pname = str(getattr(provider, "name", type(provider).__name__))
-        try:
-            result = provider.summarize(request)
-            if not result.text.strip():
-                raise SummaryUnavailable("the provider returned an empty summary")
-        except Exception as exc:  # SummaryUnavailable, or any provider failure: fall back
-            error = str(exc) if isinstance(exc, SummaryUnavailable) else f"{type(exc).__name__}: {exc}"
-            receipt = SummaryReceipt(provider=pname, stand_in=stand_in, text="",
-                                     request_fingerprint=request.fingerprint(), fallback=True, error=error)
+        text, receipt = call_summarizer(ctx, request)
+        if text is not None and not text.strip():
+            text, receipt = None, dataclasses.replace(receipt, text="", fallback=True,
+                                                      error="the provider returned an empty summary")
+        if text is None:  # SummaryUnavailable, or any provider failure: fall back
             return build_projection(session, cut, ctx, strategy=self.name,
                                     algorithm_version=ALGORITHM_DETERMINISTIC,
                                     resolved=resolve_budgets(ctx, with_summary=False),
                                     request=request, receipt=receipt, fallback=True)
-        receipt = SummaryReceipt(provider=pname, stand_in=stand_in, text=result.text,
-                                 request_fingerprint=request.fingerprint(), input_tokens=result.input_tokens,
-                                 cached_tokens=result.cached_tokens, output_tokens=result.output_tokens)
         return build_projection(session, cut, ctx, strategy=self.name, algorithm_version=ALGORITHM_SUMMARIZED,
-                                resolved=resolved, summary=result.text,
-                                summary_label=STAND_IN_LABEL if stand_in else "handoff summary", request=request,
+                                resolved=resolved, summary=text,
+                                summary_label=STAND_IN_LABEL if receipt.stand_in else "handoff summary", request=request,
                                 receipt=receipt)
 
 

@@ -70,13 +70,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..projection import Projection, Segment, SummaryRequest
 from ..session import Record, Session
-from .base import CompactionContext, est_chars4, history, role_of
-from .codex import call_summarizer, summary_label
+from .base import CompactionContext, call_summarizer, est_chars4, history, read_prompt, role_of, summary_label
 from .trigger import SUMMARY_TOKENS, opencode_tail_budget, opencode_trigger
 
 ALGORITHM_VERSION = "opencode-1.18"
@@ -167,10 +165,6 @@ EMPTY_SUMMARY = """## Objective
 #: Headings every summary keeps, in order.
 SECTIONS = ("## Objective", "## Important Details", "## Work State", "### Completed", "### Active",
             "### Blocked", "## Next Move", "## Relevant Files")
-
-
-def _read(path: Any) -> str:
-    return Path(path).read_text(encoding="utf-8")
 
 
 # --------------------------------------------------------------------------- flattening
@@ -347,8 +341,8 @@ class OpenCodeStrategy:
         """The prompt texts in use (paraphrases, or the files the params point at)."""
         sysf, instf = ctx.param("system_prompt_file", None), ctx.param("prompt_file", None)
         return {
-            "system": _read(sysf) if sysf else SYSTEM_PROMPT,
-            "instructions": _read(instf) if instf else INSTRUCTIONS + "\n\n" + TEMPLATE,
+            "system": read_prompt(sysf, SYSTEM_PROMPT),
+            "instructions": read_prompt(instf, INSTRUCTIONS + "\n\n" + TEMPLATE),
             "merge": MERGE_INSTRUCTIONS, "header": HEADER, "continue": CONTINUE,
             "empty_summary": EMPTY_SUMMARY,
         }

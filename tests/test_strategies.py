@@ -1,0 +1,74 @@
+"""The strategy registry, and every strategy on real fixture sessions and the default chains."""
+
+import pytest
+
+from compaction_lab import strategies, summarize
+from compaction_lab.ingest import ImportReport, load_sessions, synthetic
+from compaction_lab.projection import AUTHORED_KINDS
+from compaction_lab.strategies import CompactionContext
+
+from conftest import SHARED_FIXTURES, make_session
+
+EIGHT = {"futureos-deterministic", "futureos-summarized", "codex", "opencode",
+         "full", "truncate-oldest", "observation-masking", "claude-code-style"}
+
+
+def test_registry_has_the_eight_strategies_in_order():
+    assert set(strategies.names()) == EIGHT
+    assert strategies.names()[:4] == ("futureos-summarized", "futureos-deterministic", "codex", "opencode")
+    for name in EIGHT:
+        s = strategies.get(name)
+        assert s.name == name and s.algorithm_version and s.estimator in ("tiktoken", "bytes/4", "chars/4")
+
+
+def test_unknown_strategy_names_the_available_ones():
+    with pytest.raises(ValueError, match="available: futureos-summarized"):
+        strategies.get("magic")
+
+
+def test_cut_outside_the_session_is_an_error(small_session):
+    with pytest.raises(ValueError, match="outside session"):
+        strategies.compact(small_session, "codex", cut=99)
+
+
+def _check(session, proj, ctx):
+    ids = {r.entry_id for r in session.records}
+    assert proj.entry_ids() <= ids
+    assert proj.tokens == sum(s.tokens for s in proj.segments) > 0
+    texts = {r.text for r in session.records}
+    shape = ctx.shape.for_session(session)
+    for seg in proj.segments:
+        if seg.kind in AUTHORED_KINDS or seg.kind in ("system", "tools"):
+            continue
+        # Verbatim kinds copy a record, or (Codex's middle truncation) a prefix/suffix of one.
+        assert seg.text in texts or any(seg.text in t for t in texts) or seg.text == shape.system_prompt
+
+
+def _sessions():
+    out = []
+    if SHARED_FIXTURES.exists():
+        out += list(load_sessions(SHARED_FIXTURES, ImportReport()))
+    out += [c.session for c in synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=2))]
+    return out
+
+
+@pytest.fixture(scope="module")
+def sessions():
+    return _sessions()
+
+
+@pytest.mark.parametrize("window, output", [(128_000, 32_000), (16_000, 4_000)])
+def test_every_strategy_on_real_and_default_sessions(sessions, window, output):
+    ctx = CompactionContext(window=window, output_ceiling=output, summarizer=summarize.get_provider("extractive"))
+    for s in sessions:
+        for name in strategies.names():
+            proj = strategies.compact(s, name, None, ctx)
+            assert proj.strategy == name and proj.session_id == s.id
+            _check(s, proj, ctx)
+
+
+def test_compact_uses_the_sessions_own_system_prompt():
+    s = make_session([("user", "hi"), ("assistant", "hello")])
+    s = type(s)(s.id, s.source_format, s.records, metadata={"system_prompt": "OWN PROMPT 4471"})
+    proj = strategies.compact(s, "futureos-deterministic")
+    assert proj.segments[0].kind == "system" and proj.segments[0].text == "OWN PROMPT 4471"

@@ -1,0 +1,48 @@
+import pytest
+
+from compaction_lab.strategies import trigger
+
+
+def test_futureos_at_one_million():
+    t = trigger.futureos_trigger(1_000_000, 32_000)
+    assert (t.economic, t.margin, t.effective, t.bound) == (800_000, 2_048, 800_000, "economic")
+
+
+def test_futureos_small_window_output_binds():
+    t = trigger.futureos_trigger(16_000, 8_000)
+    assert (t.economic, t.margin, t.hard, t.effective, t.bound) == (12_800, 1_000, 7_000, 7_000, "output")
+    assert not t.fires(7_000) and t.fires(7_001)
+
+
+def test_bad_trigger_inputs():
+    with pytest.raises(ValueError):
+        trigger.futureos_trigger(0, 10)
+
+
+def test_budgets_never_past_capacity():
+    t = trigger.futureos_trigger(32_000, 8_000)
+    b = trigger.futureos_budgets(t, 500, 500, history_target=131_072)
+    assert b.capacity == t.effective - 500 - 500 - 8_192 - 2_048 - 0 - t.margin
+    assert b.history == b.capacity
+    roomy = trigger.futureos_budgets(trigger.futureos_trigger(1_000_000, 32_000), 500, 500, history_target=200_000)
+    assert roomy.history == trigger.HISTORY_MAX
+
+
+def test_codex_and_opencode_triggers():
+    c = trigger.codex_trigger(200_000)
+    assert (c.auto_compact, c.hard_cap) == (180_000, 190_000) and c.fires(180_000) and not c.fires(179_999)
+    o = trigger.opencode_trigger(200_000, 64_000)
+    assert (o.max_output, o.usable) == (32_000, 168_000)
+    o2 = trigger.opencode_trigger(400_000, 128_000, input_limit=272_000)
+    assert (o2.reserved, o2.usable) == (20_000, 252_000)
+    assert [trigger.opencode_tail_budget(u) for u in (4_000, 20_000, 100_000)] == [2_000, 5_000, 15_000]
+
+
+def test_trigger_and_budget_tables():
+    t = trigger.trigger_table([16_000, 1_000_000], [8_000, 32_000])
+    # O >= W is skipped; three strategies per (W, O).
+    assert len(t) == 3 * 3
+    fo = t[(t["strategy"] == "futureos") & (t["window"] == 1_000_000) & (t["output_ceiling"] == 32_000)]
+    assert fo["trigger"].iloc[0] == 800_000 and fo["share"].iloc[0] == 0.8
+    b = trigger.budget_table(trigger.futureos_budgets(trigger.futureos_trigger(128_000, 32_000), 100, 100))
+    assert b["budget"].sum() == trigger.futureos_trigger(128_000, 32_000).effective
