@@ -138,3 +138,28 @@ def test_checkpoints_list_and_release(tmp_path, capsys):
     assert cli.main(["checkpoints", "release", str(key), "--db", db]) == 1
     assert cli.main(["checkpoints", "list", "--db", db, "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+@needs_shared
+def test_project_prints_segments_and_json(capsys):
+    traj = SHARED_FIXTURES / "swe-agent" / "pydicom__pydicom-1458.traj"
+    assert cli.main(["project", str(traj), "--strategy", "futureos-summarized", "--window", "16000",
+                     "--output-ceiling", "4000"]) == 0
+    out = capsys.readouterr().out
+    assert "futureos-summarized (extractive stand-in)" in out and "evidence_index" in out and "prefix-shared" in out
+    assert cli.main(["project", str(traj), "--strategy", "codex", "--json", "--summarizer", "none"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["strategy"] == "codex" and data["summary_request"]["shape"] == "history+instruction"
+    assert data["summary_request"]["tools"] == 0 and data["receipt"]["fallback"] is True
+    assert sum(s["tokens"] for s in data["segments"]) == data["tokens"]
+    assert any("(no summary available)" in s["text"] for s in data["segments"])
+
+
+@needs_shared
+def test_project_respect_trigger_and_bad_input(capsys):
+    traj = SHARED_FIXTURES / "swe-agent" / "pydicom__pydicom-1458.traj"
+    assert cli.main(["project", str(traj), "--strategy", "codex", "--respect-trigger"]) == 0
+    assert "does not fire" in capsys.readouterr().out
+    assert cli.main(["project", str(traj), "--strategy", "nope"]) == 2
+    assert cli.main(["project", str(traj), "--strategy", "codex", "--cut", "100000"]) == 2
+    assert "outside session" in capsys.readouterr().err
