@@ -241,3 +241,13 @@ def test_default_synthetic_chains_are_mostly_tool_traffic():
     assert (share >= 0.75).all(), share.to_dict()
     coarse = composition.coarse_view(comp).set_index(["session_id", "group"])
     assert coarse.loc[("ALL", "user text"), "char_share"] < 0.10
+
+
+def test_stream_equals_table_on_real_and_synthetic_sessions():
+    from compaction_lab.ingest import ImportReport, load_sessions, synthetic
+
+    sessions = [c.session for c in synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=2, window_tokens=5000))]
+    if SHARED_FIXTURES.exists():
+        sessions += list(load_sessions(SHARED_FIXTURES, ImportReport()))
+    pd.testing.assert_frame_equal(composition.composition_stream(iter(sessions)), composition.composition_table(sessions))
+    assert composition.composition_stream(iter([])).empty

@@ -297,3 +297,132 @@ def fig8_trigger_and_budgets(triggers: pd.DataFrame, budgets: pd.DataFrame, *, w
     return alt.vconcat(top, bottom, spacing=30).resolve_scale(color="independent").properties(
         title=alt.TitleParams("Figure 8 — the trigger and the budgets", fontSize=17)
     )
+
+
+# --------------------------------------------------------------------------- exam figures 1, 3, 4, 9
+
+PALETTE_POINTERS = POINTER_COLORS
+
+
+def fig1_retained(answers: pd.DataFrame, *, width: int = 520) -> alt.LayerChart:
+    """Figure 1: questions still answerable after compaction, per strategy, split by pointer.
+
+    Parameters
+    ----------
+    answers : DataFrame
+        Closed-book answers (strategy_label, reader_label, pointer, decoy, correct).
+    """
+    use_theme()
+    real = answers[~answers["decoy"]]
+    n = real.groupby("strategy_label").size()
+    parts = real[real["correct"]].groupby(["strategy_label", "pointer"]).size().rename("retained").reset_index()
+    fallen = answers[answers["decoy"] & ~answers["correct"]].groupby("strategy_label").size()
+    decoys = answers[answers["decoy"]].groupby("strategy_label").size()
+    totals = pd.DataFrame({"n": n}).reset_index()
+    totals["retained"] = totals["strategy_label"].map(real[real["correct"]].groupby("strategy_label").size()).fillna(0)
+    totals["fallen"] = totals["strategy_label"].map(fallen).fillna(0).astype(int)
+    totals["decoys"] = totals["strategy_label"].map(decoys).fillna(0).astype(int)
+    totals["label"] = totals.apply(
+        lambda r: f"{int(r['retained'])}/{int(r['n'])} ({r['retained'] / max(r['n'], 1):.0%}) · decoys fallen for: "
+                  f"{r['fallen']}/{r['decoys']}", axis=1)
+    order = list(totals.sort_values("retained", ascending=False)["strategy_label"])
+    reader = ", ".join(sorted(set(answers["reader_label"]))) if "reader_label" in answers else ""
+    bars = alt.Chart(parts).mark_bar().encode(
+        y=alt.Y("strategy_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)),
+        x=alt.X("retained:Q", title="questions still answerable", scale=alt.Scale(domain=[0, int(n.max() or 1)])),
+        color=alt.Color("pointer:N", scale=alt.Scale(domain=list(POINTER_COLORS), range=list(POINTER_COLORS.values())),
+                        legend=alt.Legend(title="answer was in", orient="bottom")),
+        order=alt.Order("pointer:N"),
+        tooltip=["strategy_label", "pointer", "retained"],
+    )
+    text = alt.Chart(totals).mark_text(align="left", dx=4, fontSize=11).encode(
+        y=alt.Y("strategy_label:N", sort=order), x="retained:Q", text="label:N")
+    return (bars + text).properties(width=width, title=alt.TitleParams(
+        "Figure 1 — what can still be answered after compaction",
+        subtitle=f"closed book; reader: {reader}" if reader else "closed book"))
+
+
+def fig3_retained_tokens(recall: pd.DataFrame, *, width: int = 260) -> alt.HConcatChart:
+    """Figure 3 (recall part): retained questions and projection tokens per strategy, side by side.
+
+    The money part (cost per point of recall) joins when the cost model runs.
+
+    Parameters
+    ----------
+    recall : DataFrame
+        `exam.stats.recall_table` output (strategy_label, retained, n, projection_tokens).
+    """
+    use_theme()
+    order = list(recall.sort_values("retained", ascending=False)["strategy_label"])
+    base = alt.Chart(recall).encode(y=alt.Y("strategy_label:N", sort=order, title=None,
+                                            axis=alt.Axis(labelLimit=360)))
+    left = base.mark_bar(color="#54a24b").encode(
+        x=alt.X("retained:Q", title="questions retained"), tooltip=["strategy_label", "retained", "n"]
+    ).properties(width=width, title="information retained")
+    right = base.mark_bar(color="#4c78a8").encode(
+        x=alt.X("projection_tokens:Q", title="projection tokens (mean per case)"),
+        tooltip=["strategy_label", alt.Tooltip("projection_tokens:Q", format=",.0f")],
+    ).properties(width=width, title="what it costs in tokens")
+    return alt.hconcat(left, right, spacing=20).properties(
+        title=alt.TitleParams("Figure 3 — recall and tokens", subtitle="money per point of recall: see the cost notebook"))
+
+
+def fig4_size_vs_recall(recall: pd.DataFrame, *, width: int = 480) -> alt.LayerChart:
+    """Figure 4: projection size (log x) against recall, one point per strategy, with 95% intervals.
+
+    Parameters
+    ----------
+    recall : DataFrame
+        strategy_label, projection_tokens, recall, ci_low, ci_high.
+    """
+    use_theme()
+    data = recall[recall["projection_tokens"] > 0]
+    base = alt.Chart(data).encode(
+        x=alt.X("projection_tokens:Q", scale=alt.Scale(type="log"), title="projection tokens (mean per case, log)"))
+    rule = base.mark_rule(color="#888").encode(y=alt.Y("ci_low:Q", axis=alt.Axis(format="%"), title="recall"),
+                                               y2="ci_high:Q")
+    pts = base.mark_point(filled=True, size=90).encode(
+        y="recall:Q", color=alt.Color("strategy_label:N", legend=None),
+        tooltip=["strategy_label", alt.Tooltip("recall:Q", format=".1%"), alt.Tooltip("ci_low:Q", format=".1%"),
+                 alt.Tooltip("ci_high:Q", format=".1%"), alt.Tooltip("projection_tokens:Q", format=",.0f")])
+    labels = base.mark_text(align="left", dx=7, dy=-7, fontSize=10).encode(y="recall:Q", text="strategy_label:N")
+    return (rule + pts + labels).properties(width=width, height=300, title=alt.TitleParams(
+        "Figure 4 — projection size against recall", subtitle="bars: 95% bootstrap intervals over questions"))
+
+
+OUTCOME_COLORS: dict[str, str] = {
+    "from_projection": "#4c78a8",
+    "recovered_by_search": "#54a24b",
+    "in_archive_never_looked": "#f58518",
+    "wrong": "#e45756",
+    "decoy_abstained": "#bab0ac",
+}
+
+
+def fig9_open_book(outcomes: pd.DataFrame, *, width: int = 520) -> alt.Chart:
+    """Figure 9: where the values went in each open-book round.
+
+    Parameters
+    ----------
+    outcomes : DataFrame
+        `exam.open_book.outcome_table` (index round; columns arm, search,
+        reader, one count column per outcome).
+    """
+    use_theme()
+    wide = outcomes.reset_index()
+    kinds = [k for k in OUTCOME_COLORS if k in wide.columns]
+    wide["round_label"] = wide.apply(lambda r: f"round {r['round']}: {r['arm']} book, search {r['search']}", axis=1)
+    long = wide.melt(id_vars=["round", "round_label"], value_vars=kinds, var_name="outcome", value_name="count")
+    long["outcome_order"] = long["outcome"].map({k: i for i, k in enumerate(kinds)})
+    readers = ", ".join(sorted(set(wide["reader"]))) if "reader" in wide else ""
+    return alt.Chart(long).mark_bar().encode(
+        y=alt.Y("round_label:N", sort=list(wide.sort_values("round")["round_label"]), title=None,
+                axis=alt.Axis(labelLimit=360)),
+        x=alt.X("count:Q", title="values"),
+        color=alt.Color("outcome:N", scale=alt.Scale(domain=kinds, range=[OUTCOME_COLORS[k] for k in kinds]),
+                        legend=alt.Legend(title="where the value went", orient="bottom", columns=3)),
+        order=alt.Order("outcome_order:Q"),
+        tooltip=["round_label", "outcome", "count"],
+    ).properties(width=width, title=alt.TitleParams(
+        "Figure 9 — can retrieval recover the loss?",
+        subtitle=f"reader: {readers}" if readers else "where the values went, per round"))

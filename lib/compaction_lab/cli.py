@@ -168,16 +168,14 @@ def _cmd_tally(args: argparse.Namespace) -> int:
     from .ingest import ImportReport, IngestError, load_sessions
 
     rep = ImportReport()
-    frames = []
     try:
-        # One session at a time: memory stays bounded by the largest session.
-        for s in load_sessions(args.paths, rep, formats=args.format):
-            frames.append(composition.composition_table([s], encoding=args.encoding))
+        # Streamed: import and tokenizing overlap; memory stays bounded by two sessions.
+        comp = composition.composition_stream(load_sessions(args.paths, rep, formats=args.format),
+                                              encoding=args.encoding)
     except (IngestError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     _import_report_line(rep)
-    comp = pd.concat(frames, ignore_index=True) if frames else composition.composition_table([])
     if args.json:
         print(comp.to_json(orient="records", indent=2))
         return 0

@@ -89,26 +89,59 @@ def composition_table(
     tok = counter(encoding)
     rows: list[dict] = []
     for s in _progress(sessions, progress, "composition", "session"):
-        recs = [r for r in s.records if r.kind in CONTEXT_KINDS]
-        counts = tok.count_many([r.text for r in recs])
-        agg: dict[str, list[int]] = {k: [0, 0, 0] for k in CONTEXT_KINDS}
-        for r, n in zip(recs, counts):
-            a = agg[r.kind]
-            a[0] += 1
-            a[1] += r.chars
-            a[2] += n
-        for kind in CONTEXT_KINDS:
-            n_rec, n_chars, n_tok = agg[kind]
-            rows.append(
-                {
-                    "session_id": s.id,
-                    "source_format": s.source_format,
-                    "kind": kind,
-                    "records": n_rec,
-                    "chars": n_chars,
-                    "tokens": n_tok,
-                }
-            )
+        rows += _session_rows(s, tok.count_many([r.text for r in s.records if r.kind in CONTEXT_KINDS]))
+    df = pd.DataFrame(rows, columns=COMPOSITION_COLUMNS)
+    return df.astype({"records": "int64", "chars": "int64", "tokens": "int64"})
+
+
+def _session_rows(s: Session, counts: Sequence[int]) -> list[dict]:
+    """Composition rows of one session from the token counts of its context records."""
+    agg: dict[str, list[int]] = {k: [0, 0, 0] for k in CONTEXT_KINDS}
+    recs = [r for r in s.records if r.kind in CONTEXT_KINDS]
+    for r, n in zip(recs, counts):
+        a = agg[r.kind]
+        a[0] += 1
+        a[1] += r.chars
+        a[2] += n
+    return [
+        {"session_id": s.id, "source_format": s.source_format, "kind": kind,
+         "records": agg[kind][0], "chars": agg[kind][1], "tokens": agg[kind][2]}
+        for kind in CONTEXT_KINDS
+    ]
+
+
+def _count_in_worker(encoding: str, texts: list[str]) -> list[int]:
+    # Runs in the tokenizer process: its own shared counter, its own cache.
+    return counter(encoding).count_many(texts)
+
+
+def composition_stream(
+    sessions: Iterable[Session],
+    encoding: str = DEFAULT_ENCODING,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """`composition_table` for a long stream of sessions, importing and tokenizing at once.
+
+    Tokenizing session N runs in a separate process while this one imports
+    session N+1, so a multi-GB tally is bounded by the slower of the two
+    rather than their sum; at most two sessions are in memory. For a handful
+    of sessions `composition_table` is simpler and as fast.
+    """
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    rows: list[dict] = []
+    it = iter(_progress(sessions, progress, "tally", "session"))
+    # spawn: the parent has tokenizer threads running, and forking a threaded process is unsafe.
+    with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn")) as pool:
+        pending = None  # (session, future) being tokenized
+        for s in it:
+            fut = pool.submit(_count_in_worker, encoding, [r.text for r in s.records if r.kind in CONTEXT_KINDS])
+            if pending is not None:
+                rows += _session_rows(pending[0], pending[1].result())
+            pending = (s, fut)
+        if pending is not None:
+            rows += _session_rows(pending[0], pending[1].result())
     df = pd.DataFrame(rows, columns=COMPOSITION_COLUMNS)
     return df.astype({"records": "int64", "chars": "int64", "tokens": "int64"})
 

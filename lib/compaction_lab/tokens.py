@@ -10,6 +10,7 @@ checked before use.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
@@ -107,8 +108,9 @@ class TokenCounter:
     ----------
     encoding : str
         Encoding name (see `OFFLINE_ENCODINGS`).
-    threads : int
-        Threads for batch encoding (tiktoken releases the GIL).
+    threads : int, optional
+        Threads for batch encoding (tiktoken releases the GIL); default
+        min(4, CPU count).
     max_cache : int
         Entries kept in the count cache; when it overflows, the oldest entries
         are dropped down to half the size,
@@ -120,13 +122,15 @@ class TokenCounter:
     text: tool output can contain anything, and a count must never raise.
     """
 
-    def __init__(self, encoding: str = DEFAULT_ENCODING, threads: int = 4, max_cache: int = 500_000):
+    def __init__(self, encoding: str = DEFAULT_ENCODING, threads: int | None = None, max_cache: int = 500_000):
         self.encoding_name = encoding
         self.encoding = get_encoding(encoding)
-        self.threads = max(1, int(threads))
+        # More threads than cores only adds switching; tiktoken's own default is 8.
+        self.threads = max(1, int(threads if threads is not None else min(4, os.cpu_count() or 1)))
         self.max_cache = max(1, int(max_cache))
         self._cache: dict[bytes, int] = {}
         self._lock = threading.Lock()
+        self._pool = None
         self.hits = 0
         self.misses = 0
 
@@ -150,12 +154,9 @@ class TokenCounter:
                     self.hits += 1
         if todo:
             first = [idxs[0] for idxs in todo.values()]
-            encoded = self.encoding.encode_ordinary_batch(
-                [texts[i] for i in first], num_threads=self.threads
-            )
+            lengths = self._lengths([texts[i] for i in first])
             with self._lock:
-                for (k, idxs), toks in zip(todo.items(), encoded):
-                    n = len(toks)
+                for (k, idxs), n in zip(todo.items(), lengths):
                     self._cache[k] = n
                     self.misses += 1
                     for i in idxs:
@@ -163,6 +164,19 @@ class TokenCounter:
                 if len(self._cache) > self.max_cache:
                     self._evict()
         return [int(n) for n in out]  # type: ignore[arg-type]
+
+    def _lengths(self, texts: list[str]) -> list[int]:
+        # Like tiktoken's encode_ordinary_batch, on a thread pool (tiktoken releases
+        # the GIL), but each task keeps only its length: a session's token lists
+        # would otherwise all be alive at once (~10 MiB per MB of text).
+        if len(texts) < 2 or self.threads == 1:
+            return [len(self.encoding.encode_ordinary(t)) for t in texts]
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="tokens")
+        enc = self.encoding
+        return list(self._pool.map(lambda t: len(enc.encode_ordinary(t)), texts))
 
     def encode(self, text: str) -> list[int]:
         """Token ids of a text (ordinary encoding, special tokens as text)."""
@@ -175,10 +189,21 @@ class TokenCounter:
             del self._cache[k]
 
 
-@lru_cache(maxsize=None)
+_COUNTERS: dict[str, TokenCounter] = {}
+_COUNTERS_LOCK = threading.Lock()
+
+
 def counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
-    """Process-wide shared counter for an encoding (so the cache is shared too)."""
-    return TokenCounter(encoding)
+    """Process-wide shared counter for an encoding (so the cache is shared too).
+
+    Keyed by the encoding's name, however it is passed (``counter()`` and
+    ``counter("cl100k_base")`` are the same counter).
+    """
+    with _COUNTERS_LOCK:
+        c = _COUNTERS.get(encoding)
+        if c is None:
+            c = _COUNTERS[encoding] = TokenCounter(encoding)
+        return c
 
 
 def count_tokens(text: str, encoding: str = DEFAULT_ENCODING) -> int:

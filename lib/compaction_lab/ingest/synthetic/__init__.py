@@ -59,6 +59,7 @@ from ._manifest import (
     build_manifest,
     chain_digest,
     chains_summary,
+    read_chains,
     read_manifest,
     regenerate_default_manifest,
     write_chains,
@@ -88,6 +89,7 @@ __all__ = [
     "generate_chains",
     "read_manifest",
     "regenerate_default_manifest",
+    "read_chains",
     "write_chains",
     "write_manifest",
 ]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ...paths import MANIFESTS_DIR
 from ._generate import generate_chains
-from ._types import GENERATOR_VERSION, SyntheticChain, SyntheticProfile
+from ._types import GENERATOR_VERSION, PlantedFact, SyntheticChain, SyntheticProfile
 
 if TYPE_CHECKING:  # pandas is only needed for the display table
     import pandas as pd
@@ -78,6 +78,41 @@ def write_chains(chains: Iterable[SyntheticChain], directory: str | Path) -> lis
     fp.write_text("".join(line + "\n" for line in facts), encoding="utf-8")
     written.append(fp)
     return written
+
+
+def read_chains(directory: str | Path) -> list[SyntheticChain]:
+    """Inverse of `write_chains`: the chains (sessions, facts, decoys) a run folder holds.
+
+    Sessions are returned in the order their facts first appear in
+    ``facts.jsonl`` (the order they were written), then any without facts.
+
+    Raises
+    ------
+    FileNotFoundError
+        When the folder has no ``facts.jsonl`` (its sessions are not synthetic chains).
+    """
+    from ...session import Session
+
+    directory = Path(directory)
+    fp = directory / "facts.jsonl"
+    if not fp.exists():
+        raise FileNotFoundError(f"{fp} not found: these sessions are not synthetic chains")
+    by_session: dict[str, list[PlantedFact]] = {}
+    for line in fp.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            d = json.loads(line)
+            d["aliases"] = tuple(d.get("aliases", ()))
+            by_session.setdefault(d["session_id"], []).append(PlantedFact(**d))
+    files = {p.stem: p for p in directory.glob("*.jsonl") if p.name != "facts.jsonl"}
+    order = list(by_session) + sorted(set(files) - set(by_session))
+    chains = []
+    for sid in order:
+        if sid not in files:
+            raise FileNotFoundError(f"facts.jsonl names session {sid!r} but {directory} has no {sid}.jsonl")
+        facts = by_session.get(sid, [])
+        chains.append(SyntheticChain(Session.from_jsonl(files[sid].read_bytes()),
+                                     tuple(f for f in facts if not f.is_decoy), tuple(f for f in facts if f.is_decoy)))
+    return chains
 
 
 def regenerate_default_manifest(path: str | Path = DEFAULT_MANIFEST_PATH, progress: bool = False) -> dict[str, Any]:

@@ -1,0 +1,184 @@
+"""The closed-book exam: compact each case with each strategy, let a reader answer from the projection.
+
+For every case x strategy the session is compacted once at the case's cut;
+the reader sees only the projection's chat messages (`Projection.messages`)
+and answers each of the case's questions; `grading.grade` decides whether the
+answer is right (for a decoy: whether the reader abstained). Nothing else of
+the session is visible, so a real question is retained only if the
+projection kept its value.
+
+Two tables come back (`ClosedResult`): one row per strategy x question
+(`ANSWER_COLUMNS`) and one row per case x strategy (`PROJECTION_COLUMNS`).
+Stand-ins are labelled in both: the strategy label names a stand-in summary
+(`anatomy.strategy_label`), the reader label is the reader's own (the verbatim
+reader's says it is the retention ceiling, the searcher's that it is a stand-in).
+
+Reader usage (``input_tokens``, ``tool_calls``) is not tabulated here: on the
+closed arm there are no tool calls, and a stand-in's input size is the
+projection plus the question.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import pandas as pd
+
+from .. import strategies
+from ..anatomy import strategy_label
+from ..projection import Projection
+from ..session import Session
+from ..strategies.base import CompactionContext
+from .model import Case, Question
+
+#: Columns of `ClosedResult.answers`, in order: one row per strategy x question.
+ANSWER_COLUMNS: list[str] = [
+    "strategy", "strategy_label", "reader", "reader_label", "case_id", "question_id", "pointer",
+    "category", "decoy", "answer", "given", "correct", "projection_tokens",
+]
+
+#: Columns of `ClosedResult.projections`, in order: one row per case x strategy.
+PROJECTION_COLUMNS: list[str] = [
+    "case_id", "strategy", "strategy_label", "algorithm_version", "tokens", "capacity", "estimator",
+    "summary_provider", "stand_in", "fallback",
+]
+
+
+@dataclass(frozen=True)
+class ClosedResult:
+    """What a closed-book run produced.
+
+    Attributes
+    ----------
+    answers : DataFrame
+        One row per strategy x question (`ANSWER_COLUMNS`). ``correct`` is the
+        grade: for a real question, the value was retained; for a decoy, the
+        reader abstained. ``projection_tokens`` is the report-token size of the
+        projection the reader saw.
+    projections : DataFrame
+        One row per case x strategy (`PROJECTION_COLUMNS`): how big the
+        projection was, the room its strategy believed it had, and who wrote
+        its summary (provider, stand-in, fallback).
+    """
+
+    answers: pd.DataFrame
+    projections: pd.DataFrame
+
+
+def reader_name(reader: Any) -> str:
+    """The reader's short name (``name`` attribute, else its class name)."""
+    return str(getattr(reader, "name", None) or type(reader).__name__)
+
+
+def reader_label(reader: Any, stand_in: bool = False) -> str:
+    """How tables show the reader: its own ``label`` (which already says what it is), else its name.
+
+    Parameters
+    ----------
+    reader : object
+    stand_in : bool
+        The answer came from an offline stand-in: a reader without a label
+        of its own is shown as ``"<name> (stand-in)"``.
+    """
+    label = getattr(reader, "label", None)
+    if label:
+        # `readers.Reader` labels say "stand-in" or name the role ("... (retention ceiling)").
+        return str(label)
+    name = reader_name(reader)
+    return f"{name} (stand-in)" if stand_in else name
+
+
+def projection_row(case_id: str, p: Projection) -> dict[str, Any]:
+    """One `PROJECTION_COLUMNS` row for a case's projection."""
+    r = p.receipt
+    return {
+        "case_id": case_id, "strategy": p.strategy, "strategy_label": strategy_label(p),
+        "algorithm_version": p.algorithm_version, "tokens": p.tokens, "capacity": p.capacity,
+        "estimator": p.estimator,
+        # No receipt: the strategy never asked for a summary (full, truncate-oldest, deterministic ...).
+        "summary_provider": r.provider if r is not None else None,
+        "stand_in": bool(r.stand_in) if r is not None else False,
+        "fallback": bool(r.fallback) if r is not None else False,
+    }
+
+
+def answer_row(case: Case, q: Question, p: Projection, reader: Any, given: str, stand_in: bool,
+               correct: bool) -> dict[str, Any]:
+    """One `ANSWER_COLUMNS` row."""
+    return {
+        "strategy": p.strategy, "strategy_label": strategy_label(p), "reader": reader_name(reader),
+        "reader_label": reader_label(reader, stand_in), "case_id": case.id, "question_id": q.id,
+        "pointer": q.pointer, "category": q.category, "decoy": bool(q.decoy), "answer": q.answer,
+        "given": given, "correct": bool(correct), "projection_tokens": p.tokens,
+    }
+
+
+def _default_grader() -> Callable[[Question, str], bool]:
+    from .grading import grade
+
+    return grade
+
+
+def run_closed(
+    cases: Sequence[Case],
+    sessions: Mapping[str, Session],
+    names: Sequence[str],
+    ctx: CompactionContext,
+    reader: Any,
+    progress: bool = False,
+    *,
+    grader: Callable[[Question, str], bool] | None = None,
+) -> ClosedResult:
+    """Run the closed-book exam: every case x strategy compacted once, every question answered from it.
+
+    Parameters
+    ----------
+    cases : sequence of Case
+    sessions : mapping of str to Session
+        Sessions by id; each case's ``session_id`` must be present.
+    names : sequence of str
+        Strategy names (see `strategies.names`), in the order tables list them.
+    ctx : CompactionContext
+        Window, output ceiling, call shape and summary provider for every compaction.
+    reader : readers.Reader
+        ``reader.answer(messages, question, shape_tools=...) -> ReaderAnswer``;
+        no open-book tools are given (this is the closed arm). ``shape_tools``
+        are the call shape's tool definitions, which `Projection.messages`
+        leaves out because a harness sends them beside the messages.
+    progress : bool
+        Show a progress bar over case x strategy.
+    grader : callable, optional
+        ``grader(question, given) -> bool``; default `grading.grade`.
+
+    Returns
+    -------
+    ClosedResult
+        Rows ordered case, then strategy (in `names` order), then question.
+    """
+    grade = grader or _default_grader()
+    missing = sorted({c.session_id for c in cases} - set(sessions))
+    if missing:
+        raise KeyError(f"sessions missing for cases: {', '.join(missing)}")
+    work = [(c, n) for c in cases for n in names]
+    it: Any = work
+    if progress:
+        from tqdm.auto import tqdm
+
+        it = tqdm(work, desc="closed book", unit="projection")
+    answers: list[dict[str, Any]] = []
+    projections: list[dict[str, Any]] = []
+    for case, name in it:
+        # One compaction per case x strategy: a summarising strategy would otherwise be billed per question.
+        p = strategies.compact(sessions[case.session_id], name, case.cut, ctx)
+        projections.append(projection_row(case.id, p))
+        messages = p.messages()
+        shape_tools = ctx.shape.for_session(sessions[case.session_id]).tools
+        for q in case.questions:
+            a = reader.answer(messages, q, shape_tools=shape_tools)
+            answers.append(answer_row(case, q, p, reader, a.given, bool(a.stand_in), grade(q, a.given)))
+    ans = pd.DataFrame(answers, columns=ANSWER_COLUMNS).astype(
+        {"decoy": "bool", "correct": "bool", "projection_tokens": "int64"})
+    proj = pd.DataFrame(projections, columns=PROJECTION_COLUMNS).astype(
+        {"tokens": "int64", "capacity": "int64", "stand_in": "bool", "fallback": "bool"})
+    return ClosedResult(answers=ans, projections=proj)

@@ -1,0 +1,166 @@
+"""Grading: normalisation, aliases, abstentions and decoys.
+
+A real question is answered right iff its normalised answer (or a normalised
+alias) is *contained* in the normalised given answer and the given answer is
+not an abstention. A decoy asks for a value that appears nowhere, so the only
+right answer is an abstention (``NOT_FOUND``): any other answer — even one
+that happens to contain the decoy's value — fails it.
+
+Normalisation (`normalise`), exactly:
+
+1. Unicode case-fold (``str.casefold``).
+2. Collapse every run of whitespace (spaces, tabs, newlines) to one space.
+3. Strip, at both ends only, any run of whitespace, quotes
+   (``"`` ``'`` and the curly ``‘ ’ “ ”``), backticks, asterisks (Markdown
+   emphasis) and sentence punctuation ``. , ; : ! ?``.
+
+Nothing inside the text changes besides case and whitespace, so identifiers,
+paths, units and separators (``ORD-58213``, ``s3://a/b``, ``184.532 ms``)
+compare as they are written.
+
+The same normalised containment decides whether a value is *present* in a
+text (`contains_answer`): that is what the verbatim reader and the open-book
+outcome classification call "in the projection".
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+from .model import NOT_FOUND, Question
+
+#: Characters stripped from both ends by `normalise` (after case-folding and whitespace collapse).
+STRIP_CHARS = " \"'`\u2018\u2019\u201c\u201d*.,;:!?"
+
+_WS = re.compile(r"\s+")
+
+#: The abstention, normalised, with ``_`` and ``-`` read as spaces.
+_ABSTAIN = "not found"
+_ABSTAIN_PREFIX = re.compile(r"^not found(?![0-9a-z])")
+
+
+def normalise(text: str) -> str:
+    """Case-folded, whitespace-collapsed text with quotes, backticks and end punctuation stripped.
+
+    Parameters
+    ----------
+    text : str
+
+    Returns
+    -------
+    str
+        See the module docstring for the exact rules.
+
+    Examples
+    --------
+    >>> normalise('  "The ID is `ORD-58213`."  ')
+    'the id is `ord-58213'
+    >>> normalise("184.532\\n ms")
+    '184.532 ms'
+    """
+    return _WS.sub(" ", text.casefold()).strip(STRIP_CHARS)
+
+
+def is_abstention(given: str) -> bool:
+    """Whether an answer abstains (``NOT_FOUND``).
+
+    Case, surrounding quotes/punctuation, and the separator between the two
+    words (``_``, ``-``, spaces, none) do not matter: ``NOT_FOUND``,
+    ``not found``, ``Not-Found.`` and ``NOTFOUND`` all abstain. An answer that
+    *starts* with the abstention and goes on to explain (``NOT_FOUND — the
+    value is not in my context``) abstains too; models rarely answer with the
+    bare token. An empty answer is neither a value nor an abstention: it fails
+    real questions and decoys alike (an empty reply is a failure, not a
+    decision to abstain).
+    """
+    n = normalise(given)
+    if not n:
+        return False
+    spaced = _WS.sub(" ", n.replace("_", " ").replace("-", " ")).strip()
+    if spaced.startswith("notfound"):
+        spaced = "not found" + spaced[len("notfound"):]
+    return spaced == _ABSTAIN or bool(_ABSTAIN_PREFIX.match(spaced))
+
+
+def accepted(question: Question) -> tuple[str, ...]:
+    """The normalised spellings that count: the answer, then each alias (empty ones dropped, no repeats)."""
+    forms = (normalise(a) for a in (question.answer, *question.aliases))
+    return tuple(dict.fromkeys(f for f in forms if f))
+
+
+def contains_answer(question: Question, text: str) -> bool:
+    """Whether `text` contains the question's value (or an alias), after normalising both.
+
+    Used for presence: "the projection holds the value", "what the reader read
+    holds the value". It does not look at whether `question` is a decoy.
+    """
+    hay = normalise(text)
+    return any(form in hay for form in accepted(question))
+
+
+def grade(question: Question, given: str) -> bool:
+    """Whether `given` answers `question` right.
+
+    Parameters
+    ----------
+    question : Question
+    given : str
+        The reader's answer.
+
+    Returns
+    -------
+    bool
+        Real question: the given answer is not an abstention and contains the
+        normalised answer or an alias. Decoy: the given answer is an
+        abstention (any other answer has fallen for the decoy).
+    """
+    if question.decoy:
+        return is_abstention(given)
+    if is_abstention(given):
+        return False
+    return contains_answer(question, given)
+
+
+def fell_for_decoy(question: Question, given: str) -> bool:
+    """A decoy answered with anything but an abstention (always False for real questions)."""
+    return bool(question.decoy) and not is_abstention(given)
+
+
+def grade_many(questions: Iterable[Question], givens: Iterable[str]) -> list[bool]:
+    """`grade` over paired questions and answers."""
+    return [grade(q, g) for q, g in zip(questions, givens, strict=True)]
+
+
+def grade_frame(df, given_col: str = "given"):
+    """Grade a DataFrame of answers row by row.
+
+    Parameters
+    ----------
+    df : DataFrame
+        Needs ``answer``, ``decoy`` and `given_col`; ``aliases`` (a sequence per
+        row) is optional.
+    given_col : str
+
+    Returns
+    -------
+    Series of bool
+        Aligned with `df`'s index.
+    """
+    import pandas as pd
+
+    out = []
+    has_aliases = "aliases" in df.columns
+    for row in df.itertuples(index=False):
+        d = row._asdict()
+        aliases = tuple(d["aliases"]) if has_aliases and d["aliases"] is not None else ()
+        q = Question(id="", case_id="", pointer="assistant", category="", prompt="", answer=str(d["answer"]),
+                     aliases=aliases, decoy=bool(d["decoy"]))
+        out.append(grade(q, "" if d[given_col] is None else str(d[given_col])))
+    return pd.Series(out, index=df.index, dtype=bool, name="correct")
+
+
+__all__ = [
+    "NOT_FOUND", "STRIP_CHARS", "accepted", "contains_answer", "fell_for_decoy", "grade", "grade_frame",
+    "grade_many", "is_abstention", "normalise",
+]

@@ -1,0 +1,349 @@
+"""The open-book exam: can searching the archive of originals recover what a compaction dropped?
+
+Five rounds (EXAM.md, "Open book"), each a variant of the instruction that
+accompanies the question:
+
+1–3. searching allowed (``history_search`` / ``history_get`` in the call
+     shape), three wordings of the invitation to search;
+4.   the control: round 3's wording on the closed arm (no tools) — if the
+     wording moved the score, the control moves with it;
+5.   searching required: an upper bound, not a production setting.
+
+Every real question ends in exactly one outcome (`OUTCOMES`):
+
+``from_projection``
+    Answered right, and the value is in the projection (or the reader
+    answered right without calling a tool).
+``recovered_by_search``
+    Answered right; the value is not in the projection and the reader used
+    the tools.
+``in_archive_never_looked``
+    Not in the projection, in the archive, the reader never fetched the entry
+    holding it (``history_get``) and abstained: the value was there to be
+    found and nobody looked.
+``wrong``
+    Everything else: a wrong value, an abstention on a value in the
+    projection or in an entry the reader fetched, or a value that is nowhere
+    the reader could reach.
+
+A decoy ends in ``decoy_abstained`` (right) or ``wrong`` (fallen for).
+
+Offline, the reader is the `SearcherReader` stand-in, which never reads the
+wording: rounds 1–3 are identical by construction (`stand_in_note`). Only a
+model reader can show whether wording changes behaviour.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import pandas as pd
+
+from ..archive import Archive
+from ..projection import Projection
+from ..session import Session
+from .grading import contains_answer, grade, is_abstention
+from .model import Case, Question
+from .readers import HistoryTools, Reader, SearcherReader, messages_text
+
+#: The three "searching allowed" wordings of rounds 1–3 (our words), gentlest first.
+DEFAULT_WORDINGS: tuple[str, str, str] = (
+    "You can search the session history with history_search / history_get if needed.",
+    "If the value is not in your context, search the session history with history_search and read the "
+    "matching entries with history_get before you answer.",
+    "Parts of this session were compacted and may be missing from your context, but the complete original "
+    "history is still available: whenever the value is not in front of you, look it up with history_search "
+    "and history_get instead of answering NOT_FOUND.",
+)
+
+#: Round 5's wording (our words): search before every answer.
+REQUIRED_WORDING = (
+    "Before answering, you must search the session history with history_search and read the most relevant "
+    "entries with history_get, even if you believe the value is already in your context."
+)
+
+#: Outcomes in the order tables and fig 9 list them.
+OUTCOMES: tuple[str, ...] = (
+    "from_projection", "recovered_by_search", "in_archive_never_looked", "wrong", "decoy_abstained",
+)
+
+#: Columns of `run_open_book`'s frame, in order.
+COLUMNS: list[str] = [
+    "round", "wording", "arm", "search", "strategy", "reader", "reader_label", "stand_in", "case_id",
+    "question_id", "pointer", "category", "decoy", "answer", "given", "correct", "outcome", "in_projection",
+    "in_archive", "looked_up", "tool_calls", "search_calls", "get_calls", "searched_entry_ids",
+    "input_tokens", "output_tokens",
+]
+
+#: What the notebook prints under every open-book table and figure made with the offline reader.
+stand_in_note = (
+    "Offline reader: the searcher stand-in, not a model. It answers from the projection when the value is "
+    "there and otherwise searches the archive with the question's content words and reads the top hits, "
+    "as a diligent model would. It never reads the instruction wording, so rounds 1-3 are identical by "
+    "construction and say nothing about whether wording changes a model's behaviour; round 4 (closed arm) "
+    "shows what the projection alone holds and round 5 the reach of one search. Only a model reader "
+    "can measure whether a model actually looks."
+)
+STAND_IN_NOTE = stand_in_note
+
+
+@dataclass(frozen=True)
+class Round:
+    """One open-book round.
+
+    Parameters
+    ----------
+    number : int
+        1–5.
+    wording : str
+        The instruction appended to the question.
+    arm : str
+        ``open`` (the history tools are offered) or ``closed`` (no tools).
+    search : str
+        The search mode a stand-in reader runs in: ``allowed``, ``required``, ``never``.
+    title : str
+        Short description for tables.
+    """
+
+    number: int
+    wording: str
+    arm: str
+    search: str
+    title: str
+
+
+def make_rounds(wordings: Sequence[str] = DEFAULT_WORDINGS,
+                required_wording: str = REQUIRED_WORDING) -> tuple[Round, ...]:
+    """The five rounds for three "allowed" wordings.
+
+    Parameters
+    ----------
+    wordings : sequence of 3 str
+        Rounds 1–3; round 4 (the control) reuses the third.
+    required_wording : str
+        Round 5.
+    """
+    if len(wordings) != 3:
+        raise ValueError(f"open book needs exactly three wordings, got {len(wordings)}")
+    w1, w2, w3 = (str(w) for w in wordings)
+    return (
+        Round(1, w1, "open", "allowed", "allowed, wording 1"),
+        Round(2, w2, "open", "allowed", "allowed, wording 2"),
+        Round(3, w3, "open", "allowed", "allowed, wording 3"),
+        Round(4, w3, "closed", "never", "control: wording 3, no tools"),
+        Round(5, required_wording, "open", "required", "searching required (upper bound)"),
+    )
+
+
+#: The default rounds.
+ROUNDS: tuple[Round, ...] = make_rounds()
+
+
+def shape_tools_of(projection: Projection) -> tuple[Mapping[str, Any], ...]:
+    """The call shape's tool definitions a projection carries (its ``tools`` segment, parsed), if any."""
+    for seg in projection.segments:
+        if seg.kind == "tools":
+            try:
+                tools = json.loads(seg.text)
+            except ValueError:
+                return ()
+            return tuple(t for t in tools if isinstance(t, Mapping)) if isinstance(tools, list) else ()
+    return ()
+
+
+def classify(question: Question, correct: bool, given: str, in_projection: bool, in_archive: bool,
+             looked_up: bool, tool_calls: int) -> str:
+    """The outcome of one answer (see the module docstring)."""
+    if question.decoy:
+        return "decoy_abstained" if correct else "wrong"
+    if correct:
+        return "recovered_by_search" if not in_projection and tool_calls > 0 else "from_projection"
+    if not in_projection and in_archive and not looked_up and is_abstention(given):
+        return "in_archive_never_looked"
+    return "wrong"
+
+
+def _sessions_by_id(sessions: Mapping[str, Session] | Iterable[Session]) -> dict[str, Session]:
+    if isinstance(sessions, Mapping):
+        return dict(sessions)
+    return {s.id: s for s in sessions}
+
+
+def _in_archive(archive: Archive, question: Question, session_id: str) -> bool:
+    """The value is in the archived record it was planted in / mined from."""
+    if question.decoy or not question.source_entry_id:
+        return False
+    records = archive.get(question.source_entry_id, session=session_id)
+    return contains_answer(question, "\n\n".join(r.text for r in records))
+
+
+def run_open_book(
+    cases: Sequence[Case],
+    sessions: Mapping[str, Session] | Iterable[Session],
+    projections: Mapping[str, Projection],
+    archive: Archive,
+    reader_factory: Callable[..., Reader] = SearcherReader,
+    wordings: Sequence[str] = DEFAULT_WORDINGS,
+    k: int = 3,
+    *,
+    rounds: Sequence[Round] | None = None,
+    add_missing: bool = True,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """Run the five open-book rounds: one row per round x question.
+
+    Parameters
+    ----------
+    cases : sequence of Case
+    sessions : mapping of str to Session, or iterable of Session
+        The cases' sessions; each case's ``session_id`` must be present.
+    projections : mapping of str to Projection
+        The projection each case is answered from (one arm, e.g. one
+        strategy), by case id.
+    archive : Archive
+        The originals the tools search. Sessions it lacks are added first
+        when `add_missing` (adding is idempotent).
+    reader_factory : callable
+        ``reader_factory(search=mode, k=k) -> Reader``, called once per round
+        with the round's search mode (`SearcherReader` by default; a model
+        reader's factory may ignore the mode: its round differs by wording).
+    wordings : sequence of 3 str
+        Rounds 1–3 (`make_rounds`); ignored when `rounds` is given.
+    k : int
+        Hits a reader reads after a search.
+    rounds : sequence of Round, optional
+        Override the rounds entirely.
+    add_missing : bool
+    progress : bool
+
+    Returns
+    -------
+    DataFrame
+        `COLUMNS`; rows ordered round, case, question. ``tool_calls`` counts
+        every call, ``searched_entry_ids`` lists the entry ids any call
+        returned (search hits and fetched entries), ``looked_up`` says whether
+        the entry holding the value was fetched with ``history_get``.
+    """
+    rounds = tuple(rounds) if rounds is not None else make_rounds(wordings)
+    by_id = _sessions_by_id(sessions)
+    missing = sorted({c.session_id for c in cases} - set(by_id))
+    if missing:
+        raise KeyError(f"sessions missing for cases: {', '.join(missing)}")
+    lacking = sorted(set(c.id for c in cases) - set(projections))
+    if lacking:
+        raise KeyError(f"projections missing for cases: {', '.join(lacking)}")
+    archived = {s["session_id"] for s in archive.sessions()}
+    absent = [by_id[sid] for sid in dict.fromkeys(c.session_id for c in cases) if sid not in archived]
+    if absent:
+        if not add_missing:
+            raise ValueError(f"sessions not in the archive: {', '.join(s.id for s in absent)}")
+        archive.add_sessions(absent)
+
+    # What does not depend on the round: the messages, and where each value is.
+    prepared = []
+    for case in cases:
+        p = projections[case.id]
+        if p.session_id != case.session_id:
+            raise ValueError(f"case {case.id}: projection is of session {p.session_id!r}, not {case.session_id!r}")
+        messages = p.messages()
+        text = messages_text(messages)
+        facts = [(q, not q.decoy and contains_answer(q, text), _in_archive(archive, q, case.session_id))
+                 for q in case.questions]
+        prepared.append((case, p, messages, shape_tools_of(p), facts))
+
+    work = [(r, item) for r in rounds for item in prepared]
+    it: Any = work
+    if progress:
+        from tqdm.auto import tqdm
+
+        it = tqdm(work, desc="open book", unit="case")
+    readers = {r.number: reader_factory(search=r.search, k=k) for r in rounds}
+    rows: list[dict[str, Any]] = []
+    for rnd, (case, p, messages, shape_tools, facts) in it:
+        reader = readers[rnd.number]
+        for q, in_projection, in_archive in facts:
+            tools = HistoryTools(archive, case.session_id).tools() if rnd.arm == "open" else ()
+            a = reader.answer(messages, q, tools, wording=rnd.wording, shape_tools=shape_tools)
+            correct = grade(q, a.given)
+            fetched = {e for c in a.tool_calls if c.name == "history_get" for e in c.result_entry_ids}
+            looked_up = bool(q.source_entry_id) and q.source_entry_id in fetched
+            n_calls = len(a.tool_calls)
+            label = str(getattr(reader, "label", "") or getattr(reader, "name", type(reader).__name__))
+            stand_in = bool(a.stand_in)
+            if stand_in and "stand-in" not in label and "ceiling" not in label:
+                label = f"{label} (stand-in)"
+            rows.append({
+                "round": rnd.number, "wording": rnd.wording, "arm": rnd.arm, "search": rnd.search,
+                "strategy": p.strategy, "reader": str(getattr(reader, "name", type(reader).__name__)),
+                "reader_label": label, "stand_in": stand_in, "case_id": case.id, "question_id": q.id,
+                "pointer": q.pointer, "category": q.category, "decoy": bool(q.decoy), "answer": q.answer,
+                "given": a.given, "correct": correct,
+                "outcome": classify(q, correct, a.given, in_projection, in_archive, looked_up, n_calls),
+                "in_projection": in_projection, "in_archive": in_archive, "looked_up": looked_up,
+                "tool_calls": n_calls,
+                "search_calls": sum(c.name == "history_search" for c in a.tool_calls),
+                "get_calls": sum(c.name == "history_get" for c in a.tool_calls),
+                "searched_entry_ids": list(dict.fromkeys(e for c in a.tool_calls for e in c.result_entry_ids)),
+                "input_tokens": int(a.input_tokens), "output_tokens": int(a.output_tokens),
+            })
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    return df.astype({"round": "int64", "decoy": "bool", "correct": "bool", "stand_in": "bool",
+                      "in_projection": "bool", "in_archive": "bool", "looked_up": "bool",
+                      "tool_calls": "int64", "search_calls": "int64", "get_calls": "int64",
+                      "input_tokens": "int64", "output_tokens": "int64"})
+
+
+def _round_keys(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per round: its arm, search mode and reader label (stand-ins stay labelled in every table)."""
+    keys = df.groupby("round", sort=True).agg(
+        arm=("arm", "first"), search=("search", "first"),
+        reader=("reader_label", lambda s: ", ".join(dict.fromkeys(s))))
+    return keys
+
+
+def outcome_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Where the values went, per round (fig 9): counts of each outcome.
+
+    Returns
+    -------
+    DataFrame
+        Index ``round``; columns ``arm``, ``search``, ``reader`` (its label),
+        one column per `OUTCOMES` entry (zeros included), and ``questions``
+        (the row total, equal to the number of questions asked per round).
+    """
+    counts = pd.crosstab(df["round"], df["outcome"]).reindex(columns=list(OUTCOMES), fill_value=0)
+    counts = counts.astype("int64")
+    out = _round_keys(df).join(counts)
+    out["questions"] = counts.sum(axis=1)
+    out.columns.name = None
+    return out
+
+
+def tool_calls_per_round(df: pd.DataFrame) -> pd.DataFrame:
+    """Tool use per round.
+
+    Returns
+    -------
+    DataFrame
+        Index ``round``; columns ``arm``, ``search``, ``reader`` (label),
+        ``questions``, ``questions_with_calls``, ``tool_calls``,
+        ``search_calls``, ``get_calls`` and ``calls_per_question``.
+    """
+    g = df.groupby("round", sort=True)
+    stats = pd.DataFrame({
+        "questions": g.size(),
+        "questions_with_calls": g["tool_calls"].apply(lambda s: int((s > 0).sum())),
+        "tool_calls": g["tool_calls"].sum(),
+        "search_calls": g["search_calls"].sum(),
+        "get_calls": g["get_calls"].sum(),
+    }).astype("int64")
+    stats["calls_per_question"] = stats["tool_calls"] / stats["questions"]
+    return _round_keys(df).join(stats)
+
+
+__all__ = [
+    "COLUMNS", "DEFAULT_WORDINGS", "OUTCOMES", "REQUIRED_WORDING", "ROUNDS", "Round", "STAND_IN_NOTE", "classify",
+    "make_rounds", "outcome_table", "run_open_book", "shape_tools_of", "stand_in_note", "tool_calls_per_round",
+]

@@ -1,0 +1,523 @@
+"""Who answers the exam: the reader interface, the open-book tools and two offline stand-ins.
+
+A reader gets what the agent would see after a compaction and one question:
+
+* ``messages`` — the projection's chat messages exactly as `Projection.messages`
+  returns them (the call shape's system prompt is the first message; the tool
+  definitions are not messages, they travel beside them as ``shape_tools``);
+* ``question`` — the reader appends it as the final user message, built by
+  `question_message` (the question's prompt, `QUESTION_INSTRUCTION`, then the
+  round's ``wording`` when there is one);
+* ``tools`` — the open-book tools (`Tool`), empty on the closed arm.
+
+It returns a `ReaderAnswer`. Offline there are two stand-ins, both labelled so
+in every table (``stand_in=True`` and a ``label``):
+
+`VerbatimReader`
+    The retention ceiling: answers a real question with its value iff the
+    value (or an alias) occurs, normalised, in the messages; NOT_FOUND
+    otherwise, and always for decoys.
+`SearcherReader`
+    What a diligent model would do with the open-book tools: answer from the
+    projection when the value is there, otherwise search the archive with the
+    question's content words, read the top hits and answer if the value is
+    in what it read.
+
+Both stand-ins know the value they are asked for and only check whether what
+they can see contains it: they measure whether a value was *reachable*, not
+whether a model would pick it out. A model reader (later) implements the same
+`Reader` protocol.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+
+from ..archive import Archive, Hit
+from ..session import Record
+from ..tokens import DEFAULT_ENCODING, counter
+from .grading import contains_answer
+from .model import NOT_FOUND, Question
+
+#: The instruction that follows every question (our words): exact value or NOT_FOUND.
+QUESTION_INSTRUCTION = (
+    "Answer with the exact value only, copied as it appeared in this session, with no explanation. "
+    f"If the value is not in what you can see, answer {NOT_FOUND}."
+)
+
+#: Search modes of `SearcherReader` (and of the open-book rounds).
+SEARCH_MODES: tuple[str, ...] = ("allowed", "required", "never")
+
+# --------------------------------------------------------------------------- answers and calls
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call a reader made to an open-book tool.
+
+    Parameters
+    ----------
+    name : str
+        ``history_search`` or ``history_get``.
+    arguments : mapping
+        The arguments as passed (what a model would have sent as JSON).
+    result_entry_ids : tuple of str
+        Entry ids the call returned: the hits of a search (best first), the
+        entry fetched by a get (empty when nothing matched).
+    """
+
+    name: str
+    arguments: Mapping[str, Any]
+    result_entry_ids: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "arguments", dict(self.arguments))
+        object.__setattr__(self, "result_entry_ids", tuple(self.result_entry_ids))
+
+    def __hash__(self) -> int:
+        # The arguments are a dict (JSON-like); hash their canonical JSON so calls can be set members.
+        return hash((self.name, json.dumps(self.arguments, sort_keys=True, default=str), self.result_entry_ids))
+
+
+@dataclass(frozen=True)
+class ReaderAnswer:
+    """What a reader answered, and what it took.
+
+    Parameters
+    ----------
+    given : str
+        The answer (a value or ``NOT_FOUND``).
+    input_tokens, output_tokens : int
+        Report-token sizes of what the reader read and wrote. For the
+        stand-ins these are sizes (what a model would have had to read), not a
+        bill; stand-ins write nothing, so their ``output_tokens`` is 0.
+    tool_calls : tuple of ToolCall
+    stand_in : bool
+        The answer came from an offline stand-in, not a model.
+    """
+
+    given: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tool_calls: tuple[ToolCall, ...] = ()
+    stand_in: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """The result of one tool call.
+
+    Parameters
+    ----------
+    call : ToolCall
+        The call, as recorded.
+    content : str
+        What a model receives as the tool message (JSON text).
+    hits : tuple of Hit
+        Search hits (``history_search``).
+    records : tuple of Record
+        Original records (``history_get``).
+    """
+
+    call: ToolCall
+    content: str
+    hits: tuple[Hit, ...] = ()
+    records: tuple[Record, ...] = ()
+
+
+@dataclass(frozen=True)
+class Tool:
+    """An open-book tool: its OpenAI function definition and the function that runs it.
+
+    Parameters
+    ----------
+    name : str
+    definition : mapping
+        OpenAI function-tool JSON (``{"type": "function", "function": {...}}``).
+    run : callable
+        ``run(**arguments) -> ToolResult``.
+    """
+
+    name: str
+    definition: Mapping[str, Any]
+    run: Callable[..., ToolResult] = field(compare=False)
+
+    def __call__(self, **arguments: Any) -> ToolResult:
+        return self.run(**arguments)
+
+
+@runtime_checkable
+class Reader(Protocol):
+    """The interface every reader implements (stand-ins now, a model reader later).
+
+    Attributes
+    ----------
+    name : str
+        Short name (``verbatim``, ``searcher``, ``model``).
+    label : str
+        How tables show it; a stand-in's label says "stand-in" or names its role.
+    stand_in : bool
+        True for offline stand-ins.
+    """
+
+    name: str
+    label: str
+    stand_in: bool
+
+    def answer(self, messages: list[dict], question: Question, tools: Sequence[Tool] = (), *,
+               wording: str = "", shape_tools: Sequence[Mapping[str, Any]] = ()) -> ReaderAnswer:
+        """Answer `question` after reading `messages` (the projection's), optionally with `tools`.
+
+        Parameters
+        ----------
+        messages : list of dict
+            `Projection.messages` exactly; the reader appends
+            `question_message(question, wording)` as the final user message.
+        question : Question
+        tools : sequence of Tool
+            Open-book tools (empty: closed arm).
+        wording : str
+            The round's instruction, appended after `QUESTION_INSTRUCTION`.
+        shape_tools : sequence of dict
+            The call shape's tool definitions (sent with the request by a model
+            reader; the open-book tools' definitions are added to them).
+        """
+        ...  # pragma: no cover
+
+
+def question_message(question: Question, wording: str = "",
+                     instruction: str = QUESTION_INSTRUCTION) -> dict[str, str]:
+    """The final user message: the question, the answer instruction, then the round's wording if any."""
+    parts = [question.prompt.strip(), instruction.strip(), wording.strip()]
+    return {"role": "user", "content": "\n\n".join(p for p in parts if p)}
+
+
+def request_messages(messages: Sequence[Mapping[str, Any]], question: Question, wording: str = "",
+                     instruction: str = QUESTION_INSTRUCTION) -> list[dict[str, Any]]:
+    """The messages a reader sends: the projection's, then the question message."""
+    return [dict(m) for m in messages] + [question_message(question, wording, instruction)]
+
+
+def messages_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The text of chat messages, joined (what presence checks search)."""
+    return "\n\n".join(_content_text(m.get("content")) for m in messages)
+
+
+def _content_text(content: Any) -> str:
+    # Content is a string for every projection; tolerate OpenAI content parts too.
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        return "\n".join(str(p.get("text", "")) if isinstance(p, Mapping) else str(p) for p in content)
+    return str(content)
+
+
+def messages_tokens(messages: Sequence[Mapping[str, Any]], encoding: str = DEFAULT_ENCODING) -> int:
+    """Report tokens of the messages' contents (role markup not counted)."""
+    return sum(counter(encoding).count_many([_content_text(m.get("content")) for m in messages]))
+
+
+# --------------------------------------------------------------------------- open-book tools
+
+#: ``history_search`` as an OpenAI function tool (our description).
+HISTORY_SEARCH_TOOL: Mapping[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "history_search",
+        "description": (
+            "Full-text search over every original record of this session, including the parts that are no "
+            "longer in your context. Words are matched literally; records containing all the words rank first, "
+            "and if none contains them all, records containing any of them are returned. Returns entry ids "
+            "with a short snippet; fetch an entry's full text with history_get."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "Words to look for: identifiers, paths, names, numbers."},
+                "session": {"type": "string", "description": "Session id to search; defaults to the current session."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 50,
+                          "description": "Maximum number of hits (default 10)."},
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+#: ``history_get`` as an OpenAI function tool (our description).
+HISTORY_GET_TOOL: Mapping[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "history_get",
+        "description": "The full original text of one session entry, by the entry_id history_search returned.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "entry_id": {"type": "string", "description": "An entry_id from history_search."},
+                "session": {"type": "string", "description": "Session id; defaults to the current session."},
+            },
+            "required": ["entry_id"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+HISTORY_TOOL_DEFINITIONS: tuple[Mapping[str, Any], ...] = (HISTORY_SEARCH_TOOL, HISTORY_GET_TOOL)
+
+
+class HistoryTools:
+    """``history_search`` / ``history_get`` over an archive, bound to one session, recording every call.
+
+    Parameters
+    ----------
+    archive : Archive
+    session_id : str
+        The session the tools search by default (the one being examined).
+    default_limit : int
+        Hits a search returns when the caller gives no limit.
+
+    Attributes
+    ----------
+    calls : list of ToolCall
+        Every call made through this object, in order.
+
+    Notes
+    -----
+    Search runs `Archive.search` (the exact phrase first, then records with
+    every word); when that finds nothing it retries with any word, ranked by
+    bm25 — what a person would do next, folded into one call so that a call
+    count means "times the reader chose to look".
+    """
+
+    def __init__(self, archive: Archive, session_id: str, default_limit: int = 10):
+        self.archive = archive
+        self.session_id = session_id
+        self.default_limit = int(default_limit)
+        self.calls: list[ToolCall] = []
+
+    def history_search(self, query: str, session: str | None = None, limit: int | None = None) -> ToolResult:
+        """Search the archive (this session unless `session` is given)."""
+        args: dict[str, Any] = {"query": query}
+        if session is not None:
+            args["session"] = session
+        if limit is not None:
+            args["limit"] = limit
+        sid = session or self.session_id
+        n = max(1, min(50, int(limit if limit is not None else self.default_limit)))
+        try:
+            hits = self.archive.search(query, session=sid, limit=n)
+            if not hits:
+                hits = self.archive.search(query, session=sid, limit=n, any_term=True)
+        except ValueError as exc:  # empty or unusable query: the model sees the error, as from the CLI
+            call = ToolCall("history_search", args, ())
+            self.calls.append(call)
+            return ToolResult(call, json.dumps({"error": str(exc)}))
+        call = ToolCall("history_search", args, tuple(dict.fromkeys(h.entry_id for h in hits)))
+        self.calls.append(call)
+        content = json.dumps({"hits": [
+            {"entry_id": h.entry_id, "source_order": h.source_order, "kind": h.kind, "tool": h.tool,
+             "target": h.target, "snippet": h.snippet} for h in hits]}, ensure_ascii=False)
+        return ToolResult(call, content, hits=tuple(hits))
+
+    def history_get(self, entry_id: str, session: str | None = None) -> ToolResult:
+        """The original records of one entry (this session unless `session` is given)."""
+        args: dict[str, Any] = {"entry_id": entry_id}
+        if session is not None:
+            args["session"] = session
+        records = self.archive.get(entry_id, session=session or self.session_id)
+        call = ToolCall("history_get", args, (entry_id,) if records else ())
+        self.calls.append(call)
+        if not records:
+            return ToolResult(call, json.dumps({"error": f"no entry {entry_id!r}"}))
+        content = json.dumps({"entry_id": entry_id, "records": [
+            {"block_index": r.block_index, "source_order": r.source_order, "kind": r.kind, "tool": r.tool,
+             "target": r.target, "text": r.text} for r in records]}, ensure_ascii=False)
+        return ToolResult(call, content, records=tuple(records))
+
+    def dispatch(self, name: str, arguments: Mapping[str, Any] | str) -> ToolResult:
+        """Run a tool call by name with JSON (or dict) arguments, as a model reader receives them."""
+        args = json.loads(arguments) if isinstance(arguments, str) else dict(arguments)
+        if name == "history_search":
+            return self.history_search(**args)
+        if name == "history_get":
+            return self.history_get(**args)
+        raise ValueError(f"unknown tool {name!r}")
+
+    def tools(self) -> tuple[Tool, Tool]:
+        """Both tools as `Tool` objects (definitions + bound functions)."""
+        return (Tool("history_search", HISTORY_SEARCH_TOOL, self.history_search),
+                Tool("history_get", HISTORY_GET_TOOL, self.history_get))
+
+
+# --------------------------------------------------------------------------- content words
+
+#: Words a search for a question's value skips: function words, question words and the
+#: exam's own verbs (who said / reported / chose it), which name the speaker, not the value.
+#: HTTP and shell verbs (get, put, set, make) are kept: they name endpoints and commands.
+STOP_WORDS: frozenset[str] = frozenset("""
+a an the and or but nor of for to in on at by with from into onto over under about after before during
+as than then so if is are was were be been being do does did done has have had having it its this that these
+those there here i you he she we they me him her us them my your our their what which who whom whose when where
+why how any some all each every no not only just also very more most such same other own
+can could should would will shall may might must
+say says said tell told ask asked give gave given choose chose chosen decide decided pick picked
+report reported reports name named call called return returned returns print printed prints
+use used using got run ran exact exactly value values
+assistant user agent model session conversation
+""".split())
+
+_TOKEN = re.compile(r"`[^`]+`|\S+")
+#: "step 212", "at step #212": positions in a transcript, not text any record contains.
+_STEP = re.compile(r"\b(?:at\s+)?steps?\s+#?\d+\b", re.IGNORECASE)
+_EDGE = "\"'`()[]{}<>,.;:!?\u2018\u2019\u201c\u201d"
+
+
+def content_words(prompt: str) -> list[str]:
+    """The words of a question worth searching for, in the question's order, without repeats.
+
+    Backticked spans are kept whole, even when they hold a stop word; step
+    numbers ("at step 212") are dropped, since a position in the transcript is
+    not text any record contains; function words, question words and the
+    exam's speaker verbs (`STOP_WORDS`) are dropped; identifiers, paths,
+    numbers and names are kept as written, surrounding punctuation stripped.
+
+    Examples
+    --------
+    >>> content_words("What ID did the `create_order` call at step 212 return?")
+    ['ID', 'create_order']
+    """
+    words: list[str] = []
+    for tok in _TOKEN.findall(_STEP.sub(" ", prompt)):
+        if tok.startswith("`") and tok.endswith("`") and len(tok) > 1:
+            span = tok.strip("`").strip()
+            if span:
+                words.append(span)
+            continue
+        w = tok.strip(_EDGE)
+        if w.endswith("'s"):
+            w = w[:-2]
+        if w and w.casefold() not in STOP_WORDS:
+            words.append(w)
+    return list(dict.fromkeys(words))
+
+
+# --------------------------------------------------------------------------- readers
+
+
+@dataclass(frozen=True)
+class VerbatimReader:
+    """The retention ceiling: a value is answered iff it occurs verbatim (normalised) in the messages.
+
+    An offline stand-in, labelled "verbatim reader (retention ceiling)". Decoys
+    are always answered NOT_FOUND. Tools are ignored. ``input_tokens`` is the
+    report-token size of the request (projection messages + question message).
+    """
+
+    encoding: str = DEFAULT_ENCODING
+    name: str = "verbatim"
+    label: str = "verbatim reader (retention ceiling)"
+    stand_in: bool = True
+
+    def answer(self, messages: list[dict], question: Question, tools: Sequence[Tool] = (), *,
+               wording: str = "", shape_tools: Sequence[Mapping[str, Any]] = ()) -> ReaderAnswer:
+        request = request_messages(messages, question, wording)
+        present = not question.decoy and contains_answer(question, messages_text(messages))
+        return ReaderAnswer(question.answer if present else NOT_FOUND,
+                            input_tokens=messages_tokens(request, self.encoding), output_tokens=0,
+                            tool_calls=(), stand_in=True)
+
+
+@dataclass(frozen=True)
+class SearcherReader:
+    """The open-book stand-in: answer from the projection, else search the archive like a diligent model.
+
+    Parameters
+    ----------
+    search : str
+        ``allowed``: search only when the projection lacks the value (and tools
+        were given). ``required``: always search first, then answer from what
+        was read or from the projection. ``never``: the closed arm; no calls.
+    k : int
+        Hits read with ``history_get`` after a search (top k distinct entries).
+    search_limit : int
+        Hits asked of ``history_search``.
+    encoding : str
+
+    Notes
+    -----
+    One search per question, with the question's `content_words` (for a decoy
+    too: the value is nowhere, so it answers NOT_FOUND). The reader never
+    reads the round's wording, so rounds that differ only in wording give
+    identical answers by construction. ``input_tokens`` counts the request
+    plus every tool result's content (what a model would have had to read).
+    """
+
+    search: str = "allowed"
+    k: int = 3
+    search_limit: int = 10
+    encoding: str = DEFAULT_ENCODING
+    name: str = "searcher"
+    label: str = "searcher stand-in"
+    stand_in: bool = True
+
+    def __post_init__(self) -> None:
+        if self.search not in SEARCH_MODES:
+            raise ValueError(f"search must be one of {SEARCH_MODES}, got {self.search!r}")
+        if self.k < 1:
+            raise ValueError(f"k must be >= 1, got {self.k}")
+
+    def answer(self, messages: list[dict], question: Question, tools: Sequence[Tool] = (), *,
+               wording: str = "", shape_tools: Sequence[Mapping[str, Any]] = ()) -> ReaderAnswer:
+        request = request_messages(messages, question, wording)
+        tokens = messages_tokens(request, self.encoding)
+        in_projection = not question.decoy and contains_answer(question, messages_text(messages))
+        by_name = {t.name: t for t in tools}
+        can_search = self.search != "never" and {"history_search", "history_get"} <= set(by_name)
+        if not can_search or (self.search == "allowed" and in_projection):
+            return ReaderAnswer(question.answer if in_projection else NOT_FOUND, tokens, 0, (), True)
+
+        calls: list[ToolCall] = []
+        contents: list[str] = []  # tool results as a model receives them (sized)
+        texts: list[str] = []  # the original records fetched (searched for the value)
+        query = " ".join(content_words(question.prompt))
+        if query:
+            found = by_name["history_search"](query=query, limit=self.search_limit)
+            calls.append(found.call)
+            contents.append(found.content)
+            for entry_id in found.call.result_entry_ids[: self.k]:
+                got = by_name["history_get"](entry_id=entry_id)
+                calls.append(got.call)
+                contents.append(got.content)
+                texts.extend(r.text for r in got.records)
+        if contents:
+            tokens += sum(counter(self.encoding).count_many(contents))
+        # Only fetched records count as read: a search snippet is cut around the match and bracketed.
+        seen = not question.decoy and (in_projection or contains_answer(question, "\n\n".join(texts)))
+        return ReaderAnswer(question.answer if seen else NOT_FOUND, tokens, 0, tuple(calls), True)
+
+
+__all__ = [
+    "HISTORY_GET_TOOL", "HISTORY_SEARCH_TOOL", "HISTORY_TOOL_DEFINITIONS", "HistoryTools", "QUESTION_INSTRUCTION",
+    "Reader", "ReaderAnswer", "SEARCH_MODES", "STOP_WORDS", "SearcherReader", "Tool", "ToolCall", "ToolResult",
+    "VerbatimReader", "content_words", "messages_text", "messages_tokens", "question_message", "request_messages",
+]
+
+
+def get_reader(name: str, **kwargs: Any) -> Reader:
+    """A reader by name: ``verbatim`` (closed-book retention ceiling) or ``searcher`` (open-book stand-in).
+
+    A model reader arrives with the model provider; both offline readers are stand-ins and say so.
+    """
+    if name == "verbatim":
+        return VerbatimReader(**kwargs)
+    if name == "searcher":
+        return SearcherReader(**kwargs)
+    raise ValueError(f"unknown reader {name!r}; available: verbatim, searcher")

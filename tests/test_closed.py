@@ -1,0 +1,155 @@
+import itertools
+
+import pytest
+
+from compaction_lab import strategies, summarize
+from compaction_lab.exam import closed, stats
+from compaction_lab.exam.model import NOT_FOUND, Case, Question
+from compaction_lab.exam.readers import SearcherReader, VerbatimReader
+from compaction_lab.ingest import synthetic
+from compaction_lab.strategies import CompactionContext
+from compaction_lab.tokens import counter
+
+NAMES = ["full", "codex", "futureos-deterministic"]
+CTX = CompactionContext(window=8000, output_ceiling=1000)
+
+EXPECTED_COLUMNS = [
+    "strategy", "strategy_label", "reader", "reader_label", "case_id", "question_id", "pointer", "category",
+    "decoy", "answer", "given", "correct", "projection_tokens",
+]
+
+
+def _question(fact, case_id):
+    return Question(id=fact.fact_id, case_id=case_id, pointer=fact.pointer, category=fact.category,
+                    prompt=fact.question, answer=fact.value, aliases=fact.aliases,
+                    source_entry_id=fact.entry_id, source_order=fact.source_order, decoy=fact.is_decoy)
+
+
+@pytest.fixture(scope="module")
+def setup():
+    (chain,) = synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1, window_tokens=20000))
+    s = chain.session
+    toks = counter("cl100k_base").count_many([r.text for r in s.records])
+    # the recent tail: the last ~4000 tokens; real questions point before it
+    from_end = list(itertools.accumulate(reversed(toks)))
+    tail_start = len(toks) - next(i for i, t in enumerate(from_end) if t >= 4000) - 1
+    case_id = f"{s.id}@{len(s.records)}"
+    facts = [f for f in chain.facts if f.source_order < tail_start][:5]
+    assert len(facts) >= 3
+    qs = tuple(_question(f, case_id) for f in facts) + (_question(chain.decoys[0], case_id),)
+    case = Case(id=case_id, session_id=s.id, cut=len(s.records), tail_start=tail_start, questions=qs)
+    return case, {s.id: s}
+
+
+@pytest.fixture(scope="module")
+def reader():
+    return VerbatimReader()
+
+
+@pytest.fixture(scope="module")
+def result(setup, reader):
+    case, sessions = setup
+    return closed.run_closed([case], sessions, NAMES, CTX, reader)
+
+
+def test_answers_table_shape_and_columns(setup, result):
+    case, _ = setup
+    a = result.answers
+    assert list(a.columns) == EXPECTED_COLUMNS == closed.ANSWER_COLUMNS
+    assert len(a) == len(NAMES) * len(case.questions)
+    assert list(a["strategy"].unique()) == NAMES
+    assert a["decoy"].sum() == len(NAMES)
+    assert a["correct"].dtype == bool and a["projection_tokens"].dtype == "int64"
+    assert (a["reader_label"] == "verbatim reader (retention ceiling)").all()
+
+
+def test_full_retains_every_real_question_and_nobody_falls_for_the_decoy(result):
+    a = result.answers
+    full = a[(a["strategy"] == "full") & ~a["decoy"]]
+    assert len(full) > 0 and full["correct"].all()
+    assert a.loc[a["decoy"], "correct"].all()
+    assert (a.loc[a["decoy"], "given"] == NOT_FOUND).all()
+    # the small window forces the others to drop something
+    assert not a.loc[(a["strategy"] == "codex") & ~a["decoy"], "correct"].all()
+
+
+def test_projections_table_one_row_per_case_strategy(setup, result):
+    case, _ = setup
+    p = result.projections
+    assert list(p.columns) == closed.PROJECTION_COLUMNS
+    assert list(p["strategy"]) == NAMES and (p["case_id"] == case.id).all()
+    by = p.set_index("strategy")["tokens"]
+    for name, tokens in result.answers.groupby("strategy")["projection_tokens"].unique().items():
+        assert list(tokens) == [by[name]]
+    assert by["full"] > by["codex"]
+    assert not p["stand_in"].any()
+    assert p.set_index("strategy").loc["codex", "summary_provider"] == "none"
+
+
+def test_each_case_strategy_is_compacted_once(setup, reader, monkeypatch):
+    case, sessions = setup
+    calls = []
+    real = strategies.compact
+
+    def counting(session, name, cut=None, ctx=None):
+        calls.append((session.id, name, cut))
+        return real(session, name, cut, ctx)
+
+    monkeypatch.setattr(strategies, "compact", counting)
+    r = closed.run_closed([case, case], sessions, ["full", "codex"], CTX, reader, progress=True)
+    assert len(calls) == 4 and len(r.projections) == 4
+    assert len(r.answers) == 2 * 2 * len(case.questions)
+
+
+def test_stand_in_summaries_and_readers_are_labelled(setup):
+    case, sessions = setup
+    ctx = CompactionContext(window=8000, output_ceiling=1000, summarizer=summarize.get_provider("extractive"))
+    r = closed.run_closed([case], sessions, ["codex"], ctx, SearcherReader(search="never"))
+    assert (r.answers["strategy_label"] == "codex (extractive stand-in)").all()
+    assert (r.answers["reader"] == "searcher").all() and (r.answers["reader_label"] == "searcher stand-in").all()
+    p = r.projections.iloc[0]
+    assert p["stand_in"] and p["summary_provider"] == "extractive" and not p["fallback"]
+
+
+def test_reader_without_a_label_is_shown_by_name_and_stand_in():
+    class Bare:
+        def answer(self, messages, question, tools=(), *, wording="", shape_tools=()):
+            raise AssertionError("not called")
+
+    assert closed.reader_label(Bare()) == "Bare"
+    assert closed.reader_label(Bare(), stand_in=True) == "Bare (stand-in)"
+    assert closed.reader_label(VerbatimReader(), stand_in=True) == "verbatim reader (retention ceiling)"
+
+
+def test_reader_sees_the_projection_messages_and_the_call_shape_tools(setup):
+    case, sessions = setup
+    seen = []
+
+    class Recording(VerbatimReader):
+        def answer(self, messages, question, tools=(), *, wording="", shape_tools=()):
+            seen.append((messages, tuple(tools), tuple(shape_tools)))
+            return super().answer(messages, question, tools, wording=wording, shape_tools=shape_tools)
+
+    closed.run_closed([case], sessions, ["codex"], CTX, Recording())
+    proj = strategies.compact(sessions[case.session_id], "codex", case.cut, CTX)
+    assert len(seen) == len(case.questions)
+    for messages, tools, shape_tools in seen:
+        assert messages == proj.messages() and tools == ()
+        assert shape_tools == tuple(CTX.shape.for_session(sessions[case.session_id]).tools)
+
+
+def test_missing_session_and_empty_run(setup, reader):
+    case, _ = setup
+    with pytest.raises(KeyError, match=case.session_id):
+        closed.run_closed([case], {}, NAMES, CTX, reader)
+    r = closed.run_closed([], {}, NAMES, CTX, reader)
+    assert r.answers.empty and list(r.answers.columns) == EXPECTED_COLUMNS and r.projections.empty
+
+
+def test_stats_run_on_the_closed_answers(result):
+    t = stats.recall_table(result.answers, n_boot=200).set_index("strategy")
+    assert t.loc["full", "recall"] == 1.0 and (t.loc["full", "ci_low"], t.loc["full", "ci_high"]) == (1.0, 1.0)
+    assert (t["decoys_fallen"] == 0).all() and (t["decoys_n"] == 1).all()
+    m = stats.mcnemar_table(result.answers)
+    assert len(m) == 3 and (m["b"] >= 0).all()
+    assert not stats.sensitivity_table(result.answers).empty
