@@ -426,3 +426,23 @@ def fig9_open_book(outcomes: pd.DataFrame, *, width: int = 520) -> alt.Chart:
     ).properties(width=width, title=alt.TitleParams(
         "Figure 9 — can retrieval recover the loss?",
         subtitle=f"reader: {readers}" if readers else "where the values went, per round"))
+
+
+def pointer_mix_sensitivity(sens: pd.DataFrame, *, width: int = 480) -> alt.Chart:
+    """How recall and the ranking move as the pointer mix slides from all-tool to all-assistant.
+
+    Parameters
+    ----------
+    sens : DataFrame
+        `exam.stats.sensitivity_table` output (s, default, strategy_label, recall, rank).
+    """
+    use_theme()
+    line = sens[~sens["default"].astype(bool)].copy()
+    return alt.Chart(line).mark_line(point=True).encode(
+        x=alt.X("s:Q", title="share of questions pointing at the assistant (the rest at tool output)",
+                axis=alt.Axis(format="%")),
+        y=alt.Y("recall:Q", axis=alt.Axis(format="%"), title="recall under that mix"),
+        color=alt.Color("strategy_label:N", title="strategy", legend=alt.Legend(labelLimit=320)),
+        tooltip=["strategy_label", alt.Tooltip("s:Q", format=".0%"), alt.Tooltip("recall:Q", format=".1%"), "rank"],
+    ).properties(width=width, height=260, title=alt.TitleParams(
+        "Sensitivity to the question mix", subtitle="where lines cross, the ranking of strategies changes"))

@@ -123,7 +123,7 @@ def _default_grader() -> Callable[[Question, str], bool]:
 def run_closed(
     cases: Sequence[Case],
     sessions: Mapping[str, Session],
-    names: Sequence[str],
+    names: Sequence[str] | None,
     ctx: CompactionContext,
     reader: Any,
     progress: bool = False,
@@ -160,6 +160,7 @@ def run_closed(
     missing = sorted({c.session_id for c in cases} - set(sessions))
     if missing:
         raise KeyError(f"sessions missing for cases: {', '.join(missing)}")
+    names = list(names or strategies.names())  # empty / None: every registered strategy
     work = [(c, n) for c in cases for n in names]
     it: Any = work
     if progress:

@@ -1,0 +1,93 @@
+"""The cases of a run: the synthetic bank for synthetic chains, mined probes for anyone's own sessions.
+
+Notebooks 03 and 05 and ``compaction-lab exam`` call `for_run` with the run
+folder: if notebook 01 wrote synthetic chains there (``sessions/facts.jsonl``)
+the bank is built from their planted facts; otherwise questions are mined
+from the imported sessions with `probes`. The bank is written into the run
+folder (``exam_bank.jsonl``), so both exams ask exactly the same questions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from .. import runfolder, sources, strategies
+from ..ingest import synthetic
+from ..projection import Projection
+from ..session import Session
+from ..strategies.base import CompactionContext
+from . import bank, probes
+from .model import Case, bank_from_jsonl, write_bank
+
+BANK_FILE = "exam_bank.jsonl"
+
+
+@dataclass(frozen=True)
+class RunCases:
+    """The cases of a run, the sessions they refer to, and where the questions came from."""
+
+    cases: tuple[Case, ...]
+    sessions: Mapping[str, Session]
+    kind: str  # "synthetic bank" or "mined probes"
+    report: Any = None  # BankReport for the bank; None for probes
+
+    def summary(self) -> pd.DataFrame:
+        """Per case: its session, cut, tail start and questions by pointer, plus decoys."""
+        return bank.bank_summary(self.cases)
+
+
+def build(session_list: Sequence[Session], chains: Sequence | None, params: Mapping[str, Any]) -> RunCases:
+    """Cases for these sessions: the bank when `chains` carry planted facts, else mined probes.
+
+    Parameters
+    ----------
+    session_list : sessions of the run
+    chains : SyntheticChains (with facts), or None for imported sessions
+    params : notebook / profile parameters; `bank.BankSpec` and
+        `probes.ProbeSpec` take the keys they know (``n_cases``,
+        ``n_questions``, ``n_decoys``, ``pointer_mix``, ``tail_tokens``,
+        ``seed``, ...) and ignore the rest.
+    """
+    by_id = {s.id: s for s in session_list}
+    if chains:
+        cases, report = bank.build_bank_with_report(list(chains), bank.BankSpec.from_mapping(params))
+        return RunCases(tuple(cases), by_id, "synthetic bank", report)
+    cases = probes.mine_cases(session_list, spec=probes.ProbeSpec.from_mapping(_probe_params(params)))
+    return RunCases(tuple(cases), by_id, "mined probes", None)
+
+
+def _probe_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    # Probes ask per session; the bank's totals (n_questions=178) do not apply.
+    out = dict(params)
+    for key in ("n_questions", "n_decoys"):
+        if f"probe_{key}" in params:
+            out[key] = params[f"probe_{key}"]
+        else:
+            out.pop(key, None)
+    return out
+
+
+def for_run(run_dir: Path, params: Mapping[str, Any]) -> RunCases:
+    """The cases of the sessions notebook 01 wrote into `run_dir` (reusing a saved bank)."""
+    run_dir = Path(run_dir)
+    session_list = sources.load_saved(run_dir)
+    saved = run_dir / BANK_FILE
+    sdir = run_dir / runfolder.SESSIONS
+    chains = synthetic.read_chains(sdir) if (sdir / "facts.jsonl").exists() else None
+    if saved.exists():
+        cases = bank_from_jsonl(saved.read_bytes())
+        kind = "synthetic bank" if chains else "mined probes"
+        return RunCases(tuple(cases), {s.id: s for s in session_list}, kind, None)
+    rc = build(session_list, chains, params)
+    write_bank(rc.cases, saved)
+    return rc
+
+
+def projections_for(cases: Sequence[Case], sessions: Mapping[str, Session], strategy: str,
+                    ctx: CompactionContext) -> dict[str, Projection]:
+    """One strategy's projection per case (the open-book arm)."""
+    return {c.id: strategies.compact(sessions[c.session_id], strategy, c.cut, ctx) for c in cases}
