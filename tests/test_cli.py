@@ -163,3 +163,15 @@ def test_project_respect_trigger_and_bad_input(capsys):
     assert cli.main(["project", str(traj), "--strategy", "nope"]) == 2
     assert cli.main(["project", str(traj), "--strategy", "codex", "--cut", "100000"]) == 2
     assert "outside session" in capsys.readouterr().err
+
+
+def test_exam_prints_recall_with_intervals(capsys):
+    assert cli.main(["exam", "--profile", "smoke", "--strategy", "full", "--strategy", "codex", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["strategy"] for r in rows} == {"full", "codex"}
+    full = next(r for r in rows if r["strategy"] == "full")
+    assert full["retained"] == full["n"] and full["ci_low"] <= full["recall"] <= full["ci_high"]
+    assert cli.main(["exam", "--profile", "smoke", "--strategy", "full"]) == 0
+    out = capsys.readouterr().out
+    assert "verbatim reader (retention ceiling)" in out and "synthetic bank" in out
+    assert cli.main(["exam", "--profile", "nope"]) == 2

@@ -17,6 +17,8 @@
     Force a compaction and print the projection's segments (or JSON).
 ``compaction-lab checkpoints list`` / ``checkpoints release KEY``
     Inspect compaction checkpoints; release a stuck "started" fence.
+``compaction-lab exam --profile P``
+    The closed-book exam without notebooks: per-strategy recall with intervals.
 """
 
 from __future__ import annotations
@@ -295,6 +297,43 @@ def _cmd_checkpoints_release(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_exam(args: argparse.Namespace) -> int:
+    from . import sources, summarize
+    from .exam import cases as exam_cases
+    from .exam import closed, readers, stats
+    from .ingest import synthetic
+    from .strategies import CompactionContext
+
+    try:
+        prof = report.load_profile(args.profile)
+    except report.ProfileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    p = {**prof.parameters}
+    try:
+        src = sources.gather(p.get("session_paths"), synthetic.SyntheticProfile.from_mapping(p), progress=not args.json)
+        rc = exam_cases.build(src.sessions, src.chains or None, {**p, "seed": p.get("bank_seed", 7)})
+        ctx = CompactionContext(window=int(p.get("window", 128_000)), output_ceiling=int(p.get("output_ceiling", 32_000)),
+                                summarizer=summarize.get_provider(p.get("summarizer", "extractive")))
+        names = args.strategy or p.get("strategy_names") or None
+        result = closed.run_closed(rc.cases, rc.sessions, names, ctx, readers.get_reader(p.get("reader", "verbatim")),
+                                   progress=not args.json)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    recall = stats.recall_table(result.answers, n_boot=int(p.get("n_boot", 2000)), seed=int(p.get("stats_seed", 7)))
+    if args.json:
+        print(recall.to_json(orient="records", indent=2))
+        return 0
+    n_q = sum(len(c.questions) for c in rc.cases)
+    print(f"{rc.kind}: {len(rc.cases)} cases, {n_q} questions; reader: {result.answers['reader_label'].iloc[0]}")
+    for _, r in recall.iterrows():
+        print(f"{r['strategy_label']:<48} {int(r['retained']):>4}/{int(r['n']):<4} {r['recall']:6.1%} "
+              f"[{r['ci_low']:.1%}, {r['ci_high']:.1%}]  decoys fallen for {int(r['decoys_fallen'])}/{int(r['decoys_n'])}"
+              f"  {r['projection_tokens']:>10,.0f} tokens")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="compaction-lab",
@@ -373,6 +412,12 @@ def build_parser() -> argparse.ArgumentParser:
     cr.add_argument("--force", action="store_true", help="also delete a committed checkpoint")
     cr.add_argument("--db", help="checkpoint database")
     cr.set_defaults(func=_cmd_checkpoints_release)
+
+    ex = sub.add_parser("exam", help="run the closed-book exam of a profile without notebooks")
+    ex.add_argument("--profile", default="default", help="profile name or YAML path (default: default)")
+    ex.add_argument("--strategy", action="append", help="only these strategies (repeatable)")
+    ex.add_argument("--json", action="store_true", help="the recall table as JSON records")
+    ex.set_defaults(func=_cmd_exam)
     return parser
 
 

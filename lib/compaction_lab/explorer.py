@@ -61,15 +61,15 @@ class ProjectionExplorer:
         table = self.update(**self._values())
         if self._out is None:
             return
-        from IPython.display import display
-
-        self._out.clear_output(wait=True)
-        with self._out:
-            summary = table.groupby("segment_kind", sort=False)["tokens"].agg(["count", "sum"])
-            print(f"{self.last.strategy}: {self.last.tokens:,} tokens in {len(table)} segments "
-                  f"(capacity {self.last.capacity:,} {self.last.estimator})")
-            display(summary)
-            display(charts.fig7_projection_anatomy(table, width=480))
+        # Set the Output widget's outputs directly instead of capturing with
+        # `with out:`: capture depends on the frontend routing messages, and a
+        # headless papermill run could wait on it forever.
+        summary = table.groupby("segment_kind", sort=False)["tokens"].agg(["count", "sum"])
+        self._out.outputs = ()
+        self._out.append_stdout(f"{self.last.strategy}: {self.last.tokens:,} tokens in {len(table)} segments "
+                                f"(capacity {self.last.capacity:,} {self.last.estimator})\n")
+        self._out.append_display_data(summary)
+        self._out.append_display_data(charts.fig7_projection_anatomy(table, width=480))
 
     def widget(self):
         """The controls and an output area, wired to `update`."""

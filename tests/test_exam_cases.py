@@ -1,0 +1,31 @@
+"""The run's cases: the bank for synthetic chains, probes for imported sessions, saved once and reused."""
+
+from compaction_lab import runfolder, sources
+from compaction_lab.exam import cases as exam_cases
+from compaction_lab.exam.model import bank_digest
+from compaction_lab.ingest import synthetic
+
+from conftest import SHARED_FIXTURES
+
+PARAMS = {"n_cases": 2, "n_questions": 8, "n_decoys": 2, "tail_tokens": 600, "seed": 7}
+
+
+def test_synthetic_run_gets_the_bank_and_reuses_it(tmp_path):
+    src = sources.gather(None, synthetic.SyntheticProfile(n_chains=2, window_tokens=6000), progress=False)
+    sources.save(src, runfolder.resolve(tmp_path))
+    first = exam_cases.for_run(tmp_path, PARAMS)
+    assert first.kind == "synthetic bank" and len(first.cases) == 2
+    assert (tmp_path / exam_cases.BANK_FILE).exists()
+    again = exam_cases.for_run(tmp_path, {**PARAMS, "n_questions": 4})  # saved bank wins: both exams ask the same
+    assert bank_digest(again.cases) == bank_digest(first.cases)
+    assert set(again.sessions) == {s.id for s in src.sessions}
+
+
+def test_imported_sessions_get_probes(tmp_path):
+    if not SHARED_FIXTURES.exists():
+        return
+    src = sources.gather([str(SHARED_FIXTURES)], progress=False)
+    sources.save(src, runfolder.resolve(tmp_path))
+    rc = exam_cases.for_run(tmp_path, {"tail_tokens": 1000, "probe_n_questions": 12})
+    assert rc.kind == "mined probes" and rc.cases
+    assert all(c.session_id in rc.sessions for c in rc.cases)
