@@ -41,7 +41,8 @@ def assert_case_sound(case, session: Session) -> None:
     by_order = {r.source_order: r for r in session.records}
     late = [normalise(r.text) for r in session.records if r.source_order >= case.tail_start]
     late += [normalise(r.target) for r in session.records if r.source_order >= case.tail_start and r.target]
-    everything = [normalise(r.text) for r in session.records] + [normalise(r.target) for r in session.records if r.target]
+    everything = [normalise(r.text) for r in session.records]
+    everything += [normalise(r.target) for r in session.records if r.target]
     everything.append(normalise(probes.system_prompt_text(session)))
     raw = session.to_jsonl().decode("utf-8")
     assert case.tail_start <= case.cut
@@ -116,9 +117,10 @@ def test_path_rules_skip_urls_and_words_with_slashes():
 
 def test_number_rules():
     out = _found(_rec("assistant", "The p95 was 184.37 ms and the dump is 3.2 GB; error rate 0.0421. "
-                                   "Serve on port 7412, the API is on localhost:8000."))
+                                   "Serve on port 7412, the API is on localhost:8000. The table holds 1,792,546 rows."))
     assert {("number", "184.37 ms"), ("number", "3.2 GB"), ("number", "0.0421"), ("number", "7412"),
-            ("number", "8000")} <= out
+            ("number", "8000"), ("number", "1,792,546 rows")} <= out
+    assert ("number", "546 rows") not in out
 
 
 def test_number_rules_skip_versions_and_trivial_values():
@@ -194,7 +196,8 @@ def _orders_session(extra_tail: tuple = (), metadata: dict | None = None) -> Ses
     s = make_session([
         ("system", "You are a coding agent. Keep answers short."),
         ("user", "Add a retry to the orders client. Use port 7412 for the dev server."),
-        ("assistant", "I registered the retry policy as `retry-pol-k7x2q`. The p95 latency was 184.37 ms before the change."),
+        ("assistant", "I registered the retry policy as `retry-pol-k7x2q`. "
+                      "The p95 latency was 184.37 ms before the change."),
         ("tool_call", 'create_order {"sku": "SKU-1", "qty": 2}',
          {"tool": "create_order", "target": "POST /v1/orders", "call_id": "c1"}),
         ("tool_output", '{"status": "created"}\norder created: ORD-58213\n',
@@ -228,15 +231,18 @@ def test_hand_made_session_wording_is_pinned():
     prompts = {q.answer: q.prompt for q in m.case.real}
     assert prompts == {
         "7412": "What value did the user specify at step 1: \u201cUse port \u2026 for the dev server\u201d?",
-        "retry-pol-k7x2q": "What ID did the assistant give at step 2: \u201cregistered the retry policy as `\u2026`\u201d?",
-        "184.37 ms": "What value did the assistant report at step 2: \u201cThe p95 latency was \u2026 before the change\u201d?",
+        "retry-pol-k7x2q": "What ID did the assistant give at step 2: "
+                           "\u201cregistered the retry policy as `\u2026`\u201d?",
+        "184.37 ms": "What value did the assistant report at step 2: "
+                     "\u201cThe p95 latency was \u2026 before the change\u201d?",
         "ORD-58213": "What ID did the `create_order` call on `POST /v1/orders` return at step 4: "
                      "\u201corder created: \u2026\u201d?",
         "tests/test_orders.py::test_refund_rounding": "Which failing test did the `bash` call on `pytest -q` report at "
                                                       "step 6: \u201cFAILED \u2026 - AssertionError: assert 3\u201d?",
         "AssertionError: assert 3 == 4": "Which error did the `bash` call on `pytest -q` report at step 6: "
                                          "\u201ctests/test_orders.py::test_refund_rounding - \u2026\u201d?",
-        "0.42s": "What number did the `bash` call on `pytest -q` report at step 6: \u201c1 failed, 3 passed in \u2026\u201d?",
+        "0.42s": "What number did the `bash` call on `pytest -q` report at step 6: "
+                 "\u201c1 failed, 3 passed in \u2026\u201d?",
     }
     cats = {q.answer: (q.pointer, q.category) for q in m.case.real}
     assert cats["ORD-58213"] == ("tool", "tool_returned_id")
@@ -371,8 +377,10 @@ def test_plan_counts_natural_and_mix():
     assert probes.plan_counts({"assistant": 1, "user": 0, "tool": 100}, 20, None) == (
         {"assistant": 1, "user": 0, "tool": 19}, {"assistant": 1, "user": 0, "tool": 19})
     # fewer questions than pointers: the most available first
-    assert probes.plan_counts({"assistant": 3, "user": 1, "tool": 9}, 1, None)[1] == {"assistant": 0, "user": 0, "tool": 1}
-    assert probes.plan_counts({"assistant": 2, "user": 2, "tool": 2}, 20, None)[1] == {"assistant": 2, "user": 2, "tool": 2}
+    one = probes.plan_counts({"assistant": 3, "user": 1, "tool": 9}, 1, None)[1]
+    assert one == {"assistant": 0, "user": 0, "tool": 1}
+    few = probes.plan_counts({"assistant": 2, "user": 2, "tool": 2}, 20, None)[1]
+    assert few == {"assistant": 2, "user": 2, "tool": 2}
     planned, asked = probes.plan_counts({"assistant": 3, "user": 50, "tool": 50}, 20,
                                         {"assistant": 0.8, "user": 0.1, "tool": 0.1})
     assert planned == {"assistant": 16, "user": 2, "tool": 2} and asked == {"assistant": 3, "user": 2, "tool": 2}

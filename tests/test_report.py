@@ -112,7 +112,8 @@ def test_run_json_records_what_a_reader_needs(smoke_run):
 def test_executed_notebook_got_the_profile_parameters(smoke_run):
     nb = nbformat.read(smoke_run.run_dir / "01_context_composition.ipynb", as_version=4)
     injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
-    assert injected and "window_tokens = 4000" in injected[0].source
+    wt = report.load_profile("smoke").parameters["window_tokens"]
+    assert injected and f"window_tokens = {wt}" in injected[0].source
     assert all(c.get("outputs") is not None for c in nb.cells if c.cell_type == "code")
 
 

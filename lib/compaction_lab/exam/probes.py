@@ -61,22 +61,30 @@ Sampling
     stably sorted by how often the value occurs in the covered part, so values
     seen once come first; categories are dealt round-robin in a seeded order,
     so one abundant category (paths in listings) does not crowd out the rest.
+    A value contained in an already chosen one, or containing it, is passed
+    over (``src/app.py`` kept would also answer ``app.py``).
     Counts per pointer: with ``pointer_mix=None``, one per pointer that has
-    candidates, the rest proportional to availability (largest remainders,
-    never above what is available); with a mix, ``bank.largest_remainder`` of
-    ``n_questions`` and no top-up from other pointers — what a pointer lacks is
-    a shortfall in `MinedCase`, never invented. ``n_questions`` counts real
-    questions; ``n_decoys`` come on top. Real questions are listed in source
-    order (ids ``-p00`` …), decoys after them (``-d00`` …).
+    candidates, the rest one at a time to the pointer furthest below its
+    share of availability (never above what is available; a gap left by a
+    passed-over value is topped up the same way); with a mix,
+    ``bank.largest_remainder`` of ``n_questions`` capped by availability and
+    no top-up from other pointers — what a pointer lacks is a shortfall in
+    `MinedCase`, never invented. ``n_questions`` counts real questions;
+    ``n_decoys`` come on top. Real questions are listed in source order (ids
+    ``-p00`` …), decoys after them (``-d00`` …).
 Question wording
     A question names its step (the source record's source_order) and, for tool
     records, the tool and a shortened target, plus a window of words around
     the value with the value replaced by “…”. Errors without a window name
     only the call (and the output line when the record has several errors);
-    a tool-output value alone on its line is located by its line number. A
-    wording that would contain the answer falls back to one without the
-    window, then without the target; if every wording contains it, that
-    occurrence is not asked.
+    a tool-output value alone on its line is located by its line number, a
+    prose value alone on its line by the end of the line before. A wording
+    that would contain the answer falls back to one without the window, then
+    without the target, then without both; a wording that could mean another
+    value of the same record (no window, no line, several values) is not
+    used. If no wording is left, that occurrence is not asked. Numbers with a
+    unit take the other spacing (``184.37ms``) as an alias when it too is
+    absent from the tail.
 Decoys
     Sources are the sampled real questions in a seeded order. The value is
     mutated to look alike: identifiers and numbers change some digits/letters
@@ -118,7 +126,7 @@ true false null none nil undefined self this that then than with from into have 
 should could about there their these those which where when what while test tests testing file files
 data name names value values error errors string number object list type types path paths main master
 done pending status default hello world hello-world todo fixme note info debug warn warning success
-failed failure passed true. yes okay json yaml text html http https localhost index config settings
+failed failure passed yes okay json yaml text html http https localhost index config settings
 module function class method return import export const let var print string int float bool dict
 user assistant tool system content message result results output input command args kwargs
 """.split())
@@ -328,7 +336,8 @@ def guessable(value: str) -> bool:
 
 def _is_api_output(record: Record) -> bool:
     return record.kind == "tool_output" and (
-        bool(record.tool and _API_TOOL.search(record.tool)) or bool(record.target and _API_TARGET.search(record.target)))
+        bool(record.tool and _API_TOOL.search(record.tool))
+        or bool(record.target and _API_TARGET.search(record.target)))
 
 
 _PROSE_KINDS = ("user", "assistant", "reasoning")
@@ -350,12 +359,10 @@ def _context(record: Record, start: int, end: int) -> tuple[str, str, int]:
         left = left[cut:] if _has_words(left[cut:]) else left
         m = re.search(r"[.!?](?:\s|$)", right)
         right = right[: m.start()] if m else right
-    # Only the words nearest the value matter; bounding the strings keeps the
-    # anchored searches linear on a minified line hundreds of kilobytes long.
-    left, right = left[-400:], right[:400]
-    # tokens in Python, not one regex: a nested quantifier backtracks badly on long lines
+    # Only the words nearest the value matter: bound the strings (a minified line can be hundreds of
+    # kilobytes) and split tokens in Python (one regex with a nested quantifier backtracks badly).
     before = "".join(re.findall(r"\S+\s*", left[-400:])[-6:])
-    after = "".join(re.findall(r"\s*\S+", right[:300])[:4])
+    after = "".join(re.findall(r"\s*\S+", right[:400])[:4])
     if len(before) > 50:  # start at a word (or, inside one long token, a punctuation) boundary
         before = before[-50:]
         cut = before.find(" ") if " " in before else next((i for i, ch in enumerate(before) if not ch.isalnum()), -1)
@@ -693,7 +700,7 @@ def _aliases(c: Candidate) -> tuple[str, ...]:
     """Other spellings of a number with a unit: with and without the space before the unit."""
     if c.category != "number":
         return ()
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)(\s?)(\S+)", c.value)
+    m = re.fullmatch(rf"({_NUM})(\s?)(\S+)", c.value)
     if m is None:
         return ()
     return (m.group(1) + ("" if m.group(2) else " ") + m.group(3),)
