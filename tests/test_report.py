@@ -206,8 +206,10 @@ def test_my_sessions_profile_loads():
 def test_notebook_01_on_every_fixture_session(tmp_path):
     prof = tmp_path / "fixtures.yaml"
     prof.write_text(
-        "description: every fixture session\nnotebooks: [01_context_composition]\n"
+        "description: every fixture session\n"
+        "notebooks: [01_context_composition, 02_projection_anatomy, 03_closed_book_exam, 05_open_book_exam]\n"
         f"parameters:\n  session_paths: ['{SHARED_FIXTURES}', '{HERE_FIXTURES}', '{tmp_path / 'absent'}']\n"
+        "  tail_tokens: 600\n  window: 16000\n  output_ceiling: 4000\n  n_boot: 200\n"
     )
     result = report.run_profile(prof, results=tmp_path / "results", progress=False, render=False)
     d = result.run_dir
@@ -221,6 +223,13 @@ def test_notebook_01_on_every_fixture_session(tmp_path):
     files = list((d / "sessions").glob("*.jsonl"))
     assert len(files) == comp["session_id"].nunique() == imported["sessions"]
     assert (d / "figures" / "fig2_composition.png").exists()
+    # The exams ran on probes mined from the real sessions.
+    answers = pd.read_parquet(d / "exam_closed.parquet")
+    assert set(answers["pointer"]) == {"assistant", "user", "tool"}
+    assert answers["question_id"].str.contains("-probe-").all()
+    full = answers[(answers["strategy"] == "full") & ~answers["decoy"]]
+    assert len(full) >= 10 and full["correct"].all()  # nothing is dropped when nothing is compacted
+    assert (d / "figures" / "fig9_open_book.png").exists()
 
 
 def test_smoke_run_has_projection_anatomy(smoke_run):
