@@ -110,7 +110,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..session import POINTER_OF_KIND, Record, Session
 from ..tokens import DEFAULT_ENCODING
-from .bank import cut_points, largest_remainder, tail_start_of
+from .bank import _mix_pairs, cut_points, largest_remainder, tail_start_of
 from .grading import accepted, normalise
 from .model import POINTERS, Case, Question
 
@@ -541,14 +541,7 @@ def _parse_mix(mix: Any) -> tuple[tuple[str, float], ...] | None:
         return None
     if isinstance(mix, str):
         mix = json.loads(mix)
-    d = dict(mix.items() if isinstance(mix, Mapping) else mix)
-    unknown = sorted(set(d) - set(POINTERS))
-    if unknown:
-        raise ValueError(f"pointer_mix has unknown pointers {unknown}; expected some of {POINTERS}")
-    pairs = tuple((p, float(d.get(p, 0.0))) for p in POINTERS)
-    if any(w < 0 for _, w in pairs) or sum(w for _, w in pairs) <= 0:
-        raise ValueError(f"pointer_mix weights must be >= 0 with a positive sum, got {dict(pairs)}")
-    return pairs
+    return _mix_pairs(mix)
 
 
 @dataclass(frozen=True)

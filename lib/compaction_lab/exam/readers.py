@@ -38,6 +38,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from ..archive import Archive, Hit
 from ..session import Record
+from ..ingest.base import content_text
 from ..tokens import DEFAULT_ENCODING, counter
 from .grading import contains_answer
 from .model import NOT_FOUND, Question
@@ -206,23 +207,12 @@ def request_messages(messages: Sequence[Mapping[str, Any]], question: Question, 
 
 def messages_text(messages: Sequence[Mapping[str, Any]]) -> str:
     """The text of chat messages, joined (what presence checks search)."""
-    return "\n\n".join(_content_text(m.get("content")) for m in messages)
-
-
-def _content_text(content: Any) -> str:
-    # Content is a string for every projection; tolerate OpenAI content parts too.
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):
-        return "\n".join(str(p.get("text", "")) if isinstance(p, Mapping) else str(p) for p in content)
-    return str(content)
+    return "\n\n".join(content_text(m.get("content")) for m in messages)
 
 
 def messages_tokens(messages: Sequence[Mapping[str, Any]], encoding: str = DEFAULT_ENCODING) -> int:
     """Report tokens of the messages' contents (role markup not counted)."""
-    return sum(counter(encoding).count_many([_content_text(m.get("content")) for m in messages]))
+    return sum(counter(encoding).count_many([content_text(m.get("content")) for m in messages]))
 
 
 # --------------------------------------------------------------------------- open-book tools

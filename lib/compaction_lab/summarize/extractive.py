@@ -91,6 +91,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..ingest.base import content_text
 from ..projection import SummaryRequest
 from ..tokens import DEFAULT_ENCODING, counter
 from . import SummaryResult
@@ -241,23 +242,6 @@ _CALL_PARA_RE = re.compile(r"^[A-Za-z_][\w.:-]{0,63} \{.*\}\s*$", re.S)
 _INJECTED_RE = re.compile(r"^\s*(?:<[A-Za-z][\w-]*[ >]|# AGENTS\.md)")
 
 
-def _content_text(content: Any) -> str:
-    """Text of a chat message's content (a string or a list of parts)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):
-        parts = []
-        for p in content:
-            if isinstance(p, str):
-                parts.append(p)
-            elif isinstance(p, Mapping) and isinstance(p.get("text"), str):
-                parts.append(p["text"])
-        return "\n".join(parts)
-    return str(content)
-
-
 def _tool_call_args(message: Mapping[str, Any]) -> list[str]:
     """Argument strings of an assistant message's ``tool_calls``."""
     out = []
@@ -296,7 +280,7 @@ def conversation(request: SummaryRequest) -> list[Block]:
         for m in msgs:
             if m.get("role") != "user":
                 continue
-            text = _content_text(m.get("content"))
+            text = content_text(m.get("content"))
             parsed = _parse_blocks(text, len(blocks))
             blocks.extend(parsed)
         return blocks
@@ -304,7 +288,7 @@ def conversation(request: SummaryRequest) -> list[Block]:
         msgs = msgs[:-1]  # the compaction instruction
     for m in msgs:
         role = m.get("role")
-        text = _content_text(m.get("content"))
+        text = content_text(m.get("content"))
         if role == "user":
             kind = "user"
         elif role == "assistant":
@@ -339,7 +323,7 @@ def request_text(request: SummaryRequest) -> str:
     """Every piece of text the request carries (system, tools, messages), for provenance checks."""
     parts = [request.system, _tools_json(request.tools)]
     for m in request.messages:
-        parts.append(_content_text(m.get("content")))
+        parts.append(content_text(m.get("content")))
         parts.extend(_tool_call_args(m))
     return "\n".join(parts)
 
@@ -737,7 +721,7 @@ class ExtractiveProvider:
         count = counter(self.encoding)
         pieces = [request.system, _tools_json(request.tools)]
         for m in request.messages:
-            pieces.append(_content_text(m.get("content")))
+            pieces.append(content_text(m.get("content")))
             pieces.extend(_tool_call_args(m))
         input_tokens = sum(count.count_many(pieces))
         return SummaryResult(text=text, input_tokens=input_tokens, cached_tokens=0,
