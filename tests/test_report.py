@@ -245,3 +245,15 @@ def test_smoke_run_has_projection_anatomy(smoke_run):
     for fig in ("fig7_projection_anatomy", "fig8_trigger_budgets"):
         assert (d / "figures" / f"{fig}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (d / "02_projection_anatomy.ipynb").exists()
+
+
+def test_smoke_run_has_cost_figures(smoke_run):
+    d = smoke_run.run_dir
+    cost = pd.read_parquet(d / "cost.parquet")
+    from compaction_lab.cost.model import COST_COLUMNS
+
+    assert list(cost.columns) == COST_COLUMNS and len(cost) > 0
+    for fig in ("fig3_complete", "fig5_compaction_cost", "fig6_cost_per_point", "fig1_retained", "fig9_open_book"):
+        assert (d / "figures" / f"{fig}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    shapes = pd.read_parquet(d / "cache_shapes.parquet")
+    assert {"variant", "simulator", "hit_ratio"} <= set(shapes.columns)

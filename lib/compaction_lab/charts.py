@@ -342,17 +342,8 @@ def fig1_retained(answers: pd.DataFrame, *, width: int = 520) -> alt.LayerChart:
         subtitle=f"closed book; reader: {reader}" if reader else "closed book"))
 
 
-def fig3_retained_tokens(recall: pd.DataFrame, *, width: int = 260) -> alt.HConcatChart:
-    """Figure 3 (recall part): retained questions and projection tokens per strategy, side by side.
-
-    The money part (cost per point of recall) joins when the cost model runs.
-
-    Parameters
-    ----------
-    recall : DataFrame
-        `exam.stats.recall_table` output (strategy_label, retained, n, projection_tokens).
-    """
-    use_theme()
+def _fig3_panels(recall: pd.DataFrame, width: int) -> tuple[alt.Chart, alt.Chart]:
+    """The retained and tokens panels of figure 3 (each with its own data)."""
     order = list(recall.sort_values("retained", ascending=False)["strategy_label"])
     base = alt.Chart(recall).encode(y=alt.Y("strategy_label:N", sort=order, title=None,
                                             axis=alt.Axis(labelLimit=360)))
@@ -363,6 +354,21 @@ def fig3_retained_tokens(recall: pd.DataFrame, *, width: int = 260) -> alt.HConc
         x=alt.X("projection_tokens:Q", title="projection tokens (mean per case)"),
         tooltip=["strategy_label", alt.Tooltip("projection_tokens:Q", format=",.0f")],
     ).properties(width=width, title="what it costs in tokens")
+    return left, right
+
+
+def fig3_retained_tokens(recall: pd.DataFrame, *, width: int = 260) -> alt.HConcatChart:
+    """Figure 3 (recall part): retained questions and projection tokens per strategy, side by side.
+
+    The money part (cost per point of recall) joins when the cost model runs (`fig3_complete`).
+
+    Parameters
+    ----------
+    recall : DataFrame
+        `exam.stats.recall_table` output (strategy_label, retained, n, projection_tokens).
+    """
+    use_theme()
+    left, right = _fig3_panels(recall, width)
     return alt.hconcat(left, right, spacing=20).properties(
         title=alt.TitleParams("Figure 3 — recall and tokens", subtitle="money per point of recall: see the cost notebook"))
 
@@ -446,3 +452,62 @@ def pointer_mix_sensitivity(sens: pd.DataFrame, *, width: int = 480) -> alt.Char
         tooltip=["strategy_label", alt.Tooltip("s:Q", format=".0%"), alt.Tooltip("recall:Q", format=".1%"), "rank"],
     ).properties(width=width, height=260, title=alt.TitleParams(
         "Sensitivity to the question mix", subtitle="where lines cross, the ranking of strategies changes"))
+
+
+# --------------------------------------------------------------------------- cost figures 3 (money), 5, 6
+
+
+def fig5_compaction_cost(cost: pd.DataFrame, *, width: int = 460) -> alt.Chart:
+    """Figure 5: compaction cost per strategy, cold against cache-served (one price table and simulator).
+
+    Parameters
+    ----------
+    cost : DataFrame
+        `cost.model.cost_table` rows for ONE price table and simulator.
+    """
+    use_theme()
+    cur = cost["currency"].iloc[0] if len(cost) else ""
+    long = cost.melt(id_vars=["strategy_label"], value_vars=["compaction_cost_cold", "compaction_cost_cached"],
+                     var_name="cache", value_name="cost")
+    long["cache"] = long["cache"].map({"compaction_cost_cold": "cold", "compaction_cost_cached": "cache-served"})
+    sub = f"{cost['price_table'].iloc[0]} prices, {cost['simulator'].iloc[0]} cache rule (simulated)" if len(cost) else ""
+    return alt.Chart(long).mark_bar().encode(
+        y=alt.Y("strategy_label:N", title=None, axis=alt.Axis(labelLimit=360)),
+        yOffset="cache:N",
+        x=alt.X("cost:Q", title=f"one compaction ({cur})"),
+        color=alt.Color("cache:N", scale=alt.Scale(domain=["cold", "cache-served"], range=["#e45756", "#4c78a8"]),
+                        legend=alt.Legend(title=None, orient="bottom")),
+        tooltip=["strategy_label", "cache", alt.Tooltip("cost:Q", format=".5f")],
+    ).properties(width=width, title=alt.TitleParams("Figure 5 — compaction cost, cold vs cache-served", subtitle=sub))
+
+
+def fig6_cost_per_point(cost: pd.DataFrame, *, width: int = 460) -> alt.Chart:
+    """Figure 6: one compaction plus T later turns, per point of recall (one price table and simulator)."""
+    use_theme()
+    data = cost[cost["cost_per_point"].notna()].copy()
+    cur = data["currency"].iloc[0] if len(data) else ""
+    turns = int(data["turns"].iloc[0]) if len(data) else 0
+    data["label"] = data["cost_per_point"].map(lambda v: f"{v:.4f}")
+    order = list(data.sort_values("cost_per_point")["strategy_label"])
+    base = alt.Chart(data).encode(y=alt.Y("strategy_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)),
+                                  x=alt.X("cost_per_point:Q", title=f"{cur} per point of recall"))
+    return (base.mark_bar(color="#b279a2") + base.mark_text(align="left", dx=4).encode(text="label:N")).properties(
+        width=width, title=alt.TitleParams(f"Figure 6 — one compaction + {turns} turns, per point of recall",
+                                           subtitle="recall from the closed-book exam; cache simulated"))
+
+
+def fig3_complete(recall: pd.DataFrame, cost: pd.DataFrame, *, width: int = 220) -> alt.HConcatChart:
+    """Figure 3, complete: retained | tokens | money per point of recall (one price table and simulator)."""
+    use_theme()
+    left, right = _fig3_panels(recall, width)
+    order = list(recall.sort_values("retained", ascending=False)["strategy_label"])
+    data = cost[cost["cost_per_point"].notna()]
+    cur = data["currency"].iloc[0] if len(data) else ""
+    money = alt.Chart(data).mark_bar(color="#b279a2").encode(
+        y=alt.Y("strategy_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)),
+        x=alt.X("cost_per_point:Q", title=f"{cur} per point of recall"),
+        tooltip=["strategy_label", alt.Tooltip("cost_per_point:Q", format=".5f")],
+    ).properties(width=width, title="the money behind each point")
+    return alt.hconcat(left, right, money, spacing=20).properties(
+        title=alt.TitleParams("Figure 3 — recall, tokens and money",
+                              subtitle="money: one compaction + later turns, cache simulated on the real token sequences"))

@@ -91,3 +91,10 @@ def projections_for(cases: Sequence[Case], sessions: Mapping[str, Session], stra
                     ctx: CompactionContext) -> dict[str, Projection]:
     """One strategy's projection per case (the open-book arm)."""
     return {c.id: strategies.compact(sessions[c.session_id], strategy, c.cut, ctx) for c in cases}
+
+
+def projections_by_case(cases: Sequence[Case], sessions: Mapping[str, Session], names: Sequence[str] | None,
+                        ctx: CompactionContext) -> dict[tuple[str, str], Projection]:
+    """Every named strategy's projection of every case, keyed by (case_id, strategy)."""
+    names = list(names or strategies.names())
+    return {(c.id, n): strategies.compact(sessions[c.session_id], n, c.cut, ctx) for c in cases for n in names}

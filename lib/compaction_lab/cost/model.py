@@ -1,0 +1,441 @@
+"""The cost model: what a compaction and the turns after it cost, and per point of recall.
+
+For one case (a session compacted at a point) and one strategy, under one
+price table and one prefix-cache simulator:
+
+* **compaction cost** — the strategy's summary request (its own token
+  sequence, in its documented shape) priced *cold* (nothing cached) and
+  *cached* (after the session's previous request primed the cache, as it does
+  in production). Deterministic strategies send no request: they cost 0.
+* **per-turn cost** — every later turn re-sends the projection plus what the
+  turns since added (``turn_growth_tokens`` of new input and
+  ``turn_output_tokens`` of reply per turn); the simulator decides what hits.
+  The baseline continues on the uncompacted context instead.
+* **break-even turns** — the first T at which compaction + T compacted turns
+  cost no more than T uncompacted turns; "never" when the per-turn saving
+  cannot repay it.
+* **one compaction + T turns**, and that total **per point of recall** (recall
+  from the closed-book exam, in percentage points).
+
+Every cache hit here is *simulated* on the real token sequences under the
+provider's documented rule, never assumed; recorded usage from real sessions
+is shown beside it where a session has it. All assumptions are the fields of
+`CostAssumptions`, shown next to the figures.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from ..anatomy import strategy_label
+from ..projection import Projection
+from ..session import Session
+from ..strategies.base import CallShape, history, role_of
+from ..tokens import DEFAULT_ENCODING
+from . import cache as cache_mod
+from . import prices as prices_mod
+
+#: Filler token ids for simulated growth and replies: never the start of real text.
+_FILLER_BASE = 50_000
+
+
+@dataclass(frozen=True)
+class CostAssumptions:
+    """Everything the cost figures assume (shown beside them in notebook 04).
+
+    Parameters
+    ----------
+    turns : int
+        Later turns T after the compaction (the seed used 100).
+    turn_growth_tokens : int
+        New input each later turn adds (tool output, the user's next message).
+    turn_output_tokens : int
+        The model's reply per later turn.
+    summary_output_tokens : int, optional
+        Summary length to price; default: the summary the strategy produced
+        (report tokens of its summary segment).
+    period : str
+        ``off_peak`` or ``peak`` (tables without peak prices use off-peak).
+    simulated_turns : int
+        Later turns run through the cache simulator; further turns repeat the
+        last simulated turn's split (each extends the previous by the same
+        amount, so the rule serves it alike).
+    seed : int
+        Seed of the filler token ids standing in for future turns' content.
+    """
+
+    turns: int = 100
+    turn_growth_tokens: int = 2_000
+    turn_output_tokens: int = 400
+    summary_output_tokens: int | None = None
+    period: str = "off_peak"
+    simulated_turns: int = 5
+
+    def __post_init__(self) -> None:
+        if self.simulated_turns < 3 and self.turns > self.simulated_turns:
+            raise ValueError("simulated_turns must be >= 3 to carry the per-turn cache pattern forward")
+    seed: int = 7
+
+    @classmethod
+    def from_mapping(cls, m: Mapping[str, Any]) -> "CostAssumptions":
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in m.items() if k in known and v is not None})
+
+
+# --------------------------------------------------------------------------- token sequences
+
+
+def _messages_of_records(records) -> list[dict[str, str]]:
+    out: list[dict[str, str]] = []
+    for r in records:
+        role = role_of(r)
+        if role == "system":
+            continue
+        if out and out[-1]["role"] == role and role != "tool":
+            out[-1]["content"] += "\n\n" + r.text
+        else:
+            out.append({"role": role, "content": r.text})
+    return out
+
+
+def uncompacted_request(session: Session, cut: int, shape: CallShape, encoding: str) -> tuple[list[int], int]:
+    """Token ids of the request the session would send without compaction, and its prefix length.
+
+    The prefix (system prompt + tool definitions) is where an Anthropic
+    harness puts its first cache breakpoint.
+    """
+    shape = shape.for_session(session)
+    prefix = cache_mod.request_tokens(shape.system_prompt, list(shape.tools), [], encoding)
+    full = cache_mod.request_tokens(shape.system_prompt, list(shape.tools),
+                                    _messages_of_records(history(session, cut)), encoding)
+    return full, len(prefix)
+
+
+def projection_request(p: Projection, shape: CallShape, encoding: str) -> tuple[list[int], int]:
+    """Token ids of the next request after compaction: the projection's messages with the call shape."""
+    msgs = p.messages()
+    system = msgs[0]["content"] if msgs and msgs[0]["role"] == "system" else shape.system_prompt
+    rest = msgs[1:] if msgs and msgs[0]["role"] == "system" else msgs
+    prefix = cache_mod.request_tokens(system, list(shape.tools), [], encoding)
+    return cache_mod.request_tokens(system, list(shape.tools), rest, encoding), len(prefix)
+
+
+def _filler(rng: random.Random, n: int) -> list[int]:
+    return [_FILLER_BASE + rng.randrange(40_000) for _ in range(n)]
+
+
+# --------------------------------------------------------------------------- simulation
+
+
+@dataclass(frozen=True)
+class Bill:
+    """Tokens of one request as a simulator serves them (prices are applied later)."""
+
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    output_tokens: int = 0
+
+    def cost(self, table, period: str) -> float:
+        return prices_mod.price(table, input_tokens=self.input_tokens, cached_tokens=self.cached_tokens,
+                                cache_write_tokens=self.cache_write_tokens, output_tokens=self.output_tokens,
+                                period=period)
+
+
+def _send(sim, tokens: Sequence[int], output: Sequence[int], prefix_len: int) -> Bill:
+    # Anthropic caches only at explicit breakpoints: after the tools, and at the end of the input.
+    bps = [b for b in (prefix_len, len(tokens)) if 0 < b <= len(tokens)]
+    r = sim.send(tokens, output, breakpoints=bps)
+    return Bill(r.input_tokens, r.cached_tokens, r.cache_write_tokens, len(output))
+
+
+def _turn_bills(sim, base: list[int], prefix_len: int, a: CostAssumptions, rng: random.Random) -> list[Bill]:
+    """Later turns re-sending `base` plus the growth of the turns so far (each turn's reply included).
+
+    The first `simulated_turns` turns go through the simulator. Every later
+    turn extends the previous one by the same growth and reply, so the rule
+    serves it the same way: the last simulated turn's split is carried
+    forward with the input growing by that amount (stated in the notebook).
+    """
+    seq = list(base)
+    out: list[Bill] = []
+    for _ in range(min(a.turns, a.simulated_turns)):
+        seq += _filler(rng, a.turn_growth_tokens)
+        reply = _filler(rng, a.turn_output_tokens)
+        out.append(_send(sim, seq, reply, prefix_len))
+        seq += reply  # the reply is part of the next turn's input
+    if len(out) >= 3:
+        # Carry the last simulated step forward (the first turn after a compaction is
+        # special, so the step is read off two later turns): input and cached tokens grow by what
+        # they grew by between the last two simulated turns (nothing cached stays nothing).
+        d_in = out[-1].input_tokens - out[-2].input_tokens
+        d_cached = out[-1].cached_tokens - out[-2].cached_tokens
+        d_write = out[-1].cache_write_tokens - out[-2].cache_write_tokens
+        while len(out) < a.turns:
+            last = out[-1]
+            n_in = last.input_tokens + d_in
+            n_cached = min(n_in, max(0, last.cached_tokens + d_cached))
+            n_write = min(n_in - n_cached, max(0, last.cache_write_tokens + d_write))
+            out.append(Bill(n_in, n_cached, n_write, last.output_tokens))
+    return out
+
+
+def break_even(compaction: float, compacted: Sequence[float], uncompacted: Sequence[float]) -> float | None:
+    """First T (1-based) where compaction + Σ compacted[:T] ≤ Σ uncompacted[:T]; None if never.
+
+    Beyond the simulated turns the last turn's saving is extrapolated: the
+    costs grow linearly in T, so a positive saving repays the gap in a
+    computable number of further turns, and a non-positive one never does.
+    """
+    if compaction <= 0 and (not compacted or compacted[0] <= uncompacted[0]):
+        return 0.0  # nothing to repay
+    gap = compaction
+    for t, (c, u) in enumerate(zip(compacted, uncompacted), start=1):
+        gap += c - u
+        if gap <= 1e-15:
+            return float(t)
+    if not compacted:
+        return 0.0 if compaction <= 0 else None
+    saving = uncompacted[-1] - compacted[-1]
+    if saving <= 0:
+        return None
+    return float(len(compacted) + math.ceil(gap / saving))
+
+
+@dataclass(frozen=True)
+class CaseBills:
+    """What one case x strategy sends under one simulator, as token bills (no prices yet)."""
+
+    compaction_cold: Bill
+    compaction_cached: Bill
+    compacted_turns: tuple[Bill, ...]
+    uncompacted_turns: tuple[Bill, ...]
+    projection_request_tokens: int
+    uncompacted_request_tokens: int
+
+
+def simulate_case(session: Session, cut: int, projection: Projection, shape: CallShape, simulator: str,
+                  a: CostAssumptions, encoding: str = DEFAULT_ENCODING,
+                  baseline: tuple[Bill, ...] | None = None) -> CaseBills:
+    """Simulate the compaction request (cold and warm) and the later turns of one case x strategy.
+
+    `baseline` (the uncompacted turns) does not depend on the strategy; pass
+    it in to avoid simulating it once per strategy.
+    """
+    rng = random.Random(f"{a.seed}:{session.id}:{cut}")
+    full, full_prefix = uncompacted_request(session, cut, shape, encoding)
+    proj, proj_prefix = projection_request(projection, shape.for_session(session), encoding)
+    req = projection.summary_request
+    cold = cached = Bill()
+    if req is not None and not (projection.receipt and projection.receipt.fallback):
+        summary_tokens = a.summary_output_tokens
+        if summary_tokens is None:
+            summary_tokens = sum(s.tokens for s in projection.segments if s.kind == "summary")
+        req_tokens = cache_mod.request_tokens_from_summary_request(req, encoding)
+        req_prefix = len(cache_mod.request_tokens(req.system, list(req.tools), [], encoding))
+        out = _filler(rng, summary_tokens)
+        cold = _send(cache_mod.get_simulator(simulator), req_tokens, out, req_prefix)
+        warm = cache_mod.get_simulator(simulator)
+        _send(warm, full, [], full_prefix)  # the session's previous request primed the cache
+        cached = _send(warm, req_tokens, out, req_prefix)
+    after = cache_mod.get_simulator(simulator)
+    _send(after, full, [], full_prefix)  # what the provider had seen before the compaction
+    compacted = _turn_bills(after, proj, proj_prefix, a, random.Random(f"{a.seed}:turns"))
+    if baseline is None:
+        baseline = uncompacted_bills(session, cut, shape, simulator, a, encoding)
+    return CaseBills(cold, cached, tuple(compacted), tuple(baseline), len(proj), len(full))
+
+
+def uncompacted_bills(session: Session, cut: int, shape: CallShape, simulator: str, a: CostAssumptions,
+                      encoding: str = DEFAULT_ENCODING) -> tuple[Bill, ...]:
+    """The baseline: later turns continuing on the uncompacted context (as if the window allowed it)."""
+    full, full_prefix = uncompacted_request(session, cut, shape, encoding)
+    base = cache_mod.get_simulator(simulator)
+    _send(base, full, [], full_prefix)
+    return tuple(_turn_bills(base, full, full_prefix, a, random.Random(f"{a.seed}:turns")))
+
+
+def price_case(b: CaseBills, table, period: str) -> dict[str, Any]:
+    """Every cost quantity of one simulated case x strategy under one price table."""
+    comp = [t.cost(table, period) for t in b.compacted_turns]
+    unc = [t.cost(table, period) for t in b.uncompacted_turns]
+    cold, cached = b.compaction_cold.cost(table, period), b.compaction_cached.cost(table, period)
+    ins = sum(t.input_tokens for t in b.compacted_turns)
+    return {
+        "compaction_input_tokens": b.compaction_cold.input_tokens,
+        "compaction_cached_tokens": b.compaction_cached.cached_tokens,
+        "compaction_output_tokens": b.compaction_cold.output_tokens,
+        "compaction_cost_cold": cold,
+        "compaction_cost_cached": cached,
+        "first_turn_cost": comp[0] if comp else 0.0,
+        "per_turn_cost": sum(comp) / max(len(comp), 1),
+        "per_turn_cost_uncompacted": sum(unc) / max(len(unc), 1),
+        "turn_hit_ratio": sum(t.cached_tokens for t in b.compacted_turns) / ins if ins else 0.0,
+        "break_even_turns": break_even(cached, comp, unc),
+        "total_cost": cached + sum(comp),
+        "total_cost_uncompacted": sum(unc),
+        "projection_request_tokens": b.projection_request_tokens,
+        "uncompacted_request_tokens": b.uncompacted_request_tokens,
+    }
+
+
+COST_COLUMNS = [
+    "strategy", "strategy_label", "price_table", "simulator", "currency", "period", "cases",
+    "compaction_input_tokens", "compaction_cached_tokens", "compaction_output_tokens",
+    "compaction_cost_cold", "compaction_cost_cached", "first_turn_cost", "per_turn_cost",
+    "per_turn_cost_uncompacted", "turn_hit_ratio", "break_even_turns", "break_even", "turns", "total_cost",
+    "total_cost_uncompacted", "recall", "cost_per_point", "stand_in",
+]
+
+
+def cost_table(
+    cases: Sequence[Any],
+    sessions: Mapping[str, Session],
+    projections: Mapping[tuple[str, str], Projection],
+    shape: CallShape,
+    tables: Sequence[str],
+    simulators: Sequence[str] | None,
+    assumptions: CostAssumptions,
+    recall: pd.DataFrame | None = None,
+    encoding: str = DEFAULT_ENCODING,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """One row per strategy x price table x simulator, averaged over cases (`COST_COLUMNS`).
+
+    Parameters
+    ----------
+    cases : exam cases (id, session_id, cut)
+    sessions : by id
+    projections : by (case_id, strategy)
+    shape : the call shape (each session's own system prompt is applied)
+    tables : price table names
+    simulators : simulator names, or None: each table under its own provider's
+        rule and under ``none`` (no cache) for reference
+    assumptions : CostAssumptions
+    recall : DataFrame, optional
+        `exam.stats.recall_table` (strategy, recall); adds cost per point of recall.
+    """
+    loaded = {t: prices_mod.load_price_table(t) for t in tables}
+    pairs = [(t, sim) for t in tables for sim in (simulators or dict.fromkeys([loaded[t].cache_rule, "none"]))]
+    sims = list(dict.fromkeys(sim for _, sim in pairs))
+    strategies = list(dict.fromkeys(s for _, s in projections))
+    # Simulate once per case x strategy x simulator; price tables only change the prices.
+    work = [(c, sim) for c in cases for sim in sims]
+    it: Any = work
+    if progress:
+        from tqdm.auto import tqdm
+
+        it = tqdm(work, desc="cost (simulated cache)", unit="case")
+    bills: dict[tuple[str, str, str], CaseBills] = {}
+    labels: dict[str, tuple[str, bool]] = {}
+    for c, sim in it:
+        session = sessions[c.session_id]
+        baseline = uncompacted_bills(session, c.cut, shape, sim, assumptions, encoding)
+        for st in strategies:
+            p = projections.get((c.id, st))
+            if p is None:
+                continue
+            labels[st] = (strategy_label(p), bool(p.receipt and p.receipt.stand_in and not p.receipt.fallback))
+            bills[(c.id, st, sim)] = simulate_case(session, c.cut, p, shape, sim, assumptions, encoding, baseline)
+    recall_of = {} if recall is None else dict(zip(recall["strategy"], recall["recall"]))
+    rows = []
+    for tname, sim in pairs:
+        table = loaded[tname]
+        for st in strategies:
+            per_case = [price_case(bills[(c.id, st, sim)], table, assumptions.period)
+                        for c in cases if (c.id, st, sim) in bills]
+            if not per_case:
+                continue
+            df = pd.DataFrame(per_case)
+            be = df["break_even_turns"]
+            never = be.isna().any()
+            row: dict[str, Any] = {k: float(df[k].mean()) for k in df.columns if k != "break_even_turns"}
+            row.update(
+                strategy=st, strategy_label=labels[st][0], stand_in=labels[st][1], price_table=tname,
+                simulator=sim, currency=table.currency, period=assumptions.period, cases=len(df),
+                turns=assumptions.turns, break_even_turns=None if never else float(be.mean()),
+                break_even="never" if never else f"{be.mean():.0f}",
+            )
+            r = recall_of.get(st)
+            row["recall"] = r
+            row["cost_per_point"] = (row["total_cost"] / (100 * r)) if r else None
+            rows.append(row)
+    return pd.DataFrame(rows, columns=COST_COLUMNS)
+
+
+def assumptions_table(a: CostAssumptions, tables: Sequence[str], simulators: Sequence[str]) -> pd.DataFrame:
+    """The assumptions as a two-column table, for the notebook to show beside the figures."""
+    rows = [{"assumption": k, "value": v} for k, v in asdict(a).items()]
+    rows += [{"assumption": "price tables", "value": ", ".join(tables)},
+             {"assumption": "cache simulators", "value": ", ".join(simulators)},
+             {"assumption": "cache hits", "value": "simulated on the real token sequences (not measured)"}]
+    return pd.DataFrame(rows)
+
+
+def measured_vs_simulated(session: Session, simulator: str = "anthropic", encoding: str = DEFAULT_ENCODING,
+                          shape: CallShape | None = None) -> pd.DataFrame:
+    """A real session's recorded cache-hit ratio beside the simulator's on the same request sequence.
+
+    Each recorded model call is replayed as the request the session held at
+    that point (every record before the call's entry); the session's own usage
+    rows give the measured cached / input tokens.
+    """
+    usage = list(session.metadata.get("usage") or [])
+    if not usage:
+        return pd.DataFrame(columns=["call", "entry_id", "measured_input", "measured_cached", "measured_hit_ratio",
+                                     "simulated_input", "simulated_cached", "simulated_hit_ratio"])
+    shape = (shape or CallShape.default()).for_session(session)
+    order = {r.entry_id: r.source_order for r in session.records}
+    sim = cache_mod.get_simulator(simulator)
+    rows = []
+    for i, u in enumerate(usage):
+        cut = order.get(u.get("entry_id"))
+        if cut is None:
+            continue
+        tokens, prefix = uncompacted_request(session, cut, shape, encoding)
+        r = sim.send(tokens, [], breakpoints=[b for b in (prefix, len(tokens)) if 0 < b <= len(tokens)])
+        cached = int(u.get("cached_tokens") or 0)
+        fresh = int(u.get("input_tokens") or 0)
+        write = int(u.get("cache_write_tokens") or 0)
+        # Logs differ on whether input includes cached tokens (OpenAI: yes; Anthropic/pi: no).
+        total = fresh if session.metadata.get("usage_input_includes_cached") else fresh + cached + write
+        rows.append({
+            "call": i, "entry_id": u.get("entry_id"), "measured_input": total, "measured_cached": cached,
+            "measured_hit_ratio": cached / total if total else None,
+            "simulated_input": r.input_tokens, "simulated_cached": r.cached_tokens,
+            "simulated_hit_ratio": r.cached_tokens / r.input_tokens if r.input_tokens else None,
+        })
+    return pd.DataFrame(rows)
+
+
+def shape_experiment_for(session: Session, shape: CallShape, encoding: str = DEFAULT_ENCODING) -> pd.DataFrame:
+    """The cache-shape experiment on a session's own request (system prompt, tools, its messages)."""
+    shape = shape.for_session(session)
+    return cache_mod.shape_experiment(shape.system_prompt, list(shape.tools),
+                                      _messages_of_records(history(session, len(session.records))), encoding)
+
+
+def measured_table(sessions, simulator: str = "anthropic", encoding: str = DEFAULT_ENCODING) -> pd.DataFrame:
+    """`measured_vs_simulated` for every session that recorded usage, one row per session (totals)."""
+    rows = []
+    for s in sessions:
+        df = measured_vs_simulated(s, simulator, encoding)
+        if df.empty:
+            continue
+        rows.append({
+            "session_id": s.id, "source_format": s.source_format, "calls": len(df), "simulator": simulator,
+            "measured_hit_ratio": df["measured_cached"].sum() / max(df["measured_input"].sum(), 1),
+            "simulated_hit_ratio": df["simulated_cached"].sum() / max(df["simulated_input"].sum(), 1),
+        })
+    return pd.DataFrame(rows, columns=["session_id", "source_format", "calls", "simulator", "measured_hit_ratio",
+                                       "simulated_hit_ratio"])
+
+
+__all__ = ["Bill", "COST_COLUMNS", "CaseBills", "CostAssumptions", "assumptions_table", "break_even", "cost_table",
+           "measured_table", "measured_vs_simulated", "price_case", "shape_experiment_for", "projection_request", "simulate_case", "uncompacted_bills",
+           "uncompacted_request"]
