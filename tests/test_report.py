@@ -207,9 +207,10 @@ def test_notebook_01_on_every_fixture_session(tmp_path):
     prof = tmp_path / "fixtures.yaml"
     prof.write_text(
         "description: every fixture session\n"
-        "notebooks: [01_context_composition, 02_projection_anatomy, 03_closed_book_exam, 05_open_book_exam]\n"
+        "notebooks: [01_context_composition, 02_projection_anatomy, 03_closed_book_exam, 04_cost_model,"
+        " 05_open_book_exam]\n"
         f"parameters:\n  session_paths: ['{SHARED_FIXTURES}', '{HERE_FIXTURES}', '{tmp_path / 'absent'}']\n"
-        "  tail_tokens: 600\n  window: 16000\n  output_ceiling: 4000\n  n_boot: 200\n"
+        "  tail_tokens: 600\n  window: 16000\n  output_ceiling: 4000\n  n_boot: 200\n  turns: 10\n  cost_cases: 2\n"
     )
     result = report.run_profile(prof, results=tmp_path / "results", progress=False, render=False)
     d = result.run_dir
@@ -230,6 +231,11 @@ def test_notebook_01_on_every_fixture_session(tmp_path):
     full = answers[(answers["strategy"] == "full") & ~answers["decoy"]]
     assert len(full) >= 10 and full["correct"].all()  # nothing is dropped when nothing is compacted
     assert (d / "figures" / "fig9_open_book.png").exists()
+    # pi records cacheRead / cacheWrite per call: measured and simulated hit ratios side by side.
+    measured = pd.read_parquet(d / "cache_measured.parquet")
+    pi = measured[measured["source_format"] == "pi"]
+    big = pi[pi["session_id"] == "d703a1a9-1b7b-4fb1-b512-c9738b1fe617"]  # the shared large-session fixture
+    assert len(big) == 1 and 0 < big["measured_hit_ratio"].iloc[0] <= 1 and 0 < big["simulated_hit_ratio"].iloc[0] <= 1
 
 
 def test_smoke_run_has_projection_anatomy(smoke_run):
