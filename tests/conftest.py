@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -35,3 +34,31 @@ def small_session() -> Session:
             ("meta", "model_change gpt-x"),
         ]
     )
+
+
+class FakeProvider:
+    """A summary provider for strategy tests: records every request, answers a fixed text or raises.
+
+    Parameters
+    ----------
+    text : str
+        The summary it answers.
+    name, stand_in : provider identity as receipts and labels show it.
+    error : Exception, optional
+        Raised instead of answering (an unreachable or failing endpoint).
+    usage : (input, cached, output) tokens it reports.
+    """
+
+    def __init__(self, text: str = "SUMMARY TEXT", name: str = "fake", stand_in: bool = False,
+                 error: Exception | None = None, usage: tuple[int, int, int] = (1000, 0, 10)):
+        self.text, self.name, self.stand_in, self.error, self.usage = text, name, stand_in, error, usage
+        self.requests: list = []
+
+    def summarize(self, request):
+        from compaction_lab.summarize import SummaryResult
+
+        self.requests.append(request)
+        if self.error is not None:
+            raise self.error
+        inp, cached, out = self.usage
+        return SummaryResult(self.text, input_tokens=inp, cached_tokens=cached, output_tokens=out)

@@ -10,15 +10,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from compaction_lab import strategies
-from compaction_lab.projection import AUTHORED_KINDS, STAND_IN_LABEL, SummaryRequest
+from compaction_lab.projection import AUTHORED_KINDS, STAND_IN_LABEL
 from compaction_lab.session import Record, Session
 from compaction_lab.strategies import baselines as bl
 from compaction_lab.strategies.base import CallShape, CompactionContext, history, role_of
-from compaction_lab.summarize import NoneProvider, SummaryResult, SummaryUnavailable
+from compaction_lab.summarize import NoneProvider, SummaryUnavailable
 from compaction_lab.summarize.extractive import ExtractiveProvider, empty_template, request_text
 from compaction_lab.tokens import count_tokens
 
-from conftest import SHARED_FIXTURES, make_session
+from conftest import SHARED_FIXTURES, make_session, FakeProvider as SharedFakeProvider
 
 SHAPE = CallShape("test", "You are a test agent.",
                   ({"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}},))
@@ -48,18 +48,8 @@ def turn(i: int, out_tokens: int = 50, prose: int = 10) -> list[tuple]:
             *pair(f"c{i}", words(f"o{i}", out_tokens))]
 
 
-class FakeProvider:
-    name = "fake"
-    stand_in = False
-
-    def __init__(self, text="SUMMARY TEXT", error: Exception | None = None):
-        self.text, self.error, self.requests = text, error, []
-
-    def summarize(self, request: SummaryRequest) -> SummaryResult:
-        self.requests.append(request)
-        if self.error is not None:
-            raise self.error
-        return SummaryResult(self.text, input_tokens=1234, cached_tokens=5, output_tokens=42)
+def FakeProvider(text: str = "SUMMARY TEXT", error: Exception | None = None) -> SharedFakeProvider:
+    return SharedFakeProvider(text, error=error, usage=(1234, 5, 42))
 
 
 def compact(session, name, cut=None, ctx=None):

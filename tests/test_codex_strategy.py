@@ -15,31 +15,20 @@ from compaction_lab.projection import AUTHORED_KINDS, STAND_IN_LABEL
 from compaction_lab.session import Session
 from compaction_lab.strategies import codex
 from compaction_lab.strategies.base import CallShape, CompactionContext, est_bytes4
-from compaction_lab.summarize import SummaryResult
 
-from conftest import SHARED_FIXTURES, make_session
+from conftest import SHARED_FIXTURES, make_session, FakeProvider
 
 SHAPE = CallShape("t", "You are the test agent.", ({"type": "function", "function": {"name": "bash"}},))
 LOCAL_FIXTURES = Path(__file__).parent / "fixtures"
 
 
-class FixedProvider:
+def FixedProvider(text: str = "SUMMARY-TEXT", name: str = "fake", stand_in: bool = False) -> FakeProvider:
     """Returns a fixed summary and remembers the requests it saw."""
-
-    def __init__(self, text: str = "SUMMARY-TEXT", name: str = "fake", stand_in: bool = False):
-        self.text, self.name, self.stand_in = text, name, stand_in
-        self.requests: list = []
-
-    def summarize(self, request):
-        self.requests.append(request)
-        return SummaryResult(self.text, input_tokens=100, cached_tokens=40, output_tokens=7)
+    return FakeProvider(text, name, stand_in, usage=(100, 40, 7))
 
 
-class BrokenProvider:
-    name, stand_in = "broken", False
-
-    def summarize(self, request):
-        raise ConnectionError("endpoint down")
+def BrokenProvider() -> FakeProvider:
+    return FakeProvider(name="broken", error=ConnectionError("endpoint down"))
 
 
 def ctx(**kw) -> CompactionContext:

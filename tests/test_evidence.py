@@ -6,7 +6,6 @@ import json
 
 from hypothesis import given, settings, strategies as st
 
-from compaction_lab.session import Record
 from compaction_lab.strategies.evidence import (
     INDEX_HEADER,
     REASONS,

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from compaction_lab import strategies
-from compaction_lab.projection import AUTHORED_KINDS, STAND_IN_LABEL, SummaryRequest
+from compaction_lab.projection import AUTHORED_KINDS, STAND_IN_LABEL
 from compaction_lab.session import Session
 from compaction_lab.strategies import futureos as fo
 from compaction_lab.strategies.base import CallShape, CompactionContext, history, role_of
@@ -19,10 +19,10 @@ from compaction_lab.strategies.evidence import INDEX_HEADER
 from compaction_lab.strategies.trigger import (
     EVIDENCE_TOKENS, HISTORY_MAX, HISTORY_TARGET, TAIL_TOKENS, futureos_budgets, futureos_trigger,
 )
-from compaction_lab.summarize import NoneProvider, SummaryResult, SummaryUnavailable
+from compaction_lab.summarize import NoneProvider, SummaryUnavailable
 from compaction_lab.tokens import count_tokens
 
-from conftest import SHARED_FIXTURES, make_session
+from conftest import SHARED_FIXTURES, make_session, FakeProvider as SharedFakeProvider
 
 SHAPE = CallShape("test", "You are a test agent.",
                   ({"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}},))
@@ -45,20 +45,9 @@ def pair(target: str, out: str, cid: str, error: bool = False) -> list[tuple]:
             ("tool_output", out, {**extra, "is_error": error})]
 
 
-class FakeProvider:
+def FakeProvider(text: str = "GOAL: ship it. NEXT: run tests.", error: Exception | None = None) -> SharedFakeProvider:
     """Records every request; answers with a fixed text (or raises)."""
-
-    name = "fake"
-    stand_in = False
-
-    def __init__(self, text: str = "GOAL: ship it. NEXT: run tests.", error: Exception | None = None):
-        self.text, self.error, self.requests = text, error, []
-
-    def summarize(self, request: SummaryRequest) -> SummaryResult:
-        self.requests.append(request)
-        if self.error is not None:
-            raise self.error
-        return SummaryResult(self.text, input_tokens=1000, cached_tokens=990, output_tokens=12)
+    return SharedFakeProvider(text, error=error, usage=(1000, 990, 12))
 
 
 def compact(session, name="futureos-deterministic", cut=None, ctx=None):

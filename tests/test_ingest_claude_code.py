@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from compaction_lab.ingest import FORMATS, importer
+from compaction_lab.ingest import claimants
 from compaction_lab.ingest import claude_code as cc
 from compaction_lab.ingest.base import Head, ImportReport, read_head
 
@@ -137,17 +137,9 @@ def test_sniff_rejects_directories_and_never_raises(tmp_path):
     assert not cc.sniff(Head(tmp_path / "y", b"", (pi_line, codex_line)))
 
 
-def test_detect_picks_claude_code_among_available_importers():
+def test_claude_code_is_the_first_format_to_claim_its_fixtures():
     for path in sorted(FIX.glob("*.jsonl")):
-        head = read_head(path)
-        claimed = []
-        for fmt in FORMATS:
-            try:
-                mod = importer(fmt)
-            except ImportError:  # another format's importer not written yet
-                continue
-            if mod.sniff(head):
-                claimed.append(fmt)
+        claimed = claimants(read_head(path))
         assert claimed[:1] == ["claude_code"], (path.name, claimed)
 
 

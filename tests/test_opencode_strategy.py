@@ -16,29 +16,19 @@ from compaction_lab.session import Record, Session
 from compaction_lab.strategies import opencode as oc
 from compaction_lab.strategies.base import CallShape, CompactionContext, est_chars4
 from compaction_lab.strategies.trigger import opencode_tail_budget
-from compaction_lab.summarize import SummaryResult
 
-from conftest import SHARED_FIXTURES, make_session
+from conftest import SHARED_FIXTURES, make_session, FakeProvider
 
 SHAPE = CallShape("t", "You are the test agent.", ({"type": "function", "function": {"name": "bash"}},))
 LOCAL_FIXTURES = Path(__file__).parent / "fixtures"
 
 
-class FixedProvider:
-    def __init__(self, text: str = "SUMMARY-TEXT", name: str = "fake", stand_in: bool = False):
-        self.text, self.name, self.stand_in = text, name, stand_in
-        self.requests: list = []
-
-    def summarize(self, request):
-        self.requests.append(request)
-        return SummaryResult(self.text, input_tokens=50, output_tokens=9)
+def FixedProvider(text: str = "SUMMARY-TEXT", name: str = "fake", stand_in: bool = False) -> FakeProvider:
+    return FakeProvider(text, name, stand_in, usage=(50, 0, 9))
 
 
-class BrokenProvider:
-    name, stand_in = "broken", False
-
-    def summarize(self, request):
-        raise TimeoutError("slow")
+def BrokenProvider() -> FakeProvider:
+    return FakeProvider(name="broken", error=TimeoutError("slow"))
 
 
 def ctx(**kw) -> CompactionContext:

@@ -52,11 +52,15 @@ def detect(path: str | Path, head: Head | None = None) -> str:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file or directory")
-    head = head or read_head(path)
-    for fmt in FORMATS:
-        if importer(fmt).sniff(head):
-            return fmt
-    raise UnknownFormat(path, FORMATS)
+    claimed = claimants(head or read_head(path))
+    if not claimed:
+        raise UnknownFormat(path, FORMATS)
+    return claimed[0]
+
+
+def claimants(head: Head) -> list[str]:
+    """Every format whose sniffer accepts this head, in `FORMATS` order (detect takes the first)."""
+    return [fmt for fmt in FORMATS if importer(fmt).sniff(head)]
 
 
 def iter_sources(path: str | Path, report: ImportReport) -> Iterator[tuple[Path, str]]:
@@ -77,8 +81,7 @@ def iter_sources(path: str | Path, report: ImportReport) -> Iterator[tuple[Path,
     for root, dirs, files in os.walk(path):
         dirs.sort()
         root_p = Path(root)
-        head = read_head(root_p)
-        fmt = next((f for f in FORMATS if importer(f).sniff(head)), None)
+        fmt = next(iter(claimants(read_head(root_p))), None)
         if fmt is not None:
             dirs[:] = []  # the whole tree is one source
             yield root_p, fmt
@@ -162,5 +165,5 @@ def renamed(session: Session, new_id: str) -> Session:
 
 __all__ = [
     "FORMATS", "Head", "ImportReport", "IngestError", "UnknownFormat",
-    "content_digest", "detect", "importer", "iter_sources", "load_sessions", "read_head", "renamed",
+    "claimants", "content_digest", "detect", "importer", "iter_sources", "load_sessions", "read_head", "renamed",
 ]

@@ -23,7 +23,6 @@ from typing import Any, Iterator, Mapping
 
 from ..session import Session
 from .base import (
-    safely,
     Head,
     ImportReport,
     SessionBuilder,
@@ -31,6 +30,7 @@ from .base import (
     file_stem,
     is_injected,
     iter_jsonl,
+    safely,
     tool_call_text,
     tool_target,
 )

@@ -80,7 +80,6 @@ from typing import Any, Iterator, Mapping
 
 from ..session import Session
 from .base import (
-    safely,
     Head,
     ImportReport,
     SessionBuilder,
@@ -88,6 +87,7 @@ from .base import (
     file_stem,
     is_injected,
     iter_jsonl,
+    safely,
     tool_call_text,
     tool_target,
 )
