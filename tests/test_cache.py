@@ -257,3 +257,21 @@ def test_shape_experiment_request_order_decides_tools_dropped(session_request):
     first = shape_experiment(system, shape.tools, msgs, simulators=["deepseek", "openai", "anthropic"],
                              tools_first=True)
     assert (first.loc[first.variant == "tools_dropped", "cached_tokens"] == 0).all()
+
+
+def test_divergence_names_the_parts_at_the_first_difference():
+    tools = [{"type": "function", "function": {"name": "read_file", "description": "Read a file " * 20}}]
+    msgs = [{"role": "user", "content": "fix the parser"}, {"role": "assistant", "content": "done"}]
+    prev = cache.request_layout("You are a coding agent.", tools, msgs)
+    same = cache.request_layout("You are a coding agent.", tools, msgs + [{"role": "user", "content": "summarize"}])
+    d = cache.divergence(prev, same)
+    assert d["shared_tokens"] == len(prev.tokens) and d["previous_part"] == "end" and d["diverges_in"] == "message 3"
+    no_tools = cache.request_layout("You are a coding agent.", [], msgs)
+    d = cache.divergence(prev, no_tools)
+    assert d["shared_tokens"] == prev.system_end
+    assert (d["previous_part"], d["diverges_in"]) == ("tool definitions", "message 1")
+    other = cache.request_layout("You are a reviewer.", tools, msgs)
+    d = cache.divergence(prev, other)
+    assert d["diverges_in"] == d["previous_part"] == "system prompt" and d["shared_tokens"] < prev.system_end
+    assert cache.shared_prefix([1, 2, 3], [1, 2, 3]) == 3 and cache.shared_prefix([], [1]) == 0
+    assert cache.part_at(prev, len(prev.tokens)) == "end"

@@ -238,6 +238,19 @@ def test_request_is_history_plus_instruction_with_base_instructions_and_no_tools
     assert "after cut" not in p.text()
 
 
+def test_summary_tools_param_keeps_the_session_tools_and_nothing_else():
+    s = make_session([("user", "go"), ("assistant", "ok"), ("user", "next")])
+    plain, kept = FixedProvider(), FixedProvider()
+    p0 = run(s, summarizer=plain)
+    p1 = strategies.compact(s, "codex", None, ctx(summarizer=kept, params={"summary_tools": True}))
+    r0, r1 = plain.requests[0], kept.requests[0]
+    assert r0.tools == () and r1.tools == SHAPE.tools
+    assert (r0.system, r0.messages, r0.template) == (r1.system, r1.messages, r1.template)
+    assert r0.fingerprint() != r1.fingerprint()
+    assert [seg.text for seg in p0.segments] == [seg.text for seg in p1.segments]
+    assert p1.notes["request_tokens_est"] == p0.notes["request_tokens_est"] + est_bytes4(SHAPE.tools_text())
+
+
 def test_instruction_asks_for_a_handoff_summary():
     low = codex.COMPACT_INSTRUCTION.lower()
     for phrase in ("checkpoint", "handoff", "another language model", "progress", "decisions", "constraints",

@@ -92,3 +92,48 @@ def test_cost_table_rows_and_per_point(chain_case):
     assert (det[det["simulator"] != "none"]["break_even"] != "never").all()
     cached = table[(table["simulator"] != "none") & (table["strategy"] == "futureos-summarized")]
     assert (cached["compaction_cost_cached"] < cached["compaction_cost_cold"]).all()
+
+
+@pytest.fixture(scope="module")
+def roomy_case():
+    """A chain whose whole history fits Codex's request limit (no oldest item dropped)."""
+    (chain,) = synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1, window_tokens=20_000))
+    s = chain.session
+    ctx = CompactionContext(window=64_000, output_ceiling=4_000, summarizer=summarize.get_provider("extractive"))
+
+    class Case:
+        id, session_id, cut = "c1", s.id, len(s.records)
+
+    projs = {("c1", n): strategies.compact(s, n, len(s.records), ctx) for n in ("codex", "futureos-summarized")}
+    projs.update(cost.what_if([Case], {s.id: s}, "codex", ctx, {"summary_tools": True}, "codex+tools"))
+    return s, ctx, Case, projs
+
+
+def test_codex_request_leaves_the_primed_prefix_at_the_tools(roomy_case):
+    """Codex's local request sends no tool definitions, so it shares only the base instructions with
+    the session's previous request; the same request with the tools kept shares nearly all of it."""
+    s, ctx, Case, projs = roomy_case
+    t = cost.compaction_prefix_table([Case], {s.id: s}, projs, ctx.shape).set_index("strategy")
+    assert list(t.columns) == cost.PREFIX_COLUMNS[1:]
+    assert t.loc["codex", "previous_part"] == "tool definitions" and t.loc["codex", "diverges_in"] == "message 1"
+    assert t.loc["codex", "shared_ratio"] < 0.05
+    assert t.loc["codex+tools", "shared_ratio"] > 0.9 and t.loc["codex+tools", "previous_part"] == "end"
+    assert t.loc["codex+tools", "strategy_label"].startswith("codex+tools (")
+    assert t.loc["futureos-summarized", "shared_ratio"] > 0.9
+    a = cost.CostAssumptions(turns=3, simulated_turns=3)
+    for sim in ("deepseek", "openai", "anthropic"):
+        faithful = cost.simulate_case(s, Case.cut, projs[("c1", "codex")], ctx.shape, sim, a).compaction_cached
+        kept = cost.simulate_case(s, Case.cut, projs[("c1", "codex+tools")], ctx.shape, sim, a).compaction_cached
+        assert faithful.cached_tokens / faithful.input_tokens < 0.05, sim
+        assert kept.cached_tokens / kept.input_tokens > 0.8, sim
+
+
+def test_prefix_table_without_requests_is_empty(chain_case):
+    s, ctx, projs = chain_case
+
+    class Case:
+        id, session_id, cut = "c1", s.id, len(s.records)
+
+    t = cost.compaction_prefix_table([Case], {s.id: s}, {("c1", "futureos-deterministic"):
+                                                         projs["futureos-deterministic"]}, ctx.shape)
+    assert t.empty and list(t.columns) == cost.PREFIX_COLUMNS

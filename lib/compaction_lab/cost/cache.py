@@ -189,6 +189,50 @@ def request_tokens_from_summary_request(req: Any, encoding: str = DEFAULT_ENCODI
     return request_tokens(req.system, list(req.tools), list(req.messages), encoding)
 
 
+def part_at(layout: RequestLayout, offset: int) -> str:
+    """Which part of a request token `offset` falls in: ``system prompt``, ``tool definitions``,
+    ``message k`` (1-based), or ``end`` (past the last token)."""
+    if offset >= len(layout.tokens):
+        return "end"
+    lo_sys = 0 if layout.system_end <= layout.tools_end else layout.tools_end
+    if lo_sys <= offset < layout.system_end:
+        return "system prompt"
+    lo_tools = layout.system_end if layout.system_end <= layout.tools_end else 0
+    if lo_tools <= offset < layout.tools_end:
+        return "tool definitions"
+    k = int(np.searchsorted(np.asarray(layout.message_ends), offset, side="right"))
+    return f"message {k + 1}"
+
+
+def shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common token prefix of two requests (the most any prefix cache can serve)."""
+    x, y = _as_array(a), _as_array(b)
+    n = min(len(x), len(y))
+    diff = np.flatnonzero(x[:n] != y[:n])
+    return int(diff[0]) if len(diff) else n
+
+
+def divergence(previous: RequestLayout, request: RequestLayout) -> dict[str, Any]:
+    """Where `request` stops repeating `previous`, the request a prefix cache was primed with.
+
+    Returns
+    -------
+    dict
+        ``shared_tokens`` (common prefix), ``shared_ratio`` (of the request),
+        ``diverges_in`` (the part of `request` at the first differing token)
+        and ``previous_part`` (the part of `previous` there), e.g. a request
+        without tools diverges in ``message 1`` where `previous` had ``tool
+        definitions``. ``end`` means one request is a prefix of the other.
+    """
+    k = shared_prefix(previous.tokens, request.tokens)
+    return {
+        "shared_tokens": k,
+        "shared_ratio": k / len(request.tokens) if request.tokens else 0.0,
+        "diverges_in": part_at(request, k),
+        "previous_part": part_at(previous, k),
+    }
+
+
 # --------------------------------------------------------------------------- prefix keys
 
 
@@ -680,5 +724,5 @@ def shape_experiment(system: str, tools: Sequence[Mapping[str, Any]], messages: 
 
 __all__ = ["ANTHROPIC_TTLS", "AnthropicCache", "CacheResult", "CacheSimulator", "DeepSeekCache", "NoCache",
            "OpenAICache", "RequestLayout", "SHAPE_VARIANTS", "SIMULATORS", "get_simulator", "request_layout",
-           "request_tokens", "request_tokens_from_summary_request", "shape_experiment", "simulator_for_table",
+           "request_tokens", "request_tokens_from_summary_request", "divergence", "part_at", "shared_prefix", "shape_experiment", "simulator_for_table",
            "tools_text"]

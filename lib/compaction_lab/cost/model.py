@@ -103,17 +103,21 @@ def _messages_of_records(records) -> list[dict[str, str]]:
     return out
 
 
+def uncompacted_layout(session: Session, cut: int, shape: CallShape, encoding: str) -> cache_mod.RequestLayout:
+    """The request the session sends at the cut without compaction (what primed the provider's cache)."""
+    shape = shape.for_session(session)
+    return cache_mod.request_layout(shape.system_prompt, list(shape.tools),
+                                    _messages_of_records(history(session, cut)), encoding)
+
+
 def uncompacted_request(session: Session, cut: int, shape: CallShape, encoding: str) -> tuple[list[int], int]:
     """Token ids of the request the session would send without compaction, and its prefix length.
 
     The prefix (system prompt + tool definitions) is where an Anthropic
     harness puts its first cache breakpoint.
     """
-    shape = shape.for_session(session)
-    prefix = cache_mod.request_tokens(shape.system_prompt, list(shape.tools), [], encoding)
-    full = cache_mod.request_tokens(shape.system_prompt, list(shape.tools),
-                                    _messages_of_records(history(session, cut)), encoding)
-    return full, len(prefix)
+    lay = uncompacted_layout(session, cut, shape, encoding)
+    return list(lay.tokens), max(lay.system_end, lay.tools_end)
 
 
 def projection_request(p: Projection, shape: CallShape, encoding: str) -> tuple[list[int], int]:
@@ -270,6 +274,8 @@ def price_case(b: CaseBills, table, period: str) -> dict[str, Any]:
         "compaction_input_tokens": b.compaction_cold.input_tokens,
         "compaction_cached_tokens": b.compaction_cached.cached_tokens,
         "compaction_output_tokens": b.compaction_cold.output_tokens,
+        "compaction_hit_ratio": (b.compaction_cached.cached_tokens / b.compaction_cached.input_tokens
+                                 if b.compaction_cached.input_tokens else 0.0),
         "compaction_cost_cold": cold,
         "compaction_cost_cached": cached,
         "first_turn_cost": comp[0] if comp else 0.0,
@@ -286,7 +292,7 @@ def price_case(b: CaseBills, table, period: str) -> dict[str, Any]:
 
 COST_COLUMNS = [
     "strategy", "strategy_label", "price_table", "simulator", "currency", "period", "cases",
-    "compaction_input_tokens", "compaction_cached_tokens", "compaction_output_tokens",
+    "compaction_input_tokens", "compaction_cached_tokens", "compaction_output_tokens", "compaction_hit_ratio",
     "compaction_cost_cold", "compaction_cost_cached", "first_turn_cost", "per_turn_cost",
     "per_turn_cost_uncompacted", "turn_hit_ratio", "break_even_turns", "break_even", "turns", "total_cost",
     "total_cost_uncompacted", "recall", "cost_per_point", "stand_in",
@@ -340,7 +346,7 @@ def cost_table(
             p = projections.get((c.id, st))
             if p is None:
                 continue
-            labels[st] = (strategy_label(p), bool(p.receipt and p.receipt.stand_in and not p.receipt.fallback))
+            labels[st] = (_label(st, p), bool(p.receipt and p.receipt.stand_in and not p.receipt.fallback))
             bills[(c.id, st, sim)] = simulate_case(session, c.cut, p, shape, sim, assumptions, encoding, baseline)
     recall_of = {} if recall is None else dict(zip(recall["strategy"], recall["recall"]))
     rows = []
@@ -366,6 +372,77 @@ def cost_table(
             row["cost_per_point"] = (row["total_cost"] / (100 * r)) if r else None
             rows.append(row)
     return pd.DataFrame(rows, columns=COST_COLUMNS)
+
+
+def _label(key: str, p: Projection) -> str:
+    # A what-if keeps its projection's strategy but is shown under its own key.
+    return strategy_label(p).replace(p.strategy, key, 1)
+
+
+def what_if(cases: Sequence[Any], sessions: Mapping[str, Session], strategy: str, ctx: Any,
+            params: Mapping[str, Any], key: str) -> dict[tuple[str, str], Projection]:
+    """One strategy's projections of every case under changed parameters, keyed ``(case_id, key)``.
+
+    For counterfactual rows beside the faithful ones (e.g. Codex's request with
+    its tool definitions kept); `key` names the row in every table.
+    """
+    from dataclasses import replace
+
+    from .. import strategies
+
+    wctx = replace(ctx, params={**dict(ctx.params), **dict(params)})
+    return {(c.id, key): strategies.compact(sessions[c.session_id], strategy, c.cut, wctx) for c in cases}
+
+
+PREFIX_COLUMNS = ["strategy", "strategy_label", "cases", "request_tokens", "shared_tokens", "shared_ratio",
+                  "diverges_in", "previous_part", "where_cases"]
+
+
+def compaction_prefix_table(cases: Sequence[Any], sessions: Mapping[str, Session],
+                            projections: Mapping[tuple[str, str], Projection], shape: CallShape,
+                            encoding: str = DEFAULT_ENCODING) -> pd.DataFrame:
+    """Why a compaction request is or is not served from the cache: where it leaves the primed prefix.
+
+    For each strategy that sends a summary request, the request is compared
+    token by token with the session's previous request (the uncompacted one
+    at the cut): the common prefix is the most any prefix cache can serve,
+    and the part of each request at the first differing token says why it
+    stops there (e.g. Codex's request has no tool definitions, so its first
+    message sits where the session's request had its tools). Strategies with
+    no request (deterministic) are left out: they send nothing to cache.
+
+    Returns
+    -------
+    DataFrame
+        `PREFIX_COLUMNS`, one row per strategy; ratios averaged over cases;
+        ``diverges_in`` / ``previous_part`` the most common pair over cases,
+        ``where_cases`` the number of cases it covers.
+    """
+    rows = []
+    for c in cases:
+        prev = uncompacted_layout(sessions[c.session_id], c.cut, shape, encoding)
+        for (case_id, st), p in projections.items():
+            req = p.summary_request
+            if case_id != c.id or req is None:
+                continue
+            lay = cache_mod.request_layout(req.system, list(req.tools), list(req.messages), encoding)
+            rows.append({"strategy": st, "strategy_label": _label(st, p), "request_tokens": len(lay.tokens),
+                         **cache_mod.divergence(prev, lay)})
+    if not rows:
+        return pd.DataFrame(columns=PREFIX_COLUMNS)
+    df = pd.DataFrame(rows)
+    df["where"] = list(zip(df["diverges_in"], df["previous_part"]))
+    out = df.groupby("strategy", sort=False).agg(
+        strategy_label=("strategy_label", "first"), cases=("request_tokens", "size"),
+        request_tokens=("request_tokens", "mean"), shared_tokens=("shared_tokens", "mean"),
+        shared_ratio=("shared_ratio", "mean"),
+        where=("where", lambda v: v.value_counts().index[0]),
+        where_cases=("where", lambda v: int(v.value_counts().iloc[0])),
+    ).reset_index()
+    # The parts are reported as a pair, the most common one over cases, with how many cases it covers.
+    out["diverges_in"] = [w[0] for w in out["where"]]
+    out["previous_part"] = [w[1] for w in out["where"]]
+    return out[PREFIX_COLUMNS]
 
 
 def assumptions_table(a: CostAssumptions, tables: Sequence[str], simulators: Sequence[str]) -> pd.DataFrame:

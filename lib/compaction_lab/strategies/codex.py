@@ -57,8 +57,18 @@ Summary request (shape ``history+instruction``)
     items in ``notes["request_dropped_items"]``.
 
     Upstream sets no separate cap on the summary; ``max_output_tokens`` is
-    param ``summary_tokens`` (default 4,096), never above the model's output
-    ceiling.
+    param ``summary_tokens`` (default 4,096),
+    never above the model's output ceiling.
+
+    Upstream's local request carries **no tool definitions** while every
+    regular turn does, so under a prefix cache it shares only the base
+    instructions with the session's previous request (reported upstream as
+    openai/codex#37305: the whole window re-billed uncached on every
+    compaction). Param ``summary_tools`` (default False, faithful) set True
+    sends the session's tool definitions with the request instead -- the fix
+    that issue proposes, and what Codex's remote path sends -- so the cost
+    notebook can show what the omission costs. It changes nothing but the
+    request's ``tools``.
 
 Prompts are our own paraphrases of the upstream instructions; point params
 ``prompt_file`` (instruction) and ``summary_prefix_file`` at files holding the
@@ -209,13 +219,16 @@ class CodexStrategy:
         limit = ctx.window - cap
         sizes = [est_bytes4(r.text) for r in recs]
         fixed = est_bytes4(system) + est_bytes4(prompts["instruction"])
+        if ctx.param("summary_tools", False):
+            fixed += est_bytes4(ctx.shape.tools_text())
         start = _drop_oldest(recs, sizes, fixed, limit)
         dropped_calls = {r.call_id for r in recs[:start] if r.call_id and r.kind in ("tool_call", "tool_output")}
         kept = [r for r in recs[start:]
                 if not (r.call_id and r.kind in ("tool_call", "tool_output") and r.call_id in dropped_calls)]
         messages = chat_messages(kept, system) + [{"role": "user", "content": prompts["instruction"]}]
         req = SummaryRequest(
-            strategy=self.name, shape="history+instruction", system=system, tools=(),
+            strategy=self.name, shape="history+instruction", system=system,
+            tools=tuple(ctx.shape.tools) if ctx.param("summary_tools", False) else (),
             messages=tuple(messages), template="codex-handoff", max_output_tokens=cap,
             source_entry_ids=tuple(dict.fromkeys(r.entry_id for r in kept)),
         )
