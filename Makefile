@@ -8,7 +8,7 @@ PROFILE ?= default
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run smoke test bench lab profiles clean-results
+.PHONY: help setup browser run smoke test bench lab profiles clean-results
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -24,13 +24,33 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 setup: $(STAMP) ## create .venv (if missing) and install the package editable with its dependencies
 
+# Debian's chromium, driven headless (offline) by tests/test_report_browser.py through the
+# playwright pip package; the test never downloads a browser. Silent when already installed.
+CHROMIUM := /usr/bin/chromium
+APT_CHROMIUM := apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
+
+browser: ## install Debian's chromium (apt) for the headless report test, if missing
+	@if [ ! -x $(CHROMIUM) ]; then \
+	  if ! command -v apt-get >/dev/null 2>&1; then \
+	    echo "make browser: $(CHROMIUM) is missing and apt-get is not available; install Chromium so that $(CHROMIUM) exists" >&2; exit 1; \
+	  elif [ "$$(id -u)" = 0 ]; then \
+	    echo "make browser: installing chromium (Debian package) ..."; sh -c '$(APT_CHROMIUM)'; \
+	  elif command -v sudo >/dev/null 2>&1; then \
+	    echo "make browser: installing chromium (Debian package) with sudo ..."; sudo sh -c '$(APT_CHROMIUM)'; \
+	  else \
+	    echo "make browser: $(CHROMIUM) is missing; installing it needs root or sudo:" >&2; \
+	    echo "  apt-get update && apt-get install -y --no-install-recommends chromium" >&2; exit 1; \
+	  fi; \
+	  test -x $(CHROMIUM) || { echo "make browser: apt-get finished but $(CHROMIUM) is still missing" >&2; exit 1; }; \
+	fi
+
 run: setup ## run the whole chain on the embedded default profile (offline); PROFILE=smoke for seconds
 	$(BIN)/compaction-lab run --profile $(PROFILE)
 
 smoke: ## run the seconds-long smoke profile
 	$(MAKE) run PROFILE=smoke
 
-test: setup ## run the test suite (includes notebook smoke runs through papermill)
+test: setup browser ## run the test suite (includes notebook smoke runs and the headless-Chromium report check)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: setup ## speed and memory benchmarks (scripts in benchmarks/, outside pytest); BENCH=name for one

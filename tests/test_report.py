@@ -1,11 +1,13 @@
 """The runner: profiles, a real smoke run through papermill, and failure reporting."""
 
 import json
+import re
 from pathlib import Path
 
 import nbformat
 import pandas as pd
 import pytest
+import yaml
 
 from compaction_lab import cli, composition, paths, report, runfolder
 from compaction_lab.session import Session
@@ -118,10 +120,37 @@ def test_executed_notebook_got_the_profile_parameters(smoke_run):
 
 
 def test_report_html_is_readable_offline(smoke_run):
-    html = (smoke_run.run_dir / "report.html").read_text(encoding="utf-8")
+    d = smoke_run.run_dir
+    html = (d / "report.html").read_text(encoding="utf-8")
     assert "compaction-lab report" in html
-    assert "data:image/png;base64" in html  # figures are embedded, not linked
-    assert "charts.setup_notebook()" not in html  # inputs hidden for readers
+    # The index: the measured text, the headline, a link to every notebook, every figure inlined as SVG.
+    assert "What this run measured" in html and "retained of N (95% CI)" in html
+    for nb in report.load_profile("smoke").notebooks:
+        assert f'href="{nb}.html"' in html
+    stems = {p.stem for p in (d / "figures").glob("*.svg")}
+    for stem in stems:
+        assert f'id="{stem}"><svg' in html, stem
+    for page in [d / "report.html", *d.glob("0*.html")]:
+        text = page.read_text(encoding="utf-8")
+        assert not re.search(r"<script[^>]+src=", text), page.name  # no script fetched from anywhere
+        assert not re.search(r"""<(?:img|link|iframe)[^>]+(?:src|href)=["']https?:""", text), page.name
+        assert "charts.setup_notebook()" not in text  # inputs hidden for readers
+    assert "data:image/png;base64" in (d / "03_closed_book_exam.html").read_text(encoding="utf-8")
+
+
+def test_notebook_06_headline_agrees_with_the_exam_and_cost(smoke_run):
+    d = smoke_run.run_dir
+    head = pd.read_parquet(d / "headline.parquet")
+    recall = pd.read_parquet(d / "exam_recall.parquet").set_index("strategy")
+    cost = pd.read_parquet(d / "cost.parquet")
+    assert set(head["strategy"]) == set(recall.index)
+    for _, row in head.iterrows():
+        assert row["retained"] == recall.loc[row["strategy"], "retained"]
+        assert row["retained_of_n"].startswith(f"{recall.loc[row['strategy'], 'retained']:.0f}/")
+        c = cost[(cost["strategy"] == row["strategy"]) & (cost["price_table"] == row["price_table"])
+                 & (cost["simulator"] == row["simulator"])]
+        assert len(c) == 1 and c["compaction_cost_cached"].iloc[0] == pytest.approx(row["compaction_cost_cached"])
+    assert list(head["recall"]) == sorted(head["recall"], reverse=True)
 
 
 # --------------------------------------------------------------------------- failures
@@ -263,3 +292,115 @@ def test_smoke_run_has_cost_figures(smoke_run):
         assert (d / "figures" / f"{fig}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     shapes = pd.read_parquet(d / "cache_shapes.parquet")
     assert {"variant", "simulator", "hit_ratio"} <= set(shapes.columns)
+
+
+# --------------------------------------------------------------------------- batches
+
+
+def test_set_and_sweep_values_are_read_as_yaml():
+    assert report.parse_assignment("n_chains=3") == ("n_chains", 3)
+    assert report.parse_assignment("pointer_mix={assistant: 1.0}") == ("pointer_mix", {"assistant": 1.0})
+    assert report.parse_assignment("summarizer=none") == ("summarizer", "none")
+    assert report.parse_sweep("seed=7,8") == ("seed", [7, 8])
+    assert report.parse_sweep("session_paths=[[a], [b, c]]") == ("session_paths", [["a"], ["b", "c"]])
+    for bad in ("novalue", "=3"):
+        with pytest.raises(report.ProfileError):
+            report.parse_assignment(bad)
+    with pytest.raises(report.ProfileError):
+        report.parse_sweep("seed=")
+
+
+def test_overrides_replace_profile_and_notebook_parameters():
+    prof = report.Profile("p", "d", ("a",), {"seed": 1, "n": 2}, {"a": {"seed": 5}})
+    over = prof.with_parameters({"seed": 9})
+    assert over.parameters_for("a") == {"seed": 9, "n": 2}
+    with pytest.raises(report.ProfileError, match="run_dir"):
+        prof.with_parameters({"run_dir": "/x"})
+    assert not prof.redact and prof.with_parameters({"redact": True}).redact
+
+
+def test_two_value_sweep_gives_two_run_folders_and_a_comparison(tmp_path, capsys):
+    smoke = report.load_profile("smoke")
+    prof = tmp_path / "mini.yaml"
+    prof.write_text(yaml.safe_dump({
+        "description": "sweep test", "notebooks": ["01_context_composition", "03_closed_book_exam"],
+        "parameters": {k: v for k, v in smoke.parameters.items() if k not in ("turns", "cost_cases")},
+    }))
+    code = cli.main(["run", "--profile", str(prof), "--results", str(tmp_path / "r"), "--quiet",
+                     "--sweep", "seed=7,8", "--set", "n_boot=50"])
+    assert code == 0
+    folder = Path(capsys.readouterr().out.strip().splitlines()[-1])
+    table = pd.read_parquet(folder / "sweep.parquet")
+    runs = sorted(set(table["run"]))
+    assert len(runs) == 2 and set(table["seed"]) == {"7", "8"}
+    for name in runs:
+        info = json.loads((tmp_path / "r" / name / "run.json").read_text())
+        assert info["status"] == "ok" and info["parameters"]["n_boot"] == 50
+        assert info["parameters"]["seed"] in (7, 8) and info["overrides"]["seed"] == info["parameters"]["seed"]
+    # The same strategies in both runs, each with its own recall; the page links both reports.
+    assert table.groupby("run")["strategy"].apply(frozenset).nunique() == 1
+    html = (folder / "sweep.html").read_text()
+    assert all(f"../{name}/report.html" in html for name in runs)
+
+
+# --------------------------------------------------------------------------- sharing: redaction end to end
+
+PLANTED = {
+    "key": "sk-proj-Zq8WbT3kLm9RxV2cN7pY4dHs",
+    "bearer": "eyQ7mN2pX9kL4vB8",
+    "email": "dana.whitfield@example-corp.com",
+    "home": "/home/danaw",
+}
+ENV_KEY = "sk-envonly-Hk29Lq8Vn3Rt7Wx1Zs5Pm"
+
+
+def _secret_session(path: Path) -> Path:
+    """A chat-JSONL session with secrets planted in user, assistant and tool text."""
+    msgs = [{"role": "system", "content": "You are a coding agent."}]
+    for i in range(30):
+        msgs += [
+            {"role": "user", "content": f"Step {i}: check module_{i}.py under {PLANTED['home']}/proj/pkg_{i} "
+                                        f"and mail {PLANTED['email']} if build_{i:03d} fails."},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": f"c{i}", "type": "function", "function": {
+                "name": "bash", "arguments": json.dumps({"command": f"cat {PLANTED['home']}/proj/module_{i}.py"})}}]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content":
+                f"OPENAI_API_KEY={PLANTED['key']}\ncurl -H 'Authorization: Bearer {PLANTED['bearer']}' "
+                f"https://api.internal/v{i}\nresult_{i} = {1000 + 37 * i}\nleaked {ENV_KEY}"},
+            {"role": "assistant", "content": f"Decision {i}: keep retry_limit_{i} at {3 + i} for module_{i}."},
+        ]
+    path.write_text("\n".join(json.dumps(m) for m in msgs) + "\n")
+    return path
+
+
+def _share_profile(tmp_path: Path, session: Path, notebooks: list[str]) -> Path:
+    prof = tmp_path / f"share-{len(notebooks)}.yaml"
+    prof.write_text(yaml.safe_dump({
+        "description": "planted secrets", "notebooks": notebooks,
+        "parameters": {"session_paths": [str(session)], "window": 6000, "output_ceiling": 1000,
+                       "tail_tokens": 600, "n_boot": 50, "turns": 5, "cost_cases": 1, "probe_n_questions": 8},
+    }))
+    return prof
+
+
+def test_redacted_run_leaks_none_of_the_planted_secrets(tmp_path, monkeypatch):
+    from compaction_lab import redact
+
+    monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
+    session = _secret_session(tmp_path / "secrets.jsonl")
+    full = list(report.load_profile("smoke").notebooks)
+    red = report.run_profile(_share_profile(tmp_path, session, full), results=tmp_path / "r", progress=False,
+                             redact=True)
+    assert red.report is not None and (red.run_dir / "archive.sqlite").exists()
+    assert redact.find_leaks(red.run_dir, [*PLANTED.values(), ENV_KEY]) == []
+    info = json.loads((red.run_dir / "run.json").read_text())
+    assert info["redaction"]["enabled"] and "email" in " ".join(info["redaction"]["patterns"])
+    # Redaction masks, it does not drop: the sessions keep every record.
+    comp = pd.read_parquet(red.run_dir / "composition.parquet")
+    assert comp["records"].sum() == 1 + 30 * 4
+
+    # Without redaction the planted values do reach the run folder (so the check above can fail) --
+    # but the environment's API key never does.
+    plain = report.run_profile(_share_profile(tmp_path, session, ["01_context_composition"]),
+                               results=tmp_path / "r", progress=False, redact=False)
+    leaks = {needle for _, needle in redact.find_leaks(plain.run_dir, [*PLANTED.values(), ENV_KEY])}
+    assert leaks == set(PLANTED.values())

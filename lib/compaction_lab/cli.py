@@ -1,9 +1,11 @@
 """``compaction-lab`` command line.
 
-``compaction-lab run --profile NAME``
+``compaction-lab run --profile NAME [--set K=V ...] [--sweep K=V1,V2 ...] [--redact|--no-redact]``
     Execute the profile's notebook chain into a new run folder and print the
     folder's path as the last line (scripts read it). Exits 1 with the
-    failing cell's error when a notebook fails, 2 on a bad profile.
+    failing cell's error when a notebook fails, 2 on a bad profile. With
+    ``--sweep``, one run folder per value combination and a comparison
+    folder (``sweep.parquet``, ``sweep.html``), whose path is printed last.
 ``compaction-lab profiles``
     List the profiles and what each is for.
 ``compaction-lab import PATH...``
@@ -34,15 +36,36 @@ from . import __version__, report
 def _cmd_run(args: argparse.Namespace) -> int:
     try:
         prof = report.load_profile(args.profile)
+        overrides = dict(report.parse_assignment(a) for a in args.set or [])
+        sweeps = dict(report.parse_sweep(a) for a in args.sweep or [])
     except report.ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    results = Path(args.results) if args.results else None
+    if sweeps:
+        if args.name:
+            print("error: --name names one run; a sweep names its runs after the swept values", file=sys.stderr)
+            return 2
+        try:
+            sw = report.run_sweep(prof, sweeps, results=results, overrides=overrides, progress=not args.quiet,
+                                  redact=args.redact)
+        except report.ProfileError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        failed = [st for _, _, st in sw.runs if st != "ok"]
+        for combo, res, st in sw.runs:
+            print(f"  {combo}: {res.run_dir if res else st}", file=sys.stderr)
+        print(f"comparison: {sw.report}", file=sys.stderr)
+        print(sw.folder)
+        return 1 if failed else 0
     try:
         result = report.run_profile(
             prof,
-            results=Path(args.results) if args.results else None,
+            results=results,
             run_name=args.name,
             progress=not args.quiet,
+            overrides=overrides,
+            redact=args.redact,
         )
     except report.ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -347,6 +370,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--results", help="folder that receives the run folder (default: data/results)")
     run.add_argument("--name", help="run folder name (default: <profile>-<UTC timestamp>)")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
+    run.add_argument("--set", action="append", metavar="KEY=VALUE",
+                     help="override a chain-wide parameter (value read as YAML; repeatable)")
+    run.add_argument("--sweep", action="append", metavar="KEY=V1,V2",
+                     help="one run folder per value (repeatable: every combination) plus a comparison table")
+    red = run.add_mutually_exclusive_group()
+    red.add_argument("--redact", dest="redact", action="store_true", default=None,
+                     help="mask secrets, emails and home paths in everything the run writes (default for my_sessions)")
+    red.add_argument("--no-redact", dest="redact", action="store_false",
+                     help="do not redact (environment secrets are still masked)")
     run.set_defaults(func=_cmd_run)
 
     prof = sub.add_parser("profiles", help="list the run profiles")

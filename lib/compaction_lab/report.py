@@ -12,31 +12,55 @@ order, and the parameters for the whole chain::
       01_context_composition: {seed: 11}
 
 `run_profile` creates a fresh run folder, executes each notebook into it
-(passing ``run_dir``), renders every executed notebook to HTML, builds
-``report.html`` (the whole chain with inputs hidden) and writes ``run.json``.
+(passing ``run_dir``), renders every executed notebook to HTML (inputs
+hidden), builds ``report.html`` (the index: what the run measured, the
+headline table, every figure, links, parameters and versions) and writes
+``run.json``. Nothing rendered fetches anything from a network: the nbconvert
+template drops the lab template's CDN scripts and figures are embedded.
+
+Sharing: with redaction on (``redact: true`` in a profile, on for
+``my_sessions``; ``--redact`` / ``--no-redact`` on the command line) the
+sessions are masked as they are imported and a final sweep masks whatever
+still matches in any file of the run folder (`redact`). Values of secret
+environment variables are masked in every run, redaction on or off.
+
+Batches: `run_profile` takes parameter overrides (``--set key=value``) and
+`run_sweep` runs one folder per value combination, then writes a comparison
+table across them.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import platform
 import re
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Mapping
 
+from html import escape as html_escape
+
 import nbformat
+import pandas as pd
 import papermill as pm
 import yaml
 from nbconvert import HTMLExporter
 from papermill.exceptions import PapermillExecutionError
 
-from . import __version__, paths, runfolder
+from . import __version__, paths, redact as redact_mod, runfolder, share
+
+#: Our nbconvert template: the lab template minus every script fetched from a CDN.
+TEMPLATES_DIR = Path(__file__).parent / "templates"
+NBCONVERT_TEMPLATE = "offline"
+
+#: The profile parameter that switches redaction on (notebook 01 masks the sessions it imports).
+REDACT_PARAM = "redact"
 
 KERNEL_NAME = "python3"
 
@@ -86,6 +110,21 @@ class Profile:
     def parameters_for(self, notebook: str) -> dict[str, Any]:
         """Chain-wide parameters with this notebook's overrides applied."""
         return {**self.parameters, **(self.notebook_parameters.get(notebook) or {})}
+
+    def with_parameters(self, overrides: Mapping[str, Any]) -> "Profile":
+        """The profile with chain-wide parameters overridden (``--set``); per-notebook ones lose to them."""
+        if not overrides:
+            return self
+        if "run_dir" in overrides:
+            raise ProfileError("run_dir is set by the runner, not by --set")
+        per_nb = {nb: {k: v for k, v in (ps or {}).items() if k not in overrides}
+                  for nb, ps in self.notebook_parameters.items()}
+        return replace(self, parameters={**self.parameters, **overrides}, notebook_parameters=per_nb)
+
+    @property
+    def redact(self) -> bool:
+        """Whether this profile's runs are redacted for sharing (its ``redact`` parameter)."""
+        return bool(self.parameters.get(REDACT_PARAM, False))
 
 
 @dataclass(frozen=True)
@@ -179,6 +218,8 @@ def run_profile(
     run_name: str | None = None,
     progress: bool = True,
     render: bool = True,
+    overrides: Mapping[str, Any] | None = None,
+    redact: bool | None = None,
 ) -> RunResult:
     """Execute a profile's notebooks in order into a new run folder.
 
@@ -194,6 +235,11 @@ def run_profile(
         Show per-notebook cell progress bars.
     render : bool
         Render executed notebooks and ``report.html``.
+    overrides : mapping, optional
+        Chain-wide parameters that replace the profile's (``--set``).
+    redact : bool, optional
+        Redaction for sharing; None: the profile's ``redact`` parameter.
+        Environment secrets are masked either way.
 
     Raises
     ------
@@ -202,12 +248,18 @@ def run_profile(
         partly executed notebook is kept (and rendered) in the run folder.
     """
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
+    prof = prof.with_parameters(dict(overrides or {}))
+    if redact is not None:
+        prof = prof.with_parameters({REDACT_PARAM: bool(redact)})
+    redactor = redact_mod.redactor(prof.redact, prof.parameters.get("redact_patterns") or None)
     run_dir = runfolder.create_run_dir(run_name or runfolder.new_run_name(prof.name), results)
     started = time.perf_counter()
     info = _run_info(prof, run_dir)
+    info["overrides"] = _public(dict(overrides or {}))
     declared_anywhere: set[str] = set()
     done: list[NotebookRun] = []
-    _write_json(run_dir / runfolder.RUN_JSON, info)
+    write = lambda: _write_json(run_dir / runfolder.RUN_JSON, redactor.value(info))  # noqa: E731
+    write()
 
     for i, nb in enumerate(prof.notebooks, 1):
         src = paths.notebook_path(nb)
@@ -239,68 +291,211 @@ def run_profile(
                 error={"notebook": nb, "cell_index": exc.cell_index, "ename": exc.ename, "evalue": exc.evalue, "traceback": tb},
                 finished=_now(), seconds=round(time.perf_counter() - started, 3),
             )
-            _write_json(run_dir / runfolder.RUN_JSON, info)
-            raise NotebookFailed(nb, exc.cell_index, exc.ename, exc.evalue, tb, run_dir) from exc
+            info["redaction"] = _scrub(run_dir, redactor)
+            write()
+            raise NotebookFailed(nb, exc.cell_index, exc.ename, redactor.text(str(exc.evalue)),
+                                 redactor.text(tb), run_dir) from exc
         secs = time.perf_counter() - t0
         html = _render_one(out) if render else None
         done.append(NotebookRun(nb, out, html, round(secs, 3), _public(params), "ok"))
         info["notebooks"] = [_nb_json(r) for r in done]
-        _write_json(run_dir / runfolder.RUN_JSON, info)
+        write()
 
-    report = build_report(run_dir, prof, [r.output for r in done]) if render else None
     given = set(prof.parameters) | {k for v in prof.notebook_parameters.values() for k in (v or {})}
-    unused = sorted(given - declared_anywhere)
+    # `redact` also drives the runner's final sweep, so it is never "unused".
+    unused = sorted(given - declared_anywhere - {REDACT_PARAM})
     total = round(time.perf_counter() - started, 3)
     info.update(status="ok", finished=_now(), seconds=total, unused_parameters=unused)
-    _write_json(run_dir / runfolder.RUN_JSON, info)
+    write()
+    report = build_index(run_dir, prof, done) if render else None
+    # The sweep runs last, over everything written, so nothing rendered escapes it.
+    info["redaction"] = _scrub(run_dir, redactor)
+    write()
     if unused:
         print(f"warning: profile parameters no notebook declares: {', '.join(unused)}", file=sys.stderr)
     return RunResult(run_dir, prof, tuple(done), report, total)
 
 
+def _scrub(run_dir: Path, redactor: "redact_mod.Redactor") -> dict[str, Any]:
+    rep = redact_mod.scrub_run_folder(run_dir, redactor)
+    return {
+        "enabled": redactor.enabled,
+        "patterns": [p.name for p in redactor.patterns],
+        "env_secrets_masked": bool(redactor.literals),
+        "files_changed_by_final_sweep": list(rep.files_changed),
+        "replacements_in_final_sweep": rep.replacements,
+        "not_rewritable": list(rep.unscannable),
+    }
+
+
+# --------------------------------------------------------------------------- batches
+
+
+def parse_assignment(text: str) -> tuple[str, Any]:
+    """``key=value`` from ``--set``: the value is read as YAML (``3`` is an int, ``[a, b]`` a list)."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ProfileError(f"expected key=value, got {text!r}")
+    try:
+        return key, yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"--set {key}: value {raw!r} is not valid YAML: {exc}") from exc
+
+
+def parse_sweep(text: str) -> tuple[str, list[Any]]:
+    """``key=v1,v2,...`` (or ``key=[v1, v2]``) from ``--sweep``: the values to run one folder each."""
+    key, raw = text.split("=", 1) if "=" in text else (text, "")
+    key = key.strip()
+    if not key or not raw.strip():
+        raise ProfileError(f"expected key=v1,v2,..., got {text!r}")
+    try:
+        parsed = yaml.safe_load(raw if raw.lstrip().startswith("[") else f"[{raw}]")
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"--sweep {key}: values {raw!r} are not valid YAML: {exc}") from exc
+    if not isinstance(parsed, list) or len(parsed) < 1:
+        raise ProfileError(f"--sweep {key}: give at least one value")
+    return key, parsed
+
+
+#: Columns of the comparison table a sweep writes (`sweep.parquet`).
+SWEEP_COLUMNS = ["run", "status", *share.HEADLINE_COLUMNS]
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """A batch: one run per value combination and the comparison across them."""
+
+    folder: Path
+    runs: tuple[tuple[dict[str, Any], RunResult | None, str], ...]  # (values, result, status)
+    table: pd.DataFrame
+    report: Path
+
+
+def run_sweep(
+    profile: Profile | str,
+    sweeps: Mapping[str, list[Any]],
+    *,
+    results: Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    progress: bool = True,
+    redact: bool | None = None,
+) -> SweepResult:
+    """Run the profile once per combination of swept values, each into its own run folder.
+
+    A failing run is recorded (status ``failed``) and the sweep goes on; the
+    comparison table (`SWEEP_COLUMNS` plus one column per swept key) and
+    ``sweep.html`` go into ``<results>/sweep-<profile>-<timestamp>/``, which
+    also lists every run folder.
+    """
+    prof = profile if isinstance(profile, Profile) else load_profile(profile)
+    keys = list(sweeps)
+    combos = [dict(zip(keys, vals)) for vals in itertools.product(*(sweeps[k] for k in keys))]
+    folder = runfolder.create_run_dir(runfolder.new_run_name(f"sweep-{prof.name}"), results)
+    runs: list[tuple[dict[str, Any], RunResult | None, str]] = []
+    frames = []
+    for i, combo in enumerate(combos, 1):
+        label = "-".join(f"{k}={_slug(v)}" for k, v in combo.items())
+        if progress:
+            print(f"== sweep {i}/{len(combos)}: {label}", file=sys.stderr, flush=True)
+        try:
+            res = run_profile(prof, results=folder.parent, run_name=runfolder.new_run_name(f"{prof.name}-{label}"),
+                              progress=progress, overrides={**dict(overrides or {}), **combo}, redact=redact)
+        except NotebookFailed as exc:
+            runs.append((combo, None, f"failed: {exc}"))
+            frames.append(pd.DataFrame([{"run": exc.run_dir.name, "status": "failed", **combo}]))
+            continue
+        runs.append((combo, res, "ok"))
+        head = share.headline_table(res.run_dir)
+        head.insert(0, "status", "ok")
+        head.insert(0, "run", res.run_dir.name)
+        for k, v in combo.items():
+            head[k] = json.dumps(v) if isinstance(v, (list, dict)) else v
+        frames.append(head)
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SWEEP_COLUMNS)
+    table = table[[*keys, *[c for c in SWEEP_COLUMNS if c in table.columns]]]
+    runfolder.save_table(table.astype({k: str for k in keys}), folder, "sweep")
+    out = _render_sweep(folder, prof, keys, table, runs)
+    return SweepResult(folder, tuple(runs), table, out)
+
+
+def _slug(v: Any) -> str:
+    return re.sub(r"[^A-Za-z0-9._]+", "_", json.dumps(v) if isinstance(v, (list, dict)) else str(v)).strip("_")
+
+
+def _render_sweep(folder: Path, prof: Profile, keys: list[str], table: pd.DataFrame, runs) -> Path:
+    shown = [*keys, "run", "status", "strategy_label", "retained_of_n", "projection_tokens",
+             "compaction_cost_cached", "cost_per_point", "currency"]
+    shown = [c for c in shown if c in table.columns]
+    links = "".join(
+        f'<li><a href="../{r.run_dir.name}/report.html">{html_escape(r.run_dir.name)}</a> — '
+        f"{html_escape(json.dumps(c))}</li>" if r else f"<li>{html_escape(json.dumps(c))}: {html_escape(st)}</li>"
+        for c, r, st in runs
+    )
+    body = (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>sweep {html_escape(folder.name)}"
+            f"</title></head><body><h1>Sweep <code>{html_escape(folder.name)}</code></h1>"
+            f"<p>Profile <b>{html_escape(prof.name)}</b>, swept: {html_escape(', '.join(keys))}. "
+            f"Each row is one run's headline (closed-book recall, projection tokens, money).</p>"
+            f"{table[shown].to_html(index=False, na_rep='n/a', float_format=lambda x: f'{x:,.4g}')}"
+            f"<h2>Runs</h2><ul>{links}</ul></body></html>")
+    out = folder / "sweep.html"
+    out.write_text(body, encoding="utf-8")
+    return out
+
+
 # --------------------------------------------------------------------------- rendering
 
 
+def _exporter(**kw: Any) -> HTMLExporter:
+    return HTMLExporter(template_name=NBCONVERT_TEMPLATE, extra_template_basedirs=[str(TEMPLATES_DIR / "nbconvert")],
+                        **kw)
+
+
 def _render_one(executed: Path) -> Path:
-    """Render an executed notebook (code included) next to it as HTML."""
+    """Render an executed notebook next to it as HTML, inputs hidden (the code is in the .ipynb beside it)."""
     nb = nbformat.read(executed, as_version=4)
-    body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
+    body, _ = _exporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True) \
+        .from_notebook_node(nb)
     out = executed.with_suffix(".html")
     out.write_text(body, encoding="utf-8")
     return out
 
 
-def build_report(run_dir: Path, profile: Profile, executed: list[Path]) -> Path:
-    """``report.html``: every executed notebook of the run, in order, inputs hidden.
+def build_index(run_dir: Path, profile: Profile, runs: list[NotebookRun] | None = None,
+                price_table: str | None = None, simulator: str | None = None) -> Path:
+    """``report.html``: what the run measured, the headline table, every figure, links, parameters, versions.
 
-    Readers see the prose, tables and figures; the code stays in the
-    per-notebook HTML files and the executed notebooks beside it.
+    The figures are the run's SVG files inlined: the page needs no script and
+    no network. The headline is notebook 06's (``headline.parquet``) when it
+    ran, so the index and the notebook agree; otherwise it is computed here
+    (under `price_table` / `simulator`, default: see `share.cost_view`).
     """
-    merged = nbformat.v4.new_notebook()
+    from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+    run_dir = Path(run_dir)
     info = json.loads((run_dir / runfolder.RUN_JSON).read_text(encoding="utf-8"))
-    commit = (info.get("git") or {}).get("commit") or "unknown"
-    merged.cells.append(
-        nbformat.v4.new_markdown_cell(
-            f"# compaction-lab report — `{run_dir.name}`\n\n"
-            f"Profile **{profile.name}**: {profile.description or '(no description)'}  \n"
-            f"Started {info.get('started', '?')} · compaction-lab {__version__} · commit `{commit[:12]}`  \n"
-            f"Notebooks: {', '.join(p.stem for p in executed)}. Every number below was computed in this run; "
-            "offline stand-ins are labelled where they appear."
-        )
+    saved = runfolder.table_path(run_dir, share.HEADLINE)
+    head = (pd.read_parquet(saved) if saved.exists() and price_table is None and simulator is None
+            else share.headline_table(run_dir, price_table, simulator))
+    runs = runs or []
+    env = Environment(loader=FileSystemLoader(str(TEMPLATES_DIR)), autoescape=select_autoescape(["html", "j2"]))
+    page = env.get_template("report_index.html.j2").render(
+        run=run_dir.name, profile=profile.name, description=profile.description or "(no description)",
+        started=info.get("started", "?"), version=__version__,
+        commit=((info.get("git") or {}).get("commit") or "unknown")[:12], redacted=profile.redact,
+        measured=share.measured_text(head),
+        headline=share.headline_html(head),
+        notebooks=[{"name": r.notebook, "html": r.html.name if r.html else r.output.name, "status": r.status,
+                    "seconds": f"{r.seconds:.1f}"} for r in runs],
+        figures=[share.figure_html(f) for f in share.figures(run_dir)],
+        facts=share.run_facts(run_dir).to_html(index=False),
     )
-    for path in executed:
-        nb = nbformat.read(path, as_version=4)
-        for cell in nb.cells:
-            tags = cell.get("metadata", {}).get("tags", [])
-            if "parameters" in tags or "injected-parameters" in tags:
-                continue
-            merged.cells.append(cell)
-    merged.metadata = nbformat.read(executed[0], as_version=4).metadata if executed else merged.metadata
-    exporter = HTMLExporter(template_name="lab", exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
-    body, _ = exporter.from_notebook_node(merged)
     out = run_dir / runfolder.REPORT_HTML
-    out.write_text(body, encoding="utf-8")
+    out.write_text(page, encoding="utf-8")
     return out
+
+
+build_report = build_index  # the name earlier stages used
 
 
 # --------------------------------------------------------------------------- run.json

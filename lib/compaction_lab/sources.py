@@ -50,6 +50,7 @@ def gather(
     session_paths: Sequence[str] | str | None = None,
     profile: synthetic.SyntheticProfile | None = None,
     progress: bool = True,
+    redactor=None,
 ) -> Sources:
     """Import `session_paths`, or generate the synthetic chains of `profile` when there are none.
 
@@ -61,6 +62,10 @@ def gather(
         Generator parameters used when no paths are given (default profile if None).
     progress : bool
         Progress bars.
+    redactor : redact.Redactor, optional
+        Masks secrets and personal data in every imported session before
+        anything is computed from it or saved (``redact.redactor``); sessions
+        are left untouched when it has nothing to mask.
 
     Raises
     ------
@@ -89,6 +94,8 @@ def gather(
     sessions = tuple(it)
     if not sessions:
         raise ValueError(f"no sessions imported from {paths}: {report.summary()}")
+    if redactor is not None and (redactor.enabled or redactor.literals):
+        sessions = tuple(redactor.session(s) for s in sessions)
     return Sources(sessions, "imported", (), report)
 
 

@@ -394,6 +394,14 @@ def what_if(cases: Sequence[Any], sessions: Mapping[str, Session], strategy: str
     return {(c.id, key): strategies.compact(sessions[c.session_id], strategy, c.cut, wctx) for c in cases}
 
 
+def what_if_comparison(table: pd.DataFrame, what_if_table: pd.DataFrame, strategy: str) -> pd.DataFrame:
+    """A strategy's faithful cost rows beside its what-if rows: warm hit ratio and cache-served cost,
+    one row per (label, cache rule), one column per price table."""
+    both = pd.concat([table[table["strategy"] == strategy], what_if_table], ignore_index=True)
+    return both.pivot_table(index=["strategy_label", "simulator"], columns="price_table",
+                            values=["compaction_hit_ratio", "compaction_cost_cached"])
+
+
 PREFIX_COLUMNS = ["strategy", "strategy_label", "cases", "request_tokens", "shared_tokens", "shared_ratio",
                   "diverges_in", "previous_part", "where_cases"]
 

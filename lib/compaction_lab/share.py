@@ -1,0 +1,242 @@
+"""What a run shares: the headline table, the figures, a values-only summary, the run's facts.
+
+Notebook 06 shows these; `report.build_index` renders the same pieces into
+``report.html``, so the index and the notebook never disagree. Everything here
+reads the run folder only (tables and figures earlier notebooks wrote); a
+piece whose notebook did not run is left out rather than invented.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from . import runfolder
+
+#: The figures of a run, in reading order: (file stem, title). Figure 3 comes twice when
+#: the cost notebook ran: with its money panel (fig3_complete) and recall-only (notebook 03).
+FIGURES: tuple[tuple[str, str], ...] = (
+    ("fig1_retained", "Figure 1 — questions retained per strategy (closed book)"),
+    ("fig2_composition", "Figure 2 — what fills the window, and where follow-ups point"),
+    ("fig3_complete", "Figure 3 — retained | projection tokens | money per point of recall"),
+    ("fig3_recall_tokens", "Figure 3 — retained | projection tokens"),
+    ("fig4_size_recall", "Figure 4 — projection size against recall"),
+    ("fig5_compaction_cost", "Figure 5 — compaction cost, cold and cache-served"),
+    ("fig6_cost_per_point", "Figure 6 — one compaction + T turns, per point of recall"),
+    ("fig7_projection_anatomy", "Figure 7 — anatomy of each projection"),
+    ("fig8_trigger_budgets", "Figure 8 — triggers and budgets"),
+    ("fig9_open_book", "Figure 9 — the open book: answers and tool calls per round"),
+    ("sensitivity_mix", "Sensitivity — recall under other question mixes"),
+)
+
+#: Table name of the headline in a run folder (written by notebook 06).
+HEADLINE = "headline"
+
+#: Columns of the headline table, in order.
+HEADLINE_COLUMNS = [
+    "strategy", "strategy_label", "retained", "n", "recall", "ci_low", "ci_high", "retained_of_n",
+    "projection_tokens", "compaction_cost_cold", "compaction_cost_cached", "break_even", "cost_per_point",
+    "currency", "price_table", "simulator", "reader_label",
+]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure of a run, as files in its ``figures/`` folder."""
+
+    stem: str
+    title: str
+    png: Path | None
+    svg: Path | None
+    html: Path | None
+
+
+def _maybe(run_dir: Path, name: str) -> pd.DataFrame | None:
+    path = runfolder.table_path(run_dir, name)
+    return pd.read_parquet(path) if path.exists() else None
+
+
+def cost_view(cost: pd.DataFrame, price_table: str | None = None, simulator: str | None = None) -> pd.DataFrame:
+    """The cost rows of one price table under one cache rule.
+
+    Defaults: the first price table in the table, under its own provider's
+    rule (the first non-``none`` simulator it was priced with).
+    """
+    if cost.empty:
+        return cost
+    table = price_table or str(cost["price_table"].iloc[0])
+    rows = cost[cost["price_table"] == table]
+    if rows.empty:
+        raise ValueError(f"price table {table!r} not in the run's cost table: {sorted(set(cost['price_table']))}")
+    sims = list(dict.fromkeys(rows["simulator"]))
+    sim = simulator or next((s for s in sims if s != "none"), sims[0])
+    if sim not in sims:
+        raise ValueError(f"simulator {sim!r} not priced for {table!r}: {sims}")
+    return rows[rows["simulator"] == sim]
+
+
+def headline_table(run_dir: Path, price_table: str | None = None, simulator: str | None = None) -> pd.DataFrame:
+    """Per strategy: questions retained of N with the 95% interval, projection tokens, and the money.
+
+    Recall comes from the closed-book exam (``exam_recall``), money from the
+    cost model (``cost``) under one price table and cache rule (see
+    `cost_view`). Without a cost table the money columns are empty; without
+    recall there is no headline and the table is empty.
+    """
+    recall = _maybe(Path(run_dir), "exam_recall")
+    if recall is None or recall.empty:
+        return pd.DataFrame(columns=HEADLINE_COLUMNS)
+    out = recall[["strategy", "strategy_label", "retained", "n", "recall", "ci_low", "ci_high",
+                  "projection_tokens", "reader_label"]].copy()
+    out["retained_of_n"] = [
+        f"{r:.0f}/{n:.0f} ({lo:.0%}–{hi:.0%})" for r, n, lo, hi in
+        zip(out["retained"], out["n"], out["ci_low"], out["ci_high"])
+    ]
+    cost = _maybe(Path(run_dir), "cost")
+    money = ["compaction_cost_cold", "compaction_cost_cached", "break_even", "cost_per_point", "currency",
+             "price_table", "simulator"]
+    if cost is not None and not cost.empty:
+        view = cost_view(cost, price_table, simulator)[["strategy", *money]]
+        out = out.merge(view, on="strategy", how="left")
+    else:
+        for col in money:
+            out[col] = None
+    return out.sort_values(["recall", "projection_tokens"], ascending=[False, True])[HEADLINE_COLUMNS] \
+        .reset_index(drop=True)
+
+
+#: The headline as readers see it: column -> header.
+HEADLINE_VIEW = {
+    "strategy_label": "strategy", "retained_of_n": "retained of N (95% CI)", "projection_tokens": "projection tokens",
+    "compaction_cost_cold": "compaction cost, cold", "compaction_cost_cached": "compaction cost, cache-served",
+    "break_even": "break-even turns", "cost_per_point": "1 + T turns per point of recall", "currency": "currency",
+}
+
+
+def headline_view(headline: pd.DataFrame) -> pd.DataFrame:
+    """The headline's reader-facing columns under readable headers, numbers rounded for display."""
+    view = headline[[c for c in HEADLINE_VIEW if c in headline.columns]].copy()
+    view["projection_tokens"] = view["projection_tokens"].map(lambda v: f"{v:,.0f}" if pd.notna(v) else "n/a")
+    for col in ("compaction_cost_cold", "compaction_cost_cached", "cost_per_point"):
+        view[col] = view[col].map(lambda v: f"{v:.4f}" if v is not None and pd.notna(v) else "n/a")
+    return view.rename(columns=HEADLINE_VIEW)
+
+
+def headline_html(headline: pd.DataFrame) -> str:
+    """The headline view as an HTML table (escaped), or a sentence when there is none."""
+    if headline.empty:
+        return "<p>No closed-book exam ran in this run: no headline.</p>"
+    return headline_view(headline).to_html(index=False, na_rep="n/a", classes="cl-headline")
+
+
+def _money(v: Any, currency: str) -> str:
+    return f"{v:.4f} {currency}" if v is not None and pd.notna(v) else "n/a"
+
+
+def measured_text(headline: pd.DataFrame) -> list[str]:
+    """What this run measured, as short sentences of values read from the headline table.
+
+    Only comparisons the numbers carry: the most and fewest retained (with
+    intervals, and whether the intervals overlap), projection sizes, the
+    cheapest cache-served compaction among strategies that send a request,
+    the lowest cost per point, and where compaction never pays. No sentence
+    is written for a quantity the run did not measure.
+    """
+    if headline.empty:
+        return ["The closed-book exam did not run, so there is no headline to report."]
+    h = headline
+    n = int(h["n"].iloc[0])
+    lines = [f"{len(h)} strategies answered the same {n} scored questions; reader: {h['reader_label'].iloc[0]}."]
+    best, worst = h.iloc[0], h.sort_values("recall").iloc[0]
+    overlap = best["ci_low"] <= worst["ci_high"]
+    lines.append(
+        f"Most retained: {best['strategy_label']}, {best['retained_of_n']}; fewest: {worst['strategy_label']}, "
+        f"{worst['retained_of_n']}" + (" — their 95% intervals overlap." if overlap else ".")
+    )
+    small, large = h.sort_values("projection_tokens").iloc[0], h.sort_values("projection_tokens").iloc[-1]
+    lines.append(f"Projection size ranged from {small['projection_tokens']:,.0f} tokens "
+                 f"({small['strategy_label']}) to {large['projection_tokens']:,.0f} ({large['strategy_label']}).")
+    if h["price_table"].notna().any():
+        cur = str(h["currency"].dropna().iloc[0])
+        where = f"{h['price_table'].dropna().iloc[0]} prices, {h['simulator'].dropna().iloc[0]} cache rule"
+        free = h[h["compaction_cost_cold"] == 0]["strategy_label"].tolist()
+        paid = h[h["compaction_cost_cold"] > 0].sort_values("compaction_cost_cached")
+        if free:
+            lines.append(f"Free to compact (no model request): {', '.join(free)}.")
+        if not paid.empty:
+            p = paid.iloc[0]
+            lines.append(f"Cheapest compaction that calls a model, cache-served ({where}): {p['strategy_label']}, "
+                         f"{_money(p['compaction_cost_cached'], cur)} (cold {_money(p['compaction_cost_cold'], cur)}).")
+        per = h.dropna(subset=["cost_per_point"]).sort_values("cost_per_point")
+        if not per.empty:
+            lines.append(f"Lowest cost of one compaction + T turns per point of recall: {per.iloc[0]['strategy_label']}, "
+                         f"{_money(per.iloc[0]['cost_per_point'], cur)}.")
+        never = h[h["break_even"] == "never"]["strategy_label"].tolist()
+        if never:
+            lines.append(f"Never repays its compaction against continuing uncompacted: {', '.join(never)}.")
+    return lines
+
+
+def measured_markdown(headline: pd.DataFrame):
+    """`measured_text` as a Markdown bullet list (for a notebook cell)."""
+    from IPython.display import Markdown
+
+    return Markdown("\n".join(f"- {line}" for line in measured_text(headline)))
+
+
+def figures(run_dir: Path) -> list[Figure]:
+    """Every figure the run saved, in `FIGURES` order, then any others by name."""
+    d = Path(run_dir) / runfolder.FIGURES
+    found = []
+    for stem, title in FIGURES:
+        files = {ext: (d / f"{stem}.{ext}") for ext in ("png", "svg", "html")}
+        if not any(p.exists() for p in files.values()):
+            continue
+        found.append(Figure(stem, title, *(p if p.exists() else None for p in files.values())))
+    known = {s for s, _ in FIGURES}
+    extra = sorted({p.stem for p in d.glob("*.svg")} - known) if d.exists() else []
+    for stem in extra:  # figures a later notebook adds still reach the report
+        found.append(Figure(stem, stem.replace("_", " "), *((d / f"{stem}.{e}") if (d / f"{stem}.{e}").exists()
+                                                             else None for e in ("png", "svg", "html"))))
+    return found
+
+
+def _inline_svg(path: Path) -> str:
+    # Drop the XML prolog / doctype so the SVG can sit inside an HTML page.
+    text = path.read_text(encoding="utf-8")
+    start = text.find("<svg")
+    return text[start:] if start >= 0 else text
+
+
+def figure_html(fig: Figure, links: bool = True) -> str:
+    """A ``<figure>`` with the SVG inlined (no script, no network) and links to the other formats."""
+    body = _inline_svg(fig.svg) if fig.svg else (f'<img src="{fig.png.name}">' if fig.png else "")
+    files = [p for p in (fig.png, fig.svg, fig.html) if p is not None]
+    link = " · ".join(f'<a href="{runfolder.FIGURES}/{p.name}">{p.suffix[1:].upper()}</a>' for p in files)
+    cap = html.escape(fig.title) + (f" <small>({link})</small>" if links and link else "")
+    return f'<figure class="cl-figure" id="{fig.stem}">{body}<figcaption>{cap}</figcaption></figure>'
+
+
+def gallery(run_dir: Path):
+    """The run's figures as one HTML block (for a notebook cell)."""
+    from IPython.display import HTML
+
+    return HTML("\n".join(figure_html(f, links=False) for f in figures(run_dir)))
+
+
+def run_facts(run_dir: Path) -> pd.DataFrame:
+    """The run's profile, parameters and package versions from ``run.json``, one row each."""
+    path = Path(run_dir) / runfolder.RUN_JSON
+    if not path.exists():
+        return pd.DataFrame({"what": ["run.json"], "value": ["missing: this folder was not made by compaction-lab run"]})
+    info: Mapping[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    rows = [("run", info.get("run")), ("profile", info.get("profile")), ("started", info.get("started")),
+            ("commit", (info.get("git") or {}).get("commit")), ("python", info.get("python"))]
+    rows += [(f"parameter: {k}", json.dumps(v)) for k, v in (info.get("parameters") or {}).items()]
+    rows += [(f"package: {k}", v) for k, v in (info.get("packages") or {}).items()]
+    return pd.DataFrame(rows, columns=["what", "value"]).astype(str)

@@ -1,0 +1,104 @@
+"""share: the headline table, the values-only text, the figures of a run, its facts."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from compaction_lab import runfolder, share
+
+
+def _recall(rows):
+    cols = ["strategy", "strategy_label", "retained", "n", "recall", "ci_low", "ci_high", "projection_tokens",
+            "reader_label"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _cost(rows):
+    cols = ["strategy", "price_table", "simulator", "compaction_cost_cold", "compaction_cost_cached", "break_even",
+            "cost_per_point", "currency"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+@pytest.fixture
+def run(tmp_path):
+    d = runfolder.resolve(tmp_path / "run")
+    runfolder.save_table(_recall([
+        ("full", "full", 40, 40, 1.0, 1.0, 1.0, 90_000, "verbatim reader (retention ceiling)"),
+        ("codex", "codex (extractive stand-in)", 22, 40, 0.55, 0.4, 0.7, 4_000, "verbatim reader (retention ceiling)"),
+        ("det", "det", 36, 40, 0.9, 0.8, 0.975, 16_000, "verbatim reader (retention ceiling)"),
+    ]), d, "exam_recall")
+    runfolder.save_table(_cost([
+        ("full", "t1", "deepseek", 0.0, 0.0, "0", 0.02, "CNY"),
+        ("codex", "t1", "deepseek", 0.14, 0.13, "never", 0.03, "CNY"),
+        ("det", "t1", "deepseek", 0.0, 0.0, "3", 0.01, "CNY"),
+        ("full", "t1", "none", 0.0, 0.0, "0", 0.5, "CNY"),
+        ("codex", "t1", "none", 0.14, 0.14, "never", 0.6, "CNY"),
+        ("det", "t1", "none", 0.0, 0.0, "0", 0.2, "CNY"),
+    ]), d, "cost")
+    return d
+
+
+def test_headline_joins_recall_and_the_chosen_cost_view(run):
+    h = share.headline_table(run)
+    assert list(h.columns) == share.HEADLINE_COLUMNS
+    assert list(h["strategy"]) == ["full", "det", "codex"]  # best recall first
+    assert set(h["simulator"]) == {"deepseek"}  # the table's own rule, not "none", by default
+    assert h.set_index("strategy").loc["codex", "retained_of_n"] == "22/40 (40%–70%)"
+    h2 = share.headline_table(run, "t1", "none")
+    assert h2.set_index("strategy").loc["det", "cost_per_point"] == 0.2
+    with pytest.raises(ValueError, match="not in the run's cost table"):
+        share.headline_table(run, "nope")
+    with pytest.raises(ValueError, match="not priced"):
+        share.headline_table(run, "t1", "openai")
+
+
+def test_headline_without_cost_or_recall(tmp_path, run):
+    (run / "cost.parquet").unlink()
+    h = share.headline_table(run)
+    assert h["compaction_cost_cold"].isna().all() and len(h) == 3
+    assert "money" not in " ".join(share.measured_text(h)).lower()
+    empty = share.headline_table(runfolder.resolve(tmp_path / "empty"))
+    assert empty.empty and share.measured_text(empty) == [
+        "The closed-book exam did not run, so there is no headline to report."]
+    assert "no headline" in share.headline_html(empty)
+
+
+def test_measured_text_states_values_from_the_table(run):
+    text = share.measured_text(share.headline_table(run))
+    joined = "\n".join(text)
+    assert "3 strategies answered the same 40 scored questions" in joined
+    assert "Most retained: full, 40/40 (100%–100%); fewest: codex (extractive stand-in), 22/40 (40%–70%)." in joined
+    assert "from 4,000 tokens (codex (extractive stand-in)) to 90,000 (full)" in joined
+    assert "Free to compact (no model request): full, det." in joined
+    assert "codex (extractive stand-in), 0.1300 CNY (cold 0.1400 CNY)" in joined
+    assert "per point of recall: det, 0.0100 CNY" in joined
+    assert "Never repays its compaction against continuing uncompacted: codex (extractive stand-in)." in joined
+
+
+def test_overlapping_intervals_are_said(run):
+    h = share.headline_table(run)
+    h.loc[h["strategy"] == "codex", "ci_high"] = 1.0
+    assert "intervals overlap" in share.measured_text(h)[1]
+
+
+def test_figures_in_order_with_inline_svg(run):
+    figs = run / "figures"
+    svg = '<?xml version="1.0"?>\n<!DOCTYPE svg>\n<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"></svg>'
+    for stem in ("fig9_open_book", "fig1_retained", "fig3_recall_tokens", "fig3_complete", "zz_extra"):
+        (figs / f"{stem}.svg").write_text(svg)
+        (figs / f"{stem}.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    found = share.figures(run)
+    assert [f.stem for f in found] == ["fig1_retained", "fig3_complete", "fig3_recall_tokens", "fig9_open_book",
+                                         "zz_extra"]
+    html = share.figure_html(found[0])
+    assert html.startswith('<figure class="cl-figure" id="fig1_retained"><svg') and "<?xml" not in html
+    assert 'href="figures/fig1_retained.png"' in html and "Figure 1" in html
+
+
+def test_run_facts(run):
+    assert share.run_facts(run)["value"].str.contains("missing").any()
+    (run / "run.json").write_text(json.dumps({"run": "r1", "profile": "smoke", "parameters": {"seed": 7},
+                                              "packages": {"pandas": "2"}, "git": {"commit": "abc"}}))
+    facts = share.run_facts(run).set_index("what")["value"]
+    assert facts["parameter: seed"] == "7" and facts["package: pandas"] == "2" and facts["commit"] == "abc"
