@@ -2,6 +2,7 @@
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import nbformat
@@ -372,14 +373,10 @@ def _secret_session(path: Path) -> Path:
     return path
 
 
-def _share_profile(tmp_path: Path, session: Path, notebooks: list[str]) -> Path:
-    prof = tmp_path / f"share-{len(notebooks)}.yaml"
-    prof.write_text(yaml.safe_dump({
-        "description": "planted secrets", "notebooks": notebooks,
-        "parameters": {"session_paths": [str(session)], "window": 6000, "output_ceiling": 1000,
-                       "tail_tokens": 600, "n_boot": 50, "turns": 5, "cost_cases": 1, "probe_n_questions": 8},
-    }))
-    return prof
+def _on_my_sessions(session: Path) -> dict:
+    """Overrides that point the `my_sessions` profile at one file and keep the run small."""
+    return {"session_paths": [str(session)], "window": 6000, "output_ceiling": 1000, "tail_tokens": 600,
+            "n_boot": 50, "turns": 5, "cost_cases": 1, "probe_n_questions": 8}
 
 
 def test_redacted_run_leaks_none_of_the_planted_secrets(tmp_path, monkeypatch):
@@ -387,9 +384,9 @@ def test_redacted_run_leaks_none_of_the_planted_secrets(tmp_path, monkeypatch):
 
     monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
     session = _secret_session(tmp_path / "secrets.jsonl")
-    full = list(report.load_profile("smoke").notebooks)
-    red = report.run_profile(_share_profile(tmp_path, session, full), results=tmp_path / "r", progress=False,
-                             redact=True)
+    mine = report.load_profile("my_sessions")
+    assert mine.redact  # on by default for the user's own sessions
+    red = report.run_profile(mine, results=tmp_path / "r", progress=False, overrides=_on_my_sessions(session))
     assert red.report is not None and (red.run_dir / "archive.sqlite").exists()
     assert redact.find_leaks(red.run_dir, [*PLANTED.values(), ENV_KEY]) == []
     info = json.loads((red.run_dir / "run.json").read_text())
@@ -400,7 +397,8 @@ def test_redacted_run_leaks_none_of_the_planted_secrets(tmp_path, monkeypatch):
 
     # Without redaction the planted values do reach the run folder (so the check above can fail) --
     # but the environment's API key never does.
-    plain = report.run_profile(_share_profile(tmp_path, session, ["01_context_composition"]),
-                               results=tmp_path / "r", progress=False, redact=False)
+    first = replace(mine, notebooks=("01_context_composition",))
+    plain = report.run_profile(first, results=tmp_path / "r", progress=False, redact=False,
+                               overrides=_on_my_sessions(session))
     leaks = {needle for _, needle in redact.find_leaks(plain.run_dir, [*PLANTED.values(), ENV_KEY])}
     assert leaks == set(PLANTED.values())
