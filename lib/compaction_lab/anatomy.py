@@ -38,9 +38,12 @@ def cases_at_end(sessions: Iterable[Session]) -> list[Case]:
 
 
 def strategy_label(p: Projection) -> str:
-    """The strategy's name as tables and charts show it: stand-in summaries are labelled."""
+    """The strategy's name as tables and charts show it: who wrote the summary is labelled
+    (the extractive stand-in, or ``model: <name>``), and a FutureOS fallback says so."""
     if p.receipt is not None and p.receipt.stand_in and not p.receipt.fallback:
         return f"{p.strategy} ({STAND_IN_LABEL})"
+    if p.receipt is not None and not p.receipt.fallback and p.receipt.provider.startswith("model"):
+        return f"{p.strategy} ({p.receipt.provider})"  # a model wrote the summary: say which
     if p.receipt is not None and p.receipt.fallback and p.summary_request is not None \
             and p.strategy.startswith("futureos"):
         return f"{p.strategy} (fallback: deterministic)"

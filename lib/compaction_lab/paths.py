@@ -10,6 +10,8 @@ defaults, so batch users can keep results elsewhere without editing code:
     Folder holding the profile YAML files (default ``papermill_params``).
 ``COMPACTION_LAB_ARCHIVE``
     The archive of originals, an SQLite file (default ``data/archive/originals.sqlite``).
+``COMPACTION_LAB_LEDGER``
+    The ledger of model calls, an SQLite file (default ``data/ledger/ledger.sqlite``).
 """
 
 from __future__ import annotations
@@ -49,3 +51,9 @@ def archive_path() -> Path:
     """The SQLite archive of original records (git-ignored; it holds users' own sessions)."""
     env = os.environ.get("COMPACTION_LAB_ARCHIVE")
     return Path(env).expanduser().resolve() if env else DATA_DIR / "archive" / "originals.sqlite"
+
+
+def ledger_path() -> Path:
+    """The SQLite ledger of model calls (it holds requests and responses: keep it out of git)."""
+    env = os.environ.get("COMPACTION_LAB_LEDGER")
+    return Path(env).expanduser().resolve() if env else DATA_DIR / "ledger" / "ledger.sqlite"

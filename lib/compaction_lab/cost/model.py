@@ -498,6 +498,83 @@ def measured_vs_simulated(session: Session, simulator: str = "anthropic", encodi
     return pd.DataFrame(rows)
 
 
+LEDGER_CACHE_COLUMNS = ["call", "purpose", "model", "from_ledger", "measured_input", "measured_cached",
+                        "measured_hit_ratio", "simulated_input", "simulated_cached", "simulated_hit_ratio"]
+
+
+def ledger_vs_simulated(calls: Sequence[Mapping[str, Any]], simulator: str,
+                        encoding: str = DEFAULT_ENCODING) -> pd.DataFrame:
+    """The provider's own cached-token counters beside the simulator's, for the requests it was sent.
+
+    Parameters
+    ----------
+    calls : sequence of mapping
+        Ledger calls in the order they were sent, each with ``request`` (the
+        chat body as sent), ``prompt_tokens``, ``cached_tokens``, ``purpose``
+        and ``model`` (`ledger.Ledger.requests`).
+    simulator : str
+        The cache rule to predict with; one simulator sees the whole
+        sequence, as the provider did.
+
+    Notes
+    -----
+    Token counts differ between the provider's tokenizer and the report
+    tokenizer, so ratios are the comparable figure; the simulated input is in
+    report tokens.
+    """
+    sim = cache_mod.get_simulator(simulator)
+    rows = []
+    for i, c in enumerate(calls):
+        body = c.get("request") or {}
+        msgs = list(body.get("messages") or [])
+        system = msgs[0].get("content") or "" if msgs and msgs[0].get("role") == "system" else ""
+        rest = msgs[1:] if system else msgs
+        lay = cache_mod.request_layout(str(system), list(body.get("tools") or []), rest, encoding)
+        r = sim.send(lay.tokens, [], breakpoints=lay.breakpoints())
+        prompt, cached = int(c.get("prompt_tokens") or 0), int(c.get("cached_tokens") or 0)
+        rows.append({
+            "call": i, "purpose": c.get("purpose"), "model": c.get("model"), "from_ledger": c.get("from_ledger"),
+            "measured_input": prompt, "measured_cached": cached,
+            "measured_hit_ratio": cached / prompt if prompt else None,
+            "simulated_input": r.input_tokens, "simulated_cached": r.cached_tokens,
+            "simulated_hit_ratio": r.cached_tokens / r.input_tokens if r.input_tokens else None,
+        })
+    return pd.DataFrame(rows, columns=LEDGER_CACHE_COLUMNS)
+
+
+def ledger_calls_for(projections: Mapping[tuple[str, str], Projection], model: Any) -> list[dict[str, Any]]:
+    """The ledger's record of every model-written summary among `projections`, in case x strategy order.
+
+    Each summary request is rebuilt as it was sent (`summarize.model.wire_body`
+    plus the client's model and temperature) and looked up by fingerprint, so
+    a rerun that reused recorded answers still finds the calls that paid for
+    them. Projections without a model summary (offline providers, fallbacks)
+    are skipped. Empty when `model` is empty (no endpoint configured).
+    """
+    if not model:
+        return []
+    from ..ledger import open_ledger
+    from ..providers.client import full_body, request_fingerprint
+    from ..providers.shared import config_of
+    from ..summarize.model import wire_body
+
+    cfg = config_of(model)
+    ledger = open_ledger(cfg.ledger)
+    out = []
+    for p in projections.values():
+        r = p.receipt
+        if p.summary_request is None or r is None or r.fallback or not r.provider.startswith("model"):
+            continue
+        body = full_body(cfg, wire_body(p.summary_request))
+        rec = ledger.lookup(request_fingerprint(body))
+        if rec is None:
+            continue
+        u = rec["usage"]
+        out.append({"request": body, "purpose": rec["purpose"], "model": rec["model"], "from_ledger": True,
+                    "prompt_tokens": u.prompt_tokens, "cached_tokens": u.cached_tokens})
+    return out
+
+
 def shape_experiment_for(session: Session, shape: CallShape, encoding: str = DEFAULT_ENCODING) -> pd.DataFrame:
     """The cache-shape experiment on a session's own request (system prompt, tools, its messages)."""
     shape = shape.for_session(session)
@@ -522,5 +599,5 @@ def measured_table(sessions, simulator: str = "anthropic", encoding: str = DEFAU
 
 
 __all__ = ["Bill", "COST_COLUMNS", "CaseBills", "CostAssumptions", "assumptions_table", "break_even", "cost_table",
-           "measured_table", "measured_vs_simulated", "price_case", "shape_experiment_for", "projection_request", "simulate_case", "uncompacted_bills",
+           "ledger_calls_for", "ledger_vs_simulated", "measured_table", "measured_vs_simulated", "price_case", "shape_experiment_for", "projection_request", "simulate_case", "uncompacted_bills",
            "uncompacted_request"]

@@ -502,12 +502,32 @@ __all__ = [
 
 
 def get_reader(name: str, **kwargs: Any) -> Reader:
-    """A reader by name: ``verbatim`` (closed-book retention ceiling) or ``searcher`` (open-book stand-in).
+    """A reader by name: ``verbatim`` (closed-book retention ceiling), ``searcher`` (open-book stand-in)
+    or ``model`` (a real model, `exam.model_reader.ModelReader`; pass ``model=`` its configuration).
 
-    A model reader arrives with the model provider; both offline readers are stand-ins and say so.
+    Both offline readers are stand-ins and say so; the model reader's label names the model.
+    Keyword arguments a reader does not take are ignored, so one call serves every reader.
     """
-    if name == "verbatim":
-        return VerbatimReader(**kwargs)
-    if name == "searcher":
-        return SearcherReader(**kwargs)
-    raise ValueError(f"unknown reader {name!r}; available: verbatim, searcher")
+    import inspect
+
+    if name == "model":
+        from .model_reader import ModelReader
+
+        model = kwargs.pop("model", None)
+        allowed = set(inspect.signature(ModelReader).parameters) - {"config"}
+        return ModelReader(model, **{k: v for k, v in kwargs.items() if k in allowed})
+    cls = {"verbatim": VerbatimReader, "searcher": SearcherReader}.get(name)
+    if cls is None:
+        raise ValueError(f"unknown reader {name!r}; available: verbatim, searcher, model")
+    allowed = set(inspect.signature(cls).parameters)
+    return cls(**{k: v for k, v in kwargs.items() if k in allowed})
+
+
+def reader_factory(name: str, **fixed: Any) -> Callable[..., Reader]:
+    """``factory(search=..., k=...) -> Reader`` for the open-book rounds (`open_book.run_open_book`).
+
+    `fixed` goes to every reader made (e.g. ``model=`` for the model reader,
+    which ignores the round's search mode: a model's rounds differ by wording
+    and by whether it has the tools).
+    """
+    return lambda **per_round: get_reader(name, **{**fixed, **per_round})

@@ -66,14 +66,73 @@ def compact(session: Session, strategy: str, cut: int | None = None,
     """Force a compaction of `session` at `cut` (default: its end) and count report tokens.
 
     The context's call shape takes the session's own system prompt when the
-    session recorded one.
+    session recorded one. With checkpoints on (`CompactionContext.checkpoint_path`:
+    always for a model-written summary), a committed compaction of the same
+    key is reused, so its summary is never requested twice; one another
+    process is computing right now is waited for.
     """
     ctx = ctx or CompactionContext()
     ctx = dataclasses.replace(ctx, shape=ctx.shape.for_session(session))
     end = len(session.records) if cut is None else cut
     if not 0 <= end <= len(session.records):
         raise ValueError(f"cut {end} outside session {session.id!r} (0..{len(session.records)})")
-    return get(strategy).compact(session, end, ctx).finalize(ctx.encoding)
+    impl = get(strategy)
+    compute = lambda: impl.compact(session, end, ctx).finalize(ctx.encoding)  # noqa: E731
+    path = ctx.checkpoint_path()
+    if path is None:
+        return compute()
+    from ..checkpoints import CheckpointStore, checkpoint_key, compact_once, projection_from_json
+
+    key = checkpoint_key(session.id, end, strategy, impl.algorithm_version, ctx)
+
+    def committable() -> Projection:
+        # A summary that failed (endpoint down, empty answer) is not a result to keep: the next run asks again.
+        p = compute()
+        if p.receipt is not None and p.receipt.fallback:
+            raise _NotCommitted(p)
+        return p
+
+    try:
+        out = compact_once(CheckpointStore(path), key, committable, wait=CHECKPOINT_WAIT_S)
+    except _NotCommitted as exc:
+        return exc.projection
+    if out.computed is not None:
+        return out.computed
+    if out.projection is None:
+        raise RuntimeError(f"checkpoint {key} is still being computed by another process after "
+                           f"{CHECKPOINT_WAIT_S:.0f} s; see `compaction-lab checkpoints list`")
+    stored = projection_from_json(out.projection)
+    receipt = stored.receipt
+    if receipt is None or receipt.fallback:
+        return stored
+    # Rebuild with the committed summary replayed (no request is sent), so the projection carries
+    # its summary request again -- the cost model prices it -- and check it is the same request.
+    again = impl.compact(session, end, dataclasses.replace(ctx, summarizer=_Replay(receipt))).finalize(ctx.encoding)
+    same = again.receipt is not None and again.receipt.request_fingerprint == receipt.request_fingerprint
+    return again if same else stored
+
+
+class _NotCommitted(Exception):
+    def __init__(self, projection: Projection):
+        super().__init__("summary fell back; not committed")
+        self.projection = projection
+
+
+class _Replay:
+    """A summary provider that returns a committed checkpoint's summary instead of asking anyone."""
+
+    def __init__(self, receipt):
+        self.receipt, self.name, self.stand_in = receipt, receipt.provider, receipt.stand_in
+
+    def summarize(self, request):
+        from ..summarize import SummaryResult
+
+        r = self.receipt
+        return SummaryResult(r.text, r.input_tokens, r.cached_tokens, r.output_tokens)
+
+
+#: How long a compaction waits for another process's fence on the same checkpoint.
+CHECKPOINT_WAIT_S = 600.0
 
 
 __all__ = ["CallShape", "CompactionContext", "ORDER", "Strategy", "compact", "get", "names", "registry"]

@@ -124,6 +124,12 @@ class CompactionContext:
         ``history_target``, ``evidence_tokens``, ``prune``, ...).
     input_limit : int, optional
         The model's declared input limit, when it has one (OpenCode's rule).
+    checkpoints : str, optional
+        Checkpoint database (`checkpoints`): a committed compaction with the
+        same key is reused instead of computed (and its summary requested)
+        again. None: on for model-written summaries (at
+        `checkpoints.default_path`), off for offline providers, which cost
+        nothing to recompute.
     """
 
     window: int = 128_000
@@ -133,10 +139,21 @@ class CompactionContext:
     encoding: str = DEFAULT_ENCODING
     params: Mapping[str, Any] = field(default_factory=dict)
     input_limit: int | None = None
+    checkpoints: str | None = None
 
     def param(self, name: str, default: Any) -> Any:
         """A strategy parameter, or its default."""
         return self.params.get(name, default)
+
+    def checkpoint_path(self) -> str | None:
+        """Where compactions are checkpointed: `checkpoints`, else the default for a model summarizer."""
+        if self.checkpoints:
+            return self.checkpoints
+        if getattr(self.summarizer, "model", None) is not None and not getattr(self.summarizer, "stand_in", False):
+            from ..checkpoints import default_path
+
+            return str(default_path())
+        return None
 
 
 class Strategy(Protocol):

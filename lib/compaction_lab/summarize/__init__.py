@@ -2,8 +2,7 @@
 
 Every provider receives the strategy's own `SummaryRequest` (its messages in
 the strategy's documented shape, the template the answer must follow, the
-output cap) and returns text plus usage. The model provider (an
-OpenAI-compatible endpoint) implements the same interface later.
+output cap) and returns text plus usage.
 
 ``none``
     No summary: raises `SummaryUnavailable`, and each strategy does what it
@@ -14,12 +13,16 @@ OpenAI-compatible endpoint) implements the same interface later.
     template from the request's own messages (user requests, files touched,
     errors, identifiers, decisions) within the cap. Always labelled
     "extractive stand-in" in tables and charts.
+``model``
+    Any OpenAI-compatible chat endpoint, sent each strategy's own summary
+    request shape through the ledger (`summarize.model`). Labelled with the
+    model's name.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..projection import SummaryRequest
 
@@ -59,15 +62,27 @@ class NoneProvider:
         raise SummaryUnavailable("no summary provider configured (provider 'none')")
 
 
-def get_provider(name: str) -> SummaryProvider:
-    """A provider by name: ``none`` or ``extractive`` (``model`` arrives with the model issue)."""
+def get_provider(name: str, model: Any = None) -> SummaryProvider:
+    """A provider by name: ``none``, ``extractive`` (offline stand-in) or ``model``.
+
+    Parameters
+    ----------
+    name : str
+    model : ModelConfig or mapping, optional
+        The endpoint for ``model`` (base_url, model, api_key_env, ...);
+        ignored by the offline providers.
+    """
     if name == "none":
         return NoneProvider()
     if name == "extractive":
         from .extractive import ExtractiveProvider
 
         return ExtractiveProvider()
-    raise ValueError(f"unknown summary provider {name!r}; available: none, extractive")
+    if name == "model":
+        from .model import ModelProvider
+
+        return ModelProvider(model)
+    raise ValueError(f"unknown summary provider {name!r}; available: none, extractive, model")
 
 
 __all__ = ["NoneProvider", "SummaryProvider", "SummaryResult", "SummaryUnavailable", "get_provider"]

@@ -1,0 +1,143 @@
+"""The model reader: a real model answers the exam, closed book or with the history tools.
+
+It implements `readers.Reader` over any OpenAI-compatible endpoint
+(`providers.ModelConfig`); every call goes through the ledger.
+
+Closed book
+    One request: the projection's messages, then `readers.question_message`
+    (the question, `QUESTION_INSTRUCTION`, the round's wording), with the call
+    shape's tool definitions beside them as in production and ``tool_choice``
+    ``none`` (there is nothing to run; the answer must come from memory).
+    A model that calls a tool anyway has not answered: ``NOT_FOUND``.
+Open book
+    The same request with the shape's tools plus ``history_search`` /
+    ``history_get``; each tool call the model makes is run against the
+    archive and answered with a ``tool`` message (its ``tool_call_id``), up to
+    ``max_tool_rounds`` rounds; then one last request with ``tool_choice``
+    ``none`` asks for the answer. Every call is recorded (figure 9 counts
+    them). A call to a tool the reader cannot run (one of the shape's own
+    tools) is answered with an error message, as a harness would.
+
+Answers are normalised the way a grader would read them: the first non-empty
+line, without surrounding quotes, backticks or a trailing full stop; any
+answer containing ``NOT_FOUND`` is an abstention. Usage is the provider's own
+(prompt + completion tokens over every round), not a size estimate.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from ..summarize.model import wire_messages
+from .model import NOT_FOUND, Question
+from .readers import ReaderAnswer, Tool, ToolCall, request_messages
+
+#: Cap on an answer: exact values are short.
+ANSWER_TOKENS = 64
+
+_QUOTES = "\"'`\u2018\u2019\u201c\u201d"
+
+
+def normalise_answer(text: str | None) -> str:
+    """The answer as graded: first non-empty line, unquoted, no trailing full stop; NOT_FOUND when abstaining."""
+    if not text or NOT_FOUND in text:
+        return NOT_FOUND
+    line = next((ln.strip() for ln in text.strip().splitlines() if ln.strip()), "")
+    for prefix in ("answer:", "Answer:", "ANSWER:"):
+        if line.startswith(prefix):
+            line = line[len(prefix):].strip()
+    line = line.strip(_QUOTES).strip()
+    if line.endswith(".") and not line.endswith(".."):
+        line = line[:-1].strip(_QUOTES).strip()  # `value`. -> value
+    return line or NOT_FOUND
+
+
+def _tool_message(call_id: str, content: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+@dataclass
+class ModelReader:
+    """A model answers; labelled with its name, never a stand-in.
+
+    Parameters
+    ----------
+    config : ModelConfig or mapping
+    answer_tokens : int
+        ``max_tokens`` of each request.
+    max_tool_rounds : int
+        Open book: rounds of tool calls before the answer is asked for.
+    closed_tool_choice : str or None
+        ``tool_choice`` of closed-book requests (``none``); None leaves it out
+        for endpoints that reject the field.
+    """
+
+    config: Any
+    answer_tokens: int = ANSWER_TOKENS
+    max_tool_rounds: int = 4
+    closed_tool_choice: str | None = "none"
+    name: str = "model"
+    label: str = ""
+    stand_in: bool = False
+    _client: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        from ..providers.shared import config_of, get_client
+
+        self.config = config_of(self.config)
+        self.label = self.label or f"model reader: {self.config.model}"
+        self._client = self._client or get_client(self.config)
+
+    def _send(self, messages: list[dict[str, Any]], tools: Sequence[Mapping[str, Any]], purpose: str,
+              tool_choice: str | None) -> Any:
+        body: dict[str, Any] = {"messages": messages, "max_tokens": self.answer_tokens}
+        if tools:
+            body["tools"] = [dict(t) for t in tools]
+            if tool_choice:
+                body["tool_choice"] = tool_choice
+        return self._client.complete(body, purpose=purpose)
+
+    def answer(self, messages: list[dict], question: Question, tools: Sequence[Tool] = (), *,
+               wording: str = "", shape_tools: Sequence[Mapping[str, Any]] = ()) -> ReaderAnswer:
+        convo = wire_messages(request_messages(messages, question, wording))
+        by_name = {t.name: t for t in tools}
+        defs = [*shape_tools, *(t.definition for t in tools if t.definition not in shape_tools)]
+        used_in = used_out = 0
+        calls: list[ToolCall] = []
+        if not tools:
+            c = self._send(convo, defs, "exam:closed", self.closed_tool_choice)
+            answered = None if c.message.get("tool_calls") else c.message.get("content")
+            return ReaderAnswer(normalise_answer(answered), c.usage.prompt_tokens, c.usage.completion_tokens,
+                                (), False)
+        for _ in range(self.max_tool_rounds):
+            c = self._send(convo, defs, "exam:open", None)
+            used_in, used_out = used_in + c.usage.prompt_tokens, used_out + c.usage.completion_tokens
+            requested = c.message.get("tool_calls") or []
+            if not requested:
+                return ReaderAnswer(normalise_answer(c.message.get("content")), used_in, used_out, tuple(calls), False)
+            convo.append({"role": "assistant", "content": c.message.get("content") or "", "tool_calls": requested})
+            for tc in requested:
+                fn = tc.get("function") or {}
+                convo.append(_tool_message(tc.get("id", ""), self._run(by_name, fn, calls)))
+        c = self._send(convo, defs, "exam:open-final", "none")
+        used_in, used_out = used_in + c.usage.prompt_tokens, used_out + c.usage.completion_tokens
+        answered = None if c.message.get("tool_calls") else c.message.get("content")
+        return ReaderAnswer(normalise_answer(answered), used_in, used_out, tuple(calls), False)
+
+    @staticmethod
+    def _run(by_name: Mapping[str, Tool], fn: Mapping[str, Any], calls: list[ToolCall]) -> str:
+        # A harness answers every call; a bad one gets an error the model can read, and is still counted.
+        name, raw = str(fn.get("name", "")), fn.get("arguments") or "{}"
+        tool = by_name.get(name)
+        try:
+            args = json.loads(raw) if isinstance(raw, str) else dict(raw)
+            if tool is None:
+                raise ValueError(f"tool {name!r} is not available here")
+            result = tool(**args)
+        except (ValueError, TypeError) as exc:
+            calls.append(ToolCall(name or "?", {"raw": str(raw)[:500]}, ()))
+            return json.dumps({"error": f"{type(exc).__name__}: {exc}"})
+        calls.append(result.call)
+        return result.content

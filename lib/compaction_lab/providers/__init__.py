@@ -1,0 +1,27 @@
+"""Calling real models: OpenAI-compatible chat endpoints, every call recorded in the ledger.
+
+`ModelConfig` says which endpoint, model and key variable; `ChatClient` sends
+chat-completions bodies (with the openai package's own retries), reuses
+recorded responses for identical requests and records every call in
+`compaction_lab.ledger`. See `compaction_lab.providers.client` for the retry
+rules and how the API key is kept out of logs, errors and the ledger.
+"""
+
+from .client import (
+    AuthError,
+    BadResponse,
+    ChatClient,
+    Completion,
+    EndpointUnreachable,
+    ProviderError,
+    ProviderTimeout,
+    RateLimited,
+    Usage,
+    request_fingerprint,
+)
+from .config import ModelConfig
+
+__all__ = [
+    "AuthError", "BadResponse", "ChatClient", "Completion", "EndpointUnreachable", "ModelConfig", "ProviderError",
+    "ProviderTimeout", "RateLimited", "Usage", "request_fingerprint",
+]

@@ -1,0 +1,83 @@
+"""The ``model`` summary provider: each strategy's own summary request, sent to a real endpoint.
+
+Any OpenAI-compatible chat endpoint (`providers.ModelConfig`: DeepSeek,
+OpenAI, vLLM, llama.cpp, Ollama). The request is the strategy's
+`SummaryRequest` exactly (`SummaryRequest.to_openai`: its system prompt, its
+tools or none, its messages, its output cap), so what the model sees is the
+production call shape; every call goes through the ledger, so a rerun pays
+nothing twice.
+
+One adaptation, and why: the house message format carries a tool's output as
+a ``tool``-role message without the ``tool_call_id`` of a structured call
+(the calls themselves are text in the assistant turn). Chat endpoints reject
+such a message, so it is sent as a ``user`` message opening with
+``[tool output]`` — the same text, in the same place. Nothing else changes;
+`wire_body` is what is sent and what the ledger fingerprints.
+
+Failures (endpoint down, auth, timeouts after retries, an empty answer) raise
+`SummaryUnavailable`, so each strategy falls back as it documents (FutureOS
+to deterministic, with the receipt saying so).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..projection import SummaryRequest
+from . import SummaryResult, SummaryUnavailable
+
+#: Prefix of a tool output sent as a user message (see the module docstring).
+TOOL_OUTPUT_PREFIX = "[tool output]\n"
+
+
+def wire_messages(messages: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Messages as an endpoint accepts them: tool messages without a call id become user messages."""
+    out = []
+    for m in messages:
+        if m.get("role") == "tool" and not m.get("tool_call_id"):
+            out.append({"role": "user", "content": TOOL_OUTPUT_PREFIX + str(m.get("content") or "")})
+        else:
+            out.append(dict(m))
+    return out
+
+
+def wire_body(request: SummaryRequest) -> dict[str, Any]:
+    """The chat-completions body sent for `request` (without ``model``; the client adds it)."""
+    body = request.to_openai()
+    body["messages"] = wire_messages(body["messages"])
+    return body
+
+
+class ModelProvider:
+    """Summaries written by a model (not a stand-in); the label names the model.
+
+    Parameters
+    ----------
+    config : providers.ModelConfig
+    client : providers.ChatClient, optional
+        Shared client (its ledger and concurrency limit); made from `config` if None.
+    """
+
+    stand_in = False
+
+    def __init__(self, config: Any, client: Any = None):
+        from ..providers.shared import config_of, get_client
+
+        config = config_of(config)
+        self.config = config
+        self.model = config.model  # part of a checkpoint's key (checkpoints.checkpoint_params)
+        self.name = f"model: {config.model}"
+        self._client = client or get_client(config)
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        from ..providers.client import ProviderError
+
+        try:
+            c = self._client.complete(wire_body(request), purpose=f"summary:{request.strategy}",
+                                      shape_fingerprint=request.shape_fingerprint())
+        except ProviderError as exc:
+            raise SummaryUnavailable(f"{self.name}: {exc}") from exc
+        text = (c.message.get("content") or "").strip()
+        if not text:
+            raise SummaryUnavailable(f"{self.name}: empty answer (finish_reason={c.finish_reason})")
+        return SummaryResult(text, c.usage.prompt_tokens, c.usage.cached_tokens, c.usage.completion_tokens)
