@@ -148,3 +148,40 @@ def test_model_without_configuration_is_a_clear_error():
         summarize.get_provider("model", {})
     with pytest.raises(ValueError, match="model configuration"):
         readers.get_reader("model")
+
+
+# --------------------------------------------------------------------------- the model profile, end to end
+
+
+def test_model_profile_runs_labels_the_model_and_leaks_no_key(server, tmp_path, monkeypatch):
+    """The whole chain with `summarizer: model` and `reader: model` against the scripted endpoint: every
+    model-backed table names the model, the ledger holds every call, and the API key is nowhere."""
+    from compaction_lab import redact, report
+
+    key = "sk-modeltest-Qx81Vb27Nd5Lm0Rt9Zy4"
+    monkeypatch.setenv("COMPACTION_LAB_TEST_API_KEY", key)
+    monkeypatch.setenv("COMPACTION_LAB_CHECKPOINTS", str(tmp_path / "ck.sqlite"))
+    ledger = tmp_path / "ledger.sqlite"
+    prof = report.load_profile("model")
+    endpoint = dict(prof.parameters["model"], base_url=server.base_url, model="fake-model",
+                    api_key_env="COMPACTION_LAB_TEST_API_KEY", ledger=str(ledger))
+    res = report.run_profile(prof, results=tmp_path / "r", progress=False, overrides={"model": endpoint})
+    d = res.run_dir
+    assert server.count() > 0 and all(a == f"Bearer {key}" for a in server.authorizations)
+
+    import pandas as pd
+
+    recall = pd.read_parquet(d / "exam_recall.parquet")
+    assert (recall["reader_label"] == "model reader: fake-model").all()
+    summarising = recall[recall["strategy"].isin(["futureos-summarized", "codex", "opencode"])]
+    assert summarising["strategy_label"].str.endswith("(model: fake-model)").all()
+    opened = pd.read_parquet(d / "exam_open.parquet")
+    assert set(opened["reader_label"]) == {"model reader: fake-model"} and not opened["stand_in"].any()
+    assert "model reader: fake-model" in (d / "03_closed_book_exam.html").read_text()
+    ledger_cache = pd.read_parquet(d / "cache_ledger.parquet")
+    assert len(ledger_cache) >= 1 and (ledger_cache["measured_input"] > 0).all()
+    from compaction_lab.ledger import open_ledger
+
+    calls = open_ledger(ledger).calls()
+    assert (calls["status"] == "done").all() and len(calls) == server.count()
+    assert redact.find_leaks(d, [key]) == [] and key.encode() not in ledger.read_bytes()
