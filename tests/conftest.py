@@ -8,6 +8,9 @@ import pytest
 from compaction_lab.paths import REPO_ROOT
 from compaction_lab.session import Record, Session
 
+#: The local llama.cpp server fixture (`llm_server`) for the tests that need a real model.
+pytest_plugins = ["llm_server"]
+
 #: Real public agent sessions shipped beside the repo (read-only), when present.
 SHARED_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "sessions"
 

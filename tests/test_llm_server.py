@@ -12,7 +12,7 @@ import json
 import openai
 import pytest
 
-from llm_server import MODEL_ALIAS, gguf_path, llm_server, require_llama_server  # noqa: F401 (fixture)
+from llm_server import MODEL_ALIAS, gguf_path, require_llama_server
 
 SYSTEM = "You are a terse assistant. Answer in one short sentence."
 QUESTION = "What is the capital of France?"
@@ -31,7 +31,7 @@ WEATHER_TOOL = {
 
 
 @pytest.fixture(scope="module")
-def client(llm_server) -> openai.OpenAI:  # noqa: F811
+def client(llm_server) -> openai.OpenAI:
     return openai.OpenAI(base_url=llm_server, api_key="unused-by-local-server", max_retries=0, timeout=120)
 
 

@@ -17,13 +17,13 @@ from compaction_lab.ledger import open_ledger
 from compaction_lab.providers import shared
 from compaction_lab.strategies import CompactionContext
 
-from llm_server import MODEL_ALIAS, llm_server  # noqa: F401 (fixture)
+from llm_server import MODEL_ALIAS
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def local_model(llm_server, tmp_path, monkeypatch):  # noqa: F811
+def local_model(llm_server, tmp_path, monkeypatch):
     monkeypatch.setenv("COMPACTION_LAB_CHECKPOINTS", str(tmp_path / "ck.sqlite"))
     shared._CLIENTS.clear()
     return {"base_url": llm_server, "model": MODEL_ALIAS, "api_key_env": "", "timeout_s": 120, "max_retries": 1,

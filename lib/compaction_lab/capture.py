@@ -28,6 +28,7 @@ from typing import Any, Iterable, Mapping
 from . import paths
 from .ingest.base import ImportReport, content_text, iter_jsonl
 from .strategies.base import CallShape
+from .projection import canonical_json  # the form every fingerprint hashes
 
 #: Roles whose messages make up the system prompt of a request.
 SYSTEM_ROLES = frozenset({"system", "developer"})
@@ -57,9 +58,6 @@ class CaptureError(ValueError):
 # --------------------------------------------------------------------------- fingerprints
 
 
-def canonical_json(obj: Any) -> str:
-    """Compact JSON with sorted keys: the form every fingerprint hashes."""
-    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 def sha256_text(text: str) -> str:

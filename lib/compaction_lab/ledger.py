@@ -48,6 +48,8 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 import pandas as pd
 
 from . import paths
+from .checkpoints import _pid_alive  # one liveness rule for both SQLite stores
+from .projection import canonical_json as _canonical  # the fingerprints' form: stored JSON re-hashes identically
 
 if TYPE_CHECKING:  # the client imports this module; importing it back at run time would be circular
     from .providers.client import Usage
@@ -98,19 +100,6 @@ CREATE INDEX IF NOT EXISTS calls_status ON calls (status);
 """
 
 
-def _canonical(obj: Any) -> str:
-    # The same canonical form as the fingerprints (projection._canonical), so stored JSON re-hashes identically.
-    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class Ledger:

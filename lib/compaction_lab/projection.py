@@ -77,8 +77,12 @@ class Segment:
         object.__setattr__(self, "entry_ids", tuple(self.entry_ids))
 
 
-def _canonical(obj: Any) -> str:
+def canonical_json(obj: Any) -> str:
+    """Compact JSON with sorted keys: the one form every request fingerprint hashes."""
     return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+_canonical = canonical_json
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ import openai
 from ..cost import prices as prices_mod
 from ..ledger import open_ledger
 from .config import ModelConfig
+from ..projection import canonical_json as _canonical  # the form SummaryRequest.fingerprint hashes
 
 if TYPE_CHECKING:
     from ..ledger import Ledger
@@ -166,9 +167,6 @@ class BadResponse(ProviderError):
 # --------------------------------------------------------------------------- pure helpers
 
 
-def _canonical(obj: Any) -> str:
-    # Same canonical JSON as SummaryRequest.fingerprint (projection._canonical).
-    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 def request_fingerprint(body: Mapping[str, Any]) -> str:
