@@ -94,3 +94,20 @@ def test_fig7_and_fig8_specs_and_png(tmp_path):
     assert len(spec["vconcat"]) == 2
     for name, fig in (("f7", fig7), ("f8", fig8)):
         assert charts.save_chart(fig, tmp_path / name, formats=("png",))["png"].read_bytes()[:8] == PNG_SIGNATURE
+
+
+def _recall_frame(reader_label):
+    import pandas as pd
+
+    return pd.DataFrame({
+        "strategy": ["full", "codex"], "strategy_label": ["full", "codex (model: m1)"], "retained": [4, 2],
+        "n": [4, 4], "recall": [1.0, 0.5], "ci_low": [1.0, 0.0], "ci_high": [1.0, 1.0],
+        "projection_tokens": [900.0, 300.0], "reader_label": [reader_label] * 2,
+    })
+
+
+@pytest.mark.parametrize("make", [charts.fig3_retained_tokens, charts.fig4_size_vs_recall])
+def test_recall_figures_name_who_answered(make):
+    for who in ("model reader: m1", "verbatim reader (retention ceiling)"):
+        spec = make(_recall_frame(who)).to_dict()
+        assert who in json.dumps(spec["title"])

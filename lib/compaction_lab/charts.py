@@ -357,6 +357,13 @@ def _fig3_panels(recall: pd.DataFrame, width: int) -> tuple[alt.Chart, alt.Chart
     return left, right
 
 
+def _who_answered(df: pd.DataFrame, note: str) -> str:
+    """A subtitle that names who answered (a model, or an offline stand-in), after `note`."""
+    if "reader_label" not in df.columns or df.empty:
+        return note
+    return f"{note}; reader: {', '.join(sorted(set(map(str, df['reader_label']))))}"
+
+
 def fig3_retained_tokens(recall: pd.DataFrame, *, width: int = 260) -> alt.HConcatChart:
     """Figure 3 (recall part): retained questions and projection tokens per strategy, side by side.
 
@@ -370,7 +377,8 @@ def fig3_retained_tokens(recall: pd.DataFrame, *, width: int = 260) -> alt.HConc
     use_theme()
     left, right = _fig3_panels(recall, width)
     return alt.hconcat(left, right, spacing=20).properties(
-        title=alt.TitleParams("Figure 3 — recall and tokens", subtitle="money per point of recall: see the cost notebook"))
+        title=alt.TitleParams("Figure 3 — recall and tokens",
+                              subtitle=_who_answered(recall, "money per point of recall: see the cost notebook")))
 
 
 def fig4_size_vs_recall(recall: pd.DataFrame, *, width: int = 480) -> alt.LayerChart:
@@ -393,7 +401,8 @@ def fig4_size_vs_recall(recall: pd.DataFrame, *, width: int = 480) -> alt.LayerC
                  alt.Tooltip("ci_high:Q", format=".1%"), alt.Tooltip("projection_tokens:Q", format=",.0f")])
     labels = base.mark_text(align="left", dx=7, dy=-7, fontSize=10).encode(y="recall:Q", text="strategy_label:N")
     return (rule + pts + labels).properties(width=width, height=300, title=alt.TitleParams(
-        "Figure 4 — projection size against recall", subtitle="bars: 95% bootstrap intervals over questions"))
+        "Figure 4 — projection size against recall",
+        subtitle=_who_answered(recall, "bars: 95% bootstrap intervals over questions")))
 
 
 OUTCOME_COLORS: dict[str, str] = {
@@ -509,5 +518,5 @@ def fig3_complete(recall: pd.DataFrame, cost: pd.DataFrame, *, width: int = 220)
         tooltip=["strategy_label", alt.Tooltip("cost_per_point:Q", format=".5f")],
     ).properties(width=width, title="the money behind each point")
     return alt.hconcat(left, right, money, spacing=20).properties(
-        title=alt.TitleParams("Figure 3 — recall, tokens and money",
-                              subtitle="money: one compaction + later turns, cache simulated on the real token sequences"))
+        title=alt.TitleParams("Figure 3 — recall, tokens and money", subtitle=_who_answered(
+            recall, "money: one compaction + later turns, cache simulated on the real token sequences")))
