@@ -185,3 +185,23 @@ def test_model_profile_runs_labels_the_model_and_leaks_no_key(server, tmp_path, 
     calls = open_ledger(ledger).calls()
     assert (calls["status"] == "done").all() and len(calls) == server.count()
     assert redact.find_leaks(d, [key]) == [] and key.encode() not in ledger.read_bytes()
+
+
+def test_closed_book_asks_a_model_reader_concurrently_in_order(tmp_path, monkeypatch):
+    from compaction_lab.exam import closed
+    from compaction_lab.exam.model import Case
+
+    monkeypatch.setenv("COMPACTION_LAB_CHECKPOINTS", str(tmp_path / "ck.sqlite"))
+    shared._CLIENTS.clear()
+    with FakeOpenAIServer(default_delay=0.3) as server:
+        cfg = {"base_url": server.base_url, "model": "fake-model", "api_key_env": "", "concurrency": 3,
+               "ledger": str(tmp_path / "l.sqlite")}
+        s = make_session([("user", "go"), ("assistant", "value V1 and V2")])
+        qs = tuple(Question(id=f"q{i}", case_id="c", prompt=f"question number {i}?", answer=f"V{i}",
+                            pointer="assistant", category="assistant_decision") for i in range(6))
+        case = Case(id="c", session_id=s.id, cut=2, tail_start=2, questions=qs)
+        res = closed.run_closed([case], {s.id: s}, ["full"], CompactionContext(), readers.get_reader("model", model=cfg))
+    assert server.max_in_flight == 3 and server.count() == 6
+    assert list(res.answers["question_id"]) == [f"q{i}" for i in range(6)]
+    asked = sorted(r["body"]["messages"][-1]["content"].split("?")[0] for r in server.requests)
+    assert asked == [f"question number {i}" for i in range(6)]

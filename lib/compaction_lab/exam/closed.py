@@ -120,6 +120,18 @@ def _default_grader() -> Callable[[Question, str], bool]:
     return grade
 
 
+def answer_all(reader: Any, questions: Sequence[Question], ask: Callable[[Question], Any]) -> list[Any]:
+    """``ask(q)`` for every question, in order; a reader with ``concurrency > 1`` (a model reader: its
+    endpoint's limit) is asked that many at a time, offline stand-ins one by one."""
+    n = int(getattr(reader, "concurrency", 1) or 1)
+    if n <= 1 or len(questions) <= 1:
+        return [ask(q) for q in questions]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(n, len(questions))) as pool:
+        return list(pool.map(ask, questions))
+
+
 def run_closed(
     cases: Sequence[Case],
     sessions: Mapping[str, Session],
@@ -175,8 +187,8 @@ def run_closed(
         projections.append(projection_row(case.id, p))
         messages = p.messages()
         shape_tools = ctx.shape.for_session(sessions[case.session_id]).tools
-        for q in case.questions:
-            a = reader.answer(messages, q, shape_tools=shape_tools)
+        got = answer_all(reader, case.questions, lambda q: reader.answer(messages, q, shape_tools=shape_tools))
+        for q, a in zip(case.questions, got):
             answers.append(answer_row(case, q, p, reader, a.given, bool(a.stand_in), grade(q, a.given)))
     ans = pd.DataFrame(answers, columns=ANSWER_COLUMNS).astype(
         {"decoy": "bool", "correct": "bool", "projection_tokens": "int64"})

@@ -90,6 +90,11 @@ class ModelReader:
         self.label = self.label or f"model reader: {self.config.model}"
         self._client = self._client or get_client(self.config)
 
+    @property
+    def concurrency(self) -> int:
+        """Questions asked at once (the endpoint's limit; the client enforces it too)."""
+        return int(self.config.concurrency)
+
     def _send(self, messages: list[dict[str, Any]], tools: Sequence[Mapping[str, Any]], purpose: str,
               tool_choice: str | None) -> Any:
         body: dict[str, Any] = {"messages": messages, "max_tokens": self.answer_tokens}

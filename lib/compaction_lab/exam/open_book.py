@@ -264,6 +264,7 @@ def run_open_book(
     for rnd, (case, p, messages, shape_tools, facts) in it:
         reader = readers[rnd.number]
         for q, in_projection, in_archive in facts:
+            # One at a time: the archive's SQLite connection belongs to this thread.
             tools = HistoryTools(archive, case.session_id).tools() if rnd.arm == "open" else ()
             a = reader.answer(messages, q, tools, wording=rnd.wording, shape_tools=shape_tools)
             correct = grade(q, a.given)
