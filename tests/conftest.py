@@ -11,6 +11,14 @@ from compaction_lab.session import Record, Session
 #: The local llama.cpp server fixture (`llm_server`) for the tests that need a real model.
 pytest_plugins = ["llm_server"]
 
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory):
+    """The smoke profile (every notebook, the report), run once per test session; tests only read it."""
+    from compaction_lab import report
+
+    return report.run_profile("smoke", results=tmp_path_factory.mktemp("smoke-results"), progress=False)
+
+
 #: Real public agent sessions shipped beside the repo (read-only), when present.
 SHARED_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "sessions"
 

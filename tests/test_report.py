@@ -62,10 +62,7 @@ def test_notebook_overrides_win():
 # --------------------------------------------------------------------------- a real smoke run
 
 
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
-    results = tmp_path_factory.mktemp("results")
-    return report.run_profile("smoke", results=results, progress=False)
+# `smoke_run` (conftest): the smoke profile run once per test session, shared with the browser check.
 
 
 def test_smoke_run_fills_the_run_folder_contract(smoke_run):

@@ -40,15 +40,7 @@ def chromium() -> Path:
 
 
 @pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory, chromium):
-    """The smoke profile, run once into a temporary results folder."""
-    from compaction_lab import report
-
-    return report.run_profile("smoke", results=tmp_path_factory.mktemp("runs"), progress=False)
-
-
-@pytest.fixture(scope="module")
-def run_pages(smoke_run):
+def run_pages(chromium, smoke_run):
     """report.html, the other pages in the run folder and every figures/*.html, checked."""
     run_dir = smoke_run.run_dir
     assert smoke_run.report is not None and smoke_run.report.exists(), "the run wrote no report.html"
