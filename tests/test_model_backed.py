@@ -205,3 +205,26 @@ def test_closed_book_asks_a_model_reader_concurrently_in_order(tmp_path, monkeyp
     assert list(res.answers["question_id"]) == [f"q{i}" for i in range(6)]
     asked = sorted(r["body"]["messages"][-1]["content"].split("?")[0] for r in server.requests)
     assert asked == [f"question number {i}" for i in range(6)]
+
+
+def test_live_shape_experiment_reaches_the_provider_every_time(server, model):
+    """Five requests (prime + four variants), none answered from the ledger, counters as reported."""
+    from compaction_lab.cost import model as cost
+    from compaction_lab.strategies.base import CallShape
+
+    s = make_session([("system", "You are the agent."), ("user", "fix it"), ("assistant", "done"),
+                      ("tool_output", "ok")])
+    shape = CallShape("t", "You are the agent.", ({"type": "function", "function": {"name": "bash"}},))
+    usage = {"prompt_tokens": 200, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 128}}
+    for _ in range(2):  # twice: the second run must still send everything
+        server.script(*[Scripted(body=completion("x", usage=usage)) for _ in range(5)])
+        df = cost.shape_experiment_for(s, shape, live_model=model)
+    assert server.count() == 10
+    live = df[df["simulator"] == "measured (fake-model)"]
+    assert list(live["variant"]) == ["identical", "system_substituted", "tools_dropped", "line_added_at_top"]
+    assert (live["hit_ratio"] == 0.64).all()
+    sent = [r["body"] for r in server.requests[:5]]
+    assert sent[0] == sent[1]  # the prime and the identical variant
+    assert "tools" not in sent[3] and sent[2]["messages"][0]["content"] != sent[0]["messages"][0]["content"]
+    assert sent[4]["messages"][0]["content"].endswith(sent[0]["messages"][0]["content"])
+    assert set(df["simulator"]) >= {"deepseek", "openai", "anthropic", "none"}

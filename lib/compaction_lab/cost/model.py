@@ -575,11 +575,74 @@ def ledger_calls_for(projections: Mapping[tuple[str, str], Projection], model: A
     return out
 
 
-def shape_experiment_for(session: Session, shape: CallShape, encoding: str = DEFAULT_ENCODING) -> pd.DataFrame:
-    """The cache-shape experiment on a session's own request (system prompt, tools, its messages)."""
+def shape_experiment_for(session: Session, shape: CallShape, encoding: str = DEFAULT_ENCODING,
+                         live_model: Any = None) -> pd.DataFrame:
+    """The cache-shape experiment on a session's own request (system prompt, tools, its messages).
+
+    With `live_model` (a model configuration), the same requests are also
+    sent to that endpoint (`shape_experiment_live`) and its measured rows
+    follow the simulated ones.
+    """
+    sess_shape = shape.for_session(session)
+    sim = cache_mod.shape_experiment(sess_shape.system_prompt, list(sess_shape.tools),
+                                     _messages_of_records(history(session, len(session.records))), encoding)
+    if not live_model:
+        return sim
+    return pd.concat([sim, shape_experiment_live(session, shape, live_model)], ignore_index=True)
+
+
+def shape_experiment_live(session: Session, shape: CallShape, model: Any) -> pd.DataFrame:
+    """The cache-shape experiment sent for real: the provider's own cached-token counters per variant.
+
+    Primes the endpoint's cache with the session's request, then sends the
+    four variants of `cache.shape_experiment` in its order (identical, system
+    prompt substituted, tools dropped, a line added at the top), each asking
+    for one output token. The ledger records every call, but none is answered
+    from it: an answer from the ledger would say nothing about the provider's
+    cache now. Five requests of the session's size: this costs money on a
+    paid endpoint.
+
+    Returns
+    -------
+    DataFrame
+        The columns of `cache.shape_experiment`, ``simulator`` =
+        ``measured (<model>)``; ``cache_write_tokens`` is not reported by
+        chat-completions usage and stays empty.
+    """
+    from dataclasses import replace as dc_replace
+
+    from ..ledger import open_ledger
+    from ..providers.client import ChatClient
+    from ..providers.shared import config_of
+    from ..summarize.model import wire_messages
+
+    cfg = dc_replace(config_of(model), reuse=False)
+    client = ChatClient(cfg, open_ledger(cfg.ledger))
     shape = shape.for_session(session)
-    return cache_mod.shape_experiment(shape.system_prompt, list(shape.tools),
-                                      _messages_of_records(history(session, len(session.records))), encoding)
+    variants = cache_mod._shape_variants(shape.system_prompt, list(shape.tools),
+                                         _messages_of_records(history(session, len(session.records))),
+                                         cache_mod.SUBSTITUTE_SYSTEM, cache_mod.TOP_LINE)
+
+    def body(system: str, tools: Sequence[Mapping[str, Any]], messages: Sequence[Mapping[str, Any]]) -> dict:
+        b: dict[str, Any] = {"messages": [{"role": "system", "content": system}, *wire_messages(list(messages))],
+                             "max_tokens": 1}
+        if tools:
+            b["tools"] = [dict(t) for t in tools]
+        return b
+
+    try:
+        client.complete(body(*variants["identical"]), purpose="cache-shape:prime")
+        rows = []
+        for name in cache_mod.SHAPE_VARIANTS:
+            u = client.complete(body(*variants[name]), purpose=f"cache-shape:{name}").usage
+            rows.append({"variant": name, "simulator": f"measured ({cfg.model})", "input_tokens": u.prompt_tokens,
+                         "cached_tokens": u.cached_tokens,
+                         "hit_ratio": u.cached_tokens / u.prompt_tokens if u.prompt_tokens else 0.0,
+                         "cache_write_tokens": None})
+    finally:
+        client.close()
+    return pd.DataFrame(rows, columns=["variant", "simulator", "input_tokens", "cached_tokens", "hit_ratio",
+                                       "cache_write_tokens"])
 
 
 def measured_table(sessions, simulator: str = "anthropic", encoding: str = DEFAULT_ENCODING) -> pd.DataFrame:
@@ -599,5 +662,5 @@ def measured_table(sessions, simulator: str = "anthropic", encoding: str = DEFAU
 
 
 __all__ = ["Bill", "COST_COLUMNS", "CaseBills", "CostAssumptions", "assumptions_table", "break_even", "cost_table",
-           "ledger_calls_for", "ledger_vs_simulated", "measured_table", "measured_vs_simulated", "price_case", "shape_experiment_for", "projection_request", "simulate_case", "uncompacted_bills",
+           "ledger_calls_for", "ledger_vs_simulated", "measured_table", "shape_experiment_live", "measured_vs_simulated", "price_case", "shape_experiment_for", "projection_request", "simulate_case", "uncompacted_bills",
            "uncompacted_request"]
