@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 import pandas as pd
 
 from . import paths
-from .checkpoints import _pid_alive  # one liveness rule for both SQLite stores
+from .checkpoints import _pid_alive, immediate  # one liveness rule and one write transaction for both stores
 from .projection import canonical_json as _canonical  # the fingerprints' form: stored JSON re-hashes identically
 
 if TYPE_CHECKING:  # the client imports this module; importing it back at run time would be circular
@@ -182,14 +182,8 @@ class Ledger:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._connection() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+        with self._connection() as conn, immediate(conn):
+            yield conn
 
     _read = _connection
 
