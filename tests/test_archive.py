@@ -104,3 +104,15 @@ def test_sessions_listing(arch):
 def test_fts_query_quotes_terms():
     assert archive.fts_query('ORD-1 say "hi"') == '"ORD-1" "say" """hi"""'
     assert archive.fts_query("a b", any_term=True) == '"a" OR "b"'
+
+
+def test_reads_from_other_threads_see_the_same_archive(arch):
+    """A model reader answers several questions at once: each worker thread reads through its own connection."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    here = [h.entry_id for h in arch.search("ORD-58213")]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        there = list(pool.map(lambda _: [h.entry_id for h in arch.search("ORD-58213")], range(8)))
+        counts = list(pool.map(lambda _: arch.count(), range(4)))
+    assert here and all(t == here for t in there) and set(counts) == {arch.count()}
+    arch.close()

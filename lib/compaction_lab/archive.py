@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -127,6 +128,10 @@ class Archive:
 
     def __init__(self, path: str | Path | None = None, readonly: bool = False):
         self.path = Path(path) if path else default_path()
+        self._owner = threading.get_ident()
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._thread_conns: list[sqlite3.Connection] = []
         if readonly:
             if not self.path.exists():
                 raise ArchiveError(f"no archive at {self.path}: run `compaction-lab import PATH` first")
@@ -153,7 +158,24 @@ class Archive:
     # ------------------------------------------------------------------ context manager
 
     def close(self) -> None:
+        with self._lock:
+            for c in self._thread_conns:
+                c.close()
+            self._thread_conns.clear()
         self.conn.close()
+
+    def _reader(self) -> sqlite3.Connection:
+        """The connection to read with: the archive's own in its thread, else one read-only connection per
+        thread (a model reader answers several questions at once; WAL lets readers run side by side)."""
+        if threading.get_ident() == self._owner:
+            return self.conn
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+            self._local.conn = conn
+            with self._lock:
+                self._thread_conns.append(conn)
+        return conn
 
     def __enter__(self) -> "Archive":
         return self
@@ -248,7 +270,7 @@ class Archive:
         sql += " ORDER BY score, r.session_id, r.source_order LIMIT ?"
         args.append(int(limit))
         try:
-            rows = self.conn.execute(sql, args).fetchall()
+            rows = self._reader().execute(sql, args).fetchall()
         except sqlite3.OperationalError as exc:
             raise ValueError(f"bad search query {query!r}: {exc}") from exc
         return [Hit(*row) for row in rows]
@@ -261,17 +283,17 @@ class Archive:
             sql += " AND session_id = ?"
             args.append(session)
         sql += " ORDER BY session_id, block_index"
-        return [_record(row) for row in self.conn.execute(sql, args)]
+        return [_record(row) for row in self._reader().execute(sql, args)]
 
     def session_records(self, session_id: str) -> Iterator[Record]:
         """All records of a session in source order."""
         sql = f"SELECT {', '.join(_RECORD_COLUMNS)} FROM records WHERE session_id = ? ORDER BY source_order"
-        for row in self.conn.execute(sql, (session_id,)):
+        for row in self._reader().execute(sql, (session_id,)):
             yield _record(row)
 
     def sessions(self) -> list[dict]:
         """Every archived session with its record count."""
-        rows = self.conn.execute(
+        rows = self._reader().execute(
             "SELECT s.id, s.source_format, s.source_path, s.imported_at, COUNT(r.id) "
             "FROM sessions s LEFT JOIN records r ON r.session_id = s.id GROUP BY s.id ORDER BY s.id"
         ).fetchall()
@@ -280,7 +302,7 @@ class Archive:
 
     def count(self) -> int:
         """Number of archived records."""
-        return int(self.conn.execute("SELECT COUNT(*) FROM records").fetchone()[0])
+        return int(self._reader().execute("SELECT COUNT(*) FROM records").fetchone()[0])
 
 
 def _row(rec: Record) -> Sequence:

@@ -44,6 +44,7 @@ import pandas as pd
 from ..archive import Archive
 from ..projection import Projection
 from ..session import Session
+from .closed import answer_all
 from .grading import contains_answer, grade, is_abstention
 from .model import Case, Question
 from .readers import HistoryTools, Reader, SearcherReader, messages_text
@@ -263,10 +264,12 @@ def run_open_book(
     rows: list[dict[str, Any]] = []
     for rnd, (case, p, messages, shape_tools, facts) in it:
         reader = readers[rnd.number]
-        for q, in_projection, in_archive in facts:
-            # One at a time: the archive's SQLite connection belongs to this thread.
+        def ask(fact, rnd=rnd, case=case, messages=messages, shape_tools=shape_tools, reader=reader):
             tools = HistoryTools(archive, case.session_id).tools() if rnd.arm == "open" else ()
-            a = reader.answer(messages, q, tools, wording=rnd.wording, shape_tools=shape_tools)
+            return reader.answer(messages, fact[0], tools, wording=rnd.wording, shape_tools=shape_tools)
+
+        # A model reader is asked its endpoint's concurrency at a time (the archive reads per thread).
+        for (q, in_projection, in_archive), a in zip(facts, answer_all(reader, facts, ask)):
             correct = grade(q, a.given)
             fetched = {e for c in a.tool_calls if c.name == "history_get" for e in c.result_entry_ids}
             looked_up = bool(q.source_entry_id) and q.source_entry_id in fetched
