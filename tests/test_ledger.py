@@ -157,6 +157,11 @@ _WRITER = textwrap.dedent("""
         cid = ledger.start(fingerprint=f"{tag}-{i}", shape_fingerprint="", model="m", base_url="http://x/v1",
                            purpose=tag, request={"i": i})
         ledger.finish(cid, response={"choices": []}, usage=Usage(i, 0, 1), latency_s=0.0, cost=None, currency=None)
+        # After its first row each writer waits for the other's, so a loaded machine that
+        # schedules one writer to the end first still interleaves them.
+        deadline = time.monotonic() + 30
+        while i == 0 and ledger.calls()["purpose"].nunique() < 2 and time.monotonic() < deadline:
+            time.sleep(0.005)
 """)
 
 

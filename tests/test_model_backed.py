@@ -67,7 +67,7 @@ def test_failures_fall_back_as_documented(server, model, chain):
     server.script(Scripted(status=401, body={"error": {"message": "bad key"}}))
     ctx = CompactionContext(window=6000, output_ceiling=1000, summarizer=summarize.get_provider("model", model))
     p = strategies.compact(chain, "futureos-summarized", None, ctx)
-    assert p.receipt.fallback and "401" in p.receipt.error or "auth" in p.receipt.error.lower()
+    assert p.receipt.fallback and ("401" in p.receipt.error or "auth" in p.receipt.error.lower())
     assert anatomy.strategy_label(p) == "futureos-summarized (fallback: deterministic)"
     server.script(Scripted(body=completion("")))
     p2 = strategies.compact(chain, "codex", None, ctx)

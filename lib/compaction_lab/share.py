@@ -192,17 +192,15 @@ def measured_markdown(headline: pd.DataFrame):
 def figures(run_dir: Path) -> list[Figure]:
     """Every figure the run saved, in `FIGURES` order, then any others by name."""
     d = Path(run_dir) / runfolder.FIGURES
-    found = []
-    for stem, title in FIGURES:
-        files = {ext: (d / f"{stem}.{ext}") for ext in ("png", "svg", "html")}
-        if not any(p.exists() for p in files.values()):
-            continue
-        found.append(Figure(stem, title, *(p if p.exists() else None for p in files.values())))
-    known = {s for s, _ in FIGURES}
+    known = {stem for stem, _ in FIGURES}
     extra = sorted({p.stem for p in d.glob("*.svg")} - known) if d.exists() else []
-    for stem in extra:  # figures a later notebook adds still reach the report
-        found.append(Figure(stem, stem.replace("_", " "), *((d / f"{stem}.{e}") if (d / f"{stem}.{e}").exists()
-                                                             else None for e in ("png", "svg", "html"))))
+    # Figures a later notebook adds still reach the report, after the known ones, titled by name.
+    wanted = [*FIGURES, *((stem, stem.replace("_", " ")) for stem in extra)]
+    found = []
+    for stem, title in wanted:
+        files = [d / f"{stem}.{ext}" for ext in ("png", "svg", "html")]
+        if any(p.exists() for p in files):
+            found.append(Figure(stem, title, *(p if p.exists() else None for p in files)))
     return found
 
 

@@ -79,7 +79,7 @@ import warnings
 from collections import deque
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..ingest.synthetic import PlantedFact, SyntheticChain
 from ..session import Session
@@ -108,6 +108,17 @@ class BankShortfallWarning(UserWarning):
 
 
 # --------------------------------------------------------------------------- spec
+
+
+def spec_kwargs(cls: type, m: Mapping[str, Any],
+                converters: Mapping[str, Callable[[Any], Any]] | None = None) -> dict[str, Any]:
+    """Keyword arguments for the dataclass `cls` from a mapping such as papermill parameters.
+
+    Unknown keys and None values are ignored; each known value goes through its converter
+    (``encoding`` -> str, `converters` for the rest by name, otherwise int).
+    """
+    conv: dict[str, Callable[[Any], Any]] = {"encoding": str, **dict(converters or {})}
+    return {f.name: conv.get(f.name, int)(m[f.name]) for f in fields(cls) if m.get(f.name) is not None}
 
 
 @dataclass(frozen=True)
@@ -182,21 +193,11 @@ class BankSpec:
             JSON text; ``cut_fractions`` a sequence or comma-separated text;
             other known keys are coerced to the field's type. None is ignored.
         """
-        kwargs: dict[str, Any] = {}
-        for f in fields(cls):
-            if f.name not in m or m[f.name] is None:
-                continue
-            v = m[f.name]
-            if f.name == "encoding":
-                kwargs[f.name] = str(v)
-            elif f.name == "pointer_mix":
-                kwargs[f.name] = json.loads(v) if isinstance(v, str) else v
-            elif f.name == "cut_fractions":
-                parts = v.split(",") if isinstance(v, str) else v
-                kwargs[f.name] = tuple(float(x) for x in parts if str(x).strip())
-            else:
-                kwargs[f.name] = int(v)
-        return cls(**kwargs)
+        return cls(**spec_kwargs(cls, m, {
+            "pointer_mix": lambda v: json.loads(v) if isinstance(v, str) else v,
+            "cut_fractions": lambda v: tuple(float(x) for x in (v.split(",") if isinstance(v, str) else v)
+                                             if str(x).strip()),
+        }))
 
 
 def _mix_pairs(mix: Any) -> tuple[tuple[str, float], ...]:

@@ -105,12 +105,12 @@ from __future__ import annotations
 import json
 import random
 import re
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..session import POINTER_OF_KIND, Record, Session
 from ..tokens import DEFAULT_ENCODING
-from .bank import _mix_pairs, cut_points, largest_remainder, tail_start_of
+from .bank import _mix_pairs, cut_points, largest_remainder, spec_kwargs, tail_start_of
 from .grading import accepted, normalise
 from .model import POINTERS, Case, Question
 
@@ -596,18 +596,7 @@ class ProbeSpec:
         ``pointer_mix`` may be a mapping, pairs, JSON text or ``"none"``; other
         known keys are coerced to the field's type.
         """
-        kwargs: dict[str, Any] = {}
-        for f in fields(cls):
-            if f.name not in m or m[f.name] is None:
-                continue
-            v = m[f.name]
-            if f.name == "encoding":
-                kwargs[f.name] = str(v)
-            elif f.name == "pointer_mix":
-                kwargs[f.name] = v
-            else:
-                kwargs[f.name] = int(v)
-        return cls(**kwargs)
+        return cls(**spec_kwargs(cls, m, {"pointer_mix": lambda v: v}))
 
 
 @dataclass(frozen=True)
