@@ -111,3 +111,42 @@ def test_recall_figures_name_who_answered(make):
     for who in ("model reader: m1", "verbatim reader (retention ceiling)"):
         spec = make(_recall_frame(who)).to_dict()
         assert who in json.dumps(spec["title"])
+
+
+# --------------------------------------------------------------------------- a run that asked nothing (issue 12 item 2)
+
+
+def _empty_exam_tables():
+    import pandas as pd
+
+    from compaction_lab.exam import stats
+
+    answers = pd.DataFrame(columns=["strategy", "strategy_label", "reader", "reader_label", "case_id", "question_id",
+                                    "pointer", "category", "decoy", "answer", "given", "correct",
+                                    "projection_tokens"])
+    recall = stats.recall_table(answers, n_boot=20, seed=7)
+    cost = pd.DataFrame(columns=["strategy_label", "cost_per_point", "currency", "turns", "price_table", "simulator"])
+    return answers, recall, stats.sensitivity_table(answers), cost
+
+
+@pytest.mark.parametrize("build", [
+    lambda a, r, s, c: charts.fig1_retained(a),
+    lambda a, r, s, c: charts.fig3_retained_tokens(r),
+    lambda a, r, s, c: charts.fig4_size_vs_recall(r),
+    lambda a, r, s, c: charts.pointer_mix_sensitivity(s),
+    lambda a, r, s, c: charts.fig6_cost_per_point(c),
+    lambda a, r, s, c: charts.fig3_complete(r, c),
+], ids=["fig1", "fig3", "fig4", "mix", "fig6", "fig3_complete"])
+def test_exam_figures_say_not_measured_when_no_question_was_asked(build):
+    """fig1 raised "Cannot set a DataFrame with multiple columns" on an exam that asked nothing."""
+    chart = build(*_empty_exam_tables())
+    text = json.dumps(chart.to_dict())
+    assert "not measured" in text and "No question could be asked" in text
+    assert charts.vlc.vegalite_to_png(chart.to_dict(), scale=1).startswith(PNG_SIGNATURE)
+
+
+def test_fig9_says_not_measured_without_rounds():
+    import pandas as pd
+
+    text = json.dumps(charts.fig9_open_book(pd.DataFrame()).to_dict())
+    assert "not measured" in text

@@ -30,3 +30,13 @@ def test_imported_sessions_get_probes(tmp_path):
     rc = exam_cases.for_run(tmp_path, {"tail_tokens": 1000, "probe_n_questions": 12})
     assert rc.kind == "mined probes" and rc.cases
     assert all(c.session_id in rc.sessions for c in rc.cases)
+
+
+def test_sessions_with_no_question_before_the_tail_say_why():
+    from conftest import make_session
+
+    short = make_session([("user", "Please rename ORD-58213 to ORD-99999."), ("assistant", "Done: ORD-99999.")])
+    rc = exam_cases.build([short], None, {"tail_tokens": 8192})
+    assert rc.n_questions == 0 and len(rc.cases) == 1
+    text = rc.describe()
+    assert "No question could be asked" in text and "0 of 20 real questions" in text

@@ -66,6 +66,9 @@ SAMPLES = [
     ("home-user", "open /Users/zedquux/Library/x", "zedquux"),
     ("home-user", r"C:\Users\zedquux\AppData\x.txt", "zedquux"),
     ("private-key", f"key:\n{PEM}\nafter", "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun"),
+    ("encoded-home-user", "/root/.claude/projects/-home-zedquux-proj/a1.jsonl", "zedquux"),
+    ("encoded-home-user", "projects/-Users-zedquux-src-app", "zedquux"),
+    ("encoded-home-user", r"C:\.claude\projects\C--Users-zedquux-proj\a.jsonl", "zedquux"),
 ]
 
 NEAR_MISSES = [
@@ -82,6 +85,7 @@ NEAR_MISSES = [
     "/root/.cache /tmp/build /home /Users/Shared/Docs /var/lib/x C:\\Users\\Public\\x",
     "https://example.com/home/index and https://host:8080/path",
     "-----BEGIN PUBLIC KEY-----",
+    "projects/-home-Shared-x and my-home-page and -root-proj and x-Users-y",
 ]
 
 
@@ -512,3 +516,42 @@ def test_redacting_raw_json_keeps_it_valid(doc, ascii_only):
     raw = json.dumps(doc, ensure_ascii=ascii_only)
     out = json.loads(PROPERTY_REDACTOR.text(raw))
     assert isinstance(out, dict) and len(out) <= len(doc)
+
+
+# --------------------------------------------------------------------------- encoded project folders (issue 12, item 11)
+
+
+def test_encoded_home_of_a_hyphenated_user_is_masked_whole(on):
+    """A name with '-' or '.' is several encoded segments; the session's cwd tells the whole name."""
+    from compaction_lab.session import Session
+
+    for cwd, folder in [("/home/jo-ann/proj", "-home-jo-ann-proj"), ("/Users/j.doe/x", "-Users-j-doe-x")]:
+        s = Session(id="s", source_format="claude_code", source_path=f"/r/.claude/projects/{folder}/u.jsonl",
+                    metadata={"cwd": cwd}, records=())
+        out = on.session(s).source_path
+        assert out.endswith("[REDACTED:encoded-home-user]-" + folder.rsplit("-", 1)[1] + "/u.jsonl"), out
+        assert "ann" not in out and "doe" not in out
+
+
+def test_another_accounts_claude_project_folder_never_reaches_the_run_folder(tmp_path):
+    """Issue 12 item 11: a Claude Code session from another account leaked its user name
+    through the encoded project folder in source_path (sessions/*.jsonl, notebook 01)."""
+    import shutil
+
+    from compaction_lab import sources
+    from conftest import SHARED_FIXTURES
+
+    src = SHARED_FIXTURES / "claude-code" / "hello-world-script.jsonl"
+    if not src.exists():
+        pytest.skip(f"shared fixtures not present: {src}")
+    folder = tmp_path / ".claude" / "projects" / "-home-qwzlfx-work-app"
+    folder.mkdir(parents=True)
+    shutil.copy(src, folder / src.name)
+    got = sources.gather([str(tmp_path / ".claude")], progress=False, redactor=redact.redactor(True))
+    assert got.sessions and all("qwzlfx" not in (s.source_path or "") for s in got.sessions)
+    run = tmp_path / "run"
+    sources.save(got, run)
+    assert not redact.find_leaks(run, ["qwzlfx"])
+    # Without redaction the name is there (the test can fail).
+    plain = sources.gather([str(tmp_path / ".claude")], progress=False)
+    assert any("qwzlfx" in (s.source_path or "") for s in plain.sessions)

@@ -59,8 +59,7 @@ def test_headline_without_cost_or_recall(tmp_path, run):
     assert h["compaction_cost_cold"].isna().all() and len(h) == 3
     assert "money" not in " ".join(share.measured_text(h)).lower()
     empty = share.headline_table(runfolder.resolve(tmp_path / "empty"))
-    assert empty.empty and share.measured_text(empty) == [
-        "The closed-book exam did not run, so there is no headline to report."]
+    assert empty.empty and share.measured_text(empty) == [share.NO_HEADLINE]
     assert "no headline" in share.headline_html(empty)
 
 

@@ -301,6 +301,30 @@ def fig8_trigger_and_budgets(triggers: pd.DataFrame, budgets: pd.DataFrame, *, w
 
 # --------------------------------------------------------------------------- exam figures 1, 3, 4, 9
 
+#: What an exam or cost figure says when the run asked no question (sessions too short for a
+#: question before the recent tail, or nothing exact-valued in them): a chart, never an error.
+NO_QUESTIONS = ("No question could be asked of these sessions, so nothing was measured here.",
+                "Questions point before the recent tail (tail_tokens): shorter sessions, or none with",
+                "exact values before the tail, give none. The exam notebook lists why, per session.")
+
+
+def no_data(title: str, lines: Iterable[str] = NO_QUESTIONS, *, width: int = 520) -> alt.Chart:
+    """A figure that says, in words, why there is nothing to draw (the same title as the figure it stands for).
+
+    Parameters
+    ----------
+    title : str
+        The title the figure would have had.
+    lines : iterable of str
+        The explanation, one line each.
+    """
+    use_theme()
+    rows = pd.DataFrame({"i": range(len(list(lines))), "text": list(lines)})
+    return alt.Chart(rows).mark_text(align="left", baseline="top", fontSize=13, color="#555").encode(
+        x=alt.value(0), y=alt.Y("i:O", axis=None), text="text:N",
+    ).properties(width=width, height=24 * max(len(rows), 1), title=alt.TitleParams(title, subtitle="not measured"))
+
+
 PALETTE_POINTERS = POINTER_COLORS
 
 
@@ -312,6 +336,8 @@ def fig1_retained(answers: pd.DataFrame, *, width: int = 520) -> alt.LayerChart:
     answers : DataFrame
         Closed-book answers (strategy_label, reader_label, pointer, decoy, correct).
     """
+    if "decoy" not in answers or not (~answers["decoy"].astype(bool)).any():
+        return no_data('Figure 1 — what can still be answered after compaction')
     use_theme()
     real = answers[~answers["decoy"]]
     n = real.groupby("strategy_label").size()
@@ -374,6 +400,8 @@ def fig3_retained_tokens(recall: pd.DataFrame, *, width: int = 260) -> alt.HConc
     recall : DataFrame
         `exam.stats.recall_table` output (strategy_label, retained, n, projection_tokens).
     """
+    if recall.empty or not (recall["n"] > 0).any():
+        return no_data('Figure 3 — recall and tokens')
     use_theme()
     left, right = _fig3_panels(recall, width)
     return alt.hconcat(left, right, spacing=20).properties(
@@ -389,6 +417,8 @@ def fig4_size_vs_recall(recall: pd.DataFrame, *, width: int = 480) -> alt.LayerC
     recall : DataFrame
         strategy_label, projection_tokens, recall, ci_low, ci_high.
     """
+    if recall.empty or not (recall["n"] > 0).any():
+        return no_data('Figure 4 — projection size against recall')
     use_theme()
     data = recall[recall["projection_tokens"] > 0]
     base = alt.Chart(data).encode(
@@ -423,6 +453,8 @@ def fig9_open_book(outcomes: pd.DataFrame, *, width: int = 520) -> alt.Chart:
         `exam.open_book.outcome_table` (index round; columns arm, search,
         reader, one count column per outcome).
     """
+    if outcomes.empty:
+        return no_data('Figure 9 — can retrieval recover the loss?')
     use_theme()
     wide = outcomes.reset_index()
     kinds = [k for k in OUTCOME_COLORS if k in wide.columns]
@@ -451,6 +483,8 @@ def pointer_mix_sensitivity(sens: pd.DataFrame, *, width: int = 480) -> alt.Char
     sens : DataFrame
         `exam.stats.sensitivity_table` output (s, default, strategy_label, recall, rank).
     """
+    if sens.empty:
+        return no_data('Sensitivity to the question mix')
     use_theme()
     line = sens[~sens["default"].astype(bool)].copy()
     return alt.Chart(line).mark_line(point=True).encode(
@@ -492,6 +526,8 @@ def fig5_compaction_cost(cost: pd.DataFrame, *, width: int = 460) -> alt.Chart:
 
 def fig6_cost_per_point(cost: pd.DataFrame, *, width: int = 460) -> alt.Chart:
     """Figure 6: one compaction plus T later turns, per point of recall (one price table and simulator)."""
+    if cost.empty or not cost["cost_per_point"].notna().any():
+        return no_data('Figure 6 — one compaction + later turns, per point of recall')
     use_theme()
     data = cost[cost["cost_per_point"].notna()].copy()
     cur = data["currency"].iloc[0] if len(data) else ""
@@ -507,6 +543,8 @@ def fig6_cost_per_point(cost: pd.DataFrame, *, width: int = 460) -> alt.Chart:
 
 def fig3_complete(recall: pd.DataFrame, cost: pd.DataFrame, *, width: int = 220) -> alt.HConcatChart:
     """Figure 3, complete: retained | tokens | money per point of recall (one price table and simulator)."""
+    if recall.empty or not (recall["n"] > 0).any():
+        return no_data('Figure 3 — recall, tokens and money')
     use_theme()
     left, right = _fig3_panels(recall, width)
     order = list(recall.sort_values("retained", ascending=False)["strategy_label"])

@@ -71,6 +71,15 @@ that is not part of a longer token):
     ``C:\\Users\\<user>``; the rest of the path stays readable:
     ``/home/[REDACTED:home-user]/proj/x.py``. ``/root``, ``/tmp`` and shared
     folders (``/Users/Shared``, ``C:\\Users\\Public``) are left alone.
+``encoded-home-user``
+    The user-name segment of a path encoded as a folder name, as Claude Code
+    names its project folders (``~/.claude/projects/-home-alice-proj``,
+    ``-Users-alice-proj``, ``C--Users-alice-proj``): the segment after
+    ``-home-`` / ``-Users-`` up to the next ``-``. The encoding turns every
+    non-alphanumeric character into ``-``, so a name such as ``jo-ann``
+    cannot be told from the path after it; `Redactor.session` masks the
+    whole encoded name when the session's own metadata (its ``cwd``) names
+    the home directory.
 
 and two patterns built at call time from the running account (`user_patterns`),
 when its name is longer than two characters and not a generic account
@@ -309,6 +318,17 @@ DEFAULT_PATTERNS: tuple[Pattern, ...] = (
         r"(?!\[REDACTED:)(?P<secret>[\w.@$~-]+)",
         "the user-name segment of /home/<user>, /Users/<user> and C:\\Users\\<user> "
         "(the rest of the path is kept)",
+    ),
+    Pattern(
+        "encoded-home-user",
+        # Claude Code names a project folder after its cwd with every non-alphanumeric
+        # character turned into '-': /home/alice/proj -> -home-alice-proj. The folder
+        # leads the name (or follows C- on Windows), so the lead is checked behind.
+        r"(?:^|(?<=[/\\])|(?<=^[A-Za-z]-)|(?<=[/\\][A-Za-z]-))-(?:home|Users)-"
+        r"(?!(?:Shared|Public|Guest)(?![A-Za-z0-9_]))(?!\[REDACTED:)"
+        r"(?P<secret>[A-Za-z0-9_]+)(?=[-/\\.]|$)",
+        "the user-name segment of a cwd encoded as a folder name (Claude Code's "
+        "~/.claude/projects/-home-<user>-proj); see Redactor.session for names holding '-'",
     ),
 )
 
@@ -675,7 +695,7 @@ class Redactor:
                 rec = replace(rec, **upd)
                 changed = True
             records.append(rec)
-        source_path = self.text(s.source_path) if s.source_path else s.source_path
+        source_path = self.text(self._encoded_homes(s, s.source_path)) if s.source_path else s.source_path
         metadata, meta_changed = _walk(s.metadata, self.text)
         if not (changed or meta_changed or source_path != s.source_path):
             return s
@@ -686,6 +706,28 @@ class Redactor:
             source_path=source_path,
             metadata=dict(metadata) if meta_changed else s.metadata,
         )
+
+
+    def _encoded_homes(self, s: Session, path: str) -> str:
+        """`path` with the whole encoded home of every user the session's metadata names masked.
+
+        ``encoded-home-user`` masks one ``-``-free segment; a user name holding
+        ``-`` or ``.`` (``jo-ann``, ``j.doe``) is encoded as several. The
+        session's own ``cwd`` (``/home/jo-ann/proj``) tells the real name, so
+        its encoded form is masked whole in the source path.
+        """
+        home = next((p for p in self.patterns if p.name == "home-user"), None)
+        encoded = next((p for p in self.patterns if p.name == "encoded-home-user"), None)
+        if home is None or encoded is None or not path:
+            return path
+        names: set[str] = set()
+        _walk(s.metadata, lambda v: (names.update(m.group("secret") for m in re.finditer(home.regex, v)), v)[1])
+        for name in sorted(names, key=len, reverse=True):
+            enc = re.sub(r"[^A-Za-z0-9]", "-", name)
+            if "-" in enc:  # one segment is masked by the pattern itself
+                path = re.sub(rf"(-(?:home|Users)-){re.escape(enc)}(?=[-/\\]|$)",
+                              lambda m: m.group(1) + marker(encoded.name), path)
+        return path
 
 
 def _walk(obj: Any, f: Callable[[str], str]) -> tuple[Any, bool]:

@@ -127,10 +127,15 @@ def headline_view(headline: pd.DataFrame) -> pd.DataFrame:
     return view.rename(columns=HEADLINE_VIEW)
 
 
+#: Said instead of a headline when there is no recall to report.
+NO_HEADLINE = ("No closed-book recall in this run, so there is no headline: the exam did not run, or it could ask "
+               "no question of these sessions (see notebook 03 for why).")
+
+
 def headline_html(headline: pd.DataFrame) -> str:
     """The headline view as an HTML table (escaped), or a sentence when there is none."""
     if headline.empty:
-        return "<p>No closed-book exam ran in this run: no headline.</p>"
+        return f"<p>{NO_HEADLINE}</p>"
     return headline_view(headline).to_html(index=False, na_rep="n/a", classes="cl-headline")
 
 
@@ -148,7 +153,7 @@ def measured_text(headline: pd.DataFrame) -> list[str]:
     is written for a quantity the run did not measure.
     """
     if headline.empty:
-        return ["The closed-book exam did not run, so there is no headline to report."]
+        return [NO_HEADLINE]
     h = headline
     n = int(h["n"].iloc[0])
     lines = [f"{len(h)} strategies answered the same {n} scored questions; reader: {h['reader_label'].iloc[0]}."]

@@ -9,6 +9,7 @@ the same sessions.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -99,9 +100,28 @@ def gather(
     return Sources(sessions, "imported", (), report)
 
 
+#: Session ids kept as their own file name: lower case (so that case-insensitive file
+#: systems cannot merge two ids), no leading dot, short.
+_PLAIN_NAME = re.compile(r"[a-z0-9_-][a-z0-9._-]{0,119}")
+#: Names the run folder uses for something else (``sessions/facts.jsonl``).
+RESERVED_NAMES = frozenset({"facts"})
+
+
 def session_file(session_id: str) -> str:
-    """A filesystem-safe file name for a session id (ids may hold ``/`` or ``:``)."""
-    return f"{_UNSAFE.sub('_', session_id)}.jsonl"
+    """A filesystem-safe file name for a session id, distinct for distinct ids.
+
+    An id that is already a plain lower-case name is its own file name
+    (``0195c1de-....jsonl``). Any other id (``/``, ``:``, spaces, capitals,
+    over 120 characters, a reserved name such as ``facts``) is made safe and
+    suffixed with ``~`` and a hash of the whole id: ``~`` never occurs in a
+    plain name, so ``a b``, ``a:b`` and ``a_b`` get three different files
+    (``a_b~….jsonl``, ``a_b~….jsonl``, ``a_b.jsonl``). The id itself is read
+    back from the file's content, never from its name.
+    """
+    if _PLAIN_NAME.fullmatch(session_id) and session_id not in RESERVED_NAMES:
+        return f"{session_id}.jsonl"
+    digest = hashlib.blake2b(session_id.encode("utf-8", "surrogatepass"), digest_size=6).hexdigest()
+    return f"{_UNSAFE.sub('_', session_id)[:80]}~{digest}.jsonl"
 
 
 def save(sources: Sources, run_dir: Path) -> Path:
@@ -115,8 +135,12 @@ def save(sources: Sources, run_dir: Path) -> Path:
     if sources.kind == "synthetic":
         synthetic.write_chains(sources.chains, out)
     else:
+        names: dict[str, str] = {}
         for s in sources.sessions:
-            (out / session_file(s.id)).write_bytes(s.to_jsonl())
+            name = session_file(s.id)
+            if names.setdefault(name, s.id) != s.id:  # only a hash collision could get here
+                raise ValueError(f"sessions {names[name]!r} and {s.id!r} would share the file {name}")
+            (out / name).write_bytes(s.to_jsonl())
     if sources.report is not None:
         rep = sources.report
         (Path(run_dir) / "import_report.json").write_text(

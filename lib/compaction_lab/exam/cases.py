@@ -34,6 +34,24 @@ class RunCases:
     sessions: Mapping[str, Session]
     kind: str  # "synthetic bank" or "mined probes"
     report: Any = None  # BankReport for the bank; None for probes
+    notes: tuple[str, ...] = ()  # mined probes: where a session gave fewer questions than asked, and why
+
+    @property
+    def n_questions(self) -> int:
+        """Questions in all cases, decoys included."""
+        return sum(len(c.questions) for c in self.cases)
+
+    def describe(self) -> str:
+        """What the exam will ask, in a few lines; says so plainly when it can ask nothing."""
+        real = sum(len(c.real) for c in self.cases)
+        line = f"{self.kind}: {len(self.cases)} cases, {real} questions and {self.n_questions - real} decoys"
+        if self.n_questions == 0:
+            line += ("\nNo question could be asked: every question must point at an exact value before the "
+                     "recent tail (tail_tokens), and these sessions have none there. The exam tables stay empty "
+                     "and its figures say 'not measured'; compaction costs are still priced.")
+        shown = self.notes[:20]
+        more = f"\n  … {len(self.notes) - 20} more notes" if len(self.notes) > 20 else ""
+        return line + "".join(f"\n  {n}" for n in shown) + more
 
     def summary(self) -> pd.DataFrame:
         """Per case: its session, cut, tail start and questions by pointer, plus decoys."""
@@ -56,8 +74,9 @@ def build(session_list: Sequence[Session], chains: Sequence | None, params: Mapp
     if chains:
         cases, report = bank.build_bank_with_report(list(chains), bank.BankSpec.from_mapping(params))
         return RunCases(tuple(cases), by_id, "synthetic bank", report)
-    cases = probes.mine_cases(session_list, spec=probes.ProbeSpec.from_mapping(_probe_params(params)))
-    return RunCases(tuple(cases), by_id, "mined probes", None)
+    mined = probes.mine_all(session_list, probes.ProbeSpec.from_mapping(_probe_params(params)))
+    notes = tuple(n for m in mined for n in m.notes)
+    return RunCases(tuple(m.case for m in mined), by_id, "mined probes", None, notes)
 
 
 def _probe_params(params: Mapping[str, Any]) -> dict[str, Any]:
