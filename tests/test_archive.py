@@ -116,3 +116,22 @@ def test_reads_from_other_threads_see_the_same_archive(arch):
         counts = list(pool.map(lambda _: arch.count(), range(4)))
     assert here and all(t == here for t in there) and set(counts) == {arch.count()}
     arch.close()
+
+
+# --------------------------------------------------------------------------- a path that is not an archive
+
+
+@pytest.mark.parametrize("readonly", [False, True])
+def test_a_path_that_is_not_an_archive_is_refused_untouched(tmp_path, readonly):
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database")
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE calls (id INTEGER)")
+    before = other.read_bytes()
+    for path, match in ((tmp_path, "is a folder"), (text, "is not an SQLite database"),
+                        (other, "not an archive of originals")):
+        with pytest.raises(archive.ArchiveError, match=match):
+            archive.Archive(path, readonly=readonly)
+    assert text.read_text() == "not a database" and other.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "other.sqlite"]

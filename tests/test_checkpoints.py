@@ -342,3 +342,36 @@ def test_race_crashed_started_row_fences_until_released(tmp_path):
     assert requests == 1
     assert _statuses(results) == ["computed"] + ["reused"] * 3
 
+
+
+# --------------------------------------------------------------------------- looking never creates (issue #12 item 10)
+
+
+def test_looking_never_creates_a_database(tmp_path):
+    typo = tmp_path / "chekpoints" / "ck.sqlite"
+    with pytest.raises(cp.CheckpointError, match="no checkpoint database at"):
+        cp.list_checkpoints(typo)
+    with pytest.raises(cp.CheckpointError, match="no checkpoint database at"):
+        cp.release_checkpoint("s:1:v1:abcdef12", typo)
+    with pytest.raises(cp.CheckpointError, match="no checkpoint database at"):
+        cp.show_checkpoint("s:1:v1:abcdef12", typo)
+    assert list(tmp_path.iterdir()) == []
+    empty = tmp_path / "empty.sqlite"
+    sqlite3.connect(empty).close()  # a database file with no tables is not a checkpoint store either
+    with pytest.raises(cp.CheckpointError, match="no checkpoints table"):
+        cp.list_checkpoints(empty)
+    assert empty.stat().st_size == 0
+
+
+def test_a_database_that_is_not_a_checkpoint_store_is_refused_untouched(tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database")
+    other = tmp_path / "archive.sqlite"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE records (id INTEGER)")
+    before = other.read_bytes()
+    for path, match in ((tmp_path, "is a folder"), (text, "is not an SQLite database"),
+                        (other, "not a checkpoint database")):
+        with pytest.raises(cp.CheckpointError, match=match):
+            cp.CheckpointStore(path)  # even where creating would be allowed
+    assert text.read_text() == "not a database" and other.read_bytes() == before

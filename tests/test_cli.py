@@ -175,3 +175,61 @@ def test_exam_prints_recall_with_intervals(capsys):
     out = capsys.readouterr().out
     assert "verbatim reader (retention ceiling)" in out and "synthetic bank" in out
     assert cli.main(["exam", "--profile", "nope"]) == 2
+
+
+# --------------------------------------------------------------------------- parameters fail first (issue #12 item 9)
+
+
+def _chat_session(path: Path) -> Path:
+    path.write_text("".join(json.dumps(m) + "\n" for m in [
+        {"role": "user", "content": "Deploy build 7Q2-XK9 to staging."},
+        {"role": "assistant", "content": "Deployed 7Q2-XK9; ticket OPS-4471 opened."}] * 5), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("strategy", ["futureos-summarized", "codex"])
+@pytest.mark.parametrize("flags, needle", [
+    (["--window", "0"], "--window = 0"),
+    (["--window", "-5"], "--window = -5"),
+    (["--window", "32000"], "--output-ceiling = 32,000"),   # the default ceiling fills the window
+    (["--output-ceiling", "0"], "--output-ceiling = 0"),
+])
+def test_project_refuses_a_window_with_no_room(tmp_path, capsys, strategy, flags, needle):
+    # Was: a traceback for FutureOS, "capacity -31,990" (and a projection) for the others.
+    code = cli.main(["project", str(_chat_session(tmp_path / "s.jsonl")), "--strategy", strategy, *flags])
+    out, err = capsys.readouterr()
+    assert code == 2 and err.startswith("error: ") and needle in err and out == ""
+
+
+def test_project_names_futureos_when_only_its_margin_does_not_fit(tmp_path, capsys):
+    session = str(_chat_session(tmp_path / "s.jsonl"))
+    assert cli.main(["project", session, "--strategy", "futureos-deterministic", "--window", "33000"]) == 2
+    assert "'futureos-deterministic'" in capsys.readouterr().err
+    assert cli.main(["project", session, "--strategy", "codex", "--window", "33000", "--json"]) == 0
+
+
+def test_run_refuses_unknown_keys_unless_allowed(tmp_path, capsys):
+    prof = tmp_path / "tiny.yaml"
+    prof.write_text("description: one small chain\nnotebooks: [01_context_composition]\n"
+                    "parameters: {n_chains: 1, window_tokens: 1500}\n")
+    base = ["run", "--profile", str(prof), "--results", str(tmp_path / "r"), "--quiet", "--set", "windw_tokens=9"]
+    assert cli.main(base) == 2
+    assert "unknown parameter windw_tokens = 9" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+    assert cli.main([*base, "--allow-unknown"]) == 0
+    run_dir = Path(capsys.readouterr().out.strip().splitlines()[-1])
+    assert json.loads((run_dir / "run.json").read_text())["unused_parameters"] == ["windw_tokens"]
+
+
+def test_exam_checks_the_profile_and_its_window(tmp_path, capsys):
+    prof = tmp_path / "tight.yaml"
+    prof.write_text("description: no room\nparameters: {n_chains: 1, window: 400, output_ceiling: 500}\n")
+    assert cli.main(["exam", "--profile", str(prof), "--strategy", "full"]) == 2
+    assert "window = 400 must exceed output_ceiling = 500" in capsys.readouterr().err
+
+
+def test_profiles_lists_a_profile_that_could_not_run_as_invalid(tmp_path, monkeypatch, capsys):
+    (tmp_path / "typo.yaml").write_text("description: a typo\nparameters: {seed: abc}\n")
+    monkeypatch.setenv("COMPACTION_LAB_PARAMS", str(tmp_path))
+    assert cli.main(["profiles"]) == 0
+    assert "typo" in (out := capsys.readouterr().out) and "(invalid:" in out and "seed = 'abc'" in out

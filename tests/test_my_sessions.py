@@ -42,3 +42,62 @@ def test_short_sessions_that_give_no_question_complete_the_chain(tmp_path):
     assert share.NO_HEADLINE.split(":")[0] in (res.run_dir / "report.html").read_text(encoding="utf-8")
     # Costs do not need questions: they are still priced.
     assert not pd.read_parquet(res.run_dir / "cost.parquet").empty
+
+
+def _damaged_folder(root):
+    """The shipped fixtures under good/, and one of each kind of damaged file under zz_damaged/."""
+    import shutil
+
+    import zstandard
+
+    good = root / "good"
+    shutil.copytree(_need(SHARED_FIXTURES), good, ignore=shutil.ignore_patterns("*.md"))
+    for p in good.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    bad = root / "zz_damaged"
+    bad.mkdir()
+    chat = [{"role": "user", "content": "Deploy build 7Q2-XK9 to staging, \ud800 please."},
+            {"role": "assistant", "content": "Deployed 7Q2-XK9; ticket OPS-4471 opened."}]
+    hello = (good / "claude-code" / "hello-world-script.jsonl").read_bytes()
+    (bad / "bom.jsonl").write_bytes(b"\xef\xbb\xbf" + hello)                       # the same session again, BOM first
+    (bad / "surrogate.jsonl").write_text("".join(json.dumps(m) + "\n" for m in chat), encoding="utf-8")
+    (bad / "nul-tail.jsonl").write_bytes(json.dumps(chat[1]).encode() + b"\n" + b"\x00" * 4096)
+    (bad / "empty.jsonl").write_bytes(b"")
+    (bad / "not-a-session.json").write_text('{"hello": "world"}\n', encoding="utf-8")
+    raw = zstandard.ZstdCompressor().compress((good / "claude-code" / "coverage-test-fix.jsonl").read_bytes())
+    cut = int(len(raw) * 0.6)
+    (bad / "damaged.jsonl.zst").write_bytes(raw[:cut] + bytes(b ^ 0xFF for b in raw[cut:cut + 64]) + raw[cut + 64:])
+    (bad / "loop-a.jsonl").symlink_to(bad / "loop-b.jsonl")
+    (bad / "loop-b.jsonl").symlink_to(bad / "loop-a.jsonl")
+    (bad / "dangling.jsonl").symlink_to(bad / "gone.jsonl")
+    (bad / "again").symlink_to(root)                                                # a folder loop
+    return good
+
+
+def test_damaged_files_are_counted_and_change_nothing_for_the_good_sessions(tmp_path):
+    """Acceptance 3: the fixtures plus one of each damaged file complete, every skip is listed in
+    import_report.json, and the good sessions are examined exactly as in a run without the bad files."""
+    good = _damaged_folder(tmp_path / "in")
+    clean = report.run_profile("my_sessions", results=tmp_path / "clean", progress=False,
+                               overrides={"session_paths": [str(good)]})
+    mixed = report.run_profile("my_sessions", results=tmp_path / "mixed", progress=False,
+                               overrides={"session_paths": [str(tmp_path / "in")]})
+    for res in (clean, mixed):
+        assert json.loads((res.run_dir / "run.json").read_text())["status"] == "ok"
+    rep = json.loads((mixed.run_dir / "import_report.json").read_text())
+    reasons = rep["reasons"]
+    for reason in ("empty_file", "unknown_format", "duplicate_session", "corrupt_compressed"):
+        assert reasons.get(reason, 0) >= 1, (reason, rep)
+    skips = pd.read_parquet(mixed.run_dir / "import_skips.parquet")
+    named = " ".join(skips["path"].astype(str))
+    for name in ("empty.jsonl", "not-a-session.json", "damaged.jsonl.zst", "loop-a.jsonl", "dangling.jsonl",
+                 "nul-tail.jsonl", "again"):
+        assert name in named, (name, skips.to_string())
+    assert rep.get("notes", {}).get("lone_surrogates_replaced", 0) >= 1
+    # The good sessions: the same questions, answered the same way, by every strategy.
+    key = ["strategy", "case_id", "question_id"]
+    a = pd.read_parquet(clean.run_dir / "exam_closed.parquet").sort_values(key).reset_index(drop=True)
+    b = pd.read_parquet(mixed.run_dir / "exam_closed.parquet")
+    b = b[b["case_id"].isin(set(a["case_id"]))].sort_values(key).reset_index(drop=True)
+    assert len(a) > 0
+    pd.testing.assert_frame_equal(a, b)

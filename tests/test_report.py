@@ -168,7 +168,7 @@ def _failing_chain(tmp_path, monkeypatch) -> Path:
     nbformat.write(nb, nbdir / "01_boom.ipynb")
     monkeypatch.setattr(paths, "NOTEBOOKS_DIR", nbdir)
     prof = tmp_path / "boom.yaml"
-    prof.write_text("description: fails on purpose\nnotebooks: [01_boom]\nparameters: {typo_param: 3}\n")
+    prof.write_text("description: fails on purpose\nnotebooks: [01_boom]\n")
     return prof
 
 
@@ -203,14 +203,20 @@ def test_run_folders_are_never_reused(tmp_path):
     assert a != b and a.exists() and b.name == "same-2"
 
 
-def test_parameters_no_notebook_declares_are_reported(tmp_path, capsys):
+def test_parameters_no_notebook_declares_are_an_error_unless_allowed(tmp_path, capsys):
     smoke = report.load_profile("smoke")
     prof = tmp_path / "typo.yaml"
     prof.write_text(
         "description: smoke with a typo\nnotebooks: [01_context_composition]\n"
         f"parameters: {{n_chains: 1, window_tokens: {smoke.parameters['window_tokens']}, windw_tokens: 9}}\n"
     )
-    result = report.run_profile(prof, results=tmp_path / "results", progress=False, render=False)
+    # Issue #12 item 9: a typo'd key was accepted silently; now it stops the run before anything is made.
+    with pytest.raises(report.ProfileError, match=r"unknown parameter windw_tokens = 9.*did you mean 'window_tokens'"):
+        report.run_profile(prof, results=tmp_path / "results", progress=False, render=False)
+    assert not (tmp_path / "results").exists()
+    # With allow_unknown the run goes on and records the key, as before.
+    result = report.run_profile(prof, results=tmp_path / "results", progress=False, render=False,
+                                allow_unknown=True)
     info = json.loads((result.run_dir / "run.json").read_text())
     assert info["unused_parameters"] == ["windw_tokens"]
     assert "windw_tokens" in capsys.readouterr().err
@@ -394,8 +400,33 @@ def test_redacted_run_leaks_none_of_the_planted_secrets(tmp_path, monkeypatch):
 
     # Without redaction the planted values do reach the run folder (so the check above can fail) --
     # but the environment's API key never does.
-    first = replace(mine, notebooks=("01_context_composition",))
+    first = replace(mine, notebooks=("01_context_composition",))  # the later notebooks' parameters go unused
     plain = report.run_profile(first, results=tmp_path / "r", progress=False, redact=False,
-                               overrides=_on_my_sessions(session))
+                               overrides=_on_my_sessions(session), allow_unknown=True)
     leaks = {needle for _, needle in redact.find_leaks(plain.run_dir, [*PLANTED.values(), ENV_KEY])}
     assert leaks == set(PLANTED.values())
+
+
+# --------------------------------------------------------------------------- parameters fail first (issue #12 item 9)
+
+
+@pytest.mark.parametrize("profile, overrides, needle", [
+    ("smoke", {"window": -5}, "window = -5"),                 # was: failed in notebook 02, after 01 ran
+    ("smoke", {"n_chains": 0}, "n_chains = 0"),               # was: "run notebook 01 first"
+    ("smoke", {"window": 500}, "output_ceiling = 500"),       # window == output ceiling: was 0 everywhere
+    ("smoke", {"seed": "abc"}, "seed = 'abc'"),               # was: accepted silently
+    ("smoke", {"bogus": 1}, "unknown parameter bogus"),       # was: accepted silently
+    ("smoke", {"session_paths": 5}, "session_paths = 5"),     # was: TypeError inside notebook 01
+    ("my_sessions", {"session_paths": []}, "session_paths = []"),  # was: synthetic chains, silently
+])
+def test_bad_parameters_fail_before_any_run_folder(tmp_path, profile, overrides, needle):
+    with pytest.raises(report.ProfileError, match=re.escape(needle)):
+        report.run_profile(profile, results=tmp_path / "results", progress=False, overrides=overrides)
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_sweep_checks_every_combination_before_the_first_run(tmp_path):
+    with pytest.raises(report.ProfileError) as info:
+        report.run_sweep("smoke", {"window": [3000, 0], "seed": [7, "x"]}, results=tmp_path / "r", progress=False)
+    assert "window = 0" in str(info.value) and "seed = 'x'" in str(info.value)
+    assert not (tmp_path / "r").exists()  # not even the first, valid combination ran

@@ -1,6 +1,7 @@
 import subprocess
 import sys
 import textwrap
+from itertools import accumulate
 
 import pytest
 
@@ -74,3 +75,95 @@ def test_loads_offline_with_sockets_blocked(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     assert int(r.stdout.strip()) > 0
+
+
+# --------------------------------------------------------------------------- long texts (issue #12 item 8)
+
+
+def _fixture_and_synthetic_texts() -> list[str]:
+    from conftest import SHARED_FIXTURES
+
+    from compaction_lab.ingest import synthetic
+
+    texts = [p.read_text(encoding="utf-8") for p in sorted(SHARED_FIXTURES.rglob("*.jsonl"))]
+    chains = synthetic.generate_chains(synthetic.SyntheticProfile(seed=7, n_chains=1, window_tokens=6000), progress=False)
+    texts.append("\n".join(r.text for r in chains[0].session.records))
+    return texts
+
+
+def _random_texts(n: int = 200) -> list[str]:
+    import random
+
+    rng = random.Random(12)
+    # Spaces of every kind, newlines, digits after letters and punctuation, contractions, non-ASCII letters
+    # and numbers: every place the piece rule could be wrong about where the tokenizer starts a word.
+    alphabet = list("ab Z09  \n\n\t\r.,;:'\"()[]{}+-/=_é東²½\u00a0\u2003\x1c") + ["'s", "'ll", "\r\n", " 12", "x1"]
+    return ["".join(rng.choices(alphabet, k=rng.randint(50, 3000))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("size", [64, 1000, 4096])
+def test_piece_counts_add_up_to_the_whole_texts_count(size):
+    """Cut where the tokenizer starts a word anyway, the pieces' counts are exactly the text's."""
+    enc = tokens.get_encoding()
+    texts = _fixture_and_synthetic_texts() + _random_texts()
+    checked = 0
+    for text in texts:
+        pieces = tokens.split_for_count(text, size)
+        assert "".join(pieces) == text
+        assert all(len(p) <= size for p in pieces)
+        cuts = list(accumulate(len(p) for p in pieces[:-1]))
+        if all(tokens._PIECE_START.match(text, c) for c in cuts):  # no blind cut in this text
+            assert sum(len(enc.encode_ordinary(p)) for p in pieces) == len(enc.encode_ordinary(text))
+            checked += len(cuts)
+    assert checked > 200  # hundreds of cuts checked, not a vacuous pass
+
+
+def test_normal_text_never_needs_a_blind_cut():
+    for text in _fixture_and_synthetic_texts():
+        pieces = tokens.split_for_count(text, 1000)
+        assert len(pieces) > 1
+        cuts = list(accumulate(len(p) for p in pieces[:-1]))
+        assert all(tokens._PIECE_START.match(text, c) for c in cuts)
+
+
+def test_a_short_text_is_its_own_only_piece():
+    assert tokens.split_for_count("hello world") == ["hello world"]
+    assert tokens.split_for_count("") == [""]
+    with pytest.raises(ValueError, match="at least 2"):
+        tokens.split_for_count("abc", 1)
+
+
+class _RecordingEncoding:
+    """Delegates to the real encoding and remembers the longest text it was handed."""
+
+    def __init__(self, enc):
+        self.enc, self.longest = enc, 0
+
+    def encode_ordinary(self, text):
+        self.longest = max(self.longest, len(text))
+        return self.enc.encode_ordinary(text)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_long_text_reaches_the_tokenizer_a_piece_at_a_time(threads):
+    """A 50 MB record made the tally hold 35M token ids (> 1 GB); now at most one piece's list per thread."""
+    c = tokens.TokenCounter(threads=threads)
+    c.encoding = spy = _RecordingEncoding(c.encoding)
+    normal = "\n".join(_fixture_and_synthetic_texts())
+    text = normal * (3 * tokens.COUNT_CHUNK_CHARS // len(normal) + 1)
+    assert c.count_many([text, "short"]) == [len(spy.enc.encode_ordinary(text)), 1]
+    assert spy.longest <= tokens.COUNT_CHUNK_CHARS
+
+
+def test_a_base64_blob_counts_exactly_and_a_letter_blob_within_a_token_per_piece():
+    import base64
+    import random
+
+    enc = tokens.get_encoding()
+    blob = base64.b64encode(random.Random(3).randbytes(2_250_000)).decode()  # 3 MB, one line
+    assert tokens.TokenCounter().count(blob) == len(enc.encode_ordinary(blob))
+    rng = random.Random(4)
+    letters = "".join(rng.choices("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", k=1_000_000))
+    pieces = len(tokens.split_for_count(letters))
+    assert pieces > 10
+    assert abs(tokens.TokenCounter().count(letters) - len(enc.encode_ordinary(letters))) <= pieces

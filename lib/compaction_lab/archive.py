@@ -124,6 +124,13 @@ class Archive:
         Database file (created if missing); default `default_path()`.
     readonly : bool
         Open read-only (``history`` commands); the file must exist.
+
+    Raises
+    ------
+    ArchiveError
+        Naming the path, before anything is written: no archive there (read-only),
+        a folder, a file that is not an SQLite database, another program's
+        database, a folder this process cannot write in (`paths.check_sqlite_file`).
     """
 
     def __init__(self, path: str | Path | None = None, readonly: bool = False):
@@ -132,28 +139,48 @@ class Archive:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._thread_conns: list[sqlite3.Connection] = []
-        if readonly:
-            if not self.path.exists():
-                raise ArchiveError(f"no archive at {self.path}: run `compaction-lab import PATH` first")
-            self.conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
-        else:
+        if readonly and not self.path.exists():
+            raise ArchiveError(f"no archive at {self.path}: run `compaction-lab import PATH` first")
+        try:
+            # Before SQLite sees the path: a folder, a file that is not a database or a folder we
+            # cannot write in is named plainly, and nothing is created or overwritten.
+            paths.check_sqlite_file(self.path, "archive", create=not readonly)
+        except paths.StoragePathError as exc:
+            raise ArchiveError(str(exc)) from None
+        try:
+            self.conn = self._open(readonly)
+        except sqlite3.DatabaseError as exc:
+            raise ArchiveError(f"archive {self.path} cannot be used: {exc}") from None
+
+    def _open(self, readonly: bool) -> sqlite3.Connection:
+        """Connect, and (unless read-only) create the schema; refuse another program's database."""
+        if not readonly:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.conn = sqlite3.connect(self.path)
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("PRAGMA synchronous=NORMAL")
+        conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True) if readonly else sqlite3.connect(self.path)
+        try:
+            if not readonly:
+                _refuse_foreign(conn, self.path)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                try:
+                    conn.executescript(_SCHEMA)
+                except sqlite3.OperationalError as exc:
+                    if "fts5" in str(exc).lower():
+                        raise ArchiveError("this Python's SQLite was built without FTS5") from exc
+                    raise
+                conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+                             (str(SCHEMA_VERSION),))
+                conn.commit()
             try:
-                self.conn.executescript(_SCHEMA)
-            except sqlite3.OperationalError as exc:
-                if "fts5" in str(exc).lower():
-                    raise ArchiveError("this Python's SQLite was built without FTS5") from exc
-                raise
-            self.conn.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-            )
-            self.conn.commit()
-        version = self.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        if version and int(version[0]) > SCHEMA_VERSION:
-            raise ArchiveError(f"{self.path} has schema {version[0]}, newer than this version understands")
+                version = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            except sqlite3.OperationalError:
+                raise ArchiveError(f"{self.path} is an SQLite database but not an archive of originals") from None
+            if version and int(version[0]) > SCHEMA_VERSION:
+                raise ArchiveError(f"{self.path} has schema {version[0]}, newer than this version understands")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     # ------------------------------------------------------------------ context manager
 
@@ -303,6 +330,15 @@ class Archive:
     def count(self) -> int:
         """Number of archived records."""
         return int(self._reader().execute("SELECT COUNT(*) FROM records").fetchone()[0])
+
+
+def _refuse_foreign(conn: sqlite3.Connection, path: Path) -> None:
+    """Raise `ArchiveError` when `conn` holds tables but no archive: importing would write our tables
+    into another program's database (say, ``--archive`` pointed at the ledger by mistake)."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if tables and "records" not in tables:
+        raise ArchiveError(f"{path} is an SQLite database but not an archive of originals "
+                           f"(it holds {', '.join(sorted(tables))}); left untouched")
 
 
 def _row(rec: Record) -> Sequence:

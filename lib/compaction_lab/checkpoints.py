@@ -427,16 +427,36 @@ class CheckpointStore:
     Parameters
     ----------
     path : path, optional
-        Database file (created with its folder if missing); default `default_path()`.
+        Database file (created with its folder if missing, when `create`); default `default_path()`.
     busy_timeout : float
         Seconds to wait for another process's write lock.
+    create : bool
+        Create the database when it is missing. False for an operator's look
+        (``checkpoints list / release``): a mistyped path must not leave an
+        empty database and its folders behind.
+
+    Raises
+    ------
+    CheckpointError
+        Naming the path, before anything is written: a folder, a file that is
+        not an SQLite database, another program's database, a folder this
+        process cannot write in, or (without `create`) no database there.
     """
 
-    def __init__(self, path: str | Path | None = None, busy_timeout: float = DEFAULT_BUSY_TIMEOUT):
+    def __init__(self, path: str | Path | None = None, busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+                 create: bool = True):
         self.path = Path(path) if path else default_path()
         self.busy_timeout = float(busy_timeout)
+        try:
+            paths.check_sqlite_file(self.path, "checkpoint database", create=create)
+        except paths.StoragePathError as exc:
+            raise CheckpointError(str(exc)) from None
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._init()
+        try:
+            self._refuse_foreign(create)
+            self._init()
+        except sqlite3.DatabaseError as exc:
+            raise CheckpointError(f"checkpoint database {self.path} cannot be used: {exc}") from None
 
     def __getstate__(self) -> dict[str, Any]:
         return {"path": self.path, "busy_timeout": self.busy_timeout}
@@ -472,6 +492,20 @@ class CheckpointStore:
             yield conn
         finally:
             conn.close()
+
+    def _refuse_foreign(self, create: bool) -> None:
+        """Refuse a database holding other tables and no checkpoints (say, ``--db`` pointed at the archive):
+        creating our table in it would change another program's file. Without `create`, an empty
+        database is refused too: it holds no checkpoints, and looking must not turn it into a store."""
+        tables: set[str] = set()
+        if self.path.exists() and self.path.stat().st_size > 0:
+            with self._read() as conn:
+                tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not create and not tables:
+            raise CheckpointError(f"no checkpoint database at {self.path} (the file holds no checkpoints table)")
+        if tables and "checkpoints" not in tables:
+            raise CheckpointError(f"{self.path} is an SQLite database but not a checkpoint database "
+                                  f"(it holds {', '.join(sorted(tables))}); left untouched")
 
     def _init(self) -> None:
         deadline = time.monotonic() + self.busy_timeout
@@ -807,19 +841,23 @@ def compact_once(store: CheckpointStore, key: CheckpointKey, compute: Callable[[
 
 def list_checkpoints(path: str | Path | None = None, status: str | None = None,
                      session_id: str | None = None) -> list[dict[str, Any]]:
-    """Rows as JSON-ready dicts (no projections), oldest claim first."""
-    return [r.to_dict() for r in CheckpointStore(path).list(status=status, session_id=session_id)]
+    """Rows as JSON-ready dicts (no projections), oldest claim first.
+
+    Raises `CheckpointError` when there is no checkpoint database at `path`:
+    looking never creates one (nor do `show_checkpoint` and `release_checkpoint`).
+    """
+    return [r.to_dict() for r in CheckpointStore(path, create=False).list(status=status, session_id=session_id)]
 
 
 def show_checkpoint(key: str, path: str | Path | None = None, include_projection: bool = True) -> dict[str, Any] | None:
     """One row (by ``SESSION:CUT:ALGO:HASH``) as a dict, or None."""
-    row = CheckpointStore(path).get(key)
+    row = CheckpointStore(path, create=False).get(key)
     return None if row is None else row.to_dict(include_projection=include_projection)
 
 
 def release_checkpoint(key: str, path: str | Path | None = None, force: bool = False) -> bool:
     """Delete a stuck ``started`` row (committed ones only with ``force``); see `CheckpointStore.release`."""
-    return CheckpointStore(path).release(key, force=force)
+    return CheckpointStore(path, create=False).release(key, force=force)
 
 
 __all__ = [

@@ -6,6 +6,12 @@
     failing cell's error when a notebook fails, 2 on a bad profile. With
     ``--sweep``, one run folder per value combination and a comparison
     folder (``sweep.parquet``, ``sweep.html``), whose path is printed last.
+    SIGINT / SIGTERM mark the run folder ``interrupted`` and exit 130 / 143
+    with one line naming it; run folders whose process died without a word
+    (kill -9) are warned about and marked ``dead`` when the next run starts.
+``compaction-lab runs [--results DIR] [--json]``
+    List the run folders, newest first: status (ok / failed / interrupted /
+    dead / running), profile, start, wall time, the failing notebook.
 ``compaction-lab profiles``
     List the profiles and what each is for.
 ``compaction-lab import PATH...``
@@ -44,6 +50,19 @@ from . import __version__, report
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    """``run``: SIGINT / SIGTERM end it with one line naming the run folder and 130 / 143, never a traceback."""
+    from . import lifecycle
+
+    # Guarded from the first moment, so even a Ctrl-C while the profile loads ends cleanly.
+    with lifecycle.stop_on_signals():
+        try:
+            return _run_command(args)
+        except lifecycle.RunInterrupted as exc:
+            print(("" if args.quiet else "\n") + str(exc), file=sys.stderr)  # the newline ends a progress bar
+            return exc.exit_code
+
+
+def _run_command(args: argparse.Namespace) -> int:
     try:
         prof = report.load_profile(args.profile)
         overrides = dict(report.parse_assignment(a) for a in args.set or [])
@@ -58,7 +77,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             return 2
         try:
             sw = report.run_sweep(prof, sweeps, results=results, overrides=overrides, progress=not args.quiet,
-                                  redact=args.redact)
+                                  redact=args.redact, allow_unknown=args.allow_unknown)
         except report.ProfileError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -76,6 +95,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             progress=not args.quiet,
             overrides=overrides,
             redact=args.redact,
+            allow_unknown=args.allow_unknown,
         )
     except report.ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -93,14 +113,34 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_runs(args: argparse.Namespace) -> int:
+    from . import lifecycle, paths
+
+    results = Path(args.results) if args.results else paths.results_dir()
+    try:
+        listing = lifecycle.list_runs(results)
+    except OSError as exc:
+        print(f"error: cannot list {results}: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(listing.to_dict(), indent=2, default=str))
+    elif not listing.runs:
+        print(lifecycle.format_listing(listing), file=sys.stderr)
+    else:
+        print(lifecycle.format_listing(listing))
+    return 0
+
+
 def _cmd_profiles(args: argparse.Namespace) -> int:
+    from . import params
+
     names = report.list_profiles()
     if not names:
         print("no profiles found", file=sys.stderr)
         return 1
     for name in names:
         try:
-            p = report.load_profile(name)
+            p = params.checked(report.load_profile(name))  # a profile that could not run is listed as invalid
             desc = p.description.splitlines()[0] if p.description else ""
             print(f"{name:<14} {desc}  [{', '.join(p.notebooks)}]")
         except report.ProfileError as exc:
@@ -134,6 +174,17 @@ def _cmd_import(args: argparse.Namespace) -> int:
     print(f"archive {where}: {result.records_added} new records "
           f"({result.records_seen - result.records_added} already there), {total} in all")
     return 0
+
+
+def _positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1 (``--limit 0`` would silently find nothing)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer (>= 1), got {value}")
+    return value
 
 
 def _open_archive(args: argparse.Namespace):
@@ -236,7 +287,7 @@ def _history_tokens(session, cut: int, strat, ctx) -> int:
 
 
 def _cmd_project(args: argparse.Namespace) -> int:
-    from . import strategies, summarize
+    from . import params, strategies, summarize
     from .ingest import ImportReport, IngestError, load_sessions
     from .strategies import CompactionContext
 
@@ -245,6 +296,12 @@ def _cmd_project(args: argparse.Namespace) -> int:
         provider = summarize.get_provider(args.summarizer)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    # Before any import: a window the output ceiling fills leaves the strategy nothing to keep.
+    bad = params.window_problems(args.window, args.output_ceiling, [args.strategy],
+                                 names=("--window", "--output-ceiling"))
+    if bad:
+        print("\n".join(f"error: {b}" for b in bad), file=sys.stderr)
         return 2
     ctx = CompactionContext(window=args.window, output_ceiling=args.output_ceiling, summarizer=provider)
     rep = ImportReport()
@@ -300,9 +357,19 @@ def _print_projection(proj) -> None:
 
 
 def _cmd_checkpoints_list(args: argparse.Namespace) -> int:
-    from .checkpoints import list_checkpoints
+    from .checkpoints import CheckpointError, default_path, list_checkpoints
 
-    rows = list_checkpoints(args.db, status=args.status, session_id=args.session)
+    if not args.db and not default_path().exists():
+        # The default place, before anything was checkpointed: nothing to list, and nothing is created.
+        print(f"no checkpoint database at {default_path()}: nothing checkpointed yet", file=sys.stderr)
+        if args.json:
+            print("[]")
+        return 0
+    try:
+        rows = list_checkpoints(args.db, status=args.status, session_id=args.session)
+    except CheckpointError as exc:  # a mistyped --db is said so, never created
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(rows, indent=2, default=str))
         return 0
@@ -337,12 +404,19 @@ def _cmd_exam(args: argparse.Namespace) -> int:
     from .ingest import synthetic
     from .strategies import CompactionContext
 
+    from . import params
+
     try:
-        prof = report.load_profile(args.profile)
+        # The profile's parameters are checked as for a run (keys only notebooks read do no harm here).
+        prof = params.checked(report.load_profile(args.profile), allow_unknown=True)
     except report.ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     p = {**prof.parameters}
+    bad = params.window_problems(p.get("window", 128_000), p.get("output_ceiling", 32_000), args.strategy or [])
+    if bad:
+        print("\n".join(f"error: {b}" for b in bad), file=sys.stderr)
+        return 2
     try:
         src = sources.gather(p.get("session_paths"), synthetic.SyntheticProfile.from_mapping(p), progress=not args.json)
         rc = exam_cases.build(src.sessions, src.chains or None, {**p, "seed": p.get("bank_seed", 7)})
@@ -422,12 +496,20 @@ def build_parser() -> argparse.ArgumentParser:
                      help="override a chain-wide parameter (value read as YAML; repeatable)")
     run.add_argument("--sweep", action="append", metavar="KEY=V1,V2",
                      help="one run folder per value (repeatable: every combination) plus a comparison table")
+    run.add_argument("--allow-unknown", action="store_true",
+                     help="run even with parameters no notebook declares (recorded in run.json as unused_parameters)")
     red = run.add_mutually_exclusive_group()
     red.add_argument("--redact", dest="redact", action="store_true", default=None,
                      help="mask secrets, emails and home paths in everything the run writes (default for my_sessions)")
     red.add_argument("--no-redact", dest="redact", action="store_false",
                      help="do not redact (environment secrets are still masked)")
     run.set_defaults(func=_cmd_run)
+
+    runs = sub.add_parser("runs", help="list run folders: status (ok/failed/interrupted/dead/running), profile, "
+                                       "wall time")
+    runs.add_argument("--results", help="folder holding the run folders (default: data/results)")
+    runs.add_argument("--json", action="store_true", help="the listing as JSON (for scripts)")
+    runs.set_defaults(func=_cmd_runs)
 
     prof = sub.add_parser("profiles", help="list the run profiles")
     prof.set_defaults(func=_cmd_profiles)
@@ -446,7 +528,7 @@ def build_parser() -> argparse.ArgumentParser:
     hs = hsub.add_parser("search", help="full-text search (every word matched literally)")
     hs.add_argument("query", nargs="+")
     hs.add_argument("--session", help="only this session id")
-    hs.add_argument("--limit", type=int, default=10)
+    hs.add_argument("--limit", type=_positive_int, default=10, help="most hits to print (default 10)")
     hs.add_argument("--any", action="store_true", help="match any word instead of all")
     hs.add_argument("--raw", action="store_true", help="the query is FTS5 syntax")
     hs.add_argument("--json", action="store_true")

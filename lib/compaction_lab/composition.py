@@ -41,6 +41,7 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
+from .excerpt import RECORD_CAP_CHARS, for_stage
 from .session import CONTEXT_KINDS, POINTER_OF_KIND, Session
 from .tokens import DEFAULT_ENCODING, counter
 
@@ -393,8 +394,15 @@ def _best(scores: dict[int, float], recs: Sequence, kinds: tuple[str, ...] | Non
 FOLLOWUP_COLUMNS = [f for f in FollowUp.__dataclass_fields__]
 
 
-def followups_table(sessions: Iterable[Session], min_score: float = 1.5) -> pd.DataFrame:
-    """Every detected follow-up of every session, one row each (`FollowUp` fields)."""
+def followups_table(sessions: Iterable[Session], min_score: float = 1.5,
+                    cap: int = RECORD_CAP_CHARS) -> pd.DataFrame:
+    """Every detected follow-up of every session, one row each (`FollowUp` fields).
+
+    Records longer than `cap` characters are read as excerpts
+    (`excerpt.for_stage`, with a note): the attribution runs regexes over
+    every record, and a 50 MB tool output would dominate its time.
+    """
+    sessions = for_stage(sessions, "the follow-up attribution", cap)
     rows = [asdict(f) for s in sessions for f in find_followups(s, min_score=min_score)]
     df = pd.DataFrame(rows, columns=FOLLOWUP_COLUMNS)
     return df.astype({"target_source_order": "Int64", "score": "float64"})

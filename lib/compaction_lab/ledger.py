@@ -111,12 +111,21 @@ class Ledger:
         Database file; it and its folder are created when missing.
     busy_timeout : float
         Seconds to wait for another process's write lock.
+
+    Raises
+    ------
+    paths.StoragePathError
+        `path` is a folder, a file that is not an SQLite database, or lies in
+        a folder this process cannot write in (the message names it).
     """
 
     def __init__(self, path: str | Path, busy_timeout: float = DEFAULT_BUSY_TIMEOUT):
         self.path = Path(path).expanduser()
         self.busy_timeout = float(busy_timeout)
         self._reset_pool()
+        # A folder, a file that is not a database or an unwritable folder is named before SQLite
+        # fails on it mid-run (`paths.StoragePathError`); nothing is created or overwritten.
+        paths.check_sqlite_file(self.path, "ledger", create=True)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._init()
 

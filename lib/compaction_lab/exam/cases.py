@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from .. import runfolder, sources, strategies
+from .. import excerpt, runfolder, sources, strategies
 from ..ingest import synthetic
 from ..projection import Projection
 from ..session import Session
@@ -70,6 +70,9 @@ def build(session_list: Sequence[Session], chains: Sequence | None, params: Mapp
         ``n_questions``, ``n_decoys``, ``pointer_mix``, ``tail_tokens``,
         ``seed``, ...) and ignore the rest.
     """
+    # The exam reads every record many times (probe mining, projections, grading): records over the
+    # per-record cap are excerpted, with a note (a no-op for sessions load_saved already capped).
+    session_list = excerpt.for_stage(session_list, "the exam")
     by_id = {s.id: s for s in session_list}
     if chains:
         cases, report = bank.build_bank_with_report(list(chains), bank.BankSpec.from_mapping(params))

@@ -8,22 +8,28 @@ One module per source format, each exposing the same three names::
 
 `detect` asks the importers in `FORMATS` order (most specific first) and
 `load_sessions` imports files, directories (recursively) and databases,
-counting every skip in one `ImportReport`. Synthetic chains are generated, not
+counting every skip in one `ImportReport`: only a path that does not exist at
+all raises (`FileNotFoundError`); an unreadable, empty, damaged or
+unrecognised source -- named explicitly or found in a folder -- is a counted
+skip with its reason. Folders are walked once (`iter_sources`): symbolic links
+to folders are followed, loop-safe. Synthetic chains are generated, not
 imported: see `compaction_lab.ingest.synthetic`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import importlib
 import os
+import stat
 from pathlib import Path
 from types import ModuleType
 from typing import Iterable, Iterator
 
 from ..session import Session
-from .base import Head, ImportReport, IngestError, UnknownFormat, read_head
+from .base import Head, ImportReport, IngestError, UnknownFormat, os_reason, read_head
 
 #: Importers in sniffing order: the most specific signatures first.
 FORMATS: tuple[str, ...] = ("opencode", "swe_agent", "codex", "claude_code", "pi", "chat_jsonl")
@@ -64,38 +70,113 @@ def claimants(head: Head) -> list[str]:
 
 
 def iter_sources(path: str | Path, report: ImportReport) -> Iterator[tuple[Path, str]]:
-    """Every importable source under `path` with its format.
+    """Every importable source under `path` with its format; everything else is a counted skip.
 
     A file is one source. A directory is walked recursively in sorted order;
     a directory that is itself a source (an OpenCode storage tree) is not
-    descended into. Inside a directory, unrecognised candidate files are
-    counted as ``unknown_format`` skips; an explicitly named file that is not
-    recognised raises `UnknownFormat`.
+    descended into. Symbolic links to folders are followed once: a link back
+    into a folder being walked is a ``symlink_loop`` skip, a second way into an
+    already walked folder a ``duplicate_path`` skip. Unreadable folders and
+    files are ``unreadable`` skips with the operating system's reason;
+    dangling links and link loops among the files are ``dangling_symlink`` /
+    ``symlink_loop`` skips. A file -- named explicitly or found in a folder --
+    that no importer recognises is an ``unknown_format`` skip naming the
+    formats tried (``empty_file`` when it holds nothing, ``nul_tail`` when only
+    NUL bytes, ``corrupt_compressed`` when its damaged compression hides the
+    format). Inside a folder, only files with a `CANDIDATE_SUFFIXES` name are
+    considered.
+
+    Raises
+    ------
+    FileNotFoundError
+        Only when `path` itself does not exist (not even as a link).
     """
     path = Path(path).expanduser()
-    if not path.exists():
+    if not os.path.lexists(path):
         raise FileNotFoundError(f"{path}: no such file or directory")
-    if path.is_file():
-        yield path, detect(path)
+    if not path.is_dir():
+        fmt = _classify(path, report)
+        if fmt is not None:
+            yield path, fmt
         return
-    for root, dirs, files in os.walk(path):
-        dirs.sort()
+    yield from _walk(path, report)
+
+
+def _walk(top: Path, report: ImportReport) -> Iterator[tuple[Path, str]]:
+    """The sources of a folder tree (see `iter_sources`): one walk, links followed once."""
+
+    def unreadable(exc: OSError) -> None:
+        report.skip(exc.filename or top, None, "unreadable", os_reason(exc))
+
+    # Real paths of the folders walked or about to be (reserved when listed, so that two
+    # links to one folder in the same listing are caught too) -> the path it was read as.
+    walked: dict[str, str] = {os.path.realpath(top): str(top)}
+    for root, dirs, files in os.walk(top, onerror=unreadable, followlinks=True):
         root_p = Path(root)
         fmt = next(iter(claimants(read_head(root_p))), None)
         if fmt is not None:
             dirs[:] = []  # the whole tree is one source
             yield root_p, fmt
             continue
+        here = os.path.realpath(root)
+        keep = []
+        # Real folders claim their place before links to them, so the real path is the one read.
+        for name in sorted(dirs, key=lambda d: (os.path.islink(os.path.join(root, d)), d)):
+            full = os.path.join(root, name)
+            real = os.path.realpath(full)
+            if real in walked:
+                if here == real or here.startswith(real.rstrip(os.sep) + os.sep):
+                    report.skip(full, None, "symlink_loop", f"links back to {real}, a folder being walked")
+                else:
+                    report.skip(full, None, "duplicate_path", f"{real} is already read as {walked[real]}")
+                continue
+            walked[real] = full
+            keep.append(name)
+        dirs[:] = sorted(keep)
         for name in sorted(files):
             p = root_p / name
-            if not name.endswith(CANDIDATE_SUFFIXES) or not p.is_file():
-                continue
-            try:
-                yield p, detect(p)
-            except UnknownFormat as exc:
-                report.skip(p, None, "unknown_format", str(exc))
-            except OSError as exc:
-                report.skip(p, None, "unreadable", str(exc))
+            if not name.endswith(CANDIDATE_SUFFIXES) and not (os.path.islink(p) and not p.suffix):
+                continue  # not a session log (a suffix-less link may have been a folder: checked)
+            fmt = _classify(p, report)
+            if fmt is not None:
+                yield p, fmt
+
+
+def _classify(p: Path, report: ImportReport) -> str | None:
+    """The format of one file, or None with the reason counted (never raises OSError)."""
+    try:
+        st = os.stat(p)
+    except OSError as exc:
+        if os.path.islink(p):
+            loop = exc.errno == errno.ELOOP
+            target = os.readlink(p) if not loop else ""
+            report.skip(p, None, "symlink_loop" if loop else "dangling_symlink",
+                        "the link leads back to itself" if loop else f"points at {target}, which does not exist")
+        else:
+            report.skip(p, None, "unreadable", os_reason(exc))
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        report.skip(p, None, "unreadable", "not a regular file (a device, socket or pipe)")
+        return None
+    try:
+        head = read_head(p)
+    except OSError as exc:
+        report.skip(p, None, "unreadable", os_reason(exc))
+        return None
+    claimed = claimants(head)
+    if claimed:
+        return claimed[0]
+    if head.damage is not None:
+        report.skip(p, head.raw.count(b"\n") + 1, "corrupt_compressed",
+                    f"{head.damage.describe()}; no format recognised in what decoded (tried: {', '.join(FORMATS)})")
+    elif head.blank and b"\x00" in head.raw:
+        at = head.raw.index(b"\x00")
+        report.skip(p, head.raw.count(b"\n", 0, at) + 1, "nul_tail", "the file holds only NUL bytes")
+    elif head.blank:
+        report.skip(p, None, "empty_file", "0 bytes" if not head.raw else "only whitespace")
+    else:
+        report.skip(p, None, "unknown_format", str(UnknownFormat(p, FORMATS)))
+    return None
 
 
 def load_sessions(

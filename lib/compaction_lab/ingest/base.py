@@ -1,19 +1,50 @@
-"""What every importer shares: the import report, streaming readers, a session builder.
+"""What every importer shares: the import report, the one file-opening path, a session builder.
 
 Importers turn a source (file, directory, database) into `Session` objects.
 They never crash on bad input: a line or row that cannot be used is skipped
 and *counted* in an `ImportReport` with its reason and line number, and
 everything that parsed is kept. Only a source whose format cannot be
-recognised at all is an error (`UnknownFormat`), naming the formats tried.
+recognised at all is an error (`UnknownFormat`, raised by ``detect``; a walk
+or an import counts it as an ``unknown_format`` skip instead).
 
-JSONL is streamed line by line (``.zst`` files through a streaming
-decompressor), so memory is bounded by the largest session, not the file.
+Every importer reads files through one path -- `open_binary` (and on top of it
+`read_head`, `iter_jsonl`, `load_json`) -- so the same file-level faults are
+handled the same way for every format:
+
+* **Byte-order mark.** A leading UTF-8 BOM (``EF BB BF``) is stripped, compressed
+  or not, before sniffing or parsing; it never costs the first line.
+* **Lone surrogates.** JSON may escape a lone UTF-16 surrogate (``"\ud800"``, as
+  JavaScript tools write them). Python parses it into a string no UTF-8 writer
+  (SQLite, parquet, `Session.to_jsonl`) can encode, so every JSON decode of
+  the import (`parse_json`: JSONL lines, whole-file JSON, the JSON of OpenCode
+  rows and storage files, JSON nested in strings) *replaces* each lone
+  surrogate by U+FFFD. Nothing is dropped; the lines or documents affected
+  are counted as the note ``lone_surrogates_replaced`` (`NOTES`), which is not
+  a skip. The check is cheap: the parsed value is only walked when the text
+  holds a ``\uD800``-``\uDFFF`` escape.
+* **Compression.** ``.zst`` files (or any file opening with the zstd magic) are
+  decoded frame after frame in small steps, so memory stays bounded and every
+  byte the decoder produced before a damage is kept. A damaged or cut-off
+  stream ends the file there: the line the damage cuts is reported at its
+  true 1-based line number as ``corrupt_compressed`` (with the compressed byte
+  offset), every complete line before it is imported. A file so damaged that
+  nothing decodes is one ``corrupt_compressed`` skip, not an unknown format.
+* **NUL tails.** A file ending in a run of NUL bytes (what a crash leaves on
+  some filesystems) keeps every record before the NULs; the tail is counted
+  once as ``nul_tail`` at the line where it starts.
+* **Unreadable files** (permissions, I/O errors) are ``unreadable`` skips with
+  the operating system's reason, never an exception.
+
+JSONL is streamed line by line, so memory is bounded by the largest session
+(and the largest line), not the file.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,9 +59,16 @@ HEAD_LINES = 20
 #: Skips kept with full detail; beyond this only the per-reason counts grow,
 #: so a multi-GB file full of broken lines cannot exhaust memory.
 MAX_SKIP_DETAILS = 1000
+#: Compressed bytes fed to the zstd decoder per step. Small, so that one step's
+#: output stays bounded even for very compressible data, and so that the
+#: byte-exact replay after a damage (`_ZstdStream`) stays cheap.
+ZSTD_STEP = 16 * 1024
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+BOM = b"\xef\xbb\xbf"
+#: What `bytes.strip()` strips, plus NUL: the bytes a NUL tail may consist of.
+_BLANK_OR_NUL = b" \t\n\r\x0b\x0c\x00"
 
 #: Skip reasons (stable codes; tables and tests use them).
 REASONS = {
@@ -46,6 +84,19 @@ REASONS = {
     "duplicate_session": "the same session, identical, was already imported from another source",
     "unknown_format": "no importer recognised the source",
     "unreadable": "source could not be read",
+    "corrupt_compressed": "compressed data is damaged or cut off: what decoded before the damage is kept, "
+                          "the line it cuts (its true line number) and everything after it are lost",
+    "nul_tail": "file ends in a run of NUL bytes (as a crash leaves it): the NULs are ignored, "
+                "every record before them is kept",
+    "symlink_loop": "a symbolic link leads to itself or back into a folder being walked: not followed",
+    "duplicate_path": "a folder reached a second time through a symbolic link: read once",
+    "dangling_symlink": "a symbolic link points at nothing",
+}
+
+#: Notes: things an import changed or noticed without dropping anything (never skips).
+NOTES = {
+    "lone_surrogates_replaced": "lines or documents whose JSON held lone UTF-16 surrogates (\\ud800-\\udfff); "
+                                "each was replaced by U+FFFD, nothing was dropped",
 }
 
 
@@ -87,6 +138,9 @@ class ImportReport:
         Skips per reason code (every skip, even past `MAX_SKIP_DETAILS`).
     skipped : list of Skip
         The first `MAX_SKIP_DETAILS` skips with path, line and detail.
+    notes : Counter
+        Lines or documents per note code (`NOTES`): changed or noticed, nothing
+        dropped, so never counted as skips.
     """
 
     files: int = 0
@@ -95,6 +149,7 @@ class ImportReport:
     formats: Counter = field(default_factory=Counter)
     reasons: Counter = field(default_factory=Counter)
     skipped: list[Skip] = field(default_factory=list)
+    notes: Counter = field(default_factory=Counter)
 
     def skip(self, path: str | Path, line: int | None, reason: str, detail: str = "") -> None:
         """Count one skip (reason must be one of `REASONS`)."""
@@ -103,6 +158,12 @@ class ImportReport:
         self.reasons[reason] += 1
         if len(self.skipped) < MAX_SKIP_DETAILS:
             self.skipped.append(Skip(str(path), line, reason, detail[:300]))
+
+    def note(self, code: str, n: int = 1) -> None:
+        """Count a note (code must be one of `NOTES`)."""
+        if code not in NOTES:
+            raise ValueError(f"unknown note {code!r}")
+        self.notes[code] += n
 
     def produced(self, session: Session) -> Session:
         """Count a produced session (returns it, for use in generators)."""
@@ -122,6 +183,8 @@ class ImportReport:
         if self.n_skipped:
             why = ", ".join(f"{k} {v}" for k, v in self.reasons.most_common())
             line += f"; skipped {self.n_skipped} ({why})"
+        if self.notes:
+            line += "; noted " + ", ".join(f"{k} {v}" for k, v in self.notes.most_common())
         return line
 
     def to_frame(self):
@@ -131,36 +194,289 @@ class ImportReport:
         return pd.DataFrame([s.__dict__ for s in self.skipped], columns=["path", "line", "reason", "detail"])
 
 
+def os_reason(exc: OSError) -> str:
+    """The operating system's reason for a failed file operation, with the path (for skip details)."""
+    if exc.strerror:
+        return f"{exc.strerror}: {exc.filename}" if exc.filename is not None else exc.strerror
+    return str(exc) or type(exc).__name__
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+#: A JSON escape of a UTF-16 surrogate (a lone one survives parsing as an unencodable str).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def parse_json(text: str) -> tuple[Any, bool]:
+    """Parse JSON text, replacing lone surrogates by U+FFFD: ``(value, whether any was replaced)``.
+
+    The one JSON decode of the import (see the module docstring). Valid
+    surrogate pairs are joined by the parser; what is left of the
+    ``\\ud800``-``\\udfff`` range is lone and cannot be encoded as UTF-8.
+
+    Raises
+    ------
+    ValueError, RecursionError
+        As `json.loads` does (malformed or absurdly deep JSON).
+    """
+    value = json.loads(text)
+    if _SURROGATE_ESCAPE.search(text) is None:  # the common case: no walk at all
+        return value, False
+    return _replace_surrogates(value)
+
+
+def loads(text: str) -> Any:
+    """`parse_json` without the flag: for JSON nested in strings of an already parsed line."""
+    return parse_json(text)[0]
+
+
+def _clean(s: str) -> str:
+    return _LONE_SURROGATE.sub("\ufffd", s)
+
+
+def _replace_surrogates(value: Any) -> tuple[Any, bool]:
+    """The parsed value with every lone surrogate replaced (in place; iterative, so depth is no limit)."""
+    if isinstance(value, str):
+        fixed = _clean(value)
+        return fixed, fixed != value
+    changed = False
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if any(_LONE_SURROGATE.search(k) for k in node):
+                items = [(_clean(k), v) for k, v in node.items()]
+                node.clear()
+                node.update(items)
+                changed = True
+            items_iter = list(node.items())
+        elif isinstance(node, list):
+            items_iter = list(enumerate(node))
+        else:
+            continue
+        for key, val in items_iter:
+            if isinstance(val, str):
+                if _LONE_SURROGATE.search(val):
+                    node[key] = _clean(val)
+                    changed = True
+            elif isinstance(val, (dict, list)):
+                stack.append(val)
+    return value, changed
+
+
 # --------------------------------------------------------------------------- reading
 
 
-def open_binary(path: str | Path) -> BinaryIO:
-    """Open a file for streaming binary reads, decompressing zstd transparently.
+@dataclass(frozen=True)
+class Damage:
+    """Where a compressed stream stopped decoding.
 
-    A ``.zst`` suffix or the zstd magic number selects the streaming
-    decompressor, so a compressed multi-GB log is never inflated in memory.
+    Attributes
+    ----------
+    offset : int
+        Byte offset in the compressed file where the decoder failed (the file
+        size when the stream is cut off mid-frame).
+    decoded : int
+        Decoded bytes delivered before it (every byte the decoder produced).
+    error : str
+        The decoder's message.
+    """
+
+    offset: int
+    decoded: int
+    error: str
+
+    def describe(self) -> str:
+        return f"zstd: {self.error} (detected at compressed byte {self.offset}; {self.decoded} bytes decoded before it)"
+
+
+class _ZstdStream(io.RawIOBase):
+    """The decoded bytes of a zstd file, frame after frame, up to the first damage (never raises on it).
+
+    Compressed input is fed in `ZSTD_STEP` steps. When a step fails, the
+    output the decoder produced inside that step would be lost, so the frame
+    is decoded again up to the step and the failing step replayed one byte at
+    a time: every byte decoded before the damage is delivered, and the
+    damage's exact compressed offset is known. After the damage the stream
+    ends (EOF) and `damage` says where and why; a stream that ends mid-frame
+    (a cut-off file) is a damage too.
+    """
+
+    def __init__(self, f: BinaryIO):
+        import zstandard
+
+        self._zstd = zstandard
+        self._dctx = zstandard.ZstdDecompressor()
+        self._f = f
+        self._pos = 0            # compressed bytes read so far
+        self._dobj = None        # the decoder of the current frame (None between frames)
+        self._frame_start = 0    # compressed offset of the current frame
+        self._frame_out = 0      # bytes the current frame delivered
+        self._out = bytearray()  # decoded, not yet read
+        self._done = False
+        self._first = True
+        self.decoded = 0
+        self.damage: Damage | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        # The first read waits for 3 bytes (or the end) so a leading BOM can be recognised.
+        while not self._done and (not self._out or (self._first and len(self._out) < len(BOM))):
+            self._step()
+        if self._first:
+            self._first = False
+            if self._out.startswith(BOM):
+                del self._out[: len(BOM)]
+        n = min(len(b), len(self._out))
+        with memoryview(self._out) as view:
+            b[:n] = view[:n]
+        del self._out[:n]
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            self._f.close()
+        super().close()
+
+    def _emit(self, out: bytes) -> None:
+        self._out += out
+        self._frame_out += len(out)
+        self.decoded += len(out)
+
+    def _fail(self, offset: int, error: str) -> None:
+        self.damage = Damage(offset, self.decoded, error)
+        self._done = True
+
+    def _step(self) -> None:
+        data = self._f.read(ZSTD_STEP)
+        if not data:
+            if self._dobj is not None:
+                self._fail(self._pos, "compressed stream ends mid-frame (file cut off)")
+            self._done = True
+            return
+        start = self._pos
+        self._pos += len(data)
+        self._feed(data, start)
+
+    def _feed(self, data: bytes, start: int) -> None:
+        while data and not self._done:
+            if self._dobj is None:
+                self._dobj = self._dctx.decompressobj()
+                self._frame_start, self._frame_out = start, 0
+            try:
+                out = self._dobj.decompress(data)
+            except self._zstd.ZstdError as exc:
+                self._replay(data, start, str(exc))
+                return
+            self._emit(out)
+            if not self._dobj.eof:
+                return
+            # The frame ended inside this step: the rest starts the next frame.
+            rest = self._dobj.unused_data
+            start += len(data) - len(rest)
+            data, self._dobj = rest, None
+
+    def _replay(self, data: bytes, start: int, error: str) -> None:
+        """Deliver what the failed step decoded before the damage, and find the damage's offset."""
+        dobj = self._dctx.decompressobj()
+        try:
+            self._f.seek(self._frame_start)
+            todo, produced = start - self._frame_start, 0
+            while todo > 0:  # the frame up to this step decodes as before (its output was delivered)
+                chunk = self._f.read(min(todo, 1 << 20))
+                if not chunk:
+                    break
+                todo -= len(chunk)
+                produced += len(dobj.decompress(chunk))
+        except (OSError, io.UnsupportedOperation, self._zstd.ZstdError):
+            produced = -1
+        if produced != self._frame_out:  # cannot replay (unseekable): the step's output is lost
+            self._fail(start, error)
+            return
+        for i in range(len(data)):
+            try:
+                out = dobj.decompress(data[i:i + 1])
+            except self._zstd.ZstdError as exc:
+                self._fail(start + i, str(exc))
+                return
+            self._emit(out)
+            if dobj.eof:  # cannot happen for the step that failed; keep decoding if it does
+                self._dobj = None
+                self._feed(dobj.unused_data + data[i + 1:], start + i + 1 - len(dobj.unused_data))
+                return
+        self._fail(start + len(data), error)
+
+
+def open_binary(path: str | Path) -> BinaryIO:
+    """Open a file for streaming binary reads: zstd decoded transparently, a leading BOM stripped.
+
+    A ``.zst`` suffix or the zstd magic number selects the streaming decoder
+    (`_ZstdStream`), so a compressed multi-GB log is never inflated in memory
+    and a damaged one yields everything before the damage (see `damage_of`).
+
+    Raises
+    ------
+    OSError
+        When the file cannot be opened or read (callers count it ``unreadable``).
     """
     path = Path(path)
     f = open(path, "rb")
-    magic = f.read(4)
-    f.seek(0)
-    if path.suffix == ".zst" or magic == ZSTD_MAGIC:
-        import zstandard
-
-        reader = zstandard.ZstdDecompressor().stream_reader(f, closefd=True)
-        return io.BufferedReader(reader, buffer_size=1 << 20)
+    try:
+        magic = f.read(4)
+        if path.suffix == ".zst" or magic == ZSTD_MAGIC:
+            f.seek(0)
+            return io.BufferedReader(_ZstdStream(f), buffer_size=1 << 20)
+        f.seek(len(BOM) if magic.startswith(BOM) else 0)
+    except BaseException:
+        f.close()
+        raise
     return f
+
+
+def damage_of(f: BinaryIO) -> Damage | None:
+    """The damage that ended a stream from `open_binary` (None when it decoded to the end)."""
+    return getattr(getattr(f, "raw", None), "damage", None)
+
+
+def read_magic(path: str | Path, n: int = 16) -> bytes:
+    """The first `n` bytes of a file as stored (no decompression, no BOM stripping).
+
+    Raises
+    ------
+    OSError
+        When the file cannot be read.
+    """
+    with open(path, "rb") as f:
+        return f.read(n)
 
 
 @dataclass(frozen=True)
 class Head:
-    """The first bytes and parsed JSONL lines of a source, for sniffing by content."""
+    """The first bytes and parsed JSONL lines of a source, for sniffing by content.
+
+    Attributes
+    ----------
+    raw : bytes
+        Up to `HEAD_BYTES` decoded bytes (BOM stripped).
+    lines : tuple
+        The JSON values of the first `HEAD_LINES` lines that parse.
+    damage : Damage or None
+        Set when a compressed file's damage cut the head short.
+    blank : bool
+        The whole file holds nothing but whitespace and NUL bytes (or nothing).
+    """
 
     path: Path
     raw: bytes
     lines: tuple[Any, ...]
     is_dir: bool = False
     is_sqlite: bool = False
+    damage: Damage | None = None
+    blank: bool = False
 
     @property
     def objects(self) -> list[Mapping[str, Any]]:
@@ -169,29 +485,72 @@ class Head:
 
 
 def read_head(path: str | Path) -> Head:
-    """Read what sniffers look at: up to `HEAD_BYTES` and the JSON lines within them."""
+    """Read what sniffers look at: up to `HEAD_BYTES` and the JSON lines within them.
+
+    Reads through `open_binary` like the importers do (BOM stripped, zstd
+    decoded up to any damage).
+
+    Raises
+    ------
+    OSError
+        When the file cannot be read.
+    """
     path = Path(path)
     if path.is_dir():
         return Head(path, b"", (), is_dir=True)
-    try:
-        with open_binary(path) as f:
-            raw = f.read(HEAD_BYTES)
-    except OSError:
-        raise
-    except Exception:  # a corrupt compressed stream: nothing to sniff, so no format claims it
-        return Head(path, b"", ())
+    with open_binary(path) as f:
+        raw = f.read(HEAD_BYTES)
+        blank = not raw.strip(_BLANK_OR_NUL)
+        while blank:  # a blank head: the file is empty only if the rest is blank too
+            more = f.read(HEAD_BYTES)
+            if not more:
+                break
+            blank = not more.strip(_BLANK_OR_NUL)
+        damage = damage_of(f)
     if raw.startswith(SQLITE_MAGIC):
         return Head(path, raw, (), is_sqlite=True)
     lines: list[Any] = []
     for chunk in raw.split(b"\n")[:HEAD_LINES]:
-        chunk = chunk.strip()
+        chunk = chunk.strip(_BLANK_OR_NUL)  # a NUL-tailed last line still shows its JSON
         if not chunk:
             continue
         try:
-            lines.append(json.loads(chunk))
+            lines.append(parse_json(chunk.decode("utf-8"))[0])
         except (ValueError, UnicodeDecodeError, RecursionError):
             continue
-    return Head(path, raw, tuple(lines))
+    return Head(path, raw, tuple(lines), damage=damage, blank=blank and damage is None)
+
+
+@dataclass(frozen=True)
+class _Line:
+    """The verdict on one physical line: a JSON object, or the reason it is skipped."""
+
+    obj: dict[str, Any] | None = None
+    reason: str | None = None
+    detail: str = ""
+    surrogates: bool = False
+
+
+def _parse_line(raw: bytes, terminated: bool) -> _Line | None:
+    """Judge one JSONL line (None for a blank line); pure, so the rules live in one place."""
+    stripped = raw.strip()
+    if not stripped:
+        return None
+    try:
+        text = stripped.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _Line(reason="invalid_utf8", detail=str(exc))
+    try:
+        obj, replaced = parse_json(text)
+    except (ValueError, RecursionError) as exc:  # absurdly deep nesting is malformed too
+        return _Line(reason="malformed_json" if terminated else "truncated_last_line", detail=str(exc))
+    if not isinstance(obj, dict):
+        return _Line(reason="not_an_object", detail=type(obj).__name__)
+    return _Line(obj=obj, surrogates=replaced)
+
+
+def _ends_in_nul(raw: bytes) -> bool:
+    return raw.rstrip().endswith(b"\x00")
 
 
 def iter_jsonl(path: str | Path, report: ImportReport) -> Iterator[tuple[int, dict[str, Any], bytes]]:
@@ -199,66 +558,124 @@ def iter_jsonl(path: str | Path, report: ImportReport) -> Iterator[tuple[int, di
 
     Bad lines are skipped and counted in `report` (invalid UTF-8, malformed
     JSON, a truncated last line, a value that is not an object); blank lines
-    are ignored; an empty file is counted once as ``empty_file``.
+    are ignored; an empty file is counted once as ``empty_file``; an
+    unreadable one as ``unreadable``. A NUL tail is one ``nul_tail`` skip at
+    the line where it starts (text before the NULs on that line is read as a
+    cut-off last line). A compressed file's damage is one
+    ``corrupt_compressed`` skip at the line it cuts; the complete lines
+    before it are yielded. Lone surrogates are replaced (noted
+    ``lone_surrogates_replaced``, one per line).
     """
-    any_data = False
     try:
         f = open_binary(path)
     except OSError as exc:
-        report.skip(path, None, "unreadable", str(exc))
+        report.skip(path, None, "unreadable", os_reason(exc))
         return
     with f:
-        lineno = 0
-        try:
-            for raw in f:
-                lineno += 1
-                stripped = raw.strip()
-                if not stripped:
-                    continue
-                any_data = True
-                try:
-                    text = stripped.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    report.skip(path, lineno, "invalid_utf8", str(exc))
-                    continue
-                try:
-                    obj = json.loads(text)
-                except (ValueError, RecursionError) as exc:  # absurdly deep nesting is malformed too
-                    reason = "truncated_last_line" if not raw.endswith(b"\n") else "malformed_json"
-                    report.skip(path, lineno, reason, str(exc))
-                    continue
-                if not isinstance(obj, dict):
-                    report.skip(path, lineno, "not_an_object", type(obj).__name__)
-                    continue
-                yield lineno, obj, raw
-        except Exception as exc:  # a corrupt compressed stream ends the file, not the import
-            if type(exc).__module__.startswith("zstandard") or isinstance(exc, (OSError, EOFError)):
-                report.skip(path, lineno + 1, "unreadable", f"{type(exc).__name__}: {exc}")
-            else:
-                raise
-    if not any_data:
+        yield from _jsonl_objects(path, f, report)
+
+
+def _jsonl_objects(path: str | Path, f: BinaryIO, report: ImportReport) -> Iterator[tuple[int, dict[str, Any], bytes]]:
+    seen_data = False
+
+    def judge(lineno: int, raw: bytes, terminated: bool) -> tuple[int, dict[str, Any], bytes] | None:
+        nonlocal seen_data
+        verdict = _parse_line(raw, terminated)
+        if verdict is None:
+            return None
+        seen_data = True
+        if verdict.obj is None:
+            report.skip(path, lineno, verdict.reason, verdict.detail)
+            return None
+        if verdict.surrogates:
+            report.note("lone_surrogates_replaced")
+        return lineno, verdict.obj, raw
+
+    # Lines are judged one behind the reader: what the last line means (cut by a damage,
+    # the start of a NUL tail) is only known at the end of the file. A line ending in NULs
+    # is held with the NUL/blank lines after it until data shows it is no tail after all.
+    pending: list[tuple[int, bytes]] = []
+    lineno = 0
+    try:
+        for raw in f:
+            lineno += 1
+            if pending and not (_ends_in_nul(pending[0][1]) and not raw.strip(_BLANK_OR_NUL)):
+                for n, held in pending:
+                    if (item := judge(n, held, held.endswith(b"\n"))) is not None:
+                        yield item
+                pending = []
+            pending.append((lineno, raw))
+    except OSError as exc:  # an I/O error ends the file, not the import
+        for n, held in pending:
+            if (item := judge(n, held, held.endswith(b"\n"))) is not None:
+                yield item
+        report.skip(path, lineno + 1, "unreadable", os_reason(exc))
+        return
+    damage = damage_of(f)
+    if damage is not None:
+        # The damage cut the last line (unless it struck right after a newline): counted at
+        # its true line number; every complete line before it is judged as usual.
+        cut = pending.pop()[0] if pending and not pending[-1][1].endswith(b"\n") else lineno + 1
+        for n, held in pending:
+            if (item := judge(n, held, True)) is not None:
+                yield item
+        report.skip(path, cut, "corrupt_compressed", damage.describe())
+        return
+    if pending and _ends_in_nul(pending[0][1]):
+        first, raw = pending[0]
+        # Text before the NULs is a cut-off last line (kept if it still parses).
+        if (item := judge(first, raw.rstrip(_BLANK_OR_NUL), False)) is not None:
+            yield item
+        nuls = sum(held.count(b"\x00") for _, held in pending)
+        report.skip(path, first, "nul_tail", f"{nuls} NUL bytes from line {first} to the end of the file")
+        return
+    for n, held in pending:
+        if (item := judge(n, held, held.endswith(b"\n"))) is not None:
+            yield item
+    if not seen_data:
         report.skip(path, None, "empty_file")
 
 
 def load_json(path: str | Path, report: ImportReport) -> Any | None:
-    """Parse a whole-file JSON document (``.traj``, export JSON); None (counted) when it fails."""
+    """Parse a whole-file JSON document (``.traj``, export JSON); None (counted) when it fails.
+
+    Read through `open_binary` (BOM stripped, zstd decoded). A NUL tail is
+    counted (``nul_tail``) and ignored; a compressed file's damage is one
+    ``corrupt_compressed`` skip (the document is still used if what decoded
+    parses); lone surrogates are replaced (noted).
+    """
     try:
         with open_binary(path) as f:
             data = f.read()
+            damage = damage_of(f)
     except OSError as exc:
-        report.skip(path, None, "unreadable", str(exc))
+        report.skip(path, None, "unreadable", os_reason(exc))
         return None
-    if not data.strip():
+    body = data.rstrip(_BLANK_OR_NUL)
+    tail = data[len(body):]
+    if b"\x00" in tail:
+        at = len(body) + tail.index(b"\x00")
+        nuls = tail.count(b"\x00")
+        report.skip(path, data.count(b"\n", 0, at) + 1, "nul_tail", f"{nuls} NUL bytes at the end of the file")
+    elif not body.strip() and damage is None:
         report.skip(path, None, "empty_file")
         return None
+    if damage is not None:
+        report.skip(path, data.count(b"\n") + 1, "corrupt_compressed", damage.describe())
+    if not body.strip():
+        return None
     try:
-        doc = json.loads(data.decode("utf-8"))
+        doc, replaced = parse_json(body.decode("utf-8"))
     except UnicodeDecodeError as exc:
-        report.skip(path, None, "invalid_utf8", str(exc))
+        if damage is None:
+            report.skip(path, None, "invalid_utf8", str(exc))
         return None
     except (ValueError, RecursionError) as exc:
-        report.skip(path, None, "malformed_json", str(exc)[:200] or type(exc).__name__)
+        if damage is None:  # a document cut by the damage is already counted
+            report.skip(path, None, "malformed_json", str(exc)[:200] or type(exc).__name__)
         return None
+    if replaced:
+        report.note("lone_surrogates_replaced")
     if doc is None:
         # `null` parses, but holds nothing: counted, so the caller's None is never silent.
         report.skip(path, None, "not_an_object", "document is null")
@@ -300,8 +717,8 @@ def tool_target(args: Any) -> str | None:
     """What a tool call acted on (file path, command, URL, pattern), from its arguments."""
     if isinstance(args, str):
         try:
-            args = json.loads(args)
-        except ValueError:
+            args = loads(args)
+        except (ValueError, RecursionError):
             return args[:500] or None
     if not isinstance(args, Mapping):
         return None

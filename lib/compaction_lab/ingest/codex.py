@@ -40,6 +40,7 @@ from .base import (
     file_stem,
     is_injected,
     iter_jsonl,
+    loads,
     tool_call_text,
     tool_target,
 )
@@ -119,8 +120,8 @@ def _parse_json_object(text: str) -> dict[str, Any] | None:
     if not text.lstrip().startswith("{"):
         return None
     try:
-        value = json.loads(text)
-    except ValueError:
+        value = loads(text)  # lone surrogates replaced, like every JSON the import decodes
+    except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 

@@ -17,6 +17,11 @@ Each form is reduced to the same stream of ``(message info, parts)`` pairs and
 mapped by one function (`_build`), so the same logical session imports to
 identical records from any form.
 
+Every file is read through the shared path (``base.load_json``: BOM, NUL
+tail, lone surrogates, compression) and every ``data`` column is parsed by
+``base.parse_json``; an unreadable file, folder or row is a counted skip,
+never an exception.
+
 Parts are the entries: a record's ``entry_id`` is its part id (a tool part
 yields its call at block 0 and its output at block 1). Sessions are yielded
 per source; a session present both in a database and in a migrated storage
@@ -26,7 +31,7 @@ caller's concern.
 
 from __future__ import annotations
 
-import json
+import os
 import re
 import sqlite3
 from datetime import datetime, timezone
@@ -34,7 +39,19 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 from ..session import Session
-from .base import Head, ImportReport, SessionBuilder, is_injected, load_json, tool_call_text, tool_target
+from .base import (
+    SQLITE_MAGIC,
+    Head,
+    ImportReport,
+    SessionBuilder,
+    is_injected,
+    load_json,
+    os_reason,
+    parse_json,
+    read_magic,
+    tool_call_text,
+    tool_target,
+)
 
 FORMAT = "opencode"
 
@@ -79,7 +96,23 @@ def _looks_like_export(head: Head) -> bool:
 def _connect(path: Path) -> sqlite3.Connection:
     # Read-only URI: importing must never modify (or create) the user's database.
     uri = "file:" + str(Path(path).resolve()).replace("?", "%3f").replace("#", "%23") + "?mode=ro"
-    return sqlite3.connect(uri, uri=True)
+    conn = sqlite3.connect(uri, uri=True)
+    # A text value that is not UTF-8 comes back as bytes (counted per row by `_parse_row`)
+    # instead of an OperationalError that would end the whole database.
+    conn.text_factory = _text_or_bytes
+    return conn
+
+
+def _text_or_bytes(value: bytes) -> str | bytes:
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return value
+
+
+def _as_id(value: Any) -> str:
+    """A row id as text (an id column that is not UTF-8 is decoded with replacement)."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _db_has_tables(path: Path, tables: Iterable[str]) -> bool:
@@ -121,12 +154,11 @@ def load(path: Path, report: ImportReport) -> Iterator[Session]:
         yield from _load_storage(path, report)
         return
     try:
-        with open(path, "rb") as f:
-            magic = f.read(16)
+        magic = read_magic(path, len(SQLITE_MAGIC))
     except OSError as exc:
-        report.skip(path, None, "unreadable", str(exc))
+        report.skip(path, None, "unreadable", os_reason(exc))
         return
-    if magic.startswith(b"SQLite format 3\x00"):
+    if magic == SQLITE_MAGIC:
         yield from _load_db(path, report)
     else:
         yield from _load_export(path, report)
@@ -171,11 +203,11 @@ def _load_db(path: Path, report: ImportReport) -> Iterator[Session]:
 def _db_session_info(row: dict[str, Any], path: Path, report: ImportReport) -> dict[str, Any]:
     """Session info in the JSON (storage/export) shape, from a session row."""
     info: dict[str, Any] = {}
-    if isinstance(row.get("data"), str):  # some versions keep the rest of the info as JSON
+    if isinstance(row.get("data"), (str, bytes)):  # some versions keep the rest of the info as JSON
         data = _parse_row(row["data"], "session", row.get("id"), path, report)
         if data is not None:
             info.update(data)
-    info["id"] = str(row["id"])
+    info["id"] = _as_id(row["id"])
     for col, key in (("title", "title"), ("directory", "directory"), ("parent_id", "parentID"), ("version", "version")):
         if row.get(col) is not None:
             info[key] = row[col]
@@ -191,13 +223,13 @@ def _db_messages(
     for msg_id, data in rows:
         info = _parse_row(data, "message", msg_id, path, report)
         if info is not None:
-            info = {**info, "id": str(msg_id), "sessionID": session_id}
+            info = {**info, "id": _as_id(msg_id), "sessionID": session_id}
         parts: list[dict[str, Any]] = []
         for part_id, pdata in conn.execute('SELECT id, data FROM "part" WHERE message_id = ? ORDER BY id', (msg_id,)):
             part = _parse_row(pdata, "part", part_id, path, report)
             if part is not None:
-                parts.append({**part, "id": str(part_id), "messageID": str(msg_id), "sessionID": session_id})
-        yield info, str(msg_id), parts
+                parts.append({**part, "id": _as_id(part_id), "messageID": _as_id(msg_id), "sessionID": session_id})
+        yield info, _as_id(msg_id), parts
 
 
 def _parse_row(data: Any, table: str, row_id: Any, path: Path, report: ImportReport) -> dict[str, Any] | None:
@@ -212,21 +244,49 @@ def _parse_row(data: Any, table: str, row_id: Any, path: Path, report: ImportRep
         report.skip(path, None, "missing_field", f"{table} {row_id}: data is {type(data).__name__}")
         return None
     try:
-        obj = json.loads(data)
-    except ValueError as exc:
+        obj, replaced = parse_json(data)
+    except (ValueError, RecursionError) as exc:
         report.skip(path, None, "malformed_json", f"{table} {row_id}: {exc}")
         return None
     if not isinstance(obj, dict):
         report.skip(path, None, "not_an_object", f"{table} {row_id}: {type(obj).__name__}")
         return None
+    if replaced:
+        report.note("lone_surrogates_replaced")
     return obj
 
 
 # ----- JSON storage tree (pre-1.x)
 
 
+def _json_files(folder: Path, report: ImportReport) -> list[Path]:
+    """The ``*.json`` files of one storage folder, sorted; a missing folder has none, an unreadable one is counted."""
+    try:
+        with os.scandir(folder) as it:
+            names = [e.name for e in it if e.name.endswith(".json")]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as exc:
+        report.skip(folder, None, "unreadable", os_reason(exc))
+        return []
+    return [folder / n for n in sorted(names)]
+
+
+def _subfolders(folder: Path, report: ImportReport) -> list[Path]:
+    """The folders inside one storage folder, sorted (an unreadable one is counted)."""
+    try:
+        with os.scandir(folder) as it:
+            names = [e.name for e in it if e.is_dir()]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as exc:
+        report.skip(folder, None, "unreadable", os_reason(exc))
+        return []
+    return [folder / n for n in sorted(names)]
+
+
 def _load_storage(root: Path, report: ImportReport) -> Iterator[Session]:
-    session_files = sorted((root / "session").glob("*/*.json"))
+    session_files = [f for project in _subfolders(root / "session", report) for f in _json_files(project, report)]
     if not session_files:
         report.skip(root, None, "empty_file", "storage tree holds no session/<project>/<ses>.json")
         return
@@ -245,7 +305,7 @@ def _storage_messages(
     root: Path, session_id: str, report: ImportReport
 ) -> Iterator[tuple[dict[str, Any] | None, str, list[dict[str, Any]]]]:
     loaded: list[tuple[Any, str, dict[str, Any]]] = []
-    for mfile in sorted((root / "message" / session_id).glob("*.json")):
+    for mfile in _json_files(root / "message" / session_id, report):
         info = load_json(mfile, report)
         if info is None:
             # Unreadable message file: its parts can no longer be placed (counted below).
@@ -263,7 +323,7 @@ def _storage_messages(
     loaded.sort(key=lambda t: t[0])
     for _key, msg_id, info in loaded:
         parts: list[dict[str, Any]] = []
-        for pfile in sorted((root / "part" / msg_id).glob("*.json")):
+        for pfile in _json_files(root / "part" / msg_id, report):
             part = load_json(pfile, report)
             if part is None:
                 continue

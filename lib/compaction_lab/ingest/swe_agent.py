@@ -35,14 +35,15 @@ per-call ``usage``. Entry ids are ``h<index>`` (history) or ``t<index>``
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from ..session import Session
-from .base import Head, ImportReport, SessionBuilder, content_text, file_stem, load_json, tool_call_text, tool_target
+from .base import (
+    Head, ImportReport, SessionBuilder, content_text, file_stem, load_json, loads, tool_call_text, tool_target,
+)
 
 FORMAT = "swe_agent"
 
@@ -210,8 +211,8 @@ def _add_assistant(
             args = fn.get("arguments")
             if isinstance(args, str):
                 try:
-                    args = json.loads(args)
-                except ValueError:
+                    args = loads(args)  # lone surrogates replaced, like every JSON the import decodes
+                except (ValueError, RecursionError):
                     pass
             call_id = tc.get("id") if isinstance(tc.get("id"), str) else f"{eid}.{k}"
             target = tool_target(args)
@@ -253,8 +254,8 @@ def _state(state: Any) -> dict[str, Any]:
     """A step's ``state`` (a JSON string in 0.x, a dict in 1.x)."""
     if isinstance(state, str):
         try:
-            state = json.loads(state)
-        except ValueError:
+            state = loads(state)
+        except (ValueError, RecursionError):
             return {}
     if not isinstance(state, dict):
         return {}
@@ -326,8 +327,8 @@ def _replay_model(cfg: Any) -> str | None:
     """The model name recorded in a 1.x ``replay_config`` (a JSON string or object)."""
     if isinstance(cfg, str):
         try:
-            cfg = json.loads(cfg)
-        except ValueError:
+            cfg = loads(cfg)
+        except (ValueError, RecursionError):
             return None
     try:
         name = cfg["agent"]["model"]["name"]

@@ -1,0 +1,226 @@
+"""The per-record cap: a record longer than `RECORD_CAP_CHARS` is excerpted for the stages after the tally.
+
+One tool output can be tens of megabytes on a single line (a base64 blob, a
+minified bundle, a log). Every stage after the tally reads a record's text
+many times over — the follow-up attribution and the exam's probes run
+regexes and per-value context searches over it, the strategies and the cost
+model hold its token ids and simulate the prefix cache token by token, the
+open book indexes it — so their time and memory grow with the largest
+record, some of them faster than linearly (a 50 MB record took notebook 04
+past nine minutes and 4 GB). Those stages therefore see such a record as an
+**excerpt**: its first and last characters around one marker line that
+states how many characters were left out, for example::
+
+    <first 100,000 characters>
+    [… 49,800,000 of 50,000,000 characters left out here: this record is excerpted to its first 100,000 and last 100,000 (per-record cap 200,000; compaction_lab.excerpt) …]
+    <last 100,000 characters>
+
+The excerpt is deterministic (the same record gives the same bytes) and
+never longer than the cap, marker included (so excerpting twice changes
+nothing), and the stage that made it says so, with a count, in one note on
+stderr (`for_stage`, `Excerpts.note`): a notebook shows it under the cell
+that read the sessions.
+
+What is **not** capped: the tally (notebook 01's composition table,
+``compaction-lab tally``) counts every record's true characters and tokens
+(`tokens.TokenCounter` counts a long text in pieces, so that too is bounded),
+and the session files of the run folder (``sessions/*.jsonl``) keep the full
+text — nothing is lost, and a later run can read it whole.
+
+The cap, 200,000 characters, was chosen by measurement (``make bench
+BENCH=large_record``): the exam's probe mining grows with the square of a
+record's length (≈ 0.1 s for one capped record, a minute for a 5 MB one) and
+the cost simulator by ~1.5 KB of memory per token; 200,000 characters is 50k
+to 140k tokens — more than any strategy's tail or summary budget keeps of one
+record — while a session's normal records (a few KB, rarely above 50 KB) are
+never touched, so results on ordinary sessions are byte-identical.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, replace
+from typing import Iterable
+
+from .session import Record, Session
+
+#: Largest record text, in characters, the stages after the tally read whole.
+RECORD_CAP_CHARS = 200_000
+#: Smallest cap accepted: below it an excerpt would be mostly marker.
+MIN_CAP_CHARS = 1_000
+
+_MARKER = (
+    "\n[… {omitted:,} of {total:,} characters left out here: this record is excerpted to its first {head:,} "
+    "and last {tail:,} (per-record cap {cap:,}; compaction_lab.excerpt) …]\n"
+)
+#: The marker line as it appears in an excerpt (for stages that must not read it as content).
+MARKER_PATTERN = re.compile(
+    r"\n\[… [\d,]+ of [\d,]+ characters left out here: this record is excerpted to its first [\d,]+ "
+    r"and last [\d,]+ \(per-record cap [\d,]+; compaction_lab\.excerpt\) …\]\n"
+)
+# How far back from a cut point an excerpt looks for whitespace, so that a word or an
+# ID is not cut in half (a half ID read as a value would be a question with no answer).
+_SNAP_CHARS = 200
+
+
+def check_cap(cap: int) -> int:
+    """`cap` as an int, or a ValueError saying why it cannot be a per-record cap."""
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap < MIN_CAP_CHARS:
+        raise ValueError(f"per-record cap must be an integer of at least {MIN_CAP_CHARS:,} characters, got {cap!r}")
+    return cap
+
+
+def excerpt_text(text: str, cap: int = RECORD_CAP_CHARS) -> str:
+    """`text` itself when it has at most `cap` characters; else its head and tail around a marker line.
+
+    Parameters
+    ----------
+    text : str
+    cap : int
+        The excerpt, marker included, has at most this many characters, so
+        excerpting an excerpt changes nothing. About half the kept characters
+        come from the start, half from the end, each cut moved to the nearest
+        whitespace within 200 characters so that a word or an ID is not cut
+        in half (`cut_points`).
+
+    Returns
+    -------
+    str
+        Deterministic: the same text and cap always give the same excerpt.
+    """
+    check_cap(cap)
+    total = len(text)
+    if total <= cap:
+        return text
+    head_end, tail_start = cut_points(text, cap)
+    tail = total - tail_start
+    marker = _MARKER.format(omitted=tail_start - head_end, total=total, head=head_end, tail=tail, cap=cap)
+    return text[:head_end] + marker + text[tail_start:]
+
+
+def cut_points(text: str, cap: int) -> tuple[int, int]:
+    """(end of the head, start of the tail) of the excerpt of a text longer than `cap`.
+
+    The characters kept are `cap` less room for the marker line. The head
+    ends after the last whitespace among the 200 characters before half of
+    them, the tail starts after the first whitespace among the 200 from
+    where the other half begins; where there is none (a base64 blob) the
+    cut is exactly there.
+    """
+    total = len(text)
+    # The longest the marker can be for this text (every number at its largest).
+    room = len(_MARKER.format(omitted=total, total=total, head=cap, tail=cap, cap=cap))
+    keep = cap - room
+    head_end = (keep + 1) // 2
+    for i in range(head_end - 1, max(head_end - _SNAP_CHARS, 0) - 1, -1):
+        if text[i].isspace():
+            head_end = i + 1
+            break
+    tail_start = total - keep // 2
+    for i in range(tail_start, min(tail_start + _SNAP_CHARS, total)):
+        if text[i].isspace():
+            tail_start = i + 1
+            break
+    return head_end, tail_start
+
+
+def excerpt_record(record: Record, cap: int = RECORD_CAP_CHARS) -> Record:
+    """`record` itself when its text fits the cap, else a copy whose text is `excerpt_text`."""
+    if len(record.text) <= cap:
+        return record
+    return replace(record, text=excerpt_text(record.text, cap))
+
+
+@dataclass(frozen=True)
+class Excerpts:
+    """Sessions as a stage reads them, and what the cap left out.
+
+    Attributes
+    ----------
+    sessions : tuple of Session
+        The sessions, each record over the cap replaced by its excerpt. A
+        session with no such record is the very same object.
+    records : int
+        Records excerpted.
+    chars_left_out : int
+        Characters of the originals the stage does not see.
+    largest : int
+        Length in characters of the longest excerpted record (0 if none).
+    cap : int
+        The per-record cap applied.
+    """
+
+    sessions: tuple[Session, ...]
+    records: int = 0
+    chars_left_out: int = 0
+    largest: int = 0
+    cap: int = RECORD_CAP_CHARS
+
+    def note(self, stage: str) -> str:
+        """One line saying what `stage` reads excerpted; empty when nothing was.
+
+        Example: ``1 record excerpted to at most 200,000 characters for the exam (per-record cap
+        200,000; 49,800,000 characters left out, the longest record had 50,000,000); the
+        tally and sessions/*.jsonl keep the full text``.
+        """
+        if not self.records:
+            return ""
+        noun = "record" if self.records == 1 else "records"
+        return (f"{self.records} {noun} excerpted to at most {self.cap:,} characters for {stage} "
+                f"(per-record cap {self.cap:,}; {self.chars_left_out:,} characters left out, the longest record "
+                f"had {self.largest:,}); the tally and sessions/*.jsonl keep the full text")
+
+
+def cap_sessions(sessions: Iterable[Session], cap: int = RECORD_CAP_CHARS) -> Excerpts:
+    """Every record over `cap` characters replaced by its excerpt, with counts (pure; see `for_stage`).
+
+    Parameters
+    ----------
+    sessions : iterable of Session
+    cap : int
+        Per-record cap in characters (`RECORD_CAP_CHARS`; at least `MIN_CAP_CHARS`).
+    """
+    check_cap(cap)
+    out: list[Session] = []
+    n = left = largest = 0
+    for s in sessions:
+        long = [r for r in s.records if len(r.text) > cap]
+        if not long:
+            out.append(s)
+            continue
+        for r in long:
+            head_end, tail_start = cut_points(r.text, cap)
+            n += 1
+            left += tail_start - head_end
+            largest = max(largest, len(r.text))
+        out.append(replace(s, records=tuple(excerpt_record(r, cap) for r in s.records)))
+    return Excerpts(tuple(out), n, left, largest, cap)
+
+
+def for_stage(sessions: Iterable[Session], stage: str, cap: int = RECORD_CAP_CHARS) -> tuple[Session, ...]:
+    """The sessions as `stage` reads them: capped, saying so on stderr when anything was excerpted.
+
+    The note (``note: 1 record excerpted …``, `Excerpts.note`) goes to
+    stderr, so a notebook shows it under the cell that read the sessions and
+    a command's JSON output on stdout stays clean; nothing is printed for
+    sessions the cap leaves alone.
+
+    Parameters
+    ----------
+    sessions : iterable of Session
+    stage : str
+        Names the stage in the note ("the exam", "the follow-up attribution").
+    cap : int
+        Per-record cap in characters.
+    """
+    ex = cap_sessions(sessions, cap)
+    if ex.records:
+        print(f"note: {ex.note(stage)}", file=sys.stderr, flush=True)
+    return ex.sessions
+
+
+__all__ = [
+    "Excerpts", "MARKER_PATTERN", "MIN_CAP_CHARS", "RECORD_CAP_CHARS", "cap_sessions",
+    "check_cap", "cut_points", "excerpt_record", "excerpt_text", "for_stage",
+]
