@@ -21,7 +21,7 @@ from jupyter_client import AsyncKernelManager
 from compaction_lab import cli, lifecycle, paths, report
 from compaction_lab.checkpoints import _pid_alive
 
-HOST = socket.gethostname()
+HOST = lifecycle.host_id()
 
 
 def _exited_pid() -> int:

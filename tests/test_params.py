@@ -200,7 +200,8 @@ def test_per_notebook_values_are_checked_against_that_notebook():
 
 @pytest.mark.parametrize("text, needles", [
     ("notebooks: 5\n", ("notebooks: expected a list", "5")),
-    ("notebooks: 01_context_composition\n", ("notebooks: expected a list", "write notebooks: [01_context_composition]")),
+    ("notebooks: 01_context_composition\n",
+     ("notebooks: expected a list", "write notebooks: [01_context_composition]")),
     ("parameters: [1, 2]\n", ("parameters: expected a mapping",)),
     ("notebook_parameters: [01_context_composition]\n", ("notebook_parameters: expected a mapping",)),
     ("notebooks: [01_context_composition]\nnotebook_parameters: {01_context_composition: 3}\n",

@@ -88,7 +88,8 @@ def test_archive_that_is_not_an_sqlite_file_is_a_clear_error(tmp_path, capsys, k
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl", "target"]  # no journal beside it
     # A missing archive is said so too, and reading never creates it (nor its folder).
     missing = tmp_path / "sub" / "none.sqlite"
-    for argv in (["history", "search", "x", "--archive", str(missing)], ["history", "get", "L1", "--archive", str(missing)]):
+    for argv in (["history", "search", "x", "--archive", str(missing)],
+                 ["history", "get", "L1", "--archive", str(missing)]):
         code, err = _cli(argv, capsys)
         assert code == 2 and "no archive at" in err
     assert not (tmp_path / "sub").exists()
@@ -148,7 +149,8 @@ def test_checkpoints_db_that_is_not_a_checkpoint_database_is_a_clear_error(tmp_p
         with sqlite3.connect(db) as conn:
             conn.execute("CREATE TABLE records (id INTEGER)")
     before = db.read_bytes() if db.is_file() else None
-    for argv in (["checkpoints", "list", "--db", str(db)], ["checkpoints", "release", "s:1:v1:abcdef12", "--db", str(db)]):
+    for argv in (["checkpoints", "list", "--db", str(db)],
+                 ["checkpoints", "release", "s:1:v1:abcdef12", "--db", str(db)]):
         code, err = _cli(argv, capsys)
         assert code == 2 and str(db) in err, err
     assert (db.read_bytes() if db.is_file() else None) == before

@@ -398,13 +398,11 @@ def _cmd_checkpoints_release(args: argparse.Namespace) -> int:
 
 
 def _cmd_exam(args: argparse.Namespace) -> int:
-    from . import sources, summarize
+    from . import params, sources, summarize
     from .exam import cases as exam_cases
     from .exam import closed, readers, stats
     from .ingest import synthetic
     from .strategies import CompactionContext
-
-    from . import params
 
     try:
         # The profile's parameters are checked as for a run (keys only notebooks read do no harm here).

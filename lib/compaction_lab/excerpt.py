@@ -9,17 +9,21 @@ open book indexes it — so their time and memory grow with the largest
 record, some of them faster than linearly (a 50 MB record took notebook 04
 past nine minutes and 4 GB). Those stages therefore see such a record as an
 **excerpt**: its first and last characters around one marker line that
-states how many characters were left out, for example::
+states how many characters were left out; for a 50,000,000-character blob::
 
-    <first 100,000 characters>
-    [… 49,800,000 of 50,000,000 characters left out here: this record is excerpted to its first 100,000 and last 100,000 (per-record cap 200,000; compaction_lab.excerpt) …]
-    <last 100,000 characters>
+    <its first 99,915 characters>
+    [… 49,800,170 of 50,000,000 characters left out here: this record is excerpted to its first 99,915 and last 99,915 (per-record cap 200,000; compaction_lab.excerpt) …]
+    <its last 99,915 characters>
 
 The excerpt is deterministic (the same record gives the same bytes) and
 never longer than the cap, marker included (so excerpting twice changes
 nothing), and the stage that made it says so, with a count, in one note on
 stderr (`for_stage`, `Excerpts.note`): a notebook shows it under the cell
-that read the sessions.
+that read the sessions. The stages that apply it: every notebook after the
+first through `sources.load_saved` (projections, both exams, the cost
+model, the open book's archive), the exam built straight from imported
+sessions (`exam.cases.build`, ``compaction-lab exam``) and the follow-up
+attribution (`composition.followups_table`).
 
 What is **not** capped: the tally (notebook 01's composition table,
 ``compaction-lab tally``) counts every record's true characters and tokens
@@ -27,13 +31,17 @@ What is **not** capped: the tally (notebook 01's composition table,
 and the session files of the run folder (``sessions/*.jsonl``) keep the full
 text — nothing is lost, and a later run can read it whole.
 
-The cap, 200,000 characters, was chosen by measurement (``make bench
-BENCH=large_record``): the exam's probe mining grows with the square of a
-record's length (≈ 0.1 s for one capped record, a minute for a 5 MB one) and
-the cost simulator by ~1.5 KB of memory per token; 200,000 characters is 50k
-to 140k tokens — more than any strategy's tail or summary budget keeps of one
-record — while a session's normal records (a few KB, rarely above 50 KB) are
-never touched, so results on ordinary sessions are byte-identical.
+The cap, 200,000 characters, was chosen by measurement. Mining probes from
+one base64 record takes 0.2-0.4 s at 200,000 characters, 1 s at 500,000, 4 s
+at 1,000,000, 14 s at 2,000,000 and a minute at 5,000,000 (it grows with the
+square of the length, and a session may hold several such records); the
+cost notebook's simulations take about 10 s and 120 MB more per million
+tokens. 200,000 characters is 50k (prose) to 140k (base64) tokens, already
+most of a 200k-token window, while any file read or command output of
+ordinary size stays whole: sessions with no record over the cap (the
+synthetic chains, the shared fixtures) give byte-identical results. With it,
+the my_sessions chain on a 50 MB single-line record runs in about a minute
+and 0.7 GB (``make bench BENCH=large_record``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A run folder's ``run.json`` goes through these statuses:
 
 ``running``
     Written when the run starts, with the process running it: ``pid``,
-    ``host``, ``process_started`` (the process's creation time, so a pid the
+    ``host`` (`host_id`: a hash of the host name), ``process_started`` (the process's creation time, so a pid the
     system has handed to another process is not taken for the run; null when
     psutil is missing) and ``heartbeat`` (UTC; refreshed at every notebook
     boundary and every `HEARTBEAT_EVERY` seconds while a notebook executes).
@@ -29,6 +29,7 @@ folder, newest first, with its status, profile, start and wall time.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import signal
@@ -98,6 +99,16 @@ def _zombie(pid: int) -> bool:
         return False
 
 
+def host_id() -> str:
+    """This machine, as run.json records it: a hash of the host name, never the name.
+
+    Run folders are shared, and a host name often names its owner
+    (``alices-macbook``); liveness only needs to tell "this host" from
+    "another", which a hash does as well.
+    """
+    return "host-" + hashlib.blake2b(socket.gethostname().encode("utf-8"), digest_size=6).hexdigest()
+
+
 @dataclass(frozen=True)
 class ProcessMark:
     """The process that runs a run folder: pid, host and creation time."""
@@ -110,7 +121,7 @@ class ProcessMark:
     def current(cls) -> "ProcessMark":
         """This process."""
         pid = os.getpid()
-        return cls(pid, socket.gethostname(), process_started(pid))
+        return cls(pid, host_id(), process_started(pid))
 
     def fields(self) -> dict[str, Any]:
         """The run.json fields that record it (and a first heartbeat)."""
@@ -151,11 +162,11 @@ def liveness(info: Mapping[str, Any], *, host: str | None = None, now: datetime 
     info : mapping
         The run.json contents (``pid``, ``host``, ``process_started``, ``heartbeat``).
     host : str, optional
-        This host's name (default ``socket.gethostname()``).
+        This host's id (default `host_id`).
     now : datetime, optional
         The time to judge a heartbeat against (default: now).
     """
-    here = host or socket.gethostname()
+    here = host or host_id()
     pid, where = info.get("pid"), info.get("host")
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return Verdict("unknown", "run.json records no process (written by an older version)")

@@ -259,7 +259,9 @@ def _model_problem(model: Mapping) -> str | None:
 
 
 def _wordings_problem(wordings: list) -> str | None:
-    return None if len(wordings) in (0, 3) else f"give three wordings (rounds 1-3), or none for the library's; got {len(wordings)}"
+    if len(wordings) in (0, 3):
+        return None
+    return f"give three wordings (rounds 1-3), or none for the library's; got {len(wordings)}"
 
 
 @dataclass(frozen=True)

@@ -164,11 +164,17 @@ class Pattern:
         the whole match is.
     description : str
         One line for the README and the run's record of what was masked.
+    needles : tuple of str
+        Literal strings at least one of which every match contains: a text
+        holding none of them is not searched at all (a plain substring test
+        is far faster than a regex that must try every position of a 50 MB
+        tool output). Empty: always searched.
     """
 
     name: str
     regex: str
     description: str = ""
+    needles: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # The name ends up inside a marker, and only well-formed markers are
@@ -308,6 +314,7 @@ DEFAULT_PATTERNS: tuple[Pattern, ...] = (
         r"[\w.%+-]{1,64}@[A-Za-z][A-Za-z0-9-]*(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}"
         r"(?![A-Za-z0-9-])",
         "e-mail addresses (git@host SSH remotes excepted)",
+        needles=("@",),
     ),
     Pattern(
         "home-user",
@@ -329,6 +336,7 @@ DEFAULT_PATTERNS: tuple[Pattern, ...] = (
         r"(?P<secret>[A-Za-z0-9_]+)(?=[-/\\.]|$)",
         "the user-name segment of a cwd encoded as a folder name (Claude Code's "
         "~/.claude/projects/-home-<user>-proj); see Redactor.session for names holding '-'",
+        needles=("-home-", "-Users-"),
     ),
 )
 
@@ -502,6 +510,7 @@ class _Rule:
     name: str
     rx: re.Pattern
     group: bool  # mask only the `secret` group
+    needles: tuple[str, ...] = ()  # Pattern.needles: skip a text holding none of them
 
 
 @lru_cache(maxsize=64)
@@ -513,7 +522,7 @@ def _rules(patterns: tuple[Pattern, ...], literals: frozenset[str]) -> tuple[_Ru
         rules.append(_Rule(ENV_SECRET, re.compile(alt), False))
     for p in patterns:
         rx = re.compile(p.regex)
-        rules.append(_Rule(p.name, rx, "secret" in rx.groupindex))
+        rules.append(_Rule(p.name, rx, "secret" in rx.groupindex, p.needles))
     return tuple(rules)
 
 
@@ -527,6 +536,8 @@ def _touches_marker(s: str, a: int, b: int) -> bool:
 def _one_pass(rules: tuple[_Rule, ...], s: str, tally: Counter) -> tuple[str, int]:
     done = 0
     for rule in rules:
+        if rule.needles and not any(n in s for n in rule.needles):
+            continue
         marked = _MARKER_PREFIX in s
         cuts: list[tuple[int, int, str]] = []
         for m in rule.rx.finditer(s):

@@ -241,8 +241,16 @@ def run_profile(
         Before anything is created, listing every problem with the parameters
         and the results folder (`params.checked`).
     NotebookFailed
-        When a notebook raises; ``run.json`` records the failure and the
-        partly executed notebook is kept (and rendered) in the run folder.
+        When a notebook raises, or its kernel dies or never starts;
+        ``run.json`` records the failure and the partly executed notebook is
+        kept (and rendered) in the run folder.
+    lifecycle.RunInterrupted
+        On SIGINT / SIGTERM (in the main thread): the kernel is killed,
+        ``run.json`` says ``interrupted`` (signal, the notebook cut short,
+        whose partial ``.ipynb`` is kept). ``run.json`` also records the
+        process (pid, host, start time, heartbeat) so a run killed outright
+        is recognised as ``dead`` (`lifecycle`); run folders already dead
+        under `results` are warned about and recorded so first.
     """
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
     prof = prof.with_parameters(dict(overrides or {}))

@@ -29,7 +29,7 @@ from types import ModuleType
 from typing import Iterable, Iterator
 
 from ..session import Session
-from .base import Head, ImportReport, IngestError, UnknownFormat, os_reason, read_head
+from .base import Head, ImportReport, IngestError, UnknownFormat, find_damage, os_reason, read_head
 
 #: Importers in sniffing order: the most specific signatures first.
 FORMATS: tuple[str, ...] = ("opencode", "swe_agent", "codex", "claude_code", "pi", "chat_jsonl")
@@ -135,11 +135,31 @@ def _walk(top: Path, report: ImportReport) -> Iterator[tuple[Path, str]]:
         dirs[:] = sorted(keep)
         for name in sorted(files):
             p = root_p / name
-            if not name.endswith(CANDIDATE_SUFFIXES) and not (os.path.islink(p) and not p.suffix):
-                continue  # not a session log (a suffix-less link may have been a folder: checked)
-            fmt = _classify(p, report)
-            if fmt is not None:
-                yield p, fmt
+            if name.endswith(CANDIDATE_SUFFIXES):
+                fmt = _classify(p, report)
+                if fmt is not None:
+                    yield p, fmt
+            elif not p.suffix and os.path.islink(p) and not os.path.exists(p):
+                _broken_link(p, report)  # it may have led to a folder of sessions: say so
+
+
+def _broken_link(p: Path, report: ImportReport) -> None:
+    """Count a symbolic link that leads nowhere: a loop, a dangling link, or an unreachable target."""
+    try:
+        os.stat(p)
+        return  # it leads somewhere after all
+    except OSError as exc:
+        err = exc
+    if err.errno == errno.ELOOP:
+        report.skip(p, None, "symlink_loop", "the link leads back to itself (through other links)")
+    elif err.errno in (errno.ENOENT, errno.ENOTDIR):
+        try:
+            target = os.readlink(p)
+        except OSError:
+            target = "?"
+        report.skip(p, None, "dangling_symlink", f"points at {target}, which does not exist")
+    else:
+        report.skip(p, None, "unreadable", os_reason(err))
 
 
 def _classify(p: Path, report: ImportReport) -> str | None:
@@ -148,10 +168,7 @@ def _classify(p: Path, report: ImportReport) -> str | None:
         st = os.stat(p)
     except OSError as exc:
         if os.path.islink(p):
-            loop = exc.errno == errno.ELOOP
-            target = os.readlink(p) if not loop else ""
-            report.skip(p, None, "symlink_loop" if loop else "dangling_symlink",
-                        "the link leads back to itself" if loop else f"points at {target}, which does not exist")
+            _broken_link(p, report)
         else:
             report.skip(p, None, "unreadable", os_reason(exc))
         return None
@@ -166,12 +183,20 @@ def _classify(p: Path, report: ImportReport) -> str | None:
     claimed = claimants(head)
     if claimed:
         return claimed[0]
-    if head.damage is not None:
-        report.skip(p, head.raw.count(b"\n") + 1, "corrupt_compressed",
-                    f"{head.damage.describe()}; no format recognised in what decoded (tried: {', '.join(FORMATS)})")
+    damage, line = head.damage, head.raw.count(b"\n") + 1
+    if damage is None and head.compressed:
+        # Garbage in the head may be a damage the decoder only notices later (a checksum).
+        try:
+            damage, line = find_damage(p)
+        except OSError as exc:
+            report.skip(p, None, "unreadable", os_reason(exc))
+            return None
+    if damage is not None:
+        report.skip(p, line, "corrupt_compressed",
+                    f"{damage.describe()}; no format recognised in what decoded (tried: {', '.join(FORMATS)})")
     elif head.blank and b"\x00" in head.raw:
         at = head.raw.index(b"\x00")
-        report.skip(p, head.raw.count(b"\n", 0, at) + 1, "nul_tail", "the file holds only NUL bytes")
+        report.skip(p, head.raw.count(b"\n", 0, at) + 1, "nul_tail", "the file holds only NUL bytes (and blanks)")
     elif head.blank:
         report.skip(p, None, "empty_file", "0 bytes" if not head.raw else "only whitespace")
     else:
@@ -198,6 +223,12 @@ def load_sessions(
     ------
     Session
         One at a time, so memory is bounded by the largest session.
+
+    Raises
+    ------
+    FileNotFoundError
+        When a path does not exist at all; every other fault of a source is a
+        skip counted in `report` (see `iter_sources`).
     """
     report = report if report is not None else ImportReport()
     wanted = set(formats) if formats else None

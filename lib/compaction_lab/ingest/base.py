@@ -405,6 +405,7 @@ class _ZstdStream(io.RawIOBase):
                 return
             self._emit(out)
             if dobj.eof:  # cannot happen for the step that failed; keep decoding if it does
+                self._f.seek(self._pos)  # where the steps left off (the replay moved the file)
                 self._dobj = None
                 self._feed(dobj.unused_data + data[i + 1:], start + i + 1 - len(dobj.unused_data))
                 return
@@ -442,6 +443,29 @@ def damage_of(f: BinaryIO) -> Damage | None:
     return getattr(getattr(f, "raw", None), "damage", None)
 
 
+def is_compressed(f: BinaryIO) -> bool:
+    """True for a stream from `open_binary` that decodes a compressed file."""
+    return isinstance(getattr(f, "raw", None), _ZstdStream)
+
+
+def find_damage(path: str | Path) -> tuple[Damage | None, int]:
+    """Decode a whole file (streaming) to find a damage: ``(damage or None, the 1-based line it cuts)``.
+
+    For a compressed file no format recognised: its head may decode to garbage
+    that the decoder only notices at the end (a content checksum).
+
+    Raises
+    ------
+    OSError
+        When the file cannot be read.
+    """
+    newlines = 0
+    with open_binary(path) as f:
+        while chunk := f.read(1 << 20):
+            newlines += chunk.count(b"\n")
+        return damage_of(f), newlines + 1
+
+
 def read_magic(path: str | Path, n: int = 16) -> bytes:
     """The first `n` bytes of a file as stored (no decompression, no BOM stripping).
 
@@ -465,9 +489,12 @@ class Head:
     lines : tuple
         The JSON values of the first `HEAD_LINES` lines that parse.
     damage : Damage or None
-        Set when a compressed file's damage cut the head short.
+        Set when a compressed file's damage cut the head short (`raw` is then
+        everything that decoded).
     blank : bool
         The whole file holds nothing but whitespace and NUL bytes (or nothing).
+    compressed : bool
+        The file is decoded (zstd).
     """
 
     path: Path
@@ -477,6 +504,7 @@ class Head:
     is_sqlite: bool = False
     damage: Damage | None = None
     blank: bool = False
+    compressed: bool = False
 
     @property
     def objects(self) -> list[Mapping[str, Any]]:
@@ -506,7 +534,9 @@ def read_head(path: str | Path) -> Head:
             if not more:
                 break
             blank = not more.strip(_BLANK_OR_NUL)
-        damage = damage_of(f)
+        damage, compressed = damage_of(f), is_compressed(f)
+    # Read-ahead may have met a damage past the head: it cut the head only if the head is short.
+    cut = damage if damage is not None and len(raw) < HEAD_BYTES else None
     if raw.startswith(SQLITE_MAGIC):
         return Head(path, raw, (), is_sqlite=True)
     lines: list[Any] = []
@@ -518,7 +548,7 @@ def read_head(path: str | Path) -> Head:
             lines.append(parse_json(chunk.decode("utf-8"))[0])
         except (ValueError, UnicodeDecodeError, RecursionError):
             continue
-    return Head(path, raw, tuple(lines), damage=damage, blank=blank and damage is None)
+    return Head(path, raw, tuple(lines), damage=cut, blank=blank and damage is None, compressed=compressed)
 
 
 @dataclass(frozen=True)
@@ -651,7 +681,8 @@ def load_json(path: str | Path, report: ImportReport) -> Any | None:
     except OSError as exc:
         report.skip(path, None, "unreadable", os_reason(exc))
         return None
-    body = data.rstrip(_BLANK_OR_NUL)
+    # A damage ends the data wherever it struck: NULs before it are no crash's tail.
+    body = data.rstrip(_BLANK_OR_NUL) if damage is None else data
     tail = data[len(body):]
     if b"\x00" in tail:
         at = len(body) + tail.index(b"\x00")
