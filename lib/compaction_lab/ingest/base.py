@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
