@@ -173,7 +173,20 @@ def _cmd_import(args: argparse.Namespace) -> int:
     _import_report_line(rep)
     print(f"archive {where}: {result.records_added} new records "
           f"({result.records_seen - result.records_added} already there), {total} in all")
-    return 0
+    return _nothing_imported(rep)
+
+
+def _nothing_imported(rep) -> int:
+    """0 when a session was imported; else 2, with one line saying so (the skips were printed above).
+
+    Skipped files are counted, never fatal, while anything imports: one bad file
+    among many must not hide the rest; but a command that imported nothing did
+    not do what was asked.
+    """
+    if rep.sessions:
+        return 0
+    print(f"error: no session imported ({rep.n_skipped} sources skipped; reasons above)", file=sys.stderr)
+    return 2
 
 
 def _positive_int(text: str) -> int:
@@ -264,10 +277,9 @@ def _cmd_tally(args: argparse.Namespace) -> int:
     _import_report_line(rep)
     if args.json:
         print(comp.to_json(orient="records", indent=2))
-        return 0
+        return _nothing_imported(rep)
     if comp.empty:
-        print("no sessions imported", file=sys.stderr)
-        return 1
+        return _nothing_imported(rep)
     with pd.option_context("display.max_rows", None, "display.width", 200):
         print(composition.with_shares(comp).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
         print()
@@ -313,6 +325,9 @@ def _cmd_project(args: argparse.Namespace) -> int:
     if not sessions:
         print(f"error: no session{' ' + args.session if args.session else ''} in {args.path}", file=sys.stderr)
         return 2
+    from .excerpt import for_stage
+
+    sessions = for_stage(sessions, "the projections")  # records over the per-record cap, excerpted and said so
     results = []
     for s in sessions:
         cut = len(s.records) if args.cut is None else args.cut

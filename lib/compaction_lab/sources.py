@@ -146,7 +146,8 @@ def save(sources: Sources, run_dir: Path) -> Path:
         (Path(run_dir) / "import_report.json").write_text(
             json.dumps(
                 {"files": rep.files, "sessions": rep.sessions, "records": rep.records,
-                 "formats": dict(rep.formats), "skipped": rep.n_skipped, "reasons": dict(rep.reasons)},
+                 "formats": dict(rep.formats), "skipped": rep.n_skipped, "reasons": dict(rep.reasons),
+                 "notes": dict(rep.notes)},
                 indent=2, sort_keys=True,
             ) + "\n",
             encoding="utf-8",
