@@ -53,8 +53,7 @@ import yaml
 from nbconvert import HTMLExporter
 from papermill.exceptions import PapermillExecutionError
 
-from . import lifecycle
-from . import __version__, params as params_mod, paths, redact as redact_mod, runfolder, share
+from . import __version__, lifecycle, params as params_mod, paths, redact as redact_mod, runfolder, share
 from .params import ProfileError
 
 #: Our nbconvert template: the lab template minus every script fetched from a CDN.

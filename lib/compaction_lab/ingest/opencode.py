@@ -259,30 +259,28 @@ def _parse_row(data: Any, table: str, row_id: Any, path: Path, report: ImportRep
 # ----- JSON storage tree (pre-1.x)
 
 
-def _json_files(folder: Path, report: ImportReport) -> list[Path]:
-    """The ``*.json`` files of one storage folder, sorted; a missing folder has none, an unreadable one is counted."""
+def _listing(folder: Path, report: ImportReport, keep) -> list[Path]:
+    """The entries of one storage folder that `keep` accepts, sorted; a missing folder has none,
+    an unreadable one is counted."""
     try:
         with os.scandir(folder) as it:
-            names = [e.name for e in it if e.name.endswith(".json")]
+            names = [e.name for e in it if keep(e)]
     except (FileNotFoundError, NotADirectoryError):
         return []
     except OSError as exc:
         report.skip(folder, None, "unreadable", os_reason(exc))
         return []
     return [folder / n for n in sorted(names)]
+
+
+def _json_files(folder: Path, report: ImportReport) -> list[Path]:
+    """The ``*.json`` files of one storage folder."""
+    return _listing(folder, report, lambda e: e.name.endswith(".json"))
 
 
 def _subfolders(folder: Path, report: ImportReport) -> list[Path]:
-    """The folders inside one storage folder, sorted (an unreadable one is counted)."""
-    try:
-        with os.scandir(folder) as it:
-            names = [e.name for e in it if e.is_dir()]
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    except OSError as exc:
-        report.skip(folder, None, "unreadable", os_reason(exc))
-        return []
-    return [folder / n for n in sorted(names)]
+    """The folders inside one storage folder."""
+    return _listing(folder, report, lambda e: e.is_dir())
 
 
 def _load_storage(root: Path, report: ImportReport) -> Iterator[Session]:
