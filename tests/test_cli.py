@@ -235,3 +235,18 @@ def test_profiles_lists_a_profile_that_could_not_run_as_invalid(tmp_path, monkey
     monkeypatch.setenv("COMPACTION_LAB_PARAMS", str(tmp_path))
     assert cli.main(["profiles"]) == 0
     assert "typo" in (out := capsys.readouterr().out) and "(invalid:" in out and "seed = 'abc'" in out
+
+
+def test_ctrl_c_in_any_command_is_one_line_and_exit_130(tmp_path, monkeypatch, capsys):
+    """Issue 12 item 6 for the other commands: Ctrl-C printed a raw KeyboardInterrupt traceback."""
+    from compaction_lab import ingest
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(ingest, "load_sessions", interrupted)
+    (tmp_path / "s.jsonl").write_text('{"role": "user", "content": "hi"}\n')
+    assert cli.main(["tally", str(tmp_path / "s.jsonl")]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "Traceback" not in err

@@ -46,3 +46,25 @@ def test_colliding_ids_and_a_facts_file_are_all_studied(tmp_path):
     back = sources.load_saved(run)
     assert sorted(s.id for s in back) == ["a b", "a:b", "a_b", "facts"]
     assert {s.id: s.records for s in back} == {s.id: s.records for s in got.sessions}
+
+
+def test_one_bad_explicit_path_is_skipped_and_the_rest_studied(tmp_path):
+    """Issue 12 item 7: one unrecognised, empty or corrupt path named in session_paths killed the whole
+    my_sessions run, although the profile promises such paths are skipped (the run fails only when
+    nothing imports); an empty file was reported as an unknown format."""
+    good = tmp_path / "good.jsonl"
+    _chat(good, "the build number")
+    junk = tmp_path / "junk.jsonl"
+    junk.write_text('{"hello": "world"}\n', encoding="utf-8")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    corrupt = tmp_path / "corrupt.jsonl.zst"
+    corrupt.write_bytes(b"\x28\xb5\x2f\xfd" + b"\xff" * 64)
+    got = sources.gather([str(junk), str(empty), str(corrupt), str(good), str(tmp_path / "missing")], progress=False)
+    assert [s.id for s in got.sessions] == ["good"]
+    reasons = {(sk.path.rsplit("/", 1)[-1], sk.reason) for sk in got.report.skipped}
+    assert {("junk.jsonl", "unknown_format"), ("empty.jsonl", "empty_file"),
+            ("corrupt.jsonl.zst", "corrupt_compressed"), ("missing", "unreadable")} <= reasons
+    # Nothing at all imported: one clear error naming the paths and the skips.
+    with pytest.raises(ValueError, match="no sessions imported"):
+        sources.gather([str(junk), str(empty)], progress=False)

@@ -613,7 +613,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        # Ctrl-C in any command (an import, a tally) is the user's choice, not a crash: one line, no
+        # traceback. `run` handles its own signals and records the run as interrupted.
+        print(f"\ninterrupted: compaction-lab {args.command} stopped by Ctrl-C", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover
