@@ -167,9 +167,9 @@ def test_output_text_unwrapped_and_errors(main_session):
 def test_compaction_summary_and_boundary(main_session):
     (summary,) = main_session.of_kind("summary")
     assert summary.text.startswith("Summary so far:")
-    assert main_session.metadata["compactions"] == [
-        {"entry_id": summary.entry_id, "source_order": summary.source_order}
-    ]
+    (boundary,) = main_session.metadata["compactions"]
+    assert (boundary["entry_id"], boundary["source_order"]) == (summary.entry_id, summary.source_order)
+    assert all(item["type"] == "message" for item in boundary.get("replacement_history", []))
 
 
 def test_meta_records_for_tolerated_types(main_session):
@@ -426,3 +426,32 @@ def test_detect_picks_codex():
     sessions = list(load_sessions(FIXTURES, report))
     assert report.formats == Counter({"codex": 4})
     assert len(sessions) == 4
+
+
+def test_compacted_keeps_its_replacement_history(tmp_path):
+    """Codex's `CompactedItem { message, replacement_history }`: the replacement history is the live history a
+    later compaction summarises (issue 13 item 2), so the boundary keeps it as role + text."""
+    def msg(role, text):
+        return {"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]}
+
+    p = _write(tmp_path, "r.jsonl", [
+        {"timestamp": "t", "type": "response_item", "payload": msg("user", "fix the flaky test in ci.yml")},
+        {"timestamp": "t", "type": "compacted", "payload": {"message": "SUMMARY-1", "replacement_history": [
+            msg("user", "<environment_context>cwd=/w</environment_context>"),
+            msg("user", "fix the flaky test in ci.yml"),
+            msg("user", "Another language model started to solve this problem... SUMMARY-1"),
+            {"type": "compaction", "encrypted_content": "opaque"}]}},
+        {"timestamp": "t", "type": "compacted", "payload": {"message": "SUMMARY-2"}},
+    ])
+    (s,), report = _load(p)
+    assert report.n_skipped == 0
+    first, second = s.metadata["compactions"]
+    assert [r.kind for r in s.records] == ["user", "summary", "summary"]
+    assert first["source_order"] == 1 and "replacement_history" not in second
+    assert first["replacement_history"] == [
+        {"type": "message", "role": "user", "text": "<environment_context>cwd=/w</environment_context>", "injected": True},
+        {"type": "message", "role": "user", "text": "fix the flaky test in ci.yml", "injected": False},
+        {"type": "message", "role": "user", "text": "Another language model started to solve this problem... SUMMARY-1",
+         "injected": False},
+        {"type": "compaction"},
+    ]

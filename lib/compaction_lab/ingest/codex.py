@@ -347,9 +347,13 @@ class _Rollout:
             return
         builder = self._session()
         rec = builder.add("summary", message if isinstance(message, str) else "", f"L{lineno}", timestamp=ts)
-        builder.metadata.setdefault("compactions", []).append(
-            {"entry_id": rec.entry_id, "source_order": rec.source_order}
-        )
+        boundary: dict[str, Any] = {"entry_id": rec.entry_id, "source_order": rec.source_order}
+        history = payload.get("replacement_history")
+        if isinstance(history, list):
+            # What Codex put in place of its history (`CompactedItem.replacement_history`): the live
+            # history a later compaction of this session summarises, so strategies can rebuild it.
+            boundary["replacement_history"] = [_replacement_item(item) for item in history]
+        builder.metadata.setdefault("compactions", []).append(boundary)
 
     # ----------------------------------------------------------------- response items
 
@@ -470,3 +474,20 @@ def load(path: str | Path, report: ImportReport) -> Iterator[Session]:
     last = rollout.finish()
     if last is not None:
         yield last
+
+
+def _replacement_item(item: Any) -> dict[str, Any]:
+    """One item of a ``compacted`` line's ``replacement_history``, kept as role + text.
+
+    Messages keep their role, their text and whether the harness injected
+    them; any other item (a remote compaction's opaque ``compaction`` item, a
+    tool call) keeps its type only, since no text of it reaches the model.
+    """
+    if not isinstance(item, Mapping):
+        return {"type": type(item).__name__}
+    ptype = item.get("type")
+    role = item.get("role")
+    if ptype == "message" and isinstance(role, str):
+        text = content_text(item.get("content"))
+        return {"type": "message", "role": role, "text": text, "injected": role == "user" and is_injected(text)}
+    return {"type": str(ptype)}
