@@ -1,10 +1,11 @@
-"""Baselines: full, truncate-oldest, observation-masking, claude-code-style — every rule on hand-built
+"""Baselines: full, truncate-oldest, observation-masking — every rule on hand-built
 sessions, properties on random sessions, and runs on the real fixtures and synthetic chains."""
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -22,7 +23,7 @@ from conftest import SHARED_FIXTURES, make_session, FakeProvider as SharedFakePr
 
 SHAPE = CallShape("test", "You are a test agent.",
                   ({"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}},))
-NAMES = ("full", "truncate-oldest", "observation-masking", "claude-code-style")
+NAMES = ("full", "truncate-oldest", "observation-masking")  # claude-code: test_claude_code_strategy.py
 FRAME = count_tokens(SHAPE.system_prompt) + count_tokens(SHAPE.tools_text())
 
 
@@ -110,7 +111,7 @@ def check_invariants(session: Session, p, ctx: CompactionContext, cut: int | Non
 
 
 def test_registered_with_versions():
-    for name, version in zip(NAMES, ("full-1", "truncate-oldest-1", "observation-masking-1", "claude-code-style-1")):
+    for name, version in zip(NAMES, ("full-1", "truncate-oldest-1", "observation-masking-2")):
         s = strategies.get(name)
         assert s.name == name and s.algorithm_version == version and s.estimator == "tiktoken"
     assert set(bl.STRATEGIES) == set(NAMES)
@@ -216,52 +217,170 @@ def test_truncate_fires_at_capacity():
 
 # =========================================================================== observation-masking
 
+PLACEHOLDER_1 = "Old environment output: (1 lines omitted)"
+
 
 def test_masking_replaces_old_outputs_only():
     sess = make_session([("system", SHAPE.system_prompt)] + [x for i in range(4) for x in turn(i)])
     ctx = ctx_for(mask_after_turns=2)
     p = compact(sess, "observation-masking", ctx=ctx)
     markers = segs(p, "omitted_marker")
-    assert [m.entry_ids for m in markers] == [("e4",), ("e8",)]  # outputs of turns 0 and 1
+    assert [m.entry_ids for m in markers] == [("e4",), ("e8",)]  # outputs of steps 0 and 1
     for m in markers:
-        rec = next(r for r in sess.records if r.entry_id == m.entry_ids[0])
-        assert m.text == f"[tool output omitted — entry {rec.entry_id}, {count_tokens(rec.text)} tokens; " \
-                         "retrievable from the session archive]"
+        assert m.text == PLACEHOLDER_1  # upstream's placeholder: the line count only
         assert m.role == "tool" and m.record_kind == "tool_output"
-    # prose and calls of old turns stay verbatim; the last two turns are the tail
+    # prose and calls of old steps stay verbatim; the last two steps are the tail
     old = [s for s in p.segments[2:] if s.kind not in ("omitted_marker", "tail")]
     assert [(s.kind, s.record_kind) for s in old] == [
         ("user_original", "user"), ("assistant_original", "assistant"), ("assistant_original", "tool_call"),
     ] * 2
     assert [s.entry_ids[0] for s in segs(p, "tail")] == [f"e{i}" for i in range(9, 17)]
     assert p.notes["masked"] == 2 and p.notes["dropped"] == 0 and "header" not in kinds(p)
+    assert p.notes["mask_unit"] == "agent_step" and p.notes["placeholder"] == "upstream"
     check_invariants(sess, p, ctx)
 
 
-def test_masking_default_is_ten_turns():
-    sess = make_session([x for i in range(12) for x in turn(i)])
+def test_masking_placeholder_is_upstreams_line_count():
+    """Upstream: the-complexity-trap @ 1b07decf4ca4, sweagent/agent/history_processors.py:143 — a masked
+    observation becomes ``Old environment output: (N lines omitted)``, N = ``len(text.splitlines())``;
+    observation-masking-1 wrote its own marker naming the entry (now ``placeholder="archive"``)."""
+    out = "line one\nline two\nline three"
+    sess = make_session([("user", "task"), ("assistant", "look"), *pair("c1", out), ("assistant", "again"),
+                         *pair("c2", "x")])
+    p = compact(sess, "observation-masking", ctx=ctx_for(mask_after_turns=1))
+    (m,) = segs(p, "omitted_marker")
+    assert m.entry_ids == ("e3",) and m.text == "Old environment output: (3 lines omitted)"
+    q = compact(sess, "observation-masking", ctx=ctx_for(mask_after_turns=1, placeholder="archive"))
+    (m,) = segs(q, "omitted_marker")
+    assert m.text == f"[tool output omitted — entry e3, {count_tokens(out)} tokens; " \
+                     "retrievable from the session archive]"
+    with pytest.raises(ValueError, match="placeholder"):
+        compact(sess, "observation-masking", ctx=ctx_for(placeholder="bogus"))
+
+
+def swe_agent_session(steps: int, out_tokens: int = 30) -> Session:
+    """SWE-agent's shape: one task message, then steps of thought + one tool call + its observation."""
+    items = [("system", SHAPE.system_prompt), ("user", "ISSUE: fix the bug")]
+    for k in range(steps):
+        items += [("assistant", words(f"thought{k}", 5)), *pair(f"c{k}", words(f"obs{k}", out_tokens))]
+    return make_session(items)
+
+
+def test_masking_default_is_ten_agent_steps():
+    """The paper's configuration: the-complexity-trap @ 1b07decf4ca4, config/default_no_demo_N=1_M=10.yaml:114-116
+    (``last_n_observations``, ``n: 10``). One task message and 12 agent steps: the outputs of the two oldest
+    steps are masked (observation-masking-1 counted user messages and masked nothing here)."""
+    sess = swe_agent_session(12)
     p = compact(sess, "observation-masking")
-    assert p.notes["mask_after_turns"] == 10 and p.notes["masked"] == 2 and p.notes["turns"] == 12
+    assert p.notes["mask_after_turns"] == 10 and p.notes["mask_unit"] == "agent_step"
+    assert p.notes["turns"] == 12 and p.notes["masked"] == 2
+    assert [m.entry_ids[0] for m in segs(p, "omitted_marker")] == ["e4", "e7"]
 
 
-def test_masking_turns_start_at_real_user_messages():
+def _upstream_omitted(history: list[dict], n: int) -> list[str]:
+    """SWE-agent's LastNObservations._get_omit_indices (history_processors.py:114-122 @ 1b07decf4ca4), written
+    out for a .traj history: every non-demo observation (``message_type`` ``observation``; in the older format
+    without it, every non-demo user or tool message after the system prompt), polling 1, the first (the
+    instance template) never omitted. Returned as our importer's entry ids (``h<index>``)."""
+    def is_observation(i: int, e: dict) -> bool:
+        if "message_type" in e:
+            return e["message_type"] == "observation"
+        return i > 0 and e["role"] in ("user", "tool")
+
+    obs = [i for i, e in enumerate(history) if not e.get("is_demo", False) and is_observation(i, e)]
+    return [f"h{i}" for i in obs[1:max(0, len(obs) - n)]]
+
+
+@pytest.mark.parametrize("traj", [
+    Path(__file__).parent / "fixtures" / "swe_agent" / "function_calling.traj",
+    SHARED_FIXTURES / "swe-agent" / "pydicom__pydicom-1458.traj",
+])
+@pytest.mark.parametrize("n", [1, 3, 5, 10])
+def test_masking_matches_upstream_last_n_observations(traj, n):
+    """Port of upstream's ``test_last_n_observations`` (SWE-agent tests/test_history_processors.py, as in
+    the-complexity-trap @ 1b07decf4ca4): on a real trajectory, ``n`` observations are kept and
+    ``total - n - 1`` are elided (the instance template is never elided). Ours, on the imported trajectory,
+    masks exactly the outputs upstream elides."""
+    import json
+
+    from compaction_lab.ingest import load_sessions
+
+    if not traj.exists():
+        pytest.skip(f"{traj} not present")
+    history_ = json.loads(traj.read_text())["history"]
+    (sess,) = list(load_sessions(traj))
+    expected = _upstream_omitted(history_, n)
+    p = compact(sess, "observation-masking", ctx=ctx_for(window=1_000_000, output=1_000, mask_after_turns=n))
+    assert [m.entry_ids[0] for m in segs(p, "omitted_marker")] == expected
+    total = len([e for e in history_ if not e.get("is_demo") and e.get("message_type", "observation") == "observation"
+                 and e["role"] in ("user", "tool")])
+    assert p.notes["masked"] == max(0, total - n - 1)
+    # upstream keeps every action (thought + tool call) untouched: so do we
+    kept = {s.entry_ids[0] for s in p.segments if s.record_kind in ("assistant", "reasoning", "tool_call")}
+    assert kept == {r.entry_id for r in sess.records if r.kind in ("assistant", "reasoning", "tool_call")}
+
+
+def test_masking_agent_steps_in_an_interactive_session():
+    """Issue #13 item 4: counting user turns kept ~1.5-1.8x the paper's tokens. Three user turns of five
+    agent steps each with M = 10: the outputs of the five oldest steps are masked; the old unit (user
+    turns, now ``mask_unit="user_turn"``) masked nothing."""
+    items: list[tuple] = []
+    for u in range(3):
+        items.append(("user", words(f"u{u}", 5)))
+        for k in range(5):
+            items += [("assistant", words(f"a{u}.{k}", 5)), *pair(f"c{u}.{k}", words(f"o{u}.{k}", 200))]
+        items.append(("assistant", words(f"answer{u}", 5)))  # the final answer of the turn: no observation
+    sess = make_session(items)
+    p = compact(sess, "observation-masking")
+    outputs = [r.entry_id for r in sess.records if r.kind == "tool_output"]
+    assert p.notes["turns"] == 18 and [m.entry_ids[0] for m in segs(p, "omitted_marker")] == outputs[:5]
+    old = compact(sess, "observation-masking", ctx=ctx_for(mask_unit="user_turn"))
+    assert old.notes["masked"] == 0 and old.tokens > p.tokens
+    check_invariants(sess, p, ctx_for())
+
+
+def test_masking_agent_step_boundaries():
+    """One model call is one step: its reasoning, prose and (parallel) tool calls, and all their outputs; a
+    block of the same entry recorded after an output continues the call; user text between steps belongs to
+    the step that answers it."""
+    items = [("user", "go"),                                                     # e0 -> step 0
+             ("reasoning", "think"), ("assistant", "two calls"),                 # e1 e2: step 0
+             ("tool_call", "bash a", {"tool": "bash", "call_id": "p1"}),          # e3
+             ("tool_call", "bash b", {"tool": "bash", "call_id": "p2"}),          # e4
+             ("tool_output", "out a", {"tool": "bash", "call_id": "p1"}),         # e5
+             ("tool_output", "out b", {"tool": "bash", "call_id": "p2"}),         # e6
+             ("tool_call", "bash c", {"tool": "bash", "call_id": "p3"}),          # e7: a new call -> step 1
+             ("tool_output", "out c", {"tool": "bash", "call_id": "p3"}),         # e8
+             ("tool_call", "bash d", {"tool": "bash", "call_id": "p4"}),          # e9: same entry as e7 -> step 1
+             ("tool_output", "out d", {"tool": "bash", "call_id": "p4"}),         # e10
+             ("user", "AGENTS.md", {"injected": True}), ("user", "next"),        # e11 e12 -> step 2
+             ("assistant", "step two"), *pair("c9", "out e")]                   # e13 e14 e15
+    sess = make_session(items)
+    recs = list(sess.records)
+    recs[9] = dataclasses.replace(recs[9], entry_id="e7", block_index=1)
+    sess = dataclasses.replace(sess, records=tuple(recs))
+    assert bl._turns(sess.records, "agent_step") == [0] * 7 + [1] * 4 + [2] * 5
+    p = compact(sess, "observation-masking", ctx=ctx_for(mask_after_turns=2))
+    assert [m.entry_ids[0] for m in segs(p, "omitted_marker")] == ["e5", "e6"]
+    q = compact(sess, "observation-masking", ctx=ctx_for(mask_after_turns=1))
+    assert [m.entry_ids[0] for m in segs(q, "omitted_marker")] == ["e5", "e6", "e8", "e10"]
+    check_invariants(sess, q, ctx_for())
+    with pytest.raises(ValueError, match="mask_unit"):
+        compact(sess, "observation-masking", ctx=ctx_for(mask_unit="bogus"))
+
+
+def test_masking_user_turn_unit_is_the_old_behaviour():
     items = [("assistant", "preamble"), *pair("c0", "pre output"),   # before the first user: turn 0
              ("user", "first"), *pair("c1", "out one"),
              ("user", "AGENTS.md injected", {"injected": True}), *pair("c2", "out two"),  # same turn
              ("user", "second"), *pair("c3", "out three")]
     sess = make_session(items)
-    p = compact(sess, "observation-masking", ctx=ctx_for(mask_after_turns=1))
-    assert p.notes["turns"] == 2
-    assert [m.entry_ids[0] for m in segs(p, "omitted_marker")] == ["e2", "e5", "e8"]
-
-
-def test_masking_step_unit():
-    items = [("user", "go"), ("assistant", "step one"), *pair("c1", "o1"), ("reasoning", "think"),
-             ("assistant", "step two"), *pair("c2", "o2"), ("assistant", "step three"), *pair("c3", "o3")]
-    sess = make_session(items)
-    p = compact(sess, "observation-masking", ctx=ctx_for(mask_after_turns=2, turn_unit="step"))
-    assert p.notes["turns"] == 4  # user, then three assistant steps (reasoning + prose is one step)
-    assert [m.entry_ids[0] for m in segs(p, "omitted_marker")] == ["e3"]
+    for params in ({"mask_unit": "user_turn"}, {"turn_unit": "user"}):
+        p = compact(sess, "observation-masking", ctx=ctx_for(mask_after_turns=1, **params))
+        assert p.notes["turns"] == 2 and p.notes["mask_unit"] == "user_turn"
+        assert [m.entry_ids[0] for m in segs(p, "omitted_marker")] == ["e2", "e5", "e8"]
+    legacy = compact(sess, "observation-masking", ctx=ctx_for(mask_after_turns=1, turn_unit="step"))
+    assert legacy.notes["mask_unit"] == "agent_step"
 
 
 def test_masking_fallback_drops_oldest_masked_turns():
@@ -271,10 +390,10 @@ def test_masking_fallback_drops_oldest_masked_turns():
     assert p.notes["fallback_steps"] == ["drop-masked-turns"]
     assert p.notes["dropped_turns"] >= 1
     (header,) = segs(p, "header")
-    assert f"{p.notes['dropped_turns']} oldest turns" in header.text and header.entry_ids == ()
+    assert f"{p.notes['dropped_turns']} oldest agent steps" in header.text and header.entry_ids == ()
     kept_users = [s.text for s in p.segments if s.record_kind == "user"]
     assert kept_users == [words(f"u{i}", 100) for i in range(p.notes["dropped_turns"], 8)]
-    assert [s.entry_ids[0] for s in segs(p, "tail")][0] == "e24"  # the last two turns stay verbatim
+    assert [s.entry_ids[0] for s in segs(p, "tail")][0] == "e24"  # the last two steps stay verbatim
     check_invariants(sess, p, ctx)
 
 
@@ -294,181 +413,6 @@ def test_masking_fallback_masks_recent_then_drops_records():
 def test_masking_fires_at_capacity():
     s, ctx = strategies.get("observation-masking"), ctx_for(100_000, 20_000)
     assert s.fires(80_000, ctx) and not s.fires(79_999, ctx)
-
-
-# =========================================================================== claude-code-style
-
-
-def long_session() -> Session:
-    items = [("system", SHAPE.system_prompt)]
-    for i in range(12):
-        items += turn(i, out_tokens=800, prose=40)
-    items.append(("user", "Injected note", {"injected": True}))
-    return make_session(items)
-
-
-def test_claude_projection_layout_and_tail():
-    sess = long_session()
-    ctx = ctx_for(tail_tokens=2000)
-    p = compact(sess, "claude-code-style", ctx=ctx)
-    assert kinds(p)[:5] == ["system", "tools", "header", "summary", "continue"]
-    assert set(kinds(p)[5:]) == {"tail"}
-    tail = segs(p, "tail")
-    assert sum(s.tokens for s in tail) <= 2000
-    # whole records, newest first, and a call never split from its output
-    first = next(r for r in sess.records if r.entry_id == tail[0].entry_ids[0])
-    assert first.kind != "tool_output"
-    assert [s.entry_ids[0] for s in tail] == [r.entry_id for r in sess.records[first.source_order:]]
-    # the next older record would have broken the budget or split a pair
-    prev = sess.records[first.source_order - 1]
-    assert sum(s.tokens for s in tail) + count_tokens(prev.text) > 2000 or first.kind == "tool_output"
-    header = segs(p, "header")[0].text
-    assert "claude-code-style-1" in header and "continues an earlier conversation" in header
-    assert segs(p, "continue")[0].text == bl.CLAUDE_CONTINUE
-    check_invariants(sess, p, ctx)
-
-
-def test_claude_tail_never_splits_a_call_from_its_output():
-    out = words("out", 500)
-    sess = make_session([("user", words("u", 50)), *pair("c1", out), ("assistant", "done")])
-    ctx = ctx_for(tail_tokens=count_tokens(out) + count_tokens("done") + 2)  # output fits, its call does not
-    p = compact(sess, "claude-code-style", ctx=ctx)
-    assert [s.record_kind for s in segs(p, "tail")] == ["assistant"]
-
-
-def test_claude_summary_request_is_dedicated_with_cleared_results():
-    sess = long_session()
-    prov = FakeProvider()
-    ctx = ctx_for(summarizer=prov, tail_tokens=2000, summary_tokens=3000)
-    p = compact(sess, "claude-code-style", ctx=ctx)
-    (req,) = prov.requests
-    assert req is p.summary_request
-    assert req.shape == "dedicated" and req.tools == () and req.system == bl.CLAUDE_SUMMARY_SYSTEM
-    assert req.template == "claude-code-9" and 0 < req.max_output_tokens <= 3000
-    (msg,) = req.messages
-    assert msg["role"] == "user"
-    content = msg["content"]
-    assert content.startswith("<conversation>\n[User]: ") and content.endswith(bl.CLAUDE_NINE_SECTION_INSTRUCTION)
-    head_ids = {e for e in req.source_entry_ids}
-    head = [r for r in sess.records if r.entry_id in head_ids]
-    outs = [r for r in head if r.kind == "tool_output"]
-    assert outs and all(r.text not in content for r in outs)
-    assert content.count("[Tool result]: [Old tool result content cleared]") == len(outs)
-    assert all(r.text in content for r in head if r.kind in ("user", "assistant"))
-    assert "[Assistant tool call]: bash" in content
-    assert p.notes["cleared_tool_results"] == len(outs) and f"{len(outs)} old tool results cleared" in \
-        segs(p, "header")[0].text
-    assert segs(p, "summary")[0].entry_ids == tuple(dict.fromkeys(r.entry_id for r in head))
-    assert p.receipt.provider == "fake" and p.receipt.input_tokens == 1234 and p.receipt.output_tokens == 42
-    assert p.receipt.request_fingerprint == req.fingerprint() and not p.receipt.fallback
-    assert segs(p, "summary")[0].text == "SUMMARY TEXT" and segs(p, "summary")[0].label == ""
-
-
-def test_claude_clearing_can_be_turned_off_and_injected_text_is_labelled():
-    sess = long_session()
-    prov = FakeProvider()
-    ctx = ctx_for(summarizer=prov, tail_tokens=500, clear_tool_results=False)
-    compact(sess, "claude-code-style", ctx=ctx)
-    content = prov.requests[0].messages[0]["content"]
-    assert words("o0", 800) in content and bl.CLEARED_TOOL_RESULT not in content
-    transcript, cleared = bl.flatten_head([r for r in sess.records if r.injected], clear=True)
-    assert transcript == "[Injected context]: Injected note" and cleared == 0
-
-
-def test_claude_no_provider_gives_the_empty_template():
-    sess = long_session()
-    p = compact(sess, "claude-code-style", ctx=ctx_for(tail_tokens=2000))
-    (summary,) = segs(p, "summary")
-    assert summary.text == empty_template("claude-code-9") and summary.label == ""
-    assert p.receipt.fallback and "no summary provider" in p.receipt.error and p.receipt.provider == "none"
-    assert p.receipt.text == summary.text and p.summary_request is not None
-
-
-def test_claude_failing_provider_is_recorded():
-    sess = long_session()
-    for err, expect in ((RuntimeError("boom"), "RuntimeError: boom"), (SummaryUnavailable("down"), "down")):
-        p = compact(sess, "claude-code-style", ctx=ctx_for(summarizer=FakeProvider(error=err)))
-        assert p.receipt.fallback and p.receipt.error == expect
-        assert segs(p, "summary")[0].text == empty_template("claude-code-9")
-
-
-def test_claude_extractive_is_labelled_stand_in():
-    sess = long_session()
-    ctx = ctx_for(summarizer=ExtractiveProvider(), tail_tokens=2000)
-    p = compact(sess, "claude-code-style", ctx=ctx)
-    (summary,) = segs(p, "summary")
-    assert summary.label == STAND_IN_LABEL and p.receipt.stand_in and not p.receipt.fallback
-    for name in ("Primary Request and Intent", "All User Messages", "Optional Next Step"):
-        assert name in summary.text
-    assert words("u0", 40) in summary.text  # the first user message
-    # the stand-in only copies request text
-    corpus = " ".join(request_text(p.summary_request).split())
-    for line in summary.text.split("\n"):
-        if line.startswith("- "):
-            assert " ".join(line[2:].rstrip("…").split()) in corpus
-    check_invariants(sess, p, ctx)
-
-
-def test_claude_strips_the_analysis_block():
-    sess = long_session()
-    prov = FakeProvider("<analysis>thinking aloud</analysis>\n<summary>\n1. Primary Request and Intent: X\n</summary>")
-    p = compact(sess, "claude-code-style", ctx=ctx_for(summarizer=prov))
-    assert segs(p, "summary")[0].text == "1. Primary Request and Intent: X"
-    assert bl.strip_analysis("<analysis>a</analysis> plain") == "plain"
-
-
-def test_claude_overshooting_provider_still_fits():
-    sess = long_session()
-    ctx = ctx_for(window=9000, output=2000, summarizer=FakeProvider("word " * 9000), tail_tokens=3000)
-    p = compact(sess, "claude-code-style", ctx=ctx)
-    assert p.tokens <= p.capacity and p.notes["fits"]
-    assert p.notes.get("summary_truncated") and segs(p, "tail") == []
-    assert p.notes["unsummarised_dropped"]  # records given up are named
-    assert "dropped unsummarised" in segs(p, "header")[0].text
-
-
-def test_claude_nothing_to_summarise_when_the_history_fits_the_tail():
-    sess = make_session([*turn(0), *turn(1)])
-    prov = FakeProvider()
-    p = compact(sess, "claude-code-style", ctx=ctx_for(summarizer=prov))
-    assert prov.requests == [] and p.summary_request is None and p.receipt is None
-    assert set(kinds(p)[2:]) == {"tail"} and p.notes["summarised"] == 0
-
-
-def test_claude_small_window_leaves_room_for_the_summary():
-    sess = long_session()
-    ctx = ctx_for(window=6000, output=1000, summarizer=ExtractiveProvider())
-    p = compact(sess, "claude-code-style", ctx=ctx)
-    assert p.notes["tail_tokens_used"] <= (5000 - FRAME) // 2
-    assert p.summary_request.max_output_tokens > 0 and segs(p, "summary")[0].text
-    check_invariants(sess, p, ctx)
-
-
-def test_claude_prompt_files_override(tmp_path):
-    sess = long_session()
-    ins, sysf = tmp_path / "ins.txt", tmp_path / "sys.txt"
-    ins.write_text("EXACT UPSTREAM INSTRUCTION", encoding="utf-8")
-    sysf.write_text("EXACT UPSTREAM SYSTEM", encoding="utf-8")
-    prov = FakeProvider()
-    p = compact(sess, "claude-code-style", ctx=ctx_for(summarizer=prov, prompt_file=str(ins),
-                                                       system_prompt_file=str(sysf)))
-    req = prov.requests[0]
-    assert req.system == "EXACT UPSTREAM SYSTEM"
-    assert req.messages[0]["content"].endswith("</conversation>\n\nEXACT UPSTREAM INSTRUCTION")
-    assert p.notes["instruction_sha256"] == bl._sha("EXACT UPSTREAM INSTRUCTION")
-    default = compact(sess, "claude-code-style")
-    assert default.notes["instruction_sha256"] == bl._sha(bl.CLAUDE_NINE_SECTION_INSTRUCTION)
-    assert default.notes["system_prompt_sha256"] == bl._sha(bl.CLAUDE_SUMMARY_SYSTEM)
-
-
-def test_claude_fires_at_claude_codes_threshold():
-    s = strategies.get("claude-code-style")
-    ctx = ctx_for(200_000, 32_000)  # reserved output min(32k, 20k) = 20k, buffer 13k
-    assert s.fires(167_000, ctx) and not s.fires(166_999, ctx)
-    small_out = ctx_for(200_000, 8_000)
-    assert s.fires(179_000, small_out) and not s.fires(178_999, small_out)
-    tuned = ctx_for(200_000, 32_000, autocompact_buffer=0, reserved_output_cap=0)
-    assert s.fires(200_000, tuned) and not s.fires(199_999, tuned)
 
 
 # =========================================================================== properties

@@ -12,7 +12,7 @@ from compaction_lab.cost.prices import load_price_table, price
 from compaction_lab.ingest import synthetic
 from compaction_lab.projection import SummaryRequest
 from compaction_lab.strategies.base import CallShape
-from compaction_lab.strategies.codex import chat_messages
+from compaction_lab.strategies.codex import request_messages
 from compaction_lab.tokens import counter
 
 
@@ -219,7 +219,7 @@ def test_request_tokens_order_and_prefix():
 def session_request():
     shape = CallShape.default()
     chain = synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1, window_tokens=8_000))[0]
-    return shape, chat_messages(list(chain.session.records), shape.system_prompt)
+    return shape, request_messages(list(chain.session.records), shape.system_prompt)
 
 
 def _ratios(df):

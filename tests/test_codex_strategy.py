@@ -54,7 +54,7 @@ def kinds(p):
 
 def test_registered_with_version_and_estimator():
     s = strategies.get("codex")
-    assert s.name == "codex" and s.algorithm_version == codex.ALGORITHM_VERSION == "codex-local-1"
+    assert s.name == "codex" and s.algorithm_version == codex.ALGORITHM_VERSION == "codex-local-2"
     assert s.estimator == "bytes/4"
 
 
@@ -86,7 +86,6 @@ def test_only_real_user_messages_are_kept_in_order():
         ("reasoning", "HIDDEN-REASONING"),
         ("tool_call", 'bash {"command": "ls"}', {"tool": "bash", "call_id": "c1"}),
         ("tool_output", "TOOL-OUTPUT-TEXT", {"tool": "bash", "call_id": "c1"}),
-        ("summary", "EARLIER-SUMMARY"),
         ("user", codex.SUMMARY_PREFIX + "\nold summary as a user message"),
         ("user", "second request"),
         ("meta", "model change"),
@@ -94,11 +93,11 @@ def test_only_real_user_messages_are_kept_in_order():
     p = run(s)
     users = [seg for seg in p.segments if seg.kind == "user_original"]
     assert [u.text for u in users] == ["first request", "second request"]
-    assert [u.entry_ids for u in users] == [("e1",), ("e12",)]
+    assert [u.entry_ids for u in users] == [("e1",), ("e11",)]
     assert all(u.role == "user" and u.record_kind == "user" for u in users)
     assert p.notes["skipped_user_messages"] == 5
     text = p.text()
-    for dropped in ("ASSISTANT-PROSE", "HIDDEN-REASONING", "TOOL-OUTPUT-TEXT", "EARLIER-SUMMARY", "AGENTS.md",
+    for dropped in ("ASSISTANT-PROSE", "HIDDEN-REASONING", "TOOL-OUTPUT-TEXT", "AGENTS.md",
                     "environment_context", "user_instructions", "flagged by the importer", "command"):
         assert dropped not in text
 
@@ -117,15 +116,13 @@ def test_newest_first_within_budget_then_middle_truncation():
         ("user", u1), ("assistant", "x"), ("user", toks(30, "b")), ("assistant", "y"), ("user", toks(50, "c")),
     ])
     p = run(s, params={"user_budget_tokens": 100})
-    # newest (50) and next (30) whole; the oldest (40) does not fit the remaining 20 -> middle-truncated
-    assert kinds(p)[2:] == ["user_original", "omitted_marker", "user_original", "user_original", "user_original",
-                            "summary"]
-    head, marker, tail = p.segments[2:5]
-    assert head.text == "h" * 40 and tail.text == "t" * 40  # 20 tokens -> 80 bytes: 40 head + 40 tail
-    assert marker.text == "…20 tokens truncated…"  # the 80-byte middle
-    assert head.entry_ids == marker.entry_ids == tail.entry_ids == ("e0",)
-    assert marker.label and marker.role == "user"
-    assert [seg.text for seg in p.segments[5:7]] == [toks(30, "b"), toks(50, "c")]
+    # newest (50) and next (30) whole; the oldest (40) does not fit the remaining 20 -> middle-truncated,
+    # one item with the marker inline (20 tokens -> 80 bytes: 40 head + 40 tail; 80 bytes over -> 20 tokens)
+    assert kinds(p)[2:] == ["omitted_marker", "user_original", "user_original", "summary"]
+    cut_msg = p.segments[2]
+    assert cut_msg.text == "h" * 40 + "…20 tokens truncated…" + "t" * 40
+    assert cut_msg.entry_ids == ("e0",) and cut_msg.label and cut_msg.role == "user"
+    assert [seg.text for seg in p.segments[3:5]] == [toks(30, "b"), toks(50, "c")]
     assert p.notes["truncated"] == {"entry_id": "e0", "tokens": 40, "kept_tokens": 20, "removed_tokens": 20}
     assert p.notes["kept_user_entries"] == ["e0", "e2", "e4"]
 
@@ -133,9 +130,9 @@ def test_newest_first_within_budget_then_middle_truncation():
 def test_walk_stops_after_the_truncated_message():
     s = make_session([("user", "oldest"), ("user", toks(40, "x")), ("user", toks(30, "y"))])
     p = run(s, params={"user_budget_tokens": 50})
-    texts = [seg.text for seg in p.segments if seg.kind == "user_original"]
+    texts = [seg.text for seg in p.segments if seg.kind in ("user_original", "omitted_marker")]
     assert "oldest" not in texts
-    assert texts == ["x" * 40, "x" * 40, toks(30, "y")]
+    assert texts == ["x" * 40 + "…20 tokens truncated…" + "x" * 40, toks(30, "y")]
 
 
 def test_walk_stops_when_budget_is_used_exactly():
@@ -150,18 +147,19 @@ def test_middle_truncation_keeps_verbatim_prefix_and_suffix_on_char_boundaries()
     head, tail, removed = codex.middle_truncate(text, 5)  # 20 bytes: 10 head, 10 tail
     assert text.startswith(head) and text.endswith(tail)
     assert head == "é" * 5 and tail == "ü" * 5
-    assert removed == est_bytes4(text[len(head):len(text) - len(tail)])
+    # upstream counts the bytes over budget, not the middle actually cut: ceil((120 + 6 - 20) / 4)
+    assert removed == -(-(len(text.encode()) - 20) // 4) == 27
     h, t, r = codex.middle_truncate("€" * 10, 1)  # 4 bytes: 2 head / 2 tail -> no whole 3-byte char
-    assert (h, t) == ("", "") and r == est_bytes4("€" * 10)
+    assert (h, t) == ("", "") and r == -(-(30 - 4) // 4)
     assert codex.truncation_marker(7) == "…7 tokens truncated…"
+    assert codex.truncation_marker(7, "chars") == "…7 chars truncated…"
 
 
 def test_message_larger_than_whole_budget_is_truncated_alone():
     s = make_session([("user", "a" * 1000 + "Z" * 1000)])
     p = run(s, params={"user_budget_tokens": 10})
-    head, marker, tail = p.segments[2:5]
-    assert head.text == "a" * 20 and tail.text == "Z" * 20
-    assert marker.text == f"…{est_bytes4('a' * 980 + 'Z' * 980)} tokens truncated…"
+    (msg,) = [seg for seg in p.segments if seg.role == "user" and seg.kind != "summary"]
+    assert msg.text == "a" * 20 + f"…{est_bytes4('a' * 980 + 'Z' * 980)} tokens truncated…" + "Z" * 20
 
 
 # --------------------------------------------------------------------------- summary
@@ -215,24 +213,25 @@ def test_request_is_history_plus_instruction_with_base_instructions_and_no_tools
         ("reasoning", "think"),
         ("tool_call", 'bash {"command": "ls"}', {"tool": "bash", "call_id": "c1"}),
         ("tool_output", "a.py", {"tool": "bash", "call_id": "c1"}),
-        ("summary", "old summary"),
         ("meta", "m"),
         ("user", "after cut"),
     ])
-    p = run(s, cut=9, summarizer=prov)
+    p = run(s, cut=8, summarizer=prov)
     req = prov.requests[0]
     assert req is p.summary_request or req == p.summary_request
     assert req.shape == "history+instruction" and req.template == "codex-handoff"
     assert req.system == SHAPE.system_prompt and req.tools == ()
-    # consecutive same-role records form one message (as Projection.messages renders them); instruction last
+    # one message per upstream item (Codex sends each history item as its own input item); instruction last
     assert list(req.messages) == [
-        {"role": "user", "content": "<environment_context>cwd</environment_context>\n\ngo"},
-        {"role": "assistant", "content": 'prose\n\nthink\n\nbash {"command": "ls"}'},
+        {"role": "user", "content": "<environment_context>cwd</environment_context>"},
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "prose"},
+        {"role": "assistant", "content": "think"},
+        {"role": "assistant", "content": 'bash {"command": "ls"}'},
         {"role": "tool", "content": "a.py"},
-        {"role": "user", "content": "old summary"},
         {"role": "user", "content": codex.COMPACT_INSTRUCTION},
     ]
-    assert req.source_entry_ids == ("e1", "e2", "e3", "e4", "e5", "e6", "e7")
+    assert req.source_entry_ids == ("e1", "e2", "e3", "e4", "e5", "e6")
     assert "tools" not in req.to_openai()
     assert p.notes["request_dropped_items"] == 0
     assert "after cut" not in p.text()
@@ -346,19 +345,25 @@ def sessions(draw):
 def check_projection(p, session: Session, cut: int) -> None:
     before = {r.entry_id: r for r in session.records if r.source_order < cut and r.kind != "meta"}
     shape = SHAPE.for_session(session)
-    assert sum(est_bytes4(s.text) for s in p.segments) <= p.capacity
+    users = [s for s in p.segments if s.role == "user" and s.kind in ("user_original", "omitted_marker")]
+    fixed = sum(est_bytes4(s.text) for s in p.segments if s not in users)
+    if fixed + codex.MARKER_SLACK <= p.capacity:  # a call shape + initial context alone over the limit: out of scope
+        assert sum(est_bytes4(s.text) for s in p.segments) <= p.capacity
     for seg in p.segments:
         assert set(seg.entry_ids) <= set(before)
-        if seg.kind == "system":
+        if seg.kind == "system" and not seg.entry_ids:
             assert seg.text == shape.system_prompt
+        elif seg.kind == "system":  # re-injected initial context: verbatim context records
+            assert seg.label == codex.INITIAL_CONTEXT_LABEL and len(seg.entry_ids) == 1
+            assert seg.text == before[seg.entry_ids[0]].text
+            assert not codex.is_real_user(before[seg.entry_ids[0]])
         elif seg.kind == "tools":
             assert seg.text == shape.tools_text()
         elif seg.kind in AUTHORED_KINDS:
             assert seg.label
         else:
             assert seg.kind == "user_original" and len(seg.entry_ids) == 1
-            src = before[seg.entry_ids[0]].text
-            assert seg.text == src or (p.notes["truncated"] and (src.startswith(seg.text) or src.endswith(seg.text)))
+            assert seg.text == before[seg.entry_ids[0]].text
             assert codex.is_real_user(before[seg.entry_ids[0]])
 
 
@@ -407,7 +412,9 @@ def test_real_and_synthetic_sessions(chain, window, output):
         c = CompactionContext(window=window, output_ceiling=output)
         for cut in (len(s.records), len(s.records) // 2):
             p = strategies.compact(s, "codex", cut, c)
-            assert p.segments[0].kind == "system" and p.segments[-1].kind == "summary"
+            assert p.segments[0].kind == "system" and "summary" in kinds(p)
+            after = kinds(p)[kinds(p).index("summary") + 1:]
+            assert all(k == "system" for k in after)  # only re-injected initial context follows the summary
             assert 0 < p.tokens < window
             assert sum(est_bytes4(seg.text) for seg in p.segments) <= p.capacity
 
@@ -430,3 +437,313 @@ def test_cut_limits_what_is_seen():
     s = make_session([("user", "early"), ("user", "late")])
     p = run(s, cut=1)
     assert [seg.text for seg in p.segments if seg.kind == "user_original"] == ["early"] and p.cut == 1
+
+
+# --------------------------------------------------------------------------- issue 13: Codex as upstream builds it
+#
+# Upstream pinned: openai/codex codex-rs/core/src/compact.rs and context_manager/history.rs @ e06dd0e5d5694c24968bf49b62466cdedae04aaa,
+# utils/string/src/truncate.rs @ b24d7f3c9a1acadc145019747224f7312bc9b3b4, codex/rollout_reconstruction.rs @
+# 023cedaa25c056edf87e8be2c04190c84c67f966. Each test below fails on codex-local-1.
+
+INITIAL_CONTEXT = "re-injected initial context"  # codex.INITIAL_CONTEXT_LABEL
+PERMS = "<permissions instructions>sandboxed, ask before network</permissions instructions>"
+ENV = "<environment_context>\n  <cwd>/repo</cwd>\n</environment_context>"
+
+
+def user_items(p):
+    """The user-role items of a projection other than re-injected context, as (kind, text)."""
+    return [(s.kind, s.text) for s in p.segments if s.role == "user" and s.label != INITIAL_CONTEXT]
+
+
+def test_truncated_user_message_is_one_item_with_the_marker_inline():
+    """Port of compact.rs `build_token_limited_compacted_history_truncates_overlong_user_messages`: a 16-token
+    limit and "word " x 200 give two user items -- the truncated message (marker inline) and the summary."""
+    big = "word " * 200
+    p = run(make_session([("user", big)]), summarizer=FixedProvider("SUMMARY"), params={"user_budget_tokens": 16})
+    items = user_items(p)
+    assert len(items) == 2
+    (_, truncated), (kind, summary) = items
+    assert "tokens truncated" in truncated and big not in truncated
+    assert truncated == big[:32] + "…234 tokens truncated…" + big[-32:]  # 64 bytes kept, ceil(936 / 4) over
+    assert kind == "summary" and summary == codex.SUMMARY_PREFIX + "\nSUMMARY"
+
+
+def test_each_kept_user_message_and_the_summary_are_separate_items():
+    """Port of compact.rs `build_token_limited_compacted_history_appends_summary_message`: one user item per kept
+    message (the truncated one included), the summary last, each its own segment (and, once `Projection.messages`
+    keeps message boundaries, its own message)."""
+    s = make_session([("user", toks(40, "o")), ("assistant", "a"), ("user", "first user message")])
+    p = run(s, summarizer=FixedProvider("summary text"), params={"user_budget_tokens": 20})
+    items = user_items(p)
+    assert [k for k, _ in items] == ["omitted_marker", "user_original", "summary"]
+    assert items[1][1] == "first user message" and items[-1][1] == codex.SUMMARY_PREFIX + "\nsummary text"
+    msgs = [m for m in p.messages() if m["role"] == "user"]
+    if len(msgs) > 1:  # message boundaries kept (issue 13 item 8): one message per upstream item
+        assert [m["content"] for m in msgs] == [t for _, t in items]
+
+
+def test_collect_user_messages_filters_session_prefix_entries():
+    """Port of compact.rs `collect_user_messages_filters_session_prefix_entries` (AGENTS.md block, an upper-case
+    `<ENVIRONMENT_CONTEXT>`, a real message: only the real one is a user message)."""
+    s = make_session([
+        ("user", "# AGENTS.md instructions for project\n\n<INSTRUCTIONS>\ndo things\n</INSTRUCTIONS>"),
+        ("user", "<ENVIRONMENT_CONTEXT>cwd=/tmp</ENVIRONMENT_CONTEXT>"),
+        ("user", "real user message"),
+    ])
+    p = run(s, cut=3, params={"compaction_phase": "pre_turn"})
+    assert [t for k, t in user_items(p) if k == "user_original"] == ["real user message"]
+
+
+def test_collect_user_messages_extracts_user_text_only():
+    """Port of compact.rs `collect_user_messages_extracts_user_text_only`."""
+    p = run(make_session([("assistant", "ignored"), ("user", "first")]))
+    assert [t for k, t in user_items(p) if k == "user_original"] == ["first"]
+
+
+def _ctx_session(tail: list[tuple]) -> Session:
+    return make_session([("system", SHAPE.system_prompt), ("system", PERMS), ("user", ENV),
+                         ("user", "older user"), ("assistant", "on it"), ("user", "latest user")] + tail)
+
+
+def test_mid_turn_compaction_reinjects_initial_context_before_the_last_real_user():
+    """compact.rs `InitialContextInjection::BeforeLastUserMessage` and its test
+    `insert_initial_context_before_last_real_user_or_summary_keeps_summary_last`: mid-turn (the agent loop
+    goes on after the cut), the developer / environment items go just above the last real user message and
+    the summary stays last."""
+    s = _ctx_session([("tool_call", "bash ls", {"tool": "bash", "call_id": "c1"}),
+                      ("tool_output", "a.py", {"tool": "bash", "call_id": "c1"}), ("assistant", "next step")])
+    p = run(s, cut=8, summarizer=FixedProvider("S"))
+    assert [(s.kind, s.role, s.text) for s in p.segments[2:]] == [
+        ("user_original", "user", "older user"),
+        ("system", "system", PERMS),
+        ("system", "user", ENV),
+        ("user_original", "user", "latest user"),
+        ("summary", "user", codex.SUMMARY_PREFIX + "\nS"),
+    ]
+    assert [s.entry_ids for s in p.segments[3:5]] == [("e1",), ("e2",)]
+    assert all(s.label == codex.INITIAL_CONTEXT_LABEL == INITIAL_CONTEXT for s in p.segments[3:5])
+    assert p.notes["compaction_phase"] == "mid_turn"
+
+
+def test_mid_turn_without_user_messages_puts_context_before_the_summary():
+    """compact.rs `insert_initial_context_before_last_real_user_or_summary`: no real user message left ->
+    the context goes before the summary so the summary stays last."""
+    s = make_session([("system", SHAPE.system_prompt), ("system", PERMS), ("assistant", "a"),
+                      ("tool_call", "bash", {"call_id": "c"}), ("tool_output", "o", {"call_id": "c"})])
+    p = run(s, cut=4, summarizer=FixedProvider("S"), params={"compaction_phase": "mid_turn"})
+    assert kinds(p)[2:] == ["system", "summary"] and p.segments[2].text == PERMS
+
+
+def test_pre_turn_compaction_reinjects_initial_context_after_the_summary():
+    """compact.rs `InitialContextInjection::DoNotInject` (pre-turn / manual compaction): the replacement
+    history is users + summary; the next regular turn re-injects the full initial context after it."""
+    s = _ctx_session([("assistant", "done"), ("user", "next turn")])
+    p = run(s, cut=7, summarizer=FixedProvider("S"))  # the record at the cut opens a new turn
+    assert [(s.kind, s.text) for s in p.segments[2:]] == [
+        ("user_original", "older user"), ("user_original", "latest user"),
+        ("summary", codex.SUMMARY_PREFIX + "\nS"), ("system", PERMS), ("system", ENV)]
+    assert p.notes["compaction_phase"] == "pre_turn"
+    assert run(s, cut=7, params={"compaction_phase": "mid_turn"}).notes["compaction_phase"] == "mid_turn"
+    with pytest.raises(ValueError, match="compaction_phase"):
+        run(s, params={"compaction_phase": "sometimes"})
+
+
+def test_tool_outputs_reach_the_summary_request_truncated_as_recorded():
+    """context_manager/history.rs `process_item`: a tool output enters the history middle-truncated to the
+    model's truncation policy x 1.2 -- 10,000 bytes -> 12,000 (utils/string truncate.rs `truncate_middle_chars`,
+    marker `…N chars truncated…`); tokens 10,000 -> 48,000 bytes (`…N tokens truncated…`)."""
+    out = "H" * 15_000 + "T" * 15_000
+    s = make_session([("user", "go"), ("tool_call", "bash", {"call_id": "c1"}),
+                      ("tool_output", out, {"call_id": "c1"})])
+    prov = FixedProvider()
+    p = run(s, summarizer=prov)
+    (tool,) = [m["content"] for m in prov.requests[0].messages if m["role"] == "tool"]
+    assert tool == "H" * 6_000 + "…18000 chars truncated…" + "T" * 6_000
+    assert p.notes["tool_outputs_truncated"] == 1
+    big = "x" * 30_000 + "y" * 30_000
+    assert codex.truncate_tool_output(big, "tokens:10000") == "x" * 24_000 + "…3000 tokens truncated…" + "y" * 24_000
+    assert codex.truncate_tool_output(big, "none") == big
+    assert codex.truncate_tool_output("short", "bytes:10000") == "short"
+    prov = FixedProvider()
+    run(s, summarizer=prov, params={"truncation_policy": "none"})
+    assert [m["content"] for m in prov.requests[0].messages if m["role"] == "tool"] == [out]
+    with pytest.raises(ValueError, match="truncation_policy"):
+        codex.parse_policy("lines:3")
+
+
+# Two earlier Codex compactions, hand-built as the importer records them (a `summary` record per `compacted`
+# line, `metadata["compactions"]` with the replacement history as {type, role, text, injected}).
+
+UPSTREAM_SUMMARY_1 = "Another language model started to solve this problem and wrote:\nSUMMARY-ONE"
+UPSTREAM_SUMMARY_2 = "Another language model started to solve this problem and wrote:\nSUMMARY-TWO"
+
+
+def _msg(role, text):
+    return {"type": "message", "role": role, "text": text, "injected": role == "user" and text.startswith("<")}
+
+
+def _two_compactions(fmt: str = "codex", replacement: bool = True, s1: str = UPSTREAM_SUMMARY_1,
+                     s2: str = UPSTREAM_SUMMARY_2) -> Session:
+    items = [
+        ("system", SHAPE.system_prompt),                                  # e0 base instructions
+        ("system", PERMS),                                                # e1 developer
+        ("user", ENV, {"injected": True}),                                # e2
+        ("user", "fix the flaky test"),                                   # e3
+        ("assistant", "looking"),                                         # e4
+        ("tool_call", "bash ls", {"tool": "bash", "call_id": "c1"}),     # e5
+        ("tool_output", "ci.yml", {"tool": "bash", "call_id": "c1"}),    # e6
+        ("summary", s1),                                                  # e7 compaction 1
+        ("user", "also update the README"),                               # e8
+        ("assistant", "done with ci"),                                    # e9
+        ("tool_call", "bash cat README", {"tool": "bash", "call_id": "c2"}),  # e10
+        ("tool_output", "R" * 20_000, {"tool": "bash", "call_id": "c2"}),     # e11
+        ("summary", s2),                                                  # e12 compaction 2
+        ("system", PERMS),                                                # e13 next turn re-injects context
+        ("user", ENV, {"injected": True}),                                # e14
+        ("user", "now run the tests"),                                    # e15
+        ("assistant", "running"),                                         # e16
+        ("tool_call", "bash pytest", {"tool": "bash", "call_id": "c3"}),  # e17
+        ("tool_output", "1 failed", {"tool": "bash", "call_id": "c3"}),  # e18
+    ]
+    s = make_session(items, source_format=fmt)
+    if fmt != "codex":
+        return s
+    b1 = {"entry_id": "e7", "source_order": 7}
+    b2 = {"entry_id": "e12", "source_order": 12}
+    if replacement:  # compaction 1 mid-turn (context before the last real user), compaction 2 pre-turn
+        b1["replacement_history"] = [_msg("developer", PERMS), _msg("user", ENV), _msg("user", "fix the flaky test"),
+                                     _msg("user", s1), {"type": "compaction"}]
+        b2["replacement_history"] = [_msg("user", "fix the flaky test"), _msg("user", "also update the README"),
+                                     _msg("user", s2)]
+    return Session(s.id, s.source_format, s.records, metadata={"compactions": [b1, b2]})
+
+
+def msgs(*parts):
+    """The expected summary-request messages: one per upstream item, the instruction last."""
+    return [{"role": r, "content": t} for r, t in parts] + [{"role": "user", "content": codex.COMPACT_INSTRUCTION}]
+
+
+R_CUT = "R" * 6_000 + "…8000 chars truncated…" + "R" * 6_000
+
+
+def _request(session, cut=None, **params):
+    prov = FixedProvider()
+    p = run(session, cut, summarizer=prov, params=params)
+    return p, prov.requests[0]
+
+
+def test_two_recorded_compactions_summarise_the_replacement_history():
+    """rollout_reconstruction.rs: the newest `compacted` item's `replacement_history` replaces the history, the
+    items after it are recorded on top (tool outputs truncated); compact.rs then summarises that live history."""
+    s = _two_compactions()
+    p, req = _request(s)
+    assert list(req.messages) == msgs(
+        ("user", "fix the flaky test"), ("user", "also update the README"), ("user", UPSTREAM_SUMMARY_2),
+        ("system", PERMS), ("user", ENV), ("user", "now run the tests"),
+        ("assistant", "running"), ("assistant", "bash pytest"), ("tool", "1 failed"))
+    live = codex.STRATEGY.live_history(s, 19, ctx())
+    assert [(i.role, i.text) for i in live][:3] == [("user", "fix the flaky test"),
+                                                    ("user", "also update the README"), ("user", UPSTREAM_SUMMARY_2)]
+    # kept: the real users of the live history (not the summary, not the context), then summary, then context
+    assert [(k, t) for k, t in user_items(p)] == [
+        ("user_original", "fix the flaky test"), ("user_original", "also update the README"),
+        ("user_original", "now run the tests"), ("summary", codex.SUMMARY_PREFIX + "\nSUMMARY-TEXT")]
+    assert p.notes["kept_user_entries"] == ["e3", "e8", "e15"]
+    # between the two compactions: replacement history 1 (its opaque compaction item has no text) + what followed
+    _, req = _request(s, 12)
+    assert list(req.messages) == msgs(
+        ("system", PERMS), ("user", ENV), ("user", "fix the flaky test"), ("user", UPSTREAM_SUMMARY_1),
+        ("user", "also update the README"), ("assistant", "done with ci"), ("assistant", "bash cat README"),
+        ("tool", R_CUT))
+
+
+def test_two_compactions_without_replacement_history_are_rebuilt():
+    """rollout_reconstruction.rs, `compacted` without `replacement_history` (older rollouts): the history is
+    rebuilt by compact.rs `build_compacted_history(initial_context, collect_user_messages(history), message)`."""
+    _, req = _request(_two_compactions(replacement=False))
+    assert list(req.messages) == msgs(
+        ("system", PERMS), ("user", ENV), ("user", "fix the flaky test"), ("user", "also update the README"),
+        ("user", UPSTREAM_SUMMARY_2),
+        ("system", PERMS), ("user", ENV), ("user", "now run the tests"),
+        ("assistant", "running"), ("assistant", "bash pytest"), ("tool", "1 failed"))
+
+
+def test_another_agents_compactions_are_codex_summary_messages():
+    """Our rule for sessions from another agent: each recorded compaction is a Codex summary message (our prefix
+    + the recorded summary), the history rebuilt around it as compact.rs `build_compacted_history` does."""
+    s = _two_compactions(fmt="claude-code", s1="SUMMARY-ONE", s2="SUMMARY-TWO")
+    _, req = _request(s)
+    assert list(req.messages) == msgs(
+        ("system", PERMS), ("user", ENV), ("user", "fix the flaky test"), ("user", "also update the README"),
+        ("user", f"{codex.SUMMARY_PREFIX}\nSUMMARY-TWO"),
+        ("system", PERMS), ("user", ENV), ("user", "now run the tests"),
+        ("assistant", "running"), ("assistant", "bash pytest"), ("tool", "1 failed"))
+
+
+def test_rollout_with_two_compactions_end_to_end(tmp_path):
+    """A hand-built rollout (two `compacted` lines with `replacement_history`, as compact.rs
+    `run_compact_task_inner` persists them), imported and compacted: the summary request carries the live
+    history rollout_reconstruction.rs rebuilds -- the newest replacement history plus what followed."""
+    import json
+
+    from compaction_lab.ingest.base import ImportReport
+
+    def item(role, text):
+        kind = "output_text" if role == "assistant" else "input_text"
+        return {"type": "message", "role": role, "content": [{"type": kind, "text": text}]}
+
+    def line(kind, payload):
+        return json.dumps({"timestamp": "2026-01-01T00:00:00Z", "type": kind, "payload": payload})
+
+    lines = [
+        line("session_meta", {"id": "rollout-2c", "base_instructions": {"text": "BASE INSTRUCTIONS"}}),
+        line("response_item", item("developer", PERMS)),
+        line("response_item", item("user", ENV)),
+        line("response_item", item("user", "fix the flaky test")),
+        line("response_item", item("assistant", "looking")),
+        line("compacted", {"message": UPSTREAM_SUMMARY_1, "replacement_history": [
+            item("developer", PERMS), item("user", ENV), item("user", "fix the flaky test"),
+            item("user", UPSTREAM_SUMMARY_1)]}),
+        line("response_item", item("user", "also update the README")),
+        line("response_item", {"type": "function_call", "name": "shell", "call_id": "c2",
+                               "arguments": json.dumps({"command": ["bash", "-lc", "cat README"]})}),
+        line("response_item", {"type": "function_call_output", "call_id": "c2", "output": "R" * 20_000}),
+        line("compacted", {"message": UPSTREAM_SUMMARY_2, "replacement_history": [
+            item("user", "fix the flaky test"), item("user", "also update the README"),
+            item("user", UPSTREAM_SUMMARY_2)]}),
+        line("response_item", item("developer", PERMS)),
+        line("response_item", item("user", ENV)),
+        line("response_item", item("user", "now run the tests")),
+        line("response_item", item("assistant", "running")),
+    ]
+    path = tmp_path / "rollout-2026-01-01T00-00-00-rollout-2c.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (s,) = list(load_sessions(tmp_path, ImportReport()))
+    if not any("replacement_history" in b for b in s.metadata.get("compactions", [])):
+        pytest.skip("the Codex importer does not keep `replacement_history` (issue 13 item 2, importer side)")
+    prov = FixedProvider()
+    p = strategies.compact(s, "codex", None, ctx(summarizer=prov))
+    req = prov.requests[0]
+    assert req.system == "BASE INSTRUCTIONS"
+    assert list(req.messages) == msgs(
+        ("user", "fix the flaky test"), ("user", "also update the README"), ("user", UPSTREAM_SUMMARY_2),
+        ("system", PERMS), ("user", ENV), ("user", "now run the tests"), ("assistant", "running"))
+    assert [t for k, t in user_items(p) if k == "user_original"] == [
+        "fix the flaky test", "also update the README", "now run the tests"]
+    assert [seg.text for seg in p.segments if seg.label == INITIAL_CONTEXT] == [PERMS, ENV]
+
+
+def test_summarize_context_three_requests_and_instructions():
+    """Port of codex-rs/core/tests/suite/compact.rs `summarize_context_three_requests_and_instructions`: turn 1
+    "hello world" -> FIRST_REPLY; the compact request is that history with the compaction prompt last; the next
+    request keeps "hello world" and the prefixed summary, not FIRST_REPLY, and (pre-turn) the initial context
+    after them, then the next turn's message."""
+    s = make_session([("system", SHAPE.system_prompt), ("user", ENV, {"injected": True}), ("user", "hello world"),
+                      ("assistant", "FIRST_REPLY"), ("user", "next turn")])
+    prov = FixedProvider("SUMMARY_ONLY_CONTEXT")
+    p = run(s, cut=4, summarizer=prov)
+    assert list(prov.requests[0].messages) == msgs(("user", ENV), ("user", "hello world"), ("assistant", "FIRST_REPLY"))
+    assert [(seg.kind, seg.text) for seg in p.segments[2:]] == [
+        ("user_original", "hello world"), ("summary", codex.SUMMARY_PREFIX + "\nSUMMARY_ONLY_CONTEXT"),
+        ("system", ENV)]
+    assert "FIRST_REPLY" not in p.text()

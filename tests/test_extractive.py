@@ -12,7 +12,6 @@ from hypothesis import given, settings, strategies as st
 from compaction_lab.ingest import load_sessions, synthetic
 from compaction_lab.projection import SummaryRequest
 from compaction_lab.strategies.base import role_of
-from compaction_lab.strategies.baselines import flatten_head
 from compaction_lab.summarize import SummaryProvider, get_provider
 from compaction_lab.summarize.extractive import (
     BULLET, GENERIC_TEMPLATE, NONE_TEXT, TRUNCATION_MARK, ExtractiveProvider, conversation,
@@ -432,7 +431,7 @@ def _session_requests(session, template: str, cap: int) -> list[SummaryRequest]:
             msgs.append({"role": role, "content": r.text})
     msgs.append({"role": "user", "content": INSTRUCTION})
     prefix = SummaryRequest("t", "prefix-shared", "sys", TOOLS, tuple(msgs), template, cap)
-    transcript, _ = flatten_head(recs, clear=False)
+    transcript = "\n\n".join(f"[{r.kind}]: {r.text}" for r in recs)  # a dedicated request's whole transcript
     dedicated = SummaryRequest("t", "dedicated", "sum", (), (
         {"role": "user", "content": f"<conversation>\n{transcript}\n</conversation>\n\n{INSTRUCTION}"},), template, cap)
     return [prefix, dedicated]
@@ -466,3 +465,15 @@ def test_synthetic_chain_fast_and_sane():
         assert 1000 < res.output_tokens <= 4096
         assert res.input_tokens > 100_000
         assert_only_request_text(res.text, req)
+
+
+def test_a_prior_summary_after_the_conversation_is_read_first():
+    """OpenCode's dedicated request carries an earlier compaction's summary after the conversation as
+    <prior-summary> (issue 13 item 2); the stand-in read only the <conversation> block and lost it."""
+    text = ("<conversation>\n[User]: add retries to billing/client.py\n</conversation>\n\n"
+            "<prior-summary>\nDecided: keep ORD-58213 in the export.\n</prior-summary>\n\nSummarise.")
+    req = SummaryRequest("opencode", "dedicated", "sum", (), ({"role": "user", "content": text},),
+                         "opencode-template", 800)
+    blocks = conversation(req)
+    assert [b.role for b in blocks] == ["summary", "user"] and [b.pos for b in blocks] == [0, 1]
+    assert "ORD-58213" in blocks[0].text and "prior-summary" not in blocks[1].text

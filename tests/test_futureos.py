@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import time
 
 import pytest
@@ -113,7 +114,7 @@ def test_resolve_budgets_scales_down_in_small_windows():
 
 def test_registry_names_versions_estimator():
     det, summ = (strategies.get(n) for n in NAMES)
-    assert (det.algorithm_version, summ.algorithm_version) == ("deterministic-1", "summarized-1")
+    assert (det.algorithm_version, summ.algorithm_version) == ("deterministic-2", "summarized-2")
     assert det.estimator == summ.estimator == "tiktoken"
 
 
@@ -192,7 +193,7 @@ def test_user_text_always_kept_even_past_the_history_target():
         items += [("user", words(f"u{i}", 80)), ("assistant", words(f"a{i}", 200))]
     items.append(("assistant", "ok"))
     s = make_session(items)
-    p = compact(s, ctx=ctx_for(tail_tokens=5, history_target=300))
+    p = compact(s, ctx=ctx_for(tail_tokens=5, history_target=300, history_max=300))  # no raise
     users = [x.entry_ids[0] for x in segs(p, "user_original")]
     assert users == [f"e{2 * i}" for i in range(8)]  # all 8 users (640 tokens) despite a 300 target
     for x in segs(p, "user_original"):
@@ -204,7 +205,7 @@ def test_user_text_always_kept_even_past_the_history_target():
 def test_assistant_originals_newest_first_and_demotions_labelled():
     items = [("user", "do the thing")] + [("assistant", words(f"a{i}", 150)) for i in range(6)] + [("user", "and?")]
     s = make_session(items)
-    p = compact(s, ctx=ctx_for(tail_tokens=5, history_target=700))
+    p = compact(s, ctx=ctx_for(tail_tokens=5, history_target=700, history_max=700))  # no raise
     kept = [x.entry_ids[0] for x in segs(p, "assistant_original")]
     assert kept and kept == [f"e{i}" for i in range(7 - len(kept), 7)]  # a newest suffix
     assert len(kept) < 6
@@ -225,9 +226,13 @@ def test_single_demotion_marker_text_has_entry_id_and_size():
     assert text == "[assistant output omitted / not summarised — entry E17, 412 tokens; retrievable: history get E17]"
     multi = fo.demotion_marker([("assistant", "a", 1), ("assistant", "b", 2), ("assistant", "b", 3),
                                 ("assistant", "c", 4), ("assistant", "d", 5)])
-    assert multi.startswith("[4 assistant outputs omitted / not summarised — entries a … d, 15 tokens")
+    assert multi == ("[4 assistant outputs omitted / not summarised — 15 tokens; "
+                     "retrievable: history get <entry>; entries: a, b, c, d]")
     mixed = fo.demotion_marker([("user", "u1", 10), ("assistant", "a1", 5)])
-    assert "1 assistant output and 1 user message omitted / not summarised — entries u1, a1" in mixed
+    assert "1 assistant output and 1 user message omitted / not summarised — 15 tokens" in mixed
+    assert mixed.endswith("; entries: u1, a1]")
+    assert fo.marker_entry_ids(text) == ["E17"] and fo.marker_entry_ids(multi) == ["a", "b", "c", "d"]
+    assert fo.marker_entry_ids(mixed) == ["u1", "a1"] and fo.marker_entry_ids("plain text") == []
 
 
 def test_select_head_newest_first_with_marker_runs():
@@ -312,7 +317,7 @@ def test_projection_order_and_header():
                         "assistant_original", "evidence_index", "summary", "tail"]
     assert [x.entry_ids for x in p.segments[3:7]] == [("e0",), ("e1",), ("e4",), ("e5",)]
     header = p.segments[2].text
-    assert "summarized-1" in header and "2 user messages kept verbatim" in header
+    assert "summarized-2" in header and "2 user messages kept verbatim" in header
     assert "2 of 2 assistant outputs kept verbatim, 0 omitted / not summarised" in header
     assert "2 tool calls/results replaced by an evidence index of 1 rows" in header
     assert p.segments[1].text == SHAPE.tools_text() and p.segments[0].text == SHAPE.system_prompt
@@ -339,7 +344,9 @@ def test_summarized_makes_one_prefix_shared_request():
     assert req.system == SHAPE.system_prompt and req.tools == SHAPE.tools
     assert req.messages[:-1] == (
         {"role": "user", "content": "Build ORD-58213-QX export"},
-        {"role": "assistant", "content": "Reading\n\ncat cfg.yaml".replace("cat cfg.yaml", 'bash {"command": "cat cfg.yaml"}')},
+        # Distinct entries stay distinct messages (`projection.chat_messages`), as the session sent them.
+        {"role": "assistant", "content": "Reading"},
+        {"role": "assistant", "content": 'bash {"command": "cat cfg.yaml"}'},
         {"role": "tool", "content": "port: 8443"},
         {"role": "assistant", "content": "Port is 8443"},
         {"role": "user", "content": "use csv"},
@@ -350,7 +357,7 @@ def test_summarized_makes_one_prefix_shared_request():
     assert req.max_output_tokens == b.summary - count_tokens(fo.SUMMARY_PREFIX)
     assert req.source_entry_ids == tuple(f"e{i}" for i in range(8))
     # the projection
-    assert p.algorithm_version == "summarized-1" and p.strategy == "futureos-summarized"
+    assert p.algorithm_version == "summarized-2" and p.strategy == "futureos-summarized"
     summ = segs(p, "summary")
     assert len(summ) == 1 and summ[0].text == fo.SUMMARY_PREFIX + prov.text and summ[0].label
     r = p.receipt
@@ -363,8 +370,8 @@ def test_summarized_makes_one_prefix_shared_request():
 def test_summary_request_messages_match_history_of_the_cut():
     s = _session_for_summary()
     req = fo.summary_request(s, 4, ctx_for(), 100)
-    assert [m["content"] for m in req.messages[:-1]] == ["Build ORD-58213-QX export",
-                                                          'Reading\n\nbash {"command": "cat cfg.yaml"}']
+    assert [m["content"] for m in req.messages[:-1]] == ["Build ORD-58213-QX export", "Reading",
+                                                          'bash {"command": "cat cfg.yaml"}']
     assert req.source_entry_ids == ("e0", "e1", "e2", "e3")
 
 
@@ -385,7 +392,7 @@ def test_summarized_with_the_extractive_provider():
     assert len(calls) == 1 and calls[0].shape == "prefix-shared"
     assert calls[0].system == SHAPE.system_prompt and calls[0].tools == SHAPE.tools
     assert list(calls[0].messages[:-1]) == list(fo.summary_request(s, len(s.records), ctx_for(), 1).messages[:-1])
-    assert p.algorithm_version == "summarized-1" and p.receipt.stand_in and not p.receipt.fallback
+    assert p.algorithm_version == "summarized-2" and p.receipt.stand_in and not p.receipt.fallback
     summ = segs(p, "summary")
     assert len(summ) == 1 and summ[0].label == STAND_IN_LABEL
     assert summ[0].tokens <= fo.resolve_budgets(ctx_for(), True).budgets.summary
@@ -401,7 +408,7 @@ def test_fallback_commits_the_deterministic_projection(prov, needle):
     s = _session_for_summary()
     p = compact(s, "futureos-summarized", ctx=ctx_for(summarizer=prov))
     det = compact(s, "futureos-deterministic", ctx=ctx_for())
-    assert p.algorithm_version == "deterministic-1" and p.strategy == "futureos-summarized"
+    assert p.algorithm_version == "deterministic-2" and p.strategy == "futureos-summarized"
     assert p.receipt.fallback is True and needle in p.receipt.error and p.receipt.text == ""
     assert p.receipt.request_fingerprint == p.summary_request.fingerprint()
     assert p.notes["fallback"] is True and not segs(p, "summary")
@@ -431,7 +438,7 @@ def test_prompt_file_overrides_the_instruction(tmp_path):
 
 def _check(p, session: Session, cut: int, shape: CallShape) -> None:
     assert p.tokens <= p.capacity, (p.tokens, p.capacity)
-    assert p.algorithm_version in ("deterministic-1", "summarized-1") and p.estimator == "tiktoken"
+    assert p.algorithm_version in ("deterministic-2", "summarized-2") and p.estimator == "tiktoken"
     before = [r for r in session.records if r.source_order < cut]
     ids = {r.entry_id for r in before}
     by_id: dict[str, list] = {}
@@ -462,6 +469,13 @@ def _check(p, session: Session, cut: int, shape: CallShape) -> None:
     users = [r.entry_id for r in hist if r.source_order < start and r.kind == "user" and not r.injected]
     kept = [s.entry_ids[0] for s in p.segments if s.kind == "user_original"]
     assert kept == [u for u in users if u not in demoted]
+    # every demoted entry id is named in a marker's text (issue 13 item 7), and the raise stays in bounds
+    named = [e for m in p.segments if m.kind == "omitted_marker" and m.label == "omitted / not summarised"
+             for e in fo.marker_entry_ids(m.text)]
+    assert set(named) == set(p.notes["assistant_demoted"]) | demoted
+    b = p.notes["budgets"]
+    assert b["history"] <= max(0, min(b["history_target"], b["history_max"], b["capacity"]),
+                               min(b["history_max"], b["capacity"]))
 
 
 _VOCAB = ["alpha", "beta", "config.yaml", "ORD-1234", "error:", "pytest", "ünïcode", "日本", "{", "}", "\n",
@@ -601,3 +615,170 @@ def test_head_classes():
                       ("summary", "s"), ("tool_call", "c"), ("tool_output", "o"), ("system", "x")])
     assert [fo.head_class(r) for r in s.records] == [
         "user", "left_out", "assistant", "assistant", "assistant", "tool", "tool", "left_out"]
+
+
+# =========================================================================== issue 13 item 7
+# FutureOS has no upstream repository: these tests pin the spec (STRATEGIES.md "FutureOS") and the
+# seed report ("How our compaction works"), the design's only sources.
+
+
+def _head_markers(p) -> list:
+    return [x for x in p.segments if x.kind == "omitted_marker" and x.label == "omitted / not summarised"]
+
+
+def _assistants(n: int, size: int, users: int = 1) -> Session:
+    """`users` short requests, then n assistant outputs of about `size` tokens, then a closing request."""
+    items = [("user", f"request {k}: keep going") for k in range(users)]
+    items += [("assistant", words(f"a{i}", size)) for i in range(n)] + [("user", "and now?")]
+    return make_session(items)
+
+
+def test_merged_marker_names_every_demoted_entry_id():
+    """Spec "FutureOS" (what goes in, 2.): a demoted output is replaced by a marker "with its entry id";
+    seed report: "its original stays queryable". A merged run of 12 demotions names all 12 ids
+    (the -1 marker elided everything between the first and the last of more than three)."""
+    ids = [f"msg_{k:03d}" for k in range(12)]
+    text = fo.demotion_marker([("assistant", e, 10) for e in ids])
+    for e in ids:
+        assert e in text
+    # in a projection: one run of many demotions, every id in the marker text
+    s = _assistants(30, 150)
+    p = compact(s, ctx=ctx_for(tail_tokens=5, history_target=600, history_max=600))
+    demoted = p.notes["assistant_demoted"]
+    assert len(demoted) > 10
+    texts = " ".join(m.text for m in _head_markers(p))
+    named = set(re.findall(r"\be\d+\b", texts))
+    assert set(demoted) <= named
+    for m in _head_markers(p):
+        assert fo.marker_entry_ids(m.text) == list(m.entry_ids)  # the text and the provenance agree
+
+
+def test_every_demoted_id_in_the_projection_resolves_with_history_get(tmp_path, capsys):
+    """Issue 13 acceptance 6 (spec "FutureOS": "The original stays queryable"; seed report: "A demoted
+    assistant output is labelled 'omitted / not summarised' ... and its original stays queryable"):
+    a default synthetic chain in an archive, compacted so that many assistant outputs are demoted;
+    every demoted id found in the projection's text is fetched with `Archive.get` and `history get`."""
+    from compaction_lab import cli
+    from compaction_lab.archive import Archive
+    from compaction_lab.ingest import synthetic
+
+    s = synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1))[0].session
+    db = tmp_path / "archive.sqlite"
+    with Archive(db) as arch:
+        arch.add_session(s)
+    by_id: dict[str, list] = {}
+    for r in s.records:
+        by_id.setdefault(r.entry_id, []).append(r)
+    id_pattern = re.compile(re.escape(s.id) + r"-e\d+")
+    walked = 0
+    for name in NAMES:
+        # the history target (and its ceiling) held low, so the chain's assistant prose cannot all stay
+        ctx = CompactionContext(window=128_000, output_ceiling=32_000, summarizer=FakeProvider(),
+                                params={"history_target": 3_000, "history_max": 3_000})
+        p = strategies.compact(s, name, ctx=ctx)
+        demoted = p.notes["assistant_demoted"]
+        assert len(demoted) > 50 and len(_head_markers(p)) > 1
+        found = [e for m in _head_markers(p) for e in id_pattern.findall(m.text)]
+        assert set(demoted) <= set(found), sorted(set(demoted) - set(found))[:5]
+        assert set(found) == set(demoted) | set(p.notes["user_demoted"])
+        with Archive(db, readonly=True) as arch:
+            for eid in dict.fromkeys(found):
+                got = arch.get(eid, session=s.id)
+                assert [(r.block_index, r.kind, r.text) for r in got] == \
+                    [(r.block_index, r.kind, r.text) for r in by_id[eid]], eid
+                assert {r.kind for r in got} & {"assistant", "reasoning", "summary", "user"}  # + its other blocks
+        for eid in dict.fromkeys(found):
+            assert cli.main(["history", "get", eid, "--session", s.id, "--archive", str(db), "--json"]) == 0
+            out = json.loads(capsys.readouterr().out)
+            assert [x["text"] for x in out] == [r.text for r in by_id[eid]]
+            walked += 1
+    assert walked > 100
+
+
+def test_listed_ids_are_counted_in_the_budget():
+    """Spec "FutureOS" budgets ("never past real capacity") with every demoted id listed: 600 outputs with
+    long opaque ids (≈54k tokens, their ids ≈13k) in a 40k window: the ids are planned into the history
+    room in effect (no overflow, no last-minute demotion needed), and all demoted ids are named."""
+    items = [("user", "start")]
+    items += [("assistant", words(f"a{i}", 90)) for i in range(600)] + [("user", "go on")]
+    base = make_session(items)
+    recs = tuple(dataclasses.replace(r, entry_id=f"0f9c{r.source_order:04d}-7b1e-4d2a-9e55-{r.source_order:012x}")
+                 for r in base.records)
+    s = Session(id=base.id, source_format="test", records=recs)
+    uuid_re = r"0f9c[0-9a-f]{4}-7b1e-4d2a-9e55-[0-9a-f]{12}"
+    for name in NAMES:
+        p = strategies.compact(s, name, ctx=ctx_for(window=40_000, output=4_000, summarizer=FakeProvider()))
+        assert p.tokens <= p.capacity and not p.notes["overflow"]
+        assert p.notes["history_used"] <= p.notes["budgets"]["history"] <= p.notes["budgets"]["capacity"]
+        named = [e for m in _head_markers(p) for e in re.findall(uuid_re, m.text)]
+        assert len(p.notes["assistant_demoted"]) > 300 and p.notes["assistant_kept"] > 50
+        assert named == p.notes["assistant_demoted"]
+
+
+def test_history_target_is_raised_to_keep_assistant_originals():
+    """Spec "FutureOS": "history target ≈ 32,768 tokens, may be raised up to 131,072, never past real
+    capacity"; seed report: "the history target is about 32K (up to 128K, never past real capacity)".
+    60 assistant outputs of ~1,000 tokens (≈60k) in a 128k window (capacity ≈80k): all are kept;
+    the -1 code held the history at 32,768 and demoted about half of them."""
+    s = _assistants(60, 1_000)
+    for name in NAMES:
+        p = strategies.compact(s, name, ctx=ctx_for(tail_tokens=5, summarizer=FakeProvider()))
+        b = p.notes["budgets"]
+        assert p.notes["assistant_demoted"] == [] and p.notes["assistant_kept"] == 60
+        assert p.notes["history_raised"] is True
+        assert b["history"] == min(HISTORY_MAX, b["capacity"]) and b["history_target"] == HISTORY_TARGET
+        assert HISTORY_TARGET < p.notes["history_used"] <= b["history"]
+        assert p.tokens <= p.capacity
+
+
+def test_raise_never_goes_past_real_capacity():
+    """Spec "FutureOS": capacity = effective − system − tools − tail − evidence − summary − margin bounds
+    the raise. 120 outputs of ~1,000 tokens (≈120k) against a capacity of ≈80k: the kept history fills
+    the capacity (well past the 32,768 target), the rest is demoted, the projection fits."""
+    s = _assistants(120, 1_000)
+    for name in NAMES:
+        p = strategies.compact(s, name, ctx=ctx_for(tail_tokens=5, summarizer=FakeProvider()))
+        b = p.notes["budgets"]
+        assert b["capacity"] < HISTORY_MAX and b["history"] == b["capacity"]
+        assert b["capacity"] == (b["effective"] - b["system"] - b["tools"] - b["tail"] - b["evidence"]
+                                 - b["summary"] - b["margin"])
+        assert b["capacity"] - 2_000 < p.notes["history_used"] <= b["capacity"]
+        kept = [x.entry_ids[0] for x in segs(p, "assistant_original")]
+        assert len(kept) > 70 and kept == [f"e{i}" for i in range(121 - len(kept), 121)]  # newest first
+        assert p.tokens <= p.capacity and not p.notes["overflow"]
+
+
+def test_raise_stops_at_history_max():
+    """Spec "FutureOS": raised "up to 131,072" even when a 1M window leaves far more capacity."""
+    s = _assistants(170, 1_000)
+    p = compact(s, ctx=ctx_for(window=1_000_000, output=32_000, tail_tokens=5))
+    b = p.notes["budgets"]
+    assert b["capacity"] > HISTORY_MAX and b["history"] == HISTORY_MAX and p.notes["history_raised"]
+    assert HISTORY_MAX - 2_000 < p.notes["history_used"] <= HISTORY_MAX
+    assert 120 <= p.notes["assistant_kept"] < 170
+
+
+def test_no_raise_when_the_target_demotes_nothing_and_max_equal_to_target_turns_it_off():
+    """Spec "FutureOS": the target is the default; the raise applies only when it would keep assistant
+    originals that the target demotes. ``history_max = history_target`` is the -1 behaviour."""
+    small = _assistants(5, 100)
+    p = compact(small, ctx=ctx_for(tail_tokens=5))
+    assert p.notes["history_raised"] is False and p.notes["budgets"]["history"] == HISTORY_TARGET
+    s = _assistants(60, 1_000)
+    off = compact(s, ctx=ctx_for(tail_tokens=5, history_max=HISTORY_TARGET))
+    assert off.notes["history_raised"] is False and off.notes["budgets"]["history"] == HISTORY_TARGET
+    assert off.notes["history_used"] <= HISTORY_TARGET and len(off.notes["assistant_demoted"]) > 20
+
+
+def test_figure_8_shows_the_raised_history_room():
+    """anatomy.budgets_table recomputed the budgets itself, so figure 8 showed the 32,768 target even
+    where the projection had raised its history room."""
+    from compaction_lab import anatomy
+
+    s = _assistants(60, 1_000)
+    ctx = ctx_for(tail_tokens=5)
+    p = strategies.compact(s, "futureos-deterministic", ctx=ctx)
+    assert p.notes["history_raised"] is True
+    table = anatomy.budgets_table(ctx, s, p).set_index("part")
+    assert table.loc["history", "budget"] == p.notes["budgets"]["history"] > HISTORY_TARGET
+    assert table.loc["history", "used"] <= table.loc["history", "budget"]

@@ -294,3 +294,32 @@ def _other_format_files():
 @pytest.mark.parametrize("path", _other_format_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_sniff_false_on_other_formats(path):
     assert not opencode.sniff(base.read_head(path))
+
+
+def test_a_compactions_kept_tail_is_resolved_to_its_first_record(tmp_path):
+    """A `compaction` part's `tail_start_id` names the first message OpenCode kept verbatim (upstream
+    `filterCompacted`, issue 13 item 2): the boundary gives that message's first record, where the
+    opencode strategy rebuilds the live history from."""
+    def msg(mid, role, parts, summary=False):
+        info = {"id": mid, "sessionID": "ses_T", "role": role, "time": {"created": 1}}
+        if summary:
+            info["summary"] = True
+        return {"info": info, "parts": [{"id": f"{mid}.{i}", "messageID": mid, "sessionID": "ses_T", **p}
+                                         for i, p in enumerate(parts)]}
+
+    text = lambda t: {"type": "text", "text": t}  # noqa: E731
+    doc = {"info": {"id": "ses_T", "title": "t"}, "messages": [
+        msg("m1", "user", [text("refactor the billing client")]),
+        msg("m2", "assistant", [text("reading billing/client.py")]),
+        msg("m3", "user", [text("keep ORD-58213 in the export")]),
+        msg("m4", "assistant", [text("kept")]),
+        msg("m5", "user", [{"type": "compaction", "auto": True, "tail_start_id": "m3"}]),
+        msg("m6", "assistant", [text("SUMMARY-1")], summary=True),
+    ]}
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(doc))
+    (s,), report = load(path)
+    (boundary,) = s.metadata["compactions"]
+    assert boundary["tail_start_message_id"] == "m3"
+    assert boundary["tail_start_entry_id"] == "m3.0"
+    assert s.records[boundary["tail_start_source_order"]].text == "keep ORD-58213 in the export"

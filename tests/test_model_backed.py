@@ -228,3 +228,26 @@ def test_live_shape_experiment_reaches_the_provider_every_time(server, model):
     assert "tools" not in sent[3] and sent[2]["messages"][0]["content"] != sent[0]["messages"][0]["content"]
     assert sent[4]["messages"][0]["content"].endswith(sent[0]["messages"][0]["content"])
     assert set(df["simulator"]) >= {"deepseek", "openai", "anthropic", "none"}
+
+
+def test_exam_command_on_a_model_profile_asks_the_model(server, tmp_path, monkeypatch, capsys):
+    """`compaction-lab exam --profile model` built its summarizer and reader without the profile's endpoint,
+    so it could not run a model profile at all."""
+    import json
+
+    import yaml
+
+    from compaction_lab import cli
+
+    monkeypatch.setenv("COMPACTION_LAB_CHECKPOINTS", str(tmp_path / "ck.sqlite"))
+    shared._CLIENTS.clear()
+    prof = yaml.safe_load((cli.report.paths.params_dir() / "model.yaml").read_text())
+    prof["parameters"]["model"].update(base_url=server.base_url, model="fake-model", ledger=str(tmp_path / "l.sqlite"),
+                                       max_retries=0)
+    prof["parameters"]["strategy_names"] = ["full"]
+    path = tmp_path / "model-here.yaml"
+    path.write_text(yaml.safe_dump(prof))
+    assert cli.main(["exam", "--profile", str(path), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and {r["reader_label"] for r in rows} == {"model reader: fake-model"}
+    assert server.count() > 0

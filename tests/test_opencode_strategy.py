@@ -62,7 +62,7 @@ def build(items: list[tuple], session_id: str = "s1") -> Session:
 
 def test_registered_with_version_and_estimator():
     s = strategies.get("opencode")
-    assert (s.name, s.algorithm_version, s.estimator) == ("opencode", "opencode-1.18", "chars/4")
+    assert (s.name, s.algorithm_version, s.estimator) == ("opencode", "opencode-1.18-2", "chars/4")
     assert est_chars4("abcdef") == 2 and est_chars4("abc") == 1
 
 
@@ -91,34 +91,96 @@ def test_tail_budget(window, output, input_limit, usable, budget):
 
 TURNS = [
     ("system", "sys"),
-    ("user", toks(10)), ("assistant", toks(10)),   # turn 1: 20
-    ("user", toks(5)), ("assistant", toks(15)),    # turn 2: 20
-    ("user", toks(3)), ("assistant", toks(7)),     # turn 3: 10
+    ("user", toks(10)), ("assistant", toks(10)),   # turn 1: JSON estimate 49
+    ("user", toks(5)), ("assistant", toks(15)),    # turn 2: 49 (from e4 on: 30)
+    ("user", toks(3)), ("assistant", toks(7)),     # turn 3: 39 (from e6 on: 22)
 ]
 
 
+def est(records) -> int:
+    return oc.estimate_records(list(records))
+
+
+def test_turn_sizes_of_the_fixture():
+    r = make_session(TURNS).records
+    assert [est(r[1:3]), est(r[3:5]), est(r[5:7]), est(r[4:5]), est(r[6:7])] == [49, 49, 39, 30, 22]
+
+
+def test_tail_is_sized_as_json_of_model_messages_hand_computed():
+    """Upstream compaction.ts ``estimate``: Token.estimate(JSON.stringify(toModelMessages(turn))).
+
+    Acceptance 4 (issue 13 item 3): one turn computed by hand. Ported scenario:
+    packages/opencode/test/session/compaction.test.ts "summarizes only the head while keeping
+    recent tail out of summary input" (the tail is sized per turn and kept out of the request).
+    """
+    s = make_session([
+        ("user", "earlier"),
+        ("user", "fix a.py"), ("assistant", "running tests"),
+        ("tool_call", 'bash {"command": "pytest"}', {"tool": "bash", "call_id": "c1"}),
+        ("tool_output", "1 failed", {"tool": "bash", "call_id": "c1"}),
+        ("assistant", "done"),
+    ])
+    by_hand = ('[{"role":"user","content":[{"type":"text","text":"fix a.py"}]},'
+               '{"role":"assistant","content":[{"type":"text","text":"running tests"},'
+               '{"type":"tool-call","toolCallId":"c1","toolName":"bash","input":{"command":"pytest"}}]},'
+               '{"role":"tool","content":[{"type":"tool-result","toolCallId":"c1","toolName":"bash",'
+               '"output":{"type":"text","value":"1 failed"}}]},'
+               '{"role":"assistant","content":[{"type":"text","text":"done"}]}]')
+    assert len(by_hand) == 415  # -> Math.round(415 / 4) = Math.round(103.75) = 104
+    assert est(s.records[1:]) == 104
+    # the record-text rule this replaces: round(8/4) + round(13/4) + round(25/4) + round(8/4) + round(4/4)
+    assert sum(est_chars4(r.text) for r in s.records[1:]) == 15
+    p = run(s, params={"tail_tokens": 104})
+    assert tail_ids(p) == ["e1", "e2", "e3", "e4", "e5"] and p.notes["tail_tokens"] == 104
+    p = run(s, params={"tail_tokens": 103})  # the whole turn no longer fits: split at the next message
+    assert tail_ids(p) == ["e2", "e3", "e4", "e5"] and p.notes["tail_split"] == {"turn_start": "e1", "split_at": "e2"}
+    # the step message (prose, call, result) is 89 on its own; below that only "done" (16) fits
+    assert tail_ids(run(s, params={"tail_tokens": 88})) == ["e5"]
+
+
 def test_tail_is_newest_whole_user_turns():
-    p = run(make_session(TURNS), params={"tail_tokens": 30})
+    p = run(make_session(TURNS), params={"tail_tokens": 88})
     assert tail_ids(p) == ["e3", "e4", "e5", "e6"]
     assert p.notes["tail_whole_turns"] == 2 and p.notes["tail_split"] is None
-    assert p.notes["head_records"] == 3 and p.notes["tail_tokens"] == 30
+    assert p.notes["head_records"] == 3 and p.notes["tail_tokens"] == 88
     tails = [s for s in p.segments if s.kind == "tail"]
     assert [s.text for s in tails] == [t for _, t in TURNS[3:]]
     assert [(s.role, s.record_kind) for s in tails] == [("user", "user"), ("assistant", "assistant")] * 2
 
 
 def test_first_turn_that_does_not_fit_is_split_at_a_later_message():
-    p = run(make_session(TURNS), params={"tail_tokens": 25})
+    """Upstream compaction.ts ``splitTurn``: the earliest later message whose suffix fits."""
+    p = run(make_session(TURNS), params={"tail_tokens": 69})
     assert tail_ids(p) == ["e4", "e5", "e6"]
     assert p.notes["tail_split"] == {"turn_start": "e3", "split_at": "e4"}
-    p = run(make_session(TURNS), params={"tail_tokens": 9})
+    p = run(make_session(TURNS), params={"tail_tokens": 38})
     assert tail_ids(p) == ["e6"]
 
 
 def test_no_tail_when_nothing_fits():
-    p = run(make_session(TURNS), params={"tail_tokens": 5})
+    p = run(make_session(TURNS), params={"tail_tokens": 21})
     assert tail_ids(p) == [] and p.notes["head_records"] == 7
     assert [s.kind for s in p.segments] == ["system", "tools", "header", "summary", "continue"]
+
+
+def test_no_tail_when_it_would_start_at_the_first_message():
+    """Upstream compaction.ts ``select``: ``if (!keep || keep.start === 0)`` -> no tail_start_id.
+
+    Issue 13 item 3. Every turn fits, so the tail would be the whole history: upstream keeps
+    none and summarises everything (the code at HEAD kept all of it verbatim).
+    """
+    p = run(make_session(TURNS), params={"tail_tokens": 1_000})
+    assert tail_ids(p) == [] and p.notes["tail_at_first_message"] and p.notes["head_records"] == 7
+    # a message before the first user turn moves the first turn off index 0: then it is kept
+    s = make_session([("assistant", "hello"), ("user", "u"), ("assistant", "a")])
+    assert tail_ids(run(s, params={"tail_tokens": 1_000})) == ["e1", "e2"]
+
+
+def test_tail_turns_limits_the_candidates():
+    """Upstream config ``compaction.tail_turns`` (compaction.ts ``select``: ``all.slice(-limit)``)."""
+    p = run(make_session(TURNS), params={"tail_tokens": 1_000, "tail_turns": 1})
+    assert tail_ids(p) == ["e5", "e6"]
+    assert tail_ids(run(make_session(TURNS), params={"tail_tokens": 1_000, "tail_turns": 0})) == []
 
 
 def test_records_before_the_first_user_are_never_tail():
@@ -128,15 +190,19 @@ def test_records_before_the_first_user_are_never_tail():
 
 def test_split_never_at_a_tool_output_nor_between_call_and_output():
     s = make_session([
+        ("user", "earlier"),
         ("user", toks(50)),
         ("tool_call", toks(1), {"tool": "bash", "call_id": "c1"}),
         ("tool_output", toks(20), {"tool": "bash", "call_id": "c1"}),
         ("assistant", toks(5)),
     ])
-    assert tail_ids(run(s, params={"tail_tokens": 22})) == ["e3"]
-    # the suffix from the output (25) would fit 26, but a split there orphans it: split at the call
-    assert tail_ids(run(s, params={"tail_tokens": 26})) == ["e1", "e2", "e3"]
+    r = s.records
+    assert tail_ids(run(s, params={"tail_tokens": est(r[4:])})) == ["e4"]
+    # the call and its output are one OpenCode message: the split is before the call or not there
+    assert tail_ids(run(s, params={"tail_tokens": est(r[2:])})) == ["e2", "e3", "e4"]
+    assert tail_ids(run(s, params={"tail_tokens": est(r[2:]) - 1})) == ["e4"]
     par = make_session([
+        ("user", "earlier"),
         ("user", toks(50)),
         ("tool_call", toks(10), {"tool": "bash", "call_id": "c1"}),
         ("tool_call", toks(1), {"tool": "bash", "call_id": "c2"}),
@@ -144,20 +210,23 @@ def test_split_never_at_a_tool_output_nor_between_call_and_output():
         ("tool_output", toks(1), {"tool": "bash", "call_id": "c2"}),
         ("assistant", toks(1)),
     ])
-    assert tail_ids(run(par, params={"tail_tokens": 5})) == ["e5"]
+    assert tail_ids(run(par, params={"tail_tokens": est(par.records[3:]) + 5})) == ["e6"]
 
 
 def test_split_only_at_message_boundaries():
     s = build([
+        ("V", "user", "earlier"),
         ("U", "user", toks(50)),
         ("A", "assistant", toks(3)),
         ("A", "tool_call", toks(1), {"tool": "bash", "call_id": "c1"}),
         ("O", "tool_output", toks(1), {"tool": "bash", "call_id": "c1"}),
         ("B", "assistant", toks(2)),
     ])
-    # suffix from the tool call (4) fits 5, but the call is a block of message A: split at B instead
-    assert tail_ids(run(s, params={"tail_tokens": 5})) == ["B"]
-    assert tail_ids(run(s, params={"tail_tokens": 7})) == ["A", "A", "O", "B"]
+    r = s.records
+    # a suffix from the tool call would be smaller, but the call is a part of message A: split at B instead
+    assert tail_ids(run(s, params={"tail_tokens": est(r[3:]) })) == ["B"]
+    assert tail_ids(run(s, params={"tail_tokens": est(r[2:])})) == ["A", "A", "O", "B"]
+    assert [(a, b) for a, b in oc.group_messages(list(r))] == [(0, 1), (1, 2), (2, 5), (5, 6)]
 
 
 # --------------------------------------------------------------------------- flattening
@@ -168,31 +237,50 @@ def rec(kind: str, text: str, **kw) -> Record:
 
 
 def test_flatten_blocks():
+    """Upstream compaction.ts ``serialize`` / ``truncate``."""
     assert oc.flatten_record(rec("user", "hi")) == "[User]: hi"
     assert oc.flatten_record(rec("assistant", "ok")) == "[Assistant]: ok"
     assert oc.flatten_record(rec("reasoning", "hmm")) == "[Assistant reasoning]: hmm"
     assert (oc.flatten_record(rec("tool_call", 'read_file {"path": "a.py"}', tool="read_file"))
-            == '[Assistant tool call]: read_file({"path": "a.py"})')
+            == '[Assistant tool call]: read_file({"path":"a.py"})')
     assert oc.flatten_record(rec("tool_call", "grep -rn foo", tool="grep")) == "[Assistant tool call]: grep(-rn foo)"
     assert oc.flatten_record(rec("tool_call", "bash", tool="bash")) == "[Assistant tool call]: bash({})"
     assert oc.flatten_record(rec("tool_output", "a.py\nb.py")) == "[Tool result]: a.py\nb.py"
     assert oc.flatten_record(rec("tool_output", "Traceback", is_error=True)) == "[Tool error]: Traceback"
     assert oc.flatten_record(rec("system", "sys")) is None
     text = "x" * 2000 + "y" * 500
-    assert oc.flatten_record(rec("tool_output", text)) == (
-        "[Tool result]: " + "x" * 2000 + "\n[... truncated: 500 more characters]")
+    assert oc.flatten_record(rec("tool_output", text)) == "[Tool result]: " + "x" * 2000 + "\n[truncated]"
     assert oc.flatten_record(rec("tool_output", "x" * 2000)) == "[Tool result]: " + "x" * 2000
     assert oc.flatten_record(rec("tool_output", text, is_error=True)) == "[Tool error]: " + text
     assert (oc.flatten_record(rec("tool_output", text), pruned=True)
             == "[Tool result]: [Old tool result content cleared]")
     flat = oc.flatten([rec("user", "a"), rec("system", "s"), rec("assistant", "b")])
-    assert flat == "<conversation>\n[User]: a\n\n[Assistant]: b\n</conversation>"
+    assert flat == oc.CONVERSATION_LEAD + "\n\n<conversation>\n[User]: a\n\n[Assistant]: b\n</conversation>"
+
+
+def test_serialize_joins_parts_of_a_message_by_newline_and_messages_by_blank_line():
+    """Upstream compaction.ts ``serialize``: parts ``.join("\\n")``, messages ``.join("\\n\\n")``;
+    a tool's result follows its call."""
+    s = make_session([
+        ("user", "go"), ("assistant", "reading"),
+        ("tool_call", 'read {"filePath": "src/index.ts"}', {"tool": "read", "call_id": "r1"}),
+        ("tool_call", 'bash {"command": "ls"}', {"tool": "bash", "call_id": "b1"}),
+        ("tool_output", "file contents", {"tool": "read", "call_id": "r1"}),
+        ("tool_output", "boom", {"tool": "bash", "call_id": "b1", "is_error": True}),
+        ("assistant", "next step"),
+    ])
+    assert oc.serialize(list(s.records)) == (
+        "[User]: go\n\n[Assistant]: reading\n"
+        '[Assistant tool call]: read({"filePath":"src/index.ts"})\n[Tool result]: file contents\n'
+        '[Assistant tool call]: bash({"command":"ls"})\n[Tool error]: boom\n\n[Assistant]: next step')
 
 
 # --------------------------------------------------------------------------- request, summary, projection
 
 
 def test_dedicated_request_shape():
+    """Upstream compaction.ts ``process`` (prepend): ``tools: {}``, ``system: []`` (the compaction
+    agent's prompt), one user message from core ``buildPrompt``; ``serialize`` per message."""
     prov = FixedProvider()
     s = make_session([("system", "You are the test agent."), ("user", "fix a.py"), ("assistant", "done"),
                       ("tool_call", 'bash {"command": "pytest"}', {"tool": "bash", "call_id": "c"}),
@@ -206,8 +294,8 @@ def test_dedicated_request_shape():
     assert len(req.messages) == 1 and req.messages[0]["role"] == "user"
     content = req.messages[0]["content"]
     assert content == (
-        "<conversation>\n[User]: fix a.py\n\n[Assistant]: done\n\n"
-        '[Assistant tool call]: bash({"command": "pytest"})\n\n[Tool error]: 1 failed\n\n[User]: thanks\n'
+        oc.CONVERSATION_LEAD + "\n\n<conversation>\n[User]: fix a.py\n\n[Assistant]: done\n"
+        '[Assistant tool call]: bash({"command":"pytest"})\n[Tool error]: 1 failed\n\n[User]: thanks\n'
         "</conversation>\n\n" + oc.INSTRUCTIONS + "\n\n" + oc.TEMPLATE)
     assert req.source_entry_ids == ("e1", "e2", "e3", "e4", "e5")
     assert req.max_output_tokens == 4096
@@ -275,31 +363,45 @@ def test_failing_and_stand_in_providers():
 
 
 def test_projection_order_and_authored_messages():
+    """Upstream message-v2.ts ``toModelMessages``: a compaction part reads "What did we do so far?"."""
     prov = FixedProvider("S")
-    p = run(make_session(TURNS), summarizer=prov, params={"tail_tokens": 10})
+    p = run(make_session(TURNS), summarizer=prov, params={"tail_tokens": 39})
     assert [(s.kind, s.role) for s in p.segments] == [
         ("system", "system"), ("tools", "system"), ("header", "user"), ("summary", "assistant"),
         ("tail", "user"), ("tail", "assistant"), ("continue", "user")]
-    assert p.segments[2].text == oc.HEADER == "what did we do so far?"
+    assert p.segments[2].text == oc.HEADER == "What did we do so far?"
     assert p.segments[3].text == "S"
     cont = p.segments[-1].text.lower()
     assert "continue" in cont or "carry on" in cont
     assert "clarification" in cont
     assert all(s.label for s in p.segments if s.kind in AUTHORED_KINDS)
-    p = run(make_session(TURNS), params={"tail_tokens": 10, "auto": False})
+    p = run(make_session(TURNS), params={"tail_tokens": 39, "auto": False})
     assert p.segments[-1].kind == "tail"
 
 
 def test_head_is_summarised_and_tail_is_not():
+    """Upstream compaction.test.ts "summarizes only the head while keeping recent tail out of summary input"."""
     prov = FixedProvider()
-    run(make_session(TURNS), summarizer=prov, params={"tail_tokens": 10})
+    run(make_session(TURNS), summarizer=prov, params={"tail_tokens": 39})
     content = prov.requests[0].messages[0]["content"]
-    assert f"[User]: {toks(5)}\n" in content and f"[Assistant]: {toks(15)}\n" in content
+    assert f"[User]: {toks(5)}\n\n[Assistant]: {toks(15)}\n</conversation>" in content
     assert f"[User]: {toks(3)}\n" not in content and f"[Assistant]: {toks(7)}\n" not in content
     assert "sys" not in content.split("</conversation>")[0]
+    assert oc.HEADER not in content
+    assert content.index(f"[User]: {toks(10)}") < content.index(oc.INSTRUCTIONS)
+    # upstream scenario: three user turns, tail_turns 2, preserve_recent_tokens 10,000
+    prov = FixedProvider()
+    s = make_session([("user", "older context"), ("user", "keep this turn"), ("user", "and this one too")])
+    run(s, summarizer=prov, params={"tail_turns": 2, "tail_tokens": 10_000})
+    content = prov.requests[0].messages[0]["content"]
+    assert len(prov.requests[0].messages) == 1 and "<conversation>" in content
+    assert "[User]: older context" in content
+    assert "keep this turn" not in content and "and this one too" not in content
 
 
 def test_previous_summary_is_merged():
+    """Upstream core compaction.ts ``buildPrompt``: the prior summary follows the conversation as
+    ``<prior-summary>`` (issue 13 item 2: at HEAD it sat inside ``<conversation>``)."""
     prov = FixedProvider()
     s = make_session([
         ("user", "OLD-REQUEST"), ("assistant", "OLD-PROSE"),
@@ -308,16 +410,210 @@ def test_previous_summary_is_merged():
     ])
     p = run(s, summarizer=prov, params={"tail_tokens": 0})
     content = prov.requests[0].messages[0]["content"]
-    assert content.startswith("<conversation>\n[Previous summary]: PRIOR-SUMMARY\n\n[User]: NEW-REQUEST\n\n")
-    assert "[User]: NEW-REQUEST" in content and "[Assistant]: NEW-PROSE" in content
-    assert oc.MERGE_INSTRUCTIONS in content
+    assert content == (
+        oc.CONVERSATION_LEAD + "\n\n<conversation>\n[User]: NEW-REQUEST\n\n[Assistant]: NEW-PROSE\n</conversation>"
+        "\n\n" + oc.PRIOR_LEAD + "\n\n<prior-summary>\nPRIOR-SUMMARY\n</prior-summary>\n\n"
+        + oc.MERGE_INSTRUCTIONS + "\n\n" + oc.TEMPLATE)
     assert "OLD-REQUEST" not in content and "OLD-PROSE" not in content
     assert prov.requests[0].source_entry_ids == ("e3", "e4", "e5")
-    assert p.notes["previous_summary"] == "e3" and p.notes["already_compacted_records"] == 3
+    assert p.notes["previous_summary"] == "e3" and p.notes["already_compacted_records"] == 4
     assert "OLD-REQUEST" not in p.text() and "PRIOR-SUMMARY" not in p.text()
-    # tail is chosen from after the previous summary only
+    # every live turn fits: the tail would start at the first live message, so there is none
     p = run(s, params={"tail_tokens": 1000})
-    assert tail_ids(p) == ["e4", "e5"]
+    assert tail_ids(p) == [] and p.notes["tail_at_first_message"]
+
+
+def test_anchors_repeated_compactions_with_the_previous_summary():
+    """Upstream compaction.test.ts "anchors repeated compactions with the previous summary"."""
+    prov = FixedProvider()
+    s = make_session([("user", "older context"), ("user", "keep this turn"), ("meta", "compaction"),
+                      ("summary", "summary one"), ("meta", "compaction"), ("user", "latest turn")])
+    run(s, summarizer=prov)
+    captured = prov.requests[0].messages[0]["content"]
+    assert "<prior-summary>" in captured and captured.count("summary one") == 1
+    assert captured.index("latest turn") < captured.index("<prior-summary>")
+    assert "## Important Details" in captured and "## Work State" in captured
+    assert "older context" not in captured and "keep this turn" not in captured
+
+
+# --------------------------------------------------------------------------- sessions compacted before
+
+
+def two_compactions(tail_start_2: dict) -> Session:
+    """An OpenCode session as the importer reads it after two compactions (issue 13 acceptance 3).
+
+    Compaction 1 kept the turn "add tests" verbatim (tail start u2); compaction 2's tail start
+    is given. Compaction user messages hold only a ``compaction`` part (-> ``meta``).
+    """
+    s = build([
+        ("u1", "user", "build the parser"), ("a1", "assistant", "parser built"),
+        ("u2", "user", "add tests"), ("a2", "assistant", "tests added"),
+        ("c1", "meta", "compaction (auto)"), ("s1", "summary", "SUMMARY-ONE"),
+        ("k1", "user", oc.CONTINUE, {"injected": True}), ("a3", "assistant", "continuing"),
+        ("u3", "user", "fix bug ORD-1"),
+        ("t1", "tool_call", 'bash {"command": "pytest -k ord"}', {"tool": "bash", "call_id": "x1"}),
+        ("t1", "tool_output", "1 passed", {"tool": "bash", "call_id": "x1"}),
+        ("a4", "assistant", "fixed"),
+        ("c2", "meta", "compaction (auto)"), ("s2", "summary", "SUMMARY-TWO"),
+        ("u4", "user", "now docs"), ("a5", "assistant", "docs written"),
+        ("u5", "user", "ship it"), ("a6", "assistant", "shipped"),
+    ])
+    meta = {"compactions": [{"entry_id": "c1", "source_order": 4, "tail_start_entry_id": "u2"},
+                            {"entry_id": "c2", "source_order": 12, **tail_start_2}]}
+    return Session(s.id, "opencode", s.records, metadata=meta)
+
+
+def test_two_earlier_compactions_live_history_by_hand():
+    """Upstream message-v2.ts ``filterCompacted`` + compaction.ts ``completedCompactions``: the live
+    history runs back to the latest compaction's ``tail_start_id``; compaction pairs are hidden; the
+    latest summary is the prior summary. Issue 13 item 2 / acceptance 3 (expected list built by hand).
+    """
+    s = two_compactions({"tail_start_source_order": 8})  # compaction 2 kept "fix bug ORD-1" on
+    prov = FixedProvider()
+    last_turn = est(s.records[16:18])
+    p = run(s, summarizer=prov, params={"tail_tokens": last_turn})
+    expected = [{"role": "user", "content": (
+        oc.CONVERSATION_LEAD + "\n\n<conversation>\n"
+        "[User]: fix bug ORD-1\n\n"
+        '[Assistant tool call]: bash({"command":"pytest -k ord"})\n[Tool result]: 1 passed\n\n'
+        "[Assistant]: fixed\n\n"
+        "[User]: now docs\n\n[Assistant]: docs written\n</conversation>\n\n"
+        + oc.PRIOR_LEAD + "\n\n<prior-summary>\nSUMMARY-TWO\n</prior-summary>\n\n"
+        + oc.MERGE_INSTRUCTIONS + "\n\n" + oc.TEMPLATE)}]
+    assert [dict(m) for m in prov.requests[0].messages] == expected
+    assert tail_ids(p) == ["u5", "a6"]
+    assert p.notes["previous_summary"] == "s2" and p.notes["previous_tail_start"] == 8
+    assert prov.requests[0].source_entry_ids == ("s2", "u3", "t1", "a4", "u4", "a5")
+
+
+def test_two_earlier_compactions_tail_start_before_the_first_summary():
+    """Upstream compaction.test.ts "keeps recent pre-compaction turns across repeated compactions":
+    a retained tail may start before an earlier compaction; that compaction's pair is hidden too."""
+    s = two_compactions({"tail_start_entry_id": "u2"})
+    prov = FixedProvider()
+    run(s, summarizer=prov, params={"tail_tokens": est(s.records[16:18])})
+    content = prov.requests[0].messages[0]["content"]
+    conversation = content.split("</conversation>")[0]
+    assert conversation.index("[User]: add tests") < conversation.index("[User]: " + oc.CONTINUE)
+    assert "build the parser" not in content and "SUMMARY-ONE" not in content
+    assert content.count("SUMMARY-TWO") == 1 and "SUMMARY-TWO" not in conversation
+
+
+def test_without_a_recorded_tail_start_nothing_before_the_summary_is_live():
+    """Upstream ``filterCompacted``: a compaction without ``tail_start_id`` ends the live history."""
+    s = two_compactions({})
+    prov = FixedProvider()
+    run(s, summarizer=prov, params={"tail_tokens": est(s.records[16:18])})
+    conversation = prov.requests[0].messages[0]["content"].split("</conversation>")[0]
+    assert "ORD-1" not in conversation and "[User]: now docs" in conversation
+
+
+def test_repeated_compaction_history_serialised_as_one_user_message():
+    """Upstream compaction.test.ts "serializes repeated compaction history as one user message"
+    (tail_turns 0; the previous compaction's tail starts at an assistant message)."""
+    s = build([
+        ("m1", "user", "original request"),
+        ("m2", "tool_call", 'read {"filePath": "src/index.ts"}', {"tool": "read", "call_id": "read-call"}),
+        ("m2", "tool_output", "file contents", {"tool": "read", "call_id": "read-call"}),
+        ("c1", "meta", "compaction"), ("s1", "summary", "summary one"), ("c2", "meta", "compaction"),
+    ])
+    s = Session(s.id, "opencode", s.records,
+                metadata={"compactions": [{"entry_id": "c1", "source_order": 3, "tail_start_entry_id": "m2"}]})
+    prov = FixedProvider()
+    run(s, summarizer=prov, params={"tail_turns": 0})
+    msgs = prov.requests[0].messages
+    assert len(msgs) == 1 and msgs[0]["role"] == "user"
+    assert '[Assistant tool call]: read({"filePath":"src/index.ts"})' in msgs[0]["content"]
+    assert "[Tool result]: file contents" in msgs[0]["content"]
+    assert "original request" not in msgs[0]["content"]
+
+
+# --------------------------------------------------------------------------- opencode_version: main
+
+
+def test_version_main_is_pinned_and_labelled():
+    p = run(make_session(TURNS), window=200_000, output_ceiling=64_000, params={"opencode_version": "main"})
+    assert p.algorithm_version == "opencode-main-2" and p.strategy == "opencode"
+    assert p.notes["opencode_version"] == "main" and p.notes["version_label"] == "opencode main @31e22f6"
+    assert p.notes["upstream_commit"] == oc.UPSTREAM_COMMITS["main"]
+    assert p.notes["label_tag"] == "main @31e22f6"
+    anatomy = pytest.importorskip("compaction_lab.anatomy")
+    if "label_tag" in (anatomy.strategy_label.__doc__ or ""):
+        assert anatomy.strategy_label(p) == "opencode (main @31e22f6)"
+    assert p.capacity == 200_000 - 32_000 - 20_000  # reserved subtracted without an input limit
+    d = run(make_session(TURNS), window=200_000, output_ceiling=64_000)
+    assert d.algorithm_version == "opencode-1.18-2" and d.capacity == 168_000
+    assert d.notes["version_label"] == "opencode 1.18 @3df4a25" and "label_tag" not in d.notes
+    with pytest.raises(ValueError, match="opencode_version"):
+        run(make_session(TURNS), params={"opencode_version": "2.0"})
+
+
+@pytest.mark.parametrize("window,output,input_limit,tokens,fires", [
+    (100_000, 32_000, None, 80_000, True),      # "returns true when token count exceeds usable context"
+    (200_000, 32_000, None, 110_000, False),    # "returns false when token count within usable context"
+    (100_000, 32_000, None, 80_000, True),      # "includes cache.read in token count" (60k + 10k + 10k)
+    (400_000, 128_000, 272_000, 274_000, True),   # "respects input limit for input caps"
+    (400_000, 128_000, 272_000, 230_000, False),  # "returns false when input/output are within input caps"
+    (200_000, 10_000, 120_000, 59_999, False),    # "returns false when output within limit with input caps"
+])
+def test_main_overflow_scenarios(window, output, input_limit, tokens, fires):
+    """Upstream packages/opencode/test/session/compaction.test.ts "session.compaction.isOverflow"."""
+    c = ctx(window=window, output_ceiling=output, input_limit=input_limit, params={"opencode_version": "main"})
+    assert oc.STRATEGY.fires(tokens, c) is fires
+
+
+def test_suffix_mode_shares_the_session_prefix():
+    """Upstream compaction.test.ts "appends only uncaptured history and the suffix instruction to a
+    captured request" / "uses a rebuilt live request when no capture is available": the session's own
+    system, tools and messages, one instruction appended, 4,096 output tokens."""
+    from compaction_lab.cost import cache as cache_mod
+    from compaction_lab.cost import model as cost_model
+
+    s = make_session(TURNS)
+    prov = FixedProvider()
+    p = run(s, summarizer=prov, params={"opencode_version": "main", "compaction_mode": "suffix",
+                                        "tail_tokens": 39})
+    req = prov.requests[0]
+    assert req.shape == "suffix" and req.max_output_tokens == 4096
+    assert req.system == SHAPE.for_session(s).system_prompt and req.tools == SHAPE.tools
+    own = cost_model._messages_of_records([r for r in s.records])
+    assert [dict(m) for m in req.messages[:-1]] == own
+    last = req.messages[-1]
+    assert last["role"] == "user" and last["content"].endswith(oc.TEMPLATE)
+    assert f"<first-retained-item>[User]: {toks(3)}</first-retained-item>" in last["content"]
+    assert "2 messages and 1 turn." in last["content"]
+    assert p.notes["compaction_mode"] == "suffix" and p.notes["suffix_fallback"] is None
+    assert p.notes["version_label"] == "opencode main @31e22f6 suffix"
+    # priced by the cache simulator like any request: it repeats the session's request token for token
+    full, _ = cost_model.uncompacted_request(s, len(s.records), SHAPE, "cl100k_base")
+    mine = cache_mod.request_tokens_from_summary_request(req, "cl100k_base")
+    assert cache_mod.shared_prefix(full, mine) == len(full) < len(mine)
+
+
+def test_suffix_mode_after_a_compaction_sends_the_live_request():
+    s = two_compactions({"tail_start_source_order": 8})
+    prov = FixedProvider()
+    run(s, summarizer=prov, params={"opencode_version": "main", "compaction_mode": "suffix",
+                                    "tail_tokens": est(s.records[16:18])})
+    msgs = [dict(m) for m in prov.requests[0].messages]
+    assert msgs[:3] == [{"role": "user", "content": oc.HEADER}, {"role": "assistant", "content": "SUMMARY-TWO"},
+                        {"role": "user", "content": "fix bug ORD-1"}]
+    assert not any("SUMMARY-ONE" in m["content"] or "build the parser" in m["content"] for m in msgs)
+
+
+def test_suffix_mode_falls_back_to_prepend_when_it_does_not_fit():
+    """Upstream compaction.test.ts "falls back before sending a suffix when uncaptured additions exceed
+    its context" and "uses the bounded suffix output cap when a normal output reservation would not fit"."""
+    small = make_session([("user", "captured prefix"), ("user", "more")])
+    p = run(small, window=10_000, output_ceiling=32_000, params={"opencode_version": "main",
+                                                                 "compaction_mode": "suffix"})
+    assert p.capacity == 0 and p.summary_request.shape == "suffix"  # 10,000 - 4,096 - 4,096 fits it
+    big = make_session([("user", "captured prefix"), ("user", "uncaptured addition " * 3_000)])
+    p = run(big, window=10_000, output_ceiling=32_000, params={"opencode_version": "main",
+                                                               "compaction_mode": "suffix"})
+    assert p.summary_request.shape == "dedicated" and p.notes["suffix_fallback"] == "context"
+    with pytest.raises(ValueError, match="suffix"):
+        run(small, params={"compaction_mode": "suffix"})  # 1.18 has no suffix mode
 
 
 def test_prompt_files_override(tmp_path):
@@ -391,15 +687,23 @@ def test_prune_skips_errors_skill_and_the_last_two_turns_and_stops_at_a_summary(
 
 
 def test_pruned_outputs_in_the_tail_render_as_placeholder():
-    s = prune_session()
+    # a message before the first turn, so that a tail holding every turn does not start at message 0
+    s = make_session([("assistant", "hello")] + [
+        (r.kind, r.text, {"tool": r.tool, "call_id": r.call_id}) if r.tool else (r.kind, r.text)
+        for r in prune_session().records])
     p = run(s, params={"prune": True, "tail_tokens": 200_000})
     markers = [seg for seg in p.segments if seg.kind == "omitted_marker"]
     assert [m.text for m in markers] == [oc.PRUNED_TEXT] * 2
     assert all(m.label and m.record_kind == "tool_output" and m.role == "tool" for m in markers)
     assert "OUT0" not in p.text() and "OUT2" in p.text()
-    # the placeholder is what the tail budget counts
-    assert p.notes["tail_tokens"] == sum(est_chars4(seg.text) for seg in p.segments if seg.kind in ("tail",
-                                                                                                   "omitted_marker"))
+    # the placeholder is what the tail's size counts
+    tail = [r for r in s.records if r.source_order >= 1]
+    pruned = frozenset(r.source_order for r in tail if r.text.startswith(("OUT0", "OUT1")))
+    assert [r.kind for r in tail[:7]].count("user") == 1 and tail[7].kind == tail[10].kind == "user"
+    assert p.notes["tail_tokens"] == oc.estimate_records(tail[:7], pruned) + oc.estimate_records(
+        tail[7:10]) + oc.estimate_records(tail[10:])
+    assert p.notes["tail_tokens"] < oc.estimate_records(tail[:7]) + oc.estimate_records(
+        tail[7:10]) + oc.estimate_records(tail[10:])
 
 
 # --------------------------------------------------------------------------- properties
@@ -468,6 +772,10 @@ def test_property_projection_fits_and_is_verbatim(session, window, prune, data):
     # the tail is a contiguous suffix of the history, within its budget, starting at a user turn or a split point
     assert tail == [r.entry_id for r in hist[len(hist) - len(tail):]] if tail else True
     assert sum(est_chars4(s.text) for s in p.segments if s.kind in ("tail", "omitted_marker")) <= p.notes["tail_budget"]
+    assert p.notes["tail_tokens"] <= p.notes["tail_budget"]
+    if tail:  # never the first live message (upstream ``keep.start === 0``)
+        live = [r for r in hist if r.kind not in ("system", "summary")]
+        assert live and live[0].entry_id != tail[0]
     if tail:
         first = by_id[tail[0]]
         assert first.kind != "tool_output"
@@ -517,6 +825,24 @@ def test_real_and_synthetic_sessions(chain, window, output, prune):
 def test_synthetic_chain_tail_is_split_or_whole(chain):
     p = strategies.compact(chain, "opencode", None, CompactionContext())
     assert p.notes["tail_tokens"] <= 15_000 and p.notes["tail_records"] > 0 and p.notes["head_records"] > 0
+
+
+def test_default_chain_tail_is_sized_by_the_json_rule(chain):
+    """Acceptance 4 (issue 13 item 3): on a default chain the tail's size is the sum, per kept turn,
+    of the JSON-of-model-messages estimate -- more than the record text / 4 the code at HEAD used,
+    so fewer records fit the same budget."""
+    p = strategies.compact(chain, "opencode", None, CompactionContext())
+    ids = [seg.entry_ids[0] for seg in p.segments if seg.kind == "tail"]
+    recs = [r for r in chain.records if r.entry_id in set(ids) and r.kind != "meta"]
+    assert [r.entry_id for r in recs] == ids
+    starts = [i for i, r in enumerate(recs) if r.kind == "user"]
+    if p.notes["tail_split"] is not None:
+        starts = [0] + starts
+    bounds = list(zip(starts, starts[1:] + [len(recs)]))
+    by_turn = sum(oc.estimate_records(recs[a:b]) for a, b in bounds)
+    assert p.notes["tail_tokens"] == by_turn
+    assert by_turn > sum(est_chars4(r.text) for r in recs)
+    assert by_turn <= p.notes["tail_budget"]
 
 
 def test_large_session_is_fast():

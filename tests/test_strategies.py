@@ -10,7 +10,7 @@ from compaction_lab.strategies import CompactionContext
 from conftest import SHARED_FIXTURES, make_session
 
 EIGHT = {"futureos-deterministic", "futureos-summarized", "codex", "opencode",
-         "full", "truncate-oldest", "observation-masking", "claude-code-style"}
+         "full", "truncate-oldest", "observation-masking", "claude-code"}
 
 
 def test_registry_has_the_eight_strategies_in_order():

@@ -38,6 +38,22 @@ def test_codex_and_opencode_triggers():
     assert [trigger.opencode_tail_budget(u) for u in (4_000, 20_000, 100_000)] == [2_000, 5_000, 15_000]
 
 
+def test_opencode_main_subtracts_reserved_without_an_input_limit():
+    """OpenCode main (sst/opencode@31e22f65) overflow.ts ``usable``; scenarios from
+    packages/opencode/test/session/compaction.test.ts "session.compaction.isOverflow" (issue 13 item 6)."""
+    m = trigger.opencode_trigger(100_000, 32_000, version="main")
+    assert (m.max_output, m.reserved, m.usable) == (32_000, 20_000, 48_000)
+    assert m.fires(80_000) and trigger.opencode_trigger(100_000, 32_000).usable == 68_000  # 1.18: no reserve
+    assert not trigger.opencode_trigger(200_000, 32_000, version="main").fires(110_000)
+    capped = trigger.opencode_trigger(400_000, 128_000, input_limit=272_000, version="main")
+    assert capped.usable == 252_000 and capped.fires(274_000) and not capped.fires(230_000)
+    assert trigger.opencode_trigger(200_000, 10_000, input_limit=120_000, version="main").usable == 110_000
+    # "uses the bounded suffix output cap ...": usable is 0 (never negative) when the output fills the window
+    assert trigger.opencode_trigger(10_000, 32_000, version="main").usable == 0
+    with pytest.raises(ValueError):
+        trigger.opencode_trigger(10_000, 1_000, version="2.0")
+
+
 def test_trigger_and_budget_tables():
     t = trigger.trigger_table([16_000, 1_000_000], [8_000, 32_000])
     # O >= W is skipped; three strategies per (W, O).

@@ -97,8 +97,10 @@ def test_changed_default_system_prompt_reaches_the_requests(shapes: Path):
     for key in ("shapes.synthetic-agent.system", "summary.futureos-summarized.system", "summary.codex.system",
                 "exam.closed_book.system", "exam.open_book.1.fingerprint"):
         assert key in result.changed
-    # the dedicated requests share nothing with the session's system prompt
-    assert not any(k.startswith(("summary.opencode", "summary.claude-code-style")) for k in result.changed)
+    # claude-code forks the main conversation: its request carries the session's system prompt
+    assert "summary.claude-code.system" in result.changed
+    # the dedicated request shares nothing with the session's system prompt
+    assert not any(k.startswith("summary.opencode") for k in result.changed)
     assert result.problems == ()
 
 

@@ -7,6 +7,8 @@ segment) and what figures 7 and 8 draw.
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -39,15 +41,19 @@ def cases_at_end(sessions: Iterable[Session]) -> list[Case]:
 
 def strategy_label(p: Projection) -> str:
     """The strategy's name as tables and charts show it: who wrote the summary is labelled
-    (the extractive stand-in, or ``model: <name>``), and a FutureOS fallback says so."""
+    (the extractive stand-in, or ``model: <name>``), and a FutureOS fallback says so. A strategy
+    that tags its projections (``notes["label_tag"]``, e.g. ``reconstructed`` for an arm whose
+    upstream source is not public) has the tag right after its name."""
+    tag = (p.notes or {}).get("label_tag")
+    name = f"{p.strategy} ({tag})" if tag else p.strategy
     if p.receipt is not None and p.receipt.stand_in and not p.receipt.fallback:
-        return f"{p.strategy} ({STAND_IN_LABEL})"
+        return f"{name} ({STAND_IN_LABEL})"
     if p.receipt is not None and not p.receipt.fallback and p.receipt.provider.startswith("model"):
-        return f"{p.strategy} ({p.receipt.provider})"  # a model wrote the summary: say which
+        return f"{name} ({p.receipt.provider})"  # a model wrote the summary: say which
     if p.receipt is not None and p.receipt.fallback and p.summary_request is not None \
             and p.strategy.startswith("futureos"):
-        return f"{p.strategy} (fallback: deterministic)"
-    return p.strategy
+        return f"{name} (fallback: deterministic)"
+    return name
 
 
 def project_cases(
@@ -120,6 +126,10 @@ def budgets_table(ctx: CompactionContext, session: Session, projection: Projecti
         history_max=int(ctx.param("history_max", trigger.HISTORY_MAX)),
     )
     used = None
+    room = (projection.notes.get("budgets") or {}).get("history") if projection is not None else None
+    if isinstance(room, int) and not isinstance(room, bool):
+        # The projection's own history room: raised above the target when that kept assistant originals.
+        b = dataclasses.replace(b, history=room)
     if projection is not None:
         part_of = {"system": "system", "tools": "tools", "evidence_index": "evidence", "summary": "summary",
                    "tail": "tail", "user_original": "history", "assistant_original": "history",

@@ -433,11 +433,12 @@ def _cmd_exam(args: argparse.Namespace) -> int:
     try:
         src = sources.gather(p.get("session_paths"), synthetic.SyntheticProfile.from_mapping(p), progress=not args.json)
         rc = exam_cases.build(src.sessions, src.chains or None, {**p, "seed": p.get("bank_seed", 7)})
+        model = p.get("model") or None  # a model profile's endpoint, for its summarizer and reader
         ctx = CompactionContext(window=int(p.get("window", 128_000)), output_ceiling=int(p.get("output_ceiling", 32_000)),
-                                summarizer=summarize.get_provider(p.get("summarizer", "extractive")))
+                                summarizer=summarize.get_provider(p.get("summarizer", "extractive"), model))
         names = args.strategy or p.get("strategy_names") or None
-        result = closed.run_closed(rc.cases, rc.sessions, names, ctx, readers.get_reader(p.get("reader", "verbatim")),
-                                   progress=not args.json)
+        reader = readers.get_reader(p.get("reader", "verbatim"), model=model)
+        result = closed.run_closed(rc.cases, rc.sessions, names, ctx, reader, progress=not args.json)
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from .tokens import DEFAULT_ENCODING, counter
 
@@ -59,6 +59,12 @@ class Segment:
         For verbatim segments: the kind of the record copied (tool_output, ...).
     label : str
         Shown next to the segment in tables (e.g. "extractive stand-in").
+    message : str
+        Message key: which chat message of the next request the segment
+        belongs to (see `Projection.messages`). Empty: derived — a verbatim
+        segment (or an omitted marker) standing for one entry belongs to that
+        entry's message; any other segment is a message of its own. A strategy
+        that sends several segments as one message gives them the same key.
     """
 
     kind: str
@@ -68,6 +74,15 @@ class Segment:
     tokens: int = 0
     record_kind: str | None = None
     label: str = ""
+    message: str = ""
+
+    def message_key(self) -> str:
+        """The key `Projection.messages` joins on ("" — a message of its own)."""
+        if self.message:
+            return self.message
+        if len(self.entry_ids) == 1 and (self.kind not in AUTHORED_KINDS or self.kind == "omitted_marker"):
+            return "entry:" + self.entry_ids[0]
+        return ""
 
     def __post_init__(self) -> None:
         if self.kind not in SEGMENT_KINDS:
@@ -94,9 +109,10 @@ class SummaryRequest:
     strategy : str
     shape : str
         ``prefix-shared`` (the session's own system prompt + tools + messages,
-        instruction appended: FutureOS), ``history+instruction`` (base
-        instructions, no tools: Codex), ``dedicated`` (own system prompt, no
-        tools, flattened transcript: OpenCode, claude-code-style).
+        instruction appended: FutureOS, claude-code's forked request),
+        ``history+instruction`` (base instructions, no tools: Codex),
+        ``dedicated`` (own system prompt, no tools, flattened transcript:
+        OpenCode).
     system : str
         The system prompt sent.
     tools : tuple of dict
@@ -204,21 +220,21 @@ class Projection:
         return {e for s in self.segments for e in s.entry_ids}
 
     def messages(self) -> list[dict[str, Any]]:
-        """The chat messages a model would see.
+        """The chat messages a model would see: one per message boundary the agent keeps.
 
-        System and tool-definition segments form the system message and the
-        ``tools`` list is left to the call shape; consecutive segments with the
-        same role are joined into one message, as an agent harness would send them.
+        The ``tools`` segment is left to the call shape (the request's tools
+        parameter); consecutive ``system`` segments form the one system
+        message. Every other segment starts a message of its own unless it
+        continues the previous one: same role (never ``tool``: one message per
+        tool result) and the same non-empty `Segment.message_key` — blocks of
+        one source entry (an assistant message's prose, reasoning and tool
+        calls), or segments a strategy keyed together. So two kept user
+        messages, or kept user messages and a summary sent as separate user
+        items, stay separate messages. Joined texts are separated by a blank
+        line. `chat_messages` applies the same rule to any (role, text, key)
+        sequence, e.g. a session's records keyed by entry id.
         """
-        out: list[dict[str, Any]] = []
-        for seg in self.segments:
-            if seg.kind == "tools":
-                continue  # sent as the request's tools parameter, not as a message
-            if out and out[-1]["role"] == seg.role and seg.role != "tool":
-                out[-1]["content"] += "\n\n" + seg.text
-            else:
-                out.append({"role": seg.role, "content": seg.text})
-        return out
+        return chat_messages((s.role, s.text, s.message_key()) for s in self.segments if s.kind != "tools")
 
     def text(self) -> str:
         """The flat text of the projection (what the verbatim reader searches)."""
@@ -260,6 +276,21 @@ class Projection:
             "receipt": None if self.receipt is None else dict(self.receipt.__dict__),
             "notes": dict(self.notes),
         }
+
+
+def chat_messages(parts: Iterable[tuple[str, str, str]]) -> list[dict[str, Any]]:
+    """Chat messages from ``(role, text, message key)`` parts, in order: the boundary rule of
+    `Projection.messages` (consecutive ``system`` parts join; otherwise a part joins the previous message
+    only with the same role, not ``tool``, and the same non-empty key)."""
+    out: list[dict[str, Any]] = []
+    last_key = ""
+    for role, text, key in parts:
+        if out and out[-1]["role"] == role and (role == "system" or (role != "tool" and key and key == last_key)):
+            out[-1]["content"] += "\n\n" + text
+        else:
+            out.append({"role": role, "content": text})
+        last_key = key
+    return out
 
 
 def segments_tokens(segments: Sequence[Segment]) -> int:

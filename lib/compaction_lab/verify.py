@@ -64,7 +64,7 @@ DOCUMENTED_REQUEST_SHAPES: Mapping[str, str] = {
     "futureos-summarized": "prefix-shared",
     "codex": "history+instruction",
     "opencode": "dedicated",
-    "claude-code-style": "dedicated",
+    "claude-code": "prefix-shared",
 }
 
 #: What each request shape sends (STRATEGIES.md): where its system prompt and tools come
@@ -72,6 +72,9 @@ DOCUMENTED_REQUEST_SHAPES: Mapping[str, str] = {
 REQUEST_SHAPE_RULES: Mapping[str, Mapping[str, Any]] = {
     # the session's own system prompt, tools and messages, instruction appended: a prefix cache serves it
     "prefix-shared": {"system_from": "call-shape", "tools_from": "call-shape", "instruction_at_end": True},
+    # OpenCode main's opt-in "suffix" compaction: the session's own request with an anchored summarise
+    # instruction after it (the same prefix rules; its own name so it is priced and listed apart)
+    "suffix": {"system_from": "call-shape", "tools_from": "call-shape", "instruction_at_end": True},
     # the session's base instructions and history, instruction appended, no tool definitions
     "history+instruction": {"system_from": "call-shape", "tools_from": "none", "instruction_at_end": True},
     # its own system prompt, no tools, one user message holding transcript and instruction
@@ -219,8 +222,8 @@ def strategy_prompts(strategy: Any, ctx: CompactionContext) -> dict[str, str]:
     """The prompt texts a strategy uses, by name.
 
     Strategies with a ``prompts(ctx)`` method (Codex, OpenCode) say so
-    themselves; claude-code-style exposes ``system_prompt(ctx)`` and
-    ``instruction(ctx)``; FutureOS keeps its instruction at module level.
+    themselves; claude-code exposes ``instruction(ctx)`` (its forked request
+    sends the session's own system prompt); FutureOS keeps its instruction at module level.
     Every text is read at call time, so an edited constant shows.
     """
     if callable(getattr(strategy, "prompts", None)):

@@ -33,7 +33,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from ..anatomy import strategy_label
-from ..projection import Projection
+from ..projection import Projection, chat_messages
 from ..session import Session
 from ..strategies.base import CallShape, history, role_of
 from ..tokens import DEFAULT_ENCODING
@@ -91,16 +91,10 @@ class CostAssumptions:
 
 
 def _messages_of_records(records) -> list[dict[str, str]]:
-    out: list[dict[str, str]] = []
-    for r in records:
-        role = role_of(r)
-        if role == "system":
-            continue
-        if out and out[-1]["role"] == role and role != "tool":
-            out[-1]["content"] += "\n\n" + r.text
-        else:
-            out.append({"role": role, "content": r.text})
-    return out
+    """The chat messages of original records, with the same boundary rule as `Projection.messages`
+    (`projection.chat_messages`: the blocks of one entry join, distinct entries stay distinct messages),
+    so an uncompacted request and a `full` projection of it are the same request."""
+    return chat_messages((role_of(r), r.text, "entry:" + r.entry_id) for r in records if role_of(r) != "system")
 
 
 def uncompacted_layout(session: Session, cut: int, shape: CallShape, encoding: str) -> cache_mod.RequestLayout:

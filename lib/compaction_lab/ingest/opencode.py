@@ -393,6 +393,7 @@ def _build(
             meta[key] = val
     models: list[str] = []
     pruned = 0
+    first_record: dict[str, Any] = {}  # message id -> its first record (records are keyed by part id)
     for msg, msg_id, parts in messages:
         if msg is None:
             # The message row/file was unreadable (already counted): without its role its
@@ -407,8 +408,12 @@ def _build(
             continue
         ts = _iso((msg.get("time") or {}).get("created") if isinstance(msg.get("time"), dict) else None)
         _message_meta(b, msg, msg_id, role, models)
+        first = len(b.records)
         for part in parts:
             pruned += _add_part(b, part, msg, role, ts, source, report)
+        if len(b.records) > first:
+            first_record.setdefault(msg_id, b.records[first])
+    _resolve_tail_starts(meta, first_record)
     if models:
         meta["model"] = models[0]
         if len(models) > 1:
@@ -442,6 +447,15 @@ def _message_meta(b: SessionBuilder, msg: Mapping[str, Any], msg_id: str, role: 
             cache_write_tokens=cache.get("write"), output_tokens=tokens.get("output"),
             reasoning_tokens=tokens.get("reasoning"), cost=msg.get("cost"),
         )
+
+
+def _resolve_tail_starts(meta: dict[str, Any], first_record: Mapping[str, Any]) -> None:
+    """Give each recorded compaction's kept tail (``tail_start_id``, a message id) as the entry id and
+    source order of that message's first record, where strategies read it (`strategies.opencode`)."""
+    for c in meta.get("compactions", ()):
+        rec = first_record.get(c.get("tail_start_message_id"))
+        if rec is not None:
+            c["tail_start_entry_id"], c["tail_start_source_order"] = rec.entry_id, rec.source_order
 
 
 def _add_part(
@@ -478,7 +492,11 @@ def _add_part(
         return _add_tool(b, part, ts, source, report)
     if ptype == "compaction":
         rec = b.add("meta", "compaction" + (" (auto)" if part.get("auto") else ""), pid, timestamp=ts)
-        b.metadata.setdefault("compactions", []).append({"entry_id": pid, "source_order": rec.source_order})
+        boundary: dict[str, Any] = {"entry_id": pid, "source_order": rec.source_order}
+        if isinstance(part.get("tail_start_id"), str) and part["tail_start_id"]:
+            # The first message OpenCode kept verbatim (a message id; resolved to a record by `_build`).
+            boundary["tail_start_message_id"] = part["tail_start_id"]
+        b.metadata.setdefault("compactions", []).append(boundary)
         return 0
     # step-start, step-finish, snapshot, patch, file, agent, retry, subtask and types
     # added later: bookkeeping the spec tolerates, kept as meta (never context).

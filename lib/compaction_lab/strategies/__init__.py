@@ -6,8 +6,10 @@ names to objects with ``name``, ``algorithm_version``, ``estimator``,
 The registry discovers them, so adding a strategy is adding one module.
 
 Seed systems: ``futureos-deterministic``, ``futureos-summarized``, ``codex``,
-``opencode``. Baselines none of them tested: ``full``, ``truncate-oldest``,
-``observation-masking``, ``claude-code-style``.
+``opencode``. Other agents: ``claude-code`` (reconstructed: its source is not
+public). Baselines none of them tested: ``full``, ``truncate-oldest``,
+``observation-masking``. Each agent arm's rules are cited, upstream file and
+line at a pinned commit, in ``UPSTREAM.md`` beside this file.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ _NOT_STRATEGIES = frozenset({"base", "trigger", "evidence"})
 #: The order tables and charts list strategies in.
 ORDER: tuple[str, ...] = (
     "futureos-summarized", "futureos-deterministic", "codex", "opencode",
-    "full", "truncate-oldest", "observation-masking", "claude-code-style",
+    "claude-code", "full", "truncate-oldest", "observation-masking",
 )
 
 

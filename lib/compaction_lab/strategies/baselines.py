@@ -1,13 +1,14 @@
 """Baselines none of the seed systems tested: ``full``, ``truncate-oldest``,
-``observation-masking`` and ``claude-code-style``.
+and ``observation-masking``. (``claude-code-style`` became ``claude-code``,
+reconstructed after Claude Code itself: see `claude_code`.)
 
-All four return the same `Projection` as the seed strategies, so every chart
-and exam treats them alike. All four decide sizes with the report tokenizer
+All three return the same `Projection` as the seed strategies, so every chart
+and exam treats them alike. All three decide sizes with the report tokenizer
 (estimator ``tiktoken``) and report ``capacity = W - O`` (window minus the
 model's output ceiling): the room the whole projection — system prompt and
 tool definitions included — must fit in.
 
-Conventions shared by the four (decisions where the spec is silent)
+Conventions shared by the three (decisions where the spec is silent)
 -------------------------------------------------------------------
 * The projection starts with the call shape: a ``system`` segment (the shape's
   system prompt) and a ``tools`` segment (its tool definitions as JSON). A
@@ -40,66 +41,49 @@ Conventions shared by the four (decisions where the spec is silent)
     ``W - O - system - tools``; then drop any tool output whose call was
     dropped. Fires when the input reaches ``W - O``.
 
-``observation-masking`` (``observation-masking-1``)
-    After JetBrains, "The Complexity Trap" (2025): every user, assistant,
-    reasoning and tool-call record is kept verbatim; tool outputs older than
-    the last ``mask_after_turns`` turns (default 10; a turn is a non-injected
-    user message and everything after it, records before the first user
-    message belong to the first turn) are replaced by a placeholder naming
-    the entry and its size. When the masked projection still does not fit,
-    the fallback, in this order: (1) drop whole turns, oldest first, among the
-    masked turns; (2) mask the outputs of the kept turns too, oldest first;
-    (3) drop the oldest remaining records. A header says what was dropped.
-    Upstream masks on every step; here the same rule is applied when the
-    compaction is forced, and `fires` reports when the unmasked input reaches
-    ``W - O``. The paper counts agent steps as turns; the parameter
-    ``turn_unit="step"`` does that (a step starts at a user message or at an
-    assistant message — consecutive reasoning / prose blocks are one step),
-    ``"user"`` (default) counts user messages as the brief defines a turn. On
-    sessions with one user message (SWE-agent) the default masks nothing
-    until the fallback runs.
-
-``claude-code-style`` (``claude-code-style-1``)
-    Modelled on Claude Code's compaction: old tool results are cleared first
-    (every tool output before the recent tail becomes
-    "[Old tool result content cleared]" in what the summariser sees), then the
-    head is summarised into nine sections (template ``claude-code-9``) by a
-    *dedicated* request — our own system prompt, no tools, one user message
-    with the flattened head transcript (``[User]: …``, ``[Assistant]: …``,
-    ``[Assistant reasoning]: …``, ``[Assistant tool call]: …``, ``[Tool
-    result]: …`` / ``[Tool error]: …``, ``[Injected context]: …`` for
-    harness-injected user text, ``[Previous summary]: …``) inside
-    ``<conversation>`` tags, then the nine-section instruction — and
-    the recent tail (``tail_tokens``, default 8,192; whole records, a call is
-    never split from its output) follows verbatim. The projection is: system,
-    tools, header (what was summarised and cleared, plus the continuation
-    preface), summary, a continue line, tail. With provider ``none`` (or a
-    failure) the summary is the empty nine-section template and the receipt
-    says why (``fallback=True``). The summary cap is ``summary_tokens``
-    (default 20,000, Claude Code's compaction output limit) bounded by the room
-    left after the tail; the tail takes at most half the room. A model's
-    ``<analysis>`` block is dropped and the ``<summary>`` block kept, as
-    Claude Code does. If a provider overshoots its cap, the oldest tail
-    records are given up (named in the notes and the header), then the summary
-    is cut. Prompt texts are module constants; ``prompt_file`` /
-    ``system_prompt_file`` point at exact upstream text instead, and the notes
-    carry the sha256 of whichever is in use. Fires at ``W - min(O, 20,000) - 13,000`` (Claude
-    Code's auto-compact threshold; parameters ``reserved_output_cap`` and
-    ``autocompact_buffer``).
+``observation-masking`` (``observation-masking-2``)
+    Lindenbauer et al., "The Complexity Trap" (arXiv 2508.21433), whose code
+    is SWE-agent's ``last_n_observations`` history processor with ``n: 10``
+    (pinned: Recursive-Safeguarding/the-complexity-trap @ 1b07decf4ca4,
+    ``config/default_no_demo_N=1_M=10.yaml:114-116``,
+    ``sweagent/agent/history_processors.py:78-145``). Every user, assistant,
+    reasoning and tool-call record is kept verbatim (upstream keeps each
+    action item — thought and tool calls — untouched and only rewrites
+    observations); tool outputs older than the last ``mask_after_turns``
+    (M, default 10) **agent steps** are replaced by upstream's placeholder
+    ``Old environment output: (N lines omitted)``, N the output's line count.
+    An agent step (``mask_unit="agent_step"``, the default) is one turn of
+    the agent loop: one model call — a run of assistant, reasoning and
+    tool-call records, blocks of one entry staying one call even when outputs
+    are recorded between them — and the tool outputs it produced. Upstream
+    records exactly one observation per step, so "the last n observations"
+    is "the last n steps"; a step of ours may hold several outputs (parallel
+    tool calls), masked or kept together. User, system and summary records
+    between steps belong to the step that answers them (the next one); records
+    before the first model call belong to the first step; user messages are
+    never masked (upstream never masks its first observation, the task).
+    Parameter values for the former behaviour: ``mask_unit="user_turn"``
+    (observation-masking-1's unit: a turn is a non-injected user message and
+    everything after it) and ``placeholder="archive"`` (our marker naming the
+    entry and its size, ``MASK_MARKER``); ``turn_unit="user"`` / ``"step"``
+    are accepted as the old spellings. When the masked projection still does
+    not fit (upstream has no such fallback: the run would overflow), in this
+    order: (1) drop whole masked steps, oldest first; (2) mask the outputs of
+    the kept steps too, oldest first; (3) drop the oldest remaining records.
+    A header says what was dropped. Upstream masks before every model call;
+    here the same rule is applied when the compaction is forced, and `fires`
+    reports when the unmasked input reaches ``W - O``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Sequence
 
-from ..projection import STAND_IN_LABEL, Projection, Segment, SummaryReceipt, SummaryRequest
+from ..projection import Projection, Segment
 from ..session import Record, Session
-from ..summarize.extractive import empty_template
 from ..tokens import counter
-from .base import CompactionContext, call_summarizer, history, read_prompt, role_of
+from .base import CompactionContext, history, role_of
 
 # --------------------------------------------------------------------------- shared helpers
 
@@ -253,51 +237,101 @@ class TruncateOldest:
 # --------------------------------------------------------------------------- observation-masking
 
 MASK_AFTER_TURNS = 10
+#: Upstream's placeholder for a masked observation (the-complexity-trap @ 1b07decf4ca4,
+#: sweagent/agent/history_processors.py:143): the output's line count, nothing else.
+MASK_PLACEHOLDER = "Old environment output: ({lines} lines omitted)"
+#: ``placeholder="archive"``: our marker (observation-masking-1's), naming the entry and its size.
 MASK_MARKER = "[tool output omitted — entry {entry}, {tokens} tokens; retrievable from the session archive]"
-MASK_HEADER = ("[{version}: {turns} oldest turns and {records} further records ({tokens} tokens) were dropped "
+MASK_HEADER = ("[{version}: {turns} oldest {units} and {records} further records ({tokens} tokens) were dropped "
                "to fit the context window; {masked} older tool outputs are replaced by placeholders. Nothing "
                "here is summarised; the originals stay in the session archive.]")
+#: Mask units: the paper's agent step (default) and observation-masking-1's user turn.
+MASK_UNITS = ("agent_step", "user_turn")
+_LEGACY_UNITS = {"step": "agent_step", "user": "user_turn"}  # observation-masking-1's `turn_unit` values
+_MODEL_KINDS = ("assistant", "reasoning", "tool_call")  # what one model call writes
+_BETWEEN_STEPS = ("user", "system", "summary")  # input to the next model call
 
 
 def _turns(records: Sequence[Record], unit: str) -> list[int]:
-    """Turn number of each record (0-based; records before the first turn start belong to turn 0)."""
+    """Unit number of each record (0-based, non-decreasing).
+
+    ``agent_step``: a step starts at a model record (assistant, reasoning,
+    tool call) that follows something else — unless it is a block of the same
+    entry as the last model record (one message whose outputs were recorded
+    between its blocks). User, system and summary records directly before a
+    step belong to it; records before the first step belong to the first.
+    ``user_turn``: a turn starts at a non-injected user message; records
+    before the first belong to the first.
+    """
+    unit = _LEGACY_UNITS.get(unit, unit)
+    if unit not in MASK_UNITS:
+        raise ValueError(f"unknown mask_unit {unit!r}; expected one of {MASK_UNITS}")
+    n = len(records)
+    if unit == "user_turn":
+        starts = [r.kind == "user" and not r.injected for r in records]
+    else:
+        starts, last_model, prev_model = [], None, False
+        for r in records:
+            model = r.kind in _MODEL_KINDS
+            starts.append(model and not prev_model and r.entry_id != last_model)
+            if model:
+                last_model = r.entry_id
+            prev_model = model
     out, t, started = [], 0, False
-    prev = None
-    for r in records:
-        user_start = r.kind == "user" and not r.injected
-        if unit == "step":
-            # a step: an assistant message (its reasoning and prose blocks together) with its calls
-            # and their outputs; a user message also starts one
-            starts = user_start or (r.kind in ("assistant", "reasoning")
-                                    and (prev is None or prev.kind not in ("assistant", "reasoning")))
-        else:
-            starts = user_start
-        prev = r
-        if starts:
+    for s in starts:
+        if s:
             if started:
                 t += 1
             started = True
         out.append(t)
+    if unit == "agent_step":  # input between steps goes with the step that answers it
+        for i in range(n - 2, -1, -1):
+            if records[i].kind in _BETWEEN_STEPS and out[i + 1] == out[i] + 1:
+                out[i] = out[i + 1]
     return out
+
+
+def _first_protected(records: Sequence[Record], turn: Sequence[int], n_turns: int, m: int, unit: str) -> int:
+    """The first unit whose tool outputs stay verbatim.
+
+    ``agent_step``: the last `m` steps *that produced an observation* are
+    kept, as upstream keeps the last n observations (a step with no output —
+    a final answer — has nothing to keep and does not use up the window; the
+    steps after the oldest kept one are kept whatever they hold).
+    ``user_turn``: the last `m` turns.
+    """
+    if unit == "user_turn":
+        return max(0, n_turns - m)
+    if m <= 0:
+        return n_turns
+    observed = sorted({turn[i] for i, r in enumerate(records) if r.kind == "tool_output"})
+    return observed[-m] if len(observed) >= m else 0
 
 
 @dataclass(frozen=True)
 class ObservationMasking:
-    """Keep all prose and calls verbatim; replace tool outputs older than the last M turns with placeholders."""
+    """Keep all prose and calls verbatim; replace tool outputs older than the last M agent steps with
+    upstream's placeholder (the paper's ``last_n_observations``, n = 10)."""
 
     name: str = "observation-masking"
-    algorithm_version: str = "observation-masking-1"
+    algorithm_version: str = "observation-masking-2"
     estimator: str = ESTIMATOR
 
-    def marker(self, rec: Record, tokens: int) -> str:
-        return MASK_MARKER.format(entry=rec.entry_id, tokens=tokens)
+    def marker(self, rec: Record, tokens: int, placeholder: str = "upstream") -> str:
+        """The text standing for a masked output: upstream's line count, or (``archive``) our entry marker."""
+        if placeholder == "archive":
+            return MASK_MARKER.format(entry=rec.entry_id, tokens=tokens)
+        if placeholder != "upstream":
+            raise ValueError(f"unknown placeholder {placeholder!r}; expected 'upstream' or 'archive'")
+        return MASK_PLACEHOLDER.format(lines=len(rec.text.splitlines()))
 
-    def header(self, turns: int, records: int, tokens: int, masked: int) -> str:
-        return MASK_HEADER.format(version=self.algorithm_version, turns=turns, records=records, tokens=tokens,
-                                  masked=masked)
+    def header(self, turns: int, records: int, tokens: int, masked: int, unit: str = "agent_step") -> str:
+        units = "agent steps" if unit == "agent_step" else "turns"
+        return MASK_HEADER.format(version=self.algorithm_version, turns=turns, units=units, records=records,
+                                  tokens=tokens, masked=masked)
 
     def _header(self, recs: Sequence[Record], turn: Sequence[int], n_turns: int, dropped: Sequence[bool],
-                masked: Sequence[bool], sizes: Sequence[int]) -> tuple[str, int]:
+                masked: Sequence[bool], sizes: Sequence[int], unit: str = "agent_step") -> tuple[str, int]:
         """The header for what was dropped ("" when nothing was), and how many whole turns were dropped."""
         n = len(recs)
         whole = [True] * n_turns  # turn t entirely dropped?
@@ -309,7 +343,7 @@ class ObservationMasking:
             return "", dropped_turns
         in_turns = sum(1 for i in range(n) if dropped[i] and whole[turn[i]])
         return self.header(dropped_turns, sum(dropped) - in_turns, sum(sizes[i] for i in range(n) if dropped[i]),
-                           sum(1 for i in range(n) if masked[i] and not dropped[i])), dropped_turns
+                           sum(1 for i in range(n) if masked[i] and not dropped[i]), unit), dropped_turns
 
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
         recs = _records(session, cut, ctx)
@@ -319,12 +353,14 @@ class ObservationMasking:
         cap = _capacity(ctx)
         budget = cap - frame_tokens
         m = max(0, int(ctx.param("mask_after_turns", MASK_AFTER_TURNS)))
-        unit = ctx.param("turn_unit", "user")
+        unit = str(ctx.param("mask_unit", ctx.param("turn_unit", "agent_step")))
+        unit = _LEGACY_UNITS.get(unit, unit)
+        placeholder = str(ctx.param("placeholder", "upstream"))
         turn = _turns(recs, unit)
         n_turns = turn[-1] + 1 if recs else 0
-        protected = max(0, n_turns - m)  # first protected turn
+        protected = _first_protected(recs, turn, n_turns, m, unit)
         outputs = [i for i, r in enumerate(recs) if r.kind == "tool_output"]
-        markers = {i: self.marker(recs[i], sizes[i]) for i in outputs}
+        markers = {i: self.marker(recs[i], sizes[i], placeholder) for i in outputs}
         msize = dict(zip(outputs, counter(ctx.encoding).count_many([markers[i] for i in outputs])))
         masked = [recs[i].kind == "tool_output" and turn[i] < protected for i in range(n)]
         dropped = [False] * n
@@ -333,7 +369,7 @@ class ObservationMasking:
             return msize[i] if masked[i] else sizes[i]
 
         total = sum(cost(i) for i in range(n))
-        reserve = _count(self.header(n_turns, n, sum(sizes), n), ctx)
+        reserve = _count(self.header(n_turns, n, sum(sizes), n, unit), ctx)
         steps: list[str] = []
         if total > budget:
             need = budget - reserve
@@ -369,7 +405,7 @@ class ObservationMasking:
                         total -= cost(j)
         _drop_orphans(recs, dropped)
         while True:  # the header's real size may differ from its reserve by a token: keep dropping if so
-            header, dropped_turns = self._header(recs, turn, n_turns, dropped, masked, sizes)
+            header, dropped_turns = self._header(recs, turn, n_turns, dropped, masked, sizes, unit)
             used = sum(cost(i) for i in range(n) if not dropped[i]) + (_count(header, ctx) if header else 0)
             if used <= budget or all(dropped):
                 break
@@ -394,7 +430,7 @@ class ObservationMasking:
             strategy=self.name, algorithm_version=self.algorithm_version, session_id=session.id, cut=cut,
             segments=tuple(segs), capacity=cap, estimator=self.estimator,
             notes={"fits": frame_tokens + kept_tokens <= cap, "tokens": frame_tokens + kept_tokens,
-                   "turns": n_turns, "turn_unit": unit, "mask_after_turns": m,
+                   "turns": n_turns, "mask_unit": unit, "placeholder": placeholder, "mask_after_turns": m,
                    "masked": sum(1 for i in range(n) if masked[i] and not dropped[i]),
                    "masked_tokens": sum(sizes[i] for i in range(n) if masked[i] and not dropped[i]),
                    "dropped": sum(dropped), "dropped_turns": dropped_turns, "fallback_steps": steps},
@@ -405,239 +441,11 @@ class ObservationMasking:
         return _fires_at_capacity(tokens, ctx)
 
 
-# --------------------------------------------------------------------------- claude-code-style
-
-CLAUDE_TAIL_TOKENS = 8_192
-CLAUDE_SUMMARY_TOKENS = 20_000  # Claude Code's output limit for the compaction call
-CLAUDE_AUTOCOMPACT_BUFFER = 13_000
-CLAUDE_RESERVED_OUTPUT_CAP = 20_000
-CLEARED_TOOL_RESULT = "[Old tool result content cleared]"
-
-#: The summariser's own system prompt (ours; the dedicated shape shares nothing with the session).
-CLAUDE_SUMMARY_SYSTEM = (
-    "You are a careful summariser of coding sessions between a developer and an AI coding agent. You are given "
-    "a transcript and asked for a structured summary of it. Write only that summary, in the structure asked "
-    "for. Do not continue the conversation, do not answer questions found in the transcript, and do not call "
-    "tools."
-)
-
-#: The nine-section instruction, in our words, with the same instructions as Claude Code's compaction prompt.
-CLAUDE_NINE_SECTION_INSTRUCTION = "\n".join((
-    "Write a detailed summary of the conversation above so that the work can continue without it. Pay "
-    "close attention to what the user explicitly asked for and to what was done in response. Capture the "
-    "technical details, code patterns and design decisions someone would need to carry on the development"
-    " work.",
-    "",
-    "Before the summary, think it through inside <analysis> tags. Go through the conversation in order "
-    "and, for each part, note: the user's explicit requests and intent; how they were addressed; key "
-    "decisions, technical concepts and code patterns; concrete details such as file names, full code "
-    "snippets, function signatures and edits; errors met and how they were fixed; and any feedback from "
-    "the user, above all where the user asked for something to be done differently. Then check your notes"
-    " for technical accuracy and completeness.",
-    "",
-    "Then write the summary inside <summary> tags with exactly these nine sections:",
-    "1. Primary Request and Intent: every explicit request and intent of the user, in detail.",
-    "2. Key Technical Concepts: the important technical concepts, technologies and frameworks discussed.",
-    "3. Files and Code Sections: the files and code sections examined, changed or created, with why each "
-    "read or edit matters; give full snippets where they help, most of all for the latest messages.",
-    "4. Errors and Fixes: every error met and how it was fixed, including the user's feedback on it.",
-    "5. Problem Solving: the problems solved and any troubleshooting still under way.",
-    "6. All User Messages: every user message that is not a tool result, listed; they show the user's "
-    "feedback and how their intent changed.",
-    "7. Pending Tasks: the tasks you were explicitly asked to do that are not finished.",
-    "8. Current Work: precisely what was being worked on just before this summary, from the latest user "
-    "and assistant messages, with file names and code snippets.",
-    "9. Optional Next Step: the next step, only if it follows directly from the user's most recent "
-    "explicit request and the work in progress; if the last task was finished, name a next step only if "
-    "the user asked for it. Quote the latest messages verbatim to show exactly where the work stopped. Do"
-    " not pick up side requests or old requests that were already done without asking the user first.",
-    "",
-    "Do not use any tools. Reply with the <summary> block only after your analysis.",
-))
-
-CLAUDE_HEADER = (
-    "[{version}: the {n} earlier records of this session ({tokens} tokens) are summarised below{cleared}; "
-    "the newest {tail} records follow verbatim. The originals stay in the session archive.]\n"
-    "This session continues an earlier conversation that ran out of context. The summary below covers the "
-    "earlier part of it."
-)
-CLAUDE_CONTINUE = ("Continue the conversation from where it stopped, without asking the user further questions: "
-                   "carry on with the last task you were asked to do. The most recent messages follow verbatim.")
-
-_LABEL = {"user": "User", "assistant": "Assistant", "reasoning": "Assistant reasoning",
-          "tool_call": "Assistant tool call", "summary": "Previous summary", "system": "System"}
-
-
-def flatten_head(records: Sequence[Record], clear: bool) -> tuple[str, int]:
-    """The head as ``[Label]: text`` blocks; tool outputs cleared when `clear`. Returns (text, cleared)."""
-    blocks, cleared = [], 0
-    for r in records:
-        if r.kind == "tool_output":
-            label = "Tool error" if r.is_error else "Tool result"
-            body = CLEARED_TOOL_RESULT if clear else r.text
-            cleared += int(clear)
-        elif r.kind == "user" and r.injected:
-            label, body = "Injected context", r.text
-        else:
-            label, body = _LABEL.get(r.kind, "User"), r.text
-        blocks.append(f"[{label}]: {body}")
-    return "\n\n".join(blocks), cleared
-
-
-_ANALYSIS_RE = re.compile(r"<analysis>.*?</analysis>", re.S)
-_SUMMARY_RE = re.compile(r"<summary>(.*?)</summary>", re.S)
-
-
-def strip_analysis(text: str) -> str:
-    """Keep the ``<summary>`` block of a model's answer (drop ``<analysis>``), as Claude Code does."""
-    m = _SUMMARY_RE.search(text)
-    if m:
-        return m.group(1).strip()
-    return _ANALYSIS_RE.sub("", text).strip()
-
-
-def _tail_start(records: Sequence[Record], sizes: Sequence[int], budget: int) -> int:
-    """Smallest index i such that records[i:] fit `budget` and no tool output in them has its call before i."""
-    pair = _call_of(records)
-    best, total, need = len(records), 0, len(records)
-    for i in range(len(records) - 1, -1, -1):
-        total += sizes[i]
-        if total > budget:
-            break
-        if pair[i] is not None:
-            need = min(need, pair[i])
-        if need >= i:
-            best = i
-    return best
-
-
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-@dataclass(frozen=True)
-class ClaudeCodeStyle:
-    """Clear old tool results, summarise the head in nine sections, keep the recent tail verbatim."""
-
-    name: str = "claude-code-style"
-    algorithm_version: str = "claude-code-style-1"
-    estimator: str = ESTIMATOR
-    template: str = "claude-code-9"
-
-    def fires(self, tokens: int, ctx: CompactionContext) -> bool:
-        """Claude Code's auto-compact threshold: ``W - min(O, 20,000) - 13,000``."""
-        reserved = min(ctx.output_ceiling, int(ctx.param("reserved_output_cap", CLAUDE_RESERVED_OUTPUT_CAP)))
-        return tokens >= ctx.window - reserved - int(ctx.param("autocompact_buffer", CLAUDE_AUTOCOMPACT_BUFFER))
-
-    def header(self, n: int, tokens: int, cleared: int, tail: int, lost: int = 0) -> str:
-        note = f", with {cleared} old tool results cleared first" if cleared else ""
-        if lost:
-            note += f" ({lost} later records were dropped unsummarised to make room)"
-        return CLAUDE_HEADER.format(version=self.algorithm_version, n=n, tokens=tokens, cleared=note, tail=tail)
-
-    def instruction(self, ctx: CompactionContext) -> str:
-        """The nine-section instruction in use (``prompt_file`` overrides ours)."""
-        return read_prompt(ctx.param("prompt_file", None), CLAUDE_NINE_SECTION_INSTRUCTION)
-
-    def system_prompt(self, ctx: CompactionContext) -> str:
-        """The summariser's system prompt in use (``system_prompt_file`` overrides ours)."""
-        return read_prompt(ctx.param("system_prompt_file", None), CLAUDE_SUMMARY_SYSTEM)
-
-    def request(self, head: Sequence[Record], ctx: CompactionContext, cap: int) -> tuple[SummaryRequest, int]:
-        """The dedicated-shape summary request for `head`, and how many tool results it cleared."""
-        clear = bool(ctx.param("clear_tool_results", True))
-        transcript, cleared = flatten_head(head, clear)
-        system, instruction = self.system_prompt(ctx), self.instruction(ctx)
-        content = f"<conversation>\n{transcript}\n</conversation>\n\n{instruction}"
-        req = SummaryRequest(
-            strategy=self.name, shape="dedicated", system=system, tools=(),
-            messages=({"role": "user", "content": content},), template=self.template,
-            max_output_tokens=cap, source_entry_ids=tuple(dict.fromkeys(r.entry_id for r in head)),
-        )
-        return req, cleared
-
-    def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
-        recs = _records(session, cut, ctx)
-        n = len(recs)
-        sizes = _sizes(recs, ctx)
-        frame, frame_tokens = _frame(ctx)
-        cap = _capacity(ctx)
-        room = cap - frame_tokens
-        tail_param = int(ctx.param("tail_tokens", CLAUDE_TAIL_TOKENS))
-        summary_param = int(ctx.param("summary_tokens", CLAUDE_SUMMARY_TOKENS))
-        # the tail never takes more than half the room, so a small window still leaves room for the summary
-        start = _tail_start(recs, sizes, max(0, min(tail_param, room // 2)))
-        head, tail, tail_sizes = recs[:start], recs[start:], sizes[start:]
-        notes: dict[str, object] = {"tail_tokens_param": tail_param, "summary_tokens_param": summary_param,
-                                    "summarised": len(head), "summarised_tokens": sum(sizes[:start]),
-                                    "cleared_tool_results": 0, "unsummarised_dropped": []}
-        segs = list(frame)
-        req = receipt = None
-        if head:
-            reserve = _count(self.header(n, sum(sizes), n, n, n), ctx) + _count(CLAUDE_CONTINUE, ctx)
-            summary_cap = max(0, min(summary_param, room - sum(tail_sizes) - reserve))
-            req, cleared = self.request(head, ctx, summary_cap)
-            text, receipt = self._summarise(req, ctx)
-            s_tokens = _count(text, ctx)
-            # a provider may overshoot its cap: give up the oldest tail records (whole, pairs kept), then
-            # cut the summary; records given up are neither summarised nor kept, and the header says so
-            lost: list[Record] = []
-            while tail and s_tokens + sum(tail_sizes) + reserve > room:
-                k = max(1, _tail_start(tail, tail_sizes, sum(tail_sizes) - 1))
-                lost += tail[:k]
-                tail, tail_sizes = tail[k:], tail_sizes[k:]
-            if s_tokens + reserve > room and text:
-                text = _truncate_tokens(text, room - reserve, ctx)
-                notes["summary_truncated"] = True
-            header = self.header(len(head), sum(sizes[:start]), cleared, len(tail), len(lost))
-            stand_in = bool(getattr(ctx.summarizer, "stand_in", False)) and not receipt.fallback
-            segs.append(Segment("header", "user", header))
-            segs.append(Segment("summary", "user", text, tuple(dict.fromkeys(r.entry_id for r in head)),
-                                label=STAND_IN_LABEL if stand_in else ""))
-            segs.append(Segment("continue", "user", CLAUDE_CONTINUE))
-            receipt = replace(receipt, text=text)
-            notes.update({"cleared_tool_results": cleared, "summary_cap": summary_cap,
-                          "unsummarised_dropped": [r.entry_id for r in lost],
-                          "system_prompt_sha256": _sha(req.system),
-                          "instruction_sha256": _sha(self.instruction(ctx))})
-        segs += [_verbatim(r, "tail") for r in tail]
-        used = frame_tokens + sum(counter(ctx.encoding).count_many([s.text for s in segs[2:]]))
-        notes.update({"tail": len(tail), "tail_tokens_used": sum(tail_sizes), "tokens": used, "fits": used <= cap})
-        return Projection(
-            strategy=self.name, algorithm_version=self.algorithm_version, session_id=session.id, cut=cut,
-            segments=tuple(segs), capacity=cap, estimator=self.estimator, summary_request=req, receipt=receipt,
-            notes=notes,
-        )
-
-    def _summarise(self, req: SummaryRequest, ctx: CompactionContext) -> tuple[str, SummaryReceipt]:
-        empty = empty_template(self.template)
-        if req.max_output_tokens <= 0:
-            prov = ctx.summarizer
-            return "", SummaryReceipt(str(getattr(prov, "name", type(prov).__name__)),
-                                      bool(getattr(prov, "stand_in", False)), "", req.fingerprint(),
-                                      fallback=True, error="no room left for a summary")
-        text, receipt = call_summarizer(ctx, req)
-        if text is None:  # unavailable or failed: keep the empty template, the receipt says why
-            return empty, replace(receipt, text=empty)
-        text = strip_analysis(text)
-        return text, replace(receipt, text=text)
-
-
-def _truncate_tokens(text: str, n: int, ctx: CompactionContext) -> str:
-    if n <= 0:
-        return ""
-    enc = counter(ctx.encoding).encoding
-    ids = enc.encode_ordinary(text)
-    if len(ids) <= n:
-        return text
-    return enc.decode(ids[: max(0, n - 1)], errors="replace").rstrip("\ufffd") + "…"
-
-
 STRATEGIES = {
-    s.name: s for s in (Full(), TruncateOldest(), ObservationMasking(), ClaudeCodeStyle())
+    s.name: s for s in (Full(), TruncateOldest(), ObservationMasking())
 }
 
 __all__ = [
-    "CLAUDE_NINE_SECTION_INSTRUCTION", "CLAUDE_SUMMARY_SYSTEM", "CLEARED_TOOL_RESULT", "ClaudeCodeStyle", "Full",
-    "MASK_MARKER", "ObservationMasking", "STRATEGIES", "TruncateOldest", "flatten_head", "strip_analysis",
+    "Full",
+    "MASK_MARKER", "MASK_PLACEHOLDER", "ObservationMasking", "STRATEGIES", "TruncateOldest",
 ]

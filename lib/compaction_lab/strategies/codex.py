@@ -1,7 +1,13 @@
 """Codex (openai/codex, local compaction path): keep real user messages, drop the rest, add a summary.
 
 Pinned to Codex's *local* compaction path (its hosted remote compaction needs
-the vendor backend). The rules, as STRATEGIES.md states them:
+the vendor backend) as read at openai/codex commit
+``e06dd0e5d5694c24968bf49b62466cdedae04aaa`` (``codex-rs/core/src/compact.rs``,
+``codex-rs/core/src/context_manager/history.rs``), with the truncation helpers
+of ``codex-rs/utils/string/src/truncate.rs`` @ ``b24d7f3c9a1acadc145019747224f7312bc9b3b4``
+and the rollout replay of ``codex-rs/core/src/codex/rollout_reconstruction.rs``
+@ ``023cedaa25c056edf87e8be2c04190c84c67f966`` (rule -> upstream file:line ->
+function: ``strategies/UPSTREAM.md``). The rules, as STRATEGIES.md states them:
 
 Trigger
     `codex_trigger`: 90% of the window (auto-compact limit), hard cap 95%.
@@ -12,53 +18,95 @@ Estimator (``bytes/4``)
     only form a `Record` keeps, so our estimate is a few tokens lower per item
     (no JSON keys / quoting).
 
+Live history (`live_history`)
+    What Codex summarises and what it picks user messages from is its *live*
+    history, not the raw journal. We rebuild it as upstream's rollout replay
+    does, walking the records before the cut in order:
+
+    * a record is recorded into the history; a ``tool_output`` is middle-
+      truncated first, as ``ContextManager::process_item`` does at record
+      time, to the model's truncation policy times 1.2 (param
+      ``truncation_policy``: ``"bytes:10000"`` -- the fallback model family's
+      policy, default -- ``"tokens:10000"`` for the ``*-codex`` families, or
+      ``"none"``). Bytes policies cut to a byte budget with the marker
+      ``…N chars truncated…`` (N = removed characters); token policies cut to
+      ``4 x tokens`` bytes with ``…N tokens truncated…`` (N = ceil of the
+      bytes over budget / 4). Head and tail are half the budget each, cut on
+      character boundaries, the marker inline between them;
+    * a ``summary`` record is an earlier compaction: when the session's
+      metadata recorded Codex's ``replacement_history`` for it
+      (``metadata["compactions"][i]["replacement_history"]``, messages as
+      ``{type, role, text, injected}``), the history is *replaced* by it;
+      otherwise the history is rebuilt as ``build_compacted_history`` does --
+      initial context, the real user messages collected from the history so
+      far (20,000-token rule below), and the summary message. A Codex
+      rollout's summary text is Codex's own ``compacted.message`` (prefix
+      included). Rule for sessions from *another* agent (Claude Code, pi,
+      OpenCode, ...): their recorded compaction is treated as a Codex summary
+      message -- our `SUMMARY_PREFIX`, a newline, the recorded summary -- and
+      rebuilt the same way (other agents' kept tails are not carried over);
+    * a ``system`` record equal to the base instructions is not an item (it
+      is the request's instructions).
+
 Projection (next request)
-    1. ``system`` and ``tools`` segments first: the initial context is re-sent.
-    2. Real user messages only: ``kind == "user"`` records that are neither
-       ``injected`` nor open with a known injected-context block
-       (``ingest.base.is_injected``: ``# AGENTS.md instructions``,
-       ``<environment_context>``, ``<user_instructions>``, ...) nor open with
-       the summary prefix of an earlier Codex-style compaction. Earlier
-       summaries (``summary`` records) are never user messages.
+    1. ``system`` and ``tools`` segments first: base instructions and tools.
+    2. Real user messages of the live history (``collect_user_messages``):
+       user items that are not injected context (``ingest.base.is_injected``:
+       ``# AGENTS.md instructions``, ``<environment_context>``, ...) and not a
+       summary message (our prefix, Codex's own prefix, or a recorded
+       compaction's text).
     3. Walked newest -> oldest with a 20,000-token budget (param
        ``user_budget_tokens``): a message is kept whole while it fits; the
-       first that does not fit is kept middle-truncated -- half the remaining
-       budget (in bytes, ``remaining * 4 / 2``) from its head, half from its
-       tail, cut on UTF-8 character boundaries, with the marker
-       ``…N tokens truncated…`` (N = bytes/4 estimate of the removed middle)
-       between -- and the walk stops (it also stops when the budget is used up
-       exactly). Chronological order is restored. Whole messages become
-       ``user_original`` segments; the truncated one becomes three segments,
-       ``user_original`` (head, a verbatim prefix), ``omitted_marker`` (the
-       marker), ``user_original`` (tail, a verbatim suffix), all carrying the
-       message's entry id -- so every non-authored segment stays verbatim.
-    4. The summary as a **user-role** ``summary`` segment: `SUMMARY_PREFIX`, a
-       newline, then the summary text, or ``(no summary available)`` when the
-       provider gave none (provider ``none``, failure, empty answer).
-    5. Assistant messages, reasoning, tool calls and tool outputs are dropped.
+       first that does not fit is kept middle-truncated to the remaining
+       budget with the token policy above (marker inline in its text) and the
+       walk stops (it also stops when the budget is used up exactly).
+       Chronological order is restored. **One segment per upstream item**:
+       each whole message is a ``user_original`` segment; the truncated one is
+       one ``omitted_marker`` segment (authored: head + marker + tail) with the
+       message's entry id. A kept message that came from a recorded
+       replacement history and is not verbatim in the journal is an
+       ``omitted_marker`` segment too, carrying the compaction's entry id.
+    4. The summary as its own **user-role** ``summary`` segment:
+       `SUMMARY_PREFIX`, a newline, then the summary text, or ``(no summary
+       available)`` when the provider gave none.
+    5. The initial context is re-injected (``system`` segments, one per
+       item, role ``system`` for developer messages and ``user`` for
+       AGENTS.md / environment context, label ``re-injected initial
+       context``). Initial context = the session's opening block of context
+       items (developer messages other than the base instructions and
+       injected user messages before the first other record). Where it goes
+       depends on when the compaction runs (param ``compaction_phase``):
+       ``mid_turn`` (``InitialContextInjection::BeforeLastUserMessage``):
+       just before the last kept real user message (before the summary when
+       none is kept); ``pre_turn`` (``DoNotInject``; the next regular turn
+       re-injects the full context after the compacted history): after the
+       summary. ``auto`` (default): ``pre_turn`` when the cut is at the
+       session's end or at a real user message (a new turn starts), else
+       ``mid_turn`` (the agent loop is inside a turn).
+    6. Assistant messages, reasoning, tool calls and tool outputs are dropped.
 
     Decision where the spec is silent: if the window is so small that the
-    20,000-token budget plus system, tools and summary would overflow the
-    auto-compact limit, the user budget is lowered to the room left (param
-    ``fit_window``, default True; set False for the unclamped upstream rule).
-    With the defaults (128k window) the clamp never binds.
+    20,000-token budget plus system, tools, initial context and summary would
+    overflow the auto-compact limit, the user budget is lowered to the room
+    left (param ``fit_window``, default True; set False for the unclamped
+    upstream rule). With the defaults (128k window) the clamp never binds.
 
 Summary request (shape ``history+instruction``)
     System = the session's base instructions (``ctx.shape.system_prompt``), no
-    tool definitions, messages = the whole history before the cut as chat
-    messages (each record's text with its `role_of` role, consecutive
-    same-role records joined into one message as `Projection.messages` does;
-    a ``system`` record equal to the base instructions is not repeated) plus
-    `COMPACT_INSTRUCTION` as a separate, final user message; template ``codex-handoff``. If the request
-    would overflow -- its bytes/4 estimate exceeds ``window -
-    max_output_tokens`` -- the oldest history item is dropped (with its tool
-    call / output partner, as upstream does) and the request retried; we
-    compute the fitting request directly and record the number of dropped
-    items in ``notes["request_dropped_items"]``.
+    tool definitions, messages = the live history before the cut as chat
+    messages, one per upstream item (`request_messages`: the message boundary
+    rule of `Projection.messages`, blocks of one entry joined) plus
+    `COMPACT_INSTRUCTION` as a separate, final user message; template
+    ``codex-handoff``. If the request would overflow -- its bytes/4 estimate
+    exceeds ``window - max_output_tokens`` -- the oldest history item is
+    dropped (with its tool call / output partner, as upstream's
+    ``remove_first_item`` does) and the request retried; we compute the
+    fitting request directly and record the number of dropped items in
+    ``notes["request_dropped_items"]``.
 
     Upstream sets no separate cap on the summary; ``max_output_tokens`` is
-    param ``summary_tokens`` (default 4,096),
-    never above the model's output ceiling.
+    param ``summary_tokens`` (default 4,096), never above the model's output
+    ceiling.
 
     Upstream's local request carries **no tool definitions** while every
     regular turn does, so under a prefix cache it shares only the base
@@ -78,22 +126,32 @@ texts in use (for ``verify`` fingerprints).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..ingest.base import is_injected
-from ..projection import Projection, Segment, SummaryReceipt, SummaryRequest
+from ..projection import Projection, Segment, SummaryReceipt, SummaryRequest, chat_messages
 from ..session import Record, Session
 from .base import CompactionContext, call_summarizer, est_bytes4, history, read_prompt, role_of, summary_label
 from .trigger import SUMMARY_TOKENS, codex_trigger
 
-ALGORITHM_VERSION = "codex-local-1"
+ALGORITHM_VERSION = "codex-local-2"
 
 #: Budget for the user messages carried over (Codex's 20,000-token rule).
 USER_BUDGET_TOKENS = 20_000
 
 #: Tokens kept free for the truncation marker when the user budget is clamped.
 MARKER_SLACK = 16
+
+#: Record-time truncation policy of Codex's fallback model family (10,000 bytes).
+TRUNCATION_POLICY = "bytes:10000"
+
+#: ``ContextManager::process_item`` scales the policy by this before truncating a tool output.
+SERIALIZATION_BUDGET = 1.2
+
+#: Where the re-injected initial context goes: ``auto``, ``pre_turn`` or ``mid_turn``.
+COMPACTION_PHASE = "auto"
 
 #: Our paraphrase of Codex's compaction instruction (appended as the last user message).
 COMPACT_INSTRUCTION = (
@@ -114,76 +172,334 @@ SUMMARY_PREFIX = (
     "repeating it; its summary follows:"
 )
 
+#: How Codex's own summary messages open (``templates/compact/summary_prefix.md``): used only to
+#: recognise summary messages Codex wrote into a rollout, never sent.
+UPSTREAM_SUMMARY_OPENING = "Another language model started to solve this problem"
+
 NO_SUMMARY = "(no summary available)"
 
+INITIAL_CONTEXT_LABEL = "re-injected initial context"
 
-def truncation_marker(tokens: int) -> str:
-    """The marker between the kept head and tail of a middle-truncated message."""
-    return f"…{tokens} tokens truncated…"
+
+# --------------------------------------------------------------------------- truncation (utils/string)
+
+
+def truncation_marker(count: int, unit: str = "tokens") -> str:
+    """The inline marker between the kept head and tail of a middle-truncated text."""
+    return f"…{count} {unit} truncated…"
+
+
+def _split(text: str, max_bytes: int) -> tuple[str, str, int]:
+    """Head of at most ``max_bytes // 2`` bytes and tail of at most the rest, on character boundaries.
+
+    Callers pass ``max_bytes`` below the text's size, so head and tail never overlap. Returns ``(head, tail, removed_chars)``, as upstream's ``split_string``.
+    """
+    raw = text.encode("utf-8")
+    left = max_bytes // 2
+    right = max_bytes - left
+    head = raw[:left].decode("utf-8", errors="ignore")
+    tail = raw[len(raw) - right:].decode("utf-8", errors="ignore") if right else ""
+    removed = len(text) - len(head) - len(tail)
+    return head, tail, removed
 
 
 def middle_truncate(text: str, budget_tokens: int) -> tuple[str, str, int]:
-    """Keep half of ``budget_tokens * 4`` bytes from the head and half from the tail.
+    """Token-budget middle truncation (``truncate_middle_with_token_budget``).
 
-    Cuts fall on UTF-8 character boundaries, so head and tail are verbatim
-    prefix and suffix of `text`. Returns ``(head, tail, removed_tokens)`` with
-    the removed middle sized by the bytes/4 estimate.
+    Keeps half of ``budget_tokens * 4`` bytes from the head and the rest from
+    the tail, cut on UTF-8 character boundaries (head and tail are a verbatim
+    prefix and suffix of `text`). Returns ``(head, tail, removed_tokens)``
+    with ``removed_tokens = ceil((bytes - budget bytes) / 4)``, the count
+    upstream writes in its marker; ``(text, "", 0)`` when the text fits.
     """
-    raw = text.encode("utf-8")
+    raw_len = len(text.encode("utf-8"))
     max_bytes = max(0, budget_tokens) * 4
-    if len(raw) <= max_bytes:
+    if not text or (max_bytes > 0 and raw_len <= max_bytes):
         return text, "", 0
-    head_bytes = max_bytes // 2
-    tail_bytes = max_bytes - head_bytes
-    head = raw[:head_bytes].decode("utf-8", errors="ignore")
-    tail = raw[len(raw) - tail_bytes:].decode("utf-8", errors="ignore") if tail_bytes else ""
-    h, t = len(head.encode("utf-8")), len(tail.encode("utf-8"))
-    removed = est_bytes4(raw[h:len(raw) - t].decode("utf-8"))
-    return head, tail, removed
+    if max_bytes == 0:
+        return "", "", math.ceil(raw_len / 4)
+    head, tail, _ = _split(text, max_bytes)
+    return head, tail, math.ceil((raw_len - max_bytes) / 4)
+
+
+def truncate_tokens(text: str, budget_tokens: int) -> str:
+    """``truncate_text(text, TruncationPolicy::Tokens(budget))``: head, inline marker, tail."""
+    head, tail, removed = middle_truncate(text, budget_tokens)
+    if removed == 0 and not tail and head == text:
+        return text
+    return head + truncation_marker(removed) + tail
+
+
+def truncate_bytes(text: str, max_bytes: int) -> str:
+    """``truncate_text(text, TruncationPolicy::Bytes(max_bytes))``: ``…N chars truncated…`` inline."""
+    if not text:
+        return text
+    if max_bytes <= 0:
+        return truncation_marker(len(text), "chars")
+    if len(text.encode("utf-8")) <= max_bytes:
+        return text
+    head, tail, removed = _split(text, max_bytes)
+    return head + truncation_marker(removed, "chars") + tail
+
+
+def parse_policy(policy: Any) -> tuple[str, int] | None:
+    """``"bytes:N"`` / ``"tokens:N"`` -> (unit, N); ``"none"`` / None -> None (no truncation)."""
+    if policy is None or str(policy).strip().lower() in ("", "none", "off"):
+        return None
+    unit, _, n = str(policy).partition(":")
+    unit = unit.strip().lower()
+    if unit not in ("bytes", "tokens") or not n.strip().isdigit():
+        raise ValueError(f"codex truncation_policy {policy!r}: expected 'bytes:N', 'tokens:N' or 'none'")
+    return unit, int(n)
+
+
+def truncate_tool_output(text: str, policy: Any = TRUNCATION_POLICY) -> str:
+    """A tool output as Codex records it into its history: the policy x 1.2, middle-truncated."""
+    parsed = parse_policy(policy)
+    if parsed is None:
+        return text
+    unit, n = parsed
+    limit = math.ceil(n * SERIALIZATION_BUDGET)
+    return truncate_bytes(text, limit) if unit == "bytes" else truncate_tokens(text, limit)
+
+
+# --------------------------------------------------------------------------- live history
+
+
+@dataclass(frozen=True)
+class Item:
+    """One item of Codex's live history.
+
+    ``entry_id`` is the record it came from (for replacement-history items:
+    the ``compacted`` line's summary record); ``verbatim`` says the text is a
+    record's text unchanged; ``summary`` marks a compaction summary message;
+    ``context`` marks injected initial context (developer messages,
+    AGENTS.md, environment context); ``key`` is the upstream item it is
+    (record items: their entry id, so the blocks of one entry form one
+    message; replacement-history items: one key each).
+    """
+
+    role: str
+    text: str
+    entry_id: str
+    kind: str
+    call_id: str | None = None
+    verbatim: bool = True
+    summary: bool = False
+    context: bool = False
+    key: str = ""
+
+    def message_key(self) -> str:
+        return self.key or "entry:" + self.entry_id  # `Segment.message_key`'s form: items and records agree
+
+
+def is_contextual(text: str) -> bool:
+    """Injected context (``ingest.base.is_injected``); XML-tag blocks also in any letter case.
+
+    Upstream's own test (``collect_user_messages_filters_session_prefix_entries``)
+    filters ``<ENVIRONMENT_CONTEXT>``: its tag check ignores case.
+    """
+    if is_injected(text):
+        return True
+    head = text.lstrip()[:64].lower()
+    return head.startswith("<") and is_injected(head)
+
+
+def is_summary_text(text: str, summary_prefix: str = SUMMARY_PREFIX) -> bool:
+    """A summary message: opens with our prefix or with Codex's own."""
+    t = text.lstrip()
+    return (bool(summary_prefix) and t.startswith(summary_prefix)) or t.startswith(UPSTREAM_SUMMARY_OPENING)
 
 
 def is_real_user(record: Record, summary_prefix: str = SUMMARY_PREFIX) -> bool:
     """A user message the person typed: not harness-injected, not an earlier summary."""
     if record.kind != "user" or record.injected:
         return False
-    text = record.text.lstrip()
-    return not (is_injected(text) or (bool(summary_prefix) and text.startswith(summary_prefix)))
+    return not (is_contextual(record.text) or is_summary_text(record.text, summary_prefix))
 
 
-def chat_messages(records: list[Record], system_prompt: str) -> list[dict[str, Any]]:
-    """History records as chat messages ``{"role", "content"}``.
+def _is_context_record(r: Record, system_prompt: str) -> bool:
+    return (r.kind == "system" and r.text != system_prompt) or (
+        r.kind == "user" and (r.injected or is_contextual(r.text)))
 
-    Consecutive records with the same role (other than ``tool``) form one
-    message, their texts joined by a blank line -- the convention of
-    `Projection.messages` and the FutureOS request, so message prefixes compare
-    across strategies. A ``system`` record equal to the base instructions is
-    not repeated (it is the request's system prompt).
+
+def _record_item(r: Record, policy: Any, summary_prefix: str) -> Item:
+    text = truncate_tool_output(r.text, policy) if r.kind == "tool_output" else r.text
+    context = r.kind == "system" or (r.kind == "user" and (r.injected or is_contextual(r.text)))
+    return Item(role_of(r), text, r.entry_id, r.kind, r.call_id, verbatim=text == r.text, context=context,
+                summary=r.kind == "user" and not context and is_summary_text(r.text, summary_prefix))
+
+
+def initial_context(session: Session, cut: int, system_prompt: str) -> list[Item]:
+    """The session's opening block of context items (developer messages, AGENTS.md, environment context).
+
+    Our stand-in for ``Session::build_initial_context``, which rebuilds them
+    from the current turn's settings: the context records that open the
+    session, before its first other record (the base instructions and
+    ``meta`` records are skipped).
     """
-    out: list[dict[str, Any]] = []
-    for r in records:
+    out: list[Item] = []
+    for r in history(session, cut):
         if r.kind == "system" and r.text == system_prompt:
             continue
-        role = role_of(r)
-        if out and out[-1]["role"] == role and role != "tool":
-            out[-1]["content"] += "\n\n" + r.text
-        else:
-            out.append({"role": role, "content": r.text})
+        if not _is_context_record(r, system_prompt):
+            break
+        out.append(Item(role_of(r), r.text, r.entry_id, r.kind, context=True))
     return out
 
 
-def _drop_oldest(records: list[Record], sizes: list[int], fixed: int, limit: int) -> int:
-    """How many of the oldest `records` to drop so ``fixed + sum(kept sizes) <= limit``.
+def _boundaries(session: Session) -> dict[str, Mapping[str, Any]]:
+    """Codex compaction boundaries by the entry id of their summary record (Codex rollouts only)."""
+    if session.source_format != "codex":
+        return {}
+    out: dict[str, Mapping[str, Any]] = {}
+    for b in session.metadata.get("compactions", ()) or ():
+        if isinstance(b, Mapping) and isinstance(b.get("entry_id"), str):
+            out[b["entry_id"]] = b
+    return out
 
-    Returns the index of the first kept record. The caller also drops the
-    partners (a tool call's output) of dropped records, as upstream's
+
+def _replacement(boundary: Mapping[str, Any], rec: Record, user_ids: Mapping[str, str],
+                 summary_prefix: str) -> list[Item] | None:
+    """Items of a recorded ``replacement_history`` (messages only), or None when none was recorded."""
+    items = boundary.get("replacement_history")
+    if not isinstance(items, list):
+        return None
+    out: list[Item] = []
+    for n, it in enumerate(items):
+        if not isinstance(it, Mapping) or it.get("type") != "message" or not isinstance(it.get("text"), str):
+            continue  # opaque items (a remote compaction's `compaction`) carry no text the model reads
+        role = {"developer": "system"}.get(str(it.get("role")), str(it.get("role")))
+        if role not in ("system", "user", "assistant"):
+            continue
+        text = it["text"]
+        injected = bool(it.get("injected")) or (role == "user" and is_contextual(text))
+        summary = role == "user" and not injected and (
+            (bool(rec.text) and text == rec.text) or is_summary_text(text, summary_prefix))
+        kind = {"system": "system", "assistant": "assistant"}.get(role, "user")
+        verbatim = role == "user" and text in user_ids  # the journal holds the same message
+        out.append(Item(role, text, user_ids[text] if verbatim else rec.entry_id, kind, verbatim=verbatim,
+                        summary=summary, context=injected or role == "system", key=f"{rec.entry_id}#{n}"))
+    return out
+
+
+def collect_user_messages(items: list[Item]) -> list[Item]:
+    """Real user messages of a live history (``collect_user_messages``): not context, not a summary."""
+    return [i for i in items if i.role == "user" and i.kind == "user" and not i.context and not i.summary]
+
+
+def select_user_messages(users: list[Item], budget: int) -> tuple[list[tuple[Item, str]], dict[str, Any] | None,
+                                                                  int]:
+    """``build_compacted_history_with_limit``'s walk: newest first within `budget` tokens.
+
+    Returns ``([(item, text sent)], truncated-info or None, budget left)`` in
+    chronological order.
+    """
+    picked: list[tuple[Item, str]] = []
+    remaining = budget
+    truncated: dict[str, Any] | None = None
+    if budget > 0:
+        for it in reversed(users):
+            if remaining <= 0:
+                break
+            n = est_bytes4(it.text)
+            if n <= remaining:
+                picked.append((it, it.text))
+                remaining -= n
+                continue
+            text = truncate_tokens(it.text, remaining)
+            _, _, removed = middle_truncate(it.text, remaining)
+            picked.append((it, text))
+            truncated = {"entry_id": it.entry_id, "tokens": n, "kept_tokens": remaining, "removed_tokens": removed}
+            remaining = 0
+            break
+    picked.reverse()
+    return picked, truncated, remaining
+
+
+def live_history(session: Session, cut: int, system_prompt: str, *, policy: Any = TRUNCATION_POLICY,
+                 summary_prefix: str = SUMMARY_PREFIX, user_budget: int = USER_BUDGET_TOKENS) -> list[Item]:
+    """Codex's live history at `cut`, rebuilt as its rollout replay does (see module docstring)."""
+    recs = history(session, cut)
+    bounds = _boundaries(session)
+    user_ids = {r.text: r.entry_id for r in recs if r.kind == "user"}  # latest record of each user text
+    init: list[Item] | None = None
+    items: list[Item] = []
+    for r in recs:
+        if r.kind == "system" and r.text == system_prompt:
+            continue
+        if r.kind != "summary":
+            items.append(_record_item(r, policy, summary_prefix))
+            continue
+        boundary = bounds.get(r.entry_id)
+        replaced = _replacement(boundary, r, user_ids, summary_prefix) if boundary is not None else None
+        if replaced is not None:
+            items = replaced
+            continue
+        if init is None:
+            init = initial_context(session, cut, system_prompt)
+        own = boundary is not None
+        text = r.text if own else f"{summary_prefix}\n{r.text}"
+        if not text:
+            text = NO_SUMMARY
+        picked, _, _ = select_user_messages(collect_user_messages(items), user_budget)
+        rebuilt = list(init)
+        rebuilt += [Item("user", t, it.entry_id, "user", verbatim=it.verbatim and t == it.text, key=it.message_key())
+                    for it, t in picked]
+        rebuilt.append(Item("user", text, r.entry_id, "summary", verbatim=own, summary=True, key=f"{r.entry_id}#s"))
+        items = rebuilt
+    return items
+
+
+def request_messages(items: list[Any], system_prompt: str) -> list[dict[str, Any]]:
+    """History items (or records) as chat messages ``{"role", "content"}``: one message per upstream item.
+
+    Codex sends every history item as its own input item. The message
+    boundary rule is `Projection.messages`'s: consecutive ``system`` parts
+    form one message; otherwise a part joins the previous message only with
+    the same role (never ``tool``) and the same item key -- the blocks of one
+    source entry (a record's entry id), so every rollout line stays one
+    message. A ``system`` record equal to the base instructions is not
+    repeated (it is the request's system prompt); an item with no text (a
+    reasoning item whose content is encrypted) sends nothing.
+    """
+    def parts():
+        for r in items:
+            if isinstance(r, Record):
+                if r.kind == "system" and r.text == system_prompt:
+                    continue
+                role, text, key = role_of(r), r.text, "entry:" + r.entry_id
+            else:
+                role, text, key = r.role, r.text, r.message_key()
+            if text:  # a reasoning item with only encrypted content has nothing readable to send
+                yield role, text, key
+
+    return chat_messages(parts())
+
+
+def _drop_oldest(sizes: list[int], fixed: int, limit: int) -> int:
+    """How many of the oldest items to drop so ``fixed + sum(kept sizes) <= limit``.
+
+    Returns the index of the first kept item. The caller also drops the
+    partners (a tool call's output) of dropped items, as upstream's
     ``remove_first_item`` does.
     """
     total = fixed + sum(sizes)
     i = 0
-    while total > limit and i < len(records):
+    while total > limit and i < len(sizes):
         total -= sizes[i]
         i += 1
     return i
+
+
+def _phase(session: Session, cut: int, ctx: CompactionContext, prefix: str) -> str:
+    phase = str(ctx.param("compaction_phase", COMPACTION_PHASE))
+    if phase not in ("auto", "pre_turn", "mid_turn"):
+        raise ValueError(f"codex compaction_phase {phase!r}: expected 'auto', 'pre_turn' or 'mid_turn'")
+    if phase != "auto":
+        return phase
+    nxt = next((r for r in session.records if r.source_order >= cut and r.kind != "meta"), None)
+    return "pre_turn" if nxt is None or nxt.kind in ("user", "system", "summary") else "mid_turn"
 
 
 @dataclass(frozen=True)
@@ -207,35 +523,47 @@ class CodexStrategy:
             "summary_prefix": read_prompt(prefix, SUMMARY_PREFIX),
         }
 
+    def live_history(self, session: Session, cut: int, ctx: CompactionContext,
+                     prompts: Mapping[str, str] | None = None) -> list[Item]:
+        """Codex's live history at `cut` under this context's parameters."""
+        prompts = prompts or self.prompts(ctx)
+        return live_history(session, cut, ctx.shape.system_prompt,
+                            policy=ctx.param("truncation_policy", TRUNCATION_POLICY),
+                            summary_prefix=prompts["summary_prefix"],
+                            user_budget=int(ctx.param("user_budget_tokens", USER_BUDGET_TOKENS)))
+
     # ------------------------------------------------------------------ request
 
     def summary_request(self, session: Session, cut: int, ctx: CompactionContext,
-                        prompts: Mapping[str, str] | None = None) -> tuple[SummaryRequest, dict[str, Any]]:
-        """The summary request (history + instruction, base instructions, no tools), trimmed to fit."""
+                        prompts: Mapping[str, str] | None = None,
+                        items: list[Item] | None = None) -> tuple[SummaryRequest, dict[str, Any]]:
+        """The summary request (live history + instruction, base instructions, no tools), trimmed to fit."""
         prompts = prompts or self.prompts(ctx)
         system = ctx.shape.system_prompt
-        recs = [r for r in history(session, cut) if not (r.kind == "system" and r.text == system)]
+        live = items if items is not None else self.live_history(session, cut, ctx, prompts)
         cap = max(1, min(int(ctx.param("summary_tokens", SUMMARY_TOKENS)), ctx.output_ceiling or SUMMARY_TOKENS))
         limit = ctx.window - cap
-        sizes = [est_bytes4(r.text) for r in recs]
+        sizes = [est_bytes4(i.text) for i in live]
         fixed = est_bytes4(system) + est_bytes4(prompts["instruction"])
         if ctx.param("summary_tools", False):
             fixed += est_bytes4(ctx.shape.tools_text())
-        start = _drop_oldest(recs, sizes, fixed, limit)
-        dropped_calls = {r.call_id for r in recs[:start] if r.call_id and r.kind in ("tool_call", "tool_output")}
-        kept = [r for r in recs[start:]
-                if not (r.call_id and r.kind in ("tool_call", "tool_output") and r.call_id in dropped_calls)]
-        messages = chat_messages(kept, system) + [{"role": "user", "content": prompts["instruction"]}]
+        start = _drop_oldest(sizes, fixed, limit)
+        paired = ("tool_call", "tool_output")
+        dropped_calls = {i.call_id for i in live[:start] if i.call_id and i.kind in paired}
+        kept = [i for i in live[start:] if not (i.call_id and i.kind in paired and i.call_id in dropped_calls)]
+        messages = request_messages(kept, system) + [{"role": "user", "content": prompts["instruction"]}]
         req = SummaryRequest(
             strategy=self.name, shape="history+instruction", system=system,
             tools=tuple(ctx.shape.tools) if ctx.param("summary_tools", False) else (),
             messages=tuple(messages), template="codex-handoff", max_output_tokens=cap,
-            source_entry_ids=tuple(dict.fromkeys(r.entry_id for r in kept)),
+            source_entry_ids=tuple(dict.fromkeys(i.entry_id for i in kept)),
         )
-        est = fixed + sum(est_bytes4(r.text) for r in kept)
+        est = fixed + sum(est_bytes4(i.text) for i in kept)
         info = {
-            "request_items": len(kept), "request_dropped_items": len(recs) - len(kept),
+            "request_items": len(kept), "request_dropped_items": len(live) - len(kept),
             "request_tokens_est": est, "request_limit": limit, "request_fits": est <= limit,
+            "live_history_items": len(live),
+            "tool_outputs_truncated": sum(1 for i in live if i.kind == "tool_output" and not i.verbatim),
         }
         return req, info
 
@@ -246,9 +574,10 @@ class CodexStrategy:
         trig = codex_trigger(ctx.window)
         capacity = trig.auto_compact
         system_text, tools_text = ctx.shape.system_prompt, ctx.shape.tools_text()
+        live = self.live_history(session, cut, ctx, prompts)
 
         # Summary first: its size decides how much room the user messages have.
-        request, req_info = self.summary_request(session, cut, ctx, prompts)
+        request, req_info = self.summary_request(session, cut, ctx, prompts, live)
         if req_info["request_fits"]:
             text, receipt = call_summarizer(ctx, request)
         else:  # even with no history left the request overflows: no model call
@@ -265,50 +594,46 @@ class CodexStrategy:
             label = summary_label(receipt, "no summary available")
         summary_seg = Segment("summary", "user", f"{prompts['summary_prefix']}\n{body}", label=label)
 
+        init = initial_context(session, cut, system_text)
+        init_segs = [Segment("system", i.role, i.text, (i.entry_id,), record_kind=i.kind, label=INITIAL_CONTEXT_LABEL)
+                     for i in init]
+
         # User budget (clamped to the room left when the window is small).
         param_budget = int(ctx.param("user_budget_tokens", USER_BUDGET_TOKENS))
-        fixed = est_bytes4(system_text) + est_bytes4(tools_text) + est_bytes4(summary_seg.text)
+        fixed = (est_bytes4(system_text) + est_bytes4(tools_text) + est_bytes4(summary_seg.text)
+                 + sum(est_bytes4(s.text) for s in init_segs))
         room = capacity - fixed - MARKER_SLACK
         budget = min(param_budget, max(0, room)) if ctx.param("fit_window", True) else param_budget
 
-        recs = history(session, cut)
-        users = [r for r in recs if is_real_user(r, prompts["summary_prefix"])]
-        skipped = sum(1 for r in recs if r.kind == "user") - len(users)
-        picked: list[list[Segment]] = []
-        remaining = budget
-        truncated: dict[str, Any] | None = None
-        for r in reversed(users):
-            if remaining <= 0:
-                break
-            n = est_bytes4(r.text)
-            if n <= remaining:
-                picked.append([Segment("user_original", "user", r.text, (r.entry_id,), record_kind=r.kind)])
-                remaining -= n
-                continue
-            head, tail, removed = middle_truncate(r.text, remaining)
-            ids = (r.entry_id,)
-            picked.append([
-                Segment("user_original", "user", head, ids, record_kind=r.kind),
-                Segment("omitted_marker", "user", truncation_marker(removed), ids, record_kind=r.kind,
-                        label="codex middle truncation"),
-                Segment("user_original", "user", tail, ids, record_kind=r.kind),
-            ])
-            truncated = {"entry_id": r.entry_id, "tokens": n, "kept_tokens": remaining, "removed_tokens": removed}
-            remaining = 0
-            break
-        picked.reverse()
+        users = collect_user_messages(live)
+        skipped = sum(1 for i in live if i.role == "user" and i.kind == "user") - len(users)
+        picked, truncated, remaining = select_user_messages(users, budget)
+        user_segs: list[Segment] = []
+        for it, sent in picked:
+            if sent == it.text and it.verbatim:
+                user_segs.append(Segment("user_original", "user", sent, (it.entry_id,), record_kind="user"))
+            else:
+                why = "codex middle truncation" if sent != it.text else "codex replacement history"
+                user_segs.append(Segment("omitted_marker", "user", sent, (it.entry_id,), record_kind="user",
+                                         label=why))
 
+        phase = _phase(session, cut, ctx, prompts["summary_prefix"])
         segments = [Segment("system", "system", system_text), Segment("tools", "system", tools_text)]
-        segments += [s for group in picked for s in group]
-        segments.append(summary_seg)
+        if phase == "mid_turn":  # BeforeLastUserMessage: just above the last real user message, else the summary
+            at = len(user_segs) - 1 if user_segs else 0
+            segments += user_segs[:at] + init_segs + user_segs[at:] + [summary_seg]
+        else:  # DoNotInject: the next regular turn re-injects the full initial context after the history
+            segments += user_segs + [summary_seg] + init_segs
         notes = {
             "auto_compact": trig.auto_compact, "hard_cap": trig.hard_cap,
             "user_budget_param": param_budget, "user_budget": budget,
             "user_budget_clamped": budget < param_budget,
             "user_budget_used": budget - remaining,
             "real_user_messages": len(users), "skipped_user_messages": skipped,
-            "kept_user_entries": [g[0].entry_ids[0] for g in picked],
+            "kept_user_entries": [it.entry_id for it, _ in picked],
             "truncated": truncated,
+            "compaction_phase": phase,
+            "initial_context_entries": [i.entry_id for i in init],
             **req_info,
         }
         return Projection(self.name, self.algorithm_version, session.id, cut, tuple(segments), capacity,
@@ -318,6 +643,8 @@ class CodexStrategy:
 STRATEGY = CodexStrategy()
 STRATEGIES = {STRATEGY.name: STRATEGY}
 
-__all__ = ["ALGORITHM_VERSION", "COMPACT_INSTRUCTION", "CodexStrategy", "NO_SUMMARY", "STRATEGIES",
-           "SUMMARY_PREFIX", "USER_BUDGET_TOKENS", "call_summarizer", "chat_messages", "is_real_user",
-           "middle_truncate", "truncation_marker"]
+__all__ = ["ALGORITHM_VERSION", "COMPACT_INSTRUCTION", "CodexStrategy", "Item", "NO_SUMMARY", "STRATEGIES",
+           "SUMMARY_PREFIX", "TRUNCATION_POLICY", "USER_BUDGET_TOKENS", "call_summarizer", "request_messages",
+           "collect_user_messages", "initial_context", "is_contextual", "is_real_user", "is_summary_text", "live_history",
+           "middle_truncate", "parse_policy", "select_user_messages", "truncate_bytes", "truncate_tokens",
+           "truncate_tool_output", "truncation_marker"]

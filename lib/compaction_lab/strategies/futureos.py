@@ -18,15 +18,29 @@ Rules (see STRATEGIES.md "FutureOS"), and the decisions taken where it is silent
 Budgets
     `trigger.futureos_budgets` with the parameters ``tail_tokens`` (8,192),
     ``history_target`` (32,768), ``history_max`` (131,072), ``evidence_tokens``
-    (2,048) and ``summary_tokens`` (4,096; 0 for deterministic). *Decision*:
-    when the window is so small that ``effective - system - tools - margin``
-    cannot hold tail + evidence + summary + history target, all four are scaled
+    (2,048) and ``summary_tokens`` (4,096; 0 for deterministic).
+    The history raise (spec: "history target ≈ 32,768 tokens, may be raised up
+    to 131,072, never past real capacity"; seed report, "How our compaction
+    works": "about 32K (up to 128K, never past real capacity)"): the head is
+    first selected within the target; when that demotes assistant originals,
+    it is selected again within `raised_history` = ``min(history_max,
+    capacity)`` where ``capacity = effective − system − tools − tail − evidence
+    − summary − margin``, and the raised selection is committed when it keeps an
+    assistant original the target demoted. The selection only adds originals,
+    so the history takes what they need, not the whole raised room.
+    ``notes["history_raised"]``, ``notes["budgets"]["history"]`` (the room in
+    effect) and ``notes["history_used"]`` (header + head items) record it.
+    ``history_max = history_target`` turns the raise off (the ``-1`` behaviour).
+    *Decision* (small windows): when the window is so small that
+    ``effective - system - tools - margin`` cannot hold tail + evidence +
+    summary + history target, all four are scaled
     down by the same factor (``notes["budgets"]["scale"]``), so the projection
     still fits; without this the fixed 8,192-token tail alone would overflow a
     16k window. When the window cannot even hold the system prompt, the tools,
-    the header and one demotion marker, the projection is still built and
-    ``notes["overflow"]`` says so; otherwise every size is counted before
-    committing and the projection fits ``effective``.
+    the header and the demotion markers with the ids they must name, the
+    projection is still built and ``notes["overflow"]`` says so; otherwise
+    every size is counted before committing and the projection fits
+    ``effective``.
 
 Recent tail
     Walking back from the cut, whole records are kept verbatim (segment kind
@@ -57,12 +71,17 @@ Head (the history before the tail)
        Demoted records are replaced by a one-line marker "[assistant output
        omitted / not summarised — entry E, N tokens; retrievable: history get E]"
        (``omitted_marker``), never by a summary. *Decision*: adjacent demoted
-       records become one marker (counts, entry ids — first … last when more
-       than three — and total tokens; its ``entry_ids`` list every demoted
-       entry), so thousands of demotions in a long session cost a few markers,
-       not thousands. Marker sizes are counted in the selection (an upper bound
-       per marker), so markers never push the projection past capacity, and an
-       assistant original no larger than the marker it would need is kept.
+       records become one marker "[K assistant outputs omitted / not summarised
+       — N tokens; retrievable: history get <entry>; entries: E1, E2, …]" that
+       names EVERY demoted entry id, in source order (ids are opaque, so no
+       range or ellipsis can stand for them: each one must be something the
+       model can pass to ``history get``; `marker_entry_ids` reads them back).
+       Merging keeps the per-marker frame to one per run; the ids themselves
+       cost what they cost. Marker sizes are counted in the selection (an upper
+       bound of the frame per run plus an upper bound per listed id,
+       `_marker_costs`), so markers never push the projection past capacity,
+       and an assistant original no larger than the room its id and marker
+       would take is kept.
     3. Tool calls and outputs are replaced by the evidence index
        (``evidence_index``, see `evidence`).
     4. System records and injected user text are left out: the harness
@@ -71,8 +90,8 @@ Head (the history before the tail)
 Summarized
     One request of shape ``prefix-shared``: system = the session's own system
     prompt, tools = the call shape's tool definitions, messages = the records
-    before the cut as the agent sent them (`role_of`; consecutive same-role
-    records joined, each tool result its own message; the system-prompt record
+    before the cut as the agent sent them (`role_of`; `projection.chat_messages`:
+    the blocks of one entry joined, each entry and each tool result its own message; the system-prompt record
     itself is the system, not a message), then `HANDOFF_INSTRUCTION` as the
     final user message; template ``futureos-handoff``; ``max_output_tokens`` =
     the summary budget less the segment's one-line prefix. The answer becomes one ``summary`` segment (role user:
@@ -82,9 +101,17 @@ Summarized
     *Fallback*: when the provider is unavailable (``none``), raises, or returns
     an empty text, the deterministic projection is committed exactly as
     ``futureos-deterministic`` computes it (its budgets: no summary reserve) with
-    ``algorithm_version = deterministic-1`` — the seed's "deterministic is also
+    ``algorithm_version = deterministic-2`` — the seed's "deterministic is also
     the fallback" — and the receipt says ``fallback=True`` with the error; the
     request that was attempted stays on the projection, and the header says so.
+
+Versions
+    ``deterministic-1`` / ``summarized-1``: the history held at the target;
+    merged markers named the first and last id of runs longer than three.
+    ``deterministic-2`` / ``summarized-2`` (issue 13 item 7): every demoted
+    entry id is named in the marker text, and the history raise above. There
+    is no upstream repository for FutureOS: the rules cite STRATEGIES.md
+    "FutureOS" and the seed report's "How our compaction works".
 """
 
 from __future__ import annotations
@@ -93,7 +120,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..projection import STAND_IN_LABEL, Projection, Segment, SummaryReceipt, SummaryRequest
+from ..projection import STAND_IN_LABEL, Projection, Segment, SummaryReceipt, SummaryRequest, chat_messages
 from ..session import Record, Session
 from ..tokens import TokenCounter, counter
 from .base import CompactionContext, call_summarizer, history, read_prompt, role_of
@@ -110,8 +137,8 @@ from .trigger import (
     futureos_trigger,
 )
 
-ALGORITHM_DETERMINISTIC = "deterministic-1"
-ALGORITHM_SUMMARIZED = "summarized-1"
+ALGORITHM_DETERMINISTIC = "deterministic-2"
+ALGORITHM_SUMMARIZED = "summarized-2"
 
 #: The handoff instruction appended as the final user message (our own words).
 HANDOFF_INSTRUCTION = (
@@ -181,6 +208,15 @@ def resolve_budgets(ctx: CompactionContext, with_summary: bool) -> Resolved:
     budgets = futureos_budgets(trig, system_t, tools_t, tail=tail, evidence=evidence, summary=summary,
                                history_target=target, history_max=hmax)
     return Resolved(trig, budgets, scale)
+
+
+def raised_history(budgets: FutureOSBudgets) -> int:
+    """The most the history budget may be raised to: ``history_max``, never past the real capacity.
+
+    ``budgets.history`` is the target (``min(target, max, capacity)``); the raise
+    only applies when the target would demote assistant originals (`build_projection`).
+    """
+    return max(budgets.history, min(budgets.history_max, budgets.capacity))
 
 
 # --------------------------------------------------------------------------- counting
@@ -341,7 +377,7 @@ class HeadChoice:
 
 
 def select_head(items: Sequence[tuple[int, str, int]], *, history_room: int, hard_room: int,
-                marker_cost: int) -> HeadChoice:
+                marker_cost: int, id_costs: Sequence[int] | None = None) -> HeadChoice:
     """Choose the head originals.
 
     Parameters
@@ -354,9 +390,13 @@ def select_head(items: Sequence[tuple[int, str, int]], *, history_room: int, har
         The real capacity (header excluded): the most the user originals (and
         the markers) may take when they alone exceed the history budget.
     marker_cost : int
-        Upper bound of one demotion marker's tokens. Adjacent demoted items
-        share one marker, so the cost of a choice is the kept tokens plus
-        `marker_cost` per run of demoted items.
+        Upper bound of one demotion marker's tokens without its list of entry
+        ids (`_marker_costs`). Adjacent demoted items share one marker.
+    id_costs : sequence of int, optional
+        Upper bound of the tokens each item's entry id adds to the marker
+        that lists it (every demoted entry id is listed); 0 when omitted. The
+        cost of a choice is the kept tokens, plus `marker_cost` per run of
+        demoted items, plus the id cost of every demoted item.
 
     Rules: every user original is kept unless the users (with the markers that
     the demoted assistants need) exceed `hard_room`; then the oldest users are
@@ -364,12 +404,15 @@ def select_head(items: Sequence[tuple[int, str, int]], *, history_room: int, har
     markers freed is re-admitted (newest first). Assistants are then visited
     newest first, older ones assumed demoted, and one is kept when the cost
     stays within `history_room` (or does not grow: keeping a record no larger
-    than the marker it would otherwise need is never worse; while any user
+    than the marker room it would otherwise need is never worse; while any user
     text is demoted, only such free keeps are made); one that does not fit is
     demoted and older ones are still tried.
     """
     n = len(items)
     cls = [c for _, c, _ in items]
+    ids = list(id_costs) if id_costs is not None else [0] * n
+    if len(ids) != n:
+        raise ValueError(f"id_costs has {len(ids)} values for {n} items")
     demoted = [c == _ASSISTANT for c in cls]  # assistants start demoted, users kept
 
     def run_delta(i: int) -> int:
@@ -378,22 +421,26 @@ def select_head(items: Sequence[tuple[int, str, int]], *, history_room: int, har
         right = i + 1 < n and demoted[i + 1]
         return int(left) + int(right) - 1
 
+    def keep_change(i: int) -> int:
+        """Change in cost when item i goes from demoted to kept."""
+        return items[i][2] + marker_cost * run_delta(i) - ids[i]
+
     runs = sum(1 for i in range(n) if demoted[i] and not (i > 0 and demoted[i - 1]))
-    cost = sum(t for (_, c, t), d in zip(items, demoted) if not d) + marker_cost * runs
+    cost = (sum(t for (_, c, t), d in zip(items, demoted) if not d) + marker_cost * runs
+            + sum(x for x, d in zip(ids, demoted) if d))
     demoted_users = False
     for i in range(n):  # the oldest user originals go first, only when they exceed the real capacity
         if cost <= hard_room:
             break
         if cls[i] != _USER:
             continue
-        change = -items[i][2] - marker_cost * run_delta(i)
-        demoted[i] = True
-        cost += change
+        demoted[i] = True  # run_delta(i) now counts i's neighbours as they are
+        cost -= keep_change(i)
         demoted_users = True
     if demoted_users:  # merged markers may have freed room: re-admit demoted users, newest first
         for i in range(n - 1, -1, -1):
             if cls[i] == _USER and demoted[i]:
-                change = items[i][2] + marker_cost * run_delta(i)
+                change = keep_change(i)
                 if cost + change <= hard_room:
                     demoted[i] = False
                     cost += change
@@ -401,7 +448,7 @@ def select_head(items: Sequence[tuple[int, str, int]], *, history_room: int, har
     for i in range(n - 1, -1, -1):  # assistants, newest first
         if cls[i] != _ASSISTANT:
             continue
-        change = items[i][2] + marker_cost * run_delta(i)
+        change = keep_change(i)
         # While any user text is demoted, assistants only stay where that costs nothing extra.
         if change <= 0 or (not users_short and cost + change <= history_room):
             demoted[i] = False
@@ -419,16 +466,17 @@ def demotion_marker(entries: Sequence[tuple[str, str, int]]) -> str:
     """One line saying that originals were omitted and not summarised, with entry ids and size.
 
     `entries` are ``(class, entry_id, tokens)`` of adjacent demoted records
-    (class ``assistant`` or ``user``); blocks of one entry count once.
+    (class ``assistant`` or ``user``); blocks of one entry count once. Every
+    entry id is named (ids are opaque, so no range can stand for them): a
+    single entry as ``entry E, N tokens; retrievable: history get E``, several
+    as ``N tokens; retrievable: history get <entry>; entries: E1, E2, …`` with
+    the list last, in source order. Its size grows with the ids it lists; the
+    selection counts them (`_marker_costs`).
     """
-    ids: list[str] = []
-    per_class: dict[str, list[str]] = {}
+    ids = list(dict.fromkeys(eid for _, eid, _ in entries))
+    per_class: dict[str, dict[str, None]] = {}
     for cls, eid, _ in entries:
-        if eid not in ids:
-            ids.append(eid)
-        got = per_class.setdefault(cls, [])
-        if eid not in got:
-            got.append(eid)
+        per_class.setdefault(cls, {})[eid] = None
     total = sum(n for _, _, n in entries)
     if len(ids) == 1:
         noun = _NOUNS[entries[0][0]][0]
@@ -436,24 +484,43 @@ def demotion_marker(entries: Sequence[tuple[str, str, int]]) -> str:
                 f"retrievable: history get {ids[0]}]")
     what = " and ".join(f"{len(per_class[c])} {_NOUNS[c][len(per_class[c]) != 1]}"
                         for c in (_ASSISTANT, _USER) if c in per_class)
-    listed = ", ".join(ids) if len(ids) <= 3 else f"{ids[0]} … {ids[-1]}"
-    return (f"[{what} omitted / not summarised — entries {listed}, {total:,} tokens; "
-            f"retrievable: history get <entry>]")
+    return _multi_marker(what, total, ", ".join(ids))
 
 
-def _marker_cost(records: Sequence[Record], cnt: TokenCounter) -> int:
-    """An upper bound of one demotion marker's size for these records' entry ids."""
-    longest = sorted({r.entry_id for r in records}, key=len, reverse=True)[:3] or ["e"]
-    while len(longest) < 4:
-        longest.append(longest[-1] + "x")
-    big = 10 ** 12
-    many = [(c, f"{longest[0]}{k}", 1) for c in (_ASSISTANT, _USER) for k in range(max(2, len(records)))]
-    samples = [demotion_marker(many), demotion_marker([(_ASSISTANT, longest[0], big)] + many)]
-    for cls in (_USER, _ASSISTANT):
-        samples.append(demotion_marker([(cls, longest[0], big)]))
-        samples.append(demotion_marker([(c, e, big) for c, e in zip((_ASSISTANT, _USER, _USER), longest[:3])]))
-        samples.append(demotion_marker([(cls, e, big) for e in longest[:4]]))
-    return max(cnt.count_many(samples)) + 2
+def _multi_marker(what: str, total: int, listed: str) -> str:
+    return (f"[{what} omitted / not summarised — {total:,} tokens; "
+            f"retrievable: history get <entry>; entries: {listed}]")
+
+
+def marker_entry_ids(text: str) -> list[str]:
+    """The entry ids a demotion marker names, read back from its text (inverse of `demotion_marker`)."""
+    if not (text.startswith("[") and text.endswith("]") and " omitted / not summarised — " in text):
+        return []
+    body = text[:-1]
+    if "; entries: " in body:
+        return body.split("; entries: ", 1)[1].split(", ")
+    if "; retrievable: history get " in body:
+        return [body.rsplit("; retrievable: history get ", 1)[1]]
+    return []
+
+
+def _marker_costs(records: Sequence[Record], cnt: TokenCounter) -> tuple[int, dict[str, int]]:
+    """Upper bounds of a demotion marker's size: ``(frame, per_id)``.
+
+    A marker over demoted entries E1..Ek takes at most ``frame + sum(per_id[Ei])``
+    tokens: ``frame`` bounds the marker without its id list (any counts and
+    total, either class) and a single-entry marker with the longest id;
+    ``per_id[E]`` bounds what ``", E"`` adds to the list.
+    """
+    uniq = list(dict.fromkeys(r.entry_id for r in records)) or ["e"]
+    longest = max(uniq, key=len)
+    big, many = 10 ** 12, 10 ** 9
+    what = f"{many:,} {_NOUNS[_ASSISTANT][1]} and {many:,} {_NOUNS[_USER][1]}"
+    samples = [_multi_marker(what, big, ""), _multi_marker(what, big, longest)]
+    samples += [demotion_marker([(cls, longest, big)]) for cls in (_USER, _ASSISTANT)]
+    frame = max(cnt.count_many(samples)) + 2
+    per_id = {e: n + 1 for e, n in zip(uniq, cnt.count_many([f", {e}" for e in uniq]))}
+    return frame, per_id
 
 
 # --------------------------------------------------------------------------- header
@@ -498,21 +565,11 @@ def summary_request(session: Session, cut: int, ctx: CompactionContext, max_outp
                     strategy: str = "futureos-summarized") -> SummaryRequest:
     """The prefix-shared request: the session's own system prompt, tools and messages, instruction last."""
     hist = history(session, cut)
-    msgs: list[tuple[str, list[str]]] = []
-    ids: list[str] = []
-    seen: set[str] = set()
-    for r in hist:
-        if r.entry_id not in seen:
-            seen.add(r.entry_id)
-            ids.append(r.entry_id)
-        if r.kind == "system" and r.text == ctx.shape.system_prompt:
-            continue  # sent as the request's system prompt
-        role = role_of(r)
-        if msgs and msgs[-1][0] == role and role != "tool":
-            msgs[-1][1].append(r.text)
-        else:
-            msgs.append((role, [r.text]))
-    messages = [{"role": role, "content": "\n\n".join(texts)} for role, texts in msgs]
+    ids = list(dict.fromkeys(r.entry_id for r in hist))
+    # The session's own messages, with the same boundary rule as every request the suite builds
+    # (`projection.chat_messages`), so this request repeats the session's previous one token for token.
+    messages = chat_messages((role_of(r), r.text, "entry:" + r.entry_id) for r in hist
+                             if not (r.kind == "system" and r.text == ctx.shape.system_prompt))
     messages.append({"role": "user", "content": handoff_instruction(ctx)})
     return SummaryRequest(
         strategy=strategy, shape=REQUEST_SHAPE, system=ctx.shape.system_prompt,
@@ -591,10 +648,21 @@ def build_projection(session: Session, cut: int, ctx: CompactionContext, *, stra
     worst = _Stats(*(len(hist),) * 9)
     header_reserve = cnt.count(header_text(algorithm_version, worst, fallback=fallback,
                                            summary=summary is not None)) + 4
-    marker_cost = _marker_cost([head[i] for i in orig_pos], cnt)
+    marker_cost, per_id = _marker_costs([head[i] for i in orig_pos], cnt)
+    id_costs = [per_id[head[i].entry_id] for i in orig_pos]
+    id_cost_at = dict(zip(orig_pos, id_costs))
     hard = max(0, budgets.capacity)
     choice = select_head(items, history_room=budgets.history - header_reserve,
-                         hard_room=hard - header_reserve, marker_cost=marker_cost)
+                         hard_room=hard - header_reserve, marker_cost=marker_cost, id_costs=id_costs)
+    # The raise: when the target would demote assistant originals, the history budget is raised
+    # up to history_max, never past the real capacity, if that keeps some of them.
+    history_room, raised = budgets.history, False
+    ceiling = raised_history(budgets)
+    if choice.demoted_assistants and ceiling > budgets.history:
+        alt = select_head(items, history_room=ceiling - header_reserve, hard_room=hard - header_reserve,
+                          marker_cost=marker_cost, id_costs=id_costs)
+        if any(classes[i] == _ASSISTANT for i in alt.kept - choice.kept):
+            choice, history_room, raised = alt, ceiling, True
 
     fixed = [Segment("system", "system", ctx.shape.system_prompt), Segment("tools", "system", ctx.shape.tools_text())]
     ev_text = evidence_text(rows)
@@ -607,7 +675,7 @@ def build_projection(session: Session, cut: int, ctx: CompactionContext, *, stra
     ]
     excerpted = [r.entry_id for r, txt in tail_items if txt is not None]
 
-    def assemble(ch: HeadChoice) -> tuple[list[Segment], int]:
+    def assemble(ch: HeadChoice) -> tuple[list[Segment], int, int]:
         head_segs: list[Segment] = []
         run: list[int] = []
 
@@ -642,9 +710,10 @@ def build_projection(session: Session, cut: int, ctx: CompactionContext, *, stra
             segs.append(Segment("summary", "user", summary_text, request.source_entry_ids if request else (),
                                 label=summary_label))
         segs.extend(tail_segs)
-        return segs, sum(cnt.count_many([s.text for s in segs]))
+        counts = cnt.count_many([s.text for s in segs])
+        return segs, sum(counts), sum(counts[2:3 + len(head_segs)])  # the header and the head items
 
-    segs, total = assemble(choice)
+    segs, total, history_used = assemble(choice)
     # Defensive: the reserves above are upper bounds, but never commit an overflow we can avoid:
     # demote the oldest kept assistant originals, enough of them at once to cover the overage.
     while total > trig.effective:
@@ -654,17 +723,19 @@ def build_projection(session: Session, cut: int, ctx: CompactionContext, *, stra
         drop, freed = [], 0
         for i in kept_assist:
             drop.append(i)
-            freed += cost[i]
+            freed += cost[i] - id_cost_at[i]
             if freed >= total - trig.effective + marker_cost:
                 break
         choice = HeadChoice(choice.kept - set(drop), choice.demoted_users,
                             tuple(sorted((*choice.demoted_assistants, *drop))))
-        segs, total = assemble(choice)
+        segs, total, history_used = assemble(choice)
 
     notes = {
         "trigger": {"window": trig.window, "output_ceiling": trig.output_ceiling, "economic": trig.economic,
                     "margin": trig.margin, "hard": trig.hard, "effective": trig.effective, "bound": trig.bound},
-        "budgets": {**dataclasses.asdict(budgets), "scale": resolved.scale},
+        "budgets": {**dataclasses.asdict(budgets), "history": history_room, "scale": resolved.scale},
+        "history_raised": raised,
+        "history_used": history_used,
         "tail_start": hist[p].source_order if p < len(hist) else cut,
         "tail_records": len(tail_items),
         "tail_excerpted": excerpted,
@@ -737,5 +808,6 @@ __all__ = [
     "ALGORITHM_DETERMINISTIC", "ALGORITHM_SUMMARIZED", "FUTUREOS_DETERMINISTIC", "FUTUREOS_SUMMARIZED",
     "FutureOS", "HANDOFF_INSTRUCTION", "HeadChoice", "Resolved", "STRATEGIES", "SUMMARY_PREFIX",
     "build_projection", "demotion_marker", "excerpt_text", "handoff_instruction", "head_class",
-    "oversize_unit", "resolve_budgets", "select_head", "summary_request", "tail_boundaries", "tail_start",
+    "marker_entry_ids", "oversize_unit", "raised_history", "resolve_budgets", "select_head", "summary_request",
+    "tail_boundaries", "tail_start",
 ]

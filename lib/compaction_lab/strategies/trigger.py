@@ -10,7 +10,8 @@ so a model that reserves a large output is bounded by its own limit, not a
 fixed number. Codex compacts at 90% of the window (hard cap 95%). OpenCode
 compacts when usage reaches ``usable``: ``limit.input - reserved`` when the
 model declares an input limit (``reserved = min(20,000, maxOutput)``), else
-``context - maxOutput``, with ``maxOutput = min(limit.output, 32,000)``.
+``context - maxOutput``, with ``maxOutput = min(limit.output, 32,000)`` (1.18;
+OpenCode ``main`` also subtracts ``reserved`` there: ``opencode_trigger(version=)``).
 """
 
 from __future__ import annotations
@@ -144,11 +145,29 @@ class OpenCodeTrigger:
         return tokens >= self.usable
 
 
-def opencode_trigger(context: int, output_limit: int, input_limit: int | None = None) -> OpenCodeTrigger:
-    """``usable = limit.input - reserved`` with a declared input limit, else ``context - maxOutput``."""
+#: OpenCode versions the trigger knows (see `opencode_trigger`).
+OPENCODE_VERSIONS = ("1.18", "main")
+
+
+def opencode_trigger(context: int, output_limit: int, input_limit: int | None = None,
+                     version: str = "1.18") -> OpenCodeTrigger:
+    """OpenCode's ``usable()`` (``packages/opencode/src/session/overflow.ts``).
+
+    ``1.18`` (the seed's pin): ``limit.input - reserved`` with a declared input
+    limit (``reserved = min(20,000, maxOutput)``), else ``context - maxOutput``.
+    ``main`` (sst/opencode@31e22f65): the reserved output is subtracted in the
+    no-input-limit branch too -- ``max(0, context - maxOutput - reserved)`` --
+    and both branches are floored at 0.
+    """
+    if version not in OPENCODE_VERSIONS:
+        raise ValueError(f"opencode_version must be one of {OPENCODE_VERSIONS}, not {version!r}")
     max_output = min(output_limit, OPENCODE_OUTPUT_CAP) if output_limit else OPENCODE_OUTPUT_CAP
+    reserved = min(OPENCODE_RESERVED_CAP, max_output)
+    if version == "main":
+        if input_limit:
+            return OpenCodeTrigger(context, max_output, input_limit, reserved, max(0, input_limit - reserved))
+        return OpenCodeTrigger(context, max_output, None, reserved, max(0, context - max_output - reserved))
     if input_limit:
-        reserved = min(OPENCODE_RESERVED_CAP, max_output)
         return OpenCodeTrigger(context, max_output, input_limit, reserved, input_limit - reserved)
     return OpenCodeTrigger(context, max_output, None, None, context - max_output)
 

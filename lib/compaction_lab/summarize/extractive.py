@@ -12,13 +12,13 @@ What it reads
 -------------
 The conversation being summarised, recovered from the request shape:
 
-* ``prefix-shared`` / ``history+instruction`` (FutureOS, Codex): the chat
+* ``prefix-shared`` / ``history+instruction`` (FutureOS, claude-code, Codex): the chat
   messages themselves; the final user message is the compaction instruction
   and is skipped. Assistant ``tool_calls`` arguments, and paragraphs of
   assistant text shaped like a call (``name {json}``, how the strategies
   render tool-call records), count as tool calls; ``tool`` messages as tool
   results.
-* ``dedicated`` (OpenCode, claude-code-style): the transcript is flattened
+* ``dedicated`` (OpenCode): the transcript is flattened
   into one user message as ``[User]: …``, ``[Assistant]: …``,
   ``[Assistant reasoning]: …``, ``[Assistant tool call]: …``,
   ``[Tool result]: …``, ``[Tool error]: …`` blocks (also ``[Previous
@@ -88,7 +88,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..ingest.base import content_text
@@ -238,6 +238,7 @@ _LABELS: dict[str, str] = {
 _LABEL_ALT = "|".join(re.escape(k) for k in sorted(_LABELS, key=len, reverse=True))
 _BLOCK_RE = re.compile(rf"^\[({_LABEL_ALT})\]: ?", re.M | re.I)
 _WRAPPED_RE = re.compile(rf"<([A-Za-z][\w-]*)>\s*(\[(?:{_LABEL_ALT})\]: .*?)</\1>", re.S | re.I)
+_PRIOR_RE = re.compile(r"<prior-summary>(.*?)</prior-summary>", re.S | re.I)
 _CALL_PARA_RE = re.compile(r"^[A-Za-z_][\w.:-]{0,63} \{.*\}\s*$", re.S)
 _INJECTED_RE = re.compile(r"^\s*(?:<[A-Za-z][\w-]*[ >]|# AGENTS\.md)")
 
@@ -277,12 +278,18 @@ def conversation(request: SummaryRequest) -> list[Block]:
     msgs = list(request.messages)
     blocks: list[Block] = []
     if request.shape == "dedicated":
+        prior: list[str] = []
         for m in msgs:
             if m.get("role") != "user":
                 continue
             text = content_text(m.get("content"))
-            parsed = _parse_blocks(text, len(blocks))
-            blocks.extend(parsed)
+            # OpenCode places an earlier compaction's summary after the conversation as <prior-summary>:
+            # it is the oldest part of what is summarised, so it leads.
+            prior += [p.strip() for p in _PRIOR_RE.findall(text) if p.strip()]
+            blocks.extend(_parse_blocks(_PRIOR_RE.sub("", text), len(blocks)))
+        if prior:
+            blocks = [Block("summary", t, i) for i, t in enumerate(prior)] + \
+                     [replace(b, pos=len(prior) + i) for i, b in enumerate(blocks)]
         return blocks
     if msgs and msgs[-1].get("role") == "user":
         msgs = msgs[:-1]  # the compaction instruction
