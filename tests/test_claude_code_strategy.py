@@ -321,3 +321,57 @@ def test_acceptance_fork_shares_the_prefix_on_the_default_profile(default_cost_c
     for p in projs.values():
         assert "tail" not in kinds(p) and "reconstructed" in anatomy.strategy_label(p)
         assert p.tokens <= p.capacity
+
+
+def test_a_session_compacted_twice_forks_only_its_live_history(tmp_path):
+    """Issue 13 item 2 / acceptance 3: after Claude Code compacts, the conversation restarts at the compact
+    boundary (the compact summary and what followed; `compact.ts` buildPostCompactMessages, reconstructed).
+    A hand-built transcript with two recorded compactions: the fork carries the second summary and the turns
+    after it — nothing from before — then the instruction. The -2 code forked the whole raw journal."""
+    import json
+
+    from compaction_lab.ingest import load_sessions
+
+    sid = "cc-two-compactions"
+
+    def line(uuid, parent, kind, **kw):
+        return {"parentUuid": parent, "sessionId": sid, "uuid": uuid, "type": kind,
+                "timestamp": f"2025-11-02T09:{int(uuid[1:]):02d}:00.000Z", **kw}
+
+    def user(uuid, parent, text, **kw):
+        return line(uuid, parent, "user", message={"role": "user", "content": text}, **kw)
+
+    def assistant(uuid, parent, text):
+        return line(uuid, parent, "assistant", message={"role": "assistant", "id": f"m{uuid}",
+                                                         "content": [{"type": "text", "text": text}]})
+
+    def boundary(uuid, parent):
+        return line(uuid, None, "system", subtype="compact_boundary", content="Conversation compacted",
+                    logicalParentUuid=parent, compactMetadata={"trigger": "auto", "preTokens": 150000})
+
+    prefix = "This session is being continued from a previous conversation that ran out of context."
+    lines = [
+        user("u01", None, "add retries to billing/client.py"), assistant("u02", "u01", "reading the client"),
+        boundary("u03", "u02"), user("u04", "u03", f"{prefix} SUMMARY-ONE", isCompactSummary=True),
+        user("u05", "u04", "also keep ORD-58213 in the export"), assistant("u06", "u05", "kept ORD-58213"),
+        boundary("u07", "u06"), user("u08", "u07", f"{prefix} SUMMARY-TWO", isCompactSummary=True),
+        user("u09", "u08", "now run the tests"), assistant("u10", "u09", "tests pass: 42 passed"),
+    ]
+    path = tmp_path / f"{sid}.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (s,) = load_sessions(path)
+    assert len(s.metadata["compactions"]) == 2
+    prov = FakeProvider()
+    ctx = ctx_for(summarizer=prov)
+    p = compact(s, ctx)
+    (req,) = prov.requests
+    assert req is p.summary_request and req.shape == "prefix-shared"
+    expected = [
+        {"role": "user", "content": f"{prefix} SUMMARY-TWO"},
+        {"role": "user", "content": "now run the tests"},
+        {"role": "assistant", "content": "tests pass: 42 passed"},
+    ]
+    assert list(req.messages[:-1]) == expected
+    assert req.messages[-1] == {"role": "user", "content": strategies.get("claude-code").instruction(ctx)}
+    sent = " ".join(m["content"] for m in req.messages)
+    assert "SUMMARY-ONE" not in sent and "ORD-58213" not in sent and "billing/client.py" not in sent

@@ -186,9 +186,22 @@ def _sha(text: str) -> str:
 
 
 def live_history(session: Session, cut: int, ctx: CompactionContext) -> list[Record]:
-    """The records the session's next request would carry (the system-prompt record is the system prompt)."""
+    """The records the session's next request would carry (the system-prompt record is the system prompt).
+
+    After a compaction Claude Code's conversation restarts at the compact
+    boundary: its next request holds the compact summary (the user message
+    ``isCompactSummary``, imported as a ``summary`` record) and what came after
+    it, never the messages before (``compact.ts`` ``buildPostCompactMessages``;
+    the transcript keeps them only for the UI). So the live history starts at
+    the latest ``summary`` record before the cut. A session from another agent
+    is read the same way: its recorded compaction summary stands for Claude
+    Code's summary message (the rule every arm follows for a foreign agent's
+    compaction).
+    """
     sp = ctx.shape.system_prompt
-    return [r for r in history(session, cut) if not (r.kind == "system" and r.text == sp)]
+    recs = [r for r in history(session, cut) if not (r.kind == "system" and r.text == sp)]
+    last = max((i for i, r in enumerate(recs) if r.kind == "summary"), default=None)
+    return recs if last is None else recs[last:]
 
 
 def is_compactable(tool: str | None) -> bool:

@@ -458,17 +458,21 @@ def request_text(records: Sequence[Record], previous: Record | None, pruned: fro
 def recorded_tail_start(session: Session, summary: Record) -> int | None:
     """Source order where the compaction that wrote `summary` started its retained tail, if recorded.
 
-    Read from ``session.metadata["compactions"]``: the latest entry before the
-    summary with ``tail_start_source_order`` or ``tail_start_entry_id``.
+    Read from ``session.metadata["compactions"]``: the latest entry at or before
+    the summary with ``tail_start_source_order``, ``tail_start_entry_id`` or (pi)
+    ``first_kept_entry_id``.
     """
     entries = [c for c in (session.metadata.get("compactions") or ()) if isinstance(c, Mapping)
-               and isinstance(c.get("source_order"), int) and c["source_order"] < summary.source_order]
+               and isinstance(c.get("source_order"), int) and c["source_order"] <= summary.source_order]
     if not entries:
         return None
     c = max(entries, key=lambda e: e["source_order"])
     if isinstance(c.get("tail_start_source_order"), int):
         return c["tail_start_source_order"]
-    eid = c.get("tail_start_entry_id")
+    # OpenCode records the kept tail as a message (the importer resolves it to a record); pi records
+    # it as `firstKeptEntryId` -- the same thing, read the same way for a pi session (a foreign agent's
+    # compaction stands for OpenCode's own, kept tail included).
+    eid = c.get("tail_start_entry_id", c.get("first_kept_entry_id"))
     if isinstance(eid, str):
         return next((r.source_order for r in session.records if r.entry_id == eid), None)
     return None
