@@ -70,3 +70,14 @@ def test_codex_rebuilds_the_summary_as_its_own(session):
         ("user", "ship it"), ("assistant", "shipped v1.4.2"),
     ]
     assert "SUMMARY-ONE" not in instruction
+
+
+def test_every_strategy_compacts_a_session_compacted_twice(session):
+    """The arms that are no agent (FutureOS, the baselines) read the whole journal: both recorded summaries
+    stay in what `full` sends, and every registered strategy projects the session within its capacity."""
+    ctx = CompactionContext(window=128_000, output_ceiling=32_000)
+    for name in strategies.names():
+        p = strategies.compact(session, name, None, ctx)
+        assert p.tokens <= p.capacity, name
+    sent = " ".join(m["content"] for m in strategies.compact(session, "full", None, ctx).messages())
+    assert "SUMMARY-ONE" in sent and "SUMMARY-TWO" in sent

@@ -88,7 +88,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from ..projection import STAND_IN_LABEL, Projection, Segment, SummaryReceipt, SummaryRequest
@@ -233,17 +233,6 @@ def _messages(records: Sequence[Record]) -> list[dict[str, str]]:
     return [dict(m) for m in _messages_of_records(records)]
 
 
-_HAS_MESSAGE_KEY = "message" in {f.name for f in fields(Segment)}
-
-
-def _seg(kind: str, role: str, text: str, entry_ids: tuple[str, ...] = (), *, message: str = "",
-         **kw: object) -> Segment:
-    """A segment; `message` (the chat message it belongs to) where `Segment` carries message keys."""
-    if message and _HAS_MESSAGE_KEY:
-        kw["message"] = message
-    return Segment(kind, role, text, entry_ids, **kw)  # type: ignore[arg-type]
-
-
 def _turn_starts(records: Sequence[Record]) -> list[int]:
     """Indices where an API round starts (a real user message), the first record always."""
     starts = [i for i, r in enumerate(records) if r.kind == "user" and not r.injected]
@@ -379,10 +368,10 @@ class ClaudeCode:
             receipt = replace(receipt, text=text)
             stand_in = bool(getattr(ctx.summarizer, "stand_in", False)) and not receipt.fallback
             # one user message: the preface, the summary, the instruction to carry on
-            segs.append(_seg("header", "user", SUMMARY_PREFACE, message="compact-summary"))
-            segs.append(_seg("summary", "user", text, req.source_entry_ids, message="compact-summary",
+            segs.append(Segment("header", "user", SUMMARY_PREFACE, message="compact-summary"))
+            segs.append(Segment("summary", "user", text, req.source_entry_ids, message="compact-summary",
                              label=STAND_IN_LABEL if stand_in else ""))
-            segs.append(_seg("continue", "user", CONTINUE_INSTRUCTION, message="compact-summary"))
+            segs.append(Segment("continue", "user", CONTINUE_INSTRUCTION, message="compact-summary"))
             used = sum(cnt.count_many([s.text for s in segs[2:]]))
             segs += self._reattach(recs, ctx, room - used, notes)
             notes.update({"summary_cap": summary_cap, "instruction_sha256": _sha(self.instruction(ctx)),
@@ -403,7 +392,7 @@ class ClaudeCode:
         todo = latest_todo(recs)
         todo_seg = None
         if todo is not None:
-            todo_seg = _seg("header", "user", TODO_HEADER.format(entry=todo.entry_id, text=todo.text),
+            todo_seg = Segment("header", "user", TODO_HEADER.format(entry=todo.entry_id, text=todo.text),
                             (todo.entry_id,), message="todo")
             t = cnt.count(todo_seg.text)
             if t <= room:
@@ -420,12 +409,12 @@ class ClaudeCode:
         for path, rec in recent_files(recs, max_files):
             size = cnt.count(rec.text)
             if size > per_file:
-                segs = [_seg("omitted_marker", "user", FILE_REFERENCE.format(path=path, tokens=size),
+                segs = [Segment("omitted_marker", "user", FILE_REFERENCE.format(path=path, tokens=size),
                              (rec.entry_id,), message=f"file:{path}", record_kind=rec.kind)]
             else:  # one attachment message per file: the header naming it, then its content
-                segs = [_seg("header", "user", FILE_HEADER.format(path=path, entry=rec.entry_id), (rec.entry_id,),
+                segs = [Segment("header", "user", FILE_HEADER.format(path=path, entry=rec.entry_id), (rec.entry_id,),
                              message=f"file:{path}"),
-                        _seg("user_original", "user", rec.text, (rec.entry_id,), message=f"file:{path}",
+                        Segment("user_original", "user", rec.text, (rec.entry_id,), message=f"file:{path}",
                              record_kind=rec.kind)]
             est = sum(est_chars4(s.text) for s in segs)  # upstream's rough estimate of the attachment
             need = sum(cnt.count_many([s.text for s in segs]))
