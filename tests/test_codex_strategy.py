@@ -747,3 +747,19 @@ def test_summarize_context_three_requests_and_instructions():
         ("user_original", "hello world"), ("summary", codex.SUMMARY_PREFIX + "\nSUMMARY_ONLY_CONTEXT"),
         ("system", ENV)]
     assert "FIRST_REPLY" not in p.text()
+
+
+def test_kept_user_items_that_share_an_entry_stay_separate_messages():
+    """compact.rs sends one user item per kept message. Replacement-history items that are not in the
+    journal all point at the compaction's entry, and text typed twice maps to one entry: the projection
+    joined such items into one message (`Projection.messages` joins segments of one entry)."""
+    items = [("user", "typed earlier A"), ("assistant", "ok"), ("user", "same text twice"), ("assistant", "ok"),
+             ("user", "same text twice"), ("assistant", "ok"), ("summary", "S1"), ("user", "next")]
+    s = make_session(items, source_format="codex")
+    s = Session(s.id, s.source_format, s.records, metadata={"compactions": [{
+        "entry_id": "e6", "source_order": 6, "replacement_history": [
+            _msg("user", "only in the replacement A"), _msg("user", "only in the replacement B"), _msg("user", "S1")]}]})
+    p = run(s, summarizer=FixedProvider())
+    users = [m["content"] for m in p.messages() if m["role"] == "user"]
+    assert "only in the replacement A" in users and "only in the replacement B" in users
+    assert not any("\n\n" in u and "only in the replacement" in u for u in users)

@@ -884,3 +884,18 @@ def test_property_prune_rule(session, protect, minimum):
     p = run(session, params={"prune": True, "prune_protect": protect, "prune_minimum": minimum, "tail_tokens": 0})
     assert p.notes["pruned_outputs"] == len(pruned)
     assert p.summary_request.messages[0]["content"].count("[Tool result]: " + oc.PRUNED_TEXT) >= len(pruned)
+
+
+def test_suffix_request_keeps_the_sessions_message_boundaries():
+    """Two consecutive user entries (and two assistant ones) are two messages in the session's own request
+    (`projection.chat_messages`); the suffix request merged them, so it no longer repeated that request."""
+    from compaction_lab.cost import model as cost_model
+
+    s = make_session([("user", "first ask " + toks(30)), ("user", "second ask " + toks(30)),
+                      ("assistant", "answer one " + toks(30)), ("assistant", "answer two " + toks(30)),
+                      ("user", "third ask " + toks(30)), ("assistant", "answer three " + toks(30))])
+    prov = FixedProvider()
+    run(s, summarizer=prov, params={"opencode_version": "main", "compaction_mode": "suffix", "tail_tokens": 39})
+    req = prov.requests[0]
+    own = cost_model._messages_of_records(list(s.records))
+    assert len(own) == 6 and [dict(m) for m in req.messages[:-1]] == own

@@ -92,8 +92,10 @@ class CostAssumptions:
 
 def _messages_of_records(records) -> list[dict[str, str]]:
     """The chat messages of original records, with the same boundary rule as `Projection.messages`
-    (`projection.chat_messages`: the blocks of one entry join, distinct entries stay distinct messages),
-    so an uncompacted request and a `full` projection of it are the same request."""
+    (`projection.chat_messages`: the blocks of one entry join, distinct entries stay distinct messages).
+
+    System-role records are left out (the call shape's system prompt is the request's system); a session
+    whose log holds other system records (Codex developer messages) is priced without them."""
     return chat_messages((role_of(r), r.text, "entry:" + r.entry_id) for r in records if role_of(r) != "system")
 
 

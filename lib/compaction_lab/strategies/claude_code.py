@@ -36,7 +36,7 @@ Summary request (`fork_request`, ``compact.ts`` ``streamCompactSummary``)
     It **forks the main conversation** (prompt-cache sharing on by default
     upstream): the session's own system prompt, the same tool definitions, the
     same messages as the session's previous request (records before the cut;
-    consecutive same-role records joined, each tool result its own message,
+    `projection.chat_messages`: the blocks of one entry joined, each entry and tool result its own message,
     the system-prompt record itself sent as the system prompt), then the
     nine-section compact instruction (`NINE_SECTION_INSTRUCTION`, our words
     with upstream's instructions) as the last user message — shape

@@ -609,13 +609,16 @@ class CodexStrategy:
         skipped = sum(1 for i in live if i.role == "user" and i.kind == "user") - len(users)
         picked, truncated, remaining = select_user_messages(users, budget)
         user_segs: list[Segment] = []
-        for it, sent in picked:
+        for n, (it, sent) in enumerate(picked):
+            # Each kept user message is its own input item upstream: a key per item keeps it one
+            # message even where two items share an entry (replacement-history items, repeated text).
             if sent == it.text and it.verbatim:
-                user_segs.append(Segment("user_original", "user", sent, (it.entry_id,), record_kind="user"))
+                user_segs.append(Segment("user_original", "user", sent, (it.entry_id,), record_kind="user",
+                                         message=f"codex-user-item:{n}"))
             else:
                 why = "codex middle truncation" if sent != it.text else "codex replacement history"
                 user_segs.append(Segment("omitted_marker", "user", sent, (it.entry_id,), record_kind="user",
-                                         label=why))
+                                         label=why, message=f"codex-user-item:{n}"))
 
         phase = _phase(session, cut, ctx, prompts["summary_prefix"])
         segments = [Segment("system", "system", system_text), Segment("tools", "system", tools_text)]

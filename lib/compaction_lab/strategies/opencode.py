@@ -121,7 +121,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ..projection import Projection, Segment, SummaryRequest
+from ..projection import Projection, Segment, SummaryRequest, chat_messages
 from ..session import Record, Session
 from .base import CompactionContext, call_summarizer, est_chars4, history, read_prompt, role_of, summary_label
 from .trigger import OPENCODE_VERSIONS, SUMMARY_TOKENS, opencode_tail_budget, opencode_trigger
@@ -626,20 +626,14 @@ def suffix_prompt(tail: Sequence[Record], template: str = TEMPLATE) -> str:
 
 def session_messages(live: LiveHistory) -> list[dict[str, str]]:
     """The session's own next request messages before compaction: a previous compaction as its
-    "What did we do so far?" user message and the summary, then the live records (same-role
-    records merged, tool outputs one message each; the system prompt is sent separately)."""
+    "What did we do so far?" user message and the summary, then the live records with the suite's one
+    message-boundary rule (`projection.chat_messages`: the blocks of one entry joined, each entry and
+    each tool output its own message; the system prompt is sent separately)."""
     out: list[dict[str, str]] = []
     if live.previous is not None:
         out += [{"role": "user", "content": HEADER}, {"role": "assistant", "content": live.previous.text}]
-    for r in live.live:
-        role = role_of(r)
-        if role == "system":
-            continue
-        if out and out[-1]["role"] == role and role != "tool":
-            out[-1]["content"] += "\n\n" + r.text
-        else:
-            out.append({"role": role, "content": r.text})
-    return out
+    return out + chat_messages((role_of(r), r.text, "entry:" + r.entry_id) for r in live.live
+                               if role_of(r) != "system")
 
 
 def summary_fits(system: str, tools: Sequence[Mapping[str, Any]], messages: Sequence[Mapping[str, Any]],
