@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -381,3 +380,18 @@ def test_the_run_command_stopped_by_a_signal(tmp_path, sig):
     assert row["status"] == "interrupted" and row["notebook"] == "01_context_composition"
     info = json.loads((results / "victim" / "run.json").read_text())
     assert info["signal"] == sig and (results / "victim" / "01_context_composition.ipynb").exists()
+
+
+def test_odd_run_json_values_never_break_the_listing_or_the_next_run(tmp_path):
+    """A run.json whose `error` or `dead` is not a mapping (hand-edited, another tool's) raised
+    AttributeError in `runs`, and so before every later `compaction-lab run` (record_dead lists runs)."""
+    for name, info in {"a-failed": {"status": "failed", "error": "boom", "started": "2026-01-01T00:00:00+00:00"},
+                       "b-dead": {"status": "dead", "dead": ["x"], "started": "2026-01-02T00:00:00+00:00"},
+                       "c-odd": {"status": "ok", "started": ["not", "a", "time"], "seconds": "slow"}}.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "run.json").write_text(json.dumps(info))
+    rows = {r.name: r for r in lifecycle.list_runs(tmp_path).runs}
+    assert set(rows) == {"a-failed", "b-dead", "c-odd"}
+    assert rows["a-failed"].status == "failed" and rows["b-dead"].status == "dead"
+    assert lifecycle.record_dead(tmp_path) == []
+    assert cli.main(["runs", "--results", str(tmp_path), "--json"]) == 0

@@ -3,7 +3,7 @@
 import nbformat
 import pytest
 
-from compaction_lab import params, paths, report, strategies
+from compaction_lab import params, paths, report
 from compaction_lab.params import ProfileError
 
 
@@ -225,10 +225,6 @@ def test_every_shape_problem_of_a_profile_file_is_listed(tmp_path):
     with pytest.raises(ProfileError, match="3 problems") as info:
         report.load_profile(path)
     assert "description" in str(info.value) and "notebooks" in str(info.value) and "parameters" in str(info.value)
-
-
-def test_the_registry_is_the_source_of_strategy_names():
-    assert set(params.RULES["strategy_names"].choices()) == set(strategies.names())
 
 
 def test_a_model_run_checks_its_ledger_and_checkpoints_up_front(tmp_path, monkeypatch):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from compaction_lab import checkpoints, cli, params, paths, report
+from compaction_lab import checkpoints, cli, params, paths, report, sources
 
 NOBODY = 65534
 
@@ -222,6 +222,18 @@ def _unprivileged(fn) -> tuple[int, str]:
     return code, err
 
 
+def _import_what_commands_use() -> None:
+    """Import, before a child drops privileges, the modules the commands import lazily (the child may
+    not be able to read the interpreter's or the checkout's files)."""
+    import zstandard  # noqa: F401
+
+    from compaction_lab import archive, ingest, sources  # noqa: F401
+
+    cli.build_parser()
+    for fmt in ingest.FORMATS:
+        ingest.importer(fmt)
+
+
 @pytest.fixture
 def readonly_folder():
     """A folder nobody may write in (owned by root, mode 0o555) inside a folder nobody may enter."""
@@ -243,7 +255,7 @@ def test_import_into_a_read_only_folder_is_a_clear_error(readonly_folder, tmp_pa
     # Was: "sqlite3.OperationalError: unable to open database file".
     session = _session(readonly_folder.parent / "s.jsonl")
     session.chmod(0o644)
-    cli.build_parser()  # imports what the command imports, before the child loses access to the interpreter
+    _import_what_commands_use()
     code, err = _unprivileged(lambda: cli.main(["import", str(session), "--archive",
                                                 str(readonly_folder / "a.sqlite"), "--quiet"]))
     assert code == 2 and err.startswith("error: ") and str(readonly_folder) in err and "cannot write" in err, err
@@ -293,3 +305,32 @@ def test_checkpoint_store_in_a_read_only_folder_is_a_clear_error(readonly_folder
 
     code, err = _unprivileged(open_store)
     assert code == 2 and "cannot write in" in err, err
+
+
+def test_a_folder_this_account_may_not_enter_is_a_counted_skip_or_a_clear_error(readonly_folder, tmp_path):
+    """Review of issue 12 items 5 and 10: `Path.exists()` raises PermissionError when a parent folder
+    cannot be entered, so `my_sessions` (sources.gather) and the storage checks still gave tracebacks
+    for another account's folders."""
+    locked = readonly_folder.parent / "locked"
+    locked.mkdir(mode=0o700)
+    hidden = _session(locked / "s.jsonl")
+    good = _session(readonly_folder.parent / "good.jsonl")
+    good.chmod(0o644)
+    _import_what_commands_use()
+
+    def child() -> int:
+        got = sources.gather([str(hidden), str(good)], progress=False)
+        reasons = {(sk.path, sk.reason) for sk in got.report.skipped}
+        assert len(got.sessions) == 1 and (str(hidden), "unreadable") in reasons, reasons
+        for check in (lambda: paths.check_writable_folder(locked / "res", "results folder"),
+                      lambda: paths.check_sqlite_file(locked / "a.sqlite", "archive", create=True)):
+            try:
+                check()
+            except paths.StoragePathError as exc:
+                assert str(locked) in str(exc)
+            else:
+                return 3
+        return 0
+
+    code, err = _unprivileged(child)
+    assert code == 0, err

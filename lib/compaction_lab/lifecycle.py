@@ -510,10 +510,11 @@ def summarize(run_dir: Path, info: Mapping[str, Any], *, host: str | None = None
         wall = _seconds_between(info.get("started"), last)
     elif recorded == DEAD:
         notebook = info.get("notebook_running")
-        detail = (info.get("dead") or {}).get("reason")
+        dead = info.get("dead")
+        detail = dead.get("reason") if isinstance(dead, Mapping) else None
         wall = _seconds_between(info.get("started"), info.get("heartbeat"))
     elif recorded == FAILED:
-        err = info.get("error") or {}
+        err = info.get("error") if isinstance(info.get("error"), Mapping) else {}
         notebook = err.get("notebook")
         detail = f"{err.get('ename', '?')}: {err.get('evalue', '')}".strip() if err else None
     elif recorded == INTERRUPTED:
@@ -563,10 +564,13 @@ def list_runs(results: Path, *, host: str | None = None, now: datetime | None = 
             sweep = folder.name.startswith("sweep-") and (folder / "sweep.html").exists()
             skipped.append(Skipped(folder.name, "sweep comparison (its runs are listed)" if sweep else "no run.json"))
             continue
-        except ValueError as exc:
+        except (ValueError, OSError) as exc:
             rows.append(_unreadable(folder, exc))
             continue
-        rows.append(summarize(folder, info, host=host, now=now))
+        try:
+            rows.append(summarize(folder, info, host=host, now=now))
+        except Exception as exc:  # a hand-edited or foreign run.json: listed as unreadable, never fatal
+            rows.append(_unreadable(folder, exc))
     rows.sort(key=_sort_key, reverse=True)
     return RunListing(str(results), tuple(rows), tuple(skipped))
 

@@ -71,7 +71,7 @@ class StoragePathError(ValueError):
     database, a folder this process cannot write in. The message names the path."""
 
 
-def check_writable_folder(folder: str | Path, what: str) -> None:
+def _check_writable_folder(folder: str | Path, what: str) -> None:
     """Raise `StoragePathError` unless `folder` is, or can be created as, a folder this process writes in.
 
     Nothing is left behind: the nearest existing ancestor is probed by creating
@@ -98,7 +98,7 @@ def check_writable_folder(folder: str | Path, what: str) -> None:
         raise StoragePathError(f"{what} {folder}: cannot write in {probe} ({exc.strerror or exc})") from None
 
 
-def check_sqlite_file(path: str | Path, what: str, *, create: bool) -> None:
+def _check_sqlite_file(path: str | Path, what: str, *, create: bool) -> None:
     """Raise `StoragePathError` unless `path` is an SQLite database -- or, with `create`, can become one.
 
     An existing file that is not a database is never touched (SQLite would
@@ -121,7 +121,7 @@ def check_sqlite_file(path: str | Path, what: str, *, create: bool) -> None:
     if not path.exists():
         if not create:
             raise StoragePathError(f"no {what} at {path}")
-        check_writable_folder(path.parent, f"folder of the {what}")
+        _check_writable_folder(path.parent, f"folder of the {what}")
         return
     if not path.is_file():
         raise StoragePathError(f"{what} {path} is not a regular file")
@@ -134,4 +134,23 @@ def check_sqlite_file(path: str | Path, what: str, *, create: bool) -> None:
     if head and head != SQLITE_HEADER:
         raise StoragePathError(f"{what} {path} is not an SQLite database (left untouched)")
     if create:
-        check_writable_folder(path.parent, f"folder of the {what}")
+        _check_writable_folder(path.parent, f"folder of the {what}")
+
+
+def _no_os_errors(check):
+    """`check`, with any OS error on the way (a parent folder this process may not enter: ``stat``
+    itself fails with EACCES) reported as a `StoragePathError` naming the path, never a traceback."""
+    import functools
+
+    @functools.wraps(check)
+    def checked(path, what, **kw):
+        try:
+            return check(path, what, **kw)
+        except OSError as exc:
+            raise StoragePathError(f"{what} {path}: {exc.strerror or exc}") from None
+
+    return checked
+
+
+check_writable_folder = _no_os_errors(_check_writable_folder)
+check_sqlite_file = _no_os_errors(_check_sqlite_file)

@@ -282,6 +282,8 @@ def run_profile(
         except lifecycle.RunInterrupted as exc:
             raise _record_interruption(record, run_dir, done, executing, exc, redactor, started) from None
         except NotebookFailed:
+            # The sweep runs once the heartbeat has stopped, so it never meets a run.json being rewritten.
+            record.update(redaction=_scrub(run_dir, redactor))
             raise
         except Exception as exc:  # not a notebook's error (a bad parameter, a rendering bug): still not "running"
             record.update(status="failed", error={"notebook": None, **_error_fields(exc)}, notebook_running=None,
@@ -337,7 +339,6 @@ def _run_chain(prof: Profile, run_dir: Path, record: "lifecycle.RunRecord", done
                 error={"notebook": nb, **err},
                 finished=_now(), seconds=round(time.perf_counter() - started, 3),
             )
-            record.update(redaction=_scrub(run_dir, redactor))
             raise NotebookFailed(nb, err["cell_index"], err["ename"], redactor.text(str(err["evalue"])),
                                  redactor.text(err["traceback"]), run_dir) from exc
         executing.clear()

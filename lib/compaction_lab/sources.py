@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ import pandas as pd
 
 from . import excerpt, runfolder
 from .ingest import ImportReport, load_sessions
+from .ingest.base import os_reason
 from .ingest import synthetic
 from .session import Session
 
@@ -82,11 +84,15 @@ def gather(
     existing = []
     for p in paths:
         path = Path(p).expanduser()
-        if path.exists():
-            existing.append(path)
-        else:
+        try:
+            os.lstat(path)  # a link is judged by the import walk (dangling, looping), not here
+        except FileNotFoundError:
             # A profile may list the usual places of several agents; a user has some, not all.
             report.skip(path, None, "unreadable", "no such file or directory")
+        except OSError as exc:  # a parent folder this account may not enter
+            report.skip(path, None, "unreadable", os_reason(exc))
+        else:
+            existing.append(path)
     it = load_sessions(existing, report)
     if progress:
         from tqdm.auto import tqdm

@@ -92,8 +92,13 @@ def iter_sources(path: str | Path, report: ImportReport) -> Iterator[tuple[Path,
         Only when `path` itself does not exist (not even as a link).
     """
     path = Path(path).expanduser()
-    if not os.path.lexists(path):
-        raise FileNotFoundError(f"{path}: no such file or directory")
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such file or directory") from None
+    except OSError as exc:  # a parent folder this account may not enter: counted, like any unreadable source
+        report.skip(path, None, "unreadable", os_reason(exc))
+        return
     if not path.is_dir():
         fmt = _classify(path, report)
         if fmt is not None:
