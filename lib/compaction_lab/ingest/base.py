@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator, Mapping
 
+from ..paths import SQLITE_HEADER
 from ..session import Record, Session
 
 #: Bytes of a source read for content sniffing.
@@ -63,7 +64,7 @@ MAX_SKIP_DETAILS = 1000
 #: byte-exact replay after a damage (`_ZstdStream`) stays cheap.
 ZSTD_STEP = 16 * 1024
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
+SQLITE_MAGIC = SQLITE_HEADER  # one definition of the SQLite file header (paths checks storage with it)
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 BOM = b"\xef\xbb\xbf"
 #: What `bytes.strip()` strips, plus NUL: the bytes a NUL tail may consist of.
