@@ -224,7 +224,7 @@ def test_reattachment_budget_is_fifty_thousand_rough_tokens():
 def test_no_provider_gives_the_empty_template():
     p = compact(session())
     (summary,) = [s for s in p.segments if s.kind == "summary"]
-    assert summary.text == empty_template("claude-code-9") and summary.label == ""
+    assert summary.text == empty_template("claude-code-9") and summary.label == "empty template (no summary)"
     assert p.receipt.fallback and "no summary provider" in p.receipt.error and p.summary_request is not None
 
 
@@ -375,3 +375,13 @@ def test_a_session_compacted_twice_forks_only_its_live_history(tmp_path):
     assert req.messages[-1] == {"role": "user", "content": strategies.get("claude-code").instruction(ctx)}
     sent = " ".join(m["content"] for m in req.messages)
     assert "SUMMARY-ONE" not in sent and "ORD-58213" not in sent and "billing/client.py" not in sent
+
+
+def test_summary_segment_says_who_wrote_it():
+    """Every arm labels its summary segment (`base.summary_label`); claude-code left a provider's summary
+    unlabelled and the empty template unlabelled too, so tables could not tell them apart."""
+    p = compact(session(), ctx_for(summarizer=FakeProvider(name="a-model")))
+    (summary,) = [s for s in p.segments if s.kind == "summary"]
+    assert summary.label == "summary (a-model)"
+    ext = compact(session(), ctx_for(summarizer=summarize.get_provider("extractive")))
+    assert [s.label for s in ext.segments if s.kind == "summary"] == [STAND_IN_LABEL]

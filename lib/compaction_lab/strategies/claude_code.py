@@ -91,11 +91,11 @@ import re
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from ..projection import STAND_IN_LABEL, Projection, Segment, SummaryReceipt, SummaryRequest
+from ..projection import Projection, Segment, SummaryReceipt, SummaryRequest
 from ..session import Record, Session
 from ..summarize.extractive import empty_template
 from ..tokens import counter
-from .base import CompactionContext, call_summarizer, est_chars4, history, read_prompt
+from .base import CompactionContext, call_summarizer, est_chars4, history, read_prompt, summary_label
 
 ALGORITHM_VERSION = "claude-code-2"
 
@@ -366,11 +366,11 @@ class ClaudeCode:
                 text = _truncate_tokens(text, room - reserve, ctx)
                 notes["summary_truncated"] = True
             receipt = replace(receipt, text=text)
-            stand_in = bool(getattr(ctx.summarizer, "stand_in", False)) and not receipt.fallback
             # one user message: the preface, the summary, the instruction to carry on
             segs.append(Segment("header", "user", SUMMARY_PREFACE, message="compact-summary"))
+            # Labelled as every arm labels its summary: the stand-in, the provider, or the empty template.
             segs.append(Segment("summary", "user", text, req.source_entry_ids, message="compact-summary",
-                             label=STAND_IN_LABEL if stand_in else ""))
+                                label=summary_label(receipt, "empty template (no summary)")))
             segs.append(Segment("continue", "user", CONTINUE_INSTRUCTION, message="compact-summary"))
             used = sum(cnt.count_many([s.text for s in segs[2:]]))
             segs += self._reattach(recs, ctx, room - used, notes)
