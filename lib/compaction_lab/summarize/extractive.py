@@ -201,6 +201,33 @@ GENERIC_TEMPLATE = Template("generic-handoff", (
 ))
 
 
+#: Readers of request shapes `conversation` does not know, by template name (`register_template`).
+READERS: dict[str, Any] = {}
+
+
+def register_template(template: Template, reader: Any = None) -> Template:
+    """Make `template` known to the stand-in (a strategy module calls this at import).
+
+    Parameters
+    ----------
+    template : Template
+        Filled for requests whose ``template`` is ``template.name``.
+    reader : callable, optional
+        ``reader(request) -> list[Block]``: the conversation of a request
+        whose shape `conversation` cannot read (an agent that flattens the
+        transcript its own way, e.g. Aider's ``# USER`` / ``# ASSISTANT``).
+
+    Returns the template, so a module can keep it in a constant.
+    """
+    known = TEMPLATES.get(template.name)
+    if known is not None and known != template:
+        raise ValueError(f"template {template.name!r} registered twice with different sections")
+    TEMPLATES[template.name] = template
+    if reader is not None:
+        READERS[template.name] = reader
+    return template
+
+
 def template_for(name: str) -> Template:
     """The template a request names, or the generic handoff."""
     return TEMPLATES.get(name, GENERIC_TEMPLATE)
@@ -227,7 +254,9 @@ _LABELS: dict[str, str] = {
     "user": "user",
     "assistant": "assistant",
     "assistant reasoning": "reasoning",
+    "assistant thinking": "reasoning",  # pi's serializeConversation
     "assistant tool call": "tool_call",
+    "assistant tool calls": "tool_call",  # pi's serializeConversation
     "tool result": "tool_result",
     "tool error": "tool_error",
     "previous summary": "summary",
@@ -258,7 +287,7 @@ def _tool_call_args(message: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _parse_blocks(text: str, start: int) -> list[Block]:
+def parse_blocks(text: str, start: int = 0) -> list[Block]:
     """Split a flattened transcript into labelled blocks."""
     m = _WRAPPED_RE.search(text)
     if m:
@@ -275,6 +304,9 @@ def _parse_blocks(text: str, start: int) -> list[Block]:
 
 def conversation(request: SummaryRequest) -> list[Block]:
     """The conversation a request asks to summarise, as blocks in order (instruction excluded)."""
+    own = READERS.get(request.template)
+    if own is not None:
+        return list(own(request))
     msgs = list(request.messages)
     blocks: list[Block] = []
     if request.shape == "dedicated":
@@ -286,7 +318,7 @@ def conversation(request: SummaryRequest) -> list[Block]:
             # OpenCode places an earlier compaction's summary after the conversation as <prior-summary>:
             # it is the oldest part of what is summarised, so it leads.
             prior += [p.strip() for p in _PRIOR_RE.findall(text) if p.strip()]
-            blocks.extend(_parse_blocks(_PRIOR_RE.sub("", text), len(blocks)))
+            blocks.extend(parse_blocks(_PRIOR_RE.sub("", text), len(blocks)))
         if prior:
             blocks = [Block("summary", t, i) for i, t in enumerate(prior)] + \
                      [replace(b, pos=len(prior) + i) for i, b in enumerate(blocks)]
@@ -737,6 +769,6 @@ class ExtractiveProvider:
 
 __all__ = [
     "BULLET", "Block", "ExtractiveProvider", "GENERIC_TEMPLATE", "Item", "NONE_TEXT", "Section", "TEMPLATES",
-    "TRUNCATION_MARK", "Template", "conversation", "empty_template", "extract", "fill", "request_text",
-    "template_for",
+    "TRUNCATION_MARK", "Template", "conversation", "empty_template", "extract", "fill", "parse_blocks",
+    "register_template", "request_text", "template_for",
 ]
