@@ -215,7 +215,8 @@ def test_compaction_boundary_and_summary(main):
     assert summary.text.startswith("This session is being continued")
     (boundary,) = main.metadata["compactions"]
     assert boundary == {"entry_id": "u-0013", "source_order": summary.source_order - 1,
-                        "trigger": "auto", "pre_tokens": 155012}
+                        "trigger": "auto", "pre_tokens": 155012,
+                        "model": "claude-sonnet-4-5-20250929"}  # the main model, which wrote the summary
     assert main.records[boundary["source_order"]].kind == "meta"
 
 

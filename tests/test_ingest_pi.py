@@ -205,7 +205,8 @@ def test_compaction_summary_and_boundary(main):
     assert [r.entry_id for r in summaries] == ["e000000b", "e000000f"]  # compaction, branch_summary
     (boundary,) = main.metadata["compactions"]
     assert boundary == {"entry_id": "e000000b", "source_order": summaries[0].source_order,
-                        "first_kept_entry_id": "e0000007", "tokens_before": 48211}
+                        "first_kept_entry_id": "e0000007", "tokens_before": 48211,
+                        "model": "gpt-5.1-codex"}  # the model in use when it compacted (the last assistant's)
 
 
 def test_injected_and_meta_lines(main):
@@ -236,7 +237,8 @@ def test_broken_file_counts_bad_lines_and_keeps_good_ones():
     ]
     assert [(r.entry_id, r.kind) for r in session] == [("L2", "user"), ("L6", "assistant"), ("L7", "summary")]
     assert session.metadata["compactions"] == [
-        {"entry_id": "L7", "source_order": 2, "first_kept_entry_index": 2, "tokens_before": 120000}]
+        {"entry_id": "L7", "source_order": 2, "first_kept_entry_index": 2, "tokens_before": 120000,
+         "model": "claude-opus-4-1"}]
     assert session.metadata["model"] == "claude-opus-4-1"
 
 

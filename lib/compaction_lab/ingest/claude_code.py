@@ -569,11 +569,15 @@ def _build(key: str, entries: list[_Entry], path: Path, known: set[str], calls: 
                 fields["tool"], fields["target"] = calls[fields["call_id"]]
             rec = b.add(kind, text, e.entry_id, block_index, timestamp=e.timestamp, **fields)
             if add_boundary:
-                b.metadata.setdefault("compactions", []).append(
-                    {"entry_id": e.entry_id, "source_order": rec.source_order, **(boundary or {})})
+                found = {"entry_id": e.entry_id, "source_order": rec.source_order, **(boundary or {})}
+                if state["models"]:
+                    found.setdefault("model", state["last_model"])  # the main model, which writes the summary
+                b.metadata.setdefault("compactions", []).append(found)
             after_boundary = boundary is not None
-        if e.model and e.model not in state["models"]:
-            state["models"].append(e.model)
+        if e.model:
+            state["last_model"] = e.model
+            if e.model not in state["models"]:
+                state["models"].append(e.model)
         if e.usage is not None:
             # Same message.id on several lines: the row keeps its first position, the last numbers win.
             usage[e.usage[0]] = (e.entry_id, e.usage[1], e.usage[2])

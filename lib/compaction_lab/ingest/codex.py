@@ -348,6 +348,8 @@ class _Rollout:
         builder = self._session()
         rec = builder.add("summary", message if isinstance(message, str) else "", f"L{lineno}", timestamp=ts)
         boundary: dict[str, Any] = {"entry_id": rec.entry_id, "source_order": rec.source_order}
+        if self.model:
+            boundary["model"] = self.model  # the turn's model: Codex compacts with it
         history = payload.get("replacement_history")
         if isinstance(history, list):
             # What Codex put in place of its history (`CompactedItem.replacement_history`): the live

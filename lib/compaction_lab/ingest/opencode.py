@@ -408,6 +408,9 @@ def _build(
             continue
         ts = _iso((msg.get("time") or {}).get("created") if isinstance(msg.get("time"), dict) else None)
         _message_meta(b, msg, msg_id, role, models)
+        if role == "assistant" and msg.get("summary") is True and meta.get("compactions") \
+                and isinstance(msg.get("modelID"), str) and msg["modelID"]:
+            meta["compactions"][-1].setdefault("model", msg["modelID"])  # the model that wrote the summary
         first = len(b.records)
         for part in parts:
             pruned += _add_part(b, part, msg, role, ts, source, report)

@@ -128,6 +128,7 @@ class _PiSession:
         self.builder: SessionBuilder | None = None
         self.calls: dict[str, tuple[str, str | None]] = {}
         self.models: list[str] = []
+        self.current_model: str | None = None
         self.empty: Counter = Counter()
         self.ids: set[str] = set()
         self.links: list[tuple[int, str, str]] = []  # (lineno, entry id, parent id)
@@ -143,8 +144,10 @@ class _PiSession:
         return self.builder
 
     def _model(self, model: Any) -> None:
-        if isinstance(model, str) and model and model not in self.models:
-            self.models.append(model)
+        if isinstance(model, str) and model:
+            self.current_model = model  # the model in use: pi compacts with it
+            if model not in self.models:
+                self.models.append(model)
 
     # ---- lines
 
@@ -194,6 +197,8 @@ class _PiSession:
                     boundary["first_kept_entry_index"] = obj["firstKeptEntryIndex"]
                 if isinstance(obj.get("tokensBefore"), int):
                     boundary["tokens_before"] = obj["tokensBefore"]
+                if self.current_model:
+                    boundary["model"] = self.current_model  # the session's model when it compacted
                 b.metadata.setdefault("compactions", []).append(boundary)
         elif ltype == "custom_message":
             self.user_content(b, obj.get("content"), eid, ts, lineno, injected=True)
