@@ -558,3 +558,51 @@ def fig3_complete(recall: pd.DataFrame, cost: pd.DataFrame, *, width: int = 220)
     return alt.hconcat(left, right, money, spacing=20).properties(
         title=alt.TitleParams("Figure 3 — recall, tokens and money", subtitle=_who_answered(
             recall, "money: one compaction + later turns, cache simulated on the real token sequences")))
+
+
+NO_RECORDED: tuple[str, ...] = (
+    "Not measured: no session of this run holds a compaction its agent recorded",
+    "(pi compaction entries, Claude Code compact summaries, Codex compacted items, OpenCode summary messages).",
+)
+
+
+def fig_recorded(table: pd.DataFrame, *, width: int = 420) -> alt.Chart:
+    """The real compactions found in the logs: recall of the agent's own compaction beside every arm.
+
+    One panel per recorded compaction (its session, the agent and the model
+    from the log), one row per arm with its 95% interval; the recorded
+    compaction is drawn dark, the arm reimplementing that agent outlined.
+
+    Parameters
+    ----------
+    table : DataFrame
+        `exam.recorded.comparison_table` (case_id, agent, model, strategy_label,
+        recorded, own_agent, recall, ci_low, ci_high, retained, n).
+    """
+    title = "Real compactions — what the agent's own compaction kept, beside every arm"
+    if table.empty or not (table["n"] > 0).any():
+        return no_data(title, NO_RECORDED)
+    use_theme()
+    data = table[table["n"] > 0].copy()
+    data["compaction_label"] = data.apply(
+        lambda r: f"{r['session_id'][:24]} · compaction {int(r['compaction']) + 1} ({r['agent']}, {r['model']})", axis=1)
+    data["arm"] = data.apply(lambda r: "recorded (the agent's own)" if r["recorded"]
+                             else ("reimplementation of that agent" if r["own_agent"] else "other arm"), axis=1)
+    data["retained_of"] = data.apply(lambda r: f"{int(r['retained'])}/{int(r['n'])}", axis=1)
+    order = list(dict.fromkeys(data.sort_values(["recorded", "own_agent"], ascending=False)["strategy_label"]))
+    arms = ["recorded (the agent's own)", "reimplementation of that agent", "other arm"]
+    base = alt.Chart().encode(y=alt.Y("strategy_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)))
+    rule = base.mark_rule(color="#888").encode(x=alt.X("ci_low:Q", axis=alt.Axis(format="%"), title="recall",
+                                                       scale=alt.Scale(domain=[0, 1])), x2="ci_high:Q")
+    pts = base.mark_point(filled=True, size=80).encode(
+        x="recall:Q",
+        color=alt.Color("arm:N", scale=alt.Scale(domain=arms, range=["#222222", "#e45756", "#4c78a8"]),
+                        legend=alt.Legend(title=None, orient="bottom")),
+        tooltip=["strategy_label", "retained_of", alt.Tooltip("recall:Q", format=".1%"),
+                 alt.Tooltip("ci_low:Q", format=".1%"), alt.Tooltip("ci_high:Q", format=".1%")])
+    text = base.mark_text(align="left", dx=8, fontSize=10).encode(x="recall:Q", text="retained_of:N")
+    return alt.layer(rule, pts, text, data=data).properties(width=width).facet(
+        row=alt.Row("compaction_label:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left",
+                                                                        labelLimit=600))
+    ).resolve_scale(y="independent").properties(title=alt.TitleParams(title, subtitle=_who_answered(
+        data, "questions mined from the records before each compaction; bars: 95% bootstrap intervals")))

@@ -598,6 +598,7 @@ def build_index(run_dir: Path, profile: Profile, runs: list[NotebookRun] | None 
         commit=((info.get("git") or {}).get("commit") or "unknown")[:12], redacted=profile.redact,
         measured=share.measured_text(head),
         headline=share.headline_html(head),
+        recorded=share.recorded_block(run_dir),
         notebooks=[{"name": r.notebook, "html": r.html.name if r.html else r.output.name, "status": r.status,
                     "seconds": f"{r.seconds:.1f}"} for r in runs],
         figures=[share.figure_html(f) for f in share.figures(run_dir)],

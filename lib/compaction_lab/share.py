@@ -32,6 +32,7 @@ FIGURES: tuple[tuple[str, str], ...] = (
     ("fig8_trigger_budgets", "Figure 8 — triggers and budgets"),
     ("fig9_open_book", "Figure 9 — the open book: answers and tool calls per round"),
     ("sensitivity_mix", "Sensitivity — recall under other question mixes"),
+    ("fig_recorded", "Real compactions — the agent's own compaction beside every arm"),
 )
 
 #: Table name of the headline in a run folder (written by notebook 06).
@@ -192,6 +193,73 @@ def measured_markdown(headline: pd.DataFrame):
     from IPython.display import Markdown
 
     return Markdown("\n".join(f"- {line}" for line in measured_text(headline)))
+
+
+@dataclass(frozen=True)
+class RecordedBlock:
+    """The report's "real compactions found in your logs" block (notebook 03's recorded tables)."""
+
+    count: int
+    lines: tuple[str, ...]
+    table: pd.DataFrame
+
+    def html(self) -> str:
+        """The block's table as HTML (empty string when there is nothing to show)."""
+        return self.table.to_html(index=False, escape=True) if len(self.table) else ""
+
+
+#: The recorded block as readers see it: column -> header.
+RECORDED_VIEW = {
+    "compaction": "compaction", "recorded": "the agent's own (recorded)", "own_arm": "its reimplementation",
+    "best_arm": "best other arm",
+}
+
+
+def _retained(r: Mapping[str, Any]) -> str:
+    return f"{r['strategy_label']}: {r['retained']:.0f}/{r['n']:.0f} ({r['ci_low']:.0%}–{r['ci_high']:.0%})"
+
+
+def recorded_block(run_dir: Path) -> RecordedBlock | None:
+    """What the run found of real compactions and how they did, or None when notebook 03 did not look.
+
+    Per compaction: the agent's own compaction (recorded) and the arm that
+    reimplements that agent, each as retained of N with the 95% interval, and
+    the other arm that retained most. Values only, from ``recorded_compactions``,
+    ``recorded_skipped`` and ``exam_recorded``.
+    """
+    run_dir = Path(run_dir)
+    found = _maybe(run_dir, "recorded_compactions")
+    if found is None:
+        return None
+    skipped = _maybe(run_dir, "recorded_skipped")
+    table = _maybe(run_dir, "exam_recorded")
+    lines = [f"Real compactions found in your logs: {len(found)}"
+             + (f" (in {found['session_id'].nunique()} sessions; agents: "
+                f"{', '.join(sorted(set(found['agent'])))})" if len(found) else "")]
+    if skipped is not None and len(skipped):
+        for reason, k in skipped["reason"].value_counts().items():
+            lines.append(f"Skipped: {k} session{'s' if k != 1 else ''} — {reason}")
+    rows = []
+    if table is not None and len(table):
+        for case_id, g in table.groupby("case_id", sort=False):
+            g = g[g["n"] > 0]
+            if g.empty:
+                continue
+            first = g.iloc[0]
+            own_rec, own_arm = g[g["recorded"]], g[g["own_agent"]]
+            others = g[~g["recorded"] & ~g["own_agent"]].sort_values(["recall", "projection_tokens"],
+                                                                      ascending=[False, True])
+            rows.append({
+                "compaction": f"{first['session_id']} #{int(first['compaction']) + 1} ({first['agent']}, {first['model']})",
+                "recorded": _retained(own_rec.iloc[0]) if len(own_rec) else "n/a",
+                "own_arm": _retained(own_arm.iloc[0]) if len(own_arm) else "not run",
+                "best_arm": _retained(others.iloc[0]) if len(others) else "n/a",
+            })
+        if len(found) and not rows:
+            lines.append("No question could be asked before any of them (each question must point before the "
+                         "recent tail of its compaction).")
+    view = pd.DataFrame(rows, columns=list(RECORDED_VIEW)).rename(columns=RECORDED_VIEW)
+    return RecordedBlock(len(found), tuple(lines), view)
 
 
 def figures(run_dir: Path) -> list[Figure]:

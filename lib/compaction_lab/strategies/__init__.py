@@ -7,9 +7,14 @@ The registry discovers them, so adding a strategy is adding one module.
 
 Seed systems: ``futureos-deterministic``, ``futureos-summarized``, ``codex``,
 ``opencode``. Other agents: ``claude-code`` (reconstructed: its source is not
-public). Baselines none of them tested: ``full``, ``truncate-oldest``,
-``observation-masking``. Each agent arm's rules are cited, upstream file and
-line at a pinned commit, in ``UPSTREAM.md`` beside this file.
+public), ``pi``, ``gemini-cli``, ``aider``. Baselines none of them tested:
+``full``, ``truncate-oldest``, ``observation-masking``. Each agent arm's rules
+are cited, upstream file and line at a pinned commit, in ``UPSTREAM.md``
+beside this file.
+
+``recorded`` is registered but not *listed* (``listed = False``): it is the
+projection an agent itself sent after a compaction found in its log, so it
+exists only at those compactions (`exam.recorded` asks for it there).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ _NOT_STRATEGIES = frozenset({"base", "trigger", "evidence"})
 #: The order tables and charts list strategies in.
 ORDER: tuple[str, ...] = (
     "futureos-summarized", "futureos-deterministic", "codex", "opencode",
-    "claude-code", "full", "truncate-oldest", "observation-masking",
+    "claude-code", "pi", "gemini-cli", "aider", "full", "truncate-oldest", "observation-masking",
 )
 
 
@@ -50,8 +55,9 @@ def registry() -> Mapping[str, Strategy]:
 
 
 def names() -> tuple[str, ...]:
-    """Strategy names, the known ones in `ORDER`, then any added ones alphabetically."""
-    reg = registry()
+    """The listed strategy names (the arms every run compares), the known ones in `ORDER`, then any
+    added ones alphabetically. ``recorded`` is not listed: `get` still finds it."""
+    reg = {n: s for n, s in registry().items() if getattr(s, "listed", True)}
     return tuple(n for n in ORDER if n in reg) + tuple(sorted(set(reg) - set(ORDER)))
 
 

@@ -1,0 +1,610 @@
+"""``aider``: Aider's chat-history summarisation (``ChatSummary``), rule by rule.
+
+Pinned to **Aider-AI/aider @ 5dc9490bb35f9729ef2c95d00a19ccd30c26339c** (files cited
+below: ``aider/history.py``, ``aider/prompts.py``, ``aider/coders/base_coder.py``,
+``aider/coders/chat_chunks.py``, ``aider/models.py``, ``aider/commands.py``,
+``aider/utils.py``; the table rule → file:line → function is in ``UPSTREAM.md``).
+
+What Aider's history is
+    A chat of user/assistant messages. ``done_messages`` are finished exchanges
+    (moved there by ``move_back_cur_messages`` once a reply's edits were applied,
+    ``base_coder.py:1036-1046``); ``cur_messages`` are the exchange in progress.
+    File contents and the repo map are sent fresh each turn and are never part of
+    the history. Only ``done_messages`` are ever summarised; ``cur_messages`` stay
+    verbatim. Each request is ``system, examples, readonly files, repo map, done,
+    chat files, cur, reminder`` (``chat_chunks.py:16-26``).
+
+Trigger (`Aider.fires`, `too_big`)
+    ``summarize_start`` runs after every ``move_back_cur_messages`` and starts a
+    background summary when ``too_big(done_messages)``: the sum of the per-message
+    token counts is **greater than** ``max_chat_history_tokens``
+    (``history.py:15-18``, ``base_coder.py:1002-1012``), a *soft* limit
+    ``min(max(max_input_tokens / 16, 1024), 8192)`` (``models.py:356-358``;
+    ``--max-chat-history-tokens`` overrides, ``main.py:950-953``).
+
+Estimator (`message_tokens`, `messages_tokens`)
+    One message: the model tokenizer over ``json.dumps(message)`` (``models.py:650-670``
+    — ``token_count`` of a dict). A list of messages: ``litellm.token_counter``
+    (per message: role + content tokens + 3; + 3 for the reply). The model's own
+    tokenizer is stood in for by tiktoken (the context's encoding).
+
+Summarising (`summarize`, `summarize_real`, `summarize_all`; ``history.py:27-123``)
+    * total ≤ max_tokens at depth 0 → unchanged; ≤ 4 messages or depth > 3 →
+      summarise everything;
+    * walk newest → oldest, keeping messages in the tail while
+      ``tail + tokens < max_tokens // 2``; move the split back until the head ends
+      with an assistant message (split index > 1); split ≤ 4 → summarise everything;
+    * the head is cut to the summary model's ``max_input_tokens − 512`` (4,096 if
+      unknown), oldest first — head messages past it are *lost*, not summarised;
+    * ``summary + tail`` is returned when ``summary_tokens + tail_tokens < max_tokens``,
+      else the same procedure recurses on it with depth + 1;
+    * ``summarize`` appends an assistant ``"Ok."`` when the result does not end
+      with an assistant message.
+
+The summary request (`Aider.summary_request`, shape ``dedicated-system``)
+    ``[system: the summarize prompt, user: transcript]`` — the transcript is every
+    user/assistant message as ``# USER\\n…`` / ``# ASSISTANT\\n…`` (other roles
+    skipped), the instruction sits in the system prompt, no tools, sent to the
+    weak model then the main model (``history.py:98-123``). The answer is prefixed
+    with ``"I spoke to you previously about a number of things.\\n"`` and becomes
+    one **user** message (``prompts.py:61``).
+
+The next request after compaction
+    system, tools (the lab's call shape), the summary user message, the kept done
+    tail verbatim, an ``"Ok."`` when needed, then the current exchange verbatim.
+    On failure of every model ``summarize`` raises ``ValueError``;
+    ``summarize_worker`` only warns, and ``summarize_end`` then *replaces the done
+    history by the empty list* (``base_coder.py:1014-1034``): the done history is
+    dropped (param ``on_failure``).
+
+Live history (`live_history`)
+    Aider keeps its summary in memory only (the markdown log keeps everything and
+    ``--restore-chat-history`` re-summarises it, ``base_coder.py:519-523``). The
+    records after the latest ``summary`` record are the history, and that record
+    (Aider's own or a foreign agent's) stands for Aider's summary message: a user
+    message opening with the summary prefix.
+
+Our decisions (labelled parameters, upstream defaults where upstream has one)
+    ``tool_records`` ``"run_output"`` (default): a ``tool_call`` is text of the
+    assistant reply of its entry (Aider's edits are text in the reply); a
+    ``tool_output`` is what ``/run`` adds (``commands.py:1013-1044``): a user
+    message ``I ran this command:\\n\\n{command}\\n\\nAnd got this output:\\n\\n{output}``
+    followed by an assistant ``Ok.``; ``"drop"``: tool records are not in the chat
+    (``utils.split_chat_history_markdown`` without ``include_tool``, ``utils.py:193-194``).
+    ``reasoning`` ``"drop"`` (default: Aider strips reasoning from replies) or ``"inline"``.
+    ``cur_from`` — the current exchange starts at the last real user message
+    (``"last_user"``, default) or is empty (``"none"``).
+    ``mode`` ``"auto"`` (default: the background summary) or ``"switch"``
+    (``/chat-mode`` switching edit format: ``summarize_all(done)`` unconditionally,
+    failure keeps the history; ``base_coder.py:155-168``).
+    ``summary_tokens`` — upstream sends no max_tokens; we cap the answer at
+    ``max_chat_history_tokens // 2`` (the head's share of the budget).
+    ``summary_model_max_input_tokens`` — the weak model's input limit (default: the
+    context's input limit or window).
+    ``capacity guard`` (no upstream counterpart: Aider warns and sends anyway,
+    ``base_coder.py:1396-1415``): when the next request would pass ``W − O``, the
+    oldest kept messages after the summary are dropped behind one marker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping, Sequence
+
+from ..projection import Projection, Segment, SummaryReceipt, SummaryRequest
+from ..session import Record, Session
+from ..summarize import extractive
+from ..summarize.extractive import Block, Section, Template, empty_template
+from ..tokens import counter
+from .base import CompactionContext, call_summarizer, history, read_prompt, summary_label
+
+#: Upstream pin.
+UPSTREAM_COMMIT = "5dc9490bb35f9729ef2c95d00a19ccd30c26339c"
+ALGORITHM_VERSION = "aider-1"
+#: Internal decisions count ``json.dumps(message)`` with tiktoken (the model tokenizer's stand-in).
+ESTIMATOR = "tiktoken"
+REQUEST_SHAPE = "dedicated-system"
+TEMPLATE = "aider-summary"
+
+#: ``prompts.summary_prefix`` (prompts.py:61), exact.
+SUMMARY_PREFIX = "I spoke to you previously about a number of things.\n"
+#: ``prompts.run_output`` (prompts.py:36-43), exact.
+RUN_OUTPUT = "I ran this command:\n\n{command}\n\nAnd got this output:\n\n{output}\n"
+#: The fixed assistant acknowledgement (history.py:30, commands.py:1043).
+OK_REPLY = "Ok."
+
+#: ``prompts.summarize`` (prompts.py:46-59), in our words, line for line; ``prompt_file`` for the exact text.
+SUMMARIZE_PROMPT = """*Briefly* summarise this part of a conversation about programming.
+Give older parts less detail and the most recent messages more detail.
+Begin a new paragraph whenever the subject changes!
+
+This is only one part of a longer conversation, so *DO NOT* end the summary with wording like "Finally, ...", since the conversation goes on after the summary.
+The summary *MUST* name the functions, libraries and packages under discussion.
+The summary *MUST* name the files the assistant refers to inside ```...``` fenced code blocks!
+The summary *MUST NOT* contain ```...``` fenced code blocks!
+
+Write the summary in the first person as the USER, telling the ASSISTANT about the conversation.
+Write *as* the user.
+The user calls the assistant *you*.
+Begin the summary with "I asked you...".
+"""
+
+MIN_SPLIT = 4  # history.py:42
+MAX_DEPTH = 3  # history.py:43 (``depth > 3``)
+HEAD_INPUT_RESERVE = 512  # history.py:74
+DEFAULT_SUMMARY_MODEL_INPUT = 4096  # history.py:73 (``or 4096``)
+HISTORY_MIN, HISTORY_MAX, HISTORY_DIVISOR = 1024, 8192, 16  # models.py:356-358
+
+CAPACITY_MARKER = ("[{n} earlier message(s) omitted to fit the context window (entries {ids}); "
+                   "not summarised — Aider itself would send them and overflow.]")
+
+#: The stand-in's template. Aider's summary has no headings: these lead lines follow what the
+#: prompt asks for (the user's requests in the first person, functions/libraries/packages,
+#: the files referenced, more detail on the latest part).
+AIDER_TEMPLATE = Template(TEMPLATE, (
+    Section("I asked you:", "user", 10, 120, 40),
+    Section("Most recently:", "state", 20, 100, 2),
+    Section("The functions, libraries and packages we discussed:", "concepts", 35, 30, 40),
+    Section("The files you referred to:", "files", 40, 30, 40),
+    Section("The errors we saw:", "errors", 45, 70, 12),
+))
+
+_ROLE_HEAD_RE = re.compile(r"^# (USER|ASSISTANT)\n", re.M)
+_CALL_PARA_RE = re.compile(r"^[A-Za-z_][\w.:-]{0,63} \{.*\}\s*$", re.S)
+_RUN_RE = re.compile(r"\AI ran this command:\n\n(.*?)\n\nAnd got this output:\n\n(.*)\Z", re.S)
+
+
+def read_transcript(request: SummaryRequest) -> list[Block]:
+    """The stand-in's reader of Aider's ``# USER`` / ``# ASSISTANT`` transcript (the request's user message)."""
+    text = "\n".join(str(m.get("content") or "") for m in request.messages if m.get("role") == "user")
+    marks = list(_ROLE_HEAD_RE.finditer(text))
+    out: list[Block] = []
+
+    def add(role: str, body: str) -> None:
+        body = body.strip()
+        if body:
+            out.append(Block(role, body, len(out)))
+
+    for i, mk in enumerate(marks):
+        body = text[mk.end(): marks[i + 1].start() if i + 1 < len(marks) else len(text)]
+        if mk.group(1) == "USER":
+            run = _RUN_RE.match(body.strip("\n") + "\n" if body else body)
+            if body.startswith(SUMMARY_PREFIX):
+                add("summary", body[len(SUMMARY_PREFIX):])
+            elif run:
+                add("tool_call", run.group(1))
+                add("tool_result", run.group(2))
+            else:
+                add("user", body)
+        else:
+            if body.strip() == OK_REPLY:
+                continue
+            for para in re.split(r"\n{2,}", body):
+                add("tool_call" if _CALL_PARA_RE.match(para.strip()) else "assistant", para)
+    return out
+
+
+extractive.register_template(AIDER_TEMPLATE, reader=read_transcript)
+
+
+# --------------------------------------------------------------------------- messages
+
+
+@dataclass
+class Msg:
+    """One Aider chat message with its provenance.
+
+    ``parts`` are ``(segment kind, text, entry id or None, record kind or None)``; the message's content
+    is the parts joined by ``sep`` (the segments join with a blank line in `Projection.messages`).
+    """
+
+    role: str
+    parts: list[tuple[str, str, str | None, str | None]] = field(default_factory=list)
+    real_user: bool = False
+    summary: bool = False
+
+    @property
+    def content(self) -> str:
+        return "\n\n".join(p[1] for p in self.parts)
+
+    @property
+    def entry_ids(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(p[2] for p in self.parts if p[2]))
+
+    def as_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+def _ok() -> Msg:
+    return Msg("assistant", [("header", OK_REPLY, None, None)])
+
+
+def _summary_msg(text: str, ids: Sequence[str]) -> Msg:
+    m = Msg("user", [("summary", text if text.startswith(SUMMARY_PREFIX) else SUMMARY_PREFIX + text,
+                      None, None)], summary=True)
+    m.ids = tuple(ids)  # type: ignore[attr-defined]
+    return m
+
+
+def _ids(m: Msg) -> tuple[str, ...]:
+    return getattr(m, "ids", None) or m.entry_ids
+
+
+def to_messages(records: Sequence[Record], ctx: CompactionContext) -> list[Msg]:
+    """The records as Aider's chat messages (records of one entry form one message)."""
+    tool_mode = str(ctx.param("tool_records", "run_output"))
+    reasoning = str(ctx.param("reasoning", "drop"))
+    calls = {r.call_id: r for r in records if r.kind == "tool_call" and r.call_id}
+    out: list[Msg] = []
+    cur_entry: str | None = None
+    for r in records:
+        if r.kind == "meta":
+            continue
+        if r.kind == "summary":  # an earlier compaction (Aider's own or a foreign agent's): Aider's summary message
+            parts = [] if r.text.startswith(SUMMARY_PREFIX) else [("header", SUMMARY_PREFIX.rstrip("\n"), None, None)]
+            out.append(Msg("user", parts + [("tail", r.text, r.entry_id, r.kind)], summary=True))
+            cur_entry = None
+            continue
+        if r.kind == "tool_output":
+            if tool_mode == "drop":
+                continue
+            call = calls.get(r.call_id or "")
+            command = r.target or (call.target if call is not None else None) or r.tool or "(tool)"
+            lead = RUN_OUTPUT.split("{output}")[0].format(command=command).rstrip("\n")
+            out.append(Msg("user", [("header", lead, None, None), ("tail", r.text, r.entry_id, r.kind)]))
+            out.append(_ok())
+            cur_entry = None
+            continue
+        if r.kind == "reasoning" and reasoning != "inline":
+            continue
+        if r.kind == "tool_call" and tool_mode == "drop":
+            continue
+        role = {"system": "system", "user": "user"}.get(r.kind, "assistant")
+        if out and cur_entry == r.entry_id and out[-1].role == role and not out[-1].summary:
+            out[-1].parts.append(("tail", r.text, r.entry_id, r.kind))
+        else:
+            out.append(Msg(role, [("tail", r.text, r.entry_id, r.kind)],
+                           real_user=r.kind == "user" and not r.injected))
+        cur_entry = r.entry_id
+    return out
+
+
+def split_current(msgs: Sequence[Msg], ctx: CompactionContext) -> tuple[list[Msg], list[Msg]]:
+    """``(done_messages, cur_messages)``: the exchange in progress starts at the last real user message."""
+    if str(ctx.param("cur_from", "last_user")) == "none":
+        return list(msgs), []
+    last = max((i for i, m in enumerate(msgs) if m.real_user), default=None)
+    if last is None:
+        return list(msgs), []
+    return list(msgs[:last]), list(msgs[last:])
+
+
+def live_history(session: Session, cut: int, ctx: CompactionContext) -> list[Record]:
+    """The records Aider's next request would carry (the system-prompt record is the system prompt).
+
+    Aider's summary replaces ``done_messages`` in memory; the latest ``summary`` record before the cut
+    (Aider's own, or a foreign agent's recorded compaction) stands for that summary message, and the
+    history restarts there: it and the records after it.
+    """
+    sp = ctx.shape.system_prompt
+    recs = [r for r in history(session, cut) if not (r.kind == "system" and r.text == sp)]
+    last = max((i for i, r in enumerate(recs) if r.kind == "summary"), default=None)
+    return recs if last is None else recs[last:]
+
+
+# --------------------------------------------------------------------------- estimator and trigger
+
+
+def message_tokens(msg: Mapping[str, Any], ctx: CompactionContext) -> int:
+    """``Model.token_count(dict)``: the tokenizer over ``json.dumps(message)`` (models.py:650-670)."""
+    return counter(ctx.encoding).count(json.dumps(dict(msg)))
+
+
+def messages_tokens(msgs: Sequence[Mapping[str, Any]], ctx: CompactionContext) -> int:
+    """``Model.token_count(list)`` = ``litellm.token_counter``: role + content + 3 per message, + 3."""
+    cnt = counter(ctx.encoding)
+    return sum(cnt.count(str(m.get("role", ""))) + cnt.count(str(m.get("content") or "")) + 3 for m in msgs) + 3
+
+
+def max_chat_history_tokens(ctx: CompactionContext) -> float:
+    """``min(max(max_input_tokens / 16, 1024), 8192)`` (models.py:356-358), or the override."""
+    override = ctx.param("max_chat_history_tokens", None)
+    if override:
+        return override
+    max_input = ctx.input_limit or ctx.window
+    return min(max(max_input / HISTORY_DIVISOR, HISTORY_MIN), HISTORY_MAX)
+
+
+def too_big(session: Session, cut: int, ctx: CompactionContext) -> bool:
+    """Upstream's exact check on the done messages at `cut` (history.py:15-18)."""
+    done, _ = split_current(to_messages(live_history(session, cut, ctx), ctx), ctx)
+    return sum(message_tokens(m.as_dict(), ctx) for m in done) > max_chat_history_tokens(ctx)
+
+
+# --------------------------------------------------------------------------- the summariser
+
+
+class SummaryFailed(ValueError):
+    """Every model failed (history.py:123)."""
+
+
+@dataclass
+class ChatSummary:
+    """A port of ``aider.history.ChatSummary`` over `Msg` (history.py:7-123).
+
+    ``models`` are ``send(transcript, head) -> text | None`` callables tried in turn (upstream: the weak
+    model, then the main model); one that raises or answers None is skipped, and when none answers
+    `SummaryFailed` is raised (history.py:114-123). ``max_input`` is the first model's
+    ``info["max_input_tokens"]`` (0: unknown → 4,096).
+    """
+
+    max_tokens: float
+    token_count: Callable[[Mapping[str, Any]], int]
+    list_count: Callable[[Sequence[Mapping[str, Any]]], int]
+    models: Sequence[Callable[[str, list[Msg]], str | None]]
+    max_input: int = 0
+    log: list[dict[str, Any]] = field(default_factory=list)
+
+    def too_big(self, messages: Sequence[Msg]) -> bool:
+        return sum(t for t, _ in self.tokenize(messages)) > self.max_tokens
+
+    def tokenize(self, messages: Sequence[Msg]) -> list[tuple[int, Msg]]:
+        return [(self.token_count(m.as_dict()), m) for m in messages]
+
+    def summarize(self, messages: Sequence[Msg]) -> list[Msg]:
+        out = self.summarize_real(list(messages))
+        if out and out[-1].role != "assistant":
+            out.append(_ok())
+        return out
+
+    def summarize_real(self, messages: list[Msg], depth: int = 0) -> list[Msg]:
+        sized = self.tokenize(messages)
+        total = sum(t for t, _ in sized)
+        if total <= self.max_tokens and depth == 0:
+            return messages
+        if len(messages) <= MIN_SPLIT or depth > MAX_DEPTH:
+            return self.summarize_all(messages, depth)
+        tail_tokens, split_index = 0, len(messages)
+        half_max_tokens = self.max_tokens // 2
+        for i in range(len(sized) - 1, -1, -1):
+            tokens, _ = sized[i]
+            if tail_tokens + tokens < half_max_tokens:
+                tail_tokens += tokens
+                split_index = i
+            else:
+                break
+        while messages[split_index - 1].role != "assistant" and split_index > 1:
+            split_index -= 1
+        if split_index <= MIN_SPLIT:
+            return self.summarize_all(messages, depth)
+        tail = messages[split_index:]
+        limit = (self.max_input or DEFAULT_SUMMARY_MODEL_INPUT) - HEAD_INPUT_RESERVE
+        keep, running = [], 0
+        for tokens, msg in sized[:split_index]:
+            running += tokens
+            if running > limit:
+                break
+            keep.append(msg)
+        lost = sized[len(keep):split_index]
+        summary = self.summarize_all(keep, depth, lost=[m for _, m in lost])
+        summary_tokens = self.list_count([m.as_dict() for m in summary])
+        tail_tokens = sum(t for t, _ in sized[split_index:])
+        self.log[-1].update({"split_index": split_index, "tail_messages": len(tail), "tail_tokens": tail_tokens,
+                             "summary_tokens": summary_tokens})
+        if summary_tokens + tail_tokens < self.max_tokens:
+            return summary + tail
+        return self.summarize_real(summary + tail, depth + 1)
+
+    def summarize_all(self, messages: Sequence[Msg], depth: int = 0, lost: Sequence[Msg] = ()) -> list[Msg]:
+        content = transcript(messages)
+        self.log.append({"depth": depth, "messages": len(messages), "lost_messages": len(lost),
+                         "lost_entries": [e for m in lost for e in _ids(m)]})
+        ids = tuple(dict.fromkeys(e for m in messages for e in _ids(m)))
+        for send in self.models:
+            try:
+                text = send(content, list(messages))
+            except Exception as exc:  # noqa: BLE001 - upstream prints and tries the next model
+                self.log[-1].setdefault("model_errors", []).append(f"{type(exc).__name__}: {exc}")
+                continue
+            if text is not None:
+                return [_summary_msg(SUMMARY_PREFIX + text, ids)]
+        raise SummaryFailed("summarizer unexpectedly failed for all models")
+
+
+def transcript(messages: Sequence[Msg]) -> str:
+    """``summarize_all``'s flattening: ``# USER`` / ``# ASSISTANT`` headings, other roles skipped (history.py:99-107)."""
+    content = ""
+    for m in messages:
+        role = m.role.upper()
+        if role not in ("USER", "ASSISTANT"):
+            continue
+        content += f"# {role}\n"
+        content += m.content
+        if not content.endswith("\n"):
+            content += "\n"
+    return content
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# --------------------------------------------------------------------------- the strategy
+
+
+@dataclass(frozen=True)
+class Aider:
+    """Aider's ``ChatSummary``: the done history's head summarised as a user message, its tail and the
+    current exchange kept verbatim."""
+
+    name: str = "aider"
+    algorithm_version: str = ALGORITHM_VERSION
+    estimator: str = ESTIMATOR
+    template: str = TEMPLATE
+
+    def fires(self, tokens: int, ctx: CompactionContext) -> bool:
+        """``too_big``: more than ``max_chat_history_tokens`` (upstream sizes the done history only;
+        `tokens` is the whole input, so this fires no later than upstream; `too_big` is exact)."""
+        return tokens > max_chat_history_tokens(ctx)
+
+    def instruction(self, ctx: CompactionContext) -> str:
+        """The summarize system prompt in use (``prompt_file`` points at the exact upstream text)."""
+        return read_prompt(ctx.param("prompt_file", None), SUMMARIZE_PROMPT)
+
+    def prompts(self, ctx: CompactionContext) -> Mapping[str, str]:
+        """The prompt texts in use."""
+        return {"system": self.instruction(ctx), "summary_prefix": SUMMARY_PREFIX, "run_output": RUN_OUTPUT,
+                "ok": OK_REPLY}
+
+    def summary_request(self, content: str, messages: Sequence[Msg], ctx: CompactionContext,
+                        cap: int) -> SummaryRequest:
+        """``[system: summarize prompt, user: transcript]``, no tools (history.py:109-112)."""
+        return SummaryRequest(
+            strategy=self.name, shape=REQUEST_SHAPE, system=self.instruction(ctx), tools=(),
+            messages=({"role": "user", "content": content},), template=self.template, max_output_tokens=cap,
+            source_entry_ids=tuple(dict.fromkeys(e for m in messages for e in _ids(m))),
+        )
+
+    def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
+        recs = live_history(session, cut, ctx)
+        msgs = to_messages(recs, ctx)
+        done, cur = split_current(msgs, ctx)
+        cnt = counter(ctx.encoding)
+        frame = [Segment("system", "system", ctx.shape.system_prompt),
+                 Segment("tools", "system", ctx.shape.tools_text())]
+        frame_tokens = sum(cnt.count_many([s.text for s in frame]))
+        cap = ctx.window - ctx.output_ceiling
+        max_tokens = max_chat_history_tokens(ctx)
+        summary_cap = max(1, min(int(ctx.param("summary_tokens", int(max_tokens // 2))), cap - frame_tokens))
+        mode = str(ctx.param("mode", "auto"))
+        on_failure = str(ctx.param("on_failure", "upstream"))
+        requests: list[SummaryRequest] = []
+        receipts: list[SummaryReceipt] = []
+
+        def send(content: str, head: list[Msg]) -> str | None:
+            req = self.summary_request(content, head, ctx, summary_cap)
+            text, receipt = call_summarizer(ctx, req)
+            requests.append(req)
+            receipts.append(receipt)
+            return text
+
+        summ = ChatSummary(max_tokens, lambda m: message_tokens(m, ctx), lambda ms: messages_tokens(ms, ctx), [send],
+                           int(ctx.param("summary_model_max_input_tokens", ctx.input_limit or ctx.window)))
+        done_tokens = sum(t for t, _ in summ.tokenize(done))
+        notes: dict[str, Any] = {
+            "upstream_commit": UPSTREAM_COMMIT, "mode": mode, "max_chat_history_tokens": max_tokens,
+            "done_messages": len(done), "done_tokens": done_tokens, "cur_messages": len(cur),
+            "too_big": done_tokens > max_tokens, "summary_calls": 0, "summary_failed": False,
+            "done_dropped": False, "capacity_dropped": [],
+        }
+        failed = False
+        try:
+            if mode == "switch":
+                new_done = summ.summarize_all(done) if done else []
+            else:
+                new_done = summ.summarize(done) if done else []
+        except SummaryFailed:
+            failed = True
+            notes["summary_failed"] = True
+            if mode == "switch" or on_failure == "keep":
+                new_done = done
+            elif on_failure == "empty_template":
+                ids = tuple(dict.fromkeys(e for m in done for e in _ids(m)))
+                new_done = [_summary_msg(SUMMARY_PREFIX + empty_template(self.template), ids), _ok()]
+            else:  # upstream: summarize_end replaces done_messages by the empty result
+                new_done = []
+                notes["done_dropped"] = True
+        notes["summary_calls"] = len(requests)
+        notes["summary_log"] = summ.log
+        req = requests[-1] if requests else None
+        receipt = receipts[-1] if receipts else None
+        if receipt is not None and failed:
+            receipt = replace(receipt, text="")
+        if len(requests) > 1:
+            notes["earlier_summary_requests"] = [r.fingerprint() for r in requests[:-1]]
+        label = summary_label(receipt, "empty template (no summary)") if receipt is not None else ""
+
+        units = [self._segments(m, i, label) for i, m in enumerate(new_done + cur)]
+        segs = self._fit(units, frame_tokens, cap, notes, ctx)
+        if req is not None:
+            notes["instruction_sha256"] = _sha(self.instruction(ctx))
+        all_segs = frame + segs
+        tokens = frame_tokens + sum(cnt.count_many([s.text for s in segs]))
+        notes.update({"tokens": tokens, "fits": tokens <= cap, "summary_cap": summary_cap})
+        return Projection(
+            strategy=self.name, algorithm_version=self.algorithm_version, session_id=session.id, cut=cut,
+            segments=tuple(all_segs), capacity=cap, estimator=self.estimator, summary_request=req,
+            receipt=receipt, notes=notes,
+        )
+
+    def _segments(self, m: Msg, i: int, label: str) -> list[Segment]:
+        key = f"aider:{i}"
+        out = []
+        for kind, text, eid, rkind in m.parts:
+            if kind == "summary":
+                out.append(Segment("summary", m.role, text, _ids(m), message=key, label=label))
+            elif kind == "tail":
+                out.append(Segment("tail", m.role, text, (eid,) if eid else (), record_kind=rkind, message=key))
+            else:
+                out.append(Segment("header", m.role, text, message=key))
+        return out
+
+    def _fit(self, units: list[list[Segment]], frame_tokens: int, cap: int, notes: dict[str, Any],
+             ctx: CompactionContext) -> list[Segment]:
+        """Capacity guard (ours): drop the oldest non-summary messages behind one marker until it fits."""
+        cnt = counter(ctx.encoding)
+        sizes = [sum(cnt.count_many([s.text for s in u])) for u in units]
+        room = cap - frame_tokens
+        if sum(sizes) <= room:
+            return [s for u in units for s in u]
+        summary_units = [i for i, u in enumerate(units) if any(s.kind == "summary" for s in u)]
+        keep_first = summary_units[-1] + 1 if summary_units else 0
+        head = [s for u in units[:keep_first] for s in u]
+        head_size = sum(sizes[:keep_first])
+        if head_size > room:  # the summary itself does not fit: cut it to the room left
+            head = [self._cut_summary(s, room, ctx) if s.kind == "summary" else s for s in head]
+            head_size = sum(cnt.count_many([s.text for s in head]))
+        rest = list(range(keep_first, len(units)))
+        dropped: list[int] = []
+
+        def marker(ids: list[int]) -> Segment:
+            eids = [e for i in ids for s in units[i] for e in s.entry_ids]
+            shown = ", ".join(dict.fromkeys(eids[:3])) + (f", … (+{len(eids) - 3})" if len(eids) > 3 else "")
+            return Segment("omitted_marker", "user", CAPACITY_MARKER.format(n=len(ids), ids=shown or "-"),
+                           tuple(dict.fromkeys(eids)), message="aider:capacity")
+
+        while rest:
+            total = head_size + sum(sizes[i] for i in rest)
+            if dropped:
+                total += cnt.count(marker(dropped).text)
+            if total <= room:
+                break
+            dropped.append(rest.pop(0))
+        if dropped:
+            mk = marker(dropped)
+            if head_size + cnt.count(mk.text) + sum(sizes[i] for i in rest) > room:
+                mk = None  # type: ignore[assignment]
+            notes["capacity_dropped"] = [e for i in dropped for s in units[i] for e in s.entry_ids]
+            return head + ([mk] if mk is not None else []) + [s for i in rest for s in units[i]]
+        return head + [s for i in rest for s in units[i]]
+
+    @staticmethod
+    def _cut_summary(seg: Segment, room: int, ctx: CompactionContext) -> Segment:
+        enc = counter(ctx.encoding).encoding
+        ids = enc.encode_ordinary(seg.text)
+        n = max(0, room - 1)
+        if len(ids) <= n:
+            return seg
+        return replace(seg, text=enc.decode(ids[:n], errors="replace").rstrip("\ufffd") + "…")
+
+
+STRATEGIES = {s.name: s for s in (Aider(),)}
+
+__all__ = [
+    "AIDER_TEMPLATE", "ALGORITHM_VERSION", "Aider", "ChatSummary", "Msg", "OK_REPLY", "REQUEST_SHAPE", "RUN_OUTPUT",
+    "STRATEGIES", "SUMMARIZE_PROMPT", "SUMMARY_PREFIX", "UPSTREAM_COMMIT", "live_history", "max_chat_history_tokens",
+    "message_tokens", "messages_tokens", "read_transcript", "split_current", "to_messages", "too_big", "transcript",
+]

@@ -1,0 +1,888 @@
+"""``pi`` — the pi coding agent's compaction (badlogic/pi-mono, ``packages/coding-agent``).
+
+Module ``pi_agent`` (not ``pi``, which is the importer's name); strategy name
+``pi``. Pinned at badlogic/pi-mono@83378aad7e74a0e2bb8f37c007a9685fb4609d8a
+(v0.58.3 + 1). Every rule cites its upstream file and line in
+``/tmp/upstream/pi_agent.md`` (merged into ``strategies/UPSTREAM.md``). Paths
+below are relative to ``packages/coding-agent/src/core/``.
+
+Rules (``pi-1``)
+----------------
+Settings (`RESERVE_TOKENS`, `KEEP_RECENT_TOKENS`; ``compaction/compaction.ts:114-118``,
+``settings-manager.ts:625-636``)
+    ``reserveTokens`` 16,384 and ``keepRecentTokens`` 20,000, parameters
+    ``reserve_tokens`` / ``keep_recent_tokens``; ``enabled`` (default True).
+Trigger (`PiStrategy.fires`; ``compaction.ts:212-215`` ``shouldCompact``)
+    ``contextTokens > contextWindow - reserveTokens`` (strict), the output
+    ceiling plays no part. Upstream counts the last assistant usage
+    (``agent-session.ts:1796-1818``); we are handed report tokens.
+Estimator (`estimate_entry`; ``compaction.ts:225-283`` ``estimateTokens``)
+    Per message, ``ceil(chars / 4)`` with JavaScript string lengths (UTF-16
+    units): user text; assistant text + thinking + for each tool call
+    ``name.length + JSON.stringify(arguments).length``; tool-result text;
+    bash command + output; summaries' text. (Images count 4,800 chars
+    upstream; the importer keeps no image blocks in tool results.)
+Entries (`session_entries`)
+    pi's unit is the session entry: records of one ``entry_id`` form one
+    message. Entry kinds: ``user``, ``custom`` (injected user / system text:
+    pi's ``custom`` message), ``assistant``, ``toolResult``, ``bash``
+    (``bashExecution``: a tool call and its output with ``call_id`` = the
+    entry id), ``branch`` (a summary record that is not a compaction:
+    ``branch_summary``), ``compaction`` and ``other`` (meta only:
+    ``model_change``, ``thinking_level_change``, labels ...).
+Cut point (`find_cut_point`; ``compaction.ts:292-438``)
+    Valid cut points: user, assistant, custom, bash and branch entries,
+    never a tool result. Walk back from the newest *message* entry summing
+    estimates; at the first entry where the sum reaches ``keepRecentTokens``
+    cut at the closest valid cut point at or after it (none reached: the
+    first valid cut point); then move the cut back over non-message entries
+    (stop at a message or a compaction). A cut not at a user message splits
+    a turn when a turn start (user, bash, branch) lies before it
+    (`find_turn_start`, ``compaction.ts:334-349``).
+Preparation (`prepare`; ``compaction.ts:601-681`` ``prepareCompaction``)
+    Nothing is done when the last entry is a compaction. The cut is searched
+    only after the latest compaction entry (``boundaryStart = prev + 1``);
+    the messages summarised run from there to the cut (to the turn start
+    when the turn is split); the split turn's prefix is summarised apart;
+    the previous compaction's summary is the ``previousSummary``. Entries a
+    previous compaction kept *before* its own entry are therefore neither
+    summarised nor kept again — upstream's behaviour, reproduced.
+File lists (`file_operations`, `compute_file_lists`, `format_file_operations`;
+``compaction/utils.ts:29-82``, ``compaction.ts:41-69``)
+    Tool calls named ``read`` / ``write`` / ``edit`` with a string ``path``
+    argument; modified = written ∪ edited, read-only = read − modified, both
+    sorted; appended to the summary as ``<read-files>`` / ``<modified-files>``.
+    The previous compaction's lists come from its ``details`` upstream; the
+    importer does not keep ``details``, so we read them back from the tags
+    pi appended to the previous summary text (the same lists).
+Summary request (`PiStrategy.summary_request`; ``compaction.ts:520-577`` ``generateSummary``,
+``utils.ts:109-170``)
+    Shape ``dedicated``: pi's summarisation system prompt, no tools, one user
+    message ``<conversation>\\n{serialized}\\n</conversation>\\n\\n`` then
+    ``<previous-summary>\\n…\\n</previous-summary>\\n\\n`` when there is one,
+    then the initial or the update prompt. The conversation is flattened by
+    `serialize_conversation`: ``[User]:``, ``[Assistant thinking]:``,
+    ``[Assistant]:``, ``[Assistant tool calls]: name(k=json, …); …``,
+    ``[Tool result]:`` cut at 2,000 chars with ``[... N more characters
+    truncated]``; messages joined by a blank line. ``max_output_tokens`` =
+    ``floor(0.8 × reserveTokens)`` (13,107).
+Split turn (``compaction.ts:687-700, 730-747, 780-813``)
+    A second request of the same shape (turn-prefix prompt, ``floor(0.5 ×
+    reserveTokens)``); no history before the turn → ``No prior history.``;
+    merged as ``{history}\\n\\n---\\n\\n**Turn Context (split turn):**\\n\\n{prefix}``.
+Next request (`PiStrategy.compact`; ``session-manager.ts:308-415`` ``buildSessionContext``,
+``messages.ts:11-24, 148-195`` ``convertToLlm``)
+    System and tools, then one user message ``COMPACTION_SUMMARY_PREFIX +
+    summary + COMPACTION_SUMMARY_SUFFIX``, then the kept entries from
+    ``firstKeptEntryId`` to the cut, verbatim (branch summaries wrapped in
+    ``BRANCH_SUMMARY_PREFIX`` / ``_SUFFIX``).
+Live history (`live_history`)
+    ``buildSessionContext``: only the latest compaction counts; its summary
+    first, then the entries from its ``first_kept_entry_id`` (or, version-1
+    files, ``first_kept_entry_index`` → entry ``L{index+1}``) up to it, then
+    every entry after it. A foreign agent's recorded ``summary`` record is
+    read as a pi compaction that kept nothing before it.
+
+Our decisions (documented parameters / limits)
+----------------------------------------------
+* Room: nothing goes past ``W - O``. When the kept entries leave too little
+  room for the summary (less than ``min(summary caps, (W - O - frame) / 2)``)
+  ``keepRecentTokens`` is halved until they do, and as a last resort nothing is
+  kept (``notes["keep_recent_used"]``, ``notes["keep_nothing"]``); a summary
+  longer than the room is cut. Upstream never checks (it assumes
+  ``W ≫ reserve + keep``).
+* Failure: upstream aborts the compaction when the summary call fails; we
+  use the empty template (receipt ``fallback=True``), file lists appended.
+* Entries are read in file order (the importer keeps no ``parentId`` tree);
+  injected user text is pi's ``custom`` message (not a turn start).
+* bash executions (``!cmd``) stay a tool call and output in the next
+  request; in the summary request they are flattened with
+  ``bashExecutionToText``'s ``Ran `cmd``` form (exit code unknown).
+* Custom ``/compact`` instructions (``Additional focus:``) — parameter
+  ``custom_instructions``; ``reasoning: "high"`` for reasoning models and
+  extension hooks are not modelled.
+* Prompts are paraphrases with upstream's headings; ``system_prompt_file``,
+  ``prompt_file``, ``update_prompt_file``, ``turn_prefix_prompt_file`` point
+  at exact upstream text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Sequence
+
+from ..projection import Projection, Segment, SummaryReceipt, SummaryRequest
+from ..session import Record, Session
+from ..summarize import extractive
+from ..summarize.extractive import Block, Section, Template, empty_template, parse_blocks
+from ..tokens import counter
+from .base import CompactionContext, call_summarizer, read_prompt, role_of, summary_label
+
+ALGORITHM_VERSION = "pi-1"
+PIN = "83378aad7e74a0e2bb8f37c007a9685fb4609d8a"
+
+RESERVE_TOKENS = 16_384          # DEFAULT_COMPACTION_SETTINGS.reserveTokens
+KEEP_RECENT_TOKENS = 20_000      # DEFAULT_COMPACTION_SETTINGS.keepRecentTokens
+SUMMARY_FRACTION = 0.8           # generateSummary: maxTokens = floor(0.8 * reserveTokens)
+TURN_PREFIX_FRACTION = 0.5       # generateTurnPrefixSummary: floor(0.5 * reserveTokens)
+TOOL_RESULT_MAX_CHARS = 2_000    # utils.ts TOOL_RESULT_MAX_CHARS
+
+TEMPLATE = "pi-checkpoint"
+TURN_PREFIX_TEMPLATE = "pi-turn-prefix"
+REQUEST_SHAPE = "dedicated"
+#: Registry estimator name; internally `estimate_entry` (ceil(chars/4) per message, as upstream).
+ESTIMATOR = "chars/4"
+
+# --- short fixed strings, exact (messages.ts:11-24, compaction.ts:743,747)
+COMPACTION_SUMMARY_PREFIX = ("The conversation history before this point was compacted into the following "
+                             "summary:\n\n<summary>\n")
+COMPACTION_SUMMARY_SUFFIX = "\n</summary>"
+BRANCH_SUMMARY_PREFIX = "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
+BRANCH_SUMMARY_SUFFIX = "</summary>"
+SPLIT_TURN_SEPARATOR = "\n\n---\n\n**Turn Context (split turn):**\n\n"
+NO_PRIOR_HISTORY = "No prior history."
+
+# --- long prompts: our words, upstream's structure and headings (utils.ts:168-170, compaction.ts:444-514, 687-700)
+SYSTEM_PROMPT = (
+    "You summarise context. You will read a conversation between a user and an AI coding assistant and "
+    "write a structured summary in exactly the format you are given.\n\n"
+    "Do NOT carry on the conversation. Do NOT answer any question asked in it. Output ONLY the structured "
+    "summary.")
+
+SUMMARIZATION_PROMPT = """The messages above are a conversation to summarise. Write a structured context checkpoint summary that another LLM will use to carry on the work.
+
+Use this EXACT format:
+
+## Goal
+[What the user wants to achieve. Several items if the session covers several tasks.]
+
+## Constraints & Preferences
+- [Constraints, preferences or requirements the user stated]
+- [Or "(none)" if the user stated none]
+
+## Progress
+### Done
+- [x] [Tasks and changes completed]
+
+### In Progress
+- [ ] [Work under way]
+
+### Blocked
+- [Anything stopping progress, if any]
+
+## Key Decisions
+- **[Decision]**: [Short reason]
+
+## Next Steps
+1. [What should happen next, in order]
+
+## Critical Context
+- [Data, examples or references needed to continue]
+- [Or "(none)" if there are none]
+
+Keep every section short. Keep exact file paths, function names and error messages."""
+
+UPDATE_SUMMARIZATION_PROMPT = """The messages above are NEW conversation messages to fold into the existing summary given in <previous-summary> tags.
+
+Update that structured summary with the new information. RULES:
+- KEEP everything the previous summary holds
+- ADD the new progress, decisions and context from the new messages
+- UPDATE the Progress section: move finished items from "In Progress" to "Done"
+- UPDATE "Next Steps" to what is left
+- KEEP exact file paths, function names and error messages
+- You may drop what is no longer relevant
+
+Use this EXACT format:
+
+## Goal
+[Keep the existing goals; add new ones if the task grew]
+
+## Constraints & Preferences
+- [Keep the existing ones; add new ones found]
+
+## Progress
+### Done
+- [x] [Earlier done items AND newly finished ones]
+
+### In Progress
+- [ ] [Work under way, as it stands now]
+
+### Blocked
+- [Current blockers; drop resolved ones]
+
+## Key Decisions
+- **[Decision]**: [Short reason] (keep all earlier ones, add new ones)
+
+## Next Steps
+1. [What is left, as it stands now]
+
+## Critical Context
+- [Keep what matters, add new context if needed]
+
+Keep every section short. Keep exact file paths, function names and error messages."""
+
+TURN_PREFIX_PROMPT = """This is the PREFIX of a turn too large to keep. Its SUFFIX (the recent work) is kept.
+
+Summarise the prefix so that the kept suffix can be understood:
+
+## Original Request
+[What the user asked for in this turn]
+
+## Early Progress
+- [Key decisions and work done in the prefix]
+
+## Context for Suffix
+- [What is needed to understand the kept recent work]
+
+Be brief. Keep to what the kept suffix needs."""
+
+#: Entry kinds that are pi ``message`` entries (``compaction.ts:394, 420``).
+MESSAGE_KINDS = frozenset({"user", "custom", "assistant", "toolResult", "bash"})
+#: Valid cut points (``compaction.ts:292-327``).
+CUT_KINDS = frozenset({"user", "custom", "assistant", "bash", "branch"})
+#: Turn starts (``compaction.ts:334-349``).
+TURN_START_KINDS = frozenset({"user", "bash", "branch"})
+#: pi's file tools (``utils.ts:44-54``).
+FILE_TOOLS = {"read": "read", "write": "written", "edit": "edited"}
+_ASSISTANT_KINDS = frozenset({"assistant", "reasoning", "tool_call"})
+
+register_template = extractive.register_template
+
+
+# --------------------------------------------------------------------------- entries
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One pi session entry: the records of one ``entry_id``.
+
+    ``kind`` is one of user, custom, assistant, toolResult, bash, branch,
+    compaction, other; ``first_kept`` is a compaction's ``firstKeptEntryId``.
+    """
+
+    id: str
+    kind: str
+    records: tuple[Record, ...]
+    first_kept: str | None = None
+
+    @property
+    def is_message(self) -> bool:
+        return self.kind in MESSAGE_KINDS
+
+    def context_records(self) -> list[Record]:
+        return [r for r in self.records if r.kind != "meta"]
+
+
+def _compaction_marks(session: Session) -> dict[str, str | None]:
+    """pi's own compactions: summary entry id → first kept entry id (None when unknown)."""
+    if session.source_format != "pi":
+        return {}
+    out: dict[str, str | None] = {}
+    for c in session.metadata.get("compactions") or ():
+        if not isinstance(c, Mapping) or not c.get("entry_id"):
+            continue
+        kept = c.get("first_kept_entry_id")
+        if kept is None and isinstance(c.get("first_kept_entry_index"), int):
+            # v1 files: an index into the file's entries, header included (session-manager.ts:223-231);
+            # the importer names entries without an id ``L{line}``, lines counted from 1.
+            kept = f"L{c['first_kept_entry_index'] + 1}"
+        out[str(c["entry_id"])] = str(kept) if kept is not None else None
+    return out
+
+
+def _classify(eid: str, recs: Sequence[Record], marks: Mapping[str, str | None], pi: bool) -> str:
+    kinds = {r.kind for r in recs if r.kind != "meta"}
+    if not kinds:
+        return "other"
+    if "summary" in kinds:
+        return "compaction" if (not pi or eid in marks) else "branch"
+    if "tool_output" in kinds and "tool_call" in kinds and any(r.call_id == eid for r in recs):
+        return "bash"
+    if "user" in kinds:
+        return "custom" if all(r.injected for r in recs if r.kind == "user") else "user"
+    if kinds & _ASSISTANT_KINDS:
+        return "assistant"
+    if "tool_output" in kinds:
+        return "toolResult"
+    return "custom"  # system text mid-session: sent as user-role text, like pi's custom messages
+
+
+def session_entries(session: Session, cut: int, ctx: CompactionContext | None = None) -> list[Entry]:
+    """The session's entries before `cut`, in file order (meta-only entries included: they matter to the cut).
+
+    The system-prompt record (the call shape's system prompt) is not an entry: pi sends it as the system prompt.
+    """
+    sp = ctx.shape.system_prompt if ctx is not None else None
+    marks = _compaction_marks(session)
+    pi = session.source_format == "pi"
+    groups: list[tuple[str, list[Record]]] = []
+    for r in session.records:
+        if r.source_order >= cut:
+            break
+        if r.kind == "system" and sp is not None and r.text == sp:
+            continue
+        if groups and groups[-1][0] == r.entry_id:
+            groups[-1][1].append(r)
+        else:
+            groups.append((r.entry_id, [r]))
+    out = []
+    for eid, recs in groups:
+        kind = _classify(eid, recs, marks, pi)
+        out.append(Entry(eid, kind, tuple(recs), marks.get(eid) if kind == "compaction" else None))
+    return out
+
+
+# --------------------------------------------------------------------------- estimator
+
+
+def js_len(text: str) -> int:
+    """JavaScript ``string.length``: UTF-16 code units."""
+    return len(text) if text.isascii() else len(text.encode("utf-16-le")) // 2
+
+
+def _js_slice(text: str, n: int) -> str:
+    if text.isascii():
+        return text[:n]
+    return text.encode("utf-16-le")[: 2 * n].decode("utf-16-le", errors="ignore")
+
+
+def _json(value: Any) -> str:
+    """``JSON.stringify``: compact, non-ASCII kept."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def tool_call_parts(rec: Record) -> tuple[str, Any]:
+    """(name, arguments) of a tool-call record whose text is ``name {json}`` (`ingest.base.tool_call_text`)."""
+    text = rec.text
+    name = rec.tool or (text.split(" ", 1)[0] if text else "")
+    rest = text[len(name) + 1:] if text.startswith(name + " ") else (text.split(" ", 1)[1] if " " in text else "")
+    try:
+        return name, json.loads(rest)
+    except ValueError:
+        return name, rest
+
+
+def estimate_entry(entry: Entry) -> int:
+    """pi's ``estimateTokens`` of the entry's message: ``ceil(chars / 4)`` (0 for non-message entries)."""
+    chars = 0
+    for r in entry.context_records():
+        if r.kind == "tool_call":
+            if entry.kind == "bash":  # bashExecution: command + output
+                _, args = tool_call_parts(r)
+                chars += js_len(args.get("command", "") if isinstance(args, dict) else str(args))
+            else:
+                name, args = tool_call_parts(r)
+                chars += js_len(name) + js_len(_json(args))
+        else:
+            chars += js_len(r.text)
+    return math.ceil(chars / 4)
+
+
+# --------------------------------------------------------------------------- cut point
+
+
+@dataclass(frozen=True)
+class CutPoint:
+    first_kept: int
+    turn_start: int
+    is_split_turn: bool
+
+
+def find_turn_start(entries: Sequence[Entry], index: int, start: int) -> int:
+    """``findTurnStartIndex``: the user / bash / branch entry starting the turn at `index`, else -1."""
+    for i in range(index, start - 1, -1):
+        if entries[i].kind in TURN_START_KINDS:
+            return i
+    return -1
+
+
+def find_cut_point(entries: Sequence[Entry], start: int, end: int, keep_recent: int) -> CutPoint:
+    """``findCutPoint`` (compaction.ts:376-438): keep about `keep_recent` estimated tokens."""
+    cut_points = [i for i in range(start, end) if entries[i].kind in CUT_KINDS]
+    if not cut_points:
+        return CutPoint(start, -1, False)
+    acc, cut = 0, cut_points[0]
+    for i in range(end - 1, start - 1, -1):
+        if not entries[i].is_message:
+            continue
+        acc += estimate_entry(entries[i])
+        if acc >= keep_recent:
+            cut = next((c for c in cut_points if c >= i), cut)
+            break
+    while cut > start:
+        prev = entries[cut - 1]
+        if prev.kind == "compaction" or prev.is_message:
+            break
+        cut -= 1
+    is_user = entries[cut].kind == "user"
+    turn_start = -1 if is_user else find_turn_start(entries, cut, start)
+    return CutPoint(cut, turn_start, not is_user and turn_start != -1)
+
+
+# --------------------------------------------------------------------------- file operations
+
+
+_FILE_TAG_RE = {key: re.compile(rf"<{tag}>\n(.*?)\n</{tag}>", re.S)
+                for key, tag in (("read", "read-files"), ("edited", "modified-files"))}
+
+
+def file_operations(entries: Sequence[Entry], previous_summary: str | None = None) -> dict[str, set[str]]:
+    """``extractFileOperations``: read / written / edited paths of pi's file tools (+ the previous lists)."""
+    ops: dict[str, set[str]] = {"read": set(), "written": set(), "edited": set()}
+    if previous_summary:
+        for key, rx in _FILE_TAG_RE.items():
+            for m in rx.finditer(previous_summary):
+                ops[key].update(p for p in m.group(1).split("\n") if p)
+    for e in entries:
+        if e.kind != "assistant":
+            continue
+        for r in e.records:
+            if r.kind != "tool_call":
+                continue
+            name, args = tool_call_parts(r)
+            path = args.get("path") if isinstance(args, dict) else None
+            if isinstance(path, str) and path and name in FILE_TOOLS:
+                ops[FILE_TOOLS[name]].add(path)
+    return ops
+
+
+def compute_file_lists(ops: Mapping[str, set[str]]) -> tuple[list[str], list[str]]:
+    """``computeFileLists``: (read-only files, modified files), each sorted."""
+    modified = set(ops.get("edited", ())) | set(ops.get("written", ()))
+    return sorted(p for p in ops.get("read", ()) if p not in modified), sorted(modified)
+
+
+def format_file_operations(read_files: Sequence[str], modified_files: Sequence[str]) -> str:
+    """``formatFileOperations``: the XML blocks appended to the summary."""
+    sections = []
+    if read_files:
+        sections.append("<read-files>\n" + "\n".join(read_files) + "\n</read-files>")
+    if modified_files:
+        sections.append("<modified-files>\n" + "\n".join(modified_files) + "\n</modified-files>")
+    return "\n\n" + "\n\n".join(sections) if sections else ""
+
+
+# --------------------------------------------------------------------------- serialization
+
+
+def _truncate_for_summary(text: str, max_chars: int = TOOL_RESULT_MAX_CHARS) -> str:
+    n = js_len(text)
+    if n <= max_chars:
+        return text
+    return f"{_js_slice(text, max_chars)}\n\n[... {n - max_chars} more characters truncated]"
+
+
+def _bash_text(entry: Entry) -> str:
+    """``bashExecutionToText`` (exit code unknown to the importer)."""
+    call = next((r for r in entry.records if r.kind == "tool_call"), None)
+    out = next((r for r in entry.records if r.kind == "tool_output"), None)
+    cmd = (call.target or "") if call is not None else ""
+    text = f"Ran `{cmd}`\n"
+    text += f"```\n{out.text}\n```" if out is not None and out.text else "(no output)"
+    return text
+
+
+def serialize_entry(entry: Entry) -> list[str]:
+    """The ``[Label]: text`` parts of one entry (``convertToLlm`` then ``serializeConversation``)."""
+    recs = entry.context_records()
+    if entry.kind in ("user", "custom"):
+        text = "".join(r.text for r in recs if r.kind in ("user", "system"))
+        return [f"[User]: {text}"] if text else []
+    if entry.kind == "bash":
+        return [f"[User]: {_bash_text(entry)}"]
+    if entry.kind in ("branch", "compaction"):
+        text = "".join(r.text for r in recs if r.kind == "summary")
+        return [f"[User]: {BRANCH_SUMMARY_PREFIX}{text}{BRANCH_SUMMARY_SUFFIX}"] if text else []
+    parts: list[str] = []
+    thinking = [r.text for r in recs if r.kind == "reasoning"]
+    texts = [r.text for r in recs if r.kind == "assistant"]
+    calls = []
+    for r in recs:
+        if r.kind == "tool_call":
+            name, args = tool_call_parts(r)
+            if isinstance(args, dict):
+                calls.append(f"{name}({', '.join(f'{k}={_json(v)}' for k, v in args.items())})")
+            else:
+                calls.append(f"{name}({args if isinstance(args, str) else _json(args)})")
+    if thinking:
+        parts.append("[Assistant thinking]: " + "\n".join(thinking))
+    if texts:
+        parts.append("[Assistant]: " + "\n".join(texts))
+    if calls:
+        parts.append("[Assistant tool calls]: " + "; ".join(calls))
+    for r in recs:
+        if r.kind == "tool_output" and r.text:
+            parts.append(f"[Tool result]: {_truncate_for_summary(r.text)}")
+    return parts
+
+
+def serialize_conversation(entries: Sequence[Entry]) -> str:
+    """``serializeConversation``: every message's parts, joined by a blank line."""
+    return "\n\n".join(p for e in entries for p in serialize_entry(e))
+
+
+# --------------------------------------------------------------------------- the stand-in's reading
+
+
+def read_request(request: SummaryRequest) -> list[Block]:
+    """The conversation of a pi summary request: the previous summary (oldest), then the ``<conversation>`` blocks."""
+    text = "".join(str(m.get("content") or "") for m in request.messages if m.get("role") == "user")
+    head, tail = "<conversation>\n", "\n</conversation>"
+    start, end = text.find(head), text.rfind(tail)
+    conv = text[start + len(head):end] if start >= 0 and end >= start + len(head) else ""
+    blocks: list[Block] = []
+    m = re.search(r"<previous-summary>\n(.*?)\n</previous-summary>", text[max(end, 0):], re.S)
+    if m and m.group(1).strip():
+        blocks.append(Block("summary", m.group(1).strip(), 0))
+    blocks += parse_blocks(conv, len(blocks))
+    return blocks
+
+
+CHECKPOINT_TEMPLATE = register_template(Template(TEMPLATE, (
+    Section("## Goal", "primary", 10, 120, 2),
+    Section("## Constraints & Preferences", "user", 15, 100, 30),
+    Section("## Progress", None),
+    Section("### Done", "completed", 50, 60, 12),
+    Section("### In Progress", "state", 20, 100, 2),
+    Section("### Blocked", "errors", 40, 70, 8),
+    Section("## Key Decisions", "decisions", 30, 70, 15),
+    Section("## Next Steps", "next", 25, 80, 6),
+    Section("## Critical Context", "identifiers", 35, 30, 40),
+)), reader=read_request)
+
+PREFIX_TEMPLATE = register_template(Template(TURN_PREFIX_TEMPLATE, (
+    Section("## Original Request", "primary", 10, 120, 2),
+    Section("## Early Progress", "completed", 30, 60, 10),
+    Section("## Context for Suffix", "state", 20, 100, 3),
+)), reader=read_request)
+
+
+# --------------------------------------------------------------------------- live history
+
+
+def _kept_before(entries: Sequence[Entry], idx: int) -> list[Entry]:
+    """Entries ``buildSessionContext`` keeps before the compaction at `idx` (from its first kept id)."""
+    first = entries[idx].first_kept
+    for i in range(idx):
+        if entries[i].id == first:
+            return list(entries[i:idx])
+    return []
+
+
+def live_entries(entries: Sequence[Entry]) -> tuple[Entry | None, list[Entry]]:
+    """``buildSessionContext`` over file order: (the latest compaction or None, the entries sent after it)."""
+    last = max((i for i, e in enumerate(entries) if e.kind == "compaction"), default=None)
+    if last is None:
+        return None, [e for e in entries if e.kind != "other"]
+    kept = _kept_before(entries, last) + list(entries[last + 1:])
+    return entries[last], [e for e in kept if e.kind not in ("other", "compaction")]
+
+
+def live_history(session: Session, cut: int, ctx: CompactionContext) -> list[Record]:
+    """The records pi's next request carries at `cut` (``session-manager.ts`` ``buildSessionContext``).
+
+    Only the latest compaction counts: its summary first, then the entries
+    from its ``firstKeptEntryId`` up to it, then every entry after it; older
+    compaction entries are not sent. A foreign agent's recorded summary is a
+    compaction that kept nothing before it. Meta records are not sent.
+    """
+    comp, rest = live_entries(session_entries(session, cut, ctx))
+    head = [r for r in comp.records if r.kind == "summary"] if comp is not None else []
+    return head + [r for e in rest for r in e.context_records()]
+
+
+# --------------------------------------------------------------------------- preparation
+
+
+@dataclass(frozen=True)
+class Preparation:
+    """``CompactionPreparation``: what is summarised, what is kept."""
+
+    first_kept: int
+    to_summarize: tuple[Entry, ...]
+    turn_prefix: tuple[Entry, ...]
+    kept: tuple[Entry, ...]
+    is_split_turn: bool
+    previous_summary: str | None
+    read_files: tuple[str, ...]
+    modified_files: tuple[str, ...]
+    tokens_before: int
+
+
+def prepare(entries: Sequence[Entry], keep_recent: int | None, keep_previous_kept: bool = False) -> Preparation | None:
+    """``prepareCompaction``; None when upstream would not compact (last entry a compaction, nothing to cut).
+
+    ``keep_recent=None`` keeps nothing (our last-resort room rule): every entry after the previous
+    compaction is summarised. ``keep_previous_kept`` is upstream's later fix (earendil-works/pi#2608,
+    compaction.ts @00e68365): the search starts at the previous compaction's first kept entry, so what it
+    kept is summarised or kept again; compaction entries in that range yield no message.
+    """
+    if not entries or entries[-1].kind == "compaction":
+        return None
+    prev = max((i for i, e in enumerate(entries) if e.kind == "compaction"), default=-1)
+    start, end = prev + 1, len(entries)
+    if keep_previous_kept and prev >= 0:
+        first = entries[prev].first_kept
+        start = next((i for i, e in enumerate(entries) if first is not None and e.id == first), prev + 1)
+    if keep_recent is None:
+        cp = CutPoint(end, -1, False)
+    else:
+        cp = find_cut_point(entries, start, end, keep_recent)
+    history_end = cp.turn_start if cp.is_split_turn else cp.first_kept
+    to_sum = tuple(e for e in entries[start:history_end] if e.kind != "compaction")
+    prefix = tuple(e for e in entries[cp.turn_start:cp.first_kept] if e.kind != "compaction") if cp.is_split_turn else ()
+    previous = "".join(r.text for r in entries[prev].context_records()) if prev >= 0 else None
+    ops = file_operations(to_sum + prefix, previous)
+    read_files, modified = compute_file_lists(ops)
+    before = sum(estimate_entry(e) for e in entries[max(prev, 0):end])
+    kept = tuple(e for e in entries[cp.first_kept:end] if e.kind != "compaction")
+    return Preparation(cp.first_kept, to_sum, prefix, kept, cp.is_split_turn,
+                       previous, tuple(read_files), tuple(modified), before)
+
+
+# --------------------------------------------------------------------------- the strategy
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _truncate_tokens(text: str, n: int, ctx: CompactionContext) -> str:
+    if n <= 0:
+        return ""
+    enc = counter(ctx.encoding).encoding
+    ids = enc.encode_ordinary(text)
+    if len(ids) <= n:
+        return text
+    return enc.decode(ids[: max(0, n - 1)], errors="replace").rstrip("\ufffd") + "…"
+
+
+def _entry_segments(entry: Entry) -> list[Segment]:
+    """A kept entry, verbatim (a branch summary wrapped as ``convertToLlm`` does)."""
+    recs = entry.context_records()
+    if entry.kind == "branch":
+        key = f"entry:{entry.id}"
+        out = [Segment("header", "user", BRANCH_SUMMARY_PREFIX, message=key)]
+        out += [Segment("tail", "user", r.text, (r.entry_id,), record_kind=r.kind, message=key) for r in recs]
+        return out + [Segment("header", "user", BRANCH_SUMMARY_SUFFIX, message=key)]
+    return [Segment("tail", role_of(r), r.text, (r.entry_id,), record_kind=r.kind) for r in recs]
+
+
+@dataclass(frozen=True)
+class PiStrategy:
+    """pi's compaction: a dedicated structured summary, ~20k estimated tokens of recent entries kept verbatim."""
+
+    name: str = "pi"
+    algorithm_version: str = ALGORITHM_VERSION
+    estimator: str = ESTIMATOR
+    template: str = TEMPLATE
+
+    # ---- settings
+    @staticmethod
+    def reserve(ctx: CompactionContext) -> int:
+        return int(ctx.param("reserve_tokens", RESERVE_TOKENS))
+
+    @staticmethod
+    def keep_recent(ctx: CompactionContext) -> int:
+        return int(ctx.param("keep_recent_tokens", KEEP_RECENT_TOKENS))
+
+    def fires(self, tokens: int, ctx: CompactionContext) -> bool:
+        """``shouldCompact``: ``contextTokens > contextWindow - reserveTokens``."""
+        if not bool(ctx.param("enabled", True)):
+            return False
+        return tokens > ctx.window - self.reserve(ctx)
+
+    def prompts(self, ctx: CompactionContext) -> dict[str, str]:
+        """The prompt texts in use (paraphrases, or the exact upstream files the params name)."""
+        return {
+            "system": read_prompt(ctx.param("system_prompt_file", None), SYSTEM_PROMPT),
+            "instruction": read_prompt(ctx.param("prompt_file", None), SUMMARIZATION_PROMPT),
+            "update": read_prompt(ctx.param("update_prompt_file", None), UPDATE_SUMMARIZATION_PROMPT),
+            "turn_prefix": read_prompt(ctx.param("turn_prefix_prompt_file", None), TURN_PREFIX_PROMPT),
+            "summary_prefix": COMPACTION_SUMMARY_PREFIX, "summary_suffix": COMPACTION_SUMMARY_SUFFIX,
+            "split_turn": SPLIT_TURN_SEPARATOR,
+        }
+
+    # ---- requests
+    def summary_request(self, entries: Sequence[Entry], previous_summary: str | None, ctx: CompactionContext,
+                        cap: int) -> SummaryRequest:
+        """``generateSummary``'s request: system prompt, one user message (conversation, previous summary, prompt)."""
+        p = self.prompts(ctx)
+        base = p["update"] if previous_summary else p["instruction"]
+        custom = ctx.param("custom_instructions", None)
+        if custom:
+            base = f"{base}\n\nAdditional focus: {custom}"
+        text = f"<conversation>\n{serialize_conversation(entries)}\n</conversation>\n\n"
+        if previous_summary:
+            text += f"<previous-summary>\n{previous_summary}\n</previous-summary>\n\n"
+        text += base
+        return SummaryRequest(
+            strategy=self.name, shape=REQUEST_SHAPE, system=p["system"], tools=(),
+            messages=({"role": "user", "content": text},), template=self.template, max_output_tokens=cap,
+            source_entry_ids=tuple(e.id for e in entries if e.kind != "other"))
+
+    def turn_prefix_request(self, entries: Sequence[Entry], ctx: CompactionContext, cap: int) -> SummaryRequest:
+        """``generateTurnPrefixSummary``'s request."""
+        p = self.prompts(ctx)
+        text = f"<conversation>\n{serialize_conversation(entries)}\n</conversation>\n\n{p['turn_prefix']}"
+        return SummaryRequest(
+            strategy=self.name, shape=REQUEST_SHAPE, system=p["system"], tools=(),
+            messages=({"role": "user", "content": text},), template=TURN_PREFIX_TEMPLATE, max_output_tokens=cap,
+            source_entry_ids=tuple(e.id for e in entries if e.kind != "other"))
+
+    # ---- room
+    def _plan(self, entries: Sequence[Entry], ctx: CompactionContext, room: int) -> tuple[Preparation | None, int | None]:
+        """The preparation at upstream's ``keepRecentTokens``, or a smaller keep when the kept entries leave the
+        summary too little room (halved down to 0, then nothing kept)."""
+        cnt = counter(ctx.encoding)
+        reserve = self.reserve(ctx)
+        keep: int | None = self.keep_recent(ctx)
+        while True:
+            prep = prepare(entries, keep, bool(ctx.param("keep_previous_kept", False)))
+            if prep is None:
+                return None, keep
+            caps = math.floor(SUMMARY_FRACTION * reserve) + (
+                math.floor(TURN_PREFIX_FRACTION * reserve) if prep.is_split_turn else 0)
+            need = min(caps, max(0, room // 2))
+            kept = sum(cnt.count_many([r.text for e in prep.kept for r in e.context_records()]))
+            lists = cnt.count(format_file_operations(prep.read_files, prep.modified_files))
+            if kept + lists + need <= room or keep is None:
+                return prep, keep
+            keep = keep // 2 if keep > 0 else None
+
+    # ---- compaction
+    def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
+        cnt = counter(ctx.encoding)
+        entries = session_entries(session, cut, ctx)
+        segs = [Segment("system", "system", ctx.shape.system_prompt),
+                Segment("tools", "system", ctx.shape.tools_text())]
+        frame = sum(cnt.count_many([s.text for s in segs]))
+        cap = ctx.window - ctx.output_ceiling
+        wrappers = cnt.count(COMPACTION_SUMMARY_PREFIX) + cnt.count(COMPACTION_SUMMARY_SUFFIX)
+        room = cap - frame - wrappers
+        notes: dict[str, Any] = {"pin": PIN, "reserve_tokens": self.reserve(ctx),
+                                 "keep_recent_tokens": self.keep_recent(ctx)}
+        prep, keep_used = self._plan(entries, ctx, room)
+        if prep is None:
+            return self._unchanged(session, cut, ctx, entries, segs, cap, notes)
+        split = prep.is_split_turn and bool(prep.turn_prefix)
+        lists_text = format_file_operations(prep.read_files, prep.modified_files)
+        kept_recs = [r for e in prep.kept for r in e.context_records()]
+        kept_tokens = sum(cnt.count_many([r.text for r in kept_recs]))
+        summary_room = max(0, room - kept_tokens - cnt.count(lists_text)
+                           - (cnt.count(SPLIT_TURN_SEPARATOR) if split else 0))
+        reserve = self.reserve(ctx)
+        h_cap = math.floor(SUMMARY_FRACTION * reserve)
+        p_cap = math.floor(TURN_PREFIX_FRACTION * reserve) if split else 0
+        if h_cap + p_cap > summary_room:  # our room rule: both caps scaled into the room left
+            h_cap, p_cap = (summary_room * h_cap // (h_cap + p_cap),
+                            summary_room * p_cap // (h_cap + p_cap)) if h_cap + p_cap else (0, 0)
+        hist_req = (self.summary_request(prep.to_summarize, prep.previous_summary, ctx, h_cap)
+                    if (any(e.kind != "other" for e in prep.to_summarize) or not split) else None)
+        pre_req = self.turn_prefix_request(prep.turn_prefix, ctx, p_cap) if split else None
+        body, receipt = self._summarise(hist_req, pre_req, ctx)
+        if cnt.count(body) > summary_room:  # a provider overshot its cap
+            body = _truncate_tokens(body, summary_room, ctx)
+            notes["summary_truncated"] = True
+        receipt = replace(receipt, text=body)
+        summary = body + lists_text
+        req = hist_req or pre_req
+        key = "compaction-summary"
+        segs.append(Segment("header", "user", COMPACTION_SUMMARY_PREFIX, message=key, label="pi summary prefix"))
+        segs.append(Segment("summary", "user", summary, req.source_entry_ids + (
+            pre_req.source_entry_ids if pre_req is not None and req is not pre_req else ()),
+            message=key, label=summary_label(receipt, "empty template (no summary)")))
+        segs.append(Segment("header", "user", COMPACTION_SUMMARY_SUFFIX, message=key, label="pi summary suffix"))
+        for e in prep.kept:
+            segs += _entry_segments(e)
+        tokens = frame + sum(cnt.count_many([s.text for s in segs[2:]]))
+        first_kept = prep.kept[0].id if prep.kept else None
+        notes.update({
+            "first_kept_entry_id": first_kept, "is_split_turn": prep.is_split_turn,
+            "summarised_entries": len(prep.to_summarize), "turn_prefix_entries": len(prep.turn_prefix),
+            "kept_entries": len(prep.kept), "kept_records": len(kept_recs), "kept_tokens": kept_tokens,
+            "previous_summary": prep.previous_summary is not None, "read_files": list(prep.read_files),
+            "modified_files": list(prep.modified_files), "tokens_before_estimate": prep.tokens_before,
+            "keep_recent_used": keep_used, "keep_nothing": keep_used is None,
+            "summary_cap": h_cap, "turn_prefix_cap": p_cap,
+            "turn_prefix_request": pre_req.fingerprint() if pre_req is not None and req is not pre_req else None,
+            "instruction_sha256": _sha(self.prompts(ctx)["update" if prep.previous_summary else "instruction"]),
+            "tokens": tokens, "fits": tokens <= cap,
+        })
+        return Projection(
+            strategy=self.name, algorithm_version=self.algorithm_version, session_id=session.id, cut=cut,
+            segments=tuple(segs), capacity=cap, estimator=self.estimator, summary_request=req, receipt=receipt,
+            notes=notes)
+
+    def _unchanged(self, session: Session, cut: int, ctx: CompactionContext, entries: Sequence[Entry],
+                   segs: list[Segment], cap: int, notes: dict[str, Any]) -> Projection:
+        """Upstream does not compact (the last entry is a compaction, or there is nothing): the live context as is."""
+        comp, rest = live_entries(entries)
+        if comp is not None:
+            key = "compaction-summary"
+            text = "".join(r.text for r in comp.context_records())
+            segs.append(Segment("header", "user", COMPACTION_SUMMARY_PREFIX, message=key, label="pi summary prefix"))
+            segs.append(Segment("summary", "user", text, (comp.id,), message=key, label="recorded summary"))
+            segs.append(Segment("header", "user", COMPACTION_SUMMARY_SUFFIX, message=key, label="pi summary suffix"))
+        for e in rest:
+            segs += _entry_segments(e)
+        cnt = counter(ctx.encoding)
+        tokens = sum(cnt.count_many([s.text for s in segs]))
+        notes.update({"skipped": "nothing to compact" if not entries else "the last entry is a compaction",
+                      "tokens": tokens, "fits": tokens <= cap})
+        return Projection(
+            strategy=self.name, algorithm_version=self.algorithm_version, session_id=session.id, cut=cut,
+            segments=tuple(segs), capacity=cap, estimator=self.estimator, notes=notes)
+
+    def _summarise(self, hist: SummaryRequest | None, prefix: SummaryRequest | None,
+                   ctx: CompactionContext) -> tuple[str, SummaryReceipt]:
+        """The summary body (history, and the split turn's prefix merged after it) and one receipt for both calls.
+
+        The receipt is the main request's, its text the merged body and its token counts the sum of both
+        calls. A checkpoint replay (`strategies._Replay`) answers the main request with that merged body,
+        so the prefix request is not asked again.
+        """
+        main = hist or prefix
+        assert main is not None
+        replay = type(ctx.summarizer).__name__ == "_Replay"
+        text, receipt = self._ask(main, ctx)
+        if replay or prefix is None or main is prefix:
+            if main is prefix and not replay:
+                text = NO_PRIOR_HISTORY + SPLIT_TURN_SEPARATOR + text
+            return text, replace(receipt, text=text)
+        p_text, p_receipt = self._ask(prefix, ctx)
+        merged = text + SPLIT_TURN_SEPARATOR + p_text
+        errors = [e for e in (receipt.error, p_receipt.error) if e]
+        return merged, replace(
+            receipt, text=merged, input_tokens=receipt.input_tokens + p_receipt.input_tokens,
+            cached_tokens=receipt.cached_tokens + p_receipt.cached_tokens,
+            output_tokens=receipt.output_tokens + p_receipt.output_tokens,
+            fallback=receipt.fallback or p_receipt.fallback, error="; ".join(errors) or None)
+
+    @staticmethod
+    def _ask(req: SummaryRequest, ctx: CompactionContext) -> tuple[str, SummaryReceipt]:
+        empty = empty_template(req.template)
+        if req.max_output_tokens <= 0:
+            prov = ctx.summarizer
+            return empty, SummaryReceipt(str(getattr(prov, "name", type(prov).__name__)),
+                                         bool(getattr(prov, "stand_in", False)), empty, req.fingerprint(),
+                                         fallback=True, error="no room left for a summary")
+        text, receipt = call_summarizer(ctx, req)
+        if text is None:
+            return empty, replace(receipt, text=empty)
+        return text, receipt
+
+
+STRATEGY = PiStrategy()
+STRATEGIES = {s.name: s for s in (STRATEGY,)}
+
+__all__ = [
+    "ALGORITHM_VERSION", "BRANCH_SUMMARY_PREFIX", "COMPACTION_SUMMARY_PREFIX", "COMPACTION_SUMMARY_SUFFIX",
+    "Entry", "KEEP_RECENT_TOKENS", "PIN", "PiStrategy", "RESERVE_TOKENS", "STRATEGIES", "STRATEGY",
+    "compute_file_lists", "estimate_entry", "file_operations", "find_cut_point", "find_turn_start",
+    "format_file_operations", "live_history", "prepare", "serialize_conversation", "session_entries",
+]

@@ -1,0 +1,300 @@
+"""``recorded`` — what an agent itself sent after a compaction it made, read from its log.
+
+Not a reimplementation: when an imported session holds a compaction its agent
+wrote (a pi ``compaction`` entry, a Claude Code compact summary, a Codex
+``compacted`` item, an OpenCode summary message), the projection at that
+compaction is the agent's own next request: its recorded summary (or Codex's
+recorded replacement history) and what the agent keeps beside it, by that
+agent's rules — the same ``live_history`` functions the agent's arm uses to
+read a session compacted before (``strategies.pi_agent``, ``codex``,
+``claude_code``, ``opencode``). A real model's real compaction, examined
+offline.
+
+Where a compaction sits
+-----------------------
+The importers list each compaction in ``session.metadata["compactions"]``
+(``entry_id``, ``source_order``, ``model``, and the agent's own fields:
+pi's ``first_kept_entry_id``, OpenCode's resolved tail start, Codex's
+``replacement_history``). `find` turns each into a `RecordedCompaction`:
+
+``cut``
+    The compaction's ``source_order``: records before it are what the agent
+    compacted — the exam's questions are mined from them, and every other arm
+    projects the same session at the same cut.
+``after``
+    One past the last record of the compaction's summary: the agent's live
+    history at ``after`` is what its next request carried. For pi and Codex
+    the compaction record is the summary itself; Claude Code writes a
+    boundary marker, then the summary message; OpenCode a compaction part in
+    a user message, then an assistant message holding the summary.
+``model``
+    The model in use when the agent compacted, as its log records it (pi,
+    Codex, Claude Code: the session's current model; OpenCode: the summary
+    message's own model id). Shown in the label ``recorded (<agent>,
+    <model>)``.
+
+What each agent's next request holds (the summary segment is labelled
+``recorded summary (<agent>, <model>)``; nothing is asked of any provider)
+----------------------------------------------------------------------------
+* pi — ``pi_agent.live_history``: the summary as pi's compaction-summary user
+  message, then the entries from ``firstKeptEntryId`` on.
+* Claude Code — ``claude_code.live_history``: the compact summary message
+  (its recorded text already carries Claude Code's continuation preface).
+  Files Claude Code re-attaches come from disk at the next request and are not
+  in the transcript: not modelled.
+* Codex — ``codex.live_history``: the recorded ``replacement_history`` when the
+  item has one, else the history rebuilt from the user messages and the
+  summary (``build_compacted_history``). The initial context a later regular
+  turn re-injects is not part of what was recorded: not added.
+* OpenCode — ``opencode.live_history``: the "What did we do so far?" user
+  message, the summary as the assistant's answer, then the kept tail from the
+  recorded ``tail_start_id`` (none for versions without one).
+
+A session without a compaction, or from a format that records none, is not
+an error: `skip_reason` says why, and the exam counts it as a skip.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from ..projection import Projection, Segment
+from ..session import Record, Session
+from ..tokens import counter
+from .base import CompactionContext, role_of
+
+ALGORITHM_VERSION = "recorded-1"
+
+#: The agent whose log format records its compactions, by importer format.
+AGENT_OF_FORMAT: Mapping[str, str] = {
+    "pi": "pi", "claude_code": "claude-code", "codex": "codex", "opencode": "opencode",
+}
+
+#: Shown where the log names no model.
+UNKNOWN_MODEL = "model not in log"
+
+
+class NoRecordedCompaction(ValueError):
+    """The session holds no recorded compaction at the requested cut."""
+
+
+@dataclass(frozen=True)
+class RecordedCompaction:
+    """One compaction an agent made, as its log records it.
+
+    Attributes
+    ----------
+    session_id, agent : str
+        The session and the agent that wrote it (``pi``, ``claude-code``, ``codex``, ``opencode``).
+    model : str or None
+        The model in use when it compacted, from the log.
+    index : int
+        Its position among the session's compactions (0 = first).
+    entry_id : str
+        The log entry of the compaction.
+    cut : int
+        Records with ``source_order < cut`` are what it compacted.
+    after : int
+        One past its summary's last record: the live history there is the agent's next request.
+    summary_entry_ids : tuple of str
+        Entries holding the recorded summary.
+    """
+
+    session_id: str
+    agent: str
+    model: str | None
+    index: int
+    entry_id: str
+    cut: int
+    after: int
+    summary_entry_ids: tuple[str, ...]
+
+    @property
+    def tag(self) -> str:
+        """What the label adds after ``recorded``: the agent and the model."""
+        return f"{self.agent}, {self.model or UNKNOWN_MODEL}"
+
+    @property
+    def label(self) -> str:
+        """``recorded (<agent>, <model from the log>)``."""
+        return f"recorded ({self.tag})"
+
+
+def agent_of(session: Session) -> str | None:
+    """The agent whose compactions this session's format records (None: the format records none)."""
+    return AGENT_OF_FORMAT.get(session.source_format)
+
+
+def _summary_span(session: Session, start: int) -> tuple[int, tuple[str, ...]] | None:
+    """From the record at `start`: one past the recorded summary's last record, and its entries.
+
+    The summary is the first ``summary`` record at or after `start`, reached
+    only through bookkeeping (``meta``) records; the records of the same entry
+    that follow it belong to it too.
+    """
+    recs = session.records
+    i = start
+    while i < len(recs) and recs[i].kind == "meta":
+        i += 1
+    if i >= len(recs) or recs[i].kind != "summary":
+        return None
+    entries = [recs[i].entry_id]
+    j = i + 1
+    while j < len(recs) and (recs[j].kind == "summary" or (recs[j].entry_id == recs[i].entry_id)):
+        if recs[j].entry_id not in entries:
+            entries.append(recs[j].entry_id)
+        j += 1
+    return recs[j - 1].source_order + 1, tuple(entries)
+
+
+def find(session: Session) -> tuple[list[RecordedCompaction], list[str]]:
+    """The session's recorded compactions, and a reason for each listed one that could not be used.
+
+    A listed compaction is unusable when its position is missing or outside
+    the session, or when no recorded summary follows it (a compaction that
+    failed, or a log cut short): each gives a line in the second list.
+    """
+    agent = agent_of(session)
+    if agent is None:
+        return [], []
+    found: list[RecordedCompaction] = []
+    problems: list[str] = []
+    orders = {r.source_order: i for i, r in enumerate(session.records)}
+    for k, c in enumerate(session.metadata.get("compactions") or ()):
+        if not isinstance(c, Mapping) or not isinstance(c.get("source_order"), int) \
+                or c["source_order"] not in orders:
+            problems.append(f"compaction {k + 1}: its position in the session is not recorded")
+            continue
+        span = _summary_span(session, orders[c["source_order"]])
+        if span is None:
+            problems.append(f"compaction {k + 1} (entry {c.get('entry_id')}): no recorded summary follows it")
+            continue
+        after, entries = span
+        model = c.get("model") if isinstance(c.get("model"), str) and c.get("model") else None
+        found.append(RecordedCompaction(session.id, agent, model, len(found), str(c.get("entry_id")),
+                                        int(c["source_order"]), after, entries))
+    return found, problems
+
+
+def skip_reason(session: Session) -> str | None:
+    """Why this session gives no recorded case (None: it has at least one usable compaction)."""
+    agent = agent_of(session)
+    if agent is None:
+        return f"its format ({session.source_format}) records no compactions"
+    found, problems = find(session)
+    if found:
+        return None
+    if problems:
+        return "; ".join(problems)
+    return f"no compaction in its {agent} log"
+
+
+# --------------------------------------------------------------------------- the agent's next request
+
+
+def _summary_segment(text: str, role: str, entries: Sequence[str], rc: RecordedCompaction) -> Segment:
+    return Segment("summary", role, text, tuple(entries), label=f"recorded summary ({rc.tag})")
+
+
+def _record_segment(r: Record) -> Segment:
+    return Segment("tail", role_of(r), r.text, (r.entry_id,), record_kind=r.kind)
+
+
+def _pi(session: Session, rc: RecordedCompaction, ctx: CompactionContext) -> list[Segment]:
+    from . import pi_agent
+
+    compactions = {str(c.get("entry_id")) for c in session.metadata.get("compactions") or () if isinstance(c, Mapping)}
+    out = []
+    for r in pi_agent.live_history(session, rc.after, ctx):
+        if r.kind == "summary" and r.entry_id in compactions:
+            # convertToLlm: the compaction summary as a user message between pi's fixed prefix and suffix
+            text = pi_agent.COMPACTION_SUMMARY_PREFIX + r.text + pi_agent.COMPACTION_SUMMARY_SUFFIX
+            out.append(_summary_segment(text, "user", (r.entry_id,), rc))
+        elif r.kind == "summary":  # a branch summary the live history carries, with its own wrapper
+            out.append(Segment("tail", "user", pi_agent.BRANCH_SUMMARY_PREFIX + r.text + pi_agent.BRANCH_SUMMARY_SUFFIX,
+                               (r.entry_id,), record_kind=r.kind))
+        else:
+            out.append(_record_segment(r))
+    return out
+
+
+def _claude_code(session: Session, rc: RecordedCompaction, ctx: CompactionContext) -> list[Segment]:
+    from . import claude_code
+
+    return [_summary_segment(r.text, "user", (r.entry_id,), rc) if r.kind == "summary" else _record_segment(r)
+            for r in claude_code.live_history(session, rc.after, ctx)]
+
+
+def _codex(session: Session, rc: RecordedCompaction, ctx: CompactionContext) -> list[Segment]:
+    from . import codex
+
+    out = []
+    for it in codex.STRATEGY.live_history(session, rc.after, ctx):
+        if it.summary:
+            out.append(_summary_segment(it.text, "user", (it.entry_id,), rc))
+        else:
+            out.append(Segment("tail", it.role, it.text, (it.entry_id,), record_kind=it.kind,
+                               message=it.message_key()))
+    return out
+
+
+def _opencode(session: Session, rc: RecordedCompaction, ctx: CompactionContext) -> list[Segment]:
+    from . import opencode
+
+    lh = opencode.live_history(session, rc.after)
+    out: list[Segment] = []
+    if lh.previous is not None:
+        out += [Segment("header", "user", opencode.HEADER, label="opencode compaction header"),
+                _summary_segment(lh.previous.text, "assistant", (lh.previous.entry_id,), rc)]
+    return out + [_record_segment(r) for r in lh.live if role_of(r) != "system"]
+
+
+_RENDER = {"pi": _pi, "claude-code": _claude_code, "codex": _codex, "opencode": _opencode}
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """The agent's own compaction, read from its log (not listed among the arms: it exists only where a log
+    holds a compaction; the exam's recorded block asks for it at each one)."""
+
+    name: str = "recorded"
+    algorithm_version: str = ALGORITHM_VERSION
+    estimator: str = "tiktoken"
+    listed: bool = False
+
+    def fires(self, tokens: int, ctx: CompactionContext) -> bool:
+        """Never on its own: the agent decided when, and the log says where."""
+        return False
+
+    def at(self, session: Session, cut: int) -> RecordedCompaction:
+        """The recorded compaction at `cut`; `NoRecordedCompaction` if the log holds none there."""
+        found, _ = find(session)
+        for rc in found:
+            if rc.cut == cut:
+                return rc
+        where = ", ".join(str(rc.cut) for rc in found) or "none"
+        raise NoRecordedCompaction(f"session {session.id!r} has no recorded compaction at cut {cut} "
+                                   f"(recorded compactions at: {where})")
+
+    def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
+        rc = self.at(session, cut)
+        cnt = counter(ctx.encoding)
+        segs = [Segment("system", "system", ctx.shape.system_prompt),
+                Segment("tools", "system", ctx.shape.tools_text())]
+        segs += _RENDER[rc.agent](session, rc, ctx)
+        cap = ctx.window - ctx.output_ceiling
+        tokens = sum(cnt.count_many([s.text for s in segs]))
+        notes: dict[str, Any] = {
+            "label_tag": rc.tag, "agent": rc.agent, "model": rc.model, "compaction_index": rc.index,
+            "compaction_entry": rc.entry_id, "after": rc.after, "summary_entries": list(rc.summary_entry_ids),
+            "tokens": tokens, "fits": tokens <= cap,
+        }
+        return Projection(self.name, self.algorithm_version, session.id, cut, tuple(segs), cap, self.estimator,
+                          None, None, notes)
+
+
+STRATEGIES = {s.name: s for s in (Recorded(),)}
+
+__all__ = ["AGENT_OF_FORMAT", "NoRecordedCompaction", "Recorded", "RecordedCompaction", "STRATEGIES",
+           "agent_of", "find", "skip_reason"]

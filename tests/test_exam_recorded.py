@@ -1,0 +1,112 @@
+"""The recorded block of the exam: cases at the compactions agents recorded, every arm beside them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from compaction_lab import charts, ingest, runfolder
+from compaction_lab.exam import readers, recorded
+from compaction_lab.strategies.base import CompactionContext
+from compaction_lab.summarize.extractive import ExtractiveProvider
+
+from test_recorded_strategy import EXPECTED, FILES, FIX, MODELS, S, load
+
+HERE = Path(__file__).parent
+#: A tiny tail, so that these short sessions have questions before it.
+PARAMS = {"tail_tokens": 8, "probe_n_questions": 8, "probe_n_decoys": 1, "seed": 7}
+
+
+@pytest.fixture(scope="module")
+def sessions():
+    swe = next(iter(ingest.load_sessions(HERE / "fixtures" / "swe_agent" / "function_calling.traj")))
+    return [load(a) for a in sorted(FILES)] + [swe]
+
+
+@pytest.fixture(scope="module")
+def built(sessions):
+    return recorded.build(sessions, PARAMS)
+
+
+def test_one_case_per_recorded_compaction_with_the_model_from_the_log(built):
+    assert len(built.cases) == 4
+    assert sorted(zip(built.found["agent"], built.found["model"])) == sorted(MODELS.items())
+    assert list(built.found.columns) == recorded.FOUND_COLUMNS
+    assert all(built.found["questions"] > 0)
+    assert built.describe().startswith("Real compactions found in your logs: 4 (in 4 sessions)")
+
+
+def test_sessions_without_compaction_are_counted_skips(built):
+    assert list(built.skipped["reason"]) == ["its format (swe_agent) records no compactions"]
+    assert "Sessions skipped (no recorded case): 1" in built.describe()
+
+
+def test_probes_come_only_from_records_before_the_compaction(built):
+    for case in built.cases:
+        session = built.sessions[case.session_id]
+        cut = int(built.found.set_index("case_id").loc[case.id, "cut"])
+        assert case.cut == cut
+        for q in case.real:
+            assert 0 <= q.source_order < cut, (q.answer, q.source_order, cut)
+            rec = next(r for r in session.records if r.entry_id == q.source_entry_id)
+            assert rec.source_order < cut and rec.kind != "summary"
+        assert all("3.9.14" not in q.answer for q in case.questions if not q.decoy)  # only after the compaction
+
+
+@pytest.fixture(scope="module")
+def result(built):
+    ctx = CompactionContext(summarizer=ExtractiveProvider())
+    return recorded.run(built, ["codex", "opencode", "claude-code", "pi", "full"], ctx,
+                        readers.get_reader("verbatim"), n_boot=200)
+
+
+def test_recorded_rows_graded_against_the_agents_own_next_request(built, result):
+    ans = result.answers[(result.answers["strategy"] == "recorded") & ~result.answers["decoy"]]
+    assert len(ans) == sum(len(c.real) for c in built.cases)
+    agent_of = dict(zip(built.found["case_id"], built.found["agent"]))
+    for _, row in ans.iterrows():
+        sent = "\n".join(text for _, _, text in EXPECTED[agent_of[row["case_id"]]])
+        assert bool(row["correct"]) == (row["answer"] in sent), row["answer"]
+    assert ans["correct"].any() and not ans["correct"].all()  # the story plants values both kept and dropped
+
+
+def test_table_has_every_arm_beside_each_compaction_with_intervals(built, result):
+    t = result.table
+    assert list(t.columns) == recorded.TABLE_COLUMNS
+    for case_id, g in t.groupby("case_id"):
+        agent = built.found.set_index("case_id").loc[case_id, "agent"]
+        rec_row = g[g["recorded"]]
+        assert len(rec_row) == 1
+        assert rec_row["strategy_label"].iloc[0] == f"recorded ({agent}, {MODELS[agent]})"
+        assert g["own_agent"].sum() == 1 and g[g["own_agent"]]["strategy"].iloc[0] == agent
+        assert set(g["strategy"]) == {"recorded", "codex", "opencode", "claude-code", "pi", "full"}
+        assert (g["ci_low"] <= g["recall"]).all() and (g["recall"] <= g["ci_high"]).all()
+
+
+def test_figure_and_no_data(result):
+    chart = charts.fig_recorded(result.table)
+    assert chart.to_dict()["facet"]["row"]["field"] == "compaction_label"
+    empty = charts.fig_recorded(pd.DataFrame(columns=recorded.TABLE_COLUMNS))
+    assert empty.to_dict()["title"]["subtitle"] == "not measured"
+
+
+def test_a_run_without_compactions_is_empty_not_an_error():
+    swe = next(iter(ingest.load_sessions(HERE / "fixtures" / "swe_agent" / "function_calling.traj")))
+    rc = recorded.build([swe], PARAMS)
+    assert rc.cases == () and rc.describe().startswith("Real compactions found in your logs: 0")
+    res = recorded.run(rc, ["full"], CompactionContext(), readers.get_reader("verbatim"))
+    assert res.table.empty and list(res.table.columns) == recorded.TABLE_COLUMNS
+
+
+def test_for_run_saves_the_bank_and_reuses_it(tmp_path, sessions):
+    sdir = tmp_path / runfolder.SESSIONS
+    sdir.mkdir()
+    for s in sessions:
+        (sdir / f"{s.id}.jsonl").write_bytes(s.to_jsonl())
+    first = recorded.for_run(tmp_path, PARAMS)
+    assert (tmp_path / recorded.BANK_FILE).exists()
+    again = recorded.for_run(tmp_path, {**PARAMS, "seed": 99})  # the saved bank decides
+    assert again.cases == first.cases
+    assert list(again.found["case_id"]) == list(first.found["case_id"])

@@ -1,0 +1,223 @@
+"""``gemini-cli``: Gemini CLI's chat compression at google-gemini/gemini-cli@5411f113 (rule by rule).
+
+Ports of upstream tests name their source: packages/core/src/context/chatCompressionService.test.ts @ 5411f113.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from compaction_lab import strategies
+from compaction_lab.ingest import ImportReport, load_sessions, synthetic
+from compaction_lab.strategies import gemini_cli as g
+from compaction_lab.strategies.base import CallShape, CompactionContext
+from compaction_lab.summarize import NoneProvider
+from compaction_lab.summarize.extractive import ExtractiveProvider, empty_template
+
+from conftest import FakeProvider, make_session
+
+NAME = "gemini-cli"
+SHAPE = CallShape("test", "You are a test agent.",
+                  ({"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}},))
+SHARED = Path("/work/shared/fixtures/sessions")
+LOCAL = Path(__file__).parent / "fixtures"
+
+
+def ctx_for(window=128_000, output=32_000, summarizer=None, **params):
+    return CompactionContext(window=window, output_ceiling=output, shape=SHAPE,
+                             summarizer=summarizer or NoneProvider(), params=params)
+
+
+def C(role, text=None, fc=None, fr=None):
+    part = {"text": text} if text is not None else ({"functionCall": fc} if fc else {"functionResponse": fr})
+    return {"role": role, "parts": [part]}
+
+
+def session(n=6, body=40):
+    items = [("system", SHAPE.system_prompt), ("user", "ENV context: cwd /repo", {"injected": True})]
+    for i in range(n):
+        extra = {"tool": "read_file", "target": f"f{i}.py", "call_id": f"c{i}"}
+        items += [("user", f"u{i}:" + " word" * body), ("assistant", f"a{i}:" + " word" * body),
+                  ("tool_call", f'read_file {{"path": "f{i}.py"}}', extra),
+                  ("tool_output", f"OUT{i}" + " x" * body, extra), ("assistant", f"done{i}")]
+    return make_session(items)
+
+
+# --------------------------------------------------------------------------- findCompressSplitPoint (ported)
+
+FIVE = [C("user", "This is the first message."), C("model", "This is the second message."),
+        C("user", "This is the third message."), C("model", "This is the fourth message."),
+        C("user", "This is the fifth message.")]
+
+
+def test_split_point_ported_cases():
+    """chatCompressionService.test.ts describe('findCompressSplitPoint'): every case."""
+    for bad in (0, 1):  # 'should throw an error for non-positive numbers' / '>= 1'
+        with pytest.raises(ValueError, match="Fraction must be between 0 and 1"):
+            g.find_compress_split_point([], bad)
+    assert g.find_compress_split_point([], 0.5) == 0  # empty history
+    assert g.find_compress_split_point(FIVE, 0.5) == 4  # fraction in the middle
+    assert g.find_compress_split_point(FIVE, 0.9) == 4  # fraction of last index
+    assert g.find_compress_split_point(FIVE[:4], 0.8) == 4  # after last index
+    fc = FIVE[:3] + [C("model", fc={"name": "foo", "args": {}})]
+    assert g.find_compress_split_point(fc, 0.99) == 2  # earlier splitpoint if none valid after threshold
+    assert g.find_compress_split_point([C("user", "Message 1")], 0.5) == 0  # only one item
+    weird = [C("user", "Message 1"), {"role": "model", "parts": [{"fileData": {"fileUri": "derp", "mimeType": "text/plain"}}]},
+             C("user", "Message 2")]
+    assert g.find_compress_split_point(weird, 0.5) == 2  # weird parts
+
+
+def test_json_lengths_are_js_stringify_lengths():
+    """JSON.stringify(content).length (upstream's test comments say 66/68; JSON.stringify gives 63/65)."""
+    assert len(g._js_json(FIVE[0])) == 63 and len(g._js_json(FIVE[1])) == 65
+
+
+def test_split_never_at_a_function_response():
+    items = [C("user", "go"), C("model", fc={"name": "ls", "args": {}}), C("user", fr={"name": "ls", "response": {"output": "a" * 500}}),
+             C("model", "ok")]
+    assert g.find_compress_split_point(items, 0.5) == 4  # last is model text: compress everything
+    assert g.find_compress_split_point(items[:3], 0.5) == 0
+
+
+# --------------------------------------------------------------------------- estimator, truncation
+
+
+def test_estimator_is_upstream_heuristic():
+    """tokenCalculation.ts estimateTokenCountSync: ASCII 0.25/char, other 1.3/char, floor of the sum."""
+    assert g.est_gemini([{"text": "a" * 10}]) == 2
+    assert g.est_gemini([{"text": "é" * 10}]) == 13
+    assert g.est_gemini([{"text": "a" * 200_000}]) == 50_000
+    fr = {"functionResponse": {"name": "grep", "response": {"output": "x"}}}
+    assert g.est_gemini([fr]) == int(4 / 4 + len('{"output":"x"}') / 4)
+
+
+def test_format_truncated_tool_output():
+    """fileUtils.ts formatTruncatedToolOutput: 20% head, 80% tail, counts with thousands separators."""
+    assert g.format_truncated("short", "f", 40_000) == "short"
+    out = g.format_truncated("a" * 50_000, "/t/grep_1.txt", 40_000)
+    assert out.startswith("Output too large. Showing first 8,000 and last 32,000 characters. For full output see: /t/grep_1.txt\n")
+    assert "... [10,000 characters omitted] ..." in out
+
+
+def test_reverse_budget_truncates_older_function_responses():
+    """chatCompressionService.test.ts 'should truncate older function responses when budget is exceeded'."""
+    big = "a" * 170_000
+    sess = make_session([("user", "old msg"), ("assistant", "old resp"), ("user", "msg 1"),
+                         ("tool_output", big, {"tool": "grep", "call_id": "1"}), ("assistant", "resp 2"),
+                         ("tool_output", big, {"tool": "grep", "call_id": "2"})])
+    items = g.truncate_to_budget(g.contents(list(sess.records)))
+    outs = [c for c in items if c.kind == "response"]
+    assert outs[1].truncated == [False] and outs[1].parts[0]["functionResponse"]["response"]["output"] == big
+    assert outs[0].truncated == [True]
+    assert "Output too large." in outs[0].parts[0]["functionResponse"]["response"]["output"]
+
+
+# --------------------------------------------------------------------------- trigger
+
+
+def test_fires_at_half_the_token_limit():
+    s = strategies.get(NAME)
+    assert s.algorithm_version == "gemini-cli-1" and s.estimator == "tiktoken"
+    assert s.fires(64_000, ctx_for()) and not s.fires(63_999, ctx_for())
+    assert s.fires(89_600, ctx_for(compression_threshold=0.7)) and not s.fires(89_599, ctx_for(compression_threshold=0.7))
+
+
+# --------------------------------------------------------------------------- request shape and the probe
+
+
+def test_summary_request_shape_and_verification_probe():
+    """'should compress if over token threshold with verification turn': two calls, the second's answer used."""
+    prov = FakeProvider("<state_snapshot>S</state_snapshot>")
+    p = strategies.compact(session(), NAME, None, ctx_for(summarizer=prov))
+    assert len(prov.requests) == 2
+    req, vreq = prov.requests
+    assert req is p.summary_request and req.shape == "own-system+history" and req.tools == ()
+    assert req.system == g.COMPRESSION_PROMPT and req.template == "gemini-state-snapshot"
+    assert req.messages[-1] == {"role": "user", "content": f"{g.ANCHOR_NEW}\n\n{g.INSTRUCTION_TAIL}"}
+    assert req.messages[0]["content"] == "ENV context: cwd /repo"
+    assert vreq.messages[:-2] == req.messages[:-1]
+    assert vreq.messages[-2] == {"role": "assistant", "content": "<state_snapshot>S</state_snapshot>"}
+    assert vreq.messages[-1]["content"] == g.VERIFY_INSTRUCTION
+    assert p.notes["compression_status"] == "COMPRESSED" and p.notes["verify"]["used"]
+    for tag in ("<overall_goal>", "<active_constraints>", "<key_knowledge>", "<artifact_trail>",
+                "<file_system_state>", "<recent_actions>", "<task_state>", "### CRITICAL SECURITY RULE", "### GOAL"):
+        assert tag in g.COMPRESSION_PROMPT
+    assert set(strategies.get(NAME).prompts(ctx_for())) >= {"system", "instruction", "verify", "ack"}
+
+
+def test_anchored_instruction_with_previous_snapshot():
+    """'should use anchored instruction when a previous snapshot is present'."""
+    sess = make_session([("summary", "<state_snapshot>old</state_snapshot>"), ("assistant", "msg2"),
+                         ("user", "msg3"), ("assistant", "msg4")])
+    prov = FakeProvider()
+    strategies.compact(sess, NAME, None, ctx_for(summarizer=prov))
+    assert prov.requests[0].messages[-1]["content"].startswith("A previous <state_snapshot> exists")
+
+
+def test_next_request_layout():
+    p = strategies.compact(session(), NAME, None, ctx_for(summarizer=FakeProvider("SNAP")))
+    kinds = [s.kind for s in p.segments]
+    assert kinds[:5] == ["system", "tools", "user_original", "summary", "header"]
+    assert p.segments[3].text == "SNAP" and p.segments[3].role == "user"
+    assert p.segments[4].text == g.ACK and p.segments[4].role == "assistant"
+    tail = p.segments[5:]
+    assert tail and all(s.kind == "tail" for s in tail) and tail[0].role == "user" and tail[0].record_kind == "user"
+    kept = p.notes["kept_entries"]
+    assert kept == [r.entry_id for r in session().records if r.entry_id in kept]  # order kept
+
+
+def test_empty_verification_falls_back_to_first_summary():
+    """'should fall back to initial summary if verification response is empty'."""
+    class Two(FakeProvider):
+        def summarize(self, request):
+            r = super().summarize(request)
+            from compaction_lab.summarize import SummaryResult
+            return SummaryResult("Initial Summary" if len(self.requests) == 1 else "   ")
+    p = strategies.compact(session(), NAME, None, ctx_for(summarizer=Two()))
+    assert [s.text for s in p.segments if s.kind == "summary"] == ["Initial Summary"]
+
+
+def test_inflated_count_rejected_keeps_history():
+    """'should return FAILED if new token count is inflated': upstream keeps the history unchanged."""
+    sess = make_session([("user", "msg1"), ("assistant", "msg2"), ("user", "msg3"), ("assistant", "msg4")])
+    p = strategies.compact(sess, NAME, None, ctx_for(summarizer=FakeProvider("a " * 5000)))
+    assert p.notes["compression_status"] == "COMPRESSION_FAILED_INFLATED_TOKEN_COUNT"
+    assert "summary" not in [s.kind for s in p.segments]
+
+
+def test_no_provider_gives_empty_template():
+    p = strategies.compact(session(), NAME, None, ctx_for())
+    (s,) = [x for x in p.segments if x.kind == "summary"]
+    assert s.text == empty_template("gemini-state-snapshot") and p.receipt.fallback
+
+
+# --------------------------------------------------------------------------- live history
+
+
+def test_live_history_starts_at_latest_summary():
+    path = LOCAL / "pi" / "two-compactions.jsonl"
+    (s,) = load_sessions(path)
+    ctx = ctx_for()
+    lh = g.live_history(s, len(s.records), ctx)
+    summaries = [r for r in s.records if r.kind == "summary"]
+    assert summaries and lh[0].kind in ("summary", "user") and summaries[-1] in lh
+    assert all(r not in lh for r in summaries[:-1])
+
+
+# --------------------------------------------------------------------------- every session, within capacity
+
+
+@pytest.mark.parametrize("window,output", [(128_000, 32_000), (16_000, 4_000)])
+def test_all_sessions_fit(window, output):
+    sessions = []
+    for root in (SHARED, LOCAL):
+        if root.exists():
+            sessions += list(load_sessions(root, ImportReport()))
+    sessions += [c.session for c in synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=2))]
+    ctx = CompactionContext(window=window, output_ceiling=output, summarizer=ExtractiveProvider())
+    for s in sessions:
+        for cut in (len(s.records), len(s.records) // 2):
+            p = strategies.compact(s, NAME, cut, ctx)
+            assert p.tokens <= p.capacity, (s.id, cut, p.notes)

@@ -1,0 +1,159 @@
+"""The ``recorded`` arm: what an agent itself sent after a compaction its log records.
+
+Hand-built fixtures (tests/fixtures/recorded/, written by make_fixtures.py there) hold one
+compaction each, in the formats of pi, Claude Code, Codex and OpenCode. Each recorded projection
+is compared with an expectation built by hand from that agent's rules.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from compaction_lab import ingest, strategies
+from compaction_lab.ingest.base import SessionBuilder
+from compaction_lab.session import Session
+from compaction_lab.strategies import recorded
+from compaction_lab.strategies.base import CompactionContext
+
+HERE = Path(__file__).parent
+FIX = HERE / "fixtures" / "recorded"
+
+
+def _story():
+    spec = importlib.util.spec_from_file_location("recorded_fixtures", FIX / "make_fixtures.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+S = _story()
+
+FILES = {
+    "pi": "pi-recorded.jsonl",
+    "claude-code": "claude-code-recorded.jsonl",
+    "codex": "rollout-2025-11-02T10-00-00-0199b000-0000-7000-8000-00000000c0de.jsonl",
+    "opencode": "opencode-recorded.json",
+}
+CODEX_PREFIX = ("Another language model started to solve this problem and produced a summary of its thinking process. "
+                "You also have access to the state of the tools that were used by that language model. Use this to "
+                "build on the work that has already been done and avoid duplicating work. Here is the summary produced "
+                "by the other language model, use the information in this summary to assist with your own analysis:")
+PYTEST_CALL = 'bash {"command": "pytest -q tests/test_orders.py"}'
+
+#: What each agent sent next, by hand: (segment kind, role, text), after the system prompt and tools.
+EXPECTED = {
+    "pi": [
+        ("summary", "user", "The conversation history before this point was compacted into the following summary:"
+                            "\n\n<summary>\n" + S.SUMMARY + "\n</summary>"),
+        ("tail", "user", S.USER_2), ("tail", "assistant", PYTEST_CALL), ("tail", "tool", S.OUT_2),
+        ("tail", "assistant", S.ASSIST_2),
+    ],
+    "claude-code": [
+        ("summary", "user", "This session is being continued from a previous conversation that ran out of context. "
+                            "The conversation is summarized below:\n" + S.SUMMARY),
+    ],
+    "codex": [
+        ("tail", "user", S.USER_1), ("tail", "user", S.USER_2), ("summary", "user", CODEX_PREFIX + "\n" + S.SUMMARY),
+    ],
+    "opencode": [
+        ("header", "user", "What did we do so far?"), ("summary", "assistant", S.SUMMARY),
+        ("tail", "user", S.USER_2), ("tail", "assistant", PYTEST_CALL), ("tail", "tool", S.OUT_2),
+        ("tail", "assistant", S.ASSIST_2),
+    ],
+}
+MODELS = {"pi": "claude-sonnet-4-5", "claude-code": "claude-opus-4-1-20250805", "codex": "gpt-5-codex",
+          "opencode": "claude-sonnet-4-5"}
+
+
+def load(agent: str) -> Session:
+    (s,) = list(ingest.load_sessions(FIX / FILES[agent]))
+    return s
+
+
+@pytest.mark.parametrize("agent", sorted(FILES))
+def test_recorded_projection_is_what_the_agent_sent(agent):
+    s = load(agent)
+    (rc,) = recorded.find(s)[0]
+    assert (rc.agent, rc.model) == (agent, MODELS[agent])
+    p = strategies.compact(s, "recorded", rc.cut, CompactionContext())
+    got = [(seg.kind, seg.role, seg.text) for seg in p.segments[2:]]
+    assert got == EXPECTED[agent]
+    assert [seg.kind for seg in p.segments[:2]] == ["system", "tools"]
+    assert p.receipt is None and p.summary_request is None  # nothing was asked of any provider
+    summary = next(seg for seg in p.segments if seg.kind == "summary")
+    assert summary.label == f"recorded summary ({agent}, {MODELS[agent]})"
+
+
+@pytest.mark.parametrize("agent", sorted(FILES))
+def test_label_names_agent_and_model_from_the_log(agent):
+    from compaction_lab.anatomy import strategy_label
+
+    s = load(agent)
+    (rc,) = recorded.find(s)[0]
+    p = strategies.compact(s, "recorded", rc.cut, CompactionContext())
+    assert strategy_label(p) == f"recorded ({agent}, {MODELS[agent]})" == rc.label
+
+
+@pytest.mark.parametrize("agent", sorted(FILES))
+def test_cut_is_the_compaction_and_nothing_after_it_reaches_the_projection(agent):
+    s = load(agent)
+    (rc,) = recorded.find(s)[0]
+    before = [r for r in s.records if r.source_order < rc.cut]
+    assert S.ASSIST_2 in [r.text for r in before]  # the last record before the compaction
+    assert all(S.SUMMARY not in r.text for r in before)
+    p = strategies.compact(s, "recorded", rc.cut, CompactionContext())
+    assert all(S.AFTER not in seg.text for seg in p.segments)
+
+
+def test_every_agent_listed_has_a_renderer():
+    assert set(recorded.AGENT_OF_FORMAT.values()) == set(recorded._RENDER)
+
+
+def test_no_compaction_at_the_cut_is_a_clear_error():
+    s = load("pi")
+    with pytest.raises(recorded.NoRecordedCompaction, match="recorded compactions at: 9"):
+        strategies.compact(s, "recorded", 3, CompactionContext())
+
+
+def test_sessions_without_compaction_give_a_reason_not_an_error():
+    b = SessionBuilder("plain", "pi", None)
+    b.add("user", "hello", "e1")
+    s = b.build()
+    assert recorded.find(s) == ([], [])
+    assert recorded.skip_reason(s) == "no compaction in its pi log"
+    swe = next(iter(ingest.load_sessions(HERE / "fixtures" / "swe_agent" / "function_calling.traj")))
+    assert recorded.skip_reason(swe) == "its format (swe_agent) records no compactions"
+
+
+def test_a_compaction_without_its_summary_is_counted_not_used():
+    b = SessionBuilder("cut-short", "pi", None)
+    b.add("user", "hello", "e1")
+    rec = b.add("meta", "compaction without a summary", "e2")
+    b.metadata["compactions"] = [{"entry_id": "e2", "source_order": rec.source_order},
+                                 {"entry_id": "e9"}]  # no position at all
+    s = b.build()
+    found, problems = recorded.find(s)
+    assert found == []
+    assert problems == ["compaction 1 (entry e2): no recorded summary follows it",
+                        "compaction 2: its position in the session is not recorded"]
+    assert "no recorded summary follows it" in recorded.skip_reason(s)
+
+
+def test_recorded_is_registered_but_not_listed():
+    assert "recorded" not in strategies.names()
+    assert strategies.get("recorded").name == "recorded"
+
+
+def test_two_compactions_each_show_their_own_next_request():
+    (s,) = list(ingest.load_sessions(HERE / "fixtures" / "pi" / "two-compactions.jsonl"))
+    found, _ = recorded.find(s)
+    assert [rc.index for rc in found] == [0, 1]
+    texts = []
+    for rc in found:
+        p = strategies.compact(s, "recorded", rc.cut, CompactionContext())
+        texts.append("\n".join(seg.text for seg in p.segments[2:]))
+    assert "SUMMARY-ONE" in texts[0] and "SUMMARY-TWO" not in texts[0]
+    assert "SUMMARY-TWO" in texts[1] and "SUMMARY-ONE" not in texts[1]  # pi: the latest compaction replaces
