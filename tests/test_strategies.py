@@ -9,14 +9,15 @@ from compaction_lab.strategies import CompactionContext
 
 from conftest import SHARED_FIXTURES, make_session
 
-EIGHT = {"futureos-deterministic", "futureos-summarized", "codex", "opencode",
-         "full", "truncate-oldest", "observation-masking", "claude-code"}
+LISTED = {"futureos-deterministic", "futureos-summarized", "codex", "opencode",
+          "full", "truncate-oldest", "observation-masking", "claude-code", "pi", "gemini-cli", "aider"}
 
 
-def test_registry_has_the_eight_strategies_in_order():
-    assert set(strategies.names()) == EIGHT
-    assert strategies.names()[:4] == ("futureos-summarized", "futureos-deterministic", "codex", "opencode")
-    for name in EIGHT:
+def test_registry_lists_the_eleven_arms_in_order():
+    assert set(strategies.names()) == LISTED
+    assert strategies.names() == strategies.ORDER  # every listed arm has its place in tables and charts
+    assert set(strategies.registry()) == LISTED | {"recorded"}  # registered, not listed
+    for name in LISTED:
         s = strategies.get(name)
         assert s.name == name and s.algorithm_version and s.estimator in ("tiktoken", "bytes/4", "chars/4")
 

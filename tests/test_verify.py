@@ -39,7 +39,7 @@ def test_clean_checkout_passes():
     result = verify.verify()
     assert result.ok, verify.report_text(result)
     assert result.diff == "" and result.changed == () and result.problems == ()
-    assert verify.report_text(result) == "verify: ok (2 shapes, 4 summary requests, exam requests)"
+    assert verify.report_text(result) == "verify: ok (2 shapes, 7 summary requests, exam requests)"
 
 
 def test_manifest_is_deterministic_and_path_free():
@@ -58,7 +58,10 @@ def test_manifest_covers_shapes_strategies_and_exam():
     sent = {k: v["shape"] for k, v in m["summary"].items() if v is not None}
     assert sent == dict(verify.DOCUMENTED_REQUEST_SHAPES)
     assert m["summary"]["futureos-deterministic"] is None and m["summary"]["full"] is None
-    assert all(v["calls"] == 1 for v in m["summary"].values() if v is not None)
+    # Gemini CLI sends its snapshot request, then the verification probe; Aider's recursion runs once
+    # under the canonical soft limit (VERIFY_PARAMS); every other arm sends one request.
+    calls = {k: v["calls"] for k, v in m["summary"].items() if v is not None}
+    assert calls == {**{k: 1 for k in calls}, "gemini-cli": 2, "aider": 2}
     assert m["exam"]["closed_book"]["tools_from"] == "call-shape"
     assert [r["arm"] for r in m["exam"]["open_book"].values()] == ["open", "open", "open", "closed", "open"]
     assert m["exam"]["open_book"]["1"]["tool_names"][-2:] == ["history_search", "history_get"]
@@ -207,7 +210,7 @@ def test_update_lock_then_ok(shapes: Path):
 
 def test_cli_exit_codes(shapes: Path, capsys):
     assert cli.main(["verify"]) == 0
-    assert "verify: ok (2 shapes, 4 summary requests, exam requests)" in capsys.readouterr().out
+    assert "verify: ok (2 shapes, 7 summary requests, exam requests)" in capsys.readouterr().out
 
     _edit(shapes / "coding-agent.json", lambda d: _tool(d, "apply_patch").update(description="Patch files."))
     assert cli.main(["verify", "--shapes", str(shapes)]) == 1

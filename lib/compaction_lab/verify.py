@@ -53,7 +53,9 @@ VERIFY_OUTPUT_CEILING = 32_000
 
 #: A small recent tail, so that every strategy with a tail still has a head to summarise
 #: in the short canonical session (with the default tails the whole session would be tail).
-VERIFY_PARAMS: Mapping[str, Any] = {"tail_tokens": 64}
+#: Aider summarises only past its soft limit (`min(max(max_input/16, 1024), 8192)` tokens), far above the
+#: canonical session: a tiny limit makes it send its requests (two: its recursion runs once).
+VERIFY_PARAMS: Mapping[str, Any] = {"tail_tokens": 64, "max_chat_history_tokens": 64}
 
 #: The projection the exam requests are rebuilt from: the uncompacted session, so every
 #: message of it reaches the request.
@@ -65,6 +67,9 @@ DOCUMENTED_REQUEST_SHAPES: Mapping[str, str] = {
     "codex": "history+instruction",
     "opencode": "dedicated",
     "claude-code": "prefix-shared",
+    "pi": "dedicated",
+    "gemini-cli": "own-system+history",
+    "aider": "dedicated-system",
 }
 
 #: What each request shape sends (STRATEGIES.md): where its system prompt and tools come
@@ -79,6 +84,12 @@ REQUEST_SHAPE_RULES: Mapping[str, Mapping[str, Any]] = {
     "history+instruction": {"system_from": "call-shape", "tools_from": "none", "instruction_at_end": True},
     # its own system prompt, no tools, one user message holding transcript and instruction
     "dedicated": {"system_from": "own", "tools_from": "none", "roles": ["user"], "instruction_at_end": True},
+    # Gemini CLI: its compression prompt as the system instruction, no tools, the history in the session's
+    # roles, the "generate the <state_snapshot>" instruction as the last user message
+    "own-system+history": {"system_from": "own", "tools_from": "none", "instruction_at_end": True},
+    # Aider: its summarize prompt as the system message, one user message holding the transcript; the
+    # instruction is the system prompt, nothing follows the transcript
+    "dedicated-system": {"system_from": "own", "tools_from": "none", "roles": ["user"], "instruction_at_end": None},
 }
 
 #: The fixed answer the recording provider gives (no model is asked).

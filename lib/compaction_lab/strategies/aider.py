@@ -171,7 +171,7 @@ def read_transcript(request: SummaryRequest) -> list[Block]:
     for i, mk in enumerate(marks):
         body = text[mk.end(): marks[i + 1].start() if i + 1 < len(marks) else len(text)]
         if mk.group(1) == "USER":
-            run = _RUN_RE.match(body.strip("\n") + "\n" if body else body)
+            run = _RUN_RE.match(body.strip("\n"))
             if body.startswith(SUMMARY_PREFIX):
                 add("summary", body[len(SUMMARY_PREFIX):])
             elif run:
@@ -415,7 +415,8 @@ class ChatSummary:
 
 
 def transcript(messages: Sequence[Msg]) -> str:
-    """``summarize_all``'s flattening: ``# USER`` / ``# ASSISTANT`` headings, other roles skipped (history.py:99-107)."""
+    """``summarize_all``'s flattening: ``# USER`` / ``# ASSISTANT`` headings, other roles skipped
+    (history.py:99-107)."""
     content = ""
     for m in messages:
         role = m.role.upper()

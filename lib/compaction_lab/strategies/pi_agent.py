@@ -2,8 +2,8 @@
 
 Module ``pi_agent`` (not ``pi``, which is the importer's name); strategy name
 ``pi``. Pinned at badlogic/pi-mono@83378aad7e74a0e2bb8f37c007a9685fb4609d8a
-(v0.58.3 + 1). Every rule cites its upstream file and line in
-``/tmp/upstream/pi_agent.md`` (merged into ``strategies/UPSTREAM.md``). Paths
+(2026-03-15, v0.58.3 + 1). Every rule cites its upstream file and line in
+``/tmp/upstream/pi.md`` (merged into ``strategies/UPSTREAM.md``). Paths
 below are relative to ``packages/coding-agent/src/core/``.
 
 Rules (``pi-1``)
@@ -46,7 +46,10 @@ Preparation (`prepare`; ``compaction.ts:601-681`` ``prepareCompaction``)
     when the turn is split); the split turn's prefix is summarised apart;
     the previous compaction's summary is the ``previousSummary``. Entries a
     previous compaction kept *before* its own entry are therefore neither
-    summarised nor kept again — upstream's behaviour, reproduced.
+    summarised nor kept again — upstream's behaviour at the pin, reproduced;
+    upstream fixed it later (earendil-works/pi#2608, ``compaction.ts`` @
+    00e68365: the search starts at the previous first kept entry): parameter
+    ``keep_previous_kept`` (default False, the pin).
 File lists (`file_operations`, `compute_file_lists`, `format_file_operations`;
 ``compaction/utils.ts:29-82``, ``compaction.ts:41-69``)
     Tool calls named ``read`` / ``write`` / ``edit`` with a string ``path``
@@ -75,7 +78,9 @@ Next request (`PiStrategy.compact`; ``session-manager.ts:308-415`` ``buildSessio
     System and tools, then one user message ``COMPACTION_SUMMARY_PREFIX +
     summary + COMPACTION_SUMMARY_SUFFIX``, then the kept entries from
     ``firstKeptEntryId`` to the cut, verbatim (branch summaries wrapped in
-    ``BRANCH_SUMMARY_PREFIX`` / ``_SUFFIX``).
+    ``BRANCH_SUMMARY_PREFIX`` / ``_SUFFIX``). The wrappers are ``header``
+    segments of the summary's message; `Projection.messages` joins them with
+    a blank line, one newline more than upstream on each side of the summary.
 Live history (`live_history`)
     ``buildSessionContext``: only the latest compaction counts; its summary
     first, then the entries from its ``first_kept_entry_id`` (or, version-1
@@ -91,6 +96,11 @@ Our decisions (documented parameters / limits)
   kept (``notes["keep_recent_used"]``, ``notes["keep_nothing"]``); a summary
   longer than the room is cut. Upstream never checks (it assumes
   ``W ≫ reserve + keep``).
+* Split turn: two requests; ``summary_request`` is the history request (the
+  prefix request when nothing precedes the turn), the receipt's text the
+  merged body and its token counts both calls'; the prefix request's
+  fingerprint is ``notes["turn_prefix_request"]``.
+* ``tokensBefore`` (notes only) is the chars/4 estimate: records carry no usage.
 * Failure: upstream aborts the compaction when the summary call fails; we
   use the empty template (receipt ``fallback=True``), file lists appended.
 * Entries are read in file order (the importer keeps no ``parentId`` tree);
@@ -143,6 +153,12 @@ COMPACTION_SUMMARY_PREFIX = ("The conversation history before this point was com
 COMPACTION_SUMMARY_SUFFIX = "\n</summary>"
 BRANCH_SUMMARY_PREFIX = "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
 BRANCH_SUMMARY_SUFFIX = "</summary>"
+#: The wrappers as segments: `Projection.messages` joins the segments of one message with a blank line,
+#: so the wrappers' own newline next to the summary is dropped (the next request differs from upstream's
+#: by one newline on each side of the summary).
+SUMMARY_OPEN = COMPACTION_SUMMARY_PREFIX.rstrip("\n")
+SUMMARY_CLOSE = COMPACTION_SUMMARY_SUFFIX.lstrip("\n")
+BRANCH_OPEN = BRANCH_SUMMARY_PREFIX.rstrip("\n")
 SPLIT_TURN_SEPARATOR = "\n\n---\n\n**Turn Context (split turn):**\n\n"
 NO_PRIOR_HISTORY = "No prior history."
 
@@ -666,7 +682,7 @@ def _entry_segments(entry: Entry) -> list[Segment]:
     recs = entry.context_records()
     if entry.kind == "branch":
         key = f"entry:{entry.id}"
-        out = [Segment("header", "user", BRANCH_SUMMARY_PREFIX, message=key)]
+        out = [Segment("header", "user", BRANCH_OPEN, message=key)]
         out += [Segment("tail", "user", r.text, (r.entry_id,), record_kind=r.kind, message=key) for r in recs]
         return out + [Segment("header", "user", BRANCH_SUMMARY_SUFFIX, message=key)]
     return [Segment("tail", role_of(r), r.text, (r.entry_id,), record_kind=r.kind) for r in recs]
@@ -762,7 +778,7 @@ class PiStrategy:
                 Segment("tools", "system", ctx.shape.tools_text())]
         frame = sum(cnt.count_many([s.text for s in segs]))
         cap = ctx.window - ctx.output_ceiling
-        wrappers = cnt.count(COMPACTION_SUMMARY_PREFIX) + cnt.count(COMPACTION_SUMMARY_SUFFIX)
+        wrappers = cnt.count(SUMMARY_OPEN) + cnt.count(SUMMARY_CLOSE)
         room = cap - frame - wrappers
         notes: dict[str, Any] = {"pin": PIN, "reserve_tokens": self.reserve(ctx),
                                  "keep_recent_tokens": self.keep_recent(ctx)}
@@ -792,11 +808,11 @@ class PiStrategy:
         summary = body + lists_text
         req = hist_req or pre_req
         key = "compaction-summary"
-        segs.append(Segment("header", "user", COMPACTION_SUMMARY_PREFIX, message=key, label="pi summary prefix"))
+        segs.append(Segment("header", "user", SUMMARY_OPEN, message=key, label="pi summary prefix"))
         segs.append(Segment("summary", "user", summary, req.source_entry_ids + (
             pre_req.source_entry_ids if pre_req is not None and req is not pre_req else ()),
             message=key, label=summary_label(receipt, "empty template (no summary)")))
-        segs.append(Segment("header", "user", COMPACTION_SUMMARY_SUFFIX, message=key, label="pi summary suffix"))
+        segs.append(Segment("header", "user", SUMMARY_CLOSE, message=key, label="pi summary suffix"))
         for e in prep.kept:
             segs += _entry_segments(e)
         tokens = frame + sum(cnt.count_many([s.text for s in segs[2:]]))
@@ -825,9 +841,9 @@ class PiStrategy:
         if comp is not None:
             key = "compaction-summary"
             text = "".join(r.text for r in comp.context_records())
-            segs.append(Segment("header", "user", COMPACTION_SUMMARY_PREFIX, message=key, label="pi summary prefix"))
+            segs.append(Segment("header", "user", SUMMARY_OPEN, message=key, label="pi summary prefix"))
             segs.append(Segment("summary", "user", text, (comp.id,), message=key, label="recorded summary"))
-            segs.append(Segment("header", "user", COMPACTION_SUMMARY_SUFFIX, message=key, label="pi summary suffix"))
+            segs.append(Segment("header", "user", SUMMARY_CLOSE, message=key, label="pi summary suffix"))
         for e in rest:
             segs += _entry_segments(e)
         cnt = counter(ctx.encoding)
