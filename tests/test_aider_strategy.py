@@ -437,3 +437,17 @@ def test_registered():
     s = strategies.get(NAME)
     assert s.algorithm_version == "aider-1" and NAME in strategies.names()
     assert set(s.prompts(ctx_for())) == {"system", "summary_prefix", "run_output", "ok"}
+
+
+def test_every_request_of_the_recursion_is_billed():
+    """The recursion sends one request per level: `requests_sent` lists them all, in order, the last being
+    `summary_request`; the cost model bills each (upstream sends each)."""
+    from compaction_lab import verify
+
+    p = strategies.compact(verify.canonical_session(), NAME, None,
+                           CompactionContext(summarizer=ExtractiveProvider(), params={"max_chat_history_tokens": 64}))
+    sent = p.requests_sent()
+    assert p.notes["summary_calls"] == len(sent) >= 2
+    assert sent[-1].request is p.summary_request
+    assert [r.request.fingerprint() for r in sent[:-1]] == p.notes["earlier_summary_requests"]
+    assert all(r.output_tokens > 0 for r in sent)

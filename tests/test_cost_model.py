@@ -1,5 +1,6 @@
 """The cost model: break-even arithmetic, prices of simulated bills, and what the simulator says per strategy."""
 
+import dataclasses
 import math
 
 import pandas as pd
@@ -137,3 +138,37 @@ def test_prefix_table_without_requests_is_empty(chain_case):
     t = cost.compaction_prefix_table([Case], {s.id: s}, {("c1", "futureos-deterministic"):
                                                          projs["futureos-deterministic"]}, ctx.shape)
     assert t.empty and list(t.columns) == cost.PREFIX_COLUMNS
+
+
+def test_every_request_a_compaction_sent_is_billed(chain_case):
+    """Gemini CLI sends its snapshot request, then a verification probe that re-sends the same history:
+    both are billed, and the probe is served from what the first request left in the cache."""
+    s, ctx, projs = chain_case
+    p = projs["gemini-cli"]
+    sent = p.requests_sent()
+    assert len(sent) == 2 and sent[0].request is p.summary_request
+    assert sent[1].request.messages[: len(sent[0].request.messages) - 1] == sent[0].request.messages[:-1]
+    a = cost.CostAssumptions(turns=3, simulated_turns=3)
+    b = cost.simulate_case(s, len(s.records), p, ctx.shape, "deepseek", a)
+    lengths = [len(cache.request_tokens_from_summary_request(r.request)) for r in sent]
+    assert b.compaction_cold.input_tokens == sum(lengths)
+    assert b.compaction_cold.output_tokens == sum(r.output_tokens for r in sent)
+    assert b.compaction_cold.cached_tokens > 0.8 * lengths[0]  # cold, yet the probe hits the first request's prefix
+
+    one = dataclasses.replace(ctx, params={"verify_probe": False})
+    single = strategies.compact(s, "gemini-cli", len(s.records), one)
+    assert len(single.requests_sent()) == 1 and single.sent_requests == ()
+    b1 = cost.simulate_case(s, len(s.records), single, ctx.shape, "deepseek", a)
+    assert b1.compaction_cold.input_tokens == len(cache.request_tokens_from_summary_request(single.summary_request))
+    assert b1.compaction_cold.cached_tokens == 0
+
+
+def test_a_single_request_is_its_summary_segment():
+    from compaction_lab.projection import Projection, Segment, SummaryRequest
+
+    req = SummaryRequest(strategy="x", shape="dedicated", system="s", tools=(), messages=(), template="t",
+                         max_output_tokens=10)
+    p = Projection("x", "x-1", "s", 0, (Segment("summary", "user", "one two three"),), 10, "tiktoken", req).finalize()
+    (only,) = p.requests_sent()
+    assert only.request is req and only.output_tokens == p.segments[0].tokens > 0
+    assert Projection("x", "x-1", "s", 0, (), 10, "tiktoken").requests_sent() == ()

@@ -483,6 +483,8 @@ def test_split_turn_two_requests_merged():
     assert seg.text == "PART" + pa.SPLIT_TURN_SEPARATOR + "PART"
     assert p.receipt.input_tokens == 2000  # both calls priced
     assert p.notes["turn_prefix_request"] == prefix.fingerprint()
+    # each request is billed by the cost model: both, in order, with the size of its own answer
+    assert [(r.request, r.output_tokens) for r in p.requests_sent()] == [(hist, 1), (prefix, 1)]
 
 
 def test_split_turn_without_history_says_no_prior_history():

@@ -175,6 +175,25 @@ class SummaryReceipt:
 
 
 @dataclass(frozen=True)
+class SentRequest:
+    """One summary request a compaction sent, and the size of its answer.
+
+    For compactions that send several (pi's split-turn prefix request, Gemini
+    CLI's verification probe, Aider's recursion): `Projection.sent_requests`
+    lists every one in the order sent, so each is priced.
+
+    Parameters
+    ----------
+    request : SummaryRequest
+    output_tokens : int
+        Report tokens of what came back (0 when nothing did).
+    """
+
+    request: SummaryRequest
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True)
 class Projection:
     """The result of one compaction: ordered segments plus how the summary was made.
 
@@ -192,6 +211,9 @@ class Projection:
     summary_request, receipt : optional
     notes : mapping
         Strategy-specific facts (demoted entries, budgets used, trigger values).
+    sent_requests : tuple of SentRequest
+        Every summary request the compaction sent, in order, when it sent more
+        than one; empty otherwise (`requests_sent` then gives the one).
     """
 
     strategy: str
@@ -204,6 +226,20 @@ class Projection:
     summary_request: SummaryRequest | None = None
     receipt: SummaryReceipt | None = None
     notes: Mapping[str, Any] = field(default_factory=dict)
+    sent_requests: tuple[SentRequest, ...] = ()
+
+    def requests_sent(self) -> tuple[SentRequest, ...]:
+        """Every summary request this compaction sent, in order (the cost model prices each).
+
+        A strategy that sends one request leaves `sent_requests` empty: it is
+        `summary_request`, answered by the summary segments (call `finalize`
+        first, for their sizes).
+        """
+        if self.sent_requests:
+            return self.sent_requests
+        if self.summary_request is None:
+            return ()
+        return (SentRequest(self.summary_request, sum(s.tokens for s in self.segments if s.kind == "summary")),)
 
     def finalize(self, encoding: str = DEFAULT_ENCODING) -> "Projection":
         """The same projection with every segment's report-token size counted."""

@@ -141,6 +141,10 @@ class Bill:
     cache_write_tokens: int = 0
     output_tokens: int = 0
 
+    def __add__(self, other: "Bill") -> "Bill":
+        return Bill(self.input_tokens + other.input_tokens, self.cached_tokens + other.cached_tokens,
+                    self.cache_write_tokens + other.cache_write_tokens, self.output_tokens + other.output_tokens)
+
     def cost(self, table, period: str) -> float:
         return prices_mod.price(table, input_tokens=self.input_tokens, cached_tokens=self.cached_tokens,
                                 cache_write_tokens=self.cache_write_tokens, output_tokens=self.output_tokens,
@@ -230,19 +234,21 @@ def simulate_case(session: Session, cut: int, projection: Projection, shape: Cal
     rng = random.Random(f"{a.seed}:{session.id}:{cut}")
     full, full_prefix = uncompacted_request(session, cut, shape, encoding)
     proj, proj_prefix = projection_request(projection, shape.for_session(session), encoding)
-    req = projection.summary_request
+    sent = projection.requests_sent()
     cold = cached = Bill()
-    if req is not None and not (projection.receipt and projection.receipt.fallback):
-        summary_tokens = a.summary_output_tokens
-        if summary_tokens is None:
-            summary_tokens = sum(s.tokens for s in projection.segments if s.kind == "summary")
-        req_tokens = cache_mod.request_tokens_from_summary_request(req, encoding)
-        req_prefix = len(cache_mod.request_tokens(req.system, list(req.tools), [], encoding))
-        out = _filler(rng, summary_tokens)
-        cold = _send(cache_mod.get_simulator(simulator), req_tokens, out, req_prefix)
-        warm = cache_mod.get_simulator(simulator)
+    if sent and not (projection.receipt and projection.receipt.fallback):
+        # Every request the compaction sent, in order: a later one (Gemini CLI's verification probe re-sends
+        # the first request's history) may be served from what an earlier one left in the cache.
+        cold_sim, warm = cache_mod.get_simulator(simulator), cache_mod.get_simulator(simulator)
         _send(warm, full, [], full_prefix)  # the session's previous request primed the cache
-        cached = _send(warm, req_tokens, out, req_prefix)
+        for one in sent:
+            req = one.request
+            out_tokens = a.summary_output_tokens if a.summary_output_tokens is not None else one.output_tokens
+            req_tokens = cache_mod.request_tokens_from_summary_request(req, encoding)
+            req_prefix = len(cache_mod.request_tokens(req.system, list(req.tools), [], encoding))
+            out = _filler(rng, out_tokens)
+            cold = cold + _send(cold_sim, req_tokens, out, req_prefix)
+            cached = cached + _send(warm, req_tokens, out, req_prefix)
     after = cache_mod.get_simulator(simulator)
     _send(after, full, [], full_prefix)  # what the provider had seen before the compaction
     compacted = _turn_bills(after, proj, proj_prefix, a, random.Random(f"{a.seed}:turns"))

@@ -94,7 +94,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
-from ..projection import Projection, Segment, SummaryReceipt, SummaryRequest
+from ..projection import Projection, Segment, SentRequest, SummaryReceipt, SummaryRequest
 from ..session import Record, Session
 from ..summarize import extractive
 from ..summarize.extractive import Block, Section, Template, empty_template
@@ -539,6 +539,9 @@ class Aider:
             strategy=self.name, algorithm_version=self.algorithm_version, session_id=session.id, cut=cut,
             segments=tuple(all_segs), capacity=cap, estimator=self.estimator, summary_request=req,
             receipt=receipt, notes=notes,
+            # the recursion's earlier requests are billed too: every request sent, in order
+            sent_requests=tuple(SentRequest(r, cnt.count(rc.text or "")) for r, rc in zip(requests, receipts))
+            if len(requests) > 1 else (),
         )
 
     def _segments(self, m: Msg, i: int, label: str) -> list[Segment]:

@@ -84,7 +84,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
-from ..projection import Projection, Segment, SummaryReceipt, SummaryRequest, chat_messages
+from ..projection import Projection, Segment, SentRequest, SummaryReceipt, SummaryRequest, chat_messages
 from ..session import Record, Session
 from ..summarize import extractive
 from ..summarize.extractive import Section, Template, empty_template
@@ -450,7 +450,10 @@ class GeminiCli:
                                             {"role": "user", "content": VERIFY_INSTRUCTION}]
         return replace(first, messages=tuple(msgs))
 
-    def _summarise(self, req: SummaryRequest, ctx: CompactionContext, notes: dict[str, Any]) -> tuple[str, SummaryReceipt]:
+    def _summarise(self, req: SummaryRequest, ctx: CompactionContext, notes: dict[str, Any],
+                   sent: list[SentRequest] | None = None) -> tuple[str, SummaryReceipt]:
+        """The snapshot, then the verification probe; each request sent is appended to `sent` (priced apart)."""
+        sent = [] if sent is None else sent
         prov = ctx.summarizer
         empty = empty_template(self.template)
         if req.max_output_tokens <= 0:
@@ -461,9 +464,12 @@ class GeminiCli:
         if text is None:  # unavailable or failed: the empty template, the receipt says why (no probe)
             return empty, replace(receipt, text=empty)
         summary = text
+        cnt = counter(ctx.encoding)
+        sent.append(SentRequest(req, cnt.count(text)))
         if bool(ctx.param("verify_probe", True)):
             vreq = self.verify_request(req, summary)
             vtext, vrec = call_summarizer(ctx, vreq)
+            sent.append(SentRequest(vreq, cnt.count(vtext or "")))
             notes["verify"] = {"fingerprint": vreq.fingerprint(), "messages": len(vreq.messages),
                                "input_tokens": vrec.input_tokens, "cached_tokens": vrec.cached_tokens,
                                "output_tokens": vrec.output_tokens, "fallback": vrec.fallback, "error": vrec.error,
@@ -512,7 +518,8 @@ class GeminiCli:
         room = cap - fixed - sum(cnt.count_many([s.text for s in keep_segs]))
         summary_cap = max(0, min(ctx.output_ceiling, room))
         req = self.summary_request(for_summary, ctx, summary_cap)
-        text, receipt = self._summarise(req, ctx, notes)
+        sent: list[SentRequest] = []
+        text, receipt = self._summarise(req, ctx, notes, sent)
         status = "COMPRESSED"
         if not text.strip():
             status = "COMPRESSION_FAILED_EMPTY_SUMMARY"
@@ -533,12 +540,14 @@ class GeminiCli:
         if status != "COMPRESSED":  # upstream keeps the history unchanged, when that fits
             whole = frame + verbatim
             if sum(cnt.count_many([s.text for s in whole])) <= cap:
-                return self._finish(session, cut, whole, cap, req, receipt, status, notes, ctx)
+                return replace(self._finish(session, cut, whole, cap, req, receipt, status, notes, ctx),
+                               sent_requests=tuple(sent) if len(sent) > 1 else ())
             notes["rejection_overridden"] = status
             status = "COMPRESSED"
         notes.update({"summary_cap": summary_cap, "system_sha256": _sha(self.system_prompt(ctx)),
                       "kept_entries": list(dict.fromkeys(r.entry_id for c in keep for r in c.records))})
-        return self._finish(session, cut, segs, cap, req, receipt, status, notes, ctx)
+        return replace(self._finish(session, cut, segs, cap, req, receipt, status, notes, ctx),
+                       sent_requests=tuple(sent) if len(sent) > 1 else ())
 
     # ------------------------------------------------------------------ helpers
 

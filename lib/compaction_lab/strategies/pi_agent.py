@@ -125,7 +125,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
-from ..projection import Projection, Segment, SummaryReceipt, SummaryRequest
+from ..projection import Projection, Segment, SentRequest, SummaryReceipt, SummaryRequest
 from ..session import Record, Session
 from ..summarize import extractive
 from ..summarize.extractive import Block, Section, Template, empty_template, parse_blocks
@@ -829,10 +829,14 @@ class PiStrategy:
             "instruction_sha256": _sha(self.prompts(ctx)["update" if prep.previous_summary else "instruction"]),
             "tokens": tokens, "fits": tokens <= cap,
         })
+        sent: tuple[SentRequest, ...] = ()
+        if pre_req is not None and req is not pre_req:  # a split turn: two requests, each billed
+            hist_text, _, prefix_text = body.partition(SPLIT_TURN_SEPARATOR)
+            sent = (SentRequest(req, cnt.count(hist_text)), SentRequest(pre_req, cnt.count(prefix_text)))
         return Projection(
             strategy=self.name, algorithm_version=self.algorithm_version, session_id=session.id, cut=cut,
             segments=tuple(segs), capacity=cap, estimator=self.estimator, summary_request=req, receipt=receipt,
-            notes=notes)
+            notes=notes, sent_requests=sent)
 
     def _unchanged(self, session: Session, cut: int, ctx: CompactionContext, entries: Sequence[Entry],
                    segs: list[Segment], cap: int, notes: dict[str, Any]) -> Projection:
