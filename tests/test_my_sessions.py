@@ -101,3 +101,31 @@ def test_damaged_files_are_counted_and_change_nothing_for_the_good_sessions(tmp_
     b = b[b["case_id"].isin(set(a["case_id"]))].sort_values(key).reset_index(drop=True)
     assert len(a) > 0
     pd.testing.assert_frame_equal(a, b)
+
+
+def test_a_real_session_with_a_recorded_compaction_gives_recorded_rows(tmp_path):
+    """Issue 14, acceptance 3: pi's own public test session (an excerpt of pi-mono's
+    test/fixtures/before-compaction.jsonl, see tests/fixtures/pi/) holds a compaction claude-opus-4-5
+    wrote. `my_sessions` examines it beside every arm; the Claude Code fixtures (no compaction) are
+    counted skips."""
+    from pathlib import Path
+
+    real = Path(__file__).parent / "fixtures" / "pi" / "upstream-compaction-before-compaction-excerpt.jsonl"
+    res = report.run_profile("my_sessions", results=tmp_path, progress=False,
+                             overrides={"session_paths": [str(real), str(_need(SHARED_FIXTURES / "claude-code"))]})
+    d = res.run_dir
+    assert [nb.status for nb in res.notebooks] == ["ok"] * len(res.notebooks)
+    found = pd.read_parquet(d / "recorded_compactions.parquet")
+    assert list(zip(found["agent"], found["model"])) == [("pi", "claude-opus-4-5")]
+    table = pd.read_parquet(d / "exam_recorded.parquet")
+    mine = table[table["recorded"]]
+    assert list(mine["strategy_label"]) == ["recorded (pi, claude-opus-4-5)"]
+    row = mine.iloc[0]
+    assert row["n"] > 0 and row["ci_low"] <= row["recall"] <= row["ci_high"]
+    assert set(table["strategy"]) >= {"recorded", "pi", "codex", "opencode", "claude-code", "gemini-cli", "aider"}
+    assert table.loc[table["own_agent"], "strategy"].tolist() == ["pi"]
+    skipped = pd.read_parquet(d / "recorded_skipped.parquet")
+    assert len(skipped) == 3 and set(skipped["reason"]) == {"no compaction in its claude-code log"}
+    page = (d / "report.html").read_text(encoding="utf-8")
+    assert "Real compactions found in your logs: 1" in page and "recorded (pi, claude-opus-4-5)" in page
+    assert "fig_recorded" in {p.stem for p in (d / "figures").glob("*.svg")}

@@ -234,3 +234,15 @@ def test_a_model_run_checks_its_ledger_and_checkpoints_up_front(tmp_path, monkey
     found = params.problems(report.load_profile("model").with_parameters({"model": model}))
     _one(found, f"ledger {tmp_path} is a folder")
     _one(found, f"checkpoint database {tmp_path / 'ck'} is a folder")
+
+
+def test_relative_session_paths_are_taken_from_where_the_run_starts(tmp_path, monkeypatch):
+    """Each notebook runs inside its run folder: a relative path given on the command line is made absolute
+    against the folder `compaction-lab run` was started from; ``~`` and absolute paths are kept."""
+    monkeypatch.chdir(tmp_path)
+    prof = report.Profile("p", "d", ("01_context_composition",),
+                          {"session_paths": ["logs/a.jsonl", "~/.pi/agent/sessions", "/abs/b.jsonl"]})
+    got = params.normalised(prof).parameters["session_paths"]
+    assert got == [str(tmp_path / "logs" / "a.jsonl"), "~/.pi/agent/sessions", "/abs/b.jsonl"]
+    one = params.normalised(report.Profile("p", "d", ("01_context_composition",), {"session_paths": "x"}))
+    assert one.parameters["session_paths"] == [str(tmp_path / "x")]

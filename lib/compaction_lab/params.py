@@ -536,11 +536,16 @@ def layout_problems(data: Mapping[Any, Any], available: Sequence[str]) -> list[s
 
 
 def _normalise_session_paths(value: Any) -> Any:
-    """One path is a one-item list; anything else is left for the checks to judge."""
+    """One path is a one-item list, and a relative path is made absolute against the folder the run was
+    started from (each notebook runs inside its run folder, where a relative path would point nowhere);
+    ``~`` paths and anything that is not a path are left for the import and the checks to judge."""
     if isinstance(value, (str, Path)):
-        return [str(value)]
+        value = [str(value)]
     if isinstance(value, tuple):
-        return list(value)
+        value = list(value)
+    if isinstance(value, list):
+        return [str(Path.cwd() / p) if isinstance(p, str) and p.strip() and not p.startswith("~")
+                and not Path(p).is_absolute() else p for p in value]
     return value
 
 

@@ -234,7 +234,8 @@ def recorded_block(run_dir: Path) -> RecordedBlock | None:
     skipped = _maybe(run_dir, "recorded_skipped")
     table = _maybe(run_dir, "exam_recorded")
     lines = [f"Real compactions found in your logs: {len(found)}"
-             + (f" (in {found['session_id'].nunique()} sessions; agents: "
+             + (f" (in {found['session_id'].nunique()} session{'s' if found['session_id'].nunique() != 1 else ''}; "
+                f"agents: "
                 f"{', '.join(sorted(set(found['agent'])))})" if len(found) else "")]
     if skipped is not None and len(skipped):
         for reason, k in skipped["reason"].value_counts().items():

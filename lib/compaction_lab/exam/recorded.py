@@ -62,8 +62,8 @@ class RecordedCases:
         real = sum(len(c.real) for c in self.cases)
         decoys = sum(len(c.questions) for c in self.cases) - real
         line = (f"Real compactions found in your logs: {n}"
-                + (f" (in {self.found['session_id'].nunique()} sessions): {real} questions and {decoys} decoys "
-                   "mined from the records before each" if n else ""))
+                + (f" (in {_n(self.found['session_id'].nunique(), 'session')}): {_n(real, 'question')} and "
+                   f"{_n(decoys, 'decoy')} mined from the records before each" if n else ""))
         if len(self.skipped):
             counts = self.skipped["reason"].value_counts()
             line += f"\nSessions skipped (no recorded case): {len(self.skipped)}"
@@ -72,6 +72,10 @@ class RecordedCases:
             line += ("\nNo question could be asked: every question must point at an exact value before the recent "
                      "tail (tail_tokens) of the compaction, and these sessions have none there.")
         return line + "".join(f"\n  {note}" for note in self.notes[:20])
+
+
+def _n(k: int, word: str) -> str:
+    return f"{k} {word}" if k == 1 else f"{k} {word}s"
 
 
 def build(session_list: Sequence[Session], params: Mapping[str, Any]) -> RecordedCases:
