@@ -12,7 +12,7 @@ from compaction_lab.exam import readers, recorded
 from compaction_lab.strategies.base import CompactionContext
 from compaction_lab.summarize.extractive import ExtractiveProvider
 
-from test_recorded_strategy import EXPECTED, FILES, FIX, MODELS, S, load
+from test_recorded_strategy import EXPECTED, FILES, MODELS, load
 
 HERE = Path(__file__).parent
 #: A tiny tail, so that these short sessions have questions before it.

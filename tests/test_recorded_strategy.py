@@ -1,7 +1,7 @@
 """The ``recorded`` arm: what an agent itself sent after a compaction its log records.
 
-Hand-built fixtures (tests/fixtures/recorded/, written by make_fixtures.py there) hold one
-compaction each, in the formats of pi, Claude Code, Codex and OpenCode. Each recorded projection
+Hand-built fixtures (written by tests/fixtures/make_recorded_fixtures.py into each format's folder) hold
+one compaction each, in the formats of pi, Claude Code, Codex and OpenCode. Each recorded projection
 is compared with an expectation built by hand from that agent's rules.
 """
 
@@ -19,11 +19,8 @@ from compaction_lab.strategies import recorded
 from compaction_lab.strategies.base import CompactionContext
 
 HERE = Path(__file__).parent
-FIX = HERE / "fixtures" / "recorded"
-
-
 def _story():
-    spec = importlib.util.spec_from_file_location("recorded_fixtures", FIX / "make_fixtures.py")
+    spec = importlib.util.spec_from_file_location("recorded_fixtures", HERE / "fixtures" / "make_recorded_fixtures.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -31,12 +28,7 @@ def _story():
 
 S = _story()
 
-FILES = {
-    "pi": "pi-recorded.jsonl",
-    "claude-code": "claude-code-recorded.jsonl",
-    "codex": "rollout-2025-11-02T10-00-00-0199b000-0000-7000-8000-00000000c0de.jsonl",
-    "opencode": "opencode-recorded.json",
-}
+FILES = S.PATHS
 CODEX_PREFIX = ("Another language model started to solve this problem and produced a summary of its thinking process. "
                 "You also have access to the state of the tools that were used by that language model. Use this to "
                 "build on the work that has already been done and avoid duplicating work. Here is the summary produced "
@@ -69,7 +61,7 @@ MODELS = {"pi": "claude-sonnet-4-5", "claude-code": "claude-opus-4-1-20250805", 
 
 
 def load(agent: str) -> Session:
-    (s,) = list(ingest.load_sessions(FIX / FILES[agent]))
+    (s,) = list(ingest.load_sessions(FILES[agent]))
     return s
 
 
