@@ -101,3 +101,37 @@ def test_run_facts(run):
                                               "packages": {"pandas": "2"}, "git": {"commit": "abc"}}))
     facts = share.run_facts(run).set_index("what")["value"]
     assert facts["parameter: seed"] == "7" and facts["package: pandas"] == "2" and facts["commit"] == "abc"
+
+
+def test_recorded_block_per_compaction(tmp_path):
+    """The report's real-compactions block: the agent's own, its reimplementation and the best other arm."""
+    assert share.recorded_block(tmp_path) is None  # notebook 03 did not look
+    from compaction_lab.exam import recorded
+
+    found = pd.DataFrame([{"case_id": "s-recorded-0", "session_id": "s", "agent": "pi", "model": "m1",
+                           "label": "recorded (pi, m1)", "compaction": 0, "compaction_entry": "e9", "cut": 9,
+                           "after": 10, "questions": 4, "decoys": 1}], columns=recorded.FOUND_COLUMNS)
+    skipped = pd.DataFrame([{"session_id": "x", "source_format": "swe_agent",
+                             "reason": "its format (swe_agent) records no compactions"}] * 2,
+                           columns=recorded.SKIP_COLUMNS)
+
+    def row(strategy, label, k, own=False):
+        return {"case_id": "s-recorded-0", "session_id": "s", "agent": "pi", "model": "m1", "compaction": 0,
+                "strategy": strategy, "strategy_label": label, "recorded": strategy == "recorded", "own_agent": own,
+                "retained": k, "n": 4, "recall": k / 4, "ci_low": 0.0, "ci_high": 1.0, "decoys_fallen": 0,
+                "decoys_n": 1, "projection_tokens": 100.0}
+
+    table = pd.DataFrame([row("recorded", "recorded (pi, m1)", 1), row("pi", "pi (extractive stand-in)", 2, True),
+                          row("full", "full", 4), row("codex", "codex (extractive stand-in)", 3)],
+                         columns=recorded.TABLE_COLUMNS)
+    for name, df in (("recorded_compactions", found), ("recorded_skipped", skipped), ("exam_recorded", table)):
+        runfolder.save_table(df, tmp_path, name)
+    block = share.recorded_block(tmp_path)
+    assert block.count == 1
+    assert block.lines == ("Real compactions found in your logs: 1 (in 1 session; agents: pi)",
+                           "Skipped: 2 sessions — its format (swe_agent) records no compactions")
+    (r,) = block.table.to_dict("records")
+    assert r == {"compaction": "s #1 (pi, m1)", "the agent's own (recorded)": "recorded (pi, m1): 1/4 (0%–100%)",
+                 "its reimplementation": "pi (extractive stand-in): 2/4 (0%–100%)",
+                 "best other arm": "full: 4/4 (0%–100%)"}
+    assert "recorded (pi, m1): 1/4" in block.html()
