@@ -9,7 +9,7 @@ PROFILE ?= default
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup browser llm llm-server run smoke test bench lab profiles clean-results
+.PHONY: help setup browser llm llm-server run smoke lint test bench lab profiles clean-results
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -72,6 +72,11 @@ run: setup ## run the whole chain on the embedded default profile (offline); PRO
 
 smoke: ## run the seconds-long smoke profile
 	$(MAKE) run PROFILE=smoke
+
+lint: setup ## ruff (lint + format check) and mypy over the library, tests and benchmarks
+	$(BIN)/ruff check lib tests benchmarks
+	$(BIN)/ruff format --check lib tests benchmarks
+	$(BIN)/mypy
 
 test: setup browser llm ## run the test suite (includes notebook smoke runs, the headless-Chromium report check and the local llama.cpp server)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

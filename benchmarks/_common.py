@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from compaction_lab import paths
+from compaction_lab.core import paths
 
 
 def peak_rss_mb() -> float:

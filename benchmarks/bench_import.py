@@ -474,7 +474,7 @@ def cpu_seconds() -> float:
 def child(mode: str, path: str) -> dict:
     """One measurement in this (fresh) process; returns a JSON-able dict."""
     from compaction_lab.ingest import ImportReport, load_sessions
-    from compaction_lab.session import CONTEXT_KINDS
+    from compaction_lab.core.session import CONTEXT_KINDS
 
     out: dict = {"mode": mode}
     if mode == "import":
@@ -486,7 +486,7 @@ def child(mode: str, path: str) -> dict:
         out["seconds"], out["cpu_seconds"] = time.perf_counter() - t0, cpu_seconds() - c0
     elif mode == "tally":
         from compaction_lab import composition
-        from compaction_lab.tokens import counter
+        from compaction_lab.core.tokens import counter
 
         counter().count("warm up")  # load the encoding before timing
         rep = ImportReport()
@@ -499,7 +499,7 @@ def child(mode: str, path: str) -> dict:
         # The tokenizer worker is a spawned (not forked) child: its ru_maxrss is its own.
         out["worker_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     elif mode == "raw":
-        from compaction_lab.tokens import TokenCounter, get_encoding
+        from compaction_lab.core.tokens import TokenCounter, get_encoding
 
         enc = get_encoding()
         threads = int(os.environ.get("BENCH_IMPORT_THREADS") or TokenCounter().threads)

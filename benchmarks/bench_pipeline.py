@@ -21,7 +21,7 @@ from _common import Results, timed
 
 from compaction_lab import composition
 from compaction_lab.ingest import synthetic
-from compaction_lab.tokens import TokenCounter
+from compaction_lab.core.tokens import TokenCounter
 
 
 def main() -> int:

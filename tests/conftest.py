@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from compaction_lab.paths import REPO_ROOT
-from compaction_lab.session import Record, Session
+from compaction_lab.core.paths import REPO_ROOT
+from compaction_lab.core.session import Record, Session
 
 #: The local llama.cpp server fixture (`llm_server`) for the tests that need a real model.
 pytest_plugins = ["llm_server"]
@@ -14,7 +14,7 @@ pytest_plugins = ["llm_server"]
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
     """The smoke profile (every notebook, the report), run once per test session; tests only read it."""
-    from compaction_lab import report
+    from compaction_lab.report import run as report
 
     return report.run_profile("smoke", results=tmp_path_factory.mktemp("smoke-results"), progress=False)
 

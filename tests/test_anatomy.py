@@ -1,6 +1,7 @@
 import pandas as pd
 
-from compaction_lab import anatomy, strategies
+from compaction_lab.strategies import anatomy
+from compaction_lab import strategies
 from compaction_lab.ingest import synthetic
 from compaction_lab.strategies import CompactionContext
 

@@ -2,8 +2,8 @@ import sqlite3
 
 import pytest
 
-from compaction_lab import archive
-from compaction_lab.session import Session
+from compaction_lab.store import archive
+from compaction_lab.core.session import Session
 
 from conftest import make_session
 

@@ -27,7 +27,7 @@ from compaction_lab.exam.model import POINTERS, bank_from_jsonl, bank_to_jsonl
 from compaction_lab.ingest import synthetic
 from compaction_lab.ingest.synthetic import PlantedFact, SyntheticChain
 from compaction_lab.strategies.futureos import tail_boundaries
-from compaction_lab.tokens import counter
+from compaction_lab.core.tokens import counter
 
 from conftest import make_session
 

@@ -11,13 +11,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from compaction_lab import strategies
-from compaction_lab.projection import AUTHORED_KINDS, STAND_IN_LABEL
-from compaction_lab.session import Record, Session
+from compaction_lab.core.projection import AUTHORED_KINDS, STAND_IN_LABEL
+from compaction_lab.core.session import Record, Session
 from compaction_lab.strategies import baselines as bl
 from compaction_lab.strategies.base import CallShape, CompactionContext, history, role_of
 from compaction_lab.summarize import NoneProvider, SummaryUnavailable
 from compaction_lab.summarize.extractive import ExtractiveProvider, empty_template, request_text
-from compaction_lab.tokens import count_tokens
+from compaction_lab.core.tokens import count_tokens
 
 from conftest import SHARED_FIXTURES, make_session, FakeProvider as SharedFakeProvider
 

@@ -10,10 +10,10 @@ from compaction_lab.cost.cache import (AnthropicCache, CacheResult, CacheSimulat
                                        shape_experiment)
 from compaction_lab.cost.prices import load_price_table, price
 from compaction_lab.ingest import synthetic
-from compaction_lab.projection import SummaryRequest
+from compaction_lab.core.projection import SummaryRequest
 from compaction_lab.strategies.base import CallShape
 from compaction_lab.strategies.codex import request_messages
-from compaction_lab.tokens import counter
+from compaction_lab.core.tokens import counter
 
 
 def seq(start: int, n: int) -> list[int]:

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from compaction_lab import capture, cli, paths
+from compaction_lab import capture, cli
+from compaction_lab.core import paths
 from compaction_lab.capture import CaptureError
-from compaction_lab.projection import SummaryRequest
+from compaction_lab.core.projection import SummaryRequest
 from compaction_lab.strategies import CallShape
 
 CODEX = Path(__file__).parent / "fixtures" / "codex"

@@ -4,7 +4,8 @@ import json
 import altair as alt
 import pytest
 
-from compaction_lab import charts, composition
+from compaction_lab.report import charts
+from compaction_lab import composition
 
 from conftest import make_session
 
@@ -78,7 +79,7 @@ def test_notebook_renderer_bundles_png_and_spec(fig2_inputs):
 
 
 def test_fig7_and_fig8_specs_and_png(tmp_path):
-    from compaction_lab import anatomy
+    from compaction_lab.strategies import anatomy
     from compaction_lab.ingest import synthetic
     from compaction_lab.strategies import CompactionContext, trigger
 

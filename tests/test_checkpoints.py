@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from compaction_lab import checkpoints as cp
-from compaction_lab.projection import Projection, Segment, SummaryReceipt, SummaryRequest
+from compaction_lab.store import checkpoints as cp
+from compaction_lab.core.projection import Projection, Segment, SummaryReceipt, SummaryRequest
 from compaction_lab.strategies.base import CallShape, CompactionContext
 
 STRATEGY = "fake-strategy"

@@ -125,7 +125,7 @@ def test_tally_prints_the_composition_table(capsys):
 
 
 def test_checkpoints_list_and_release(tmp_path, capsys):
-    from compaction_lab.checkpoints import CheckpointStore, checkpoint_key
+    from compaction_lab.store.checkpoints import CheckpointStore, checkpoint_key
     from compaction_lab.strategies import CompactionContext
 
     db = str(tmp_path / "ck.sqlite")

@@ -8,7 +8,7 @@ from compaction_lab.exam.model import NOT_FOUND, Case, Question
 from compaction_lab.exam.readers import SearcherReader, VerbatimReader
 from compaction_lab.ingest import synthetic
 from compaction_lab.strategies import CompactionContext
-from compaction_lab.tokens import counter
+from compaction_lab.core.tokens import counter
 
 NAMES = ["full", "codex", "futureos-deterministic"]
 CTX = CompactionContext(window=8000, output_ceiling=1000)

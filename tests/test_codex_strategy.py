@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from compaction_lab import strategies
 from compaction_lab.ingest import load_sessions, synthetic
-from compaction_lab.projection import AUTHORED_KINDS, STAND_IN_LABEL
-from compaction_lab.session import Session
+from compaction_lab.core.projection import AUTHORED_KINDS, STAND_IN_LABEL
+from compaction_lab.core.session import Session
 from compaction_lab.strategies import codex
 from compaction_lab.strategies.base import CallShape, CompactionContext, est_bytes4
 

@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 
 from compaction_lab import composition
-from compaction_lab.session import CONTEXT_KINDS
-from compaction_lab.tokens import TokenCounter
+from compaction_lab.core.session import CONTEXT_KINDS
+from compaction_lab.core.tokens import TokenCounter
 
 from conftest import SHARED_FIXTURES, make_session
 

@@ -164,7 +164,7 @@ def test_every_request_a_compaction_sent_is_billed(chain_case):
 
 
 def test_a_single_request_is_its_summary_segment():
-    from compaction_lab.projection import Projection, Segment, SummaryRequest
+    from compaction_lab.core.projection import Projection, Segment, SummaryRequest
 
     req = SummaryRequest(strategy="x", shape="dedicated", system="s", tools=(), messages=(), template="t",
                          max_output_tokens=10)

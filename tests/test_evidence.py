@@ -24,7 +24,7 @@ from compaction_lab.strategies.evidence import (
     row_json,
     tool_records,
 )
-from compaction_lab.tokens import count_tokens
+from compaction_lab.core.tokens import count_tokens
 
 from conftest import make_session
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from compaction_lab import runfolder, sources
+from compaction_lab.report import runfolder
+from compaction_lab.ingest import sources
 from compaction_lab.exam import cases as exam_cases
 from compaction_lab.exam.model import bank_digest
 from compaction_lab.ingest import synthetic

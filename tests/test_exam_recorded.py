@@ -7,7 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from compaction_lab import charts, ingest, runfolder
+from compaction_lab.report import charts, runfolder
+from compaction_lab import ingest
 from compaction_lab.exam import readers, recorded
 from compaction_lab.strategies.base import CompactionContext
 from compaction_lab.summarize.extractive import ExtractiveProvider

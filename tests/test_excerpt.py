@@ -1,4 +1,4 @@
-"""Tests for `compaction_lab.excerpt`: the per-record cap every stage after the tally reads through (issue #12 item 8)."""
+"""Tests for `compaction_lab.core.excerpt`: the per-record cap every stage after the tally reads through (issue #12 item 8)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import re
 import pytest
 from conftest import make_session
 
-from compaction_lab import composition, excerpt, sources
+from compaction_lab import composition
+from compaction_lab.core import excerpt
+from compaction_lab.ingest import sources
 from compaction_lab.exam import cases as exam_cases
 from compaction_lab.exam import probes
 from compaction_lab.ingest import synthetic
@@ -203,7 +205,7 @@ def test_the_tally_still_counts_the_true_size():
     comp = composition.composition_table([_big_session(text)])
     row = comp[comp["kind"] == "tool_output"].iloc[0]
     assert row["chars"] == 2_000_000
-    from compaction_lab.tokens import get_encoding
+    from compaction_lab.core.tokens import get_encoding
 
     assert row["tokens"] == len(get_encoding().encode_ordinary(text))
 

@@ -1,6 +1,6 @@
 import pytest
 
-from compaction_lab import explorer
+from compaction_lab.report import explorer
 from compaction_lab.ingest import synthetic
 from compaction_lab.strategies import CompactionContext
 

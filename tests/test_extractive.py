@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from compaction_lab.ingest import load_sessions, synthetic
-from compaction_lab.projection import SummaryRequest
+from compaction_lab.core.projection import SummaryRequest
 from compaction_lab.strategies.base import role_of
 from compaction_lab.summarize import SummaryProvider, get_provider
 from compaction_lab.summarize.extractive import (
     BULLET, GENERIC_TEMPLATE, NONE_TEXT, TRUNCATION_MARK, ExtractiveProvider, conversation,
     empty_template, request_text, template_for,
 )
-from compaction_lab.tokens import counter
+from compaction_lab.core.tokens import counter
 
 from conftest import SHARED_FIXTURES
 

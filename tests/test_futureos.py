@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from compaction_lab import strategies
-from compaction_lab.projection import AUTHORED_KINDS, STAND_IN_LABEL
-from compaction_lab.session import Session
+from compaction_lab.core.projection import AUTHORED_KINDS, STAND_IN_LABEL
+from compaction_lab.core.session import Session
 from compaction_lab.strategies import futureos as fo
 from compaction_lab.strategies.base import CallShape, CompactionContext, history, role_of
 from compaction_lab.strategies.evidence import INDEX_HEADER
@@ -21,7 +21,7 @@ from compaction_lab.strategies.trigger import (
     EVIDENCE_TOKENS, HISTORY_MAX, HISTORY_TARGET, TAIL_TOKENS, futureos_budgets, futureos_trigger,
 )
 from compaction_lab.summarize import NoneProvider, SummaryUnavailable
-from compaction_lab.tokens import count_tokens
+from compaction_lab.core.tokens import count_tokens
 
 from conftest import SHARED_FIXTURES, make_session, FakeProvider as SharedFakeProvider
 
@@ -659,7 +659,7 @@ def test_every_demoted_id_in_the_projection_resolves_with_history_get(tmp_path, 
     a default synthetic chain in an archive, compacted so that many assistant outputs are demoted;
     every demoted id found in the projection's text is fetched with `Archive.get` and `history get`."""
     from compaction_lab import cli
-    from compaction_lab.archive import Archive
+    from compaction_lab.store.archive import Archive
     from compaction_lab.ingest import synthetic
 
     s = synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1))[0].session
@@ -773,7 +773,7 @@ def test_no_raise_when_the_target_demotes_nothing_and_max_equal_to_target_turns_
 def test_figure_8_shows_the_raised_history_room():
     """anatomy.budgets_table recomputed the budgets itself, so figure 8 showed the 32,768 target even
     where the projection had raised its history room."""
-    from compaction_lab import anatomy
+    from compaction_lab.strategies import anatomy
 
     s = _assistants(60, 1_000)
     ctx = ctx_for(tail_tokens=5)

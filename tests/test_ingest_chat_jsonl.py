@@ -10,7 +10,7 @@ import pytest
 
 from compaction_lab.ingest import FORMATS, chat_jsonl
 from compaction_lab.ingest.base import ImportReport, read_head
-from compaction_lab.session import Session
+from compaction_lab.core.session import Session
 
 from conftest import SHARED_FIXTURES
 

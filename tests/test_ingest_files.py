@@ -127,7 +127,7 @@ ISSUE_CHAT = b'{"role":"user","content":"hi \\ud800 there"}\n{"role":"assistant"
 
 def test_issue_file_imports_into_the_archive(tmp_path):
     """The reporter's command: `import` of a chat log with a lone surrogate no longer crashes."""
-    from compaction_lab.archive import Archive
+    from compaction_lab.store.archive import Archive
 
     (tmp_path / "chat.jsonl").write_bytes(ISSUE_CHAT)
     assert cli.main(["import", str(tmp_path / "chat.jsonl"), "--archive", str(tmp_path / "a.sqlite"), "--quiet"]) == 0

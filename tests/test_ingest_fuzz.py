@@ -81,7 +81,7 @@ from hypothesis import strategies as st
 
 from compaction_lab.ingest import detect, importer, load_sessions
 from compaction_lab.ingest.base import REASONS, ZSTD_MAGIC, Head, ImportReport, UnknownFormat, file_stem, read_head
-from compaction_lab.session import KINDS, Session
+from compaction_lab.core.session import KINDS, Session
 
 from conftest import SHARED_FIXTURES
 

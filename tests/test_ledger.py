@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from compaction_lab import paths
+from compaction_lab.core import paths
 from compaction_lab.cost import prices
-from compaction_lab.ledger import CALL_COLUMNS, SCHEMA_VERSION, Ledger, open_ledger
+from compaction_lab.providers.ledger import CALL_COLUMNS, SCHEMA_VERSION, Ledger, open_ledger
 from compaction_lab.providers import ChatClient, ModelConfig, Usage
 from fake_openai_server import FakeOpenAIServer, Scripted, completion
 
@@ -145,7 +145,7 @@ def test_unknown_price_table_fails_at_construction(tmp_path):
 
 _WRITER = textwrap.dedent("""
     import pathlib, sys, time
-    from compaction_lab.ledger import Ledger
+    from compaction_lab.providers.ledger import Ledger
     from compaction_lab.providers import Usage
     ledger = Ledger(sys.argv[1])
     tag, n = sys.argv[2], int(sys.argv[3])

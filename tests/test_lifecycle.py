@@ -17,8 +17,10 @@ import psutil
 import pytest
 from jupyter_client import AsyncKernelManager
 
-from compaction_lab import cli, lifecycle, paths, report
-from compaction_lab.checkpoints import _pid_alive
+from compaction_lab import cli
+from compaction_lab.report import lifecycle, run as report
+from compaction_lab.core import paths
+from compaction_lab.store.checkpoints import _pid_alive
 
 HOST = lifecycle.host_id()
 

@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from compaction_lab import anatomy, strategies, summarize
+from compaction_lab.strategies import anatomy
+from compaction_lab import strategies, summarize
 from compaction_lab.exam import readers
 from compaction_lab.exam.model import NOT_FOUND, Question
 from compaction_lab.exam.model_reader import ModelReader, normalise_answer
@@ -103,7 +104,7 @@ def test_closed_book_reader_sends_the_exam_request_and_reads_the_answer(server, 
 
 
 def test_open_book_reader_runs_the_tool_loop(server, model, tmp_path):
-    from compaction_lab.archive import Archive
+    from compaction_lab.store.archive import Archive
 
     s = make_session([("user", "go"), ("tool_call", "run"), ("tool_output", "order id ORD-58213 created")])
     archive = Archive(tmp_path / "a.sqlite")
@@ -156,7 +157,8 @@ def test_model_without_configuration_is_a_clear_error():
 def test_model_profile_runs_labels_the_model_and_leaks_no_key(server, tmp_path, monkeypatch):
     """The whole chain with `summarizer: model` and `reader: model` against the scripted endpoint: every
     model-backed table names the model, the ledger holds every call, and the API key is nowhere."""
-    from compaction_lab import redact, report
+    from compaction_lab.privacy import redact
+    from compaction_lab.report import run as report
 
     key = "sk-modeltest-Qx81Vb27Nd5Lm0Rt9Zy4"
     monkeypatch.setenv("COMPACTION_LAB_TEST_API_KEY", key)
@@ -180,7 +182,7 @@ def test_model_profile_runs_labels_the_model_and_leaks_no_key(server, tmp_path, 
     assert "model reader: fake-model" in (d / "03_closed_book_exam.html").read_text()
     ledger_cache = pd.read_parquet(d / "cache_ledger.parquet")
     assert len(ledger_cache) >= 1 and (ledger_cache["measured_input"] > 0).all()
-    from compaction_lab.ledger import open_ledger
+    from compaction_lab.providers.ledger import open_ledger
 
     calls = open_ledger(ledger).calls()
     assert (calls["status"] == "done").all() and len(calls) == server.count()

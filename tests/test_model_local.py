@@ -10,10 +10,11 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from compaction_lab import report, strategies, summarize
+from compaction_lab.report import run as report
+from compaction_lab import strategies, summarize
 from compaction_lab.exam import bank, closed, readers
 from compaction_lab.ingest import synthetic
-from compaction_lab.ledger import open_ledger
+from compaction_lab.providers.ledger import open_ledger
 from compaction_lab.providers import shared
 from compaction_lab.strategies import CompactionContext
 

@@ -12,7 +12,7 @@ import json
 import pandas as pd
 import pytest
 
-from compaction_lab import report, share
+from compaction_lab.report import run as report, share
 from conftest import SHARED_FIXTURES
 
 pytestmark = pytest.mark.slow

@@ -6,7 +6,8 @@ import nbformat
 import papermill as pm
 import pytest
 
-from compaction_lab import paths, report
+from compaction_lab.core import paths
+from compaction_lab.report import run as report
 
 NOTEBOOKS = sorted(paths.NOTEBOOKS_DIR.glob("*.ipynb"))
 

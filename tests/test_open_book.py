@@ -3,7 +3,7 @@ from dataclasses import dataclass
 import pytest
 
 from compaction_lab import strategies
-from compaction_lab.archive import Archive
+from compaction_lab.store.archive import Archive
 from compaction_lab.exam.model import NOT_FOUND, Case, Question
 from compaction_lab.exam.open_book import (
     COLUMNS, DEFAULT_WORDINGS, OUTCOMES, REQUIRED_WORDING, ROUNDS, classify, make_rounds, outcome_table,

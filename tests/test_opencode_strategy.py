@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from compaction_lab import strategies
 from compaction_lab.ingest import load_sessions, synthetic
-from compaction_lab.projection import AUTHORED_KINDS, STAND_IN_LABEL
-from compaction_lab.session import Record, Session
+from compaction_lab.core.projection import AUTHORED_KINDS, STAND_IN_LABEL
+from compaction_lab.core.session import Record, Session
 from compaction_lab.strategies import opencode as oc
 from compaction_lab.strategies.base import CallShape, CompactionContext, est_chars4
 from compaction_lab.strategies.trigger import opencode_tail_budget
@@ -537,7 +537,7 @@ def test_version_main_is_pinned_and_labelled():
     assert p.notes["opencode_version"] == "main" and p.notes["version_label"] == "opencode main @31e22f6"
     assert p.notes["upstream_commit"] == oc.UPSTREAM_COMMITS["main"]
     assert p.notes["label_tag"] == "main @31e22f6"
-    anatomy = pytest.importorskip("compaction_lab.anatomy")
+    anatomy = pytest.importorskip("compaction_lab.strategies.anatomy")
     if "label_tag" in (anatomy.strategy_label.__doc__ or ""):
         assert anatomy.strategy_label(p) == "opencode (main @31e22f6)"
     assert p.capacity == 200_000 - 32_000 - 20_000  # reserved subtracted without an input limit

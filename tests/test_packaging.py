@@ -5,7 +5,7 @@ import tomllib
 
 import yaml
 
-from compaction_lab.paths import REPO_ROOT
+from compaction_lab.core.paths import REPO_ROOT
 
 
 def _name(req: str) -> str:

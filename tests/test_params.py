@@ -3,8 +3,9 @@
 import nbformat
 import pytest
 
-from compaction_lab import params, paths, report
-from compaction_lab.params import ProfileError
+from compaction_lab.report import params, run as report
+from compaction_lab.core import paths
+from compaction_lab.report.params import ProfileError
 
 
 def _problems(**overrides) -> list[str]:

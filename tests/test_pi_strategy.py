@@ -17,7 +17,7 @@ import pytest
 
 from compaction_lab import strategies
 from compaction_lab.ingest import load_sessions, synthetic
-from compaction_lab.projection import STAND_IN_LABEL
+from compaction_lab.core.projection import STAND_IN_LABEL
 from compaction_lab.strategies import pi_agent as pa
 from compaction_lab.strategies.base import ESTIMATORS, CallShape, CompactionContext
 from compaction_lab.summarize import NoneProvider

@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 import yaml
 
-from compaction_lab import paths
+from compaction_lab.core import paths
 from compaction_lab.cost import prices
 from compaction_lab.cost.prices import UnknownPriceTable, convert, load_price_table, price, rates
 

@@ -14,7 +14,7 @@ from compaction_lab.exam.grading import normalise
 from compaction_lab.exam.model import POINTERS, bank_to_jsonl
 from compaction_lab.exam.probes import MinedCase, ProbeSpec, extract, mine, mine_case, mine_cases
 from compaction_lab.ingest import load_sessions
-from compaction_lab.session import Record, Session
+from compaction_lab.core.session import Record, Session
 
 from conftest import SHARED_FIXTURES, make_session
 

@@ -1,6 +1,6 @@
 import pytest
 
-from compaction_lab.projection import Projection, Segment, SummaryRequest, chat_messages
+from compaction_lab.core.projection import Projection, Segment, SummaryRequest, chat_messages
 
 
 def _proj():
@@ -138,7 +138,7 @@ def test_full_projection_keeps_the_sessions_message_boundaries():
     """Issue #13 item 8: on a strategy's projection, two consecutive user entries stay two messages (they
     were merged into one) and the blocks of one assistant entry stay one message."""
     from compaction_lab import strategies
-    from compaction_lab.session import Record, Session
+    from compaction_lab.core.session import Record, Session
     from compaction_lab.strategies.base import CompactionContext
     from compaction_lab.summarize import NoneProvider
 

@@ -17,7 +17,7 @@ import uuid
 
 import pytest
 
-from compaction_lab.ledger import Ledger
+from compaction_lab.providers.ledger import Ledger
 from compaction_lab.providers import (
     AuthError,
     BadResponse,

@@ -2,14 +2,14 @@ import json
 
 import pytest
 
-from compaction_lab.archive import Archive
+from compaction_lab.store.archive import Archive
 from compaction_lab.exam.grading import grade
 from compaction_lab.exam.model import NOT_FOUND, Question
 from compaction_lab.exam.readers import (
     HISTORY_GET_TOOL, HISTORY_SEARCH_TOOL, QUESTION_INSTRUCTION, HistoryTools, Reader, SearcherReader, ToolCall,
     VerbatimReader, content_words, messages_tokens, question_message, request_messages,
 )
-from compaction_lab.projection import Projection, Segment
+from compaction_lab.core.projection import Projection, Segment
 
 from conftest import make_session
 

@@ -14,7 +14,7 @@ import pytest
 
 from compaction_lab import ingest, strategies
 from compaction_lab.ingest.base import SessionBuilder
-from compaction_lab.session import Session
+from compaction_lab.core.session import Session
 from compaction_lab.strategies import recorded
 from compaction_lab.strategies.base import CompactionContext
 
@@ -81,7 +81,7 @@ def test_recorded_projection_is_what_the_agent_sent(agent):
 
 @pytest.mark.parametrize("agent", sorted(FILES))
 def test_label_names_agent_and_model_from_the_log(agent):
-    from compaction_lab.anatomy import strategy_label
+    from compaction_lab.strategies.anatomy import strategy_label
 
     s = load(agent)
     (rc,) = recorded.find(s)[0]

@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compaction_lab import archive, redact
-from compaction_lab.redact import (
+from compaction_lab.store import archive
+from compaction_lab.privacy import redact
+from compaction_lab.privacy.redact import (
     DEFAULT_PATTERNS,
     Pattern,
     Redactor,
@@ -405,7 +406,7 @@ def test_scrub_run_folder_leaves_no_planted_value(tmp_path):
     assert df["text"].tolist()[:2] == ["key [REDACTED:openai-key]", "clean"] and df["text"].isna().tolist()[2]
     assert [list(p) for p in df["paths"]] == [["/home/[REDACTED:home-user]/a", "b"], [], ["c"]]
     assert df["n"].tolist() == [1, 2, 3]
-    from compaction_lab.session import Session
+    from compaction_lab.core.session import Session
 
     Session.from_jsonl((run / "sessions" / "planted.jsonl").read_bytes())
     with archive.Archive(run / "archive.sqlite", readonly=True) as a:
@@ -523,7 +524,7 @@ def test_redacting_raw_json_keeps_it_valid(doc, ascii_only):
 
 def test_encoded_home_of_a_hyphenated_user_is_masked_whole(on):
     """A name with '-' or '.' is several encoded segments; the session's cwd tells the whole name."""
-    from compaction_lab.session import Session
+    from compaction_lab.core.session import Session
 
     for cwd, folder in [("/home/jo-ann/proj", "-home-jo-ann-proj"), ("/Users/j.doe/x", "-Users-j-doe-x")]:
         s = Session(id="s", source_format="claude_code", source_path=f"/r/.claude/projects/{folder}/u.jsonl",
@@ -538,7 +539,7 @@ def test_another_accounts_claude_project_folder_never_reaches_the_run_folder(tmp
     through the encoded project folder in source_path (sessions/*.jsonl, notebook 01)."""
     import shutil
 
-    from compaction_lab import sources
+    from compaction_lab.ingest import sources
     from conftest import SHARED_FIXTURES
 
     src = SHARED_FIXTURES / "claude-code" / "hello-world-script.jsonl"

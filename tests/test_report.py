@@ -10,8 +10,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from compaction_lab import cli, composition, paths, report, runfolder
-from compaction_lab.session import Session
+from compaction_lab import cli, composition
+from compaction_lab.core import paths
+from compaction_lab.report import run as report, runfolder
+from compaction_lab.core.session import Session
 
 # --------------------------------------------------------------------------- profiles
 
@@ -273,7 +275,8 @@ def test_notebook_01_on_every_fixture_session(tmp_path):
 
 def test_smoke_run_has_projection_anatomy(smoke_run):
     d = smoke_run.run_dir
-    from compaction_lab import anatomy, strategies
+    from compaction_lab.strategies import anatomy
+    from compaction_lab import strategies
 
     proj = pd.read_parquet(d / "projections.parquet")
     assert list(proj.columns) == anatomy.PROJECTION_COLUMNS
@@ -383,7 +386,7 @@ def _on_my_sessions(session: Path) -> dict:
 
 
 def test_redacted_run_leaks_none_of_the_planted_secrets(tmp_path, monkeypatch):
-    from compaction_lab import redact
+    from compaction_lab.privacy import redact
 
     monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
     session = _secret_session(tmp_path / "secrets.jsonl")

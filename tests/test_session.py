@@ -1,6 +1,6 @@
 import pytest
 
-from compaction_lab.session import CONTEXT_KINDS, Record, Session
+from compaction_lab.core.session import CONTEXT_KINDS, Record, Session
 
 from conftest import make_session
 

@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from compaction_lab import runfolder, share
+from compaction_lab.report import runfolder, share
 
 
 def _recall(rows):

@@ -1,4 +1,4 @@
-"""Tests for `compaction_lab.sources`: where a run's sessions come from and how they are saved."""
+"""Tests for `compaction_lab.ingest.sources`: where a run's sessions come from and how they are saved."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from compaction_lab import sources
+from compaction_lab.ingest import sources
 
 
 def _chat(path, text):

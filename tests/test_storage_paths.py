@@ -18,7 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from compaction_lab import checkpoints, cli, params, paths, report, sources
+from compaction_lab.store import checkpoints
+from compaction_lab import cli
+from compaction_lab.report import params, run as report
+from compaction_lab.core import paths
+from compaction_lab.ingest import sources
 
 NOBODY = 65534
 
@@ -160,7 +164,7 @@ def test_checkpoints_db_that_is_not_a_checkpoint_database_is_a_clear_error(tmp_p
 
 
 def test_a_ledger_that_is_a_folder_is_named(tmp_path):
-    from compaction_lab.ledger import Ledger
+    from compaction_lab.providers.ledger import Ledger
 
     with pytest.raises(paths.StoragePathError, match=f"ledger {tmp_path} is a folder"):
         Ledger(tmp_path)
@@ -227,7 +231,9 @@ def _import_what_commands_use() -> None:
     not be able to read the interpreter's or the checkout's files)."""
     import zstandard  # noqa: F401
 
-    from compaction_lab import archive, ingest, sources  # noqa: F401
+    from compaction_lab.store import archive
+    from compaction_lab import ingest
+    from compaction_lab.ingest import sources  # noqa: F401
 
     cli.build_parser()
     for fmt in ingest.FORMATS:

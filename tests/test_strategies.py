@@ -4,7 +4,7 @@ import pytest
 
 from compaction_lab import strategies, summarize
 from compaction_lab.ingest import ImportReport, load_sessions, synthetic
-from compaction_lab.projection import AUTHORED_KINDS
+from compaction_lab.core.projection import AUTHORED_KINDS
 from compaction_lab.strategies import CompactionContext
 
 from conftest import SHARED_FIXTURES, make_session

@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from compaction_lab import tokens
+from compaction_lab.core import tokens
 from compaction_lab.ingest import synthetic as syn
 from compaction_lab.ingest.synthetic import (
     CATEGORIES,
@@ -26,7 +26,7 @@ from compaction_lab.ingest.synthetic import (
     write_chains,
     write_manifest,
 )
-from compaction_lab.session import POINTER_OF_KIND, Session
+from compaction_lab.core.session import POINTER_OF_KIND, Session
 
 SMALL = SyntheticProfile(window_tokens=4000, n_chains=2)
 # Four chains so the four project themes are all exercised; 30k tokens keeps it quick.

@@ -5,7 +5,7 @@ from itertools import accumulate
 
 import pytest
 
-from compaction_lab import tokens
+from compaction_lab.core import tokens
 
 
 def test_counts_match_tiktoken_encoding():

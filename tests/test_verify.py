@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from compaction_lab import cli, paths, verify
+from compaction_lab import cli, verify
+from compaction_lab.core import paths
 from compaction_lab.capture import LOCK_NAME, sha256_json
 from compaction_lab.exam import readers
 from compaction_lab.strategies import CallShape, codex, futureos, opencode

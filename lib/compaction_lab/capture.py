@@ -25,10 +25,10 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from . import paths
-from .ingest.base import ImportReport, content_text, iter_jsonl
-from .strategies.base import CallShape
-from .projection import canonical_json  # the form every fingerprint hashes
+from compaction_lab.core import paths
+from compaction_lab.ingest.base import ImportReport, content_text, iter_jsonl
+from compaction_lab.strategies.base import CallShape
+from compaction_lab.core.projection import canonical_json  # the form every fingerprint hashes
 
 #: Roles whose messages make up the system prompt of a request.
 SYSTEM_ROLES = frozenset({"system", "developer"})

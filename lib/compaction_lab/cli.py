@@ -46,12 +46,13 @@ import json
 import sys
 from pathlib import Path
 
-from . import __version__, report
+from compaction_lab import __version__
+from compaction_lab.report import run as report
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     """``run``: SIGINT / SIGTERM end it with one line naming the run folder and 130 / 143, never a traceback."""
-    from . import lifecycle
+    from compaction_lab.report import lifecycle
 
     # Guarded from the first moment, so even a Ctrl-C while the profile loads ends cleanly.
     with lifecycle.stop_on_signals():
@@ -114,7 +115,8 @@ def _run_command(args: argparse.Namespace) -> int:
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
-    from . import lifecycle, paths
+    from compaction_lab.report import lifecycle
+    from compaction_lab.core import paths
 
     results = Path(args.results) if args.results else paths.results_dir()
     try:
@@ -132,7 +134,7 @@ def _cmd_runs(args: argparse.Namespace) -> int:
 
 
 def _cmd_profiles(args: argparse.Namespace) -> int:
-    from . import params
+    from compaction_lab.report import params
 
     names = report.list_profiles()
     if not names:
@@ -158,8 +160,8 @@ def _import_report_line(rep) -> None:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from .archive import Archive, ArchiveError
-    from .ingest import ImportReport, IngestError, load_sessions
+    from compaction_lab.store.archive import Archive, ArchiveError
+    from compaction_lab.ingest import ImportReport, IngestError, load_sessions
 
     rep = ImportReport()
     try:
@@ -201,13 +203,13 @@ def _positive_int(text: str) -> int:
 
 
 def _open_archive(args: argparse.Namespace):
-    from .archive import Archive
+    from compaction_lab.store.archive import Archive
 
     return Archive(args.archive, readonly=True)
 
 
 def _cmd_history_search(args: argparse.Namespace) -> int:
-    from .archive import ArchiveError
+    from compaction_lab.store.archive import ArchiveError
 
     try:
         with _open_archive(args) as arch:
@@ -230,7 +232,7 @@ def _cmd_history_search(args: argparse.Namespace) -> int:
 
 
 def _cmd_history_get(args: argparse.Namespace) -> int:
-    from .archive import ArchiveError
+    from compaction_lab.store.archive import ArchiveError
 
     try:
         with _open_archive(args) as arch:
@@ -263,8 +265,8 @@ def _cmd_history_get(args: argparse.Namespace) -> int:
 def _cmd_tally(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from . import composition
-    from .ingest import ImportReport, IngestError, load_sessions
+    from compaction_lab import composition
+    from compaction_lab.ingest import ImportReport, IngestError, load_sessions
 
     rep = ImportReport()
     try:
@@ -290,7 +292,7 @@ def _cmd_tally(args: argparse.Namespace) -> int:
 
 def _history_tokens(session, cut: int, strat, ctx) -> int:
     """The input size the strategy's own estimator sees before the cut (shape included)."""
-    from .strategies.base import ESTIMATORS, history
+    from compaction_lab.strategies.base import ESTIMATORS, history
 
     est = ESTIMATORS[strat.estimator]
     shape = ctx.shape.for_session(session)
@@ -299,9 +301,10 @@ def _history_tokens(session, cut: int, strat, ctx) -> int:
 
 
 def _cmd_project(args: argparse.Namespace) -> int:
-    from . import params, strategies, summarize
-    from .ingest import ImportReport, IngestError, load_sessions
-    from .strategies import CompactionContext
+    from compaction_lab.report import params
+    from compaction_lab import strategies, summarize
+    from compaction_lab.ingest import ImportReport, IngestError, load_sessions
+    from compaction_lab.strategies import CompactionContext
 
     try:
         strat = strategies.get(args.strategy)
@@ -325,7 +328,7 @@ def _cmd_project(args: argparse.Namespace) -> int:
     if not sessions:
         print(f"error: no session{' ' + args.session if args.session else ''} in {args.path}", file=sys.stderr)
         return 2
-    from .excerpt import for_stage
+    from compaction_lab.core.excerpt import for_stage
 
     sessions = for_stage(sessions, "the projections")  # records over the per-record cap, excerpted and said so
     results = []
@@ -352,7 +355,7 @@ def _cmd_project(args: argparse.Namespace) -> int:
 
 
 def _print_projection(proj) -> None:
-    from .anatomy import strategy_label
+    from compaction_lab.strategies.anatomy import strategy_label
 
     print(f"{proj.session_id}: {strategy_label(proj)} ({proj.algorithm_version}) at cut {proj.cut} — "
           f"{proj.tokens:,} tokens in {len(proj.segments)} segments; capacity {proj.capacity:,} ({proj.estimator})")
@@ -372,7 +375,7 @@ def _print_projection(proj) -> None:
 
 
 def _cmd_checkpoints_list(args: argparse.Namespace) -> int:
-    from .checkpoints import CheckpointError, default_path, list_checkpoints
+    from compaction_lab.store.checkpoints import CheckpointError, default_path, list_checkpoints
 
     if not args.db and not default_path().exists():
         # The default place, before anything was checkpointed: nothing to list, and nothing is created.
@@ -398,7 +401,7 @@ def _cmd_checkpoints_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_checkpoints_release(args: argparse.Namespace) -> int:
-    from .checkpoints import CheckpointError, release_checkpoint
+    from compaction_lab.store.checkpoints import CheckpointError, release_checkpoint
 
     try:
         released = release_checkpoint(args.key, args.db, force=args.force)
@@ -413,11 +416,13 @@ def _cmd_checkpoints_release(args: argparse.Namespace) -> int:
 
 
 def _cmd_exam(args: argparse.Namespace) -> int:
-    from . import params, sources, summarize
-    from .exam import cases as exam_cases
-    from .exam import closed, readers, stats
-    from .ingest import synthetic
-    from .strategies import CompactionContext
+    from compaction_lab.report import params
+    from compaction_lab.ingest import sources
+    from compaction_lab import summarize
+    from compaction_lab.exam import cases as exam_cases
+    from compaction_lab.exam import closed, readers, stats
+    from compaction_lab.ingest import synthetic
+    from compaction_lab.strategies import CompactionContext
 
     try:
         # The profile's parameters are checked as for a run (keys only notebooks read do no harm here).
@@ -456,7 +461,7 @@ def _cmd_exam(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from . import verify
+    from compaction_lab import verify
 
     try:
         if args.update:
@@ -471,7 +476,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_capture_shape(args: argparse.Namespace) -> int:
-    from . import capture
+    from compaction_lab import capture
 
     try:
         if args.from_request:
@@ -528,7 +533,7 @@ def build_parser() -> argparse.ArgumentParser:
     prof = sub.add_parser("profiles", help="list the run profiles")
     prof.set_defaults(func=_cmd_profiles)
 
-    from .ingest import FORMATS
+    from compaction_lab.ingest import FORMATS
 
     imp = sub.add_parser("import", help="import sessions into the archive of originals")
     imp.add_argument("paths", nargs="+", help="session files or directories (any supported format)")

@@ -41,9 +41,9 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
-from .excerpt import RECORD_CAP_CHARS, for_stage
-from .session import CONTEXT_KINDS, POINTER_OF_KIND, Session
-from .tokens import DEFAULT_ENCODING, counter
+from compaction_lab.core.excerpt import RECORD_CAP_CHARS, for_stage
+from compaction_lab.core.session import CONTEXT_KINDS, POINTER_OF_KIND, Session
+from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
 
 #: Coarse groups of the three-way view; system prompts and earlier summaries
 #: are "other" (they are neither conversation nor tool traffic).

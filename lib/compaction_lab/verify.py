@@ -34,15 +34,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from . import paths, strategies
-from .capture import LOCK_NAME, canonical_json, sha256_json, sha256_text, shape_files, shape_fingerprint, tool_name
-from .exam import open_book, readers
-from .exam.model import Question
-from .ingest.base import tool_call_text
-from .projection import SummaryRequest
-from .session import Record, Session
-from .strategies.base import CallShape, CompactionContext
-from .summarize import SummaryResult
+from compaction_lab.core import paths
+from compaction_lab import strategies
+from compaction_lab.capture import LOCK_NAME, canonical_json, sha256_json, sha256_text, shape_files, shape_fingerprint, tool_name
+from compaction_lab.exam import open_book, readers
+from compaction_lab.exam.model import Question
+from compaction_lab.ingest.base import tool_call_text
+from compaction_lab.core.projection import SummaryRequest
+from compaction_lab.core.session import Record, Session
+from compaction_lab.strategies.base import CallShape, CompactionContext
+from compaction_lab.summarize import SummaryResult
 
 #: Version of the manifest layout (bump when the layout, not the content, changes).
 MANIFEST_VERSION = 1
@@ -239,7 +240,7 @@ def strategy_prompts(strategy: Any, ctx: CompactionContext) -> dict[str, str]:
     """
     if callable(getattr(strategy, "prompts", None)):
         return {str(k): str(v) for k, v in strategy.prompts(ctx).items()}
-    from .strategies import futureos
+    from compaction_lab.strategies import futureos
 
     if isinstance(strategy, futureos.FutureOS):
         return ({"instruction": futureos.handoff_instruction(ctx), "summary_prefix": futureos.SUMMARY_PREFIX}

@@ -46,12 +46,12 @@ from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence, runtime_chec
 
 import numpy as np
 
-from ..tokens import DEFAULT_ENCODING, counter
+from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pandas as pd
 
-    from .prices import PriceTable
+    from compaction_lab.cost.prices import PriceTable
 
 
 # --------------------------------------------------------------------------- the request

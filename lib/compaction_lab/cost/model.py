@@ -32,13 +32,13 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from ..anatomy import strategy_label
-from ..projection import Projection, chat_messages
-from ..session import Session
-from ..strategies.base import CallShape, history, role_of
-from ..tokens import DEFAULT_ENCODING
-from . import cache as cache_mod
-from . import prices as prices_mod
+from compaction_lab.strategies.anatomy import strategy_label
+from compaction_lab.core.projection import Projection, chat_messages
+from compaction_lab.core.session import Session
+from compaction_lab.strategies.base import CallShape, history, role_of
+from compaction_lab.core.tokens import DEFAULT_ENCODING
+from compaction_lab.cost import cache as cache_mod
+from compaction_lab.cost import prices as prices_mod
 
 #: Filler token ids for simulated growth and replies: never the start of real text.
 _FILLER_BASE = 50_000
@@ -390,7 +390,7 @@ def what_if(cases: Sequence[Any], sessions: Mapping[str, Session], strategy: str
     """
     from dataclasses import replace
 
-    from .. import strategies
+    from compaction_lab import strategies
 
     wctx = replace(ctx, params={**dict(ctx.params), **dict(params)})
     return {(c.id, key): strategies.compact(sessions[c.session_id], strategy, c.cut, wctx) for c in cases}
@@ -555,10 +555,10 @@ def ledger_calls_for(projections: Mapping[tuple[str, str], Projection], model: A
     """
     if not model:
         return []
-    from ..ledger import open_ledger
-    from ..providers.client import full_body, request_fingerprint
-    from ..providers.shared import config_of
-    from ..summarize.model import wire_body
+    from compaction_lab.providers.ledger import open_ledger
+    from compaction_lab.providers.client import full_body, request_fingerprint
+    from compaction_lab.providers.shared import config_of
+    from compaction_lab.summarize.model import wire_body
 
     cfg = config_of(model)
     ledger = open_ledger(cfg.ledger)
@@ -613,10 +613,10 @@ def shape_experiment_live(session: Session, shape: CallShape, model: Any) -> pd.
     """
     from dataclasses import replace as dc_replace
 
-    from ..ledger import open_ledger
-    from ..providers.client import ChatClient
-    from ..providers.shared import config_of
-    from ..summarize.model import wire_messages
+    from compaction_lab.providers.ledger import open_ledger
+    from compaction_lab.providers.client import ChatClient
+    from compaction_lab.providers.shared import config_of
+    from compaction_lab.summarize.model import wire_messages
 
     cfg = dc_replace(config_of(model), reuse=False)
     client = ChatClient(cfg, open_ledger(cfg.ledger))

@@ -34,7 +34,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from .. import paths
+from compaction_lab.core import paths
 
 #: Periods a table can be priced in; ``peak`` falls back to off-peak prices
 #: when the table has none.

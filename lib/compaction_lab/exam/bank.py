@@ -81,13 +81,13 @@ from dataclasses import dataclass, field, fields
 from fractions import Fraction
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from ..ingest.synthetic import PlantedFact, SyntheticChain
-from ..session import Session
-from ..strategies.base import history
-from ..strategies.futureos import tail_boundaries, tail_start
-from ..tokens import DEFAULT_ENCODING, counter
-from .grading import accepted, normalise
-from .model import POINTERS, Case, Question
+from compaction_lab.ingest.synthetic import PlantedFact, SyntheticChain
+from compaction_lab.core.session import Session
+from compaction_lab.strategies.base import history
+from compaction_lab.strategies.futureos import tail_boundaries, tail_start
+from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
+from compaction_lab.exam.grading import accepted, normalise
+from compaction_lab.exam.model import POINTERS, Case, Question
 
 #: The default pointer mix: the seed's follow-up study (80% assistant, 10% user, 10% tool).
 DEFAULT_POINTER_MIX: Mapping[str, float] = {"assistant": 0.8, "user": 0.1, "tool": 0.1}

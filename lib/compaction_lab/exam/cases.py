@@ -15,13 +15,16 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from .. import excerpt, runfolder, sources, strategies
-from ..ingest import synthetic
-from ..projection import Projection
-from ..session import Session
-from ..strategies.base import CompactionContext
-from . import bank, probes
-from .model import Case, bank_from_jsonl, write_bank
+from compaction_lab.core import excerpt
+from compaction_lab.report import runfolder
+from compaction_lab.ingest import sources
+from compaction_lab import strategies
+from compaction_lab.ingest import synthetic
+from compaction_lab.core.projection import Projection
+from compaction_lab.core.session import Session
+from compaction_lab.strategies.base import CompactionContext
+from compaction_lab.exam import bank, probes
+from compaction_lab.exam.model import Case, bank_from_jsonl, write_bank
 
 BANK_FILE = "exam_bank.jsonl"
 

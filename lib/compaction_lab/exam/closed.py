@@ -25,12 +25,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
-from .. import strategies
-from ..anatomy import strategy_label
-from ..projection import Projection
-from ..session import Session
-from ..strategies.base import CompactionContext
-from .model import Case, Question
+from compaction_lab import strategies
+from compaction_lab.strategies.anatomy import strategy_label
+from compaction_lab.core.projection import Projection
+from compaction_lab.core.session import Session
+from compaction_lab.strategies.base import CompactionContext
+from compaction_lab.exam.model import Case, Question
 
 #: Columns of `ClosedResult.answers`, in order: one row per strategy x question.
 ANSWER_COLUMNS: list[str] = [
@@ -115,7 +115,7 @@ def answer_row(case: Case, q: Question, p: Projection, reader: Any, given: str, 
 
 
 def _default_grader() -> Callable[[Question, str], bool]:
-    from .grading import grade
+    from compaction_lab.exam.grading import grade
 
     return grade
 

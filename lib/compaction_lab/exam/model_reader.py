@@ -30,9 +30,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from ..summarize.model import wire_messages
-from .model import NOT_FOUND, Question
-from .readers import ReaderAnswer, Tool, ToolCall, request_messages
+from compaction_lab.summarize.model import wire_messages
+from compaction_lab.exam.model import NOT_FOUND, Question
+from compaction_lab.exam.readers import ReaderAnswer, Tool, ToolCall, request_messages
 
 #: Cap on an answer: exact values are short.
 ANSWER_TOKENS = 64
@@ -84,7 +84,7 @@ class ModelReader:
     _client: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        from ..providers.shared import config_of, get_client
+        from compaction_lab.providers.shared import config_of, get_client
 
         self.config = config_of(self.config)
         self.label = self.label or f"model reader: {self.config.model}"

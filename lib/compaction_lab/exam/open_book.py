@@ -41,13 +41,13 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from ..archive import Archive
-from ..projection import Projection
-from ..session import Session
-from .closed import answer_all
-from .grading import contains_answer, grade, is_abstention
-from .model import Case, Question
-from .readers import HistoryTools, Reader, SearcherReader, messages_text
+from compaction_lab.store.archive import Archive
+from compaction_lab.core.projection import Projection
+from compaction_lab.core.session import Session
+from compaction_lab.exam.closed import answer_all
+from compaction_lab.exam.grading import contains_answer, grade, is_abstention
+from compaction_lab.exam.model import Case, Question
+from compaction_lab.exam.readers import HistoryTools, Reader, SearcherReader, messages_text
 
 #: The three "searching allowed" wordings of rounds 1–3 (our words), gentlest first.
 DEFAULT_WORDINGS: tuple[str, str, str] = (

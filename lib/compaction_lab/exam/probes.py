@@ -108,11 +108,11 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..session import POINTER_OF_KIND, Record, Session
-from ..tokens import DEFAULT_ENCODING
-from .bank import _mix_pairs, cut_points, largest_remainder, spec_kwargs, tail_start_of
-from .grading import accepted, normalise
-from .model import POINTERS, Case, Question
+from compaction_lab.core.session import POINTER_OF_KIND, Record, Session
+from compaction_lab.core.tokens import DEFAULT_ENCODING
+from compaction_lab.exam.bank import _mix_pairs, cut_points, largest_remainder, spec_kwargs, tail_start_of
+from compaction_lab.exam.grading import accepted, normalise
+from compaction_lab.exam.model import POINTERS, Case, Question
 
 #: Categories of mined questions, in the order tables list them.
 CATEGORIES: tuple[str, ...] = ("identifier", "tool_returned_id", "path", "number", "error_string", "quoted")

@@ -36,12 +36,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
-from ..archive import Archive, Hit
-from ..session import Record
-from ..ingest.base import content_text
-from ..tokens import DEFAULT_ENCODING, counter
-from .grading import contains_answer
-from .model import NOT_FOUND, Question
+from compaction_lab.store.archive import Archive, Hit
+from compaction_lab.core.session import Record
+from compaction_lab.ingest.base import content_text
+from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
+from compaction_lab.exam.grading import contains_answer
+from compaction_lab.exam.model import NOT_FOUND, Question
 
 #: The instruction that follows every question (our words): exact value or NOT_FOUND.
 QUESTION_INSTRUCTION = (
@@ -511,7 +511,7 @@ def get_reader(name: str, **kwargs: Any) -> Reader:
     import inspect
 
     if name == "model":
-        from .model_reader import ModelReader
+        from compaction_lab.exam.model_reader import ModelReader
 
         model = kwargs.pop("model", None)
         allowed = set(inspect.signature(ModelReader).parameters) - {"config"}

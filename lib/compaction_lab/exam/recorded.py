@@ -23,12 +23,14 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from .. import excerpt, sources, strategies
-from ..session import Session
-from ..strategies import recorded as rec
-from ..strategies.base import CompactionContext
-from . import closed, probes, stats
-from .model import Case, bank_from_jsonl, write_bank
+from compaction_lab.core import excerpt
+from compaction_lab.ingest import sources
+from compaction_lab import strategies
+from compaction_lab.core.session import Session
+from compaction_lab.strategies import recorded as rec
+from compaction_lab.strategies.base import CompactionContext
+from compaction_lab.exam import closed, probes, stats
+from compaction_lab.exam.model import Case, bank_from_jsonl, write_bank
 
 BANK_FILE = "exam_recorded_bank.jsonl"
 
@@ -87,7 +89,7 @@ def build(session_list: Sequence[Session], params: Mapping[str, Any]) -> Recorde
     params : notebook / profile parameters (`probes.ProbeSpec` keys: ``probe_n_questions``,
         ``probe_n_decoys``, ``tail_tokens``, ``seed``, ...).
     """
-    from .cases import _probe_params
+    from compaction_lab.exam.cases import _probe_params
 
     session_list = excerpt.for_stage(session_list, "the recorded exam")
     spec = probes.ProbeSpec.from_mapping(_probe_params(params))

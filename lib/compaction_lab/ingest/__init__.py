@@ -28,8 +28,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Iterable, Iterator
 
-from ..session import Session
-from .base import Head, ImportReport, IngestError, UnknownFormat, find_damage, os_reason, read_head
+from compaction_lab.core.session import Session
+from compaction_lab.ingest.base import Head, ImportReport, IngestError, UnknownFormat, find_damage, os_reason, read_head
 
 #: Importers in sniffing order: the most specific signatures first.
 FORMATS: tuple[str, ...] = ("opencode", "swe_agent", "codex", "claude_code", "pi", "chat_jsonl")

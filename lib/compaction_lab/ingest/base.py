@@ -49,8 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator, Mapping
 
-from ..paths import SQLITE_HEADER
-from ..session import Record, Session
+from compaction_lab.core.paths import SQLITE_HEADER
+from compaction_lab.core.session import Record, Session
 
 #: Bytes of a source read for content sniffing.
 HEAD_BYTES = 64 * 1024

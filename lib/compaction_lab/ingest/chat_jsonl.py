@@ -21,8 +21,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from ..session import Session
-from .base import (
+from compaction_lab.core.session import Session
+from compaction_lab.ingest.base import (
     Head,
     ImportReport,
     SessionBuilder,

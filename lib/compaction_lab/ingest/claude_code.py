@@ -78,8 +78,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from ..session import Session
-from .base import (
+from compaction_lab.core.session import Session
+from compaction_lab.ingest.base import (
     Head,
     ImportReport,
     SessionBuilder,

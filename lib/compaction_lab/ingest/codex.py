@@ -31,8 +31,8 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from ..session import Session
-from .base import (
+from compaction_lab.core.session import Session
+from compaction_lab.ingest.base import (
     Head,
     ImportReport,
     SessionBuilder,

@@ -38,8 +38,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from ..session import Session
-from .base import (
+from compaction_lab.core.session import Session
+from compaction_lab.ingest.base import (
     SQLITE_MAGIC,
     Head,
     ImportReport,

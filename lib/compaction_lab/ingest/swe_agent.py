@@ -40,8 +40,8 @@ import shlex
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from ..session import Session
-from .base import (
+from compaction_lab.core.session import Session
+from compaction_lab.ingest.base import (
     Head, ImportReport, SessionBuilder, content_text, file_stem, load_json, loads, tool_call_text, tool_target,
 )
 

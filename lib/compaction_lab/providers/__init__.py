@@ -3,11 +3,11 @@
 `ModelConfig` says which endpoint, model and key variable; `ChatClient` sends
 chat-completions bodies (with the openai package's own retries), reuses
 recorded responses for identical requests and records every call in
-`compaction_lab.ledger`. See `compaction_lab.providers.client` for the retry
+`compaction_lab.providers.ledger`. See `compaction_lab.providers.client` for the retry
 rules and how the API key is kept out of logs, errors and the ledger.
 """
 
-from .client import (
+from compaction_lab.providers.client import (
     AuthError,
     BadResponse,
     ChatClient,
@@ -19,7 +19,7 @@ from .client import (
     Usage,
     request_fingerprint,
 )
-from .config import ModelConfig
+from compaction_lab.providers.config import ModelConfig
 
 __all__ = [
     "AuthError", "BadResponse", "ChatClient", "Completion", "EndpointUnreachable", "ModelConfig", "ProviderError",

@@ -4,7 +4,7 @@
 client adds the config's model and temperature) and returns a `Completion`:
 the assistant message, finish reason, usage as the provider reported it,
 latency and the request fingerprint. Every call is recorded in the ledger
-(`compaction_lab.ledger`) before it is sent (``started``) and after
+(`compaction_lab.providers.ledger`) before it is sent (``started``) and after
 (``done`` / ``failed``); with ``reuse`` on, a request whose fingerprint is
 already ``done`` is answered from the ledger with no HTTP request at all.
 
@@ -54,13 +54,13 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import openai
 
-from ..cost import prices as prices_mod
-from ..ledger import open_ledger
-from .config import ModelConfig
-from ..projection import canonical_json as _canonical  # the form SummaryRequest.fingerprint hashes
+from compaction_lab.cost import prices as prices_mod
+from compaction_lab.providers.ledger import open_ledger
+from compaction_lab.providers.config import ModelConfig
+from compaction_lab.core.projection import canonical_json as _canonical  # the form SummaryRequest.fingerprint hashes
 
 if TYPE_CHECKING:
-    from ..ledger import Ledger
+    from compaction_lab.providers.ledger import Ledger
 
 log = logging.getLogger("compaction_lab.providers")
 

@@ -59,7 +59,7 @@ class ModelConfig:
         Name of a ``data/prices/<name>.yaml`` table (or a path) that prices each
         call in the ledger; None: the ledger's cost is left empty.
     ledger : str, optional
-        Ledger SQLite path; None: `compaction_lab.paths.ledger_path()`.
+        Ledger SQLite path; None: `compaction_lab.core.paths.ledger_path()`.
     reuse : bool
         Return recorded responses for identical requests instead of paying again.
     """

@@ -11,7 +11,7 @@ _CLIENTS: dict[Any, Any] = {}
 
 def config_of(model: Any) -> Any:
     """A `ModelConfig` from a config or a mapping (a notebook's ``model`` parameter)."""
-    from .config import ModelConfig
+    from compaction_lab.providers.config import ModelConfig
 
     if isinstance(model, ModelConfig):
         return model
@@ -23,8 +23,8 @@ def config_of(model: Any) -> Any:
 
 def get_client(model: Any) -> Any:
     """The process's `ChatClient` for this configuration (made once, with its ledger)."""
-    from ..ledger import open_ledger
-    from .client import ChatClient
+    from compaction_lab.providers.ledger import open_ledger
+    from compaction_lab.providers.client import ChatClient
 
     cfg = config_of(model)
     with _LOCK:

@@ -25,12 +25,12 @@ import pkgutil
 from functools import lru_cache
 from typing import Mapping
 
-from ..projection import Projection
-from ..session import Session
-from .base import CallShape, CompactionContext, Strategy
+from compaction_lab.core.projection import Projection
+from compaction_lab.core.session import Session
+from compaction_lab.strategies.base import CallShape, CompactionContext, Strategy
 
 #: Modules that hold shared machinery, not strategies.
-_NOT_STRATEGIES = frozenset({"base", "trigger", "evidence"})
+_NOT_STRATEGIES = frozenset({"base", "trigger", "evidence", "anatomy", "labels"})
 
 #: The order tables and charts list strategies in.
 ORDER: tuple[str, ...] = (
@@ -89,7 +89,7 @@ def compact(session: Session, strategy: str, cut: int | None = None,
     path = ctx.checkpoint_path()
     if path is None:
         return compute()
-    from ..checkpoints import CheckpointStore, checkpoint_key, compact_once, projection_from_json
+    from compaction_lab.store.checkpoints import CheckpointStore, checkpoint_key, compact_once, projection_from_json
 
     key = checkpoint_key(session.id, end, strategy, impl.algorithm_version, ctx)
 
@@ -133,7 +133,7 @@ class _Replay:
         self.receipt, self.name, self.stand_in = receipt, receipt.provider, receipt.stand_in
 
     def summarize(self, request):
-        from ..summarize import SummaryResult
+        from compaction_lab.summarize import SummaryResult
 
         r = self.receipt
         return SummaryResult(r.text, r.input_tokens, r.cached_tokens, r.output_tokens)

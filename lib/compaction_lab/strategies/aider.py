@@ -94,12 +94,12 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
-from ..projection import Projection, Segment, SentRequest, SummaryReceipt, SummaryRequest
-from ..session import Record, Session
-from ..summarize import extractive
-from ..summarize.extractive import Block, Section, Template, empty_template
-from ..tokens import counter
-from .base import CompactionContext, call_summarizer, history, read_prompt, summary_label
+from compaction_lab.core.projection import Projection, Segment, SentRequest, SummaryReceipt, SummaryRequest
+from compaction_lab.core.session import Record, Session
+from compaction_lab.summarize import extractive
+from compaction_lab.summarize.extractive import Block, Section, Template, empty_template
+from compaction_lab.core.tokens import counter
+from compaction_lab.strategies.base import CompactionContext, call_summarizer, history, read_prompt, summary_label
 
 #: Upstream pin.
 UPSTREAM_COMMIT = "5dc9490bb35f9729ef2c95d00a19ccd30c26339c"

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
-from .. import paths
-from ..projection import STAND_IN_LABEL, Projection, SummaryReceipt, SummaryRequest
-from ..session import Record, Session
-from ..summarize import NoneProvider, SummaryProvider, SummaryUnavailable
-from ..tokens import DEFAULT_ENCODING, counter
+from compaction_lab.core import paths
+from compaction_lab.core.projection import STAND_IN_LABEL, Projection, SummaryReceipt, SummaryRequest
+from compaction_lab.core.session import Record, Session
+from compaction_lab.summarize import NoneProvider, SummaryProvider, SummaryUnavailable
+from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
 
 # --------------------------------------------------------------------------- call shape
 
@@ -150,7 +150,7 @@ class CompactionContext:
         if self.checkpoints:
             return self.checkpoints
         if getattr(self.summarizer, "model", None) is not None and not getattr(self.summarizer, "stand_in", False):
-            from ..checkpoints import default_path
+            from compaction_lab.store.checkpoints import default_path
 
             return str(default_path())
         return None

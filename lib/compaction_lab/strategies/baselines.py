@@ -80,10 +80,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..projection import Projection, Segment
-from ..session import Record, Session
-from ..tokens import counter
-from .base import CompactionContext, history, role_of
+from compaction_lab.core.projection import Projection, Segment
+from compaction_lab.core.session import Record, Session
+from compaction_lab.core.tokens import counter
+from compaction_lab.strategies.base import CompactionContext, history, role_of
 
 # --------------------------------------------------------------------------- shared helpers
 

@@ -91,11 +91,11 @@ import re
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from ..projection import Projection, Segment, SummaryReceipt, SummaryRequest
-from ..session import Record, Session
-from ..summarize.extractive import empty_template
-from ..tokens import counter
-from .base import CompactionContext, call_summarizer, est_chars4, history, read_prompt, summary_label
+from compaction_lab.core.projection import Projection, Segment, SummaryReceipt, SummaryRequest
+from compaction_lab.core.session import Record, Session
+from compaction_lab.summarize.extractive import empty_template
+from compaction_lab.core.tokens import counter
+from compaction_lab.strategies.base import CompactionContext, call_summarizer, est_chars4, history, read_prompt, summary_label
 
 ALGORITHM_VERSION = "claude-code-2"
 
@@ -228,7 +228,7 @@ def _messages(records: Sequence[Record]) -> list[dict[str, str]]:
     The one rule the cost model prices the session's previous request by
     (`cost.model`), so the fork carries the very same messages by construction.
     """
-    from ..cost.model import _messages_of_records  # lazy: cost imports the strategies
+    from compaction_lab.cost.model import _messages_of_records  # lazy: cost imports the strategies
 
     return [dict(m) for m in _messages_of_records(records)]
 

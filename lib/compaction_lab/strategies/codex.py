@@ -130,11 +130,11 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..ingest.base import is_injected
-from ..projection import Projection, Segment, SummaryReceipt, SummaryRequest, chat_messages
-from ..session import Record, Session
-from .base import CompactionContext, call_summarizer, est_bytes4, history, read_prompt, role_of, summary_label
-from .trigger import SUMMARY_TOKENS, codex_trigger
+from compaction_lab.ingest.base import is_injected
+from compaction_lab.core.projection import Projection, Segment, SummaryReceipt, SummaryRequest, chat_messages
+from compaction_lab.core.session import Record, Session
+from compaction_lab.strategies.base import CompactionContext, call_summarizer, est_bytes4, history, read_prompt, role_of, summary_label
+from compaction_lab.strategies.trigger import SUMMARY_TOKENS, codex_trigger
 
 ALGORITHM_VERSION = "codex-local-2"
 

@@ -40,9 +40,9 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from ..session import Record
-from ..tokens import DEFAULT_ENCODING, counter
-from .trigger import EVIDENCE_TOKENS
+from compaction_lab.core.session import Record
+from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
+from compaction_lab.strategies.trigger import EVIDENCE_TOKENS
 
 #: Targets (paths or commands) that look like config / schema / validation / test.
 PRIORITY_TARGET_RE = re.compile(

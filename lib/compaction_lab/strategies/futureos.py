@@ -120,12 +120,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..projection import STAND_IN_LABEL, Projection, Segment, SummaryReceipt, SummaryRequest, chat_messages
-from ..session import Record, Session
-from ..tokens import TokenCounter, counter
-from .base import CompactionContext, call_summarizer, history, read_prompt, role_of
-from .evidence import HEAD_CHARS, TAIL_CHARS, TARGET_CHARS, evidence_rows, evidence_text, tool_records
-from .trigger import (
+from compaction_lab.core.projection import STAND_IN_LABEL, Projection, Segment, SummaryReceipt, SummaryRequest, chat_messages
+from compaction_lab.core.session import Record, Session
+from compaction_lab.core.tokens import TokenCounter, counter
+from compaction_lab.strategies.base import CompactionContext, call_summarizer, history, read_prompt, role_of
+from compaction_lab.strategies.evidence import HEAD_CHARS, TAIL_CHARS, TARGET_CHARS, evidence_rows, evidence_text, tool_records
+from compaction_lab.strategies.trigger import (
     EVIDENCE_TOKENS,
     HISTORY_MAX,
     HISTORY_TARGET,

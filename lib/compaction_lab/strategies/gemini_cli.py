@@ -84,12 +84,12 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
-from ..projection import Projection, Segment, SentRequest, SummaryReceipt, SummaryRequest, chat_messages
-from ..session import Record, Session
-from ..summarize import extractive
-from ..summarize.extractive import Section, Template, empty_template
-from ..tokens import counter
-from .base import CompactionContext, call_summarizer, history, read_prompt, role_of, summary_label
+from compaction_lab.core.projection import Projection, Segment, SentRequest, SummaryReceipt, SummaryRequest, chat_messages
+from compaction_lab.core.session import Record, Session
+from compaction_lab.summarize import extractive
+from compaction_lab.summarize.extractive import Section, Template, empty_template
+from compaction_lab.core.tokens import counter
+from compaction_lab.strategies.base import CompactionContext, call_summarizer, history, read_prompt, role_of, summary_label
 
 ALGORITHM_VERSION = "gemini-cli-1"
 UPSTREAM_COMMIT = "5411f113cafae26161b4969b0237b8e1e024e2c2"

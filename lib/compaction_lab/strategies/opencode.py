@@ -121,10 +121,10 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ..projection import Projection, Segment, SummaryRequest, chat_messages
-from ..session import Record, Session
-from .base import CompactionContext, call_summarizer, est_chars4, history, read_prompt, role_of, summary_label
-from .trigger import OPENCODE_VERSIONS, SUMMARY_TOKENS, opencode_tail_budget, opencode_trigger
+from compaction_lab.core.projection import Projection, Segment, SummaryRequest, chat_messages
+from compaction_lab.core.session import Record, Session
+from compaction_lab.strategies.base import CompactionContext, call_summarizer, est_chars4, history, read_prompt, role_of, summary_label
+from compaction_lab.strategies.trigger import OPENCODE_VERSIONS, SUMMARY_TOKENS, opencode_tail_budget, opencode_trigger
 
 #: Upstream commits each ``opencode_version`` reproduces.
 UPSTREAM_COMMITS: Mapping[str, str] = {

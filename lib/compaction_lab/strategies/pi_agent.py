@@ -125,12 +125,12 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
-from ..projection import Projection, Segment, SentRequest, SummaryReceipt, SummaryRequest
-from ..session import Record, Session
-from ..summarize import extractive
-from ..summarize.extractive import Block, Section, Template, empty_template, parse_blocks
-from ..tokens import counter
-from .base import CompactionContext, call_summarizer, read_prompt, role_of, summary_label
+from compaction_lab.core.projection import Projection, Segment, SentRequest, SummaryReceipt, SummaryRequest
+from compaction_lab.core.session import Record, Session
+from compaction_lab.summarize import extractive
+from compaction_lab.summarize.extractive import Block, Section, Template, empty_template, parse_blocks
+from compaction_lab.core.tokens import counter
+from compaction_lab.strategies.base import CompactionContext, call_summarizer, read_prompt, role_of, summary_label
 
 ALGORITHM_VERSION = "pi-1"
 PIN = "83378aad7e74a0e2bb8f37c007a9685fb4609d8a"

@@ -59,10 +59,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ..projection import Projection, Segment
-from ..session import Record, Session
-from ..tokens import counter
-from .base import CompactionContext, role_of
+from compaction_lab.core.projection import Projection, Segment
+from compaction_lab.core.session import Record, Session
+from compaction_lab.core.tokens import counter
+from compaction_lab.strategies.base import CompactionContext, role_of
 
 ALGORITHM_VERSION = "recorded-1"
 
@@ -202,7 +202,7 @@ def _record_segment(r: Record) -> Segment:
 
 
 def _pi(session: Session, rc: RecordedCompaction, ctx: CompactionContext) -> list[Segment]:
-    from . import pi_agent
+    from compaction_lab.strategies import pi_agent
 
     compactions = {str(c.get("entry_id")) for c in session.metadata.get("compactions") or () if isinstance(c, Mapping)}
     out = []
@@ -220,14 +220,14 @@ def _pi(session: Session, rc: RecordedCompaction, ctx: CompactionContext) -> lis
 
 
 def _claude_code(session: Session, rc: RecordedCompaction, ctx: CompactionContext) -> list[Segment]:
-    from . import claude_code
+    from compaction_lab.strategies import claude_code
 
     return [_summary_segment(r.text, "user", (r.entry_id,), rc) if r.kind == "summary" else _record_segment(r)
             for r in claude_code.live_history(session, rc.after, ctx)]
 
 
 def _codex(session: Session, rc: RecordedCompaction, ctx: CompactionContext) -> list[Segment]:
-    from . import codex
+    from compaction_lab.strategies import codex
 
     out = []
     for it in codex.STRATEGY.live_history(session, rc.after, ctx):
@@ -240,7 +240,7 @@ def _codex(session: Session, rc: RecordedCompaction, ctx: CompactionContext) -> 
 
 
 def _opencode(session: Session, rc: RecordedCompaction, ctx: CompactionContext) -> list[Segment]:
-    from . import opencode
+    from compaction_lab.strategies import opencode
 
     lh = opencode.live_history(session, rc.after)
     out: list[Segment] = []

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ..projection import SummaryRequest
+from compaction_lab.core.projection import SummaryRequest
 
 
 class SummaryUnavailable(RuntimeError):
@@ -75,11 +75,11 @@ def get_provider(name: str, model: Any = None) -> SummaryProvider:
     if name == "none":
         return NoneProvider()
     if name == "extractive":
-        from .extractive import ExtractiveProvider
+        from compaction_lab.summarize.extractive import ExtractiveProvider
 
         return ExtractiveProvider()
     if name == "model":
-        from .model import ModelProvider
+        from compaction_lab.summarize.model import ModelProvider
 
         return ModelProvider(model)
     raise ValueError(f"unknown summary provider {name!r}; available: none, extractive, model")

@@ -6,7 +6,7 @@ without a model: every bullet is a piece of text copied out of the request's
 own messages. It never invents, paraphrases or reorders words inside an item,
 so whatever it keeps is exact (ids, paths, error strings) and whatever it
 drops is simply absent. Tables and charts always label its output
-"extractive stand-in" (`compaction_lab.projection.STAND_IN_LABEL`).
+"extractive stand-in" (`compaction_lab.core.projection.STAND_IN_LABEL`).
 
 What it reads
 -------------
@@ -55,7 +55,7 @@ What it extracts (categories)
 
 How the cap is kept
 -------------------
-Sizes are counted with the report tokenizer (`compaction_lab.tokens`). The
+Sizes are counted with the report tokenizer (`compaction_lab.core.tokens`). The
 template's headings are always written first (every section present, "(none)"
 when empty). Items are then added round by round — one item per section per
 round, sections in the template's priority order — so a long list never
@@ -91,10 +91,10 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..ingest.base import content_text
-from ..projection import SummaryRequest
-from ..tokens import DEFAULT_ENCODING, counter
-from . import SummaryResult
+from compaction_lab.ingest.base import content_text
+from compaction_lab.core.projection import SummaryRequest
+from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
+from compaction_lab.summarize import SummaryResult
 
 # --------------------------------------------------------------------------- scaffolding
 

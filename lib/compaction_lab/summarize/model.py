@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..projection import SummaryRequest
-from . import SummaryResult, SummaryUnavailable
+from compaction_lab.core.projection import SummaryRequest
+from compaction_lab.summarize import SummaryResult, SummaryUnavailable
 
 #: Prefix of a tool output sent as a user message (see the module docstring).
 TOOL_OUTPUT_PREFIX = "[tool output]\n"
@@ -61,7 +61,7 @@ class ModelProvider:
     stand_in = False
 
     def __init__(self, config: Any, client: Any = None):
-        from ..providers.shared import config_of, get_client
+        from compaction_lab.providers.shared import config_of, get_client
 
         config = config_of(config)
         self.config = config
@@ -70,7 +70,7 @@ class ModelProvider:
         self._client = client or get_client(config)
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
-        from ..providers.client import ProviderError
+        from compaction_lab.providers.client import ProviderError
 
         try:
             c = self._client.complete(wire_body(request), purpose=f"summary:{request.strategy}",

@@ -53,8 +53,8 @@ This module is the public API only. The internals, one concept per module:
 from __future__ import annotations
 
 # `_verify_chain` is private but re-exported: the tests call it to prove the guarantee checks fire.
-from ._generate import _verify_chain, generate_chain, generate_chains
-from ._manifest import (
+from compaction_lab.ingest.synthetic._generate import _verify_chain, generate_chain, generate_chains
+from compaction_lab.ingest.synthetic._manifest import (
     DEFAULT_MANIFEST_PATH,
     build_manifest,
     chain_digest,
@@ -65,7 +65,7 @@ from ._manifest import (
     write_chains,
     write_manifest,
 )
-from ._types import (
+from compaction_lab.ingest.synthetic._types import (
     CATEGORIES,
     CATEGORY_WEIGHTS,
     GENERATOR_VERSION,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import DEFAULT_MANIFEST_PATH, regenerate_default_manifest
+from compaction_lab.ingest.synthetic import DEFAULT_MANIFEST_PATH, regenerate_default_manifest
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Callable, Mapping, Sequence
 
-from ... import tokens
-from ...session import Record, Session
-from . import _testruns, _tools
-from ._planting import _HOSTS, _Draft, _Planter
-from ._project import _COMMIT_THINGS, _COMMIT_VERBS, _THEMES, _Area, _area_ctx, _make_project, _module_of
-from ._prose import (
+from compaction_lab.core import tokens
+from compaction_lab.core.session import Record, Session
+from compaction_lab.ingest.synthetic import _testruns, _tools
+from compaction_lab.ingest.synthetic._planting import _HOSTS, _Draft, _Planter
+from compaction_lab.ingest.synthetic._project import _COMMIT_THINGS, _COMMIT_VERBS, _THEMES, _Area, _area_ctx, _make_project, _module_of
+from compaction_lab.ingest.synthetic._prose import (
     _ACKS,
     _BUGS,
     _CAUSES,
@@ -53,9 +53,9 @@ from ._prose import (
     _REPORT_FIX,
     _SYMPTOMS,
 )
-from ._random import _BASE_TIME, _b62, _fill, _heavy, _pick, _seed_int
-from ._types import GENERATOR_VERSION, SyntheticChain, SyntheticProfile
-from ._world import _World
+from compaction_lab.ingest.synthetic._random import _BASE_TIME, _b62, _fill, _heavy, _pick, _seed_int
+from compaction_lab.ingest.synthetic._types import GENERATOR_VERSION, SyntheticChain, SyntheticProfile
+from compaction_lab.ingest.synthetic._world import _World
 
 
 #: A follow-up user turn every this many user turns (uniform draw); the first comes sooner.

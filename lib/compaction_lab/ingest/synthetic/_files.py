@@ -12,8 +12,8 @@ import random
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ._project import _ATTRS, _CURRENCIES, _STATUSES, _Area, _Project, _area_ctx, _module_of, _test_title
-from ._random import _camel, _fill, _heavy, _pascal, _pick, _tok
+from compaction_lab.ingest.synthetic._project import _ATTRS, _CURRENCIES, _STATUSES, _Area, _Project, _area_ctx, _module_of, _test_title
+from compaction_lab.ingest.synthetic._random import _camel, _fill, _heavy, _pascal, _pick, _tok
 
 
 @dataclass

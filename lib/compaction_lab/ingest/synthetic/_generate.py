@@ -8,8 +8,8 @@ chains: a decoy of one chain occurs in none of the others either.
 
 from __future__ import annotations
 
-from ._builder import _ChainBuilder, _joined
-from ._types import SyntheticChain, SyntheticProfile
+from compaction_lab.ingest.synthetic._builder import _ChainBuilder, _joined
+from compaction_lab.ingest.synthetic._types import SyntheticChain, SyntheticProfile
 
 
 def _verify_chain(chain: SyntheticChain, joined: str | None = None) -> None:

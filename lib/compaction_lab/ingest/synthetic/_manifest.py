@@ -14,9 +14,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from ...paths import MANIFESTS_DIR
-from ._generate import generate_chains
-from ._types import GENERATOR_VERSION, PlantedFact, SyntheticChain, SyntheticProfile
+from compaction_lab.core.paths import MANIFESTS_DIR
+from compaction_lab.ingest.synthetic._generate import generate_chains
+from compaction_lab.ingest.synthetic._types import GENERATOR_VERSION, PlantedFact, SyntheticChain, SyntheticProfile
 
 if TYPE_CHECKING:  # pandas is only needed for the display table
     import pandas as pd
@@ -91,7 +91,7 @@ def read_chains(directory: str | Path) -> list[SyntheticChain]:
     FileNotFoundError
         When the folder has no ``facts.jsonl`` (its sessions are not synthetic chains).
     """
-    from ...session import Session
+    from compaction_lab.core.session import Session
 
     directory = Path(directory)
     fp = directory / "facts.jsonl"

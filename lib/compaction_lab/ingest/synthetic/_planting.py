@@ -15,12 +15,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from ...session import POINTER_OF_KIND, Record
-from . import _tools
-from ._project import _BIRDS, _CURRENCIES, _FIRST, _LAST, _Area, _area_ctx, _module_of
-from ._random import _fill, _hex, _pick, _tok
-from ._types import CATEGORIES, CATEGORY_WEIGHTS, PlantedFact
-from ._world import _World
+from compaction_lab.core.session import POINTER_OF_KIND, Record
+from compaction_lab.ingest.synthetic import _tools
+from compaction_lab.ingest.synthetic._project import _BIRDS, _CURRENCIES, _FIRST, _LAST, _Area, _area_ctx, _module_of
+from compaction_lab.ingest.synthetic._random import _fill, _hex, _pick, _tok
+from compaction_lab.ingest.synthetic._types import CATEGORIES, CATEGORY_WEIGHTS, PlantedFact
+from compaction_lab.ingest.synthetic._world import _World
 
 
 #: Categories planted in assistant prose (their pointer is ``assistant``).

@@ -13,7 +13,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from ._random import _camel, _pascal, _pick, _plural
+from compaction_lab.ingest.synthetic._random import _camel, _pascal, _pick, _plural
 
 
 _FIRST = ("Ada", "Bram", "Chiara", "Dmitri", "Esra", "Farid", "Greta", "Hiro", "Ines", "Jonas",

@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ._project import _STATUSES, _Area, _area_ctx, _module_of, _test_title
-from ._random import _b62, _camel, _fill, _hex, _pick
-from ._world import _World
+from compaction_lab.ingest.synthetic._project import _STATUSES, _Area, _area_ctx, _module_of, _test_title
+from compaction_lab.ingest.synthetic._random import _b62, _camel, _fill, _hex, _pick
+from compaction_lab.ingest.synthetic._world import _World
 
 
 _PY_FAILS = (

@@ -13,9 +13,9 @@ import json
 from datetime import timedelta
 from typing import Any, Mapping
 
-from ._project import _ATTRS, _BIRDS, _CURRENCIES, _FIRST, _LAST, _STATUSES, _Area, _area_ctx, _module_of
-from ._random import _BASE_TIME, _UPPER, _b62, _camel, _fill, _heavy, _hex, _pick, _tok
-from ._world import _World
+from compaction_lab.ingest.synthetic._project import _ATTRS, _BIRDS, _CURRENCIES, _FIRST, _LAST, _STATUSES, _Area, _area_ctx, _module_of
+from compaction_lab.ingest.synthetic._random import _BASE_TIME, _UPPER, _b62, _camel, _fill, _heavy, _hex, _pick, _tok
+from compaction_lab.ingest.synthetic._world import _World
 
 
 # Linters, type checkers, builds.

@@ -15,7 +15,7 @@ import re
 from datetime import datetime, timedelta
 from typing import Any
 
-from ._files import (
+from compaction_lab.ingest.synthetic._files import (
     _SourceFile,
     _gen_config,
     _gen_module,
@@ -28,7 +28,7 @@ from ._files import (
     _ts_component,
     _ts_function,
 )
-from ._project import (
+from compaction_lab.ingest.synthetic._project import (
     _ATTRS,
     _COMMIT_THINGS,
     _COMMIT_VERBS,
@@ -39,7 +39,7 @@ from ._project import (
     _area_ctx,
     _test_title,
 )
-from ._random import _BASE_TIME, _fill, _hex, _pick
+from compaction_lab.ingest.synthetic._random import _BASE_TIME, _fill, _hex, _pick
 
 
 class _World:

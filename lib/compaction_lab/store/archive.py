@@ -21,8 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from . import paths
-from .session import Record, Session
+from compaction_lab.core import paths
+from compaction_lab.core.session import Record, Session
 
 SCHEMA_VERSION = 1
 

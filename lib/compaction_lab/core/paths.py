@@ -20,8 +20,8 @@ import os
 import tempfile
 from pathlib import Path
 
-#: Repository root: lib/compaction_lab/paths.py -> parents[2].
-REPO_ROOT: Path = Path(__file__).resolve().parents[2]
+#: Repository root: lib/compaction_lab/core/paths.py -> parents[3].
+REPO_ROOT: Path = Path(__file__).resolve().parents[3]
 
 NOTEBOOKS_DIR: Path = REPO_ROOT / "notebooks"
 DATA_DIR: Path = REPO_ROOT / "data"

@@ -87,8 +87,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterator, Literal, Mapping
 
-from . import paths
-from .projection import Projection, Segment, SummaryReceipt
+from compaction_lab.core import paths
+from compaction_lab.core.projection import Projection, Segment, SummaryReceipt
 
 SCHEMA_VERSION = 1
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import paths
+from compaction_lab.core import paths
 
 FIGURES = "figures"
 SESSIONS = "sessions"

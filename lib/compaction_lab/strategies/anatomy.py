@@ -14,10 +14,10 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
-from . import strategies
-from .projection import STAND_IN_LABEL, Projection
-from .session import Session
-from .strategies.base import CompactionContext
+from compaction_lab import strategies
+from compaction_lab.core.projection import STAND_IN_LABEL, Projection
+from compaction_lab.core.session import Session
+from compaction_lab.strategies.base import CompactionContext
 
 PROJECTION_COLUMNS = [
     "case_id", "strategy", "strategy_label", "algorithm_version", "session_id", "cut", "position",
@@ -109,8 +109,8 @@ def budgets_table(ctx: CompactionContext, session: Session, projection: Projecti
 
     With a FutureOS `projection`, the tokens it actually used per part are shown beside each budget.
     """
-    from .strategies import trigger
-    from .tokens import counter
+    from compaction_lab.strategies import trigger
+    from compaction_lab.core.tokens import counter
 
     shape = ctx.shape.for_session(session)
     tok = counter(ctx.encoding)

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from . import runfolder
+from compaction_lab.report import runfolder
 
 #: The figures of a run, in reading order: (file stem, title). Figure 3 comes twice when
 #: the cost notebook ran: with its money panel (fig3_complete) and recall-only (notebook 03).

@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Sequence
 
-from .tokens import DEFAULT_ENCODING, counter
+from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
 
 #: Segment kinds, in the order a projection usually lists them.
 SEGMENT_KINDS: tuple[str, ...] = (

@@ -23,7 +23,7 @@ travels only in the HTTP Authorization header.
 
 Concurrency
 -----------
-The conventions of `compaction_lab.checkpoints`: WAL journal, ``busy_timeout``,
+The conventions of `compaction_lab.store.checkpoints`: WAL journal, ``busy_timeout``,
 every write one short ``BEGIN IMMEDIATE`` transaction, so several processes
 can write the same file. One difference: connections are pooled (a few idle
 ones kept per `Ledger`, each used by one thread at a time) rather than opened
@@ -47,12 +47,12 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 import pandas as pd
 
-from . import paths
-from .checkpoints import _pid_alive, immediate  # one liveness rule and one write transaction for both stores
-from .projection import canonical_json as _canonical  # the fingerprints' form: stored JSON re-hashes identically
+from compaction_lab.core import paths
+from compaction_lab.store.checkpoints import _pid_alive, immediate  # one liveness rule and one write transaction for both stores
+from compaction_lab.core.projection import canonical_json as _canonical  # the fingerprints' form: stored JSON re-hashes identically
 
 if TYPE_CHECKING:  # the client imports this module; importing it back at run time would be circular
-    from .providers.client import Usage
+    from compaction_lab.providers.client import Usage
 
 SCHEMA_VERSION = 1
 
@@ -287,7 +287,7 @@ class Ledger:
             ``response`` (the parsed response JSON), ``usage`` (a `Usage`),
             ``latency_s``, ``cost``, ``currency``.
         """
-        from .providers.client import Usage
+        from compaction_lab.providers.client import Usage
 
         with self._read() as conn:
             r = conn.execute(
@@ -327,7 +327,7 @@ class Ledger:
 
 
 def open_ledger(path: str | Path | None = None) -> Ledger:
-    """The ledger at `path`, or at `compaction_lab.paths.ledger_path()` when None."""
+    """The ledger at `path`, or at `compaction_lab.core.paths.ledger_path()` when None."""
     return Ledger(path if path is not None else paths.ledger_path())
 
 

@@ -53,8 +53,11 @@ import yaml
 from nbconvert import HTMLExporter
 from papermill.exceptions import PapermillExecutionError
 
-from . import __version__, lifecycle, params as params_mod, paths, redact as redact_mod, runfolder, share
-from .params import ProfileError
+from compaction_lab import __version__
+from compaction_lab.report import lifecycle, params as params_mod, runfolder, share
+from compaction_lab.core import paths
+from compaction_lab.privacy import redact as redact_mod
+from compaction_lab.report.params import ProfileError
 
 #: Our nbconvert template: the lab template minus every script fetched from a CDN.
 TEMPLATES_DIR = Path(__file__).parent / "templates"

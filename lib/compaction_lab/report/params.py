@@ -52,7 +52,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
-from . import paths
+from compaction_lab.core import paths
 
 
 class ProfileError(ValueError):
@@ -151,25 +151,25 @@ def declared_parameters(notebook: str) -> Mapping[str, Declared]:
 
 
 def _strategy_names() -> Sequence[str]:
-    from . import strategies
+    from compaction_lab import strategies
 
     return strategies.names()
 
 
 def _simulators() -> Sequence[str]:
-    from .cost.cache import SIMULATORS
+    from compaction_lab.cost.cache import SIMULATORS
 
     return SIMULATORS
 
 
 def _periods() -> Sequence[str]:
-    from .cost.prices import PERIODS
+    from compaction_lab.cost.prices import PERIODS
 
     return PERIODS
 
 
 def _encoding_problem(name: str) -> str | None:
-    from .tokens import EncodingUnavailable, get_encoding
+    from compaction_lab.core.tokens import EncodingUnavailable, get_encoding
 
     try:
         get_encoding(name)
@@ -183,7 +183,7 @@ def _summarizer_problem(name: str) -> str | None:
     # providers are made here for real: the library's own dispatch says which names exist.
     if name == "model":
         return None
-    from . import summarize
+    from compaction_lab import summarize
 
     try:
         summarize.get_provider(name)
@@ -195,7 +195,7 @@ def _summarizer_problem(name: str) -> str | None:
 def _reader_problem(name: str) -> str | None:
     if name == "model":
         return None
-    from .exam import readers
+    from compaction_lab.exam import readers
 
     try:
         readers.get_reader(name)
@@ -205,7 +205,7 @@ def _reader_problem(name: str) -> str | None:
 
 
 def _price_table_problem(name: str) -> str | None:
-    from .cost.prices import load_price_table
+    from compaction_lab.cost.prices import load_price_table
 
     try:
         load_price_table(name)
@@ -220,7 +220,7 @@ def _price_tables_problem(names: list) -> str | None:
 
 
 def _pointer_mix_problem(mix: Mapping) -> str | None:
-    from .exam.model import POINTERS
+    from compaction_lab.exam.model import POINTERS
 
     unknown = sorted(str(k) for k in mix if k not in POINTERS)
     if unknown:
@@ -235,7 +235,7 @@ def _pointer_mix_problem(mix: Mapping) -> str | None:
 def _patterns_problem(path: str) -> str | None:
     if not path:
         return None
-    from . import redact
+    from compaction_lab.privacy import redact
 
     try:
         redact.load_patterns(path)
@@ -249,7 +249,7 @@ def _patterns_problem(path: str) -> str | None:
 def _model_problem(model: Mapping) -> str | None:
     if not model:
         return None
-    from .providers.config import ModelConfig
+    from compaction_lab.providers.config import ModelConfig
 
     try:
         cfg = ModelConfig.from_mapping(model)
@@ -415,8 +415,8 @@ def strategy_capacity(strategy: str, window: int, output_ceiling: int) -> int:
     ValueError
         Unknown strategy; a window below 1 (FutureOS's trigger refuses it).
     """
-    from .session import Session
-    from .strategies import CompactionContext, compact
+    from compaction_lab.core.session import Session
+    from compaction_lab.strategies import CompactionContext, compact
 
     empty = Session(id="capacity-probe", source_format="probe", records=())
     return compact(empty, strategy, 0, CompactionContext(window=window, output_ceiling=output_ceiling)).capacity
@@ -607,14 +607,14 @@ def _notebook_problems(nb: str, eff: Mapping[str, Any], declared: Mapping[str, D
         out.append(f"figure_table = {eff['figure_table']!r}: not among price_tables {list(eff['price_tables'])}, "
                    "so figures 3, 5 and 6 would be empty")
     elif ok("price_tables", "figure_table", "simulators", "figure_simulator"):
-        from .cost.prices import load_price_table
+        from compaction_lab.cost.prices import load_price_table
 
         priced = list(eff["simulators"]) or [load_price_table(eff["figure_table"]).cache_rule, "none"]
         if eff["figure_simulator"] not in priced:
             out.append(f"figure_simulator = {eff['figure_simulator']!r}: figure_table {eff['figure_table']!r} is "
                        f"priced under {priced} only, so figures 3, 5 and 6 would be empty")
     if ok("turns", "simulated_turns", "turn_growth_tokens", "turn_output_tokens", "period"):
-        from .cost.model import CostAssumptions
+        from compaction_lab.cost.model import CostAssumptions
 
         try:  # the cost model's own rule for carrying the per-turn cache pattern forward
             CostAssumptions(turns=eff["turns"], turn_growth_tokens=eff["turn_growth_tokens"],
@@ -638,8 +638,8 @@ def _model_use_problems(eff: Mapping[str, Any], bad: set[str]) -> list[str]:
     if not model:
         return [f"{' and '.join(f'{u} = model' for u in users)} needs the `model` parameter "
                 "(base_url, model, api_key_env, ...; see papermill_params/model.yaml)"]
-    from .checkpoints import default_path as checkpoints_path
-    from .providers.config import ModelConfig
+    from compaction_lab.store.checkpoints import default_path as checkpoints_path
+    from compaction_lab.providers.config import ModelConfig
 
     cfg = ModelConfig.from_mapping(model)
     files = [("ledger", Path(cfg.ledger) if cfg.ledger else paths.ledger_path())]
@@ -656,7 +656,7 @@ def _model_use_problems(eff: Mapping[str, Any], bad: set[str]) -> list[str]:
 
 def _chain_problems(profile: Any, effective: Mapping[str, Mapping[str, Any]], bad: set[str]) -> list[str]:
     """The checks that weigh one notebook's parameters against another's."""
-    from .exam.bank import DEFAULT_CUT_FRACTIONS
+    from compaction_lab.exam.bank import DEFAULT_CUT_FRACTIONS
 
     out: list[str] = []
     first = next((nb for nb in profile.notebooks if "n_chains" in effective[nb]), None)

@@ -131,7 +131,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from .session import Record, Session
+from compaction_lab.core.session import Record, Session
 
 # --------------------------------------------------------------------------- patterns
 

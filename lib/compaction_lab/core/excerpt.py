@@ -12,7 +12,7 @@ past nine minutes and 4 GB). Those stages therefore see such a record as an
 states how many characters were left out; for a 50,000,000-character blob::
 
     <its first 99,915 characters>
-    [… 49,800,170 of 50,000,000 characters left out here: this record is excerpted to its first 99,915 and last 99,915 (per-record cap 200,000; compaction_lab.excerpt) …]
+    [… 49,800,170 of 50,000,000 characters left out here: this record is excerpted to its first 99,915 and last 99,915 (per-record cap 200,000; compaction_lab.core.excerpt) …]
     <its last 99,915 characters>
 
 The excerpt is deterministic (the same record gives the same bytes) and
@@ -51,7 +51,7 @@ import sys
 from dataclasses import dataclass, replace
 from typing import Iterable
 
-from .session import Record, Session
+from compaction_lab.core.session import Record, Session
 
 #: Largest record text, in characters, the stages after the tally read whole.
 RECORD_CAP_CHARS = 200_000
@@ -60,12 +60,12 @@ MIN_CAP_CHARS = 1_000
 
 _MARKER = (
     "\n[… {omitted:,} of {total:,} characters left out here: this record is excerpted to its first {head:,} "
-    "and last {tail:,} (per-record cap {cap:,}; compaction_lab.excerpt) …]\n"
+    "and last {tail:,} (per-record cap {cap:,}; compaction_lab.core.excerpt) …]\n"
 )
 #: The marker line as it appears in an excerpt (for stages that must not read it as content).
 MARKER_PATTERN = re.compile(
     r"\n\[… [\d,]+ of [\d,]+ characters left out here: this record is excerpted to its first [\d,]+ "
-    r"and last [\d,]+ \(per-record cap [\d,]+; compaction_lab\.excerpt\) …\]\n"
+    r"and last [\d,]+ \(per-record cap [\d,]+; compaction_lab\.core\.excerpt\) …\]\n"
 )
 # How far back from a cut point an excerpt looks for whitespace, so that a word or an
 # ID is not cut in half (a half ID read as a value would be a question with no answer).

@@ -12,10 +12,12 @@ from typing import Sequence
 
 import pandas as pd
 
-from . import anatomy, charts, strategies
-from .projection import Projection
-from .session import Session
-from .strategies.base import CompactionContext
+from compaction_lab.strategies import anatomy
+from compaction_lab.report import charts
+from compaction_lab import strategies
+from compaction_lab.core.projection import Projection
+from compaction_lab.core.session import Session
+from compaction_lab.strategies.base import CompactionContext
 
 
 class ProjectionExplorer:

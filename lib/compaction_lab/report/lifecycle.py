@@ -44,8 +44,8 @@ from typing import Any, Callable, Iterator, Literal, Mapping
 from jupyter_client import AsyncKernelManager
 from jupyter_core.utils import ensure_event_loop
 
-from .checkpoints import _pid_alive  # one pid liveness rule for checkpoints, the ledger and runs
-from .runfolder import RUN_JSON
+from compaction_lab.store.checkpoints import _pid_alive  # one pid liveness rule for checkpoints, the ledger and runs
+from compaction_lab.report.runfolder import RUN_JSON
 
 try:  # psutil comes with IPython (every kernel has it); without it the pid rule stands alone
     import psutil

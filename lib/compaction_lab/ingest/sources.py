@@ -19,11 +19,12 @@ from typing import Sequence
 
 import pandas as pd
 
-from . import excerpt, runfolder
-from .ingest import ImportReport, load_sessions
-from .ingest.base import os_reason
-from .ingest import synthetic
-from .session import Session
+from compaction_lab.core import excerpt
+from compaction_lab.report import runfolder
+from compaction_lab.ingest import ImportReport, load_sessions
+from compaction_lab.ingest.base import os_reason
+from compaction_lab.ingest import synthetic
+from compaction_lab.core.session import Session
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 

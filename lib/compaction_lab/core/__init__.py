@@ -1,0 +1,2 @@
+"""The core types and facts every stage shares: records and sessions, projections and summary requests,
+the report tokenizer, the per-record excerpt cap, and the suite's paths."""

@@ -1,0 +1,1 @@
+"""Redaction: the secret and personal-data patterns, masking, and the run-folder sweep."""
