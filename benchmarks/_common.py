@@ -6,10 +6,10 @@ import json
 import resource
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from compaction_lab.core import paths
 

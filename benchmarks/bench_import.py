@@ -84,8 +84,28 @@ refund ledger invoice payment account customer order shipment inventory price cu
 user admin tenant role permission token secret key hash digest signature certificate
 """.split()
 
-_ACCENTED = ["café", "naïve", "façade", "Zürich", "résumé", "Ærø", "São Paulo", "Kraków", "“quoted”", "—", "…",
-             "東京", "数据", "überprüfen", "señal", "→", "✓", "🚀", "ℹ️", "±0.5"]
+_ACCENTED = [
+    "café",
+    "naïve",
+    "façade",
+    "Zürich",
+    "résumé",
+    "Ærø",
+    "São Paulo",
+    "Kraków",
+    "“quoted”",
+    "—",
+    "…",
+    "東京",
+    "数据",
+    "überprüfen",
+    "señal",
+    "→",
+    "✓",
+    "🚀",
+    "ℹ️",
+    "±0.5",
+]
 
 _STEMS = """
 user order invoice item cart price tax total amount ledger account payment refund export import
@@ -151,7 +171,9 @@ class Pools:
         elif roll < 0.4:
             words.insert(r.randrange(n), r.choice(self.paths))
         elif roll < 0.55:
-            words.insert(r.randrange(n), str(r.choice([r.randint(0, 999), r.randint(1000, 10**7), round(r.random() * 100, 2)])))
+            words.insert(
+                r.randrange(n), str(r.choice([r.randint(0, 999), r.randint(1000, 10**7), round(r.random() * 100, 2)]))
+            )
         s = " ".join(words)
         return s[0].upper() + s[1:] + r.choice([".", ".", ".", "?", ":", "!"])
 
@@ -165,17 +187,17 @@ class Pools:
             f"{ind}def {a}(self, {b}: {P} | None = None, *, {c}: int = {n}) -> list[{P}]:",
             f"{ind}return {a}.{b}({c}, timeout={n}) or []",
             f"{ind}if {a} is None or len({b}) > {n}:",
-            f"{ind}{a} = {{\"{b}\": {n}, \"{c}\": \"{w}\", \"enabled\": {r.choice(['True', 'False'])}}}",
-            f"{ind}raise ValueError(f\"{w} {c} is invalid: {{{a}!r}}\")",
+            f'{ind}{a} = {{"{b}": {n}, "{c}": "{w}", "enabled": {r.choice(["True", "False"])}}}',
+            f'{ind}raise ValueError(f"{w} {c} is invalid: {{{a}!r}}")',
             f"{ind}# {r.choice(self.sentences) if hasattr(self, 'sentences') else w}",
             f"from {a.replace('_', '.')} import {P}, {b}",
             f"{ind}const {a} = await {b}.{c}({n}, {{ retries: {r.randint(0, 9)}, label: '{w}' }});",
             f"{ind}for (let i = 0; i < {a}.length; i += {r.randint(1, 8)}) {{",
             f"{ind}let {a}: Vec<{P}> = {b}.iter().filter(|x| x.{c} > {n}).cloned().collect();",
-            f"{ind}if err := {a}.{P}(ctx, {b}); err != nil {{ return fmt.Errorf(\"{w}: %w\", err) }}",
+            f'{ind}if err := {a}.{P}(ctx, {b}); err != nil {{ return fmt.Errorf("{w}: %w", err) }}',
             f"{ind}self.{a}[{b}] = self.{c}.get({b}, {n}) + {r.randint(1, 50)}",
-            f"{ind}assert {a}({b}) == {n}, \"{w} {c}\"",
-            f"{ind}logger.{r.choice(['debug', 'info', 'warning'])}(\"%s {w} %d\", {a}, {n})",
+            f'{ind}assert {a}({b}) == {n}, "{w} {c}"',
+            f'{ind}logger.{r.choice(["debug", "info", "warning"])}("%s {w} %d", {a}, {n})',
             f"{ind}}}",
             "",
             f"class {P}({r.choice(self.pascal)}):",
@@ -186,8 +208,10 @@ class Pools:
 
     def _ls_line(self, r: random.Random) -> str:
         perm = r.choice(["-rw-r--r--", "-rwxr-xr-x", "drwxr-xr-x", "-rw-------", "lrwxrwxrwx"])
-        return (f"{perm} {r.randint(1, 12):>2} dev  dev  {r.randint(0, 9_999_999):>8} {r.choice(_MONTHS)} "
-                f"{r.randint(1, 28):>2} {r.randint(0, 23):02d}:{r.randint(0, 59):02d} {r.choice(self.paths).rsplit('/', 1)[-1]}")
+        return (
+            f"{perm} {r.randint(1, 12):>2} dev  dev  {r.randint(0, 9_999_999):>8} {r.choice(_MONTHS)} "
+            f"{r.randint(1, 28):>2} {r.randint(0, 23):02d}:{r.randint(0, 59):02d} {r.choice(self.paths).rsplit('/', 1)[-1]}"
+        )
 
     def _pytest_line(self, r: random.Random) -> str:
         p, t = r.choice(self.paths), r.choice(self.idents)
@@ -204,9 +228,11 @@ class Pools:
 
     def _log_line(self, r: random.Random) -> str:
         lvl = r.choice(["INFO ", "INFO ", "DEBUG", "WARN ", "ERROR"])
-        return (f"2025-09-{r.randint(1, 28):02d}T{r.randint(0, 23):02d}:{r.randint(0, 59):02d}:{r.randint(0, 59):02d}."
-                f"{r.randint(0, 999):03d}Z {lvl} [{r.choice(self.idents)}] {r.choice(self.sentences)} "
-                f"id={r.getrandbits(64):016x} took={r.randint(0, 5000)}ms")
+        return (
+            f"2025-09-{r.randint(1, 28):02d}T{r.randint(0, 23):02d}:{r.randint(0, 59):02d}:{r.randint(0, 59):02d}."
+            f"{r.randint(0, 999):03d}Z {lvl} [{r.choice(self.idents)}] {r.choice(self.sentences)} "
+            f"id={r.getrandbits(64):016x} took={r.randint(0, 5000)}ms"
+        )
 
     def _git_line(self, r: random.Random) -> str:
         roll = r.random()
@@ -223,8 +249,10 @@ class Pools:
         if roll < 0.3:
             return f"   Compiling {r.choice(self.idents).replace('_', '-')} v{r.randint(0, 3)}.{r.randint(0, 40)}.{r.randint(0, 20)}"
         if roll < 0.6:
-            return (f"{r.choice(self.paths)}:{r.randint(1, 900)}:{r.randint(1, 80)}: {r.choice(['warning', 'error', 'note'])}: "
-                    f"{r.choice(['unused variable', 'cannot find name', 'mismatched types for', 'missing field'])} `{r.choice(self.idents)}`")
+            return (
+                f"{r.choice(self.paths)}:{r.randint(1, 900)}:{r.randint(1, 80)}: {r.choice(['warning', 'error', 'note'])}: "
+                f"{r.choice(['unused variable', 'cannot find name', 'mismatched types for', 'missing field'])} `{r.choice(self.idents)}`"
+            )
         if roll < 0.8:
             return f"{r.randint(0, 99999)}\t{r.choice(self.paths)}"
         return f"npm WARN deprecated {r.choice(self.idents)}@{r.randint(0, 9)}.{r.randint(0, 20)}.{r.randint(0, 9)}: {r.choice(self.sentences)}"
@@ -237,7 +265,10 @@ class Pools:
             if roll < 0.25 and depth < 3:
                 obj[k] = self._json_obj(r, depth + 1)
             elif roll < 0.35 and depth < 3:
-                obj[k] = [self._json_obj(r, depth + 1) if r.random() < 0.5 else r.randint(0, 10**6) for _ in range(r.randint(1, 4))]
+                obj[k] = [
+                    self._json_obj(r, depth + 1) if r.random() < 0.5 else r.randint(0, 10**6)
+                    for _ in range(r.randint(1, 4))
+                ]
             elif roll < 0.55:
                 obj[k] = r.choice([r.randint(-100, 10**9), round(r.uniform(-1e4, 1e4), 4), None, True, False])
             elif roll < 0.7:
@@ -271,7 +302,7 @@ class Pools:
         docs = self.rng.choices(self.json_docs, k=k)
         return docs[0] if k == 1 else "[\n" + ",\n".join(docs) + "\n]"
 
-    def finish(self) -> "Pools":
+    def finish(self) -> Pools:
         avg = lambda pool: sum(map(len, pool)) / len(pool) + 1  # noqa: E731
         self._avg = {name: avg(pool) for name, pool in self.shell.items()}
         self._avg["code"] = avg(self.code)
@@ -318,32 +349,88 @@ class RolloutWriter:
         p, r = self.p, self.r
         start = self.bytes
         cwd = f"/home/dev/{r.choice(p.idents).replace('_', '-')}"
-        self.emit("session_meta", {
-            "id": sid, "timestamp": self._ts(), "cwd": cwd, "originator": "codex_cli_rs",
-            "cli_version": f"0.{r.randint(38, 50)}.0", "instructions": r.choice(p.sentences), "source": "cli",
-            "model_provider": "openai", "base_instructions": {"text": p.system_prompt},
-            "git": {"commit_hash": f"{r.getrandbits(28):07x}", "branch": "main",
-                    "repository_url": f"git@example.com:dev/{cwd.rsplit('/', 1)[-1]}.git"},
-        })
-        self.item({"type": "message", "role": "developer", "content": [{"type": "input_text", "text":
-                   "<permissions instructions>Filesystem: workspace-write. Network: disabled. "
-                   "Ask before running commands outside the workspace.</permissions instructions>"}]})
+        self.emit(
+            "session_meta",
+            {
+                "id": sid,
+                "timestamp": self._ts(),
+                "cwd": cwd,
+                "originator": "codex_cli_rs",
+                "cli_version": f"0.{r.randint(38, 50)}.0",
+                "instructions": r.choice(p.sentences),
+                "source": "cli",
+                "model_provider": "openai",
+                "base_instructions": {"text": p.system_prompt},
+                "git": {
+                    "commit_hash": f"{r.getrandbits(28):07x}",
+                    "branch": "main",
+                    "repository_url": f"git@example.com:dev/{cwd.rsplit('/', 1)[-1]}.git",
+                },
+            },
+        )
+        self.item(
+            {
+                "type": "message",
+                "role": "developer",
+                "content": [
+                    {
+                        "type": "input_text",
+                        "text": "<permissions instructions>Filesystem: workspace-write. Network: disabled. "
+                        "Ask before running commands outside the workspace.</permissions instructions>",
+                    }
+                ],
+            }
+        )
         agents = "\n".join(r.choices(p.sentences, k=r.randint(5, 40)))
-        self.item({"type": "message", "role": "user", "content": [{"type": "input_text", "text":
-                   f"# AGENTS.md instructions for {cwd}\n\n<INSTRUCTIONS>\n{agents}\n</INSTRUCTIONS>"}]})
-        self.item({"type": "message", "role": "user", "content": [{"type": "input_text", "text":
-                   f"<environment_context>\n  <cwd>{cwd}</cwd>\n  <approval_policy>on-request</approval_policy>\n"
-                   "  <sandbox_mode>workspace-write</sandbox_mode>\n  <network_access>restricted</network_access>\n"
-                   "  <shell>bash</shell>\n</environment_context>"}]})
+        self.item(
+            {
+                "type": "message",
+                "role": "user",
+                "content": [
+                    {
+                        "type": "input_text",
+                        "text": f"# AGENTS.md instructions for {cwd}\n\n<INSTRUCTIONS>\n{agents}\n</INSTRUCTIONS>",
+                    }
+                ],
+            }
+        )
+        self.item(
+            {
+                "type": "message",
+                "role": "user",
+                "content": [
+                    {
+                        "type": "input_text",
+                        "text": f"<environment_context>\n  <cwd>{cwd}</cwd>\n  <approval_policy>on-request</approval_policy>\n"
+                        "  <sandbox_mode>workspace-write</sandbox_mode>\n  <network_access>restricted</network_access>\n"
+                        "  <shell>bash</shell>\n</environment_context>",
+                    }
+                ],
+            }
+        )
         model = r.choice(["gpt-5-codex", "gpt-5", "gpt-5.1-codex"])
-        total = {"input_tokens": 0, "cached_input_tokens": 0, "output_tokens": 0, "reasoning_output_tokens": 0, "total_tokens": 0}
+        total = {
+            "input_tokens": 0,
+            "cached_input_tokens": 0,
+            "output_tokens": 0,
+            "reasoning_output_tokens": 0,
+            "total_tokens": 0,
+        }
         n_call = 0
         turn = 0
         while self.bytes - start < target_bytes:
             turn += 1
-            self.emit("turn_context", {"cwd": cwd, "approval_policy": "on-request",
-                                       "sandbox_policy": {"mode": "workspace-write", "network_access": False},
-                                       "model": model, "effort": r.choice(["medium", "high"]), "summary": "auto"})
+            self.emit(
+                "turn_context",
+                {
+                    "cwd": cwd,
+                    "approval_policy": "on-request",
+                    "sandbox_policy": {"mode": "workspace-write", "network_access": False},
+                    "model": model,
+                    "effort": r.choice(["medium", "high"]),
+                    "summary": "auto",
+                },
+            )
             ask = p.prose(heavy_tail(r, 300, 1.0, 20, 20_000))
             self.item({"type": "message", "role": "user", "content": [{"type": "input_text", "text": ask}]})
             self.emit("event_msg", {"type": "user_message", "message": ask, "kind": "plain"})
@@ -356,9 +443,15 @@ class RolloutWriter:
                 if self.bytes - start >= target_bytes:
                     break
             if r.random() < 0.03:
-                self.emit("compacted", {"message": p.prose(heavy_tail(r, 2500, 0.6, 400, 20_000)),
-                                        "replacement_history": [{"type": "message", "role": "user",
-                                                                 "content": [{"type": "input_text", "text": ask[:300]}]}]})
+                self.emit(
+                    "compacted",
+                    {
+                        "message": p.prose(heavy_tail(r, 2500, 0.6, 400, 20_000)),
+                        "replacement_history": [
+                            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": ask[:300]}]}
+                        ],
+                    },
+                )
                 self.emit("event_msg", {"type": "context_compacted"})
             answer = p.prose(heavy_tail(r, 600, 1.0, 40, 30_000))
             self.item({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": answer}]})
@@ -367,8 +460,10 @@ class RolloutWriter:
 
     def _limits(self) -> dict:
         r = self.r
-        return {"primary": {"used_percent": round(r.random() * 90, 1), "window_minutes": 300},
-                "secondary": {"used_percent": round(r.random() * 50, 1), "window_minutes": 10080}}
+        return {
+            "primary": {"used_percent": round(r.random() * 90, 1), "window_minutes": 300},
+            "secondary": {"used_percent": round(r.random() * 50, 1), "window_minutes": 10080},
+        }
 
     def _token_count(self, total: dict) -> None:
         r = self.r
@@ -389,7 +484,9 @@ class RolloutWriter:
             body = p.prose(heavy_tail(r, 350, 0.8, 40, 8000))
             summary = [{"type": "summary_text", "text": f"**{title}**\n\n{body}"}]
             self.emit("event_msg", {"type": "agent_reasoning", "text": summary[0]["text"]})
-        self.item({"type": "reasoning", "summary": summary, "content": None, "encrypted_content": "gAAAAA" + r.choice(p.b64)})
+        self.item(
+            {"type": "reasoning", "summary": summary, "content": None, "encrypted_content": "gAAAAA" + r.choice(p.b64)}
+        )
 
     def _tool_step(self, call_id: str, cwd: str) -> None:
         p, r = self.p, self.r
@@ -397,15 +494,28 @@ class RolloutWriter:
         size = heavy_tail(r, 1500, 1.5, 30, 256_000)
         path = r.choice(p.paths)
         if roll < 0.12:  # apply_patch edit
-            body = "\n".join(r.choice("+- ") + line for line in r.choices(p.code, k=max(2, heavy_tail(r, 25, 1.0, 2, 1500))))
+            body = "\n".join(
+                r.choice("+- ") + line for line in r.choices(p.code, k=max(2, heavy_tail(r, 25, 1.0, 2, 1500)))
+            )
             patch = f"*** Begin Patch\n*** Update File: {path}\n@@ def {r.choice(p.idents)}(\n{body}\n*** End Patch\n"
-            self.item({"type": "custom_tool_call", "status": "completed", "call_id": call_id, "name": "apply_patch", "input": patch})
+            self.item(
+                {
+                    "type": "custom_tool_call",
+                    "status": "completed",
+                    "call_id": call_id,
+                    "name": "apply_patch",
+                    "input": patch,
+                }
+            )
             self._output("custom_tool_call_output", call_id, f"Success. Updated the following files:\nM {path}\n", 0)
             return
         if roll < 0.40:
             cmd, text = f"sed -n '1,{r.randint(80, 900)}p' {path}", p.lines(p.code, size, p._avg["code"])
         elif roll < 0.55:
-            cmd, text = f"rg -n '{r.choice(p.idents)}' {r.choice(_TOP_DIRS)}", p.lines(p.shell["grep"], size, p._avg["grep"])
+            cmd, text = (
+                f"rg -n '{r.choice(p.idents)}' {r.choice(_TOP_DIRS)}",
+                p.lines(p.shell["grep"], size, p._avg["grep"]),
+            )
         elif roll < 0.67:
             cmd, text = f"pytest -q {path} -x", p.lines(p.shell["pytest"], size, p._avg["pytest"])
         elif roll < 0.75:
@@ -413,23 +523,33 @@ class RolloutWriter:
         elif roll < 0.83:
             cmd, text = f"git log -p -n {r.randint(1, 20)} -- {path}", p.lines(p.shell["git"], size, p._avg["git"])
         elif roll < 0.90:
-            cmd, text = f"tail -n {r.randint(50, 2000)} logs/{r.choice(p.idents)}.log", p.lines(p.shell["log"], size, p._avg["log"])
+            cmd, text = (
+                f"tail -n {r.randint(50, 2000)} logs/{r.choice(p.idents)}.log",
+                p.lines(p.shell["log"], size, p._avg["log"]),
+            )
         elif roll < 0.95:
             cmd, text = f"curl -s localhost:{r.randint(3000, 9000)}/api/{r.choice(p.idents)} | jq .", p.json_text(size)
         else:
-            cmd, text = f"cargo build 2>&1 | tail -n {r.randint(20, 400)}", p.lines(p.shell["build"], size, p._avg["build"])
+            cmd, text = (
+                f"cargo build 2>&1 | tail -n {r.randint(20, 400)}",
+                p.lines(p.shell["build"], size, p._avg["build"]),
+            )
         if r.random() < 0.85:
             args = {"command": ["bash", "-lc", cmd], "workdir": cwd, "timeout_ms": r.choice([10000, 60000, 120000])}
             self.item({"type": "function_call", "name": "shell", "arguments": self.dumps(args), "call_id": call_id})
         else:
             args = {"command": cmd, "workdir": cwd}
-            self.item({"type": "function_call", "name": "shell_command", "arguments": self.dumps(args), "call_id": call_id})
+            self.item(
+                {"type": "function_call", "name": "shell_command", "arguments": self.dumps(args), "call_id": call_id}
+            )
         self._output("function_call_output", call_id, text, 0 if r.random() < 0.85 else r.choice([1, 2, 101, 127]))
 
     def _output(self, ptype: str, call_id: str, text: str, code: int) -> None:
         r = self.r
         if r.random() < 0.5:  # older Codex: a JSON string {"output", "metadata"}
-            out = self.dumps({"output": text, "metadata": {"exit_code": code, "duration_seconds": round(r.random() * 9, 1)}})
+            out = self.dumps(
+                {"output": text, "metadata": {"exit_code": code, "duration_seconds": round(r.random() * 9, 1)}}
+            )
         else:  # newer Codex: plain text with an "Exit code" header
             out = f"Exit code: {code}\nWall time: {r.random() * 9:.1f} seconds\nOutput:\n{text}"
         self.item({"type": ptype, "call_id": call_id, "output": out})
@@ -445,8 +565,10 @@ def generate(path: Path, target_mb: float, seed: int) -> dict:
     print(f"  text pools built in {time.perf_counter() - t0:.1f} s", flush=True)
     target = int(target_mb * MB)
     ids, largest = [], 0
-    with open(path, "wb", buffering=8 << 20) as f, \
-            tqdm(total=target, unit="B", unit_scale=True, desc="generate", mininterval=1.0) as bar:
+    with (
+        open(path, "wb", buffering=8 << 20) as f,
+        tqdm(total=target, unit="B", unit_scale=True, desc="generate", mininterval=1.0) as bar,
+    ):
         w = RolloutWriter(f, pools, rng)
         while w.bytes < target:
             before = w.bytes
@@ -457,8 +579,16 @@ def generate(path: Path, target_mb: float, seed: int) -> dict:
             largest = max(largest, w.bytes - before)
             bar.update(w.bytes - before)
     assert len(set(ids)) == len(ids)
-    return {"path": str(path), "seed": seed, "target_mb": target_mb, "bytes": w.bytes, "lines": w.lines,
-            "sessions": len(ids), "largest_session_bytes": largest, "seconds": time.perf_counter() - t0}
+    return {
+        "path": str(path),
+        "seed": seed,
+        "target_mb": target_mb,
+        "bytes": w.bytes,
+        "lines": w.lines,
+        "sessions": len(ids),
+        "largest_session_bytes": largest,
+        "seconds": time.perf_counter() - t0,
+    }
 
 
 # =========================================================================== children
@@ -473,8 +603,8 @@ def cpu_seconds() -> float:
 
 def child(mode: str, path: str) -> dict:
     """One measurement in this (fresh) process; returns a JSON-able dict."""
-    from compaction_lab.ingest import ImportReport, load_sessions
     from compaction_lab.core.session import CONTEXT_KINDS
+    from compaction_lab.ingest import ImportReport, load_sessions
 
     out: dict = {"mode": mode}
     if mode == "import":
@@ -517,24 +647,40 @@ def child(mode: str, path: str) -> dict:
             cpu += cpu_seconds() - c0
             tokens += sum(map(len, encoded))
             del encoded
-        out.update(seconds=seconds, cpu_seconds=cpu, text_bytes=text_bytes, tokens=tokens, texts=texts_n, threads=threads)
+        out.update(
+            seconds=seconds, cpu_seconds=cpu, text_bytes=text_bytes, tokens=tokens, texts=texts_n, threads=threads
+        )
     else:
         raise SystemExit(f"unknown child mode {mode!r}")
-    out.update(sessions=rep.sessions, records=rep.records, skipped=rep.n_skipped, reasons=dict(rep.reasons),
-               baseline_rss_mib=base, peak_rss_mib=own_peak_rss_mb(), ru_maxrss_mib=peak_rss_mb())
+    out.update(
+        sessions=rep.sessions,
+        records=rep.records,
+        skipped=rep.n_skipped,
+        reasons=dict(rep.reasons),
+        baseline_rss_mib=base,
+        peak_rss_mib=own_peak_rss_mb(),
+        ru_maxrss_mib=peak_rss_mb(),
+    )
     return out
 
 
 def run_child(mode: str, path: Path) -> dict:
     print(f"  [{mode}] fresh subprocess ...", flush=True)
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", mode, str(path)],
-                          stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent)
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--child", mode, str(path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parent,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"child {mode} failed with exit code {proc.returncode}")
     res = json.loads(proc.stdout.strip().splitlines()[-1])
-    print(f"  [{mode}] {res['seconds']:.1f} s timed ({time.perf_counter() - t0:.1f} s wall), "
-          f"peak RSS {res['peak_rss_mib']:.0f} MiB", flush=True)
+    print(
+        f"  [{mode}] {res['seconds']:.1f} s timed ({time.perf_counter() - t0:.1f} s wall), "
+        f"peak RSS {res['peak_rss_mib']:.0f} MiB",
+        flush=True,
+    )
     return res
 
 
@@ -557,7 +703,9 @@ def main(argv: list[str] | None = None) -> int:
     repeat = max(1, int(os.environ.get("BENCH_IMPORT_REPEAT") or 2))
     load1 = os.getloadavg()[0]
     if load1 > 0.5:
-        print(f"note: load average {load1:.2f} before starting; other work on this machine skews throughput", flush=True)
+        print(
+            f"note: load average {load1:.2f} before starting; other work on this machine skews throughput", flush=True
+        )
     workdir = Path(args.dir or tempfile.mkdtemp(prefix="bench_import_"))
     workdir.mkdir(parents=True, exist_ok=True)
     free_mb = shutil.disk_usage(workdir).free / MB
@@ -570,9 +718,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"generating a {size_mb:.0f} MB Codex rollout (seed {seed}) at {path}", flush=True)
         gen = generate(path, size_mb, seed)
         file_mb = gen["bytes"] / MB
-        print(f"  {file_mb:.1f} MB, {gen['lines']:,} lines, {gen['sessions']} sessions "
-              f"(largest {gen['largest_session_bytes'] / MB:.1f} MB) in {gen['seconds']:.1f} s "
-              f"({file_mb / gen['seconds']:.0f} MB/s)", flush=True)
+        print(
+            f"  {file_mb:.1f} MB, {gen['lines']:,} lines, {gen['sessions']} sessions "
+            f"(largest {gen['largest_session_bytes'] / MB:.1f} MB) in {gen['seconds']:.1f} s "
+            f"({file_mb / gen['seconds']:.0f} MB/s)",
+            flush=True,
+        )
 
         # Flush the new file's dirty pages first: otherwise the kernel writes them back
         # during the first measurement and steals its CPU (seen: tally 13.6 s, then 8.1 s).
@@ -584,7 +735,7 @@ def main(argv: list[str] | None = None) -> int:
         imp = run_child("import", path)
         # tally and raw alternate, the fastest of each kept: both see the same machine noise
         tal = raw = None
-        for i in range(repeat):
+        for _i in range(repeat):
             t, r = run_child("tally", path), run_child("raw", path)
             tal = t if tal is None or t["seconds"] < tal["seconds"] else tal
             raw = r if raw is None or r["seconds"] < raw["seconds"] else raw
@@ -593,31 +744,67 @@ def main(argv: list[str] | None = None) -> int:
         rss_label = f"< {rss_target:.0f} MiB (25% of file, min {RSS_FLOOR_MIB:.0f})"
         text_mb = raw["text_bytes"] / MB
 
-        res.add("generated file", file_mb, "MB", f"{gen['sessions']} sessions, largest {gen['largest_session_bytes'] / MB:.1f} MB")
+        res.add(
+            "generated file",
+            file_mb,
+            "MB",
+            f"{gen['sessions']} sessions, largest {gen['largest_session_bytes'] / MB:.1f} MB",
+        )
         res.add("generation speed", file_mb / gen["seconds"], "MB/s")
-        res.add("text bytes per file byte", raw["text_bytes"] / gen["bytes"], "ratio", f"{text_mb:.0f} MB of record text")
+        res.add(
+            "text bytes per file byte", raw["text_bytes"] / gen["bytes"], "ratio", f"{text_mb:.0f} MB of record text"
+        )
         for name, r in (("import", imp), ("import+tally", tal), ("raw tokenizer (import untimed)", raw)):
             ok = r["sessions"] == gen["sessions"] and r["skipped"] == 0
-            res.add(f"{name}: sessions imported", r["sessions"], "",
-                    f"== {gen['sessions']}, 0 skipped" + ("" if r["skipped"] == 0 else f" (skipped {r['reasons']})"), ok)
+            res.add(
+                f"{name}: sessions imported",
+                r["sessions"],
+                "",
+                f"== {gen['sessions']}, 0 skipped" + ("" if r["skipped"] == 0 else f" (skipped {r['reasons']})"),
+                ok,
+            )
 
         res.add("import throughput", file_mb / imp["seconds"], "MB/s", f"file MB/s ({imp['seconds']:.1f} s)")
         res.add("import peak RSS", imp["peak_rss_mib"], "MiB", rss_label, imp["peak_rss_mib"] < rss_target)
         res.add("  (baseline before reading)", imp["baseline_rss_mib"], "MiB")
 
         tal_rate, raw_rate = text_mb / tal["seconds"], text_mb / raw["seconds"]
-        res.add("import+tally throughput", tal_rate, "text-MB/s", f"{file_mb / tal['seconds']:.1f} file-MB/s ({tal['seconds']:.1f} s)")
-        res.add("raw tiktoken throughput", raw_rate, "text-MB/s",
-                f"encode_ordinary_batch, {raw['threads']} threads ({raw['seconds']:.1f} s)")
+        res.add(
+            "import+tally throughput",
+            tal_rate,
+            "text-MB/s",
+            f"{file_mb / tal['seconds']:.1f} file-MB/s ({tal['seconds']:.1f} s)",
+        )
+        res.add(
+            "raw tiktoken throughput",
+            raw_rate,
+            "text-MB/s",
+            f"encode_ordinary_batch, {raw['threads']} threads ({raw['seconds']:.1f} s)",
+        )
         ratio = tal_rate / raw_rate
         res.add("import+tally / raw tokenizer", ratio, "x", f">= {RATIO_TARGET}x (wall time)", ratio >= RATIO_TARGET)
-        res.add("  same, by CPU time", raw["cpu_seconds"] / tal["cpu_seconds"], "x",
-                f"tally {tal['cpu_seconds']:.1f} CPU-s (import alone {imp['cpu_seconds']:.1f}), raw {raw['cpu_seconds']:.1f} CPU-s")
+        res.add(
+            "  same, by CPU time",
+            raw["cpu_seconds"] / tal["cpu_seconds"],
+            "x",
+            f"tally {tal['cpu_seconds']:.1f} CPU-s (import alone {imp['cpu_seconds']:.1f}), raw {raw['cpu_seconds']:.1f} CPU-s",
+        )
         res.add("tally peak RSS", tal["peak_rss_mib"], "MiB", rss_label, tal["peak_rss_mib"] < rss_target)
         res.add("  (baseline before reading)", tal["baseline_rss_mib"], "MiB")
-        res.add("tokens counted (tally == raw)", tal["tokens"], "tokens", f"raw: {raw['tokens']}", tal["tokens"] == raw["tokens"])
-        res.add("tally tokenizer-worker peak RSS", tal.get("worker_peak_rss_mib", 0), "MiB", rss_label,
-                tal.get("worker_peak_rss_mib", 0) < rss_target)
+        res.add(
+            "tokens counted (tally == raw)",
+            tal["tokens"],
+            "tokens",
+            f"raw: {raw['tokens']}",
+            tal["tokens"] == raw["tokens"],
+        )
+        res.add(
+            "tally tokenizer-worker peak RSS",
+            tal.get("worker_peak_rss_mib", 0),
+            "MiB",
+            rss_label,
+            tal.get("worker_peak_rss_mib", 0) < rss_target,
+        )
         res.add("raw tokenizer peak RSS", raw["peak_rss_mib"], "MiB")
         res.add("load average at start", load1, "", f"{os.cpu_count()} CPUs; tally/raw best of {repeat}")
     finally:

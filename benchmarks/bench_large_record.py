@@ -67,7 +67,11 @@ def build_session(dest: Path, mb: int = DEFAULT_MB, seed: int = SEED) -> int:
             content = (obj.get("message") or {}).get("content")
             if not done and isinstance(content, list):
                 for block in content:
-                    if isinstance(block, dict) and block.get("type") == "tool_result" and isinstance(block.get("content"), str):
+                    if (
+                        isinstance(block, dict)
+                        and block.get("type") == "tool_result"
+                        and isinstance(block.get("content"), str)
+                    ):
                         block["content"] = blob
                         done = True
                         break
@@ -110,8 +114,17 @@ def tree_peak(root: psutil.Process, stop: threading.Event, out: dict) -> None:
 def run_chain(session: Path, results: Path) -> tuple[int, float, float, str]:
     """Run the my_sessions chain on `session`; returns (exit code, seconds, peak tree RSS MB, stderr tail)."""
     exe = Path(sys.executable).with_name("compaction-lab")
-    cmd = [str(exe), "run", "--profile", "my_sessions", "--set", f"session_paths=[{session}]",
-           "--results", str(results), "--quiet"]
+    cmd = [
+        str(exe),
+        "run",
+        "--profile",
+        "my_sessions",
+        "--set",
+        f"session_paths=[{session}]",
+        "--results",
+        str(results),
+        "--quiet",
+    ]
     stats: dict = {"peak_mb": 0.0}
     stop = threading.Event()
     t0 = time.perf_counter()

@@ -20,8 +20,8 @@ from pathlib import Path
 from _common import Results, timed
 
 from compaction_lab import composition
-from compaction_lab.ingest import synthetic
 from compaction_lab.core.tokens import TokenCounter
+from compaction_lab.ingest import synthetic
 
 
 def main() -> int:
@@ -49,20 +49,33 @@ def main() -> int:
 
     exe = Path(sys.executable).with_name("compaction-lab")
     with tempfile.TemporaryDirectory() as tmp, timed() as t:
-        r = subprocess.run([str(exe), "run", "--profile", "smoke", "--results", tmp, "--quiet"],
-                           capture_output=True, text=True, timeout=600)
+        r = subprocess.run(
+            [str(exe), "run", "--profile", "smoke", "--results", tmp, "--quiet"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     if r.returncode != 0:
         print(r.stderr[-3000:], file=sys.stderr)
     res.add("smoke profile end to end", t["seconds"], "s", "< 60 s", r.returncode == 0 and t["seconds"] < 60)
 
     # What `make run` costs once set-up is done: the same command the Makefile runs.
     with tempfile.TemporaryDirectory() as tmp, timed() as t:
-        r = subprocess.run([str(exe), "run", "--profile", "default", "--results", tmp, "--quiet"],
-                           capture_output=True, text=True, timeout=1800)
+        r = subprocess.run(
+            [str(exe), "run", "--profile", "default", "--results", tmp, "--quiet"],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
     if r.returncode != 0:
         print(r.stderr[-3000:], file=sys.stderr)
-    res.add("make run (default profile, 01-06 + report)", t["seconds"], "s", "< 300 s",
-            r.returncode == 0 and t["seconds"] < 300)
+    res.add(
+        "make run (default profile, 01-06 + report)",
+        t["seconds"],
+        "s",
+        "< 300 s",
+        r.returncode == 0 and t["seconds"] < 300,
+    )
     return res.finish()
 
 

@@ -12,9 +12,9 @@ import sys
 from _common import Results, timed
 
 from compaction_lab import strategies, summarize
+from compaction_lab.core.tokens import counter
 from compaction_lab.ingest import synthetic
 from compaction_lab.strategies import CompactionContext
-from compaction_lab.core.tokens import counter
 
 TARGET_S = 1.0
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import builtins
+import errno
+import os
+import stat
 
 import pytest
 
@@ -10,6 +14,7 @@ from compaction_lab.core.session import Record, Session
 
 #: The local llama.cpp server fixture (`llm_server`) for the tests that need a real model.
 pytest_plugins = ["llm_server"]
+
 
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
@@ -29,7 +34,11 @@ def make_session(items: list[tuple], session_id: str = "s1", source_format: str 
     for i, item in enumerate(items):
         kind, text = item[0], item[1]
         extra = item[2] if len(item) > 2 else {}
-        recs.append(Record(session_id=session_id, entry_id=f"e{i}", block_index=0, source_order=i, kind=kind, text=text, **extra))
+        recs.append(
+            Record(
+                session_id=session_id, entry_id=f"e{i}", block_index=0, source_order=i, kind=kind, text=text, **extra
+            )
+        )
     return Session(id=session_id, source_format=source_format, records=tuple(recs))
 
 
@@ -40,8 +49,16 @@ def small_session() -> Session:
             ("system", "You are a coding agent."),
             ("user", "Add a retry to the payments client."),
             ("assistant", "I will read payments/client.py first."),
-            ("tool_call", 'read_file {"path": "payments/client.py"}', {"tool": "read_file", "target": "payments/client.py", "call_id": "c1"}),
-            ("tool_output", "import httpx\n\nclass PaymentsClient:\n    pass\n" * 20, {"tool": "read_file", "target": "payments/client.py", "call_id": "c1"}),
+            (
+                "tool_call",
+                'read_file {"path": "payments/client.py"}',
+                {"tool": "read_file", "target": "payments/client.py", "call_id": "c1"},
+            ),
+            (
+                "tool_output",
+                "import httpx\n\nclass PaymentsClient:\n    pass\n" * 20,
+                {"tool": "read_file", "target": "payments/client.py", "call_id": "c1"},
+            ),
             ("meta", "model_change gpt-x"),
         ]
     )
@@ -60,8 +77,14 @@ class FakeProvider:
     usage : (input, cached, output) tokens it reports.
     """
 
-    def __init__(self, text: str = "SUMMARY TEXT", name: str = "fake", stand_in: bool = False,
-                 error: Exception | None = None, usage: tuple[int, int, int] = (1000, 0, 10)):
+    def __init__(
+        self,
+        text: str = "SUMMARY TEXT",
+        name: str = "fake",
+        stand_in: bool = False,
+        error: Exception | None = None,
+        usage: tuple[int, int, int] = (1000, 0, 10),
+    ):
         self.text, self.name, self.stand_in, self.error, self.usage = text, name, stand_in, error, usage
         self.requests: list = []
 
@@ -73,3 +96,41 @@ class FakeProvider:
             raise self.error
         inp, cached, out = self.usage
         return SummaryResult(self.text, input_tokens=inp, cached_tokens=cached, output_tokens=out)
+
+
+# --------------------------------------------------------------------------- permission bits, even as root
+
+
+def _owner_denied(path, bit: int) -> bool:
+    try:
+        return not os.stat(path).st_mode & bit
+    except (OSError, TypeError, ValueError):
+        return False
+
+
+@pytest.fixture
+def permission_bits(monkeypatch):
+    """Make the owner's read permission bite even for root.
+
+    The suite may run as root, for whom ``chmod 000`` denies nothing: this fixture makes the owner's read
+    bit bite in the library's one ``open`` (`ingest.base`) and in ``os.scandir``, as the kernel does for
+    everyone else. As a normal user it does nothing and the kernel denies for real.
+    """
+    from compaction_lab.ingest import base
+
+    if os.geteuid() != 0:
+        return
+    real_open, real_scandir = builtins.open, os.scandir
+
+    def guarded_open(file, mode="r", *args, **kwargs):
+        if not isinstance(file, int) and "r" in mode and _owner_denied(file, stat.S_IRUSR):
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(file))
+        return real_open(file, mode, *args, **kwargs)
+
+    def guarded_scandir(path="."):
+        if not isinstance(path, int) and _owner_denied(path, stat.S_IRUSR):
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(base, "open", guarded_open, raising=False)
+    monkeypatch.setattr(os, "scandir", guarded_scandir)

@@ -44,14 +44,23 @@ class Scripted:
     delay: float = 0.0
 
 
-def completion(content: str | None = "ok", *, tool_calls: list | None = None, usage: dict | None = None,
-               finish_reason: str = "stop", model: str = "fake-model") -> dict[str, Any]:
+def completion(
+    content: str | None = "ok",
+    *,
+    tool_calls: list | None = None,
+    usage: dict | None = None,
+    finish_reason: str = "stop",
+    model: str = "fake-model",
+) -> dict[str, Any]:
     """A chat-completion response body."""
     msg: dict[str, Any] = {"role": "assistant", "content": content}
     if tool_calls:
         msg["tool_calls"] = tool_calls
     return {
-        "id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": model,
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
         "choices": [{"index": 0, "message": msg, "finish_reason": finish_reason}],
         "usage": usage if usage is not None else {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
     }
@@ -63,9 +72,11 @@ def _echo(body: Any) -> dict[str, Any]:
         if isinstance(m, dict) and m.get("role") == "user":
             last = str(m.get("content"))
     n = len(json.dumps(body, sort_keys=True))
-    return completion(f"echo: {last}", usage={"prompt_tokens": n // 4, "completion_tokens": 3,
-                                              "total_tokens": n // 4 + 3},
-                      model=str((body or {}).get("model", "fake-model")))
+    return completion(
+        f"echo: {last}",
+        usage={"prompt_tokens": n // 4, "completion_tokens": 3, "total_tokens": n // 4 + 3},
+        model=str((body or {}).get("model", "fake-model")),
+    )
 
 
 class FakeOpenAIServer:
@@ -93,7 +104,7 @@ class FakeOpenAIServer:
 
     # ------------------------------------------------------------------ control
 
-    def script(self, *responses: Scripted) -> "FakeOpenAIServer":
+    def script(self, *responses: Scripted) -> FakeOpenAIServer:
         """Queue answers for the next requests, in order."""
         with self._lock:
             self._queue.extend(responses)
@@ -116,7 +127,7 @@ class FakeOpenAIServer:
         with self._lock:
             return [r["fingerprint"] for r in self.requests]
 
-    def start(self) -> "FakeOpenAIServer":
+    def start(self) -> FakeOpenAIServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -125,10 +136,10 @@ class FakeOpenAIServer:
             def log_message(self, *args: Any) -> None:  # keep test output quiet
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            def do_POST(self) -> None:
                 server._handle(self)
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 self.send_response(404)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -138,8 +149,9 @@ class FakeOpenAIServer:
         # A client that timed out closes the socket while we still sleep; that's expected here.
         self._httpd.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
         # A short poll interval: shutdown() waits up to one interval, and every test stops a server.
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
-                                        name="fake-openai", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, name="fake-openai", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -149,7 +161,7 @@ class FakeOpenAIServer:
             self._httpd.server_close()
             self._httpd = None
 
-    def __enter__(self) -> "FakeOpenAIServer":
+    def __enter__(self) -> FakeOpenAIServer:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
@@ -167,8 +179,9 @@ class FakeOpenAIServer:
         headers = {k.lower(): v for k, v in h.headers.items() if k.lower() != "authorization"}
         fp = fingerprint(body)
         with self._lock:
-            self.requests.append({"path": h.path, "headers": headers, "body": body, "fingerprint": fp,
-                                  "time": time.monotonic()})
+            self.requests.append(
+                {"path": h.path, "headers": headers, "body": body, "fingerprint": fp, "time": time.monotonic()}
+            )
             self.authorizations.append(h.headers.get("Authorization"))
             scripted = self._queue.popleft() if self._queue else None
             self.in_flight += 1

@@ -49,6 +49,7 @@ MODEL_ALIAS = "SmolLM2-135M-Instruct"
 CHAT_FORMAT: str | None = None
 STARTUP_TIMEOUT = 60.0
 
+
 def in_ci() -> bool:
     """True when the environment says CI (``CI`` set to anything but empty/0/false/no)."""
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
@@ -108,7 +109,9 @@ def start_server(
         fd, log_name = tempfile.mkstemp(prefix="llama-server-", suffix=".log")
         log_path = Path(log_name)
         with os.fdopen(fd, "wb") as log:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=_server_env())
+            proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=_server_env()
+            )
         proc.log_path = log_path  # type: ignore[attr-defined]
         base_url = f"http://127.0.0.1:{chosen}/v1"
         try:
@@ -140,8 +143,7 @@ def _wait_ready(proc: subprocess.Popen, base_url: str, timeout: float) -> None:
             pass
         if time.monotonic() > deadline:
             raise RuntimeError(
-                f"llama_cpp.server did not answer {base_url}/models within {timeout:.0f} s:\n"
-                f"{_tail(log_path)}"
+                f"llama_cpp.server did not answer {base_url}/models within {timeout:.0f} s:\n{_tail(log_path)}"
             )
         time.sleep(0.2)
 
@@ -199,8 +201,7 @@ def require_llama_server() -> None:
     """Skip (locally, without the ``llm`` extra) or fail (under CI, or half-installed)."""
     if not llama_cpp_installed():
         msg = (
-            "llama-cpp-python is not installed (the `llm` extra): `make test` builds it, "
-            "or pip install -e '.[dev,llm]'"
+            "llama-cpp-python is not installed (the `llm` extra): `make test` builds it, or pip install -e '.[dev,llm]'"
         )
         if in_ci():
             pytest.fail(f"CI is set but {msg}", pytrace=False)

@@ -11,27 +11,35 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_FIXTURES, FakeProvider, make_session
 
 from compaction_lab import strategies
-from compaction_lab.ingest import load_sessions, synthetic
 from compaction_lab.core.projection import AUTHORED_KINDS, STAND_IN_LABEL
+from compaction_lab.core.tokens import counter
+from compaction_lab.ingest import load_sessions, synthetic
 from compaction_lab.strategies import aider as ad
 from compaction_lab.strategies.base import CallShape, CompactionContext
 from compaction_lab.summarize import NoneProvider, SummaryUnavailable
 from compaction_lab.summarize.extractive import ExtractiveProvider, conversation, empty_template
-from compaction_lab.core.tokens import counter
-
-from conftest import SHARED_FIXTURES, FakeProvider, make_session
 
 NAME = "aider"
-SHAPE = CallShape("test", "You are a test agent.",
-                  ({"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}},))
+SHAPE = CallShape(
+    "test",
+    "You are a test agent.",
+    ({"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}},),
+)
 LOCAL_FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def ctx_for(window=128_000, output=32_000, summarizer=None, input_limit=None, **params) -> CompactionContext:
-    return CompactionContext(window=window, output_ceiling=output, shape=SHAPE, input_limit=input_limit,
-                             summarizer=summarizer or FakeProvider(), params=params)
+    return CompactionContext(
+        window=window,
+        output_ceiling=output,
+        shape=SHAPE,
+        input_limit=input_limit,
+        summarizer=summarizer or FakeProvider(),
+        params=params,
+    )
 
 
 def words(tag: str, n: int) -> str:
@@ -93,8 +101,14 @@ def test_port_initialization():
 def test_port_too_big():
     """test_history.py::test_too_big (history.py:15-18: strictly greater than max_tokens)."""
     s = chat_summary()
-    assert not s.too_big(msgs_of([{"role": "user", "content": "This is a short message"},
-                                  {"role": "assistant", "content": "This is also a short message"}]))
+    assert not s.too_big(
+        msgs_of(
+            [
+                {"role": "user", "content": "This is a short message"},
+                {"role": "assistant", "content": "This is also a short message"},
+            ]
+        )
+    )
     assert s.too_big(msgs_of([{"role": "user", "content": " ".join(["word"] * 101)}]))
     assert not s.too_big(msgs_of([{"role": "user", "content": " ".join(["word"] * 100)}]))
 
@@ -109,16 +123,24 @@ def test_port_summarize_all():
     """test_history.py::test_summarize_all: the answer, prefixed, as one user message."""
     m = msgs_of([{"role": "user", "content": "Hello world"}, {"role": "assistant", "content": "Hi there"}])
     assert as_dicts(chat_summary().summarize_all(m)) == [
-        {"role": "user", "content": "I spoke to you previously about a number of things.\nThis is a summary"}]
+        {"role": "user", "content": "I spoke to you previously about a number of things.\nThis is a summary"}
+    ]
 
 
 def test_port_summarize():
     """test_history.py::test_summarize: 200 messages, max_tokens 100 → shorter, summary first."""
-    m = msgs_of([d for i in range(100) for d in ({"role": "user", "content": f"Message {i}"},
-                                                  {"role": "assistant", "content": f"Response {i}"})])
+    m = msgs_of(
+        [
+            d
+            for i in range(100)
+            for d in ({"role": "user", "content": f"Message {i}"}, {"role": "assistant", "content": f"Response {i}"})
+        ]
+    )
     s = chat_summary()
-    s.summarize_all = lambda messages, depth=0, lost=(): (s.log.append({}),  # noqa: E731
-                                                         [ad.Msg("user", [("summary", "Summary", None, None)])])[1]
+    s.summarize_all = lambda messages, depth=0, lost=(): (
+        s.log.append({}),
+        [ad.Msg("user", [("summary", "Summary", None, None)])],
+    )[1]
     result = s.summarize(m)
     assert isinstance(result, list) and 0 < len(result) < len(m)
     assert result[0].content == "Summary"
@@ -139,8 +161,9 @@ def test_port_fallback_to_second_model():
     m = msgs_of([{"role": "user", "content": "Hello world"}, {"role": "assistant", "content": "Hi there"}])
     out = chat_summary([model1, model2]).summarize_all(m)
     assert calls == [1, 2]
-    assert as_dicts(out) == [{"role": "user", "content":
-                              "I spoke to you previously about a number of things.\nSummary from Model 2"}]
+    assert as_dicts(out) == [
+        {"role": "user", "content": "I spoke to you previously about a number of things.\nSummary from Model 2"}
+    ]
 
 
 def test_all_models_fail_raises():
@@ -155,8 +178,13 @@ def test_all_models_fail_raises():
 def test_split_keeps_under_half_and_head_ends_with_an_assistant_message():
     """history.py:46-64: tail while ``tail + tokens < max_tokens // 2``; split moved back until the head
     ends with an assistant message; ``summary + tail`` returned when under max_tokens."""
-    m = msgs_of([d for i in range(20) for d in ({"role": "user", "content": "u " * 9},
-                                                 {"role": "assistant", "content": "a " * 9})])
+    m = msgs_of(
+        [
+            d
+            for i in range(20)
+            for d in ({"role": "user", "content": "u " * 9}, {"role": "assistant", "content": "a " * 9})
+        ]
+    )
     heads = []
     s = chat_summary([lambda c, h: heads.append(h) or "S"])
     out = s.summarize(m)
@@ -179,8 +207,13 @@ def test_short_history_or_deep_recursion_summarises_everything():
 def test_recursion_when_summary_and_tail_still_too_big():
     """history.py:89-96: a summary that with the tail reaches max_tokens is summarised again, depth + 1;
     depth > 3 summarises everything."""
-    m = msgs_of([d for i in range(20) for d in ({"role": "user", "content": "u " * 9},
-                                                 {"role": "assistant", "content": "a " * 9})])
+    m = msgs_of(
+        [
+            d
+            for i in range(20)
+            for d in ({"role": "user", "content": "u " * 9}, {"role": "assistant", "content": "a " * 9})
+        ]
+    )
     s = chat_summary([lambda c, h: "long " * 80])
     s.summarize(m)
     assert [e["depth"] for e in s.log][:2] == [0, 1]
@@ -189,8 +222,13 @@ def test_recursion_when_summary_and_tail_still_too_big():
 def test_head_cut_to_the_summary_models_input_limit():
     """history.py:72-87: the head is kept oldest first up to the model's max_input_tokens − 512; the rest of
     the head is lost (neither summarised nor kept)."""
-    m = msgs_of([d for i in range(20) for d in ({"role": "user", "content": f"u{i} " * 9},
-                                                 {"role": "assistant", "content": f"a{i} " * 9})])
+    m = msgs_of(
+        [
+            d
+            for i in range(20)
+            for d in ({"role": "user", "content": f"u{i} " * 9}, {"role": "assistant", "content": f"a{i} " * 9})
+        ]
+    )
     heads = []
     s = chat_summary([lambda c, h: heads.append(h) or "S"], max_input=512 + 50)
     out = s.summarize(m)
@@ -200,8 +238,13 @@ def test_head_cut_to_the_summary_models_input_limit():
 
 def test_transcript_headings_and_skipped_roles():
     """history.py:99-107: ``# USER`` / ``# ASSISTANT`` then the content, newline-terminated; other roles skipped."""
-    m = msgs_of([{"role": "system", "content": "SYS"}, {"role": "user", "content": "hi"},
-                 {"role": "assistant", "content": "yo\n"}])
+    m = msgs_of(
+        [
+            {"role": "system", "content": "SYS"},
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "yo\n"},
+        ]
+    )
     assert ad.transcript(m) == "# USER\nhi\n# ASSISTANT\nyo\n"
 
 
@@ -281,8 +324,10 @@ def test_next_request_summary_then_done_tail_then_current_exchange():
     msgs = p.messages() if callable(p.messages) else p.messages
     assert [m["role"] for m in msgs[:2]] == ["system", "user"]
     assert msgs[1]["content"] == "I spoke to you previously about a number of things.\nI asked you to do X."
-    assert msgs[-2:] == [{"role": "user", "content": "final question"},
-                         {"role": "assistant", "content": "working on it"}]
+    assert msgs[-2:] == [
+        {"role": "user", "content": "final question"},
+        {"role": "assistant", "content": "working on it"},
+    ]
     tail = [s for s in p.segments if s.kind == "tail"]
     assert tail and tail[0].role == "user"  # the head ended with an assistant message
     log = p.notes["summary_log"][0]
@@ -308,7 +353,9 @@ def test_switch_mode_summarises_everything_done():
     (req,) = prov.requests
     assert "u0:" in req.messages[0]["content"] and "u2:" in req.messages[0]["content"]
     assert kinds(p)[2] == "summary" and [s.text for s in p.segments if s.kind == "tail"] == [
-        "final question", "working on it"]
+        "final question",
+        "working on it",
+    ]
 
 
 def test_failure_drops_the_done_history_as_upstream():
@@ -337,12 +384,19 @@ def test_failure_alternatives_are_parameters():
 def test_tool_records_as_run_output():
     """commands.py:1013-1044 (``/run``): a user message in ``prompts.run_output`` form and an assistant "Ok.";
     the tool call is text of the assistant reply."""
-    items = [("user", "run it"), ("assistant", "running"),
-             *bash("c1", "pytest -q", "1 failed: AssertionError"), ("user", "now?"), ("assistant", "ok")]
+    items = [
+        ("user", "run it"),
+        ("assistant", "running"),
+        *bash("c1", "pytest -q", "1 failed: AssertionError"),
+        ("user", "now?"),
+        ("assistant", "ok"),
+    ]
     p = compact(make_session(items), ctx_for(summarizer=FakeProvider(), mode="switch"))
     text = p.summary_request.messages[0]["content"]
-    assert ("# USER\nI ran this command:\n\npytest -q\n\nAnd got this output:\n\n1 failed: AssertionError\n"
-            "# ASSISTANT\nOk.\n") in text
+    assert (
+        "# USER\nI ran this command:\n\npytest -q\n\nAnd got this output:\n\n1 failed: AssertionError\n"
+        "# ASSISTANT\nOk.\n"
+    ) in text
     assert '# ASSISTANT\nbash {"command": "pytest -q"}\n' in text
     drop = compact(make_session(items), ctx_for(summarizer=FakeProvider(), mode="switch", tool_records="drop"))
     assert "pytest" not in drop.summary_request.messages[0]["content"]
@@ -361,10 +415,20 @@ def test_extractive_reader_reads_the_aider_transcript():
     req = ad.Aider().summary_request(
         "# USER\nI spoke to you previously about a number of things.\nOLD\n# USER\nfix a.py\n# ASSISTANT\nok\n\n"
         'bash {"command": "ls"}\n# USER\nI ran this command:\n\nls\n\nAnd got this output:\n\nError: boom\n'
-        "# ASSISTANT\nOk.\n", [], ctx_for(), 500)
+        "# ASSISTANT\nOk.\n",
+        [],
+        ctx_for(),
+        500,
+    )
     blocks = [(b.role, b.text) for b in conversation(req)]
-    assert blocks == [("summary", "OLD"), ("user", "fix a.py"), ("assistant", "ok"),
-                      ("tool_call", 'bash {"command": "ls"}'), ("tool_call", "ls"), ("tool_result", "Error: boom")]
+    assert blocks == [
+        ("summary", "OLD"),
+        ("user", "fix a.py"),
+        ("assistant", "ok"),
+        ("tool_call", 'bash {"command": "ls"}'),
+        ("tool_call", "ls"),
+        ("tool_result", "Error: boom"),
+    ]
     p = compact(chat(40, tools=True), ctx_for(summarizer=ExtractiveProvider()))
     (summ,) = [s for s in p.segments if s.kind == "summary"]
     assert summ.label == STAND_IN_LABEL and summ.text.startswith(ad.SUMMARY_PREFIX + "I asked you:")
@@ -444,8 +508,12 @@ def test_every_request_of_the_recursion_is_billed():
     `summary_request`; the cost model bills each (upstream sends each)."""
     from compaction_lab import verify
 
-    p = strategies.compact(verify.canonical_session(), NAME, None,
-                           CompactionContext(summarizer=ExtractiveProvider(), params={"max_chat_history_tokens": 64}))
+    p = strategies.compact(
+        verify.canonical_session(),
+        NAME,
+        None,
+        CompactionContext(summarizer=ExtractiveProvider(), params={"max_chat_history_tokens": 64}),
+    )
     sent = p.requests_sent()
     assert p.notes["summary_calls"] == len(sent) >= 2
     assert sent[-1].request is p.summary_request

@@ -1,9 +1,8 @@
 import pandas as pd
 
-from compaction_lab.strategies import anatomy
 from compaction_lab import strategies
 from compaction_lab.ingest import synthetic
-from compaction_lab.strategies import CompactionContext
+from compaction_lab.strategies import CompactionContext, anatomy
 
 
 def _chains():
@@ -20,7 +19,7 @@ def test_projections_table_has_one_row_per_case_strategy_segment():
     assert set(table["case_id"]) == {f"{s.id}@{len(s.records)}" for s in sessions}
     totals = anatomy.strategy_totals(table)
     assert len(totals) == 4 and (totals["tokens"] > 0).all()
-    for (case, proj) in results:
+    for case, proj in results:
         row = totals[(totals["case_id"] == case.case_id) & (totals["strategy_label"] == anatomy.strategy_label(proj))]
         assert int(row["tokens"].iloc[0]) == proj.tokens
     means = anatomy.mean_tokens_by_strategy(table)

@@ -1,19 +1,26 @@
 import sqlite3
 
 import pytest
-
-from compaction_lab.store import archive
-from compaction_lab.core.session import Session
-
 from conftest import make_session
+
+from compaction_lab.core.session import Session
+from compaction_lab.store import archive
 
 
 def _sessions():
     a = make_session(
         [
             ("user", "Create order for customer cus_77 please."),
-            ("tool_call", 'http_request {"url": "https://api.test/orders"}', {"tool": "http_request", "target": "https://api.test/orders", "call_id": "c1"}),
-            ("tool_output", '{"order": {"id": "ORD-58213-QX", "status": "pending"}}\n', {"tool": "http_request", "target": "https://api.test/orders", "call_id": "c1"}),
+            (
+                "tool_call",
+                'http_request {"url": "https://api.test/orders"}',
+                {"tool": "http_request", "target": "https://api.test/orders", "call_id": "c1"},
+            ),
+            (
+                "tool_output",
+                '{"order": {"id": "ORD-58213-QX", "status": "pending"}}\n',
+                {"tool": "http_request", "target": "https://api.test/orders", "call_id": "c1"},
+            ),
             ("assistant", "The order ORD-58213-QX is pending; I chose the LRU cache."),
         ],
         session_id="sa",
@@ -21,7 +28,11 @@ def _sessions():
     b = make_session(
         [
             ("user", "Run tests/test_cart.py::test_total_rounding"),
-            ("tool_output", "FAILED tests/test_cart.py::test_total_rounding - AssertionError\n  trailing spaces   \n\ttab", {"tool": "bash", "target": "pytest", "is_error": True}),
+            (
+                "tool_output",
+                "FAILED tests/test_cart.py::test_total_rounding - AssertionError\n  trailing spaces   \n\ttab",
+                {"tool": "bash", "target": "pytest", "is_error": True},
+            ),
         ],
         session_id="sb",
     )
@@ -129,8 +140,11 @@ def test_a_path_that_is_not_an_archive_is_refused_untouched(tmp_path, readonly):
     with sqlite3.connect(other) as conn:
         conn.execute("CREATE TABLE calls (id INTEGER)")
     before = other.read_bytes()
-    for path, match in ((tmp_path, "is a folder"), (text, "is not an SQLite database"),
-                        (other, "not an archive of originals")):
+    for path, match in (
+        (tmp_path, "is a folder"),
+        (text, "is not an SQLite database"),
+        (other, "not an archive of originals"),
+    ):
         with pytest.raises(archive.ArchiveError, match=match):
             archive.Archive(path, readonly=readonly)
     assert text.read_text() == "not a database" and other.read_bytes() == before

@@ -7,7 +7,9 @@ import warnings
 from collections import Counter
 
 import pytest
+from conftest import make_session
 
+from compaction_lab.core.tokens import counter
 from compaction_lab.exam.bank import (
     BankShortfallWarning,
     BankSpec,
@@ -27,9 +29,6 @@ from compaction_lab.exam.model import POINTERS, bank_from_jsonl, bank_to_jsonl
 from compaction_lab.ingest import synthetic
 from compaction_lab.ingest.synthetic import PlantedFact, SyntheticChain
 from compaction_lab.strategies.futureos import tail_boundaries
-from compaction_lab.core.tokens import counter
-
-from conftest import make_session
 
 SMALL = synthetic.SyntheticProfile(window_tokens=20_000, n_chains=2)
 SMALL_SPEC = BankSpec(n_cases=4, n_questions=20, n_decoys=2)
@@ -82,7 +81,7 @@ def test_cases_round_robin_over_chains_and_cuts(chains, built):
     cases, _ = built
     ids = [c.session.id for c in chains]
     assert [c.session_id for c in cases] == ids * 3
-    for k, chain in enumerate(chains):
+    for _k, chain in enumerate(chains):
         mine = [c for c in cases if c.session_id == chain.session.id]
         assert [c.id for c in mine] == [f"{chain.session.id}-c{j}" for j in range(3)]
         end = chain.session.records[-1].source_order + 1
@@ -137,7 +136,7 @@ def test_decoy_values_absent_from_every_byte_of_every_chain(chains, built):
         assert q.source_entry_id == "" and q.source_order == -1
         chain = _chain_of(chains, q.case_id.rsplit("-c", 1)[0])
         assert q.answer in {d.value for d in chain.decoys}
-        for blob, text in zip(blobs, texts):
+        for blob, text in zip(blobs, texts, strict=False):
             assert q.answer.encode("utf-8") not in blob
             assert q.answer not in text
             assert q.answer.casefold() not in text.casefold()
@@ -213,8 +212,16 @@ def test_a_different_pointer_mix_changes_the_counts(chains, built):
 
 
 def test_spec_and_keyword_entry_points_agree(chains, built):
-    spec = BankSpec.from_mapping({"n_cases": "18", "seed": 7, "pointer_mix": '{"assistant": 0.8, "user": 0.1, '
-                                  '"tool": 0.1}', "cut_fractions": "1.0, 0.8, 0.6", "window_tokens": 5, "x": None})
+    spec = BankSpec.from_mapping(
+        {
+            "n_cases": "18",
+            "seed": 7,
+            "pointer_mix": '{"assistant": 0.8, "user": 0.1, "tool": 0.1}',
+            "cut_fractions": "1.0, 0.8, 0.6",
+            "window_tokens": 5,
+            "x": None,
+        }
+    )
     assert spec == BankSpec()
     assert bank_to_jsonl(build_bank_from_spec(chains, spec)) == bank_to_jsonl(built[0])
 
@@ -244,7 +251,7 @@ def test_small_profile_bank_works(small_chains):
     real = sum(len(c.real) for c in cases)
     assert real + report.missing_real == 18 and real == report.real_built
     # whatever the facts did not allow is reported, never invented
-    for c, a in zip(cases, report.cases):
+    for c, a in zip(cases, report.cases, strict=False):
         assert len(c.real) == a.real_actual <= a.real_planned
         for p in POINTERS:
             assert a.actual[p] <= a.eligible[p]
@@ -261,7 +268,7 @@ def test_shortfall_reported_without_inventing_questions(small_chains):
     _, report = build_bank_with_report(small_chains, spec)
     assert not report.ok and report.missing_real > 0
     assert report.notes[0].startswith(f"{report.missing_real} of 497 real questions not built")
-    for c, a in zip(cases, report.cases):
+    for c, a in zip(cases, report.cases, strict=False):
         chain = _chain_of(small_chains, c.session_id)
         eligible = {f.value for f in chain.facts if f.source_order < c.tail_start}
         # every eligible fact asked exactly once, nothing else
@@ -309,7 +316,10 @@ def test_split_and_largest_remainder():
     assert split_evenly(170, 18) == [10] * 8 + [9] * 10
     assert split_evenly(8, 18) == [1] * 8 + [0] * 10
     assert largest_remainder(170, {"assistant": 0.8, "user": 0.1, "tool": 0.1}) == {
-        "assistant": 136, "user": 17, "tool": 17}
+        "assistant": 136,
+        "user": 17,
+        "tool": 17,
+    }
     assert largest_remainder(10, {"assistant": 1, "user": 1, "tool": 1}) == {"assistant": 4, "user": 3, "tool": 3}
     assert largest_remainder(7, {"tool": 1}) == {"assistant": 0, "user": 0, "tool": 7}
 
@@ -419,13 +429,37 @@ def test_check_bank_catches_other_corruptions(chains, built):
 def _hand_chain(late_copy: bool) -> SyntheticChain:
     """A two-part session whose answer is planted early and, optionally, repeated in the tail."""
     filler = "word " * 3000
-    items = [("system", "sys"), ("user", "Use port P-7412-XK for the proxy."), ("assistant", filler),
-             ("user", "next"), ("assistant", "the proxy is p-7412-xk" if late_copy else "done")]
+    items = [
+        ("system", "sys"),
+        ("user", "Use port P-7412-XK for the proxy."),
+        ("assistant", filler),
+        ("user", "next"),
+        ("assistant", "the proxy is p-7412-xk" if late_copy else "done"),
+    ]
     s = make_session(items, session_id="hand")
-    fact = PlantedFact("hand-f000", "hand", "user_constraint", "user", "P-7412-XK", (), "e1", 1,
-                       "Which port did the user say to use for the proxy?")
-    decoy = PlantedFact("hand-d00", "hand", "tool_returned_id", "tool", "ORD-00000-QQ", (), "", -1,
-                        "What order ID came back?", is_decoy=True)
+    fact = PlantedFact(
+        "hand-f000",
+        "hand",
+        "user_constraint",
+        "user",
+        "P-7412-XK",
+        (),
+        "e1",
+        1,
+        "Which port did the user say to use for the proxy?",
+    )
+    decoy = PlantedFact(
+        "hand-d00",
+        "hand",
+        "tool_returned_id",
+        "tool",
+        "ORD-00000-QQ",
+        (),
+        "",
+        -1,
+        "What order ID came back?",
+        is_decoy=True,
+    )
     return SyntheticChain(s, (fact,), (decoy,))
 
 
@@ -447,4 +481,3 @@ def test_build_raises_when_a_decoy_is_present():
     bad = dataclasses.replace(chain, decoys=(dataclasses.replace(chain.decoys[0], value="Word \n word"),))
     with pytest.raises(ValueError, match="decoy .* occurs in chain hand"):
         build_bank([bad], n_cases=1, n_questions=2, n_decoys=1, pointer_mix={"user": 1}, tail_tokens=100)
-

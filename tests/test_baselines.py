@@ -8,28 +8,33 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from conftest import SHARED_FIXTURES, make_session
+from conftest import FakeProvider as SharedFakeProvider
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from compaction_lab import strategies
 from compaction_lab.core.projection import AUTHORED_KINDS, STAND_IN_LABEL
 from compaction_lab.core.session import Record, Session
+from compaction_lab.core.tokens import count_tokens
 from compaction_lab.strategies import baselines as bl
 from compaction_lab.strategies.base import CallShape, CompactionContext, history, role_of
-from compaction_lab.summarize import NoneProvider, SummaryUnavailable
-from compaction_lab.summarize.extractive import ExtractiveProvider, empty_template, request_text
-from compaction_lab.core.tokens import count_tokens
+from compaction_lab.summarize import NoneProvider
+from compaction_lab.summarize.extractive import ExtractiveProvider
 
-from conftest import SHARED_FIXTURES, make_session, FakeProvider as SharedFakeProvider
-
-SHAPE = CallShape("test", "You are a test agent.",
-                  ({"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}},))
+SHAPE = CallShape(
+    "test",
+    "You are a test agent.",
+    ({"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}},),
+)
 NAMES = ("full", "truncate-oldest", "observation-masking")  # claude-code: test_claude_code_strategy.py
 FRAME = count_tokens(SHAPE.system_prompt) + count_tokens(SHAPE.tools_text())
 
 
 def ctx_for(window=128_000, output=32_000, summarizer=None, **params) -> CompactionContext:
-    return CompactionContext(window=window, output_ceiling=output, shape=SHAPE,
-                             summarizer=summarizer or NoneProvider(), params=params)
+    return CompactionContext(
+        window=window, output_ceiling=output, shape=SHAPE, summarizer=summarizer or NoneProvider(), params=params
+    )
 
 
 def words(tag: str, n: int) -> str:
@@ -39,14 +44,16 @@ def words(tag: str, n: int) -> str:
 
 def pair(cid: str, out: str, error: bool = False, target: str = "ls") -> list[tuple]:
     extra = {"tool": "bash", "target": target, "call_id": cid}
-    return [("tool_call", f'bash {{"command": "{target}"}}', extra),
-            ("tool_output", out, {**extra, "is_error": error})]
+    return [("tool_call", f'bash {{"command": "{target}"}}', extra), ("tool_output", out, {**extra, "is_error": error})]
 
 
 def turn(i: int, out_tokens: int = 50, prose: int = 10) -> list[tuple]:
     """One user turn: user, assistant, a call and its output."""
-    return [("user", words(f"u{i}", prose)), ("assistant", words(f"a{i}", prose)),
-            *pair(f"c{i}", words(f"o{i}", out_tokens))]
+    return [
+        ("user", words(f"u{i}", prose)),
+        ("assistant", words(f"a{i}", prose)),
+        *pair(f"c{i}", words(f"o{i}", out_tokens)),
+    ]
 
 
 def FakeProvider(text: str = "SUMMARY TEXT", error: Exception | None = None) -> SharedFakeProvider:
@@ -111,7 +118,7 @@ def check_invariants(session: Session, p, ctx: CompactionContext, cut: int | Non
 
 
 def test_registered_with_versions():
-    for name, version in zip(NAMES, ("full-1", "truncate-oldest-1", "observation-masking-2")):
+    for name, version in zip(NAMES, ("full-1", "truncate-oldest-1", "observation-masking-2"), strict=False):
         s = strategies.get(name)
         assert s.name == name and s.algorithm_version == version and s.estimator == "tiktoken"
     assert set(bl.STRATEGIES) == set(NAMES)
@@ -121,8 +128,16 @@ def test_registered_with_versions():
 
 
 def test_full_keeps_every_record_verbatim():
-    sess = make_session([("system", SHAPE.system_prompt), *turn(0), ("meta", "model_change x"), *turn(1),
-                         ("system", "A later system note."), ("summary", "An earlier summary.")])
+    sess = make_session(
+        [
+            ("system", SHAPE.system_prompt),
+            *turn(0),
+            ("meta", "model_change x"),
+            *turn(1),
+            ("system", "A later system note."),
+            ("summary", "An earlier summary."),
+        ]
+    )
     p = compact(sess, "full")
     body = p.segments[2:]
     recs = [r for r in sess.records if r.kind != "meta"][1:]  # the system prompt record is the system segment
@@ -196,8 +211,9 @@ def test_truncate_drops_outputs_whose_call_was_dropped():
 
 
 def test_truncate_keeps_outputs_that_never_had_a_call():
-    sess = make_session([("user", words("u", 500)), ("tool_output", "stray output", {"call_id": "nope"}),
-                         ("assistant", "ok")])
+    sess = make_session(
+        [("user", words("u", 500)), ("tool_output", "stray output", {"call_id": "nope"}), ("assistant", "ok")]
+    )
     ctx = ctx_for(window=FRAME + 200 + 1000, output=1000)
     p = compact(sess, "truncate-oldest", ctx=ctx)
     assert [s.record_kind for s in segs(p, "tail")] == ["tool_output", "assistant"]
@@ -232,7 +248,9 @@ def test_masking_replaces_old_outputs_only():
     # prose and calls of old steps stay verbatim; the last two steps are the tail
     old = [s for s in p.segments[2:] if s.kind not in ("omitted_marker", "tail")]
     assert [(s.kind, s.record_kind) for s in old] == [
-        ("user_original", "user"), ("assistant_original", "assistant"), ("assistant_original", "tool_call"),
+        ("user_original", "user"),
+        ("assistant_original", "assistant"),
+        ("assistant_original", "tool_call"),
     ] * 2
     assert [s.entry_ids[0] for s in segs(p, "tail")] == [f"e{i}" for i in range(9, 17)]
     assert p.notes["masked"] == 2 and p.notes["dropped"] == 0 and "header" not in kinds(p)
@@ -245,15 +263,17 @@ def test_masking_placeholder_is_upstreams_line_count():
     observation becomes ``Old environment output: (N lines omitted)``, N = ``len(text.splitlines())``;
     observation-masking-1 wrote its own marker naming the entry (now ``placeholder="archive"``)."""
     out = "line one\nline two\nline three"
-    sess = make_session([("user", "task"), ("assistant", "look"), *pair("c1", out), ("assistant", "again"),
-                         *pair("c2", "x")])
+    sess = make_session(
+        [("user", "task"), ("assistant", "look"), *pair("c1", out), ("assistant", "again"), *pair("c2", "x")]
+    )
     p = compact(sess, "observation-masking", ctx=ctx_for(mask_after_turns=1))
     (m,) = segs(p, "omitted_marker")
     assert m.entry_ids == ("e3",) and m.text == "Old environment output: (3 lines omitted)"
     q = compact(sess, "observation-masking", ctx=ctx_for(mask_after_turns=1, placeholder="archive"))
     (m,) = segs(q, "omitted_marker")
-    assert m.text == f"[tool output omitted — entry e3, {count_tokens(out)} tokens; " \
-                     "retrievable from the session archive]"
+    assert (
+        m.text == f"[tool output omitted — entry e3, {count_tokens(out)} tokens; retrievable from the session archive]"
+    )
     with pytest.raises(ValueError, match="placeholder"):
         compact(sess, "observation-masking", ctx=ctx_for(placeholder="bogus"))
 
@@ -282,19 +302,23 @@ def _upstream_omitted(history: list[dict], n: int) -> list[str]:
     out for a .traj history: every non-demo observation (``message_type`` ``observation``; in the older format
     without it, every non-demo user or tool message after the system prompt), polling 1, the first (the
     instance template) never omitted. Returned as our importer's entry ids (``h<index>``)."""
+
     def is_observation(i: int, e: dict) -> bool:
         if "message_type" in e:
             return e["message_type"] == "observation"
         return i > 0 and e["role"] in ("user", "tool")
 
     obs = [i for i, e in enumerate(history) if not e.get("is_demo", False) and is_observation(i, e)]
-    return [f"h{i}" for i in obs[1:max(0, len(obs) - n)]]
+    return [f"h{i}" for i in obs[1 : max(0, len(obs) - n)]]
 
 
-@pytest.mark.parametrize("traj", [
-    Path(__file__).parent / "fixtures" / "swe_agent" / "function_calling.traj",
-    SHARED_FIXTURES / "swe-agent" / "pydicom__pydicom-1458.traj",
-])
+@pytest.mark.parametrize(
+    "traj",
+    [
+        Path(__file__).parent / "fixtures" / "swe_agent" / "function_calling.traj",
+        SHARED_FIXTURES / "swe-agent" / "pydicom__pydicom-1458.traj",
+    ],
+)
 @pytest.mark.parametrize("n", [1, 3, 5, 10])
 def test_masking_matches_upstream_last_n_observations(traj, n):
     """Port of upstream's ``test_last_n_observations`` (SWE-agent tests/test_history_processors.py, as in
@@ -312,8 +336,15 @@ def test_masking_matches_upstream_last_n_observations(traj, n):
     expected = _upstream_omitted(history_, n)
     p = compact(sess, "observation-masking", ctx=ctx_for(window=1_000_000, output=1_000, mask_after_turns=n))
     assert [m.entry_ids[0] for m in segs(p, "omitted_marker")] == expected
-    total = len([e for e in history_ if not e.get("is_demo") and e.get("message_type", "observation") == "observation"
-                 and e["role"] in ("user", "tool")])
+    total = len(
+        [
+            e
+            for e in history_
+            if not e.get("is_demo")
+            and e.get("message_type", "observation") == "observation"
+            and e["role"] in ("user", "tool")
+        ]
+    )
     assert p.notes["masked"] == max(0, total - n - 1)
     # upstream keeps every action (thought + tool call) untouched: so do we
     kept = {s.entry_ids[0] for s in p.segments if s.record_kind in ("assistant", "reasoning", "tool_call")}
@@ -343,18 +374,23 @@ def test_masking_agent_step_boundaries():
     """One model call is one step: its reasoning, prose and (parallel) tool calls, and all their outputs; a
     block of the same entry recorded after an output continues the call; user text between steps belongs to
     the step that answers it."""
-    items = [("user", "go"),                                                     # e0 -> step 0
-             ("reasoning", "think"), ("assistant", "two calls"),                 # e1 e2: step 0
-             ("tool_call", "bash a", {"tool": "bash", "call_id": "p1"}),          # e3
-             ("tool_call", "bash b", {"tool": "bash", "call_id": "p2"}),          # e4
-             ("tool_output", "out a", {"tool": "bash", "call_id": "p1"}),         # e5
-             ("tool_output", "out b", {"tool": "bash", "call_id": "p2"}),         # e6
-             ("tool_call", "bash c", {"tool": "bash", "call_id": "p3"}),          # e7: a new call -> step 1
-             ("tool_output", "out c", {"tool": "bash", "call_id": "p3"}),         # e8
-             ("tool_call", "bash d", {"tool": "bash", "call_id": "p4"}),          # e9: same entry as e7 -> step 1
-             ("tool_output", "out d", {"tool": "bash", "call_id": "p4"}),         # e10
-             ("user", "AGENTS.md", {"injected": True}), ("user", "next"),        # e11 e12 -> step 2
-             ("assistant", "step two"), *pair("c9", "out e")]                   # e13 e14 e15
+    items = [
+        ("user", "go"),  # e0 -> step 0
+        ("reasoning", "think"),
+        ("assistant", "two calls"),  # e1 e2: step 0
+        ("tool_call", "bash a", {"tool": "bash", "call_id": "p1"}),  # e3
+        ("tool_call", "bash b", {"tool": "bash", "call_id": "p2"}),  # e4
+        ("tool_output", "out a", {"tool": "bash", "call_id": "p1"}),  # e5
+        ("tool_output", "out b", {"tool": "bash", "call_id": "p2"}),  # e6
+        ("tool_call", "bash c", {"tool": "bash", "call_id": "p3"}),  # e7: a new call -> step 1
+        ("tool_output", "out c", {"tool": "bash", "call_id": "p3"}),  # e8
+        ("tool_call", "bash d", {"tool": "bash", "call_id": "p4"}),  # e9: same entry as e7 -> step 1
+        ("tool_output", "out d", {"tool": "bash", "call_id": "p4"}),  # e10
+        ("user", "AGENTS.md", {"injected": True}),
+        ("user", "next"),  # e11 e12 -> step 2
+        ("assistant", "step two"),
+        *pair("c9", "out e"),
+    ]  # e13 e14 e15
     sess = make_session(items)
     recs = list(sess.records)
     recs[9] = dataclasses.replace(recs[9], entry_id="e7", block_index=1)
@@ -370,10 +406,16 @@ def test_masking_agent_step_boundaries():
 
 
 def test_masking_user_turn_unit_is_the_old_behaviour():
-    items = [("assistant", "preamble"), *pair("c0", "pre output"),   # before the first user: turn 0
-             ("user", "first"), *pair("c1", "out one"),
-             ("user", "AGENTS.md injected", {"injected": True}), *pair("c2", "out two"),  # same turn
-             ("user", "second"), *pair("c3", "out three")]
+    items = [
+        ("assistant", "preamble"),
+        *pair("c0", "pre output"),  # before the first user: turn 0
+        ("user", "first"),
+        *pair("c1", "out one"),
+        ("user", "AGENTS.md injected", {"injected": True}),
+        *pair("c2", "out two"),  # same turn
+        ("user", "second"),
+        *pair("c3", "out three"),
+    ]
     sess = make_session(items)
     for params in ({"mask_unit": "user_turn"}, {"turn_unit": "user"}):
         p = compact(sess, "observation-masking", ctx=ctx_for(mask_after_turns=1, **params))
@@ -417,9 +459,11 @@ def test_masking_fires_at_capacity():
 
 # =========================================================================== properties
 
-TEXT = st.builds(lambda w, n: " ".join([w] * n),
-                 st.sampled_from(["alpha", "Error: x", "ORD-1-AB", "app/x.py", "日本", "`k`", "I chose"]),
-                 st.integers(0, 400))
+TEXT = st.builds(
+    lambda w, n: " ".join([w] * n),
+    st.sampled_from(["alpha", "Error: x", "ORD-1-AB", "app/x.py", "日本", "`k`", "I chose"]),
+    st.integers(0, 400),
+)
 
 
 @st.composite
@@ -430,8 +474,26 @@ def random_sessions(draw):
         items.append(("system", SHAPE.system_prompt))
     calls: list[str] = []
     for _ in range(n):
-        k = draw(st.sampled_from(["user", "user", "injected", "assistant", "assistant", "reasoning", "call",
-                                  "call", "output", "output", "stray", "meta", "summary", "system"]))
+        k = draw(
+            st.sampled_from(
+                [
+                    "user",
+                    "user",
+                    "injected",
+                    "assistant",
+                    "assistant",
+                    "reasoning",
+                    "call",
+                    "call",
+                    "output",
+                    "output",
+                    "stray",
+                    "meta",
+                    "summary",
+                    "system",
+                ]
+            )
+        )
         text = draw(TEXT)
         if k == "injected":
             items.append(("user", text, {"injected": True}))
@@ -450,13 +512,25 @@ def random_sessions(draw):
 
 
 @settings(max_examples=50, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(sess=random_sessions(), window=st.integers(1_500, 40_000), frac=st.sampled_from([0.05, 0.25, 0.5]),
-       m=st.integers(0, 4), tail=st.integers(0, 4_000), cut_frac=st.floats(0, 1),
-       extractive=st.booleans())
+@given(
+    sess=random_sessions(),
+    window=st.integers(1_500, 40_000),
+    frac=st.sampled_from([0.05, 0.25, 0.5]),
+    m=st.integers(0, 4),
+    tail=st.integers(0, 4_000),
+    cut_frac=st.floats(0, 1),
+    extractive=st.booleans(),
+)
 def test_properties_on_random_sessions(sess, window, frac, m, tail, cut_frac, extractive):
     cut = round(len(sess.records) * cut_frac)
-    ctx = ctx_for(window=window, output=int(window * frac), summarizer=ExtractiveProvider() if extractive else None,
-                  mask_after_turns=m, tail_tokens=tail, summary_tokens=2_000)
+    ctx = ctx_for(
+        window=window,
+        output=int(window * frac),
+        summarizer=ExtractiveProvider() if extractive else None,
+        mask_after_turns=m,
+        tail_tokens=tail,
+        summary_tokens=2_000,
+    )
     for name in NAMES:
         p = compact(sess, name, cut=cut, ctx=ctx)
         check_invariants(sess, p, ctx, cut)
@@ -465,12 +539,14 @@ def test_properties_on_random_sessions(sess, window, frac, m, tail, cut_frac, ex
                 assert s.label == (STAND_IN_LABEL if extractive else "")
         if name == "observation-masking" and p.notes["dropped"] == 0:
             prose = [r for r in history(sess, cut) if r.kind in ("user", "assistant", "reasoning", "tool_call")]
-            kept = {s.entry_ids[0] for s in p.segments if s.record_kind in ("user", "assistant", "reasoning",
-                                                                             "tool_call")}
+            kept = {
+                s.entry_ids[0] for s in p.segments if s.record_kind in ("user", "assistant", "reasoning", "tool_call")
+            }
             assert {r.entry_id for r in prose} <= kept  # prose and calls are never masked
         if name == "truncate-oldest" and p.notes["dropped"] == 0:
-            assert len(segs(p, "tail")) == len(bl._records(sess, cut, dataclasses.replace(
-                ctx, shape=ctx.shape.for_session(sess))))
+            assert len(segs(p, "tail")) == len(
+                bl._records(sess, cut, dataclasses.replace(ctx, shape=ctx.shape.for_session(sess)))
+            )
 
 
 # =========================================================================== real and synthetic sessions
@@ -507,8 +583,14 @@ def test_one_million_token_session_is_fast():
         for r in base.records:
             if k and r.kind == "system":
                 continue
-            recs.append(dataclasses.replace(r, entry_id=f"{k}-{r.entry_id}", source_order=len(recs),
-                                            call_id=f"{k}-{r.call_id}" if r.call_id else None))
+            recs.append(
+                dataclasses.replace(
+                    r,
+                    entry_id=f"{k}-{r.entry_id}",
+                    source_order=len(recs),
+                    call_id=f"{k}-{r.call_id}" if r.call_id else None,
+                )
+            )
     sess = Session(id=base.id, source_format="synthetic", records=tuple(recs))
     ctx = CompactionContext(window=1_000_000, output_ceiling=32_000, summarizer=ExtractiveProvider())
     strategies.compact(sess, "full", ctx=ctx)  # warm the token cache once

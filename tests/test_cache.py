@@ -4,16 +4,25 @@ from __future__ import annotations
 
 import pytest
 
+from compaction_lab.core.projection import SummaryRequest
+from compaction_lab.core.tokens import counter
 from compaction_lab.cost import cache
-from compaction_lab.cost.cache import (AnthropicCache, CacheResult, CacheSimulator, DeepSeekCache, NoCache,
-                                       OpenAICache, get_simulator, request_layout, request_tokens,
-                                       shape_experiment)
+from compaction_lab.cost.cache import (
+    AnthropicCache,
+    CacheResult,
+    CacheSimulator,
+    DeepSeekCache,
+    NoCache,
+    OpenAICache,
+    get_simulator,
+    request_layout,
+    request_tokens,
+    shape_experiment,
+)
 from compaction_lab.cost.prices import load_price_table, price
 from compaction_lab.ingest import synthetic
-from compaction_lab.core.projection import SummaryRequest
 from compaction_lab.strategies.base import CallShape
 from compaction_lab.strategies.codex import request_messages
-from compaction_lab.core.tokens import counter
 
 
 def seq(start: int, n: int) -> list[int]:
@@ -159,8 +168,14 @@ def test_anthropic_ttl_and_the_write_premium_in_price():
     first = hour.send(tokens, breakpoints=[2000], now=0)
     assert hour.send(tokens, breakpoints=[2000], now=3000).cached_tokens == 2000
     table = load_price_table("claude-sonnet-4-6")
-    cost = price(table, input_tokens=first.input_tokens, cached_tokens=first.cached_tokens,
-                 cache_write_tokens=first.cache_write_tokens, output_tokens=0, ttl=hour.ttl)
+    cost = price(
+        table,
+        input_tokens=first.input_tokens,
+        cached_tokens=first.cached_tokens,
+        cache_write_tokens=first.cache_write_tokens,
+        output_tokens=0,
+        ttl=hour.ttl,
+    )
     assert cost == pytest.approx(2000 * 6.00 / 1e6)
     with pytest.raises(ValueError, match="ttl"):
         AnthropicCache(ttl="10m")
@@ -198,17 +213,28 @@ def test_request_tokens_order_and_prefix():
     enc = counter()
     msgs = [{"role": "user", "content": "Run the tests."}, {"role": "assistant", "content": "All 12 pass."}]
     tokens = request_tokens(shape.system_prompt, shape.tools, msgs)
-    expected = (enc.encode(shape.system_prompt) + enc.encode(shape.tools_text())
-                + enc.encode("user: Run the tests.") + enc.encode("assistant: All 12 pass."))
+    expected = (
+        enc.encode(shape.system_prompt)
+        + enc.encode(shape.tools_text())
+        + enc.encode("user: Run the tests.")
+        + enc.encode("assistant: All 12 pass.")
+    )
     assert tokens == expected
     head = request_tokens(shape.system_prompt, shape.tools, [])
-    assert tokens[:len(head)] == head  # the request without messages is an exact prefix
-    assert request_tokens("sys", [], msgs) == enc.encode("sys") + expected[len(head):]  # no tools: nothing
+    assert tokens[: len(head)] == head  # the request without messages is an exact prefix
+    assert request_tokens("sys", [], msgs) == enc.encode("sys") + expected[len(head) :]  # no tools: nothing
     lay = request_layout(shape.system_prompt, shape.tools, msgs)
     assert lay.breakpoints() == (len(enc.encode(shape.system_prompt)), len(head), len(tokens))
     assert lay.message_ends[-1] == len(tokens)
-    req = SummaryRequest(strategy="s", shape="prefix-shared", system=shape.system_prompt, tools=shape.tools,
-                         messages=tuple(msgs), template="t", max_output_tokens=100)
+    req = SummaryRequest(
+        strategy="s",
+        shape="prefix-shared",
+        system=shape.system_prompt,
+        tools=shape.tools,
+        messages=tuple(msgs),
+        template="t",
+        max_output_tokens=100,
+    )
     assert cache.request_tokens_from_summary_request(req) == tokens
 
 
@@ -254,8 +280,9 @@ def test_shape_experiment_request_order_decides_tools_dropped(session_request):
     for sim in ("deepseek", "openai", "anthropic"):
         assert cached[("system_substituted", sim)] == 0 and cached[("line_added_at_top", sim)] == 0
     # Anthropic's documented order (tools, then system): dropping the tools misses from token 0.
-    first = shape_experiment(system, shape.tools, msgs, simulators=["deepseek", "openai", "anthropic"],
-                             tools_first=True)
+    first = shape_experiment(
+        system, shape.tools, msgs, simulators=["deepseek", "openai", "anthropic"], tools_first=True
+    )
     assert (first.loc[first.variant == "tools_dropped", "cached_tokens"] == 0).all()
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from compaction_lab import capture, cli
-from compaction_lab.core import paths
 from compaction_lab.capture import CaptureError
+from compaction_lab.core import paths
 from compaction_lab.core.projection import SummaryRequest
 from compaction_lab.strategies import CallShape
 
@@ -49,16 +49,29 @@ def _responses_body() -> dict:
         "model": "some-model",
         "instructions": "You are Codex-like.",
         "input": [
-            {"type": "message", "role": "developer",
-             "content": [{"type": "input_text", "text": "Sandbox: read-only."}]},
+            {
+                "type": "message",
+                "role": "developer",
+                "content": [{"type": "input_text", "text": "Sandbox: read-only."}],
+            },
             {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
         ],
         "tools": [
-            {"type": "function", "name": "shell", "description": "Run a shell command.", "parameters": PARAMS,
-             "strict": False},
+            {
+                "type": "function",
+                "name": "shell",
+                "description": "Run a shell command.",
+                "parameters": PARAMS,
+                "strict": False,
+            },
             {"type": "web_search"},
-            {"type": "mcp", "server_label": "docs", "server_url": "https://mcp.example.com",
-             "headers": {"Authorization": f"Bearer {SECRET}"}, "require_approval": "never"},
+            {
+                "type": "mcp",
+                "server_label": "docs",
+                "server_url": "https://mcp.example.com",
+                "headers": {"Authorization": f"Bearer {SECRET}"},
+                "require_approval": "never",
+            },
         ],
     }
 
@@ -100,8 +113,10 @@ def test_responses_body_instructions_and_flat_tools():
     shape = capture.shape_from_request(_responses_body(), "responses")
     assert shape.system_prompt == "You are Codex-like.\n\nSandbox: read-only."
     fn, search, mcp = shape.tools
-    assert fn == {"type": "function", "function": {"name": "shell", "description": "Run a shell command.",
-                                                   "parameters": PARAMS, "strict": False}}
+    assert fn == {
+        "type": "function",
+        "function": {"name": "shell", "description": "Run a shell command.", "parameters": PARAMS, "strict": False},
+    }
     assert search == {"type": "web_search"}
     assert mcp == {"type": "mcp", "server_label": "docs", "require_approval": "never"}  # no URL, no headers
     assert SECRET not in json.dumps(capture.shape_document(shape))
@@ -119,14 +134,17 @@ def test_fingerprint_matches_a_request_carrying_the_shape():
     assert capture.shape_fingerprint(shape) == req.shape_fingerprint()
 
 
-@pytest.mark.parametrize("body, message", [
-    ({"messages": [{"role": "user", "content": "hi"}]}, "no system prompt found"),
-    ({"model": "x", "temperature": 0}, "not an OpenAI-style request body"),
-    ([1, 2, 3], "not an OpenAI-style request body"),
-    ({"messages": [{"role": "system", "content": "S"}], "tools": {"bash": {}}}, "'tools' must be a list"),
-    ({"messages": [{"role": "system", "content": "S"}], "tools": [{"type": "function"}]}, "without a name"),
-    ({"messages": [{"role": "system", "content": "S"}], "tools": ["bash"]}, r"tools\[0\] is not an object"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ({"messages": [{"role": "user", "content": "hi"}]}, "no system prompt found"),
+        ({"model": "x", "temperature": 0}, "not an OpenAI-style request body"),
+        ([1, 2, 3], "not an OpenAI-style request body"),
+        ({"messages": [{"role": "system", "content": "S"}], "tools": {"bash": {}}}, "'tools' must be a list"),
+        ({"messages": [{"role": "system", "content": "S"}], "tools": [{"type": "function"}]}, "without a name"),
+        ({"messages": [{"role": "system", "content": "S"}], "tools": ["bash"]}, r"tools\[0\] is not an object"),
+    ],
+)
 def test_bad_request_bodies(body, message):
     with pytest.raises(CaptureError, match=message):
         capture.shape_from_request(body, "bad")
@@ -159,8 +177,11 @@ def test_codex_rollout_base_instructions():
 
 
 def test_codex_rollout_older_instructions_field(tmp_path: Path):
-    line = {"timestamp": "2025-05-01T00:00:00Z", "type": "session_meta",
-            "payload": {"id": "old", "cwd": "/repo", "instructions": "Old-style instructions."}}
+    line = {
+        "timestamp": "2025-05-01T00:00:00Z",
+        "type": "session_meta",
+        "payload": {"id": "old", "cwd": "/repo", "instructions": "Old-style instructions."},
+    }
     src = _write(tmp_path, "rollout-old.jsonl", json.dumps(line) + "\n")
     assert capture.codex_instructions(src) == ("Old-style instructions.", "instructions")
 
@@ -214,14 +235,28 @@ def test_cli_capture_shape(tmp_path: Path, capsys):
     capsys.readouterr()
 
     codex_out = tmp_path / "codex.json"
-    assert cli.main(["capture-shape", "--from-codex", str(CODEX_MAIN), "--name", "codex-cli",
-                     "--output", str(codex_out)]) == 0
+    assert (
+        cli.main(["capture-shape", "--from-codex", str(CODEX_MAIN), "--name", "codex-cli", "--output", str(codex_out)])
+        == 0
+    )
     doc = json.loads(codex_out.read_text())
     assert doc["tools"] == [] and "base_instructions" in doc["description"]
     capsys.readouterr()
 
-    assert cli.main(["capture-shape", "--from-request", str(_write(tmp_path, "bad.json", "[")),
-                     "--name", "bad", "--output", str(tmp_path / "bad-shape.json")]) == 2
+    assert (
+        cli.main(
+            [
+                "capture-shape",
+                "--from-request",
+                str(_write(tmp_path, "bad.json", "[")),
+                "--name",
+                "bad",
+                "--output",
+                str(tmp_path / "bad-shape.json"),
+            ]
+        )
+        == 2
+    )
     assert "not JSON" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.main(["capture-shape", "--from-request", str(src), "--from-codex", str(CODEX_MAIN), "--name", "x"])

@@ -3,11 +3,10 @@ import json
 
 import altair as alt
 import pytest
-
-from compaction_lab.report import charts
-from compaction_lab import composition
-
 from conftest import make_session
+
+from compaction_lab import composition
+from compaction_lab.report import charts
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -79,11 +78,12 @@ def test_notebook_renderer_bundles_png_and_spec(fig2_inputs):
 
 
 def test_fig7_and_fig8_specs_and_png(tmp_path):
-    from compaction_lab.strategies import anatomy
     from compaction_lab.ingest import synthetic
-    from compaction_lab.strategies import CompactionContext, trigger
+    from compaction_lab.strategies import CompactionContext, anatomy, trigger
 
-    sessions = [c.session for c in synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1, window_tokens=5000))]
+    sessions = [
+        c.session for c in synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1, window_tokens=5000))
+    ]
     ctx = CompactionContext(window=4000, output_ceiling=500)
     table = anatomy.projections_table(anatomy.project_cases(anatomy.cases_at_end(sessions), ["codex", "full"], ctx))
     fig7 = charts.fig7_projection_anatomy(table)
@@ -100,11 +100,19 @@ def test_fig7_and_fig8_specs_and_png(tmp_path):
 def _recall_frame(reader_label):
     import pandas as pd
 
-    return pd.DataFrame({
-        "strategy": ["full", "codex"], "strategy_label": ["full", "codex (model: m1)"], "retained": [4, 2],
-        "n": [4, 4], "recall": [1.0, 0.5], "ci_low": [1.0, 0.0], "ci_high": [1.0, 1.0],
-        "projection_tokens": [900.0, 300.0], "reader_label": [reader_label] * 2,
-    })
+    return pd.DataFrame(
+        {
+            "strategy": ["full", "codex"],
+            "strategy_label": ["full", "codex (model: m1)"],
+            "retained": [4, 2],
+            "n": [4, 4],
+            "recall": [1.0, 0.5],
+            "ci_low": [1.0, 0.0],
+            "ci_high": [1.0, 1.0],
+            "projection_tokens": [900.0, 300.0],
+            "reader_label": [reader_label] * 2,
+        }
+    )
 
 
 @pytest.mark.parametrize("make", [charts.fig3_retained_tokens, charts.fig4_size_vs_recall])
@@ -122,22 +130,40 @@ def _empty_exam_tables():
 
     from compaction_lab.exam import stats
 
-    answers = pd.DataFrame(columns=["strategy", "strategy_label", "reader", "reader_label", "case_id", "question_id",
-                                    "pointer", "category", "decoy", "answer", "given", "correct",
-                                    "projection_tokens"])
+    answers = pd.DataFrame(
+        columns=[
+            "strategy",
+            "strategy_label",
+            "reader",
+            "reader_label",
+            "case_id",
+            "question_id",
+            "pointer",
+            "category",
+            "decoy",
+            "answer",
+            "given",
+            "correct",
+            "projection_tokens",
+        ]
+    )
     recall = stats.recall_table(answers, n_boot=20, seed=7)
     cost = pd.DataFrame(columns=["strategy_label", "cost_per_point", "currency", "turns", "price_table", "simulator"])
     return answers, recall, stats.sensitivity_table(answers), cost
 
 
-@pytest.mark.parametrize("build", [
-    lambda a, r, s, c: charts.fig1_retained(a),
-    lambda a, r, s, c: charts.fig3_retained_tokens(r),
-    lambda a, r, s, c: charts.fig4_size_vs_recall(r),
-    lambda a, r, s, c: charts.pointer_mix_sensitivity(s),
-    lambda a, r, s, c: charts.fig6_cost_per_point(c),
-    lambda a, r, s, c: charts.fig3_complete(r, c),
-], ids=["fig1", "fig3", "fig4", "mix", "fig6", "fig3_complete"])
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda a, r, s, c: charts.fig1_retained(a),
+        lambda a, r, s, c: charts.fig3_retained_tokens(r),
+        lambda a, r, s, c: charts.fig4_size_vs_recall(r),
+        lambda a, r, s, c: charts.pointer_mix_sensitivity(s),
+        lambda a, r, s, c: charts.fig6_cost_per_point(c),
+        lambda a, r, s, c: charts.fig3_complete(r, c),
+    ],
+    ids=["fig1", "fig3", "fig4", "mix", "fig6", "fig3_complete"],
+)
 def test_exam_figures_say_not_measured_when_no_question_was_asked(build):
     """fig1 raised "Cannot set a DataFrame with multiple columns" on an exam that asked nothing."""
     chart = build(*_empty_exam_tables())

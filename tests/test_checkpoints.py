@@ -10,16 +10,20 @@ from pathlib import Path
 
 import pytest
 
-from compaction_lab.store import checkpoints as cp
 from compaction_lab.core.projection import Projection, Segment, SummaryReceipt, SummaryRequest
+from compaction_lab.store import checkpoints as cp
 from compaction_lab.strategies.base import CallShape, CompactionContext
 
 STRATEGY = "fake-strategy"
 
 
 def _ctx(**kw) -> CompactionContext:
-    base = dict(window=100_000, output_ceiling=8_000, shape=CallShape("test", "You are a test agent."),
-                params={"tail_tokens": 2_000})
+    base = dict(
+        window=100_000,
+        output_ceiling=8_000,
+        shape=CallShape("test", "You are a test agent."),
+        params={"tail_tokens": 2_000},
+    )
     base.update(kw)
     return CompactionContext(**base)
 
@@ -29,14 +33,36 @@ def _key(version: str = "v2", session_id: str = "sess-1", cut: int = 5, **kw) ->
 
 
 def _projection(key: cp.CheckpointKey, text: str = "the summary") -> Projection:
-    req = SummaryRequest(strategy=STRATEGY, shape="dedicated", system="sum up", tools=(),
-                         messages=({"role": "user", "content": "history..."},), template="t", max_output_tokens=100,
-                         source_entry_ids=("e0", "e1"))
-    rec = SummaryReceipt(provider="fake-provider", stand_in=True, text=text, request_fingerprint=req.fingerprint(),
-                         input_tokens=50, output_tokens=7)
-    return Projection(strategy=STRATEGY, algorithm_version=key.algorithm_version, session_id=key.session_id,
-                      cut=key.cut, segments=(Segment("summary", "user", text, ("e0", "e1"), tokens=7),),
-                      capacity=1_000, estimator="chars/4", summary_request=req, receipt=rec, notes={"n": 1})
+    req = SummaryRequest(
+        strategy=STRATEGY,
+        shape="dedicated",
+        system="sum up",
+        tools=(),
+        messages=({"role": "user", "content": "history..."},),
+        template="t",
+        max_output_tokens=100,
+        source_entry_ids=("e0", "e1"),
+    )
+    rec = SummaryReceipt(
+        provider="fake-provider",
+        stand_in=True,
+        text=text,
+        request_fingerprint=req.fingerprint(),
+        input_tokens=50,
+        output_tokens=7,
+    )
+    return Projection(
+        strategy=STRATEGY,
+        algorithm_version=key.algorithm_version,
+        session_id=key.session_id,
+        cut=key.cut,
+        segments=(Segment("summary", "user", text, ("e0", "e1"), tokens=7),),
+        capacity=1_000,
+        estimator="chars/4",
+        summary_request=req,
+        receipt=rec,
+        notes={"n": 1},
+    )
 
 
 class Counter:
@@ -81,8 +107,14 @@ def test_params_hash_covers_result_parameters_not_version():
     assert k == _key() and k.params_hash == _key(version="v1").params_hash  # version is not in params_hash
     assert k != _key(version="v1")
     assert k == _key(params={"tail_tokens": 2_000})
-    for variant in (dict(window=64_000), dict(output_ceiling=4_000), dict(params={"tail_tokens": 1}),
-                    dict(shape=CallShape("test", "Another prompt.")), dict(encoding="o200k_base"), dict(input_limit=9)):
+    for variant in (
+        dict(window=64_000),
+        dict(output_ceiling=4_000),
+        dict(params={"tail_tokens": 1}),
+        dict(shape=CallShape("test", "Another prompt.")),
+        dict(encoding="o200k_base"),
+        dict(input_limit=9),
+    ):
         assert _key(**variant).params_hash != k.params_hash, variant
 
     class OtherSummarizer:
@@ -273,8 +305,9 @@ def _race(tmp_path: Path, key: cp.CheckpointKey, n: int, wait: float) -> tuple[l
     counter.touch()
     before = len(counter.read_text().splitlines())
     barrier, queue = ctx.Barrier(n), ctx.Queue()
-    procs = [ctx.Process(target=_race_worker, args=(str(db), key, str(counter), barrier, queue, wait))
-             for _ in range(n)]
+    procs = [
+        ctx.Process(target=_race_worker, args=(str(db), key, str(counter), barrier, queue, wait)) for _ in range(n)
+    ]
     for p in procs:
         p.start()
     results = [queue.get(timeout=60) for _ in procs]
@@ -343,7 +376,6 @@ def test_race_crashed_started_row_fences_until_released(tmp_path):
     assert _statuses(results) == ["computed"] + ["reused"] * 3
 
 
-
 # --------------------------------------------------------------------------- looking never creates (issue #12 item 10)
 
 
@@ -370,8 +402,11 @@ def test_a_database_that_is_not_a_checkpoint_store_is_refused_untouched(tmp_path
     with sqlite3.connect(other) as conn:
         conn.execute("CREATE TABLE records (id INTEGER)")
     before = other.read_bytes()
-    for path, match in ((tmp_path, "is a folder"), (text, "is not an SQLite database"),
-                        (other, "not a checkpoint database")):
+    for path, match in (
+        (tmp_path, "is a folder"),
+        (text, "is not an SQLite database"),
+        (other, "not a checkpoint database"),
+    ):
         with pytest.raises(cp.CheckpointError, match=match):
             cp.CheckpointStore(path)  # even where creating would be allowed
     assert text.read_text() == "not a database" and other.read_bytes() == before

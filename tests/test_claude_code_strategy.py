@@ -13,22 +13,26 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import FakeProvider, make_session
 
-from compaction_lab.strategies import anatomy
 from compaction_lab import strategies, summarize
+from compaction_lab.core.projection import STAND_IN_LABEL
 from compaction_lab.cost import model as cost
 from compaction_lab.exam import cases as exam_cases
 from compaction_lab.ingest import synthetic
-from compaction_lab.core.projection import STAND_IN_LABEL
+from compaction_lab.strategies import anatomy
 from compaction_lab.strategies.base import CallShape, CompactionContext
 from compaction_lab.summarize import NoneProvider, SummaryUnavailable
 from compaction_lab.summarize.extractive import empty_template
 
-from conftest import FakeProvider, make_session
-
-SHAPE = CallShape("test", "You are a test agent.",
-                  ({"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}},
-                   {"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}))
+SHAPE = CallShape(
+    "test",
+    "You are a test agent.",
+    (
+        {"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}},
+        {"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}},
+    ),
+)
 NAME = "claude-code"
 
 
@@ -39,8 +43,9 @@ def cc():
 
 
 def ctx_for(window=128_000, output=32_000, summarizer=None, **params) -> CompactionContext:
-    return CompactionContext(window=window, output_ceiling=output, shape=SHAPE,
-                             summarizer=summarizer or NoneProvider(), params=params)
+    return CompactionContext(
+        window=window, output_ceiling=output, shape=SHAPE, summarizer=summarizer or NoneProvider(), params=params
+    )
 
 
 def words(tag: str, n: int) -> str:
@@ -49,7 +54,10 @@ def words(tag: str, n: int) -> str:
 
 def read(cid: str, path: str, body: str, error: bool = False) -> list[tuple]:
     extra = {"tool": "read_file", "target": path, "call_id": cid}
-    return [("tool_call", f'read_file {{"path": "{path}"}}', extra), ("tool_output", body, {**extra, "is_error": error})]
+    return [
+        ("tool_call", f'read_file {{"path": "{path}"}}', extra),
+        ("tool_output", body, {**extra, "is_error": error}),
+    ]
 
 
 def bash(cid: str, cmd: str, out: str) -> list[tuple]:
@@ -62,18 +70,28 @@ def session():
     items = [("system", SHAPE.system_prompt)]
     files = ["a.py", "b.py", "c.py", "d.py", "e.py", "f.py", "g.py"]
     for i, f in enumerate(files):
-        items += [("user", words(f"u{i}", 20)), ("assistant", words(f"a{i}", 20)),
-                  *read(f"r{i}", f"src/{f}", f"CONTENT-{f} " + words(f"body{i}", 300)),
-                  *bash(f"b{i}", f"pytest -k t{i}", f"OUT-{i} " + words(f"out{i}", 200))]
+        items += [
+            ("user", words(f"u{i}", 20)),
+            ("assistant", words(f"a{i}", 20)),
+            *read(f"r{i}", f"src/{f}", f"CONTENT-{f} " + words(f"body{i}", 300)),
+            *bash(f"b{i}", f"pytest -k t{i}", f"OUT-{i} " + words(f"out{i}", 200)),
+        ]
         if i == 2:
-            items.append(("tool_call", 'TodoWrite {"todos": [{"content": "old todo"}]}',
-                          {"tool": "TodoWrite", "call_id": "t1"}))
-    items += [("user", "now the big one"), *read("rbig", "src/big.py", "BIG " + words("big", 6000)),
-              *read("rmd", "CLAUDE.md", "project memory"),
-              *read("again", "src/b.py", "CONTENT-b.py second read " + words("b2", 50)),
-              ("tool_call", 'TodoWrite {"todos": [{"content": "ship it", "status": "in_progress"}]}',
-               {"tool": "TodoWrite", "call_id": "t2"}),
-              ("assistant", "LAST ASSISTANT WORDS")]
+            items.append(
+                ("tool_call", 'TodoWrite {"todos": [{"content": "old todo"}]}', {"tool": "TodoWrite", "call_id": "t1"})
+            )
+    items += [
+        ("user", "now the big one"),
+        *read("rbig", "src/big.py", "BIG " + words("big", 6000)),
+        *read("rmd", "CLAUDE.md", "project memory"),
+        *read("again", "src/b.py", "CONTENT-b.py second read " + words("b2", 50)),
+        (
+            "tool_call",
+            'TodoWrite {"todos": [{"content": "ship it", "status": "in_progress"}]}',
+            {"tool": "TodoWrite", "call_id": "t2"},
+        ),
+        ("assistant", "LAST ASSISTANT WORDS"),
+    ]
     return make_session(items)
 
 
@@ -140,18 +158,29 @@ def test_instruction_has_the_nine_sections_and_an_analysis_block():
     """prompt.ts (ccprompts.info service-compact-analysis-base; r/ClaudeAI 'Claude Code's /compact prompt'):
     an <analysis> scratch block, then nine sections in a <summary> block; text only, no tool calls."""
     ins = cc().NINE_SECTION_INSTRUCTION
-    sections = ["Primary Request and Intent", "Key Technical Concepts", "Files and Code Sections",
-                "Errors and Fixes", "Problem Solving", "All User Messages", "Pending Tasks", "Current Work",
-                "Optional Next Step"]
+    sections = [
+        "Primary Request and Intent",
+        "Key Technical Concepts",
+        "Files and Code Sections",
+        "Errors and Fixes",
+        "Problem Solving",
+        "All User Messages",
+        "Pending Tasks",
+        "Current Work",
+        "Optional Next Step",
+    ]
     assert [ins.index(f"{i}. {s}") for i, s in enumerate(sections, 1)] == sorted(
-        ins.index(f"{i}. {s}") for i, s in enumerate(sections, 1))
+        ins.index(f"{i}. {s}") for i, s in enumerate(sections, 1)
+    )
     assert "<analysis>" in ins and "<summary>" in ins and "do not call any tools" in ins
 
 
 def test_analysis_block_stripped_and_summary_tag_formatted():
     """prompt.ts formatCompactSummary (decodeclaude.com/claude-code-compaction): <analysis> dropped,
     <summary>…</summary> becomes 'Summary:' and its content."""
-    prov = FakeProvider("<analysis>thinking aloud</analysis>\n\n<summary>\n1. Primary Request and Intent: X\n</summary>")
+    prov = FakeProvider(
+        "<analysis>thinking aloud</analysis>\n\n<summary>\n1. Primary Request and Intent: X\n</summary>"
+    )
     p = compact(session(), ctx_for(summarizer=prov))
     (summary,) = [s for s in p.segments if s.kind == "summary"]
     assert summary.text == "Summary:\n1. Primary Request and Intent: X"
@@ -261,15 +290,22 @@ def test_microcompact_is_its_own_step_and_off_by_default():
     assert sent[-3:] == [r.text for r in outs[-3:]]
     assert sent[:-3] == [cc().CLEARED_TOOL_RESULT] * (len(outs) - 3)
     assert p.notes["microcompact_cleared"] == len(outs) - 3
-    mixed = make_session([("tool_call", "agent {}", {"tool": "Task", "call_id": "x"}),
-                          ("tool_output", "agent answer", {"tool": "Task", "call_id": "x"}),
-                          *bash("y", "ls", "listing"),
-                          ("tool_call", "mcp {}", {"tool": "mcp__gh__issue", "call_id": "z"}),
-                          ("tool_output", "issue body", {"tool": "mcp__gh__issue", "call_id": "z"})]).records
+    mixed = make_session(
+        [
+            ("tool_call", "agent {}", {"tool": "Task", "call_id": "x"}),
+            ("tool_output", "agent answer", {"tool": "Task", "call_id": "x"}),
+            *bash("y", "ls", "listing"),
+            ("tool_call", "mcp {}", {"tool": "mcp__gh__issue", "call_id": "z"}),
+            ("tool_output", "issue body", {"tool": "mcp__gh__issue", "call_id": "z"}),
+        ]
+    ).records
     kept, n = cc().microcompact(list(mixed), 0)
     # only compactable tools (and MCP tools) are cleared; a sub-agent's answer stays
     assert [r.text for r in kept if r.kind == "tool_output"] == [
-        "agent answer", cc().CLEARED_TOOL_RESULT, cc().CLEARED_TOOL_RESULT] and n == 2
+        "agent answer",
+        cc().CLEARED_TOOL_RESULT,
+        cc().CLEARED_TOOL_RESULT,
+    ] and n == 2
 
 
 def test_prompt_too_long_retry_is_a_parameter():
@@ -295,12 +331,18 @@ def default_cost_cases():
     """The default profile's priced cases (notebook 04: the first ``cost_cases``, each chain at its end)."""
     profile = Path(__file__).resolve().parents[1] / "papermill_params" / "default.yaml"
     params = yaml.safe_load(profile.read_text(encoding="utf-8"))["parameters"]
-    chains = synthetic.generate_chains(synthetic.SyntheticProfile(
-        n_chains=params["n_chains"], seed=params["seed"], window_tokens=params["window_tokens"]))
+    chains = synthetic.generate_chains(
+        synthetic.SyntheticProfile(
+            n_chains=params["n_chains"], seed=params["seed"], window_tokens=params["window_tokens"]
+        )
+    )
     rc = exam_cases.build([c.session for c in chains], chains, params)
     cases = rc.cases[: params["cost_cases"]]
-    ctx = CompactionContext(window=params["window"], output_ceiling=params["output_ceiling"],
-                            summarizer=summarize.get_provider(params["summarizer"]))
+    ctx = CompactionContext(
+        window=params["window"],
+        output_ceiling=params["output_ceiling"],
+        summarizer=summarize.get_provider(params["summarizer"]),
+    )
     projs = {(c.id, NAME): strategies.compact(rc.sessions[c.session_id], NAME, c.cut, ctx) for c in cases}
     return cases, rc.sessions, projs, ctx
 
@@ -336,27 +378,49 @@ def test_a_session_compacted_twice_forks_only_its_live_history(tmp_path):
     sid = "cc-two-compactions"
 
     def line(uuid, parent, kind, **kw):
-        return {"parentUuid": parent, "sessionId": sid, "uuid": uuid, "type": kind,
-                "timestamp": f"2025-11-02T09:{int(uuid[1:]):02d}:00.000Z", **kw}
+        return {
+            "parentUuid": parent,
+            "sessionId": sid,
+            "uuid": uuid,
+            "type": kind,
+            "timestamp": f"2025-11-02T09:{int(uuid[1:]):02d}:00.000Z",
+            **kw,
+        }
 
     def user(uuid, parent, text, **kw):
         return line(uuid, parent, "user", message={"role": "user", "content": text}, **kw)
 
     def assistant(uuid, parent, text):
-        return line(uuid, parent, "assistant", message={"role": "assistant", "id": f"m{uuid}",
-                                                         "content": [{"type": "text", "text": text}]})
+        return line(
+            uuid,
+            parent,
+            "assistant",
+            message={"role": "assistant", "id": f"m{uuid}", "content": [{"type": "text", "text": text}]},
+        )
 
     def boundary(uuid, parent):
-        return line(uuid, None, "system", subtype="compact_boundary", content="Conversation compacted",
-                    logicalParentUuid=parent, compactMetadata={"trigger": "auto", "preTokens": 150000})
+        return line(
+            uuid,
+            None,
+            "system",
+            subtype="compact_boundary",
+            content="Conversation compacted",
+            logicalParentUuid=parent,
+            compactMetadata={"trigger": "auto", "preTokens": 150000},
+        )
 
     prefix = "This session is being continued from a previous conversation that ran out of context."
     lines = [
-        user("u01", None, "add retries to billing/client.py"), assistant("u02", "u01", "reading the client"),
-        boundary("u03", "u02"), user("u04", "u03", f"{prefix} SUMMARY-ONE", isCompactSummary=True),
-        user("u05", "u04", "also keep ORD-58213 in the export"), assistant("u06", "u05", "kept ORD-58213"),
-        boundary("u07", "u06"), user("u08", "u07", f"{prefix} SUMMARY-TWO", isCompactSummary=True),
-        user("u09", "u08", "now run the tests"), assistant("u10", "u09", "tests pass: 42 passed"),
+        user("u01", None, "add retries to billing/client.py"),
+        assistant("u02", "u01", "reading the client"),
+        boundary("u03", "u02"),
+        user("u04", "u03", f"{prefix} SUMMARY-ONE", isCompactSummary=True),
+        user("u05", "u04", "also keep ORD-58213 in the export"),
+        assistant("u06", "u05", "kept ORD-58213"),
+        boundary("u07", "u06"),
+        user("u08", "u07", f"{prefix} SUMMARY-TWO", isCompactSummary=True),
+        user("u09", "u08", "now run the tests"),
+        assistant("u10", "u09", "tests pass: 42 passed"),
     ]
     path = tmp_path / f"{sid}.jsonl"
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))

@@ -15,7 +15,9 @@ def _script() -> list[str]:
 def test_run_smoke_prints_the_run_folder_last(tmp_path):
     r = subprocess.run(
         _script() + ["run", "--profile", "smoke", "--results", str(tmp_path), "--name", "cli-smoke"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert r.returncode == 0, r.stderr[-3000:]
     # Six kernel shutdowns; each used to race a SIGINT against the kernel's last reply (issue #12).
@@ -47,11 +49,10 @@ import json  # noqa: E402
 
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
+from conftest import SHARED_FIXTURES  # noqa: E402
 
 from compaction_lab import composition  # noqa: E402
 from compaction_lab.ingest import ImportReport, load_sessions  # noqa: E402
-
-from conftest import SHARED_FIXTURES  # noqa: E402
 
 needs_shared = pytest.mark.skipif(not SHARED_FIXTURES.exists(), reason="../shared fixtures not present")
 PI = SHARED_FIXTURES / "pi" / "large-session.jsonl"
@@ -63,8 +64,13 @@ def _first_single_block_tool_result(path: Path) -> tuple[int, str]:
         obj = json.loads(line)
         msg = obj.get("message") or {}
         blocks = msg.get("content") if isinstance(msg.get("content"), list) else []
-        if obj.get("type") == "message" and msg.get("role") == "toolResult" and len(blocks) == 1 \
-                and blocks[0].get("type") == "text" and len(blocks[0]["text"]) > 200:
+        if (
+            obj.get("type") == "message"
+            and msg.get("role") == "toolResult"
+            and len(blocks) == 1
+            and blocks[0].get("type") == "text"
+            and len(blocks[0]["text"]) > 200
+        ):
             return lineno, blocks[0]["text"]
     raise AssertionError("no single-block toolResult in the fixture")
 
@@ -117,8 +123,9 @@ def test_tally_prints_the_composition_table(capsys):
     captured = capsys.readouterr()
     got = pd.DataFrame(json.loads(captured.out))
     expected = composition.composition_table(load_sessions(SHARED_FIXTURES, ImportReport()))
-    pd.testing.assert_frame_equal(got[composition.COMPOSITION_COLUMNS].reset_index(drop=True),
-                                  expected.reset_index(drop=True), check_dtype=False)
+    pd.testing.assert_frame_equal(
+        got[composition.COMPOSITION_COLUMNS].reset_index(drop=True), expected.reset_index(drop=True), check_dtype=False
+    )
     assert "skipped" not in captured.err  # the real fixtures import cleanly
     assert cli.main(["tally", str(SHARED_FIXTURES)]) == 0
     assert "tool traffic" in capsys.readouterr().out
@@ -145,8 +152,12 @@ def test_checkpoints_list_and_release(tmp_path, capsys):
 @needs_shared
 def test_project_prints_segments_and_json(capsys):
     traj = SHARED_FIXTURES / "swe-agent" / "pydicom__pydicom-1458.traj"
-    assert cli.main(["project", str(traj), "--strategy", "futureos-summarized", "--window", "16000",
-                     "--output-ceiling", "4000"]) == 0
+    assert (
+        cli.main(
+            ["project", str(traj), "--strategy", "futureos-summarized", "--window", "16000", "--output-ceiling", "4000"]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "futureos-summarized (extractive stand-in)" in out and "evidence_index" in out and "prefix-shared" in out
     assert cli.main(["project", str(traj), "--strategy", "codex", "--json", "--summarizer", "none"]) == 0
@@ -183,19 +194,30 @@ def test_exam_prints_recall_with_intervals(capsys):
 
 
 def _chat_session(path: Path) -> Path:
-    path.write_text("".join(json.dumps(m) + "\n" for m in [
-        {"role": "user", "content": "Deploy build 7Q2-XK9 to staging."},
-        {"role": "assistant", "content": "Deployed 7Q2-XK9; ticket OPS-4471 opened."}] * 5), encoding="utf-8")
+    path.write_text(
+        "".join(
+            json.dumps(m) + "\n"
+            for m in [
+                {"role": "user", "content": "Deploy build 7Q2-XK9 to staging."},
+                {"role": "assistant", "content": "Deployed 7Q2-XK9; ticket OPS-4471 opened."},
+            ]
+            * 5
+        ),
+        encoding="utf-8",
+    )
     return path
 
 
 @pytest.mark.parametrize("strategy", ["futureos-summarized", "codex"])
-@pytest.mark.parametrize("flags, needle", [
-    (["--window", "0"], "--window = 0"),
-    (["--window", "-5"], "--window = -5"),
-    (["--window", "32000"], "--output-ceiling = 32,000"),   # the default ceiling fills the window
-    (["--output-ceiling", "0"], "--output-ceiling = 0"),
-])
+@pytest.mark.parametrize(
+    "flags, needle",
+    [
+        (["--window", "0"], "--window = 0"),
+        (["--window", "-5"], "--window = -5"),
+        (["--window", "32000"], "--output-ceiling = 32,000"),  # the default ceiling fills the window
+        (["--output-ceiling", "0"], "--output-ceiling = 0"),
+    ],
+)
 def test_project_refuses_a_window_with_no_room(tmp_path, capsys, strategy, flags, needle):
     # Was: a traceback for FutureOS, "capacity -31,990" (and a projection) for the others.
     code = cli.main(["project", str(_chat_session(tmp_path / "s.jsonl")), "--strategy", strategy, *flags])
@@ -212,8 +234,10 @@ def test_project_names_futureos_when_only_its_margin_does_not_fit(tmp_path, caps
 
 def test_run_refuses_unknown_keys_unless_allowed(tmp_path, capsys):
     prof = tmp_path / "tiny.yaml"
-    prof.write_text("description: one small chain\nnotebooks: [01_context_composition]\n"
-                    "parameters: {n_chains: 1, window_tokens: 1500}\n")
+    prof.write_text(
+        "description: one small chain\nnotebooks: [01_context_composition]\n"
+        "parameters: {n_chains: 1, window_tokens: 1500}\n"
+    )
     base = ["run", "--profile", str(prof), "--results", str(tmp_path / "r"), "--quiet", "--set", "windw_tokens=9"]
     assert cli.main(base) == 2
     assert "unknown parameter windw_tokens = 9" in capsys.readouterr().err

@@ -3,26 +3,46 @@ import itertools
 import pytest
 
 from compaction_lab import strategies, summarize
+from compaction_lab.core.tokens import counter
 from compaction_lab.exam import closed, stats
 from compaction_lab.exam.model import NOT_FOUND, Case, Question
 from compaction_lab.exam.readers import SearcherReader, VerbatimReader
 from compaction_lab.ingest import synthetic
 from compaction_lab.strategies import CompactionContext
-from compaction_lab.core.tokens import counter
 
 NAMES = ["full", "codex", "futureos-deterministic"]
 CTX = CompactionContext(window=8000, output_ceiling=1000)
 
 EXPECTED_COLUMNS = [
-    "strategy", "strategy_label", "reader", "reader_label", "case_id", "question_id", "pointer", "category",
-    "decoy", "answer", "given", "correct", "projection_tokens",
+    "strategy",
+    "strategy_label",
+    "reader",
+    "reader_label",
+    "case_id",
+    "question_id",
+    "pointer",
+    "category",
+    "decoy",
+    "answer",
+    "given",
+    "correct",
+    "projection_tokens",
 ]
 
 
 def _question(fact, case_id):
-    return Question(id=fact.fact_id, case_id=case_id, pointer=fact.pointer, category=fact.category,
-                    prompt=fact.question, answer=fact.value, aliases=fact.aliases,
-                    source_entry_id=fact.entry_id, source_order=fact.source_order, decoy=fact.is_decoy)
+    return Question(
+        id=fact.fact_id,
+        case_id=case_id,
+        pointer=fact.pointer,
+        category=fact.category,
+        prompt=fact.question,
+        answer=fact.value,
+        aliases=fact.aliases,
+        source_entry_id=fact.entry_id,
+        source_order=fact.source_order,
+        decoy=fact.is_decoy,
+    )
 
 
 @pytest.fixture(scope="module")

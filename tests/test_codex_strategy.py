@@ -6,17 +6,16 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_FIXTURES, FakeProvider, make_session
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from compaction_lab import strategies
-from compaction_lab.ingest import load_sessions, synthetic
 from compaction_lab.core.projection import AUTHORED_KINDS, STAND_IN_LABEL
 from compaction_lab.core.session import Session
+from compaction_lab.ingest import load_sessions, synthetic
 from compaction_lab.strategies import codex
 from compaction_lab.strategies.base import CallShape, CompactionContext, est_bytes4
-
-from conftest import SHARED_FIXTURES, make_session, FakeProvider
 
 SHAPE = CallShape("t", "You are the test agent.", ({"type": "function", "function": {"name": "bash"}},))
 LOCAL_FIXTURES = Path(__file__).parent / "fixtures"
@@ -75,21 +74,23 @@ def test_estimator_is_ceil_utf8_bytes_over_4():
 
 
 def test_only_real_user_messages_are_kept_in_order():
-    s = make_session([
-        ("system", "You are the test agent."),
-        ("user", "first request"),
-        ("user", "# AGENTS.md instructions for /repo\nbe nice"),
-        ("user", "<environment_context>cwd=/repo</environment_context>"),
-        ("user", "<user_instructions>terse</user_instructions>"),
-        ("user", "flagged by the importer", {"injected": True}),
-        ("assistant", "ASSISTANT-PROSE"),
-        ("reasoning", "HIDDEN-REASONING"),
-        ("tool_call", 'bash {"command": "ls"}', {"tool": "bash", "call_id": "c1"}),
-        ("tool_output", "TOOL-OUTPUT-TEXT", {"tool": "bash", "call_id": "c1"}),
-        ("user", codex.SUMMARY_PREFIX + "\nold summary as a user message"),
-        ("user", "second request"),
-        ("meta", "model change"),
-    ])
+    s = make_session(
+        [
+            ("system", "You are the test agent."),
+            ("user", "first request"),
+            ("user", "# AGENTS.md instructions for /repo\nbe nice"),
+            ("user", "<environment_context>cwd=/repo</environment_context>"),
+            ("user", "<user_instructions>terse</user_instructions>"),
+            ("user", "flagged by the importer", {"injected": True}),
+            ("assistant", "ASSISTANT-PROSE"),
+            ("reasoning", "HIDDEN-REASONING"),
+            ("tool_call", 'bash {"command": "ls"}', {"tool": "bash", "call_id": "c1"}),
+            ("tool_output", "TOOL-OUTPUT-TEXT", {"tool": "bash", "call_id": "c1"}),
+            ("user", codex.SUMMARY_PREFIX + "\nold summary as a user message"),
+            ("user", "second request"),
+            ("meta", "model change"),
+        ]
+    )
     p = run(s)
     users = [seg for seg in p.segments if seg.kind == "user_original"]
     assert [u.text for u in users] == ["first request", "second request"]
@@ -97,8 +98,16 @@ def test_only_real_user_messages_are_kept_in_order():
     assert all(u.role == "user" and u.record_kind == "user" for u in users)
     assert p.notes["skipped_user_messages"] == 5
     text = p.text()
-    for dropped in ("ASSISTANT-PROSE", "HIDDEN-REASONING", "TOOL-OUTPUT-TEXT", "AGENTS.md",
-                    "environment_context", "user_instructions", "flagged by the importer", "command"):
+    for dropped in (
+        "ASSISTANT-PROSE",
+        "HIDDEN-REASONING",
+        "TOOL-OUTPUT-TEXT",
+        "AGENTS.md",
+        "environment_context",
+        "user_instructions",
+        "flagged by the importer",
+        "command",
+    ):
         assert dropped not in text
 
 
@@ -112,9 +121,15 @@ def test_segment_order_system_tools_users_summary():
 
 def test_newest_first_within_budget_then_middle_truncation():
     u1 = "h" * 60 + "m" * 40 + "t" * 60  # 160 bytes = 40 tokens
-    s = make_session([
-        ("user", u1), ("assistant", "x"), ("user", toks(30, "b")), ("assistant", "y"), ("user", toks(50, "c")),
-    ])
+    s = make_session(
+        [
+            ("user", u1),
+            ("assistant", "x"),
+            ("user", toks(30, "b")),
+            ("assistant", "y"),
+            ("user", toks(50, "c")),
+        ]
+    )
     p = run(s, params={"user_budget_tokens": 100})
     # newest (50) and next (30) whole; the oldest (40) does not fit the remaining 20 -> middle-truncated,
     # one item with the marker inline (20 tokens -> 80 bytes: 40 head + 40 tail; 80 bytes over -> 20 tokens)
@@ -205,17 +220,19 @@ def test_stand_in_summary_is_labelled():
 
 def test_request_is_history_plus_instruction_with_base_instructions_and_no_tools():
     prov = FixedProvider()
-    s = make_session([
-        ("system", "You are the test agent."),
-        ("user", "<environment_context>cwd</environment_context>"),
-        ("user", "go"),
-        ("assistant", "prose"),
-        ("reasoning", "think"),
-        ("tool_call", 'bash {"command": "ls"}', {"tool": "bash", "call_id": "c1"}),
-        ("tool_output", "a.py", {"tool": "bash", "call_id": "c1"}),
-        ("meta", "m"),
-        ("user", "after cut"),
-    ])
+    s = make_session(
+        [
+            ("system", "You are the test agent."),
+            ("user", "<environment_context>cwd</environment_context>"),
+            ("user", "go"),
+            ("assistant", "prose"),
+            ("reasoning", "think"),
+            ("tool_call", 'bash {"command": "ls"}', {"tool": "bash", "call_id": "c1"}),
+            ("tool_output", "a.py", {"tool": "bash", "call_id": "c1"}),
+            ("meta", "m"),
+            ("user", "after cut"),
+        ]
+    )
     p = run(s, cut=8, summarizer=prov)
     req = prov.requests[0]
     assert req is p.summary_request or req == p.summary_request
@@ -252,20 +269,33 @@ def test_summary_tools_param_keeps_the_session_tools_and_nothing_else():
 
 def test_instruction_asks_for_a_handoff_summary():
     low = codex.COMPACT_INSTRUCTION.lower()
-    for phrase in ("checkpoint", "handoff", "another language model", "progress", "decisions", "constraints",
-                   "preferences", "next steps", "references", "concise", "structured"):
+    for phrase in (
+        "checkpoint",
+        "handoff",
+        "another language model",
+        "progress",
+        "decisions",
+        "constraints",
+        "preferences",
+        "next steps",
+        "references",
+        "concise",
+        "structured",
+    ):
         assert phrase in low
 
 
 def test_overflowing_request_drops_oldest_items_with_their_partners():
     prov = FixedProvider()
-    s = make_session([
-        ("user", toks(300, "u")),
-        ("tool_call", "bash {}", {"tool": "bash", "call_id": "c1"}),
-        ("assistant", toks(300, "a")),
-        ("tool_output", toks(10, "o"), {"tool": "bash", "call_id": "c1"}),
-        ("user", toks(100, "v")),
-    ])
+    s = make_session(
+        [
+            ("user", toks(300, "u")),
+            ("tool_call", "bash {}", {"tool": "bash", "call_id": "c1"}),
+            ("assistant", toks(300, "a")),
+            ("tool_output", toks(10, "o"), {"tool": "bash", "call_id": "c1"}),
+            ("user", toks(100, "v")),
+        ]
+    )
     # window - summary cap = limit; make the limit hold the newest ~100-token user + instruction only
     cap = 100
     fixed = est_bytes4(SHAPE.system_prompt) + est_bytes4(codex.COMPACT_INSTRUCTION)
@@ -288,13 +318,18 @@ def test_prompt_files_override_the_paraphrases(tmp_path):
     (tmp_path / "i.md").write_text("EXACT INSTRUCTION", encoding="utf-8")
     (tmp_path / "p.md").write_text("EXACT PREFIX", encoding="utf-8")
     prov = FixedProvider("S")
-    p = run(make_session([("user", "go"), ("user", "EXACT PREFIX\nold")]), summarizer=prov,
-            params={"prompt_file": tmp_path / "i.md", "summary_prefix_file": tmp_path / "p.md"})
+    p = run(
+        make_session([("user", "go"), ("user", "EXACT PREFIX\nold")]),
+        summarizer=prov,
+        params={"prompt_file": tmp_path / "i.md", "summary_prefix_file": tmp_path / "p.md"},
+    )
     assert prov.requests[0].messages[-1]["content"] == "EXACT INSTRUCTION"
     assert p.segments[-1].text == "EXACT PREFIX\nS"
     assert [s.text for s in p.segments if s.kind == "user_original"] == ["go"]
-    assert codex.STRATEGY.prompts(ctx()) == {"instruction": codex.COMPACT_INSTRUCTION,
-                                             "summary_prefix": codex.SUMMARY_PREFIX}
+    assert codex.STRATEGY.prompts(ctx()) == {
+        "instruction": codex.COMPACT_INSTRUCTION,
+        "summary_prefix": codex.SUMMARY_PREFIX,
+    }
 
 
 def test_small_window_clamps_user_budget_unless_disabled():
@@ -315,7 +350,7 @@ def test_default_budget_is_20000():
 
 # --------------------------------------------------------------------------- properties
 
-TEXT = st.text(alphabet=st.sampled_from(list("ab xyz\n{}\"é€😀")), min_size=0, max_size=12)
+TEXT = st.text(alphabet=st.sampled_from(list('ab xyz\n{}"é€😀')), min_size=0, max_size=12)
 
 
 @st.composite
@@ -324,17 +359,24 @@ def sessions(draw):
     n = draw(st.integers(0, 25))
     call = 0
     for _ in range(n):
-        kind = draw(st.sampled_from(["user", "user", "inj", "assistant", "reasoning", "tool", "summary", "system",
-                                     "meta"]))
+        kind = draw(
+            st.sampled_from(["user", "user", "inj", "assistant", "reasoning", "tool", "summary", "system", "meta"])
+        )
         text = draw(TEXT) * draw(st.sampled_from([1, 3, 40, 400, 3000]))
         if kind == "tool":
             call += 1
             items.append(("tool_call", f"bash {text[:20]}", {"tool": "bash", "call_id": f"c{call}"}))
-            items.append(("tool_output", text, {"tool": "bash", "call_id": f"c{call}",
-                                                "is_error": draw(st.booleans())}))
+            items.append(
+                ("tool_output", text, {"tool": "bash", "call_id": f"c{call}", "is_error": draw(st.booleans())})
+            )
         elif kind == "inj":
-            items.append(("user", draw(st.sampled_from(["<environment_context>", "# AGENTS.md instructions", ""]))
-                          + text, {"injected": draw(st.booleans())}))
+            items.append(
+                (
+                    "user",
+                    draw(st.sampled_from(["<environment_context>", "# AGENTS.md instructions", ""])) + text,
+                    {"injected": draw(st.booleans())},
+                )
+            )
         elif kind == "system":  # keep the call shape small: a shape alone over the window is out of scope
             items.append((kind, text[:12]))
         else:
@@ -383,7 +425,7 @@ def test_property_projection_fits_and_is_verbatim(session, budget, window, data)
     # the kept users are the newest real ones
     real = [r.entry_id for r in session.records if r.source_order < cut and codex.is_real_user(r)]
     kept = p.notes["kept_user_entries"]
-    assert kept == real[len(real) - len(kept):]
+    assert kept == real[len(real) - len(kept) :]
     if p.summary_request is not None and p.notes["request_fits"]:
         assert p.notes["request_tokens_est"] <= window - p.summary_request.max_output_tokens
 
@@ -413,7 +455,7 @@ def test_real_and_synthetic_sessions(chain, window, output):
         for cut in (len(s.records), len(s.records) // 2):
             p = strategies.compact(s, "codex", cut, c)
             assert p.segments[0].kind == "system" and "summary" in kinds(p)
-            after = kinds(p)[kinds(p).index("summary") + 1:]
+            after = kinds(p)[kinds(p).index("summary") + 1 :]
             assert all(k == "system" for k in after)  # only re-injected initial context follows the summary
             assert 0 < p.tokens < window
             assert sum(est_bytes4(seg.text) for seg in p.segments) <= p.capacity
@@ -422,9 +464,12 @@ def test_real_and_synthetic_sessions(chain, window, output):
 def test_large_session_is_fast():
     items = [("system", "s")]
     for i in range(600):
-        items += [("user", "request " * 200), ("assistant", "prose " * 300),
-                  ("tool_call", "bash {}", {"tool": "bash", "call_id": f"c{i}"}),
-                  ("tool_output", "output line\n" * 300, {"tool": "bash", "call_id": f"c{i}"})]
+        items += [
+            ("user", "request " * 200),
+            ("assistant", "prose " * 300),
+            ("tool_call", "bash {}", {"tool": "bash", "call_id": f"c{i}"}),
+            ("tool_output", "output line\n" * 300, {"tool": "bash", "call_id": f"c{i}"}),
+        ]
     s = make_session(items)  # ~1.0M bytes/4 tokens
     assert sum(est_bytes4(r.text) for r in s.records) > 1_000_000
     t = time.perf_counter()
@@ -485,11 +530,13 @@ def test_each_kept_user_message_and_the_summary_are_separate_items():
 def test_collect_user_messages_filters_session_prefix_entries():
     """Port of compact.rs `collect_user_messages_filters_session_prefix_entries` (AGENTS.md block, an upper-case
     `<ENVIRONMENT_CONTEXT>`, a real message: only the real one is a user message)."""
-    s = make_session([
-        ("user", "# AGENTS.md instructions for project\n\n<INSTRUCTIONS>\ndo things\n</INSTRUCTIONS>"),
-        ("user", "<ENVIRONMENT_CONTEXT>cwd=/tmp</ENVIRONMENT_CONTEXT>"),
-        ("user", "real user message"),
-    ])
+    s = make_session(
+        [
+            ("user", "# AGENTS.md instructions for project\n\n<INSTRUCTIONS>\ndo things\n</INSTRUCTIONS>"),
+            ("user", "<ENVIRONMENT_CONTEXT>cwd=/tmp</ENVIRONMENT_CONTEXT>"),
+            ("user", "real user message"),
+        ]
+    )
     p = run(s, cut=3, params={"compaction_phase": "pre_turn"})
     assert [t for k, t in user_items(p) if k == "user_original"] == ["real user message"]
 
@@ -501,8 +548,17 @@ def test_collect_user_messages_extracts_user_text_only():
 
 
 def _ctx_session(tail: list[tuple]) -> Session:
-    return make_session([("system", SHAPE.system_prompt), ("system", PERMS), ("user", ENV),
-                         ("user", "older user"), ("assistant", "on it"), ("user", "latest user")] + tail)
+    return make_session(
+        [
+            ("system", SHAPE.system_prompt),
+            ("system", PERMS),
+            ("user", ENV),
+            ("user", "older user"),
+            ("assistant", "on it"),
+            ("user", "latest user"),
+        ]
+        + tail
+    )
 
 
 def test_mid_turn_compaction_reinjects_initial_context_before_the_last_real_user():
@@ -510,8 +566,13 @@ def test_mid_turn_compaction_reinjects_initial_context_before_the_last_real_user
     `insert_initial_context_before_last_real_user_or_summary_keeps_summary_last`: mid-turn (the agent loop
     goes on after the cut), the developer / environment items go just above the last real user message and
     the summary stays last."""
-    s = _ctx_session([("tool_call", "bash ls", {"tool": "bash", "call_id": "c1"}),
-                      ("tool_output", "a.py", {"tool": "bash", "call_id": "c1"}), ("assistant", "next step")])
+    s = _ctx_session(
+        [
+            ("tool_call", "bash ls", {"tool": "bash", "call_id": "c1"}),
+            ("tool_output", "a.py", {"tool": "bash", "call_id": "c1"}),
+            ("assistant", "next step"),
+        ]
+    )
     p = run(s, cut=8, summarizer=FixedProvider("S"))
     assert [(s.kind, s.role, s.text) for s in p.segments[2:]] == [
         ("user_original", "user", "older user"),
@@ -528,8 +589,15 @@ def test_mid_turn_compaction_reinjects_initial_context_before_the_last_real_user
 def test_mid_turn_without_user_messages_puts_context_before_the_summary():
     """compact.rs `insert_initial_context_before_last_real_user_or_summary`: no real user message left ->
     the context goes before the summary so the summary stays last."""
-    s = make_session([("system", SHAPE.system_prompt), ("system", PERMS), ("assistant", "a"),
-                      ("tool_call", "bash", {"call_id": "c"}), ("tool_output", "o", {"call_id": "c"})])
+    s = make_session(
+        [
+            ("system", SHAPE.system_prompt),
+            ("system", PERMS),
+            ("assistant", "a"),
+            ("tool_call", "bash", {"call_id": "c"}),
+            ("tool_output", "o", {"call_id": "c"}),
+        ]
+    )
     p = run(s, cut=4, summarizer=FixedProvider("S"), params={"compaction_phase": "mid_turn"})
     assert kinds(p)[2:] == ["system", "summary"] and p.segments[2].text == PERMS
 
@@ -540,8 +608,12 @@ def test_pre_turn_compaction_reinjects_initial_context_after_the_summary():
     s = _ctx_session([("assistant", "done"), ("user", "next turn")])
     p = run(s, cut=7, summarizer=FixedProvider("S"))  # the record at the cut opens a new turn
     assert [(s.kind, s.text) for s in p.segments[2:]] == [
-        ("user_original", "older user"), ("user_original", "latest user"),
-        ("summary", codex.SUMMARY_PREFIX + "\nS"), ("system", PERMS), ("system", ENV)]
+        ("user_original", "older user"),
+        ("user_original", "latest user"),
+        ("summary", codex.SUMMARY_PREFIX + "\nS"),
+        ("system", PERMS),
+        ("system", ENV),
+    ]
     assert p.notes["compaction_phase"] == "pre_turn"
     assert run(s, cut=7, params={"compaction_phase": "mid_turn"}).notes["compaction_phase"] == "mid_turn"
     with pytest.raises(ValueError, match="compaction_phase"):
@@ -553,8 +625,9 @@ def test_tool_outputs_reach_the_summary_request_truncated_as_recorded():
     model's truncation policy x 1.2 -- 10,000 bytes -> 12,000 (utils/string truncate.rs `truncate_middle_chars`,
     marker `…N chars truncated…`); tokens 10,000 -> 48,000 bytes (`…N tokens truncated…`)."""
     out = "H" * 15_000 + "T" * 15_000
-    s = make_session([("user", "go"), ("tool_call", "bash", {"call_id": "c1"}),
-                      ("tool_output", out, {"call_id": "c1"})])
+    s = make_session(
+        [("user", "go"), ("tool_call", "bash", {"call_id": "c1"}), ("tool_output", out, {"call_id": "c1"})]
+    )
     prov = FixedProvider()
     p = run(s, summarizer=prov)
     (tool,) = [m["content"] for m in prov.requests[0].messages if m["role"] == "tool"]
@@ -582,26 +655,27 @@ def _msg(role, text):
     return {"type": "message", "role": role, "text": text, "injected": role == "user" and text.startswith("<")}
 
 
-def _two_compactions(fmt: str = "codex", replacement: bool = True, s1: str = UPSTREAM_SUMMARY_1,
-                     s2: str = UPSTREAM_SUMMARY_2) -> Session:
+def _two_compactions(
+    fmt: str = "codex", replacement: bool = True, s1: str = UPSTREAM_SUMMARY_1, s2: str = UPSTREAM_SUMMARY_2
+) -> Session:
     items = [
-        ("system", SHAPE.system_prompt),                                  # e0 base instructions
-        ("system", PERMS),                                                # e1 developer
-        ("user", ENV, {"injected": True}),                                # e2
-        ("user", "fix the flaky test"),                                   # e3
-        ("assistant", "looking"),                                         # e4
-        ("tool_call", "bash ls", {"tool": "bash", "call_id": "c1"}),     # e5
-        ("tool_output", "ci.yml", {"tool": "bash", "call_id": "c1"}),    # e6
-        ("summary", s1),                                                  # e7 compaction 1
-        ("user", "also update the README"),                               # e8
-        ("assistant", "done with ci"),                                    # e9
+        ("system", SHAPE.system_prompt),  # e0 base instructions
+        ("system", PERMS),  # e1 developer
+        ("user", ENV, {"injected": True}),  # e2
+        ("user", "fix the flaky test"),  # e3
+        ("assistant", "looking"),  # e4
+        ("tool_call", "bash ls", {"tool": "bash", "call_id": "c1"}),  # e5
+        ("tool_output", "ci.yml", {"tool": "bash", "call_id": "c1"}),  # e6
+        ("summary", s1),  # e7 compaction 1
+        ("user", "also update the README"),  # e8
+        ("assistant", "done with ci"),  # e9
         ("tool_call", "bash cat README", {"tool": "bash", "call_id": "c2"}),  # e10
-        ("tool_output", "R" * 20_000, {"tool": "bash", "call_id": "c2"}),     # e11
-        ("summary", s2),                                                  # e12 compaction 2
-        ("system", PERMS),                                                # e13 next turn re-injects context
-        ("user", ENV, {"injected": True}),                                # e14
-        ("user", "now run the tests"),                                    # e15
-        ("assistant", "running"),                                         # e16
+        ("tool_output", "R" * 20_000, {"tool": "bash", "call_id": "c2"}),  # e11
+        ("summary", s2),  # e12 compaction 2
+        ("system", PERMS),  # e13 next turn re-injects context
+        ("user", ENV, {"injected": True}),  # e14
+        ("user", "now run the tests"),  # e15
+        ("assistant", "running"),  # e16
         ("tool_call", "bash pytest", {"tool": "bash", "call_id": "c3"}),  # e17
         ("tool_output", "1 failed", {"tool": "bash", "call_id": "c3"}),  # e18
     ]
@@ -611,10 +685,18 @@ def _two_compactions(fmt: str = "codex", replacement: bool = True, s1: str = UPS
     b1 = {"entry_id": "e7", "source_order": 7}
     b2 = {"entry_id": "e12", "source_order": 12}
     if replacement:  # compaction 1 mid-turn (context before the last real user), compaction 2 pre-turn
-        b1["replacement_history"] = [_msg("developer", PERMS), _msg("user", ENV), _msg("user", "fix the flaky test"),
-                                     _msg("user", s1), {"type": "compaction"}]
-        b2["replacement_history"] = [_msg("user", "fix the flaky test"), _msg("user", "also update the README"),
-                                     _msg("user", s2)]
+        b1["replacement_history"] = [
+            _msg("developer", PERMS),
+            _msg("user", ENV),
+            _msg("user", "fix the flaky test"),
+            _msg("user", s1),
+            {"type": "compaction"},
+        ]
+        b2["replacement_history"] = [
+            _msg("user", "fix the flaky test"),
+            _msg("user", "also update the README"),
+            _msg("user", s2),
+        ]
     return Session(s.id, s.source_format, s.records, metadata={"compactions": [b1, b2]})
 
 
@@ -638,23 +720,42 @@ def test_two_recorded_compactions_summarise_the_replacement_history():
     s = _two_compactions()
     p, req = _request(s)
     assert list(req.messages) == msgs(
-        ("user", "fix the flaky test"), ("user", "also update the README"), ("user", UPSTREAM_SUMMARY_2),
-        ("system", PERMS), ("user", ENV), ("user", "now run the tests"),
-        ("assistant", "running"), ("assistant", "bash pytest"), ("tool", "1 failed"))
+        ("user", "fix the flaky test"),
+        ("user", "also update the README"),
+        ("user", UPSTREAM_SUMMARY_2),
+        ("system", PERMS),
+        ("user", ENV),
+        ("user", "now run the tests"),
+        ("assistant", "running"),
+        ("assistant", "bash pytest"),
+        ("tool", "1 failed"),
+    )
     live = codex.STRATEGY.live_history(s, 19, ctx())
-    assert [(i.role, i.text) for i in live][:3] == [("user", "fix the flaky test"),
-                                                    ("user", "also update the README"), ("user", UPSTREAM_SUMMARY_2)]
+    assert [(i.role, i.text) for i in live][:3] == [
+        ("user", "fix the flaky test"),
+        ("user", "also update the README"),
+        ("user", UPSTREAM_SUMMARY_2),
+    ]
     # kept: the real users of the live history (not the summary, not the context), then summary, then context
     assert [(k, t) for k, t in user_items(p)] == [
-        ("user_original", "fix the flaky test"), ("user_original", "also update the README"),
-        ("user_original", "now run the tests"), ("summary", codex.SUMMARY_PREFIX + "\nSUMMARY-TEXT")]
+        ("user_original", "fix the flaky test"),
+        ("user_original", "also update the README"),
+        ("user_original", "now run the tests"),
+        ("summary", codex.SUMMARY_PREFIX + "\nSUMMARY-TEXT"),
+    ]
     assert p.notes["kept_user_entries"] == ["e3", "e8", "e15"]
     # between the two compactions: replacement history 1 (its opaque compaction item has no text) + what followed
     _, req = _request(s, 12)
     assert list(req.messages) == msgs(
-        ("system", PERMS), ("user", ENV), ("user", "fix the flaky test"), ("user", UPSTREAM_SUMMARY_1),
-        ("user", "also update the README"), ("assistant", "done with ci"), ("assistant", "bash cat README"),
-        ("tool", R_CUT))
+        ("system", PERMS),
+        ("user", ENV),
+        ("user", "fix the flaky test"),
+        ("user", UPSTREAM_SUMMARY_1),
+        ("user", "also update the README"),
+        ("assistant", "done with ci"),
+        ("assistant", "bash cat README"),
+        ("tool", R_CUT),
+    )
 
 
 def test_two_compactions_without_replacement_history_are_rebuilt():
@@ -662,10 +763,18 @@ def test_two_compactions_without_replacement_history_are_rebuilt():
     rebuilt by compact.rs `build_compacted_history(initial_context, collect_user_messages(history), message)`."""
     _, req = _request(_two_compactions(replacement=False))
     assert list(req.messages) == msgs(
-        ("system", PERMS), ("user", ENV), ("user", "fix the flaky test"), ("user", "also update the README"),
+        ("system", PERMS),
+        ("user", ENV),
+        ("user", "fix the flaky test"),
+        ("user", "also update the README"),
         ("user", UPSTREAM_SUMMARY_2),
-        ("system", PERMS), ("user", ENV), ("user", "now run the tests"),
-        ("assistant", "running"), ("assistant", "bash pytest"), ("tool", "1 failed"))
+        ("system", PERMS),
+        ("user", ENV),
+        ("user", "now run the tests"),
+        ("assistant", "running"),
+        ("assistant", "bash pytest"),
+        ("tool", "1 failed"),
+    )
 
 
 def test_another_agents_compactions_are_codex_summary_messages():
@@ -674,10 +783,18 @@ def test_another_agents_compactions_are_codex_summary_messages():
     s = _two_compactions(fmt="claude-code", s1="SUMMARY-ONE", s2="SUMMARY-TWO")
     _, req = _request(s)
     assert list(req.messages) == msgs(
-        ("system", PERMS), ("user", ENV), ("user", "fix the flaky test"), ("user", "also update the README"),
+        ("system", PERMS),
+        ("user", ENV),
+        ("user", "fix the flaky test"),
+        ("user", "also update the README"),
         ("user", f"{codex.SUMMARY_PREFIX}\nSUMMARY-TWO"),
-        ("system", PERMS), ("user", ENV), ("user", "now run the tests"),
-        ("assistant", "running"), ("assistant", "bash pytest"), ("tool", "1 failed"))
+        ("system", PERMS),
+        ("user", ENV),
+        ("user", "now run the tests"),
+        ("assistant", "running"),
+        ("assistant", "bash pytest"),
+        ("tool", "1 failed"),
+    )
 
 
 def test_rollout_with_two_compactions_end_to_end(tmp_path):
@@ -701,16 +818,40 @@ def test_rollout_with_two_compactions_end_to_end(tmp_path):
         line("response_item", item("user", ENV)),
         line("response_item", item("user", "fix the flaky test")),
         line("response_item", item("assistant", "looking")),
-        line("compacted", {"message": UPSTREAM_SUMMARY_1, "replacement_history": [
-            item("developer", PERMS), item("user", ENV), item("user", "fix the flaky test"),
-            item("user", UPSTREAM_SUMMARY_1)]}),
+        line(
+            "compacted",
+            {
+                "message": UPSTREAM_SUMMARY_1,
+                "replacement_history": [
+                    item("developer", PERMS),
+                    item("user", ENV),
+                    item("user", "fix the flaky test"),
+                    item("user", UPSTREAM_SUMMARY_1),
+                ],
+            },
+        ),
         line("response_item", item("user", "also update the README")),
-        line("response_item", {"type": "function_call", "name": "shell", "call_id": "c2",
-                               "arguments": json.dumps({"command": ["bash", "-lc", "cat README"]})}),
+        line(
+            "response_item",
+            {
+                "type": "function_call",
+                "name": "shell",
+                "call_id": "c2",
+                "arguments": json.dumps({"command": ["bash", "-lc", "cat README"]}),
+            },
+        ),
         line("response_item", {"type": "function_call_output", "call_id": "c2", "output": "R" * 20_000}),
-        line("compacted", {"message": UPSTREAM_SUMMARY_2, "replacement_history": [
-            item("user", "fix the flaky test"), item("user", "also update the README"),
-            item("user", UPSTREAM_SUMMARY_2)]}),
+        line(
+            "compacted",
+            {
+                "message": UPSTREAM_SUMMARY_2,
+                "replacement_history": [
+                    item("user", "fix the flaky test"),
+                    item("user", "also update the README"),
+                    item("user", UPSTREAM_SUMMARY_2),
+                ],
+            },
+        ),
         line("response_item", item("developer", PERMS)),
         line("response_item", item("user", ENV)),
         line("response_item", item("user", "now run the tests")),
@@ -726,10 +867,19 @@ def test_rollout_with_two_compactions_end_to_end(tmp_path):
     req = prov.requests[0]
     assert req.system == "BASE INSTRUCTIONS"
     assert list(req.messages) == msgs(
-        ("user", "fix the flaky test"), ("user", "also update the README"), ("user", UPSTREAM_SUMMARY_2),
-        ("system", PERMS), ("user", ENV), ("user", "now run the tests"), ("assistant", "running"))
+        ("user", "fix the flaky test"),
+        ("user", "also update the README"),
+        ("user", UPSTREAM_SUMMARY_2),
+        ("system", PERMS),
+        ("user", ENV),
+        ("user", "now run the tests"),
+        ("assistant", "running"),
+    )
     assert [t for k, t in user_items(p) if k == "user_original"] == [
-        "fix the flaky test", "also update the README", "now run the tests"]
+        "fix the flaky test",
+        "also update the README",
+        "now run the tests",
+    ]
     assert [seg.text for seg in p.segments if seg.label == INITIAL_CONTEXT] == [PERMS, ENV]
 
 
@@ -738,14 +888,23 @@ def test_summarize_context_three_requests_and_instructions():
     "hello world" -> FIRST_REPLY; the compact request is that history with the compaction prompt last; the next
     request keeps "hello world" and the prefixed summary, not FIRST_REPLY, and (pre-turn) the initial context
     after them, then the next turn's message."""
-    s = make_session([("system", SHAPE.system_prompt), ("user", ENV, {"injected": True}), ("user", "hello world"),
-                      ("assistant", "FIRST_REPLY"), ("user", "next turn")])
+    s = make_session(
+        [
+            ("system", SHAPE.system_prompt),
+            ("user", ENV, {"injected": True}),
+            ("user", "hello world"),
+            ("assistant", "FIRST_REPLY"),
+            ("user", "next turn"),
+        ]
+    )
     prov = FixedProvider("SUMMARY_ONLY_CONTEXT")
     p = run(s, cut=4, summarizer=prov)
     assert list(prov.requests[0].messages) == msgs(("user", ENV), ("user", "hello world"), ("assistant", "FIRST_REPLY"))
     assert [(seg.kind, seg.text) for seg in p.segments[2:]] == [
-        ("user_original", "hello world"), ("summary", codex.SUMMARY_PREFIX + "\nSUMMARY_ONLY_CONTEXT"),
-        ("system", ENV)]
+        ("user_original", "hello world"),
+        ("summary", codex.SUMMARY_PREFIX + "\nSUMMARY_ONLY_CONTEXT"),
+        ("system", ENV),
+    ]
     assert "FIRST_REPLY" not in p.text()
 
 
@@ -753,12 +912,35 @@ def test_kept_user_items_that_share_an_entry_stay_separate_messages():
     """compact.rs sends one user item per kept message. Replacement-history items that are not in the
     journal all point at the compaction's entry, and text typed twice maps to one entry: the projection
     joined such items into one message (`Projection.messages` joins segments of one entry)."""
-    items = [("user", "typed earlier A"), ("assistant", "ok"), ("user", "same text twice"), ("assistant", "ok"),
-             ("user", "same text twice"), ("assistant", "ok"), ("summary", "S1"), ("user", "next")]
+    items = [
+        ("user", "typed earlier A"),
+        ("assistant", "ok"),
+        ("user", "same text twice"),
+        ("assistant", "ok"),
+        ("user", "same text twice"),
+        ("assistant", "ok"),
+        ("summary", "S1"),
+        ("user", "next"),
+    ]
     s = make_session(items, source_format="codex")
-    s = Session(s.id, s.source_format, s.records, metadata={"compactions": [{
-        "entry_id": "e6", "source_order": 6, "replacement_history": [
-            _msg("user", "only in the replacement A"), _msg("user", "only in the replacement B"), _msg("user", "S1")]}]})
+    s = Session(
+        s.id,
+        s.source_format,
+        s.records,
+        metadata={
+            "compactions": [
+                {
+                    "entry_id": "e6",
+                    "source_order": 6,
+                    "replacement_history": [
+                        _msg("user", "only in the replacement A"),
+                        _msg("user", "only in the replacement B"),
+                        _msg("user", "S1"),
+                    ],
+                }
+            ]
+        },
+    )
     p = run(s, summarizer=FixedProvider())
     users = [m["content"] for m in p.messages() if m["role"] == "user"]
     assert "only in the replacement A" in users and "only in the replacement B" in users

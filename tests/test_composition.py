@@ -2,12 +2,11 @@ import json
 
 import pandas as pd
 import pytest
+from conftest import SHARED_FIXTURES, make_session
 
 from compaction_lab import composition
 from compaction_lab.core.session import CONTEXT_KINDS
 from compaction_lab.core.tokens import TokenCounter
-
-from conftest import SHARED_FIXTURES, make_session
 
 
 def _other_session():
@@ -16,7 +15,11 @@ def _other_session():
             ("user", "Run the tests."),
             ("reasoning", "Pytest is configured in pyproject.toml."),
             ("tool_call", "bash pytest -q", {"tool": "bash", "target": "pytest -q", "call_id": "c9"}),
-            ("tool_output", "F" * 300 + "\n1 failed", {"tool": "bash", "target": "pytest -q", "call_id": "c9", "is_error": True}),
+            (
+                "tool_output",
+                "F" * 300 + "\n1 failed",
+                {"tool": "bash", "target": "pytest -q", "call_id": "c9", "is_error": True},
+            ),
             ("summary", "Earlier summary text."),
         ],
         session_id="s2",
@@ -50,7 +53,7 @@ def test_shares_and_coarse_view(small_session):
 
     coarse = composition.coarse_view(comp)
     assert set(coarse["group"]) == set(composition.COARSE_ORDER)
-    for sid, g in coarse.groupby("session_id"):
+    for _sid, g in coarse.groupby("session_id"):
         assert g["char_share"].sum() == pytest.approx(1.0)
     allrow = coarse[coarse["session_id"] == "ALL"].set_index("group")
     tool_chars = comp[comp["kind"].isin(["tool_call", "tool_output"])]["chars"].sum()
@@ -80,9 +83,20 @@ def _work_session(followup: str, injected: bool = False):
     return make_session(
         [
             ("user", "Please keep the staging proxy on the usual port and never touch migrations/0007_add_index.py."),
-            ("assistant", "I chose the LRU eviction policy for the session cache in cache/store.py because entries are hot."),
-            ("tool_call", "bash pytest tests/test_orders.py", {"tool": "bash", "target": "pytest tests/test_orders.py", "call_id": "c1"}),
-            ("tool_output", "FAILED tests/test_orders.py::test_refund_rounding - AssertionError: 10.01 != 10.00", {"tool": "bash", "target": "pytest tests/test_orders.py", "call_id": "c1", "is_error": True}),
+            (
+                "assistant",
+                "I chose the LRU eviction policy for the session cache in cache/store.py because entries are hot.",
+            ),
+            (
+                "tool_call",
+                "bash pytest tests/test_orders.py",
+                {"tool": "bash", "target": "pytest tests/test_orders.py", "call_id": "c1"},
+            ),
+            (
+                "tool_output",
+                "FAILED tests/test_orders.py::test_refund_rounding - AssertionError: 10.01 != 10.00",
+                {"tool": "bash", "target": "pytest tests/test_orders.py", "call_id": "c1", "is_error": True},
+            ),
             ("assistant", "The refund rounding bug is fixed now."),
             ("user", followup, {"injected": injected}),
         ]
@@ -172,7 +186,11 @@ def test_speaker_cue_prefers_the_named_speaker():
         [
             ("user", "Refactor `dispatch_event` in webhooks.py."),
             ("assistant", "My plan for `dispatch_event`: batch the writes and retry once."),
-            ("tool_output", "def dispatch_event(evt):\n    return handle(evt)  # dispatch_event body", {"tool": "read_file"}),
+            (
+                "tool_output",
+                "def dispatch_event(evt):\n    return handle(evt)  # dispatch_event body",
+                {"tool": "read_file"},
+            ),
             ("tool_output", "dispatch_event called 3 times; dispatch_event took 40 ms", {"tool": "bash"}),
             ("assistant", "Done."),
             ("user", "Going back to your plan for `dispatch_event`: is that still the plan?"),
@@ -246,8 +264,12 @@ def test_default_synthetic_chains_are_mostly_tool_traffic():
 def test_stream_equals_table_on_real_and_synthetic_sessions():
     from compaction_lab.ingest import ImportReport, load_sessions, synthetic
 
-    sessions = [c.session for c in synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=2, window_tokens=5000))]
+    sessions = [
+        c.session for c in synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=2, window_tokens=5000))
+    ]
     if SHARED_FIXTURES.exists():
         sessions += list(load_sessions(SHARED_FIXTURES, ImportReport()))
-    pd.testing.assert_frame_equal(composition.composition_stream(iter(sessions)), composition.composition_table(sessions))
+    pd.testing.assert_frame_equal(
+        composition.composition_stream(iter(sessions)), composition.composition_table(sessions)
+    )
     assert composition.composition_stream(iter([])).empty

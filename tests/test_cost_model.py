@@ -77,8 +77,16 @@ def test_cost_table_rows_and_per_point(chain_case):
 
     recall = pd.DataFrame({"strategy": list(projs), "recall": [0.5] * len(projs)})
     a = cost.CostAssumptions(turns=6, simulated_turns=3)
-    table = cost.cost_table([Case], {s.id: s}, {("c1", n): p for n, p in projs.items()}, ctx.shape,
-                            ["deepseek-flash", "gpt-4.1"], None, a, recall)
+    table = cost.cost_table(
+        [Case],
+        {s.id: s},
+        {("c1", n): p for n, p in projs.items()},
+        ctx.shape,
+        ["deepseek-flash", "gpt-4.1"],
+        None,
+        a,
+        recall,
+    )
     assert list(table.columns) == cost.COST_COLUMNS
     # Each table under its own rule and under no cache: 2 tables x 2 simulators x 8 strategies.
     assert len(table) == 2 * 2 * len(projs)
@@ -135,8 +143,9 @@ def test_prefix_table_without_requests_is_empty(chain_case):
     class Case:
         id, session_id, cut = "c1", s.id, len(s.records)
 
-    t = cost.compaction_prefix_table([Case], {s.id: s}, {("c1", "futureos-deterministic"):
-                                                         projs["futureos-deterministic"]}, ctx.shape)
+    t = cost.compaction_prefix_table(
+        [Case], {s.id: s}, {("c1", "futureos-deterministic"): projs["futureos-deterministic"]}, ctx.shape
+    )
     assert t.empty and list(t.columns) == cost.PREFIX_COLUMNS
 
 
@@ -166,8 +175,9 @@ def test_every_request_a_compaction_sent_is_billed(chain_case):
 def test_a_single_request_is_its_summary_segment():
     from compaction_lab.core.projection import Projection, Segment, SummaryRequest
 
-    req = SummaryRequest(strategy="x", shape="dedicated", system="s", tools=(), messages=(), template="t",
-                         max_output_tokens=10)
+    req = SummaryRequest(
+        strategy="x", shape="dedicated", system="s", tools=(), messages=(), template="t", max_output_tokens=10
+    )
     p = Projection("x", "x-1", "s", 0, (Segment("summary", "user", "one two three"),), 10, "tiktoken", req).finalize()
     (only,) = p.requests_sent()
     assert only.request is req and only.output_tokens == p.segments[0].tokens > 0

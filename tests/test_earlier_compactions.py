@@ -19,13 +19,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import FakeProvider
 
 from compaction_lab import strategies
 from compaction_lab.ingest import load_sessions
 from compaction_lab.strategies import codex
 from compaction_lab.strategies.base import CompactionContext
-
-from conftest import FakeProvider
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pi" / "two-compactions.jsonl"
 
@@ -39,8 +38,7 @@ def session():
 
 def request(session, name):
     prov = FakeProvider()
-    strategies.compact(session, name, None, CompactionContext(window=128_000, output_ceiling=32_000,
-                                                               summarizer=prov))
+    strategies.compact(session, name, None, CompactionContext(window=128_000, output_ceiling=32_000, summarizer=prov))
     (req,) = prov.requests
     return [(m["role"], m["content"]) for m in req.messages[:-1]], req.messages[-1]["content"]
 
@@ -54,8 +52,9 @@ def test_opencode_keeps_the_recorded_tail_and_puts_the_summary_after_the_convers
     msgs, text = request(session, "opencode")  # one user message: the transcript, then the instruction
     assert msgs == []
     conversation = text.split("<conversation>\n", 1)[1].split("\n</conversation>", 1)[0]
-    assert conversation == ("[User]: run the tests\n\n[Assistant]: tests pass: 42 passed\n\n"
-                            "[User]: ship it\n\n[Assistant]: shipped v1.4.2")
+    assert conversation == (
+        "[User]: run the tests\n\n[Assistant]: tests pass: 42 passed\n\n[User]: ship it\n\n[Assistant]: shipped v1.4.2"
+    )
     prior = text.split("<prior-summary>\n", 1)[1].split("\n</prior-summary>", 1)[0]
     assert prior == "SUMMARY-TWO" and text.index("</conversation>") < text.index("<prior-summary>")
     assert "SUMMARY-ONE" not in text and "ORD-58213" not in text
@@ -64,10 +63,13 @@ def test_opencode_keeps_the_recorded_tail_and_puts_the_summary_after_the_convers
 def test_codex_rebuilds_the_summary_as_its_own(session):
     msgs, instruction = request(session, "codex")
     assert msgs == [
-        ("user", "add retries to billing/client.py"), ("user", "keep ORD-58213 in the export"),
-        ("user", "now add a CSV export"), ("user", "run the tests"),
+        ("user", "add retries to billing/client.py"),
+        ("user", "keep ORD-58213 in the export"),
+        ("user", "now add a CSV export"),
+        ("user", "run the tests"),
         ("user", codex.SUMMARY_PREFIX + "\nSUMMARY-TWO"),
-        ("user", "ship it"), ("assistant", "shipped v1.4.2"),
+        ("user", "ship it"),
+        ("assistant", "shipped v1.4.2"),
     ]
     assert "SUMMARY-ONE" not in instruction
 

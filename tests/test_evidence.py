@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import given, settings, strategies as st
+from conftest import make_session
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from compaction_lab.core.tokens import count_tokens
 from compaction_lab.strategies.evidence import (
     INDEX_HEADER,
     REASONS,
@@ -24,17 +27,16 @@ from compaction_lab.strategies.evidence import (
     row_json,
     tool_records,
 )
-from compaction_lab.core.tokens import count_tokens
-
-from conftest import make_session
 
 KEYS = ["entryId", "blockIndex", "sourceOrder", "tool", "target", "error", "head", "tail"]
 
 
 def tool_pair(tool: str, target: str, out: str, cid: str, error: bool = False) -> list[tuple]:
     extra = {"tool": tool, "target": target, "call_id": cid}
-    return [("tool_call", f'{tool} {{"target": "{target}"}}', extra),
-            ("tool_output", out, {**extra, "is_error": error})]
+    return [
+        ("tool_call", f'{tool} {{"target": "{target}"}}', extra),
+        ("tool_output", out, {**extra, "is_error": error}),
+    ]
 
 
 def records_of(pairs: list[list[tuple]]) -> list[ToolRecord]:
@@ -50,30 +52,37 @@ def order_of(recs: list[ToolRecord]) -> list[int]:
 
 
 def test_pairs_calls_and_outputs_by_call_id():
-    s = make_session([
-        ("user", "go"),
-        ("tool_call", "a", {"tool": "bash", "target": "ls", "call_id": "c1"}),
-        ("tool_call", "b", {"tool": "read_file", "target": "x.py", "call_id": "c2"}),
-        ("tool_output", "out-b", {"tool": "read_file", "target": "x.py", "call_id": "c2"}),
-        ("tool_output", "out-a", {"tool": "bash", "target": "ls", "call_id": "c1"}),
-        ("tool_call", "c", {"tool": "bash", "target": "make", "call_id": "c3"}),  # never answered
-        ("tool_output", "orphan", {"tool": "bash", "call_id": "zz"}),  # no call
-    ])
+    s = make_session(
+        [
+            ("user", "go"),
+            ("tool_call", "a", {"tool": "bash", "target": "ls", "call_id": "c1"}),
+            ("tool_call", "b", {"tool": "read_file", "target": "x.py", "call_id": "c2"}),
+            ("tool_output", "out-b", {"tool": "read_file", "target": "x.py", "call_id": "c2"}),
+            ("tool_output", "out-a", {"tool": "bash", "target": "ls", "call_id": "c1"}),
+            ("tool_call", "c", {"tool": "bash", "target": "make", "call_id": "c3"}),  # never answered
+            ("tool_output", "orphan", {"tool": "bash", "call_id": "zz"}),  # no call
+        ]
+    )
     recs = tool_records(s.records)
     assert [(r.call and r.call.entry_id, r.output and r.output.entry_id) for r in recs] == [
-        ("e2", "e3"), ("e1", "e4"), ("e5", None), (None, "e6"),
+        ("e2", "e3"),
+        ("e1", "e4"),
+        ("e5", None),
+        (None, "e6"),
     ]
     assert recs[0].entry_ids == ("e2", "e3")
     assert recs[2].result.entry_id == "e5" and recs[2].tool == "bash" and recs[2].target == "make"
 
 
 def test_reused_call_id_pairs_with_the_latest_earlier_call():
-    s = make_session([
-        ("tool_call", "a", {"tool": "bash", "target": "one", "call_id": "c"}),
-        ("tool_output", "1", {"call_id": "c"}),
-        ("tool_call", "b", {"tool": "bash", "target": "two", "call_id": "c"}),
-        ("tool_output", "2", {"call_id": "c"}),
-    ])
+    s = make_session(
+        [
+            ("tool_call", "a", {"tool": "bash", "target": "one", "call_id": "c"}),
+            ("tool_output", "1", {"call_id": "c"}),
+            ("tool_call", "b", {"tool": "bash", "target": "two", "call_id": "c"}),
+            ("tool_output", "2", {"call_id": "c"}),
+        ]
+    )
     recs = tool_records(s.records)
     assert [(r.call.entry_id, r.output.entry_id, r.target) for r in recs] == [("e0", "e1", "one"), ("e2", "e3", "two")]
 
@@ -82,33 +91,57 @@ def test_reused_call_id_pairs_with_the_latest_earlier_call():
 
 
 def test_priority_target_regex():
-    for t in ["config/app.py", "settings.py", "pyproject.toml", "deploy.yaml", "ci.yml", "package.json",
-              "db/schema.sql", "migrations/0007_add.py", "validators.py", "tests/test_api.py", "pytest -q",
-              "spec/api_spec.rb", "CONFIG.INI"]:
+    for t in [
+        "config/app.py",
+        "settings.py",
+        "pyproject.toml",
+        "deploy.yaml",
+        "ci.yml",
+        "package.json",
+        "db/schema.sql",
+        "migrations/0007_add.py",
+        "validators.py",
+        "tests/test_api.py",
+        "pytest -q",
+        "spec/api_spec.rb",
+        "CONFIG.INI",
+    ]:
         assert is_priority_target(t), t
     for t in ["app/main.py", "ls -la", "README.md", "", None]:
         assert not is_priority_target(t), t
 
 
 def test_rule1_errors_first_newest_first():
-    recs = records_of([tool_pair("bash", "make", "ok", "c1"), tool_pair("bash", "make", "boom", "c2", True),
-                       tool_pair("bash", "ls", "x", "c3"), tool_pair("read_file", "a.py", "nope", "c4", True)])
+    recs = records_of(
+        [
+            tool_pair("bash", "make", "ok", "c1"),
+            tool_pair("bash", "make", "boom", "c2", True),
+            tool_pair("bash", "ls", "x", "c3"),
+            tool_pair("read_file", "a.py", "nope", "c4", True),
+        ]
+    )
     errs = error_records(recs)
     assert [r.output.text for r in errs] == ["nope", "boom"]
     assert priority_order(recs)[:2] == errs
 
 
 def test_rule2_grouping_and_priority_groups_first():
-    recs = records_of([
-        tool_pair("read_file", "app/main.py", "m1", "c1"),
-        tool_pair("read_file", "config/settings.toml", "s1", "c2"),
-        tool_pair("read_file", "app/main.py", "m2", "c3"),
-        tool_pair("bash", "pytest tests", "t1", "c4"),
-        tool_pair("bash", "ls", "l1", "c5"),
-    ])
+    recs = records_of(
+        [
+            tool_pair("read_file", "app/main.py", "m1", "c1"),
+            tool_pair("read_file", "config/settings.toml", "s1", "c2"),
+            tool_pair("read_file", "app/main.py", "m2", "c3"),
+            tool_pair("bash", "pytest tests", "t1", "c4"),
+            tool_pair("bash", "ls", "l1", "c5"),
+        ]
+    )
     groups = group_records(recs)
-    assert list(groups) == [("read_file", "app/main.py"), ("read_file", "config/settings.toml"),
-                            ("bash", "pytest tests"), ("bash", "ls")]
+    assert list(groups) == [
+        ("read_file", "app/main.py"),
+        ("read_file", "config/settings.toml"),
+        ("bash", "pytest tests"),
+        ("bash", "ls"),
+    ]
     assert [r.output.text for r in groups[("read_file", "app/main.py")]] == ["m1", "m2"]
     ordered = [g[0].target for g in ordered_groups(groups)]
     # priority targets first (newest group first), then the others (newest group first)
@@ -128,21 +161,26 @@ def test_rule4_rest_by_recency():
 
 
 def test_full_priority_order():
-    recs = records_of([
-        tool_pair("bash", "ls", "ls-0", "c0"),                    # other group, first
-        tool_pair("read_file", "app.yaml", "yaml-1", "c1"),       # priority group, first
-        tool_pair("bash", "ls", "ls-2", "c2"),                    # other group, middle
-        tool_pair("bash", "make", "make-3", "c3", True),          # error
-        tool_pair("read_file", "app.yaml", "yaml-4", "c4"),       # priority group, middle
-        tool_pair("read_file", "app.yaml", "yaml-5", "c5"),       # priority group, latest
-        tool_pair("bash", "ls", "ls-6", "c6"),                    # other group, latest
-    ])
+    recs = records_of(
+        [
+            tool_pair("bash", "ls", "ls-0", "c0"),  # other group, first
+            tool_pair("read_file", "app.yaml", "yaml-1", "c1"),  # priority group, first
+            tool_pair("bash", "ls", "ls-2", "c2"),  # other group, middle
+            tool_pair("bash", "make", "make-3", "c3", True),  # error
+            tool_pair("read_file", "app.yaml", "yaml-4", "c4"),  # priority group, middle
+            tool_pair("read_file", "app.yaml", "yaml-5", "c5"),  # priority group, latest
+            tool_pair("bash", "ls", "ls-6", "c6"),  # other group, latest
+        ]
+    )
     got = [(r.output.text, why) for r, why in prioritized(recs)]
     assert got == [
         ("make-3", "error"),
-        ("yaml-5", "group-latest"), ("yaml-1", "group-first"),
-        ("ls-6", "group-latest"), ("ls-0", "group-first"),
-        ("yaml-4", "recency"), ("ls-2", "recency"),
+        ("yaml-5", "group-latest"),
+        ("yaml-1", "group-first"),
+        ("ls-6", "group-latest"),
+        ("ls-0", "group-first"),
+        ("yaml-4", "recency"),
+        ("ls-2", "recency"),
     ]
     # make-3 is also the only record of its group, so it is not repeated
     assert len(got) == len(recs)
@@ -204,12 +242,14 @@ def test_row_that_does_not_fit_is_left_out_whole_and_later_rows_still_tried():
 
 
 def test_rows_listed_in_priority_order_not_time_order():
-    recs = records_of([
-        tool_pair("bash", "ls", "old", "c0"),
-        tool_pair("bash", "make", "failed", "c1", True),
-        tool_pair("read_file", "schema.sql", "create table", "c2"),
-        tool_pair("bash", "ls", "new", "c3"),
-    ])
+    recs = records_of(
+        [
+            tool_pair("bash", "ls", "old", "c0"),
+            tool_pair("bash", "make", "failed", "c1", True),
+            tool_pair("read_file", "schema.sql", "create table", "c2"),
+            tool_pair("bash", "ls", "new", "c3"),
+        ]
+    )
     rows = evidence_rows(recs, 2048)
     assert [r.record for r in rows] == priority_order(recs)
     assert [r.reason for r in rows] == ["error", "group-latest", "group-latest", "group-first"]

@@ -1,14 +1,12 @@
 """The run's cases: the bank for synthetic chains, probes for imported sessions, saved once and reused."""
 
 import pytest
+from conftest import SHARED_FIXTURES
 
-from compaction_lab.report import runfolder
-from compaction_lab.ingest import sources
 from compaction_lab.exam import cases as exam_cases
 from compaction_lab.exam.model import bank_digest
-from compaction_lab.ingest import synthetic
-
-from conftest import SHARED_FIXTURES
+from compaction_lab.ingest import sources, synthetic
+from compaction_lab.report import runfolder
 
 PARAMS = {"n_cases": 2, "n_questions": 8, "n_decoys": 2, "tail_tokens": 600, "seed": 7}
 

@@ -6,14 +6,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from test_recorded_strategy import EXPECTED, FILES, MODELS, load
 
-from compaction_lab.report import charts, runfolder
 from compaction_lab import ingest
 from compaction_lab.exam import readers, recorded
+from compaction_lab.report import charts, runfolder
 from compaction_lab.strategies.base import CompactionContext
 from compaction_lab.summarize.extractive import ExtractiveProvider
-
-from test_recorded_strategy import EXPECTED, FILES, MODELS, load
 
 HERE = Path(__file__).parent
 #: A tiny tail, so that these short sessions have questions before it.
@@ -33,7 +32,7 @@ def built(sessions):
 
 def test_one_case_per_recorded_compaction_with_the_model_from_the_log(built):
     assert len(built.cases) == 4
-    assert sorted(zip(built.found["agent"], built.found["model"])) == sorted(MODELS.items())
+    assert sorted(zip(built.found["agent"], built.found["model"], strict=False)) == sorted(MODELS.items())
     assert list(built.found.columns) == recorded.FOUND_COLUMNS
     assert all(built.found["questions"] > 0)
     assert built.describe().startswith("Real compactions found in your logs: 4 (in 4 sessions)")
@@ -59,14 +58,15 @@ def test_probes_come_only_from_records_before_the_compaction(built):
 @pytest.fixture(scope="module")
 def result(built):
     ctx = CompactionContext(summarizer=ExtractiveProvider())
-    return recorded.run(built, ["codex", "opencode", "claude-code", "pi", "full"], ctx,
-                        readers.get_reader("verbatim"), n_boot=200)
+    return recorded.run(
+        built, ["codex", "opencode", "claude-code", "pi", "full"], ctx, readers.get_reader("verbatim"), n_boot=200
+    )
 
 
 def test_recorded_rows_graded_against_the_agents_own_next_request(built, result):
     ans = result.answers[(result.answers["strategy"] == "recorded") & ~result.answers["decoy"]]
     assert len(ans) == sum(len(c.real) for c in built.cases)
-    agent_of = dict(zip(built.found["case_id"], built.found["agent"]))
+    agent_of = dict(zip(built.found["case_id"], built.found["agent"], strict=False))
     for _, row in ans.iterrows():
         sent = "\n".join(text for _, _, text in EXPECTED[agent_of[row["case_id"]]])
         assert bool(row["correct"]) == (row["answer"] in sent), row["answer"]

@@ -11,10 +11,9 @@ from conftest import make_session
 
 from compaction_lab import composition
 from compaction_lab.core import excerpt
-from compaction_lab.ingest import sources
 from compaction_lab.exam import cases as exam_cases
 from compaction_lab.exam import probes
-from compaction_lab.ingest import synthetic
+from compaction_lab.ingest import sources, synthetic
 
 CAP = excerpt.RECORD_CAP_CHARS
 
@@ -62,7 +61,7 @@ def test_a_long_text_keeps_its_head_and_tail_around_a_marker_that_says_how_much_
     out = excerpt.excerpt_text(text, CAP)
     assert len(out) <= CAP
     (m,) = list(excerpt.MARKER_PATTERN.finditer(out))
-    head, tail = out[: m.start()], out[m.end():]
+    head, tail = out[: m.start()], out[m.end() :]
     assert text.startswith(head) and text.endswith(tail)
     assert len(head) + len(tail) > CAP * 0.99  # nearly all of the cap is content, not marker
     left_out = len(text) - len(head) - len(tail)
@@ -82,7 +81,7 @@ def test_cuts_fall_on_whitespace_so_no_word_or_id_is_halved():
     text = _words(400_000)
     out = excerpt.excerpt_text(text, CAP)
     m = excerpt.MARKER_PATTERN.search(out)
-    head, tail = out[: m.start()], out[m.end():]
+    head, tail = out[: m.start()], out[m.end() :]
     assert head.endswith(" ") and not tail[0].isspace()
     assert text[len(head) - 1] == " " and text[len(text) - len(tail) - 1] == " "
 
@@ -178,8 +177,11 @@ def test_the_exam_built_from_imported_sessions_reads_excerpts(monkeypatch, capsy
     """`compaction-lab exam` builds straight from the imported sessions, without load_saved."""
     seen: list[int] = []
     mine_all = probes.mine_all
-    monkeypatch.setattr(probes, "mine_all", lambda ss, spec: seen.extend(len(r.text) for s in ss for r in s.records)
-                        or mine_all(ss, spec))
+    monkeypatch.setattr(
+        probes,
+        "mine_all",
+        lambda ss, spec: seen.extend(len(r.text) for s in ss for r in s.records) or mine_all(ss, spec),
+    )
     rc = exam_cases.build([_big_session(_blob(1_000_000))], None, {"tail_tokens": 50})
     assert seen and max(seen) <= CAP
     assert all(len(r.text) <= CAP for s in rc.sessions.values() for r in s.records)
@@ -227,15 +229,19 @@ def test_probes_never_ask_about_the_marker():
 
 
 def test_normal_sessions_are_the_very_same_objects():
-    chains = synthetic.generate_chains(synthetic.SyntheticProfile(seed=7, n_chains=2, window_tokens=6000), progress=False)
+    chains = synthetic.generate_chains(
+        synthetic.SyntheticProfile(seed=7, n_chains=2, window_tokens=6000), progress=False
+    )
     sessions = [c.session for c in chains]
     ex = excerpt.cap_sessions(sessions)
     assert ex.records == 0 and ex.chars_left_out == 0 and ex.note("the exam") == ""
-    assert all(a is b for a, b in zip(ex.sessions, sessions))
+    assert all(a is b for a, b in zip(ex.sessions, sessions, strict=False))
 
 
 def test_a_normal_run_folder_loads_unchanged_and_silently(tmp_path, capsys):
-    chains = synthetic.generate_chains(synthetic.SyntheticProfile(seed=7, n_chains=1, window_tokens=4000), progress=False)
+    chains = synthetic.generate_chains(
+        synthetic.SyntheticProfile(seed=7, n_chains=1, window_tokens=4000), progress=False
+    )
     src = sources.Sources(tuple(c.session for c in chains), "synthetic", tuple(chains))
     sources.save(src, tmp_path)
     (loaded,) = sources.load_saved(tmp_path)

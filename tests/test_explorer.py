@@ -1,13 +1,15 @@
 import pytest
 
-from compaction_lab.report import explorer
 from compaction_lab.ingest import synthetic
+from compaction_lab.report import explorer
 from compaction_lab.strategies import CompactionContext
 
 
 @pytest.fixture(scope="module")
 def ex():
-    sessions = [c.session for c in synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=2, window_tokens=6000))]
+    sessions = [
+        c.session for c in synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=2, window_tokens=6000))
+    ]
     return explorer.ProjectionExplorer(sessions, CompactionContext(window=8000, output_ceiling=1000))
 
 

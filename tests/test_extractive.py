@@ -7,47 +7,76 @@ import json
 import time
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from conftest import SHARED_FIXTURES
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from compaction_lab.ingest import load_sessions, synthetic
 from compaction_lab.core.projection import SummaryRequest
+from compaction_lab.core.tokens import counter
+from compaction_lab.ingest import load_sessions, synthetic
 from compaction_lab.strategies.base import role_of
 from compaction_lab.summarize import SummaryProvider, get_provider
 from compaction_lab.summarize.extractive import (
-    BULLET, GENERIC_TEMPLATE, NONE_TEXT, TRUNCATION_MARK, ExtractiveProvider, conversation,
-    empty_template, request_text, template_for,
+    BULLET,
+    GENERIC_TEMPLATE,
+    NONE_TEXT,
+    TRUNCATION_MARK,
+    ExtractiveProvider,
+    conversation,
+    empty_template,
+    request_text,
+    template_for,
 )
-from compaction_lab.core.tokens import counter
-
-from conftest import SHARED_FIXTURES
 
 COUNT = counter().count
 TEMPLATE_NAMES = ("futureos-handoff", "codex-handoff", "opencode-template", "claude-code-9", "no-such-template")
 SHAPES = ("prefix-shared", "history+instruction", "dedicated", "dedicated-unwrapped")
 INSTRUCTION = "INSTRUCTION zqxinstr: write the summary. Mention docs/instructions_only.md and INS-99999-ZZ."
 
-TOOLS = ({"type": "function", "function": {"name": "bash", "description": "Run a command.",
-                                           "parameters": {"type": "object"}}},)
+TOOLS = (
+    {
+        "type": "function",
+        "function": {"name": "bash", "description": "Run a command.", "parameters": {"type": "object"}},
+    },
+)
 
 #: A small session: (kind, text[, tool name]).
 CONV = [
-    ("user", "Please add retries to the payments client in app/payments/client.py. Never touch "
-             "migrations/versions/0042_init.py; the order ORD-58213-QX must keep working."),
-    ("assistant", "I chose exponential backoff because the upstream returns 503 under load. "
-                  "I'll read the client first."),
+    (
+        "user",
+        "Please add retries to the payments client in app/payments/client.py. Never touch "
+        "migrations/versions/0042_init.py; the order ORD-58213-QX must keep working.",
+    ),
+    (
+        "assistant",
+        "I chose exponential backoff because the upstream returns 503 under load. I'll read the client first.",
+    ),
     ("tool_call", '{"path": "app/payments/client.py"}', "read_file"),
     ("tool_result", "import httpx\n\nclass PaymentsClient:\n    def charge(self):\n        raise ValueError('bad')\n"),
     ("tool_call", '{"command": "pytest tests/test_payments.py -x"}', "bash"),
-    ("tool_result", "collected 12 items\nFAILED tests/test_payments.py::test_retry - AssertionError: expected 3 "
-                    "attempts\n1 failed, 11 passed in 0.42s"),
-    ("assistant", "The retry test fails because the loop exits early. Next I will fix the loop in "
-                  "`charge_with_retry` and rerun the tests."),
+    (
+        "tool_result",
+        "collected 12 items\nFAILED tests/test_payments.py::test_retry - AssertionError: expected 3 "
+        "attempts\n1 failed, 11 passed in 0.42s",
+    ),
+    (
+        "assistant",
+        "The retry test fails because the loop exits early. Next I will fix the loop in "
+        "`charge_with_retry` and rerun the tests.",
+    ),
     ("user", "Also keep p95 latency under 250 ms."),
 ]
 
-LABEL = {"user": "User", "assistant": "Assistant", "reasoning": "Assistant reasoning",
-         "tool_call": "Assistant tool call", "tool_result": "Tool result", "tool_error": "Tool error",
-         "injected": "Injected context", "summary": "Previous summary"}
+LABEL = {
+    "user": "User",
+    "assistant": "Assistant",
+    "reasoning": "Assistant reasoning",
+    "tool_call": "Assistant tool call",
+    "tool_result": "Tool result",
+    "tool_error": "Tool error",
+    "injected": "Injected context",
+    "summary": "Previous summary",
+}
 
 
 def build(conv, shape="prefix-shared", template="claude-code-9", cap=4000, calls_as_text=False) -> SummaryRequest:
@@ -63,8 +92,9 @@ def build(conv, shape="prefix-shared", template="claude-code-9", cap=4000, calls
             content = f"<conversation>\n{transcript}\n</conversation>\n\n{INSTRUCTION}"
         else:
             content = transcript
-        return SummaryRequest("test", "dedicated", "You summarise.", (), ({"role": "user", "content": content},),
-                              template, cap)
+        return SummaryRequest(
+            "test", "dedicated", "You summarise.", (), ({"role": "user", "content": content},), template, cap
+        )
     msgs: list[dict] = []
     for i, item in enumerate(conv):
         kind, text = item[0], item[1]
@@ -76,8 +106,15 @@ def build(conv, shape="prefix-shared", template="claude-code-9", cap=4000, calls
             if calls_as_text:
                 msgs.append({"role": "assistant", "content": f"{item[2]} {text}"})
             else:
-                msgs.append({"role": "assistant", "content": None, "tool_calls": [
-                    {"id": f"c{i}", "type": "function", "function": {"name": item[2], "arguments": text}}]})
+                msgs.append(
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {"id": f"c{i}", "type": "function", "function": {"name": item[2], "arguments": text}}
+                        ],
+                    }
+                )
         else:
             msgs.append({"role": "tool", "tool_call_id": f"c{i}", "content": text})
     msgs.append({"role": "user", "content": INSTRUCTION})
@@ -112,7 +149,7 @@ def items(text: str, template: str = "claude-code-9") -> list[str]:
         if not line.strip() or line in heads or line == NONE_TEXT:
             continue
         assert line.startswith(BULLET), f"line is neither heading, bullet nor (none): {line!r}"
-        body = line[len(BULLET):]
+        body = line[len(BULLET) :]
         if body.endswith(TRUNCATION_MARK):
             body = body[: -len(TRUNCATION_MARK)]
         out.append(body)
@@ -140,16 +177,42 @@ def test_provider_identity():
 
 def test_template_shapes():
     assert template_for("opencode-template").headings() == (
-        "## Objective", "## Important Details", "## Work State", "### Completed", "### Active", "### Blocked",
-        "## Next Move", "## Relevant Files")
+        "## Objective",
+        "## Important Details",
+        "## Work State",
+        "### Completed",
+        "### Active",
+        "### Blocked",
+        "## Next Move",
+        "## Relevant Files",
+    )
     nine = [h for h in template_for("claude-code-9").headings()]
-    assert nine == [f"## {i}. {name}" for i, name in enumerate((
-        "Primary Request and Intent", "Key Technical Concepts", "Files and Code Sections", "Errors and Fixes",
-        "Problem Solving", "All User Messages", "Pending Tasks", "Current Work", "Optional Next Step"), 1)]
+    assert nine == [
+        f"## {i}. {name}"
+        for i, name in enumerate(
+            (
+                "Primary Request and Intent",
+                "Key Technical Concepts",
+                "Files and Code Sections",
+                "Errors and Fixes",
+                "Problem Solving",
+                "All User Messages",
+                "Pending Tasks",
+                "Current Work",
+                "Optional Next Step",
+            ),
+            1,
+        )
+    ]
     for name in ("codex-handoff", "futureos-handoff"):
         heads = " ".join(template_for(name).headings()).lower()
-        for part in ("progress and key decisions", "constraints", "user preferences", "next steps",
-                     "critical data and references"):
+        for part in (
+            "progress and key decisions",
+            "constraints",
+            "user preferences",
+            "next steps",
+            "critical data and references",
+        ):
             assert part in heads
     assert template_for("whatever") is GENERIC_TEMPLATE
 
@@ -234,37 +297,46 @@ def test_opencode_and_handoff_sections_filled():
 
 
 def test_completed_sentences():
-    conv = [("user", "Rename the helper."),
-            ("assistant", "Done: I renamed `old_helper` to `new_helper` and the tests pass.")]
+    conv = [
+        ("user", "Rename the helper."),
+        ("assistant", "Done: I renamed `old_helper` to `new_helper` and the tests pass."),
+    ]
     oc = sections(summarize(build(conv, "dedicated", "opencode-template")), "opencode-template")
     assert oc["### Completed"] == ["- Done: I renamed `old_helper` to `new_helper` and the tests pass."]
 
 
 def test_error_rules():
-    conv = [("user", "Check the build."),
-            ("tool_call", '{"command": "make"}', "bash"),
-            ("tool_result", "Found 0 errors in 3 files\nno failures\n    raise KeyError(name)\nall good"),
-            ("tool_call", '{"command": "make test"}', "bash"),
-            ("tool_error", "exit status 2\nsomething odd happened"),
-            ("tool_call", '{"command": "cargo build"}', "bash"),
-            ("tool_result", "\n".join(f"error[E0{i}]: mismatched types in src/m{i}.rs" for i in range(10, 16)))]
+    conv = [
+        ("user", "Check the build."),
+        ("tool_call", '{"command": "make"}', "bash"),
+        ("tool_result", "Found 0 errors in 3 files\nno failures\n    raise KeyError(name)\nall good"),
+        ("tool_call", '{"command": "make test"}', "bash"),
+        ("tool_error", "exit status 2\nsomething odd happened"),
+        ("tool_call", '{"command": "cargo build"}', "bash"),
+        ("tool_result", "\n".join(f"error[E0{i}]: mismatched types in src/m{i}.rs" for i in range(10, 16))),
+    ]
     s = sections(summarize(build(conv, "dedicated", "claude-code-9")), "claude-code-9")
     errs = s["## 4. Errors and Fixes"]
     assert "- exit status 2" in errs  # a tool error with no error word: its first line
     cargo = [e for e in errs if "mismatched types" in e]
     assert len(cargo) == 3  # at most three lines per result: first two and the last
-    assert {"- error[E010]: mismatched types in src/m10.rs", "- error[E011]: mismatched types in src/m11.rs",
-            "- error[E015]: mismatched types in src/m15.rs"} == set(cargo)
+    assert {
+        "- error[E010]: mismatched types in src/m10.rs",
+        "- error[E011]: mismatched types in src/m11.rs",
+        "- error[E015]: mismatched types in src/m15.rs",
+    } == set(cargo)
     assert not any("0 errors" in e or "KeyError" in e for e in errs)
 
 
 def test_placeholders_and_injected_context_are_skipped():
-    conv = [("injected", "# AGENTS.md\nAlways use tabs. Ticket AGT-11111-XX."),
-            ("user", "<environment_context>cwd=/repo</environment_context>"),
-            ("user", "Fix the flaky test in tests/test_flaky.py."),
-            ("tool_call", '{"command": "pytest"}', "bash"),
-            ("tool_result", "[Old tool result content cleared]"),
-            ("tool_error", "[Old tool result content cleared]")]
+    conv = [
+        ("injected", "# AGENTS.md\nAlways use tabs. Ticket AGT-11111-XX."),
+        ("user", "<environment_context>cwd=/repo</environment_context>"),
+        ("user", "Fix the flaky test in tests/test_flaky.py."),
+        ("tool_call", '{"command": "pytest"}', "bash"),
+        ("tool_result", "[Old tool result content cleared]"),
+        ("tool_error", "[Old tool result content cleared]"),
+    ]
     for shape in ("dedicated", "dedicated-unwrapped"):
         text = summarize(build(conv, shape, "claude-code-9"))
         s = sections(text, "claude-code-9")
@@ -276,8 +348,16 @@ def test_placeholders_and_injected_context_are_skipped():
 def test_text_outside_the_conversation_tag_is_not_read():
     req = build(CONV, "dedicated", "claude-code-9")
     blocks = conversation(req)
-    assert [b.role for b in blocks] == ["user", "assistant", "tool_call", "tool_result", "tool_call",
-                                        "tool_result", "assistant", "user"]
+    assert [b.role for b in blocks] == [
+        "user",
+        "assistant",
+        "tool_call",
+        "tool_result",
+        "tool_call",
+        "tool_result",
+        "assistant",
+        "user",
+    ]
     assert "zqxinstr" not in blocks[-1].text
     # without a tag every block is read, the instruction sticking to the last one
     unwrapped = conversation(build(CONV, "dedicated-unwrapped", "claude-code-9"))
@@ -292,8 +372,10 @@ def test_the_instruction_message_is_not_read():
 
 
 def test_call_shaped_paragraphs_count_as_tool_calls():
-    conv = [("user", "Look at the config."),
-            ("assistant", 'Reading it now.\n\nread_file {"path": "conf/app_settings.toml"}')]
+    conv = [
+        ("user", "Look at the config."),
+        ("assistant", 'Reading it now.\n\nread_file {"path": "conf/app_settings.toml"}'),
+    ]
     req = build(conv, "history+instruction", "opencode-template")
     roles = [b.role for b in conversation(req)]
     assert roles == ["user", "assistant", "tool_call"]
@@ -302,10 +384,21 @@ def test_call_shaped_paragraphs_count_as_tool_calls():
 
 
 def test_list_parts_content_and_urls_are_not_files():
-    req = SummaryRequest("t", "history+instruction", "s", (), (
-        {"role": "user", "content": [{"type": "text",
-                                      "text": "Call http://localhost:8000/v1/orders and s3://bkt/key.json"}]},
-        {"role": "user", "content": "go"}), "claude-code-9", 500)
+    req = SummaryRequest(
+        "t",
+        "history+instruction",
+        "s",
+        (),
+        (
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "Call http://localhost:8000/v1/orders and s3://bkt/key.json"}],
+            },
+            {"role": "user", "content": "go"},
+        ),
+        "claude-code-9",
+        500,
+    )
     s = sections(summarize(req), "claude-code-9")
     assert s["## 3. Files and Code Sections"] == [NONE_TEXT]
     assert "- http://localhost:8000/v1/orders" in s["## 2. Key Technical Concepts"]
@@ -341,16 +434,18 @@ def test_items_are_truncated_not_sections():
     s = sections(summarize(req), "claude-code-9")
     first = s["## 6. All User Messages"][0]
     assert first.endswith(TRUNCATION_MARK)
-    body = first[len(BULLET):-len(TRUNCATION_MARK)]
+    body = first[len(BULLET) : -len(TRUNCATION_MARK)]
     assert long.startswith(body) and COUNT(body) <= 100  # the section's per-item cap
     assert s["## 6. All User Messages"][1] == "- Second request."
 
 
 def test_round_robin_serves_every_section_before_seconds():
     conv = [("user", f"Request number {i} about the cache layer.") for i in range(40)]
-    conv += [("tool_call", '{"path": "lib/cache/store.py"}', "read_file"),
-             ("tool_result", "Traceback (most recent call last):\nKeyError: 'k'"),
-             ("assistant", "I decided to keep the LRU cache because hits repeat.")]
+    conv += [
+        ("tool_call", '{"path": "lib/cache/store.py"}', "read_file"),
+        ("tool_result", "Traceback (most recent call last):\nKeyError: 'k'"),
+        ("assistant", "I decided to keep the LRU cache because hits repeat."),
+    ]
     req = build(conv, "dedicated", "claude-code-9", cap=COUNT(empty_template("claude-code-9")) + 120)
     s = sections(summarize(req), "claude-code-9")
     assert s["## 3. Files and Code Sections"] == ["- lib/cache/store.py"]
@@ -387,8 +482,27 @@ def test_only_request_text(shape, template):
 
 # =========================================================================== properties
 
-WORDS = ["alpha", "ORD-12345-AB", "app/core/x.py", "FAILED", "Error: boom", "`flag_a1`", "I chose", "because",
-         "12.5 ms", "deadbeef42", "next", "\n", "[User]: fake", "<tag>", "naïve", "日本語", "…", "  ", "will"]
+WORDS = [
+    "alpha",
+    "ORD-12345-AB",
+    "app/core/x.py",
+    "FAILED",
+    "Error: boom",
+    "`flag_a1`",
+    "I chose",
+    "because",
+    "12.5 ms",
+    "deadbeef42",
+    "next",
+    "\n",
+    "[User]: fake",
+    "<tag>",
+    "naïve",
+    "日本語",
+    "…",
+    "  ",
+    "will",
+]
 
 
 @st.composite
@@ -396,8 +510,9 @@ def conversations(draw):
     n = draw(st.integers(0, 14))
     conv = []
     for _ in range(n):
-        kind = draw(st.sampled_from(["user", "assistant", "reasoning", "tool_call", "tool_result", "tool_error",
-                                     "injected"]))
+        kind = draw(
+            st.sampled_from(["user", "assistant", "reasoning", "tool_call", "tool_result", "tool_error", "injected"])
+        )
         text = " ".join(draw(st.lists(st.sampled_from(WORDS), min_size=0, max_size=40)))
         if kind == "tool_call":
             conv.append((kind, json.dumps({"command": text}), "bash"))
@@ -407,8 +522,12 @@ def conversations(draw):
 
 
 @settings(max_examples=50, derandomize=True, deadline=None)
-@given(conv=conversations(), shape=st.sampled_from(SHAPES), template=st.sampled_from(TEMPLATE_NAMES),
-       cap=st.integers(0, 700))
+@given(
+    conv=conversations(),
+    shape=st.sampled_from(SHAPES),
+    template=st.sampled_from(TEMPLATE_NAMES),
+    cap=st.integers(0, 700),
+)
 def test_properties_on_random_requests(conv, shape, template, cap):
     req = build(conv, shape, template, cap=cap)
     a, b = ExtractiveProvider().summarize(req), ExtractiveProvider().summarize(req)
@@ -432,8 +551,15 @@ def _session_requests(session, template: str, cap: int) -> list[SummaryRequest]:
     msgs.append({"role": "user", "content": INSTRUCTION})
     prefix = SummaryRequest("t", "prefix-shared", "sys", TOOLS, tuple(msgs), template, cap)
     transcript = "\n\n".join(f"[{r.kind}]: {r.text}" for r in recs)  # a dedicated request's whole transcript
-    dedicated = SummaryRequest("t", "dedicated", "sum", (), (
-        {"role": "user", "content": f"<conversation>\n{transcript}\n</conversation>\n\n{INSTRUCTION}"},), template, cap)
+    dedicated = SummaryRequest(
+        "t",
+        "dedicated",
+        "sum",
+        (),
+        ({"role": "user", "content": f"<conversation>\n{transcript}\n</conversation>\n\n{INSTRUCTION}"},),
+        template,
+        cap,
+    )
     return [prefix, dedicated]
 
 
@@ -470,10 +596,13 @@ def test_synthetic_chain_fast_and_sane():
 def test_a_prior_summary_after_the_conversation_is_read_first():
     """OpenCode's dedicated request carries an earlier compaction's summary after the conversation as
     <prior-summary> (issue 13 item 2); the stand-in read only the <conversation> block and lost it."""
-    text = ("<conversation>\n[User]: add retries to billing/client.py\n</conversation>\n\n"
-            "<prior-summary>\nDecided: keep ORD-58213 in the export.\n</prior-summary>\n\nSummarise.")
-    req = SummaryRequest("opencode", "dedicated", "sum", (), ({"role": "user", "content": text},),
-                         "opencode-template", 800)
+    text = (
+        "<conversation>\n[User]: add retries to billing/client.py\n</conversation>\n\n"
+        "<prior-summary>\nDecided: keep ORD-58213 in the export.\n</prior-summary>\n\nSummarise."
+    )
+    req = SummaryRequest(
+        "opencode", "dedicated", "sum", (), ({"role": "user", "content": text},), "opencode-template", 800
+    )
     blocks = conversation(req)
     assert [b.role for b in blocks] == ["summary", "user"] and [b.pos for b in blocks] == [0, 1]
     assert "ORD-58213" in blocks[0].text and "prior-summary" not in blocks[1].text

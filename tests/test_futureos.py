@@ -9,30 +9,40 @@ import re
 import time
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from conftest import SHARED_FIXTURES, make_session
+from conftest import FakeProvider as SharedFakeProvider
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from compaction_lab import strategies
 from compaction_lab.core.projection import AUTHORED_KINDS, STAND_IN_LABEL
 from compaction_lab.core.session import Session
+from compaction_lab.core.tokens import count_tokens
 from compaction_lab.strategies import futureos as fo
 from compaction_lab.strategies.base import CallShape, CompactionContext, history, role_of
 from compaction_lab.strategies.evidence import INDEX_HEADER
 from compaction_lab.strategies.trigger import (
-    EVIDENCE_TOKENS, HISTORY_MAX, HISTORY_TARGET, TAIL_TOKENS, futureos_budgets, futureos_trigger,
+    EVIDENCE_TOKENS,
+    HISTORY_MAX,
+    HISTORY_TARGET,
+    TAIL_TOKENS,
+    futureos_budgets,
+    futureos_trigger,
 )
 from compaction_lab.summarize import NoneProvider, SummaryUnavailable
-from compaction_lab.core.tokens import count_tokens
 
-from conftest import SHARED_FIXTURES, make_session, FakeProvider as SharedFakeProvider
-
-SHAPE = CallShape("test", "You are a test agent.",
-                  ({"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}},))
+SHAPE = CallShape(
+    "test",
+    "You are a test agent.",
+    ({"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}},),
+)
 NAMES = ("futureos-deterministic", "futureos-summarized")
 
 
 def ctx_for(window=128_000, output=32_000, summarizer=None, **params) -> CompactionContext:
-    return CompactionContext(window=window, output_ceiling=output, shape=SHAPE,
-                             summarizer=summarizer or NoneProvider(), params=params)
+    return CompactionContext(
+        window=window, output_ceiling=output, shape=SHAPE, summarizer=summarizer or NoneProvider(), params=params
+    )
 
 
 def words(tag: str, n: int) -> str:
@@ -42,8 +52,7 @@ def words(tag: str, n: int) -> str:
 
 def pair(target: str, out: str, cid: str, error: bool = False) -> list[tuple]:
     extra = {"tool": "bash", "target": target, "call_id": cid}
-    return [("tool_call", f'bash {{"command": "{target}"}}', extra),
-            ("tool_output", out, {**extra, "is_error": error})]
+    return [("tool_call", f'bash {{"command": "{target}"}}', extra), ("tool_output", out, {**extra, "is_error": error})]
 
 
 def FakeProvider(text: str = "GOAL: ship it. NEXT: run tests.", error: Exception | None = None) -> SharedFakeProvider:
@@ -92,7 +101,12 @@ def test_trigger_floor_and_fires():
 def test_budgets_defaults_and_capacity_formula():
     b = futureos_budgets(futureos_trigger(1_000_000, 32_000), 3_000, 5_000)
     assert (b.tail, b.evidence, b.summary, b.history_target, b.history_max) == (
-        TAIL_TOKENS, EVIDENCE_TOKENS, 0, HISTORY_TARGET, HISTORY_MAX)
+        TAIL_TOKENS,
+        EVIDENCE_TOKENS,
+        0,
+        HISTORY_TARGET,
+        HISTORY_MAX,
+    )
     assert b.capacity == 800_000 - 3_000 - 5_000 - 8_192 - 2_048 - 0 - 2_048
     assert b.history == 32_768
     raised = futureos_budgets(futureos_trigger(1_000_000, 32_000), 0, 0, history_target=500_000)
@@ -134,8 +148,14 @@ def test_tail_is_verbatim_whole_records_about_tail_tokens():
 
 
 def test_tail_never_splits_a_call_from_its_output():
-    s = make_session([("user", "run it"), ("assistant", words("a", 50)),
-                      *pair("make", words("out", 300), "c1"), ("assistant", words("z", 20))])
+    s = make_session(
+        [
+            ("user", "run it"),
+            ("assistant", words("a", 50)),
+            *pair("make", words("out", 300), "c1"),
+            ("assistant", words("z", 20)),
+        ]
+    )
     call, out, last = (count_tokens(s.records[i].text) for i in (2, 3, 4))
     # the output and the last message fit, but the call would be left behind: neither goes in
     p = compact(s, ctx=ctx_for(tail_tokens=out + last + call - 1))
@@ -146,16 +166,24 @@ def test_tail_never_splits_a_call_from_its_output():
 
 
 def test_tail_never_splits_parallel_calls():
-    s = make_session([("user", "go"), ("assistant", "three at once"),
-                      ("tool_call", "bash a", {"tool": "bash", "target": "a", "call_id": "c1"}),
-                      ("tool_call", "bash b", {"tool": "bash", "target": "b", "call_id": "c2"}),
-                      ("tool_output", words("x", 100), {"tool": "bash", "call_id": "c1"}),
-                      ("tool_output", words("y", 100), {"tool": "bash", "call_id": "c2"})])
+    s = make_session(
+        [
+            ("user", "go"),
+            ("assistant", "three at once"),
+            ("tool_call", "bash a", {"tool": "bash", "target": "a", "call_id": "c1"}),
+            ("tool_call", "bash b", {"tool": "bash", "target": "b", "call_id": "c2"}),
+            ("tool_output", words("x", 100), {"tool": "bash", "call_id": "c1"}),
+            ("tool_output", words("y", 100), {"tool": "bash", "call_id": "c2"}),
+        ]
+    )
     assert fo.tail_boundaries(s.records) == [True, True, True, False, False, False, True]
     for budget in range(0, 300, 10):
         p = compact(s, ctx=ctx_for(tail_tokens=budget))
-        tail_ids = {t.entry_ids[0] for t in p.segments if t.kind in ("tail", "omitted_marker")
-                    and t.record_kind in ("tool_call", "tool_output")}
+        tail_ids = {
+            t.entry_ids[0]
+            for t in p.segments
+            if t.kind in ("tail", "omitted_marker") and t.record_kind in ("tool_call", "tool_output")
+        }
         assert tail_ids in (set(), {"e2", "e3", "e4", "e5"})
 
 
@@ -224,10 +252,19 @@ def test_assistant_originals_newest_first_and_demotions_labelled():
 def test_single_demotion_marker_text_has_entry_id_and_size():
     text = fo.demotion_marker([("assistant", "E17", 412)])
     assert text == "[assistant output omitted / not summarised — entry E17, 412 tokens; retrievable: history get E17]"
-    multi = fo.demotion_marker([("assistant", "a", 1), ("assistant", "b", 2), ("assistant", "b", 3),
-                                ("assistant", "c", 4), ("assistant", "d", 5)])
-    assert multi == ("[4 assistant outputs omitted / not summarised — 15 tokens; "
-                     "retrievable: history get <entry>; entries: a, b, c, d]")
+    multi = fo.demotion_marker(
+        [
+            ("assistant", "a", 1),
+            ("assistant", "b", 2),
+            ("assistant", "b", 3),
+            ("assistant", "c", 4),
+            ("assistant", "d", 5),
+        ]
+    )
+    assert multi == (
+        "[4 assistant outputs omitted / not summarised — 15 tokens; "
+        "retrievable: history get <entry>; entries: a, b, c, d]"
+    )
     mixed = fo.demotion_marker([("user", "u1", 10), ("assistant", "a1", 5)])
     assert "1 assistant output and 1 user message omitted / not summarised — 15 tokens" in mixed
     assert mixed.endswith("; entries: u1, a1]")
@@ -274,9 +311,16 @@ def test_pathological_user_text_demotes_oldest_with_labelled_markers():
 
 
 def test_injected_and_system_records_are_left_out_and_noted():
-    s = make_session([("system", "You are a test agent."), ("user", "<env>cwd=/x</env>", {"injected": True}),
-                      ("user", "real request"), ("system", "mid-session harness note"),
-                      ("assistant", "answer"), ("assistant", words("t", 40))])
+    s = make_session(
+        [
+            ("system", "You are a test agent."),
+            ("user", "<env>cwd=/x</env>", {"injected": True}),
+            ("user", "real request"),
+            ("system", "mid-session harness note"),
+            ("assistant", "answer"),
+            ("assistant", words("t", 40)),
+        ]
+    )
     p = compact(s, ctx=ctx_for(tail_tokens=43))
     texts = [x.text for x in p.segments if x.kind not in ("system", "tools")]
     assert "<env>cwd=/x</env>" not in texts and "mid-session harness note" not in texts
@@ -286,17 +330,29 @@ def test_injected_and_system_records_are_left_out_and_noted():
 
 
 def test_earlier_summary_records_are_treated_like_assistant_originals():
-    s = make_session([("summary", "PRIOR SUMMARY: goal X"), ("user", "continue"),
-                      ("assistant", "working"), ("assistant", words("t", 40))])
+    s = make_session(
+        [
+            ("summary", "PRIOR SUMMARY: goal X"),
+            ("user", "continue"),
+            ("assistant", "working"),
+            ("assistant", words("t", 40)),
+        ]
+    )
     p = compact(s, ctx=ctx_for(tail_tokens=45))
     prior = [x for x in segs(p, "assistant_original") if x.record_kind == "summary"]
     assert len(prior) == 1 and prior[0].text == "PRIOR SUMMARY: goal X" and prior[0].role == "user"
 
 
 def test_tools_before_the_tail_become_the_evidence_index():
-    s = make_session([("user", "fix it"), *pair("pytest -q", "FAILED test_x", "c1", True),
-                      *pair("ls", "a b c", "c2"), ("assistant", "fixed"),
-                      *pair("git diff", words("d", 30), "c3")])
+    s = make_session(
+        [
+            ("user", "fix it"),
+            *pair("pytest -q", "FAILED test_x", "c1", True),
+            *pair("ls", "a b c", "c2"),
+            ("assistant", "fixed"),
+            *pair("git diff", words("d", 30), "c3"),
+        ]
+    )
     p = compact(s, ctx=ctx_for(tail_tokens=45))
     ev = segs(p, "evidence_index")
     assert len(ev) == 1
@@ -310,11 +366,29 @@ def test_tools_before_the_tail_become_the_evidence_index():
 
 
 def test_projection_order_and_header():
-    s = make_session([("user", "u1"), ("assistant", "a1"), *pair("ls", "x", "c1"), ("user", "u2"),
-                      ("assistant", "a2"), ("assistant", words("t", 40))])
+    s = make_session(
+        [
+            ("user", "u1"),
+            ("assistant", "a1"),
+            *pair("ls", "x", "c1"),
+            ("user", "u2"),
+            ("assistant", "a2"),
+            ("assistant", words("t", 40)),
+        ]
+    )
     p = compact(s, "futureos-summarized", ctx=ctx_for(tail_tokens=43, summarizer=FakeProvider()))
-    assert kinds(p) == ["system", "tools", "header", "user_original", "assistant_original", "user_original",
-                        "assistant_original", "evidence_index", "summary", "tail"]
+    assert kinds(p) == [
+        "system",
+        "tools",
+        "header",
+        "user_original",
+        "assistant_original",
+        "user_original",
+        "assistant_original",
+        "evidence_index",
+        "summary",
+        "tail",
+    ]
     assert [x.entry_ids for x in p.segments[3:7]] == [("e0",), ("e1",), ("e4",), ("e5",)]
     header = p.segments[2].text
     assert "summarized-2" in header and "2 user messages kept verbatim" in header
@@ -327,10 +401,18 @@ def test_projection_order_and_header():
 
 
 def _session_for_summary() -> Session:
-    return make_session([("system", "You are a test agent."), ("user", "Build ORD-58213-QX export"),
-                         ("assistant", "Reading"), *pair("cat cfg.yaml", "port: 8443", "c1"),
-                         ("assistant", "Port is 8443"), ("user", "use csv"), ("assistant", "ok csv"),
-                         ("meta", "model change")])
+    return make_session(
+        [
+            ("system", "You are a test agent."),
+            ("user", "Build ORD-58213-QX export"),
+            ("assistant", "Reading"),
+            *pair("cat cfg.yaml", "port: 8443", "c1"),
+            ("assistant", "Port is 8443"),
+            ("user", "use csv"),
+            ("assistant", "ok csv"),
+            ("meta", "model change"),
+        ]
+    )
 
 
 def test_summarized_makes_one_prefix_shared_request():
@@ -370,8 +452,11 @@ def test_summarized_makes_one_prefix_shared_request():
 def test_summary_request_messages_match_history_of_the_cut():
     s = _session_for_summary()
     req = fo.summary_request(s, 4, ctx_for(), 100)
-    assert [m["content"] for m in req.messages[:-1]] == ["Build ORD-58213-QX export", "Reading",
-                                                          'bash {"command": "cat cfg.yaml"}']
+    assert [m["content"] for m in req.messages[:-1]] == [
+        "Build ORD-58213-QX export",
+        "Reading",
+        'bash {"command": "cat cfg.yaml"}',
+    ]
     assert req.source_entry_ids == ("e0", "e1", "e2", "e3")
 
 
@@ -398,12 +483,15 @@ def test_summarized_with_the_extractive_provider():
     assert summ[0].tokens <= fo.resolve_budgets(ctx_for(), True).budgets.summary
 
 
-@pytest.mark.parametrize("prov, needle", [
-    (NoneProvider(), "provider 'none'"),
-    (FakeProvider(error=SummaryUnavailable("endpoint unreachable")), "endpoint unreachable"),
-    (FakeProvider(error=RuntimeError("HTTP 500")), "RuntimeError: HTTP 500"),
-    (FakeProvider(text="   "), "empty summary"),
-])
+@pytest.mark.parametrize(
+    "prov, needle",
+    [
+        (NoneProvider(), "provider 'none'"),
+        (FakeProvider(error=SummaryUnavailable("endpoint unreachable")), "endpoint unreachable"),
+        (FakeProvider(error=RuntimeError("HTTP 500")), "RuntimeError: HTTP 500"),
+        (FakeProvider(text="   "), "empty summary"),
+    ],
+)
 def test_fallback_commits_the_deterministic_projection(prov, needle):
     s = _session_for_summary()
     p = compact(s, "futureos-summarized", ctx=ctx_for(summarizer=prov))
@@ -459,8 +547,9 @@ def _check(p, session: Session, cut: int, shape: CallShape) -> None:
     start = p.notes["tail_start"]
     hist = history(session, cut)
     tail_recs = [r for r in hist if r.source_order >= start and r.kind != "system"]
-    tail_segs = [s for s in p.segments if s.kind == "tail"
-                 or (s.kind == "omitted_marker" and s.label.startswith("excerpt"))]
+    tail_segs = [
+        s for s in p.segments if s.kind == "tail" or (s.kind == "omitted_marker" and s.label.startswith("excerpt"))
+    ]
     assert [(s.entry_ids[0], s.record_kind) for s in tail_segs] == [(r.entry_id, r.kind) for r in tail_recs]
     pos = next((i for i, r in enumerate(hist) if r.source_order >= start), len(hist))
     assert fo.tail_boundaries(hist)[pos]
@@ -470,16 +559,36 @@ def _check(p, session: Session, cut: int, shape: CallShape) -> None:
     kept = [s.entry_ids[0] for s in p.segments if s.kind == "user_original"]
     assert kept == [u for u in users if u not in demoted]
     # every demoted entry id is named in a marker's text (issue 13 item 7), and the raise stays in bounds
-    named = [e for m in p.segments if m.kind == "omitted_marker" and m.label == "omitted / not summarised"
-             for e in fo.marker_entry_ids(m.text)]
+    named = [
+        e
+        for m in p.segments
+        if m.kind == "omitted_marker" and m.label == "omitted / not summarised"
+        for e in fo.marker_entry_ids(m.text)
+    ]
     assert set(named) == set(p.notes["assistant_demoted"]) | demoted
     b = p.notes["budgets"]
-    assert b["history"] <= max(0, min(b["history_target"], b["history_max"], b["capacity"]),
-                               min(b["history_max"], b["capacity"]))
+    assert b["history"] <= max(
+        0, min(b["history_target"], b["history_max"], b["capacity"]), min(b["history_max"], b["capacity"])
+    )
 
 
-_VOCAB = ["alpha", "beta", "config.yaml", "ORD-1234", "error:", "pytest", "ünïcode", "日本", "{", "}", "\n",
-          "path/to/file.py", "42", "  ", "retry"]
+_VOCAB = [
+    "alpha",
+    "beta",
+    "config.yaml",
+    "ORD-1234",
+    "error:",
+    "pytest",
+    "ünïcode",
+    "日本",
+    "{",
+    "}",
+    "\n",
+    "path/to/file.py",
+    "42",
+    "  ",
+    "retry",
+]
 
 
 def _text(seed: int, n: int) -> str:
@@ -492,8 +601,25 @@ def random_sessions(draw):
     items: list[tuple] = []
     k = 0
     for i in range(n):
-        what = draw(st.sampled_from(["user", "user", "injected", "assistant", "assistant", "reasoning", "tool",
-                                     "tool", "parallel", "orphan_call", "system", "summary", "meta"]))
+        what = draw(
+            st.sampled_from(
+                [
+                    "user",
+                    "user",
+                    "injected",
+                    "assistant",
+                    "assistant",
+                    "reasoning",
+                    "tool",
+                    "tool",
+                    "parallel",
+                    "orphan_call",
+                    "system",
+                    "summary",
+                    "meta",
+                ]
+            )
+        )
         size = draw(st.one_of(st.integers(0, 120), st.integers(0, 120), st.integers(300, 3000)))
         text = _text(i, size)
         if what == "injected":
@@ -507,8 +633,9 @@ def random_sessions(draw):
                 items.append(("tool_call", f"bash {target}", {"tool": "bash", "target": target, "call_id": cid}))
             if what != "orphan_call":
                 for cid in draw(st.permutations(ids)):
-                    items.append(("tool_output", text, {"tool": "bash", "call_id": cid,
-                                                        "is_error": draw(st.booleans())}))
+                    items.append(
+                        ("tool_output", text, {"tool": "bash", "call_id": cid, "is_error": draw(st.booleans())})
+                    )
         else:
             items.append((what, text))
     session = make_session(items)
@@ -517,17 +644,25 @@ def random_sessions(draw):
 
 
 @settings(max_examples=50, derandomize=True, deadline=None)
-@given(random_sessions(),
-       st.sampled_from([(128_000, 32_000), (16_000, 8_000), (8_000, 2_000), (6_000, 1_000)]),
-       st.sampled_from([{}, {"tail_tokens": 60, "history_target": 300, "evidence_tokens": 200},
-                        {"tail_tokens": 0, "history_target": 0, "evidence_tokens": 0, "summary_tokens": 50},
-                        {"tail_tokens": 2_000, "history_target": 500}]),
-       st.sampled_from(["none", "fake", "extractive"]))
+@given(
+    random_sessions(),
+    st.sampled_from([(128_000, 32_000), (16_000, 8_000), (8_000, 2_000), (6_000, 1_000)]),
+    st.sampled_from(
+        [
+            {},
+            {"tail_tokens": 60, "history_target": 300, "evidence_tokens": 200},
+            {"tail_tokens": 0, "history_target": 0, "evidence_tokens": 0, "summary_tokens": 50},
+            {"tail_tokens": 2_000, "history_target": 500},
+        ]
+    ),
+    st.sampled_from(["none", "fake", "extractive"]),
+)
 def test_property_random_sessions(sc, window, params, provider):
     session, cut = sc
     if provider == "extractive":
         try:
             from compaction_lab.summarize.extractive import ExtractiveProvider
+
             prov = ExtractiveProvider()
         except ImportError:
             prov = FakeProvider()
@@ -576,8 +711,9 @@ def test_synthetic_chain_keeps_users_assistants_and_evidence(chain128):
     p = strategies.compact(chain128, "futureos-deterministic", ctx=CompactionContext())
     assert p.notes["evidence_rows"] > 0 and segs(p, "evidence_index")[0].tokens <= EVIDENCE_TOKENS
     assert p.notes["user_demoted"] == []
-    n_users = sum(1 for r in chain128.records if r.kind == "user" and not r.injected
-                  and r.source_order < p.notes["tail_start"])
+    n_users = sum(
+        1 for r in chain128.records if r.kind == "user" and not r.injected and r.source_order < p.notes["tail_start"]
+    )
     assert len(segs(p, "user_original")) == n_users
 
 
@@ -586,8 +722,14 @@ def test_speed_long_session(chain128):
     recs = []
     for rep in range(8):
         for r in chain128.records:
-            recs.append(dataclasses.replace(r, entry_id=f"{r.entry_id}-{rep}", source_order=len(recs),
-                                            call_id=f"{r.call_id}-{rep}" if r.call_id else None))
+            recs.append(
+                dataclasses.replace(
+                    r,
+                    entry_id=f"{r.entry_id}-{rep}",
+                    source_order=len(recs),
+                    call_id=f"{r.call_id}-{rep}" if r.call_id else None,
+                )
+            )
     big = Session(id=chain128.id, source_format="synthetic", records=tuple(recs))
     ctx = CompactionContext(window=1_000_000, output_ceiling=32_000, summarizer=FakeProvider())
     for name in NAMES:
@@ -600,8 +742,7 @@ def test_speed_long_session(chain128):
 
 def test_defensive_overflow_guard_demotes_oldest_kept_assistants(monkeypatch):
     # If the selection ever over-commits, the oldest kept assistants are demoted until it fits.
-    monkeypatch.setattr(fo, "select_head", lambda items, **kw: fo.HeadChoice(
-        frozenset(p for p, _, _ in items), (), ()))
+    monkeypatch.setattr(fo, "select_head", lambda items, **kw: fo.HeadChoice(frozenset(p for p, _, _ in items), (), ()))
     s = make_session([("user", "go")] + [("assistant", words(f"a{i}", 500)) for i in range(20)] + [("user", "end")])
     p = compact(s, ctx=ctx_for(window=8_000, output=1_000))
     assert p.tokens <= p.capacity and not p.notes["overflow"]
@@ -611,10 +752,28 @@ def test_defensive_overflow_guard_demotes_oldest_kept_assistants(monkeypatch):
 
 
 def test_head_classes():
-    s = make_session([("user", "u"), ("user", "i", {"injected": True}), ("assistant", "a"), ("reasoning", "r"),
-                      ("summary", "s"), ("tool_call", "c"), ("tool_output", "o"), ("system", "x")])
+    s = make_session(
+        [
+            ("user", "u"),
+            ("user", "i", {"injected": True}),
+            ("assistant", "a"),
+            ("reasoning", "r"),
+            ("summary", "s"),
+            ("tool_call", "c"),
+            ("tool_output", "o"),
+            ("system", "x"),
+        ]
+    )
     assert [fo.head_class(r) for r in s.records] == [
-        "user", "left_out", "assistant", "assistant", "assistant", "tool", "tool", "left_out"]
+        "user",
+        "left_out",
+        "assistant",
+        "assistant",
+        "assistant",
+        "tool",
+        "tool",
+        "left_out",
+    ]
 
 
 # =========================================================================== issue 13 item 7
@@ -659,8 +818,8 @@ def test_every_demoted_id_in_the_projection_resolves_with_history_get(tmp_path, 
     a default synthetic chain in an archive, compacted so that many assistant outputs are demoted;
     every demoted id found in the projection's text is fetched with `Archive.get` and `history get`."""
     from compaction_lab import cli
-    from compaction_lab.store.archive import Archive
     from compaction_lab.ingest import synthetic
+    from compaction_lab.store.archive import Archive
 
     s = synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1))[0].session
     db = tmp_path / "archive.sqlite"
@@ -673,8 +832,12 @@ def test_every_demoted_id_in_the_projection_resolves_with_history_get(tmp_path, 
     walked = 0
     for name in NAMES:
         # the history target (and its ceiling) held low, so the chain's assistant prose cannot all stay
-        ctx = CompactionContext(window=128_000, output_ceiling=32_000, summarizer=FakeProvider(),
-                                params={"history_target": 3_000, "history_max": 3_000})
+        ctx = CompactionContext(
+            window=128_000,
+            output_ceiling=32_000,
+            summarizer=FakeProvider(),
+            params={"history_target": 3_000, "history_max": 3_000},
+        )
         p = strategies.compact(s, name, ctx=ctx)
         demoted = p.notes["assistant_demoted"]
         assert len(demoted) > 50 and len(_head_markers(p)) > 1
@@ -684,8 +847,9 @@ def test_every_demoted_id_in_the_projection_resolves_with_history_get(tmp_path, 
         with Archive(db, readonly=True) as arch:
             for eid in dict.fromkeys(found):
                 got = arch.get(eid, session=s.id)
-                assert [(r.block_index, r.kind, r.text) for r in got] == \
-                    [(r.block_index, r.kind, r.text) for r in by_id[eid]], eid
+                assert [(r.block_index, r.kind, r.text) for r in got] == [
+                    (r.block_index, r.kind, r.text) for r in by_id[eid]
+                ], eid
                 assert {r.kind for r in got} & {"assistant", "reasoning", "summary", "user"}  # + its other blocks
         for eid in dict.fromkeys(found):
             assert cli.main(["history", "get", eid, "--session", s.id, "--archive", str(db), "--json"]) == 0
@@ -702,8 +866,10 @@ def test_listed_ids_are_counted_in_the_budget():
     items = [("user", "start")]
     items += [("assistant", words(f"a{i}", 90)) for i in range(600)] + [("user", "go on")]
     base = make_session(items)
-    recs = tuple(dataclasses.replace(r, entry_id=f"0f9c{r.source_order:04d}-7b1e-4d2a-9e55-{r.source_order:012x}")
-                 for r in base.records)
+    recs = tuple(
+        dataclasses.replace(r, entry_id=f"0f9c{r.source_order:04d}-7b1e-4d2a-9e55-{r.source_order:012x}")
+        for r in base.records
+    )
     s = Session(id=base.id, source_format="test", records=recs)
     uuid_re = r"0f9c[0-9a-f]{4}-7b1e-4d2a-9e55-[0-9a-f]{12}"
     for name in NAMES:
@@ -740,8 +906,9 @@ def test_raise_never_goes_past_real_capacity():
         p = strategies.compact(s, name, ctx=ctx_for(tail_tokens=5, summarizer=FakeProvider()))
         b = p.notes["budgets"]
         assert b["capacity"] < HISTORY_MAX and b["history"] == b["capacity"]
-        assert b["capacity"] == (b["effective"] - b["system"] - b["tools"] - b["tail"] - b["evidence"]
-                                 - b["summary"] - b["margin"])
+        assert b["capacity"] == (
+            b["effective"] - b["system"] - b["tools"] - b["tail"] - b["evidence"] - b["summary"] - b["margin"]
+        )
         assert b["capacity"] - 2_000 < p.notes["history_used"] <= b["capacity"]
         kept = [x.entry_ids[0] for x in segs(p, "assistant_original")]
         assert len(kept) > 70 and kept == [f"e{i}" for i in range(121 - len(kept), 121)]  # newest first

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import FakeProvider, make_session
 
 from compaction_lab import strategies
 from compaction_lab.ingest import ImportReport, load_sessions, synthetic
@@ -16,18 +17,20 @@ from compaction_lab.strategies.base import CallShape, CompactionContext
 from compaction_lab.summarize import NoneProvider
 from compaction_lab.summarize.extractive import ExtractiveProvider, empty_template
 
-from conftest import FakeProvider, make_session
-
 NAME = "gemini-cli"
-SHAPE = CallShape("test", "You are a test agent.",
-                  ({"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}},))
+SHAPE = CallShape(
+    "test",
+    "You are a test agent.",
+    ({"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}},),
+)
 SHARED = Path("/work/shared/fixtures/sessions")
 LOCAL = Path(__file__).parent / "fixtures"
 
 
 def ctx_for(window=128_000, output=32_000, summarizer=None, **params):
-    return CompactionContext(window=window, output_ceiling=output, shape=SHAPE,
-                             summarizer=summarizer or NoneProvider(), params=params)
+    return CompactionContext(
+        window=window, output_ceiling=output, shape=SHAPE, summarizer=summarizer or NoneProvider(), params=params
+    )
 
 
 def C(role, text=None, fc=None, fr=None):
@@ -39,17 +42,25 @@ def session(n=6, body=40):
     items = [("system", SHAPE.system_prompt), ("user", "ENV context: cwd /repo", {"injected": True})]
     for i in range(n):
         extra = {"tool": "read_file", "target": f"f{i}.py", "call_id": f"c{i}"}
-        items += [("user", f"u{i}:" + " word" * body), ("assistant", f"a{i}:" + " word" * body),
-                  ("tool_call", f'read_file {{"path": "f{i}.py"}}', extra),
-                  ("tool_output", f"OUT{i}" + " x" * body, extra), ("assistant", f"done{i}")]
+        items += [
+            ("user", f"u{i}:" + " word" * body),
+            ("assistant", f"a{i}:" + " word" * body),
+            ("tool_call", f'read_file {{"path": "f{i}.py"}}', extra),
+            ("tool_output", f"OUT{i}" + " x" * body, extra),
+            ("assistant", f"done{i}"),
+        ]
     return make_session(items)
 
 
 # --------------------------------------------------------------------------- findCompressSplitPoint (ported)
 
-FIVE = [C("user", "This is the first message."), C("model", "This is the second message."),
-        C("user", "This is the third message."), C("model", "This is the fourth message."),
-        C("user", "This is the fifth message.")]
+FIVE = [
+    C("user", "This is the first message."),
+    C("model", "This is the second message."),
+    C("user", "This is the third message."),
+    C("model", "This is the fourth message."),
+    C("user", "This is the fifth message."),
+]
 
 
 def test_split_point_ported_cases():
@@ -64,8 +75,11 @@ def test_split_point_ported_cases():
     fc = FIVE[:3] + [C("model", fc={"name": "foo", "args": {}})]
     assert g.find_compress_split_point(fc, 0.99) == 2  # earlier splitpoint if none valid after threshold
     assert g.find_compress_split_point([C("user", "Message 1")], 0.5) == 0  # only one item
-    weird = [C("user", "Message 1"), {"role": "model", "parts": [{"fileData": {"fileUri": "derp", "mimeType": "text/plain"}}]},
-             C("user", "Message 2")]
+    weird = [
+        C("user", "Message 1"),
+        {"role": "model", "parts": [{"fileData": {"fileUri": "derp", "mimeType": "text/plain"}}]},
+        C("user", "Message 2"),
+    ]
     assert g.find_compress_split_point(weird, 0.5) == 2  # weird parts
 
 
@@ -75,8 +89,12 @@ def test_json_lengths_are_js_stringify_lengths():
 
 
 def test_split_never_at_a_function_response():
-    items = [C("user", "go"), C("model", fc={"name": "ls", "args": {}}), C("user", fr={"name": "ls", "response": {"output": "a" * 500}}),
-             C("model", "ok")]
+    items = [
+        C("user", "go"),
+        C("model", fc={"name": "ls", "args": {}}),
+        C("user", fr={"name": "ls", "response": {"output": "a" * 500}}),
+        C("model", "ok"),
+    ]
     assert g.find_compress_split_point(items, 0.5) == 4  # last is model text: compress everything
     assert g.find_compress_split_point(items[:3], 0.5) == 0
 
@@ -97,16 +115,25 @@ def test_format_truncated_tool_output():
     """fileUtils.ts formatTruncatedToolOutput: 20% head, 80% tail, counts with thousands separators."""
     assert g.format_truncated("short", "f", 40_000) == "short"
     out = g.format_truncated("a" * 50_000, "/t/grep_1.txt", 40_000)
-    assert out.startswith("Output too large. Showing first 8,000 and last 32,000 characters. For full output see: /t/grep_1.txt\n")
+    assert out.startswith(
+        "Output too large. Showing first 8,000 and last 32,000 characters. For full output see: /t/grep_1.txt\n"
+    )
     assert "... [10,000 characters omitted] ..." in out
 
 
 def test_reverse_budget_truncates_older_function_responses():
     """chatCompressionService.test.ts 'should truncate older function responses when budget is exceeded'."""
     big = "a" * 170_000
-    sess = make_session([("user", "old msg"), ("assistant", "old resp"), ("user", "msg 1"),
-                         ("tool_output", big, {"tool": "grep", "call_id": "1"}), ("assistant", "resp 2"),
-                         ("tool_output", big, {"tool": "grep", "call_id": "2"})])
+    sess = make_session(
+        [
+            ("user", "old msg"),
+            ("assistant", "old resp"),
+            ("user", "msg 1"),
+            ("tool_output", big, {"tool": "grep", "call_id": "1"}),
+            ("assistant", "resp 2"),
+            ("tool_output", big, {"tool": "grep", "call_id": "2"}),
+        ]
+    )
     items = g.truncate_to_budget(g.contents(list(sess.records)))
     outs = [c for c in items if c.kind == "response"]
     assert outs[1].truncated == [False] and outs[1].parts[0]["functionResponse"]["response"]["output"] == big
@@ -121,7 +148,9 @@ def test_fires_at_half_the_token_limit():
     s = strategies.get(NAME)
     assert s.algorithm_version == "gemini-cli-1" and s.estimator == "tiktoken"
     assert s.fires(64_000, ctx_for()) and not s.fires(63_999, ctx_for())
-    assert s.fires(89_600, ctx_for(compression_threshold=0.7)) and not s.fires(89_599, ctx_for(compression_threshold=0.7))
+    assert s.fires(89_600, ctx_for(compression_threshold=0.7)) and not s.fires(
+        89_599, ctx_for(compression_threshold=0.7)
+    )
 
 
 # --------------------------------------------------------------------------- request shape and the probe
@@ -141,16 +170,31 @@ def test_summary_request_shape_and_verification_probe():
     assert vreq.messages[-2] == {"role": "assistant", "content": "<state_snapshot>S</state_snapshot>"}
     assert vreq.messages[-1]["content"] == g.VERIFY_INSTRUCTION
     assert p.notes["compression_status"] == "COMPRESSED" and p.notes["verify"]["used"]
-    for tag in ("<overall_goal>", "<active_constraints>", "<key_knowledge>", "<artifact_trail>",
-                "<file_system_state>", "<recent_actions>", "<task_state>", "### CRITICAL SECURITY RULE", "### GOAL"):
+    for tag in (
+        "<overall_goal>",
+        "<active_constraints>",
+        "<key_knowledge>",
+        "<artifact_trail>",
+        "<file_system_state>",
+        "<recent_actions>",
+        "<task_state>",
+        "### CRITICAL SECURITY RULE",
+        "### GOAL",
+    ):
         assert tag in g.COMPRESSION_PROMPT
     assert set(strategies.get(NAME).prompts(ctx_for())) >= {"system", "instruction", "verify", "ack"}
 
 
 def test_anchored_instruction_with_previous_snapshot():
     """'should use anchored instruction when a previous snapshot is present'."""
-    sess = make_session([("summary", "<state_snapshot>old</state_snapshot>"), ("assistant", "msg2"),
-                         ("user", "msg3"), ("assistant", "msg4")])
+    sess = make_session(
+        [
+            ("summary", "<state_snapshot>old</state_snapshot>"),
+            ("assistant", "msg2"),
+            ("user", "msg3"),
+            ("assistant", "msg4"),
+        ]
+    )
     prov = FakeProvider()
     strategies.compact(sess, NAME, None, ctx_for(summarizer=prov))
     assert prov.requests[0].messages[-1]["content"].startswith("A previous <state_snapshot> exists")
@@ -170,11 +214,14 @@ def test_next_request_layout():
 
 def test_empty_verification_falls_back_to_first_summary():
     """'should fall back to initial summary if verification response is empty'."""
+
     class Two(FakeProvider):
         def summarize(self, request):
-            r = super().summarize(request)
+            super().summarize(request)
             from compaction_lab.summarize import SummaryResult
+
             return SummaryResult("Initial Summary" if len(self.requests) == 1 else "   ")
+
     p = strategies.compact(session(), NAME, None, ctx_for(summarizer=Two()))
     assert [s.text for s in p.segments if s.kind == "summary"] == ["Initial Summary"]
 

@@ -6,33 +6,50 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction_lab.exam.grading import (
-    accepted, contains_answer, fell_for_decoy, grade, grade_frame, grade_many, is_abstention, normalise,
+    accepted,
+    contains_answer,
+    fell_for_decoy,
+    grade,
+    grade_frame,
+    grade_many,
+    is_abstention,
+    normalise,
 )
 from compaction_lab.exam.model import NOT_FOUND, Question
 from compaction_lab.exam.readers import ReaderAnswer, VerbatimReader
 
 
 def q(answer, aliases=(), decoy=False, qid="q1"):
-    return Question(id=qid, case_id="c1", pointer="tool", category="tool_returned_id",
-                    prompt="What order ID did the POST /v1/orders call return?", answer=answer,
-                    aliases=aliases, decoy=decoy)
+    return Question(
+        id=qid,
+        case_id="c1",
+        pointer="tool",
+        category="tool_returned_id",
+        prompt="What order ID did the POST /v1/orders call return?",
+        answer=answer,
+        aliases=aliases,
+        decoy=decoy,
+    )
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("ORD-58213-QX", "ord-58213-qx"),
-    ("  The ID is\n\t ORD-1  ", "the id is ord-1"),
-    ('"ORD-1"', "ord-1"),
-    ("`ORD-1`.", "ord-1"),
-    ("\u201cORD-1\u201d", "ord-1"),
-    ("**NOT_FOUND**", "not_found"),
-    ("184.532 ms.", "184.532 ms"),
-    ("98.1234%", "98.1234%"),  # a unit at the end is kept
-    ("s3://bucket-a/x", "s3://bucket-a/x"),  # interior punctuation untouched
-    ("E1234: lock timeout on shard kv-ab12c", "e1234: lock timeout on shard kv-ab12c"),
-    ("Straße", "strasse"),  # case-fold, not lower
-    ("", ""),
-    (" .,;:!? ", ""),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("ORD-58213-QX", "ord-58213-qx"),
+        ("  The ID is\n\t ORD-1  ", "the id is ord-1"),
+        ('"ORD-1"', "ord-1"),
+        ("`ORD-1`.", "ord-1"),
+        ("\u201cORD-1\u201d", "ord-1"),
+        ("**NOT_FOUND**", "not_found"),
+        ("184.532 ms.", "184.532 ms"),
+        ("98.1234%", "98.1234%"),  # a unit at the end is kept
+        ("s3://bucket-a/x", "s3://bucket-a/x"),  # interior punctuation untouched
+        ("E1234: lock timeout on shard kv-ab12c", "e1234: lock timeout on shard kv-ab12c"),
+        ("Straße", "strasse"),  # case-fold, not lower
+        ("", ""),
+        (" .,;:!? ", ""),
+    ],
+)
 def test_normalise(text, expected):
     assert normalise(text) == expected
 
@@ -43,16 +60,28 @@ def test_normalise_is_idempotent(text):
     assert normalise(normalise(text)) == normalise(text)
 
 
-@pytest.mark.parametrize("text", [
-    NOT_FOUND, "not found", "Not Found", " NOT_FOUND. ", "`NOT_FOUND`", "NOT-FOUND", "NOTFOUND", "not_found\n",
-    "NOT_FOUND - the value is not in my context", "Not found: nothing about that in the session.",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        NOT_FOUND,
+        "not found",
+        "Not Found",
+        " NOT_FOUND. ",
+        "`NOT_FOUND`",
+        "NOT-FOUND",
+        "NOTFOUND",
+        "not_found\n",
+        "NOT_FOUND - the value is not in my context",
+        "Not found: nothing about that in the session.",
+    ],
+)
 def test_abstentions(text):
     assert is_abstention(text)
 
 
-@pytest.mark.parametrize("text", ["", "   ", "ORD-1", "found", "not foundation", "the value was not found",
-                                  "NOT", "nothing"])
+@pytest.mark.parametrize(
+    "text", ["", "   ", "ORD-1", "found", "not foundation", "the value was not found", "NOT", "nothing"]
+)
 def test_not_abstentions(text):
     assert not is_abstention(text)
 
@@ -82,8 +111,9 @@ def test_aliases_count():
 
 
 def test_whitespace_inside_a_value_collapses():
-    assert grade(q("E8009: upstream reset on connection conn-3848n"),
-                 "E8009:  upstream reset\non connection conn-3848n")
+    assert grade(
+        q("E8009: upstream reset on connection conn-3848n"), "E8009:  upstream reset\non connection conn-3848n"
+    )
 
 
 def test_retained_iff_present():
@@ -139,12 +169,15 @@ def test_the_verbatim_reader_passes_every_decoy():
 
 
 def test_grade_frame():
-    df = pd.DataFrame({
-        "answer": ["ORD-1", "184.532 ms", "idem_x"],
-        "aliases": [(), ("184.532",), ()],
-        "decoy": [False, False, True],
-        "given": ["it was ORD-1", "184.532", "idem_x"],
-    }, index=[10, 11, 12])
+    df = pd.DataFrame(
+        {
+            "answer": ["ORD-1", "184.532 ms", "idem_x"],
+            "aliases": [(), ("184.532",), ()],
+            "decoy": [False, False, True],
+            "given": ["it was ORD-1", "184.532", "idem_x"],
+        },
+        index=[10, 11, 12],
+    )
     out = grade_frame(df)
     assert out.tolist() == [True, True, False]
     assert list(out.index) == [10, 11, 12]

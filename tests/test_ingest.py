@@ -3,11 +3,10 @@
 import shutil
 
 import pytest
+from conftest import SHARED_FIXTURES
 
 from compaction_lab import ingest
 from compaction_lab.ingest import ImportReport, UnknownFormat, load_sessions
-
-from conftest import SHARED_FIXTURES
 
 HERE_FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures"
 

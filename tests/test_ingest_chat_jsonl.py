@@ -7,12 +7,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_FIXTURES
 
+from compaction_lab.core.session import Session
 from compaction_lab.ingest import FORMATS, chat_jsonl
 from compaction_lab.ingest.base import ImportReport, read_head
-from compaction_lab.core.session import Session
-
-from conftest import SHARED_FIXTURES
 
 FIXTURES = Path(__file__).parent / "fixtures" / "chat_jsonl"
 TOOLS = FIXTURES / "fix-flaky-test.jsonl"
@@ -77,7 +76,10 @@ def test_entry_ids_and_blocks():
     (s,), _ = _load(TOOLS)
     # Line 3: prose then one call; line 5: content null, two calls and no prose record.
     assert [(r.entry_id, r.block_index, r.kind) for r in s if r.entry_id in ("L3", "L5")] == [
-        ("L3", 0, "assistant"), ("L3", 1, "tool_call"), ("L5", 0, "tool_call"), ("L5", 1, "tool_call"),
+        ("L3", 0, "assistant"),
+        ("L3", 1, "tool_call"),
+        ("L5", 0, "tool_call"),
+        ("L5", 1, "tool_call"),
     ]
 
 
@@ -107,13 +109,17 @@ def test_conversation_lines_are_sessions():
     assert report.n_skipped == 0
     assert [s.id for s in sessions] == ["conversations-1", "conversations-2", "conversations-3"]
     raw = [json.loads(line) for line in CONVERSATIONS.read_text("utf-8").splitlines() if line.strip()]
-    for s, obj in zip(sessions, raw):
+    for s, obj in zip(sessions, raw, strict=False):
         assert Counter(r.kind for r in s) == _expected_kinds(obj["messages"])
     weather = sessions[1]
     assert weather.metadata == {"model": "example-chat-model"}
     assert [(r.entry_id, r.block_index, r.kind) for r in weather] == [
-        ("m0", 0, "system"), ("m1", 0, "user"), ("m2", 0, "reasoning"), ("m2", 1, "tool_call"),
-        ("m3", 0, "tool_output"), ("m4", 0, "assistant"),
+        ("m0", 0, "system"),
+        ("m1", 0, "user"),
+        ("m2", 0, "reasoning"),
+        ("m2", 1, "tool_call"),
+        ("m3", 0, "tool_output"),
+        ("m4", 0, "assistant"),
     ]
     out = weather.records[4]
     assert (out.tool, out.call_id) == ("get_weather", "w1")
@@ -124,7 +130,7 @@ def test_mixed_file_and_legacy_forms(tmp_path):
     lines = [
         {"role": "user", "content": "<environment_context>cwd=/x</environment_context>"},
         {"messages": [{"role": "user", "content": "hi"}]},
-        {"role": "assistant", "content": None, "function_call": {"name": "ls", "arguments": "{\"path\": \".\"}"}},
+        {"role": "assistant", "content": None, "function_call": {"name": "ls", "arguments": '{"path": "."}'}},
         {"role": "function", "name": "ls", "content": "a.py\nb.py"},
         {"messages": "oops"},
     ]
@@ -133,7 +139,10 @@ def test_mixed_file_and_legacy_forms(tmp_path):
     assert [s.id for s in sessions] == ["mixed-2", "mixed"]
     plain = sessions[1]
     assert [(r.kind, r.tool, r.target) for r in plain] == [
-        ("user", None, None), ("tool_call", "ls", "."), ("tool_output", "ls", None)]
+        ("user", None, None),
+        ("tool_call", "ls", "."),
+        ("tool_output", "ls", None),
+    ]
     assert plain.records[0].injected
     assert [(k.line, k.reason) for k in report.skipped] == [(5, "missing_field")]
 
@@ -145,15 +154,19 @@ def test_broken_file_counts_skips_and_keeps_good_lines():
     (s,), report = _load(BROKEN)
     assert s.id == "broken"
     assert [(r.entry_id, r.kind) for r in s] == [
-        ("L1", "system"), ("L2", "user"), ("L9", "tool_output"), ("L10", "assistant")]
+        ("L1", "system"),
+        ("L2", "user"),
+        ("L9", "tool_output"),
+        ("L10", "assistant"),
+    ]
     # The call of line 3 was lost with its line, so its output has no tool name.
     assert s.records[2].call_id == "c1" and s.records[2].tool is None
     assert [(k.line, k.reason) for k in report.skipped] == [
         (3, "malformed_json"),
         (4, "invalid_utf8"),
-        (5, "missing_field"),   # no role
-        (6, "unknown_type"),    # role "narrator"
-        (7, "missing_field"),   # tool call without a function name
+        (5, "missing_field"),  # no role
+        (6, "unknown_type"),  # role "narrator"
+        (7, "missing_field"),  # tool call without a function name
         (8, "not_an_object"),
         (11, "truncated_last_line"),
     ]
@@ -161,13 +174,27 @@ def test_broken_file_counts_skips_and_keeps_good_lines():
 
 def test_bad_messages_inside_a_conversation(tmp_path):
     p = tmp_path / "conv.jsonl"
-    p.write_text(json.dumps({"messages": [
-        {"role": "user", "content": "ok"}, "nope", {"content": "no role"}, {"role": "alien", "content": "?"},
-    ]}) + "\n", "utf-8")
+    p.write_text(
+        json.dumps(
+            {
+                "messages": [
+                    {"role": "user", "content": "ok"},
+                    "nope",
+                    {"content": "no role"},
+                    {"role": "alien", "content": "?"},
+                ]
+            }
+        )
+        + "\n",
+        "utf-8",
+    )
     (s,), report = _load(p)
     assert [r.kind for r in s] == ["user"]
     assert [(k.line, k.reason) for k in report.skipped] == [
-        (1, "not_an_object"), (1, "missing_field"), (1, "unknown_type")]
+        (1, "not_an_object"),
+        (1, "missing_field"),
+        (1, "unknown_type"),
+    ]
     assert report.skipped[1].detail.startswith("messages[2]")
 
 
@@ -210,8 +237,12 @@ def test_sniff_rejects_typed_lines(tmp_path):
     # Lines that look like messages but carry a "type" belong to other formats.
     p = tmp_path / "typed.jsonl"
     p.write_text(
-        json.dumps({"type": "message", "role": "user", "content": "hi"}) + "\n"
-        + json.dumps({"type": "user", "message": {"role": "user", "content": "hi"}}) + "\n", "utf-8")
+        json.dumps({"type": "message", "role": "user", "content": "hi"})
+        + "\n"
+        + json.dumps({"type": "user", "message": {"role": "user", "content": "hi"}})
+        + "\n",
+        "utf-8",
+    )
     assert not chat_jsonl.sniff(read_head(p))
     assert not chat_jsonl.sniff(read_head(tmp_path))
 

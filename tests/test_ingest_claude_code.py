@@ -7,12 +7,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_FIXTURES
 
 from compaction_lab.ingest import claimants
 from compaction_lab.ingest import claude_code as cc
 from compaction_lab.ingest.base import Head, ImportReport, read_head
-
-from conftest import SHARED_FIXTURES
 
 FIX = Path(__file__).parent / "fixtures" / "claude_code"
 REAL = SHARED_FIXTURES / "claude-code"
@@ -53,7 +52,9 @@ def expected_kinds(path: Path) -> Counter:
                 c[{"tool_result": "tool_output", "text": "user"}.get(block["type"], "meta")] += 1
         elif ltype == "assistant":
             for block in line["message"]["content"]:
-                c[{"text": "assistant", "thinking": "reasoning", "tool_use": "tool_call"}.get(block["type"], "meta")] += 1
+                c[
+                    {"text": "assistant", "thinking": "reasoning", "tool_use": "tool_call"}.get(block["type"], "meta")
+                ] += 1
         elif ltype == "system":
             c["meta" if line.get("subtype") == "compact_boundary" else "system"] += 1
         else:  # summary titles, queue operations, snapshots: bookkeeping
@@ -111,10 +112,11 @@ def test_parallel_tool_results_are_not_dropped():
 
 
 def other_format_files() -> list[Path]:
-    files = [p for p in (Path(__file__).parent / "fixtures").rglob("*")
-             if p.is_file() and "claude_code" not in p.parts]
+    files = [p for p in (Path(__file__).parent / "fixtures").rglob("*") if p.is_file() and "claude_code" not in p.parts]
     if SHARED_FIXTURES.is_dir():
-        files += [p for p in SHARED_FIXTURES.rglob("*") if p.is_file() and "claude-code" not in p.parts and p.suffix != ".md"]
+        files += [
+            p for p in SHARED_FIXTURES.rglob("*") if p.is_file() and "claude-code" not in p.parts and p.suffix != ".md"
+        ]
     return sorted(files)
 
 
@@ -130,7 +132,9 @@ def test_sniff_rejects_other_formats(path):
 
 def test_sniff_rejects_directories_and_never_raises(tmp_path):
     assert not cc.sniff(read_head(tmp_path))
-    odd = Head(tmp_path / "x", b"", (1, "two", None, [3], {"type": ["user"]}, {"type": "session", "id": "p", "cwd": "/"}))
+    odd = Head(
+        tmp_path / "x", b"", (1, "two", None, [3], {"type": ["user"]}, {"type": "session", "id": "p", "cwd": "/"})
+    )
     assert not cc.sniff(odd)
     pi_line = {"type": "message", "timestamp": "t", "message": {"role": "user", "content": "hi"}}
     codex_line = {"timestamp": "t", "type": "session_meta", "payload": {"id": "x"}}
@@ -159,7 +163,8 @@ def test_main_kinds_and_ids(main):
     assert main.source_format == "claude_code"
     assert kinds(main) == expected_kinds(FIX / "main.jsonl")
     assert kinds(main) == Counter(
-        meta=8, user=5, tool_call=4, tool_output=4, reasoning=1, assistant=2, summary=1, system=1)
+        meta=8, user=5, tool_call=4, tool_output=4, reasoning=1, assistant=2, summary=1, system=1
+    )
     # Entry ids are the uuids; bookkeeping lines without one use their line number.
     assert [r.entry_id for r in main][:5] == ["L1", "L2", "L3", "L4", "u-0001"]
 
@@ -201,8 +206,14 @@ def test_thinking_redacted_thinking_and_images(main):
 def test_usage_counted_once_per_message_id_last_line_wins(main):
     usage = main.metadata["usage"]
     assert [u["entry_id"] for u in usage] == ["u-0007", "u-0010", "u-0016"]
-    assert usage[0] == {"entry_id": "u-0007", "model": "claude-sonnet-4-5-20250929", "input_tokens": 4,
-                        "output_tokens": 131, "cache_write_tokens": 5120, "cached_tokens": 12000}
+    assert usage[0] == {
+        "entry_id": "u-0007",
+        "model": "claude-sonnet-4-5-20250929",
+        "input_tokens": 4,
+        "output_tokens": 131,
+        "cache_write_tokens": 5120,
+        "cached_tokens": 12000,
+    }
     # The <synthetic> API-error notice is no model call.
     assert all(u.get("model") != "<synthetic>" for u in usage)
     assert main.metadata["model"] == "claude-sonnet-4-5-20250929"
@@ -214,9 +225,13 @@ def test_compaction_boundary_and_summary(main):
     assert summary.entry_id == "u-0014"
     assert summary.text.startswith("This session is being continued")
     (boundary,) = main.metadata["compactions"]
-    assert boundary == {"entry_id": "u-0013", "source_order": summary.source_order - 1,
-                        "trigger": "auto", "pre_tokens": 155012,
-                        "model": "claude-sonnet-4-5-20250929"}  # the main model, which wrote the summary
+    assert boundary == {
+        "entry_id": "u-0013",
+        "source_order": summary.source_order - 1,
+        "trigger": "auto",
+        "pre_tokens": 155012,
+        "model": "claude-sonnet-4-5-20250929",
+    }  # the main model, which wrote the summary
     assert main.records[boundary["source_order"]].kind == "meta"
 
 
@@ -307,11 +322,18 @@ def test_stream_json_transcript():
 def test_broken_file_counts_bad_lines_and_keeps_good_ones():
     (session,), report = load(FIX / "broken.jsonl")
     assert skips(report) == [
-        (2, "malformed_json"), (3, "invalid_utf8"), (4, "not_an_object"), (5, "missing_field"),
-        (6, "unknown_type"), (7, "missing_field"), (9, "truncated_last_line"),
+        (2, "malformed_json"),
+        (3, "invalid_utf8"),
+        (4, "not_an_object"),
+        (5, "missing_field"),
+        (6, "unknown_type"),
+        (7, "missing_field"),
+        (9, "truncated_last_line"),
     ]
     assert [(r.entry_id, r.kind, r.text) for r in session] == [
-        ("b-1", "user", "hello"), ("b-2", "assistant", "hi"), ("b-4", "meta", "brand-new-line-type"),
+        ("b-1", "user", "hello"),
+        ("b-2", "assistant", "hi"),
+        ("b-4", "meta", "brand-new-line-type"),
     ]
 
 
@@ -350,12 +372,27 @@ def test_zstd_compressed_file_imports_the_same(tmp_path):
 
 def test_first_line_longer_than_the_sniff_window(tmp_path):
     # A pasted screenshot makes the first line bigger than the 64 KiB head.
-    big = {"parentUuid": None, "isSidechain": False, "sessionId": "s-big", "type": "user", "uuid": "g-1",
-           "message": {"role": "user", "content": [
-               {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "A" * 100_000}},
-               {"type": "text", "text": "what is wrong here?"}]}}
-    nxt = {"parentUuid": "g-1", "sessionId": "s-big", "type": "assistant", "uuid": "g-2",
-           "message": {"id": "msg_g", "role": "assistant", "content": [{"type": "text", "text": "A typo."}]}}
+    big = {
+        "parentUuid": None,
+        "isSidechain": False,
+        "sessionId": "s-big",
+        "type": "user",
+        "uuid": "g-1",
+        "message": {
+            "role": "user",
+            "content": [
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "A" * 100_000}},
+                {"type": "text", "text": "what is wrong here?"},
+            ],
+        },
+    }
+    nxt = {
+        "parentUuid": "g-1",
+        "sessionId": "s-big",
+        "type": "assistant",
+        "uuid": "g-2",
+        "message": {"id": "msg_g", "role": "assistant", "content": [{"type": "text", "text": "A typo."}]},
+    }
     p = tmp_path / "s-big.jsonl"
     p.write_text(json.dumps(big) + "\n" + json.dumps(nxt) + "\n")
     assert cc.sniff(read_head(p))
@@ -366,9 +403,24 @@ def test_first_line_longer_than_the_sniff_window(tmp_path):
 
 def test_compact_summary_in_blocks_marks_one_boundary(tmp_path):
     lines = [
-        {"parentUuid": None, "sessionId": "s", "type": "user", "uuid": "c-1", "isCompactSummary": True,
-         "message": {"role": "user", "content": [{"type": "text", "text": "Summary part 1"}, {"type": "text", "text": "part 2"}]}},
-        {"parentUuid": "c-1", "sessionId": "s", "type": "user", "uuid": "c-2", "message": {"role": "user", "content": "go on"}},
+        {
+            "parentUuid": None,
+            "sessionId": "s",
+            "type": "user",
+            "uuid": "c-1",
+            "isCompactSummary": True,
+            "message": {
+                "role": "user",
+                "content": [{"type": "text", "text": "Summary part 1"}, {"type": "text", "text": "part 2"}],
+            },
+        },
+        {
+            "parentUuid": "c-1",
+            "sessionId": "s",
+            "type": "user",
+            "uuid": "c-2",
+            "message": {"role": "user", "content": "go on"},
+        },
     ]
     p = tmp_path / "s.jsonl"
     p.write_text("".join(json.dumps(x) + "\n" for x in lines))

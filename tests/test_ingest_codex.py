@@ -7,12 +7,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_FIXTURES
 
+from compaction_lab.core.session import Session
 from compaction_lab.ingest import FORMATS, codex
 from compaction_lab.ingest.base import ImportReport, read_head
-from compaction_lab.core.session import Session
-
-from conftest import SHARED_FIXTURES
 
 FIXTURES = Path(__file__).parent / "fixtures" / "codex"
 MAIN = FIXTURES / "rollout-2025-09-14T10-02-11-0199a1b2-7c3d-7e10-9f00-5d2c8e4b1a01.jsonl"
@@ -76,11 +75,21 @@ def main_session() -> Session:
 def test_fixture_covers_every_documented_payload_type():
     seen_top = {obj["type"] for _, obj in _raw_lines(MAIN)}
     seen_items = {obj["payload"]["type"] for _, obj in _raw_lines(MAIN) if obj["type"] == "response_item"}
-    seen_roles = {obj["payload"]["role"] for _, obj in _raw_lines(MAIN)
-                  if obj["type"] == "response_item" and obj["payload"]["type"] == "message"}
+    seen_roles = {
+        obj["payload"]["role"]
+        for _, obj in _raw_lines(MAIN)
+        if obj["type"] == "response_item" and obj["payload"]["type"] == "message"
+    }
     seen_events = {obj["payload"]["type"] for _, obj in _raw_lines(MAIN) if obj["type"] == "event_msg"}
-    assert {"session_meta", "response_item", "compacted", "turn_context", "event_msg", "world_state",
-            "inter_agent_message"} <= seen_top
+    assert {
+        "session_meta",
+        "response_item",
+        "compacted",
+        "turn_context",
+        "event_msg",
+        "world_state",
+        "inter_agent_message",
+    } <= seen_top
     assert set(EXPECTED_ITEM_KIND) | {"message", "ghost_snapshot"} <= seen_items
     assert set(EXPECTED_ROLE_KIND) <= seen_roles
     assert {"token_count", "agent_message", "user_message"} <= seen_events
@@ -118,8 +127,11 @@ def test_reasoning_uses_summary_and_only_sizes_encrypted_content(main_session):
     first, second = main_session.of_kind("reasoning")
     assert first.text.startswith("**Finding the export filter**")
     assert "gAAAA" not in first.text and second.text == ""
-    raw = [obj["payload"].get("encrypted_content") for _, obj in _raw_lines(MAIN)
-           if obj["type"] == "response_item" and obj["payload"]["type"] == "reasoning"]
+    raw = [
+        obj["payload"].get("encrypted_content")
+        for _, obj in _raw_lines(MAIN)
+        if obj["type"] == "response_item" and obj["payload"]["type"] == "reasoning"
+    ]
     assert main_session.metadata["encrypted_reasoning_bytes"] == sum(len(e.encode()) for e in raw if e)
 
 
@@ -158,8 +170,9 @@ def test_output_text_unwrapped_and_errors(main_session):
     assert outs["call_rg01"].text.startswith("22:        if row.amount < 0:")
     assert all('"metadata"' not in o.text for o in outs.values())
     assert outs["call_patch02"].text == "Success. Updated the following files:\nM ledger/export.py\n"
-    assert outs["tsearch04"].text == ("xlsx_writer: write rows to an .xlsx sheet\n"
-                                      "csv_dialect: detect the dialect of a CSV file")
+    assert outs["tsearch04"].text == (
+        "xlsx_writer: write rows to an .xlsx sheet\ncsv_dialect: detect the dialect of a CSV file"
+    )
     errors = {cid for cid, o in outs.items() if o.is_error}
     assert errors == {"call_pytest03", "call_read05"}  # exit_code 1, success false
 
@@ -188,12 +201,30 @@ def test_metadata_usage_system_prompt_model(main_session):
     assert md["window"] == 272000
     # token_count with info null and the re-emitted identical event add no rows.
     assert md["usage"] == [
-        {"entry_id": "L13", "model": "gpt-5-codex", "input_tokens": 6120, "cached_tokens": 4864,
-         "output_tokens": 188, "reasoning_tokens": 128},
-        {"entry_id": "L20", "model": "gpt-5-codex", "input_tokens": 7530, "cached_tokens": 6144,
-         "output_tokens": 214, "reasoning_tokens": 128},
-        {"entry_id": "L38", "model": "gpt-5", "input_tokens": 2560, "cached_tokens": 1152,
-         "output_tokens": 113, "reasoning_tokens": 64},
+        {
+            "entry_id": "L13",
+            "model": "gpt-5-codex",
+            "input_tokens": 6120,
+            "cached_tokens": 4864,
+            "output_tokens": 188,
+            "reasoning_tokens": 128,
+        },
+        {
+            "entry_id": "L20",
+            "model": "gpt-5-codex",
+            "input_tokens": 7530,
+            "cached_tokens": 6144,
+            "output_tokens": 214,
+            "reasoning_tokens": 128,
+        },
+        {
+            "entry_id": "L38",
+            "model": "gpt-5",
+            "input_tokens": 2560,
+            "cached_tokens": 1152,
+            "output_tokens": 113,
+            "reasoning_tokens": 64,
+        },
     ]
     assert md["usage_input_includes_cached"] is True
 
@@ -236,8 +267,7 @@ def test_session_id_falls_back_to_file_stem(tmp_path):
 def test_several_sessions_per_file():
     sessions, report = _load(TWO)
     assert report.n_skipped == 0
-    assert [s.id for s in sessions] == ["0199b000-aaaa-7000-8000-000000000001",
-                                        "0199b000-bbbb-7000-8000-000000000002"]
+    assert [s.id for s in sessions] == ["0199b000-aaaa-7000-8000-000000000001", "0199b000-bbbb-7000-8000-000000000002"]
     first, second = sessions
     # The line before the first session_meta joins that session (renamed to its id).
     assert [r.entry_id for r in first] == ["L1", "L3", "L4"]
@@ -260,10 +290,10 @@ def test_broken_file_counts_skips_and_keeps_good_lines():
         (3, "malformed_json"),
         (4, "invalid_utf8"),
         (5, "not_an_object"),
-        (6, "missing_field"),   # no payload
-        (7, "missing_field"),   # no type
-        (8, "unknown_type"),    # role "narrator"
-        (9, "missing_field"),   # function_call without name
+        (6, "missing_field"),  # no payload
+        (7, "missing_field"),  # no type
+        (8, "unknown_type"),  # role "narrator"
+        (9, "missing_field"),  # function_call without name
         (10, "missing_field"),  # function_call_output without output
         (12, "truncated_last_line"),
     ]
@@ -278,13 +308,33 @@ def _write(tmp_path: Path, name: str, objs: list[dict]) -> Path:
 
 def test_tool_search_output_with_tool_specs(tmp_path):
     tools = [{"type": "function", "name": "xlsx_writer", "description": "Write rows to .xlsx"}]
-    p = _write(tmp_path, "r.jsonl", [
-        {"timestamp": "t", "type": "response_item", "payload": {
-            "type": "tool_search_call", "call_id": "s1", "execution": "client", "arguments": {"query": "xlsx"}}},
-        {"timestamp": "t", "type": "response_item", "payload": {
-            "type": "tool_search_output", "call_id": "s1", "status": "completed", "execution": "client",
-            "tools": tools}},
-    ])
+    p = _write(
+        tmp_path,
+        "r.jsonl",
+        [
+            {
+                "timestamp": "t",
+                "type": "response_item",
+                "payload": {
+                    "type": "tool_search_call",
+                    "call_id": "s1",
+                    "execution": "client",
+                    "arguments": {"query": "xlsx"},
+                },
+            },
+            {
+                "timestamp": "t",
+                "type": "response_item",
+                "payload": {
+                    "type": "tool_search_output",
+                    "call_id": "s1",
+                    "status": "completed",
+                    "execution": "client",
+                    "tools": tools,
+                },
+            },
+        ],
+    )
     (s,), report = _load(p)
     assert report.n_skipped == 0
     call, out = s.records
@@ -293,12 +343,16 @@ def test_tool_search_output_with_tool_specs(tmp_path):
 
 
 def test_unknown_top_level_type_is_meta_and_other_events_are_quiet(tmp_path):
-    p = _write(tmp_path, "r.jsonl", [
-        {"timestamp": "t", "type": "future_thing", "payload": {"x": 1}},
-        {"timestamp": "t", "type": "event_msg", "payload": {"type": "exec_command_end", "stdout": "hi"}},
-        {"timestamp": "t", "type": "event_msg", "payload": {"type": "token_count", "info": {"bad": 1}}},
-        {"timestamp": "t", "type": "compacted", "payload": {"nothing": True}},
-    ])
+    p = _write(
+        tmp_path,
+        "r.jsonl",
+        [
+            {"timestamp": "t", "type": "future_thing", "payload": {"x": 1}},
+            {"timestamp": "t", "type": "event_msg", "payload": {"type": "exec_command_end", "stdout": "hi"}},
+            {"timestamp": "t", "type": "event_msg", "payload": {"type": "token_count", "info": {"bad": 1}}},
+            {"timestamp": "t", "type": "compacted", "payload": {"nothing": True}},
+        ],
+    )
     (s,), report = _load(p)
     assert [(r.kind, r.text) for r in s] == [("meta", "future_thing")]
     assert [(k.line, k.reason) for k in report.skipped] == [(3, "missing_field"), (4, "missing_field")]
@@ -322,7 +376,10 @@ def test_empty_file(tmp_path):
         ('{"output": "ok", "metadata": {"exit_code": 0}}', ("ok", False)),
         ('{"output": "no", "success": false}', ("no", True)),
         ('{"content": "denied", "success": false}', ('{"content": "denied", "success": false}', True)),
-        ("Exit code: 1\nWall time: 0.2 seconds\nOutput:\nerr\n", ("Exit code: 1\nWall time: 0.2 seconds\nOutput:\nerr\n", True)),
+        (
+            "Exit code: 1\nWall time: 0.2 seconds\nOutput:\nerr\n",
+            ("Exit code: 1\nWall time: 0.2 seconds\nOutput:\nerr\n", True),
+        ),
         ("Exit code: 0\nOutput:\n", ("Exit code: 0\nOutput:\n", False)),
         ([{"type": "input_text", "text": "a"}, {"type": "input_image", "image_url": "data:"}], ("a", False)),
         ({"content": "x", "success": False}, ("x", True)),
@@ -340,7 +397,10 @@ def test_output_text(output, expected):
     [
         ('{"command": ["bash", "-lc", "make check"]}', "make check"),
         ({"command": ["git", "status"]}, "git status"),
-        ('{"command": ["apply_patch", "*** Begin Patch\\n*** Add File: a.py\\n+x\\n*** Update File: b.py\\n"]}', "a.py b.py"),
+        (
+            '{"command": ["apply_patch", "*** Begin Patch\\n*** Add File: a.py\\n+x\\n*** Update File: b.py\\n"]}',
+            "a.py b.py",
+        ),
         ("*** Begin Patch\n*** Delete File: old.txt\n*** End Patch\n", "old.txt"),
         ('{"path": "src/x.py"}', "src/x.py"),
         ({"type": "open_page", "url": "https://example.com/doc"}, "https://example.com/doc"),
@@ -362,8 +422,11 @@ def test_file_stem():
 
 def _other_fixture_files() -> list[Path]:
     """Session files of the other formats: real shared ones and other importers' fixtures."""
-    files = [p for p in SHARED_FIXTURES.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".traj", ".json")] \
-        if SHARED_FIXTURES.exists() else []
+    files = (
+        [p for p in SHARED_FIXTURES.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".traj", ".json")]
+        if SHARED_FIXTURES.exists()
+        else []
+    )
     for d in (Path(__file__).parent / "fixtures").iterdir():
         if d.is_dir() and d.name != "codex":
             files += [p for p in d.rglob("*") if p.is_file()]
@@ -390,15 +453,27 @@ def test_sniff_rejects_real_shared_fixtures():
 
 def test_sniff_when_first_line_is_longer_than_the_head(tmp_path):
     prompt = "Follow the repository conventions. " * 3000  # > 64 KiB
-    p = _write(tmp_path, "rollout-big.jsonl", [
-        {"timestamp": "2025-09-14T10:00:00Z", "type": "session_meta",
-         "payload": {"id": "big-1", "base_instructions": {"text": prompt}}},
-        {"timestamp": "2025-09-14T10:00:01Z", "type": "response_item",
-         "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}},
-    ])
+    p = _write(
+        tmp_path,
+        "rollout-big.jsonl",
+        [
+            {
+                "timestamp": "2025-09-14T10:00:00Z",
+                "type": "session_meta",
+                "payload": {"id": "big-1", "base_instructions": {"text": prompt}},
+            },
+            {
+                "timestamp": "2025-09-14T10:00:01Z",
+                "type": "response_item",
+                "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+            },
+        ],
+    )
     # json.dumps spaces differ from Codex's compact form; write compactly like Codex does.
-    p.write_text("".join(json.dumps(json.loads(ln), separators=(",", ":")) + "\n"
-                         for ln in p.read_text("utf-8").splitlines()), "utf-8")
+    p.write_text(
+        "".join(json.dumps(json.loads(ln), separators=(",", ":")) + "\n" for ln in p.read_text("utf-8").splitlines()),
+        "utf-8",
+    )
     head = read_head(p)
     assert head.objects == []
     assert codex.sniff(head)
@@ -407,10 +482,14 @@ def test_sniff_when_first_line_is_longer_than_the_head(tmp_path):
 
 
 def test_sniff_never_raises_and_rejects_near_misses(tmp_path):
-    near = _write(tmp_path, "near.jsonl", [
-        {"timestamp": "t", "type": "message", "payload": {"x": 1}},  # not a rollout type
-        {"timestamp": "t", "type": "response_item", "payload": "text"},  # payload not an object
-    ])
+    near = _write(
+        tmp_path,
+        "near.jsonl",
+        [
+            {"timestamp": "t", "type": "message", "payload": {"x": 1}},  # not a rollout type
+            {"timestamp": "t", "type": "response_item", "payload": "text"},  # payload not an object
+        ],
+    )
     assert not codex.sniff(read_head(near))
     assert not codex.sniff(read_head(tmp_path))  # a directory
 
@@ -431,27 +510,49 @@ def test_detect_picks_codex():
 def test_compacted_keeps_its_replacement_history(tmp_path):
     """Codex's `CompactedItem { message, replacement_history }`: the replacement history is the live history a
     later compaction summarises (issue 13 item 2), so the boundary keeps it as role + text."""
+
     def msg(role, text):
         return {"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]}
 
-    p = _write(tmp_path, "r.jsonl", [
-        {"timestamp": "t", "type": "response_item", "payload": msg("user", "fix the flaky test in ci.yml")},
-        {"timestamp": "t", "type": "compacted", "payload": {"message": "SUMMARY-1", "replacement_history": [
-            msg("user", "<environment_context>cwd=/w</environment_context>"),
-            msg("user", "fix the flaky test in ci.yml"),
-            msg("user", "Another language model started to solve this problem... SUMMARY-1"),
-            {"type": "compaction", "encrypted_content": "opaque"}]}},
-        {"timestamp": "t", "type": "compacted", "payload": {"message": "SUMMARY-2"}},
-    ])
+    p = _write(
+        tmp_path,
+        "r.jsonl",
+        [
+            {"timestamp": "t", "type": "response_item", "payload": msg("user", "fix the flaky test in ci.yml")},
+            {
+                "timestamp": "t",
+                "type": "compacted",
+                "payload": {
+                    "message": "SUMMARY-1",
+                    "replacement_history": [
+                        msg("user", "<environment_context>cwd=/w</environment_context>"),
+                        msg("user", "fix the flaky test in ci.yml"),
+                        msg("user", "Another language model started to solve this problem... SUMMARY-1"),
+                        {"type": "compaction", "encrypted_content": "opaque"},
+                    ],
+                },
+            },
+            {"timestamp": "t", "type": "compacted", "payload": {"message": "SUMMARY-2"}},
+        ],
+    )
     (s,), report = _load(p)
     assert report.n_skipped == 0
     first, second = s.metadata["compactions"]
     assert [r.kind for r in s.records] == ["user", "summary", "summary"]
     assert first["source_order"] == 1 and "replacement_history" not in second
     assert first["replacement_history"] == [
-        {"type": "message", "role": "user", "text": "<environment_context>cwd=/w</environment_context>", "injected": True},
+        {
+            "type": "message",
+            "role": "user",
+            "text": "<environment_context>cwd=/w</environment_context>",
+            "injected": True,
+        },
         {"type": "message", "role": "user", "text": "fix the flaky test in ci.yml", "injected": False},
-        {"type": "message", "role": "user", "text": "Another language model started to solve this problem... SUMMARY-1",
-         "injected": False},
+        {
+            "type": "message",
+            "role": "user",
+            "text": "Another language model started to solve this problem... SUMMARY-1",
+            "injected": False,
+        },
         {"type": "compaction"},
     ]

@@ -47,19 +47,16 @@ import shutil
 import tempfile
 from collections import Counter
 from contextlib import contextmanager
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
 import zstandard
 from hypothesis import event, given, note, settings
 from hypothesis import strategies as st
-
-from compaction_lab.ingest import importer, load_sessions
-from compaction_lab.ingest.base import ImportReport
-
-from test_ingest_files import permission_bits, reference_decode  # noqa: F401  (a fixture)
+from test_ingest_files import reference_decode
 from test_ingest_fuzz import (
+    _UNPARSED,
     BLANK_OR_NUL,
     BOM,
     FIX,
@@ -67,7 +64,6 @@ from test_ingest_fuzz import (
     JSONL_BASES,
     LINE_REASONS,
     WHOLE_BASES,
-    _UNPARSED,
     _parse,
     assemble,
     base_lines,
@@ -79,6 +75,9 @@ from test_ingest_fuzz import (
     missing,
     ref_multiset,
 )
+
+from compaction_lab.ingest import importer, load_sessions
+from compaction_lab.ingest.base import ImportReport
 
 #: Examples per base file and damage (FUZZ_EXAMPLES raises it for a longer hunt).
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES") or 20)
@@ -132,13 +131,14 @@ def dump(sessions) -> list[str]:
     """
     out = []
     for s in sessions:
-        out.append(json.dumps([s.id, s.source_format, dict(s.metadata)], sort_keys=True, default=str,
-                              ensure_ascii=False))
+        out.append(
+            json.dumps([s.id, s.source_format, dict(s.metadata)], sort_keys=True, default=str, ensure_ascii=False)
+        )
         out.extend(json.dumps(r.to_dict(), sort_keys=True, default=str, ensure_ascii=False) for r in s.records)
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def clean(fmt: str, src: Path, jsonl: bool) -> tuple[tuple[str, ...], Counter]:
     """The undamaged import: (dump, reasons)."""
     with folder() as d:
@@ -232,7 +232,7 @@ def test_lone_surrogates_are_replaced_not_fatal(fmt, src, jsonl, data):
 
     def put(escapes: list[bytes]) -> bytes:
         out, last = [], 0
-        for pos, esc in zip(chosen, escapes):
+        for pos, esc in zip(chosen, escapes, strict=False):
             out += [base[last:pos], esc + b"x"]  # 'x': a high surrogate cannot pair with what follows
             last = pos
         return b"".join(out) + base[last:]
@@ -272,11 +272,11 @@ def compress(data: bytes, layout: str, checksum: bool) -> bytes:
     lines = data.splitlines(keepends=True)
     if layout == "frames":  # appended runs: a frame per third of the file
         k = max(1, len(lines) // 3)
-        return b"".join(cctx.compress(b"".join(lines[i:i + k])) for i in range(0, len(lines), k))
+        return b"".join(cctx.compress(b"".join(lines[i : i + k])) for i in range(0, len(lines), k))
     obj = cctx.compressobj()  # a log writer: flushed every few lines
     out = []
     for i in range(0, len(lines), 3):
-        out += [obj.compress(b"".join(lines[i:i + 3])), obj.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)]
+        out += [obj.compress(b"".join(lines[i : i + 3])), obj.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)]
     return b"".join(out) + obj.flush()
 
 
@@ -403,7 +403,7 @@ def test_unreadable_file_or_folder_is_one_unreadable_skip(fmt, src, jsonl, locke
         if locked == "file":
             sessions, report = direct(fmt, path)
             assert not sessions and report.reasons == Counter(unreadable=1)
-        for where in ([path, d] if locked == "file" else [d]):
+        for where in [path, d] if locked == "file" else [d]:
             sessions, report = via(where)
             assert not sessions and report.reasons == Counter(unreadable=1)
             (skip,) = report.skipped
@@ -466,9 +466,9 @@ def test_opencode_storage_file_damage(rel, damage, permission_bits):
         elif damage == "surrogate":
             # Compared with the same tree holding U+FFFD there (an id may change: links follow).
             m = _VALUE_OPENS.search(data)
-            f.write_bytes(data[: m.end()] + b"\\ufffd" + data[m.end():])
+            f.write_bytes(data[: m.end()] + b"\\ufffd" + data[m.end() :])
             want, want_report = direct("opencode", tree)
-            f.write_bytes(data[: m.end()] + b"\\udfff" + data[m.end():])
+            f.write_bytes(data[: m.end()] + b"\\udfff" + data[m.end() :])
         elif damage == "nul":
             f.write_bytes(data + b"\x00" * 100)
         elif damage == "empty":

@@ -15,24 +15,20 @@ the kernel denies for real, so the same tests hold either way.
 
 from __future__ import annotations
 
-import builtins
-import errno
 import json
 import os
 import shutil
 import sqlite3
-import stat
 from collections import Counter
 from pathlib import Path
 
 import pytest
 import zstandard
+from conftest import SHARED_FIXTURES
 
 from compaction_lab import cli
 from compaction_lab.ingest import base, detect, importer, load_sessions
 from compaction_lab.ingest.base import HEAD_BYTES, NOTES, REASONS, ImportReport, UnknownFormat, read_head
-
-from conftest import SHARED_FIXTURES
 
 FIX = Path(__file__).parent / "fixtures"
 CHAT = FIX / "chat_jsonl" / "fix-flaky-test.jsonl"
@@ -44,34 +40,6 @@ BOM = b"\xef\xbb\xbf"
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _owner_denied(path, bit: int) -> bool:
-    try:
-        return not os.stat(path).st_mode & bit
-    except (OSError, TypeError, ValueError):
-        return False
-
-
-@pytest.fixture
-def permission_bits(monkeypatch):
-    """Make the owner's read permission bite even for root (see the module docstring)."""
-    if os.geteuid() != 0:
-        return
-    real_open, real_scandir = builtins.open, os.scandir
-
-    def guarded_open(file, mode="r", *args, **kwargs):
-        if not isinstance(file, int) and "r" in mode and _owner_denied(file, stat.S_IRUSR):
-            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(file))
-        return real_open(file, mode, *args, **kwargs)
-
-    def guarded_scandir(path="."):
-        if not isinstance(path, int) and _owner_denied(path, stat.S_IRUSR):
-            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
-        return real_scandir(path)
-
-    monkeypatch.setattr(base, "open", guarded_open, raising=False)
-    monkeypatch.setattr(os, "scandir", guarded_scandir)
 
 
 def imported(paths) -> tuple[list, ImportReport]:
@@ -162,14 +130,22 @@ def _with_surrogate(path: Path, needle: bytes, tmp_path: Path, name: str | None 
     return out
 
 
-@pytest.mark.parametrize("fmt, src, needle", [
-    ("chat_jsonl", CHAT, b'"content": "'),
-    ("pi", PI, b'"text": "'),
-    ("claude_code", FIX / "claude_code" / "main.jsonl", b'"text": "'),
-    ("codex", FIX / "codex" / "rollout-2025-09-14T10-02-11-0199a1b2-7c3d-7e10-9f00-5d2c8e4b1a01.jsonl", b'"text":"The CSV'),
-    ("swe_agent", TRAJ, b'"content": "'),
-    ("opencode", EXPORT, b'"text": "'),
-], ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    "fmt, src, needle",
+    [
+        ("chat_jsonl", CHAT, b'"content": "'),
+        ("pi", PI, b'"text": "'),
+        ("claude_code", FIX / "claude_code" / "main.jsonl", b'"text": "'),
+        (
+            "codex",
+            FIX / "codex" / "rollout-2025-09-14T10-02-11-0199a1b2-7c3d-7e10-9f00-5d2c8e4b1a01.jsonl",
+            b'"text":"The CSV',
+        ),
+        ("swe_agent", TRAJ, b'"content": "'),
+        ("opencode", EXPORT, b'"text": "'),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
 def test_every_importer_replaces_lone_surrogates(tmp_path, fmt, src, needle):
     path = _with_surrogate(src, needle, tmp_path)
     sessions, report = direct(fmt, path)
@@ -182,9 +158,16 @@ def test_every_importer_replaces_lone_surrogates(tmp_path, fmt, src, needle):
 
 def test_surrogates_in_json_nested_in_a_string_are_replaced(tmp_path):
     """Codex keeps tool arguments as a JSON string; a surrogate escaped inside it reaches the target."""
-    line = {"timestamp": "t", "type": "response_item", "payload": {
-        "type": "function_call", "name": "shell", "call_id": "c1",
-        "arguments": '{"command": ["bash", "-lc", "cat caf\\ud800.txt"]}'}}
+    line = {
+        "timestamp": "t",
+        "type": "response_item",
+        "payload": {
+            "type": "function_call",
+            "name": "shell",
+            "call_id": "c1",
+            "arguments": '{"command": ["bash", "-lc", "cat caf\\ud800.txt"]}',
+        },
+    }
     path = tmp_path / "rollout.jsonl"
     path.write_text(json.dumps(line) + "\n")
     sessions, report = direct("codex", path)
@@ -207,8 +190,10 @@ def test_opencode_storage_and_database_rows_replace_surrogates(tmp_path):
 
     db = build_db(tmp_path / "opencode.db", extra_rows=False)
     with sqlite3.connect(db) as conn:
-        conn.execute("UPDATE part SET data = ? WHERE id = (SELECT min(id) FROM part)",
-                     (json.dumps({"type": "text", "text": "\ud800"}, ensure_ascii=True),))
+        conn.execute(
+            "UPDATE part SET data = ? WHERE id = (SELECT min(id) FROM part)",
+            (json.dumps({"type": "text", "text": "\ud800"}, ensure_ascii=True),),
+        )
     sessions, report = direct("opencode", db)
     assert report.notes["lone_surrogates_replaced"] == 1
     assert_utf8_clean(sessions)
@@ -221,7 +206,9 @@ def test_opencode_database_row_that_is_not_utf8_is_one_skip(tmp_path):
     db = build_db(tmp_path / "opencode.db", extra_rows=False)
     clean, _ = direct("opencode", db)
     with sqlite3.connect(db) as conn:
-        conn.execute("UPDATE part SET data = CAST(? AS TEXT) WHERE id = (SELECT max(id) FROM part)", (b'{"x": "\xff"}',))
+        conn.execute(
+            "UPDATE part SET data = CAST(? AS TEXT) WHERE id = (SELECT max(id) FROM part)", (b'{"x": "\xff"}',)
+        )
     sessions, report = direct("opencode", db)
     assert report.reasons == Counter(invalid_utf8=1)
     assert len(records(sessions)) >= len(records(clean)) - 2  # one part (a call and its output at most)
@@ -231,7 +218,7 @@ def test_valid_surrogate_pairs_are_kept_and_not_noted(tmp_path):
     path = tmp_path / "chat.jsonl"
     path.write_bytes(b'{"role": "user", "content": "ok \\ud83d\\ude00"}\n')
     sessions, report = imported(path)
-    assert sessions[0].records[0].text == "ok \U0001F600" and not report.notes
+    assert sessions[0].records[0].text == "ok \U0001f600" and not report.notes
 
 
 # --------------------------------------------------------------------------- 4. compressed files
@@ -247,7 +234,7 @@ def reference_decode(data: bytes) -> tuple[bytes, bool]:
         if dobj is None:
             dobj = dctx.decompressobj()
         try:
-            out += dobj.decompress(data[i:i + 1])
+            out += dobj.decompress(data[i : i + 1])
         except zstandard.ZstdError:
             failed = True
             break
@@ -262,7 +249,7 @@ def compress_in_blocks(data: bytes, lines_per_block: int = 3, checksum: bool = T
     chunks, lines = [], data.splitlines(keepends=True)
     obj = cctx.compressobj()
     for i in range(0, len(lines), lines_per_block):
-        chunks.append(obj.compress(b"".join(lines[i:i + lines_per_block])))
+        chunks.append(obj.compress(b"".join(lines[i : i + lines_per_block])))
         chunks.append(obj.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK))
     chunks.append(obj.flush())
     return b"".join(chunks)
@@ -422,13 +409,15 @@ def test_symlinked_folders_are_followed_once_and_loops_counted(tmp_path):
     elsewhere.mkdir()
     shutil.copy(CHAT, root / "sub" / "a.jsonl")
     shutil.copy(PI, elsewhere / "b.jsonl")
-    os.symlink(elsewhere, root / "linked")        # followed: it is the only way in
-    os.symlink("..", root / "sub" / "up")          # a loop back into the walk
-    os.symlink(root / "sub", root / "again")       # a second way into sub
+    os.symlink(elsewhere, root / "linked")  # followed: it is the only way in
+    os.symlink("..", root / "sub" / "up")  # a loop back into the walk
+    os.symlink(root / "sub", root / "again")  # a second way into sub
     os.symlink(root / "linked", root / "zz-twice")  # and a second way into elsewhere
     sessions, report = imported(root)
     assert sorted(s.source_path.split("/")[-2] + "/" + s.id for s in sessions) == [
-        "linked/0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d", "sub/a"]
+        "linked/0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
+        "sub/a",
+    ]
     assert report.reasons == Counter(symlink_loop=1, duplicate_path=2)
     loop = next(s for s in report.skipped if s.reason == "symlink_loop")
     assert loop.path == str(root / "sub" / "up")
@@ -442,7 +431,10 @@ def test_dangling_and_looping_file_links_are_counted(tmp_path):
     sessions, report = imported(tmp_path)
     assert [s.id for s in sessions] == ["a"]
     assert sorted((Path(s.path).name, s.reason) for s in report.skipped) == [
-        ("gone-folder", "dangling_symlink"), ("gone.jsonl", "dangling_symlink"), ("self.jsonl", "symlink_loop")]
+        ("gone-folder", "dangling_symlink"),
+        ("gone.jsonl", "dangling_symlink"),
+        ("self.jsonl", "symlink_loop"),
+    ]
     for name, reason in (("gone.jsonl", "dangling_symlink"), ("self.jsonl", "symlink_loop")):
         _, named = imported(tmp_path / name)
         assert list(named.reasons) == [reason]
@@ -486,8 +478,9 @@ def test_named_paths_of_every_kind_of_fault_never_raise(tmp_path, permission_bit
     names = ["empty.jsonl", "junk.json", "locked.jsonl", "bad.jsonl.zst", "dangling.jsonl"]
     sessions, report = imported([tmp_path / n for n in names] + [CHAT])
     assert len(sessions) == 1
-    assert report.reasons == Counter(empty_file=1, unknown_format=1, unreadable=1, corrupt_compressed=1,
-                                     dangling_symlink=1)
+    assert report.reasons == Counter(
+        empty_file=1, unknown_format=1, unreadable=1, corrupt_compressed=1, dangling_symlink=1
+    )
 
 
 # --------------------------------------------------------------------------- 12. byte-order mark

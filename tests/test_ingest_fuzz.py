@@ -70,20 +70,19 @@ import shutil
 import tempfile
 import traceback
 from collections import Counter
-from functools import lru_cache
+from collections.abc import Callable
+from functools import cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
-import zstandard
+from conftest import SHARED_FIXTURES
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
+from compaction_lab.core.session import KINDS, Session
 from compaction_lab.ingest import detect, importer, load_sessions
 from compaction_lab.ingest.base import REASONS, ZSTD_MAGIC, Head, ImportReport, UnknownFormat, file_stem, read_head
-from compaction_lab.core.session import KINDS, Session
-
-from conftest import SHARED_FIXTURES
 
 FIX = Path(__file__).parent / "fixtures"
 
@@ -99,8 +98,7 @@ FUZZ_SETTINGS = dict(
     deadline=None,
     derandomize=True,
     database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                           HealthCheck.data_too_large],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
 # --------------------------------------------------------------------------- base files
@@ -116,9 +114,12 @@ _SHARED_WHOLE = [("swe_agent", "swe-agent/pydicom__pydicom-1458.traj")]
 
 def _shared_params(items):
     return [
-        pytest.param(fmt, SHARED_FIXTURES / rel, id=f"shared:{rel}",
-                     marks=pytest.mark.skipif(not (SHARED_FIXTURES / rel).is_file(),
-                                              reason="shared fixture not present"))
+        pytest.param(
+            fmt,
+            SHARED_FIXTURES / rel,
+            id=f"shared:{rel}",
+            marks=pytest.mark.skipif(not (SHARED_FIXTURES / rel).is_file(), reason="shared fixture not present"),
+        )
         for fmt, rel in items
     ]
 
@@ -135,9 +136,13 @@ def _local_params(fmts: tuple[str, ...], suffixes: tuple[str, ...]):
 
 
 JSONL_BASES = _shared_params(_SHARED_JSONL) + _local_params(("codex", "claude_code", "pi", "chat_jsonl"), (".jsonl",))
-WHOLE_BASES = _shared_params(_SHARED_WHOLE) + _local_params(("swe_agent",), (".traj",)) + [
-    pytest.param("opencode", FIX / "opencode" / "export.json", id="opencode/export.json"),
-]
+WHOLE_BASES = (
+    _shared_params(_SHARED_WHOLE)
+    + _local_params(("swe_agent",), (".traj",))
+    + [
+        pytest.param("opencode", FIX / "opencode" / "export.json", id="opencode/export.json"),
+    ]
+)
 
 
 def base_lines(path: Path) -> list[bytes]:
@@ -205,16 +210,46 @@ def tolerate_known_bugs(check: Callable[[], None]) -> None:
 
 #: Values a field may be changed into besides a same-ish value of another type.
 EDGE_VALUES: list[Any] = [
-    None, True, False, 0, -1, 10**20, 1.5, float("inf"), "", "\ud800", "\x00", "x", [], {}, [None], {"": None},
+    None,
+    True,
+    False,
+    0,
+    -1,
+    10**20,
+    1.5,
+    float("inf"),
+    "",
+    "\ud800",
+    "\x00",
+    "x",
+    [],
+    {},
+    [None],
+    {"": None},
 ]
 DEEP_ARRAY = b"[" * 100_000
 DEEP_OBJECT = b'{"a":' * 50_000
 JUNK = st.one_of(
     st.binary(max_size=40),
-    st.sampled_from([
-        b"null", b"42", b'"text"', b"[]", b"[1, {}]", b"{", b"}", b"{}", b'{"type":', b'{"type": "message"}',
-        b"\xff\xfe", b"\xef\xbb\xbf{}", b"{\"a\": \"\xc3\x28\"}", b"NaN", b"-Infinity",
-    ]),
+    st.sampled_from(
+        [
+            b"null",
+            b"42",
+            b'"text"',
+            b"[]",
+            b"[1, {}]",
+            b"{",
+            b"}",
+            b"{}",
+            b'{"type":',
+            b'{"type": "message"}',
+            b"\xff\xfe",
+            b"\xef\xbb\xbf{}",
+            b'{"a": "\xc3\x28"}',
+            b"NaN",
+            b"-Infinity",
+        ]
+    ),
     # Deeply nested junk trips the pinned json-recursion bug every time; generated only in
     # strict runs so that it does not eat the examples of the default run.
     st.sampled_from([DEEP_ARRAY, DEEP_OBJECT] if STRICT else [b"[[[]]]"]),
@@ -267,7 +302,13 @@ def _as_type(val: Any, target: str) -> Any:
         return val if isinstance(val, str) else json.dumps(val)
     if target == "list":
         return list(val.values()) if isinstance(val, dict) else list(val) if isinstance(val, list) else [val]
-    return dict(val) if isinstance(val, dict) else {str(i): v for i, v in enumerate(val)} if isinstance(val, list) else {"value": val}
+    return (
+        dict(val)
+        if isinstance(val, dict)
+        else {str(i): v for i, v in enumerate(val)}
+        if isinstance(val, list)
+        else {"value": val}
+    )
 
 
 def _parse(raw: bytes) -> Any:
@@ -325,7 +366,9 @@ def mutate(data: st.DataObject, raw: bytes, op: str, pretty: bool = False) -> by
         buf = bytearray(raw)
         for _ in range(data.draw(st.integers(1, 4), label="flips")):
             if buf:
-                buf[data.draw(st.integers(0, len(buf) - 1), label="flip at")] = data.draw(INTERESTING_BYTES, label="byte")
+                buf[data.draw(st.integers(0, len(buf) - 1), label="flip at")] = data.draw(
+                    INTERESTING_BYTES, label="byte"
+                )
         return bytes(buf)
     if op == "insert":
         pos = data.draw(st.integers(0, len(raw)), label="insert at")
@@ -370,7 +413,7 @@ def expected_line_skips(content: bytes) -> tuple[Counter, bool]:
     skips: Counter = Counter()
     any_data = False
     if content.startswith(BOM):
-        content = content[len(BOM):]
+        content = content[len(BOM) :]
     lines = content.split(b"\n")
     tail = nul_tail_start(lines)
     if tail is not None:
@@ -501,7 +544,7 @@ class Baseline:
         return plain, keyed
 
 
-@lru_cache(maxsize=None)
+@cache
 def baseline(fmt: str, path: Path) -> Baseline:
     return Baseline(fmt, path.name, base_lines(path))
 
@@ -536,8 +579,9 @@ def check_load_sessions(path: Path, fmt: str, sessions: list[Session], report: I
             # kept once and counted as duplicate_session; same id, new content is renamed).
             dups = rep.reasons.get("duplicate_session", 0)
             assert len(via) + dups == len(sessions)
-            assert Counter(((r.kind, r.text, r.entry_id) for s in via for r in s.records)) <= Counter(
-                ((r.kind, r.text, r.entry_id) for s in sessions for r in s.records))
+            assert Counter((r.kind, r.text, r.entry_id) for s in via for r in s.records) <= Counter(
+                (r.kind, r.text, r.entry_id) for s in sessions for r in s.records
+            )
             others = Counter({k: v for k, v in rep.reasons.items() if k != "duplicate_session"})
             assert others == report.reasons
     rep_dir = ImportReport()
@@ -677,7 +721,7 @@ def test_mutated_json_document_never_crashes(fmt, src, data, tmp_path_factory):
         check_reasons(report)
         # A NUL tail (the mutations may end the document in NULs) is counted and ignored.
         body = content.rstrip(BLANK_OR_NUL)
-        tail = Counter(nul_tail=1) if b"\x00" in content[len(body):] else Counter()
+        tail = Counter(nul_tail=1) if b"\x00" in content[len(body) :] else Counter()
         doc = _parse(body)
         if not body.strip():
             assert not sessions and report.reasons == (tail or Counter(empty_file=1))
@@ -725,8 +769,15 @@ def test_line_oracle_matches_documented_reasons():
     content = b'{"a": 1}\n\n  \nnull\n{"a": \n\xff{}\n[1]\n{"b": 2'
     skips, any_data = expected_line_skips(content)
     assert any_data
-    assert skips == Counter({(4, "not_an_object"): 1, (5, "malformed_json"): 1, (6, "invalid_utf8"): 1,
-                             (7, "not_an_object"): 1, (8, "truncated_last_line"): 1})
+    assert skips == Counter(
+        {
+            (4, "not_an_object"): 1,
+            (5, "malformed_json"): 1,
+            (6, "invalid_utf8"): 1,
+            (7, "not_an_object"): 1,
+            (8, "truncated_last_line"): 1,
+        }
+    )
 
 
 # --------------------------------------------------------------------------- regressions: bugs the fuzzing found (fixed)
@@ -762,10 +813,14 @@ def test_bug_deeply_nested_document_is_a_malformed_json_skip(tmp_path):
     assert report.reasons["malformed_json"] == 1
 
 
-@pytest.mark.parametrize("doc", [
-    b'{"trajectory": [{"action": "ls", "tool_calls": 7}]}',
-    b'{"history": [{"role": "assistant", "content": "x", "thinking_blocks": 5}], "info": {}}',
-], ids=["trajectory-tool_calls", "history-thinking_blocks"])
+@pytest.mark.parametrize(
+    "doc",
+    [
+        b'{"trajectory": [{"action": "ls", "tool_calls": 7}]}',
+        b'{"history": [{"role": "assistant", "content": "x", "thinking_blocks": 5}], "info": {}}',
+    ],
+    ids=["trajectory-tool_calls", "history-thinking_blocks"],
+)
 def test_bug_swe_agent_non_list_blocks_are_skipped(tmp_path, doc):
     path = tmp_path / "t.traj"
     path.write_bytes(doc)
@@ -774,8 +829,10 @@ def test_bug_swe_agent_non_list_blocks_are_skipped(tmp_path, doc):
 
 def test_bug_codex_lone_surrogate_in_encrypted_reasoning(tmp_path):
     path = tmp_path / "rollout.jsonl"
-    path.write_bytes(b'{"timestamp": "t", "type": "response_item", "payload": '
-                     b'{"type": "reasoning", "summary": [], "encrypted_content": "\\ud800"}}\n')
+    path.write_bytes(
+        b'{"timestamp": "t", "type": "response_item", "payload": '
+        b'{"type": "reasoning", "summary": [], "encrypted_content": "\\ud800"}}\n'
+    )
     _import(path, "codex")
 
 
@@ -800,16 +857,22 @@ def test_bug_null_document_is_counted(tmp_path, fmt, name):
 
 def test_bug_lone_surrogate_uuid_through_load_sessions(tmp_path):
     path = tmp_path / "s.jsonl"
-    path.write_bytes(b'{"type": "user", "sessionId": "s1", "uuid": "\\ud800", "parentUuid": null, '
-                     b'"message": {"role": "user", "content": "hi"}}\n')
+    path.write_bytes(
+        b'{"type": "user", "sessionId": "s1", "uuid": "\\ud800", "parentUuid": null, '
+        b'"message": {"role": "user", "content": "hi"}}\n'
+    )
     assert len(list(load_sessions(path))) == 1
 
 
-@pytest.mark.parametrize("line", [
-    b'{"type": "assistant", "sessionId": "s1", "uuid": "u2", "message": {"role": "assistant", '
-    b'"content": [{"type": [], "text": "x"}]}}\n',
-    b'{"type": "user", "sessionId": "s1", "uuid": "u2", "message": {"role": "user", "content": [{"type": {}}]}}\n',
-], ids=["assistant-block", "user-block"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"type": "assistant", "sessionId": "s1", "uuid": "u2", "message": {"role": "assistant", '
+        b'"content": [{"type": [], "text": "x"}]}}\n',
+        b'{"type": "user", "sessionId": "s1", "uuid": "u2", "message": {"role": "user", "content": [{"type": {}}]}}\n',
+    ],
+    ids=["assistant-block", "user-block"],
+)
 def test_bug_claude_code_unhashable_block_type_is_skipped(tmp_path, line):
     path = tmp_path / "s.jsonl"
     path.write_bytes(line)

@@ -15,10 +15,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_FIXTURES
 
 from compaction_lab.ingest import base, opencode
-
-from conftest import SHARED_FIXTURES
 
 FIXTURES = Path(__file__).parent / "fixtures"
 OC = FIXTURES / "opencode"
@@ -40,7 +39,10 @@ def record_view(session):
 def _storage_objects():
     session = json.loads(next((STORAGE / "session").glob("*/*.json")).read_text())
     messages = [json.loads(p.read_text()) for p in sorted((STORAGE / "message" / SID).glob("*.json"))]
-    parts = {m["id"]: [json.loads(p.read_text()) for p in sorted((STORAGE / "part" / m["id"]).glob("*.json"))] for m in messages}
+    parts = {
+        m["id"]: [json.loads(p.read_text()) for p in sorted((STORAGE / "part" / m["id"]).glob("*.json"))]
+        for m in messages
+    }
     return session, messages, parts
 
 
@@ -68,24 +70,44 @@ def build_db(path: Path, extra_rows: bool = True) -> Path:
     t = session["time"]
     conn.execute(
         "INSERT INTO session VALUES (?,?,?,?,?,?,?,?,?)",
-        (session["id"], session["projectID"], None, "brave-otter", session["directory"], session["title"],
-         session["version"], t["created"], t["updated"]),
+        (
+            session["id"],
+            session["projectID"],
+            None,
+            "brave-otter",
+            session["directory"],
+            session["title"],
+            session["version"],
+            t["created"],
+            t["updated"],
+        ),
     )
     for m in reversed(messages):
         data = {k: v for k, v in m.items() if k not in ("id", "sessionID")}
-        conn.execute("INSERT INTO message VALUES (?,?,?,?,?)",
-                     (m["id"], SID, m["time"]["created"], m["time"]["created"], json.dumps(data)))
+        conn.execute(
+            "INSERT INTO message VALUES (?,?,?,?,?)",
+            (m["id"], SID, m["time"]["created"], m["time"]["created"], json.dumps(data)),
+        )
         for p in reversed(parts[m["id"]]):
             pdata = {k: v for k, v in p.items() if k not in ("id", "sessionID", "messageID")}
-            conn.execute("INSERT INTO part VALUES (?,?,?,?,?,?)",
-                         (p["id"], m["id"], SID, m["time"]["created"], m["time"]["created"], json.dumps(pdata)))
+            conn.execute(
+                "INSERT INTO part VALUES (?,?,?,?,?,?)",
+                (p["id"], m["id"], SID, m["time"]["created"], m["time"]["created"], json.dumps(pdata)),
+            )
     if extra_rows:
-        conn.execute("INSERT INTO session VALUES ('ses_02EMPTY','prj_4f1c',NULL,'calm-fox','/home/dev/x','Empty','0.15.8',?,?)",
-                     (t["created"] + 10, t["created"] + 10))
+        conn.execute(
+            "INSERT INTO session VALUES ('ses_02EMPTY','prj_4f1c',NULL,'calm-fox','/home/dev/x','Empty','0.15.8',?,?)",
+            (t["created"] + 10, t["created"] + 10),
+        )
         last = messages[-1]["time"]["created"]
-        conn.execute("INSERT INTO message VALUES ('msg_01Z', ?, ?, ?, ?)", (SID, last + 1, last + 1, '{"role": "assistant", "time": '))
-        conn.execute("INSERT INTO part VALUES ('prt_01Z1','msg_01Z',?,?,?,?)",
-                     (SID, last + 1, last + 1, json.dumps({"type": "text", "text": "lost with its message"})))
+        conn.execute(
+            "INSERT INTO message VALUES ('msg_01Z', ?, ?, ?, ?)",
+            (SID, last + 1, last + 1, '{"role": "assistant", "time": '),
+        )
+        conn.execute(
+            "INSERT INTO part VALUES ('prt_01Z1','msg_01Z',?,?,?,?)",
+            (SID, last + 1, last + 1, json.dumps({"type": "text", "text": "lost with its message"})),
+        )
         conn.execute("INSERT INTO part VALUES ('prt_01Z2','msg_01Z',?,?,?,?)", (SID, last + 1, last + 1, "{oops"))
     conn.commit()
     conn.close()
@@ -115,8 +137,26 @@ EXPECTED = [
     ("prt_01B5", 1, "tool_output", "bash", "pytest -q", "toolu_02", True, False),  # error
     ("prt_01B6", 0, "meta", None, None, None, False, False),  # step-finish
     ("prt_01C1", 0, "tool_call", "edit", "/home/dev/payments/client.py", "call_03", False, False),  # pending
-    ("prt_01C2", 0, "tool_call", "bash", "pip install respx && pytest -q tests/test_client.py", "call_04", False, False),
-    ("prt_01C2", 1, "tool_output", "bash", "pip install respx && pytest -q tests/test_client.py", "call_04", False, False),
+    (
+        "prt_01C2",
+        0,
+        "tool_call",
+        "bash",
+        "pip install respx && pytest -q tests/test_client.py",
+        "call_04",
+        False,
+        False,
+    ),
+    (
+        "prt_01C2",
+        1,
+        "tool_output",
+        "bash",
+        "pip install respx && pytest -q tests/test_client.py",
+        "call_04",
+        False,
+        False,
+    ),
     ("prt_01C3", 0, "meta", None, None, None, False, False),  # patch
     ("prt_01C4", 0, "meta", None, None, None, False, False),
     ("prt_01D1", 0, "meta", None, None, None, False, False),  # compaction
@@ -125,7 +165,16 @@ EXPECTED = [
     ("prt_01F1", 0, "user", None, None, None, False, False),
     ("prt_01F2", 0, "meta", None, None, None, False, False),  # agent
     ("prt_01G1", 0, "assistant", None, None, None, False, False),
-    ("prt_01G2", 0, "tool_call", "write", "/home/dev/payments/tests/test_backoff.py", "call_05", False, False),  # running
+    (
+        "prt_01G2",
+        0,
+        "tool_call",
+        "write",
+        "/home/dev/payments/tests/test_backoff.py",
+        "call_05",
+        False,
+        False,
+    ),  # running
     ("prt_01G3", 0, "meta", None, None, None, False, False),  # retry
     ("prt_01G4", 0, "meta", None, None, None, False, False),  # unknown future type: tolerated
 ]
@@ -162,8 +211,14 @@ def test_metadata_usage_model_system_prompt_compactions():
     # One usage row per assistant message, with the cache split and cost as recorded.
     assert [u["entry_id"] for u in m["usage"]] == ["msg_01B", "msg_01C", "msg_01E", "msg_01G"]
     assert m["usage"][0] == {
-        "entry_id": "msg_01B", "model": "claude-sonnet-4-5", "input_tokens": 5200, "cached_tokens": 4096,
-        "cache_write_tokens": 1024, "output_tokens": 310, "reasoning_tokens": 64, "cost": 0.0213,
+        "entry_id": "msg_01B",
+        "model": "claude-sonnet-4-5",
+        "input_tokens": 5200,
+        "cached_tokens": 4096,
+        "cache_write_tokens": 1024,
+        "output_tokens": 310,
+        "reasoning_tokens": 64,
+        "cost": 0.0213,
     }
     (boundary,) = m["compactions"]
     assert boundary["entry_id"] == "prt_01D1"
@@ -185,7 +240,11 @@ def test_db_malformed_rows_are_counted_and_good_rows_kept(db):
     sessions, report = load(db)
     assert report.reasons == Counter({"malformed_json": 2, "missing_field": 1})
     details = {s.detail.split(":")[0]: s.reason for s in report.skipped}
-    assert details == {"message msg_01Z": "malformed_json", "part prt_01Z2": "malformed_json", "part prt_01Z1": "missing_field"}
+    assert details == {
+        "message msg_01Z": "malformed_json",
+        "part prt_01Z2": "malformed_json",
+        "part prt_01Z1": "missing_field",
+    }
     assert all(s.line is None and s.path == str(db) for s in report.skipped)
     assert len(sessions[0].records) == len(EXPECTED)
 
@@ -225,7 +284,9 @@ def test_storage_bad_files_are_counted_and_the_rest_imports(tmp_path):
     root = tmp_path / "storage"
     shutil.copytree(STORAGE, root)
     (root / "part" / "msg_01B" / "prt_01B3.json").write_text('{"id": "prt_01B3", "type": "text", "te')
-    (root / "part" / "msg_01C" / "prt_01C9.json").write_text('{"id": "prt_01C9", "sessionID": "ses_01JDEMO"}')  # no type
+    (root / "part" / "msg_01C" / "prt_01C9.json").write_text(
+        '{"id": "prt_01C9", "sessionID": "ses_01JDEMO"}'
+    )  # no type
     (root / "message" / SID / "msg_01F.json").write_text("[1, 2]")  # not an object: its parts cannot be placed
     (s,), report = load(root)
     assert report.reasons == Counter({"malformed_json": 1, "missing_field": 3, "not_an_object": 1})
@@ -242,7 +303,14 @@ def test_export_truncated_or_not_an_export(tmp_path):
     sessions, report = load(cut)
     assert sessions == [] and report.reasons == Counter({"malformed_json": 1})
     odd = tmp_path / "odd.json"
-    odd.write_text(json.dumps({"info": {"id": "ses_x"}, "messages": [1, {"parts": []}, {"info": {"id": "m", "role": "robot"}, "parts": []}]}))
+    odd.write_text(
+        json.dumps(
+            {
+                "info": {"id": "ses_x"},
+                "messages": [1, {"parts": []}, {"info": {"id": "m", "role": "robot"}, "parts": []}],
+            }
+        )
+    )
     (s,), report = load(odd)
     assert s.id == "ses_x" and len(s.records) == 0
     assert report.reasons == Counter({"not_an_object": 1, "missing_field": 1, "unknown_type": 1})
@@ -300,22 +368,28 @@ def test_a_compactions_kept_tail_is_resolved_to_its_first_record(tmp_path):
     """A `compaction` part's `tail_start_id` names the first message OpenCode kept verbatim (upstream
     `filterCompacted`, issue 13 item 2): the boundary gives that message's first record, where the
     opencode strategy rebuilds the live history from."""
+
     def msg(mid, role, parts, summary=False):
         info = {"id": mid, "sessionID": "ses_T", "role": role, "time": {"created": 1}}
         if summary:
             info["summary"] = True
-        return {"info": info, "parts": [{"id": f"{mid}.{i}", "messageID": mid, "sessionID": "ses_T", **p}
-                                         for i, p in enumerate(parts)]}
+        return {
+            "info": info,
+            "parts": [{"id": f"{mid}.{i}", "messageID": mid, "sessionID": "ses_T", **p} for i, p in enumerate(parts)],
+        }
 
     text = lambda t: {"type": "text", "text": t}  # noqa: E731
-    doc = {"info": {"id": "ses_T", "title": "t"}, "messages": [
-        msg("m1", "user", [text("refactor the billing client")]),
-        msg("m2", "assistant", [text("reading billing/client.py")]),
-        msg("m3", "user", [text("keep ORD-58213 in the export")]),
-        msg("m4", "assistant", [text("kept")]),
-        msg("m5", "user", [{"type": "compaction", "auto": True, "tail_start_id": "m3"}]),
-        msg("m6", "assistant", [text("SUMMARY-1")], summary=True),
-    ]}
+    doc = {
+        "info": {"id": "ses_T", "title": "t"},
+        "messages": [
+            msg("m1", "user", [text("refactor the billing client")]),
+            msg("m2", "assistant", [text("reading billing/client.py")]),
+            msg("m3", "user", [text("keep ORD-58213 in the export")]),
+            msg("m4", "assistant", [text("kept")]),
+            msg("m5", "user", [{"type": "compaction", "auto": True, "tail_start_id": "m3"}]),
+            msg("m6", "assistant", [text("SUMMARY-1")], summary=True),
+        ],
+    }
     path = tmp_path / "export.json"
     path.write_text(json.dumps(doc))
     (s,), report = load(path)

@@ -7,12 +7,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
-from compaction_lab.ingest import claimants
-from compaction_lab.ingest import pi
-from compaction_lab.ingest.base import Head, ImportReport, read_head
-
 from conftest import SHARED_FIXTURES
+
+from compaction_lab.ingest import claimants, pi
+from compaction_lab.ingest.base import Head, ImportReport, read_head
 
 FIX = Path(__file__).parent / "fixtures" / "pi"
 REAL = SHARED_FIXTURES / "pi" / "large-session.jsonl"
@@ -164,13 +162,25 @@ def test_main_kinds_and_header(main):
     assert main.metadata["title"] == "EUR checkout rounding"
     # Entry ids are pi's own ids; several blocks of one message share it.
     assert [(r.entry_id, r.block_index, r.kind) for r in main if r.entry_id == "e0000004"] == [
-        ("e0000004", 0, "reasoning"), ("e0000004", 1, "assistant"), ("e0000004", 2, "tool_call"), ("e0000004", 3, "tool_call")]
+        ("e0000004", 0, "reasoning"),
+        ("e0000004", 1, "assistant"),
+        ("e0000004", 2, "tool_call"),
+        ("e0000004", 3, "tool_call"),
+    ]
 
 
 def test_tool_results_link_to_calls_and_carry_errors(main):
     outs = {r.call_id: r for r in main.of_kind("tool_output")}
-    assert (outs["toolu_01P1"].tool, outs["toolu_01P1"].target, outs["toolu_01P1"].is_error) == ("read", "src/cart.ts", False)
-    assert (outs["toolu_01P2"].tool, outs["toolu_01P2"].target, outs["toolu_01P2"].is_error) == ("bash", "npm test -- cart", True)
+    assert (outs["toolu_01P1"].tool, outs["toolu_01P1"].target, outs["toolu_01P1"].is_error) == (
+        "read",
+        "src/cart.ts",
+        False,
+    )
+    assert (outs["toolu_01P2"].tool, outs["toolu_01P2"].target, outs["toolu_01P2"].is_error) == (
+        "bash",
+        "npm test -- cart",
+        True,
+    )
 
 
 def test_bash_execution_is_a_bash_call_and_output(main):
@@ -191,8 +201,15 @@ def test_bash_execution_is_a_bash_call_and_output(main):
 def test_usage_models_and_empty_responses(main):
     usage = main.metadata["usage"]
     assert [u["entry_id"] for u in usage] == ["e0000004", "e000000a", "e0000010"]
-    assert usage[0] == {"entry_id": "e0000004", "model": "claude-sonnet-4-5", "input_tokens": 3, "output_tokens": 180,
-                        "cached_tokens": 0, "cache_write_tokens": 2100, "cost": 0.0143}
+    assert usage[0] == {
+        "entry_id": "e0000004",
+        "model": "claude-sonnet-4-5",
+        "input_tokens": 3,
+        "output_tokens": 180,
+        "cached_tokens": 0,
+        "cache_write_tokens": 2100,
+        "cost": 0.0143,
+    }
     assert main.metadata["model"] == "claude-sonnet-4-5"
     assert main.metadata["models"] == ["claude-sonnet-4-5", "gpt-5.1-codex"]
     # The aborted request left usage but no record.
@@ -204,9 +221,13 @@ def test_compaction_summary_and_boundary(main):
     summaries = main.of_kind("summary")
     assert [r.entry_id for r in summaries] == ["e000000b", "e000000f"]  # compaction, branch_summary
     (boundary,) = main.metadata["compactions"]
-    assert boundary == {"entry_id": "e000000b", "source_order": summaries[0].source_order,
-                        "first_kept_entry_id": "e0000007", "tokens_before": 48211,
-                        "model": "gpt-5.1-codex"}  # the model in use when it compacted (the last assistant's)
+    assert boundary == {
+        "entry_id": "e000000b",
+        "source_order": summaries[0].source_order,
+        "first_kept_entry_id": "e0000007",
+        "tokens_before": 48211,
+        "model": "gpt-5.1-codex",
+    }  # the model in use when it compacted (the last assistant's)
 
 
 def test_injected_and_meta_lines(main):
@@ -232,13 +253,25 @@ def test_bad_parent_links_are_counted_and_records_kept():
 def test_broken_file_counts_bad_lines_and_keeps_good_ones():
     (session,), report = load(FIX / "broken.jsonl")
     assert skips(report) == [
-        (3, "malformed_json"), (4, "unknown_type"), (5, "missing_field"), (6, "unknown_type"),
-        (6, "missing_field"), (8, "missing_field"), (9, "missing_field"), (10, "truncated_last_line"),
+        (3, "malformed_json"),
+        (4, "unknown_type"),
+        (5, "missing_field"),
+        (6, "unknown_type"),
+        (6, "missing_field"),
+        (8, "missing_field"),
+        (9, "missing_field"),
+        (10, "truncated_last_line"),
     ]
     assert [(r.entry_id, r.kind) for r in session] == [("L2", "user"), ("L6", "assistant"), ("L7", "summary")]
     assert session.metadata["compactions"] == [
-        {"entry_id": "L7", "source_order": 2, "first_kept_entry_index": 2, "tokens_before": 120000,
-         "model": "claude-opus-4-1"}]
+        {
+            "entry_id": "L7",
+            "source_order": 2,
+            "first_kept_entry_index": 2,
+            "tokens_before": 120000,
+            "model": "claude-opus-4-1",
+        }
+    ]
     assert session.metadata["model"] == "claude-opus-4-1"
 
 

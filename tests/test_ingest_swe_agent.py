@@ -8,10 +8,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_FIXTURES
 
 from compaction_lab.ingest import base, swe_agent
-
-from conftest import SHARED_FIXTURES
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SW = FIXTURES / "swe_agent"
@@ -74,7 +73,9 @@ def test_real_traj_details():
     assert calls[3].tool == "find_file" and calls[3].target == "numpy_handler.py"
     assert calls[4].target == "pydicom/pixel_data_handlers/numpy_handler.py"  # open <file> <line>
     # edit acts on the file the previous observation reports as open
-    assert calls[5].tool == "edit" and calls[5].target == "/pydicom__pydicom/pydicom/pixel_data_handlers/numpy_handler.py"
+    assert (
+        calls[5].tool == "edit" and calls[5].target == "/pydicom__pydicom/pydicom/pixel_data_handlers/numpy_handler.py"
+    )
     # every output is linked to the call just before it, with its tool and target
     for out in s.of_kind("tool_output"):
         call = next(c for c in calls if c.call_id == out.call_id)
@@ -226,7 +227,9 @@ def test_sniff_rejects_lookalikes(tmp_path):
 def _other_format_files():
     files = []
     if SHARED_FIXTURES.is_dir():
-        files += [p for p in SHARED_FIXTURES.rglob("*") if p.is_file() and p.suffix != ".md" and "swe-agent" not in p.parts]
+        files += [
+            p for p in SHARED_FIXTURES.rglob("*") if p.is_file() and p.suffix != ".md" and "swe-agent" not in p.parts
+        ]
     for d in FIXTURES.iterdir() if FIXTURES.is_dir() else []:
         if d.is_dir() and d.name != "swe_agent":
             files += [p for p in d.rglob("*") if p.is_file()]

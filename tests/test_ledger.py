@@ -10,20 +10,27 @@ import textwrap
 import time
 
 import pytest
+from fake_openai_server import FakeOpenAIServer, Scripted, completion
 
 from compaction_lab.core import paths
 from compaction_lab.cost import prices
-from compaction_lab.providers.ledger import CALL_COLUMNS, SCHEMA_VERSION, Ledger, open_ledger
 from compaction_lab.providers import ChatClient, ModelConfig, Usage
-from fake_openai_server import FakeOpenAIServer, Scripted, completion
+from compaction_lab.providers.ledger import CALL_COLUMNS, SCHEMA_VERSION, Ledger, open_ledger
 
 REQUEST = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 0.0}
 RESPONSE = completion("hello", usage={"prompt_tokens": 10, "completion_tokens": 2})
 
 
 def _start(ledger: Ledger, fp: str = "fp1", **kw) -> int:
-    args = {"fingerprint": fp, "shape_fingerprint": "shape", "model": "m", "base_url": "http://x/v1",
-            "purpose": "summary", "request": REQUEST, **kw}
+    args = {
+        "fingerprint": fp,
+        "shape_fingerprint": "shape",
+        "model": "m",
+        "base_url": "http://x/v1",
+        "purpose": "summary",
+        "request": REQUEST,
+        **kw,
+    }
     return ledger.start(**args)
 
 
@@ -121,8 +128,10 @@ def test_cost_from_a_price_table(tmp_path):
     with FakeOpenAIServer() as server:
         server.script(Scripted(body=completion("a", usage=usage)), Scripted(body=completion("b", usage=usage)))
         ledger = Ledger(tmp_path / "l.sqlite")
-        priced = ChatClient(ModelConfig(base_url=server.base_url, model="m", api_key_env="",
-                                        price_table="deepseek-flash"), ledger=ledger)
+        priced = ChatClient(
+            ModelConfig(base_url=server.base_url, model="m", api_key_env="", price_table="deepseek-flash"),
+            ledger=ledger,
+        )
         unpriced = ChatClient(ModelConfig(base_url=server.base_url, model="m", api_key_env=""), ledger=ledger)
         priced.complete({"messages": [{"role": "user", "content": "a"}]}, purpose="t")
         unpriced.complete({"messages": [{"role": "user", "content": "b"}]}, purpose="t")
@@ -139,8 +148,15 @@ def test_cost_from_a_price_table(tmp_path):
 
 def test_unknown_price_table_fails_at_construction(tmp_path):
     with pytest.raises(prices.UnknownPriceTable):
-        ChatClient(ModelConfig(base_url="http://127.0.0.1:9/v1", model="m", api_key_env="", price_table="nope",
-                               ledger=str(tmp_path / "l.sqlite")))
+        ChatClient(
+            ModelConfig(
+                base_url="http://127.0.0.1:9/v1",
+                model="m",
+                api_key_env="",
+                price_table="nope",
+                ledger=str(tmp_path / "l.sqlite"),
+            )
+        )
 
 
 _WRITER = textwrap.dedent("""
@@ -169,8 +185,10 @@ def test_two_processes_writing_at_once_lose_no_rows(tmp_path):
     path = tmp_path / "l.sqlite"
     Ledger(path)
     n = 1000
-    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(path), tag, str(n)], stderr=subprocess.PIPE)
-             for tag in ("p1", "p2")]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _WRITER, str(path), tag, str(n)], stderr=subprocess.PIPE)
+        for tag in ("p1", "p2")
+    ]
     deadline = time.monotonic() + 30
     while not all((tmp_path / f"{tag}.ready").exists() for tag in ("p1", "p2")):
         assert time.monotonic() < deadline and all(p.poll() is None for p in procs), "a writer did not start"
@@ -185,4 +203,4 @@ def test_two_processes_writing_at_once_lose_no_rows(tmp_path):
         assert sorted(df.loc[df["purpose"] == tag, "request_fingerprint"]) == sorted(f"{tag}-{i}" for i in range(n))
     # Both really ran at the same time: their rows interleave.
     order = list(df["purpose"])
-    assert sum(a != b for a, b in zip(order, order[1:])) > 1, "the writers did not overlap"
+    assert sum(a != b for a, b in zip(order, order[1:], strict=False)) > 1, "the writers did not overlap"

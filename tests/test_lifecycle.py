@@ -18,8 +18,9 @@ import pytest
 from jupyter_client import AsyncKernelManager
 
 from compaction_lab import cli
-from compaction_lab.report import lifecycle, run as report
 from compaction_lab.core import paths
+from compaction_lab.report import lifecycle
+from compaction_lab.report import run as report
 from compaction_lab.store.checkpoints import _pid_alive
 
 HOST = lifecycle.host_id()
@@ -102,17 +103,45 @@ def _results(tmp_path: Path) -> Path:
     res = tmp_path / "results"
     me = lifecycle.ProcessMark.current()
     _run_json(res / "a-ok", status="ok", profile="smoke", started="2026-01-01T10:00:00+00:00", seconds=21.5)
-    _run_json(res / "b-failed", status="failed", profile="smoke", started="2026-01-01T11:00:00+00:00", seconds=3.0,
-              error={"notebook": "03_closed_book_exam", "ename": "ValueError", "evalue": "bad"})
-    _run_json(res / "c-interrupted", status="interrupted", signal="SIGTERM", profile="default",
-              started="2026-01-01T12:00:00+00:00", seconds=9.0,
-              notebooks=[{"notebook": "01_context_composition", "status": "ok"},
-                         {"notebook": "02_projection_anatomy", "status": "interrupted"}])
-    _run_json(res / "d-killed", status="running", profile="my_sessions", started="2026-01-01T13:00:00+00:00",
-              heartbeat="2026-01-01T13:05:00+00:00", pid=_exited_pid(), host=HOST, process_started=1.0,
-              notebook_running="04_cost_model")
-    _run_json(res / "e-live", status="running", profile="smoke", started=lifecycle.utc_now(), **me.fields(),
-              notebook_running="01_context_composition")
+    _run_json(
+        res / "b-failed",
+        status="failed",
+        profile="smoke",
+        started="2026-01-01T11:00:00+00:00",
+        seconds=3.0,
+        error={"notebook": "03_closed_book_exam", "ename": "ValueError", "evalue": "bad"},
+    )
+    _run_json(
+        res / "c-interrupted",
+        status="interrupted",
+        signal="SIGTERM",
+        profile="default",
+        started="2026-01-01T12:00:00+00:00",
+        seconds=9.0,
+        notebooks=[
+            {"notebook": "01_context_composition", "status": "ok"},
+            {"notebook": "02_projection_anatomy", "status": "interrupted"},
+        ],
+    )
+    _run_json(
+        res / "d-killed",
+        status="running",
+        profile="my_sessions",
+        started="2026-01-01T13:00:00+00:00",
+        heartbeat="2026-01-01T13:05:00+00:00",
+        pid=_exited_pid(),
+        host=HOST,
+        process_started=1.0,
+        notebook_running="04_cost_model",
+    )
+    _run_json(
+        res / "e-live",
+        status="running",
+        profile="smoke",
+        started=lifecycle.utc_now(),
+        **me.fields(),
+        notebook_running="01_context_composition",
+    )
     (res / "f-garbled").mkdir()
     (res / "f-garbled" / "run.json").write_text('{"status": "runn', encoding="utf-8")
     (res / "sweep-smoke-20260101-000000").mkdir()
@@ -127,8 +156,13 @@ def test_runs_are_listed_newest_first_with_their_effective_status(tmp_path):
     dated = [r.name for r in listing.runs if r.started]  # an unreadable one sorts by its folder's time
     assert dated == ["e-live", "d-killed", "c-interrupted", "b-failed", "a-ok"]
     assert {n: r.status for n, r in rows.items()} == {
-        "a-ok": "ok", "b-failed": "failed", "c-interrupted": "interrupted", "d-killed": "dead",
-        "e-live": "running", "f-garbled": "unreadable"}
+        "a-ok": "ok",
+        "b-failed": "failed",
+        "c-interrupted": "interrupted",
+        "d-killed": "dead",
+        "e-live": "running",
+        "f-garbled": "unreadable",
+    }
     assert rows["d-killed"].recorded_status == "running" and rows["d-killed"].notebook == "04_cost_model"
     assert rows["d-killed"].wall_seconds == 300.0  # start to the last heartbeat
     assert rows["c-interrupted"].notebook == "02_projection_anatomy" and "SIGTERM" in rows["c-interrupted"].detail
@@ -164,8 +198,9 @@ def test_runs_command_lists_and_prints_json(tmp_path, capsys):
 
 def test_heartbeat_rewrites_run_json_while_the_block_runs(tmp_path):
     writes = []
-    record = lifecycle.RunRecord(tmp_path / "run.json", {"status": "running"},
-                                 view=lambda d: writes.append(dict(d)) or d)
+    record = lifecycle.RunRecord(
+        tmp_path / "run.json", {"status": "running"}, view=lambda d: writes.append(dict(d)) or d
+    )
     with lifecycle.heartbeat(record, every=0.02):
         time.sleep(0.3)
     n = len(writes)
@@ -200,10 +235,13 @@ def _chain(tmp_path: Path, monkeypatch, *cells: str) -> Path:
     nbdir.mkdir()
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_markdown_cell("# probe\npurpose inputs outputs parameters"),
-                nbformat.v4.new_code_cell('run_dir: str = ""  # run folder\nseed: int = 7  # swept by a test',
-                                          metadata={"tags": ["parameters"]}),
-                *[nbformat.v4.new_code_cell(c) for c in cells]]
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# probe\npurpose inputs outputs parameters"),
+        nbformat.v4.new_code_cell(
+            'run_dir: str = ""  # run folder\nseed: int = 7  # swept by a test', metadata={"tags": ["parameters"]}
+        ),
+        *[nbformat.v4.new_code_cell(c) for c in cells],
+    ]
     nbformat.write(nb, nbdir / "01_probe.ipynb")
     monkeypatch.setattr(paths, "NOTEBOOKS_DIR", nbdir)
     prof = tmp_path / "probe.yaml"
@@ -212,10 +250,12 @@ def _chain(tmp_path: Path, monkeypatch, *cells: str) -> Path:
 
 
 #: A cell that records the kernel's pid, then has the runner signalled while it is still executing.
-SIGNAL_RUNNER = ("import os, pathlib, signal, time\n"
-                 "pathlib.Path(run_dir, 'kernel.pid').write_text(str(os.getpid()))\n"
-                 "os.kill(os.getppid(), signal.{sig})\n"
-                 "time.sleep(120)")
+SIGNAL_RUNNER = (
+    "import os, pathlib, signal, time\n"
+    "pathlib.Path(run_dir, 'kernel.pid').write_text(str(os.getpid()))\n"
+    "os.kill(os.getppid(), signal.{sig})\n"
+    "time.sleep(120)"
+)
 
 
 @pytest.fixture
@@ -265,14 +305,15 @@ def test_a_signal_mid_cell_marks_the_run_interrupted_and_ends_the_kernel(tmp_pat
 
 def test_run_command_interrupted_prints_one_line_and_exits_130(tmp_path, monkeypatch, capsys):
     prof = _chain(tmp_path, monkeypatch, SIGNAL_RUNNER.format(sig="SIGINT"))
-    code = cli.main(["run", "--profile", str(prof), "--results", str(tmp_path / "r"), "--name", "stopped",
-                     "--quiet"])
+    code = cli.main(["run", "--profile", str(prof), "--results", str(tmp_path / "r"), "--name", "stopped", "--quiet"])
     err = capsys.readouterr().err
     assert code == 130
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert lines == [f"interrupted by SIGINT while 01_probe was executing (partial notebook kept): "
-                     f"run folder {(tmp_path / 'r' / 'stopped').resolve()} marked interrupted"]
+    assert lines == [
+        f"interrupted by SIGINT while 01_probe was executing (partial notebook kept): "
+        f"run folder {(tmp_path / 'r' / 'stopped').resolve()} marked interrupted"
+    ]
 
 
 def test_an_interrupted_sweep_stops_and_keeps_its_comparison(tmp_path, monkeypatch):
@@ -305,8 +346,9 @@ def _script() -> list[str]:
 
 
 def _runs_json(results: Path) -> dict[str, dict]:
-    r = subprocess.run(_script() + ["runs", "--results", str(results), "--json"], capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run(
+        _script() + ["runs", "--results", str(results), "--json"], capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stderr
     return {row["name"]: row for row in json.loads(r.stdout)["runs"]}
 
@@ -328,9 +370,13 @@ def _kernels_of(pid: int) -> list[int]:
 
 def _start_victim(results: Path) -> tuple[subprocess.Popen, list[int]]:
     """`run --profile smoke` in its own session, returned once notebook 01 executes in a live kernel."""
-    proc = subprocess.Popen(_script() + ["run", "--profile", "smoke", "--results", str(results), "--name", "victim",
-                                         "--quiet"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        _script() + ["run", "--profile", "smoke", "--results", str(results), "--name", "victim", "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     run_json = results / "victim" / "run.json"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
@@ -363,10 +409,15 @@ def test_the_run_command_stopped_by_a_signal(tmp_path, sig):
         assert row["notebook"] == "01_context_composition"
         # The next run says so (and records it), then runs as usual.
         tiny = tmp_path / "tiny.yaml"
-        tiny.write_text("description: tiny\nnotebooks: [01_context_composition]\n"
-                        "parameters: {n_chains: 1, window_tokens: 1500}\n")
-        nxt = subprocess.run(_script() + ["run", "--profile", str(tiny), "--results", str(results), "--quiet"],
-                             capture_output=True, text=True, timeout=300)
+        tiny.write_text(
+            "description: tiny\nnotebooks: [01_context_composition]\nparameters: {n_chains: 1, window_tokens: 1500}\n"
+        )
+        nxt = subprocess.run(
+            _script() + ["run", "--profile", str(tiny), "--results", str(results), "--quiet"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert nxt.returncode == 0, nxt.stderr[-3000:]
         warned = [ln for ln in nxt.stderr.splitlines() if "victim" in ln]
         assert len(warned) == 1 and warned[0].startswith("warning: run victim") and "marked dead" in warned[0]
@@ -387,9 +438,11 @@ def test_the_run_command_stopped_by_a_signal(tmp_path, sig):
 def test_odd_run_json_values_never_break_the_listing_or_the_next_run(tmp_path):
     """A run.json whose `error` or `dead` is not a mapping (hand-edited, another tool's) raised
     AttributeError in `runs`, and so before every later `compaction-lab run` (record_dead lists runs)."""
-    for name, info in {"a-failed": {"status": "failed", "error": "boom", "started": "2026-01-01T00:00:00+00:00"},
-                       "b-dead": {"status": "dead", "dead": ["x"], "started": "2026-01-02T00:00:00+00:00"},
-                       "c-odd": {"status": "ok", "started": ["not", "a", "time"], "seconds": "slow"}}.items():
+    for name, info in {
+        "a-failed": {"status": "failed", "error": "boom", "started": "2026-01-01T00:00:00+00:00"},
+        "b-dead": {"status": "dead", "dead": ["x"], "started": "2026-01-02T00:00:00+00:00"},
+        "c-odd": {"status": "ok", "started": ["not", "a", "time"], "seconds": "slow"},
+    }.items():
         (tmp_path / name).mkdir()
         (tmp_path / name / "run.json").write_text(json.dumps(info))
     rows = {r.name: r for r in lifecycle.list_runs(tmp_path).runs}

@@ -11,7 +11,6 @@ import json
 
 import openai
 import pytest
-
 from llm_server import MODEL_ALIAS, gguf_path, require_llama_server
 
 SYSTEM = "You are a terse assistant. Answer in one short sentence."
@@ -99,7 +98,10 @@ def test_a_forced_tool_choice_returns_a_tool_call(client):
     """A named tool_choice makes llama.cpp generate the call's arguments under its JSON schema."""
     messages = [{"role": "user", "content": "What is the weather in Paris?"}]
     resp = _chat(
-        client, messages, tools=[WEATHER_TOOL], max_tokens=48,
+        client,
+        messages,
+        tools=[WEATHER_TOOL],
+        max_tokens=48,
         tool_choice={"type": "function", "function": {"name": "get_weather"}},
     )
     choice = resp.choices[0]

@@ -8,19 +8,17 @@ requested twice, and that labels name the model.
 import json
 
 import pytest
+from conftest import make_session
+from fake_openai_server import FakeOpenAIServer, Scripted, completion
 
-from compaction_lab.strategies import anatomy
 from compaction_lab import strategies, summarize
 from compaction_lab.exam import readers
 from compaction_lab.exam.model import NOT_FOUND, Question
 from compaction_lab.exam.model_reader import ModelReader, normalise_answer
 from compaction_lab.ingest import synthetic
 from compaction_lab.providers import shared
-from compaction_lab.strategies import CompactionContext
+from compaction_lab.strategies import CompactionContext, anatomy
 from compaction_lab.summarize.model import TOOL_OUTPUT_PREFIX, wire_body
-
-from conftest import make_session
-from fake_openai_server import FakeOpenAIServer, Scripted, completion
 
 
 @pytest.fixture
@@ -33,8 +31,14 @@ def server():
 def model(server, tmp_path, monkeypatch):
     monkeypatch.setenv("COMPACTION_LAB_CHECKPOINTS", str(tmp_path / "ck.sqlite"))
     shared._CLIENTS.clear()  # one client per config per process: a fresh ledger per test
-    return {"base_url": server.base_url, "model": "fake-model", "api_key_env": "", "max_retries": 0,
-            "timeout_s": 5, "ledger": str(tmp_path / "ledger.sqlite")}
+    return {
+        "base_url": server.base_url,
+        "model": "fake-model",
+        "api_key_env": "",
+        "max_retries": 0,
+        "timeout_s": 5,
+        "ledger": str(tmp_path / "ledger.sqlite"),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +48,15 @@ def chain():
 
 
 def _question(answer="ORD-58213", decoy=False):
-    return Question(id="q1", case_id="c1", prompt="Which order id did the tool return?", answer=answer,
-                    pointer="tool", category="tool_output_line", decoy=decoy)
+    return Question(
+        id="q1",
+        case_id="c1",
+        prompt="Which order id did the tool return?",
+        answer=answer,
+        pointer="tool",
+        category="tool_output_line",
+        decoy=decoy,
+    )
 
 
 def test_summary_request_goes_out_in_the_strategys_own_shape(server, model, chain):
@@ -90,8 +101,14 @@ def test_a_committed_summary_is_not_requested_again(server, model, chain, tmp_pa
 
 
 def test_closed_book_reader_sends_the_exam_request_and_reads_the_answer(server, model):
-    server.script(Scripted(body=completion("`ORD-58213`.", usage={"prompt_tokens": 40, "completion_tokens": 5,
-                                                                 "prompt_tokens_details": {"cached_tokens": 32}})))
+    server.script(
+        Scripted(
+            body=completion(
+                "`ORD-58213`.",
+                usage={"prompt_tokens": 40, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 32}},
+            )
+        )
+    )
     reader = readers.get_reader("model", model=model)
     assert reader.label == "model reader: fake-model" and not reader.stand_in
     msgs = [{"role": "system", "content": "sys"}, {"role": "user", "content": "the tool said ORD-58213"}]
@@ -110,11 +127,16 @@ def test_open_book_reader_runs_the_tool_loop(server, model, tmp_path):
     archive = Archive(tmp_path / "a.sqlite")
     archive.add_sessions([s])
     tools = readers.HistoryTools(archive, s.id).tools()
-    search = {"id": "t1", "type": "function", "function": {"name": "history_search",
-                                                          "arguments": json.dumps({"query": "order id"})}}
+    search = {
+        "id": "t1",
+        "type": "function",
+        "function": {"name": "history_search", "arguments": json.dumps({"query": "order id"})},
+    }
     bogus = {"id": "t2", "type": "function", "function": {"name": "rm_rf", "arguments": "{}"}}
-    server.script(Scripted(body=completion(None, tool_calls=[search, bogus], finish_reason="tool_calls")),
-                  Scripted(body=completion("ORD-58213")))
+    server.script(
+        Scripted(body=completion(None, tool_calls=[search, bogus], finish_reason="tool_calls")),
+        Scripted(body=completion("ORD-58213")),
+    )
     a = readers.get_reader("model", model=model).answer([{"role": "user", "content": "hi"}], _question(), tools)
     assert a.given == "ORD-58213" and [c.name for c in a.tool_calls] == ["history_search", "rm_rf"]
     second = server.requests[-1]["body"]["messages"]
@@ -127,8 +149,9 @@ def test_open_book_reader_runs_the_tool_loop(server, model, tmp_path):
 
 def test_open_book_reader_stops_after_its_rounds(server, model):
     loop = {"id": "t", "type": "function", "function": {"name": "history_get", "arguments": "not json"}}
-    server.script(*[Scripted(body=completion(None, tool_calls=[loop])) for _ in range(2)],
-                  Scripted(body=completion("NOT_FOUND")))
+    server.script(
+        *[Scripted(body=completion(None, tool_calls=[loop])) for _ in range(2)], Scripted(body=completion("NOT_FOUND"))
+    )
     reader = ModelReader(model, max_tool_rounds=2)
     tool = readers.Tool("history_get", readers.HISTORY_GET_TOOL, lambda **kw: None)
     a = reader.answer([{"role": "user", "content": "x"}], _question(), [tool])
@@ -136,10 +159,18 @@ def test_open_book_reader_stops_after_its_rounds(server, model):
     assert server.requests[-1]["body"]["tool_choice"] == "none"
 
 
-@pytest.mark.parametrize("raw, given", [
-    ("ORD-1", "ORD-1"), ("  'ORD-1'.\nbecause...", "ORD-1"), ("Answer: ORD-1", "ORD-1"),
-    ("I think NOT_FOUND", NOT_FOUND), ("", NOT_FOUND), (None, NOT_FOUND), ("v1.2..", "v1.2.."),
-])
+@pytest.mark.parametrize(
+    "raw, given",
+    [
+        ("ORD-1", "ORD-1"),
+        ("  'ORD-1'.\nbecause...", "ORD-1"),
+        ("Answer: ORD-1", "ORD-1"),
+        ("I think NOT_FOUND", NOT_FOUND),
+        ("", NOT_FOUND),
+        (None, NOT_FOUND),
+        ("v1.2..", "v1.2.."),
+    ],
+)
 def test_answers_are_normalised(raw, given):
     assert normalise_answer(raw) == given
 
@@ -165,8 +196,13 @@ def test_model_profile_runs_labels_the_model_and_leaks_no_key(server, tmp_path, 
     monkeypatch.setenv("COMPACTION_LAB_CHECKPOINTS", str(tmp_path / "ck.sqlite"))
     ledger = tmp_path / "ledger.sqlite"
     prof = report.load_profile("model")
-    endpoint = dict(prof.parameters["model"], base_url=server.base_url, model="fake-model",
-                    api_key_env="COMPACTION_LAB_TEST_API_KEY", ledger=str(ledger))
+    endpoint = dict(
+        prof.parameters["model"],
+        base_url=server.base_url,
+        model="fake-model",
+        api_key_env="COMPACTION_LAB_TEST_API_KEY",
+        ledger=str(ledger),
+    )
     res = report.run_profile(prof, results=tmp_path / "r", progress=False, overrides={"model": endpoint})
     d = res.run_dir
     assert server.count() > 0 and all(a == f"Bearer {key}" for a in server.authorizations)
@@ -196,13 +232,29 @@ def test_closed_book_asks_a_model_reader_concurrently_in_order(tmp_path, monkeyp
     monkeypatch.setenv("COMPACTION_LAB_CHECKPOINTS", str(tmp_path / "ck.sqlite"))
     shared._CLIENTS.clear()
     with FakeOpenAIServer(default_delay=0.3) as server:
-        cfg = {"base_url": server.base_url, "model": "fake-model", "api_key_env": "", "concurrency": 3,
-               "ledger": str(tmp_path / "l.sqlite")}
+        cfg = {
+            "base_url": server.base_url,
+            "model": "fake-model",
+            "api_key_env": "",
+            "concurrency": 3,
+            "ledger": str(tmp_path / "l.sqlite"),
+        }
         s = make_session([("user", "go"), ("assistant", "value V1 and V2")])
-        qs = tuple(Question(id=f"q{i}", case_id="c", prompt=f"question number {i}?", answer=f"V{i}",
-                            pointer="assistant", category="assistant_decision") for i in range(6))
+        qs = tuple(
+            Question(
+                id=f"q{i}",
+                case_id="c",
+                prompt=f"question number {i}?",
+                answer=f"V{i}",
+                pointer="assistant",
+                category="assistant_decision",
+            )
+            for i in range(6)
+        )
         case = Case(id="c", session_id=s.id, cut=2, tail_start=2, questions=qs)
-        res = closed.run_closed([case], {s.id: s}, ["full"], CompactionContext(), readers.get_reader("model", model=cfg))
+        res = closed.run_closed(
+            [case], {s.id: s}, ["full"], CompactionContext(), readers.get_reader("model", model=cfg)
+        )
     assert server.max_in_flight == 3 and server.count() == 6
     assert list(res.answers["question_id"]) == [f"q{i}" for i in range(6)]
     asked = sorted(r["body"]["messages"][-1]["content"].split("?")[0] for r in server.requests)
@@ -214,8 +266,9 @@ def test_live_shape_experiment_reaches_the_provider_every_time(server, model):
     from compaction_lab.cost import model as cost
     from compaction_lab.strategies.base import CallShape
 
-    s = make_session([("system", "You are the agent."), ("user", "fix it"), ("assistant", "done"),
-                      ("tool_output", "ok")])
+    s = make_session(
+        [("system", "You are the agent."), ("user", "fix it"), ("assistant", "done"), ("tool_output", "ok")]
+    )
     shape = CallShape("t", "You are the agent.", ({"type": "function", "function": {"name": "bash"}},))
     usage = {"prompt_tokens": 200, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 128}}
     for _ in range(2):  # twice: the second run must still send everything
@@ -244,8 +297,9 @@ def test_exam_command_on_a_model_profile_asks_the_model(server, tmp_path, monkey
     monkeypatch.setenv("COMPACTION_LAB_CHECKPOINTS", str(tmp_path / "ck.sqlite"))
     shared._CLIENTS.clear()
     prof = yaml.safe_load((cli.report.paths.params_dir() / "model.yaml").read_text())
-    prof["parameters"]["model"].update(base_url=server.base_url, model="fake-model", ledger=str(tmp_path / "l.sqlite"),
-                                       max_retries=0)
+    prof["parameters"]["model"].update(
+        base_url=server.base_url, model="fake-model", ledger=str(tmp_path / "l.sqlite"), max_retries=0
+    )
     prof["parameters"]["strategy_names"] = ["full"]
     path = tmp_path / "model-here.yaml"
     path.write_text(yaml.safe_dump(prof))

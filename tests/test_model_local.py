@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from llm_server import MODEL_ALIAS
 
-from compaction_lab.report import run as report
 from compaction_lab import strategies, summarize
 from compaction_lab.exam import bank, closed, readers
 from compaction_lab.ingest import synthetic
-from compaction_lab.providers.ledger import open_ledger
 from compaction_lab.providers import shared
+from compaction_lab.providers.ledger import open_ledger
+from compaction_lab.report import run as report
 from compaction_lab.strategies import CompactionContext
-
-from llm_server import MODEL_ALIAS
 
 pytestmark = pytest.mark.slow
 
@@ -27,8 +26,15 @@ pytestmark = pytest.mark.slow
 def local_model(llm_server, tmp_path, monkeypatch):
     monkeypatch.setenv("COMPACTION_LAB_CHECKPOINTS", str(tmp_path / "ck.sqlite"))
     shared._CLIENTS.clear()
-    return {"base_url": llm_server, "model": MODEL_ALIAS, "api_key_env": "", "timeout_s": 120, "max_retries": 1,
-            "concurrency": 2, "ledger": str(tmp_path / "ledger.sqlite")}
+    return {
+        "base_url": llm_server,
+        "model": MODEL_ALIAS,
+        "api_key_env": "",
+        "timeout_s": 120,
+        "max_retries": 1,
+        "concurrency": 2,
+        "ledger": str(tmp_path / "ledger.sqlite"),
+    }
 
 
 def test_a_summary_and_a_tiny_closed_book_exam_through_the_real_client(local_model):
@@ -62,12 +68,21 @@ def test_a_summary_and_a_tiny_closed_book_exam_through_the_real_client(local_mod
 
 def test_the_model_profile_runs_against_the_local_server(local_model, tmp_path):
     prof = report.load_profile("model")
-    over = {"model": dict(prof.parameters["model"], base_url=local_model["base_url"], model=MODEL_ALIAS,
-                          ledger=local_model["ledger"]),
-            # One small chain and three strategies: on 2 CPU cores the 135M model reads ~250 tokens/s,
-            # and FutureOS's request re-sends the whole history.
-            "n_chains": 1, "window_tokens": 2000, "window": 1000, "output_ceiling": 300,
-            "strategy_names": ["full", "futureos-summarized", "codex"], "n_cases": 1, "n_questions": 4, "n_decoys": 1}
+    over = {
+        "model": dict(
+            prof.parameters["model"], base_url=local_model["base_url"], model=MODEL_ALIAS, ledger=local_model["ledger"]
+        ),
+        # One small chain and three strategies: on 2 CPU cores the 135M model reads ~250 tokens/s,
+        # and FutureOS's request re-sends the whole history.
+        "n_chains": 1,
+        "window_tokens": 2000,
+        "window": 1000,
+        "output_ceiling": 300,
+        "strategy_names": ["full", "futureos-summarized", "codex"],
+        "n_cases": 1,
+        "n_questions": 4,
+        "n_decoys": 1,
+    }
     res = report.run_profile(prof, results=tmp_path / "r", progress=False, overrides=over)
     d = res.run_dir
     recall = pd.read_parquet(d / "exam_recall.parquet")

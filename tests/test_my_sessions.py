@@ -11,9 +11,10 @@ import json
 
 import pandas as pd
 import pytest
-
-from compaction_lab.report import run as report, share
 from conftest import SHARED_FIXTURES
+
+from compaction_lab.report import run as report
+from compaction_lab.report import share
 
 pytestmark = pytest.mark.slow
 
@@ -28,8 +29,9 @@ def test_short_sessions_that_give_no_question_complete_the_chain(tmp_path):
     """Item 2: the three Claude Code fixtures are shorter than the 8,192-token tail, so no question can
     be mined; notebook 03 crashed ("Cannot set a DataFrame with multiple columns…")."""
     folder = _need(SHARED_FIXTURES / "claude-code")
-    res = report.run_profile("my_sessions", results=tmp_path, progress=False,
-                             overrides={"session_paths": [str(folder)]})
+    res = report.run_profile(
+        "my_sessions", results=tmp_path, progress=False, overrides={"session_paths": [str(folder)]}
+    )
     assert [nb.status for nb in res.notebooks] == ["ok"] * len(res.notebooks)
     assert json.loads((res.run_dir / "run.json").read_text())["status"] == "ok"
     assert pd.read_parquet(res.run_dir / "exam_closed.parquet").empty
@@ -56,21 +58,23 @@ def _damaged_folder(root):
         p.chmod(0o755 if p.is_dir() else 0o644)
     bad = root / "zz_damaged"
     bad.mkdir()
-    chat = [{"role": "user", "content": "Deploy build 7Q2-XK9 to staging, \ud800 please."},
-            {"role": "assistant", "content": "Deployed 7Q2-XK9; ticket OPS-4471 opened."}]
+    chat = [
+        {"role": "user", "content": "Deploy build 7Q2-XK9 to staging, \ud800 please."},
+        {"role": "assistant", "content": "Deployed 7Q2-XK9; ticket OPS-4471 opened."},
+    ]
     hello = (good / "claude-code" / "hello-world-script.jsonl").read_bytes()
-    (bad / "bom.jsonl").write_bytes(b"\xef\xbb\xbf" + hello)                       # the same session again, BOM first
+    (bad / "bom.jsonl").write_bytes(b"\xef\xbb\xbf" + hello)  # the same session again, BOM first
     (bad / "surrogate.jsonl").write_text("".join(json.dumps(m) + "\n" for m in chat), encoding="utf-8")
     (bad / "nul-tail.jsonl").write_bytes(json.dumps(chat[1]).encode() + b"\n" + b"\x00" * 4096)
     (bad / "empty.jsonl").write_bytes(b"")
     (bad / "not-a-session.json").write_text('{"hello": "world"}\n', encoding="utf-8")
     raw = zstandard.ZstdCompressor().compress((good / "claude-code" / "coverage-test-fix.jsonl").read_bytes())
     cut = int(len(raw) * 0.6)
-    (bad / "damaged.jsonl.zst").write_bytes(raw[:cut] + bytes(b ^ 0xFF for b in raw[cut:cut + 64]) + raw[cut + 64:])
+    (bad / "damaged.jsonl.zst").write_bytes(raw[:cut] + bytes(b ^ 0xFF for b in raw[cut : cut + 64]) + raw[cut + 64 :])
     (bad / "loop-a.jsonl").symlink_to(bad / "loop-b.jsonl")
     (bad / "loop-b.jsonl").symlink_to(bad / "loop-a.jsonl")
     (bad / "dangling.jsonl").symlink_to(bad / "gone.jsonl")
-    (bad / "again").symlink_to(root)                                                # a folder loop
+    (bad / "again").symlink_to(root)  # a folder loop
     return good
 
 
@@ -78,10 +82,12 @@ def test_damaged_files_are_counted_and_change_nothing_for_the_good_sessions(tmp_
     """Acceptance 3: the fixtures plus one of each damaged file complete, every skip is listed in
     import_report.json, and the good sessions are examined exactly as in a run without the bad files."""
     good = _damaged_folder(tmp_path / "in")
-    clean = report.run_profile("my_sessions", results=tmp_path / "clean", progress=False,
-                               overrides={"session_paths": [str(good)]})
-    mixed = report.run_profile("my_sessions", results=tmp_path / "mixed", progress=False,
-                               overrides={"session_paths": [str(tmp_path / "in")]})
+    clean = report.run_profile(
+        "my_sessions", results=tmp_path / "clean", progress=False, overrides={"session_paths": [str(good)]}
+    )
+    mixed = report.run_profile(
+        "my_sessions", results=tmp_path / "mixed", progress=False, overrides={"session_paths": [str(tmp_path / "in")]}
+    )
     for res in (clean, mixed):
         assert json.loads((res.run_dir / "run.json").read_text())["status"] == "ok"
     rep = json.loads((mixed.run_dir / "import_report.json").read_text())
@@ -90,8 +96,15 @@ def test_damaged_files_are_counted_and_change_nothing_for_the_good_sessions(tmp_
         assert reasons.get(reason, 0) >= 1, (reason, rep)
     skips = pd.read_parquet(mixed.run_dir / "import_skips.parquet")
     named = " ".join(skips["path"].astype(str))
-    for name in ("empty.jsonl", "not-a-session.json", "damaged.jsonl.zst", "loop-a.jsonl", "dangling.jsonl",
-                 "nul-tail.jsonl", "again"):
+    for name in (
+        "empty.jsonl",
+        "not-a-session.json",
+        "damaged.jsonl.zst",
+        "loop-a.jsonl",
+        "dangling.jsonl",
+        "nul-tail.jsonl",
+        "again",
+    ):
         assert name in named, (name, skips.to_string())
     assert rep.get("notes", {}).get("lone_surrogates_replaced", 0) >= 1
     # The good sessions: the same questions, answered the same way, by every strategy.
@@ -111,12 +124,16 @@ def test_a_real_session_with_a_recorded_compaction_gives_recorded_rows(tmp_path)
     from pathlib import Path
 
     real = Path(__file__).parent / "fixtures" / "pi" / "upstream-compaction-before-compaction-excerpt.jsonl"
-    res = report.run_profile("my_sessions", results=tmp_path, progress=False,
-                             overrides={"session_paths": [str(real), str(_need(SHARED_FIXTURES / "claude-code"))]})
+    res = report.run_profile(
+        "my_sessions",
+        results=tmp_path,
+        progress=False,
+        overrides={"session_paths": [str(real), str(_need(SHARED_FIXTURES / "claude-code"))]},
+    )
     d = res.run_dir
     assert [nb.status for nb in res.notebooks] == ["ok"] * len(res.notebooks)
     found = pd.read_parquet(d / "recorded_compactions.parquet")
-    assert list(zip(found["agent"], found["model"])) == [("pi", "claude-opus-4-5")]
+    assert list(zip(found["agent"], found["model"], strict=False)) == [("pi", "claude-opus-4-5")]
     table = pd.read_parquet(d / "exam_recorded.parquet")
     mine = table[table["recorded"]]
     assert list(mine["strategy_label"]) == ["recorded (pi, claude-opus-4-5)"]

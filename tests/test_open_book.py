@@ -3,14 +3,24 @@ from dataclasses import dataclass
 import pytest
 
 from compaction_lab import strategies
-from compaction_lab.store.archive import Archive
 from compaction_lab.exam.model import NOT_FOUND, Case, Question
 from compaction_lab.exam.open_book import (
-    COLUMNS, DEFAULT_WORDINGS, OUTCOMES, REQUIRED_WORDING, ROUNDS, classify, make_rounds, outcome_table,
-    run_open_book, shape_tools_of, stand_in_note, tool_calls_per_round,
+    COLUMNS,
+    DEFAULT_WORDINGS,
+    OUTCOMES,
+    REQUIRED_WORDING,
+    ROUNDS,
+    classify,
+    make_rounds,
+    outcome_table,
+    run_open_book,
+    shape_tools_of,
+    stand_in_note,
+    tool_calls_per_round,
 )
 from compaction_lab.exam.readers import ReaderAnswer, SearcherReader
 from compaction_lab.ingest.synthetic import SyntheticProfile, generate_chains
+from compaction_lab.store.archive import Archive
 from compaction_lab.strategies.base import CompactionContext
 
 
@@ -23,10 +33,20 @@ def exam(tmp_path_factory):
     facts = [f for f in chain.facts if f.source_order < cut] + list(chain.decoys)
     case_id = f"{s.id}-c0"
     questions = tuple(
-        Question(id=f.fact_id, case_id=case_id, pointer=f.pointer, category=f.category, prompt=f.question,
-                 answer=f.value, aliases=f.aliases, source_entry_id=f.entry_id, source_order=f.source_order,
-                 decoy=f.is_decoy)
-        for f in facts)
+        Question(
+            id=f.fact_id,
+            case_id=case_id,
+            pointer=f.pointer,
+            category=f.category,
+            prompt=f.question,
+            answer=f.value,
+            aliases=f.aliases,
+            source_entry_id=f.entry_id,
+            source_order=f.source_order,
+            decoy=f.is_decoy,
+        )
+        for f in facts
+    )
     case = Case(id=case_id, session_id=s.id, cut=cut, tail_start=cut, questions=questions)
     proj = strategies.compact(s, "codex", cut, CompactionContext(window=20000, output_ceiling=4000))
     archive = Archive(tmp_path_factory.mktemp("open_book") / "archive.sqlite")
@@ -146,8 +166,7 @@ class LazyReader:
 
 def test_a_reader_that_never_looks_leaves_values_in_the_archive(exam):
     case, s, proj, archive, _ = exam
-    df = run_open_book([case], [s], {case.id: proj}, archive, reader_factory=LazyReader,
-                       rounds=make_rounds()[:1])
+    df = run_open_book([case], [s], {case.id: proj}, archive, reader_factory=LazyReader, rounds=make_rounds()[:1])
     real = df[~df["decoy"]]
     assert (df["tool_calls"] == 0).all()
     assert set(real["outcome"]) <= {"in_archive_never_looked", "wrong"}

@@ -6,18 +6,17 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_FIXTURES, FakeProvider, make_session
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from compaction_lab import strategies
-from compaction_lab.ingest import load_sessions, synthetic
 from compaction_lab.core.projection import AUTHORED_KINDS, STAND_IN_LABEL
 from compaction_lab.core.session import Record, Session
+from compaction_lab.ingest import load_sessions, synthetic
 from compaction_lab.strategies import opencode as oc
 from compaction_lab.strategies.base import CallShape, CompactionContext, est_chars4
 from compaction_lab.strategies.trigger import opencode_tail_budget
-
-from conftest import SHARED_FIXTURES, make_session, FakeProvider
 
 SHAPE = CallShape("t", "You are the test agent.", ({"type": "function", "function": {"name": "bash"}},))
 LOCAL_FIXTURES = Path(__file__).parent / "fixtures"
@@ -73,13 +72,16 @@ def test_fires_when_usage_reaches_usable():
     assert not oc.STRATEGY.fires(29_999, c) and oc.STRATEGY.fires(30_000, c)
 
 
-@pytest.mark.parametrize("window,output,input_limit,usable,budget", [
-    (128_000, 32_000, None, 96_000, 15_000),   # capped at 15,000
-    (40_000, 8_000, None, 32_000, 8_000),      # usable / 4
-    (10_000, 2_000, None, 8_000, 2_000),       # floor of 2,000
-    (200_000, 64_000, 50_000, 30_000, 7_500),  # declared input limit
-    (30_003, 1_000, None, 29_003, 7_250),      # floor(usable / 4)
-])
+@pytest.mark.parametrize(
+    "window,output,input_limit,usable,budget",
+    [
+        (128_000, 32_000, None, 96_000, 15_000),  # capped at 15,000
+        (40_000, 8_000, None, 32_000, 8_000),  # usable / 4
+        (10_000, 2_000, None, 8_000, 2_000),  # floor of 2,000
+        (200_000, 64_000, 50_000, 30_000, 7_500),  # declared input limit
+        (30_003, 1_000, None, 29_003, 7_250),  # floor(usable / 4)
+    ],
+)
 def test_tail_budget(window, output, input_limit, usable, budget):
     p = run(make_session([("user", "x")]), window=window, output_ceiling=output, input_limit=input_limit)
     assert p.notes["usable"] == p.capacity == usable
@@ -91,9 +93,12 @@ def test_tail_budget(window, output, input_limit, usable, budget):
 
 TURNS = [
     ("system", "sys"),
-    ("user", toks(10)), ("assistant", toks(10)),   # turn 1: JSON estimate 49
-    ("user", toks(5)), ("assistant", toks(15)),    # turn 2: 49 (from e4 on: 30)
-    ("user", toks(3)), ("assistant", toks(7)),     # turn 3: 39 (from e6 on: 22)
+    ("user", toks(10)),
+    ("assistant", toks(10)),  # turn 1: JSON estimate 49
+    ("user", toks(5)),
+    ("assistant", toks(15)),  # turn 2: 49 (from e4 on: 30)
+    ("user", toks(3)),
+    ("assistant", toks(7)),  # turn 3: 39 (from e6 on: 22)
 ]
 
 
@@ -113,19 +118,24 @@ def test_tail_is_sized_as_json_of_model_messages_hand_computed():
     packages/opencode/test/session/compaction.test.ts "summarizes only the head while keeping
     recent tail out of summary input" (the tail is sized per turn and kept out of the request).
     """
-    s = make_session([
-        ("user", "earlier"),
-        ("user", "fix a.py"), ("assistant", "running tests"),
-        ("tool_call", 'bash {"command": "pytest"}', {"tool": "bash", "call_id": "c1"}),
-        ("tool_output", "1 failed", {"tool": "bash", "call_id": "c1"}),
-        ("assistant", "done"),
-    ])
-    by_hand = ('[{"role":"user","content":[{"type":"text","text":"fix a.py"}]},'
-               '{"role":"assistant","content":[{"type":"text","text":"running tests"},'
-               '{"type":"tool-call","toolCallId":"c1","toolName":"bash","input":{"command":"pytest"}}]},'
-               '{"role":"tool","content":[{"type":"tool-result","toolCallId":"c1","toolName":"bash",'
-               '"output":{"type":"text","value":"1 failed"}}]},'
-               '{"role":"assistant","content":[{"type":"text","text":"done"}]}]')
+    s = make_session(
+        [
+            ("user", "earlier"),
+            ("user", "fix a.py"),
+            ("assistant", "running tests"),
+            ("tool_call", 'bash {"command": "pytest"}', {"tool": "bash", "call_id": "c1"}),
+            ("tool_output", "1 failed", {"tool": "bash", "call_id": "c1"}),
+            ("assistant", "done"),
+        ]
+    )
+    by_hand = (
+        '[{"role":"user","content":[{"type":"text","text":"fix a.py"}]},'
+        '{"role":"assistant","content":[{"type":"text","text":"running tests"},'
+        '{"type":"tool-call","toolCallId":"c1","toolName":"bash","input":{"command":"pytest"}}]},'
+        '{"role":"tool","content":[{"type":"tool-result","toolCallId":"c1","toolName":"bash",'
+        '"output":{"type":"text","value":"1 failed"}}]},'
+        '{"role":"assistant","content":[{"type":"text","text":"done"}]}]'
+    )
     assert len(by_hand) == 415  # -> Math.round(415 / 4) = Math.round(103.75) = 104
     assert est(s.records[1:]) == 104
     # the record-text rule this replaces: round(8/4) + round(13/4) + round(25/4) + round(8/4) + round(4/4)
@@ -189,42 +199,48 @@ def test_records_before_the_first_user_are_never_tail():
 
 
 def test_split_never_at_a_tool_output_nor_between_call_and_output():
-    s = make_session([
-        ("user", "earlier"),
-        ("user", toks(50)),
-        ("tool_call", toks(1), {"tool": "bash", "call_id": "c1"}),
-        ("tool_output", toks(20), {"tool": "bash", "call_id": "c1"}),
-        ("assistant", toks(5)),
-    ])
+    s = make_session(
+        [
+            ("user", "earlier"),
+            ("user", toks(50)),
+            ("tool_call", toks(1), {"tool": "bash", "call_id": "c1"}),
+            ("tool_output", toks(20), {"tool": "bash", "call_id": "c1"}),
+            ("assistant", toks(5)),
+        ]
+    )
     r = s.records
     assert tail_ids(run(s, params={"tail_tokens": est(r[4:])})) == ["e4"]
     # the call and its output are one OpenCode message: the split is before the call or not there
     assert tail_ids(run(s, params={"tail_tokens": est(r[2:])})) == ["e2", "e3", "e4"]
     assert tail_ids(run(s, params={"tail_tokens": est(r[2:]) - 1})) == ["e4"]
-    par = make_session([
-        ("user", "earlier"),
-        ("user", toks(50)),
-        ("tool_call", toks(10), {"tool": "bash", "call_id": "c1"}),
-        ("tool_call", toks(1), {"tool": "bash", "call_id": "c2"}),
-        ("tool_output", toks(1), {"tool": "bash", "call_id": "c1"}),
-        ("tool_output", toks(1), {"tool": "bash", "call_id": "c2"}),
-        ("assistant", toks(1)),
-    ])
+    par = make_session(
+        [
+            ("user", "earlier"),
+            ("user", toks(50)),
+            ("tool_call", toks(10), {"tool": "bash", "call_id": "c1"}),
+            ("tool_call", toks(1), {"tool": "bash", "call_id": "c2"}),
+            ("tool_output", toks(1), {"tool": "bash", "call_id": "c1"}),
+            ("tool_output", toks(1), {"tool": "bash", "call_id": "c2"}),
+            ("assistant", toks(1)),
+        ]
+    )
     assert tail_ids(run(par, params={"tail_tokens": est(par.records[3:]) + 5})) == ["e6"]
 
 
 def test_split_only_at_message_boundaries():
-    s = build([
-        ("V", "user", "earlier"),
-        ("U", "user", toks(50)),
-        ("A", "assistant", toks(3)),
-        ("A", "tool_call", toks(1), {"tool": "bash", "call_id": "c1"}),
-        ("O", "tool_output", toks(1), {"tool": "bash", "call_id": "c1"}),
-        ("B", "assistant", toks(2)),
-    ])
+    s = build(
+        [
+            ("V", "user", "earlier"),
+            ("U", "user", toks(50)),
+            ("A", "assistant", toks(3)),
+            ("A", "tool_call", toks(1), {"tool": "bash", "call_id": "c1"}),
+            ("O", "tool_output", toks(1), {"tool": "bash", "call_id": "c1"}),
+            ("B", "assistant", toks(2)),
+        ]
+    )
     r = s.records
     # a suffix from the tool call would be smaller, but the call is a part of message A: split at B instead
-    assert tail_ids(run(s, params={"tail_tokens": est(r[3:]) })) == ["B"]
+    assert tail_ids(run(s, params={"tail_tokens": est(r[3:])})) == ["B"]
     assert tail_ids(run(s, params={"tail_tokens": est(r[2:])})) == ["A", "A", "O", "B"]
     assert [(a, b) for a, b in oc.group_messages(list(r))] == [(0, 1), (1, 2), (2, 5), (5, 6)]
 
@@ -241,8 +257,10 @@ def test_flatten_blocks():
     assert oc.flatten_record(rec("user", "hi")) == "[User]: hi"
     assert oc.flatten_record(rec("assistant", "ok")) == "[Assistant]: ok"
     assert oc.flatten_record(rec("reasoning", "hmm")) == "[Assistant reasoning]: hmm"
-    assert (oc.flatten_record(rec("tool_call", 'read_file {"path": "a.py"}', tool="read_file"))
-            == '[Assistant tool call]: read_file({"path":"a.py"})')
+    assert (
+        oc.flatten_record(rec("tool_call", 'read_file {"path": "a.py"}', tool="read_file"))
+        == '[Assistant tool call]: read_file({"path":"a.py"})'
+    )
     assert oc.flatten_record(rec("tool_call", "grep -rn foo", tool="grep")) == "[Assistant tool call]: grep(-rn foo)"
     assert oc.flatten_record(rec("tool_call", "bash", tool="bash")) == "[Assistant tool call]: bash({})"
     assert oc.flatten_record(rec("tool_output", "a.py\nb.py")) == "[Tool result]: a.py\nb.py"
@@ -252,8 +270,9 @@ def test_flatten_blocks():
     assert oc.flatten_record(rec("tool_output", text)) == "[Tool result]: " + "x" * 2000 + "\n[truncated]"
     assert oc.flatten_record(rec("tool_output", "x" * 2000)) == "[Tool result]: " + "x" * 2000
     assert oc.flatten_record(rec("tool_output", text, is_error=True)) == "[Tool error]: " + text
-    assert (oc.flatten_record(rec("tool_output", text), pruned=True)
-            == "[Tool result]: [Old tool result content cleared]")
+    assert (
+        oc.flatten_record(rec("tool_output", text), pruned=True) == "[Tool result]: [Old tool result content cleared]"
+    )
     flat = oc.flatten([rec("user", "a"), rec("system", "s"), rec("assistant", "b")])
     assert flat == oc.CONVERSATION_LEAD + "\n\n<conversation>\n[User]: a\n\n[Assistant]: b\n</conversation>"
 
@@ -261,18 +280,22 @@ def test_flatten_blocks():
 def test_serialize_joins_parts_of_a_message_by_newline_and_messages_by_blank_line():
     """Upstream compaction.ts ``serialize``: parts ``.join("\\n")``, messages ``.join("\\n\\n")``;
     a tool's result follows its call."""
-    s = make_session([
-        ("user", "go"), ("assistant", "reading"),
-        ("tool_call", 'read {"filePath": "src/index.ts"}', {"tool": "read", "call_id": "r1"}),
-        ("tool_call", 'bash {"command": "ls"}', {"tool": "bash", "call_id": "b1"}),
-        ("tool_output", "file contents", {"tool": "read", "call_id": "r1"}),
-        ("tool_output", "boom", {"tool": "bash", "call_id": "b1", "is_error": True}),
-        ("assistant", "next step"),
-    ])
+    s = make_session(
+        [
+            ("user", "go"),
+            ("assistant", "reading"),
+            ("tool_call", 'read {"filePath": "src/index.ts"}', {"tool": "read", "call_id": "r1"}),
+            ("tool_call", 'bash {"command": "ls"}', {"tool": "bash", "call_id": "b1"}),
+            ("tool_output", "file contents", {"tool": "read", "call_id": "r1"}),
+            ("tool_output", "boom", {"tool": "bash", "call_id": "b1", "is_error": True}),
+            ("assistant", "next step"),
+        ]
+    )
     assert oc.serialize(list(s.records)) == (
         "[User]: go\n\n[Assistant]: reading\n"
         '[Assistant tool call]: read({"filePath":"src/index.ts"})\n[Tool result]: file contents\n'
-        '[Assistant tool call]: bash({"command":"ls"})\n[Tool error]: boom\n\n[Assistant]: next step')
+        '[Assistant tool call]: bash({"command":"ls"})\n[Tool error]: boom\n\n[Assistant]: next step'
+    )
 
 
 # --------------------------------------------------------------------------- request, summary, projection
@@ -282,10 +305,16 @@ def test_dedicated_request_shape():
     """Upstream compaction.ts ``process`` (prepend): ``tools: {}``, ``system: []`` (the compaction
     agent's prompt), one user message from core ``buildPrompt``; ``serialize`` per message."""
     prov = FixedProvider()
-    s = make_session([("system", "You are the test agent."), ("user", "fix a.py"), ("assistant", "done"),
-                      ("tool_call", 'bash {"command": "pytest"}', {"tool": "bash", "call_id": "c"}),
-                      ("tool_output", "1 failed", {"tool": "bash", "call_id": "c", "is_error": True}),
-                      ("user", "thanks")])
+    s = make_session(
+        [
+            ("system", "You are the test agent."),
+            ("user", "fix a.py"),
+            ("assistant", "done"),
+            ("tool_call", 'bash {"command": "pytest"}', {"tool": "bash", "call_id": "c"}),
+            ("tool_output", "1 failed", {"tool": "bash", "call_id": "c", "is_error": True}),
+            ("user", "thanks"),
+        ]
+    )
     p = run(s, summarizer=prov, params={"tail_tokens": 0})
     req = prov.requests[0]
     assert req == p.summary_request
@@ -296,7 +325,8 @@ def test_dedicated_request_shape():
     assert content == (
         oc.CONVERSATION_LEAD + "\n\n<conversation>\n[User]: fix a.py\n\n[Assistant]: done\n"
         '[Assistant tool call]: bash({"command":"pytest"})\n[Tool error]: 1 failed\n\n[User]: thanks\n'
-        "</conversation>\n\n" + oc.INSTRUCTIONS + "\n\n" + oc.TEMPLATE)
+        "</conversation>\n\n" + oc.INSTRUCTIONS + "\n\n" + oc.TEMPLATE
+    )
     assert req.source_entry_ids == ("e1", "e2", "e3", "e4", "e5")
     assert req.max_output_tokens == 4096
     assert p.notes["request_tokens_est"] == est_chars4(oc.SYSTEM_PROMPT) + est_chars4(content)
@@ -328,15 +358,22 @@ def test_empty_template_matches_the_extractive_providers_rendering():
 
 def test_extractive_stand_in_reads_the_request():
     from compaction_lab.summarize import get_provider
+
     try:
         prov = get_provider("extractive")
     except (ValueError, ImportError):
         pytest.skip("extractive provider not available")
-    s = make_session([("user", "Fix `parse_id` in app/ids.py"), ("summary", "## Objective\n- migrate ORD-123"),
-                      ("user", "then run pytest"), ("assistant", "Edited app/ids.py."),
-                      ("tool_call", 'bash {"command": "pytest -q"}', {"tool": "bash", "call_id": "c"}),
-                      ("tool_output", "ValueError: bad id", {"tool": "bash", "call_id": "c", "is_error": True}),
-                      ("user", "ok")])
+    s = make_session(
+        [
+            ("user", "Fix `parse_id` in app/ids.py"),
+            ("summary", "## Objective\n- migrate ORD-123"),
+            ("user", "then run pytest"),
+            ("assistant", "Edited app/ids.py."),
+            ("tool_call", 'bash {"command": "pytest -q"}', {"tool": "bash", "call_id": "c"}),
+            ("tool_output", "ValueError: bad id", {"tool": "bash", "call_id": "c", "is_error": True}),
+            ("user", "ok"),
+        ]
+    )
     p = run(s, summarizer=prov, params={"tail_tokens": 0})
     summ = next(seg for seg in p.segments if seg.kind == "summary")
     assert summ.label == STAND_IN_LABEL and not p.receipt.fallback
@@ -367,8 +404,14 @@ def test_projection_order_and_authored_messages():
     prov = FixedProvider("S")
     p = run(make_session(TURNS), summarizer=prov, params={"tail_tokens": 39})
     assert [(s.kind, s.role) for s in p.segments] == [
-        ("system", "system"), ("tools", "system"), ("header", "user"), ("summary", "assistant"),
-        ("tail", "user"), ("tail", "assistant"), ("continue", "user")]
+        ("system", "system"),
+        ("tools", "system"),
+        ("header", "user"),
+        ("summary", "assistant"),
+        ("tail", "user"),
+        ("tail", "assistant"),
+        ("continue", "user"),
+    ]
     assert p.segments[2].text == oc.HEADER == "What did we do so far?"
     assert p.segments[3].text == "S"
     cont = p.segments[-1].text.lower()
@@ -403,17 +446,27 @@ def test_previous_summary_is_merged():
     """Upstream core compaction.ts ``buildPrompt``: the prior summary follows the conversation as
     ``<prior-summary>`` (issue 13 item 2: at HEAD it sat inside ``<conversation>``)."""
     prov = FixedProvider()
-    s = make_session([
-        ("user", "OLD-REQUEST"), ("assistant", "OLD-PROSE"),
-        ("user", "what did we do so far?"), ("summary", "PRIOR-SUMMARY"),
-        ("user", "NEW-REQUEST"), ("assistant", "NEW-PROSE"),
-    ])
+    s = make_session(
+        [
+            ("user", "OLD-REQUEST"),
+            ("assistant", "OLD-PROSE"),
+            ("user", "what did we do so far?"),
+            ("summary", "PRIOR-SUMMARY"),
+            ("user", "NEW-REQUEST"),
+            ("assistant", "NEW-PROSE"),
+        ]
+    )
     p = run(s, summarizer=prov, params={"tail_tokens": 0})
     content = prov.requests[0].messages[0]["content"]
     assert content == (
         oc.CONVERSATION_LEAD + "\n\n<conversation>\n[User]: NEW-REQUEST\n\n[Assistant]: NEW-PROSE\n</conversation>"
-        "\n\n" + oc.PRIOR_LEAD + "\n\n<prior-summary>\nPRIOR-SUMMARY\n</prior-summary>\n\n"
-        + oc.MERGE_INSTRUCTIONS + "\n\n" + oc.TEMPLATE)
+        "\n\n"
+        + oc.PRIOR_LEAD
+        + "\n\n<prior-summary>\nPRIOR-SUMMARY\n</prior-summary>\n\n"
+        + oc.MERGE_INSTRUCTIONS
+        + "\n\n"
+        + oc.TEMPLATE
+    )
     assert "OLD-REQUEST" not in content and "OLD-PROSE" not in content
     assert prov.requests[0].source_entry_ids == ("e3", "e4", "e5")
     assert p.notes["previous_summary"] == "e3" and p.notes["already_compacted_records"] == 4
@@ -426,8 +479,16 @@ def test_previous_summary_is_merged():
 def test_anchors_repeated_compactions_with_the_previous_summary():
     """Upstream compaction.test.ts "anchors repeated compactions with the previous summary"."""
     prov = FixedProvider()
-    s = make_session([("user", "older context"), ("user", "keep this turn"), ("meta", "compaction"),
-                      ("summary", "summary one"), ("meta", "compaction"), ("user", "latest turn")])
+    s = make_session(
+        [
+            ("user", "older context"),
+            ("user", "keep this turn"),
+            ("meta", "compaction"),
+            ("summary", "summary one"),
+            ("meta", "compaction"),
+            ("user", "latest turn"),
+        ]
+    )
     run(s, summarizer=prov)
     captured = prov.requests[0].messages[0]["content"]
     assert "<prior-summary>" in captured and captured.count("summary one") == 1
@@ -445,21 +506,34 @@ def two_compactions(tail_start_2: dict) -> Session:
     Compaction 1 kept the turn "add tests" verbatim (tail start u2); compaction 2's tail start
     is given. Compaction user messages hold only a ``compaction`` part (-> ``meta``).
     """
-    s = build([
-        ("u1", "user", "build the parser"), ("a1", "assistant", "parser built"),
-        ("u2", "user", "add tests"), ("a2", "assistant", "tests added"),
-        ("c1", "meta", "compaction (auto)"), ("s1", "summary", "SUMMARY-ONE"),
-        ("k1", "user", oc.CONTINUE, {"injected": True}), ("a3", "assistant", "continuing"),
-        ("u3", "user", "fix bug ORD-1"),
-        ("t1", "tool_call", 'bash {"command": "pytest -k ord"}', {"tool": "bash", "call_id": "x1"}),
-        ("t1", "tool_output", "1 passed", {"tool": "bash", "call_id": "x1"}),
-        ("a4", "assistant", "fixed"),
-        ("c2", "meta", "compaction (auto)"), ("s2", "summary", "SUMMARY-TWO"),
-        ("u4", "user", "now docs"), ("a5", "assistant", "docs written"),
-        ("u5", "user", "ship it"), ("a6", "assistant", "shipped"),
-    ])
-    meta = {"compactions": [{"entry_id": "c1", "source_order": 4, "tail_start_entry_id": "u2"},
-                            {"entry_id": "c2", "source_order": 12, **tail_start_2}]}
+    s = build(
+        [
+            ("u1", "user", "build the parser"),
+            ("a1", "assistant", "parser built"),
+            ("u2", "user", "add tests"),
+            ("a2", "assistant", "tests added"),
+            ("c1", "meta", "compaction (auto)"),
+            ("s1", "summary", "SUMMARY-ONE"),
+            ("k1", "user", oc.CONTINUE, {"injected": True}),
+            ("a3", "assistant", "continuing"),
+            ("u3", "user", "fix bug ORD-1"),
+            ("t1", "tool_call", 'bash {"command": "pytest -k ord"}', {"tool": "bash", "call_id": "x1"}),
+            ("t1", "tool_output", "1 passed", {"tool": "bash", "call_id": "x1"}),
+            ("a4", "assistant", "fixed"),
+            ("c2", "meta", "compaction (auto)"),
+            ("s2", "summary", "SUMMARY-TWO"),
+            ("u4", "user", "now docs"),
+            ("a5", "assistant", "docs written"),
+            ("u5", "user", "ship it"),
+            ("a6", "assistant", "shipped"),
+        ]
+    )
+    meta = {
+        "compactions": [
+            {"entry_id": "c1", "source_order": 4, "tail_start_entry_id": "u2"},
+            {"entry_id": "c2", "source_order": 12, **tail_start_2},
+        ]
+    }
     return Session(s.id, "opencode", s.records, metadata=meta)
 
 
@@ -472,14 +546,23 @@ def test_two_earlier_compactions_live_history_by_hand():
     prov = FixedProvider()
     last_turn = est(s.records[16:18])
     p = run(s, summarizer=prov, params={"tail_tokens": last_turn})
-    expected = [{"role": "user", "content": (
-        oc.CONVERSATION_LEAD + "\n\n<conversation>\n"
-        "[User]: fix bug ORD-1\n\n"
-        '[Assistant tool call]: bash({"command":"pytest -k ord"})\n[Tool result]: 1 passed\n\n'
-        "[Assistant]: fixed\n\n"
-        "[User]: now docs\n\n[Assistant]: docs written\n</conversation>\n\n"
-        + oc.PRIOR_LEAD + "\n\n<prior-summary>\nSUMMARY-TWO\n</prior-summary>\n\n"
-        + oc.MERGE_INSTRUCTIONS + "\n\n" + oc.TEMPLATE)}]
+    expected = [
+        {
+            "role": "user",
+            "content": (
+                oc.CONVERSATION_LEAD + "\n\n<conversation>\n"
+                "[User]: fix bug ORD-1\n\n"
+                '[Assistant tool call]: bash({"command":"pytest -k ord"})\n[Tool result]: 1 passed\n\n'
+                "[Assistant]: fixed\n\n"
+                "[User]: now docs\n\n[Assistant]: docs written\n</conversation>\n\n"
+                + oc.PRIOR_LEAD
+                + "\n\n<prior-summary>\nSUMMARY-TWO\n</prior-summary>\n\n"
+                + oc.MERGE_INSTRUCTIONS
+                + "\n\n"
+                + oc.TEMPLATE
+            ),
+        }
+    ]
     assert [dict(m) for m in prov.requests[0].messages] == expected
     assert tail_ids(p) == ["u5", "a6"]
     assert p.notes["previous_summary"] == "s2" and p.notes["previous_tail_start"] == 8
@@ -511,14 +594,22 @@ def test_without_a_recorded_tail_start_nothing_before_the_summary_is_live():
 def test_repeated_compaction_history_serialised_as_one_user_message():
     """Upstream compaction.test.ts "serializes repeated compaction history as one user message"
     (tail_turns 0; the previous compaction's tail starts at an assistant message)."""
-    s = build([
-        ("m1", "user", "original request"),
-        ("m2", "tool_call", 'read {"filePath": "src/index.ts"}', {"tool": "read", "call_id": "read-call"}),
-        ("m2", "tool_output", "file contents", {"tool": "read", "call_id": "read-call"}),
-        ("c1", "meta", "compaction"), ("s1", "summary", "summary one"), ("c2", "meta", "compaction"),
-    ])
-    s = Session(s.id, "opencode", s.records,
-                metadata={"compactions": [{"entry_id": "c1", "source_order": 3, "tail_start_entry_id": "m2"}]})
+    s = build(
+        [
+            ("m1", "user", "original request"),
+            ("m2", "tool_call", 'read {"filePath": "src/index.ts"}', {"tool": "read", "call_id": "read-call"}),
+            ("m2", "tool_output", "file contents", {"tool": "read", "call_id": "read-call"}),
+            ("c1", "meta", "compaction"),
+            ("s1", "summary", "summary one"),
+            ("c2", "meta", "compaction"),
+        ]
+    )
+    s = Session(
+        s.id,
+        "opencode",
+        s.records,
+        metadata={"compactions": [{"entry_id": "c1", "source_order": 3, "tail_start_entry_id": "m2"}]},
+    )
     prov = FixedProvider()
     run(s, summarizer=prov, params={"tail_turns": 0})
     msgs = prov.requests[0].messages
@@ -548,14 +639,17 @@ def test_version_main_is_pinned_and_labelled():
         run(make_session(TURNS), params={"opencode_version": "2.0"})
 
 
-@pytest.mark.parametrize("window,output,input_limit,tokens,fires", [
-    (100_000, 32_000, None, 80_000, True),      # "returns true when token count exceeds usable context"
-    (200_000, 32_000, None, 110_000, False),    # "returns false when token count within usable context"
-    (100_000, 32_000, None, 80_000, True),      # "includes cache.read in token count" (60k + 10k + 10k)
-    (400_000, 128_000, 272_000, 274_000, True),   # "respects input limit for input caps"
-    (400_000, 128_000, 272_000, 230_000, False),  # "returns false when input/output are within input caps"
-    (200_000, 10_000, 120_000, 59_999, False),    # "returns false when output within limit with input caps"
-])
+@pytest.mark.parametrize(
+    "window,output,input_limit,tokens,fires",
+    [
+        (100_000, 32_000, None, 80_000, True),  # "returns true when token count exceeds usable context"
+        (200_000, 32_000, None, 110_000, False),  # "returns false when token count within usable context"
+        (100_000, 32_000, None, 80_000, True),  # "includes cache.read in token count" (60k + 10k + 10k)
+        (400_000, 128_000, 272_000, 274_000, True),  # "respects input limit for input caps"
+        (400_000, 128_000, 272_000, 230_000, False),  # "returns false when input/output are within input caps"
+        (200_000, 10_000, 120_000, 59_999, False),  # "returns false when output within limit with input caps"
+    ],
+)
 def test_main_overflow_scenarios(window, output, input_limit, tokens, fires):
     """Upstream packages/opencode/test/session/compaction.test.ts "session.compaction.isOverflow"."""
     c = ctx(window=window, output_ceiling=output, input_limit=input_limit, params={"opencode_version": "main"})
@@ -571,8 +665,7 @@ def test_suffix_mode_shares_the_session_prefix():
 
     s = make_session(TURNS)
     prov = FixedProvider()
-    p = run(s, summarizer=prov, params={"opencode_version": "main", "compaction_mode": "suffix",
-                                        "tail_tokens": 39})
+    p = run(s, summarizer=prov, params={"opencode_version": "main", "compaction_mode": "suffix", "tail_tokens": 39})
     req = prov.requests[0]
     assert req.shape == "suffix" and req.max_output_tokens == 4096
     assert req.system == SHAPE.for_session(s).system_prompt and req.tools == SHAPE.tools
@@ -593,11 +686,17 @@ def test_suffix_mode_shares_the_session_prefix():
 def test_suffix_mode_after_a_compaction_sends_the_live_request():
     s = two_compactions({"tail_start_source_order": 8})
     prov = FixedProvider()
-    run(s, summarizer=prov, params={"opencode_version": "main", "compaction_mode": "suffix",
-                                    "tail_tokens": est(s.records[16:18])})
+    run(
+        s,
+        summarizer=prov,
+        params={"opencode_version": "main", "compaction_mode": "suffix", "tail_tokens": est(s.records[16:18])},
+    )
     msgs = [dict(m) for m in prov.requests[0].messages]
-    assert msgs[:3] == [{"role": "user", "content": oc.HEADER}, {"role": "assistant", "content": "SUMMARY-TWO"},
-                        {"role": "user", "content": "fix bug ORD-1"}]
+    assert msgs[:3] == [
+        {"role": "user", "content": oc.HEADER},
+        {"role": "assistant", "content": "SUMMARY-TWO"},
+        {"role": "user", "content": "fix bug ORD-1"},
+    ]
     assert not any("SUMMARY-ONE" in m["content"] or "build the parser" in m["content"] for m in msgs)
 
 
@@ -605,12 +704,12 @@ def test_suffix_mode_falls_back_to_prepend_when_it_does_not_fit():
     """Upstream compaction.test.ts "falls back before sending a suffix when uncaptured additions exceed
     its context" and "uses the bounded suffix output cap when a normal output reservation would not fit"."""
     small = make_session([("user", "captured prefix"), ("user", "more")])
-    p = run(small, window=10_000, output_ceiling=32_000, params={"opencode_version": "main",
-                                                                 "compaction_mode": "suffix"})
+    p = run(
+        small, window=10_000, output_ceiling=32_000, params={"opencode_version": "main", "compaction_mode": "suffix"}
+    )
     assert p.capacity == 0 and p.summary_request.shape == "suffix"  # 10,000 - 4,096 - 4,096 fits it
     big = make_session([("user", "captured prefix"), ("user", "uncaptured addition " * 3_000)])
-    p = run(big, window=10_000, output_ceiling=32_000, params={"opencode_version": "main",
-                                                               "compaction_mode": "suffix"})
+    p = run(big, window=10_000, output_ceiling=32_000, params={"opencode_version": "main", "compaction_mode": "suffix"})
     assert p.summary_request.shape == "dedicated" and p.notes["suffix_fallback"] == "context"
     with pytest.raises(ValueError, match="suffix"):
         run(small, params={"compaction_mode": "suffix"})  # 1.18 has no suffix mode
@@ -620,8 +719,11 @@ def test_prompt_files_override(tmp_path):
     (tmp_path / "sys.txt").write_text("EXACT SYSTEM", encoding="utf-8")
     (tmp_path / "tpl.txt").write_text("EXACT TEMPLATE", encoding="utf-8")
     prov = FixedProvider()
-    run(make_session([("user", "go")]), summarizer=prov,
-        params={"system_prompt_file": tmp_path / "sys.txt", "prompt_file": tmp_path / "tpl.txt", "tail_tokens": 0})
+    run(
+        make_session([("user", "go")]),
+        summarizer=prov,
+        params={"system_prompt_file": tmp_path / "sys.txt", "prompt_file": tmp_path / "tpl.txt", "tail_tokens": 0},
+    )
     req = prov.requests[0]
     assert req.system == "EXACT SYSTEM" and req.messages[0]["content"].endswith("</conversation>\n\nEXACT TEMPLATE")
     assert oc.STRATEGY.prompts(ctx())["system"] == oc.SYSTEM_PROMPT
@@ -634,14 +736,18 @@ def prune_session(o1: int = 30_000, o2: int = 30_000, o3: int = 25_000) -> Sessi
     items: list[tuple] = [("user", "u1")]
     for i, n in enumerate((o1, o2, o3)):
         if n:
-            items += [("tool_call", "bash {}", {"tool": "bash", "call_id": f"p{i}"}),
-                      ("tool_output", f"OUT{i}" + toks(n)[4:], {"tool": "bash", "call_id": f"p{i}"})]
-    items += [("user", "u2"),
-              ("tool_call", "bash {}", {"tool": "bash", "call_id": "q"}),
-              ("tool_output", "RECENT" + toks(1_000)[6:], {"tool": "bash", "call_id": "q"}),
-              ("user", "u3"),
-              ("tool_call", "bash {}", {"tool": "bash", "call_id": "r"}),
-              ("tool_output", "LATEST" + toks(50_000)[6:], {"tool": "bash", "call_id": "r"})]
+            items += [
+                ("tool_call", "bash {}", {"tool": "bash", "call_id": f"p{i}"}),
+                ("tool_output", f"OUT{i}" + toks(n)[4:], {"tool": "bash", "call_id": f"p{i}"}),
+            ]
+    items += [
+        ("user", "u2"),
+        ("tool_call", "bash {}", {"tool": "bash", "call_id": "q"}),
+        ("tool_output", "RECENT" + toks(1_000)[6:], {"tool": "bash", "call_id": "q"}),
+        ("user", "u3"),
+        ("tool_call", "bash {}", {"tool": "bash", "call_id": "r"}),
+        ("tool_output", "LATEST" + toks(50_000)[6:], {"tool": "bash", "call_id": "r"}),
+    ]
     return make_session(items)
 
 
@@ -672,11 +778,36 @@ def test_prune_needs_more_than_20000_beyond_the_protected_part():
 
 def test_prune_skips_errors_skill_and_the_last_two_turns_and_stops_at_a_summary():
     recs = list(prune_session().records)
-    as_err = [Record(r.session_id, r.entry_id, 0, r.source_order, r.kind, r.text, r.tool, None, r.call_id,
-                     is_error=r.text.startswith("OUT")) for r in recs]
+    as_err = [
+        Record(
+            r.session_id,
+            r.entry_id,
+            0,
+            r.source_order,
+            r.kind,
+            r.text,
+            r.tool,
+            None,
+            r.call_id,
+            is_error=r.text.startswith("OUT"),
+        )
+        for r in recs
+    ]
     assert oc.prune_set(as_err) == frozenset()
-    skill = [Record(r.session_id, r.entry_id, 0, r.source_order, r.kind, r.text,
-                    "skill" if r.text.startswith("OUT") else r.tool, None, r.call_id) for r in recs]
+    skill = [
+        Record(
+            r.session_id,
+            r.entry_id,
+            0,
+            r.source_order,
+            r.kind,
+            r.text,
+            "skill" if r.text.startswith("OUT") else r.tool,
+            None,
+            r.call_id,
+        )
+        for r in recs
+    ]
     assert oc.prune_set(skill) == frozenset()
     # LATEST (50k) and RECENT sit in the last two user turns: never counted
     assert all(not recs[i].text.startswith(("LATEST", "RECENT")) for i in oc.prune_set(recs))
@@ -688,9 +819,13 @@ def test_prune_skips_errors_skill_and_the_last_two_turns_and_stops_at_a_summary(
 
 def test_pruned_outputs_in_the_tail_render_as_placeholder():
     # a message before the first turn, so that a tail holding every turn does not start at message 0
-    s = make_session([("assistant", "hello")] + [
-        (r.kind, r.text, {"tool": r.tool, "call_id": r.call_id}) if r.tool else (r.kind, r.text)
-        for r in prune_session().records])
+    s = make_session(
+        [("assistant", "hello")]
+        + [
+            (r.kind, r.text, {"tool": r.tool, "call_id": r.call_id}) if r.tool else (r.kind, r.text)
+            for r in prune_session().records
+        ]
+    )
     p = run(s, params={"prune": True, "tail_tokens": 200_000})
     markers = [seg for seg in p.segments if seg.kind == "omitted_marker"]
     assert [m.text for m in markers] == [oc.PRUNED_TEXT] * 2
@@ -701,14 +836,16 @@ def test_pruned_outputs_in_the_tail_render_as_placeholder():
     pruned = frozenset(r.source_order for r in tail if r.text.startswith(("OUT0", "OUT1")))
     assert [r.kind for r in tail[:7]].count("user") == 1 and tail[7].kind == tail[10].kind == "user"
     assert p.notes["tail_tokens"] == oc.estimate_records(tail[:7], pruned) + oc.estimate_records(
-        tail[7:10]) + oc.estimate_records(tail[10:])
+        tail[7:10]
+    ) + oc.estimate_records(tail[10:])
     assert p.notes["tail_tokens"] < oc.estimate_records(tail[:7]) + oc.estimate_records(
-        tail[7:10]) + oc.estimate_records(tail[10:])
+        tail[7:10]
+    ) + oc.estimate_records(tail[10:])
 
 
 # --------------------------------------------------------------------------- properties
 
-TEXT = st.text(alphabet=st.sampled_from(list("ab xyz\n{}\"é€😀")), min_size=0, max_size=12)
+TEXT = st.text(alphabet=st.sampled_from(list('ab xyz\n{}"é€😀')), min_size=0, max_size=12)
 
 
 @st.composite
@@ -716,15 +853,24 @@ def sessions(draw):
     items: list[tuple] = []
     call = 0
     for _ in range(draw(st.integers(0, 40))):
-        kind = draw(st.sampled_from(["user", "user", "user", "assistant", "reasoning", "tool", "tool", "tool",
-                                     "system", "meta"]))
+        kind = draw(
+            st.sampled_from(
+                ["user", "user", "user", "assistant", "reasoning", "tool", "tool", "tool", "system", "meta"]
+            )
+        )
         text = draw(TEXT) * draw(st.sampled_from([1, 3, 10, 40, 400, 3000]))
         if kind == "tool":
             call += 1
-            items.append(("tool_call", f"bash {text[:30]}", {"tool": draw(st.sampled_from(["bash", "skill"])),
-                                                              "call_id": f"c{call}"}))
-            items.append(("tool_output", text, {"tool": "bash", "call_id": f"c{call}",
-                                                "is_error": draw(st.booleans())}))
+            items.append(
+                (
+                    "tool_call",
+                    f"bash {text[:30]}",
+                    {"tool": draw(st.sampled_from(["bash", "skill"])), "call_id": f"c{call}"},
+                )
+            )
+            items.append(
+                ("tool_output", text, {"tool": "bash", "call_id": f"c{call}", "is_error": draw(st.booleans())})
+            )
         elif kind == "system":
             items.append((kind, text[:12]))
         else:
@@ -739,8 +885,11 @@ def sessions(draw):
 def test_property_projection_fits_and_is_verbatim(session, window, prune, data):
     cut = data.draw(st.one_of(st.just(len(session.records)), st.integers(0, len(session.records))))
     prov = data.draw(st.sampled_from([None, FixedProvider("summary " * 50), BrokenProvider()]))
-    params = {"prune": prune, "prune_protect": data.draw(st.sampled_from([0, 10, 40_000])),
-              "prune_minimum": data.draw(st.sampled_from([0, 10, 20_000]))}
+    params = {
+        "prune": prune,
+        "prune_protect": data.draw(st.sampled_from([0, 10, 40_000])),
+        "prune_minimum": data.draw(st.sampled_from([0, 10, 20_000])),
+    }
     tail_tokens = data.draw(st.sampled_from([None, 0, 20, 200]))
     if tail_tokens is not None:
         params["tail_tokens"] = tail_tokens
@@ -770,7 +919,7 @@ def test_property_projection_fits_and_is_verbatim(session, window, prune, data):
         if seg.kind in ("tail", "omitted_marker"):
             tail.append(seg.entry_ids[0])
     # the tail is a contiguous suffix of the history, within its budget, starting at a user turn or a split point
-    assert tail == [r.entry_id for r in hist[len(hist) - len(tail):]] if tail else True
+    assert tail == [r.entry_id for r in hist[len(hist) - len(tail) :]] if tail else True
     assert sum(est_chars4(s.text) for s in p.segments if s.kind in ("tail", "omitted_marker")) <= p.notes["tail_budget"]
     assert p.notes["tail_tokens"] <= p.notes["tail_budget"]
     if tail:  # never the first live message (upstream ``keep.start === 0``)
@@ -838,7 +987,7 @@ def test_default_chain_tail_is_sized_by_the_json_rule(chain):
     starts = [i for i, r in enumerate(recs) if r.kind == "user"]
     if p.notes["tail_split"] is not None:
         starts = [0] + starts
-    bounds = list(zip(starts, starts[1:] + [len(recs)]))
+    bounds = list(zip(starts, starts[1:] + [len(recs)], strict=False))
     by_turn = sum(oc.estimate_records(recs[a:b]) for a, b in bounds)
     assert p.notes["tail_tokens"] == by_turn
     assert by_turn > sum(est_chars4(r.text) for r in recs)
@@ -848,9 +997,12 @@ def test_default_chain_tail_is_sized_by_the_json_rule(chain):
 def test_large_session_is_fast():
     items = [("system", "s")]
     for i in range(600):
-        items += [("user", "request " * 200), ("assistant", "prose " * 300),
-                  ("tool_call", "bash {}", {"tool": "bash", "call_id": f"c{i}"}),
-                  ("tool_output", "output line\n" * 300, {"tool": "bash", "call_id": f"c{i}"})]
+        items += [
+            ("user", "request " * 200),
+            ("assistant", "prose " * 300),
+            ("tool_call", "bash {}", {"tool": "bash", "call_id": f"c{i}"}),
+            ("tool_output", "output line\n" * 300, {"tool": "bash", "call_id": f"c{i}"}),
+        ]
     s = make_session(items)
     assert sum(est_chars4(r.text) for r in s.records) > 1_000_000
     for prune in (False, True):
@@ -864,12 +1016,15 @@ def test_large_session_is_fast():
 def test_property_prune_rule(session, protect, minimum):
     live = [r for r in session.records if r.kind != "meta"]
     if any(r.kind == "summary" for r in live):
-        live = live[max(i for i, r in enumerate(live) if r.kind == "summary") + 1:]
+        live = live[max(i for i, r in enumerate(live) if r.kind == "summary") + 1 :]
     pruned = oc.prune_set(live, protect, minimum)
     event(f"pruned={bool(pruned)}")
     users = [i for i, r in enumerate(live) if r.kind == "user"]
-    eligible = [r for r in (live[:users[-2]] if len(users) >= 2 else [])
-                if r.kind == "tool_output" and not r.is_error and r.tool != "skill"]
+    eligible = [
+        r
+        for r in (live[: users[-2]] if len(users) >= 2 else [])
+        if r.kind == "tool_output" and not r.is_error and r.tool != "skill"
+    ]
     if not pruned:
         return
     by_order = {r.source_order: r for r in live}
@@ -891,9 +1046,16 @@ def test_suffix_request_keeps_the_sessions_message_boundaries():
     (`projection.chat_messages`); the suffix request merged them, so it no longer repeated that request."""
     from compaction_lab.cost import model as cost_model
 
-    s = make_session([("user", "first ask " + toks(30)), ("user", "second ask " + toks(30)),
-                      ("assistant", "answer one " + toks(30)), ("assistant", "answer two " + toks(30)),
-                      ("user", "third ask " + toks(30)), ("assistant", "answer three " + toks(30))])
+    s = make_session(
+        [
+            ("user", "first ask " + toks(30)),
+            ("user", "second ask " + toks(30)),
+            ("assistant", "answer one " + toks(30)),
+            ("assistant", "answer two " + toks(30)),
+            ("user", "third ask " + toks(30)),
+            ("assistant", "answer three " + toks(30)),
+        ]
+    )
     prov = FixedProvider()
     run(s, summarizer=prov, params={"opencode_version": "main", "compaction_mode": "suffix", "tail_tokens": 39})
     req = prov.requests[0]

@@ -1,8 +1,8 @@
 """environment.yml and pyproject.toml list the same dependencies; the Makefile and CI agree with the README."""
 
 import re
-import tomllib
 
+import tomllib
 import yaml
 
 from compaction_lab.core.paths import REPO_ROOT

@@ -3,8 +3,9 @@
 import nbformat
 import pytest
 
-from compaction_lab.report import params, run as report
 from compaction_lab.core import paths
+from compaction_lab.report import params
+from compaction_lab.report import run as report
 from compaction_lab.report.params import ProfileError
 
 
@@ -115,42 +116,48 @@ def test_one_session_path_is_made_a_list():
 
 def test_every_problem_is_reported_together():
     with pytest.raises(ProfileError) as info:
-        params.checked(report.load_profile("smoke").with_parameters(
-            {"seed": "abc", "n_chains": 0, "window": -5, "summarizer": "nope", "bogus": 1}))
+        params.checked(
+            report.load_profile("smoke").with_parameters(
+                {"seed": "abc", "n_chains": 0, "window": -5, "summarizer": "nope", "bogus": 1}
+            )
+        )
     text = str(info.value)
     assert "5 problems" in text
     for needle in ("seed = 'abc'", "n_chains = 0", "window = -5", "summarizer = 'nope'", "bogus = 1"):
         assert needle in text
 
 
-@pytest.mark.parametrize("overrides, needles", [
-    ({"window": True}, ("window = True", "an integer")),                   # a bool is not an int
-    ({"window": None}, ("window = None", "an integer")),                   # null only where the default is None
-    ({"followup_min_score": "high"}, ("followup_min_score = 'high'", "a number")),
-    ({"strategy_names": ["codx"]}, ("strategy_names = ['codx']", "did you mean 'codex'")),
-    ({"strategy": "nope"}, ("strategy = 'nope'", "allowed: futureos-summarized")),
-    ({"summarizer": "modle"}, ("summarizer = 'modle'", "none, extractive, model")),
-    ({"summarizer": "model"}, ("summarizer = model", "`model` parameter")),
-    ({"reader": "oracle"}, ("reader = 'oracle'", "verbatim")),
-    ({"encoding": "o200k_base"}, ("encoding = 'o200k_base'", "offline")),
-    ({"pointer_mix": {"assist": 1}}, ("pointer_mix", "unknown pointers")),
-    ({"pointer_mix": {"user": 0}}, ("pointer_mix", "positive sum")),
-    ({"n_decoys": 9}, ("n_decoys = 9", "n_questions = 8")),
-    ({"n_cases": 7}, ("n_cases = 7", "2 synthetic chains give at most 6")),
-    ({"price_tables": ["nope"]}, ("price_tables = ['nope']", "no price table 'nope'")),
-    ({"figure_simulator": "openai"}, ("figure_simulator = 'openai'", "would be empty")),
-    ({"simulators": ["lru"]}, ("simulators = ['lru']", "deepseek")),
-    ({"period": "noon"}, ("period = 'noon'", "off_peak")),
-    ({"turns": 50, "simulated_turns": 2}, ("simulated_turns = 2", ">= 3")),
-    ({"price_tables": ["deepseek-flash"], "price_table": "gpt-4.1"}, ("price_table = 'gpt-4.1'", "not among")),
-    ({"wordings": ["only one"]}, ("wordings", "three wordings")),
-    ({"k": 0}, ("k = 0", ">= 1")),
-    ({"window_tokens": 10}, ("window_tokens = 10", f">= {params.MIN_WINDOW_TOKENS:,}")),
-    ({"fig8_windows": [1000], "fig8_output_ceilings": [4000]}, ("fig8_output_ceilings", "below a window")),
-    ({"redact_patterns": "/no/such/patterns.yaml"}, ("redact_patterns", "cannot read")),
-    ({"model": {"base_url": "http://x/v1"}}, ("model = ", "missing model")),
-    ({"openai_api_key": "sk-x"}, ("'openai_api_key' looks like a secret", "environment variables")),
-])
+@pytest.mark.parametrize(
+    "overrides, needles",
+    [
+        ({"window": True}, ("window = True", "an integer")),  # a bool is not an int
+        ({"window": None}, ("window = None", "an integer")),  # null only where the default is None
+        ({"followup_min_score": "high"}, ("followup_min_score = 'high'", "a number")),
+        ({"strategy_names": ["codx"]}, ("strategy_names = ['codx']", "did you mean 'codex'")),
+        ({"strategy": "nope"}, ("strategy = 'nope'", "allowed: futureos-summarized")),
+        ({"summarizer": "modle"}, ("summarizer = 'modle'", "none, extractive, model")),
+        ({"summarizer": "model"}, ("summarizer = model", "`model` parameter")),
+        ({"reader": "oracle"}, ("reader = 'oracle'", "verbatim")),
+        ({"encoding": "o200k_base"}, ("encoding = 'o200k_base'", "offline")),
+        ({"pointer_mix": {"assist": 1}}, ("pointer_mix", "unknown pointers")),
+        ({"pointer_mix": {"user": 0}}, ("pointer_mix", "positive sum")),
+        ({"n_decoys": 9}, ("n_decoys = 9", "n_questions = 8")),
+        ({"n_cases": 7}, ("n_cases = 7", "2 synthetic chains give at most 6")),
+        ({"price_tables": ["nope"]}, ("price_tables = ['nope']", "no price table 'nope'")),
+        ({"figure_simulator": "openai"}, ("figure_simulator = 'openai'", "would be empty")),
+        ({"simulators": ["lru"]}, ("simulators = ['lru']", "deepseek")),
+        ({"period": "noon"}, ("period = 'noon'", "off_peak")),
+        ({"turns": 50, "simulated_turns": 2}, ("simulated_turns = 2", ">= 3")),
+        ({"price_tables": ["deepseek-flash"], "price_table": "gpt-4.1"}, ("price_table = 'gpt-4.1'", "not among")),
+        ({"wordings": ["only one"]}, ("wordings", "three wordings")),
+        ({"k": 0}, ("k = 0", ">= 1")),
+        ({"window_tokens": 10}, ("window_tokens = 10", f">= {params.MIN_WINDOW_TOKENS:,}")),
+        ({"fig8_windows": [1000], "fig8_output_ceilings": [4000]}, ("fig8_output_ceilings", "below a window")),
+        ({"redact_patterns": "/no/such/patterns.yaml"}, ("redact_patterns", "cannot read")),
+        ({"model": {"base_url": "http://x/v1"}}, ("model = ", "missing model")),
+        ({"openai_api_key": "sk-x"}, ("'openai_api_key' looks like a secret", "environment variables")),
+    ],
+)
 def test_types_ranges_and_names(overrides, needles):
     _one(_problems(**overrides), *needles)
 
@@ -170,8 +177,12 @@ def _notebook(folder, name: str, parameters: str) -> None:
 
 
 def test_types_and_nullability_are_read_from_the_parameters_cell(tmp_path, monkeypatch):
-    _notebook(tmp_path, "01_x", 'run_dir: str = ""\nlimit: Optional[int] = None\nmaybe: int = None\n'
-                                'ratio: float = 0.5\nnames: List[str] = []\nplain = 3\n')
+    _notebook(
+        tmp_path,
+        "01_x",
+        'run_dir: str = ""\nlimit: Optional[int] = None\nmaybe: int = None\n'
+        "ratio: float = 0.5\nnames: List[str] = []\nplain = 3\n",
+    )
     monkeypatch.setattr(paths, "NOTEBOOKS_DIR", tmp_path)
     decl = params.declared_parameters("01_x")
     assert (decl["limit"].type, decl["limit"].nullable) == ("int", True)
@@ -189,8 +200,13 @@ def test_types_and_nullability_are_read_from_the_parameters_cell(tmp_path, monke
 
 
 def test_per_notebook_values_are_checked_against_that_notebook():
-    prof = report.Profile("p", "d", ("01_context_composition", "02_projection_anatomy"), {},
-                          {"01_context_composition": {"seed": "x", "window": 5}})
+    prof = report.Profile(
+        "p",
+        "d",
+        ("01_context_composition", "02_projection_anatomy"),
+        {},
+        {"01_context_composition": {"seed": "x", "window": 5}},
+    )
     found = params.problems(prof)
     _one(found, "notebook_parameters.01_context_composition.seed = 'x'", "an integer")
     assert "02_projection_anatomy does" in _one(found, "notebook_parameters.01_context_composition.window")
@@ -199,18 +215,25 @@ def test_per_notebook_values_are_checked_against_that_notebook():
 # --------------------------------------------------------------------------- the profile file's own shape
 
 
-@pytest.mark.parametrize("text, needles", [
-    ("notebooks: 5\n", ("notebooks: expected a list", "5")),
-    ("notebooks: 01_context_composition\n",
-     ("notebooks: expected a list", "write notebooks: [01_context_composition]")),
-    ("parameters: [1, 2]\n", ("parameters: expected a mapping",)),
-    ("notebook_parameters: [01_context_composition]\n", ("notebook_parameters: expected a mapping",)),
-    ("notebooks: [01_context_composition]\nnotebook_parameters: {01_context_composition: 3}\n",
-     ("notebook_parameters.01_context_composition: expected a mapping",)),
-    ("description: [a, b]\n", ("description: expected text",)),
-    ("notebooks: []\n", ("notebooks: the list is empty",)),
-    ("notebooks: [01_context_composition, 01_context_composition]\n", ("listed twice",)),
-])
+@pytest.mark.parametrize(
+    "text, needles",
+    [
+        ("notebooks: 5\n", ("notebooks: expected a list", "5")),
+        (
+            "notebooks: 01_context_composition\n",
+            ("notebooks: expected a list", "write notebooks: [01_context_composition]"),
+        ),
+        ("parameters: [1, 2]\n", ("parameters: expected a mapping",)),
+        ("notebook_parameters: [01_context_composition]\n", ("notebook_parameters: expected a mapping",)),
+        (
+            "notebooks: [01_context_composition]\nnotebook_parameters: {01_context_composition: 3}\n",
+            ("notebook_parameters.01_context_composition: expected a mapping",),
+        ),
+        ("description: [a, b]\n", ("description: expected text",)),
+        ("notebooks: []\n", ("notebooks: the list is empty",)),
+        ("notebooks: [01_context_composition, 01_context_composition]\n", ("listed twice",)),
+    ],
+)
 def test_profile_files_of_the_wrong_shape_are_one_clear_error(tmp_path, text, needles):
     path = tmp_path / "bad.yaml"
     path.write_text(text)
@@ -241,8 +264,12 @@ def test_relative_session_paths_are_taken_from_where_the_run_starts(tmp_path, mo
     """Each notebook runs inside its run folder: a relative path given on the command line is made absolute
     against the folder `compaction-lab run` was started from; ``~`` and absolute paths are kept."""
     monkeypatch.chdir(tmp_path)
-    prof = report.Profile("p", "d", ("01_context_composition",),
-                          {"session_paths": ["logs/a.jsonl", "~/.pi/agent/sessions", "/abs/b.jsonl"]})
+    prof = report.Profile(
+        "p",
+        "d",
+        ("01_context_composition",),
+        {"session_paths": ["logs/a.jsonl", "~/.pi/agent/sessions", "/abs/b.jsonl"]},
+    )
     got = params.normalised(prof).parameters["session_paths"]
     assert got == [str(tmp_path / "logs" / "a.jsonl"), "~/.pi/agent/sessions", "/abs/b.jsonl"]
     one = params.normalised(report.Profile("p", "d", ("01_context_composition",), {"session_paths": "x"}))

@@ -14,28 +14,29 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_FIXTURES, FakeProvider, make_session
 
 from compaction_lab import strategies
-from compaction_lab.ingest import load_sessions, synthetic
 from compaction_lab.core.projection import STAND_IN_LABEL
+from compaction_lab.ingest import load_sessions, synthetic
 from compaction_lab.strategies import pi_agent as pa
 from compaction_lab.strategies.base import ESTIMATORS, CallShape, CompactionContext
 from compaction_lab.summarize import NoneProvider
 from compaction_lab.summarize.extractive import ExtractiveProvider, empty_template
 
-from conftest import SHARED_FIXTURES, FakeProvider, make_session
-
 NAME = "pi"
 LOCAL_FIXTURES = Path(__file__).parent / "fixtures"
 TWO = LOCAL_FIXTURES / "pi" / "two-compactions.jsonl"
 UPSTREAM_FIXTURE = LOCAL_FIXTURES / "pi" / "upstream-compaction-before-compaction-excerpt.jsonl"
-SHAPE = CallShape("test", "You are pi.", ({"type": "function", "function": {"name": "read",
-                                                                              "parameters": {"type": "object"}}},))
+SHAPE = CallShape(
+    "test", "You are pi.", ({"type": "function", "function": {"name": "read", "parameters": {"type": "object"}}},)
+)
 
 
 def ctx_for(window=128_000, output=32_000, summarizer=None, **params) -> CompactionContext:
-    return CompactionContext(window=window, output_ceiling=output, shape=SHAPE,
-                             summarizer=summarizer or NoneProvider(), params=params)
+    return CompactionContext(
+        window=window, output_ceiling=output, shape=SHAPE, summarizer=summarizer or NoneProvider(), params=params
+    )
 
 
 def compact(sess, ctx=None, cut=None):
@@ -72,13 +73,23 @@ def user(text: str, **kw) -> dict:
 
 def assistant(text: str = "", calls: tuple = (), **kw) -> dict:
     content = ([{"type": "text", "text": text}] if text else []) + [
-        {"type": "toolCall", "id": cid, "name": name, "arguments": args} for cid, name, args in calls]
+        {"type": "toolCall", "id": cid, "name": name, "arguments": args} for cid, name, args in calls
+    ]
     return {"type": "message", "message": {"role": "assistant", "content": content, "stopReason": "stop"}, **kw}
 
 
 def result(cid: str, name: str, text: str, **kw) -> dict:
-    return {"type": "message", "message": {"role": "toolResult", "toolCallId": cid, "toolName": name,
-                                            "content": [{"type": "text", "text": text}], "isError": False}, **kw}
+    return {
+        "type": "message",
+        "message": {
+            "role": "toolResult",
+            "toolCallId": cid,
+            "toolName": name,
+            "content": [{"type": "text", "text": text}],
+            "isError": False,
+        },
+        **kw,
+    }
 
 
 def compaction(summary: str, first_kept: str, **kw) -> dict:
@@ -102,8 +113,17 @@ def test_registered_with_its_prompts():
     assert s.algorithm_version == "pi-1" and s.estimator in ESTIMATORS
     p = s.prompts(ctx_for())
     assert set(p) >= {"system", "instruction", "update", "turn_prefix", "summary_prefix", "summary_suffix"}
-    for heading in ("## Goal", "## Constraints & Preferences", "## Progress", "### Done", "### In Progress",
-                    "### Blocked", "## Key Decisions", "## Next Steps", "## Critical Context"):
+    for heading in (
+        "## Goal",
+        "## Constraints & Preferences",
+        "## Progress",
+        "### Done",
+        "### In Progress",
+        "### Blocked",
+        "## Key Decisions",
+        "## Next Steps",
+        "## Critical Context",
+    ):
         assert heading in p["instruction"] and heading in p["update"]
     assert [h for h in ("## Original Request", "## Early Progress", "## Context for Suffix") if h in p["turn_prefix"]]
 
@@ -132,8 +152,13 @@ def test_default_settings_and_trigger():
 def test_estimate_is_ceil_chars_over_four_per_message():
     """estimateTokens (compaction.ts:225-283): ceil(chars/4); a tool call counts name + JSON.stringify(args);
     lengths are UTF-16 units."""
-    s = make_session([("user", "abcde"), ("assistant", "xy"),
-                      ("tool_call", 'read {"path": "a.py"}', {"tool": "read", "call_id": "c"})])
+    s = make_session(
+        [
+            ("user", "abcde"),
+            ("assistant", "xy"),
+            ("tool_call", 'read {"path": "a.py"}', {"tool": "read", "call_id": "c"}),
+        ]
+    )
     e = entries_of(s)
     assert [pa.estimate_entry(x) for x in e] == [2, 1, math.ceil(len('read{"path":"a.py"}') / 4)]
     assert pa.js_len("😀") == 2 and pa.js_len("é") == 1
@@ -178,9 +203,16 @@ def test_find_cut_point_keeps_everything_within_budget():
 def test_find_cut_point_split_turn():
     """compaction.test.ts "should indicate split turn when cutting at assistant message": cut at an assistant
     message mid-turn → isSplitTurn, turnStartIndex = the turn's user message (compaction.ts:428-437)."""
-    s = make_session([("user", "Turn 1"), ("assistant", "A1"), ("user", "Turn 2"),
-                      ("assistant", "A2-1 " + "x" * 8000), ("assistant", "A2-2 " + "x" * 8000),
-                      ("assistant", "A2-3 " + "x" * 8000)])
+    s = make_session(
+        [
+            ("user", "Turn 1"),
+            ("assistant", "A1"),
+            ("user", "Turn 2"),
+            ("assistant", "A2-1 " + "x" * 8000),
+            ("assistant", "A2-2 " + "x" * 8000),
+            ("assistant", "A2-3 " + "x" * 8000),
+        ]
+    )
     e = entries_of(s)
     cp = pa.find_cut_point(e, 0, len(e), 3000)
     assert e[cp.first_kept].kind == "assistant"
@@ -192,9 +224,17 @@ def test_cut_never_at_tool_result_and_moves_back_over_meta():
     """The closest valid cut point at or after the entry that reached the budget (compaction.ts:401-409);
     then back over non-message entries (413-426): a model change before the user message is kept, and the
     cut then counts as a split turn (not a user message), as upstream does."""
-    s = make_session([("user", "u1"), ("assistant", "a1"), call("c1", "read", path="big.txt"),
-                      out("c1", "read", "r" * 40_000), ("meta", "model_change x/y"), ("user", "u2 " + "q" * 400),
-                      ("assistant", "a2")])
+    s = make_session(
+        [
+            ("user", "u1"),
+            ("assistant", "a1"),
+            call("c1", "read", path="big.txt"),
+            out("c1", "read", "r" * 40_000),
+            ("meta", "model_change x/y"),
+            ("user", "u2 " + "q" * 400),
+            ("assistant", "a2"),
+        ]
+    )
     e = entries_of(s)
     assert [x.kind for x in e] == ["user", "assistant", "assistant", "toolResult", "other", "user", "assistant"]
     cp = pa.find_cut_point(e, 0, len(e), 5_000)  # reached at the tool result (index 3) → next cut point is 5
@@ -242,13 +282,20 @@ def test_serialize_does_not_truncate_user_or_assistant():
 
 def test_serialize_labels_thinking_text_and_tool_calls():
     """serializeConversation (utils.ts:122-149): thinking, text, then ``name(k=JSON, ...)`` joined by "; "."""
-    recs = make_session([("reasoning", "think"), ("assistant", "say"),
-                         ("tool_call", 'read {"path": "a.py", "offset": 3}', {"tool": "read", "call_id": "1"}),
-                         ("tool_call", 'bash {"command": "ls -l"}', {"tool": "bash", "call_id": "2"})]).records
+    recs = make_session(
+        [
+            ("reasoning", "think"),
+            ("assistant", "say"),
+            ("tool_call", 'read {"path": "a.py", "offset": 3}', {"tool": "read", "call_id": "1"}),
+            ("tool_call", 'bash {"command": "ls -l"}', {"tool": "bash", "call_id": "2"}),
+        ]
+    ).records
     recs = tuple(replace(r, entry_id="m") for r in recs)
     assert pa.serialize_entry(pa.Entry("m", "assistant", recs)) == [
-        "[Assistant thinking]: think", "[Assistant]: say",
-        '[Assistant tool calls]: read(path="a.py", offset=3); bash(command="ls -l")']
+        "[Assistant thinking]: think",
+        "[Assistant]: say",
+        '[Assistant tool calls]: read(path="a.py", offset=3); bash(command="ls -l")',
+    ]
 
 
 # =========================================================================== file lists
@@ -257,14 +304,22 @@ def test_serialize_labels_thinking_text_and_tool_calls():
 def test_file_lists_read_only_and_modified_sorted():
     """computeFileLists / formatFileOperations (utils.ts:29-82): read/write/edit with a path; modified =
     written ∪ edited; read-only = read − modified; both sorted; XML blocks appended."""
-    s = make_session([call("1", "read", path="z.py"), call("2", "edit", path="b.py"), call("3", "write", path="a.py"),
-                      call("4", "read", path="b.py"), call("5", "bash", command="cat q.py"),
-                      call("6", "read_file", path="other.py")])
+    s = make_session(
+        [
+            call("1", "read", path="z.py"),
+            call("2", "edit", path="b.py"),
+            call("3", "write", path="a.py"),
+            call("4", "read", path="b.py"),
+            call("5", "bash", command="cat q.py"),
+            call("6", "read_file", path="other.py"),
+        ]
+    )
     ops = pa.file_operations(entries_of(s))
     read, modified = pa.compute_file_lists(ops)
     assert (read, modified) == (["z.py"], ["a.py", "b.py"])
     assert pa.format_file_operations(read, modified) == (
-        "\n\n<read-files>\nz.py\n</read-files>\n\n<modified-files>\na.py\nb.py\n</modified-files>")
+        "\n\n<read-files>\nz.py\n</read-files>\n\n<modified-files>\na.py\nb.py\n</modified-files>"
+    )
     assert pa.format_file_operations([], []) == ""
 
 
@@ -282,9 +337,20 @@ def test_previous_compaction_file_lists_carry_over():
 def test_build_context_single_compaction(tmp_path):
     """compaction.test.ts / build-context.test.ts "should handle single compaction": summary + kept (u2, a2)
     + after (u3, a3) = 5 messages, the summary first (session-manager.ts:383-406)."""
-    s = load(write_pi(tmp_path, [user("1", id="u1"), assistant("a", id="a1"), user("2", id="u2"),
-                                 assistant("b", id="a2"), compaction("Summary of 1,a,2,b", "u2", id="c1"),
-                                 user("3", id="u3"), assistant("c", id="a3")]))
+    s = load(
+        write_pi(
+            tmp_path,
+            [
+                user("1", id="u1"),
+                assistant("a", id="a1"),
+                user("2", id="u2"),
+                assistant("b", id="a2"),
+                compaction("Summary of 1,a,2,b", "u2", id="c1"),
+                user("3", id="u3"),
+                assistant("c", id="a3"),
+            ],
+        )
+    )
     live = pa.live_history(s, len(s.records), ctx_for())
     assert [r.entry_id for r in live] == ["c1", "u2", "a2", "u3", "a3"]
     assert live[0].kind == "summary" and "Summary of 1,a,2,b" in live[0].text
@@ -292,18 +358,41 @@ def test_build_context_single_compaction(tmp_path):
 
 def test_build_context_multiple_compactions_only_latest_matters(tmp_path):
     """compaction.test.ts "should handle multiple compactions (only latest matters)"."""
-    s = load(write_pi(tmp_path, [user("1", id="u1"), assistant("a", id="a1"), compaction("First summary", "u1"),
-                                 user("2", id="u2"), assistant("b", id="b"), user("3", id="u3"),
-                                 assistant("c", id="c"), compaction("Second summary", "u3", id="k2"),
-                                 user("4", id="u4"), assistant("d", id="d")]))
+    s = load(
+        write_pi(
+            tmp_path,
+            [
+                user("1", id="u1"),
+                assistant("a", id="a1"),
+                compaction("First summary", "u1"),
+                user("2", id="u2"),
+                assistant("b", id="b"),
+                user("3", id="u3"),
+                assistant("c", id="c"),
+                compaction("Second summary", "u3", id="k2"),
+                user("4", id="u4"),
+                assistant("d", id="d"),
+            ],
+        )
+    )
     live = pa.live_history(s, len(s.records), ctx_for())
     assert [r.entry_id for r in live] == ["k2", "u3", "c", "u4", "d"] and live[0].text == "Second summary"
 
 
 def test_build_context_keeps_all_when_first_kept_is_first_entry(tmp_path):
     """compaction.test.ts "should keep all messages when firstKeptEntryId is first entry"."""
-    s = load(write_pi(tmp_path, [user("1", id="u1"), assistant("a", id="a1"), compaction("First summary", "u1"),
-                                 user("2", id="u2"), assistant("b", id="b")]))
+    s = load(
+        write_pi(
+            tmp_path,
+            [
+                user("1", id="u1"),
+                assistant("a", id="a1"),
+                compaction("First summary", "u1"),
+                user("2", id="u2"),
+                assistant("b", id="b"),
+            ],
+        )
+    )
     assert len({r.entry_id for r in pa.live_history(s, len(s.records), ctx_for())}) == 5
 
 
@@ -333,9 +422,16 @@ def test_upstream_v1_session_with_a_recorded_compaction():
 
 def test_foreign_summary_restarts_the_context():
     """A foreign agent's recorded summary is a compaction that kept nothing before it."""
-    s = make_session([("user", "old request ORD-1"), ("assistant", "old answer"),
-                      ("summary", "FOREIGN SUMMARY"), ("user", "new request"), ("assistant", "new answer")],
-                     source_format="claude_code")
+    s = make_session(
+        [
+            ("user", "old request ORD-1"),
+            ("assistant", "old answer"),
+            ("summary", "FOREIGN SUMMARY"),
+            ("user", "new request"),
+            ("assistant", "new answer"),
+        ],
+        source_format="claude_code",
+    )
     live = pa.live_history(s, len(s.records), ctx_for())
     assert [r.text for r in live] == ["FOREIGN SUMMARY", "new request", "new answer"]
     prov = FakeProvider()
@@ -349,9 +445,17 @@ def test_foreign_summary_restarts_the_context():
 def test_pi_branch_summary_is_a_message_not_a_boundary(tmp_path):
     """A ``branch_summary`` entry is a user-role message (messages.ts:170-175), a valid cut point and turn
     start, not a compaction."""
-    s = load(write_pi(tmp_path, [user("1", id="u1"), assistant("a", id="a1"),
-                                 {"type": "branch_summary", "id": "bs", "summary": "BRANCH", "fromId": "a1"},
-                                 user("2", id="u2")]))
+    s = load(
+        write_pi(
+            tmp_path,
+            [
+                user("1", id="u1"),
+                assistant("a", id="a1"),
+                {"type": "branch_summary", "id": "bs", "summary": "BRANCH", "fromId": "a1"},
+                user("2", id="u2"),
+            ],
+        )
+    )
     e = entries_of(s)
     assert [x.kind for x in e] == ["user", "assistant", "branch", "user"]
     assert [r.entry_id for r in pa.live_history(s, len(s.records), ctx_for())] == ["u1", "a1", "bs", "u2"]
@@ -364,11 +468,14 @@ def test_pi_branch_summary_is_a_message_not_a_boundary(tmp_path):
 def long_session(turns=8, size=16000):
     items = []
     for i in range(turns):
-        items += [("user", f"request {i}: keep ORD-5821{i} " + "u" * 200),
-                  ("assistant", f"reply {i} " + "a" * 200),
-                  call(f"e{i}", "edit", path=f"src/f{i}.py", oldText="a", newText="b"),
-                  out(f"e{i}", "edit", "Successfully replaced text"),
-                  call(f"r{i}", "read", path=f"src/f{i}.py"), out(f"r{i}", "read", f"content {i} " + "c" * size)]
+        items += [
+            ("user", f"request {i}: keep ORD-5821{i} " + "u" * 200),
+            ("assistant", f"reply {i} " + "a" * 200),
+            call(f"e{i}", "edit", path=f"src/f{i}.py", oldText="a", newText="b"),
+            out(f"e{i}", "edit", "Successfully replaced text"),
+            call(f"r{i}", "read", path=f"src/f{i}.py"),
+            out(f"r{i}", "read", f"content {i} " + "c" * size),
+        ]
     return make_session(items)
 
 
@@ -418,12 +525,14 @@ def test_next_request_summary_message_then_kept_entries_verbatim():
     assert set(kinds[5:]) == {"tail"}
     msgs = p.messages()
     summary_msg = [m for m in msgs if m["role"] == "user"][0]
-    lists = pa.format_file_operations([], [f"src/f{i}.py" for i in range(8) if f"src/f{i}.py" in
-                                          p.notes["modified_files"]])
+    lists = pa.format_file_operations(
+        [], [f"src/f{i}.py" for i in range(8) if f"src/f{i}.py" in p.notes["modified_files"]]
+    )
     # upstream: PREFIX + summary + SUFFIX; the segments' blank-line join adds one newline on each side
     assert summary_msg["content"] == pa.SUMMARY_OPEN + "\n\n" + "THE SUMMARY" + lists + "\n\n" + pa.SUMMARY_CLOSE
     assert summary_msg["content"].replace("\n\nTHE", "\nTHE").replace("\n\n</summary>", "\n</summary>") == (
-        pa.COMPACTION_SUMMARY_PREFIX + "THE SUMMARY" + lists + pa.COMPACTION_SUMMARY_SUFFIX)
+        pa.COMPACTION_SUMMARY_PREFIX + "THE SUMMARY" + lists + pa.COMPACTION_SUMMARY_SUFFIX
+    )
     first = p.notes["first_kept_entry_id"]
     kept = [r for r in s.records if r.source_order >= [x for x in s.records if x.entry_id == first][0].source_order]
     assert [seg.text for seg in p.segments[5:]] == [r.text for r in kept]
@@ -460,11 +569,17 @@ def test_extractive_stand_in_fills_pi_headings():
 
 def split_session():
     """One user turn with many large assistant steps: the cut falls inside it."""
-    items = [("user", "earlier request " + "e" * 400), ("assistant", "earlier answer"),
-             ("user", "big turn request ORD-77")]
+    items = [
+        ("user", "earlier request " + "e" * 400),
+        ("assistant", "earlier answer"),
+        ("user", "big turn request ORD-77"),
+    ]
     for i in range(12):
-        items += [("assistant", f"step {i} " + "s" * 4000), call(f"b{i}", "bash", command=f"make {i}"),
-                  out(f"b{i}", "bash", f"out {i} " + "o" * 4000)]
+        items += [
+            ("assistant", f"step {i} " + "s" * 4000),
+            call(f"b{i}", "bash", command=f"make {i}"),
+            out(f"b{i}", "bash", f"out {i} " + "o" * 4000),
+        ]
     return make_session(items)
 
 
@@ -489,8 +604,12 @@ def test_split_turn_two_requests_merged():
 
 def test_split_turn_without_history_says_no_prior_history():
     """compaction.ts:733-743: no messages before the turn → "No prior history." (no history request)."""
-    s = make_session([(r.kind, r.text, {k: getattr(r, k) for k in ("tool", "call_id", "target")})
-                      for r in split_session().records[2:]])
+    s = make_session(
+        [
+            (r.kind, r.text, {k: getattr(r, k) for k in ("tool", "call_id", "target")})
+            for r in split_session().records[2:]
+        ]
+    )
     prov = FakeProvider("PREFIX")
     p = compact(s, ctx_for(summarizer=prov))
     (req,) = prov.requests
@@ -522,7 +641,8 @@ def test_second_compaction_uses_previous_summary_and_pin_behaviour():
     (req,) = prov.requests
     text = req.messages[0]["content"]
     assert "<previous-summary>\nSUMMARY-TWO\n</previous-summary>" in text and text.endswith(
-        pa.UPDATE_SUMMARIZATION_PROMPT)
+        pa.UPDATE_SUMMARIZATION_PROMPT
+    )
     tails = [seg.entry_ids[0] for seg in p.segments if seg.kind == "tail"]
     assert tails == ["e11", "e12"]
     assert "tests pass" not in text and "SUMMARY-ONE" not in text
@@ -537,8 +657,10 @@ def test_keep_previous_kept_parameter():
     p = compact(s, ctx_for(summarizer=FakeProvider(), keep_previous_kept=True, keep_recent_tokens=3))
     assert [seg.entry_ids[0] for seg in p.segments if seg.kind == "tail"] == ["e12"]
     prov = p.summary_request
-    assert "[User]: run the tests" in prov.messages[0]["content"] and "SUMMARY-TWO\n</previous" in \
-        prov.messages[0]["content"]
+    assert (
+        "[User]: run the tests" in prov.messages[0]["content"]
+        and "SUMMARY-TWO\n</previous" in prov.messages[0]["content"]
+    )
 
 
 def test_nothing_to_do_right_after_a_compaction():

@@ -47,13 +47,15 @@ def test_price_cny_off_peak_and_peak_by_hand():
     flash = load_price_table("deepseek-flash")
     # 4,000 misses x 1 + 6,000 hits x 0.02 + 1,000 output x 4 = 8,120 per 1M.
     assert price(flash, input_tokens=10_000, cached_tokens=6_000, output_tokens=1_000) == pytest.approx(0.00812)
-    assert price(flash, input_tokens=10_000, cached_tokens=6_000, output_tokens=1_000,
-                 period="peak") == pytest.approx(0.01624)
+    assert price(flash, input_tokens=10_000, cached_tokens=6_000, output_tokens=1_000, period="peak") == pytest.approx(
+        0.01624
+    )
     pro = load_price_table("deepseek-v4-pro")
     # 200,000 x 4.5 + 800,000 x 0.15 + 100,000 x 13.5 = 2,370,000 per 1M.
     assert price(pro, input_tokens=1_000_000, cached_tokens=800_000, output_tokens=100_000) == pytest.approx(2.37)
-    assert price(pro, input_tokens=1_000_000, cached_tokens=800_000, output_tokens=100_000,
-                 period="peak") == pytest.approx(4.74)
+    assert price(
+        pro, input_tokens=1_000_000, cached_tokens=800_000, output_tokens=100_000, period="peak"
+    ) == pytest.approx(4.74)
 
 
 def test_price_usd_openai_by_hand():
@@ -64,8 +66,9 @@ def test_price_usd_openai_by_hand():
     # No peak prices: peak falls back to off-peak.
     assert rates(gpt, "peak") == rates(gpt)
     # Writes are not billed separately: written tokens cost plain input.
-    assert price(gpt, input_tokens=2_000, cached_tokens=0, cache_write_tokens=1_000,
-                 output_tokens=0) == pytest.approx(0.004)
+    assert price(gpt, input_tokens=2_000, cached_tokens=0, cache_write_tokens=1_000, output_tokens=0) == pytest.approx(
+        0.004
+    )
 
 
 def test_price_usd_anthropic_write_premium_by_hand():

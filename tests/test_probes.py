@@ -7,16 +7,15 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_FIXTURES, make_session
 
+from compaction_lab.core.session import Record, Session
 from compaction_lab.exam import probes
 from compaction_lab.exam.bank import tail_start_of
 from compaction_lab.exam.grading import normalise
 from compaction_lab.exam.model import POINTERS, bank_to_jsonl
 from compaction_lab.exam.probes import MinedCase, ProbeSpec, extract, mine, mine_case, mine_cases
 from compaction_lab.ingest import load_sessions
-from compaction_lab.core.session import Record, Session
-
-from conftest import SHARED_FIXTURES, make_session
 
 needs_shared = pytest.mark.skipif(not SHARED_FIXTURES.exists(), reason="../shared fixtures not present")
 
@@ -69,13 +68,22 @@ def assert_case_sound(case, session: Session) -> None:
 
 
 def test_identifier_rules():
-    out = _found(_rec("tool_output", "\n".join([
-        "order ORD-58213 created, refund RFD-39055-FU pending",
-        "request 3f2b9c4e-8a1d-4e6f-9b2c-7d5e4f3a2b1c accepted",
-        "[main 6322cf4] Add hello function",
-        "key ord_8f3k2q9x saved; build id: bld-20240308-d2s27z",
-        "scratch dir tmpw6sk2trg ready",
-    ]), tool="bash", target="./scripts/run.sh"))
+    out = _found(
+        _rec(
+            "tool_output",
+            "\n".join(
+                [
+                    "order ORD-58213 created, refund RFD-39055-FU pending",
+                    "request 3f2b9c4e-8a1d-4e6f-9b2c-7d5e4f3a2b1c accepted",
+                    "[main 6322cf4] Add hello function",
+                    "key ord_8f3k2q9x saved; build id: bld-20240308-d2s27z",
+                    "scratch dir tmpw6sk2trg ready",
+                ]
+            ),
+            tool="bash",
+            target="./scripts/run.sh",
+        )
+    )
     assert ("identifier", "ORD-58213") in out
     assert ("identifier", "RFD-39055-FU") in out
     assert ("identifier", "3f2b9c4e-8a1d-4e6f-9b2c-7d5e4f3a2b1c") in out
@@ -86,10 +94,22 @@ def test_identifier_rules():
 
 
 def test_identifier_rules_skip_standards_dates_and_words():
-    vals = _values(_rec("assistant", "Files are UTF-8 and hashed with SHA-256; the run on 2024-03-20T23:55 used "
-                                     "claude-sonnet-4-5 on x86_64 with test_math_utils and cpython-312."))
-    assert not vals & {"UTF-8", "SHA-256", "2024-03-20T23", "claude-sonnet-4-5", "x86_64", "test_math_utils",
-                       "cpython-312"}
+    vals = _values(
+        _rec(
+            "assistant",
+            "Files are UTF-8 and hashed with SHA-256; the run on 2024-03-20T23:55 used "
+            "claude-sonnet-4-5 on x86_64 with test_math_utils and cpython-312.",
+        )
+    )
+    assert not vals & {
+        "UTF-8",
+        "SHA-256",
+        "2024-03-20T23",
+        "claude-sonnet-4-5",
+        "x86_64",
+        "test_math_utils",
+        "cpython-312",
+    }
 
 
 def test_ids_in_api_outputs_are_tool_returned_ids():
@@ -103,49 +123,90 @@ def test_ids_in_api_outputs_are_tool_returned_ids():
 
 
 def test_path_rules():
-    out = _found(_rec("assistant", "I edited /srv/app/config/settings.yaml, ran ./scripts/deploy.sh and "
-                                   "app/refunds/service.py:45 still calls hello.sh; see ~/notes/todo.md."))
-    assert {("path", "/srv/app/config/settings.yaml"), ("path", "./scripts/deploy.sh"),
-            ("path", "app/refunds/service.py"), ("path", "hello.sh"), ("path", "~/notes/todo.md")} <= out
+    out = _found(
+        _rec(
+            "assistant",
+            "I edited /srv/app/config/settings.yaml, ran ./scripts/deploy.sh and "
+            "app/refunds/service.py:45 still calls hello.sh; see ~/notes/todo.md.",
+        )
+    )
+    assert {
+        ("path", "/srv/app/config/settings.yaml"),
+        ("path", "./scripts/deploy.sh"),
+        ("path", "app/refunds/service.py"),
+        ("path", "hello.sh"),
+        ("path", "~/notes/todo.md"),
+    } <= out
 
 
 def test_path_rules_skip_urls_and_words_with_slashes():
-    vals = _values(_rec("assistant", "GET http://localhost:8000/v1/refunds and/or text/html at 120 req/s; "
-                                     "Node.js ships fs.watch()."))
+    vals = _values(
+        _rec(
+            "assistant", "GET http://localhost:8000/v1/refunds and/or text/html at 120 req/s; Node.js ships fs.watch()."
+        )
+    )
     assert not any("/v1/refunds" in v or v in ("and/or", "text/html", "Node.js", "v1/refunds") for v in vals)
 
 
 def test_number_rules():
-    out = _found(_rec("assistant", "The p95 was 184.37 ms and the dump is 3.2 GB; error rate 0.0421. "
-                                   "Serve on port 7412, the API is on localhost:8000. The table holds 1,792,546 rows."))
-    assert {("number", "184.37 ms"), ("number", "3.2 GB"), ("number", "0.0421"), ("number", "7412"),
-            ("number", "8000"), ("number", "1,792,546 rows")} <= out
+    out = _found(
+        _rec(
+            "assistant",
+            "The p95 was 184.37 ms and the dump is 3.2 GB; error rate 0.0421. "
+            "Serve on port 7412, the API is on localhost:8000. The table holds 1,792,546 rows.",
+        )
+    )
+    assert {
+        ("number", "184.37 ms"),
+        ("number", "3.2 GB"),
+        ("number", "0.0421"),
+        ("number", "7412"),
+        ("number", "8000"),
+        ("number", "1,792,546 rows"),
+    } <= out
     assert ("number", "546 rows") not in out
 
 
 def test_number_rules_skip_versions_and_trivial_values():
-    vals = _values(_rec("tool_output", "pi-coding-agent@0.7.29 built in 5s, 100% done, 0.00s idle, ip 127.0.0.1",
-                        tool="bash", target="npm run build"))
+    vals = _values(
+        _rec(
+            "tool_output",
+            "pi-coding-agent@0.7.29 built in 5s, 100% done, 0.00s idle, ip 127.0.0.1",
+            tool="bash",
+            target="npm run build",
+        )
+    )
     assert not vals & {"0.7.29", "7.29", "0.7", "5s", "100%", "0.00s", "127.0.0.1", "0.0"}
 
 
 def test_error_rules():
-    out = _found(_rec("tool_output", "\n".join([
-        "Traceback (most recent call last):",
-        '  File "app/x.py", line 3, in <module>',
-        "ValueError: invalid literal for int() with base 10: 'abc'",
-        "FAILED tests/test_orders.py::test_refund_rounding - AssertionError: assert 3 == 4",
-        "error[E0308]: mismatched types",
-        "src/a.ts(3,8): error TS2345: Argument of type 'string' is not assignable",
-        "Error: connect ECONNREFUSED",
-    ]), tool="bash", target="make check"))
+    out = _found(
+        _rec(
+            "tool_output",
+            "\n".join(
+                [
+                    "Traceback (most recent call last):",
+                    '  File "app/x.py", line 3, in <module>',
+                    "ValueError: invalid literal for int() with base 10: 'abc'",
+                    "FAILED tests/test_orders.py::test_refund_rounding - AssertionError: assert 3 == 4",
+                    "error[E0308]: mismatched types",
+                    "src/a.ts(3,8): error TS2345: Argument of type 'string' is not assignable",
+                    "Error: connect ECONNREFUSED",
+                ]
+            ),
+            tool="bash",
+            target="make check",
+        )
+    )
     errors = {v for cat, v in out if cat == "error_string"}
-    assert {"ValueError: invalid literal for int() with base 10: 'abc'",
-            "tests/test_orders.py::test_refund_rounding",
-            "AssertionError: assert 3 == 4",
-            "error[E0308]: mismatched types",
-            "error TS2345: Argument of type 'string' is not assignable",
-            "Error: connect ECONNREFUSED"} <= errors
+    assert {
+        "ValueError: invalid literal for int() with base 10: 'abc'",
+        "tests/test_orders.py::test_refund_rounding",
+        "AssertionError: assert 3 == 4",
+        "error[E0308]: mismatched types",
+        "error TS2345: Argument of type 'string' is not assignable",
+        "Error: connect ECONNREFUSED",
+    } <= errors
 
 
 def test_error_rules_need_a_message():
@@ -154,10 +215,19 @@ def test_error_rules_need_a_message():
 
 
 def test_quoted_rules():
-    out = _found(_rec("assistant", 'I picked the `LRU cache` over "the TTL one"; the key is \u201cinvoice totals\u201d '
-                                   "and the flag 'Dry Run Mode' stays."))
-    assert {("quoted", "LRU cache"), ("quoted", "the TTL one"), ("quoted", "invoice totals"),
-            ("quoted", "Dry Run Mode")} <= out
+    out = _found(
+        _rec(
+            "assistant",
+            'I picked the `LRU cache` over "the TTL one"; the key is \u201cinvoice totals\u201d '
+            "and the flag 'Dry Run Mode' stays.",
+        )
+    )
+    assert {
+        ("quoted", "LRU cache"),
+        ("quoted", "the TTL one"),
+        ("quoted", "invoice totals"),
+        ("quoted", "Dry Run Mode"),
+    } <= out
 
 
 def test_quoted_rules_skip_json_keys_lone_words_and_tool_calls():
@@ -181,8 +251,10 @@ def test_pointers_follow_the_record_kind_and_unmined_records_give_nothing():
     assert extract(_rec("meta", "ORD-58213")) == []
 
 
-@pytest.mark.parametrize("value,guessable", [("abc", True), ("404", True), ("true", True), ("Hello", True),
-                                             ("7412", False), ("ORD-58213", False)])
+@pytest.mark.parametrize(
+    "value,guessable",
+    [("abc", True), ("404", True), ("true", True), ("Hello", True), ("7412", False), ("ORD-58213", False)],
+)
 def test_guessable(value, guessable):
     assert probes.guessable(value) is guessable
 
@@ -193,24 +265,39 @@ _FILLER = "Nothing notable here, just routine output of the build. " * 12
 
 
 def _orders_session(extra_tail: tuple = (), metadata: dict | None = None) -> Session:
-    s = make_session([
-        ("system", "You are a coding agent. Keep answers short."),
-        ("user", "Add a retry to the orders client. Use port 7412 for the dev server."),
-        ("assistant", "I registered the retry policy as `retry-pol-k7x2q`. "
-                      "The p95 latency was 184.37 ms before the change."),
-        ("tool_call", 'create_order {"sku": "SKU-1", "qty": 2}',
-         {"tool": "create_order", "target": "POST /v1/orders", "call_id": "c1"}),
-        ("tool_output", '{"status": "created"}\norder created: ORD-58213\n',
-         {"tool": "create_order", "target": "POST /v1/orders", "call_id": "c1"}),
-        ("tool_call", 'bash {"command": "pytest -q"}', {"tool": "bash", "target": "pytest -q", "call_id": "c2"}),
-        ("tool_output", "..F.\nFAILED tests/test_orders.py::test_refund_rounding - AssertionError: assert 3 == 4\n"
-                        "1 failed, 3 passed in 0.42s", {"tool": "bash", "target": "pytest -q", "call_id": "c2"}),
-        ("assistant", "The rounding test fails; I will look at it next."),
-        ("tool_call", 'bash {"command": "make build"}', {"tool": "bash", "target": "make build", "call_id": "c3"}),
-        ("tool_output", _FILLER, {"tool": "bash", "target": "make build", "call_id": "c3"}),
-        *extra_tail,
-        ("assistant", "Build is fine."),
-    ], session_id="orders")
+    s = make_session(
+        [
+            ("system", "You are a coding agent. Keep answers short."),
+            ("user", "Add a retry to the orders client. Use port 7412 for the dev server."),
+            (
+                "assistant",
+                "I registered the retry policy as `retry-pol-k7x2q`. The p95 latency was 184.37 ms before the change.",
+            ),
+            (
+                "tool_call",
+                'create_order {"sku": "SKU-1", "qty": 2}',
+                {"tool": "create_order", "target": "POST /v1/orders", "call_id": "c1"},
+            ),
+            (
+                "tool_output",
+                '{"status": "created"}\norder created: ORD-58213\n',
+                {"tool": "create_order", "target": "POST /v1/orders", "call_id": "c1"},
+            ),
+            ("tool_call", 'bash {"command": "pytest -q"}', {"tool": "bash", "target": "pytest -q", "call_id": "c2"}),
+            (
+                "tool_output",
+                "..F.\nFAILED tests/test_orders.py::test_refund_rounding - AssertionError: assert 3 == 4\n"
+                "1 failed, 3 passed in 0.42s",
+                {"tool": "bash", "target": "pytest -q", "call_id": "c2"},
+            ),
+            ("assistant", "The rounding test fails; I will look at it next."),
+            ("tool_call", 'bash {"command": "make build"}', {"tool": "bash", "target": "make build", "call_id": "c3"}),
+            ("tool_output", _FILLER, {"tool": "bash", "target": "make build", "call_id": "c3"}),
+            *extra_tail,
+            ("assistant", "Build is fine."),
+        ],
+        session_id="orders",
+    )
     if metadata:
         s = Session(id=s.id, source_format=s.source_format, records=s.records, metadata=metadata)
     return s
@@ -232,24 +319,26 @@ def test_hand_made_session_wording_is_pinned():
     assert prompts == {
         "7412": "What value did the user specify at step 1: \u201cUse port \u2026 for the dev server\u201d?",
         "retry-pol-k7x2q": "What ID did the assistant give at step 2: "
-                           "\u201cregistered the retry policy as `\u2026`\u201d?",
+        "\u201cregistered the retry policy as `\u2026`\u201d?",
         "184.37 ms": "What value did the assistant report at step 2: "
-                     "\u201cThe p95 latency was \u2026 before the change\u201d?",
+        "\u201cThe p95 latency was \u2026 before the change\u201d?",
         "ORD-58213": "What ID did the `create_order` call on `POST /v1/orders` return at step 4: "
-                     "\u201corder created: \u2026\u201d?",
+        "\u201corder created: \u2026\u201d?",
         "tests/test_orders.py::test_refund_rounding": "Which failing test did the `bash` call on `pytest -q` report at "
-                                                      "step 6: \u201cFAILED \u2026 - AssertionError: assert 3\u201d?",
+        "step 6: \u201cFAILED \u2026 - AssertionError: assert 3\u201d?",
         "AssertionError: assert 3 == 4": "Which error did the `bash` call on `pytest -q` report at step 6: "
-                                         "\u201ctests/test_orders.py::test_refund_rounding - \u2026\u201d?",
+        "\u201ctests/test_orders.py::test_refund_rounding - \u2026\u201d?",
         "0.42s": "What number did the `bash` call on `pytest -q` report at step 6: "
-                 "\u201c1 failed, 3 passed in \u2026\u201d?",
+        "\u201c1 failed, 3 passed in \u2026\u201d?",
     }
     cats = {q.answer: (q.pointer, q.category) for q in m.case.real}
     assert cats["ORD-58213"] == ("tool", "tool_returned_id")
     assert cats["7412"] == ("user", "number")
     assert cats["184.37 ms"] == ("assistant", "number")
     assert cats["AssertionError: assert 3 == 4"] == ("tool", "error_string")
-    assert dict(zip((q.answer for q in m.case.real), (q.aliases for q in m.case.real)))["184.37 ms"] == ("184.37ms",)
+    assert dict(zip((q.answer for q in m.case.real), (q.aliases for q in m.case.real), strict=False))["184.37 ms"] == (
+        "184.37ms",
+    )
     assert_case_sound(m.case, s)
 
 
@@ -281,10 +370,12 @@ def test_values_seen_in_the_tail_or_the_system_prompt_are_never_asked():
 
 def test_prompt_never_gives_the_answer_away():
     # the value sits twice in its line: every window would show it, so the window is dropped
-    s = make_session([
-        ("user", "Set REGION-4471 as primary, REGION-4471 only."),
-        ("tool_output", _FILLER, {"tool": "bash", "target": "make"}),
-    ])
+    s = make_session(
+        [
+            ("user", "Set REGION-4471 as primary, REGION-4471 only."),
+            ("tool_output", _FILLER, {"tool": "bash", "target": "make"}),
+        ]
+    )
     m = mine(s, ProbeSpec(tail_tokens=40))
     assert [q.answer for q in m.case.real] == ["REGION-4471"]
     assert m.case.real[0].prompt == "What ID did the user specify at step 0?"
@@ -292,10 +383,12 @@ def test_prompt_never_gives_the_answer_away():
 
 
 def test_ambiguous_prose_without_a_window_is_not_asked():
-    s = make_session([
-        ("assistant", "Options:\n`alpha-7781`\n`beta-9926`"),
-        ("tool_output", _FILLER, {"tool": "bash", "target": "make"}),
-    ])
+    s = make_session(
+        [
+            ("assistant", "Options:\n`alpha-7781`\n`beta-9926`"),
+            ("tool_output", _FILLER, {"tool": "bash", "target": "make"}),
+        ]
+    )
     m = mine(s, ProbeSpec(tail_tokens=40))
     # each value's line gives no words, the line before ("Options:") does
     assert {q.answer for q in m.case.real} == {"alpha-7781", "beta-9926"}
@@ -303,23 +396,27 @@ def test_ambiguous_prose_without_a_window_is_not_asked():
 
 
 def test_rare_values_are_preferred():
-    s = make_session([
-        ("tool_output", "job JOB-11111 queued", {"tool": "bash", "target": "a"}),
-        ("tool_output", "job JOB-11111 still queued", {"tool": "bash", "target": "b"}),
-        ("tool_output", "job JOB-22222 queued", {"tool": "bash", "target": "c"}),
-        ("tool_output", _FILLER, {"tool": "bash", "target": "make"}),
-    ])
+    s = make_session(
+        [
+            ("tool_output", "job JOB-11111 queued", {"tool": "bash", "target": "a"}),
+            ("tool_output", "job JOB-11111 still queued", {"tool": "bash", "target": "b"}),
+            ("tool_output", "job JOB-22222 queued", {"tool": "bash", "target": "c"}),
+            ("tool_output", _FILLER, {"tool": "bash", "target": "make"}),
+        ]
+    )
     for seed in range(8):
         m = mine(s, ProbeSpec(tail_tokens=40, n_questions=1, n_decoys=0, seed=seed))
         assert [q.answer for q in m.case.real] == ["JOB-22222"]
 
 
 def test_overlapping_values_are_not_both_asked():
-    s = make_session([
-        ("assistant", "I changed `service.py` today."),
-        ("assistant", "The file is app/refunds/service.py now."),
-        ("tool_output", _FILLER, {"tool": "bash", "target": "make"}),
-    ])
+    s = make_session(
+        [
+            ("assistant", "I changed `service.py` today."),
+            ("assistant", "The file is app/refunds/service.py now."),
+            ("tool_output", _FILLER, {"tool": "bash", "target": "make"}),
+        ]
+    )
     m = mine(s, ProbeSpec(tail_tokens=40))
     answers = [q.answer for q in m.case.real]
     assert len(answers) == 1 and answers[0] in ("service.py", "app/refunds/service.py")
@@ -375,14 +472,17 @@ def test_decoys_that_cannot_be_made_are_skipped_and_reported():
 
 def test_plan_counts_natural_and_mix():
     assert probes.plan_counts({"assistant": 1, "user": 0, "tool": 100}, 20, None) == (
-        {"assistant": 1, "user": 0, "tool": 19}, {"assistant": 1, "user": 0, "tool": 19})
+        {"assistant": 1, "user": 0, "tool": 19},
+        {"assistant": 1, "user": 0, "tool": 19},
+    )
     # fewer questions than pointers: the most available first
     one = probes.plan_counts({"assistant": 3, "user": 1, "tool": 9}, 1, None)[1]
     assert one == {"assistant": 0, "user": 0, "tool": 1}
     few = probes.plan_counts({"assistant": 2, "user": 2, "tool": 2}, 20, None)[1]
     assert few == {"assistant": 2, "user": 2, "tool": 2}
-    planned, asked = probes.plan_counts({"assistant": 3, "user": 50, "tool": 50}, 20,
-                                        {"assistant": 0.8, "user": 0.1, "tool": 0.1})
+    planned, asked = probes.plan_counts(
+        {"assistant": 3, "user": 50, "tool": 50}, 20, {"assistant": 0.8, "user": 0.1, "tool": 0.1}
+    )
     assert planned == {"assistant": 16, "user": 2, "tool": 2} and asked == {"assistant": 3, "user": 2, "tool": 2}
 
 
@@ -396,8 +496,16 @@ def test_mix_shortfall_is_recorded_never_invented():
 
 
 def test_spec_from_mapping_and_validation():
-    spec = ProbeSpec.from_mapping({"tail_tokens": "4096", "n_questions": 12, "pointer_mix": '{"assistant": 0.8, '
-                                   '"user": 0.1, "tool": 0.1}', "seed": "3", "unknown": 1, "n_decoys": None})
+    spec = ProbeSpec.from_mapping(
+        {
+            "tail_tokens": "4096",
+            "n_questions": 12,
+            "pointer_mix": '{"assistant": 0.8, "user": 0.1, "tool": 0.1}',
+            "seed": "3",
+            "unknown": 1,
+            "n_decoys": None,
+        }
+    )
     assert spec.tail_tokens == 4096 and spec.n_questions == 12 and spec.seed == 3 and spec.n_decoys == 2
     assert spec.mix == {"assistant": 0.8, "user": 0.1, "tool": 0.1}
     assert ProbeSpec.from_mapping({"pointer_mix": "none"}).mix is None
@@ -520,7 +628,7 @@ def test_mine_cases_one_per_session_or_several_cuts():
     sessions = [_fixture("coverage-test-fix.jsonl"), _fixture("pydicom__pydicom-1458.traj")]
     cases = mine_cases(sessions, tail_tokens=400)
     assert [c.session_id for c in cases] == [s.id for s in sessions]
-    assert all(c.cut == s.records[-1].source_order + 1 for c, s in zip(cases, sessions))
+    assert all(c.cut == s.records[-1].source_order + 1 for c, s in zip(cases, sessions, strict=False))
     several = mine_cases(sessions, tail_tokens=400, cuts_per_session=2, n_decoys=0)
     assert len(several) == 4
     assert len({c.id for c in several}) == 4 and len({(c.session_id, c.cut) for c in several}) == 4

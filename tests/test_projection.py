@@ -52,9 +52,11 @@ def test_messages_codex_user_items_and_summary_stay_separate():
         Segment("summary", "user", "summary text", ("u1", "a1", "u2", "a2")),
     )
     msgs = Projection("codex", "codex-x", "s", 5, segs, 1000, "bytes/4").messages()
-    assert msgs[1:] == [{"role": "user", "content": "first user message"},
-                        {"role": "user", "content": "second user message"},
-                        {"role": "user", "content": "summary text"}]
+    assert msgs[1:] == [
+        {"role": "user", "content": "first user message"},
+        {"role": "user", "content": "second user message"},
+        {"role": "user", "content": "summary text"},
+    ]
     one = Projection("codex", "codex-x", "s", 5, (segs[0], segs[2], segs[4]), 1000, "bytes/4").messages()
     assert len(one) == 3 and one[-1] == {"role": "user", "content": "summary text"}
 
@@ -76,7 +78,8 @@ def test_messages_join_blocks_of_one_entry_only():
     msgs = Projection("s", "v-1", "sess", 9, segs, 1000, "tiktoken").messages()
     assert [(m["role"], m["content"]) for m in msgs] == [
         ("assistant", "thinking\n\nI will run ls\n\nbash ls"),
-        ("tool", "out 1"), ("tool", "out 2"),  # one message per tool result, as before
+        ("tool", "out 1"),
+        ("tool", "out 2"),  # one message per tool result, as before
         ("assistant", "next message"),
         ("assistant", "[demoted a3]\n\nbash cat"),
     ]
@@ -107,11 +110,19 @@ def test_messages_strategy_keys_join_authored_segments():
 
 
 def test_chat_messages_applies_the_rule_to_records():
-    parts = [("user", "a", "entry:e1"), ("user", "b", "entry:e2"), ("assistant", "c", "entry:e3"),
-             ("assistant", "d", "entry:e3"), ("tool", "e", "entry:e4"), ("tool", "f", "entry:e4")]
+    parts = [
+        ("user", "a", "entry:e1"),
+        ("user", "b", "entry:e2"),
+        ("assistant", "c", "entry:e3"),
+        ("assistant", "d", "entry:e3"),
+        ("tool", "e", "entry:e4"),
+        ("tool", "f", "entry:e4"),
+    ]
     assert [m["content"] for m in chat_messages(parts)] == ["a", "b", "c\n\nd", "e", "f"]
     assert chat_messages([("user", "x", ""), ("user", "y", "")]) == [
-        {"role": "user", "content": "x"}, {"role": "user", "content": "y"}]
+        {"role": "user", "content": "x"},
+        {"role": "user", "content": "y"},
+    ]
 
 
 def test_text_rows_and_json():
@@ -142,14 +153,23 @@ def test_full_projection_keeps_the_sessions_message_boundaries():
     from compaction_lab.strategies.base import CompactionContext
     from compaction_lab.summarize import NoneProvider
 
-    rows = [("u1", 0, "user", "first request"), ("u2", 0, "user", "and a follow-up"),
-            ("a1", 0, "assistant", "I will look"), ("a1", 1, "tool_call", "bash ls"),
-            ("r1", 0, "tool_output", "file.txt")]
-    recs = tuple(Record("s", eid, blk, i, kind, text, call_id="c1" if kind.startswith("tool") else None)
-                 for i, (eid, blk, kind, text) in enumerate(rows))
+    rows = [
+        ("u1", 0, "user", "first request"),
+        ("u2", 0, "user", "and a follow-up"),
+        ("a1", 0, "assistant", "I will look"),
+        ("a1", 1, "tool_call", "bash ls"),
+        ("r1", 0, "tool_output", "file.txt"),
+    ]
+    recs = tuple(
+        Record("s", eid, blk, i, kind, text, call_id="c1" if kind.startswith("tool") else None)
+        for i, (eid, blk, kind, text) in enumerate(rows)
+    )
     sess = Session(id="s", source_format="test", records=recs)
     ctx = CompactionContext(window=100_000, output_ceiling=10_000, summarizer=NoneProvider())
     msgs = strategies.compact(sess, "full", ctx=ctx).messages()
     assert [(m["role"], m["content"]) for m in msgs[1:]] == [
-        ("user", "first request"), ("user", "and a follow-up"),
-        ("assistant", "I will look\n\nbash ls"), ("tool", "file.txt")]
+        ("user", "first request"),
+        ("user", "and a follow-up"),
+        ("assistant", "I will look\n\nbash ls"),
+        ("tool", "file.txt"),
+    ]

@@ -16,8 +16,8 @@ import traceback
 import uuid
 
 import pytest
+from fake_openai_server import FakeOpenAIServer, Scripted, completion, error_body
 
-from compaction_lab.providers.ledger import Ledger
 from compaction_lab.providers import (
     AuthError,
     BadResponse,
@@ -32,7 +32,7 @@ from compaction_lab.providers import (
 )
 from compaction_lab.providers.client import full_body
 from compaction_lab.providers.config import SECRETS_MESSAGE
-from fake_openai_server import FakeOpenAIServer, Scripted, completion, error_body
+from compaction_lab.providers.ledger import Ledger
 
 KEY_ENV = "COMPACTION_LAB_TEST_KEY"
 KEY = "sk-test-0123456789"
@@ -54,8 +54,9 @@ def make_client(server, tmp_path):
 
     def make(base_url: str | None = None, environ: dict | None = None, **kw) -> ChatClient:
         kw.setdefault("api_key_env", KEY_ENV)
-        cfg = ModelConfig(base_url=base_url or server.base_url, model="fake-model",
-                          ledger=str(tmp_path / "ledger.sqlite"), **kw)
+        cfg = ModelConfig(
+            base_url=base_url or server.base_url, model="fake-model", ledger=str(tmp_path / "ledger.sqlite"), **kw
+        )
         c = ChatClient(cfg, environ={KEY_ENV: KEY} if environ is None else environ)
         made.append(c)
         return c
@@ -75,9 +76,16 @@ def _free_port() -> int:
 
 
 def test_config_from_mapping_and_public():
-    cfg = ModelConfig.from_mapping({"base_url": "https://api.deepseek.com", "model": "deepseek-flash",
-                                    "api_key_env": "DEEPSEEK_API_KEY", "concurrency": 8, "timeout_s": 30,
-                                    "price_table": "deepseek-flash"})
+    cfg = ModelConfig.from_mapping(
+        {
+            "base_url": "https://api.deepseek.com",
+            "model": "deepseek-flash",
+            "api_key_env": "DEEPSEEK_API_KEY",
+            "concurrency": 8,
+            "timeout_s": 30,
+            "price_table": "deepseek-flash",
+        }
+    )
     assert cfg.concurrency == 8 and cfg.timeout_s == 30.0 and cfg.reuse is True
     pub = cfg.public()
     assert pub["api_key_env"] == "DEEPSEEK_API_KEY" and pub["model"] == "deepseek-flash" and pub["ledger"] is None
@@ -118,13 +126,27 @@ def test_full_body_adds_model_and_temperature():
 
 
 def test_success_content_usage_and_tool_calls(server, make_client):
-    tool_calls = [{"id": "call_1", "type": "function",
-                   "function": {"name": "read_file", "arguments": '{"path": "a.py"}'}}]
+    tool_calls = [
+        {"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a.py"}'}}
+    ]
     server.script(
-        Scripted(body=completion("first", usage={"prompt_tokens": 100, "completion_tokens": 5,
-                                                 "prompt_tokens_details": {"cached_tokens": 64}})),
-        Scripted(body=completion("second", usage={"prompt_tokens": 200, "completion_tokens": 7,
-                                                  "prompt_cache_hit_tokens": 128, "prompt_cache_miss_tokens": 72})),
+        Scripted(
+            body=completion(
+                "first",
+                usage={"prompt_tokens": 100, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 64}},
+            )
+        ),
+        Scripted(
+            body=completion(
+                "second",
+                usage={
+                    "prompt_tokens": 200,
+                    "completion_tokens": 7,
+                    "prompt_cache_hit_tokens": 128,
+                    "prompt_cache_miss_tokens": 72,
+                },
+            )
+        ),
         Scripted(body=completion(None, tool_calls=tool_calls, finish_reason="tool_calls")),
     )
     c = make_client()
@@ -134,8 +156,9 @@ def test_success_content_usage_and_tool_calls(server, make_client):
     assert not r1.from_ledger and r1.latency_s > 0
     r2 = c.complete(_body("two"), purpose="exam")
     assert r2.usage == Usage(prompt_tokens=200, cached_tokens=128, completion_tokens=7)
-    r3 = c.complete(_body("three", tools=[{"type": "function", "function": {"name": "read_file"}}]),
-                    purpose="open-book")
+    r3 = c.complete(
+        _body("three", tools=[{"type": "function", "function": {"name": "read_file"}}]), purpose="open-book"
+    )
     assert r3.message == {"role": "assistant", "content": None, "tool_calls": tool_calls}
     assert r3.finish_reason == "tool_calls" and r3.tool_calls == tool_calls and r3.content == ""
 
@@ -143,8 +166,11 @@ def test_success_content_usage_and_tool_calls(server, make_client):
     sent = server.requests[0]
     assert sent["path"] == "/v1/chat/completions"
     assert sent["body"] == {**_body("one", max_tokens=50), "model": "fake-model", "temperature": 0.0}
-    assert [r["fingerprint"] for r in server.requests] == [r1.request_fingerprint, r2.request_fingerprint,
-                                                           r3.request_fingerprint]
+    assert [r["fingerprint"] for r in server.requests] == [
+        r1.request_fingerprint,
+        r2.request_fingerprint,
+        r3.request_fingerprint,
+    ]
     assert "authorization" not in sent["headers"] and server.authorizations[0] == f"Bearer {KEY}"
 
     calls = c.ledger.calls()
@@ -290,8 +316,14 @@ def test_key_never_leaks(server, tmp_path, caplog, monkeypatch):
     ledger_file = tmp_path / "ledger.sqlite"
 
     def cfg(**kw):
-        return ModelConfig(base_url=server.base_url, model="fake-model", api_key_env="COMPACTION_LAB_LEAK_KEY",
-                           ledger=str(ledger_file), max_retries=1, **kw)
+        return ModelConfig(
+            base_url=server.base_url,
+            model="fake-model",
+            api_key_env="COMPACTION_LAB_LEAK_KEY",
+            ledger=str(ledger_file),
+            max_retries=1,
+            **kw,
+        )
 
     # Servers that echo the key in their error text (some do) must not carry it into ours.
     server.script(
@@ -314,9 +346,15 @@ def test_key_never_leaks(server, tmp_path, caplog, monkeypatch):
     with pytest.raises(TypeError):
         pickle.dumps(client)
     client.close()
-    unreachable = ChatClient(ModelConfig(base_url=f"http://127.0.0.1:{_free_port()}/v1", model="m",
-                                         api_key_env="COMPACTION_LAB_LEAK_KEY", ledger=str(ledger_file),
-                                         max_retries=0))
+    unreachable = ChatClient(
+        ModelConfig(
+            base_url=f"http://127.0.0.1:{_free_port()}/v1",
+            model="m",
+            api_key_env="COMPACTION_LAB_LEAK_KEY",
+            ledger=str(ledger_file),
+            max_retries=0,
+        )
+    )
     with pytest.raises(EndpointUnreachable) as e:
         unreachable.complete(_body(), purpose="t")
     texts.append("".join(traceback.format_exception(e.type, e.value, e.tb)))
@@ -371,8 +409,10 @@ _KILL_SCRIPT = textwrap.dedent("""
 def test_killed_run_restarts_without_duplicate_requests(tmp_path):
     ledger_file = tmp_path / "ledger.sqlite"
     cfg = ModelConfig(base_url="http://unused/v1", model="fake-model", api_key_env="")
-    wanted = {request_fingerprint(full_body(cfg, {"messages": [{"role": "user", "content": f"question {i}"}]}))
-              for i in range(12)}
+    wanted = {
+        request_fingerprint(full_body(cfg, {"messages": [{"role": "user", "content": f"question {i}"}]}))
+        for i in range(12)
+    }
     with FakeOpenAIServer(default_delay=0.2) as server:
         cmd = [sys.executable, "-c", _KILL_SCRIPT, server.base_url, str(ledger_file)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

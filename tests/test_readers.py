@@ -1,17 +1,26 @@
 import json
 
 import pytest
+from conftest import make_session
 
-from compaction_lab.store.archive import Archive
+from compaction_lab.core.projection import Projection, Segment
 from compaction_lab.exam.grading import grade
 from compaction_lab.exam.model import NOT_FOUND, Question
 from compaction_lab.exam.readers import (
-    HISTORY_GET_TOOL, HISTORY_SEARCH_TOOL, QUESTION_INSTRUCTION, HistoryTools, Reader, SearcherReader, ToolCall,
-    VerbatimReader, content_words, messages_tokens, question_message, request_messages,
+    HISTORY_GET_TOOL,
+    HISTORY_SEARCH_TOOL,
+    QUESTION_INSTRUCTION,
+    HistoryTools,
+    Reader,
+    SearcherReader,
+    ToolCall,
+    VerbatimReader,
+    content_words,
+    messages_tokens,
+    question_message,
+    request_messages,
 )
-from compaction_lab.core.projection import Projection, Segment
-
-from conftest import make_session
+from compaction_lab.store.archive import Archive
 
 SID = "s-hand"
 ORDER_ID = "ORD-58213-QX"
@@ -21,17 +30,26 @@ P95 = "184.532 ms"
 
 def session():
     """A hand-made session; the order id lives only in the tool output e3, the cache name only in e5."""
-    return make_session([
-        ("system", "You are a coding agent."),
-        ("user", "Create a test order for customer Uma Park and keep the p95 under 300 ms."),
-        ("tool_call", 'http_request {"method": "POST", "url": "/v1/orders"}',
-         {"tool": "http_request", "target": "POST /v1/orders", "call_id": "c1"}),
-        ("tool_output", json.dumps({"order": {"id": ORDER_ID, "customer": "Uma Park", "status": "created"}}),
-         {"tool": "http_request", "target": "POST /v1/orders", "call_id": "c1"}),
-        ("assistant", f"The p95 latency of GET /v1/orders came out at {P95} across the runs."),
-        ("assistant", f"I chose an LRU cache for `load_cart`; the cache profile is named `{CACHE}`."),
-        ("user", "Thanks. Now run the tests."),
-    ], session_id=SID)
+    return make_session(
+        [
+            ("system", "You are a coding agent."),
+            ("user", "Create a test order for customer Uma Park and keep the p95 under 300 ms."),
+            (
+                "tool_call",
+                'http_request {"method": "POST", "url": "/v1/orders"}',
+                {"tool": "http_request", "target": "POST /v1/orders", "call_id": "c1"},
+            ),
+            (
+                "tool_output",
+                json.dumps({"order": {"id": ORDER_ID, "customer": "Uma Park", "status": "created"}}),
+                {"tool": "http_request", "target": "POST /v1/orders", "call_id": "c1"},
+            ),
+            ("assistant", f"The p95 latency of GET /v1/orders came out at {P95} across the runs."),
+            ("assistant", f"I chose an LRU cache for `load_cart`; the cache profile is named `{CACHE}`."),
+            ("user", "Thanks. Now run the tests."),
+        ],
+        session_id=SID,
+    )
 
 
 def projection(*texts, session_id=SID):
@@ -42,22 +60,43 @@ def projection(*texts, session_id=SID):
         Segment("user_original", "user", "Create a test order for customer Uma Park.", ("e1",)),
         Segment("summary", "user", "Summary of earlier work:\n" + "\n".join(texts)),
     ]
-    return Projection(strategy="hand", algorithm_version="1", session_id=session_id, cut=7, segments=tuple(segs),
-                      capacity=10_000, estimator="tiktoken")
+    return Projection(
+        strategy="hand",
+        algorithm_version="1",
+        session_id=session_id,
+        cut=7,
+        segments=tuple(segs),
+        capacity=10_000,
+        estimator="tiktoken",
+    )
 
 
 def question(answer, prompt, entry="", decoy=False, aliases=(), qid="q"):
-    return Question(id=qid, case_id="c", pointer="tool", category="tool_returned_id", prompt=prompt,
-                    answer=answer, aliases=aliases, source_entry_id=entry, source_order=3 if entry else -1,
-                    decoy=decoy)
+    return Question(
+        id=qid,
+        case_id="c",
+        pointer="tool",
+        category="tool_returned_id",
+        prompt=prompt,
+        answer=answer,
+        aliases=aliases,
+        source_entry_id=entry,
+        source_order=3 if entry else -1,
+        decoy=decoy,
+    )
 
 
 Q_ORDER = question(ORDER_ID, "What order ID did the POST /v1/orders call for customer Uma Park return?", "e3")
 Q_CACHE = question(CACHE, "What name did the assistant give the cache profile for `load_cart`?", "e5")
-Q_P95 = question(P95, "What p95 latency did the assistant report for GET /v1/orders?", "e4",
-                 aliases=("184.532ms", "184.532"))
-DECOY = question("idem_z4ubt9cq", "What prefix did the assistant choose for idempotency keys on POST /v1/orders?",
-                 decoy=True, qid="d")
+Q_P95 = question(
+    P95, "What p95 latency did the assistant report for GET /v1/orders?", "e4", aliases=("184.532ms", "184.532")
+)
+DECOY = question(
+    "idem_z4ubt9cq",
+    "What prefix did the assistant choose for idempotency keys on POST /v1/orders?",
+    decoy=True,
+    qid="d",
+)
 
 
 @pytest.fixture
@@ -87,9 +126,20 @@ def test_question_message_is_the_final_user_turn_and_messages_are_not_mutated():
 def test_content_words():
     assert content_words("What ID did the `create_order` call at step 212 return?") == ["ID", "create_order"]
     assert content_words("What error did the backfill_orders job fail with when it ran with batch size 250?") == [
-        "error", "backfill_orders", "job", "fail", "batch", "size", "250"]
+        "error",
+        "backfill_orders",
+        "job",
+        "fail",
+        "batch",
+        "size",
+        "250",
+    ]
     assert content_words("What p95 latency did the assistant report for GET /v1/orders?") == [
-        "p95", "latency", "GET", "/v1/orders"]
+        "p95",
+        "latency",
+        "GET",
+        "/v1/orders",
+    ]
     assert content_words("Which file did the user mention in step #3?") == ["file", "mention"]
     # a backticked span is kept whole even when it is a stop word
     assert content_words("What did `the` return?") == ["the"]
@@ -133,8 +183,10 @@ def test_verbatim_usage_is_the_request_size():
 
 
 def test_tool_definitions():
-    for tool, name, required in ((HISTORY_SEARCH_TOOL, "history_search", ["query"]),
-                                 (HISTORY_GET_TOOL, "history_get", ["entry_id"])):
+    for tool, name, required in (
+        (HISTORY_SEARCH_TOOL, "history_search", ["query"]),
+        (HISTORY_GET_TOOL, "history_get", ["entry_id"]),
+    ):
         assert tool["type"] == "function"
         assert tool["function"]["name"] == name
         assert tool["function"]["parameters"]["required"] == required
@@ -196,8 +248,7 @@ def test_searcher_answers_from_the_projection_without_calls_when_it_can(archive)
 
 def test_searcher_required_searches_even_when_the_projection_has_it(archive):
     ht = HistoryTools(archive, SID)
-    a = SearcherReader(search="required").answer(projection(f"cache profile {CACHE}").messages(), Q_CACHE,
-                                                  ht.tools())
+    a = SearcherReader(search="required").answer(projection(f"cache profile {CACHE}").messages(), Q_CACHE, ht.tools())
     assert a.given == CACHE and a.tool_calls and a.tool_calls[0].name == "history_search"
 
 
@@ -220,8 +271,10 @@ def test_searcher_never_mode_and_no_tools_make_no_calls(archive):
 
 def test_searcher_ignores_the_wording(archive):
     msgs = projection("An order was created.").messages()
-    answers = {w: SearcherReader().answer(msgs, Q_ORDER, HistoryTools(archive, SID).tools(), wording=w)
-               for w in ("", "Search if needed.", "You MUST search.")}
+    answers = {
+        w: SearcherReader().answer(msgs, Q_ORDER, HistoryTools(archive, SID).tools(), wording=w)
+        for w in ("", "Search if needed.", "You MUST search.")
+    }
     assert len({(a.given, a.tool_calls) for a in answers.values()}) == 1
 
 

@@ -13,12 +13,14 @@ from pathlib import Path
 import pytest
 
 from compaction_lab import ingest, strategies
-from compaction_lab.ingest.base import SessionBuilder
 from compaction_lab.core.session import Session
+from compaction_lab.ingest.base import SessionBuilder
 from compaction_lab.strategies import recorded
 from compaction_lab.strategies.base import CompactionContext
 
 HERE = Path(__file__).parent
+
+
 def _story():
     spec = importlib.util.spec_from_file_location("recorded_fixtures", HERE / "fixtures" / "make_recorded_fixtures.py")
     mod = importlib.util.module_from_spec(spec)
@@ -29,35 +31,56 @@ def _story():
 S = _story()
 
 FILES = S.PATHS
-CODEX_PREFIX = ("Another language model started to solve this problem and produced a summary of its thinking process. "
-                "You also have access to the state of the tools that were used by that language model. Use this to "
-                "build on the work that has already been done and avoid duplicating work. Here is the summary produced "
-                "by the other language model, use the information in this summary to assist with your own analysis:")
+CODEX_PREFIX = (
+    "Another language model started to solve this problem and produced a summary of its thinking process. "
+    "You also have access to the state of the tools that were used by that language model. Use this to "
+    "build on the work that has already been done and avoid duplicating work. Here is the summary produced "
+    "by the other language model, use the information in this summary to assist with your own analysis:"
+)
 PYTEST_CALL = 'bash {"command": "pytest -q tests/test_orders.py"}'
 
 #: What each agent sent next, by hand: (segment kind, role, text), after the system prompt and tools.
 EXPECTED = {
     "pi": [
-        ("summary", "user", "The conversation history before this point was compacted into the following summary:"
-                            "\n\n<summary>\n" + S.SUMMARY + "\n</summary>"),
-        ("tail", "user", S.USER_2), ("tail", "assistant", PYTEST_CALL), ("tail", "tool", S.OUT_2),
+        (
+            "summary",
+            "user",
+            "The conversation history before this point was compacted into the following summary:"
+            "\n\n<summary>\n" + S.SUMMARY + "\n</summary>",
+        ),
+        ("tail", "user", S.USER_2),
+        ("tail", "assistant", PYTEST_CALL),
+        ("tail", "tool", S.OUT_2),
         ("tail", "assistant", S.ASSIST_2),
     ],
     "claude-code": [
-        ("summary", "user", "This session is being continued from a previous conversation that ran out of context. "
-                            "The conversation is summarized below:\n" + S.SUMMARY),
+        (
+            "summary",
+            "user",
+            "This session is being continued from a previous conversation that ran out of context. "
+            "The conversation is summarized below:\n" + S.SUMMARY,
+        ),
     ],
     "codex": [
-        ("tail", "user", S.USER_1), ("tail", "user", S.USER_2), ("summary", "user", CODEX_PREFIX + "\n" + S.SUMMARY),
+        ("tail", "user", S.USER_1),
+        ("tail", "user", S.USER_2),
+        ("summary", "user", CODEX_PREFIX + "\n" + S.SUMMARY),
     ],
     "opencode": [
-        ("header", "user", "What did we do so far?"), ("summary", "assistant", S.SUMMARY),
-        ("tail", "user", S.USER_2), ("tail", "assistant", PYTEST_CALL), ("tail", "tool", S.OUT_2),
+        ("header", "user", "What did we do so far?"),
+        ("summary", "assistant", S.SUMMARY),
+        ("tail", "user", S.USER_2),
+        ("tail", "assistant", PYTEST_CALL),
+        ("tail", "tool", S.OUT_2),
         ("tail", "assistant", S.ASSIST_2),
     ],
 }
-MODELS = {"pi": "claude-sonnet-4-5", "claude-code": "claude-opus-4-1-20250805", "codex": "gpt-5-codex",
-          "opencode": "claude-sonnet-4-5"}
+MODELS = {
+    "pi": "claude-sonnet-4-5",
+    "claude-code": "claude-opus-4-1-20250805",
+    "codex": "gpt-5-codex",
+    "opencode": "claude-sonnet-4-5",
+}
 
 
 def load(agent: str) -> Session:
@@ -124,13 +147,17 @@ def test_a_compaction_without_its_summary_is_counted_not_used():
     b = SessionBuilder("cut-short", "pi", None)
     b.add("user", "hello", "e1")
     rec = b.add("meta", "compaction without a summary", "e2")
-    b.metadata["compactions"] = [{"entry_id": "e2", "source_order": rec.source_order},
-                                 {"entry_id": "e9"}]  # no position at all
+    b.metadata["compactions"] = [
+        {"entry_id": "e2", "source_order": rec.source_order},
+        {"entry_id": "e9"},
+    ]  # no position at all
     s = b.build()
     found, problems = recorded.find(s)
     assert found == []
-    assert problems == ["compaction 1 (entry e2): no recorded summary follows it",
-                        "compaction 2: its position in the session is not recorded"]
+    assert problems == [
+        "compaction 1 (entry e2): no recorded summary follows it",
+        "compaction 2: its position in the session is not recorded",
+    ]
     assert "no recorded summary follows it" in recorded.skip_reason(s)
 
 

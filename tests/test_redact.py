@@ -9,10 +9,10 @@ from pathlib import Path
 import nbformat
 import pandas as pd
 import pytest
+from conftest import make_session
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compaction_lab.store import archive
 from compaction_lab.privacy import redact
 from compaction_lab.privacy.redact import (
     DEFAULT_PATTERNS,
@@ -26,8 +26,7 @@ from compaction_lab.privacy.redact import (
     scrub_run_folder,
     user_patterns,
 )
-
-from conftest import make_session
+from compaction_lab.store import archive
 
 # Realistic-looking values, made up for these tests.
 OPENAI = "sk-proj-Q7vLm2Xc9RtY4bN8wE1sK6dH3fJ0pZaU"
@@ -196,8 +195,7 @@ def test_yaml_patterns_extend_replace_and_drop(tmp_path):
 
 
 def test_patterns_can_be_given_inline_or_as_objects():
-    pats = load_patterns([{"name": "ticket-id", "regex": r"ACME-\d{6}"}, {"name": "jwt", "enabled": False}],
-                         user=False)
+    pats = load_patterns([{"name": "ticket-id", "regex": r"ACME-\d{6}"}, {"name": "jwt", "enabled": False}], user=False)
     assert pats[-1] == Pattern("ticket-id", r"ACME-\d{6}", "") and "jwt" not in {p.name for p in pats}
     r = Redactor(patterns=(Pattern("code-name", r"Project (?P<secret>[A-Z][a-z]+)", "internal code names"),))
     assert r.text("Project Bluebird ships") == "Project [REDACTED:code-name] ships"
@@ -247,8 +245,12 @@ FAKE_ENV = {
 
 def test_env_secret_values_pick_secret_looking_names():
     assert env_secret_values(FAKE_ENV) == {
-        "Xylophone-Marmalade-77", "plainwordstoken", "spaced-out-pw", "rk_live_abcdefgh",
-        "wJalrXUtnFEMI/K7MDENG", "/srv/creds/svc.json",
+        "Xylophone-Marmalade-77",
+        "plainwordstoken",
+        "spaced-out-pw",
+        "rk_live_abcdefgh",
+        "wJalrXUtnFEMI/K7MDENG",
+        "/srv/creds/svc.json",
     }
     assert env_secret_values({}) == frozenset()
 
@@ -281,12 +283,19 @@ def test_nothing_to_mask_is_a_no_op():
 
 
 def test_value_redacts_nested_strings_and_keys(on):
-    obj = {"cmd": ["curl", f"-H Authorization: Bearer {GITHUB}"], "/home/zedquux": (1, 2.5, None, True),
-           "n": 3, "nested": {"mail": {"zed@example.org"}}}
+    obj = {
+        "cmd": ["curl", f"-H Authorization: Bearer {GITHUB}"],
+        "/home/zedquux": (1, 2.5, None, True),
+        "n": 3,
+        "nested": {"mail": {"zed@example.org"}},
+    }
     out = on.value(obj)
-    assert out == {"cmd": ["curl", "-H Authorization: Bearer [REDACTED:github-token]"],
-                   "/home/[REDACTED:home-user]": (1, 2.5, None, True), "n": 3,
-                   "nested": {"mail": {"[REDACTED:email]"}}}
+    assert out == {
+        "cmd": ["curl", "-H Authorization: Bearer [REDACTED:github-token]"],
+        "/home/[REDACTED:home-user]": (1, 2.5, None, True),
+        "n": 3,
+        "nested": {"mail": {"[REDACTED:email]"}},
+    }
     clean = {"a": [1, "two", ("three",)], "b": None}
     assert on.value(clean) is clean
     assert on.value(42) == 42 and on.value(b"bytes") == b"bytes"
@@ -300,8 +309,13 @@ def test_session_masks_every_free_text_field(on):
             ("tool_output", "ok", {"tool": "read_file", "target": "/home/zedquux/app.py", "call_id": "c1"}),
         ]
     )
-    s = type(s)(id=s.id, source_format=s.source_format, records=s.records,
-                source_path="/home/zedquux/.codex/sessions/x.jsonl", metadata={"cwd": "/home/zedquux/app", "n": 1})
+    s = type(s)(
+        id=s.id,
+        source_format=s.source_format,
+        records=s.records,
+        source_path="/home/zedquux/.codex/sessions/x.jsonl",
+        metadata={"cwd": "/home/zedquux/app", "n": 1},
+    )
     out = on.session(s)
     assert out.records[0].text == "my key is [REDACTED:openai-key]"
     assert out.records[1].target == "/home/[REDACTED:home-user]/app.py"
@@ -336,8 +350,11 @@ def _planted_session():
     return make_session(
         [
             ("user", f"Use {OPENAI} and mail zed.quux@example.org; env {ENV_VALUE}"),
-            ("tool_call", 'bash {"cmd": "cat /home/zedquux/.aws/credentials"}',
-             {"tool": "bash", "target": "/home/zedquux/.aws/credentials", "call_id": "c1"}),
+            (
+                "tool_call",
+                'bash {"cmd": "cat /home/zedquux/.aws/credentials"}',
+                {"tool": "bash", "target": "/home/zedquux/.aws/credentials", "call_id": "c1"},
+            ),
             ("tool_output", f"aws_access_key_id = {AWS}\ncookie={JWT}", {"tool": "bash", "call_id": "c1"}),
             ("assistant", f"Pushed with {GITHUB}."),
         ],
@@ -349,11 +366,20 @@ def _make_run_folder(run: Path) -> None:
     run.mkdir()
     (run / "figures").mkdir()
     (run / "sessions").mkdir()
-    (run / "run.json").write_text(json.dumps({"parameters": {"note": "by zed.quux@example.org in /home/zedquux"},
-                                               "error": f"HTTP 401 for Authorization: Bearer {BEARER}"}, indent=1))
+    (run / "run.json").write_text(
+        json.dumps(
+            {
+                "parameters": {"note": "by zed.quux@example.org in /home/zedquux"},
+                "error": f"HTTP 401 for Authorization: Bearer {BEARER}",
+            },
+            indent=1,
+        )
+    )
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell(f'KEY = "{OPENAI}"\nprint(KEY)')
-    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"{OPENAI}\n/home/zedquux/x.py\n{ENV_VALUE}\n")]
+    cell.outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text=f"{OPENAI}\n/home/zedquux/x.py\n{ENV_VALUE}\n")
+    ]
     nb.cells = [cell, nbformat.v4.new_markdown_cell(f"Token `{GITHUB}`")]
     nbformat.write(nb, run / "01_chain.ipynb")
     (run / "report.html").write_text(
@@ -361,12 +387,14 @@ def _make_run_folder(run: Path) -> None:
         f"<td>{GITHUB}</td><script>var data = {json.dumps({'t': f'{JWT} {ENV_VALUE}'})};</script></body></html>"
     )
     (run / "sessions" / "planted.jsonl").write_bytes(_planted_session().to_jsonl())
-    df = pd.DataFrame({
-        "session_id": ["planted", "planted", "other"],
-        "text": [f"key {OPENAI}", "clean", None],
-        "paths": [["/home/zedquux/a", "b"], [], ["c"]],
-        "n": [1, 2, 3],
-    })
+    df = pd.DataFrame(
+        {
+            "session_id": ["planted", "planted", "other"],
+            "text": [f"key {OPENAI}", "clean", None],
+            "paths": [["/home/zedquux/a", "b"], [], ["c"]],
+            "n": [1, 2, 3],
+        }
+    )
     df.to_parquet(run / "table.parquet", index=False)
     # A PNG cannot be rewritten: listed, not touched.
     (run / "figures" / "fig1.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4)
@@ -381,8 +409,14 @@ def test_scrub_run_folder_leaves_no_planted_value(tmp_path):
 
     before = find_leaks(run, NEEDLES)
     assert {n for _, n in before} == set(NEEDLES)
-    assert {f for f, _ in before} == {"run.json", "01_chain.ipynb", "report.html", "sessions/planted.jsonl",
-                                      "table.parquet", "archive.sqlite"}
+    assert {f for f, _ in before} == {
+        "run.json",
+        "01_chain.ipynb",
+        "report.html",
+        "sessions/planted.jsonl",
+        "table.parquet",
+        "archive.sqlite",
+    }
     # The full-text index holds the key's lower-cased tokens, not only the record text.
     fts_token = OPENAI.split("-")[-1].lower().encode()
     assert fts_token in (run / "archive.sqlite").read_bytes()
@@ -392,8 +426,14 @@ def test_scrub_run_folder_leaves_no_planted_value(tmp_path):
     assert find_leaks(run, NEEDLES) == []
     assert fts_token not in (run / "archive.sqlite").read_bytes()
     assert rep.unscannable == ("figures/fig1.png",)
-    assert set(rep.files_changed) == {"run.json", "01_chain.ipynb", "report.html", "sessions/planted.jsonl",
-                                      "table.parquet", "archive.sqlite"}
+    assert set(rep.files_changed) == {
+        "run.json",
+        "01_chain.ipynb",
+        "report.html",
+        "sessions/planted.jsonl",
+        "table.parquet",
+        "archive.sqlite",
+    }
     assert rep.files_scanned == 6 and rep.replacements >= 20
     assert not list(run.rglob("*.redact-tmp")) and not list(run.glob("archive.sqlite-*"))
 
@@ -448,8 +488,7 @@ def test_scrub_handles_fts_tables_with_their_own_content_and_without_rowid(tmp_p
     db = run / "other.db"
     con = sqlite3.connect(db)
     con.executescript(
-        "CREATE VIRTUAL TABLE notes USING fts5(body);"
-        "CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT) WITHOUT ROWID;"
+        "CREATE VIRTUAL TABLE notes USING fts5(body);CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT) WITHOUT ROWID;"
     )
     con.execute("INSERT INTO notes(body) VALUES (?)", (f"deploy key {GITHUB} ok",))
     con.execute("INSERT INTO kv VALUES (?, ?)", ("token", "mail zed.quux@example.org"))
@@ -461,7 +500,8 @@ def test_scrub_handles_fts_tables_with_their_own_content_and_without_rowid(tmp_p
     assert find_leaks(run, [GITHUB, "zed.quux@example.org", GITHUB[4:].lower()]) == []
     con = sqlite3.connect(db)
     assert con.execute("SELECT body FROM notes WHERE notes MATCH 'deploy'").fetchall() == [
-        ("deploy key [REDACTED:github-token] ok",)]
+        ("deploy key [REDACTED:github-token] ok",)
+    ]
     assert con.execute("SELECT v FROM kv").fetchall() == [("mail [REDACTED:email]",)]
     con.close()
 
@@ -470,8 +510,9 @@ def test_find_leaks_decodes_compressed_parquet(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     # Without statistics the footer holds no min/max copy of the value.
-    pd.DataFrame({"t": [f"x {OPENAI} y"] * 200}).to_parquet(run / "t.parquet", compression="gzip",
-                                                             write_statistics=False)
+    pd.DataFrame({"t": [f"x {OPENAI} y"] * 200}).to_parquet(
+        run / "t.parquet", compression="gzip", write_statistics=False
+    )
     assert OPENAI.encode() not in (run / "t.parquet").read_bytes()
     assert find_leaks(run, [OPENAI]) == [("t.parquet", OPENAI)]
 
@@ -489,12 +530,47 @@ def test_unknown_files_are_sniffed(tmp_path):
 # --------------------------------------------------------------------------- properties
 
 FRAGMENTS = [
-    "sk-", "sk-proj-", "Q7vLm2Xc9RtY4bN8wE1sK6dH3fJ0pZaU", "ghp_", "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6", "AKIA",
-    "IOSFODNN7EXAMPLE", "eyJ", "hbGciOiJIUzI1NiJ9", ".", "@", "example.com", "/home/", "/Users/", "C:\\Users\\",
-    "Bearer ", "Authorization: ", "Basic ", "api_key=", '"password": "', "token: ", "secret=", "[REDACTED:",
-    "]", "openai-key", "\\n", "\n", " ", '"', "'", "\\", "&quot;", "-----BEGIN RSA PRIVATE KEY-----",
-    "-----END RSA PRIVATE KEY-----", "MIIEowIBAAKCAQEAu1SU1LfVLPHC", "://u:", "xoxb-", "AIza", "zedquux",
-    "Xylophone-Marmalade-77", "EDACTED:env",
+    "sk-",
+    "sk-proj-",
+    "Q7vLm2Xc9RtY4bN8wE1sK6dH3fJ0pZaU",
+    "ghp_",
+    "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6",
+    "AKIA",
+    "IOSFODNN7EXAMPLE",
+    "eyJ",
+    "hbGciOiJIUzI1NiJ9",
+    ".",
+    "@",
+    "example.com",
+    "/home/",
+    "/Users/",
+    "C:\\Users\\",
+    "Bearer ",
+    "Authorization: ",
+    "Basic ",
+    "api_key=",
+    '"password": "',
+    "token: ",
+    "secret=",
+    "[REDACTED:",
+    "]",
+    "openai-key",
+    "\\n",
+    "\n",
+    " ",
+    '"',
+    "'",
+    "\\",
+    "&quot;",
+    "-----BEGIN RSA PRIVATE KEY-----",
+    "-----END RSA PRIVATE KEY-----",
+    "MIIEowIBAAKCAQEAu1SU1LfVLPHC",
+    "://u:",
+    "xoxb-",
+    "AIza",
+    "zedquux",
+    "Xylophone-Marmalade-77",
+    "EDACTED:env",
 ]
 TEXTS = st.lists(st.one_of(st.text(max_size=12), st.sampled_from(FRAGMENTS)), max_size=24).map("".join)
 PROPERTY_REDACTOR = Redactor(
@@ -527,8 +603,13 @@ def test_encoded_home_of_a_hyphenated_user_is_masked_whole(on):
     from compaction_lab.core.session import Session
 
     for cwd, folder in [("/home/jo-ann/proj", "-home-jo-ann-proj"), ("/Users/j.doe/x", "-Users-j-doe-x")]:
-        s = Session(id="s", source_format="claude_code", source_path=f"/r/.claude/projects/{folder}/u.jsonl",
-                    metadata={"cwd": cwd}, records=())
+        s = Session(
+            id="s",
+            source_format="claude_code",
+            source_path=f"/r/.claude/projects/{folder}/u.jsonl",
+            metadata={"cwd": cwd},
+            records=(),
+        )
         out = on.session(s).source_path
         assert out.endswith("[REDACTED:encoded-home-user]-" + folder.rsplit("-", 1)[1] + "/u.jsonl"), out
         assert "ann" not in out and "doe" not in out
@@ -539,8 +620,9 @@ def test_another_accounts_claude_project_folder_never_reaches_the_run_folder(tmp
     through the encoded project folder in source_path (sessions/*.jsonl, notebook 01)."""
     import shutil
 
-    from compaction_lab.ingest import sources
     from conftest import SHARED_FIXTURES
+
+    from compaction_lab.ingest import sources
 
     src = SHARED_FIXTURES / "claude-code" / "hello-world-script.jsonl"
     if not src.exists():

@@ -12,8 +12,9 @@ import yaml
 
 from compaction_lab import cli, composition
 from compaction_lab.core import paths
-from compaction_lab.report import run as report, runfolder
 from compaction_lab.core.session import Session
+from compaction_lab.report import run as report
+from compaction_lab.report import runfolder
 
 # --------------------------------------------------------------------------- profiles
 
@@ -147,8 +148,11 @@ def test_notebook_06_headline_agrees_with_the_exam_and_cost(smoke_run):
     for _, row in head.iterrows():
         assert row["retained"] == recall.loc[row["strategy"], "retained"]
         assert row["retained_of_n"].startswith(f"{recall.loc[row['strategy'], 'retained']:.0f}/")
-        c = cost[(cost["strategy"] == row["strategy"]) & (cost["price_table"] == row["price_table"])
-                 & (cost["simulator"] == row["simulator"])]
+        c = cost[
+            (cost["strategy"] == row["strategy"])
+            & (cost["price_table"] == row["price_table"])
+            & (cost["simulator"] == row["simulator"])
+        ]
         assert len(c) == 1 and c["compaction_cost_cached"].iloc[0] == pytest.approx(row["compaction_cost_cached"])
     assert list(head["recall"]) == sorted(head["recall"], reverse=True)
 
@@ -217,8 +221,7 @@ def test_parameters_no_notebook_declares_are_an_error_unless_allowed(tmp_path, c
         report.run_profile(prof, results=tmp_path / "results", progress=False, render=False)
     assert not (tmp_path / "results").exists()
     # With allow_unknown the run goes on and records the key, as before.
-    result = report.run_profile(prof, results=tmp_path / "results", progress=False, render=False,
-                                allow_unknown=True)
+    result = report.run_profile(prof, results=tmp_path / "results", progress=False, render=False, allow_unknown=True)
     info = json.loads((result.run_dir / "run.json").read_text())
     assert info["unused_parameters"] == ["windw_tokens"]
     assert "windw_tokens" in capsys.readouterr().err
@@ -275,8 +278,8 @@ def test_notebook_01_on_every_fixture_session(tmp_path):
 
 def test_smoke_run_has_projection_anatomy(smoke_run):
     d = smoke_run.run_dir
-    from compaction_lab.strategies import anatomy
     from compaction_lab import strategies
+    from compaction_lab.strategies import anatomy
 
     proj = pd.read_parquet(d / "projections.parquet")
     assert list(proj.columns) == anatomy.PROJECTION_COLUMNS
@@ -329,12 +332,29 @@ def test_overrides_replace_profile_and_notebook_parameters():
 def test_two_value_sweep_gives_two_run_folders_and_a_comparison(tmp_path, capsys):
     smoke = report.load_profile("smoke")
     prof = tmp_path / "mini.yaml"
-    prof.write_text(yaml.safe_dump({
-        "description": "sweep test", "notebooks": ["01_context_composition", "03_closed_book_exam"],
-        "parameters": {k: v for k, v in smoke.parameters.items() if k not in ("turns", "cost_cases")},
-    }))
-    code = cli.main(["run", "--profile", str(prof), "--results", str(tmp_path / "r"), "--quiet",
-                     "--sweep", "seed=7,8", "--set", "n_boot=50"])
+    prof.write_text(
+        yaml.safe_dump(
+            {
+                "description": "sweep test",
+                "notebooks": ["01_context_composition", "03_closed_book_exam"],
+                "parameters": {k: v for k, v in smoke.parameters.items() if k not in ("turns", "cost_cases")},
+            }
+        )
+    )
+    code = cli.main(
+        [
+            "run",
+            "--profile",
+            str(prof),
+            "--results",
+            str(tmp_path / "r"),
+            "--quiet",
+            "--sweep",
+            "seed=7,8",
+            "--set",
+            "n_boot=50",
+        ]
+    )
     assert code == 0
     folder = Path(capsys.readouterr().out.strip().splitlines()[-1])
     table = pd.read_parquet(folder / "sweep.parquet")
@@ -366,13 +386,31 @@ def _secret_session(path: Path) -> Path:
     msgs = [{"role": "system", "content": "You are a coding agent."}]
     for i in range(30):
         msgs += [
-            {"role": "user", "content": f"Step {i}: check module_{i}.py under {PLANTED['home']}/proj/pkg_{i} "
-                                        f"and mail {PLANTED['email']} if build_{i:03d} fails."},
-            {"role": "assistant", "content": None, "tool_calls": [{"id": f"c{i}", "type": "function", "function": {
-                "name": "bash", "arguments": json.dumps({"command": f"cat {PLANTED['home']}/proj/module_{i}.py"})}}]},
-            {"role": "tool", "tool_call_id": f"c{i}", "content":
-                f"OPENAI_API_KEY={PLANTED['key']}\ncurl -H 'Authorization: Bearer {PLANTED['bearer']}' "
-                f"https://api.internal/v{i}\nresult_{i} = {1000 + 37 * i}\nleaked {ENV_KEY}"},
+            {
+                "role": "user",
+                "content": f"Step {i}: check module_{i}.py under {PLANTED['home']}/proj/pkg_{i} "
+                f"and mail {PLANTED['email']} if build_{i:03d} fails.",
+            },
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"c{i}",
+                        "type": "function",
+                        "function": {
+                            "name": "bash",
+                            "arguments": json.dumps({"command": f"cat {PLANTED['home']}/proj/module_{i}.py"}),
+                        },
+                    }
+                ],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": f"c{i}",
+                "content": f"OPENAI_API_KEY={PLANTED['key']}\ncurl -H 'Authorization: Bearer {PLANTED['bearer']}' "
+                f"https://api.internal/v{i}\nresult_{i} = {1000 + 37 * i}\nleaked {ENV_KEY}",
+            },
             {"role": "assistant", "content": f"Decision {i}: keep retry_limit_{i} at {3 + i} for module_{i}."},
         ]
     path.write_text("\n".join(json.dumps(m) for m in msgs) + "\n")
@@ -381,8 +419,16 @@ def _secret_session(path: Path) -> Path:
 
 def _on_my_sessions(session: Path) -> dict:
     """Overrides that point the `my_sessions` profile at one file and keep the run small."""
-    return {"session_paths": [str(session)], "window": 6000, "output_ceiling": 1000, "tail_tokens": 600,
-            "n_boot": 50, "turns": 5, "cost_cases": 1, "probe_n_questions": 8}
+    return {
+        "session_paths": [str(session)],
+        "window": 6000,
+        "output_ceiling": 1000,
+        "tail_tokens": 600,
+        "n_boot": 50,
+        "turns": 5,
+        "cost_cases": 1,
+        "probe_n_questions": 8,
+    }
 
 
 def test_redacted_run_leaks_none_of_the_planted_secrets(tmp_path, monkeypatch):
@@ -404,8 +450,14 @@ def test_redacted_run_leaks_none_of_the_planted_secrets(tmp_path, monkeypatch):
     # Without redaction the planted values do reach the run folder (so the check above can fail) --
     # but the environment's API key never does.
     first = replace(mine, notebooks=("01_context_composition",))  # the later notebooks' parameters go unused
-    plain = report.run_profile(first, results=tmp_path / "r", progress=False, redact=False,
-                               overrides=_on_my_sessions(session), allow_unknown=True)
+    plain = report.run_profile(
+        first,
+        results=tmp_path / "r",
+        progress=False,
+        redact=False,
+        overrides=_on_my_sessions(session),
+        allow_unknown=True,
+    )
     leaks = {needle for _, needle in redact.find_leaks(plain.run_dir, [*PLANTED.values(), ENV_KEY])}
     assert leaks == set(PLANTED.values())
 
@@ -413,15 +465,18 @@ def test_redacted_run_leaks_none_of_the_planted_secrets(tmp_path, monkeypatch):
 # --------------------------------------------------------------------------- parameters fail first (issue #12 item 9)
 
 
-@pytest.mark.parametrize("profile, overrides, needle", [
-    ("smoke", {"window": -5}, "window = -5"),                 # was: failed in notebook 02, after 01 ran
-    ("smoke", {"n_chains": 0}, "n_chains = 0"),               # was: "run notebook 01 first"
-    ("smoke", {"window": 500}, "output_ceiling = 500"),       # window == output ceiling: was 0 everywhere
-    ("smoke", {"seed": "abc"}, "seed = 'abc'"),               # was: accepted silently
-    ("smoke", {"bogus": 1}, "unknown parameter bogus"),       # was: accepted silently
-    ("smoke", {"session_paths": 5}, "session_paths = 5"),     # was: TypeError inside notebook 01
-    ("my_sessions", {"session_paths": []}, "session_paths = []"),  # was: synthetic chains, silently
-])
+@pytest.mark.parametrize(
+    "profile, overrides, needle",
+    [
+        ("smoke", {"window": -5}, "window = -5"),  # was: failed in notebook 02, after 01 ran
+        ("smoke", {"n_chains": 0}, "n_chains = 0"),  # was: "run notebook 01 first"
+        ("smoke", {"window": 500}, "output_ceiling = 500"),  # window == output ceiling: was 0 everywhere
+        ("smoke", {"seed": "abc"}, "seed = 'abc'"),  # was: accepted silently
+        ("smoke", {"bogus": 1}, "unknown parameter bogus"),  # was: accepted silently
+        ("smoke", {"session_paths": 5}, "session_paths = 5"),  # was: TypeError inside notebook 01
+        ("my_sessions", {"session_paths": []}, "session_paths = []"),  # was: synthetic chains, silently
+    ],
+)
 def test_bad_parameters_fail_before_any_run_folder(tmp_path, profile, overrides, needle):
     with pytest.raises(report.ProfileError, match=re.escape(needle)):
         report.run_profile(profile, results=tmp_path / "results", progress=False, overrides=overrides)

@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from browser import check_pages, chromium_path
 
 pytestmark = pytest.mark.slow
@@ -46,8 +45,10 @@ def run_pages(chromium, smoke_run):
     assert smoke_run.report is not None and smoke_run.report.exists(), "the run wrote no report.html"
     others = sorted(p for p in run_dir.glob("*.html") if p != smoke_run.report)
     figures = sorted((run_dir / "figures").glob("*.html"))
-    return {c.path.name if c.path.parent == run_dir else f"figures/{c.path.name}": c
-            for c in check_pages([smoke_run.report, *others, *figures])}
+    return {
+        c.path.name if c.path.parent == run_dir else f"figures/{c.path.name}": c
+        for c in check_pages([smoke_run.report, *others, *figures])
+    }
 
 
 def _report(checks) -> str:

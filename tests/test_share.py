@@ -9,33 +9,72 @@ from compaction_lab.report import runfolder, share
 
 
 def _recall(rows):
-    cols = ["strategy", "strategy_label", "retained", "n", "recall", "ci_low", "ci_high", "projection_tokens",
-            "reader_label"]
+    cols = [
+        "strategy",
+        "strategy_label",
+        "retained",
+        "n",
+        "recall",
+        "ci_low",
+        "ci_high",
+        "projection_tokens",
+        "reader_label",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
 def _cost(rows):
-    cols = ["strategy", "price_table", "simulator", "compaction_cost_cold", "compaction_cost_cached", "break_even",
-            "cost_per_point", "currency"]
+    cols = [
+        "strategy",
+        "price_table",
+        "simulator",
+        "compaction_cost_cold",
+        "compaction_cost_cached",
+        "break_even",
+        "cost_per_point",
+        "currency",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
 @pytest.fixture
 def run(tmp_path):
     d = runfolder.resolve(tmp_path / "run")
-    runfolder.save_table(_recall([
-        ("full", "full", 40, 40, 1.0, 1.0, 1.0, 90_000, "verbatim reader (retention ceiling)"),
-        ("codex", "codex (extractive stand-in)", 22, 40, 0.55, 0.4, 0.7, 4_000, "verbatim reader (retention ceiling)"),
-        ("det", "det", 36, 40, 0.9, 0.8, 0.975, 16_000, "verbatim reader (retention ceiling)"),
-    ]), d, "exam_recall")
-    runfolder.save_table(_cost([
-        ("full", "t1", "deepseek", 0.0, 0.0, "0", 0.02, "CNY"),
-        ("codex", "t1", "deepseek", 0.14, 0.13, "never", 0.03, "CNY"),
-        ("det", "t1", "deepseek", 0.0, 0.0, "3", 0.01, "CNY"),
-        ("full", "t1", "none", 0.0, 0.0, "0", 0.5, "CNY"),
-        ("codex", "t1", "none", 0.14, 0.14, "never", 0.6, "CNY"),
-        ("det", "t1", "none", 0.0, 0.0, "0", 0.2, "CNY"),
-    ]), d, "cost")
+    runfolder.save_table(
+        _recall(
+            [
+                ("full", "full", 40, 40, 1.0, 1.0, 1.0, 90_000, "verbatim reader (retention ceiling)"),
+                (
+                    "codex",
+                    "codex (extractive stand-in)",
+                    22,
+                    40,
+                    0.55,
+                    0.4,
+                    0.7,
+                    4_000,
+                    "verbatim reader (retention ceiling)",
+                ),
+                ("det", "det", 36, 40, 0.9, 0.8, 0.975, 16_000, "verbatim reader (retention ceiling)"),
+            ]
+        ),
+        d,
+        "exam_recall",
+    )
+    runfolder.save_table(
+        _cost(
+            [
+                ("full", "t1", "deepseek", 0.0, 0.0, "0", 0.02, "CNY"),
+                ("codex", "t1", "deepseek", 0.14, 0.13, "never", 0.03, "CNY"),
+                ("det", "t1", "deepseek", 0.0, 0.0, "3", 0.01, "CNY"),
+                ("full", "t1", "none", 0.0, 0.0, "0", 0.5, "CNY"),
+                ("codex", "t1", "none", 0.14, 0.14, "never", 0.6, "CNY"),
+                ("det", "t1", "none", 0.0, 0.0, "0", 0.2, "CNY"),
+            ]
+        ),
+        d,
+        "cost",
+    )
     return d
 
 
@@ -88,8 +127,13 @@ def test_figures_in_order_with_inline_svg(run):
         (figs / f"{stem}.svg").write_text(svg)
         (figs / f"{stem}.png").write_bytes(b"\x89PNG\r\n\x1a\n")
     found = share.figures(run)
-    assert [f.stem for f in found] == ["fig1_retained", "fig3_complete", "fig3_recall_tokens", "fig9_open_book",
-                                         "zz_extra"]
+    assert [f.stem for f in found] == [
+        "fig1_retained",
+        "fig3_complete",
+        "fig3_recall_tokens",
+        "fig9_open_book",
+        "zz_extra",
+    ]
     html = share.figure_html(found[0])
     assert html.startswith('<figure class="cl-figure" id="fig1_retained"><svg') and "<?xml" not in html
     assert 'href="figures/fig1_retained.png"' in html and "Figure 1" in html
@@ -97,8 +141,17 @@ def test_figures_in_order_with_inline_svg(run):
 
 def test_run_facts(run):
     assert share.run_facts(run)["value"].str.contains("missing").any()
-    (run / "run.json").write_text(json.dumps({"run": "r1", "profile": "smoke", "parameters": {"seed": 7},
-                                              "packages": {"pandas": "2"}, "git": {"commit": "abc"}}))
+    (run / "run.json").write_text(
+        json.dumps(
+            {
+                "run": "r1",
+                "profile": "smoke",
+                "parameters": {"seed": 7},
+                "packages": {"pandas": "2"},
+                "git": {"commit": "abc"},
+            }
+        )
+    )
     facts = share.run_facts(run).set_index("what")["value"]
     assert facts["parameter: seed"] == "7" and facts["package: pandas"] == "2" and facts["commit"] == "abc"
 
@@ -108,30 +161,73 @@ def test_recorded_block_per_compaction(tmp_path):
     assert share.recorded_block(tmp_path) is None  # notebook 03 did not look
     from compaction_lab.exam import recorded
 
-    found = pd.DataFrame([{"case_id": "s-recorded-0", "session_id": "s", "agent": "pi", "model": "m1",
-                           "label": "recorded (pi, m1)", "compaction": 0, "compaction_entry": "e9", "cut": 9,
-                           "after": 10, "questions": 4, "decoys": 1}], columns=recorded.FOUND_COLUMNS)
-    skipped = pd.DataFrame([{"session_id": "x", "source_format": "swe_agent",
-                             "reason": "its format (swe_agent) records no compactions"}] * 2,
-                           columns=recorded.SKIP_COLUMNS)
+    found = pd.DataFrame(
+        [
+            {
+                "case_id": "s-recorded-0",
+                "session_id": "s",
+                "agent": "pi",
+                "model": "m1",
+                "label": "recorded (pi, m1)",
+                "compaction": 0,
+                "compaction_entry": "e9",
+                "cut": 9,
+                "after": 10,
+                "questions": 4,
+                "decoys": 1,
+            }
+        ],
+        columns=recorded.FOUND_COLUMNS,
+    )
+    skipped = pd.DataFrame(
+        [{"session_id": "x", "source_format": "swe_agent", "reason": "its format (swe_agent) records no compactions"}]
+        * 2,
+        columns=recorded.SKIP_COLUMNS,
+    )
 
     def row(strategy, label, k, own=False):
-        return {"case_id": "s-recorded-0", "session_id": "s", "agent": "pi", "model": "m1", "compaction": 0,
-                "strategy": strategy, "strategy_label": label, "recorded": strategy == "recorded", "own_agent": own,
-                "retained": k, "n": 4, "recall": k / 4, "ci_low": 0.0, "ci_high": 1.0, "decoys_fallen": 0,
-                "decoys_n": 1, "projection_tokens": 100.0}
+        return {
+            "case_id": "s-recorded-0",
+            "session_id": "s",
+            "agent": "pi",
+            "model": "m1",
+            "compaction": 0,
+            "strategy": strategy,
+            "strategy_label": label,
+            "recorded": strategy == "recorded",
+            "own_agent": own,
+            "retained": k,
+            "n": 4,
+            "recall": k / 4,
+            "ci_low": 0.0,
+            "ci_high": 1.0,
+            "decoys_fallen": 0,
+            "decoys_n": 1,
+            "projection_tokens": 100.0,
+        }
 
-    table = pd.DataFrame([row("recorded", "recorded (pi, m1)", 1), row("pi", "pi (extractive stand-in)", 2, True),
-                          row("full", "full", 4), row("codex", "codex (extractive stand-in)", 3)],
-                         columns=recorded.TABLE_COLUMNS)
+    table = pd.DataFrame(
+        [
+            row("recorded", "recorded (pi, m1)", 1),
+            row("pi", "pi (extractive stand-in)", 2, True),
+            row("full", "full", 4),
+            row("codex", "codex (extractive stand-in)", 3),
+        ],
+        columns=recorded.TABLE_COLUMNS,
+    )
     for name, df in (("recorded_compactions", found), ("recorded_skipped", skipped), ("exam_recorded", table)):
         runfolder.save_table(df, tmp_path, name)
     block = share.recorded_block(tmp_path)
     assert block.count == 1
-    assert block.lines == ("Real compactions found in your logs: 1 (in 1 session; agents: pi)",
-                           "Skipped: 2 sessions — its format (swe_agent) records no compactions")
+    assert block.lines == (
+        "Real compactions found in your logs: 1 (in 1 session; agents: pi)",
+        "Skipped: 2 sessions — its format (swe_agent) records no compactions",
+    )
     (r,) = block.table.to_dict("records")
-    assert r == {"compaction": "s #1 (pi, m1)", "the agent's own (recorded)": "recorded (pi, m1): 1/4 (0%–100%)",
-                 "its reimplementation": "pi (extractive stand-in): 2/4 (0%–100%)",
-                 "best other arm": "full: 4/4 (0%–100%)"}
+    assert r == {
+        "compaction": "s #1 (pi, m1)",
+        "the agent's own (recorded)": "recorded (pi, m1): 1/4 (0%–100%)",
+        "its reimplementation": "pi (extractive stand-in): 2/4 (0%–100%)",
+        "best other arm": "full: 4/4 (0%–100%)",
+    }
     assert "recorded (pi, m1): 1/4" in block.html()

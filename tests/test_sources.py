@@ -10,15 +10,23 @@ from compaction_lab.ingest import sources
 
 
 def _chat(path, text):
-    path.write_text(json.dumps({"role": "user", "content": text}) + "\n"
-                    + json.dumps({"role": "assistant", "content": f"answer to {text}"}) + "\n", encoding="utf-8")
+    path.write_text(
+        json.dumps({"role": "user", "content": text})
+        + "\n"
+        + json.dumps({"role": "assistant", "content": f"answer to {text}"})
+        + "\n",
+        encoding="utf-8",
+    )
 
 
-@pytest.mark.parametrize("ids", [
-    ["a b", "a:b", "a_b", "a-b"],
-    ["facts", "Facts", "FACTS"],
-    ["Case", "case", "CASE", "x" * 300, "x" * 301],
-])
+@pytest.mark.parametrize(
+    "ids",
+    [
+        ["a b", "a:b", "a_b", "a-b"],
+        ["facts", "Facts", "FACTS"],
+        ["Case", "case", "CASE", "x" * 300, "x" * 301],
+    ],
+)
 def test_session_files_are_distinct_for_distinct_ids(ids):
     names = [sources.session_file(i) for i in ids]
     assert len(set(names)) == len(ids)
@@ -63,8 +71,12 @@ def test_one_bad_explicit_path_is_skipped_and_the_rest_studied(tmp_path):
     got = sources.gather([str(junk), str(empty), str(corrupt), str(good), str(tmp_path / "missing")], progress=False)
     assert [s.id for s in got.sessions] == ["good"]
     reasons = {(sk.path.rsplit("/", 1)[-1], sk.reason) for sk in got.report.skipped}
-    assert {("junk.jsonl", "unknown_format"), ("empty.jsonl", "empty_file"),
-            ("corrupt.jsonl.zst", "corrupt_compressed"), ("missing", "unreadable")} <= reasons
+    assert {
+        ("junk.jsonl", "unknown_format"),
+        ("empty.jsonl", "empty_file"),
+        ("corrupt.jsonl.zst", "corrupt_compressed"),
+        ("missing", "unreadable"),
+    } <= reasons
     # Nothing at all imported: one clear error naming the paths and the skips.
     with pytest.raises(ValueError, match="no sessions imported"):
         sources.gather([str(junk), str(empty)], progress=False)

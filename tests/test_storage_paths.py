@@ -18,19 +18,22 @@ from pathlib import Path
 
 import pytest
 
-from compaction_lab.store import checkpoints
 from compaction_lab import cli
-from compaction_lab.report import params, run as report
 from compaction_lab.core import paths
 from compaction_lab.ingest import sources
+from compaction_lab.report import params
+from compaction_lab.report import run as report
+from compaction_lab.store import checkpoints
 
 NOBODY = 65534
 
 
 def _session(path: Path) -> Path:
     """A tiny chat-JSONL session."""
-    path.write_text('{"role": "user", "content": "Deploy build 7Q2-XK9."}\n'
-                    '{"role": "assistant", "content": "Deployed 7Q2-XK9."}\n', encoding="utf-8")
+    path.write_text(
+        '{"role": "user", "content": "Deploy build 7Q2-XK9."}\n{"role": "assistant", "content": "Deployed 7Q2-XK9."}\n',
+        encoding="utf-8",
+    )
     return path
 
 
@@ -82,9 +85,11 @@ def test_archive_that_is_not_an_sqlite_file_is_a_clear_error(tmp_path, capsys, k
     else:
         target.write_text("my notes, not a database\n")
     session = _session(tmp_path / "s.jsonl")
-    for argv in (["import", str(session), "--archive", str(target), "--quiet"],
-                 ["history", "search", "7Q2-XK9", "--archive", str(target)],
-                 ["history", "get", "L1", "--archive", str(target)]):
+    for argv in (
+        ["import", str(session), "--archive", str(target), "--quiet"],
+        ["history", "search", "7Q2-XK9", "--archive", str(target)],
+        ["history", "get", "L1", "--archive", str(target)],
+    ):
         code, err = _cli(argv, capsys)
         assert code == 2 and err.startswith("error: ") and str(target) in err, (argv, err)
     if kind == "text file":
@@ -92,8 +97,10 @@ def test_archive_that_is_not_an_sqlite_file_is_a_clear_error(tmp_path, capsys, k
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl", "target"]  # no journal beside it
     # A missing archive is said so too, and reading never creates it (nor its folder).
     missing = tmp_path / "sub" / "none.sqlite"
-    for argv in (["history", "search", "x", "--archive", str(missing)],
-                 ["history", "get", "L1", "--archive", str(missing)]):
+    for argv in (
+        ["history", "search", "x", "--archive", str(missing)],
+        ["history", "get", "L1", "--archive", str(missing)],
+    ):
         code, err = _cli(argv, capsys)
         assert code == 2 and "no archive at" in err
     assert not (tmp_path / "sub").exists()
@@ -111,8 +118,10 @@ def test_archive_pointed_at_another_database_is_refused_untouched(tmp_path, caps
 
 def test_import_into_a_folder_that_cannot_exist_is_a_clear_error(tmp_path, capsys):
     (tmp_path / "plain").write_text("x")
-    code, err = _cli(["import", str(_session(tmp_path / "s.jsonl")), "--archive",
-                      str(tmp_path / "plain" / "a.sqlite"), "--quiet"], capsys)
+    code, err = _cli(
+        ["import", str(_session(tmp_path / "s.jsonl")), "--archive", str(tmp_path / "plain" / "a.sqlite"), "--quiet"],
+        capsys,
+    )
     assert code == 2 and "plain is a file" in err
 
 
@@ -134,8 +143,10 @@ def test_results_naming_a_file_fails_before_any_notebook(tmp_path, capsys):
 def test_checkpoints_list_and_release_never_create_a_database(tmp_path, capsys):
     # Was: the database and its folders were created for any typo'd path.
     typo = tmp_path / "chekpoints" / "ck.sqlite"
-    for argv in (["checkpoints", "list", "--db", str(typo)],
-                 ["checkpoints", "release", "s:1:v1:abcdef12", "--db", str(typo)]):
+    for argv in (
+        ["checkpoints", "list", "--db", str(typo)],
+        ["checkpoints", "release", "s:1:v1:abcdef12", "--db", str(typo)],
+    ):
         code, err = _cli(argv, capsys)
         assert code == 2 and f"no checkpoint database at {typo}" in err
     assert list(tmp_path.iterdir()) == []
@@ -153,8 +164,10 @@ def test_checkpoints_db_that_is_not_a_checkpoint_database_is_a_clear_error(tmp_p
         with sqlite3.connect(db) as conn:
             conn.execute("CREATE TABLE records (id INTEGER)")
     before = db.read_bytes() if db.is_file() else None
-    for argv in (["checkpoints", "list", "--db", str(db)],
-                 ["checkpoints", "release", "s:1:v1:abcdef12", "--db", str(db)]):
+    for argv in (
+        ["checkpoints", "list", "--db", str(db)],
+        ["checkpoints", "release", "s:1:v1:abcdef12", "--db", str(db)],
+    ):
         code, err = _cli(argv, capsys)
         assert code == 2 and str(db) in err, err
     assert (db.read_bytes() if db.is_file() else None) == before
@@ -210,7 +223,7 @@ def _unprivileged(fn) -> tuple[int, str]:
             else:
                 try:
                     code = int(fn())
-                except BaseException:  # noqa: BLE001 - report anything to the parent
+                except BaseException:
                     traceback.print_exc()
                     code = 70
             out.flush()
@@ -231,7 +244,6 @@ def _import_what_commands_use() -> None:
     not be able to read the interpreter's or the checkout's files)."""
     import zstandard  # noqa: F401
 
-    from compaction_lab.store import archive
     from compaction_lab import ingest
     from compaction_lab.ingest import sources  # noqa: F401
 
@@ -262,8 +274,9 @@ def test_import_into_a_read_only_folder_is_a_clear_error(readonly_folder, tmp_pa
     session = _session(readonly_folder.parent / "s.jsonl")
     session.chmod(0o644)
     _import_what_commands_use()
-    code, err = _unprivileged(lambda: cli.main(["import", str(session), "--archive",
-                                                str(readonly_folder / "a.sqlite"), "--quiet"]))
+    code, err = _unprivileged(
+        lambda: cli.main(["import", str(session), "--archive", str(readonly_folder / "a.sqlite"), "--quiet"])
+    )
     assert code == 2 and err.startswith("error: ") and str(readonly_folder) in err and "cannot write" in err, err
     assert list(readonly_folder.iterdir()) == []
 
@@ -328,8 +341,10 @@ def test_a_folder_this_account_may_not_enter_is_a_counted_skip_or_a_clear_error(
         got = sources.gather([str(hidden), str(good)], progress=False)
         reasons = {(sk.path, sk.reason) for sk in got.report.skipped}
         assert len(got.sessions) == 1 and (str(hidden), "unreadable") in reasons, reasons
-        for check in (lambda: paths.check_writable_folder(locked / "res", "results folder"),
-                      lambda: paths.check_sqlite_file(locked / "a.sqlite", "archive", create=True)):
+        for check in (
+            lambda: paths.check_writable_folder(locked / "res", "results folder"),
+            lambda: paths.check_sqlite_file(locked / "a.sqlite", "archive", create=True),
+        ):
             try:
                 check()
             except paths.StoragePathError as exc:

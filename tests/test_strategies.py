@@ -1,16 +1,26 @@
 """The strategy registry, and every strategy on real fixture sessions and the default chains."""
 
 import pytest
-
-from compaction_lab import strategies, summarize
-from compaction_lab.ingest import ImportReport, load_sessions, synthetic
-from compaction_lab.core.projection import AUTHORED_KINDS
-from compaction_lab.strategies import CompactionContext
-
 from conftest import SHARED_FIXTURES, make_session
 
-LISTED = {"futureos-deterministic", "futureos-summarized", "codex", "opencode",
-          "full", "truncate-oldest", "observation-masking", "claude-code", "pi", "gemini-cli", "aider"}
+from compaction_lab import strategies, summarize
+from compaction_lab.core.projection import AUTHORED_KINDS
+from compaction_lab.ingest import ImportReport, load_sessions, synthetic
+from compaction_lab.strategies import CompactionContext
+
+LISTED = {
+    "futureos-deterministic",
+    "futureos-summarized",
+    "codex",
+    "opencode",
+    "full",
+    "truncate-oldest",
+    "observation-masking",
+    "claude-code",
+    "pi",
+    "gemini-cli",
+    "aider",
+}
 
 
 def test_registry_lists_the_eleven_arms_in_order():

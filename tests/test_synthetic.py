@@ -11,6 +11,7 @@ from collections import Counter
 import pytest
 
 from compaction_lab.core import tokens
+from compaction_lab.core.session import POINTER_OF_KIND, Session
 from compaction_lab.ingest import synthetic as syn
 from compaction_lab.ingest.synthetic import (
     CATEGORIES,
@@ -26,14 +27,22 @@ from compaction_lab.ingest.synthetic import (
     write_chains,
     write_manifest,
 )
-from compaction_lab.core.session import POINTER_OF_KIND, Session
 
 SMALL = SyntheticProfile(window_tokens=4000, n_chains=2)
 # Four chains so the four project themes are all exercised; 30k tokens keeps it quick.
 MID = SyntheticProfile(window_tokens=30_000, n_chains=4)
 
-FOLLOWUP_CUES = ("earlier", "before", "you said", "you mentioned", "remind me", "what was", "last time",
-                 "previously", "again")
+FOLLOWUP_CUES = (
+    "earlier",
+    "before",
+    "you said",
+    "you mentioned",
+    "remind me",
+    "what was",
+    "last time",
+    "previously",
+    "again",
+)
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +81,7 @@ def test_same_profile_gives_identical_bytes_and_facts():
 def test_different_seed_gives_different_chains():
     a = generate_chains(SMALL)
     b = generate_chains(dataclasses.replace(SMALL, seed=SMALL.seed + 1))
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         assert x.session.to_jsonl() != y.session.to_jsonl()
         assert chain_digest(x) != chain_digest(y)
 
@@ -102,7 +111,7 @@ def test_manifest_round_trip(tmp_path, small_chains):
 def test_write_chains_round_trip(tmp_path, small_chains):
     paths = write_chains(small_chains, tmp_path)
     assert [p.name for p in paths] == [f"{c.session.id}.jsonl" for c in small_chains] + ["facts.jsonl"]
-    for c, p in zip(small_chains, paths):
+    for c, p in zip(small_chains, paths, strict=False):
         assert p.read_bytes() == c.session.to_jsonl()
         assert Session.from_jsonl(p.read_bytes()).to_jsonl() == c.session.to_jsonl()
     lines = paths[-1].read_text(encoding="utf-8").splitlines()
@@ -112,8 +121,17 @@ def test_write_chains_round_trip(tmp_path, small_chains):
 
 
 def test_from_mapping_ignores_unknown_keys():
-    p = SyntheticProfile.from_mapping({"seed": "11", "window_tokens": 5000, "n_chains": 3, "encoding": "cl100k_base",
-                                       "reader": "verbatim", "strategies": ["codex"], "pointer_mix": {"user": 0.1}})
+    p = SyntheticProfile.from_mapping(
+        {
+            "seed": "11",
+            "window_tokens": 5000,
+            "n_chains": 3,
+            "encoding": "cl100k_base",
+            "reader": "verbatim",
+            "strategies": ["codex"],
+            "pointer_mix": {"user": 0.1},
+        }
+    )
     assert p == SyntheticProfile(seed=11, n_chains=3, window_tokens=5000)
     assert SyntheticProfile.from_mapping({}) == SyntheticProfile()
 
@@ -160,7 +178,7 @@ def test_small_chains_grow_to_the_window_and_stop(small_chains):
                 open_calls.add(r.call_id)
             elif r.kind == "tool_output":
                 open_calls.discard(r.call_id)
-        for r in recs[cross + 1:]:
+        for r in recs[cross + 1 :]:
             assert r.kind == "tool_output" and r.call_id in open_calls
             open_calls.discard(r.call_id)
         assert not open_calls
@@ -177,7 +195,7 @@ def test_records_are_strictly_ordered_with_entries_and_timestamps(mid_chains):
         blocks: dict[str, list] = {}
         for r in recs:
             blocks.setdefault(r.entry_id, []).append(r)
-        for entry, rs in blocks.items():
+        for _entry, rs in blocks.items():
             assert [r.block_index for r in rs] == list(range(len(rs)))
             # An entry's records are contiguous.
             assert rs[-1].source_order - rs[0].source_order == len(rs) - 1
@@ -195,7 +213,7 @@ def test_every_tool_output_answers_an_earlier_call(mid_chains, small_chains):
             if r.kind == "tool_call":
                 assert r.call_id and r.call_id not in calls
                 assert r.text.startswith(f"{r.tool} {{")
-                json.loads(r.text[len(r.tool) + 1:])  # arguments are JSON
+                json.loads(r.text[len(r.tool) + 1 :])  # arguments are JSON
                 calls[r.call_id] = r
             elif r.kind == "tool_output":
                 call = calls.get(r.call_id)

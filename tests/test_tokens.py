@@ -86,7 +86,9 @@ def _fixture_and_synthetic_texts() -> list[str]:
     from compaction_lab.ingest import synthetic
 
     texts = [p.read_text(encoding="utf-8") for p in sorted(SHARED_FIXTURES.rglob("*.jsonl"))]
-    chains = synthetic.generate_chains(synthetic.SyntheticProfile(seed=7, n_chains=1, window_tokens=6000), progress=False)
+    chains = synthetic.generate_chains(
+        synthetic.SyntheticProfile(seed=7, n_chains=1, window_tokens=6000), progress=False
+    )
     texts.append("\n".join(r.text for r in chains[0].session.records))
     return texts
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from compaction_lab import cli, verify
-from compaction_lab.core import paths
 from compaction_lab.capture import LOCK_NAME, sha256_json
+from compaction_lab.core import paths
 from compaction_lab.exam import readers
 from compaction_lab.strategies import CallShape, codex, futureos, opencode
 
@@ -98,8 +98,13 @@ def test_changed_default_system_prompt_reaches_the_requests(shapes: Path):
     _edit(shapes / "synthetic-agent.json", lambda d: d.update(system_prompt="You are a different agent."))
     result = verify.verify(shapes_dir=shapes)
     assert not result.ok
-    for key in ("shapes.synthetic-agent.system", "summary.futureos-summarized.system", "summary.codex.system",
-                "exam.closed_book.system", "exam.open_book.1.fingerprint"):
+    for key in (
+        "shapes.synthetic-agent.system",
+        "summary.futureos-summarized.system",
+        "summary.codex.system",
+        "exam.closed_book.system",
+        "exam.open_book.1.fingerprint",
+    ):
         assert key in result.changed
     # claude-code forks the main conversation: its request carries the session's system prompt
     assert "summary.claude-code.system" in result.changed
@@ -206,7 +211,8 @@ def test_update_lock_then_ok(shapes: Path):
     assert lock == shapes / LOCK_NAME
     assert verify.verify(shapes_dir=shapes).ok
     assert json.loads(lock.read_text())["shapes"]["synthetic-agent"]["tools"]["bash"] == sha256_json(
-        next(t for t in CallShape.load(shapes / "synthetic-agent.json").tools if t["function"]["name"] == "bash"))
+        next(t for t in CallShape.load(shapes / "synthetic-agent.json").tools if t["function"]["name"] == "bash")
+    )
 
 
 def test_cli_exit_codes(shapes: Path, capsys):

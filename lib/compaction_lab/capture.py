@@ -22,13 +22,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from compaction_lab.core import paths
+from compaction_lab.core.projection import canonical_json  # the form every fingerprint hashes
 from compaction_lab.ingest.base import ImportReport, content_text, iter_jsonl
 from compaction_lab.strategies.base import CallShape
-from compaction_lab.core.projection import canonical_json  # the form every fingerprint hashes
 
 #: Roles whose messages make up the system prompt of a request.
 SYSTEM_ROLES = frozenset({"system", "developer"})
@@ -42,7 +43,8 @@ _BODY_MARKERS = ("messages", "input", "instructions", "tools", "functions")
 #: Keys dropped from non-function tools: hosted tools (``mcp``, connectors) carry
 #: credentials and server addresses next to their definition.
 _SECRET_KEY = re.compile(
-    r"(?i)^(headers|authorization|server_url|connector_id|.*(api[-_]?key|token|secret|password).*)$")
+    r"(?i)^(headers|authorization|server_url|connector_id|.*(api[-_]?key|token|secret|password).*)$"
+)
 
 #: A shape name: it becomes a file name, so no separators and no leading dot.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -56,8 +58,6 @@ class CaptureError(ValueError):
 
 
 # --------------------------------------------------------------------------- fingerprints
-
-
 
 
 def sha256_text(text: str) -> str:
@@ -118,9 +118,11 @@ def request_body(data: Any) -> Mapping[str, Any]:
                     continue
             if _is_body(inner):
                 return inner
-    raise CaptureError("not an OpenAI-style request body: expected an object with 'messages' (Chat Completions) "
-                       "or 'input' / 'instructions' (Responses API), or a wrapper holding one under "
-                       f"{' / '.join(repr(k) for k in BODY_KEYS)}")
+    raise CaptureError(
+        "not an OpenAI-style request body: expected an object with 'messages' (Chat Completions) "
+        "or 'input' / 'instructions' (Responses API), or a wrapper holding one under "
+        f"{' / '.join(repr(k) for k in BODY_KEYS)}"
+    )
 
 
 def _leading_system_texts(items: Any) -> list[str]:
@@ -211,8 +213,10 @@ def shape_from_request(body: Mapping[str, Any], name: str) -> CallShape:
     for key in ("messages", "input"):
         parts += _leading_system_texts(body.get(key))
     if not parts:
-        raise CaptureError("no system prompt found: the request has no 'instructions' string and no system / "
-                           "developer message opening its 'messages' or 'input'")
+        raise CaptureError(
+            "no system prompt found: the request has no 'instructions' string and no system / "
+            "developer message opening its 'messages' or 'input'"
+        )
     return CallShape(name=name, system_prompt="\n\n".join(parts), tools=_tools_of(body))
 
 
@@ -305,8 +309,9 @@ def shape_from_codex_session(path: str | Path, name: str) -> CallShape:
 def check_name(name: str) -> str:
     """`name` if it can be a shape file's stem, else a `CaptureError` saying why."""
     if not isinstance(name, str) or not _NAME.match(name) or name.endswith(".json"):
-        raise CaptureError(f"bad shape name {name!r}: use letters, digits, '.', '_' or '-' "
-                           "(it becomes data/shapes/<name>.json)")
+        raise CaptureError(
+            f"bad shape name {name!r}: use letters, digits, '.', '_' or '-' (it becomes data/shapes/<name>.json)"
+        )
     if f"{name}.json" == LOCK_NAME:
         raise CaptureError(f"bad shape name {name!r}: {LOCK_NAME} is the verify lock")
     return name
@@ -322,8 +327,9 @@ def shape_document(shape: CallShape, description: str = "") -> dict[str, Any]:
     return doc
 
 
-def write_shape(shape: CallShape, path: str | Path | None = None, *, overwrite: bool = False,
-                description: str = "") -> Path:
+def write_shape(
+    shape: CallShape, path: str | Path | None = None, *, overwrite: bool = False, description: str = ""
+) -> Path:
     """Write a shape file and return its path.
 
     Parameters
@@ -365,8 +371,24 @@ def tool_names(tools: Iterable[Mapping[str, Any]]) -> list[str]:
 
 
 __all__ = [
-    "BODY_KEYS", "CaptureError", "LOCK_NAME", "SYSTEM_ROLES", "canonical_json", "check_name", "codex_instructions",
-    "load_json_file", "request_body", "sha256_json", "sha256_text", "shape_document", "shape_files",
-    "shape_fingerprint", "shape_from_codex_session", "shape_from_request", "shape_from_request_file", "tool_name",
-    "tool_names", "write_shape",
+    "BODY_KEYS",
+    "CaptureError",
+    "LOCK_NAME",
+    "SYSTEM_ROLES",
+    "canonical_json",
+    "check_name",
+    "codex_instructions",
+    "load_json_file",
+    "request_body",
+    "sha256_json",
+    "sha256_text",
+    "shape_document",
+    "shape_files",
+    "shape_fingerprint",
+    "shape_from_codex_session",
+    "shape_from_request",
+    "shape_from_request_file",
+    "tool_name",
+    "tool_names",
+    "write_shape",
 ]

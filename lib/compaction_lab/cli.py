@@ -77,8 +77,15 @@ def _run_command(args: argparse.Namespace) -> int:
             print("error: --name names one run; a sweep names its runs after the swept values", file=sys.stderr)
             return 2
         try:
-            sw = report.run_sweep(prof, sweeps, results=results, overrides=overrides, progress=not args.quiet,
-                                  redact=args.redact, allow_unknown=args.allow_unknown)
+            sw = report.run_sweep(
+                prof,
+                sweeps,
+                results=results,
+                overrides=overrides,
+                progress=not args.quiet,
+                redact=args.redact,
+                allow_unknown=args.allow_unknown,
+            )
         except report.ProfileError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -115,8 +122,8 @@ def _run_command(args: argparse.Namespace) -> int:
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
-    from compaction_lab.report import lifecycle
     from compaction_lab.core import paths
+    from compaction_lab.report import lifecycle
 
     results = Path(args.results) if args.results else paths.results_dir()
     try:
@@ -160,8 +167,8 @@ def _import_report_line(rep) -> None:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from compaction_lab.store.archive import Archive, ArchiveError
     from compaction_lab.ingest import ImportReport, IngestError, load_sessions
+    from compaction_lab.store.archive import Archive, ArchiveError
 
     rep = ImportReport()
     try:
@@ -173,8 +180,10 @@ def _cmd_import(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     _import_report_line(rep)
-    print(f"archive {where}: {result.records_added} new records "
-          f"({result.records_seen - result.records_added} already there), {total} in all")
+    print(
+        f"archive {where}: {result.records_added} new records "
+        f"({result.records_seen - result.records_added} already there), {total} in all"
+    )
     return _nothing_imported(rep)
 
 
@@ -213,8 +222,9 @@ def _cmd_history_search(args: argparse.Namespace) -> int:
 
     try:
         with _open_archive(args) as arch:
-            hits = arch.search(" ".join(args.query), session=args.session, limit=args.limit,
-                               raw=args.raw, any_term=args.any)
+            hits = arch.search(
+                " ".join(args.query), session=args.session, limit=args.limit, raw=args.raw, any_term=args.any
+            )
     except (ArchiveError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -271,8 +281,9 @@ def _cmd_tally(args: argparse.Namespace) -> int:
     rep = ImportReport()
     try:
         # Streamed: import and tokenizing overlap; memory stays bounded by two sessions.
-        comp = composition.composition_stream(load_sessions(args.paths, rep, formats=args.format),
-                                              encoding=args.encoding)
+        comp = composition.composition_stream(
+            load_sessions(args.paths, rep, formats=args.format), encoding=args.encoding
+        )
     except (IngestError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -285,8 +296,11 @@ def _cmd_tally(args: argparse.Namespace) -> int:
     with pd.option_context("display.max_rows", None, "display.width", 200):
         print(composition.with_shares(comp).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
         print()
-        print(composition.coarse_view(comp).query("session_id == 'ALL'").to_string(
-            index=False, float_format=lambda x: f"{x:.3f}"))
+        print(
+            composition.coarse_view(comp)
+            .query("session_id == 'ALL'")
+            .to_string(index=False, float_format=lambda x: f"{x:.3f}")
+        )
     return 0
 
 
@@ -301,9 +315,9 @@ def _history_tokens(session, cut: int, strat, ctx) -> int:
 
 
 def _cmd_project(args: argparse.Namespace) -> int:
-    from compaction_lab.report import params
     from compaction_lab import strategies, summarize
     from compaction_lab.ingest import ImportReport, IngestError, load_sessions
+    from compaction_lab.report import params
     from compaction_lab.strategies import CompactionContext
 
     try:
@@ -313,8 +327,9 @@ def _cmd_project(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     # Before any import: a window the output ceiling fills leaves the strategy nothing to keep.
-    bad = params.window_problems(args.window, args.output_ceiling, [args.strategy],
-                                 names=("--window", "--output-ceiling"))
+    bad = params.window_problems(
+        args.window, args.output_ceiling, [args.strategy], names=("--window", "--output-ceiling")
+    )
     if bad:
         print("\n".join(f"error: {b}" for b in bad), file=sys.stderr)
         return 2
@@ -340,7 +355,9 @@ def _cmd_project(args: argparse.Namespace) -> int:
         if args.respect_trigger:
             used = _history_tokens(s, cut, strat, ctx)
             if not strat.fires(used, ctx):
-                msg = f"{s.id}: {strat.name}'s trigger does not fire at {used:,} tokens ({strat.estimator}); nothing cut"
+                msg = (
+                    f"{s.id}: {strat.name}'s trigger does not fire at {used:,} tokens ({strat.estimator}); nothing cut"
+                )
                 results.append({"session_id": s.id, "compacted": False, "input_tokens": used, "message": msg})
                 if not args.json:
                     print(msg)
@@ -357,8 +374,10 @@ def _cmd_project(args: argparse.Namespace) -> int:
 def _print_projection(proj) -> None:
     from compaction_lab.strategies.anatomy import strategy_label
 
-    print(f"{proj.session_id}: {strategy_label(proj)} ({proj.algorithm_version}) at cut {proj.cut} — "
-          f"{proj.tokens:,} tokens in {len(proj.segments)} segments; capacity {proj.capacity:,} ({proj.estimator})")
+    print(
+        f"{proj.session_id}: {strategy_label(proj)} ({proj.algorithm_version}) at cut {proj.cut} — "
+        f"{proj.tokens:,} tokens in {len(proj.segments)} segments; capacity {proj.capacity:,} ({proj.estimator})"
+    )
     print(f"{'#':>4}  {'segment':<18} {'role':<9} {'record':<12} {'tokens':>8}  entries")
     for i, seg in enumerate(proj.segments):
         ids = ", ".join(seg.entry_ids[:3]) + (" …" if len(seg.entry_ids) > 3 else "")
@@ -369,8 +388,10 @@ def _print_projection(proj) -> None:
         print(f"summary request: {req.shape}, template {req.template}, fingerprint {req.fingerprint()[:16]}")
     if proj.receipt is not None:
         r = proj.receipt
-        print(f"receipt: provider {r.provider}{' (stand-in)' if r.stand_in else ''}"
-              f"{', fallback used' if r.fallback else ''}{', ' + r.error if r.error else ''}")
+        print(
+            f"receipt: provider {r.provider}{' (stand-in)' if r.stand_in else ''}"
+            f"{', fallback used' if r.fallback else ''}{', ' + r.error if r.error else ''}"
+        )
     print()
 
 
@@ -416,12 +437,11 @@ def _cmd_checkpoints_release(args: argparse.Namespace) -> int:
 
 
 def _cmd_exam(args: argparse.Namespace) -> int:
-    from compaction_lab.report import params
-    from compaction_lab.ingest import sources
     from compaction_lab import summarize
     from compaction_lab.exam import cases as exam_cases
     from compaction_lab.exam import closed, readers, stats
-    from compaction_lab.ingest import synthetic
+    from compaction_lab.ingest import sources, synthetic
+    from compaction_lab.report import params
     from compaction_lab.strategies import CompactionContext
 
     try:
@@ -439,8 +459,11 @@ def _cmd_exam(args: argparse.Namespace) -> int:
         src = sources.gather(p.get("session_paths"), synthetic.SyntheticProfile.from_mapping(p), progress=not args.json)
         rc = exam_cases.build(src.sessions, src.chains or None, {**p, "seed": p.get("bank_seed", 7)})
         model = p.get("model") or None  # a model profile's endpoint, for its summarizer and reader
-        ctx = CompactionContext(window=int(p.get("window", 128_000)), output_ceiling=int(p.get("output_ceiling", 32_000)),
-                                summarizer=summarize.get_provider(p.get("summarizer", "extractive"), model))
+        ctx = CompactionContext(
+            window=int(p.get("window", 128_000)),
+            output_ceiling=int(p.get("output_ceiling", 32_000)),
+            summarizer=summarize.get_provider(p.get("summarizer", "extractive"), model),
+        )
         names = args.strategy or p.get("strategy_names") or None
         reader = readers.get_reader(p.get("reader", "verbatim"), model=model)
         result = closed.run_closed(rc.cases, rc.sessions, names, ctx, reader, progress=not args.json)
@@ -454,9 +477,11 @@ def _cmd_exam(args: argparse.Namespace) -> int:
     n_q = sum(len(c.questions) for c in rc.cases)
     print(f"{rc.kind}: {len(rc.cases)} cases, {n_q} questions; reader: {result.answers['reader_label'].iloc[0]}")
     for _, r in recall.iterrows():
-        print(f"{r['strategy_label']:<48} {int(r['retained']):>4}/{int(r['n']):<4} {r['recall']:6.1%} "
-              f"[{r['ci_low']:.1%}, {r['ci_high']:.1%}]  decoys fallen for {int(r['decoys_fallen'])}/{int(r['decoys_n'])}"
-              f"  {r['projection_tokens']:>10,.0f} tokens")
+        print(
+            f"{r['strategy_label']:<48} {int(r['retained']):>4}/{int(r['n']):<4} {r['recall']:6.1%} "
+            f"[{r['ci_low']:.1%}, {r['ci_high']:.1%}]  decoys fallen for {int(r['decoys_fallen'])}/{int(r['decoys_n'])}"
+            f"  {r['projection_tokens']:>10,.0f} tokens"
+        )
     return 0
 
 
@@ -485,10 +510,16 @@ def _cmd_capture_shape(args: argparse.Namespace) -> int:
         else:
             _text, field = capture.codex_instructions(args.from_codex)
             shape = capture.shape_from_codex_session(args.from_codex, args.name)
-            source = (f"a Codex rollout's session_meta.{field} ({Path(args.from_codex).name}); "
-                      "Codex records no tool definitions")
-        path = capture.write_shape(shape, args.output, overwrite=args.force,
-                                   description=f"Captured by compaction-lab capture-shape from {source}.")
+            source = (
+                f"a Codex rollout's session_meta.{field} ({Path(args.from_codex).name}); "
+                "Codex records no tool definitions"
+            )
+        path = capture.write_shape(
+            shape,
+            args.output,
+            overwrite=args.force,
+            description=f"Captured by compaction-lab capture-shape from {source}.",
+        )
     except capture.CaptureError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -511,21 +542,39 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--results", help="folder that receives the run folder (default: data/results)")
     run.add_argument("--name", help="run folder name (default: <profile>-<UTC timestamp>)")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
-    run.add_argument("--set", action="append", metavar="KEY=VALUE",
-                     help="override a chain-wide parameter (value read as YAML; repeatable)")
-    run.add_argument("--sweep", action="append", metavar="KEY=V1,V2",
-                     help="one run folder per value (repeatable: every combination) plus a comparison table")
-    run.add_argument("--allow-unknown", action="store_true",
-                     help="run even with parameters no notebook declares (recorded in run.json as unused_parameters)")
+    run.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a chain-wide parameter (value read as YAML; repeatable)",
+    )
+    run.add_argument(
+        "--sweep",
+        action="append",
+        metavar="KEY=V1,V2",
+        help="one run folder per value (repeatable: every combination) plus a comparison table",
+    )
+    run.add_argument(
+        "--allow-unknown",
+        action="store_true",
+        help="run even with parameters no notebook declares (recorded in run.json as unused_parameters)",
+    )
     red = run.add_mutually_exclusive_group()
-    red.add_argument("--redact", dest="redact", action="store_true", default=None,
-                     help="mask secrets, emails and home paths in everything the run writes (default for my_sessions)")
-    red.add_argument("--no-redact", dest="redact", action="store_false",
-                     help="do not redact (environment secrets are still masked)")
+    red.add_argument(
+        "--redact",
+        dest="redact",
+        action="store_true",
+        default=None,
+        help="mask secrets, emails and home paths in everything the run writes (default for my_sessions)",
+    )
+    red.add_argument(
+        "--no-redact", dest="redact", action="store_false", help="do not redact (environment secrets are still masked)"
+    )
     run.set_defaults(func=_cmd_run)
 
-    runs = sub.add_parser("runs", help="list run folders: status (ok/failed/interrupted/dead/running), profile, "
-                                       "wall time")
+    runs = sub.add_parser(
+        "runs", help="list run folders: status (ok/failed/interrupted/dead/running), profile, wall time"
+    )
     runs.add_argument("--results", help="folder holding the run folders (default: data/results)")
     runs.add_argument("--json", action="store_true", help="the listing as JSON (for scripts)")
     runs.set_defaults(func=_cmd_runs)

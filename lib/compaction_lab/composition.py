@@ -36,8 +36,8 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Iterable, Sequence
 
 import pandas as pd
 
@@ -99,14 +99,20 @@ def _session_rows(s: Session, counts: Sequence[int]) -> list[dict]:
     """Composition rows of one session from the token counts of its context records."""
     agg: dict[str, list[int]] = {k: [0, 0, 0] for k in CONTEXT_KINDS}
     recs = [r for r in s.records if r.kind in CONTEXT_KINDS]
-    for r, n in zip(recs, counts):
+    for r, n in zip(recs, counts, strict=False):
         a = agg[r.kind]
         a[0] += 1
         a[1] += r.chars
         a[2] += n
     return [
-        {"session_id": s.id, "source_format": s.source_format, "kind": kind,
-         "records": agg[kind][0], "chars": agg[kind][1], "tokens": agg[kind][2]}
+        {
+            "session_id": s.id,
+            "source_format": s.source_format,
+            "kind": kind,
+            "records": agg[kind][0],
+            "chars": agg[kind][1],
+            "tokens": agg[kind][2],
+        }
         for kind in CONTEXT_KINDS
     ]
 
@@ -211,16 +217,34 @@ CUE_PATTERN = re.compile(
 #: this order; the first that matches restricts the candidates to those kinds
 #: (falling back to every kind when none of them matches well enough).
 SPEAKER_CUES: tuple[tuple[str, tuple[str, ...], re.Pattern], ...] = (
-    ("assistant", ("assistant", "reasoning"), re.compile(
-        r"\b(?:you (?:said|mentioned|proposed|suggested|chose|picked|decided|concluded|recommended|planned|wrote|"
-        r"explained|measured|reported|found)|your (?:plan|conclusion|decision|proposal|suggestion|reasoning|"
-        r"recommendation|explanation|choice|answer|estimate|measurement|analysis)|why did you)\b", re.IGNORECASE)),
-    ("user", ("user",), re.compile(
-        r"\b(?:(?:i|we) (?:said|asked|told|wanted|mentioned|agreed|required)|did i (?:say|ask|mention|want)|"
-        r"what did i|my (?:request|instruction|constraint|requirement)|we agreed)\b", re.IGNORECASE)),
-    ("tool", ("tool_call", "tool_output"), re.compile(
-        r"\b(?:run|output|returned|show|showed|printed|log|logs|listing|traceback|exit code|came back|"
-        r"response|stack trace|diff)\b", re.IGNORECASE)),
+    (
+        "assistant",
+        ("assistant", "reasoning"),
+        re.compile(
+            r"\b(?:you (?:said|mentioned|proposed|suggested|chose|picked|decided|concluded|recommended|planned|wrote|"
+            r"explained|measured|reported|found)|your (?:plan|conclusion|decision|proposal|suggestion|reasoning|"
+            r"recommendation|explanation|choice|answer|estimate|measurement|analysis)|why did you)\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "user",
+        ("user",),
+        re.compile(
+            r"\b(?:(?:i|we) (?:said|asked|told|wanted|mentioned|agreed|required)|did i (?:say|ask|mention|want)|"
+            r"what did i|my (?:request|instruction|constraint|requirement)|we agreed)\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "tool",
+        ("tool_call", "tool_output"),
+        re.compile(
+            r"\b(?:run|output|returned|show|showed|printed|log|logs|listing|traceback|exit code|came back|"
+            r"response|stack trace|diff)\b",
+            re.IGNORECASE,
+        ),
+    ),
 )
 
 # Bare "before" and "again" are left out on purpose: "Before you continue: ..." and
@@ -359,9 +383,15 @@ def find_followups(session: Session, min_score: float = 1.5) -> list[FollowUp]:
         tgt = recs[best_j] if best_j is not None else None
         found.append(
             FollowUp(
-                session.id, r.entry_id, r.source_order, cue.group(0).lower(), r.text,
-                tgt.entry_id if tgt else None, tgt.source_order if tgt else None,
-                tgt.kind if tgt else None, POINTER_OF_KIND[tgt.kind] if tgt else "unresolved",
+                session.id,
+                r.entry_id,
+                r.source_order,
+                cue.group(0).lower(),
+                r.text,
+                tgt.entry_id if tgt else None,
+                tgt.source_order if tgt else None,
+                tgt.kind if tgt else None,
+                POINTER_OF_KIND[tgt.kind] if tgt else "unresolved",
                 round(best, 4),
             )
         )
@@ -375,7 +405,9 @@ def _speaker_kinds(text: str) -> tuple[str, ...] | None:
     return None
 
 
-def _best(scores: dict[int, float], recs: Sequence, kinds: tuple[str, ...] | None, min_score: float) -> tuple[int | None, float]:
+def _best(
+    scores: dict[int, float], recs: Sequence, kinds: tuple[str, ...] | None, min_score: float
+) -> tuple[int | None, float]:
     """Highest-scoring record (ties to the most recent), preferring the speaker cue's kinds."""
     pools = ([j for j in scores if recs[j].kind in kinds],) if kinds else ()
     top: tuple[int | None, float] = (None, 0.0)
@@ -394,8 +426,7 @@ def _best(scores: dict[int, float], recs: Sequence, kinds: tuple[str, ...] | Non
 FOLLOWUP_COLUMNS = [f for f in FollowUp.__dataclass_fields__]
 
 
-def followups_table(sessions: Iterable[Session], min_score: float = 1.5,
-                    cap: int = RECORD_CAP_CHARS) -> pd.DataFrame:
+def followups_table(sessions: Iterable[Session], min_score: float = 1.5, cap: int = RECORD_CAP_CHARS) -> pd.DataFrame:
     """Every detected follow-up of every session, one row each (`FollowUp` fields).
 
     Records longer than `cap` characters are read as excerpts

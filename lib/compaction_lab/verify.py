@@ -30,18 +30,27 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
-from compaction_lab.core import paths
 from compaction_lab import strategies
-from compaction_lab.capture import LOCK_NAME, canonical_json, sha256_json, sha256_text, shape_files, shape_fingerprint, tool_name
+from compaction_lab.capture import (
+    LOCK_NAME,
+    canonical_json,
+    sha256_json,
+    sha256_text,
+    shape_files,
+    shape_fingerprint,
+    tool_name,
+)
+from compaction_lab.core import paths
+from compaction_lab.core.projection import SummaryRequest
+from compaction_lab.core.session import Record, Session
 from compaction_lab.exam import open_book, readers
 from compaction_lab.exam.model import Question
 from compaction_lab.ingest.base import tool_call_text
-from compaction_lab.core.projection import SummaryRequest
-from compaction_lab.core.session import Record, Session
 from compaction_lab.strategies.base import CallShape, CompactionContext
 from compaction_lab.summarize import SummaryResult
 
@@ -110,45 +119,88 @@ def canonical_session() -> Session:
     """
     sid = "verify-canonical"
     items: list[tuple[str, str, dict[str, Any]]] = [
-        ("user", "# AGENTS.md instructions for /repo\n\n<INSTRUCTIONS>\nRun `pytest -q` before you say you are "
-                 "done.\n</INSTRUCTIONS>", {"injected": True}),
-        ("user", "The invoice export rounds refunds the wrong way. Fix it, never touch migrations/0007, and keep "
-                 "the API on port 7412.", {}),
+        (
+            "user",
+            "# AGENTS.md instructions for /repo\n\n<INSTRUCTIONS>\nRun `pytest -q` before you say you are "
+            "done.\n</INSTRUCTIONS>",
+            {"injected": True},
+        ),
+        (
+            "user",
+            "The invoice export rounds refunds the wrong way. Fix it, never touch migrations/0007, and keep "
+            "the API on port 7412.",
+            {},
+        ),
         ("reasoning", "The rounding probably happens in export/invoice.py; read it before changing anything.", {}),
         ("assistant", "I will read export/invoice.py to find where amounts are rounded.", {}),
-        ("tool_call", tool_call_text("read_file", {"path": "export/invoice.py"}),
-         {"tool": "read_file", "target": "export/invoice.py", "call_id": "call-1"}),
-        ("tool_output", "def total(rows):\n    return round(sum(r.amount for r in rows), 2)\n",
-         {"tool": "read_file", "target": "export/invoice.py", "call_id": "call-1"}),
-        ("tool_call", tool_call_text("bash", {"command": "pytest -q tests/test_invoice.py"}),
-         {"tool": "bash", "target": "pytest -q tests/test_invoice.py", "call_id": "call-2"}),
-        ("tool_output", "F.\nFAILED tests/test_invoice.py::test_refund_rounding - AssertionError: -10.05 != -10.04"
-                        "\n1 failed, 1 passed in 0.12s", {"tool": "bash", "target": "pytest -q tests/test_invoice.py",
-                                                          "call_id": "call-2", "is_error": True}),
-        ("assistant", "The export rounds floats half to even on the binary value; I switched it to Decimal with "
-                      "ROUND_HALF_UP. The p95 of the export was 184 ms before the change.", {}),
-        ("tool_call", tool_call_text("edit_file", {"path": "export/invoice.py", "old_string": "round(",
-                                                   "new_string": "quantize_money("}),
-         {"tool": "edit_file", "target": "export/invoice.py", "call_id": "call-3"}),
-        ("tool_output", "Edited export/invoice.py (1 replacement).",
-         {"tool": "edit_file", "target": "export/invoice.py", "call_id": "call-3"}),
+        (
+            "tool_call",
+            tool_call_text("read_file", {"path": "export/invoice.py"}),
+            {"tool": "read_file", "target": "export/invoice.py", "call_id": "call-1"},
+        ),
+        (
+            "tool_output",
+            "def total(rows):\n    return round(sum(r.amount for r in rows), 2)\n",
+            {"tool": "read_file", "target": "export/invoice.py", "call_id": "call-1"},
+        ),
+        (
+            "tool_call",
+            tool_call_text("bash", {"command": "pytest -q tests/test_invoice.py"}),
+            {"tool": "bash", "target": "pytest -q tests/test_invoice.py", "call_id": "call-2"},
+        ),
+        (
+            "tool_output",
+            "F.\nFAILED tests/test_invoice.py::test_refund_rounding - AssertionError: -10.05 != -10.04"
+            "\n1 failed, 1 passed in 0.12s",
+            {"tool": "bash", "target": "pytest -q tests/test_invoice.py", "call_id": "call-2", "is_error": True},
+        ),
+        (
+            "assistant",
+            "The export rounds floats half to even on the binary value; I switched it to Decimal with "
+            "ROUND_HALF_UP. The p95 of the export was 184 ms before the change.",
+            {},
+        ),
+        (
+            "tool_call",
+            tool_call_text(
+                "edit_file", {"path": "export/invoice.py", "old_string": "round(", "new_string": "quantize_money("}
+            ),
+            {"tool": "edit_file", "target": "export/invoice.py", "call_id": "call-3"},
+        ),
+        (
+            "tool_output",
+            "Edited export/invoice.py (1 replacement).",
+            {"tool": "edit_file", "target": "export/invoice.py", "call_id": "call-3"},
+        ),
         ("user", "Good. Add a test for negative amounts too.", {}),
         ("assistant", "Adding tests/test_invoice.py::test_negative_amounts and running the suite.", {}),
-        ("tool_call", tool_call_text("bash", {"command": "pytest -q"}),
-         {"tool": "bash", "target": "pytest -q", "call_id": "call-4"}),
+        (
+            "tool_call",
+            tool_call_text("bash", {"command": "pytest -q"}),
+            {"tool": "bash", "target": "pytest -q", "call_id": "call-4"},
+        ),
         ("tool_output", "...\n3 passed in 0.21s", {"tool": "bash", "target": "pytest -q", "call_id": "call-4"}),
         ("assistant", "All three tests pass; migrations/0007 is untouched.", {}),
     ]
-    records = [Record(session_id=sid, entry_id=f"v{i:02d}", block_index=0, source_order=i, kind=kind, text=text,
-                      **extra) for i, (kind, text, extra) in enumerate(items)]
+    records = [
+        Record(session_id=sid, entry_id=f"v{i:02d}", block_index=0, source_order=i, kind=kind, text=text, **extra)
+        for i, (kind, text, extra) in enumerate(items)
+    ]
     return Session(id=sid, source_format="verify", records=tuple(records))
 
 
 def canonical_question() -> Question:
     """The fixed exam question the reader requests carry."""
-    return Question(id="verify-q1", case_id="verify-case", pointer="user", category="user_constraint",
-                    prompt="Which port must the API stay on?", answer="7412", source_entry_id="v01",
-                    source_order=1)
+    return Question(
+        id="verify-q1",
+        case_id="verify-case",
+        pointer="user",
+        category="user_constraint",
+        prompt="Which port must the API stay on?",
+        answer="7412",
+        source_entry_id="v01",
+        source_order=1,
+    )
 
 
 def _session_sha(session: Session) -> str:
@@ -157,8 +209,13 @@ def _session_sha(session: Session) -> str:
 
 def verify_context(shape: CallShape, summarizer: Any) -> CompactionContext:
     """The compaction context requests are rebuilt with (fixed window, ceiling and params)."""
-    return CompactionContext(window=VERIFY_WINDOW, output_ceiling=VERIFY_OUTPUT_CEILING, shape=shape,
-                             summarizer=summarizer, params=dict(VERIFY_PARAMS))
+    return CompactionContext(
+        window=VERIFY_WINDOW,
+        output_ceiling=VERIFY_OUTPUT_CEILING,
+        shape=shape,
+        summarizer=summarizer,
+        params=dict(VERIFY_PARAMS),
+    )
 
 
 # --------------------------------------------------------------------------- shapes
@@ -243,8 +300,11 @@ def strategy_prompts(strategy: Any, ctx: CompactionContext) -> dict[str, str]:
     from compaction_lab.strategies import futureos
 
     if isinstance(strategy, futureos.FutureOS):
-        return ({"instruction": futureos.handoff_instruction(ctx), "summary_prefix": futureos.SUMMARY_PREFIX}
-                if strategy.summarized else {})
+        return (
+            {"instruction": futureos.handoff_instruction(ctx), "summary_prefix": futureos.SUMMARY_PREFIX}
+            if strategy.summarized
+            else {}
+        )
     out: dict[str, str] = {}
     for key, attr in (("system", "system_prompt"), ("instruction", "instruction")):
         fn = getattr(strategy, attr, None)
@@ -318,8 +378,9 @@ def open_book_tools(shape_tools: Sequence[Mapping[str, Any]]) -> list[dict[str, 
     return own + [dict(t) for t in readers.HISTORY_TOOL_DEFINITIONS if canonical_json(dict(t)) not in have]
 
 
-def reader_request(messages: Sequence[Mapping[str, Any]], question: Question, tools: Sequence[Mapping[str, Any]],
-                   wording: str = "") -> dict[str, Any]:
+def reader_request(
+    messages: Sequence[Mapping[str, Any]], question: Question, tools: Sequence[Mapping[str, Any]], wording: str = ""
+) -> dict[str, Any]:
     """The canonical body of one exam request: the messages as `readers.request_messages` builds them, and tools."""
     return {"messages": readers.request_messages(messages, question, wording), "tools": [dict(t) for t in tools]}
 
@@ -340,8 +401,9 @@ def _question_sent(messages: Sequence[Mapping[str, Any]], wording: str) -> bool:
 def _request_entry(body: Mapping[str, Any], shape: CallShape, wording: str = "") -> dict[str, Any]:
     msgs = body["messages"]
     first = msgs[0] if msgs else {}
-    system_from = ("call-shape" if first.get("role") == "system" and first.get("content") == shape.system_prompt
-                   else "other")
+    system_from = (
+        "call-shape" if first.get("role") == "system" and first.get("content") == shape.system_prompt else "other"
+    )
     return {
         "question_sent": _question_sent(msgs, wording),
         "system": sha256_text(str(first.get("content", ""))) if first.get("role") == "system" else None,
@@ -365,8 +427,12 @@ def exam_entry(session: Session, shape: CallShape) -> dict[str, Any]:
     for rnd in open_book.make_rounds():
         tools = open_book_tools(shape_tools) if rnd.arm == "open" else list(shape_tools)
         body = reader_request(messages, question, tools, rnd.wording)
-        rounds[str(rnd.number)] = {"arm": rnd.arm, "search": rnd.search, "wording": sha256_text(rnd.wording),
-                                   **_request_entry(body, shape, rnd.wording)}
+        rounds[str(rnd.number)] = {
+            "arm": rnd.arm,
+            "search": rnd.search,
+            "wording": sha256_text(rnd.wording),
+            **_request_entry(body, shape, rnd.wording),
+        }
     return {
         "call_shape": shape.name,
         "projection": EXAM_PROJECTION,
@@ -406,8 +472,11 @@ def build_manifest(shapes_dir: str | Path | None = None) -> dict[str, Any]:
         "version": MANIFEST_VERSION,
         "default_shape": default,
         "canonical": {
-            "session": _session_sha(session), "question": sha256_json(dataclasses.asdict(canonical_question())),
-            "window": VERIFY_WINDOW, "output_ceiling": VERIFY_OUTPUT_CEILING, "params": dict(VERIFY_PARAMS),
+            "session": _session_sha(session),
+            "question": sha256_json(dataclasses.asdict(canonical_question())),
+            "window": VERIFY_WINDOW,
+            "output_ceiling": VERIFY_OUTPUT_CEILING,
+            "params": dict(VERIFY_PARAMS),
         },
         "shapes": {stem: shape_entry(s) for stem, s in shapes.items()},
         "summary": {name: summary_entry(name, session, shape) for name in strategies.names()},
@@ -434,8 +503,9 @@ def documented_problems(manifest: Mapping[str, Any]) -> tuple[str, ...]:
         if name not in summary:
             problems.append(f"summary.{name}: strategy not registered (STRATEGIES.md documents a {documented} request)")
         elif entry is None:
-            problems.append(f"summary.{name}: sends no summary request "
-                            f"(STRATEGIES.md documents a {documented} request)")
+            problems.append(
+                f"summary.{name}: sends no summary request (STRATEGIES.md documents a {documented} request)"
+            )
         elif entry["shape"] != documented:
             problems.append(f"summary.{name}.shape: {entry['shape']!r}, documented as {documented!r}")
     for name, entry in summary.items():
@@ -443,31 +513,40 @@ def documented_problems(manifest: Mapping[str, Any]) -> tuple[str, ...]:
             continue
         rules = REQUEST_SHAPE_RULES.get(entry["shape"])
         if rules is None:
-            problems.append(f"summary.{name}.shape: unknown request shape {entry['shape']!r} "
-                            f"(known: {', '.join(REQUEST_SHAPE_RULES)})")
+            problems.append(
+                f"summary.{name}.shape: unknown request shape {entry['shape']!r} "
+                f"(known: {', '.join(REQUEST_SHAPE_RULES)})"
+            )
             continue
         for key, want in rules.items():
             if entry.get(key) != want:
                 problems.append(f"summary.{name}.{key}: {entry.get(key)!r}, a {entry['shape']} request has {want!r}")
     exam = manifest.get("exam", {})
     reqs = [("exam.closed_book", exam.get("closed_book", {}), "call-shape")]
-    reqs += [(f"exam.open_book.{n}", r, "call-shape+history" if r.get("arm") == "open" else "call-shape")
-             for n, r in exam.get("open_book", {}).items()]
+    reqs += [
+        (f"exam.open_book.{n}", r, "call-shape+history" if r.get("arm") == "open" else "call-shape")
+        for n, r in exam.get("open_book", {}).items()
+    ]
     for key, entry, tools_want in reqs:
         if entry.get("system_from") != "call-shape":
-            problems.append(f"{key}.system_from: {entry.get('system_from')!r}, "
-                            "the exam sends the call shape's system prompt")
+            problems.append(
+                f"{key}.system_from: {entry.get('system_from')!r}, the exam sends the call shape's system prompt"
+            )
         if entry.get("tools_from") != tools_want:
             problems.append(f"{key}.tools_from: {entry.get('tools_from')!r}, expected {tools_want!r}")
         if entry.get("question_sent") is not True:
-            problems.append(f"{key}.question_sent: the last message is not the question with "
-                            "readers.QUESTION_INSTRUCTION and the round's wording")
+            problems.append(
+                f"{key}.question_sent: the last message is not the question with "
+                "readers.QUESTION_INSTRUCTION and the round's wording"
+            )
     history = exam.get("history_tools", {})
     for stem, entry in manifest.get("shapes", {}).items():
         for tool, digest in entry.get("tools", {}).items():
             if tool in history and digest != history[tool]:
-                problems.append(f"shapes.{stem}.tools.{tool}: differs from the exam's {tool} definition "
-                                "(exam.readers); the open book would offer two")
+                problems.append(
+                    f"shapes.{stem}.tools.{tool}: differs from the exam's {tool} definition "
+                    "(exam.readers); the open book would offer two"
+                )
     return tuple(problems)
 
 
@@ -559,12 +638,28 @@ def verify(lock_path: str | Path | None = None, shapes_dir: str | Path | None = 
     except ValueError as exc:
         raise ValueError(f"{lock.name} is not JSON ({exc}); rebuild it with `compaction-lab verify --update`") from None
     old_text, new_text = (manifest_text(locked) if not missing else ""), manifest_text(rebuilt)
-    diff = "" if old_text == new_text else "".join(difflib.unified_diff(
-        old_text.splitlines(keepends=True), new_text.splitlines(keepends=True),
-        fromfile=f"{lock.name} (locked)", tofile=f"{lock.name} (rebuilt)"))
+    diff = (
+        ""
+        if old_text == new_text
+        else "".join(
+            difflib.unified_diff(
+                old_text.splitlines(keepends=True),
+                new_text.splitlines(keepends=True),
+                fromfile=f"{lock.name} (locked)",
+                tofile=f"{lock.name} (rebuilt)",
+            )
+        )
+    )
     changed = changed_keys(locked, rebuilt)
-    return VerifyResult(ok=not diff and not problems, diff=diff, changed=changed, problems=problems,
-                        lock_path=str(lock), lock_missing=missing, manifest=rebuilt)
+    return VerifyResult(
+        ok=not diff and not problems,
+        diff=diff,
+        changed=changed,
+        problems=problems,
+        lock_path=str(lock),
+        lock_missing=missing,
+        manifest=rebuilt,
+    )
 
 
 def update_lock(lock_path: str | Path | None = None, shapes_dir: str | Path | None = None) -> Path:
@@ -609,9 +704,33 @@ def report_text(result: VerifyResult) -> str:
 
 
 __all__ = [
-    "DOCUMENTED_REQUEST_SHAPES", "EXAM_PROJECTION", "MANIFEST_VERSION", "REQUEST_SHAPE_RULES", "RecordingProvider",
-    "VERIFY_OUTPUT_CEILING", "VERIFY_PARAMS", "VERIFY_WINDOW", "VerifyResult", "build_manifest",
-    "canonical_question", "canonical_session", "changed_keys", "counts", "default_lock_path", "default_shape_name",
-    "documented_problems", "exam_entry", "flatten", "load_shapes", "manifest_text", "open_book_tools",
-    "reader_request", "report_text", "shape_entry", "strategy_prompts", "summary_entry", "update_lock", "verify",
+    "DOCUMENTED_REQUEST_SHAPES",
+    "EXAM_PROJECTION",
+    "MANIFEST_VERSION",
+    "REQUEST_SHAPE_RULES",
+    "RecordingProvider",
+    "VERIFY_OUTPUT_CEILING",
+    "VERIFY_PARAMS",
+    "VERIFY_WINDOW",
+    "VerifyResult",
+    "build_manifest",
+    "canonical_question",
+    "canonical_session",
+    "changed_keys",
+    "counts",
+    "default_lock_path",
+    "default_shape_name",
+    "documented_problems",
+    "exam_entry",
+    "flatten",
+    "load_shapes",
+    "manifest_text",
+    "open_book_tools",
+    "reader_request",
+    "report_text",
+    "shape_entry",
+    "strategy_prompts",
+    "summary_entry",
+    "update_lock",
+    "verify",
 ]

@@ -48,8 +48,8 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Iterable
 
 from compaction_lab.core.session import Record, Session
 
@@ -175,9 +175,11 @@ class Excerpts:
         if not self.records:
             return ""
         noun = "record" if self.records == 1 else "records"
-        return (f"{self.records} {noun} excerpted to at most {self.cap:,} characters for {stage} "
-                f"(per-record cap {self.cap:,}; {self.chars_left_out:,} characters left out, the longest record "
-                f"had {self.largest:,}); the tally and sessions/*.jsonl keep the full text")
+        return (
+            f"{self.records} {noun} excerpted to at most {self.cap:,} characters for {stage} "
+            f"(per-record cap {self.cap:,}; {self.chars_left_out:,} characters left out, the longest record "
+            f"had {self.largest:,}); the tally and sessions/*.jsonl keep the full text"
+        )
 
 
 def cap_sessions(sessions: Iterable[Session], cap: int = RECORD_CAP_CHARS) -> Excerpts:
@@ -229,6 +231,14 @@ def for_stage(sessions: Iterable[Session], stage: str, cap: int = RECORD_CAP_CHA
 
 
 __all__ = [
-    "Excerpts", "MARKER_PATTERN", "MIN_CAP_CHARS", "RECORD_CAP_CHARS", "cap_sessions",
-    "check_cap", "cut_points", "excerpt_record", "excerpt_text", "for_stage",
+    "Excerpts",
+    "MARKER_PATTERN",
+    "MIN_CAP_CHARS",
+    "RECORD_CAP_CHARS",
+    "cap_sessions",
+    "check_cap",
+    "cut_points",
+    "excerpt_record",
+    "excerpt_text",
+    "for_stage",
 ]

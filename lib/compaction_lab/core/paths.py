@@ -90,8 +90,11 @@ def _check_writable_folder(folder: str | Path, what: str) -> None:
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     if not probe.is_dir():
-        raise StoragePathError(f"{what} {folder} is a file, not a folder" if probe == folder
-                               else f"{what} {folder} cannot be created: {probe} is a file")
+        raise StoragePathError(
+            f"{what} {folder} is a file, not a folder"
+            if probe == folder
+            else f"{what} {folder} cannot be created: {probe} is a file"
+        )
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".write-probe-", dir=probe))
     except OSError as exc:

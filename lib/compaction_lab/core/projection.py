@@ -16,15 +16,24 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
 
 #: Segment kinds, in the order a projection usually lists them.
 SEGMENT_KINDS: tuple[str, ...] = (
-    "system", "tools", "header", "user_original", "assistant_original", "omitted_marker",
-    "evidence_index", "summary", "tail", "continue",
+    "system",
+    "tools",
+    "header",
+    "user_original",
+    "assistant_original",
+    "omitted_marker",
+    "evidence_index",
+    "summary",
+    "tail",
+    "continue",
 )
 
 #: Segment kinds whose text a strategy writes itself (markers, headers,
@@ -140,8 +149,12 @@ class SummaryRequest:
 
     def fingerprint(self) -> str:
         """sha256 of the request as sent (system, tools, messages, cap)."""
-        body = {"system": self.system, "tools": list(self.tools), "messages": list(self.messages),
-                "max_output_tokens": self.max_output_tokens}
+        body = {
+            "system": self.system,
+            "tools": list(self.tools),
+            "messages": list(self.messages),
+            "max_output_tokens": self.max_output_tokens,
+        }
         return hashlib.sha256(_canonical(body).encode("utf-8")).hexdigest()
 
     def shape_fingerprint(self) -> str:
@@ -241,10 +254,10 @@ class Projection:
             return ()
         return (SentRequest(self.summary_request, sum(s.tokens for s in self.segments if s.kind == "summary")),)
 
-    def finalize(self, encoding: str = DEFAULT_ENCODING) -> "Projection":
+    def finalize(self, encoding: str = DEFAULT_ENCODING) -> Projection:
         """The same projection with every segment's report-token size counted."""
         counts = counter(encoding).count_many([s.text for s in self.segments])
-        return replace(self, segments=tuple(replace(s, tokens=n) for s, n in zip(self.segments, counts)))
+        return replace(self, segments=tuple(replace(s, tokens=n) for s, n in zip(self.segments, counts, strict=False)))
 
     @property
     def tokens(self) -> int:
@@ -280,10 +293,18 @@ class Projection:
         """One row per segment, for ``projections.parquet``."""
         return [
             {
-                "case_id": case_id, "strategy": self.strategy, "algorithm_version": self.algorithm_version,
-                "session_id": self.session_id, "cut": self.cut, "position": i, "segment_kind": s.kind,
-                "role": s.role, "record_kind": s.record_kind, "tokens": s.tokens,
-                "entry_ids": list(s.entry_ids), "label": s.label,
+                "case_id": case_id,
+                "strategy": self.strategy,
+                "algorithm_version": self.algorithm_version,
+                "session_id": self.session_id,
+                "cut": self.cut,
+                "position": i,
+                "segment_kind": s.kind,
+                "role": s.role,
+                "record_kind": s.record_kind,
+                "tokens": s.tokens,
+                "entry_ids": list(s.entry_ids),
+                "label": s.label,
             }
             for i, s in enumerate(self.segments)
         ]
@@ -300,14 +321,27 @@ class Projection:
             "estimator": self.estimator,
             "tokens": self.tokens,
             "segments": [
-                {"kind": s.kind, "role": s.role, "tokens": s.tokens, "entry_ids": list(s.entry_ids),
-                 "record_kind": s.record_kind, "label": s.label, **({"text": s.text} if include_text else {})}
+                {
+                    "kind": s.kind,
+                    "role": s.role,
+                    "tokens": s.tokens,
+                    "entry_ids": list(s.entry_ids),
+                    "record_kind": s.record_kind,
+                    "label": s.label,
+                    **({"text": s.text} if include_text else {}),
+                }
                 for s in self.segments
             ],
-            "summary_request": None if req is None else {
-                "shape": req.shape, "template": req.template, "fingerprint": req.fingerprint(),
-                "shape_fingerprint": req.shape_fingerprint(), "messages": len(req.messages),
-                "tools": len(req.tools), "max_output_tokens": req.max_output_tokens,
+            "summary_request": None
+            if req is None
+            else {
+                "shape": req.shape,
+                "template": req.template,
+                "fingerprint": req.fingerprint(),
+                "shape_fingerprint": req.shape_fingerprint(),
+                "messages": len(req.messages),
+                "tools": len(req.tools),
+                "max_output_tokens": req.max_output_tokens,
             },
             "receipt": None if self.receipt is None else dict(self.receipt.__dict__),
             "notes": dict(self.notes),

@@ -8,12 +8,11 @@ strategies, exams, cost) reads only these types, never a source format.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Iterator, Literal, Mapping
+from typing import Any, Literal
 
-Kind = Literal[
-    "system", "user", "assistant", "reasoning", "tool_call", "tool_output", "summary", "meta"
-]
+Kind = Literal["system", "user", "assistant", "reasoning", "tool_call", "tool_output", "summary", "meta"]
 
 #: Every record kind, in the order tables and charts list them.
 KINDS: tuple[str, ...] = (
@@ -141,9 +140,7 @@ class Session:
         last = -1
         for rec in self.records:
             if rec.session_id != self.id:
-                raise ValueError(
-                    f"record {rec.entry_id!r} belongs to session {rec.session_id!r}, not {self.id!r}"
-                )
+                raise ValueError(f"record {rec.entry_id!r} belongs to session {rec.session_id!r}, not {self.id!r}")
             if rec.source_order <= last:
                 raise ValueError(
                     f"records of session {self.id!r} are not in strictly increasing source_order "
@@ -185,7 +182,7 @@ class Session:
         return ("\n".join(lines) + "\n").encode("utf-8")
 
     @classmethod
-    def from_jsonl(cls, data: bytes | str) -> "Session":
+    def from_jsonl(cls, data: bytes | str) -> Session:
         """Inverse of `to_jsonl`."""
         text = data.decode("utf-8") if isinstance(data, bytes) else data
         lines = [ln for ln in text.splitlines() if ln.strip()]

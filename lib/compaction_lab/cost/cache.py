@@ -41,8 +41,9 @@ import inspect
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -139,8 +140,13 @@ def _content_text(content: Any) -> str:
     return json.dumps(content, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
-def _build(system: str, tools: Sequence[Mapping[str, Any]], messages: Sequence[Mapping[str, Any]],
-           encoding: str, tools_first: bool) -> tuple[np.ndarray, int, int, list[int]]:
+def _build(
+    system: str,
+    tools: Sequence[Mapping[str, Any]],
+    messages: Sequence[Mapping[str, Any]],
+    encoding: str,
+    tools_first: bool,
+) -> tuple[np.ndarray, int, int, list[int]]:
     sys_ids = _encode(encoding, system)
     tool_ids = _encode(encoding, tools_text(tools))
     head = [tool_ids, sys_ids] if tools_first else [sys_ids, tool_ids]
@@ -155,8 +161,14 @@ def _build(system: str, tools: Sequence[Mapping[str, Any]], messages: Sequence[M
     return np.concatenate(parts), system_end, tools_end, ends
 
 
-def request_layout(system: str, tools: Sequence[Mapping[str, Any]], messages: Sequence[Mapping[str, Any]],
-                   encoding: str = DEFAULT_ENCODING, *, tools_first: bool = False) -> RequestLayout:
+def request_layout(
+    system: str,
+    tools: Sequence[Mapping[str, Any]],
+    messages: Sequence[Mapping[str, Any]],
+    encoding: str = DEFAULT_ENCODING,
+    *,
+    tools_first: bool = False,
+) -> RequestLayout:
     """Token ids of a request and where its parts end (see the module docstring for the order).
 
     Parameters
@@ -174,12 +186,19 @@ def request_layout(system: str, tools: Sequence[Mapping[str, Any]], messages: Se
         where tools come first, dropping them changes the request at token 0.
     """
     flat, system_end, tools_end, ends = _build(system, tools, messages, encoding, tools_first)
-    return RequestLayout(tokens=tuple(flat.tolist()), system_end=system_end, tools_end=tools_end,
-                         message_ends=tuple(ends))
+    return RequestLayout(
+        tokens=tuple(flat.tolist()), system_end=system_end, tools_end=tools_end, message_ends=tuple(ends)
+    )
 
 
-def request_tokens(system: str, tools: Sequence[Mapping[str, Any]], messages: Sequence[Mapping[str, Any]],
-                   encoding: str = DEFAULT_ENCODING, *, tools_first: bool = False) -> list[int]:
+def request_tokens(
+    system: str,
+    tools: Sequence[Mapping[str, Any]],
+    messages: Sequence[Mapping[str, Any]],
+    encoding: str = DEFAULT_ENCODING,
+    *,
+    tools_first: bool = False,
+) -> list[int]:
     """Token ids of ``[system prompt][tool definitions][messages…]`` (see `request_layout`)."""
     return _build(system, tools, messages, encoding, tools_first)[0].tolist()
 
@@ -259,7 +278,7 @@ class _PrefixKeys:
         width = chunk * 8
         chain = [b""]
         for m in range(self.n // chunk):
-            chain.append(hashlib.blake2b(chain[-1] + self.raw[m * width:(m + 1) * width], digest_size=16).digest())
+            chain.append(hashlib.blake2b(chain[-1] + self.raw[m * width : (m + 1) * width], digest_size=16).digest())
         self.chain = chain
 
     def key(self, k: int) -> bytes:
@@ -268,8 +287,9 @@ class _PrefixKeys:
             return self.chain[m]
         start = m * self.chunk * 8
         # person= keeps partial keys apart from chain keys.
-        return hashlib.blake2b(self.chain[m] + self.raw[start:start + r * 8], digest_size=16,
-                               person=b"partial").digest()
+        return hashlib.blake2b(
+            self.chain[m] + self.raw[start : start + r * 8], digest_size=16, person=b"partial"
+        ).digest()
 
 
 # --------------------------------------------------------------------------- interface
@@ -320,8 +340,14 @@ class CacheSimulator(Protocol):
 
     name: str
 
-    def send(self, tokens: Sequence[int], output_tokens: Sequence[int] = (), *, now: float = 0.0,
-             breakpoints: Sequence[int] = ()) -> CacheResult: ...
+    def send(
+        self,
+        tokens: Sequence[int],
+        output_tokens: Sequence[int] = (),
+        *,
+        now: float = 0.0,
+        breakpoints: Sequence[int] = (),
+    ) -> CacheResult: ...
 
     def reset(self) -> None: ...
 
@@ -340,8 +366,14 @@ class NoCache:
 
     name = "none"
 
-    def send(self, tokens: Sequence[int], output_tokens: Sequence[int] = (), *, now: float = 0.0,
-             breakpoints: Sequence[int] = ()) -> CacheResult:
+    def send(
+        self,
+        tokens: Sequence[int],
+        output_tokens: Sequence[int] = (),
+        *,
+        now: float = 0.0,
+        breakpoints: Sequence[int] = (),
+    ) -> CacheResult:
         return CacheResult(len(tokens), 0, 0, len(output_tokens))
 
     def reset(self) -> None:
@@ -384,8 +416,8 @@ class DeepSeekCache:
         self.reset()
 
     def reset(self) -> None:
-        self._units: set[bytes] = set()          # keys of stored prefix units
-        self._lengths: list[int] = []            # distinct stored unit lengths, sorted
+        self._units: set[bytes] = set()  # keys of stored prefix units
+        self._lengths: list[int] = []  # distinct stored unit lengths, sorted
         self._length_set: set[int] = set()
         # Chunk trie: chain key of a stored prefix -> the raw bytes of the chunks that follow it.
         self._children: dict[bytes, set[bytes]] = {b"": set()}
@@ -397,7 +429,7 @@ class DeepSeekCache:
         while m < last and keys.chain[m + 1] in self._children:
             m += 1
         start = m * self.unit
-        window = keys.arr[start:min(start + self.unit, limit)]
+        window = keys.arr[start : min(start + self.unit, limit)]
         best = 0
         for edge in self._children.get(keys.chain[m], ()):
             other = np.frombuffer(edge, dtype="<i8")
@@ -428,12 +460,18 @@ class DeepSeekCache:
         width = self.unit * 8
         for m in range(len(keys.chain)):
             children = self._children.setdefault(keys.chain[m], set())
-            nxt = keys.raw[m * width:(m + 1) * width]
+            nxt = keys.raw[m * width : (m + 1) * width]
             if nxt:
                 children.add(nxt)
 
-    def send(self, tokens: Sequence[int], output_tokens: Sequence[int] = (), *, now: float = 0.0,
-             breakpoints: Sequence[int] = ()) -> CacheResult:
+    def send(
+        self,
+        tokens: Sequence[int],
+        output_tokens: Sequence[int] = (),
+        *,
+        now: float = 0.0,
+        breakpoints: Sequence[int] = (),
+    ) -> CacheResult:
         n_in, n_out = len(tokens), len(output_tokens)
         # One key chain over input + output serves both the lookup (k ≤ n_in) and the store.
         full = list(tokens) + list(output_tokens)
@@ -499,8 +537,14 @@ class OpenAICache:
         t = self._last_used.get(key)
         return t is not None and now - t <= self.ttl_seconds
 
-    def send(self, tokens: Sequence[int], output_tokens: Sequence[int] = (), *, now: float = 0.0,
-             breakpoints: Sequence[int] = ()) -> CacheResult:
+    def send(
+        self,
+        tokens: Sequence[int],
+        output_tokens: Sequence[int] = (),
+        *,
+        now: float = 0.0,
+        breakpoints: Sequence[int] = (),
+    ) -> CacheResult:
         n = len(tokens)
         keys = _PrefixKeys(tokens, self.step)
         # Shorter prefixes of a stored one are stored with a time at least as recent,
@@ -570,7 +614,7 @@ class AnthropicCache:
 
     def reset(self) -> None:
         self._last_used: dict[bytes, float] = {}  # key of each written prefix -> last write/read
-        self._lengths: list[int] = []            # distinct written prefix lengths, sorted
+        self._lengths: list[int] = []  # distinct written prefix lengths, sorted
 
     def _breakpoints(self, breakpoints: Sequence[int], n: int) -> list[int]:
         bps = sorted({int(b) for b in breakpoints})
@@ -581,8 +625,14 @@ class AnthropicCache:
             raise ValueError(f"breakpoints must lie in 1..{n} (the request's length), got {bad}")
         return bps
 
-    def send(self, tokens: Sequence[int], output_tokens: Sequence[int] = (), *, now: float = 0.0,
-             breakpoints: Sequence[int] = ()) -> CacheResult:
+    def send(
+        self,
+        tokens: Sequence[int],
+        output_tokens: Sequence[int] = (),
+        *,
+        now: float = 0.0,
+        breakpoints: Sequence[int] = (),
+    ) -> CacheResult:
         n, n_out = len(tokens), len(output_tokens)
         bps = self._breakpoints(breakpoints, n)
         if not bps:
@@ -613,8 +663,12 @@ class AnthropicCache:
 
 # --------------------------------------------------------------------------- registry
 
-_CLASSES: dict[str, type] = {"deepseek": DeepSeekCache, "openai": OpenAICache, "anthropic": AnthropicCache,
-                             "none": NoCache}
+_CLASSES: dict[str, type] = {
+    "deepseek": DeepSeekCache,
+    "openai": OpenAICache,
+    "anthropic": AnthropicCache,
+    "none": NoCache,
+}
 
 #: Simulator names, in the order tables and charts list them.
 SIMULATORS: tuple[str, ...] = tuple(_CLASSES)
@@ -629,7 +683,7 @@ def get_simulator(name: str, **params: Any) -> CacheSimulator:
     return cls(**params)
 
 
-def simulator_for_table(table: "PriceTable") -> CacheSimulator:
+def simulator_for_table(table: PriceTable) -> CacheSimulator:
     """The simulator a price table names, built with the table's cache parameters.
 
     Parameters the simulator does not take (e.g. Anthropic's write
@@ -652,8 +706,13 @@ SUBSTITUTE_SYSTEM = "You are a helpful assistant. Answer the user's questions ac
 TOP_LINE = "Session resumed; the notes below still apply."
 
 
-def _shape_variants(system: str, tools: Sequence[Mapping[str, Any]], messages: Sequence[Mapping[str, Any]],
-                    substitute_system: str, top_line: str) -> dict[str, tuple]:
+def _shape_variants(
+    system: str,
+    tools: Sequence[Mapping[str, Any]],
+    messages: Sequence[Mapping[str, Any]],
+    substitute_system: str,
+    top_line: str,
+) -> dict[str, tuple]:
     return {
         "identical": (system, tools, messages),
         "system_substituted": (substitute_system, tools, messages),
@@ -662,10 +721,17 @@ def _shape_variants(system: str, tools: Sequence[Mapping[str, Any]], messages: S
     }
 
 
-def shape_experiment(system: str, tools: Sequence[Mapping[str, Any]], messages: Sequence[Mapping[str, Any]],
-                     encoding: str = DEFAULT_ENCODING, simulators: Sequence[str] | None = None, *,
-                     substitute_system: str = SUBSTITUTE_SYSTEM, top_line: str = TOP_LINE,
-                     tools_first: bool = False) -> "pd.DataFrame":
+def shape_experiment(
+    system: str,
+    tools: Sequence[Mapping[str, Any]],
+    messages: Sequence[Mapping[str, Any]],
+    encoding: str = DEFAULT_ENCODING,
+    simulators: Sequence[str] | None = None,
+    *,
+    substitute_system: str = SUBSTITUTE_SYSTEM,
+    top_line: str = TOP_LINE,
+    tools_first: bool = False,
+) -> pd.DataFrame:
     """The cache-shape experiment: how much of a primed prefix each request shape reuses.
 
     For each simulator and each variant, a fresh simulator is primed with the
@@ -705,8 +771,10 @@ def shape_experiment(system: str, tools: Sequence[Mapping[str, Any]], messages: 
     import pandas as pd
 
     names = list(simulators) if simulators is not None else list(SIMULATORS)
-    layouts = {v: request_layout(s, t, m, encoding, tools_first=tools_first)
-               for v, (s, t, m) in _shape_variants(system, tools, messages, substitute_system, top_line).items()}
+    layouts = {
+        v: request_layout(s, t, m, encoding, tools_first=tools_first)
+        for v, (s, t, m) in _shape_variants(system, tools, messages, substitute_system, top_line).items()
+    }
     prime = layouts["identical"]
     rows = []
     for name in names:
@@ -715,14 +783,40 @@ def shape_experiment(system: str, tools: Sequence[Mapping[str, Any]], messages: 
             sim.send(prime.tokens, now=0.0, breakpoints=prime.breakpoints())
             lay = layouts[variant]
             r = sim.send(lay.tokens, now=1.0, breakpoints=lay.breakpoints())
-            rows.append({"variant": variant, "simulator": name, "input_tokens": r.input_tokens,
-                         "cached_tokens": r.cached_tokens, "hit_ratio": r.hit_ratio,
-                         "cache_write_tokens": r.cache_write_tokens})
-    return pd.DataFrame(rows, columns=["variant", "simulator", "input_tokens", "cached_tokens", "hit_ratio",
-                                       "cache_write_tokens"])
+            rows.append(
+                {
+                    "variant": variant,
+                    "simulator": name,
+                    "input_tokens": r.input_tokens,
+                    "cached_tokens": r.cached_tokens,
+                    "hit_ratio": r.hit_ratio,
+                    "cache_write_tokens": r.cache_write_tokens,
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["variant", "simulator", "input_tokens", "cached_tokens", "hit_ratio", "cache_write_tokens"]
+    )
 
 
-__all__ = ["ANTHROPIC_TTLS", "AnthropicCache", "CacheResult", "CacheSimulator", "DeepSeekCache", "NoCache",
-           "OpenAICache", "RequestLayout", "SHAPE_VARIANTS", "SIMULATORS", "get_simulator", "request_layout",
-           "request_tokens", "request_tokens_from_summary_request", "divergence", "part_at", "shared_prefix", "shape_experiment", "simulator_for_table",
-           "tools_text"]
+__all__ = [
+    "ANTHROPIC_TTLS",
+    "AnthropicCache",
+    "CacheResult",
+    "CacheSimulator",
+    "DeepSeekCache",
+    "NoCache",
+    "OpenAICache",
+    "RequestLayout",
+    "SHAPE_VARIANTS",
+    "SIMULATORS",
+    "get_simulator",
+    "request_layout",
+    "request_tokens",
+    "request_tokens_from_summary_request",
+    "divergence",
+    "part_at",
+    "shared_prefix",
+    "shape_experiment",
+    "simulator_for_table",
+    "tools_text",
+]

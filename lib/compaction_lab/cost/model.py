@@ -27,18 +27,19 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
-from compaction_lab.strategies.anatomy import strategy_label
 from compaction_lab.core.projection import Projection, chat_messages
 from compaction_lab.core.session import Session
-from compaction_lab.strategies.base import CallShape, history, role_of
 from compaction_lab.core.tokens import DEFAULT_ENCODING
 from compaction_lab.cost import cache as cache_mod
 from compaction_lab.cost import prices as prices_mod
+from compaction_lab.strategies.anatomy import strategy_label
+from compaction_lab.strategies.base import CallShape, history, role_of
 
 #: Filler token ids for simulated growth and replies: never the start of real text.
 _FILLER_BASE = 50_000
@@ -79,10 +80,11 @@ class CostAssumptions:
     def __post_init__(self) -> None:
         if self.simulated_turns < 3 and self.turns > self.simulated_turns:
             raise ValueError("simulated_turns must be >= 3 to carry the per-turn cache pattern forward")
+
     seed: int = 7
 
     @classmethod
-    def from_mapping(cls, m: Mapping[str, Any]) -> "CostAssumptions":
+    def from_mapping(cls, m: Mapping[str, Any]) -> CostAssumptions:
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in m.items() if k in known and v is not None})
 
@@ -102,8 +104,9 @@ def _messages_of_records(records) -> list[dict[str, str]]:
 def uncompacted_layout(session: Session, cut: int, shape: CallShape, encoding: str) -> cache_mod.RequestLayout:
     """The request the session sends at the cut without compaction (what primed the provider's cache)."""
     shape = shape.for_session(session)
-    return cache_mod.request_layout(shape.system_prompt, list(shape.tools),
-                                    _messages_of_records(history(session, cut)), encoding)
+    return cache_mod.request_layout(
+        shape.system_prompt, list(shape.tools), _messages_of_records(history(session, cut)), encoding
+    )
 
 
 def uncompacted_request(session: Session, cut: int, shape: CallShape, encoding: str) -> tuple[list[int], int]:
@@ -141,14 +144,23 @@ class Bill:
     cache_write_tokens: int = 0
     output_tokens: int = 0
 
-    def __add__(self, other: "Bill") -> "Bill":
-        return Bill(self.input_tokens + other.input_tokens, self.cached_tokens + other.cached_tokens,
-                    self.cache_write_tokens + other.cache_write_tokens, self.output_tokens + other.output_tokens)
+    def __add__(self, other: Bill) -> Bill:
+        return Bill(
+            self.input_tokens + other.input_tokens,
+            self.cached_tokens + other.cached_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+            self.output_tokens + other.output_tokens,
+        )
 
     def cost(self, table, period: str) -> float:
-        return prices_mod.price(table, input_tokens=self.input_tokens, cached_tokens=self.cached_tokens,
-                                cache_write_tokens=self.cache_write_tokens, output_tokens=self.output_tokens,
-                                period=period)
+        return prices_mod.price(
+            table,
+            input_tokens=self.input_tokens,
+            cached_tokens=self.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens,
+            output_tokens=self.output_tokens,
+            period=period,
+        )
 
 
 def _send(sim, tokens: Sequence[int], output: Sequence[int], prefix_len: int) -> Bill:
@@ -199,7 +211,7 @@ def break_even(compaction: float, compacted: Sequence[float], uncompacted: Seque
     if compaction <= 0 and (not compacted or compacted[0] <= uncompacted[0]):
         return 0.0  # nothing to repay
     gap = compaction
-    for t, (c, u) in enumerate(zip(compacted, uncompacted), start=1):
+    for t, (c, u) in enumerate(zip(compacted, uncompacted, strict=False), start=1):
         gap += c - u
         if gap <= 1e-15:
             return float(t)
@@ -223,9 +235,16 @@ class CaseBills:
     uncompacted_request_tokens: int
 
 
-def simulate_case(session: Session, cut: int, projection: Projection, shape: CallShape, simulator: str,
-                  a: CostAssumptions, encoding: str = DEFAULT_ENCODING,
-                  baseline: tuple[Bill, ...] | None = None) -> CaseBills:
+def simulate_case(
+    session: Session,
+    cut: int,
+    projection: Projection,
+    shape: CallShape,
+    simulator: str,
+    a: CostAssumptions,
+    encoding: str = DEFAULT_ENCODING,
+    baseline: tuple[Bill, ...] | None = None,
+) -> CaseBills:
     """Simulate the compaction request (cold and warm) and the later turns of one case x strategy.
 
     `baseline` (the uncompacted turns) does not depend on the strategy; pass
@@ -257,8 +276,9 @@ def simulate_case(session: Session, cut: int, projection: Projection, shape: Cal
     return CaseBills(cold, cached, tuple(compacted), tuple(baseline), len(proj), len(full))
 
 
-def uncompacted_bills(session: Session, cut: int, shape: CallShape, simulator: str, a: CostAssumptions,
-                      encoding: str = DEFAULT_ENCODING) -> tuple[Bill, ...]:
+def uncompacted_bills(
+    session: Session, cut: int, shape: CallShape, simulator: str, a: CostAssumptions, encoding: str = DEFAULT_ENCODING
+) -> tuple[Bill, ...]:
     """The baseline: later turns continuing on the uncompacted context (as if the window allowed it)."""
     full, full_prefix = uncompacted_request(session, cut, shape, encoding)
     base = cache_mod.get_simulator(simulator)
@@ -276,8 +296,11 @@ def price_case(b: CaseBills, table, period: str) -> dict[str, Any]:
         "compaction_input_tokens": b.compaction_cold.input_tokens,
         "compaction_cached_tokens": b.compaction_cached.cached_tokens,
         "compaction_output_tokens": b.compaction_cold.output_tokens,
-        "compaction_hit_ratio": (b.compaction_cached.cached_tokens / b.compaction_cached.input_tokens
-                                 if b.compaction_cached.input_tokens else 0.0),
+        "compaction_hit_ratio": (
+            b.compaction_cached.cached_tokens / b.compaction_cached.input_tokens
+            if b.compaction_cached.input_tokens
+            else 0.0
+        ),
         "compaction_cost_cold": cold,
         "compaction_cost_cached": cached,
         "first_turn_cost": comp[0] if comp else 0.0,
@@ -293,11 +316,31 @@ def price_case(b: CaseBills, table, period: str) -> dict[str, Any]:
 
 
 COST_COLUMNS = [
-    "strategy", "strategy_label", "price_table", "simulator", "currency", "period", "cases",
-    "compaction_input_tokens", "compaction_cached_tokens", "compaction_output_tokens", "compaction_hit_ratio",
-    "compaction_cost_cold", "compaction_cost_cached", "first_turn_cost", "per_turn_cost",
-    "per_turn_cost_uncompacted", "turn_hit_ratio", "break_even_turns", "break_even", "turns", "total_cost",
-    "total_cost_uncompacted", "recall", "cost_per_point", "stand_in",
+    "strategy",
+    "strategy_label",
+    "price_table",
+    "simulator",
+    "currency",
+    "period",
+    "cases",
+    "compaction_input_tokens",
+    "compaction_cached_tokens",
+    "compaction_output_tokens",
+    "compaction_hit_ratio",
+    "compaction_cost_cold",
+    "compaction_cost_cached",
+    "first_turn_cost",
+    "per_turn_cost",
+    "per_turn_cost_uncompacted",
+    "turn_hit_ratio",
+    "break_even_turns",
+    "break_even",
+    "turns",
+    "total_cost",
+    "total_cost_uncompacted",
+    "recall",
+    "cost_per_point",
+    "stand_in",
 ]
 
 
@@ -350,13 +393,14 @@ def cost_table(
                 continue
             labels[st] = (_label(st, p), bool(p.receipt and p.receipt.stand_in and not p.receipt.fallback))
             bills[(c.id, st, sim)] = simulate_case(session, c.cut, p, shape, sim, assumptions, encoding, baseline)
-    recall_of = {} if recall is None else dict(zip(recall["strategy"], recall["recall"]))
+    recall_of = {} if recall is None else dict(zip(recall["strategy"], recall["recall"], strict=False))
     rows = []
     for tname, sim in pairs:
         table = loaded[tname]
         for st in strategies:
-            per_case = [price_case(bills[(c.id, st, sim)], table, assumptions.period)
-                        for c in cases if (c.id, st, sim) in bills]
+            per_case = [
+                price_case(bills[(c.id, st, sim)], table, assumptions.period) for c in cases if (c.id, st, sim) in bills
+            ]
             if not per_case:
                 continue
             df = pd.DataFrame(per_case)
@@ -364,9 +408,16 @@ def cost_table(
             never = be.isna().any()
             row: dict[str, Any] = {k: float(df[k].mean()) for k in df.columns if k != "break_even_turns"}
             row.update(
-                strategy=st, strategy_label=labels[st][0], stand_in=labels[st][1], price_table=tname,
-                simulator=sim, currency=table.currency, period=assumptions.period, cases=len(df),
-                turns=assumptions.turns, break_even_turns=None if never else float(be.mean()),
+                strategy=st,
+                strategy_label=labels[st][0],
+                stand_in=labels[st][1],
+                price_table=tname,
+                simulator=sim,
+                currency=table.currency,
+                period=assumptions.period,
+                cases=len(df),
+                turns=assumptions.turns,
+                break_even_turns=None if never else float(be.mean()),
                 break_even="never" if never else f"{be.mean():.0f}",
             )
             r = recall_of.get(st)
@@ -381,8 +432,9 @@ def _label(key: str, p: Projection) -> str:
     return strategy_label(p).replace(p.strategy, key, 1)
 
 
-def what_if(cases: Sequence[Any], sessions: Mapping[str, Session], strategy: str, ctx: Any,
-            params: Mapping[str, Any], key: str) -> dict[tuple[str, str], Projection]:
+def what_if(
+    cases: Sequence[Any], sessions: Mapping[str, Session], strategy: str, ctx: Any, params: Mapping[str, Any], key: str
+) -> dict[tuple[str, str], Projection]:
     """One strategy's projections of every case under changed parameters, keyed ``(case_id, key)``.
 
     For counterfactual rows beside the faithful ones (e.g. Codex's request with
@@ -400,17 +452,33 @@ def what_if_comparison(table: pd.DataFrame, what_if_table: pd.DataFrame, strateg
     """A strategy's faithful cost rows beside its what-if rows: warm hit ratio and cache-served cost,
     one row per (label, cache rule), one column per price table."""
     both = pd.concat([table[table["strategy"] == strategy], what_if_table], ignore_index=True)
-    return both.pivot_table(index=["strategy_label", "simulator"], columns="price_table",
-                            values=["compaction_hit_ratio", "compaction_cost_cached"])
+    return both.pivot_table(
+        index=["strategy_label", "simulator"],
+        columns="price_table",
+        values=["compaction_hit_ratio", "compaction_cost_cached"],
+    )
 
 
-PREFIX_COLUMNS = ["strategy", "strategy_label", "cases", "request_tokens", "shared_tokens", "shared_ratio",
-                  "diverges_in", "previous_part", "where_cases"]
+PREFIX_COLUMNS = [
+    "strategy",
+    "strategy_label",
+    "cases",
+    "request_tokens",
+    "shared_tokens",
+    "shared_ratio",
+    "diverges_in",
+    "previous_part",
+    "where_cases",
+]
 
 
-def compaction_prefix_table(cases: Sequence[Any], sessions: Mapping[str, Session],
-                            projections: Mapping[tuple[str, str], Projection], shape: CallShape,
-                            encoding: str = DEFAULT_ENCODING) -> pd.DataFrame:
+def compaction_prefix_table(
+    cases: Sequence[Any],
+    sessions: Mapping[str, Session],
+    projections: Mapping[tuple[str, str], Projection],
+    shape: CallShape,
+    encoding: str = DEFAULT_ENCODING,
+) -> pd.DataFrame:
     """Why a compaction request is or is not served from the cache: where it leaves the primed prefix.
 
     For each strategy that sends a summary request, the request is compared
@@ -436,19 +504,31 @@ def compaction_prefix_table(cases: Sequence[Any], sessions: Mapping[str, Session
             if case_id != c.id or req is None:
                 continue
             lay = cache_mod.request_layout(req.system, list(req.tools), list(req.messages), encoding)
-            rows.append({"strategy": st, "strategy_label": _label(st, p), "request_tokens": len(lay.tokens),
-                         **cache_mod.divergence(prev, lay)})
+            rows.append(
+                {
+                    "strategy": st,
+                    "strategy_label": _label(st, p),
+                    "request_tokens": len(lay.tokens),
+                    **cache_mod.divergence(prev, lay),
+                }
+            )
     if not rows:
         return pd.DataFrame(columns=PREFIX_COLUMNS)
     df = pd.DataFrame(rows)
-    df["where"] = list(zip(df["diverges_in"], df["previous_part"]))
-    out = df.groupby("strategy", sort=False).agg(
-        strategy_label=("strategy_label", "first"), cases=("request_tokens", "size"),
-        request_tokens=("request_tokens", "mean"), shared_tokens=("shared_tokens", "mean"),
-        shared_ratio=("shared_ratio", "mean"),
-        where=("where", lambda v: v.value_counts().index[0]),
-        where_cases=("where", lambda v: int(v.value_counts().iloc[0])),
-    ).reset_index()
+    df["where"] = list(zip(df["diverges_in"], df["previous_part"], strict=False))
+    out = (
+        df.groupby("strategy", sort=False)
+        .agg(
+            strategy_label=("strategy_label", "first"),
+            cases=("request_tokens", "size"),
+            request_tokens=("request_tokens", "mean"),
+            shared_tokens=("shared_tokens", "mean"),
+            shared_ratio=("shared_ratio", "mean"),
+            where=("where", lambda v: v.value_counts().index[0]),
+            where_cases=("where", lambda v: int(v.value_counts().iloc[0])),
+        )
+        .reset_index()
+    )
     # The parts are reported as a pair, the most common one over cases, with how many cases it covers.
     out["diverges_in"] = [w[0] for w in out["where"]]
     out["previous_part"] = [w[1] for w in out["where"]]
@@ -458,14 +538,17 @@ def compaction_prefix_table(cases: Sequence[Any], sessions: Mapping[str, Session
 def assumptions_table(a: CostAssumptions, tables: Sequence[str], simulators: Sequence[str]) -> pd.DataFrame:
     """The assumptions as a two-column table, for the notebook to show beside the figures."""
     rows = [{"assumption": k, "value": v} for k, v in asdict(a).items()]
-    rows += [{"assumption": "price tables", "value": ", ".join(tables)},
-             {"assumption": "cache simulators", "value": ", ".join(simulators)},
-             {"assumption": "cache hits", "value": "simulated on the real token sequences (not measured)"}]
+    rows += [
+        {"assumption": "price tables", "value": ", ".join(tables)},
+        {"assumption": "cache simulators", "value": ", ".join(simulators)},
+        {"assumption": "cache hits", "value": "simulated on the real token sequences (not measured)"},
+    ]
     return pd.DataFrame(rows)
 
 
-def measured_vs_simulated(session: Session, simulator: str = "anthropic", encoding: str = DEFAULT_ENCODING,
-                          shape: CallShape | None = None) -> pd.DataFrame:
+def measured_vs_simulated(
+    session: Session, simulator: str = "anthropic", encoding: str = DEFAULT_ENCODING, shape: CallShape | None = None
+) -> pd.DataFrame:
     """A real session's recorded cache-hit ratio beside the simulator's on the same request sequence.
 
     Each recorded model call is replayed as the request the session held at
@@ -474,8 +557,18 @@ def measured_vs_simulated(session: Session, simulator: str = "anthropic", encodi
     """
     usage = list(session.metadata.get("usage") or [])
     if not usage:
-        return pd.DataFrame(columns=["call", "entry_id", "measured_input", "measured_cached", "measured_hit_ratio",
-                                     "simulated_input", "simulated_cached", "simulated_hit_ratio"])
+        return pd.DataFrame(
+            columns=[
+                "call",
+                "entry_id",
+                "measured_input",
+                "measured_cached",
+                "measured_hit_ratio",
+                "simulated_input",
+                "simulated_cached",
+                "simulated_hit_ratio",
+            ]
+        )
     shape = (shape or CallShape.default()).for_session(session)
     order = {r.entry_id: r.source_order for r in session.records}
     sim = cache_mod.get_simulator(simulator)
@@ -491,21 +584,38 @@ def measured_vs_simulated(session: Session, simulator: str = "anthropic", encodi
         write = int(u.get("cache_write_tokens") or 0)
         # Logs differ on whether input includes cached tokens (OpenAI: yes; Anthropic/pi: no).
         total = fresh if session.metadata.get("usage_input_includes_cached") else fresh + cached + write
-        rows.append({
-            "call": i, "entry_id": u.get("entry_id"), "measured_input": total, "measured_cached": cached,
-            "measured_hit_ratio": cached / total if total else None,
-            "simulated_input": r.input_tokens, "simulated_cached": r.cached_tokens,
-            "simulated_hit_ratio": r.cached_tokens / r.input_tokens if r.input_tokens else None,
-        })
+        rows.append(
+            {
+                "call": i,
+                "entry_id": u.get("entry_id"),
+                "measured_input": total,
+                "measured_cached": cached,
+                "measured_hit_ratio": cached / total if total else None,
+                "simulated_input": r.input_tokens,
+                "simulated_cached": r.cached_tokens,
+                "simulated_hit_ratio": r.cached_tokens / r.input_tokens if r.input_tokens else None,
+            }
+        )
     return pd.DataFrame(rows)
 
 
-LEDGER_CACHE_COLUMNS = ["call", "purpose", "model", "from_ledger", "measured_input", "measured_cached",
-                        "measured_hit_ratio", "simulated_input", "simulated_cached", "simulated_hit_ratio"]
+LEDGER_CACHE_COLUMNS = [
+    "call",
+    "purpose",
+    "model",
+    "from_ledger",
+    "measured_input",
+    "measured_cached",
+    "measured_hit_ratio",
+    "simulated_input",
+    "simulated_cached",
+    "simulated_hit_ratio",
+]
 
 
-def ledger_vs_simulated(calls: Sequence[Mapping[str, Any]], simulator: str,
-                        encoding: str = DEFAULT_ENCODING) -> pd.DataFrame:
+def ledger_vs_simulated(
+    calls: Sequence[Mapping[str, Any]], simulator: str, encoding: str = DEFAULT_ENCODING
+) -> pd.DataFrame:
     """The provider's own cached-token counters beside the simulator's, for the requests it was sent.
 
     Parameters
@@ -534,13 +644,20 @@ def ledger_vs_simulated(calls: Sequence[Mapping[str, Any]], simulator: str,
         lay = cache_mod.request_layout(str(system), list(body.get("tools") or []), rest, encoding)
         r = sim.send(lay.tokens, [], breakpoints=lay.breakpoints())
         prompt, cached = int(c.get("prompt_tokens") or 0), int(c.get("cached_tokens") or 0)
-        rows.append({
-            "call": i, "purpose": c.get("purpose"), "model": c.get("model"), "from_ledger": c.get("from_ledger"),
-            "measured_input": prompt, "measured_cached": cached,
-            "measured_hit_ratio": cached / prompt if prompt else None,
-            "simulated_input": r.input_tokens, "simulated_cached": r.cached_tokens,
-            "simulated_hit_ratio": r.cached_tokens / r.input_tokens if r.input_tokens else None,
-        })
+        rows.append(
+            {
+                "call": i,
+                "purpose": c.get("purpose"),
+                "model": c.get("model"),
+                "from_ledger": c.get("from_ledger"),
+                "measured_input": prompt,
+                "measured_cached": cached,
+                "measured_hit_ratio": cached / prompt if prompt else None,
+                "simulated_input": r.input_tokens,
+                "simulated_cached": r.cached_tokens,
+                "simulated_hit_ratio": r.cached_tokens / r.input_tokens if r.input_tokens else None,
+            }
+        )
     return pd.DataFrame(rows, columns=LEDGER_CACHE_COLUMNS)
 
 
@@ -555,8 +672,8 @@ def ledger_calls_for(projections: Mapping[tuple[str, str], Projection], model: A
     """
     if not model:
         return []
-    from compaction_lab.providers.ledger import open_ledger
     from compaction_lab.providers.client import full_body, request_fingerprint
+    from compaction_lab.providers.ledger import open_ledger
     from compaction_lab.providers.shared import config_of
     from compaction_lab.summarize.model import wire_body
 
@@ -572,13 +689,22 @@ def ledger_calls_for(projections: Mapping[tuple[str, str], Projection], model: A
         if rec is None:
             continue
         u = rec["usage"]
-        out.append({"request": body, "purpose": rec["purpose"], "model": rec["model"], "from_ledger": True,
-                    "prompt_tokens": u.prompt_tokens, "cached_tokens": u.cached_tokens})
+        out.append(
+            {
+                "request": body,
+                "purpose": rec["purpose"],
+                "model": rec["model"],
+                "from_ledger": True,
+                "prompt_tokens": u.prompt_tokens,
+                "cached_tokens": u.cached_tokens,
+            }
+        )
     return out
 
 
-def shape_experiment_for(session: Session, shape: CallShape, encoding: str = DEFAULT_ENCODING,
-                         live_model: Any = None) -> pd.DataFrame:
+def shape_experiment_for(
+    session: Session, shape: CallShape, encoding: str = DEFAULT_ENCODING, live_model: Any = None
+) -> pd.DataFrame:
     """The cache-shape experiment on a session's own request (system prompt, tools, its messages).
 
     With `live_model` (a model configuration), the same requests are also
@@ -586,8 +712,12 @@ def shape_experiment_for(session: Session, shape: CallShape, encoding: str = DEF
     follow the simulated ones.
     """
     sess_shape = shape.for_session(session)
-    sim = cache_mod.shape_experiment(sess_shape.system_prompt, list(sess_shape.tools),
-                                     _messages_of_records(history(session, len(session.records))), encoding)
+    sim = cache_mod.shape_experiment(
+        sess_shape.system_prompt,
+        list(sess_shape.tools),
+        _messages_of_records(history(session, len(session.records))),
+        encoding,
+    )
     if not live_model:
         return sim
     return pd.concat([sim, shape_experiment_live(session, shape, live_model)], ignore_index=True)
@@ -613,21 +743,27 @@ def shape_experiment_live(session: Session, shape: CallShape, model: Any) -> pd.
     """
     from dataclasses import replace as dc_replace
 
-    from compaction_lab.providers.ledger import open_ledger
     from compaction_lab.providers.client import ChatClient
+    from compaction_lab.providers.ledger import open_ledger
     from compaction_lab.providers.shared import config_of
     from compaction_lab.summarize.model import wire_messages
 
     cfg = dc_replace(config_of(model), reuse=False)
     client = ChatClient(cfg, open_ledger(cfg.ledger))
     shape = shape.for_session(session)
-    variants = cache_mod._shape_variants(shape.system_prompt, list(shape.tools),
-                                         _messages_of_records(history(session, len(session.records))),
-                                         cache_mod.SUBSTITUTE_SYSTEM, cache_mod.TOP_LINE)
+    variants = cache_mod._shape_variants(
+        shape.system_prompt,
+        list(shape.tools),
+        _messages_of_records(history(session, len(session.records))),
+        cache_mod.SUBSTITUTE_SYSTEM,
+        cache_mod.TOP_LINE,
+    )
 
     def body(system: str, tools: Sequence[Mapping[str, Any]], messages: Sequence[Mapping[str, Any]]) -> dict:
-        b: dict[str, Any] = {"messages": [{"role": "system", "content": system}, *wire_messages(list(messages))],
-                             "max_tokens": 1}
+        b: dict[str, Any] = {
+            "messages": [{"role": "system", "content": system}, *wire_messages(list(messages))],
+            "max_tokens": 1,
+        }
         if tools:
             b["tools"] = [dict(t) for t in tools]
         return b
@@ -637,14 +773,21 @@ def shape_experiment_live(session: Session, shape: CallShape, model: Any) -> pd.
         rows = []
         for name in cache_mod.SHAPE_VARIANTS:
             u = client.complete(body(*variants[name]), purpose=f"cache-shape:{name}").usage
-            rows.append({"variant": name, "simulator": f"measured ({cfg.model})", "input_tokens": u.prompt_tokens,
-                         "cached_tokens": u.cached_tokens,
-                         "hit_ratio": u.cached_tokens / u.prompt_tokens if u.prompt_tokens else 0.0,
-                         "cache_write_tokens": None})
+            rows.append(
+                {
+                    "variant": name,
+                    "simulator": f"measured ({cfg.model})",
+                    "input_tokens": u.prompt_tokens,
+                    "cached_tokens": u.cached_tokens,
+                    "hit_ratio": u.cached_tokens / u.prompt_tokens if u.prompt_tokens else 0.0,
+                    "cache_write_tokens": None,
+                }
+            )
     finally:
         client.close()
-    return pd.DataFrame(rows, columns=["variant", "simulator", "input_tokens", "cached_tokens", "hit_ratio",
-                                       "cache_write_tokens"])
+    return pd.DataFrame(
+        rows, columns=["variant", "simulator", "input_tokens", "cached_tokens", "hit_ratio", "cache_write_tokens"]
+    )
 
 
 def measured_table(sessions, simulator: str = "anthropic", encoding: str = DEFAULT_ENCODING) -> pd.DataFrame:
@@ -654,15 +797,38 @@ def measured_table(sessions, simulator: str = "anthropic", encoding: str = DEFAU
         df = measured_vs_simulated(s, simulator, encoding)
         if df.empty:
             continue
-        rows.append({
-            "session_id": s.id, "source_format": s.source_format, "calls": len(df), "simulator": simulator,
-            "measured_hit_ratio": df["measured_cached"].sum() / max(df["measured_input"].sum(), 1),
-            "simulated_hit_ratio": df["simulated_cached"].sum() / max(df["simulated_input"].sum(), 1),
-        })
-    return pd.DataFrame(rows, columns=["session_id", "source_format", "calls", "simulator", "measured_hit_ratio",
-                                       "simulated_hit_ratio"])
+        rows.append(
+            {
+                "session_id": s.id,
+                "source_format": s.source_format,
+                "calls": len(df),
+                "simulator": simulator,
+                "measured_hit_ratio": df["measured_cached"].sum() / max(df["measured_input"].sum(), 1),
+                "simulated_hit_ratio": df["simulated_cached"].sum() / max(df["simulated_input"].sum(), 1),
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["session_id", "source_format", "calls", "simulator", "measured_hit_ratio", "simulated_hit_ratio"]
+    )
 
 
-__all__ = ["Bill", "COST_COLUMNS", "CaseBills", "CostAssumptions", "assumptions_table", "break_even", "cost_table",
-           "ledger_calls_for", "ledger_vs_simulated", "measured_table", "shape_experiment_live", "measured_vs_simulated", "price_case", "shape_experiment_for", "projection_request", "simulate_case", "uncompacted_bills",
-           "uncompacted_request"]
+__all__ = [
+    "Bill",
+    "COST_COLUMNS",
+    "CaseBills",
+    "CostAssumptions",
+    "assumptions_table",
+    "break_even",
+    "cost_table",
+    "ledger_calls_for",
+    "ledger_vs_simulated",
+    "measured_table",
+    "shape_experiment_live",
+    "measured_vs_simulated",
+    "price_case",
+    "shape_experiment_for",
+    "projection_request",
+    "simulate_case",
+    "uncompacted_bills",
+    "uncompacted_request",
+]

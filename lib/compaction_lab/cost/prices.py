@@ -27,10 +27,11 @@ explicit rate.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -44,8 +45,21 @@ PERIODS: tuple[str, ...] = ("off_peak", "peak")
 CACHE_RULES: tuple[str, ...] = ("deepseek", "openai", "anthropic", "none")
 
 _PRICE_KEYS = ("input", "cache_read", "cache_write", "output")
-_TOP_KEYS = frozenset({"name", "model", "provider", "currency", *_PRICE_KEYS, "peak", "cache", "cache_params",
-                       "source", "date_read", "notes"})
+_TOP_KEYS = frozenset(
+    {
+        "name",
+        "model",
+        "provider",
+        "currency",
+        *_PRICE_KEYS,
+        "peak",
+        "cache",
+        "cache_params",
+        "source",
+        "date_read",
+        "notes",
+    }
+)
 _REQUIRED = ("name", "model", "provider", "currency", "input", "cache_read", "output", "cache", "source", "date_read")
 
 
@@ -200,8 +214,10 @@ def _check_write_multipliers(table: PriceTable, where: str) -> None:
     if ttl not in mult:
         raise ValueError(f"{where}: cache_params.ttl {ttl!r} has no entry in write_multipliers {dict(mult)}")
     if not math.isclose(table.cache_write, table.input * float(mult[ttl]), rel_tol=1e-9, abs_tol=1e-12):
-        raise ValueError(f"{where}: cache_write {table.cache_write} != input {table.input} x write multiplier "
-                         f"{mult[ttl]} for ttl {ttl!r}")
+        raise ValueError(
+            f"{where}: cache_write {table.cache_write} != input {table.input} x write multiplier "
+            f"{mult[ttl]} for ttl {ttl!r}"
+        )
 
 
 def table_from_mapping(data: Mapping[str, Any], where: str = "price table") -> PriceTable:
@@ -232,7 +248,10 @@ def table_from_mapping(data: Mapping[str, Any], where: str = "price table") -> P
     if not isinstance(params, Mapping):
         raise ValueError(f"{where}: cache_params must be a mapping")
     table = PriceTable(
-        name=str(data["name"]), model=str(data["model"]), provider=str(data["provider"]), currency=currency,
+        name=str(data["name"]),
+        model=str(data["model"]),
+        provider=str(data["provider"]),
+        currency=currency,
         input=_price(data["input"], "input", where),
         cache_read=_price(data["cache_read"], "cache_read", where),
         cache_write=_price(data.get("cache_write"), "cache_write", where, optional=True),
@@ -296,14 +315,23 @@ def rates(table: PriceTable, period: str = "off_peak", *, ttl: str | None = None
     if ttl is not None:
         mult = table.cache_params.get("write_multipliers") or {}
         if ttl not in mult:
-            raise ValueError(f"table {table.name!r} has no write multiplier for ttl {ttl!r} "
-                             f"(has: {sorted(mult) or 'none'})")
+            raise ValueError(
+                f"table {table.name!r} has no write multiplier for ttl {ttl!r} (has: {sorted(mult) or 'none'})"
+            )
         write = src.input * float(mult[ttl])
     return Rates(input=src.input, cache_read=src.cache_read, cache_write=write, output=src.output)
 
 
-def price(table: PriceTable, *, input_tokens: int, cached_tokens: int, cache_write_tokens: int = 0,
-          output_tokens: int, period: str = "off_peak", ttl: str | None = None) -> float:
+def price(
+    table: PriceTable,
+    *,
+    input_tokens: int,
+    cached_tokens: int,
+    cache_write_tokens: int = 0,
+    output_tokens: int,
+    period: str = "off_peak",
+    ttl: str | None = None,
+) -> float:
     """Cost of one request in the table's currency.
 
     Parameters
@@ -333,19 +361,26 @@ def price(table: PriceTable, *, input_tokens: int, cached_tokens: int, cache_wri
     ValueError
         If a count is negative or cached + written tokens exceed the input.
     """
-    counts = {"input_tokens": input_tokens, "cached_tokens": cached_tokens,
-              "cache_write_tokens": cache_write_tokens, "output_tokens": output_tokens}
+    counts = {
+        "input_tokens": input_tokens,
+        "cached_tokens": cached_tokens,
+        "cache_write_tokens": cache_write_tokens,
+        "output_tokens": output_tokens,
+    }
     for k, v in counts.items():
         if v < 0:
             raise ValueError(f"{k} must be >= 0, got {v}")
     miss = input_tokens - cached_tokens - cache_write_tokens
     if miss < 0:
-        raise ValueError(f"cached_tokens ({cached_tokens}) + cache_write_tokens ({cache_write_tokens}) "
-                         f"exceed input_tokens ({input_tokens})")
+        raise ValueError(
+            f"cached_tokens ({cached_tokens}) + cache_write_tokens ({cache_write_tokens}) "
+            f"exceed input_tokens ({input_tokens})"
+        )
     r = rates(table, period, ttl=ttl)
     write_rate = r.input if r.cache_write is None else r.cache_write
-    return (miss * r.input + cached_tokens * r.cache_read + cache_write_tokens * write_rate
-            + output_tokens * r.output) / 1_000_000
+    return (
+        miss * r.input + cached_tokens * r.cache_read + cache_write_tokens * write_rate + output_tokens * r.output
+    ) / 1_000_000
 
 
 def convert(amount: float, from_currency: str, to_currency: str, rate: float | None = None) -> float:
@@ -376,5 +411,17 @@ def convert(amount: float, from_currency: str, to_currency: str, rate: float | N
     return float(amount) * float(rate)
 
 
-__all__ = ["CACHE_RULES", "PERIODS", "PeakPrices", "PriceTable", "Rates", "UnknownPriceTable", "convert",
-           "list_price_tables", "load_price_table", "price", "rates", "table_from_mapping"]
+__all__ = [
+    "CACHE_RULES",
+    "PERIODS",
+    "PeakPrices",
+    "PriceTable",
+    "Rates",
+    "UnknownPriceTable",
+    "convert",
+    "list_price_tables",
+    "load_price_table",
+    "price",
+    "rates",
+    "table_from_mapping",
+]

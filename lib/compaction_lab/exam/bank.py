@@ -77,17 +77,18 @@ import math
 import random
 import warnings
 from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
-from compaction_lab.ingest.synthetic import PlantedFact, SyntheticChain
 from compaction_lab.core.session import Session
-from compaction_lab.strategies.base import history
-from compaction_lab.strategies.futureos import tail_boundaries, tail_start
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
 from compaction_lab.exam.grading import accepted, normalise
 from compaction_lab.exam.model import POINTERS, Case, Question
+from compaction_lab.ingest.synthetic import PlantedFact, SyntheticChain
+from compaction_lab.strategies.base import history
+from compaction_lab.strategies.futureos import tail_boundaries, tail_start
 
 #: The default pointer mix: the seed's follow-up study (80% assistant, 10% user, 10% tool).
 DEFAULT_POINTER_MIX: Mapping[str, float] = {"assistant": 0.8, "user": 0.1, "tool": 0.1}
@@ -110,8 +111,9 @@ class BankShortfallWarning(UserWarning):
 # --------------------------------------------------------------------------- spec
 
 
-def spec_kwargs(cls: type, m: Mapping[str, Any],
-                converters: Mapping[str, Callable[[Any], Any]] | None = None) -> dict[str, Any]:
+def spec_kwargs(
+    cls: type, m: Mapping[str, Any], converters: Mapping[str, Callable[[Any], Any]] | None = None
+) -> dict[str, Any]:
     """Keyword arguments for the dataclass `cls` from a mapping such as papermill parameters.
 
     Unknown keys and None values are ignored; each known value goes through its converter
@@ -183,7 +185,7 @@ class BankSpec:
         return self.n_questions - self.n_decoys
 
     @classmethod
-    def from_mapping(cls, m: Mapping[str, Any]) -> "BankSpec":
+    def from_mapping(cls, m: Mapping[str, Any]) -> BankSpec:
         """Build a spec from a mapping, ignoring unknown keys (like `SyntheticProfile.from_mapping`).
 
         Parameters
@@ -193,11 +195,18 @@ class BankSpec:
             JSON text; ``cut_fractions`` a sequence or comma-separated text;
             other known keys are coerced to the field's type. None is ignored.
         """
-        return cls(**spec_kwargs(cls, m, {
-            "pointer_mix": lambda v: json.loads(v) if isinstance(v, str) else v,
-            "cut_fractions": lambda v: tuple(float(x) for x in (v.split(",") if isinstance(v, str) else v)
-                                             if str(x).strip()),
-        }))
+        return cls(
+            **spec_kwargs(
+                cls,
+                m,
+                {
+                    "pointer_mix": lambda v: json.loads(v) if isinstance(v, str) else v,
+                    "cut_fractions": lambda v: tuple(
+                        float(x) for x in (v.split(",") if isinstance(v, str) else v) if str(x).strip()
+                    ),
+                },
+            )
+        )
 
 
 def _mix_pairs(mix: Any) -> tuple[tuple[str, float], ...]:
@@ -296,8 +305,12 @@ class BankReport:
 
         rows = []
         for c in self.cases:
-            row: dict[str, Any] = {"case_id": c.case_id, "session_id": c.session_id, "cut": c.cut,
-                                   "tail_start": c.tail_start}
+            row: dict[str, Any] = {
+                "case_id": c.case_id,
+                "session_id": c.session_id,
+                "cut": c.cut,
+                "tail_start": c.tail_start,
+            }
             for what in ("eligible", "planned", "actual"):
                 for p in POINTERS:
                     row[f"{what}_{p}"] = getattr(c, what)[p]
@@ -342,8 +355,14 @@ def cut_points(session: Session, fractions: Sequence[float]) -> list[int]:
         target = min(n, max(1, round(f * n)))
         order = lambda p: recs[p].source_order if p < n else end  # noqa: E731
         lowest = max(1, target - math.ceil(_SNAP_WINDOW * n))
-        turn = next((p for p in range(min(target, n - 1), lowest - 1, -1)
-                     if valid[p] and recs[p].kind == "user" and not recs[p].injected), None)
+        turn = next(
+            (
+                p
+                for p in range(min(target, n - 1), lowest - 1, -1)
+                if valid[p] and recs[p].kind == "user" and not recs[p].injected
+            ),
+            None,
+        )
         if turn is None or order(turn) in out:
             # no free user turn: the nearest boundary no call/output pair straddles, not already a cut
             turn = next((p for p in range(target, 0, -1) if valid[p] and order(p) not in out), target)
@@ -429,8 +448,12 @@ def mix_plan(rows: Sequence[int], targets: Mapping[str, int]) -> list[dict[str, 
     return plan
 
 
-def allocate(rows: Sequence[int], targets: Mapping[str, int], caps: Sequence[Mapping[str, int]],
-             plan: Sequence[Mapping[str, int]] | None = None) -> list[dict[str, int]]:
+def allocate(
+    rows: Sequence[int],
+    targets: Mapping[str, int],
+    caps: Sequence[Mapping[str, int]],
+    plan: Sequence[Mapping[str, int]] | None = None,
+) -> list[dict[str, int]]:
     """Questions per case and pointer, as close to the plan as the eligible facts allow.
 
     A min-cost max-flow (source → case → pointer → sink): case ``i`` asks at
@@ -553,8 +576,10 @@ class _Slot:
 
 def _eligible(chain: SyntheticChain, tail: int) -> dict[str, tuple[PlantedFact, ...]]:
     """A chain's real facts strictly before the tail, by pointer, sorted by (source_order, fact_id)."""
-    facts = sorted((f for f in chain.facts if not f.is_decoy and 0 <= f.source_order < tail),
-                   key=lambda f: (f.source_order, f.fact_id))
+    facts = sorted(
+        (f for f in chain.facts if not f.is_decoy and 0 <= f.source_order < tail),
+        key=lambda f: (f.source_order, f.fact_id),
+    )
     return {p: tuple(f for f in facts if f.pointer == p) for p in POINTERS}
 
 
@@ -562,8 +587,10 @@ def _slots(chains: Sequence[SyntheticChain], spec: BankSpec) -> list[_Slot]:
     """The cases' chains, cuts and tails, round-robin over the chains."""
     n_chains, n_cuts = len(chains), len(spec.cut_fractions)
     if spec.n_cases > n_chains * n_cuts:
-        raise ValueError(f"{spec.n_cases} cases asked but {n_chains} chains × {n_cuts} cut fractions "
-                         f"give only {n_chains * n_cuts} distinct cases")
+        raise ValueError(
+            f"{spec.n_cases} cases asked but {n_chains} chains × {n_cuts} cut fractions "
+            f"give only {n_chains * n_cuts} distinct cases"
+        )
     cuts = {i: cut_points(c.session, spec.cut_fractions) for i, c in enumerate(chains)}
     out = []
     for i in range(spec.n_cases):
@@ -584,18 +611,38 @@ def _draw(rng: random.Random, pool: Sequence[PlantedFact], k: int, used: set[str
 
 
 def _real_question(case_id: str, f: PlantedFact) -> Question:
-    return Question(id="", case_id=case_id, pointer=f.pointer, category=f.category, prompt=f.question,
-                    answer=f.value, aliases=tuple(f.aliases), source_entry_id=f.entry_id,
-                    source_order=f.source_order, decoy=False)
+    return Question(
+        id="",
+        case_id=case_id,
+        pointer=f.pointer,
+        category=f.category,
+        prompt=f.question,
+        answer=f.value,
+        aliases=tuple(f.aliases),
+        source_entry_id=f.entry_id,
+        source_order=f.source_order,
+        decoy=False,
+    )
 
 
 def _decoy_question(case_id: str, d: PlantedFact) -> Question:
-    return Question(id="", case_id=case_id, pointer=d.pointer, category=d.category, prompt=d.question,
-                    answer=d.value, aliases=tuple(d.aliases), source_entry_id="", source_order=-1, decoy=True)
+    return Question(
+        id="",
+        case_id=case_id,
+        pointer=d.pointer,
+        category=d.category,
+        prompt=d.question,
+        answer=d.value,
+        aliases=tuple(d.aliases),
+        source_entry_id="",
+        source_order=-1,
+        decoy=True,
+    )
 
 
-def build_bank_with_report(chains: Sequence[SyntheticChain], spec: BankSpec | None = None
-                           ) -> tuple[list[Case], BankReport]:
+def build_bank_with_report(
+    chains: Sequence[SyntheticChain], spec: BankSpec | None = None
+) -> tuple[list[Case], BankReport]:
     """Build the bank and say how it compares with the spec.
 
     Parameters
@@ -634,7 +681,7 @@ def build_bank_with_report(chains: Sequence[SyntheticChain], spec: BankSpec | No
     decks: dict[str, list[PlantedFact]] = {}
     dealt: dict[str, int] = {}
     cases, allocations = [], []
-    for s, want, x, want_d in zip(slots, plan, alloc, decoy_rows):
+    for s, want, x, want_d in zip(slots, plan, alloc, decoy_rows, strict=False):
         sid = s.chain.session.id
         rng = random.Random(f"{spec.seed}:{s.case_id}")
         seen = used.setdefault(sid, set())
@@ -661,20 +708,24 @@ def build_bank_with_report(chains: Sequence[SyntheticChain], spec: BankSpec | No
             notes.append(f"{s.case_id}: {got_d} of {want_d} decoys (chain {sid} has {len(deck)})")
 
         questions = [_renumber(q, f"{s.case_id}-q{n:02d}") for n, q in enumerate(questions)]
-        cases.append(Case(id=s.case_id, session_id=sid, cut=s.cut, tail_start=s.tail_start,
-                          questions=tuple(questions)))
+        cases.append(Case(id=s.case_id, session_id=sid, cut=s.cut, tail_start=s.tail_start, questions=tuple(questions)))
         actual = {p: x[p] for p in POINTERS}
-        allocations.append(CaseAllocation(s.case_id, sid, s.cut, s.tail_start, dict(caps[s.index]), dict(want),
-                                          actual, want_d, got_d))
+        allocations.append(
+            CaseAllocation(s.case_id, sid, s.cut, s.tail_start, dict(caps[s.index]), dict(want), actual, want_d, got_d)
+        )
         short = {p: want[p] - actual[p] for p in POINTERS if actual[p] < want[p]}
         if short or sum(actual.values()) < sum(want.values()):
-            notes.append(f"{s.case_id}: planned {dict(want)}, eligible {dict(caps[s.index])}, "
-                         f"asked {actual} (tail_start {s.tail_start})")
+            notes.append(
+                f"{s.case_id}: planned {dict(want)}, eligible {dict(caps[s.index])}, "
+                f"asked {actual} (tail_start {s.tail_start})"
+            )
 
     actual_tot = {p: sum(x[p] for x in alloc) for p in POINTERS}
     if actual_tot != targets:
-        notes.insert(0, f"pointer counts {actual_tot} differ from the targets {targets}: "
-                        "the eligible facts did not allow the mix")
+        notes.insert(
+            0,
+            f"pointer counts {actual_tot} differ from the targets {targets}: the eligible facts did not allow the mix",
+        )
     missing = spec.n_real - sum(actual_tot.values())
     if missing:
         notes.insert(0, f"{missing} of {spec.n_real} real questions not built: not enough eligible facts")
@@ -691,8 +742,11 @@ def _warn_if_short(report: BankReport) -> None:
     """Warn (`BankShortfallWarning`) when the bank differs from its spec, so a shortfall is never silent."""
     if not report.ok:
         more = f" (+{len(report.notes) - 3} more notes)" if len(report.notes) > 3 else ""
-        warnings.warn("question bank differs from its spec: " + "; ".join(report.notes[:3]) + more,
-                      BankShortfallWarning, stacklevel=3)
+        warnings.warn(
+            "question bank differs from its spec: " + "; ".join(report.notes[:3]) + more,
+            BankShortfallWarning,
+            stacklevel=3,
+        )
 
 
 def build_bank_from_spec(chains: Sequence[SyntheticChain], spec: BankSpec) -> list[Case]:
@@ -702,10 +756,18 @@ def build_bank_from_spec(chains: Sequence[SyntheticChain], spec: BankSpec) -> li
     return cases
 
 
-def build_bank(chains: Sequence[SyntheticChain], *, n_cases: int = 18, n_questions: int = 178,
-               n_decoys: int = 8, pointer_mix: Mapping[str, float] | None = None, tail_tokens: int = 8192,
-               seed: int = 7, encoding: str = DEFAULT_ENCODING,
-               cut_fractions: Sequence[float] = DEFAULT_CUT_FRACTIONS) -> list[Case]:
+def build_bank(
+    chains: Sequence[SyntheticChain],
+    *,
+    n_cases: int = 18,
+    n_questions: int = 178,
+    n_decoys: int = 8,
+    pointer_mix: Mapping[str, float] | None = None,
+    tail_tokens: int = 8192,
+    seed: int = 7,
+    encoding: str = DEFAULT_ENCODING,
+    cut_fractions: Sequence[float] = DEFAULT_CUT_FRACTIONS,
+) -> list[Case]:
     """The synthetic question bank of EXAM.md "Cases and questions".
 
     Parameters
@@ -725,9 +787,16 @@ def build_bank(chains: Sequence[SyntheticChain], *, n_cases: int = 18, n_questio
         When the eligible facts did not allow the questions, decoys or pointer
         mix asked for; `build_bank_with_report` returns the details instead.
     """
-    spec = BankSpec(n_cases=n_cases, n_questions=n_questions, n_decoys=n_decoys,
-                    pointer_mix=dict(DEFAULT_POINTER_MIX) if pointer_mix is None else pointer_mix,
-                    tail_tokens=tail_tokens, seed=seed, encoding=encoding, cut_fractions=tuple(cut_fractions))
+    spec = BankSpec(
+        n_cases=n_cases,
+        n_questions=n_questions,
+        n_decoys=n_decoys,
+        pointer_mix=dict(DEFAULT_POINTER_MIX) if pointer_mix is None else pointer_mix,
+        tail_tokens=tail_tokens,
+        seed=seed,
+        encoding=encoding,
+        cut_fractions=tuple(cut_fractions),
+    )
     cases, report = build_bank_with_report(chains, spec)
     _warn_if_short(report)
     return cases
@@ -788,24 +857,34 @@ def check_bank(cases: Sequence[Case], chains: Sequence[SyntheticChain]) -> None:
                 if q.source_entry_id or q.source_order != -1:
                     raise ValueError(f"decoy {q.id}: must have source_entry_id '' and source_order -1")
                 if decoy_hay is None:
-                    decoy_hay = [(c.session.id, c.session.to_jsonl(), _haystack(r.text for r in c.session.records))
-                                 for c in chains]
+                    decoy_hay = [
+                        (c.session.id, c.session.to_jsonl(), _haystack(r.text for r in c.session.records))
+                        for c in chains
+                    ]
                 _check_decoy_absent(q, decoy_hay)
                 continue
             rec = by_order.get(q.source_order)
             if rec is None or rec.entry_id != q.source_entry_id:
-                raise ValueError(f"question {q.id}: no record at source_order {q.source_order} "
-                                 f"in entry {q.source_entry_id!r} of {s.id}")
+                raise ValueError(
+                    f"question {q.id}: no record at source_order {q.source_order} "
+                    f"in entry {q.source_entry_id!r} of {s.id}"
+                )
             if q.answer not in rec.text:
-                raise ValueError(f"question {q.id}: answer {q.answer!r} is not in its source entry "
-                                 f"{q.source_entry_id!r} (source_order {q.source_order})")
+                raise ValueError(
+                    f"question {q.id}: answer {q.answer!r} is not in its source entry "
+                    f"{q.source_entry_id!r} (source_order {q.source_order})"
+                )
             if not q.source_order < case.tail_start:
-                raise ValueError(f"question {q.id}: source_order {q.source_order} is not before the "
-                                 f"tail (tail_start {case.tail_start})")
+                raise ValueError(
+                    f"question {q.id}: source_order {q.source_order} is not before the "
+                    f"tail (tail_start {case.tail_start})"
+                )
             hit = next((f for f in forms if f in late), None)
             if hit is not None:
-                raise ValueError(f"question {q.id}: answer {hit!r} occurs at or after tail_start "
-                                 f"{case.tail_start} in {s.id}, so the tail would give it away")
+                raise ValueError(
+                    f"question {q.id}: answer {hit!r} occurs at or after tail_start "
+                    f"{case.tail_start} in {s.id}, so the tail would give it away"
+                )
 
 
 def _check_decoy_absent(q: Question, hay: Sequence[tuple[str, bytes, str]]) -> None:
@@ -838,9 +917,15 @@ def bank_summary(cases: Sequence[Case]):
     cols = ["case_id", "session_id", "cut", "tail_start", "questions", "real", *POINTERS, "decoys"]
     rows = []
     for c in cases:
-        row: dict[str, Any] = {"case_id": c.id, "session_id": c.session_id, "cut": c.cut,
-                               "tail_start": c.tail_start, "questions": len(c.questions),
-                               "real": len(c.real), "decoys": len(c.decoys)}
+        row: dict[str, Any] = {
+            "case_id": c.id,
+            "session_id": c.session_id,
+            "cut": c.cut,
+            "tail_start": c.tail_start,
+            "questions": len(c.questions),
+            "real": len(c.real),
+            "decoys": len(c.decoys),
+        }
         for p in POINTERS:
             row[p] = sum(1 for q in c.real if q.pointer == p)
         rows.append(row)

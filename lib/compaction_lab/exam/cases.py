@@ -9,22 +9,22 @@ folder (``exam_bank.jsonl``), so both exams ask exactly the same questions.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
-from compaction_lab.core import excerpt
-from compaction_lab.report import runfolder
-from compaction_lab.ingest import sources
 from compaction_lab import strategies
-from compaction_lab.ingest import synthetic
+from compaction_lab.core import excerpt
 from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Session
-from compaction_lab.strategies.base import CompactionContext
 from compaction_lab.exam import bank, probes
 from compaction_lab.exam.model import Case, bank_from_jsonl, write_bank
+from compaction_lab.ingest import sources, synthetic
+from compaction_lab.report import runfolder
+from compaction_lab.strategies.base import CompactionContext
 
 BANK_FILE = "exam_bank.jsonl"
 
@@ -49,9 +49,11 @@ class RunCases:
         real = sum(len(c.real) for c in self.cases)
         line = f"{self.kind}: {len(self.cases)} cases, {real} questions and {self.n_questions - real} decoys"
         if self.n_questions == 0:
-            line += ("\nNo question could be asked: every question must point at an exact value before the "
-                     "recent tail (tail_tokens), and these sessions have none there. The exam tables stay empty "
-                     "and its figures say 'not measured'; compaction costs are still priced.")
+            line += (
+                "\nNo question could be asked: every question must point at an exact value before the "
+                "recent tail (tail_tokens), and these sessions have none there. The exam tables stay empty "
+                "and its figures say 'not measured'; compaction costs are still priced."
+            )
         shown = self.notes[:20]
         more = f"\n  … {len(self.notes) - 20} more notes" if len(self.notes) > 20 else ""
         return line + "".join(f"\n  {n}" for n in shown) + more
@@ -112,14 +114,16 @@ def for_run(run_dir: Path, params: Mapping[str, Any]) -> RunCases:
     return rc
 
 
-def projections_for(cases: Sequence[Case], sessions: Mapping[str, Session], strategy: str,
-                    ctx: CompactionContext) -> dict[str, Projection]:
+def projections_for(
+    cases: Sequence[Case], sessions: Mapping[str, Session], strategy: str, ctx: CompactionContext
+) -> dict[str, Projection]:
     """One strategy's projection per case (the open-book arm)."""
     return {c.id: strategies.compact(sessions[c.session_id], strategy, c.cut, ctx) for c in cases}
 
 
-def projections_by_case(cases: Sequence[Case], sessions: Mapping[str, Session], names: Sequence[str] | None,
-                        ctx: CompactionContext) -> dict[tuple[str, str], Projection]:
+def projections_by_case(
+    cases: Sequence[Case], sessions: Mapping[str, Session], names: Sequence[str] | None, ctx: CompactionContext
+) -> dict[tuple[str, str], Projection]:
     """Every named strategy's projection of every case, keyed by (case_id, strategy)."""
     names = list(names or strategies.names())
     return {(c.id, n): strategies.compact(sessions[c.session_id], n, c.cut, ctx) for c in cases for n in names}

@@ -20,28 +20,48 @@ projection plus the question.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
 from compaction_lab import strategies
-from compaction_lab.strategies.anatomy import strategy_label
 from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Session
-from compaction_lab.strategies.base import CompactionContext
 from compaction_lab.exam.model import Case, Question
+from compaction_lab.strategies.anatomy import strategy_label
+from compaction_lab.strategies.base import CompactionContext
 
 #: Columns of `ClosedResult.answers`, in order: one row per strategy x question.
 ANSWER_COLUMNS: list[str] = [
-    "strategy", "strategy_label", "reader", "reader_label", "case_id", "question_id", "pointer",
-    "category", "decoy", "answer", "given", "correct", "projection_tokens",
+    "strategy",
+    "strategy_label",
+    "reader",
+    "reader_label",
+    "case_id",
+    "question_id",
+    "pointer",
+    "category",
+    "decoy",
+    "answer",
+    "given",
+    "correct",
+    "projection_tokens",
 ]
 
 #: Columns of `ClosedResult.projections`, in order: one row per case x strategy.
 PROJECTION_COLUMNS: list[str] = [
-    "case_id", "strategy", "strategy_label", "algorithm_version", "tokens", "capacity", "estimator",
-    "summary_provider", "stand_in", "fallback",
+    "case_id",
+    "strategy",
+    "strategy_label",
+    "algorithm_version",
+    "tokens",
+    "capacity",
+    "estimator",
+    "summary_provider",
+    "stand_in",
+    "fallback",
 ]
 
 
@@ -93,8 +113,12 @@ def projection_row(case_id: str, p: Projection) -> dict[str, Any]:
     """One `PROJECTION_COLUMNS` row for a case's projection."""
     r = p.receipt
     return {
-        "case_id": case_id, "strategy": p.strategy, "strategy_label": strategy_label(p),
-        "algorithm_version": p.algorithm_version, "tokens": p.tokens, "capacity": p.capacity,
+        "case_id": case_id,
+        "strategy": p.strategy,
+        "strategy_label": strategy_label(p),
+        "algorithm_version": p.algorithm_version,
+        "tokens": p.tokens,
+        "capacity": p.capacity,
         "estimator": p.estimator,
         # No receipt: the strategy never asked for a summary (full, truncate-oldest, deterministic ...).
         "summary_provider": r.provider if r is not None else None,
@@ -103,14 +127,24 @@ def projection_row(case_id: str, p: Projection) -> dict[str, Any]:
     }
 
 
-def answer_row(case: Case, q: Question, p: Projection, reader: Any, given: str, stand_in: bool,
-               correct: bool) -> dict[str, Any]:
+def answer_row(
+    case: Case, q: Question, p: Projection, reader: Any, given: str, stand_in: bool, correct: bool
+) -> dict[str, Any]:
     """One `ANSWER_COLUMNS` row."""
     return {
-        "strategy": p.strategy, "strategy_label": strategy_label(p), "reader": reader_name(reader),
-        "reader_label": reader_label(reader, stand_in), "case_id": case.id, "question_id": q.id,
-        "pointer": q.pointer, "category": q.category, "decoy": bool(q.decoy), "answer": q.answer,
-        "given": given, "correct": bool(correct), "projection_tokens": p.tokens,
+        "strategy": p.strategy,
+        "strategy_label": strategy_label(p),
+        "reader": reader_name(reader),
+        "reader_label": reader_label(reader, stand_in),
+        "case_id": case.id,
+        "question_id": q.id,
+        "pointer": q.pointer,
+        "category": q.category,
+        "decoy": bool(q.decoy),
+        "answer": q.answer,
+        "given": given,
+        "correct": bool(correct),
+        "projection_tokens": p.tokens,
     }
 
 
@@ -187,11 +221,15 @@ def run_closed(
         projections.append(projection_row(case.id, p))
         messages = p.messages()
         shape_tools = ctx.shape.for_session(sessions[case.session_id]).tools
-        got = answer_all(reader, case.questions, lambda q: reader.answer(messages, q, shape_tools=shape_tools))
-        for q, a in zip(case.questions, got):
+        got = answer_all(
+            reader, case.questions, lambda q, m=messages, t=shape_tools: reader.answer(m, q, shape_tools=t)
+        )
+        for q, a in zip(case.questions, got, strict=False):
             answers.append(answer_row(case, q, p, reader, a.given, bool(a.stand_in), grade(q, a.given)))
     ans = pd.DataFrame(answers, columns=ANSWER_COLUMNS).astype(
-        {"decoy": "bool", "correct": "bool", "projection_tokens": "int64"})
+        {"decoy": "bool", "correct": "bool", "projection_tokens": "int64"}
+    )
     proj = pd.DataFrame(projections, columns=PROJECTION_COLUMNS).astype(
-        {"tokens": "int64", "capacity": "int64", "stand_in": "bool", "fallback": "bool"})
+        {"tokens": "int64", "capacity": "int64", "stand_in": "bool", "fallback": "bool"}
+    )
     return ClosedResult(answers=ans, projections=proj)

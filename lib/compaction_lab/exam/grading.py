@@ -26,7 +26,7 @@ outcome classification call "in the projection".
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from compaction_lab.exam.model import NOT_FOUND, Question
 
@@ -79,7 +79,7 @@ def is_abstention(given: str) -> bool:
         return False
     spaced = _WS.sub(" ", n.replace("_", " ").replace("-", " ")).strip()
     if spaced.startswith("notfound"):
-        spaced = "not found" + spaced[len("notfound"):]
+        spaced = "not found" + spaced[len("notfound") :]
     return spaced == _ABSTAIN or bool(_ABSTAIN_PREFIX.match(spaced))
 
 
@@ -154,13 +154,29 @@ def grade_frame(df, given_col: str = "given"):
     for row in df.itertuples(index=False):
         d = row._asdict()
         aliases = tuple(d["aliases"]) if has_aliases and d["aliases"] is not None else ()
-        q = Question(id="", case_id="", pointer="assistant", category="", prompt="", answer=str(d["answer"]),
-                     aliases=aliases, decoy=bool(d["decoy"]))
+        q = Question(
+            id="",
+            case_id="",
+            pointer="assistant",
+            category="",
+            prompt="",
+            answer=str(d["answer"]),
+            aliases=aliases,
+            decoy=bool(d["decoy"]),
+        )
         out.append(grade(q, "" if d[given_col] is None else str(d[given_col])))
     return pd.Series(out, index=df.index, dtype=bool, name="correct")
 
 
 __all__ = [
-    "NOT_FOUND", "STRIP_CHARS", "accepted", "contains_answer", "fell_for_decoy", "grade", "grade_frame",
-    "grade_many", "is_abstention", "normalise",
+    "NOT_FOUND",
+    "STRIP_CHARS",
+    "accepted",
+    "contains_answer",
+    "fell_for_decoy",
+    "grade",
+    "grade_frame",
+    "grade_many",
+    "is_abstention",
+    "normalise",
 ]

@@ -27,12 +27,13 @@ answer containing ``NOT_FOUND`` is an abstention. Usage is the provider's own
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
-from compaction_lab.summarize.model import wire_messages
 from compaction_lab.exam.model import NOT_FOUND, Question
 from compaction_lab.exam.readers import ReaderAnswer, Tool, ToolCall, request_messages
+from compaction_lab.summarize.model import wire_messages
 
 #: Cap on an answer: exact values are short.
 ANSWER_TOKENS = 64
@@ -47,7 +48,7 @@ def normalise_answer(text: str | None) -> str:
     line = next((ln.strip() for ln in text.strip().splitlines() if ln.strip()), "")
     for prefix in ("answer:", "Answer:", "ANSWER:"):
         if line.startswith(prefix):
-            line = line[len(prefix):].strip()
+            line = line[len(prefix) :].strip()
     line = line.strip(_QUOTES).strip()
     if line.endswith(".") and not line.endswith(".."):
         line = line[:-1].strip(_QUOTES).strip()  # `value`. -> value
@@ -95,8 +96,9 @@ class ModelReader:
         """Questions asked at once (the endpoint's limit; the client enforces it too)."""
         return int(self.config.concurrency)
 
-    def _send(self, messages: list[dict[str, Any]], tools: Sequence[Mapping[str, Any]], purpose: str,
-              tool_choice: str | None) -> Any:
+    def _send(
+        self, messages: list[dict[str, Any]], tools: Sequence[Mapping[str, Any]], purpose: str, tool_choice: str | None
+    ) -> Any:
         body: dict[str, Any] = {"messages": messages, "max_tokens": self.answer_tokens}
         if tools:
             body["tools"] = [dict(t) for t in tools]
@@ -104,8 +106,15 @@ class ModelReader:
                 body["tool_choice"] = tool_choice
         return self._client.complete(body, purpose=purpose)
 
-    def answer(self, messages: list[dict], question: Question, tools: Sequence[Tool] = (), *,
-               wording: str = "", shape_tools: Sequence[Mapping[str, Any]] = ()) -> ReaderAnswer:
+    def answer(
+        self,
+        messages: list[dict],
+        question: Question,
+        tools: Sequence[Tool] = (),
+        *,
+        wording: str = "",
+        shape_tools: Sequence[Mapping[str, Any]] = (),
+    ) -> ReaderAnswer:
         convo = wire_messages(request_messages(messages, question, wording))
         by_name = {t.name: t for t in tools}
         defs = [*shape_tools, *(t.definition for t in tools if t.definition not in shape_tools)]
@@ -114,8 +123,7 @@ class ModelReader:
         if not tools:
             c = self._send(convo, defs, "exam:closed", self.closed_tool_choice)
             answered = None if c.message.get("tool_calls") else c.message.get("content")
-            return ReaderAnswer(normalise_answer(answered), c.usage.prompt_tokens, c.usage.completion_tokens,
-                                (), False)
+            return ReaderAnswer(normalise_answer(answered), c.usage.prompt_tokens, c.usage.completion_tokens, (), False)
         for _ in range(self.max_tool_rounds):
             c = self._send(convo, defs, "exam:open", None)
             used_in, used_out = used_in + c.usage.prompt_tokens, used_out + c.usage.completion_tokens

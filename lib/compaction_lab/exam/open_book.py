@@ -36,18 +36,19 @@ model reader can show whether wording changes behaviour.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
-from compaction_lab.store.archive import Archive
 from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Session
 from compaction_lab.exam.closed import answer_all
 from compaction_lab.exam.grading import contains_answer, grade, is_abstention
 from compaction_lab.exam.model import Case, Question
 from compaction_lab.exam.readers import HistoryTools, Reader, SearcherReader, messages_text
+from compaction_lab.store.archive import Archive
 
 #: The three "searching allowed" wordings of rounds 1–3 (our words), gentlest first.
 DEFAULT_WORDINGS: tuple[str, str, str] = (
@@ -67,15 +68,41 @@ REQUIRED_WORDING = (
 
 #: Outcomes in the order tables and fig 9 list them.
 OUTCOMES: tuple[str, ...] = (
-    "from_projection", "recovered_by_search", "in_archive_never_looked", "wrong", "decoy_abstained",
+    "from_projection",
+    "recovered_by_search",
+    "in_archive_never_looked",
+    "wrong",
+    "decoy_abstained",
 )
 
 #: Columns of `run_open_book`'s frame, in order.
 COLUMNS: list[str] = [
-    "round", "wording", "arm", "search", "strategy", "reader", "reader_label", "stand_in", "case_id",
-    "question_id", "pointer", "category", "decoy", "answer", "given", "correct", "outcome", "in_projection",
-    "in_archive", "looked_up", "tool_calls", "search_calls", "get_calls", "searched_entry_ids",
-    "input_tokens", "output_tokens",
+    "round",
+    "wording",
+    "arm",
+    "search",
+    "strategy",
+    "reader",
+    "reader_label",
+    "stand_in",
+    "case_id",
+    "question_id",
+    "pointer",
+    "category",
+    "decoy",
+    "answer",
+    "given",
+    "correct",
+    "outcome",
+    "in_projection",
+    "in_archive",
+    "looked_up",
+    "tool_calls",
+    "search_calls",
+    "get_calls",
+    "searched_entry_ids",
+    "input_tokens",
+    "output_tokens",
 ]
 
 #: What the notebook prints under every open-book table and figure made with the offline reader.
@@ -115,8 +142,9 @@ class Round:
     title: str
 
 
-def make_rounds(wordings: Sequence[str] = DEFAULT_WORDINGS,
-                required_wording: str = REQUIRED_WORDING) -> tuple[Round, ...]:
+def make_rounds(
+    wordings: Sequence[str] = DEFAULT_WORDINGS, required_wording: str = REQUIRED_WORDING
+) -> tuple[Round, ...]:
     """The five rounds for three "allowed" wordings.
 
     Parameters
@@ -154,8 +182,15 @@ def shape_tools_of(projection: Projection) -> tuple[Mapping[str, Any], ...]:
     return ()
 
 
-def classify(question: Question, correct: bool, given: str, in_projection: bool, in_archive: bool,
-             looked_up: bool, tool_calls: int) -> str:
+def classify(
+    question: Question,
+    correct: bool,
+    given: str,
+    in_projection: bool,
+    in_archive: bool,
+    looked_up: bool,
+    tool_calls: int,
+) -> str:
     """The outcome of one answer (see the module docstring)."""
     if question.decoy:
         return "decoy_abstained" if correct else "wrong"
@@ -250,8 +285,10 @@ def run_open_book(
             raise ValueError(f"case {case.id}: projection is of session {p.session_id!r}, not {case.session_id!r}")
         messages = p.messages()
         text = messages_text(messages)
-        facts = [(q, not q.decoy and contains_answer(q, text), _in_archive(archive, q, case.session_id))
-                 for q in case.questions]
+        facts = [
+            (q, not q.decoy and contains_answer(q, text), _in_archive(archive, q, case.session_id))
+            for q in case.questions
+        ]
         prepared.append((case, p, messages, shape_tools_of(p), facts))
 
     work = [(r, item) for r in rounds for item in prepared]
@@ -264,12 +301,13 @@ def run_open_book(
     rows: list[dict[str, Any]] = []
     for rnd, (case, p, messages, shape_tools, facts) in it:
         reader = readers[rnd.number]
+
         def ask(fact, rnd=rnd, case=case, messages=messages, shape_tools=shape_tools, reader=reader):
             tools = HistoryTools(archive, case.session_id).tools() if rnd.arm == "open" else ()
             return reader.answer(messages, fact[0], tools, wording=rnd.wording, shape_tools=shape_tools)
 
         # A model reader is asked its endpoint's concurrency at a time (the archive reads per thread).
-        for (q, in_projection, in_archive), a in zip(facts, answer_all(reader, facts, ask)):
+        for (q, in_projection, in_archive), a in zip(facts, answer_all(reader, facts, ask), strict=False):
             correct = grade(q, a.given)
             fetched = {e for c in a.tool_calls if c.name == "history_get" for e in c.result_entry_ids}
             looked_up = bool(q.source_entry_id) and q.source_entry_id in fetched
@@ -278,32 +316,60 @@ def run_open_book(
             stand_in = bool(a.stand_in)
             if stand_in and "stand-in" not in label and "ceiling" not in label:
                 label = f"{label} (stand-in)"
-            rows.append({
-                "round": rnd.number, "wording": rnd.wording, "arm": rnd.arm, "search": rnd.search,
-                "strategy": p.strategy, "reader": str(getattr(reader, "name", type(reader).__name__)),
-                "reader_label": label, "stand_in": stand_in, "case_id": case.id, "question_id": q.id,
-                "pointer": q.pointer, "category": q.category, "decoy": bool(q.decoy), "answer": q.answer,
-                "given": a.given, "correct": correct,
-                "outcome": classify(q, correct, a.given, in_projection, in_archive, looked_up, n_calls),
-                "in_projection": in_projection, "in_archive": in_archive, "looked_up": looked_up,
-                "tool_calls": n_calls,
-                "search_calls": sum(c.name == "history_search" for c in a.tool_calls),
-                "get_calls": sum(c.name == "history_get" for c in a.tool_calls),
-                "searched_entry_ids": list(dict.fromkeys(e for c in a.tool_calls for e in c.result_entry_ids)),
-                "input_tokens": int(a.input_tokens), "output_tokens": int(a.output_tokens),
-            })
+            rows.append(
+                {
+                    "round": rnd.number,
+                    "wording": rnd.wording,
+                    "arm": rnd.arm,
+                    "search": rnd.search,
+                    "strategy": p.strategy,
+                    "reader": str(getattr(reader, "name", type(reader).__name__)),
+                    "reader_label": label,
+                    "stand_in": stand_in,
+                    "case_id": case.id,
+                    "question_id": q.id,
+                    "pointer": q.pointer,
+                    "category": q.category,
+                    "decoy": bool(q.decoy),
+                    "answer": q.answer,
+                    "given": a.given,
+                    "correct": correct,
+                    "outcome": classify(q, correct, a.given, in_projection, in_archive, looked_up, n_calls),
+                    "in_projection": in_projection,
+                    "in_archive": in_archive,
+                    "looked_up": looked_up,
+                    "tool_calls": n_calls,
+                    "search_calls": sum(c.name == "history_search" for c in a.tool_calls),
+                    "get_calls": sum(c.name == "history_get" for c in a.tool_calls),
+                    "searched_entry_ids": list(dict.fromkeys(e for c in a.tool_calls for e in c.result_entry_ids)),
+                    "input_tokens": int(a.input_tokens),
+                    "output_tokens": int(a.output_tokens),
+                }
+            )
     df = pd.DataFrame(rows, columns=COLUMNS)
-    return df.astype({"round": "int64", "decoy": "bool", "correct": "bool", "stand_in": "bool",
-                      "in_projection": "bool", "in_archive": "bool", "looked_up": "bool",
-                      "tool_calls": "int64", "search_calls": "int64", "get_calls": "int64",
-                      "input_tokens": "int64", "output_tokens": "int64"})
+    return df.astype(
+        {
+            "round": "int64",
+            "decoy": "bool",
+            "correct": "bool",
+            "stand_in": "bool",
+            "in_projection": "bool",
+            "in_archive": "bool",
+            "looked_up": "bool",
+            "tool_calls": "int64",
+            "search_calls": "int64",
+            "get_calls": "int64",
+            "input_tokens": "int64",
+            "output_tokens": "int64",
+        }
+    )
 
 
 def _round_keys(df: pd.DataFrame) -> pd.DataFrame:
     """One row per round: its arm, search mode and reader label (stand-ins stay labelled in every table)."""
     keys = df.groupby("round", sort=True).agg(
-        arm=("arm", "first"), search=("search", "first"),
-        reader=("reader_label", lambda s: ", ".join(dict.fromkeys(s))))
+        arm=("arm", "first"), search=("search", "first"), reader=("reader_label", lambda s: ", ".join(dict.fromkeys(s)))
+    )
     return keys
 
 
@@ -336,18 +402,32 @@ def tool_calls_per_round(df: pd.DataFrame) -> pd.DataFrame:
         ``search_calls``, ``get_calls`` and ``calls_per_question``.
     """
     g = df.groupby("round", sort=True)
-    stats = pd.DataFrame({
-        "questions": g.size(),
-        "questions_with_calls": g["tool_calls"].apply(lambda s: int((s > 0).sum())),
-        "tool_calls": g["tool_calls"].sum(),
-        "search_calls": g["search_calls"].sum(),
-        "get_calls": g["get_calls"].sum(),
-    }).astype("int64")
+    stats = pd.DataFrame(
+        {
+            "questions": g.size(),
+            "questions_with_calls": g["tool_calls"].apply(lambda s: int((s > 0).sum())),
+            "tool_calls": g["tool_calls"].sum(),
+            "search_calls": g["search_calls"].sum(),
+            "get_calls": g["get_calls"].sum(),
+        }
+    ).astype("int64")
     stats["calls_per_question"] = stats["tool_calls"] / stats["questions"]
     return _round_keys(df).join(stats)
 
 
 __all__ = [
-    "COLUMNS", "DEFAULT_WORDINGS", "OUTCOMES", "REQUIRED_WORDING", "ROUNDS", "Round", "STAND_IN_NOTE", "classify",
-    "make_rounds", "outcome_table", "run_open_book", "shape_tools_of", "stand_in_note", "tool_calls_per_round",
+    "COLUMNS",
+    "DEFAULT_WORDINGS",
+    "OUTCOMES",
+    "REQUIRED_WORDING",
+    "ROUNDS",
+    "Round",
+    "STAND_IN_NOTE",
+    "classify",
+    "make_rounds",
+    "outcome_table",
+    "run_open_book",
+    "shape_tools_of",
+    "stand_in_note",
+    "tool_calls_per_round",
 ]

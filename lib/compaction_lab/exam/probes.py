@@ -105,8 +105,9 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from compaction_lab.core.session import POINTER_OF_KIND, Record, Session
 from compaction_lab.core.tokens import DEFAULT_ENCODING
@@ -121,7 +122,8 @@ CATEGORIES: tuple[str, ...] = ("identifier", "tool_returned_id", "path", "number
 MINED_KINDS: tuple[str, ...] = ("user", "assistant", "reasoning", "tool_call", "tool_output")
 
 #: Words too easy to guess to make an exact-value question (compared case-folded).
-COMMON_WORDS: frozenset[str] = frozenset("""
+COMMON_WORDS: frozenset[str] = frozenset(
+    """
 true false null none nil undefined self this that then than with from into have been were will would
 should could about there their these those which where when what while test tests testing file files
 data name names value values error errors string number object list type types path paths main master
@@ -129,26 +131,47 @@ done pending status default hello world hello-world todo fixme note info debug w
 failed failure passed yes okay json yaml text html http https localhost index config settings
 module function class method return import export const let var print string int float bool dict
 user assistant tool system content message result results output input command args kwargs
-""".split())
+""".split()
+)
 
 #: Identifier prefixes that are standards, not ids (``UTF-8``, ``SHA-256``).
-_STANDARD_PREFIXES = frozenset({"UTF", "SHA", "ISO", "RFC", "MD", "HTTP", "TLS", "SSL", "IPV", "AES", "RSA",
-                                "ES", "ECMA", "IEEE", "PEP", "X"})
+_STANDARD_PREFIXES = frozenset(
+    {"UTF", "SHA", "ISO", "RFC", "MD", "HTTP", "TLS", "SSL", "IPV", "AES", "RSA", "ES", "ECMA", "IEEE", "PEP", "X"}
+)
 #: Slugs that look like ids but are common platform names.
-_COMMON_SLUGS = frozenset({"x86_64", "x86-64", "amd64", "arm64", "aarch64", "utf8mb4", "win32", "win64",
-                           "i386", "i686", "mp4", "h264", "base64"})
+_COMMON_SLUGS = frozenset(
+    {
+        "x86_64",
+        "x86-64",
+        "amd64",
+        "arm64",
+        "aarch64",
+        "utf8mb4",
+        "win32",
+        "win64",
+        "i386",
+        "i686",
+        "mp4",
+        "h264",
+        "base64",
+    }
+)
 
 _SEP = "\n\x00\n"  # joins record texts in haystacks; no match can straddle two records
 
 # --------------------------------------------------------------------------- rules
 
-_EXT = (r"(?:py|pyi|pyc|ipynb|ts|tsx|js|jsx|mjs|cjs|json|jsonl|yaml|yml|toml|ini|cfg|conf|sql|md|rst|txt|"
-        r"sh|bash|zsh|ps1|rs|go|java|kt|rb|php|c|h|cc|cpp|hpp|cs|swift|lock|csv|tsv|log|html|css|scss|xml|"
-        r"proto|tf|patch|diff|gz|zip|tar|whl|env|traj|dcm)")
+_EXT = (
+    r"(?:py|pyi|pyc|ipynb|ts|tsx|js|jsx|mjs|cjs|json|jsonl|yaml|yml|toml|ini|cfg|conf|sql|md|rst|txt|"
+    r"sh|bash|zsh|ps1|rs|go|java|kt|rb|php|c|h|cc|cpp|hpp|cs|swift|lock|csv|tsv|log|html|css|scss|xml|"
+    r"proto|tf|patch|diff|gz|zip|tar|whl|env|traj|dcm)"
+)
 #: A number, with thousands separators or not ("1,792,546", "184.37").
 _NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
-_UNITS = (r"(?:req/s|ms|µs|μs|us|ns|KiB|MiB|GiB|TiB|KB|MB|GB|TB|kB|bytes|seconds|secs|sec|s|minutes|mins|"
-          r"min|hours|%|rows|tokens|records|requests)")
+_UNITS = (
+    r"(?:req/s|ms|µs|μs|us|ns|KiB|MiB|GiB|TiB|KB|MB|GB|TB|kB|bytes|seconds|secs|sec|s|minutes|mins|"
+    r"min|hours|%|rows|tokens|records|requests)"
+)
 
 
 @dataclass(frozen=True)
@@ -167,28 +190,50 @@ _NO_CALLS = ("user", "assistant", "reasoning", "tool_output")
 #: All rules, in claim order (see the module docstring).
 RULES: tuple[Rule, ...] = (
     Rule("failed_test", "error_string", re.compile(r"(?m)^FAILED[ \t]+(\S+::\S+)"), 1, _NO_CALLS),
-    Rule("exception", "error_string", re.compile(
-        r"(?m)(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Failure|Fault|Interrupt)(?=:[ \t]+\S)[^\n]*"),
-        0, _NO_CALLS),
+    Rule(
+        "exception",
+        "error_string",
+        re.compile(
+            r"(?m)(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Failure|Fault|Interrupt)(?=:[ \t]+\S)[^\n]*"
+        ),
+        0,
+        _NO_CALLS,
+    ),
     Rule("rustc_error", "error_string", re.compile(r"\berror\[E\d{4}\]:[ \t]+\S[^\n]*"), 0, _NO_CALLS),
     Rule("tsc_error", "error_string", re.compile(r"\berror TS\d+:[ \t]+\S[^\n]*"), 0, _NO_CALLS),
-    Rule("error_line", "error_string", re.compile(
-        r"(?m)^[ \t]*((?:(?:ERROR|Error|error|FATAL|Fatal|fatal|panic)(?:\([^)\n]*\))?:|npm ERR!)[ \t]+\S[^\n]*)"),
-        1, _NO_CALLS),
-    Rule("slash_path", "path", re.compile(
-        r"(?<![\w.~/:@%+\-\\])((?:~|\.{1,2})?/?(?:[\w.@%+\-]+/)+[\w.@%+\-]*)"), 1),
-    Rule("file_name", "path", re.compile(
-        rf"(?<![\w.~/:@%+\-\\])([\w@%+\-]+(?:\.[\w@%+\-]+)*\.{_EXT})(?![\w/\\-]|\.\w)"), 1),
-    Rule("uuid", "identifier", re.compile(
-        r"(?<![\w-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![\w-])")),
+    Rule(
+        "error_line",
+        "error_string",
+        re.compile(
+            r"(?m)^[ \t]*((?:(?:ERROR|Error|error|FATAL|Fatal|fatal|panic)(?:\([^)\n]*\))?:|npm ERR!)[ \t]+\S[^\n]*)"
+        ),
+        1,
+        _NO_CALLS,
+    ),
+    Rule("slash_path", "path", re.compile(r"(?<![\w.~/:@%+\-\\])((?:~|\.{1,2})?/?(?:[\w.@%+\-]+/)+[\w.@%+\-]*)"), 1),
+    Rule(
+        "file_name",
+        "path",
+        re.compile(rf"(?<![\w.~/:@%+\-\\])([\w@%+\-]+(?:\.[\w@%+\-]+)*\.{_EXT})(?![\w/\\-]|\.\w)"),
+        1,
+    ),
+    Rule(
+        "uuid",
+        "identifier",
+        re.compile(r"(?<![\w-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![\w-])"),
+    ),
     Rule("ticket_id", "identifier", re.compile(r"(?<![\w-])[A-Z][A-Z0-9]*[A-Z]-\d{2,}(?:[-_][A-Za-z0-9]+)*(?![\w-])")),
     Rule("hex_hash", "identifier", re.compile(r"(?<![\w-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}(?![\w-])")),
     Rule("slug_id", "identifier", re.compile(r"(?<![\w.\-/@])[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)+(?![\w\-/@]|\.\w)")),
     Rule("mixed_token", "identifier", re.compile(r"(?<![\w.\-/@])[A-Za-z0-9]{8,}(?![\w\-/@]|\.\w)")),
     Rule("unit_number", "number", re.compile(rf"(?<![\w.:/,-]){_NUM}\s?{_UNITS}(?![\w/])")),
     Rule("decimal", "number", re.compile(r"(?<![\w.:/,-])(?:\d{1,3}(?:,\d{3})+|\d+)\.\d+(?![\w]|\.\d)")),
-    Rule("port", "number", re.compile(
-        r"(?i:\bport\s*[:=]?\s*|\b(?:localhost|127\.0\.0\.1|0\.0\.0\.0):)(\d{2,5})(?!\d)"), 1),
+    Rule(
+        "port",
+        "number",
+        re.compile(r"(?i:\bport\s*[:=]?\s*|\b(?:localhost|127\.0\.0\.1|0\.0\.0\.0):)(\d{2,5})(?!\d)"),
+        1,
+    ),
     Rule("backticked", "quoted", re.compile(r"(?<!`)`([^`\n]{4,60})`(?!`)"), 1, _NO_CALLS),
     Rule("double_quoted", "quoted", re.compile(r'(?<![\w"\\])"([^"\n\\]{4,60})"(?![\w"])(?!\s*:)'), 1, _NO_CALLS),
     Rule("single_quoted", "quoted", re.compile(r"(?<![\w'\\])'([^'\n\\]{4,60})'(?![\w'])"), 1, _NO_CALLS),
@@ -261,7 +306,7 @@ def _digits(s: str) -> int:
 def _transitions(s: str) -> int:
     """Changes between letters and digits along `s` (random tokens change often, words rarely)."""
     cls = [c.isdigit() for c in s if c.isalnum()]
-    return sum(a != b for a, b in zip(cls, cls[1:]))
+    return sum(a != b for a, b in zip(cls, cls[1:], strict=False))
 
 
 def _path_ok(v: str) -> bool:
@@ -301,12 +346,17 @@ def _value_ok(rule: Rule, v: str) -> bool:
         segs = re.split(r"[-_]", v)
         mixed = any(re.search(r"[A-Za-z]", s) and re.search(r"\d", s) for s in segs)
         long_run = any(s.isdigit() and len(s) >= 4 for s in segs)
-        random_seg = any(len(s) >= 8 and re.search(r"[a-z]", s) and re.search(r"[A-Z]", s) and re.search(r"\d", s)
-                         for s in segs)  # li_jpaLEvjsIZY7US: one random segment is enough
+        random_seg = any(
+            len(s) >= 8 and re.search(r"[a-z]", s) and re.search(r"[A-Z]", s) and re.search(r"\d", s) for s in segs
+        )  # li_jpaLEvjsIZY7US: one random segment is enough
         if re.match(r"\d{4}-\d{2}-\d{2}", v):
             return False  # a date or timestamp, not an id
-        return (len(v) >= 6 and not all(s.isdigit() for s in segs) and v.casefold() not in _COMMON_SLUGS
-                and (random_seg or (_digits(v) >= 2 and (mixed or long_run))))
+        return (
+            len(v) >= 6
+            and not all(s.isdigit() for s in segs)
+            and v.casefold() not in _COMMON_SLUGS
+            and (random_seg or (_digits(v) >= 2 and (mixed or long_run)))
+        )
     if rule.name == "mixed_token":
         letters = sum(c.isalpha() for c in v)
         return _digits(v) >= 2 and letters >= 3 and _transitions(v) >= 4 and v.casefold() not in _COMMON_SLUGS
@@ -315,8 +365,12 @@ def _value_ok(rule: Rule, v: str) -> bool:
     if rule.category == "error_string":
         return 8 <= len(v) <= 200 and bool(re.search(r"[A-Za-z]", v))
     if rule.category == "quoted":
-        return (v == v.strip() and bool(re.search(r"[A-Za-z0-9]", v)) and not re.fullmatch(r"[a-z]+", v)
-                and not v.startswith(("http://", "https://")))
+        return (
+            v == v.strip()
+            and bool(re.search(r"[A-Za-z0-9]", v))
+            and not re.fullmatch(r"[a-z]+", v)
+            and not v.startswith(("http://", "https://"))
+        )
     return True
 
 
@@ -336,8 +390,8 @@ def guessable(value: str) -> bool:
 
 def _is_api_output(record: Record) -> bool:
     return record.kind == "tool_output" and (
-        bool(record.tool and _API_TOOL.search(record.tool))
-        or bool(record.target and _API_TARGET.search(record.target)))
+        bool(record.tool and _API_TOOL.search(record.tool)) or bool(record.target and _API_TARGET.search(record.target))
+    )
 
 
 _PROSE_KINDS = ("user", "assistant", "reasoning")
@@ -353,7 +407,7 @@ def _context(record: Record, start: int, end: int) -> tuple[str, str, int]:
     if record.kind != "tool_output" and not _has_words(left + right):
         # a value alone on its line (a bullet, a quoted setting): the line before says what it is
         prev = text[:ls].rstrip()
-        left = prev[prev.rfind("\n") + 1:] + " " + left if prev else left
+        left = prev[prev.rfind("\n") + 1 :] + " " + left if prev else left
     if record.kind in _PROSE_KINDS:  # stay inside the sentence
         cut = max((m.end() for m in re.finditer(r"[.!?]\s", left)), default=0)
         left = left[cut:] if _has_words(left[cut:]) else left
@@ -366,11 +420,14 @@ def _context(record: Record, start: int, end: int) -> tuple[str, str, int]:
     if len(before) > 50:  # start at a word (or, inside one long token, a punctuation) boundary
         before = before[-50:]
         cut = before.find(" ") if " " in before else next((i for i, ch in enumerate(before) if not ch.isalnum()), -1)
-        before = before[cut + 1:]
+        before = before[cut + 1 :]
     if len(after) > 32:
         after = after[:32]
-        cut = after.rfind(" ") if " " in after else max((i for i, ch in enumerate(after) if not ch.isalnum()),
-                                                          default=len(after))
+        cut = (
+            after.rfind(" ")
+            if " " in after
+            else max((i for i, ch in enumerate(after) if not ch.isalnum()), default=len(after))
+        )
         after = after[:cut]
     before = re.sub(r"\s+", " ", before).lstrip()
     after = re.sub(r"\s+", " ", after).rstrip()
@@ -419,22 +476,56 @@ def extract(record: Record) -> list[Candidate]:
             claimed[ms:me] = b"\x01" * (me - ms)
             category = "tool_returned_id" if api and rule.category == "identifier" else rule.category
             before, after, line = _context(record, s, e)
-            out.append(Candidate(v, category, rule.name, pointer, record.kind, record.source_order, record.entry_id,
-                                 s, e, record.tool, record.target, line, before, after, len(found)))
+            out.append(
+                Candidate(
+                    v,
+                    category,
+                    rule.name,
+                    pointer,
+                    record.kind,
+                    record.source_order,
+                    record.entry_id,
+                    s,
+                    e,
+                    record.tool,
+                    record.target,
+                    line,
+                    before,
+                    after,
+                    len(found),
+                )
+            )
     distinct = len({c.value for c in out})
     return [replace(c, in_record=distinct) for c in out]
 
 
 # --------------------------------------------------------------------------- wording
 
-_NOUN = {"identifier": "ID", "tool_returned_id": "ID", "path": "path", "number": "value",
-         "error_string": "error", "quoted": "value"}
+_NOUN = {
+    "identifier": "ID",
+    "tool_returned_id": "ID",
+    "path": "path",
+    "number": "value",
+    "error_string": "error",
+    "quoted": "value",
+}
 _WH = {"path": "Which", "error_string": "Which"}
-_TOOL_VERB = {"tool_returned_id": ("What ID", "return"), "identifier": ("What ID", "print"),
-              "path": ("Which path", "show"), "number": ("What number", "report"),
-              "error_string": ("Which error", "report"), "quoted": ("What quoted value", "show")}
-_PROSE_VERB = {"identifier": "give", "tool_returned_id": "give", "path": "mention", "number": "report",
-               "error_string": "quote", "quoted": "mention"}
+_TOOL_VERB = {
+    "tool_returned_id": ("What ID", "return"),
+    "identifier": ("What ID", "print"),
+    "path": ("Which path", "show"),
+    "number": ("What number", "report"),
+    "error_string": ("Which error", "report"),
+    "quoted": ("What quoted value", "show"),
+}
+_PROSE_VERB = {
+    "identifier": "give",
+    "tool_returned_id": "give",
+    "path": "mention",
+    "number": "report",
+    "error_string": "quote",
+    "quoted": "mention",
+}
 
 
 def short_target(target: str | None, limit: int = 60) -> str:
@@ -449,8 +540,15 @@ def _has_words(s: str) -> bool:
     return bool(re.search(r"[A-Za-z0-9]{2,}", s))
 
 
-def render(c: Candidate, *, target: str | None = None, before: str | None = None, after: str | None = None,
-           window: bool = True, show_target: bool = True) -> str:
+def render(
+    c: Candidate,
+    *,
+    target: str | None = None,
+    before: str | None = None,
+    after: str | None = None,
+    window: bool = True,
+    show_target: bool = True,
+) -> str:
     """The question about candidate `c`.
 
     Parameters
@@ -504,8 +602,12 @@ def _contains(prompt: str, forms: Iterable[str]) -> bool:
 
 
 #: Wordings tried in turn until one does not contain the answer.
-_VARIANTS: tuple[Mapping[str, bool], ...] = ({}, {"window": False}, {"show_target": False},
-                                             {"window": False, "show_target": False})
+_VARIANTS: tuple[Mapping[str, bool], ...] = (
+    {},
+    {"window": False},
+    {"show_target": False},
+    {"window": False, "show_target": False},
+)
 
 
 def _grounded(c: Candidate, prompt: str) -> bool:
@@ -590,7 +692,7 @@ class ProbeSpec:
         return None if self.pointer_mix is None else dict(self.pointer_mix)
 
     @classmethod
-    def from_mapping(cls, m: Mapping[str, Any]) -> "ProbeSpec":
+    def from_mapping(cls, m: Mapping[str, Any]) -> ProbeSpec:
         """Build a spec from a mapping (e.g. papermill parameters), ignoring unknown keys and None.
 
         ``pointer_mix`` may be a mapping, pairs, JSON text or ``"none"``; other
@@ -712,8 +814,9 @@ def usable_candidates(session: Session, tail_start: int, hay: _Haystacks | None 
     return out
 
 
-def plan_counts(available: Mapping[str, int], n: int, mix: Mapping[str, float] | None
-                ) -> tuple[dict[str, int], dict[str, int]]:
+def plan_counts(
+    available: Mapping[str, int], n: int, mix: Mapping[str, float] | None
+) -> tuple[dict[str, int], dict[str, int]]:
     """Real questions per pointer: (planned, asked).
 
     Parameters
@@ -783,8 +886,9 @@ class _Deck:
         return None
 
 
-def select(rng: random.Random, usable: Sequence[_Usable], asked: Mapping[str, int], n: int,
-           natural: bool) -> list[_Usable]:
+def select(
+    rng: random.Random, usable: Sequence[_Usable], asked: Mapping[str, int], n: int, natural: bool
+) -> list[_Usable]:
     """Draw ``asked[p]`` candidates per pointer; with natural proportions, top up to `n` from any pointer.
 
     The top-up (a value passed over for overlapping a chosen one leaves a gap)
@@ -818,19 +922,42 @@ def select(rng: random.Random, usable: Sequence[_Usable], asked: Mapping[str, in
 
 # --------------------------------------------------------------------------- decoys
 
-_FALLBACK_WORDS = ("ledger", "beacon", "cursor", "anchor", "quota", "harbor", "signal", "vector", "canopy",
-                   "meadow", "tundra", "falcon", "copper", "orbit", "lantern", "summit", "ripple", "ember")
+_FALLBACK_WORDS = (
+    "ledger",
+    "beacon",
+    "cursor",
+    "anchor",
+    "quota",
+    "harbor",
+    "signal",
+    "vector",
+    "canopy",
+    "meadow",
+    "tundra",
+    "falcon",
+    "copper",
+    "orbit",
+    "lantern",
+    "summit",
+    "ripple",
+    "ember",
+)
 
 
 #: Words a made-up subject never swaps (swapping "would" makes nonsense, not a different event).
-_FUNCTION_WORDS = frozenset("""
+_FUNCTION_WORDS = (
+    frozenset(
+        """
 about above after again also among another because before being below between both but could does doing
 down during each else even every from have having here into just like made make many more most much must
 need only other over same should since some such than that their them then there these they this those
 through under until upon very want was were what when where which while will with within without would
 your expect using used uses line lines step call take takes keep keeps look looks find finds know show
 shows calls come comes gets give gives tell says said seem seems feel tried tries sure still went well
-""".split()) | COMMON_WORDS
+""".split()
+    )
+    | COMMON_WORDS
+)
 
 _WORD = re.compile(r"(?<![A-Za-z0-9\\])[A-Za-z]{4,}(?![A-Za-z0-9'\u2019])")
 
@@ -945,8 +1072,9 @@ def _decoy_prompt(u: _Usable, answer: str, rng: random.Random, vocab: Sequence[s
     return None
 
 
-def _decoys(case_id: str, chosen: Sequence[_Usable], n: int, rng: random.Random, vocab: Sequence[str],
-            hay: _Haystacks) -> list[Question]:
+def _decoys(
+    case_id: str, chosen: Sequence[_Usable], n: int, rng: random.Random, vocab: Sequence[str], hay: _Haystacks
+) -> list[Question]:
     sources = list(chosen)
     rng.shuffle(sources)
     out: list[Question] = []
@@ -957,14 +1085,23 @@ def _decoys(case_id: str, chosen: Sequence[_Usable], n: int, rng: random.Random,
         for _ in range(60):
             value = mutate(u.cand.value, u.cand.category, rng, vocab)
             key = normalise(value)
-            if (value == u.cand.value or key in used or guessable(value) or not _absent(value, hay)):
+            if value == u.cand.value or key in used or guessable(value) or not _absent(value, hay):
                 continue
             prompt = _decoy_prompt(u, value, rng, vocab, hay)
             if prompt is None:
                 break  # this source's subject cannot be made up: try the next source
             used.add(key)
-            out.append(Question(id=f"{case_id}-d{len(out):02d}", case_id=case_id, pointer=u.cand.pointer,
-                                category=u.cand.category, prompt=prompt, answer=value, decoy=True))
+            out.append(
+                Question(
+                    id=f"{case_id}-d{len(out):02d}",
+                    case_id=case_id,
+                    pointer=u.cand.pointer,
+                    category=u.cand.category,
+                    prompt=prompt,
+                    answer=value,
+                    decoy=True,
+                )
+            )
             break
     return out
 
@@ -972,8 +1109,9 @@ def _decoys(case_id: str, chosen: Sequence[_Usable], n: int, rng: random.Random,
 # --------------------------------------------------------------------------- cases
 
 
-def mine(session: Session, spec: ProbeSpec | None = None, *, case_id: str | None = None,
-         cut: int | None = None) -> MinedCase:
+def mine(
+    session: Session, spec: ProbeSpec | None = None, *, case_id: str | None = None, cut: int | None = None
+) -> MinedCase:
     """Mine one case from `session` at `cut`, with a report of what the candidates allowed.
 
     Parameters
@@ -1004,21 +1142,34 @@ def mine(session: Session, spec: ProbeSpec | None = None, *, case_id: str | None
     chosen = select(rng, usable, asked, spec.n_questions, spec.mix is None)
     asked = {p: sum(1 for u in chosen if u.cand.pointer == p) for p in POINTERS}
     chosen.sort(key=lambda u: (u.cand.source_order, u.cand.start, u.cand.value))
-    questions = [Question(id=f"{case_id}-p{i:02d}", case_id=case_id, pointer=u.cand.pointer,
-                          category=u.cand.category, prompt=u.prompt, answer=u.cand.value, aliases=u.aliases,
-                          source_entry_id=u.cand.entry_id, source_order=u.cand.source_order)
-                 for i, u in enumerate(chosen)]
+    questions = [
+        Question(
+            id=f"{case_id}-p{i:02d}",
+            case_id=case_id,
+            pointer=u.cand.pointer,
+            category=u.cand.category,
+            prompt=u.prompt,
+            answer=u.cand.value,
+            aliases=u.aliases,
+            source_entry_id=u.cand.entry_id,
+            source_order=u.cand.source_order,
+        )
+        for i, u in enumerate(chosen)
+    ]
     decoys = _decoys(case_id, chosen, spec.n_decoys, rng, _vocab(session), hay) if spec.n_decoys else []
 
     shortfall = {p: max(0, planned[p] - asked[p]) for p in POINTERS}
     notes: list[str] = []
     if sum(asked.values()) < spec.n_questions:
-        notes.append(f"{case_id}: {sum(asked.values())} of {spec.n_questions} real questions "
-                     f"(usable candidates {available}, tail_start {tail})")
+        notes.append(
+            f"{case_id}: {sum(asked.values())} of {spec.n_questions} real questions "
+            f"(usable candidates {available}, tail_start {tail})"
+        )
     for p in POINTERS:
         if shortfall[p]:
-            notes.append(f"{case_id}: {shortfall[p]} fewer {p} questions than planned "
-                         f"({available[p]} usable candidates)")
+            notes.append(
+                f"{case_id}: {shortfall[p]} fewer {p} questions than planned ({available[p]} usable candidates)"
+            )
     skipped = spec.n_decoys - len(decoys)
     if skipped:
         notes.append(f"{case_id}: {len(decoys)} of {spec.n_decoys} decoys (no lookalike could be made absent)")
@@ -1026,9 +1177,18 @@ def mine(session: Session, spec: ProbeSpec | None = None, *, case_id: str | None
     return MinedCase(case, available, planned, shortfall, skipped, tuple(notes))
 
 
-def mine_case(session: Session, *, case_id: str | None = None, cut: int | None = None, tail_tokens: int = 8192,
-              n_questions: int = 20, n_decoys: int = 2, pointer_mix: Any = None, seed: int = 7,
-              encoding: str = DEFAULT_ENCODING) -> Case:
+def mine_case(
+    session: Session,
+    *,
+    case_id: str | None = None,
+    cut: int | None = None,
+    tail_tokens: int = 8192,
+    n_questions: int = 20,
+    n_decoys: int = 2,
+    pointer_mix: Any = None,
+    seed: int = 7,
+    encoding: str = DEFAULT_ENCODING,
+) -> Case:
     """Mine one probe case from a session (see `mine` for the report).
 
     Parameters
@@ -1046,8 +1206,14 @@ def mine_case(session: Session, *, case_id: str | None = None, cut: int | None =
     -------
     Case
     """
-    spec = ProbeSpec(tail_tokens=tail_tokens, n_questions=n_questions, n_decoys=n_decoys,
-                     pointer_mix=pointer_mix, seed=seed, encoding=encoding)
+    spec = ProbeSpec(
+        tail_tokens=tail_tokens,
+        n_questions=n_questions,
+        n_decoys=n_decoys,
+        pointer_mix=pointer_mix,
+        seed=seed,
+        encoding=encoding,
+    )
     return mine(session, spec, case_id=case_id, cut=cut).case
 
 
@@ -1119,8 +1285,10 @@ def check_probe_case(case: Case, session: Session) -> None:
             continue
         rec = by_order.get(q.source_order)
         if rec is None or rec.entry_id != q.source_entry_id or q.answer not in rec.text:
-            raise ValueError(f"question {q.id}: answer {q.answer!r} not in entry {q.source_entry_id!r} "
-                             f"at source_order {q.source_order}")
+            raise ValueError(
+                f"question {q.id}: answer {q.answer!r} not in entry {q.source_entry_id!r} "
+                f"at source_order {q.source_order}"
+            )
         if not q.source_order < case.tail_start:
             raise ValueError(f"question {q.id}: source_order {q.source_order} not before tail_start {case.tail_start}")
         hit = next((f for f in forms if f in hay.late or f in hay.system), None)

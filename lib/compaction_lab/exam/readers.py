@@ -33,15 +33,16 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from compaction_lab.store.archive import Archive, Hit
 from compaction_lab.core.session import Record
-from compaction_lab.ingest.base import content_text
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
 from compaction_lab.exam.grading import contains_answer
 from compaction_lab.exam.model import NOT_FOUND, Question
+from compaction_lab.ingest.base import content_text
+from compaction_lab.store.archive import Archive, Hit
 
 #: The instruction that follows every question (our words): exact value or NOT_FOUND.
 QUESTION_INSTRUCTION = (
@@ -171,8 +172,15 @@ class Reader(Protocol):
     label: str
     stand_in: bool
 
-    def answer(self, messages: list[dict], question: Question, tools: Sequence[Tool] = (), *,
-               wording: str = "", shape_tools: Sequence[Mapping[str, Any]] = ()) -> ReaderAnswer:
+    def answer(
+        self,
+        messages: list[dict],
+        question: Question,
+        tools: Sequence[Tool] = (),
+        *,
+        wording: str = "",
+        shape_tools: Sequence[Mapping[str, Any]] = (),
+    ) -> ReaderAnswer:
         """Answer `question` after reading `messages` (the projection's), optionally with `tools`.
 
         Parameters
@@ -192,15 +200,18 @@ class Reader(Protocol):
         ...  # pragma: no cover
 
 
-def question_message(question: Question, wording: str = "",
-                     instruction: str = QUESTION_INSTRUCTION) -> dict[str, str]:
+def question_message(question: Question, wording: str = "", instruction: str = QUESTION_INSTRUCTION) -> dict[str, str]:
     """The final user message: the question, the answer instruction, then the round's wording if any."""
     parts = [question.prompt.strip(), instruction.strip(), wording.strip()]
     return {"role": "user", "content": "\n\n".join(p for p in parts if p)}
 
 
-def request_messages(messages: Sequence[Mapping[str, Any]], question: Question, wording: str = "",
-                     instruction: str = QUESTION_INSTRUCTION) -> list[dict[str, Any]]:
+def request_messages(
+    messages: Sequence[Mapping[str, Any]],
+    question: Question,
+    wording: str = "",
+    instruction: str = QUESTION_INSTRUCTION,
+) -> list[dict[str, Any]]:
     """The messages a reader sends: the projection's, then the question message."""
     return [dict(m) for m in messages] + [question_message(question, wording, instruction)]
 
@@ -233,8 +244,12 @@ HISTORY_SEARCH_TOOL: Mapping[str, Any] = {
             "properties": {
                 "query": {"type": "string", "description": "Words to look for: identifiers, paths, names, numbers."},
                 "session": {"type": "string", "description": "Session id to search; defaults to the current session."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 50,
-                          "description": "Maximum number of hits (default 10)."},
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 50,
+                    "description": "Maximum number of hits (default 10).",
+                },
             },
             "required": ["query"],
             "additionalProperties": False,
@@ -312,9 +327,22 @@ class HistoryTools:
             return ToolResult(call, json.dumps({"error": str(exc)}))
         call = ToolCall("history_search", args, tuple(dict.fromkeys(h.entry_id for h in hits)))
         self.calls.append(call)
-        content = json.dumps({"hits": [
-            {"entry_id": h.entry_id, "source_order": h.source_order, "kind": h.kind, "tool": h.tool,
-             "target": h.target, "snippet": h.snippet} for h in hits]}, ensure_ascii=False)
+        content = json.dumps(
+            {
+                "hits": [
+                    {
+                        "entry_id": h.entry_id,
+                        "source_order": h.source_order,
+                        "kind": h.kind,
+                        "tool": h.tool,
+                        "target": h.target,
+                        "snippet": h.snippet,
+                    }
+                    for h in hits
+                ]
+            },
+            ensure_ascii=False,
+        )
         return ToolResult(call, content, hits=tuple(hits))
 
     def history_get(self, entry_id: str, session: str | None = None) -> ToolResult:
@@ -327,9 +355,23 @@ class HistoryTools:
         self.calls.append(call)
         if not records:
             return ToolResult(call, json.dumps({"error": f"no entry {entry_id!r}"}))
-        content = json.dumps({"entry_id": entry_id, "records": [
-            {"block_index": r.block_index, "source_order": r.source_order, "kind": r.kind, "tool": r.tool,
-             "target": r.target, "text": r.text} for r in records]}, ensure_ascii=False)
+        content = json.dumps(
+            {
+                "entry_id": entry_id,
+                "records": [
+                    {
+                        "block_index": r.block_index,
+                        "source_order": r.source_order,
+                        "kind": r.kind,
+                        "tool": r.tool,
+                        "target": r.target,
+                        "text": r.text,
+                    }
+                    for r in records
+                ],
+            },
+            ensure_ascii=False,
+        )
         return ToolResult(call, content, records=tuple(records))
 
     def dispatch(self, name: str, arguments: Mapping[str, Any] | str) -> ToolResult:
@@ -343,8 +385,10 @@ class HistoryTools:
 
     def tools(self) -> tuple[Tool, Tool]:
         """Both tools as `Tool` objects (definitions + bound functions)."""
-        return (Tool("history_search", HISTORY_SEARCH_TOOL, self.history_search),
-                Tool("history_get", HISTORY_GET_TOOL, self.history_get))
+        return (
+            Tool("history_search", HISTORY_SEARCH_TOOL, self.history_search),
+            Tool("history_get", HISTORY_GET_TOOL, self.history_get),
+        )
 
 
 # --------------------------------------------------------------------------- content words
@@ -352,7 +396,8 @@ class HistoryTools:
 #: Words a search for a question's value skips: function words, question words and the
 #: exam's own verbs (who said / reported / chose it), which name the speaker, not the value.
 #: HTTP and shell verbs (get, put, set, make) are kept: they name endpoints and commands.
-STOP_WORDS: frozenset[str] = frozenset("""
+STOP_WORDS: frozenset[str] = frozenset(
+    """
 a an the and or but nor of for to in on at by with from into onto over under about after before during
 as than then so if is are was were be been being do does did done has have had having it its this that these
 those there here i you he she we they me him her us them my your our their what which who whom whose when where
@@ -362,7 +407,8 @@ say says said tell told ask asked give gave given choose chose chosen decide dec
 report reported reports name named call called return returned returns print printed prints
 use used using got run ran exact exactly value values
 assistant user agent model session conversation
-""".split())
+""".split()
+)
 
 _TOKEN = re.compile(r"`[^`]+`|\S+")
 #: "step 212", "at step #212": positions in a transcript, not text any record contains.
@@ -416,13 +462,24 @@ class VerbatimReader:
     label: str = "verbatim reader (retention ceiling)"
     stand_in: bool = True
 
-    def answer(self, messages: list[dict], question: Question, tools: Sequence[Tool] = (), *,
-               wording: str = "", shape_tools: Sequence[Mapping[str, Any]] = ()) -> ReaderAnswer:
+    def answer(
+        self,
+        messages: list[dict],
+        question: Question,
+        tools: Sequence[Tool] = (),
+        *,
+        wording: str = "",
+        shape_tools: Sequence[Mapping[str, Any]] = (),
+    ) -> ReaderAnswer:
         request = request_messages(messages, question, wording)
         present = not question.decoy and contains_answer(question, messages_text(messages))
-        return ReaderAnswer(question.answer if present else NOT_FOUND,
-                            input_tokens=messages_tokens(request, self.encoding), output_tokens=0,
-                            tool_calls=(), stand_in=True)
+        return ReaderAnswer(
+            question.answer if present else NOT_FOUND,
+            input_tokens=messages_tokens(request, self.encoding),
+            output_tokens=0,
+            tool_calls=(),
+            stand_in=True,
+        )
 
 
 @dataclass(frozen=True)
@@ -464,8 +521,15 @@ class SearcherReader:
         if self.k < 1:
             raise ValueError(f"k must be >= 1, got {self.k}")
 
-    def answer(self, messages: list[dict], question: Question, tools: Sequence[Tool] = (), *,
-               wording: str = "", shape_tools: Sequence[Mapping[str, Any]] = ()) -> ReaderAnswer:
+    def answer(
+        self,
+        messages: list[dict],
+        question: Question,
+        tools: Sequence[Tool] = (),
+        *,
+        wording: str = "",
+        shape_tools: Sequence[Mapping[str, Any]] = (),
+    ) -> ReaderAnswer:
         request = request_messages(messages, question, wording)
         tokens = messages_tokens(request, self.encoding)
         in_projection = not question.decoy and contains_answer(question, messages_text(messages))
@@ -495,9 +559,25 @@ class SearcherReader:
 
 
 __all__ = [
-    "HISTORY_GET_TOOL", "HISTORY_SEARCH_TOOL", "HISTORY_TOOL_DEFINITIONS", "HistoryTools", "QUESTION_INSTRUCTION",
-    "Reader", "ReaderAnswer", "SEARCH_MODES", "STOP_WORDS", "SearcherReader", "Tool", "ToolCall", "ToolResult",
-    "VerbatimReader", "content_words", "messages_text", "messages_tokens", "question_message", "request_messages",
+    "HISTORY_GET_TOOL",
+    "HISTORY_SEARCH_TOOL",
+    "HISTORY_TOOL_DEFINITIONS",
+    "HistoryTools",
+    "QUESTION_INSTRUCTION",
+    "Reader",
+    "ReaderAnswer",
+    "SEARCH_MODES",
+    "STOP_WORDS",
+    "SearcherReader",
+    "Tool",
+    "ToolCall",
+    "ToolResult",
+    "VerbatimReader",
+    "content_words",
+    "messages_text",
+    "messages_tokens",
+    "question_message",
+    "request_messages",
 ]
 
 

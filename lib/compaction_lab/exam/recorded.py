@@ -17,34 +17,59 @@ tables and a figure that says "not measured", never an error.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
-from compaction_lab.core import excerpt
-from compaction_lab.ingest import sources
 from compaction_lab import strategies
+from compaction_lab.core import excerpt
 from compaction_lab.core.session import Session
-from compaction_lab.strategies import recorded as rec
-from compaction_lab.strategies.base import CompactionContext
 from compaction_lab.exam import closed, probes, stats
 from compaction_lab.exam.model import Case, bank_from_jsonl, write_bank
+from compaction_lab.ingest import sources
+from compaction_lab.strategies import recorded as rec
+from compaction_lab.strategies.base import CompactionContext
 
 BANK_FILE = "exam_recorded_bank.jsonl"
 
 #: One row per recorded compaction (`RecordedCases.found`).
 FOUND_COLUMNS: list[str] = [
-    "case_id", "session_id", "agent", "model", "label", "compaction", "compaction_entry", "cut", "after",
-    "questions", "decoys",
+    "case_id",
+    "session_id",
+    "agent",
+    "model",
+    "label",
+    "compaction",
+    "compaction_entry",
+    "cut",
+    "after",
+    "questions",
+    "decoys",
 ]
 #: One row per session that gave no recorded case.
 SKIP_COLUMNS: list[str] = ["session_id", "source_format", "reason"]
 #: One row per recorded compaction x arm (`RecordedResult.table`).
 TABLE_COLUMNS: list[str] = [
-    "case_id", "session_id", "agent", "model", "compaction", "strategy", "strategy_label", "recorded",
-    "own_agent", "retained", "n", "recall", "ci_low", "ci_high", "decoys_fallen", "decoys_n", "projection_tokens",
+    "case_id",
+    "session_id",
+    "agent",
+    "model",
+    "compaction",
+    "strategy",
+    "strategy_label",
+    "recorded",
+    "own_agent",
+    "retained",
+    "n",
+    "recall",
+    "ci_low",
+    "ci_high",
+    "decoys_fallen",
+    "decoys_n",
+    "projection_tokens",
 ]
 
 
@@ -63,16 +88,21 @@ class RecordedCases:
         n = len(self.found)
         real = sum(len(c.real) for c in self.cases)
         decoys = sum(len(c.questions) for c in self.cases) - real
-        line = (f"Real compactions found in your logs: {n}"
-                + (f" (in {_n(self.found['session_id'].nunique(), 'session')}): {_n(real, 'question')} and "
-                   f"{_n(decoys, 'decoy')} mined from the records before each" if n else ""))
+        line = f"Real compactions found in your logs: {n}" + (
+            f" (in {_n(self.found['session_id'].nunique(), 'session')}): {_n(real, 'question')} and "
+            f"{_n(decoys, 'decoy')} mined from the records before each"
+            if n
+            else ""
+        )
         if len(self.skipped):
             counts = self.skipped["reason"].value_counts()
             line += f"\nSessions skipped (no recorded case): {len(self.skipped)}"
             line += "".join(f"\n  {k} × {reason}" for reason, k in counts.items())
         if n and real == 0:
-            line += ("\nNo question could be asked: every question must point at an exact value before the recent "
-                     "tail (tail_tokens) of the compaction, and these sessions have none there.")
+            line += (
+                "\nNo question could be asked: every question must point at an exact value before the recent "
+                "tail (tail_tokens) of the compaction, and these sessions have none there."
+            )
         return line + "".join(f"\n  {note}" for note in self.notes[:20])
 
 
@@ -109,15 +139,29 @@ def build(session_list: Sequence[Session], params: Mapping[str, Any]) -> Recorde
             notes += list(mined.notes)
             cases.append(mined.case)
             found_rows.append(_found_row(mined.case, rc))
-    return RecordedCases(tuple(cases), {s.id: s for s in session_list},
-                         pd.DataFrame(found_rows, columns=FOUND_COLUMNS),
-                         pd.DataFrame(skips, columns=SKIP_COLUMNS), tuple(notes))
+    return RecordedCases(
+        tuple(cases),
+        {s.id: s for s in session_list},
+        pd.DataFrame(found_rows, columns=FOUND_COLUMNS),
+        pd.DataFrame(skips, columns=SKIP_COLUMNS),
+        tuple(notes),
+    )
 
 
 def _found_row(case: Case, rc: rec.RecordedCompaction) -> dict[str, Any]:
-    return {"case_id": case.id, "session_id": rc.session_id, "agent": rc.agent, "model": rc.model or rec.UNKNOWN_MODEL,
-            "label": rc.label, "compaction": rc.index, "compaction_entry": rc.entry_id, "cut": rc.cut,
-            "after": rc.after, "questions": len(case.real), "decoys": len(case.questions) - len(case.real)}
+    return {
+        "case_id": case.id,
+        "session_id": rc.session_id,
+        "agent": rc.agent,
+        "model": rc.model or rec.UNKNOWN_MODEL,
+        "label": rc.label,
+        "compaction": rc.index,
+        "compaction_entry": rc.entry_id,
+        "cut": rc.cut,
+        "after": rc.after,
+        "questions": len(case.real),
+        "decoys": len(case.questions) - len(case.real),
+    }
 
 
 def for_run(run_dir: Path, params: Mapping[str, Any]) -> RecordedCases:
@@ -129,8 +173,13 @@ def for_run(run_dir: Path, params: Mapping[str, Any]) -> RecordedCases:
     if saved.exists():
         # The bank decides the questions (a rerun asks exactly the same); `found` still comes from the logs.
         cases = tuple(bank_from_jsonl(saved.read_bytes()))
-        return RecordedCases(cases, built.sessions, built.found[built.found["case_id"].isin({c.id for c in cases})]
-                             .reset_index(drop=True), built.skipped, built.notes)
+        return RecordedCases(
+            cases,
+            built.sessions,
+            built.found[built.found["case_id"].isin({c.id for c in cases})].reset_index(drop=True),
+            built.skipped,
+            built.notes,
+        )
     write_bank(built.cases, saved)
     return built
 
@@ -144,8 +193,16 @@ class RecordedResult:
     table: pd.DataFrame
 
 
-def run(rc: RecordedCases, names: Sequence[str] | None, ctx: CompactionContext, reader: Any,
-        progress: bool = False, *, n_boot: int = 2000, seed: int = 7) -> RecordedResult:
+def run(
+    rc: RecordedCases,
+    names: Sequence[str] | None,
+    ctx: CompactionContext,
+    reader: Any,
+    progress: bool = False,
+    *,
+    n_boot: int = 2000,
+    seed: int = 7,
+) -> RecordedResult:
     """Answer every recorded case from the agent's own next request and from every arm at the same cut.
 
     Parameters
@@ -175,15 +232,44 @@ def comparison_table(answers: pd.DataFrame, found: pd.DataFrame, n_boot: int = 2
         if g.empty:
             continue
         for _, r in stats.recall_table(g, n_boot=n_boot, seed=seed).iterrows():
-            rows.append({
-                "case_id": f["case_id"], "session_id": f["session_id"], "agent": f["agent"], "model": f["model"],
-                "compaction": int(f["compaction"]), "strategy": r["strategy"], "strategy_label": r["strategy_label"],
-                "recorded": r["strategy"] == "recorded", "own_agent": r["strategy"] == f["agent"],
-                **{k: r[k] for k in ("retained", "n", "recall", "ci_low", "ci_high", "decoys_fallen", "decoys_n",
-                                     "projection_tokens")},
-            })
+            rows.append(
+                {
+                    "case_id": f["case_id"],
+                    "session_id": f["session_id"],
+                    "agent": f["agent"],
+                    "model": f["model"],
+                    "compaction": int(f["compaction"]),
+                    "strategy": r["strategy"],
+                    "strategy_label": r["strategy_label"],
+                    "recorded": r["strategy"] == "recorded",
+                    "own_agent": r["strategy"] == f["agent"],
+                    **{
+                        k: r[k]
+                        for k in (
+                            "retained",
+                            "n",
+                            "recall",
+                            "ci_low",
+                            "ci_high",
+                            "decoys_fallen",
+                            "decoys_n",
+                            "projection_tokens",
+                        )
+                    },
+                }
+            )
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 
-__all__ = ["BANK_FILE", "FOUND_COLUMNS", "RecordedCases", "RecordedResult", "SKIP_COLUMNS", "TABLE_COLUMNS", "build",
-           "comparison_table", "for_run", "run"]
+__all__ = [
+    "BANK_FILE",
+    "FOUND_COLUMNS",
+    "RecordedCases",
+    "RecordedResult",
+    "SKIP_COLUMNS",
+    "TABLE_COLUMNS",
+    "build",
+    "comparison_table",
+    "for_run",
+    "run",
+]

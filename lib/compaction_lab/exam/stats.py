@@ -26,8 +26,8 @@ are compared and ranked within a reader, never across readers.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from itertools import combinations
-from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -70,7 +70,7 @@ def _units(answers: pd.DataFrame) -> list[tuple[dict[str, str], pd.DataFrame]]:
     out = []
     for key, g in answers.groupby(keys, sort=False, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
-        ident = dict(zip(keys, key))
+        ident = dict(zip(keys, key, strict=False))
         ident["strategy_label"] = _joined(g["strategy_label"]) if "strategy_label" in g else str(ident["strategy"])
         if "reader" in ident:
             ident["reader_label"] = _joined(g["reader_label"]) if "reader_label" in g else str(ident["reader"])
@@ -100,8 +100,13 @@ def pointer_recall(answers: pd.DataFrame) -> dict[str, tuple[int, int]]:
 # --------------------------------------------------------------------------- recall
 
 
-def bootstrap_interval(correct: Sequence[bool] | np.ndarray, n_boot: int = 2000, seed: int = 7,
-                       confidence: float = 0.95, method: str = "percentile") -> tuple[float, float]:
+def bootstrap_interval(
+    correct: Sequence[bool] | np.ndarray,
+    n_boot: int = 2000,
+    seed: int = 7,
+    confidence: float = 0.95,
+    method: str = "percentile",
+) -> tuple[float, float]:
     """Bootstrap interval of the mean of 0/1 outcomes, resampling questions.
 
     Parameters
@@ -129,14 +134,22 @@ def bootstrap_interval(correct: Sequence[bool] | np.ndarray, n_boot: int = 2000,
     if x.min() == x.max():
         v = float(x[0])
         return v, v
-    res = st.bootstrap((x,), lambda a, axis: a.mean(axis=axis), n_resamples=n_boot, vectorized=True,
-                       confidence_level=confidence, method=method, rng=np.random.default_rng(seed))
+    res = st.bootstrap(
+        (x,),
+        lambda a, axis: a.mean(axis=axis),
+        n_resamples=n_boot,
+        vectorized=True,
+        confidence_level=confidence,
+        method=method,
+        rng=np.random.default_rng(seed),
+    )
     ci = res.confidence_interval
     return float(np.clip(ci.low, 0.0, 1.0)), float(np.clip(ci.high, 0.0, 1.0))
 
 
-def recall_table(answers: pd.DataFrame, n_boot: int = 2000, seed: int = 7, confidence: float = 0.95,
-                 method: str = "percentile") -> pd.DataFrame:
+def recall_table(
+    answers: pd.DataFrame, n_boot: int = 2000, seed: int = 7, confidence: float = 0.95, method: str = "percentile"
+) -> pd.DataFrame:
     """Per strategy: real questions retained of N with a bootstrap interval, decoys, tokens, by pointer.
 
     Parameters
@@ -173,17 +186,28 @@ def recall_table(answers: pd.DataFrame, n_boot: int = 2000, seed: int = 7, confi
             tokens = float(g.drop_duplicates("case_id")["projection_tokens"].mean())
         row = {
             **ident,
-            "retained": int(correct.sum()), "n": int(correct.size),
+            "retained": int(correct.sum()),
+            "n": int(correct.size),
             "recall": float(correct.mean()) if correct.size else float("nan"),
-            "ci_low": low, "ci_high": high,
-            "decoys_fallen": int((~decoys["correct"].astype(bool)).sum()), "decoys_n": int(len(decoys)),
+            "ci_low": low,
+            "ci_high": high,
+            "decoys_fallen": int((~decoys["correct"].astype(bool)).sum()),
+            "decoys_n": int(len(decoys)),
             "projection_tokens": tokens,
         }
         for p, (k, n) in pointer_recall(g).items():
             row.update({f"retained_{p}": k, f"n_{p}": n, f"recall_{p}": k / n if n else float("nan")})
         rows.append(row)
-    cols = _id_columns(answers) + ["retained", "n", "recall", "ci_low", "ci_high", "decoys_fallen", "decoys_n",
-                                   "projection_tokens"]
+    cols = _id_columns(answers) + [
+        "retained",
+        "n",
+        "recall",
+        "ci_low",
+        "ci_high",
+        "decoys_fallen",
+        "decoys_n",
+        "projection_tokens",
+    ]
     cols += [f"{kind}_{p}" for p in POINTERS for kind in ("retained", "n", "recall")]
     return pd.DataFrame(rows, columns=cols)
 
@@ -240,20 +264,39 @@ def mcnemar_table(answers: pd.DataFrame) -> pd.DataFrame:
             b, c = int((a & ~bb).sum()), int((~a & bb).sum())
             n = int(len(both))
             row = {"reader": ia.get("reader"), "reader_label": ia.get("reader_label")} if has_reader else {}
-            row.update({
-                "strategy_a": ia["strategy"], "strategy_b": ib["strategy"],
-                "label_a": ia["strategy_label"], "label_b": ib["strategy_label"],
-                "n_paired": n, "both_correct": int((a & bb).sum()), "both_wrong": int((~a & ~bb).sum()),
-                "b": b, "c": c,
-                "recall_a": float(a.mean()) if n else float("nan"),
-                "recall_b": float(bb.mean()) if n else float("nan"),
-                "p_value": mcnemar_p(b, c),
-                "ahead": ia["strategy"] if b > c else ib["strategy"] if c > b else "tie",
-            })
+            row.update(
+                {
+                    "strategy_a": ia["strategy"],
+                    "strategy_b": ib["strategy"],
+                    "label_a": ia["strategy_label"],
+                    "label_b": ib["strategy_label"],
+                    "n_paired": n,
+                    "both_correct": int((a & bb).sum()),
+                    "both_wrong": int((~a & ~bb).sum()),
+                    "b": b,
+                    "c": c,
+                    "recall_a": float(a.mean()) if n else float("nan"),
+                    "recall_b": float(bb.mean()) if n else float("nan"),
+                    "p_value": mcnemar_p(b, c),
+                    "ahead": ia["strategy"] if b > c else ib["strategy"] if c > b else "tie",
+                }
+            )
             rows.append(row)
     cols = (["reader", "reader_label"] if has_reader else []) + [
-        "strategy_a", "strategy_b", "label_a", "label_b", "n_paired", "both_correct", "both_wrong", "b", "c",
-        "recall_a", "recall_b", "p_value", "ahead"]
+        "strategy_a",
+        "strategy_b",
+        "label_a",
+        "label_b",
+        "n_paired",
+        "both_correct",
+        "both_wrong",
+        "b",
+        "c",
+        "recall_a",
+        "recall_b",
+        "p_value",
+        "ahead",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -281,8 +324,9 @@ def mixed_recall(by_pointer: Mapping[str, tuple[int, int]], mix: Mapping[str, fl
     return sum(float(mix.get(p, 0.0)) * k / n for p, (k, n) in present.items()) / total
 
 
-def sensitivity_table(answers: pd.DataFrame, steps: int = 11,
-                      default_mix: Mapping[str, float] = DEFAULT_MIX) -> pd.DataFrame:
+def sensitivity_table(
+    answers: pd.DataFrame, steps: int = 11, default_mix: Mapping[str, float] = DEFAULT_MIX
+) -> pd.DataFrame:
     """Recall and rank of every strategy as the pointer mix moves from all-tool to all-assistant.
 
     The sweep sets ``w_assistant = s``, ``w_tool = 1 - s``, ``w_user = 0``
@@ -321,14 +365,28 @@ def sensitivity_table(answers: pd.DataFrame, steps: int = 11,
     rows = []
     for point, (s, mix, is_default) in enumerate(mixes):
         for ident, by_pointer in units:
-            rows.append({"point": point, "s": s, "w_assistant": mix["assistant"], "w_user": mix["user"],
-                         "w_tool": mix["tool"], "default": is_default, **ident,
-                         "recall": mixed_recall(by_pointer, mix)})
+            rows.append(
+                {
+                    "point": point,
+                    "s": s,
+                    "w_assistant": mix["assistant"],
+                    "w_user": mix["user"],
+                    "w_tool": mix["tool"],
+                    "default": is_default,
+                    **ident,
+                    "recall": mixed_recall(by_pointer, mix),
+                }
+            )
     cols = ["s", "w_assistant", "w_user", "w_tool", "default"] + _id_columns(answers) + ["recall", "rank"]
     if not rows:
         return pd.DataFrame(columns=cols)
     df = pd.DataFrame(rows)
     groups = ["point"] + (["reader"] if "reader" in df.columns else [])
-    df["rank"] = (df["recall"].round(_RANK_DECIMALS).groupby([df[g] for g in groups], sort=False, dropna=False)
-                  .rank(method="min", ascending=False).astype("Int64"))
+    df["rank"] = (
+        df["recall"]
+        .round(_RANK_DECIMALS)
+        .groupby([df[g] for g in groups], sort=False, dropna=False)
+        .rank(method="min", ascending=False)
+        .astype("Int64")
+    )
     return df[cols].reset_index(drop=True)

@@ -24,9 +24,9 @@ import hashlib
 import importlib
 import os
 import stat
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Iterable, Iterator
 
 from compaction_lab.core.session import Session
 from compaction_lab.ingest.base import Head, ImportReport, IngestError, UnknownFormat, find_damage, os_reason, read_head
@@ -197,8 +197,12 @@ def _classify(p: Path, report: ImportReport) -> str | None:
             report.skip(p, None, "unreadable", os_reason(exc))
             return None
     if damage is not None:
-        report.skip(p, line, "corrupt_compressed",
-                    f"{damage.describe()}; no format recognised in what decoded (tried: {', '.join(FORMATS)})")
+        report.skip(
+            p,
+            line,
+            "corrupt_compressed",
+            f"{damage.describe()}; no format recognised in what decoded (tried: {', '.join(FORMATS)})",
+        )
     elif head.blank and b"\x00" in head.raw:
         at = head.raw.index(b"\x00")
         report.skip(p, head.raw.count(b"\n", 0, at) + 1, "nul_tail", "the file holds only NUL bytes (and blanks)")
@@ -266,8 +270,11 @@ def content_digest(session: Session) -> bytes:
     """Hash of a session's records (not its path), to recognise the same session imported twice."""
     h = hashlib.blake2b(digest_size=16)
     for r in session.records:
-        h.update(f"{r.entry_id}\x00{r.block_index}\x00{r.kind}\x00{r.tool}\x00{r.call_id}\x00".encode(
-            "utf-8", "surrogatepass"))
+        h.update(
+            f"{r.entry_id}\x00{r.block_index}\x00{r.kind}\x00{r.tool}\x00{r.call_id}\x00".encode(
+                "utf-8", "surrogatepass"
+            )
+        )
         h.update(r.text.encode("utf-8", "surrogatepass"))
         h.update(b"\x01")
     return h.digest()
@@ -281,6 +288,17 @@ def renamed(session: Session, new_id: str) -> Session:
 
 
 __all__ = [
-    "FORMATS", "Head", "ImportReport", "IngestError", "UnknownFormat",
-    "claimants", "content_digest", "detect", "importer", "iter_sources", "load_sessions", "read_head", "renamed",
+    "FORMATS",
+    "Head",
+    "ImportReport",
+    "IngestError",
+    "UnknownFormat",
+    "claimants",
+    "content_digest",
+    "detect",
+    "importer",
+    "iter_sources",
+    "load_sessions",
+    "read_head",
+    "renamed",
 ]

@@ -21,7 +21,7 @@ handled the same way for every format:
   surrogate by U+FFFD. Nothing is dropped; the lines or documents affected
   are counted as the note ``lone_surrogates_replaced`` (`NOTES`), which is not
   a skip. The check is cheap: the parsed value is only walked when the text
-  holds a ``\uD800``-``\uDFFF`` escape.
+  holds a ``\ud800``-``\udfff`` escape.
 * **Compression.** ``.zst`` files (or any file opening with the zstd magic) are
   decoded frame after frame in small steps, so memory stays bounded and every
   byte the decoder produced before a damage is kept. A damaged or cut-off
@@ -45,9 +45,10 @@ import io
 import json
 import re
 from collections import Counter
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator, Mapping
+from typing import Any, BinaryIO
 
 from compaction_lab.core.paths import SQLITE_HEADER
 from compaction_lab.core.session import Record, Session
@@ -85,9 +86,9 @@ REASONS = {
     "unknown_format": "no importer recognised the source",
     "unreadable": "source could not be read",
     "corrupt_compressed": "compressed data is damaged or cut off: what decoded before the damage is kept, "
-                          "the line it cuts (its true line number) and everything after it are lost",
+    "the line it cuts (its true line number) and everything after it are lost",
     "nul_tail": "file ends in a run of NUL bytes (as a crash leaves it): the NULs are ignored, "
-                "every record before them is kept",
+    "every record before them is kept",
     "symlink_loop": "a symbolic link leads to itself or back into a folder being walked: not followed",
     "duplicate_path": "a folder reached a second time through a symbolic link: read once",
     "dangling_symlink": "a symbolic link points at nothing",
@@ -96,7 +97,7 @@ REASONS = {
 #: Notes: things an import changed or noticed without dropping anything (never skips).
 NOTES = {
     "lone_surrogates_replaced": "lines or documents whose JSON held lone UTF-16 surrogates (\\ud800-\\udfff); "
-                                "each was replaced by U+FFFD, nothing was dropped",
+    "each was replaced by U+FFFD, nothing was dropped",
 }
 
 
@@ -310,10 +311,10 @@ class _ZstdStream(io.RawIOBase):
         self._zstd = zstandard
         self._dctx = zstandard.ZstdDecompressor()
         self._f = f
-        self._pos = 0            # compressed bytes read so far
-        self._dobj = None        # the decoder of the current frame (None between frames)
-        self._frame_start = 0    # compressed offset of the current frame
-        self._frame_out = 0      # bytes the current frame delivered
+        self._pos = 0  # compressed bytes read so far
+        self._dobj = None  # the decoder of the current frame (None between frames)
+        self._frame_start = 0  # compressed offset of the current frame
+        self._frame_out = 0  # bytes the current frame delivered
         self._out = bytearray()  # decoded, not yet read
         self._done = False
         self._first = True
@@ -399,7 +400,7 @@ class _ZstdStream(io.RawIOBase):
             return
         for i in range(len(data)):
             try:
-                out = dobj.decompress(data[i:i + 1])
+                out = dobj.decompress(data[i : i + 1])
             except self._zstd.ZstdError as exc:
                 self._fail(start + i, str(exc))
                 return
@@ -407,7 +408,7 @@ class _ZstdStream(io.RawIOBase):
             if dobj.eof:  # cannot happen for the step that failed; keep decoding if it does
                 self._f.seek(self._pos)  # where the steps left off (the replay moved the file)
                 self._dobj = None
-                self._feed(dobj.unused_data + data[i + 1:], start + i + 1 - len(dobj.unused_data))
+                self._feed(dobj.unused_data + data[i + 1 :], start + i + 1 - len(dobj.unused_data))
                 return
         self._fail(start + len(data), error)
 
@@ -683,7 +684,7 @@ def load_json(path: str | Path, report: ImportReport) -> Any | None:
         return None
     # A damage ends the data wherever it struck: NULs before it are no crash's tail.
     body = data.rstrip(_BLANK_OR_NUL) if damage is None else data
-    tail = data[len(body):]
+    tail = data[len(body) :]
     if b"\x00" in tail:
         at = len(body) + tail.index(b"\x00")
         nuls = tail.count(b"\x00")
@@ -741,7 +742,18 @@ def file_stem(path: str | Path) -> str:
 
 
 #: Keys of tool arguments that name what the tool acted on, in priority order.
-_TARGET_KEYS = ("file_path", "filePath", "path", "notebook_path", "command", "cmd", "url", "pattern", "query", "description")
+_TARGET_KEYS = (
+    "file_path",
+    "filePath",
+    "path",
+    "notebook_path",
+    "command",
+    "cmd",
+    "url",
+    "pattern",
+    "query",
+    "description",
+)
 
 
 def tool_target(args: Any) -> str | None:
@@ -799,10 +811,17 @@ def content_text(content: Any) -> str:
 
 #: Openings of user-role text that the harness injected rather than the person typed.
 INJECTED_PREFIXES = (
-    "# AGENTS.md instructions", "<environment_context>", "<user_instructions>", "<user-instructions>",
-    "<system-reminder>", "<command-name>", "<command-message>", "<local-command-stdout>",
+    "# AGENTS.md instructions",
+    "<environment_context>",
+    "<user_instructions>",
+    "<user-instructions>",
+    "<system-reminder>",
+    "<command-name>",
+    "<command-message>",
+    "<local-command-stdout>",
     "Caveat: The messages below were generated by the user while running local commands",
-    "<turn_aborted>", "<permissions instructions>",
+    "<turn_aborted>",
+    "<permissions instructions>",
 )
 
 
@@ -830,8 +849,12 @@ class SessionBuilder:
     def add(self, kind: str, text: str, entry_id: str, block_index: int = 0, **fields: Any) -> Record:
         """Append a record; `source_order` is its position."""
         rec = Record(
-            session_id=self.session_id, entry_id=str(entry_id), block_index=block_index,
-            source_order=len(self.records), kind=kind, text=text if isinstance(text, str) else str(text),
+            session_id=self.session_id,
+            entry_id=str(entry_id),
+            block_index=block_index,
+            source_order=len(self.records),
+            kind=kind,
+            text=text if isinstance(text, str) else str(text),
             **fields,
         )
         self.records.append(rec)
@@ -853,6 +876,9 @@ class SessionBuilder:
 
     def build(self) -> Session:
         return Session(
-            id=self.session_id, source_format=self.source_format, source_path=self.source_path,
-            metadata=self.metadata, records=tuple(self.records),
+            id=self.session_id,
+            source_format=self.source_format,
+            source_path=self.source_path,
+            metadata=self.metadata,
+            records=tuple(self.records),
         )

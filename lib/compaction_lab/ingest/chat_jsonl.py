@@ -18,8 +18,9 @@ Mapping (role -> record kind)::
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from compaction_lab.core.session import Session
 from compaction_lab.ingest.base import (
@@ -82,7 +83,6 @@ def sniff(head: Head) -> bool:
 
 
 # --------------------------------------------------------------------------- loading
-
 
 
 class _Conversation:
@@ -176,8 +176,9 @@ def load(path: str | Path, report: ImportReport) -> Iterator[Session]:
         yield plain.builder.build()
 
 
-def _load_conversation(path: Path, stem: str, lineno: int, obj: Mapping[str, Any],
-                       report: ImportReport) -> Session | None:
+def _load_conversation(
+    path: Path, stem: str, lineno: int, obj: Mapping[str, Any], report: ImportReport
+) -> Session | None:
     """The session of one ``{"messages": [...]}`` line (None, counted, when unusable)."""
     messages = obj["messages"]
     if not isinstance(messages, list):

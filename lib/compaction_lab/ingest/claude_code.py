@@ -74,9 +74,10 @@ from __future__ import annotations
 import heapq
 import json
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from compaction_lab.core.session import Session
 from compaction_lab.ingest.base import (
@@ -95,10 +96,19 @@ from compaction_lab.ingest.base import (
 FORMAT = "claude_code"
 
 #: Line types of a projects transcript (for sniffing; `load` tolerates any type).
-PROJECT_TYPES = frozenset({
-    "user", "assistant", "system", "summary", "queue-operation", "file-history-snapshot",
-    "custom-title", "attachment", "progress",
-})
+PROJECT_TYPES = frozenset(
+    {
+        "user",
+        "assistant",
+        "system",
+        "summary",
+        "queue-operation",
+        "file-history-snapshot",
+        "custom-title",
+        "attachment",
+        "progress",
+    }
+)
 #: Line types of a stream-json transcript.
 STREAM_TYPES = frozenset({"system", "assistant", "user", "result", "stream_event"})
 #: Keys whose presence (with a string value) marks a projects line.
@@ -208,8 +218,13 @@ def _entry_of(lineno: int, obj: Mapping[str, Any], used_ids: set[str]) -> _Entry
             agent = _str(obj.get("agentId"))
             side = f"sidechain:{agent}" if agent else "sidechain"
     return _Entry(
-        lineno=lineno, entry_id=entry_id, uuid=uuid, parent=_str(obj.get("parentUuid")),
-        sid=sid, side=side, variant="stream_json" if stream else "projects",
+        lineno=lineno,
+        entry_id=entry_id,
+        uuid=uuid,
+        parent=_str(obj.get("parentUuid")),
+        sid=sid,
+        side=side,
+        variant="stream_json" if stream else "projects",
         timestamp=_str(obj.get("timestamp")),
     )
 
@@ -290,7 +305,9 @@ def _assistant_items(msg: Mapping[str, Any], entry: _Entry, calls: dict, skip) -
             target = tool_target(args)
             if call_id:
                 calls[call_id] = (name, target)
-            items.append(("tool_call", tool_call_text(name, args), {"tool": name, "target": target, "call_id": call_id}))
+            items.append(
+                ("tool_call", tool_call_text(name, args), {"tool": name, "target": target, "call_id": call_id})
+            )
         elif isinstance(btype, str) and btype.endswith("_tool_result"):
             items.append(_tool_output_item(block, server=True))  # server-side tool results arrive in the assistant turn
         elif btype in _ATTACHMENT_BLOCKS:
@@ -325,8 +342,12 @@ def _system_items(obj: Mapping[str, Any], entry: _Entry) -> list[_Item]:
     subtype = _str(obj.get("subtype"))
     if subtype == "init":
         info: dict[str, Any] = {}
-        for src, dst in (("cwd", "cwd"), ("tools", "tools"), ("permissionMode", "permission_mode"),
-                         ("claude_code_version", "claude_code_version")):
+        for src, dst in (
+            ("cwd", "cwd"),
+            ("tools", "tools"),
+            ("permissionMode", "permission_mode"),
+            ("claude_code_version", "claude_code_version"),
+        ):
             if obj.get(src) is not None:
                 info[dst] = obj[src]
         for key in ("system_prompt", "systemPrompt"):
@@ -467,9 +488,10 @@ def _order(entries: list[_Entry], known: set[str], path: Path, report: ImportRep
             seen[x] = len(chain)
             chain.append(x)
             x = parent_of[x]
-        cut = min(chain[seen[x]:])
-        report.skip(path, entries[cut].lineno, "cyclic_parent",
-                    f"parentUuid links of {entries[cut].entry_id} form a cycle")
+        cut = min(chain[seen[x] :])
+        report.skip(
+            path, entries[cut].lineno, "cyclic_parent", f"parentUuid links of {entries[cut].entry_id} form a cycle"
+        )
         parent_of[cut] = None
         heapq.heappush(heap, cut)
     return out
@@ -541,8 +563,7 @@ def _finish_metadata(meta: dict[str, Any], state: dict[str, Any]) -> None:
         meta["title"] = own[-1] if own else state["summaries"][0][0]
 
 
-def _build(key: str, entries: list[_Entry], path: Path, known: set[str], calls: dict,
-           report: ImportReport) -> Session:
+def _build(key: str, entries: list[_Entry], path: Path, known: set[str], calls: dict, report: ImportReport) -> Session:
     b = SessionBuilder(key, FORMAT, path)
     first = entries[0]
     b.metadata["variant"] = "stream_json" if any(e.variant == "stream_json" for e in entries) else "projects"
@@ -551,8 +572,13 @@ def _build(key: str, entries: list[_Entry], path: Path, known: set[str], calls: 
         b.metadata["parent_session"] = first.sid
         if ":" in first.side:
             b.metadata["agent_id"] = first.side.split(":", 1)[1]
-    state: dict[str, Any] = {"models": [], "windows": {}, "custom_title": None, "summaries": [],
-                             "uuids": {e.uuid for e in entries if e.uuid}}
+    state: dict[str, Any] = {
+        "models": [],
+        "windows": {},
+        "custom_title": None,
+        "summaries": [],
+        "uuids": {e.uuid for e in entries if e.uuid},
+    }
     usage: dict[str, tuple[str, str | None, dict]] = {}
     after_boundary = False  # the previous record was a compact_boundary marker
     for e in _order(entries, known, path, report):
@@ -588,7 +614,6 @@ def _build(key: str, entries: list[_Entry], path: Path, known: set[str], calls: 
     return b.build()
 
 
-
 def load(path: Path, report: ImportReport) -> Iterator[Session]:
     """Stream the sessions of one Claude Code transcript file.
 
@@ -611,6 +636,7 @@ def load(path: Path, report: ImportReport) -> Iterator[Session]:
     used_ids: set[str] = set()
     calls: dict[str, tuple[str, str | None]] = {}
     for lineno, obj, _raw in iter_jsonl(path, report):
+
         def skip(reason: str, detail: str, _lineno: int = lineno) -> None:
             report.skip(path, _lineno, reason, detail)
 

@@ -28,8 +28,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from compaction_lab.core.session import Session
 from compaction_lab.ingest.base import (
@@ -48,9 +49,7 @@ from compaction_lab.ingest.base import (
 FORMAT = "codex"
 
 #: Top-level line types a rollout holds (plus any ``inter_agent_*``).
-ROLLOUT_TYPES = frozenset(
-    {"session_meta", "response_item", "compacted", "turn_context", "event_msg", "world_state"}
-)
+ROLLOUT_TYPES = frozenset({"session_meta", "response_item", "compacted", "turn_context", "event_msg", "world_state"})
 
 #: Message roles and the record kind each becomes.
 ROLE_KINDS: Mapping[str, str] = {
@@ -65,7 +64,7 @@ ROLE_KINDS: Mapping[str, str] = {
 #: head: a session_meta carrying a large system prompt can exceed 64 KiB.
 _RAW_LINE_START = re.compile(
     rb'\A\s*\{"timestamp":"[^"]{0,64}","type":"'
-    rb'(?:session_meta|response_item|compacted|turn_context|event_msg|world_state|inter_agent_[a-z_]+)'
+    rb"(?:session_meta|response_item|compacted|turn_context|event_msg|world_state|inter_agent_[a-z_]+)"
     rb'","payload":'
 )
 
@@ -112,7 +111,6 @@ def sniff(head: Head) -> bool:
 
 
 # --------------------------------------------------------------------------- small pure helpers
-
 
 
 def _parse_json_object(text: str) -> dict[str, Any] | None:
@@ -333,9 +331,12 @@ class _Rollout:
             return  # re-emitted event (e.g. a rate-limit update): no new model call
         self.last_total = total
         builder.add_usage(
-            f"L{lineno}", model=self.model,
-            input_tokens=last.get("input_tokens"), cached_tokens=last.get("cached_input_tokens"),
-            output_tokens=last.get("output_tokens"), reasoning_tokens=last.get("reasoning_output_tokens"),
+            f"L{lineno}",
+            model=self.model,
+            input_tokens=last.get("input_tokens"),
+            cached_tokens=last.get("cached_input_tokens"),
+            output_tokens=last.get("output_tokens"),
+            reasoning_tokens=last.get("reasoning_output_tokens"),
         )
         # OpenAI convention: input_tokens already include the cached ones.
         builder.metadata["usage_input_includes_cached"] = True
@@ -386,7 +387,9 @@ class _Rollout:
         if isinstance(encrypted, str) and encrypted:
             # Opaque to us: its size is noted, nothing of it is counted as text.
             md = builder.metadata
-            md["encrypted_reasoning_bytes"] = md.get("encrypted_reasoning_bytes", 0) + len(encrypted.encode("utf-8", "surrogatepass"))
+            md["encrypted_reasoning_bytes"] = md.get("encrypted_reasoning_bytes", 0) + len(
+                encrypted.encode("utf-8", "surrogatepass")
+            )
         builder.add("reasoning", reasoning_text(p), entry, timestamp=ts)
         return None
 
@@ -395,8 +398,9 @@ class _Rollout:
         target = call_target(args)
         if call_id:
             self.calls[call_id] = (name, target)
-        self._session().add("tool_call", tool_call_text(name, args), entry, tool=name, target=target,
-                            call_id=call_id, timestamp=ts)
+        self._session().add(
+            "tool_call", tool_call_text(name, args), entry, tool=name, target=target, call_id=call_id, timestamp=ts
+        )
 
     def _function_call(self, entry: str, p: Mapping[str, Any], ts: str | None) -> tuple[str, str] | None:
         name, args = p.get("name"), p.get("arguments")
@@ -442,8 +446,16 @@ class _Rollout:
         tool, target = self.calls.get(call_id, (None, None)) if call_id else (None, None)
         if tool is None and p.get("type") == "tool_search_output":
             tool = "tool_search"
-        self._session().add("tool_output", text, entry, tool=tool, target=target, call_id=call_id,
-                            is_error=failed or p.get("success") is False, timestamp=ts)
+        self._session().add(
+            "tool_output",
+            text,
+            entry,
+            tool=tool,
+            target=target,
+            call_id=call_id,
+            is_error=failed or p.get("success") is False,
+            timestamp=ts,
+        )
         return None
 
 

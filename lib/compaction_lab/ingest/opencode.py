@@ -34,9 +34,10 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 from compaction_lab.core.session import Session
 from compaction_lab.ingest.base import (
@@ -86,11 +87,11 @@ def _looks_like_export(head: Head) -> bool:
     if len(objs) == 1 and ("info" in objs[0] or "messages" in objs[0]):
         # The whole document (or its single line) parsed: decide on its top-level keys.
         obj = objs[0]
-        return isinstance(obj.get("info"), Mapping) and isinstance(obj.get("messages"), list) and "trajectory" not in obj
+        return (
+            isinstance(obj.get("info"), Mapping) and isinstance(obj.get("messages"), list) and "trajectory" not in obj
+        )
     # Pretty-printed or longer than the head: the export prints "info" first.
-    return bool(
-        _EXPORT_START.match(raw) and _EXPORT_MESSAGES.search(raw) and not _TRAJECTORY_KEY.search(raw)
-    )
+    return bool(_EXPORT_START.match(raw) and _EXPORT_MESSAGES.search(raw) and not _TRAJECTORY_KEY.search(raw))
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -180,7 +181,11 @@ def _load_db(path: Path, report: ImportReport) -> Iterator[Session]:
                 report.skip(path, None, "missing_field", f"no table {table}")
                 return
         cols = {t: _columns(conn, t) for t in ("session", "message", "part")}
-        for table, need in (("session", ("id",)), ("message", ("id", "session_id", "data")), ("part", ("id", "message_id", "data"))):
+        for table, need in (
+            ("session", ("id",)),
+            ("message", ("id", "session_id", "data")),
+            ("part", ("id", "message_id", "data")),
+        ):
             missing = [c for c in need if c not in cols[table]]
             if missing:
                 report.skip(path, None, "missing_field", f"table {table} has no column {', '.join(missing)}")
@@ -191,7 +196,7 @@ def _load_db(path: Path, report: ImportReport) -> Iterator[Session]:
         sessions = conn.execute(f'SELECT * FROM "session" ORDER BY {order}')
         names = [d[0] for d in sessions.description]
         for row in sessions:
-            info = _db_session_info(dict(zip(names, row)), path, report)
+            info = _db_session_info(dict(zip(names, row, strict=False)), path, report)
             messages = _db_messages(conn, cols, info["id"], path, report)
             yield _build(info, messages, path, report)
     except sqlite3.Error as exc:
@@ -387,7 +392,12 @@ def _build(
     """Map one session's info and (message, parts) stream to a `Session`."""
     b = SessionBuilder(str(info["id"]), FORMAT, source)
     meta = b.metadata
-    for key, src in (("title", "title"), ("cwd", "directory"), ("parent_session", "parentID"), ("opencode_version", "version")):
+    for key, src in (
+        ("title", "title"),
+        ("cwd", "directory"),
+        ("parent_session", "parentID"),
+        ("opencode_version", "version"),
+    ):
         val = info.get(src)
         if isinstance(val, str) and val:
             meta[key] = val
@@ -403,13 +413,22 @@ def _build(
             continue
         role = msg.get("role")
         if role not in ("user", "assistant"):
-            report.skip(source, None, "missing_field" if role is None else "unknown_type",
-                        f"message {msg_id}: role {role!r} ({len(parts)} parts dropped)")
+            report.skip(
+                source,
+                None,
+                "missing_field" if role is None else "unknown_type",
+                f"message {msg_id}: role {role!r} ({len(parts)} parts dropped)",
+            )
             continue
         ts = _iso((msg.get("time") or {}).get("created") if isinstance(msg.get("time"), dict) else None)
         _message_meta(b, msg, msg_id, role, models)
-        if role == "assistant" and msg.get("summary") is True and meta.get("compactions") \
-                and isinstance(msg.get("modelID"), str) and msg["modelID"]:
+        if (
+            role == "assistant"
+            and msg.get("summary") is True
+            and meta.get("compactions")
+            and isinstance(msg.get("modelID"), str)
+            and msg["modelID"]
+        ):
             meta["compactions"][-1].setdefault("model", msg["modelID"])  # the model that wrote the summary
         first = len(b.records)
         for part in parts:
@@ -445,10 +464,14 @@ def _message_meta(b: SessionBuilder, msg: Mapping[str, Any], msg_id: str, role: 
     if isinstance(tokens, dict):
         cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
         b.add_usage(
-            msg_id, model=model if isinstance(model, str) else None,
-            input_tokens=tokens.get("input"), cached_tokens=cache.get("read"),
-            cache_write_tokens=cache.get("write"), output_tokens=tokens.get("output"),
-            reasoning_tokens=tokens.get("reasoning"), cost=msg.get("cost"),
+            msg_id,
+            model=model if isinstance(model, str) else None,
+            input_tokens=tokens.get("input"),
+            cached_tokens=cache.get("read"),
+            cache_write_tokens=cache.get("write"),
+            output_tokens=tokens.get("output"),
+            reasoning_tokens=tokens.get("reasoning"),
+            cost=msg.get("cost"),
         )
 
 
@@ -462,8 +485,13 @@ def _resolve_tail_starts(meta: dict[str, Any], first_record: Mapping[str, Any]) 
 
 
 def _add_part(
-    b: SessionBuilder, part: Mapping[str, Any], msg: Mapping[str, Any], role: str, ts: str | None,
-    source: Path, report: ImportReport,
+    b: SessionBuilder,
+    part: Mapping[str, Any],
+    msg: Mapping[str, Any],
+    role: str,
+    ts: str | None,
+    source: Path,
+    report: ImportReport,
 ) -> int:
     """Add the records of one part; returns 1 when it was a pruned tool output, else 0."""
     pid = part["id"]
@@ -527,8 +555,17 @@ def _add_tool(b: SessionBuilder, part: Mapping[str, Any], ts: str | None, source
         return 1 if time.get("compacted") else 0
     if status == "error" or isinstance(state.get("error"), str):
         err = state.get("error")
-        b.add("tool_output", err if isinstance(err, str) else "", pid, 1, tool=tool, target=target,
-              call_id=call_id, is_error=True, timestamp=ts)
+        b.add(
+            "tool_output",
+            err if isinstance(err, str) else "",
+            pid,
+            1,
+            tool=tool,
+            target=target,
+            call_id=call_id,
+            is_error=True,
+            timestamp=ts,
+        )
     elif status == "completed":
         report.skip(source, None, "missing_field", f"part {pid}: completed tool part without output")
     # pending / running: the call was made but no output was recorded yet.
@@ -541,9 +578,15 @@ def _meta_text(ptype: str, part: Mapping[str, Any]) -> str:
     if ptype == "step-finish":
         tokens = part.get("tokens") if isinstance(part.get("tokens"), dict) else {}
         cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
-        for key, val in (("reason", part.get("reason")), ("input", tokens.get("input")), ("output", tokens.get("output")),
-                         ("reasoning", tokens.get("reasoning")), ("cache_read", cache.get("read")),
-                         ("cache_write", cache.get("write")), ("cost", part.get("cost"))):
+        for key, val in (
+            ("reason", part.get("reason")),
+            ("input", tokens.get("input")),
+            ("output", tokens.get("output")),
+            ("reasoning", tokens.get("reasoning")),
+            ("cache_read", cache.get("read")),
+            ("cache_write", cache.get("write")),
+            ("cost", part.get("cost")),
+        ):
             if val is not None:
                 bits.append(f"{key}={val}")
     elif ptype == "file":
@@ -564,6 +607,8 @@ def _iso(ms: Any) -> str | None:
     if not isinstance(ms, (int, float)) or isinstance(ms, bool):
         return None
     try:
-        return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        return (
+            datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        )
     except (OverflowError, OSError, ValueError):
         return None

@@ -54,8 +54,9 @@ only the entry-id links are held for the final link check.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from compaction_lab.core.session import Session
 from compaction_lab.ingest.base import (
@@ -74,10 +75,18 @@ from compaction_lab.ingest.base import (
 FORMAT = "pi"
 
 #: ``message.role`` values pi writes.
-ROLES = frozenset({
-    "user", "assistant", "toolResult", "bashExecution", "custom", "hookMessage",
-    "branchSummary", "compactionSummary",
-})
+ROLES = frozenset(
+    {
+        "user",
+        "assistant",
+        "toolResult",
+        "bashExecution",
+        "custom",
+        "hookMessage",
+        "branchSummary",
+        "compactionSummary",
+    }
+)
 #: Line types whose content is bookkeeping only (kept as meta).
 META_TYPES = frozenset({"model_change", "thinking_level_change", "custom", "label", "session_info"})
 #: Keys of other formats' lines that pi never writes.
@@ -156,13 +165,19 @@ class _PiSession:
         if late:
             # Records exist already (the first line was unusable), so the id is fixed:
             # keep the header as bookkeeping and fill only metadata still missing.
-            self.builder.add("meta", f"session {obj.get('id') or ''}".strip(), f"L{lineno}",
-                             timestamp=_str(obj.get("timestamp")))
+            self.builder.add(
+                "meta", f"session {obj.get('id') or ''}".strip(), f"L{lineno}", timestamp=_str(obj.get("timestamp"))
+            )
         elif not _str(obj.get("id")):
             self.skip(lineno, "missing_field", "session header without an id")
         b = self._ensure(_str(obj.get("id")) or stem)
-        for src, dst in (("cwd", "cwd"), ("provider", "provider"), ("thinkingLevel", "thinking_level"),
-                         ("version", "pi_session_version"), ("parentSession", "parent_session")):
+        for src, dst in (
+            ("cwd", "cwd"),
+            ("provider", "provider"),
+            ("thinkingLevel", "thinking_level"),
+            ("version", "pi_session_version"),
+            ("parentSession", "parent_session"),
+        ):
             if obj.get(src) is not None and not (late and dst in b.metadata):
                 b.metadata[dst] = obj[src]
         self._model(obj.get("modelId"))
@@ -233,8 +248,16 @@ class _PiSession:
         elif role == "toolResult":
             call_id = _str(msg.get("toolCallId"))
             tool, target = self.calls.get(call_id, (None, None)) if call_id else (None, None)
-            b.add("tool_output", content_text(msg.get("content")), eid, tool=_str(msg.get("toolName")) or tool,
-                  target=target, call_id=call_id, is_error=msg.get("isError") is True, timestamp=ts)
+            b.add(
+                "tool_output",
+                content_text(msg.get("content")),
+                eid,
+                tool=_str(msg.get("toolName")) or tool,
+                target=target,
+                call_id=call_id,
+                is_error=msg.get("isError") is True,
+                timestamp=ts,
+            )
         elif role == "bashExecution":
             self.bash(b, msg, eid, ts, lineno)
         elif role in ("compactionSummary", "branchSummary"):
@@ -245,8 +268,9 @@ class _PiSession:
         else:
             self.skip(lineno, "unknown_type", f"message role {role!r}")
 
-    def user_content(self, b: SessionBuilder, content: Any, eid: str, ts: str | None, lineno: int,
-                     injected: bool) -> None:
+    def user_content(
+        self, b: SessionBuilder, content: Any, eid: str, ts: str | None, lineno: int, injected: bool
+    ) -> None:
         if isinstance(content, str):
             b.add("user", content, eid, injected=injected or is_injected(content), timestamp=ts)
             return
@@ -262,8 +286,11 @@ class _PiSession:
             elif btype == "image":
                 b.add("meta", f"image {block.get('mimeType') or ''}".strip(), eid, index, timestamp=ts)
             else:
-                self.skip(lineno, "unknown_type" if isinstance(btype, str) and btype != "text" else "missing_field",
-                          f"user content[{i}] block {btype!r}")
+                self.skip(
+                    lineno,
+                    "unknown_type" if isinstance(btype, str) and btype != "text" else "missing_field",
+                    f"user content[{i}] block {btype!r}",
+                )
                 continue
             index += 1
 
@@ -273,9 +300,15 @@ class _PiSession:
         usage = msg.get("usage")
         if isinstance(usage, Mapping):
             cost = usage.get("cost")
-            b.add_usage(eid, model, input_tokens=usage.get("input"), output_tokens=usage.get("output"),
-                        cached_tokens=usage.get("cacheRead"), cache_write_tokens=usage.get("cacheWrite"),
-                        cost=cost.get("total") if isinstance(cost, Mapping) else cost)
+            b.add_usage(
+                eid,
+                model,
+                input_tokens=usage.get("input"),
+                output_tokens=usage.get("output"),
+                cached_tokens=usage.get("cacheRead"),
+                cache_write_tokens=usage.get("cacheWrite"),
+                cost=cost.get("total") if isinstance(cost, Mapping) else cost,
+            )
         content = msg.get("content")
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
@@ -299,11 +332,21 @@ class _PiSession:
                 call_id, target = _str(block.get("id")), tool_target(args)
                 if call_id:
                     self.calls[call_id] = (name, target)
-                b.add("tool_call", tool_call_text(name, args), eid, index, tool=name, target=target,
-                      call_id=call_id, timestamp=ts)
+                b.add(
+                    "tool_call",
+                    tool_call_text(name, args),
+                    eid,
+                    index,
+                    tool=name,
+                    target=target,
+                    call_id=call_id,
+                    timestamp=ts,
+                )
             else:
                 known = btype in ("text", "thinking", "toolCall") or not isinstance(btype, str)
-                self.skip(lineno, "missing_field" if known else "unknown_type", f"assistant content[{i}] block {btype!r}")
+                self.skip(
+                    lineno, "missing_field" if known else "unknown_type", f"assistant content[{i}] block {btype!r}"
+                )
                 continue
             index += 1
 
@@ -328,7 +371,7 @@ class _PiSession:
         """Count parent links that name no entry (dangling) or loop (cyclic)."""
         parent_of = {eid: parent for _, eid, parent in self.links}
         line_of = {eid: lineno for lineno, eid, _ in self.links}
-        for lineno, eid, parent in self.links:
+        for lineno, _eid, parent in self.links:
             if parent not in self.ids:
                 self.skip(lineno, "dangling_parent", f"parentId {parent} is no entry id of the file")
         state: dict[str, int] = {}  # 1 = on the current walk, 2 = settled
@@ -339,7 +382,7 @@ class _PiSession:
                 walk.append(x)
                 x = parent_of[x]
             if x in state and state[x] == 1:  # closed a loop on this walk
-                cycle = walk[walk.index(x):]
+                cycle = walk[walk.index(x) :]
                 first = min(cycle, key=lambda e: line_of[e])
                 self.skip(line_of[first], "cyclic_parent", f"parentId links of {first} form a cycle")
             for w in walk:
@@ -357,7 +400,6 @@ class _PiSession:
         if self.empty:
             meta["empty_responses"] = dict(sorted(self.empty.items()))
         return self.builder.build()
-
 
 
 def load(path: Path, report: ImportReport) -> Iterator[Session]:

@@ -13,18 +13,17 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import pandas as pd
 
 from compaction_lab.core import excerpt
-from compaction_lab.report import runfolder
-from compaction_lab.ingest import ImportReport, load_sessions
-from compaction_lab.ingest.base import os_reason
-from compaction_lab.ingest import synthetic
 from compaction_lab.core.session import Session
+from compaction_lab.ingest import ImportReport, load_sessions, synthetic
+from compaction_lab.ingest.base import os_reason
+from compaction_lab.report import runfolder
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -152,11 +151,19 @@ def save(sources: Sources, run_dir: Path) -> Path:
         rep = sources.report
         (Path(run_dir) / "import_report.json").write_text(
             json.dumps(
-                {"files": rep.files, "sessions": rep.sessions, "records": rep.records,
-                 "formats": dict(rep.formats), "skipped": rep.n_skipped, "reasons": dict(rep.reasons),
-                 "notes": dict(rep.notes)},
-                indent=2, sort_keys=True,
-            ) + "\n",
+                {
+                    "files": rep.files,
+                    "sessions": rep.sessions,
+                    "records": rep.records,
+                    "formats": dict(rep.formats),
+                    "skipped": rep.n_skipped,
+                    "reasons": dict(rep.reasons),
+                    "notes": dict(rep.notes),
+                },
+                indent=2,
+                sort_keys=True,
+            )
+            + "\n",
             encoding="utf-8",
         )
         runfolder.save_table(rep.to_frame(), run_dir, "import_skips")

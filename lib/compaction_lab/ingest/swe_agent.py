@@ -37,12 +37,21 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from compaction_lab.core.session import Session
 from compaction_lab.ingest.base import (
-    Head, ImportReport, SessionBuilder, content_text, file_stem, load_json, loads, tool_call_text, tool_target,
+    Head,
+    ImportReport,
+    SessionBuilder,
+    content_text,
+    file_stem,
+    load_json,
+    loads,
+    tool_call_text,
+    tool_target,
 )
 
 FORMAT = "swe_agent"
@@ -51,6 +60,7 @@ FORMAT = "swe_agent"
 def _as_list(val):
     """A list field, or nothing when the file has something else there."""
     return val if isinstance(val, list) else []
+
 
 #: Top-level keys of a ``.traj`` document (0.x starts with environment, 1.x with trajectory).
 _TOP_KEYS = ("environment", "trajectory", "history", "info", "replay_config", "attempts")
@@ -216,14 +226,30 @@ def _add_assistant(
                     pass
             call_id = tc.get("id") if isinstance(tc.get("id"), str) else f"{eid}.{k}"
             target = tool_target(args)
-            b.add("tool_call", tool_call_text(name, args if args is not None else {}), eid, block,
-                  tool=name, target=target, call_id=call_id, injected=injected)
+            b.add(
+                "tool_call",
+                tool_call_text(name, args if args is not None else {}),
+                eid,
+                block,
+                tool=name,
+                target=target,
+                call_id=call_id,
+                injected=injected,
+            )
             block += 1
             issued.append((call_id, name, target))
     elif has_action:
         tool, rest, target = parse_action(action, open_file)
-        b.add("tool_call", tool_call_text(tool, rest) if rest else tool, eid, block,
-              tool=tool, target=target, call_id=eid, injected=injected)
+        b.add(
+            "tool_call",
+            tool_call_text(tool, rest) if rest else tool,
+            eid,
+            block,
+            tool=tool,
+            target=target,
+            call_id=eid,
+            injected=injected,
+        )
         block += 1
         issued.append((eid, tool, target))
     return issued, block
@@ -237,12 +263,21 @@ def _from_trajectory(b: SessionBuilder, steps: list[Any], path: Path, report: Im
             report.skip(path, None, "not_an_object", f"trajectory[{i}]: {type(step).__name__}")
             continue
         action = step.get("action")
-        if not isinstance(action, str) and not isinstance(step.get("thought"), str) and not isinstance(step.get("response"), str):
+        if (
+            not isinstance(action, str)
+            and not isinstance(step.get("thought"), str)
+            and not isinstance(step.get("response"), str)
+        ):
             report.skip(path, None, "missing_field", f"trajectory[{i}]: no thought, action or response")
             continue
         state = _state(step.get("state"))
-        item = {"role": "assistant", "thought": step.get("thought"), "action": action,
-                "content": step.get("response"), "tool_calls": step.get("tool_calls")}
+        item = {
+            "role": "assistant",
+            "thought": step.get("thought"),
+            "action": action,
+            "content": step.get("response"),
+            "tool_calls": step.get("tool_calls"),
+        }
         issued, block = _add_assistant(b, item, eid, state.get("open_file"), False)
         obs = step.get("observation")
         if issued and obs is not None:
@@ -288,7 +323,7 @@ def parse_action(action: str, open_file: str | None = None) -> tuple[str, str, s
     action = action.strip("\n").strip()
     first_line = action.split("\n", 1)[0]
     tool, _, args = first_line.strip().partition(" ")
-    rest = action[len(tool):].lstrip(" ")
+    rest = action[len(tool) :].lstrip(" ")
     args = args.strip()
     if tool in _OPEN_FILE_COMMANDS:
         return tool, rest, open_file
@@ -306,8 +341,12 @@ def _info_metadata(b: SessionBuilder, doc: Mapping[str, Any]) -> None:
     info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
     stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
     totals = {}
-    for src, key in (("tokens_sent", "input_tokens"), ("tokens_received", "output_tokens"),
-                     ("instance_cost", "cost"), ("api_calls", "api_calls")):
+    for src, key in (
+        ("tokens_sent", "input_tokens"),
+        ("tokens_received", "output_tokens"),
+        ("instance_cost", "cost"),
+        ("api_calls", "api_calls"),
+    ):
         val = stats.get(src)
         if isinstance(val, (int, float)) and not isinstance(val, bool):
             totals[key] = val

@@ -126,10 +126,11 @@ import re
 import shutil
 import sqlite3
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from compaction_lab.core.session import Record, Session
 
@@ -305,7 +306,7 @@ DEFAULT_PATTERNS: tuple[Pattern, ...] = (
         "secret-assignment",
         _SECRET_ASSIGNMENT,
         "the value (8+ characters) assigned to a key named *api_key, *secret, *token, *password, "
-        "*passwd, *passphrase, *access_key, *private_key (api_key=..., \"password\": \"...\"); "
+        '*passwd, *passphrase, *access_key, *private_key (api_key=..., "password": "..."); '
         "the key is kept",
     ),
     Pattern(
@@ -323,8 +324,7 @@ DEFAULT_PATTERNS: tuple[Pattern, ...] = (
         r"|:(?<=[A-Za-z]:)(?<![A-Za-z0-9][A-Za-z]:)(?:\\{1,4}|/)(?i:users)(?:\\{1,4}|/)"
         r"(?!(?i:public|default|all users|default user)(?![\w.-])))"
         r"(?!\[REDACTED:)(?P<secret>[\w.@$~-]+)",
-        "the user-name segment of /home/<user>, /Users/<user> and C:\\Users\\<user> "
-        "(the rest of the path is kept)",
+        "the user-name segment of /home/<user>, /Users/<user> and C:\\Users\\<user> (the rest of the path is kept)",
     ),
     Pattern(
         "encoded-home-user",
@@ -342,12 +342,43 @@ DEFAULT_PATTERNS: tuple[Pattern, ...] = (
 
 #: Account names that identify no person (containers, CI runners, cloud
 #: images); the running account is not masked when it has one of these.
-GENERIC_ACCOUNTS: frozenset[str] = frozenset({
-    "root", "admin", "administrator", "user", "users", "guest", "nobody", "default", "public",
-    "shared", "ubuntu", "debian", "centos", "fedora", "ec2-user", "azureuser", "runner",
-    "vscode", "codespace", "codespaces", "jovyan", "node", "app", "www-data", "docker",
-    "jenkins", "gitlab-runner", "circleci", "builder", "build", "ci", "travis", "vagrant",
-})
+GENERIC_ACCOUNTS: frozenset[str] = frozenset(
+    {
+        "root",
+        "admin",
+        "administrator",
+        "user",
+        "users",
+        "guest",
+        "nobody",
+        "default",
+        "public",
+        "shared",
+        "ubuntu",
+        "debian",
+        "centos",
+        "fedora",
+        "ec2-user",
+        "azureuser",
+        "runner",
+        "vscode",
+        "codespace",
+        "codespaces",
+        "jovyan",
+        "node",
+        "app",
+        "www-data",
+        "docker",
+        "jenkins",
+        "gitlab-runner",
+        "circleci",
+        "builder",
+        "build",
+        "ci",
+        "travis",
+        "vagrant",
+    }
+)
 
 
 def user_patterns(home: str | Path | None = None, user: str | None = None) -> tuple[Pattern, ...]:
@@ -380,21 +411,25 @@ def user_patterns(home: str | Path | None = None, user: str | None = None) -> tu
     out: list[Pattern] = []
     home_s = str(home).rstrip("/\\")
     cut = max(home_s.rfind("/"), home_s.rfind("\\"))
-    parent, leaf = home_s[: cut + 1], home_s[cut + 1:]
+    parent, leaf = home_s[: cut + 1], home_s[cut + 1 :]
     if _personal(leaf) and cut >= 0 and not home_s.startswith("/tmp/"):
-        out.append(Pattern(
-            "home-dir",
-            re.escape(parent) + r"(?P<secret>" + re.escape(leaf) + r")(?![\w.-])",
-            "the last segment of the running account's home directory",
-        ))
+        out.append(
+            Pattern(
+                "home-dir",
+                re.escape(parent) + r"(?P<secret>" + re.escape(leaf) + r")(?![\w.-])",
+                "the last segment of the running account's home directory",
+            )
+        )
     if user and _personal(user):
         u = re.escape(user)
-        out.append(Pattern(
-            "user-name",
-            # The name leads (fast to find); the word boundary is checked behind it.
-            rf"{u}(?:(?<![\w\\]{u})|(?<=\\[nrt]{u}))(?!\w)",
-            "the running account's login name as a whole word",
-        ))
+        out.append(
+            Pattern(
+                "user-name",
+                # The name leads (fast to find); the word boundary is checked behind it.
+                rf"{u}(?:(?<![\w\\]{u})|(?<=\\[nrt]{u}))(?!\w)",
+                "the running account's login name as a whole word",
+            )
+        )
     return tuple(out)
 
 
@@ -402,8 +437,7 @@ def _personal(name: str) -> bool:
     return len(name) > 2 and name.lower() not in GENERIC_ACCOUNTS
 
 
-def load_patterns(extra: str | Path | Iterable[Mapping] | None = None, *,
-                  user: bool = True) -> tuple[Pattern, ...]:
+def load_patterns(extra: str | Path | Iterable[Mapping] | None = None, *, user: bool = True) -> tuple[Pattern, ...]:
     """`DEFAULT_PATTERNS`, the running account's patterns, and patterns from a YAML file.
 
     Parameters
@@ -505,6 +539,7 @@ def env_secret_values(environ: Mapping[str, str] | None = None) -> frozenset[str
 
 # --------------------------------------------------------------------------- redactor
 
+
 @dataclass(frozen=True)
 class _Rule:
     name: str
@@ -579,11 +614,11 @@ def _whole_escapes(s: str, a: int, b: int) -> tuple[int, int]:
     if b < len(s) and s[b] in _JSON_ESCAPED and _escaped(s, b):
         b += 1
     for i in range(max(0, a - 5), a):  # a \uXXXX escape cut by the span's start
-        if s[i: i + 2] == "\\u" and i + 6 > a and not _escaped(s, i) and _HEX4.fullmatch(s[i + 2: i + 6]):
+        if s[i : i + 2] == "\\u" and i + 6 > a and not _escaped(s, i) and _HEX4.fullmatch(s[i + 2 : i + 6]):
             a = i
             break
     for i in range(max(a, b - 5), b):  # a \uXXXX escape cut by the span's end
-        if s[i: i + 2] == "\\u" and not _escaped(s, i) and _HEX4.fullmatch(s[i + 2: i + 6]):
+        if s[i : i + 2] == "\\u" and not _escaped(s, i) and _HEX4.fullmatch(s[i + 2 : i + 6]):
             b = max(b, i + 6)
     return a, b
 
@@ -615,9 +650,9 @@ def _apply(rules: tuple[_Rule, ...], s: str, tally: Counter) -> str:
 #: Record fields that hold free text. `kind` is a closed vocabulary and
 #: `session_id` follows the session's own id.
 _RECORD_TEXT_FIELDS: tuple[str, ...] = tuple(
-    f.name for f in fields(Record)
-    if str(f.type).replace(" ", "") in ("str", "str|None", "Optional[str]")
-    and f.name not in ("kind", "session_id")
+    f.name
+    for f in fields(Record)
+    if str(f.type).replace(" ", "") in ("str", "str|None", "Optional[str]") and f.name not in ("kind", "session_id")
 )
 
 
@@ -718,7 +753,6 @@ class Redactor:
             metadata=dict(metadata) if meta_changed else s.metadata,
         )
 
-
     def _encoded_homes(self, s: Session, path: str) -> str:
         """`path` with the whole encoded home of every user the session's metadata names masked.
 
@@ -736,8 +770,11 @@ class Redactor:
         for name in sorted(names, key=len, reverse=True):
             enc = re.sub(r"[^A-Za-z0-9]", "-", name)
             if "-" in enc:  # one segment is masked by the pattern itself
-                path = re.sub(rf"(-(?:home|Users)-){re.escape(enc)}(?=[-/\\]|$)",
-                              lambda m: m.group(1) + marker(encoded.name), path)
+                path = re.sub(
+                    rf"(-(?:home|Users)-){re.escape(enc)}(?=[-/\\]|$)",
+                    lambda m: m.group(1) + marker(encoded.name),
+                    path,
+                )
         return path
 
 
@@ -773,8 +810,11 @@ def _walk(obj: Any, f: Callable[[str], str]) -> tuple[Any, bool]:
     return obj, False
 
 
-def redactor(enabled: bool, extra_patterns: str | Path | Iterable[Mapping] | None = None,
-             environ: Mapping[str, str] | None = None) -> Redactor:
+def redactor(
+    enabled: bool,
+    extra_patterns: str | Path | Iterable[Mapping] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Redactor:
     """The redactor for a run.
 
     Parameters
@@ -794,19 +834,69 @@ def redactor(enabled: bool, extra_patterns: str | Path | Iterable[Mapping] | Non
 # --------------------------------------------------------------------------- run folders
 
 #: Suffixes rewritten as UTF-8 text.
-TEXT_SUFFIXES: frozenset[str] = frozenset({
-    ".json", ".jsonl", ".ipynb", ".html", ".htm", ".md", ".txt", ".csv", ".tsv", ".svg",
-    ".yaml", ".yml", ".log", ".xml", ".toml", ".ini", ".cfg", ".py", ".js", ".css", ".rst",
-    ".tex", ".sh", ".out", ".err",
-})
+TEXT_SUFFIXES: frozenset[str] = frozenset(
+    {
+        ".json",
+        ".jsonl",
+        ".ipynb",
+        ".html",
+        ".htm",
+        ".md",
+        ".txt",
+        ".csv",
+        ".tsv",
+        ".svg",
+        ".yaml",
+        ".yml",
+        ".log",
+        ".xml",
+        ".toml",
+        ".ini",
+        ".cfg",
+        ".py",
+        ".js",
+        ".css",
+        ".rst",
+        ".tex",
+        ".sh",
+        ".out",
+        ".err",
+    }
+)
 PARQUET_SUFFIXES: frozenset[str] = frozenset({".parquet"})
 SQLITE_SUFFIXES: frozenset[str] = frozenset({".sqlite", ".sqlite3", ".db"})
 #: Suffixes known to be binary; other unknown files are sniffed.
-BINARY_SUFFIXES: frozenset[str] = frozenset({
-    ".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff", ".ico", ".pdf",
-    ".zip", ".gz", ".bz2", ".xz", ".zst", ".tar", ".whl", ".pkl", ".pickle", ".npy", ".npz",
-    ".feather", ".arrow", ".woff", ".woff2", ".ttf", ".otf",
-})
+BINARY_SUFFIXES: frozenset[str] = frozenset(
+    {
+        ".png",
+        ".jpg",
+        ".jpeg",
+        ".gif",
+        ".webp",
+        ".bmp",
+        ".tif",
+        ".tiff",
+        ".ico",
+        ".pdf",
+        ".zip",
+        ".gz",
+        ".bz2",
+        ".xz",
+        ".zst",
+        ".tar",
+        ".whl",
+        ".pkl",
+        ".pickle",
+        ".npy",
+        ".npz",
+        ".feather",
+        ".arrow",
+        ".woff",
+        ".woff2",
+        ".ttf",
+        ".otf",
+    }
+)
 _SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _PARQUET_MAGIC = b"PAR1"
@@ -966,6 +1056,7 @@ def _scrub_text(path: Path, r: Redactor) -> int:
 
 
 # ------------------------------------------------------------------ parquet
+
 
 def _has_string(t) -> bool:
     import pyarrow as pa
@@ -1158,9 +1249,9 @@ def _scrub_table(conn: sqlite3.Connection, name: str, sql: str, red: Callable[[s
     where = " AND ".join(f"{_qi(k) if k != 'rowid' else 'rowid'} = ?" for k in keys)
     updates = []
     for row in conn.execute(f"SELECT {select} FROM {_qi(name)}"):
-        key, vals = row[: len(keys)], row[len(keys):]
+        key, vals = row[: len(keys)], row[len(keys) :]
         new = {}
-        for c, v in zip(cols, vals):
+        for c, v in zip(cols, vals, strict=False):
             if isinstance(v, str):
                 nv = red(v)
                 if nv != v:
@@ -1173,12 +1264,12 @@ def _scrub_table(conn: sqlite3.Connection, name: str, sql: str, red: Callable[[s
             conn.execute(f"UPDATE {_qi(name)} SET {sets} WHERE {where}", [*new.values(), *key])
         except sqlite3.IntegrityError as exc:
             raise RuntimeError(
-                f"redacting table {name!r} makes two rows equal ({exc}); "
-                "the values differ only in what was masked"
+                f"redacting table {name!r} makes two rows equal ({exc}); the values differ only in what was masked"
             ) from exc
 
 
 # --------------------------------------------------------------------------- leak check
+
 
 def _needle_forms(needle: str) -> set[bytes]:
     return {

@@ -22,6 +22,15 @@ from compaction_lab.providers.client import (
 from compaction_lab.providers.config import ModelConfig
 
 __all__ = [
-    "AuthError", "BadResponse", "ChatClient", "Completion", "EndpointUnreachable", "ModelConfig", "ProviderError",
-    "ProviderTimeout", "RateLimited", "Usage", "request_fingerprint",
+    "AuthError",
+    "BadResponse",
+    "ChatClient",
+    "Completion",
+    "EndpointUnreachable",
+    "ModelConfig",
+    "ProviderError",
+    "ProviderTimeout",
+    "RateLimited",
+    "Usage",
+    "request_fingerprint",
 ]

@@ -48,16 +48,17 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import openai
 
-from compaction_lab.cost import prices as prices_mod
-from compaction_lab.providers.ledger import open_ledger
-from compaction_lab.providers.config import ModelConfig
 from compaction_lab.core.projection import canonical_json as _canonical  # the form SummaryRequest.fingerprint hashes
+from compaction_lab.cost import prices as prices_mod
+from compaction_lab.providers.config import ModelConfig
+from compaction_lab.providers.ledger import open_ledger
 
 if TYPE_CHECKING:
     from compaction_lab.providers.ledger import Ledger
@@ -167,8 +168,6 @@ class BadResponse(ProviderError):
 # --------------------------------------------------------------------------- pure helpers
 
 
-
-
 def request_fingerprint(body: Mapping[str, Any]) -> str:
     """sha256 of the canonical JSON (sorted keys, no spaces) of a full request body, model included."""
     return hashlib.sha256(_canonical(dict(body)).encode("utf-8")).hexdigest()
@@ -187,8 +186,10 @@ def full_body(config: ModelConfig, body: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(body.get("messages"), (list, tuple)) or not body["messages"]:
         raise ValueError("body needs a non-empty 'messages' list")
     if "model" in body and body["model"] != config.model:
-        raise ValueError(f"body names model {body['model']!r} but the client is for {config.model!r}; "
-                         "leave 'model' out of the body (the client adds it)")
+        raise ValueError(
+            f"body names model {body['model']!r} but the client is for {config.model!r}; "
+            "leave 'model' out of the body (the client adds it)"
+        )
     if body.get("stream"):
         raise ValueError("streaming is not supported: the ledger records whole responses")
     out = {k: v for k, v in body.items() if k != "model"}
@@ -213,8 +214,11 @@ def parse_usage(usage: Any) -> Usage:
     cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
     if cached is None:
         cached = usage.get("prompt_cache_hit_tokens")  # DeepSeek
-    return Usage(prompt_tokens=_int(usage.get("prompt_tokens")), cached_tokens=_int(cached),
-                 completion_tokens=_int(usage.get("completion_tokens")))
+    return Usage(
+        prompt_tokens=_int(usage.get("prompt_tokens")),
+        cached_tokens=_int(cached),
+        completion_tokens=_int(usage.get("completion_tokens")),
+    )
 
 
 def _tool_call(tc: Any, i: int) -> dict[str, Any]:
@@ -227,8 +231,11 @@ def _tool_call(tc: Any, i: int) -> dict[str, Any]:
         args = "{}"
     elif not isinstance(args, str):
         args = json.dumps(args, ensure_ascii=False)
-    return {"id": str(tc.get("id") or f"call_{i}"), "type": "function",
-            "function": {"name": str(fn.get("name") or ""), "arguments": args}}
+    return {
+        "id": str(tc.get("id") or f"call_{i}"),
+        "type": "function",
+        "function": {"name": str(fn.get("name") or ""), "arguments": args},
+    }
 
 
 def parse_choice(response: Any) -> tuple[dict[str, Any], str | None]:
@@ -266,8 +273,13 @@ def parse_choice(response: Any) -> tuple[dict[str, Any], str | None]:
 
 def price_usage(table: prices_mod.PriceTable, usage: Usage) -> float:
     """A call's cost in the table's currency at off-peak prices, billed as `cost.model.Bill.cost` bills."""
-    return prices_mod.price(table, input_tokens=usage.prompt_tokens, cached_tokens=usage.cached_tokens,
-                            output_tokens=usage.completion_tokens, period="off_peak")
+    return prices_mod.price(
+        table,
+        input_tokens=usage.prompt_tokens,
+        cached_tokens=usage.cached_tokens,
+        output_tokens=usage.completion_tokens,
+        period="off_peak",
+    )
 
 
 # --------------------------------------------------------------------------- the client
@@ -293,15 +305,16 @@ class ChatClient:
         If ``config.price_table`` names no valid table.
     """
 
-    def __init__(self, config: ModelConfig, ledger: "Ledger | None" = None,
-                 environ: Mapping[str, str] | None = None):
+    def __init__(self, config: ModelConfig, ledger: Ledger | None = None, environ: Mapping[str, str] | None = None):
         self.config = config
         env = os.environ if environ is None else environ
         if config.api_key_env:
             key = env.get(config.api_key_env) or ""
             if not key.strip():
-                raise AuthError(f"no API key for {config.base_url}: environment variable {config.api_key_env} is "
-                                "not set (set it, or set api_key_env: '' for a server that needs no key)")
+                raise AuthError(
+                    f"no API key for {config.base_url}: environment variable {config.api_key_env} is "
+                    "not set (set it, or set api_key_env: '' for a server that needs no key)"
+                )
         else:
             key = NO_KEY
         # Loaded now so a wrong table name fails before any money is spent.
@@ -310,8 +323,12 @@ class ChatClient:
         self.ledger = open_ledger(config.ledger) if ledger is None else ledger
         # A killed earlier run may have left rows 'started'; say what happened to them.
         self.ledger.mark_abandoned()
-        self._http = openai.OpenAI(api_key=key.strip(), base_url=config.base_url.strip(), timeout=config.timeout_s,
-                                   max_retries=config.max_retries)
+        self._http = openai.OpenAI(
+            api_key=key.strip(),
+            base_url=config.base_url.strip(),
+            timeout=config.timeout_s,
+            max_retries=config.max_retries,
+        )
         self._slots = threading.BoundedSemaphore(config.concurrency)
         self._lock = threading.Lock()
         self._inflight: dict[str, threading.Event] = {}
@@ -323,7 +340,7 @@ class ChatClient:
     def __reduce__(self) -> Any:
         raise TypeError("a ChatClient holds an API key and is not picklable; pass its ModelConfig instead")
 
-    def __enter__(self) -> "ChatClient":
+    def __enter__(self) -> ChatClient:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -373,8 +390,9 @@ class ChatClient:
         finally:
             self._release(fp)
 
-    def map(self, bodies: Sequence[Mapping[str, Any]], *, purpose: str, shape_fingerprint: str = "",
-            progress: bool = False) -> list[Completion]:
+    def map(
+        self, bodies: Sequence[Mapping[str, Any]], *, purpose: str, shape_fingerprint: str = "", progress: bool = False
+    ) -> list[Completion]:
         """`complete` every body, ``config.concurrency`` at a time; results in the order of `bodies`.
 
         The first failure is raised once the calls already in flight have
@@ -385,10 +403,13 @@ class ChatClient:
         if not bodies:
             return []
         results: list[Completion | None] = [None] * len(bodies)
-        with ThreadPoolExecutor(max_workers=min(self.config.concurrency, len(bodies)),
-                                thread_name_prefix="chat") as pool:
-            futures = {pool.submit(self.complete, b, purpose=purpose, shape_fingerprint=shape_fingerprint): i
-                       for i, b in enumerate(bodies)}
+        with ThreadPoolExecutor(
+            max_workers=min(self.config.concurrency, len(bodies)), thread_name_prefix="chat"
+        ) as pool:
+            futures = {
+                pool.submit(self.complete, b, purpose=purpose, shape_fingerprint=shape_fingerprint): i
+                for i, b in enumerate(bodies)
+            }
             done: Any = as_completed(futures)
             if progress:
                 from tqdm.auto import tqdm
@@ -431,21 +452,34 @@ class ChatClient:
         usage = rec["usage"]
         latency = float(rec.get("latency_s") or 0.0)
         self._log(purpose, usage, latency, from_ledger=True)
-        return Completion(message=message, finish_reason=finish, usage=usage, latency_s=latency,
-                          request_fingerprint=fp, from_ledger=True)
+        return Completion(
+            message=message,
+            finish_reason=finish,
+            usage=usage,
+            latency_s=latency,
+            request_fingerprint=fp,
+            from_ledger=True,
+        )
 
     def _send(self, full: dict[str, Any], fp: str, purpose: str, shape_fingerprint: str) -> Completion:
         c = self.config
         with self._slots:
-            call_id = self.ledger.start(fingerprint=fp, shape_fingerprint=shape_fingerprint, model=c.model,
-                                        base_url=c.base_url, purpose=purpose, request=full)
+            call_id = self.ledger.start(
+                fingerprint=fp,
+                shape_fingerprint=shape_fingerprint,
+                model=c.model,
+                base_url=c.base_url,
+                purpose=purpose,
+                request=full,
+            )
             t0 = time.monotonic()
             try:
                 extra = {k: v for k, v in full.items() if k not in ("model", "messages")}
                 # Raw response: we parse the JSON ourselves, so the ledger keeps exactly what the
                 # provider sent (DeepSeek's extra usage fields included) and a malformed body is caught.
                 raw = self._http.chat.completions.with_raw_response.create(
-                    model=full["model"], messages=full["messages"], extra_body=extra)
+                    model=full["model"], messages=full["messages"], extra_body=extra
+                )
                 text = raw.http_response.text
             except BaseException as exc:
                 err = self._map_error(exc)
@@ -458,19 +492,34 @@ class ChatClient:
             try:
                 response = json.loads(text)
             except ValueError as exc:
-                raise BadResponse(f"{c.base_url} answered 200 with a body that is not JSON ({exc.msg} at "
-                                  f"position {exc.pos}; {len(text)} characters)", status_code=200) from None
+                raise BadResponse(
+                    f"{c.base_url} answered 200 with a body that is not JSON ({exc.msg} at "
+                    f"position {exc.pos}; {len(text)} characters)",
+                    status_code=200,
+                ) from None
             message, finish = parse_choice(response)
             usage = parse_usage(response.get("usage"))
         except BadResponse as err:
             self._failed(call_id, purpose, err, latency)
             raise
         cost = self._cost(usage)
-        self.ledger.finish(call_id, response=response, usage=usage, latency_s=latency, cost=cost,
-                           currency=None if self._table is None else self._table.currency)
+        self.ledger.finish(
+            call_id,
+            response=response,
+            usage=usage,
+            latency_s=latency,
+            cost=cost,
+            currency=None if self._table is None else self._table.currency,
+        )
         self._log(purpose, usage, latency, from_ledger=False)
-        return Completion(message=message, finish_reason=finish, usage=usage, latency_s=latency,
-                          request_fingerprint=fp, from_ledger=False)
+        return Completion(
+            message=message,
+            finish_reason=finish,
+            usage=usage,
+            latency_s=latency,
+            request_fingerprint=fp,
+            from_ledger=False,
+        )
 
     def _cost(self, usage: Usage) -> float | None:
         if self._table is None:
@@ -487,13 +536,26 @@ class ChatClient:
             self.ledger.fail(call_id, text)
         except Exception:  # the call's own error matters more than recording it
             log.exception("could not record failed call %s in the ledger", call_id)
-        log.warning("call failed purpose=%s model=%s error=%s latency_s=%.3f", purpose, self.config.model,
-                    type(err).__name__, latency)
+        log.warning(
+            "call failed purpose=%s model=%s error=%s latency_s=%.3f",
+            purpose,
+            self.config.model,
+            type(err).__name__,
+            latency,
+        )
 
     def _log(self, purpose: str, usage: Usage, latency: float, *, from_ledger: bool) -> None:
-        log.info("call purpose=%s model=%s prompt_tokens=%d cached_tokens=%d completion_tokens=%d latency_s=%.3f "
-                 "from_ledger=%s", purpose, self.config.model, usage.prompt_tokens, usage.cached_tokens,
-                 usage.completion_tokens, latency, from_ledger)
+        log.info(
+            "call purpose=%s model=%s prompt_tokens=%d cached_tokens=%d completion_tokens=%d latency_s=%.3f "
+            "from_ledger=%s",
+            purpose,
+            self.config.model,
+            usage.prompt_tokens,
+            usage.cached_tokens,
+            usage.completion_tokens,
+            latency,
+            from_ledger,
+        )
 
     def _scrub(self, text: str) -> str:
         key = getattr(self._http, "api_key", None)
@@ -521,30 +583,48 @@ class ChatClient:
                 what = "wants an API key, but api_key_env is '' (set it to the NAME of the variable holding the key)"
             return AuthError(f"{c.base_url} {what} (HTTP {status}): {self._server_says(exc)}", status_code=status)
         if isinstance(exc, openai.RateLimitError):
-            return RateLimited(f"{c.base_url} still rate-limited (HTTP 429) after {attempts} attempt(s): "
-                               f"{self._server_says(exc)}", status_code=429)
+            return RateLimited(
+                f"{c.base_url} still rate-limited (HTTP 429) after {attempts} attempt(s): {self._server_says(exc)}",
+                status_code=429,
+            )
         if isinstance(exc, openai.APITimeoutError):  # before APIConnectionError: it is a subclass
-            return ProviderTimeout(f"{c.base_url} gave no answer within {c.timeout_s:g} s on any of {attempts} "
-                                   f"attempt(s)")
+            return ProviderTimeout(
+                f"{c.base_url} gave no answer within {c.timeout_s:g} s on any of {attempts} attempt(s)"
+            )
         if isinstance(exc, openai.APIConnectionError):
             cause = exc.__cause__ or exc.__context__
             why = f": {self._scrub(str(cause))[:200]}" if cause is not None and str(cause) else ""
             return EndpointUnreachable(f"cannot reach {c.base_url} ({attempts} attempt(s)){why}")
         if isinstance(exc, openai.APIResponseValidationError):
-            return BadResponse(f"{c.base_url} answered with a response that is not a chat completion",
-                               status_code=getattr(exc, "status_code", None))
+            return BadResponse(
+                f"{c.base_url} answered with a response that is not a chat completion",
+                status_code=getattr(exc, "status_code", None),
+            )
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             retried = f" after {attempts} attempt(s)" if status >= 500 or status in (408, 409) else ""
-            return ProviderError(f"{c.base_url} answered HTTP {status}{retried}: {self._server_says(exc)}",
-                                 status_code=status)
+            return ProviderError(
+                f"{c.base_url} answered HTTP {status}{retried}: {self._server_says(exc)}", status_code=status
+            )
         if isinstance(exc, openai.OpenAIError):
             return ProviderError(f"{c.base_url}: {type(exc).__name__}: {self._scrub(str(exc))[:300]}")
         return exc
 
 
 __all__ = [
-    "AuthError", "BadResponse", "ChatClient", "Completion", "EndpointUnreachable", "NO_KEY", "ProviderError",
-    "ProviderTimeout", "RateLimited", "Usage", "full_body", "parse_choice", "parse_usage", "price_usage",
+    "AuthError",
+    "BadResponse",
+    "ChatClient",
+    "Completion",
+    "EndpointUnreachable",
+    "NO_KEY",
+    "ProviderError",
+    "ProviderTimeout",
+    "RateLimited",
+    "Usage",
+    "full_body",
+    "parse_choice",
+    "parse_usage",
+    "price_usage",
     "request_fingerprint",
 ]

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Mapping
+from typing import Any
 
 #: The message for a config that tries to carry a secret (the value is never echoed).
 SECRETS_MESSAGE = "secrets come from environment variables only: set api_key_env"
 
 # A field name that looks like a credential. Only whole words (split on _ or -)
 # count, so ``max_tokens`` or ``monkey`` are not mistaken for one.
-_SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "bearer", "authorization",
-                           "credential", "credentials"})
+_SECRET_WORDS = frozenset(
+    {"key", "apikey", "token", "secret", "password", "passwd", "bearer", "authorization", "credential", "credentials"}
+)
 
 
 def _looks_secret(name: str) -> bool:
@@ -82,11 +84,13 @@ class ModelConfig:
             raise ValueError(f"base_url must start with http:// or https://, got {self.base_url!r}")
         if not isinstance(self.model, str) or not self.model.strip():
             raise ValueError("model must be a non-empty string")
-        if not isinstance(self.api_key_env, str) or (self.api_key_env and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*",
-                                                                                          self.api_key_env)):
+        if not isinstance(self.api_key_env, str) or (
+            self.api_key_env and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.api_key_env)
+        ):
             # A value that is not a variable name is most likely the key itself, pasted in the wrong field.
-            raise ValueError("api_key_env must be the NAME of an environment variable (letters, digits, _) or ''; "
-                             + SECRETS_MESSAGE)
+            raise ValueError(
+                "api_key_env must be the NAME of an environment variable (letters, digits, _) or ''; " + SECRETS_MESSAGE
+            )
         if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int) or self.concurrency < 1:
             raise ValueError(f"concurrency must be an integer >= 1, got {self.concurrency!r}")
         if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int) or self.max_retries < 0:
@@ -106,7 +110,7 @@ class ModelConfig:
         object.__setattr__(self, "temperature", float(self.temperature))
 
     @classmethod
-    def from_mapping(cls, m: Mapping[str, Any]) -> "ModelConfig":
+    def from_mapping(cls, m: Mapping[str, Any]) -> ModelConfig:
         """Build a config from a mapping (a profile's ``model:`` block, a parsed YAML).
 
         Raises

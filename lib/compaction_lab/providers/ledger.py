@@ -41,15 +41,21 @@ import socket
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from compaction_lab.core import paths
-from compaction_lab.store.checkpoints import _pid_alive, immediate  # one liveness rule and one write transaction for both stores
-from compaction_lab.core.projection import canonical_json as _canonical  # the fingerprints' form: stored JSON re-hashes identically
+from compaction_lab.core.projection import (
+    canonical_json as _canonical,  # the fingerprints' form: stored JSON re-hashes identically
+)
+from compaction_lab.store.checkpoints import (  # one liveness rule and one write transaction for both stores
+    _pid_alive,
+    immediate,
+)
 
 if TYPE_CHECKING:  # the client imports this module; importing it back at run time would be circular
     from compaction_lab.providers.client import Usage
@@ -67,8 +73,21 @@ _POOL_SIZE = 8
 
 #: Columns of `Ledger.calls`, in order.
 CALL_COLUMNS: tuple[str, ...] = (
-    "id", "started_at", "finished_at", "status", "purpose", "model", "base_url", "request_fingerprint",
-    "shape_fingerprint", "prompt_tokens", "cached_tokens", "completion_tokens", "cost", "currency", "latency_s",
+    "id",
+    "started_at",
+    "finished_at",
+    "status",
+    "purpose",
+    "model",
+    "base_url",
+    "request_fingerprint",
+    "shape_fingerprint",
+    "prompt_tokens",
+    "cached_tokens",
+    "completion_tokens",
+    "cost",
+    "currency",
+    "latency_s",
     "error",
 )
 
@@ -98,8 +117,6 @@ CREATE TABLE IF NOT EXISTS calls (
 CREATE INDEX IF NOT EXISTS calls_fingerprint ON calls (request_fingerprint, status);
 CREATE INDEX IF NOT EXISTS calls_status ON calls (status);
 """
-
-
 
 
 class Ledger:
@@ -146,7 +163,7 @@ class Ledger:
     def __repr__(self) -> str:
         return f"Ledger({str(self.path)!r})"
 
-    def __enter__(self) -> "Ledger":
+    def __enter__(self) -> Ledger:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -156,8 +173,7 @@ class Ledger:
 
     def _new_connection(self) -> sqlite3.Connection:
         # check_same_thread off: a pooled connection moves between threads, but only ever one holds it.
-        conn = sqlite3.connect(str(self.path), timeout=self.busy_timeout, isolation_level=None,
-                               check_same_thread=False)
+        conn = sqlite3.connect(str(self.path), timeout=self.busy_timeout, isolation_level=None, check_same_thread=False)
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
         # In WAL mode NORMAL still survives a killed process (only a power cut can drop the
@@ -182,8 +198,12 @@ class Ledger:
             yield conn
         finally:
             with self._lock:
-                keep = not self._closed and self._pid == os.getpid() and not conn.in_transaction \
+                keep = (
+                    not self._closed
+                    and self._pid == os.getpid()
+                    and not conn.in_transaction
                     and len(self._idle) < _POOL_SIZE
+                )
                 if keep:
                     self._idle.append(conn)
             if not keep:
@@ -212,19 +232,38 @@ class Ledger:
 
     # ------------------------------------------------------------------ writes
 
-    def start(self, *, fingerprint: str, shape_fingerprint: str, model: str, base_url: str, purpose: str,
-              request: Mapping) -> int:
+    def start(
+        self, *, fingerprint: str, shape_fingerprint: str, model: str, base_url: str, purpose: str, request: Mapping
+    ) -> int:
         """Record a call about to be sent (status ``started``); returns its id."""
         with self._tx() as conn:
             cur = conn.execute(
                 "INSERT INTO calls (request_fingerprint, shape_fingerprint, model, base_url, purpose, status, "
                 "started_at, pid, host, request_json) VALUES (?, ?, ?, ?, ?, 'started', ?, ?, ?, ?)",
-                (fingerprint, shape_fingerprint or "", model, base_url, purpose, time.time(), os.getpid(),
-                 socket.gethostname(), _canonical(dict(request))))
+                (
+                    fingerprint,
+                    shape_fingerprint or "",
+                    model,
+                    base_url,
+                    purpose,
+                    time.time(),
+                    os.getpid(),
+                    socket.gethostname(),
+                    _canonical(dict(request)),
+                ),
+            )
             return int(cur.lastrowid)
 
-    def finish(self, call_id: int, *, response: Mapping, usage: "Usage", latency_s: float, cost: float | None,
-               currency: str | None) -> None:
+    def finish(
+        self,
+        call_id: int,
+        *,
+        response: Mapping,
+        usage: Usage,
+        latency_s: float,
+        cost: float | None,
+        currency: str | None,
+    ) -> None:
         """Mark a started call ``done`` with its response, usage, latency and cost.
 
         Raises
@@ -236,9 +275,18 @@ class Ledger:
             cur = conn.execute(
                 "UPDATE calls SET status='done', finished_at=?, response_json=?, prompt_tokens=?, cached_tokens=?, "
                 "completion_tokens=?, cost=?, currency=?, latency_s=?, error=NULL WHERE id=?",
-                (time.time(), _canonical(dict(response)), int(usage.prompt_tokens), int(usage.cached_tokens),
-                 int(usage.completion_tokens), None if cost is None else float(cost), currency, float(latency_s),
-                 int(call_id)))
+                (
+                    time.time(),
+                    _canonical(dict(response)),
+                    int(usage.prompt_tokens),
+                    int(usage.cached_tokens),
+                    int(usage.completion_tokens),
+                    None if cost is None else float(cost),
+                    currency,
+                    float(latency_s),
+                    int(call_id),
+                ),
+            )
             if cur.rowcount != 1:
                 raise KeyError(f"no ledger call with id {call_id}")
 
@@ -251,8 +299,10 @@ class Ledger:
             If no call has that id.
         """
         with self._tx() as conn:
-            cur = conn.execute("UPDATE calls SET status='failed', finished_at=?, error=? WHERE id=?",
-                               (time.time(), str(error), int(call_id)))
+            cur = conn.execute(
+                "UPDATE calls SET status='failed', finished_at=?, error=? WHERE id=?",
+                (time.time(), str(error), int(call_id)),
+            )
             if cur.rowcount != 1:
                 raise KeyError(f"no ledger call with id {call_id}")
 
@@ -270,8 +320,10 @@ class Ledger:
             dead = [(r["id"], r["pid"]) for r in rows if r["pid"] is not None and not _pid_alive(int(r["pid"]))]
             now = time.time()
             for call_id, pid in dead:
-                conn.execute("UPDATE calls SET status='failed', finished_at=?, error=? WHERE id=? AND status='started'",
-                             (now, f"abandoned: process {pid} exited before the call finished", call_id))
+                conn.execute(
+                    "UPDATE calls SET status='failed', finished_at=?, error=? WHERE id=? AND status='started'",
+                    (now, f"abandoned: process {pid} exited before the call finished", call_id),
+                )
             return len(dead)
 
     # ------------------------------------------------------------------ reads
@@ -292,16 +344,28 @@ class Ledger:
         with self._read() as conn:
             r = conn.execute(
                 "SELECT * FROM calls WHERE request_fingerprint=? AND status='done' ORDER BY id DESC LIMIT 1",
-                (fingerprint,)).fetchone()
+                (fingerprint,),
+            ).fetchone()
         if r is None:
             return None
         return {
-            "id": r["id"], "request_fingerprint": r["request_fingerprint"], "shape_fingerprint": r["shape_fingerprint"],
-            "model": r["model"], "base_url": r["base_url"], "purpose": r["purpose"], "started_at": r["started_at"],
-            "finished_at": r["finished_at"], "response": json.loads(r["response_json"]),
-            "usage": Usage(prompt_tokens=r["prompt_tokens"] or 0, cached_tokens=r["cached_tokens"] or 0,
-                           completion_tokens=r["completion_tokens"] or 0),
-            "latency_s": r["latency_s"], "cost": r["cost"], "currency": r["currency"],
+            "id": r["id"],
+            "request_fingerprint": r["request_fingerprint"],
+            "shape_fingerprint": r["shape_fingerprint"],
+            "model": r["model"],
+            "base_url": r["base_url"],
+            "purpose": r["purpose"],
+            "started_at": r["started_at"],
+            "finished_at": r["finished_at"],
+            "response": json.loads(r["response_json"]),
+            "usage": Usage(
+                prompt_tokens=r["prompt_tokens"] or 0,
+                cached_tokens=r["cached_tokens"] or 0,
+                completion_tokens=r["completion_tokens"] or 0,
+            ),
+            "latency_s": r["latency_s"],
+            "cost": r["cost"],
+            "currency": r["currency"],
         }
 
     def request(self, call_id: int) -> dict | None:

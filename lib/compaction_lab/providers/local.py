@@ -63,24 +63,56 @@ def server_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k.lower() not in SERVER_SETTING_NAMES}
 
 
-def server_command(model: Path, port: int, alias: str, *, n_ctx: int = 8192, n_threads: int = 2,
-                   chat_format: str | None = None, host: str = "127.0.0.1") -> list[str]:
+def server_command(
+    model: Path,
+    port: int,
+    alias: str,
+    *,
+    n_ctx: int = 8192,
+    n_threads: int = 2,
+    chat_format: str | None = None,
+    host: str = "127.0.0.1",
+) -> list[str]:
     """The ``python -m llama_cpp.server`` command line.
 
     ``chat_format`` None uses the chat template stored in the GGUF (SmolLM2's ChatML with a system
     turn); 8192 is SmolLM2's trained context (a FutureOS summary request re-sends the history).
     """
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", alias,
-           "--host", host, "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads),
-           "--n_threads_batch", str(n_threads), "--seed", "0", "--use_mlock", "False", "--verbose", "False"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(model),
+        "--model_alias",
+        alias,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--n_ctx",
+        str(n_ctx),
+        "--n_threads",
+        str(n_threads),
+        "--n_threads_batch",
+        str(n_threads),
+        "--seed",
+        "0",
+        "--use_mlock",
+        "False",
+        "--verbose",
+        "False",
+    ]
     if chat_format:
         cmd += ["--chat_format", chat_format]
     return cmd
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m compaction_lab.providers.local",
-                                 description="Serve the bundled SmolLM2-135M behind llama.cpp's OpenAI-compatible server.")
+    ap = argparse.ArgumentParser(
+        prog="python -m compaction_lab.providers.local",
+        description="Serve the bundled SmolLM2-135M behind llama.cpp's OpenAI-compatible server.",
+    )
     ap.add_argument("--port", type=int, default=8080)
     ap.add_argument("--alias", default="smollm2", help="the model name requests use (the model profile's)")
     ap.add_argument("--n-ctx", type=int, default=8192)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 _LOCK = threading.Lock()
 _CLIENTS: dict[Any, Any] = {}
@@ -17,14 +18,16 @@ def config_of(model: Any) -> Any:
         return model
     if isinstance(model, Mapping) and model:
         return ModelConfig.from_mapping(model)
-    raise ValueError("a model-backed provider or reader needs a model configuration: set the `model` parameter "
-                     "(base_url, model, api_key_env, ...; see papermill_params/model.yaml)")
+    raise ValueError(
+        "a model-backed provider or reader needs a model configuration: set the `model` parameter "
+        "(base_url, model, api_key_env, ...; see papermill_params/model.yaml)"
+    )
 
 
 def get_client(model: Any) -> Any:
     """The process's `ChatClient` for this configuration (made once, with its ledger)."""
-    from compaction_lab.providers.ledger import open_ledger
     from compaction_lab.providers.client import ChatClient
+    from compaction_lab.providers.ledger import open_ledger
 
     cfg = config_of(model)
     with _LOCK:

@@ -14,8 +14,8 @@ GitHub, any viewer that cannot run Vega), so a rendered report needs no CDN.
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import altair as alt
 import pandas as pd
@@ -90,7 +90,9 @@ def setup_notebook() -> None:
     alt.renderers.enable(RENDERER)
 
 
-def save_chart(chart: alt.TopLevelMixin, stem: str | Path, formats: Iterable[str] = ("png", "svg", "html")) -> dict[str, Path]:
+def save_chart(
+    chart: alt.TopLevelMixin, stem: str | Path, formats: Iterable[str] = ("png", "svg", "html")
+) -> dict[str, Path]:
     """Write a chart as PNG, SVG and self-contained HTML next to each other.
 
     Parameters
@@ -162,7 +164,10 @@ def fig2_composition(comp: pd.DataFrame, pointers: pd.DataFrame, *, width: int =
             order=alt.Order("order:Q"),
             tooltip=["session_id", "kind", "records", "chars", "tokens", alt.Tooltip("share:Q", format=".1%")],
         )
-        .properties(width=width, title=alt.TitleParams("What fills the window", subtitle="characters by record kind, per session"))
+        .properties(
+            width=width,
+            title=alt.TitleParams("What fills the window", subtitle="characters by record kind, per session"),
+        )
     )
 
     p = pointers[pointers["pointer"].isin(POINTER_COLORS)].copy()
@@ -238,8 +243,11 @@ def fig7_projection_anatomy(table: pd.DataFrame, *, width: int = 560) -> alt.Cha
         .encode(
             y=alt.Y("strategy_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)),
             x=alt.X("sum(tokens):Q", title="projection tokens (report tokenizer), segments in order"),
-            color=alt.Color("segment_kind:N", scale=alt.Scale(domain=kinds, range=[SEGMENT_COLORS[k] for k in kinds]),
-                            legend=alt.Legend(title="segment", orient="bottom", columns=5)),
+            color=alt.Color(
+                "segment_kind:N",
+                scale=alt.Scale(domain=kinds, range=[SEGMENT_COLORS[k] for k in kinds]),
+                legend=alt.Legend(title="segment", orient="bottom", columns=5),
+            ),
             order=alt.Order("position:Q"),
             tooltip=["strategy_label", "position", "segment_kind", "record_kind", "tokens", "entries", "label"],
         )
@@ -276,9 +284,14 @@ def fig8_trigger_and_budgets(triggers: pd.DataFrame, budgets: pd.DataFrame, *, w
             strokeDash=alt.StrokeDash("ceiling:N", title="output ceiling"),
             tooltip=["strategy", "window", "output_ceiling", "trigger", "bound", alt.Tooltip("share:Q", format=".1%")],
         )
-        .properties(width=width, height=200, title=alt.TitleParams(
-            "When each strategy compacts",
-            subtitle="FutureOS: min(floor(0.8W), W − O − min(2048, W/16)); Codex 0.9W; OpenCode W − min(O, 32k)"))
+        .properties(
+            width=width,
+            height=200,
+            title=alt.TitleParams(
+                "When each strategy compacts",
+                subtitle="FutureOS: min(floor(0.8W), W − O − min(2048, W/16)); Codex 0.9W; OpenCode W − min(O, 32k)",
+            ),
+        )
     )
     b = budgets.copy()
     b["order"] = range(len(b))
@@ -291,11 +304,19 @@ def fig8_trigger_and_budgets(triggers: pd.DataFrame, budgets: pd.DataFrame, *, w
             order=alt.Order("order:Q"),
             tooltip=["part", "budget", "used"],
         )
-        .properties(width=width, height=50, title=alt.TitleParams(
-            "Budgets inside a FutureOS projection", subtitle="tail, evidence and summary caps; history target within real capacity"))
+        .properties(
+            width=width,
+            height=50,
+            title=alt.TitleParams(
+                "Budgets inside a FutureOS projection",
+                subtitle="tail, evidence and summary caps; history target within real capacity",
+            ),
+        )
     )
-    return alt.vconcat(top, bottom, spacing=30).resolve_scale(color="independent").properties(
-        title=alt.TitleParams("Figure 8 — the trigger and the budgets", fontSize=17)
+    return (
+        alt.vconcat(top, bottom, spacing=30)
+        .resolve_scale(color="independent")
+        .properties(title=alt.TitleParams("Figure 8 — the trigger and the budgets", fontSize=17))
     )
 
 
@@ -303,9 +324,11 @@ def fig8_trigger_and_budgets(triggers: pd.DataFrame, budgets: pd.DataFrame, *, w
 
 #: What an exam or cost figure says when the run asked no question (sessions too short for a
 #: question before the recent tail, or nothing exact-valued in them): a chart, never an error.
-NO_QUESTIONS = ("No question could be asked of these sessions, so nothing was measured here.",
-                "Questions point before the recent tail (tail_tokens): shorter sessions, or none with",
-                "exact values before the tail, give none. The exam notebook lists why, per session.")
+NO_QUESTIONS = (
+    "No question could be asked of these sessions, so nothing was measured here.",
+    "Questions point before the recent tail (tail_tokens): shorter sessions, or none with",
+    "exact values before the tail, give none. The exam notebook lists why, per session.",
+)
 
 
 def no_data(title: str, lines: Iterable[str] = NO_QUESTIONS, *, width: int = 520) -> alt.Chart:
@@ -320,9 +343,16 @@ def no_data(title: str, lines: Iterable[str] = NO_QUESTIONS, *, width: int = 520
     """
     use_theme()
     rows = pd.DataFrame({"i": range(len(list(lines))), "text": list(lines)})
-    return alt.Chart(rows).mark_text(align="left", baseline="top", fontSize=13, color="#555").encode(
-        x=alt.value(0), y=alt.Y("i:O", axis=None), text="text:N",
-    ).properties(width=width, height=24 * max(len(rows), 1), title=alt.TitleParams(title, subtitle="not measured"))
+    return (
+        alt.Chart(rows)
+        .mark_text(align="left", baseline="top", fontSize=13, color="#555")
+        .encode(
+            x=alt.value(0),
+            y=alt.Y("i:O", axis=None),
+            text="text:N",
+        )
+        .properties(width=width, height=24 * max(len(rows), 1), title=alt.TitleParams(title, subtitle="not measured"))
+    )
 
 
 PALETTE_POINTERS = POINTER_COLORS
@@ -337,7 +367,7 @@ def fig1_retained(answers: pd.DataFrame, *, width: int = 520) -> alt.LayerChart:
         Closed-book answers (strategy_label, reader_label, pointer, decoy, correct).
     """
     if "decoy" not in answers or not (~answers["decoy"].astype(bool)).any():
-        return no_data('Figure 1 — what can still be answered after compaction')
+        return no_data("Figure 1 — what can still be answered after compaction")
     use_theme()
     real = answers[~answers["decoy"]]
     n = real.groupby("strategy_label").size()
@@ -349,37 +379,60 @@ def fig1_retained(answers: pd.DataFrame, *, width: int = 520) -> alt.LayerChart:
     totals["fallen"] = totals["strategy_label"].map(fallen).fillna(0).astype(int)
     totals["decoys"] = totals["strategy_label"].map(decoys).fillna(0).astype(int)
     totals["label"] = totals.apply(
-        lambda r: f"{int(r['retained'])}/{int(r['n'])} ({r['retained'] / max(r['n'], 1):.0%}) · decoys fallen for: "
-                  f"{r['fallen']}/{r['decoys']}", axis=1)
+        lambda r: (
+            f"{int(r['retained'])}/{int(r['n'])} ({r['retained'] / max(r['n'], 1):.0%}) · decoys fallen for: "
+            f"{r['fallen']}/{r['decoys']}"
+        ),
+        axis=1,
+    )
     order = list(totals.sort_values("retained", ascending=False)["strategy_label"])
     reader = ", ".join(sorted(set(answers["reader_label"]))) if "reader_label" in answers else ""
-    bars = alt.Chart(parts).mark_bar().encode(
-        y=alt.Y("strategy_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)),
-        x=alt.X("retained:Q", title="questions still answerable", scale=alt.Scale(domain=[0, int(n.max() or 1)])),
-        color=alt.Color("pointer:N", scale=alt.Scale(domain=list(POINTER_COLORS), range=list(POINTER_COLORS.values())),
-                        legend=alt.Legend(title="answer was in", orient="bottom")),
-        order=alt.Order("pointer:N"),
-        tooltip=["strategy_label", "pointer", "retained"],
+    bars = (
+        alt.Chart(parts)
+        .mark_bar()
+        .encode(
+            y=alt.Y("strategy_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)),
+            x=alt.X("retained:Q", title="questions still answerable", scale=alt.Scale(domain=[0, int(n.max() or 1)])),
+            color=alt.Color(
+                "pointer:N",
+                scale=alt.Scale(domain=list(POINTER_COLORS), range=list(POINTER_COLORS.values())),
+                legend=alt.Legend(title="answer was in", orient="bottom"),
+            ),
+            order=alt.Order("pointer:N"),
+            tooltip=["strategy_label", "pointer", "retained"],
+        )
     )
-    text = alt.Chart(totals).mark_text(align="left", dx=4, fontSize=11).encode(
-        y=alt.Y("strategy_label:N", sort=order), x="retained:Q", text="label:N")
-    return (bars + text).properties(width=width, title=alt.TitleParams(
-        "Figure 1 — what can still be answered after compaction",
-        subtitle=f"closed book; reader: {reader}" if reader else "closed book"))
+    text = (
+        alt.Chart(totals)
+        .mark_text(align="left", dx=4, fontSize=11)
+        .encode(y=alt.Y("strategy_label:N", sort=order), x="retained:Q", text="label:N")
+    )
+    return (bars + text).properties(
+        width=width,
+        title=alt.TitleParams(
+            "Figure 1 — what can still be answered after compaction",
+            subtitle=f"closed book; reader: {reader}" if reader else "closed book",
+        ),
+    )
 
 
 def _fig3_panels(recall: pd.DataFrame, width: int) -> tuple[alt.Chart, alt.Chart]:
     """The retained and tokens panels of figure 3 (each with its own data)."""
     order = list(recall.sort_values("retained", ascending=False)["strategy_label"])
-    base = alt.Chart(recall).encode(y=alt.Y("strategy_label:N", sort=order, title=None,
-                                            axis=alt.Axis(labelLimit=360)))
-    left = base.mark_bar(color="#54a24b").encode(
-        x=alt.X("retained:Q", title="questions retained"), tooltip=["strategy_label", "retained", "n"]
-    ).properties(width=width, title="information retained")
-    right = base.mark_bar(color="#4c78a8").encode(
-        x=alt.X("projection_tokens:Q", title="projection tokens (mean per case)"),
-        tooltip=["strategy_label", alt.Tooltip("projection_tokens:Q", format=",.0f")],
-    ).properties(width=width, title="what it costs in tokens")
+    base = alt.Chart(recall).encode(y=alt.Y("strategy_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)))
+    left = (
+        base.mark_bar(color="#54a24b")
+        .encode(x=alt.X("retained:Q", title="questions retained"), tooltip=["strategy_label", "retained", "n"])
+        .properties(width=width, title="information retained")
+    )
+    right = (
+        base.mark_bar(color="#4c78a8")
+        .encode(
+            x=alt.X("projection_tokens:Q", title="projection tokens (mean per case)"),
+            tooltip=["strategy_label", alt.Tooltip("projection_tokens:Q", format=",.0f")],
+        )
+        .properties(width=width, title="what it costs in tokens")
+    )
     return left, right
 
 
@@ -401,12 +454,15 @@ def fig3_retained_tokens(recall: pd.DataFrame, *, width: int = 260) -> alt.HConc
         `exam.stats.recall_table` output (strategy_label, retained, n, projection_tokens).
     """
     if recall.empty or not (recall["n"] > 0).any():
-        return no_data('Figure 3 — recall and tokens')
+        return no_data("Figure 3 — recall and tokens")
     use_theme()
     left, right = _fig3_panels(recall, width)
     return alt.hconcat(left, right, spacing=20).properties(
-        title=alt.TitleParams("Figure 3 — recall and tokens",
-                              subtitle=_who_answered(recall, "money per point of recall: see the cost notebook")))
+        title=alt.TitleParams(
+            "Figure 3 — recall and tokens",
+            subtitle=_who_answered(recall, "money per point of recall: see the cost notebook"),
+        )
+    )
 
 
 def fig4_size_vs_recall(recall: pd.DataFrame, *, width: int = 480) -> alt.LayerChart:
@@ -418,21 +474,35 @@ def fig4_size_vs_recall(recall: pd.DataFrame, *, width: int = 480) -> alt.LayerC
         strategy_label, projection_tokens, recall, ci_low, ci_high.
     """
     if recall.empty or not (recall["n"] > 0).any():
-        return no_data('Figure 4 — projection size against recall')
+        return no_data("Figure 4 — projection size against recall")
     use_theme()
     data = recall[recall["projection_tokens"] > 0]
     base = alt.Chart(data).encode(
-        x=alt.X("projection_tokens:Q", scale=alt.Scale(type="log"), title="projection tokens (mean per case, log)"))
-    rule = base.mark_rule(color="#888").encode(y=alt.Y("ci_low:Q", axis=alt.Axis(format="%"), title="recall"),
-                                               y2="ci_high:Q")
+        x=alt.X("projection_tokens:Q", scale=alt.Scale(type="log"), title="projection tokens (mean per case, log)")
+    )
+    rule = base.mark_rule(color="#888").encode(
+        y=alt.Y("ci_low:Q", axis=alt.Axis(format="%"), title="recall"), y2="ci_high:Q"
+    )
     pts = base.mark_point(filled=True, size=90).encode(
-        y="recall:Q", color=alt.Color("strategy_label:N", legend=None),
-        tooltip=["strategy_label", alt.Tooltip("recall:Q", format=".1%"), alt.Tooltip("ci_low:Q", format=".1%"),
-                 alt.Tooltip("ci_high:Q", format=".1%"), alt.Tooltip("projection_tokens:Q", format=",.0f")])
+        y="recall:Q",
+        color=alt.Color("strategy_label:N", legend=None),
+        tooltip=[
+            "strategy_label",
+            alt.Tooltip("recall:Q", format=".1%"),
+            alt.Tooltip("ci_low:Q", format=".1%"),
+            alt.Tooltip("ci_high:Q", format=".1%"),
+            alt.Tooltip("projection_tokens:Q", format=",.0f"),
+        ],
+    )
     labels = base.mark_text(align="left", dx=7, dy=-7, fontSize=10).encode(y="recall:Q", text="strategy_label:N")
-    return (rule + pts + labels).properties(width=width, height=300, title=alt.TitleParams(
-        "Figure 4 — projection size against recall",
-        subtitle=_who_answered(recall, "bars: 95% bootstrap intervals over questions")))
+    return (rule + pts + labels).properties(
+        width=width,
+        height=300,
+        title=alt.TitleParams(
+            "Figure 4 — projection size against recall",
+            subtitle=_who_answered(recall, "bars: 95% bootstrap intervals over questions"),
+        ),
+    )
 
 
 OUTCOME_COLORS: dict[str, str] = {
@@ -454,7 +524,7 @@ def fig9_open_book(outcomes: pd.DataFrame, *, width: int = 520) -> alt.Chart:
         reader, one count column per outcome).
     """
     if outcomes.empty:
-        return no_data('Figure 9 — can retrieval recover the loss?')
+        return no_data("Figure 9 — can retrieval recover the loss?")
     use_theme()
     wide = outcomes.reset_index()
     kinds = [k for k in OUTCOME_COLORS if k in wide.columns]
@@ -462,17 +532,33 @@ def fig9_open_book(outcomes: pd.DataFrame, *, width: int = 520) -> alt.Chart:
     long = wide.melt(id_vars=["round", "round_label"], value_vars=kinds, var_name="outcome", value_name="count")
     long["outcome_order"] = long["outcome"].map({k: i for i, k in enumerate(kinds)})
     readers = ", ".join(sorted(set(wide["reader"]))) if "reader" in wide else ""
-    return alt.Chart(long).mark_bar().encode(
-        y=alt.Y("round_label:N", sort=list(wide.sort_values("round")["round_label"]), title=None,
-                axis=alt.Axis(labelLimit=360)),
-        x=alt.X("count:Q", title="values"),
-        color=alt.Color("outcome:N", scale=alt.Scale(domain=kinds, range=[OUTCOME_COLORS[k] for k in kinds]),
-                        legend=alt.Legend(title="where the value went", orient="bottom", columns=3)),
-        order=alt.Order("outcome_order:Q"),
-        tooltip=["round_label", "outcome", "count"],
-    ).properties(width=width, title=alt.TitleParams(
-        "Figure 9 — can retrieval recover the loss?",
-        subtitle=f"reader: {readers}" if readers else "where the values went, per round"))
+    return (
+        alt.Chart(long)
+        .mark_bar()
+        .encode(
+            y=alt.Y(
+                "round_label:N",
+                sort=list(wide.sort_values("round")["round_label"]),
+                title=None,
+                axis=alt.Axis(labelLimit=360),
+            ),
+            x=alt.X("count:Q", title="values"),
+            color=alt.Color(
+                "outcome:N",
+                scale=alt.Scale(domain=kinds, range=[OUTCOME_COLORS[k] for k in kinds]),
+                legend=alt.Legend(title="where the value went", orient="bottom", columns=3),
+            ),
+            order=alt.Order("outcome_order:Q"),
+            tooltip=["round_label", "outcome", "count"],
+        )
+        .properties(
+            width=width,
+            title=alt.TitleParams(
+                "Figure 9 — can retrieval recover the loss?",
+                subtitle=f"reader: {readers}" if readers else "where the values went, per round",
+            ),
+        )
+    )
 
 
 def pointer_mix_sensitivity(sens: pd.DataFrame, *, width: int = 480) -> alt.Chart:
@@ -484,17 +570,30 @@ def pointer_mix_sensitivity(sens: pd.DataFrame, *, width: int = 480) -> alt.Char
         `exam.stats.sensitivity_table` output (s, default, strategy_label, recall, rank).
     """
     if sens.empty:
-        return no_data('Sensitivity to the question mix')
+        return no_data("Sensitivity to the question mix")
     use_theme()
     line = sens[~sens["default"].astype(bool)].copy()
-    return alt.Chart(line).mark_line(point=True).encode(
-        x=alt.X("s:Q", title="share of questions pointing at the assistant (the rest at tool output)",
-                axis=alt.Axis(format="%")),
-        y=alt.Y("recall:Q", axis=alt.Axis(format="%"), title="recall under that mix"),
-        color=alt.Color("strategy_label:N", title="strategy", legend=alt.Legend(labelLimit=320)),
-        tooltip=["strategy_label", alt.Tooltip("s:Q", format=".0%"), alt.Tooltip("recall:Q", format=".1%"), "rank"],
-    ).properties(width=width, height=260, title=alt.TitleParams(
-        "Sensitivity to the question mix", subtitle="where lines cross, the ranking of strategies changes"))
+    return (
+        alt.Chart(line)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X(
+                "s:Q",
+                title="share of questions pointing at the assistant (the rest at tool output)",
+                axis=alt.Axis(format="%"),
+            ),
+            y=alt.Y("recall:Q", axis=alt.Axis(format="%"), title="recall under that mix"),
+            color=alt.Color("strategy_label:N", title="strategy", legend=alt.Legend(labelLimit=320)),
+            tooltip=["strategy_label", alt.Tooltip("s:Q", format=".0%"), alt.Tooltip("recall:Q", format=".1%"), "rank"],
+        )
+        .properties(
+            width=width,
+            height=260,
+            title=alt.TitleParams(
+                "Sensitivity to the question mix", subtitle="where lines cross, the ranking of strategies changes"
+            ),
+        )
+    )
 
 
 # --------------------------------------------------------------------------- cost figures 3 (money), 5, 6
@@ -510,54 +609,86 @@ def fig5_compaction_cost(cost: pd.DataFrame, *, width: int = 460) -> alt.Chart:
     """
     use_theme()
     cur = cost["currency"].iloc[0] if len(cost) else ""
-    long = cost.melt(id_vars=["strategy_label"], value_vars=["compaction_cost_cold", "compaction_cost_cached"],
-                     var_name="cache", value_name="cost")
+    long = cost.melt(
+        id_vars=["strategy_label"],
+        value_vars=["compaction_cost_cold", "compaction_cost_cached"],
+        var_name="cache",
+        value_name="cost",
+    )
     long["cache"] = long["cache"].map({"compaction_cost_cold": "cold", "compaction_cost_cached": "cache-served"})
-    sub = f"{cost['price_table'].iloc[0]} prices, {cost['simulator'].iloc[0]} cache rule (simulated)" if len(cost) else ""
-    return alt.Chart(long).mark_bar().encode(
-        y=alt.Y("strategy_label:N", title=None, axis=alt.Axis(labelLimit=360)),
-        yOffset="cache:N",
-        x=alt.X("cost:Q", title=f"one compaction ({cur})"),
-        color=alt.Color("cache:N", scale=alt.Scale(domain=["cold", "cache-served"], range=["#e45756", "#4c78a8"]),
-                        legend=alt.Legend(title=None, orient="bottom")),
-        tooltip=["strategy_label", "cache", alt.Tooltip("cost:Q", format=".5f")],
-    ).properties(width=width, title=alt.TitleParams("Figure 5 — compaction cost, cold vs cache-served", subtitle=sub))
+    sub = (
+        f"{cost['price_table'].iloc[0]} prices, {cost['simulator'].iloc[0]} cache rule (simulated)" if len(cost) else ""
+    )
+    return (
+        alt.Chart(long)
+        .mark_bar()
+        .encode(
+            y=alt.Y("strategy_label:N", title=None, axis=alt.Axis(labelLimit=360)),
+            yOffset="cache:N",
+            x=alt.X("cost:Q", title=f"one compaction ({cur})"),
+            color=alt.Color(
+                "cache:N",
+                scale=alt.Scale(domain=["cold", "cache-served"], range=["#e45756", "#4c78a8"]),
+                legend=alt.Legend(title=None, orient="bottom"),
+            ),
+            tooltip=["strategy_label", "cache", alt.Tooltip("cost:Q", format=".5f")],
+        )
+        .properties(
+            width=width, title=alt.TitleParams("Figure 5 — compaction cost, cold vs cache-served", subtitle=sub)
+        )
+    )
 
 
 def fig6_cost_per_point(cost: pd.DataFrame, *, width: int = 460) -> alt.Chart:
     """Figure 6: one compaction plus T later turns, per point of recall (one price table and simulator)."""
     if cost.empty or not cost["cost_per_point"].notna().any():
-        return no_data('Figure 6 — one compaction + later turns, per point of recall')
+        return no_data("Figure 6 — one compaction + later turns, per point of recall")
     use_theme()
     data = cost[cost["cost_per_point"].notna()].copy()
     cur = data["currency"].iloc[0] if len(data) else ""
     turns = int(data["turns"].iloc[0]) if len(data) else 0
     data["label"] = data["cost_per_point"].map(lambda v: f"{v:.4f}")
     order = list(data.sort_values("cost_per_point")["strategy_label"])
-    base = alt.Chart(data).encode(y=alt.Y("strategy_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)),
-                                  x=alt.X("cost_per_point:Q", title=f"{cur} per point of recall"))
+    base = alt.Chart(data).encode(
+        y=alt.Y("strategy_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)),
+        x=alt.X("cost_per_point:Q", title=f"{cur} per point of recall"),
+    )
     return (base.mark_bar(color="#b279a2") + base.mark_text(align="left", dx=4).encode(text="label:N")).properties(
-        width=width, title=alt.TitleParams(f"Figure 6 — one compaction + {turns} turns, per point of recall",
-                                           subtitle="recall from the closed-book exam; cache simulated"))
+        width=width,
+        title=alt.TitleParams(
+            f"Figure 6 — one compaction + {turns} turns, per point of recall",
+            subtitle="recall from the closed-book exam; cache simulated",
+        ),
+    )
 
 
 def fig3_complete(recall: pd.DataFrame, cost: pd.DataFrame, *, width: int = 220) -> alt.HConcatChart:
     """Figure 3, complete: retained | tokens | money per point of recall (one price table and simulator)."""
     if recall.empty or not (recall["n"] > 0).any():
-        return no_data('Figure 3 — recall, tokens and money')
+        return no_data("Figure 3 — recall, tokens and money")
     use_theme()
     left, right = _fig3_panels(recall, width)
     order = list(recall.sort_values("retained", ascending=False)["strategy_label"])
     data = cost[cost["cost_per_point"].notna()]
     cur = data["currency"].iloc[0] if len(data) else ""
-    money = alt.Chart(data).mark_bar(color="#b279a2").encode(
-        y=alt.Y("strategy_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)),
-        x=alt.X("cost_per_point:Q", title=f"{cur} per point of recall"),
-        tooltip=["strategy_label", alt.Tooltip("cost_per_point:Q", format=".5f")],
-    ).properties(width=width, title="the money behind each point")
+    money = (
+        alt.Chart(data)
+        .mark_bar(color="#b279a2")
+        .encode(
+            y=alt.Y("strategy_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)),
+            x=alt.X("cost_per_point:Q", title=f"{cur} per point of recall"),
+            tooltip=["strategy_label", alt.Tooltip("cost_per_point:Q", format=".5f")],
+        )
+        .properties(width=width, title="the money behind each point")
+    )
     return alt.hconcat(left, right, money, spacing=20).properties(
-        title=alt.TitleParams("Figure 3 — recall, tokens and money", subtitle=_who_answered(
-            recall, "money: one compaction + later turns, cache simulated on the real token sequences")))
+        title=alt.TitleParams(
+            "Figure 3 — recall, tokens and money",
+            subtitle=_who_answered(
+                recall, "money: one compaction + later turns, cache simulated on the real token sequences"
+            ),
+        )
+    )
 
 
 NO_RECORDED: tuple[str, ...] = (
@@ -585,24 +716,54 @@ def fig_recorded(table: pd.DataFrame, *, width: int = 420) -> alt.Chart:
     use_theme()
     data = table[table["n"] > 0].copy()
     data["compaction_label"] = data.apply(
-        lambda r: f"{r['session_id'][:24]} · compaction {int(r['compaction']) + 1} ({r['agent']}, {r['model']})", axis=1)
-    data["arm"] = data.apply(lambda r: "recorded (the agent's own)" if r["recorded"]
-                             else ("reimplementation of that agent" if r["own_agent"] else "other arm"), axis=1)
+        lambda r: f"{r['session_id'][:24]} · compaction {int(r['compaction']) + 1} ({r['agent']}, {r['model']})", axis=1
+    )
+    data["arm"] = data.apply(
+        lambda r: (
+            "recorded (the agent's own)"
+            if r["recorded"]
+            else ("reimplementation of that agent" if r["own_agent"] else "other arm")
+        ),
+        axis=1,
+    )
     data["retained_of"] = data.apply(lambda r: f"{int(r['retained'])}/{int(r['n'])}", axis=1)
     order = list(dict.fromkeys(data.sort_values(["recorded", "own_agent"], ascending=False)["strategy_label"]))
     arms = ["recorded (the agent's own)", "reimplementation of that agent", "other arm"]
     base = alt.Chart().encode(y=alt.Y("strategy_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)))
-    rule = base.mark_rule(color="#888").encode(x=alt.X("ci_low:Q", axis=alt.Axis(format="%"), title="recall",
-                                                       scale=alt.Scale(domain=[0, 1])), x2="ci_high:Q")
+    rule = base.mark_rule(color="#888").encode(
+        x=alt.X("ci_low:Q", axis=alt.Axis(format="%"), title="recall", scale=alt.Scale(domain=[0, 1])), x2="ci_high:Q"
+    )
     pts = base.mark_point(filled=True, size=80).encode(
         x="recall:Q",
-        color=alt.Color("arm:N", scale=alt.Scale(domain=arms, range=["#222222", "#e45756", "#4c78a8"]),
-                        legend=alt.Legend(title=None, orient="bottom")),
-        tooltip=["strategy_label", "retained_of", alt.Tooltip("recall:Q", format=".1%"),
-                 alt.Tooltip("ci_low:Q", format=".1%"), alt.Tooltip("ci_high:Q", format=".1%")])
+        color=alt.Color(
+            "arm:N",
+            scale=alt.Scale(domain=arms, range=["#222222", "#e45756", "#4c78a8"]),
+            legend=alt.Legend(title=None, orient="bottom"),
+        ),
+        tooltip=[
+            "strategy_label",
+            "retained_of",
+            alt.Tooltip("recall:Q", format=".1%"),
+            alt.Tooltip("ci_low:Q", format=".1%"),
+            alt.Tooltip("ci_high:Q", format=".1%"),
+        ],
+    )
     text = base.mark_text(align="left", dx=8, fontSize=10).encode(x="recall:Q", text="retained_of:N")
-    return alt.layer(rule, pts, text, data=data).properties(width=width).facet(
-        row=alt.Row("compaction_label:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left",
-                                                                        labelLimit=600))
-    ).resolve_scale(y="independent").properties(title=alt.TitleParams(title, subtitle=_who_answered(
-        data, "questions mined from the records before each compaction; bars: 95% bootstrap intervals")))
+    return (
+        alt.layer(rule, pts, text, data=data)
+        .properties(width=width)
+        .facet(
+            row=alt.Row(
+                "compaction_label:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelLimit=600)
+            )
+        )
+        .resolve_scale(y="independent")
+        .properties(
+            title=alt.TitleParams(
+                title,
+                subtitle=_who_answered(
+                    data, "questions mined from the records before each compaction; bars: 95% bootstrap intervals"
+                ),
+            )
+        )
+    )

@@ -8,15 +8,15 @@ drive the controls) without a browser.
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 
-from compaction_lab.strategies import anatomy
-from compaction_lab.report import charts
 from compaction_lab import strategies
 from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Session
+from compaction_lab.report import charts
+from compaction_lab.strategies import anatomy
 from compaction_lab.strategies.base import CompactionContext
 
 
@@ -32,8 +32,9 @@ class ProjectionExplorer:
         Strategies offered (default: all registered).
     """
 
-    def __init__(self, sessions: Sequence[Session], ctx: CompactionContext | None = None,
-                 names: Sequence[str] | None = None):
+    def __init__(
+        self, sessions: Sequence[Session], ctx: CompactionContext | None = None, names: Sequence[str] | None = None
+    ):
         if not sessions:
             raise ValueError("the explorer needs at least one session")
         self.sessions = {s.id: s for s in sessions}
@@ -44,11 +45,23 @@ class ProjectionExplorer:
         self._controls: dict = {}
         self._out = None
 
-    def update(self, session_id: str, strategy: str, window: int, output_ceiling: int,
-               tail_tokens: int, history_target: int, evidence_tokens: int) -> pd.DataFrame:
+    def update(
+        self,
+        session_id: str,
+        strategy: str,
+        window: int,
+        output_ceiling: int,
+        tail_tokens: int,
+        history_target: int,
+        evidence_tokens: int,
+    ) -> pd.DataFrame:
         """Recompute the projection for these settings; returns (and keeps) its segment table."""
-        params = {**self.ctx.params, "tail_tokens": int(tail_tokens), "history_target": int(history_target),
-                  "evidence_tokens": int(evidence_tokens)}
+        params = {
+            **self.ctx.params,
+            "tail_tokens": int(tail_tokens),
+            "history_target": int(history_target),
+            "evidence_tokens": int(evidence_tokens),
+        }
         ctx = dataclasses.replace(self.ctx, window=int(window), output_ceiling=int(output_ceiling), params=params)
         case = anatomy.cases_at_end([self.sessions[session_id]])[0]
         ((_, proj),) = anatomy.project_cases([case], [strategy], ctx)
@@ -68,8 +81,10 @@ class ProjectionExplorer:
         # headless papermill run could wait on it forever.
         summary = table.groupby("segment_kind", sort=False)["tokens"].agg(["count", "sum"])
         self._out.outputs = ()
-        self._out.append_stdout(f"{self.last.strategy}: {self.last.tokens:,} tokens in {len(table)} segments "
-                                f"(capacity {self.last.capacity:,} {self.last.estimator})\n")
+        self._out.append_stdout(
+            f"{self.last.strategy}: {self.last.tokens:,} tokens in {len(table)} segments "
+            f"(capacity {self.last.capacity:,} {self.last.estimator})\n"
+        )
         self._out.append_display_data(summary)
         self._out.append_display_data(charts.fig7_projection_anatomy(table, width=480))
 
@@ -82,8 +97,9 @@ class ProjectionExplorer:
             "session_id": w.Dropdown(options=list(self.sessions), value=first, description="chain"),
             "strategy": w.Dropdown(options=self.names, value=self.names[0], description="strategy"),
             "window": w.IntSlider(value=self.ctx.window, min=8_000, max=1_000_000, step=8_000, description="window W"),
-            "output_ceiling": w.IntSlider(value=self.ctx.output_ceiling, min=1_000, max=64_000, step=1_000,
-                                          description="output O"),
+            "output_ceiling": w.IntSlider(
+                value=self.ctx.output_ceiling, min=1_000, max=64_000, step=1_000, description="output O"
+            ),
             "tail_tokens": w.IntSlider(value=8_192, min=0, max=32_768, step=512, description="tail"),
             "history_target": w.IntSlider(value=32_768, min=0, max=131_072, step=1_024, description="history"),
             "evidence_tokens": w.IntSlider(value=2_048, min=0, max=8_192, step=256, description="evidence"),
@@ -92,6 +108,11 @@ class ProjectionExplorer:
         for c in self._controls.values():
             c.observe(self._on_change, names="value")
         self._on_change()
-        return w.VBox([w.HBox(list(self._controls.values())[:2]),
-                       w.HBox(list(self._controls.values())[2:4]),
-                       w.HBox(list(self._controls.values())[4:]), self._out])
+        return w.VBox(
+            [
+                w.HBox(list(self._controls.values())[:2]),
+                w.HBox(list(self._controls.values())[2:4]),
+                w.HBox(list(self._controls.values())[4:]),
+                self._out,
+            ]
+        )

@@ -35,17 +35,18 @@ import os
 import signal
 import socket
 import threading
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator, Literal, Mapping
+from typing import Any, Literal
 
 from jupyter_client import AsyncKernelManager
 from jupyter_core.utils import ensure_event_loop
 
-from compaction_lab.store.checkpoints import _pid_alive  # one pid liveness rule for checkpoints, the ledger and runs
 from compaction_lab.report.runfolder import RUN_JSON
+from compaction_lab.store.checkpoints import _pid_alive  # one pid liveness rule for checkpoints, the ledger and runs
 
 try:  # psutil comes with IPython (every kernel has it); without it the pid rule stands alone
     import psutil
@@ -118,7 +119,7 @@ class ProcessMark:
     started: float | None
 
     @classmethod
-    def current(cls) -> "ProcessMark":
+    def current(cls) -> ProcessMark:
         """This process."""
         pid = os.getpid()
         return cls(pid, host_id(), process_started(pid))
@@ -148,8 +149,9 @@ def _parse_time(text: Any) -> datetime | None:
     return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
-def liveness(info: Mapping[str, Any], *, host: str | None = None, now: datetime | None = None,
-             stale_after: float = STALE_AFTER) -> Verdict:
+def liveness(
+    info: Mapping[str, Any], *, host: str | None = None, now: datetime | None = None, stale_after: float = STALE_AFTER
+) -> Verdict:
     """The liveness rule for a run.json's recorded process.
 
     On this host: dead when the pid is gone (or a zombie), or when it now
@@ -175,8 +177,11 @@ def liveness(info: Mapping[str, Any], *, host: str | None = None, now: datetime 
             return Verdict("dead", f"process {pid} on this host is gone")
         recorded, actual = info.get("process_started"), process_started(pid)
         if isinstance(recorded, (int, float)) and actual is not None and abs(actual - recorded) > START_TOLERANCE:
-            return Verdict("dead", f"process {pid} is gone (pid {pid} now belongs to a process started "
-                                   f"{datetime.fromtimestamp(actual, timezone.utc).isoformat(timespec='seconds')})")
+            return Verdict(
+                "dead",
+                f"process {pid} is gone (pid {pid} now belongs to a process started "
+                f"{datetime.fromtimestamp(actual, timezone.utc).isoformat(timespec='seconds')})",
+            )
         return Verdict("alive", f"process {pid} on this host")
     beat = _parse_time(info.get("heartbeat"))
     age = ((now or datetime.now(timezone.utc)) - beat).total_seconds() if beat else None
@@ -283,8 +288,9 @@ class RunInterrupted(KeyboardInterrupt):
         The comparison folder of a sweep that stopped with it.
     """
 
-    def __init__(self, signum: int, run_dir: Path | None = None, notebook: str | None = None,
-                 sweep_dir: Path | None = None):
+    def __init__(
+        self, signum: int, run_dir: Path | None = None, notebook: str | None = None, sweep_dir: Path | None = None
+    ):
         super().__init__(signum)
         self.signum, self.run_dir, self.notebook, self.sweep_dir = int(signum), run_dir, notebook, sweep_dir
 
@@ -458,8 +464,11 @@ class RunListing:
     skipped: tuple[Skipped, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"results": self.results, "runs": [r.to_dict() for r in self.runs],
-                "skipped": [asdict(s) for s in self.skipped]}
+        return {
+            "results": self.results,
+            "runs": [r.to_dict() for r in self.runs],
+            "skipped": [asdict(s) for s in self.skipped],
+        }
 
 
 def read_run_json(run_dir: Path) -> dict[str, Any]:
@@ -494,8 +503,9 @@ def _last_interrupted(info: Mapping[str, Any]) -> str | None:
     return rows[-1].get("notebook") if rows else None
 
 
-def summarize(run_dir: Path, info: Mapping[str, Any], *, host: str | None = None,
-              now: datetime | None = None) -> RunSummary:
+def summarize(
+    run_dir: Path, info: Mapping[str, Any], *, host: str | None = None, now: datetime | None = None
+) -> RunSummary:
     """A run folder's listing row from its run.json contents (the liveness rule applied)."""
     now = now or datetime.now(timezone.utc)
     recorded = info.get("status")
@@ -522,17 +532,25 @@ def summarize(run_dir: Path, info: Mapping[str, Any], *, host: str | None = None
         detail = f"stopped by {info.get('signal') or 'a signal'}"
     pid = info.get("pid")
     return RunSummary(
-        name=Path(run_dir).name, path=str(run_dir), status=status,
-        recorded_status=None if recorded is None else str(recorded), profile=info.get("profile"),
-        started=info.get("started"), finished=info.get("finished"), wall_seconds=wall, notebook=notebook,
+        name=Path(run_dir).name,
+        path=str(run_dir),
+        status=status,
+        recorded_status=None if recorded is None else str(recorded),
+        profile=info.get("profile"),
+        started=info.get("started"),
+        finished=info.get("finished"),
+        wall_seconds=wall,
+        notebook=notebook,
         detail=None if detail is None else " ".join(str(detail).split())[:200],
-        pid=pid if isinstance(pid, int) else None, host=info.get("host"),
+        pid=pid if isinstance(pid, int) else None,
+        host=info.get("host"),
     )
 
 
 def _unreadable(run_dir: Path, error: Exception) -> RunSummary:
-    return RunSummary(Path(run_dir).name, str(run_dir), UNREADABLE, None, None, None, None, None, None,
-                      str(error), None, None)
+    return RunSummary(
+        Path(run_dir).name, str(run_dir), UNREADABLE, None, None, None, None, None, None, str(error), None, None
+    )
 
 
 def _sort_key(row: RunSummary) -> float:
@@ -592,8 +610,10 @@ def record_dead(results: Path, *, host: str | None = None) -> list[RunSummary]:
             info = read_run_json(folder)
             if info.get("status") != RUNNING:  # it finished meanwhile
                 continue
-            info.update(status=DEAD, dead={"detected": utc_now(), "reason": row.detail,
-                                           "noticed_by": f"{noticed_by.host}:{noticed_by.pid}"})
+            info.update(
+                status=DEAD,
+                dead={"detected": utc_now(), "reason": row.detail, "noticed_by": f"{noticed_by.host}:{noticed_by.pid}"},
+            )
             write_json_atomic(folder / RUN_JSON, info)
         except (OSError, ValueError) as exc:
             row = replace(row, detail=f"{row.detail}; not recorded: {exc}")
@@ -618,10 +638,12 @@ def format_listing(listing: RunListing) -> str:
     if not listing.runs:
         return f"no run folders in {listing.results}"
     header = ("RUN", "STATUS", "PROFILE", "STARTED", "WALL", "NOTEBOOK")
-    rows = [(r.name, r.status, r.profile or "?", r.started or "?", format_seconds(r.wall_seconds), r.notebook or "")
-            for r in listing.runs]
+    rows = [
+        (r.name, r.status, r.profile or "?", r.started or "?", format_seconds(r.wall_seconds), r.notebook or "")
+        for r in listing.runs
+    ]
     widths = [max(len(str(x[i])) for x in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip() for row in [header, *rows]]
+    lines = ["  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=False)).rstrip() for row in [header, *rows]]
     for r in listing.runs:
         if r.status in (DEAD, FAILED, UNREADABLE) and r.detail:
             lines.append(f"{r.name}: {r.status}: {r.detail}")

@@ -47,10 +47,11 @@ import difflib
 import math
 import re
 import reprlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from compaction_lab.core import paths
 
@@ -70,8 +71,14 @@ RUN_DIR = "run_dir"
 #: planted fact, 500 the first three facts. A chain is grown to ``window_tokens`` report tokens.
 MIN_WINDOW_TOKENS = 1_000
 
-_TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "text",
-               "list": "a list", "dict": "a mapping"}
+_TYPE_WORDS = {
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true or false",
+    "str": "text",
+    "list": "a list",
+    "dict": "a mapping",
+}
 _SECRET_KEY = re.compile(r"(api[_-]?key|secret|token|password)$", re.IGNORECASE)
 _show = reprlib.Repr()
 _show.maxstring, _show.maxother, _show.maxlist, _show.maxdict = 60, 60, 6, 6
@@ -87,8 +94,10 @@ def looks_secret(key: str) -> bool:
 
 def secret_problem(key: str) -> str:
     """What to say about a secret-looking parameter (the value is never echoed)."""
-    return (f"parameter {key!r} looks like a secret: secrets come from environment variables only "
-            "(pass the variable's name, e.g. api_key_env: OPENAI_API_KEY)")
+    return (
+        f"parameter {key!r} looks like a secret: secrets come from environment variables only "
+        "(pass the variable's name, e.g. api_key_env: OPENAI_API_KEY)"
+    )
 
 
 # --------------------------------------------------------------------------- what the notebooks declare
@@ -118,8 +127,18 @@ class Declared:
     has_default: bool = False
 
 
-_TYPE_NAMES = {"int": "int", "float": "float", "bool": "bool", "str": "str", "list": "list", "dict": "dict",
-               "List": "list", "Dict": "dict", "Sequence": "list", "Mapping": "dict"}
+_TYPE_NAMES = {
+    "int": "int",
+    "float": "float",
+    "bool": "bool",
+    "str": "str",
+    "list": "list",
+    "dict": "dict",
+    "List": "list",
+    "Dict": "dict",
+    "Sequence": "list",
+    "Mapping": "dict",
+}
 
 
 def _declared(name: str, type_name: str | None, default_text: str | None) -> Declared:
@@ -137,8 +156,9 @@ def _declared(name: str, type_name: str | None, default_text: str | None) -> Dec
 def _inspect(path: str, mtime_ns: int) -> Mapping[str, Declared]:
     import papermill as pm
 
-    return {k: _declared(k, v.get("inferred_type_name"), v.get("default"))
-            for k, v in pm.inspect_notebook(path).items()}
+    return {
+        k: _declared(k, v.get("inferred_type_name"), v.get("default")) for k, v in pm.inspect_notebook(path).items()
+    }
 
 
 def declared_parameters(notebook: str) -> Mapping[str, Declared]:
@@ -226,8 +246,12 @@ def _pointer_mix_problem(mix: Mapping) -> str | None:
     if unknown:
         return f"unknown pointers {unknown}; allowed: {', '.join(POINTERS)}"
     weights = list(mix.values())
-    if not all(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0
-               for w in weights) or sum(weights) <= 0:
+    if (
+        not all(
+            isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0 for w in weights
+        )
+        or sum(weights) <= 0
+    ):
         return "weights must be numbers >= 0 with a positive sum"
     return None
 
@@ -241,7 +265,7 @@ def _patterns_problem(path: str) -> str | None:
         redact.load_patterns(path)
     except OSError as exc:
         return f"cannot read the pattern file ({exc.strerror or exc})"
-    except Exception as exc:  # noqa: BLE001 - YAML and pattern errors alike: say what the loader said
+    except Exception as exc:
         return str(exc)
     return None
 
@@ -388,8 +412,9 @@ def _rule_problem(label: str, value: Any, rule: Rule) -> str | None:
         if unknown:
             near = difflib.get_close_matches(str(unknown[0]), allowed, n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
-            return (f"{label} = {shown}: unknown {_show.repr(unknown[0])}{hint}; allowed: {', '.join(allowed)}"
-                    + (' or ""' if rule.blank else ""))
+            return f"{label} = {shown}: unknown {_show.repr(unknown[0])}{hint}; allowed: {', '.join(allowed)}" + (
+                ' or ""' if rule.blank else ""
+            )
     if rule.check is not None:
         problem = rule.check(value)
         if problem:
@@ -422,8 +447,13 @@ def strategy_capacity(strategy: str, window: int, output_ceiling: int) -> int:
     return compact(empty, strategy, 0, CompactionContext(window=window, output_ceiling=output_ceiling)).capacity
 
 
-def window_problems(window: Any, output_ceiling: Any, strategy_names: Iterable[str], *,
-                    names: tuple[str, str] = ("window", "output_ceiling")) -> list[str]:
+def window_problems(
+    window: Any,
+    output_ceiling: Any,
+    strategy_names: Iterable[str],
+    *,
+    names: tuple[str, str] = ("window", "output_ceiling"),
+) -> list[str]:
     """What makes a window W and output ceiling O meaningless for these strategies (empty: nothing).
 
     W and O must be integers >= 1 and W > O (otherwise the model's reply alone
@@ -438,13 +468,18 @@ def window_problems(window: Any, output_ceiling: Any, strategy_names: Iterable[s
     names : how to name W and O in messages (``("--window", "--output-ceiling")`` on a command line)
     """
     w_name, o_name = names
-    out = [f"{label} = {_show.repr(v)}: must be an integer >= 1"
-           for label, v in ((w_name, window), (o_name, output_ceiling)) if not _has_type(v, "int") or v < 1]
+    out = [
+        f"{label} = {_show.repr(v)}: must be an integer >= 1"
+        for label, v in ((w_name, window), (o_name, output_ceiling))
+        if not _has_type(v, "int") or v < 1
+    ]
     if out:
         return out
     if window <= output_ceiling:
-        return [f"{w_name} = {window:,} must exceed {o_name} = {output_ceiling:,}: the reply the model may write "
-                "would fill the window, so no strategy could keep anything (every arm would score 0)"]
+        return [
+            f"{w_name} = {window:,} must exceed {o_name} = {output_ceiling:,}: the reply the model may write "
+            "would fill the window, so no strategy could keep anything (every arm would score 0)"
+        ]
     known = set(_strategy_names())
     for name in dict.fromkeys(strategy_names):
         if name not in known:
@@ -452,8 +487,10 @@ def window_problems(window: Any, output_ceiling: Any, strategy_names: Iterable[s
             continue
         cap = strategy_capacity(name, window, output_ceiling)
         if cap <= 0:
-            out.append(f"{w_name} = {window:,} with {o_name} = {output_ceiling:,} leaves strategy {name!r} no room "
-                       f"(its usable capacity is {cap:,} tokens): raise {w_name} or lower {o_name}")
+            out.append(
+                f"{w_name} = {window:,} with {o_name} = {output_ceiling:,} leaves strategy {name!r} no room "
+                f"(its usable capacity is {cap:,} tokens): raise {w_name} or lower {o_name}"
+            )
     return out
 
 
@@ -462,8 +499,16 @@ def window_problems(window: Any, output_ceiling: Any, strategy_names: Iterable[s
 #: The keys a profile file holds.
 PROFILE_KEYS: tuple[str, ...] = ("description", "notebooks", "parameters", "notebook_parameters")
 
-_KINDS = {list: "a list", tuple: "a list", str: "text", int: "a number", float: "a number", bool: "true/false",
-          dict: "a mapping", type(None): "null"}
+_KINDS = {
+    list: "a list",
+    tuple: "a list",
+    str: "text",
+    int: "a number",
+    float: "a number",
+    bool: "true/false",
+    dict: "a mapping",
+    type(None): "null",
+}
 
 
 def _kind(value: Any) -> str:
@@ -544,8 +589,12 @@ def _normalise_session_paths(value: Any) -> Any:
     if isinstance(value, tuple):
         value = list(value)
     if isinstance(value, list):
-        return [str(Path.cwd() / p) if isinstance(p, str) and p.strip() and not p.startswith("~")
-                and not Path(p).is_absolute() else p for p in value]
+        return [
+            str(Path.cwd() / p)
+            if isinstance(p, str) and p.strip() and not p.startswith("~") and not Path(p).is_absolute()
+            else p
+            for p in value
+        ]
     return value
 
 
@@ -553,8 +602,10 @@ def _session_paths_problem(label: str, value: Any) -> str | None:
     if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
         return f"{label} = {_show.repr(value)}: expected a path or a list of paths"
     if not any(p.strip() for p in value):
-        return (f"{label} = {_show.repr(value)}: an empty list would silently run synthetic chains instead of "
-                "your sessions; list at least one file or folder (to run synthetic chains, leave session_paths out)")
+        return (
+            f"{label} = {_show.repr(value)}: an empty list would silently run synthetic chains instead of "
+            "your sessions; list at least one file or folder (to run synthetic chains, leave session_paths out)"
+        )
     return None
 
 
@@ -590,8 +641,7 @@ def _strategies_run(eff: Mapping[str, Any], declared: Mapping[str, Declared]) ->
     return list(_strategy_names())
 
 
-def _notebook_problems(nb: str, eff: Mapping[str, Any], declared: Mapping[str, Declared],
-                       bad: set[str]) -> list[str]:
+def _notebook_problems(nb: str, eff: Mapping[str, Any], declared: Mapping[str, Declared], bad: set[str]) -> list[str]:
     """The checks that weigh one notebook's parameters against each other."""
     out: list[str] = []
 
@@ -601,30 +651,42 @@ def _notebook_problems(nb: str, eff: Mapping[str, Any], declared: Mapping[str, D
     if ok("window", "output_ceiling") and not bad & {"strategy_names", "strategy"}:
         out += window_problems(eff["window"], eff["output_ceiling"], _strategies_run(eff, declared))
     if ok("n_questions", "n_decoys") and eff["n_decoys"] > eff["n_questions"]:
-        out.append(f"n_decoys = {eff['n_decoys']} exceeds n_questions = {eff['n_questions']} "
-                   "(decoys are counted among the questions)")
+        out.append(
+            f"n_decoys = {eff['n_decoys']} exceeds n_questions = {eff['n_questions']} "
+            "(decoys are counted among the questions)"
+        )
     if ok("price_tables", "figure_table") and eff["figure_table"] not in eff["price_tables"]:
-        out.append(f"figure_table = {eff['figure_table']!r}: not among price_tables {list(eff['price_tables'])}, "
-                   "so figures 3, 5 and 6 would be empty")
+        out.append(
+            f"figure_table = {eff['figure_table']!r}: not among price_tables {list(eff['price_tables'])}, "
+            "so figures 3, 5 and 6 would be empty"
+        )
     elif ok("price_tables", "figure_table", "simulators", "figure_simulator"):
         from compaction_lab.cost.prices import load_price_table
 
         priced = list(eff["simulators"]) or [load_price_table(eff["figure_table"]).cache_rule, "none"]
         if eff["figure_simulator"] not in priced:
-            out.append(f"figure_simulator = {eff['figure_simulator']!r}: figure_table {eff['figure_table']!r} is "
-                       f"priced under {priced} only, so figures 3, 5 and 6 would be empty")
+            out.append(
+                f"figure_simulator = {eff['figure_simulator']!r}: figure_table {eff['figure_table']!r} is "
+                f"priced under {priced} only, so figures 3, 5 and 6 would be empty"
+            )
     if ok("turns", "simulated_turns", "turn_growth_tokens", "turn_output_tokens", "period"):
         from compaction_lab.cost.model import CostAssumptions
 
         try:  # the cost model's own rule for carrying the per-turn cache pattern forward
-            CostAssumptions(turns=eff["turns"], turn_growth_tokens=eff["turn_growth_tokens"],
-                            turn_output_tokens=eff["turn_output_tokens"], simulated_turns=eff["simulated_turns"],
-                            period=eff["period"])
+            CostAssumptions(
+                turns=eff["turns"],
+                turn_growth_tokens=eff["turn_growth_tokens"],
+                turn_output_tokens=eff["turn_output_tokens"],
+                simulated_turns=eff["simulated_turns"],
+                period=eff["period"],
+            )
         except ValueError as exc:
             out.append(f"simulated_turns = {eff['simulated_turns']} with turns = {eff['turns']}: {exc}")
     if ok("fig8_windows", "fig8_output_ceilings") and min(eff["fig8_output_ceilings"]) >= max(eff["fig8_windows"]):
-        out.append(f"fig8_output_ceilings = {list(eff['fig8_output_ceilings'])}: figure 8 draws only ceilings "
-                   f"below a window, and none is below fig8_windows = {list(eff['fig8_windows'])}")
+        out.append(
+            f"fig8_output_ceilings = {list(eff['fig8_output_ceilings'])}: figure 8 draws only ceilings "
+            f"below a window, and none is below fig8_windows = {list(eff['fig8_windows'])}"
+        )
     out += _model_use_problems(eff, bad)
     return out
 
@@ -636,10 +698,12 @@ def _model_use_problems(eff: Mapping[str, Any], bad: set[str]) -> list[str]:
         return []
     model = eff.get("model") or {}
     if not model:
-        return [f"{' and '.join(f'{u} = model' for u in users)} needs the `model` parameter "
-                "(base_url, model, api_key_env, ...; see papermill_params/model.yaml)"]
-    from compaction_lab.store.checkpoints import default_path as checkpoints_path
+        return [
+            f"{' and '.join(f'{u} = model' for u in users)} needs the `model` parameter "
+            "(base_url, model, api_key_env, ...; see papermill_params/model.yaml)"
+        ]
     from compaction_lab.providers.config import ModelConfig
+    from compaction_lab.store.checkpoints import default_path as checkpoints_path
 
     cfg = ModelConfig.from_mapping(model)
     files = [("ledger", Path(cfg.ledger) if cfg.ledger else paths.ledger_path())]
@@ -668,16 +732,25 @@ def _chain_problems(profile: Any, effective: Mapping[str, Mapping[str, Any]], ba
             n_cases = effective[nb].get("n_cases")
             if "n_cases" not in bad and isinstance(n_cases, int) and n_cases > most:
                 too_many.setdefault(n_cases, []).append(nb)
-        out += [f"n_cases = {n} ({', '.join(nbs)}): {n_chains} synthetic chains give at most {most} cases "
-                f"({len(DEFAULT_CUT_FRACTIONS)} compaction points each); raise n_chains or lower n_cases"
-                for n, nbs in too_many.items()]
+        out += [
+            f"n_cases = {n} ({', '.join(nbs)}): {n_chains} synthetic chains give at most {most} cases "
+            f"({len(DEFAULT_CUT_FRACTIONS)} compaction points each); raise n_chains or lower n_cases"
+            for n, nbs in too_many.items()
+        ]
     priced = next((effective[nb]["price_tables"] for nb in profile.notebooks if "price_tables" in effective[nb]), None)
     for nb in profile.notebooks:
         table = effective[nb].get("price_table")
-        if priced is not None and table and "price_table" not in bad and "price_tables" not in bad \
-                and table not in priced:
-            out.append(f"price_table = {table!r} for {nb}: not among price_tables {list(priced)}, which the cost "
-                       "notebook prices")
+        if (
+            priced is not None
+            and table
+            and "price_table" not in bad
+            and "price_tables" not in bad
+            and table not in priced
+        ):
+            out.append(
+                f"price_table = {table!r} for {nb}: not among price_tables {list(priced)}, which the cost "
+                "notebook prices"
+            )
     return out
 
 
@@ -725,25 +798,35 @@ def problems(profile: Any, *, allow_unknown: bool = False, results_folder: str |
             else:
                 others = [nb for nb in profile.notebooks if key in declared[nb]]
                 where = f"{scope.notebook} does not declare it" + (
-                    f" ({', '.join(others)} does: give it there or chain-wide)" if others else "")
+                    f" ({', '.join(others)} does: give it there or chain-wide)" if others else ""
+                )
                 known = set(declared[scope.notebook])
             near = difflib.get_close_matches(key, sorted(known - {RUN_DIR, key}), n=1)
-            flag(key, f"unknown parameter {label} = {_show.repr(value)}: {where}"
-                      + (f" (did you mean {near[0]!r}?)" if near else "")
-                      + "; pass --allow-unknown to run anyway")
+            flag(
+                key,
+                f"unknown parameter {label} = {_show.repr(value)}: {where}"
+                + (f" (did you mean {near[0]!r}?)" if near else "")
+                + "; pass --allow-unknown to run anyway",
+            )
             continue
         if key == "session_paths":
             flag(key, _session_paths_problem(label, value))
             continue
         if not types:  # a runner parameter of a profile without the notebook that declares it
             types = {"the runner": Declared(key, RUNNER_PARAMETERS[key], False)}
-        wrong = next(((nb, d) for nb, d in types.items()
-                      if not (value is None and d.nullable) and not _has_type(value, d.type)), None)
+        wrong = next(
+            ((nb, d) for nb, d in types.items() if not (value is None and d.nullable) and not _has_type(value, d.type)),
+            None,
+        )
         if wrong is not None:
             nb, d = wrong
             want = _TYPE_WORDS.get(d.type or "", d.type)
-            flag(key, f"{label} = {_show.repr(value)}: expected {want}"
-                      + (" or null" if d.nullable else "") + f" ({nb} declares {key}: {d.type})")
+            flag(
+                key,
+                f"{label} = {_show.repr(value)}: expected {want}"
+                + (" or null" if d.nullable else "")
+                + f" ({nb} declares {key}: {d.type})",
+            )
             continue
         if value is not None and key in RULES:
             flag(key, _rule_problem(label, value, RULES[key]))
@@ -768,9 +851,14 @@ def normalised(profile: P) -> P:
     params = dict(profile.parameters)  # type: ignore[attr-defined]
     if "session_paths" in params:
         params["session_paths"] = _normalise_session_paths(params["session_paths"])
-    per_nb = {nb: ({**ps, "session_paths": _normalise_session_paths(ps["session_paths"])}
-                   if isinstance(ps, Mapping) and "session_paths" in ps else ps)
-              for nb, ps in profile.notebook_parameters.items()}  # type: ignore[attr-defined]
+    per_nb = {
+        nb: (
+            {**ps, "session_paths": _normalise_session_paths(ps["session_paths"])}
+            if isinstance(ps, Mapping) and "session_paths" in ps
+            else ps
+        )
+        for nb, ps in profile.notebook_parameters.items()
+    }  # type: ignore[attr-defined]
     return dataclasses.replace(profile, parameters=params, notebook_parameters=per_nb)  # type: ignore[type-var]
 
 
@@ -798,7 +886,21 @@ def checked(profile: P, *, allow_unknown: bool = False, results_folder: str | Pa
 
 
 __all__ = [
-    "Declared", "MIN_WINDOW_TOKENS", "PROFILE_KEYS", "ProfileError", "RULES", "RUNNER_PARAMETERS", "Rule", "checked",
-    "declared_parameters", "error", "layout_problems", "looks_secret", "normalised", "problems", "secret_problem",
-    "strategy_capacity", "window_problems",
+    "Declared",
+    "MIN_WINDOW_TOKENS",
+    "PROFILE_KEYS",
+    "ProfileError",
+    "RULES",
+    "RUNNER_PARAMETERS",
+    "Rule",
+    "checked",
+    "declared_parameters",
+    "error",
+    "layout_problems",
+    "looks_secret",
+    "normalised",
+    "problems",
+    "secret_problem",
+    "strategy_capacity",
+    "window_problems",
 ]

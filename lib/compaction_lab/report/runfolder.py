@@ -91,9 +91,7 @@ def load_table(run_dir: Path, name: str) -> pd.DataFrame:
     """
     path = table_path(run_dir, name)
     if not path.exists():
-        raise FileNotFoundError(
-            f"{path} not found: the notebook that writes '{name}' has not run in this run folder"
-        )
+        raise FileNotFoundError(f"{path} not found: the notebook that writes '{name}' has not run in this run folder")
     return pd.read_parquet(path, engine="pyarrow")
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pandas as pd
 
@@ -40,9 +41,23 @@ HEADLINE = "headline"
 
 #: Columns of the headline table, in order.
 HEADLINE_COLUMNS = [
-    "strategy", "strategy_label", "retained", "n", "recall", "ci_low", "ci_high", "retained_of_n",
-    "projection_tokens", "compaction_cost_cold", "compaction_cost_cached", "break_even", "cost_per_point",
-    "currency", "price_table", "simulator", "reader_label",
+    "strategy",
+    "strategy_label",
+    "retained",
+    "n",
+    "recall",
+    "ci_low",
+    "ci_high",
+    "retained_of_n",
+    "projection_tokens",
+    "compaction_cost_cold",
+    "compaction_cost_cached",
+    "break_even",
+    "cost_per_point",
+    "currency",
+    "price_table",
+    "simulator",
+    "reader_label",
 ]
 
 
@@ -92,30 +107,54 @@ def headline_table(run_dir: Path, price_table: str | None = None, simulator: str
     recall = _maybe(Path(run_dir), "exam_recall")
     if recall is None or recall.empty:
         return pd.DataFrame(columns=HEADLINE_COLUMNS)
-    out = recall[["strategy", "strategy_label", "retained", "n", "recall", "ci_low", "ci_high",
-                  "projection_tokens", "reader_label"]].copy()
+    out = recall[
+        [
+            "strategy",
+            "strategy_label",
+            "retained",
+            "n",
+            "recall",
+            "ci_low",
+            "ci_high",
+            "projection_tokens",
+            "reader_label",
+        ]
+    ].copy()
     out["retained_of_n"] = [
-        f"{r:.0f}/{n:.0f} ({lo:.0%}–{hi:.0%})" for r, n, lo, hi in
-        zip(out["retained"], out["n"], out["ci_low"], out["ci_high"])
+        f"{r:.0f}/{n:.0f} ({lo:.0%}–{hi:.0%})"
+        for r, n, lo, hi in zip(out["retained"], out["n"], out["ci_low"], out["ci_high"], strict=False)
     ]
     cost = _maybe(Path(run_dir), "cost")
-    money = ["compaction_cost_cold", "compaction_cost_cached", "break_even", "cost_per_point", "currency",
-             "price_table", "simulator"]
+    money = [
+        "compaction_cost_cold",
+        "compaction_cost_cached",
+        "break_even",
+        "cost_per_point",
+        "currency",
+        "price_table",
+        "simulator",
+    ]
     if cost is not None and not cost.empty:
         view = cost_view(cost, price_table, simulator)[["strategy", *money]]
         out = out.merge(view, on="strategy", how="left")
     else:
         for col in money:
             out[col] = None
-    return out.sort_values(["recall", "projection_tokens"], ascending=[False, True])[HEADLINE_COLUMNS] \
-        .reset_index(drop=True)
+    return out.sort_values(["recall", "projection_tokens"], ascending=[False, True])[HEADLINE_COLUMNS].reset_index(
+        drop=True
+    )
 
 
 #: The headline as readers see it: column -> header.
 HEADLINE_VIEW = {
-    "strategy_label": "strategy", "retained_of_n": "retained of N (95% CI)", "projection_tokens": "projection tokens",
-    "compaction_cost_cold": "compaction cost, cold", "compaction_cost_cached": "compaction cost, cache-served",
-    "break_even": "break-even turns", "cost_per_point": "1 + T turns per point of recall", "currency": "currency",
+    "strategy_label": "strategy",
+    "retained_of_n": "retained of N (95% CI)",
+    "projection_tokens": "projection tokens",
+    "compaction_cost_cold": "compaction cost, cold",
+    "compaction_cost_cached": "compaction cost, cache-served",
+    "break_even": "break-even turns",
+    "cost_per_point": "1 + T turns per point of recall",
+    "currency": "currency",
 }
 
 
@@ -129,8 +168,10 @@ def headline_view(headline: pd.DataFrame) -> pd.DataFrame:
 
 
 #: Said instead of a headline when there is no recall to report.
-NO_HEADLINE = ("No closed-book recall in this run, so there is no headline: the exam did not run, or it could ask "
-               "no question of these sessions (see notebook 03 for why).")
+NO_HEADLINE = (
+    "No closed-book recall in this run, so there is no headline: the exam did not run, or it could ask "
+    "no question of these sessions (see notebook 03 for why)."
+)
 
 
 def headline_html(headline: pd.DataFrame) -> str:
@@ -165,8 +206,10 @@ def measured_text(headline: pd.DataFrame) -> list[str]:
         f"{worst['retained_of_n']}" + (" — their 95% intervals overlap." if overlap else ".")
     )
     small, large = h.sort_values("projection_tokens").iloc[0], h.sort_values("projection_tokens").iloc[-1]
-    lines.append(f"Projection size ranged from {small['projection_tokens']:,.0f} tokens "
-                 f"({small['strategy_label']}) to {large['projection_tokens']:,.0f} ({large['strategy_label']}).")
+    lines.append(
+        f"Projection size ranged from {small['projection_tokens']:,.0f} tokens "
+        f"({small['strategy_label']}) to {large['projection_tokens']:,.0f} ({large['strategy_label']})."
+    )
     if h["price_table"].notna().any():
         cur = str(h["currency"].dropna().iloc[0])
         where = f"{h['price_table'].dropna().iloc[0]} prices, {h['simulator'].dropna().iloc[0]} cache rule"
@@ -176,12 +219,16 @@ def measured_text(headline: pd.DataFrame) -> list[str]:
             lines.append(f"Free to compact (no model request): {', '.join(free)}.")
         if not paid.empty:
             p = paid.iloc[0]
-            lines.append(f"Cheapest compaction that calls a model, cache-served ({where}): {p['strategy_label']}, "
-                         f"{_money(p['compaction_cost_cached'], cur)} (cold {_money(p['compaction_cost_cold'], cur)}).")
+            lines.append(
+                f"Cheapest compaction that calls a model, cache-served ({where}): {p['strategy_label']}, "
+                f"{_money(p['compaction_cost_cached'], cur)} (cold {_money(p['compaction_cost_cold'], cur)})."
+            )
         per = h.dropna(subset=["cost_per_point"]).sort_values("cost_per_point")
         if not per.empty:
-            lines.append(f"Lowest cost of one compaction + T turns per point of recall: {per.iloc[0]['strategy_label']}, "
-                         f"{_money(per.iloc[0]['cost_per_point'], cur)}.")
+            lines.append(
+                f"Lowest cost of one compaction + T turns per point of recall: {per.iloc[0]['strategy_label']}, "
+                f"{_money(per.iloc[0]['cost_per_point'], cur)}."
+            )
         never = h[h["break_even"] == "never"]["strategy_label"].tolist()
         if never:
             lines.append(f"Never repays its compaction against continuing uncompacted: {', '.join(never)}.")
@@ -210,7 +257,9 @@ class RecordedBlock:
 
 #: The recorded block as readers see it: column -> header.
 RECORDED_VIEW = {
-    "compaction": "compaction", "recorded": "the agent's own (recorded)", "own_arm": "its reimplementation",
+    "compaction": "compaction",
+    "recorded": "the agent's own (recorded)",
+    "own_arm": "its reimplementation",
     "best_arm": "best other arm",
 }
 
@@ -233,32 +282,43 @@ def recorded_block(run_dir: Path) -> RecordedBlock | None:
         return None
     skipped = _maybe(run_dir, "recorded_skipped")
     table = _maybe(run_dir, "exam_recorded")
-    lines = [f"Real compactions found in your logs: {len(found)}"
-             + (f" (in {found['session_id'].nunique()} session{'s' if found['session_id'].nunique() != 1 else ''}; "
-                f"agents: "
-                f"{', '.join(sorted(set(found['agent'])))})" if len(found) else "")]
+    lines = [
+        f"Real compactions found in your logs: {len(found)}"
+        + (
+            f" (in {found['session_id'].nunique()} session{'s' if found['session_id'].nunique() != 1 else ''}; "
+            f"agents: "
+            f"{', '.join(sorted(set(found['agent'])))})"
+            if len(found)
+            else ""
+        )
+    ]
     if skipped is not None and len(skipped):
         for reason, k in skipped["reason"].value_counts().items():
             lines.append(f"Skipped: {k} session{'s' if k != 1 else ''} — {reason}")
     rows = []
     if table is not None and len(table):
-        for case_id, g in table.groupby("case_id", sort=False):
+        for _case_id, g in table.groupby("case_id", sort=False):
             g = g[g["n"] > 0]
             if g.empty:
                 continue
             first = g.iloc[0]
             own_rec, own_arm = g[g["recorded"]], g[g["own_agent"]]
-            others = g[~g["recorded"] & ~g["own_agent"]].sort_values(["recall", "projection_tokens"],
-                                                                      ascending=[False, True])
-            rows.append({
-                "compaction": f"{first['session_id']} #{int(first['compaction']) + 1} ({first['agent']}, {first['model']})",
-                "recorded": _retained(own_rec.iloc[0]) if len(own_rec) else "n/a",
-                "own_arm": _retained(own_arm.iloc[0]) if len(own_arm) else "not run",
-                "best_arm": _retained(others.iloc[0]) if len(others) else "n/a",
-            })
+            others = g[~g["recorded"] & ~g["own_agent"]].sort_values(
+                ["recall", "projection_tokens"], ascending=[False, True]
+            )
+            rows.append(
+                {
+                    "compaction": f"{first['session_id']} #{int(first['compaction']) + 1} ({first['agent']}, {first['model']})",
+                    "recorded": _retained(own_rec.iloc[0]) if len(own_rec) else "n/a",
+                    "own_arm": _retained(own_arm.iloc[0]) if len(own_arm) else "not run",
+                    "best_arm": _retained(others.iloc[0]) if len(others) else "n/a",
+                }
+            )
         if len(found) and not rows:
-            lines.append("No question could be asked before any of them (each question must point before the "
-                         "recent tail of its compaction).")
+            lines.append(
+                "No question could be asked before any of them (each question must point before the "
+                "recent tail of its compaction)."
+            )
     view = pd.DataFrame(rows, columns=list(RECORDED_VIEW)).rename(columns=RECORDED_VIEW)
     return RecordedBlock(len(found), tuple(lines), view)
 
@@ -305,10 +365,17 @@ def run_facts(run_dir: Path) -> pd.DataFrame:
     """The run's profile, parameters and package versions from ``run.json``, one row each."""
     path = Path(run_dir) / runfolder.RUN_JSON
     if not path.exists():
-        return pd.DataFrame({"what": ["run.json"], "value": ["missing: this folder was not made by compaction-lab run"]})
+        return pd.DataFrame(
+            {"what": ["run.json"], "value": ["missing: this folder was not made by compaction-lab run"]}
+        )
     info: Mapping[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    rows = [("run", info.get("run")), ("profile", info.get("profile")), ("started", info.get("started")),
-            ("commit", (info.get("git") or {}).get("commit")), ("python", info.get("python"))]
+    rows = [
+        ("run", info.get("run")),
+        ("profile", info.get("profile")),
+        ("started", info.get("started")),
+        ("commit", (info.get("git") or {}).get("commit")),
+        ("python", info.get("python")),
+    ]
     rows += [(f"parameter: {k}", json.dumps(v)) for k, v in (info.get("parameters") or {}).items()]
     rows += [(f"package: {k}", v) for k, v in (info.get("packages") or {}).items()]
     return pd.DataFrame(rows, columns=["what", "value"]).astype(str)

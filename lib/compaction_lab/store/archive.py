@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 from compaction_lab.core import paths
 from compaction_lab.core.session import Record, Session
@@ -60,8 +60,18 @@ CREATE VIRTUAL TABLE IF NOT EXISTS records_fts USING fts5(
 """
 
 _RECORD_COLUMNS = (
-    "session_id", "entry_id", "block_index", "source_order", "kind", "tool", "target",
-    "call_id", "is_error", "injected", "timestamp", "text",
+    "session_id",
+    "entry_id",
+    "block_index",
+    "source_order",
+    "kind",
+    "tool",
+    "target",
+    "call_id",
+    "is_error",
+    "injected",
+    "timestamp",
+    "text",
 )
 
 
@@ -168,8 +178,9 @@ class Archive:
                     if "fts5" in str(exc).lower():
                         raise ArchiveError("this Python's SQLite was built without FTS5") from exc
                     raise
-                conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
-                             (str(SCHEMA_VERSION),))
+                conn.execute(
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                )
                 conn.commit()
             try:
                 version = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
@@ -204,7 +215,7 @@ class Archive:
                 self._thread_conns.append(conn)
         return conn
 
-    def __enter__(self) -> "Archive":
+    def __enter__(self) -> Archive:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -220,8 +231,13 @@ class Archive:
                 "INSERT INTO sessions (id, source_format, source_path, metadata, imported_at) VALUES (?,?,?,?,?) "
                 "ON CONFLICT(id) DO UPDATE SET metadata=excluded.metadata, source_path=excluded.source_path, "
                 "imported_at=excluded.imported_at",
-                (session.id, session.source_format, session.source_path,
-                 json.dumps(dict(session.metadata), default=str), now),
+                (
+                    session.id,
+                    session.source_format,
+                    session.source_path,
+                    json.dumps(dict(session.metadata), default=str),
+                    now,
+                ),
             )
             added = 0
             for rec in session.records:
@@ -253,8 +269,9 @@ class Archive:
 
     # ------------------------------------------------------------------ reading
 
-    def search(self, query: str, session: str | None = None, limit: int = 10, raw: bool = False,
-               any_term: bool = False) -> list[Hit]:
+    def search(
+        self, query: str, session: str | None = None, limit: int = 10, raw: bool = False, any_term: bool = False
+    ) -> list[Hit]:
         """Full-text search over every original record, best matches first.
 
         Parameters
@@ -273,8 +290,11 @@ class Archive:
             return self._search(query, query, session, limit)
         # Exact phrase hits first (what a person pasting a line expects), then
         # records that merely contain every word (or any word), best bm25 first.
-        hits = self._search('"' + " ".join(query.split()).replace('"', '""') + '"', query, session, limit) \
-            if len(query.split()) > 1 else []
+        hits = (
+            self._search('"' + " ".join(query.split()).replace('"', '""') + '"', query, session, limit)
+            if len(query.split()) > 1
+            else []
+        )
         seen = {(h.session_id, h.entry_id, h.block_index) for h in hits}
         for h in self._search(fts_query(query, any_term=any_term), query, session, limit + len(hits)):
             if len(hits) >= limit:
@@ -320,12 +340,16 @@ class Archive:
 
     def sessions(self) -> list[dict]:
         """Every archived session with its record count."""
-        rows = self._reader().execute(
-            "SELECT s.id, s.source_format, s.source_path, s.imported_at, COUNT(r.id) "
-            "FROM sessions s LEFT JOIN records r ON r.session_id = s.id GROUP BY s.id ORDER BY s.id"
-        ).fetchall()
+        rows = (
+            self._reader()
+            .execute(
+                "SELECT s.id, s.source_format, s.source_path, s.imported_at, COUNT(r.id) "
+                "FROM sessions s LEFT JOIN records r ON r.session_id = s.id GROUP BY s.id ORDER BY s.id"
+            )
+            .fetchall()
+        )
         keys = ("session_id", "source_format", "source_path", "imported_at", "records")
-        return [dict(zip(keys, r)) for r in rows]
+        return [dict(zip(keys, r, strict=False)) for r in rows]
 
     def count(self) -> int:
         """Number of archived records."""
@@ -337,19 +361,31 @@ def _refuse_foreign(conn: sqlite3.Connection, path: Path) -> None:
     into another program's database (say, ``--archive`` pointed at the ledger by mistake)."""
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if tables and "records" not in tables:
-        raise ArchiveError(f"{path} is an SQLite database but not an archive of originals "
-                           f"(it holds {', '.join(sorted(tables))}); left untouched")
+        raise ArchiveError(
+            f"{path} is an SQLite database but not an archive of originals "
+            f"(it holds {', '.join(sorted(tables))}); left untouched"
+        )
 
 
 def _row(rec: Record) -> Sequence:
     return (
-        rec.session_id, rec.entry_id, rec.block_index, rec.source_order, rec.kind, rec.tool, rec.target,
-        rec.call_id, int(rec.is_error), int(rec.injected), rec.timestamp, rec.text,
+        rec.session_id,
+        rec.entry_id,
+        rec.block_index,
+        rec.source_order,
+        rec.kind,
+        rec.tool,
+        rec.target,
+        rec.call_id,
+        int(rec.is_error),
+        int(rec.injected),
+        rec.timestamp,
+        rec.text,
     )
 
 
 def _record(row: Sequence) -> Record:
-    d = dict(zip(_RECORD_COLUMNS, row))
+    d = dict(zip(_RECORD_COLUMNS, row, strict=False))
     d["is_error"] = bool(d["is_error"])
     d["injected"] = bool(d["injected"])
     return Record(**d)

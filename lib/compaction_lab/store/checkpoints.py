@@ -82,10 +82,11 @@ import socket
 import sqlite3
 import time
 import uuid
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Collection, Iterator, Literal, Mapping
+from typing import Any, Literal
 
 from compaction_lab.core import paths
 from compaction_lab.core.projection import Projection, Segment, SummaryReceipt
@@ -145,7 +146,7 @@ class FenceLost(CheckpointError):
     but not a checkpoint); ``row`` is what the store holds for the key now.
     """
 
-    def __init__(self, message: str, projection: Projection | None = None, row: "CheckpointRow | None" = None):
+    def __init__(self, message: str, projection: Projection | None = None, row: CheckpointRow | None = None):
         super().__init__(message)
         self.projection = projection
         self.row = row
@@ -229,7 +230,7 @@ class CheckpointKey:
     def __str__(self) -> str:
         return self.short
 
-    def ref(self) -> "CheckpointRef":
+    def ref(self) -> CheckpointRef:
         """This key as a (full-hash) reference."""
         return CheckpointRef(self.session_id, self.cut, self.algorithm_version, self.params_hash)
 
@@ -248,8 +249,11 @@ class CheckpointRef:
 
     def matches(self, key: CheckpointKey) -> bool:
         """Whether `key` is one this reference can name."""
-        return (key.session_id, key.cut, key.algorithm_version) == (self.session_id, self.cut, self.algorithm_version) \
-            and key.params_hash.startswith(self.hash_prefix)
+        return (key.session_id, key.cut, key.algorithm_version) == (
+            self.session_id,
+            self.cut,
+            self.algorithm_version,
+        ) and key.params_hash.startswith(self.hash_prefix)
 
 
 def checkpoint_key(session_id: str, cut: int, strategy_name: str, algorithm_version: str, ctx: Any) -> CheckpointKey:
@@ -267,8 +271,14 @@ def checkpoint_key(session_id: str, cut: int, strategy_name: str, algorithm_vers
     """
     params = checkpoint_params(strategy_name, ctx)
     text = _canonical(params)
-    return CheckpointKey(session_id=session_id, cut=int(cut), algorithm_version=algorithm_version,
-                         params_hash=_sha256(text), strategy=strategy_name, params_json=text)
+    return CheckpointKey(
+        session_id=session_id,
+        cut=int(cut),
+        algorithm_version=algorithm_version,
+        params_hash=_sha256(text),
+        strategy=strategy_name,
+        params_json=text,
+    )
 
 
 def parse_key(text: str) -> CheckpointRef:
@@ -321,11 +331,20 @@ class CheckpointRow:
     def to_dict(self, include_projection: bool = False) -> dict[str, Any]:
         """JSON-ready form (for the CLI)."""
         out = {
-            "key": str(self.key), "session_id": self.key.session_id, "cut": self.key.cut,
-            "algorithm_version": self.key.algorithm_version, "params_hash": self.key.params_hash,
-            "strategy": self.key.strategy, "status": self.status, "owner": self.owner, "pid": self.pid,
-            "host": self.host, "started_at": self.started_at, "committed_at": self.committed_at,
-            "superseded_at": self.superseded_at, "superseded_by": self.superseded_by,
+            "key": str(self.key),
+            "session_id": self.key.session_id,
+            "cut": self.key.cut,
+            "algorithm_version": self.key.algorithm_version,
+            "params_hash": self.key.params_hash,
+            "strategy": self.key.strategy,
+            "status": self.status,
+            "owner": self.owner,
+            "pid": self.pid,
+            "host": self.host,
+            "started_at": self.started_at,
+            "committed_at": self.committed_at,
+            "superseded_at": self.superseded_at,
+            "superseded_by": self.superseded_by,
             "receipt": None if self.receipt is None else dict(self.receipt),
         }
         if self.status == "started":
@@ -414,8 +433,10 @@ def new_owner_id() -> str:
 # --------------------------------------------------------------------------- store
 
 
-_COLUMNS = ("session_id, cut, algorithm_version, params_hash, strategy, params_json, status, owner, pid, host, "
-            "started_at, committed_at, superseded_at, superseded_by, receipt_json")
+_COLUMNS = (
+    "session_id, cut, algorithm_version, params_hash, strategy, params_json, status, owner, pid, host, "
+    "started_at, committed_at, superseded_at, superseded_by, receipt_json"
+)
 
 
 class CheckpointStore:
@@ -443,8 +464,7 @@ class CheckpointStore:
         process cannot write in, or (without `create`) no database there.
     """
 
-    def __init__(self, path: str | Path | None = None, busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
-                 create: bool = True):
+    def __init__(self, path: str | Path | None = None, busy_timeout: float = DEFAULT_BUSY_TIMEOUT, create: bool = True):
         self.path = Path(path) if path else default_path()
         self.busy_timeout = float(busy_timeout)
         try:
@@ -504,8 +524,10 @@ class CheckpointStore:
         if not create and not tables:
             raise CheckpointError(f"no checkpoint database at {self.path} (the file holds no checkpoints table)")
         if tables and "checkpoints" not in tables:
-            raise CheckpointError(f"{self.path} is an SQLite database but not a checkpoint database "
-                                  f"(it holds {', '.join(sorted(tables))}); left untouched")
+            raise CheckpointError(
+                f"{self.path} is an SQLite database but not a checkpoint database "
+                f"(it holds {', '.join(sorted(tables))}); left untouched"
+            )
 
     def _init(self) -> None:
         deadline = time.monotonic() + self.busy_timeout
@@ -532,15 +554,28 @@ class CheckpointStore:
 
     @staticmethod
     def _row(r: sqlite3.Row, with_projection: bool = True) -> CheckpointRow:
-        key = CheckpointKey(session_id=r["session_id"], cut=r["cut"], algorithm_version=r["algorithm_version"],
-                            params_hash=r["params_hash"], strategy=r["strategy"], params_json=r["params_json"])
+        key = CheckpointKey(
+            session_id=r["session_id"],
+            cut=r["cut"],
+            algorithm_version=r["algorithm_version"],
+            params_hash=r["params_hash"],
+            strategy=r["strategy"],
+            params_json=r["params_json"],
+        )
         proj = None
         if with_projection and "projection_json" in r.keys() and r["projection_json"]:
             proj = json.loads(r["projection_json"])
         return CheckpointRow(
-            key=key, status=r["status"], owner=r["owner"], pid=r["pid"], host=r["host"],
-            started_at=r["started_at"], committed_at=r["committed_at"], superseded_at=r["superseded_at"],
-            superseded_by=r["superseded_by"], receipt=json.loads(r["receipt_json"]) if r["receipt_json"] else None,
+            key=key,
+            status=r["status"],
+            owner=r["owner"],
+            pid=r["pid"],
+            host=r["host"],
+            started_at=r["started_at"],
+            committed_at=r["committed_at"],
+            superseded_at=r["superseded_at"],
+            superseded_by=r["superseded_by"],
+            receipt=json.loads(r["receipt_json"]) if r["receipt_json"] else None,
             projection=proj,
         )
 
@@ -566,8 +601,14 @@ class CheckpointStore:
         if not rows:
             return None
         r = rows[0]
-        return CheckpointKey(r["session_id"], r["cut"], r["algorithm_version"], r["params_hash"],
-                             strategy=r["strategy"], params_json=r["params_json"])
+        return CheckpointKey(
+            r["session_id"],
+            r["cut"],
+            r["algorithm_version"],
+            r["params_hash"],
+            strategy=r["strategy"],
+            params_json=r["params_json"],
+        )
 
     # ------------------------------------------------------------------ reads
 
@@ -580,8 +621,9 @@ class CheckpointStore:
             r = self._select_key(conn, full)
             return None if r is None else self._row(r)
 
-    def list(self, status: str | None = None, session_id: str | None = None,
-             with_projection: bool = False) -> list[CheckpointRow]:
+    def list(
+        self, status: str | None = None, session_id: str | None = None, with_projection: bool = False
+    ) -> list[CheckpointRow]:
         """Rows, oldest claim first, optionally filtered by status and session (projections omitted by default)."""
         if status is not None and status not in STATUSES:
             raise ValueError(f"unknown status {status!r}; expected one of {STATUSES}")
@@ -600,8 +642,15 @@ class CheckpointStore:
 
     # ------------------------------------------------------------------ writes
 
-    def claim(self, key: CheckpointKey, owner: str, *, retired_versions: Collection[str] | None = None,
-              pid: int | None = None, host: str | None = None) -> Claim:
+    def claim(
+        self,
+        key: CheckpointKey,
+        owner: str,
+        *,
+        retired_versions: Collection[str] | None = None,
+        pid: int | None = None,
+        host: str | None = None,
+    ) -> Claim:
         """Try to take the fence for `key` in one ``BEGIN IMMEDIATE`` transaction.
 
         Returns a `Claim` whose ``kind`` is:
@@ -632,41 +681,72 @@ class CheckpointStore:
                     conn.execute(
                         "UPDATE checkpoints SET pid=?, host=?, started_at=? WHERE session_id=? AND cut=? "
                         "AND algorithm_version=? AND params_hash=? AND status='started' AND owner=?",
-                        (pid, host, now, key.session_id, key.cut, key.algorithm_version, key.params_hash, owner))
+                        (pid, host, now, key.session_id, key.cut, key.algorithm_version, key.params_hash, owner),
+                    )
                     return Claim("resumed", self._row(self._select_key(conn, key), with_projection=False))
                 # superseded: this exact key was retired by another version's worker; re-take the slot
                 conn.execute(
                     "UPDATE checkpoints SET status='started', owner=?, pid=?, host=?, started_at=?, committed_at=NULL,"
                     " superseded_at=NULL, superseded_by=NULL, receipt_json=NULL, projection_json=NULL,"
                     " strategy=?, params_json=? WHERE session_id=? AND cut=? AND algorithm_version=? AND params_hash=?",
-                    (owner, pid, host, now, key.strategy, key.params_json,
-                     key.session_id, key.cut, key.algorithm_version, key.params_hash))
-                return Claim("recovered", self._row(self._select_key(conn, key), with_projection=False),
-                             superseded=(key.algorithm_version,))
+                    (
+                        owner,
+                        pid,
+                        host,
+                        now,
+                        key.strategy,
+                        key.params_json,
+                        key.session_id,
+                        key.cut,
+                        key.algorithm_version,
+                        key.params_hash,
+                    ),
+                )
+                return Claim(
+                    "recovered",
+                    self._row(self._select_key(conn, key), with_projection=False),
+                    superseded=(key.algorithm_version,),
+                )
 
             others = conn.execute(
                 "SELECT algorithm_version FROM checkpoints WHERE session_id=? AND cut=? AND params_hash=? "
                 "AND algorithm_version<>? AND status='committed'",
                 (key.session_id, key.cut, key.params_hash, key.algorithm_version),
             ).fetchall()
-            allowed = None if retired_versions is None else (
-                {retired_versions} if isinstance(retired_versions, str) else set(retired_versions))
+            allowed = (
+                None
+                if retired_versions is None
+                else ({retired_versions} if isinstance(retired_versions, str) else set(retired_versions))
+            )
             retired = sorted(o[0] for o in others if allowed is None or o[0] in allowed)
             for version in retired:
                 conn.execute(
                     "UPDATE checkpoints SET status='superseded', superseded_at=?, superseded_by=? "
                     "WHERE session_id=? AND cut=? AND algorithm_version=? AND params_hash=? AND status='committed'",
-                    (now, key.algorithm_version, key.session_id, key.cut, version, key.params_hash))
+                    (now, key.algorithm_version, key.session_id, key.cut, version, key.params_hash),
+                )
             conn.execute(
                 "INSERT INTO checkpoints (session_id, cut, algorithm_version, params_hash, strategy, params_json, "
                 "status, owner, pid, host, started_at) VALUES (?, ?, ?, ?, ?, ?, 'started', ?, ?, ?, ?)",
-                (key.session_id, key.cut, key.algorithm_version, key.params_hash, key.strategy, key.params_json,
-                 owner, pid, host, now))
+                (
+                    key.session_id,
+                    key.cut,
+                    key.algorithm_version,
+                    key.params_hash,
+                    key.strategy,
+                    key.params_json,
+                    owner,
+                    pid,
+                    host,
+                    now,
+                ),
+            )
             row = self._row(self._select_key(conn, key), with_projection=False)
             return Claim("recovered" if retired else "claimed", row, superseded=tuple(retired))
 
-    def commit(self, key: CheckpointKey, owner: str, projection: Projection, *,
-               extra: Mapping[str, Any] | None = None) -> CheckpointRow:
+    def commit(
+        self, key: CheckpointKey, owner: str, projection: Projection, *, extra: Mapping[str, Any] | None = None
+    ) -> CheckpointRow:
         """Flip our ``started`` fence to ``committed`` with projection + receipt, in one transaction.
 
         Raises `FenceLost` (and writes nothing) when the row is no longer a
@@ -684,14 +764,26 @@ class CheckpointStore:
                 "UPDATE checkpoints SET status='committed', committed_at=?, receipt_json=?, projection_json=? "
                 "WHERE session_id=? AND cut=? AND algorithm_version=? AND params_hash=? "
                 "AND status='started' AND owner=?",
-                (now, _canonical(receipt), _canonical(proj_json),
-                 key.session_id, key.cut, key.algorithm_version, key.params_hash, owner))
+                (
+                    now,
+                    _canonical(receipt),
+                    _canonical(proj_json),
+                    key.session_id,
+                    key.cut,
+                    key.algorithm_version,
+                    key.params_hash,
+                    owner,
+                ),
+            )
             if cur.rowcount != 1:
                 r = self._select_key(conn, key)
                 now_row = None if r is None else self._row(r, with_projection=False)
                 state = "absent" if now_row is None else f"{now_row.status} (owner {now_row.owner})"
-                raise FenceLost(f"fence for {key} no longer ours (row is {state}); nothing committed",
-                                projection=projection, row=now_row)
+                raise FenceLost(
+                    f"fence for {key} no longer ours (row is {state}); nothing committed",
+                    projection=projection,
+                    row=now_row,
+                )
             return self._row(self._select_key(conn, key))
 
     def abandon(self, key: CheckpointKey, owner: str) -> bool:
@@ -700,7 +792,8 @@ class CheckpointStore:
             cur = conn.execute(
                 "DELETE FROM checkpoints WHERE session_id=? AND cut=? AND algorithm_version=? AND params_hash=? "
                 "AND status='started' AND owner=?",
-                (key.session_id, key.cut, key.algorithm_version, key.params_hash, owner))
+                (key.session_id, key.cut, key.algorithm_version, key.params_hash, owner),
+            )
             return cur.rowcount == 1
 
     def release(self, key: CheckpointKey | CheckpointRef | str, force: bool = False) -> bool:
@@ -723,7 +816,8 @@ class CheckpointStore:
             cur = conn.execute(
                 "DELETE FROM checkpoints WHERE session_id=? AND cut=? AND algorithm_version=? AND params_hash=? "
                 "AND status=?",
-                (full.session_id, full.cut, full.algorithm_version, full.params_hash, r["status"]))
+                (full.session_id, full.cut, full.algorithm_version, full.params_hash, r["status"]),
+            )
             return cur.rowcount == 1
 
 
@@ -762,14 +856,29 @@ def projection_from_json(data: Mapping[str, Any]) -> Projection:
     for s in data["segments"]:
         if "text" not in s:
             raise ValueError("projection JSON has no segment text (to_json(include_text=False)); cannot rebuild")
-        segs.append(Segment(kind=s["kind"], role=s["role"], text=s["text"], entry_ids=tuple(s.get("entry_ids") or ()),
-                            tokens=int(s.get("tokens") or 0), record_kind=s.get("record_kind"),
-                            label=s.get("label") or ""))
+        segs.append(
+            Segment(
+                kind=s["kind"],
+                role=s["role"],
+                text=s["text"],
+                entry_ids=tuple(s.get("entry_ids") or ()),
+                tokens=int(s.get("tokens") or 0),
+                record_kind=s.get("record_kind"),
+                label=s.get("label") or "",
+            )
+        )
     rec = data.get("receipt")
     return Projection(
-        strategy=data["strategy"], algorithm_version=data["algorithm_version"], session_id=data["session_id"],
-        cut=int(data["cut"]), segments=tuple(segs), capacity=int(data["capacity"]), estimator=data["estimator"],
-        summary_request=None, receipt=None if rec is None else SummaryReceipt(**rec), notes=dict(data.get("notes") or {}),
+        strategy=data["strategy"],
+        algorithm_version=data["algorithm_version"],
+        session_id=data["session_id"],
+        cut=int(data["cut"]),
+        segments=tuple(segs),
+        capacity=int(data["capacity"]),
+        estimator=data["estimator"],
+        summary_request=None,
+        receipt=None if rec is None else SummaryReceipt(**rec),
+        notes=dict(data.get("notes") or {}),
     )
 
 
@@ -779,17 +888,26 @@ def _check_projection(key: CheckpointKey, projection: Any) -> Projection:
     got = (projection.session_id, projection.cut, projection.algorithm_version)
     want = (key.session_id, key.cut, key.algorithm_version)
     if got != want or (key.strategy and projection.strategy != key.strategy):
-        raise ValueError(f"compute() returned a projection for {got + (projection.strategy,)}, "
-                         f"not for the key {want + (key.strategy,)}; refusing to commit it")
+        raise ValueError(
+            f"compute() returned a projection for {got + (projection.strategy,)}, "
+            f"not for the key {want + (key.strategy,)}; refusing to commit it"
+        )
     return projection
 
 
 # --------------------------------------------------------------------------- the core
 
 
-def compact_once(store: CheckpointStore, key: CheckpointKey, compute: Callable[[], Projection], *,
-                 retired_versions: Collection[str] | None = None, owner: str | None = None,
-                 wait: float = 0.0, poll: float = 0.05) -> Outcome:
+def compact_once(
+    store: CheckpointStore,
+    key: CheckpointKey,
+    compute: Callable[[], Projection],
+    *,
+    retired_versions: Collection[str] | None = None,
+    owner: str | None = None,
+    wait: float = 0.0,
+    poll: float = 0.05,
+) -> Outcome:
     """Compute the checkpoint for `key` at most once across every process sharing `store`.
 
     (a) A committed same-key row is returned as ``reused`` without calling
@@ -832,15 +950,23 @@ def compact_once(store: CheckpointStore, key: CheckpointKey, compute: Callable[[
         except sqlite3.Error:
             pass  # the original error matters more; the fence is then released by an operator
         raise
-    return Outcome("recovered" if claim.kind == "recovered" else "computed", key, projection=row.projection,
-                   receipt=row.receipt, computed=projection, row=row, superseded=claim.superseded)
+    return Outcome(
+        "recovered" if claim.kind == "recovered" else "computed",
+        key,
+        projection=row.projection,
+        receipt=row.receipt,
+        computed=projection,
+        row=row,
+        superseded=claim.superseded,
+    )
 
 
 # --------------------------------------------------------------------------- plain functions for the CLI
 
 
-def list_checkpoints(path: str | Path | None = None, status: str | None = None,
-                     session_id: str | None = None) -> list[dict[str, Any]]:
+def list_checkpoints(
+    path: str | Path | None = None, status: str | None = None, session_id: str | None = None
+) -> list[dict[str, Any]]:
     """Rows as JSON-ready dicts (no projections), oldest claim first.
 
     Raises `CheckpointError` when there is no checkpoint database at `path`:
@@ -861,8 +987,28 @@ def release_checkpoint(key: str, path: str | Path | None = None, force: bool = F
 
 
 __all__ = [
-    "AmbiguousKey", "CheckpointError", "CheckpointKey", "CheckpointRef", "CheckpointRow", "CheckpointStore", "Claim",
-    "FenceLost", "OUTCOMES", "Outcome", "ReleaseRefused", "STATUSES", "build_receipt", "checkpoint_key",
-    "checkpoint_params", "compact_once", "default_path", "list_checkpoints", "new_owner_id", "parse_key",
-    "projection_from_json", "release_checkpoint", "shape_fingerprint", "show_checkpoint",
+    "AmbiguousKey",
+    "CheckpointError",
+    "CheckpointKey",
+    "CheckpointRef",
+    "CheckpointRow",
+    "CheckpointStore",
+    "Claim",
+    "FenceLost",
+    "OUTCOMES",
+    "Outcome",
+    "ReleaseRefused",
+    "STATUSES",
+    "build_receipt",
+    "checkpoint_key",
+    "checkpoint_params",
+    "compact_once",
+    "default_path",
+    "list_checkpoints",
+    "new_owner_id",
+    "parse_key",
+    "projection_from_json",
+    "release_checkpoint",
+    "shape_fingerprint",
+    "show_checkpoint",
 ]

@@ -22,8 +22,8 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import pkgutil
+from collections.abc import Mapping
 from functools import lru_cache
-from typing import Mapping
 
 from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Session
@@ -34,8 +34,17 @@ _NOT_STRATEGIES = frozenset({"base", "trigger", "evidence", "anatomy", "labels"}
 
 #: The order tables and charts list strategies in.
 ORDER: tuple[str, ...] = (
-    "futureos-summarized", "futureos-deterministic", "codex", "opencode",
-    "claude-code", "pi", "gemini-cli", "aider", "full", "truncate-oldest", "observation-masking",
+    "futureos-summarized",
+    "futureos-deterministic",
+    "codex",
+    "opencode",
+    "claude-code",
+    "pi",
+    "gemini-cli",
+    "aider",
+    "full",
+    "truncate-oldest",
+    "observation-masking",
 )
 
 
@@ -69,8 +78,9 @@ def get(name: str) -> Strategy:
         raise ValueError(f"unknown strategy {name!r}; available: {', '.join(names())}") from None
 
 
-def compact(session: Session, strategy: str, cut: int | None = None,
-            ctx: CompactionContext | None = None) -> Projection:
+def compact(
+    session: Session, strategy: str, cut: int | None = None, ctx: CompactionContext | None = None
+) -> Projection:
     """Force a compaction of `session` at `cut` (default: its end) and count report tokens.
 
     The context's call shape takes the session's own system prompt when the
@@ -107,8 +117,10 @@ def compact(session: Session, strategy: str, cut: int | None = None,
     if out.computed is not None:
         return out.computed
     if out.projection is None:
-        raise RuntimeError(f"checkpoint {key} is still being computed by another process after "
-                           f"{CHECKPOINT_WAIT_S:.0f} s; see `compaction-lab checkpoints list`")
+        raise RuntimeError(
+            f"checkpoint {key} is still being computed by another process after "
+            f"{CHECKPOINT_WAIT_S:.0f} s; see `compaction-lab checkpoints list`"
+        )
     stored = projection_from_json(out.projection)
     receipt = stored.receipt
     if receipt is None or receipt.fallback:

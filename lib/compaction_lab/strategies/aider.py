@@ -91,15 +91,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from compaction_lab.core.projection import Projection, Segment, SentRequest, SummaryReceipt, SummaryRequest
 from compaction_lab.core.session import Record, Session
-from compaction_lab.summarize import extractive
-from compaction_lab.summarize.extractive import Block, Section, Template, empty_template
 from compaction_lab.core.tokens import counter
 from compaction_lab.strategies.base import CompactionContext, call_summarizer, history, read_prompt, summary_label
+from compaction_lab.summarize import extractive
+from compaction_lab.summarize.extractive import Block, Section, Template, empty_template
 
 #: Upstream pin.
 UPSTREAM_COMMIT = "5dc9490bb35f9729ef2c95d00a19ccd30c26339c"
@@ -138,19 +139,24 @@ HEAD_INPUT_RESERVE = 512  # history.py:74
 DEFAULT_SUMMARY_MODEL_INPUT = 4096  # history.py:73 (``or 4096``)
 HISTORY_MIN, HISTORY_MAX, HISTORY_DIVISOR = 1024, 8192, 16  # models.py:356-358
 
-CAPACITY_MARKER = ("[{n} earlier message(s) omitted to fit the context window (entries {ids}); "
-                   "not summarised — Aider itself would send them and overflow.]")
+CAPACITY_MARKER = (
+    "[{n} earlier message(s) omitted to fit the context window (entries {ids}); "
+    "not summarised — Aider itself would send them and overflow.]"
+)
 
 #: The stand-in's template. Aider's summary has no headings: these lead lines follow what the
 #: prompt asks for (the user's requests in the first person, functions/libraries/packages,
 #: the files referenced, more detail on the latest part).
-AIDER_TEMPLATE = Template(TEMPLATE, (
-    Section("I asked you:", "user", 10, 120, 40),
-    Section("Most recently:", "state", 20, 100, 2),
-    Section("The functions, libraries and packages we discussed:", "concepts", 35, 30, 40),
-    Section("The files you referred to:", "files", 40, 30, 40),
-    Section("The errors we saw:", "errors", 45, 70, 12),
-))
+AIDER_TEMPLATE = Template(
+    TEMPLATE,
+    (
+        Section("I asked you:", "user", 10, 120, 40),
+        Section("Most recently:", "state", 20, 100, 2),
+        Section("The functions, libraries and packages we discussed:", "concepts", 35, 30, 40),
+        Section("The files you referred to:", "files", 40, 30, 40),
+        Section("The errors we saw:", "errors", 45, 70, 12),
+    ),
+)
 
 _ROLE_HEAD_RE = re.compile(r"^# (USER|ASSISTANT)\n", re.M)
 _CALL_PARA_RE = re.compile(r"^[A-Za-z_][\w.:-]{0,63} \{.*\}\s*$", re.S)
@@ -169,11 +175,11 @@ def read_transcript(request: SummaryRequest) -> list[Block]:
             out.append(Block(role, body, len(out)))
 
     for i, mk in enumerate(marks):
-        body = text[mk.end(): marks[i + 1].start() if i + 1 < len(marks) else len(text)]
+        body = text[mk.end() : marks[i + 1].start() if i + 1 < len(marks) else len(text)]
         if mk.group(1) == "USER":
             run = _RUN_RE.match(body.strip("\n"))
             if body.startswith(SUMMARY_PREFIX):
-                add("summary", body[len(SUMMARY_PREFIX):])
+                add("summary", body[len(SUMMARY_PREFIX) :])
             elif run:
                 add("tool_call", run.group(1))
                 add("tool_result", run.group(2))
@@ -223,8 +229,11 @@ def _ok() -> Msg:
 
 
 def _summary_msg(text: str, ids: Sequence[str]) -> Msg:
-    m = Msg("user", [("summary", text if text.startswith(SUMMARY_PREFIX) else SUMMARY_PREFIX + text,
-                      None, None)], summary=True)
+    m = Msg(
+        "user",
+        [("summary", text if text.startswith(SUMMARY_PREFIX) else SUMMARY_PREFIX + text, None, None)],
+        summary=True,
+    )
     m.ids = tuple(ids)  # type: ignore[attr-defined]
     return m
 
@@ -266,8 +275,7 @@ def to_messages(records: Sequence[Record], ctx: CompactionContext) -> list[Msg]:
         if out and cur_entry == r.entry_id and out[-1].role == role and not out[-1].summary:
             out[-1].parts.append(("tail", r.text, r.entry_id, r.kind))
         else:
-            out.append(Msg(role, [("tail", r.text, r.entry_id, r.kind)],
-                           real_user=r.kind == "user" and not r.injected))
+            out.append(Msg(role, [("tail", r.text, r.entry_id, r.kind)], real_user=r.kind == "user" and not r.injected))
         cur_entry = r.entry_id
     return out
 
@@ -388,25 +396,37 @@ class ChatSummary:
             if running > limit:
                 break
             keep.append(msg)
-        lost = sized[len(keep):split_index]
+        lost = sized[len(keep) : split_index]
         summary = self.summarize_all(keep, depth, lost=[m for _, m in lost])
         summary_tokens = self.list_count([m.as_dict() for m in summary])
         tail_tokens = sum(t for t, _ in sized[split_index:])
-        self.log[-1].update({"split_index": split_index, "tail_messages": len(tail), "tail_tokens": tail_tokens,
-                             "summary_tokens": summary_tokens})
+        self.log[-1].update(
+            {
+                "split_index": split_index,
+                "tail_messages": len(tail),
+                "tail_tokens": tail_tokens,
+                "summary_tokens": summary_tokens,
+            }
+        )
         if summary_tokens + tail_tokens < self.max_tokens:
             return summary + tail
         return self.summarize_real(summary + tail, depth + 1)
 
     def summarize_all(self, messages: Sequence[Msg], depth: int = 0, lost: Sequence[Msg] = ()) -> list[Msg]:
         content = transcript(messages)
-        self.log.append({"depth": depth, "messages": len(messages), "lost_messages": len(lost),
-                         "lost_entries": [e for m in lost for e in _ids(m)]})
+        self.log.append(
+            {
+                "depth": depth,
+                "messages": len(messages),
+                "lost_messages": len(lost),
+                "lost_entries": [e for m in lost for e in _ids(m)],
+            }
+        )
         ids = tuple(dict.fromkeys(e for m in messages for e in _ids(m)))
         for send in self.models:
             try:
                 text = send(content, list(messages))
-            except Exception as exc:  # noqa: BLE001 - upstream prints and tries the next model
+            except Exception as exc:
                 self.log[-1].setdefault("model_errors", []).append(f"{type(exc).__name__}: {exc}")
                 continue
             if text is not None:
@@ -457,15 +477,25 @@ class Aider:
 
     def prompts(self, ctx: CompactionContext) -> Mapping[str, str]:
         """The prompt texts in use."""
-        return {"system": self.instruction(ctx), "summary_prefix": SUMMARY_PREFIX, "run_output": RUN_OUTPUT,
-                "ok": OK_REPLY}
+        return {
+            "system": self.instruction(ctx),
+            "summary_prefix": SUMMARY_PREFIX,
+            "run_output": RUN_OUTPUT,
+            "ok": OK_REPLY,
+        }
 
-    def summary_request(self, content: str, messages: Sequence[Msg], ctx: CompactionContext,
-                        cap: int) -> SummaryRequest:
+    def summary_request(
+        self, content: str, messages: Sequence[Msg], ctx: CompactionContext, cap: int
+    ) -> SummaryRequest:
         """``[system: summarize prompt, user: transcript]``, no tools (history.py:109-112)."""
         return SummaryRequest(
-            strategy=self.name, shape=REQUEST_SHAPE, system=self.instruction(ctx), tools=(),
-            messages=({"role": "user", "content": content},), template=self.template, max_output_tokens=cap,
+            strategy=self.name,
+            shape=REQUEST_SHAPE,
+            system=self.instruction(ctx),
+            tools=(),
+            messages=({"role": "user", "content": content},),
+            template=self.template,
+            max_output_tokens=cap,
             source_entry_ids=tuple(dict.fromkeys(e for m in messages for e in _ids(m))),
         )
 
@@ -474,8 +504,10 @@ class Aider:
         msgs = to_messages(recs, ctx)
         done, cur = split_current(msgs, ctx)
         cnt = counter(ctx.encoding)
-        frame = [Segment("system", "system", ctx.shape.system_prompt),
-                 Segment("tools", "system", ctx.shape.tools_text())]
+        frame = [
+            Segment("system", "system", ctx.shape.system_prompt),
+            Segment("tools", "system", ctx.shape.tools_text()),
+        ]
         frame_tokens = sum(cnt.count_many([s.text for s in frame]))
         cap = ctx.window - ctx.output_ceiling
         max_tokens = max_chat_history_tokens(ctx)
@@ -492,14 +524,26 @@ class Aider:
             receipts.append(receipt)
             return text
 
-        summ = ChatSummary(max_tokens, lambda m: message_tokens(m, ctx), lambda ms: messages_tokens(ms, ctx), [send],
-                           int(ctx.param("summary_model_max_input_tokens", ctx.input_limit or ctx.window)))
+        summ = ChatSummary(
+            max_tokens,
+            lambda m: message_tokens(m, ctx),
+            lambda ms: messages_tokens(ms, ctx),
+            [send],
+            int(ctx.param("summary_model_max_input_tokens", ctx.input_limit or ctx.window)),
+        )
         done_tokens = sum(t for t, _ in summ.tokenize(done))
         notes: dict[str, Any] = {
-            "upstream_commit": UPSTREAM_COMMIT, "mode": mode, "max_chat_history_tokens": max_tokens,
-            "done_messages": len(done), "done_tokens": done_tokens, "cur_messages": len(cur),
-            "too_big": done_tokens > max_tokens, "summary_calls": 0, "summary_failed": False,
-            "done_dropped": False, "capacity_dropped": [],
+            "upstream_commit": UPSTREAM_COMMIT,
+            "mode": mode,
+            "max_chat_history_tokens": max_tokens,
+            "done_messages": len(done),
+            "done_tokens": done_tokens,
+            "cur_messages": len(cur),
+            "too_big": done_tokens > max_tokens,
+            "summary_calls": 0,
+            "summary_failed": False,
+            "done_dropped": False,
+            "capacity_dropped": [],
         }
         failed = False
         try:
@@ -536,12 +580,22 @@ class Aider:
         tokens = frame_tokens + sum(cnt.count_many([s.text for s in segs]))
         notes.update({"tokens": tokens, "fits": tokens <= cap, "summary_cap": summary_cap})
         return Projection(
-            strategy=self.name, algorithm_version=self.algorithm_version, session_id=session.id, cut=cut,
-            segments=tuple(all_segs), capacity=cap, estimator=self.estimator, summary_request=req,
-            receipt=receipt, notes=notes,
+            strategy=self.name,
+            algorithm_version=self.algorithm_version,
+            session_id=session.id,
+            cut=cut,
+            segments=tuple(all_segs),
+            capacity=cap,
+            estimator=self.estimator,
+            summary_request=req,
+            receipt=receipt,
+            notes=notes,
             # the recursion's earlier requests are billed too: every request sent, in order
-            sent_requests=tuple(SentRequest(r, cnt.count(rc.text or "")) for r, rc in zip(requests, receipts))
-            if len(requests) > 1 else (),
+            sent_requests=tuple(
+                SentRequest(r, cnt.count(rc.text or "")) for r, rc in zip(requests, receipts, strict=False)
+            )
+            if len(requests) > 1
+            else (),
         )
 
     def _segments(self, m: Msg, i: int, label: str) -> list[Segment]:
@@ -556,8 +610,9 @@ class Aider:
                 out.append(Segment("header", m.role, text, message=key))
         return out
 
-    def _fit(self, units: list[list[Segment]], frame_tokens: int, cap: int, notes: dict[str, Any],
-             ctx: CompactionContext) -> list[Segment]:
+    def _fit(
+        self, units: list[list[Segment]], frame_tokens: int, cap: int, notes: dict[str, Any], ctx: CompactionContext
+    ) -> list[Segment]:
         """Capacity guard (ours): drop the oldest non-summary messages behind one marker until it fits."""
         cnt = counter(ctx.encoding)
         sizes = [sum(cnt.count_many([s.text for s in u])) for u in units]
@@ -577,8 +632,13 @@ class Aider:
         def marker(ids: list[int]) -> Segment:
             eids = [e for i in ids for s in units[i] for e in s.entry_ids]
             shown = ", ".join(dict.fromkeys(eids[:3])) + (f", … (+{len(eids) - 3})" if len(eids) > 3 else "")
-            return Segment("omitted_marker", "user", CAPACITY_MARKER.format(n=len(ids), ids=shown or "-"),
-                           tuple(dict.fromkeys(eids)), message="aider:capacity")
+            return Segment(
+                "omitted_marker",
+                "user",
+                CAPACITY_MARKER.format(n=len(ids), ids=shown or "-"),
+                tuple(dict.fromkeys(eids)),
+                message="aider:capacity",
+            )
 
         while rest:
             total = head_size + sum(sizes[i] for i in rest)
@@ -608,7 +668,25 @@ class Aider:
 STRATEGIES = {s.name: s for s in (Aider(),)}
 
 __all__ = [
-    "AIDER_TEMPLATE", "ALGORITHM_VERSION", "Aider", "ChatSummary", "Msg", "OK_REPLY", "REQUEST_SHAPE", "RUN_OUTPUT",
-    "STRATEGIES", "SUMMARIZE_PROMPT", "SUMMARY_PREFIX", "UPSTREAM_COMMIT", "live_history", "max_chat_history_tokens",
-    "message_tokens", "messages_tokens", "read_transcript", "split_current", "to_messages", "too_big", "transcript",
+    "AIDER_TEMPLATE",
+    "ALGORITHM_VERSION",
+    "Aider",
+    "ChatSummary",
+    "Msg",
+    "OK_REPLY",
+    "REQUEST_SHAPE",
+    "RUN_OUTPUT",
+    "STRATEGIES",
+    "SUMMARIZE_PROMPT",
+    "SUMMARY_PREFIX",
+    "UPSTREAM_COMMIT",
+    "live_history",
+    "max_chat_history_tokens",
+    "message_tokens",
+    "messages_tokens",
+    "read_transcript",
+    "split_current",
+    "to_messages",
+    "too_big",
+    "transcript",
 ]

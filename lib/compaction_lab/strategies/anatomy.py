@@ -8,9 +8,8 @@ segment) and what figures 7 and 8 draw.
 from __future__ import annotations
 
 import dataclasses
-
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import pandas as pd
 
@@ -20,8 +19,19 @@ from compaction_lab.core.session import Session
 from compaction_lab.strategies.base import CompactionContext
 
 PROJECTION_COLUMNS = [
-    "case_id", "strategy", "strategy_label", "algorithm_version", "session_id", "cut", "position",
-    "segment_kind", "role", "record_kind", "tokens", "entry_ids", "label",
+    "case_id",
+    "strategy",
+    "strategy_label",
+    "algorithm_version",
+    "session_id",
+    "cut",
+    "position",
+    "segment_kind",
+    "role",
+    "record_kind",
+    "tokens",
+    "entry_ids",
+    "label",
 ]
 
 
@@ -50,8 +60,12 @@ def strategy_label(p: Projection) -> str:
         return f"{name} ({STAND_IN_LABEL})"
     if p.receipt is not None and not p.receipt.fallback and p.receipt.provider.startswith("model"):
         return f"{name} ({p.receipt.provider})"  # a model wrote the summary: say which
-    if p.receipt is not None and p.receipt.fallback and p.summary_request is not None \
-            and p.strategy.startswith("futureos"):
+    if (
+        p.receipt is not None
+        and p.receipt.fallback
+        and p.summary_request is not None
+        and p.strategy.startswith("futureos")
+    ):
         return f"{name} (fallback: deterministic)"
     return name
 
@@ -88,8 +102,9 @@ def projections_table(results: Iterable[tuple[Case, Projection]]) -> pd.DataFram
 
 def strategy_totals(table: pd.DataFrame) -> pd.DataFrame:
     """Per case x strategy: total tokens, segments, and tokens by segment kind (wide)."""
-    wide = table.pivot_table(index=["case_id", "strategy_label"], columns="segment_kind", values="tokens",
-                             aggfunc="sum", fill_value=0)
+    wide = table.pivot_table(
+        index=["case_id", "strategy_label"], columns="segment_kind", values="tokens", aggfunc="sum", fill_value=0
+    )
     wide.insert(0, "tokens", wide.sum(axis=1))
     wide.insert(1, "segments", table.groupby(["case_id", "strategy_label"]).size())
     return wide.reset_index()
@@ -109,16 +124,20 @@ def budgets_table(ctx: CompactionContext, session: Session, projection: Projecti
 
     With a FutureOS `projection`, the tokens it actually used per part are shown beside each budget.
     """
-    from compaction_lab.strategies import trigger
     from compaction_lab.core.tokens import counter
+    from compaction_lab.strategies import trigger
 
     shape = ctx.shape.for_session(session)
     tok = counter(ctx.encoding)
-    summary = int(ctx.param("summary_tokens", trigger.SUMMARY_TOKENS)) if projection is None or \
-        projection.strategy == "futureos-summarized" else 0
+    summary = (
+        int(ctx.param("summary_tokens", trigger.SUMMARY_TOKENS))
+        if projection is None or projection.strategy == "futureos-summarized"
+        else 0
+    )
     b = trigger.futureos_budgets(
         trigger.futureos_trigger(ctx.window, ctx.output_ceiling),
-        tok.count(shape.system_prompt), tok.count(shape.tools_text()),
+        tok.count(shape.system_prompt),
+        tok.count(shape.tools_text()),
         tail=int(ctx.param("tail_tokens", trigger.TAIL_TOKENS)),
         evidence=int(ctx.param("evidence_tokens", trigger.EVIDENCE_TOKENS)),
         summary=summary,
@@ -131,9 +150,17 @@ def budgets_table(ctx: CompactionContext, session: Session, projection: Projecti
         # The projection's own history room: raised above the target when that kept assistant originals.
         b = dataclasses.replace(b, history=room)
     if projection is not None:
-        part_of = {"system": "system", "tools": "tools", "evidence_index": "evidence", "summary": "summary",
-                   "tail": "tail", "user_original": "history", "assistant_original": "history",
-                   "omitted_marker": "history", "header": "history"}
+        part_of = {
+            "system": "system",
+            "tools": "tools",
+            "evidence_index": "evidence",
+            "summary": "summary",
+            "tail": "tail",
+            "user_original": "history",
+            "assistant_original": "history",
+            "omitted_marker": "history",
+            "header": "history",
+        }
         used = {}
         for s in projection.segments:
             part = part_of.get(s.kind)

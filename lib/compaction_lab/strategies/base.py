@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Protocol
 
 from compaction_lab.core import paths
 from compaction_lab.core.projection import STAND_IN_LABEL, Projection, SummaryReceipt, SummaryRequest
 from compaction_lab.core.session import Record, Session
-from compaction_lab.summarize import NoneProvider, SummaryProvider, SummaryUnavailable
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
+from compaction_lab.summarize import NoneProvider, SummaryProvider, SummaryUnavailable
 
 # --------------------------------------------------------------------------- call shape
 
@@ -49,18 +50,21 @@ class CallShape:
         return json.dumps(list(self.tools), sort_keys=True, ensure_ascii=False, indent=1)
 
     @classmethod
-    def load(cls, path: str | Path) -> "CallShape":
+    def load(cls, path: str | Path) -> CallShape:
         """Read a shape file (``{"name", "system_prompt", "tools"}``)."""
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-        return cls(name=data.get("name", Path(path).stem), system_prompt=data["system_prompt"],
-                   tools=tuple(data.get("tools") or ()))
+        return cls(
+            name=data.get("name", Path(path).stem),
+            system_prompt=data["system_prompt"],
+            tools=tuple(data.get("tools") or ()),
+        )
 
     @classmethod
-    def default(cls) -> "CallShape":
+    def default(cls) -> CallShape:
         """The synthetic chains' shape (``data/shapes/synthetic-agent.json``)."""
         return cls.load(paths.SHAPES_DIR / "synthetic-agent.json")
 
-    def for_session(self, session: Session) -> "CallShape":
+    def for_session(self, session: Session) -> CallShape:
         """This shape, with the session's own recorded system prompt when it has one."""
         own = session.metadata.get("system_prompt")
         if not own:
@@ -181,8 +185,13 @@ def history(session: Session, cut: int | None) -> list[Record]:
 
 
 ROLE_OF_KIND: Mapping[str, str] = {
-    "system": "system", "user": "user", "assistant": "assistant", "reasoning": "assistant",
-    "tool_call": "assistant", "tool_output": "tool", "summary": "user",
+    "system": "system",
+    "user": "user",
+    "assistant": "assistant",
+    "reasoning": "assistant",
+    "tool_call": "assistant",
+    "tool_output": "tool",
+    "summary": "user",
 }
 
 
@@ -212,10 +221,11 @@ def call_summarizer(ctx: CompactionContext, request: SummaryRequest) -> tuple[st
         res = prov.summarize(request)
     except SummaryUnavailable as exc:
         return None, SummaryReceipt(name, stand_in, "", fp, fallback=True, error=str(exc) or "summary unavailable")
-    except Exception as exc:  # noqa: BLE001 - a provider failure must not break the compaction
+    except Exception as exc:
         return None, SummaryReceipt(name, stand_in, "", fp, fallback=True, error=f"{type(exc).__name__}: {exc}")
-    return res.text, SummaryReceipt(name, stand_in, res.text, fp, res.input_tokens, res.cached_tokens,
-                                    res.output_tokens)
+    return res.text, SummaryReceipt(
+        name, stand_in, res.text, fp, res.input_tokens, res.cached_tokens, res.output_tokens
+    )
 
 
 def summary_label(receipt: SummaryReceipt, fallback_label: str) -> str:

@@ -77,8 +77,8 @@ Conventions shared by the three (decisions where the spec is silent)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from compaction_lab.core.projection import Projection, Segment
 from compaction_lab.core.session import Record, Session
@@ -106,8 +106,7 @@ def _count(text: str, ctx: CompactionContext) -> int:
 
 def _frame(ctx: CompactionContext) -> tuple[list[Segment], int]:
     """The system and tools segments, and their size."""
-    segs = [Segment("system", "system", ctx.shape.system_prompt),
-            Segment("tools", "system", ctx.shape.tools_text())]
+    segs = [Segment("system", "system", ctx.shape.system_prompt), Segment("tools", "system", ctx.shape.tools_text())]
     return segs, sum(counter(ctx.encoding).count_many([s.text for s in segs]))
 
 
@@ -167,9 +166,13 @@ class Full:
         total = frame_tokens + sum(_sizes(recs, ctx))
         cap = _capacity(ctx)
         return Projection(
-            strategy=self.name, algorithm_version=self.algorithm_version, session_id=session.id, cut=cut,
+            strategy=self.name,
+            algorithm_version=self.algorithm_version,
+            session_id=session.id,
+            cut=cut,
             segments=tuple(frame + [_verbatim(r, "tail") for r in recs]),
-            capacity=cap, estimator=self.estimator,
+            capacity=cap,
+            estimator=self.estimator,
             notes={"fits": total <= cap, "tokens": total, "records": len(recs)},
         )
 
@@ -180,8 +183,10 @@ class Full:
 
 # --------------------------------------------------------------------------- truncate-oldest
 
-TRUNCATE_HEADER = ("[{version}: the {n} oldest records of this session ({tokens} tokens) were dropped to fit "
-                   "the context window. They are not summarised; the originals stay in the session archive.]")
+TRUNCATE_HEADER = (
+    "[{version}: the {n} oldest records of this session ({tokens} tokens) were dropped to fit "
+    "the context window. They are not summarised; the originals stay in the session archive.]"
+)
 
 
 @dataclass(frozen=True)
@@ -211,7 +216,7 @@ class TruncateOldest:
             dropped = [i < start for i in range(n)]
             orphans = _drop_orphans(recs, dropped)
             n_dropped = sum(dropped)
-            kept_tokens = sum(sz for sz, d in zip(sizes, dropped) if not d)
+            kept_tokens = sum(sz for sz, d in zip(sizes, dropped, strict=False) if not d)
             header = self.header(n_dropped, suffix[0] - kept_tokens) if n_dropped else ""
             used = kept_tokens + (_count(header, ctx) if header else 0)
             if used <= budget or start >= n:
@@ -220,13 +225,24 @@ class TruncateOldest:
         segs = list(frame)
         if header:
             segs.append(Segment("header", "user", header))
-        segs += [_verbatim(r, "tail") for r, d in zip(recs, dropped) if not d]
+        segs += [_verbatim(r, "tail") for r, d in zip(recs, dropped, strict=False) if not d]
         return Projection(
-            strategy=self.name, algorithm_version=self.algorithm_version, session_id=session.id, cut=cut,
-            segments=tuple(segs), capacity=cap, estimator=self.estimator,
-            notes={"fits": frame_tokens + used <= cap, "tokens": frame_tokens + used, "dropped": n_dropped,
-                   "orphans_dropped": orphans, "dropped_tokens": suffix[0] - kept_tokens,
-                   "record_budget": budget, "kept": n - n_dropped},
+            strategy=self.name,
+            algorithm_version=self.algorithm_version,
+            session_id=session.id,
+            cut=cut,
+            segments=tuple(segs),
+            capacity=cap,
+            estimator=self.estimator,
+            notes={
+                "fits": frame_tokens + used <= cap,
+                "tokens": frame_tokens + used,
+                "dropped": n_dropped,
+                "orphans_dropped": orphans,
+                "dropped_tokens": suffix[0] - kept_tokens,
+                "record_budget": budget,
+                "kept": n - n_dropped,
+            },
         )
 
     def fires(self, tokens: int, ctx: CompactionContext) -> bool:
@@ -242,9 +258,11 @@ MASK_AFTER_TURNS = 10
 MASK_PLACEHOLDER = "Old environment output: ({lines} lines omitted)"
 #: ``placeholder="archive"``: our marker (observation-masking-1's), naming the entry and its size.
 MASK_MARKER = "[tool output omitted — entry {entry}, {tokens} tokens; retrievable from the session archive]"
-MASK_HEADER = ("[{version}: {turns} oldest {units} and {records} further records ({tokens} tokens) were dropped "
-               "to fit the context window; {masked} older tool outputs are replaced by placeholders. Nothing "
-               "here is summarised; the originals stay in the session archive.]")
+MASK_HEADER = (
+    "[{version}: {turns} oldest {units} and {records} further records ({tokens} tokens) were dropped "
+    "to fit the context window; {masked} older tool outputs are replaced by placeholders. Nothing "
+    "here is summarised; the originals stay in the session archive.]"
+)
 #: Mask units: the paper's agent step (default) and observation-masking-1's user turn.
 MASK_UNITS = ("agent_step", "user_turn")
 _LEGACY_UNITS = {"step": "agent_step", "user": "user_turn"}  # observation-masking-1's `turn_unit` values
@@ -327,11 +345,20 @@ class ObservationMasking:
 
     def header(self, turns: int, records: int, tokens: int, masked: int, unit: str = "agent_step") -> str:
         units = "agent steps" if unit == "agent_step" else "turns"
-        return MASK_HEADER.format(version=self.algorithm_version, turns=turns, units=units, records=records,
-                                  tokens=tokens, masked=masked)
+        return MASK_HEADER.format(
+            version=self.algorithm_version, turns=turns, units=units, records=records, tokens=tokens, masked=masked
+        )
 
-    def _header(self, recs: Sequence[Record], turn: Sequence[int], n_turns: int, dropped: Sequence[bool],
-                masked: Sequence[bool], sizes: Sequence[int], unit: str = "agent_step") -> tuple[str, int]:
+    def _header(
+        self,
+        recs: Sequence[Record],
+        turn: Sequence[int],
+        n_turns: int,
+        dropped: Sequence[bool],
+        masked: Sequence[bool],
+        sizes: Sequence[int],
+        unit: str = "agent_step",
+    ) -> tuple[str, int]:
         """The header for what was dropped ("" when nothing was), and how many whole turns were dropped."""
         n = len(recs)
         whole = [True] * n_turns  # turn t entirely dropped?
@@ -342,8 +369,13 @@ class ObservationMasking:
         if not any(dropped):
             return "", dropped_turns
         in_turns = sum(1 for i in range(n) if dropped[i] and whole[turn[i]])
-        return self.header(dropped_turns, sum(dropped) - in_turns, sum(sizes[i] for i in range(n) if dropped[i]),
-                           sum(1 for i in range(n) if masked[i] and not dropped[i]), unit), dropped_turns
+        return self.header(
+            dropped_turns,
+            sum(dropped) - in_turns,
+            sum(sizes[i] for i in range(n) if dropped[i]),
+            sum(1 for i in range(n) if masked[i] and not dropped[i]),
+            unit,
+        ), dropped_turns
 
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
         recs = _records(session, cut, ctx)
@@ -361,7 +393,7 @@ class ObservationMasking:
         protected = _first_protected(recs, turn, n_turns, m, unit)
         outputs = [i for i, r in enumerate(recs) if r.kind == "tool_output"]
         markers = {i: self.marker(recs[i], sizes[i], placeholder) for i in outputs}
-        msize = dict(zip(outputs, counter(ctx.encoding).count_many([markers[i] for i in outputs])))
+        msize = dict(zip(outputs, counter(ctx.encoding).count_many([markers[i] for i in outputs]), strict=False))
         masked = [recs[i].kind == "tool_output" and turn[i] < protected for i in range(n)]
         dropped = [False] * n
 
@@ -427,13 +459,26 @@ class ObservationMasking:
                 segs.append(_verbatim(r, "tail" if i >= tail_from else _head_kind(r)))
         kept_tokens = used
         return Projection(
-            strategy=self.name, algorithm_version=self.algorithm_version, session_id=session.id, cut=cut,
-            segments=tuple(segs), capacity=cap, estimator=self.estimator,
-            notes={"fits": frame_tokens + kept_tokens <= cap, "tokens": frame_tokens + kept_tokens,
-                   "turns": n_turns, "mask_unit": unit, "placeholder": placeholder, "mask_after_turns": m,
-                   "masked": sum(1 for i in range(n) if masked[i] and not dropped[i]),
-                   "masked_tokens": sum(sizes[i] for i in range(n) if masked[i] and not dropped[i]),
-                   "dropped": sum(dropped), "dropped_turns": dropped_turns, "fallback_steps": steps},
+            strategy=self.name,
+            algorithm_version=self.algorithm_version,
+            session_id=session.id,
+            cut=cut,
+            segments=tuple(segs),
+            capacity=cap,
+            estimator=self.estimator,
+            notes={
+                "fits": frame_tokens + kept_tokens <= cap,
+                "tokens": frame_tokens + kept_tokens,
+                "turns": n_turns,
+                "mask_unit": unit,
+                "placeholder": placeholder,
+                "mask_after_turns": m,
+                "masked": sum(1 for i in range(n) if masked[i] and not dropped[i]),
+                "masked_tokens": sum(sizes[i] for i in range(n) if masked[i] and not dropped[i]),
+                "dropped": sum(dropped),
+                "dropped_turns": dropped_turns,
+                "fallback_steps": steps,
+            },
         )
 
     def fires(self, tokens: int, ctx: CompactionContext) -> bool:
@@ -441,11 +486,13 @@ class ObservationMasking:
         return _fires_at_capacity(tokens, ctx)
 
 
-STRATEGIES = {
-    s.name: s for s in (Full(), TruncateOldest(), ObservationMasking())
-}
+STRATEGIES = {s.name: s for s in (Full(), TruncateOldest(), ObservationMasking())}
 
 __all__ = [
     "Full",
-    "MASK_MARKER", "MASK_PLACEHOLDER", "ObservationMasking", "STRATEGIES", "TruncateOldest",
+    "MASK_MARKER",
+    "MASK_PLACEHOLDER",
+    "ObservationMasking",
+    "STRATEGIES",
+    "TruncateOldest",
 ]

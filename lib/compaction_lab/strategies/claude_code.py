@@ -88,26 +88,33 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 from compaction_lab.core.projection import Projection, Segment, SummaryReceipt, SummaryRequest
 from compaction_lab.core.session import Record, Session
-from compaction_lab.summarize.extractive import empty_template
 from compaction_lab.core.tokens import counter
-from compaction_lab.strategies.base import CompactionContext, call_summarizer, est_chars4, history, read_prompt, summary_label
+from compaction_lab.strategies.base import (
+    CompactionContext,
+    call_summarizer,
+    est_chars4,
+    history,
+    read_prompt,
+    summary_label,
+)
+from compaction_lab.summarize.extractive import empty_template
 
 ALGORITHM_VERSION = "claude-code-2"
 
 #: Shown after the name in every table and figure: Claude Code's source is not public.
 LABEL_TAG = "reconstructed"
 
-SUMMARY_TOKENS = 20_000          # MAX_OUTPUT_TOKENS_FOR_SUMMARY
-AUTOCOMPACT_BUFFER = 13_000      # AUTOCOMPACT_BUFFER_TOKENS
-RESERVED_OUTPUT_CAP = 20_000     # reserved for the summary's output in the effective window
-MAX_FILES_TO_RESTORE = 5         # POST_COMPACT_MAX_FILES_TO_RESTORE
-MAX_TOKENS_PER_FILE = 5_000      # POST_COMPACT_MAX_TOKENS_PER_FILE
-FILES_TOKEN_BUDGET = 50_000      # POST_COMPACT_TOKEN_BUDGET
+SUMMARY_TOKENS = 20_000  # MAX_OUTPUT_TOKENS_FOR_SUMMARY
+AUTOCOMPACT_BUFFER = 13_000  # AUTOCOMPACT_BUFFER_TOKENS
+RESERVED_OUTPUT_CAP = 20_000  # reserved for the summary's output in the effective window
+MAX_FILES_TO_RESTORE = 5  # POST_COMPACT_MAX_FILES_TO_RESTORE
+MAX_TOKENS_PER_FILE = 5_000  # POST_COMPACT_MAX_TOKENS_PER_FILE
+FILES_TOKEN_BUDGET = 50_000  # POST_COMPACT_TOKEN_BUDGET
 CLEARED_TOOL_RESULT = "[Old tool result content cleared]"
 
 TEMPLATE = "claude-code-9"
@@ -117,60 +124,82 @@ ESTIMATOR = "tiktoken"
 #: Tool names (lower case) whose results upstream re-attaches as files / clears in microcompact.
 READ_TOOLS = frozenset({"read", "read_file", "readfile", "file_read", "view", "view_file"})
 TODO_TOOLS = frozenset({"todowrite", "todo_write", "todo", "update_todos"})
-COMPACTABLE_TOOLS = READ_TOOLS | frozenset({
-    "bash", "shell", "exec_command", "grep", "glob", "websearch", "web_search", "webfetch", "web_fetch",
-    "edit", "edit_file", "multiedit", "write", "write_file",
-})
+COMPACTABLE_TOOLS = READ_TOOLS | frozenset(
+    {
+        "bash",
+        "shell",
+        "exec_command",
+        "grep",
+        "glob",
+        "websearch",
+        "web_search",
+        "webfetch",
+        "web_fetch",
+        "edit",
+        "edit_file",
+        "multiedit",
+        "write",
+        "write_file",
+    }
+)
 #: Files upstream never re-attaches (re-injected from disk with every request instead).
 _NOT_RESTORED = re.compile(r"(^|/)(CLAUDE(\.local)?\.md|MEMORY\.md)$", re.I)
 
 #: The compact instruction appended to the forked conversation (our words, upstream's instructions).
-NINE_SECTION_INSTRUCTION = "\n".join((
-    "Reply with text only and do not call any tools: tool calls will be rejected, and this turn must "
-    "produce the summary.",
-    "",
-    "Write a detailed summary of the conversation above so that the work can continue without it. Pay "
-    "close attention to what the user explicitly asked for and to what was done in response. Capture the "
-    "technical details, code patterns and design decisions someone would need to carry on the development"
-    " work.",
-    "",
-    "Before the summary, think it through inside <analysis> tags. Go through the conversation in order "
-    "and, for each part, note: the user's explicit requests and intent; how they were addressed; key "
-    "decisions, technical concepts and code patterns; concrete details such as file names, full code "
-    "snippets, function signatures and edits; errors met and how they were fixed; and any feedback from "
-    "the user, above all where the user asked for something to be done differently. Then check your notes"
-    " for technical accuracy and completeness.",
-    "",
-    "Then write the summary inside <summary> tags with exactly these nine sections:",
-    "1. Primary Request and Intent: every explicit request and intent of the user, in detail.",
-    "2. Key Technical Concepts: the important technical concepts, technologies and frameworks discussed.",
-    "3. Files and Code Sections: the files and code sections examined, changed or created, with why each "
-    "read or edit matters; give full snippets where they help, most of all for the latest messages.",
-    "4. Errors and Fixes: every error met and how it was fixed, including the user's feedback on it.",
-    "5. Problem Solving: the problems solved and any troubleshooting still under way.",
-    "6. All User Messages: every user message that is not a tool result, listed; they show the user's "
-    "feedback and how their intent changed.",
-    "7. Pending Tasks: the tasks you were explicitly asked to do that are not finished.",
-    "8. Current Work: precisely what was being worked on just before this summary, from the latest user "
-    "and assistant messages, with file names and code snippets.",
-    "9. Optional Next Step: the next step, only if it follows directly from the user's most recent "
-    "explicit request and the work in progress; if the last task was finished, name a next step only if "
-    "the user asked for it. Quote the latest messages verbatim to show exactly where the work stopped. Do"
-    " not pick up side requests or old requests that were already done without asking the user first.",
-    "",
-    "Do not use any tools. Reply with the <summary> block only after your analysis.",
-))
+NINE_SECTION_INSTRUCTION = "\n".join(
+    (
+        "Reply with text only and do not call any tools: tool calls will be rejected, and this turn must "
+        "produce the summary.",
+        "",
+        "Write a detailed summary of the conversation above so that the work can continue without it. Pay "
+        "close attention to what the user explicitly asked for and to what was done in response. Capture the "
+        "technical details, code patterns and design decisions someone would need to carry on the development"
+        " work.",
+        "",
+        "Before the summary, think it through inside <analysis> tags. Go through the conversation in order "
+        "and, for each part, note: the user's explicit requests and intent; how they were addressed; key "
+        "decisions, technical concepts and code patterns; concrete details such as file names, full code "
+        "snippets, function signatures and edits; errors met and how they were fixed; and any feedback from "
+        "the user, above all where the user asked for something to be done differently. Then check your notes"
+        " for technical accuracy and completeness.",
+        "",
+        "Then write the summary inside <summary> tags with exactly these nine sections:",
+        "1. Primary Request and Intent: every explicit request and intent of the user, in detail.",
+        "2. Key Technical Concepts: the important technical concepts, technologies and frameworks discussed.",
+        "3. Files and Code Sections: the files and code sections examined, changed or created, with why each "
+        "read or edit matters; give full snippets where they help, most of all for the latest messages.",
+        "4. Errors and Fixes: every error met and how it was fixed, including the user's feedback on it.",
+        "5. Problem Solving: the problems solved and any troubleshooting still under way.",
+        "6. All User Messages: every user message that is not a tool result, listed; they show the user's "
+        "feedback and how their intent changed.",
+        "7. Pending Tasks: the tasks you were explicitly asked to do that are not finished.",
+        "8. Current Work: precisely what was being worked on just before this summary, from the latest user "
+        "and assistant messages, with file names and code snippets.",
+        "9. Optional Next Step: the next step, only if it follows directly from the user's most recent "
+        "explicit request and the work in progress; if the last task was finished, name a next step only if "
+        "the user asked for it. Quote the latest messages verbatim to show exactly where the work stopped. Do"
+        " not pick up side requests or old requests that were already done without asking the user first.",
+        "",
+        "Do not use any tools. Reply with the <summary> block only after your analysis.",
+    )
+)
 
 #: First part of the summary user message (our words for upstream's continuation preface).
-SUMMARY_PREFACE = ("This session continues an earlier conversation that ran out of context. The summary "
-                   "below covers the earlier part of the conversation.")
+SUMMARY_PREFACE = (
+    "This session continues an earlier conversation that ran out of context. The summary "
+    "below covers the earlier part of the conversation."
+)
 #: Last part of the summary user message on auto-compaction (our words).
-CONTINUE_INSTRUCTION = ("Continue the conversation from where it stopped without asking the user any further "
-                        "questions. Resume directly: do not acknowledge the summary or recap what was happening; "
-                        "carry on with the last task you were asked to work on.")
+CONTINUE_INSTRUCTION = (
+    "Continue the conversation from where it stopped without asking the user any further "
+    "questions. Resume directly: do not acknowledge the summary or recap what was happening; "
+    "carry on with the last task you were asked to work on."
+)
 FILE_HEADER = "[Re-attached after compaction: {path} — its content when it was last read (entry {entry}).]"
-FILE_REFERENCE = ("[{path} was read before the conversation was summarised, but it is too large to re-attach "
-                  "({tokens} tokens). Read it again if you need it.]")
+FILE_REFERENCE = (
+    "[{path} was read before the conversation was summarised, but it is too large to re-attach "
+    "({tokens} tokens). Read it again if you need it.]"
+)
 TODO_HEADER = "[The todo list at compaction, as last written (entry {entry}):]\n{text}"
 
 
@@ -248,7 +277,7 @@ def format_summary(text: str) -> str:
     out = _ANALYSIS_RE.sub("", text)
     m = _SUMMARY_RE.search(out)
     if m:
-        out = out[: m.start()] + "Summary:\n" + m.group(1).strip() + out[m.end():]
+        out = out[: m.start()] + "Summary:\n" + m.group(1).strip() + out[m.end() :]
     return re.sub(r"\n\n+", "\n\n", out).strip()
 
 
@@ -279,8 +308,7 @@ def recent_files(records: Sequence[Record], max_files: int = MAX_FILES_TO_RESTOR
 
 def latest_todo(records: Sequence[Record]) -> Record | None:
     """The latest todo-tool call (its arguments are the todo list as last written)."""
-    return next((r for r in reversed(records) if r.kind == "tool_call" and (r.tool or "").lower() in TODO_TOOLS),
-                None)
+    return next((r for r in reversed(records) if r.kind == "tool_call" and (r.tool or "").lower() in TODO_TOOLS), None)
 
 
 def _truncate_tokens(text: str, n: int, ctx: CompactionContext) -> str:
@@ -319,8 +347,13 @@ class ClaudeCode:
         """The summary request: the main conversation forked, the instruction appended as the last user message."""
         messages = _messages(records) + [{"role": "user", "content": self.instruction(ctx)}]
         return SummaryRequest(
-            strategy=self.name, shape=REQUEST_SHAPE, system=ctx.shape.system_prompt, tools=tuple(ctx.shape.tools),
-            messages=tuple(messages), template=self.template, max_output_tokens=cap,
+            strategy=self.name,
+            shape=REQUEST_SHAPE,
+            system=ctx.shape.system_prompt,
+            tools=tuple(ctx.shape.tools),
+            messages=tuple(messages),
+            template=self.template,
+            max_output_tokens=cap,
             source_entry_ids=tuple(dict.fromkeys(r.entry_id for r in records)),
         )
 
@@ -336,23 +369,31 @@ class ClaudeCode:
         dropped, k = 0, 0
         while bool(ctx.param("ptl_retry", False)) and total > limit and k + 1 < len(starts):
             k += 1
-            total -= sum(sizes[starts[k - 1]:starts[k]])
+            total -= sum(sizes[starts[k - 1] : starts[k]])
             dropped += 1
-        kept = records[starts[k]:] if dropped else records
+        kept = records[starts[k] :] if dropped else records
         return self.fork_request(kept, ctx, cap), dropped
 
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
         recs = live_history(session, cut, ctx)
-        notes: dict[str, object] = {"label_tag": self.label_tag, "summarised": len(recs),
-                                    "microcompact_cleared": 0, "ptl_dropped_turns": 0, "reattached_files": [],
-                                    "reattach_dropped": [], "todo_entry": None}
+        notes: dict[str, object] = {
+            "label_tag": self.label_tag,
+            "summarised": len(recs),
+            "microcompact_cleared": 0,
+            "ptl_dropped_turns": 0,
+            "reattached_files": [],
+            "reattach_dropped": [],
+            "todo_entry": None,
+        }
         keep_recent = ctx.param("microcompact_keep_recent", None)
         if keep_recent is not None:
             recs, n_cleared = microcompact(recs, int(keep_recent))
             notes["microcompact_cleared"] = n_cleared
         cnt = counter(ctx.encoding)
-        segs = [Segment("system", "system", ctx.shape.system_prompt),
-                Segment("tools", "system", ctx.shape.tools_text())]
+        segs = [
+            Segment("system", "system", ctx.shape.system_prompt),
+            Segment("tools", "system", ctx.shape.tools_text()),
+        ]
         frame_tokens = sum(cnt.count_many([s.text for s in segs]))
         cap = ctx.window - ctx.output_ceiling
         room = cap - frame_tokens
@@ -369,31 +410,60 @@ class ClaudeCode:
             # one user message: the preface, the summary, the instruction to carry on
             segs.append(Segment("header", "user", SUMMARY_PREFACE, message="compact-summary"))
             # Labelled as every arm labels its summary: the stand-in, the provider, or the empty template.
-            segs.append(Segment("summary", "user", text, req.source_entry_ids, message="compact-summary",
-                                label=summary_label(receipt, "empty template (no summary)")))
+            segs.append(
+                Segment(
+                    "summary",
+                    "user",
+                    text,
+                    req.source_entry_ids,
+                    message="compact-summary",
+                    label=summary_label(receipt, "empty template (no summary)"),
+                )
+            )
             segs.append(Segment("continue", "user", CONTINUE_INSTRUCTION, message="compact-summary"))
             used = sum(cnt.count_many([s.text for s in segs[2:]]))
             segs += self._reattach(recs, ctx, room - used, notes)
-            notes.update({"summary_cap": summary_cap, "instruction_sha256": _sha(self.instruction(ctx)),
-                          "compact_boundary": {"trigger": "auto", "pre_tokens": sum(cnt.count_many(
-                              [r.text for r in recs])), "last_entry": recs[-1].entry_id}})
+            notes.update(
+                {
+                    "summary_cap": summary_cap,
+                    "instruction_sha256": _sha(self.instruction(ctx)),
+                    "compact_boundary": {
+                        "trigger": "auto",
+                        "pre_tokens": sum(cnt.count_many([r.text for r in recs])),
+                        "last_entry": recs[-1].entry_id,
+                    },
+                }
+            )
         tokens = frame_tokens + sum(cnt.count_many([s.text for s in segs[2:]]))
         notes.update({"tokens": tokens, "fits": tokens <= cap})
         return Projection(
-            strategy=self.name, algorithm_version=self.algorithm_version, session_id=session.id, cut=cut,
-            segments=tuple(segs), capacity=cap, estimator=self.estimator, summary_request=req, receipt=receipt,
+            strategy=self.name,
+            algorithm_version=self.algorithm_version,
+            session_id=session.id,
+            cut=cut,
+            segments=tuple(segs),
+            capacity=cap,
+            estimator=self.estimator,
+            summary_request=req,
+            receipt=receipt,
             notes=notes,
         )
 
-    def _reattach(self, recs: Sequence[Record], ctx: CompactionContext, room: int,
-                  notes: dict[str, object]) -> list[Segment]:
+    def _reattach(
+        self, recs: Sequence[Record], ctx: CompactionContext, room: int, notes: dict[str, object]
+    ) -> list[Segment]:
         """Re-attached recent files (newest first) and the todo list, within upstream's budgets and `room`."""
         cnt = counter(ctx.encoding)
         todo = latest_todo(recs)
         todo_seg = None
         if todo is not None:
-            todo_seg = Segment("header", "user", TODO_HEADER.format(entry=todo.entry_id, text=todo.text),
-                            (todo.entry_id,), message="todo")
+            todo_seg = Segment(
+                "header",
+                "user",
+                TODO_HEADER.format(entry=todo.entry_id, text=todo.text),
+                (todo.entry_id,),
+                message="todo",
+            )
             t = cnt.count(todo_seg.text)
             if t <= room:
                 room -= t
@@ -409,13 +479,29 @@ class ClaudeCode:
         for path, rec in recent_files(recs, max_files):
             size = cnt.count(rec.text)
             if size > per_file:
-                segs = [Segment("omitted_marker", "user", FILE_REFERENCE.format(path=path, tokens=size),
-                             (rec.entry_id,), message=f"file:{path}", record_kind=rec.kind)]
+                segs = [
+                    Segment(
+                        "omitted_marker",
+                        "user",
+                        FILE_REFERENCE.format(path=path, tokens=size),
+                        (rec.entry_id,),
+                        message=f"file:{path}",
+                        record_kind=rec.kind,
+                    )
+                ]
             else:  # one attachment message per file: the header naming it, then its content
-                segs = [Segment("header", "user", FILE_HEADER.format(path=path, entry=rec.entry_id), (rec.entry_id,),
-                             message=f"file:{path}"),
-                        Segment("user_original", "user", rec.text, (rec.entry_id,), message=f"file:{path}",
-                             record_kind=rec.kind)]
+                segs = [
+                    Segment(
+                        "header",
+                        "user",
+                        FILE_HEADER.format(path=path, entry=rec.entry_id),
+                        (rec.entry_id,),
+                        message=f"file:{path}",
+                    ),
+                    Segment(
+                        "user_original", "user", rec.text, (rec.entry_id,), message=f"file:{path}", record_kind=rec.kind
+                    ),
+                ]
             est = sum(est_chars4(s.text) for s in segs)  # upstream's rough estimate of the attachment
             need = sum(cnt.count_many([s.text for s in segs]))
             if rough + est > budget or need > room:
@@ -431,9 +517,14 @@ class ClaudeCode:
         empty = empty_template(self.template)
         if req.max_output_tokens <= 0:
             prov = ctx.summarizer
-            return empty, SummaryReceipt(str(getattr(prov, "name", type(prov).__name__)),
-                                         bool(getattr(prov, "stand_in", False)), empty, req.fingerprint(),
-                                         fallback=True, error="no room left for a summary")
+            return empty, SummaryReceipt(
+                str(getattr(prov, "name", type(prov).__name__)),
+                bool(getattr(prov, "stand_in", False)),
+                empty,
+                req.fingerprint(),
+                fallback=True,
+                error="no room left for a summary",
+            )
         text, receipt = call_summarizer(ctx, req)
         if text is None:  # unavailable or failed: the empty template, the receipt says why
             return empty, replace(receipt, text=empty)
@@ -444,7 +535,17 @@ class ClaudeCode:
 STRATEGIES = {s.name: s for s in (ClaudeCode(),)}
 
 __all__ = [
-    "ALGORITHM_VERSION", "CLEARED_TOOL_RESULT", "CONTINUE_INSTRUCTION", "ClaudeCode", "LABEL_TAG",
-    "NINE_SECTION_INSTRUCTION", "STRATEGIES", "SUMMARY_PREFACE", "format_summary", "latest_todo", "live_history",
-    "microcompact", "recent_files",
+    "ALGORITHM_VERSION",
+    "CLEARED_TOOL_RESULT",
+    "CONTINUE_INSTRUCTION",
+    "ClaudeCode",
+    "LABEL_TAG",
+    "NINE_SECTION_INSTRUCTION",
+    "STRATEGIES",
+    "SUMMARY_PREFACE",
+    "format_summary",
+    "latest_todo",
+    "live_history",
+    "microcompact",
+    "recent_files",
 ]

@@ -127,13 +127,22 @@ texts in use (for ``verify`` fingerprints).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
-from compaction_lab.ingest.base import is_injected
 from compaction_lab.core.projection import Projection, Segment, SummaryReceipt, SummaryRequest, chat_messages
 from compaction_lab.core.session import Record, Session
-from compaction_lab.strategies.base import CompactionContext, call_summarizer, est_bytes4, history, read_prompt, role_of, summary_label
+from compaction_lab.ingest.base import is_injected
+from compaction_lab.strategies.base import (
+    CompactionContext,
+    call_summarizer,
+    est_bytes4,
+    history,
+    read_prompt,
+    role_of,
+    summary_label,
+)
 from compaction_lab.strategies.trigger import SUMMARY_TOKENS, codex_trigger
 
 ALGORITHM_VERSION = "codex-local-2"
@@ -198,7 +207,7 @@ def _split(text: str, max_bytes: int) -> tuple[str, str, int]:
     left = max_bytes // 2
     right = max_bytes - left
     head = raw[:left].decode("utf-8", errors="ignore")
-    tail = raw[len(raw) - right:].decode("utf-8", errors="ignore") if right else ""
+    tail = raw[len(raw) - right :].decode("utf-8", errors="ignore") if right else ""
     removed = len(text) - len(head) - len(tail)
     return head, tail, removed
 
@@ -320,14 +329,23 @@ def is_real_user(record: Record, summary_prefix: str = SUMMARY_PREFIX) -> bool:
 
 def _is_context_record(r: Record, system_prompt: str) -> bool:
     return (r.kind == "system" and r.text != system_prompt) or (
-        r.kind == "user" and (r.injected or is_contextual(r.text)))
+        r.kind == "user" and (r.injected or is_contextual(r.text))
+    )
 
 
 def _record_item(r: Record, policy: Any, summary_prefix: str) -> Item:
     text = truncate_tool_output(r.text, policy) if r.kind == "tool_output" else r.text
     context = r.kind == "system" or (r.kind == "user" and (r.injected or is_contextual(r.text)))
-    return Item(role_of(r), text, r.entry_id, r.kind, r.call_id, verbatim=text == r.text, context=context,
-                summary=r.kind == "user" and not context and is_summary_text(r.text, summary_prefix))
+    return Item(
+        role_of(r),
+        text,
+        r.entry_id,
+        r.kind,
+        r.call_id,
+        verbatim=text == r.text,
+        context=context,
+        summary=r.kind == "user" and not context and is_summary_text(r.text, summary_prefix),
+    )
 
 
 def initial_context(session: Session, cut: int, system_prompt: str) -> list[Item]:
@@ -359,8 +377,9 @@ def _boundaries(session: Session) -> dict[str, Mapping[str, Any]]:
     return out
 
 
-def _replacement(boundary: Mapping[str, Any], rec: Record, user_ids: Mapping[str, str],
-                 summary_prefix: str) -> list[Item] | None:
+def _replacement(
+    boundary: Mapping[str, Any], rec: Record, user_ids: Mapping[str, str], summary_prefix: str
+) -> list[Item] | None:
     """Items of a recorded ``replacement_history`` (messages only), or None when none was recorded."""
     items = boundary.get("replacement_history")
     if not isinstance(items, list):
@@ -374,12 +393,25 @@ def _replacement(boundary: Mapping[str, Any], rec: Record, user_ids: Mapping[str
             continue
         text = it["text"]
         injected = bool(it.get("injected")) or (role == "user" and is_contextual(text))
-        summary = role == "user" and not injected and (
-            (bool(rec.text) and text == rec.text) or is_summary_text(text, summary_prefix))
+        summary = (
+            role == "user"
+            and not injected
+            and ((bool(rec.text) and text == rec.text) or is_summary_text(text, summary_prefix))
+        )
         kind = {"system": "system", "assistant": "assistant"}.get(role, "user")
         verbatim = role == "user" and text in user_ids  # the journal holds the same message
-        out.append(Item(role, text, user_ids[text] if verbatim else rec.entry_id, kind, verbatim=verbatim,
-                        summary=summary, context=injected or role == "system", key=f"{rec.entry_id}#{n}"))
+        out.append(
+            Item(
+                role,
+                text,
+                user_ids[text] if verbatim else rec.entry_id,
+                kind,
+                verbatim=verbatim,
+                summary=summary,
+                context=injected or role == "system",
+                key=f"{rec.entry_id}#{n}",
+            )
+        )
     return out
 
 
@@ -388,8 +420,7 @@ def collect_user_messages(items: list[Item]) -> list[Item]:
     return [i for i in items if i.role == "user" and i.kind == "user" and not i.context and not i.summary]
 
 
-def select_user_messages(users: list[Item], budget: int) -> tuple[list[tuple[Item, str]], dict[str, Any] | None,
-                                                                  int]:
+def select_user_messages(users: list[Item], budget: int) -> tuple[list[tuple[Item, str]], dict[str, Any] | None, int]:
     """``build_compacted_history_with_limit``'s walk: newest first within `budget` tokens.
 
     Returns ``([(item, text sent)], truncated-info or None, budget left)`` in
@@ -417,8 +448,15 @@ def select_user_messages(users: list[Item], budget: int) -> tuple[list[tuple[Ite
     return picked, truncated, remaining
 
 
-def live_history(session: Session, cut: int, system_prompt: str, *, policy: Any = TRUNCATION_POLICY,
-                 summary_prefix: str = SUMMARY_PREFIX, user_budget: int = USER_BUDGET_TOKENS) -> list[Item]:
+def live_history(
+    session: Session,
+    cut: int,
+    system_prompt: str,
+    *,
+    policy: Any = TRUNCATION_POLICY,
+    summary_prefix: str = SUMMARY_PREFIX,
+    user_budget: int = USER_BUDGET_TOKENS,
+) -> list[Item]:
     """Codex's live history at `cut`, rebuilt as its rollout replay does (see module docstring)."""
     recs = history(session, cut)
     bounds = _boundaries(session)
@@ -444,8 +482,10 @@ def live_history(session: Session, cut: int, system_prompt: str, *, policy: Any 
             text = NO_SUMMARY
         picked, _, _ = select_user_messages(collect_user_messages(items), user_budget)
         rebuilt = list(init)
-        rebuilt += [Item("user", t, it.entry_id, "user", verbatim=it.verbatim and t == it.text, key=it.message_key())
-                    for it, t in picked]
+        rebuilt += [
+            Item("user", t, it.entry_id, "user", verbatim=it.verbatim and t == it.text, key=it.message_key())
+            for it, t in picked
+        ]
         rebuilt.append(Item("user", text, r.entry_id, "summary", verbatim=own, summary=True, key=f"{r.entry_id}#s"))
         items = rebuilt
     return items
@@ -463,6 +503,7 @@ def request_messages(items: list[Any], system_prompt: str) -> list[dict[str, Any
     repeated (it is the request's system prompt); an item with no text (a
     reasoning item whose content is encrypted) sends nothing.
     """
+
     def parts():
         for r in items:
             if isinstance(r, Record):
@@ -523,20 +564,30 @@ class CodexStrategy:
             "summary_prefix": read_prompt(prefix, SUMMARY_PREFIX),
         }
 
-    def live_history(self, session: Session, cut: int, ctx: CompactionContext,
-                     prompts: Mapping[str, str] | None = None) -> list[Item]:
+    def live_history(
+        self, session: Session, cut: int, ctx: CompactionContext, prompts: Mapping[str, str] | None = None
+    ) -> list[Item]:
         """Codex's live history at `cut` under this context's parameters."""
         prompts = prompts or self.prompts(ctx)
-        return live_history(session, cut, ctx.shape.system_prompt,
-                            policy=ctx.param("truncation_policy", TRUNCATION_POLICY),
-                            summary_prefix=prompts["summary_prefix"],
-                            user_budget=int(ctx.param("user_budget_tokens", USER_BUDGET_TOKENS)))
+        return live_history(
+            session,
+            cut,
+            ctx.shape.system_prompt,
+            policy=ctx.param("truncation_policy", TRUNCATION_POLICY),
+            summary_prefix=prompts["summary_prefix"],
+            user_budget=int(ctx.param("user_budget_tokens", USER_BUDGET_TOKENS)),
+        )
 
     # ------------------------------------------------------------------ request
 
-    def summary_request(self, session: Session, cut: int, ctx: CompactionContext,
-                        prompts: Mapping[str, str] | None = None,
-                        items: list[Item] | None = None) -> tuple[SummaryRequest, dict[str, Any]]:
+    def summary_request(
+        self,
+        session: Session,
+        cut: int,
+        ctx: CompactionContext,
+        prompts: Mapping[str, str] | None = None,
+        items: list[Item] | None = None,
+    ) -> tuple[SummaryRequest, dict[str, Any]]:
         """The summary request (live history + instruction, base instructions, no tools), trimmed to fit."""
         prompts = prompts or self.prompts(ctx)
         system = ctx.shape.system_prompt
@@ -553,15 +604,22 @@ class CodexStrategy:
         kept = [i for i in live[start:] if not (i.call_id and i.kind in paired and i.call_id in dropped_calls)]
         messages = request_messages(kept, system) + [{"role": "user", "content": prompts["instruction"]}]
         req = SummaryRequest(
-            strategy=self.name, shape="history+instruction", system=system,
+            strategy=self.name,
+            shape="history+instruction",
+            system=system,
             tools=tuple(ctx.shape.tools) if ctx.param("summary_tools", False) else (),
-            messages=tuple(messages), template="codex-handoff", max_output_tokens=cap,
+            messages=tuple(messages),
+            template="codex-handoff",
+            max_output_tokens=cap,
             source_entry_ids=tuple(dict.fromkeys(i.entry_id for i in kept)),
         )
         est = fixed + sum(est_bytes4(i.text) for i in kept)
         info = {
-            "request_items": len(kept), "request_dropped_items": len(live) - len(kept),
-            "request_tokens_est": est, "request_limit": limit, "request_fits": est <= limit,
+            "request_items": len(kept),
+            "request_dropped_items": len(live) - len(kept),
+            "request_tokens_est": est,
+            "request_limit": limit,
+            "request_fits": est <= limit,
             "live_history_items": len(live),
             "tool_outputs_truncated": sum(1 for i in live if i.kind == "tool_output" and not i.verbatim),
         }
@@ -581,10 +639,17 @@ class CodexStrategy:
         if req_info["request_fits"]:
             text, receipt = call_summarizer(ctx, request)
         else:  # even with no history left the request overflows: no model call
-            text, receipt = None, SummaryReceipt(
-                getattr(ctx.summarizer, "name", "?"), bool(getattr(ctx.summarizer, "stand_in", False)), "",
-                request.fingerprint(), fallback=True,
-                error="summary request does not fit the window even with all history dropped")
+            text, receipt = (
+                None,
+                SummaryReceipt(
+                    getattr(ctx.summarizer, "name", "?"),
+                    bool(getattr(ctx.summarizer, "stand_in", False)),
+                    "",
+                    request.fingerprint(),
+                    fallback=True,
+                    error="summary request does not fit the window even with all history dropped",
+                ),
+            )
         body = (text or "").strip() or NO_SUMMARY
         if receipt.fallback:
             label = "no summary available"
@@ -595,13 +660,19 @@ class CodexStrategy:
         summary_seg = Segment("summary", "user", f"{prompts['summary_prefix']}\n{body}", label=label)
 
         init = initial_context(session, cut, system_text)
-        init_segs = [Segment("system", i.role, i.text, (i.entry_id,), record_kind=i.kind, label=INITIAL_CONTEXT_LABEL)
-                     for i in init]
+        init_segs = [
+            Segment("system", i.role, i.text, (i.entry_id,), record_kind=i.kind, label=INITIAL_CONTEXT_LABEL)
+            for i in init
+        ]
 
         # User budget (clamped to the room left when the window is small).
         param_budget = int(ctx.param("user_budget_tokens", USER_BUDGET_TOKENS))
-        fixed = (est_bytes4(system_text) + est_bytes4(tools_text) + est_bytes4(summary_seg.text)
-                 + sum(est_bytes4(s.text) for s in init_segs))
+        fixed = (
+            est_bytes4(system_text)
+            + est_bytes4(tools_text)
+            + est_bytes4(summary_seg.text)
+            + sum(est_bytes4(s.text) for s in init_segs)
+        )
         room = capacity - fixed - MARKER_SLACK
         budget = min(param_budget, max(0, room)) if ctx.param("fit_window", True) else param_budget
 
@@ -613,12 +684,29 @@ class CodexStrategy:
             # Each kept user message is its own input item upstream: a key per item keeps it one
             # message even where two items share an entry (replacement-history items, repeated text).
             if sent == it.text and it.verbatim:
-                user_segs.append(Segment("user_original", "user", sent, (it.entry_id,), record_kind="user",
-                                         message=f"codex-user-item:{n}"))
+                user_segs.append(
+                    Segment(
+                        "user_original",
+                        "user",
+                        sent,
+                        (it.entry_id,),
+                        record_kind="user",
+                        message=f"codex-user-item:{n}",
+                    )
+                )
             else:
                 why = "codex middle truncation" if sent != it.text else "codex replacement history"
-                user_segs.append(Segment("omitted_marker", "user", sent, (it.entry_id,), record_kind="user",
-                                         label=why, message=f"codex-user-item:{n}"))
+                user_segs.append(
+                    Segment(
+                        "omitted_marker",
+                        "user",
+                        sent,
+                        (it.entry_id,),
+                        record_kind="user",
+                        label=why,
+                        message=f"codex-user-item:{n}",
+                    )
+                )
 
         phase = _phase(session, cut, ctx, prompts["summary_prefix"])
         segments = [Segment("system", "system", system_text), Segment("tools", "system", tools_text)]
@@ -628,26 +716,60 @@ class CodexStrategy:
         else:  # DoNotInject: the next regular turn re-injects the full initial context after the history
             segments += user_segs + [summary_seg] + init_segs
         notes = {
-            "auto_compact": trig.auto_compact, "hard_cap": trig.hard_cap,
-            "user_budget_param": param_budget, "user_budget": budget,
+            "auto_compact": trig.auto_compact,
+            "hard_cap": trig.hard_cap,
+            "user_budget_param": param_budget,
+            "user_budget": budget,
             "user_budget_clamped": budget < param_budget,
             "user_budget_used": budget - remaining,
-            "real_user_messages": len(users), "skipped_user_messages": skipped,
+            "real_user_messages": len(users),
+            "skipped_user_messages": skipped,
             "kept_user_entries": [it.entry_id for it, _ in picked],
             "truncated": truncated,
             "compaction_phase": phase,
             "initial_context_entries": [i.entry_id for i in init],
             **req_info,
         }
-        return Projection(self.name, self.algorithm_version, session.id, cut, tuple(segments), capacity,
-                          self.estimator, request, receipt, notes)
+        return Projection(
+            self.name,
+            self.algorithm_version,
+            session.id,
+            cut,
+            tuple(segments),
+            capacity,
+            self.estimator,
+            request,
+            receipt,
+            notes,
+        )
 
 
 STRATEGY = CodexStrategy()
 STRATEGIES = {STRATEGY.name: STRATEGY}
 
-__all__ = ["ALGORITHM_VERSION", "COMPACT_INSTRUCTION", "CodexStrategy", "Item", "NO_SUMMARY", "STRATEGIES",
-           "SUMMARY_PREFIX", "TRUNCATION_POLICY", "USER_BUDGET_TOKENS", "call_summarizer", "request_messages",
-           "collect_user_messages", "initial_context", "is_contextual", "is_real_user", "is_summary_text", "live_history",
-           "middle_truncate", "parse_policy", "select_user_messages", "truncate_bytes", "truncate_tokens",
-           "truncate_tool_output", "truncation_marker"]
+__all__ = [
+    "ALGORITHM_VERSION",
+    "COMPACT_INSTRUCTION",
+    "CodexStrategy",
+    "Item",
+    "NO_SUMMARY",
+    "STRATEGIES",
+    "SUMMARY_PREFIX",
+    "TRUNCATION_POLICY",
+    "USER_BUDGET_TOKENS",
+    "call_summarizer",
+    "request_messages",
+    "collect_user_messages",
+    "initial_context",
+    "is_contextual",
+    "is_real_user",
+    "is_summary_text",
+    "live_history",
+    "middle_truncate",
+    "parse_policy",
+    "select_user_messages",
+    "truncate_bytes",
+    "truncate_tokens",
+    "truncate_tool_output",
+    "truncation_marker",
+]

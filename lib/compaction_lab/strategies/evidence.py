@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from compaction_lab.core.session import Record
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
@@ -189,6 +189,7 @@ def group_records(records: Sequence[ToolRecord]) -> dict[tuple[str, str], list[T
 
 def ordered_groups(groups: dict[tuple[str, str], list[ToolRecord]]) -> list[list[ToolRecord]]:
     """Rule 2: priority-target groups ahead of the others; within each class, newest group first."""
+
     def key(item: tuple[tuple[str, str], list[ToolRecord]]) -> tuple[int, int]:
         (_, target), recs = item
         return (0 if is_priority_target(target) else 1, -recs[-1].source_order)
@@ -259,8 +260,9 @@ def _bounded(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
 
 
-def row_json(record: ToolRecord, head_chars: int = HEAD_CHARS, tail_chars: int = TAIL_CHARS,
-             target_chars: int = TARGET_CHARS) -> str:
+def row_json(
+    record: ToolRecord, head_chars: int = HEAD_CHARS, tail_chars: int = TAIL_CHARS, target_chars: int = TARGET_CHARS
+) -> str:
     """One bounded JSON row for a tool record (one line, keys in the documented order)."""
     res = record.result
     head, tail = excerpts(res.text, head_chars, tail_chars)
@@ -342,9 +344,9 @@ def evidence_rows(
     chosen: list[EvidenceRow] = []
     order = prioritized(recs)
     for start in range(0, len(order), _COUNT_CHUNK):
-        chunk = order[start:start + _COUNT_CHUNK]
+        chunk = order[start : start + _COUNT_CHUNK]
         texts = [row_json(r, head_chars, tail_chars, target_chars) for r, _ in chunk]
-        for (rec, reason), text, n in zip(chunk, texts, cnt.count_many(texts)):
+        for (rec, reason), text, n in zip(chunk, texts, cnt.count_many(texts), strict=False):
             cost = n + newline
             if cost <= remaining:
                 chosen.append(EvidenceRow(text, rec, n, reason))
@@ -358,8 +360,26 @@ def evidence_rows(
 
 
 __all__ = [
-    "EvidenceRow", "HEAD_CHARS", "INDEX_HEADER", "PRIORITY_TARGET_RE", "REASONS", "TAIL_CHARS", "TARGET_CHARS",
-    "ToolRecord", "by_recency", "error_records", "evidence_rows", "evidence_text", "excerpts", "group_key",
-    "group_records", "group_representatives", "is_priority_target", "ordered_groups", "prioritized",
-    "priority_order", "row_json", "tool_records",
+    "EvidenceRow",
+    "HEAD_CHARS",
+    "INDEX_HEADER",
+    "PRIORITY_TARGET_RE",
+    "REASONS",
+    "TAIL_CHARS",
+    "TARGET_CHARS",
+    "ToolRecord",
+    "by_recency",
+    "error_records",
+    "evidence_rows",
+    "evidence_text",
+    "excerpts",
+    "group_key",
+    "group_records",
+    "group_representatives",
+    "is_priority_target",
+    "ordered_groups",
+    "prioritized",
+    "priority_order",
+    "row_json",
+    "tool_records",
 ]

@@ -117,14 +117,29 @@ Versions
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
-from compaction_lab.core.projection import STAND_IN_LABEL, Projection, Segment, SummaryReceipt, SummaryRequest, chat_messages
+from compaction_lab.core.projection import (
+    STAND_IN_LABEL,
+    Projection,
+    Segment,
+    SummaryReceipt,
+    SummaryRequest,
+    chat_messages,
+)
 from compaction_lab.core.session import Record, Session
 from compaction_lab.core.tokens import TokenCounter, counter
 from compaction_lab.strategies.base import CompactionContext, call_summarizer, history, read_prompt, role_of
-from compaction_lab.strategies.evidence import HEAD_CHARS, TAIL_CHARS, TARGET_CHARS, evidence_rows, evidence_text, tool_records
+from compaction_lab.strategies.evidence import (
+    HEAD_CHARS,
+    TAIL_CHARS,
+    TARGET_CHARS,
+    evidence_rows,
+    evidence_text,
+    tool_records,
+)
 from compaction_lab.strategies.trigger import (
     EVIDENCE_TOKENS,
     HISTORY_MAX,
@@ -205,8 +220,9 @@ def resolve_budgets(ctx: CompactionContext, with_summary: bool) -> Resolved:
     if want > 0 and avail < want:
         scale = max(0, avail) / want
         tail, evidence, summary, target = (int(x * scale) for x in (tail, evidence, summary, target))
-    budgets = futureos_budgets(trig, system_t, tools_t, tail=tail, evidence=evidence, summary=summary,
-                               history_target=target, history_max=hmax)
+    budgets = futureos_budgets(
+        trig, system_t, tools_t, tail=tail, evidence=evidence, summary=summary, history_target=target, history_max=hmax
+    )
     return Resolved(trig, budgets, scale)
 
 
@@ -232,7 +248,7 @@ class _Counts:
 
     def fill(self, indices: Sequence[int]) -> None:
         todo = [i for i in indices if self.values[i] is None]
-        for i, n in zip(todo, self.cnt.count_many([self.records[i].text for i in todo])):
+        for i, n in zip(todo, self.cnt.count_many([self.records[i].text for i in todo]), strict=False):
             self.values[i] = n
 
     def __getitem__(self, i: int) -> int:
@@ -325,8 +341,9 @@ def excerpt_text(record: Record, share: int, cnt: TokenCounter) -> str | None:
     return bare if cnt.count(bare) <= share else None
 
 
-def oversize_unit(unit: Sequence[Record], cost: Any, offset: int, budget: int,
-                  cnt: TokenCounter) -> list[tuple[Record, str | None]] | None:
+def oversize_unit(
+    unit: Sequence[Record], cost: Any, offset: int, budget: int, cnt: TokenCounter
+) -> list[tuple[Record, str | None]] | None:
     """Fit an oversize last unit into the tail budget by water-filling.
 
     Records are visited smallest first; each gets an equal share of what is
@@ -376,8 +393,14 @@ class HeadChoice:
     demoted_assistants: tuple[int, ...]
 
 
-def select_head(items: Sequence[tuple[int, str, int]], *, history_room: int, hard_room: int,
-                marker_cost: int, id_costs: Sequence[int] | None = None) -> HeadChoice:
+def select_head(
+    items: Sequence[tuple[int, str, int]],
+    *,
+    history_room: int,
+    hard_room: int,
+    marker_cost: int,
+    id_costs: Sequence[int] | None = None,
+) -> HeadChoice:
     """Choose the head originals.
 
     Parameters
@@ -426,8 +449,11 @@ def select_head(items: Sequence[tuple[int, str, int]], *, history_room: int, har
         return items[i][2] + marker_cost * run_delta(i) - ids[i]
 
     runs = sum(1 for i in range(n) if demoted[i] and not (i > 0 and demoted[i - 1]))
-    cost = (sum(t for (_, c, t), d in zip(items, demoted) if not d) + marker_cost * runs
-            + sum(x for x, d in zip(ids, demoted) if d))
+    cost = (
+        sum(t for (_, c, t), d in zip(items, demoted, strict=False) if not d)
+        + marker_cost * runs
+        + sum(x for x, d in zip(ids, demoted, strict=False) if d)
+    )
     demoted_users = False
     for i in range(n):  # the oldest user originals go first, only when they exceed the real capacity
         if cost <= hard_room:
@@ -444,7 +470,7 @@ def select_head(items: Sequence[tuple[int, str, int]], *, history_room: int, har
                 if cost + change <= hard_room:
                     demoted[i] = False
                     cost += change
-    users_short = any(d and c == _USER for c, d in zip(cls, demoted))
+    users_short = any(d and c == _USER for c, d in zip(cls, demoted, strict=False))
     for i in range(n - 1, -1, -1):  # assistants, newest first
         if cls[i] != _ASSISTANT:
             continue
@@ -453,9 +479,9 @@ def select_head(items: Sequence[tuple[int, str, int]], *, history_room: int, har
         if change <= 0 or (not users_short and cost + change <= history_room):
             demoted[i] = False
             cost += change
-    kept = frozenset(p for (p, _, _), d in zip(items, demoted) if not d)
-    demoted_users_final = tuple(p for (p, c, _), d in zip(items, demoted) if d and c == _USER)
-    demoted_assistants = tuple(p for (p, c, _), d in zip(items, demoted) if d and c == _ASSISTANT)
+    kept = frozenset(p for (p, _, _), d in zip(items, demoted, strict=False) if not d)
+    demoted_users_final = tuple(p for (p, c, _), d in zip(items, demoted, strict=False) if d and c == _USER)
+    demoted_assistants = tuple(p for (p, c, _), d in zip(items, demoted, strict=False) if d and c == _ASSISTANT)
     return HeadChoice(kept, demoted_users_final, demoted_assistants)
 
 
@@ -480,16 +506,17 @@ def demotion_marker(entries: Sequence[tuple[str, str, int]]) -> str:
     total = sum(n for _, _, n in entries)
     if len(ids) == 1:
         noun = _NOUNS[entries[0][0]][0]
-        return (f"[{noun} omitted / not summarised — entry {ids[0]}, {total:,} tokens; "
-                f"retrievable: history get {ids[0]}]")
-    what = " and ".join(f"{len(per_class[c])} {_NOUNS[c][len(per_class[c]) != 1]}"
-                        for c in (_ASSISTANT, _USER) if c in per_class)
+        return (
+            f"[{noun} omitted / not summarised — entry {ids[0]}, {total:,} tokens; retrievable: history get {ids[0]}]"
+        )
+    what = " and ".join(
+        f"{len(per_class[c])} {_NOUNS[c][len(per_class[c]) != 1]}" for c in (_ASSISTANT, _USER) if c in per_class
+    )
     return _multi_marker(what, total, ", ".join(ids))
 
 
 def _multi_marker(what: str, total: int, listed: str) -> str:
-    return (f"[{what} omitted / not summarised — {total:,} tokens; "
-            f"retrievable: history get <entry>; entries: {listed}]")
+    return f"[{what} omitted / not summarised — {total:,} tokens; retrievable: history get <entry>; entries: {listed}]"
 
 
 def marker_entry_ids(text: str) -> list[str]:
@@ -514,12 +541,12 @@ def _marker_costs(records: Sequence[Record], cnt: TokenCounter) -> tuple[int, di
     """
     uniq = list(dict.fromkeys(r.entry_id for r in records)) or ["e"]
     longest = max(uniq, key=len)
-    big, many = 10 ** 12, 10 ** 9
+    big, many = 10**12, 10**9
     what = f"{many:,} {_NOUNS[_ASSISTANT][1]} and {many:,} {_NOUNS[_USER][1]}"
     samples = [_multi_marker(what, big, ""), _multi_marker(what, big, longest)]
     samples += [demotion_marker([(cls, longest, big)]) for cls in (_USER, _ASSISTANT)]
     frame = max(cnt.count_many(samples)) + 2
-    per_id = {e: n + 1 for e, n in zip(uniq, cnt.count_many([f", {e}" for e in uniq]))}
+    per_id = {e: n + 1 for e, n in zip(uniq, cnt.count_many([f", {e}" for e in uniq]), strict=False)}
     return frame, per_id
 
 
@@ -544,37 +571,52 @@ def header_text(algorithm_version: str, s: _Stats, *, fallback: bool, summary: b
     parts = [f"{s.users - s.users_demoted} user messages kept verbatim"]
     if s.users_demoted:
         parts[-1] += f" ({s.users_demoted} oldest omitted / not summarised: they exceeded the window)"
-    parts.append(f"{s.assistants - s.assistants_demoted} of {s.assistants} assistant outputs kept verbatim, "
-                 f"{s.assistants_demoted} omitted / not summarised (marked where they were)")
+    parts.append(
+        f"{s.assistants - s.assistants_demoted} of {s.assistants} assistant outputs kept verbatim, "
+        f"{s.assistants_demoted} omitted / not summarised (marked where they were)"
+    )
     parts.append(f"{s.tools} tool calls/results replaced by an evidence index of {s.rows} rows")
     parts.append(f"{s.left_out} system/injected records left out (the harness re-sends them)")
-    text = (f"[Compacted context — FutureOS {algorithm_version}"
-            + (" (fallback: the handoff summary was unavailable)" if fallback else "")
-            + ". Before the recent tail: " + "; ".join(parts) + ". "
-            + ("A handoff summary follows the evidence index. " if summary else "")
-            + f"The recent tail ({s.tail} records"
-            + (f", {s.excerpted} excerpted" if s.excerpted else "")
-            + ") follows verbatim. Originals are unchanged and retrievable with history get <entry>.]")
+    text = (
+        f"[Compacted context — FutureOS {algorithm_version}"
+        + (" (fallback: the handoff summary was unavailable)" if fallback else "")
+        + ". Before the recent tail: "
+        + "; ".join(parts)
+        + ". "
+        + ("A handoff summary follows the evidence index. " if summary else "")
+        + f"The recent tail ({s.tail} records"
+        + (f", {s.excerpted} excerpted" if s.excerpted else "")
+        + ") follows verbatim. Originals are unchanged and retrievable with history get <entry>.]"
+    )
     return text
 
 
 # --------------------------------------------------------------------------- summary request
 
 
-def summary_request(session: Session, cut: int, ctx: CompactionContext, max_output_tokens: int,
-                    strategy: str = "futureos-summarized") -> SummaryRequest:
+def summary_request(
+    session: Session, cut: int, ctx: CompactionContext, max_output_tokens: int, strategy: str = "futureos-summarized"
+) -> SummaryRequest:
     """The prefix-shared request: the session's own system prompt, tools and messages, instruction last."""
     hist = history(session, cut)
     ids = list(dict.fromkeys(r.entry_id for r in hist))
     # The session's own messages, with the same boundary rule as every request the suite builds
     # (`projection.chat_messages`), so this request repeats the session's previous one token for token.
-    messages = chat_messages((role_of(r), r.text, "entry:" + r.entry_id) for r in hist
-                             if not (r.kind == "system" and r.text == ctx.shape.system_prompt))
+    messages = chat_messages(
+        (role_of(r), r.text, "entry:" + r.entry_id)
+        for r in hist
+        if not (r.kind == "system" and r.text == ctx.shape.system_prompt)
+    )
     messages.append({"role": "user", "content": handoff_instruction(ctx)})
     return SummaryRequest(
-        strategy=strategy, shape=REQUEST_SHAPE, system=ctx.shape.system_prompt,
-        tools=tuple(ctx.shape.tools), messages=tuple(messages), template=SUMMARY_TEMPLATE,
-        max_output_tokens=max_output_tokens, source_entry_ids=tuple(ids),
+        strategy=strategy,
+        shape=REQUEST_SHAPE,
+        system=ctx.shape.system_prompt,
+        tools=tuple(ctx.shape.tools),
+        messages=tuple(messages),
+        template=SUMMARY_TEMPLATE,
+        max_output_tokens=max_output_tokens,
+        source_entry_ids=tuple(ids),
     )
 
 
@@ -594,10 +636,20 @@ def _cut_to(text: str, limit: int, cnt: TokenCounter) -> str:
 # --------------------------------------------------------------------------- projection
 
 
-def build_projection(session: Session, cut: int, ctx: CompactionContext, *, strategy: str,
-                     algorithm_version: str, resolved: Resolved, summary: str | None = None,
-                     summary_label: str = "handoff summary", request: SummaryRequest | None = None,
-                     receipt: SummaryReceipt | None = None, fallback: bool = False) -> Projection:
+def build_projection(
+    session: Session,
+    cut: int,
+    ctx: CompactionContext,
+    *,
+    strategy: str,
+    algorithm_version: str,
+    resolved: Resolved,
+    summary: str | None = None,
+    summary_label: str = "handoff summary",
+    request: SummaryRequest | None = None,
+    receipt: SummaryReceipt | None = None,
+    fallback: bool = False,
+) -> Projection:
     """Assemble a FutureOS projection with the given budgets (and summary text, if any)."""
     cnt = counter(ctx.encoding)
     trig, budgets = resolved.trigger, resolved.budgets
@@ -620,14 +672,15 @@ def build_projection(session: Session, cut: int, ctx: CompactionContext, *, stra
     orig_pos = [i for i, c in enumerate(classes) if c in (_USER, _ASSISTANT)]
     cost.fill(orig_pos)
     items = [(i, classes[i], cost[i]) for i in orig_pos]
-    tools = [r for r, c in zip(head, classes) if c == _TOOL]
+    tools = [r for r, c in zip(head, classes, strict=False) if c == _TOOL]
     pairs = tool_records(tools)
-    left_out = [r for r, c in zip(head, classes) if c == _LEFT_OUT]
+    left_out = [r for r, c in zip(head, classes, strict=False) if c == _LEFT_OUT]
     left_out += [r for r in hist[p:] if not _tail_copied(r)]
 
     # ---- evidence index
     rows = evidence_rows(
-        pairs, budgets.evidence,
+        pairs,
+        budgets.evidence,
         head_chars=int(ctx.param("evidence_head_chars", HEAD_CHARS)),
         tail_chars=int(ctx.param("evidence_tail_chars", TAIL_CHARS)),
         target_chars=int(ctx.param("evidence_target_chars", TARGET_CHARS)),
@@ -646,21 +699,32 @@ def build_projection(session: Session, cut: int, ctx: CompactionContext, *, stra
     n_users = sum(1 for _, c, _ in items if c == _USER)
     n_assist = len(items) - n_users
     worst = _Stats(*(len(hist),) * 9)
-    header_reserve = cnt.count(header_text(algorithm_version, worst, fallback=fallback,
-                                           summary=summary is not None)) + 4
+    header_reserve = (
+        cnt.count(header_text(algorithm_version, worst, fallback=fallback, summary=summary is not None)) + 4
+    )
     marker_cost, per_id = _marker_costs([head[i] for i in orig_pos], cnt)
     id_costs = [per_id[head[i].entry_id] for i in orig_pos]
-    id_cost_at = dict(zip(orig_pos, id_costs))
+    id_cost_at = dict(zip(orig_pos, id_costs, strict=False))
     hard = max(0, budgets.capacity)
-    choice = select_head(items, history_room=budgets.history - header_reserve,
-                         hard_room=hard - header_reserve, marker_cost=marker_cost, id_costs=id_costs)
+    choice = select_head(
+        items,
+        history_room=budgets.history - header_reserve,
+        hard_room=hard - header_reserve,
+        marker_cost=marker_cost,
+        id_costs=id_costs,
+    )
     # The raise: when the target would demote assistant originals, the history budget is raised
     # up to history_max, never past the real capacity, if that keeps some of them.
     history_room, raised = budgets.history, False
     ceiling = raised_history(budgets)
     if choice.demoted_assistants and ceiling > budgets.history:
-        alt = select_head(items, history_room=ceiling - header_reserve, hard_room=hard - header_reserve,
-                          marker_cost=marker_cost, id_costs=id_costs)
+        alt = select_head(
+            items,
+            history_room=ceiling - header_reserve,
+            hard_room=hard - header_reserve,
+            marker_cost=marker_cost,
+            id_costs=id_costs,
+        )
         if any(classes[i] == _ASSISTANT for i in alt.kept - choice.kept):
             choice, history_room, raised = alt, ceiling, True
 
@@ -668,9 +732,11 @@ def build_projection(session: Session, cut: int, ctx: CompactionContext, *, stra
     ev_text = evidence_text(rows)
     ev_ids = tuple(dict.fromkeys(e for r in rows for e in r.entry_ids))
     tail_segs = [
-        Segment("tail", role_of(r), r.text, (r.entry_id,), record_kind=r.kind) if txt is None
-        else Segment("omitted_marker", role_of(r), txt, (r.entry_id,), record_kind=r.kind,
-                     label="excerpt: head and tail kept")
+        Segment("tail", role_of(r), r.text, (r.entry_id,), record_kind=r.kind)
+        if txt is None
+        else Segment(
+            "omitted_marker", role_of(r), txt, (r.entry_id,), record_kind=r.kind, label="excerpt: head and tail kept"
+        )
         for r, txt in tail_items
     ]
     excerpted = [r.entry_id for r, txt in tail_items if txt is not None]
@@ -683,9 +749,16 @@ def build_projection(session: Session, cut: int, ctx: CompactionContext, *, stra
             if run:
                 entries = [(classes[i], head[i].entry_id, cost[i]) for i in run]
                 text = demotion_marker(entries)
-                head_segs.append(Segment("omitted_marker", "user", text,
-                                         tuple(dict.fromkeys(e for _, e, _ in entries)),
-                                         record_kind=head[run[0]].kind, label="omitted / not summarised"))
+                head_segs.append(
+                    Segment(
+                        "omitted_marker",
+                        "user",
+                        text,
+                        tuple(dict.fromkeys(e for _, e, _ in entries)),
+                        record_kind=head[run[0]].kind,
+                        label="omitted / not summarised",
+                    )
+                )
                 run.clear()
 
         for i, cls, _ in items:
@@ -697,21 +770,35 @@ def build_projection(session: Session, cut: int, ctx: CompactionContext, *, stra
             else:
                 run.append(i)
         flush()
-        stats = _Stats(users=n_users, users_demoted=len(ch.demoted_users), assistants=n_assist,
-                       assistants_demoted=len(ch.demoted_assistants), tools=len(tools), rows=len(rows),
-                       left_out=len(left_out), tail=len(tail_items), excerpted=len(excerpted))
-        header = Segment("header", "user", header_text(algorithm_version, stats, fallback=fallback,
-                                                       summary=summary_text is not None),
-                         label="compaction header")
+        stats = _Stats(
+            users=n_users,
+            users_demoted=len(ch.demoted_users),
+            assistants=n_assist,
+            assistants_demoted=len(ch.demoted_assistants),
+            tools=len(tools),
+            rows=len(rows),
+            left_out=len(left_out),
+            tail=len(tail_items),
+            excerpted=len(excerpted),
+        )
+        header = Segment(
+            "header",
+            "user",
+            header_text(algorithm_version, stats, fallback=fallback, summary=summary_text is not None),
+            label="compaction header",
+        )
         segs = [*fixed, header, *head_segs]
         if ev_text:
             segs.append(Segment("evidence_index", "user", ev_text, ev_ids, label="deterministic evidence index"))
         if summary_text:
-            segs.append(Segment("summary", "user", summary_text, request.source_entry_ids if request else (),
-                                label=summary_label))
+            segs.append(
+                Segment(
+                    "summary", "user", summary_text, request.source_entry_ids if request else (), label=summary_label
+                )
+            )
         segs.extend(tail_segs)
         counts = cnt.count_many([s.text for s in segs])
-        return segs, sum(counts), sum(counts[2:3 + len(head_segs)])  # the header and the head items
+        return segs, sum(counts), sum(counts[2 : 3 + len(head_segs)])  # the header and the head items
 
     segs, total, history_used = assemble(choice)
     # Defensive: the reserves above are upper bounds, but never commit an overflow we can avoid:
@@ -726,13 +813,21 @@ def build_projection(session: Session, cut: int, ctx: CompactionContext, *, stra
             freed += cost[i] - id_cost_at[i]
             if freed >= total - trig.effective + marker_cost:
                 break
-        choice = HeadChoice(choice.kept - set(drop), choice.demoted_users,
-                            tuple(sorted((*choice.demoted_assistants, *drop))))
+        choice = HeadChoice(
+            choice.kept - set(drop), choice.demoted_users, tuple(sorted((*choice.demoted_assistants, *drop)))
+        )
         segs, total, history_used = assemble(choice)
 
     notes = {
-        "trigger": {"window": trig.window, "output_ceiling": trig.output_ceiling, "economic": trig.economic,
-                    "margin": trig.margin, "hard": trig.hard, "effective": trig.effective, "bound": trig.bound},
+        "trigger": {
+            "window": trig.window,
+            "output_ceiling": trig.output_ceiling,
+            "economic": trig.economic,
+            "margin": trig.margin,
+            "hard": trig.hard,
+            "effective": trig.effective,
+            "bound": trig.bound,
+        },
         "budgets": {**dataclasses.asdict(budgets), "history": history_room, "scale": resolved.scale},
         "history_raised": raised,
         "history_used": history_used,
@@ -754,9 +849,18 @@ def build_projection(session: Session, cut: int, ctx: CompactionContext, *, stra
         "overflow": total > trig.effective,
         "estimated_tokens": total,
     }
-    return Projection(strategy=strategy, algorithm_version=algorithm_version, session_id=session.id, cut=cut,
-                      segments=tuple(segs), capacity=trig.effective, estimator="tiktoken",
-                      summary_request=request, receipt=receipt, notes=notes)
+    return Projection(
+        strategy=strategy,
+        algorithm_version=algorithm_version,
+        session_id=session.id,
+        cut=cut,
+        segments=tuple(segs),
+        capacity=trig.effective,
+        estimator="tiktoken",
+        summary_request=request,
+        receipt=receipt,
+        notes=notes,
+    )
 
 
 # --------------------------------------------------------------------------- strategies
@@ -777,26 +881,48 @@ class FutureOS:
 
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
         if not self.summarized:
-            return build_projection(session, cut, ctx, strategy=self.name,
-                                    algorithm_version=ALGORITHM_DETERMINISTIC,
-                                    resolved=resolve_budgets(ctx, with_summary=False))
+            return build_projection(
+                session,
+                cut,
+                ctx,
+                strategy=self.name,
+                algorithm_version=ALGORITHM_DETERMINISTIC,
+                resolved=resolve_budgets(ctx, with_summary=False),
+            )
         resolved = resolve_budgets(ctx, with_summary=True)
         # The summary segment is SUMMARY_PREFIX + the answer: ask for what is left of the budget.
         answer_cap = max(0, resolved.budgets.summary - counter(ctx.encoding).count(SUMMARY_PREFIX))
         request = summary_request(session, cut, ctx, answer_cap, strategy=self.name)
         text, receipt = call_summarizer(ctx, request)
         if text is not None and not text.strip():
-            text, receipt = None, dataclasses.replace(receipt, text="", fallback=True,
-                                                      error="the provider returned an empty summary")
+            text, receipt = (
+                None,
+                dataclasses.replace(receipt, text="", fallback=True, error="the provider returned an empty summary"),
+            )
         if text is None:  # SummaryUnavailable, or any provider failure: fall back
-            return build_projection(session, cut, ctx, strategy=self.name,
-                                    algorithm_version=ALGORITHM_DETERMINISTIC,
-                                    resolved=resolve_budgets(ctx, with_summary=False),
-                                    request=request, receipt=receipt, fallback=True)
-        return build_projection(session, cut, ctx, strategy=self.name, algorithm_version=ALGORITHM_SUMMARIZED,
-                                resolved=resolved, summary=text,
-                                summary_label=STAND_IN_LABEL if receipt.stand_in else "handoff summary", request=request,
-                                receipt=receipt)
+            return build_projection(
+                session,
+                cut,
+                ctx,
+                strategy=self.name,
+                algorithm_version=ALGORITHM_DETERMINISTIC,
+                resolved=resolve_budgets(ctx, with_summary=False),
+                request=request,
+                receipt=receipt,
+                fallback=True,
+            )
+        return build_projection(
+            session,
+            cut,
+            ctx,
+            strategy=self.name,
+            algorithm_version=ALGORITHM_SUMMARIZED,
+            resolved=resolved,
+            summary=text,
+            summary_label=STAND_IN_LABEL if receipt.stand_in else "handoff summary",
+            request=request,
+            receipt=receipt,
+        )
 
 
 FUTUREOS_DETERMINISTIC = FutureOS("futureos-deterministic", ALGORITHM_DETERMINISTIC, summarized=False)
@@ -805,9 +931,27 @@ FUTUREOS_SUMMARIZED = FutureOS("futureos-summarized", ALGORITHM_SUMMARIZED, summ
 STRATEGIES = {s.name: s for s in (FUTUREOS_DETERMINISTIC, FUTUREOS_SUMMARIZED)}
 
 __all__ = [
-    "ALGORITHM_DETERMINISTIC", "ALGORITHM_SUMMARIZED", "FUTUREOS_DETERMINISTIC", "FUTUREOS_SUMMARIZED",
-    "FutureOS", "HANDOFF_INSTRUCTION", "HeadChoice", "Resolved", "STRATEGIES", "SUMMARY_PREFIX",
-    "build_projection", "demotion_marker", "excerpt_text", "handoff_instruction", "head_class",
-    "marker_entry_ids", "oversize_unit", "raised_history", "resolve_budgets", "select_head", "summary_request",
-    "tail_boundaries", "tail_start",
+    "ALGORITHM_DETERMINISTIC",
+    "ALGORITHM_SUMMARIZED",
+    "FUTUREOS_DETERMINISTIC",
+    "FUTUREOS_SUMMARIZED",
+    "FutureOS",
+    "HANDOFF_INSTRUCTION",
+    "HeadChoice",
+    "Resolved",
+    "STRATEGIES",
+    "SUMMARY_PREFIX",
+    "build_projection",
+    "demotion_marker",
+    "excerpt_text",
+    "handoff_instruction",
+    "head_class",
+    "marker_entry_ids",
+    "oversize_unit",
+    "raised_history",
+    "resolve_budgets",
+    "select_head",
+    "summary_request",
+    "tail_boundaries",
+    "tail_start",
 ]

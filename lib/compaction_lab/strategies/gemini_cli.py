@@ -81,15 +81,30 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any
 
-from compaction_lab.core.projection import Projection, Segment, SentRequest, SummaryReceipt, SummaryRequest, chat_messages
+from compaction_lab.core.projection import (
+    Projection,
+    Segment,
+    SentRequest,
+    SummaryReceipt,
+    SummaryRequest,
+    chat_messages,
+)
 from compaction_lab.core.session import Record, Session
+from compaction_lab.core.tokens import counter
+from compaction_lab.strategies.base import (
+    CompactionContext,
+    call_summarizer,
+    history,
+    read_prompt,
+    role_of,
+    summary_label,
+)
 from compaction_lab.summarize import extractive
 from compaction_lab.summarize.extractive import Section, Template, empty_template
-from compaction_lab.core.tokens import counter
-from compaction_lab.strategies.base import CompactionContext, call_summarizer, history, read_prompt, role_of, summary_label
 
 ALGORITHM_VERSION = "gemini-cli-1"
 UPSTREAM_COMMIT = "5411f113cafae26161b4969b0237b8e1e024e2c2"
@@ -106,15 +121,19 @@ TRUNCATE_TOOL_OUTPUT_THRESHOLD = 40_000
 MIN_SUMMARY_TOKENS = 1_000
 
 #: Short fixed strings, exact (chatCompressionService.ts:357-359, 369, 398, 438).
-ANCHOR_PREVIOUS = ("A previous <state_snapshot> exists in the history. You MUST integrate all still-relevant "
-                   "information from that snapshot into the new one, updating it with the more recent events. "
-                   "Do not lose established constraints or critical knowledge.")
+ANCHOR_PREVIOUS = (
+    "A previous <state_snapshot> exists in the history. You MUST integrate all still-relevant "
+    "information from that snapshot into the new one, updating it with the more recent events. "
+    "Do not lose established constraints or critical knowledge."
+)
 ANCHOR_NEW = "Generate a new <state_snapshot> based on the provided history."
 INSTRUCTION_TAIL = "First, reason in your scratchpad. Then, generate the updated <state_snapshot>."
-VERIFY_INSTRUCTION = ("Critically evaluate the <state_snapshot> you just generated. Did you omit any specific "
-                      "technical details, file paths, tool results, or user constraints mentioned in the history? "
-                      "If anything is missing or could be more precise, generate a FINAL, improved "
-                      "<state_snapshot>. Otherwise, repeat the exact same <state_snapshot> again.")
+VERIFY_INSTRUCTION = (
+    "Critically evaluate the <state_snapshot> you just generated. Did you omit any specific "
+    "technical details, file paths, tool results, or user constraints mentioned in the history? "
+    "If anything is missing or could be more precise, generate a FINAL, improved "
+    "<state_snapshot>. Otherwise, repeat the exact same <state_snapshot> again."
+)
 ACK = "Got it. Thanks for the additional context!"
 SNAPSHOT_TAG = "<state_snapshot>"
 
@@ -168,22 +187,30 @@ The structure MUST be:
     </task_state>
 </state_snapshot>"""
 
-SNAPSHOT_TEMPLATE = Template(TEMPLATE, (
-    Section(SNAPSHOT_TAG, None),
-    Section("<overall_goal>", "primary", 10, 120, 1),
-    Section("<active_constraints>", "user", 15, 100, 30),
-    Section("<key_knowledge>", "identifiers", 35, 30, 40),
-    Section("<artifact_trail>", "decisions", 40, 70, 15),
-    Section("<file_system_state>", "files", 45, 30, 40),
-    Section("<recent_actions>", "completed", 50, 60, 12),
-    Section("<task_state>", "next", 25, 80, 6),
-))
+SNAPSHOT_TEMPLATE = Template(
+    TEMPLATE,
+    (
+        Section(SNAPSHOT_TAG, None),
+        Section("<overall_goal>", "primary", 10, 120, 1),
+        Section("<active_constraints>", "user", 15, 100, 30),
+        Section("<key_knowledge>", "identifiers", 35, 30, 40),
+        Section("<artifact_trail>", "decisions", 40, 70, 15),
+        Section("<file_system_state>", "files", 45, 30, 40),
+        Section("<recent_actions>", "completed", 50, 60, 12),
+        Section("<task_state>", "next", 25, 80, 6),
+    ),
+)
 
 
 def _reader(request: SummaryRequest) -> list[extractive.Block]:
     """The conversation of a gemini-cli request; the probe's own earlier snapshot and question are not history."""
     msgs = list(request.messages)
-    if msgs and msgs[-1].get("content") == VERIFY_INSTRUCTION and len(msgs) >= 2 and msgs[-2].get("role") == "assistant":
+    if (
+        msgs
+        and msgs[-1].get("content") == VERIFY_INSTRUCTION
+        and len(msgs) >= 2
+        and msgs[-2].get("role") == "assistant"
+    ):
         msgs = msgs[:-2] + [msgs[-1]]
     return extractive.conversation(replace(request, template="", messages=tuple(msgs)))
 
@@ -209,7 +236,7 @@ def _text_tokens(text: str) -> float:
     units = text.encode("utf-16-le")
     total = 0.0
     for i in range(0, len(units), 2):
-        total += 0.25 if int.from_bytes(units[i:i + 2], "little") <= 127 else 1.3
+        total += 0.25 if int.from_bytes(units[i : i + 2], "little") <= 127 else 1.3
     return total
 
 
@@ -255,7 +282,7 @@ def _call_part(r: Record) -> dict[str, Any]:
     name = r.tool or "unknown_tool"
     raw = r.text
     if raw.startswith(name):
-        raw = raw[len(name):].strip()
+        raw = raw[len(name) :].strip()
     try:
         args = json.loads(raw)
         if not isinstance(args, dict):
@@ -289,7 +316,9 @@ def contents(records: Sequence[Record]) -> list[Content]:
     if n_env:
         env = Content("user", kind="env")
         for r in records[:n_env]:
-            env.parts.append({"text": r.text}); env.records.append(r); env.truncated.append(False)
+            env.parts.append({"text": r.text})
+            env.records.append(r)
+            env.truncated.append(False)
         out.append(env)
     for r in records[n_env:]:
         if r.kind in ("user", "summary"):
@@ -299,7 +328,9 @@ def contents(records: Sequence[Record]) -> list[Content]:
             part = {"text": r.text} if r.kind == "assistant" else _call_part(r)
             if out and out[-1].role == "model":
                 c = out[-1]
-                c.parts.append(part); c.records.append(r); c.truncated.append(False)
+                c.parts.append(part)
+                c.records.append(r)
+                c.truncated.append(False)
                 continue
             c = Content("model", kind="model")
             c.parts.append(part)
@@ -307,13 +338,16 @@ def contents(records: Sequence[Record]) -> list[Content]:
             part = _response_part(r, r.text)
             if out and out[-1].kind == "response":
                 c = out[-1]
-                c.parts.append(part); c.records.append(r); c.truncated.append(False)
+                c.parts.append(part)
+                c.records.append(r)
+                c.truncated.append(False)
                 continue
             c = Content("user", kind="response")
             c.parts.append(part)
         else:  # reasoning (thought parts are not history), system records (the systemInstruction)
             continue
-        c.records.append(r); c.truncated.append(False)
+        c.records.append(r)
+        c.truncated.append(False)
         out.append(c)
     return out
 
@@ -332,7 +366,11 @@ def find_compress_split_point(items: Sequence[dict[str, Any]], fraction: float) 
             last_split = i
         cumulative += counts[i]
     last = items[-1] if items else None
-    if last is not None and last.get("role") == "model" and not any(p.get("functionCall") for p in last.get("parts") or []):
+    if (
+        last is not None
+        and last.get("role") == "model"
+        and not any(p.get("functionCall") for p in last.get("parts") or [])
+    ):
         return len(items)
     return last_split
 
@@ -344,12 +382,17 @@ def format_truncated(content: str, output_file: str, max_chars: int) -> str:
     head_n = max_chars * 2 // 10
     tail_n = max_chars - head_n
     omitted = len(content) - head_n - tail_n
-    return (f"Output too large. Showing first {head_n:,} and last {tail_n:,} characters. For full output see: "
-            f"{output_file}\n{content[:head_n]}\n\n... [{omitted:,} characters omitted] ...\n\n{content[-tail_n:]}")
+    return (
+        f"Output too large. Showing first {head_n:,} and last {tail_n:,} characters. For full output see: "
+        f"{output_file}\n{content[:head_n]}\n\n... [{omitted:,} characters omitted] ...\n\n{content[-tail_n:]}"
+    )
 
 
-def truncate_to_budget(items: Sequence[Content], budget: int = FUNCTION_RESPONSE_TOKEN_BUDGET,
-                       max_chars: int = TRUNCATE_TOOL_OUTPUT_THRESHOLD) -> list[Content]:
+def truncate_to_budget(
+    items: Sequence[Content],
+    budget: int = FUNCTION_RESPONSE_TOKEN_BUDGET,
+    max_chars: int = TRUNCATE_TOOL_OUTPUT_THRESHOLD,
+) -> list[Content]:
     """chatCompressionService.ts truncateHistoryToBudget: newest first, function responses past the budget truncated."""
     used = 0
     next_id = 0
@@ -384,8 +427,11 @@ def _part_text(p: dict[str, Any], r: Record) -> str:
 
 def _messages(items: Sequence[Content]) -> list[dict[str, str]]:
     """Chat messages of some contents (the boundary rule of `projection.chat_messages`, texts as sent)."""
-    return chat_messages((role_of(r), _part_text(p, r), "entry:" + r.entry_id)
-                         for c in items for p, r in zip(c.parts, c.records))
+    return chat_messages(
+        (role_of(r), _part_text(p, r), "entry:" + r.entry_id)
+        for c in items
+        for p, r in zip(c.parts, c.records, strict=False)
+    )
 
 
 def _sha(text: str) -> str:
@@ -406,7 +452,7 @@ def live_history(session: Session, cut: int, ctx: CompactionContext) -> list[Rec
     last = max((i for i, r in enumerate(recs) if r.kind == "summary"), default=None)
     if last is None:
         return recs
-    env = recs[:_env_count(recs)]
+    env = recs[: _env_count(recs)]
     return (env if len(env) <= last else []) + recs[last:]
 
 
@@ -430,9 +476,13 @@ class GeminiCli:
         return read_prompt(ctx.param("prompt_file", None), COMPRESSION_PROMPT)
 
     def prompts(self, ctx: CompactionContext) -> dict[str, str]:
-        return {"system": self.system_prompt(ctx), "instruction": f"{ANCHOR_NEW}\n\n{INSTRUCTION_TAIL}",
-                "instruction_anchored": f"{ANCHOR_PREVIOUS}\n\n{INSTRUCTION_TAIL}", "verify": VERIFY_INSTRUCTION,
-                "ack": ACK}
+        return {
+            "system": self.system_prompt(ctx),
+            "instruction": f"{ANCHOR_NEW}\n\n{INSTRUCTION_TAIL}",
+            "instruction_anchored": f"{ANCHOR_PREVIOUS}\n\n{INSTRUCTION_TAIL}",
+            "verify": VERIFY_INSTRUCTION,
+            "ack": ACK,
+        }
 
     def instruction(self, items: Sequence[Content]) -> str:
         """The final user message: anchored when the history holds a previous snapshot."""
@@ -441,25 +491,40 @@ class GeminiCli:
 
     def summary_request(self, items: Sequence[Content], ctx: CompactionContext, cap: int) -> SummaryRequest:
         msgs = _messages(items) + [{"role": "user", "content": self.instruction(items)}]
-        return SummaryRequest(strategy=self.name, shape=REQUEST_SHAPE, system=self.system_prompt(ctx), tools=(),
-                              messages=tuple(msgs), template=self.template, max_output_tokens=cap,
-                              source_entry_ids=tuple(dict.fromkeys(r.entry_id for c in items for r in c.records)))
+        return SummaryRequest(
+            strategy=self.name,
+            shape=REQUEST_SHAPE,
+            system=self.system_prompt(ctx),
+            tools=(),
+            messages=tuple(msgs),
+            template=self.template,
+            max_output_tokens=cap,
+            source_entry_ids=tuple(dict.fromkeys(r.entry_id for c in items for r in c.records)),
+        )
 
     def verify_request(self, first: SummaryRequest, summary: str) -> SummaryRequest:
-        msgs = list(first.messages[:-1]) + [{"role": "assistant", "content": summary},
-                                            {"role": "user", "content": VERIFY_INSTRUCTION}]
+        msgs = list(first.messages[:-1]) + [
+            {"role": "assistant", "content": summary},
+            {"role": "user", "content": VERIFY_INSTRUCTION},
+        ]
         return replace(first, messages=tuple(msgs))
 
-    def _summarise(self, req: SummaryRequest, ctx: CompactionContext, notes: dict[str, Any],
-                   sent: list[SentRequest] | None = None) -> tuple[str, SummaryReceipt]:
+    def _summarise(
+        self, req: SummaryRequest, ctx: CompactionContext, notes: dict[str, Any], sent: list[SentRequest] | None = None
+    ) -> tuple[str, SummaryReceipt]:
         """The snapshot, then the verification probe; each request sent is appended to `sent` (priced apart)."""
         sent = [] if sent is None else sent
         prov = ctx.summarizer
         empty = empty_template(self.template)
         if req.max_output_tokens <= 0:
-            return empty, SummaryReceipt(str(getattr(prov, "name", type(prov).__name__)),
-                                         bool(getattr(prov, "stand_in", False)), empty, req.fingerprint(),
-                                         fallback=True, error="no room left for a summary")
+            return empty, SummaryReceipt(
+                str(getattr(prov, "name", type(prov).__name__)),
+                bool(getattr(prov, "stand_in", False)),
+                empty,
+                req.fingerprint(),
+                fallback=True,
+                error="no room left for a summary",
+            )
         text, receipt = call_summarizer(ctx, req)
         if text is None:  # unavailable or failed: the empty template, the receipt says why (no probe)
             return empty, replace(receipt, text=empty)
@@ -470,14 +535,23 @@ class GeminiCli:
             vreq = self.verify_request(req, summary)
             vtext, vrec = call_summarizer(ctx, vreq)
             sent.append(SentRequest(vreq, cnt.count(vtext or "")))
-            notes["verify"] = {"fingerprint": vreq.fingerprint(), "messages": len(vreq.messages),
-                               "input_tokens": vrec.input_tokens, "cached_tokens": vrec.cached_tokens,
-                               "output_tokens": vrec.output_tokens, "fallback": vrec.fallback, "error": vrec.error,
-                               "used": bool((vtext or "").strip())}
+            notes["verify"] = {
+                "fingerprint": vreq.fingerprint(),
+                "messages": len(vreq.messages),
+                "input_tokens": vrec.input_tokens,
+                "cached_tokens": vrec.cached_tokens,
+                "output_tokens": vrec.output_tokens,
+                "fallback": vrec.fallback,
+                "error": vrec.error,
+                "used": bool((vtext or "").strip()),
+            }
             final = ((vtext or "").strip() or summary).strip()
-            receipt = replace(receipt, input_tokens=receipt.input_tokens + vrec.input_tokens,
-                              cached_tokens=receipt.cached_tokens + vrec.cached_tokens,
-                              output_tokens=receipt.output_tokens + vrec.output_tokens)
+            receipt = replace(
+                receipt,
+                input_tokens=receipt.input_tokens + vrec.input_tokens,
+                cached_tokens=receipt.cached_tokens + vrec.cached_tokens,
+                output_tokens=receipt.output_tokens + vrec.output_tokens,
+            )
         else:
             final = summary.strip()
         return final, replace(receipt, text=final)
@@ -486,19 +560,33 @@ class GeminiCli:
         recs = live_history(session, cut, ctx)
         cnt = counter(ctx.encoding)
         cap = ctx.window - ctx.output_ceiling
-        frame = [Segment("system", "system", ctx.shape.system_prompt), Segment("tools", "system", ctx.shape.tools_text())]
+        frame = [
+            Segment("system", "system", ctx.shape.system_prompt),
+            Segment("tools", "system", ctx.shape.tools_text()),
+        ]
         frame_tokens = sum(cnt.count_many([s.text for s in frame]))
         original = frame_tokens + sum(cnt.count_many([r.text for r in recs]))  # API promptTokenCount stand-in
-        notes: dict[str, Any] = {"upstream_commit": UPSTREAM_COMMIT, "original_tokens": original, "split_point": 0,
-                                 "upstream_split_point": 0, "contents": 0, "truncated_responses": 0,
-                                 "split_moved": 0, "summary_from": None, "rejection_overridden": None}
+        notes: dict[str, Any] = {
+            "upstream_commit": UPSTREAM_COMMIT,
+            "original_tokens": original,
+            "split_point": 0,
+            "upstream_split_point": 0,
+            "contents": 0,
+            "truncated_responses": 0,
+            "split_moved": 0,
+            "summary_from": None,
+            "rejection_overridden": None,
+        }
         items = contents(recs)
         notes["contents"] = len(items)
         verbatim = self._verbatim(items)
         if not items:
             return self._finish(session, cut, frame + verbatim, cap, None, None, "NOOP", notes, ctx)
-        truncated = truncate_to_budget(items, int(ctx.param("function_response_budget", FUNCTION_RESPONSE_TOKEN_BUDGET)),
-                                       int(ctx.param("truncate_tool_output_threshold", TRUNCATE_TOOL_OUTPUT_THRESHOLD)))
+        truncated = truncate_to_budget(
+            items,
+            int(ctx.param("function_response_budget", FUNCTION_RESPONSE_TOKEN_BUDGET)),
+            int(ctx.param("truncate_tool_output_threshold", TRUNCATE_TOOL_OUTPUT_THRESHOLD)),
+        )
         notes["truncated_responses"] = sum(sum(c.truncated) for c in truncated)
         frac = 1 - float(ctx.param("preserve_threshold", COMPRESSION_PRESERVE_THRESHOLD))
         split = find_compress_split_point([c.as_json() for c in truncated], frac)
@@ -528,71 +616,125 @@ class GeminiCli:
             text = _truncate_tokens(text, max(0, room), ctx)
             notes["summary_truncated"] = True
         receipt = replace(receipt, text=text)
-        new_parts = ([p for c in items[:1] if c.kind == "env" for p in c.parts] + [{"text": text}, {"text": ACK}]
-                     + [p for c in keep for p in c.parts])
+        new_parts = (
+            [p for c in items[:1] if c.kind == "env" for p in c.parts]
+            + [{"text": text}, {"text": ACK}]
+            + [p for c in keep for p in c.parts]
+        )
         notes["new_tokens_est"] = est_gemini(new_parts)
         if status == "COMPRESSED" and notes["new_tokens_est"] > original:
             status = "COMPRESSION_FAILED_INFLATED_TOKEN_COUNT"
-        segs = frame + env_segs + [
-            Segment("summary", "user", text, req.source_entry_ids, message="gemini-snapshot",
-                    label=summary_label(receipt, "empty template (no summary)")),
-            Segment("header", "assistant", ACK, message="gemini-ack")] + keep_segs
+        segs = (
+            frame
+            + env_segs
+            + [
+                Segment(
+                    "summary",
+                    "user",
+                    text,
+                    req.source_entry_ids,
+                    message="gemini-snapshot",
+                    label=summary_label(receipt, "empty template (no summary)"),
+                ),
+                Segment("header", "assistant", ACK, message="gemini-ack"),
+            ]
+            + keep_segs
+        )
         if status != "COMPRESSED":  # upstream keeps the history unchanged, when that fits
             whole = frame + verbatim
             if sum(cnt.count_many([s.text for s in whole])) <= cap:
-                return replace(self._finish(session, cut, whole, cap, req, receipt, status, notes, ctx),
-                               sent_requests=tuple(sent) if len(sent) > 1 else ())
+                return replace(
+                    self._finish(session, cut, whole, cap, req, receipt, status, notes, ctx),
+                    sent_requests=tuple(sent) if len(sent) > 1 else (),
+                )
             notes["rejection_overridden"] = status
             status = "COMPRESSED"
-        notes.update({"summary_cap": summary_cap, "system_sha256": _sha(self.system_prompt(ctx)),
-                      "kept_entries": list(dict.fromkeys(r.entry_id for c in keep for r in c.records))})
-        return replace(self._finish(session, cut, segs, cap, req, receipt, status, notes, ctx),
-                       sent_requests=tuple(sent) if len(sent) > 1 else ())
+        notes.update(
+            {
+                "summary_cap": summary_cap,
+                "system_sha256": _sha(self.system_prompt(ctx)),
+                "kept_entries": list(dict.fromkeys(r.entry_id for c in keep for r in c.records)),
+            }
+        )
+        return replace(
+            self._finish(session, cut, segs, cap, req, receipt, status, notes, ctx),
+            sent_requests=tuple(sent) if len(sent) > 1 else (),
+        )
 
     # ------------------------------------------------------------------ helpers
 
     def _env(self, items: Sequence[Content]) -> list[Segment]:
         if not items or items[0].kind != "env":
             return []
-        return [Segment("user_original", "user", r.text, (r.entry_id,), record_kind=r.kind, message="gemini-env")
-                for r in items[0].records]
+        return [
+            Segment("user_original", "user", r.text, (r.entry_id,), record_kind=r.kind, message="gemini-env")
+            for r in items[0].records
+        ]
 
     def _verbatim(self, items: Sequence[Content]) -> list[Segment]:
         out: list[Segment] = []
         for c in items:
-            for p, r, t in zip(c.parts, c.records, c.truncated):
+            for p, r, t in zip(c.parts, c.records, c.truncated, strict=False):
                 if t:
-                    out.append(Segment("omitted_marker", role_of(r), _part_text(p, r), (r.entry_id,), record_kind=r.kind))
+                    out.append(
+                        Segment("omitted_marker", role_of(r), _part_text(p, r), (r.entry_id,), record_kind=r.kind)
+                    )
                 elif c.kind == "env":
-                    out.append(Segment("user_original", "user", r.text, (r.entry_id,), record_kind=r.kind,
-                                       message="gemini-env"))
+                    out.append(
+                        Segment(
+                            "user_original", "user", r.text, (r.entry_id,), record_kind=r.kind, message="gemini-env"
+                        )
+                    )
                 else:
                     out.append(Segment("tail", role_of(r), r.text, (r.entry_id,), record_kind=r.kind))
         return out
 
-    def _fit_split(self, items: Sequence[Content], split: int, fixed: int, cap: int, ctx: CompactionContext,
-                   notes: dict[str, Any]) -> int:
+    def _fit_split(
+        self, items: Sequence[Content], split: int, fixed: int, cap: int, ctx: CompactionContext, notes: dict[str, Any]
+    ) -> int:
         """Our room rule: move the split later until the kept history leaves ``min_summary_tokens`` for the summary."""
         cnt = counter(ctx.encoding)
         need = int(ctx.param("min_summary_tokens", MIN_SUMMARY_TOKENS))
-        sizes = [sum(cnt.count_many([_part_text(p, r) for p, r in zip(c.parts, c.records)])) for c in items]
+        sizes = [
+            sum(cnt.count_many([_part_text(p, r) for p, r in zip(c.parts, c.records, strict=False)])) for c in items
+        ]
         start = split
         while split < len(items) and fixed + sum(sizes[split:]) + need > cap:
-            nxt = next((i for i in range(split + 1, len(items)) if items[i].role == "user" and items[i].kind != "response"),
-                       split + 1)
+            nxt = next(
+                (i for i in range(split + 1, len(items)) if items[i].role == "user" and items[i].kind != "response"),
+                split + 1,
+            )
             split = nxt
         notes["split_moved"] = split - start
         return split
 
-    def _finish(self, session: Session, cut: int, segs: list[Segment], cap: int, req: SummaryRequest | None,
-                receipt: SummaryReceipt | None, status: str, notes: dict[str, Any],
-                ctx: CompactionContext) -> Projection:
+    def _finish(
+        self,
+        session: Session,
+        cut: int,
+        segs: list[Segment],
+        cap: int,
+        req: SummaryRequest | None,
+        receipt: SummaryReceipt | None,
+        status: str,
+        notes: dict[str, Any],
+        ctx: CompactionContext,
+    ) -> Projection:
         cnt = counter(ctx.encoding)
         tokens = sum(cnt.count_many([s.text for s in segs]))
         notes.update({"compression_status": status, "tokens": tokens, "fits": tokens <= cap})
-        return Projection(strategy=self.name, algorithm_version=self.algorithm_version, session_id=session.id,
-                          cut=cut, segments=tuple(segs), capacity=cap, estimator=self.estimator,
-                          summary_request=req, receipt=receipt, notes=notes)
+        return Projection(
+            strategy=self.name,
+            algorithm_version=self.algorithm_version,
+            session_id=session.id,
+            cut=cut,
+            segments=tuple(segs),
+            capacity=cap,
+            estimator=self.estimator,
+            summary_request=req,
+            receipt=receipt,
+            notes=notes,
+        )
 
 
 def _truncate_tokens(text: str, n: int, ctx: CompactionContext) -> str:
@@ -608,7 +750,21 @@ def _truncate_tokens(text: str, n: int, ctx: CompactionContext) -> str:
 STRATEGIES = {s.name: s for s in (GeminiCli(),)}
 
 __all__ = [
-    "ACK", "ALGORITHM_VERSION", "ANCHOR_NEW", "ANCHOR_PREVIOUS", "COMPRESSION_PROMPT", "Content", "GeminiCli",
-    "INSTRUCTION_TAIL", "STRATEGIES", "SNAPSHOT_TEMPLATE", "VERIFY_INSTRUCTION", "contents", "est_gemini",
-    "find_compress_split_point", "format_truncated", "live_history", "truncate_to_budget",
+    "ACK",
+    "ALGORITHM_VERSION",
+    "ANCHOR_NEW",
+    "ANCHOR_PREVIOUS",
+    "COMPRESSION_PROMPT",
+    "Content",
+    "GeminiCli",
+    "INSTRUCTION_TAIL",
+    "STRATEGIES",
+    "SNAPSHOT_TEMPLATE",
+    "VERIFY_INSTRUCTION",
+    "contents",
+    "est_gemini",
+    "find_compress_split_point",
+    "format_truncated",
+    "live_history",
+    "truncate_to_budget",
 ]

@@ -118,12 +118,21 @@ text. `OpenCodeStrategy.prompts` returns the texts in use.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from compaction_lab.core.projection import Projection, Segment, SummaryRequest, chat_messages
 from compaction_lab.core.session import Record, Session
-from compaction_lab.strategies.base import CompactionContext, call_summarizer, est_chars4, history, read_prompt, role_of, summary_label
+from compaction_lab.strategies.base import (
+    CompactionContext,
+    call_summarizer,
+    est_chars4,
+    history,
+    read_prompt,
+    role_of,
+    summary_label,
+)
 from compaction_lab.strategies.trigger import OPENCODE_VERSIONS, SUMMARY_TOKENS, opencode_tail_budget, opencode_trigger
 
 #: Upstream commits each ``opencode_version`` reproduces.
@@ -154,8 +163,9 @@ ANCHOR_CHARS = 400
 HEADER = "What did we do so far?"
 
 #: Our paraphrase of OpenCode's synthetic continue message.
-CONTINUE = ("Carry on with the next steps if there are any. If you are not sure how to proceed, "
-            "stop and ask for clarification.")
+CONTINUE = (
+    "Carry on with the next steps if there are any. If you are not sure how to proceed, stop and ask for clarification."
+)
 
 #: Our paraphrase of OpenCode's dedicated compaction system prompt.
 SYSTEM_PROMPT = (
@@ -197,7 +207,7 @@ PRIOR_LEAD = "This summarises everything that happened before the <conversation>
 #: Our paraphrase of the instructions that come with the template.
 INSTRUCTIONS = (
     "Summarise the conversation above using exactly the Markdown template below. Keep every "
-    "section, and write \"(none)\" under any section that has nothing to report. Use terse bullet "
+    'section, and write "(none)" under any section that has nothing to report. Use terse bullet '
     "points. Preserve exact file paths, symbols, commands, error strings and identifiers."
 )
 
@@ -208,7 +218,7 @@ MERGE_INSTRUCTIONS = (
     "constraints, user directives and decisions from the prior summary even when the conversation "
     "does not mention them; where the two disagree the conversation, being newer, wins. Add new "
     "progress, move finished work to Completed, update resolved blockers, the Objective and the "
-    "Next Move. Keep every section of the template below, \"(none)\" where empty, terse bullets, "
+    'Next Move. Keep every section of the template below, "(none)" where empty, terse bullets, '
     "exact paths, symbols, commands, error strings and identifiers."
 )
 
@@ -248,8 +258,16 @@ EMPTY_SUMMARY = """## Objective
 (none)"""
 
 #: Headings every summary keeps, in order.
-SECTIONS = ("## Objective", "## Important Details", "## Work State", "### Completed", "### Active",
-            "### Blocked", "## Next Move", "## Relevant Files")
+SECTIONS = (
+    "## Objective",
+    "## Important Details",
+    "## Work State",
+    "### Completed",
+    "### Active",
+    "### Blocked",
+    "## Next Move",
+    "## Relevant Files",
+)
 
 ASSISTANT_SIDE = frozenset({"assistant", "reasoning", "tool_call"})
 
@@ -265,7 +283,7 @@ def tool_args(record: Record) -> Any:
     """
     args = record.text.strip()
     if record.tool and args.startswith(record.tool):
-        args = args[len(record.tool):].strip()
+        args = args[len(record.tool) :].strip()
     if not args:
         return {}
     try:
@@ -340,13 +358,20 @@ def model_messages(records: Sequence[Record], pruned: frozenset[int] = frozenset
         elif r.kind == "tool_call":
             cid = r.call_id or r.entry_id
             names[cid] = r.tool or "tool"
-            content.append({"type": "tool-call", "toolCallId": cid, "toolName": r.tool or "tool",
-                            "input": tool_args(r)})
+            content.append(
+                {"type": "tool-call", "toolCallId": cid, "toolName": r.tool or "tool", "input": tool_args(r)}
+            )
         elif r.kind == "tool_output":
             cid = r.call_id or r.entry_id
             text = PRUNED_TEXT if r.source_order in pruned else r.text
-            results.append({"type": "tool-result", "toolCallId": cid, "toolName": names.get(cid, r.tool or "tool"),
-                            "output": {"type": "error-text" if r.is_error else "text", "value": text}})
+            results.append(
+                {
+                    "type": "tool-result",
+                    "toolCallId": cid,
+                    "toolName": names.get(cid, r.tool or "tool"),
+                    "output": {"type": "error-text" if r.is_error else "text", "value": text},
+                }
+            )
     out: list[dict[str, Any]] = []
     if content:
         out.append({"role": "assistant", "content": content})
@@ -360,8 +385,9 @@ def _units(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
-def message_units(records: Sequence[Record], spans: Sequence[tuple[int, int]],
-                  pruned: frozenset[int] = frozenset()) -> list[tuple[int, int]]:
+def message_units(
+    records: Sequence[Record], spans: Sequence[tuple[int, int]], pruned: frozenset[int] = frozenset()
+) -> list[tuple[int, int]]:
     """Per OpenCode message: (UTF-16 length of its model messages' JSON joined by commas, how many)."""
     out = []
     for a, b in spans:
@@ -439,8 +465,12 @@ def flatten(records: Sequence[Record], pruned: frozenset[int] = frozenset()) -> 
     return f"{CONVERSATION_LEAD}\n\n<conversation>\n{serialize(records, pruned)}\n</conversation>"
 
 
-def request_text(records: Sequence[Record], previous: Record | None, pruned: frozenset[int],
-                 instructions: str = INSTRUCTIONS + "\n\n" + TEMPLATE) -> str:
+def request_text(
+    records: Sequence[Record],
+    previous: Record | None,
+    pruned: frozenset[int],
+    instructions: str = INSTRUCTIONS + "\n\n" + TEMPLATE,
+) -> str:
     """The one user message of the prepend request (core ``buildPrompt``): the conversation, then
     (with a previous summary) ``<prior-summary>`` and the merge instructions, then the template."""
     parts = [flatten(records, pruned)]
@@ -462,8 +492,13 @@ def recorded_tail_start(session: Session, summary: Record) -> int | None:
     the summary with ``tail_start_source_order``, ``tail_start_entry_id`` or (pi)
     ``first_kept_entry_id``.
     """
-    entries = [c for c in (session.metadata.get("compactions") or ()) if isinstance(c, Mapping)
-               and isinstance(c.get("source_order"), int) and c["source_order"] <= summary.source_order]
+    entries = [
+        c
+        for c in (session.metadata.get("compactions") or ())
+        if isinstance(c, Mapping)
+        and isinstance(c.get("source_order"), int)
+        and c["source_order"] <= summary.source_order
+    ]
     if not entries:
         return None
     c = max(entries, key=lambda e: e["source_order"])
@@ -493,11 +528,11 @@ def _compaction_pairs(recs: Sequence[Record]) -> set[int]:
 class LiveHistory:
     """What OpenCode sees of a session at the cut (``filterCompacted`` minus compaction pairs)."""
 
-    live: tuple[Record, ...]          # the live conversation, compaction pairs hidden, chronological
-    previous: Record | None           # the latest summary
+    live: tuple[Record, ...]  # the live conversation, compaction pairs hidden, chronological
+    previous: Record | None  # the latest summary
     after_summary: tuple[Record, ...]  # records after the latest summary (what prune walks)
-    tail_start: int | None            # the recorded tail start of the latest compaction (source order)
-    dropped: int                      # records before the live history
+    tail_start: int | None  # the recorded tail start of the latest compaction (source order)
+    dropped: int  # records before the live history
 
 
 def live_history(session: Session, cut: int | None) -> LiveHistory:
@@ -511,7 +546,7 @@ def live_history(session: Session, cut: int | None) -> LiveHistory:
     first = min(first, last + 1)
     hidden = _compaction_pairs(recs)
     live = tuple(r for i, r in enumerate(recs) if i >= first and i not in hidden)
-    return LiveHistory(live, previous, tuple(recs[last + 1:]), start, first)
+    return LiveHistory(live, previous, tuple(recs[last + 1 :]), start, first)
 
 
 # --------------------------------------------------------------------------- prune
@@ -542,8 +577,9 @@ def prune_set(records: Sequence[Record], protect: int = PRUNE_PROTECT, minimum: 
 # --------------------------------------------------------------------------- tail
 
 
-def select_tail(records: Sequence[Record], budget: int, pruned: frozenset[int] = frozenset(),
-                tail_turns: int | None = None) -> tuple[int, dict[str, Any]]:
+def select_tail(
+    records: Sequence[Record], budget: int, pruned: frozenset[int] = frozenset(), tail_turns: int | None = None
+) -> tuple[int, dict[str, Any]]:
     """Index in `records` where the tail starts (``len(records)`` for no tail) and facts about it.
 
     Upstream ``select``/``splitTurn`` over OpenCode messages (system records
@@ -563,7 +599,7 @@ def select_tail(records: Sequence[Record], budget: int, pruned: frozenset[int] =
     if not starts or (tail_turns is not None and tail_turns <= 0):
         return len(records), info
     ends = starts[1:] + [len(spans)]
-    turns = list(zip(starts, ends))
+    turns = list(zip(starts, ends, strict=False))
     if tail_turns is not None:
         turns = turns[-tail_turns:]
     total = 0
@@ -582,8 +618,10 @@ def select_tail(records: Sequence[Record], budget: int, pruned: frozenset[int] =
                 if n <= remaining:
                     keep = m
                     total += n
-                    info["tail_split"] = {"turn_start": convo[spans[s][0]].entry_id,
-                                          "split_at": convo[spans[m][0]].entry_id}
+                    info["tail_split"] = {
+                        "turn_start": convo[spans[s][0]].entry_id,
+                        "split_at": convo[spans[m][0]].entry_id,
+                    }
                     break
         break
     if keep is None or keep == 0:
@@ -607,17 +645,19 @@ def suffix_prompt(tail: Sequence[Record], template: str = TEMPLATE) -> str:
     convo = [r for r in tail if r.kind != "system"]
     if convo:
         spans = group_messages(convo)
-        first = convo[spans[0][0]:spans[0][1]]
+        first = convo[spans[0][0] : spans[0][1]]
         role = "user" if first[0].kind == "user" else "assistant"
         text = _collapse(serialize_message(first))
         messages = len(spans)
         turns = sum(1 for a, _ in spans if convo[a].kind == "user")
-        counts = (f"{messages} message{'s' if messages != 1 else ''} and {turns} turn{'s' if turns != 1 else ''}")
+        counts = f"{messages} message{'s' if messages != 1 else ''} and {turns} turn{'s' if turns != 1 else ''}"
         if text:
             excerpt = text[:ANCHOR_CHARS].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-            parts.append(f"The first retained item is a {role} message; whitespace-normalised it reads:\n"
-                         f"<first-retained-item>{excerpt}</first-retained-item>\n"
-                         f"The retained part holds {counts}.")
+            parts.append(
+                f"The first retained item is a {role} message; whitespace-normalised it reads:\n"
+                f"<first-retained-item>{excerpt}</first-retained-item>\n"
+                f"The retained part holds {counts}."
+            )
         else:
             parts.append(f"No first retained item can be quoted. The retained part holds {counts}.")
     parts.append(template)
@@ -632,12 +672,12 @@ def session_messages(live: LiveHistory) -> list[dict[str, str]]:
     out: list[dict[str, str]] = []
     if live.previous is not None:
         out += [{"role": "user", "content": HEADER}, {"role": "assistant", "content": live.previous.text}]
-    return out + chat_messages((role_of(r), r.text, "entry:" + r.entry_id) for r in live.live
-                               if role_of(r) != "system")
+    return out + chat_messages((role_of(r), r.text, "entry:" + r.entry_id) for r in live.live if role_of(r) != "system")
 
 
-def summary_fits(system: str, tools: Sequence[Mapping[str, Any]], messages: Sequence[Mapping[str, Any]],
-                 usable: int) -> tuple[bool, int]:
+def summary_fits(
+    system: str, tools: Sequence[Mapping[str, Any]], messages: Sequence[Mapping[str, Any]], usable: int
+) -> tuple[bool, int]:
     """``fitsSuffix``: the request's JSON estimate against ``usable``."""
     n = est_chars4(_js_json({"system": system, "messages": list(messages), "tools": list(tools)}))
     return n <= usable, n
@@ -680,8 +720,11 @@ class OpenCodeStrategy:
         return {
             "system": read_prompt(sysf, SYSTEM_PROMPT),
             "instructions": read_prompt(instf, INSTRUCTIONS + "\n\n" + TEMPLATE),
-            "merge": MERGE_INSTRUCTIONS, "header": HEADER, "continue": CONTINUE,
-            "empty_summary": EMPTY_SUMMARY, "suffix": "\n\n".join(SUFFIX_INSTRUCTIONS),
+            "merge": MERGE_INSTRUCTIONS,
+            "header": HEADER,
+            "continue": CONTINUE,
+            "empty_summary": EMPTY_SUMMARY,
+            "suffix": "\n\n".join(SUFFIX_INSTRUCTIONS),
         }
 
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
@@ -692,8 +735,15 @@ class OpenCodeStrategy:
         lh = live_history(session, cut)
         previous, live = lh.previous, list(lh.live)
 
-        pruned = prune_set(list(lh.after_summary), int(ctx.param("prune_protect", PRUNE_PROTECT)),
-                           int(ctx.param("prune_minimum", PRUNE_MINIMUM))) if ctx.param("prune", False) else frozenset()
+        pruned = (
+            prune_set(
+                list(lh.after_summary),
+                int(ctx.param("prune_protect", PRUNE_PROTECT)),
+                int(ctx.param("prune_minimum", PRUNE_MINIMUM)),
+            )
+            if ctx.param("prune", False)
+            else frozenset()
+        )
         budget = int(ctx.param("tail_tokens", opencode_tail_budget(trig.usable)))
         tail_turns = ctx.param("tail_turns", None)
         start, tail_info = select_tail(live, budget, pruned, None if tail_turns is None else int(tail_turns))
@@ -703,22 +753,36 @@ class OpenCodeStrategy:
         source = ([previous] if previous is not None else []) + list(head)
         source_ids = tuple(dict.fromkeys(r.entry_id for r in source if r.kind != "system"))
         dedicated = SummaryRequest(
-            strategy=self.name, shape="dedicated", system=prompts["system"], tools=(),
+            strategy=self.name,
+            shape="dedicated",
+            system=prompts["system"],
+            tools=(),
             messages=({"role": "user", "content": request_text(head, previous, pruned, prompts["instructions"])},),
-            template="opencode-template", max_output_tokens=cap, source_entry_ids=source_ids,
+            template="opencode-template",
+            max_output_tokens=cap,
+            source_entry_ids=source_ids,
         )
         request, suffix_info = dedicated, {}
         if mode == "suffix":
             msgs = session_messages(lh) + [{"role": "user", "content": suffix_prompt(tail)}]
-            suffix_usable = opencode_trigger(ctx.window, min(SUFFIX_OUTPUT_TOKENS, trig.max_output),
-                                             ctx.input_limit, version).usable
+            suffix_usable = opencode_trigger(
+                ctx.window, min(SUFFIX_OUTPUT_TOKENS, trig.max_output), ctx.input_limit, version
+            ).usable
             fits, n = summary_fits(ctx.shape.system_prompt, ctx.shape.tools, msgs, suffix_usable)
-            suffix_info = {"suffix_request_tokens_est": n, "suffix_usable": suffix_usable,
-                           "suffix_fallback": None if fits else "context"}
+            suffix_info = {
+                "suffix_request_tokens_est": n,
+                "suffix_usable": suffix_usable,
+                "suffix_fallback": None if fits else "context",
+            }
             if fits:
                 request = SummaryRequest(
-                    strategy=self.name, shape="suffix", system=ctx.shape.system_prompt, tools=tuple(ctx.shape.tools),
-                    messages=tuple(msgs), template="opencode-template", max_output_tokens=SUFFIX_OUTPUT_TOKENS,
+                    strategy=self.name,
+                    shape="suffix",
+                    system=ctx.shape.system_prompt,
+                    tools=tuple(ctx.shape.tools),
+                    messages=tuple(msgs),
+                    template="opencode-template",
+                    max_output_tokens=SUFFIX_OUTPUT_TOKENS,
                     source_entry_ids=source_ids,
                 )
         req_est = est_chars4(request.system) + sum(est_chars4(str(m["content"])) for m in request.messages)
@@ -732,14 +796,24 @@ class OpenCodeStrategy:
             label = summary_label(receipt, "empty template (no summary)")
         version_label = f"opencode {version} @{UPSTREAM_COMMITS[version][:7]}" + (" suffix" if mode == "suffix" else "")
 
-        segments = [Segment("system", "system", ctx.shape.system_prompt),
-                    Segment("tools", "system", ctx.shape.tools_text()),
-                    Segment("header", "user", prompts["header"], label="opencode compaction header"),
-                    Segment("summary", "assistant", body, label=label)]
+        segments = [
+            Segment("system", "system", ctx.shape.system_prompt),
+            Segment("tools", "system", ctx.shape.tools_text()),
+            Segment("header", "user", prompts["header"], label="opencode compaction header"),
+            Segment("summary", "assistant", body, label=label),
+        ]
         for r in tail:
             if r.source_order in pruned:
-                segments.append(Segment("omitted_marker", role_of(r), PRUNED_TEXT, (r.entry_id,),
-                                        record_kind=r.kind, label="pruned tool output"))
+                segments.append(
+                    Segment(
+                        "omitted_marker",
+                        role_of(r),
+                        PRUNED_TEXT,
+                        (r.entry_id,),
+                        record_kind=r.kind,
+                        label="pruned tool output",
+                    )
+                )
             else:
                 segments.append(Segment("tail", role_of(r), r.text, (r.entry_id,), record_kind=r.kind))
         auto = bool(ctx.param("auto", True))
@@ -747,31 +821,61 @@ class OpenCodeStrategy:
             segments.append(Segment("continue", "user", prompts["continue"], label="opencode auto-continue"))
 
         notes = {
-            "opencode_version": version, "upstream_commit": UPSTREAM_COMMITS[version], "compaction_mode": mode,
+            "opencode_version": version,
+            "upstream_commit": UPSTREAM_COMMITS[version],
+            "compaction_mode": mode,
             "version_label": version_label,
             # tables and charts show a non-default version beside the name (anatomy.strategy_label)
             **({"label_tag": version_label.removeprefix("opencode ")} if version != "1.18" else {}),
-            "usable": trig.usable, "max_output": trig.max_output, "reserved": trig.reserved,
-            "tail_budget": budget, **tail_info, **suffix_info,
-            "tail_records": len(tail), "head_records": len(head),
+            "usable": trig.usable,
+            "max_output": trig.max_output,
+            "reserved": trig.reserved,
+            "tail_budget": budget,
+            **tail_info,
+            **suffix_info,
+            "tail_records": len(tail),
+            "head_records": len(head),
             "previous_summary": previous.entry_id if previous is not None else None,
             "previous_tail_start": lh.tail_start,
             "already_compacted_records": lh.dropped,
-            "prune": bool(ctx.param("prune", False)), "pruned_outputs": len(pruned),
+            "prune": bool(ctx.param("prune", False)),
+            "pruned_outputs": len(pruned),
             "pruned_tokens": sum(est_chars4(r.text) for r in lh.after_summary if r.source_order in pruned),
             "auto": auto,
             # the spec gives OpenCode no rule for a compaction request that overflows: we only record it
-            "request_tokens_est": req_est, "request_over_usable": req_est > trig.usable,
+            "request_tokens_est": req_est,
+            "request_over_usable": req_est > trig.usable,
         }
         algo = ALGORITHM_VERSION if version == "1.18" else f"opencode-main-{REVISION}"
-        return Projection(self.name, algo, session.id, cut, tuple(segments), trig.usable,
-                          self.estimator, request, receipt, notes)
+        return Projection(
+            self.name, algo, session.id, cut, tuple(segments), trig.usable, self.estimator, request, receipt, notes
+        )
 
 
 STRATEGY = OpenCodeStrategy()
 STRATEGIES = {STRATEGY.name: STRATEGY}
 
-__all__ = ["ALGORITHM_VERSION", "CONTINUE", "EMPTY_SUMMARY", "HEADER", "INSTRUCTIONS", "LiveHistory",
-           "OpenCodeStrategy", "PRUNED_TEXT", "STRATEGIES", "SYSTEM_PROMPT", "TEMPLATE", "UPSTREAM_COMMITS",
-           "estimate_records", "flatten", "flatten_record", "group_messages", "live_history", "model_messages",
-           "prune_set", "select_tail", "serialize", "suffix_prompt"]
+__all__ = [
+    "ALGORITHM_VERSION",
+    "CONTINUE",
+    "EMPTY_SUMMARY",
+    "HEADER",
+    "INSTRUCTIONS",
+    "LiveHistory",
+    "OpenCodeStrategy",
+    "PRUNED_TEXT",
+    "STRATEGIES",
+    "SYSTEM_PROMPT",
+    "TEMPLATE",
+    "UPSTREAM_COMMITS",
+    "estimate_records",
+    "flatten",
+    "flatten_record",
+    "group_messages",
+    "live_history",
+    "model_messages",
+    "prune_set",
+    "select_tail",
+    "serialize",
+    "suffix_prompt",
+]

@@ -122,24 +122,25 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from compaction_lab.core.projection import Projection, Segment, SentRequest, SummaryReceipt, SummaryRequest
 from compaction_lab.core.session import Record, Session
-from compaction_lab.summarize import extractive
-from compaction_lab.summarize.extractive import Block, Section, Template, empty_template, parse_blocks
 from compaction_lab.core.tokens import counter
 from compaction_lab.strategies.base import CompactionContext, call_summarizer, read_prompt, role_of, summary_label
+from compaction_lab.summarize import extractive
+from compaction_lab.summarize.extractive import Block, Section, Template, empty_template, parse_blocks
 
 ALGORITHM_VERSION = "pi-1"
 PIN = "83378aad7e74a0e2bb8f37c007a9685fb4609d8a"
 
-RESERVE_TOKENS = 16_384          # DEFAULT_COMPACTION_SETTINGS.reserveTokens
-KEEP_RECENT_TOKENS = 20_000      # DEFAULT_COMPACTION_SETTINGS.keepRecentTokens
-SUMMARY_FRACTION = 0.8           # generateSummary: maxTokens = floor(0.8 * reserveTokens)
-TURN_PREFIX_FRACTION = 0.5       # generateTurnPrefixSummary: floor(0.5 * reserveTokens)
-TOOL_RESULT_MAX_CHARS = 2_000    # utils.ts TOOL_RESULT_MAX_CHARS
+RESERVE_TOKENS = 16_384  # DEFAULT_COMPACTION_SETTINGS.reserveTokens
+KEEP_RECENT_TOKENS = 20_000  # DEFAULT_COMPACTION_SETTINGS.keepRecentTokens
+SUMMARY_FRACTION = 0.8  # generateSummary: maxTokens = floor(0.8 * reserveTokens)
+TURN_PREFIX_FRACTION = 0.5  # generateTurnPrefixSummary: floor(0.5 * reserveTokens)
+TOOL_RESULT_MAX_CHARS = 2_000  # utils.ts TOOL_RESULT_MAX_CHARS
 
 TEMPLATE = "pi-checkpoint"
 TURN_PREFIX_TEMPLATE = "pi-turn-prefix"
@@ -148,8 +149,9 @@ REQUEST_SHAPE = "dedicated"
 ESTIMATOR = "chars/4"
 
 # --- short fixed strings, exact (messages.ts:11-24, compaction.ts:743,747)
-COMPACTION_SUMMARY_PREFIX = ("The conversation history before this point was compacted into the following "
-                             "summary:\n\n<summary>\n")
+COMPACTION_SUMMARY_PREFIX = (
+    "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
+)
 COMPACTION_SUMMARY_SUFFIX = "\n</summary>"
 BRANCH_SUMMARY_PREFIX = "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
 BRANCH_SUMMARY_SUFFIX = "</summary>"
@@ -167,7 +169,8 @@ SYSTEM_PROMPT = (
     "You summarise context. You will read a conversation between a user and an AI coding assistant and "
     "write a structured summary in exactly the format you are given.\n\n"
     "Do NOT carry on the conversation. Do NOT answer any question asked in it. Output ONLY the structured "
-    "summary.")
+    "summary."
+)
 
 SUMMARIZATION_PROMPT = """The messages above are a conversation to summarise. Write a structured context checkpoint summary that another LLM will use to carry on the work.
 
@@ -375,7 +378,7 @@ def tool_call_parts(rec: Record) -> tuple[str, Any]:
     """(name, arguments) of a tool-call record whose text is ``name {json}`` (`ingest.base.tool_call_text`)."""
     text = rec.text
     name = rec.tool or (text.split(" ", 1)[0] if text else "")
-    rest = text[len(name) + 1:] if text.startswith(name + " ") else (text.split(" ", 1)[1] if " " in text else "")
+    rest = text[len(name) + 1 :] if text.startswith(name + " ") else (text.split(" ", 1)[1] if " " in text else "")
     try:
         return name, json.loads(rest)
     except ValueError:
@@ -442,8 +445,10 @@ def find_cut_point(entries: Sequence[Entry], start: int, end: int, keep_recent: 
 # --------------------------------------------------------------------------- file operations
 
 
-_FILE_TAG_RE = {key: re.compile(rf"<{tag}>\n(.*?)\n</{tag}>", re.S)
-                for key, tag in (("read", "read-files"), ("edited", "modified-files"))}
+_FILE_TAG_RE = {
+    key: re.compile(rf"<{tag}>\n(.*?)\n</{tag}>", re.S)
+    for key, tag in (("read", "read-files"), ("edited", "modified-files"))
+}
 
 
 def file_operations(entries: Sequence[Entry], previous_summary: str | None = None) -> dict[str, set[str]]:
@@ -549,32 +554,44 @@ def read_request(request: SummaryRequest) -> list[Block]:
     text = "".join(str(m.get("content") or "") for m in request.messages if m.get("role") == "user")
     head, tail = "<conversation>\n", "\n</conversation>"
     start, end = text.find(head), text.rfind(tail)
-    conv = text[start + len(head):end] if start >= 0 and end >= start + len(head) else ""
+    conv = text[start + len(head) : end] if start >= 0 and end >= start + len(head) else ""
     blocks: list[Block] = []
-    m = re.search(r"<previous-summary>\n(.*?)\n</previous-summary>", text[max(end, 0):], re.S)
+    m = re.search(r"<previous-summary>\n(.*?)\n</previous-summary>", text[max(end, 0) :], re.S)
     if m and m.group(1).strip():
         blocks.append(Block("summary", m.group(1).strip(), 0))
     blocks += parse_blocks(conv, len(blocks))
     return blocks
 
 
-CHECKPOINT_TEMPLATE = register_template(Template(TEMPLATE, (
-    Section("## Goal", "primary", 10, 120, 2),
-    Section("## Constraints & Preferences", "user", 15, 100, 30),
-    Section("## Progress", None),
-    Section("### Done", "completed", 50, 60, 12),
-    Section("### In Progress", "state", 20, 100, 2),
-    Section("### Blocked", "errors", 40, 70, 8),
-    Section("## Key Decisions", "decisions", 30, 70, 15),
-    Section("## Next Steps", "next", 25, 80, 6),
-    Section("## Critical Context", "identifiers", 35, 30, 40),
-)), reader=read_request)
+CHECKPOINT_TEMPLATE = register_template(
+    Template(
+        TEMPLATE,
+        (
+            Section("## Goal", "primary", 10, 120, 2),
+            Section("## Constraints & Preferences", "user", 15, 100, 30),
+            Section("## Progress", None),
+            Section("### Done", "completed", 50, 60, 12),
+            Section("### In Progress", "state", 20, 100, 2),
+            Section("### Blocked", "errors", 40, 70, 8),
+            Section("## Key Decisions", "decisions", 30, 70, 15),
+            Section("## Next Steps", "next", 25, 80, 6),
+            Section("## Critical Context", "identifiers", 35, 30, 40),
+        ),
+    ),
+    reader=read_request,
+)
 
-PREFIX_TEMPLATE = register_template(Template(TURN_PREFIX_TEMPLATE, (
-    Section("## Original Request", "primary", 10, 120, 2),
-    Section("## Early Progress", "completed", 30, 60, 10),
-    Section("## Context for Suffix", "state", 20, 100, 3),
-)), reader=read_request)
+PREFIX_TEMPLATE = register_template(
+    Template(
+        TURN_PREFIX_TEMPLATE,
+        (
+            Section("## Original Request", "primary", 10, 120, 2),
+            Section("## Early Progress", "completed", 30, 60, 10),
+            Section("## Context for Suffix", "state", 20, 100, 3),
+        ),
+    ),
+    reader=read_request,
+)
 
 
 # --------------------------------------------------------------------------- live history
@@ -594,7 +611,7 @@ def live_entries(entries: Sequence[Entry]) -> tuple[Entry | None, list[Entry]]:
     last = max((i for i, e in enumerate(entries) if e.kind == "compaction"), default=None)
     if last is None:
         return None, [e for e in entries if e.kind != "other"]
-    kept = _kept_before(entries, last) + list(entries[last + 1:])
+    kept = _kept_before(entries, last) + list(entries[last + 1 :])
     return entries[last], [e for e in kept if e.kind not in ("other", "compaction")]
 
 
@@ -650,14 +667,17 @@ def prepare(entries: Sequence[Entry], keep_recent: int | None, keep_previous_kep
         cp = find_cut_point(entries, start, end, keep_recent)
     history_end = cp.turn_start if cp.is_split_turn else cp.first_kept
     to_sum = tuple(e for e in entries[start:history_end] if e.kind != "compaction")
-    prefix = tuple(e for e in entries[cp.turn_start:cp.first_kept] if e.kind != "compaction") if cp.is_split_turn else ()
+    prefix = (
+        tuple(e for e in entries[cp.turn_start : cp.first_kept] if e.kind != "compaction") if cp.is_split_turn else ()
+    )
     previous = "".join(r.text for r in entries[prev].context_records()) if prev >= 0 else None
     ops = file_operations(to_sum + prefix, previous)
     read_files, modified = compute_file_lists(ops)
-    before = sum(estimate_entry(e) for e in entries[max(prev, 0):end])
-    kept = tuple(e for e in entries[cp.first_kept:end] if e.kind != "compaction")
-    return Preparation(cp.first_kept, to_sum, prefix, kept, cp.is_split_turn,
-                       previous, tuple(read_files), tuple(modified), before)
+    before = sum(estimate_entry(e) for e in entries[max(prev, 0) : end])
+    kept = tuple(e for e in entries[cp.first_kept : end] if e.kind != "compaction")
+    return Preparation(
+        cp.first_kept, to_sum, prefix, kept, cp.is_split_turn, previous, tuple(read_files), tuple(modified), before
+    )
 
 
 # --------------------------------------------------------------------------- the strategy
@@ -719,13 +739,15 @@ class PiStrategy:
             "instruction": read_prompt(ctx.param("prompt_file", None), SUMMARIZATION_PROMPT),
             "update": read_prompt(ctx.param("update_prompt_file", None), UPDATE_SUMMARIZATION_PROMPT),
             "turn_prefix": read_prompt(ctx.param("turn_prefix_prompt_file", None), TURN_PREFIX_PROMPT),
-            "summary_prefix": COMPACTION_SUMMARY_PREFIX, "summary_suffix": COMPACTION_SUMMARY_SUFFIX,
+            "summary_prefix": COMPACTION_SUMMARY_PREFIX,
+            "summary_suffix": COMPACTION_SUMMARY_SUFFIX,
             "split_turn": SPLIT_TURN_SEPARATOR,
         }
 
     # ---- requests
-    def summary_request(self, entries: Sequence[Entry], previous_summary: str | None, ctx: CompactionContext,
-                        cap: int) -> SummaryRequest:
+    def summary_request(
+        self, entries: Sequence[Entry], previous_summary: str | None, ctx: CompactionContext, cap: int
+    ) -> SummaryRequest:
         """``generateSummary``'s request: system prompt, one user message (conversation, previous summary, prompt)."""
         p = self.prompts(ctx)
         base = p["update"] if previous_summary else p["instruction"]
@@ -737,21 +759,35 @@ class PiStrategy:
             text += f"<previous-summary>\n{previous_summary}\n</previous-summary>\n\n"
         text += base
         return SummaryRequest(
-            strategy=self.name, shape=REQUEST_SHAPE, system=p["system"], tools=(),
-            messages=({"role": "user", "content": text},), template=self.template, max_output_tokens=cap,
-            source_entry_ids=tuple(e.id for e in entries if e.kind != "other"))
+            strategy=self.name,
+            shape=REQUEST_SHAPE,
+            system=p["system"],
+            tools=(),
+            messages=({"role": "user", "content": text},),
+            template=self.template,
+            max_output_tokens=cap,
+            source_entry_ids=tuple(e.id for e in entries if e.kind != "other"),
+        )
 
     def turn_prefix_request(self, entries: Sequence[Entry], ctx: CompactionContext, cap: int) -> SummaryRequest:
         """``generateTurnPrefixSummary``'s request."""
         p = self.prompts(ctx)
         text = f"<conversation>\n{serialize_conversation(entries)}\n</conversation>\n\n{p['turn_prefix']}"
         return SummaryRequest(
-            strategy=self.name, shape=REQUEST_SHAPE, system=p["system"], tools=(),
-            messages=({"role": "user", "content": text},), template=TURN_PREFIX_TEMPLATE, max_output_tokens=cap,
-            source_entry_ids=tuple(e.id for e in entries if e.kind != "other"))
+            strategy=self.name,
+            shape=REQUEST_SHAPE,
+            system=p["system"],
+            tools=(),
+            messages=({"role": "user", "content": text},),
+            template=TURN_PREFIX_TEMPLATE,
+            max_output_tokens=cap,
+            source_entry_ids=tuple(e.id for e in entries if e.kind != "other"),
+        )
 
     # ---- room
-    def _plan(self, entries: Sequence[Entry], ctx: CompactionContext, room: int) -> tuple[Preparation | None, int | None]:
+    def _plan(
+        self, entries: Sequence[Entry], ctx: CompactionContext, room: int
+    ) -> tuple[Preparation | None, int | None]:
         """The preparation at upstream's ``keepRecentTokens``, or a smaller keep when the kept entries leave the
         summary too little room (halved down to 0, then nothing kept)."""
         cnt = counter(ctx.encoding)
@@ -762,7 +798,8 @@ class PiStrategy:
             if prep is None:
                 return None, keep
             caps = math.floor(SUMMARY_FRACTION * reserve) + (
-                math.floor(TURN_PREFIX_FRACTION * reserve) if prep.is_split_turn else 0)
+                math.floor(TURN_PREFIX_FRACTION * reserve) if prep.is_split_turn else 0
+            )
             need = min(caps, max(0, room // 2))
             kept = sum(cnt.count_many([r.text for e in prep.kept for r in e.context_records()]))
             lists = cnt.count(format_file_operations(prep.read_files, prep.modified_files))
@@ -774,14 +811,19 @@ class PiStrategy:
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
         cnt = counter(ctx.encoding)
         entries = session_entries(session, cut, ctx)
-        segs = [Segment("system", "system", ctx.shape.system_prompt),
-                Segment("tools", "system", ctx.shape.tools_text())]
+        segs = [
+            Segment("system", "system", ctx.shape.system_prompt),
+            Segment("tools", "system", ctx.shape.tools_text()),
+        ]
         frame = sum(cnt.count_many([s.text for s in segs]))
         cap = ctx.window - ctx.output_ceiling
         wrappers = cnt.count(SUMMARY_OPEN) + cnt.count(SUMMARY_CLOSE)
         room = cap - frame - wrappers
-        notes: dict[str, Any] = {"pin": PIN, "reserve_tokens": self.reserve(ctx),
-                                 "keep_recent_tokens": self.keep_recent(ctx)}
+        notes: dict[str, Any] = {
+            "pin": PIN,
+            "reserve_tokens": self.reserve(ctx),
+            "keep_recent_tokens": self.keep_recent(ctx),
+        }
         prep, keep_used = self._plan(entries, ctx, room)
         if prep is None:
             return self._unchanged(session, cut, ctx, entries, segs, cap, notes)
@@ -789,16 +831,23 @@ class PiStrategy:
         lists_text = format_file_operations(prep.read_files, prep.modified_files)
         kept_recs = [r for e in prep.kept for r in e.context_records()]
         kept_tokens = sum(cnt.count_many([r.text for r in kept_recs]))
-        summary_room = max(0, room - kept_tokens - cnt.count(lists_text)
-                           - (cnt.count(SPLIT_TURN_SEPARATOR) if split else 0))
+        summary_room = max(
+            0, room - kept_tokens - cnt.count(lists_text) - (cnt.count(SPLIT_TURN_SEPARATOR) if split else 0)
+        )
         reserve = self.reserve(ctx)
         h_cap = math.floor(SUMMARY_FRACTION * reserve)
         p_cap = math.floor(TURN_PREFIX_FRACTION * reserve) if split else 0
         if h_cap + p_cap > summary_room:  # our room rule: both caps scaled into the room left
-            h_cap, p_cap = (summary_room * h_cap // (h_cap + p_cap),
-                            summary_room * p_cap // (h_cap + p_cap)) if h_cap + p_cap else (0, 0)
-        hist_req = (self.summary_request(prep.to_summarize, prep.previous_summary, ctx, h_cap)
-                    if (any(e.kind != "other" for e in prep.to_summarize) or not split) else None)
+            h_cap, p_cap = (
+                (summary_room * h_cap // (h_cap + p_cap), summary_room * p_cap // (h_cap + p_cap))
+                if h_cap + p_cap
+                else (0, 0)
+            )
+        hist_req = (
+            self.summary_request(prep.to_summarize, prep.previous_summary, ctx, h_cap)
+            if (any(e.kind != "other" for e in prep.to_summarize) or not split)
+            else None
+        )
         pre_req = self.turn_prefix_request(prep.turn_prefix, ctx, p_cap) if split else None
         body, receipt = self._summarise(hist_req, pre_req, ctx)
         if cnt.count(body) > summary_room:  # a provider overshot its cap
@@ -809,37 +858,72 @@ class PiStrategy:
         req = hist_req or pre_req
         key = "compaction-summary"
         segs.append(Segment("header", "user", SUMMARY_OPEN, message=key, label="pi summary prefix"))
-        segs.append(Segment("summary", "user", summary, req.source_entry_ids + (
-            pre_req.source_entry_ids if pre_req is not None and req is not pre_req else ()),
-            message=key, label=summary_label(receipt, "empty template (no summary)")))
+        segs.append(
+            Segment(
+                "summary",
+                "user",
+                summary,
+                req.source_entry_ids + (pre_req.source_entry_ids if pre_req is not None and req is not pre_req else ()),
+                message=key,
+                label=summary_label(receipt, "empty template (no summary)"),
+            )
+        )
         segs.append(Segment("header", "user", SUMMARY_CLOSE, message=key, label="pi summary suffix"))
         for e in prep.kept:
             segs += _entry_segments(e)
         tokens = frame + sum(cnt.count_many([s.text for s in segs[2:]]))
         first_kept = prep.kept[0].id if prep.kept else None
-        notes.update({
-            "first_kept_entry_id": first_kept, "is_split_turn": prep.is_split_turn,
-            "summarised_entries": len(prep.to_summarize), "turn_prefix_entries": len(prep.turn_prefix),
-            "kept_entries": len(prep.kept), "kept_records": len(kept_recs), "kept_tokens": kept_tokens,
-            "previous_summary": prep.previous_summary is not None, "read_files": list(prep.read_files),
-            "modified_files": list(prep.modified_files), "tokens_before_estimate": prep.tokens_before,
-            "keep_recent_used": keep_used, "keep_nothing": keep_used is None,
-            "summary_cap": h_cap, "turn_prefix_cap": p_cap,
-            "turn_prefix_request": pre_req.fingerprint() if pre_req is not None and req is not pre_req else None,
-            "instruction_sha256": _sha(self.prompts(ctx)["update" if prep.previous_summary else "instruction"]),
-            "tokens": tokens, "fits": tokens <= cap,
-        })
+        notes.update(
+            {
+                "first_kept_entry_id": first_kept,
+                "is_split_turn": prep.is_split_turn,
+                "summarised_entries": len(prep.to_summarize),
+                "turn_prefix_entries": len(prep.turn_prefix),
+                "kept_entries": len(prep.kept),
+                "kept_records": len(kept_recs),
+                "kept_tokens": kept_tokens,
+                "previous_summary": prep.previous_summary is not None,
+                "read_files": list(prep.read_files),
+                "modified_files": list(prep.modified_files),
+                "tokens_before_estimate": prep.tokens_before,
+                "keep_recent_used": keep_used,
+                "keep_nothing": keep_used is None,
+                "summary_cap": h_cap,
+                "turn_prefix_cap": p_cap,
+                "turn_prefix_request": pre_req.fingerprint() if pre_req is not None and req is not pre_req else None,
+                "instruction_sha256": _sha(self.prompts(ctx)["update" if prep.previous_summary else "instruction"]),
+                "tokens": tokens,
+                "fits": tokens <= cap,
+            }
+        )
         sent: tuple[SentRequest, ...] = ()
         if pre_req is not None and req is not pre_req:  # a split turn: two requests, each billed
             hist_text, _, prefix_text = body.partition(SPLIT_TURN_SEPARATOR)
             sent = (SentRequest(req, cnt.count(hist_text)), SentRequest(pre_req, cnt.count(prefix_text)))
         return Projection(
-            strategy=self.name, algorithm_version=self.algorithm_version, session_id=session.id, cut=cut,
-            segments=tuple(segs), capacity=cap, estimator=self.estimator, summary_request=req, receipt=receipt,
-            notes=notes, sent_requests=sent)
+            strategy=self.name,
+            algorithm_version=self.algorithm_version,
+            session_id=session.id,
+            cut=cut,
+            segments=tuple(segs),
+            capacity=cap,
+            estimator=self.estimator,
+            summary_request=req,
+            receipt=receipt,
+            notes=notes,
+            sent_requests=sent,
+        )
 
-    def _unchanged(self, session: Session, cut: int, ctx: CompactionContext, entries: Sequence[Entry],
-                   segs: list[Segment], cap: int, notes: dict[str, Any]) -> Projection:
+    def _unchanged(
+        self,
+        session: Session,
+        cut: int,
+        ctx: CompactionContext,
+        entries: Sequence[Entry],
+        segs: list[Segment],
+        cap: int,
+        notes: dict[str, Any],
+    ) -> Projection:
         """Upstream does not compact (the last entry is a compaction, or there is nothing): the live context as is."""
         comp, rest = live_entries(entries)
         if comp is not None:
@@ -852,14 +936,27 @@ class PiStrategy:
             segs += _entry_segments(e)
         cnt = counter(ctx.encoding)
         tokens = sum(cnt.count_many([s.text for s in segs]))
-        notes.update({"skipped": "nothing to compact" if not entries else "the last entry is a compaction",
-                      "tokens": tokens, "fits": tokens <= cap})
+        notes.update(
+            {
+                "skipped": "nothing to compact" if not entries else "the last entry is a compaction",
+                "tokens": tokens,
+                "fits": tokens <= cap,
+            }
+        )
         return Projection(
-            strategy=self.name, algorithm_version=self.algorithm_version, session_id=session.id, cut=cut,
-            segments=tuple(segs), capacity=cap, estimator=self.estimator, notes=notes)
+            strategy=self.name,
+            algorithm_version=self.algorithm_version,
+            session_id=session.id,
+            cut=cut,
+            segments=tuple(segs),
+            capacity=cap,
+            estimator=self.estimator,
+            notes=notes,
+        )
 
-    def _summarise(self, hist: SummaryRequest | None, prefix: SummaryRequest | None,
-                   ctx: CompactionContext) -> tuple[str, SummaryReceipt]:
+    def _summarise(
+        self, hist: SummaryRequest | None, prefix: SummaryRequest | None, ctx: CompactionContext
+    ) -> tuple[str, SummaryReceipt]:
         """The summary body (history, and the split turn's prefix merged after it) and one receipt for both calls.
 
         The receipt is the main request's, its text the merged body and its token counts the sum of both
@@ -878,19 +975,28 @@ class PiStrategy:
         merged = text + SPLIT_TURN_SEPARATOR + p_text
         errors = [e for e in (receipt.error, p_receipt.error) if e]
         return merged, replace(
-            receipt, text=merged, input_tokens=receipt.input_tokens + p_receipt.input_tokens,
+            receipt,
+            text=merged,
+            input_tokens=receipt.input_tokens + p_receipt.input_tokens,
             cached_tokens=receipt.cached_tokens + p_receipt.cached_tokens,
             output_tokens=receipt.output_tokens + p_receipt.output_tokens,
-            fallback=receipt.fallback or p_receipt.fallback, error="; ".join(errors) or None)
+            fallback=receipt.fallback or p_receipt.fallback,
+            error="; ".join(errors) or None,
+        )
 
     @staticmethod
     def _ask(req: SummaryRequest, ctx: CompactionContext) -> tuple[str, SummaryReceipt]:
         empty = empty_template(req.template)
         if req.max_output_tokens <= 0:
             prov = ctx.summarizer
-            return empty, SummaryReceipt(str(getattr(prov, "name", type(prov).__name__)),
-                                         bool(getattr(prov, "stand_in", False)), empty, req.fingerprint(),
-                                         fallback=True, error="no room left for a summary")
+            return empty, SummaryReceipt(
+                str(getattr(prov, "name", type(prov).__name__)),
+                bool(getattr(prov, "stand_in", False)),
+                empty,
+                req.fingerprint(),
+                fallback=True,
+                error="no room left for a summary",
+            )
         text, receipt = call_summarizer(ctx, req)
         if text is None:
             return empty, replace(receipt, text=empty)
@@ -901,8 +1007,25 @@ STRATEGY = PiStrategy()
 STRATEGIES = {s.name: s for s in (STRATEGY,)}
 
 __all__ = [
-    "ALGORITHM_VERSION", "BRANCH_SUMMARY_PREFIX", "COMPACTION_SUMMARY_PREFIX", "COMPACTION_SUMMARY_SUFFIX",
-    "Entry", "KEEP_RECENT_TOKENS", "PIN", "PiStrategy", "RESERVE_TOKENS", "STRATEGIES", "STRATEGY",
-    "compute_file_lists", "estimate_entry", "file_operations", "find_cut_point", "find_turn_start",
-    "format_file_operations", "live_history", "prepare", "serialize_conversation", "session_entries",
+    "ALGORITHM_VERSION",
+    "BRANCH_SUMMARY_PREFIX",
+    "COMPACTION_SUMMARY_PREFIX",
+    "COMPACTION_SUMMARY_SUFFIX",
+    "Entry",
+    "KEEP_RECENT_TOKENS",
+    "PIN",
+    "PiStrategy",
+    "RESERVE_TOKENS",
+    "STRATEGIES",
+    "STRATEGY",
+    "compute_file_lists",
+    "estimate_entry",
+    "file_operations",
+    "find_cut_point",
+    "find_turn_start",
+    "format_file_operations",
+    "live_history",
+    "prepare",
+    "serialize_conversation",
+    "session_entries",
 ]

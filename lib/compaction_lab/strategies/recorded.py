@@ -56,8 +56,9 @@ an error: `skip_reason` says why, and the exam counts it as a skip.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from compaction_lab.core.projection import Projection, Segment
 from compaction_lab.core.session import Record, Session
@@ -68,7 +69,10 @@ ALGORITHM_VERSION = "recorded-1"
 
 #: The agent whose log format records its compactions, by importer format.
 AGENT_OF_FORMAT: Mapping[str, str] = {
-    "pi": "pi", "claude_code": "claude-code", "codex": "codex", "opencode": "opencode",
+    "pi": "pi",
+    "claude_code": "claude-code",
+    "codex": "codex",
+    "opencode": "opencode",
 }
 
 #: Shown where the log names no model.
@@ -162,8 +166,7 @@ def find(session: Session) -> tuple[list[RecordedCompaction], list[str]]:
     problems: list[str] = []
     orders = {r.source_order: i for i, r in enumerate(session.records)}
     for k, c in enumerate(session.metadata.get("compactions") or ()):
-        if not isinstance(c, Mapping) or not isinstance(c.get("source_order"), int) \
-                or c["source_order"] not in orders:
+        if not isinstance(c, Mapping) or not isinstance(c.get("source_order"), int) or c["source_order"] not in orders:
             problems.append(f"compaction {k + 1}: its position in the session is not recorded")
             continue
         span = _summary_span(session, orders[c["source_order"]])
@@ -172,8 +175,11 @@ def find(session: Session) -> tuple[list[RecordedCompaction], list[str]]:
             continue
         after, entries = span
         model = c.get("model") if isinstance(c.get("model"), str) and c.get("model") else None
-        found.append(RecordedCompaction(session.id, agent, model, len(found), str(c.get("entry_id")),
-                                        int(c["source_order"]), after, entries))
+        found.append(
+            RecordedCompaction(
+                session.id, agent, model, len(found), str(c.get("entry_id")), int(c["source_order"]), after, entries
+            )
+        )
     return found, problems
 
 
@@ -212,8 +218,15 @@ def _pi(session: Session, rc: RecordedCompaction, ctx: CompactionContext) -> lis
             text = pi_agent.COMPACTION_SUMMARY_PREFIX + r.text + pi_agent.COMPACTION_SUMMARY_SUFFIX
             out.append(_summary_segment(text, "user", (r.entry_id,), rc))
         elif r.kind == "summary":  # a branch summary the live history carries, with its own wrapper
-            out.append(Segment("tail", "user", pi_agent.BRANCH_SUMMARY_PREFIX + r.text + pi_agent.BRANCH_SUMMARY_SUFFIX,
-                               (r.entry_id,), record_kind=r.kind))
+            out.append(
+                Segment(
+                    "tail",
+                    "user",
+                    pi_agent.BRANCH_SUMMARY_PREFIX + r.text + pi_agent.BRANCH_SUMMARY_SUFFIX,
+                    (r.entry_id,),
+                    record_kind=r.kind,
+                )
+            )
         else:
             out.append(_record_segment(r))
     return out
@@ -222,8 +235,10 @@ def _pi(session: Session, rc: RecordedCompaction, ctx: CompactionContext) -> lis
 def _claude_code(session: Session, rc: RecordedCompaction, ctx: CompactionContext) -> list[Segment]:
     from compaction_lab.strategies import claude_code
 
-    return [_summary_segment(r.text, "user", (r.entry_id,), rc) if r.kind == "summary" else _record_segment(r)
-            for r in claude_code.live_history(session, rc.after, ctx)]
+    return [
+        _summary_segment(r.text, "user", (r.entry_id,), rc) if r.kind == "summary" else _record_segment(r)
+        for r in claude_code.live_history(session, rc.after, ctx)
+    ]
 
 
 def _codex(session: Session, rc: RecordedCompaction, ctx: CompactionContext) -> list[Segment]:
@@ -234,8 +249,7 @@ def _codex(session: Session, rc: RecordedCompaction, ctx: CompactionContext) -> 
         if it.summary:
             out.append(_summary_segment(it.text, "user", (it.entry_id,), rc))
         else:
-            out.append(Segment("tail", it.role, it.text, (it.entry_id,), record_kind=it.kind,
-                               message=it.message_key()))
+            out.append(Segment("tail", it.role, it.text, (it.entry_id,), record_kind=it.kind, message=it.message_key()))
     return out
 
 
@@ -245,8 +259,10 @@ def _opencode(session: Session, rc: RecordedCompaction, ctx: CompactionContext) 
     lh = opencode.live_history(session, rc.after)
     out: list[Segment] = []
     if lh.previous is not None:
-        out += [Segment("header", "user", opencode.HEADER, label="opencode compaction header"),
-                _summary_segment(lh.previous.text, "assistant", (lh.previous.entry_id,), rc)]
+        out += [
+            Segment("header", "user", opencode.HEADER, label="opencode compaction header"),
+            _summary_segment(lh.previous.text, "assistant", (lh.previous.entry_id,), rc),
+        ]
     return out + [_record_segment(r) for r in lh.live if role_of(r) != "system"]
 
 
@@ -274,27 +290,45 @@ class Recorded:
             if rc.cut == cut:
                 return rc
         where = ", ".join(str(rc.cut) for rc in found) or "none"
-        raise NoRecordedCompaction(f"session {session.id!r} has no recorded compaction at cut {cut} "
-                                   f"(recorded compactions at: {where})")
+        raise NoRecordedCompaction(
+            f"session {session.id!r} has no recorded compaction at cut {cut} (recorded compactions at: {where})"
+        )
 
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
         rc = self.at(session, cut)
         cnt = counter(ctx.encoding)
-        segs = [Segment("system", "system", ctx.shape.system_prompt),
-                Segment("tools", "system", ctx.shape.tools_text())]
+        segs = [
+            Segment("system", "system", ctx.shape.system_prompt),
+            Segment("tools", "system", ctx.shape.tools_text()),
+        ]
         segs += _RENDER[rc.agent](session, rc, ctx)
         cap = ctx.window - ctx.output_ceiling
         tokens = sum(cnt.count_many([s.text for s in segs]))
         notes: dict[str, Any] = {
-            "label_tag": rc.tag, "agent": rc.agent, "model": rc.model, "compaction_index": rc.index,
-            "compaction_entry": rc.entry_id, "after": rc.after, "summary_entries": list(rc.summary_entry_ids),
-            "tokens": tokens, "fits": tokens <= cap,
+            "label_tag": rc.tag,
+            "agent": rc.agent,
+            "model": rc.model,
+            "compaction_index": rc.index,
+            "compaction_entry": rc.entry_id,
+            "after": rc.after,
+            "summary_entries": list(rc.summary_entry_ids),
+            "tokens": tokens,
+            "fits": tokens <= cap,
         }
-        return Projection(self.name, self.algorithm_version, session.id, cut, tuple(segs), cap, self.estimator,
-                          None, None, notes)
+        return Projection(
+            self.name, self.algorithm_version, session.id, cut, tuple(segs), cap, self.estimator, None, None, notes
+        )
 
 
 STRATEGIES = {s.name: s for s in (Recorded(),)}
 
-__all__ = ["AGENT_OF_FORMAT", "NoRecordedCompaction", "Recorded", "RecordedCompaction", "STRATEGIES",
-           "agent_of", "find", "skip_reason"]
+__all__ = [
+    "AGENT_OF_FORMAT",
+    "NoRecordedCompaction",
+    "Recorded",
+    "RecordedCompaction",
+    "STRATEGIES",
+    "agent_of",
+    "find",
+    "skip_reason",
+]

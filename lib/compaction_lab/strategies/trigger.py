@@ -108,8 +108,17 @@ def futureos_budgets(
     capacity = trigger.effective - system_tokens - tools_tokens - tail - evidence - summary - trigger.margin
     hist = max(0, min(history_target, history_max, capacity))
     return FutureOSBudgets(
-        trigger.effective, system_tokens, tools_tokens, tail, evidence, summary, trigger.margin,
-        history_target, history_max, capacity, hist,
+        trigger.effective,
+        system_tokens,
+        tools_tokens,
+        tail,
+        evidence,
+        summary,
+        trigger.margin,
+        history_target,
+        history_max,
+        capacity,
+        hist,
     )
 
 
@@ -149,8 +158,9 @@ class OpenCodeTrigger:
 OPENCODE_VERSIONS = ("1.18", "main")
 
 
-def opencode_trigger(context: int, output_limit: int, input_limit: int | None = None,
-                     version: str = "1.18") -> OpenCodeTrigger:
+def opencode_trigger(
+    context: int, output_limit: int, input_limit: int | None = None, version: str = "1.18"
+) -> OpenCodeTrigger:
     """OpenCode's ``usable()`` (``packages/opencode/src/session/overflow.ts``).
 
     ``1.18`` (the seed's pin): ``limit.input - reserved`` with a declared input
@@ -180,7 +190,7 @@ def opencode_tail_budget(usable: int) -> int:
 # --------------------------------------------------------------------------- tables for figure 8
 
 
-def trigger_table(windows, output_ceilings) -> "pd.DataFrame":
+def trigger_table(windows, output_ceilings) -> pd.DataFrame:
     """Each strategy's trigger across windows W and output ceilings O (figure 8, top).
 
     Returns
@@ -197,18 +207,33 @@ def trigger_table(windows, output_ceilings) -> "pd.DataFrame":
             if o >= w:
                 continue
             f = futureos_trigger(w, o)
-            rows.append({"strategy": "futureos", "window": w, "output_ceiling": o, "trigger": f.effective,
-                         "bound": f.bound})
-            rows.append({"strategy": "codex", "window": w, "output_ceiling": o,
-                         "trigger": codex_trigger(w).auto_compact, "bound": "90% of W"})
-            rows.append({"strategy": "opencode", "window": w, "output_ceiling": o,
-                         "trigger": opencode_trigger(w, o).usable, "bound": "W - maxOutput"})
+            rows.append(
+                {"strategy": "futureos", "window": w, "output_ceiling": o, "trigger": f.effective, "bound": f.bound}
+            )
+            rows.append(
+                {
+                    "strategy": "codex",
+                    "window": w,
+                    "output_ceiling": o,
+                    "trigger": codex_trigger(w).auto_compact,
+                    "bound": "90% of W",
+                }
+            )
+            rows.append(
+                {
+                    "strategy": "opencode",
+                    "window": w,
+                    "output_ceiling": o,
+                    "trigger": opencode_trigger(w, o).usable,
+                    "bound": "W - maxOutput",
+                }
+            )
     df = pd.DataFrame(rows)
     df["share"] = df["trigger"] / df["window"]
     return df
 
 
-def budget_table(budgets: FutureOSBudgets, used: dict[str, int] | None = None) -> "pd.DataFrame":
+def budget_table(budgets: FutureOSBudgets, used: dict[str, int] | None = None) -> pd.DataFrame:
     """The budgets inside a FutureOS projection, in window order (figure 8, bottom).
 
     Parameters
@@ -220,8 +245,12 @@ def budget_table(budgets: FutureOSBudgets, used: dict[str, int] | None = None) -
     import pandas as pd
 
     parts = [
-        ("system", budgets.system), ("tools", budgets.tools), ("history", budgets.history),
-        ("evidence", budgets.evidence), ("summary", budgets.summary), ("tail", budgets.tail),
+        ("system", budgets.system),
+        ("tools", budgets.tools),
+        ("history", budgets.history),
+        ("evidence", budgets.evidence),
+        ("summary", budgets.summary),
+        ("tail", budgets.tail),
         ("margin", budgets.margin),
     ]
     rows = [{"part": p, "budget": int(v), "used": (used or {}).get(p)} for p, v in parts]

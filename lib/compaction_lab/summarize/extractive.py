@@ -88,12 +88,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
-from compaction_lab.ingest.base import content_text
 from compaction_lab.core.projection import SummaryRequest
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
+from compaction_lab.ingest.base import content_text
 from compaction_lab.summarize import SummaryResult
 
 # --------------------------------------------------------------------------- scaffolding
@@ -148,57 +149,69 @@ class Template:
 def _handoff(name: str) -> Template:
     # Codex / FutureOS: progress and decisions; context, constraints and user
     # preferences; remaining work; critical data and references.
-    return Template(name, (
-        Section("## Progress and key decisions", None),
-        Section("### Current state", "state", 20, 100, 2),
-        Section("### Decisions", "decisions", 30, 70, 15),
-        Section("### Completed", "completed", 60, 60, 10),
-        Section("## Context, constraints and user preferences", "user", 10, 120, 40),
-        Section("## Remaining work and next steps", "next", 25, 80, 6),
-        Section("## Critical data and references", None),
-        Section("### Identifiers and values", "identifiers", 35, 30, 40),
-        Section("### Errors", "errors", 40, 70, 12),
-        Section("### Files", "files", 45, 30, 40),
-    ))
+    return Template(
+        name,
+        (
+            Section("## Progress and key decisions", None),
+            Section("### Current state", "state", 20, 100, 2),
+            Section("### Decisions", "decisions", 30, 70, 15),
+            Section("### Completed", "completed", 60, 60, 10),
+            Section("## Context, constraints and user preferences", "user", 10, 120, 40),
+            Section("## Remaining work and next steps", "next", 25, 80, 6),
+            Section("## Critical data and references", None),
+            Section("### Identifiers and values", "identifiers", 35, 30, 40),
+            Section("### Errors", "errors", 40, 70, 12),
+            Section("### Files", "files", 45, 30, 40),
+        ),
+    )
 
 
 #: The templates strategies ask for, by `SummaryRequest.template` name.
 TEMPLATES: dict[str, Template] = {
     "futureos-handoff": _handoff("futureos-handoff"),
     "codex-handoff": _handoff("codex-handoff"),
-    "opencode-template": Template("opencode-template", (
-        Section("## Objective", "primary", 10, 120, 2),
-        Section("## Important Details", "details", 30, 60, 40),
-        Section("## Work State", None),
-        Section("### Completed", "completed", 50, 60, 12),
-        Section("### Active", "state", 20, 100, 2),
-        Section("### Blocked", "errors", 40, 70, 8),
-        Section("## Next Move", "next", 25, 80, 5),
-        Section("## Relevant Files", "files", 45, 30, 40),
-    )),
-    "claude-code-9": Template("claude-code-9", (
-        Section("## 1. Primary Request and Intent", "primary", 10, 120, 2),
-        Section("## 2. Key Technical Concepts", "concepts", 40, 30, 40),
-        Section("## 3. Files and Code Sections", "files", 35, 30, 40),
-        Section("## 4. Errors and Fixes", "errors", 30, 70, 12),
-        Section("## 5. Problem Solving", "decisions", 45, 70, 15),
-        Section("## 6. All User Messages", "user", 15, 100, 60),
-        Section("## 7. Pending Tasks", "next", 25, 80, 5),
-        Section("## 8. Current Work", "state", 20, 100, 2),
-        Section("## 9. Optional Next Step", "next_one", 50, 80, 1),
-    )),
+    "opencode-template": Template(
+        "opencode-template",
+        (
+            Section("## Objective", "primary", 10, 120, 2),
+            Section("## Important Details", "details", 30, 60, 40),
+            Section("## Work State", None),
+            Section("### Completed", "completed", 50, 60, 12),
+            Section("### Active", "state", 20, 100, 2),
+            Section("### Blocked", "errors", 40, 70, 8),
+            Section("## Next Move", "next", 25, 80, 5),
+            Section("## Relevant Files", "files", 45, 30, 40),
+        ),
+    ),
+    "claude-code-9": Template(
+        "claude-code-9",
+        (
+            Section("## 1. Primary Request and Intent", "primary", 10, 120, 2),
+            Section("## 2. Key Technical Concepts", "concepts", 40, 30, 40),
+            Section("## 3. Files and Code Sections", "files", 35, 30, 40),
+            Section("## 4. Errors and Fixes", "errors", 30, 70, 12),
+            Section("## 5. Problem Solving", "decisions", 45, 70, 15),
+            Section("## 6. All User Messages", "user", 15, 100, 60),
+            Section("## 7. Pending Tasks", "next", 25, 80, 5),
+            Section("## 8. Current Work", "state", 20, 100, 2),
+            Section("## 9. Optional Next Step", "next_one", 50, 80, 1),
+        ),
+    ),
 }
 
 #: Used when a request names a template this provider does not know.
-GENERIC_TEMPLATE = Template("generic-handoff", (
-    Section("## User requests", "user", 10, 120, 40),
-    Section("## Current state", "state", 20, 100, 2),
-    Section("## Next steps", "next", 25, 80, 6),
-    Section("## Decisions", "decisions", 30, 70, 15),
-    Section("## Identifiers and values", "identifiers", 35, 30, 40),
-    Section("## Errors", "errors", 40, 70, 12),
-    Section("## Files", "files", 45, 30, 40),
-))
+GENERIC_TEMPLATE = Template(
+    "generic-handoff",
+    (
+        Section("## User requests", "user", 10, 120, 40),
+        Section("## Current state", "state", 20, 100, 2),
+        Section("## Next steps", "next", 25, 80, 6),
+        Section("## Decisions", "decisions", 30, 70, 15),
+        Section("## Identifiers and values", "identifiers", 35, 30, 40),
+        Section("## Errors", "errors", 40, 70, 12),
+        Section("## Files", "files", 45, 30, 40),
+    ),
+)
 
 
 #: Readers of request shapes `conversation` does not know, by template name (`register_template`).
@@ -296,7 +309,7 @@ def parse_blocks(text: str, start: int = 0) -> list[Block]:
     out = []
     for i, mk in enumerate(marks):
         end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
-        body = text[mk.end():end].strip()
+        body = text[mk.end() : end].strip()
         if body:
             out.append(Block(_LABELS[mk.group(1).lower()], body, start + len(out)))
     return out
@@ -320,8 +333,9 @@ def conversation(request: SummaryRequest) -> list[Block]:
             prior += [p.strip() for p in _PRIOR_RE.findall(text) if p.strip()]
             blocks.extend(parse_blocks(_PRIOR_RE.sub("", text), len(blocks)))
         if prior:
-            blocks = [Block("summary", t, i) for i, t in enumerate(prior)] + \
-                     [replace(b, pos=len(prior) + i) for i, b in enumerate(blocks)]
+            blocks = [Block("summary", t, i) for i, t in enumerate(prior)] + [
+                replace(b, pos=len(prior) + i) for i, b in enumerate(blocks)
+            ]
         return blocks
     if msgs and msgs[-1].get("role") == "user":
         msgs = msgs[:-1]  # the compaction instruction
@@ -656,8 +670,9 @@ class _Truncator:
         return prefix + TRUNCATION_MARK
 
 
-def fill(template: Template, candidates: Mapping[str, Sequence[Item]], cap: int,
-         encoding: str = DEFAULT_ENCODING) -> str:
+def fill(
+    template: Template, candidates: Mapping[str, Sequence[Item]], cap: int, encoding: str = DEFAULT_ENCODING
+) -> str:
     """Render `template` with as many candidate items as fit in `cap` report tokens."""
     if cap <= 0:
         return ""
@@ -672,10 +687,13 @@ def fill(template: Template, candidates: Mapping[str, Sequence[Item]], cap: int,
     leaves = [(i, s) for i, s in enumerate(template.sections) if s.source is not None]
     order = sorted(leaves, key=lambda t: (t[1].priority, t[0]))
     pools = {i: list(candidates.get(s.source, ()))[: s.max_items] for i, s in leaves}
-    sizes = dict(zip(
-        (id(it) for i, _ in leaves for it in pools[i]),
-        count.count_many([it.text for i, _ in leaves for it in pools[i]]),
-    ))
+    sizes = dict(
+        zip(
+            (id(it) for i, _ in leaves for it in pools[i]),
+            count.count_many([it.text for i, _ in leaves for it in pools[i]]),
+            strict=False,
+        )
+    )
     trunc = _Truncator(encoding)
     used = count.count(empty)
     picked: dict[int, list[tuple[Item, str, int]]] = {i: [] for i, _ in leaves}
@@ -763,12 +781,28 @@ class ExtractiveProvider:
             pieces.append(content_text(m.get("content")))
             pieces.extend(_tool_call_args(m))
         input_tokens = sum(count.count_many(pieces))
-        return SummaryResult(text=text, input_tokens=input_tokens, cached_tokens=0,
-                             output_tokens=count.count(text) if text else 0)
+        return SummaryResult(
+            text=text, input_tokens=input_tokens, cached_tokens=0, output_tokens=count.count(text) if text else 0
+        )
 
 
 __all__ = [
-    "BULLET", "Block", "ExtractiveProvider", "GENERIC_TEMPLATE", "Item", "NONE_TEXT", "Section", "TEMPLATES",
-    "TRUNCATION_MARK", "Template", "conversation", "empty_template", "extract", "fill", "parse_blocks",
-    "register_template", "request_text", "template_for",
+    "BULLET",
+    "Block",
+    "ExtractiveProvider",
+    "GENERIC_TEMPLATE",
+    "Item",
+    "NONE_TEXT",
+    "Section",
+    "TEMPLATES",
+    "TRUNCATION_MARK",
+    "Template",
+    "conversation",
+    "empty_template",
+    "extract",
+    "fill",
+    "parse_blocks",
+    "register_template",
+    "request_text",
+    "template_for",
 ]

@@ -21,7 +21,8 @@ to deterministic, with the receipt saying so).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from compaction_lab.core.projection import SummaryRequest
 from compaction_lab.summarize import SummaryResult, SummaryUnavailable
@@ -73,8 +74,9 @@ class ModelProvider:
         from compaction_lab.providers.client import ProviderError
 
         try:
-            c = self._client.complete(wire_body(request), purpose=f"summary:{request.strategy}",
-                                      shape_fingerprint=request.shape_fingerprint())
+            c = self._client.complete(
+                wire_body(request), purpose=f"summary:{request.strategy}", shape_fingerprint=request.shape_fingerprint()
+            )
         except ProviderError as exc:
             raise SummaryUnavailable(f"{self.name}: {exc}") from exc
         text = (c.message.get("content") or "").strip()

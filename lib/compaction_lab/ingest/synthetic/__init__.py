@@ -53,7 +53,8 @@ This module is the public API only. The internals, one concept per module:
 from __future__ import annotations
 
 # `_verify_chain` is private but re-exported: the tests call it to prove the guarantee checks fire.
-from compaction_lab.ingest.synthetic._generate import _verify_chain, generate_chain, generate_chains
+from compaction_lab.ingest.synthetic._generate import _verify_chain as _verify_chain
+from compaction_lab.ingest.synthetic._generate import generate_chain, generate_chains
 from compaction_lab.ingest.synthetic._manifest import (
     DEFAULT_MANIFEST_PATH,
     build_manifest,

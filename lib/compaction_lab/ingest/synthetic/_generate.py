@@ -22,7 +22,9 @@ def _verify_chain(chain: SyntheticChain, joined: str | None = None) -> None:
     for f in chain.facts:
         n = joined.count(f.value)
         if n != 1:
-            raise ValueError(f"{s.id}: planted value {f.value!r} ({f.fact_id}) occurs {n} times in the chain, expected exactly 1")
+            raise ValueError(
+                f"{s.id}: planted value {f.value!r} ({f.fact_id}) occurs {n} times in the chain, expected exactly 1"
+            )
         if f.value not in "\n".join(by_entry.get(f.entry_id, [])):
             raise ValueError(f"{s.id}: planted value {f.value!r} ({f.fact_id}) is not inside its entry {f.entry_id!r}")
         if f.value in f.question:
@@ -72,12 +74,14 @@ def generate_chains(profile: SyntheticProfile, progress: bool = False) -> list[S
     """
     from tqdm.auto import tqdm
 
-    chains = [generate_chain(profile, i)
-              for i in tqdm(range(profile.n_chains), desc="synthetic chains", unit="chain", disable=not progress)]
+    chains = [
+        generate_chain(profile, i)
+        for i in tqdm(range(profile.n_chains), desc="synthetic chains", unit="chain", disable=not progress)
+    ]
     joined = [_joined(c.session) for c in chains]
     for c in chains:
         for d in c.decoys:
-            for other, text in zip(chains, joined):
+            for other, text in zip(chains, joined, strict=False):
                 if d.value in text:
                     raise ValueError(f"decoy value {d.value!r} of {c.session.id} occurs in chain {other.session.id}")
     return chains

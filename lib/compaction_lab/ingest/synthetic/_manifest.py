@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from compaction_lab.core.paths import MANIFESTS_DIR
 from compaction_lab.ingest.synthetic._generate import generate_chains
@@ -33,15 +34,21 @@ def _canonical(obj: Any) -> str:
 def chain_digest(chain: SyntheticChain) -> str:
     """sha256 hex over the session's canonical JSONL plus canonical JSON of its facts and decoys."""
     h = hashlib.sha256(chain.session.to_jsonl())
-    h.update(_canonical({"facts": [asdict(f) for f in chain.facts],
-                         "decoys": [asdict(d) for d in chain.decoys]}).encode("utf-8"))
+    h.update(
+        _canonical({"facts": [asdict(f) for f in chain.facts], "decoys": [asdict(d) for d in chain.decoys]}).encode(
+            "utf-8"
+        )
+    )
     return h.hexdigest()
 
 
 def build_manifest(profile: SyntheticProfile, chains: Iterable[SyntheticChain]) -> dict[str, Any]:
     """The manifest of a set of chains: generator version, profile and one sha256 per chain."""
-    return {"generator_version": GENERATOR_VERSION, "profile": asdict(profile),
-            "chains": {c.session.id: chain_digest(c) for c in chains}}
+    return {
+        "generator_version": GENERATOR_VERSION,
+        "profile": asdict(profile),
+        "chains": {c.session.id: chain_digest(c) for c in chains},
+    }
 
 
 def write_manifest(manifest: Mapping[str, Any], path: str | Path) -> Path:
@@ -110,8 +117,13 @@ def read_chains(directory: str | Path) -> list[SyntheticChain]:
         if sid not in files:
             raise FileNotFoundError(f"facts.jsonl names session {sid!r} but {directory} has no {sid}.jsonl")
         facts = by_session.get(sid, [])
-        chains.append(SyntheticChain(Session.from_jsonl(files[sid].read_bytes()),
-                                     tuple(f for f in facts if not f.is_decoy), tuple(f for f in facts if f.is_decoy)))
+        chains.append(
+            SyntheticChain(
+                Session.from_jsonl(files[sid].read_bytes()),
+                tuple(f for f in facts if not f.is_decoy),
+                tuple(f for f in facts if f.is_decoy),
+            )
+        )
     return chains
 
 
@@ -123,7 +135,7 @@ def regenerate_default_manifest(path: str | Path = DEFAULT_MANIFEST_PATH, progre
     return manifest
 
 
-def chains_summary(chains: Iterable[SyntheticChain]) -> "pd.DataFrame":
+def chains_summary(chains: Iterable[SyntheticChain]) -> pd.DataFrame:
     """One row per chain: size, theme, and planted facts by pointer (for notebook display).
 
     Returns
@@ -138,13 +150,15 @@ def chains_summary(chains: Iterable[SyntheticChain]) -> "pd.DataFrame":
     for c in chains:
         md = c.session.metadata
         by_ptr = {p: sum(1 for f in c.facts if f.pointer == p) for p in ("user", "assistant", "tool")}
-        rows.append({
-            "session_id": c.session.id,
-            "theme": md.get("theme"),
-            "records": len(c.session.records),
-            "report_tokens": md.get("report_tokens"),
-            "facts": len(c.facts),
-            **{f"facts_{p}": n for p, n in by_ptr.items()},
-            "decoys": len(c.decoys),
-        })
+        rows.append(
+            {
+                "session_id": c.session.id,
+                "theme": md.get("theme"),
+                "records": len(c.session.records),
+                "report_tokens": md.get("report_tokens"),
+                "facts": len(c.facts),
+                **{f"facts_{p}": n for p, n in by_ptr.items()},
+                "decoys": len(c.decoys),
+            }
+        )
     return pd.DataFrame(rows)

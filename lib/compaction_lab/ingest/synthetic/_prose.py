@@ -6,32 +6,71 @@ the planting code puts it. Follow-up templates name an earlier record by its
 subject, the way a user refers back to something without quoting it.
 """
 
-
 _GOALS = (
     ("bug", "`«fn»` in «module» «bug». Can you find out why and fix it?", "the «bug_short» bug in `«fn»`"),
-    ("bug", "We're seeing «symptom» in staging. I think it comes from «module»; please fix it and add a regression test.",
-     "the «symptom» problem"),
+    (
+        "bug",
+        "We're seeing «symptom» in staging. I think it comes from «module»; please fix it and add a regression test.",
+        "the «symptom» problem",
+    ),
     ("feature", "Add «feature» to `«fn»` in «module».", "adding «feature» to `«fn»`"),
-    ("refactor", "«module» has grown too big. Split the «noun» validation out of `«fn»` without changing behaviour.",
-     "the refactor of `«fn»`"),
-    ("flaky", "The «area» tests are flaky on CI: «test» fails about one run in ten. Make them deterministic.",
-     "the flaky «area» tests"),
-    ("perf", "«endpoint» got slow after the last release. Profile `«fn»` and speed it up.", "the slowdown of «endpoint»"),
-    ("config", "Move the «area» timeouts and retry counts into «config» so ops can tune them without a deploy.",
-     "the «area» settings in «config»"),
-    ("schema", "We need a «attr» column on «table». Add the migration and wire it through `«fn»`.",
-     "the «attr» column on «table»"),
+    (
+        "refactor",
+        "«module» has grown too big. Split the «noun» validation out of `«fn»` without changing behaviour.",
+        "the refactor of `«fn»`",
+    ),
+    (
+        "flaky",
+        "The «area» tests are flaky on CI: «test» fails about one run in ten. Make them deterministic.",
+        "the flaky «area» tests",
+    ),
+    (
+        "perf",
+        "«endpoint» got slow after the last release. Profile `«fn»` and speed it up.",
+        "the slowdown of «endpoint»",
+    ),
+    (
+        "config",
+        "Move the «area» timeouts and retry counts into «config» so ops can tune them without a deploy.",
+        "the «area» settings in «config»",
+    ),
+    (
+        "schema",
+        "We need a «attr» column on «table». Add the migration and wire it through `«fn»`.",
+        "the «attr» column on «table»",
+    ),
 )
-_BUGS = (("returns the wrong status when the «noun» is already «status»", "wrong-status"),
-         ("double-counts discounted lines", "double-counting"), ("crashes when a «noun» has no «attr»", "missing-«attr»"),
-         ("times out against the «ext» sandbox", "timeout"), ("ignores the currency of the «noun»", "currency"),
-         ("writes duplicate rows when it is retried", "duplicate-rows"))
-_SYMPTOMS = ("duplicate «nouns» after retries", "errors from «endpoint» whenever «attr» is missing",
-             "«nouns» stuck in «status»", "«nouns» that are processed twice")
-_FEATURES = ("idempotency keys", "pagination", "retries with backoff", "structured logging", "a dry-run mode",
-             "caching", "validation for «attr»", "metrics for each «ext» call")
-_GOAL_EXTRAS = ("Keep the public API unchanged.", "Run the full suite before you tell me it's done.",
-                "Don't add new dependencies.", "Small, reviewable diffs please.", "No need to update the docs yet.")
+_BUGS = (
+    ("returns the wrong status when the «noun» is already «status»", "wrong-status"),
+    ("double-counts discounted lines", "double-counting"),
+    ("crashes when a «noun» has no «attr»", "missing-«attr»"),
+    ("times out against the «ext» sandbox", "timeout"),
+    ("ignores the currency of the «noun»", "currency"),
+    ("writes duplicate rows when it is retried", "duplicate-rows"),
+)
+_SYMPTOMS = (
+    "duplicate «nouns» after retries",
+    "errors from «endpoint» whenever «attr» is missing",
+    "«nouns» stuck in «status»",
+    "«nouns» that are processed twice",
+)
+_FEATURES = (
+    "idempotency keys",
+    "pagination",
+    "retries with backoff",
+    "structured logging",
+    "a dry-run mode",
+    "caching",
+    "validation for «attr»",
+    "metrics for each «ext» call",
+)
+_GOAL_EXTRAS = (
+    "Keep the public API unchanged.",
+    "Run the full suite before you tell me it's done.",
+    "Don't add new dependencies.",
+    "Small, reviewable diffs please.",
+    "No need to update the docs yet.",
+)
 
 _PLAN = (
     "I'll start by reading «module» and «test» to see how `«fn»` handles this today, then make the change and run the «area» tests.",
@@ -101,20 +140,36 @@ _REPORT = (
     "That's finished: `«fn»` is updated and the «area» tests pass. A possible next step: «next».",
     "Summary: «module» carries the change, «test» covers it, and nothing else in «area» needed to change.",
 )
-_CHANGES = ("handles a missing «attr» explicitly", "retries only transient errors", "keeps the «noun» status consistent "
-            "when the flush fails", "rounds once, at the end", "uses the configured timeout")
-_CAUSES = ("a retry loop that retried validation errors", "the status being set before the commit",
-           "double rounding of discounted lines", "an unset «attr» on older «nouns»")
+_CHANGES = (
+    "handles a missing «attr» explicitly",
+    "retries only transient errors",
+    "keeps the «noun» status consistent when the flush fails",
+    "rounds once, at the end",
+    "uses the configured timeout",
+)
+_CAUSES = (
+    "a retry loop that retried validation errors",
+    "the status being set before the commit",
+    "double rounding of discounted lines",
+    "an unset «attr» on older «nouns»",
+)
 _NEXTS = ("a backfill for old «nouns»", "a dashboard panel for the new metric", "removing the legacy path after a week")
-_ACKS = ("Understood; I'll keep that in mind for the rest of this change.", "Got it.",
-         "Noted. That doesn't conflict with what I'm doing in «module».", "Okay, I'll stick to that.")
+_ACKS = (
+    "Understood; I'll keep that in mind for the rest of this change.",
+    "Got it.",
+    "Noted. That doesn't conflict with what I'm doing in «module».",
+    "Okay, I'll stick to that.",
+)
 #: Casual user interjections and the reply each gets (the "also check" one triggers a read).
 _INTERJECT = (
     ("Looks good so far, keep going.", "Will do.", False),
     ("Can you also check «other_module» while you're in there?", "Sure, reading it now.", True),
     ("Please don't reformat unrelated code in «module».", "Understood, I'll keep the diff limited to `«fn»`.", False),
-    ("If the full suite takes more than a few minutes, run only the «area» tests for now.",
-     "It takes well under a minute, but I'll stick to the «area» tests until the end.", False),
+    (
+        "If the full suite takes more than a few minutes, run only the «area» tests for now.",
+        "It takes well under a minute, but I'll stick to the «area» tests until the end.",
+        False,
+    ),
 )
 _CONSTRAINT_LEADS = ("Also: ", "One more thing: ", "Before you continue: ", "")
 _COMMIT_ASKS = ("Thanks. Commit this with a sensible message.", "Good, commit it.", "Looks right to me; please commit.")

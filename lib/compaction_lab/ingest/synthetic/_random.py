@@ -11,9 +11,9 @@ import hashlib
 import math
 import random
 import re
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any, Mapping, Sequence
-
+from typing import Any
 
 # Unambiguous alphabets (no 0/o, 1/l/i) so values read back unambiguously.
 _LOWER = "abcdefghjkmnpqrstuvwxyz"

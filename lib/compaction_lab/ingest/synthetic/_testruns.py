@@ -11,13 +11,13 @@ but never edit one.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from compaction_lab.ingest.synthetic._project import _STATUSES, _Area, _area_ctx, _module_of, _test_title
 from compaction_lab.ingest.synthetic._random import _b62, _camel, _fill, _hex, _pick
 from compaction_lab.ingest.synthetic._world import _World
-
 
 _PY_FAILS = (
     ("status", "AssertionError: assert '«got»' == '«want»'"),
@@ -26,7 +26,10 @@ _PY_FAILS = (
     ("key", "KeyError: '«attr»'"),
     ("kwarg", "TypeError: «fn»() got an unexpected keyword argument '«attr»'"),
     ("notfound", "«pkg».errors.«Noun»NotFound: «noun» «ref» not found"),
-    ("integrity", 'sqlalchemy.exc.IntegrityError: (psycopg.errors.UniqueViolation) duplicate key value violates unique constraint "uq_«table»_external_ref"'),
+    (
+        "integrity",
+        'sqlalchemy.exc.IntegrityError: (psycopg.errors.UniqueViolation) duplicate key value violates unique constraint "uq_«table»_external_ref"',
+    ),
 )
 _TS_FAILS = (
     ("status", "AssertionError: expected '«got»' to be '«want»' // Object.is equality"),
@@ -37,15 +40,29 @@ _TS_FAILS = (
 _RS_FAILS = (
     ("eq", "assertion `left == right` failed\n  left: «a»\n right: «b»"),
     ("unwrap", "called `Result::unwrap()` on an `Err` value: Http(«code»)"),
-    ("io", 'called `Result::unwrap()` on an `Err` value: Io(Os { code: 2, kind: NotFound, message: "No such file or directory" })'),
+    (
+        "io",
+        'called `Result::unwrap()` on an `Err` value: Io(Os { code: 2, kind: NotFound, message: "No such file or directory" })',
+    ),
 )
 
 
 #: A substring of the test line that fails for each failure kind.
-_FAIL_LINE_HINT = {"status": "result.status", "amount": "result.amount", "none": "result = ", "key": "result = ",
-                   "kwarg": "result = ", "notfound": "result = ", "integrity": "result = ", "calls": "toHaveBeenCalledTimes",
-                   "undef": "result.status", "length": "result.status", "eq": "assert_eq", "unwrap": "unwrap()",
-                   "io": "unwrap()"}
+_FAIL_LINE_HINT = {
+    "status": "result.status",
+    "amount": "result.amount",
+    "none": "result = ",
+    "key": "result = ",
+    "kwarg": "result = ",
+    "notfound": "result = ",
+    "integrity": "result = ",
+    "calls": "toHaveBeenCalledTimes",
+    "undef": "result.status",
+    "length": "result.status",
+    "eq": "assert_eq",
+    "unwrap": "unwrap()",
+    "io": "unwrap()",
+}
 
 
 @dataclass(frozen=True)
@@ -64,10 +81,18 @@ def _fail_ctx(world: _World, area: _Area, fn: str) -> dict[str, Any]:
     """Template slots for a failure message about `fn` of `area` (got/want values, refs, counts)."""
     rng = world.rng
     got, want = rng.sample(_STATUSES, 2)
-    return dict(_area_ctx(rng, world.project, area, fn), got=got, want=want,
-                a=f"{rng.randint(1, 400)}.{rng.randint(0, 99):02d}", b=f"{rng.randint(1, 400)}.{rng.randint(0, 99):02d}",
-                ref=f"{area.noun[:3]}_{_b62(rng, 14)}", pkg=world.theme.package + "." + area.name,
-                k=rng.randint(3, 6), want_n=rng.randint(0, 2), code=_pick(rng, (404, 409, 429, 500, 502, 503)))
+    return dict(
+        _area_ctx(rng, world.project, area, fn),
+        got=got,
+        want=want,
+        a=f"{rng.randint(1, 400)}.{rng.randint(0, 99):02d}",
+        b=f"{rng.randint(1, 400)}.{rng.randint(0, 99):02d}",
+        ref=f"{area.noun[:3]}_{_b62(rng, 14)}",
+        pkg=world.theme.package + "." + area.name,
+        k=rng.randint(3, 6),
+        want_n=rng.randint(0, 2),
+        code=_pick(rng, (404, 409, 429, 500, 502, 503)),
+    )
 
 
 def run_tests(world: _World, areas: Sequence[_Area], n_fail: int, style: str) -> tuple[str, list[_Failure]]:
@@ -91,7 +116,9 @@ def run_tests(world: _World, areas: Sequence[_Area], n_fail: int, style: str) ->
         hint = _FAIL_LINE_HINT.get(kind, "")
         cands = [k for k, ln in enumerate(block) if hint and hint in ln]
         line = tf.start_of(idx) + (cands[0] if cands else len(block) - rng.randint(2, 3))
-        failures.append(_Failure(a, title, _camel(fn) if lang == "typescript" else fn, kind, _fill(tmpl, ctx), f"{a.test}:{line}"))
+        failures.append(
+            _Failure(a, title, _camel(fn) if lang == "typescript" else fn, kind, _fill(tmpl, ctx), f"{a.test}:{line}")
+        )
     if lang == "python":
         return _pytest(world, areas, all_tests, failures, style), failures
     if lang == "typescript":
@@ -106,11 +133,19 @@ def _pytest(world: _World, areas, all_tests, failures: list[_Failure], style: st
     fail_titles = {f.title for f in failures}
     quiet = style == "q"
     # ``-q`` drops the session header and file names and prints bare progress dots.
-    out = [] if quiet else [
-        "============================= test session starts ==============================",
-        f"platform linux -- Python {world.project.python}, pytest-8.1.1, pluggy-1.4.0",
-        f"rootdir: {world.project.root}", "configfile: pyproject.toml",
-        "plugins: anyio-4.3.0, cov-5.0.0, timeout-2.3.1, xdist-3.5.0", f"collected {n} items", ""]
+    out = (
+        []
+        if quiet
+        else [
+            "============================= test session starts ==============================",
+            f"platform linux -- Python {world.project.python}, pytest-8.1.1, pluggy-1.4.0",
+            f"rootdir: {world.project.root}",
+            "configfile: pyproject.toml",
+            "plugins: anyio-4.3.0, cov-5.0.0, timeout-2.3.1, xdist-3.5.0",
+            f"collected {n} items",
+            "",
+        ]
+    )
     done = 0
     dots = ""
     for a in areas:
@@ -127,10 +162,13 @@ def _pytest(world: _World, areas, all_tests, failures: list[_Failure], style: st
             marks = "".join("F" if t in fail_titles else "." for t in titles)
             out.append(f"{a.test} {marks}".ljust(70) + f" [{100 * done // n:>3}%]")
     for i in range(0, len(dots), 72):
-        chunk = dots[i:i + 72]
+        chunk = dots[i : i + 72]
         out.append(chunk.ljust(72) + f" [{100 * (i + len(chunk)) // n:>3}%]")
     if failures:
-        out += ["" if not quiet else None, "=================================== FAILURES ==================================="]
+        out += [
+            "" if not quiet else None,
+            "=================================== FAILURES ===================================",
+        ]
         out = [x for x in out if x is not None]
         for f in failures:
             out += _py_failure_section(world, f)
@@ -170,8 +208,11 @@ def _py_failure_section(world: _World, f: _Failure) -> list[str]:
         body = [ln for ln in mf.blocks[j] if ln.strip()]
         mstart = mf.start_of(j) + len(mf.blocks[j]) - len(body)
         stop = min(len(body) - 1, rng.randint(2, 5))
-        out += [f"self = <{mod[:-3].replace('/', '.')}.{f.area.cls} object at 0x7f{_hex(rng, 10)}>",
-                f"{f.area.noun}_id = '{f.area.noun[:3]}_{_b62(rng, 14)}'", ""]
+        out += [
+            f"self = <{mod[:-3].replace('/', '.')}.{f.area.cls} object at 0x7f{_hex(rng, 10)}>",
+            f"{f.area.noun}_id = '{f.area.noun[:3]}_{_b62(rng, 14)}'",
+            "",
+        ]
         for jj, ln in enumerate(body[: stop + 1]):
             out.append((">   " if jj == stop else "    ") + ln[4:])
         out.append(f"E   {f.short.splitlines()[0]}")
@@ -179,9 +220,11 @@ def _py_failure_section(world: _World, f: _Failure) -> list[str]:
     else:
         out += [f"E   {f.short}", "", f"{mod}:{rng.randint(20, 200)}: {f.short.split(':', 1)[0]}"]
     if rng.random() < 0.5:
-        out += ["------------------------------ Captured log call -------------------------------",
-                f"ERROR    {mod[:-3].replace('/', '.')}:{mod.rsplit('/', 1)[-1]}:{rng.randint(20, 300)} {f.fn} failed for {f.area.noun} "
-                f"{f.area.noun[:3]}_{_b62(rng, 14)}"]
+        out += [
+            "------------------------------ Captured log call -------------------------------",
+            f"ERROR    {mod[:-3].replace('/', '.')}:{mod.rsplit('/', 1)[-1]}:{rng.randint(20, 300)} {f.fn} failed for {f.area.noun} "
+            f"{f.area.noun[:3]}_{_b62(rng, 14)}",
+        ]
     return out
 
 
@@ -234,12 +277,15 @@ def _vitest(world: _World, areas, failures: list[_Failure], style: str) -> str:
     files_failed = len(fail_by_file)
     fl = f"{files_failed} failed | " if files_failed else ""
     tl = f"{len(failures)} failed | " if failures else ""
-    out += ["", f" Test Files  {fl}{len(areas) - files_failed} passed ({len(areas)})",
-            f"      Tests  {tl}{total - len(failures)} passed ({total})",
-            f"   Start at  {rng.randint(8, 18):02d}:{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}",
-            f"   Duration  {rng.uniform(0.8, 9):.2f}s (transform {rng.randint(80, 900)}ms, setup 0ms, collect "
-            f"{rng.uniform(0.3, 4):.2f}s, tests {rng.randint(20, 900)}ms, environment {rng.uniform(0.2, 2):.2f}s, "
-            f"prepare {rng.randint(90, 700)}ms)"]
+    out += [
+        "",
+        f" Test Files  {fl}{len(areas) - files_failed} passed ({len(areas)})",
+        f"      Tests  {tl}{total - len(failures)} passed ({total})",
+        f"   Start at  {rng.randint(8, 18):02d}:{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}",
+        f"   Duration  {rng.uniform(0.8, 9):.2f}s (transform {rng.randint(80, 900)}ms, setup 0ms, collect "
+        f"{rng.uniform(0.3, 4):.2f}s, tests {rng.randint(20, 900)}ms, environment {rng.uniform(0.2, 2):.2f}s, "
+        f"prepare {rng.randint(90, 700)}ms)",
+    ]
     return "\n".join(out)
 
 
@@ -247,24 +293,37 @@ def _cargo_test(world: _World, areas, failures: list[_Failure]) -> str:
     """``cargo test`` output; like cargo, it stops at the first failing test binary."""
     rng = world.rng
     ft = {f.title: f for f in failures}
-    out = [f"   Compiling {world.project.name} v{world.project.version} ({world.project.root})",
-           f"    Finished `test` profile [unoptimized + debuginfo] target(s) in {rng.uniform(1, 40):.2f}s"]
+    out = [
+        f"   Compiling {world.project.name} v{world.project.version} ({world.project.root})",
+        f"    Finished `test` profile [unoptimized + debuginfo] target(s) in {rng.uniform(1, 40):.2f}s",
+    ]
     for a in areas:
         stem = a.test.rsplit("/", 1)[-1][:-3]
         titles = [_test_title(world.project, *p) for p in world.project.tests[a.name]]
-        out += [f"     Running {a.test} (target/debug/deps/{stem}-{_hex(rng, 16)})", "",
-                f"running {len(titles)} test{'s' if len(titles) != 1 else ''}"]
+        out += [
+            f"     Running {a.test} (target/debug/deps/{stem}-{_hex(rng, 16)})",
+            "",
+            f"running {len(titles)} test{'s' if len(titles) != 1 else ''}",
+        ]
         mine = [ft[t] for t in titles if t in ft]
         out += [f"test {t} ... {'FAILED' if t in ft else 'ok'}" for t in titles]
         if mine:
             out += ["", "failures:", ""]
             for f in mine:
-                out += [f"---- {f.title} stdout ----", f"thread '{f.title}' panicked at {f.where}:{rng.randint(5, 9)}:",
-                        f.short, "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace", ""]
+                out += [
+                    f"---- {f.title} stdout ----",
+                    f"thread '{f.title}' panicked at {f.where}:{rng.randint(5, 9)}:",
+                    f.short,
+                    "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace",
+                    "",
+                ]
             out += ["", "failures:"] + [f"    {f.title}" for f in mine] + [""]
         status = "FAILED" if mine else "ok"
-        out += [f"test result: {status}. {len(titles) - len(mine)} passed; {len(mine)} failed; 0 ignored; "
-                f"0 measured; 0 filtered out; finished in {rng.uniform(0.01, 2):.2f}s", ""]
+        out += [
+            f"test result: {status}. {len(titles) - len(mine)} passed; {len(mine)} failed; 0 ignored; "
+            f"0 measured; 0 filtered out; finished in {rng.uniform(0.01, 2):.2f}s",
+            "",
+        ]
         if mine:
             out.append(f"error: test failed, to rerun pass `--test {stem}`")
             break

@@ -16,7 +16,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from compaction_lab.ingest.synthetic._files import (
-    _SourceFile,
     _gen_config,
     _gen_module,
     _gen_schema,
@@ -24,6 +23,7 @@ from compaction_lab.ingest.synthetic._files import (
     _misc_file,
     _py_function,
     _rs_function,
+    _SourceFile,
     _test_block,
     _ts_component,
     _ts_function,
@@ -35,8 +35,8 @@ from compaction_lab.ingest.synthetic._project import (
     _TEST_CONDITIONS,
     _TZ_OFFSETS,
     _Area,
-    _Project,
     _area_ctx,
+    _Project,
     _test_title,
 )
 from compaction_lab.ingest.synthetic._random import _BASE_TIME, _fill, _hex, _pick
@@ -75,9 +75,11 @@ class _World:
             self.paths.extend(area.modules)
             self.paths.append(area.test)
         self.paths.extend(theme.configs)
-        extras = {"python": ["README.md", "Makefile", ".github/workflows/ci.yml", "scripts/dev.sh"],
-                  "typescript": ["README.md", ".github/workflows/ci.yml", "scripts/dev.sh"],
-                  "rust": ["README.md", ".github/workflows/ci.yml", "scripts/dev.sh"]}[theme.language]
+        extras = {
+            "python": ["README.md", "Makefile", ".github/workflows/ci.yml", "scripts/dev.sh"],
+            "typescript": ["README.md", ".github/workflows/ci.yml", "scripts/dev.sh"],
+            "rust": ["README.md", ".github/workflows/ci.yml", "scripts/dev.sh"],
+        }[theme.language]
         self.paths.extend(extras)
         down = "None"
         for i in range(rng.randint(3, 7)):
@@ -183,8 +185,10 @@ class _World:
         old_s = "\n".join(x for x in old if x.strip())
         new_s = "\n".join(x for x in new if x.strip())
         args = {"path": path, "old_string": old_s, "new_string": new_s}
-        out = (f"The file {path} has been updated. Here's the result of running `cat -n` on a snippet of "
-               f"the edited file:\n{snippet}")
+        out = (
+            f"The file {path} has been updated. Here's the result of running `cat -n` on a snippet of "
+            f"the edited file:\n{snippet}"
+        )
         return args, out, f.names[i] or path
 
     def _rewrite_block(self, path: str, f: _SourceFile, i: int) -> list[str]:
@@ -230,11 +234,18 @@ class _World:
         f.names.insert(at, title)
         start = f.start_of(at)
         lines = f.lines()
-        snippet = "\n".join(f"{k + 1:>6}\t{lines[k]}" for k in range(max(0, start - 4), min(len(lines), start + len(block) + 2)))
-        args = {"path": area.test, "old_string": "\n".join(anchor),
-                "new_string": "\n".join(anchor + [x for x in block if x.strip()])}
-        out = (f"The file {area.test} has been updated. Here's the result of running `cat -n` on a snippet of "
-               f"the edited file:\n{snippet}")
+        snippet = "\n".join(
+            f"{k + 1:>6}\t{lines[k]}" for k in range(max(0, start - 4), min(len(lines), start + len(block) + 2))
+        )
+        args = {
+            "path": area.test,
+            "old_string": "\n".join(anchor),
+            "new_string": "\n".join(anchor + [x for x in block if x.strip()]),
+        }
+        out = (
+            f"The file {area.test} has been updated. Here's the result of running `cat -n` on a snippet of "
+            f"the edited file:\n{snippet}"
+        )
         return args, out, title
 
     def write_schema(self, area: _Area) -> tuple[dict[str, Any], str, str]:
@@ -270,22 +281,28 @@ class _World:
         entries: dict[str, bool] = {}  # name -> is_dir, insertion-ordered
         for p in self.paths:
             if p.startswith(prefix):
-                rest = p[len(prefix):]
+                rest = p[len(prefix) :]
                 entries.setdefault(rest.split("/", 1)[0], "/" in rest)
         if self.project.lang == "python" and prefix:
             entries.setdefault("__init__.py", False)
             entries.setdefault("__pycache__", True)
-        lines = [f"total {rng.randint(8, 96)}",
-                 f"drwxr-xr-x {rng.randint(2, 9):>2} dev dev 4096 Mar 11 {rng.randint(8, 9):02d}:{rng.randint(0, 59):02d} .",
-                 f"drwxr-xr-x {rng.randint(3, 14):>2} dev dev 4096 Mar 11 08:{rng.randint(0, 59):02d} .."]
+        lines = [
+            f"total {rng.randint(8, 96)}",
+            f"drwxr-xr-x {rng.randint(2, 9):>2} dev dev 4096 Mar 11 {rng.randint(8, 9):02d}:{rng.randint(0, 59):02d} .",
+            f"drwxr-xr-x {rng.randint(3, 14):>2} dev dev 4096 Mar 11 08:{rng.randint(0, 59):02d} ..",
+        ]
         for name in sorted(entries):
             is_dir = entries[name]
             full = prefix + name
             size = 4096 if is_dir else (len(self.file(full).text()) if full in self.paths else 0)
-            mon, day = _pick(rng, (("Jan", rng.randint(2, 31)), ("Feb", rng.randint(1, 29)), ("Mar", rng.randint(1, 11))))
-            lines.append(f"{'d' if is_dir else '-'}rw{'x' if is_dir else '-'}r-{'x' if is_dir else '-'}r-{'x' if is_dir else '-'} "
-                         f"{rng.randint(2, 6) if is_dir else 1:>2} dev dev {size:>6} {mon} {day:>2} "
-                         f"{rng.randint(8, 19):02d}:{rng.randint(0, 59):02d} {name}")
+            mon, day = _pick(
+                rng, (("Jan", rng.randint(2, 31)), ("Feb", rng.randint(1, 29)), ("Mar", rng.randint(1, 11)))
+            )
+            lines.append(
+                f"{'d' if is_dir else '-'}rw{'x' if is_dir else '-'}r-{'x' if is_dir else '-'}r-{'x' if is_dir else '-'} "
+                f"{rng.randint(2, 6) if is_dir else 1:>2} dev dev {size:>6} {mon} {day:>2} "
+                f"{rng.randint(8, 19):02d}:{rng.randint(0, 59):02d} {name}"
+            )
         return "\n".join(lines)
 
     # -- git ---------------------------------------------------------------------------
@@ -301,8 +318,11 @@ class _World:
         if not dirty and not self.untracked:
             return "\n".join(out + ["nothing to commit, working tree clean"])
         if dirty:
-            out += ["Changes not staged for commit:", '  (use "git add <file>..." to update what will be committed)',
-                    '  (use "git restore <file>..." to discard changes in working directory)']
+            out += [
+                "Changes not staged for commit:",
+                '  (use "git add <file>..." to update what will be committed)',
+                '  (use "git restore <file>..." to discard changes in working directory)',
+            ]
             out += [f"\tmodified:   {p}" for p in dirty]
             out.append("")
         if self.untracked:
@@ -339,9 +359,11 @@ class _World:
         self.committed.clear()
         self.untracked.clear()
         n = len(dirty) + len(new)
-        out = [f"[{self.project.branch} {sha[:7]}] {message}",
-               f" {n} file{'s' if n != 1 else ''} changed, {ins} insertion{'s' if ins != 1 else ''}(+), "
-               f"{dels} deletion{'s' if dels != 1 else ''}(-)"]
+        out = [
+            f"[{self.project.branch} {sha[:7]}] {message}",
+            f" {n} file{'s' if n != 1 else ''} changed, {ins} insertion{'s' if ins != 1 else ''}(+), "
+            f"{dels} deletion{'s' if dels != 1 else ''}(-)",
+        ]
         out += [f" create mode 100644 {p}" for p in new]
         return "\n".join(out)
 
@@ -353,6 +375,12 @@ class _World:
                 out.append(f"{sha[:7]} {subject}")
                 continue
             email = next((e for a, e in self.project.authors if a == author), "dev@example.com")
-            out += [f"commit {sha}", f"Author: {author} <{email}>",
-                    f"Date:   {when.strftime('%a %b %d %H:%M:%S %Y')} {_pick(self.rng, _TZ_OFFSETS)}", "", f"    {subject}", ""]
+            out += [
+                f"commit {sha}",
+                f"Author: {author} <{email}>",
+                f"Date:   {when.strftime('%a %b %d %H:%M:%S %Y')} {_pick(self.rng, _TZ_OFFSETS)}",
+                "",
+                f"    {subject}",
+                "",
+            ]
         return "\n".join(out).rstrip()
