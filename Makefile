@@ -78,7 +78,7 @@ lint: setup ## ruff (lint + format check) and mypy over the library, tests and b
 	$(BIN)/ruff format --check lib tests benchmarks
 	$(BIN)/mypy
 
-test: setup browser llm ## run the test suite (includes notebook smoke runs, the headless-Chromium report check and the local llama.cpp server)
+test: setup browser llm lint ## lint (ruff, mypy), then run the test suite (includes notebook smoke runs, the headless-Chromium report check and the local llama.cpp server)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: setup ## speed and memory benchmarks (scripts in benchmarks/, outside pytest); BENCH=name for one

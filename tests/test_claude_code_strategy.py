@@ -21,7 +21,7 @@ from compaction_lab.cost import model as cost
 from compaction_lab.exam import cases as exam_cases
 from compaction_lab.ingest import synthetic
 from compaction_lab.strategies import anatomy
-from compaction_lab.strategies.base import CallShape, CompactionContext
+from compaction_lab.strategies.base import CallShape, CompactionContext, record_messages
 from compaction_lab.summarize import NoneProvider, SummaryUnavailable
 from compaction_lab.summarize.extractive import empty_template
 
@@ -144,7 +144,7 @@ def test_summary_request_forks_the_main_conversation():
     assert req.system == SHAPE.system_prompt and req.tools == SHAPE.tools
     assert req.max_output_tokens == 20_000
     # the same messages the session's previous request carried, then the instruction
-    previous = cost._messages_of_records([r for r in sess.records])
+    previous = record_messages([r for r in sess.records])
     assert list(req.messages[:-1]) == previous
     assert req.messages[-1] == {"role": "user", "content": cc().NINE_SECTION_INSTRUCTION}
     outs = [r for r in sess.records if r.kind == "tool_output"]

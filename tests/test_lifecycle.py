@@ -19,9 +19,9 @@ from jupyter_client import AsyncKernelManager
 
 from compaction_lab import cli
 from compaction_lab.core import paths
+from compaction_lab.core.processes import pid_alive
 from compaction_lab.report import lifecycle
 from compaction_lab.report import run as report
-from compaction_lab.store.checkpoints import _pid_alive
 
 HOST = lifecycle.host_id()
 
@@ -68,7 +68,7 @@ def test_a_zombie_process_is_dead():
         deadline = time.monotonic() + 10
         while psutil.Process(proc.pid).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert _pid_alive(proc.pid)  # signal 0 still reaches it: the pid rule alone says "alive"
+        assert pid_alive(proc.pid)  # signal 0 still reaches it: the pid rule alone says "alive"
         assert lifecycle.liveness({"pid": proc.pid, "host": HOST}).state == "dead"
     finally:
         proc.wait()

@@ -15,7 +15,7 @@ from compaction_lab.core.projection import AUTHORED_KINDS, STAND_IN_LABEL
 from compaction_lab.core.session import Record, Session
 from compaction_lab.ingest import load_sessions, synthetic
 from compaction_lab.strategies import opencode as oc
-from compaction_lab.strategies.base import CallShape, CompactionContext, est_chars4
+from compaction_lab.strategies.base import CallShape, CompactionContext, est_chars4, record_messages
 from compaction_lab.strategies.trigger import opencode_tail_budget
 
 SHAPE = CallShape("t", "You are the test agent.", ({"type": "function", "function": {"name": "bash"}},))
@@ -669,7 +669,7 @@ def test_suffix_mode_shares_the_session_prefix():
     req = prov.requests[0]
     assert req.shape == "suffix" and req.max_output_tokens == 4096
     assert req.system == SHAPE.for_session(s).system_prompt and req.tools == SHAPE.tools
-    own = cost_model._messages_of_records([r for r in s.records])
+    own = record_messages([r for r in s.records])
     assert [dict(m) for m in req.messages[:-1]] == own
     last = req.messages[-1]
     assert last["role"] == "user" and last["content"].endswith(oc.TEMPLATE)
@@ -1044,7 +1044,6 @@ def test_property_prune_rule(session, protect, minimum):
 def test_suffix_request_keeps_the_sessions_message_boundaries():
     """Two consecutive user entries (and two assistant ones) are two messages in the session's own request
     (`projection.chat_messages`); the suffix request merged them, so it no longer repeated that request."""
-    from compaction_lab.cost import model as cost_model
 
     s = make_session(
         [
@@ -1059,5 +1058,5 @@ def test_suffix_request_keeps_the_sessions_message_boundaries():
     prov = FixedProvider()
     run(s, summarizer=prov, params={"opencode_version": "main", "compaction_mode": "suffix", "tail_tokens": 39})
     req = prov.requests[0]
-    own = cost_model._messages_of_records(list(s.records))
+    own = record_messages(list(s.records))
     assert len(own) == 6 and [dict(m) for m in req.messages[:-1]] == own

@@ -11,7 +11,7 @@ import pytest
 from compaction_lab import cli, verify
 from compaction_lab.capture import LOCK_NAME, sha256_json
 from compaction_lab.core import paths
-from compaction_lab.exam import readers
+from compaction_lab.exam import readers, reading
 from compaction_lab.strategies import CallShape, codex, futureos, opencode
 
 
@@ -176,7 +176,7 @@ def test_changed_summary_request_shape_fails_twice(monkeypatch):
 
 
 def test_changed_question_instruction_fails(monkeypatch):
-    monkeypatch.setattr(readers, "QUESTION_INSTRUCTION", "Answer briefly.")
+    monkeypatch.setattr(reading, "QUESTION_INSTRUCTION", "Answer briefly.")
     result = verify.verify()
     assert not result.ok
     assert "exam.question_instruction" in result.changed

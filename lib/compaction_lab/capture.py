@@ -24,7 +24,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from compaction_lab.core import paths
 from compaction_lab.core.projection import canonical_json  # the form every fingerprint hashes
@@ -95,7 +95,7 @@ def _plain(obj: Any) -> Any:
     return json.loads(json.dumps(obj, ensure_ascii=False))
 
 
-def _is_body(obj: Any) -> bool:
+def _is_body(obj: Any) -> TypeGuard[Mapping[str, Any]]:
     return isinstance(obj, Mapping) and any(k in obj for k in _BODY_MARKERS)
 
 

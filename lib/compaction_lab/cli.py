@@ -44,10 +44,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from compaction_lab import __version__
 from compaction_lab.report import run as report
+
+if TYPE_CHECKING:
+    from compaction_lab.core.session import Session
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -336,7 +341,9 @@ def _cmd_project(args: argparse.Namespace) -> int:
     ctx = CompactionContext(window=args.window, output_ceiling=args.output_ceiling, summarizer=provider)
     rep = ImportReport()
     try:
-        sessions = [s for s in load_sessions(args.path, rep) if not args.session or s.id == args.session]
+        sessions: Sequence[Session] = [
+            s for s in load_sessions(args.path, rep) if not args.session or s.id == args.session
+        ]
     except (IngestError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -48,7 +48,7 @@ from compaction_lab.capture import (
 from compaction_lab.core import paths
 from compaction_lab.core.projection import SummaryRequest
 from compaction_lab.core.session import Record, Session
-from compaction_lab.exam import open_book, readers
+from compaction_lab.exam import open_book, readers, reading
 from compaction_lab.exam.model import Question
 from compaction_lab.ingest.base import tool_call_text
 from compaction_lab.strategies.base import CallShape, CompactionContext
@@ -386,7 +386,7 @@ def reader_request(
 
 
 def _question_sent(messages: Sequence[Mapping[str, Any]], wording: str) -> bool:
-    """Whether the last message is the question with `readers.QUESTION_INSTRUCTION` and the round's wording.
+    """Whether the last message is the question with `reading.QUESTION_INSTRUCTION` and the round's wording.
 
     The instruction is read from the module at call time, so this is False
     when the text a reader sends is not the one the module documents.
@@ -395,7 +395,7 @@ def _question_sent(messages: Sequence[Mapping[str, Any]], wording: str) -> bool:
     content = last.get("content")
     if last.get("role") != "user" or not isinstance(content, str):
         return False
-    return readers.QUESTION_INSTRUCTION.strip() in content and content.endswith(wording.strip())
+    return reading.QUESTION_INSTRUCTION.strip() in content and content.endswith(wording.strip())
 
 
 def _request_entry(body: Mapping[str, Any], shape: CallShape, wording: str = "") -> dict[str, Any]:
@@ -436,7 +436,7 @@ def exam_entry(session: Session, shape: CallShape) -> dict[str, Any]:
     return {
         "call_shape": shape.name,
         "projection": EXAM_PROJECTION,
-        "question_instruction": sha256_text(readers.QUESTION_INSTRUCTION),
+        "question_instruction": sha256_text(reading.QUESTION_INSTRUCTION),
         "history_tools": _keyed_tools(readers.HISTORY_TOOL_DEFINITIONS),
         "closed_book": _request_entry(reader_request(messages, question, shape_tools), shape),
         "open_book": rounds,
@@ -492,7 +492,7 @@ def documented_problems(manifest: Mapping[str, Any]) -> tuple[str, ...]:
       (`REQUEST_SHAPE_RULES`);
     * exam requests carry the call shape's system prompt and tools (plus the
       history tools on the open arm) and end with the question,
-      `readers.QUESTION_INSTRUCTION` and the round's wording;
+      `reading.QUESTION_INSTRUCTION` and the round's wording;
     * a shape offering ``history_search`` / ``history_get`` offers the exam's
       own definitions.
     """
@@ -537,7 +537,7 @@ def documented_problems(manifest: Mapping[str, Any]) -> tuple[str, ...]:
         if entry.get("question_sent") is not True:
             problems.append(
                 f"{key}.question_sent: the last message is not the question with "
-                "readers.QUESTION_INSTRUCTION and the round's wording"
+                "reading.QUESTION_INSTRUCTION and the round's wording"
             )
     history = exam.get("history_tools", {})
     for stem, entry in manifest.get("shapes", {}).items():

@@ -25,8 +25,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import TYPE_CHECKING, cast
 
 import tiktoken
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 DEFAULT_ENCODING = "cl100k_base"
 
@@ -188,7 +192,7 @@ class TokenCounter:
         self.max_cache = max(1, int(max_cache))
         self._cache: dict[bytes, int] = {}
         self._lock = threading.Lock()
-        self._pool = None
+        self._pool: ThreadPoolExecutor | None = None
         self.hits = 0
         self.misses = 0
 
@@ -221,7 +225,8 @@ class TokenCounter:
                         out[i] = n
                 if len(self._cache) > self.max_cache:
                     self._evict()
-        return [int(n) for n in out]  # type: ignore[arg-type]
+        # Every slot is filled by now: from the cache above, or from the batch just counted.
+        return [int(n) for n in cast("list[int]", out)]
 
     def _lengths(self, texts: list[str]) -> list[int]:
         # Like tiktoken's encode_ordinary_batch, on a thread pool (tiktoken releases
@@ -237,7 +242,7 @@ class TokenCounter:
                 owners.append(i)
                 pieces.append(piece)
         if len(pieces) < 2 or self.threads == 1:
-            counts = [len(enc.encode_ordinary(p)) for p in pieces]
+            counts: Iterable[int] = [len(enc.encode_ordinary(p)) for p in pieces]
         else:
             if self._pool is None:
                 from concurrent.futures import ThreadPoolExecutor

@@ -663,7 +663,7 @@ class AnthropicCache:
 
 # --------------------------------------------------------------------------- registry
 
-_CLASSES: dict[str, type] = {
+_CLASSES: dict[str, type[CacheSimulator]] = {
     "deepseek": DeepSeekCache,
     "openai": OpenAICache,
     "anthropic": AnthropicCache,

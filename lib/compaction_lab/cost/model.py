@@ -33,13 +33,13 @@ from typing import Any
 
 import pandas as pd
 
-from compaction_lab.core.projection import Projection, chat_messages
+from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Session
 from compaction_lab.core.tokens import DEFAULT_ENCODING
 from compaction_lab.cost import cache as cache_mod
 from compaction_lab.cost import prices as prices_mod
 from compaction_lab.strategies.anatomy import strategy_label
-from compaction_lab.strategies.base import CallShape, history, role_of
+from compaction_lab.strategies.base import CallShape, history, record_messages
 
 #: Filler token ids for simulated growth and replies: never the start of real text.
 _FILLER_BASE = 50_000
@@ -92,20 +92,11 @@ class CostAssumptions:
 # --------------------------------------------------------------------------- token sequences
 
 
-def _messages_of_records(records) -> list[dict[str, str]]:
-    """The chat messages of original records, with the same boundary rule as `Projection.messages`
-    (`projection.chat_messages`: the blocks of one entry join, distinct entries stay distinct messages).
-
-    System-role records are left out (the call shape's system prompt is the request's system); a session
-    whose log holds other system records (Codex developer messages) is priced without them."""
-    return chat_messages((role_of(r), r.text, "entry:" + r.entry_id) for r in records if role_of(r) != "system")
-
-
 def uncompacted_layout(session: Session, cut: int, shape: CallShape, encoding: str) -> cache_mod.RequestLayout:
     """The request the session sends at the cut without compaction (what primed the provider's cache)."""
     shape = shape.for_session(session)
     return cache_mod.request_layout(
-        shape.system_prompt, list(shape.tools), _messages_of_records(history(session, cut)), encoding
+        shape.system_prompt, list(shape.tools), record_messages(history(session, cut)), encoding
     )
 
 
@@ -715,7 +706,7 @@ def shape_experiment_for(
     sim = cache_mod.shape_experiment(
         sess_shape.system_prompt,
         list(sess_shape.tools),
-        _messages_of_records(history(session, len(session.records))),
+        record_messages(history(session, len(session.records))),
         encoding,
     )
     if not live_model:
@@ -754,7 +745,7 @@ def shape_experiment_live(session: Session, shape: CallShape, model: Any) -> pd.
     variants = cache_mod._shape_variants(
         shape.system_prompt,
         list(shape.tools),
-        _messages_of_records(history(session, len(session.records))),
+        record_messages(history(session, len(session.records))),
         cache_mod.SUBSTITUTE_SYSTEM,
         cache_mod.TOP_LINE,
     )

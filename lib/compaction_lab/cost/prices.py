@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal, overload
 
 import yaml
 
@@ -180,6 +180,10 @@ def _resolve(name_or_path: str | Path) -> Path:
     return candidate
 
 
+@overload
+def _price(value: Any, key: str, where: str, *, optional: Literal[False] = False) -> float: ...
+@overload
+def _price(value: Any, key: str, where: str, *, optional: bool) -> float | None: ...
 def _price(value: Any, key: str, where: str, *, optional: bool = False) -> float | None:
     if value is None and optional:
         return None

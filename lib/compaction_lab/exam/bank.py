@@ -80,7 +80,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compaction_lab.core.session import Session
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
@@ -89,6 +89,9 @@ from compaction_lab.exam.model import POINTERS, Case, Question
 from compaction_lab.ingest.synthetic import PlantedFact, SyntheticChain
 from compaction_lab.strategies.base import history
 from compaction_lab.strategies.futureos import tail_boundaries, tail_start
+
+if TYPE_CHECKING:  # pandas is imported where a frame is built, not with the module
+    import pandas as pd
 
 #: The default pointer mix: the seed's follow-up study (80% assistant, 10% user, 10% tool).
 DEFAULT_POINTER_MIX: Mapping[str, float] = {"assistant": 0.8, "user": 0.1, "tool": 0.1}
@@ -159,7 +162,7 @@ class BankSpec:
     cut_fractions: tuple[float, ...] = DEFAULT_CUT_FRACTIONS
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "pointer_mix", _mix_pairs(self.pointer_mix))
+        object.__setattr__(self, "pointer_mix", mix_pairs(self.pointer_mix))
         object.__setattr__(self, "cut_fractions", tuple(float(f) for f in self.cut_fractions))
         for name in ("n_cases", "n_questions", "n_decoys", "tail_tokens"):
             if getattr(self, name) < 0:
@@ -209,7 +212,7 @@ class BankSpec:
         )
 
 
-def _mix_pairs(mix: Any) -> tuple[tuple[str, float], ...]:
+def mix_pairs(mix: Any) -> tuple[tuple[str, float], ...]:
     """A pointer mix (mapping or pairs) as ``((pointer, weight), ...)`` in POINTERS order, checked."""
     d = dict(mix.items() if isinstance(mix, Mapping) else mix)
     unknown = sorted(set(d) - set(POINTERS))
@@ -299,7 +302,7 @@ class BankReport:
         """True when the bank has exactly the questions, decoys and pointer counts asked for."""
         return self.missing_real == 0 and self.missing_decoys == 0 and dict(self.targets) == dict(self.actual)
 
-    def frame(self):
+    def frame(self) -> pd.DataFrame:
         """Per case: eligible, planned and actual questions by pointer, and decoys (a DataFrame)."""
         import pandas as pd
 
@@ -525,7 +528,7 @@ class _MinCostFlow:
         total = cost = 0
         n = len(self.graph)
         while True:
-            dist = [None] * n
+            dist: list[int | None] = [None] * n
             prev = [-1] * n
             dist[s] = 0
             queue, queued = deque([s]), [False] * n
@@ -533,22 +536,28 @@ class _MinCostFlow:
             while queue:
                 u = queue.popleft()
                 queued[u] = False
+                du = dist[u]
+                assert du is not None  # only vertices with a distance are ever queued
                 for e in self.graph[u]:
                     if self.cap[e] <= 0:
                         continue
-                    v, d = self.to[e], dist[u] + self.cost[e]
-                    if dist[v] is None or d < dist[v]:
+                    v, d = self.to[e], du + self.cost[e]
+                    dv = dist[v]
+                    if dv is None or d < dv:
                         dist[v], prev[v] = d, e
                         if not queued[v]:
                             queue.append(v)
                             queued[v] = True
-            if dist[t] is None:
+            dist_t = dist[t]
+            if dist_t is None:
                 return total, cost
-            push, v = None, t
+            push: int | None = None
+            v = t
             while v != s:
                 e = prev[v]
                 push = self.cap[e] if push is None else min(push, self.cap[e])
                 v = self.to[e ^ 1]
+            assert push is not None  # t is reachable and t != s, so the path has at least one arc
             v = t
             while v != s:
                 e = prev[v]
@@ -556,7 +565,7 @@ class _MinCostFlow:
                 self.cap[e ^ 1] += push
                 v = self.to[e ^ 1]
             total += push
-            cost += push * dist[t]
+            cost += push * dist_t
 
 
 # --------------------------------------------------------------------------- building

@@ -82,13 +82,14 @@ def build(session_list: Sequence[Session], chains: Sequence | None, params: Mapp
     if chains:
         cases, report = bank.build_bank_with_report(list(chains), bank.BankSpec.from_mapping(params))
         return RunCases(tuple(cases), by_id, "synthetic bank", report)
-    mined = probes.mine_all(session_list, probes.ProbeSpec.from_mapping(_probe_params(params)))
+    mined = probes.mine_all(session_list, probes.ProbeSpec.from_mapping(probe_params(params)))
     notes = tuple(n for m in mined for n in m.notes)
     return RunCases(tuple(m.case for m in mined), by_id, "mined probes", None, notes)
 
 
-def _probe_params(params: Mapping[str, Any]) -> dict[str, Any]:
-    # Probes ask per session; the bank's totals (n_questions=178) do not apply.
+def probe_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The probe miner's parameters from a notebook's: ``probe_n_questions`` / ``probe_n_decoys`` become
+    ``n_questions`` / ``n_decoys`` (probes ask per session; the bank's totals, e.g. 178, do not apply)."""
     out = dict(params)
     for key in ("n_questions", "n_decoys"):
         if f"probe_{key}" in params:

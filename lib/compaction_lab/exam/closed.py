@@ -221,9 +221,11 @@ def run_closed(
         projections.append(projection_row(case.id, p))
         messages = p.messages()
         shape_tools = ctx.shape.for_session(sessions[case.session_id]).tools
-        got = answer_all(
-            reader, case.questions, lambda q, m=messages, t=shape_tools: reader.answer(m, q, shape_tools=t)
-        )
+
+        def ask(q: Question, m: list[dict[str, Any]] = messages, t: tuple[Mapping[str, Any], ...] = shape_tools) -> Any:
+            return reader.answer(m, q, shape_tools=t)
+
+        got = answer_all(reader, case.questions, ask)
         for q, a in zip(case.questions, got, strict=False):
             answers.append(answer_row(case, q, p, reader, a.given, bool(a.stand_in), grade(q, a.given)))
     ans = pd.DataFrame(answers, columns=ANSWER_COLUMNS).astype(

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compaction_lab.exam.model import NOT_FOUND, Question
-from compaction_lab.exam.readers import ReaderAnswer, Tool, ToolCall, request_messages
+from compaction_lab.exam.reading import ReaderAnswer, Tool, ToolCall, request_messages
 from compaction_lab.summarize.model import wire_messages
 
 #: Cap on an answer: exact values are short.

@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -215,12 +215,17 @@ def _in_archive(archive: Archive, question: Question, session_id: str) -> bool:
     return contains_answer(question, "\n\n".join(r.text for r in records))
 
 
+# SearcherReader implements Reader; mypy rejects it only because its frozen dataclass fields are
+# read-only where the Reader protocol declares plain (settable) attributes, and no reader is mutated.
+_SEARCHER_FACTORY = cast(Callable[..., Reader], SearcherReader)
+
+
 def run_open_book(
     cases: Sequence[Case],
     sessions: Mapping[str, Session] | Iterable[Session],
     projections: Mapping[str, Projection],
     archive: Archive,
-    reader_factory: Callable[..., Reader] = SearcherReader,
+    reader_factory: Callable[..., Reader] = _SEARCHER_FACTORY,
     wordings: Sequence[str] = DEFAULT_WORDINGS,
     k: int = 3,
     *,

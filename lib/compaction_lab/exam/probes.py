@@ -107,11 +107,11 @@ import random
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from compaction_lab.core.session import POINTER_OF_KIND, Record, Session
 from compaction_lab.core.tokens import DEFAULT_ENCODING
-from compaction_lab.exam.bank import _mix_pairs, cut_points, largest_remainder, spec_kwargs, tail_start_of
+from compaction_lab.exam.bank import cut_points, largest_remainder, mix_pairs, spec_kwargs, tail_start_of
 from compaction_lab.exam.grading import accepted, normalise
 from compaction_lab.exam.model import POINTERS, Case, Question
 
@@ -601,8 +601,15 @@ def _contains(prompt: str, forms: Iterable[str]) -> bool:
     return any(f and f in p for f in forms)
 
 
+class Variant(TypedDict, total=False):
+    """The `render` options a wording is made with (absent: the default, True)."""
+
+    window: bool
+    show_target: bool
+
+
 #: Wordings tried in turn until one does not contain the answer.
-_VARIANTS: tuple[Mapping[str, bool], ...] = (
+_VARIANTS: tuple[Variant, ...] = (
     {},
     {"window": False},
     {"show_target": False},
@@ -616,10 +623,16 @@ def _grounded(c: Candidate, prompt: str) -> bool:
         return True
     if c.category == "error_string" and c.same_rule == 1:
         return True
-    return c.kind == "tool_call" and c.category == "path" and bool(c.target) and c.value.strip() == c.target.strip()
+    return (
+        c.kind == "tool_call"
+        and c.category == "path"
+        and c.target is not None
+        and c.target != ""
+        and c.value.strip() == c.target.strip()
+    )
 
 
-def phrase(c: Candidate, aliases: Sequence[str] = ()) -> tuple[str, Mapping[str, bool]] | None:
+def phrase(c: Candidate, aliases: Sequence[str] = ()) -> tuple[str, Variant] | None:
     """The first wording of `c` that singles it out and contains neither its value nor an alias.
 
     Returns the prompt and the `render` options it was made with, or None
@@ -643,7 +656,7 @@ def _parse_mix(mix: Any) -> tuple[tuple[str, float], ...] | None:
         return None
     if isinstance(mix, str):
         mix = json.loads(mix)
-    return _mix_pairs(mix)
+    return mix_pairs(mix)
 
 
 @dataclass(frozen=True)
@@ -775,7 +788,7 @@ def _haystacks(session: Session, tail_start: int) -> _Haystacks:
 class _Usable:
     cand: Candidate
     prompt: str
-    variant: Mapping[str, bool]  # the `render` options the prompt was made with
+    variant: Variant  # the `render` options the prompt was made with
     aliases: tuple[str, ...]
     count: int  # normalised occurrences in the covered part
 
@@ -1066,7 +1079,8 @@ def _decoy_prompt(u: _Usable, answer: str, rng: random.Random, vocab: Sequence[s
                 break
             if normalise(made) in hay.whole:
                 continue
-            prompt = render(c, **{**u.variant, part: made})
+            shown_opts: dict[str, Any] = {**u.variant, part: made}
+            prompt = render(c, **shown_opts)
             if not _contains(prompt, [normalise(answer)]) and prompt != u.prompt:
                 return prompt
     return None

@@ -28,6 +28,7 @@ from compaction_lab import strategies
 from compaction_lab.core import excerpt
 from compaction_lab.core.session import Session
 from compaction_lab.exam import closed, probes, stats
+from compaction_lab.exam.cases import probe_params
 from compaction_lab.exam.model import Case, bank_from_jsonl, write_bank
 from compaction_lab.ingest import sources
 from compaction_lab.strategies import recorded as rec
@@ -119,10 +120,8 @@ def build(session_list: Sequence[Session], params: Mapping[str, Any]) -> Recorde
     params : notebook / profile parameters (`probes.ProbeSpec` keys: ``probe_n_questions``,
         ``probe_n_decoys``, ``tail_tokens``, ``seed``, ...).
     """
-    from compaction_lab.exam.cases import _probe_params
-
     session_list = excerpt.for_stage(session_list, "the recorded exam")
-    spec = probes.ProbeSpec.from_mapping(_probe_params(params))
+    spec = probes.ProbeSpec.from_mapping(probe_params(params))
     cases: list[Case] = []
     found_rows: list[dict[str, Any]] = []
     skips: list[dict[str, Any]] = []

@@ -26,7 +26,7 @@ are compared and ranked within a reader, never across readers.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from itertools import combinations
 
 import numpy as np
@@ -64,13 +64,13 @@ def _joined(values: pd.Series) -> str:
     return " / ".join(str(v) for v in pd.unique(values.dropna()))
 
 
-def _units(answers: pd.DataFrame) -> list[tuple[dict[str, str], pd.DataFrame]]:
+def _units(answers: pd.DataFrame) -> list[tuple[dict[str, Hashable], pd.DataFrame]]:
     """(identifying columns, rows) per unit, in order of first appearance; labels included."""
     keys = _unit_keys(answers)
     out = []
     for key, g in answers.groupby(keys, sort=False, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
-        ident = dict(zip(keys, key, strict=False))
+        ident: dict[str, Hashable] = dict(zip(keys, key, strict=False))
         ident["strategy_label"] = _joined(g["strategy_label"]) if "strategy_label" in g else str(ident["strategy"])
         if "reader" in ident:
             ident["reader_label"] = _joined(g["reader_label"]) if "reader_label" in g else str(ident["reader"])
@@ -253,7 +253,7 @@ def mcnemar_table(answers: pd.DataFrame) -> pd.DataFrame:
     """
     _check(answers)
     has_reader = "reader" in answers.columns
-    by_reader: dict[object, list[tuple[dict[str, str], pd.Series]]] = {}
+    by_reader: dict[object, list[tuple[dict[str, Hashable], pd.Series]]] = {}
     for ident, g in _units(answers):
         by_reader.setdefault(ident.get("reader"), []).append((ident, _correct_by_question(g)))
     rows = []
@@ -263,7 +263,9 @@ def mcnemar_table(answers: pd.DataFrame) -> pd.DataFrame:
             a, bb = both["a"].to_numpy(bool), both["b"].to_numpy(bool)
             b, c = int((a & ~bb).sum()), int((~a & bb).sum())
             n = int(len(both))
-            row = {"reader": ia.get("reader"), "reader_label": ia.get("reader_label")} if has_reader else {}
+            row: dict[str, object] = (
+                {"reader": ia.get("reader"), "reader_label": ia.get("reader_label")} if has_reader else {}
+            )
             row.update(
                 {
                     "strategy_a": ia["strategy"],

@@ -217,7 +217,7 @@ def load_sessions(
     paths: str | Path | Iterable[str | Path],
     report: ImportReport | None = None,
     formats: Iterable[str] | None = None,
-) -> Iterator:
+) -> Iterator[Session]:
     """Stream the sessions of files, directories and databases.
 
     Parameters

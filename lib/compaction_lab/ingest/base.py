@@ -48,7 +48,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from compaction_lab.core.paths import SQLITE_HEADER
 from compaction_lab.core.session import Record, Session
@@ -312,7 +312,8 @@ class _ZstdStream(io.RawIOBase):
         self._dctx = zstandard.ZstdDecompressor()
         self._f = f
         self._pos = 0  # compressed bytes read so far
-        self._dobj = None  # the decoder of the current frame (None between frames)
+        # the decoder of the current frame (None between frames)
+        self._dobj: zstandard.ZstdDecompressionObj | None = None
         self._frame_start = 0  # compressed offset of the current frame
         self._frame_out = 0  # bytes the current frame delivered
         self._out = bytearray()  # decoded, not yet read
@@ -616,7 +617,8 @@ def _jsonl_objects(path: str | Path, f: BinaryIO, report: ImportReport) -> Itera
             return None
         seen_data = True
         if verdict.obj is None:
-            report.skip(path, lineno, verdict.reason, verdict.detail)
+            # `_parse_line` gives every verdict without an object a reason.
+            report.skip(path, lineno, cast(str, verdict.reason), verdict.detail)
             return None
         if verdict.surrogates:
             report.note("lone_surrogates_replaced")

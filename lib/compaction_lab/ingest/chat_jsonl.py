@@ -139,7 +139,7 @@ class _Conversation:
         for call in calls:
             fn = call.get("function") if isinstance(call, Mapping) else None
             name = fn.get("name") if isinstance(fn, Mapping) else None
-            if not isinstance(name, str) or not name:
+            if not isinstance(fn, Mapping) or not isinstance(name, str) or not name:
                 problem = ("missing_field", "tool call without function.name")
                 continue
             args = fn.get("arguments", "")

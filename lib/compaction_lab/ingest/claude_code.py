@@ -77,7 +77,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from compaction_lab.core.session import Session
 from compaction_lab.ingest.base import (
@@ -246,7 +246,7 @@ def _tool_output_item(block: Mapping[str, Any], server: bool = False) -> _Item:
 
 
 def _attachment_item(block: Mapping[str, Any]) -> _Item:
-    source = block.get("source") if isinstance(block.get("source"), Mapping) else {}
+    source = source_field if isinstance(source_field := block.get("source"), Mapping) else {}
     media = source.get("media_type") or source.get("type") or ""
     return ("meta", f"{block.get('type')} {media}".strip(), {})
 
@@ -417,7 +417,7 @@ def _parse(lineno: int, obj: Mapping[str, Any], used_ids: set[str], calls: dict,
     elif ltype == "result":
         entry.items = _result_items(obj, entry)
     elif ltype == "summary":
-        text = obj.get("summary") if isinstance(obj.get("summary"), str) else ""
+        text = summary_field if isinstance(summary_field := obj.get("summary"), str) else ""
         entry.info["summary"] = (text, _str(obj.get("leafUuid")))
         entry.items = [("meta", text, {})]
     elif ltype == "custom-title":
@@ -483,11 +483,12 @@ def _order(entries: list[_Entry], known: set[str], path: Path, report: ImportRep
             scan += 1
         seen: dict[int, int] = {}
         chain: list[int] = []
-        x: int | None = scan
+        x = scan
         while x not in seen:
             seen[x] = len(chain)
             chain.append(x)
-            x = parent_of[x]
+            # Never None here: every entry left waits on a parent (the roots were all popped above).
+            x = cast(int, parent_of[x])
         cut = min(chain[seen[x] :])
         report.skip(
             path, entries[cut].lineno, "cyclic_parent", f"parentUuid links of {entries[cut].entry_id} form a cycle"

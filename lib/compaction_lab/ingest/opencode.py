@@ -366,7 +366,7 @@ def _export_messages(
             report.skip(path, None, "not_an_object", f"messages[{i}]: {type(item).__name__}")
             continue
         info = item.get("info")
-        raw_parts = item.get("parts") if isinstance(item.get("parts"), list) else []
+        raw_parts = parts_field if isinstance(parts_field := item.get("parts"), list) else []
         msg_id = str(info.get("id")) if isinstance(info, dict) and info.get("id") else f"m{i}"
         if not isinstance(info, dict):
             report.skip(path, None, "missing_field", f"messages[{i}]: no info object")
@@ -462,7 +462,7 @@ def _message_meta(b: SessionBuilder, msg: Mapping[str, Any], msg_id: str, role: 
         b.metadata["cwd"] = cwd
     tokens = msg.get("tokens")
     if isinstance(tokens, dict):
-        cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
+        cache = cache_field if isinstance(cache_field := tokens.get("cache"), dict) else {}
         b.add_usage(
             msg_id,
             model=model if isinstance(model, str) else None,
@@ -551,7 +551,7 @@ def _add_tool(b: SessionBuilder, part: Mapping[str, Any], ts: str | None, source
         # A pruned ("compacted") output still holds its original text in the log; the model
         # later saw a placeholder instead. Keep the text, count the pruning in metadata.
         b.add("tool_output", state["output"], pid, 1, tool=tool, target=target, call_id=call_id, timestamp=ts)
-        time = state.get("time") if isinstance(state.get("time"), dict) else {}
+        time = time_field if isinstance(time_field := state.get("time"), dict) else {}
         return 1 if time.get("compacted") else 0
     if status == "error" or isinstance(state.get("error"), str):
         err = state.get("error")
@@ -576,8 +576,8 @@ def _meta_text(ptype: str, part: Mapping[str, Any]) -> str:
     """A short description of a bookkeeping part (no payloads such as data URLs)."""
     bits = [ptype]
     if ptype == "step-finish":
-        tokens = part.get("tokens") if isinstance(part.get("tokens"), dict) else {}
-        cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
+        tokens = tokens_field if isinstance(tokens_field := part.get("tokens"), dict) else {}
+        cache = cache_field if isinstance(cache_field := tokens.get("cache"), dict) else {}
         for key, val in (
             ("reason", part.get("reason")),
             ("input", tokens.get("input")),

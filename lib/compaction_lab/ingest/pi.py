@@ -162,7 +162,7 @@ class _PiSession:
 
     def header(self, obj: Mapping[str, Any], lineno: int, stem: str) -> None:
         late = self.builder is not None
-        if late:
+        if self.builder is not None:
             # Records exist already (the first line was unusable), so the id is fixed:
             # keep the header as bookkeeping and fill only metadata still missing.
             self.builder.add(
@@ -360,7 +360,7 @@ class _PiSession:
             return
         args = {"command": command}
         b.add("tool_call", tool_call_text("bash", args), eid, 0, tool="bash", target=command, call_id=eid, timestamp=ts)
-        output = msg.get("output") if isinstance(msg.get("output"), str) else ""
+        output = out_field if isinstance(out_field := msg.get("output"), str) else ""
         exit_code = msg.get("exitCode")
         failed = msg.get("cancelled") is True or (isinstance(exit_code, int) and exit_code != 0)
         b.add("tool_output", output, eid, 1, tool="bash", target=command, call_id=eid, is_error=failed, timestamp=ts)

@@ -213,18 +213,18 @@ def _add_assistant(
     if prose.strip() or not has_action:
         b.add("assistant", prose, eid, block, injected=injected)
         block += 1
-    issued = []
+    issued: list[tuple[str, str, str | None]] = []
     if tool_calls:
         for k, tc in enumerate(tool_calls):
-            fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
-            name = fn.get("name") if isinstance(fn.get("name"), str) else "unknown"
+            fn = fn_field if isinstance(fn_field := tc.get("function"), dict) else {}
+            name = name_field if isinstance(name_field := fn.get("name"), str) else "unknown"
             args = fn.get("arguments")
             if isinstance(args, str):
                 try:
                     args = loads(args)  # lone surrogates replaced, like every JSON the import decodes
                 except (ValueError, RecursionError):
                     pass
-            call_id = tc.get("id") if isinstance(tc.get("id"), str) else f"{eid}.{k}"
+            call_id = id_field if isinstance(id_field := tc.get("id"), str) else f"{eid}.{k}"
             target = tool_target(args)
             b.add(
                 "tool_call",
@@ -238,7 +238,7 @@ def _add_assistant(
             )
             block += 1
             issued.append((call_id, name, target))
-    elif has_action:
+    elif isinstance(action, str) and action.strip():  # what `has_action` means without tool calls
         tool, rest, target = parse_action(action, open_file)
         b.add(
             "tool_call",
@@ -338,8 +338,8 @@ def parse_action(action: str, open_file: str | None = None) -> tuple[str, str, s
 
 def _info_metadata(b: SessionBuilder, doc: Mapping[str, Any]) -> None:
     """Totals, exit status, submission and (1.x) model name from the document."""
-    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
-    stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
+    info = info_field if isinstance(info_field := doc.get("info"), dict) else {}
+    stats = stats_field if isinstance(stats_field := info.get("model_stats"), dict) else {}
     totals = {}
     for src, key in (
         ("tokens_sent", "input_tokens"),

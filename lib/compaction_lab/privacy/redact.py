@@ -728,7 +728,7 @@ class Redactor:
         changed = sid != s.id
         records = []
         for rec in s.records:
-            upd = {}
+            upd: dict[str, Any] = {}  # field -> masked text; `replace` checks each key against its own field
             for name in _RECORD_TEXT_FIELDS:
                 v = getattr(rec, name)
                 if isinstance(v, str):
@@ -766,7 +766,13 @@ class Redactor:
         if home is None or encoded is None or not path:
             return path
         names: set[str] = set()
-        _walk(s.metadata, lambda v: (names.update(m.group("secret") for m in re.finditer(home.regex, v)), v)[1])
+        home_regex = home.regex
+
+        def collect(v: str) -> str:
+            names.update(m.group("secret") for m in re.finditer(home_regex, v))
+            return v
+
+        _walk(s.metadata, collect)
         for name in sorted(names, key=len, reverse=True):
             enc = re.sub(r"[^A-Za-z0-9]", "-", name)
             if "-" in enc:  # one segment is masked by the pattern itself

@@ -59,6 +59,7 @@ from compaction_lab.core.projection import canonical_json as _canonical  # the f
 from compaction_lab.cost import prices as prices_mod
 from compaction_lab.providers.config import ModelConfig
 from compaction_lab.providers.ledger import open_ledger
+from compaction_lab.providers.usage import Usage
 
 if TYPE_CHECKING:
     from compaction_lab.providers.ledger import Ledger
@@ -70,26 +71,6 @@ NO_KEY = "none"
 
 
 # --------------------------------------------------------------------------- results
-
-
-@dataclass(frozen=True)
-class Usage:
-    """Tokens of one call as the provider reported them.
-
-    Parameters
-    ----------
-    prompt_tokens : int
-        The request's total input (cached tokens included).
-    cached_tokens : int
-        Of the input, tokens served from the provider's prefix cache:
-        ``usage.prompt_tokens_details.cached_tokens`` (OpenAI) or
-        ``usage.prompt_cache_hit_tokens`` (DeepSeek); 0 when neither is reported.
-    completion_tokens : int
-    """
-
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-    completion_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -491,7 +472,7 @@ class ChatClient:
         try:
             try:
                 response = json.loads(text)
-            except ValueError as exc:
+            except json.JSONDecodeError as exc:
                 raise BadResponse(
                     f"{c.base_url} answered 200 with a body that is not JSON ({exc.msg} at "
                     f"position {exc.pos}; {len(text)} characters)",
@@ -576,7 +557,7 @@ class ChatClient:
         c = self.config
         attempts = c.max_retries + 1
         if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
-            status = exc.status_code
+            status: int = exc.status_code
             if c.api_key_env:
                 what = f"refused the API key from environment variable {c.api_key_env}"
             else:

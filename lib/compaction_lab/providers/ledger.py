@@ -44,21 +44,17 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
 from compaction_lab.core import paths
+from compaction_lab.core.processes import pid_alive
 from compaction_lab.core.projection import (
     canonical_json as _canonical,  # the fingerprints' form: stored JSON re-hashes identically
 )
-from compaction_lab.store.checkpoints import (  # one liveness rule and one write transaction for both stores
-    _pid_alive,
-    immediate,
-)
-
-if TYPE_CHECKING:  # the client imports this module; importing it back at run time would be circular
-    from compaction_lab.providers.client import Usage
+from compaction_lab.providers.usage import Usage
+from compaction_lab.store.checkpoints import immediate  # one write transaction for both stores
 
 SCHEMA_VERSION = 1
 
@@ -252,6 +248,8 @@ class Ledger:
                     _canonical(dict(request)),
                 ),
             )
+            if cur.lastrowid is None:  # an INSERT always sets it; None would mean no row was written
+                raise RuntimeError("ledger: the call row was not written")
             return int(cur.lastrowid)
 
     def finish(
@@ -317,7 +315,7 @@ class Ledger:
         host = socket.gethostname()
         with self._tx() as conn:
             rows = conn.execute("SELECT id, pid FROM calls WHERE status='started' AND host=?", (host,)).fetchall()
-            dead = [(r["id"], r["pid"]) for r in rows if r["pid"] is not None and not _pid_alive(int(r["pid"]))]
+            dead = [(r["id"], r["pid"]) for r in rows if r["pid"] is not None and not pid_alive(int(r["pid"]))]
             now = time.time()
             for call_id, pid in dead:
                 conn.execute(
@@ -339,8 +337,6 @@ class Ledger:
             ``response`` (the parsed response JSON), ``usage`` (a `Usage`),
             ``latency_s``, ``cost``, ``currency``.
         """
-        from compaction_lab.providers.client import Usage
-
         with self._read() as conn:
             r = conn.execute(
                 "SELECT * FROM calls WHERE request_fingerprint=? AND status='done' ORDER BY id DESC LIMIT 1",

@@ -54,7 +54,7 @@ def gguf_path() -> Path | None:
             dist = importlib.metadata.distribution(MODEL_DISTRIBUTION)
         except importlib.metadata.PackageNotFoundError:
             return None
-        candidates = [Path(dist.locate_file(f)) for f in dist.files or () if f.suffix == ".gguf"]
+        candidates = [Path(str(dist.locate_file(f))) for f in dist.files or () if f.suffix == ".gguf"]
     return next((p for p in candidates if p.is_file()), None)
 
 

@@ -358,7 +358,7 @@ def no_data(title: str, lines: Iterable[str] = NO_QUESTIONS, *, width: int = 520
 PALETTE_POINTERS = POINTER_COLORS
 
 
-def fig1_retained(answers: pd.DataFrame, *, width: int = 520) -> alt.LayerChart:
+def fig1_retained(answers: pd.DataFrame, *, width: int = 520) -> alt.LayerChart | alt.Chart:
     """Figure 1: questions still answerable after compaction, per strategy, split by pointer.
 
     Parameters
@@ -443,7 +443,7 @@ def _who_answered(df: pd.DataFrame, note: str) -> str:
     return f"{note}; reader: {', '.join(sorted(set(map(str, df['reader_label']))))}"
 
 
-def fig3_retained_tokens(recall: pd.DataFrame, *, width: int = 260) -> alt.HConcatChart:
+def fig3_retained_tokens(recall: pd.DataFrame, *, width: int = 260) -> alt.HConcatChart | alt.Chart:
     """Figure 3 (recall part): retained questions and projection tokens per strategy, side by side.
 
     The money part (cost per point of recall) joins when the cost model runs (`fig3_complete`).
@@ -465,7 +465,7 @@ def fig3_retained_tokens(recall: pd.DataFrame, *, width: int = 260) -> alt.HConc
     )
 
 
-def fig4_size_vs_recall(recall: pd.DataFrame, *, width: int = 480) -> alt.LayerChart:
+def fig4_size_vs_recall(recall: pd.DataFrame, *, width: int = 480) -> alt.LayerChart | alt.Chart:
     """Figure 4: projection size (log x) against recall, one point per strategy, with 95% intervals.
 
     Parameters
@@ -662,7 +662,7 @@ def fig6_cost_per_point(cost: pd.DataFrame, *, width: int = 460) -> alt.Chart:
     )
 
 
-def fig3_complete(recall: pd.DataFrame, cost: pd.DataFrame, *, width: int = 220) -> alt.HConcatChart:
+def fig3_complete(recall: pd.DataFrame, cost: pd.DataFrame, *, width: int = 220) -> alt.HConcatChart | alt.Chart:
     """Figure 3, complete: retained | tokens | money per point of recall (one price table and simulator)."""
     if recall.empty or not (recall["n"] > 0).any():
         return no_data("Figure 3 — recall, tokens and money")

@@ -6,7 +6,7 @@ A run folder's ``run.json`` goes through these statuses:
     Written when the run starts, with the process running it: ``pid``,
     ``host`` (`host_id`: a hash of the host name), ``process_started`` (the process's creation time, so a pid the
     system has handed to another process is not taken for the run; null when
-    psutil is missing) and ``heartbeat`` (UTC; refreshed at every notebook
+    the system will not say) and ``heartbeat`` (UTC; refreshed at every notebook
     boundary and every `HEARTBEAT_EVERY` seconds while a notebook executes).
     ``notebook_running`` names the notebook executing (null between notebooks).
 ``ok`` / ``failed``
@@ -42,16 +42,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
+import psutil
 from jupyter_client import AsyncKernelManager
 from jupyter_core.utils import ensure_event_loop
 
+from compaction_lab.core.processes import pid_alive
 from compaction_lab.report.runfolder import RUN_JSON
-from compaction_lab.store.checkpoints import _pid_alive  # one pid liveness rule for checkpoints, the ledger and runs
-
-try:  # psutil comes with IPython (every kernel has it); without it the pid rule stands alone
-    import psutil
-except ImportError:  # pragma: no cover - psutil is installed with ipython
-    psutil = None
 
 RUNNING, OK, FAILED, INTERRUPTED, DEAD = "running", "ok", "failed", "interrupted", "dead"
 #: Shown for a folder whose run.json cannot be read.
@@ -82,8 +78,6 @@ def process_started(pid: int) -> float | None:
     Together with the pid this names one process: a later process given the
     same pid has a later creation time.
     """
-    if psutil is None:
-        return None
     try:
         return round(psutil.Process(pid).create_time(), 3)
     except (psutil.Error, OSError):
@@ -92,8 +86,6 @@ def process_started(pid: int) -> float | None:
 
 def _zombie(pid: int) -> bool:
     """Whether `pid` has exited and only waits to be reaped (signal 0 still reaches a zombie)."""
-    if psutil is None:
-        return False
     try:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     except (psutil.Error, OSError):
@@ -173,7 +165,7 @@ def liveness(
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return Verdict("unknown", "run.json records no process (written by an older version)")
     if where == here:
-        if not _pid_alive(pid) or _zombie(pid):
+        if not pid_alive(pid) or _zombie(pid):
             return Verdict("dead", f"process {pid} on this host is gone")
         recorded, actual = info.get("process_started"), process_started(pid)
         if isinstance(recorded, (int, float)) and actual is not None and abs(actual - recorded) > START_TOLERANCE:
@@ -407,7 +399,9 @@ class IdleShutdownKernelManager(AsyncKernelManager):
     reply to the cell against its own closing sockets and prints a traceback.
     """
 
-    async def shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:
+    async def shutdown_kernel(  # type: ignore[override]  # jupyter_client's async manager declares it sync
+        self, now: bool = False, restart: bool = False
+    ) -> None:
         await super().shutdown_kernel(now=now or stopping(), restart=restart)
 
     async def _async_interrupt_kernel(self) -> None:
@@ -524,7 +518,8 @@ def summarize(
         detail = dead.get("reason") if isinstance(dead, Mapping) else None
         wall = _seconds_between(info.get("started"), info.get("heartbeat"))
     elif recorded == FAILED:
-        err = info.get("error") if isinstance(info.get("error"), Mapping) else {}
+        error = info.get("error")
+        err: Mapping[str, Any] = error if isinstance(error, Mapping) else {}
         notebook = err.get("notebook")
         detail = f"{err.get('ename', '?')}: {err.get('evalue', '')}".strip() if err else None
     elif recorded == INTERRUPTED:

@@ -51,9 +51,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from compaction_lab.core import paths
+
+if TYPE_CHECKING:  # report.run imports this module: the runtime import would be circular
+    from compaction_lab.report.run import Profile
 
 
 class ProfileError(ValueError):
@@ -843,12 +846,12 @@ def problems(profile: Any, *, allow_unknown: bool = False, results_folder: str |
     return list(dict.fromkeys(out))  # the same problem found for two notebooks is said once
 
 
-P = TypeVar("P")
+P = TypeVar("P", bound="Profile")
 
 
 def normalised(profile: P) -> P:
     """The profile with ``session_paths`` given as one path made a one-item list (wherever it is given)."""
-    params = dict(profile.parameters)  # type: ignore[attr-defined]
+    params = dict(profile.parameters)
     if "session_paths" in params:
         params["session_paths"] = _normalise_session_paths(params["session_paths"])
     per_nb = {
@@ -858,8 +861,8 @@ def normalised(profile: P) -> P:
             else ps
         )
         for nb, ps in profile.notebook_parameters.items()
-    }  # type: ignore[attr-defined]
-    return dataclasses.replace(profile, parameters=params, notebook_parameters=per_nb)  # type: ignore[type-var]
+    }
+    return dataclasses.replace(profile, parameters=params, notebook_parameters=per_nb)
 
 
 def error(where: str, found: Sequence[str]) -> ProfileError:

@@ -89,6 +89,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from compaction_lab.core import paths
+from compaction_lab.core.processes import pid_alive
 from compaction_lab.core.projection import Projection, Segment, SummaryReceipt
 
 SCHEMA_VERSION = 1
@@ -326,7 +327,7 @@ class CheckpointRow:
         """Whether the owner process still exists: only knowable on the same host."""
         if self.pid is None or self.host != socket.gethostname():
             return "unknown"
-        return "alive" if _pid_alive(self.pid) else "dead"
+        return "alive" if pid_alive(self.pid) else "dead"
 
     def to_dict(self, include_projection: bool = False) -> dict[str, Any]:
         """JSON-ready form (for the CLI)."""
@@ -413,16 +414,6 @@ def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def new_owner_id() -> str:
@@ -587,6 +578,14 @@ class CheckpointStore:
             (key.session_id, key.cut, key.algorithm_version, key.params_hash),
         ).fetchone()
 
+    @classmethod
+    def _written(cls, conn: sqlite3.Connection, key: CheckpointKey) -> sqlite3.Row:
+        """The row of `key` this transaction has just written (so it exists)."""
+        row = cls._select_key(conn, key)
+        if row is None:  # the same transaction inserted or updated it: unreachable unless SQLite lost a write
+            raise RuntimeError(f"checkpoint {key} vanished inside its own write transaction")
+        return row
+
     def _resolve(self, conn: sqlite3.Connection, key: CheckpointKey | CheckpointRef | str) -> CheckpointKey | None:
         if isinstance(key, CheckpointKey):
             return key
@@ -683,7 +682,7 @@ class CheckpointStore:
                         "AND algorithm_version=? AND params_hash=? AND status='started' AND owner=?",
                         (pid, host, now, key.session_id, key.cut, key.algorithm_version, key.params_hash, owner),
                     )
-                    return Claim("resumed", self._row(self._select_key(conn, key), with_projection=False))
+                    return Claim("resumed", self._row(self._written(conn, key), with_projection=False))
                 # superseded: this exact key was retired by another version's worker; re-take the slot
                 conn.execute(
                     "UPDATE checkpoints SET status='started', owner=?, pid=?, host=?, started_at=?, committed_at=NULL,"
@@ -704,7 +703,7 @@ class CheckpointStore:
                 )
                 return Claim(
                     "recovered",
-                    self._row(self._select_key(conn, key), with_projection=False),
+                    self._row(self._written(conn, key), with_projection=False),
                     superseded=(key.algorithm_version,),
                 )
 
@@ -741,7 +740,7 @@ class CheckpointStore:
                     now,
                 ),
             )
-            row = self._row(self._select_key(conn, key), with_projection=False)
+            row = self._row(self._written(conn, key), with_projection=False)
             return Claim("recovered" if retired else "claimed", row, superseded=tuple(retired))
 
     def commit(
@@ -784,7 +783,7 @@ class CheckpointStore:
                     projection=projection,
                     row=now_row,
                 )
-            return self._row(self._select_key(conn, key))
+            return self._row(self._written(conn, key))
 
     def abandon(self, key: CheckpointKey, owner: str) -> bool:
         """Delete our own ``started`` fence (after a failed compute). False if it wasn't ours any more."""
@@ -928,7 +927,7 @@ def compact_once(
     deadline = time.monotonic() + max(0.0, wait)
     while True:
         claim = store.claim(key, owner, retired_versions=retired_versions)
-        if claim.kind == "committed":
+        if claim.kind == "committed" and claim.row is not None:  # a committed claim always carries its row
             row = claim.row
             return Outcome("reused", key, projection=row.projection, receipt=row.receipt, row=row)
         if claim.kind in ("claimed", "recovered", "resumed"):

@@ -211,6 +211,8 @@ class Msg:
     parts: list[tuple[str, str, str | None, str | None]] = field(default_factory=list)
     real_user: bool = False
     summary: bool = False
+    #: The entries a summary message stands for (set by `_summary_msg`); empty: its parts' own ids.
+    ids: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def content(self) -> str:
@@ -234,12 +236,12 @@ def _summary_msg(text: str, ids: Sequence[str]) -> Msg:
         [("summary", text if text.startswith(SUMMARY_PREFIX) else SUMMARY_PREFIX + text, None, None)],
         summary=True,
     )
-    m.ids = tuple(ids)  # type: ignore[attr-defined]
+    m.ids = tuple(ids)
     return m
 
 
 def _ids(m: Msg) -> tuple[str, ...]:
-    return getattr(m, "ids", None) or m.entry_ids
+    return m.ids or m.entry_ids
 
 
 def to_messages(records: Sequence[Record], ctx: CompactionContext) -> list[Msg]:
@@ -649,10 +651,9 @@ class Aider:
             dropped.append(rest.pop(0))
         if dropped:
             mk = marker(dropped)
-            if head_size + cnt.count(mk.text) + sum(sizes[i] for i in rest) > room:
-                mk = None  # type: ignore[assignment]
+            fits = head_size + cnt.count(mk.text) + sum(sizes[i] for i in rest) <= room
             notes["capacity_dropped"] = [e for i in dropped for s in units[i] for e in s.entry_ids]
-            return head + ([mk] if mk is not None else []) + [s for i in rest for s in units[i]]
+            return head + ([mk] if fits else []) + [s for i in rest for s in units[i]]
         return head + [s for i in rest for s in units[i]]
 
     @staticmethod

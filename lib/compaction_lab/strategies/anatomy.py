@@ -144,7 +144,7 @@ def budgets_table(ctx: CompactionContext, session: Session, projection: Projecti
         history_target=int(ctx.param("history_target", trigger.HISTORY_TARGET)),
         history_max=int(ctx.param("history_max", trigger.HISTORY_MAX)),
     )
-    used = None
+    used: dict[str, int] | None = None
     room = (projection.notes.get("budgets") or {}).get("history") if projection is not None else None
     if isinstance(room, int) and not isinstance(room, bool):
         # The projection's own history room: raised above the target when that kept assistant originals.

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from compaction_lab.core import paths
-from compaction_lab.core.projection import STAND_IN_LABEL, Projection, SummaryReceipt, SummaryRequest
+from compaction_lab.core.projection import STAND_IN_LABEL, Projection, SummaryReceipt, SummaryRequest, chat_messages
 from compaction_lab.core.session import Record, Session
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
 from compaction_lab.summarize import NoneProvider, SummaryProvider, SummaryUnavailable
@@ -198,6 +198,18 @@ ROLE_OF_KIND: Mapping[str, str] = {
 def role_of(record: Record) -> str:
     """Chat role a record is rendered with in a projection."""
     return ROLE_OF_KIND.get(record.kind, "user")
+
+
+def record_messages(records: Sequence[Record]) -> list[dict[str, Any]]:
+    """The chat messages a session's own request sends for these records.
+
+    The boundary rule of `Projection.messages` (`projection.chat_messages`): the blocks of one entry
+    join, distinct entries stay distinct messages. System-role records are left out (the call shape's
+    system prompt is the request's system); a session whose log holds other system records (Codex
+    developer messages) is sent without them. The cost model prices the session's previous request by
+    this rule, and a strategy that forks the conversation (claude-code) sends the very same messages.
+    """
+    return chat_messages((role_of(r), r.text, "entry:" + r.entry_id) for r in records if role_of(r) != "system")
 
 
 def read_prompt(path: Any, default: str) -> str:

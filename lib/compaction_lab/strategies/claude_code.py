@@ -90,6 +90,7 @@ import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from compaction_lab.core.projection import Projection, Segment, SummaryReceipt, SummaryRequest
 from compaction_lab.core.session import Record, Session
@@ -100,6 +101,7 @@ from compaction_lab.strategies.base import (
     est_chars4,
     history,
     read_prompt,
+    record_messages,
     summary_label,
 )
 from compaction_lab.summarize.extractive import empty_template
@@ -257,9 +259,7 @@ def _messages(records: Sequence[Record]) -> list[dict[str, str]]:
     The one rule the cost model prices the session's previous request by
     (`cost.model`), so the fork carries the very same messages by construction.
     """
-    from compaction_lab.cost.model import _messages_of_records  # lazy: cost imports the strategies
-
-    return [dict(m) for m in _messages_of_records(records)]
+    return [dict(m) for m in record_messages(records)]
 
 
 def _turn_starts(records: Sequence[Record]) -> list[int]:
@@ -376,7 +376,7 @@ class ClaudeCode:
 
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
         recs = live_history(session, cut, ctx)
-        notes: dict[str, object] = {
+        notes: dict[str, Any] = {
             "label_tag": self.label_tag,
             "summarised": len(recs),
             "microcompact_cleared": 0,
@@ -450,7 +450,7 @@ class ClaudeCode:
         )
 
     def _reattach(
-        self, recs: Sequence[Record], ctx: CompactionContext, room: int, notes: dict[str, object]
+        self, recs: Sequence[Record], ctx: CompactionContext, room: int, notes: dict[str, Any]
     ) -> list[Segment]:
         """Re-attached recent files (newest first) and the todo list, within upstream's budgets and `room`."""
         cnt = counter(ctx.encoding)
@@ -469,7 +469,7 @@ class ClaudeCode:
                 room -= t
                 notes["todo_entry"] = todo.entry_id
             else:
-                notes["reattach_dropped"].append(todo.entry_id)  # type: ignore[union-attr]
+                notes["reattach_dropped"].append(todo.entry_id)
                 todo_seg = None
         out: list[Segment] = []
         budget = int(ctx.param("reattach_token_budget", FILES_TOKEN_BUDGET))
@@ -505,12 +505,12 @@ class ClaudeCode:
             est = sum(est_chars4(s.text) for s in segs)  # upstream's rough estimate of the attachment
             need = sum(cnt.count_many([s.text for s in segs]))
             if rough + est > budget or need > room:
-                notes["reattach_dropped"].append(rec.entry_id)  # type: ignore[union-attr]
+                notes["reattach_dropped"].append(rec.entry_id)
                 continue
             rough += est
             room -= need
             out += segs
-            notes["reattached_files"].append(path)  # type: ignore[union-attr]
+            notes["reattached_files"].append(path)
         return out + ([todo_seg] if todo_seg is not None else [])
 
     def _summarise(self, req: SummaryRequest, ctx: CompactionContext) -> tuple[str, SummaryReceipt]:

@@ -89,7 +89,10 @@ class ToolRecord:
 
     @property
     def result(self) -> Record:
-        return self.output if self.output is not None else self.call  # type: ignore[return-value]
+        if self.output is not None:
+            return self.output
+        assert self.call is not None  # __post_init__ rejects a tool record with neither call nor output
+        return self.call
 
     @property
     def tool(self) -> str:
@@ -156,8 +159,9 @@ def tool_records(records: Iterable[Record]) -> list[ToolRecord]:
 
 def _as_tool_records(records: Sequence[Record] | Sequence[ToolRecord]) -> list[ToolRecord]:
     items = list(records)
-    if items and all(isinstance(x, ToolRecord) for x in items):
-        return sorted(items, key=lambda t: t.source_order)  # type: ignore[arg-type, return-value]
+    tools = [x for x in items if isinstance(x, ToolRecord)]
+    if items and len(tools) == len(items):
+        return sorted(tools, key=lambda t: t.source_order)
     return tool_records(x for x in items if isinstance(x, Record))
 
 
@@ -166,7 +170,7 @@ def _as_tool_records(records: Sequence[Record] | Sequence[ToolRecord]) -> list[T
 
 def is_priority_target(target: str | None) -> bool:
     """Rule 2: does a target (path or command) look like config / schema / validation / test?"""
-    return bool(target) and PRIORITY_TARGET_RE.search(target) is not None  # type: ignore[arg-type]
+    return bool(target and PRIORITY_TARGET_RE.search(target))
 
 
 def error_records(records: Sequence[ToolRecord]) -> list[ToolRecord]:

@@ -252,9 +252,12 @@ class _Counts:
             self.values[i] = n
 
     def __getitem__(self, i: int) -> int:
-        if self.values[i] is None:  # counting backwards from i: fill the chunk before it too
+        v = self.values[i]
+        if v is None:  # counting backwards from i: fill the chunk before it too
             self.fill(range(max(0, i - _COUNT_CHUNK + 1), i + 1))
-        return self.values[i]  # type: ignore[return-value]
+            v = self.values[i]
+            assert v is not None  # fill counted every index of the chunk, i included
+        return v
 
 
 # --------------------------------------------------------------------------- tail

@@ -856,6 +856,7 @@ class PiStrategy:
         receipt = replace(receipt, text=body)
         summary = body + lists_text
         req = hist_req or pre_req
+        assert req is not None  # hist_req is None only on a split turn, which always builds pre_req
         key = "compaction-summary"
         segs.append(Segment("header", "user", SUMMARY_OPEN, message=key, label="pi summary prefix"))
         segs.append(

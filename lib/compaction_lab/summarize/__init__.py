@@ -21,45 +21,9 @@ output cap) and returns text plus usage.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from compaction_lab.core.projection import SummaryRequest
-
-
-class SummaryUnavailable(RuntimeError):
-    """The provider cannot produce a summary (none configured, unreachable, failed)."""
-
-
-@dataclass(frozen=True)
-class SummaryResult:
-    """A provider's answer and the usage it reports (zeros when nothing was billed)."""
-
-    text: str
-    input_tokens: int = 0
-    cached_tokens: int = 0
-    output_tokens: int = 0
-
-
-@runtime_checkable
-class SummaryProvider(Protocol):
-    """Anything that turns a `SummaryRequest` into a `SummaryResult`."""
-
-    name: str
-    stand_in: bool
-
-    def summarize(self, request: SummaryRequest) -> SummaryResult:  # pragma: no cover - protocol
-        ...
-
-
-class NoneProvider:
-    """No summary provider: every request is unavailable (zero cost)."""
-
-    name = "none"
-    stand_in = False
-
-    def summarize(self, request: SummaryRequest) -> SummaryResult:
-        raise SummaryUnavailable("no summary provider configured (provider 'none')")
+from compaction_lab.summarize.base import NoneProvider, SummaryProvider, SummaryResult, SummaryUnavailable
 
 
 def get_provider(name: str, model: Any = None) -> SummaryProvider:

@@ -95,7 +95,7 @@ from typing import Any
 from compaction_lab.core.projection import SummaryRequest
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
 from compaction_lab.ingest.base import content_text
-from compaction_lab.summarize import SummaryResult
+from compaction_lab.summarize.base import SummaryResult
 
 # --------------------------------------------------------------------------- scaffolding
 
@@ -291,7 +291,8 @@ def _tool_call_args(message: Mapping[str, Any]) -> list[str]:
     for call in message.get("tool_calls") or ():
         if not isinstance(call, Mapping):
             continue
-        fn = call.get("function") if isinstance(call.get("function"), Mapping) else call
+        function = call.get("function")
+        fn: Mapping[str, Any] = function if isinstance(function, Mapping) else call
         args = fn.get("arguments")
         if isinstance(args, str):
             out.append(args)
@@ -306,7 +307,7 @@ def parse_blocks(text: str, start: int = 0) -> list[Block]:
     if m:
         text = m.group(2)
     marks = list(_BLOCK_RE.finditer(text))
-    out = []
+    out: list[Block] = []
     for i, mk in enumerate(marks):
         end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
         body = text[mk.end() : end].strip()
@@ -686,7 +687,7 @@ def fill(
 
     leaves = [(i, s) for i, s in enumerate(template.sections) if s.source is not None]
     order = sorted(leaves, key=lambda t: (t[1].priority, t[0]))
-    pools = {i: list(candidates.get(s.source, ()))[: s.max_items] for i, s in leaves}
+    pools = {i: list(candidates.get(s.source or "", ()))[: s.max_items] for i, s in leaves}  # leaves have a source
     sizes = dict(
         zip(
             (id(it) for i, _ in leaves for it in pools[i]),

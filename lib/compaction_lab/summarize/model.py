@@ -21,17 +21,17 @@ to deterministic, with the receipt saying so).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from compaction_lab.core.projection import SummaryRequest
-from compaction_lab.summarize import SummaryResult, SummaryUnavailable
+from compaction_lab.summarize.base import SummaryResult, SummaryUnavailable
 
 #: Prefix of a tool output sent as a user message (see the module docstring).
 TOOL_OUTPUT_PREFIX = "[tool output]\n"
 
 
-def wire_messages(messages: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def wire_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Messages as an endpoint accepts them: tool messages without a call id become user messages."""
     out = []
     for m in messages:

@@ -519,7 +519,7 @@ class _ChainBuilder:
         for _ in range(rng.choice((0, 0, 1, 2))):
             edits.append(lambda: self._c_edit(_pick(rng, area.modules)))
         for make in edits:
-            blocks = []
+            blocks: list[tuple[str, str, _Note | None, _Draft | None]] = []
             if rng.random() < 0.2:
                 blocks.append(
                     (
@@ -568,7 +568,7 @@ class _ChainBuilder:
             style = rng.choice(("q", "q", "default", "verbose"))
             cmd = self._test_cmd([area], style)
             out, failures = _testruns.run_tests(world, [area], rng.randint(1, 2) if failing else 0, style)
-            blocks = (
+            blocks: list[tuple[str, str, _Note | None, _Draft | None]] = (
                 []
                 if rng.random() < 0.5
                 else [
@@ -674,14 +674,13 @@ class _ChainBuilder:
         if self.user_turns < self.next_followup:
             return
         horizon = len(self.records) - 8  # "earlier" means not the last few records
-        eligible = [
-            i for i in range(1, max(1, horizon)) if self.notes[i] is not None and self.notes[i].kind != "followup"
-        ]
+        eligible = [i for i in range(1, max(1, horizon)) if (n := self.notes[i]) is not None and n.kind != "followup"]
         if not eligible:
             return
         i = _pick(rng, eligible)
         target, note = self.records[i], self.notes[i] or _Note("", "misc")
         pointer = target.pointer
+        table: tuple[str, ...]
         if pointer == "user":
             table = _FOLLOWUP_USER
         elif pointer == "assistant":

@@ -165,11 +165,9 @@ def _pytest(world: _World, areas, all_tests, failures: list[_Failure], style: st
         chunk = dots[i : i + 72]
         out.append(chunk.ljust(72) + f" [{100 * (i + len(chunk)) // n:>3}%]")
     if failures:
-        out += [
-            "" if not quiet else None,
-            "=================================== FAILURES ===================================",
-        ]
-        out = [x for x in out if x is not None]
+        if not quiet:
+            out.append("")
+        out.append("=================================== FAILURES ===================================")
         for f in failures:
             out += _py_failure_section(world, f)
         out.append("=========================== short test summary info ============================")

@@ -49,7 +49,7 @@ def lint(world: _World, tool: str, n_err: int) -> str:
     if tool == "ruff":
         if not finds:
             return "All checks passed!"
-        msgs = (
+        msgs: tuple[str, ...] = (
             "F401 [*] `«attr»` imported but unused",
             "E501 Line too long («k» > 100)",
             "F841 Local variable `«noun»` is assigned to but never used",
