@@ -2,10 +2,12 @@ import base64
 import json
 
 import altair as alt
+import pandas as pd
 import pytest
 from conftest import make_session
 
 from compaction_lab import composition
+from compaction_lab.core import paths
 from compaction_lab.report import charts
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -177,3 +179,43 @@ def test_fig9_says_not_measured_without_rounds():
 
     text = json.dumps(charts.fig9_open_book(pd.DataFrame()).to_dict())
     assert "not measured" in text
+
+
+def test_every_figure_is_one_hop_from_the_registry():
+    """The registry names each figure's drawing function here; every figure function is registered once,
+    and the chart shows the registry's title (read at draw time, so the report's caption and the chart agree)."""
+    import inspect
+
+    from compaction_lab.report import charts as ch
+
+    drawn = {f.draw for f in ch.FIGURES}
+    public = {
+        fn
+        for name, fn in inspect.getmembers(ch, inspect.isfunction)
+        if fn.__module__ == ch.__name__
+        and (name.startswith("fig") or name == "pointer_mix_sensitivity")
+        and name not in ("figure",)
+    }
+    assert drawn == public
+    assert len({f.stem for f in ch.FIGURES}) == len(ch.FIGURES)
+    for f in ch.FIGURES:
+        assert ch.figure(f.stem) is f and f.draw.__module__ == ch.__name__
+        assert (paths.NOTEBOOKS_DIR / f"{f.notebook}.ipynb").exists()
+    empty = ch.fig4_size_vs_recall(pd.DataFrame(columns=["strategy_label", "n", "recall"]))
+    assert empty.to_dict()["title"]["text"] == ch.title_of("fig4_size_recall")
+    with pytest.raises(KeyError, match="no figure 'fig99'"):
+        ch.figure("fig99")
+
+
+def test_notebooks_save_only_registered_figures_each_in_its_notebook():
+    import json
+    import re
+
+    from compaction_lab.report import charts as ch
+
+    saved = {}
+    for nb in sorted(paths.NOTEBOOKS_DIR.glob("*.ipynb")):
+        src = "".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code")
+        for stem in re.findall(r'figure_stem\(out, "([a-z0-9_]+)"\)', src):
+            saved[stem] = nb.stem
+    assert saved == {f.stem: f.notebook for f in ch.FIGURES}

@@ -6,6 +6,11 @@ returns an Altair chart; nothing here reads files or computes results.
 and a self-contained HTML (the Vega JavaScript inlined), so figures open
 offline.
 
+`FIGURES` is the registry of every figure: its file stem in a run folder's
+``figures/``, its title (the one the chart and the report both show), the
+function here that draws it and the notebook that saves it. `share` and the
+report read it; every figure's code is one hop from its entry.
+
 In notebooks, `setup_notebook()` enables the theme and a renderer that emits
 both the interactive Vega-Lite spec (JupyterLab) and a PNG (nbconvert HTML,
 GitHub, any viewer that cannot run Vega), so a rendered report needs no CDN.
@@ -14,8 +19,10 @@ GitHub, any viewer that cannot run Vega), so a rendered report needs no CDN.
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import altair as alt
 import pandas as pd
@@ -198,7 +205,7 @@ def fig2_composition(comp: pd.DataFrame, pointers: pd.DataFrame, *, width: int =
         alt.hconcat(left, right, spacing=40)
         # Kinds and pointers are different variables: never merge their colour scales.
         .resolve_scale(color="independent")
-        .properties(title=alt.TitleParams("Figure 2 — context composition", fontSize=17))
+        .properties(title=alt.TitleParams(title_of("fig2_composition"), fontSize=17))
     )
 
 
@@ -254,7 +261,7 @@ def fig7_projection_anatomy(table: pd.DataFrame, *, width: int = 560) -> alt.Cha
         .properties(
             width=width,
             title=alt.TitleParams(
-                "Figure 7 — one complete projection per strategy",
+                title_of("fig7_projection_anatomy"),
                 subtitle="originals are never deleted: segments show what the next request sees and where it came from",
             ),
         )
@@ -316,7 +323,7 @@ def fig8_trigger_and_budgets(triggers: pd.DataFrame, budgets: pd.DataFrame, *, w
     return (
         alt.vconcat(top, bottom, spacing=30)
         .resolve_scale(color="independent")
-        .properties(title=alt.TitleParams("Figure 8 — the trigger and the budgets", fontSize=17))
+        .properties(title=alt.TitleParams(title_of("fig8_trigger_budgets"), fontSize=17))
     )
 
 
@@ -367,7 +374,7 @@ def fig1_retained(answers: pd.DataFrame, *, width: int = 520) -> alt.LayerChart 
         Closed-book answers (strategy_label, reader_label, pointer, decoy, correct).
     """
     if "decoy" not in answers or not (~answers["decoy"].astype(bool)).any():
-        return no_data("Figure 1 — what can still be answered after compaction")
+        return no_data(title_of("fig1_retained"))
     use_theme()
     real = answers[~answers["decoy"]]
     n = real.groupby("strategy_label").size()
@@ -410,7 +417,7 @@ def fig1_retained(answers: pd.DataFrame, *, width: int = 520) -> alt.LayerChart 
     return (bars + text).properties(
         width=width,
         title=alt.TitleParams(
-            "Figure 1 — what can still be answered after compaction",
+            title_of("fig1_retained"),
             subtitle=f"closed book; reader: {reader}" if reader else "closed book",
         ),
     )
@@ -454,12 +461,12 @@ def fig3_retained_tokens(recall: pd.DataFrame, *, width: int = 260) -> alt.HConc
         `exam.stats.recall_table` output (strategy_label, retained, n, projection_tokens).
     """
     if recall.empty or not (recall["n"] > 0).any():
-        return no_data("Figure 3 — recall and tokens")
+        return no_data(title_of("fig3_recall_tokens"))
     use_theme()
     left, right = _fig3_panels(recall, width)
     return alt.hconcat(left, right, spacing=20).properties(
         title=alt.TitleParams(
-            "Figure 3 — recall and tokens",
+            title_of("fig3_recall_tokens"),
             subtitle=_who_answered(recall, "money per point of recall: see the cost notebook"),
         )
     )
@@ -474,7 +481,7 @@ def fig4_size_vs_recall(recall: pd.DataFrame, *, width: int = 480) -> alt.LayerC
         strategy_label, projection_tokens, recall, ci_low, ci_high.
     """
     if recall.empty or not (recall["n"] > 0).any():
-        return no_data("Figure 4 — projection size against recall")
+        return no_data(title_of("fig4_size_recall"))
     use_theme()
     data = recall[recall["projection_tokens"] > 0]
     base = alt.Chart(data).encode(
@@ -499,7 +506,7 @@ def fig4_size_vs_recall(recall: pd.DataFrame, *, width: int = 480) -> alt.LayerC
         width=width,
         height=300,
         title=alt.TitleParams(
-            "Figure 4 — projection size against recall",
+            title_of("fig4_size_recall"),
             subtitle=_who_answered(recall, "bars: 95% bootstrap intervals over questions"),
         ),
     )
@@ -524,7 +531,7 @@ def fig9_open_book(outcomes: pd.DataFrame, *, width: int = 520) -> alt.Chart:
         reader, one count column per outcome).
     """
     if outcomes.empty:
-        return no_data("Figure 9 — can retrieval recover the loss?")
+        return no_data(title_of("fig9_open_book"))
     use_theme()
     wide = outcomes.reset_index()
     kinds = [k for k in OUTCOME_COLORS if k in wide.columns]
@@ -554,7 +561,7 @@ def fig9_open_book(outcomes: pd.DataFrame, *, width: int = 520) -> alt.Chart:
         .properties(
             width=width,
             title=alt.TitleParams(
-                "Figure 9 — can retrieval recover the loss?",
+                title_of("fig9_open_book"),
                 subtitle=f"reader: {readers}" if readers else "where the values went, per round",
             ),
         )
@@ -570,7 +577,7 @@ def pointer_mix_sensitivity(sens: pd.DataFrame, *, width: int = 480) -> alt.Char
         `exam.stats.sensitivity_table` output (s, default, strategy_label, recall, rank).
     """
     if sens.empty:
-        return no_data("Sensitivity to the question mix")
+        return no_data(title_of("sensitivity_mix"))
     use_theme()
     line = sens[~sens["default"].astype(bool)].copy()
     return (
@@ -590,7 +597,7 @@ def pointer_mix_sensitivity(sens: pd.DataFrame, *, width: int = 480) -> alt.Char
             width=width,
             height=260,
             title=alt.TitleParams(
-                "Sensitivity to the question mix", subtitle="where lines cross, the ranking of strategies changes"
+                title_of("sensitivity_mix"), subtitle="where lines cross, the ranking of strategies changes"
             ),
         )
     )
@@ -633,16 +640,14 @@ def fig5_compaction_cost(cost: pd.DataFrame, *, width: int = 460) -> alt.Chart:
             ),
             tooltip=["strategy_label", "cache", alt.Tooltip("cost:Q", format=".5f")],
         )
-        .properties(
-            width=width, title=alt.TitleParams("Figure 5 — compaction cost, cold vs cache-served", subtitle=sub)
-        )
+        .properties(width=width, title=alt.TitleParams(title_of("fig5_compaction_cost"), subtitle=sub))
     )
 
 
 def fig6_cost_per_point(cost: pd.DataFrame, *, width: int = 460) -> alt.Chart:
     """Figure 6: one compaction plus T later turns, per point of recall (one price table and simulator)."""
     if cost.empty or not cost["cost_per_point"].notna().any():
-        return no_data("Figure 6 — one compaction + later turns, per point of recall")
+        return no_data(title_of("fig6_cost_per_point"))
     use_theme()
     data = cost[cost["cost_per_point"].notna()].copy()
     cur = data["currency"].iloc[0] if len(data) else ""
@@ -656,7 +661,7 @@ def fig6_cost_per_point(cost: pd.DataFrame, *, width: int = 460) -> alt.Chart:
     return (base.mark_bar(color="#b279a2") + base.mark_text(align="left", dx=4).encode(text="label:N")).properties(
         width=width,
         title=alt.TitleParams(
-            f"Figure 6 — one compaction + {turns} turns, per point of recall",
+            title_of("fig6_cost_per_point").replace("T turns", f"{turns} turns"),
             subtitle="recall from the closed-book exam; cache simulated",
         ),
     )
@@ -665,7 +670,7 @@ def fig6_cost_per_point(cost: pd.DataFrame, *, width: int = 460) -> alt.Chart:
 def fig3_complete(recall: pd.DataFrame, cost: pd.DataFrame, *, width: int = 220) -> alt.HConcatChart | alt.Chart:
     """Figure 3, complete: retained | tokens | money per point of recall (one price table and simulator)."""
     if recall.empty or not (recall["n"] > 0).any():
-        return no_data("Figure 3 — recall, tokens and money")
+        return no_data(title_of("fig3_complete"))
     use_theme()
     left, right = _fig3_panels(recall, width)
     order = list(recall.sort_values("retained", ascending=False)["strategy_label"])
@@ -683,7 +688,7 @@ def fig3_complete(recall: pd.DataFrame, cost: pd.DataFrame, *, width: int = 220)
     )
     return alt.hconcat(left, right, money, spacing=20).properties(
         title=alt.TitleParams(
-            "Figure 3 — recall, tokens and money",
+            title_of("fig3_complete"),
             subtitle=_who_answered(
                 recall, "money: one compaction + later turns, cache simulated on the real token sequences"
             ),
@@ -710,7 +715,7 @@ def fig_recorded(table: pd.DataFrame, *, width: int = 420) -> alt.Chart:
         `exam.recorded.comparison_table` (case_id, agent, model, strategy_label,
         recorded, own_agent, recall, ci_low, ci_high, retained, n).
     """
-    title = "Real compactions — what the agent's own compaction kept, beside every arm"
+    title = title_of("fig_recorded")
     if table.empty or not (table["n"] > 0).any():
         return no_data(title, NO_RECORDED)
     use_theme()
@@ -767,3 +772,90 @@ def fig_recorded(table: pd.DataFrame, *, width: int = 420) -> alt.Chart:
             )
         )
     )
+
+
+# --------------------------------------------------------------------------- the registry
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """One figure of the suite.
+
+    Attributes
+    ----------
+    stem : str
+        Its file name (without extension) in a run folder's ``figures/``.
+    title : str
+        The title the chart shows and the report captions it with.
+    draw : callable
+        The function here that draws it.
+    notebook : str
+        The notebook that draws and saves it.
+    """
+
+    stem: str
+    title: str
+    draw: Callable[..., Any]
+    notebook: str
+
+
+#: Every figure, in reading order (figure 3 comes twice: recall-only from notebook 03, with its money
+#: panel from notebook 04).
+FIGURES: tuple[FigureSpec, ...] = (
+    FigureSpec(
+        "fig1_retained", "Figure 1 — what can still be answered after compaction", fig1_retained, "03_closed_book_exam"
+    ),
+    FigureSpec("fig2_composition", "Figure 2 — context composition", fig2_composition, "01_context_composition"),
+    FigureSpec("fig3_complete", "Figure 3 — recall, tokens and money", fig3_complete, "04_cost_model"),
+    FigureSpec("fig3_recall_tokens", "Figure 3 — recall and tokens", fig3_retained_tokens, "03_closed_book_exam"),
+    FigureSpec(
+        "fig4_size_recall", "Figure 4 — projection size against recall", fig4_size_vs_recall, "03_closed_book_exam"
+    ),
+    FigureSpec(
+        "fig5_compaction_cost",
+        "Figure 5 — compaction cost, cold vs cache-served",
+        fig5_compaction_cost,
+        "04_cost_model",
+    ),
+    FigureSpec(
+        "fig6_cost_per_point",
+        "Figure 6 — one compaction + T turns, per point of recall",
+        fig6_cost_per_point,
+        "04_cost_model",
+    ),
+    FigureSpec(
+        "fig7_projection_anatomy",
+        "Figure 7 — one complete projection per strategy",
+        fig7_projection_anatomy,
+        "02_projection_anatomy",
+    ),
+    FigureSpec(
+        "fig8_trigger_budgets",
+        "Figure 8 — the trigger and the budgets",
+        fig8_trigger_and_budgets,
+        "02_projection_anatomy",
+    ),
+    FigureSpec("fig9_open_book", "Figure 9 — can retrieval recover the loss?", fig9_open_book, "05_open_book_exam"),
+    FigureSpec("sensitivity_mix", "Sensitivity to the question mix", pointer_mix_sensitivity, "03_closed_book_exam"),
+    FigureSpec(
+        "fig_recorded",
+        "Real compactions — what the agent's own compaction kept, beside every arm",
+        fig_recorded,
+        "03_closed_book_exam",
+    ),
+)
+
+_BY_STEM: dict[str, FigureSpec] = {f.stem: f for f in FIGURES}
+
+
+def figure(stem: str) -> FigureSpec:
+    """The registry entry of a figure, by its file stem."""
+    try:
+        return _BY_STEM[stem]
+    except KeyError:
+        raise KeyError(f"no figure {stem!r}; known: {', '.join(_BY_STEM)}") from None
+
+
+def title_of(stem: str) -> str:
+    """A figure's title, from the registry."""
+    return figure(stem).title

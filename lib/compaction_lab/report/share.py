@@ -17,24 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from compaction_lab.report import runfolder
-
-#: The figures of a run, in reading order: (file stem, title). Figure 3 comes twice when
-#: the cost notebook ran: with its money panel (fig3_complete) and recall-only (notebook 03).
-FIGURES: tuple[tuple[str, str], ...] = (
-    ("fig1_retained", "Figure 1 — questions retained per strategy (closed book)"),
-    ("fig2_composition", "Figure 2 — what fills the window, and where follow-ups point"),
-    ("fig3_complete", "Figure 3 — retained | projection tokens | money per point of recall"),
-    ("fig3_recall_tokens", "Figure 3 — retained | projection tokens"),
-    ("fig4_size_recall", "Figure 4 — projection size against recall"),
-    ("fig5_compaction_cost", "Figure 5 — compaction cost, cold and cache-served"),
-    ("fig6_cost_per_point", "Figure 6 — one compaction + T turns, per point of recall"),
-    ("fig7_projection_anatomy", "Figure 7 — anatomy of each projection"),
-    ("fig8_trigger_budgets", "Figure 8 — triggers and budgets"),
-    ("fig9_open_book", "Figure 9 — the open book: answers and tool calls per round"),
-    ("sensitivity_mix", "Sensitivity — recall under other question mixes"),
-    ("fig_recorded", "Real compactions — the agent's own compaction beside every arm"),
-)
+from compaction_lab.report import charts, runfolder
 
 #: Table name of the headline in a run folder (written by notebook 06).
 HEADLINE = "headline"
@@ -324,12 +307,13 @@ def recorded_block(run_dir: Path) -> RecordedBlock | None:
 
 
 def figures(run_dir: Path) -> list[Figure]:
-    """Every figure the run saved, in `FIGURES` order, then any others by name."""
+    """Every figure the run saved, in the registry's order (`charts.FIGURES`), then any others by name."""
     d = Path(run_dir) / runfolder.FIGURES
-    known = {stem for stem, _ in FIGURES}
+    registered = [(f.stem, f.title) for f in charts.FIGURES]
+    known = {stem for stem, _ in registered}
     extra = sorted({p.stem for p in d.glob("*.svg")} - known) if d.exists() else []
     # Figures a later notebook adds still reach the report, after the known ones, titled by name.
-    wanted = [*FIGURES, *((stem, stem.replace("_", " ")) for stem in extra)]
+    wanted = [*registered, *((stem, stem.replace("_", " ")) for stem in extra)]
     found = []
     for stem, title in wanted:
         files = [d / f"{stem}.{ext}" for ext in ("png", "svg", "html")]
