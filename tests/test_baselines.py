@@ -4,7 +4,6 @@ sessions, properties on random sessions, and runs on the real fixtures and synth
 from __future__ import annotations
 
 import dataclasses
-import time
 from pathlib import Path
 
 import pytest
@@ -594,8 +593,6 @@ def test_one_million_token_session_is_fast():
     sess = Session(id=base.id, source_format="synthetic", records=tuple(recs))
     ctx = CompactionContext(window=1_000_000, output_ceiling=32_000, summarizer=ExtractiveProvider())
     strategies.compact(sess, "full", ctx=ctx)  # warm the token cache once
-    for name in NAMES:
-        t = time.perf_counter()
+    for name in NAMES:  # how fast: `make bench BENCH=strategies`
         p = strategies.compact(sess, name, ctx=ctx)
-        assert time.perf_counter() - t < 1.0, name
         assert p.tokens > 0

@@ -187,7 +187,8 @@ def test_codex_rollout_older_instructions_field(tmp_path: Path):
 
 
 def test_codex_rollout_compressed(tmp_path: Path):
-    zstandard = pytest.importorskip("zstandard")
+    import zstandard
+
     dst = tmp_path / (CODEX_MAIN.name + ".zst")
     dst.write_bytes(zstandard.ZstdCompressor().compress(CODEX_MAIN.read_bytes()))
     assert capture.shape_from_codex_session(dst, "z") == capture.shape_from_codex_session(CODEX_MAIN, "z")

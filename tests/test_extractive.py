@@ -4,7 +4,6 @@ every request shape built by hand, and properties on random requests."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from conftest import SHARED_FIXTURES
@@ -585,9 +584,7 @@ def test_real_fixture_sessions(template):
 def test_synthetic_chain_fast_and_sane():
     s = synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1, window_tokens=128_000))[0].session
     for req in _session_requests(s, "futureos-handoff", 4096):
-        t = time.perf_counter()
-        res = ExtractiveProvider().summarize(req)
-        assert time.perf_counter() - t < 1.0
+        res = ExtractiveProvider().summarize(req)  # how fast: `make bench BENCH=strategies`
         assert 1000 < res.output_tokens <= 4096
         assert res.input_tokens > 100_000
         assert_only_request_text(res.text, req)

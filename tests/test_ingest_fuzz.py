@@ -814,26 +814,37 @@ def test_bug_deeply_nested_document_is_a_malformed_json_skip(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "doc",
+    "doc, kept",
     [
-        b'{"trajectory": [{"action": "ls", "tool_calls": 7}]}',
-        b'{"history": [{"role": "assistant", "content": "x", "thinking_blocks": 5}], "info": {}}',
+        (b'{"trajectory": [{"action": "ls", "tool_calls": 7}]}', [("tool_call", "ls")]),
+        (
+            b'{"history": [{"role": "assistant", "content": "x", "thinking_blocks": 5}], "info": {}}',
+            [("assistant", "x")],
+        ),
     ],
     ids=["trajectory-tool_calls", "history-thinking_blocks"],
 )
-def test_bug_swe_agent_non_list_blocks_are_skipped(tmp_path, doc):
+def test_bug_swe_agent_non_list_blocks_are_skipped(tmp_path, doc, kept):
+    """A block list that is not a list is ignored; the step's own text is kept, nothing is skipped."""
     path = tmp_path / "t.traj"
     path.write_bytes(doc)
-    _import(path, "swe_agent")
+    report = ImportReport()
+    (session,) = list(importer("swe_agent").load(path, report))
+    assert [(r.kind, r.text) for r in session.records] == kept
+    assert report.n_skipped == 0
 
 
 def test_bug_codex_lone_surrogate_in_encrypted_reasoning(tmp_path):
+    """An encrypted reasoning item holding a lone surrogate imports as an empty reasoning record, noted."""
     path = tmp_path / "rollout.jsonl"
     path.write_bytes(
         b'{"timestamp": "t", "type": "response_item", "payload": '
         b'{"type": "reasoning", "summary": [], "encrypted_content": "\\ud800"}}\n'
     )
-    _import(path, "codex")
+    report = ImportReport()
+    (session,) = list(importer("codex").load(path, report))
+    assert [(r.kind, r.text) for r in session.records] == [("reasoning", "")]
+    assert report.n_skipped == 0 and report.notes["lone_surrogates_replaced"] == 1
 
 
 def test_bug_corrupt_zstd_magic_is_not_a_crash(tmp_path):

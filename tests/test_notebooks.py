@@ -12,9 +12,21 @@ from compaction_lab.report import run as report
 NOTEBOOKS = sorted(paths.NOTEBOOKS_DIR.glob("*.ipynb"))
 
 
-def test_there_are_chain_notebooks():
-    assert [p.stem for p in NOTEBOOKS][:1] == ["01_context_composition"]
-    assert report.chain_notebooks() == [p.stem for p in NOTEBOOKS]
+#: The chain, in data-flow order (ARCHITECTURE.md): the notebooks every full profile runs.
+CHAIN = [
+    "01_context_composition",
+    "02_projection_anatomy",
+    "03_closed_book_exam",
+    "04_cost_model",
+    "05_open_book_exam",
+    "06_share",
+]
+
+
+def test_the_chain_is_the_six_notebooks_in_flow_order():
+    assert report.chain_notebooks() == CHAIN
+    for name in ("default", "my_sessions", "model"):
+        assert list(report.load_profile(name).notebooks) == CHAIN, name
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

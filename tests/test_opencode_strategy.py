@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -352,7 +351,8 @@ def test_template_sections_and_empty_template():
 
 
 def test_empty_template_matches_the_extractive_providers_rendering():
-    extractive = pytest.importorskip("compaction_lab.summarize.extractive")
+    from compaction_lab.summarize import extractive
+
     assert oc.EMPTY_SUMMARY == extractive.empty_template("opencode-template")
 
 
@@ -628,7 +628,8 @@ def test_version_main_is_pinned_and_labelled():
     assert p.notes["opencode_version"] == "main" and p.notes["version_label"] == "opencode main @31e22f6"
     assert p.notes["upstream_commit"] == oc.UPSTREAM_COMMITS["main"]
     assert p.notes["label_tag"] == "main @31e22f6"
-    anatomy = pytest.importorskip("compaction_lab.strategies.anatomy")
+    from compaction_lab.strategies import anatomy
+
     if "label_tag" in (anatomy.strategy_label.__doc__ or ""):
         assert anatomy.strategy_label(p) == "opencode (main @31e22f6)"
     assert p.capacity == 200_000 - 32_000 - 20_000  # reserved subtracted without an input limit
@@ -1005,10 +1006,9 @@ def test_large_session_is_fast():
         ]
     s = make_session(items)
     assert sum(est_chars4(r.text) for r in s.records) > 1_000_000
-    for prune in (False, True):
-        t = time.perf_counter()
-        oc.STRATEGY.compact(s, len(s.records), CompactionContext(window=1_000_000, params={"prune": prune}))
-        assert time.perf_counter() - t < 1.0
+    for prune in (False, True):  # how fast: `make bench BENCH=strategies`
+        p = oc.STRATEGY.compact(s, len(s.records), CompactionContext(window=1_000_000, params={"prune": prune}))
+        assert p.notes["prune"] is prune and p.summary_request is not None
 
 
 @settings(max_examples=50, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
