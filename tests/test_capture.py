@@ -10,6 +10,7 @@ import pytest
 from compaction_lab import capture, cli
 from compaction_lab.capture import CaptureError
 from compaction_lab.core import paths
+from compaction_lab.core.fingerprints import shape_fingerprint
 from compaction_lab.core.projection import SummaryRequest
 from compaction_lab.strategies import CallShape
 
@@ -131,7 +132,7 @@ def test_legacy_functions_become_tools():
 def test_fingerprint_matches_a_request_carrying_the_shape():
     shape = capture.shape_from_request(_chat_request(), "fp")
     req = SummaryRequest("s", "prefix-shared", shape.system_prompt, shape.tools, (), "t", 1)
-    assert capture.shape_fingerprint(shape) == req.shape_fingerprint()
+    assert shape_fingerprint(shape.system_prompt, shape.tools) == req.shape_fingerprint()
 
 
 @pytest.mark.parametrize(
@@ -227,7 +228,7 @@ def test_cli_capture_shape(tmp_path: Path, capsys):
     assert cli.main(args) == 0
     printed = capsys.readouterr().out
     shape = CallShape.load(out)
-    assert str(out) in printed and capture.shape_fingerprint(shape) in printed
+    assert str(out) in printed and shape_fingerprint(shape.system_prompt, shape.tools) in printed
     assert SECRET not in out.read_text()
 
     assert cli.main(args) == 2  # exists, no --force

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from compaction_lab import cli, verify
-from compaction_lab.capture import LOCK_NAME, sha256_json
+from compaction_lab.capture import LOCK_NAME
 from compaction_lab.core import paths
+from compaction_lab.core.fingerprints import sha256_json
 from compaction_lab.exam import readers, reading
 from compaction_lab.strategies import CallShape, codex, futureos, opencode
 

@@ -19,7 +19,6 @@ cannot end up in ``data/shapes``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -27,7 +26,6 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from compaction_lab.core import paths
-from compaction_lab.core.projection import canonical_json  # the form every fingerprint hashes
 from compaction_lab.ingest.base import ImportReport, content_text, iter_jsonl
 from compaction_lab.strategies.base import CallShape
 
@@ -58,25 +56,6 @@ class CaptureError(ValueError):
 
 
 # --------------------------------------------------------------------------- fingerprints
-
-
-def sha256_text(text: str) -> str:
-    """sha256 hex digest of a text's UTF-8 bytes."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def sha256_json(obj: Any) -> str:
-    """sha256 of an object's `canonical_json`."""
-    return sha256_text(canonical_json(obj))
-
-
-def shape_fingerprint(shape: CallShape) -> str:
-    """sha256 of a shape's system prompt and tool definitions.
-
-    The same formula as `SummaryRequest.shape_fingerprint`, so a request that
-    carries a shape unchanged has that shape's fingerprint.
-    """
-    return sha256_json({"system": shape.system_prompt, "tools": [dict(t) for t in shape.tools]})
 
 
 def tool_name(tool: Mapping[str, Any]) -> str:
@@ -375,16 +354,12 @@ __all__ = [
     "CaptureError",
     "LOCK_NAME",
     "SYSTEM_ROLES",
-    "canonical_json",
     "check_name",
     "codex_instructions",
     "load_json_file",
     "request_body",
-    "sha256_json",
-    "sha256_text",
     "shape_document",
     "shape_files",
-    "shape_fingerprint",
     "shape_from_codex_session",
     "shape_from_request",
     "shape_from_request_file",

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from compaction_lab import __version__
+from compaction_lab.core.fingerprints import shape_fingerprint
 from compaction_lab.report import run as report
 
 if TYPE_CHECKING:
@@ -531,7 +532,7 @@ def _cmd_capture_shape(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"{path}")
-    print(f"fingerprint {capture.shape_fingerprint(shape)} ({len(shape.tools)} tools)")
+    print(f"fingerprint {shape_fingerprint(shape.system_prompt, shape.tools)} ({len(shape.tools)} tools)")
     print("run `compaction-lab verify --update` to pin it in the verify lock", file=sys.stderr)
     return 0
 

@@ -36,16 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from compaction_lab import strategies
-from compaction_lab.capture import (
-    LOCK_NAME,
-    canonical_json,
-    sha256_json,
-    sha256_text,
-    shape_files,
-    shape_fingerprint,
-    tool_name,
-)
+from compaction_lab.capture import LOCK_NAME, shape_files, tool_name
 from compaction_lab.core import paths
+from compaction_lab.core.fingerprints import canonical_json, sha256_json, sha256_text, shape_fingerprint
 from compaction_lab.core.projection import SummaryRequest
 from compaction_lab.core.session import Record, Session
 from compaction_lab.exam import open_book, readers, reading
@@ -263,7 +256,7 @@ def shape_entry(shape: CallShape) -> dict[str, Any]:
     """A shape's manifest entry: fingerprints of its system prompt and each tool, and the tool order."""
     return {
         "name": shape.name,
-        "fingerprint": shape_fingerprint(shape),
+        "fingerprint": shape_fingerprint(shape.system_prompt, shape.tools),
         "system": sha256_text(shape.system_prompt),
         "tools": _keyed_tools(shape.tools),
         "tool_order": [tool_name(t) for t in shape.tools],

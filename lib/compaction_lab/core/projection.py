@@ -14,12 +14,11 @@ type, so every chart and exam treats them alike:
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from compaction_lab.core import fingerprints
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
 
 #: Segment kinds, in the order a projection usually lists them.
@@ -101,14 +100,6 @@ class Segment:
         object.__setattr__(self, "entry_ids", tuple(self.entry_ids))
 
 
-def canonical_json(obj: Any) -> str:
-    """Compact JSON with sorted keys: the one form every request fingerprint hashes."""
-    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
-_canonical = canonical_json
-
-
 @dataclass(frozen=True)
 class SummaryRequest:
     """The request a strategy sends for its summary, in its documented shape.
@@ -155,11 +146,11 @@ class SummaryRequest:
             "messages": list(self.messages),
             "max_output_tokens": self.max_output_tokens,
         }
-        return hashlib.sha256(_canonical(body).encode("utf-8")).hexdigest()
+        return fingerprints.sha256_json(body)
 
     def shape_fingerprint(self) -> str:
         """sha256 of the call shape only (system prompt + tool definitions)."""
-        return hashlib.sha256(_canonical({"system": self.system, "tools": list(self.tools)}).encode()).hexdigest()
+        return fingerprints.shape_fingerprint(self.system, self.tools)
 
     def to_openai(self) -> dict[str, Any]:
         """The request body an OpenAI-compatible chat endpoint receives."""

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from compaction_lab.core.fingerprints import tools_text
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -124,11 +125,6 @@ _ENCODED = _EncodeCache()
 
 def _encode(encoding: str, text: str) -> np.ndarray:
     return _ENCODED.get(encoding, text) if text else np.empty(0, dtype=np.uint32)
-
-
-def tools_text(tools: Sequence[Mapping[str, Any]]) -> str:
-    """Tool definitions as the model sees them: canonical JSON, or ``""`` when there are none."""
-    return json.dumps([dict(t) for t in tools], sort_keys=True, ensure_ascii=False, indent=1) if tools else ""
 
 
 def _content_text(content: Any) -> str:

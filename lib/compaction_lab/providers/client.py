@@ -42,7 +42,6 @@ text is scrubbed of it, and the openai exception is not chained) or
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -55,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 import openai
 
-from compaction_lab.core.projection import canonical_json as _canonical  # the form SummaryRequest.fingerprint hashes
+from compaction_lab.core.fingerprints import sha256_json  # the form SummaryRequest.fingerprint hashes
 from compaction_lab.cost import prices as prices_mod
 from compaction_lab.providers.config import ModelConfig
 from compaction_lab.providers.ledger import open_ledger
@@ -151,7 +150,7 @@ class BadResponse(ProviderError):
 
 def request_fingerprint(body: Mapping[str, Any]) -> str:
     """sha256 of the canonical JSON (sorted keys, no spaces) of a full request body, model included."""
-    return hashlib.sha256(_canonical(dict(body)).encode("utf-8")).hexdigest()
+    return sha256_json(dict(body))
 
 
 def full_body(config: ModelConfig, body: Mapping[str, Any]) -> dict[str, Any]:

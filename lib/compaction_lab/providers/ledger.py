@@ -49,10 +49,8 @@ from typing import Any
 import pandas as pd
 
 from compaction_lab.core import paths
+from compaction_lab.core.fingerprints import canonical_json  # the fingerprints' form: stored JSON re-hashes identically
 from compaction_lab.core.processes import pid_alive
-from compaction_lab.core.projection import (
-    canonical_json as _canonical,  # the fingerprints' form: stored JSON re-hashes identically
-)
 from compaction_lab.providers.usage import Usage
 from compaction_lab.store.checkpoints import immediate  # one write transaction for both stores
 
@@ -245,7 +243,7 @@ class Ledger:
                     time.time(),
                     os.getpid(),
                     socket.gethostname(),
-                    _canonical(dict(request)),
+                    canonical_json(dict(request)),
                 ),
             )
             if cur.lastrowid is None:  # an INSERT always sets it; None would mean no row was written
@@ -275,7 +273,7 @@ class Ledger:
                 "completion_tokens=?, cost=?, currency=?, latency_s=?, error=NULL WHERE id=?",
                 (
                     time.time(),
-                    _canonical(dict(response)),
+                    canonical_json(dict(response)),
                     int(usage.prompt_tokens),
                     int(usage.cached_tokens),
                     int(usage.completion_tokens),

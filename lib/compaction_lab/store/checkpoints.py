@@ -75,7 +75,6 @@ its shape and fingerprint; the fingerprint is also in the receipt).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
@@ -89,6 +88,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from compaction_lab.core import paths
+from compaction_lab.core.fingerprints import canonical_json, sha256_text, shape_fingerprint
 from compaction_lab.core.processes import pid_alive
 from compaction_lab.core.projection import Projection, Segment, SummaryReceipt
 
@@ -163,6 +163,8 @@ def default_path() -> Path:
 
 
 def _canonical(obj: Any) -> str:
+    """`canonical_json` with sets as sorted lists and mappings as dicts (checkpoint parameters)."""
+
     def default(o: Any) -> Any:
         if isinstance(o, (set, frozenset)):
             return sorted(o, key=lambda x: json.dumps(x, sort_keys=True, default=default))
@@ -170,16 +172,7 @@ def _canonical(obj: Any) -> str:
             return dict(o)
         raise TypeError(f"checkpoint parameter of type {type(o).__name__} is not JSON-serialisable: {o!r}")
 
-    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=default)
-
-
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def shape_fingerprint(shape: Any) -> str:
-    """sha256 of a call shape's system prompt + tool definitions (the `SummaryRequest.shape_fingerprint` body)."""
-    return _sha256(_canonical({"system": shape.system_prompt, "tools": [dict(t) for t in shape.tools]}))
+    return canonical_json(obj, default=default)
 
 
 def checkpoint_params(strategy_name: str, ctx: Any) -> dict[str, Any]:
@@ -193,7 +186,7 @@ def checkpoint_params(strategy_name: str, ctx: Any) -> dict[str, Any]:
         "encoding": ctx.encoding,
         "params": dict(ctx.params),
         "summarizer": getattr(summarizer, "name", type(summarizer).__name__),
-        "shape": shape_fingerprint(ctx.shape),
+        "shape": shape_fingerprint(ctx.shape.system_prompt, ctx.shape.tools),
     }
     model = getattr(summarizer, "model", None)
     if model is not None:
@@ -276,7 +269,7 @@ def checkpoint_key(session_id: str, cut: int, strategy_name: str, algorithm_vers
         session_id=session_id,
         cut=int(cut),
         algorithm_version=algorithm_version,
-        params_hash=_sha256(text),
+        params_hash=sha256_text(text),
         strategy=strategy_name,
         params_json=text,
     )

@@ -88,13 +88,13 @@ Our decisions (labelled parameters, upstream defaults where upstream has one)
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from compaction_lab.core.fingerprints import sha256_text
 from compaction_lab.core.projection import Projection, Segment, SentRequest, SummaryReceipt, SummaryRequest
 from compaction_lab.core.session import Record, Session
 from compaction_lab.core.tokens import counter
@@ -451,10 +451,6 @@ def transcript(messages: Sequence[Msg]) -> str:
     return content
 
 
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 # --------------------------------------------------------------------------- the strategy
 
 
@@ -577,7 +573,7 @@ class Aider:
         units = [self._segments(m, i, label) for i, m in enumerate(new_done + cur)]
         segs = self._fit(units, frame_tokens, cap, notes, ctx)
         if req is not None:
-            notes["instruction_sha256"] = _sha(self.instruction(ctx))
+            notes["instruction_sha256"] = sha256_text(self.instruction(ctx))
         all_segs = frame + segs
         tokens = frame_tokens + sum(cnt.count_many([s.text for s in segs]))
         notes.update({"tokens": tokens, "fits": tokens <= cap, "summary_cap": summary_cap})

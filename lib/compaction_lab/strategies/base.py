@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from compaction_lab.core import paths
+from compaction_lab.core.fingerprints import tools_text
 from compaction_lab.core.projection import STAND_IN_LABEL, Projection, SummaryReceipt, SummaryRequest, chat_messages
 from compaction_lab.core.session import Record, Session
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
@@ -46,8 +47,9 @@ class CallShape:
     tools: tuple[Mapping[str, Any], ...] = ()
 
     def tools_text(self) -> str:
-        """The tool definitions as the model sees them (canonical JSON), for token counting."""
-        return json.dumps(list(self.tools), sort_keys=True, ensure_ascii=False, indent=1)
+        """The tool definitions as the model sees them (`fingerprints.tools_text`: what the cost simulator
+        counts too), ``""`` without tools."""
+        return tools_text(self.tools)
 
     @classmethod
     def load(cls, path: str | Path) -> CallShape:

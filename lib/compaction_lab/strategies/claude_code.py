@@ -86,12 +86,12 @@ Not modelled
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from compaction_lab.core.fingerprints import sha256_text
 from compaction_lab.core.projection import Projection, Segment, SummaryReceipt, SummaryRequest
 from compaction_lab.core.session import Record, Session
 from compaction_lab.core.tokens import counter
@@ -210,10 +210,6 @@ TODO_HEADER = "[The todo list at compaction, as last written (entry {entry}):]\n
 
 def _count(text: str, ctx: CompactionContext) -> int:
     return counter(ctx.encoding).count(text)
-
-
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def live_history(session: Session, cut: int, ctx: CompactionContext) -> list[Record]:
@@ -426,7 +422,7 @@ class ClaudeCode:
             notes.update(
                 {
                     "summary_cap": summary_cap,
-                    "instruction_sha256": _sha(self.instruction(ctx)),
+                    "instruction_sha256": sha256_text(self.instruction(ctx)),
                     "compact_boundary": {
                         "trigger": "auto",
                         "pre_tokens": sum(cnt.count_many([r.text for r in recs])),

@@ -79,12 +79,12 @@ Not modelled
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from compaction_lab.core.fingerprints import sha256_text
 from compaction_lab.core.projection import (
     Projection,
     Segment,
@@ -434,10 +434,6 @@ def _messages(items: Sequence[Content]) -> list[dict[str, str]]:
     )
 
 
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def live_history(session: Session, cut: int, ctx: CompactionContext) -> list[Record]:
     """The records the next request would carry: the environment context, then from the latest summary on.
 
@@ -652,7 +648,7 @@ class GeminiCli:
         notes.update(
             {
                 "summary_cap": summary_cap,
-                "system_sha256": _sha(self.system_prompt(ctx)),
+                "system_sha256": sha256_text(self.system_prompt(ctx)),
                 "kept_entries": list(dict.fromkeys(r.entry_id for c in keep for r in c.records)),
             }
         )

@@ -118,7 +118,6 @@ Our decisions (documented parameters / limits)
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -126,6 +125,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from compaction_lab.core.fingerprints import sha256_text
 from compaction_lab.core.projection import Projection, Segment, SentRequest, SummaryReceipt, SummaryRequest
 from compaction_lab.core.session import Record, Session
 from compaction_lab.core.tokens import counter
@@ -683,10 +683,6 @@ def prepare(entries: Sequence[Entry], keep_recent: int | None, keep_previous_kep
 # --------------------------------------------------------------------------- the strategy
 
 
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def _truncate_tokens(text: str, n: int, ctx: CompactionContext) -> str:
     if n <= 0:
         return ""
@@ -892,7 +888,9 @@ class PiStrategy:
                 "summary_cap": h_cap,
                 "turn_prefix_cap": p_cap,
                 "turn_prefix_request": pre_req.fingerprint() if pre_req is not None and req is not pre_req else None,
-                "instruction_sha256": _sha(self.prompts(ctx)["update" if prep.previous_summary else "instruction"]),
+                "instruction_sha256": sha256_text(
+                    self.prompts(ctx)["update" if prep.previous_summary else "instruction"]
+                ),
                 "tokens": tokens,
                 "fits": tokens <= cap,
             }

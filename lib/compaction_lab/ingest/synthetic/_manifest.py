@@ -15,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from compaction_lab.core.fingerprints import canonical_json  # the byte form digests and facts.jsonl use
 from compaction_lab.core.paths import MANIFESTS_DIR
 from compaction_lab.ingest.synthetic._generate import generate_chains
 from compaction_lab.ingest.synthetic._types import GENERATOR_VERSION, PlantedFact, SyntheticChain, SyntheticProfile
@@ -26,16 +27,11 @@ if TYPE_CHECKING:  # pandas is only needed for the display table
 DEFAULT_MANIFEST_PATH: Path = MANIFESTS_DIR / "synthetic-default.json"
 
 
-def _canonical(obj: Any) -> str:
-    """Compact JSON with sorted keys: the byte form that digests and ``facts.jsonl`` use."""
-    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
 def chain_digest(chain: SyntheticChain) -> str:
     """sha256 hex over the session's canonical JSONL plus canonical JSON of its facts and decoys."""
     h = hashlib.sha256(chain.session.to_jsonl())
     h.update(
-        _canonical({"facts": [asdict(f) for f in chain.facts], "decoys": [asdict(d) for d in chain.decoys]}).encode(
+        canonical_json({"facts": [asdict(f) for f in chain.facts], "decoys": [asdict(d) for d in chain.decoys]}).encode(
             "utf-8"
         )
     )
@@ -80,7 +76,7 @@ def write_chains(chains: Iterable[SyntheticChain], directory: str | Path) -> lis
         p = directory / f"{c.session.id}.jsonl"
         p.write_bytes(c.session.to_jsonl())
         written.append(p)
-        facts.extend(_canonical(asdict(f)) for f in (*c.facts, *c.decoys))
+        facts.extend(canonical_json(asdict(f)) for f in (*c.facts, *c.decoys))
     fp = directory / "facts.jsonl"
     fp.write_text("".join(line + "\n" for line in facts), encoding="utf-8")
     written.append(fp)
