@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from compaction_lab.core import paths
-from compaction_lab.ingest.base import ImportReport, content_text, iter_jsonl
+from compaction_lab.core.text import content_text
+from compaction_lab.ingest.base import ImportReport, iter_jsonl
 from compaction_lab.strategies.base import CallShape
 
 #: Roles whose messages make up the system prompt of a request.

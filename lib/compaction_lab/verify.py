@@ -41,9 +41,9 @@ from compaction_lab.core import paths
 from compaction_lab.core.fingerprints import canonical_json, sha256_json, sha256_text, shape_fingerprint
 from compaction_lab.core.projection import SummaryRequest
 from compaction_lab.core.session import Record, Session
+from compaction_lab.core.text import tool_call_text
 from compaction_lab.exam import open_book, readers, reading
 from compaction_lab.exam.model import Question
-from compaction_lab.ingest.base import tool_call_text
 from compaction_lab.strategies.base import CallShape, CompactionContext
 from compaction_lab.summarize import SummaryResult
 

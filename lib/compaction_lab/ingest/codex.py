@@ -33,16 +33,14 @@ from pathlib import Path
 from typing import Any
 
 from compaction_lab.core.session import Session
+from compaction_lab.core.text import content_text, is_injected, tool_call_text
 from compaction_lab.ingest.base import (
     Head,
     ImportReport,
     SessionBuilder,
-    content_text,
     file_stem,
-    is_injected,
     iter_jsonl,
     loads,
-    tool_call_text,
     tool_target,
 )
 

@@ -40,17 +40,16 @@ from pathlib import Path
 from typing import Any
 
 from compaction_lab.core.session import Session
+from compaction_lab.core.text import is_injected, tool_call_text
 from compaction_lab.ingest.base import (
     SQLITE_MAGIC,
     Head,
     ImportReport,
     SessionBuilder,
-    is_injected,
     load_json,
     os_reason,
     parse_json,
     read_magic,
-    tool_call_text,
     tool_target,
 )
 

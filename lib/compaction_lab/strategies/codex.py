@@ -51,7 +51,7 @@ Live history (`live_history`)
 Projection (next request)
     1. ``system`` and ``tools`` segments first: base instructions and tools.
     2. Real user messages of the live history (``collect_user_messages``):
-       user items that are not injected context (``ingest.base.is_injected``:
+       user items that are not injected context (``core.text.is_injected``:
        ``# AGENTS.md instructions``, ``<environment_context>``, ...) and not a
        summary message (our prefix, Codex's own prefix, or a recorded
        compaction's text).
@@ -133,7 +133,7 @@ from typing import Any
 
 from compaction_lab.core.projection import Projection, Segment, SummaryReceipt, SummaryRequest, chat_messages
 from compaction_lab.core.session import Record, Session
-from compaction_lab.ingest.base import is_injected
+from compaction_lab.core.text import is_injected
 from compaction_lab.strategies.base import (
     CompactionContext,
     call_summarizer,
@@ -303,7 +303,7 @@ class Item:
 
 
 def is_contextual(text: str) -> bool:
-    """Injected context (``ingest.base.is_injected``); XML-tag blocks also in any letter case.
+    """Injected context (``core.text.is_injected``); XML-tag blocks also in any letter case.
 
     Upstream's own test (``collect_user_messages_filters_session_prefix_entries``)
     filters ``<ENVIRONMENT_CONTEXT>``: its tag check ignores case.

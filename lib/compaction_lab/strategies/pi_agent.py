@@ -375,7 +375,7 @@ def _json(value: Any) -> str:
 
 
 def tool_call_parts(rec: Record) -> tuple[str, Any]:
-    """(name, arguments) of a tool-call record whose text is ``name {json}`` (`ingest.base.tool_call_text`)."""
+    """(name, arguments) of a tool-call record whose text is ``name {json}`` (`core.text.tool_call_text`)."""
     text = rec.text
     name = rec.tool or (text.split(" ", 1)[0] if text else "")
     rest = text[len(name) + 1 :] if text.startswith(name + " ") else (text.split(" ", 1)[1] if " " in text else "")

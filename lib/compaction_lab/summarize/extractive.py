@@ -93,8 +93,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from compaction_lab.core.projection import SummaryRequest
+from compaction_lab.core.text import content_text
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
-from compaction_lab.ingest.base import content_text
 from compaction_lab.summarize.base import SummaryResult
 
 # --------------------------------------------------------------------------- scaffolding
