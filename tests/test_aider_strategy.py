@@ -15,10 +15,11 @@ from conftest import SHARED_FIXTURES, FakeProvider, make_session
 
 from compaction_lab import strategies
 from compaction_lab.core.projection import AUTHORED_KINDS, STAND_IN_LABEL
+from compaction_lab.core.shapes import CallShape
 from compaction_lab.core.tokens import counter
 from compaction_lab.ingest import load_sessions, synthetic
 from compaction_lab.strategies import aider as ad
-from compaction_lab.strategies.base import CallShape, CompactionContext
+from compaction_lab.strategies.base import CompactionContext
 from compaction_lab.summarize import NoneProvider, SummaryUnavailable
 from compaction_lab.summarize.extractive import ExtractiveProvider, conversation, empty_template
 

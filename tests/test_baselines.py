@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 from compaction_lab import strategies
 from compaction_lab.core.projection import AUTHORED_KINDS, STAND_IN_LABEL
 from compaction_lab.core.session import Record, Session
+from compaction_lab.core.shapes import CallShape
 from compaction_lab.core.tokens import count_tokens
 from compaction_lab.strategies import baselines as bl
-from compaction_lab.strategies.base import CallShape, CompactionContext, history, role_of
+from compaction_lab.strategies.base import CompactionContext, history, role_of
 from compaction_lab.summarize import NoneProvider
 from compaction_lab.summarize.extractive import ExtractiveProvider
 

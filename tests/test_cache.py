@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from compaction_lab.core.projection import SummaryRequest
+from compaction_lab.core.shapes import CallShape
 from compaction_lab.core.tokens import counter
 from compaction_lab.cost import cache
 from compaction_lab.cost.cache import (
@@ -21,7 +22,6 @@ from compaction_lab.cost.cache import (
 )
 from compaction_lab.cost.prices import load_price_table, price
 from compaction_lab.ingest import synthetic
-from compaction_lab.strategies.base import CallShape
 from compaction_lab.strategies.codex import request_messages
 
 

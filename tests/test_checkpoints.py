@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from compaction_lab.core.projection import Projection, Segment, SummaryReceipt, SummaryRequest
+from compaction_lab.core.shapes import CallShape
 from compaction_lab.store import checkpoints as cp
-from compaction_lab.strategies.base import CallShape, CompactionContext
+from compaction_lab.strategies.base import CompactionContext
 
 STRATEGY = "fake-strategy"
 

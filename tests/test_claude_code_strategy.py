@@ -17,11 +17,12 @@ from conftest import FakeProvider, make_session
 
 from compaction_lab import strategies, summarize
 from compaction_lab.core.projection import STAND_IN_LABEL
+from compaction_lab.core.shapes import CallShape
 from compaction_lab.cost import model as cost
 from compaction_lab.exam import cases as exam_cases
 from compaction_lab.ingest import synthetic
 from compaction_lab.strategies import anatomy
-from compaction_lab.strategies.base import CallShape, CompactionContext, record_messages
+from compaction_lab.strategies.base import CompactionContext, record_messages
 from compaction_lab.summarize import NoneProvider, SummaryUnavailable
 from compaction_lab.summarize.extractive import empty_template
 

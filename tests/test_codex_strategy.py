@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 from compaction_lab import strategies
 from compaction_lab.core.projection import AUTHORED_KINDS, STAND_IN_LABEL
 from compaction_lab.core.session import Session
+from compaction_lab.core.shapes import CallShape
 from compaction_lab.ingest import load_sessions, synthetic
 from compaction_lab.strategies import codex
-from compaction_lab.strategies.base import CallShape, CompactionContext, est_bytes4
+from compaction_lab.strategies.base import CompactionContext, est_bytes4
 
 SHAPE = CallShape("t", "You are the test agent.", ({"type": "function", "function": {"name": "bash"}},))
 LOCAL_FIXTURES = Path(__file__).parent / "fixtures"

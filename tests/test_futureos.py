@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 from compaction_lab import strategies
 from compaction_lab.core.projection import AUTHORED_KINDS, STAND_IN_LABEL
 from compaction_lab.core.session import Session
+from compaction_lab.core.shapes import CallShape
 from compaction_lab.core.tokens import count_tokens
 from compaction_lab.strategies import futureos as fo
-from compaction_lab.strategies.base import CallShape, CompactionContext, history, role_of
+from compaction_lab.strategies.base import CompactionContext, history, role_of
 from compaction_lab.strategies.evidence import INDEX_HEADER
 from compaction_lab.strategies.trigger import (
     EVIDENCE_TOKENS,

@@ -11,9 +11,10 @@ import pytest
 from conftest import FakeProvider, make_session
 
 from compaction_lab import strategies
+from compaction_lab.core.shapes import CallShape
 from compaction_lab.ingest import ImportReport, load_sessions, synthetic
 from compaction_lab.strategies import gemini_cli as g
-from compaction_lab.strategies.base import CallShape, CompactionContext
+from compaction_lab.strategies.base import CompactionContext
 from compaction_lab.summarize import NoneProvider
 from compaction_lab.summarize.extractive import ExtractiveProvider, empty_template
 

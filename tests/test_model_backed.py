@@ -263,8 +263,8 @@ def test_closed_book_asks_a_model_reader_concurrently_in_order(tmp_path, monkeyp
 
 def test_live_shape_experiment_reaches_the_provider_every_time(server, model):
     """Five requests (prime + four variants), none answered from the ledger, counters as reported."""
+    from compaction_lab.core.shapes import CallShape
     from compaction_lab.cost import model as cost
-    from compaction_lab.strategies.base import CallShape
 
     s = make_session(
         [("system", "You are the agent."), ("user", "fix it"), ("assistant", "done"), ("tool_output", "ok")]

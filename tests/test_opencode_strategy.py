@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 from compaction_lab import strategies
 from compaction_lab.core.projection import AUTHORED_KINDS, STAND_IN_LABEL
 from compaction_lab.core.session import Record, Session
+from compaction_lab.core.shapes import CallShape
 from compaction_lab.ingest import load_sessions, synthetic
 from compaction_lab.strategies import opencode as oc
-from compaction_lab.strategies.base import CallShape, CompactionContext, est_chars4, record_messages
+from compaction_lab.strategies.base import CompactionContext, est_chars4, record_messages
 from compaction_lab.strategies.trigger import opencode_tail_budget
 
 SHAPE = CallShape("t", "You are the test agent.", ({"type": "function", "function": {"name": "bash"}},))

@@ -18,9 +18,10 @@ from conftest import SHARED_FIXTURES, FakeProvider, make_session
 
 from compaction_lab import strategies
 from compaction_lab.core.projection import STAND_IN_LABEL
+from compaction_lab.core.shapes import CallShape
 from compaction_lab.ingest import load_sessions, synthetic
 from compaction_lab.strategies import pi_agent as pa
-from compaction_lab.strategies.base import ESTIMATORS, CallShape, CompactionContext
+from compaction_lab.strategies.base import ESTIMATORS, CompactionContext
 from compaction_lab.summarize import NoneProvider
 from compaction_lab.summarize.extractive import ExtractiveProvider, empty_template
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from compaction_lab import cli, verify
-from compaction_lab.capture import LOCK_NAME
 from compaction_lab.core import paths
 from compaction_lab.core.fingerprints import sha256_json
+from compaction_lab.core.shapes import LOCK_NAME, CallShape
 from compaction_lab.exam import readers, reading
-from compaction_lab.strategies import CallShape, codex, futureos, opencode
+from compaction_lab.strategies import codex, futureos, opencode
 
 
 @pytest.fixture

@@ -25,10 +25,18 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from compaction_lab.core import paths
+from compaction_lab.core.shapes import (
+    LOCK_NAME,
+    CallShape,
+    ShapeError,
+    check_name,
+    plain_json,
+    shape_document,
+    shape_files,
+    write_shape,
+)
 from compaction_lab.core.text import content_text
 from compaction_lab.ingest.base import ImportReport, iter_jsonl
-from compaction_lab.strategies.base import CallShape
 
 #: Roles whose messages make up the system prompt of a request.
 SYSTEM_ROLES = frozenset({"system", "developer"})
@@ -45,15 +53,8 @@ _SECRET_KEY = re.compile(
     r"(?i)^(headers|authorization|server_url|connector_id|.*(api[-_]?key|token|secret|password).*)$"
 )
 
-#: A shape name: it becomes a file name, so no separators and no leading dot.
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-
-#: File name of the verify lock, which lives beside the shapes and is not one.
-LOCK_NAME = "verify.lock.json"
-
-
-class CaptureError(ValueError):
-    """A source a call shape cannot be captured from (with the reason)."""
+#: A source a call shape cannot be captured from, or a shape that cannot be written (with the reason).
+CaptureError = ShapeError
 
 
 # --------------------------------------------------------------------------- fingerprints
@@ -68,11 +69,6 @@ def tool_name(tool: Mapping[str, Any]) -> str:
 
 
 # --------------------------------------------------------------------------- request bodies
-
-
-def _plain(obj: Any) -> Any:
-    """A JSON-only deep copy (mappings become dicts, tuples lists)."""
-    return json.loads(json.dumps(obj, ensure_ascii=False))
 
 
 def _is_body(obj: Any) -> TypeGuard[Mapping[str, Any]]:
@@ -133,7 +129,7 @@ def _normalise_tool(tool: Any, index: int) -> dict[str, Any]:
     """
     if not isinstance(tool, Mapping):
         raise CaptureError(f"tools[{index}] is not an object")
-    tool = _plain(tool)
+    tool = plain_json(tool)
     if tool.get("type") == "function":
         if isinstance(tool.get("function"), Mapping):
             return tool
@@ -155,7 +151,7 @@ def _tools_of(body: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
         for i, fn in enumerate(legacy):
             if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
                 raise CaptureError(f"functions[{i}] is not a function definition with a name")
-            out.append({"type": "function", "function": _plain(fn)})
+            out.append({"type": "function", "function": plain_json(fn)})
     return tuple(out)
 
 
@@ -284,65 +280,6 @@ def shape_from_codex_session(path: str | Path, name: str) -> CallShape:
 
 
 # --------------------------------------------------------------------------- writing
-
-
-def check_name(name: str) -> str:
-    """`name` if it can be a shape file's stem, else a `CaptureError` saying why."""
-    if not isinstance(name, str) or not _NAME.match(name) or name.endswith(".json"):
-        raise CaptureError(
-            f"bad shape name {name!r}: use letters, digits, '.', '_' or '-' (it becomes data/shapes/<name>.json)"
-        )
-    if f"{name}.json" == LOCK_NAME:
-        raise CaptureError(f"bad shape name {name!r}: {LOCK_NAME} is the verify lock")
-    return name
-
-
-def shape_document(shape: CallShape, description: str = "") -> dict[str, Any]:
-    """A shape as its file stores it (``name``, ``description``, ``system_prompt``, ``tools``)."""
-    doc: dict[str, Any] = {"name": shape.name}
-    if description:
-        doc["description"] = description
-    doc["system_prompt"] = shape.system_prompt
-    doc["tools"] = [_plain(t) for t in shape.tools]
-    return doc
-
-
-def write_shape(
-    shape: CallShape, path: str | Path | None = None, *, overwrite: bool = False, description: str = ""
-) -> Path:
-    """Write a shape file and return its path.
-
-    Parameters
-    ----------
-    shape : CallShape
-    path : path, optional
-        Default ``data/shapes/<shape.name>.json``.
-    overwrite : bool
-        An existing file is only replaced when True.
-    description : str
-        Stored beside the shape (where it came from); not part of the fingerprint.
-
-    Raises
-    ------
-    CaptureError
-        The file exists and `overwrite` is False, or the name is unusable.
-    """
-    check_name(shape.name)
-    target = Path(path) if path is not None else paths.SHAPES_DIR / f"{shape.name}.json"
-    if target.exists() and not overwrite:
-        raise CaptureError(f"{target} exists; pass overwrite=True (--force) to replace it")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(shape_document(shape, description), indent=2, ensure_ascii=False) + "\n"
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(target)  # never leave a half-written shape behind
-    return target
-
-
-def shape_files(shapes_dir: str | Path | None = None) -> list[Path]:
-    """The shape files of a folder (``*.json`` but the verify lock), sorted by name."""
-    folder = Path(shapes_dir) if shapes_dir is not None else paths.SHAPES_DIR
-    return sorted(p for p in folder.glob("*.json") if p.name != LOCK_NAME)
 
 
 def tool_names(tools: Iterable[Mapping[str, Any]]) -> list[str]:

@@ -36,15 +36,16 @@ from pathlib import Path
 from typing import Any
 
 from compaction_lab import strategies
-from compaction_lab.capture import LOCK_NAME, shape_files, tool_name
+from compaction_lab.capture import tool_name
 from compaction_lab.core import paths
 from compaction_lab.core.fingerprints import canonical_json, sha256_json, sha256_text, shape_fingerprint
 from compaction_lab.core.projection import SummaryRequest
 from compaction_lab.core.session import Record, Session
+from compaction_lab.core.shapes import LOCK_NAME, CallShape, shape_files
 from compaction_lab.core.text import tool_call_text
 from compaction_lab.exam import open_book, readers, reading
 from compaction_lab.exam.model import Question
-from compaction_lab.strategies.base import CallShape, CompactionContext
+from compaction_lab.strategies.base import CompactionContext
 from compaction_lab.summarize import SummaryResult
 
 #: Version of the manifest layout (bump when the layout, not the content, changes).

@@ -35,11 +35,12 @@ import pandas as pd
 
 from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Session
+from compaction_lab.core.shapes import CallShape
 from compaction_lab.core.tokens import DEFAULT_ENCODING
 from compaction_lab.cost import cache as cache_mod
 from compaction_lab.cost import prices as prices_mod
 from compaction_lab.strategies.anatomy import strategy_label
-from compaction_lab.strategies.base import CallShape, history, record_messages
+from compaction_lab.strategies.base import history, record_messages
 
 #: Filler token ids for simulated growth and replies: never the start of real text.
 _FILLER_BASE = 50_000

@@ -27,7 +27,8 @@ from functools import lru_cache
 
 from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Session
-from compaction_lab.strategies.base import CallShape, CompactionContext, Strategy
+from compaction_lab.core.shapes import CallShape
+from compaction_lab.strategies.base import CompactionContext, Strategy
 
 #: Modules that hold shared machinery, not strategies.
 _NOT_STRATEGIES = frozenset({"base", "trigger", "evidence", "anatomy", "labels"})

@@ -13,67 +13,17 @@ size we *report* is counted by the report tokenizer (`Projection.finalize`).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from compaction_lab.core import paths
-from compaction_lab.core.fingerprints import tools_text
 from compaction_lab.core.projection import STAND_IN_LABEL, Projection, SummaryReceipt, SummaryRequest, chat_messages
 from compaction_lab.core.session import Record, Session
+from compaction_lab.core.shapes import CallShape  # the context carries one
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
 from compaction_lab.summarize import NoneProvider, SummaryProvider, SummaryUnavailable
-
-# --------------------------------------------------------------------------- call shape
-
-
-@dataclass(frozen=True)
-class CallShape:
-    """The production call shape: system prompt and tool definitions sent with every request.
-
-    Parameters
-    ----------
-    name : str
-    system_prompt : str
-    tools : tuple of dict
-        OpenAI-style tool definitions (``{"type": "function", "function": {...}}``).
-    """
-
-    name: str
-    system_prompt: str
-    tools: tuple[Mapping[str, Any], ...] = ()
-
-    def tools_text(self) -> str:
-        """The tool definitions as the model sees them (`fingerprints.tools_text`: what the cost simulator
-        counts too), ``""`` without tools."""
-        return tools_text(self.tools)
-
-    @classmethod
-    def load(cls, path: str | Path) -> CallShape:
-        """Read a shape file (``{"name", "system_prompt", "tools"}``)."""
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        return cls(
-            name=data.get("name", Path(path).stem),
-            system_prompt=data["system_prompt"],
-            tools=tuple(data.get("tools") or ()),
-        )
-
-    @classmethod
-    def default(cls) -> CallShape:
-        """The synthetic chains' shape (``data/shapes/synthetic-agent.json``)."""
-        return cls.load(paths.SHAPES_DIR / "synthetic-agent.json")
-
-    def for_session(self, session: Session) -> CallShape:
-        """This shape, with the session's own recorded system prompt when it has one."""
-        own = session.metadata.get("system_prompt")
-        if not own:
-            first = next((r for r in session.records if r.kind == "system"), None)
-            own = first.text if first is not None and first.source_order == 0 else None
-        return CallShape(self.name, own, self.tools) if own else self
-
 
 # --------------------------------------------------------------------------- estimators
 
