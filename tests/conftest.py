@@ -26,6 +26,8 @@ def smoke_run(tmp_path_factory):
 
 #: Real public agent sessions shipped beside the repo (read-only), when present.
 SHARED_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "sessions"
+#: The suite's own small fixtures (tests/fixtures/), wherever a test file sits in the tree.
+FIXTURES = REPO_ROOT / "tests" / "fixtures"
 
 
 def make_session(items: list[tuple], session_id: str = "s1", source_format: str = "test") -> Session:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 
 from compaction_lab import capture, cli
 from compaction_lab.capture import CaptureError
@@ -14,11 +15,11 @@ from compaction_lab.core.fingerprints import shape_fingerprint
 from compaction_lab.core.projection import SummaryRequest
 from compaction_lab.core.shapes import CallShape
 
-CODEX = Path(__file__).parent / "fixtures" / "codex"
+CODEX = FIXTURES / "codex"
 CODEX_MAIN = CODEX / "rollout-2025-09-14T10-02-11-0199a1b2-7c3d-7e10-9f00-5d2c8e4b1a01.jsonl"
 CODEX_TWO = CODEX / "rollout-2025-09-15T08-00-00-two-sessions.jsonl"
 CODEX_BROKEN = CODEX / "rollout-2025-09-16T12-00-00-broken.jsonl"
-CHAT_JSONL = Path(__file__).parent / "fixtures" / "chat_jsonl" / "conversations.jsonl"
+CHAT_JSONL = FIXTURES / "chat_jsonl" / "conversations.jsonl"
 
 SECRET = "sk-test-DO-NOT-COPY-0123456789"
 

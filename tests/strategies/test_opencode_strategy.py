@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from conftest import SHARED_FIXTURES, FakeProvider, make_session
+from conftest import FIXTURES, SHARED_FIXTURES, FakeProvider, make_session
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +17,7 @@ from compaction_lab.strategies.base import CompactionContext, est_chars4, record
 from compaction_lab.strategies.trigger import opencode_tail_budget
 
 SHAPE = CallShape("t", "You are the test agent.", ({"type": "function", "function": {"name": "bash"}},))
-LOCAL_FIXTURES = Path(__file__).parent / "fixtures"
+LOCAL_FIXTURES = FIXTURES
 
 
 def FixedProvider(text: str = "SUMMARY-TEXT", name: str = "fake", stand_in: bool = False) -> FakeProvider:

@@ -230,9 +230,9 @@ def test_parameters_no_notebook_declares_are_an_error_unless_allowed(tmp_path, c
 
 # --------------------------------------------------------------------------- real sessions through notebook 01
 
-from conftest import SHARED_FIXTURES  # noqa: E402
+from conftest import FIXTURES, SHARED_FIXTURES  # noqa: E402
 
-HERE_FIXTURES = Path(__file__).parent / "fixtures"
+HERE_FIXTURES = FIXTURES
 
 
 def test_my_sessions_profile_loads():

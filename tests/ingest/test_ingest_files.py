@@ -24,13 +24,13 @@ from pathlib import Path
 
 import pytest
 import zstandard
-from conftest import SHARED_FIXTURES
+from conftest import FIXTURES, SHARED_FIXTURES
 
 from compaction_lab import cli
 from compaction_lab.ingest import base, detect, importer, load_sessions
 from compaction_lab.ingest.base import HEAD_BYTES, NOTES, REASONS, ImportReport, UnknownFormat, read_head
 
-FIX = Path(__file__).parent / "fixtures"
+FIX = FIXTURES
 CHAT = FIX / "chat_jsonl" / "fix-flaky-test.jsonl"
 PI = FIX / "pi" / "main.jsonl"
 TRAJ = FIX / "swe_agent" / "function_calling.traj"

@@ -7,13 +7,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_FIXTURES
+from conftest import FIXTURES, SHARED_FIXTURES
 
 from compaction_lab.core.session import Session
 from compaction_lab.ingest import FORMATS, chat_jsonl
 from compaction_lab.ingest.base import ImportReport, read_head
 
-FIXTURES = Path(__file__).parent / "fixtures" / "chat_jsonl"
+FIXTURES = FIXTURES / "chat_jsonl"
 TOOLS = FIXTURES / "fix-flaky-test.jsonl"
 CONVERSATIONS = FIXTURES / "conversations.jsonl"
 BROKEN = FIXTURES / "broken.jsonl"
@@ -221,7 +221,7 @@ def test_sniff_rejects_other_formats():
     files: list[Path] = []
     if SHARED_FIXTURES.exists():
         files += [p for p in SHARED_FIXTURES.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".traj", ".json")]
-    for d in (Path(__file__).parent / "fixtures").iterdir():
+    for d in (FIXTURES).iterdir():
         if d.is_dir() and d.name != "chat_jsonl":
             files += [p for p in d.rglob("*") if p.is_file()]
     assert files

@@ -7,13 +7,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_FIXTURES
+from conftest import FIXTURES, SHARED_FIXTURES
 
 from compaction_lab.ingest import claimants
 from compaction_lab.ingest import claude_code as cc
 from compaction_lab.ingest.base import Head, ImportReport, read_head
 
-FIX = Path(__file__).parent / "fixtures" / "claude_code"
+FIX = FIXTURES / "claude_code"
 REAL = SHARED_FIXTURES / "claude-code"
 REAL_FILES = sorted(REAL.glob("*.jsonl")) if REAL.is_dir() else []
 needs_real = pytest.mark.skipif(not REAL_FILES, reason="shared Claude Code fixtures not present")
@@ -112,7 +112,7 @@ def test_parallel_tool_results_are_not_dropped():
 
 
 def other_format_files() -> list[Path]:
-    files = [p for p in (Path(__file__).parent / "fixtures").rglob("*") if p.is_file() and "claude_code" not in p.parts]
+    files = [p for p in (FIXTURES).rglob("*") if p.is_file() and "claude_code" not in p.parts]
     if SHARED_FIXTURES.is_dir():
         files += [
             p for p in SHARED_FIXTURES.rglob("*") if p.is_file() and "claude-code" not in p.parts and p.suffix != ".md"

@@ -7,13 +7,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_FIXTURES
+from conftest import FIXTURES, SHARED_FIXTURES
 
 from compaction_lab.core.session import Session
 from compaction_lab.ingest import FORMATS, codex
 from compaction_lab.ingest.base import ImportReport, read_head
 
-FIXTURES = Path(__file__).parent / "fixtures" / "codex"
+FIXTURES = FIXTURES / "codex"
 MAIN = FIXTURES / "rollout-2025-09-14T10-02-11-0199a1b2-7c3d-7e10-9f00-5d2c8e4b1a01.jsonl"
 TWO = FIXTURES / "rollout-2025-09-15T08-00-00-two-sessions.jsonl"
 BROKEN = FIXTURES / "rollout-2025-09-16T12-00-00-broken.jsonl"
@@ -429,7 +429,7 @@ def _other_fixture_files() -> list[Path]:
         if SHARED_FIXTURES.exists()
         else []
     )
-    for d in (Path(__file__).parent / "fixtures").iterdir():
+    for d in (FIXTURES).iterdir():
         if d.is_dir() and d.name != "codex":
             files += [p for p in d.rglob("*") if p.is_file()]
     return files

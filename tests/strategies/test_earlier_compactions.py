@@ -16,17 +16,15 @@ The expected requests are written out by hand.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from conftest import FakeProvider
+from conftest import FIXTURES, FakeProvider
 
 from compaction_lab import strategies
 from compaction_lab.ingest import load_sessions
 from compaction_lab.strategies import codex
 from compaction_lab.strategies.base import CompactionContext
 
-FIXTURE = Path(__file__).parent / "fixtures" / "pi" / "two-compactions.jsonl"
+FIXTURE = FIXTURES / "pi" / "two-compactions.jsonl"
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_FIXTURES
+from conftest import FIXTURES, SHARED_FIXTURES
 
 from compaction_lab.ingest import base, swe_agent
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = FIXTURES
 SW = FIXTURES / "swe_agent"
 REAL = SHARED_FIXTURES / "swe-agent" / "pydicom__pydicom-1458.traj"
 needs_real = pytest.mark.skipif(not REAL.is_file(), reason="shared SWE-agent fixture not present")

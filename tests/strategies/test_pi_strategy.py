@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_FIXTURES, FakeProvider, make_session
+from conftest import FIXTURES, SHARED_FIXTURES, FakeProvider, make_session
 
 from compaction_lab import strategies
 from compaction_lab.core.projection import STAND_IN_LABEL
@@ -26,7 +26,7 @@ from compaction_lab.summarize import NoneProvider
 from compaction_lab.summarize.extractive import ExtractiveProvider, empty_template
 
 NAME = "pi"
-LOCAL_FIXTURES = Path(__file__).parent / "fixtures"
+LOCAL_FIXTURES = FIXTURES
 TWO = LOCAL_FIXTURES / "pi" / "two-compactions.jsonl"
 UPSTREAM_FIXTURE = LOCAL_FIXTURES / "pi" / "upstream-compaction-before-compaction-excerpt.jsonl"
 SHAPE = CallShape(

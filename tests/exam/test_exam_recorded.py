@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import pytest
-from test_recorded_strategy import EXPECTED, FILES, MODELS, load
+from conftest import FIXTURES
+from recorded_expectations import EXPECTED, FILES, MODELS, load
 
 from compaction_lab import ingest
 from compaction_lab.exam import readers, recorded
@@ -14,14 +13,13 @@ from compaction_lab.report import charts, runfolder
 from compaction_lab.strategies.base import CompactionContext
 from compaction_lab.summarize.extractive import ExtractiveProvider
 
-HERE = Path(__file__).parent
 #: A tiny tail, so that these short sessions have questions before it.
 PARAMS = {"tail_tokens": 8, "probe_n_questions": 8, "probe_n_decoys": 1, "seed": 7}
 
 
 @pytest.fixture(scope="module")
 def sessions():
-    swe = next(iter(ingest.load_sessions(HERE / "fixtures" / "swe_agent" / "function_calling.traj")))
+    swe = next(iter(ingest.load_sessions(FIXTURES / "swe_agent" / "function_calling.traj")))
     return [load(a) for a in sorted(FILES)] + [swe]
 
 
@@ -94,7 +92,7 @@ def test_figure_and_no_data(result):
 
 
 def test_a_run_without_compactions_is_empty_not_an_error():
-    swe = next(iter(ingest.load_sessions(HERE / "fixtures" / "swe_agent" / "function_calling.traj")))
+    swe = next(iter(ingest.load_sessions(FIXTURES / "swe_agent" / "function_calling.traj")))
     rc = recorded.build([swe], PARAMS)
     assert rc.cases == () and rc.describe().startswith("Real compactions found in your logs: 0")
     res = recorded.run(rc, ["full"], CompactionContext(), readers.get_reader("verbatim"))

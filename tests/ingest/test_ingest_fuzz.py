@@ -76,7 +76,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SHARED_FIXTURES
+from conftest import FIXTURES, SHARED_FIXTURES
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
@@ -84,7 +84,7 @@ from compaction_lab.core.session import KINDS, Session
 from compaction_lab.ingest import detect, importer, load_sessions
 from compaction_lab.ingest.base import REASONS, ZSTD_MAGIC, Head, ImportReport, UnknownFormat, file_stem, read_head
 
-FIX = Path(__file__).parent / "fixtures"
+FIX = FIXTURES
 
 #: Lines of a base file kept (the real pi session has 1000+).
 MAX_LINES = 60

@@ -3,12 +3,12 @@
 import shutil
 
 import pytest
-from conftest import SHARED_FIXTURES
+from conftest import FIXTURES, SHARED_FIXTURES
 
 from compaction_lab import ingest
 from compaction_lab.ingest import ImportReport, UnknownFormat, load_sessions
 
-HERE_FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures"
+HERE_FIXTURES = FIXTURES
 
 
 def test_unknown_file_is_one_clear_error(tmp_path):

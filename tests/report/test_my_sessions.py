@@ -11,7 +11,7 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import SHARED_FIXTURES
+from conftest import FIXTURES, SHARED_FIXTURES
 
 from compaction_lab.report import run as report
 from compaction_lab.report import share
@@ -121,9 +121,8 @@ def test_a_real_session_with_a_recorded_compaction_gives_recorded_rows(tmp_path)
     test/fixtures/before-compaction.jsonl, see tests/fixtures/pi/) holds a compaction claude-opus-4-5
     wrote. `my_sessions` examines it beside every arm; the Claude Code fixtures (no compaction) are
     counted skips."""
-    from pathlib import Path
 
-    real = Path(__file__).parent / "fixtures" / "pi" / "upstream-compaction-before-compaction-excerpt.jsonl"
+    real = FIXTURES / "pi" / "upstream-compaction-before-compaction-excerpt.jsonl"
     res = report.run_profile(
         "my_sessions",
         results=tmp_path,

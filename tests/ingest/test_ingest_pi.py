@@ -7,12 +7,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_FIXTURES
+from conftest import FIXTURES, SHARED_FIXTURES
 
 from compaction_lab.ingest import claimants, pi
 from compaction_lab.ingest.base import Head, ImportReport, read_head
 
-FIX = Path(__file__).parent / "fixtures" / "pi"
+FIX = FIXTURES / "pi"
 REAL = SHARED_FIXTURES / "pi" / "large-session.jsonl"
 needs_real = pytest.mark.skipif(not REAL.is_file(), reason="shared pi fixture not present")
 
@@ -112,7 +112,7 @@ def test_real_session_entry_ids_are_line_numbers_and_tools_link():
 
 
 def other_format_files() -> list[Path]:
-    files = [p for p in (Path(__file__).parent / "fixtures").rglob("*") if p.is_file() and "pi" not in p.parts]
+    files = [p for p in (FIXTURES).rglob("*") if p.is_file() and "pi" not in p.parts]
     if SHARED_FIXTURES.is_dir():
         files += [p for p in SHARED_FIXTURES.rglob("*") if p.is_file() and "pi" not in p.parts and p.suffix != ".md"]
     return sorted(files)

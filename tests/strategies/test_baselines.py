@@ -4,10 +4,9 @@ sessions, properties on random sessions, and runs on the real fixtures and synth
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
-from conftest import SHARED_FIXTURES, make_session
+from conftest import FIXTURES, SHARED_FIXTURES, make_session
 from conftest import FakeProvider as SharedFakeProvider
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -315,7 +314,7 @@ def _upstream_omitted(history: list[dict], n: int) -> list[str]:
 @pytest.mark.parametrize(
     "traj",
     [
-        Path(__file__).parent / "fixtures" / "swe_agent" / "function_calling.traj",
+        FIXTURES / "swe_agent" / "function_calling.traj",
         SHARED_FIXTURES / "swe-agent" / "pydicom__pydicom-1458.traj",
     ],
 )

@@ -8,10 +8,9 @@ file:line it pins (``strategies/UPSTREAM.md``, aider part). Tests marked "port" 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from conftest import SHARED_FIXTURES, FakeProvider, make_session
+from conftest import FIXTURES, SHARED_FIXTURES, FakeProvider, make_session
 
 from compaction_lab import strategies
 from compaction_lab.core.projection import AUTHORED_KINDS, STAND_IN_LABEL
@@ -29,7 +28,7 @@ SHAPE = CallShape(
     "You are a test agent.",
     ({"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}},),
 )
-LOCAL_FIXTURES = Path(__file__).parent / "fixtures"
+LOCAL_FIXTURES = FIXTURES
 
 
 def ctx_for(window=128_000, output=32_000, summarizer=None, input_limit=None, **params) -> CompactionContext:

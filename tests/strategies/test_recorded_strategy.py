@@ -7,85 +7,14 @@ is compared with an expectation built by hand from that agent's rules.
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+from conftest import FIXTURES
+from recorded_expectations import EXPECTED, FILES, MODELS, S, load
 
 from compaction_lab import ingest, strategies
-from compaction_lab.core.session import Session
 from compaction_lab.ingest.base import SessionBuilder
 from compaction_lab.strategies import recorded
 from compaction_lab.strategies.base import CompactionContext
-
-HERE = Path(__file__).parent
-
-
-def _story():
-    spec = importlib.util.spec_from_file_location("recorded_fixtures", HERE / "fixtures" / "make_recorded_fixtures.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-S = _story()
-
-FILES = S.PATHS
-CODEX_PREFIX = (
-    "Another language model started to solve this problem and produced a summary of its thinking process. "
-    "You also have access to the state of the tools that were used by that language model. Use this to "
-    "build on the work that has already been done and avoid duplicating work. Here is the summary produced "
-    "by the other language model, use the information in this summary to assist with your own analysis:"
-)
-PYTEST_CALL = 'bash {"command": "pytest -q tests/test_orders.py"}'
-
-#: What each agent sent next, by hand: (segment kind, role, text), after the system prompt and tools.
-EXPECTED = {
-    "pi": [
-        (
-            "summary",
-            "user",
-            "The conversation history before this point was compacted into the following summary:"
-            "\n\n<summary>\n" + S.SUMMARY + "\n</summary>",
-        ),
-        ("tail", "user", S.USER_2),
-        ("tail", "assistant", PYTEST_CALL),
-        ("tail", "tool", S.OUT_2),
-        ("tail", "assistant", S.ASSIST_2),
-    ],
-    "claude-code": [
-        (
-            "summary",
-            "user",
-            "This session is being continued from a previous conversation that ran out of context. "
-            "The conversation is summarized below:\n" + S.SUMMARY,
-        ),
-    ],
-    "codex": [
-        ("tail", "user", S.USER_1),
-        ("tail", "user", S.USER_2),
-        ("summary", "user", CODEX_PREFIX + "\n" + S.SUMMARY),
-    ],
-    "opencode": [
-        ("header", "user", "What did we do so far?"),
-        ("summary", "assistant", S.SUMMARY),
-        ("tail", "user", S.USER_2),
-        ("tail", "assistant", PYTEST_CALL),
-        ("tail", "tool", S.OUT_2),
-        ("tail", "assistant", S.ASSIST_2),
-    ],
-}
-MODELS = {
-    "pi": "claude-sonnet-4-5",
-    "claude-code": "claude-opus-4-1-20250805",
-    "codex": "gpt-5-codex",
-    "opencode": "claude-sonnet-4-5",
-}
-
-
-def load(agent: str) -> Session:
-    (s,) = list(ingest.load_sessions(FILES[agent]))
-    return s
 
 
 @pytest.mark.parametrize("agent", sorted(FILES))
@@ -139,7 +68,7 @@ def test_sessions_without_compaction_give_a_reason_not_an_error():
     s = b.build()
     assert recorded.find(s) == ([], [])
     assert recorded.skip_reason(s) == "no compaction in its pi log"
-    swe = next(iter(ingest.load_sessions(HERE / "fixtures" / "swe_agent" / "function_calling.traj")))
+    swe = next(iter(ingest.load_sessions(FIXTURES / "swe_agent" / "function_calling.traj")))
     assert recorded.skip_reason(swe) == "its format (swe_agent) records no compactions"
 
 
@@ -167,7 +96,7 @@ def test_recorded_is_registered_but_not_listed():
 
 
 def test_two_compactions_each_show_their_own_next_request():
-    (s,) = list(ingest.load_sessions(HERE / "fixtures" / "pi" / "two-compactions.jsonl"))
+    (s,) = list(ingest.load_sessions(FIXTURES / "pi" / "two-compactions.jsonl"))
     found, _ = recorded.find(s)
     assert [rc.index for rc in found] == [0, 1]
     texts = []

@@ -15,11 +15,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_FIXTURES
+from conftest import FIXTURES, SHARED_FIXTURES
 
 from compaction_lab.ingest import base, opencode
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = FIXTURES
 OC = FIXTURES / "opencode"
 STORAGE = OC / "storage"
 EXPORT = OC / "export.json"

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import FakeProvider, make_session
+from conftest import FIXTURES, FakeProvider, make_session
 
 from compaction_lab import strategies
 from compaction_lab.core.shapes import CallShape
@@ -25,7 +25,7 @@ SHAPE = CallShape(
     ({"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}},),
 )
 SHARED = Path("/work/shared/fixtures/sessions")
-LOCAL = Path(__file__).parent / "fixtures"
+LOCAL = FIXTURES
 
 
 def ctx_for(window=128_000, output=32_000, summarizer=None, **params):

@@ -9,11 +9,9 @@ dedicated cold request, tool results cleared before summarising, an 8k tail).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
-from conftest import FakeProvider, make_session
+from conftest import REPO_ROOT, FakeProvider, make_session
 
 from compaction_lab import strategies, summarize
 from compaction_lab.core.projection import STAND_IN_LABEL
@@ -330,7 +328,7 @@ def test_prompt_too_long_retry_is_a_parameter():
 @pytest.fixture(scope="module")
 def default_cost_cases():
     """The default profile's priced cases (notebook 04: the first ``cost_cases``, each chain at its end)."""
-    profile = Path(__file__).resolve().parents[1] / "papermill_params" / "default.yaml"
+    profile = REPO_ROOT / "papermill_params" / "default.yaml"
     params = yaml.safe_load(profile.read_text(encoding="utf-8"))["parameters"]
     chains = synthetic.generate_chains(
         synthetic.SyntheticProfile(
