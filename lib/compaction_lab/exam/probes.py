@@ -67,7 +67,7 @@ Sampling
     candidates, the rest one at a time to the pointer furthest below its
     share of availability (never above what is available; a gap left by a
     passed-over value is topped up the same way); with a mix,
-    ``bank.largest_remainder`` of ``n_questions`` capped by availability and
+    ``allocation.largest_remainder`` of ``n_questions`` capped by availability and
     no top-up from other pointers — what a pointer lacks is a shortfall in
     `MinedCase`, never invented. ``n_questions`` counts real questions;
     ``n_decoys`` come on top. Real questions are listed in source order (ids
@@ -111,7 +111,8 @@ from typing import Any, TypedDict
 
 from compaction_lab.core.session import POINTER_OF_KIND, Record, Session
 from compaction_lab.core.tokens import DEFAULT_ENCODING
-from compaction_lab.exam.bank import cut_points, largest_remainder, mix_pairs, spec_kwargs, tail_start_of
+from compaction_lab.exam.allocation import largest_remainder
+from compaction_lab.exam.bank import cut_points, mix_pairs, spec_kwargs, tail_start_of
 from compaction_lab.exam.grading import accepted, normalise
 from compaction_lab.exam.model import POINTERS, Case, Question
 
