@@ -44,7 +44,7 @@ from compaction_lab.core.session import Record, Session
 from compaction_lab.core.shapes import LOCK_NAME, CallShape, shape_files
 from compaction_lab.core.text import tool_call_text
 from compaction_lab.exam import open_book, readers, reading
-from compaction_lab.exam.model import Question
+from compaction_lab.exam.types import Question
 from compaction_lab.strategies.base import CompactionContext
 from compaction_lab.summarize import SummaryResult
 

@@ -1,7 +1,7 @@
 """Tests for `exam.allocation`: exact pointer shares and the min-cost max-flow allocation of questions."""
 
 from compaction_lab.exam.allocation import allocate, largest_remainder, mix_plan, split_evenly
-from compaction_lab.exam.model import POINTERS
+from compaction_lab.exam.types import POINTERS
 
 
 def test_split_and_largest_remainder():

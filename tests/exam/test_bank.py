@@ -21,7 +21,7 @@ from compaction_lab.exam.bank import (
     cut_points,
     tail_start_of,
 )
-from compaction_lab.exam.model import POINTERS, bank_from_jsonl, bank_to_jsonl
+from compaction_lab.exam.types import POINTERS, bank_from_jsonl, bank_to_jsonl
 from compaction_lab.ingest import synthetic
 from compaction_lab.ingest.synthetic import PlantedFact, SyntheticChain
 from compaction_lab.strategies.futureos import tail_boundaries

@@ -5,8 +5,8 @@ import pytest
 from compaction_lab import strategies, summarize
 from compaction_lab.core.tokens import counter
 from compaction_lab.exam import closed, stats
-from compaction_lab.exam.model import NOT_FOUND, Case, Question
 from compaction_lab.exam.readers import SearcherReader, VerbatimReader
+from compaction_lab.exam.types import NOT_FOUND, Case, Question
 from compaction_lab.ingest import synthetic
 from compaction_lab.strategies import CompactionContext
 

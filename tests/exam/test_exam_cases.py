@@ -4,7 +4,7 @@ import pytest
 from conftest import SHARED_FIXTURES
 
 from compaction_lab.exam import cases as exam_cases
-from compaction_lab.exam.model import bank_digest
+from compaction_lab.exam.types import bank_digest
 from compaction_lab.ingest import sources, synthetic
 from compaction_lab.report import runfolder
 

@@ -15,8 +15,8 @@ from compaction_lab.exam.grading import (
     is_abstention,
     normalise,
 )
-from compaction_lab.exam.model import NOT_FOUND, Question
 from compaction_lab.exam.readers import ReaderAnswer, VerbatimReader
+from compaction_lab.exam.types import NOT_FOUND, Question
 
 
 def q(answer, aliases=(), decoy=False, qid="q1"):

@@ -3,7 +3,6 @@ from dataclasses import dataclass
 import pytest
 
 from compaction_lab import strategies
-from compaction_lab.exam.model import NOT_FOUND, Case, Question
 from compaction_lab.exam.open_book import (
     COLUMNS,
     DEFAULT_WORDINGS,
@@ -19,6 +18,7 @@ from compaction_lab.exam.open_book import (
     tool_calls_per_round,
 )
 from compaction_lab.exam.readers import ReaderAnswer, SearcherReader
+from compaction_lab.exam.types import NOT_FOUND, Case, Question
 from compaction_lab.ingest.synthetic import SyntheticProfile, generate_chains
 from compaction_lab.store.archive import Archive
 from compaction_lab.strategies.base import CompactionContext

@@ -13,8 +13,8 @@ from compaction_lab.core.session import Record, Session
 from compaction_lab.exam import probes
 from compaction_lab.exam.bank import tail_start_of
 from compaction_lab.exam.grading import normalise
-from compaction_lab.exam.model import POINTERS, bank_to_jsonl
 from compaction_lab.exam.probes import MinedCase, ProbeSpec, extract, mine, mine_case, mine_cases
+from compaction_lab.exam.types import POINTERS, bank_to_jsonl
 from compaction_lab.ingest import load_sessions
 
 needs_shared = pytest.mark.skipif(not SHARED_FIXTURES.exists(), reason="../shared fixtures not present")

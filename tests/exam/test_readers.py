@@ -5,7 +5,6 @@ from conftest import make_session
 
 from compaction_lab.core.projection import Projection, Segment
 from compaction_lab.exam.grading import grade
-from compaction_lab.exam.model import NOT_FOUND, Question
 from compaction_lab.exam.readers import (
     HISTORY_GET_TOOL,
     HISTORY_SEARCH_TOOL,
@@ -20,6 +19,7 @@ from compaction_lab.exam.readers import (
     question_message,
     request_messages,
 )
+from compaction_lab.exam.types import NOT_FOUND, Question
 from compaction_lab.store.archive import Archive
 
 SID = "s-hand"

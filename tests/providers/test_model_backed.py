@@ -13,12 +13,12 @@ from fake_openai_server import FakeOpenAIServer, Scripted, completion
 
 from compaction_lab import strategies, summarize
 from compaction_lab.exam import readers
-from compaction_lab.exam.model import NOT_FOUND, Question
 from compaction_lab.exam.model_reader import ModelReader, normalise_answer
+from compaction_lab.exam.types import NOT_FOUND, Question
 from compaction_lab.ingest import synthetic
 from compaction_lab.providers import shared
 from compaction_lab.strategies import CompactionContext, anatomy
-from compaction_lab.summarize.model import TOOL_OUTPUT_PREFIX, wire_body
+from compaction_lab.summarize.endpoint import TOOL_OUTPUT_PREFIX, wire_body
 
 
 @pytest.fixture
@@ -227,7 +227,7 @@ def test_model_profile_runs_labels_the_model_and_leaks_no_key(server, tmp_path, 
 
 def test_closed_book_asks_a_model_reader_concurrently_in_order(tmp_path, monkeypatch):
     from compaction_lab.exam import closed
-    from compaction_lab.exam.model import Case
+    from compaction_lab.exam.types import Case
 
     monkeypatch.setenv("COMPACTION_LAB_CHECKPOINTS", str(tmp_path / "ck.sqlite"))
     shared._CLIENTS.clear()

@@ -656,7 +656,7 @@ def ledger_vs_simulated(
 def ledger_calls_for(projections: Mapping[tuple[str, str], Projection], model: Any) -> list[dict[str, Any]]:
     """The ledger's record of every model-written summary among `projections`, in case x strategy order.
 
-    Each summary request is rebuilt as it was sent (`summarize.model.wire_body`
+    Each summary request is rebuilt as it was sent (`summarize.endpoint.wire_body`
     plus the client's model and temperature) and looked up by fingerprint, so
     a rerun that reused recorded answers still finds the calls that paid for
     them. Projections without a model summary (offline providers, fallbacks)
@@ -667,7 +667,7 @@ def ledger_calls_for(projections: Mapping[tuple[str, str], Projection], model: A
     from compaction_lab.providers.client import full_body, request_fingerprint
     from compaction_lab.providers.ledger import open_ledger
     from compaction_lab.providers.shared import config_of
-    from compaction_lab.summarize.model import wire_body
+    from compaction_lab.summarize.endpoint import wire_body
 
     cfg = config_of(model)
     ledger = open_ledger(cfg.ledger)
@@ -738,7 +738,7 @@ def shape_experiment_live(session: Session, shape: CallShape, model: Any) -> pd.
     from compaction_lab.providers.client import ChatClient
     from compaction_lab.providers.ledger import open_ledger
     from compaction_lab.providers.shared import config_of
-    from compaction_lab.summarize.model import wire_messages
+    from compaction_lab.summarize.endpoint import wire_messages
 
     cfg = dc_replace(config_of(model), reuse=False)
     client = ChatClient(cfg, open_ledger(cfg.ledger))

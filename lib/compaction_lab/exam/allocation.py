@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from compaction_lab.exam.model import POINTERS
+from compaction_lab.exam.types import POINTERS
 
 
 def split_evenly(total: int, parts: int) -> list[int]:

@@ -84,7 +84,7 @@ from compaction_lab.core.session import Session
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
 from compaction_lab.exam.allocation import allocate, largest_remainder, mix_plan, split_evenly
 from compaction_lab.exam.grading import accepted, normalise
-from compaction_lab.exam.model import POINTERS, Case, Question
+from compaction_lab.exam.types import POINTERS, Case, Question
 from compaction_lab.ingest.synthetic import PlantedFact, SyntheticChain
 from compaction_lab.strategies.base import history
 from compaction_lab.strategies.futureos import tail_boundaries, tail_start

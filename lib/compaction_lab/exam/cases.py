@@ -21,7 +21,7 @@ from compaction_lab.core import excerpt
 from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Session
 from compaction_lab.exam import bank, probes
-from compaction_lab.exam.model import Case, bank_from_jsonl, write_bank
+from compaction_lab.exam.types import Case, bank_from_jsonl, write_bank
 from compaction_lab.ingest import sources, synthetic
 from compaction_lab.report import runfolder
 from compaction_lab.strategies.base import CompactionContext

@@ -29,7 +29,7 @@ import pandas as pd
 from compaction_lab import strategies
 from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Session
-from compaction_lab.exam.model import Case, Question
+from compaction_lab.exam.types import Case, Question
 from compaction_lab.strategies.anatomy import strategy_label
 from compaction_lab.strategies.base import CompactionContext
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from compaction_lab.exam.model import NOT_FOUND, Question
+from compaction_lab.exam.types import NOT_FOUND, Question
 
 #: Characters stripped from both ends by `normalise` (after case-folding and whitespace collapse).
 STRIP_CHARS = " \"'`\u2018\u2019\u201c\u201d*.,;:!?"

@@ -31,9 +31,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from compaction_lab.exam.model import NOT_FOUND, Question
 from compaction_lab.exam.reading import ReaderAnswer, Tool, ToolCall, request_messages
-from compaction_lab.summarize.model import wire_messages
+from compaction_lab.exam.types import NOT_FOUND, Question
+from compaction_lab.summarize.endpoint import wire_messages
 
 #: Cap on an answer: exact values are short.
 ANSWER_TOKENS = 64

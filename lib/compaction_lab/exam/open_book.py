@@ -46,8 +46,8 @@ from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Session
 from compaction_lab.exam.closed import answer_all
 from compaction_lab.exam.grading import contains_answer, grade, is_abstention
-from compaction_lab.exam.model import Case, Question
 from compaction_lab.exam.readers import HistoryTools, Reader, SearcherReader, messages_text
+from compaction_lab.exam.types import Case, Question
 from compaction_lab.store.archive import Archive
 
 #: The three "searching allowed" wordings of rounds 1–3 (our words), gentlest first.

@@ -114,7 +114,7 @@ from compaction_lab.core.tokens import DEFAULT_ENCODING
 from compaction_lab.exam.allocation import largest_remainder
 from compaction_lab.exam.bank import cut_points, mix_pairs, spec_kwargs, tail_start_of
 from compaction_lab.exam.grading import accepted, normalise
-from compaction_lab.exam.model import POINTERS, Case, Question
+from compaction_lab.exam.types import POINTERS, Case, Question
 
 #: Categories of mined questions, in the order tables list them.
 CATEGORIES: tuple[str, ...] = ("identifier", "tool_returned_id", "path", "number", "error_string", "quoted")

@@ -39,7 +39,6 @@ from typing import Any
 
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
 from compaction_lab.exam.grading import contains_answer
-from compaction_lab.exam.model import NOT_FOUND, Question
 from compaction_lab.exam.reading import (  # the reader interface; its home is `exam.reading`
     QUESTION_INSTRUCTION,
     SEARCH_MODES,
@@ -53,6 +52,7 @@ from compaction_lab.exam.reading import (  # the reader interface; its home is `
     question_message,
     request_messages,
 )
+from compaction_lab.exam.types import NOT_FOUND, Question
 from compaction_lab.store.archive import Archive
 
 # --------------------------------------------------------------------------- open-book tools

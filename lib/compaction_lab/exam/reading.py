@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 from compaction_lab.core.session import Record
 from compaction_lab.core.text import content_text
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
-from compaction_lab.exam.model import NOT_FOUND, Question
+from compaction_lab.exam.types import NOT_FOUND, Question
 from compaction_lab.store.archive import Hit
 
 #: The instruction that follows every question (our words): exact value or NOT_FOUND.

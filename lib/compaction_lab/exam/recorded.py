@@ -29,7 +29,7 @@ from compaction_lab.core import excerpt
 from compaction_lab.core.session import Session
 from compaction_lab.exam import closed, probes, stats
 from compaction_lab.exam.cases import probe_params
-from compaction_lab.exam.model import Case, bank_from_jsonl, write_bank
+from compaction_lab.exam.types import Case, bank_from_jsonl, write_bank
 from compaction_lab.ingest import sources
 from compaction_lab.strategies import recorded as rec
 from compaction_lab.strategies.base import CompactionContext

@@ -34,7 +34,7 @@ import pandas as pd
 from scipy import stats as st
 
 from compaction_lab.exam.bank import DEFAULT_POINTER_MIX
-from compaction_lab.exam.model import POINTERS
+from compaction_lab.exam.types import POINTERS
 
 #: The default question mix (the bank's): the seed's follow-up study (80% assistant, 10% user, 10% tool).
 DEFAULT_MIX: Mapping[str, float] = DEFAULT_POINTER_MIX

@@ -243,7 +243,7 @@ def _price_tables_problem(names: list) -> str | None:
 
 
 def _pointer_mix_problem(mix: Mapping) -> str | None:
-    from compaction_lab.exam.model import POINTERS
+    from compaction_lab.exam.types import POINTERS
 
     unknown = sorted(str(k) for k in mix if k not in POINTERS)
     if unknown:

@@ -15,7 +15,7 @@ output cap) and returns text plus usage.
     "extractive stand-in" in tables and charts.
 ``model``
     Any OpenAI-compatible chat endpoint, sent each strategy's own summary
-    request shape through the ledger (`summarize.model`). Labelled with the
+    request shape through the ledger (`summarize.endpoint`). Labelled with the
     model's name.
 """
 
@@ -43,7 +43,7 @@ def get_provider(name: str, model: Any = None) -> SummaryProvider:
 
         return ExtractiveProvider()
     if name == "model":
-        from compaction_lab.summarize.model import ModelProvider
+        from compaction_lab.summarize.endpoint import ModelProvider
 
         return ModelProvider(model)
     raise ValueError(f"unknown summary provider {name!r}; available: none, extractive, model")
