@@ -45,7 +45,7 @@ MOVED: dict[str, str] = {
     "ledger": "compaction_lab.providers.ledger",
     "checkpoints": "compaction_lab.store.checkpoints",
     "archive": "compaction_lab.store.archive",
-    "redact": "compaction_lab.privacy.redact",
+    "redact": "compaction_lab.privacy.redactor",
 }
 
 

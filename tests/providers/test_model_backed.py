@@ -188,7 +188,7 @@ def test_model_without_configuration_is_a_clear_error():
 def test_model_profile_runs_labels_the_model_and_leaks_no_key(server, tmp_path, monkeypatch):
     """The whole chain with `summarizer: model` and `reader: model` against the scripted endpoint: every
     model-backed table names the model, the ledger holds every call, and the API key is nowhere."""
-    from compaction_lab.privacy import redact
+    from compaction_lab.privacy.leaks import find_leaks
     from compaction_lab.report import run as report
 
     key = "sk-modeltest-Qx81Vb27Nd5Lm0Rt9Zy4"
@@ -222,7 +222,7 @@ def test_model_profile_runs_labels_the_model_and_leaks_no_key(server, tmp_path, 
 
     calls = open_ledger(ledger).calls()
     assert (calls["status"] == "done").all() and len(calls) == server.count()
-    assert redact.find_leaks(d, [key]) == [] and key.encode() not in ledger.read_bytes()
+    assert find_leaks(d, [key]) == [] and key.encode() not in ledger.read_bytes()
 
 
 def test_closed_book_asks_a_model_reader_concurrently_in_order(tmp_path, monkeypatch):

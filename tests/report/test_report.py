@@ -432,7 +432,7 @@ def _on_my_sessions(session: Path) -> dict:
 
 
 def test_redacted_run_leaks_none_of_the_planted_secrets(tmp_path, monkeypatch):
-    from compaction_lab.privacy import redact
+    from compaction_lab.privacy.leaks import find_leaks
 
     monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
     session = _secret_session(tmp_path / "secrets.jsonl")
@@ -440,7 +440,7 @@ def test_redacted_run_leaks_none_of_the_planted_secrets(tmp_path, monkeypatch):
     assert mine.redact  # on by default for the user's own sessions
     red = report.run_profile(mine, results=tmp_path / "r", progress=False, overrides=_on_my_sessions(session))
     assert red.report is not None and (red.run_dir / "archive.sqlite").exists()
-    assert redact.find_leaks(red.run_dir, [*PLANTED.values(), ENV_KEY]) == []
+    assert find_leaks(red.run_dir, [*PLANTED.values(), ENV_KEY]) == []
     info = json.loads((red.run_dir / "run.json").read_text())
     assert info["redaction"]["enabled"] and "email" in " ".join(info["redaction"]["patterns"])
     # Redaction masks, it does not drop: the sessions keep every record.
@@ -458,7 +458,7 @@ def test_redacted_run_leaks_none_of_the_planted_secrets(tmp_path, monkeypatch):
         overrides=_on_my_sessions(session),
         allow_unknown=True,
     )
-    leaks = {needle for _, needle in redact.find_leaks(plain.run_dir, [*PLANTED.values(), ENV_KEY])}
+    leaks = {needle for _, needle in find_leaks(plain.run_dir, [*PLANTED.values(), ENV_KEY])}
     assert leaks == set(PLANTED.values())
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from compaction_lab.core.projection import Projection, Segment, SummaryReceipt, SummaryRequest
+from compaction_lab.core.projection import Projection, Segment, SummaryReceipt, SummaryRequest, projection_from_json
 from compaction_lab.core.shapes import CallShape
 from compaction_lab.store import checkpoints as cp
 from compaction_lab.strategies.base import CompactionContext
@@ -147,7 +147,7 @@ def test_same_key_success_reused_without_compute(store):
         assert again.status == "reused" and again.computed is None
         assert again.projection == first.projection and again.receipt == first.receipt
     assert compute.calls == 1
-    rebuilt = cp.projection_from_json(again.projection)
+    rebuilt = projection_from_json(again.projection)
     assert rebuilt.segments == first.computed.segments and rebuilt.receipt == first.computed.receipt
     assert rebuilt.summary_request is None  # documented loss
 

@@ -10,6 +10,7 @@ type, so every chart and exam treats them alike:
   that strategy's documented shape (prefix-shared, history + instruction,
   dedicated prompt), with a fingerprint.
 * `SummaryReceipt` — what came back: provider, stand-in flag, usage, fallback.
+* `projection_from_json` — a `Projection` rebuilt from `Projection.to_json` (stored checkpoints).
 """
 
 from __future__ import annotations
@@ -337,6 +338,42 @@ class Projection:
             "receipt": None if self.receipt is None else dict(self.receipt.__dict__),
             "notes": dict(self.notes),
         }
+
+
+def projection_from_json(data: Mapping[str, Any]) -> Projection:
+    """Rebuild a `Projection` from ``Projection.to_json()`` (which must include segment text).
+
+    Lossy in one way: ``summary_request`` is None (the JSON keeps only its
+    shape and fingerprint). Notes come back as JSON types (lists, not tuples).
+    """
+    segs = []
+    for s in data["segments"]:
+        if "text" not in s:
+            raise ValueError("projection JSON has no segment text (to_json(include_text=False)); cannot rebuild")
+        segs.append(
+            Segment(
+                kind=s["kind"],
+                role=s["role"],
+                text=s["text"],
+                entry_ids=tuple(s.get("entry_ids") or ()),
+                tokens=int(s.get("tokens") or 0),
+                record_kind=s.get("record_kind"),
+                label=s.get("label") or "",
+            )
+        )
+    rec = data.get("receipt")
+    return Projection(
+        strategy=data["strategy"],
+        algorithm_version=data["algorithm_version"],
+        session_id=data["session_id"],
+        cut=int(data["cut"]),
+        segments=tuple(segs),
+        capacity=int(data["capacity"]),
+        estimator=data["estimator"],
+        summary_request=None,
+        receipt=None if rec is None else SummaryReceipt(**rec),
+        notes=dict(data.get("notes") or {}),
+    )
 
 
 def chat_messages(parts: Iterable[tuple[str, str, str]]) -> list[dict[str, Any]]:

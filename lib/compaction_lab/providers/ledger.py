@@ -23,7 +23,7 @@ travels only in the HTTP Authorization header.
 
 Concurrency
 -----------
-The conventions of `compaction_lab.store.checkpoints`: WAL journal, ``busy_timeout``,
+The conventions of `compaction_lab.store.sqlite` (shared with the checkpoints): WAL journal, ``busy_timeout``,
 every write one short ``BEGIN IMMEDIATE`` transaction, so several processes
 can write the same file. One difference: connections are pooled (a few idle
 ones kept per `Ledger`, each used by one thread at a time) rather than opened
@@ -52,7 +52,7 @@ from compaction_lab.core import paths
 from compaction_lab.core.fingerprints import canonical_json  # the fingerprints' form: stored JSON re-hashes identically
 from compaction_lab.core.processes import pid_alive
 from compaction_lab.providers.usage import Usage
-from compaction_lab.store.checkpoints import immediate  # one write transaction for both stores
+from compaction_lab.store.sqlite import immediate  # one write transaction for both stores
 
 SCHEMA_VERSION = 1
 

@@ -262,10 +262,10 @@ def _pointer_mix_problem(mix: Mapping) -> str | None:
 def _patterns_problem(path: str) -> str | None:
     if not path:
         return None
-    from compaction_lab.privacy import redact
+    from compaction_lab.privacy import patterns
 
     try:
-        redact.load_patterns(path)
+        patterns.load_patterns(path)
     except OSError as exc:
         return f"cannot read the pattern file ({exc.strerror or exc})"
     except Exception as exc:

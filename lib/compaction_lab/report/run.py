@@ -21,7 +21,7 @@ template drops the lab template's CDN scripts and figures are embedded.
 Sharing: with redaction on (``redact: true`` in a profile, on for
 ``my_sessions``; ``--redact`` / ``--no-redact`` on the command line) the
 sessions are masked as they are imported and a final sweep masks whatever
-still matches in any file of the run folder (`redact`). Values of secret
+still matches in any file of the run folder (`privacy.scrub`). Values of secret
 environment variables are masked in every run, redaction on or off.
 
 Batches: `run_profile` takes parameter overrides (``--set key=value``) and
@@ -55,7 +55,8 @@ from papermill.exceptions import PapermillExecutionError
 
 from compaction_lab import __version__
 from compaction_lab.core import paths
-from compaction_lab.privacy import redact as redact_mod
+from compaction_lab.privacy import redactor as redactor_mod
+from compaction_lab.privacy import scrub
 from compaction_lab.report import lifecycle, runfolder, share
 from compaction_lab.report import params as params_mod
 from compaction_lab.report.params import ProfileError
@@ -273,7 +274,7 @@ def run_profile(
     if redact is not None:
         prof = prof.with_parameters({REDACT_PARAM: bool(redact)})
     prof = params_mod.checked(prof, allow_unknown=allow_unknown, results_folder=results or paths.results_dir())
-    redactor = redact_mod.redactor(prof.redact, prof.parameters.get("redact_patterns") or None)
+    redactor = redactor_mod.redactor(prof.redact, prof.parameters.get("redact_patterns") or None)
     # SIGINT / SIGTERM stop the run as `lifecycle.RunInterrupted` from before its folder exists
     # to its last write, so a stopped run is always marked `interrupted`, never left `running`.
     with lifecycle.stop_on_signals():
@@ -334,7 +335,7 @@ def _run_chain(
     *,
     progress: bool,
     render: bool,
-    redactor: redact_mod.Redactor,
+    redactor: redactor_mod.Redactor,
     started: float,
 ) -> set[str]:
     """Execute the profile's notebooks in order, appending to `done`; the parameters they declare.
@@ -439,7 +440,7 @@ def _record_interruption(
     done: list[NotebookRun],
     executing: Mapping[str, Any],
     exc: lifecycle.RunInterrupted,
-    redactor: redact_mod.Redactor,
+    redactor: redactor_mod.Redactor,
     started: float,
 ) -> lifecycle.RunInterrupted:
     """Mark the run ``interrupted`` (with the notebook cut short) and sweep it; the exception to raise.
@@ -477,8 +478,8 @@ def _record_interruption(
     return lifecycle.RunInterrupted(exc.signum, run_dir=run_dir, notebook=nb)
 
 
-def _scrub(run_dir: Path, redactor: redact_mod.Redactor) -> dict[str, Any]:
-    rep = redact_mod.scrub_run_folder(run_dir, redactor)
+def _scrub(run_dir: Path, redactor: redactor_mod.Redactor) -> dict[str, Any]:
+    rep = scrub.scrub_run_folder(run_dir, redactor)
     return {
         "enabled": redactor.enabled,
         "patterns": [p.name for p in redactor.patterns],

@@ -68,7 +68,7 @@ worker; the default is ``host:pid:random``).
 Reuse returns the stored JSON: `Outcome.projection` is always the
 ``Projection.to_json()`` dict (identical whether computed now or reused), and
 `Outcome.computed` holds the live `Projection` when this call computed it.
-`projection_from_json` rebuilds a `Projection` from the dict; it is lossy in
+`core.projection.projection_from_json` rebuilds a `Projection` from the dict; it is lossy in
 one documented way: ``summary_request`` comes back ``None`` (the JSON keeps only
 its shape and fingerprint; the fingerprint is also in the receipt).
 """
@@ -90,7 +90,8 @@ from typing import Any, Literal
 from compaction_lab.core import paths
 from compaction_lab.core.fingerprints import canonical_json, sha256_text, shape_fingerprint
 from compaction_lab.core.processes import pid_alive
-from compaction_lab.core.projection import Projection, Segment, SummaryReceipt
+from compaction_lab.core.projection import Projection
+from compaction_lab.store.sqlite import connect, enable_wal, immediate
 
 SCHEMA_VERSION = 1
 
@@ -396,19 +397,6 @@ class Claim:
     superseded: tuple[str, ...] = ()
 
 
-@contextmanager
-def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """One ``BEGIN IMMEDIATE`` transaction: the write lock up front, so racing writers queue instead of
-    failing mid-transaction; rolled back on any error, committed otherwise."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
 def new_owner_id() -> str:
     """A fresh owner id: ``host:pid:random``."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -475,10 +463,7 @@ class CheckpointStore:
     # ------------------------------------------------------------------ plumbing
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(str(self.path), timeout=self.busy_timeout, isolation_level=None)
-        conn.row_factory = sqlite3.Row
-        conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
-        return conn
+        return connect(self.path, self.busy_timeout)
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -514,17 +499,8 @@ class CheckpointStore:
             )
 
     def _init(self) -> None:
-        deadline = time.monotonic() + self.busy_timeout
-        while True:  # switching to WAL needs a moment with no other connection writing
-            try:
-                with self._read() as conn:
-                    mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-                break
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.02)
-        if str(mode).lower() != "wal":
+        mode = enable_wal(self.path, self.busy_timeout)
+        if mode.lower() != "wal":
             raise CheckpointError(f"could not switch {self.path} to WAL (journal_mode={mode})")
         with self._tx() as conn:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -813,7 +789,7 @@ class CheckpointStore:
             return cur.rowcount == 1
 
 
-# --------------------------------------------------------------------------- receipts and projections
+# --------------------------------------------------------------------------- receipts
 
 
 def build_receipt(projection: Projection) -> dict[str, Any]:
@@ -836,42 +812,6 @@ def build_receipt(projection: Projection) -> dict[str, Any]:
         "cached_tokens": rec.cached_tokens if rec is not None else 0,
         "output_tokens": rec.output_tokens if rec is not None else 0,
     }
-
-
-def projection_from_json(data: Mapping[str, Any]) -> Projection:
-    """Rebuild a `Projection` from ``Projection.to_json()`` (which must include segment text).
-
-    Lossy in one way: ``summary_request`` is None (the JSON keeps only its
-    shape and fingerprint). Notes come back as JSON types (lists, not tuples).
-    """
-    segs = []
-    for s in data["segments"]:
-        if "text" not in s:
-            raise ValueError("projection JSON has no segment text (to_json(include_text=False)); cannot rebuild")
-        segs.append(
-            Segment(
-                kind=s["kind"],
-                role=s["role"],
-                text=s["text"],
-                entry_ids=tuple(s.get("entry_ids") or ()),
-                tokens=int(s.get("tokens") or 0),
-                record_kind=s.get("record_kind"),
-                label=s.get("label") or "",
-            )
-        )
-    rec = data.get("receipt")
-    return Projection(
-        strategy=data["strategy"],
-        algorithm_version=data["algorithm_version"],
-        session_id=data["session_id"],
-        cut=int(data["cut"]),
-        segments=tuple(segs),
-        capacity=int(data["capacity"]),
-        estimator=data["estimator"],
-        summary_request=None,
-        receipt=None if rec is None else SummaryReceipt(**rec),
-        notes=dict(data.get("notes") or {}),
-    )
 
 
 def _check_projection(key: CheckpointKey, projection: Any) -> Projection:
@@ -999,7 +939,6 @@ __all__ = [
     "list_checkpoints",
     "new_owner_id",
     "parse_key",
-    "projection_from_json",
     "release_checkpoint",
     "shape_fingerprint",
     "show_checkpoint",

@@ -25,7 +25,7 @@ import pkgutil
 from collections.abc import Mapping
 from functools import lru_cache
 
-from compaction_lab.core.projection import Projection
+from compaction_lab.core.projection import Projection, projection_from_json
 from compaction_lab.core.session import Session
 from compaction_lab.core.shapes import CallShape
 from compaction_lab.strategies.base import CompactionContext, Strategy
@@ -100,7 +100,7 @@ def compact(
     path = ctx.checkpoint_path()
     if path is None:
         return compute()
-    from compaction_lab.store.checkpoints import CheckpointStore, checkpoint_key, compact_once, projection_from_json
+    from compaction_lab.store.checkpoints import CheckpointStore, checkpoint_key, compact_once
 
     key = checkpoint_key(session.id, end, strategy, impl.algorithm_version, ctx)
 

@@ -1,0 +1,415 @@
+"""Candidate values of one record: the extraction rules (`RULES`) and the checks that make a match a value.
+
+Each `Candidate` carries what a question about it needs (its record, offsets, line and the words around
+it). The rules, in claim order, are listed in the `exam.probes` docstring.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from compaction_lab.core.session import POINTER_OF_KIND, Record
+from compaction_lab.exam.grading import normalise
+
+__all__ = [
+    "CATEGORIES",
+    "COMMON_WORDS",
+    "MINED_KINDS",
+    "NUM",
+    "PROSE_KINDS",
+    "RULES",
+    "Candidate",
+    "Rule",
+    "extract",
+    "guessable",
+    "has_words",
+]
+
+#: Categories of mined questions, in the order tables list them.
+CATEGORIES: tuple[str, ...] = ("identifier", "tool_returned_id", "path", "number", "error_string", "quoted")
+
+#: Record kinds values are mined from (user records only when not injected).
+MINED_KINDS: tuple[str, ...] = ("user", "assistant", "reasoning", "tool_call", "tool_output")
+
+#: Words too easy to guess to make an exact-value question (compared case-folded).
+COMMON_WORDS: frozenset[str] = frozenset(
+    """
+true false null none nil undefined self this that then than with from into have been were will would
+should could about there their these those which where when what while test tests testing file files
+data name names value values error errors string number object list type types path paths main master
+done pending status default hello world hello-world todo fixme note info debug warn warning success
+failed failure passed yes okay json yaml text html http https localhost index config settings
+module function class method return import export const let var print string int float bool dict
+user assistant tool system content message result results output input command args kwargs
+""".split()
+)
+
+#: Identifier prefixes that are standards, not ids (``UTF-8``, ``SHA-256``).
+_STANDARD_PREFIXES = frozenset(
+    {"UTF", "SHA", "ISO", "RFC", "MD", "HTTP", "TLS", "SSL", "IPV", "AES", "RSA", "ES", "ECMA", "IEEE", "PEP", "X"}
+)
+#: Slugs that look like ids but are common platform names.
+_COMMON_SLUGS = frozenset(
+    {
+        "x86_64",
+        "x86-64",
+        "amd64",
+        "arm64",
+        "aarch64",
+        "utf8mb4",
+        "win32",
+        "win64",
+        "i386",
+        "i686",
+        "mp4",
+        "h264",
+        "base64",
+    }
+)
+
+
+# --------------------------------------------------------------------------- rules
+
+_EXT = (
+    r"(?:py|pyi|pyc|ipynb|ts|tsx|js|jsx|mjs|cjs|json|jsonl|yaml|yml|toml|ini|cfg|conf|sql|md|rst|txt|"
+    r"sh|bash|zsh|ps1|rs|go|java|kt|rb|php|c|h|cc|cpp|hpp|cs|swift|lock|csv|tsv|log|html|css|scss|xml|"
+    r"proto|tf|patch|diff|gz|zip|tar|whl|env|traj|dcm)"
+)
+#: A number, with thousands separators or not ("1,792,546", "184.37").
+NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+_UNITS = (
+    r"(?:req/s|ms|µs|μs|us|ns|KiB|MiB|GiB|TiB|KB|MB|GB|TB|kB|bytes|seconds|secs|sec|s|minutes|mins|"
+    r"min|hours|%|rows|tokens|records|requests)"
+)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One extraction rule: a regex whose `group` is the value, the category it yields, the kinds it reads."""
+
+    name: str
+    category: str
+    pattern: re.Pattern[str]
+    group: int = 0
+    kinds: tuple[str, ...] = MINED_KINDS
+
+
+_NO_CALLS = ("user", "assistant", "reasoning", "tool_output")
+
+#: All rules, in claim order (see the `exam.probes` docstring).
+RULES: tuple[Rule, ...] = (
+    Rule("failed_test", "error_string", re.compile(r"(?m)^FAILED[ \t]+(\S+::\S+)"), 1, _NO_CALLS),
+    Rule(
+        "exception",
+        "error_string",
+        re.compile(
+            r"(?m)(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Failure|Fault|Interrupt)(?=:[ \t]+\S)[^\n]*"
+        ),
+        0,
+        _NO_CALLS,
+    ),
+    Rule("rustc_error", "error_string", re.compile(r"\berror\[E\d{4}\]:[ \t]+\S[^\n]*"), 0, _NO_CALLS),
+    Rule("tsc_error", "error_string", re.compile(r"\berror TS\d+:[ \t]+\S[^\n]*"), 0, _NO_CALLS),
+    Rule(
+        "error_line",
+        "error_string",
+        re.compile(
+            r"(?m)^[ \t]*((?:(?:ERROR|Error|error|FATAL|Fatal|fatal|panic)(?:\([^)\n]*\))?:|npm ERR!)[ \t]+\S[^\n]*)"
+        ),
+        1,
+        _NO_CALLS,
+    ),
+    Rule("slash_path", "path", re.compile(r"(?<![\w.~/:@%+\-\\])((?:~|\.{1,2})?/?(?:[\w.@%+\-]+/)+[\w.@%+\-]*)"), 1),
+    Rule(
+        "file_name",
+        "path",
+        re.compile(rf"(?<![\w.~/:@%+\-\\])([\w@%+\-]+(?:\.[\w@%+\-]+)*\.{_EXT})(?![\w/\\-]|\.\w)"),
+        1,
+    ),
+    Rule(
+        "uuid",
+        "identifier",
+        re.compile(r"(?<![\w-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![\w-])"),
+    ),
+    Rule("ticket_id", "identifier", re.compile(r"(?<![\w-])[A-Z][A-Z0-9]*[A-Z]-\d{2,}(?:[-_][A-Za-z0-9]+)*(?![\w-])")),
+    Rule("hex_hash", "identifier", re.compile(r"(?<![\w-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}(?![\w-])")),
+    Rule("slug_id", "identifier", re.compile(r"(?<![\w.\-/@])[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)+(?![\w\-/@]|\.\w)")),
+    Rule("mixed_token", "identifier", re.compile(r"(?<![\w.\-/@])[A-Za-z0-9]{8,}(?![\w\-/@]|\.\w)")),
+    Rule("unit_number", "number", re.compile(rf"(?<![\w.:/,-]){NUM}\s?{_UNITS}(?![\w/])")),
+    Rule("decimal", "number", re.compile(r"(?<![\w.:/,-])(?:\d{1,3}(?:,\d{3})+|\d+)\.\d+(?![\w]|\.\d)")),
+    Rule(
+        "port",
+        "number",
+        re.compile(r"(?i:\bport\s*[:=]?\s*|\b(?:localhost|127\.0\.0\.1|0\.0\.0\.0):)(\d{2,5})(?!\d)"),
+        1,
+    ),
+    Rule("backticked", "quoted", re.compile(r"(?<!`)`([^`\n]{4,60})`(?!`)"), 1, _NO_CALLS),
+    Rule("double_quoted", "quoted", re.compile(r'(?<![\w"\\])"([^"\n\\]{4,60})"(?![\w"])(?!\s*:)'), 1, _NO_CALLS),
+    Rule("single_quoted", "quoted", re.compile(r"(?<![\w'\\])'([^'\n\\]{4,60})'(?![\w'])"), 1, _NO_CALLS),
+    Rule("curly_quoted", "quoted", re.compile("\u201c([^\u201d\n]{4,60})\u201d"), 1, _NO_CALLS),
+)
+
+_API_TOOL = re.compile(r"http|fetch|curl|request|api|graphql|rpc|webhook", re.I)
+_API_TARGET = re.compile(r"^(?:GET|POST|PUT|PATCH|DELETE|HEAD)\s|https?://|\b(?:curl|wget|httpie|gh api)\b", re.I)
+
+
+# --------------------------------------------------------------------------- candidates
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A value found in one record, with what a question about it needs.
+
+    Parameters
+    ----------
+    value : str
+        The exact text as it occurs in the record.
+    category : str
+        One of `CATEGORIES`.
+    rule : str
+        Name of the `Rule` that found it.
+    pointer : str
+        ``user``, ``assistant`` or ``tool`` (`session.POINTER_OF_KIND`).
+    kind : str
+        The record's kind.
+    source_order, entry_id : int, str
+        The record it was found in.
+    start, end : int
+        Offsets of the value in the record text.
+    tool, target : str or None
+        The record's tool and target.
+    line_no : int
+        1-based line of the value in the record text.
+    before, after : str
+        A few words before and after the value on its line (sentence-bounded in prose).
+    same_rule : int
+        How many matches the same rule made in the record (an error asked by
+        call alone is ambiguous when there are several).
+    in_record : int
+        How many distinct values the record has (a prose question without a
+        window is ambiguous when there are several).
+    """
+
+    value: str
+    category: str
+    rule: str
+    pointer: str
+    kind: str
+    source_order: int
+    entry_id: str
+    start: int
+    end: int
+    tool: str | None = None
+    target: str | None = None
+    line_no: int = 1
+    before: str = ""
+    after: str = ""
+    same_rule: int = 1
+    in_record: int = 1
+
+
+def _digits(s: str) -> int:
+    return sum(c.isdigit() for c in s)
+
+
+def _transitions(s: str) -> int:
+    """Changes between letters and digits along `s` (random tokens change often, words rarely)."""
+    cls = [c.isdigit() for c in s if c.isalnum()]
+    return sum(a != b for a, b in zip(cls, cls[1:], strict=False))
+
+
+def _path_ok(v: str) -> bool:
+    if "//" in v or not re.search(r"[A-Za-z]", v):
+        return False
+    anchored = v.startswith(("/", "~/", "./", "../"))
+    parts = [p for p in re.sub(r"^(?:~|\.{1,2})?/", "", v).split("/") if p]
+    if not parts or v.endswith("/") and len(parts) < 2:
+        return False
+    has_ext = bool(re.search(r"[^.]\.[A-Za-z0-9]{1,8}$", parts[-1]))
+    if anchored:
+        return len(parts) >= 2 or has_ext
+    return (len(parts) >= 2 and has_ext) or len(parts) >= 3
+
+
+def _number_ok(v: str) -> bool:
+    num = re.match(NUM, v)
+    if num is None:
+        return False
+    n = num.group(0).replace(",", "")
+    if not n.strip("0."):
+        return False  # all zeros: "0.00s" is the default of every timer
+    if "." not in n:
+        return len(n) >= 2 and int(n) not in (100,) and not (len(n) <= 3 and int(n) % 10 == 0 and v == n)
+    return True
+
+
+def _value_ok(rule: Rule, v: str) -> bool:
+    """Rule-specific shape checks beyond the regex (what makes a match a value worth asking for)."""
+    if rule.name == "slash_path":
+        return _path_ok(v)
+    if rule.name == "file_name":  # "Node.js", "Vue.js": a library's name, not a file
+        return not re.fullmatch(r"[A-Z][a-z]+\.js", v)
+    if rule.name == "ticket_id":
+        return v.split("-", 1)[0] not in _STANDARD_PREFIXES
+    if rule.name == "slug_id":
+        segs = re.split(r"[-_]", v)
+        mixed = any(re.search(r"[A-Za-z]", s) and re.search(r"\d", s) for s in segs)
+        long_run = any(s.isdigit() and len(s) >= 4 for s in segs)
+        random_seg = any(
+            len(s) >= 8 and re.search(r"[a-z]", s) and re.search(r"[A-Z]", s) and re.search(r"\d", s) for s in segs
+        )  # li_jpaLEvjsIZY7US: one random segment is enough
+        if re.match(r"\d{4}-\d{2}-\d{2}", v):
+            return False  # a date or timestamp, not an id
+        return (
+            len(v) >= 6
+            and not all(s.isdigit() for s in segs)
+            and v.casefold() not in _COMMON_SLUGS
+            and (random_seg or (_digits(v) >= 2 and (mixed or long_run)))
+        )
+    if rule.name == "mixed_token":
+        letters = sum(c.isalpha() for c in v)
+        return _digits(v) >= 2 and letters >= 3 and _transitions(v) >= 4 and v.casefold() not in _COMMON_SLUGS
+    if rule.category == "number":
+        return _number_ok(v)
+    if rule.category == "error_string":
+        return 8 <= len(v) <= 200 and bool(re.search(r"[A-Za-z]", v))
+    if rule.category == "quoted":
+        return (
+            v == v.strip()
+            and bool(re.search(r"[A-Za-z0-9]", v))
+            and not re.fullmatch(r"[a-z]+", v)
+            and not v.startswith(("http://", "https://"))
+        )
+    return True
+
+
+def guessable(value: str) -> bool:
+    """Whether a value is too easy to guess for an exact-value question.
+
+    Shorter than 4 characters, a bare integer below 1000, or a common word
+    (`COMMON_WORDS`, compared after normalisation).
+    """
+    v = value.strip()
+    if len(v) < 4:
+        return True
+    if re.fullmatch(r"\d{1,3}", v):
+        return True
+    return normalise(v) in COMMON_WORDS
+
+
+def _is_api_output(record: Record) -> bool:
+    return record.kind == "tool_output" and (
+        bool(record.tool and _API_TOOL.search(record.tool)) or bool(record.target and _API_TARGET.search(record.target))
+    )
+
+
+def has_words(s: str) -> bool:
+    """Whether `s` has a word (two or more letters or digits), not just punctuation and space."""
+    return bool(re.search(r"[A-Za-z0-9]{2,}", s))
+
+
+#: Record kinds that are prose (not tool traffic).
+PROSE_KINDS = ("user", "assistant", "reasoning")
+
+
+def _context(record: Record, start: int, end: int) -> tuple[str, str, int]:
+    """(before, after, line_no): up to six words before and four after the value on its line."""
+    text = record.text
+    ls = text.rfind("\n", 0, start) + 1
+    le = text.find("\n", end)
+    le = len(text) if le < 0 else le
+    left, right = text[ls:start], text[end:le]
+    if record.kind != "tool_output" and not has_words(left + right):
+        # a value alone on its line (a bullet, a quoted setting): the line before says what it is
+        prev = text[:ls].rstrip()
+        left = prev[prev.rfind("\n") + 1 :] + " " + left if prev else left
+    if record.kind in PROSE_KINDS:  # stay inside the sentence
+        cut = max((m.end() for m in re.finditer(r"[.!?]\s", left)), default=0)
+        left = left[cut:] if has_words(left[cut:]) else left
+        m = re.search(r"[.!?](?:\s|$)", right)
+        right = right[: m.start()] if m else right
+    # Only the words nearest the value matter: bound the strings (a minified line can be hundreds of
+    # kilobytes) and split tokens in Python (one regex with a nested quantifier backtracks badly).
+    before = "".join(re.findall(r"\S+\s*", left[-400:])[-6:])
+    after = "".join(re.findall(r"\s*\S+", right[:400])[:4])
+    if len(before) > 50:  # start at a word (or, inside one long token, a punctuation) boundary
+        before = before[-50:]
+        cut = before.find(" ") if " " in before else next((i for i, ch in enumerate(before) if not ch.isalnum()), -1)
+        before = before[cut + 1 :]
+    if len(after) > 32:
+        after = after[:32]
+        cut = (
+            after.rfind(" ")
+            if " " in after
+            else max((i for i, ch in enumerate(after) if not ch.isalnum()), default=len(after))
+        )
+        after = after[:cut]
+    before = re.sub(r"\s+", " ", before).lstrip()
+    after = re.sub(r"\s+", " ", after).rstrip()
+    if re.fullmatch(r"[.,;:!?]+", after):
+        after = ""  # the sentence's full stop says nothing about the value
+    return before, after, text.count("\n", 0, start) + 1
+
+
+def extract(record: Record) -> list[Candidate]:
+    """Every value the rules find in one record (no session-level filtering).
+
+    Parameters
+    ----------
+    record : Record
+
+    Returns
+    -------
+    list of Candidate
+        In rule order, then by offset. Records that are not mined (system,
+        meta, summary, injected user text) give ``[]``.
+    """
+    if record.kind not in MINED_KINDS or (record.kind == "user" and record.injected):
+        return []
+    pointer = POINTER_OF_KIND[record.kind]
+    text = record.text
+    claimed = bytearray(len(text))
+    api = _is_api_output(record)
+    out: list[Candidate] = []
+    for rule in RULES:
+        if record.kind not in rule.kinds:
+            continue
+        found: list[tuple[int, int, str, int, int]] = []
+        for m in rule.pattern.finditer(text):
+            s, e = m.span(rule.group)
+            v = m.group(rule.group)
+            stripped = v.rstrip(" \t.,;:") if rule.category in ("path", "error_string") else v
+            e -= len(v) - len(stripped)
+            v = stripped
+            if not v or not _value_ok(rule, v):
+                continue
+            ms, me = m.span()  # the whole match (quotes included) must be unclaimed
+            if 1 in claimed[ms:me]:
+                continue
+            found.append((s, e, v, ms, me))
+        for s, e, v, ms, me in found:
+            claimed[ms:me] = b"\x01" * (me - ms)
+            category = "tool_returned_id" if api and rule.category == "identifier" else rule.category
+            before, after, line = _context(record, s, e)
+            out.append(
+                Candidate(
+                    v,
+                    category,
+                    rule.name,
+                    pointer,
+                    record.kind,
+                    record.source_order,
+                    record.entry_id,
+                    s,
+                    e,
+                    record.tool,
+                    record.target,
+                    line,
+                    before,
+                    after,
+                    len(found),
+                )
+            )
+    distinct = len({c.value for c in out})
+    return [replace(c, in_record=distinct) for c in out]

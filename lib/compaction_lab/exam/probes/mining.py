@@ -1,0 +1,264 @@
+"""Mining cases: the spec (`ProbeSpec`), one mined case and its report (`mine`, `MinedCase`), and every
+session's cases (`mine_all`, `mine_cases`).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from compaction_lab.core.session import Session
+from compaction_lab.core.tokens import DEFAULT_ENCODING
+from compaction_lab.exam.bank import cut_points, mix_pairs, spec_kwargs, tail_start_of
+from compaction_lab.exam.probes.decoys import make_decoys, session_vocab
+from compaction_lab.exam.probes.haystacks import session_haystacks
+from compaction_lab.exam.probes.selection import plan_counts, select, usable_candidates
+from compaction_lab.exam.types import POINTERS, Case, Question
+
+__all__ = [
+    "MinedCase",
+    "ProbeSpec",
+    "mine",
+    "mine_all",
+    "mine_case",
+    "mine_cases",
+]
+
+
+def _parse_mix(mix: Any) -> tuple[tuple[str, float], ...] | None:
+    """A pointer mix (None, mapping, pairs or JSON text) as pairs in POINTERS order, checked."""
+    if mix is None or (isinstance(mix, str) and mix.strip().lower() in ("", "none", "natural", "null")):
+        return None
+    if isinstance(mix, str):
+        mix = json.loads(mix)
+    return mix_pairs(mix)
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """Parameters of mined probe cases.
+
+    Parameters
+    ----------
+    tail_tokens : int
+        Recent-tail budget in report tokens; questions point before the tail.
+    n_questions : int
+        Real questions per case (fewer when the session has fewer candidates).
+    n_decoys : int
+        Decoys per case, on top of the real questions.
+    pointer_mix : None, Mapping[str, float] or tuple of (pointer, weight)
+        None: natural proportions (every pointer that has candidates, the rest
+        by availability). Otherwise relative weights of ``assistant``,
+        ``user``, ``tool``, stored as pairs in POINTERS order.
+    seed : int
+    encoding : str
+        Report tokenizer for the tail.
+    cuts_per_session : int
+        `mine_cases`: cases per session (1 = at its end; k = cuts at
+        ``1, (k-1)/k, …`` of its records, as the bank places them).
+    """
+
+    tail_tokens: int = 8192
+    n_questions: int = 20
+    n_decoys: int = 2
+    pointer_mix: Any = None
+    seed: int = 7
+    encoding: str = DEFAULT_ENCODING
+    cuts_per_session: int = 1
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pointer_mix", _parse_mix(self.pointer_mix))
+        for name in ("tail_tokens", "n_questions", "n_decoys"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.cuts_per_session < 1:
+            raise ValueError(f"cuts_per_session must be >= 1, got {self.cuts_per_session}")
+
+    @property
+    def mix(self) -> dict[str, float] | None:
+        """The pointer mix as a dict, or None for natural proportions."""
+        return None if self.pointer_mix is None else dict(self.pointer_mix)
+
+    @classmethod
+    def from_mapping(cls, m: Mapping[str, Any]) -> ProbeSpec:
+        """Build a spec from a mapping (e.g. papermill parameters), ignoring unknown keys and None.
+
+        ``pointer_mix`` may be a mapping, pairs, JSON text or ``"none"``; other
+        known keys are coerced to the field's type.
+        """
+        return cls(**spec_kwargs(cls, m, {"pointer_mix": lambda v: v}))
+
+
+@dataclass(frozen=True)
+class MinedCase:
+    """A mined case and how it compares with what was asked.
+
+    Parameters
+    ----------
+    case : Case
+    available : Mapping[str, int]
+        Usable candidates per pointer.
+    planned : Mapping[str, int]
+        Real questions per pointer the spec asked for (the mix's rounding; with
+        natural proportions, what availability allowed).
+    shortfall : Mapping[str, int]
+        Per pointer, planned minus asked (0 when met).
+    decoys_skipped : int
+        Decoys asked for but not made.
+    notes : tuple of str
+    """
+
+    case: Case
+    available: Mapping[str, int]
+    planned: Mapping[str, int]
+    shortfall: Mapping[str, int]
+    decoys_skipped: int = 0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def asked(self) -> dict[str, int]:
+        """Real questions per pointer in the case."""
+        return {p: sum(1 for q in self.case.real if q.pointer == p) for p in POINTERS}
+
+
+def mine(
+    session: Session, spec: ProbeSpec | None = None, *, case_id: str | None = None, cut: int | None = None
+) -> MinedCase:
+    """Mine one case from `session` at `cut`, with a report of what the candidates allowed.
+
+    Parameters
+    ----------
+    session : Session
+    spec : ProbeSpec, optional
+    case_id : str, optional
+        Defaults to ``f"{session.id}-probe"``.
+    cut : int, optional
+        Records with ``source_order < cut`` are compacted; defaults to the
+        session's end (after its last record).
+
+    Returns
+    -------
+    MinedCase
+    """
+    spec = ProbeSpec() if spec is None else spec
+    case_id = f"{session.id}-probe" if case_id is None else case_id
+    end = session.records[-1].source_order + 1 if session.records else 0
+    cut = end if cut is None else int(cut)
+    tail = tail_start_of(session, cut, spec.tail_tokens, spec.encoding)
+    hay = session_haystacks(session, tail)
+    usable = usable_candidates(session, tail, hay)
+    available = {p: sum(1 for u in usable if u.cand.pointer == p) for p in POINTERS}
+    planned, asked = plan_counts(available, spec.n_questions, spec.mix)
+
+    rng = random.Random(f"{spec.seed}:{case_id}")
+    chosen = select(rng, usable, asked, spec.n_questions, spec.mix is None)
+    asked = {p: sum(1 for u in chosen if u.cand.pointer == p) for p in POINTERS}
+    chosen.sort(key=lambda u: (u.cand.source_order, u.cand.start, u.cand.value))
+    questions = [
+        Question(
+            id=f"{case_id}-p{i:02d}",
+            case_id=case_id,
+            pointer=u.cand.pointer,
+            category=u.cand.category,
+            prompt=u.prompt,
+            answer=u.cand.value,
+            aliases=u.aliases,
+            source_entry_id=u.cand.entry_id,
+            source_order=u.cand.source_order,
+        )
+        for i, u in enumerate(chosen)
+    ]
+    decoys = make_decoys(case_id, chosen, spec.n_decoys, rng, session_vocab(session), hay) if spec.n_decoys else []
+
+    shortfall = {p: max(0, planned[p] - asked[p]) for p in POINTERS}
+    notes: list[str] = []
+    if sum(asked.values()) < spec.n_questions:
+        notes.append(
+            f"{case_id}: {sum(asked.values())} of {spec.n_questions} real questions "
+            f"(usable candidates {available}, tail_start {tail})"
+        )
+    for p in POINTERS:
+        if shortfall[p]:
+            notes.append(
+                f"{case_id}: {shortfall[p]} fewer {p} questions than planned ({available[p]} usable candidates)"
+            )
+    skipped = spec.n_decoys - len(decoys)
+    if skipped:
+        notes.append(f"{case_id}: {len(decoys)} of {spec.n_decoys} decoys (no lookalike could be made absent)")
+    case = Case(id=case_id, session_id=session.id, cut=cut, tail_start=tail, questions=tuple(questions + decoys))
+    return MinedCase(case, available, planned, shortfall, skipped, tuple(notes))
+
+
+def mine_case(
+    session: Session,
+    *,
+    case_id: str | None = None,
+    cut: int | None = None,
+    tail_tokens: int = 8192,
+    n_questions: int = 20,
+    n_decoys: int = 2,
+    pointer_mix: Any = None,
+    seed: int = 7,
+    encoding: str = DEFAULT_ENCODING,
+) -> Case:
+    """Mine one probe case from a session (see `mine` for the report).
+
+    Parameters
+    ----------
+    session : Session
+    case_id : str, optional
+        Defaults to ``f"{session.id}-probe"``; question ids are
+        ``f"{case_id}-p{n:02d}"``, decoy ids ``f"{case_id}-d{n:02d}"``.
+    cut : int, optional
+        Defaults to the session's end.
+    tail_tokens, n_questions, n_decoys, pointer_mix, seed, encoding
+        See `ProbeSpec`.
+
+    Returns
+    -------
+    Case
+    """
+    spec = ProbeSpec(
+        tail_tokens=tail_tokens,
+        n_questions=n_questions,
+        n_decoys=n_decoys,
+        pointer_mix=pointer_mix,
+        seed=seed,
+        encoding=encoding,
+    )
+    return mine(session, spec, case_id=case_id, cut=cut).case
+
+
+def mine_all(sessions: Iterable[Session], spec: ProbeSpec | None = None) -> list[MinedCase]:
+    """`mine` every session: one case at its end, or ``spec.cuts_per_session`` cases (ids ``…-probe-c{j}``)."""
+    spec = ProbeSpec() if spec is None else spec
+    out: list[MinedCase] = []
+    for s in sessions:
+        if spec.cuts_per_session == 1:
+            out.append(mine(s, spec))
+            continue
+        k = spec.cuts_per_session
+        fractions = [(k - j) / k for j in range(k)]
+        for j, cut in enumerate(cut_points(s, fractions)):
+            out.append(mine(s, spec, case_id=f"{s.id}-probe-c{j}", cut=cut))
+    return out
+
+
+def mine_cases(sessions: Iterable[Session], *, spec: ProbeSpec | None = None, **kw: Any) -> list[Case]:
+    """One probe case per session at its end (or ``cuts_per_session`` cases each).
+
+    Parameters
+    ----------
+    sessions : iterable of Session
+    spec : ProbeSpec, optional
+        Base parameters; keyword arguments (any `ProbeSpec` field) override it.
+
+    Returns
+    -------
+    list of Case
+    """
+    spec = replace(spec or ProbeSpec(), **kw) if kw else (spec or ProbeSpec())
+    return [m.case for m in mine_all(sessions, spec)]

@@ -1,0 +1,161 @@
+"""Question wording: how a candidate is asked about (`render`), and the first wording that singles it out
+without giving the answer away (`phrase`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TypedDict
+
+from compaction_lab.exam.grading import normalise
+from compaction_lab.exam.probes.candidates import Candidate, has_words
+
+__all__ = [
+    "Variant",
+    "contains",
+    "phrase",
+    "render",
+    "short_target",
+]
+
+_NOUN = {
+    "identifier": "ID",
+    "tool_returned_id": "ID",
+    "path": "path",
+    "number": "value",
+    "error_string": "error",
+    "quoted": "value",
+}
+_WH = {"path": "Which", "error_string": "Which"}
+_TOOL_VERB = {
+    "tool_returned_id": ("What ID", "return"),
+    "identifier": ("What ID", "print"),
+    "path": ("Which path", "show"),
+    "number": ("What number", "report"),
+    "error_string": ("Which error", "report"),
+    "quoted": ("What quoted value", "show"),
+}
+_PROSE_VERB = {
+    "identifier": "give",
+    "tool_returned_id": "give",
+    "path": "mention",
+    "number": "report",
+    "error_string": "quote",
+    "quoted": "mention",
+}
+
+
+def short_target(target: str | None, limit: int = 60) -> str:
+    """A target as a question shows it: first line, backticks replaced, at most `limit` characters."""
+    if not target:
+        return ""
+    t = target.strip().splitlines()[0].replace("`", "'") if target.strip() else ""
+    return t if len(t) <= limit else t[: limit - 1].rstrip() + "…"
+
+
+def render(
+    c: Candidate,
+    *,
+    target: str | None = None,
+    before: str | None = None,
+    after: str | None = None,
+    window: bool = True,
+    show_target: bool = True,
+) -> str:
+    """The question about candidate `c`.
+
+    Parameters
+    ----------
+    c : Candidate
+    target, before, after : str, optional
+        Override the shown target and window (decoys make them up).
+    window : bool
+        Show the words around the value (with the value as “…”).
+    show_target : bool
+        Name the tool call's target.
+
+    Returns
+    -------
+    str
+    """
+    n = c.source_order
+    tgt = short_target(c.target) if target is None else target
+    b = c.before if before is None else before
+    a = c.after if after is None else after
+    win = f": \u201c{b}\u2026{a}\u201d" if window and has_words(b + a) else ""
+    wh = _WH.get(c.category, "What")
+    noun = _NOUN[c.category]
+    if c.kind == "tool_output":
+        subject = f"the `{c.tool or 'tool'}` call" + (f" on `{tgt}`" if show_target and tgt else "")
+        if c.rule == "failed_test":
+            lead, verb = "Which failing test", "report"
+        else:
+            lead, verb = _TOOL_VERB[c.category]
+        if c.category == "error_string":  # the line is the answer: its window is rarely more than "…"
+            where = f" (line {c.line_no} of its output)" if c.same_rule > 1 else ""
+            return f"{lead} did {subject} {verb} at step {n}{win or where}?"
+        if not win:
+            win = f" (line {c.line_no} of its output)" if window else ""
+        return f"{lead} did {subject} {verb} at step {n}{win}?"
+    if c.kind == "tool_call":
+        if c.category == "path" and c.target and c.value.strip() == c.target.strip():
+            return f"Which file did the `{c.tool or 'tool'}` call at step {n} act on?"
+        subject = f"the `{c.tool or 'tool'}` call" + (f" on `{tgt}`" if show_target and tgt else "")
+        return f"{wh} {noun} did the agent pass to {subject} at step {n}{win}?"
+    if c.kind == "reasoning":
+        return f"{wh} {noun} did the assistant note in its reasoning at step {n}{win}?"
+    if c.kind == "user":
+        return f"{wh} {noun} did the user specify at step {n}{win}?"
+    return f"{wh} {noun} did the assistant {_PROSE_VERB[c.category]} at step {n}{win}?"
+
+
+def contains(prompt: str, forms: Iterable[str]) -> bool:
+    """Whether the normalised `prompt` contains any of the (normalised, non-empty) `forms`."""
+    p = normalise(prompt)
+    return any(f and f in p for f in forms)
+
+
+class Variant(TypedDict, total=False):
+    """The `render` options a wording is made with (absent: the default, True)."""
+
+    window: bool
+    show_target: bool
+
+
+#: Wordings tried in turn until one does not contain the answer.
+_VARIANTS: tuple[Variant, ...] = (
+    {},
+    {"window": False},
+    {"show_target": False},
+    {"window": False, "show_target": False},
+)
+
+
+def _grounded(c: Candidate, prompt: str) -> bool:
+    """Whether a wording singles out one value: a window or a line number, or nothing else it could mean."""
+    if "\u201c" in prompt or " (line " in prompt or c.in_record == 1:
+        return True
+    if c.category == "error_string" and c.same_rule == 1:
+        return True
+    return (
+        c.kind == "tool_call"
+        and c.category == "path"
+        and c.target is not None
+        and c.target != ""
+        and c.value.strip() == c.target.strip()
+    )
+
+
+def phrase(c: Candidate, aliases: Sequence[str] = ()) -> tuple[str, Variant] | None:
+    """The first wording of `c` that singles it out and contains neither its value nor an alias.
+
+    Returns the prompt and the `render` options it was made with, or None
+    when every wording either gives the answer away or could mean another
+    value of the same record.
+    """
+    forms = [normalise(x) for x in (c.value, *aliases)]
+    for kw in _VARIANTS:
+        prompt = render(c, **kw)
+        if not contains(prompt, forms) and _grounded(c, prompt):
+            return prompt, kw
+    return None
