@@ -303,7 +303,7 @@ class Pools:
         return docs[0] if k == 1 else "[\n" + ",\n".join(docs) + "\n]"
 
     def finish(self) -> Pools:
-        avg = lambda pool: sum(map(len, pool)) / len(pool) + 1  # noqa: E731
+        avg = lambda pool: sum(map(len, pool)) / len(pool) + 1
         self._avg = {name: avg(pool) for name, pool in self.shell.items()}
         self._avg["code"] = avg(self.code)
         self._json_avg = avg(self.json_docs) + 1

@@ -147,7 +147,7 @@ class FakeOpenAIServer:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         # A client that timed out closes the socket while we still sleep; that's expected here.
-        self._httpd.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
+        self._httpd.handle_error = lambda request, client_address: None  # type: ignore[method-assign]  # silence dropped-connection noise
         # A short poll interval: shutdown() waits up to one interval, and every test stops a server.
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, name="fake-openai", daemon=True

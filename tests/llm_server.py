@@ -112,7 +112,7 @@ def start_server(
             proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=_server_env()
             )
-        proc.log_path = log_path  # type: ignore[attr-defined]
+        proc.log_path = log_path  # type: ignore[attr-defined]  # kept on the process for error messages
         base_url = f"http://127.0.0.1:{chosen}/v1"
         try:
             _wait_ready(proc, base_url, timeout)

@@ -45,14 +45,14 @@ def test_help_names_the_commands(capsys):
 
 # --------------------------------------------------------------------------- import / history / tally
 
-import json  # noqa: E402
+import json  # noqa: E402  (imported below the helpers the CLI tests share)
 
-import pandas as pd  # noqa: E402
-import pytest  # noqa: E402
-from conftest import SHARED_FIXTURES  # noqa: E402
+import pandas as pd  # noqa: E402  (imported below the helpers the CLI tests share)
+import pytest  # noqa: E402  (imported below the helpers the CLI tests share)
+from conftest import SHARED_FIXTURES  # noqa: E402  (imported below the helpers the CLI tests share)
 
-from compaction_lab import composition  # noqa: E402
-from compaction_lab.ingest import ImportReport, load_sessions  # noqa: E402
+from compaction_lab import composition  # noqa: E402  (imported below the helpers the CLI tests share)
+from compaction_lab.ingest import ImportReport, load_sessions  # noqa: E402  (imported below the helpers the CLI tests share)
 
 needs_shared = pytest.mark.skipif(not SHARED_FIXTURES.exists(), reason="../shared fixtures not present")
 PI = SHARED_FIXTURES / "pi" / "large-session.jsonl"

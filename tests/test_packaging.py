@@ -1,6 +1,7 @@
 """environment.yml and pyproject.toml list the same dependencies; the Makefile and CI agree with the README."""
 
 import re
+from pathlib import Path
 
 import tomllib
 import yaml
@@ -62,3 +63,20 @@ def test_makefile_targets():
 def test_lib_is_not_ignored():
     ignored = (REPO_ROOT / ".gitignore").read_text().splitlines()
     assert "lib/" not in ignored and "data/results/" in ignored
+
+
+def test_every_lint_or_type_ignore_says_why():
+    """`make lint` allows no blanket ignores: a ``# noqa`` / ``# type: ignore`` names its code and a reason."""
+    bare = re.compile(r"#\s*(noqa|type:\s*ignore)(?![:\[])")
+    no_reason = re.compile(r"#\s*(noqa:\s*[A-Z0-9, ]+|type:\s*ignore\[[a-z-, ]+\])\s*$")
+    found = []
+    for folder in ("lib", "tests", "benchmarks"):
+        for path in sorted((REPO_ROOT / folder).rglob("*.py")):
+            if path == Path(__file__).resolve():
+                continue  # this checker quotes the comments it looks for
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if bare.search(line) or no_reason.search(line):
+                    found.append(f"{path.relative_to(REPO_ROOT)}:{n}: {line.strip()}")
+    assert found == []
+    assert no_reason.search("x = 1  # type: ignore[misc]") and not no_reason.search("x  # noqa: E402  (why)")
+    assert bare.search("x = 1  # noqa") and not bare.search("x  # noqa: F401  (loaded now)")

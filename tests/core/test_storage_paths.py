@@ -242,10 +242,10 @@ def _unprivileged(fn) -> tuple[int, str]:
 def _import_what_commands_use() -> None:
     """Import, before a child drops privileges, the modules the commands import lazily (the child may
     not be able to read the interpreter's or the checkout's files)."""
-    import zstandard  # noqa: F401
+    import zstandard  # noqa: F401  (loaded now: the child may not read site-packages later)
 
     from compaction_lab import ingest
-    from compaction_lab.ingest import sources  # noqa: F401
+    from compaction_lab.ingest import sources  # noqa: F401  (loaded now, as above)
 
     cli.build_parser()
     for fmt in ingest.FORMATS:

@@ -140,7 +140,7 @@ def test_sensitivity_endpoints_are_tool_and_assistant_recall_and_ranking_flips()
     sweep = t[~t["default"]]
     assert sorted(sweep["s"].unique()) == [0.0, 0.25, 0.5, 0.75, 1.0]
     rec = stats.recall_table(_crossing()).set_index("strategy")
-    at = lambda s, k: sweep[(sweep["s"] == s) & (sweep["strategy"] == k)].iloc[0]  # noqa: E731
+    at = lambda s, k: sweep[(sweep["s"] == s) & (sweep["strategy"] == k)].iloc[0]
     for k in ("A", "B"):
         assert at(0.0, k)["recall"] == rec.loc[k, "recall_tool"]
         assert at(1.0, k)["recall"] == rec.loc[k, "recall_assistant"]

@@ -378,7 +378,7 @@ def test_a_compactions_kept_tail_is_resolved_to_its_first_record(tmp_path):
             "parts": [{"id": f"{mid}.{i}", "messageID": mid, "sessionID": "ses_T", **p} for i, p in enumerate(parts)],
         }
 
-    text = lambda t: {"type": "text", "text": t}  # noqa: E731
+    text = lambda t: {"type": "text", "text": t}
     doc = {
         "info": {"id": "ses_T", "title": "t"},
         "messages": [

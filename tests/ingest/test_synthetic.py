@@ -377,4 +377,4 @@ def test_followups_refer_back_by_subject(default_chains):
 def test_planted_fact_dataclass_is_frozen():
     f = PlantedFact("x", "s", "user_constraint", "user", "v", (), "e", 0, "q?")
     with pytest.raises(dataclasses.FrozenInstanceError):
-        f.value = "w"  # type: ignore[misc]
+        f.value = "w"  # type: ignore[misc]  # the point: a frozen dataclass refuses it

@@ -230,7 +230,7 @@ def test_parameters_no_notebook_declares_are_an_error_unless_allowed(tmp_path, c
 
 # --------------------------------------------------------------------------- real sessions through notebook 01
 
-from conftest import FIXTURES, SHARED_FIXTURES  # noqa: E402
+from conftest import FIXTURES, SHARED_FIXTURES  # noqa: E402  (the real-session tests below start here)
 
 HERE_FIXTURES = FIXTURES
 

@@ -502,7 +502,7 @@ def test_fallback_commits_the_deterministic_projection(prov, needle):
     assert p.receipt.request_fingerprint == p.summary_request.fingerprint()
     assert p.notes["fallback"] is True and not segs(p, "summary")
     assert "fallback" in p.segments[2].text
-    strip = lambda proj: [(x.kind, x.text, x.entry_ids) for x in proj.segments if x.kind != "header"]  # noqa: E731
+    strip = lambda proj: [(x.kind, x.text, x.entry_ids) for x in proj.segments if x.kind != "header"]
     assert strip(p) == strip(det)
     assert p.notes["budgets"] == det.notes["budgets"]
 

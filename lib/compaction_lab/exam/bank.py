@@ -355,7 +355,7 @@ def cut_points(session: Session, fractions: Sequence[float]) -> list[int]:
             out.append(end)
             continue
         target = min(n, max(1, round(f * n)))
-        order = lambda p: recs[p].source_order if p < n else end  # noqa: E731
+        order = lambda p: recs[p].source_order if p < n else end
         lowest = max(1, target - math.ceil(_SNAP_WINDOW * n))
         turn = next(
             (

@@ -218,7 +218,7 @@ def scrub_run_folder(run_dir: Path, r: Redactor) -> ScrubReport:
     scanned, replacements = 0, 0
     changed: list[str] = []
     unscannable: list[str] = []
-    rel = lambda p: p.relative_to(run_dir).as_posix()  # noqa: E731
+    rel = lambda p: p.relative_to(run_dir).as_posix()
 
     # Databases first: rewriting one removes its -wal / -shm side files.
     files = [p for p in run_files(run_dir) if not p.name.endswith(_TMP)]
@@ -290,7 +290,7 @@ def _scrub_parquet(path: Path, r: Redactor) -> int:
 
     rules = r.rules()
     tally: Counter = Counter()
-    red = lambda s: apply(rules, s, tally)  # noqa: E731
+    red = lambda s: apply(rules, s, tally)
     table = pq.read_table(path)
     columns, fields_ = [], []
     for i, field in enumerate(table.schema):

@@ -402,7 +402,7 @@ class ChatClient:
                 for fut in futures:
                     fut.cancel()
                 raise
-        return results  # type: ignore[return-value]
+        return results  # type: ignore[return-value]  # every slot is filled once all futures are done
 
     def close(self) -> None:
         """Close the HTTP connections (and the ledger, when the client opened it)."""

@@ -96,7 +96,7 @@ def compact(
     if not 0 <= end <= len(session.records):
         raise ValueError(f"cut {end} outside session {session.id!r} (0..{len(session.records)})")
     impl = get(strategy)
-    compute = lambda: impl.compact(session, end, ctx).finalize(ctx.encoding)  # noqa: E731
+    compute = lambda: impl.compact(session, end, ctx).finalize(ctx.encoding)
     path = ctx.checkpoint_path()
     if path is None:
         return compute()

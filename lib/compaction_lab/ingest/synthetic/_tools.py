@@ -214,7 +214,7 @@ def deps(world: _World) -> str:
         "picocolors",
     )
     n = _heavy(rng, 40, 1.0, 8, 1500)
-    ver = lambda: f"{rng.randint(0, 9)}.{rng.randint(0, 40)}.{rng.randint(0, 20)}"  # noqa: E731
+    ver = lambda: f"{rng.randint(0, 9)}.{rng.randint(0, 40)}.{rng.randint(0, 20)}"
     lang = world.project.lang
     if lang == "python":
         rows = ["Package            Version", "------------------ ---------"]
