@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -190,6 +190,38 @@ def call_summarizer(ctx: CompactionContext, request: SummaryRequest) -> tuple[st
     return res.text, SummaryReceipt(
         name, stand_in, res.text, fp, res.input_tokens, res.cached_tokens, res.output_tokens
     )
+
+
+def summarize_or_template(ctx: CompactionContext, request: SummaryRequest) -> tuple[str, SummaryReceipt]:
+    """The provider's answer to `request`, or its template with every section empty.
+
+    The empty template stands in when the request leaves no room for an answer
+    (``max_output_tokens <= 0``: nothing is asked) or the provider is
+    unavailable or fails; the receipt then says why (``fallback=True``, its
+    text the template). What a strategy does with a real answer (format it,
+    verify it) stays with the strategy.
+
+    Returns
+    -------
+    (str, SummaryReceipt)
+    """
+    from compaction_lab.summarize.extractive import empty_template  # the stand-in owns the templates
+
+    empty = empty_template(request.template)
+    if request.max_output_tokens <= 0:
+        prov = ctx.summarizer
+        return empty, SummaryReceipt(
+            str(getattr(prov, "name", type(prov).__name__)),
+            bool(getattr(prov, "stand_in", False)),
+            empty,
+            request.fingerprint(),
+            fallback=True,
+            error="no room left for a summary",
+        )
+    text, receipt = call_summarizer(ctx, request)
+    if text is None:
+        return empty, replace(receipt, text=empty)
+    return text, receipt
 
 
 def summary_label(receipt: SummaryReceipt, fallback_label: str) -> str:

@@ -97,14 +97,13 @@ from compaction_lab.core.session import Record, Session
 from compaction_lab.core.tokens import counter
 from compaction_lab.strategies.base import (
     CompactionContext,
-    call_summarizer,
     est_chars4,
     history,
     read_prompt,
     record_messages,
+    summarize_or_template,
     summary_label,
 )
-from compaction_lab.summarize.extractive import empty_template
 
 ALGORITHM_VERSION = "claude-code-2"
 
@@ -510,20 +509,9 @@ class ClaudeCode:
         return out + ([todo_seg] if todo_seg is not None else [])
 
     def _summarise(self, req: SummaryRequest, ctx: CompactionContext) -> tuple[str, SummaryReceipt]:
-        empty = empty_template(self.template)
-        if req.max_output_tokens <= 0:
-            prov = ctx.summarizer
-            return empty, SummaryReceipt(
-                str(getattr(prov, "name", type(prov).__name__)),
-                bool(getattr(prov, "stand_in", False)),
-                empty,
-                req.fingerprint(),
-                fallback=True,
-                error="no room left for a summary",
-            )
-        text, receipt = call_summarizer(ctx, req)
-        if text is None:  # unavailable or failed: the empty template, the receipt says why
-            return empty, replace(receipt, text=empty)
+        text, receipt = summarize_or_template(ctx, req)
+        if receipt.fallback:  # no room, unavailable or failed: the empty template, the receipt says why
+            return text, receipt
         text = format_summary(text)
         return text, replace(receipt, text=text)
 

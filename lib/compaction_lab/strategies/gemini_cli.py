@@ -101,6 +101,7 @@ from compaction_lab.strategies.base import (
     history,
     read_prompt,
     role_of,
+    summarize_or_template,
     summary_label,
 )
 from compaction_lab.summarize import extractive
@@ -510,20 +511,9 @@ class GeminiCli:
     ) -> tuple[str, SummaryReceipt]:
         """The snapshot, then the verification probe; each request sent is appended to `sent` (priced apart)."""
         sent = [] if sent is None else sent
-        prov = ctx.summarizer
-        empty = empty_template(self.template)
-        if req.max_output_tokens <= 0:
-            return empty, SummaryReceipt(
-                str(getattr(prov, "name", type(prov).__name__)),
-                bool(getattr(prov, "stand_in", False)),
-                empty,
-                req.fingerprint(),
-                fallback=True,
-                error="no room left for a summary",
-            )
-        text, receipt = call_summarizer(ctx, req)
-        if text is None:  # unavailable or failed: the empty template, the receipt says why (no probe)
-            return empty, replace(receipt, text=empty)
+        text, receipt = summarize_or_template(ctx, req)
+        if receipt.fallback:  # no room, unavailable or failed: the empty template, the receipt says why (no probe)
+            return text, receipt
         summary = text
         cnt = counter(ctx.encoding)
         sent.append(SentRequest(req, cnt.count(text)))

@@ -129,9 +129,15 @@ from compaction_lab.core.fingerprints import sha256_text
 from compaction_lab.core.projection import Projection, Segment, SentRequest, SummaryReceipt, SummaryRequest
 from compaction_lab.core.session import Record, Session
 from compaction_lab.core.tokens import counter
-from compaction_lab.strategies.base import CompactionContext, call_summarizer, read_prompt, role_of, summary_label
+from compaction_lab.strategies.base import (
+    CompactionContext,
+    read_prompt,
+    role_of,
+    summarize_or_template,
+    summary_label,
+)
 from compaction_lab.summarize import extractive
-from compaction_lab.summarize.extractive import Block, Section, Template, empty_template, parse_blocks
+from compaction_lab.summarize.extractive import Block, Section, Template, parse_blocks
 
 ALGORITHM_VERSION = "pi-1"
 PIN = "83378aad7e74a0e2bb8f37c007a9685fb4609d8a"
@@ -985,21 +991,7 @@ class PiStrategy:
 
     @staticmethod
     def _ask(req: SummaryRequest, ctx: CompactionContext) -> tuple[str, SummaryReceipt]:
-        empty = empty_template(req.template)
-        if req.max_output_tokens <= 0:
-            prov = ctx.summarizer
-            return empty, SummaryReceipt(
-                str(getattr(prov, "name", type(prov).__name__)),
-                bool(getattr(prov, "stand_in", False)),
-                empty,
-                req.fingerprint(),
-                fallback=True,
-                error="no room left for a summary",
-            )
-        text, receipt = call_summarizer(ctx, req)
-        if text is None:
-            return empty, replace(receipt, text=empty)
-        return text, receipt
+        return summarize_or_template(ctx, req)
 
 
 STRATEGY = PiStrategy()
