@@ -111,7 +111,9 @@ def _n(k: int, word: str) -> str:
     return f"{k} {word}" if k == 1 else f"{k} {word}s"
 
 
-def build(session_list: Sequence[Session], params: Mapping[str, Any]) -> RecordedCases:
+def build(
+    session_list: Sequence[Session], params: Mapping[str, Any], saved: Mapping[str, Case] | None = None
+) -> RecordedCases:
     """One case per recorded compaction of `session_list` (questions mined before it); skips counted.
 
     Parameters
@@ -119,6 +121,9 @@ def build(session_list: Sequence[Session], params: Mapping[str, Any]) -> Recorde
     session_list : sessions of the run
     params : notebook / profile parameters (`probes.ProbeSpec` keys: ``probe_n_questions``,
         ``probe_n_decoys``, ``tail_tokens``, ``seed``, ...).
+    saved : mapping of case id to Case, optional
+        A saved bank: its cases are used as they are (nothing is mined again) and a compaction
+        it does not hold gives no case.
     """
     session_list = excerpt.for_stage(session_list, "the recorded exam")
     spec = probes.ProbeSpec.from_mapping(probe_params(params))
@@ -134,10 +139,16 @@ def build(session_list: Sequence[Session], params: Mapping[str, Any]) -> Recorde
             continue
         for rc in found:
             case_id = f"{s.id}-recorded-{rc.index}"
-            mined = probes.mine(s, spec, case_id=case_id, cut=rc.cut)
-            notes += list(mined.notes)
-            cases.append(mined.case)
-            found_rows.append(_found_row(mined.case, rc))
+            if saved is not None:
+                if case_id not in saved:
+                    continue
+                case = saved[case_id]
+            else:
+                mined = probes.mine(s, spec, case_id=case_id, cut=rc.cut)
+                notes += list(mined.notes)
+                case = mined.case
+            cases.append(case)
+            found_rows.append(_found_row(case, rc))
     return RecordedCases(
         tuple(cases),
         {s.id: s for s in session_list},
@@ -167,18 +178,12 @@ def for_run(run_dir: Path, params: Mapping[str, Any]) -> RecordedCases:
     """The recorded cases of the sessions notebook 01 wrote into `run_dir` (reusing a saved bank)."""
     run_dir = Path(run_dir)
     session_list = sources.load_saved(run_dir, stage="the recorded exam")
-    built = build(session_list, params)
     saved = run_dir / BANK_FILE
     if saved.exists():
-        # The bank decides the questions (a rerun asks exactly the same); `found` still comes from the logs.
-        cases = tuple(bank_from_jsonl(saved.read_bytes()))
-        return RecordedCases(
-            cases,
-            built.sessions,
-            built.found[built.found["case_id"].isin({c.id for c in cases})].reset_index(drop=True),
-            built.skipped,
-            built.notes,
-        )
+        # The bank decides the questions (a rerun asks exactly the same, nothing is mined again);
+        # where the compactions are still comes from the logs.
+        return build(session_list, params, {c.id: c for c in bank_from_jsonl(saved.read_bytes())})
+    built = build(session_list, params)
     write_bank(built.cases, saved)
     return built
 
