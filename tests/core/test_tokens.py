@@ -146,15 +146,19 @@ class _RecordingEncoding:
         return self.enc.encode_ordinary(text)
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_a_long_text_reaches_the_tokenizer_a_piece_at_a_time(threads):
+@pytest.mark.parametrize(("tokenizer", "threads"), [("tiktoken", 1), ("tiktoken", 2), ("bpe-openai", 1)])
+def test_a_long_text_reaches_the_tokenizer_a_piece_at_a_time(tokenizer, threads):
     """A 50 MB record made the tally hold 35M token ids (> 1 GB); now at most one piece's list per thread."""
-    c = tokens.TokenCounter(threads=threads)
-    c.encoding = spy = _RecordingEncoding(c.encoding)
+    c = tokens.TokenCounter(threads=threads, tokenizer=tokenizer)
+    reference = c.encoding
+    if tokenizer == "bpe-openai":
+        c._bpe = spy = _RecordingEncoding(c._bpe)
+    else:
+        c.encoding = spy = _RecordingEncoding(c.encoding)
     normal = "\n".join(_fixture_and_synthetic_texts())
     text = normal * (3 * tokens.COUNT_CHUNK_CHARS // len(normal) + 1)
-    assert c.count_many([text, "short"]) == [len(spy.enc.encode_ordinary(text)), 1]
-    assert spy.longest <= tokens.COUNT_CHUNK_CHARS
+    assert c.count_many([text, "short"]) == [len(reference.encode_ordinary(text)), 1]
+    assert tokens.COUNT_CHUNK_CHARS // 2 <= spy.longest <= tokens.COUNT_CHUNK_CHARS  # the spy saw the pieces
 
 
 def test_a_base64_blob_counts_exactly_and_a_letter_blob_within_a_token_per_piece():

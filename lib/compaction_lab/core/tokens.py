@@ -13,19 +13,42 @@ need well over a gigabyte just to be measured. The pieces are cut where
 exactly the whole text's; only a run of more than 32,768 characters with no
 such place (a blob of letters) is cut blindly, which can shift its count by
 a token or so per 65,536 characters.
+
+Two tokenizer backends produce the ids (`TOKENIZERS`, parameter ``tokenizer``):
+
+- ``"tiktoken"``: the reference, the hash-pinned offline data above;
+- ``"bpe-openai"``: the ``bpe-openai`` package's Rust tokenizer (data bundled
+  in its wheel), about twice as fast single-threaded, but it holds the GIL, so a
+  counter using it encodes on one thread;
+- ``"auto"`` (the default): ``bpe-openai`` when it is installed, knows the
+  encoding and passes the self-check, else ``tiktoken``.
+
+The self-check encodes a pinned corpus of short tricky texts
+(`SELF_CHECK_TEXTS`: whitespace runs, contractions, digit runs, code, JSON,
+CJK, emoji sequences, combining marks, RTL text, special-token strings as
+plain text, a base64 blob, ...) with both backends, tiktoken's ids computed
+there and then, and accepts ``bpe-openai`` only if every id list is equal;
+it runs once per process and encoding. The default backend is set with
+`set_default_tokenizer` or the ``COMPACTION_LAB_TOKENIZER`` environment
+variable. ``TokenCounter.encoding`` is always the tiktoken encoding (callers
+decode with it); only the counting and `TokenCounter.encode` go through the
+chosen backend.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import importlib
 import os
 import re
 import threading
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 import tiktoken
 
@@ -158,25 +181,274 @@ def _last_piece_start(text: str, lo: int, hi: int) -> int:
     return hi
 
 
+# --------------------------------------------------------------------------- tokenizer backends
+
+#: Allowed values of the ``tokenizer`` parameter: ``"auto"`` picks ``"bpe-openai"`` when it is
+#: installed and passes the self-check on the encoding, else ``"tiktoken"`` (the reference).
+TOKENIZERS = ("auto", "tiktoken", "bpe-openai")
+
+#: Environment variable giving the process-wide default tokenizer (one of `TOKENIZERS`).
+TOKENIZER_ENV = "COMPACTION_LAB_TOKENIZER"
+
+# A base64 blob of every byte value, 1,368 characters on one line: long runs of letters cut by
+# digits and "+/", the shape of the embedded images and archives tool output carries.
+_BASE64_BLOB = base64.b64encode(bytes(range(256)) * 4).decode("ascii")
+
+#: Short texts on which bpe-openai must give tiktoken's ids exactly before it is used (the
+#: self-check). Each one exercises a rule of the pre-tokenizer or of the byte-level merges where
+#: a reimplementation could plausibly differ from tiktoken.
+SELF_CHECK_TEXTS: tuple[str, ...] = (
+    "",
+    " ",
+    "hello world",
+    "Hello,  World!",
+    "trailing spaces   ",
+    "\n\n  \t",
+    "a\n\n  \tb",
+    "   leading spaces",
+    "tabs\t\tand\t spaces \t\n",
+    "line one\r\nline two\r\n\r\n",
+    "\r\r\n\n\r",
+    "it's, don't, you're, we've, I'll, I'd, I'm",
+    "IT'S DON'T YOU'RE WE'VE I'LL",
+    "rock 'n' roll ''s '' 's",
+    "1234567",
+    "3.14159265358979 1,000,000 0x1F 1e-10 007",
+    "２０２４年１２月 ٣٤٥ ൬൭ ⅫⅣ ²½",
+    "ORD-58213-QX abc123def 9a9b9c",
+    "def f(x):\n    return x + 1\n\n\nclass A:\n\tpass\n",
+    "    if (a && b) {\n        return c[i] ?? null;\n    }\n",
+    "for i in range(10):\n        print(i)    # trailing comment   \n",
+    '{"key": "value", "n": [1, 2, 3], "nested": {"ok": true, "x": null}}',
+    '{\n  "a": 1,\n  "b": "\\u00e9\\n"\n}',
+    "<html><body class='x'>&nbsp;&amp;</body></html>",
+    "SELECT * FROM t WHERE id = 42 -- comment",
+    "$ ls -la /usr/bin | grep -E '^d' > out.txt 2>&1",
+    "https://example.com/path?q=1&r=two#frag",
+    "<|endoftext|>",
+    "a <|endoftext|> b <|fim_prefix|> c <|fim_middle|><|fim_suffix|> <|endofprompt|>",
+    "<|fim_prefix|>def main():<|fim_suffix|>",
+    "日本語のテキストと漢字、そして句読点。",
+    "中文文本，包括标点符号！还有数字123。",
+    "한국어 텍스트입니다.",
+    "Ελληνικά και Русский текст",
+    "مرحبا بالعالم",
+    "שלום עולם",
+    "mixed עברית and English and العربية 123",
+    "\u202eright-to-left override\u202c and \u200f marks \u200e",
+    "emoji 😀😃😄 and 👍🏽 skin tone",
+    "family 👨‍👩‍👧‍👦 and 🏳️‍🌈 ZWJ sequences",
+    "flags 🇫🇷🇩🇪🇯🇵 🏴󠁧󠁢󠁳󠁣󠁴󠁿",
+    "keycaps 1️⃣ #️⃣ and ❤️ variation",
+    "e\u0301 a\u0300\u0316 Z\u0351\u0364\u0337\u0320 combining",
+    "naïve café résumé coöperate",
+    "नमस्ते दुनिया",
+    "ภาษาไทย ไม่มีช่องว่าง",
+    "\u00a0nbsp\u00a0between\u00a0\u00a0words\u00a0",
+    "thin\u2009space em\u2003space ideographic\u3000space",
+    "zero\u200bwidth\u200cjoiner\u200d\ufeffbom",
+    "\x00\x01\x1b[31mred\x1b[0m\x7f",
+    "\x1c\x1d\x1e\x1f\x85\u2028\u2029",
+    "a\U0001f600b\U00020000c\U000f0000d",
+    "\ufffd replacement and \uffff noncharacter",
+    "------------------------------------------------",
+    "================================ !!! ???",
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+    "           many             spaces            ",
+    "\n\n\n\n\n\n\n\n",
+    "CamelCaseIdentifier snake_case_name kebab-case-name",
+    "__init__ __main__ self.__dict__",
+    "email: user.name+tag@example.co.uk",
+    "UUID 123e4567-e89b-12d3-a456-426614174000",
+    "sha256 223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    _BASE64_BLOB,
+    "data:image/png;base64," + _BASE64_BLOB[:200] + "==",
+    "Ünïcödé ß ẞ ſ Ǆ ǅ ǆ ﬁ ﬂ",
+    "💩" * 10 + "𝔘𝔫𝔦𝔠𝔬𝔡𝔢",
+    "\tindented\n\t\tdeeper\n\t\t\tdeepest\n",
+    "end with newline\n",
+    "end with space ",
+)
+
+
+class _Encoder(Protocol):
+    """What a backend provides: a text's token ids, special-token strings encoded as plain text."""
+
+    def encode_ordinary(self, text: str) -> list[int]: ...
+
+
+@cache
+def _bpe_encoding(encoding: str) -> _Encoder:
+    """bpe-openai's encoding named `encoding` (ImportError when the package is missing).
+
+    Cached: loading parses the bundled ranks (~0.5 s). Callers look it up by module global, so a
+    test can replace it. importlib spares mypy the package's types: it ships none (no py.typed),
+    and `_Encoder` is all that is used of it.
+    """
+    with warnings.catch_warnings():
+        # bpe-openai 0.1.4 reads its data (on import, and per encoding) with the deprecated
+        # importlib.resources.open_binary: its noise, nothing a user of the suite can act on.
+        warnings.filterwarnings("ignore", message="open_binary is deprecated", category=DeprecationWarning)
+        module = importlib.import_module("bpe_openai")
+        if encoding not in module.list_encoding_names():
+            raise LookupError(f"bpe-openai has no encoding {encoding!r}")
+        return cast("_Encoder", module.get_encoding(encoding))
+
+
+def _shorten(text: str, limit: int = 80) -> str:
+    """repr of `text`, cut to about `limit` characters, for error messages."""
+    r = repr(text)
+    return r if len(r) <= limit else f"{r[:limit]}... ({len(text)} characters)"
+
+
+@cache
+def _bpe_problem(encoding: str) -> str | None:
+    """Why bpe-openai cannot count `encoding` here, or None when it can (the self-check passed).
+
+    Cached: the check runs once per process and encoding (tests clear it with ``cache_clear``).
+    """
+    try:
+        bpe = _bpe_encoding(encoding)
+    except ImportError:
+        return "the bpe-openai package is not installed (pip install bpe-openai)"
+    except Exception as exc:  # any failure to load means "unavailable": "auto" must never crash
+        return f"bpe-openai cannot load encoding {encoding!r}: {type(exc).__name__}: {exc}"
+    try:
+        reference = get_encoding(encoding)
+    except EncodingUnavailable as exc:
+        return f"no tiktoken reference to check bpe-openai against: {exc}"
+    for text in SELF_CHECK_TEXTS:
+        expected = reference.encode_ordinary(text)
+        try:
+            got = bpe.encode_ordinary(text)
+        except Exception as exc:  # a backend that raises fails the check like one that is wrong
+            return f"bpe-openai failed the self-check on {_shorten(text)}: {type(exc).__name__}: {exc}"
+        if got != expected:
+            return (
+                f"bpe-openai failed the self-check on {encoding!r}: its ids differ from tiktoken's "
+                f"on {_shorten(text)} (first of {len(SELF_CHECK_TEXTS)} pinned texts to differ)"
+            )
+    return None
+
+
+def _check_name(name: str, what: str) -> str:
+    if name not in TOKENIZERS:
+        raise ValueError(f"{what} must be one of {', '.join(map(repr, TOKENIZERS))}; got {name!r}")
+    return name
+
+
+def resolve_tokenizer(name: str = "auto", encoding: str = DEFAULT_ENCODING) -> str:
+    """The backend that counts `encoding` for the tokenizer `name`: ``"tiktoken"`` or ``"bpe-openai"``.
+
+    Parameters
+    ----------
+    name : str
+        One of `TOKENIZERS`. ``"auto"`` is ``"bpe-openai"`` when that package is
+        installed, knows `encoding` and its ids equal tiktoken's on every text of
+        `SELF_CHECK_TEXTS`; otherwise ``"tiktoken"``.
+    encoding : str
+        Encoding name, e.g. ``"cl100k_base"``.
+
+    Returns
+    -------
+    str
+        ``"tiktoken"`` or ``"bpe-openai"``.
+
+    Raises
+    ------
+    ValueError
+        If `name` is not one of `TOKENIZERS`.
+    EncodingUnavailable
+        If `name` is ``"bpe-openai"`` and it is not installed, lacks the encoding,
+        or fails the self-check (the message says which, with the first
+        differing text). ``"auto"`` never raises.
+    """
+    _check_name(name, "tokenizer")
+    if name == "tiktoken":
+        return "tiktoken"
+    problem = _bpe_problem(encoding)
+    if problem is None:
+        return "bpe-openai"
+    if name == "auto":
+        return "tiktoken"
+    raise EncodingUnavailable(f"tokenizer 'bpe-openai' is unavailable: {problem}")
+
+
+_DEFAULT_TOKENIZER: str | None = None
+
+
+def _tokenizer_from_env() -> str:
+    """The tokenizer named by ``COMPACTION_LAB_TOKENIZER``, ``"auto"`` when it is unset or empty.
+
+    Read when asked (not at import), so a bad value is an error where it is used, not a failed import.
+    """
+    value = os.environ.get(TOKENIZER_ENV, "").strip()
+    return _check_name(value, f"environment variable {TOKENIZER_ENV}") if value else "auto"
+
+
+def set_default_tokenizer(name: str | None) -> None:
+    """Set the process-wide default tokenizer, used wherever ``tokenizer=None``.
+
+    Parameters
+    ----------
+    name : str or None
+        One of `TOKENIZERS`; None goes back to ``COMPACTION_LAB_TOKENIZER``
+        (or ``"auto"`` when that is unset).
+
+    Raises
+    ------
+    ValueError
+        If `name` is not one of `TOKENIZERS`.
+    """
+    global _DEFAULT_TOKENIZER
+    _DEFAULT_TOKENIZER = None if name is None else _check_name(name, "tokenizer")
+
+
+def default_tokenizer() -> str:
+    """The process-wide default tokenizer (unresolved: it may be ``"auto"``).
+
+    `set_default_tokenizer`'s value if set, else ``COMPACTION_LAB_TOKENIZER``,
+    else ``"auto"``.
+
+    Raises
+    ------
+    ValueError
+        If ``COMPACTION_LAB_TOKENIZER`` holds a value not in `TOKENIZERS`.
+    """
+    return _DEFAULT_TOKENIZER if _DEFAULT_TOKENIZER is not None else _tokenizer_from_env()
+
+
 def _digest(text: str) -> bytes:
     # blake2b is fast and 16 bytes keeps the cache small; collisions are negligible.
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 class TokenCounter:
-    """Counts tokens with one encoding, caching counts by text hash.
+    """Counts tokens with one encoding and tokenizer backend, caching counts by text hash.
 
     Parameters
     ----------
     encoding : str
         Encoding name (see `OFFLINE_ENCODINGS`).
     threads : int, optional
-        Threads for batch encoding (tiktoken releases the GIL); default
-        min(4, CPU count).
+        Threads for batch encoding with tiktoken (it releases the GIL); default
+        min(4, CPU count). Always 1 with bpe-openai: it holds the GIL, so more
+        threads would only add switching.
     max_cache : int
         Entries kept in the count cache; when it overflows, the oldest entries
         are dropped down to half the size,
         so memory stays bounded (never more than `max_cache` entries) on very large imports.
+    tokenizer : str, optional
+        One of `TOKENIZERS`; None means the process default (`default_tokenizer`).
+        Resolved once, here (`resolve_tokenizer`).
+
+    Attributes
+    ----------
+    tokenizer : str
+        The resolved backend: ``"tiktoken"`` or ``"bpe-openai"``.
+    encoding : tiktoken.Encoding
+        The tiktoken encoding, whatever the backend: the reference ids, and what
+        callers decode ids with (both backends give the same ids).
 
     Notes
     -----
@@ -184,11 +456,23 @@ class TokenCounter:
     text: tool output can contain anything, and a count must never raise.
     """
 
-    def __init__(self, encoding: str = DEFAULT_ENCODING, threads: int | None = None, max_cache: int = 500_000):
+    def __init__(
+        self,
+        encoding: str = DEFAULT_ENCODING,
+        threads: int | None = None,
+        max_cache: int = 500_000,
+        tokenizer: str | None = None,
+    ):
         self.encoding_name = encoding
         self.encoding = get_encoding(encoding)
-        # More threads than cores only adds switching; tiktoken's own default is 8.
-        self.threads = max(1, int(threads if threads is not None else min(4, os.cpu_count() or 1)))
+        self.tokenizer = resolve_tokenizer(tokenizer if tokenizer is not None else default_tokenizer(), encoding)
+        self._bpe: _Encoder | None = _bpe_encoding(encoding) if self.tokenizer == "bpe-openai" else None
+        if self._bpe is not None:
+            # bpe-openai holds the GIL while it encodes: threads would take turns, not run together.
+            self.threads = 1
+        else:
+            # More threads than cores only adds switching; tiktoken's own default is 8.
+            self.threads = max(1, int(threads if threads is not None else min(4, os.cpu_count() or 1)))
         self.max_cache = max(1, int(max_cache))
         self._cache: dict[bytes, int] = {}
         self._lock = threading.Lock()
@@ -197,11 +481,29 @@ class TokenCounter:
         self.misses = 0
 
     def count(self, text: str) -> int:
-        """Tokens in one text."""
+        """Tokens in one text.
+
+        Parameters
+        ----------
+        text : str
+
+        Returns
+        -------
+        int
+        """
         return self.count_many([text])[0]
 
     def count_many(self, texts: Sequence[str] | Iterable[str]) -> list[int]:
-        """Tokens in each text, in order; uncached texts are encoded in one threaded batch."""
+        """Tokens in each text, in order; uncached texts are encoded in one batch (threaded with tiktoken).
+
+        Parameters
+        ----------
+        texts : iterable of str
+
+        Returns
+        -------
+        list of int
+        """
         texts = list(texts)
         keys = [_digest(t) for t in texts]
         out: list[int | None] = [None] * len(texts)
@@ -233,8 +535,8 @@ class TokenCounter:
         # the GIL), but each task keeps only its length: a session's token lists
         # would otherwise all be alive at once (~36 bytes per token). A long text
         # goes in as its pieces (`split_for_count`), so one 50 MB record is spread
-        # over the threads too, a piece's token list at a time.
-        enc = self.encoding
+        # over the threads too, a piece's token list at a time. Both backends see
+        # the same pieces, so their counts agree even where a piece was cut blindly.
         owners: list[int] = []
         pieces: list[str] = []
         for i, t in enumerate(texts):
@@ -242,21 +544,44 @@ class TokenCounter:
                 owners.append(i)
                 pieces.append(piece)
         if len(pieces) < 2 or self.threads == 1:
-            counts: Iterable[int] = [len(enc.encode_ordinary(p)) for p in pieces]
+            counts: Iterable[int] = [len(self._encode_piece(p)) for p in pieces]
         else:
             if self._pool is None:
                 from concurrent.futures import ThreadPoolExecutor
 
                 self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="tokens")
-            counts = self._pool.map(lambda p: len(enc.encode_ordinary(p)), pieces)
+            counts = self._pool.map(lambda p: len(self._encode_piece(p)), pieces)
         out = [0] * len(texts)
         for i, n in zip(owners, counts, strict=False):
             out[i] += n
         return out
 
-    def encode(self, text: str) -> list[int]:
-        """Token ids of a text (ordinary encoding, special tokens as text)."""
+    def _encode_piece(self, text: str) -> list[int]:
+        """Ids of `text` from the backend; tiktoken's where bpe-openai refuses the text."""
+        if self._bpe is not None:
+            try:
+                return self._bpe.encode_ordinary(text)
+            except ValueError:
+                # bpe-openai refuses 1,000,000+ characters and 200,000+ tokens per call (65,536
+                # rare astral characters, one piece, make ~260,000 tokens). tiktoken has no such
+                # limit and gives the same ids (the self-check), so the result is unchanged.
+                pass
         return self.encoding.encode_ordinary(text)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of a text from the counter's backend (ordinary encoding, special tokens as text).
+
+        Parameters
+        ----------
+        text : str
+
+        Returns
+        -------
+        list of int
+            The whole text's ids (never cut into pieces). With bpe-openai, a text
+            it refuses (too long, too many tokens) gets tiktoken's ids, the same ones.
+        """
+        return self._encode_piece(text)
 
     def _evict(self) -> None:
         # dicts keep insertion order: keep the newest half of the allowed size.
@@ -265,23 +590,55 @@ class TokenCounter:
             del self._cache[k]
 
 
-_COUNTERS: dict[str, TokenCounter] = {}
+# Keyed by (encoding name, resolved backend): "auto" and the backend it resolves to share a counter.
+_COUNTERS: dict[tuple[str, str], TokenCounter] = {}
 _COUNTERS_LOCK = threading.Lock()
 
 
-def counter(encoding: str = DEFAULT_ENCODING) -> TokenCounter:
-    """Process-wide shared counter for an encoding (so the cache is shared too).
+def counter(encoding: str = DEFAULT_ENCODING, tokenizer: str | None = None) -> TokenCounter:
+    """Process-wide shared counter for an encoding and tokenizer backend (so the cache is shared too).
 
-    Keyed by the encoding's name, however it is passed (``counter()`` and
-    ``counter("cl100k_base")`` are the same counter).
+    Keyed by the encoding's name and the *resolved* backend, however they are
+    passed: ``counter()`` and ``counter("cl100k_base")`` are the same counter,
+    and so is ``counter(tokenizer=...)`` naming the backend ``"auto"`` picks.
+
+    Parameters
+    ----------
+    encoding : str
+        Encoding name, e.g. ``"cl100k_base"``.
+    tokenizer : str, optional
+        One of `TOKENIZERS`; None means the process default (`default_tokenizer`).
+
+    Returns
+    -------
+    TokenCounter
+
+    Raises
+    ------
+    ValueError, EncodingUnavailable
+        As `resolve_tokenizer` and `get_encoding` do.
     """
+    backend = resolve_tokenizer(tokenizer if tokenizer is not None else default_tokenizer(), encoding)
     with _COUNTERS_LOCK:
-        c = _COUNTERS.get(encoding)
+        c = _COUNTERS.get((encoding, backend))
         if c is None:
-            c = _COUNTERS[encoding] = TokenCounter(encoding)
+            c = _COUNTERS[encoding, backend] = TokenCounter(encoding, tokenizer=backend)
         return c
 
 
-def count_tokens(text: str, encoding: str = DEFAULT_ENCODING) -> int:
-    """Tokens in `text` under `encoding`, using the shared cached counter."""
-    return counter(encoding).count(text)
+def count_tokens(text: str, encoding: str = DEFAULT_ENCODING, tokenizer: str | None = None) -> int:
+    """Tokens in `text` under `encoding`, using the shared cached counter.
+
+    Parameters
+    ----------
+    text : str
+    encoding : str
+        Encoding name, e.g. ``"cl100k_base"``.
+    tokenizer : str, optional
+        One of `TOKENIZERS`; None means the process default (`default_tokenizer`).
+
+    Returns
+    -------
+    int
+    """
+    return counter(encoding, tokenizer).count(text)

@@ -30,6 +30,7 @@ from types import ModuleType
 
 from compaction_lab.core.session import Session
 from compaction_lab.ingest.base import Head, ImportReport, IngestError, UnknownFormat, find_damage, os_reason, read_head
+from compaction_lab.ingest.units import Admission, Segmented, Step, Unit, read_unit, source_size, split_spans
 
 #: Importers in sniffing order: the most specific signatures first.
 FORMATS: tuple[str, ...] = ("opencode", "swe_agent", "codex", "claude_code", "pi", "chat_jsonl")
@@ -213,6 +214,44 @@ def _classify(p: Path, report: ImportReport) -> str | None:
     return None
 
 
+def plan(
+    paths: Iterable[str | Path],
+    formats: Iterable[str] | None = None,
+    split_bytes: int | None = None,
+) -> Iterator[Step]:
+    """The units of an import, in reading order, with the walk's skips before each.
+
+    Parameters
+    ----------
+    paths : iterable of paths
+    formats : iterable of str, optional
+        Only sources of these formats become units.
+    split_bytes : int, optional
+        Split large plain files of splittable formats into spans of about this
+        many bytes (None: one unit per source).
+
+    Raises
+    ------
+    FileNotFoundError
+        When a path does not exist at all (as `iter_sources`).
+    """
+    wanted = set(formats) if formats else None
+    walk = Segmented()
+    for p in paths:
+        for source, fmt in iter_sources(p, walk):
+            if wanted and fmt not in wanted:
+                continue
+            spans = split_spans(source, importer(fmt), split_bytes) if split_bytes else None
+            if not spans:
+                yield Step(walk.cut(), Unit(source, fmt, None, source_size(source)))
+                continue
+            for i, span in enumerate(spans):
+                yield Step(
+                    walk.cut() if i == 0 else ImportReport(), Unit(source, fmt, span, span.end - span.start, i == 0)
+                )
+    yield Step(walk.cut(), None)
+
+
 def load_sessions(
     paths: str | Path | Iterable[str | Path],
     report: ImportReport | None = None,
@@ -238,32 +277,35 @@ def load_sessions(
     FileNotFoundError
         When a path does not exist at all; every other fault of a source is a
         skip counted in `report` (see `iter_sources`).
+
+    Notes
+    -----
+    The in-process reading of `compaction_lab.ingest.units`: the same units,
+    segments and `Admission` the engine's tally and import combine, so both
+    give the same sessions and the same report.
     """
     report = report if report is not None else ImportReport()
-    wanted = set(formats) if formats else None
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    seen: dict[tuple[str, str], list[bytes]] = {}
-    for p in paths:
-        for source, fmt in iter_sources(p, report):
-            if wanted and fmt not in wanted:
-                continue
-            report.files += 1
-            for session in importer(fmt).load(source, report):
-                key = (session.source_format, session.id)
-                digest = content_digest(session)
-                earlier = seen.setdefault(key, [])
-                if digest in earlier:
-                    # The same data reached us twice (an OpenCode db and its storage
-                    # tree, a directory and a file in it): keep it once.
-                    report.skip(source, None, "duplicate_session", f"session {session.id} already imported")
-                    continue
-                earlier.append(digest)
-                if len(earlier) > 1:
-                    # Same id, different content (a resumed Claude Code session copied
-                    # into a new file): keep both, the later one under a new id.
-                    session = renamed(session, f"{session.id}~{len(earlier)}")
-                yield report.produced(session)
+    admission = Admission()
+    for step in plan(paths, formats):
+        report.merge(step.before)
+        if step.unit is None:
+            continue
+        report.files += step.unit.first
+        for segment, session in read_unit(step.unit, importer(step.unit.fmt)):
+            report.merge(segment)
+            if session is not None and (kept := admit(admission, session, step.unit.path, report)) is not None:
+                yield report.produced(kept)
+
+
+def admit(admission: Admission, session: Session, source: str | Path, report: ImportReport) -> Session | None:
+    """The session as kept (renamed when its id was taken), or None for a duplicate (counted in `report`)."""
+    sid = admission.admit(session.source_format, session.id, content_digest(session))
+    if sid is None:
+        report.skip(source, None, "duplicate_session", f"session {session.id} already imported")
+        return None
+    return session if sid == session.id else renamed(session, sid)
 
 
 def content_digest(session: Session) -> bytes:
@@ -293,12 +335,14 @@ __all__ = [
     "ImportReport",
     "IngestError",
     "UnknownFormat",
+    "admit",
     "claimants",
     "content_digest",
     "detect",
     "importer",
     "iter_sources",
     "load_sessions",
+    "plan",
     "read_head",
     "renamed",
 ]

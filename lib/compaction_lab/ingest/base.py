@@ -45,7 +45,7 @@ import io
 import json
 import re
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, cast
@@ -166,12 +166,34 @@ class ImportReport:
             raise ValueError(f"unknown note {code!r}")
         self.notes[code] += n
 
+    def merge(self, other: ImportReport) -> None:
+        """Add another report's counts and skips after this one's, as if it had been read next.
+
+        Skip details stay capped at `MAX_SKIP_DETAILS` exactly as one report
+        filling up would cap them, so reports of parts read apart (a file's
+        spans, the sessions of a worker's task) merged in reading order equal
+        the report of one reading.
+        """
+        self.files += other.files
+        self.sessions += other.sessions
+        self.records += other.records
+        self.formats.update(other.formats)
+        self.reasons.update(other.reasons)
+        self.notes.update(other.notes)
+        room = MAX_SKIP_DETAILS - len(self.skipped)
+        if room > 0:
+            self.skipped.extend(other.skipped[:room])
+
     def produced(self, session: Session) -> Session:
         """Count a produced session (returns it, for use in generators)."""
-        self.sessions += 1
-        self.records += len(session.records)
-        self.formats[session.source_format] += 1
+        self.count_session(session.source_format, len(session.records))
         return session
+
+    def count_session(self, source_format: str, records: int) -> None:
+        """Count a produced session by its format and number of records."""
+        self.sessions += 1
+        self.records += records
+        self.formats[source_format] += 1
 
     @property
     def n_skipped(self) -> int:
@@ -440,7 +462,7 @@ def open_binary(path: str | Path) -> BinaryIO:
     return f
 
 
-def damage_of(f: BinaryIO) -> Damage | None:
+def damage_of(f: object) -> Damage | None:
     """The damage that ended a stream from `open_binary` (None when it decoded to the end)."""
     return getattr(getattr(f, "raw", None), "damage", None)
 
@@ -585,7 +607,28 @@ def _ends_in_nul(raw: bytes) -> bool:
     return raw.rstrip().endswith(b"\x00")
 
 
-def iter_jsonl(path: str | Path, report: ImportReport) -> Iterator[tuple[int, dict[str, Any], bytes]]:
+@dataclass(frozen=True)
+class Span:
+    """A byte range of a plain (uncompressed) JSONL file that holds whole sessions.
+
+    Attributes
+    ----------
+    start, end : int
+        Byte offsets; `start` is the first byte of a line, `end` the first
+        byte of the line after the span (or the file size).
+    first_line : int
+        The 1-based line number of the line at `start`, so skips and entry ids
+        read in a span carry the numbers a whole-file reading gives.
+    """
+
+    start: int
+    end: int
+    first_line: int = 1
+
+
+def iter_jsonl(
+    path: str | Path, report: ImportReport, span: Span | None = None
+) -> Iterator[tuple[int, dict[str, Any], bytes]]:
     """Stream the JSON objects of a JSONL file with their 1-based line numbers and raw bytes.
 
     Bad lines are skipped and counted in `report` (invalid UTF-8, malformed
@@ -597,6 +640,10 @@ def iter_jsonl(path: str | Path, report: ImportReport) -> Iterator[tuple[int, di
     ``corrupt_compressed`` skip at the line it cuts; the complete lines
     before it are yielded. Lone surrogates are replaced (noted
     ``lone_surrogates_replaced``, one per line).
+
+    With a `span`, only the lines of that byte range are read, numbered from
+    its ``first_line`` (a span of a compressed file is an error: it cannot be
+    entered in the middle).
     """
     try:
         f = open_binary(path)
@@ -604,11 +651,34 @@ def iter_jsonl(path: str | Path, report: ImportReport) -> Iterator[tuple[int, di
         report.skip(path, None, "unreadable", os_reason(exc))
         return
     with f:
-        yield from _jsonl_objects(path, f, report)
+        if span is None:
+            yield from _jsonl_objects(path, f, report)
+            return
+        if is_compressed(f):
+            raise ValueError(f"{path}: a span cannot be read from a compressed file")
+        if span.start:
+            f.seek(span.start)
+        yield from _jsonl_objects(path, _span_lines(f, span), report, span.first_line - 1, in_span=True)
 
 
-def _jsonl_objects(path: str | Path, f: BinaryIO, report: ImportReport) -> Iterator[tuple[int, dict[str, Any], bytes]]:
-    seen_data = False
+def _span_lines(f: BinaryIO, span: Span) -> Iterator[bytes]:
+    """The lines of `f` from its position up to the span's end."""
+    pos = f.tell()
+    for raw in f:
+        if pos >= span.end:
+            return
+        pos += len(raw)
+        yield raw
+
+
+def _jsonl_objects(
+    path: str | Path,
+    f: Iterable[bytes],
+    report: ImportReport,
+    lineno: int = 0,
+    in_span: bool = False,
+) -> Iterator[tuple[int, dict[str, Any], bytes]]:
+    seen_data = in_span  # a span is cut at session lines: never empty, and the file's emptiness is not its to judge
 
     def judge(lineno: int, raw: bytes, terminated: bool) -> tuple[int, dict[str, Any], bytes] | None:
         nonlocal seen_data
@@ -628,7 +698,6 @@ def _jsonl_objects(path: str | Path, f: BinaryIO, report: ImportReport) -> Itera
     # the start of a NUL tail) is only known at the end of the file. A line ending in NULs
     # is held with the NUL/blank lines after it until data shows it is no tail after all.
     pending: list[tuple[int, bytes]] = []
-    lineno = 0
     try:
         for raw in f:
             lineno += 1

@@ -38,6 +38,7 @@ from compaction_lab.ingest.base import (
     Head,
     ImportReport,
     SessionBuilder,
+    Span,
     file_stem,
     iter_jsonl,
     loads,
@@ -472,14 +473,32 @@ _ITEM_HANDLERS: Mapping[str, Callable[..., tuple[str, str] | None]] = {
 }
 
 
-def load(path: str | Path, report: ImportReport) -> Iterator[Session]:
-    """Stream the sessions of one rollout file (plain or ``.zst``).
+#: Bytes every line that may open a session holds (`compaction_lab.ingest.units` splits
+#: large rollouts at such lines without parsing the others).
+SESSION_MARKER = b'"session_meta"'
+
+
+def session_key(obj: Mapping[str, Any]) -> str | None:
+    """The session a rollout line names, if it is a ``session_meta`` line with an id.
+
+    A rollout starts a new session where this changes from one id to another
+    (`_Rollout._adopt_id`); the same id again continues the session.
+    """
+    payload = obj.get("payload")
+    if obj.get("type") != "session_meta" or not isinstance(payload, Mapping):
+        return None
+    sid = payload.get("id")
+    return sid if isinstance(sid, str) and sid else None
+
+
+def load(path: str | Path, report: ImportReport, span: Span | None = None) -> Iterator[Session]:
+    """Stream the sessions of one rollout file (plain or ``.zst``), or of a span of whole sessions.
 
     Never raises on bad content: unusable lines are counted in `report`.
     """
     path = Path(path)
     rollout = _Rollout(path, report)
-    for lineno, obj, _raw in iter_jsonl(path, report):
+    for lineno, obj, _raw in iter_jsonl(path, report, span):
         finished = rollout.line(lineno, obj)
         if finished is not None:
             yield finished
