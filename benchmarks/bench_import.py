@@ -11,8 +11,9 @@ source files, grep hits, test runs, logs, JSON) and ``event_msg`` lines
 Each measurement runs in a fresh subprocess, so its peak RSS is its own:
 
 a. import only: ``for s in load_sessions(path, report): pass``;
-b. import + composition tally: ``composition_stream(load_sessions(...))``, as
-   ``compaction-lab tally`` does;
+b. import + composition tally: ``composition.tally(path, scheduler="sync")``,
+   i.e. ``compaction-lab tally --scheduler sync`` (in this process; the tally
+   on the Dask engine is measured by ``bench_engine.py``);
 c. raw tiktoken over the very same record texts, one
    ``encode_ordinary_batch`` per session (the import that collects them is
    not timed).
@@ -619,14 +620,15 @@ def child(mode: str, path: str) -> dict:
         from compaction_lab.core.tokens import counter
 
         counter().count("warm up")  # load the encoding before timing
-        rep = ImportReport()
         base = own_peak_rss_mb()
         c0, t0 = cpu_seconds(), time.perf_counter()
-        # Exactly what `compaction-lab tally` does: import and tokenizing overlap.
-        comp = composition.composition_stream(load_sessions(path, rep))
+        # `compaction-lab tally --scheduler sync`: the tally's own code path, in this process
+        # (bench_engine.py measures it on the Dask engine).
+        result = composition.tally(path, scheduler="sync")
         out["seconds"], out["cpu_seconds"] = time.perf_counter() - t0, cpu_seconds() - c0
-        out["tokens"] = int(comp["tokens"].sum())
-        # The tokenizer worker is a spawned (not forked) child: its ru_maxrss is its own.
+        rep = result.report
+        out["tokens"] = int(result.table["tokens"].sum())
+        # Any child process the tally spawned (none in-process): its ru_maxrss is its own.
         out["worker_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     elif mode == "raw":
         from compaction_lab.core.tokens import TokenCounter, get_encoding

@@ -2,7 +2,7 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import SHARED_FIXTURES, make_session
+from conftest import FIXTURES, SHARED_FIXTURES, make_session
 
 from compaction_lab import composition
 from compaction_lab.core.session import CONTEXT_KINDS
@@ -261,15 +261,30 @@ def test_default_synthetic_chains_are_mostly_tool_traffic():
     assert coarse.loc[("ALL", "user text"), "char_share"] < 0.10
 
 
-def test_stream_equals_table_on_real_and_synthetic_sessions():
-    from compaction_lab.ingest import ImportReport, load_sessions, synthetic
+def test_tally_equals_the_table_of_the_sessions_and_their_report():
+    """`tally` (units read as tasks, counted in parts, combined in reading order) gives the table of
+    `composition_table` over `load_sessions` and the same import report, in this process."""
+    from compaction_lab.ingest import ImportReport, load_sessions
 
-    sessions = [
-        c.session for c in synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=2, window_tokens=5000))
-    ]
-    if SHARED_FIXTURES.exists():
-        sessions += list(load_sessions(SHARED_FIXTURES, ImportReport()))
-    pd.testing.assert_frame_equal(
-        composition.composition_stream(iter(sessions)), composition.composition_table(sessions)
-    )
-    assert composition.composition_stream(iter([])).empty
+    paths = [SHARED_FIXTURES, FIXTURES]
+    rep = ImportReport()
+    expected = composition.composition_table(list(load_sessions(paths, rep)), scheduler="sync")
+    got = composition.tally(paths, scheduler="sync")
+    pd.testing.assert_frame_equal(got.table, expected)
+    assert got.report == rep and got.stats.engine == "sync" and got.stats.units == rep.files
+    empty = composition.tally([FIXTURES / "SOURCES.md"], scheduler="sync")
+    assert empty.table.empty and empty.report.sessions == 0 and empty.report.n_skipped == 1
+
+
+def test_tally_counts_repeated_texts_as_cache_hits(tmp_path, monkeypatch):
+    from compaction_lab.core import tokens
+
+    monkeypatch.setattr(tokens, "_COUNTERS", {})  # a fresh cache: nothing counted by earlier tests
+    src = next((FIXTURES / "pi").glob("*.jsonl"))
+    for i in range(3):
+        (tmp_path / f"copy{i}.jsonl").write_bytes(src.read_bytes())
+    got = composition.tally([tmp_path], scheduler="sync")
+    # The same session three times is one session (duplicates skipped), its texts counted once.
+    assert got.report.sessions == 1 and got.report.reasons["duplicate_session"] == 2
+    assert got.stats.cache_hits >= 2 * got.stats.cache_misses > 0
+    assert 0.6 < got.stats.hit_rate < 1 and 0.6 < got.stats.hit_rate_chars < 1

@@ -46,11 +46,9 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from compaction_lab import __version__
-from compaction_lab.core.fingerprints import shape_fingerprint
-from compaction_lab.report import run as report
 
 if TYPE_CHECKING:
     from compaction_lab.core.session import Session
@@ -70,6 +68,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run_command(args: argparse.Namespace) -> int:
+    from compaction_lab.engine import EngineError
+    from compaction_lab.report import run as report
+
     try:
         prof = report.load_profile(args.profile)
         overrides = dict(report.parse_assignment(a) for a in args.set or [])
@@ -78,6 +79,8 @@ def _run_command(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     results = Path(args.results) if args.results else None
+    if args.tokenizer:
+        overrides["tokenizer"] = args.tokenizer
     if sweeps:
         if args.name:
             print("error: --name names one run; a sweep names its runs after the swept values", file=sys.stderr)
@@ -91,8 +94,9 @@ def _run_command(args: argparse.Namespace) -> int:
                 progress=not args.quiet,
                 redact=args.redact,
                 allow_unknown=args.allow_unknown,
+                scheduler=args.scheduler,
             )
-        except report.ProfileError as exc:
+        except (report.ProfileError, EngineError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         failed = [st for _, _, st in sw.runs if st != "ok"]
@@ -101,6 +105,8 @@ def _run_command(args: argparse.Namespace) -> int:
         print(f"comparison: {sw.report}", file=sys.stderr)
         print(sw.folder)
         return 1 if failed else 0
+    if args.scheduler:
+        overrides["scheduler"] = args.scheduler  # one run: where its notebooks' heavy work runs
     try:
         result = report.run_profile(
             prof,
@@ -148,6 +154,7 @@ def _cmd_runs(args: argparse.Namespace) -> int:
 
 def _cmd_profiles(args: argparse.Namespace) -> int:
     from compaction_lab.report import params
+    from compaction_lab.report import run as report
 
     names = report.list_profiles()
     if not names:
@@ -173,16 +180,20 @@ def _import_report_line(rep) -> None:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
+    from compaction_lab.engine import EngineError
     from compaction_lab.ingest import ImportReport, IngestError, load_sessions
     from compaction_lab.store.archive import Archive, ArchiveError
 
     rep = ImportReport()
     try:
         with Archive(args.archive) as arch:
-            result = arch.add_sessions(load_sessions(args.paths, rep, formats=args.format), progress=not args.quiet)
+            # One writer (this process) keeps the archive one SQLite file with one FTS index;
+            # the engine's workers read and parse the sources (see README, "Running on a cluster").
+            sessions = load_sessions(args.paths, rep, formats=args.format, engine=args.scheduler or "auto")
+            result = arch.add_sessions(sessions, progress=not args.quiet)
             total = arch.count()
             where = arch.path
-    except (IngestError, FileNotFoundError, ArchiveError) as exc:
+    except (IngestError, FileNotFoundError, ArchiveError, EngineError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     _import_report_line(rep)
@@ -282,17 +293,23 @@ def _cmd_tally(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from compaction_lab import composition
-    from compaction_lab.ingest import ImportReport, IngestError, load_sessions
+    from compaction_lab.core.tokens import EncodingUnavailable
+    from compaction_lab.engine import EngineError
+    from compaction_lab.ingest import IngestError
 
-    rep = ImportReport()
     try:
-        # Streamed: import and tokenizing overlap; memory stays bounded by two sessions.
-        comp = composition.composition_stream(
-            load_sessions(args.paths, rep, formats=args.format), encoding=args.encoding
+        result = composition.tally(
+            args.paths,
+            formats=args.format,
+            encoding=args.encoding,
+            tokenizer=args.tokenizer,
+            scheduler=args.scheduler,
+            progress=not args.json and sys.stderr.isatty(),
         )
-    except (IngestError, FileNotFoundError) as exc:
+    except (IngestError, FileNotFoundError, EngineError, EncodingUnavailable, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    rep, comp = result.report, result.table
     _import_report_line(rep)
     if args.json:
         print(comp.to_json(orient="records", indent=2))
@@ -450,6 +467,7 @@ def _cmd_exam(args: argparse.Namespace) -> int:
     from compaction_lab.exam import closed, readers, stats
     from compaction_lab.ingest import sources, synthetic
     from compaction_lab.report import params
+    from compaction_lab.report import run as report
     from compaction_lab.strategies import CompactionContext
 
     try:
@@ -532,6 +550,8 @@ def _cmd_capture_shape(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"{path}")
+    from compaction_lab.core.fingerprints import shape_fingerprint
+
     print(f"fingerprint {shape_fingerprint(shape.system_prompt, shape.tools)} ({len(shape.tools)} tools)")
     print("run `compaction-lab verify --update` to pin it in the verify lock", file=sys.stderr)
     return 0
@@ -578,6 +598,7 @@ def build_parser() -> argparse.ArgumentParser:
     red.add_argument(
         "--no-redact", dest="redact", action="store_false", help="do not redact (environment secrets are still masked)"
     )
+    _engine_arguments(run)
     run.set_defaults(func=_cmd_run)
 
     runs = sub.add_parser(
@@ -597,6 +618,7 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--archive", help="archive file (default: data/archive/originals.sqlite)")
     imp.add_argument("--format", action="append", choices=FORMATS, help="only these formats (repeatable)")
     imp.add_argument("--quiet", action="store_true", help="no progress bar")
+    _engine_arguments(imp, tokenizer=False)
     imp.set_defaults(func=_cmd_import)
 
     hist = sub.add_parser("history", help="search or fetch original records in the archive")
@@ -623,6 +645,7 @@ def build_parser() -> argparse.ArgumentParser:
     tally.add_argument("--format", action="append", choices=FORMATS, help="only these formats (repeatable)")
     tally.add_argument("--encoding", default="cl100k_base", help="report tokenizer")
     tally.add_argument("--json", action="store_true", help="the composition table as JSON records")
+    _engine_arguments(tally)
     tally.set_defaults(func=_cmd_tally)
 
     proj = sub.add_parser("project", help="force a compaction and print the projection")
@@ -672,6 +695,40 @@ def build_parser() -> argparse.ArgumentParser:
     cs.add_argument("--force", action="store_true", help="replace an existing shape file")
     cs.set_defaults(func=_cmd_capture_shape)
     return parser
+
+
+def _engine_arguments(parser: argparse.ArgumentParser, tokenizer: bool = True) -> None:
+    """``--scheduler`` (and ``--tokenizer``) for the commands whose work runs on the engine."""
+    from compaction_lab.core.tokens import TOKENIZERS
+    from compaction_lab.engine import SCHEDULER_ENV
+
+    parser.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="where the work runs: auto (default: this process for small inputs, else a local Dask cluster), "
+        f"sync, local, or a Dask scheduler such as tcp://HOST:8786 (also ${SCHEDULER_ENV})",
+    )
+    if tokenizer:
+        parser.add_argument(
+            "--tokenizer",
+            choices=TOKENIZERS,
+            help="token counter: auto (default: bpe-openai when it passes its check against tiktoken), "
+            "tiktoken, bpe-openai; same ids either way",
+        )
+
+
+def __getattr__(name: str) -> Any:
+    """``cli.report``: the runner, imported when first asked for (PEP 562).
+
+    The commands import what they use when they run, so that starting the
+    CLI -- and every Dask worker process it spawns, which imports the main
+    module again -- does not pay for papermill, nbconvert and pandas.
+    """
+    if name == "report":
+        from compaction_lab.report import run
+
+        return run
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: list[str] | None = None) -> int:

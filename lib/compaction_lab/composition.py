@@ -33,17 +33,24 @@ documented here so a reader can judge it:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import pandas as pd
 
+from compaction_lab import tally as tally_tasks
 from compaction_lab.core.excerpt import RECORD_CAP_CHARS, for_stage
 from compaction_lab.core.session import CONTEXT_KINDS, POINTER_OF_KIND, Session
-from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
+from compaction_lab.core.tokens import DEFAULT_ENCODING, counter, default_tokenizer, resolve_tokenizer
+from compaction_lab.engine import Engine, Handle, open_engine
+from compaction_lab.ingest.base import ImportReport
+from compaction_lab.ingest.units import SPAN_BYTES, Admission, Unit
+from compaction_lab.tally import PART_CHARS
 
 #: Coarse groups of the three-way view; system prompts and earlier summaries
 #: are "other" (they are neither conversation nor tool traffic).
@@ -68,17 +75,28 @@ def composition_table(
     sessions: Iterable[Session],
     encoding: str = DEFAULT_ENCODING,
     progress: bool = False,
+    *,
+    tokenizer: str | None = None,
+    scheduler: str | None = None,
 ) -> pd.DataFrame:
     """Records, characters and tokens per session x kind.
 
     Parameters
     ----------
     sessions : iterable of Session
-        Any sessions, from any importer.
+        Any sessions, from any importer. A sequence (list, tuple) whose texts
+        reach `compaction_lab.engine.SYNC_BELOW_BYTES` characters is counted
+        on the engine (in batches of about `PART_CHARS`); anything else here,
+        streamed one session at a time.
     encoding : str
         Report tokenizer encoding.
     progress : bool
         Show a progress bar over sessions.
+    tokenizer : str, optional
+        ``auto``, ``tiktoken`` or ``bpe-openai`` (default: the process default).
+    scheduler : str, optional
+        Where counting runs (`compaction_lab.engine.open_engine`; default:
+        ``--scheduler`` / ``COMPACTION_LAB_SCHEDULER`` / auto).
 
     Returns
     -------
@@ -86,28 +104,71 @@ def composition_table(
         One row per session x context kind (every kind in `CONTEXT_KINDS`,
         zeros included, so tables from different runs line up), columns
         `COMPOSITION_COLUMNS`. ``meta`` records are not context and not counted.
+        The same whichever engine counts.
     """
-    tok = counter(encoding)
+    backend = resolve_tokenizer(tokenizer or default_tokenizer(), encoding)
+    if isinstance(sessions, Sequence):
+        chars = sum(len(r.text) for s in sessions for r in s.records if r.kind in CONTEXT_KINDS)
+        eng = open_engine(scheduler, input_bytes=chars)
+        if eng.distributed:
+            with eng:
+                return _frame(_rows_on_engine(eng, sessions, encoding, backend, progress))
+    tok = counter(encoding, backend)
     rows: list[dict] = []
     for s in _progress(sessions, progress, "composition", "session"):
         rows += _session_rows(s, tok.count_many([r.text for r in s.records if r.kind in CONTEXT_KINDS]))
-    df = pd.DataFrame(rows, columns=COMPOSITION_COLUMNS)
-    return df.astype({"records": "int64", "chars": "int64", "tokens": "int64"})
+    return _frame(rows)
+
+
+def _rows_on_engine(
+    eng: Engine, sessions: Sequence[Session], encoding: str, backend: str, progress: bool
+) -> list[dict]:
+    """Composition rows of in-memory sessions, counted on the engine in batches of about `PART_CHARS`."""
+    batches: list[list[Session]] = [[]]
+    size = 0
+    for s in sessions:
+        if size >= PART_CHARS:
+            batches.append([])
+            size = 0
+        batches[-1].append(s)
+        size += sum(len(r.text) for r in s.records if r.kind in CONTEXT_KINDS)
+
+    def start(e: Engine, batch: list[Session]) -> Handle[tally_tasks.PartCount]:
+        texts = [r.text for s in batch for r in s.records if r.kind in CONTEXT_KINDS]
+        return e.submit(tally_tasks.count_part, e.scatter(texts), encoding, backend)
+
+    rows: list[dict] = []
+    for batch, handle in _progress(eng.ordered(batches, start), progress, "composition", "batch"):
+        counts = handle.result().counts
+        handle.release()
+        at = 0
+        for s in batch:
+            n = sum(1 for r in s.records if r.kind in CONTEXT_KINDS)
+            rows += _session_rows(s, counts[at : at + n])
+            at += n
+    return rows
 
 
 def _session_rows(s: Session, counts: Sequence[int]) -> list[dict]:
     """Composition rows of one session from the token counts of its context records."""
-    agg: dict[str, list[int]] = {k: [0, 0, 0] for k in CONTEXT_KINDS}
     recs = [r for r in s.records if r.kind in CONTEXT_KINDS]
-    for r, n in zip(recs, counts, strict=False):
-        a = agg[r.kind]
+    return _rows(s.id, s.source_format, [r.kind for r in recs], [r.chars for r in recs], counts)
+
+
+def _rows(
+    session_id: str, source_format: str, kinds: Sequence[str], chars: Sequence[int], counts: Sequence[int]
+) -> list[dict]:
+    """Composition rows of one session: every context kind, from its records' kinds, sizes and token counts."""
+    agg: dict[str, list[int]] = {k: [0, 0, 0] for k in CONTEXT_KINDS}
+    for kind, n_chars, n in zip(kinds, chars, counts, strict=True):
+        a = agg[kind]
         a[0] += 1
-        a[1] += r.chars
+        a[1] += n_chars
         a[2] += n
     return [
         {
-            "session_id": s.id,
-            "source_format": s.source_format,
+            "session_id": session_id,
+            "source_format": source_format,
             "kind": kind,
             "records": agg[kind][0],
             "chars": agg[kind][1],
@@ -117,40 +178,164 @@ def _session_rows(s: Session, counts: Sequence[int]) -> list[dict]:
     ]
 
 
-def _count_in_worker(encoding: str, texts: list[str]) -> list[int]:
-    # Runs in the tokenizer process: its own shared counter, its own cache.
-    return counter(encoding).count_many(texts)
-
-
-def composition_stream(
-    sessions: Iterable[Session],
-    encoding: str = DEFAULT_ENCODING,
-    progress: bool = False,
-) -> pd.DataFrame:
-    """`composition_table` for a long stream of sessions, importing and tokenizing at once.
-
-    Tokenizing session N runs in a separate process while this one imports
-    session N+1, so a multi-GB tally is bounded by the slower of the two
-    rather than their sum; at most two sessions are in memory. For a handful
-    of sessions `composition_table` is simpler and as fast.
-    """
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
-
-    rows: list[dict] = []
-    it = iter(_progress(sessions, progress, "tally", "session"))
-    # spawn: the parent has tokenizer threads running, and forking a threaded process is unsafe.
-    with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn")) as pool:
-        pending = None  # (session, future) being tokenized
-        for s in it:
-            fut = pool.submit(_count_in_worker, encoding, [r.text for r in s.records if r.kind in CONTEXT_KINDS])
-            if pending is not None:
-                rows += _session_rows(pending[0], pending[1].result())
-            pending = (s, fut)
-        if pending is not None:
-            rows += _session_rows(pending[0], pending[1].result())
+def _frame(rows: list[dict]) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=COMPOSITION_COLUMNS)
     return df.astype({"records": "int64", "chars": "int64", "tokens": "int64"})
+
+
+# --------------------------------------------------------------------------- the tally of files, on the engine
+
+
+@dataclass(frozen=True)
+class TallyStats:
+    """How a tally ran: units, count parts, the engine, and how often the workers' count caches answered.
+
+    ``cache_hits`` / ``cache_misses`` count texts answered without / with
+    encoding (a text met again -- in the cache or earlier in its part -- is a
+    hit); ``hit_chars`` / ``miss_chars`` the same in characters, so a corpus
+    of many short repeated texts is seen not to flatter the throughput.
+    """
+
+    units: int
+    parts: int
+    input_bytes: int
+    cache_hits: int
+    cache_misses: int
+    hit_chars: int
+    miss_chars: int
+    engine: str
+
+    @property
+    def hit_rate(self) -> float:
+        """Share of texts counted without encoding."""
+        total = self.cache_hits + self.cache_misses
+        return self.cache_hits / total if total else 0.0
+
+    @property
+    def hit_rate_chars(self) -> float:
+        """Share of characters counted without encoding."""
+        total = self.hit_chars + self.miss_chars
+        return self.hit_chars / total if total else 0.0
+
+
+@dataclass(frozen=True)
+class Tally:
+    """A tally's table (`COMPOSITION_COLUMNS`), its import report and how it ran."""
+
+    table: pd.DataFrame
+    report: ImportReport
+    stats: TallyStats
+
+
+def tally(
+    paths: str | Path | Iterable[str | Path],
+    *,
+    formats: Iterable[str] | None = None,
+    encoding: str = DEFAULT_ENCODING,
+    tokenizer: str | None = None,
+    scheduler: str | None = None,
+    engine: Engine | None = None,
+    progress: bool = False,
+) -> Tally:
+    """The composition of session files, read and counted on the engine (``compaction-lab tally``).
+
+    The same table as ``composition_table(load_sessions(paths))`` and the same
+    import report, whichever engine runs it: files (and spans of whole sessions
+    of large files) are read by tasks (`compaction_lab.tally`), their texts
+    counted by tasks in parts of about `PART_CHARS`, and everything is combined
+    here in reading order, through the one admission rule for sessions met
+    twice.
+
+    Parameters
+    ----------
+    paths : path or iterable of paths
+    formats : iterable of str, optional
+        Only sources of these formats.
+    encoding : str
+    tokenizer : str, optional
+        ``auto``, ``tiktoken`` or ``bpe-openai`` (default: the process default);
+        resolved here, so every worker counts with the same backend.
+    scheduler : str, optional
+        See `compaction_lab.engine.open_engine` (ignored when `engine` is given).
+    engine : Engine, optional
+        An open engine to use (and leave open).
+    progress : bool
+        A progress bar over the input's bytes.
+
+    Raises
+    ------
+    FileNotFoundError
+        When a path does not exist at all.
+    """
+    from compaction_lab.ingest import admit_id, plan, units_on_engine
+
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    backend = resolve_tokenizer(tokenizer or default_tokenizer(), encoding)
+    steps = list(plan(paths, formats, split_bytes=SPAN_BYTES))
+    total = sum(st.unit.size for st in steps if st.unit is not None)
+    eng: Engine = engine if engine is not None else open_engine(scheduler, input_bytes=total)
+    report = ImportReport()
+    admission = Admission()
+    rows: list[dict] = []
+    counted: list[tally_tasks.PartCount] = []
+
+    def start(e: Engine, unit: Unit) -> tuple[Handle[tally_tasks.UnitRead], list[Handle[tally_tasks.PartCount]]]:
+        # In this process one call counts it all (the counter's own threads share the work).
+        n = max(1, -(-unit.size // PART_CHARS)) if e.distributed else 1
+        read = e.submit(tally_tasks.read_for_tally, unit, n)
+        parts = [e.submit(tally_tasks.take_part, read, i) for i in range(n)]
+        counts = [e.submit(tally_tasks.count_part, p, encoding, backend) for p in parts]
+        return e.submit(tally_tasks.without_texts, read), counts
+
+    bar = _bar(progress, total)
+    try:
+        for unit, (meta_h, count_hs) in units_on_engine(steps, report, eng, start):
+            read = meta_h.result()
+            meta_h.release()
+            counts: list[int] = []
+            for h in count_hs:
+                part = h.result()
+                h.release()
+                counts += part.counts
+                counted.append(dataclasses.replace(part, counts=()))  # keep the stats, not the counts
+            at = 0
+            for segment, st in zip(read.segments, (*read.sessions, None), strict=True):
+                report.merge(segment)
+                if st is None:
+                    continue
+                n = len(st.kinds)
+                sid = admit_id(admission, st.source_format, st.session_id, st.digest, unit.path, report)
+                if sid is not None:
+                    report.count_session(st.source_format, st.n_records)
+                    rows += _rows(sid, st.source_format, st.kinds, st.chars, counts[at : at + n])
+                at += n
+            if bar is not None:
+                bar.update(unit.size)
+    finally:
+        if bar is not None:
+            bar.close()
+        if engine is None:
+            eng.close()
+    stats = TallyStats(
+        units=sum(1 for st in steps if st.unit is not None),
+        parts=len(counted),
+        input_bytes=total,
+        cache_hits=sum(p.hits for p in counted),
+        cache_misses=sum(p.misses for p in counted),
+        hit_chars=sum(p.hit_chars for p in counted),
+        miss_chars=sum(p.miss_chars for p in counted),
+        engine=eng.kind,
+    )
+    return Tally(_frame(rows), report, stats)
+
+
+def _bar(enabled: bool, total: int):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="tally", unit="B", unit_scale=True)
 
 
 def with_shares(df: pd.DataFrame, by: str | list[str] = "session_id") -> pd.DataFrame:

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 U = TypeVar("U")
 
 #: Environment variable naming the scheduler to use (after ``--scheduler``, before a profile's key).
@@ -96,10 +97,10 @@ def scheduler_setting(flag: str | None = None, profile_value: str | None = None)
     return AUTO
 
 
-class Handle(Protocol[T]):
+class Handle(Protocol[T_co]):
     """What `Engine.submit` returns: a `distributed.Future`, or a value already computed here."""
 
-    def result(self) -> T: ...
+    def result(self) -> T_co: ...
 
     def release(self) -> None: ...
 
@@ -164,6 +165,13 @@ class Engine(AbstractContextManager["Engine"]):
             except Exception as exc:  # kept in the handle, raised where the result is asked for
                 return _Done(None, exc)
         return self.client.submit(fn, *args, pure=False, retries=retries, **kwargs)
+
+    def scatter(self, value: T) -> Handle[T]:
+        """Place a large value on a worker once (tasks then take the handle, not the value)."""
+        if self.client is None:
+            return _Done(value)
+        # A list given to `Client.scatter` is scattered element by element; this is one value.
+        return self.client.scatter([value], hash=False)[0]
 
     def ordered(
         self,

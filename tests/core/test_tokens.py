@@ -24,9 +24,12 @@ def test_cache_hits_and_duplicates():
     c = tokens.TokenCounter()
     first = c.count_many(["alpha beta", "alpha beta", "gamma"])
     assert first[0] == first[1]
-    assert c.misses == 2  # duplicates in one batch are encoded once
+    assert c.misses == 2  # duplicates in one batch are encoded once ...
+    assert c.hits == 1  # ... and the second one is answered without encoding: a hit
+    assert (c.miss_chars, c.hit_chars) == (len("alpha beta") + len("gamma"), len("alpha beta"))
     c.count_many(["alpha beta", "gamma"])
-    assert c.hits == 2 and c.misses == 2
+    assert c.hits == 3 and c.misses == 2
+    assert c.hit_chars == 2 * len("alpha beta") + len("gamma")
 
 
 def test_cache_is_bounded():

@@ -477,8 +477,12 @@ class TokenCounter:
         self._cache: dict[bytes, int] = {}
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        # Texts (and their characters) whose count was computed, and those answered without
+        # computing: from the cache, or from an identical text earlier in the same batch.
         self.hits = 0
         self.misses = 0
+        self.hit_chars = 0
+        self.miss_chars = 0
 
     def count(self, text: str) -> int:
         """Tokens in one text.
@@ -516,6 +520,7 @@ class TokenCounter:
                 else:
                     out[i] = n
                     self.hits += 1
+                    self.hit_chars += len(texts[i])
         if todo:
             first = [idxs[0] for idxs in todo.values()]
             lengths = self._lengths([texts[i] for i in first])
@@ -523,6 +528,9 @@ class TokenCounter:
                 for (k, idxs), n in zip(todo.items(), lengths, strict=False):
                     self._cache[k] = n
                     self.misses += 1
+                    self.miss_chars += len(texts[idxs[0]])
+                    self.hits += len(idxs) - 1
+                    self.hit_chars += len(texts[idxs[0]]) * (len(idxs) - 1)
                     for i in idxs:
                         out[i] = n
                 if len(self._cache) > self.max_cache:

@@ -24,13 +24,26 @@ import hashlib
 import importlib
 import os
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import TypeVar
 
 from compaction_lab.core.session import Session
+from compaction_lab.engine import Engine, open_engine
 from compaction_lab.ingest.base import Head, ImportReport, IngestError, UnknownFormat, find_damage, os_reason, read_head
-from compaction_lab.ingest.units import Admission, Segmented, Step, Unit, read_unit, source_size, split_spans
+from compaction_lab.ingest.units import (
+    SPAN_BYTES,
+    Admission,
+    Segmented,
+    Step,
+    Unit,
+    read_unit,
+    source_size,
+    split_spans,
+)
+
+T = TypeVar("T")
 
 #: Importers in sniffing order: the most specific signatures first.
 FORMATS: tuple[str, ...] = ("opencode", "swe_agent", "codex", "claude_code", "pi", "chat_jsonl")
@@ -256,6 +269,7 @@ def load_sessions(
     paths: str | Path | Iterable[str | Path],
     report: ImportReport | None = None,
     formats: Iterable[str] | None = None,
+    engine: Engine | str | None = None,
 ) -> Iterator[Session]:
     """Stream the sessions of files, directories and databases.
 
@@ -266,11 +280,19 @@ def load_sessions(
         Receives counts and skips (a fresh one is used if omitted).
     formats : iterable of str, optional
         Only import sources of these formats (others are not read).
+    engine : Engine or str, optional
+        Read the sources on this engine (`compaction_lab.engine`), or on one
+        opened for the input's size from this scheduler setting (``auto``,
+        ``sync``, ``local``, an address) and closed at the end. None: read
+        here, one source at a time.
 
     Yields
     ------
     Session
-        One at a time, so memory is bounded by the largest session.
+        One at a time, in reading order whichever engine reads them. In this
+        process memory is bounded by the largest session; on an engine by a
+        few units (files, or spans of about `SPAN_BYTES` of a large file) per
+        worker, read ahead while earlier ones are consumed.
 
     Raises
     ------
@@ -280,32 +302,88 @@ def load_sessions(
 
     Notes
     -----
-    The in-process reading of `compaction_lab.ingest.units`: the same units,
-    segments and `Admission` the engine's tally and import combine, so both
-    give the same sessions and the same report.
+    Built on `compaction_lab.ingest.units`: the same units, report segments and
+    `Admission` in every reading, so each engine gives the same sessions and
+    the same report.
     """
     report = report if report is not None else ImportReport()
     if isinstance(paths, (str, Path)):
         paths = [paths]
     admission = Admission()
-    for step in plan(paths, formats):
-        report.merge(step.before)
-        if step.unit is None:
-            continue
-        report.files += step.unit.first
-        for segment, session in read_unit(step.unit, importer(step.unit.fmt)):
+    if engine is None:
+        for step in plan(paths, formats):
+            report.merge(step.before)
+            if step.unit is None:
+                continue
+            report.files += step.unit.first
+            for segment, session in read_unit(step.unit, importer(step.unit.fmt)):
+                report.merge(segment)
+                if session is not None and (kept := admit(admission, session, step.unit.path, report)) is not None:
+                    yield report.produced(kept)
+        return
+    steps = list(plan(paths, formats, split_bytes=SPAN_BYTES))
+    for unit, handle in units_on_engine(steps, report, engine, lambda e, u: e.submit(_read_whole, u)):
+        pairs = handle.result()
+        handle.release()
+        for segment, session in pairs:
             report.merge(segment)
-            if session is not None and (kept := admit(admission, session, step.unit.path, report)) is not None:
+            if session is not None and (kept := admit(admission, session, unit.path, report)) is not None:
                 yield report.produced(kept)
+
+
+def _read_whole(unit: Unit) -> list[tuple[ImportReport, Session | None]]:
+    """Task: one unit's sessions with their report segments (see `read_unit`)."""
+    return list(read_unit(unit, importer(unit.fmt)))
+
+
+def units_on_engine(
+    steps: list[Step],
+    report: ImportReport,
+    engine: Engine | str,
+    start: Callable[[Engine, Unit], T],
+    window: int | None = None,
+) -> Iterator[tuple[Unit, T]]:
+    """Start every unit of a plan on an engine (`start` submits its tasks); yield them in reading order.
+
+    At most `window` units run ahead of the one yielded (`Engine.ordered`).
+    The walk's skips before each unit and the count of sources are merged into
+    `report` as a sequential reading would merge them; what the unit's tasks
+    return is the caller's to collect and merge. An engine given by its
+    scheduler setting is opened for the plan's size and closed when the
+    iteration ends.
+    """
+    units = [st.unit for st in steps if st.unit is not None]
+    own = not isinstance(engine, Engine)
+    eng = open_engine(engine, input_bytes=sum(u.size for u in units)) if not isinstance(engine, Engine) else engine
+    befores = iter(st.before for st in steps)
+    try:
+        for unit, started in eng.ordered(units, start, window):
+            report.merge(next(befores))
+            report.files += unit.first
+            yield unit, started
+        for before in befores:
+            report.merge(before)
+    finally:
+        if own:
+            eng.close()
 
 
 def admit(admission: Admission, session: Session, source: str | Path, report: ImportReport) -> Session | None:
     """The session as kept (renamed when its id was taken), or None for a duplicate (counted in `report`)."""
-    sid = admission.admit(session.source_format, session.id, content_digest(session))
+    sid = admit_id(admission, session.source_format, session.id, content_digest(session), source, report)
     if sid is None:
-        report.skip(source, None, "duplicate_session", f"session {session.id} already imported")
         return None
     return session if sid == session.id else renamed(session, sid)
+
+
+def admit_id(
+    admission: Admission, source_format: str, session_id: str, digest: bytes, source: str | Path, report: ImportReport
+) -> str | None:
+    """`Admission.admit`, counting a duplicate as a ``duplicate_session`` skip of `source`."""
+    sid = admission.admit(source_format, session_id, digest)
+    if sid is None:
+        report.skip(source, None, "duplicate_session", f"session {session_id} already imported")
+    return sid
 
 
 def content_digest(session: Session) -> bytes:
@@ -336,6 +414,7 @@ __all__ = [
     "IngestError",
     "UnknownFormat",
     "admit",
+    "admit_id",
     "claimants",
     "content_digest",
     "detect",
@@ -343,6 +422,7 @@ __all__ = [
     "iter_sources",
     "load_sessions",
     "plan",
+    "units_on_engine",
     "read_head",
     "renamed",
 ]

@@ -65,6 +65,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("compaction_lab.providers")
 
+#: Seconds between two looks at the ledger while another process sends the same request.
+CLAIM_POLL_S = 0.2
+
 #: Placeholder key sent to servers that need none (``api_key_env: ""``); the openai package insists on one.
 NO_KEY = "none"
 
@@ -360,15 +363,31 @@ class ChatClient:
         if not self.config.reuse:
             return self._send(full, fp, purpose, shape_fingerprint)
         # Identical bodies sent at once from several threads would all miss the ledger and all be paid for:
-        # one sends, the others wait for it and then read its recorded answer.
+        # one sends, the others wait for it and then read its recorded answer. Across processes sharing
+        # the ledger (a sweep's runs on several workers) the ledger's claim does the same.
         self._claim(fp)
         try:
-            rec = self.ledger.lookup(fp)
-            if rec is not None:
-                return self._from_record(rec, fp, purpose)
-            return self._send(full, fp, purpose, shape_fingerprint)
+            while True:
+                state, call_id = self.ledger.claim(
+                    fingerprint=fp,
+                    shape_fingerprint=shape_fingerprint,
+                    model=self.config.model,
+                    base_url=self.config.base_url,
+                    purpose=purpose,
+                    request=full,
+                    stale_after=self._stale_after(),
+                )
+                if state == "mine":
+                    return self._send(full, fp, purpose, shape_fingerprint, call_id)
+                if state == "done" and (rec := self.ledger.lookup(fp)) is not None:
+                    return self._from_record(rec, fp, purpose)
+                time.sleep(CLAIM_POLL_S)  # another process is sending this very request
         finally:
             self._release(fp)
+
+    def _stale_after(self) -> float:
+        """How long another host's ``started`` row is believed: the call's whole time budget, and a margin."""
+        return float(self.config.timeout_s) * (int(self.config.max_retries) + 1) + 60.0
 
     def map(
         self, bodies: Sequence[Mapping[str, Any]], *, purpose: str, shape_fingerprint: str = "", progress: bool = False
@@ -441,17 +460,20 @@ class ChatClient:
             from_ledger=True,
         )
 
-    def _send(self, full: dict[str, Any], fp: str, purpose: str, shape_fingerprint: str) -> Completion:
+    def _send(
+        self, full: dict[str, Any], fp: str, purpose: str, shape_fingerprint: str, call_id: int | None = None
+    ) -> Completion:
         c = self.config
         with self._slots:
-            call_id = self.ledger.start(
-                fingerprint=fp,
-                shape_fingerprint=shape_fingerprint,
-                model=c.model,
-                base_url=c.base_url,
-                purpose=purpose,
-                request=full,
-            )
+            if call_id is None:  # not claimed (reuse off): recorded now
+                call_id = self.ledger.start(
+                    fingerprint=fp,
+                    shape_fingerprint=shape_fingerprint,
+                    model=c.model,
+                    base_url=c.base_url,
+                    purpose=purpose,
+                    request=full,
+                )
             t0 = time.monotonic()
             try:
                 extra = {k: v for k, v in full.items() if k not in ("model", "messages")}

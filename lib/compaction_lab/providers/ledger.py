@@ -302,6 +302,74 @@ class Ledger:
             if cur.rowcount != 1:
                 raise KeyError(f"no ledger call with id {call_id}")
 
+    def claim(
+        self,
+        *,
+        fingerprint: str,
+        shape_fingerprint: str,
+        model: str,
+        base_url: str,
+        purpose: str,
+        request: Mapping,
+        stale_after: float,
+    ) -> tuple[str, int | None]:
+        """Claim a request for this process, unless its answer is recorded or another process is sending it.
+
+        One transaction decides, so that processes sharing the ledger (the
+        runs of a sweep on several workers, notebooks run side by side) send
+        an identical request once: ``("done", id)`` when an answer is
+        recorded; ``("busy", None)`` while a live process has it ``started``
+        (on this host: its pid runs; elsewhere: started less than
+        `stale_after` seconds ago) -- wait and ask again; otherwise
+        ``("mine", id)`` with a new ``started`` row. ``started`` rows of dead
+        processes met on the way are marked ``failed`` (abandoned).
+        """
+        host = socket.gethostname()
+        now = time.time()
+        with self._tx() as conn:
+            done = conn.execute(
+                "SELECT id FROM calls WHERE request_fingerprint=? AND status='done' ORDER BY id DESC LIMIT 1",
+                (fingerprint,),
+            ).fetchone()
+            if done is not None:
+                return "done", int(done["id"])
+            busy = False
+            for r in conn.execute(
+                "SELECT id, pid, host, started_at FROM calls WHERE request_fingerprint=? AND status='started'",
+                (fingerprint,),
+            ).fetchall():
+                if r["host"] == host:
+                    alive = r["pid"] is not None and pid_alive(int(r["pid"]))
+                else:
+                    alive = now - float(r["started_at"]) < stale_after
+                if alive:
+                    busy = True
+                elif r["host"] == host:
+                    conn.execute(
+                        "UPDATE calls SET status='failed', finished_at=?, error=? WHERE id=? AND status='started'",
+                        (now, f"abandoned: process {r['pid']} exited before the call finished", r["id"]),
+                    )
+            if busy:
+                return "busy", None
+            cur = conn.execute(
+                "INSERT INTO calls (request_fingerprint, shape_fingerprint, model, base_url, purpose, status, "
+                "started_at, pid, host, request_json) VALUES (?, ?, ?, ?, ?, 'started', ?, ?, ?, ?)",
+                (
+                    fingerprint,
+                    shape_fingerprint or "",
+                    model,
+                    base_url,
+                    purpose,
+                    now,
+                    os.getpid(),
+                    host,
+                    canonical_json(dict(request)),
+                ),
+            )
+            if cur.lastrowid is None:  # an INSERT always sets it; None would mean no row was written
+                raise RuntimeError("ledger: the call row was not written")
+            return "mine", int(cur.lastrowid)
+
     def mark_abandoned(self) -> int:
         """Mark ``started`` calls of processes that no longer exist (this host only) ``failed``.
 

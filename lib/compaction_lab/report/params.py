@@ -64,8 +64,15 @@ class ProfileError(ValueError):
 
 
 #: Parameters the runner itself reads (`report.run_profile`), whether or not a notebook declares them,
-#: with their types: ``redact`` drives the final sweep, ``redact_patterns`` loads the sweep's patterns.
-RUNNER_PARAMETERS: Mapping[str, str] = {"redact": "bool", "redact_patterns": "str"}
+#: with their types: ``redact`` drives the final sweep, ``redact_patterns`` loads the sweep's patterns;
+#: ``tokenizer`` and ``scheduler`` reach every notebook's kernel as ``COMPACTION_LAB_TOKENIZER`` /
+#: ``COMPACTION_LAB_SCHEDULER`` (the token counter's backend, where heavy work runs; a sweep's runs too).
+RUNNER_PARAMETERS: Mapping[str, str] = {
+    "redact": "bool",
+    "redact_patterns": "str",
+    "tokenizer": "str",
+    "scheduler": "str",
+}
 
 #: Set by the runner for every notebook; never by a profile or ``--set``.
 RUN_DIR = "run_dir"
@@ -323,6 +330,20 @@ class Rule:
 
 
 #: The known parameters of the chain (notebooks/0*.ipynb) and what each may hold.
+def _tokenizer_problem(name: str) -> str | None:
+    from compaction_lab.core.tokens import TOKENIZERS
+
+    return None if name in TOKENIZERS else f"allowed: {', '.join(TOKENIZERS)}"
+
+
+def _scheduler_problem(value: str) -> str | None:
+    from compaction_lab.engine import SCHEDULER_CHOICES
+
+    if value in SCHEDULER_CHOICES or "://" in value:
+        return None
+    return f"allowed: {', '.join(SCHEDULER_CHOICES)} or a Dask scheduler address such as tcp://127.0.0.1:8786"
+
+
 RULES: Mapping[str, Rule] = {
     # 01: the sessions (``session_paths``: a path or a list of them, see `_session_paths_problem`)
     "seed": Rule(),
@@ -330,6 +351,8 @@ RULES: Mapping[str, Rule] = {
     "window_tokens": Rule(minimum=MIN_WINDOW_TOKENS),
     "decoys_per_chain": Rule(minimum=0),
     "encoding": Rule(check=_encoding_problem),
+    "tokenizer": Rule(check=_tokenizer_problem),
+    "scheduler": Rule(check=_scheduler_problem),
     "followup_min_score": Rule(minimum=0),
     "redact_patterns": Rule(check=_patterns_problem),
     # 02-05: the compaction

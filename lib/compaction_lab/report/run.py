@@ -33,13 +33,16 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import time
 import traceback as traceback_mod
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from html import escape as html_escape
 from importlib import metadata
@@ -55,6 +58,8 @@ from papermill.exceptions import PapermillExecutionError
 
 from compaction_lab import __version__
 from compaction_lab.core import paths
+from compaction_lab.core.tokens import TOKENIZER_ENV
+from compaction_lab.engine import AUTO, SCHEDULER_ENV, SYNC, Engine, open_engine, scheduler_setting
 from compaction_lab.privacy import redactor as redactor_mod
 from compaction_lab.privacy import scrub
 from compaction_lab.report import lifecycle, runfolder, share
@@ -286,7 +291,7 @@ def run_profile(
         executing: dict[str, Any] = {}  # the notebook executing now, for the record of an interruption
         try:
             record.update(overrides=_public(dict(overrides or {})))
-            with lifecycle.heartbeat(record):
+            with lifecycle.heartbeat(record), _kernel_environment(prof):
                 declared_anywhere = _run_chain(
                     prof,
                     run_dir,
@@ -400,6 +405,33 @@ def _run_chain(
         done.append(NotebookRun(nb, out, html, round(secs, 3), _public(params), "ok"))
         record.update(notebooks=[_nb_json(r) for r in done], notebook_running=None)
     return declared_anywhere
+
+
+#: Runner parameters that reach every notebook's kernel as environment variables.
+KERNEL_ENVIRONMENT: Mapping[str, str] = {"tokenizer": TOKENIZER_ENV, "scheduler": SCHEDULER_ENV}
+
+
+@contextmanager
+def _kernel_environment(prof: Profile) -> Iterator[None]:
+    """The profile's ``tokenizer`` / ``scheduler`` in the environment the notebooks' kernels inherit.
+
+    Environment variables rather than notebook parameters, so that every
+    notebook and every library call in it (counters, the composition, a
+    nested engine) follows them without each declaring them; restored after.
+    """
+    saved = {var: os.environ.get(var) for var in KERNEL_ENVIRONMENT.values()}
+    try:
+        for key, var in KERNEL_ENVIRONMENT.items():
+            value = prof.parameters.get(key)
+            if isinstance(value, str) and value:
+                os.environ[var] = value
+        yield
+    finally:
+        for var, old in saved.items():
+            if old is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = old
 
 
 def _report_dead_runs(results: Path) -> None:
@@ -544,6 +576,7 @@ def run_sweep(
     progress: bool = True,
     redact: bool | None = None,
     allow_unknown: bool = False,
+    scheduler: str | None = None,
 ) -> SweepResult:
     """Run the profile once per combination of swept values, each into its own run folder.
 
@@ -552,20 +585,78 @@ def run_sweep(
     is recorded (status ``failed``) and the sweep goes on; the
     comparison table (`SWEEP_COLUMNS` plus one column per swept key) and
     ``sweep.html`` go into ``<results>/sweep-<profile>-<timestamp>/``, which
-    also lists every run folder. SIGINT / SIGTERM stop the sweep with the
-    run under way (`lifecycle.RunInterrupted`, its ``sweep_dir`` set) after
-    the comparison so far is written.
+    also lists every run folder (``sweep.json``: the plan, written first).
+    SIGINT / SIGTERM stop the sweep with the run under way
+    (`lifecycle.RunInterrupted`, its ``sweep_dir`` set) after the comparison
+    so far is written.
+
+    Where the runs execute: with no scheduler set (``auto``) or ``sync``, one
+    after the other in this process (each run's notebooks already use the
+    machine's cores); with ``local`` or a scheduler address (`scheduler`, else
+    ``COMPACTION_LAB_SCHEDULER``, else the profile's ``scheduler``), each run is
+    one task on the engine (`_sweep_task`), its folder under `results`, which
+    the workers must share. A run whose worker dies is retried by Dask: the
+    dead attempt's folder is moved to ``<sweep>/attempts/`` and the run starts
+    over under the same name, so every combination leaves exactly one run
+    folder; model calls the dead attempt finished are answered from the ledger.
     """
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
     keys = list(sweeps)
     combos = [dict(zip(keys, vals, strict=False)) for vals in itertools.product(*(sweeps[k] for k in keys))]
     _check_sweep(prof, combos, overrides, redact, results, allow_unknown)
+    where = scheduler_setting(scheduler, _profile_scheduler(prof, overrides))
     folder = runfolder.create_run_dir(runfolder.new_run_name(f"sweep-{prof.name}"), results)
-    runs: list[tuple[dict[str, Any], RunResult | None, str]] = []
+    if where in (AUTO, SYNC):
+        runs, frames, stopped = _sweep_here(prof, combos, folder, overrides, progress, redact, allow_unknown)
+    else:
+        with open_engine(where, announce=progress) as eng:
+            runs, frames, stopped = _sweep_on_engine(
+                eng, prof, combos, folder, overrides, progress, redact, allow_unknown
+            )
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SWEEP_COLUMNS)
+    table = table[[*keys, *[c for c in SWEEP_COLUMNS if c in table.columns]]]
+    runfolder.save_table(table.astype({k: str for k in keys}), folder, "sweep")
+    out = _render_sweep(folder, prof, keys, table, runs)
+    if stopped is not None:
+        raise lifecycle.RunInterrupted(stopped.signum, stopped.run_dir, stopped.notebook, sweep_dir=folder)
+    return SweepResult(folder, tuple(runs), table, out)
+
+
+def _profile_scheduler(prof: Profile, overrides: Mapping[str, Any] | None) -> str | None:
+    value = {**prof.parameters, **dict(overrides or {})}.get("scheduler")
+    return value if isinstance(value, str) else None
+
+
+def _combo_label(combo: Mapping[str, Any]) -> str:
+    return "-".join(f"{k}={_slug(v)}" for k, v in combo.items())
+
+
+def _ok_frame(run_dir: Path, combo: Mapping[str, Any]) -> pd.DataFrame:
+    head = share.headline_table(run_dir)
+    head.insert(0, "status", "ok")
+    head.insert(0, "run", run_dir.name)
+    for k, v in combo.items():
+        head[k] = json.dumps(v) if isinstance(v, (list, dict)) else v
+    return head
+
+
+SweepRuns = list[tuple[dict[str, Any], RunResult | None, str]]
+
+
+def _sweep_here(
+    prof: Profile,
+    combos: list[dict[str, Any]],
+    folder: Path,
+    overrides: Mapping[str, Any] | None,
+    progress: bool,
+    redact: bool | None,
+    allow_unknown: bool,
+) -> tuple[SweepRuns, list[pd.DataFrame], lifecycle.RunInterrupted | None]:
+    """The runs of a sweep one after the other in this process."""
+    runs: SweepRuns = []
     frames = []
-    stopped: lifecycle.RunInterrupted | None = None
     for i, combo in enumerate(combos, 1):
-        label = "-".join(f"{k}={_slug(v)}" for k, v in combo.items())
+        label = _combo_label(combo)
         if progress:
             print(f"== sweep {i}/{len(combos)}: {label}", file=sys.stderr, flush=True)
         try:
@@ -584,28 +675,122 @@ def run_sweep(
             continue
         except lifecycle.RunInterrupted as exc:
             # A stopped sweep stops: no next combination, but the comparison so far is written.
-            stopped = exc
             runs.append((combo, None, f"interrupted by {exc.signal_name}: {exc.run_dir}"))
             frames.append(
                 pd.DataFrame(
                     [{"run": exc.run_dir.name if exc.run_dir else None, "status": lifecycle.INTERRUPTED, **combo}]
                 )
             )
-            break
+            return runs, frames, exc
         runs.append((combo, res, "ok"))
-        head = share.headline_table(res.run_dir)
-        head.insert(0, "status", "ok")
-        head.insert(0, "run", res.run_dir.name)
-        for k, v in combo.items():
-            head[k] = json.dumps(v) if isinstance(v, (list, dict)) else v
-        frames.append(head)
-    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SWEEP_COLUMNS)
-    table = table[[*keys, *[c for c in SWEEP_COLUMNS if c in table.columns]]]
-    runfolder.save_table(table.astype({k: str for k in keys}), folder, "sweep")
-    out = _render_sweep(folder, prof, keys, table, runs)
-    if stopped is not None:
-        raise lifecycle.RunInterrupted(stopped.signum, stopped.run_dir, stopped.notebook, sweep_dir=folder)
-    return SweepResult(folder, tuple(runs), table, out)
+        frames.append(_ok_frame(res.run_dir, combo))
+    return runs, frames, None
+
+
+def _sweep_on_engine(
+    eng: Engine,
+    prof: Profile,
+    combos: list[dict[str, Any]],
+    folder: Path,
+    overrides: Mapping[str, Any] | None,
+    progress: bool,
+    redact: bool | None,
+    allow_unknown: bool,
+) -> tuple[SweepRuns, list[pd.DataFrame], lifecycle.RunInterrupted | None]:
+    """The runs of a sweep as tasks on the engine, gathered in plan order."""
+    results = folder.parent
+    names: list[str] = []
+    for combo in combos:
+        name, n = runfolder.new_run_name(f"{prof.name}-{_combo_label(combo)}"), 1
+        while (results / (name if n == 1 else f"{name}-{n}")).exists() or name in names:
+            n += 1
+        names.append(name if n == 1 else f"{name}-{n}")
+    lifecycle.write_json_atomic(
+        folder / "sweep.json",
+        {
+            "profile": prof.name,
+            "scheduler": eng.describe(),
+            "runs": [{"values": _public(c), "run": name} for c, name in zip(combos, names, strict=True)],
+        },
+    )
+    attempts = folder / "attempts"
+    handles = [
+        eng.submit(
+            _sweep_task,
+            prof,
+            results,
+            name,
+            {**dict(overrides or {}), **combo},
+            redact,
+            allow_unknown,
+            attempts,
+        )
+        for combo, name in zip(combos, names, strict=True)
+    ]
+    runs: SweepRuns = []
+    frames = []
+    try:
+        for i, (combo, name, handle) in enumerate(zip(combos, names, handles, strict=True), 1):
+            status, res, detail = handle.result()
+            if progress:
+                print(f"== sweep {i}/{len(combos)}: {_combo_label(combo)}: {status}", file=sys.stderr, flush=True)
+            if status == "ok":
+                runs.append((combo, res, "ok"))
+                frames.append(_ok_frame(results / name, combo))
+            else:
+                runs.append((combo, None, detail))
+                frames.append(pd.DataFrame([{"run": name, "status": status, **combo}]))
+    except lifecycle.RunInterrupted as exc:
+        # The runs still under way belong to the workers; cancelled here, they finish or die there.
+        if eng.client is not None:
+            eng.client.cancel([h for h in handles])
+        for combo, name in list(zip(combos, names, strict=True))[len(runs) :]:
+            runs.append((combo, None, f"interrupted by {exc.signal_name}"))
+            frames.append(pd.DataFrame([{"run": name, "status": lifecycle.INTERRUPTED, **combo}]))
+        return runs, frames, exc
+    return runs, frames, None
+
+
+def _sweep_task(
+    prof: Profile,
+    results: Path,
+    run_name: str,
+    overrides: dict[str, Any],
+    redact: bool | None,
+    allow_unknown: bool,
+    attempts: Path,
+) -> tuple[str, RunResult | None, str]:
+    """Task: one run of a sweep on a worker, under the name the plan gave it.
+
+    A folder of that name left by an earlier attempt (its worker died) is
+    judged first: complete (``ok``) -> the run is not repeated; still alive
+    elsewhere -> refused (never two processes in one folder); otherwise it is
+    moved to `attempts` and the run starts over. Returns ``(status, result,
+    detail)``; a failing notebook is a ``failed`` status, not an exception.
+    """
+    run_dir = results / run_name
+    if run_dir.exists():
+        info = lifecycle.read_run_json(run_dir)
+        if info.get("status") == "ok":
+            return "ok", None, f"completed by an earlier attempt: {run_dir}"
+        if info.get("status") == lifecycle.RUNNING and lifecycle.liveness(info).state == "alive":
+            return "failed", None, f"another attempt is still running in {run_dir}"
+        attempts.mkdir(parents=True, exist_ok=True)
+        n = 1 + sum(1 for _ in attempts.glob(f"{run_name}.attempt-*"))
+        shutil.move(str(run_dir), attempts / f"{run_name}.attempt-{n}")
+    try:
+        res = run_profile(
+            prof,
+            results=results,
+            run_name=run_name,
+            progress=False,
+            overrides=overrides,
+            redact=redact,
+            allow_unknown=allow_unknown,
+        )
+    except NotebookFailed as exc:
+        return "failed", None, f"failed: {exc}"
+    return "ok", res, "ok"
 
 
 def _check_sweep(

@@ -1,0 +1,117 @@
+"""Units of import: spans of whole sessions, report segments, the admission rule — each reading equals one reading."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import zstandard
+from conftest import FIXTURES, SHARED_FIXTURES
+
+from compaction_lab.ingest import ImportReport, codex, importer, load_sessions, plan
+from compaction_lab.ingest.base import MAX_SKIP_DETAILS, Span
+from compaction_lab.ingest.units import Admission, read_unit, split_spans
+
+CODEX = sorted((FIXTURES / "codex").glob("*.jsonl"))
+
+
+def _concatenated(folder: Path, bom: bool = False) -> Path:
+    """Every Codex fixture back to back in one file: several sessions (one resumed: same id twice), a broken line."""
+    out = folder / "many.jsonl"
+    data = b"".join(p.read_bytes().rstrip(b"\n") + b"\n" for p in CODEX)
+    out.write_bytes((b"\xef\xbb\xbf" if bom else b"") + data)
+    return out
+
+
+def _sessions(paths, **kw):
+    rep = ImportReport()
+    return [(s.id, s.records, s.metadata) for s in load_sessions(paths, rep, **kw)], rep
+
+
+@pytest.mark.parametrize("bom", [False, True])
+def test_spans_start_where_the_importer_starts_a_session(tmp_path, bom):
+    path = _concatenated(tmp_path, bom)
+    spans = split_spans(path, codex, target=1)  # every session boundary becomes a cut
+    assert spans is not None and len(spans) >= 3
+    lines = path.read_bytes().split(b"\n")
+    for span in spans[1:]:
+        # Each later span opens on a session_meta line naming a new session, at its true line number.
+        first = lines[span.first_line - 1]
+        assert b'"session_meta"' in first and path.read_bytes()[span.start :].startswith(first)
+    assert spans[0].start == 0 and spans[-1].end == path.stat().st_size
+    assert all(a.end == b.start for a, b in zip(spans, spans[1:], strict=False))
+
+
+@pytest.mark.parametrize("bom", [False, True])
+def test_reading_span_by_span_equals_reading_the_file(tmp_path, bom):
+    path = _concatenated(tmp_path, bom)
+    whole_rep, split_rep = ImportReport(), ImportReport()
+    whole = list(codex.load(path, whole_rep))
+    split = [s for span in split_spans(path, codex, target=1) or [] for s in codex.load(path, split_rep, span=span)]
+    assert [(s.id, s.records) for s in split] == [(s.id, s.records) for s in whole]
+    assert split_rep == whole_rep and whole_rep.n_skipped > 0  # the broken fixture's lines, at the same numbers
+
+
+def test_a_resumed_session_is_not_cut_in_two(tmp_path):
+    """The same id in a second session_meta continues the session: no span starts there."""
+    path = FIXTURES / "codex" / "rollout-2025-09-15T08-00-00-two-sessions.jsonl"
+    spans = split_spans(path, codex, target=1)
+    starts = {s.first_line for s in spans or []}
+    assert 5 not in starts  # line 5 repeats the id of line 2
+
+
+def test_small_compressed_or_unmarked_files_are_read_whole(tmp_path):
+    path = _concatenated(tmp_path)
+    assert split_spans(path, codex, target=path.stat().st_size) is None  # less than twice the target
+    zst = tmp_path / "many.jsonl.zst"
+    zst.write_bytes(zstandard.ZstdCompressor().compress(path.read_bytes()))
+    assert split_spans(zst, codex, target=1) is None
+    assert split_spans(next((FIXTURES / "pi").glob("*.jsonl")), importer("pi"), target=1) is None
+    with pytest.raises(ValueError, match="compressed"):
+        list(codex.load(zst, ImportReport(), span=Span(0, 10)))
+
+
+def test_a_split_plan_gives_the_sessions_and_report_of_one_reading(tmp_path):
+    path = _concatenated(tmp_path)
+    paths = [path, FIXTURES, SHARED_FIXTURES]
+    whole, whole_rep = _sessions(paths)
+    steps = list(plan(paths, split_bytes=1))
+    assert sum(1 for st in steps if st.unit and st.unit.span) >= 3
+    split, split_rep = _sessions(paths, engine="sync")  # the engine's reading: split plan, units as tasks
+    assert split == whole and split_rep == whole_rep
+    assert whole_rep.reasons["duplicate_session"] > 0  # the concatenated file repeats the fixtures
+
+
+def test_report_segments_merge_into_the_units_report():
+    path = FIXTURES / "codex" / "rollout-2025-09-16T12-00-00-broken.jsonl"
+    one = ImportReport()
+    list(codex.load(path, one))
+    merged = ImportReport()
+    pairs = list(read_unit(next(st.unit for st in plan([path]) if st.unit), codex))
+    for segment, _ in pairs:
+        merged.merge(segment)
+    assert pairs[-1][1] is None and merged == one and one.n_skipped > 0
+
+
+def test_merge_caps_skip_details_as_one_report_would():
+    a, b, one = ImportReport(), ImportReport(), ImportReport()
+    for i in range(MAX_SKIP_DETAILS - 3):
+        a.skip("a", i, "malformed_json")
+        one.skip("a", i, "malformed_json")
+    for i in range(10):
+        b.skip("b", i, "invalid_utf8")
+        one.skip("b", i, "invalid_utf8")
+    b.note("lone_surrogates_replaced", 2)
+    one.note("lone_surrogates_replaced", 2)
+    a.merge(b)
+    assert a == one and len(a.skipped) == MAX_SKIP_DETAILS and a.n_skipped == MAX_SKIP_DETAILS + 7
+
+
+def test_admission_keeps_identical_data_once_and_renames_other_content():
+    adm = Admission()
+    assert adm.admit("codex", "s", b"1") == "s"
+    assert adm.admit("codex", "s", b"1") is None
+    assert adm.admit("codex", "s", b"2") == "s~2"
+    assert adm.admit("pi", "s", b"1") == "s"  # another format: another id space
+    assert dataclasses.is_dataclass(adm)

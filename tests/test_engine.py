@@ -1,0 +1,370 @@
+"""The engine on a real Dask cluster: a `dask scheduler` and two `dask worker` processes on 127.0.0.1.
+
+Tallies and sweeps run there give the same tables as in this process; a
+worker killed (SIGKILL) in the middle of a sweep's run costs neither a run
+folder nor a paid model call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import FIXTURES, SHARED_FIXTURES
+from fake_openai_server import FakeOpenAIServer
+
+from compaction_lab import cli, composition, engine
+from compaction_lab.ingest import ImportReport, load_sessions
+from compaction_lab.report import lifecycle
+
+BIN = Path(sys.executable).parent
+FIXTURE_PATHS = [str(SHARED_FIXTURES), str(FIXTURES)]
+
+
+# --------------------------------------------------------------------------- the cluster
+
+
+def _wait(predicate, timeout: float, what: str, poll: float = 0.2):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(poll)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+class Cluster:
+    """A scheduler and two workers started with the `distributed` command-line tools."""
+
+    def __init__(self, folder: Path, env: dict[str, str]):
+        self.folder = folder
+        self.env = env
+        self.scheduler_file = folder / "scheduler.json"
+        self.procs: list[subprocess.Popen] = []
+        self.address = ""
+
+    def start(self) -> Cluster:
+        self.log = log = open(self.folder / "cluster.log", "ab")
+        self.procs.append(
+            subprocess.Popen(
+                [str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0", "--dashboard-address", ":0"]
+                + ["--scheduler-file", str(self.scheduler_file)],
+                stdout=log,
+                stderr=log,
+                env=self.env,
+            )
+        )
+        info = _wait(lambda: self._scheduler_info(), 60, "the scheduler file")
+        self.address = info["address"]
+        for _ in range(2):
+            self.procs.append(
+                subprocess.Popen(
+                    [str(BIN / "dask"), "worker", self.address, "--nthreads", "1", "--nworkers", "1"]
+                    + ["--host", "127.0.0.1", "--no-dashboard", "--local-directory", str(self.folder / "work")],
+                    stdout=log,
+                    stderr=log,
+                    env=self.env,
+                )
+            )
+        from distributed import Client
+
+        with Client(self.address, timeout="30s") as c:
+            c.wait_for_workers(2, timeout=90)
+        return self
+
+    def _scheduler_info(self) -> dict | None:
+        try:
+            return json.loads(self.scheduler_file.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def worker_pids(self) -> list[int]:
+        from distributed import Client
+
+        with Client(self.address, timeout="30s") as c:
+            return sorted(c.run(os.getpid).values())
+
+    def stop(self) -> None:
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(5)
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def server():
+    # Slow enough answers that a worker can be killed between two calls of one notebook.
+    with FakeOpenAIServer(default_delay=0.15) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, server):
+    folder = tmp_path_factory.mktemp("dask")
+    env = {**os.environ, "COMPACTION_LAB_CHECKPOINTS": str(folder / "checkpoints.sqlite")}
+    c = Cluster(folder, env).start()
+    yield c
+    c.stop()
+
+
+# --------------------------------------------------------------------------- tally
+
+
+pytestmark = pytest.mark.slow
+
+
+def test_tally_of_every_fixture_on_the_cluster_equals_this_process(cluster):
+    here = composition.tally(FIXTURE_PATHS, scheduler="sync")
+    there = composition.tally(FIXTURE_PATHS, scheduler=cluster.address)
+    assert there.stats.engine == "cluster" and here.stats.engine == "sync"
+    pd.testing.assert_frame_equal(there.table, here.table)
+    assert there.report == here.report
+    # ... and both equal the plain reading of the library (one session at a time, no engine).
+    rep = ImportReport()
+    plain = composition.composition_table(list(load_sessions(FIXTURE_PATHS, rep)), scheduler="sync")
+    pd.testing.assert_frame_equal(here.table, plain)
+    assert here.report == rep and rep.sessions > 30
+
+
+def test_tally_command_prints_the_same_table_on_the_cluster(cluster, capsys):
+    assert cli.main(["tally", "--json", "--scheduler", "sync", *FIXTURE_PATHS]) == 0
+    here = json.loads(capsys.readouterr().out)
+    assert cli.main(["tally", "--json", "--scheduler", cluster.address, *FIXTURE_PATHS]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out) == here
+    assert f"cluster {cluster.address}" in out.err  # where the work ran is said, with the dashboard
+
+
+def _multi_session_rollout(folder: Path) -> Path:
+    """One Codex file holding every Codex fixture session back to back (several sessions, one file)."""
+    files = sorted((FIXTURES / "codex").glob("*.jsonl")) + sorted((SHARED_FIXTURES / "codex").glob("*.jsonl"))
+    ids = set()
+    out = folder / "many.jsonl"
+    with out.open("wb") as f:
+        for p in files:
+            data = p.read_bytes()
+            first = json.loads(data.split(b"\n", 1)[0])
+            if first.get("type") == "session_meta":
+                sid = first["payload"].get("id")
+                if sid in ids:
+                    continue
+                ids.add(sid)
+            f.write(data if data.endswith(b"\n") else data + b"\n")
+    assert len(ids) >= 2
+    return out
+
+
+def test_a_large_file_split_into_spans_on_the_cluster_equals_one_reading(cluster, tmp_path, monkeypatch):
+    path = _multi_session_rollout(tmp_path)
+    whole = composition.tally([path], scheduler="sync")
+    # Spans of a few kilobytes: every session boundary becomes a cut.
+    monkeypatch.setattr(composition, "SPAN_BYTES", 2048)
+    split = composition.tally([path], scheduler=cluster.address)
+    assert split.stats.units > 1 and whole.stats.units == 1
+    pd.testing.assert_frame_equal(split.table, whole.table)
+    assert split.report == whole.report
+
+
+def test_import_reads_on_the_cluster_and_writes_one_archive(cluster, tmp_path, capsys):
+    a, b = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    assert cli.main(["import", "--quiet", "--archive", str(a), "--scheduler", "sync", *FIXTURE_PATHS]) == 0
+    assert cli.main(["import", "--quiet", "--archive", str(b), "--scheduler", cluster.address, *FIXTURE_PATHS]) == 0
+    query = "SELECT session_id, entry_id, block_index, kind, text FROM records ORDER BY rowid"
+    with sqlite3.connect(a) as ca, sqlite3.connect(b) as cb:
+        assert ca.execute(query).fetchall() == cb.execute(query).fetchall()
+
+
+# --------------------------------------------------------------------------- sweep
+
+
+def _profile(folder: Path, server: FakeOpenAIServer, ledger: Path) -> Path:
+    """The chain's model notebooks on a tiny bank, against the scripted endpoint, with its own ledger."""
+    prof = {
+        "description": "engine test: summaries and the closed-book reader from the scripted endpoint",
+        "notebooks": ["01_context_composition", "02_projection_anatomy", "03_closed_book_exam"],
+        "parameters": {
+            "seed": 7,
+            "n_chains": 2,
+            "window_tokens": 4000,
+            "decoys_per_chain": 2,
+            "window": 2000,
+            "output_ceiling": 500,
+            "summarizer": "model",
+            "reader": "model",
+            "model": {
+                "base_url": server.base_url,
+                "model": "fake-model",
+                "api_key_env": "",
+                "concurrency": 1,
+                "timeout_s": 30,
+                "max_retries": 0,
+                "ledger": str(ledger),
+            },
+            "strategy_names": ["full", "codex", "opencode"],
+            "n_cases": 2,
+            "n_questions": 6,
+            "n_decoys": 2,
+            "tail_tokens": 600,
+            "n_boot": 50,
+        },
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "engine-test.yaml"
+    path.write_text(yaml.safe_dump(prof))
+    return path
+
+
+def _sweep(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(
+        [str(BIN / "compaction-lab"), "run", "--quiet", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _runs(results: Path) -> list[Path]:
+    return sorted(p for p in results.iterdir() if p.is_dir() and not p.name.startswith("sweep-"))
+
+
+def _done_rows(ledger: Path) -> int:
+    try:
+        with sqlite3.connect(ledger, timeout=5) as c:
+            return c.execute("SELECT count(*) FROM calls WHERE status = 'done'").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def _sweep_tables(sweep_dir: Path) -> pd.DataFrame:
+    table = pd.read_parquet(sweep_dir / "sweep.parquet").drop(columns=["run"])
+    return table.sort_values(list(table.columns)).reset_index(drop=True)
+
+
+def test_a_sweep_on_the_cluster_survives_a_killed_worker(cluster, server, tmp_path):
+    """Two runs as tasks on two workers; the worker running one of them is SIGKILLed after it paid for
+    some calls. Dask retries the run: it completes, exactly two complete run folders remain (the dead
+    attempt moved aside), the ledger holds one answer per request and no finished call is asked again;
+    the tables equal the same sweep run in this process (its own ledger)."""
+    env = {**cluster.env}
+    # In this process first: the reference tables, with a ledger of its own.
+    ref_ledger, ledger = tmp_path / "ref-ledger.sqlite", tmp_path / "ledger.sqlite"
+    ref_prof, prof = _profile(tmp_path / "ref", server, ref_ledger), _profile(tmp_path, server, ledger)
+    sweep = ["--sweep", "window=2000,2400"]
+    ref = _sweep(
+        ["--profile", str(ref_prof), *sweep, "--scheduler", "sync", "--results", str(tmp_path / "ref-r")], tmp_path, env
+    )
+    assert ref.wait(600) == 0, ref.stderr.read() if ref.stderr else ""
+    first_requests = server.count()
+
+    results = tmp_path / "r"
+    proc = _sweep(
+        ["--profile", str(prof), *sweep, "--scheduler", cluster.address, "--results", str(results)], tmp_path, env
+    )
+    try:
+        # A run past its first paid calls, in notebook 03 (the closed-book reader asks the model there).
+        def victim() -> tuple[Path, dict] | None:
+            if not results.exists() or _done_rows(ledger) < 3:
+                return None
+            for run in _runs(results):
+                info = lifecycle.read_run_json(run)
+                if info.get("status") == lifecycle.RUNNING and info.get("notebook_running") == "03_closed_book_exam":
+                    return run, info
+            return None
+
+        killed, info = _wait(victim, 400, "a run in notebook 03 with paid calls")
+        pid = info["pid"]
+        assert pid in cluster.worker_pids()  # the run executes in a worker process
+        os.kill(pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+
+    runs = _runs(results)
+    assert len(runs) == 2, runs
+    assert [lifecycle.read_run_json(r)["status"] for r in runs] == ["ok", "ok"]
+    sweep_dir = Path(out.strip().splitlines()[-1])
+    attempts = list((sweep_dir / "attempts").iterdir())
+    assert [a.name for a in attempts] == [f"{killed.name}.attempt-1"]
+    assert lifecycle.read_run_json(attempts[0])["status"] in (lifecycle.RUNNING, lifecycle.DEAD)
+
+    # One answer per request in the ledger; no request whose answer was recorded was sent again.
+    with sqlite3.connect(ledger) as c:
+        done = Counter(fp for (fp,) in c.execute("SELECT request_fingerprint FROM calls WHERE status = 'done'"))
+        statuses = Counter(s for (s,) in c.execute("SELECT status FROM calls"))
+    assert done and max(done.values()) == 1
+    assert statuses["started"] == 0  # the dead attempt's call in flight (if any) is marked failed
+    sent = Counter(server.fingerprints()[first_requests:])
+    repeated = [fp for fp, n in sent.items() if n > 1]
+    # Only the call in flight at the kill may have gone out twice: it has no answer from the dead attempt.
+    assert len(repeated) <= 1 and statuses["failed"] >= len(repeated)
+    assert sum(sent.values()) <= len(done) + 1
+
+    pd.testing.assert_frame_equal(_sweep_tables(sweep_dir), _sweep_tables(next((tmp_path / "ref-r").glob("sweep-*"))))
+
+
+# --------------------------------------------------------------------------- the scheduler setting
+
+
+def test_scheduler_setting_order_and_errors(monkeypatch):
+    monkeypatch.delenv(engine.SCHEDULER_ENV, raising=False)
+    assert engine.scheduler_setting() == "auto"
+    assert engine.scheduler_setting(None, "local") == "local"
+    monkeypatch.setenv(engine.SCHEDULER_ENV, "tcp://127.0.0.1:8786")
+    assert engine.scheduler_setting(None, "local") == "tcp://127.0.0.1:8786"
+    assert engine.scheduler_setting("sync", "local") == "sync"
+    with pytest.raises(engine.EngineError, match="--scheduler: 'fast'"):
+        engine.scheduler_setting("fast")
+    monkeypatch.setenv(engine.SCHEDULER_ENV, "everywhere")
+    with pytest.raises(engine.EngineError, match=engine.SCHEDULER_ENV):
+        engine.scheduler_setting()
+
+
+def test_auto_runs_small_inputs_here():
+    with engine.open_engine("auto", input_bytes=1000) as eng:
+        assert eng.kind == "sync" and not eng.distributed and eng.dashboard is None
+    with engine.open_engine("auto", input_bytes=None) as eng:
+        assert eng.kind == "sync"
+
+
+def test_an_unreachable_scheduler_is_a_clear_error(capsys):
+    with pytest.raises(engine.EngineError, match="tcp://127.0.0.1:9"):
+        engine.open_engine("tcp://127.0.0.1:9")
+    assert cli.main(["tally", "--scheduler", "tcp://127.0.0.1:9", str(FIXTURES / "pi")]) == 2
+    assert "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in capsys.readouterr().err
+
+
+def test_a_task_error_is_raised_where_its_result_is_asked(cluster):
+    with engine.open_engine("sync") as eng:
+        h = eng.submit(int, "x")
+        with pytest.raises(ValueError):
+            h.result()
+    with engine.open_engine(cluster.address, announce=False) as eng:
+        assert eng.kind == "cluster" and eng.workers == 2
+        assert [h.result() for _, h in eng.ordered(range(5), lambda e, i: e.submit(pow, i, 2), window=1)] == [
+            0,
+            1,
+            4,
+            9,
+            16,
+        ]
