@@ -198,7 +198,7 @@ def _profile(folder: Path, server: FakeOpenAIServer, ledger: Path) -> Path:
     """The chain's model notebooks on a tiny bank, against the scripted endpoint, with its own ledger."""
     prof = {
         "description": "engine test: summaries and the closed-book reader from the scripted endpoint",
-        "notebooks": ["01_context_composition", "02_projection_anatomy", "03_closed_book_exam"],
+        "notebooks": ["01_context_composition", "03_closed_book_exam"],
         "parameters": {
             "seed": 7,
             "n_chains": 2,
@@ -217,7 +217,7 @@ def _profile(folder: Path, server: FakeOpenAIServer, ledger: Path) -> Path:
                 "max_retries": 0,
                 "ledger": str(ledger),
             },
-            "strategy_names": ["full", "codex", "opencode"],
+            "strategy_names": ["full", "codex"],
             "n_cases": 2,
             "n_questions": 6,
             "n_decoys": 2,
@@ -347,7 +347,8 @@ def test_auto_runs_small_inputs_here():
         assert eng.kind == "sync"
 
 
-def test_an_unreachable_scheduler_is_a_clear_error(capsys):
+def test_an_unreachable_scheduler_is_a_clear_error(capsys, monkeypatch):
+    monkeypatch.setattr(engine, "CONNECT_TIMEOUT_S", 1.0)
     with pytest.raises(engine.EngineError, match="tcp://127.0.0.1:9"):
         engine.open_engine("tcp://127.0.0.1:9")
     assert cli.main(["tally", "--scheduler", "tcp://127.0.0.1:9", str(FIXTURES / "pi")]) == 2

@@ -55,6 +55,10 @@ SCHEDULER_CHOICES = (AUTO, SYNC, LOCAL)
 SYNC_BELOW_BYTES = 48 * 1024 * 1024
 
 
+#: Seconds to wait for a scheduler to answer before saying it cannot be reached.
+CONNECT_TIMEOUT_S = 10.0
+
+
 class EngineError(ValueError):
     """A scheduler value that names nothing usable, or a cluster that cannot be reached."""
 
@@ -265,7 +269,7 @@ def open_engine(
         engine = Engine(LOCAL, Client(cluster), cluster, n)
     else:
         try:
-            client = Client(choice, timeout="10s")
+            client = Client(choice, timeout=f"{CONNECT_TIMEOUT_S}s")
         except OSError as exc:
             raise EngineError(f"cannot reach the Dask scheduler at {choice}: {exc}") from exc
         engine = Engine("cluster", client, None, max(1, len(client.scheduler_info().get("workers", {}))))

@@ -123,6 +123,64 @@ def test_mark_abandoned_only_touches_dead_processes(tmp_path):
     assert df.loc[dead, "status"] == "failed" and f"process {dead_pid}" in df.loc[dead, "error"]
 
 
+def _claim(ledger: Ledger, fp: str = "fp1") -> tuple[str, int | None]:
+    return ledger.claim(
+        fingerprint=fp, shape_fingerprint="", model="m", base_url="u", purpose="t", request={"x": 1}, stale_after=60
+    )
+
+
+def test_claim_sends_a_request_once_across_processes(tmp_path):
+    """The first claim sends; a claim while a live process has it started waits; a dead claimant's row is
+    abandoned and the request claimed anew; a recorded answer is reused."""
+    ledger = Ledger(tmp_path / "l.sqlite")
+    state, first = _claim(ledger)
+    assert state == "mine" and first is not None
+    assert _claim(ledger) == ("busy", None)  # this (live) process has it in flight
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    with sqlite3.connect(ledger.path) as conn:
+        conn.execute("UPDATE calls SET pid=? WHERE id=?", (int(gone.stdout), first))
+    state, second = _claim(ledger)
+    assert state == "mine" and second != first
+    df = ledger.calls().set_index("id")
+    assert df.loc[first, "status"] == "failed" and "abandoned" in df.loc[first, "error"]
+    ledger.finish(second, response={"choices": []}, usage=Usage(1, 0, 1), cost=None, currency=None, latency_s=0.1)
+    assert _claim(ledger) == ("done", second)
+    # Another host's started row is believed for `stale_after` seconds, then not.
+    with sqlite3.connect(ledger.path) as conn:
+        conn.execute(
+            "INSERT INTO calls (request_fingerprint, model, base_url, purpose, status, started_at, pid, host, "
+            "request_json) VALUES ('fp2', 'm', 'u', 't', 'started', ?, 1, 'elsewhere', '{}')",
+            (time.time() - 120,),
+        )
+    assert _claim(ledger, "fp2")[0] == "mine"
+
+
+def test_two_clients_in_two_processes_send_an_identical_request_once(tmp_path):
+    """Two processes asking the same thing at once (the runs of a sweep on two workers): one request."""
+    script = textwrap.dedent(
+        """
+        import sys
+        from compaction_lab.providers import ChatClient, ModelConfig
+        from compaction_lab.providers.ledger import Ledger
+        c = ChatClient(ModelConfig(base_url=sys.argv[1], model="m", api_key_env=""), ledger=Ledger(sys.argv[2]))
+        print(c.complete({"messages": [{"role": "user", "content": "same"}]}, purpose="t").content)
+        """
+    )
+    with FakeOpenAIServer(default_delay=1.0) as server:
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", script, server.base_url, str(tmp_path / "l.sqlite")],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(2)
+        ]
+        outs = [p.communicate(timeout=60)[0].strip() for p in procs]
+        assert server.count() == 1
+    assert outs == ["echo: same", "echo: same"]
+    assert list(Ledger(tmp_path / "l.sqlite").calls()["status"]) == ["done"]
+
+
 def test_cost_from_a_price_table(tmp_path):
     usage = {"prompt_tokens": 1_000_000, "completion_tokens": 1_000_000, "prompt_cache_hit_tokens": 400_000}
     with FakeOpenAIServer() as server:
