@@ -60,7 +60,7 @@ For each input, measured:
    2-worker tallies must be equal, and equal to the raw tokenizer's.
 
 Then, on smaller Codex files generated the same way as A
-(``BENCH_ENGINE_CUTOVER_MB``, default ``8,32,64,128``):
+(``BENCH_ENGINE_CUTOVER_MB``, default ``8,64,128,256,384``):
 
 7. **cut-over**: wall time of the whole CLI in a subprocess,
    ``compaction-lab tally --scheduler sync FILE`` vs ``--scheduler local
@@ -110,7 +110,7 @@ from bench_import import MB, RolloutWriter, generate
 DEFAULT_MB = 1024
 DEFAULT_SINGLE_MB = 40
 DEFAULT_SEED = 20251201
-DEFAULT_CUTOVER_MB = (8, 32, 64, 128)
+DEFAULT_CUTOVER_MB = (8.0, 64.0, 128.0, 256.0, 384.0)
 WORKERS = 2
 RATIO_TARGET = 2.0
 SCALING_TARGET = 1.7

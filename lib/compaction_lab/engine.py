@@ -48,11 +48,12 @@ SCHEDULER_ENV = "COMPACTION_LAB_SCHEDULER"
 AUTO, SYNC, LOCAL = "auto", "sync", "local"
 SCHEDULER_CHOICES = (AUTO, SYNC, LOCAL)
 
-#: Below this many input bytes the embedded default runs in this process: a LocalCluster
-#: takes ~1.5-2 s to start its worker processes (interpreter, pandas, the tokenizer data in
-#: each), which a tally earns back only from a few tens of MB of logs on 2 cores
-#: (`make bench` reports both sides of the cut-over).
-SYNC_BELOW_BYTES = 48 * 1024 * 1024
+#: Below this many input bytes the embedded default runs in this process. Starting a
+#: LocalCluster's worker processes and loading the tokenizer in each costs ~2-4 s, which two
+#: workers earn back at ~40 MB/s of logs against ~20 MB/s in one process only from a couple
+#: of hundred MB on 2 cores (`make bench BENCH=engine` measures both sides: in-process faster
+#: up to 128 MB, the gap closing by ~1 s per 64 MB).
+SYNC_BELOW_BYTES = 192 * 1024 * 1024
 
 
 #: Seconds to wait for a scheduler to answer before saying it cannot be reached.

@@ -274,3 +274,26 @@ def test_relative_session_paths_are_taken_from_where_the_run_starts(tmp_path, mo
     assert got == [str(tmp_path / "logs" / "a.jsonl"), "~/.pi/agent/sessions", "/abs/b.jsonl"]
     one = params.normalised(report.Profile("p", "d", ("01_context_composition",), {"session_paths": "x"}))
     assert one.parameters["session_paths"] == [str(tmp_path / "x")]
+
+
+# --------------------------------------------------------------------------- the engine's runner parameters
+
+
+def test_tokenizer_and_scheduler_are_runner_parameters_checked_before_a_run():
+    assert _problems(tokenizer="tiktoken", scheduler="tcp://127.0.0.1:8786") == []
+    assert _problems(tokenizer="bpe-openai", scheduler="local") == []
+    _one(_problems(tokenizer="fast"), "tokenizer", "auto, tiktoken, bpe-openai")
+    _one(_problems(scheduler="everywhere"), "scheduler", "tcp://")
+    _one(_problems(tokenizer=3), "tokenizer")
+
+
+def test_a_profiles_tokenizer_and_scheduler_reach_the_kernels_environment(monkeypatch):
+    monkeypatch.delenv("COMPACTION_LAB_TOKENIZER", raising=False)
+    monkeypatch.setenv("COMPACTION_LAB_SCHEDULER", "sync")
+    prof = report.load_profile("smoke").with_parameters({"tokenizer": "tiktoken", "scheduler": "local"})
+    import os
+
+    with report._kernel_environment(prof):
+        assert os.environ["COMPACTION_LAB_TOKENIZER"] == "tiktoken"
+        assert os.environ["COMPACTION_LAB_SCHEDULER"] == "local"
+    assert "COMPACTION_LAB_TOKENIZER" not in os.environ and os.environ["COMPACTION_LAB_SCHEDULER"] == "sync"

@@ -32,8 +32,8 @@ from compaction_lab.ingest.base import ImportReport, Span, is_compressed, open_b
 
 #: Spans are cut once they reach this many bytes (and a file is split only if it is at
 #: least twice as large): big enough that a task's fixed cost is noise, small enough that
-#: two workers share a 1 GB file evenly.
-SPAN_BYTES = 16 * 1024 * 1024
+#: two workers share a 1 GB file evenly and a worker holds a few tens of MB of one span at a time.
+SPAN_BYTES = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
