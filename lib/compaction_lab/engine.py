@@ -50,10 +50,10 @@ SCHEDULER_CHOICES = (AUTO, SYNC, LOCAL)
 
 #: Below this many input bytes the embedded default runs in this process. Starting a
 #: LocalCluster's worker processes and loading the tokenizer in each costs ~2-4 s, which two
-#: workers earn back at ~40 MB/s of logs against ~20 MB/s in one process only from a couple
-#: of hundred MB on 2 cores (`make bench BENCH=engine` measures both sides: in-process faster
-#: up to 128 MB, the gap closing by ~1 s per 64 MB).
-SYNC_BELOW_BYTES = 192 * 1024 * 1024
+#: workers earn back (~54 MB/s of logs against ~30 MB/s in one process, on 2 cores) only from a
+#: few hundred MB: `make bench BENCH=engine` measured the CLI in-process faster up to 256 MB and
+#: slower at 384 MB (cut-over ~275 MB).
+SYNC_BELOW_BYTES = 256 * 1024 * 1024
 
 
 #: Seconds to wait for a scheduler to answer before saying it cannot be reached.
