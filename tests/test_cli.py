@@ -269,7 +269,7 @@ def test_ctrl_c_in_any_command_is_one_line_and_exit_130(tmp_path, monkeypatch, c
         raise KeyboardInterrupt
         yield  # pragma: no cover
 
-    monkeypatch.setattr(ingest, "load_sessions", interrupted)
+    monkeypatch.setattr(ingest, "plan", interrupted)  # the tally's and the import's reading starts there
     (tmp_path / "s.jsonl").write_text('{"role": "user", "content": "hi"}\n')
     assert cli.main(["tally", str(tmp_path / "s.jsonl")]) == 130
     err = capsys.readouterr().err
