@@ -106,14 +106,16 @@ def composition_table(
         `COMPOSITION_COLUMNS`. ``meta`` records are not context and not counted.
         The same whichever engine counts.
     """
-    backend = resolve_tokenizer(tokenizer or default_tokenizer(), encoding)
+    name = tokenizer or default_tokenizer()
     if isinstance(sessions, Sequence):
         chars = sum(len(r.text) for s in sessions for r in s.records if r.kind in CONTEXT_KINDS)
         eng = open_engine(scheduler, input_bytes=chars)
         if eng.distributed:
             with eng:
+                # Resolved here, so every worker counts with the same backend.
+                backend = resolve_tokenizer(name, encoding)
                 return _frame(_rows_on_engine(eng, sessions, encoding, backend, progress))
-    tok = counter(encoding, backend)
+    tok = counter(encoding, name)
     rows: list[dict] = []
     for s in _progress(sessions, progress, "composition", "session"):
         rows += _session_rows(s, tok.count_many([r.text for r in s.records if r.kind in CONTEXT_KINDS]))
@@ -271,10 +273,13 @@ def tally(
 
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    backend = resolve_tokenizer(tokenizer or default_tokenizer(), encoding)
     steps = list(plan(paths, formats, split_bytes=SPAN_BYTES))
     total = sum(st.unit.size for st in steps if st.unit is not None)
     eng: Engine = engine if engine is not None else open_engine(scheduler, input_bytes=total)
+    # On workers every task counts with the one backend resolved here; in this process an ``auto``
+    # counter picks its backend by the size of the work (`core.tokens.AUTO_BPE_AFTER_CHARS`).
+    name = tokenizer or default_tokenizer()
+    backend = resolve_tokenizer(name, encoding) if eng.distributed else name
     report = ImportReport()
     admission = Admission()
     rows: list[dict] = []

@@ -246,10 +246,10 @@ def test_an_invalid_environment_value_names_the_variable(monkeypatch, no_default
 
 
 def test_counter_is_shared_per_encoding_and_resolved_backend(no_default):
-    assert tokens.counter() is tokens.counter("cl100k_base")
-    assert tokens.counter().tokenizer == "bpe-openai"
-    # "auto" resolves to bpe-openai here, so it is the same counter as naming it.
-    assert tokens.counter(tokenizer="auto") is tokens.counter(tokenizer="bpe-openai") is tokens.counter()
+    assert tokens.counter() is tokens.counter("cl100k_base") is tokens.counter(tokenizer="auto")
+    assert tokens.counter().requested == "auto"
+    bpe = tokens.counter(tokenizer="bpe-openai")
+    assert bpe is not tokens.counter() and bpe.tokenizer == "bpe-openai"
     tik = tokens.counter(tokenizer="tiktoken")
     assert tik is not tokens.counter() and tik is tokens.counter("cl100k_base", "tiktoken")
     assert tik.tokenizer == "tiktoken"
@@ -264,3 +264,22 @@ def test_bpe_counter_uses_one_thread_and_counts_hits():
     c.count_many(["alpha beta"])
     assert (c.hits, c.misses) == (2, 2)  # the batch's second "alpha beta" and the later one
     assert c._pool is None
+
+
+def test_auto_moves_to_bpe_openai_only_for_a_large_workload(monkeypatch, no_default):
+    """A few texts (a notebook's) never pay bpe-openai's load; a tally's worth of text moves to it, same counts."""
+    monkeypatch.setattr(tokens, "AUTO_BPE_AFTER_CHARS", 10_000)
+    c = tokens.TokenCounter(tokenizer="auto")
+    assert (c.requested, c.tokenizer, c._count) == ("auto", "tiktoken", None)
+    small = ["alpha beta", "gamma"]
+    assert c.count_many(small) == [2, 1] and c.tokenizer == "tiktoken"
+    big = [f"line {i}: " + "lorem ipsum dolor sit amet " * 20 for i in range(40)]
+    expected = [len(tokens.get_encoding().encode_ordinary(t)) for t in big]
+    assert c.count_many(big) == expected and c.tokenizer == "bpe-openai" and c.threads == 1
+
+
+def test_auto_stays_on_tiktoken_when_bpe_openai_fails_its_check(monkeypatch, no_default):
+    monkeypatch.setattr(tokens, "AUTO_BPE_AFTER_CHARS", 10)
+    monkeypatch.setattr(tokens, "_bpe_problem", lambda encoding: "refused for the test")
+    c = tokens.TokenCounter(tokenizer="auto")
+    assert c.count_many(["a fairly long text of words"]) == [6] and c.tokenizer == "tiktoken"

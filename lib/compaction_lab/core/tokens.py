@@ -190,6 +190,10 @@ TOKENIZERS = ("auto", "tiktoken", "bpe-openai")
 #: Environment variable giving the process-wide default tokenizer (one of `TOKENIZERS`).
 TOKENIZER_ENV = "COMPACTION_LAB_TOKENIZER"
 
+#: An ``auto`` counter moves from tiktoken to bpe-openai when the characters it has encoded reach this:
+#: bpe-openai's load and self-check (~0.5 s) are repaid at ~2.5x tiktoken's speed after ~10 MB of text.
+AUTO_BPE_AFTER_CHARS = 8 * 1024 * 1024
+
 # A base64 blob of every byte value, 1,368 characters on one line: long runs of letters cut by
 # digits and "+/", the shape of the embedded images and archives tool output carries.
 _BASE64_BLOB = base64.b64encode(bytes(range(256)) * 4).decode("ascii")
@@ -494,15 +498,19 @@ class TokenCounter:
     ):
         self.encoding_name = encoding
         self.encoding = get_encoding(encoding)
-        self.tokenizer = resolve_tokenizer(tokenizer if tokenizer is not None else default_tokenizer(), encoding)
-        self._bpe: _Encoder | None = _bpe_encoding(encoding) if self.tokenizer == "bpe-openai" else None
-        self._count: _Count | None = _bpe_count(encoding) if self.tokenizer == "bpe-openai" else None
-        if self._bpe is not None:
-            # bpe-openai holds the GIL while it encodes: threads would take turns, not run together.
-            self.threads = 1
-        else:
-            # More threads than cores only adds switching; tiktoken's own default is 8.
-            self.threads = max(1, int(threads if threads is not None else min(4, os.cpu_count() or 1)))
+        #: The backend asked for (``auto``, ``tiktoken``, ``bpe-openai``); `tokenizer` is the one counting now.
+        self.requested = _check_name(tokenizer if tokenizer is not None else default_tokenizer(), "tokenizer")
+        # ``auto`` starts on tiktoken and moves to bpe-openai once a workload is large enough to repay
+        # bpe-openai's load and self-check (~0.5 s per process): every notebook kernel counts a little,
+        # a tally a lot. The ids are the same either way (the self-check), so counts do not change.
+        self._auto = self.requested == "auto"
+        self.tokenizer = "tiktoken" if self._auto else resolve_tokenizer(self.requested, encoding)
+        # More threads than cores only adds switching; tiktoken's own default is 8.
+        self.threads = max(1, int(threads if threads is not None else min(4, os.cpu_count() or 1)))
+        self._bpe: _Encoder | None = None
+        self._count: _Count | None = None
+        if self.tokenizer == "bpe-openai":
+            self._use_bpe()
         self.max_cache = max(1, int(max_cache))
         self._cache: dict[bytes, int] = {}
         self._lock = threading.Lock()
@@ -513,6 +521,20 @@ class TokenCounter:
         self.misses = 0
         self.hit_chars = 0
         self.miss_chars = 0
+
+    def _use_bpe(self) -> None:
+        self.tokenizer = "bpe-openai"
+        self._bpe = _bpe_encoding(self.encoding_name)
+        self._count = _bpe_count(self.encoding_name)
+        # bpe-openai holds the GIL while it encodes: threads would take turns, not run together.
+        self.threads = 1
+
+    def _maybe_move_to_bpe(self, chars: int) -> None:
+        """``auto``: switch to bpe-openai when the characters to encode reach `AUTO_BPE_AFTER_CHARS` (and it passes)."""
+        if self._auto and self.miss_chars + chars >= AUTO_BPE_AFTER_CHARS:
+            self._auto = False
+            if _bpe_problem(self.encoding_name) is None:
+                self._use_bpe()
 
     def count(self, text: str) -> int:
         """Tokens in one text.
@@ -575,6 +597,7 @@ class TokenCounter:
         # goes in as its pieces (`split_for_count`), so one 50 MB record is spread
         # over the threads too, a piece's token list at a time. Both backends see
         # the same pieces, so their counts agree even where a piece was cut blindly.
+        self._maybe_move_to_bpe(sum(len(t) for t in texts))
         owners: list[int] = []
         pieces: list[str] = []
         for i, t in enumerate(texts):
@@ -645,9 +668,11 @@ _COUNTERS_LOCK = threading.Lock()
 def counter(encoding: str = DEFAULT_ENCODING, tokenizer: str | None = None) -> TokenCounter:
     """Process-wide shared counter for an encoding and tokenizer backend (so the cache is shared too).
 
-    Keyed by the encoding's name and the *resolved* backend, however they are
-    passed: ``counter()`` and ``counter("cl100k_base")`` are the same counter,
-    and so is ``counter(tokenizer=...)`` naming the backend ``"auto"`` picks.
+    Keyed by the encoding's name and the backend asked for: ``counter()`` and
+    ``counter("cl100k_base")`` are the same counter. An ``auto`` counter starts
+    on tiktoken and moves to bpe-openai once it has a large workload
+    (`AUTO_BPE_AFTER_CHARS`); ``tiktoken`` and ``bpe-openai`` are used from the
+    first text.
 
     Parameters
     ----------
@@ -665,7 +690,8 @@ def counter(encoding: str = DEFAULT_ENCODING, tokenizer: str | None = None) -> T
     ValueError, EncodingUnavailable
         As `resolve_tokenizer` and `get_encoding` do.
     """
-    backend = resolve_tokenizer(tokenizer if tokenizer is not None else default_tokenizer(), encoding)
+    name = _check_name(tokenizer if tokenizer is not None else default_tokenizer(), "tokenizer")
+    backend = name if name == "auto" else resolve_tokenizer(name, encoding)
     with _COUNTERS_LOCK:
         c = _COUNTERS.get((encoding, backend))
         if c is None:
