@@ -3,7 +3,6 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-LAB_STAMP := $(VENV)/.installed-lab
 LLM_STAMP := $(VENV)/.installed-llm
 PROFILE ?= default
 PYTEST_ARGS ?=
@@ -84,12 +83,16 @@ test: setup browser llm lint ## lint (ruff, mypy), then run the test suite (incl
 bench: setup ## speed and memory benchmarks (scripts in benchmarks/, outside pytest); BENCH=name for one
 	$(BIN)/python benchmarks/run.py $(BENCH)
 
-$(LAB_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[dev,lab]'
-	@touch $@
+# The project's kernel, registered inside .venv under a name that says what it is, so an executed
+# notebook of a run folder opened in any JupyterLab of this environment finds it.
+KERNEL_NAME := compaction-lab
+KERNEL_SPEC := $(VENV)/share/jupyter/kernels/$(KERNEL_NAME)/kernel.json
 
-lab: $(LAB_STAMP) ## open the notebooks in JupyterLab
-	$(BIN)/jupyter lab notebooks/
+$(KERNEL_SPEC): $(STAMP)
+	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL_NAME) --display-name "compaction-lab (.venv)"
+
+lab: setup $(KERNEL_SPEC) ## open JupyterLab on notebooks/ (the run folders under data/results/ are one level up)
+	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/notebooks
 
 profiles: setup ## list the run profiles
 	$(BIN)/compaction-lab profiles

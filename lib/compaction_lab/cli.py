@@ -557,6 +557,12 @@ def _cmd_capture_shape(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from compaction_lab import doctor
+
+    return doctor.run_doctor(args.profile, args.spend, sys.stdout, as_json=args.json)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="compaction-lab",
@@ -694,6 +700,12 @@ def build_parser() -> argparse.ArgumentParser:
     cs.add_argument("--output", help="write here instead of data/shapes/NAME.json")
     cs.add_argument("--force", action="store_true", help="replace an existing shape file")
     cs.set_defaults(func=_cmd_capture_shape)
+
+    dr = sub.add_parser("doctor", help="check the environment and a profile's endpoint before anything is spent")
+    dr.add_argument("--profile", help="profile name or YAML path whose model endpoint is checked")
+    dr.add_argument("--spend", action="store_true", help="also send one chat request with max_tokens=1")
+    dr.add_argument("--json", action="store_true", help="the checks as JSON")
+    dr.set_defaults(func=_cmd_doctor)
     return parser
 
 

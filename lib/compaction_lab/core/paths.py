@@ -12,6 +12,8 @@ defaults, so batch users can keep results elsewhere without editing code:
     The archive of originals, an SQLite file (default ``data/archive/originals.sqlite``).
 ``COMPACTION_LAB_LEDGER``
     The ledger of model calls, an SQLite file (default ``data/ledger/ledger.sqlite``).
+``COMPACTION_LAB_PROVIDERS``
+    Folder holding the endpoint presets (default ``data/providers``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,12 @@ def params_dir() -> Path:
     """Folder that holds the profile YAML files (``papermill_params`` unless overridden)."""
     env = os.environ.get("COMPACTION_LAB_PARAMS")
     return Path(env).expanduser().resolve() if env else REPO_ROOT / "papermill_params"
+
+
+def providers_dir() -> Path:
+    """Folder that holds the endpoint preset YAML files (``data/providers`` unless overridden)."""
+    env = os.environ.get("COMPACTION_LAB_PROVIDERS")
+    return Path(env).expanduser().resolve() if env else DATA_DIR / "providers"
 
 
 def notebook_path(name: str) -> Path:

@@ -278,6 +278,9 @@ def run_profile(
     prof = prof.with_parameters(dict(overrides or {}))
     if redact is not None:
         prof = prof.with_parameters({REDACT_PARAM: bool(redact)})
+    from compaction_lab.providers import presets  # here: the providers package imports the openai client
+
+    prof = presets.resolve_profile(prof)  # ``model: deepseek`` (a preset's name) -> the preset's mapping
     prof = params_mod.checked(prof, allow_unknown=allow_unknown, results_folder=results or paths.results_dir())
     redactor = redactor_mod.redactor(prof.redact, prof.parameters.get("redact_patterns") or None)
     # SIGINT / SIGTERM stop the run as `lifecycle.RunInterrupted` from before its folder exists
@@ -802,11 +805,14 @@ def _check_sweep(
     allow_unknown: bool,
 ) -> None:
     """Raise one `ProfileError` listing the problems of every combination, before any folder is made."""
+    from compaction_lab.providers import presets
+
     found: dict[str, None] = {}
     for combo in combos:
         one = prof.with_parameters({**dict(overrides or {}), **combo})
         if redact is not None:
             one = one.with_parameters({REDACT_PARAM: bool(redact)})
+        one = presets.resolve_profile(one)
         found.update(
             dict.fromkeys(
                 params_mod.problems(one, allow_unknown=allow_unknown, results_folder=results or paths.results_dir())

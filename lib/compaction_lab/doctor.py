@@ -1,0 +1,384 @@
+"""``compaction-lab doctor``: check the environment and a profile's endpoint before anything is spent.
+
+Two groups of checks, each a `Check` (``ok`` / ``warn`` / ``fail`` / ``skip``):
+
+- `environment_checks`: Python and key package versions, the offline
+  tokenizer file's hash against the pinned one, what tokenizer ``auto``
+  resolves to (and why, when not ``bpe-openai``), the system Chromium the
+  report's browser check uses, and whether the results folder is writable
+  (probed without leaving anything behind);
+- `endpoint_checks`: a profile's ``model`` mapping is a valid `ModelConfig`,
+  the key variable it names is set (the variable is named, its value never
+  printed), the endpoint answers a model listing within a few seconds through
+  the official ``openai`` client, the model is listed, and -- only with
+  ``spend`` -- one chat request of ``max_tokens=1`` goes through (its usage is
+  shown; it is not recorded in the ledger).
+
+`run_doctor` prints them as a table (or JSON) and returns 0 when no check
+failed, 1 otherwise. For a profile whose ``summarizer`` or ``reader`` is
+``model`` it also says which notebooks will call the model; the number of
+calls is not estimated yet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+#: Seconds the reachability check (a model listing) waits for the endpoint.
+REACH_TIMEOUT_S = 4.0
+
+#: Most seconds the ``--spend`` request waits (the profile's own timeout when shorter).
+SPEND_TIMEOUT_S = 60.0
+
+#: Debian's chromium launcher, used by the report's headless-browser check (tests/browser.py).
+SYSTEM_CHROMIUM = Path("/usr/bin/chromium")
+
+#: Packages whose versions are shown; a missing one fails unless it is in `OPTIONAL_PACKAGES`.
+PACKAGES = (
+    "compaction-lab",
+    "pandas",
+    "altair",
+    "vl-convert-python",
+    "papermill",
+    "tiktoken",
+    "bpe-openai",
+    "dask",
+    "distributed",
+    "openai",
+)
+
+#: Packages the suite runs without (tokenizer ``auto`` falls back to tiktoken; the engine runs in-process).
+OPTIONAL_PACKAGES = frozenset({"bpe-openai", "dask", "distributed"})
+
+#: The chain notebooks that call a model, and the profile parameters that make them do so
+#: (the notebooks' own parameter cells: 02 and 04 summarize, 03 and 05 also read with a reader).
+MODEL_PARAMETERS_BY_NOTEBOOK: dict[str, tuple[str, ...]] = {
+    "02_projection_anatomy": ("summarizer",),
+    "03_closed_book_exam": ("summarizer", "reader"),
+    "04_cost_model": ("summarizer",),
+    "05_open_book_exam": ("summarizer", "reader"),
+}
+
+Status = Literal["ok", "warn", "fail", "skip"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the doctor's table.
+
+    Parameters
+    ----------
+    name : str
+        What was checked (``"tiktoken data"``, ``"endpoint reachable"``).
+    status : {"ok", "warn", "fail", "skip"}
+    detail : str
+        What was found; never a secret.
+    """
+
+    name: str
+    status: Status
+    detail: str
+
+
+# --------------------------------------------------------------------------- environment
+
+
+def environment_checks(results: Path | None = None) -> list[Check]:
+    """Versions, the offline tokenizer data, the tokenizer ``auto`` picks, Chromium, the results folder.
+
+    Parameters
+    ----------
+    results : Path, optional
+        The results folder to check; None: `compaction_lab.core.paths.results_dir()`.
+    """
+    checks = [Check("python", "ok", f"{platform.python_version()} ({platform.python_implementation()})")]
+    for dist in PACKAGES:
+        try:
+            checks.append(Check(dist, "ok", metadata.version(dist)))
+        except metadata.PackageNotFoundError:
+            optional = dist in OPTIONAL_PACKAGES
+            checks.append(Check(dist, "warn" if optional else "fail", "not installed"))
+    checks.append(_tokenizer_data_check())
+    checks.append(_tokenizer_auto_check())
+    checks.append(_chromium_check())
+    checks.append(_results_check(results))
+    return checks
+
+
+def _tokenizer_data_check() -> Check:
+    from compaction_lab.core import tokens
+
+    name = tokens.DEFAULT_ENCODING
+    spec = tokens.OFFLINE_ENCODINGS[name]
+    where = f"{spec.package}/{spec.resource}"
+    try:
+        actual = tokens.bundled_file_sha256(name)
+    except (FileNotFoundError, ModuleNotFoundError) as exc:
+        return Check(f"{name} data", "fail", f"bundled file {where} not found ({type(exc).__name__})")
+    if actual != spec.sha256:
+        return Check(f"{name} data", "fail", f"{where}: sha256 {actual} differs from the pinned {spec.sha256}")
+    return Check(f"{name} data", "ok", f"{where} sha256 matches the pinned {spec.sha256[:12]}...")
+
+
+def _tokenizer_auto_check() -> Check:
+    from compaction_lab.core import tokens
+
+    try:
+        backend = tokens.resolve_tokenizer("auto", tokens.DEFAULT_ENCODING)
+    except Exception as exc:  # "auto" should never raise; if it does, that is what the doctor reports
+        return Check("tokenizer auto", "fail", f"{type(exc).__name__}: {exc}")
+    if backend == "bpe-openai":
+        return Check("tokenizer auto", "ok", "bpe-openai (installed, passed the self-check)")
+    try:
+        tokens.resolve_tokenizer("bpe-openai", tokens.DEFAULT_ENCODING)
+        why = "bpe-openai not chosen"
+    except tokens.EncodingUnavailable as exc:
+        why = str(exc)
+    return Check("tokenizer auto", "warn", f"tiktoken ({why})")
+
+
+def _chromium_check() -> Check:
+    if SYSTEM_CHROMIUM.exists() and os.access(SYSTEM_CHROMIUM, os.X_OK):
+        return Check("chromium", "ok", str(SYSTEM_CHROMIUM))
+    found = shutil.which("chromium")
+    hint = f" (a chromium on PATH: {found})" if found else ""
+    return Check(
+        "chromium", "warn", f"{SYSTEM_CHROMIUM} missing{hint}: only the report's browser check needs it (make browser)"
+    )
+
+
+def _results_check(results: Path | None) -> Check:
+    from compaction_lab.core import paths
+
+    folder = Path(results) if results is not None else paths.results_dir()
+    try:
+        paths.check_writable_folder(folder, "results folder")
+    except paths.StoragePathError as exc:
+        return Check("results folder", "fail", str(exc))
+    return Check("results folder", "ok", f"{folder} writable" + ("" if folder.exists() else " (created on first run)"))
+
+
+# --------------------------------------------------------------------------- endpoint
+
+
+def endpoint_checks(model: Mapping[str, Any], spend: bool, environ: Mapping[str, str] | None = None) -> list[Check]:
+    """Check a ``model`` mapping's endpoint: config, key variable, reachable, model listed, and (`spend`) one call.
+
+    Parameters
+    ----------
+    model : mapping
+        A profile's ``model:`` block (`ModelConfig.from_mapping`).
+    spend : bool
+        Send one chat request with ``max_tokens=1`` (it may cost money).
+    environ : mapping, optional
+        Where the key variable is read (default ``os.environ``).
+
+    Returns
+    -------
+    list of Check
+        No detail ever holds the key's value.
+    """
+    import openai
+
+    from compaction_lab.providers.client import NO_KEY
+    from compaction_lab.providers.config import ModelConfig
+
+    env = os.environ if environ is None else environ
+    try:
+        cfg = ModelConfig.from_mapping(model)
+    except ValueError as exc:
+        return [Check("model config", "fail", str(exc))]
+    url = cfg.base_url.strip()
+    checks = [Check("model config", "ok", f"{cfg.model} at {url}")]
+    key = ""
+    if cfg.api_key_env:
+        key = (env.get(cfg.api_key_env) or "").strip()
+        if key:
+            checks.append(Check("api key", "ok", f"environment variable {cfg.api_key_env} is set"))
+        else:
+            checks.append(
+                Check("api key", "fail", f"environment variable {cfg.api_key_env} is not set (or empty); set it")
+            )
+    else:
+        checks.append(Check("api key", "ok", "none needed (api_key_env is '')"))
+
+    def scrub(text: str) -> str:
+        return text.replace(key, "***") if len(key) >= 4 else text
+
+    client = openai.OpenAI(api_key=key or NO_KEY, base_url=url, timeout=REACH_TIMEOUT_S, max_retries=0)
+    try:
+        reach, listed = _reach(client, cfg.model, url, scrub)
+        checks += [reach, listed]
+        if reach.status == "fail":
+            checks.append(Check("1-token request", "skip", "endpoint not reachable"))
+        elif not spend:
+            checks.append(Check("1-token request", "skip", "skipped (pass --spend)"))
+        elif cfg.api_key_env and not key:
+            checks.append(Check("1-token request", "skip", f"no key ({cfg.api_key_env} is not set)"))
+        else:
+            checks.append(_spend(client, cfg.model, url, min(cfg.timeout_s, SPEND_TIMEOUT_S), scrub))
+    finally:
+        client.close()
+    return checks
+
+
+def _reach(client: Any, model: str, url: str, scrub: Any) -> tuple[Check, Check]:
+    """(reachable, model listed) from one model listing."""
+    import openai
+
+    try:
+        ids = [m.id for m in client.models.list().data]
+    except openai.APITimeoutError:
+        return (
+            Check("endpoint reachable", "fail", f"{url}: no answer within {REACH_TIMEOUT_S:g} s"),
+            Check("model listed", "skip", "endpoint not reachable"),
+        )
+    except openai.APIConnectionError as exc:
+        cause = exc.__cause__ or exc.__context__
+        why = f" ({scrub(str(cause))[:200]})" if cause is not None and str(cause) else ""
+        return (
+            Check("endpoint reachable", "fail", f"cannot reach {url}{why}"),
+            Check("model listed", "skip", "endpoint not reachable"),
+        )
+    except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+        return (
+            Check("endpoint reachable", "fail", f"{url} refused the key (HTTP {exc.status_code})"),
+            Check("model listed", "skip", "the endpoint refused the key"),
+        )
+    except openai.APIStatusError as exc:
+        # The endpoint answered: reachable. No /models route (404, 405, ...): nothing to list.
+        return (
+            Check("endpoint reachable", "ok", f"{url} answered (GET /models: HTTP {exc.status_code})"),
+            Check("model listed", "warn", f"model list not available: not listed by this endpoint ({model} unchecked)"),
+        )
+    except openai.OpenAIError as exc:
+        return (
+            Check("endpoint reachable", "fail", f"{url}: {type(exc).__name__}: {scrub(str(exc))[:200]}"),
+            Check("model listed", "skip", "endpoint not reachable"),
+        )
+    reach = Check("endpoint reachable", "ok", f"{url} lists {len(ids)} model(s)")
+    if model in ids:
+        return reach, Check("model listed", "ok", model)
+    shown = ", ".join(ids[:8]) + (", ..." if len(ids) > 8 else "")
+    return reach, Check("model listed", "warn", f"{model} is not among the listed models: {shown or '(none)'}")
+
+
+def _spend(client: Any, model: str, url: str, timeout: float, scrub: Any) -> Check:
+    import openai
+
+    try:
+        resp = client.with_options(timeout=timeout).chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "Say OK."}], max_tokens=1, temperature=0
+        )
+    except openai.OpenAIError as exc:
+        status = getattr(exc, "status_code", None)
+        what = f"HTTP {status}" if status else type(exc).__name__
+        return Check("1-token request", "fail", f"{url}: {what}: {scrub(str(exc))[:200]}")
+    u = resp.usage
+    usage = f"prompt {u.prompt_tokens}, completion {u.completion_tokens} tokens" if u else "no usage reported"
+    return Check("1-token request", "ok", f"answered ({usage}; not recorded in the ledger)")
+
+
+# --------------------------------------------------------------------------- a profile
+
+
+def model_notebooks(profile: Any) -> list[tuple[str, tuple[str, ...]]]:
+    """The profile's notebooks that will call the model, each with the parameters set to ``model``."""
+    out = []
+    for nb in profile.notebooks:
+        params = profile.parameters_for(nb)
+        using = tuple(p for p in MODEL_PARAMETERS_BY_NOTEBOOK.get(nb, ()) if params.get(p) == "model")
+        if using:
+            out.append((nb, using))
+    return out
+
+
+def _profile_checks(name: str, spend: bool, environ: Mapping[str, str] | None) -> tuple[list[Check], str | None]:
+    """Endpoint checks for a profile, and the line naming the notebooks that call the model (or None)."""
+    from compaction_lab.report import run as report
+
+    try:
+        prof = report.load_profile(name)
+    except report.ProfileError as exc:
+        return [Check("profile", "fail", str(exc))], None
+    calls = model_notebooks(prof)
+    model = prof.parameters.get("model")
+    line = None
+    if calls:
+        where = "; ".join(f"{nb} ({', '.join(ps)})" for nb, ps in calls)
+        line = f"model calls: {where}; call count estimate: not yet available"
+    checks = [Check("profile", "ok", f"{prof.name} ({prof.path})")]
+    if model is None:
+        if calls:
+            return checks + [Check("model config", "fail", "summarizer/reader is 'model' but no model: mapping")], line
+        return checks + [Check("endpoint", "skip", "skip (the profile calls no model)")], line
+    return checks + endpoint_checks(model, spend, environ), line
+
+
+def run_doctor(
+    profile: str | None,
+    spend: bool,
+    out: TextIO,
+    *,
+    as_json: bool = False,
+    results: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> int:
+    """Run every check, print them to `out` (a table, or JSON), return 0 when none failed, else 1.
+
+    Parameters
+    ----------
+    profile : str, optional
+        A profile name or YAML path whose ``model`` endpoint is checked; None: environment only.
+    spend : bool
+        Allow the one ``max_tokens=1`` chat request.
+    out : text stream
+    as_json : bool
+        Print ``{"ok", "checks", "model_calls"}`` as JSON instead of the table.
+    results : Path, optional
+        Results folder to check (default `compaction_lab.core.paths.results_dir()`).
+    environ : mapping, optional
+        Where the key variable is read (default ``os.environ``).
+    """
+    checks = environment_checks(results)
+    line: str | None = None
+    if profile is None:
+        checks.append(Check("endpoint", "skip", "no --profile given"))
+    else:
+        more, line = _profile_checks(profile, spend, environ)
+        checks += more
+    failed = [c for c in checks if c.status == "fail"]
+    if as_json:
+        doc = {"ok": not failed, "checks": [asdict(c) for c in checks], "model_calls": line}
+        out.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        width = max(len(c.name) for c in checks)
+        for c in checks:
+            out.write(f"{c.status:<5} {c.name:<{width}}  {c.detail}\n")
+        if line:
+            out.write(line + "\n")
+        out.write(f"{len(failed)} check(s) failed\n" if failed else "no check failed\n")
+    return 1 if failed else 0
+
+
+__all__ = [
+    "Check",
+    "MODEL_PARAMETERS_BY_NOTEBOOK",
+    "OPTIONAL_PACKAGES",
+    "PACKAGES",
+    "REACH_TIMEOUT_S",
+    "SPEND_TIMEOUT_S",
+    "SYSTEM_CHROMIUM",
+    "endpoint_checks",
+    "environment_checks",
+    "model_notebooks",
+    "run_doctor",
+]
