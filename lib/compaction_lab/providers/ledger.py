@@ -231,24 +231,7 @@ class Ledger:
     ) -> int:
         """Record a call about to be sent (status ``started``); returns its id."""
         with self._tx() as conn:
-            cur = conn.execute(
-                "INSERT INTO calls (request_fingerprint, shape_fingerprint, model, base_url, purpose, status, "
-                "started_at, pid, host, request_json) VALUES (?, ?, ?, ?, ?, 'started', ?, ?, ?, ?)",
-                (
-                    fingerprint,
-                    shape_fingerprint or "",
-                    model,
-                    base_url,
-                    purpose,
-                    time.time(),
-                    os.getpid(),
-                    socket.gethostname(),
-                    canonical_json(dict(request)),
-                ),
-            )
-            if cur.lastrowid is None:  # an INSERT always sets it; None would mean no row was written
-                raise RuntimeError("ledger: the call row was not written")
-            return int(cur.lastrowid)
+            return _insert_started(conn, fingerprint, shape_fingerprint, model, base_url, purpose, request, time.time())
 
     def finish(
         self,
@@ -351,24 +334,9 @@ class Ledger:
                     )
             if busy:
                 return "busy", None
-            cur = conn.execute(
-                "INSERT INTO calls (request_fingerprint, shape_fingerprint, model, base_url, purpose, status, "
-                "started_at, pid, host, request_json) VALUES (?, ?, ?, ?, ?, 'started', ?, ?, ?, ?)",
-                (
-                    fingerprint,
-                    shape_fingerprint or "",
-                    model,
-                    base_url,
-                    purpose,
-                    now,
-                    os.getpid(),
-                    host,
-                    canonical_json(dict(request)),
-                ),
+            return "mine", _insert_started(
+                conn, fingerprint, shape_fingerprint, model, base_url, purpose, request, now, host
             )
-            if cur.lastrowid is None:  # an INSERT always sets it; None would mean no row was written
-                raise RuntimeError("ledger: the call row was not written")
-            return "mine", int(cur.lastrowid)
 
     def mark_abandoned(self) -> int:
         """Mark ``started`` calls of processes that no longer exist (this host only) ``failed``.
@@ -450,6 +418,38 @@ class Ledger:
         if self._pid == os.getpid():
             for conn in idle:
                 conn.close()
+
+
+def _insert_started(
+    conn: sqlite3.Connection,
+    fingerprint: str,
+    shape_fingerprint: str,
+    model: str,
+    base_url: str,
+    purpose: str,
+    request: Mapping,
+    started_at: float,
+    host: str | None = None,
+) -> int:
+    """Insert a ``started`` row for this process (inside the caller's write transaction); its id."""
+    cur = conn.execute(
+        "INSERT INTO calls (request_fingerprint, shape_fingerprint, model, base_url, purpose, status, "
+        "started_at, pid, host, request_json) VALUES (?, ?, ?, ?, ?, 'started', ?, ?, ?, ?)",
+        (
+            fingerprint,
+            shape_fingerprint or "",
+            model,
+            base_url,
+            purpose,
+            started_at,
+            os.getpid(),
+            host or socket.gethostname(),
+            canonical_json(dict(request)),
+        ),
+    )
+    if cur.lastrowid is None:  # an INSERT always sets it; None would mean no row was written
+        raise RuntimeError("ledger: the call row was not written")
+    return int(cur.lastrowid)
 
 
 def open_ledger(path: str | Path | None = None) -> Ledger:
