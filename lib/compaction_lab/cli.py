@@ -14,6 +14,12 @@
     dead / running), profile, start, wall time, the failing notebook.
 ``compaction-lab profiles``
     List the profiles and what each is for.
+``compaction-lab providers``
+    List the endpoint presets (``run --provider NAME`` / ``--set model=NAME``):
+    base URL, model, key variable (never a key), price table, cache rule.
+``compaction-lab doctor [--profile P] [--spend]``
+    Check the environment and the profile's endpoint before a run spends
+    (key variable named, never printed; ``--spend``: one 1-token request).
 ``compaction-lab import PATH...``
     Import sessions (any supported format, files or directories) into the
     archive of originals; re-importing adds nothing twice.
@@ -74,6 +80,12 @@ def _run_command(args: argparse.Namespace) -> int:
     try:
         prof = report.load_profile(args.profile)
         overrides = dict(report.parse_assignment(a) for a in args.set or [])
+        if args.provider:  # the preset's model, cache rule and price table; --set wins
+            from compaction_lab.providers import presets
+            from compaction_lab.report import params
+
+            declared = {k for nb in prof.notebooks for k in params.declared_parameters(nb)}
+            overrides = {**presets.preset_overrides(args.provider, declared), **overrides}
         sweeps = dict(report.parse_sweep(a) for a in args.sweep or [])
     except report.ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -167,6 +179,27 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
             print(f"{name:<14} {desc}  [{', '.join(p.notebooks)}]")
         except report.ProfileError as exc:
             print(f"{name:<14} (invalid: {exc})")
+    return 0
+
+
+def _cmd_providers(args: argparse.Namespace) -> int:
+    from compaction_lab.providers import presets
+
+    names = presets.list_presets()
+    if not names:
+        print("no endpoint presets found", file=sys.stderr)
+        return 1
+    for name in names:
+        try:
+            p = presets.load_preset(name)
+        except ValueError as exc:
+            print(f"{name:<10} (invalid: {exc})")
+            continue
+        key = p.model.get("api_key_env") or "none"  # the variable's NAME; its value is never read here
+        print(
+            f"{name:<10} {p.model.get('base_url')}  model={p.model.get('model')}  key={key}  "
+            f"price_table={p.price_table or 'none'}  cache_rule={p.cache_rule or 'none'}"
+        )
     return 0
 
 
@@ -472,7 +505,12 @@ def _cmd_exam(args: argparse.Namespace) -> int:
 
     try:
         # The profile's parameters are checked as for a run (keys only notebooks read do no harm here).
-        prof = params.checked(report.load_profile(args.profile), allow_unknown=True)
+        from compaction_lab.providers import presets
+
+        prof = report.load_profile(args.profile)
+        if args.provider:
+            prof = prof.with_parameters(presets.preset_overrides(args.provider))
+        prof = params.checked(presets.resolve_profile(prof), allow_unknown=True)
     except report.ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -583,6 +621,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a chain-wide parameter (value read as YAML; repeatable)",
     )
     run.add_argument(
+        "--provider",
+        metavar="NAME",
+        help="endpoint preset (data/providers/NAME.yaml): --set model=NAME plus its cache rule and price table",
+    )
+    run.add_argument(
         "--sweep",
         action="append",
         metavar="KEY=V1,V2",
@@ -616,6 +659,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     prof = sub.add_parser("profiles", help="list the run profiles")
     prof.set_defaults(func=_cmd_profiles)
+
+    pv = sub.add_parser("providers", help="list the endpoint presets (--provider NAME, --set model=NAME)")
+    pv.set_defaults(func=_cmd_providers)
 
     from compaction_lab.ingest import FORMATS
 
@@ -684,6 +730,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--profile", default="default", help="profile name or YAML path (default: default)")
     ex.add_argument("--strategy", action="append", help="only these strategies (repeatable)")
     ex.add_argument("--json", action="store_true", help="the recall table as JSON records")
+    ex.add_argument("--provider", metavar="NAME", help="endpoint preset (data/providers/NAME.yaml) for the model")
     ex.set_defaults(func=_cmd_exam)
 
     ve = sub.add_parser("verify", help="check every request the exam and the strategies would send (no model)")

@@ -303,10 +303,12 @@ def model_notebooks(profile: Any) -> list[tuple[str, tuple[str, ...]]]:
 
 def _profile_checks(name: str, spend: bool, environ: Mapping[str, str] | None) -> tuple[list[Check], str | None]:
     """Endpoint checks for a profile, and the line naming the notebooks that call the model (or None)."""
+    from compaction_lab.providers import presets
     from compaction_lab.report import run as report
 
     try:
-        prof = report.load_profile(name)
+        # ``model: deepseek`` names a preset: checked as the mapping a run would use.
+        prof = presets.resolve_profile(report.load_profile(name))
     except report.ProfileError as exc:
         return [Check("profile", "fail", str(exc))], None
     calls = model_notebooks(prof)
