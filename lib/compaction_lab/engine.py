@@ -202,11 +202,10 @@ class Engine(AbstractContextManager["Engine"]):
 
     def close(self) -> None:
         """Close the client, and the embedded cluster if this engine started one."""
-        if self.client is not None and self._cluster is not None:
+        if self.client is not None:
             self.client.close()
+        if self._cluster is not None:
             self._cluster.close()
-        elif self.client is not None:
-            self.client.close()
         self.client = self._cluster = None
 
     def __exit__(self, *exc: object) -> None:

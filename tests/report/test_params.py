@@ -297,3 +297,13 @@ def test_a_profiles_tokenizer_and_scheduler_reach_the_kernels_environment(monkey
         assert os.environ["COMPACTION_LAB_TOKENIZER"] == "tiktoken"
         assert os.environ["COMPACTION_LAB_SCHEDULER"] == "local"
     assert "COMPACTION_LAB_TOKENIZER" not in os.environ and os.environ["COMPACTION_LAB_SCHEDULER"] == "sync"
+
+
+def test_a_sweeps_planned_run_names_are_distinct_even_when_values_read_the_same(tmp_path, monkeypatch):
+    """Was: an endless loop when two swept values slug to one name (``a b`` and ``a/b``)."""
+    monkeypatch.setattr(report.runfolder, "new_run_name", lambda stem: f"{stem}-20260101-000000")  # one clock second
+    (tmp_path / "taken").mkdir()
+    names = report._run_names("smoke", [{"tag": "a b"}, {"tag": "a/b"}, {"tag": "c"}], tmp_path)
+    assert len(set(names)) == 3 and names[1] == f"{names[0]}-2"
+    (tmp_path / names[2]).mkdir()
+    assert report._run_names("smoke", [{"tag": "c"}], tmp_path)[0] == f"{names[2]}-2"

@@ -702,12 +702,7 @@ def _sweep_on_engine(
 ) -> tuple[SweepRuns, list[pd.DataFrame], lifecycle.RunInterrupted | None]:
     """The runs of a sweep as tasks on the engine, gathered in plan order."""
     results = folder.parent
-    names: list[str] = []
-    for combo in combos:
-        name, n = runfolder.new_run_name(f"{prof.name}-{_combo_label(combo)}"), 1
-        while (results / (name if n == 1 else f"{name}-{n}")).exists() or name in names:
-            n += 1
-        names.append(name if n == 1 else f"{name}-{n}")
+    names = _run_names(prof.name, combos, results)
     lifecycle.write_json_atomic(
         folder / "sweep.json",
         {
@@ -752,6 +747,22 @@ def _sweep_on_engine(
             frames.append(pd.DataFrame([{"run": name, "status": lifecycle.INTERRUPTED, **combo}]))
         return runs, frames, exc
     return runs, frames, None
+
+
+def _run_names(profile: str, combos: list[dict[str, Any]], results: Path) -> list[str]:
+    """One run folder name per combination, planned up front: distinct from each other and from folders in `results`.
+
+    Two combinations whose values read the same in a name (``a b`` and ``a/b``) get ``-2``, ``-3`` ...
+    """
+    names: list[str] = []
+    for combo in combos:
+        base = runfolder.new_run_name(f"{profile}-{_combo_label(combo)}")
+        name, n = base, 1
+        while (results / name).exists() or name in names:
+            n += 1
+            name = f"{base}-{n}"
+        names.append(name)
+    return names
 
 
 def _sweep_task(
