@@ -4,7 +4,6 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 LLM_STAMP := $(VENV)/.installed-llm
-LAB_STAMP := $(VENV)/.installed-lab
 PROFILE ?= default
 PYTEST_ARGS ?=
 
@@ -92,11 +91,7 @@ KERNEL_SPEC := $(VENV)/share/jupyter/kernels/$(KERNEL_NAME)/kernel.json
 $(KERNEL_SPEC): $(STAMP)
 	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL_NAME) --display-name "compaction-lab (.venv)"
 
-$(LAB_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[dev,lab]'
-	@touch $@
-
-lab: $(LAB_STAMP) $(KERNEL_SPEC) ## open JupyterLab on notebooks/ (the run folders under data/results/ are one level up)
+lab: $(KERNEL_SPEC) ## open JupyterLab on notebooks/ (the run folders under data/results/ are one level up)
 	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/notebooks
 
 profiles: setup ## list the run profiles

@@ -80,3 +80,17 @@ def test_every_lint_or_type_ignore_says_why():
     assert found == []
     assert no_reason.search("x = 1  # type: ignore[misc]") and not no_reason.search("x  # noqa: E402  (why)")
     assert bare.search("x = 1  # noqa") and not bare.search("x  # noqa: F401  (loaded now)")
+
+
+def test_importing_altair_stays_light_with_jupyterlab_installed():
+    """The jsonschema pin holds: no Earley parser is built when a notebook kernel imports altair.
+
+    jsonschema 4.24+ imports rfc3987-syntax (pulled in by jupyterlab's jupyter-events), which costs
+    ~1 s per kernel; pyproject.toml pins jsonschema below it.
+    """
+    import subprocess
+    import sys
+
+    code = "import sys, altair, jupyterlab; print(sorted(m for m in ('rfc3987_syntax', 'lark') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
