@@ -17,9 +17,11 @@
 ``compaction-lab providers``
     List the endpoint presets (``run --provider NAME`` / ``--set model=NAME``):
     base URL, model, key variable (never a key), price table, cache rule.
-``compaction-lab doctor [--profile P] [--spend]``
+``compaction-lab doctor [--profile P] [--set K=V ...] [--provider NAME] [--spend] [--no-plan]``
     Check the environment and the profile's endpoint before a run spends
-    (key variable named, never printed; ``--spend``: one 1-token request).
+    (key variable named, never printed; ``--spend``: one 1-token request),
+    and count the calls a run would make and their cost (a dry run against a
+    stand-in endpoint: nothing sent).
 ``compaction-lab import PATH...``
     Import sessions (any supported format, files or directories) into the
     archive of originals; re-importing adds nothing twice.
@@ -73,19 +75,28 @@ def _cmd_run(args: argparse.Namespace) -> int:
             return exc.exit_code
 
 
+def _profile_overrides(prof: Any, assignments: list[str] | None, provider: str | None) -> dict[str, Any]:
+    """``--set K=V`` and ``--provider NAME`` as chain-wide overrides (the preset's model, cache rule and
+    price table; ``--set`` wins). Raises ProfileError."""
+    from compaction_lab.report import run as report
+
+    overrides = dict(report.parse_assignment(a) for a in assignments or [])
+    if provider:
+        from compaction_lab.providers import presets
+        from compaction_lab.report import params
+
+        declared = {k for nb in prof.notebooks for k in params.declared_parameters(nb)}
+        overrides = {**presets.preset_overrides(provider, declared), **overrides}
+    return overrides
+
+
 def _run_command(args: argparse.Namespace) -> int:
     from compaction_lab.engine import EngineError
     from compaction_lab.report import run as report
 
     try:
         prof = report.load_profile(args.profile)
-        overrides = dict(report.parse_assignment(a) for a in args.set or [])
-        if args.provider:  # the preset's model, cache rule and price table; --set wins
-            from compaction_lab.providers import presets
-            from compaction_lab.report import params
-
-            declared = {k for nb in prof.notebooks for k in params.declared_parameters(nb)}
-            overrides = {**presets.preset_overrides(args.provider, declared), **overrides}
+        overrides = _profile_overrides(prof, args.set, args.provider)
         sweeps = dict(report.parse_sweep(a) for a in args.sweep or [])
     except report.ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -597,8 +608,27 @@ def _cmd_capture_shape(args: argparse.Namespace) -> int:
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
     from compaction_lab import doctor
+    from compaction_lab.report import run as report
 
-    return doctor.run_doctor(args.profile, args.spend, sys.stdout, as_json=args.json)
+    overrides: dict[str, Any] = {}
+    if args.profile and (args.set or args.provider):
+        try:
+            overrides = _profile_overrides(report.load_profile(args.profile), args.set, args.provider)
+        except report.ProfileError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    elif args.set or args.provider:
+        print("error: --set and --provider apply to a profile: give --profile", file=sys.stderr)
+        return 2
+    return doctor.run_doctor(
+        args.profile,
+        args.spend,
+        sys.stdout,
+        as_json=args.json,
+        overrides=overrides,
+        plan=not args.no_plan,
+        progress=not args.json,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -752,6 +782,13 @@ def build_parser() -> argparse.ArgumentParser:
     dr.add_argument("--profile", help="profile name or YAML path whose model endpoint is checked")
     dr.add_argument("--spend", action="store_true", help="also send one chat request with max_tokens=1")
     dr.add_argument("--json", action="store_true", help="the checks as JSON")
+    dr.add_argument("--set", action="append", metavar="KEY=VALUE", help="a parameter the run would be given")
+    dr.add_argument("--provider", metavar="NAME", help="the endpoint preset the run would be given")
+    dr.add_argument(
+        "--no-plan",
+        action="store_true",
+        help="skip the dry run that counts the model calls a run would make (and their cost)",
+    )
     dr.set_defaults(func=_cmd_doctor)
     return parser
 

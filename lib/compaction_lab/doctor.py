@@ -16,8 +16,10 @@ Two groups of checks, each a `Check` (``ok`` / ``warn`` / ``fail`` / ``skip``):
 
 `run_doctor` prints them as a table (or JSON) and returns 0 when no check
 failed, 1 otherwise. For a profile whose ``summarizer`` or ``reader`` is
-``model`` it also says which notebooks will call the model; the number of
-calls is not estimated yet.
+``model`` it also says which notebooks will call the model and, from a dry
+run of the profile against a stand-in endpoint (`compaction_lab.providers.plan`:
+nothing sent, the real ledger and checkpoints untouched), how many calls the
+run would make and roughly what they would cost under the price table.
 """
 
 from __future__ import annotations
@@ -301,28 +303,46 @@ def model_notebooks(profile: Any) -> list[tuple[str, tuple[str, ...]]]:
     return out
 
 
-def _profile_checks(name: str, spend: bool, environ: Mapping[str, str] | None) -> tuple[list[Check], str | None]:
-    """Endpoint checks for a profile, and the line naming the notebooks that call the model (or None)."""
+def _profile_checks(
+    name: str, spend: bool, environ: Mapping[str, str] | None, overrides: Mapping[str, Any] | None = None
+) -> tuple[list[Check], str | None, Any]:
+    """Endpoint checks for a profile, the line naming the notebooks that call the model (or None), the profile."""
     from compaction_lab.providers import presets
     from compaction_lab.report import run as report
 
     try:
         # ``model: deepseek`` names a preset: checked as the mapping a run would use.
-        prof = presets.resolve_profile(report.load_profile(name))
+        prof = presets.resolve_profile(report.load_profile(name).with_parameters(dict(overrides or {})))
     except report.ProfileError as exc:
-        return [Check("profile", "fail", str(exc))], None
+        return [Check("profile", "fail", str(exc))], None, None
     calls = model_notebooks(prof)
     model = prof.parameters.get("model")
     line = None
     if calls:
-        where = "; ".join(f"{nb} ({', '.join(ps)})" for nb, ps in calls)
-        line = f"model calls: {where}; call count estimate: not yet available"
+        line = "model calls: " + "; ".join(f"{nb} ({', '.join(ps)})" for nb, ps in calls)
     checks = [Check("profile", "ok", f"{prof.name} ({prof.path})")]
     if model is None:
         if calls:
-            return checks + [Check("model config", "fail", "summarizer/reader is 'model' but no model: mapping")], line
-        return checks + [Check("endpoint", "skip", "skip (the profile calls no model)")], line
-    return checks + endpoint_checks(model, spend, environ), line
+            failed = Check("model config", "fail", "summarizer/reader is 'model' but no model: mapping")
+            return checks + [failed], line, None
+        return checks + [Check("endpoint", "skip", "skip (the profile calls no model)")], line, None
+    return checks + endpoint_checks(model, spend, environ), line, prof if calls else None
+
+
+def _plan_check(prof: Any, progress: bool) -> tuple[Check, Any]:
+    """Dry-run the profile (`providers.plan`): the planned calls and cost, or why it could not be planned."""
+    from compaction_lab.providers import plan
+    from compaction_lab.report import run as report
+
+    try:
+        planned = plan.plan_run(prof, progress=progress)
+    except (report.ProfileError, report.NotebookFailed, ValueError) as exc:
+        return Check("planned calls", "fail", f"the dry run failed: {str(exc).splitlines()[0]}"), None
+    if planned is None:
+        return Check("planned calls", "skip", "the profile calls no model"), None
+    cost = "not estimated (no price_table)" if planned.cost is None else f"~{planned.cost:.4f} {planned.currency}"
+    detail = f"{planned.total_calls} calls to {planned.model}; cost {cost}"
+    return Check("planned calls", "ok", detail), planned
 
 
 def run_doctor(
@@ -333,6 +353,9 @@ def run_doctor(
     as_json: bool = False,
     results: Path | None = None,
     environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    plan: bool = True,
+    progress: bool = True,
 ) -> int:
     """Run every check, print them to `out` (a table, or JSON), return 0 when none failed, else 1.
 
@@ -349,24 +372,42 @@ def run_doctor(
         Results folder to check (default `compaction_lab.core.paths.results_dir()`).
     environ : mapping, optional
         Where the key variable is read (default ``os.environ``).
+    overrides : mapping, optional
+        Chain-wide parameters the run would be given (``--set``, ``--provider``).
+    plan : bool
+        For a profile that calls a model, dry-run it (`compaction_lab.providers.plan`) and print the
+        planned calls and their cost; nothing is sent.
+    progress : bool
+        Show the dry run's progress bars.
     """
     checks = environment_checks(results)
     line: str | None = None
+    planned = None
     if profile is None:
         checks.append(Check("endpoint", "skip", "no --profile given"))
     else:
-        more, line = _profile_checks(profile, spend, environ)
+        more, line, prof = _profile_checks(profile, spend, environ, overrides)
         checks += more
+        if prof is not None and plan:
+            check, planned = _plan_check(prof, progress)
+            checks.append(check)
     failed = [c for c in checks if c.status == "fail"]
     if as_json:
-        doc = {"ok": not failed, "checks": [asdict(c) for c in checks], "model_calls": line}
-        out.write(json.dumps(doc, indent=2) + "\n")
+        doc = {
+            "ok": not failed,
+            "checks": [asdict(c) for c in checks],
+            "model_calls": line,
+            "plan": None if planned is None else planned.as_dict(),
+        }
+        out.write(json.dumps(doc, indent=2, default=str) + "\n")
     else:
         width = max(len(c.name) for c in checks)
         for c in checks:
             out.write(f"{c.status:<5} {c.name:<{width}}  {c.detail}\n")
         if line:
             out.write(line + "\n")
+        if planned is not None:
+            out.write(planned.describe() + "\n")
         out.write(f"{len(failed)} check(s) failed\n" if failed else "no check failed\n")
     return 1 if failed else 0
 

@@ -7,11 +7,13 @@ against the local server with every model-backed table labelled. Model quality i
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 from llm_server import MODEL_ALIAS
 
-from compaction_lab import strategies, summarize
+from compaction_lab import cli, strategies, summarize
 from compaction_lab.exam import bank, closed, readers
 from compaction_lab.ingest import synthetic
 from compaction_lab.providers import shared
@@ -66,7 +68,7 @@ def test_a_summary_and_a_tiny_closed_book_exam_through_the_real_client(local_mod
     assert again.answers["given"].tolist() == answers["given"].tolist()
 
 
-def test_the_model_profile_runs_against_the_local_server(local_model, tmp_path):
+def test_the_model_profile_runs_against_the_local_server(local_model, tmp_path, capsys, monkeypatch):
     prof = report.load_profile("model")
     over = {
         "model": dict(
@@ -83,7 +85,19 @@ def test_the_model_profile_runs_against_the_local_server(local_model, tmp_path):
         "n_questions": 4,
         "n_decoys": 1,
     }
+    # `doctor` first: its planned call count (a dry run, nothing sent) against what the run then records.
+    argv = ["doctor", "--profile", "model", "--json"] + [f"--set={k}={json.dumps(v)}" for k, v in over.items()]
+    assert cli.main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    planned = doc["plan"]
+    assert planned["model"] == MODEL_ALIAS and planned["cost_estimate"] is None  # no price table: no cost
+    assert open_ledger(local_model["ledger"]).calls().empty, "the dry run wrote into the real ledger"
+
     res = report.run_profile(prof, results=tmp_path / "r", progress=False, overrides=over)
+    sent = open_ledger(local_model["ledger"]).calls()
+    by_purpose = {r["purpose"]: r["calls"] for r in planned["by_purpose"]}
+    assert abs(len(sent) - planned["total_calls"]) <= 0.1 * len(sent), (by_purpose, sent["purpose"].value_counts())
+    assert len(sent) <= planned["max_calls"]
     d = res.run_dir
     recall = pd.read_parquet(d / "exam_recall.parquet")
     assert (recall["reader_label"] == f"model reader: {MODEL_ALIAS}").all()

@@ -1,0 +1,373 @@
+"""What a run of a profile would send to its model, found before anything is spent (a dry run).
+
+The only faithful count of a run's model calls is the run itself: which
+summaries are asked for depends on every strategy's trigger on every case,
+which exam questions on the bank, and a summary already in the checkpoint
+store or an answer already in the ledger is not asked again. So `plan_run`
+runs the profile's notebooks, unchanged, with the client's HTTP transport
+replaced by a stand-in endpoint (`stand_in_client`, the HTTP library's
+``MockTransport``): nothing leaves the machine, no key is needed.
+
+The dry run works on copies: the ledger the run would use and the checkpoint
+store are copied (SQLite's backup API) into a temporary folder and the
+environment (`DRY_RUN_ENV`, ``COMPACTION_LAB_CHECKPOINTS``) points every
+notebook kernel at the copies, so recorded answers are reused exactly as the
+real run would reuse them and no stand-in answer ever reaches the real stores.
+The calls the dry run adds to the ledger copy are the planned calls.
+
+What the estimate cannot know
+-----------------------------
+- *Open-book rounds.* The stand-in answers at once; a real reader may search
+  first, up to ``max_tool_rounds`` more requests per question
+  (`Plan.open_book_extra`).
+- *Output lengths.* Every stand-in reply is as long as its request's
+  ``max_tokens``: an upper bound on output and on the summaries that later
+  prompts carry.
+- *The provider's tokenizer.* Prompts are counted with the report tokenizer
+  (cl100k_base); a model whose tokenizer splits text finer, plus its chat
+  template, bills more input tokens than planned.
+- *Cache hits.* Priced as misses (no provider discount assumed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+#: Set (to a folder) in a dry run: every model client answers from `stand_in_client` and every
+#: ledger opened is ``<folder>/ledger.sqlite`` (a copy of the real one).
+DRY_RUN_ENV = "COMPACTION_LAB_DRY_RUN"
+
+#: The checkpoint store's environment variable (`compaction_lab.store.checkpoints.checkpoints_path`).
+CHECKPOINTS_ENV = "COMPACTION_LAB_CHECKPOINTS"
+
+#: Reply length when a request sets no ``max_tokens``.
+DEFAULT_REPLY_TOKENS = 256
+
+#: Tokens each chat message adds to a prompt beyond its text (role and separators; OpenAI's rule of thumb).
+MESSAGE_OVERHEAD_TOKENS = 4
+
+#: One token of stand-in text in cl100k_base (" x" is a single token).
+_STAND_IN_TOKEN = " x"
+
+#: Fingerprints of requests a dry run found answered in the ledger, one per line, in the dry run's folder.
+REUSED_FILE = "reused.txt"
+
+#: Purpose of the open-book exam's first request per question (`compaction_lab.exam.model_reader`).
+OPEN_BOOK_PURPOSE = "exam:open"
+
+
+def dry_run_folder() -> Path | None:
+    """The dry run's folder when this process is in one, else None."""
+    value = os.environ.get(DRY_RUN_ENV, "").strip()
+    return Path(value) if value else None
+
+
+def note_reused(folder: Path, fingerprint: str) -> None:
+    """Record, in a dry run, a request answered from the ledger (kernels are processes: a file collects them)."""
+    # One short line per write in append mode: lines from several processes never interleave.
+    with open(folder / REUSED_FILE, "a", encoding="ascii") as fh:
+        fh.write(fingerprint + "\n")
+
+
+def _reused(folder: Path) -> int:
+    path = folder / REUSED_FILE
+    return len(set(path.read_text(encoding="ascii").split())) if path.exists() else 0
+
+
+def _prompt_tokens(body: Mapping[str, Any]) -> int:
+    from compaction_lab.core.tokens import count_tokens
+
+    total = 0
+    for message in body.get("messages") or []:
+        content = message.get("content") or ""
+        text = content if isinstance(content, str) else json.dumps(content)
+        if message.get("tool_calls"):
+            text += json.dumps(message["tool_calls"])
+        total += count_tokens(text) + MESSAGE_OVERHEAD_TOKENS
+    if body.get("tools"):
+        total += count_tokens(json.dumps(body["tools"]))
+    return total
+
+
+def stand_in_reply(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The stand-in endpoint's chat completion for one request body.
+
+    A reply of exactly the request's ``max_tokens`` tokens with no tool call,
+    and usage as a provider would report it (prompt tokens counted with the
+    report tokenizer, no cache hits).
+    """
+    n = int(body.get("max_tokens") or body.get("max_completion_tokens") or DEFAULT_REPLY_TOKENS)
+    prompt = _prompt_tokens(body)
+    return {
+        "id": "dry-run",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": str(body.get("model", "")),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": ("(dry run)" + _STAND_IN_TOKEN * n).strip()},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": n, "total_tokens": prompt + n},
+    }
+
+
+def _http_library() -> Any:
+    """The HTTP library the installed ``openai`` client is built on (``httpx2`` from openai 3, ``httpx`` before)."""
+    import importlib
+
+    import openai
+
+    base = next(c for c in openai.DefaultHttpxClient.__mro__ if c.__name__ == "Client" and c is not object)
+    return importlib.import_module(base.__module__.split(".")[0])
+
+
+def stand_in_client() -> Any:
+    """An HTTP client for ``openai.OpenAI(http_client=...)`` whose transport answers with `stand_in_reply`.
+
+    The transport is the HTTP library's own ``MockTransport``: a chat completion
+    gets a stand-in reply, anything else a 404 naming the path (a dry run asks
+    nothing else; an unexpected request is a bug, said loudly).
+    """
+    import openai
+
+    http = _http_library()
+
+    def handle(request: Any) -> Any:
+        if request.method == "POST" and request.url.path.endswith("/chat/completions"):
+            return http.Response(200, json=stand_in_reply(json.loads(request.content or b"{}")))
+        return http.Response(404, json={"error": {"message": f"dry run: no stand-in for {request.url.path}"}})
+
+    return openai.DefaultHttpxClient(transport=http.MockTransport(handle))
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The calls a run of a profile would make.
+
+    Attributes
+    ----------
+    profile : str
+    model : str
+        The endpoint's model name.
+    base_url : str
+    calls : pandas.DataFrame
+        One row per purpose (``summary:codex``, ``exam:closed``, ...):
+        ``calls``, ``prompt_tokens``, ``output_tokens`` (at ``max_tokens``), ``cost`` (None: no price table).
+    reused : int
+        Requests the dry run found already answered in the ledger (free on the real run).
+    open_book_extra : int
+        More requests the open-book exam may make if its reader searches every allowed round.
+    currency : str or None
+        The price table's currency (None: no price table, cost not estimated).
+    seconds : float
+        How long the dry run took.
+    """
+
+    profile: str
+    model: str
+    base_url: str
+    calls: pd.DataFrame
+    reused: int
+    open_book_extra: int
+    currency: str | None
+    seconds: float
+
+    @property
+    def total_calls(self) -> int:
+        """Requests the run would send (open-book readers answering without searching)."""
+        return int(self.calls["calls"].sum()) if len(self.calls) else 0
+
+    @property
+    def cost(self) -> float | None:
+        """The planned calls priced: prompts in report tokens, every reply at its ``max_tokens``, no cache hits.
+
+        None without a price table. Output is an upper bound; prompts are counted with the report
+        tokenizer, so a provider whose tokenizer splits text finer bills somewhat more input.
+        """
+        if self.currency is None or not len(self.calls):
+            return None if self.currency is None else 0.0
+        return float(self.calls["cost"].sum())
+
+    def describe(self) -> str:
+        """A few lines for the doctor's output."""
+        lines = [f"planned model calls ({self.model} at {self.base_url}): {self.total_calls}"]
+        if self.open_book_extra:
+            lines[0] += (
+                f" (up to {self.total_calls + self.open_book_extra} if the open-book reader searches every round)"
+            )
+        for row in self.calls.itertuples():
+            lines.append(
+                f"  {row.purpose:<32} {row.calls:>5} calls  {row.prompt_tokens:>10,} prompt tokens  "
+                f"<= {row.output_tokens:>8,} output tokens"
+            )
+        if self.reused:
+            lines.append(f"  already answered in the ledger (not paid again): {self.reused}")
+        if self.cost is None:
+            lines.append("  cost estimate: none (the model config names no price_table)")
+        else:
+            lines.append(
+                f"  cost estimate: {self.cost:.4f} {self.currency} (prompts counted with the report tokenizer, "
+                "every reply at its max_tokens, no cache hits)"
+            )
+        lines.append(f"  (dry run against a stand-in endpoint: {self.seconds:.0f} s, nothing sent)")
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form (``doctor --json``)."""
+        return {
+            "profile": self.profile,
+            "model": self.model,
+            "base_url": self.base_url,
+            "total_calls": self.total_calls,
+            "max_calls": self.total_calls + self.open_book_extra,
+            "reused": self.reused,
+            "cost_estimate": self.cost,
+            "currency": self.currency,
+            "by_purpose": self.calls.to_dict(orient="records"),
+        }
+
+
+def _copy_sqlite(src: Path, dst: Path) -> None:
+    """A consistent copy of an SQLite file (the backup API, safe while another process writes); nothing when absent."""
+    if not src.is_file():
+        return
+    with sqlite3.connect(f"file:{src}?mode=ro", uri=True) as source, sqlite3.connect(dst) as target:
+        source.backup(target)
+
+
+@contextmanager
+def _environment(values: Mapping[str, str]) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _model_notebooks(prof: Any) -> tuple[str, ...]:
+    """The profile's notebooks up to its last one that calls a model (the rest would call nothing)."""
+    from compaction_lab import doctor
+
+    calling = {nb for nb, _ in doctor.model_notebooks(prof)}
+    last = max((i for i, nb in enumerate(prof.notebooks) if nb in calling), default=-1)
+    return tuple(prof.notebooks[: last + 1])
+
+
+def plan_run(profile: Any, *, overrides: Mapping[str, Any] | None = None, progress: bool = True) -> Plan | None:
+    """Dry-run a profile against the stand-in endpoint and count what it would send.
+
+    Parameters
+    ----------
+    profile : Profile or str
+        A loaded profile, a name or a YAML path (presets resolved as a run resolves them).
+    overrides : mapping, optional
+        Chain-wide parameters (``--set``).
+    progress : bool
+        Show the notebooks' progress bars.
+
+    Returns
+    -------
+    Plan, or None when the profile calls no model.
+
+    Raises
+    ------
+    ProfileError
+        When the profile cannot make a run (as `run_profile` would raise).
+    NotebookFailed
+        When a notebook fails in the dry run (it would fail in the real run too).
+    """
+    from compaction_lab.core import paths
+    from compaction_lab.providers import presets, shared
+    from compaction_lab.providers.ledger import open_ledger
+    from compaction_lab.report import run as report
+    from compaction_lab.store import checkpoints
+
+    prof = report.load_profile(profile) if isinstance(profile, (str, Path)) else profile
+    prof = presets.resolve_profile(prof.with_parameters(dict(overrides or {})))
+    notebooks = _model_notebooks(prof)
+    if not notebooks:
+        return None
+    cfg = shared.config_of(prof.parameters["model"])
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="compaction-lab-plan-") as tmp:
+        folder = Path(tmp)
+        _copy_sqlite(Path(cfg.ledger) if cfg.ledger else paths.ledger_path(), folder / "ledger.sqlite")
+        _copy_sqlite(checkpoints.default_path(), folder / "checkpoints.sqlite")
+        with open_ledger(folder / "ledger.sqlite") as ledger:
+            before = ledger.calls()
+        with _environment({DRY_RUN_ENV: str(folder), CHECKPOINTS_ENV: str(folder / "checkpoints.sqlite")}):
+            shared._CLIENTS.clear()  # clients made before the dry run talk to the real endpoint
+            try:
+                report.run_profile(
+                    replace(prof, notebooks=notebooks), results=folder / "results", progress=progress, render=False
+                )
+            finally:
+                shared._CLIENTS.clear()
+        with open_ledger(folder / "ledger.sqlite") as ledger:
+            after = ledger.calls()
+        reused = _reused(folder)
+    new = after[~after["id"].isin(before["id"])]
+    new = new[new["status"] == "done"]
+    calls = (
+        new.groupby("purpose", sort=True)
+        .agg(
+            calls=("id", "size"),
+            prompt_tokens=("prompt_tokens", "sum"),
+            output_tokens=("completion_tokens", "sum"),
+            cost=("cost", lambda s: None if s.isna().all() else float(s.sum())),
+        )
+        .reset_index()
+    )
+    from compaction_lab.exam.model_reader import ModelReader
+
+    n_open = int(calls.loc[calls["purpose"] == OPEN_BOOK_PURPOSE, "calls"].sum())
+    currency = None
+    if cfg.price_table:
+        from compaction_lab.cost import prices
+
+        currency = prices.load_price_table(cfg.price_table).currency
+    return Plan(
+        profile=prof.name,
+        model=cfg.model,
+        base_url=cfg.base_url,
+        calls=calls,
+        reused=reused,
+        open_book_extra=n_open * ModelReader.max_tool_rounds,
+        currency=currency,
+        seconds=time.perf_counter() - started,
+    )
+
+
+__all__ = [
+    "CHECKPOINTS_ENV",
+    "DEFAULT_REPLY_TOKENS",
+    "DRY_RUN_ENV",
+    "Plan",
+    "dry_run_folder",
+    "note_reused",
+    "plan_run",
+    "stand_in_reply",
+    "stand_in_client",
+]
