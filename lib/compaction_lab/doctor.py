@@ -17,7 +17,7 @@ Two groups of checks, each a `Check` (``ok`` / ``warn`` / ``fail`` / ``skip``):
 `run_doctor` prints them as a table (or JSON) and returns 0 when no check
 failed, 1 otherwise. For a profile whose ``summarizer`` or ``reader`` is
 ``model`` it also says which notebooks will call the model and, from a dry
-run of the profile against a stand-in endpoint (`compaction_lab.providers.plan`:
+run of the profile against a stand-in endpoint (`compaction_lab.plan`:
 nothing sent, the real ledger and checkpoints untouched), how many calls the
 run would make and roughly what they would cost under the price table.
 """
@@ -33,6 +33,9 @@ from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal, TextIO
+
+from compaction_lab import plan
+from compaction_lab.plan import MODEL_PARAMETERS_BY_NOTEBOOK, model_notebooks
 
 #: Seconds the reachability check (a model listing) waits for the endpoint.
 REACH_TIMEOUT_S = 4.0
@@ -59,15 +62,6 @@ PACKAGES = (
 
 #: Packages the suite runs without (tokenizer ``auto`` falls back to tiktoken; the engine runs in-process).
 OPTIONAL_PACKAGES = frozenset({"bpe-openai", "dask", "distributed"})
-
-#: The chain notebooks that call a model, and the profile parameters that make them do so
-#: (the notebooks' own parameter cells: 02 and 04 summarize, 03 and 05 also read with a reader).
-MODEL_PARAMETERS_BY_NOTEBOOK: dict[str, tuple[str, ...]] = {
-    "02_projection_anatomy": ("summarizer",),
-    "03_closed_book_exam": ("summarizer", "reader"),
-    "04_cost_model": ("summarizer",),
-    "05_open_book_exam": ("summarizer", "reader"),
-}
 
 Status = Literal["ok", "warn", "fail", "skip"]
 
@@ -292,17 +286,6 @@ def _spend(client: Any, model: str, url: str, timeout: float, scrub: Any) -> Che
 # --------------------------------------------------------------------------- a profile
 
 
-def model_notebooks(profile: Any) -> list[tuple[str, tuple[str, ...]]]:
-    """The profile's notebooks that will call the model, each with the parameters set to ``model``."""
-    out = []
-    for nb in profile.notebooks:
-        params = profile.parameters_for(nb)
-        using = tuple(p for p in MODEL_PARAMETERS_BY_NOTEBOOK.get(nb, ()) if params.get(p) == "model")
-        if using:
-            out.append((nb, using))
-    return out
-
-
 def _profile_checks(
     name: str, spend: bool, environ: Mapping[str, str] | None, overrides: Mapping[str, Any] | None = None
 ) -> tuple[list[Check], str | None, Any]:
@@ -330,8 +313,7 @@ def _profile_checks(
 
 
 def _plan_check(prof: Any, progress: bool) -> tuple[Check, Any]:
-    """Dry-run the profile (`providers.plan`): the planned calls and cost, or why it could not be planned."""
-    from compaction_lab.providers import plan
+    """Dry-run the profile (`compaction_lab.plan`): the planned calls and cost, or why it could not be planned."""
     from compaction_lab.report import run as report
 
     try:
@@ -375,7 +357,7 @@ def run_doctor(
     overrides : mapping, optional
         Chain-wide parameters the run would be given (``--set``, ``--provider``).
     plan : bool
-        For a profile that calls a model, dry-run it (`compaction_lab.providers.plan`) and print the
+        For a profile that calls a model, dry-run it (`compaction_lab.plan`) and print the
         planned calls and their cost; nothing is sent.
     progress : bool
         Show the dry run's progress bars.

@@ -56,7 +56,7 @@ import openai
 
 from compaction_lab.core.fingerprints import sha256_json  # the form SummaryRequest.fingerprint hashes
 from compaction_lab.cost import prices as prices_mod
-from compaction_lab.providers import plan
+from compaction_lab.providers import standin
 from compaction_lab.providers.config import ModelConfig
 from compaction_lab.providers.ledger import open_ledger
 from compaction_lab.providers.usage import Usage
@@ -292,8 +292,8 @@ class ChatClient:
     def __init__(self, config: ModelConfig, ledger: Ledger | None = None, environ: Mapping[str, str] | None = None):
         self.config = config
         env = os.environ if environ is None else environ
-        # A dry run (providers.plan) answers from a stand-in transport: nothing is sent, no key is needed.
-        self._dry_run = plan.dry_run_folder()
+        # A dry run (compaction_lab.plan) answers from a stand-in transport: nothing is sent, no key is needed.
+        self._dry_run = standin.dry_run_folder()
         if config.api_key_env and self._dry_run is None:
             key = env.get(config.api_key_env) or ""
             if not key.strip():
@@ -314,7 +314,7 @@ class ChatClient:
             base_url=config.base_url.strip(),
             timeout=config.timeout_s,
             max_retries=config.max_retries,
-            http_client=None if self._dry_run is None else plan.stand_in_client(),
+            http_client=None if self._dry_run is None else standin.stand_in_client(),
         )
         self._slots = threading.BoundedSemaphore(config.concurrency)
         self._lock = threading.Lock()
@@ -454,7 +454,7 @@ class ChatClient:
         message, finish = parse_choice(rec["response"])
         usage = rec["usage"]
         if self._dry_run is not None:
-            plan.note_reused(self._dry_run, fp)
+            standin.note_reused(self._dry_run, fp)
         latency = float(rec.get("latency_s") or 0.0)
         self._log(purpose, usage, latency, from_ledger=True)
         return Completion(

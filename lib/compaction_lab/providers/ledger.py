@@ -455,10 +455,10 @@ def _insert_started(
 def open_ledger(path: str | Path | None = None) -> Ledger:
     """The ledger at `path`, or at `compaction_lab.core.paths.ledger_path()` when None.
 
-    In a dry run (`compaction_lab.providers.plan`) every ledger is the dry run's copy, whatever the
+    In a dry run (`compaction_lab.plan`) every ledger is the dry run's copy, whatever the
     path: a stand-in answer must never be recorded where a real run would reuse it.
     """
-    from compaction_lab.providers.plan import dry_run_folder
+    from compaction_lab.providers.standin import dry_run_folder
 
     dry = dry_run_folder()
     if dry is not None:

@@ -31,7 +31,6 @@ What the estimate cannot know
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import tempfile
@@ -44,114 +43,33 @@ from typing import Any
 
 import pandas as pd
 
-#: Set (to a folder) in a dry run: every model client answers from `stand_in_client` and every
-#: ledger opened is ``<folder>/ledger.sqlite`` (a copy of the real one).
-DRY_RUN_ENV = "COMPACTION_LAB_DRY_RUN"
+from compaction_lab.providers.standin import DRY_RUN_ENV, reused_count
 
-#: The checkpoint store's environment variable (`compaction_lab.store.checkpoints.checkpoints_path`).
+#: The checkpoint store's environment variable (`compaction_lab.store.checkpoints.default_path`).
 CHECKPOINTS_ENV = "COMPACTION_LAB_CHECKPOINTS"
-
-#: Reply length when a request sets no ``max_tokens``.
-DEFAULT_REPLY_TOKENS = 256
-
-#: Tokens each chat message adds to a prompt beyond its text (role and separators; OpenAI's rule of thumb).
-MESSAGE_OVERHEAD_TOKENS = 4
-
-#: One token of stand-in text in cl100k_base (" x" is a single token).
-_STAND_IN_TOKEN = " x"
-
-#: Fingerprints of requests a dry run found answered in the ledger, one per line, in the dry run's folder.
-REUSED_FILE = "reused.txt"
 
 #: Purpose of the open-book exam's first request per question (`compaction_lab.exam.model_reader`).
 OPEN_BOOK_PURPOSE = "exam:open"
 
-
-def dry_run_folder() -> Path | None:
-    """The dry run's folder when this process is in one, else None."""
-    value = os.environ.get(DRY_RUN_ENV, "").strip()
-    return Path(value) if value else None
-
-
-def note_reused(folder: Path, fingerprint: str) -> None:
-    """Record, in a dry run, a request answered from the ledger (kernels are processes: a file collects them)."""
-    # One short line per write in append mode: lines from several processes never interleave.
-    with open(folder / REUSED_FILE, "a", encoding="ascii") as fh:
-        fh.write(fingerprint + "\n")
+#: The chain notebooks that call a model, and the profile parameters that make them do so
+#: (the notebooks' own parameter cells: 02 and 04 summarize, 03 and 05 also read with a reader).
+MODEL_PARAMETERS_BY_NOTEBOOK: dict[str, tuple[str, ...]] = {
+    "02_projection_anatomy": ("summarizer",),
+    "03_closed_book_exam": ("summarizer", "reader"),
+    "04_cost_model": ("summarizer",),
+    "05_open_book_exam": ("summarizer", "reader"),
+}
 
 
-def _reused(folder: Path) -> int:
-    path = folder / REUSED_FILE
-    return len(set(path.read_text(encoding="ascii").split())) if path.exists() else 0
-
-
-def _prompt_tokens(body: Mapping[str, Any]) -> int:
-    from compaction_lab.core.tokens import count_tokens
-
-    total = 0
-    for message in body.get("messages") or []:
-        content = message.get("content") or ""
-        text = content if isinstance(content, str) else json.dumps(content)
-        if message.get("tool_calls"):
-            text += json.dumps(message["tool_calls"])
-        total += count_tokens(text) + MESSAGE_OVERHEAD_TOKENS
-    if body.get("tools"):
-        total += count_tokens(json.dumps(body["tools"]))
-    return total
-
-
-def stand_in_reply(body: Mapping[str, Any]) -> dict[str, Any]:
-    """The stand-in endpoint's chat completion for one request body.
-
-    A reply of exactly the request's ``max_tokens`` tokens with no tool call,
-    and usage as a provider would report it (prompt tokens counted with the
-    report tokenizer, no cache hits).
-    """
-    n = int(body.get("max_tokens") or body.get("max_completion_tokens") or DEFAULT_REPLY_TOKENS)
-    prompt = _prompt_tokens(body)
-    return {
-        "id": "dry-run",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": str(body.get("model", "")),
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": ("(dry run)" + _STAND_IN_TOKEN * n).strip()},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": n, "total_tokens": prompt + n},
-    }
-
-
-def _http_library() -> Any:
-    """The HTTP library the installed ``openai`` client is built on (``httpx2`` from openai 3, ``httpx`` before)."""
-    import importlib
-
-    import openai
-
-    base = next(c for c in openai.DefaultHttpxClient.__mro__ if c.__name__ == "Client" and c is not object)
-    return importlib.import_module(base.__module__.split(".")[0])
-
-
-def stand_in_client() -> Any:
-    """An HTTP client for ``openai.OpenAI(http_client=...)`` whose transport answers with `stand_in_reply`.
-
-    The transport is the HTTP library's own ``MockTransport``: a chat completion
-    gets a stand-in reply, anything else a 404 naming the path (a dry run asks
-    nothing else; an unexpected request is a bug, said loudly).
-    """
-    import openai
-
-    http = _http_library()
-
-    def handle(request: Any) -> Any:
-        if request.method == "POST" and request.url.path.endswith("/chat/completions"):
-            return http.Response(200, json=stand_in_reply(json.loads(request.content or b"{}")))
-        return http.Response(404, json={"error": {"message": f"dry run: no stand-in for {request.url.path}"}})
-
-    return openai.DefaultHttpxClient(transport=http.MockTransport(handle))
+def model_notebooks(profile: Any) -> list[tuple[str, tuple[str, ...]]]:
+    """The profile's notebooks that will call the model, each with the parameters set to ``model``."""
+    out = []
+    for nb in profile.notebooks:
+        params = profile.parameters_for(nb)
+        using = tuple(p for p in MODEL_PARAMETERS_BY_NOTEBOOK.get(nb, ()) if params.get(p) == "model")
+        if using:
+            out.append((nb, using))
+    return out
 
 
 # --------------------------------------------------------------------------- the plan
@@ -268,9 +186,7 @@ def _environment(values: Mapping[str, str]) -> Iterator[None]:
 
 def _model_notebooks(prof: Any) -> tuple[str, ...]:
     """The profile's notebooks up to its last one that calls a model (the rest would call nothing)."""
-    from compaction_lab import doctor
-
-    calling = {nb for nb, _ in doctor.model_notebooks(prof)}
+    calling = {nb for nb, _ in model_notebooks(prof)}
     last = max((i for i, nb in enumerate(prof.notebooks) if nb in calling), default=-1)
     return tuple(prof.notebooks[: last + 1])
 
@@ -318,16 +234,14 @@ def plan_run(profile: Any, *, overrides: Mapping[str, Any] | None = None, progre
         with open_ledger(folder / "ledger.sqlite") as ledger:
             before = ledger.calls()
         with _environment({DRY_RUN_ENV: str(folder), CHECKPOINTS_ENV: str(folder / "checkpoints.sqlite")}):
-            shared._CLIENTS.clear()  # clients made before the dry run talk to the real endpoint
-            try:
-                report.run_profile(
-                    replace(prof, notebooks=notebooks), results=folder / "results", progress=progress, render=False
-                )
-            finally:
-                shared._CLIENTS.clear()
+            # The notebooks run in kernels started now: they inherit this environment, and no client made
+            # earlier in this process is used.
+            report.run_profile(
+                replace(prof, notebooks=notebooks), results=folder / "results", progress=progress, render=False
+            )
         with open_ledger(folder / "ledger.sqlite") as ledger:
             after = ledger.calls()
-        reused = _reused(folder)
+        reused = reused_count(folder)
     new = after[~after["id"].isin(before["id"])]
     new = new[new["status"] == "done"]
     calls = (
@@ -362,12 +276,9 @@ def plan_run(profile: Any, *, overrides: Mapping[str, Any] | None = None, progre
 
 __all__ = [
     "CHECKPOINTS_ENV",
-    "DEFAULT_REPLY_TOKENS",
-    "DRY_RUN_ENV",
+    "MODEL_PARAMETERS_BY_NOTEBOOK",
+    "OPEN_BOOK_PURPOSE",
     "Plan",
-    "dry_run_folder",
-    "note_reused",
+    "model_notebooks",
     "plan_run",
-    "stand_in_reply",
-    "stand_in_client",
 ]
