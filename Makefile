@@ -6,6 +6,9 @@ STAMP  := $(VENV)/.installed
 LLM_STAMP := $(VENV)/.installed-llm
 PROFILE ?= default
 PYTEST_ARGS ?=
+# Test processes (pytest-xdist). Tests that share a session fixture (the smoke run, the llama.cpp
+# server) are kept on one process by tests/conftest.py, so each fixture is built once.
+TEST_WORKERS ?= auto
 
 .DEFAULT_GOAL := help
 .PHONY: help setup browser llm llm-server run smoke lint test bench lab profiles clean-results
@@ -78,7 +81,7 @@ lint: setup ## ruff (lint + format check) and mypy over the library, tests and b
 	$(BIN)/mypy
 
 test: setup browser llm lint ## lint (ruff, mypy), then run the test suite (includes notebook smoke runs, the headless-Chromium report check and the local llama.cpp server)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 bench: setup ## speed and memory benchmarks (scripts in benchmarks/, outside pytest); BENCH=name for one
 	$(BIN)/python benchmarks/run.py $(BENCH)

@@ -24,6 +24,20 @@ def smoke_run(tmp_path_factory):
     return report.run_profile("smoke", results=tmp_path_factory.mktemp("smoke-results"), progress=False)
 
 
+#: Session fixtures that are costly to build (a whole chain run, a model server): under pytest-xdist
+#: (`make test` runs ``-n auto --dist loadgroup``) every test using one goes to the same worker, so
+#: each is built once per test run rather than once per worker.
+SHARED_SESSION_FIXTURES = {"smoke_run": "smoke-run", "llm_server": "llama-server"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for fixture, group in SHARED_SESSION_FIXTURES.items():
+            if fixture in item.fixturenames:
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
+
+
 #: Real public agent sessions shipped beside the repo (read-only), when present.
 SHARED_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "sessions"
 #: The suite's own small fixtures (tests/fixtures/), wherever a test file sits in the tree.
