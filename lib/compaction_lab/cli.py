@@ -90,14 +90,65 @@ def _profile_overrides(prof: Any, assignments: list[str] | None, provider: str |
     return overrides
 
 
+def _sweep_summary(sw: Any) -> int:
+    """Print a sweep's runs and where its comparison is (the sweep folder last, on stdout); 1 if a run is not ok."""
+    from compaction_lab.report import run as report
+
+    failed = [st for _, _, st in sw.runs if st not in ("ok", report.COMPLETED_EARLIER)]
+    for combo, res, st in sw.runs:
+        print(f"  {combo}: {res.run_dir if res else st}", file=sys.stderr)
+    print(f"comparison: {sw.report}", file=sys.stderr)
+    print(sw.folder)
+    return 1 if failed else 0
+
+
+def _resume_command(args: argparse.Namespace) -> int:
+    """``run --resume SWEEP_DIR``: the plan in the folder says what to run; only where and how loudly are taken."""
+    from compaction_lab.engine import EngineError
+    from compaction_lab.report import run as report
+
+    given = [
+        flag
+        for flag, value in (
+            ("--profile", args.profile),
+            ("--set", args.set),
+            ("--provider", args.provider),
+            ("--sweep", args.sweep),
+            ("--no-sweep", args.no_sweep),
+            ("--name", args.name),
+            ("--results", args.results),
+            ("--tokenizer", args.tokenizer),
+            ("--allow-unknown", args.allow_unknown),
+            ("--redact/--no-redact", args.redact is not None),
+        )
+        if value
+    ]
+    if given:
+        print(
+            f"error: --resume runs the sweep as its plan (sweep.json) says; {', '.join(given)} cannot change it",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        sw = report.resume_sweep(args.resume, progress=not args.quiet, scheduler=args.scheduler)
+    except (report.ProfileError, EngineError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"ran {len(sw.executed)} of {len(sw.runs)} planned runs", file=sys.stderr)
+    return _sweep_summary(sw)
+
+
 def _run_command(args: argparse.Namespace) -> int:
     from compaction_lab.engine import EngineError
     from compaction_lab.report import run as report
 
+    if args.resume:
+        return _resume_command(args)
     try:
-        prof = report.load_profile(args.profile)
+        prof = report.load_profile(args.profile or "default")
         overrides = _profile_overrides(prof, args.set, args.provider)
-        sweeps = dict(report.parse_sweep(a) for a in args.sweep or [])
+        sweeps = {} if args.no_sweep else dict(prof.sweeps)
+        sweeps.update(report.parse_sweep(a) for a in args.sweep or [])
     except report.ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -122,12 +173,7 @@ def _run_command(args: argparse.Namespace) -> int:
         except (report.ProfileError, EngineError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        failed = [st for _, _, st in sw.runs if st != "ok"]
-        for combo, res, st in sw.runs:
-            print(f"  {combo}: {res.run_dir if res else st}", file=sys.stderr)
-        print(f"comparison: {sw.report}", file=sys.stderr)
-        print(sw.folder)
-        return 1 if failed else 0
+        return _sweep_summary(sw)
     if args.scheduler:
         overrides["scheduler"] = args.scheduler  # one run: where its notebooks' heavy work runs
     try:
@@ -640,7 +686,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run a profile's notebook chain into a new run folder")
-    run.add_argument("--profile", default="default", help="profile name or YAML path (default: default)")
+    run.add_argument("--profile", help="profile name or YAML path (default: default)")
     run.add_argument("--results", help="folder that receives the run folder (default: data/results)")
     run.add_argument("--name", help="run folder name (default: <profile>-<UTC timestamp>)")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -659,7 +705,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--sweep",
         action="append",
         metavar="KEY=V1,V2",
-        help="one run folder per value (repeatable: every combination) plus a comparison table",
+        help="one run folder per value (V1,V2,... or range(A,B), B excluded; repeatable: every combination) "
+        "plus a comparison (sweep.html); adds to / replaces the profile's sweeps: block",
+    )
+    run.add_argument("--no-sweep", action="store_true", help="run the profile once, ignoring its sweeps: block")
+    run.add_argument(
+        "--resume",
+        metavar="SWEEP_DIR",
+        help="finish a sweep as planned: runs that completed are kept, failed / interrupted / killed ones run again",
     )
     run.add_argument(
         "--allow-unknown",

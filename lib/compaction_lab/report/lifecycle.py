@@ -305,7 +305,10 @@ class RunInterrupted(KeyboardInterrupt):
             where = f" while {self.notebook} was executing (partial notebook kept)" if self.notebook else ""
             msg = f"interrupted by {self.signal_name}{where}: run folder {self.run_dir} marked interrupted"
         if self.sweep_dir is not None:
-            msg += f"; sweep stopped, comparison so far in {self.sweep_dir}"
+            msg += (
+                f"; sweep stopped, comparison so far in {self.sweep_dir} "
+                f"(finish it with: compaction-lab run --resume {self.sweep_dir})"
+            )
         return msg
 
 

@@ -53,6 +53,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import yaml
+
 from compaction_lab.core import paths
 
 if TYPE_CHECKING:  # report.run imports this module: the runtime import would be circular
@@ -523,7 +525,60 @@ def window_problems(
 # --------------------------------------------------------------------------- the profile file itself
 
 #: The keys a profile file holds.
-PROFILE_KEYS: tuple[str, ...] = ("description", "notebooks", "parameters", "notebook_parameters")
+PROFILE_KEYS: tuple[str, ...] = ("description", "notebooks", "parameters", "notebook_parameters", "sweeps")
+
+#: ``range(stop)``, ``range(start, stop)`` or ``range(start, stop, step)``: Python's range, stop excluded.
+_RANGE = re.compile(r"^\s*range\(\s*(-?\d+)\s*(?:,\s*(-?\d+)\s*)?(?:,\s*(-?\d+)\s*)?\)\s*$")
+
+
+def sweep_values(key: str, raw: Any) -> list[Any]:
+    """The values a swept parameter takes, from ``--sweep key=...`` or a profile's ``sweeps:`` block.
+
+    Parameters
+    ----------
+    key : str
+        The swept parameter (named in errors).
+    raw : str or list
+        A YAML list (``[16000, 24000]``), ``v1,v2,...`` (each value read as YAML),
+        or ``range(1,11)`` / ``range(0,100,10)`` -- Python's range, the stop excluded,
+        so ``seed=range(1,11)`` sweeps seeds 1 to 10.
+
+    Raises
+    ------
+    ValueError
+        No values, a range with step 0 or no values, or text that is not YAML (the message names `key`).
+    """
+    if isinstance(raw, list):
+        values = list(raw)
+    elif isinstance(raw, str):
+        m = _RANGE.match(raw)
+        if m:
+            bounds = [int(g) for g in m.groups() if g is not None]
+            start, stop, step = (
+                (0, bounds[0], 1) if len(bounds) == 1 else (*bounds[:2], bounds[2] if len(bounds) == 3 else 1)
+            )
+            if step == 0:
+                raise ValueError(f"sweep {key}: {raw.strip()} has step 0")
+            values = list(range(start, stop, step))
+            if not values:
+                raise ValueError(f"sweep {key}: {raw.strip()} gives no values")
+            return values
+        if raw.strip().startswith("range("):
+            raise ValueError(
+                f"sweep {key}: {raw.strip()!r} is not range(stop), range(start, stop) or range(start, stop, step)"
+            )
+        try:
+            values = yaml.safe_load(raw if raw.lstrip().startswith("[") else f"[{raw}]")
+        except yaml.YAMLError as exc:
+            raise ValueError(f"sweep {key}: values {raw!r} are not valid YAML: {exc}") from exc
+        if not isinstance(values, list):
+            raise ValueError(f"sweep {key}: expected a list of values, got {_kind(values)}")
+    else:
+        raise ValueError(f"sweep {key}: expected a list, 'v1,v2,...' or 'range(a,b)', got {_kind(raw)}")
+    if not values:
+        raise ValueError(f"sweep {key}: give at least one value")
+    return values
+
 
 _KINDS = {
     list: "a list",
@@ -600,6 +655,22 @@ def layout_problems(data: Mapping[Any, Any], available: Sequence[str]) -> list[s
             out.append(f"{where}: parameter names must be text, got {_kind(odd_keys[0])}")
         if RUN_DIR in ps:
             out.append(f"{where}: run_dir is set by the runner, not by a profile")
+    sweeps = data.get("sweeps")
+    if sweeps is not None:
+        if not isinstance(sweeps, dict):
+            out.append(f"sweeps: expected a mapping of parameter: values, got {_kind(sweeps)}")
+        else:
+            for key, raw in sweeps.items():
+                if not isinstance(key, str):
+                    out.append(f"sweeps: parameter names must be text, got {_kind(key)}")
+                    continue
+                if key == RUN_DIR:
+                    out.append("sweeps: run_dir is set by the runner, not swept")
+                    continue
+                try:
+                    sweep_values(key, raw)
+                except ValueError as exc:
+                    out.append(f"sweeps.{key}: {exc}")
     return out
 
 

@@ -124,6 +124,8 @@ class Profile:
     parameters: Mapping[str, Any] = field(default_factory=dict)
     notebook_parameters: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     path: Path | None = None
+    #: Parameters a ``run`` of this profile sweeps (the profile's ``sweeps:`` block), each with its values.
+    sweeps: Mapping[str, list[Any]] = field(default_factory=dict)
 
     def parameters_for(self, notebook: str) -> dict[str, Any]:
         """Chain-wide parameters with this notebook's overrides applied."""
@@ -217,6 +219,7 @@ def load_profile(name_or_path: str | Path) -> Profile:
         parameters=data.get("parameters") or {},
         notebook_parameters={nb: ps or {} for nb, ps in (data.get("notebook_parameters") or {}).items()},
         path=path.resolve(),
+        sweeps={k: params_mod.sweep_values(k, v) for k, v in (data.get("sweeps") or {}).items()},
     )
 
 
@@ -541,32 +544,100 @@ def parse_assignment(text: str) -> tuple[str, Any]:
 
 
 def parse_sweep(text: str) -> tuple[str, list[Any]]:
-    """``key=v1,v2,...`` (or ``key=[v1, v2]``) from ``--sweep``: the values to run one folder each."""
+    """``key=v1,v2,...``, ``key=[v1, v2]`` or ``key=range(1,11)`` from ``--sweep``: the values to run one folder each."""
     key, raw = text.split("=", 1) if "=" in text else (text, "")
     key = key.strip()
     if not key or not raw.strip():
-        raise ProfileError(f"expected key=v1,v2,..., got {text!r}")
+        raise ProfileError(f"expected key=v1,v2,... or key=range(a,b), got {text!r}")
     try:
-        parsed = yaml.safe_load(raw if raw.lstrip().startswith("[") else f"[{raw}]")
-    except yaml.YAMLError as exc:
-        raise ProfileError(f"--sweep {key}: values {raw!r} are not valid YAML: {exc}") from exc
-    if not isinstance(parsed, list) or len(parsed) < 1:
-        raise ProfileError(f"--sweep {key}: give at least one value")
-    return key, parsed
+        return key, params_mod.sweep_values(key, raw)
+    except ValueError as exc:
+        raise ProfileError(f"--{exc}") from None
 
 
 #: Columns of the comparison table a sweep writes (`sweep.parquet`).
 SWEEP_COLUMNS = ["run", "status", *share.HEADLINE_COLUMNS]
 
+#: The plan a sweep writes into its folder before its first run: enough to resume it (`resume_sweep`).
+SWEEP_PLAN = "sweep.json"
+
 
 @dataclass(frozen=True)
 class SweepResult:
-    """A batch: one run per value combination and the comparison across them."""
+    """A batch: one run per value combination and the comparison across them.
+
+    ``executed`` names the runs this invocation ran; on a resumed sweep the
+    others had completed before and were only read back.
+    """
 
     folder: Path
     runs: tuple[tuple[dict[str, Any], RunResult | None, str], ...]  # (values, result, status)
     table: pd.DataFrame
     report: Path
+    executed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """What a sweep runs: the profile, the swept values, one planned run folder name per combination.
+
+    Written as ``sweep.json`` before the first run starts, so a sweep that was
+    killed, stopped or had failures can be resumed (`resume_sweep`) exactly as
+    planned, whatever has changed in the profile file since.
+    """
+
+    profile: Profile
+    sweeps: Mapping[str, list[Any]]
+    combos: tuple[dict[str, Any], ...]
+    names: tuple[str, ...]
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    redact: bool | None = None
+    allow_unknown: bool = False
+
+    def to_json(self, scheduler: str) -> dict[str, Any]:
+        """The ``sweep.json`` document (`SWEEP_PLAN`)."""
+        prof = self.profile
+        return {
+            "profile": prof.name,
+            "profile_spec": {
+                "name": prof.name,
+                "description": prof.description,
+                "notebooks": list(prof.notebooks),
+                "parameters": _public(prof.parameters),
+                "notebook_parameters": {nb: _public(ps) for nb, ps in prof.notebook_parameters.items()},
+                "path": str(prof.path) if prof.path else None,
+            },
+            "sweeps": {k: list(v) for k, v in self.sweeps.items()},
+            "overrides": _public(self.overrides),
+            "redact": self.redact,
+            "allow_unknown": self.allow_unknown,
+            "scheduler": scheduler,
+            "runs": [{"values": _public(c), "run": name} for c, name in zip(self.combos, self.names, strict=True)],
+            "resumed": [],
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> SweepPlan:
+        """Read a ``sweep.json`` back (KeyError / TypeError / ValueError on a malformed one)."""
+        spec = doc["profile_spec"]
+        prof = Profile(
+            name=spec["name"],
+            description=spec.get("description", ""),
+            notebooks=tuple(spec["notebooks"]),
+            parameters=dict(spec.get("parameters") or {}),
+            notebook_parameters={nb: dict(ps) for nb, ps in (spec.get("notebook_parameters") or {}).items()},
+            path=Path(spec["path"]) if spec.get("path") else None,
+        )
+        runs = list(doc["runs"])
+        return cls(
+            profile=prof,
+            sweeps={k: list(v) for k, v in doc["sweeps"].items()},
+            combos=tuple(dict(r["values"]) for r in runs),
+            names=tuple(str(r["run"]) for r in runs),
+            overrides=dict(doc.get("overrides") or {}),
+            redact=doc.get("redact"),
+            allow_unknown=bool(doc.get("allow_unknown", False)),
+        )
 
 
 @lifecycle.stop_on_signals()  # a signal anywhere in the sweep stops it as RunInterrupted, never mid-traceback
@@ -584,14 +655,15 @@ def run_sweep(
     """Run the profile once per combination of swept values, each into its own run folder.
 
     Every combination's parameters are checked before the first run starts
-    (`ProfileError` listing every problem of every combination). A failing run
-    is recorded (status ``failed``) and the sweep goes on; the
-    comparison table (`SWEEP_COLUMNS` plus one column per swept key) and
-    ``sweep.html`` go into ``<results>/sweep-<profile>-<timestamp>/``, which
-    also lists every run folder (``sweep.json``: the plan, written first).
-    SIGINT / SIGTERM stop the sweep with the run under way
-    (`lifecycle.RunInterrupted`, its ``sweep_dir`` set) after the comparison
-    so far is written.
+    (`ProfileError` listing every problem of every combination). The plan --
+    the profile, the values, one run folder name per combination -- is written
+    first into ``<results>/sweep-<profile>-<timestamp>/sweep.json``. A failing
+    run is recorded (status ``failed``) and the sweep goes on; the comparison
+    table (`SWEEP_COLUMNS` plus one column per swept key, ``sweep.parquet``)
+    and ``sweep.html`` go into the same folder. SIGINT / SIGTERM stop the sweep
+    with the run under way (`lifecycle.RunInterrupted`, its ``sweep_dir`` set)
+    after the comparison so far is written. A stopped, killed or partly failed
+    sweep is finished by `resume_sweep` (``run --resume SWEEP_DIR``).
 
     Where the runs execute: with no scheduler set (``auto``) or ``sync``, one
     after the other in this process (each run's notebooks already use the
@@ -609,20 +681,86 @@ def run_sweep(
     _check_sweep(prof, combos, overrides, redact, results, allow_unknown)
     where = scheduler_setting(scheduler, _profile_scheduler(prof, overrides))
     folder = runfolder.create_run_dir(runfolder.new_run_name(f"sweep-{prof.name}"), results)
+    plan = SweepPlan(
+        profile=replace(prof, sweeps={}),
+        sweeps={k: list(v) for k, v in sweeps.items()},
+        combos=tuple(combos),
+        names=tuple(_run_names(prof.name, combos, folder.parent)),
+        overrides=dict(overrides or {}),
+        redact=redact,
+        allow_unknown=allow_unknown,
+    )
+    lifecycle.write_json_atomic(folder / SWEEP_PLAN, plan.to_json(where))
+    return _execute_sweep(plan, folder, where, set(range(len(combos))), progress)
+
+
+@lifecycle.stop_on_signals()
+def resume_sweep(folder: Path | str, *, progress: bool = True, scheduler: str | None = None) -> SweepResult:
+    """Finish a sweep as its plan says: runs that completed are kept, the others run again.
+
+    A planned run whose folder says ``ok`` is not repeated. One that failed,
+    was interrupted, was killed (``running`` with its process gone) or never
+    started runs again under its planned name; an earlier attempt's folder is
+    moved to ``<sweep>/attempts/<run>.attempt-N`` first. The comparison table
+    and ``sweep.html`` are rebuilt from every planned run.
+
+    Raises
+    ------
+    ProfileError
+        The folder holds no readable plan, the plan's parameters no longer
+        pass the checks, or a run of the sweep is still running (its process
+        alive): never two processes in one run folder.
+    """
+    folder = Path(folder).expanduser().resolve()
+    plan_path = folder / SWEEP_PLAN
+    try:
+        doc = json.loads(plan_path.read_text(encoding="utf-8"))
+        plan = SweepPlan.from_json(doc)
+    except FileNotFoundError:
+        raise ProfileError(f"{folder} is not a sweep folder: no {SWEEP_PLAN} in it") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ProfileError(f"{plan_path}: not a readable sweep plan ({type(exc).__name__}: {exc})") from None
+    results = folder.parent
+    _check_sweep(plan.profile, list(plan.combos), plan.overrides, plan.redact, results, plan.allow_unknown)
+    states = {name: _earlier_attempt(results / name) for name in plan.names}
+    alive = [name for name, st in states.items() if st == "alive"]
+    if alive:
+        raise ProfileError(
+            f"run(s) of this sweep still running: {', '.join(alive)}; resume once they have ended "
+            "(or stop them: their run.json names the process)"
+        )
+    todo = {i for i, name in enumerate(plan.names) if states[name] != "ok"}
+    for i in sorted(todo):
+        _set_aside(results / plan.names[i], folder / "attempts")
+    where = scheduler_setting(scheduler, _profile_scheduler(plan.profile, plan.overrides))
+    doc.setdefault("resumed", []).append({"at": _now(), "runs": [plan.names[i] for i in sorted(todo)]})
+    lifecycle.write_json_atomic(plan_path, doc)
+    if progress:
+        print(
+            f"== resuming {folder.name}: {len(plan.names) - len(todo)} of {len(plan.names)} runs complete, "
+            f"{len(todo)} to run",
+            file=sys.stderr,
+            flush=True,
+        )
+    return _execute_sweep(plan, folder, where, todo, progress)
+
+
+def _execute_sweep(plan: SweepPlan, folder: Path, where: str, todo: set[int], progress: bool) -> SweepResult:
+    """Run the planned runs in `todo` (the others completed earlier), then write the comparison and the page."""
     if where in (AUTO, SYNC):
-        runs, frames, stopped = _sweep_here(prof, combos, folder, overrides, progress, redact, allow_unknown)
+        runs, frames, stopped = _sweep_here(plan, folder, todo, progress)
     else:
         with open_engine(where, announce=progress) as eng:
-            runs, frames, stopped = _sweep_on_engine(
-                eng, prof, combos, folder, overrides, progress, redact, allow_unknown
-            )
+            runs, frames, stopped = _sweep_on_engine(eng, plan, folder, todo, progress)
+    keys = list(plan.sweeps)
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SWEEP_COLUMNS)
     table = table[[*keys, *[c for c in SWEEP_COLUMNS if c in table.columns]]]
     runfolder.save_table(table.astype({k: str for k in keys}), folder, "sweep")
-    out = _render_sweep(folder, prof, keys, table, runs)
+    out = _render_sweep(folder, plan.profile, keys, table, runs)
     if stopped is not None:
         raise lifecycle.RunInterrupted(stopped.signum, stopped.run_dir, stopped.notebook, sweep_dir=folder)
-    return SweepResult(folder, tuple(runs), table, out)
+    executed = tuple(plan.names[i] for i in sorted(todo) if i < len(runs))
+    return SweepResult(folder, tuple(runs), table, out, executed)
 
 
 def _profile_scheduler(prof: Profile, overrides: Mapping[str, Any] | None) -> str | None:
@@ -645,32 +783,33 @@ def _ok_frame(run_dir: Path, combo: Mapping[str, Any]) -> pd.DataFrame:
 
 SweepRuns = list[tuple[dict[str, Any], RunResult | None, str]]
 
+#: The status detail of a run that completed in an earlier invocation of a resumed sweep.
+COMPLETED_EARLIER = "ok (completed before this resume)"
+
 
 def _sweep_here(
-    prof: Profile,
-    combos: list[dict[str, Any]],
-    folder: Path,
-    overrides: Mapping[str, Any] | None,
-    progress: bool,
-    redact: bool | None,
-    allow_unknown: bool,
+    plan: SweepPlan, folder: Path, todo: set[int], progress: bool
 ) -> tuple[SweepRuns, list[pd.DataFrame], lifecycle.RunInterrupted | None]:
     """The runs of a sweep one after the other in this process."""
     runs: SweepRuns = []
     frames = []
-    for i, combo in enumerate(combos, 1):
-        label = _combo_label(combo)
+    results = folder.parent
+    for i, (combo, name) in enumerate(zip(plan.combos, plan.names, strict=True)):
+        if i not in todo:
+            runs.append((combo, None, COMPLETED_EARLIER))
+            frames.append(_ok_frame(results / name, combo))
+            continue
         if progress:
-            print(f"== sweep {i}/{len(combos)}: {label}", file=sys.stderr, flush=True)
+            print(f"== sweep {i + 1}/{len(plan.combos)}: {_combo_label(combo)}", file=sys.stderr, flush=True)
         try:
             res = run_profile(
-                prof,
-                results=folder.parent,
-                run_name=runfolder.new_run_name(f"{prof.name}-{label}"),
+                plan.profile,
+                results=results,
+                run_name=name,
                 progress=progress,
-                overrides={**dict(overrides or {}), **combo},
-                redact=redact,
-                allow_unknown=allow_unknown,
+                overrides={**dict(plan.overrides), **combo},
+                redact=plan.redact,
+                allow_unknown=plan.allow_unknown,
             )
         except NotebookFailed as exc:
             runs.append((combo, None, f"failed: {exc}"))
@@ -691,47 +830,37 @@ def _sweep_here(
 
 
 def _sweep_on_engine(
-    eng: Engine,
-    prof: Profile,
-    combos: list[dict[str, Any]],
-    folder: Path,
-    overrides: Mapping[str, Any] | None,
-    progress: bool,
-    redact: bool | None,
-    allow_unknown: bool,
+    eng: Engine, plan: SweepPlan, folder: Path, todo: set[int], progress: bool
 ) -> tuple[SweepRuns, list[pd.DataFrame], lifecycle.RunInterrupted | None]:
     """The runs of a sweep as tasks on the engine, gathered in plan order."""
     results = folder.parent
-    names = _run_names(prof.name, combos, results)
-    lifecycle.write_json_atomic(
-        folder / "sweep.json",
-        {
-            "profile": prof.name,
-            "scheduler": eng.describe(),
-            "runs": [{"values": _public(c), "run": name} for c, name in zip(combos, names, strict=True)],
-        },
-    )
     attempts = folder / "attempts"
-    handles = [
-        eng.submit(
+    handles = {
+        i: eng.submit(
             _sweep_task,
-            prof,
+            plan.profile,
             results,
-            name,
-            {**dict(overrides or {}), **combo},
-            redact,
-            allow_unknown,
+            plan.names[i],
+            {**dict(plan.overrides), **plan.combos[i]},
+            plan.redact,
+            plan.allow_unknown,
             attempts,
         )
-        for combo, name in zip(combos, names, strict=True)
-    ]
+        for i in sorted(todo)
+    }
     runs: SweepRuns = []
     frames = []
     try:
-        for i, (combo, name, handle) in enumerate(zip(combos, names, handles, strict=True), 1):
-            status, res, detail = handle.result()
+        for i, (combo, name) in enumerate(zip(plan.combos, plan.names, strict=True)):
+            if i not in handles:
+                runs.append((combo, None, COMPLETED_EARLIER))
+                frames.append(_ok_frame(results / name, combo))
+                continue
+            status, res, detail = handles[i].result()
             if progress:
-                print(f"== sweep {i}/{len(combos)}: {_combo_label(combo)}: {status}", file=sys.stderr, flush=True)
+                print(
+                    f"== sweep {i + 1}/{len(plan.combos)}: {_combo_label(combo)}: {status}", file=sys.stderr, flush=True
+                )
             if status == "ok":
                 runs.append((combo, res, "ok"))
                 frames.append(_ok_frame(results / name, combo))
@@ -741,8 +870,8 @@ def _sweep_on_engine(
     except lifecycle.RunInterrupted as exc:
         # The runs still under way belong to the workers; cancelled here, they finish or die there.
         if eng.client is not None:
-            eng.client.cancel([h for h in handles])
-        for combo, name in list(zip(combos, names, strict=True))[len(runs) :]:
+            eng.client.cancel(list(handles.values()))
+        for combo, name in list(zip(plan.combos, plan.names, strict=True))[len(runs) :]:
             runs.append((combo, None, f"interrupted by {exc.signal_name}"))
             frames.append(pd.DataFrame([{"run": name, "status": lifecycle.INTERRUPTED, **combo}]))
         return runs, frames, exc
@@ -765,6 +894,30 @@ def _run_names(profile: str, combos: list[dict[str, Any]], results: Path) -> lis
     return names
 
 
+def _earlier_attempt(run_dir: Path) -> str:
+    """What a planned run's folder holds: ``absent``, ``ok`` (complete), ``alive`` (running now) or ``stale``.
+
+    ``stale``: failed, interrupted, or ``running`` with its process gone (killed) -- to be run again.
+    """
+    if not run_dir.exists():
+        return "absent"
+    info = lifecycle.read_run_json(run_dir)
+    if info.get("status") == "ok":
+        return "ok"
+    if info.get("status") == lifecycle.RUNNING and lifecycle.liveness(info).state == "alive":
+        return "alive"
+    return "stale"
+
+
+def _set_aside(run_dir: Path, attempts: Path) -> None:
+    """Move an earlier attempt's folder to ``attempts/<run>.attempt-N`` (kept for reading, never reused)."""
+    if not run_dir.exists():
+        return
+    attempts.mkdir(parents=True, exist_ok=True)
+    n = 1 + sum(1 for _ in attempts.glob(f"{run_dir.name}.attempt-*"))
+    shutil.move(str(run_dir), attempts / f"{run_dir.name}.attempt-{n}")
+
+
 def _sweep_task(
     prof: Profile,
     results: Path,
@@ -783,15 +936,12 @@ def _sweep_task(
     detail)``; a failing notebook is a ``failed`` status, not an exception.
     """
     run_dir = results / run_name
-    if run_dir.exists():
-        info = lifecycle.read_run_json(run_dir)
-        if info.get("status") == "ok":
-            return "ok", None, f"completed by an earlier attempt: {run_dir}"
-        if info.get("status") == lifecycle.RUNNING and lifecycle.liveness(info).state == "alive":
-            return "failed", None, f"another attempt is still running in {run_dir}"
-        attempts.mkdir(parents=True, exist_ok=True)
-        n = 1 + sum(1 for _ in attempts.glob(f"{run_name}.attempt-*"))
-        shutil.move(str(run_dir), attempts / f"{run_name}.attempt-{n}")
+    state = _earlier_attempt(run_dir)
+    if state == "ok":
+        return "ok", None, f"completed by an earlier attempt: {run_dir}"
+    if state == "alive":
+        return "failed", None, f"another attempt is still running in {run_dir}"
+    _set_aside(run_dir, attempts)
     try:
         res = run_profile(
             prof,
