@@ -233,7 +233,13 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
         try:
             p = params.checked(report.load_profile(name))  # a profile that could not run is listed as invalid
             desc = p.description.splitlines()[0] if p.description else ""
-            print(f"{name:<14} {desc}  [{', '.join(p.notebooks)}]")
+            swept = ""
+            if p.sweeps:
+                n = 1
+                for values in p.sweeps.values():
+                    n *= len(values)
+                swept = f"  sweeps {', '.join(f'{k}×{len(v)}' for k, v in p.sweeps.items())} ({n} runs)"
+            print(f"{name:<14} {desc}  [{', '.join(p.notebooks)}]{swept}")
         except report.ProfileError as exc:
             print(f"{name:<14} (invalid: {exc})")
     return 0

@@ -146,3 +146,15 @@ def test_a_sweep_killed_after_its_first_run_resumes_only_the_rest(tmp_path):
     r = subprocess.run(_script() + ["run", "--resume", str(folder), "--quiet"], capture_output=True, text=True)
     assert r.returncode == 0 and "ran 0 of 3 planned runs" in r.stderr
     assert (results / names[0] / "run.json").read_text() == first
+
+
+def test_every_shipped_sweep_profile_passes_the_checks_in_every_combination():
+    import itertools
+
+    swept = [report.load_profile(n) for n in report.list_profiles()]
+    swept = [p for p in swept if p.sweeps]
+    assert swept, "no shipped profile has a sweeps: block"
+    for prof in swept:
+        keys = list(prof.sweeps)
+        combos = [dict(zip(keys, v, strict=True)) for v in itertools.product(*prof.sweeps.values())]
+        report._check_sweep(prof, combos, None, None, None, False)
