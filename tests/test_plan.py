@@ -64,9 +64,12 @@ def test_the_plan_counts_exactly_what_the_run_sends_and_leaves_the_stores_alone(
         sent_by_purpose = open_ledger(ledger_path).calls()["purpose"].value_counts().drop("summary:old").to_dict()
         assert sent_by_purpose == dict(zip(planned.calls["purpose"], planned.calls["calls"], strict=True))
 
-        # After the run every summary is in the checkpoint store: a second plan finds nothing left to send.
+        # After the run every answer is in the ledger: with the checkpoint store gone (so every summary is
+        # asked of the client again), a second plan finds them all already paid and nothing left to send.
+        for leftover in tmp_path.glob("checkpoints.sqlite*"):
+            leftover.unlink()
         replanned = plan.plan_run(str(profile), progress=False)
-        assert replanned is not None and replanned.total_calls == 0
+        assert replanned is not None and replanned.total_calls == 0 and replanned.reused == sent
         assert server.count() == sent + 1
     shared._CLIENTS.clear()
 

@@ -43,7 +43,7 @@ from typing import Any
 
 import pandas as pd
 
-from compaction_lab.providers.standin import DRY_RUN_ENV, reused_count
+from compaction_lab.providers.standin import DRY_RUN_ENV, reused_fingerprints
 
 #: The checkpoint store's environment variable (`compaction_lab.store.checkpoints.default_path`).
 CHECKPOINTS_ENV = "COMPACTION_LAB_CHECKPOINTS"
@@ -89,7 +89,7 @@ class Plan:
         One row per purpose (``summary:codex``, ``exam:closed``, ...):
         ``calls``, ``prompt_tokens``, ``output_tokens`` (at ``max_tokens``), ``cost`` (None: no price table).
     reused : int
-        Requests the dry run found already answered in the ledger (free on the real run).
+        Requests already answered in the ledger before the dry run (free on the real run).
     open_book_extra : int
         More requests the open-book exam may make if its reader searches every allowed round.
     currency : str or None
@@ -241,7 +241,9 @@ def plan_run(profile: Any, *, overrides: Mapping[str, Any] | None = None, progre
             )
         with open_ledger(folder / "ledger.sqlite") as ledger:
             after = ledger.calls()
-        reused = reused_count(folder)
+        # Only answers recorded before the dry run are "already paid"; a request the dry run itself asked
+        # twice is paid once by the real run too, and counted once among the planned calls.
+        reused = len(reused_fingerprints(folder) & set(before["request_fingerprint"]))
     new = after[~after["id"].isin(before["id"])]
     new = new[new["status"] == "done"]
     calls = (

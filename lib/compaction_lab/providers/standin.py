@@ -49,10 +49,10 @@ def note_reused(folder: Path, fingerprint: str) -> None:
         fh.write(fingerprint + "\n")
 
 
-def reused_count(folder: Path) -> int:
-    """Distinct requests a dry run found answered in the ledger."""
+def reused_fingerprints(folder: Path) -> set[str]:
+    """Request fingerprints a dry run found answered in the ledger (earlier in the dry run, or before it)."""
     path = folder / REUSED_FILE
-    return len(set(path.read_text(encoding="ascii").split())) if path.exists() else 0
+    return set(path.read_text(encoding="ascii").split()) if path.exists() else set()
 
 
 def _prompt_tokens(body: Mapping[str, Any]) -> int:
@@ -130,7 +130,7 @@ __all__ = [
     "REUSED_FILE",
     "dry_run_folder",
     "note_reused",
-    "reused_count",
+    "reused_fingerprints",
     "stand_in_client",
     "stand_in_reply",
 ]
