@@ -105,10 +105,13 @@ class ProjectionExplorer:
             "evidence_tokens": w.IntSlider(value=2_048, min=0, max=8_192, step=256, description="evidence"),
         }
         self._out = w.Output()
-        for c in self._controls.values():
+        # Stable CSS classes (cl-explorer, cl-explorer-<control>, cl-explorer-output) for the browser test.
+        self._out.add_class("cl-explorer-output")
+        for key, c in self._controls.items():
+            c.add_class(f"cl-explorer-{key.replace('_', '-')}")
             c.observe(self._on_change, names="value")
         self._on_change()
-        return w.VBox(
+        box = w.VBox(
             [
                 w.HBox(list(self._controls.values())[:2]),
                 w.HBox(list(self._controls.values())[2:4]),
@@ -116,3 +119,5 @@ class ProjectionExplorer:
                 self._out,
             ]
         )
+        box.add_class("cl-explorer")
+        return box
