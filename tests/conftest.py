@@ -38,6 +38,34 @@ def pytest_collection_modifyitems(config, items):
                 break
 
 
+def _on_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """The system Chromium and the playwright driver for the browser tests, or skip (fail under CI).
+
+    ``make test`` installs chromium first (``make browser``); outside CI a machine without it
+    skips these tests, under CI it fails.
+    """
+    import importlib.util
+
+    from browser import chromium_path
+
+    missing = []
+    if chromium_path() is None:
+        missing.append("chromium is not installed (/usr/bin/chromium); `make browser` installs it")
+    if importlib.util.find_spec("playwright") is None:
+        missing.append("the playwright package is not installed; `make setup` installs the dev extras")
+    if missing:
+        reason = "; ".join(missing)
+        if _on_ci():
+            pytest.fail(f"CI is set but {reason}", pytrace=False)
+        pytest.skip(reason)
+    return chromium_path()
+
+
 #: Real public agent sessions shipped beside the repo (read-only), when present.
 SHARED_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "sessions"
 #: The suite's own small fixtures (tests/fixtures/), wherever a test file sits in the tree.

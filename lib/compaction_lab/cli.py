@@ -92,9 +92,9 @@ def _profile_overrides(prof: Any, assignments: list[str] | None, provider: str |
 
 def _sweep_summary(sw: Any) -> int:
     """Print a sweep's runs and where its comparison is (the sweep folder last, on stdout); 1 if a run is not ok."""
-    from compaction_lab.report import run as report
+    from compaction_lab.report import sweep
 
-    failed = [st for _, _, st in sw.runs if st not in ("ok", report.COMPLETED_EARLIER)]
+    failed = [st for _, _, st in sw.runs if st not in ("ok", sweep.COMPLETED_EARLIER)]
     for combo, res, st in sw.runs:
         print(f"  {combo}: {res.run_dir if res else st}", file=sys.stderr)
     print(f"comparison: {sw.report}", file=sys.stderr)
@@ -106,6 +106,7 @@ def _resume_command(args: argparse.Namespace) -> int:
     """``run --resume SWEEP_DIR``: the plan in the folder says what to run; only where and how loudly are taken."""
     from compaction_lab.engine import EngineError
     from compaction_lab.report import run as report
+    from compaction_lab.report import sweep
 
     given = [
         flag
@@ -130,7 +131,7 @@ def _resume_command(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        sw = report.resume_sweep(args.resume, progress=not args.quiet, scheduler=args.scheduler)
+        sw = sweep.resume_sweep(args.resume, progress=not args.quiet, scheduler=args.scheduler)
     except (report.ProfileError, EngineError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -141,6 +142,7 @@ def _resume_command(args: argparse.Namespace) -> int:
 def _run_command(args: argparse.Namespace) -> int:
     from compaction_lab.engine import EngineError
     from compaction_lab.report import run as report
+    from compaction_lab.report import sweep
 
     if args.resume:
         return _resume_command(args)
@@ -148,7 +150,7 @@ def _run_command(args: argparse.Namespace) -> int:
         prof = report.load_profile(args.profile or "default")
         overrides = _profile_overrides(prof, args.set, args.provider)
         sweeps = {} if args.no_sweep else dict(prof.sweeps)
-        sweeps.update(report.parse_sweep(a) for a in args.sweep or [])
+        sweeps.update(sweep.parse_sweep(a) for a in args.sweep or [])
     except report.ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -160,7 +162,7 @@ def _run_command(args: argparse.Namespace) -> int:
             print("error: --name names one run; a sweep names its runs after the swept values", file=sys.stderr)
             return 2
         try:
-            sw = report.run_sweep(
+            sw = sweep.run_sweep(
                 prof,
                 sweeps,
                 results=results,

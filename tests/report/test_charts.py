@@ -8,7 +8,7 @@ from conftest import make_session
 
 from compaction_lab import composition
 from compaction_lab.core import paths
-from compaction_lab.report import charts
+from compaction_lab.report import charts, sweep_table
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -188,7 +188,7 @@ def test_every_figure_is_one_hop_from_the_registry():
 
     from compaction_lab.report import charts as ch
 
-    drawn = {f.draw for f in ch.FIGURES}
+    drawn = {f.draw for f in (*ch.FIGURES, *ch.SWEEP_FIGURES)}  # a sweep's figures have their own registry
     public = {
         fn
         for name, fn in inspect.getmembers(ch, inspect.isfunction)
@@ -219,3 +219,184 @@ def test_notebooks_save_only_registered_figures_each_in_its_notebook():
         for stem in re.findall(r'figure_stem\(out, "([a-z0-9_]+)"\)', src):
             saved[stem] = nb.stem
     assert saved == {f.stem: f.notebook for f in ch.FIGURES}
+
+
+# --------------------------------------------------------------------------- sweep figures (issue 18 part A)
+
+#: Recall per (window, strategy) of the hand-built sweep: at 1000 codex and pi tie, at 2000 pi overtakes codex.
+SWEEP_RECALL = {
+    1000: {"full": 1.0, "codex": 0.5, "pi": 0.5},
+    2000: {"full": 1.0, "codex": 0.25, "pi": 0.75},
+}
+SWEEP_LABELS = {"full": "full", "codex": "codex (extractive stand-in)", "pi": "pi (extractive stand-in)"}
+
+
+def comparison_table(extra=None, reader="verbatim reader (retention ceiling)", failed=True, windows=(1000, 2000)):
+    """A comparison table shaped like `run.run_sweep`'s: swept keys, run, status, the headline columns.
+
+    `extra` is a second swept key and its values (e.g. ``("seed", [7, 8])``); a seed shifts recall by
+    0.1 per step so the seeds differ. With `failed`, one more combination failed: one row, NaN numbers.
+    """
+    key2, vals2 = extra or (None, [None])
+    rows = []
+    for v2_i, v2 in enumerate(vals2):
+        for w in windows:
+            run = f"p-window={w}" + (f"-{key2}={v2}" if key2 else "")
+            for strategy, r in SWEEP_RECALL[w].items():
+                r = max(0.0, r - 0.1 * v2_i) if key2 == "seed" else r
+                rows.append(
+                    {
+                        "window": w,
+                        **({key2: v2} if key2 else {}),
+                        "run": run,
+                        "status": "ok",
+                        "strategy": strategy,
+                        "strategy_label": SWEEP_LABELS[strategy],
+                        "retained": round(r * 8),
+                        "n": 8,
+                        "recall": r,
+                        "ci_low": max(0.0, r - 0.25),
+                        "ci_high": min(1.0, r + 0.25),
+                        "retained_of_n": f"{round(r * 8)}/8",
+                        "projection_tokens": 1000.0 + w / 2 + (3000 if strategy == "full" else 0),
+                        "compaction_cost_cold": 0.01,
+                        "compaction_cost_cached": 0.004,
+                        "break_even": "3",
+                        "cost_per_point": 0.002 / r if r else float("nan"),
+                        "currency": "CNY",
+                        "price_table": "deepseek-flash",
+                        "simulator": "deepseek",
+                        "reader_label": reader,
+                    }
+                )
+    if failed:
+        rows.append({"window": 3000, **({key2: vals2[0]} if key2 else {}), "run": "p-window=3000", "status": "failed"})
+    return pd.DataFrame(rows)
+
+
+def test_sweep_ranks_share_the_better_rank_on_ties_and_show_overtaking():
+
+    ranks = sweep_table.sweep_ranks(comparison_table(), "window")
+    got = {(r.window, r.strategy): r.rank for r in ranks.itertuples()}
+    assert got == {
+        (1000, "full"): 1,
+        (1000, "codex"): 2,
+        (1000, "pi"): 2,  # a tie: both take the better rank ("min")
+        (2000, "full"): 1,
+        (2000, "pi"): 2,  # pi overtakes codex
+        (2000, "codex"): 3,
+    }
+    assert set(ranks["n_strategies"]) == {3}  # the failed run (NaN strategy) is not ranked
+    labels = charts.sweep_rank_labels(ranks, "window")
+    # The right-end labels: one per rank at the last window.
+    assert dict(zip(labels["rank"], labels["label"], strict=True)) == {1: "full", 2: "pi", 3: "codex"}
+    tied = charts.sweep_rank_labels(sweep_table.sweep_ranks(comparison_table(windows=(1000,)), "window"), "window")
+    assert "codex, pi" in set(tied["label"]) or "pi, codex" in set(tied["label"])
+
+
+def test_sweep_ranks_within_each_facet():
+
+    ranks = sweep_table.sweep_ranks(comparison_table(("seed", [7, 8])), "window", "seed")
+    # seed 8 lowers every recall by 0.1 (full stays first), so the ranks are the same in both panels.
+    for _seed, part in ranks.groupby("seed"):
+        assert {(r.window, r.strategy): r.rank for r in part.itertuples()} == {
+            (1000, "full"): 1,
+            (1000, "codex"): 2,
+            (1000, "pi"): 2,
+            (2000, "full"): 1,
+            (2000, "pi"): 2,
+            (2000, "codex"): 3,
+        }
+
+
+def _png_ok(chart) -> bool:
+    return charts.vlc.vegalite_to_png(chart.to_dict(), scale=1).startswith(PNG_SIGNATURE)
+
+
+def test_fig_sweep_lines_numeric_parameter_three_panels_and_png():
+    chart = charts.fig_sweep_lines(comparison_table(), "window")
+    spec = chart.to_dict()
+    assert len(spec["hconcat"]) == 3  # recall (with its band), projection tokens, cost per point
+    text = json.dumps(spec)
+    x = spec["hconcat"][1]["encoding"]["x"]
+    assert x["type"] == "quantitative" and x["axis"]["values"] == [1000.0, 2000.0]
+    assert "95% bootstrap interval" in text and "extractive stand-in" in text
+    assert "CNY per point of recall" in text
+    assert spec["title"]["text"].startswith(charts.title_of("fig_sweep_lines"))
+    assert _png_ok(chart)
+
+
+def test_fig_sweep_lines_string_values_are_ordinal_in_sweep_order():
+    table = comparison_table().assign(window=lambda d: d["window"].map({1000: "small", 2000: "large", 3000: "huge"}))
+    spec = charts.fig_sweep_lines(table, "window").to_dict()
+    x = spec["hconcat"][0]["layer"][0]["encoding"]["x"]
+    assert x["type"] == "ordinal" and x["sort"] == ["small", "large"]  # the failed run's value has no point
+    assert _png_ok(charts.fig_sweep_lines(table, "window"))
+
+
+def test_fig_sweep_lines_without_money_says_so():
+    table = comparison_table().assign(cost_per_point=float("nan"), currency=None, price_table=None)
+    spec = charts.fig_sweep_lines(table, "window").to_dict()
+    assert len(spec["hconcat"]) == 2 and "money: not measured" in json.dumps(spec["title"])
+
+
+@pytest.mark.parametrize("reader", ["searcher stand-in", "verbatim reader (retention ceiling)", "model reader: m1"])
+def test_sweep_figures_name_who_answered(reader):
+    table = comparison_table(("seed", [7, 8]), reader=reader)
+    for chart in (
+        charts.fig_sweep_lines(table, "window"),
+        charts.fig_sweep_small_multiples(table, "window", "seed"),
+        charts.fig_sweep_ranks(table, "window", "seed"),
+        charts.fig_sweep_seeds(table, "seed", by=["window"]),
+    ):
+        assert reader in json.dumps(chart.to_dict()["title"])
+
+
+def test_fig_sweep_small_multiples_one_panel_per_value():
+    chart = charts.fig_sweep_small_multiples(
+        comparison_table(("summarizer", ["extractive", "none"])), "window", "summarizer"
+    )
+    spec = chart.to_dict()
+    assert spec["facet"]["column"]["sort"] == ["summarizer = extractive", "summarizer = none"]
+    assert _png_ok(chart)
+
+
+def test_fig_sweep_ranks_reversed_axis_and_end_labels():
+    chart = charts.fig_sweep_ranks(comparison_table(), "window")
+    spec = chart.to_dict()
+    y = spec["layer"][0]["encoding"]["y"]
+    assert y["scale"]["reverse"] is True and y["scale"]["domain"] == [1, 3]
+    assert any(layer["mark"]["type"] == "text" for layer in spec["layer"])
+    assert _png_ok(chart)
+    faceted = charts.fig_sweep_ranks(comparison_table(("seed", [7, 8])), "window", "seed")
+    assert "facet" in faceted.to_dict() and _png_ok(faceted)
+
+
+def test_fig_sweep_seeds_shows_both_kinds_of_interval():
+    chart = charts.fig_sweep_seeds(comparison_table(("seed", [7, 8])), "seed", by=["window"])
+    spec = chart.to_dict()
+    text = json.dumps(spec)
+    assert "bootstrap 95% CI (within a run)" in text and "across seeds" in text
+    assert len(spec["vconcat"]) == 2  # one pair of panels per window
+    assert _png_ok(chart)
+    alone = charts.fig_sweep_seeds(comparison_table(("seed", [7, 8])), "seed")  # averaged over nothing: one pair
+    assert len(alone.to_dict()["vconcat"]) == 1
+
+
+def test_sweep_figures_with_no_finished_run_say_not_measured():
+    table = comparison_table().iloc[-1:]  # only the failed run
+    for chart in (
+        charts.fig_sweep_lines(table, "window"),
+        charts.fig_sweep_ranks(table, "window"),
+        charts.fig_sweep_small_multiples(table.assign(seed=7), "window", "seed"),
+        charts.fig_sweep_seeds(table.assign(seed=7), "seed"),
+    ):
+        assert "not measured" in json.dumps(chart.to_dict())
+
+
+def test_sweep_figures_are_registered_apart_from_the_run_figures():
+    stems = {f.stem for f in charts.SWEEP_FIGURES}
+    assert stems == {"fig_sweep_lines", "fig_sweep_small_multiples", "fig_sweep_ranks", "fig_sweep_seeds"}
+    assert not stems & {f.stem for f in charts.FIGURES}  # no notebook saves them; a run folder never has them
+    for f in charts.SWEEP_FIGURES:
+        assert charts.figure(f.stem) is f and f.draw.__module__ == charts.__name__

@@ -17,15 +17,12 @@ Outside CI a machine without chromium or playwright skips; under CI it fails
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import re
 import shutil
 from pathlib import Path
 
 import pytest
 import yaml
-from browser import chromium_path
 from lab_browser import (
     EXPLORER_CONTROLS,
     add_cell_and_run,
@@ -82,26 +79,6 @@ NEGATIVE_WAIT_S = 5.0
 BENIGN_CONSOLE_ERRORS: tuple[str, ...] = ()
 
 _SUMMARY = re.compile(r"^(?P<strategy>[\w-]+): (?P<tokens>[\d,]+) tokens in (?P<segments>\d+) segments \(capacity ")
-
-
-def _on_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Path:
-    """The system Chromium and the playwright driver, or skip (fail under CI)."""
-    missing = []
-    if chromium_path() is None:
-        missing.append("chromium is not installed (/usr/bin/chromium); `make browser` installs it")
-    if importlib.util.find_spec("playwright") is None:
-        missing.append("the playwright package is not installed; `make setup` installs the dev extras")
-    if missing:
-        reason = "; ".join(missing)
-        if _on_ci():
-            pytest.fail(f"CI is set but {reason}", pytrace=False)
-        pytest.skip(reason)
-    return chromium_path()
 
 
 def _smoke_parameters(notebook: Path) -> dict:

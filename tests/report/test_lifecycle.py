@@ -20,7 +20,7 @@ from jupyter_client import AsyncKernelManager
 from compaction_lab import cli
 from compaction_lab.core import paths
 from compaction_lab.core.processes import pid_alive
-from compaction_lab.report import lifecycle
+from compaction_lab.report import lifecycle, sweep
 from compaction_lab.report import run as report
 
 HOST = lifecycle.host_id()
@@ -319,7 +319,7 @@ def test_run_command_interrupted_prints_one_line_and_exits_130(tmp_path, monkeyp
 def test_an_interrupted_sweep_stops_and_keeps_its_comparison(tmp_path, monkeypatch):
     prof = _chain(tmp_path, monkeypatch, SIGNAL_RUNNER.format(sig="SIGTERM"))
     with pytest.raises(lifecycle.RunInterrupted) as info:
-        report.run_sweep(prof, {"seed": [1, 2]}, results=tmp_path / "r", progress=False)
+        sweep.run_sweep(prof, {"seed": [1, 2]}, results=tmp_path / "r", progress=False)
     exc = info.value
     assert exc.sweep_dir is not None and exc.run_dir is not None
     runs = [p for p in (tmp_path / "r").iterdir() if (p / "run.json").exists()]

@@ -4,7 +4,7 @@ import nbformat
 import pytest
 
 from compaction_lab.core import paths
-from compaction_lab.report import params
+from compaction_lab.report import params, sweep
 from compaction_lab.report import run as report
 from compaction_lab.report.params import ProfileError
 
@@ -303,7 +303,7 @@ def test_a_sweeps_planned_run_names_are_distinct_even_when_values_read_the_same(
     """Was: an endless loop when two swept values slug to one name (``a b`` and ``a/b``)."""
     monkeypatch.setattr(report.runfolder, "new_run_name", lambda stem: f"{stem}-20260101-000000")  # one clock second
     (tmp_path / "taken").mkdir()
-    names = report._run_names("smoke", [{"tag": "a b"}, {"tag": "a/b"}, {"tag": "c"}], tmp_path)
+    names = sweep._run_names("smoke", [{"tag": "a b"}, {"tag": "a/b"}, {"tag": "c"}], tmp_path)
     assert len(set(names)) == 3 and names[1] == f"{names[0]}-2"
     (tmp_path / names[2]).mkdir()
-    assert report._run_names("smoke", [{"tag": "c"}], tmp_path)[0] == f"{names[2]}-2"
+    assert sweep._run_names("smoke", [{"tag": "c"}], tmp_path)[0] == f"{names[2]}-2"

@@ -14,7 +14,7 @@ from compaction_lab import cli, composition
 from compaction_lab.core import paths
 from compaction_lab.core.session import Session
 from compaction_lab.report import run as report
-from compaction_lab.report import runfolder
+from compaction_lab.report import runfolder, sweep
 
 # --------------------------------------------------------------------------- profiles
 
@@ -311,13 +311,13 @@ def test_set_and_sweep_values_are_read_as_yaml():
     assert report.parse_assignment("n_chains=3") == ("n_chains", 3)
     assert report.parse_assignment("pointer_mix={assistant: 1.0}") == ("pointer_mix", {"assistant": 1.0})
     assert report.parse_assignment("summarizer=none") == ("summarizer", "none")
-    assert report.parse_sweep("seed=7,8") == ("seed", [7, 8])
-    assert report.parse_sweep("session_paths=[[a], [b, c]]") == ("session_paths", [["a"], ["b", "c"]])
+    assert sweep.parse_sweep("seed=7,8") == ("seed", [7, 8])
+    assert sweep.parse_sweep("session_paths=[[a], [b, c]]") == ("session_paths", [["a"], ["b", "c"]])
     for bad in ("novalue", "=3"):
         with pytest.raises(report.ProfileError):
             report.parse_assignment(bad)
     with pytest.raises(report.ProfileError):
-        report.parse_sweep("seed=")
+        sweep.parse_sweep("seed=")
 
 
 def test_overrides_replace_profile_and_notebook_parameters():
@@ -485,6 +485,6 @@ def test_bad_parameters_fail_before_any_run_folder(tmp_path, profile, overrides,
 
 def test_a_sweep_checks_every_combination_before_the_first_run(tmp_path):
     with pytest.raises(report.ProfileError) as info:
-        report.run_sweep("smoke", {"window": [3000, 0], "seed": [7, "x"]}, results=tmp_path / "r", progress=False)
+        sweep.run_sweep("smoke", {"window": [3000, 0], "seed": [7, "x"]}, results=tmp_path / "r", progress=False)
     assert "window = 0" in str(info.value) and "seed = 'x'" in str(info.value)
     assert not (tmp_path / "r").exists()  # not even the first, valid combination ran

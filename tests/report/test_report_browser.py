@@ -8,34 +8,13 @@ browser``); outside CI a machine without it skips these tests, under CI it fails
 
 from __future__ import annotations
 
-import importlib.util
-import os
-from pathlib import Path
+import dataclasses
+import time
 
 import pytest
-from browser import check_pages, chromium_path
+from browser import check_pages
 
 pytestmark = pytest.mark.slow
-
-
-def _on_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Path:
-    """The system Chromium and the playwright driver, or skip (fail under CI)."""
-    missing = []
-    if chromium_path() is None:
-        missing.append("chromium is not installed (/usr/bin/chromium); `make browser` installs it")
-    if importlib.util.find_spec("playwright") is None:
-        missing.append("the playwright package is not installed; `make setup` installs the dev extras")
-    if missing:
-        reason = "; ".join(missing)
-        if _on_ci():
-            pytest.fail(f"CI is set but {reason}", pytrace=False)
-        pytest.skip(reason)
-    return chromium_path()
 
 
 @pytest.fixture(scope="module")
@@ -118,3 +97,58 @@ def test_checker_counts_svg_figures_and_ignores_icons(tmp_path, chromium):
     assert check.figures == 1, check.describe()
     assert len(check.empty_figures) == 1 and "#blank" in check.empty_figures[0], check.describe()
     assert not check.external_requests, check.describe()
+
+
+# --------------------------------------------------------------------------- sweep.html (issue 18 part A)
+
+#: The smoke profile's notebooks a sweep page needs: sessions, the closed-book exam, the cost model.
+SWEEP_NOTEBOOKS = ("01_context_composition", "03_closed_book_exam", "04_cost_model")
+
+
+@pytest.fixture(scope="module")
+def sweep_check(chromium, tmp_path_factory):
+    """One real two-parameter sweep (seed × window, 4 runs of the trimmed smoke profile), its page checked."""
+    from compaction_lab.report import params
+    from compaction_lab.report import run as report
+
+    prof = report.load_profile("smoke")
+    declared = {k for nb in SWEEP_NOTEBOOKS for k in params.declared_parameters(nb)}
+    prof = dataclasses.replace(
+        prof,
+        notebooks=SWEEP_NOTEBOOKS,
+        # A parameter no kept notebook declares would be refused as unknown.
+        parameters={k: v for k, v in prof.parameters.items() if k in declared},
+        notebook_parameters={nb: ps for nb, ps in prof.notebook_parameters.items() if nb in SWEEP_NOTEBOOKS},
+    )
+    started = time.monotonic()
+    res = report.run_sweep(
+        prof, {"seed": [7, 8], "window": [2500, 3000]}, results=tmp_path_factory.mktemp("sweep"), progress=False
+    )
+    seconds = time.monotonic() - started
+    (check,) = check_pages([res.report])
+    return res, check, seconds
+
+
+def test_sweep_page_renders_every_figure_offline(sweep_check):
+    res, check, seconds = sweep_check
+    print(f"sweep of 4 runs + page: {seconds:.1f} s")
+    assert [status for _, _, status in res.runs] == ["ok"] * 4
+    stems = sorted({p.stem for p in (res.folder / "figures").iterdir()})
+    # Two parameters, one of them the seed: small multiples, ranks faceted by seed, lines, the seed figure.
+    assert [s.split("-")[0] for s in stems] == [
+        "fig_sweep_lines",
+        "fig_sweep_ranks",
+        "fig_sweep_seeds",
+        "fig_sweep_small_multiples",
+    ], stems
+    assert check.figures == len(stems), _report([check])
+    assert not check.empty_figures, _report([check])
+    assert not check.external_requests, _report([check])
+
+
+def test_sweep_page_links_every_run(sweep_check):
+    res, _, _ = sweep_check
+    html = res.report.read_text(encoding="utf-8")
+    for _, run, _ in res.runs:
+        assert f'href="../{run.run_dir.name}/report.html"' in html
+        assert (run.run_dir / "report.html").exists()

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from compaction_lab import cli
-from compaction_lab.report import lifecycle
+from compaction_lab.report import lifecycle, sweep
 from compaction_lab.report import run as report
 from compaction_lab.report.params import ProfileError, layout_problems
 
@@ -44,13 +44,13 @@ def _mini_profile(tmp_path: Path, sweeps: dict | None = None) -> Path:
 
 
 def test_range_values_from_the_command_line():
-    assert report.parse_sweep("seed=range(1,11)") == ("seed", list(range(1, 11)))
-    assert report.parse_sweep("window=range(8000, 32001, 8000)") == ("window", [8000, 16000, 24000, 32000])
-    assert report.parse_sweep("seed=range(3)") == ("seed", [0, 1, 2])
-    assert report.parse_sweep("window=16000,24000") == ("window", [16000, 24000])
+    assert sweep.parse_sweep("seed=range(1,11)") == ("seed", list(range(1, 11)))
+    assert sweep.parse_sweep("window=range(8000, 32001, 8000)") == ("window", [8000, 16000, 24000, 32000])
+    assert sweep.parse_sweep("seed=range(3)") == ("seed", [0, 1, 2])
+    assert sweep.parse_sweep("window=16000,24000") == ("window", [16000, 24000])
     for bad, said in [("seed=range(5,5)", "no values"), ("seed=range(1,9,0)", "step 0"), ("seed=range(x)", "range(")]:
         with pytest.raises(ProfileError, match=r"sweep seed: .*" + said.replace("(", r"\(")):
-            report.parse_sweep(bad)
+            sweep.parse_sweep(bad)
 
 
 def test_a_profiles_sweeps_block_is_read_and_checked(tmp_path):
@@ -72,7 +72,7 @@ def test_run_sweeps_what_the_profile_says_with_command_line_sweeps_on_top(tmp_pa
         seen.append(dict(sweeps))
         raise ProfileError("stop here")
 
-    monkeypatch.setattr(report, "run_sweep", fake_sweep)
+    monkeypatch.setattr(sweep, "run_sweep", fake_sweep)
     monkeypatch.setattr(report, "run_profile", lambda *a, **k: pytest.fail("the profile's sweep was not run"))
     assert cli.main(["run", "--profile", str(path)]) == 2
     assert cli.main(["run", "--profile", str(path), "--sweep", "window=2000,3000"]) == 2
@@ -157,4 +157,4 @@ def test_every_shipped_sweep_profile_passes_the_checks_in_every_combination():
     for prof in swept:
         keys = list(prof.sweeps)
         combos = [dict(zip(keys, v, strict=True)) for v in itertools.product(*prof.sweeps.values())]
-        report._check_sweep(prof, combos, None, None, None, False)
+        sweep._check_sweep(prof, combos, None, None, None, False)
