@@ -96,6 +96,8 @@ def test_the_model_profile_runs_against_the_local_server(local_model, tmp_path, 
     res = report.run_profile(prof, results=tmp_path / "r", progress=False, overrides=over)
     sent = open_ledger(local_model["ledger"]).calls()
     by_purpose = {r["purpose"]: r["calls"] for r in planned["by_purpose"]}
+    print(f"doctor planned {planned['total_calls']} calls (at most {planned['max_calls']}); the run sent {len(sent)}")
+    print(sent.groupby("purpose")["latency_s"].agg(["count", "sum"]).to_string())
     assert abs(len(sent) - planned["total_calls"]) <= 0.1 * len(sent), (by_purpose, sent["purpose"].value_counts())
     assert len(sent) <= planned["max_calls"]
     d = res.run_dir

@@ -108,7 +108,7 @@ SWEEP_NOTEBOOKS = ("01_context_composition", "03_closed_book_exam", "04_cost_mod
 @pytest.fixture(scope="module")
 def sweep_check(chromium, tmp_path_factory):
     """One real two-parameter sweep (seed × window, 4 runs of the trimmed smoke profile), its page checked."""
-    from compaction_lab.report import params
+    from compaction_lab.report import params, sweep
     from compaction_lab.report import run as report
 
     prof = report.load_profile("smoke")
@@ -121,7 +121,7 @@ def sweep_check(chromium, tmp_path_factory):
         notebook_parameters={nb: ps for nb, ps in prof.notebook_parameters.items() if nb in SWEEP_NOTEBOOKS},
     )
     started = time.monotonic()
-    res = report.run_sweep(
+    res = sweep.run_sweep(
         prof, {"seed": [7, 8], "window": [2500, 3000]}, results=tmp_path_factory.mktemp("sweep"), progress=False
     )
     seconds = time.monotonic() - started

@@ -19,6 +19,9 @@ GitHub, any viewer that cannot run Vega), so a rendered report needs no CDN.
 from __future__ import annotations
 
 import base64
+import hashlib
+import json
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,9 +72,38 @@ def _vegalite_mimetype() -> str:
     return f"application/vnd.vegalite.v{major}+json"
 
 
+#: Scale of every PNG (twice the chart's CSS size: sharp on high-density screens and in print).
+PNG_SCALE = 2
+
+#: How many recently rendered specs are kept (`_images`): a notebook saves a figure and then shows it.
+_RENDER_CACHE_SIZE = 16
+_rendered: OrderedDict[str, tuple[str, bytes]] = OrderedDict()
+
+
+def _images(spec: dict) -> tuple[str, bytes]:
+    """The SVG and the PNG of a Vega-Lite spec, drawn once.
+
+    Vega lays the chart out once, as SVG; the PNG is that SVG rasterised
+    (vl-convert's ``vegalite_to_png`` does the same internally: the pixels are
+    identical). Kept for the last few specs by their canonical JSON, so a figure
+    that is saved and then displayed is drawn one time, not four.
+    """
+    key = hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
+    hit = _rendered.get(key)
+    if hit is not None:
+        _rendered.move_to_end(key)
+        return hit
+    svg = vlc.vegalite_to_svg(spec, vl_version=_vl_version())
+    out = (svg, bytes(vlc.svg_to_png(svg, scale=PNG_SCALE)))
+    _rendered[key] = out
+    while len(_rendered) > _RENDER_CACHE_SIZE:
+        _rendered.popitem(last=False)
+    return out
+
+
 def _renderer(spec: dict, **metadata) -> dict:
     """Display bundle: the Vega-Lite spec for live frontends plus a PNG fallback."""
-    png = vlc.vegalite_to_png(spec, scale=2, vl_version=_vl_version())
+    _, png = _images(spec)
     return {
         _vegalite_mimetype(): spec,
         "image/png": base64.b64encode(png).decode("ascii"),
@@ -117,18 +149,21 @@ def save_chart(
     use_theme()
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
+    formats = list(formats)
+    unknown = [f for f in formats if f not in ("png", "svg", "html")]
+    if unknown:
+        raise ValueError(f"unknown chart format {unknown[0]!r}; expected png, svg or html")
+    images = _images(chart.to_dict()) if {"png", "svg"} & set(formats) else None
     written: dict[str, Path] = {}
     for fmt in formats:
         path = stem.with_suffix(f".{fmt}")
-        if fmt == "png":
-            chart.save(path, format="png", scale_factor=2)
-        elif fmt == "svg":
-            chart.save(path, format="svg")
+        if fmt == "png" and images:
+            path.write_bytes(images[1])
+        elif fmt == "svg" and images:
+            path.write_text(images[0], encoding="utf-8")
         elif fmt == "html":
             # inline=True bundles Vega's JavaScript (from vl-convert): no CDN needed.
             chart.save(path, format="html", inline=True)
-        else:
-            raise ValueError(f"unknown chart format {fmt!r}; expected png, svg or html")
         written[fmt] = path
     return written
 
