@@ -74,15 +74,15 @@ def test_the_model_profile_runs_against_the_local_server(local_model, tmp_path, 
         "model": dict(
             prof.parameters["model"], base_url=local_model["base_url"], model=MODEL_ALIAS, ledger=local_model["ledger"]
         ),
-        # One small chain and three strategies: on 2 CPU cores the 135M model reads ~250 tokens/s,
+        # One small chain and two strategies: on 2 CPU cores the 135M model reads ~250 tokens/s,
         # and FutureOS's request re-sends the whole history.
         "n_chains": 1,
         "window_tokens": 2000,
         "window": 1000,
         "output_ceiling": 300,
-        "strategy_names": ["full", "futureos-summarized", "codex"],
+        "strategy_names": ["futureos-summarized", "codex"],
         "n_cases": 1,
-        "n_questions": 4,
+        "n_questions": 3,
         "n_decoys": 1,
     }
     # `doctor` first: its planned call count (a dry run, nothing sent) against what the run then records.

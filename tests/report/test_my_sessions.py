@@ -26,12 +26,17 @@ def _need(path):
     return path
 
 
+#: Fewer bootstrap resamples and priced turns than a real run: these tests read what the chain says, not its
+#: precision.
+LIGHTER = {"n_boot": 200, "turns": 10, "cost_cases": 2}
+
+
 def test_short_sessions_that_give_no_question_complete_the_chain(tmp_path):
     """Item 2: the three Claude Code fixtures are shorter than the 8,192-token tail, so no question can
     be mined; notebook 03 crashed ("Cannot set a DataFrame with multiple columns…")."""
     folder = _need(SHARED_FIXTURES / "claude-code")
     res = report.run_profile(
-        "my_sessions", results=tmp_path, progress=False, overrides={"session_paths": [str(folder)]}
+        "my_sessions", results=tmp_path, progress=False, overrides={"session_paths": [str(folder)], **LIGHTER}
     )
     assert [nb.status for nb in res.notebooks] == ["ok"] * len(res.notebooks)
     assert json.loads((res.run_dir / "run.json").read_text())["status"] == "ok"
@@ -136,7 +141,7 @@ def test_a_real_session_with_a_recorded_compaction_gives_recorded_rows(tmp_path)
         "my_sessions",
         results=tmp_path,
         progress=False,
-        overrides={"session_paths": [str(real), str(_need(SHARED_FIXTURES / "claude-code"))]},
+        overrides={"session_paths": [str(real), str(_need(SHARED_FIXTURES / "claude-code"))], **LIGHTER},
     )
     d = res.run_dir
     assert [nb.status for nb in res.notebooks] == ["ok"] * len(res.notebooks)

@@ -8,7 +8,6 @@ from pathlib import Path
 import nbformat
 import pandas as pd
 import pytest
-import yaml
 
 from compaction_lab import cli, composition
 from compaction_lab.core import paths
@@ -327,47 +326,6 @@ def test_overrides_replace_profile_and_notebook_parameters():
     with pytest.raises(report.ProfileError, match="run_dir"):
         prof.with_parameters({"run_dir": "/x"})
     assert not prof.redact and prof.with_parameters({"redact": True}).redact
-
-
-def test_two_value_sweep_gives_two_run_folders_and_a_comparison(tmp_path, capsys):
-    smoke = report.load_profile("smoke")
-    prof = tmp_path / "mini.yaml"
-    prof.write_text(
-        yaml.safe_dump(
-            {
-                "description": "sweep test",
-                "notebooks": ["01_context_composition", "03_closed_book_exam"],
-                "parameters": {k: v for k, v in smoke.parameters.items() if k not in ("turns", "cost_cases")},
-            }
-        )
-    )
-    code = cli.main(
-        [
-            "run",
-            "--profile",
-            str(prof),
-            "--results",
-            str(tmp_path / "r"),
-            "--quiet",
-            "--sweep",
-            "seed=7,8",
-            "--set",
-            "n_boot=50",
-        ]
-    )
-    assert code == 0
-    folder = Path(capsys.readouterr().out.strip().splitlines()[-1])
-    table = pd.read_parquet(folder / "sweep.parquet")
-    runs = sorted(set(table["run"]))
-    assert len(runs) == 2 and set(table["seed"]) == {"7", "8"}
-    for name in runs:
-        info = json.loads((tmp_path / "r" / name / "run.json").read_text())
-        assert info["status"] == "ok" and info["parameters"]["n_boot"] == 50
-        assert info["parameters"]["seed"] in (7, 8) and info["overrides"]["seed"] == info["parameters"]["seed"]
-    # The same strategies in both runs, each with its own recall; the page links both reports.
-    assert table.groupby("run")["strategy"].apply(frozenset).nunique() == 1
-    html = (folder / "sweep.html").read_text()
-    assert all(f"../{name}/report.html" in html for name in runs)
 
 
 # --------------------------------------------------------------------------- sharing: redaction end to end

@@ -101,11 +101,12 @@ def _statuses(results: Path, names: list[str]) -> dict[str, str | None]:
 @pytest.mark.slow
 def test_a_sweep_killed_after_its_first_run_resumes_only_the_rest(tmp_path):
     """Acceptance 2 of issue 18: SIGKILL the sweep once run 1 is complete and run 2 has started; ``--resume``
-    runs runs 2 and 3 only (run 1's folder untouched, run 2's dead attempt set aside) and the comparison
-    covers all three."""
+    runs runs 2 and 3 only (run 1's folder untouched, run 2's dead attempt set aside, the command line's
+    ``--set`` kept from the plan) and the comparison covers all three."""
     results = tmp_path / "results"
     path = _mini_profile(tmp_path)
     cmd = _script() + ["run", "--profile", str(path), "--results", str(results), "--quiet", "--sweep", "seed=7,8,9"]
+    cmd += ["--set", "n_boot=40"]  # an override the plan must carry into the resumed runs
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 240
@@ -141,6 +142,13 @@ def test_a_sweep_killed_after_its_first_run_resumes_only_the_rest(tmp_path):
     assert sorted(set(table["run"])) == sorted(names) and set(table["status"]) == {"ok"}
     assert set(table["seed"]) == {"7", "8", "9"}
     assert json.loads(plan.read_text())["resumed"][0]["runs"] == names[1:]
+    for name in names:
+        info = json.loads((results / name / "run.json").read_text())
+        assert info["parameters"]["n_boot"] == 40 and info["overrides"]["seed"] == info["parameters"]["seed"]
+    # The same strategies in every run, each with its own recall; the page links every run's report.
+    assert table.groupby("run")["strategy"].apply(frozenset).nunique() == 1
+    html = (folder / "sweep.html").read_text(encoding="utf-8")
+    assert all(f"../{name}/report.html" in html for name in names)
 
     # Resumed again, there is nothing left to run: the comparison is only rebuilt.
     r = subprocess.run(_script() + ["run", "--resume", str(folder), "--quiet"], capture_output=True, text=True)
