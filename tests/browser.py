@@ -101,6 +101,14 @@ def chromium_path() -> Path | None:
     return Path(found) if found else None
 
 
+def require_chromium() -> Path:
+    """The system Chromium executable; RuntimeError naming `make browser` when it is not installed."""
+    exe = chromium_path()
+    if exe is None:
+        raise RuntimeError("chromium is not installed; run `make browser` (Debian package `chromium`)")
+    return exe
+
+
 def is_local(url: str) -> bool:
     """Whether a URL stays on the machine (file:, data:, blob:, about:)."""
     return url.lower().startswith(LOCAL_SCHEMES)
@@ -209,9 +217,7 @@ def check_pages(paths: list[Path], timeout_s: float = 30, batch: int = 6) -> lis
     RuntimeError
         When Chromium is not installed (``make browser`` installs it).
     """
-    exe = chromium_path()
-    if exe is None:
-        raise RuntimeError("chromium is not installed; run `make browser` (Debian package `chromium`)")
+    exe = require_chromium()
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright

@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from browser import CHROMIUM_ARGS, chromium_path, is_local
+from browser import CHROMIUM_ARGS, is_local, require_chromium
 
 #: Seconds for the server to answer /api/status (first start compiles nothing, but 2 cores are slow).
 SERVER_START_S = 60.0
@@ -329,9 +329,7 @@ def open_lab(server: LabServer, timeout_s: float = 60) -> Iterator[LabPage]:
     RuntimeError
         When Chromium is not installed (``make browser`` installs it).
     """
-    exe = chromium_path()
-    if exe is None:
-        raise RuntimeError("chromium is not installed; run `make browser` (Debian package `chromium`)")
+    exe = require_chromium()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:

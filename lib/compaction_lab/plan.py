@@ -31,18 +31,17 @@ What the estimate cannot know
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from compaction_lab.core import processes
 from compaction_lab.providers.standin import DRY_RUN_ENV, reused_fingerprints
 
 #: The checkpoint store's environment variable (`compaction_lab.store.checkpoints.default_path`).
@@ -170,20 +169,6 @@ def _copy_sqlite(src: Path, dst: Path) -> None:
         source.backup(target)
 
 
-@contextmanager
-def _environment(values: Mapping[str, str]) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def _model_notebooks(prof: Any) -> tuple[str, ...]:
     """The profile's notebooks up to its last one that calls a model (the rest would call nothing)."""
     calling = {nb for nb, _ in model_notebooks(prof)}
@@ -233,7 +218,7 @@ def plan_run(profile: Any, *, overrides: Mapping[str, Any] | None = None, progre
         _copy_sqlite(checkpoints.default_path(), folder / "checkpoints.sqlite")
         with open_ledger(folder / "ledger.sqlite") as ledger:
             before = ledger.calls()
-        with _environment({DRY_RUN_ENV: str(folder), CHECKPOINTS_ENV: str(folder / "checkpoints.sqlite")}):
+        with processes.environment({DRY_RUN_ENV: str(folder), CHECKPOINTS_ENV: str(folder / "checkpoints.sqlite")}):
             # The notebooks run in kernels started now: they inherit this environment, and no client made
             # earlier in this process is used.
             report.run_profile(

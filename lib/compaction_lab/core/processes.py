@@ -1,8 +1,11 @@
-"""Whether a process is alive: the one liveness rule of checkpoints, the ledger and runs."""
+"""Processes: whether one is alive (the one liveness rule of checkpoints, the ledger and runs), and the
+environment the processes started in a block inherit."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 
 def pid_alive(pid: int) -> bool:
@@ -28,3 +31,21 @@ def pid_alive(pid: int) -> bool:
 
 
 __all__ = ["pid_alive"]
+
+
+@contextmanager
+def environment(values: Mapping[str, str]) -> Iterator[None]:
+    """These environment variables set for the block (and for every process started in it), then restored.
+
+    A variable that was unset before is unset again after, not left empty.
+    """
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

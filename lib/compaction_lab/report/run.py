@@ -32,7 +32,6 @@ table across them.
 from __future__ import annotations
 
 import json
-import os
 import platform
 import re
 import subprocess
@@ -54,7 +53,7 @@ from nbconvert import HTMLExporter
 from papermill.exceptions import PapermillExecutionError
 
 from compaction_lab import __version__
-from compaction_lab.core import paths
+from compaction_lab.core import paths, processes
 from compaction_lab.core.tokens import TOKENIZER_ENV
 from compaction_lab.engine import SCHEDULER_ENV
 from compaction_lab.privacy import redactor as redactor_mod
@@ -422,19 +421,9 @@ def _kernel_environment(prof: Profile) -> Iterator[None]:
     notebook and every library call in it (counters, the composition, a
     nested engine) follows them without each declaring them; restored after.
     """
-    saved = {var: os.environ.get(var) for var in KERNEL_ENVIRONMENT.values()}
-    try:
-        for key, var in KERNEL_ENVIRONMENT.items():
-            value = prof.parameters.get(key)
-            if isinstance(value, str) and value:
-                os.environ[var] = value
+    values = {var: prof.parameters.get(key) for key, var in KERNEL_ENVIRONMENT.items()}
+    with processes.environment({var: v for var, v in values.items() if isinstance(v, str) and v}):
         yield
-    finally:
-        for var, old in saved.items():
-            if old is None:
-                os.environ.pop(var, None)
-            else:
-                os.environ[var] = old
 
 
 def _report_dead_runs(results: Path) -> None:
