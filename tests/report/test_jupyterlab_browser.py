@@ -28,6 +28,7 @@ from lab_browser import (
     add_cell_and_run,
     cell_figure,
     change_and_observe,
+    notebook_state,
     open_lab,
     open_notebook,
     run_all_and_wait,
@@ -45,6 +46,9 @@ pytestmark = pytest.mark.slow
 
 NB01 = "01_context_composition.ipynb"
 NB02 = "02_projection_anatomy.ipynb"
+NB03 = "03_closed_book_exam.ipynb"
+#: The smoke run's executed notebook 03, copied into the server root under this name.
+EXECUTED03 = "run-03_closed_book_exam.ipynb"
 
 #: The explorer settings the checks walk through; `expected` recomputes each in Python.
 #: truncate-oldest keeps every record at the default W = 128000; with O lowered to 4000 a window of
@@ -101,6 +105,8 @@ def folders(smoke_run, tmp_path_factory) -> dict[str, Path]:
     # A copy: notebook 02 opened by hand copies from "the latest complete run"; smoke_run stays untouched.
     shutil.copytree(smoke_run.run_dir, results / smoke_run.run_dir.name)
     shutil.copy2(paths.NOTEBOOKS_DIR / NB02, root / NB02)
+    # An executed notebook of a run folder, as `make lab` users open one: its outputs, its kernel.
+    shutil.copy2(smoke_run.run_dir / NB03, root / EXECUTED03)
     src01 = paths.NOTEBOOKS_DIR / NB01
     params = {**_smoke_parameters(src01), "run_dir": str(results / "lab-01")}
     pm.execute_notebook(str(src01), str(root / NB01), parameters=params, prepare_only=True, progress_bar=False)
@@ -179,6 +185,13 @@ def nb01(lab, folders):
     return run, (cell_figure(lab, "fig2 = charts.fig2_composition") if run.finished else None)
 
 
+@pytest.fixture(scope="module")
+def executed03(lab, nb01):
+    """The run's executed notebook 03 opened from the file browser, not run: what it shows and its kernel."""
+    open_notebook(lab, EXECUTED03)  # waits for "<kernel> | Idle": the recorded kernel was found and started
+    return notebook_state(lab, EXECUTED03), cell_figure(lab, "fig1 = charts.fig1_retained")
+
+
 def _summary(text: str) -> dict:
     match = _SUMMARY.match(text)
     assert match, f"the explorer's text does not read '<strategy>: N tokens in M segments (capacity ...': {text!r}"
@@ -252,10 +265,18 @@ def test_notebook_01_with_smoke_parameters_draws_figure_2(lab, nb01, folders):
     assert (folders["results"] / "lab-01" / "figures" / "fig2_composition.png").exists(), run.describe()
 
 
+def test_an_executed_notebook_of_a_run_opens_with_its_outputs(lab, executed03):
+    state, figure = executed03
+    # Every code cell shows the execution count the run recorded, and the recorded kernel is up and idle.
+    assert state.finished, state.describe() + "\n" + lab.describe()
+    assert not state.errors, "cells with a traceback:\n" + state.describe()
+    assert figure.drawn, f"figure 1 shows {figure}:\n" + state.describe()
+
+
 # --------------------------------------------------------------------------- the page as a whole
 
 
-def test_no_console_errors_and_no_request_left_the_machine(lab, nb02, explorer, nb01):
+def test_no_console_errors_and_no_request_left_the_machine(lab, nb02, explorer, nb01, executed03):
     errors = [e for e in lab.console_errors if not any(b in e for b in BENIGN_CONSOLE_ERRORS)]
     assert not errors, lab.describe()
     assert not lab.external_requests, lab.describe()
