@@ -15,7 +15,10 @@ def __getattr__(name: str) -> Any:
 
     if importlib.util.find_spec(f"{__name__}.{name}") is not None:
         return importlib.import_module(f"{__name__}.{name}")
-    run = importlib.import_module("compaction_lab.report.run")
-    if name.startswith("_") or not hasattr(run, name):
-        raise AttributeError(f"module 'compaction_lab.report' has no attribute {name!r}")
-    return getattr(run, name)
+    if not name.startswith("_"):
+        # Sweeps lived in `report.run` before they had a module of their own.
+        for module in ("compaction_lab.report.run", "compaction_lab.report.sweep"):
+            found = importlib.import_module(module)
+            if hasattr(found, name):
+                return getattr(found, name)
+    raise AttributeError(f"module 'compaction_lab.report' has no attribute {name!r}")

@@ -24,9 +24,9 @@ sessions are masked as they are imported and a final sweep masks whatever
 still matches in any file of the run folder (`privacy.scrub`). Values of secret
 environment variables are masked in every run, redaction on or off.
 
-Batches: `run_profile` takes parameter overrides (``--set key=value``) and
-`run_sweep` runs one folder per value combination, then writes a comparison
-table across them.
+Batches: `run_profile` takes parameter overrides (``--set key=value``);
+`compaction_lab.report.sweep` runs one folder per value combination, then the
+comparison across them.
 """
 
 from __future__ import annotations
