@@ -126,7 +126,9 @@ def test_seed_spread_by_hand():
     assert x["n_seeds"] == 3 and x["recall_mean"] == pytest.approx(0.75)
     assert x["recall_sd"] == pytest.approx(0.25)  # sqrt(((-.25)^2 + .25^2 + 0) / 2)
     assert (x["recall_min"], x["recall_max"]) == (0.5, 1.0)
-    assert x["across_low"] == pytest.approx(0.75 - 1.96 * 0.25) and x["across_high"] == 1.0  # clipped
+    # 95% prediction interval for a 4th seed: t(0.975, 2 df) = 4.303, times sd, times sqrt(1 + 1/3).
+    assert x["across_low"] == pytest.approx(max(0.0, 0.75 - 4.302653 * 0.25 * math.sqrt(4 / 3)))
+    assert x["across_high"] == 1.0  # clipped
     assert x["boot_half_width"] == pytest.approx((0.25 + 0.1 + 0.25) / 3)
     y = spread.loc["y"]
     assert y["recall_sd"] == 0 and y["across_low"] == y["across_high"] == pytest.approx(0.2)
@@ -134,6 +136,7 @@ def test_seed_spread_by_hand():
     assert y["strategy_name"] == "y (extractive stand-in)"
     one = sweep_table.seed_spread(table[table["seed"] == 1])
     assert one["n_seeds"].tolist() == [1, 1] and all(math.isnan(v) for v in one["recall_sd"])
+    assert one[["across_low", "across_high"]].isna().all().all()  # one seed: no range, not a zero-width one
 
 
 def test_seed_spread_per_other_swept_value_and_strategy_names_keep_every_label():

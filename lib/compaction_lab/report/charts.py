@@ -1087,8 +1087,9 @@ def fig_sweep_seeds(
 
     Left, per strategy: one point per seed with its bootstrap interval (how
     sure one run is of its own questions). Right: the mean across seeds, the
-    min–max of the seeds (thin line) and mean ± 1.96·sd across seeds (thick
-    bar): how much a different draw of sessions and questions moves the result.
+    min–max of the seeds (thin line) and a 95% range for one more seed (thick
+    bar; Student t on the seeds, `sweep_table.seed_spread`): how much a
+    different draw of sessions and questions moves the result.
     One such pair per value of the other swept keys (`by`).
 
     Parameters
@@ -1181,7 +1182,7 @@ def fig_sweep_seeds(
             height=height,
             title=alt.TitleParams(
                 "across seeds" + (f" — {where}" if where else ""),
-                subtitle="dot: mean; thin line: min–max; thick bar: mean ± 1.96·sd",
+                subtitle="dot: mean; thin line: min–max; thick bar: 95% range for one more seed (Student t)",
             ),
         )
         pairs.append(alt.hconcat(within, across, spacing=24))

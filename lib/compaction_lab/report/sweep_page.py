@@ -329,7 +329,7 @@ def _spread_view(spread: pd.DataFrame, by: Sequence[str]) -> dict[str, Any]:
         "mean recall",
         "sd across seeds",
         "min–max across seeds",
-        "mean ± 1.96·sd",
+        "95% range for one more seed (t)",
         "bootstrap half-width (mean, within a run)",
     ]
     rows = [

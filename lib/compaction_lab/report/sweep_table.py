@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 #: The status of a run whose numbers are in the table.
 OK = "ok"
@@ -28,9 +29,6 @@ MEAN_COLUMNS = ("recall", "ci_low", "ci_high", "projection_tokens", "cost_per_po
 
 #: Labels `sweep_means` keeps (distinct values joined), so an averaged figure still names who answered and the prices.
 TEXT_COLUMNS = ("reader_label", "currency", "price_table", "simulator")
-
-#: z for a two-sided 95% interval from a normal approximation.
-Z95 = 1.96
 
 
 # --------------------------------------------------------------------------- tables
@@ -157,8 +155,9 @@ def seed_spread(table: pd.DataFrame, seed: str = SEED, by: Sequence[str] = ()) -
     DataFrame
         [by], strategy, strategy_name, reader_label, n_seeds, recall_mean,
         recall_sd (across seeds, ``ddof=1``; NaN with one seed), recall_min,
-        recall_max, across_low / across_high (mean ± 1.96·sd, clipped to
-        [0, 1]), boot_half_width (mean over seeds of (ci_high − ci_low) / 2).
+        recall_max, across_low / across_high (a 95% prediction interval for one
+        more seed, mean ± t₀.₉₇₅,ₙ₋₁ · sd · √(1 + 1/n), clipped to [0, 1]; NaN
+        with one seed), boot_half_width (mean over seeds of (ci_high − ci_low) / 2).
     """
     rows = ok_rows(table).copy()
     cols = [
@@ -193,7 +192,12 @@ def seed_spread(table: pd.DataFrame, seed: str = SEED, by: Sequence[str] = ()) -
     out["recall_sd"] = grouped["recall"].std(ddof=1)
     out["recall_min"] = grouped["recall"].min()
     out["recall_max"] = grouped["recall"].max()
-    spread = Z95 * out["recall_sd"].fillna(0.0)
+    # A 95% prediction interval for one more seed's recall: Student t with n - 1 degrees of freedom and
+    # the sqrt(1 + 1/n) of a new draw. With few seeds it is wide, as it should be (n = 2: t = 12.7); with
+    # one seed there is no spread to speak of, so none is drawn (NaN), never a zero-width range.
+    n = out["n_seeds"].astype(float)
+    t = pd.Series(stats.t.ppf(0.975, (n - 1).where(n > 1)), index=out.index)
+    spread = t * out["recall_sd"] * np.sqrt(1.0 + 1.0 / n)
     out["across_low"] = (out["recall_mean"] - spread).clip(0.0, 1.0)
     out["across_high"] = (out["recall_mean"] + spread).clip(0.0, 1.0)
     out["boot_half_width"] = grouped["half"].mean()
