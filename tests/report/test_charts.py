@@ -8,7 +8,7 @@ from conftest import make_session
 
 from compaction_lab import composition
 from compaction_lab.core import paths
-from compaction_lab.report import charts, sweep_table
+from compaction_lab.report import charts
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -272,41 +272,6 @@ def comparison_table(extra=None, reader="verbatim reader (retention ceiling)", f
     if failed:
         rows.append({"window": 3000, **({key2: vals2[0]} if key2 else {}), "run": "p-window=3000", "status": "failed"})
     return pd.DataFrame(rows)
-
-
-def test_sweep_ranks_share_the_better_rank_on_ties_and_show_overtaking():
-
-    ranks = sweep_table.sweep_ranks(comparison_table(), "window")
-    got = {(r.window, r.strategy): r.rank for r in ranks.itertuples()}
-    assert got == {
-        (1000, "full"): 1,
-        (1000, "codex"): 2,
-        (1000, "pi"): 2,  # a tie: both take the better rank ("min")
-        (2000, "full"): 1,
-        (2000, "pi"): 2,  # pi overtakes codex
-        (2000, "codex"): 3,
-    }
-    assert set(ranks["n_strategies"]) == {3}  # the failed run (NaN strategy) is not ranked
-    labels = charts.sweep_rank_labels(ranks, "window")
-    # The right-end labels: one per rank at the last window.
-    assert dict(zip(labels["rank"], labels["label"], strict=True)) == {1: "full", 2: "pi", 3: "codex"}
-    tied = charts.sweep_rank_labels(sweep_table.sweep_ranks(comparison_table(windows=(1000,)), "window"), "window")
-    assert "codex, pi" in set(tied["label"]) or "pi, codex" in set(tied["label"])
-
-
-def test_sweep_ranks_within_each_facet():
-
-    ranks = sweep_table.sweep_ranks(comparison_table(("seed", [7, 8])), "window", "seed")
-    # seed 8 lowers every recall by 0.1 (full stays first), so the ranks are the same in both panels.
-    for _seed, part in ranks.groupby("seed"):
-        assert {(r.window, r.strategy): r.rank for r in part.itertuples()} == {
-            (1000, "full"): 1,
-            (1000, "codex"): 2,
-            (1000, "pi"): 2,
-            (2000, "full"): 1,
-            (2000, "pi"): 2,
-            (2000, "codex"): 3,
-        }
 
 
 def _png_ok(chart) -> bool:

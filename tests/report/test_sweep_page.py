@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import math
 import re
 
 import pandas as pd
 import pytest
 from test_charts import comparison_table
 
-from compaction_lab.report import sweep_page, sweep_table
+from compaction_lab.report import sweep_page
 
 
 def _ok_runs(table: pd.DataFrame) -> list[str]:
@@ -105,46 +104,3 @@ def test_a_page_with_no_finished_run_still_renders(tmp_path):
     )
     html = out.read_text(encoding="utf-8")
     assert "nothing to draw" in html and "interrupted by SIGTERM" in html and "href=" not in html
-
-
-def test_seed_spread_by_hand():
-    table = pd.DataFrame(
-        {
-            "seed": [1, 2, 3, 1, 2, 3],
-            "run": ["a", "b", "c", "a", "b", "c"],
-            "status": "ok",
-            "strategy": ["x", "x", "x", "y", "y", "y"],
-            "strategy_label": ["x"] * 3 + ["y (extractive stand-in)"] * 3,
-            "recall": [0.5, 1.0, 0.75, 0.2, 0.2, 0.2],
-            "ci_low": [0.25, 0.8, 0.5, 0.0, 0.1, 0.0],
-            "ci_high": [0.75, 1.0, 1.0, 0.4, 0.3, 0.6],
-            "reader_label": "verbatim reader (retention ceiling)",
-        }
-    )
-    spread = sweep_table.seed_spread(table).set_index("strategy")
-    x = spread.loc["x"]
-    assert x["n_seeds"] == 3 and x["recall_mean"] == pytest.approx(0.75)
-    assert x["recall_sd"] == pytest.approx(0.25)  # sqrt(((-.25)^2 + .25^2 + 0) / 2)
-    assert (x["recall_min"], x["recall_max"]) == (0.5, 1.0)
-    # 95% prediction interval for a 4th seed: t(0.975, 2 df) = 4.303, times sd, times sqrt(1 + 1/3).
-    assert x["across_low"] == pytest.approx(max(0.0, 0.75 - 4.302653 * 0.25 * math.sqrt(4 / 3)))
-    assert x["across_high"] == 1.0  # clipped
-    assert x["boot_half_width"] == pytest.approx((0.25 + 0.1 + 0.25) / 3)
-    y = spread.loc["y"]
-    assert y["recall_sd"] == 0 and y["across_low"] == y["across_high"] == pytest.approx(0.2)
-    assert y["boot_half_width"] == pytest.approx((0.2 + 0.1 + 0.3) / 3)
-    assert y["strategy_name"] == "y (extractive stand-in)"
-    one = sweep_table.seed_spread(table[table["seed"] == 1])
-    assert one["n_seeds"].tolist() == [1, 1] and all(math.isnan(v) for v in one["recall_sd"])
-    assert one[["across_low", "across_high"]].isna().all().all()  # one seed: no range, not a zero-width one
-
-
-def test_seed_spread_per_other_swept_value_and_strategy_names_keep_every_label():
-    table = comparison_table(("seed", [7, 8]))
-    spread = sweep_table.seed_spread(table, by=["window"])
-    assert len(spread) == 6 and set(spread["n_seeds"]) == {2}
-    pi = spread[(spread["window"] == 2000) & (spread["strategy"] == "pi")].iloc[0]
-    assert pi["recall_mean"] == pytest.approx((0.75 + 0.65) / 2)
-    relabelled = table.assign(strategy_label=lambda d: d["strategy_label"].where(d["seed"] != 8, "pi (model: m)"))
-    names = sweep_table.strategy_names(relabelled[relabelled["strategy"] == "pi"])
-    assert names == {"pi": "pi (extractive stand-in) | pi (model: m)"}  # a stand-in label is never dropped
