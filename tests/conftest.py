@@ -36,9 +36,6 @@ def pytest_collection_modifyitems(config, items):
             if fixture in item.fixturenames:
                 item.add_marker(pytest.mark.xdist_group(group))
                 break
-    # Slow tests first (a stable sort: the order within a module is kept): workers hand out the long
-    # runs early and the many short tests even out the end, instead of one long test finishing alone.
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def _on_ci() -> bool:
