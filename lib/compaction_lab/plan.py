@@ -43,9 +43,7 @@ import pandas as pd
 
 from compaction_lab.core import processes
 from compaction_lab.providers.standin import DRY_RUN_ENV, reused_fingerprints
-
-#: The checkpoint store's environment variable (`compaction_lab.store.checkpoints.default_path`).
-CHECKPOINTS_ENV = "COMPACTION_LAB_CHECKPOINTS"
+from compaction_lab.store.checkpoints import CHECKPOINTS_ENV
 
 #: Purpose of the open-book exam's first request per question (`compaction_lab.exam.model_reader`).
 OPEN_BOOK_PURPOSE = "exam:open"
@@ -262,7 +260,6 @@ def plan_run(profile: Any, *, overrides: Mapping[str, Any] | None = None, progre
 
 
 __all__ = [
-    "CHECKPOINTS_ENV",
     "MODEL_PARAMETERS_BY_NOTEBOOK",
     "OPEN_BOOK_PURPOSE",
     "Plan",

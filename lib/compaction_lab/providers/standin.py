@@ -20,9 +20,6 @@ from typing import Any
 #: ledger opened is ``<folder>/ledger.sqlite`` (a copy of the real one).
 DRY_RUN_ENV = "COMPACTION_LAB_DRY_RUN"
 
-#: The checkpoint store's environment variable (`compaction_lab.store.checkpoints.checkpoints_path`).
-CHECKPOINTS_ENV = "COMPACTION_LAB_CHECKPOINTS"
-
 #: Reply length when a request sets no ``max_tokens``.
 DEFAULT_REPLY_TOKENS = 256
 

@@ -154,9 +154,13 @@ class FenceLost(CheckpointError):
         self.row = row
 
 
+#: The environment variable that moves the checkpoint database (`default_path`).
+CHECKPOINTS_ENV = "COMPACTION_LAB_CHECKPOINTS"
+
+
 def default_path() -> Path:
     """The checkpoint database: ``$COMPACTION_LAB_CHECKPOINTS`` or ``data/checkpoints/checkpoints.sqlite``."""
-    env = os.environ.get("COMPACTION_LAB_CHECKPOINTS")
+    env = os.environ.get(CHECKPOINTS_ENV)
     return Path(env).expanduser().resolve() if env else paths.DATA_DIR / "checkpoints" / "checkpoints.sqlite"
 
 
@@ -920,6 +924,7 @@ def release_checkpoint(key: str, path: str | Path | None = None, force: bool = F
 
 __all__ = [
     "AmbiguousKey",
+    "CHECKPOINTS_ENV",
     "CheckpointError",
     "CheckpointKey",
     "CheckpointRef",
