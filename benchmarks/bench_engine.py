@@ -10,7 +10,7 @@ A. a multi-session Codex rollout of ``BENCH_ENGINE_MB`` MB (default 1024),
    read by parallel tasks;
 B. ONE Codex session (one ``session_meta``) of ``BENCH_ENGINE_SINGLE_MB`` MB
    (default 40) of real-derived text: the context records of the public
-   sessions in ``../shared/fixtures/sessions`` and of ``tests/fixtures``
+   sessions in ``tests/fixtures`` (the real ones in ``tests/fixtures/public``)
    (loaded with `compaction_lab.ingest.load_sessions`), replayed in order as
    often as needed, each copy made unique by a seeded perturbation (its
    lines shuffled, about one word in eight replaced by a word of the
@@ -73,7 +73,7 @@ Then, on smaller Codex files generated the same way as A
    size, or at none, only a bound is known and the target is judged against
    that bound).
 8. **acceptance 4**: wall time of ``compaction-lab tally`` on a small real
-   fixture (``../shared/fixtures/sessions/pi/large-session.jsonl``, ~1 MB)
+   fixture (``tests/fixtures/public/pi/large-session.jsonl``, ~1 MB)
    with the default scheduler (auto) vs ``--scheduler sync``, median of 5
    runs each, alternating, ``COMPACTION_LAB_SCHEDULER`` unset. Target: the
    default adds <= 1 s.
@@ -123,11 +123,9 @@ OVERHEAD_RUNS = 5
 SMALL_FIXTURE = Path("pi") / "large-session.jsonl"
 
 
-def shared_sessions() -> Path:
-    """The real public sessions next to the repository (``../shared/fixtures/sessions``)."""
-    from compaction_lab.core import paths
-
-    return paths.REPO_ROOT.parent / "shared" / "fixtures" / "sessions"
+def public_sessions() -> Path:
+    """The real public sessions copied into the repository (``tests/fixtures/public``, see its SOURCES.md)."""
+    return repo_root() / "tests" / "fixtures" / "public"
 
 
 # =========================================================================== input B: one session of real-derived text
@@ -141,7 +139,7 @@ def real_records() -> list[tuple[str, str | None, str]]:
     from compaction_lab.ingest import ImportReport, load_sessions
 
     out = []
-    for s in load_sessions([shared_sessions(), repo_root() / "tests" / "fixtures"], ImportReport()):
+    for s in load_sessions(repo_root() / "tests" / "fixtures", ImportReport()):
         out += [(r.kind, r.tool, r.text) for r in s.records if r.kind in CONTEXT_KINDS and r.text.strip()]
     return out
 
@@ -558,7 +556,7 @@ def overhead(res: Results) -> None:
     """Item 8 (acceptance 4): the default scheduler on a small fixture adds <= 1 s over sync."""
     from tqdm import tqdm
 
-    fixture = shared_sessions() / SMALL_FIXTURE
+    fixture = public_sessions() / SMALL_FIXTURE
     print(f"\n--- acceptance 4: compaction-lab tally {fixture.name}, default vs --scheduler sync ---", flush=True)
     times: dict[str, list[float]] = {"default": [], "sync": []}
     for _ in tqdm(range(OVERHEAD_RUNS), desc="runs", unit="pair"):

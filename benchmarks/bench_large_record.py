@@ -50,7 +50,7 @@ FIXTURE = "coverage-test-fix.jsonl"
 
 
 def fixture_path() -> Path:
-    return repo_root().parent / "shared" / "fixtures" / "sessions" / "claude-code" / FIXTURE
+    return repo_root() / "tests" / "fixtures" / "public" / "claude-code" / FIXTURE
 
 
 def build_session(dest: Path, mb: int = DEFAULT_MB, seed: int = SEED) -> int:

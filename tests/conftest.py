@@ -12,8 +12,9 @@ import pytest
 from compaction_lab.core.paths import REPO_ROOT
 from compaction_lab.core.session import Record, Session
 
-#: The local llama.cpp server fixture (`llm_server`) for the tests that need a real model.
-pytest_plugins = ["llm_server"]
+#: The local llama.cpp server fixture (`llm_server`) for the tests that need a real model; the
+#: ``--strict-skips`` policy (``make test``); pytester, for the tests of that policy.
+pytest_plugins = ["llm_server", "skip_policy", "pytester"]
 
 
 @pytest.fixture(scope="session")
@@ -36,6 +37,8 @@ def pytest_collection_modifyitems(config, items):
             if fixture in item.fixturenames:
                 item.add_marker(pytest.mark.xdist_group(group))
                 break
+    # The check of the built llama.cpp library runs before any test starts the server on it.
+    items.sort(key=lambda item: item.path.name != "test_llama_build.py")
 
 
 def _on_ci() -> bool:
@@ -66,10 +69,11 @@ def chromium():
     return chromium_path()
 
 
-#: Real public agent sessions shipped beside the repo (read-only), when present.
-SHARED_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "sessions"
-#: The suite's own small fixtures (tests/fixtures/), wherever a test file sits in the tree.
+#: The suite's own fixtures (tests/fixtures/), wherever a test file sits in the tree.
 FIXTURES = REPO_ROOT / "tests" / "fixtures"
+#: Real public agent sessions of other projects (pi, Claude Code, SWE-agent), copied into the repository;
+#: where each comes from is in tests/fixtures/SOURCES.md.
+PUBLIC_FIXTURES = FIXTURES / "public"
 
 
 def make_session(items: list[tuple], session_id: str = "s1", source_format: str = "test") -> Session:

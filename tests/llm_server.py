@@ -21,6 +21,12 @@ or, outside pytest, ``with LlamaServer() as server: server.base_url``.
 
 Without the ``llm`` extra (``llama_cpp`` not importable) the fixture skips, unless ``CI`` is
 set: under CI every missing piece fails the test instead.
+
+Before the server starts, :func:`build_check` loads the built library and the bundled model in a
+child process and generates a few tokens (``tests/providers/test_llama_build.py`` asserts on
+it). A build that crashes (e.g. one tuned to another CPU: a general protection fault in
+``libggml-cpu``) then fails every server test with that one clear message, not with connection
+errors from a server that died on its first request.
 """
 
 from __future__ import annotations
@@ -197,6 +203,68 @@ class LlamaServer:
         self.stop()
 
 
+#: What the child process of :func:`build_check` runs: load the model, generate, report as JSON.
+_BUILD_CHECK = r"""
+import json, sys
+import llama_cpp
+out = {"version": llama_cpp.__version__, "system_info": llama_cpp.llama_print_system_info().decode(errors="replace")}
+llm = llama_cpp.Llama(model_path=sys.argv[1], n_ctx=512, n_threads=2, seed=1, verbose=False)
+reply = llm.create_chat_completion(
+    messages=[{"role": "user", "content": "Say hello."}], max_tokens=8, temperature=0.0
+)
+out["text"] = reply["choices"][0]["message"]["content"]
+out["completion_tokens"] = reply["usage"]["completion_tokens"]
+print(json.dumps(out))
+"""
+
+_BUILD_RESULT: dict | None = None
+
+
+class BrokenBuild(RuntimeError):
+    """The built llama.cpp library cannot load the model and generate (see the message)."""
+
+
+def build_check(timeout: float = 120.0) -> dict:
+    """Load the built ``llama_cpp`` and the bundled SmolLM2 in a child process and generate 8 tokens.
+
+    Returns ``{"version", "system_info", "text", "completion_tokens"}``; the result is kept for the
+    test session. Raises :class:`BrokenBuild` naming how the child ended (a signal such as SIGSEGV
+    for a build tuned to another CPU) and the tail of what it printed.
+    """
+    global _BUILD_RESULT
+    if _BUILD_RESULT is not None:
+        return _BUILD_RESULT
+    import signal
+    import sys
+
+    model = gguf_path()
+    if model is None:
+        raise BrokenBuild(f"the {MODEL_DISTRIBUTION} model package is not installed")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _BUILD_CHECK, str(model)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=_server_env(),
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as err:
+        raise BrokenBuild(f"loading {model.name} and generating 8 tokens took over {timeout:.0f} s") from err
+    if done.returncode != 0:
+        how = f"exit code {done.returncode}"
+        if done.returncode < 0:
+            how = f"signal {signal.Signals(-done.returncode).name}"
+        tail = "\n".join((done.stdout + done.stderr).splitlines()[-25:])
+        raise BrokenBuild(
+            f"the built llama.cpp library crashed ({how}) loading {model.name} and generating; a build tuned to "
+            "another CPU does this. Rebuild it portable: `rm .venv/.installed-llm && make llm` (Makefile "
+            f"LLAMA_CPU_FLAGS).\n{tail}"
+        )
+    _BUILD_RESULT = json.loads(done.stdout.strip().splitlines()[-1])
+    return _BUILD_RESULT
+
+
 def require_llama_server() -> None:
     """Skip (locally, without the ``llm`` extra) or fail (under CI, or half-installed)."""
     if not llama_cpp_installed():
@@ -212,6 +280,10 @@ def require_llama_server() -> None:
             "pip install -e '.[dev,llm]' (or `make test`)",
             pytrace=False,
         )
+    try:
+        build_check()
+    except BrokenBuild as err:
+        pytest.fail(str(err), pytrace=False)
 
 
 # One server per test session, even if several test modules import the fixture (each import

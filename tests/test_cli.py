@@ -49,13 +49,12 @@ import json  # noqa: E402  (imported below the helpers the CLI tests share)
 
 import pandas as pd  # noqa: E402  (imported below the helpers the CLI tests share)
 import pytest  # noqa: E402  (imported below the helpers the CLI tests share)
-from conftest import SHARED_FIXTURES  # noqa: E402  (imported below the helpers the CLI tests share)
+from conftest import PUBLIC_FIXTURES  # noqa: E402  (imported below the helpers the CLI tests share)
 
 from compaction_lab import composition  # noqa: E402  (imported below the helpers the CLI tests share)
 from compaction_lab.ingest import ImportReport, load_sessions  # noqa: E402  (imported below the helpers the CLI tests share)
 
-needs_shared = pytest.mark.skipif(not SHARED_FIXTURES.exists(), reason="../shared fixtures not present")
-PI = SHARED_FIXTURES / "pi" / "large-session.jsonl"
+PI = PUBLIC_FIXTURES / "pi" / "large-session.jsonl"
 
 
 def _first_single_block_tool_result(path: Path) -> tuple[int, str]:
@@ -75,17 +74,16 @@ def _first_single_block_tool_result(path: Path) -> tuple[int, str]:
     raise AssertionError("no single-block toolResult in the fixture")
 
 
-@needs_shared
 def test_import_search_get_round_trip(tmp_path, capsys):
     db = str(tmp_path / "archive.sqlite")
-    assert cli.main(["import", str(SHARED_FIXTURES), "--archive", db, "--quiet"]) == 0
+    assert cli.main(["import", str(PUBLIC_FIXTURES), "--archive", db, "--quiet"]) == 0
     out = capsys.readouterr().out
     assert " new records" in out
     n_first = int(out.split(":")[1].split()[0])
     assert n_first > 1000
 
     # Re-import: nothing added.
-    assert cli.main(["import", str(SHARED_FIXTURES), "--archive", db, "--quiet"]) == 0
+    assert cli.main(["import", str(PUBLIC_FIXTURES), "--archive", db, "--quiet"]) == 0
     assert ": 0 new records" in capsys.readouterr().out
 
     lineno, original = _first_single_block_tool_result(PI)
@@ -117,17 +115,16 @@ def test_import_unknown_file_names_the_formats_tried(tmp_path, capsys):
     assert "not a recognised session format" in err and "codex" in err and "claude_code" in err
 
 
-@needs_shared
 def test_tally_prints_the_composition_table(capsys):
-    assert cli.main(["tally", str(SHARED_FIXTURES), "--json"]) == 0
+    assert cli.main(["tally", str(PUBLIC_FIXTURES), "--json"]) == 0
     captured = capsys.readouterr()
     got = pd.DataFrame(json.loads(captured.out))
-    expected = composition.composition_table(load_sessions(SHARED_FIXTURES, ImportReport()))
+    expected = composition.composition_table(load_sessions(PUBLIC_FIXTURES, ImportReport()))
     pd.testing.assert_frame_equal(
         got[composition.COMPOSITION_COLUMNS].reset_index(drop=True), expected.reset_index(drop=True), check_dtype=False
     )
     assert "skipped" not in captured.err  # the real fixtures import cleanly
-    assert cli.main(["tally", str(SHARED_FIXTURES)]) == 0
+    assert cli.main(["tally", str(PUBLIC_FIXTURES)]) == 0
     assert "tool traffic" in capsys.readouterr().out
 
 
@@ -149,9 +146,8 @@ def test_checkpoints_list_and_release(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out) == []
 
 
-@needs_shared
 def test_project_prints_segments_and_json(capsys):
-    traj = SHARED_FIXTURES / "swe-agent" / "pydicom__pydicom-1458.traj"
+    traj = PUBLIC_FIXTURES / "swe-agent" / "pydicom__pydicom-1458.traj"
     assert (
         cli.main(
             ["project", str(traj), "--strategy", "futureos-summarized", "--window", "16000", "--output-ceiling", "4000"]
@@ -168,9 +164,8 @@ def test_project_prints_segments_and_json(capsys):
     assert any("(no summary available)" in s["text"] for s in data["segments"])
 
 
-@needs_shared
 def test_project_respect_trigger_and_bad_input(capsys):
-    traj = SHARED_FIXTURES / "swe-agent" / "pydicom__pydicom-1458.traj"
+    traj = PUBLIC_FIXTURES / "swe-agent" / "pydicom__pydicom-1458.traj"
     assert cli.main(["project", str(traj), "--strategy", "codex", "--respect-trigger"]) == 0
     assert "does not fire" in capsys.readouterr().out
     assert cli.main(["project", str(traj), "--strategy", "nope"]) == 2

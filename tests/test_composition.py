@@ -2,7 +2,7 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import FIXTURES, SHARED_FIXTURES, make_session
+from conftest import FIXTURES, PUBLIC_FIXTURES, make_session
 
 from compaction_lab import composition
 from compaction_lab.core.session import CONTEXT_KINDS
@@ -221,10 +221,9 @@ def test_heuristic_agrees_with_the_generators_ground_truth():
     assert agree >= 0.7 * truth_n  # the pointer class is mostly right
 
 
-@pytest.mark.skipif(not SHARED_FIXTURES.exists(), reason="../shared fixtures not present")
 def test_composition_on_a_real_fixture_session_built_by_hand():
     """Real pi traffic: tool output must dominate, as the fixtures' own numbers say (75-94%)."""
-    path = SHARED_FIXTURES / "pi" / "large-session.jsonl"
+    path = PUBLIC_FIXTURES / "pi" / "large-session.jsonl"
     items = []
     for line in path.read_text(encoding="utf-8").splitlines():
         obj = json.loads(line)
@@ -266,7 +265,7 @@ def test_tally_equals_the_table_of_the_sessions_and_their_report():
     `composition_table` over `load_sessions` and the same import report, in this process."""
     from compaction_lab.ingest import ImportReport, load_sessions
 
-    paths = [SHARED_FIXTURES, FIXTURES]
+    paths = [FIXTURES]  # the public sessions (tests/fixtures/public) included
     rep = ImportReport()
     expected = composition.composition_table(list(load_sessions(paths, rep)), scheduler="sync")
     got = composition.tally(paths, scheduler="sync")

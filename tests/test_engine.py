@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import FIXTURES, SHARED_FIXTURES
+from conftest import FIXTURES
 from fake_openai_server import FakeOpenAIServer
 
 from compaction_lab import cli, composition, engine
@@ -28,7 +28,7 @@ from compaction_lab.ingest import ImportReport, load_sessions
 from compaction_lab.report import lifecycle
 
 BIN = Path(sys.executable).parent
-FIXTURE_PATHS = [str(SHARED_FIXTURES), str(FIXTURES)]
+FIXTURE_PATHS = [str(FIXTURES)]  # the real public sessions (tests/fixtures/public) included
 
 
 # --------------------------------------------------------------------------- the cluster
@@ -154,7 +154,7 @@ def test_tally_command_prints_the_same_table_on_the_cluster(cluster, capsys):
 
 def _multi_session_rollout(folder: Path) -> Path:
     """One Codex file holding every Codex fixture session back to back (several sessions, one file)."""
-    files = sorted((FIXTURES / "codex").glob("*.jsonl")) + sorted((SHARED_FIXTURES / "codex").glob("*.jsonl"))
+    files = sorted((FIXTURES / "codex").glob("*.jsonl"))
     ids = set()
     out = folder / "many.jsonl"
     with out.open("wb") as f:

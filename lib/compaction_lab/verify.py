@@ -17,7 +17,7 @@ message; fixed text, so the same on every machine), `build_manifest` rebuilds
 
 `verify` compares the manifest with the committed lock
 (``data/shapes/verify.lock.json``) and also checks, independently of the lock,
-that every request has the shape STRATEGIES.md and EXAM.md document -- so a
+that every request has the shape ``docs/strategies.md`` and ``docs/exams.md`` document -- so a
 documented property cannot be blessed away with ``--update``. Drift fails with
 the dotted keys that changed and a unified diff.
 
@@ -65,7 +65,7 @@ VERIFY_PARAMS: Mapping[str, Any] = {"tail_tokens": 64, "max_chat_history_tokens"
 #: message of it reaches the request.
 EXAM_PROJECTION = "full"
 
-#: Summary-request shape of each strategy, as STRATEGIES.md documents it.
+#: Summary-request shape of each strategy, as docs/strategies.md documents it.
 DOCUMENTED_REQUEST_SHAPES: Mapping[str, str] = {
     "futureos-summarized": "prefix-shared",
     "codex": "history+instruction",
@@ -76,7 +76,7 @@ DOCUMENTED_REQUEST_SHAPES: Mapping[str, str] = {
     "aider": "dedicated-system",
 }
 
-#: What each request shape sends (STRATEGIES.md): where its system prompt and tools come
+#: What each request shape sends (docs/strategies.md): where its system prompt and tools come
 #: from, and whether the instruction closes the request.
 REQUEST_SHAPE_RULES: Mapping[str, Mapping[str, Any]] = {
     # the session's own system prompt, tools and messages, instruction appended: a prefix cache serves it
@@ -495,10 +495,12 @@ def documented_problems(manifest: Mapping[str, Any]) -> tuple[str, ...]:
     for name, documented in DOCUMENTED_REQUEST_SHAPES.items():
         entry = summary.get(name)
         if name not in summary:
-            problems.append(f"summary.{name}: strategy not registered (STRATEGIES.md documents a {documented} request)")
+            problems.append(
+                f"summary.{name}: strategy not registered (docs/strategies.md documents a {documented} request)"
+            )
         elif entry is None:
             problems.append(
-                f"summary.{name}: sends no summary request (STRATEGIES.md documents a {documented} request)"
+                f"summary.{name}: sends no summary request (docs/strategies.md documents a {documented} request)"
             )
         elif entry["shape"] != documented:
             problems.append(f"summary.{name}.shape: {entry['shape']!r}, documented as {documented!r}")
@@ -688,7 +690,7 @@ def report_text(result: VerifyResult) -> str:
         lines.append(f"changed since the lock ({Path(result.lock_path).name}): {', '.join(result.parts())}")
         lines += [f"  {k}" for k in result.changed]
     if result.problems:
-        lines.append("not the documented request shapes (STRATEGIES.md / EXAM.md):")
+        lines.append("not the documented request shapes (docs/strategies.md / docs/exams.md):")
         lines += [f"  {p}" for p in result.problems]
     if result.diff and not result.lock_missing:  # with no lock the diff is the whole manifest
         lines += ["", result.diff.rstrip("\n"), ""]

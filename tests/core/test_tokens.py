@@ -84,11 +84,11 @@ def test_loads_offline_with_sockets_blocked(tmp_path):
 
 
 def _fixture_and_synthetic_texts() -> list[str]:
-    from conftest import SHARED_FIXTURES
+    from conftest import PUBLIC_FIXTURES
 
     from compaction_lab.ingest import synthetic
 
-    texts = [p.read_text(encoding="utf-8") for p in sorted(SHARED_FIXTURES.rglob("*.jsonl"))]
+    texts = [p.read_text(encoding="utf-8") for p in sorted(PUBLIC_FIXTURES.rglob("*.jsonl"))]
     chains = synthetic.generate_chains(
         synthetic.SyntheticProfile(seed=7, n_chains=1, window_tokens=6000), progress=False
     )

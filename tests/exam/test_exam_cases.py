@@ -1,7 +1,6 @@
 """The run's cases: the bank for synthetic chains, probes for imported sessions, saved once and reused."""
 
-import pytest
-from conftest import SHARED_FIXTURES
+from conftest import PUBLIC_FIXTURES
 
 from compaction_lab.exam import cases as exam_cases
 from compaction_lab.exam.types import bank_digest
@@ -22,9 +21,8 @@ def test_synthetic_run_gets_the_bank_and_reuses_it(tmp_path):
     assert set(again.sessions) == {s.id for s in src.sessions}
 
 
-@pytest.mark.skipif(not SHARED_FIXTURES.exists(), reason="../shared fixtures not present")
 def test_imported_sessions_get_probes(tmp_path):
-    src = sources.gather([str(SHARED_FIXTURES)], progress=False)
+    src = sources.gather([str(PUBLIC_FIXTURES)], progress=False)
     sources.save(src, runfolder.resolve(tmp_path))
     rc = exam_cases.for_run(tmp_path, {"tail_tokens": 1000, "probe_n_questions": 12})
     assert rc.kind == "mined probes" and rc.cases

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_FIXTURES, make_session
+from conftest import PUBLIC_FIXTURES, make_session
 
 from compaction_lab.core.session import Session
 from compaction_lab.exam import probes
@@ -19,9 +19,6 @@ from compaction_lab.exam.grading import normalise
 from compaction_lab.exam.probes import MinedCase, ProbeSpec, mine, mine_case, mine_cases
 from compaction_lab.exam.types import POINTERS, bank_to_jsonl
 from compaction_lab.ingest import load_sessions
-
-needs_shared = pytest.mark.skipif(not SHARED_FIXTURES.exists(), reason="../shared fixtures not present")
-
 
 # --------------------------------------------------------------------------- helpers
 
@@ -327,8 +324,8 @@ _FIXTURES: dict[str, Session] = {}
 
 @pytest.fixture(scope="module", autouse=True)
 def _load_fixtures():
-    if SHARED_FIXTURES.exists() and not _FIXTURES:
-        for s in load_sessions(SHARED_FIXTURES):
+    if not _FIXTURES:
+        for s in load_sessions(PUBLIC_FIXTURES):
             _FIXTURES[Path(s.source_path).name] = s
     yield
 
@@ -350,7 +347,6 @@ def _mined(name: str, **kw) -> MinedCase:
 BIG = {"large-session.jsonl": 8192, "pydicom__pydicom-1458.traj": 600, "coverage-test-fix.jsonl": 400}
 
 
-@needs_shared
 @pytest.mark.parametrize("name", sorted(BIG))
 def test_big_fixtures_yield_ten_sound_questions_over_every_pointer(name):
     m = _mined(name, tail_tokens=BIG[name])
@@ -364,7 +360,6 @@ def test_big_fixtures_yield_ten_sound_questions_over_every_pointer(name):
     assert_case_sound(m.case, s)
 
 
-@needs_shared
 def test_big_fixtures_have_the_pointers_we_expect():
     # pi and SWE-agent have user, assistant and tool values in their covered part; the claude-code
     # session's only user turn recurs in the tail (its ids and paths are everywhere), so it has none
@@ -374,7 +369,6 @@ def test_big_fixtures_have_the_pointers_we_expect():
     assert cc.asked["assistant"] and cc.asked["tool"]
 
 
-@needs_shared
 @pytest.mark.parametrize("name", ["hello-world-script.jsonl", "sample-session.jsonl"])
 def test_tiny_fixtures_ask_what_is_possible(name):
     # ~9 records and a few hundred tokens: with a 20-token tail the covered part holds one or two
@@ -388,13 +382,11 @@ def test_tiny_fixtures_ask_what_is_possible(name):
     assert _mined(name).case.real == ()
 
 
-@needs_shared
 def test_every_fixture_at_the_default_tail_is_sound():
     for name, s in _FIXTURES.items():
         assert_case_sound(_mined(name).case, s)
 
 
-@needs_shared
 def test_determinism_on_a_real_session():
     a = _mined("large-session.jsonl", tail_tokens=8192)
     b = mine(_fixture("large-session.jsonl"), ProbeSpec(tail_tokens=8192))
@@ -404,7 +396,6 @@ def test_determinism_on_a_real_session():
     assert len(c.case.real) == len(a.case.real)
 
 
-@needs_shared
 def test_pointer_mix_respected_on_a_real_session():
     m = _mined("large-session.jsonl", tail_tokens=8192, pointer_mix=(("assistant", 0.8), ("user", 0.1), ("tool", 0.1)))
     assert m.asked == {"assistant": 16, "user": 2, "tool": 2}
@@ -412,14 +403,12 @@ def test_pointer_mix_respected_on_a_real_session():
     assert_case_sound(m.case, _fixture("large-session.jsonl"))
 
 
-@needs_shared
 def test_natural_proportions_follow_availability():
     m = _mined("large-session.jsonl", tail_tokens=8192)
     assert m.available["tool"] > m.available["assistant"] > m.available["user"] > 0
     assert m.asked["tool"] > m.asked["assistant"] >= m.asked["user"] >= 1
 
 
-@needs_shared
 def test_mine_cases_one_per_session_or_several_cuts():
     sessions = [_fixture("coverage-test-fix.jsonl"), _fixture("pydicom__pydicom-1458.traj")]
     cases = mine_cases(sessions, tail_tokens=400)

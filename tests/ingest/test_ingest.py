@@ -3,7 +3,7 @@
 import shutil
 
 import pytest
-from conftest import FIXTURES, SHARED_FIXTURES
+from conftest import FIXTURES, PUBLIC_FIXTURES
 
 from compaction_lab import ingest
 from compaction_lab.ingest import ImportReport, UnknownFormat, load_sessions
@@ -59,21 +59,19 @@ def test_same_id_different_content_is_kept_under_a_new_id(tmp_path):
     assert rep.n_skipped == 0
 
 
-@pytest.mark.skipif(not SHARED_FIXTURES.exists(), reason="../shared fixtures not present")
 def test_every_real_fixture_is_detected_by_content(tmp_path):
     expected = {"claude-code": "claude_code", "pi": "pi", "swe-agent": "swe_agent"}
     for folder, fmt in expected.items():
-        for f in (SHARED_FIXTURES / folder).iterdir():
+        for f in (PUBLIC_FIXTURES / folder).iterdir():
             # Renamed to a neutral name: detection must not rely on the file name.
             neutral = tmp_path / f"{folder}-{f.stem}.data"
             shutil.copy(f, neutral)
             assert ingest.detect(neutral) == fmt, f
 
 
-@pytest.mark.skipif(not SHARED_FIXTURES.exists(), reason="../shared fixtures not present")
 def test_real_fixtures_import_without_skips():
     rep = ImportReport()
-    sessions = list(load_sessions(SHARED_FIXTURES, rep))
+    sessions = list(load_sessions(PUBLIC_FIXTURES, rep))
     assert rep.n_skipped == 0, rep.skipped
     assert {s.source_format for s in sessions} == {"claude_code", "pi", "swe_agent"}
     assert rep.records == sum(len(s.records) for s in sessions)

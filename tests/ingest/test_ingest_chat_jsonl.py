@@ -7,7 +7,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, SHARED_FIXTURES
+from conftest import FIXTURES, PUBLIC_FIXTURES
+from conftest import FIXTURES as ALL_FIXTURES
 
 from compaction_lab.core.session import Session
 from compaction_lab.ingest import FORMATS, chat_jsonl
@@ -219,18 +220,15 @@ def test_sniff_accepts_chat_files(path):
 
 def test_sniff_rejects_other_formats():
     files: list[Path] = []
-    if SHARED_FIXTURES.exists():
-        files += [p for p in SHARED_FIXTURES.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".traj", ".json")]
-    for d in (FIXTURES).iterdir():
+    for d in ALL_FIXTURES.iterdir():
         if d.is_dir() and d.name != "chat_jsonl":
             files += [p for p in d.rglob("*") if p.is_file()]
     assert files
     assert [str(p) for p in files if chat_jsonl.sniff(read_head(p))] == []
 
 
-@pytest.mark.skipif(not SHARED_FIXTURES.exists(), reason="shared real fixtures not present")
-def test_sniff_rejects_real_shared_fixtures():
-    real = [p for p in SHARED_FIXTURES.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".traj")]
+def test_sniff_rejects_real_public_fixtures():
+    real = [p for p in PUBLIC_FIXTURES.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".traj")]
     assert real and not any(chat_jsonl.sniff(read_head(p)) for p in real)
 
 

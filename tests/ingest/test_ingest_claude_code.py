@@ -7,16 +7,15 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, SHARED_FIXTURES
+from conftest import FIXTURES, PUBLIC_FIXTURES
 
 from compaction_lab.ingest import claimants
 from compaction_lab.ingest import claude_code as cc
 from compaction_lab.ingest.base import Head, ImportReport, read_head
 
 FIX = FIXTURES / "claude_code"
-REAL = SHARED_FIXTURES / "claude-code"
-REAL_FILES = sorted(REAL.glob("*.jsonl")) if REAL.is_dir() else []
-needs_real = pytest.mark.skipif(not REAL_FILES, reason="shared Claude Code fixtures not present")
+REAL = PUBLIC_FIXTURES / "claude-code"
+REAL_FILES = sorted(REAL.glob("*.jsonl"))
 
 
 def load(path: Path) -> tuple[list, ImportReport]:
@@ -62,7 +61,6 @@ def expected_kinds(path: Path) -> Counter:
     return c
 
 
-@needs_real
 @pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: p.name)
 def test_real_fixture_imports_without_skips(path):
     sessions, report = load(path)
@@ -75,7 +73,6 @@ def test_real_fixture_imports_without_skips(path):
     assert sessions[0].metadata["variant"] == "projects"
 
 
-@needs_real
 @pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: p.name)
 def test_real_fixture_keeps_file_order_and_counts_usage_per_message(path):
     (session,), _ = load(path)
@@ -98,7 +95,6 @@ def test_real_fixture_keeps_file_order_and_counts_usage_per_message(path):
         assert session.metadata["model"] in models
 
 
-@needs_real
 def test_parallel_tool_results_are_not_dropped():
     # coverage-test-fix has two parallel Read calls: the parent tree forks there.
     (session,), _ = load(REAL / "coverage-test-fix.jsonl")
@@ -112,11 +108,8 @@ def test_parallel_tool_results_are_not_dropped():
 
 
 def other_format_files() -> list[Path]:
-    files = [p for p in (FIXTURES).rglob("*") if p.is_file() and "claude_code" not in p.parts]
-    if SHARED_FIXTURES.is_dir():
-        files += [
-            p for p in SHARED_FIXTURES.rglob("*") if p.is_file() and "claude-code" not in p.parts and p.suffix != ".md"
-        ]
+    # The public fixtures sit in tests/fixtures/public/, the real Claude Code ones under claude-code/.
+    files = [p for p in FIXTURES.rglob("*") if p.is_file() and not {"claude_code", "claude-code"} & set(p.parts)]
     return sorted(files)
 
 

@@ -7,7 +7,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, SHARED_FIXTURES
+from conftest import FIXTURES, PUBLIC_FIXTURES
+from conftest import FIXTURES as ALL_FIXTURES
 
 from compaction_lab.core.session import Session
 from compaction_lab.ingest import FORMATS, codex
@@ -424,12 +425,8 @@ def test_file_stem():
 
 def _other_fixture_files() -> list[Path]:
     """Session files of the other formats: real shared ones and other importers' fixtures."""
-    files = (
-        [p for p in SHARED_FIXTURES.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".traj", ".json")]
-        if SHARED_FIXTURES.exists()
-        else []
-    )
-    for d in (FIXTURES).iterdir():
+    files = []
+    for d in ALL_FIXTURES.iterdir():  # public/ (real sessions of other agents) included
         if d.is_dir() and d.name != "codex":
             files += [p for p in d.rglob("*") if p.is_file()]
     return files
@@ -446,9 +443,8 @@ def test_sniff_rejects_other_formats():
     assert claimed == []
 
 
-@pytest.mark.skipif(not SHARED_FIXTURES.exists(), reason="shared real fixtures not present")
-def test_sniff_rejects_real_shared_fixtures():
-    real = [p for p in SHARED_FIXTURES.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".traj")]
+def test_sniff_rejects_real_public_fixtures():
+    real = [p for p in PUBLIC_FIXTURES.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".traj")]
     assert real
     assert not any(codex.sniff(read_head(p)) for p in real)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 import zstandard
-from conftest import FIXTURES, SHARED_FIXTURES
+from conftest import FIXTURES, PUBLIC_FIXTURES
 
 from compaction_lab import cli
 from compaction_lab.ingest import base, detect, importer, load_sessions
@@ -547,8 +547,7 @@ def test_file_of_nothing_but_nuls_is_one_nul_tail(tmp_path):
         assert sessions == [] and skips(report) == [(1, "nul_tail")]
 
 
-@pytest.mark.skipif(not SHARED_FIXTURES.exists(), reason="../shared fixtures not present")
 def test_real_fixtures_still_import_without_skips_or_notes():
-    """Guard: the shared path changes nothing for clean files."""
-    sessions, report = imported(SHARED_FIXTURES)
+    """Guard: the shared reading path changes nothing for clean files."""
+    sessions, report = imported(PUBLIC_FIXTURES)
     assert report.n_skipped == 0 and not report.notes and sessions

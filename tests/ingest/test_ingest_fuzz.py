@@ -76,7 +76,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FIXTURES, SHARED_FIXTURES
+from conftest import FIXTURES, PUBLIC_FIXTURES
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
@@ -116,9 +116,8 @@ def _shared_params(items):
     return [
         pytest.param(
             fmt,
-            SHARED_FIXTURES / rel,
-            id=f"shared:{rel}",
-            marks=pytest.mark.skipif(not (SHARED_FIXTURES / rel).is_file(), reason="shared fixture not present"),
+            PUBLIC_FIXTURES / rel,
+            id=f"public:{rel}",
         )
         for fmt, rel in items
     ]

@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, SHARED_FIXTURES
+from conftest import FIXTURES
 
 from compaction_lab.ingest import base, opencode
 
@@ -351,9 +351,7 @@ def test_sniff_rejects_non_opencode_sources(tmp_path):
 
 def _other_format_files():
     files = []
-    if SHARED_FIXTURES.is_dir():
-        files += [p for p in SHARED_FIXTURES.rglob("*") if p.is_file() and p.suffix != ".md"]
-    for d in FIXTURES.iterdir() if FIXTURES.is_dir() else []:
+    for d in FIXTURES.iterdir():  # public/ (real sessions of other agents) included
         if d.is_dir() and d.name != "opencode":
             files += [p for p in d.rglob("*") if p.is_file()]
     return files

@@ -7,14 +7,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, SHARED_FIXTURES
+from conftest import FIXTURES, PUBLIC_FIXTURES
 
 from compaction_lab.ingest import claimants, pi
 from compaction_lab.ingest.base import Head, ImportReport, read_head
 
 FIX = FIXTURES / "pi"
-REAL = SHARED_FIXTURES / "pi" / "large-session.jsonl"
-needs_real = pytest.mark.skipif(not REAL.is_file(), reason="shared pi fixture not present")
+REAL = PUBLIC_FIXTURES / "pi" / "large-session.jsonl"
 
 
 def load(path: Path) -> tuple[list, ImportReport]:
@@ -74,7 +73,6 @@ def expected_kinds(path: Path) -> Counter:
     return c
 
 
-@needs_real
 def test_real_session_imports_without_skips():
     (session,), report = load(REAL)
     assert report.n_skipped == 0, report.skipped
@@ -95,7 +93,6 @@ def test_real_session_imports_without_skips():
     assert session.metadata["empty_responses"] == dict(empty)
 
 
-@needs_real
 def test_real_session_entry_ids_are_line_numbers_and_tools_link():
     (session,), _ = load(REAL)
     assert session.records[0].entry_id == "L2"
@@ -112,13 +109,11 @@ def test_real_session_entry_ids_are_line_numbers_and_tools_link():
 
 
 def other_format_files() -> list[Path]:
-    files = [p for p in (FIXTURES).rglob("*") if p.is_file() and "pi" not in p.parts]
-    if SHARED_FIXTURES.is_dir():
-        files += [p for p in SHARED_FIXTURES.rglob("*") if p.is_file() and "pi" not in p.parts and p.suffix != ".md"]
-    return sorted(files)
+    # public/pi/ holds the real pi session; public/'s other folders are other agents' sessions
+    return sorted(p for p in FIXTURES.rglob("*") if p.is_file() and "pi" not in p.parts)
 
 
-@pytest.mark.parametrize("path", sorted(FIX.glob("*.jsonl")) + ([REAL] if REAL.is_file() else []), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(FIX.glob("*.jsonl")) + [REAL], ids=lambda p: p.name)
 def test_sniff_recognises_pi(path):
     assert pi.sniff(read_head(path))
 

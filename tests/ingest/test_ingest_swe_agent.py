@@ -8,14 +8,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, SHARED_FIXTURES
+from conftest import FIXTURES, PUBLIC_FIXTURES
 
 from compaction_lab.ingest import base, swe_agent
 
 FIXTURES = FIXTURES
 SW = FIXTURES / "swe_agent"
-REAL = SHARED_FIXTURES / "swe-agent" / "pydicom__pydicom-1458.traj"
-needs_real = pytest.mark.skipif(not REAL.is_file(), reason="shared SWE-agent fixture not present")
+REAL = PUBLIC_FIXTURES / "swe-agent" / "pydicom__pydicom-1458.traj"
 
 
 def load(path):
@@ -53,7 +52,6 @@ def hand_count(doc: dict) -> Counter:
 # --------------------------------------------------------------------------- the real trajectory
 
 
-@needs_real
 def test_real_traj_counts_match_a_hand_count():
     (s,), report = load(REAL)
     assert report.n_skipped == 0
@@ -62,7 +60,6 @@ def test_real_traj_counts_match_a_hand_count():
     assert s.id == "pydicom__pydicom-1458" and s.source_format == "swe_agent"
 
 
-@needs_real
 def test_real_traj_details():
     (s,), _ = load(REAL)
     doc = json.loads(REAL.read_text())
@@ -90,12 +87,10 @@ def test_real_traj_details():
     assert "usage" not in m and "model" not in m  # per-call usage and the model are not recorded in 0.x
 
 
-@needs_real
 def test_real_traj_reimport_is_identical():
     assert load(REAL)[0] == load(REAL)[0]
 
 
-@needs_real
 def test_trajectory_fallback_on_the_real_file(tmp_path):
     doc = json.loads(REAL.read_text())
     del doc["history"]
@@ -226,13 +221,10 @@ def test_sniff_rejects_lookalikes(tmp_path):
 
 def _other_format_files():
     files = []
-    if SHARED_FIXTURES.is_dir():
-        files += [
-            p for p in SHARED_FIXTURES.rglob("*") if p.is_file() and p.suffix != ".md" and "swe-agent" not in p.parts
-        ]
-    for d in FIXTURES.iterdir() if FIXTURES.is_dir() else []:
+    for d in FIXTURES.iterdir():
         if d.is_dir() and d.name != "swe_agent":
-            files += [p for p in d.rglob("*") if p.is_file()]
+            # public/ holds the real SWE-agent trajectory beside other agents' sessions
+            files += [p for p in d.rglob("*") if p.is_file() and p.suffix != ".md" and "swe-agent" not in p.parts]
             files += [p for p in d.rglob("*") if p.is_dir()]  # e.g. an OpenCode storage tree
     return files
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import zstandard
-from conftest import FIXTURES, SHARED_FIXTURES
+from conftest import FIXTURES
 
 from compaction_lab.ingest import ImportReport, codex, importer, load_sessions, plan
 from compaction_lab.ingest.base import MAX_SKIP_DETAILS, Span
@@ -74,7 +74,7 @@ def test_small_compressed_or_unmarked_files_are_read_whole(tmp_path):
 
 def test_a_split_plan_gives_the_sessions_and_report_of_one_reading(tmp_path):
     path = _concatenated(tmp_path)
-    paths = [path, FIXTURES, SHARED_FIXTURES]
+    paths = [path, FIXTURES]  # the public sessions (tests/fixtures/public) included
     whole, whole_rep = _sessions(paths)
     steps = list(plan(paths, split_bytes=1))
     assert sum(1 for st in steps if st.unit and st.unit.span) >= 3

@@ -118,11 +118,11 @@ def test_raw_json_is_redacted_without_breaking_escapes(on):
 
 
 def test_user_patterns_mask_the_running_account_wherever_it_lives():
-    r = Redactor(patterns=user_patterns(home="/work/zedquux", user="zedquux"))
-    assert r.text("/work/zedquux/x and zedquux@laptop in -home-zedquux-proj") == (
-        "/work/[REDACTED:home-dir]/x and [REDACTED:user-name]@laptop in -home-[REDACTED:user-name]-proj"
+    r = Redactor(patterns=user_patterns(home="/srv/zedquux", user="zedquux"))
+    assert r.text("/srv/zedquux/x and zedquux@laptop in -home-zedquux-proj") == (
+        "/srv/[REDACTED:home-dir]/x and [REDACTED:user-name]@laptop in -home-[REDACTED:user-name]-proj"
     )
-    assert r.text("zedquuxx and /work/zedquux2") == "zedquuxx and /work/zedquux2"
+    assert r.text("zedquuxx and /srv/zedquux2") == "zedquuxx and /srv/zedquux2"
 
 
 @pytest.mark.parametrize("home, user", [("/root", "root"), ("/home/ubuntu", "ubuntu"), ("/home/al", "al"), ("", "")])
@@ -131,7 +131,7 @@ def test_user_patterns_skip_generic_and_short_accounts(home, user):
 
 
 def test_user_patterns_default_to_the_running_account(monkeypatch):
-    monkeypatch.setattr(Path, "home", classmethod(lambda cls: Path("/work/zedquux")))
+    monkeypatch.setattr(Path, "home", classmethod(lambda cls: Path("/srv/zedquux")))
     monkeypatch.setattr(patterns.getpass, "getuser", lambda: "zedquux")
     assert {p.name for p in user_patterns()} == {"home-dir", "user-name"}
     assert {"home-dir", "user-name"} <= {p.name for p in load_patterns()}

@@ -140,7 +140,7 @@ FRAGMENTS = [
 ]
 TEXTS = st.lists(st.one_of(st.text(max_size=12), st.sampled_from(FRAGMENTS)), max_size=24).map("".join)
 PROPERTY_REDACTOR = Redactor(
-    patterns=DEFAULT_PATTERNS + user_patterns(home="/work/zedquux", user="zedquux"),
+    patterns=DEFAULT_PATTERNS + user_patterns(home="/srv/zedquux", user="zedquux"),
     literals=frozenset({"Xylophone-Marmalade-77", "EDACTED:env"}),
 )
 
@@ -186,13 +186,11 @@ def test_another_accounts_claude_project_folder_never_reaches_the_run_folder(tmp
     through the encoded project folder in source_path (sessions/*.jsonl, notebook 01)."""
     import shutil
 
-    from conftest import SHARED_FIXTURES
+    from conftest import PUBLIC_FIXTURES
 
     from compaction_lab.ingest import sources
 
-    src = SHARED_FIXTURES / "claude-code" / "hello-world-script.jsonl"
-    if not src.exists():
-        pytest.skip(f"shared fixtures not present: {src}")
+    src = PUBLIC_FIXTURES / "claude-code" / "hello-world-script.jsonl"
     folder = tmp_path / ".claude" / "projects" / "-home-qwzlfx-work-app"
     folder.mkdir(parents=True)
     shutil.copy(src, folder / src.name)

@@ -12,7 +12,7 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import FIXTURES, SHARED_FIXTURES
+from conftest import FIXTURES, PUBLIC_FIXTURES
 
 from compaction_lab.report import run as report
 from compaction_lab.report import share
@@ -21,8 +21,7 @@ pytestmark = pytest.mark.slow
 
 
 def _need(path):
-    if not path.exists():
-        pytest.skip(f"shared fixtures not present: {path}")
+    assert path.exists(), f"fixture missing from the repository: {path}"
     return path
 
 
@@ -34,7 +33,7 @@ LIGHTER = {"n_boot": 200, "turns": 10, "cost_cases": 2}
 def test_short_sessions_that_give_no_question_complete_the_chain(tmp_path):
     """Item 2: the three Claude Code fixtures are shorter than the 8,192-token tail, so no question can
     be mined; notebook 03 crashed ("Cannot set a DataFrame with multiple columns…")."""
-    folder = _need(SHARED_FIXTURES / "claude-code")
+    folder = _need(PUBLIC_FIXTURES / "claude-code")
     res = report.run_profile(
         "my_sessions", results=tmp_path, progress=False, overrides={"session_paths": [str(folder)], **LIGHTER}
     )
@@ -59,7 +58,7 @@ def _damaged_folder(root):
     import zstandard
 
     good = root / "good"
-    shutil.copytree(_need(SHARED_FIXTURES), good, ignore=shutil.ignore_patterns("*.md"))
+    shutil.copytree(_need(PUBLIC_FIXTURES), good, ignore=shutil.ignore_patterns("*.md"))
     for p in good.rglob("*"):
         p.chmod(0o755 if p.is_dir() else 0o644)
     bad = root / "zz_damaged"
@@ -141,7 +140,7 @@ def test_a_real_session_with_a_recorded_compaction_gives_recorded_rows(tmp_path)
         "my_sessions",
         results=tmp_path,
         progress=False,
-        overrides={"session_paths": [str(real), str(_need(SHARED_FIXTURES / "claude-code"))], **LIGHTER},
+        overrides={"session_paths": [str(real), str(_need(PUBLIC_FIXTURES / "claude-code"))], **LIGHTER},
     )
     d = res.run_dir
     assert [nb.status for nb in res.notebooks] == ["ok"] * len(res.notebooks)

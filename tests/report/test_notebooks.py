@@ -12,7 +12,7 @@ from compaction_lab.report import run as report
 NOTEBOOKS = sorted(paths.NOTEBOOKS_DIR.glob("*.ipynb"))
 
 
-#: The chain, in data-flow order (ARCHITECTURE.md): the notebooks every full profile runs.
+#: The chain, in data-flow order (docs/architecture.md): the notebooks every full profile runs.
 CHAIN = [
     "01_context_composition",
     "02_projection_anatomy",

@@ -229,7 +229,7 @@ def test_parameters_no_notebook_declares_are_an_error_unless_allowed(tmp_path, c
 
 # --------------------------------------------------------------------------- real sessions through notebook 01
 
-from conftest import FIXTURES, SHARED_FIXTURES  # noqa: E402  (the real-session tests below start here)
+from conftest import FIXTURES  # noqa: E402  (the real-session tests below start here)
 
 HERE_FIXTURES = FIXTURES
 
@@ -239,14 +239,13 @@ def test_my_sessions_profile_loads():
     assert prof.parameters["session_paths"] and all(p.startswith("~") for p in prof.parameters["session_paths"])
 
 
-@pytest.mark.skipif(not SHARED_FIXTURES.exists(), reason="../shared fixtures not present")
 def test_notebook_01_on_every_fixture_session(tmp_path):
     prof = tmp_path / "fixtures.yaml"
     prof.write_text(
         "description: every fixture session\n"
         "notebooks: [01_context_composition, 02_projection_anatomy, 03_closed_book_exam, 04_cost_model,"
         " 05_open_book_exam]\n"
-        f"parameters:\n  session_paths: ['{SHARED_FIXTURES}', '{HERE_FIXTURES}', '{tmp_path / 'absent'}']\n"
+        f"parameters:\n  session_paths: ['{HERE_FIXTURES}', '{tmp_path / 'absent'}']\n"
         "  tail_tokens: 600\n  window: 16000\n  output_ceiling: 4000\n  n_boot: 200\n  turns: 10\n  cost_cases: 2\n"
     )
     result = report.run_profile(prof, results=tmp_path / "results", progress=False, render=False)

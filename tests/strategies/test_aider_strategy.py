@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import FIXTURES, SHARED_FIXTURES, FakeProvider, make_session
+from conftest import FIXTURES, FakeProvider, make_session
 
 from compaction_lab import strategies
 from compaction_lab.core.projection import AUTHORED_KINDS, STAND_IN_LABEL
@@ -468,9 +468,7 @@ def test_capacity_guard_on_a_small_window():
 
 def _real_sessions():
     out = []
-    for root in (SHARED_FIXTURES, LOCAL_FIXTURES):
-        if root.exists():
-            out.extend(load_sessions(root))
+    out.extend(load_sessions(LOCAL_FIXTURES))  # tests/fixtures, the real public sessions included
     return out
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from conftest import FIXTURES, SHARED_FIXTURES, make_session
+from conftest import FIXTURES, PUBLIC_FIXTURES, make_session
 from conftest import FakeProvider as SharedFakeProvider
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -315,7 +315,7 @@ def _upstream_omitted(history: list[dict], n: int) -> list[str]:
     "traj",
     [
         FIXTURES / "swe_agent" / "function_calling.traj",
-        SHARED_FIXTURES / "swe-agent" / "pydicom__pydicom-1458.traj",
+        PUBLIC_FIXTURES / "swe-agent" / "pydicom__pydicom-1458.traj",
     ],
 )
 @pytest.mark.parametrize("n", [1, 3, 5, 10])
@@ -328,8 +328,6 @@ def test_masking_matches_upstream_last_n_observations(traj, n):
 
     from compaction_lab.ingest import load_sessions
 
-    if not traj.exists():
-        pytest.skip(f"{traj} not present")
     history_ = json.loads(traj.read_text())["history"]
     (sess,) = list(load_sessions(traj))
     expected = _upstream_omitted(history_, n)
@@ -554,7 +552,7 @@ def test_properties_on_random_sessions(sess, window, frac, m, tail, cut_frac, ex
 def _sessions():
     from compaction_lab.ingest import load_sessions, synthetic
 
-    out = list(load_sessions(SHARED_FIXTURES)) if SHARED_FIXTURES.exists() else []
+    out = list(load_sessions(PUBLIC_FIXTURES))
     out.append(synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1, window_tokens=128_000))[0].session)
     return out
 

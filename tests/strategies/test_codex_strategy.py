@@ -1,9 +1,9 @@
-"""Codex strategy: every rule of STRATEGIES.md "Codex" pinned on hand-built sessions, plus properties."""
+"""Codex strategy: every rule of docs/strategies.md "Codex" (upstream: strategies/UPSTREAM.md) pinned on hand-built sessions, plus properties."""
 
 from __future__ import annotations
 
 import pytest
-from conftest import FIXTURES, SHARED_FIXTURES, FakeProvider, make_session
+from conftest import FIXTURES, FakeProvider, make_session
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -433,9 +433,7 @@ def test_property_projection_fits_and_is_verbatim(session, budget, window, data)
 
 def _real_sessions() -> list[Session]:
     out = []
-    for root in (SHARED_FIXTURES, LOCAL_FIXTURES):
-        if root.exists():
-            out.extend(load_sessions(root))
+    out.extend(load_sessions(LOCAL_FIXTURES))  # tests/fixtures, the real public sessions included
     return out
 
 

@@ -8,7 +8,7 @@ import json
 import re
 
 import pytest
-from conftest import SHARED_FIXTURES, make_session
+from conftest import PUBLIC_FIXTURES, make_session
 from conftest import FakeProvider as SharedFakeProvider
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -684,11 +684,9 @@ def chain128() -> Session:
 
 
 def _fixture_sessions() -> list[Session]:
-    if not SHARED_FIXTURES.exists():
-        return []
     from compaction_lab.ingest import load_sessions
 
-    return list(load_sessions(SHARED_FIXTURES))
+    return list(load_sessions(PUBLIC_FIXTURES))
 
 
 @pytest.mark.parametrize("window", [(128_000, 32_000), (16_000, 8_000)])
@@ -704,8 +702,7 @@ def test_synthetic_chain_and_real_fixtures(chain128, window, name):
             _check(p, s, cut, shape)
             assert not p.notes["overflow"]
             assert p.tokens >= count_tokens(shape.system_prompt)
-    if not _fixture_sessions():
-        pytest.skip("real fixture sessions absent (synthetic chain checked)")
+    assert _fixture_sessions(), "the real public sessions (tests/fixtures/public) are missing"
 
 
 def test_synthetic_chain_keeps_users_assistants_and_evidence(chain128):
@@ -776,7 +773,7 @@ def test_head_classes():
 
 
 # =========================================================================== issue 13 item 7
-# FutureOS has no upstream repository: these tests pin the spec (STRATEGIES.md "FutureOS") and the
+# FutureOS has no upstream repository: these tests pin the design (docs/strategies.md "FutureOS") and the
 # seed report ("How our compaction works"), the design's only sources.
 
 

@@ -5,8 +5,6 @@ Ports of upstream tests name their source: packages/core/src/context/chatCompres
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from conftest import FIXTURES, FakeProvider, make_session
 
@@ -24,7 +22,6 @@ SHAPE = CallShape(
     "You are a test agent.",
     ({"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}},),
 )
-SHARED = Path("/work/shared/fixtures/sessions")
 LOCAL = FIXTURES
 
 
@@ -260,9 +257,7 @@ def test_live_history_starts_at_latest_summary():
 @pytest.mark.parametrize("window,output", [(128_000, 32_000), (16_000, 4_000)])
 def test_all_sessions_fit(window, output):
     sessions = []
-    for root in (SHARED, LOCAL):
-        if root.exists():
-            sessions += list(load_sessions(root, ImportReport()))
+    sessions += list(load_sessions(LOCAL, ImportReport()))  # tests/fixtures, the real public sessions included
     sessions += [c.session for c in synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=2))]
     ctx = CompactionContext(window=window, output_ceiling=output, summarizer=ExtractiveProvider())
     for s in sessions:

@@ -1,7 +1,7 @@
 """``pi`` — pi's compaction (badlogic/pi-mono@83378aad, ``packages/coding-agent``), rule by rule.
 
-Each test names the upstream rule it pins (file:line in ``/tmp/upstream/pi.md``, merged into
-``strategies/UPSTREAM.md``); tests ported from upstream name the upstream test
+Each test names the upstream rule it pins (file:line in ``lib/compaction_lab/strategies/UPSTREAM.md``,
+section "pi"); tests ported from upstream name the upstream test
 (``packages/coding-agent/test/compaction.test.ts``, ``compaction-serialization.test.ts``,
 ``session-manager/build-context.test.ts``).
 """
@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, SHARED_FIXTURES, FakeProvider, make_session
+from conftest import FIXTURES, PUBLIC_FIXTURES, FakeProvider, make_session
 
 from compaction_lab import strategies
 from compaction_lab.core.projection import STAND_IN_LABEL
@@ -246,9 +246,7 @@ def test_cut_never_at_tool_result_and_moves_back_over_meta():
 def test_find_cut_point_in_large_session():
     """compaction.test.ts "should find cut point in large session" (fixtures/large-session.jsonl; the shared
     fixture is the same pi session)."""
-    path = SHARED_FIXTURES / "pi" / "large-session.jsonl"
-    if not path.exists():
-        pytest.skip("shared pi fixture missing")
+    path = PUBLIC_FIXTURES / "pi" / "large-session.jsonl"
     e = entries_of(load(path))
     assert len(e) > 100 and sum(x.is_message for x in e) > 100
     cp = pa.find_cut_point(e, 0, len(e), pa.KEEP_RECENT_TOKENS)
@@ -688,9 +686,7 @@ def test_small_window_shrinks_the_kept_part_never_past_capacity():
 
 def _real_sessions():
     out = []
-    for root in (SHARED_FIXTURES, LOCAL_FIXTURES):
-        if root.exists():
-            out.extend(load_sessions(root))
+    out.extend(load_sessions(LOCAL_FIXTURES))  # tests/fixtures, the real public sessions included
     return out
 
 

@@ -1,7 +1,7 @@
 """The strategy registry, and every strategy on real fixture sessions and the default chains."""
 
 import pytest
-from conftest import SHARED_FIXTURES, make_session
+from conftest import PUBLIC_FIXTURES, make_session
 
 from compaction_lab import strategies, summarize
 from compaction_lab.core.projection import AUTHORED_KINDS
@@ -57,8 +57,7 @@ def _check(session, proj, ctx):
 
 def _sessions():
     out = []
-    if SHARED_FIXTURES.exists():
-        out += list(load_sessions(SHARED_FIXTURES, ImportReport()))
+    out += list(load_sessions(PUBLIC_FIXTURES, ImportReport()))
     out += [c.session for c in synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=2))]
     return out
 

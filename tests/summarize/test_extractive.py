@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import SHARED_FIXTURES
+from conftest import PUBLIC_FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -563,16 +563,13 @@ def _session_requests(session, template: str, cap: int) -> list[SummaryRequest]:
 
 
 def _real_sessions():
-    if not SHARED_FIXTURES.exists():
-        return []
-    return list(load_sessions(SHARED_FIXTURES))
+    return list(load_sessions(PUBLIC_FIXTURES))
 
 
 @pytest.mark.parametrize("template", ["futureos-handoff", "opencode-template", "claude-code-9"])
 def test_real_fixture_sessions(template):
     sessions = _real_sessions()
-    if not sessions:
-        pytest.skip("shared fixtures absent")
+    assert sessions
     for s in sessions:
         for cap in (200, 4096):
             for req in _session_requests(s, template, cap):

@@ -2,7 +2,7 @@
 
 Compaction is a budget problem. This package turns token counts into money
 and says which figures are computed and which are assumed
-(``/work/shared/spec/COST.md``). One module per concept:
+(``docs/cost.md``). One module per concept:
 
 ``prices``
     Price tables (``data/prices/*.yaml``): per-1M-token prices for input

@@ -6,7 +6,7 @@ questions, 8 of them decoys. Questions come only from the generator's ledger
 (`PlantedFact`): real questions from a chain's ``facts``, decoys from its
 ``decoys``; nothing is mined or invented here.
 
-Decisions where EXAM.md is silent
+Decisions where the exam design (``docs/exams.md``) is silent
 ---------------------------------
 Case order and ids
     Case ``i`` takes chain ``i % n_chains`` at compaction point
@@ -605,7 +605,7 @@ def build_bank(
     encoding: str = DEFAULT_ENCODING,
     cut_fractions: Sequence[float] = DEFAULT_CUT_FRACTIONS,
 ) -> list[Case]:
-    """The synthetic question bank of EXAM.md "Cases and questions".
+    """The synthetic question bank (``docs/exams.md``, "Cases and questions").
 
     Parameters
     ----------

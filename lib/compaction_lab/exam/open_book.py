@@ -1,6 +1,6 @@
 """The open-book exam: can searching the archive of originals recover what a compaction dropped?
 
-Five rounds (EXAM.md, "Open book"), each a variant of the instruction that
+Five rounds (``docs/exams.md``, "Open book"), each a variant of the instruction that
 accompanies the question:
 
 1–3. searching allowed (``history_search`` / ``history_get`` in the call

@@ -13,7 +13,7 @@ Two variants are read:
     (subtype ``init``), ``assistant``, ``user``, ``result`` and
     ``stream_event`` lines carrying ``session_id`` and ``parent_tool_use_id``.
 
-Mapping (see ``SESSION_FORMATS.md``, "Claude Code"):
+Mapping (see ``docs/session-formats.md``, "Claude Code"):
 
 * user line, string content -> ``user`` (``injected`` when ``isMeta`` or the
   text opens with an injected-context block); content blocks: ``text`` ->

@@ -6,7 +6,7 @@ entries ``{"type": "message" | "compaction" | "model_change" |
 version 2+) give every entry an ``id`` and a ``parentId`` (a tree: the user
 can branch back); older ones have neither.
 
-Mapping (see ``SESSION_FORMATS.md``, "pi"):
+Mapping (see ``docs/session-formats.md``, "pi"):
 
 * ``session`` -> session id (``id``) and metadata: ``cwd``, ``provider``,
   ``modelId`` (-> ``model``), ``thinkingLevel``, ``version``,

@@ -73,7 +73,7 @@ when its name is longer than two characters and not a generic account
 
 ``home-dir``
     The last segment of the actual home directory, wherever it lives
-    (``/work/alice`` -> ``/work/[REDACTED:home-dir]``).
+    (``/srv/alice`` -> ``/srv/[REDACTED:home-dir]``).
 ``user-name``
     The login name as a whole word (case-sensitive), e.g. in
     ``alice@laptop`` prompts or ``-home-alice-proj`` folder names.

@@ -3,8 +3,7 @@
 Claude Code (Anthropic's CLI agent, v2.x, ``services/compact/``) ships as a
 minified bundle; there is no public repository to pin. Every rule below is
 reconstructed from public analyses of that bundle and from Anthropic's own
-documentation; ``/tmp/upstream/claude-code.md`` (merged into
-``strategies/UPSTREAM.md``) lists each rule, the analysis it comes from and the
+documentation; ``strategies/UPSTREAM.md`` (section "Claude Code") lists each rule, the analysis it comes from and the
 function here. Tables and figures label the arm ``claude-code (reconstructed)``
 (``LABEL_TAG`` in the projection's notes, read by `anatomy.strategy_label`).
 It replaces ``claude-code-style-1``, which sent a dedicated cold request,

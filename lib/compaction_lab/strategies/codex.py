@@ -7,7 +7,7 @@ the vendor backend) as read at openai/codex commit
 of ``codex-rs/utils/string/src/truncate.rs`` @ ``b24d7f3c9a1acadc145019747224f7312bc9b3b4``
 and the rollout replay of ``codex-rs/core/src/codex/rollout_reconstruction.rs``
 @ ``023cedaa25c056edf87e8be2c04190c84c67f966`` (rule -> upstream file:line ->
-function: ``strategies/UPSTREAM.md``). The rules, as STRATEGIES.md states them:
+function: ``strategies/UPSTREAM.md``). The rules, as ``docs/strategies.md`` states them:
 
 Trigger
     `codex_trigger`: 90% of the window (auto-compact limit), hard cap 95%.

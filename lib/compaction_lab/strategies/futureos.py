@@ -13,7 +13,7 @@ index (`evidence`), the handoff summary (summarized only) and the recent tail.
 Sizes are decided with FutureOS's own estimator, the report tokenizer
 (tiktoken), and ``Projection.capacity`` is the trigger's ``effective``.
 
-Rules (see STRATEGIES.md "FutureOS"), and the decisions taken where it is silent:
+Rules (see ``docs/strategies.md`` "FutureOS"), and the decisions taken where it is silent:
 
 Budgets
     `trigger.futureos_budgets` with the parameters ``tail_tokens`` (8,192),
@@ -110,8 +110,9 @@ Versions
     merged markers named the first and last id of runs longer than three.
     ``deterministic-2`` / ``summarized-2`` (issue 13 item 7): every demoted
     entry id is named in the marker text, and the history raise above. There
-    is no upstream repository for FutureOS: the rules cite STRATEGIES.md
-    "FutureOS" and the seed report's "How our compaction works".
+    is no upstream repository for FutureOS: the rules cite ``docs/strategies.md``
+    "FutureOS" and the seed report's "How our compaction works"
+    (``docs/reference/seed-compaction-report.txt``).
 """
 
 from __future__ import annotations

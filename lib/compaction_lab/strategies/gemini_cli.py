@@ -5,8 +5,8 @@ mirror of the repository). Files: ``packages/core/src/context/chatCompressionSer
 (the service, moved there from ``services/`` in fd5c103f), ``core/client.ts``
 (``tryCompressChat``), ``core/geminiChat.ts``, ``prompts/snippets.ts``
 (``getCompressionPrompt``), ``utils/tokenCalculation.ts``, ``utils/fileUtils.ts``,
-``utils/environmentContext.ts``. ``/tmp/upstream/gemini_cli.md`` (merged into
-``strategies/UPSTREAM.md``) gives file:line for every rule.
+``utils/environmentContext.ts``. ``strategies/UPSTREAM.md`` (section "gemini-cli")
+gives file:line for every rule.
 
 Rules (``gemini-cli-1``)
 ------------------------

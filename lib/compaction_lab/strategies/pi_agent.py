@@ -3,7 +3,7 @@
 Module ``pi_agent`` (not ``pi``, which is the importer's name); strategy name
 ``pi``. Pinned at badlogic/pi-mono@83378aad7e74a0e2bb8f37c007a9685fb4609d8a
 (2026-03-15, v0.58.3 + 1). Every rule cites its upstream file and line in
-``/tmp/upstream/pi.md`` (merged into ``strategies/UPSTREAM.md``). Paths
+``strategies/UPSTREAM.md`` (section "pi"); the design is in ``docs/strategies.md``. Paths
 below are relative to ``packages/coding-agent/src/core/``.
 
 Rules (``pi-1``)

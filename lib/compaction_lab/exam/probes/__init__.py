@@ -32,7 +32,7 @@ an earlier rule's span in the same record)
     quoted        backticked or quoted strings of 4–60 characters (not in tool
                   calls, whose JSON arguments are all quoted; not JSON keys).
 
-Decisions where EXAM.md is silent
+Decisions where the exam design (``docs/exams.md``) is silent
 ---------------------------------
 Covered part and tail
     ``tail_start`` is the bank's (`bank.tail_start_of`: FutureOS's recent tail
