@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 setup: $(STAMP) ## create .venv (if missing) and install the package editable with its dependencies
 
-# Debian's chromium, driven headless (offline) by tests/test_report_browser.py through the
+# Debian's chromium, driven headless (offline) by tests/report/test_report_browser.py through the
 # playwright pip package; the test never downloads a browser. Silent when already installed.
 CHROMIUM := /usr/bin/chromium
 APT_CHROMIUM := apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium

@@ -1,6 +1,6 @@
 """Open local HTML files in headless Chromium and check that their figures rendered offline.
 
-Used by tests/test_report_browser.py. The browser is Debian's system
+Used by tests/report/test_report_browser.py. The browser is Debian's system
 ``chromium`` (installed by ``make browser``, a prerequisite of ``make test``);
 the Python driver is the PyPI ``playwright`` wheel, which bundles its own
 driver, so nothing is downloaded at run time (never run ``playwright install``).

@@ -40,7 +40,7 @@ def _profile(tmp_path, model: dict | None, summarizer: str = "model"):
 
 
 def _run(profile, tmp_path, spend=False, environ=None, as_json=False):
-    # The planned-call dry run is tested in tests/providers/test_plan.py and test_model_local.py.
+    # The planned-call dry run is tested in tests/test_plan.py and tests/providers/test_model_local.py.
     out = io.StringIO()
     code = doctor.run_doctor(
         profile, spend, out, as_json=as_json, results=tmp_path / "results", environ=environ, plan=False

@@ -48,6 +48,21 @@ MD_REFERENCE = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[\w.-]+\.md)\b")
 #: First segments of a path reference that name this repository's files (others, such as codex-rs/ or
 #: packages/, name files of the upstream repositories a strategy reproduces).
 OUR_FOLDERS = {"docs", "lib", "tests", "benchmarks", "notebooks", "data", "papermill_params", "strategies"}
+#: A path of this repository named in prose: ``tests/report/test_report.py``, ``docs/cost.md``.
+REPO_PATH = re.compile(
+    r"(?<![\w./-])((?:tests|lib|docs|benchmarks|notebooks|data|papermill_params)/[\w./-]*\.[A-Za-z]{1,6})\b"
+)
+#: Paths prose names that are not files of the repository, each with why.
+NOT_IN_REPO = {
+    "data/ledger/ledger.sqlite": "the call ledger, created by a run",
+    "data/checkpoints/checkpoints.sqlite": "the checkpoint store, created by a run",
+    "data/archive/originals.sqlite": "the archive of originals, created by `compaction-lab import`",
+    "data/shapes/NAME.json": "a call shape `compaction-lab capture` writes, NAME chosen by the user",
+    "tests/x.py": "an example path inside a session",
+    "tests/test_cart.py": "an example path inside a session",
+    "tests/basic/test_history.py": "Aider's upstream test file (Aider-AI/aider)",
+    "tests/test_history_processors.py": "SWE-agent's upstream test file (SWE-agent/SWE-agent)",
+}
 MD_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -197,6 +212,26 @@ def test_every_markdown_file_code_points_at_exists(files):
         else:
             continue
         missing += [f"{_rel(path)}: {ref}" for ref in md_references(prose) if unresolved(ref, path, basenames)]
+    assert missing == []
+
+
+def test_every_repository_path_named_in_prose_exists(files):
+    """Docstrings, comments, documents, the Makefile, notebooks and profiles name files that exist."""
+    missing = []
+    for path in files:
+        if FIXTURES in path.parents:
+            continue
+        if path.suffix == ".py":
+            prose = prose_of_python(path.read_text(encoding="utf-8"))
+        elif path.name == "Makefile" or path.suffix in (".md", ".ipynb", ".yaml", ".yml"):
+            prose = path.read_text(encoding="utf-8")
+        else:
+            continue
+        for ref in REPO_PATH.findall(prose):
+            if any(c in ref for c in "<*{") or ref in NOT_IN_REPO:
+                continue  # a pattern or placeholder, or listed
+            if not (REPO_ROOT / ref).exists() and not (path.parent / ref).exists():
+                missing.append(f"{_rel(path)}: {ref}")
     assert missing == []
 
 

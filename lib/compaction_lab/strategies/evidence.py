@@ -7,7 +7,7 @@ tail with a bounded index. Each *tool record* (a ``tool_call`` and its
     {"entryId", "blockIndex", "sourceOrder", "tool", "target", "error", "head", "tail"}
 
 Selection priority (each rule is a small pure function below, pinned by
-``tests/test_evidence.py``):
+``tests/strategies/test_evidence.py``):
 
 1. error results first (`error_records`), newest first;
 2. then records grouped by (tool, target) (`group_records`); groups whose
