@@ -263,3 +263,10 @@ def test_cli_capture_shape(tmp_path: Path, capsys):
     assert "not JSON" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.main(["capture-shape", "--from-request", str(src), "--from-codex", str(CODEX_MAIN), "--name", "x"])
+
+
+def test_a_request_file_nested_100k_levels_is_a_clear_error_not_a_recursion_error(tmp_path: Path):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    with pytest.raises(CaptureError, match="deep.json: not JSON.*deeper than"):
+        capture.load_json_file(path)

@@ -153,3 +153,26 @@ def test_doctor_against_the_local_llama_server(llm_server, tmp_path):
     line = next(ln for ln in text.splitlines() if "model listed" in ln)
     assert line.startswith("ok") and MODEL_ALIAS in line
     assert "1-token request" in text and "answered (prompt" in text
+
+
+# --------------------------------------------------------------------------- issue 25: URLs and secrets
+
+
+def test_a_malformed_base_url_fails_the_config_check_without_a_traceback(tmp_path):
+    code, text = _run(_profile(tmp_path, {"base_url": "http://[::1", "model": "m", "api_key_env": ""}), tmp_path)
+    assert code == 1
+    line = next(ln for ln in text.splitlines() if "model config" in ln)
+    assert line.startswith("fail") and "base_url" in line
+    assert "1-token request" not in text  # nothing was tried against it
+
+
+def test_credentials_in_the_base_url_are_never_printed(tmp_path):
+    password = "hunter2-url-pw-77"
+    url = _closed_port_url().replace("http://", f"http://labuser:{password}@")
+    prof = _profile(tmp_path, {"base_url": url, "model": "m", "api_key_env": ""})
+    code, text = _run(prof, tmp_path)
+    _, js = _run(prof, tmp_path, as_json=True)
+    assert code == 1
+    assert password not in text + js and "labuser:" not in text + js
+    line = next(ln for ln in text.splitlines() if "endpoint reachable" in ln)
+    assert line.startswith("fail") and "http://***@127.0.0.1:" in line

@@ -7,16 +7,23 @@ folder nor a paid model call.
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
 import os
+import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
+import dask
 import pandas as pd
 import pytest
 import yaml
@@ -369,3 +376,264 @@ def test_a_task_error_is_raised_where_its_result_is_asked(cluster):
             9,
             16,
         ]
+
+
+# --------------------------------------------------------------------------- an address that is not a usable scheduler
+
+#: What an SSH server says first, unasked (RFC 4253); Dask read its first 8 bytes as a frame length.
+SSH_GREETING = b"SSH-2.0-OpenSSH_9.6\r\n"
+#: Seconds the engine waits in these tests (monkeypatched), and what a test allows for it all.
+PROBE_S, BOUND_S = 1.0, 8.0
+
+
+@contextlib.contextmanager
+def _listener(greeting: bytes | None) -> Iterator[str]:
+    """A TCP service on 127.0.0.1 that accepts, sends `greeting` (None: nothing) and holds each connection."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    srv.settimeout(0.1)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            held.append(conn)
+            if greeting:
+                conn.sendall(greeting)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        yield f"tcp://127.0.0.1:{srv.getsockname()[1]}"
+    finally:
+        stop.set()
+        t.join(5)
+        for c in held:
+            c.close()
+        srv.close()
+
+
+class _Quiet(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _http_server() -> Iterator[str]:
+    """An HTTP server on 127.0.0.1 (it waits for a request line, as the suite's own web services do)."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Quiet)
+    t = threading.Thread(target=httpd.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield f"tcp://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        t.join(5)
+
+
+@contextlib.contextmanager
+def _closed_port() -> Iterator[str]:
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        port = s.getsockname()[1]
+    yield f"tcp://127.0.0.1:{port}"
+
+
+#: Each kind of wrong address, and what the error says was found there.
+NOT_SCHEDULERS = {
+    "http": (_http_server, "no Dask handshake"),
+    "silent": (lambda: _listener(None), "no Dask handshake"),
+    "ssh": (lambda: _listener(SSH_GREETING), "SSH-2.0-OpenSSH_9.6"),
+    "closed": (_closed_port, "nothing listens"),
+}
+
+
+def _bounded(fn, *args, limit: float = BOUND_S, **kwargs):
+    """``fn(*args, **kwargs)``'s value (or the exception it raised) and the seconds it took; fails, not hangs,
+    past `limit`."""
+    box: dict = {}
+
+    def call() -> None:
+        try:
+            box["value"] = fn(*args, **kwargs)
+        except BaseException as exc:  # handed to the test, which asserts on it
+            box["error"] = exc
+
+    t = threading.Thread(target=call, daemon=True)
+    start = time.monotonic()
+    t.start()
+    t.join(limit)
+    elapsed = time.monotonic() - start
+    assert not t.is_alive(), f"still waiting after {limit:.0f} s"
+    return box.get("value"), box.get("error"), elapsed
+
+
+@pytest.fixture
+def short_probe(monkeypatch):
+    monkeypatch.setattr(engine, "CONNECT_TIMEOUT_S", PROBE_S)
+    monkeypatch.delenv(engine.SCHEDULER_ENV, raising=False)
+
+
+@pytest.mark.parametrize("kind", sorted(NOT_SCHEDULERS))
+def test_a_service_that_is_not_a_dask_scheduler_is_a_clear_error_in_bounded_time(kind, short_probe):
+    make, found = NOT_SCHEDULERS[kind]
+    with make() as address:
+        value, error, elapsed = _bounded(engine.open_engine, address, announce=False)
+    if value is not None:
+        value.close()
+    assert isinstance(error, engine.EngineError), repr(error)
+    assert address in str(error) and found in str(error)
+    assert "\n" not in str(error)
+    assert elapsed < PROBE_S + 3
+
+
+@pytest.mark.parametrize("kind", sorted(NOT_SCHEDULERS))
+def test_the_cli_says_one_line_for_a_wrong_scheduler_and_writes_no_archive(kind, short_probe, tmp_path, capsys):
+    make, found = NOT_SCHEDULERS[kind]
+    archive = tmp_path / "history.sqlite"
+    with make() as address:
+        for argv in (
+            ["tally", "--scheduler", address, str(FIXTURES / "pi")],
+            ["import", "--quiet", "--archive", str(archive), "--scheduler", address, str(FIXTURES / "pi")],
+        ):
+            code, error, elapsed = _bounded(cli.main, argv)
+            err = capsys.readouterr().err
+            assert error is None, repr(error)
+            assert code == 2 and elapsed < PROBE_S + 3
+            assert "Traceback" not in err
+            lines = err.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith("error: ") and address in lines[0] and found in lines[0]
+    # The engine is checked before the archive is opened: nothing is left behind.
+    assert not archive.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_an_existing_archive_is_untouched_when_the_scheduler_cannot_be_reached(short_probe, tmp_path, capsys):
+    archive = tmp_path / "history.sqlite"
+    assert cli.main(["import", "--quiet", "--archive", str(archive), "--scheduler", "sync", str(FIXTURES / "pi")]) == 0
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    capsys.readouterr()
+    with _closed_port() as address:
+        assert cli.main(["import", "--quiet", "--archive", str(archive), "--scheduler", address, str(FIXTURES)]) == 2
+    assert "nothing listens" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+# --------------------------------------------------------------------------- tls://
+
+
+#: Dask's TLS settings for a client (README, "Running on a cluster"; Dask's "TLS/SSL" docs).
+TLS_KEYS = ("distributed.comm.tls.ca-file", "distributed.comm.tls.client.cert", "distributed.comm.tls.client.key")
+
+
+def test_tls_without_dask_tls_settings_is_refused_clearly(short_probe, tmp_path, capsys):
+    with _listener(None) as plain, dask.config.set(dict.fromkeys(TLS_KEYS)):
+        address = plain.replace("tcp://", "tls://")
+        value, error, elapsed = _bounded(engine.open_engine, address, announce=False)
+        assert isinstance(error, engine.EngineError), repr(error)
+        assert "tls:// needs Dask's TLS settings" in str(error) and address in str(error)
+        assert "distributed.comm.tls.ca-file" in str(error) and elapsed < 2
+        archive = tmp_path / "h.sqlite"
+        code, error, _ = _bounded(
+            cli.main, ["import", "--quiet", "--archive", str(archive), "--scheduler", address, str(FIXTURES)]
+        )
+    err = capsys.readouterr().err
+    assert error is None and code == 2 and "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: tls:// needs Dask's TLS settings") and address in lines[0]
+    assert not archive.exists()
+
+
+def _self_signed(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate and key (the cluster's own CA, as Dask's TLS docs describe), made by openssl."""
+    cert, key = folder / "dask.crt", folder / "dask.key"
+    subprocess.run(
+        [
+            shutil.which("openssl") or "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ]
+        + ["-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=compaction-lab-test"],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+def test_tls_with_dask_tls_settings_reaches_a_tls_scheduler_and_refuses_other_services(tmp_path, short_probe):
+    cert, key = _self_signed(tmp_path)
+    info = tmp_path / "scheduler.json"
+    log = open(tmp_path / "scheduler.log", "ab")
+    proc = subprocess.Popen(
+        [str(BIN / "dask"), "scheduler", "--protocol", "tls", "--host", "127.0.0.1", "--port", "0"]
+        + ["--dashboard-address", ":0", "--scheduler-file", str(info)]
+        + ["--tls-ca-file", str(cert), "--tls-cert", str(cert), "--tls-key", str(key)],
+        stdout=log,
+        stderr=log,
+    )
+    try:
+        address = _wait(lambda: json.loads(info.read_text())["address"] if info.exists() else None, 60, "the scheduler")
+        assert address.startswith("tls://")
+        with dask.config.set(dict(zip(TLS_KEYS, (str(cert), str(cert), str(key)), strict=True))):
+            with engine.open_engine(address, announce=False) as eng:
+                # Connected and registered over TLS (the scheduler has no workers: nothing is submitted).
+                assert eng.kind == "cluster" and eng.client.scheduler.address == address
+                assert eng.client.scheduler_info()["address"] == address
+            # The same settings against services that are not a TLS Dask scheduler: a clear error, quickly.
+            for make, found in ((lambda: _listener(None), "no TLS answer"), (lambda: _listener(SSH_GREETING), "TLS")):
+                with make() as plain:
+                    wrong = plain.replace("tcp://", "tls://")
+                    _, error, elapsed = _bounded(engine.open_engine, wrong, announce=False)
+                assert isinstance(error, engine.EngineError) and wrong in str(error) and found in str(error), error
+                assert elapsed < PROBE_S + 3
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        log.close()
+
+
+def test_an_engine_error_from_any_command_is_one_line_and_exit_2(monkeypatch, capsys):
+    with _closed_port() as address:
+
+        def reaches_a_wrong_scheduler(args):
+            return engine.open_engine(address, announce=False)
+
+        # A command that does not catch the engine's error itself (here: `history search`, stood in for).
+        monkeypatch.setattr(cli, "_cmd_history_search", reaches_a_wrong_scheduler)
+        assert cli.main(["history", "search", "anything"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        f"error: cannot reach the Dask scheduler at {address}: nothing listens there (connection refused)"
+    ]
+
+
+def test_a_workers_address_is_not_taken_for_the_scheduler(cluster, short_probe):
+    from distributed import Client
+
+    with Client(cluster.address, timeout="30s") as c:
+        worker = sorted(c.scheduler_info()["workers"])[0]
+    _, error, elapsed = _bounded(engine.open_engine, worker, announce=False)
+    assert isinstance(error, engine.EngineError), repr(error)
+    assert worker in str(error) and "not a worker's" in str(error) and elapsed < PROBE_S + 3
+
+
+def test_import_follows_the_scheduler_environment_variable(short_probe, monkeypatch, tmp_path, capsys):
+    archive = tmp_path / "history.sqlite"
+    with _closed_port() as address:
+        monkeypatch.setenv(engine.SCHEDULER_ENV, address)
+        assert cli.main(["import", "--quiet", "--archive", str(archive), str(FIXTURES / "pi")]) == 2
+    assert address in capsys.readouterr().err and not archive.exists()
+    # --scheduler wins over it.
+    assert cli.main(["import", "--quiet", "--archive", str(archive), "--scheduler", "sync", str(FIXTURES / "pi")]) == 0

@@ -19,12 +19,12 @@ cannot end up in ``data/shapes``.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from compaction_lab.core import bounded_json
 from compaction_lab.core.shapes import (
     LOCK_NAME,
     CallShape,
@@ -89,7 +89,7 @@ def request_body(data: Any) -> Mapping[str, Any]:
             inner = data.get(key)
             if isinstance(inner, str):
                 try:
-                    inner = json.loads(inner)
+                    inner = bounded_json.loads(inner)
                 except ValueError:
                     continue
             if _is_body(inner):
@@ -206,8 +206,8 @@ def load_json_file(path: str | Path) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise CaptureError(f"{p.name}: cannot read it ({exc})") from None
     try:
-        return json.loads(text)
-    except ValueError as exc:
+        return bounded_json.loads(text)
+    except ValueError as exc:  # not JSON, or nested past bounded_json.MAX_DEPTH
         raise CaptureError(f"{p.name}: not JSON ({exc})") from None
 
 

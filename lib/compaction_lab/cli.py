@@ -248,6 +248,7 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
 
 
 def _cmd_providers(args: argparse.Namespace) -> int:
+    from compaction_lab.privacy.secrets import mask_url
     from compaction_lab.providers import presets
 
     names = presets.list_presets()
@@ -262,7 +263,7 @@ def _cmd_providers(args: argparse.Namespace) -> int:
             continue
         key = p.model.get("api_key_env") or "none"  # the variable's NAME; its value is never read here
         print(
-            f"{name:<10} {p.model.get('base_url')}  model={p.model.get('model')}  key={key}  "
+            f"{name:<10} {mask_url(str(p.model.get('base_url')))}  model={p.model.get('model')}  key={key}  "
             f"price_table={p.price_table or 'none'}  cache_rule={p.cache_rule or 'none'}"
         )
     return 0
@@ -278,16 +279,23 @@ def _import_report_line(rep) -> None:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from compaction_lab.engine import EngineError
+    from contextlib import ExitStack
+
+    from compaction_lab.engine import EngineError, is_address, open_engine, scheduler_setting
     from compaction_lab.ingest import ImportReport, IngestError, load_sessions
     from compaction_lab.store.archive import Archive, ArchiveError
 
     rep = ImportReport()
     try:
-        with Archive(args.archive) as arch:
+        with ExitStack() as opened:
+            # A cluster is reached before the archive is opened: one that cannot be leaves no empty
+            # archive behind. ``auto`` is sized to the input, so load_sessions opens it.
+            setting = scheduler_setting(args.scheduler)
+            engine = opened.enter_context(open_engine(setting)) if is_address(setting) else setting
+            arch = opened.enter_context(Archive(args.archive))
             # One writer (this process) keeps the archive one SQLite file with one FTS index;
             # the engine's workers read and parse the sources (see README, "Running on a cluster").
-            sessions = load_sessions(args.paths, rep, formats=args.format, engine=args.scheduler or "auto")
+            sessions = load_sessions(args.paths, rep, formats=args.format, engine=engine)
             result = arch.add_sessions(sessions, progress=not args.quiet)
             total = arch.count()
             where = arch.path
@@ -897,6 +905,15 @@ def main(argv: list[str] | None = None) -> int:
         # traceback. `run` handles its own signals and records the run as interrupted.
         print(f"\ninterrupted: compaction-lab {args.command} stopped by Ctrl-C", file=sys.stderr)
         return 130
+    except Exception as exc:
+        # A scheduler that cannot be used is a setting to fix, not a crash, in whichever command reaches
+        # the engine (`engine.open_engine` says what was found where): one line, as the commands say it.
+        from compaction_lab.engine import EngineError
+
+        if not isinstance(exc, EngineError):
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

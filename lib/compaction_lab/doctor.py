@@ -7,10 +7,11 @@ Two groups of checks, each a `Check` (``ok`` / ``warn`` / ``fail`` / ``skip``):
   resolves to (and why, when not ``bpe-openai``), the system Chromium the
   report's browser check uses, and whether the results folder is writable
   (probed without leaving anything behind);
-- `endpoint_checks`: a profile's ``model`` mapping is a valid `ModelConfig`,
-  the key variable it names is set (the variable is named, its value never
-  printed), the endpoint answers a model listing within a few seconds through
-  the official ``openai`` client, the model is listed, and -- only with
+- `endpoint_checks`: a profile's ``model`` mapping is a valid `ModelConfig`
+  (its ``base_url`` a well-formed http/https URL), the key variable it names
+  is set (the variable is named, its value never printed), the endpoint
+  answers a model listing within a few seconds through the official
+  ``openai`` client, the model is listed, and -- only with
   ``spend`` -- one chat request of ``max_tokens=1`` goes through (its usage is
   shown; it is not recorded in the ledger).
 
@@ -20,6 +21,11 @@ failed, 1 otherwise. For a profile whose ``summarizer`` or ``reader`` is
 run of the profile against a stand-in endpoint (`compaction_lab.plan`:
 nothing sent, the real ledger and checkpoints untouched), how many calls the
 run would make and roughly what they would cost under the price table.
+
+Nothing the doctor prints holds a secret: every `Check` detail is masked
+(`compaction_lab.privacy.secrets.mask_message`: URL credentials shown as
+``https://***@host/v1``, secret values and secret-shaped text), and the key
+the endpoint checks read is masked wherever an endpoint's answer repeats it.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from typing import Any, Literal, TextIO
 
 from compaction_lab import plan
 from compaction_lab.plan import MODEL_PARAMETERS_BY_NOTEBOOK, model_notebooks
+from compaction_lab.privacy.secrets import install_log_masking, mask_message, mask_url
 
 #: Seconds the reachability check (a model listing) waits for the endpoint.
 REACH_TIMEOUT_S = 4.0
@@ -76,12 +83,15 @@ class Check:
         What was checked (``"tiktoken data"``, ``"endpoint reachable"``).
     status : {"ok", "warn", "fail", "skip"}
     detail : str
-        What was found; never a secret.
+        What was found; masked on construction (`mask_message`), so never a secret.
     """
 
     name: str
     status: Status
     detail: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "detail", mask_message(self.detail))
 
 
 # --------------------------------------------------------------------------- environment
@@ -190,9 +200,9 @@ def endpoint_checks(model: Mapping[str, Any], spend: bool, environ: Mapping[str,
     env = os.environ if environ is None else environ
     try:
         cfg = ModelConfig.from_mapping(model)
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         return [Check("model config", "fail", str(exc))]
-    url = cfg.base_url.strip()
+    url = mask_url(cfg.base_url.strip())  # as shown; the client gets the URL itself
     checks = [Check("model config", "ok", f"{cfg.model} at {url}")]
     key = ""
     if cfg.api_key_env:
@@ -207,9 +217,19 @@ def endpoint_checks(model: Mapping[str, Any], spend: bool, environ: Mapping[str,
         checks.append(Check("api key", "ok", "none needed (api_key_env is '')"))
 
     def scrub(text: str) -> str:
-        return text.replace(key, "***") if len(key) >= 4 else text
+        return mask_message(text, [key])
 
-    client = openai.OpenAI(api_key=key or NO_KEY, base_url=url, timeout=REACH_TIMEOUT_S, max_retries=0)
+    install_log_masking()
+    try:
+        client = openai.OpenAI(
+            api_key=key or NO_KEY, base_url=cfg.base_url.strip(), timeout=REACH_TIMEOUT_S, max_retries=0
+        )
+    except Exception as exc:  # a URL the HTTP library still refuses: reported, never a traceback
+        return checks + [
+            Check("endpoint reachable", "fail", f"{url}: {type(exc).__name__}: {scrub(str(exc))[:200]}"),
+            Check("model listed", "skip", "endpoint not reachable"),
+            Check("1-token request", "skip", "endpoint not reachable"),
+        ]
     try:
         reach, listed = _reach(client, cfg.model, url, scrub)
         checks += [reach, listed]
@@ -255,7 +275,7 @@ def _reach(client: Any, model: str, url: str, scrub: Any) -> tuple[Check, Check]
             Check("endpoint reachable", "ok", f"{url} answered (GET /models: HTTP {exc.status_code})"),
             Check("model listed", "warn", f"model list not available: not listed by this endpoint ({model} unchecked)"),
         )
-    except openai.OpenAIError as exc:
+    except Exception as exc:  # openai's other errors, or the HTTP library's own: reported, never a traceback
         return (
             Check("endpoint reachable", "fail", f"{url}: {type(exc).__name__}: {scrub(str(exc))[:200]}"),
             Check("model listed", "skip", "endpoint not reachable"),
@@ -268,13 +288,11 @@ def _reach(client: Any, model: str, url: str, scrub: Any) -> tuple[Check, Check]
 
 
 def _spend(client: Any, model: str, url: str, timeout: float, scrub: Any) -> Check:
-    import openai
-
     try:
         resp = client.with_options(timeout=timeout).chat.completions.create(
             model=model, messages=[{"role": "user", "content": "Say OK."}], max_tokens=1, temperature=0
         )
-    except openai.OpenAIError as exc:
+    except Exception as exc:  # openai's errors, or the HTTP library's own: reported, never a traceback
         status = getattr(exc, "status_code", None)
         what = f"HTTP {status}" if status else type(exc).__name__
         return Check("1-token request", "fail", f"{url}: {what}: {scrub(str(exc))[:200]}")

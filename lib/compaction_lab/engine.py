@@ -16,7 +16,9 @@ holding whole sessions, a batch of texts to count, one run of a sweep) that
   ``scheduler`` key (in that order) — a ``dask scheduler`` with ``dask worker``
   processes, dask-jobqueue (SLURM, PBS, ...), dask-kubernetes or Coiled.
   Workers must have compaction-lab installed and read the same paths
-  (README, "Running on a cluster").
+  (README, "Running on a cluster"). The address is checked first, in bounded
+  time (`check_scheduler`): another service there, or ``tls://`` without
+  Dask's TLS settings, is an `EngineError` naming it, never a hang.
 * ``sync``: everything in this process, in order (the reference the engine
   is tested against, and the fallback for tiny inputs).
 
@@ -30,10 +32,14 @@ their inputs, so a retry recomputes the same value.
 from __future__ import annotations
 
 import os
+import socket
+import ssl
+import struct
 import sys
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -56,8 +62,18 @@ SCHEDULER_CHOICES = (AUTO, SYNC, LOCAL)
 SYNC_BELOW_BYTES = 256 * 1024 * 1024
 
 
-#: Seconds to wait for a scheduler to answer before saying it cannot be reached.
+#: Seconds a scheduler address may take to accept a connection, finish TLS and greet with Dask's
+#: handshake (`check_scheduler`), and then again for `distributed.Client` to register with it.
 CONNECT_TIMEOUT_S = 10.0
+
+#: Schemes whose scheduler `check_scheduler` greets itself: Dask over TCP, with or without TLS.
+PROBED_SCHEMES = ("tcp", "tls")
+#: Schemes that need Dask's TLS settings (`distributed.security.Security`).
+TLS_SCHEMES = ("tls", "wss")
+#: Dask's settings a TLS client needs (its config files, or ``DASK_DISTRIBUTED__COMM__TLS__CA_FILE`` etc.).
+TLS_SETTINGS = ("distributed.comm.tls.ca-file", "distributed.comm.tls.client.cert", "distributed.comm.tls.client.key")
+#: A Dask handshake is one small message (~60 bytes); a first length beyond this is another protocol.
+_HANDSHAKE_MAX_BYTES = 64 * 1024
 
 
 class EngineError(ValueError):
@@ -100,6 +116,208 @@ def scheduler_setting(flag: str | None = None, profile_value: str | None = None)
             "or an address such as tcp://127.0.0.1:8786"
         )
     return AUTO
+
+
+def is_address(setting: str) -> bool:
+    """Whether a scheduler setting (`scheduler_setting`) names a scheduler to connect to."""
+    return setting not in SCHEDULER_CHOICES
+
+
+def scheduler_security(address: str) -> Any:
+    """The `distributed.security.Security` a client uses for `address`, from Dask's own settings.
+
+    Chosen as `distributed.Client` chooses it: the configured
+    ``distributed.client.security-loader``, else ``Security()`` read from Dask's
+    config (``distributed.comm.tls.*``; environment ``DASK_DISTRIBUTED__COMM__TLS__CA_FILE``,
+    ``..._CLIENT__CERT``, ``..._CLIENT__KEY``).
+
+    Parameters
+    ----------
+    address : str
+        A scheduler address (``tcp://``, ``tls://``, ...).
+
+    Returns
+    -------
+    distributed.security.Security
+
+    Raises
+    ------
+    EngineError
+        For a ``tls://`` (or ``wss://``) address when those settings give no TLS
+        context: none configured, or files that cannot be loaded.
+    """
+    import dask
+    from distributed.security import Security
+    from distributed.utils import import_term
+
+    loader = dask.config.get("distributed.client.security-loader", None)
+    loaded = import_term(loader)({"address": address}) if loader else None
+    security = Security(**loaded) if isinstance(loaded, dict) else loaded or Security()
+    scheme = address.split("://", 1)[0].lower()
+    if scheme not in TLS_SCHEMES:
+        return security
+    try:
+        context = security.get_connection_args("client")["ssl_context"]
+    except (OSError, ValueError) as exc:  # a missing file, a certificate ssl cannot load
+        raise EngineError(
+            f"{address}: Dask's TLS settings could not be loaded ({_reason(exc)}); check {', '.join(TLS_SETTINGS)}"
+        ) from exc
+    if context is None:
+        raise EngineError(
+            f"{scheme}:// needs Dask's TLS settings: none are set for {address}; set {', '.join(TLS_SETTINGS)} "
+            "in Dask's config (or DASK_DISTRIBUTED__COMM__TLS__CA_FILE, DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT "
+            "and DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY), or use the scheduler's tcp:// address"
+        )
+    return security
+
+
+def check_scheduler(address: str, security: Any = None, timeout: float | None = None) -> None:
+    """Check, in bounded time, that a Dask scheduler answers at `address`, before a `distributed.Client` is made.
+
+    A Client handed another service hangs (an HTTP server, or a listener that
+    says nothing: Dask reads the handshake without a deadline) or crashes (an
+    SSH server's greeting read as an 8-byte frame length: exabytes asked for).
+    A Dask scheduler greets every new connection at once with its handshake, one
+    length-prefixed msgpack message; so this connects (through TLS with the
+    client's context, for ``tls://``), reads that greeting and checks its shape,
+    within `timeout` in all, then closes. For ``ws://`` and ``wss://`` only the
+    connection is checked; other schemes (``inproc://``, ``ucx://``) are left to Dask.
+
+    Parameters
+    ----------
+    address : str
+        The scheduler address, e.g. ``tcp://10.0.0.5:8786``.
+    security : distributed.security.Security, optional
+        Default: `scheduler_security` of the address.
+    timeout : float, optional
+        Seconds for it all (default `CONNECT_TIMEOUT_S`).
+
+    Raises
+    ------
+    EngineError
+        Naming the address and what was found: nothing listening, no answer to
+        the connection, a failed TLS handshake, silence, or the first bytes of
+        another protocol.
+    """
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    wait = CONNECT_TIMEOUT_S if timeout is None else timeout
+    try:
+        scheme, location = parse_address(address)
+        if scheme not in (*PROBED_SCHEMES, "ws", "wss"):
+            return
+        host, port = parse_host_port(location.split("/", 1)[0])
+    except ValueError as exc:
+        raise EngineError(f"{address} is not a scheduler address: {exc}") from exc
+    deadline = time.monotonic() + wait
+    with ExitStack() as stack:
+        sock = stack.enter_context(_connect(address, host, port, wait))
+        if scheme not in PROBED_SCHEMES:
+            return
+        if scheme == "tls":
+            security = scheduler_security(address) if security is None else security
+            context = security.get_connection_args("client")["ssl_context"]
+            sock = stack.enter_context(_tls(address, sock, host, context, deadline, wait))
+        _read_handshake(address, sock, deadline, wait)
+
+
+def _reason(exc: BaseException) -> str:
+    """An OS or TLS error in a few words (its strerror or reason, not the errno tuple)."""
+    return str(getattr(exc, "reason", None) or getattr(exc, "strerror", None) or exc)
+
+
+def _connect(address: str, host: str, port: int, wait: float) -> socket.socket:
+    unreachable = f"cannot reach the Dask scheduler at {address}"
+    try:
+        return socket.create_connection((host, port), timeout=wait)
+    except ConnectionRefusedError as exc:
+        raise EngineError(f"{unreachable}: nothing listens there (connection refused)") from exc
+    except socket.gaierror as exc:
+        raise EngineError(f"{unreachable}: unknown host {host!r} ({exc.strerror})") from exc
+    except TimeoutError as exc:
+        raise EngineError(f"{unreachable}: no answer to a connection within {wait:g} s") from exc
+    except OSError as exc:
+        raise EngineError(f"{unreachable}: {_reason(exc)}") from exc
+
+
+def _tls(
+    address: str, sock: socket.socket, host: str, context: ssl.SSLContext, deadline: float, wait: float
+) -> ssl.SSLSocket:
+    sock.settimeout(max(0.001, deadline - time.monotonic()))
+    try:
+        return context.wrap_socket(sock, server_hostname=host if context.check_hostname else None)
+    except TimeoutError as exc:
+        raise EngineError(
+            f"{address} is not a TLS Dask scheduler: it accepted the connection but gave no TLS answer within {wait:g} s"
+        ) from exc
+    except ssl.SSLError as exc:
+        raise EngineError(
+            f"{address}: the TLS handshake failed ({_reason(exc)}); is it a Dask scheduler started with TLS, "
+            "and does distributed.comm.tls.ca-file hold the CA that signed its certificate?"
+        ) from exc
+    except OSError as exc:  # reset or closed mid-handshake: not a TLS server
+        raise EngineError(
+            f"{address} is not a TLS Dask scheduler: the TLS handshake broke off ({_reason(exc)})"
+        ) from exc
+
+
+def _read_handshake(address: str, sock: socket.socket, deadline: float, wait: float) -> None:
+    """Read the greeting a Dask scheduler sends unasked and check it is Dask's handshake (see `check_scheduler`)."""
+    not_dask = f"{address} is not a Dask scheduler"
+    data, need = b"", 8
+    while len(data) < need:
+        chunk: bytes | None
+        try:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            sock.settimeout(left)
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            chunk = None
+        except OSError as exc:
+            raise EngineError(f"{not_dask}: the connection failed before a handshake ({_reason(exc)})") from exc
+        if not chunk:
+            if data:
+                raise EngineError(f"{not_dask}: it sent {_shown(data)} instead of Dask's handshake")
+            if chunk is None:
+                raise EngineError(
+                    f"{not_dask}: it accepted the connection but sent no Dask handshake within {wait:g} s "
+                    "(a Dask scheduler greets each connection at once; is this another service, e.g. HTTP?)"
+                )
+            raise EngineError(f"{not_dask}: it closed the connection without a Dask handshake")
+        data += chunk
+        if need == 8 and len(data) >= 8:
+            # Dask's frame: the message's length (native uint64), then the frame count and lengths.
+            (length,) = struct.unpack("Q", data[:8])
+            if not 16 <= length <= _HANDSHAKE_MAX_BYTES:
+                raise EngineError(f"{not_dask}: it sent {_shown(data)} instead of Dask's handshake")
+            need = 8 + length
+    if not _is_handshake(data[8:need]):
+        raise EngineError(f"{not_dask}: it sent {_shown(data)} instead of Dask's handshake")
+
+
+def _is_handshake(body: bytes) -> bool:
+    """Whether a message body is Dask's: a frame count, the frames' lengths, and a msgpack map first."""
+    import msgpack  # type: ignore[import-untyped]
+
+    (frames,) = struct.unpack_from("Q", body)
+    start = 8 + 8 * frames
+    if not 1 <= frames <= 16 or len(body) < start:
+        return False
+    lengths = struct.unpack_from(f"{frames}Q", body, 8)
+    if start + sum(lengths) != len(body):
+        return False
+    try:
+        first = msgpack.unpackb(body[start : start + lengths[0]], raw=False, strict_map_key=False)
+    except Exception:  # any failure to decode is "not Dask's handshake"
+        return False
+    return isinstance(first, dict)
+
+
+def _shown(data: bytes) -> str:
+    """The first bytes another service sent, for a one-line message (control bytes escaped, cut short)."""
+    return repr(data[:60].decode("latin-1")) + ("..." if len(data) > 60 else "")
 
 
 class Handle(Protocol[T_co]):
@@ -244,7 +462,13 @@ def open_engine(
     Raises
     ------
     EngineError
-        When a scheduler address cannot be reached (the message names it).
+        For a scheduler address, before anything else is done: when nothing
+        answers there, when what answers is not a Dask scheduler
+        (`check_scheduler`), or when it is ``tls://`` and Dask's TLS settings
+        are missing (`scheduler_security`). One line naming the address and what
+        was found, within about `CONNECT_TIMEOUT_S` (twice that at most, when a
+        scheduler greets but then does not register the client). Callers that
+        write output open the engine first, so a failure leaves nothing behind.
     """
     choice = scheduler_setting(scheduler)
     if choice == AUTO:
@@ -268,10 +492,18 @@ def open_engine(
         )
         engine = Engine(LOCAL, Client(cluster), cluster, n)
     else:
+        security = scheduler_security(choice)
+        # Dask's own connect has no deadline on the handshake and trusts the first 8 bytes as a length.
+        check_scheduler(choice, security)
         try:
-            client = Client(choice, timeout=f"{CONNECT_TIMEOUT_S}s")
+            client = Client(choice, timeout=f"{CONNECT_TIMEOUT_S}s", security=security)
         except OSError as exc:
             raise EngineError(f"cannot reach the Dask scheduler at {choice}: {exc}") from exc
+        except Exception as exc:  # it speaks Dask but is not a scheduler: a worker's or nanny's handlers refuse
+            raise EngineError(
+                f"{choice}: a Dask client could not register there ({type(exc).__name__}: {exc}); "
+                "is it a scheduler's address, not a worker's?"
+            ) from exc
         engine = Engine("cluster", client, None, max(1, len(client.scheduler_info().get("workers", {}))))
     if announce:
         print(engine.describe(), file=sys.stderr, flush=True)

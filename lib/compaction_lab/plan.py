@@ -31,6 +31,7 @@ What the estimate cannot know
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import tempfile
 import time
@@ -42,6 +43,7 @@ from typing import Any
 import pandas as pd
 
 from compaction_lab.core import processes
+from compaction_lab.privacy.secrets import mask_url
 from compaction_lab.providers.standin import DRY_RUN_ENV, reused_fingerprints
 from compaction_lab.store.checkpoints import CHECKPOINTS_ENV
 
@@ -71,6 +73,9 @@ def model_notebooks(profile: Any) -> list[tuple[str, tuple[str, ...]]]:
 
 # --------------------------------------------------------------------------- the plan
 
+#: The columns of `Plan.calls` that count calls or tokens.
+_COUNTS = ("calls", "prompt_tokens", "output_tokens")
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -82,9 +87,12 @@ class Plan:
     model : str
         The endpoint's model name.
     base_url : str
+        As shown: its credentials masked (`mask_url`) on construction.
     calls : pandas.DataFrame
         One row per purpose (``summary:codex``, ``exam:closed``, ...):
         ``calls``, ``prompt_tokens``, ``output_tokens`` (at ``max_tokens``), ``cost`` (None: no price table).
+        The three counts are made whole numbers on construction (a sum over the ledger's nullable
+        columns comes back as floats).
     reused : int
         Requests already answered in the ledger before the dry run (free on the real run).
     open_book_extra : int
@@ -103,6 +111,14 @@ class Plan:
     open_book_extra: int
     currency: str | None
     seconds: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "base_url", mask_url(self.base_url))
+        counts = [c for c in _COUNTS if c in self.calls.columns]
+        if counts:
+            calls = self.calls.copy()
+            calls[counts] = calls[counts].fillna(0).round().astype("int64")
+            object.__setattr__(self, "calls", calls)
 
     @property
     def total_calls(self) -> int:
@@ -155,7 +171,8 @@ class Plan:
             "reused": self.reused,
             "cost_estimate": self.cost,
             "currency": self.currency,
-            "by_purpose": self.calls.to_dict(orient="records"),
+            # Python ints and floats (not NumPy's), so the document is plain JSON.
+            "by_purpose": json.loads(self.calls.to_json(orient="records")),
         }
 
 

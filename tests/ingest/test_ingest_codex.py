@@ -554,3 +554,46 @@ def test_compacted_keeps_its_replacement_history(tmp_path):
         },
         {"type": "compaction"},
     ]
+
+
+# --------------------------------------------------------------------------- hostile nesting (issue 25, item 14)
+
+
+def test_arguments_nested_100k_levels_import_whole_and_verbatim(tmp_path):
+    """JSON nested far past Python's recursion limit inside ``arguments`` / ``output`` strings: every
+    record is imported, nothing skipped, the text kept verbatim (it cannot be read as JSON)."""
+    from deep_json import deep_array, deep_object, write_rollout
+
+    (s,), report = _load(write_rollout(tmp_path))
+    assert report.n_skipped == 0, report.skipped
+    kinds = [r.kind for r in s.records]
+    assert kinds == ["user", "tool_call", "tool_output", "tool_call", "tool_output", "tool_call", "tool_output"] + [
+        "assistant",
+        "user",
+    ]
+    calls = [r for r in s.records if r.kind == "tool_call"]
+    assert calls[0].text.endswith(deep_array()) and calls[1].text.endswith(deep_object())
+    outputs = [r for r in s.records if r.kind == "tool_output"]
+    assert outputs[0].text == deep_array() and outputs[1].text == deep_object()
+
+
+@pytest.mark.parametrize("depth", ["bound+1", "100k"])
+def test_a_line_nested_past_the_bound_is_a_counted_skip_with_its_reason(tmp_path, depth):
+    """A whole line of the session file nested past `bounded_json.MAX_DEPTH` is one counted skip (reason and
+    detail), not a crash, and not a value that breaks a later stage; the lines around it are kept."""
+    from deep_json import HOSTILE_DEPTH
+
+    from compaction_lab.core.bounded_json import MAX_DEPTH
+
+    n = MAX_DEPTH + 1 if depth == "bound+1" else HOSTILE_DEPTH
+    nested = '{"a":' * (n - 1) + "1" + "}" * (n - 1)  # the line's own object is the first level
+    msg = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "kept"}]}
+    p = tmp_path / "rollout-deep-line.jsonl"
+    good = json.dumps({"timestamp": "t", "type": "response_item", "payload": msg})
+    bad = '{"timestamp": "t", "type": "response_item", "payload": ' + nested + "}"
+    p.write_text("\n".join([good, bad, good]) + "\n", "utf-8")
+    (s,), report = _load(p)
+    assert [r.text for r in s.records] == ["kept", "kept"]
+    ((skip),) = report.skipped
+    assert (skip.line, skip.reason) == (2, "malformed_json")
+    assert f"deeper than {MAX_DEPTH} levels" in skip.detail

@@ -1,5 +1,8 @@
 import base64
 import json
+import re
+import subprocess
+import sys
 
 import altair as alt
 import pandas as pd
@@ -59,6 +62,63 @@ def test_save_chart_writes_png_svg_html(tmp_path, fig2_inputs):
     html = written["html"].read_text(encoding="utf-8")
     # Self-contained: Vega is inlined, nothing is fetched from a CDN.
     assert "vegaEmbed" in html and "cdn.jsdelivr" not in html
+
+
+#: Session ids a log can carry that would end, or hide the end of, the HTML page's script block.
+HOSTILE_IDS = ("</script><script>alert(1)</script>a\u2028b\u2029c & </SCRIPT >", "<!--<script>alert(2)//")
+
+
+def test_saved_html_keeps_data_inside_its_script_block(tmp_path, fig2_inputs):
+    """Issue 25, item 1: a session id planted in a log is data in the figure's HTML, never markup."""
+    comp, pointers = fig2_inputs
+    comp = comp.copy()
+    comp["session_id"] = comp["session_id"].map(dict(zip(comp["session_id"].unique(), HOSTILE_IDS, strict=True)))
+    chart = charts.fig2_composition(comp, pointers)
+    html = charts.save_chart(chart, tmp_path / "fig2", formats=("html",))["html"].read_text(encoding="utf-8")
+    spec_text = re.search(r"const spec = (.*?);\n\s*const embedOpt", html, re.S).group(1)
+    # Nothing the data carries can close the block, open a comment, or end a JavaScript line.
+    for raw in ("<", ">", "&", "\u2028", "\u2029"):
+        assert raw not in spec_text, f"{raw!r} left raw in the embedded spec"
+    assert "alert(1)</script>" not in html and "<!--<script>" not in html
+    # The page's only script-closing tags are its own (the Vega bundle's and the spec's blocks).
+    assert html.lower().count("</script") == 2
+    # Escaped, not altered: the spec parses back to exactly the chart's.
+    assert json.loads(spec_text) == json.loads(json.dumps(chart.to_dict()))
+    shown = {row.get("session_id") for rows in json.loads(spec_text)["datasets"].values() for row in rows}
+    assert shown >= set(HOSTILE_IDS)
+
+
+def test_control_characters_and_lone_surrogates_in_data_still_render(tmp_path):
+    """Issue 25, acceptance 2: a label holding characters XML forbids (a C0 control, U+FFFF) made
+    vl-convert panic and abort the whole process (a notebook's kernel died), and a long label of emoji
+    made it fail (Vega shortens labels by UTF-16 units, splitting a character); now the figure is drawn
+    with U+FFFD in their place. Run in a child process, so a regression fails this test instead of
+    killing the test run."""
+    code = f"""
+import sys
+sys.path.insert(0, {str(paths.REPO_ROOT / "tests")!r})
+import pandas as pd
+from compaction_lab.report import charts
+comp = pd.DataFrame({{"session_id": ["a\\x04b", "c\\x1fd\\uffff", "\\U0001F600" * 200],
+                     "kind": ["user", "assistant", "user"], "records": [1, 1, 1], "chars": [10, 20, 5],
+                     "tokens": [3, 5, 1]}})
+pointers = pd.DataFrame({{"pointer": ["user"], "followups": [0], "share": [0.0]}})
+out = charts.save_chart(charts.fig2_composition(comp, pointers), {str(tmp_path / "fig2")!r})
+print(sorted(out))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "['html', 'png', 'svg']"
+    svg = (tmp_path / "fig2.svg").read_text(encoding="utf-8")
+    assert "a\ufffdb" in svg and "c\ufffdd\ufffd" in svg
+    assert (tmp_path / "fig2.png").read_bytes()[:8] == PNG_SIGNATURE
+
+
+def test_script_safe_escapes_only_what_html_would_read(tmp_path):
+    text = json.dumps({"s": "</script>&<!--\u2028\u2029", "n": 1})
+    safe = charts.script_safe(text)
+    assert not set("<>&\u2028\u2029") & set(safe)
+    assert json.loads(safe) == json.loads(text)
 
 
 def test_save_chart_rejects_unknown_format(tmp_path, fig2_inputs):

@@ -307,3 +307,76 @@ def test_a_sweeps_planned_run_names_are_distinct_even_when_values_read_the_same(
     assert len(set(names)) == 3 and names[1] == f"{names[0]}-2"
     (tmp_path / names[2]).mkdir()
     assert sweep._run_names("smoke", [{"tag": "c"}], tmp_path)[0] == f"{names[2]}-2"
+
+
+# --------------------------------------------------------------------------- issue 25: sweep values
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("7,7", ["'7'", "'7'"]),
+        ("1,01,0x1,+1", ["'1'", "'01'", "'0x1'", "'+1'"]),
+        ("[16000, 16000.0]", ["'16000'", "'16000.0'"]),
+        ("a, 'a', \"a\"", ["'a'", "\"'a'\"", "'\"a\"'"]),
+        ([7, 8, 7], ["7", "7"]),
+        ("[[1, 2], [1, 2]]", ["'[1, 2]'"]),
+    ],
+)
+def test_sweep_values_equal_after_parsing_are_an_error_naming_them(raw, shown):
+    with pytest.raises(ValueError, match=r"^sweep seed: ") as caught:
+        params.sweep_values("seed", raw)
+    msg = str(caught.value)
+    assert "read as" in msg and all(s in msg for s in shown), msg
+
+
+def test_sweep_values_that_differ_in_kind_are_distinct():
+    # true is not 1, "1" is not 1: each is its own run (and the checks judge its type).
+    assert params.sweep_values("x", "1,true,'1',1.5") == [1, True, "1", 1.5]
+    assert params.sweep_values("x", "range(0, 3)") == [0, 1, 2]
+
+
+def test_a_profiles_duplicate_sweep_values_are_a_layout_problem():
+    found = params.layout_problems({"sweeps": {"seed": [3, 3]}}, [])
+    assert len(found) == 1 and found[0].startswith("sweeps.seed: ") and "read as 3" in found[0]
+
+
+def test_a_range_is_counted_before_it_is_listed():
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match=r"sweep seed: range\(0,100000000\) gives 100,000,000 values"):
+            params.sweep_values("seed", "range(0,100000000)")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 10 * 2**20, peak
+    assert params.sweep_values("seed", f"range({params.MAX_SWEEP_VALUES})")[-1] == params.MAX_SWEEP_VALUES - 1
+    assert params.sweep_values("seed", "range(10, 0, -3)") == [10, 7, 4, 1]
+
+
+# --------------------------------------------------------------------------- n_questions past a sane maximum (issue 25, item 15)
+
+
+def test_n_questions_past_the_maximum_is_an_error_naming_it():
+    """Was: ``--set n_questions=1000000`` ran, reported 9 questions and exited 0."""
+    from compaction_lab.exam.bank import MAX_QUESTIONS_PER_CASE
+
+    n_cases = report.load_profile("smoke").parameters["n_cases"]
+    limit = MAX_QUESTIONS_PER_CASE * n_cases
+    problem = _one(_problems(n_questions=1_000_000), "n_questions = 1,000,000")
+    assert f"{MAX_QUESTIONS_PER_CASE:,} per case" in problem and f"n_cases = {n_cases}" in problem
+    assert f"{limit:,}" in problem
+    assert not any("n_questions" in p for p in _problems(n_questions=limit))
+    _one(_problems(n_questions=limit + 1), f"n_questions = {limit + 1:,}")
+    _one(_problems(probe_n_questions=MAX_QUESTIONS_PER_CASE + 1), f"probe_n_questions = {MAX_QUESTIONS_PER_CASE + 1:,}")
+
+
+def test_a_run_asking_a_million_questions_stops_before_any_work(tmp_path, capsys):
+    from compaction_lab import cli
+
+    code = cli.main(["run", "--profile", "smoke", "--set", "n_questions=1000000", "--results", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and "n_questions = 1,000,000" in err and "per case" in err
+    assert not (tmp_path / "r").exists()

@@ -46,3 +46,21 @@ def test_budgets_table_shows_budgets_and_use():
     assert b.loc[b["part"] == "margin", "budget"].iloc[0] == 2048
     used = b.set_index("part")["used"]
     assert used["system"] == proj.segments[0].tokens and pd.isna(used["headroom"])
+
+
+def test_a_session_with_arguments_nested_past_the_bound_loses_no_other_session(tmp_path):
+    """Notebook 02's `project_cases` over a folder holding one hostile Codex session (calls carrying JSON
+    nested 100,000 levels) and ordinary ones: was `RecursionError`, losing every session of the run; now
+    every strategy projects every case."""
+    from deep_json import write_rollout
+
+    from compaction_lab.ingest import ImportReport, load_sessions
+
+    write_rollout(tmp_path)
+    report = ImportReport()
+    sessions = list(load_sessions(tmp_path, report)) + _chains()
+    assert report.n_skipped == 0 and len(sessions) == 3
+    ctx = CompactionContext(window=4000, output_ceiling=500)
+    results = anatomy.project_cases(anatomy.cases_at_end(sessions), None, ctx)
+    done = {(case.session.id, proj.strategy) for case, proj in results}
+    assert done == {(s.id, name) for s in sessions for name in strategies.names()}

@@ -264,3 +264,24 @@ def test_all_sessions_fit(window, output):
         for cut in (len(s.records), len(s.records) // 2):
             p = strategies.compact(s, NAME, cut, ctx)
             assert p.tokens <= p.capacity, (s.id, cut, p.notes)
+
+
+# --------------------------------------------------------------------------- hostile nesting (issue 25, item 14)
+
+
+def test_call_arguments_nested_past_the_bound_are_kept_as_text():
+    """Was: `RecursionError` from `json.loads`. Arguments deeper than `bounded_json.MAX_DEPTH` become
+    ``{"input": <the recorded text>}``, as any arguments that are not JSON do."""
+    import json
+
+    from deep_json import HOSTILE_DEPTH, deep_array
+
+    from compaction_lab.core.bounded_json import MAX_DEPTH
+    from compaction_lab.core.session import Record
+
+    def call(args: str) -> dict:
+        return g._call_part(Record("s", "e", 0, 0, "tool_call", f"bash {args}", tool="bash"))["functionCall"]
+
+    assert call(deep_array(MAX_DEPTH))["args"] == {"input": json.loads(deep_array(MAX_DEPTH))}
+    for depth in (MAX_DEPTH + 1, HOSTILE_DEPTH):
+        assert call(deep_array(depth))["args"] == {"input": f"bash {deep_array(depth)}"}

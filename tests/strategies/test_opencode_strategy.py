@@ -1054,3 +1054,24 @@ def test_suffix_request_keeps_the_sessions_message_boundaries():
     req = prov.requests[0]
     own = record_messages(list(s.records))
     assert len(own) == 6 and [dict(m) for m in req.messages[:-1]] == own
+
+
+# --------------------------------------------------------------------------- hostile nesting (issue 25, item 14)
+
+
+def test_tool_args_nested_past_the_bound_are_kept_as_text():
+    """Was: `RecursionError` from `json.loads`. Up to `bounded_json.MAX_DEPTH` levels the arguments are
+    parsed; deeper ones are the recorded text, which `tool_call_text` then shows as it was recorded."""
+    import json
+
+    from deep_json import HOSTILE_DEPTH, deep_object
+
+    from compaction_lab.core.bounded_json import MAX_DEPTH
+
+    def rec(args: str) -> Record:
+        return Record("s", "e", 0, 0, "tool_call", f"bash {args}", tool="bash")
+
+    assert oc.tool_args(rec(deep_object(MAX_DEPTH))) == json.loads(deep_object(MAX_DEPTH))
+    for depth in (MAX_DEPTH + 1, HOSTILE_DEPTH):
+        assert oc.tool_args(rec(deep_object(depth))) == deep_object(depth)
+        assert oc.tool_call_text(rec(deep_object(depth))) == f"bash({deep_object(depth)})"

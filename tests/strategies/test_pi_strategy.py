@@ -718,3 +718,22 @@ def test_default_chain_keeps_about_twenty_thousand_estimated_tokens(chain):
     prev_cp = max(i for i, x in enumerate(e[:first]) if x.kind in pa.CUT_KINDS)
     assert sum(map(pa.estimate_entry, e[first:])) < pa.KEEP_RECENT_TOKENS <= sum(map(pa.estimate_entry, e[prev_cp:]))
     assert p.tokens <= p.capacity
+
+
+# --------------------------------------------------------------------------- hostile nesting (issue 25, item 14)
+
+
+def test_arguments_nested_past_the_bound_are_kept_as_text():
+    """Was: `RecursionError` from `json.loads` for ``"[" * 100000 + "]" * 100000``. Arguments nested up to
+    `bounded_json.MAX_DEPTH` are parsed; deeper ones are the recorded text, a plain string."""
+    from deep_json import HOSTILE_DEPTH, deep_array
+
+    from compaction_lab.core.bounded_json import MAX_DEPTH
+    from compaction_lab.core.session import Record
+
+    def parts(args: str):
+        return pa.tool_call_parts(Record("s", "e", 0, 0, "tool_call", f"bash {args}", tool="bash"))
+
+    assert parts(deep_array(MAX_DEPTH)) == ("bash", json.loads(deep_array(MAX_DEPTH)))
+    for depth in (MAX_DEPTH + 1, HOSTILE_DEPTH):
+        assert parts(deep_array(depth)) == ("bash", deep_array(depth))

@@ -82,3 +82,28 @@ def test_compact_uses_the_sessions_own_system_prompt():
     s = type(s)(s.id, s.source_format, s.records, metadata={"system_prompt": "OWN PROMPT 4471"})
     proj = strategies.compact(s, "futureos-deterministic")
     assert proj.segments[0].kind == "system" and proj.segments[0].text == "OWN PROMPT 4471"
+
+
+# --------------------------------------------------------------------------- hostile nesting (issue 25, item 14)
+
+
+@pytest.fixture(scope="module")
+def deep_session(tmp_path_factory):
+    """A Codex session whose calls carry JSON nested 100,000 levels inside strings (`deep_json.rollout_lines`)."""
+    from deep_json import write_rollout
+
+    report = ImportReport()
+    (s,) = load_sessions(write_rollout(tmp_path_factory.mktemp("deep")), report)
+    assert report.n_skipped == 0
+    return s
+
+
+@pytest.mark.parametrize("name", sorted(LISTED))
+@pytest.mark.parametrize("window, output", [(128_000, 32_000), (4_000, 1_000)])
+def test_every_strategy_projects_arguments_nested_past_the_bound(deep_session, name, window, output):
+    """Was: `RecursionError` from pi, gemini-cli and opencode (each parsed the call's arguments with
+    `json.loads`). Arguments too deep to parse are kept as the recorded text, so every strategy projects."""
+    ctx = CompactionContext(window=window, output_ceiling=output, summarizer=summarize.get_provider("extractive"))
+    proj = strategies.compact(deep_session, name, None, ctx)
+    assert proj.strategy == name and proj.session_id == deep_session.id
+    _check(deep_session, proj, ctx)

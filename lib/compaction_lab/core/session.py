@@ -185,7 +185,7 @@ class Session:
     def from_jsonl(cls, data: bytes | str) -> Session:
         """Inverse of `to_jsonl`."""
         text = data.decode("utf-8") if isinstance(data, bytes) else data
-        lines = [ln for ln in text.splitlines() if ln.strip()]
+        lines = [ln for ln in text.split("\n") if ln.strip()]  # not splitlines: U+2028, NEL stay inside a line
         if not lines:
             raise ValueError("empty session JSONL")
         head = json.loads(lines[0])["session"]

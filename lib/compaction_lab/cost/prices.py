@@ -33,9 +33,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, overload
 
-import yaml
-
-from compaction_lab.core import paths
+from compaction_lab.core import paths, user_yaml
 
 #: Periods a table can be priced in; ``peak`` falls back to off-peak prices
 #: when the table has none.
@@ -281,10 +279,11 @@ def load_price_table(name_or_path: str | Path) -> PriceTable:
     UnknownPriceTable
         If no such table exists; the message names the available tables.
     ValueError
-        If the file is malformed (see `table_from_mapping`).
+        If the file is malformed (see `table_from_mapping`), or cannot be read as YAML
+        (`core.user_yaml.UserYamlError`, naming the file).
     """
     path = _resolve(name_or_path)
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = user_yaml.load(path)
     table = table_from_mapping(data, where=str(path))
     if table.name != path.stem:
         raise ValueError(f"{path}: name {table.name!r} differs from the file name {path.stem!r}")

@@ -80,6 +80,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from compaction_lab.core import bounded_json
 from compaction_lab.core.session import Session
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
 from compaction_lab.exam.allocation import allocate, largest_remainder, mix_plan, split_evenly
@@ -106,6 +107,13 @@ _SNAP_WINDOW = 0.1
 _SEP = "\n\x00\n"
 
 
+#: Most questions asked per case (the bank's ``n_questions`` is at most this times ``n_cases``; a probe
+#: case's at most this). A synthetic chain plants a few dozen facts and a session seldom holds more exact
+#: values before its tail, so a number far past this is a slip (a million asked, nine built); the
+#: parameter check (`report.params`) refuses it before any work, naming ``n_questions``.
+MAX_QUESTIONS_PER_CASE = 10_000
+
+
 class BankShortfallWarning(UserWarning):
     """The bank has fewer questions (or a different pointer mix) than asked: the facts did not allow more."""
 
@@ -123,6 +131,14 @@ def spec_kwargs(
     """
     conv: dict[str, Callable[[Any], Any]] = {"encoding": str, **dict(converters or {})}
     return {f.name: conv.get(f.name, int)(m[f.name]) for f in fields(cls) if m.get(f.name) is not None}
+
+
+def questions_limit_problem(name: str, value: int, n_cases: int | None = None) -> str:
+    """What to say about more questions than `MAX_QUESTIONS_PER_CASE` allows (per case; `n_cases` cases)."""
+    if n_cases is None:
+        return f"{name} = {value:,}: at most {MAX_QUESTIONS_PER_CASE:,} per case (one case per session)"
+    limit = MAX_QUESTIONS_PER_CASE * max(1, n_cases)
+    return f"{name} = {value:,}: at most {MAX_QUESTIONS_PER_CASE:,} per case (n_cases = {n_cases:,}: {limit:,})"
 
 
 @dataclass(frozen=True)
@@ -170,6 +186,8 @@ class BankSpec:
             raise ValueError(f"n_decoys ({self.n_decoys}) exceeds n_questions ({self.n_questions})")
         if self.n_questions > 0 and self.n_cases == 0:
             raise ValueError("n_questions > 0 needs n_cases >= 1")
+        if self.n_questions > MAX_QUESTIONS_PER_CASE * max(1, self.n_cases):
+            raise ValueError(questions_limit_problem("n_questions", self.n_questions, self.n_cases))
         if not self.cut_fractions:
             raise ValueError("cut_fractions must not be empty")
         bad = [f for f in self.cut_fractions if not 0.0 < f <= 1.0]
@@ -202,7 +220,7 @@ class BankSpec:
                 cls,
                 m,
                 {
-                    "pointer_mix": lambda v: json.loads(v) if isinstance(v, str) else v,
+                    "pointer_mix": lambda v: bounded_json.loads(v) if isinstance(v, str) else v,
                     "cut_fractions": lambda v: tuple(
                         float(x) for x in (v.split(",") if isinstance(v, str) else v) if str(x).strip()
                     ),
@@ -300,6 +318,30 @@ class BankReport:
     def ok(self) -> bool:
         """True when the bank has exactly the questions, decoys and pointer counts asked for."""
         return self.missing_real == 0 and self.missing_decoys == 0 and dict(self.targets) == dict(self.actual)
+
+    def shortfall_line(self) -> str:
+        """One sentence when the bank has fewer questions than asked: what was asked, what the sessions
+        allow, and why ("" when the count is met; a pointer mix the facts could not follow is in `notes`)."""
+        if self.missing_real <= 0 and self.missing_decoys <= 0:
+            return ""
+        s = self.spec
+        why = []
+        if self.missing_real > 0:
+            eligible = sum(sum(c.eligible.values()) for c in self.cases)
+            why.append(
+                f"{self.real_built:,} of {s.n_real:,} real questions — a real question asks a fact planted before "
+                f"its case's recent tail (tail_tokens = {s.tail_tokens:,}), at most once per case, and the "
+                f"{len(self.cases):,} cases (n_cases) hold {eligible:,} such facts"
+            )
+            if any(sum(c.eligible.values()) > c.real_planned for c in self.cases):
+                why[-1] += ", each case asking at most its even share of the questions"
+        if self.missing_decoys > 0:
+            why.append(
+                f"{self.decoys_built:,} of {s.n_decoys:,} decoys — a case asks each of its chain's decoys "
+                "(decoys_per_chain) at most once"
+            )
+        built = self.real_built + self.decoys_built
+        return f"n_questions = {s.n_questions:,} asked for, {built:,} built: the sessions allow " + "; ".join(why) + "."
 
     def frame(self) -> pd.DataFrame:
         """Per case: eligible, planned and actual questions by pointer, and decoys (a DataFrame)."""

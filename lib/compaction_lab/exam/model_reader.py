@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from compaction_lab.core import bounded_json
 from compaction_lab.exam.reading import ReaderAnswer, Tool, ToolCall, request_messages
 from compaction_lab.exam.types import NOT_FOUND, Question
 from compaction_lab.summarize.endpoint import wire_messages
@@ -145,7 +146,8 @@ class ModelReader:
         name, raw = str(fn.get("name", "")), fn.get("arguments") or "{}"
         tool = by_name.get(name)
         try:
-            args = json.loads(raw) if isinstance(raw, str) else dict(raw)
+            # A reply's arguments are someone else's JSON: nested too deep is a ValueError like malformed.
+            args = bounded_json.loads(raw) if isinstance(raw, str) else dict(raw)
             if tool is None:
                 raise ValueError(f"tool {name!r} is not available here")
             result = tool(**args)

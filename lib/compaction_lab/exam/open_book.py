@@ -35,13 +35,13 @@ model reader can show whether wording changes behaviour.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 import pandas as pd
 
+from compaction_lab.core import bounded_json
 from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Session
 from compaction_lab.exam.closed import answer_all
@@ -175,7 +175,7 @@ def shape_tools_of(projection: Projection) -> tuple[Mapping[str, Any], ...]:
     for seg in projection.segments:
         if seg.kind == "tools":
             try:
-                tools = json.loads(seg.text)
+                tools = bounded_json.loads(seg.text)  # a captured shape's tools: refused if nested too deep
             except ValueError:
                 return ()
             return tuple(t for t in tools if isinstance(t, Mapping)) if isinstance(tools, list) else ()

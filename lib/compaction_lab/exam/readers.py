@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from compaction_lab.core import bounded_json
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
 from compaction_lab.exam.grading import contains_answer
 from compaction_lab.exam.reading import (  # the reader interface; its home is `exam.reading`
@@ -205,7 +206,7 @@ class HistoryTools:
 
     def dispatch(self, name: str, arguments: Mapping[str, Any] | str) -> ToolResult:
         """Run a tool call by name with JSON (or dict) arguments, as a model reader receives them."""
-        args = json.loads(arguments) if isinstance(arguments, str) else dict(arguments)
+        args = bounded_json.loads(arguments) if isinstance(arguments, str) else dict(arguments)
         if name == "history_search":
             return self.history_search(**args)
         if name == "history_get":

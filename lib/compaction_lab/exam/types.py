@@ -105,7 +105,7 @@ def bank_from_jsonl(data: bytes | str) -> list[Case]:
     """Inverse of `bank_to_jsonl`."""
     text = data.decode("utf-8") if isinstance(data, bytes) else data
     cases = []
-    for line in text.splitlines():
+    for line in text.split("\n"):  # not splitlines: a question may hold U+2028 or NEL
         if not line.strip():
             continue
         d = json.loads(line)

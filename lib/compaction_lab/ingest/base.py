@@ -22,6 +22,10 @@ handled the same way for every format:
   are counted as the note ``lone_surrogates_replaced`` (`NOTES`), which is not
   a skip. The check is cheap: the parsed value is only walked when the text
   holds a ``\ud800``-``\udfff`` escape.
+* **Deep nesting.** The same decode refuses JSON nested deeper than
+  `bounded_json.MAX_DEPTH` levels (checked on the text, before parsing): a
+  line or document that deep is a ``malformed_json`` skip saying so, and JSON
+  nested in strings (a call's arguments) stays the text it was.
 * **Compression.** ``.zst`` files (or any file opening with the zstd magic) are
   decoded frame after frame in small steps, so memory stays bounded and every
   byte the decoder produced before a damage is kept. A damaged or cut-off
@@ -42,7 +46,6 @@ JSONL is streamed line by line, so memory is bounded by the largest session
 from __future__ import annotations
 
 import io
-import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
@@ -50,6 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
+from compaction_lab.core import bounded_json
 from compaction_lab.core.paths import SQLITE_HEADER
 from compaction_lab.core.session import Record, Session
 
@@ -73,7 +77,7 @@ _BLANK_OR_NUL = b" \t\n\r\x0b\x0c\x00"
 
 #: Skip reasons (stable codes; tables and tests use them).
 REASONS = {
-    "malformed_json": "line is not valid JSON",
+    "malformed_json": "line is not valid JSON (or nests deeper than bounded_json.MAX_DEPTH levels)",
     "invalid_utf8": "line is not valid UTF-8",
     "truncated_last_line": "last line is cut off (no newline, not valid JSON)",
     "not_an_object": "JSON value is not an object",
@@ -241,10 +245,11 @@ def parse_json(text: str) -> tuple[Any, bool]:
 
     Raises
     ------
-    ValueError, RecursionError
-        As `json.loads` does (malformed or absurdly deep JSON).
+    ValueError
+        As `json.loads` does (malformed JSON), or `bounded_json.TooDeep`
+        (nested deeper than `bounded_json.MAX_DEPTH`).
     """
-    value = json.loads(text)
+    value = bounded_json.loads(text)
     if _SURROGATE_ESCAPE.search(text) is None:  # the common case: no walk at all
         return value, False
     return _replace_surrogates(value)

@@ -13,8 +13,9 @@ home-directory paths. Redaction replaces each such span with
    that reached a file by another road (an error message, a parameter).
    `find_leaks` then checks raw bytes for known values.
 
-Values of secret-looking environment variables are masked in every run, even
-with redaction off. One module per concept:
+Values of secret-looking environment variables, and credentials in URLs
+(``https://user:pass@host``), are masked in every run, even with redaction
+off. One module per concept:
 
 ``patterns``
     The pattern catalogue (`DEFAULT_PATTERNS`, the running account's
@@ -30,6 +31,11 @@ with redaction off. One module per concept:
     parquet, SQLite with full-text indexes.
 ``leaks``
     The leak check (`find_leaks`).
+``secrets``
+    Secrets outside the run folder: URL credentials shown as
+    ``https://***@host`` (`mask_url`), what the ledger, checkpoints and
+    archive mask before writing (`mask_stored`), and what error messages,
+    the doctor and log lines mask (`mask_message`, `shown`).
 
 This file only documents the package: import the modules themselves
 (``from compaction_lab.privacy import redactor, scrub``).

@@ -12,6 +12,13 @@ that is not part of a longer token):
 
 ``env-secret`` (always, also with redaction off)
     The exact value of every secret-looking environment variable.
+``url-userinfo`` (always, also with redaction off; `URL_USERINFO`)
+    The whole userinfo of a URL: ``https://user:pass@host`` ->
+    ``https://[REDACTED:url-userinfo]@host``, for ``http``/``https`` URLs
+    whatever it holds (a token as user name is a credential too), for other
+    schemes only when it holds a password (``ssh://git@host`` stays).
+    ``https://***@host``, the form `compaction_lab.privacy.secrets.mask_url`
+    shows, is left as it is.
 ``private-key``
     PEM private key blocks (``-----BEGIN ... PRIVATE KEY-----`` to the
     matching END line, or the base64 lines after a BEGIN line when the END
@@ -97,7 +104,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_PATTERNS", "GENERIC_ACCOUNTS", "Pattern", "load_patterns", "marker", "user_patterns"]
+__all__ = [
+    "DEFAULT_PATTERNS",
+    "GENERIC_ACCOUNTS",
+    "URL_USERINFO",
+    "URL_USERINFO_REGEX",
+    "Pattern",
+    "load_patterns",
+    "marker",
+    "user_patterns",
+]
 
 
 #: Pattern names appear inside markers, so they are restricted to characters
@@ -299,6 +315,26 @@ DEFAULT_PATTERNS: tuple[Pattern, ...] = (
     ),
 )
 
+# Characters that end a URL's authority (or cannot be in its userinfo): the userinfo runs to the last
+# ``@`` before one of them, as `urllib.parse.urlsplit` reads it.
+_NOT_USERINFO = r"""\s/?#"'<>\\`()\[\]{}|^,;"""
+
+#: The userinfo of a URL (named group ``secret``): any for http/https, one holding a ``:`` for other
+#: schemes; led by the literal ``://`` so the engine skips ahead. Already masked (``***@``, a marker): no match.
+URL_USERINFO_REGEX = (
+    r"(?<=[A-Za-z0-9+.-])://(?!\*\*\*@|\[REDACTED:)"
+    r"(?:(?<=[Hh][Tt][Tt][Pp]://)|(?<=[Hh][Tt][Tt][Pp][Ss]://)|(?=[^@" + _NOT_USERINFO + r"]*:))"
+    r"(?P<secret>[^" + _NOT_USERINFO + r"]+)@"
+)
+
+#: Applied in every run, redaction on or off (`compaction_lab.privacy.redactor.redactor`), and by the stores.
+URL_USERINFO = Pattern(
+    "url-userinfo",
+    URL_USERINFO_REGEX,
+    "the userinfo of a URL (https://user:pass@host -> https://[REDACTED:url-userinfo]@host)",
+    needles=("://",),
+)
+
 #: Account names that identify no person (containers, CI runners, cloud
 #: images); the running account is not masked when it has one of these.
 GENERIC_ACCOUNTS: frozenset[str] = frozenset(
@@ -420,10 +456,10 @@ def load_patterns(extra: str | Path | Iterable[Mapping] | None = None, *, user: 
     if extra is None or (isinstance(extra, str) and not extra):
         return tuple(pats)
     if isinstance(extra, (str, Path)):
-        import yaml
+        from compaction_lab.core import user_yaml  # binary, too deep or an alias: a ValueError naming the file
 
         path = Path(extra)
-        entries = _entries(yaml.safe_load(path.read_text(encoding="utf-8")), str(path))
+        entries = _entries(user_yaml.load(path), str(path))
     else:
         entries = _entries(list(extra), "redaction patterns")
     for entry, enabled in entries:

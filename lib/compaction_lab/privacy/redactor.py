@@ -17,7 +17,7 @@ from typing import Any
 
 from compaction_lab.core.session import Record, Session
 from compaction_lab.privacy.env_secrets import ENV_SECRET, env_secret_values
-from compaction_lab.privacy.patterns import Pattern, load_patterns, marker
+from compaction_lab.privacy.patterns import URL_USERINFO, Pattern, load_patterns, marker
 
 __all__ = ["Redactor", "apply", "redactor", "walk"]
 
@@ -155,13 +155,19 @@ class Redactor:
     literals : frozenset of str
         Exact strings always masked as ``[REDACTED:env-secret]`` (values of
         secret environment variables), before any pattern.
+    always : tuple of Pattern
+        Applied after the literals and before `patterns`, whether redaction
+        is on or not (`redactor` puts `URL_USERINFO` here): credentials, not
+        personal data, so never part of what a report studies.
     """
 
     patterns: tuple[Pattern, ...] = ()
     literals: frozenset[str] = frozenset()
+    always: tuple[Pattern, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "patterns", tuple(self.patterns))
+        object.__setattr__(self, "always", tuple(p for p in self.always if p not in self.patterns))
         # An empty literal would match between every two characters.
         object.__setattr__(self, "literals", frozenset(v for v in self.literals if v))
 
@@ -172,12 +178,12 @@ class Redactor:
 
     @property
     def active(self) -> bool:
-        """True when anything at all can be masked (patterns or literals)."""
-        return bool(self.patterns or self.literals)
+        """True when anything at all can be masked (patterns, literals or the always-on patterns)."""
+        return bool(self.patterns or self.literals or self.always)
 
     def rules(self) -> tuple[_Rule, ...]:
-        """The compiled rules: literals first, then the patterns in order (cached)."""
-        return _rules(self.patterns, self.literals)
+        """The compiled rules: literals first, then the always-on patterns, then the patterns in order (cached)."""
+        return _rules(self.always + self.patterns, self.literals)
 
     def text(self, s: str) -> str:
         """`s` with every match masked; `s` itself when nothing matches."""
@@ -321,6 +327,10 @@ def redactor(
     environ : mapping, optional
         Environment whose secret values are masked — always, even when not
         `enabled`. Default `os.environ`.
+
+    Credentials in URLs (`URL_USERINFO`: ``https://user:pass@host``) are
+    masked always too, so a model endpoint's base URL never reaches
+    ``run.json``, a notebook or a report with its password.
     """
     patterns = load_patterns(extra_patterns) if enabled else ()
-    return Redactor(patterns=patterns, literals=env_secret_values(environ))
+    return Redactor(patterns=patterns, literals=env_secret_values(environ), always=(URL_USERINFO,))

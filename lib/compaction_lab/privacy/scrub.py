@@ -208,8 +208,9 @@ def scrub_run_folder(run_dir: Path, r: Redactor) -> ScrubReport:
     ----------
     run_dir : path
     r : Redactor
-        Nothing is read when it masks nothing (redaction off and no secret
-        environment values).
+        Nothing is read when it masks nothing (no pattern, literal or
+        always-on pattern; a run's `redactor.redactor` always masks URL
+        credentials, so a run folder is always swept).
     """
     run_dir = Path(run_dir)
     if not r.active:

@@ -38,6 +38,14 @@ It is sent only in the Authorization header: never written to the ledger (the
 body holds no credential), a log line, an exception message (server error
 text is scrubbed of it, and the openai exception is not chained) or
 ``repr(client)``; a client refuses to be pickled.
+
+An endpoint may repeat the key (or another secret) in its answer: the client
+registers the key (`compaction_lab.privacy.secrets.register_secret`) and masks
+every answer as the stores do (`mask_stored`) before reading it, so the
+`Completion`, the ledger row and a later reuse of it hold the same masked text,
+and the checkpoint store and archive mask the key too. Credentials in the base
+URL (``https://user:pass@host/v1``) are masked (``https://***@host/v1``) in
+every message, ``repr`` and log line (`install_log_masking`).
 """
 
 from __future__ import annotations
@@ -54,8 +62,10 @@ from typing import TYPE_CHECKING, Any
 
 import openai
 
+from compaction_lab.core import bounded_json
 from compaction_lab.core.fingerprints import sha256_json  # the form SummaryRequest.fingerprint hashes
 from compaction_lab.cost import prices as prices_mod
+from compaction_lab.privacy.secrets import install_log_masking, mask_message, mask_stored, mask_url, register_secret
 from compaction_lab.providers import standin
 from compaction_lab.providers.config import ModelConfig
 from compaction_lab.providers.ledger import open_ledger
@@ -291,6 +301,7 @@ class ChatClient:
 
     def __init__(self, config: ModelConfig, ledger: Ledger | None = None, environ: Mapping[str, str] | None = None):
         self.config = config
+        self._url = mask_url(config.base_url.strip())  # the base URL as messages show it
         env = os.environ if environ is None else environ
         # A dry run (compaction_lab.plan) answers from a stand-in transport: nothing is sent, no key is needed.
         self._dry_run = standin.dry_run_folder()
@@ -298,11 +309,14 @@ class ChatClient:
             key = env.get(config.api_key_env) or ""
             if not key.strip():
                 raise AuthError(
-                    f"no API key for {config.base_url}: environment variable {config.api_key_env} is "
+                    f"no API key for {self._url}: environment variable {config.api_key_env} is "
                     "not set (set it, or set api_key_env: '' for a server that needs no key)"
                 )
+            # Whatever the variable is called, its value is now masked by every store and message of this process.
+            register_secret(key)
         else:
             key = NO_KEY
+        install_log_masking()  # httpx logs every request's URL, credentials included
         # Loaded now so a wrong table name fails before any money is spent.
         self._table = prices_mod.load_price_table(config.price_table) if config.price_table else None
         self._owns_ledger = ledger is None
@@ -322,7 +336,7 @@ class ChatClient:
 
     def __repr__(self) -> str:
         c = self.config
-        return f"ChatClient(model={c.model!r}, base_url={c.base_url!r}, api_key_env={c.api_key_env!r})"
+        return f"ChatClient(model={c.model!r}, base_url={self._url!r}, api_key_env={c.api_key_env!r})"
 
     def __reduce__(self) -> Any:
         raise TypeError("a ChatClient holds an API key and is not picklable; pass its ModelConfig instead")
@@ -498,11 +512,12 @@ class ChatClient:
             latency = time.monotonic() - t0
         try:
             try:
-                response = json.loads(text)
-            except json.JSONDecodeError as exc:
+                # Masked before it is read: the Completion, the ledger and a later reuse hold the same text.
+                response = mask_stored(bounded_json.loads(text), self._key())
+            except ValueError as exc:  # not JSON, or nested past bounded_json.MAX_DEPTH
+                where = f"{exc.msg} at position {exc.pos}" if isinstance(exc, json.JSONDecodeError) else str(exc)
                 raise BadResponse(
-                    f"{c.base_url} answered 200 with a body that is not JSON ({exc.msg} at "
-                    f"position {exc.pos}; {len(text)} characters)",
+                    f"{self._url} answered 200 with a body that is not JSON ({where}; {len(text)} characters)",
                     status_code=200,
                 ) from None
             message, finish = parse_choice(response)
@@ -565,11 +580,13 @@ class ChatClient:
             from_ledger,
         )
 
-    def _scrub(self, text: str) -> str:
+    def _key(self) -> list[str]:
+        """The key this client sends, as a list of secrets to mask (empty for the ``none`` placeholder)."""
         key = getattr(self._http, "api_key", None)
-        if isinstance(key, str) and len(key) >= 4 and key != NO_KEY:
-            text = text.replace(key, "***")
-        return text
+        return [key] if isinstance(key, str) and key != NO_KEY else []
+
+    def _scrub(self, text: str) -> str:
+        return mask_message(text, self._key())
 
     def _server_says(self, exc: openai.APIStatusError) -> str:
         body = getattr(exc, "body", None)
@@ -581,7 +598,7 @@ class ChatClient:
 
     def _map_error(self, exc: BaseException) -> BaseException:
         """Our exception for an openai one (others are returned unchanged)."""
-        c = self.config
+        c, url = self.config, self._url
         attempts = c.max_retries + 1
         if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
             status: int = exc.status_code
@@ -589,33 +606,29 @@ class ChatClient:
                 what = f"refused the API key from environment variable {c.api_key_env}"
             else:
                 what = "wants an API key, but api_key_env is '' (set it to the NAME of the variable holding the key)"
-            return AuthError(f"{c.base_url} {what} (HTTP {status}): {self._server_says(exc)}", status_code=status)
+            return AuthError(f"{url} {what} (HTTP {status}): {self._server_says(exc)}", status_code=status)
         if isinstance(exc, openai.RateLimitError):
             return RateLimited(
-                f"{c.base_url} still rate-limited (HTTP 429) after {attempts} attempt(s): {self._server_says(exc)}",
+                f"{url} still rate-limited (HTTP 429) after {attempts} attempt(s): {self._server_says(exc)}",
                 status_code=429,
             )
         if isinstance(exc, openai.APITimeoutError):  # before APIConnectionError: it is a subclass
-            return ProviderTimeout(
-                f"{c.base_url} gave no answer within {c.timeout_s:g} s on any of {attempts} attempt(s)"
-            )
+            return ProviderTimeout(f"{url} gave no answer within {c.timeout_s:g} s on any of {attempts} attempt(s)")
         if isinstance(exc, openai.APIConnectionError):
             cause = exc.__cause__ or exc.__context__
             why = f": {self._scrub(str(cause))[:200]}" if cause is not None and str(cause) else ""
-            return EndpointUnreachable(f"cannot reach {c.base_url} ({attempts} attempt(s)){why}")
+            return EndpointUnreachable(f"cannot reach {url} ({attempts} attempt(s)){why}")
         if isinstance(exc, openai.APIResponseValidationError):
             return BadResponse(
-                f"{c.base_url} answered with a response that is not a chat completion",
+                f"{url} answered with a response that is not a chat completion",
                 status_code=getattr(exc, "status_code", None),
             )
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             retried = f" after {attempts} attempt(s)" if status >= 500 or status in (408, 409) else ""
-            return ProviderError(
-                f"{c.base_url} answered HTTP {status}{retried}: {self._server_says(exc)}", status_code=status
-            )
+            return ProviderError(f"{url} answered HTTP {status}{retried}: {self._server_says(exc)}", status_code=status)
         if isinstance(exc, openai.OpenAIError):
-            return ProviderError(f"{c.base_url}: {type(exc).__name__}: {self._scrub(str(exc))[:300]}")
+            return ProviderError(f"{url}: {type(exc).__name__}: {self._scrub(str(exc))[:300]}")
         return exc
 
 

@@ -19,7 +19,13 @@ repeats at most the one that was in flight.
 
 What is never written: the API key. Requests are stored as the JSON body sent
 (messages, tools, model, temperature), which holds no credential; the key
-travels only in the HTTP Authorization header.
+travels only in the HTTP Authorization header. An endpoint that repeats the
+key in its answer, or a prompt that quotes a secret, is masked before the row
+is written (`compaction_lab.privacy.secrets.mask_stored`: the configured key,
+secret environment values, credential-shaped text, URL credentials), and so
+are the error text and the ``base_url`` column (``https://***@host/v1``). The
+fingerprint is of the body as sent, so a stored body holding a masked secret
+no longer hashes to it (lookups go by the fingerprint column, never by re-hashing).
 
 Concurrency
 -----------
@@ -51,6 +57,7 @@ import pandas as pd
 from compaction_lab.core import paths
 from compaction_lab.core.fingerprints import canonical_json  # the fingerprints' form: stored JSON re-hashes identically
 from compaction_lab.core.processes import pid_alive
+from compaction_lab.privacy.secrets import mask_message, mask_stored, mask_url
 from compaction_lab.providers.usage import Usage
 from compaction_lab.store.sqlite import immediate  # one write transaction for both stores
 
@@ -230,8 +237,9 @@ class Ledger:
         self, *, fingerprint: str, shape_fingerprint: str, model: str, base_url: str, purpose: str, request: Mapping
     ) -> int:
         """Record a call about to be sent (status ``started``); returns its id."""
+        stored = _stored_request(request)  # masked before the write transaction, which stays short
         with self._tx() as conn:
-            return _insert_started(conn, fingerprint, shape_fingerprint, model, base_url, purpose, request, time.time())
+            return _insert_started(conn, fingerprint, shape_fingerprint, model, base_url, purpose, stored, time.time())
 
     def finish(
         self,
@@ -243,20 +251,21 @@ class Ledger:
         cost: float | None,
         currency: str | None,
     ) -> None:
-        """Mark a started call ``done`` with its response, usage, latency and cost.
+        """Mark a started call ``done`` with its response (secrets masked, `mask_stored`), usage, latency and cost.
 
         Raises
         ------
         KeyError
             If no call has that id.
         """
+        stored = canonical_json(mask_stored(dict(response)))
         with self._tx() as conn:
             cur = conn.execute(
                 "UPDATE calls SET status='done', finished_at=?, response_json=?, prompt_tokens=?, cached_tokens=?, "
                 "completion_tokens=?, cost=?, currency=?, latency_s=?, error=NULL WHERE id=?",
                 (
                     time.time(),
-                    canonical_json(dict(response)),
+                    stored,
                     int(usage.prompt_tokens),
                     int(usage.cached_tokens),
                     int(usage.completion_tokens),
@@ -277,10 +286,11 @@ class Ledger:
         KeyError
             If no call has that id.
         """
+        text = mask_message(str(error))
         with self._tx() as conn:
             cur = conn.execute(
                 "UPDATE calls SET status='failed', finished_at=?, error=? WHERE id=?",
-                (time.time(), str(error), int(call_id)),
+                (time.time(), text, int(call_id)),
             )
             if cur.rowcount != 1:
                 raise KeyError(f"no ledger call with id {call_id}")
@@ -309,6 +319,7 @@ class Ledger:
         """
         host = socket.gethostname()
         now = time.time()
+        stored = _stored_request(request)
         with self._tx() as conn:
             done = conn.execute(
                 "SELECT id FROM calls WHERE request_fingerprint=? AND status='done' ORDER BY id DESC LIMIT 1",
@@ -335,7 +346,7 @@ class Ledger:
             if busy:
                 return "busy", None
             return "mine", _insert_started(
-                conn, fingerprint, shape_fingerprint, model, base_url, purpose, request, now, host
+                conn, fingerprint, shape_fingerprint, model, base_url, purpose, stored, now, host
             )
 
     def mark_abandoned(self) -> int:
@@ -420,6 +431,11 @@ class Ledger:
                 conn.close()
 
 
+def _stored_request(request: Mapping) -> str:
+    """A request body as the ledger keeps it: canonical JSON, secrets masked (`mask_stored`)."""
+    return canonical_json(mask_stored(dict(request)))
+
+
 def _insert_started(
     conn: sqlite3.Connection,
     fingerprint: str,
@@ -427,11 +443,14 @@ def _insert_started(
     model: str,
     base_url: str,
     purpose: str,
-    request: Mapping,
+    request_json: str,
     started_at: float,
     host: str | None = None,
 ) -> int:
-    """Insert a ``started`` row for this process (inside the caller's write transaction); its id."""
+    """Insert a ``started`` row for this process (inside the caller's write transaction); its id.
+
+    `request_json` is the body as `_stored_request` made it; the base URL is stored with its credentials masked.
+    """
     cur = conn.execute(
         "INSERT INTO calls (request_fingerprint, shape_fingerprint, model, base_url, purpose, status, "
         "started_at, pid, host, request_json) VALUES (?, ?, ?, ?, ?, 'started', ?, ?, ?, ?)",
@@ -439,12 +458,12 @@ def _insert_started(
             fingerprint,
             shape_fingerprint or "",
             model,
-            base_url,
+            mask_url(base_url),
             purpose,
             started_at,
             os.getpid(),
             host or socket.gethostname(),
-            canonical_json(dict(request)),
+            request_json,
         ),
     )
     if cur.lastrowid is None:  # an INSERT always sets it; None would mean no row was written

@@ -24,9 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import yaml
-
-from compaction_lab.core import paths
+from compaction_lab.core import paths, user_yaml
+from compaction_lab.providers.config import base_url_problem
 from compaction_lab.report.params import ProfileError
 
 if TYPE_CHECKING:  # report.run imports this module
@@ -81,7 +80,8 @@ def load_preset(name: str) -> Preset:
     ProfileError
         (a `ValueError`) for an unknown name, listing the known presets; for a
         malformed file (not YAML, not a mapping, unknown keys, ``model`` not a
-        mapping, ``cache_rule`` not text), naming the file.
+        mapping, a malformed ``base_url`` (`config.base_url_problem`),
+        ``cache_rule`` not text), naming the file.
     """
     path = paths.providers_dir() / f"{name}.yaml"
     if not isinstance(name, str) or not name or "/" in name or not path.is_file():
@@ -90,9 +90,9 @@ def load_preset(name: str) -> Preset:
             f"{', '.join(list_presets()) or 'none'}"
         )
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ProfileError(f"endpoint preset {path}: cannot be read as YAML: {exc}") from None
+        data = user_yaml.load(path, "endpoint preset")
+    except user_yaml.UserYamlError as exc:
+        raise ProfileError(str(exc)) from None
     if not isinstance(data, dict):
         raise ProfileError(f"endpoint preset {path}: expected a mapping at top level")
     unknown = sorted(str(k) for k in data if k not in _KEYS)
@@ -101,6 +101,9 @@ def load_preset(name: str) -> Preset:
     model = data.get("model")
     if not isinstance(model, dict) or not model:
         raise ProfileError(f"endpoint preset {path}: `model` must be a mapping (base_url, model, api_key_env, ...)")
+    url_problem = base_url_problem(model.get("base_url"))
+    if url_problem:
+        raise ProfileError(f"endpoint preset {path}: model.base_url {url_problem}")
     rule = data.get("cache_rule")
     if rule is not None and not isinstance(rule, str):
         raise ProfileError(f"endpoint preset {path}: `cache_rule` must be a cache rule's name or null")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -80,6 +81,35 @@ _RENDER_CACHE_SIZE = 16
 _rendered: OrderedDict[str, tuple[str, bytes]] = OrderedDict()
 
 
+#: Characters XML 1.0 forbids: C0 controls but tab, LF and CR, lone surrogates, U+FFFE and U+FFFF. Vega
+#: writes a label's text into its SVG as is, and vl-convert, parsing that SVG, panics on one and aborts
+#: the whole process (a notebook's kernel dies), so a log that holds one is drawn with U+FFFD instead.
+_NON_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+#: The same, and every character outside the Basic Multilingual Plane (emoji, private use planes).
+_NON_XML_OR_ASTRAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff\U00010000-\U0010ffff]")
+
+
+def _drawable(value: Any, pattern: re.Pattern[str] = _NON_XML) -> Any:
+    """`value` (a Vega-Lite spec or any part of it), every string's `pattern` characters replaced by U+FFFD."""
+    if isinstance(value, str):
+        return pattern.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {k: _drawable(v, pattern) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_drawable(v, pattern) for v in value]
+    return value
+
+
+def _svg(spec: dict) -> str:
+    """The SVG vl-convert draws of `spec`, whatever characters its labels hold."""
+    try:
+        return vlc.vegalite_to_svg(_drawable(spec), vl_version=_vl_version())
+    except ValueError:
+        # Vega shortens a long label by UTF-16 units, which can split a character outside the BMP into a
+        # lone surrogate that vl-convert's text measure rejects: draw such characters as U+FFFD instead.
+        return vlc.vegalite_to_svg(_drawable(spec, _NON_XML_OR_ASTRAL), vl_version=_vl_version())
+
+
 def _images(spec: dict) -> tuple[str, bytes]:
     """The SVG and the PNG of a Vega-Lite spec, drawn once.
 
@@ -93,7 +123,7 @@ def _images(spec: dict) -> tuple[str, bytes]:
     if hit is not None:
         _rendered.move_to_end(key)
         return hit
-    svg = vlc.vegalite_to_svg(spec, vl_version=_vl_version())
+    svg = _svg(spec)
     out = (svg, bytes(vlc.svg_to_png(svg, scale=PNG_SCALE)))
     _rendered[key] = out
     while len(_rendered) > _RENDER_CACHE_SIZE:
@@ -131,6 +161,33 @@ def setup_notebook() -> None:
     alt.renderers.enable(RENDERER)
 
 
+#: What JSON must not carry raw inside an HTML ``<script>`` block: ``<`` (``</script>`` ends the block,
+#: ``<!--`` hides its end), ``>`` and ``&`` (read as markup by an XHTML parser), and U+2028 / U+2029
+#: (line ends to older JavaScript). Each is written as the JSON escape of the same character.
+_SCRIPT_UNSAFE = str.maketrans({c: f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"})
+
+
+def script_safe(json_text: str) -> str:
+    """JSON text made safe to embed in an HTML ``<script>`` block; it still parses to the same value.
+
+    These characters can occur in JSON only inside strings, where the ``\\uXXXX`` escape means the
+    same character, so a log's ``</script><script>...`` stays data.
+
+    Parameters
+    ----------
+    json_text : str
+        Serialised JSON.
+    """
+    return json_text.translate(_SCRIPT_UNSAFE)
+
+
+class _ScriptSafeEncoder(json.JSONEncoder):
+    """`json.dumps` encoder whose output can sit in a ``<script>`` block (`script_safe`)."""
+
+    def encode(self, o: Any) -> str:
+        return script_safe(super().encode(o))
+
+
 def save_chart(
     chart: alt.TopLevelMixin, stem: str | Path, formats: Iterable[str] = ("png", "svg", "html")
 ) -> dict[str, Path]:
@@ -162,8 +219,11 @@ def save_chart(
         elif fmt == "svg" and images:
             path.write_text(images[0], encoding="utf-8")
         elif fmt == "html":
-            # inline=True bundles Vega's JavaScript (from vl-convert): no CDN needed.
-            chart.save(path, format="html", inline=True)
+            # inline=True bundles Vega's JavaScript (from vl-convert): no CDN needed. Altair writes the
+            # spec into a <script> block as plain json.dumps, so a label from a log could close the block
+            # and run as script: the encoder escapes what HTML would read (neither Altair nor vl-convert
+            # offers it).
+            chart.save(path, format="html", inline=True, json_kwds={"cls": _ScriptSafeEncoder})
         written[fmt] = path
     return written
 

@@ -16,6 +16,8 @@ A run folder's ``run.json`` goes through these statuses:
     ``finished``, ``seconds``; the notebook that was executing is in
     ``notebooks`` with status ``interrupted`` and its partial ``.ipynb`` kept.
     The kernel was shut down; the command exits 130 (SIGINT) or 143 (SIGTERM).
+    A sweep's run executing on a worker the stopped sweep closed is marked so
+    by the sweep (`record_interrupted`, with an ``interrupted`` block saying why).
 ``dead``
     ``running`` whose process is gone without a word (kill -9, the OOM
     killer, a power cut): `liveness` decides, `list_runs` reports it, and
@@ -278,13 +280,24 @@ class RunInterrupted(KeyboardInterrupt):
         The notebook that was executing.
     sweep_dir : Path or None
         The comparison folder of a sweep that stopped with it.
+    runs : tuple of Path
+        Run folders a sweep's workers were executing, marked ``interrupted`` (`record_interrupted`).
+    left_running : tuple of Path
+        Run folders still executing on an existing cluster's workers, which the sweep cannot stop.
     """
 
     def __init__(
-        self, signum: int, run_dir: Path | None = None, notebook: str | None = None, sweep_dir: Path | None = None
+        self,
+        signum: int,
+        run_dir: Path | None = None,
+        notebook: str | None = None,
+        sweep_dir: Path | None = None,
+        runs: tuple[Path, ...] = (),
+        left_running: tuple[Path, ...] = (),
     ):
         super().__init__(signum)
         self.signum, self.run_dir, self.notebook, self.sweep_dir = int(signum), run_dir, notebook, sweep_dir
+        self.runs, self.left_running = tuple(runs), tuple(left_running)
 
     @property
     def signal_name(self) -> str:
@@ -299,11 +312,23 @@ class RunInterrupted(KeyboardInterrupt):
         return 128 + self.signum
 
     def __str__(self) -> str:
-        if self.run_dir is None:
+        if self.runs:
+            msg = (
+                f"interrupted by {self.signal_name} while {len(self.runs)} run(s) of the sweep were executing: "
+                f"run folder(s) {', '.join(str(p) for p in self.runs)} marked interrupted"
+            )
+        elif self.run_dir is None and not self.left_running:
             msg = f"interrupted by {self.signal_name}; no run folder was being written"
+        elif self.run_dir is None:
+            msg = f"interrupted by {self.signal_name}"
         else:
             where = f" while {self.notebook} was executing (partial notebook kept)" if self.notebook else ""
             msg = f"interrupted by {self.signal_name}{where}: run folder {self.run_dir} marked interrupted"
+        if self.left_running:
+            msg += (
+                f"; still running on the cluster's workers, which this process cannot stop: "
+                f"{', '.join(str(p) for p in self.left_running)}"
+            )
         if self.sweep_dir is not None:
             msg += (
                 f"; sweep stopped, comparison so far in {self.sweep_dir} "
@@ -589,6 +614,50 @@ def list_runs(results: Path, *, host: str | None = None, now: datetime | None = 
             rows.append(_unreadable(folder, exc))
     rows.sort(key=_sort_key, reverse=True)
     return RunListing(str(results), tuple(rows), tuple(skipped))
+
+
+def record_interrupted(run_dir: Path, info: Mapping[str, Any], signal_name: str, reason: str) -> dict[str, Any]:
+    """Write ``status: interrupted`` into the run.json of a run stopped from outside its process.
+
+    A sweep stopped by a signal closes the workers executing its runs; they
+    cannot record it themselves. The result reads as a run the runner
+    interrupted: ``signal``, ``finished``, ``seconds``, the notebook cut short
+    in ``notebooks`` with status ``interrupted`` (its partial ``.ipynb`` kept
+    when it was saved), plus an ``interrupted`` block saying why and when.
+
+    Parameters
+    ----------
+    run_dir : Path
+    info : mapping
+        The run.json contents as read (``running``).
+    signal_name : str
+        ``SIGINT`` / ``SIGTERM``.
+    reason : str
+        For people: what stopped the run.
+
+    Returns
+    -------
+    dict
+        What was written.
+    """
+    now = utc_now()
+    notebooks = [r for r in info.get("notebooks") or [] if isinstance(r, dict)]
+    cut = info.get("notebook_running")
+    if isinstance(cut, str) and cut:
+        out = Path(run_dir) / f"{cut}.ipynb"
+        notebooks.append({"notebook": cut, "status": INTERRUPTED, "output": out.name if out.exists() else None})
+    written = {
+        **info,
+        "status": INTERRUPTED,
+        "signal": signal_name,
+        "notebook_running": None,
+        "notebooks": notebooks,
+        "finished": now,
+        "seconds": _seconds_between(info.get("started"), now),
+        "interrupted": {"detected": now, "reason": reason},
+    }
+    write_json_atomic(Path(run_dir) / RUN_JSON, written)
+    return written
 
 
 def record_dead(results: Path, *, host: str | None = None) -> list[RunSummary]:

@@ -44,6 +44,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
+import json
 import math
 import re
 import reprlib
@@ -55,25 +56,37 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
-from compaction_lab.core import paths
+from compaction_lab.core import paths, user_yaml
 
 if TYPE_CHECKING:  # report.run imports this module: the runtime import would be circular
     from compaction_lab.report.run import Profile
 
 
 class ProfileError(ValueError):
-    """A profile, or the parameters it runs with, cannot make a meaningful run (every problem listed)."""
+    """A profile, or the parameters it runs with, cannot make a meaningful run (every problem listed).
+
+    Its message never holds a secret: URL credentials, secret values and
+    secret-shaped text (``sk-...``, ``api_key: ...``) are masked
+    (`compaction_lab.privacy.secrets.mask_message`) whoever raises it.
+    """
+
+    def __init__(self, message: object = "", *args: object) -> None:
+        from compaction_lab.privacy.secrets import mask_message
+
+        super().__init__(mask_message(str(message)), *args)
 
 
 #: Parameters the runner itself reads (`report.run_profile`), whether or not a notebook declares them,
 #: with their types: ``redact`` drives the final sweep, ``redact_patterns`` loads the sweep's patterns;
 #: ``tokenizer`` and ``scheduler`` reach every notebook's kernel as ``COMPACTION_LAB_TOKENIZER`` /
-#: ``COMPACTION_LAB_SCHEDULER`` (the token counter's backend, where heavy work runs; a sweep's runs too).
+#: ``COMPACTION_LAB_SCHEDULER`` (the token counter's backend, where heavy work runs; a sweep's runs too);
+#: ``max_sweep_runs`` bounds how many runs a sweep may plan (`DEFAULT_MAX_SWEEP_RUNS`).
 RUNNER_PARAMETERS: Mapping[str, str] = {
     "redact": "bool",
     "redact_patterns": "str",
     "tokenizer": "str",
     "scheduler": "str",
+    "max_sweep_runs": "int",
 }
 
 #: Set by the runner for every notebook; never by a profile or ``--set``.
@@ -92,8 +105,32 @@ _TYPE_WORDS = {
     "dict": "a mapping",
 }
 _SECRET_KEY = re.compile(r"(api[_-]?key|secret|token|password)$", re.IGNORECASE)
-_show = reprlib.Repr()
-_show.maxstring, _show.maxother, _show.maxlist, _show.maxdict = 60, 60, 6, 6
+#: Longest echo of a value in a message. `reprlib` limits each level, so a nested value's echo grows with
+#: the product of its levels (six levels of six items: 46,656 quoted); the whole echo is cut here.
+MAX_SHOWN = 200
+
+
+class _Shown(reprlib.Repr):
+    """`reprlib.Repr` whose whole result is at most `MAX_SHOWN` characters."""
+
+    def repr(self, x: Any) -> str:
+        text = super().repr(x)
+        return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 1] + "…"
+
+
+_show = _Shown()
+_show.maxstring, _show.maxother, _show.maxlist, _show.maxdict, _show.maxlevel = 60, 60, 6, 6, 3
+
+
+def _quoted(value: Any) -> str:
+    """A parameter's value as a message quotes it: short, and with anything secret-looking masked.
+
+    ``{api_key: hunter2}`` is quoted ``{'api_key': '***'}``: the value under a
+    secret-looking key goes whatever it is, before `_show` could cut a key in two.
+    """
+    from compaction_lab.privacy.secrets import shown
+
+    return _show.repr(shown(value))
 
 
 def looks_secret(key: str) -> bool:
@@ -355,6 +392,7 @@ RULES: Mapping[str, Rule] = {
     "encoding": Rule(check=_encoding_problem),
     "tokenizer": Rule(check=_tokenizer_problem),
     "scheduler": Rule(check=_scheduler_problem),
+    "max_sweep_runs": Rule(minimum=1),
     "followup_min_score": Rule(minimum=0),
     "redact_patterns": Rule(check=_patterns_problem),
     # 02-05: the compaction
@@ -417,7 +455,7 @@ def _has_type(value: Any, type_name: str | None) -> bool:
 
 def _rule_problem(label: str, value: Any, rule: Rule) -> str | None:
     """What is wrong with a value of the right type under its `Rule` (None: nothing)."""
-    shown = _show.repr(value)
+    shown = _quoted(value)
     if rule.blank and value == "":
         return None
     if rule.minimum is not None and isinstance(value, (int, float)) and value < rule.minimum:
@@ -530,9 +568,79 @@ PROFILE_KEYS: tuple[str, ...] = ("description", "notebooks", "parameters", "note
 #: ``range(stop)``, ``range(start, stop)`` or ``range(start, stop, step)``: Python's range, stop excluded.
 _RANGE = re.compile(r"^\s*range\(\s*(-?\d+)\s*(?:,\s*(-?\d+)\s*)?(?:,\s*(-?\d+)\s*)?\)\s*$")
 
+#: How many runs a sweep may plan (the product of its value counts) unless ``max_sweep_runs`` says otherwise.
+DEFAULT_MAX_SWEEP_RUNS = 1_000
+#: No swept parameter takes more values than this, whatever ``max_sweep_runs`` allows: a profile's
+#: ``sweeps:`` block is read as the profile loads, before its limit is known, and a range is counted
+#: against this before it is listed (``range(0,100000000)`` would otherwise take gigabytes first).
+MAX_SWEEP_VALUES = 100_000
+
+
+def _sweep_range(key: str, raw: str) -> range | None:
+    """``range(...)`` text as a (lazy) range; None for other text. ValueError for step 0 or a malformed range."""
+    m = _RANGE.match(raw)
+    if not m:
+        if raw.strip().startswith("range("):
+            raise ValueError(
+                f"sweep {key}: {raw.strip()!r} is not range(stop), range(start, stop) or range(start, stop, step)"
+            )
+        return None
+    bounds = [int(g) for g in m.groups() if g is not None]
+    start, stop, step = (0, bounds[0], 1) if len(bounds) == 1 else (*bounds[:2], bounds[2] if len(bounds) == 3 else 1)
+    if step == 0:
+        raise ValueError(f"sweep {key}: {raw.strip()} has step 0")
+    return range(start, stop, step)
+
+
+def _yaml_values(key: str, raw: str) -> tuple[list[Any], list[str]]:
+    """``v1,v2,...`` or ``[v1, v2]``: the values, and the text each was written as (for messages)."""
+    text = raw if raw.lstrip().startswith("[") else f"[{raw}]"
+    try:
+        values = user_yaml.loads(text, f"sweep {key}")  # a profile's text: no aliases, bounded nesting
+        node = yaml.compose(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"sweep {key}: values {raw!r} are not valid YAML: {exc}") from exc
+    if not isinstance(values, list):
+        raise ValueError(f"sweep {key}: expected a list of values, got {_kind(values)}")
+    items = node.value if isinstance(node, yaml.SequenceNode) else []
+    if len(items) != len(values):  # anchors and the like: the parsed values speak for themselves
+        return values, [_show.repr(v) for v in values]
+    return values, [text[n.start_mark.index : n.end_mark.index] for n in items]
+
+
+def _same_run(value: Any) -> tuple[str, Any]:
+    """What a run receives from a value: 1, 01, 0x1, +1 and 1.0 are one; true and 1, "1" and 1 are not."""
+    if isinstance(value, bool) or value is None:
+        return ("literal", value)
+    if isinstance(value, (int, float)):
+        return ("number", value)  # 1 == 1.0 and hash(1) == hash(1.0)
+    return ("data", json.dumps(value, sort_keys=True, default=str))
+
+
+def _duplicates(key: str, values: list[Any], texts: list[str]) -> str | None:
+    """The message for values equal after parsing (None: all distinct); `texts` shows each value as given."""
+    groups: dict[tuple[str, Any], list[int]] = {}
+    for i, v in enumerate(values):
+        groups.setdefault(_same_run(v), []).append(i)
+    said = []
+    for idx in (ix for ix in groups.values() if len(ix) > 1):
+        written = [texts[i] for i in idx]
+        listed = f"{', '.join(written[:-1])} and {written[-1]}"
+        said.append(f"{listed} {'both' if len(idx) == 2 else 'all'} read as {_show.repr(values[idx[0]])}")
+    if not said:
+        return None
+    return f"sweep {key}: {'; '.join(said)}, so the same run would be planned more than once; give each value once"
+
 
 def sweep_values(key: str, raw: Any) -> list[Any]:
     """The values a swept parameter takes, from ``--sweep key=...`` or a profile's ``sweeps:`` block.
+
+    Values equal after parsing are one value, and giving one twice is an error
+    naming them: ``seed=7,7`` or ``seed=1,01,0x1,+1`` (YAML reads all four as 1)
+    would plan identical runs, and whoever typed them most likely meant other
+    values. Equal means what a run receives: ``16000`` and ``16000.0`` are
+    equal; ``true`` and ``1``, ``"1"`` and ``1`` are not (the checks then judge
+    each value's type).
 
     Parameters
     ----------
@@ -546,37 +654,35 @@ def sweep_values(key: str, raw: Any) -> list[Any]:
     Raises
     ------
     ValueError
-        No values, a range with step 0 or no values, or text that is not YAML (the message names `key`).
+        No values, a range with step 0 or no values, text that is not YAML,
+        duplicate values, or more than `MAX_SWEEP_VALUES` values (counted
+        before a range is listed); the message names `key`.
     """
     if isinstance(raw, list):
-        values = list(raw)
+        values, texts = list(raw), [_show.repr(v) for v in raw]
     elif isinstance(raw, str):
-        m = _RANGE.match(raw)
-        if m:
-            bounds = [int(g) for g in m.groups() if g is not None]
-            start, stop, step = (
-                (0, bounds[0], 1) if len(bounds) == 1 else (*bounds[:2], bounds[2] if len(bounds) == 3 else 1)
-            )
-            if step == 0:
-                raise ValueError(f"sweep {key}: {raw.strip()} has step 0")
-            values = list(range(start, stop, step))
-            if not values:
+        rng = _sweep_range(key, raw)
+        if rng is not None:
+            if not rng:
                 raise ValueError(f"sweep {key}: {raw.strip()} gives no values")
-            return values
-        if raw.strip().startswith("range("):
-            raise ValueError(
-                f"sweep {key}: {raw.strip()!r} is not range(stop), range(start, stop) or range(start, stop, step)"
-            )
-        try:
-            values = yaml.safe_load(raw if raw.lstrip().startswith("[") else f"[{raw}]")
-        except yaml.YAMLError as exc:
-            raise ValueError(f"sweep {key}: values {raw!r} are not valid YAML: {exc}") from exc
-        if not isinstance(values, list):
-            raise ValueError(f"sweep {key}: expected a list of values, got {_kind(values)}")
+            if len(rng) > MAX_SWEEP_VALUES:
+                raise ValueError(
+                    f"sweep {key}: {raw.strip()} gives {len(rng):,} values, more than a sweep may take "
+                    f"({MAX_SWEEP_VALUES:,} per parameter; the runs in all are limited by max_sweep_runs, "
+                    f"default {DEFAULT_MAX_SWEEP_RUNS:,})"
+                )
+            return list(rng)  # distinct: a range never repeats itself
+        values, written = _yaml_values(key, raw)
+        texts = [repr(t) for t in written]  # '01', '0x1': the text typed, which is what a user recognises
     else:
         raise ValueError(f"sweep {key}: expected a list, 'v1,v2,...' or 'range(a,b)', got {_kind(raw)}")
     if not values:
         raise ValueError(f"sweep {key}: give at least one value")
+    if len(values) > MAX_SWEEP_VALUES:
+        raise ValueError(f"sweep {key}: {len(values):,} values, more than a sweep may take ({MAX_SWEEP_VALUES:,})")
+    dup = _duplicates(key, values, texts)
+    if dup:
+        raise ValueError(dup)
     return values
 
 
@@ -752,6 +858,14 @@ def _notebook_problems(nb: str, eff: Mapping[str, Any], declared: Mapping[str, D
             f"n_decoys = {eff['n_decoys']} exceeds n_questions = {eff['n_questions']} "
             "(decoys are counted among the questions)"
         )
+    if ok("n_questions") or ok("probe_n_questions"):
+        # Past a sane maximum the bank would build what the sessions allow and say so; refused here instead.
+        from compaction_lab.exam.bank import MAX_QUESTIONS_PER_CASE, questions_limit_problem
+
+        if ok("n_questions", "n_cases") and eff["n_questions"] > MAX_QUESTIONS_PER_CASE * max(1, eff["n_cases"]):
+            out.append(questions_limit_problem("n_questions", eff["n_questions"], eff["n_cases"]))
+        if ok("probe_n_questions") and eff["probe_n_questions"] > MAX_QUESTIONS_PER_CASE:
+            out.append(questions_limit_problem("probe_n_questions", eff["probe_n_questions"]))
     if ok("price_tables", "figure_table") and eff["figure_table"] not in eff["price_tables"]:
         out.append(
             f"figure_table = {eff['figure_table']!r}: not among price_tables {list(eff['price_tables'])}, "
@@ -901,7 +1015,7 @@ def problems(profile: Any, *, allow_unknown: bool = False, results_folder: str |
             near = difflib.get_close_matches(key, sorted(known - {RUN_DIR, key}), n=1)
             flag(
                 key,
-                f"unknown parameter {label} = {_show.repr(value)}: {where}"
+                f"unknown parameter {label} = {_quoted(value)}: {where}"
                 + (f" (did you mean {near[0]!r}?)" if near else "")
                 + "; pass --allow-unknown to run anyway",
             )
@@ -920,7 +1034,7 @@ def problems(profile: Any, *, allow_unknown: bool = False, results_folder: str |
             want = _TYPE_WORDS.get(d.type or "", d.type)
             flag(
                 key,
-                f"{label} = {_show.repr(value)}: expected {want}"
+                f"{label} = {_quoted(value)}: expected {want}"
                 + (" or null" if d.nullable else "")
                 + f" ({nb} declares {key}: {d.type})",
             )
@@ -959,12 +1073,17 @@ def normalised(profile: P) -> P:
     return dataclasses.replace(profile, parameters=params, notebook_parameters=per_nb)
 
 
+#: Problems one error lists; beyond them it says how many more (a file of 100,000 unknown keys is one screen).
+MAX_LISTED = 50
+
+
 def error(where: str, found: Sequence[str]) -> ProfileError:
-    """One `ProfileError` listing every problem found in `where` (a profile, a file)."""
+    """One `ProfileError` listing every problem found in `where` (a profile, a file), up to `MAX_LISTED`."""
     if len(found) == 1:
         return ProfileError(f"{where}: {found[0]}")
-    listed = "\n".join(f"  - {p}" for p in found)
-    return ProfileError(f"{where}: {len(found)} problems:\n{listed}")
+    listed = "\n".join(f"  - {p}" for p in found[:MAX_LISTED])
+    more = f"\n  … and {len(found) - MAX_LISTED} more" if len(found) > MAX_LISTED else ""
+    return ProfileError(f"{where}: {len(found)} problems:\n{listed}{more}")
 
 
 def checked(profile: P, *, allow_unknown: bool = False, results_folder: str | Path | None = None) -> P:

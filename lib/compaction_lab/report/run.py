@@ -48,17 +48,16 @@ from typing import Any
 import nbformat
 import pandas as pd
 import papermill as pm
-import yaml
 from nbconvert import HTMLExporter
 from papermill.exceptions import PapermillExecutionError
 
 from compaction_lab import __version__
-from compaction_lab.core import paths, processes
+from compaction_lab.core import paths, processes, user_yaml
 from compaction_lab.core.tokens import TOKENIZER_ENV
 from compaction_lab.engine import SCHEDULER_ENV
 from compaction_lab.privacy import redactor as redactor_mod
 from compaction_lab.privacy import scrub
-from compaction_lab.report import lifecycle, runfolder, share
+from compaction_lab.report import charts, lifecycle, runfolder, share
 from compaction_lab.report import params as params_mod
 from compaction_lab.report.params import ProfileError
 
@@ -198,10 +197,10 @@ def load_profile(name_or_path: str | Path) -> Profile:
         raise ProfileError(
             f"no profile {str(name_or_path)!r} (looked for {path}); available: {', '.join(list_profiles()) or 'none'}"
         )
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise ProfileError(f"{path}: not valid YAML: {exc}") from exc
+    try:  # someone else's file: binary, 100,000 levels deep or an alias bomb is one short error naming it
+        data = user_yaml.load(path) or {}
+    except user_yaml.UserYamlError as exc:
+        raise ProfileError(str(exc)) from None
     if not isinstance(data, dict):
         raise ProfileError(f"{path}: expected a mapping at top level")
     available = chain_notebooks()
@@ -523,18 +522,23 @@ def parse_assignment(text: str) -> tuple[str, Any]:
     key = key.strip()
     if not sep or not key:
         raise ProfileError(f"expected key=value, got {text!r}")
-    try:
-        return key, yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as exc:
-        raise ProfileError(f"--set {key}: value {raw!r} is not valid YAML: {exc}") from exc
+    try:  # the one loader of user YAML: no aliases, bounded nesting; the message never echoes the value
+        return key, user_yaml.loads(raw, f"--set {key}") if raw.strip() else ""
+    except user_yaml.UserYamlError as exc:
+        raise ProfileError(str(exc)) from None
 
 
 # --------------------------------------------------------------------------- rendering
 
 
 def _exporter(**kw: Any) -> HTMLExporter:
+    # nbconvert writes widget state and views as JSON inside <script> blocks, escaping only "/": a
+    # "<!--<script" from a log in a widget's value would still hide the block's end. Escape it all.
     return HTMLExporter(
-        template_name=NBCONVERT_TEMPLATE, extra_template_basedirs=[str(TEMPLATES_DIR / "nbconvert")], **kw
+        template_name=NBCONVERT_TEMPLATE,
+        extra_template_basedirs=[str(TEMPLATES_DIR / "nbconvert")],
+        filters={"escape_html_script": charts.script_safe},
+        **kw,
     )
 
 
@@ -565,6 +569,8 @@ def build_index(
     """
     from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+    from compaction_lab.exam import cases as exam_cases  # here: the exam stage imports the report's runfolder
+
     run_dir = Path(run_dir)
     info = json.loads((run_dir / runfolder.RUN_JSON).read_text(encoding="utf-8"))
     saved = runfolder.table_path(run_dir, share.HEADLINE)
@@ -584,6 +590,7 @@ def build_index(
         commit=((info.get("git") or {}).get("commit") or "unknown")[:12],
         redacted=profile.redact,
         measured=share.measured_text(head),
+        shortfall=exam_cases.shortfall_of_run(run_dir),  # fewer questions than asked: said, with why
         headline=share.headline_html(head),
         recorded=share.recorded_block(run_dir),
         notebooks=[

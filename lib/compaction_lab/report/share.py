@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import html
 import json
+import re
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -222,7 +224,21 @@ def measured_markdown(headline: pd.DataFrame):
     """`measured_text` as a Markdown bullet list (for a notebook cell)."""
     from IPython.display import Markdown
 
-    return Markdown("\n".join(f"- {line}" for line in measured_text(headline)))
+    return Markdown("\n".join(f"- {markdown_literal(line)}" for line in measured_text(headline)))
+
+
+#: ASCII punctuation: Markdown may read any of it as markup, and CommonMark lets any be backslash-escaped.
+_MARKDOWN_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+
+
+def markdown_literal(text: str) -> str:
+    """`text` as Markdown that renders as exactly that text, on one line.
+
+    A label can come from a log (a model name, a session id); nbconvert renders
+    Markdown with raw HTML and links allowed, so every punctuation character is
+    backslash-escaped and line breaks become spaces.
+    """
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", " ".join(text.splitlines()))
 
 
 @dataclass(frozen=True)
@@ -331,11 +347,18 @@ def _inline_svg(path: Path) -> str:
 
 def figure_html(fig: Figure, links: bool = True) -> str:
     """A ``<figure>`` with the SVG inlined (no script, no network) and links to the other formats."""
-    body = _inline_svg(fig.svg) if fig.svg else (f'<img src="{fig.png.name}">' if fig.png else "")
+    body = _inline_svg(fig.svg) if fig.svg else (f'<img src="{_href(fig.png.name)}">' if fig.png else "")
     files = [p for p in (fig.png, fig.svg, fig.html) if p is not None]
-    link = " · ".join(f'<a href="{runfolder.FIGURES}/{p.name}">{p.suffix[1:].upper()}</a>' for p in files)
+    link = " · ".join(
+        f'<a href="{_href(f"{runfolder.FIGURES}/{p.name}")}">{html.escape(p.suffix[1:].upper())}</a>' for p in files
+    )
     cap = html.escape(fig.title) + (f" <small>({link})</small>" if links and link else "")
-    return f'<figure class="cl-figure" id="{fig.stem}">{body}<figcaption>{cap}</figcaption></figure>'
+    return f'<figure class="cl-figure" id="{html.escape(fig.stem)}">{body}<figcaption>{cap}</figcaption></figure>'
+
+
+def _href(relative: str) -> str:
+    # Percent-encoded (a name is a path, never a scheme such as javascript:), then escaped for the attribute.
+    return html.escape(urllib.parse.quote(relative))
 
 
 def gallery(run_dir: Path):

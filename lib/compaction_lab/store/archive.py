@@ -9,10 +9,20 @@ functions back the open-book tools.
 Re-importing a file is idempotent: a record is keyed by (session_id,
 entry_id, block_index) and inserted at most once; records a live session has
 appended since the last import are added.
+
+Sessions hold what passed through an agent's terminal and its model's
+answers, API keys included. Before a record is stored its text, tool and
+target -- and the session's source path and metadata -- are masked
+(`compaction_lab.privacy.secrets.store_masker`: values of secret environment
+variables and the API key this process's model client read, credential-shaped
+text such as ``sk-...`` / ``ghp_...``, URL credentials), whether or not the
+run redacts; ids are kept as they are, so records still line up with the
+sessions they came from.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import threading
@@ -20,9 +30,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from compaction_lab.core import paths
 from compaction_lab.core.session import Record, Session
+from compaction_lab.privacy.redactor import Redactor
+from compaction_lab.privacy.secrets import store_masker
 
 SCHEMA_VERSION = 1
 
@@ -224,8 +237,12 @@ class Archive:
     # ------------------------------------------------------------------ writing
 
     def add_session(self, session: Session) -> int:
-        """Store one session's records; returns how many were new. One transaction."""
+        """Store one session's records, secrets masked (see the module docstring); returns how many were new.
+
+        One transaction.
+        """
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        masker = store_masker()
         with self.conn:
             self.conn.execute(
                 "INSERT INTO sessions (id, source_format, source_path, metadata, imported_at) VALUES (?,?,?,?,?) "
@@ -234,13 +251,14 @@ class Archive:
                 (
                     session.id,
                     session.source_format,
-                    session.source_path,
-                    json.dumps(dict(session.metadata), default=str),
+                    masker.text(session.source_path) if session.source_path else session.source_path,
+                    json.dumps(masker.value(dict(session.metadata)), default=str),
                     now,
                 ),
             )
             added = 0
             for rec in session.records:
+                rec = _masked(rec, masker)
                 cur = self.conn.execute(
                     f"INSERT OR IGNORE INTO records ({', '.join(_RECORD_COLUMNS)}) VALUES ({', '.join('?' * len(_RECORD_COLUMNS))})",
                     _row(rec),
@@ -323,7 +341,7 @@ class Archive:
         return [Hit(*row) for row in rows]
 
     def get(self, entry_id: str, session: str | None = None) -> list[Record]:
-        """The original records of an entry (all its blocks), exactly as imported."""
+        """The original records of an entry (all its blocks), as imported (secrets masked)."""
         sql = f"SELECT {', '.join(_RECORD_COLUMNS)} FROM records WHERE entry_id = ?"
         args: list = [entry_id]
         if session:
@@ -365,6 +383,16 @@ def _refuse_foreign(conn: sqlite3.Connection, path: Path) -> None:
             f"{path} is an SQLite database but not an archive of originals "
             f"(it holds {', '.join(sorted(tables))}); left untouched"
         )
+
+
+def _masked(rec: Record, masker: Redactor) -> Record:
+    """`rec` with its free text (text, tool, target) masked; `rec` itself when nothing was."""
+    upd: dict[str, Any] = {}  # field -> masked text; `replace` checks each key against its own field
+    for name in ("text", "tool", "target"):
+        value = getattr(rec, name)
+        if isinstance(value, str) and (masked := masker.text(value)) != value:
+            upd[name] = masked
+    return dataclasses.replace(rec, **upd) if upd else rec
 
 
 def _row(rec: Record) -> Sequence:

@@ -71,6 +71,15 @@ Reuse returns the stored JSON: `Outcome.projection` is always the
 `core.projection.projection_from_json` rebuilds a `Projection` from the dict; it is lossy in
 one documented way: ``summary_request`` comes back ``None`` (the JSON keeps only
 its shape and fingerprint; the fingerprint is also in the receipt).
+
+Secrets
+-------
+The projection and receipt JSON are masked before they are written
+(`compaction_lab.privacy.secrets.mask_stored`: the configured API key and
+other secret values, credential-shaped text such as ``sk-...``, URL
+credentials), so a summary in which the model repeated a key keeps
+``[REDACTED:...]`` in its place. `Outcome.projection` is the stored, masked
+form; `Outcome.computed` is the live projection as computed.
 """
 
 from __future__ import annotations
@@ -91,6 +100,7 @@ from compaction_lab.core import paths
 from compaction_lab.core.fingerprints import canonical_json, sha256_text, shape_fingerprint
 from compaction_lab.core.processes import pid_alive
 from compaction_lab.core.projection import Projection
+from compaction_lab.privacy.secrets import mask_stored
 from compaction_lab.store.sqlite import connect, enable_wal, immediate
 
 SCHEMA_VERSION = 1
@@ -721,16 +731,18 @@ class CheckpointStore:
     ) -> CheckpointRow:
         """Flip our ``started`` fence to ``committed`` with projection + receipt, in one transaction.
 
-        Raises `FenceLost` (and writes nothing) when the row is no longer a
-        ``started`` row owned by `owner`.
+        Both are stored with secrets masked (`mask_stored`). Raises `FenceLost`
+        (and writes nothing) when the row is no longer a ``started`` row owned
+        by `owner`.
         """
-        proj_json = projection.to_json()
+        proj_json = mask_stored(projection.to_json())
         receipt = build_receipt(projection)
         receipt["owner"] = owner
         if extra:
             receipt.update(extra)
         now = time.time()
         receipt["committed_at"] = now
+        receipt = mask_stored(receipt)
         with self._tx() as conn:
             cur = conn.execute(
                 "UPDATE checkpoints SET status='committed', committed_at=?, receipt_json=?, projection_json=? "

@@ -84,6 +84,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from compaction_lab.core import bounded_json
 from compaction_lab.core.fingerprints import sha256_text
 from compaction_lab.core.projection import (
     Projection,
@@ -285,7 +286,7 @@ def _call_part(r: Record) -> dict[str, Any]:
     if raw.startswith(name):
         raw = raw[len(name) :].strip()
     try:
-        args = json.loads(raw)
+        args = bounded_json.loads(raw)  # nested too deep is a ValueError: kept as text below
         if not isinstance(args, dict):
             args = {"input": args}
     except (ValueError, TypeError):

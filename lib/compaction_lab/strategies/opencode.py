@@ -122,6 +122,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from compaction_lab.core import bounded_json
 from compaction_lab.core.projection import Projection, Segment, SummaryRequest, chat_messages
 from compaction_lab.core.session import Record, Session
 from compaction_lab.strategies.base import (
@@ -279,17 +280,15 @@ def tool_args(record: Record) -> Any:
     """A tool call's input: the recorded arguments parsed as JSON, else the recorded text.
 
     Records keep a call as ``"name {json args}"``; the leading tool name is
-    stripped from the text when present.
+    stripped from the text when present. Arguments nested deeper than
+    `bounded_json.MAX_DEPTH` are not parsed: they stay the recorded text.
     """
     args = record.text.strip()
     if record.tool and args.startswith(record.tool):
         args = args[len(record.tool) :].strip()
     if not args:
         return {}
-    try:
-        return json.loads(args)
-    except ValueError:
-        return args  # not JSON: keep the recorded text
+    return bounded_json.parse_or_text(args)  # not JSON, or nested too deep: keep the recorded text
 
 
 def _js_json(value: Any) -> str:

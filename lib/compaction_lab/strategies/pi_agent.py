@@ -125,6 +125,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from compaction_lab.core import bounded_json
 from compaction_lab.core.fingerprints import sha256_text
 from compaction_lab.core.projection import Projection, Segment, SentRequest, SummaryReceipt, SummaryRequest
 from compaction_lab.core.session import Record, Session
@@ -381,14 +382,14 @@ def _json(value: Any) -> str:
 
 
 def tool_call_parts(rec: Record) -> tuple[str, Any]:
-    """(name, arguments) of a tool-call record whose text is ``name {json}`` (`core.text.tool_call_text`)."""
+    """(name, arguments) of a tool-call record whose text is ``name {json}`` (`core.text.tool_call_text`).
+
+    Arguments that are not JSON, or nest deeper than `bounded_json.MAX_DEPTH`, are the recorded text.
+    """
     text = rec.text
     name = rec.tool or (text.split(" ", 1)[0] if text else "")
     rest = text[len(name) + 1 :] if text.startswith(name + " ") else (text.split(" ", 1)[1] if " " in text else "")
-    try:
-        return name, json.loads(rest)
-    except ValueError:
-        return name, rest
+    return name, bounded_json.parse_or_text(rest)  # not JSON, or nested too deep: the recorded text
 
 
 def estimate_entry(entry: Entry) -> int:

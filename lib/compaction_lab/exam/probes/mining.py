@@ -4,15 +4,22 @@ session's cases (`mine_all`, `mine_cases`).
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from compaction_lab.core import bounded_json
 from compaction_lab.core.session import Session
 from compaction_lab.core.tokens import DEFAULT_ENCODING
-from compaction_lab.exam.bank import cut_points, mix_pairs, spec_kwargs, tail_start_of
+from compaction_lab.exam.bank import (
+    MAX_QUESTIONS_PER_CASE,
+    cut_points,
+    mix_pairs,
+    questions_limit_problem,
+    spec_kwargs,
+    tail_start_of,
+)
 from compaction_lab.exam.probes.decoys import make_decoys, session_vocab
 from compaction_lab.exam.probes.haystacks import session_haystacks
 from compaction_lab.exam.probes.selection import plan_counts, select, usable_candidates
@@ -33,7 +40,7 @@ def _parse_mix(mix: Any) -> tuple[tuple[str, float], ...] | None:
     if mix is None or (isinstance(mix, str) and mix.strip().lower() in ("", "none", "natural", "null")):
         return None
     if isinstance(mix, str):
-        mix = json.loads(mix)
+        mix = bounded_json.loads(mix)
     return mix_pairs(mix)
 
 
@@ -76,6 +83,8 @@ class ProbeSpec:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.cuts_per_session < 1:
             raise ValueError(f"cuts_per_session must be >= 1, got {self.cuts_per_session}")
+        if self.n_questions > MAX_QUESTIONS_PER_CASE:
+            raise ValueError(questions_limit_problem("n_questions", self.n_questions))
 
     @property
     def mix(self) -> dict[str, float] | None:

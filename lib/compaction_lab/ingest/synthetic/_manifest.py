@@ -101,7 +101,7 @@ def read_chains(directory: str | Path) -> list[SyntheticChain]:
     if not fp.exists():
         raise FileNotFoundError(f"{fp} not found: these sessions are not synthetic chains")
     by_session: dict[str, list[PlantedFact]] = {}
-    for line in fp.read_text(encoding="utf-8").splitlines():
+    for line in fp.read_text(encoding="utf-8").split("\n"):  # not splitlines: U+2028 stays in a line
         if line.strip():
             d = json.loads(line)
             d["aliases"] = tuple(d.get("aliases", ()))
