@@ -479,6 +479,22 @@ def _panel(lab: LabPage):
     return lab.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
 
 
+def wait_until_executed(lab: LabPage, timeout_s: float = 120) -> bool:
+    """Wait until the visible notebook shows every cell's execution count and its own kernel is idle.
+
+    The status bar can still read "Idle" for the notebook shown before while the new one's kernel
+    starts; the notebook panel's own kernel status is the one to wait for. False on a time-out (the
+    caller's assertion then shows the state).
+    """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        lab.page.wait_for_function(_EXECUTED_JS, timeout=timeout_s * 1000, polling=250)
+    except PlaywrightTimeout:
+        return False
+    return True
+
+
 def notebook_state(lab: LabPage, name: str, seconds: float = 0.0) -> NotebookRun:
     """The visible notebook's cells and kernel status, as they are now."""
     state = lab.page.evaluate(_NOTEBOOK_JS) or {"kernel": "no notebook", "cells": []}

@@ -299,7 +299,7 @@ def _read_handshake(address: str, sock: socket.socket, deadline: float, wait: fl
 
 def _is_handshake(body: bytes) -> bool:
     """Whether a message body is Dask's: a frame count, the frames' lengths, and a msgpack map first."""
-    import msgpack  # type: ignore[import-untyped]
+    import msgpack  # type: ignore[import-untyped]  # msgpack ships no type information
 
     (frames,) = struct.unpack_from("Q", body)
     start = 8 + 8 * frames

@@ -262,7 +262,7 @@ def test_profile_errors_never_echo_secret_values(tmp_path):
     for bad in (
         lambda: ModelConfig(base_url=f"ftp://{URL_USER}:{URL_PASSWORD}@h/v1", model="m"),
         lambda: ModelConfig(base_url=f"http://{URL_USER}:{URL_PASSWORD}@[::1/v1", model="m"),
-        lambda: ModelConfig(base_url="http://x/v1", model="m", concurrency=INLINE_KEY),  # type: ignore[arg-type]
+        lambda: ModelConfig(base_url="http://x/v1", model="m", concurrency=INLINE_KEY),  # type: ignore[arg-type]  # a wrong type on purpose
     ):
         with pytest.raises(ValueError) as e:
             bad()

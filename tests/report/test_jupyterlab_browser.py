@@ -38,6 +38,7 @@ from lab_browser import (
     show_notebook,
     slider_value,
     wait_for_explorer,
+    wait_until_executed,
 )
 
 from compaction_lab.core import paths
@@ -189,6 +190,7 @@ def nb01(lab, folders):
 def executed03(lab, nb01):
     """The run's executed notebook 03 opened from the file browser, not run: what it shows and its kernel."""
     open_notebook(lab, EXECUTED03)  # waits for "<kernel> | Idle": the recorded kernel was found and started
+    wait_until_executed(lab)  # ... and for this notebook's own kernel, not the status bar of the one before
     return notebook_state(lab, EXECUTED03), cell_figure(lab, "fig1 = charts.fig1_retained")
 
 
