@@ -9,7 +9,6 @@ its figures.
 
 from __future__ import annotations
 
-import dataclasses
 import html
 import json
 import re
@@ -462,14 +461,8 @@ def _page_run(folder: Path, results: Path) -> report.RunResult:
     """`my_sessions` on `folder`, only `PAGE_NOTEBOOKS`, lighter (parameters no kept notebook declares dropped)."""
     from compaction_lab.report import params
 
-    prof = report.load_profile("my_sessions")
+    prof = params.only_notebooks(report.load_profile("my_sessions"), PAGE_NOTEBOOKS)
     declared = {k for nb in PAGE_NOTEBOOKS for k in params.declared_parameters(nb)}
-    prof = dataclasses.replace(
-        prof,
-        notebooks=PAGE_NOTEBOOKS,
-        parameters={k: v for k, v in prof.parameters.items() if k in declared},
-        notebook_parameters={nb: ps for nb, ps in prof.notebook_parameters.items() if nb in PAGE_NOTEBOOKS},
-    )
     lighter = {k: v for k, v in {**LIGHTER, **SHORT_TAIL}.items() if k in declared}
     return report.run_profile(
         prof, results=results, progress=False, overrides={"session_paths": [str(folder)], **lighter}
@@ -479,7 +472,7 @@ def _page_run(folder: Path, results: Path) -> report.RunResult:
 @pytest.mark.slow
 @given(values=HOSTILE_VALUES)
 @settings(
-    max_examples=3,
+    max_examples=2,
     deadline=None,
     derandomize=True,
     # Each example is a whole run: no shrinking (the failure names the values drawn).

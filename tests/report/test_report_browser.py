@@ -8,7 +8,6 @@ browser``); outside CI a machine without it skips these tests, under CI it fails
 
 from __future__ import annotations
 
-import dataclasses
 import time
 
 import pytest
@@ -111,15 +110,7 @@ def sweep_check(chromium, tmp_path_factory):
     from compaction_lab.report import params, sweep
     from compaction_lab.report import run as report
 
-    prof = report.load_profile("smoke")
-    declared = {k for nb in SWEEP_NOTEBOOKS for k in params.declared_parameters(nb)}
-    prof = dataclasses.replace(
-        prof,
-        notebooks=SWEEP_NOTEBOOKS,
-        # A parameter no kept notebook declares would be refused as unknown.
-        parameters={k: v for k, v in prof.parameters.items() if k in declared},
-        notebook_parameters={nb: ps for nb, ps in prof.notebook_parameters.items() if nb in SWEEP_NOTEBOOKS},
-    )
+    prof = params.only_notebooks(report.load_profile("smoke"), SWEEP_NOTEBOOKS)
     started = time.monotonic()
     res = sweep.run_sweep(
         prof, {"seed": [7, 8], "window": [2500, 3000]}, results=tmp_path_factory.mktemp("sweep"), progress=False
