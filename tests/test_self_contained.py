@@ -199,18 +199,24 @@ def test_notebooks_and_profiles_name_no_outside_path(files):
     assert offenders == []
 
 
-def test_every_markdown_file_code_points_at_exists(files):
-    basenames = {p.name for p in files}
-    missing = []
+def prose_files(files: list[Path], suffixes: tuple[str, ...]) -> list[tuple[Path, str]]:
+    """(file, prose) of every non-fixture file that can point a reader somewhere: a Python file's docstrings and
+    comments, the whole text of the Makefile and of files with one of `suffixes`."""
+    out = []
     for path in files:
         if FIXTURES in path.parents:
             continue
         if path.suffix == ".py":
-            prose = prose_of_python(path.read_text(encoding="utf-8"))
-        elif path.name == "Makefile" or path.suffix == ".md":
-            prose = path.read_text(encoding="utf-8")
-        else:
-            continue
+            out.append((path, prose_of_python(path.read_text(encoding="utf-8"))))
+        elif path.name == "Makefile" or path.suffix in suffixes:
+            out.append((path, path.read_text(encoding="utf-8")))
+    return out
+
+
+def test_every_markdown_file_code_points_at_exists(files):
+    basenames = {p.name for p in files}
+    missing = []
+    for path, prose in prose_files(files, (".md",)):
         missing += [f"{_rel(path)}: {ref}" for ref in md_references(prose) if unresolved(ref, path, basenames)]
     assert missing == []
 
@@ -218,15 +224,7 @@ def test_every_markdown_file_code_points_at_exists(files):
 def test_every_repository_path_named_in_prose_exists(files):
     """Docstrings, comments, documents, the Makefile, notebooks and profiles name files that exist."""
     missing = []
-    for path in files:
-        if FIXTURES in path.parents:
-            continue
-        if path.suffix == ".py":
-            prose = prose_of_python(path.read_text(encoding="utf-8"))
-        elif path.name == "Makefile" or path.suffix in (".md", ".ipynb", ".yaml", ".yml"):
-            prose = path.read_text(encoding="utf-8")
-        else:
-            continue
+    for path, prose in prose_files(files, (".md", ".ipynb", ".yaml", ".yml")):
         for ref in REPO_PATH.findall(prose):
             if any(c in ref for c in "<*{") or ref in NOT_IN_REPO:
                 continue  # a pattern or placeholder, or listed
