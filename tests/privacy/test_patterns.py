@@ -37,6 +37,9 @@ SAMPLES = [
     ("encoded-home-user", "/root/.claude/projects/-home-zedquux-proj/a1.jsonl", "zedquux"),
     ("encoded-home-user", "projects/-Users-zedquux-src-app", "zedquux"),
     ("encoded-home-user", r"C:\.claude\projects\C--Users-zedquux-proj\a.jsonl", "zedquux"),
+    # pi's session folders wrap the encoded cwd in two more dashes (issue 26 item 8)
+    ("encoded-home-user", "/x/.pi/agent/sessions/--Users-zedquux-workspaces-pi-mono--/2025.jsonl", "zedquux"),
+    ("encoded-home-user", "sessions/--home-zedquux-proj--", "zedquux"),
 ]
 
 NEAR_MISSES = [

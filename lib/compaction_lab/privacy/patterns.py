@@ -304,13 +304,15 @@ DEFAULT_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "encoded-home-user",
         # Claude Code names a project folder after its cwd with every non-alphanumeric
-        # character turned into '-': /home/alice/proj -> -home-alice-proj. The folder
-        # leads the name (or follows C- on Windows), so the lead is checked behind.
-        r"(?:^|(?<=[/\\])|(?<=^[A-Za-z]-)|(?<=[/\\][A-Za-z]-))-(?:home|Users)-"
+        # character turned into '-': /home/alice/proj -> -home-alice-proj; pi wraps the same
+        # encoding in two more dashes: --home-alice-proj--. The folder leads the name (or
+        # follows C- on Windows), so the lead is checked behind.
+        r"(?:^|(?<=[/\\])|(?<=^[A-Za-z]-)|(?<=[/\\][A-Za-z]-))-?-(?:home|Users)-"
         r"(?!(?:Shared|Public|Guest)(?![A-Za-z0-9_]))(?!\[REDACTED:)"
         r"(?P<secret>[A-Za-z0-9_]+)(?=[-/\\.]|$)",
         "the user-name segment of a cwd encoded as a folder name (Claude Code's "
-        "~/.claude/projects/-home-<user>-proj); see Redactor.session for names holding '-'",
+        "~/.claude/projects/-home-<user>-proj, pi's sessions/--home-<user>-proj--); see Redactor.session for "
+        "names holding '-'",
         needles=("-home-", "-Users-"),
     ),
 )
