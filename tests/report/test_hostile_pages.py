@@ -209,17 +209,7 @@ def claude_code_session(folder: Path, v: dict[str, str], name: str = "claude-hos
     result("c07", 7, "toolu_2", S.OUT_2)
     assistant("c08", 8, [{"type": "text", "text": S.ASSIST_2}])
     parent = None
-    add(
-        "c09",
-        9,
-        type="system",
-        subtype="compact_boundary",
-        content="Conversation compacted",
-        isMeta=False,
-        level="info",
-        logicalParentUuid="c08",
-        compactMetadata={"trigger": "auto", "preTokens": 151000},
-    )
+    add("c09", 9, **S.CLAUDE_CODE_BOUNDARY)
     summary = "This session is being continued from a previous conversation that ran out of context. "
     summary += "The conversation is summarized below:\n" + S.SUMMARY + "\n" + v["text"]
     add("c10", 9, type="user", isCompactSummary=True, message={"role": "user", "content": summary})

@@ -311,12 +311,12 @@ def run_profile(
             record.update(status="ok", finished=_now(), seconds=total, unused_parameters=unused)
             report = build_index(run_dir, prof, done) if render else None
             # The sweep runs last, over everything written, so nothing rendered escapes it.
-            record.update(redaction=_scrub(run_dir, redactor))
+            record.update(redaction=final_sweep(run_dir, redactor))
         except lifecycle.RunInterrupted as exc:
             raise _record_interruption(record, run_dir, done, executing, exc, redactor, started) from None
         except NotebookFailed:
             # The sweep runs once the heartbeat has stopped, so it never meets a run.json being rewritten.
-            record.update(redaction=_scrub(run_dir, redactor))
+            record.update(redaction=final_sweep(run_dir, redactor))
             raise
         except Exception as exc:  # not a notebook's error (a bad parameter, a rendering bug): still not "running"
             record.update(
@@ -495,13 +495,14 @@ def _record_interruption(
     )
     # What an interrupted run wrote may be shared too: it gets the same final sweep as a finished one.
     try:
-        record.update(redaction=_scrub(run_dir, redactor))
+        record.update(redaction=final_sweep(run_dir, redactor))
     except Exception as err:
         record.update(redaction={"error": f"final sweep failed: {type(err).__name__}: {err}"})
     return lifecycle.RunInterrupted(exc.signum, run_dir=run_dir, notebook=nb)
 
 
-def _scrub(run_dir: Path, redactor: redactor_mod.Redactor) -> dict[str, Any]:
+def final_sweep(run_dir: Path, redactor: redactor_mod.Redactor) -> dict[str, Any]:
+    """The final redaction sweep of a run folder; returns what run.json records of it (``redaction``)."""
     rep = scrub.scrub_run_folder(run_dir, redactor)
     return {
         "enabled": redactor.enabled,

@@ -36,7 +36,6 @@ import pandas as pd
 from compaction_lab.core import paths
 from compaction_lab.engine import AUTO, SYNC, Engine, open_engine, scheduler_setting
 from compaction_lab.privacy import redactor as redactor_mod
-from compaction_lab.privacy import scrub
 from compaction_lab.report import lifecycle, runfolder, share
 from compaction_lab.report import params as params_mod
 from compaction_lab.report.params import ProfileError
@@ -45,6 +44,7 @@ from compaction_lab.report.run import (
     NotebookFailed,
     Profile,
     RunResult,
+    final_sweep,
     load_profile,
     public_parameters,
     run_profile,
@@ -546,13 +546,7 @@ def _scrub_stopped(plan: SweepPlan, i: int, run_dir: Path) -> None:
         prof = prof.with_parameters({REDACT_PARAM: bool(plan.redact)})
     try:
         red = redactor_mod.redactor(prof.redact, prof.parameters.get("redact_patterns") or None)
-        rep = scrub.scrub_run_folder(run_dir, red)
-        done: dict[str, Any] = {
-            "enabled": red.enabled,
-            "files_changed_by_final_sweep": list(rep.files_changed),
-            "replacements_in_final_sweep": rep.replacements,
-            "not_rewritable": list(rep.unscannable),
-        }
+        done = final_sweep(run_dir, red)
     except Exception as err:  # recorded, as run_profile records a failed final sweep
         done = {"error": f"final sweep failed: {type(err).__name__}: {err}"}
     try:
