@@ -607,17 +607,32 @@ def _cmd_exam(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    recall = stats.recall_table(result.answers, n_boot=int(p.get("n_boot", 2000)), seed=int(p.get("stats_seed", 7)))
+    recall = stats.recall_table(
+        result.answers, n_boot=int(p.get("n_boot", 2000)), seed=int(p.get("stats_seed", 7)), unit=rc.unit
+    )
     if args.json:
         print(recall.to_json(orient="records", indent=2))
         return 0
     n_q = sum(len(c.questions) for c in rc.cases)
-    print(f"{rc.kind}: {len(rc.cases)} cases, {n_q} questions; reader: {result.answers['reader_label'].iloc[0]}")
+    print(rc.describe())
+    if recall.empty:
+        return 0
+    first = recall.iloc[0]
+    print(
+        f"{len(rc.cases)} cases, {n_q} questions ({int(first['n_records'])} records of {int(first['n_sessions'])} "
+        f"sessions); reader: {result.answers['reader_label'].iloc[0]}; 95% intervals: {first['ci_method']}"
+    )
+    blind = not readers.measures_decoys(str(result.answers["reader"].iloc[0]))
     for _, r in recall.iterrows():
+        decoys = (
+            readers.DECOYS_NOT_MEASURED
+            if blind
+            else f"decoys fallen for {int(r['decoys_fallen'])}/{int(r['decoys_n'])}"
+        )
         print(
             f"{r['strategy_label']:<48} {int(r['retained']):>4}/{int(r['n']):<4} {r['recall']:6.1%} "
-            f"[{r['ci_low']:.1%}, {r['ci_high']:.1%}]  decoys fallen for {int(r['decoys_fallen'])}/{int(r['decoys_n'])}"
-            f"  {r['projection_tokens']:>10,.0f} tokens"
+            f"[{r['ci_low']:.1%}, {r['ci_high']:.1%}]  {decoys}  {r['projection_tokens']:>10,.0f} tokens"
+            + ("  NOT SENDABLE (> W - O)" if bool(r["over_window"]) else "")
         )
     return 0
 

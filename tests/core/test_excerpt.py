@@ -161,14 +161,14 @@ def test_the_exam_and_cost_notebooks_read_excerpts(big_run, monkeypatch):
     """for_run serves notebooks 03, 04 (cost) and 05 (open book, archive): its sessions and the probe miner's are capped."""
     run, _ = big_run
     seen: list[int] = []
-    mine_all = probes.mine_all
+    mine = probes.mine
 
-    def spy(sessions, spec):
-        seen.extend(len(r.text) for s in sessions for r in s.records)
-        return mine_all(sessions, spec)
+    def spy(session, spec, **kw):
+        seen.extend(len(r.text) for r in session.records)
+        return mine(session, spec, **kw)
 
-    monkeypatch.setattr(probes, "mine_all", spy)
-    rc = exam_cases.for_run(run, {"tail_tokens": 50, "probe_n_questions": 5})
+    monkeypatch.setattr(probes, "mine", spy)
+    rc = exam_cases.for_run(run, {"tail_tokens": 50, "probe_n_questions": 5, "cut": "end"})
     assert seen and max(seen) <= CAP
     assert all(len(r.text) <= CAP for s in rc.sessions.values() for r in s.records)
 
@@ -176,13 +176,13 @@ def test_the_exam_and_cost_notebooks_read_excerpts(big_run, monkeypatch):
 def test_the_exam_built_from_imported_sessions_reads_excerpts(monkeypatch, capsys):
     """`compaction-lab exam` builds straight from the imported sessions, without load_saved."""
     seen: list[int] = []
-    mine_all = probes.mine_all
+    mine = probes.mine
     monkeypatch.setattr(
         probes,
-        "mine_all",
-        lambda ss, spec: seen.extend(len(r.text) for s in ss for r in s.records) or mine_all(ss, spec),
+        "mine",
+        lambda s, spec, **kw: seen.extend(len(r.text) for r in s.records) or mine(s, spec, **kw),
     )
-    rc = exam_cases.build([_big_session(_blob(1_000_000))], None, {"tail_tokens": 50})
+    rc = exam_cases.build([_big_session(_blob(1_000_000))], None, {"tail_tokens": 50, "cut": "end"})
     assert seen and max(seen) <= CAP
     assert all(len(r.text) <= CAP for s in rc.sessions.values() for r in s.records)
     assert "for the exam" in capsys.readouterr().err

@@ -56,8 +56,9 @@ def test_a_bank_as_asked_says_nothing(run_dir):
 
 def test_probes_short_of_questions_say_so():
     short = make_session([("user", "Please rename ORD-58213 to ORD-99999."), ("assistant", "Done: ORD-99999.")])
-    rc = exam_cases.build([short], None, {"tail_tokens": 8192, "probe_n_questions": 20, "probe_n_decoys": 0})
-    assert rc.shortfall.startswith("probe_n_questions = 20 per session asked for (1 session), 0 built")
+    params = {"tail_tokens": 8192, "probe_n_questions": 20, "probe_n_decoys": 0, "cut": "end"}
+    rc = exam_cases.build([short], None, params)
+    assert rc.shortfall.startswith("probe_n_questions = 20 per session asked for (1 cut of 1 session), 0 built")
     assert "tail_tokens = 8,192" in rc.shortfall and rc.shortfall in rc.describe()
 
 

@@ -98,6 +98,39 @@ def test_path_rules():
     } <= out
 
 
+def test_slash_lists_are_not_paths():
+    rec = _rec(
+        "assistant",
+        "The Model/thinking/theme selectors (showError/showWarning/showNewVersionNotification) in the old "
+        "main.ts/tui-renderer.ts stay; src/modes/interactive/ holds them, packages/coding-agent/src too, "
+        "and ../lib/x and src/app/main.py.",
+    )
+    vals = _values(rec)
+    assert not vals & {
+        "Model/thinking/theme",
+        "showError/showWarning/showNewVersionNotification",
+        "main.ts/tui-renderer.ts",
+    }
+    assert {"src/modes/interactive/", "packages/coding-agent/src", "src/app/main.py", "../lib/x"} <= vals
+    rejected = {(x.reason, x.cand.value) for x in probes.scan(rec).rejected}
+    assert ("slash-list", "Model/thinking/theme") in rejected
+    assert ("slash-list", "main.ts/tui-renderer.ts") in rejected
+    assert probes.slash_list("a/b") and not probes.slash_list("/a/b") and not probes.slash_list("a/b.py")
+
+
+def test_a_mention_prefix_is_not_part_of_a_path():
+    vals = _values(
+        _rec("user", "alright, read @packages/coding-agent/src/main.ts and @README.md; mail noreply@anthropic.com")
+    )
+    assert {"packages/coding-agent/src/main.ts", "README.md"} <= vals
+    assert not any(v.startswith("@") for v in vals) and not any("anthropic" in v for v in vals)
+
+
+def test_a_unit_must_be_on_the_numbers_line():
+    vals = _values(_rec("tool_output", "took 184\nms to start; p95 184.37 ms", tool="bash", target="x"))
+    assert "184.37 ms" in vals and not any("\n" in v for v in vals)
+
+
 def test_path_rules_skip_urls_and_words_with_slashes():
     vals = _values(
         _rec(
@@ -146,11 +179,12 @@ def test_error_rules():
                 [
                     "Traceback (most recent call last):",
                     '  File "app/x.py", line 3, in <module>',
-                    "ValueError: invalid literal for int() with base 10: 'abc'",
+                    "ValueError: invalid literal",
                     "FAILED tests/test_orders.py::test_refund_rounding - AssertionError: assert 3 == 4",
                     "error[E0308]: mismatched types",
                     "src/a.ts(3,8): error TS2345: Argument of type 'string' is not assignable",
                     "Error: connect ECONNREFUSED",
+                    "SyntaxError: invalid syntax\r",
                 ]
             ),
             tool="bash",
@@ -158,14 +192,31 @@ def test_error_rules():
         )
     )
     errors = {v for cat, v in out if cat == "error_string"}
-    assert {
-        "ValueError: invalid literal for int() with base 10: 'abc'",
+    assert errors == {
+        "ValueError: invalid literal",
         "tests/test_orders.py::test_refund_rounding",
-        "AssertionError: assert 3 == 4",
         "error[E0308]: mismatched types",
-        "error TS2345: Argument of type 'string' is not assignable",
         "Error: connect ECONNREFUSED",
-    } <= errors
+        "SyntaxError: invalid syntax",  # a CRLF line's carriage return is not part of it
+    }
+    # four words or more is a sentence, not a value a reader could repeat exactly
+    assert not errors & {"AssertionError: assert 3 == 4", "error TS2345: Argument of type 'string' is not assignable"}
+    assert ("path", "src/a.ts") in out
+
+
+def test_long_error_lines_leave_their_inner_values_to_the_other_rules():
+    # the exception line is rejected as a phrase; it claims no span, so its id, path and quoted value are found
+    rec = _rec(
+        "tool_output",
+        "TypeError: Cannot read properties of undefined (reading 'refundTotal') at src/orders/client.ts:45 ORD-58213",
+        tool="bash",
+        target="npm test",
+    )
+    out = _found(rec)
+    assert {("identifier", "ORD-58213"), ("path", "src/orders/client.ts"), ("quoted", "refundTotal")} <= out
+    assert not any(cat == "error_string" for cat, _ in out)
+    rejected = {(x.reason, x.cand.value) for x in probes.scan(rec).rejected}
+    assert ("phrase", rec.text) in rejected
 
 
 def test_error_rules_need_a_message():
@@ -181,12 +232,29 @@ def test_quoted_rules():
             "and the flag 'Dry Run Mode' stays.",
         )
     )
-    assert {
-        ("quoted", "LRU cache"),
-        ("quoted", "the TTL one"),
-        ("quoted", "invoice totals"),
-        ("quoted", "Dry Run Mode"),
-    } <= out
+    assert {("quoted", "LRU cache"), ("quoted", "the TTL one"), ("quoted", "Dry Run Mode")} <= out
+    # words of lowercase letters only are a phrase, not a value: "invoice totals" was one once
+    assert ("quoted", "invoice totals") not in out
+
+
+def test_quoted_phrases_are_rejected_as_phrases():
+    rec = _rec(
+        "assistant",
+        'The docs say "how to show it" and `flatten one level deep`; the mode is `Plan Mode` and the error '
+        "`No assistant message to copy`.",
+    )
+    assert _values(rec) == {"Plan Mode"}
+    reasons = {x.cand.value: x.reason for x in probes.scan(rec).rejected}
+    assert reasons == {
+        "how to show it": "phrase",
+        "flatten one level deep": "phrase",
+        "No assistant message to copy": "phrase",
+    }
+
+
+def test_backticks_escaped_inside_a_template_literal_are_not_a_value():
+    rec = _rec("tool_output", "let text = `Ran \\`${msg.command}\\`\\n`;", tool="read", target="x.ts")
+    assert not any(v.endswith("\\") for v in _values(rec))
 
 
 def test_quoted_rules_skip_json_keys_lone_words_and_tool_calls():
@@ -206,6 +274,9 @@ def test_pointers_follow_the_record_kind_and_unmined_records_give_nothing():
     assert {c.pointer for c in extract(_rec("reasoning", "the id is ORD-58213"))} == {"assistant"}
     assert {c.pointer for c in extract(_rec("tool_call", "get ORD-58213", tool="get", target="ORD-58213"))} == {"tool"}
     assert extract(_rec("user", "AGENTS.md says ORD-58213", injected=True)) == []
+    # a harness's injected demonstration is not mined whatever the role it plays
+    assert extract(_rec("assistant", "created ORD-58213", injected=True)) == []
+    assert extract(_rec("tool_output", "created ORD-58213", injected=True, tool="bash")) == []
     assert extract(_rec("system", "ORD-58213")) == []
     assert extract(_rec("meta", "ORD-58213")) == []
 
@@ -216,3 +287,16 @@ def test_pointers_follow_the_record_kind_and_unmined_records_give_nothing():
 )
 def test_guessable(value, guessable):
     assert probes.guessable(value) is guessable
+
+
+def test_masked_spans_are_rejected_as_template_and_claim_nothing():
+    text = "Run `python <script_name>.py` then ORD-58213.\nMy id: ORD-77120"
+    rec = _rec("user", text)
+    cut = text.index("\n")
+    sc = probes.scan(rec, [(0, cut)])
+    assert {c.value for c in sc.found} == {"ORD-77120"}
+    assert {(x.reason, x.cand.value) for x in sc.rejected} == {
+        ("template", "python <script_name>.py"),
+        ("template", "ORD-58213"),
+    }
+    assert {c.value for c in extract(rec)} == {"python <script_name>.py", "ORD-58213", "ORD-77120"}

@@ -18,8 +18,10 @@ EXPECTED_COLUMNS = [
     "strategy_label",
     "reader",
     "reader_label",
+    "session_id",
     "case_id",
     "question_id",
+    "source_order",
     "pointer",
     "category",
     "decoy",
@@ -27,6 +29,7 @@ EXPECTED_COLUMNS = [
     "given",
     "correct",
     "projection_tokens",
+    "over_window",
 ]
 
 
@@ -91,6 +94,23 @@ def test_full_retains_every_real_question_and_nobody_falls_for_the_decoy(result)
     assert (a.loc[a["decoy"], "given"] == NOT_FOUND).all()
     # the small window forces the others to drop something
     assert not a.loc[(a["strategy"] == "codex") & ~a["decoy"], "correct"].all()
+
+
+def test_over_window_flags_exactly_the_projections_larger_than_w_minus_o(setup, result):
+    """`full` keeps the whole chain, larger than W − O = 7,000 here: flagged, in both tables; an arm that
+    compacted into the window is not."""
+    case, _ = setup
+    p = result.projections.set_index("strategy")
+    assert (p["usable_capacity"] == CTX.window - CTX.output_ceiling).all()
+    assert (p["over_window"] == (p["tokens"] > p["usable_capacity"])).all()
+    assert p.loc["full", "over_window"] and not p.loc["codex", "over_window"]
+    a = result.answers
+    flagged = a.groupby("strategy")["over_window"].agg(["all", "any"])
+    assert (flagged["all"] == flagged["any"]).all()  # one projection per case: every row says the same
+    assert flagged.loc["full", "all"] and not flagged.loc["codex", "any"]
+    assert (a["session_id"] == case.session_id).all()
+    real = a[~a["decoy"]]
+    assert (real["source_order"] >= 0).all() and (a.loc[a["decoy"], "source_order"] == -1).all()
 
 
 def test_projections_table_one_row_per_case_strategy(setup, result):
@@ -168,8 +188,8 @@ def test_missing_session_and_empty_run(setup, reader):
 
 def test_stats_run_on_the_closed_answers(result):
     t = stats.recall_table(result.answers, n_boot=200).set_index("strategy")
-    assert t.loc["full", "recall"] == 1.0 and (t.loc["full", "ci_low"], t.loc["full", "ci_high"]) == (1.0, 1.0)
+    assert t.loc["full", "recall"] == 1.0 and t.loc["full", "ci_low"] < t.loc["full", "ci_high"] == 1.0
     assert (t["decoys_fallen"] == 0).all() and (t["decoys_n"] == 1).all()
-    m = stats.mcnemar_table(result.answers)
+    m = stats.paired_table(result.answers)
     assert len(m) == 3 and (m["b"] >= 0).all()
     assert not stats.sensitivity_table(result.answers).empty

@@ -1,11 +1,15 @@
 """The run's cases: the bank for synthetic chains, probes for imported sessions, saved once and reused."""
 
-from conftest import PUBLIC_FIXTURES
+import pytest
+from conftest import PUBLIC_FIXTURES, make_session
 
+from compaction_lab import strategies
 from compaction_lab.exam import cases as exam_cases
+from compaction_lab.exam import cuts
 from compaction_lab.exam.types import bank_digest
-from compaction_lab.ingest import sources, synthetic
+from compaction_lab.ingest import load_sessions, sources, synthetic
 from compaction_lab.report import runfolder
+from compaction_lab.strategies.base import CompactionContext
 
 PARAMS = {"n_cases": 2, "n_questions": 8, "n_decoys": 2, "tail_tokens": 600, "seed": 7}
 
@@ -24,16 +28,63 @@ def test_synthetic_run_gets_the_bank_and_reuses_it(tmp_path):
 def test_imported_sessions_get_probes(tmp_path):
     src = sources.gather([str(PUBLIC_FIXTURES)], progress=False)
     sources.save(src, runfolder.resolve(tmp_path))
-    rc = exam_cases.for_run(tmp_path, {"tail_tokens": 1000, "probe_n_questions": 12})
-    assert rc.kind == "mined probes" and rc.cases
+    rc = exam_cases.for_run(tmp_path, {"tail_tokens": 1000, "probe_n_questions": 12, "cut": "end"})
+    assert rc.kind == "mined probes" and rc.cases and rc.unit == "session"
     assert all(c.session_id in rc.sessions for c in rc.cases)
+    rows = rc.sessions_table()
+    assert list(rows.columns) == cuts.SESSION_COLUMNS and set(rows["session_id"]) == {s.id for s in src.sessions}
+    assert (rows["cut"] != "").all()  # under "end" every session is cut
+    again = exam_cases.for_run(tmp_path, {})  # the saved bank, its session rows and its pool come back as they were
+    assert again.sessions_table().equals(rows) and again.pool == rc.pool and sum(rc.pool.values()) > 0
+
+
+def test_by_default_a_session_is_cut_where_its_request_first_outgrows_w_minus_o():
+    """cut = capacity: the two pi sessions at W = 200,000 / O = 32,000: the before-compaction one (~404k
+    tokens) is cut where the full request first exceeds 168,000, the other (~138k) would not compact and is
+    listed with its size, not cut; at W = 100,000 it is cut too."""
+    sessions = [s for s in load_sessions(PUBLIC_FIXTURES / "pi") if s.source_format == "pi"]
+    params = {"window": 200_000, "output_ceiling": 32_000, "probe_n_questions": 5, "probe_n_decoys": 0}
+    rc = exam_cases.build(sessions, None, params)
+    rows = rc.sessions_table().set_index("session_id")
+    ctx = CompactionContext(window=200_000, output_ceiling=32_000)
+    for s in sessions:
+        row = rows.loc[s.id]
+        sizes = cuts.request_sizes(s, ctx)
+        assert row["tokens"] == sizes[-1]
+        if row["would_compact"]:
+            cut = int(row["cut"])
+            assert strategies.compact(s, "full", cut, ctx).tokens > 168_000 >= sizes[cut - 1]
+            assert [c.cut for c in rc.cases if c.session_id == s.id] == [cut]
+        else:
+            assert row["cut"] == "" and row["questions"] == 0 and "would not compact at W = 200,000" in row["reason"]
+            assert not [c for c in rc.cases if c.session_id == s.id]
+    assert rows["would_compact"].tolist().count(True) == 1
+    lower = exam_cases.build(sessions, None, {**params, "window": 100_000})
+    assert lower.sessions_table()["would_compact"].all() and len(lower.cases) == 2
+
+
+def test_cut_recorded_uses_the_agents_own_compactions_and_names_a_session_without_one():
+    sessions = list(load_sessions(PUBLIC_FIXTURES / "pi"))
+    rc = exam_cases.build(sessions, None, {"cut": "recorded", "probe_n_questions": 5, "probe_n_decoys": 0})
+    rows = rc.sessions_table().set_index("session_id")
+    with_two = next(s for s in sessions if len(s.metadata.get("compactions") or ()) == 2)
+    recorded = [c["source_order"] for c in with_two.metadata["compactions"]]
+    assert [c.cut for c in rc.cases if c.session_id == with_two.id] == recorded
+    other = next(s for s in sessions if s is not with_two)
+    assert rows.loc[other.id, "cut"] == "" and "no recorded compaction" in rows.loc[other.id, "reason"]
+
+
+def test_an_unknown_cut_is_an_error_naming_the_parameter():
+    with pytest.raises(ValueError, match="cut = 'middle': expected one of capacity, end, recorded"):
+        exam_cases.build([make_session([("user", "hi")])], None, {"cut": "middle"})
 
 
 def test_sessions_with_no_question_before_the_tail_say_why():
-    from conftest import make_session
-
     short = make_session([("user", "Please rename ORD-58213 to ORD-99999."), ("assistant", "Done: ORD-99999.")])
-    rc = exam_cases.build([short], None, {"tail_tokens": 8192})
+    rc = exam_cases.build([short], None, {"tail_tokens": 8192, "cut": "end"})
     assert rc.n_questions == 0 and len(rc.cases) == 1
     text = rc.describe()
     assert "No question could be asked" in text and "0 of 20 real questions" in text
+    assert "s1: no usable exact value before the recent tail" in text  # the session's own line says why
+    by_default = exam_cases.build([short], None, {"tail_tokens": 8192})  # cut = capacity: never cut at all
+    assert not by_default.cases and "would not compact at W = 128,000" in by_default.describe()

@@ -109,3 +109,83 @@ def test_for_run_saves_the_bank_and_reuses_it(tmp_path, sessions):
     again = recorded.for_run(tmp_path, {**PARAMS, "seed": 99})  # the saved bank decides
     assert again.cases == first.cases
     assert again.found.equals(first.found)  # counts from the saved cases, not from a new mining
+
+
+# --------------------------------------------------------------------------- issue 26: the recorded arm, fairly examined
+
+
+def test_kept_region_and_pool_on_each_compaction(built, result):
+    """Per compaction: where the agent's kept region starts, its pool, and the pool recall of every arm."""
+    f = built.found.set_index("case_id")
+    assert (f["tail_start"] <= f["cut"]).all()
+    assert (f["eligible_values"] == [len(built.pools[c]) for c in f.index]).all()
+    assert (f["eligible_in_summary"] <= f["eligible_values"]).all()
+    t = result.table
+    assert (t["pool_n"] == t["case_id"].map(f["eligible_values"])).all()
+    rec_rows = t[t["recorded"]].set_index("case_id")
+    assert (rec_rows["pool_recall"] - f.loc[rec_rows.index, "recorded_pool_recall"]).abs().max() < 1e-12
+    own = t[t["own_agent"]]
+    assert own["kept_match"].notna().all() and (own["kept_note"] != "").all()
+    assert t.loc[~t["own_agent"], "kept_match"].isna().all()
+
+
+def _session_with_a_summary_that_repeats(value: str):
+    """A pi-like session: a value said before the compaction, repeated in its summary and after it."""
+    import dataclasses
+
+    from conftest import make_session
+
+    texts = [
+        ("user", f"Open ticket {value} for the flaky deploy job, please."),
+        ("assistant", f"Opened {value}; the deploy job is marked flaky."),
+        ("user", "Now look at the cache settings."),
+        ("assistant", "The cache TTL is 300 seconds in config/cache.yaml."),
+        ("summary", f"Goal: fix the deploy job (ticket {value}). Done: cache settings read."),
+        ("user", f"Close {value} when the build is green."),
+        ("assistant", f"Will close {value} after the next green build."),
+    ]
+    s = make_session(texts)
+    first_kept = s.records[2].entry_id
+    compaction = {
+        "entry_id": s.records[4].entry_id,
+        "source_order": 4,
+        "model": "m-test",
+        "first_kept_entry_id": first_kept,
+    }
+    return dataclasses.replace(s, source_format="pi", metadata={"compactions": [compaction]})
+
+
+def test_a_value_the_summary_and_the_rest_of_the_session_repeat_stays_eligible():
+    """Acceptance 1's pinned case: the first design dropped every value seen at or after the cut (the summary,
+    the rest of the session), so the recorded arm could only lose. Now the value before the kept region stays
+    eligible, the real summary is counted as holding it, and the recorded arm is credited."""
+    value = "OPS-48213"
+    s = _session_with_a_summary_that_repeats(value)
+    rc = recorded.build([s], {"tail_tokens": 0, "probe_n_questions": 5, "probe_n_decoys": 0})
+    (row,) = rc.found.to_dict("records")
+    kept = s.records[2].entry_id
+    assert row["tail_start"] == 2 and row["kept_from"] == kept  # pi kept it on verbatim: values there are not asked
+    pool = {q.answer for q in rc.pools[row["case_id"]]}
+    assert value in pool and "config/cache.yaml" not in pool
+    assert row["eligible_in_summary"] >= 1 and row["eligible_values"] == len(pool)
+    (case,) = rc.cases
+    assert value in {q.answer for q in case.real}
+    res = recorded.run(rc, ["full"], CompactionContext(), readers.get_reader("verbatim"), n_boot=50)
+    got = res.answers[(res.answers["strategy"] == "recorded") & (res.answers["answer"] == value)]
+    assert got["correct"].all()
+
+
+def test_the_public_pi_session_with_two_real_compactions():
+    """Acceptance 1 on pi-mono's own test session (whole file): both compactions have an eligible pool and
+    the real summaries claude-opus-4-5 wrote hold some of it; the recorded arm's recall over that pool."""
+    from conftest import PUBLIC_FIXTURES
+
+    (s,) = [x for x in ingest.load_sessions(PUBLIC_FIXTURES / "pi") if len(x.metadata.get("compactions") or ()) == 2]
+    rc = recorded.build(
+        [s], {"probe_n_questions": 20, "probe_n_decoys": 2, "window": 200_000, "output_ceiling": 32_000}
+    )
+    f = rc.found
+    assert len(f) == 2 and set(f["model"]) == {"claude-opus-4-5"}
+    assert (f["eligible_values"] > 0).all() and (f["eligible_in_summary"] > 0).all()
+    assert f["recorded_pool_recall"].between(0, 1).all()
+    assert (f["questions"] > 0).all()

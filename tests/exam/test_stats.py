@@ -56,22 +56,30 @@ def test_same_seed_same_interval():
     df = _frame({"a": items})
     t1, t2 = stats.recall_table(df, seed=11), stats.recall_table(df, seed=11)
     pd.testing.assert_frame_equal(t1, t2)
-    lo, hi = stats.bootstrap_interval([bool(i % 3) for i in range(30)], n_boot=500, seed=1)
-    assert (lo, hi) == stats.bootstrap_interval([bool(i % 3) for i in range(30)], n_boot=500, seed=1)
+    correct = [bool(i % 3) for i in range(30)]
+    clusters = [i // 5 for i in range(30)]
+    iv = stats.proportion_interval(correct, clusters, n_boot=500, seed=1)
+    assert iv == stats.proportion_interval(correct, clusters, n_boot=500, seed=1)
+    # the seed reaches the cluster bootstrap: another seed moves at least one bound of an interval it decides
+    assert stats.proportion_interval(correct, clusters, n_boot=500, seed=2) != iv
 
 
-def test_degenerate_intervals_are_the_point_value_without_warnings():
+def test_degenerate_results_get_exact_intervals_of_nonzero_width_without_warnings():
+    # The percentile bootstrap gave (1, 1), (0, 0) and (1, 1) here: as if 5 questions settled the matter.
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         t = stats.recall_table(
-            _frame({"all": [("tool", True)] * 5, "none": [("tool", False)] * 5, "one": [("tool", True)]}), method="BCa"
+            _frame({"all": [("tool", True)] * 5, "none": [("tool", False)] * 5, "one": [("tool", True)]})
         )
-    got = t.set_index("strategy")[["ci_low", "ci_high"]]
-    assert tuple(got.loc["all"]) == (1.0, 1.0)
-    assert tuple(got.loc["none"]) == (0.0, 0.0)
-    assert tuple(got.loc["one"]) == (1.0, 1.0)
-    lo, hi = stats.bootstrap_interval([])
-    assert math.isnan(lo) and math.isnan(hi)
+    got = t.set_index("strategy")
+    for strat, k, n in (("all", 5, 5), ("none", 0, 5), ("one", 1, 1)):
+        exact = st.binomtest(k, n).proportion_ci(method="exact")
+        assert (got.loc[strat, "ci_low"], got.loc[strat, "ci_high"]) == pytest.approx((exact.low, exact.high))
+        assert got.loc[strat, "ci_low"] < got.loc[strat, "ci_high"]
+    assert got.loc["all", "ci_high"] == 1.0 and got.loc["none", "ci_low"] == 0.0
+    assert (got["ci_method"] == "Clopper–Pearson (questions independent)").all()
+    iv = stats.proportion_interval([])
+    assert math.isnan(iv.low) and math.isnan(iv.high)
 
 
 def test_projection_tokens_mean_counts_each_case_once():
@@ -98,13 +106,14 @@ def test_mcnemar_counts_and_p_value_match_binomtest():
         [df, _frame({"A": [("tool", False, True)], "B": [("tool", True, True)]}).assign(question_id="d0")],
         ignore_index=True,
     )
-    m = stats.mcnemar_table(df)
+    m = stats.paired_table(df)
     assert len(m) == 1
     r = m.iloc[0]
     assert (r["strategy_a"], r["strategy_b"], r["b"], r["c"]) == ("A", "B", 7, 2)
     assert (r["n_paired"], r["both_correct"], r["both_wrong"]) == (13, 3, 1)
     assert r["p_value"] == pytest.approx(st.binomtest(7, 9, 0.5).pvalue)
     assert r["ahead"] == "A"
+    assert (r["test"], r["n_sessions"], r["note"]) == ("exact McNemar", 1, "")
 
 
 def test_mcnemar_pairs_only_shared_questions_and_no_discordance_gives_p_one():
@@ -115,17 +124,18 @@ def test_mcnemar_pairs_only_shared_questions_and_no_discordance_gives_p_one():
             "C": [("tool", True), ("tool", False)],
         }
     )
-    m = stats.mcnemar_table(df)
+    m = stats.paired_table(df)
     assert list(zip(m["strategy_a"], m["strategy_b"], strict=False)) == [("A", "B"), ("A", "C"), ("B", "C")]
     assert (m["n_paired"] == 2).all()
     assert (m["p_value"] == 1.0).all() and (m["ahead"] == "tie").all()
     assert (m["b"] + m["c"] == 0).all()
 
 
-def test_mcnemar_rejects_duplicate_answers():
+def test_paired_table_rejects_duplicate_answers():
     df = _frame({"A": [("tool", True)], "B": [("tool", True)]})
-    with pytest.raises(ValueError, match="twice"):
-        stats.mcnemar_table(pd.concat([df, df.iloc[:1]], ignore_index=True))
+    for unit in stats.UNITS:
+        with pytest.raises(ValueError, match="twice"):
+            stats.paired_table(pd.concat([df, df.iloc[:1]], ignore_index=True), unit=unit)
 
 
 def _crossing():
@@ -161,6 +171,21 @@ def test_sensitivity_default_point_redistributes_missing_pointer_weight():
     assert d.loc["B", "recall"] == pytest.approx((0.8 * 1.0 + 0.1 * 0.25) / 0.9)
     assert (d.loc["B", "rank"], d.loc["A", "rank"]) == (1, 2)
     assert len(t) == 2 * (3 + 1)
+    assert (d["mix_label"] == "synthetic 80/10/10").all()
+    assert list(t.loc[~t["default"], "mix_label"].unique()) == ["sweep 0/0/100", "sweep 50/0/50", "sweep 100/0/0"]
+
+
+def test_sensitivity_default_rows_say_which_mix_they_are():
+    natural = {"assistant": 0.1, "user": 0.07, "tool": 0.83}
+    t = stats.sensitivity_table(_crossing(), steps=2, default_mix=natural, mix_label="natural (pool)")
+    d = t[t["default"]].set_index("strategy")
+    assert (d["mix_label"] == "natural (pool)").all()
+    assert tuple(d.loc["A", ["w_assistant", "w_user", "w_tool"]]) == (0.1, 0.07, 0.83)
+    # the pool's mix, not 80/10/10, decides the default ranking here: A is ahead on tool values
+    assert d.loc["A", "recall"] == pytest.approx((0.1 * 0.25 + 0.83 * 1.0) / 0.93)
+    assert (d.loc["A", "rank"], d.loc["B", "rank"]) == (1, 2)
+    unnamed = stats.sensitivity_table(_crossing(), steps=2, default_mix=natural)
+    assert (unnamed.loc[unnamed["default"], "mix_label"] == "default 10/7/83").all()
 
 
 def test_sensitivity_nan_when_mix_weighs_only_missing_pointers():
@@ -174,7 +199,8 @@ def test_sensitivity_nan_when_mix_weighs_only_missing_pointers():
 def test_readers_are_separate_units():
     df = pd.concat([_crossing(), _crossing().assign(reader="other", reader_label="other")], ignore_index=True)
     assert len(stats.recall_table(df)) == 4
-    assert len(stats.mcnemar_table(df)) == 2
+    assert len(stats.paired_table(df)) == 2 and len(stats.paired_table(df, unit="session")) == 2
+    assert len(stats.session_table(df)) == 4
     t = stats.sensitivity_table(df, steps=2)
     assert set(t.groupby(["s", "reader"], dropna=False)["rank"].max().dropna()) == {2}
 
@@ -183,17 +209,20 @@ def test_frames_without_optional_columns_and_empty_frames():
     df = _crossing()[["strategy", "case_id", "question_id", "pointer", "decoy", "correct"]]
     t = stats.recall_table(df)
     assert list(t["strategy_label"]) == ["A", "B"] and t["projection_tokens"].isna().all()
-    assert "reader" not in stats.mcnemar_table(df).columns
+    # without session_id / source_order / over_window: each case a session, records unknown, not over the window
+    assert (t["n_sessions"] == 1).all() and t["n_records"].isna().all() and not t["over_window"].any()
+    assert "reader" not in stats.paired_table(df).columns and "reader" not in stats.session_table(df).columns
     assert len(stats.sensitivity_table(df, steps=2)) == 2 * 3
     empty = df.iloc[:0]
-    assert stats.recall_table(empty).empty and stats.mcnemar_table(empty).empty
-    assert stats.sensitivity_table(empty).empty
+    for unit in stats.UNITS:
+        assert stats.recall_table(empty, unit=unit).empty and stats.paired_table(empty, unit=unit).empty
+    assert stats.sensitivity_table(empty).empty and stats.session_table(empty).empty
     with pytest.raises(ValueError, match="lacks"):
         stats.recall_table(df.drop(columns="pointer"))
 
 
 def test_deterministic_outputs():
     df = _crossing()
-    for f in (stats.recall_table, stats.mcnemar_table, stats.sensitivity_table):
+    for f in (stats.recall_table, stats.paired_table, stats.sensitivity_table, stats.session_table):
         pd.testing.assert_frame_equal(f(df), f(df))
     assert np.isclose(stats.mixed_recall({"assistant": (1, 2), "tool": (0, 0)}, {"assistant": 0.5, "tool": 0.5}), 0.5)

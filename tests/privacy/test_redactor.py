@@ -202,3 +202,35 @@ def test_another_accounts_claude_project_folder_never_reaches_the_run_folder(tmp
     # Without redaction the name is there (the test can fail).
     plain = sources.gather([str(tmp_path / ".claude")], progress=False)
     assert any("qwzlfx" in (s.source_path or "") for s in plain.sessions)
+
+
+def test_the_log_authors_account_name_is_masked_wherever_the_session_shows_it_bare(on):
+    """Issue 26 item 8: pi's public session names its author's home in its cwd and encoded folder; the same
+    name is an ``ls -l`` owner and a GitHub handle in its records, where no path pattern sees it."""
+    from compaction_lab.core.session import Session
+
+    s = make_session(
+        [
+            ("tool_output", "-rw-r--r--@ 1 zelda9  staff  4494 Dec  8 session.ts"),
+            ("assistant", "See https://github.com/zelda9/pi-mono/releases; zelda99 and xzelda9 are other people."),
+        ]
+    )
+    s = Session(
+        id=s.id,
+        source_format="pi",
+        source_path="/r/.pi/agent/sessions/--Users-zelda9-work--/s.jsonl",
+        metadata={"cwd": "/Users/zelda9/work"},
+        records=s.records,
+    )
+    out = on.session(s)
+    texts = [r.text for r in out.records]
+    assert "zelda9 " not in texts[0] and "[REDACTED:log-user-name]  staff" in texts[0]
+    assert "github.com/[REDACTED:log-user-name]/pi-mono" in texts[1]
+    assert "zelda99" in texts[1] and "xzelda9" in texts[1]  # whole words only
+    assert b'zelda9"' not in out.to_jsonl() and "zelda9/" not in (out.source_path or "")
+    # Without the home patterns nothing tells the name: the session is left as it was (the negative control).
+    assert Redactor(patterns=()).session(s) is s
+    # A generic account (root, ubuntu, ...) is never learned as a name.
+    generic = Session(id=s.id, source_format="pi", metadata={"cwd": "/home/ubuntu/x"}, records=s.records)
+    assert "ubuntu" not in {m for r in on.session(generic).records for m in r.text.split()}
+    assert on.session(generic).records[0].text == s.records[0].text

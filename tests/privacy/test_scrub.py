@@ -12,6 +12,7 @@ import pandas as pd
 from conftest import make_session
 from privacy_samples import AWS, GITHUB, JWT, OPENAI
 
+from compaction_lab.privacy import scrub
 from compaction_lab.privacy.leaks import find_leaks
 from compaction_lab.privacy.patterns import DEFAULT_PATTERNS
 from compaction_lab.privacy.redactor import Redactor, redactor
@@ -194,3 +195,29 @@ def test_unknown_files_are_sniffed(tmp_path):
     rep = scrub_run_folder(run, Redactor(patterns=DEFAULT_PATTERNS))
     assert rep.files_changed == ("notes",) and rep.unscannable == ("blob.bin",)
     assert find_leaks(run, [OPENAI]) == [("blob.bin", OPENAI)]
+
+
+def test_settle_databases_folds_and_removes_wal_side_files_holding_old_text(tmp_path):
+    """A WAL left by a process that exited without closing holds the text before an UPDATE; settling folds
+    it in, drops ``-wal``/``-shm`` and vacuums the freed pages, so the old text is nowhere in the folder."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "archive.sqlite"
+    # A child writes in WAL mode and exits without closing (os._exit): its side files stay, as a kernel's do.
+    code = (
+        "import os, sqlite3, sys\n"
+        "c = sqlite3.connect(sys.argv[1]); c.execute('PRAGMA journal_mode=WAL')\n"
+        "c.execute('PRAGMA wal_autocheckpoint=0')\n"
+        "c.execute('CREATE TABLE t(x TEXT)'); c.execute(\"INSERT INTO t VALUES ('old-secret-value-7731')\")\n"
+        "c.commit(); c.execute(\"UPDATE t SET x = 'masked'\"); c.commit(); os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(db)], check=True)
+    wal = tmp_path / "archive.sqlite-wal"
+    assert wal.exists() and b"old-secret-value-7731" in wal.read_bytes()  # the negative control
+
+    assert scrub.settle_databases(tmp_path) == ["archive.sqlite"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["archive.sqlite"]
+    assert b"old-secret-value-7731" not in db.read_bytes()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT x FROM t").fetchall() == [("masked",)]

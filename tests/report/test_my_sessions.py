@@ -31,8 +31,9 @@ LIGHTER = {"n_boot": 200, "turns": 10, "cost_cases": 2}
 
 
 def test_short_sessions_that_give_no_question_complete_the_chain(tmp_path):
-    """Item 2: the three Claude Code fixtures are shorter than the 8,192-token tail, so no question can
-    be mined; notebook 03 crashed ("Cannot set a DataFrame with multiple columns…")."""
+    """Item 2: the three Claude Code fixtures are far below W − O (and shorter than the 8,192-token tail),
+    so no question can be mined; notebook 03 crashed ("Cannot set a DataFrame with multiple columns…").
+    Under the default cut they would not compact at W: each is listed with its size, none is cut."""
     folder = _need(PUBLIC_FIXTURES / "claude-code")
     res = report.run_profile(
         "my_sessions", results=tmp_path, progress=False, overrides={"session_paths": [str(folder)], **LIGHTER}
@@ -40,11 +41,14 @@ def test_short_sessions_that_give_no_question_complete_the_chain(tmp_path):
     assert [nb.status for nb in res.notebooks] == ["ok"] * len(res.notebooks)
     assert json.loads((res.run_dir / "run.json").read_text())["status"] == "ok"
     assert pd.read_parquet(res.run_dir / "exam_closed.parquet").empty
-    bank = (res.run_dir / "exam_bank.jsonl").read_text().splitlines()
-    assert len(bank) == 3 and all(json.loads(line)["questions"] == [] for line in bank)
+    assert (res.run_dir / "exam_bank.jsonl").read_text() == "\n"  # no case at all: nothing was cut
+    rows = pd.read_parquet(res.run_dir / "exam_sessions.parquet")
+    assert len(rows) == 3 and not rows["would_compact"].any() and (rows["cut"] == "").all()
+    assert rows["reason"].str.startswith("would not compact at W = 200,000").all()
     # The reader is told why, in the notebook, the figures and the report.
     nb03 = (res.run_dir / "03_closed_book_exam.html").read_text(encoding="utf-8")
-    assert "No question could be asked" in nb03
+    assert "No question could be asked" in nb03 and "would not compact at W = 200,000" in nb03
+    assert "would not compact at W = 200,000" in (res.run_dir / "report.html").read_text(encoding="utf-8")
     assert "not measured" in (res.run_dir / "figures" / "fig1_retained.svg").read_text(encoding="utf-8")
     assert share.NO_HEADLINE.split(":")[0] in (res.run_dir / "report.html").read_text(encoding="utf-8")
     # Costs do not need questions: they are still priced.
@@ -58,7 +62,8 @@ def _damaged_folder(root):
     import zstandard
 
     good = root / "good"
-    shutil.copytree(_need(PUBLIC_FIXTURES), good, ignore=shutil.ignore_patterns("*.md"))
+    # The 2.4 MB pi session with real compactions has its own test below; the damage is what matters here.
+    shutil.copytree(_need(PUBLIC_FIXTURES), good, ignore=shutil.ignore_patterns("*.md", "before-compaction.jsonl"))
     for p in good.rglob("*"):
         p.chmod(0o755 if p.is_dir() else 0o644)
     bad = root / "zz_damaged"
@@ -91,15 +96,20 @@ def test_damaged_files_are_counted_and_change_nothing_for_the_good_sessions(tmp_
     prof = report.load_profile("my_sessions")
     kept = {k: v for k, v in prof.parameters.items() if k not in ("turns", "cost_cases")}  # notebook 04's
     prof = dataclasses.replace(prof, notebooks=prof.notebooks[:3], parameters=kept)
+    # Cut every session at its end: these sessions are below W − O, and the comparison needs questions.
     clean = report.run_profile(
-        prof, results=tmp_path / "clean", progress=False, render=False, overrides={"session_paths": [str(good)]}
+        prof,
+        results=tmp_path / "clean",
+        progress=False,
+        render=False,
+        overrides={"session_paths": [str(good)], "cut": "end"},
     )
     mixed = report.run_profile(
         prof,
         results=tmp_path / "mixed",
         progress=False,
         render=False,
-        overrides={"session_paths": [str(tmp_path / "in")]},
+        overrides={"session_paths": [str(tmp_path / "in")], "cut": "end"},
     )
     for res in (clean, mixed):
         assert json.loads((res.run_dir / "run.json").read_text())["status"] == "ok"
@@ -158,3 +168,76 @@ def test_a_real_session_with_a_recorded_compaction_gives_recorded_rows(tmp_path)
     page = (d / "report.html").read_text(encoding="utf-8")
     assert "Real compactions found in your logs: 1" in page and "recorded (pi, claude-opus-4-5)" in page
     assert "fig_recorded" in {p.stem for p in (d / "figures").glob("*.svg")}
+
+
+#: The four real public sessions issue 26 was found on: pi's own session with two real compactions, a Claude
+#: Code transcript, two SWE-agent trajectories.
+FOUR = (
+    ("pi", "before-compaction.jsonl"),
+    ("claude-code", "coverage-test-fix.jsonl"),
+    ("swe-agent", "pydicom__pydicom-1458.traj"),
+    ("swe-agent", "swe-agent__test-repo-i1.traj"),
+)
+
+
+def test_four_real_sessions_give_numbers_you_can_trust(tmp_path):
+    """Issue 26, acceptance 1-5 on a `my_sessions` run of the four sessions (its defaults; four arms, so the
+    recorded block on the 400k-token pi session stays quick)."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for sub, name in FOUR:
+        (folder / name).write_bytes(_need(PUBLIC_FIXTURES / sub / name).read_bytes())
+    arms = ["futureos-deterministic", "pi", "codex", "full"]
+    res = report.run_profile(
+        "my_sessions",
+        results=tmp_path / "out",
+        progress=False,
+        overrides={"session_paths": [str(folder)], "strategy_names": arms, **LIGHTER},
+    )
+    d = res.run_dir
+    assert [nb.status for nb in res.notebooks] == ["ok"] * len(res.notebooks)
+    # 1. Both real compactions: an eligible pool, part of it in the real summary, the recorded arm's pool recall.
+    found = pd.read_parquet(d / "recorded_compactions.parquet")
+    assert len(found) == 2 and (found["eligible_values"] > 0).all() and (found["eligible_in_summary"] > 0).all()
+    assert found["recorded_pool_recall"].between(0, 1).all()
+    # 2. Intervals with width, their units and method; feasibility flagged.
+    head = pd.read_parquet(d / "headline.parquet")
+    for name in ("exam_recall", "exam_recorded"):
+        t = pd.read_parquet(d / f"{name}.parquet")
+        assert ((t["ci_low"] < t["ci_high"]) | (t["n"] >= 1000)).all(), name
+    assert ((head["ci_low"] < head["ci_high"]) | (head["n"] >= 1000)).all()
+    assert {"n_sessions", "n_records", "ci_method", "over_window"} <= set(head.columns)
+    assert (head["n_sessions"] == 1).all() and (head["ci_method"] != "").all()
+    # 3. Where each session was cut: only the pi session outgrows W − O = 168,000; the others are listed.
+    rows = pd.read_parquet(d / "exam_sessions.parquet").set_index("session_id")
+    assert list(rows.columns) == ["tokens", "would_compact", "cut", "questions", "reason"] and len(rows) == 4
+    assert rows["would_compact"].sum() == 1
+    big = rows[rows["would_compact"]].iloc[0]
+    assert big["tokens"] > 168_000 and big["cut"] != "" and big["questions"] > 0
+    small = rows[~rows["would_compact"]]
+    assert (small["cut"] == "").all() and (small["questions"] == 0).all()
+    assert small["reason"].str.contains("would not compact at W = 200,000").all()
+    recall = pd.read_parquet(d / "exam_recall.parquet").set_index("strategy")
+    assert recall.loc["full", "over_window"] and not recall.loc["pi", "over_window"]
+    assert head["strategy"].iloc[-1] == "full" and "not sendable" in head["retained_of_n"].iloc[-1]
+    # The bank: exact, unique values, none of them a phrase or from a harness template.
+    bank = [json.loads(line) for line in (d / "exam_bank.jsonl").read_text().splitlines() if line.strip()]
+    qs = [q for c in bank for q in c["questions"] if not q["decoy"]]
+    assert qs
+    answers_of: dict[str, set[str]] = {}
+    for q in qs:
+        answers_of.setdefault(q["prompt"], set()).add(q["answer"])
+        assert "\n" not in q["answer"] and len(q["answer"].split()) < 4, q["answer"]
+    assert all(len(a) == 1 for a in answers_of.values())
+    # 4. The natural mix, shown beside the sensitivity table.
+    info = json.loads((d / "run.json").read_text())
+    assert info["parameters"]["probe_pointer_mix"] == "natural"
+    page = (d / "report.html").read_text(encoding="utf-8")
+    assert "The pool of usable values is" in page and "Recall under other question mixes" in page
+    assert "natural (the pool&#39;s own)" in page or "natural (the pool's own)" in page
+    assert "would not compact at W = 200,000" in page and "Not sendable at this window" in page
+    # 5. Redaction: the author's account name (pi's encoded folder, its cwd) nowhere; no SQLite side files.
+    for p in d.rglob("*"):
+        if p.is_file():
+            assert b"badlogic" not in p.read_bytes(), p
+    assert not [p.name for p in d.rglob("*") if p.name.endswith(("-wal", "-shm"))]

@@ -114,6 +114,29 @@ def test_measured_text_states_values_from_the_table(run):
     assert "Never repays its compaction against continuing uncompacted: codex (extractive stand-in)." in joined
 
 
+def test_an_arm_over_the_window_is_flagged_listed_last_and_never_named_best(run):
+    """The old run folder above has no feasibility column: nothing is flagged. With `full` over W − O (it
+    retained all 40), it is listed last, its retained-of-N says it could not be sent, and the sentences name
+    `det` most retained, never `full`; the units and method of the intervals are stated."""
+    old = share.headline_table(run)
+    assert not old["over_window"].any() and old["strategy"].iloc[0] == "full"
+    recall = pd.read_parquet(runfolder.table_path(run, "exam_recall"))
+    recall["over_window"] = recall["strategy"] == "full"
+    recall["n_sessions"], recall["n_records"] = 3, 17
+    recall["ci_method"], recall["top_session_share"] = "cluster bootstrap over 3 sessions ∪ Clopper–Pearson", 0.6
+    runfolder.save_table(recall, run, "exam_recall")
+    h = share.headline_table(run)
+    assert list(h["strategy"]) == ["det", "codex", "full"]
+    assert h["retained_of_n"].iloc[-1] == f"40/40 (100%–100%) · {share.NOT_SENDABLE}"
+    joined = "\n".join(share.measured_text(h))
+    assert "40 scored questions (17 records of 3 sessions)" in joined
+    assert "95% intervals: cluster bootstrap over 3 sessions ∪ Clopper–Pearson." in joined
+    assert "One session gives 60% of the questions" in joined
+    assert "Not sendable at this window" in joined and "never ranked): full." in joined
+    assert "Most retained: det, 36/40" in joined and "Most retained: full" not in joined
+    assert "per point of recall: det" in joined
+
+
 def test_overlapping_intervals_are_said(run):
     h = share.headline_table(run)
     h.loc[h["strategy"] == "codex", "ci_high"] = 1.0
@@ -173,6 +196,11 @@ def test_recorded_block_per_compaction(tmp_path):
                 "compaction_entry": "e9",
                 "cut": 9,
                 "after": 10,
+                "tail_start": 7,
+                "kept_from": "e7",
+                "eligible_values": 12,
+                "eligible_in_summary": 5,
+                "recorded_pool_recall": 0.5,
                 "questions": 4,
                 "decoys": 1,
             }
@@ -185,7 +213,7 @@ def test_recorded_block_per_compaction(tmp_path):
         columns=recorded.SKIP_COLUMNS,
     )
 
-    def row(strategy, label, k, own=False):
+    def row(strategy, label, k, own=False, over=False):
         return {
             "case_id": "s-recorded-0",
             "session_id": "s",
@@ -204,13 +232,18 @@ def test_recorded_block_per_compaction(tmp_path):
             "decoys_fallen": 0,
             "decoys_n": 1,
             "projection_tokens": 100.0,
+            "over_window": over,
+            "kept_match": False if own else pd.NA,
+            "kept_note": "not a like-for-like check: the log kept from entry e7, the reimplementation from entry e5"
+            if own
+            else "",
         }
 
     table = pd.DataFrame(
         [
             row("recorded", "recorded (pi, m1)", 1),
             row("pi", "pi (extractive stand-in)", 2, True),
-            row("full", "full", 4),
+            row("full", "full (uncompacted reference)", 4, over=True),  # retained most, but could not be sent
             row("codex", "codex (extractive stand-in)", 3),
         ],
         columns=recorded.TABLE_COLUMNS,
@@ -222,12 +255,15 @@ def test_recorded_block_per_compaction(tmp_path):
     assert block.lines == (
         "Real compactions found in your logs: 1 (in 1 session; agents: pi)",
         "Skipped: 2 sessions — its format (swe_agent) records no compactions",
+        "s #1: 12 eligible values (before the cut, outside what the agent kept verbatim); its real summary holds "
+        "5 of them (the agent's whole next request holds 50%).",
+        "s #1: not a like-for-like check: the log kept from entry e7, the reimplementation from entry e5",
     )
     (r,) = block.table.to_dict("records")
     assert r == {
         "compaction": "s #1 (pi, m1)",
         "the agent's own (recorded)": "recorded (pi, m1): 1/4 (0%–100%)",
         "its reimplementation": "pi (extractive stand-in): 2/4 (0%–100%)",
-        "best other arm": "full: 4/4 (0%–100%)",
+        "best other arm": "codex (extractive stand-in): 3/4 (0%–100%)",
     }
     assert "recorded (pi, m1): 1/4" in block.html()

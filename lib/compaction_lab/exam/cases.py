@@ -8,28 +8,36 @@ folder (``exam_bank.jsonl``), so both exams ask exactly the same questions. When
 fewer questions than asked, one sentence says what was asked, what was built and why
 (`RunCases.shortfall`); it is printed with the cases and kept beside the bank (``exam_bank_shortfall.txt``),
 where the report reads it (`shortfall_of_run`).
+
+Imported sessions are cut where the run's ``cut`` parameter says (`exam.cuts`: ``capacity`` by default,
+where the uncompacted request first outgrows W − O; ``end``; ``recorded``); one row per imported session
+says where it was cut, how many questions it gave and, when none, why (``exam_sessions.parquet``,
+`RunCases.sessions_table`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from compaction_lab import strategies
-from compaction_lab.core import excerpt
+from compaction_lab.core import bounded_json, excerpt
 from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Session
-from compaction_lab.exam import bank, probes
-from compaction_lab.exam.types import Case, bank_from_jsonl, write_bank
+from compaction_lab.exam import bank, cuts, probes
+from compaction_lab.exam.types import POINTERS, Case, bank_from_jsonl, write_bank
 from compaction_lab.ingest import sources, synthetic
 from compaction_lab.report import runfolder
 from compaction_lab.strategies.base import CompactionContext
 
 BANK_FILE = "exam_bank.jsonl"
+#: Beside the bank: one row per imported session (where it was cut, its questions, why none).
+SESSIONS_TABLE = "exam_sessions"
 #: Beside the bank when it holds fewer questions than asked: the one sentence saying so (`RunCases.shortfall`).
 SHORTFALL_FILE = "exam_bank_shortfall.txt"
 
@@ -44,6 +52,24 @@ class RunCases:
     report: Any = None  # BankReport for the bank; None for probes
     notes: tuple[str, ...] = ()  # where a case gave fewer questions (or another mix) than asked, and why
     shortfall: str = ""  # fewer questions in all than asked: what was asked, what was built, why ("" if none)
+    session_rows: Any = None  # DataFrame of `cuts.SESSION_COLUMNS` for imported sessions (None: synthetic)
+    pool: Mapping[str, int] = field(default_factory=dict)  # mined probes: usable values per pointer, all cases
+
+    @property
+    def unit(self) -> str:
+        """What the intervals resample: independent planted facts (``question``) or real sessions (``session``)."""
+        return "question" if self.kind == "synthetic bank" else "session"
+
+    def natural_mix(self) -> dict[str, float]:
+        """The pool's own composition (usable values per pointer, as shares); {} when unknown."""
+        total = sum(self.pool.values())
+        return {p: self.pool[p] / total for p in self.pool} if total else {}
+
+    def sessions_table(self) -> pd.DataFrame:
+        """One row per imported session (`cuts.SESSION_COLUMNS`); empty for synthetic chains."""
+        if self.session_rows is None:
+            return pd.DataFrame(columns=cuts.SESSION_COLUMNS)
+        return self.session_rows
 
     @property
     def n_questions(self) -> int:
@@ -57,11 +83,16 @@ class RunCases:
         line = f"{self.kind}: {len(self.cases)} cases, {real} questions and {self.n_questions - real} decoys"
         if self.shortfall:
             line += f"\n{self.shortfall}"
+        rows = self.sessions_table()
+        skipped = rows[rows["questions"] == 0] if len(rows) else rows
+        if len(skipped):
+            line += f"\n{len(skipped)} of {len(rows)} sessions gave no question:"
+            line += "".join(f"\n  {r.session_id}: {r.reason}" for r in skipped.head(20).itertuples())
         if self.n_questions == 0:
             line += (
                 "\nNo question could be asked: every question must point at an exact value before the "
-                "recent tail (tail_tokens), and these sessions have none there. The exam tables stay empty "
-                "and its figures say 'not measured'; compaction costs are still priced."
+                "recent tail (tail_tokens) of a cut, and these sessions have none there (see above). The exam "
+                "tables stay empty and its figures say 'not measured'; compaction costs are still priced."
             )
         shown = self.notes[:20]
         more = f"\n  … {len(self.notes) - 20} more notes" if len(self.notes) > 20 else ""
@@ -92,13 +123,67 @@ def build(session_list: Sequence[Session], chains: Sequence | None, params: Mapp
         cases, report = bank.build_bank_with_report(list(chains), bank.BankSpec.from_mapping(params))
         return RunCases(tuple(cases), by_id, "synthetic bank", report, report.notes, report.shortfall_line())
     spec = probes.ProbeSpec.from_mapping(probe_params(params))
-    mined = probes.mine_all(session_list, spec)
+    mode = cuts.check_mode(str(params.get("cut") or cuts.CUT_MODES[0]))
+    ctx = cuts.context_of(dict(params))
+    mined: list[probes.MinedCase] = []
+    rows: list[dict[str, Any]] = []
+    for s, sc in zip(session_list, cuts.plan(session_list, mode, ctx), strict=True):
+        got = _mine_session(s, sc, spec, mode)
+        mined += got
+        n = sum(len(m.case.real) for m in got)
+        reason = sc.reason or ("" if n else _no_question_reason(got, spec))
+        rows.append(
+            {
+                "session_id": s.id,
+                "tokens": sc.tokens,
+                "would_compact": sc.would_compact,
+                "cut": ",".join(str(c) for c in sc.cuts),
+                "questions": n,
+                "reason": reason,
+            }
+        )
     notes = tuple(n for m in mined for n in m.notes)
-    return RunCases(tuple(m.case for m in mined), by_id, "mined probes", None, notes, _probe_shortfall(mined, spec))
+    pool = {p: sum(m.available.get(p, 0) for m in mined) for p in POINTERS}
+    return RunCases(
+        tuple(m.case for m in mined),
+        by_id,
+        "mined probes",
+        None,
+        notes,
+        _probe_shortfall(mined, spec, len(session_list)),
+        pd.DataFrame(rows, columns=cuts.SESSION_COLUMNS),
+        pool,
+    )
 
 
-def _probe_shortfall(mined: Sequence[probes.MinedCase], spec: probes.ProbeSpec) -> str:
-    """`RunCases.shortfall` for mined probes: asked per session, built in all, and why ("" when met)."""
+def _mine_session(s: Session, sc: cuts.SessionCut, spec: probes.ProbeSpec, mode: str) -> list[probes.MinedCase]:
+    """The cases of one session at its cuts: ``-probe`` for a single cut (``-probe-c{j}`` for several
+    fractions under ``end``, ``-probe-r{i}`` for recorded compactions)."""
+    if not sc.cuts:
+        return []
+    if mode == "recorded":
+        return [probes.mine(s, spec, case_id=f"{s.id}-probe-r{i}", cut=c) for i, c in enumerate(sc.cuts)]
+    if mode == "end" and spec.cuts_per_session > 1:
+        return probes.mine_all([s], spec)
+    return [probes.mine(s, spec, cut=sc.cuts[0])]
+
+
+def _no_question_reason(mined: Sequence[probes.MinedCase], spec: probes.ProbeSpec) -> str:
+    """Why a cut session gave no question: no exact value before its recent tail that no arm keeps verbatim."""
+    usable = sum(sum(m.available.values()) for m in mined)
+    if usable:
+        return f"{usable} usable values but none could be asked (see the notes)"
+    return (
+        f"no usable exact value before the recent tail (tail_tokens = {spec.tail_tokens:,}): everything before "
+        "it is either kept verbatim by every arm or not an exact value"
+    )
+
+
+def _probe_shortfall(mined: Sequence[probes.MinedCase], spec: probes.ProbeSpec, n_sessions: int) -> str:
+    """`RunCases.shortfall` for mined probes: asked per cut session, built in all, and why ("" when met).
+
+    Sessions the ``cut`` rule did not cut (they would not compact at W) are listed in `RunCases.sessions_table`,
+    not counted here."""
     n = len(mined)
     real = sum(len(m.case.real) for m in mined)
     decoys = sum(len(m.case.questions) - len(m.case.real) for m in mined)
@@ -115,7 +200,7 @@ def _probe_shortfall(mined: Sequence[probes.MinedCase], spec: probes.ProbeSpec) 
         )
     if decoys < want_decoys:
         why.append(f"{decoys:,} of {want_decoys:,} decoys — a decoy must be a lookalike found nowhere in its session")
-    sessions = f"{n:,} session{'s' if n != 1 else ''}"
+    sessions = f"{n:,} cut{'s' if n != 1 else ''} of {n_sessions:,} session{'s' if n_sessions != 1 else ''}"
     return (
         f"probe_n_questions = {spec.n_questions:,} per session asked for ({sessions}), {real + decoys:,} built: "
         "the sessions allow " + "; ".join(why) + "."
@@ -123,10 +208,13 @@ def _probe_shortfall(mined: Sequence[probes.MinedCase], spec: probes.ProbeSpec) 
 
 
 def probe_params(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The probe miner's parameters from a notebook's: ``probe_n_questions`` / ``probe_n_decoys`` become
-    ``n_questions`` / ``n_decoys`` (probes ask per session; the bank's totals, e.g. 178, do not apply)."""
+    """The probe miner's parameters from a notebook's: ``probe_n_questions`` / ``probe_n_decoys`` /
+    ``probe_pointer_mix`` / ``probe_max_per_record`` become ``n_questions`` / ``n_decoys`` / ``pointer_mix`` /
+    ``max_per_record`` (probes ask per session; the bank's totals, e.g. 178, and its synthetic 80/10/10 mix do
+    not apply: real logs are asked in their own, natural, composition unless ``probe_pointer_mix`` says
+    otherwise)."""
     out = dict(params)
-    for key in ("n_questions", "n_decoys"):
+    for key in ("n_questions", "n_decoys", "pointer_mix", "max_per_record"):
         if f"probe_{key}" in params:
             out[key] = params[f"probe_{key}"]
         else:
@@ -144,18 +232,56 @@ def for_run(run_dir: Path, params: Mapping[str, Any]) -> RunCases:
     if saved.exists():
         cases = bank_from_jsonl(saved.read_bytes())
         kind = "synthetic bank" if chains else "mined probes"
-        return RunCases(tuple(cases), {s.id: s for s in session_list}, kind, None, (), shortfall_of_run(run_dir))
+        has_rows = runfolder.table_path(run_dir, SESSIONS_TABLE).exists()
+        rows = runfolder.load_table(run_dir, SESSIONS_TABLE) if has_rows else None
+        pool = _saved_pool(run_dir)
+        return RunCases(
+            tuple(cases), {s.id: s for s in session_list}, kind, None, (), shortfall_of_run(run_dir), rows, pool
+        )
     rc = build(session_list, chains, params)
     write_bank(rc.cases, saved)
     if rc.shortfall:
         (run_dir / SHORTFALL_FILE).write_text(rc.shortfall + "\n", encoding="utf-8")
+    if rc.session_rows is not None:
+        runfolder.save_table(rc.session_rows, run_dir, SESSIONS_TABLE)
+        (run_dir / POOL_FILE).write_text(json.dumps(dict(rc.pool), sort_keys=True) + "\n", encoding="utf-8")
     return rc
+
+
+#: Beside the bank of mined probes: usable values per pointer in all cases (the pool's natural mix).
+POOL_FILE = "exam_bank_pool.json"
+
+
+def _saved_pool(run_dir: Path) -> dict[str, int]:
+    path = run_dir / POOL_FILE
+    if not path.is_file():
+        return {}
+    data = bounded_json.loads(path.read_text(encoding="utf-8"))
+    return {str(k): int(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
 def shortfall_of_run(run_dir: Path) -> str:
     """The run's `RunCases.shortfall`, as `for_run` kept it beside the bank ("" when the count was met)."""
     path = Path(run_dir) / SHORTFALL_FILE
     return path.read_text(encoding="utf-8").strip() if path.is_file() else ""
+
+
+def priced_cases(rc: RunCases, n: int) -> tuple[Case, ...]:
+    """The cases the cost model prices: the exam's first `n`; when the exam has none because no session
+    would compact at W (``cut: capacity``), each session forced at its end (no questions), with one note
+    printed, so what compacting would cost is still shown and said to be forced."""
+    if rc.cases:
+        return tuple(rc.cases[:n])
+    ends = tuple(
+        Case(id=f"{sid}-end", session_id=sid, cut=s.records[-1].source_order + 1 if s.records else 0, tail_start=0)
+        for sid, s in list(rc.sessions.items())[:n]
+    )
+    if ends:
+        print(
+            f"note: no session would compact at this window, so the cost model prices {len(ends)} compaction(s) "
+            "forced at each session's end (the exam has no case)"
+        )
+    return ends
 
 
 def projections_for(

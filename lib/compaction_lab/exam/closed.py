@@ -39,8 +39,10 @@ ANSWER_COLUMNS: list[str] = [
     "strategy_label",
     "reader",
     "reader_label",
+    "session_id",
     "case_id",
     "question_id",
+    "source_order",
     "pointer",
     "category",
     "decoy",
@@ -48,6 +50,7 @@ ANSWER_COLUMNS: list[str] = [
     "given",
     "correct",
     "projection_tokens",
+    "over_window",
 ]
 
 #: Columns of `ClosedResult.projections`, in order: one row per case x strategy.
@@ -58,6 +61,8 @@ PROJECTION_COLUMNS: list[str] = [
     "algorithm_version",
     "tokens",
     "capacity",
+    "usable_capacity",
+    "over_window",
     "estimator",
     "summary_provider",
     "stand_in",
@@ -75,11 +80,14 @@ class ClosedResult:
         One row per strategy x question (`ANSWER_COLUMNS`). ``correct`` is the
         grade: for a real question, the value was retained; for a decoy, the
         reader abstained. ``projection_tokens`` is the report-token size of the
-        projection the reader saw.
+        projection the reader saw; ``over_window`` says it was larger than the usable capacity
+        W − O (`usable_capacity`): a request the agent could never have sent. ``session_id`` and
+        ``source_order`` (the answer's record; -1 for decoys) are the units the intervals resample.
     projections : DataFrame
         One row per case x strategy (`PROJECTION_COLUMNS`): how big the
-        projection was, the room its strategy believed it had, and who wrote
-        its summary (provider, stand-in, fallback).
+        projection was, the room its strategy believed it had (``capacity``, in its own estimator's
+        units), the usable capacity W − O in report tokens and whether the projection exceeds it
+        (``over_window``), and who wrote its summary (provider, stand-in, fallback).
     """
 
     answers: pd.DataFrame
@@ -109,9 +117,15 @@ def reader_label(reader: Any, stand_in: bool = False) -> str:
     return f"{name} (stand-in)" if stand_in else name
 
 
-def projection_row(case_id: str, p: Projection) -> dict[str, Any]:
+def usable_capacity(ctx: CompactionContext) -> int:
+    """W − O in report tokens: the most a request may hold and still leave room for the reply."""
+    return int(ctx.window) - int(ctx.output_ceiling)
+
+
+def projection_row(case_id: str, p: Projection, ctx: CompactionContext) -> dict[str, Any]:
     """One `PROJECTION_COLUMNS` row for a case's projection."""
     r = p.receipt
+    cap = usable_capacity(ctx)
     return {
         "case_id": case_id,
         "strategy": p.strategy,
@@ -119,6 +133,8 @@ def projection_row(case_id: str, p: Projection) -> dict[str, Any]:
         "algorithm_version": p.algorithm_version,
         "tokens": p.tokens,
         "capacity": p.capacity,
+        "usable_capacity": cap,
+        "over_window": p.tokens > cap,
         "estimator": p.estimator,
         # No receipt: the strategy never asked for a summary (full, truncate-oldest, deterministic ...).
         "summary_provider": r.provider if r is not None else None,
@@ -128,7 +144,14 @@ def projection_row(case_id: str, p: Projection) -> dict[str, Any]:
 
 
 def answer_row(
-    case: Case, q: Question, p: Projection, reader: Any, given: str, stand_in: bool, correct: bool
+    case: Case,
+    q: Question,
+    p: Projection,
+    reader: Any,
+    given: str,
+    stand_in: bool,
+    correct: bool,
+    ctx: CompactionContext,
 ) -> dict[str, Any]:
     """One `ANSWER_COLUMNS` row."""
     return {
@@ -136,8 +159,10 @@ def answer_row(
         "strategy_label": strategy_label(p),
         "reader": reader_name(reader),
         "reader_label": reader_label(reader, stand_in),
+        "session_id": case.session_id,
         "case_id": case.id,
         "question_id": q.id,
+        "source_order": int(q.source_order),
         "pointer": q.pointer,
         "category": q.category,
         "decoy": bool(q.decoy),
@@ -145,6 +170,7 @@ def answer_row(
         "given": given,
         "correct": bool(correct),
         "projection_tokens": p.tokens,
+        "over_window": p.tokens > usable_capacity(ctx),
     }
 
 
@@ -175,6 +201,7 @@ def run_closed(
     progress: bool = False,
     *,
     grader: Callable[[Question, str], bool] | None = None,
+    on_projection: Callable[[Case, Projection], None] | None = None,
 ) -> ClosedResult:
     """Run the closed-book exam: every case x strategy compacted once, every question answered from it.
 
@@ -196,6 +223,9 @@ def run_closed(
         Show a progress bar over case x strategy.
     grader : callable, optional
         ``grader(question, given) -> bool``; default `grading.grade`.
+    on_projection : callable, optional
+        ``on_projection(case, projection)`` for every projection made (the recorded block measures each
+        against its pool of eligible values and reads what it kept).
 
     Returns
     -------
@@ -218,7 +248,9 @@ def run_closed(
     for case, name in it:
         # One compaction per case x strategy: a summarising strategy would otherwise be billed per question.
         p = strategies.compact(sessions[case.session_id], name, case.cut, ctx)
-        projections.append(projection_row(case.id, p))
+        projections.append(projection_row(case.id, p, ctx))
+        if on_projection is not None:
+            on_projection(case, p)
         messages = p.messages()
         shape_tools = ctx.shape.for_session(sessions[case.session_id]).tools
 
@@ -227,11 +259,24 @@ def run_closed(
 
         got = answer_all(reader, case.questions, ask)
         for q, a in zip(case.questions, got, strict=False):
-            answers.append(answer_row(case, q, p, reader, a.given, bool(a.stand_in), grade(q, a.given)))
+            answers.append(answer_row(case, q, p, reader, a.given, bool(a.stand_in), grade(q, a.given), ctx))
     ans = pd.DataFrame(answers, columns=ANSWER_COLUMNS).astype(
-        {"decoy": "bool", "correct": "bool", "projection_tokens": "int64"}
+        {
+            "decoy": "bool",
+            "correct": "bool",
+            "projection_tokens": "int64",
+            "source_order": "int64",
+            "over_window": "bool",
+        }
     )
     proj = pd.DataFrame(projections, columns=PROJECTION_COLUMNS).astype(
-        {"tokens": "int64", "capacity": "int64", "stand_in": "bool", "fallback": "bool"}
+        {
+            "tokens": "int64",
+            "capacity": "int64",
+            "usable_capacity": "int64",
+            "over_window": "bool",
+            "stand_in": "bool",
+            "fallback": "bool",
+        }
     )
     return ClosedResult(answers=ans, projections=proj)

@@ -278,6 +278,20 @@ def content_words(prompt: str) -> list[str]:
 # --------------------------------------------------------------------------- readers
 
 
+#: Readers that cannot fall for a decoy by construction (they answer only what is there, and a decoy's
+#: value is nowhere): with them a decoy result carries no information and is shown as not measured.
+DECOY_BLIND: tuple[str, ...] = ("verbatim", "searcher")
+
+
+def measures_decoys(reader: str) -> bool:
+    """Whether answers of the reader named `reader` say anything about decoys (only a model reader's do)."""
+    return reader not in DECOY_BLIND
+
+
+#: Shown instead of a decoy count when no reader of the table could fall for one.
+DECOYS_NOT_MEASURED = "decoys: not measured (needs a model reader)"
+
+
 @dataclass(frozen=True)
 class VerbatimReader:
     """The retention ceiling: a value is answered iff it occurs verbatim (normalised) in the messages.
@@ -389,6 +403,8 @@ class SearcherReader:
 
 
 __all__ = [
+    "DECOYS_NOT_MEASURED",
+    "DECOY_BLIND",
     "HISTORY_GET_TOOL",
     "HISTORY_SEARCH_TOOL",
     "HISTORY_TOOL_DEFINITIONS",
@@ -403,6 +419,7 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "VerbatimReader",
+    "measures_decoys",
     "content_words",
     "messages_text",
     "messages_tokens",

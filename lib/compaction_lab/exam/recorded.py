@@ -10,6 +10,30 @@ projecting the same session at the same cut — that agent's own
 reimplementation included, given the run's summariser (a direct check of the
 reimplementation: ``own_agent`` in the table).
 
+Which values are eligible
+    Those that occur before the cut and *outside the region the agent kept
+    verbatim*: the records its next request carries as they were (pi's entries
+    from ``firstKeptEntryId``, OpenCode's kept tail, Codex's kept user messages;
+    Claude Code keeps none) — `kept_region`. Occurrences after the cut — the
+    agent's own summary and the rest of the session — never disqualify a value:
+    a value the summary repeats is exactly what the recorded arm should be
+    credited for. The *pool* is every eligible value (`probes.MinedCase.pool`);
+    the questions are a sample of it.
+Per compaction (``recorded_compactions.parquet``)
+    ``eligible_values`` (the pool's size), ``eligible_in_summary`` (how many of
+    them the agent's real summary holds), ``recorded_pool_recall`` (the share of
+    the pool the agent's whole next request holds) and where the agent's kept
+    region starts (``kept_from``: its first kept entry, "" when it kept none).
+Per compaction x arm (``exam_recorded.parquet``)
+    Recall on the sampled questions with an interval over the records they come
+    from (one session: `stats.recall_table`), ``pool_retained`` / ``pool_n`` /
+    ``pool_recall`` over the whole pool (verbatim presence: the retention
+    ceiling, as the verbatim reader), ``over_window`` (the projection is larger
+    than W − O) and, for the agent's own reimplementation, ``kept_match``:
+    whether it kept from the same first entry as the log (``kept_note`` says
+    why not — a reimplementation whose cut or budgets differ keeps another
+    region, and its recall is then not a like-for-like check).
+
 Sessions with no usable compaction are skipped and counted, each with its
 reason (`strategies.recorded.skip_reason`); a run with none produces empty
 tables and a figure that says "not measured", never an error.
@@ -18,7 +42,7 @@ tables and a figure that says "not measured", never an error.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +50,12 @@ import pandas as pd
 
 from compaction_lab import strategies
 from compaction_lab.core import excerpt
+from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Session
-from compaction_lab.exam import closed, probes, stats
+from compaction_lab.exam import closed, cuts, probes, stats
 from compaction_lab.exam.cases import probe_params
-from compaction_lab.exam.types import Case, bank_from_jsonl, write_bank
+from compaction_lab.exam.grading import contains_answer
+from compaction_lab.exam.types import Case, Question, bank_from_jsonl, write_bank
 from compaction_lab.ingest import sources
 from compaction_lab.strategies import recorded as rec
 from compaction_lab.strategies.base import CompactionContext
@@ -47,6 +73,11 @@ FOUND_COLUMNS: list[str] = [
     "compaction_entry",
     "cut",
     "after",
+    "tail_start",
+    "kept_from",
+    "eligible_values",
+    "eligible_in_summary",
+    "recorded_pool_recall",
     "questions",
     "decoys",
 ]
@@ -71,18 +102,34 @@ TABLE_COLUMNS: list[str] = [
     "decoys_fallen",
     "decoys_n",
     "projection_tokens",
+    "over_window",
+    "pool_retained",
+    "pool_n",
+    "pool_recall",
+    "kept_from",
+    "kept_match",
+    "kept_note",
+    "n_records",
+    "ci_method",
 ]
+
+#: Beside the recorded bank: each case's pool of eligible values (cases whose questions are the pool).
+POOL_FILE = "exam_recorded_pool.jsonl"
 
 
 @dataclass(frozen=True)
 class RecordedCases:
-    """The recorded compactions of a run, their cases, and the sessions that gave none."""
+    """The recorded compactions of a run, their cases, and the sessions that gave none.
+
+    ``pools`` maps a case id to its pool of eligible values (as questions), the whole population the
+    case's questions were sampled from."""
 
     cases: tuple[Case, ...]
     sessions: Mapping[str, Session]
     found: pd.DataFrame
     skipped: pd.DataFrame
     notes: tuple[str, ...] = ()
+    pools: Mapping[str, tuple[Question, ...]] = field(default_factory=dict)
 
     def describe(self) -> str:
         """How many real compactions the logs hold, how many questions they give, and every skip counted."""
@@ -111,8 +158,48 @@ def _n(k: int, word: str) -> str:
     return f"{k} {word}" if k == 1 else f"{k} {word}s"
 
 
+#: Segment kinds that carry a record as it was (what an agent kept verbatim).
+VERBATIM_KINDS: tuple[str, ...] = ("tail", "user_original", "assistant_original")
+
+
+def kept_region(session: Session, cut: int, projection: Projection) -> tuple[int, str, str]:
+    """Where the verbatim region a projection kept before `cut` starts, its first entry, and its text.
+
+    Returns
+    -------
+    (tail_start, kept_from, kept_text)
+        ``tail_start``: the first source_order of the contiguous run of records just before the cut whose
+        entries the projection carries verbatim (`cut` when it kept none there); ``kept_from``: the entry of
+        the projection's first verbatim tail segment ("" when there is none); ``kept_text``: every verbatim
+        segment's text (kept records elsewhere, e.g. Codex's kept user messages, disqualify their values too).
+    """
+    verbatim = [seg for seg in projection.segments if seg.kind in VERBATIM_KINDS]
+    kept = {e for seg in verbatim for e in seg.entry_ids}
+    start = cut
+    for r in reversed([r for r in session.records if r.source_order < cut]):
+        if r.kind in ("meta", "system"):  # bookkeeping and the system prompt are neither kept nor dropped
+            continue
+        if r.entry_id not in kept:
+            break
+        start = r.source_order
+    tails = [seg for seg in projection.segments if seg.kind == "tail" and seg.entry_ids]
+    return start, (tails[0].entry_ids[0] if tails else ""), _SEP.join(seg.text for seg in verbatim)
+
+
+_SEP = "\n\x00\n"  # joins kept texts so that no value straddles two
+
+
+def _pool_held(pool: Sequence[Question], text: str) -> int:
+    """How many values of the pool `text` holds (the grader's normalised containment, aliases included)."""
+    return sum(1 for q in pool if contains_answer(q, text))
+
+
 def build(
-    session_list: Sequence[Session], params: Mapping[str, Any], saved: Mapping[str, Case] | None = None
+    session_list: Sequence[Session],
+    params: Mapping[str, Any],
+    saved: Mapping[str, Case] | None = None,
+    saved_pools: Mapping[str, Case] | None = None,
+    ctx: CompactionContext | None = None,
 ) -> RecordedCases:
     """One case per recorded compaction of `session_list` (questions mined before it); skips counted.
 
@@ -120,14 +207,20 @@ def build(
     ----------
     session_list : sessions of the run
     params : notebook / profile parameters (`probes.ProbeSpec` keys: ``probe_n_questions``,
-        ``probe_n_decoys``, ``tail_tokens``, ``seed``, ...).
+        ``probe_n_decoys``, ``tail_tokens``, ``seed``, ...; ``window`` and ``output_ceiling``).
     saved : mapping of case id to Case, optional
         A saved bank: its cases are used as they are (nothing is mined again) and a compaction
         it does not hold gives no case.
+    saved_pools : mapping of case id to Case, optional
+        The saved pools (`POOL_FILE`) beside a saved bank.
+    ctx : CompactionContext, optional
+        Reads the agent's next request (`strategies.recorded`); default from `params`.
     """
     session_list = excerpt.for_stage(session_list, "the recorded exam")
     spec = probes.ProbeSpec.from_mapping(probe_params(params))
+    ctx = ctx or cuts.context_of(dict(params))
     cases: list[Case] = []
+    pools: dict[str, tuple[Question, ...]] = {}
     found_rows: list[dict[str, Any]] = []
     skips: list[dict[str, Any]] = []
     notes: list[str] = []
@@ -139,22 +232,39 @@ def build(
             continue
         for rc in found:
             case_id = f"{s.id}-recorded-{rc.index}"
+            if saved is not None and case_id not in saved:
+                continue
+            nxt = strategies.compact(s, "recorded", rc.cut, ctx)
+            tail_start, kept_from, kept_text = kept_region(s, rc.cut, nxt)
             if saved is not None:
-                if case_id not in saved:
-                    continue
                 case = saved[case_id]
+                pool = (saved_pools or {}).get(case_id)
+                pool_qs = pool.questions if pool is not None else ()
             else:
-                mined = probes.mine(s, spec, case_id=case_id, cut=rc.cut)
+                mined = probes.mine(s, spec, case_id=case_id, cut=rc.cut, tail_start=tail_start, kept=kept_text)
                 notes += list(mined.notes)
-                case = mined.case
+                case, pool_qs = mined.case, tuple(mined.pool)
             cases.append(case)
-            found_rows.append(_found_row(case, rc))
+            pools[case_id] = pool_qs
+            summary = _SEP.join(seg.text for seg in nxt.segments if seg.kind == "summary")
+            whole = _SEP.join(seg.text for seg in nxt.segments)
+            found_rows.append(
+                {
+                    **_found_row(case, rc),
+                    "tail_start": tail_start,
+                    "kept_from": kept_from,
+                    "eligible_values": len(pool_qs),
+                    "eligible_in_summary": _pool_held(pool_qs, summary),
+                    "recorded_pool_recall": _pool_held(pool_qs, whole) / len(pool_qs) if pool_qs else float("nan"),
+                }
+            )
     return RecordedCases(
         tuple(cases),
         {s.id: s for s in session_list},
         pd.DataFrame(found_rows, columns=FOUND_COLUMNS),
         pd.DataFrame(skips, columns=SKIP_COLUMNS),
         tuple(notes),
+        pools,
     )
 
 
@@ -179,12 +289,19 @@ def for_run(run_dir: Path, params: Mapping[str, Any]) -> RecordedCases:
     run_dir = Path(run_dir)
     session_list = sources.load_saved(run_dir, stage="the recorded exam")
     saved = run_dir / BANK_FILE
+    pools = run_dir / POOL_FILE
     if saved.exists():
         # The bank decides the questions (a rerun asks exactly the same, nothing is mined again);
         # where the compactions are still comes from the logs.
-        return build(session_list, params, {c.id: c for c in bank_from_jsonl(saved.read_bytes())})
+        saved_pools = {c.id: c for c in bank_from_jsonl(pools.read_bytes())} if pools.exists() else {}
+        return build(session_list, params, {c.id: c for c in bank_from_jsonl(saved.read_bytes())}, saved_pools)
     built = build(session_list, params)
     write_bank(built.cases, saved)
+    pool_cases = [
+        Case(id=c.id, session_id=c.session_id, cut=c.cut, tail_start=c.tail_start, questions=built.pools[c.id])
+        for c in built.cases
+    ]
+    write_bank(pool_cases, pools)
     return built
 
 
@@ -214,28 +331,55 @@ def run(
     rc : the run's recorded cases
     names : listed arms to compare (None: every listed strategy); ``recorded`` always comes first
     ctx, reader : as for `closed.run_closed`
-    n_boot, seed : bootstrap of each row's 95% interval (`stats.bootstrap_interval`)
+    n_boot, seed : resampling of each row's 95% interval (`stats.recall_table`, unit "session")
     """
     arms = ["recorded"] + [n for n in (names or strategies.names()) if n != "recorded"]
     if not rc.cases:
         empty = closed.run_closed((), rc.sessions, arms, ctx, reader)
         return RecordedResult(empty.answers, empty.projections, pd.DataFrame(columns=TABLE_COLUMNS))
-    res = closed.run_closed(rc.cases, rc.sessions, arms, ctx, reader, progress=progress)
-    return RecordedResult(res.answers, res.projections, comparison_table(res.answers, rc.found, n_boot, seed))
+    measured: dict[tuple[str, str], dict[str, Any]] = {}
+    by_id = {c.id: c for c in rc.cases}
+
+    def measure(case: Case, p: Projection) -> None:
+        pool = rc.pools.get(case.id, ())
+        whole = _SEP.join(seg.text for seg in p.segments)
+        _, kept_from, _ = kept_region(rc.sessions[case.session_id], by_id[case.id].cut, p)
+        measured[(case.id, p.strategy)] = {
+            "pool_retained": _pool_held(pool, whole),
+            "pool_n": len(pool),
+            "kept_from": kept_from,
+        }
+
+    res = closed.run_closed(rc.cases, rc.sessions, arms, ctx, reader, progress=progress, on_projection=measure)
+    table = comparison_table(res.answers, rc.found, n_boot, seed, measured)
+    return RecordedResult(res.answers, res.projections, table)
 
 
-def comparison_table(answers: pd.DataFrame, found: pd.DataFrame, n_boot: int = 2000, seed: int = 7) -> pd.DataFrame:
-    """Per recorded compaction x arm: retained of N with its 95% interval, decoys, projection size.
+def comparison_table(
+    answers: pd.DataFrame,
+    found: pd.DataFrame,
+    n_boot: int = 2000,
+    seed: int = 7,
+    measured: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+) -> pd.DataFrame:
+    """Per recorded compaction x arm: retained of N with its 95% interval, decoys, projection size, the pool.
 
     ``recorded`` marks the agent's own compaction; ``own_agent`` the arm that
-    reimplements the agent that wrote it.
+    reimplements the agent that wrote it, with ``kept_match`` / ``kept_note``
+    (see the module docstring). `measured` holds, per (case, arm), what
+    `run` read off each projection: ``pool_retained``, ``pool_n``, ``kept_from``.
     """
+    measured = measured or {}
     rows = []
     for _, f in found.iterrows():
         g = answers[answers["case_id"] == f["case_id"]]
         if g.empty:
             continue
-        for _, r in stats.recall_table(g, n_boot=n_boot, seed=seed).iterrows():
+        for _, r in stats.recall_table(g, n_boot=n_boot, seed=seed, unit="session").iterrows():
+            m = measured.get((f["case_id"], r["strategy"]), {})
+            pool_n = int(m.get("pool_n", 0))
+            own = r["strategy"] == f["agent"]
+            match, note = _kept_check(own, str(f.get("kept_from", "")), m.get("kept_from"))
             rows.append(
                 {
                     "case_id": f["case_id"],
@@ -246,7 +390,7 @@ def comparison_table(answers: pd.DataFrame, found: pd.DataFrame, n_boot: int = 2
                     "strategy": r["strategy"],
                     "strategy_label": r["strategy_label"],
                     "recorded": r["strategy"] == "recorded",
-                    "own_agent": r["strategy"] == f["agent"],
+                    "own_agent": own,
                     **{
                         k: r[k]
                         for k in (
@@ -258,15 +402,42 @@ def comparison_table(answers: pd.DataFrame, found: pd.DataFrame, n_boot: int = 2
                             "decoys_fallen",
                             "decoys_n",
                             "projection_tokens",
+                            "over_window",
+                            "n_records",
+                            "ci_method",
                         )
                     },
+                    "pool_retained": int(m["pool_retained"]) if m else pd.NA,
+                    "pool_n": pool_n if m else pd.NA,
+                    "pool_recall": m["pool_retained"] / pool_n if m and pool_n else float("nan"),
+                    "kept_from": m.get("kept_from", ""),
+                    "kept_match": match,
+                    "kept_note": note,
                 }
             )
-    return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+    df = pd.DataFrame(rows, columns=TABLE_COLUMNS)
+    return df.astype({"pool_retained": "Int64", "pool_n": "Int64", "kept_match": "boolean"})
+
+
+def _kept_check(own: bool, logged: str, reimplemented: str | None) -> tuple[Any, str]:
+    """(kept_match, kept_note) for an arm: only the agent's own reimplementation is compared with its log."""
+    if not own or reimplemented is None:
+        return pd.NA, ""
+    if reimplemented == logged:
+        where = f"entry {logged}" if logged else "no verbatim tail"
+        return True, f"kept region as in the log ({where})"
+    return False, (
+        f"not a like-for-like check: the log kept from {('entry ' + logged) if logged else 'nothing'}, the "
+        f"reimplementation from {('entry ' + reimplemented) if reimplemented else 'nothing'} (its trigger, "
+        "budgets or summary differ from the recorded run's)"
+    )
 
 
 __all__ = [
     "BANK_FILE",
+    "POOL_FILE",
+    "VERBATIM_KINDS",
+    "kept_region",
     "FOUND_COLUMNS",
     "RecordedCases",
     "RecordedResult",

@@ -112,6 +112,7 @@ __all__ = [
     "Pattern",
     "load_patterns",
     "marker",
+    "personal",
     "user_patterns",
 ]
 
@@ -409,7 +410,7 @@ def user_patterns(home: str | Path | None = None, user: str | None = None) -> tu
     home_s = str(home).rstrip("/\\")
     cut = max(home_s.rfind("/"), home_s.rfind("\\"))
     parent, leaf = home_s[: cut + 1], home_s[cut + 1 :]
-    if _personal(leaf) and cut >= 0 and not home_s.startswith("/tmp/"):
+    if personal(leaf) and cut >= 0 and not home_s.startswith("/tmp/"):
         out.append(
             Pattern(
                 "home-dir",
@@ -417,7 +418,7 @@ def user_patterns(home: str | Path | None = None, user: str | None = None) -> tu
                 "the last segment of the running account's home directory",
             )
         )
-    if user and _personal(user):
+    if user and personal(user):
         u = re.escape(user)
         out.append(
             Pattern(
@@ -430,7 +431,8 @@ def user_patterns(home: str | Path | None = None, user: str | None = None) -> tu
     return tuple(out)
 
 
-def _personal(name: str) -> bool:
+def personal(name: str) -> bool:
+    """Whether `name` may be someone's account (longer than two characters, not a `GENERIC_ACCOUNTS` one)."""
     return len(name) > 2 and name.lower() not in GENERIC_ACCOUNTS
 
 

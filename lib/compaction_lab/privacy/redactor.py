@@ -17,9 +17,12 @@ from typing import Any
 
 from compaction_lab.core.session import Record, Session
 from compaction_lab.privacy.env_secrets import ENV_SECRET, env_secret_values
-from compaction_lab.privacy.patterns import URL_USERINFO, Pattern, load_patterns, marker
+from compaction_lab.privacy.patterns import URL_USERINFO, Pattern, load_patterns, marker, personal
 
-__all__ = ["Redactor", "apply", "redactor", "walk"]
+__all__ = ["LOG_USER_MARKER", "Redactor", "apply", "redactor", "walk"]
+
+#: What a log author's account name becomes wherever the session shows it bare (`Redactor.session`).
+LOG_USER_MARKER = marker("log-user-name")
 
 #: A marker (`marker`) is never masked again; its name part uses the pattern-name characters.
 _MARKER = re.compile(r"\[REDACTED:[A-Za-z0-9_.-]{1,64}\]")
@@ -219,7 +222,9 @@ class Redactor:
         """
         if not self.active:
             return s
-        sid = self.text(s.id)
+        names = self._log_users(s)
+        text = self.text if names is None else (lambda v: names.sub(LOG_USER_MARKER, self.text(v)))
+        sid = text(s.id)
         changed = sid != s.id
         records = []
         for rec in s.records:
@@ -227,7 +232,7 @@ class Redactor:
             for name in _RECORD_TEXT_FIELDS:
                 v = getattr(rec, name)
                 if isinstance(v, str):
-                    nv = self.text(v)
+                    nv = text(v)
                     if nv != v:
                         upd[name] = nv
             if sid != s.id:
@@ -236,8 +241,8 @@ class Redactor:
                 rec = replace(rec, **upd)
                 changed = True
             records.append(rec)
-        source_path = self.text(self._encoded_homes(s, s.source_path)) if s.source_path else s.source_path
-        metadata, meta_changed = walk(s.metadata, self.text)
+        source_path = text(self._encoded_homes(s, s.source_path)) if s.source_path else s.source_path
+        metadata, meta_changed = walk(s.metadata, text)
         if not (changed or meta_changed or source_path != s.source_path):
             return s
         return Session(
@@ -247,6 +252,34 @@ class Redactor:
             source_path=source_path,
             metadata=dict(metadata) if meta_changed else s.metadata,
         )
+
+    def _log_users(self, s: Session) -> re.Pattern[str] | None:
+        """The accounts whose homes the session's metadata and source path show, as one whole-word regex.
+
+        A log names its author's home in its cwd (``/Users/<user>/proj``) or an encoded folder
+        (``--Users-<user>-proj--``); the same name then turns up bare — ``ls -l`` owners,
+        ``github.com/<user>/…`` — where no path pattern sees it. Once the session tells the name, every
+        whole-word occurrence in it is masked (``log-user-name``), as the running account's own name is.
+        None when the home patterns are not in use or the session names no personal account.
+        """
+        home = next((p for p in self.patterns if p.name == "home-user"), None)
+        encoded = next((p for p in self.patterns if p.name == "encoded-home-user"), None)
+        if home is None and encoded is None:
+            return None
+        found: set[str] = set()
+        regexes = [re.compile(p.regex) for p in (home, encoded) if p is not None]
+
+        def collect(v: str) -> str:
+            for rx in regexes:
+                found.update(m.group("secret") for m in rx.finditer(v))
+            return v
+
+        walk(s.metadata, collect)
+        collect(s.source_path or "")
+        names = sorted((n for n in found if personal(n)), key=lambda n: (-len(n), n))
+        if not names:
+            return None
+        return re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(map(re.escape, names)) + r")(?![A-Za-z0-9_])")
 
     def _encoded_homes(self, s: Session, path: str) -> str:
         """`path` with the whole encoded home of every user the session's metadata names masked.

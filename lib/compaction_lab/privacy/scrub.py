@@ -38,6 +38,7 @@ __all__ = [
     "parquet_strings",
     "run_files",
     "scrub_run_folder",
+    "settle_databases",
 ]
 
 
@@ -188,6 +189,36 @@ def _file_redactor(r: Redactor) -> Redactor:
         extra.add(json.dumps(v, ensure_ascii=False)[1:-1])
         extra.add(html.escape(v))
     return replace(r, literals=r.literals | frozenset(extra))
+
+
+def settle_databases(run_dir: Path) -> list[str]:
+    """Fold every SQLite file's side files (``-wal``, ``-shm``) into it and drop them; the files settled.
+
+    A WAL file keeps old page images — text a store later masked — until a checkpoint, and a process
+    that exits without closing its connection leaves it beside the database. A run folder is shared, so
+    before the final sweep each database is checkpointed (``TRUNCATE``), switched to the rollback journal
+    (which deletes the side files on close) and VACUUMed when it has free pages (which may hold deleted
+    text). A database another process still holds busy is left as it is (named by the caller's sweep).
+    """
+    run_dir = Path(run_dir)
+    settled: list[str] = []
+    for p in run_files(run_dir):
+        if p.is_symlink() or p.name.endswith(_TMP) or _file_kind(p) != "sqlite":
+            continue
+        try:
+            conn = sqlite3.connect(p, timeout=5.0)
+            try:
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                conn.execute("PRAGMA journal_mode=DELETE")
+                if conn.execute("PRAGMA freelist_count").fetchone()[0]:
+                    conn.execute("VACUUM")
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            continue
+        if not any(p.with_name(p.name + s).exists() for s in _SQLITE_SIDECARS[:2]):
+            settled.append(p.relative_to(run_dir).as_posix())
+    return settled
 
 
 def scrub_run_folder(run_dir: Path, r: Redactor) -> ScrubReport:

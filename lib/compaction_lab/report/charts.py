@@ -32,6 +32,7 @@ import altair as alt
 import pandas as pd
 import vl_convert as vlc
 
+from compaction_lab.exam import readers
 from compaction_lab.report import sweep_table
 
 THEME = "compaction_lab"
@@ -461,41 +462,166 @@ def no_data(title: str, lines: Iterable[str] = NO_QUESTIONS, *, width: int = 520
 
 PALETTE_POINTERS = POINTER_COLORS
 
+#: Appended to the label of an arm whose projection is larger than the usable capacity W − O: a request
+#: the agent could never send, so its recall is no achievable result, however high.
+NOT_SENDABLE = " · not sendable (> W − O)"
+
+#: The line a figure adds under its title when it draws such an arm (Vega-Lite has no hatch fill, so the
+#: mark is faded and outlined with a dash instead).
+_NOT_SENDABLE_WHY = "not sendable — its projection is larger than the usable capacity W − O"
+NOT_SENDABLE_NOTE = f"faded, dashed outline, listed last: {_NOT_SENDABLE_WHY}"
+
+_FADED = 0.3
+_DASH = [4, 3]
+
+
+def _flag_arms(df: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
+    """`df` with a bool ``over_window`` and the label an arm is drawn with, ``arm_label``.
+
+    ``over_window`` is False where the column is absent (run folders that predate it) or missing; with
+    `by`, an arm is over the window when any of its rows is (one case's request it could not send is
+    enough). ``arm_label`` is ``strategy_label`` plus `NOT_SENDABLE` for such an arm.
+    """
+    out = df.copy()
+    if "over_window" in out.columns:
+        flag = out["over_window"].astype("boolean").fillna(False).astype(bool)
+    else:
+        flag = pd.Series(False, index=out.index)
+    if by is not None and len(out):
+        flag = flag.groupby(out[by].astype(str)).transform("any").astype(bool)
+    out["over_window"] = flag
+    labels = out["strategy_label"].astype(str)
+    out["arm_label"] = labels.where(~flag, labels + NOT_SENDABLE)
+    return out
+
+
+def _arm_order(df: pd.DataFrame, *keys: tuple[str, bool]) -> list[str]:
+    """Arm labels in drawing order: every sendable arm before any over the window, then by `keys`.
+
+    Each key is ``(column, ascending)``; ties keep the frame's order.
+    """
+    cols = ["over_window", *(k for k, _ in keys)]
+    ascending = [True, *(a for _, a in keys)]
+    ranked = df.sort_values(cols, ascending=ascending, kind="stable")
+    return list(dict.fromkeys(ranked["arm_label"]))
+
+
+def _unsendable_look(df: pd.DataFrame) -> dict[str, Any]:
+    """Encodings that fade an over-window arm's mark and outline it with a dash; none when no arm is over."""
+    if not df["over_window"].any():
+        return {}
+    over = alt.datum.over_window
+    return {
+        "fillOpacity": alt.condition(over, alt.value(_FADED), alt.value(1.0)),
+        "strokeDash": alt.condition(over, alt.value(_DASH), alt.value([1, 0])),
+        "strokeWidth": alt.condition(over, alt.value(1.5), alt.value(0)),
+        # An encoded stroke, not a mark property: the legend's symbols stay as they were.
+        "stroke": alt.condition(over, alt.value("#333"), alt.value(None)),
+    }
+
+
+def _units_note(table: pd.DataFrame) -> str | None:
+    """The units and method of a table's intervals, e.g. "n = 27 questions from 9 records of 2 sessions;
+    95% interval: <ci_method>".
+
+    The counts are the largest over the rows (every arm answers the same questions), with the share of the
+    session that gives most when it gives more than half; None when the table carries neither the units
+    nor the method (older run folders).
+    """
+    have = [c for c in ("n_records", "n_sessions", "ci_method") if c in table.columns]
+    if not have or table.empty:
+        return None
+    parts = []
+    n = _col_max(table, "n")
+    if pd.notna(n):
+        where = [
+            _plural(int(k), word)
+            for k, word in ((_col_max(table, "n_records"), "record"), (_col_max(table, "n_sessions"), "session"))
+            if pd.notna(k)
+        ]
+        units = f"n = {_plural(int(n), 'question')}" + (" from " + " of ".join(where) if where else "")
+        top = _col_max(table, "top_session_share")
+        if _col_max(table, "n_sessions") > 1 and top > 0.5:
+            units += f" (one session gives {top:.0%} of them)"
+        parts.append(units)
+    methods = _distinct_text(table, "ci_method")
+    if methods:
+        parts.append(f"95% interval: {methods}")
+    return "; ".join(parts) or None
+
+
+def _col_max(table: pd.DataFrame, col: str) -> float:
+    """The largest number in a column of `table`; NaN when the column is absent or holds none."""
+    if col not in table.columns:
+        return float("nan")
+    top = pd.to_numeric(table[col], errors="coerce").max()
+    return float(top) if pd.notna(top) else float("nan")
+
+
+def _subtitle(*lines: str | None) -> list[str] | str:
+    """A title's subtitle of the given lines (the missing ones left out): one string when one line."""
+    kept = [line for line in lines if line]
+    return kept[0] if len(kept) == 1 else kept
+
+
+def _decoys_measured(answers: pd.DataFrame) -> pd.Series:
+    """Per answer: whether its reader could fall for a decoy (`readers.measures_decoys`); False without readers."""
+    if "reader" not in answers.columns:
+        return pd.Series(False, index=answers.index)
+    return answers["reader"].map(lambda r: readers.measures_decoys(str(r))).astype(bool)
+
 
 def fig1_retained(answers: pd.DataFrame, *, width: int = 520) -> alt.LayerChart | alt.Chart:
     """Figure 1: questions still answerable after compaction, per strategy, split by pointer.
 
+    An arm over the window (``over_window``: its projection is larger than W − O) is faded, outlined
+    with a dash, labelled `NOT_SENDABLE` and listed after every sendable arm. Decoys fallen for are
+    counted per bar only over the answers of readers that can fall for one (`readers.measures_decoys`);
+    when no reader can, the subtitle says `readers.DECOYS_NOT_MEASURED` once instead.
+
     Parameters
     ----------
     answers : DataFrame
-        Closed-book answers (strategy_label, reader_label, pointer, decoy, correct).
+        Closed-book answers (strategy_label, reader, reader_label, pointer, decoy, correct; over_window
+        when the run records it).
     """
     if "decoy" not in answers or not (~answers["decoy"].astype(bool)).any():
         return no_data(title_of("fig1_retained"))
     use_theme()
-    real = answers[~answers["decoy"]]
-    n = real.groupby("strategy_label").size()
-    parts = real[real["correct"]].groupby(["strategy_label", "pointer"]).size().rename("retained").reset_index()
-    fallen = answers[answers["decoy"] & ~answers["correct"]].groupby("strategy_label").size()
-    decoys = answers[answers["decoy"]].groupby("strategy_label").size()
+    answers = _flag_arms(answers, by="strategy_label")
+    decoy = answers["decoy"].astype(bool)
+    correct = answers["correct"].astype(bool)
+    real = answers[~decoy]
+    flags = answers.groupby("arm_label")["over_window"].first()
+    n = real.groupby("arm_label").size()
+    parts = real[correct[~decoy]].groupby(["arm_label", "pointer"]).size().rename("retained").reset_index()
+    parts["over_window"] = parts["arm_label"].map(flags).astype(bool)
     totals = pd.DataFrame({"n": n}).reset_index()
-    totals["retained"] = totals["strategy_label"].map(real[real["correct"]].groupby("strategy_label").size()).fillna(0)
-    totals["fallen"] = totals["strategy_label"].map(fallen).fillna(0).astype(int)
-    totals["decoys"] = totals["strategy_label"].map(decoys).fillna(0).astype(int)
+    totals["retained"] = totals["arm_label"].map(real[correct[~decoy]].groupby("arm_label").size()).fillna(0)
+    totals["over_window"] = totals["arm_label"].map(flags).astype(bool)
+    # Only a reader that could have fallen for a decoy says anything by not falling for it.
+    judged = decoy & _decoys_measured(answers)
+    measured = bool(judged.any())
+    fallen = answers[judged & ~correct].groupby("arm_label").size()
+    asked = answers[judged].groupby("arm_label").size()
+    totals["fallen"] = totals["arm_label"].map(fallen).fillna(0).astype(int)
+    totals["decoys"] = totals["arm_label"].map(asked).fillna(0).astype(int)
     totals["label"] = totals.apply(
         lambda r: (
-            f"{int(r['retained'])}/{int(r['n'])} ({r['retained'] / max(r['n'], 1):.0%}) · decoys fallen for: "
-            f"{r['fallen']}/{r['decoys']}"
+            f"{int(r['retained'])}/{int(r['n'])} ({r['retained'] / max(r['n'], 1):.0%})"
+            + (f" · decoys fallen for: {r['fallen']}/{r['decoys']}" if r["decoys"] else "")
         ),
         axis=1,
     )
-    order = list(totals.sort_values("retained", ascending=False)["strategy_label"])
+    order = _arm_order(totals, ("retained", False))
     reader = ", ".join(sorted(set(answers["reader_label"]))) if "reader_label" in answers else ""
+    decoy_note = None if measured or not decoy.any() else readers.DECOYS_NOT_MEASURED
+    y = alt.Y("arm_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360))
     bars = (
         alt.Chart(parts)
         .mark_bar()
         .encode(
-            y=alt.Y("strategy_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)),
+            y=y,
             x=alt.X("retained:Q", title="questions still answerable", scale=alt.Scale(domain=[0, int(n.max() or 1)])),
             color=alt.Color(
                 "pointer:N",
@@ -503,37 +629,45 @@ def fig1_retained(answers: pd.DataFrame, *, width: int = 520) -> alt.LayerChart 
                 legend=alt.Legend(title="answer was in", orient="bottom"),
             ),
             order=alt.Order("pointer:N"),
-            tooltip=["strategy_label", "pointer", "retained"],
+            tooltip=[alt.Tooltip("arm_label:N", title="strategy"), "pointer", "retained"],
+            **_unsendable_look(parts),
         )
     )
     text = (
         alt.Chart(totals)
         .mark_text(align="left", dx=4, fontSize=11)
-        .encode(y=alt.Y("strategy_label:N", sort=order), x="retained:Q", text="label:N")
+        .encode(y=alt.Y("arm_label:N", sort=order), x="retained:Q", text="label:N")
     )
     return (bars + text).properties(
         width=width,
         title=alt.TitleParams(
             title_of("fig1_retained"),
-            subtitle=f"closed book; reader: {reader}" if reader else "closed book",
+            subtitle=_subtitle(
+                f"closed book; reader: {reader}" if reader else "closed book",
+                decoy_note,
+                NOT_SENDABLE_NOTE if totals["over_window"].any() else None,
+            ),
         ),
     )
 
 
 def _fig3_panels(recall: pd.DataFrame, width: int) -> tuple[alt.Chart, alt.Chart]:
-    """The retained and tokens panels of figure 3 (each with its own data)."""
-    order = list(recall.sort_values("retained", ascending=False)["strategy_label"])
-    base = alt.Chart(recall).encode(y=alt.Y("strategy_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)))
+    """The retained and tokens panels of figure 3 (each with its own data); `recall` already `_flag_arms`-ed."""
+    order = _arm_order(recall, ("retained", False))
+    look = _unsendable_look(recall)
+    base = alt.Chart(recall).encode(y=alt.Y("arm_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)))
+    strategy = alt.Tooltip("arm_label:N", title="strategy")
     left = (
         base.mark_bar(color="#54a24b")
-        .encode(x=alt.X("retained:Q", title="questions retained"), tooltip=["strategy_label", "retained", "n"])
+        .encode(x=alt.X("retained:Q", title="questions retained"), tooltip=[strategy, "retained", "n"], **look)
         .properties(width=width, title="information retained")
     )
     right = (
         base.mark_bar(color="#4c78a8")
         .encode(
             x=alt.X("projection_tokens:Q", title="projection tokens (mean per case)"),
-            tooltip=["strategy_label", alt.Tooltip("projection_tokens:Q", format=",.0f")],
+            tooltip=[strategy, alt.Tooltip("projection_tokens:Q", format=",.0f")],
+            **look,
         )
         .properties(width=width, title="what it costs in tokens")
     )
@@ -550,21 +684,28 @@ def _who_answered(df: pd.DataFrame, note: str) -> str:
 def fig3_retained_tokens(recall: pd.DataFrame, *, width: int = 260) -> alt.HConcatChart | alt.Chart:
     """Figure 3 (recall part): retained questions and projection tokens per strategy, side by side.
 
-    The money part (cost per point of recall) joins when the cost model runs (`fig3_complete`).
+    The money part (cost per point of recall) joins when the cost model runs (`fig3_complete`). An arm
+    over the window is faded, dashed, labelled `NOT_SENDABLE` and listed last in both panels.
 
     Parameters
     ----------
     recall : DataFrame
-        `exam.stats.recall_table` output (strategy_label, retained, n, projection_tokens).
+        `exam.stats.recall_table` output (strategy_label, retained, n, projection_tokens; over_window,
+        n_sessions, n_records, ci_method when present).
     """
     if recall.empty or not (recall["n"] > 0).any():
         return no_data(title_of("fig3_recall_tokens"))
     use_theme()
+    recall = _flag_arms(recall)
     left, right = _fig3_panels(recall, width)
     return alt.hconcat(left, right, spacing=20).properties(
         title=alt.TitleParams(
             title_of("fig3_recall_tokens"),
-            subtitle=_who_answered(recall, "money per point of recall: see the cost notebook"),
+            subtitle=_subtitle(
+                _who_answered(recall, "money per point of recall: see the cost notebook"),
+                _units_note(recall),
+                NOT_SENDABLE_NOTE if recall["over_window"].any() else None,
+            ),
         )
     )
 
@@ -572,39 +713,55 @@ def fig3_retained_tokens(recall: pd.DataFrame, *, width: int = 260) -> alt.HConc
 def fig4_size_vs_recall(recall: pd.DataFrame, *, width: int = 480) -> alt.LayerChart | alt.Chart:
     """Figure 4: projection size (log x) against recall, one point per strategy, with 95% intervals.
 
+    An arm over the window is drawn faded with a dashed outline and a dashed interval, labelled
+    `NOT_SENDABLE`, and drawn after (over) the sendable arms.
+
     Parameters
     ----------
     recall : DataFrame
-        strategy_label, projection_tokens, recall, ci_low, ci_high.
+        strategy_label, projection_tokens, recall, ci_low, ci_high (over_window, n_sessions, n_records,
+        ci_method when present).
     """
     if recall.empty or not (recall["n"] > 0).any():
         return no_data(title_of("fig4_size_recall"))
     use_theme()
-    data = recall[recall["projection_tokens"] > 0]
+    data = _flag_arms(recall[recall["projection_tokens"] > 0])
+    data = data.sort_values("over_window", kind="stable")
+    look = _unsendable_look(data)
     base = alt.Chart(data).encode(
         x=alt.X("projection_tokens:Q", scale=alt.Scale(type="log"), title="projection tokens (mean per case, log)")
     )
     rule = base.mark_rule(color="#888").encode(
-        y=alt.Y("ci_low:Q", axis=alt.Axis(format="%"), title="recall"), y2="ci_high:Q"
+        y=alt.Y("ci_low:Q", axis=alt.Axis(format="%"), title="recall"),
+        y2="ci_high:Q",
+        **({"strokeDash": look["strokeDash"]} if look else {}),
     )
     pts = base.mark_point(filled=True, size=90).encode(
         y="recall:Q",
         color=alt.Color("strategy_label:N", legend=None),
         tooltip=[
-            "strategy_label",
+            alt.Tooltip("arm_label:N", title="strategy"),
             alt.Tooltip("recall:Q", format=".1%"),
             alt.Tooltip("ci_low:Q", format=".1%"),
             alt.Tooltip("ci_high:Q", format=".1%"),
             alt.Tooltip("projection_tokens:Q", format=",.0f"),
         ],
+        **look,
     )
-    labels = base.mark_text(align="left", dx=7, dy=-7, fontSize=10).encode(y="recall:Q", text="strategy_label:N")
+    labels = base.mark_text(align="left", dx=7, dy=-7, fontSize=10).encode(y="recall:Q", text="arm_label:N")
+    units = _units_note(recall)
     return (rule + pts + labels).properties(
         width=width,
         height=300,
         title=alt.TitleParams(
             title_of("fig4_size_recall"),
-            subtitle=_who_answered(recall, "bars: 95% bootstrap intervals over questions"),
+            subtitle=_subtitle(
+                _who_answered(
+                    recall, "bars: 95% intervals" if units else "bars: 95% bootstrap intervals over questions"
+                ),
+                units,
+                f"faded, dashed outline: {_NOT_SENDABLE_WHY}" if data["over_window"].any() else None,
+            ),
         ),
     )
 
@@ -765,29 +922,42 @@ def fig6_cost_per_point(cost: pd.DataFrame, *, width: int = 460) -> alt.Chart:
 
 
 def fig3_complete(recall: pd.DataFrame, cost: pd.DataFrame, *, width: int = 220) -> alt.HConcatChart | alt.Chart:
-    """Figure 3, complete: retained | tokens | money per point of recall (one price table and simulator)."""
+    """Figure 3, complete: retained | tokens | money per point of recall (one price table and simulator).
+
+    An arm over the window is faded, dashed, labelled `NOT_SENDABLE` and listed last in every panel (the
+    money panel takes the flag from `recall`, matched by strategy label).
+    """
     if recall.empty or not (recall["n"] > 0).any():
         return no_data(title_of("fig3_complete"))
     use_theme()
+    recall = _flag_arms(recall)
     left, right = _fig3_panels(recall, width)
-    order = list(recall.sort_values("retained", ascending=False)["strategy_label"])
-    data = cost[cost["cost_per_point"].notna()]
+    order = _arm_order(recall, ("retained", False))
+    flags = recall.groupby(recall["strategy_label"].astype(str))["over_window"].any()
+    data = cost[cost["cost_per_point"].notna()].copy()
+    data["over_window"] = data["strategy_label"].astype(str).map(flags).astype("boolean").fillna(False).astype(bool)
+    data = _flag_arms(data)
     cur = data["currency"].iloc[0] if len(data) else ""
     money = (
         alt.Chart(data)
         .mark_bar(color="#b279a2")
         .encode(
-            y=alt.Y("strategy_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)),
+            y=alt.Y("arm_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)),
             x=alt.X("cost_per_point:Q", title=f"{cur} per point of recall"),
-            tooltip=["strategy_label", alt.Tooltip("cost_per_point:Q", format=".5f")],
+            tooltip=[alt.Tooltip("arm_label:N", title="strategy"), alt.Tooltip("cost_per_point:Q", format=".5f")],
+            **_unsendable_look(data),
         )
         .properties(width=width, title="the money behind each point")
     )
     return alt.hconcat(left, right, money, spacing=20).properties(
         title=alt.TitleParams(
             title_of("fig3_complete"),
-            subtitle=_who_answered(
-                recall, "money: one compaction + later turns, cache simulated on the real token sequences"
+            subtitle=_subtitle(
+                _who_answered(
+                    recall, "money: one compaction + later turns, cache simulated on the real token sequences"
+                ),
+                _units_note(recall),
+                NOT_SENDABLE_NOTE if recall["over_window"].any() else None,
             ),
         )
     )
@@ -798,28 +968,44 @@ NO_RECORDED: tuple[str, ...] = (
     "(pi compaction entries, Claude Code compact summaries, Codex compacted items, OpenCode summary messages).",
 )
 
+#: What the tick of `fig_recorded` stands for.
+POOL_NOTE = "tick: share of every eligible value (the whole pool the questions were drawn from) the projection holds"
+
 
 def fig_recorded(table: pd.DataFrame, *, width: int = 420) -> alt.Chart:
     """The real compactions found in the logs: recall of the agent's own compaction beside every arm.
 
     One panel per recorded compaction (its session, the agent and the model
-    from the log), one row per arm with its 95% interval; the recorded
-    compaction is drawn dark, the arm reimplementing that agent outlined.
+    from the log, and how many questions from how many records), one row per
+    arm with its 95% interval; the recorded compaction is drawn dark, the arm
+    reimplementing that agent red. Where the table carries ``pool_recall``, a
+    tick marks each arm's recall over the whole pool of eligible values. An
+    arm over the window is faded, dashed, labelled `NOT_SENDABLE` and listed
+    after every sendable arm of its panel. No decoy count is drawn here.
 
     Parameters
     ----------
     table : DataFrame
         `exam.recorded.comparison_table` (case_id, agent, model, strategy_label,
-        recorded, own_agent, recall, ci_low, ci_high, retained, n).
+        recorded, own_agent, recall, ci_low, ci_high, retained, n; over_window,
+        pool_retained, pool_n, pool_recall, n_records, ci_method when present).
     """
     title = title_of("fig_recorded")
     if table.empty or not (table["n"] > 0).any():
         return no_data(title, NO_RECORDED)
     use_theme()
-    data = table[table["n"] > 0].copy()
-    data["compaction_label"] = data.apply(
-        lambda r: f"{r['session_id'][:24]} · compaction {int(r['compaction']) + 1} ({r['agent']}, {r['model']})", axis=1
-    )
+    data = _flag_arms(table[table["n"] > 0])
+
+    def panel(r: pd.Series) -> str:
+        label = f"{r['session_id'][:24]} · compaction {int(r['compaction']) + 1} ({r['agent']}, {r['model']})"
+        records = r.get("n_records")
+        return label + (
+            f" · {int(r['n'])} questions from {_plural(int(records), 'record')}" if pd.notna(records) else ""
+        )
+
+    # One label per compaction: its largest n (every arm answers the same questions).
+    data["n_panel"] = data.groupby("case_id")["n"].transform("max")
+    data["compaction_label"] = data.assign(n=data["n_panel"]).apply(panel, axis=1)
     data["arm"] = data.apply(
         lambda r: (
             "recorded (the agent's own)"
@@ -829,30 +1015,55 @@ def fig_recorded(table: pd.DataFrame, *, width: int = 420) -> alt.Chart:
         axis=1,
     )
     data["retained_of"] = data.apply(lambda r: f"{int(r['retained'])}/{int(r['n'])}", axis=1)
-    order = list(dict.fromkeys(data.sort_values(["recorded", "own_agent"], ascending=False)["strategy_label"]))
+    pooled = "pool_recall" in data.columns and pd.to_numeric(data["pool_recall"], errors="coerce").notna().any()
+    if pooled:
+        data["pool_of"] = data.apply(
+            lambda r: f"{int(r['pool_retained'])}/{int(r['pool_n'])}" if pd.notna(r["pool_recall"]) else "",
+            axis=1,
+        )
+    order = _arm_order(data, ("recorded", False), ("own_agent", False))
     arms = ["recorded (the agent's own)", "reimplementation of that agent", "other arm"]
-    base = alt.Chart().encode(y=alt.Y("strategy_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)))
+    look = _unsendable_look(data)
+    base = alt.Chart().encode(y=alt.Y("arm_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)))
     rule = base.mark_rule(color="#888").encode(
-        x=alt.X("ci_low:Q", axis=alt.Axis(format="%"), title="recall", scale=alt.Scale(domain=[0, 1])), x2="ci_high:Q"
+        x=alt.X("ci_low:Q", axis=alt.Axis(format="%"), title="recall", scale=alt.Scale(domain=[0, 1])),
+        x2="ci_high:Q",
+        **({"strokeDash": look["strokeDash"]} if look else {}),
     )
+    tooltip = [
+        alt.Tooltip("arm_label:N", title="strategy"),
+        "retained_of",
+        alt.Tooltip("recall:Q", format=".1%"),
+        alt.Tooltip("ci_low:Q", format=".1%"),
+        alt.Tooltip("ci_high:Q", format=".1%"),
+        *([alt.Tooltip("pool_of:N", title="pool held"), alt.Tooltip("pool_recall:Q", format=".1%")] if pooled else []),
+    ]
     pts = base.mark_point(filled=True, size=80).encode(
         x="recall:Q",
         color=alt.Color(
             "arm:N",
             scale=alt.Scale(domain=arms, range=["#222222", "#e45756", "#4c78a8"]),
-            legend=alt.Legend(title=None, orient="bottom"),
+            legend=alt.Legend(title=None, orient="bottom", labelLimit=320),
         ),
-        tooltip=[
-            "strategy_label",
-            "retained_of",
-            alt.Tooltip("recall:Q", format=".1%"),
-            alt.Tooltip("ci_low:Q", format=".1%"),
-            alt.Tooltip("ci_high:Q", format=".1%"),
-        ],
+        tooltip=tooltip,
+        **look,
     )
     text = base.mark_text(align="left", dx=8, fontSize=10).encode(x="recall:Q", text="retained_of:N")
+    layers = [rule, pts, text]
+    if pooled:
+        layers.insert(
+            1,
+            base.transform_filter("isValid(datum.pool_recall)")
+            .mark_tick(color="#555", thickness=2, size=14)
+            .encode(x="pool_recall:Q", tooltip=tooltip),
+        )
+    methods = data
+    if {"ci_method", "n_records"} <= set(data.columns):
+        # Each panel's label gives its record count, so panels that differ only in it share one method line.
+        methods = data.assign(ci_method=data["ci_method"].map(lambda m: re.sub(r" over \d+ ", " over ", str(m))))
+    units = _distinct_text(methods, "ci_method")
     return (
-        alt.layer(rule, pts, text, data=data)
+        alt.layer(*layers, data=data)
         .properties(width=width)
         .facet(
             row=alt.Row(
@@ -863,8 +1074,14 @@ def fig_recorded(table: pd.DataFrame, *, width: int = 420) -> alt.Chart:
         .properties(
             title=alt.TitleParams(
                 title,
-                subtitle=_who_answered(
-                    data, "questions mined from the records before each compaction; bars: 95% bootstrap intervals"
+                subtitle=_subtitle(
+                    _who_answered(
+                        data,
+                        "questions mined from the records before each compaction; bars: "
+                        + (f"95% intervals ({units})" if units else "95% bootstrap intervals"),
+                    ),
+                    POOL_NOTE if pooled else None,
+                    NOT_SENDABLE_NOTE if data["over_window"].any() else None,
                 ),
             )
         )

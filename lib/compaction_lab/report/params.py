@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
-from compaction_lab.core import paths, user_yaml
+from compaction_lab.core import bounded_json, paths, user_yaml
 
 if TYPE_CHECKING:  # report.run imports this module: the runtime import would be circular
     from compaction_lab.report.run import Profile
@@ -325,6 +325,26 @@ def _pointer_mix_problem(mix: Mapping) -> str | None:
     return None
 
 
+def _probe_pointer_mix_problem(mix: Any) -> str | None:
+    """``natural`` (the pool's own composition) or pointer weights (a mapping or its JSON text)."""
+    if isinstance(mix, str):
+        if mix.strip().lower() == "natural":
+            return None
+        try:
+            mix = bounded_json.loads(mix)
+        except ValueError:
+            return f"{_quoted(mix)} is neither 'natural' nor JSON pointer weights"
+    if not isinstance(mix, Mapping):
+        return 'expected \'natural\' or pointer weights such as {"assistant": 0.8, "user": 0.1, "tool": 0.1}'
+    return _pointer_mix_problem(mix)
+
+
+def _cut_modes() -> Sequence[str]:
+    from compaction_lab.exam.cuts import CUT_MODES
+
+    return CUT_MODES
+
+
 def _patterns_problem(path: str) -> str | None:
     if not path:
         return None
@@ -434,6 +454,9 @@ RULES: Mapping[str, Rule] = {
     "bank_seed": Rule(),
     "probe_n_questions": Rule(minimum=1),
     "probe_n_decoys": Rule(minimum=0),
+    "probe_pointer_mix": Rule(check=_probe_pointer_mix_problem),
+    "probe_max_per_record": Rule(minimum=1),
+    "cut": Rule(choices=_cut_modes),
     "n_boot": Rule(minimum=1),
     "stats_seed": Rule(),
     "wordings": Rule(item="str", check=_wordings_problem),

@@ -502,7 +502,12 @@ def _record_interruption(
 
 
 def final_sweep(run_dir: Path, redactor: redactor_mod.Redactor) -> dict[str, Any]:
-    """The final redaction sweep of a run folder; returns what run.json records of it (``redaction``)."""
+    """The final redaction sweep of a run folder; returns what run.json records of it (``redaction``).
+
+    Its databases are settled first (`scrub.settle_databases`): no ``-wal``/``-shm`` side file, which could
+    hold text older than the sweep, is left in a shared folder.
+    """
+    scrub.settle_databases(run_dir)
     rep = scrub.scrub_run_folder(run_dir, redactor)
     return {
         "enabled": redactor.enabled,
@@ -594,6 +599,7 @@ def build_index(
         shortfall=exam_cases.shortfall_of_run(run_dir),  # fewer questions than asked: said, with why
         headline=share.headline_html(head),
         recorded=share.recorded_block(run_dir),
+        exam=share.exam_block(run_dir),
         notebooks=[
             {
                 "name": r.notebook,

@@ -43,7 +43,24 @@ HEADLINE_COLUMNS = [
     "price_table",
     "simulator",
     "reader_label",
+    "n_sessions",
+    "n_records",
+    "ci_method",
+    "top_session_share",
+    "over_window",
 ]
+
+#: Headline columns older run folders may lack, with the value that stands for "not recorded".
+_NEWER: dict[str, Any] = {
+    "n_sessions": pd.NA,
+    "n_records": pd.NA,
+    "ci_method": "",
+    "top_session_share": float("nan"),
+    "over_window": False,
+}
+
+#: Appended to an over-window arm's retained-of-N: its request would never have been sent.
+NOT_SENDABLE = "not sendable (> W − O)"
 
 
 @dataclass(frozen=True)
@@ -92,6 +109,9 @@ def headline_table(run_dir: Path, price_table: str | None = None, simulator: str
     recall = _maybe(Path(run_dir), "exam_recall")
     if recall is None or recall.empty:
         return pd.DataFrame(columns=HEADLINE_COLUMNS)
+    for col, missing in _NEWER.items():
+        if col not in recall.columns:
+            recall[col] = missing
     out = recall[
         [
             "strategy",
@@ -103,11 +123,15 @@ def headline_table(run_dir: Path, price_table: str | None = None, simulator: str
             "ci_high",
             "projection_tokens",
             "reader_label",
+            *_NEWER,
         ]
     ].copy()
+    out["over_window"] = out["over_window"].fillna(False).astype(bool)
     out["retained_of_n"] = [
-        f"{r:.0f}/{n:.0f} ({lo:.0%}–{hi:.0%})"
-        for r, n, lo, hi in zip(out["retained"], out["n"], out["ci_low"], out["ci_high"], strict=False)
+        f"{r:.0f}/{n:.0f} ({lo:.0%}–{hi:.0%})" + (f" · {NOT_SENDABLE}" if over else "")
+        for r, n, lo, hi, over in zip(
+            out["retained"], out["n"], out["ci_low"], out["ci_high"], out["over_window"], strict=False
+        )
     ]
     cost = _maybe(Path(run_dir), "cost")
     money = [
@@ -125,9 +149,9 @@ def headline_table(run_dir: Path, price_table: str | None = None, simulator: str
     else:
         for col in money:
             out[col] = None
-    return out.sort_values(["recall", "projection_tokens"], ascending=[False, True])[HEADLINE_COLUMNS].reset_index(
-        drop=True
-    )
+    # An arm that could never be sent goes last, whatever it retained: it is shown for reference, never ranked.
+    order = ["over_window", "recall", "projection_tokens"]
+    return out.sort_values(order, ascending=[True, False, True])[HEADLINE_COLUMNS].reset_index(drop=True)
 
 
 #: The headline as readers see it: column -> header.
@@ -181,9 +205,36 @@ def measured_text(headline: pd.DataFrame) -> list[str]:
     """
     if headline.empty:
         return [NO_HEADLINE]
-    h = headline
+    h = headline.copy()
+    for col, missing in _NEWER.items():
+        if col not in h.columns:
+            h[col] = missing
     n = int(h["n"].iloc[0])
-    lines = [f"{len(h)} strategies answered the same {n} scored questions; reader: {h['reader_label'].iloc[0]}."]
+    first = h.iloc[0]
+    units = ""
+    if pd.notna(first["n_records"]) and pd.notna(first["n_sessions"]):
+        units = f" ({_plural(int(first['n_records']), 'record')} of {_plural(int(first['n_sessions']), 'session')})"
+    method = f" 95% intervals: {first['ci_method']}." if first["ci_method"] else ""
+    lines = [
+        f"{len(h)} strategies answered the same {n} scored questions{units}; reader: {first['reader_label']}." + method
+    ]
+    share_top = first["top_session_share"]
+    if pd.notna(share_top) and share_top > 0.5 and pd.notna(first["n_sessions"]) and int(first["n_sessions"]) > 1:
+        lines.append(
+            f"One session gives {share_top:.0%} of the questions: these numbers speak mostly for that session "
+            "(see the per-session table)."
+        )
+    over = h[h["over_window"].astype(bool)]
+    h = h[~h["over_window"].astype(bool)]  # never named best, cheapest or anything else: it could not be sent
+    if len(over):
+        lines.append(
+            "Not sendable at this window (the projection is larger than W − O; shown for reference, never ranked): "
+            + ", ".join(over["strategy_label"].astype(str))
+            + "."
+        )
+    if h.empty:
+        lines.append("No arm's projection fits the usable capacity W − O at this window: nothing is ranked.")
+        return lines
     best, worst = h.iloc[0], h.sort_values("recall").iloc[0]
     overlap = best["ci_low"] <= worst["ci_high"]
     lines.append(
@@ -218,6 +269,10 @@ def measured_text(headline: pd.DataFrame) -> list[str]:
         if never:
             lines.append(f"Never repays its compaction against continuing uncompacted: {', '.join(never)}.")
     return lines
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
 
 
 def measured_markdown(headline: pd.DataFrame):
@@ -264,7 +319,8 @@ RECORDED_VIEW = {
 
 
 def _retained(r: Mapping[str, Any]) -> str:
-    return f"{r['strategy_label']}: {r['retained']:.0f}/{r['n']:.0f} ({r['ci_low']:.0%}–{r['ci_high']:.0%})"
+    over = f" · {NOT_SENDABLE}" if bool(r.get("over_window", False)) else ""
+    return f"{r['strategy_label']}: {r['retained']:.0f}/{r['n']:.0f} ({r['ci_low']:.0%}–{r['ci_high']:.0%}){over}"
 
 
 def recorded_block(run_dir: Path) -> RecordedBlock | None:
@@ -294,17 +350,30 @@ def recorded_block(run_dir: Path) -> RecordedBlock | None:
     if skipped is not None and len(skipped):
         for reason, k in skipped["reason"].value_counts().items():
             lines.append(f"Skipped: {k} session{'s' if k != 1 else ''} — {reason}")
+    if "eligible_values" in found.columns:
+        for f in found.to_dict("records"):
+            pool = int(f["eligible_values"])
+            held = f" (the agent's whole next request holds {f['recorded_pool_recall']:.0%})" if pool else ""
+            lines.append(
+                f"{f['session_id']} #{int(f['compaction']) + 1}: {pool:,} eligible values (before the cut, outside "
+                f"what the agent kept verbatim); its real summary holds {int(f['eligible_in_summary']):,} of them{held}."
+            )
     rows = []
     if table is not None and len(table):
+        if "over_window" not in table.columns:
+            table["over_window"] = False
         for _case_id, g in table.groupby("case_id", sort=False):
             g = g[g["n"] > 0]
             if g.empty:
                 continue
             first = g.iloc[0]
             own_rec, own_arm = g[g["recorded"]], g[g["own_agent"]]
-            others = g[~g["recorded"] & ~g["own_agent"]].sort_values(
+            # the best *other* arm is one that could have been sent: an over-window arm is never named best
+            others = g[~g["recorded"] & ~g["own_agent"] & ~g["over_window"].astype(bool)].sort_values(
                 ["recall", "projection_tokens"], ascending=[False, True]
             )
+            if len(own_arm) and "kept_note" in own_arm.columns and own_arm.iloc[0]["kept_match"] is False:
+                lines.append(f"{first['session_id']} #{int(first['compaction']) + 1}: {own_arm.iloc[0]['kept_note']}")
             rows.append(
                 {
                     "compaction": f"{first['session_id']} #{int(first['compaction']) + 1} ({first['agent']}, {first['model']})",
@@ -320,6 +389,91 @@ def recorded_block(run_dir: Path) -> RecordedBlock | None:
             )
     view = pd.DataFrame(rows, columns=list(RECORDED_VIEW)).rename(columns=RECORDED_VIEW)
     return RecordedBlock(len(found), tuple(lines), view)
+
+
+@dataclass(frozen=True)
+class ExamBlock:
+    """The report's "questions and sessions" block: where each session was cut and what it gave, results per
+    session, and — for real logs — the pool's own pointer composition beside the other mixes."""
+
+    lines: tuple[str, ...]
+    sessions: pd.DataFrame
+    by_session: pd.DataFrame
+    mixes: pd.DataFrame
+
+    def html(self) -> str:
+        """The block's tables as HTML (escaped); sections without rows are left out."""
+        parts = []
+        for title, df in (
+            ("Sessions", self.sessions),
+            ("Recall per session", self.by_session),
+            ("Recall under other question mixes", self.mixes),
+        ):
+            if len(df):
+                parts.append(f"<h3>{html.escape(title)}</h3>" + df.to_html(index=False, escape=True, na_rep="n/a"))
+        return "\n".join(parts)
+
+
+#: Per-session table as the report shows it: column -> header.
+BY_SESSION_VIEW = {"session_id": "session", "strategy_label": "strategy", "retained_of_n": "retained of N (95% CI)"}
+
+
+def exam_block(run_dir: Path) -> ExamBlock | None:
+    """Sessions, per-session recall and the question-mix table, from notebook 03's tables (None: it did not run).
+
+    Values only: ``exam_sessions`` (imported sessions: where each was cut, its questions, why none),
+    ``exam_by_session`` and ``exam_sensitivity`` (its extra mixes: the pool's natural one for real logs,
+    the synthetic 80/10/10 for chains), and the pool's composition (``exam_bank_pool.json``).
+    """
+    run_dir = Path(run_dir)
+    sessions = _maybe(run_dir, "exam_sessions")
+    by_session = _maybe(run_dir, "exam_by_session")
+    sens = _maybe(run_dir, "exam_sensitivity")
+    if sessions is None and by_session is None:
+        return None
+    lines: list[str] = []
+    sessions = sessions if sessions is not None else pd.DataFrame()
+    if len(sessions):
+        cut = sessions[sessions["questions"] > 0]
+        lines.append(f"{len(sessions)} imported session{'s' if len(sessions) != 1 else ''}: {len(cut)} gave questions.")
+        for r in sessions[sessions["questions"] == 0].itertuples():
+            lines.append(f"No questions from {r.session_id}: {r.reason}")
+    pool_path = run_dir / "exam_bank_pool.json"
+    if pool_path.is_file():
+        pool = json.loads(pool_path.read_text(encoding="utf-8"))
+        total = sum(int(v) for v in pool.values())
+        if total:
+            mix = ", ".join(f"{k} {int(v) / total:.0%}" for k, v in pool.items())
+            lines.append(
+                f"The pool of usable values is {mix} ({total:,} values); questions follow that natural mix "
+                "unless probe_pointer_mix says otherwise."
+            )
+    view = pd.DataFrame(columns=list(BY_SESSION_VIEW.values()))
+    if by_session is not None and len(by_session):
+        b = by_session.copy()
+        b["retained_of_n"] = [
+            f"{k:.0f}/{n:.0f} ({lo:.0%}–{hi:.0%})"
+            for k, n, lo, hi in zip(b["retained"], b["n"], b["ci_low"], b["ci_high"], strict=False)
+        ]
+        view = b[list(BY_SESSION_VIEW)].rename(columns=BY_SESSION_VIEW)
+    mixes = pd.DataFrame()
+    if sens is not None and len(sens):
+        named = sens[sens["default"].astype(bool)] if "default" in sens.columns else sens.iloc[0:0]
+        if len(named):
+            label = named["mix_label"] if "mix_label" in named.columns else pd.Series("default mix", index=named.index)
+            mixes = pd.DataFrame(
+                {
+                    "mix": label.astype(str),
+                    "assistant / user / tool": [
+                        f"{a:.0%} / {u:.0%} / {t:.0%}"
+                        for a, u, t in zip(named["w_assistant"], named["w_user"], named["w_tool"], strict=False)
+                    ],
+                    "strategy": named["strategy_label"].astype(str),
+                    "recall": named["recall"].map(lambda v: f"{v:.0%}" if pd.notna(v) else "n/a"),
+                }
+            )
+    cols = [c for c in ("session_id", "tokens", "would_compact", "cut", "questions", "reason") if c in sessions]
+    return ExamBlock(tuple(lines), sessions[cols] if len(sessions) else sessions, view, mixes)
 
 
 def figures(run_dir: Path) -> list[Figure]:

@@ -173,7 +173,8 @@ class Full:
             segments=tuple(frame + [_verbatim(r, "tail") for r in recs]),
             capacity=cap,
             estimator=self.estimator,
-            notes={"fits": total <= cap, "tokens": total, "records": len(recs)},
+            # Labelled wherever it is shown: the recall ceiling, not an arm anyone could send past W − O.
+            notes={"fits": total <= cap, "tokens": total, "records": len(recs), "label_tag": "uncompacted reference"},
         )
 
     def fires(self, tokens: int, ctx: CompactionContext) -> bool:

@@ -7,6 +7,7 @@ it). The rules, in claim order, are listed in the `exam.probes` docstring.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from compaction_lab.core.session import POINTER_OF_KIND, Record
@@ -18,18 +19,25 @@ __all__ = [
     "MINED_KINDS",
     "NUM",
     "PROSE_KINDS",
+    "REJECT_REASONS",
     "RULES",
+    "UNITS",
     "Candidate",
+    "Rejected",
     "Rule",
+    "Scan",
     "extract",
     "guessable",
     "has_words",
+    "inexact",
+    "scan",
+    "slash_list",
 ]
 
 #: Categories of mined questions, in the order tables list them.
 CATEGORIES: tuple[str, ...] = ("identifier", "tool_returned_id", "path", "number", "error_string", "quoted")
 
-#: Record kinds values are mined from (user records only when not injected).
+#: Record kinds values are mined from (never an injected record).
 MINED_KINDS: tuple[str, ...] = ("user", "assistant", "reasoning", "tool_call", "tool_output")
 
 #: Words too easy to guess to make an exact-value question (compared case-folded).
@@ -78,7 +86,8 @@ _EXT = (
 )
 #: A number, with thousands separators or not ("1,792,546", "184.37").
 NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
-_UNITS = (
+#: The units of the ``unit_number`` rule (a number with one of them may be written with or without a space).
+UNITS = (
     r"(?:req/s|ms|µs|μs|us|ns|KiB|MiB|GiB|TiB|KB|MB|GB|TB|kB|bytes|seconds|secs|sec|s|minutes|mins|"
     r"min|hours|%|rows|tokens|records|requests)"
 )
@@ -120,11 +129,17 @@ RULES: tuple[Rule, ...] = (
         1,
         _NO_CALLS,
     ),
-    Rule("slash_path", "path", re.compile(r"(?<![\w.~/:@%+\-\\])((?:~|\.{1,2})?/?(?:[\w.@%+\-]+/)+[\w.@%+\-]*)"), 1),
+    # a leading "@" is a mention prefix (pi's "@src/main.ts"), not part of the path
+    Rule(
+        "slash_path",
+        "path",
+        re.compile(r"(?<![\w.~/:@%+\-\\])@?((?:~|\.{1,2})?/?(?:[\w.%+\-][\w.@%+\-]*/)+[\w.@%+\-]*)"),
+        1,
+    ),
     Rule(
         "file_name",
         "path",
-        re.compile(rf"(?<![\w.~/:@%+\-\\])([\w@%+\-]+(?:\.[\w@%+\-]+)*\.{_EXT})(?![\w/\\-]|\.\w)"),
+        re.compile(rf"(?<![\w.~/:@%+\-\\])@?([\w%+\-][\w@%+\-]*(?:\.[\w@%+\-]+)*\.{_EXT})(?![\w/\\-]|\.\w)"),
         1,
     ),
     Rule(
@@ -136,7 +151,7 @@ RULES: tuple[Rule, ...] = (
     Rule("hex_hash", "identifier", re.compile(r"(?<![\w-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}(?![\w-])")),
     Rule("slug_id", "identifier", re.compile(r"(?<![\w.\-/@])[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)+(?![\w\-/@]|\.\w)")),
     Rule("mixed_token", "identifier", re.compile(r"(?<![\w.\-/@])[A-Za-z0-9]{8,}(?![\w\-/@]|\.\w)")),
-    Rule("unit_number", "number", re.compile(rf"(?<![\w.:/,-]){NUM}\s?{_UNITS}(?![\w/])")),
+    Rule("unit_number", "number", re.compile(rf"(?<![\w.:/,-]){NUM}[ \t]?{UNITS}(?![\w/])")),
     Rule("decimal", "number", re.compile(r"(?<![\w.:/,-])(?:\d{1,3}(?:,\d{3})+|\d+)\.\d+(?![\w]|\.\d)")),
     Rule(
         "port",
@@ -232,6 +247,50 @@ def _path_ok(v: str) -> bool:
     return (len(parts) >= 2 and has_ext) or len(parts) >= 3
 
 
+#: Why a match that has a value's shape is still not asked (counted in `MinedCase.notes`).
+REJECT_REASONS: tuple[str, ...] = ("template", "phrase", "slash-list")
+
+_PLAIN_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
+_LOWER_WORD = re.compile(r"[a-z]+[.,;:!?]?")
+_FILE_PART = re.compile(rf"[^/]+\.{_EXT}")
+
+
+def slash_list(v: str) -> bool:
+    """Whether a path-shaped value is a list joined by "/" (``Model/thinking/theme``, ``main.ts/tui.ts``).
+
+    Not anchored (``/``, ``~/``, ``./``, ``../``) and either every part a
+    plain word (letters, then letters or digits; no extension, no trailing
+    slash) or a part before the last one a file name (a known extension).
+    """
+    if v.startswith(("/", "~/", "./", "../")):
+        return False
+    parts = v.split("/")
+    if len(parts) < 2:
+        return False
+    if any(_FILE_PART.fullmatch(p) for p in parts[:-1]):
+        return True
+    return not v.endswith("/") and all(_PLAIN_WORD.fullmatch(p) for p in parts)
+
+
+def inexact(category: str, v: str) -> str | None:
+    """Why `v` is not an exact value (a `REJECT_REASONS` entry), or None when it is.
+
+    ``phrase``: a newline, four or more whitespace-separated words, or — a
+    quoted value — two or more words of lowercase letters only (``how to show
+    it``). ``slash-list``: a path that is a list of words (`slash_list`).
+    """
+    if "\n" in v or "\r" in v:
+        return "phrase"
+    words = v.split()
+    if len(words) >= 4:
+        return "phrase"
+    if category == "quoted" and len(words) >= 2 and all(_LOWER_WORD.fullmatch(w) for w in words):
+        return "phrase"
+    if category == "path" and slash_list(v):
+        return "slash-list"
+    return None
+
+
 def _number_ok(v: str) -> bool:
     num = re.match(NUM, v)
     if num is None:
@@ -277,6 +336,7 @@ def _value_ok(rule: Rule, v: str) -> bool:
     if rule.category == "quoted":
         return (
             v == v.strip()
+            and not v.endswith("\\")  # an escaped closing quote: "`Ran \`${cmd}\``" is not the value "Ran \"
             and bool(re.search(r"[A-Za-z0-9]", v))
             and not re.fullmatch(r"[a-z]+", v)
             and not v.startswith(("http://", "https://"))
@@ -352,34 +412,61 @@ def _context(record: Record, start: int, end: int) -> tuple[str, str, int]:
     return before, after, text.count("\n", 0, start) + 1
 
 
-def extract(record: Record) -> list[Candidate]:
-    """Every value the rules find in one record (no session-level filtering).
+@dataclass(frozen=True)
+class Rejected:
+    """A match with a value's shape that is not asked, and why (one of `REJECT_REASONS`)."""
+
+    reason: str
+    cand: Candidate
+
+
+@dataclass(frozen=True)
+class Scan:
+    """What the rules find in one record: the values, and the matches rejected with a reason."""
+
+    found: tuple[Candidate, ...] = ()
+    rejected: tuple[Rejected, ...] = ()
+
+
+def scan(record: Record, mask: Sequence[tuple[int, int]] = ()) -> Scan:
+    """Every value the rules find in one record, and the matches rejected as inexact or harness text.
 
     Parameters
     ----------
     record : Record
+    mask : sequence of (start, end)
+        Spans of the text a harness wrote (`harness.Harness.spans`): a match
+        touching one is rejected as ``template``.
 
     Returns
     -------
-    list of Candidate
-        In rule order, then by offset. Records that are not mined (system,
-        meta, summary, injected user text) give ``[]``.
+    Scan
+        Values in rule order, then by offset. A rejected match claims no
+        span, so the paths and ids inside a long error line are still found.
+        Records that are not mined (system, meta, summary, injected) give an
+        empty scan.
     """
-    if record.kind not in MINED_KINDS or (record.kind == "user" and record.injected):
-        return []
+    if record.kind not in MINED_KINDS or record.injected:
+        return Scan()
     pointer = POINTER_OF_KIND[record.kind]
     text = record.text
     claimed = bytearray(len(text))
+    masked: bytearray | None = None
+    if mask:
+        masked = bytearray(len(text))
+        for a, b in mask:
+            masked[a:b] = b"\x01" * (min(b, len(text)) - a)
     api = _is_api_output(record)
     out: list[Candidate] = []
+    rejected: list[tuple[str, Candidate]] = []
     for rule in RULES:
         if record.kind not in rule.kinds:
             continue
-        found: list[tuple[int, int, str, int, int]] = []
+        found: list[tuple[int, int, str, int, int, str | None]] = []
         for m in rule.pattern.finditer(text):
             s, e = m.span(rule.group)
             v = m.group(rule.group)
-            stripped = v.rstrip(" \t.,;:") if rule.category in ("path", "error_string") else v
+            stripped = v.rstrip(" \t\r.,;:") if rule.category in ("path", "error_string") else v
             e -= len(v) - len(stripped)
             v = stripped
             if not v or not _value_ok(rule, v):
@@ -387,29 +474,55 @@ def extract(record: Record) -> list[Candidate]:
             ms, me = m.span()  # the whole match (quotes included) must be unclaimed
             if 1 in claimed[ms:me]:
                 continue
-            found.append((s, e, v, ms, me))
-        for s, e, v, ms, me in found:
-            claimed[ms:me] = b"\x01" * (me - ms)
+            reason = "template" if masked is not None and 1 in masked[ms:me] else inexact(rule.category, v)
+            found.append((s, e, v, ms, me, reason))
+        same_rule = sum(1 for *_, reason in found if reason != "template")
+        for s, e, v, ms, me, reason in found:
+            if reason is None:
+                claimed[ms:me] = b"\x01" * (me - ms)
             category = "tool_returned_id" if api and rule.category == "identifier" else rule.category
             before, after, line = _context(record, s, e)
-            out.append(
-                Candidate(
-                    v,
-                    category,
-                    rule.name,
-                    pointer,
-                    record.kind,
-                    record.source_order,
-                    record.entry_id,
-                    s,
-                    e,
-                    record.tool,
-                    record.target,
-                    line,
-                    before,
-                    after,
-                    len(found),
-                )
+            c = Candidate(
+                v,
+                category,
+                rule.name,
+                pointer,
+                record.kind,
+                record.source_order,
+                record.entry_id,
+                s,
+                e,
+                record.tool,
+                record.target,
+                line,
+                before,
+                after,
+                same_rule,
             )
-    distinct = len({c.value for c in out})
-    return [replace(c, in_record=distinct) for c in out]
+            if reason is None:
+                out.append(c)
+            else:
+                rejected.append((reason, c))
+    distinct = len({c.value for c in out} | {c.value for reason, c in rejected if reason != "template"})
+    return Scan(
+        tuple(replace(c, in_record=distinct) for c in out),
+        tuple(Rejected(reason, replace(c, in_record=distinct)) for reason, c in rejected),
+    )
+
+
+def extract(record: Record, mask: Sequence[tuple[int, int]] = ()) -> list[Candidate]:
+    """Every value the rules find in one record (no session-level filtering): `scan`'s values.
+
+    Parameters
+    ----------
+    record : Record
+    mask : sequence of (start, end)
+        Harness-written spans, whose values are not returned (see `scan`).
+
+    Returns
+    -------
+    list of Candidate
+        In rule order, then by offset. Records that are not mined (system,
+        meta, summary, injected) give ``[]``.
+    """
+    return list(scan(record, mask).found)

@@ -84,8 +84,18 @@ def _like_case(word: str, model: str) -> str:
     return word
 
 
+def _alike(old: str, vocab: Sequence[str]) -> list[str]:
+    """Words of `vocab` that could stand where `old` stands: the same last two letters, a similar length.
+
+    A crude part of speech ("raised" → "created", "property" → "history"), so
+    a sentence with the swapped word still reads as one.
+    """
+    o = old.lower()
+    return [w for w in vocab if w != o and w[-2:] == o[-2:] and abs(len(w) - len(o)) <= 3]
+
+
 def _swap_word(s: str, rng: random.Random, vocab: Sequence[str]) -> str | None:
-    """`s` with one of its words (4+ letters) replaced by another word from `vocab`, or None."""
+    """`s` with one of its words (4+ letters) replaced by another word from `vocab` (one alike if any), or None."""
     spans = [m.span() for m in _WORD.finditer(s) if m.group(0).lower() not in _FUNCTION_WORDS]
     if not spans or not vocab:
         return None
@@ -93,10 +103,29 @@ def _swap_word(s: str, rng: random.Random, vocab: Sequence[str]) -> str | None:
     spans.sort(key=lambda ab: (-(ab[1] - ab[0]), ab[0]))
     a, b = rng.choice(spans[:3])
     old = s[a:b]
-    new = _like_case(rng.choice(vocab), old)
+    new = _like_case(rng.choice(_alike(old, vocab) or vocab), old)
     if new.lower() == old.lower():
         return None
     return s[:a] + new + s[b:]
+
+
+_PART = re.compile(r"[A-Z]?[a-z]{2,}")
+
+
+def _swap_part(s: str, rng: random.Random, vocab: Sequence[str]) -> str | None:
+    """`s` with one of its word parts (a camelCase part or a lowercase run of 2+ letters) swapped, or None.
+
+    For values, where `_swap_word` finds nothing: ``git add <file>...`` keeps
+    its shape as ``git add <ledger>...``.
+    """
+    spans = [m.span() for m in _PART.finditer(s)]
+    if not spans or not vocab:
+        return None
+    spans.sort(key=lambda ab: (-(ab[1] - ab[0]), ab[0]))
+    a, b = rng.choice(spans[:3])
+    old = s[a:b]
+    new = _like_case(rng.choice(_alike(old, vocab) or vocab), old)
+    return None if new.lower() == old.lower() else s[:a] + new + s[b:]
 
 
 def _mutate_chars(s: str, rng: random.Random, lo: int = 0, digits_only: bool = False, frac: float = 0.4) -> str:
@@ -137,15 +166,24 @@ def mutate(value: str, category: str, rng: random.Random, vocab: Sequence[str]) 
         return (head + "/" if head or value.startswith("/") else "") + new_stem + dot + ext
     if re.search(r"\d", value) and rng.random() < 0.5:
         return _mutate_chars(value, rng, digits_only=True, frac=0.5)
-    swapped = _swap_word(value, rng, vocab)
+    # a camelCase name changes one of its parts ("AttributeError" -> "AttributeLedger"), not as a whole
+    camel = re.search(r"[a-z][A-Z]", value) is not None
+    swapped = _swap_part(value, rng, vocab) if camel else _swap_word(value, rng, vocab) or _swap_part(value, rng, vocab)
     return swapped if swapped is not None else _mutate_chars(value, rng)
 
 
 def _decoy_prompt(u: Usable, answer: str, rng: random.Random, vocab: Sequence[str], hay: Haystacks) -> str | None:
-    """The source's wording with one word of its subject (target, then window) made up and checked absent."""
+    """The source's wording with one word of its subject (target, then window) made up and checked absent.
+
+    A made-up target is the whole target's first line with one word swapped,
+    then shortened as every question shows a target (`short_target`, with its
+    "…"), so a decoy reads exactly like a real question; both the whole
+    made-up line and the part shown are checked absent.
+    """
     c = u.cand
     tgt = short_target(c.target)
-    shown = {"target": tgt.rstrip("\u2026"), "before": c.before, "after": c.after}
+    full = short_target(c.target, limit=10**9)
+    shown = {"target": full, "before": c.before, "after": c.after}
     parts: list[str] = []
     if tgt and c.kind in ("tool_output", "tool_call") and u.variant.get("show_target", True) and tgt in u.prompt:
         parts.append("target")
@@ -158,6 +196,10 @@ def _decoy_prompt(u: Usable, answer: str, rng: random.Random, vocab: Sequence[st
                 break
             if normalise(made) in hay.whole:
                 continue
+            if part == "target":
+                made = short_target(made)
+                if normalise(made.rstrip("\u2026")) in hay.whole:
+                    continue  # the part shown is another real call's
             shown_opts: dict[str, Any] = {**u.variant, part: made}
             prompt = render(c, **shown_opts)
             if not contains(prompt, [normalise(answer)]) and prompt != u.prompt:

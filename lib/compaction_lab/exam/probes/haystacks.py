@@ -1,5 +1,5 @@
-"""The session's haystacks: normalised record texts and targets, split at ``tail_start``, where a value's
-presence (usable questions) and absence (decoys) are looked up.
+"""The session's haystacks: normalised record texts and targets, split at ``tail_start`` and the cut, where a
+value's presence (usable questions) and absence (decoys) are looked up.
 """
 
 from __future__ import annotations
@@ -39,21 +39,39 @@ def _hay(records: Iterable[Record]) -> str:
 
 @dataclass(frozen=True)
 class Haystacks:
-    """A session's normalised text before and after ``tail_start``, its system prompt, the whole and the raw JSONL."""
+    """A session's normalised text around its cut, its system prompt, the whole and the raw JSONL.
 
-    late: str  # at or after tail_start
+    ``late`` is what every arm keeps verbatim: the records from ``tail_start``
+    to the cut, and the `kept` text (the verbatim part of an agent's own next
+    request). Records at or after the cut are in ``whole`` only.
+    """
+
+    late: str  # tail_start <= source_order < cut, and the kept text
     covered: str  # before tail_start
     system: str
-    whole: str  # every record and target, and the system prompt
+    whole: str  # every record and target, the kept text and the system prompt
     raw: bytes  # Session.to_jsonl
 
+    @property
+    def before_cut(self) -> str:
+        """Everything a reader could have seen before the cut: covered part, tail and kept text."""
+        return self.covered + _SEP + self.late
 
-def session_haystacks(session: Session, tail_start: int) -> Haystacks:
-    """The haystacks of `session` with its covered part ending at `tail_start`."""
-    late = _hay(r for r in session.records if r.source_order >= tail_start)
+
+def session_haystacks(session: Session, tail_start: int, cut: int | None = None, kept: str = "") -> Haystacks:
+    """The haystacks of `session` with its covered part ending at `tail_start` and its tail at `cut`.
+
+    `cut` None: the session's end (nothing after the cut). `kept`: extra text
+    that is kept verbatim beside the tail.
+    """
+    end = cut if cut is not None else (session.records[-1].source_order + 1 if session.records else 0)
+    late = _hay(r for r in session.records if tail_start <= r.source_order < end)
+    if kept:
+        late = late + _SEP + normalise(kept)
     covered = _hay(r for r in session.records if r.source_order < tail_start)
+    after = _hay(r for r in session.records if r.source_order >= end and r.source_order >= tail_start)
     system = normalise(system_prompt_text(session))
-    return Haystacks(late, covered, system, _SEP.join((covered, late, system)), session.to_jsonl())
+    return Haystacks(late, covered, system, _SEP.join((covered, late, after, system)), session.to_jsonl())
 
 
 def absent(value: str, hay: Haystacks) -> bool:

@@ -22,7 +22,7 @@ from compaction_lab.exam.bank import (
 )
 from compaction_lab.exam.probes.decoys import make_decoys, session_vocab
 from compaction_lab.exam.probes.haystacks import session_haystacks
-from compaction_lab.exam.probes.selection import plan_counts, select, usable_candidates
+from compaction_lab.exam.probes.selection import DROP_REASONS, Usable, eligible, plan_counts, select
 from compaction_lab.exam.types import POINTERS, Case, Question
 
 __all__ = [
@@ -66,6 +66,9 @@ class ProbeSpec:
     cuts_per_session : int
         `mine_cases`: cases per session (1 = at its end; k = cuts at
         ``1, (k-1)/k, …`` of its records, as the bank places them).
+    max_per_record : int
+        At most this many real questions from one message (its entry), so
+        one long output cannot dominate a case.
     """
 
     tail_tokens: int = 8192
@@ -75,6 +78,7 @@ class ProbeSpec:
     seed: int = 7
     encoding: str = DEFAULT_ENCODING
     cuts_per_session: int = 1
+    max_per_record: int = 2
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pointer_mix", _parse_mix(self.pointer_mix))
@@ -83,6 +87,8 @@ class ProbeSpec:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.cuts_per_session < 1:
             raise ValueError(f"cuts_per_session must be >= 1, got {self.cuts_per_session}")
+        if self.max_per_record < 1:
+            raise ValueError(f"max_per_record must be >= 1, got {self.max_per_record}")
         if self.n_questions > MAX_QUESTIONS_PER_CASE:
             raise ValueError(questions_limit_problem("n_questions", self.n_questions))
 
@@ -109,7 +115,7 @@ class MinedCase:
     ----------
     case : Case
     available : Mapping[str, int]
-        Usable candidates per pointer.
+        Usable values per pointer (the pool's composition).
     planned : Mapping[str, int]
         Real questions per pointer the spec asked for (the mix's rounding; with
         natural proportions, what availability allowed).
@@ -118,6 +124,15 @@ class MinedCase:
     decoys_skipped : int
         Decoys asked for but not made.
     notes : tuple of str
+    pool : tuple of Question
+        Every usable value as a question (ids ``f"{case_id}-e{n:03d}"``, in
+        source order), before sampling and the per-message cap: what a caller
+        grades a projection against to get recall over the whole pool.
+    dropped : Mapping[str, int]
+        Values not asked, by reason (``template``, ``phrase``,
+        ``slash-list``, ``ambiguous wording``: distinct values that were
+        otherwise usable; ``per-record cap``: draws passed over because their
+        message had ``max_per_record`` questions already).
     """
 
     case: Case
@@ -126,6 +141,8 @@ class MinedCase:
     shortfall: Mapping[str, int]
     decoys_skipped: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    pool: tuple[Question, ...] = field(default_factory=tuple)
+    dropped: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def asked(self) -> dict[str, int]:
@@ -133,8 +150,28 @@ class MinedCase:
         return {p: sum(1 for q in self.case.real if q.pointer == p) for p in POINTERS}
 
 
+def _question(u: Usable, qid: str, case_id: str) -> Question:
+    return Question(
+        id=qid,
+        case_id=case_id,
+        pointer=u.cand.pointer,
+        category=u.cand.category,
+        prompt=u.prompt,
+        answer=u.cand.value,
+        aliases=u.aliases,
+        source_entry_id=u.cand.entry_id,
+        source_order=u.cand.source_order,
+    )
+
+
 def mine(
-    session: Session, spec: ProbeSpec | None = None, *, case_id: str | None = None, cut: int | None = None
+    session: Session,
+    spec: ProbeSpec | None = None,
+    *,
+    case_id: str | None = None,
+    cut: int | None = None,
+    tail_start: int | None = None,
+    kept: str = "",
 ) -> MinedCase:
     """Mine one case from `session` at `cut`, with a report of what the candidates allowed.
 
@@ -146,7 +183,16 @@ def mine(
         Defaults to ``f"{session.id}-probe"``.
     cut : int, optional
         Records with ``source_order < cut`` are compacted; defaults to the
-        session's end (after its last record).
+        session's end (after its last record). Records at or after it never
+        make a value ineligible (a recorded compaction's summary, the rest of
+        the session).
+    tail_start : int, optional
+        First source_order of what is kept verbatim before the cut; defaults
+        to the bank's tail (`bank.tail_start_of`). A recorded compaction
+        passes where its kept region starts (``cut`` when it kept nothing).
+    kept : str
+        Other text kept verbatim (the kept part of an agent's own next
+        request): its values are not eligible either.
 
     Returns
     -------
@@ -156,49 +202,51 @@ def mine(
     case_id = f"{session.id}-probe" if case_id is None else case_id
     end = session.records[-1].source_order + 1 if session.records else 0
     cut = end if cut is None else int(cut)
-    tail = tail_start_of(session, cut, spec.tail_tokens, spec.encoding)
-    hay = session_haystacks(session, tail)
-    usable = usable_candidates(session, tail, hay)
+    if tail_start is None:
+        tail = tail_start_of(session, cut, spec.tail_tokens, spec.encoding)
+    else:
+        tail = int(tail_start)
+        if not 0 <= tail <= cut:
+            raise ValueError(f"tail_start {tail} must be within 0..cut ({cut})")
+    hay = session_haystacks(session, tail, cut, kept)
+    found = eligible(session, tail, hay, cut)
+    usable = list(found.usable)
     available = {p: sum(1 for u in usable if u.cand.pointer == p) for p in POINTERS}
+    pool = tuple(_question(u, f"{case_id}-e{i:03d}", case_id) for i, u in enumerate(usable))
     planned, asked = plan_counts(available, spec.n_questions, spec.mix)
 
     rng = random.Random(f"{spec.seed}:{case_id}")
-    chosen = select(rng, usable, asked, spec.n_questions, spec.mix is None)
+    selection = select(rng, usable, asked, spec.n_questions, spec.mix is None, spec.max_per_record)
+    chosen = selection.chosen
     asked = {p: sum(1 for u in chosen if u.cand.pointer == p) for p in POINTERS}
     chosen.sort(key=lambda u: (u.cand.source_order, u.cand.start, u.cand.value))
-    questions = [
-        Question(
-            id=f"{case_id}-p{i:02d}",
-            case_id=case_id,
-            pointer=u.cand.pointer,
-            category=u.cand.category,
-            prompt=u.prompt,
-            answer=u.cand.value,
-            aliases=u.aliases,
-            source_entry_id=u.cand.entry_id,
-            source_order=u.cand.source_order,
-        )
-        for i, u in enumerate(chosen)
-    ]
+    questions = [_question(u, f"{case_id}-p{i:02d}", case_id) for i, u in enumerate(chosen)]
     decoys = make_decoys(case_id, chosen, spec.n_decoys, rng, session_vocab(session), hay) if spec.n_decoys else []
 
     shortfall = {p: max(0, planned[p] - asked[p]) for p in POINTERS}
+    dropped = {**{r: found.dropped.get(r, 0) for r in DROP_REASONS}, "per-record cap": selection.passed_capped}
     notes: list[str] = []
     if sum(asked.values()) < spec.n_questions:
         notes.append(
             f"{case_id}: {sum(asked.values())} of {spec.n_questions} real questions "
-            f"(usable candidates {available}, tail_start {tail})"
+            f"(usable values {available}, tail_start {tail}, cut {cut})"
         )
     for p in POINTERS:
         if shortfall[p]:
-            notes.append(
-                f"{case_id}: {shortfall[p]} fewer {p} questions than planned ({available[p]} usable candidates)"
+            notes.append(f"{case_id}: {shortfall[p]} fewer {p} questions than planned ({available[p]} usable values)")
+    why = [f"{found.dropped[r]} {r}" for r in DROP_REASONS if found.dropped.get(r)]
+    if why or selection.passed_capped:
+        parts = [f"values not asked: {', '.join(why)}"] if why else []
+        if selection.passed_capped:
+            parts.append(
+                f"{selection.passed_capped} per-record cap (draws passed over, max {spec.max_per_record} per message)"
             )
+        notes.append(f"{case_id}: " + "; ".join(parts))
     skipped = spec.n_decoys - len(decoys)
     if skipped:
         notes.append(f"{case_id}: {len(decoys)} of {spec.n_decoys} decoys (no lookalike could be made absent)")
     case = Case(id=case_id, session_id=session.id, cut=cut, tail_start=tail, questions=tuple(questions + decoys))
-    return MinedCase(case, available, planned, shortfall, skipped, tuple(notes))
+    return MinedCase(case, available, planned, shortfall, skipped, tuple(notes), pool, dropped)
 
 
 def mine_case(
@@ -212,6 +260,7 @@ def mine_case(
     pointer_mix: Any = None,
     seed: int = 7,
     encoding: str = DEFAULT_ENCODING,
+    max_per_record: int = 2,
 ) -> Case:
     """Mine one probe case from a session (see `mine` for the report).
 
@@ -223,7 +272,7 @@ def mine_case(
         ``f"{case_id}-p{n:02d}"``, decoy ids ``f"{case_id}-d{n:02d}"``.
     cut : int, optional
         Defaults to the session's end.
-    tail_tokens, n_questions, n_decoys, pointer_mix, seed, encoding
+    tail_tokens, n_questions, n_decoys, pointer_mix, seed, encoding, max_per_record
         See `ProbeSpec`.
 
     Returns
@@ -237,6 +286,7 @@ def mine_case(
         pointer_mix=pointer_mix,
         seed=seed,
         encoding=encoding,
+        max_per_record=max_per_record,
     )
     return mine(session, spec, case_id=case_id, cut=cut).case
 

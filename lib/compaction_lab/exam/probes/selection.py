@@ -1,5 +1,5 @@
-"""Selection: which candidates a question may ask about (`usable_candidates`), how many per pointer
-(`plan_counts`) and the seeded draw of them (`select`).
+"""Selection: which values a question may ask about (`eligible`), how many per pointer (`plan_counts`)
+and the seeded draw of them (`select`).
 """
 
 from __future__ import annotations
@@ -12,13 +12,20 @@ from dataclasses import dataclass
 from compaction_lab.core.session import Session
 from compaction_lab.exam.allocation import largest_remainder
 from compaction_lab.exam.grading import normalise
-from compaction_lab.exam.probes.candidates import NUM, Candidate, extract, guessable
+from compaction_lab.exam.probes.candidates import NUM, REJECT_REASONS, UNITS, Candidate, guessable, scan
+from compaction_lab.exam.probes.harness import harness_of
 from compaction_lab.exam.probes.haystacks import Haystacks, session_haystacks
+from compaction_lab.exam.probes.uniqueness import Wordings
 from compaction_lab.exam.probes.wording import Variant, phrase
 from compaction_lab.exam.types import POINTERS
 
 __all__ = [
+    "DROP_REASONS",
+    "Eligible",
+    "Selection",
     "Usable",
+    "eligible",
+    "path_forms",
     "plan_counts",
     "select",
     "usable_candidates",
@@ -27,47 +34,153 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Usable:
-    """A candidate a question may ask about, with its wording, aliases and covered-part count."""
+    """A candidate a question may ask about, with its wording, aliases, compared key and covered-part count."""
 
     cand: Candidate
     prompt: str
     variant: Variant  # the `render` options the prompt was made with
     aliases: tuple[str, ...]
-    count: int  # normalised occurrences in the covered part
+    count: int  # normalised occurrences of `key` in the covered part
+    key: str = ""  # the value as compared: normalised, a path in its relative form
+
+    @property
+    def record(self) -> str:
+        """The message the value comes from (its entry id; its source_order when it has none)."""
+        return self.cand.entry_id or f"#{self.cand.source_order}"
 
 
-def _aliases(c: Candidate) -> tuple[str, ...]:
-    """Other spellings of a number with a unit: with and without the space before the unit."""
-    if c.category != "number":
-        return ()
-    m = re.fullmatch(rf"({NUM})(\s?)(\S+)", c.value)
-    if m is None:
-        return ()
-    return (m.group(1) + ("" if m.group(2) else " ") + m.group(3),)
+@dataclass(frozen=True)
+class Eligible:
+    """Every value a question may ask about, and how many values were not asked and why.
 
-
-def usable_candidates(session: Session, tail_start: int, hay: Haystacks | None = None) -> list[Usable]:
-    """The candidates of the covered part a question may ask about, one per normalised value.
-
-    See the `exam.probes` docstring ("Usable values"). Sorted by (source_order, start, value).
+    ``dropped`` maps a reason (``template``, ``phrase``, ``slash-list``,
+    ``ambiguous wording``) to the distinct values, otherwise usable, that
+    were not asked for it.
     """
-    hay = session_haystacks(session, tail_start) if hay is None else hay
+
+    usable: tuple[Usable, ...]
+    dropped: Mapping[str, int]
+
+
+#: Reasons in the order notes list them.
+DROP_REASONS: tuple[str, ...] = (*REJECT_REASONS, "ambiguous wording")
+
+
+def path_forms(value: str, cwd: str | None) -> tuple[str | None, tuple[str, ...]]:
+    """A path value's relative form and its other spellings.
+
+    The relative form is the path relative to `cwd` (an absolute path under
+    it, or ``./x``), or the value itself when it is relative; None for a path
+    outside `cwd` (absolute, ``~/``, ``../``). The other spellings are the
+    relative form, the absolute one (``cwd`` joined with a relative path
+    that has a directory) and the ``@``-mention form, without the value.
+
+    Examples
+    --------
+    >>> path_forms("/repo/src/a.py", "/repo")
+    ('src/a.py', ('src/a.py', '@src/a.py'))
+    >>> path_forms("src/a.py", "/repo")
+    ('src/a.py', ('/repo/src/a.py', '@src/a.py'))
+    >>> path_forms("/etc/hosts", "/repo")
+    (None, ())
+    """
+    root = cwd.rstrip("/") + "/" if cwd and cwd.startswith("/") else None
+    if root and value.startswith(root) and len(value) > len(root):
+        rel = value[len(root) :]
+    elif value.startswith("./"):
+        rel = value[2:]
+    elif value.startswith(("/", "~", "../")):
+        return None, ()
+    else:
+        rel = value
+    forms = [rel] + ([root + rel] if root and "/" in rel else []) + ["@" + rel]
+    return rel, tuple(dict.fromkeys(f for f in forms if f and f != value))
+
+
+def _forms(c: Candidate, cwd: str | None) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """(key, forms that must be absent from the tail, other spellings) of a candidate's value."""
+    if c.category == "path":
+        rel, others = path_forms(c.value, cwd)
+        if rel is not None:
+            return normalise(rel), (c.value, rel), others
+        return normalise(c.value), (c.value,), ()
+    if c.category == "number":
+        m = re.fullmatch(rf"({NUM})([ \t]?)({UNITS})", c.value) if c.rule == "unit_number" else None
+        # only a number with a real unit has another spacing ("3.11" is not "3.1 1")
+        other = (m.group(1) + ("" if m.group(2) else " ") + m.group(3),) if m else ()
+        return normalise(c.value), (c.value,), other
+    return normalise(c.value), (c.value,), ()
+
+
+def _cwd(session: Session) -> str | None:
+    cwd = session.metadata.get("cwd")
+    return cwd if isinstance(cwd, str) and cwd else None
+
+
+def eligible(session: Session, tail_start: int, hay: Haystacks, cut: int | None = None) -> Eligible:
+    """The values of the covered part a question may ask about, one per compared key, and what was dropped.
+
+    See the `exam.probes` docstring ("Usable values", "Question wording").
+    Sorted by (source_order, start, value).
+    """
+    end = cut if cut is not None else (session.records[-1].source_order + 1 if session.records else 0)
+    harness = harness_of(session)
+    cwd = _cwd(session)
+
+    def key_of(c: Candidate) -> str:
+        return _forms(c, cwd)[0]
+
+    def absent_late(form: str) -> bool:
+        f = normalise(form)
+        return bool(f) and f not in hay.late and f not in hay.system
+
+    covered: list[Candidate] = []
+    seen_before_cut: list[Candidate] = []
+    rejected: dict[str, set[str]] = {r: set() for r in DROP_REASONS}
+    for r in session.records:
+        if r.source_order >= end:
+            break
+        found = scan(r, harness.spans(r))
+        seen_before_cut += found.found
+        seen_before_cut += [x.cand for x in found.rejected if x.reason != "template"]
+        if r.source_order >= tail_start:
+            continue
+        covered += sorted(found.found, key=lambda c: (c.start, c.value))
+        for x in found.rejected:
+            key, must_be_absent, _ = _forms(x.cand, cwd)
+            if not guessable(x.cand.value) and all(absent_late(f) for f in must_be_absent):
+                rejected[x.reason].add(key)
+    wordings = Wordings(seen_before_cut, hay.before_cut, key_of)
+
     out: list[Usable] = []
     seen: set[str] = set()
-    for r in session.records:
-        if r.source_order >= tail_start:
-            break
-        for c in sorted(extract(r), key=lambda c: (c.start, c.value)):
-            key = normalise(c.value)
-            if not key or key in seen or guessable(c.value) or key in hay.late or key in hay.system:
-                continue
-            aliases = tuple(a for a in _aliases(c) if normalise(a) not in hay.late and normalise(a) not in hay.system)
-            phrased = phrase(c, aliases)
-            if phrased is None:
-                continue
-            seen.add(key)
-            out.append(Usable(c, phrased[0], phrased[1], aliases, hay.covered.count(key)))
-    return out
+    for c in covered:
+        key, must_be_absent, others = _forms(c, cwd)
+        if not key or key in seen or guessable(c.value) or not all(absent_late(f) for f in must_be_absent):
+            continue
+        # a relative path's absolute form is a guess (relative to what?) unless the session writes it
+        aliases = tuple(
+            a
+            for a in others
+            if absent_late(a) and (c.value.startswith("/") or not a.startswith("/") or normalise(a) in hay.whole)
+        )
+        phrased = phrase(c, aliases, wordings)
+        if phrased is None:
+            if phrase(c, aliases) is not None:
+                rejected["ambiguous wording"].add(key)
+            continue
+        seen.add(key)
+        out.append(Usable(c, phrased[0], phrased[1], aliases, hay.covered.count(key), key))
+    dropped = {reason: len(keys - seen) for reason, keys in rejected.items()}
+    return Eligible(tuple(out), dropped)
+
+
+def usable_candidates(
+    session: Session, tail_start: int, hay: Haystacks | None = None, cut: int | None = None
+) -> list[Usable]:
+    """The candidates of the covered part a question may ask about, one per compared key (`eligible`)."""
+    hay = session_haystacks(session, tail_start, cut) if hay is None else hay
+    return list(eligible(session, tail_start, hay, cut).usable)
 
 
 def plan_counts(
@@ -112,10 +225,12 @@ class _Deck:
     """One pointer's candidates in drawing order: categories round-robin in a seeded order, rarest values first.
 
     A value inside an already chosen one (or containing it) is passed over:
-    keeping ``src/app.py`` would otherwise also answer ``app.py``.
+    keeping ``src/app.py`` would otherwise also answer ``app.py``. So is a
+    value from a message that already has ``cap`` questions (`passed_capped`
+    counts them).
     """
 
-    def __init__(self, rng: random.Random, pool: Sequence[Usable]) -> None:
+    def __init__(self, rng: random.Random, pool: Sequence[Usable], cap: int | None) -> None:
         by_cat: dict[str, list[Usable]] = {}
         for u in pool:
             by_cat.setdefault(u.cand.category, []).append(u)
@@ -127,38 +242,60 @@ class _Deck:
             self.queues.append(items)
         rng.shuffle(self.queues)
         self.turn = 0
+        self.cap = cap
+        self.passed_capped = 0
 
-    def draw(self, taken: set[str]) -> Usable | None:
-        """The next candidate not overlapping `taken` (which it joins), or None when none is left."""
+    def draw(self, taken: set[str], per_record: dict[str, int]) -> Usable | None:
+        """The next candidate not overlapping `taken` (which it joins) from a message under the cap, or None."""
         for _ in range(len(self.queues)):
             q = self.queues[self.turn % len(self.queues)]
             self.turn += 1
             while q:
                 u = q.pop(0)
-                key = normalise(u.cand.value)
-                if not _overlaps(key, taken):
-                    taken.add(key)
-                    return u
+                if _overlaps(u.key, taken):
+                    continue
+                if self.cap is not None and per_record.get(u.record, 0) >= self.cap:
+                    self.passed_capped += 1
+                    continue
+                taken.add(u.key)
+                per_record[u.record] = per_record.get(u.record, 0) + 1
+                return u
         return None
 
 
+@dataclass(frozen=True)
+class Selection:
+    """The drawn values, and how many were passed over because their message had ``max_per_record`` already."""
+
+    chosen: list[Usable]
+    passed_capped: int = 0
+
+
 def select(
-    rng: random.Random, usable: Sequence[Usable], asked: Mapping[str, int], n: int, natural: bool
-) -> list[Usable]:
+    rng: random.Random,
+    usable: Sequence[Usable],
+    asked: Mapping[str, int],
+    n: int,
+    natural: bool,
+    max_per_record: int | None = None,
+) -> Selection:
     """Draw ``asked[p]`` candidates per pointer; with natural proportions, top up to `n` from any pointer.
 
-    The top-up (a value passed over for overlapping a chosen one leaves a gap)
-    goes one at a time to the pointer furthest below its share of
-    availability. With a mix there is no top-up: a gap is a shortfall.
+    The top-up (a value passed over for overlapping a chosen one, or for the
+    per-message cap, leaves a gap) goes one at a time to the pointer furthest
+    below its share of availability. With a mix there is no top-up: a gap is
+    a shortfall. At most `max_per_record` values come from one message
+    (`Usable.record`), top-up included; None: no cap.
     """
-    decks = {p: _Deck(rng, [u for u in usable if u.cand.pointer == p]) for p in POINTERS}
+    decks = {p: _Deck(rng, [u for u in usable if u.cand.pointer == p], max_per_record) for p in POINTERS}
     avail = {p: sum(1 for u in usable if u.cand.pointer == p) for p in POINTERS}
     taken: set[str] = set()
+    per_record: dict[str, int] = {}
     chosen: list[Usable] = []
     got = {p: 0 for p in POINTERS}
     for p in POINTERS:
         for _ in range(asked.get(p, 0)):
-            u = decks[p].draw(taken)
+            u = decks[p].draw(taken, per_record)
             if u is None:
                 break
             chosen.append(u)
@@ -167,10 +304,10 @@ def select(
     whole = sum(avail.values()) or 1
     while natural and len(chosen) < n and open_:
         p = max(open_, key=lambda p: (n * avail[p] / whole - got[p], -POINTERS.index(p)))
-        u = decks[p].draw(taken)
+        u = decks[p].draw(taken, per_record)
         if u is None:
             open_.remove(p)
             continue
         chosen.append(u)
         got[p] += 1
-    return chosen
+    return Selection(chosen, sum(d.passed_capped for d in decks.values()))

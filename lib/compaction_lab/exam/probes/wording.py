@@ -5,12 +5,14 @@ without giving the answer away (`phrase`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TypedDict
+from typing import Protocol, TypedDict
 
 from compaction_lab.exam.grading import normalise
 from compaction_lab.exam.probes.candidates import Candidate, has_words
 
 __all__ = [
+    "VARIANTS",
+    "Fits",
     "Variant",
     "contains",
     "phrase",
@@ -61,6 +63,7 @@ def render(
     after: str | None = None,
     window: bool = True,
     show_target: bool = True,
+    step: bool = True,
 ) -> str:
     """The question about candidate `c`.
 
@@ -73,12 +76,16 @@ def render(
         Show the words around the value (with the value as “…”).
     show_target : bool
         Name the tool call's target.
+    step : bool
+        Name the step (the source record's source_order). Without it, the
+        wording as a reader who does not see step numbers tells it apart
+        (`uniqueness.Wordings`).
 
     Returns
     -------
     str
     """
-    n = c.source_order
+    at = f" at step {c.source_order}" if step else ""
     tgt = short_target(c.target) if target is None else target
     b = c.before if before is None else before
     a = c.after if after is None else after
@@ -93,20 +100,20 @@ def render(
             lead, verb = _TOOL_VERB[c.category]
         if c.category == "error_string":  # the line is the answer: its window is rarely more than "…"
             where = f" (line {c.line_no} of its output)" if c.same_rule > 1 else ""
-            return f"{lead} did {subject} {verb} at step {n}{win or where}?"
-        if not win:
-            win = f" (line {c.line_no} of its output)" if window else ""
-        return f"{lead} did {subject} {verb} at step {n}{win}?"
+            return f"{lead} did {subject} {verb}{at}{win or where}?"
+        if not win:  # no window (none asked for, or no words around the value): the line locates it
+            win = f" (line {c.line_no} of its output)"
+        return f"{lead} did {subject} {verb}{at}{win}?"
     if c.kind == "tool_call":
         if c.category == "path" and c.target and c.value.strip() == c.target.strip():
-            return f"Which file did the `{c.tool or 'tool'}` call at step {n} act on?"
+            return f"Which file did the `{c.tool or 'tool'}` call{at} act on?"
         subject = f"the `{c.tool or 'tool'}` call" + (f" on `{tgt}`" if show_target and tgt else "")
-        return f"{wh} {noun} did the agent pass to {subject} at step {n}{win}?"
+        return f"{wh} {noun} did the agent pass to {subject}{at}{win}?"
     if c.kind == "reasoning":
-        return f"{wh} {noun} did the assistant note in its reasoning at step {n}{win}?"
+        return f"{wh} {noun} did the assistant note in its reasoning{at}{win}?"
     if c.kind == "user":
-        return f"{wh} {noun} did the user specify at step {n}{win}?"
-    return f"{wh} {noun} did the assistant {_PROSE_VERB[c.category]} at step {n}{win}?"
+        return f"{wh} {noun} did the user specify{at}{win}?"
+    return f"{wh} {noun} did the assistant {_PROSE_VERB[c.category]}{at}{win}?"
 
 
 def contains(prompt: str, forms: Iterable[str]) -> bool:
@@ -123,7 +130,7 @@ class Variant(TypedDict, total=False):
 
 
 #: Wordings tried in turn until one does not contain the answer.
-_VARIANTS: tuple[Variant, ...] = (
+VARIANTS: tuple[Variant, ...] = (
     {},
     {"window": False},
     {"show_target": False},
@@ -146,16 +153,33 @@ def _grounded(c: Candidate, prompt: str) -> bool:
     )
 
 
-def phrase(c: Candidate, aliases: Sequence[str] = ()) -> tuple[str, Variant] | None:
+class Fits(Protocol):
+    """Whether a wording of a candidate fits no other value the reader could have seen (`uniqueness.Wordings`)."""
+
+    def fits_one(self, c: Candidate, variant: Variant) -> bool: ...
+
+
+def phrase(c: Candidate, aliases: Sequence[str] = (), wordings: Fits | None = None) -> tuple[str, Variant] | None:
     """The first wording of `c` that singles it out and contains neither its value nor an alias.
 
-    Returns the prompt and the `render` options it was made with, or None
-    when every wording either gives the answer away or could mean another
-    value of the same record.
+    Parameters
+    ----------
+    c : Candidate
+    aliases : sequence of str
+    wordings : Fits, optional
+        When given, a wording must also fit no other value before the cut
+        (`uniqueness.Wordings.fits_one`).
+
+    Returns
+    -------
+    (str, Variant) or None
+        The prompt and the `render` options it was made with, or None when
+        every wording gives the answer away, could mean another value of the
+        same record, or (with `wordings`) fits another value.
     """
     forms = [normalise(x) for x in (c.value, *aliases)]
-    for kw in _VARIANTS:
+    for kw in VARIANTS:
         prompt = render(c, **kw)
-        if not contains(prompt, forms) and _grounded(c, prompt):
+        if not contains(prompt, forms) and _grounded(c, prompt) and (wordings is None or wordings.fits_one(c, kw)):
             return prompt, kw
     return None
