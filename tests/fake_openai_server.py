@@ -172,6 +172,11 @@ class FakeOpenAIServer:
     def _handle(self, h: BaseHTTPRequestHandler) -> None:
         length = int(h.headers.get("Content-Length") or 0)
         raw = h.rfile.read(length) if length else b""
+        if len(raw) < length:
+            # The client died while sending (a test kills it mid-run): no request arrived, none is recorded —
+            # a truncated body would otherwise count as one more, unknown request.
+            h.close_connection = True
+            return
         try:
             body = json.loads(raw.decode("utf-8")) if raw else None
         except ValueError:

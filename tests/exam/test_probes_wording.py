@@ -117,11 +117,11 @@ def _alias_session() -> Session:
             ("assistant", "The p95 was 184.37 ms and the dump is 6626 KiB; error rate 1.16% today."),
             (
                 "tool_output",
-                "wrote /repo/src/app/main.py\nwrote /repo/docs/guide.md",
+                "wrote /repo/src/app/main.py\nwrote /repo/manual/guide.md",
                 {"tool": "bash", "target": "gen"},
             ),
-            ("assistant", "Now src/app/main.py imports docs/guide.md as well."),
-            ("tool_output", _FILLER + " see docs/guide.md", {"tool": "bash", "target": "make"}),
+            ("assistant", "Now src/app/main.py imports manual/guide.md as well."),
+            ("tool_output", _FILLER + " see manual/guide.md", {"tool": "bash", "target": "make"}),
         ]
     )
     return Session(id=s.id, source_format=s.source_format, records=s.records, metadata={"cwd": "/repo"})
@@ -145,8 +145,8 @@ def test_path_forms_are_one_value_and_aliases():
     assert mains[0].aliases == ("src/app/main.py", "@src/app/main.py")
     # the mention prefix is not part of the value; the absolute form is not guessed for a relative path
     assert by_answer["src/lib/util.py"].aliases == ("@src/lib/util.py",)
-    # docs/guide.md is in the kept tail in its relative form: its absolute form is the same value, not asked
-    assert not any(q.answer.endswith("docs/guide.md") for q in m.pool)
+    # manual/guide.md is in the kept tail in its relative form: its absolute form is the same value, not asked
+    assert not any(q.answer.endswith("manual/guide.md") for q in m.pool)
 
 
 def test_a_relative_path_takes_its_absolute_form_when_the_session_writes_it():

@@ -345,7 +345,7 @@ def test_fig_sweep_lines_numeric_parameter_three_panels_and_png():
     text = json.dumps(spec)
     x = spec["hconcat"][1]["encoding"]["x"]
     assert x["type"] == "quantitative" and x["axis"]["values"] == [1000.0, 2000.0]
-    assert "95% bootstrap interval" in text and "extractive stand-in" in text
+    assert "the run's 95% interval" in text and "extractive stand-in" in text
     assert "CNY per point of recall" in text
     assert spec["title"]["text"].startswith(charts.title_of("fig_sweep_lines"))
     assert _png_ok(chart)
@@ -401,7 +401,7 @@ def test_fig_sweep_seeds_shows_both_kinds_of_interval():
     chart = charts.fig_sweep_seeds(comparison_table(("seed", [7, 8])), "seed", by=["window"])
     spec = chart.to_dict()
     text = json.dumps(spec)
-    assert "bootstrap 95% CI (within a run)" in text and "across seeds" in text
+    assert "95% interval (within a run)" in text and "across seeds" in text
     assert len(spec["vconcat"]) == 2  # one pair of panels per window
     assert _png_ok(chart)
     alone = charts.fig_sweep_seeds(comparison_table(("seed", [7, 8])), "seed")  # averaged over nothing: one pair

@@ -95,7 +95,11 @@ def test_resume_refuses_what_it_cannot_honour(tmp_path, capsys):
 
 
 def _statuses(results: Path, names: list[str]) -> dict[str, str | None]:
-    return {n: lifecycle.read_run_json(results / n).get("status") if (results / n).exists() else None for n in names}
+    # A run's folder exists a moment before its run.json: poll the file, not the folder.
+    return {
+        n: lifecycle.read_run_json(results / n).get("status") if (results / n / "run.json").exists() else None
+        for n in names
+    }
 
 
 @pytest.mark.slow

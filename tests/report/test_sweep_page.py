@@ -62,7 +62,7 @@ def test_page_inlines_every_figure_as_svg_offline(seeded_page):
 
 def test_page_shows_the_seed_spread_and_the_table_by_strategy(seeded_page):
     _, _, html = seeded_page
-    assert "<h2>Spread across seeds</h2>" in html and "bootstrap half-width" in html
+    assert "<h2>Spread across seeds</h2>" in html and "interval half-width" in html
     groups = re.findall(r'<tbody class="cl-group">\s*<tr><th colspan="\d+">(.*?) <small>', html)
     assert groups == ["full", "pi (extractive stand-in)", "codex (extractive stand-in)"]  # best mean recall first
     # Who answered heads each strategy's rows; the currency heads the money columns.

@@ -23,7 +23,7 @@ def test_projections_table_has_one_row_per_case_strategy_segment():
         row = totals[(totals["case_id"] == case.case_id) & (totals["strategy_label"] == anatomy.strategy_label(proj))]
         assert int(row["tokens"].iloc[0]) == proj.tokens
     means = anatomy.mean_tokens_by_strategy(table)
-    assert list(means["strategy_label"]) == ["codex", "full"]
+    assert list(means["strategy_label"]) == ["codex", "full (uncompacted reference)"]
 
 
 def test_stand_in_is_in_the_label():

@@ -1188,7 +1188,7 @@ def fig_sweep_lines(table: pd.DataFrame, param: str, *, width: int = 250) -> alt
                 alt.Tooltip("ci_high:Q", format=".1%"),
             ],
         )
-    ).properties(width=width, title=alt.TitleParams("recall", subtitle="band: 95% bootstrap interval"))
+    ).properties(width=width, title=alt.TitleParams("recall", subtitle="band: the run's 95% interval"))
     tokens = (
         base.mark_line(point=True)
         .encode(
@@ -1269,7 +1269,7 @@ def fig_sweep_small_multiples(
         .properties(
             title=alt.TitleParams(
                 f"{title_of('fig_sweep_small_multiples')} — against {param_x}, one panel per {param_facet}",
-                subtitle=_who_answered(data, f"band: 95% bootstrap interval; {_runs_note(data)}"),
+                subtitle=_who_answered(data, f"band: the run's 95% interval; {_runs_note(data)}"),
             )
         )
     )
@@ -1360,9 +1360,9 @@ def fig_sweep_ranks(table: pd.DataFrame, param: str, facet: str | None = None, *
 def fig_sweep_seeds(
     table: pd.DataFrame, seed: str = "seed", *, by: Iterable[str] = (), width: int = 300
 ) -> alt.VConcatChart | alt.Chart:
-    """Two kinds of interval side by side: each seed's bootstrap 95% CI (within a run) and the spread across seeds.
+    """Two kinds of interval side by side: each seed's 95% interval (within a run) and the spread across seeds.
 
-    Left, per strategy: one point per seed with its bootstrap interval (how
+    Left, per strategy: one point per seed with its 95% interval (how
     sure one run is of its own questions). Right: the mean across seeds, the
     min–max of the seeds (thin line) and a 95% range for one more seed (thick
     bar; Student t on the seeds, `sweep_table.seed_spread`): how much a
@@ -1433,7 +1433,7 @@ def fig_sweep_seeds(
             width=width,
             height=height,
             title=alt.TitleParams(
-                "bootstrap 95% CI (within a run)" + (f" — {where}" if where else ""),
+                "95% interval (within a run)" + (f" — {where}" if where else ""),
                 subtitle="one point per seed; bar: that run's interval over its questions",
             ),
         )

@@ -330,7 +330,7 @@ def _spread_view(spread: pd.DataFrame, by: Sequence[str]) -> dict[str, Any]:
         "sd across seeds",
         "min–max across seeds",
         "95% range for one more seed (t)",
-        "bootstrap half-width (mean, within a run)",
+        "interval half-width (mean, within a run)",
     ]
     rows = [
         {

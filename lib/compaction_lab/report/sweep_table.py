@@ -139,7 +139,7 @@ def sweep_ranks(table: pd.DataFrame, param: str, facet: str | None = None) -> pd
 
 
 def seed_spread(table: pd.DataFrame, seed: str = SEED, by: Sequence[str] = ()) -> pd.DataFrame:
-    """How far a strategy's recall moves across seeds, beside the within-run bootstrap interval.
+    """How far a strategy's recall moves across seeds, beside the within-run 95% interval.
 
     Parameters
     ----------
