@@ -76,6 +76,24 @@ FIXTURES = REPO_ROOT / "tests" / "fixtures"
 PUBLIC_FIXTURES = FIXTURES / "public"
 
 
+def question_of(fact, case_id: str):
+    """A synthetic chain's planted fact (or decoy) as the exam's `Question` in case `case_id`."""
+    from compaction_lab.exam.types import Question
+
+    return Question(
+        id=fact.fact_id,
+        case_id=case_id,
+        pointer=fact.pointer,
+        category=fact.category,
+        prompt=fact.question,
+        answer=fact.value,
+        aliases=fact.aliases,
+        source_entry_id=fact.entry_id,
+        source_order=fact.source_order,
+        decoy=fact.is_decoy,
+    )
+
+
 def make_session(items: list[tuple], session_id: str = "s1", source_format: str = "test") -> Session:
     """Build a session from (kind, text[, extra-fields dict]) tuples, one record per item."""
     recs = []

@@ -1,12 +1,13 @@
 import itertools
 
 import pytest
+from conftest import question_of
 
 from compaction_lab import strategies, summarize
 from compaction_lab.core.tokens import counter
 from compaction_lab.exam import closed, stats
 from compaction_lab.exam.readers import SearcherReader, VerbatimReader
-from compaction_lab.exam.types import NOT_FOUND, Case, Question
+from compaction_lab.exam.types import NOT_FOUND, Case
 from compaction_lab.ingest import synthetic
 from compaction_lab.strategies import CompactionContext
 
@@ -33,21 +34,6 @@ EXPECTED_COLUMNS = [
 ]
 
 
-def _question(fact, case_id):
-    return Question(
-        id=fact.fact_id,
-        case_id=case_id,
-        pointer=fact.pointer,
-        category=fact.category,
-        prompt=fact.question,
-        answer=fact.value,
-        aliases=fact.aliases,
-        source_entry_id=fact.entry_id,
-        source_order=fact.source_order,
-        decoy=fact.is_decoy,
-    )
-
-
 @pytest.fixture(scope="module")
 def setup():
     (chain,) = synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1, window_tokens=20000))
@@ -59,7 +45,7 @@ def setup():
     case_id = f"{s.id}@{len(s.records)}"
     facts = [f for f in chain.facts if f.source_order < tail_start][:5]
     assert len(facts) >= 3
-    qs = tuple(_question(f, case_id) for f in facts) + (_question(chain.decoys[0], case_id),)
+    qs = tuple(question_of(f, case_id) for f in facts) + (question_of(chain.decoys[0], case_id),)
     case = Case(id=case_id, session_id=s.id, cut=len(s.records), tail_start=tail_start, questions=qs)
     return case, {s.id: s}
 

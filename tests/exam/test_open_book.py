@@ -1,6 +1,7 @@
 from dataclasses import dataclass
 
 import pytest
+from conftest import question_of
 
 from compaction_lab import strategies
 from compaction_lab.exam.open_book import (
@@ -32,21 +33,7 @@ def exam(tmp_path_factory):
     cut = int(len(s.records) * 0.8)
     facts = [f for f in chain.facts if f.source_order < cut] + list(chain.decoys)
     case_id = f"{s.id}-c0"
-    questions = tuple(
-        Question(
-            id=f.fact_id,
-            case_id=case_id,
-            pointer=f.pointer,
-            category=f.category,
-            prompt=f.question,
-            answer=f.value,
-            aliases=f.aliases,
-            source_entry_id=f.entry_id,
-            source_order=f.source_order,
-            decoy=f.is_decoy,
-        )
-        for f in facts
-    )
+    questions = tuple(question_of(f, case_id) for f in facts)
     case = Case(id=case_id, session_id=s.id, cut=cut, tail_start=cut, questions=questions)
     proj = strategies.compact(s, "codex", cut, CompactionContext(window=20000, output_ceiling=4000))
     archive = Archive(tmp_path_factory.mktemp("open_book") / "archive.sqlite")

@@ -192,8 +192,10 @@ def test_without_an_arm_over_the_window_nothing_is_marked(drop):
 
 def test_a_real_closed_run_flags_full_and_the_figures_list_it_last():
     """End to end: `full` on a synthetic chain larger than W − O keeps everything, and is drawn not sendable."""
+    from conftest import question_of
+
     from compaction_lab.exam.readers import VerbatimReader
-    from compaction_lab.exam.types import Case, Question
+    from compaction_lab.exam.types import Case
     from compaction_lab.ingest import synthetic
     from compaction_lab.strategies import CompactionContext
 
@@ -201,21 +203,7 @@ def test_a_real_closed_run_flags_full_and_the_figures_list_it_last():
     s = chain.session
     facts = [f for f in chain.facts if f.source_order < len(s.records) // 2][:6]
     case_id = f"{s.id}@{len(s.records)}"
-    qs = tuple(
-        Question(
-            id=f.fact_id,
-            case_id=case_id,
-            pointer=f.pointer,
-            category=f.category,
-            prompt=f.question,
-            answer=f.value,
-            aliases=f.aliases,
-            source_entry_id=f.entry_id,
-            source_order=f.source_order,
-            decoy=f.is_decoy,
-        )
-        for f in [*facts, chain.decoys[0]]
-    )
+    qs = tuple(question_of(f, case_id) for f in [*facts, chain.decoys[0]])
     case = Case(id=case_id, session_id=s.id, cut=len(s.records), tail_start=len(s.records) // 2, questions=qs)
     ctx = CompactionContext(window=8000, output_ceiling=1000)
     res = closed.run_closed([case], {s.id: s}, ["full", "codex"], ctx, VerbatimReader())

@@ -54,7 +54,7 @@ from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Session
 from compaction_lab.exam import closed, cuts, probes, stats
 from compaction_lab.exam.cases import probe_params
-from compaction_lab.exam.grading import contains_answer
+from compaction_lab.exam.grading import accepted, normalise
 from compaction_lab.exam.types import Case, Question, bank_from_jsonl, write_bank
 from compaction_lab.ingest import sources
 from compaction_lab.strategies import recorded as rec
@@ -191,7 +191,8 @@ _SEP = "\n\x00\n"  # joins kept texts so that no value straddles two
 
 def _pool_held(pool: Sequence[Question], text: str) -> int:
     """How many values of the pool `text` holds (the grader's normalised containment, aliases included)."""
-    return sum(1 for q in pool if contains_answer(q, text))
+    hay = normalise(text)  # once: a projection is normalised per pool, not per value (`grading.contains_answer`)
+    return sum(1 for q in pool if any(form in hay for form in accepted(q)))
 
 
 def build(

@@ -97,16 +97,19 @@ def _alike(old: str, vocab: Sequence[str]) -> list[str]:
 def _swap_word(s: str, rng: random.Random, vocab: Sequence[str]) -> str | None:
     """`s` with one of its words (4+ letters) replaced by another word from `vocab` (one alike if any), or None."""
     spans = [m.span() for m in _WORD.finditer(s) if m.group(0).lower() not in _FUNCTION_WORDS]
+    return _swap_one(s, spans, rng, vocab)
+
+
+def _swap_one(s: str, spans: list[tuple[int, int]], rng: random.Random, vocab: Sequence[str]) -> str | None:
+    """`s` with one of the three longest `spans` replaced by a word of `vocab` (one alike if any), or None."""
     if not spans or not vocab:
         return None
-    # one of the three longest words: long words name things ("refunds", "advisory"), short ones glue
+    # one of the three longest: long words name things ("refunds", "advisory"), short ones glue
     spans.sort(key=lambda ab: (-(ab[1] - ab[0]), ab[0]))
     a, b = rng.choice(spans[:3])
     old = s[a:b]
     new = _like_case(rng.choice(_alike(old, vocab) or vocab), old)
-    if new.lower() == old.lower():
-        return None
-    return s[:a] + new + s[b:]
+    return None if new.lower() == old.lower() else s[:a] + new + s[b:]
 
 
 _PART = re.compile(r"[A-Z]?[a-z]{2,}")
@@ -118,14 +121,7 @@ def _swap_part(s: str, rng: random.Random, vocab: Sequence[str]) -> str | None:
     For values, where `_swap_word` finds nothing: ``git add <file>...`` keeps
     its shape as ``git add <ledger>...``.
     """
-    spans = [m.span() for m in _PART.finditer(s)]
-    if not spans or not vocab:
-        return None
-    spans.sort(key=lambda ab: (-(ab[1] - ab[0]), ab[0]))
-    a, b = rng.choice(spans[:3])
-    old = s[a:b]
-    new = _like_case(rng.choice(_alike(old, vocab) or vocab), old)
-    return None if new.lower() == old.lower() else s[:a] + new + s[b:]
+    return _swap_one(s, [m.span() for m in _PART.finditer(s)], rng, vocab)
 
 
 def _mutate_chars(s: str, rng: random.Random, lo: int = 0, digits_only: bool = False, frac: float = 0.4) -> str:
