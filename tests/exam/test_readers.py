@@ -289,3 +289,20 @@ def test_searcher_rejects_bad_parameters():
         SearcherReader(search="sometimes")
     with pytest.raises(ValueError):
         SearcherReader(k=0)
+
+
+def test_the_verbatim_reader_never_answers_from_another_projections_text():
+    """It normalises a projection once for all its questions; a new list, or the same list grown, is read again."""
+    from compaction_lab.exam.readers import VerbatimReader
+    from compaction_lab.exam.types import Question
+
+    q = Question("q", "c", "tool", "identifier", "Which ID?", "ORD-58213")
+    reader = VerbatimReader()
+    held = [{"role": "user", "content": "the order is ORD-58213"}]
+    assert reader.answer(held, q).given == "ORD-58213"
+    assert reader.answer(held, q).given == "ORD-58213"  # asked again of the same projection
+    dropped = [{"role": "user", "content": "the order was dropped"}]
+    assert reader.answer(dropped, q).given == "NOT_FOUND"
+    dropped.append({"role": "assistant", "content": "now ORD-58213 again"})  # the same list, grown
+    assert reader.answer(dropped, q).given == "ORD-58213"
+    assert reader.answer(held, q).given == "ORD-58213"

@@ -33,13 +33,14 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from compaction_lab.core import bounded_json
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
-from compaction_lab.exam.grading import contains_answer
+from compaction_lab.exam.grading import accepted, contains_answer, normalise
 from compaction_lab.exam.reading import (  # the reader interface; its home is `exam.reading`
     QUESTION_INSTRUCTION,
     SEARCH_MODES,
@@ -278,6 +279,25 @@ def content_words(prompt: str) -> list[str]:
 # --------------------------------------------------------------------------- readers
 
 
+_LAST_HAY: list[Any] = [None, (), ""]  # the messages list last normalised, its shape, and its text
+_HAY_LOCK = threading.Lock()
+
+
+def _normalised(messages: list[dict]) -> str:
+    """`grading.normalise` of the messages' text, computed once per messages list.
+
+    The closed book asks every question of a projection with the same list; normalising a 100k-token
+    projection once per question was most of the exam's time. The list is held (one at a time) and
+    matched by identity (and its length and last message, should a caller append to it), so a new
+    projection is never answered from an old one's text.
+    """
+    shape = (len(messages), id(messages[-1]) if messages else None)
+    with _HAY_LOCK:
+        if _LAST_HAY[0] is not messages or _LAST_HAY[1] != shape:
+            _LAST_HAY[:] = [messages, shape, normalise(messages_text(messages))]
+        return str(_LAST_HAY[2])
+
+
 #: Readers that cannot fall for a decoy by construction (they answer only what is there, and a decoy's
 #: value is nowhere): with them a decoy result carries no information and is shown as not measured.
 DECOY_BLIND: tuple[str, ...] = ("verbatim", "searcher")
@@ -316,7 +336,7 @@ class VerbatimReader:
         shape_tools: Sequence[Mapping[str, Any]] = (),
     ) -> ReaderAnswer:
         request = request_messages(messages, question, wording)
-        present = not question.decoy and contains_answer(question, messages_text(messages))
+        present = not question.decoy and any(form in _normalised(messages) for form in accepted(question))
         return ReaderAnswer(
             question.answer if present else NOT_FOUND,
             input_tokens=messages_tokens(request, self.encoding),
