@@ -22,6 +22,7 @@ def test_synthetic_run_gets_the_bank_and_reuses_it(tmp_path):
     assert (tmp_path / exam_cases.BANK_FILE).exists()
     again = exam_cases.for_run(tmp_path, {**PARAMS, "n_questions": 4})  # saved bank wins: both exams ask the same
     assert bank_digest(again.cases) == bank_digest(first.cases)
+    assert again.question_mix({"assistant": 1.0}) == ({"assistant": 1.0}, "the bank's")
     assert set(again.sessions) == {s.id for s in src.sessions}
 
 
@@ -36,6 +37,10 @@ def test_imported_sessions_get_probes(tmp_path):
     assert (rows["cut"] != "").all()  # under "end" every session is cut
     again = exam_cases.for_run(tmp_path, {})  # the saved bank, its session rows and its pool come back as they were
     assert again.sessions_table().equals(rows) and again.pool == rc.pool and sum(rc.pool.values()) > 0
+    bank_mix = {"assistant": 0.8, "user": 0.1, "tool": 0.1}
+    mix, label = again.question_mix(bank_mix)  # the sensitivity table's own point: the pool's, not the bank's
+    assert label.startswith("natural") and mix == rc.natural_mix() != bank_mix
+    assert abs(sum(mix.values()) - 1) < 1e-9 and mix["tool"] == rc.pool["tool"] / sum(rc.pool.values())
 
 
 def test_by_default_a_session_is_cut_where_its_request_first_outgrows_w_minus_o():

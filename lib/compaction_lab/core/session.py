@@ -155,6 +155,11 @@ class Session:
         return iter(self.records)
 
     @property
+    def end(self) -> int:
+        """One past the last record's source_order: the cut after the whole session (0 when empty)."""
+        return self.records[-1].source_order + 1 if self.records else 0
+
+    @property
     def chars(self) -> int:
         """Total characters of the records that occupy the context window."""
         return sum(r.chars for r in self.records if r.kind in CONTEXT_KINDS)

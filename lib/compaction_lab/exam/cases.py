@@ -65,6 +65,12 @@ class RunCases:
         total = sum(self.pool.values())
         return {p: self.pool[p] / total for p in self.pool} if total else {}
 
+    def question_mix(self, bank_mix: Mapping[str, float]) -> tuple[dict[str, float], str]:
+        """The mix the questions follow and its label, for the sensitivity table's own point: the pool's natural
+        mix for real logs (the bank's `bank_mix` when the pool is unknown), the bank's for synthetic chains."""
+        natural = self.natural_mix() if self.unit == "session" else {}
+        return (natural, "natural (the pool's own)") if natural else (dict(bank_mix), "the bank's")
+
     def sessions_table(self) -> pd.DataFrame:
         """One row per imported session (`cuts.SESSION_COLUMNS`); empty for synthetic chains."""
         if self.session_rows is None:
@@ -273,8 +279,7 @@ def priced_cases(rc: RunCases, n: int) -> tuple[Case, ...]:
     if rc.cases:
         return tuple(rc.cases[:n])
     ends = tuple(
-        Case(id=f"{sid}-end", session_id=sid, cut=s.records[-1].source_order + 1 if s.records else 0, tail_start=0)
-        for sid, s in list(rc.sessions.items())[:n]
+        Case(id=f"{sid}-end", session_id=sid, cut=s.end, tail_start=0) for sid, s in list(rc.sessions.items())[:n]
     )
     if ends:
         print(

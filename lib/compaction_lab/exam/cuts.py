@@ -125,8 +125,7 @@ def end_cut(session: Session, ctx: CompactionContext) -> SessionCut:
     """The `SessionCut` of mode ``end``: after its last record."""
     cap = int(ctx.window) - int(ctx.output_ceiling)
     whole = request_sizes(session, ctx)[-1]
-    end = session.records[-1].source_order + 1 if session.records else 0
-    return SessionCut(session.id, whole, cap, (end,))
+    return SessionCut(session.id, whole, cap, (session.end,))
 
 
 def plan(sessions: Sequence[Session], mode: str, ctx: CompactionContext) -> list[SessionCut]:

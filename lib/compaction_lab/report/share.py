@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from compaction_lab.exam import cases as exam_cases
 from compaction_lab.report import charts, runfolder
 
 #: Table name of the headline in a run folder (written by notebook 06).
@@ -61,6 +62,11 @@ _NEWER: dict[str, Any] = {
 
 #: Appended to an over-window arm's retained-of-N: its request would never have been sent.
 NOT_SENDABLE = "not sendable (> W − O)"
+
+
+def retained_of_n(k: float, n: float, low: float, high: float, over_window: bool = False) -> str:
+    """``k/n (low–high)``, and `NOT_SENDABLE` after it for an arm over the window: how every table shows recall."""
+    return f"{k:.0f}/{n:.0f} ({low:.0%}–{high:.0%})" + (f" · {NOT_SENDABLE}" if over_window else "")
 
 
 @dataclass(frozen=True)
@@ -128,10 +134,8 @@ def headline_table(run_dir: Path, price_table: str | None = None, simulator: str
     ].copy()
     out["over_window"] = out["over_window"].fillna(False).astype(bool)
     out["retained_of_n"] = [
-        f"{r:.0f}/{n:.0f} ({lo:.0%}–{hi:.0%})" + (f" · {NOT_SENDABLE}" if over else "")
-        for r, n, lo, hi, over in zip(
-            out["retained"], out["n"], out["ci_low"], out["ci_high"], out["over_window"], strict=False
-        )
+        retained_of_n(*row)
+        for row in zip(out["retained"], out["n"], out["ci_low"], out["ci_high"], out["over_window"], strict=False)
     ]
     cost = _maybe(Path(run_dir), "cost")
     money = [
@@ -319,8 +323,8 @@ RECORDED_VIEW = {
 
 
 def _retained(r: Mapping[str, Any]) -> str:
-    over = f" · {NOT_SENDABLE}" if bool(r.get("over_window", False)) else ""
-    return f"{r['strategy_label']}: {r['retained']:.0f}/{r['n']:.0f} ({r['ci_low']:.0%}–{r['ci_high']:.0%}){over}"
+    over = bool(r.get("over_window", False))
+    return f"{r['strategy_label']}: {retained_of_n(r['retained'], r['n'], r['ci_low'], r['ci_high'], over)}"
 
 
 def recorded_block(run_dir: Path) -> RecordedBlock | None:
@@ -426,7 +430,7 @@ def exam_block(run_dir: Path) -> ExamBlock | None:
     the synthetic 80/10/10 for chains), and the pool's composition (``exam_bank_pool.json``).
     """
     run_dir = Path(run_dir)
-    sessions = _maybe(run_dir, "exam_sessions")
+    sessions = _maybe(run_dir, exam_cases.SESSIONS_TABLE)
     by_session = _maybe(run_dir, "exam_by_session")
     sens = _maybe(run_dir, "exam_sensitivity")
     if sessions is None and by_session is None:
@@ -438,7 +442,7 @@ def exam_block(run_dir: Path) -> ExamBlock | None:
         lines.append(f"{len(sessions)} imported session{'s' if len(sessions) != 1 else ''}: {len(cut)} gave questions.")
         for r in sessions[sessions["questions"] == 0].itertuples():
             lines.append(f"No questions from {r.session_id}: {r.reason}")
-    pool_path = run_dir / "exam_bank_pool.json"
+    pool_path = run_dir / exam_cases.POOL_FILE
     if pool_path.is_file():
         pool = json.loads(pool_path.read_text(encoding="utf-8"))
         total = sum(int(v) for v in pool.values())
@@ -452,8 +456,7 @@ def exam_block(run_dir: Path) -> ExamBlock | None:
     if by_session is not None and len(by_session):
         b = by_session.copy()
         b["retained_of_n"] = [
-            f"{k:.0f}/{n:.0f} ({lo:.0%}–{hi:.0%})"
-            for k, n, lo, hi in zip(b["retained"], b["n"], b["ci_low"], b["ci_high"], strict=False)
+            retained_of_n(*row) for row in zip(b["retained"], b["n"], b["ci_low"], b["ci_high"], strict=False)
         ]
         view = b[list(BY_SESSION_VIEW)].rename(columns=BY_SESSION_VIEW)
     mixes = pd.DataFrame()

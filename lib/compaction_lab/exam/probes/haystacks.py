@@ -64,7 +64,7 @@ def session_haystacks(session: Session, tail_start: int, cut: int | None = None,
     `cut` None: the session's end (nothing after the cut). `kept`: extra text
     that is kept verbatim beside the tail.
     """
-    end = cut if cut is not None else (session.records[-1].source_order + 1 if session.records else 0)
+    end = cut if cut is not None else session.end
     late = _hay(r for r in session.records if tail_start <= r.source_order < end)
     if kept:
         late = late + _SEP + normalise(kept)

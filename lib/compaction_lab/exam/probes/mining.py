@@ -200,7 +200,7 @@ def mine(
     """
     spec = ProbeSpec() if spec is None else spec
     case_id = f"{session.id}-probe" if case_id is None else case_id
-    end = session.records[-1].source_order + 1 if session.records else 0
+    end = session.end
     cut = end if cut is None else int(cut)
     if tail_start is None:
         tail = tail_start_of(session, cut, spec.tail_tokens, spec.encoding)

@@ -123,7 +123,7 @@ def eligible(session: Session, tail_start: int, hay: Haystacks, cut: int | None 
     See the `exam.probes` docstring ("Usable values", "Question wording").
     Sorted by (source_order, start, value).
     """
-    end = cut if cut is not None else (session.records[-1].source_order + 1 if session.records else 0)
+    end = cut if cut is not None else session.end
     harness = harness_of(session)
     cwd = _cwd(session)
 
