@@ -637,3 +637,43 @@ def test_import_follows_the_scheduler_environment_variable(short_probe, monkeypa
     assert address in capsys.readouterr().err and not archive.exists()
     # --scheduler wins over it.
     assert cli.main(["import", "--quiet", "--archive", str(archive), "--scheduler", "sync", str(FIXTURES / "pi")]) == 0
+
+
+# --------------------------------------------------------------------------- a stop signal in the workers
+
+
+def _sigint_handler_name() -> str:
+    handler = signal.getsignal(signal.SIGINT)
+    return getattr(handler, "__qualname__", str(handler))
+
+
+def test_an_embedded_clusters_workers_wrap_their_sigint_handling():
+    """Was: a terminal's Ctrl-C reached the worker processes too, and Dask printed the broken pipes of the
+    cluster's teardown as ERROR tracebacks beside the command's one line (seen once in CI)."""
+    with engine.open_engine(engine.LOCAL, workers=1, announce=False) as eng:
+        assert set(eng.client.run(_sigint_handler_name).values()) == {"dask_setup.<locals>.stopping"}
+
+
+def test_a_stop_signal_in_a_worker_quiets_dask_logs_and_still_stops_it(monkeypatch):
+    import logging
+
+    log = logging.getLogger("distributed")
+    monkeypatch.setattr(log, "level", logging.INFO)
+    for handler in log.handlers:  # restored after the test
+        monkeypatch.setattr(handler, "level", handler.level)
+    seen: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: seen.append(signum))
+    try:
+        engine.dask_setup(None)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # the handler runs between bytecodes of the main thread
+        assert seen == [signal.SIGINT]  # the worker's own handling follows
+        assert log.getEffectiveLevel() == logging.CRITICAL
+        # With no handler of its own (the default), the signal still interrupts.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        engine.dask_setup(None)
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+    finally:
+        signal.signal(signal.SIGINT, previous)

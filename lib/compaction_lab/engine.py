@@ -31,7 +31,9 @@ their inputs, so a retry recomputes the same value.
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
 import socket
 import ssl
 import struct
@@ -430,6 +432,45 @@ class Engine(AbstractContextManager["Engine"]):
         self.close()
 
 
+def quiet_dask_logs() -> None:
+    """Show no more of Dask's log records below CRITICAL in this process.
+
+    For a process being stopped: what Dask logs while a stop signal tears the
+    cluster down (a worker whose nanny's pipe is already closed, a lost
+    heartbeat) is the stop itself, which the command tells in one line, not an
+    error to print as a traceback.
+    """
+    log = logging.getLogger("distributed")
+    log.setLevel(logging.CRITICAL)
+    for handler in log.handlers:
+        handler.setLevel(logging.CRITICAL)
+
+
+def dask_setup(worker: object) -> None:
+    """Run by Dask in each worker process of an embedded cluster (``preload``): a stop signal quiets Dask's logs.
+
+    A terminal's Ctrl-C reaches the whole process group, the worker processes
+    too; each then winds down while the client closes the cluster, and Dask
+    would log each broken pipe of that as an ERROR with a traceback. The
+    worker's own handling of the signal (the asyncio runner's, which cancels
+    the worker) still follows.
+    """
+    del worker  # Dask passes the worker; only the process matters here
+    previous = signal.getsignal(signal.SIGINT)
+
+    def stopping(signum: int, frame: Any) -> None:
+        quiet_dask_logs()
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    try:
+        signal.signal(signal.SIGINT, stopping)
+    except ValueError:  # not the process's main thread (a worker started in-process): nothing to wrap
+        pass
+
+
 def usable_cpus() -> int:
     """CPUs this process may run on (its affinity, which containers and batch systems set)."""
     if hasattr(os, "sched_getaffinity"):
@@ -476,8 +517,6 @@ def open_engine(
     if choice == SYNC:
         return Engine(SYNC)
     # Only a job that runs on Dask pays for importing it.
-    import logging
-
     from distributed import Client, LocalCluster
 
     if choice == LOCAL:
@@ -489,6 +528,8 @@ def open_engine(
             dashboard_address="127.0.0.1:0",
             host="127.0.0.1",
             silence_logs=logging.ERROR,
+            # Each worker process runs `dask_setup` from this module (Dask's preload mechanism).
+            preload=[__name__],
         )
         engine = Engine(LOCAL, Client(cluster), cluster, n)
     else:
