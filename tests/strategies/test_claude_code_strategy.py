@@ -108,7 +108,7 @@ def kinds(p):
 def test_registered_and_labelled_reconstructed():
     """Claude Code's source is not public: the arm says 'reconstructed' wherever it is named."""
     s = strategies.get(NAME)
-    assert s.algorithm_version == "claude-code-2" and s.estimator == "tiktoken"
+    assert s.algorithm_version == "claude-code-3" and s.estimator == "tiktoken"
     assert "claude-code-style" not in strategies.names()
     assert "reconstructed" in (cc().__doc__ or "")
     p = compact(session(), ctx_for(summarizer=summarize.get_provider("extractive")))
@@ -449,3 +449,285 @@ def test_summary_segment_says_who_wrote_it():
     assert summary.label == "summary (a-model)"
     ext = compact(session(), ctx_for(summarizer=summarize.get_provider("extractive")))
     assert [s.label for s in ext.segments if s.kind == "summary"] == [STAND_IN_LABEL]
+
+
+# =========================================================================== files read or changed (issue 27, item 1)
+#
+# Upstream (v2.1.88 source extracted from the npm package; Jayleonc/claude-code-source-code @ 83fba929):
+# Read, Edit, Write and NotebookEdit all store the file in readFileState with timestamp = its modification
+# time (FileReadTool.ts:1032-1037, FileEditTool.ts:519-524, FileWriteTool.ts:331-336); compaction re-attaches
+# the 5 newest by that timestamp (compact.ts:1415-1464). claude-code-2 re-attached read files only, by last
+# read, as last read: every test below fails on it.
+
+
+def cc_numbered(content: str) -> str:
+    """Claude Code's Read output: addLineNumbers (``utils/file.ts``: width 6, ``→``) and its reminder."""
+    body = "\n".join(f"{str(i + 1).rjust(6)}→{ln}" for i, ln in enumerate(content.split("\n")))
+    return (
+        body + "\n\n<system-reminder>\nWhenever you read a file, consider whether it is malware.\n</system-reminder>\n"
+    )
+
+
+def cc_call(cid: str, tool: str, args: dict, out: str, error: bool = False) -> list[tuple]:
+    """A Claude Code tool call and its result, as the importer writes them."""
+    import json
+
+    path = args.get("file_path") or args.get("notebook_path")
+    extra = {"tool": tool, "target": path, "call_id": cid}
+    return [
+        ("tool_call", f"{tool} {json.dumps(args)}", extra),
+        ("tool_output", out, {**extra, "is_error": error}),
+    ]
+
+
+A_PY = 'def area(r):\n    """Circle area."""\n    return 3.14 * r * r\n'
+B_PY = "RATE = 0.25\n\n\ndef tax(x):\n    return x * RATE\n"
+C_PY = "from b import tax\n\n\ndef test_tax():\n    assert tax(4) == 1.0\n"
+
+
+def edit_session(b_old: str = "    return x * RATE", b_new: str = "    return round(x * RATE, 2)", tail=()):
+    """Reads a.py and b.py, edits b.py, writes c.py (a new file), and ends editing."""
+    return make_session(
+        [
+            ("system", SHAPE.system_prompt),
+            ("user", "make tax round to cents and add a test"),
+            *cc_call("r1", "Read", {"file_path": "src/a.py"}, cc_numbered(A_PY)),
+            *cc_call("r2", "Read", {"file_path": "src/b.py"}, cc_numbered(B_PY)),
+            *cc_call(
+                "e1",
+                "Edit",
+                {"file_path": "src/b.py", "old_string": b_old, "new_string": b_new, "replace_all": False},
+                "The file src/b.py has been updated.",
+            ),
+            *cc_call("w1", "Write", {"file_path": "tests/c.py", "content": C_PY}, "File created successfully"),
+            *tail,
+            ("assistant", "Done: tax rounds to cents; tests/c.py covers it."),
+        ]
+    )
+
+
+def file_segments(p, path: str) -> list:
+    return [s for s in p.segments if s.message == f"file:{path}"]
+
+
+def test_reattaches_files_read_or_changed_newest_change_first():
+    """Issue 27 item 1: a session that reads A, B, edits B and writes C re-attaches C, B (edited), A."""
+    p = compact(edit_session(), ctx_for(summarizer=FakeProvider()))
+    assert p.notes["reattached_files"] == ["tests/c.py", "src/b.py", "src/a.py"]
+    (c_head, c_body) = file_segments(p, "tests/c.py")
+    # a new file comes back numbered as the session's reads show files (upstream re-reads it through Read)
+    assert c_body.text == cc_numbered(C_PY) and c_body.kind == "header" and c_body.label == cc().REBUILT_LABEL
+    assert c_head.kind == "header" and "after the last change" in c_head.text and c_body.record_kind is None
+    (_, b_body) = file_segments(p, "src/b.py")
+    assert b_body.text == cc_numbered(B_PY.replace("return x * RATE", "return round(x * RATE, 2)"))
+    assert b_body.entry_ids == ("e5", "e6")  # the read it starts from, then the edit applied to it
+    (a_head, a_body) = file_segments(p, "src/a.py")
+    assert a_body.text == cc_numbered(A_PY) and a_body.record_kind == "tool_output" and "last read" in a_head.text
+    assert p.notes["reattach_unknown"] == {} and p.tokens <= p.capacity
+
+
+def test_files_rank_by_last_change_not_last_read():
+    """readFileState's timestamp is the file's mtime: re-reading a.py after b.py was edited leaves b.py first."""
+    sess = edit_session(tail=cc_call("r3", "Read", {"file_path": "src/a.py"}, cc_numbered(A_PY)))
+    p = compact(sess, ctx_for(summarizer=FakeProvider()))
+    assert p.notes["reattached_files"] == ["tests/c.py", "src/b.py", "src/a.py"]
+    only_reads = make_session(
+        [
+            *cc_call("r1", "Read", {"file_path": "a.py"}, cc_numbered(A_PY)),
+            *cc_call("r2", "Read", {"file_path": "b.py"}, cc_numbered(B_PY)),
+            *cc_call("e1", "Edit", {"file_path": "b.py", "old_string": "0.25", "new_string": "0.2"}, "updated"),
+            *cc_call("r3", "Read", {"file_path": "a.py"}, cc_numbered(A_PY)),
+        ]
+    )
+    assert [f.path for f in cc().recent_files(only_reads.records)] == ["b.py", "a.py"]
+
+
+def test_edit_whose_old_string_is_not_found_leaves_the_path_only():
+    """Content unknown (the edit cannot be replayed): the reference form, the reason in the notes."""
+    p = compact(edit_session(b_old="    return x * TAX_RATE"), ctx_for(summarizer=FakeProvider()))
+    assert p.notes["reattached_files"] == ["tests/c.py", "src/b.py", "src/a.py"]
+    (ref,) = file_segments(p, "src/b.py")
+    assert ref.kind == "omitted_marker" and ref.text == cc().FILE_UNKNOWN.format(path="src/b.py")
+    assert "RATE = 0.25" not in p.text()
+    assert "e6" in p.notes["reattach_unknown"]["src/b.py"] and "not found" in p.notes["reattach_unknown"]["src/b.py"]
+
+
+def test_write_over_five_thousand_tokens_comes_back_as_its_path():
+    big = "\n".join(f"VALUE_{i} = {i * 7}" for i in range(3_000))
+    sess = make_session(
+        [
+            ("user", "generate the table"),
+            *cc_call("w1", "Write", {"file_path": "gen/table.py", "content": big}, "File created successfully"),
+        ]
+    )
+    p = compact(sess, ctx_for(summarizer=FakeProvider()))
+    (ref,) = file_segments(p, "gen/table.py")
+    assert ref.kind == "omitted_marker" and ref.text.startswith("[gen/table.py was read before")
+    assert "VALUE_17" not in p.text() and p.notes["reattached_files"] == ["gen/table.py"]
+
+
+def test_a_failed_edit_changes_nothing_and_multiedit_applies_in_order():
+    failed = edit_session(
+        tail=cc_call(
+            "e2", "Edit", {"file_path": "src/a.py", "old_string": "3.14", "new_string": "PI"}, "Error", error=True
+        )
+    )
+    p = compact(failed, ctx_for(summarizer=FakeProvider()))
+    assert p.notes["reattached_files"][-1] == "src/a.py" and "3.14 * r * r" in p.text()
+    multi = edit_session(
+        tail=cc_call(
+            "m1",
+            "MultiEdit",
+            {
+                "file_path": "src/a.py",
+                "edits": [
+                    {"old_string": "3.14", "new_string": "PI"},
+                    {"old_string": "def area", "new_string": "PI = 3.14159\n\n\ndef area"},
+                    {"old_string": "PI", "new_string": "MATH_PI", "replace_all": True},
+                ],
+            },
+            "Applied 3 edits",
+        )
+    )
+    (f,) = [f for f in cc().recent_files(multi.records) if f.path == "src/a.py"]
+    # upstream's applyEditToFile: a deletion takes the newline after it; an empty old string fills an empty file
+    assert cc().apply_edit("a\nb\nc\n", "b", "") == "a\nc\n" and cc().apply_edit("", "", "new") == "new"
+    assert cc().apply_edit("x x", "x", "y") is None and cc().apply_edit("x x", "x", "y", replace_all=True) == "y y"
+    # in order: the third edit sees the PI the first two wrote
+    assert f.source == "edited" and cc().read_view(f.text).content == (
+        'MATH_PI = 3.14159\n\n\ndef area(r):\n    """Circle area."""\n    return MATH_PI * r * r\n'
+    )
+
+
+@pytest.mark.parametrize(
+    ("read", "edit", "path_key", "old_key", "new_key", "numbered"),
+    [
+        ("Read", "Edit", "file_path", "old_string", "new_string", "arrow"),  # Claude Code
+        ("read_file", "edit_file", "path", "old_string", "new_string", "tab"),  # the synthetic chains (cat -n)
+        ("read", "edit", "path", "oldText", "newText", ""),  # pi
+        ("read", "edit", "filePath", "oldString", "newString", ""),  # OpenCode
+    ],
+)
+def test_edits_replay_for_each_agents_tool_dialect(read, edit, path_key, old_key, new_key, numbered):
+    import json
+
+    shown = {
+        "arrow": cc_numbered(B_PY),
+        "tab": "\n".join(f"{i + 1:>6}\t{ln}" for i, ln in enumerate(B_PY.split("\n"))),
+        "": B_PY,
+    }[numbered]
+    ra, ea = {path_key: "b.py"}, {path_key: "b.py", old_key: "RATE = 0.25", new_key: "RATE = 0.2"}
+    sess = make_session(
+        [
+            ("tool_call", f"{read} {json.dumps(ra)}", {"tool": read, "target": "b.py", "call_id": "r"}),
+            ("tool_output", shown, {"tool": read, "target": "b.py", "call_id": "r"}),
+            ("tool_call", f"{edit} {json.dumps(ea)}", {"tool": edit, "target": "b.py", "call_id": "e"}),
+            ("tool_output", "ok", {"tool": edit, "target": "b.py", "call_id": "e"}),
+        ]
+    )
+    (f,) = cc().recent_files(sess.records)
+    assert f.source == "edited" and cc().read_view(f.text).content == B_PY.replace("0.25", "0.2")
+    if numbered:
+        assert f.text.splitlines()[0] == shown.splitlines()[0].replace("0.25", "0.2")
+
+
+def test_an_edit_before_any_read_and_a_notebook_edit_leave_the_path_only():
+    sess = make_session(
+        [
+            ("tool_call", 'edit {"path": "x.py", "oldText": "a", "newText": "b"}', {"tool": "edit", "target": "x.py"}),
+            *cc_call("n1", "NotebookEdit", {"notebook_path": "nb.ipynb", "new_source": "x = 1"}, "Updated cell"),
+        ]
+    )
+    files = cc().recent_files(sess.records)
+    assert [(f.path, f.text) for f in files] == [("nb.ipynb", None), ("x.py", None)]
+    assert "not in the log" in files[1].reason and "cannot be rebuilt" in files[0].reason
+
+
+def test_a_ranged_read_or_an_unchanged_stub_keeps_the_whole_file_known():
+    """Upstream re-reads the whole file: a later ranged Read, or Read's 'File unchanged' stub
+    (FileReadTool/prompt.ts FILE_UNCHANGED_STUB), does not replace the whole content the log holds."""
+    stub = "File unchanged since last read. The content from the earlier Read tool_result is still current."
+    sess = make_session(
+        [
+            *cc_call("r1", "Read", {"file_path": "b.py"}, cc_numbered(B_PY)),
+            *cc_call("e1", "Edit", {"file_path": "b.py", "old_string": "0.25", "new_string": "0.2"}, "updated"),
+            *cc_call(
+                "r2", "Read", {"file_path": "b.py", "offset": 4, "limit": 2}, "     4→def tax(x):\n     5→    ret"
+            ),
+            *cc_call("r3", "Read", {"file_path": "b.py"}, stub),
+        ]
+    )
+    (f,) = cc().recent_files(sess.records)
+    assert f.source == "edited" and f.text == cc_numbered(B_PY.replace("0.25", "0.2"))
+
+
+def test_codex_patch_adds_updates_and_deletes():
+    """A Codex apply_patch: an added file's text is known; an updated one's is not; a deleted one is gone."""
+    patch = "\n".join(
+        [
+            "*** Begin Patch",
+            "*** Add File: docs/new.md",
+            "+# New",
+            "+body line",
+            "*** Update File: src/old.py",
+            "@@ def f():",
+            "-    return 1",
+            "+    return 2",
+            "*** Delete File: src/gone.py",
+            "*** End Patch",
+        ]
+    )
+    sess = make_session(
+        [
+            ("tool_call", f"apply_patch {patch}", {"tool": "apply_patch", "call_id": "p1"}),
+            ("tool_output", "Success.", {"tool": "apply_patch", "call_id": "p1"}),
+        ]
+    )
+    files = {f.path: f for f in cc().recent_files(sess.records)}
+    assert files["docs/new.md"].text == "# New\nbody line\n" and files["src/old.py"].text is None
+    assert files["src/gone.py"].source == "deleted"
+    p = compact(sess, ctx_for(summarizer=FakeProvider()))
+    assert "src/gone.py" not in p.notes["reattached_files"] and "deleted" in p.notes["reattach_unknown"]["src/gone.py"]
+    assert "body line" in p.text()
+
+
+def test_read_view_takes_line_numbers_off_and_puts_them_back():
+    """utils/file.ts addLineNumbers / stripLineNumberPrefix: `N→` (padded to 6) or `N\\t`; a reminder may follow."""
+    v = cc().read_view(cc_numbered(B_PY))
+    assert v.content == B_PY and (v.start, v.sep, v.width) == (1, "→", 6)
+    assert v.tail.startswith("\n\n<system-reminder>") and v.render(v.content) == cc_numbered(B_PY)
+    ranged = cc().read_view("    41\tx = 1\n    42\ty = 2")
+    assert ranged.content == "x = 1\ny = 2" and ranged.start == 41 and ranged.render("z") == "    41\tz"
+    compact_prefix = cc().read_view("7\tone\n8\ttwo")
+    assert compact_prefix.render("a\nb") == "7\ta\n8\tb"
+    for raw in ("1\tone\n3\tthree", "     1→a\nprose after the listing", "no numbers at all"):
+        assert cc().read_view(raw).content == raw and cc().read_view(raw).sep == ""
+    # whatever is parsed, an unchanged content is shown back exactly as it was read
+    for out in (cc_numbered(B_PY), "Here's the result of running `cat -n` on b.py:\n     1\tRATE = 1\n", "x\n2\ty"):
+        v = cc().read_view(out)
+        assert v.render(v.content) == out
+
+
+def test_public_claude_code_transcript_reattaches_its_edited_files():
+    """A real Claude Code session (tests/fixtures/public/claude-code): Read, Edit, Read, Edit. The rebuilt
+    files equal what upstream recorded on disk (each Edit's toolUseResult: originalFile with the edit
+    applied), numbered as Read shows them; the last edited first."""
+    import json
+
+    from compaction_lab.ingest import load_sessions
+
+    path = REPO_ROOT / "tests" / "fixtures" / "public" / "claude-code" / "coverage-test-fix.jsonl"
+    (sess,) = load_sessions(path)
+    on_disk = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        res = json.loads(line).get("toolUseResult")
+        if isinstance(res, dict) and "originalFile" in res:
+            on_disk[res["filePath"]] = res["originalFile"].replace(res["oldString"], res["newString"], 1)
+    p = compact(sess, ctx_for(summarizer=FakeProvider()))
+    root = "/tmp/tmpw6sk2trg/"
+    order = [root + ".gitignore", root + "tests/test_math_utils.py", root + "src/math_utils.py"]
+    assert p.notes["reattached_files"] == order and p.notes["reattach_unknown"] == {}
+    for f in order:
+        (head, body) = file_segments(p, f)
+        assert cc().read_view(body.text).content == on_disk[f] and body.text.startswith("     1→")
+    assert "multiply_numbers" in file_segments(p, root + "src/math_utils.py")[1].text

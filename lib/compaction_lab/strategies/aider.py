@@ -57,6 +57,21 @@ The next request after compaction
     history by the empty list* (``base_coder.py:1014-1034``): the done history is
     dropped (param ``on_failure``).
 
+When a summary is applied (the lab's forced compaction is this case)
+    The worker summarises a copy of ``done_messages`` taken in its thread
+    (``summarizing_messages``); the next request's ``format_chat_chunks`` calls
+    ``summarize_end``, which waits for the worker and applies the result **only if
+    ``summarizing_messages == done_messages``** — the done history did not change
+    while it was summarised (``base_coder.py:1014-1034, 1278``). ``move_back_cur_messages``
+    starts the worker and then, in the main thread, appends the edit's commit message
+    and ``"Ok."`` to the same list (``base_coder.py:1036-1046``, from ``:1594``); when the
+    worker's copy was taken before that append, the summary is discarded, the next
+    request carries the unsummarised done history, and the next move summarises
+    again. Which happens is thread timing, not a rule a log records, so the lab
+    models the applied case: a compaction at the cut is the summary Aider applies
+    at its next request; the discarded case is the uncompacted history (the
+    ``full`` arm) until the next compaction.
+
 Live history (`live_history`)
     Aider keeps its summary in memory only (the markdown log keeps everything and
     ``--restore-chat-history`` re-summarises it, ``base_coder.py:519-523``). The

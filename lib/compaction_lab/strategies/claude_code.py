@@ -8,9 +8,10 @@ function here. Tables and figures label the arm ``claude-code (reconstructed)``
 (``LABEL_TAG`` in the projection's notes, read by `anatomy.strategy_label`).
 It replaces ``claude-code-style-1``, which sent a dedicated cold request,
 cleared every tool result before summarising and kept an 8k verbatim tail —
-none of which Claude Code does; hence ``claude-code-2``.
+none of which Claude Code does; hence ``claude-code-2``. ``claude-code-3`` re-attaches the files
+the session read *or changed*, most recently modified first (``-2``: files read, by last read).
 
-Rules (``claude-code-2``)
+Rules (``claude-code-3``)
 -------------------------
 Trigger (`ClaudeCode.fires`, ``autoCompact.ts``)
     ``W - min(O, 20,000) - 13,000``: the effective window keeps room for the
@@ -63,16 +64,30 @@ Next request after compaction (``compact.ts`` ``buildPostCompactMessages``)
     (`SUMMARY_PREFACE`, a ``header`` segment), the summary (``summary``), and
     for auto-compaction the instruction to carry on without asking
     (`CONTINUE_INSTRUCTION`, ``continue``) — then the re-attachments:
-    up to 5 of the most recently read files (`recent_files`; newest first,
-    each at most 5,000 tokens, 50,000 in all; a file over 5,000 tokens comes
-    back as its path only — an ``omitted_marker``), each a ``header`` naming
-    the file and its content as last read (``user_original``, role user,
-    ``record_kind`` tool_output), and the todo list (the latest todo-tool
-    call, a ``header``). **No verbatim tail**: nothing else of the history.
-    Deviation (documented): upstream re-reads each file from disk, so it sees
-    the file as it is now; we re-attach the output of its last read.
-    CLAUDE.md / memory files are never re-attached (upstream re-injects them
-    from disk with every request).
+    up to 5 of the files the session read or changed (`recent_files`), each
+    at most 5,000 tokens, 50,000 in all (a file over 5,000 tokens comes back
+    as its path only — an ``omitted_marker``), each a ``header`` naming the
+    file and its content (a read's output as recorded: ``user_original``,
+    role user; content rebuilt from the log: a ``header`` labelled
+    `REBUILT_LABEL`, being no record's text), and the todo list
+    (the latest todo-tool call, a ``header``). **No verbatim tail**: nothing
+    else of the history. CLAUDE.md / memory files are never re-attached
+    (upstream re-injects them from disk with every request).
+Re-attached files (`recent_files`, ``compact.ts`` createPostCompactFileAttachments)
+    Upstream ranks the files in ``readFileState`` — every file Read, Edit,
+    Write or NotebookEdit touched — by their *modification time* (the
+    timestamp each of those tools stores), newest first, and re-reads each
+    from disk. The log has neither times nor a disk, so (documented
+    reconstruction): a file the session changed ranks by its last change;
+    a file only read ranks after all changed ones (its modification time
+    predates them), most recently read first. Its content: a write's
+    ``content``; the last known content with the edits applied in order
+    (`apply_edit`: each old string found exactly once, or ``replace_all``);
+    else the last read's output. When the log cannot rebuild it (an old
+    string not found, an edit before any read, a notebook cell, a patched
+    file) only its path comes back (`FILE_UNKNOWN`, an ``omitted_marker``;
+    ``notes["reattach_unknown"]`` says why) — upstream would re-read it.
+    Rebuilt content is numbered like the agent's reads (`read_view`).
 Room
     Upstream assumes a ≥200k window; here nothing is added past ``W - O``:
     the summary is capped by the room after the preface, re-attachments that
@@ -86,10 +101,11 @@ Not modelled
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from compaction_lab.core import bounded_json
 from compaction_lab.core.fingerprints import sha256_text
 from compaction_lab.core.projection import Projection, Segment, SummaryReceipt, SummaryRequest
 from compaction_lab.core.session import Record, Session
@@ -104,7 +120,7 @@ from compaction_lab.strategies.base import (
     summary_label,
 )
 
-ALGORITHM_VERSION = "claude-code-2"
+ALGORITHM_VERSION = "claude-code-3"
 
 #: Shown after the name in every table and figure: Claude Code's source is not public.
 LABEL_TAG = "reconstructed"
@@ -196,6 +212,16 @@ CONTINUE_INSTRUCTION = (
     "carry on with the last task you were asked to work on."
 )
 FILE_HEADER = "[Re-attached after compaction: {path} — its content when it was last read (entry {entry}).]"
+FILE_HEADER_CHANGED = (
+    "[Re-attached after compaction: {path} — its content after the last change to it (entry {entry}).]"
+)
+#: Label of a changed file's content, rebuilt from the log (a write's text, or edits replayed on a read).
+REBUILT_LABEL = "file rebuilt from the log"
+#: A file the session changed whose new content the log does not hold: its path only (our words).
+FILE_UNKNOWN = (
+    "[{path} was read or changed before the conversation was summarised; its current content is not "
+    "re-attached. Read it again if you need it.]"
+)
 FILE_REFERENCE = (
     "[{path} was read before the conversation was summarised, but it is too large to re-attach "
     "({tokens} tokens). Read it again if you need it.]"
@@ -275,29 +301,418 @@ def format_summary(text: str) -> str:
     return re.sub(r"\n\n+", "\n\n", out).strip()
 
 
-def _target(rec: Record, calls: dict[str, Record]) -> str | None:
-    if rec.target:
-        return rec.target
-    call = calls.get(rec.call_id or "")
-    return call.target if call is not None else None
+# --------------------------------------------------------------------------- files re-attached after compaction
+#
+# Upstream (v2.1.88's TypeScript as extracted from the npm package; we read the copy at
+# Jayleonc/claude-code-source-code @ 83fba929, see UPSTREAM.md): Read, Edit, Write and NotebookEdit each store
+# the file in ``readFileState`` with ``timestamp`` = the file's modification time on disk (FileReadTool.ts:1032-1037
+# ``Math.floor(mtimeMs)``; FileEditTool.ts:519-524, FileWriteTool.ts:331-336, NotebookEditTool.ts:437-442
+# ``getFileModificationTime``); compaction snapshots it (compact.ts:518) and createPostCompactFileAttachments
+# (compact.ts:1415-1464) sorts it by that timestamp, newest first, keeps 5 and re-reads each from disk. The log
+# has no modification times and no disk, so both are rebuilt from the records: see `recent_files`.
 
 
-def recent_files(records: Sequence[Record], max_files: int = MAX_FILES_TO_RESTORE) -> list[tuple[str, Record]]:
-    """The most recently read files, newest first: (path, the output of its last read), at most `max_files`."""
-    calls = {r.call_id: r for r in records if r.kind == "tool_call" and r.call_id}
-    seen: set[str] = set()
-    out: list[tuple[str, Record]] = []
-    for r in reversed(records):
-        if len(out) >= max_files:
+@dataclass(frozen=True)
+class ReadView:
+    """What a read tool's output shows of a file: its text with the line numbers taken off, and their format.
+
+    Claude Code's Read (and ``cat -n``) prefixes each line with its number and ``→`` or a tab
+    (``utils/file.ts`` addLineNumbers / stripLineNumberPrefix); an edit's old string never carries them.
+    ``sep`` is empty when the output is not numbered: then ``content`` is the output as it is. ``head``
+    and ``tail`` are what the output shows before and after the numbered lines (a tool's "result of
+    running `cat -n`" line; Claude Code's ``<system-reminder>``), so that `render` of an unchanged
+    content gives the output back exactly.
+    """
+
+    content: str
+    start: int = 0
+    sep: str = ""
+    width: int = 0
+    head: str = ""
+    tail: str = ""
+
+    def render(self, content: str) -> str:
+        """`content` shown the way this view showed its file: numbered from its first line, head and tail kept."""
+        if not self.sep:
+            return content
+        lines = content.split("\n") if content else []
+        body = "\n".join(f"{str(self.start + i).rjust(self.width)}{self.sep}{ln}" for i, ln in enumerate(lines))
+        return self.head + body + self.tail
+
+    def style(self) -> ReadView:
+        """The numbering of this view from line 1 and its tail, without content or head (for a file re-read whole)."""
+        return ReadView("", 1, self.sep, self.width, "", self.tail)
+
+
+#: One numbered line (upstream's stripLineNumberPrefix: ``^\s*\d+[→\t](.*)$``).
+_NUMBERED = re.compile(r"^( *)(\d+)([\u2192\t])(.*)$")
+#: At most this many lines before the numbered ones (a tool's "Here's the result of running `cat -n`" line).
+_MAX_VIEW_HEAD = 2
+
+
+def read_view(text: str) -> ReadView:
+    """The file a read output shows: one run of consecutively numbered lines, else the output itself.
+
+    Around the run only a short head (at most two lines) and a trailer of blank lines or a tag
+    (Claude Code's ``<system-reminder>``) are allowed; anything else means the output is not a
+    numbered listing, and it is taken as it is.
+    """
+    raw = ReadView(text)
+    lines = text.split("\n")
+    first = next((i for i, ln in enumerate(lines[: _MAX_VIEW_HEAD + 1]) if _NUMBERED.match(ln)), None)
+    if first is None:
+        return raw
+    m = _NUMBERED.match(lines[first])
+    assert m is not None
+    start, sep = int(m.group(2)), m.group(3)
+    width = len(m.group(1)) + len(m.group(2)) if m.group(1) else 0
+    body: list[str] = []
+    i = first
+    while i < len(lines) and (m := _NUMBERED.match(lines[i])) and int(m.group(2)) == start + len(body):
+        if m.group(3) != sep:
             break
-        if r.kind != "tool_output" or r.is_error or (r.tool or "").lower() not in READ_TOOLS:
-            continue
-        path = _target(r, calls)
-        if not path or path in seen or _NOT_RESTORED.search(path):
-            continue
-        seen.add(path)
-        out.append((path, r))
-    return out
+        body.append(m.group(4))
+        i += 1
+    rest = [ln for ln in lines[i:] if ln.strip()]
+    if rest and not rest[0].lstrip().startswith("<"):
+        return raw
+    head = "".join(ln + "\n" for ln in lines[:first])
+    tail = "".join("\n" + ln for ln in lines[i:])
+    return ReadView("\n".join(body), start, sep, width, head, tail)
+
+
+#: Tool names (lower case) that write a whole file (its text in ``content``; ``file_text`` for an editor's create).
+WRITE_TOOLS = frozenset({"write", "write_file", "writefile", "file_write", "create_file"})
+#: Tool names (lower case) that change part of a file (old → new strings, a notebook cell, a patch).
+EDIT_TOOLS = frozenset(
+    {"edit", "edit_file", "editfile", "file_edit", "multiedit", "multi_edit", "notebookedit", "notebook_edit"}
+)
+#: Editors that take a ``command`` (view / create / str_replace / insert): Anthropic's text editor tool.
+EDITOR_TOOLS = frozenset({"str_replace_based_edit_tool", "str_replace_editor", "text_editor"})
+#: Tools whose call is a Codex-style patch (``*** Begin Patch``); a shell call carrying one is read the same way.
+PATCH_TOOLS = frozenset({"apply_patch", "patch"})
+#: Shell tools (lower case): a shell call that runs ``apply_patch`` is read as that patch.
+SHELL_TOOLS = frozenset({"bash", "shell", "exec_command", "local_shell", "run_shell_command"})
+#: Claude Code's Read answer for a file it already showed, unchanged (FileReadTool/prompt.ts FILE_UNCHANGED_STUB).
+UNCHANGED_STUB = "File unchanged since last read."
+
+_PATH_KEYS = ("file_path", "filePath", "path", "notebook_path")
+_OLD_KEYS = ("old_string", "oldString", "old_str", "oldText", "old_text")
+_NEW_KEYS = ("new_string", "newString", "new_str", "newText", "new_text")
+_ALL_KEYS = ("replace_all", "replaceAll")
+_CONTENT_KEYS = ("content", "file_text")
+_PATCH_HEAD = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+?)\s*$")
+_PATCH_MOVE = re.compile(r"^\*\*\* Move to: (.+?)\s*$")
+
+
+def call_args(rec: Record) -> Any:
+    """A tool call's arguments, decoded from its text (``name {json}``, `core.text.tool_call_text`).
+
+    Returns the decoded JSON value; the raw argument string when it is not JSON or nests deeper than
+    `bounded_json.MAX_DEPTH`; None when there is none.
+    """
+    name = rec.tool or ""
+    raw = rec.text[len(name) + 1 :] if name and rec.text.startswith(name + " ") else rec.text
+    if not raw.strip() or raw == name:
+        return None
+    return bounded_json.parse_or_text(raw)
+
+
+def _first_str(args: Mapping[str, Any], keys: Sequence[str]) -> str | None:
+    return next((v for k in keys if isinstance(v := args.get(k), str)), None)
+
+
+def _patch_text(args: Any) -> str | None:
+    """The ``*** Begin Patch`` text a call carries (its raw input, or any string argument), if any."""
+    if isinstance(args, str):
+        return args if "*** Begin Patch" in args else None
+    if isinstance(args, Mapping):
+        return next((t for v in args.values() if (t := _patch_text(v)) is not None), None)
+    if isinstance(args, list):
+        return next((t for v in args if (t := _patch_text(v)) is not None), None)
+    return None
+
+
+def apply_edit(content: str, old: str, new: str, replace_all: bool = False) -> str | None:
+    """Claude Code's string edit (``FileEditTool/utils.ts`` applyEditToFile), or None when it cannot apply.
+
+    The old string must occur exactly once (any number of times with `replace_all`); an empty old
+    string only fills an empty file. Deleting text (`new` empty) also takes the newline after it when
+    the old string does not end with one. Upstream's curly-quote normalisation is not modelled: an old
+    string that does not match exactly makes the content unknown.
+    """
+    if old == "":
+        return new if content == "" else None
+    n = content.count(old)
+    if n == 0 or (n > 1 and not replace_all):
+        return None
+    if new == "" and not old.endswith("\n") and old + "\n" in content:
+        old = old + "\n"
+    return content.replace(old, new) if replace_all else content.replace(old, new, 1)
+
+
+@dataclass(frozen=True)
+class RecentFile:
+    """One file to re-attach after compaction, rebuilt from the log (see `recent_files`).
+
+    Parameters
+    ----------
+    path : str
+    text : str or None
+        What is re-attached: the last read's output when the file is unchanged since, else its content
+        rebuilt from the log and numbered like the agent's reads. None: unknown — only the path is
+        re-attached (``reason`` says why).
+    source : str
+        ``read`` (a read's output), ``written`` (a whole-file write), ``edited`` (edits applied to what
+        was read or written), ``deleted`` (a patch deleted it: upstream's re-read finds nothing).
+    entry_ids : tuple of str
+        The records the text comes from (a read output, then the write / edit calls applied to it).
+    modified : bool
+        Whether the session changed the file (it then ranks by its last change).
+    reason : str or None
+    """
+
+    path: str
+    text: str | None
+    source: str
+    entry_ids: tuple[str, ...]
+    modified: bool = False
+    reason: str | None = None
+
+    @property
+    def entry(self) -> str:
+        """The latest record the file's state comes from."""
+        return self.entry_ids[-1] if self.entry_ids else ""
+
+    @property
+    def verbatim(self) -> bool:
+        """Whether `text` is a read's output as recorded (else it was rebuilt, or is unknown)."""
+        return self.source == "read"
+
+
+@dataclass
+class _FileState:
+    """A file as the walk over the log knows it (mutable while walking; `RecentFile` is the result)."""
+
+    path: str
+    read_at: int = -1
+    modified_at: int = -1
+    content: str | None = None  # known text, line numbers stripped
+    whole: bool = False  # the known text is the whole file (not a ranged read)
+    verbatim: Record | None = None  # a read output still showing the file as it is
+    view: ReadView | None = None  # how the agent's reads number it
+    entries: list[str] = field(default_factory=list)
+    source: str = "read"
+    reason: str | None = None
+
+    def result(self, style: ReadView | None) -> RecentFile:
+        if self.source == "deleted" or self.content is None:
+            text = None
+        elif self.verbatim is not None:
+            text = self.verbatim.text
+        else:
+            view = self.view or style or ReadView("")
+            text = view.render(self.content)
+        return RecentFile(
+            self.path, text, self.source, tuple(dict.fromkeys(self.entries)), self.modified_at >= 0, self.reason
+        )
+
+
+class _Walk:
+    """Replays the log's reads, writes and edits into one `_FileState` per path."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, _FileState] = {}
+        self.style: ReadView | None = None  # the latest numbered read: how a re-read would show a new file
+
+    def state(self, path: str) -> _FileState:
+        return self.files.setdefault(path, _FileState(path))
+
+    def read(self, path: str, out: Record, args: Any, pos: int) -> None:
+        if out.text.startswith(UNCHANGED_STUB):
+            return  # Claude Code's stub for a file it already showed: what it showed still stands
+        f = self.state(path)
+        view = read_view(out.text)
+        if view.sep:
+            self.style = view.style()
+        fields = args if isinstance(args, Mapping) else {}
+        ranged = view.start > 1 or fields.get("offset") not in (None, 0, 1, "") or fields.get("limit") is not None
+        f.read_at = pos
+        if ranged and f.content is not None and f.whole:
+            return  # the whole file is known: upstream re-reads it whole, not the range last shown
+        f.content, f.whole, f.verbatim, f.view = view.content, not ranged, out, view
+        f.entries, f.source, f.reason = [out.entry_id], "read", None
+
+    def write(self, path: str, content: str, call: Record, pos: int) -> None:
+        f = self.state(path)
+        f.modified_at, f.content, f.whole, f.verbatim = pos, content, True, None
+        # written whole: a re-read shows it from line 1, numbered like the file's last read
+        f.view = replace(f.view, content="", start=1) if f.view is not None and f.view.sep else None
+        f.entries, f.source, f.reason = [call.entry_id], "written", None
+
+    def edit(self, path: str, edits: Sequence[tuple[str, str, bool]], call: Record, pos: int) -> None:
+        f = self.state(path)
+        f.modified_at = pos
+        f.verbatim, f.source = None, "edited"
+        f.entries.append(call.entry_id)
+        if f.content is None:
+            f.reason = f.reason or f"edited at entry {call.entry_id}, but its content before the edit is not in the log"
+            return
+        content: str | None = f.content
+        for old, new, every in edits:
+            content = apply_edit(content, old, new, every) if content is not None else None
+        if content is None:
+            f.content = None
+            f.reason = f"edit at entry {call.entry_id}: an old string is not found exactly once in the known content"
+        else:
+            f.content = content
+
+    def unknown(self, path: str, call: Record, pos: int, why: str) -> None:
+        f = self.state(path)
+        f.modified_at, f.content, f.verbatim, f.source = pos, None, None, "edited"
+        f.entries.append(call.entry_id)
+        f.reason = f"{why} at entry {call.entry_id}: its new content cannot be rebuilt from the log"
+
+    def delete(self, path: str, call: Record, pos: int) -> None:
+        f = self.state(path)
+        f.modified_at, f.content, f.verbatim, f.source = pos, None, None, "deleted"
+        f.entries.append(call.entry_id)
+        f.reason = f"deleted by the patch at entry {call.entry_id}: upstream's re-read finds no file"
+
+    def patch(self, text: str, call: Record, pos: int) -> None:
+        """A Codex-style patch: an added file's content is known, an updated one's is not, a deleted one is gone."""
+        lines = text.split("\n")
+        heads = [(i, m) for i, ln in enumerate(lines) if (m := _PATCH_HEAD.match(ln))]
+        for k, (i, m) in enumerate(heads):
+            op, path = m.group(1), m.group(2)
+            end = heads[k + 1][0] if k + 1 < len(heads) else len(lines)
+            body = [ln for ln in lines[i + 1 : end] if not ln.startswith("*** End Patch")]
+            if op == "Add":
+                self.write(path, "".join(ln[1:] + "\n" for ln in body if ln.startswith("+")), call, pos)
+            elif op == "Delete":
+                self.delete(path, call, pos)
+            else:
+                move = next((mv.group(1) for ln in body if (mv := _PATCH_MOVE.match(ln))), None)
+                if move is not None:
+                    self.delete(path, call, pos)
+                self.unknown(move or path, call, pos, "patched")
+
+    def call(self, call: Record, args: Any, pos: int) -> None:
+        """Apply one tool call that may change files (a failed one is never passed here)."""
+        tool = (call.tool or "").lower()
+        fields: Mapping[str, Any] = args if isinstance(args, Mapping) else {}
+        path = _first_str(fields, _PATH_KEYS) or call.target
+        if tool in PATCH_TOOLS or (tool in SHELL_TOOLS and "apply_patch" in call.text):
+            patch = _patch_text(args)
+            if patch is not None:
+                self.patch(patch, call, pos)
+            elif tool in PATCH_TOOLS and path:
+                self.unknown(path, call, pos, "patched")
+            return
+        command = fields.get("command") if tool in EDITOR_TOOLS else None
+        if not path or not (tool in WRITE_TOOLS or tool in EDIT_TOOLS or command is not None):
+            return
+        if tool in WRITE_TOOLS or command == "create":
+            content = _first_str(fields, _CONTENT_KEYS)
+            if content is None:
+                self.unknown(path, call, pos, "written")
+            else:
+                self.write(path, content, call, pos)
+        elif tool in EDIT_TOOLS or command == "str_replace":
+            edits = _edits(fields)
+            if edits is None:  # a notebook cell, or arguments we cannot read
+                self.unknown(path, call, pos, "edited")
+            else:
+                self.edit(path, edits, call, pos)
+        elif command == "insert":
+            self.insert(path, fields, call, pos)
+        elif command != "view":
+            self.unknown(path, call, pos, str(command))
+
+    def insert(self, path: str, fields: Mapping[str, Any], call: Record, pos: int) -> None:
+        """The text editor's insert: ``new_str`` after line ``insert_line`` (0: at the top) of a whole file."""
+        f = self.state(path)
+        text = _first_str(fields, ("new_str", "insert_text"))
+        at = fields.get("insert_line")
+        lines = f.content.split("\n") if f.content is not None and f.whole else None
+        if lines is None or text is None or not isinstance(at, int) or not 0 <= at <= len(lines):
+            self.unknown(path, call, pos, "inserted into")
+            return
+        f.modified_at, f.verbatim, f.source = pos, None, "edited"
+        f.entries.append(call.entry_id)
+        f.content = "\n".join(lines[:at] + text.split("\n") + lines[at:])
+
+
+def _edits(fields: Mapping[str, Any]) -> list[tuple[str, str, bool]] | None:
+    """The (old, new, replace_all) edits of an edit call: one pair, or a list under ``edits`` (MultiEdit)."""
+    listed = fields.get("edits")
+    items: list[Any] = listed if isinstance(listed, list) else [fields]
+    out: list[tuple[str, str, bool]] = []
+    for item in items:
+        if not isinstance(item, Mapping):
+            return None
+        old, new = _first_str(item, _OLD_KEYS), _first_str(item, _NEW_KEYS)
+        if old is None or new is None:
+            return None
+        out.append((old, new, any(item.get(k) is True for k in _ALL_KEYS)))
+    return out or None
+
+
+_FILE_TOOLS = WRITE_TOOLS | EDIT_TOOLS | EDITOR_TOOLS | PATCH_TOOLS
+
+
+def _may_touch_files(call: Record) -> bool:
+    """Whether a call can change a file (its arguments are only parsed then)."""
+    tool = (call.tool or "").lower()
+    return tool in _FILE_TOOLS or (tool in SHELL_TOOLS and "apply_patch" in call.text)
+
+
+def _is_read(tool: str, args: Any) -> bool:
+    return tool in READ_TOOLS or (tool in EDITOR_TOOLS and isinstance(args, Mapping) and args.get("command") == "view")
+
+
+def recent_files(records: Sequence[Record], max_files: int = MAX_FILES_TO_RESTORE) -> list[RecentFile]:
+    """The files Claude Code would re-attach, most recently modified first, at most `max_files`.
+
+    Upstream ranks every file its tools read or changed by ``readFileState``'s timestamp, which is the
+    file's modification time (see the section comment above), and re-reads each from disk. From the log:
+
+    * a file the session changed (write, edit, patch; a failed call changes nothing) ranks by its last
+      change, newest first; its content is what it was last written with, or the last known content
+      with the edits applied in order when each old string is found exactly once (`apply_edit`); else
+      it is unknown (path only, ``reason`` says why);
+    * a file only read ranks after every changed one — its modification time predates what the log
+      shows — most recently read first (the log has no times to order them by); its content is its
+      last read's output (a ranged read does not replace a whole file already known);
+    * CLAUDE.md / memory files are never re-attached (upstream re-injects them from disk).
+
+    Rebuilt content is numbered like the file's last read (else like the session's latest numbered
+    read), as upstream's re-read through the Read tool would show it.
+    """
+    calls = {r.call_id: r for r in records if r.kind == "tool_call" and r.call_id}
+    failed = {r.call_id for r in records if r.kind == "tool_output" and r.is_error and r.call_id}
+    walk = _Walk()
+    for pos, r in enumerate(records):
+        if r.kind == "tool_call" and _may_touch_files(r) and not (r.call_id and r.call_id in failed):
+            args = call_args(r)
+            if not _is_read((r.tool or "").lower(), args):
+                walk.call(r, args, pos)
+        elif r.kind == "tool_output" and not r.is_error:
+            call = calls.get(r.call_id or "")
+            tool = (r.tool or (call.tool if call is not None else None) or "").lower()
+            if tool not in READ_TOOLS and tool not in EDITOR_TOOLS:
+                continue
+            args = call_args(call) if call is not None else None
+            if not _is_read(tool, args):
+                continue
+            fields = args if isinstance(args, Mapping) else {}
+            path = r.target or (call.target if call is not None else None) or _first_str(fields, _PATH_KEYS)
+            if path:
+                walk.read(path, r, args, pos)
+    kept = [f for f in walk.files.values() if not _NOT_RESTORED.search(f.path)]
+    # changed files first, by their last change; then files only read, by their last read
+    kept.sort(key=lambda f: (f.modified_at >= 0, f.modified_at if f.modified_at >= 0 else f.read_at), reverse=True)
+    return [f.result(walk.style) for f in kept[:max_files]]
 
 
 def latest_todo(records: Sequence[Record]) -> Record | None:
@@ -377,6 +792,7 @@ class ClaudeCode:
             "ptl_dropped_turns": 0,
             "reattached_files": [],
             "reattach_dropped": [],
+            "reattach_unknown": {},
             "todo_entry": None,
         }
         keep_recent = ctx.param("microcompact_keep_recent", None)
@@ -470,41 +886,58 @@ class ClaudeCode:
         per_file = int(ctx.param("reattach_tokens_per_file", MAX_TOKENS_PER_FILE))
         max_files = int(ctx.param("reattach_max_files", MAX_FILES_TO_RESTORE))
         rough = 0
-        for path, rec in recent_files(recs, max_files):
-            size = cnt.count(rec.text)
-            if size > per_file:
+        for f in recent_files(recs, max_files):
+            key = f"file:{f.path}"
+            if f.reason is not None:
+                notes["reattach_unknown"][f.path] = f.reason
+            if f.source == "deleted":
+                continue  # upstream's re-read finds no file: its slot gives no attachment
+            if f.text is None:  # content unknown: the reference form, as upstream for a file too large
                 segs = [
                     Segment(
                         "omitted_marker",
                         "user",
-                        FILE_REFERENCE.format(path=path, tokens=size),
-                        (rec.entry_id,),
-                        message=f"file:{path}",
-                        record_kind=rec.kind,
+                        FILE_UNKNOWN.format(path=f.path),
+                        f.entry_ids,
+                        message=key,
                     )
                 ]
-            else:  # one attachment message per file: the header naming it, then its content
+            elif (size := cnt.count(f.text)) > per_file:
+                segs = [
+                    Segment(
+                        "omitted_marker",
+                        "user",
+                        FILE_REFERENCE.format(path=f.path, tokens=size),
+                        f.entry_ids,
+                        message=key,
+                        record_kind="tool_output" if f.verbatim else None,
+                    )
+                ]
+            elif f.verbatim:  # one attachment message per file: the header naming it, then its content
+                segs = [
+                    Segment("header", "user", FILE_HEADER.format(path=f.path, entry=f.entry), f.entry_ids, message=key),
+                    Segment("user_original", "user", f.text, f.entry_ids, message=key, record_kind="tool_output"),
+                ]
+            else:  # rebuilt from the log: not any record's text, so an authored segment, labelled
                 segs = [
                     Segment(
                         "header",
                         "user",
-                        FILE_HEADER.format(path=path, entry=rec.entry_id),
-                        (rec.entry_id,),
-                        message=f"file:{path}",
+                        FILE_HEADER_CHANGED.format(path=f.path, entry=f.entry),
+                        f.entry_ids,
+                        message=key,
                     ),
-                    Segment(
-                        "user_original", "user", rec.text, (rec.entry_id,), message=f"file:{path}", record_kind=rec.kind
-                    ),
+                    Segment("header", "user", f.text, f.entry_ids, message=key, label=REBUILT_LABEL),
                 ]
             est = sum(est_chars4(s.text) for s in segs)  # upstream's rough estimate of the attachment
             need = sum(cnt.count_many([s.text for s in segs]))
             if rough + est > budget or need > room:
-                notes["reattach_dropped"].append(rec.entry_id)
+                notes["reattach_dropped"].append(f.entry)
                 continue
             rough += est
             room -= need
             out += segs
-            notes["reattached_files"].append(path)
+            notes["reattached_files"].append(f.path)
         return out + ([todo_seg] if todo_seg is not None else [])
 
     def _summarise(self, req: SummaryRequest, ctx: CompactionContext) -> tuple[str, SummaryReceipt]:
@@ -524,11 +957,16 @@ __all__ = [
     "ClaudeCode",
     "LABEL_TAG",
     "NINE_SECTION_INSTRUCTION",
+    "ReadView",
+    "RecentFile",
     "STRATEGIES",
     "SUMMARY_PREFACE",
+    "apply_edit",
+    "call_args",
     "format_summary",
     "latest_todo",
     "live_history",
     "microcompact",
+    "read_view",
     "recent_files",
 ]
