@@ -5,6 +5,8 @@ Ports of upstream tests name their source: packages/core/src/context/chatCompres
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from conftest import FIXTURES, FakeProvider, make_session
 
@@ -101,12 +103,74 @@ def test_split_never_at_a_function_response():
 
 
 def test_estimator_is_upstream_heuristic():
-    """tokenCalculation.ts estimateTokenCountSync: ASCII 0.25/char, other 1.3/char, floor of the sum."""
+    """tokenCalculation.ts estimateTokenCountSync: ASCII 1/4 per char, other 1.5 per UTF-16 unit
+    (``NON_ASCII_TOKENS_PER_CHAR = 1.5``, tokenCalculation.ts:17 @ 5411f113), floor of the sum."""
     assert g.est_gemini([{"text": "a" * 10}]) == 2
-    assert g.est_gemini([{"text": "é" * 10}]) == 13
+    assert g.est_gemini([{"text": "é" * 10}]) == 15  # was 13 with the old 1.3
+    assert g.est_gemini([{"text": "é"}]) == 1 and g.est_gemini([{"text": "éé"}]) == 3
+    assert g.est_gemini([{"text": "😀"}]) == 3  # one code point, two UTF-16 units: 2 × 1.5
+    assert g.est_gemini([{"text": "\ud800"}]) == 1  # a lone surrogate is one unit (was a UnicodeEncodeError)
+    assert g.est_gemini([{"text": "é" * 100_000}]) == 150_000  # 100,000 units: still the per-char rule
+    assert g.est_gemini([{"text": "é" * 100_001}]) == 25_000  # past 100,000: length / 4
     assert g.est_gemini([{"text": "a" * 200_000}]) == 50_000
     fr = {"functionResponse": {"name": "grep", "response": {"output": "x"}}}
     assert g.est_gemini([fr]) == int(4 / 4 + len('{"output":"x"}') / 4)
+    # a missing or null response adds nothing (tokenCalculation.ts:94-99), not len("null") / 4
+    assert g.est_gemini([{"functionResponse": {"name": "abcd", "response": None}}]) == 1
+    assert g.est_gemini([{"functionResponse": {"name": "abcd"}}]) == 1
+
+
+# tokenCalculation.test.ts @ 5411f113 (packages/core/src/utils/). The `calculateRequestTokenCount` cases without
+# media call `estimateTokenCountSync(parts, 0, 4)` (tokenCalculation.ts:185); the countTokens-API cases do not
+# apply (we never send media). Upstream's comments still say 1.3; its assertions hold at 1.5.
+
+
+def test_ported_calculate_request_token_count_local_cases():
+    """describe('calculateRequestTokenCount'): the locally estimated cases."""
+    assert g.est_gemini([{"functionCall": {"name": "foo", "args": {"bar": "baz"}}}]) > 0  # tool calls
+    assert g.est_gemini([{"text": "Hello world!"}]) == 3  # simple ASCII text
+    assert g.est_gemini([{"text": "你好"}]) >= 2  # CJK text with higher weight
+    assert g.est_gemini([{"text": "你好"}]) == 3  # exactly: 2 × 1.5 (1.3 gave 2)
+    assert g.est_gemini([{"text": "Hi你好"}]) == 3  # mixed content: 0.5 + 3.0
+    assert g.est_gemini([{"text": ""}]) == 0  # empty text
+
+
+def test_ported_estimate_token_count_sync():
+    """describe('estimateTokenCountSync'): every case."""
+    assert g.est_gemini([{"text": "a" * 200_000}]) == 50_000  # fast heuristic for massive strings
+    tool = {"functionResponse": {"name": "my_tool", "id": "123", "response": {"output": "result" * 1000}}}
+    assert 1500 < g.est_gemini([tool]) < 1600  # functionResponse without full stringification
+    assert g.est_gemini([tool]) == 1505  # 7/4 + 6013/4 = 1505.0: the id is not counted
+    multimodal = {
+        "functionResponse": {
+            "name": "multimodal_tool",
+            "id": "456",
+            "response": {"status": "success"},
+            "parts": [{"inlineData": {"mimeType": "image/png", "data": "base64..."}}, {"text": "Look at this image"}],
+        }
+    }
+    assert 3000 < g.est_gemini([multimodal]) < 3100  # Gemini 3 nested parts
+    assert g.est_gemini([multimodal]) == 3012  # 15/4 + 20/4 + floor(3000 + 18/4)
+
+    def nest(depth: int) -> dict:
+        fr = {"name": f"d{depth}", "response": {"val": "a"}}
+        return {"functionResponse": fr if depth == 4 else {**fr, "parts": [nest(depth + 1)]}}
+
+    assert 10 < g.est_gemini([nest(0)]) < 30  # maximum recursion depth
+    assert g.est_gemini([nest(0)]) == 12  # d0..d3 counted, each level floored: 3, 6, 9, 12 (with d4: 15)
+    text = [{"text": "abcdefghijkl"}]  # the user supplied charsPerToken argument
+    assert g.est_gemini(text) == 3 and g.est_gemini(text, 0, 3) == 4 and g.est_gemini(text, 0, 2) == 6
+    massive = [{"text": "a" * 120_000}]
+    assert g.est_gemini(massive, 0, 4) == 30_000 and g.est_gemini(massive, 0, 3) == 40_000
+    assert g.est_gemini([]) == 0 and g.est_gemini([{"text": ""}]) == 0 and g.est_gemini([{}]) == 0  # nullish
+
+
+def test_estimator_media_estimates():
+    """tokenCalculation.ts:62-77: images 3,000, PDFs 25,800; other file parts fall back to JSON / 4."""
+    assert g.est_gemini([{"inlineData": {"mimeType": "image/png", "data": "large_data"}}]) == 3000
+    assert g.est_gemini([{"fileData": {"mimeType": "application/pdf", "fileUri": "x"}}]) == 25_800
+    other = {"fileData": {"fileUri": "derp", "mimeType": "text/plain"}}
+    assert g.est_gemini([other]) == len(g._js_json(other)) // 4
 
 
 def test_format_truncated_tool_output():
@@ -117,6 +181,84 @@ def test_format_truncated_tool_output():
         "Output too large. Showing first 8,000 and last 32,000 characters. For full output see: /t/grep_1.txt\n"
     )
     assert "... [10,000 characters omitted] ..." in out
+
+
+def test_format_truncated_at_a_non_positive_threshold_is_upstream_slicing():
+    """fileUtils.ts:709-716 has no guard: ``Math.floor(maxChars * 0.2)`` and ``slice`` with negative bounds."""
+    content = "0123456789" * 10
+    zero = g.format_truncated(content, "f", 0)  # head slice(0, 0) = "", tail slice(-0) = the whole text
+    assert zero == (
+        "Output too large. Showing first 0 and last 0 characters. For full output see: f\n"
+        f"\n\n... [100 characters omitted] ...\n\n{content}"
+    )
+    neg = g.format_truncated(content, "f", -7)  # head floor(-1.4) = -2, tail -5
+    assert neg == (
+        "Output too large. Showing first -2 and last -5 characters. For full output see: f\n"
+        f"{content[:-2]}\n\n... [107 characters omitted] ...\n\n{content[5:]}"
+    )
+
+
+def test_truncate_threshold_ported_config_cases():
+    """config.test.ts describe('getTruncateToolOutputThreshold') @ 5411f113: min(4 × (limit − last), setting)."""
+    assert g.truncate_threshold(32_000, 1_000) == 40_000  # calculated 124,000 > the default 40,000
+    assert g.truncate_threshold(2_000_000, 500_000) == 40_000  # calculated 6,000,000
+    assert g.truncate_threshold(8_000, 2_000, 50_000) == 24_000  # custom setting 50,000: 4 × 6,000 binds
+    assert g.truncate_threshold(32_000, 1_000, 50_000) == 50_000
+    assert g.truncate_threshold(10_000, 10_000) == 0 and g.truncate_threshold(10_000, 10_500) == -2_000  # no clamp
+
+
+def _near_window_session():
+    """Two ~60,000-char grep outputs: ~24,000 tiktoken tokens, ~30,000 estimated (a budget of 20,000 truncates
+    the older one)."""
+    recs = [("system", SHAPE.system_prompt), ("user", "look at the logs")]
+    for i in range(2):
+        extra = {"tool": "grep", "call_id": f"c{i}"}
+        recs += [("tool_call", 'grep {"pattern": "x"}', extra), ("tool_output", f"log{i}:" + " word" * 12_000, extra)]
+    return make_session(recs + [("assistant", "done")])
+
+
+def test_truncation_threshold_binds_near_the_window():
+    """config.ts:3794-3801: near the window the threshold is 4 × (tokenLimit − lastPromptTokenCount), below
+    40,000 (the old code always cut to 8,000 + 32,000 characters)."""
+    prov = FakeProvider("<state_snapshot>S</state_snapshot>")
+    window = 30_000
+    ctx = ctx_for(window=window, output=2_000, summarizer=prov, function_response_budget=20_000, verify_probe=False)
+    p = strategies.compact(_near_window_session(), NAME, None, ctx)
+    last = p.notes["original_tokens"]  # the stand-in for the previous request's promptTokenCount
+    threshold = 4 * (window - last)
+    assert 0 < threshold < 40_000
+    assert p.notes["summary_from"] == "truncated" and p.notes["truncated_responses"] == 1
+    (msg,) = [m["content"] for m in p.summary_request.messages if m["content"].startswith("Output too large.")]
+    head, tail = threshold * 2 // 10, threshold - threshold * 2 // 10
+    assert msg.startswith(f"Output too large. Showing first {head:,} and last {tail:,} characters. ")
+    body = "log0:" + " word" * 12_000
+    assert msg.endswith(f"\n{body[:head]}\n\n... [{len(body) - threshold:,} characters omitted] ...\n\n{body[-tail:]}")
+    assert p.notes["truncate_threshold"] == threshold
+    # an explicit setting is upstream's `truncateToolOutputThreshold`: it caps, the remaining window still binds
+    assert strategies.compact(
+        _near_window_session(),
+        NAME,
+        None,
+        replace(ctx, params={**ctx.params, "truncate_tool_output_threshold": 10_000}),
+    ).notes["truncate_threshold"] == min(10_000, threshold)
+    far = strategies.compact(_near_window_session(), NAME, None, replace(ctx, window=200_000))
+    assert far.notes["truncate_threshold"] == 40_000  # far from the window: the setting binds
+
+
+def test_truncation_threshold_past_the_window_is_not_clamped():
+    """Upstream passes a threshold ≤ 0 to formatTruncatedToolOutput unguarded in compression
+    (chatCompressionService.ts:196-200; only tool-executor.ts:220 checks ``threshold > 0``)."""
+    prov = FakeProvider("<state_snapshot>S</state_snapshot>")
+    window = 20_000
+    ctx = ctx_for(window=window, output=2_000, summarizer=prov, function_response_budget=20_000, verify_probe=False)
+    p = strategies.compact(_near_window_session(), NAME, None, ctx)
+    threshold = 4 * (window - p.notes["original_tokens"])
+    assert threshold < 0
+    body = "log0:" + " word" * 12_000
+    (msg,) = [m["content"] for m in p.summary_request.messages if m["content"].startswith("Output too large.")]
+    assert msg == g.format_truncated(body, ".gemini/tmp/tool-outputs/grep_1.txt", threshold)
+    assert len(msg) > len(body)  # upstream's slicing keeps more than it omits
+    assert p.notes["truncate_threshold"] == threshold
 
 
 def test_reverse_budget_truncates_older_function_responses():

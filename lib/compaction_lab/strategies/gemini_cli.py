@@ -27,10 +27,16 @@ Trigger (`GeminiCli.fires`)
     previous request; our stand-in is the report tokenizer (``tiktoken``).
 Function-response budget (`truncate_to_budget`)
     Newest to oldest, function responses are kept whole while their estimated tokens
-    (`est_gemini`, upstream's ``estimateTokenCountSync`` heuristic) stay within 50,000;
+    (`est_gemini`, upstream's ``estimateTokenCountSync`` heuristic: 1/4 per ASCII UTF-16
+    unit, 1.5 per other, ``length / 4`` past 100,000 units, floored) stay within 50,000;
     an older one past the budget is saved to a file upstream and replaced by
-    `format_truncated` (first 20% / last 80% of 40,000 chars, ``Output too large. …``).
+    `format_truncated` (first 20% / last 80% of the threshold, ``Output too large. …``).
     Applied to the whole history before the split (parameter ``function_response_budget``).
+    The threshold (`truncate_threshold`) is ``min(4 × (tokenLimit − lastPromptTokenCount),
+    truncateToolOutputThreshold)``: W, the previous request's count (our stand-in
+    ``original_tokens``), and the setting (parameter ``truncate_tool_output_threshold``,
+    default 40,000). Near the window it falls below 40,000; at or past it, it is ≤ 0 and,
+    as upstream, not clamped (the slicing then keeps more than it omits).
 Split (`find_compress_split_point`)
     ``findCompressSplitPoint(history, 1 − 0.3)`` over ``JSON.stringify(content).length``:
     the first user Content without a function response at or past 70% of the characters;
@@ -80,6 +86,7 @@ Not modelled
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -114,11 +121,18 @@ ESTIMATOR = "tiktoken"
 REQUEST_SHAPE = "own-system+history"
 TEMPLATE = "gemini-state-snapshot"
 
-#: chatCompressionService.ts:41 / :47 / :52; config.ts:478.
+#: chatCompressionService.ts:41 / :47 / :52; config.ts:478 (the ``truncateToolOutputThreshold`` setting's default).
 COMPRESSION_TOKEN_THRESHOLD = 0.5
 COMPRESSION_PRESERVE_THRESHOLD = 0.3
 FUNCTION_RESPONSE_TOKEN_BUDGET = 50_000
 TRUNCATE_TOOL_OUTPUT_THRESHOLD = 40_000
+#: tokenCalculation.ts:17, :21, :24, :28, :33, :35.
+NON_ASCII_TOKENS_PER_CHAR = 1.5
+IMAGE_TOKEN_ESTIMATE = 3_000
+PDF_TOKEN_ESTIMATE = 25_800
+MAX_CHARS_FOR_FULL_HEURISTIC = 100_000
+MAX_RECURSION_DEPTH = 3
+DEFAULT_CHARS_PER_TOKEN = 4
 #: Our floor for the summary's room when fitting W - O (not upstream).
 MIN_SUMMARY_TOKENS = 1_000
 
@@ -224,21 +238,27 @@ extractive.register_template(SNAPSHOT_TEMPLATE, reader=_reader)
 
 
 def _js_len(text: str) -> int:
-    """JavaScript ``String.length`` (UTF-16 code units)."""
-    return len(text) if text.isascii() else len(text.encode("utf-16-le")) // 2
+    """JavaScript ``String.length`` (UTF-16 code units; a lone surrogate is one unit)."""
+    return len(text) if text.isascii() else len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
-def _text_tokens(text: str) -> float:
-    """tokenCalculation.ts estimateTextTokens: 0.25 per ASCII char, 1.3 per other; length/4 past 100k chars."""
+def _text_tokens(text: str, chars_per_token: float = DEFAULT_CHARS_PER_TOKEN) -> float:
+    """tokenCalculation.ts:40-57 estimateTextTokens: per UTF-16 unit, ``1 / charsPerToken`` if ≤ 127, else
+    ``NON_ASCII_TOKENS_PER_CHAR``; past 100,000 units ``length / charsPerToken``."""
     n = _js_len(text)
-    if n > 100_000:
-        return n / 4
-    if text.isascii():
-        return n * 0.25
-    units = text.encode("utf-16-le")
-    total = 0.0
-    for i in range(0, len(units), 2):
-        total += 0.25 if int.from_bytes(units[i : i + 2], "little") <= 127 else 1.3
+    if n > MAX_CHARS_FOR_FULL_HEURISTIC:
+        return n / chars_per_token
+    per_ascii = 1 / chars_per_token
+    if math.frexp(per_ascii)[0] == 0.5:  # a power of two: every partial sum is exact, so order does not matter
+        ascii_units = n if text.isascii() else sum(1 for c in text if ord(c) <= 127)
+        return ascii_units * per_ascii + (n - ascii_units) * NON_ASCII_TOKENS_PER_CHAR
+    total = 0.0  # upstream's loop, float rounding in its order
+    for c in text:
+        if ord(c) <= 127:
+            total += per_ascii
+        else:
+            for _ in range(1 if ord(c) < 0x10000 else 2):
+                total += NON_ASCII_TOKENS_PER_CHAR
     return total
 
 
@@ -246,21 +266,59 @@ def _js_json(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
-def est_gemini(parts: Sequence[dict[str, Any]]) -> int:
-    """Upstream's ``estimateTokenCountSync(parts)``: text heuristic, function responses ``name/4 + JSON/4``,
-    other parts ``JSON.stringify(part).length / 4``; the sum floored."""
+def _media_tokens(part: dict[str, Any]) -> int | None:
+    """tokenCalculation.ts:62-77 estimateMediaTokens: fixed estimates for images and PDFs."""
+    inline, file = part.get("inlineData"), part.get("fileData")
+    mime = (inline.get("mimeType") if isinstance(inline, dict) else None) or (
+        file.get("mimeType") if isinstance(file, dict) else None
+    )
+    if isinstance(mime, str) and mime.startswith("image/"):
+        return IMAGE_TOKEN_ESTIMATE
+    if isinstance(mime, str) and mime.startswith("application/pdf"):
+        return PDF_TOKEN_ESTIMATE
+    return None
+
+
+def _function_response_tokens(fr: dict[str, Any], depth: int, chars_per_token: float) -> float:
+    """tokenCalculation.ts:83-113: name and response payload by length, nested parts recursively."""
+    total = _js_len(fr.get("name") or "") / chars_per_token
+    resp = fr.get("response")
+    if isinstance(resp, str):
+        total += _js_len(resp) / chars_per_token
+    elif resp is not None:  # a missing or null response adds nothing
+        total += _js_len(_js_json(resp)) / chars_per_token
+    nested = fr.get("parts")
+    if nested:
+        total += est_gemini(nested, depth + 1, chars_per_token)  # floored at its own level, as upstream
+    return total
+
+
+def est_gemini(
+    parts: Sequence[dict[str, Any]], depth: int = 0, chars_per_token: float = DEFAULT_CHARS_PER_TOKEN
+) -> int:
+    """Upstream's ``estimateTokenCountSync(parts, depth, charsPerToken)`` (tokenCalculation.ts:120-147): text
+    heuristic, function responses ``name + payload`` lengths, images/PDFs fixed, other parts
+    ``JSON.stringify(part).length / charsPerToken``; nothing past depth 3; the sum floored."""
+    if depth > MAX_RECURSION_DEPTH:
+        return 0
     total = 0.0
     for p in parts:
+        fr = p.get("functionResponse")
         if isinstance(p.get("text"), str):
-            total += _text_tokens(p["text"])
-        elif "functionResponse" in p:
-            fr = p["functionResponse"]
-            total += _js_len(fr.get("name") or "") / 4
-            resp = fr.get("response")
-            total += _js_len(resp) / 4 if isinstance(resp, str) else _js_len(_js_json(resp)) / 4
+            total += _text_tokens(p["text"], chars_per_token)
+        elif isinstance(fr, dict):
+            total += _function_response_tokens(fr, depth, chars_per_token)
         else:
-            total += _js_len(_js_json(p)) / 4
-    return int(total)
+            media = _media_tokens(p)
+            total += media if media is not None else _js_len(_js_json(p)) / chars_per_token
+    return math.floor(total)
+
+
+def truncate_threshold(window: int, last_prompt_tokens: int, setting: int = TRUNCATE_TOOL_OUTPUT_THRESHOLD) -> int:
+    """config.ts:3794-3801 getTruncateToolOutputThreshold: ``min(4 × (tokenLimit − lastPromptTokenCount),
+    truncateToolOutputThreshold)``. Not clamped: compression passes a value ≤ 0 on to `format_truncated`
+    (chatCompressionService.ts:196-200; only the tool executor checks ``threshold > 0``)."""
+    return min(4 * (window - last_prompt_tokens), setting)
 
 
 # --------------------------------------------------------------------------- history as Gemini contents
@@ -560,6 +618,7 @@ class GeminiCli:
             "upstream_split_point": 0,
             "contents": 0,
             "truncated_responses": 0,
+            "truncate_threshold": None,
             "split_moved": 0,
             "summary_from": None,
             "rejection_overridden": None,
@@ -569,10 +628,14 @@ class GeminiCli:
         verbatim = self._verbatim(items)
         if not items:
             return self._finish(session, cut, frame + verbatim, cap, None, None, "NOOP", notes, ctx)
+        # upstream reads uiTelemetryService's lastPromptTokenCount, the chat's count synced after the last turn:
+        # the same previous-request count as `original`
+        setting = int(ctx.param("truncate_tool_output_threshold", TRUNCATE_TOOL_OUTPUT_THRESHOLD))
+        notes["truncate_threshold"] = truncate_threshold(ctx.window, original, setting)
         truncated = truncate_to_budget(
             items,
             int(ctx.param("function_response_budget", FUNCTION_RESPONSE_TOKEN_BUDGET)),
-            int(ctx.param("truncate_tool_output_threshold", TRUNCATE_TOOL_OUTPUT_THRESHOLD)),
+            notes["truncate_threshold"],
         )
         notes["truncated_responses"] = sum(sum(c.truncated) for c in truncated)
         frac = 1 - float(ctx.param("preserve_threshold", COMPRESSION_PRESERVE_THRESHOLD))
@@ -753,5 +816,6 @@ __all__ = [
     "find_compress_split_point",
     "format_truncated",
     "live_history",
+    "truncate_threshold",
     "truncate_to_budget",
 ]
