@@ -1,3 +1,4 @@
+import dataclasses
 import itertools
 
 import pytest
@@ -12,7 +13,8 @@ from compaction_lab.ingest import synthetic
 from compaction_lab.strategies import CompactionContext
 
 NAMES = ["full", "codex", "futureos-deterministic"]
-CTX = CompactionContext(window=8000, output_ceiling=1000)
+# Codex without a summariser does not compact (issue 27 item 6): these tests read its placeholder compaction.
+CTX = CompactionContext(window=8000, output_ceiling=1000, params={"on_failure": "placeholder"})
 
 EXPECTED_COLUMNS = [
     "strategy",
@@ -179,3 +181,38 @@ def test_stats_run_on_the_closed_answers(result):
     m = stats.paired_table(result.answers)
     assert len(m) == 3 and (m["b"] >= 0).all()
     assert not stats.sensitivity_table(result.answers).empty
+
+
+class _Failing:
+    """A summary provider whose every call fails (an endpoint down)."""
+
+    name = "down"
+    stand_in = False
+
+    def summarize(self, request):
+        raise ConnectionError("endpoint unreachable")
+
+
+def test_an_agent_that_does_not_compact_on_a_failed_summary_is_reported_and_examined_as_sent(setup, tmp_path):
+    """Codex and OpenCode keep the history when their summary call fails (issue 27 item 6): the projection
+    table says so, the exam reads the history as sent, and the report names the arm and the count."""
+    from compaction_lab.report import runfolder, share
+    from compaction_lab.strategies.base import COMPACTION_FAILED
+
+    case, sessions = setup
+    ctx = CompactionContext(window=8000, output_ceiling=1000, summarizer=_Failing())
+    r = closed.run_closed([case], sessions, ["codex", "opencode", "futureos-deterministic"], ctx, VerbatimReader())
+    p = r.projections.set_index("strategy")
+    assert "endpoint unreachable" in p.loc["codex", "compaction_failed"]
+    assert "endpoint unreachable" in p.loc["opencode", "compaction_failed"]
+    assert p.loc["futureos-deterministic", "compaction_failed"] == ""  # never asks for a summary
+    # The history unchanged is larger than anything the arm would have compacted to: here, past W − O.
+    assert p.loc["codex", "over_window"] and p.loc["opencode", "over_window"]
+    placeholder = closed.run_closed(
+        [case], sessions, ["codex"], dataclasses.replace(ctx, params={"on_failure": "placeholder"}), VerbatimReader()
+    ).projections.iloc[0]
+    assert placeholder["compaction_failed"] == "" and placeholder["tokens"] < p.loc["codex", "tokens"]
+    runfolder.save_table(r.projections, tmp_path, "exam_projections")
+    lines = share.failed_compactions(tmp_path)
+    assert len(lines) == 2 and all(COMPACTION_FAILED in line and "1 of 1 case" in line for line in lines)
+    assert lines[0].startswith("codex") and lines[1].startswith("opencode")

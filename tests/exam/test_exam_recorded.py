@@ -189,3 +189,20 @@ def test_the_public_pi_session_with_two_real_compactions():
     assert (f["eligible_values"] > 0).all() and (f["eligible_in_summary"] > 0).all()
     assert f["recorded_pool_recall"].between(0, 1).all()
     assert (f["questions"] > 0).all()
+
+
+def test_an_opaque_summary_is_not_readable_not_zero(tmp_path):
+    """Issue 27 item 2: a Codex remote compaction's summary is encrypted (the model reads it, we cannot): the
+    recorded block claims nothing about what it holds -- ``eligible_in_summary`` is empty, not 0."""
+    src = FIXTURES / "codex" / "rollout-2026-01-20T09-00-00-0199c0de-0000-7000-8000-00000000e0c1.jsonl"
+    path = tmp_path / src.name
+    path.write_text(src.read_text("utf-8").replace("ENCRYPTED_COMPACTION_SUMMARY", "QUJD" * 1_000), "utf-8")
+    (remote,) = list(ingest.load_sessions(path))
+    built = recorded.build([remote, load("codex")], PARAMS)
+    rows = built.found.set_index("session_id")
+    assert list(built.found.columns) == recorded.FOUND_COLUMNS
+    opaque, readable = rows.loc[remote.id], rows.loc[load("codex").id]
+    assert not opaque["summary_readable"] and opaque["opaque_summary_tokens"] == 588
+    assert pd.isna(opaque["eligible_in_summary"])
+    assert readable["summary_readable"] and readable["opaque_summary_tokens"] == 0
+    assert readable["eligible_in_summary"] >= 0 and not pd.isna(readable["eligible_in_summary"])

@@ -35,7 +35,9 @@ def exam(tmp_path_factory):
     case_id = f"{s.id}-c0"
     questions = tuple(question_of(f, case_id) for f in facts)
     case = Case(id=case_id, session_id=s.id, cut=cut, tail_start=cut, questions=questions)
-    proj = strategies.compact(s, "codex", cut, CompactionContext(window=20000, output_ceiling=4000))
+    # without a summariser Codex does not compact (issue 27 item 6); the placeholder compaction drops values
+    ctx = CompactionContext(window=20000, output_ceiling=4000, params={"on_failure": "placeholder"})
+    proj = strategies.compact(s, "codex", cut, ctx)
     archive = Archive(tmp_path_factory.mktemp("open_book") / "archive.sqlite")
     df = run_open_book([case], {s.id: s}, {case.id: proj}, archive, k=3)
     yield case, s, proj, archive, df

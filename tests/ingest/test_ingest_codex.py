@@ -501,8 +501,9 @@ def test_detect_picks_codex():
         assert detect(path) == "codex"
     report = ImportReport()
     sessions = list(load_sessions(FIXTURES, report))
-    assert report.formats == Counter({"codex": 5})  # 4 sessions of 3 rollouts (one holds two), + the recorded one
-    assert len(sessions) == 5
+    # 4 sessions of 3 rollouts (one holds two), + the recorded one, + the remote compaction (upstream's test data)
+    assert report.formats == Counter({"codex": 6})
+    assert len(sessions) == 6
 
 
 def test_compacted_keeps_its_replacement_history(tmp_path):
@@ -552,7 +553,7 @@ def test_compacted_keeps_its_replacement_history(tmp_path):
             "text": "Another language model started to solve this problem... SUMMARY-1",
             "injected": False,
         },
-        {"type": "compaction"},
+        {"type": "compaction", "encrypted_bytes": len("opaque")},
     ]
 
 
@@ -597,3 +598,51 @@ def test_a_line_nested_past_the_bound_is_a_counted_skip_with_its_reason(tmp_path
     ((skip),) = report.skipped
     assert (skip.line, skip.reason) == (2, "malformed_json")
     assert f"deeper than {MAX_DEPTH} levels" in skip.detail
+
+
+# --------------------------------------------------------------------------- remote compaction (issue 27, item 2)
+
+#: Built from openai/codex core/tests/suite/compact_remote.rs @ a13f6a86 (tests/fixtures/SOURCES.md).
+REMOTE = FIXTURES / "rollout-2026-01-20T09-00-00-0199c0de-0000-7000-8000-00000000e0c1.jsonl"
+
+
+def test_remote_compaction_imports_with_its_encrypted_summary_sized():
+    """compact_remote.rs persists `CompactedItem { message: String::new(), replacement_history }`; the replacement
+    history holds `ResponseItem::Compaction { encrypted_content }` (protocol/src/models.rs:153-156 @ 001cb8e2,
+    serde tag `compaction`, alias `compaction_summary`). The importer keeps its type and encrypted size."""
+    (s,), report = _load(REMOTE)
+    assert report.n_skipped == 0
+    assert [(r.kind, r.text) for r in s.records] == [
+        ("user", "needs compaction"),
+        ("assistant", "COMPACT_BASELINE_REPLY"),
+        ("summary", ""),
+        ("user", "after compact"),
+        ("assistant", "AFTER_COMPACT_REPLY"),
+    ]
+    (b,) = s.metadata["compactions"]
+    assert (b["entry_id"], b["source_order"]) == ("L4", 2)
+    assert b["replacement_history"] == [
+        {"type": "message", "role": "user", "text": "COMPACTED_USER_SUMMARY", "injected": False},
+        {"type": "compaction", "encrypted_bytes": len("ENCRYPTED_COMPACTION_SUMMARY")},
+        {"type": "message", "role": "assistant", "text": "COMPACTED_ASSISTANT_NOTE", "injected": False},
+    ]
+
+
+@pytest.mark.parametrize(
+    "item,expected",
+    [
+        ({"type": "compaction", "encrypted_content": "abcd"}, {"type": "compaction", "encrypted_bytes": 4}),
+        ({"type": "compaction_summary", "encrypted_content": "abcdef"}, {"type": "compaction", "encrypted_bytes": 6}),
+        ({"type": "context_compaction", "encrypted_content": "ab"}, {"type": "compaction", "encrypted_bytes": 2}),
+        ({"type": "context_compaction"}, {"type": "context_compaction"}),  # no encrypted content: nothing to size
+        ({"type": "ghost_snapshot", "ghost_commit": {}}, {"type": "ghost_snapshot"}),
+    ],
+)
+def test_replacement_history_items_of_a_remote_compaction(tmp_path, item, expected):
+    p = _write(
+        tmp_path,
+        "r.jsonl",
+        [{"timestamp": "t", "type": "compacted", "payload": {"message": "", "replacement_history": [item]}}],
+    )
+    (s,), _ = _load(p)
+    assert s.metadata["compactions"][0]["replacement_history"] == [expected]

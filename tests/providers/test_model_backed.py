@@ -84,7 +84,8 @@ def test_failures_fall_back_as_documented(server, model, chain):
     server.script(Scripted(body=completion("")))
     p2 = strategies.compact(chain, "codex", None, ctx)
     assert p2.receipt.fallback and "empty answer" in p2.receipt.error
-    assert "(no summary available)" in p2.text()
+    # no summary: Codex does not compact (issue 27 item 6), the history goes out unchanged
+    assert p2.notes["compaction_failed"] == p2.receipt.error and "(no summary available)" not in p2.text()
 
 
 def test_a_committed_summary_is_not_requested_again(server, model, chain, tmp_path):

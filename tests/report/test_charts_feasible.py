@@ -205,7 +205,7 @@ def test_a_real_closed_run_flags_full_and_the_figures_list_it_last():
     case_id = f"{s.id}@{len(s.records)}"
     qs = tuple(question_of(f, case_id) for f in [*facts, chain.decoys[0]])
     case = Case(id=case_id, session_id=s.id, cut=len(s.records), tail_start=len(s.records) // 2, questions=qs)
-    ctx = CompactionContext(window=8000, output_ceiling=1000)
+    ctx = CompactionContext(window=8000, output_ceiling=1000, params={"on_failure": "placeholder"})  # Codex compacts
     res = closed.run_closed([case], {s.id: s}, ["full", "codex"], ctx, VerbatimReader())
     recall = stats.recall_table(res.answers, n_boot=50, seed=7)
     by = recall.set_index("strategy")

@@ -10,7 +10,9 @@ def ex():
     sessions = [
         c.session for c in synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=2, window_tokens=6000))
     ]
-    return explorer.ProjectionExplorer(sessions, CompactionContext(window=8000, output_ceiling=1000))
+    # Codex without a summariser does not compact (issue 27 item 6): the placeholder keeps it smaller than full
+    ctx = CompactionContext(window=8000, output_ceiling=1000, params={"on_failure": "placeholder"})
+    return explorer.ProjectionExplorer(sessions, ctx)
 
 
 def test_update_recomputes_for_the_settings(ex):

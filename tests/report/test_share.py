@@ -267,3 +267,52 @@ def test_recorded_block_per_compaction(tmp_path):
         "best other arm": "codex (extractive stand-in): 3/4 (0%–100%)",
     }
     assert "recorded (pi, m1): 1/4" in block.html()
+
+
+def test_recorded_block_says_an_opaque_summary_is_not_readable(tmp_path):
+    """Issue 27 item 2: a Codex remote compaction's encrypted summary is neither credited nor counted as 0."""
+    from compaction_lab.exam import recorded
+
+    base = {"session_id": "s", "agent": "codex", "model": "m", "compaction": 0, "eligible_values": 10}
+    found = pd.DataFrame(
+        [
+            {
+                **base,
+                "case_id": "s-recorded-0",
+                "eligible_in_summary": pd.NA,
+                "recorded_pool_recall": 0.2,
+                "summary_readable": False,
+                "opaque_summary_tokens": 588,
+            }
+        ],
+        columns=recorded.FOUND_COLUMNS,
+    )
+    row = {
+        **base,
+        "case_id": "s-recorded-0",
+        "strategy": "recorded",
+        "strategy_label": "recorded (codex, m)",
+        "recorded": True,
+        "own_agent": False,
+        "retained": 1,
+        "n": 4,
+        "recall": 0.25,
+        "ci_low": 0.0,
+        "ci_high": 1.0,
+        "projection_tokens": 100.0,
+        "over_window": False,
+        "summary_opaque": True,
+    }
+    table = pd.DataFrame([row], columns=recorded.TABLE_COLUMNS)
+    runfolder.save_table(found, tmp_path, "recorded_compactions")
+    runfolder.save_table(table, tmp_path, "exam_recorded")
+    block = share.recorded_block(tmp_path)
+    assert block.lines[1] == (
+        "s #1: 10 eligible values (before the cut, outside what the agent kept verbatim); its real summary is "
+        "opaque (encrypted, about 588 tokens): the model reads it, this suite cannot — not readable (the readable "
+        "rest of its next request holds 20%, a lower bound)."
+    )
+    (r,) = block.table.to_dict("records")
+    assert r["the agent's own (recorded)"] == (
+        "recorded (codex, m): 1/4 (0%–100%) (summary opaque: not readable, a lower bound)"
+    )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from conftest import FIXTURES, FakeProvider, make_session
 from hypothesis import HealthCheck, event, given, settings
@@ -14,6 +16,7 @@ from compaction_lab.core.shapes import CallShape
 from compaction_lab.ingest import load_sessions, synthetic
 from compaction_lab.strategies import codex
 from compaction_lab.strategies.base import CompactionContext, est_bytes4
+from compaction_lab.summarize import NoneProvider
 
 SHAPE = CallShape("t", "You are the test agent.", ({"type": "function", "function": {"name": "bash"}},))
 LOCAL_FIXTURES = FIXTURES
@@ -29,7 +32,10 @@ def BrokenProvider() -> FakeProvider:
 
 
 def ctx(**kw) -> CompactionContext:
+    """A context with the test shape and, unless told otherwise, a provider that answers (``SUMMARY-TEXT``):
+    without one Codex does not compact (see the on_failure tests)."""
     kw.setdefault("shape", SHAPE)
+    kw.setdefault("summarizer", FixedProvider())
     return CompactionContext(**kw)
 
 
@@ -51,7 +57,7 @@ def kinds(p):
 
 def test_registered_with_version_and_estimator():
     s = strategies.get("codex")
-    assert s.name == "codex" and s.algorithm_version == codex.ALGORITHM_VERSION == "codex-local-2"
+    assert s.name == "codex" and s.algorithm_version == codex.ALGORITHM_VERSION == "codex-local-3"
     assert s.estimator == "bytes/4"
 
 
@@ -193,19 +199,78 @@ def test_summary_is_a_user_message_after_its_prefix():
     assert "ASSISTANT-PROSE" not in p.text()
 
 
-def test_no_provider_gives_no_summary_available():
-    p = run(make_session([("user", "go")]))
-    assert p.segments[-1].text == codex.SUMMARY_PREFIX + "\n(no summary available)"
-    assert p.receipt.provider == "none" and p.receipt.fallback and "no summary provider" in p.receipt.error
-    assert p.segments[-1].label
+# Issue 27 item 6: compact.rs `run_compact_task_inner` returns the error (`return Err(e)`, lines 205-208 and
+# 223-225 @ e06dd0e5) before `replace_history` (262): a failed summary call leaves the history as it was.
+
+FAILING_SESSION = [
+    ("system", "You are the test agent."),
+    ("user", "<environment_context>cwd=/repo</environment_context>", {"injected": True}),
+    ("user", "go"),
+    ("assistant", "ASSISTANT-PROSE"),
+    ("tool_call", "bash ls", {"tool": "bash", "call_id": "c1"}),
+    ("tool_output", "H" * 15_000 + "T" * 15_000, {"tool": "bash", "call_id": "c1"}),
+    ("user", "and then?"),
+]
 
 
-def test_failing_provider_and_empty_answer():
-    p = run(make_session([("user", "go")]), summarizer=BrokenProvider())
-    assert p.segments[-1].text.endswith("\n(no summary available)")
-    assert p.receipt.fallback and "ConnectionError: endpoint down" == p.receipt.error
-    p = run(make_session([("user", "go")]), summarizer=FixedProvider("   "))
-    assert p.segments[-1].text.endswith("\n(no summary available)") and not p.receipt.fallback
+@pytest.mark.parametrize("provider", [NoneProvider(), BrokenProvider()], ids=["none", "broken"])
+def test_failed_summary_leaves_the_history_unchanged(provider):
+    s = make_session(FAILING_SESSION)
+    p = run(s, summarizer=provider)
+    live = codex.STRATEGY.live_history(s, len(s.records), ctx())
+    # the next request Codex sends without compacting: system, tools, the live history (record-time truncation)
+    assert [(seg.kind, seg.role, seg.text) for seg in p.segments] == [
+        ("system", "system", SHAPE.system_prompt),
+        ("tools", "system", SHAPE.tools_text()),
+        ("tail", "user", "<environment_context>cwd=/repo</environment_context>"),
+        ("tail", "user", "go"),
+        ("tail", "assistant", "ASSISTANT-PROSE"),
+        ("tail", "assistant", "bash ls"),
+        ("omitted_marker", "tool", "H" * 6_000 + "…18000 chars truncated…" + "T" * 6_000),
+        ("tail", "user", "and then?"),
+    ]
+    assert [seg.text for seg in p.segments[2:]] == [i.text for i in live]
+    assert p.segments[6].label == "codex record-time truncation" and p.segments[6].entry_ids == ("e5",)
+    assert p.receipt.fallback and p.receipt.error and p.notes["compaction_failed"] == p.receipt.error
+    assert p.summary_request is not None and p.summary_request.fingerprint() == p.receipt.request_fingerprint
+    assert p.notes["on_failure"] == "upstream" and "kept_user_entries" not in p.notes
+    assert [(r.request, r.output_tokens) for r in p.requests_sent()] == [(p.summary_request, 0)]
+    assert codex.COMPACTION_FAILED == "compaction failed, history unchanged"
+
+
+def test_request_that_cannot_fit_leaves_the_history_unchanged():
+    """compact.rs:194-208 @ e06dd0e5: the context window is exceeded with one item left (the prompt) -> error."""
+    prov = FixedProvider()
+    p = run(make_session([("user", "go")]), window=50, output_ceiling=10, summarizer=prov)
+    assert prov.requests == [] and p.receipt.fallback and p.receipt.error == codex.REQUEST_DOES_NOT_FIT
+    assert p.notes["compaction_failed"] == codex.REQUEST_DOES_NOT_FIT and not p.notes["request_fits"]
+    assert kinds(p) == ["system", "tools", "tail"] and p.segments[-1].text == "go"
+
+
+def test_on_failure_placeholder_is_the_labs_older_behaviour():
+    s = make_session([("user", "go"), ("assistant", "ok")])
+    p = run(s, summarizer=NoneProvider(), params={"on_failure": "placeholder"})
+    assert kinds(p) == ["system", "tools", "user_original", "summary"]
+    assert p.segments[-1].text == codex.SUMMARY_PREFIX + "\n" + codex.NO_SUMMARY
+    assert p.segments[-1].label == codex.NO_SUMMARY_LABEL == "no summary available"
+    assert p.receipt.fallback and "compaction_failed" not in p.notes
+    p = run(s, summarizer=BrokenProvider(), params={"on_failure": "placeholder"})
+    assert p.segments[-1].text.endswith("\n(no summary available)") and "endpoint down" in p.receipt.error
+    with pytest.raises(ValueError, match="on_failure"):
+        run(s, params={"on_failure": "retry"})
+
+
+@pytest.mark.parametrize("answer", ["", "   "])
+def test_empty_answer_is_the_prefix_and_a_newline(answer):
+    """Issue 27 item 7. compact.rs:233-234 @ e06dd0e5: `summary_suffix = ...unwrap_or_default()`,
+    `summary_text = format!("{SUMMARY_PREFIX}\\n{summary_suffix}")` -- never empty, so `(no summary available)`
+    (449-453, only for an empty `summary_text`) is never what the compact task writes."""
+    p = run(make_session([("user", "go")]), summarizer=FixedProvider(answer))
+    summ = p.segments[-1]
+    assert summ.kind == "summary" and summ.text == codex.SUMMARY_PREFIX + "\n" + answer
+    assert codex.NO_SUMMARY not in p.text()
+    assert summ.label == codex.EMPTY_SUMMARY_LABEL == "summary (empty answer)"
+    assert not p.receipt.fallback and "compaction_failed" not in p.notes
 
 
 def test_stand_in_summary_is_labelled():
@@ -294,22 +359,48 @@ def test_overflowing_request_drops_oldest_items_with_their_partners():
             ("user", toks(100, "v")),
         ]
     )
-    # window - summary cap = limit; make the limit hold the newest ~100-token user + instruction only
-    cap = 100
+    # the input must fit the window (leaving the answer a token): make it hold the newest ~100-token user + instruction
     fixed = est_bytes4(SHAPE.system_prompt) + est_bytes4(codex.COMPACT_INSTRUCTION)
-    window = cap + fixed + 100 + 20
-    p = run(s, window=window, output_ceiling=cap, summarizer=prov)
+    window = fixed + 100 + 20 + 1
+    p = run(s, window=window, output_ceiling=100, summarizer=prov)
     req = prov.requests[0]
     assert [m["content"] for m in req.messages] == [toks(100, "v"), codex.COMPACT_INSTRUCTION]
     assert p.notes["request_dropped_items"] == 4 and p.notes["request_fits"]
     # dropping the oldest three leaves an orphan output of the dropped call: it goes too
-    assert p.notes["request_tokens_est"] <= p.notes["request_limit"] == window - cap
+    assert p.notes["request_tokens_est"] == fixed + 100 <= p.notes["request_limit"] == window - 1
+    # the answer gets what the window leaves (21 tokens), below the model's output limit (100)
+    assert req.max_output_tokens == window - (fixed + 100) == 21 == p.notes["request_answer_room"]
 
 
-def test_request_that_cannot_fit_skips_the_call():
+# Issue 27 item 3: Codex sets no cap on the summary (compact.rs `Prompt` @ e06dd0e5, lines 162-167, has no output
+# limit); the server's `ContextWindowExceeded` (194-204) is about the input, so items are dropped only then.
+
+
+def test_summary_cap_is_the_models_output_limit_unless_overridden():
+    s = make_session([("user", "go"), ("assistant", "ok")])
     prov = FixedProvider()
-    p = run(make_session([("user", "go")]), window=50, output_ceiling=10, summarizer=prov)
-    assert prov.requests == [] and p.receipt.fallback and "does not fit" in p.receipt.error
+    run(s, summarizer=prov)  # W 128,000, O 32,000
+    assert prov.requests[0].max_output_tokens == 32_000 == codex.summary_cap(ctx())
+    prov = FixedProvider()
+    run(s, summarizer=prov, output_ceiling=8_192)
+    assert prov.requests[0].max_output_tokens == 8_192
+    prov = FixedProvider()
+    run(s, summarizer=prov, params={"summary_tokens": 2_000})  # the explicit override
+    assert prov.requests[0].max_output_tokens == 2_000
+    assert codex.summary_cap(ctx(params={"summary_tokens": 99_999})) == 32_000  # never above the model's limit
+
+
+def test_request_between_w_minus_o_and_w_is_sent_whole():
+    """The input fits the window: nothing is dropped (the lab used to drop down to W - cap); the answer's room shrinks."""
+    fixed = est_bytes4(SHAPE.system_prompt) + est_bytes4(codex.COMPACT_INSTRUCTION)
+    s = make_session([("user", toks(5_000, "u")), ("assistant", toks(5_000, "a")), ("user", toks(1_000, "v"))])
+    window, out = fixed + 11_000 + 3_000, 8_000  # input over W - O, under W
+    prov = FixedProvider()
+    p = run(s, window=window, output_ceiling=out, summarizer=prov)
+    assert p.notes["request_dropped_items"] == 0 and p.notes["request_fits"]
+    assert prov.requests[0].max_output_tokens == 3_000 == window - p.notes["request_tokens_est"]
+    limited = run(s, window=window, output_ceiling=out, input_limit=fixed + 6_500, summarizer=FixedProvider())
+    assert limited.notes["request_dropped_items"] == 1 and limited.notes["request_limit"] == fixed + 6_500
 
 
 def test_prompt_files_override_the_paraphrases(tmp_path):
@@ -411,9 +502,15 @@ def check_projection(p, session: Session, cut: int) -> None:
 @given(sessions(), st.integers(1, 3000), st.sampled_from([8_000, 16_000, 128_000]), st.data())
 def test_property_projection_fits_and_is_verbatim(session, budget, window, data):
     cut = data.draw(st.one_of(st.just(len(session.records)), st.integers(0, len(session.records))))
-    prov = data.draw(st.sampled_from([None, FixedProvider("summary " * 50), BrokenProvider()]))
-    kw = {"summarizer": prov} if prov else {}
-    p = run(session, cut, window=window, output_ceiling=2_000, params={"user_budget_tokens": budget}, **kw)
+    prov = data.draw(st.sampled_from([NoneProvider(), FixedProvider("summary " * 50), BrokenProvider()]))
+    c = ctx(window=window, output_ceiling=2_000, params={"user_budget_tokens": budget}, summarizer=prov)
+    p = strategies.compact(session, "codex", cut, c)
+    if p.receipt.fallback:  # no summary: Codex did not compact, the next request is the live history
+        event("compaction failed")
+        live = codex.STRATEGY.live_history(session, cut, dataclasses.replace(c, shape=SHAPE.for_session(session)))
+        assert p.notes["compaction_failed"] == p.receipt.error
+        assert [(g.kind, g.text) for g in p.segments[2:]] == [(g.kind, g.text) for g in codex.history_segments(live)]
+        return
     check_projection(p, session, cut)
     event(f"truncated={p.notes['truncated'] is not None}")
     event(f"request dropped items={p.notes['request_dropped_items'] > 0}")
@@ -447,8 +544,11 @@ def test_real_and_synthetic_sessions(chain, window, output):
     sessions_ = _real_sessions() + [chain]
     assert len(sessions_) > 1
     for s in sessions_:
-        c = CompactionContext(window=window, output_ceiling=output)
+        c = CompactionContext(window=window, output_ceiling=output, summarizer=FixedProvider("S"))
         for cut in (len(s.records), len(s.records) // 2):
+            failed = strategies.compact(s, "codex", cut, CompactionContext(window=window, output_ceiling=output))
+            assert failed.notes["compaction_failed"] and failed.segments[0].kind == "system"
+            assert failed.notes["live_history_items"] >= len(failed.segments) - 2  # no new summary, nothing added
             p = strategies.compact(s, "codex", cut, c)
             assert p.segments[0].kind == "system" and "summary" in kinds(p)
             after = kinds(p)[kinds(p).index("summary") + 1 :]
@@ -511,14 +611,25 @@ def test_each_kept_user_message_and_the_summary_are_separate_items():
     """Port of compact.rs `build_token_limited_compacted_history_appends_summary_message`: one user item per kept
     message (the truncated one included), the summary last, each its own segment (and, once `Projection.messages`
     keeps message boundaries, its own message)."""
-    s = make_session([("user", toks(40, "o")), ("assistant", "a"), ("user", "first user message")])
-    p = run(s, summarizer=FixedProvider("summary text"), params={"user_budget_tokens": 20})
+    s = make_session(
+        [
+            ("user", toks(40, "o")),
+            ("assistant", "a"),
+            ("user", "first user message"),
+            ("assistant", "b"),
+            ("user", "second user message"),
+            ("assistant", "c"),
+            ("user", "third user message"),
+        ]
+    )
+    p = run(s, summarizer=FixedProvider("summary text"), params={"user_budget_tokens": 25})
     items = user_items(p)
-    assert [k for k, _ in items] == ["omitted_marker", "user_original", "summary"]
-    assert items[1][1] == "first user message" and items[-1][1] == codex.SUMMARY_PREFIX + "\nsummary text"
-    msgs = [m for m in p.messages() if m["role"] == "user"]
-    if len(msgs) > 1:  # message boundaries kept (issue 13 item 8): one message per upstream item
-        assert [m["content"] for m in msgs] == [t for _, t in items]
+    assert [k for k, _ in items] == ["omitted_marker", "user_original", "user_original", "user_original", "summary"]
+    assert [t for _, t in items[1:4]] == ["first user message", "second user message", "third user message"]
+    assert items[-1][1] == codex.SUMMARY_PREFIX + "\nsummary text"
+    # one chat message per upstream item: four kept user messages and the summary, none joined
+    msgs = [m["content"] for m in p.messages() if m["role"] == "user"]
+    assert len(msgs) == 5 and msgs == [t for _, t in items]
 
 
 def test_collect_user_messages_filters_session_prefix_entries():
@@ -939,3 +1050,87 @@ def test_kept_user_items_that_share_an_entry_stay_separate_messages():
     users = [m["content"] for m in p.messages() if m["role"] == "user"]
     assert "only in the replacement A" in users and "only in the replacement B" in users
     assert not any("\n\n" in u and "only in the replacement" in u for u in users)
+
+
+# --------------------------------------------------------------------------- issue 27 item 2: remote compaction
+#
+# Codex with an OpenAI provider compacts remotely (compact_remote.rs @ 683f0a6897c3835f32556f3ddf6542f94689f401):
+# the rollout's `compacted` item has an empty message and a replacement history holding an encrypted
+# `compaction` item. The fixture is upstream's own test data (tests/fixtures/SOURCES.md).
+
+REMOTE = FIXTURES / "codex" / "rollout-2026-01-20T09-00-00-0199c0de-0000-7000-8000-00000000e0c1.jsonl"
+PAYLOAD = "QUJD" * 1_000  # 4,000 bytes of base64: a summary of ~3 KB decoded
+
+
+def _remote(tmp_path=None, payload: str | None = None) -> Session:
+    """The fixture, or the fixture with the test's 28-byte payload replaced by a realistic one."""
+    path = REMOTE
+    if payload is not None:
+        path = tmp_path / REMOTE.name
+        path.write_text(REMOTE.read_text("utf-8").replace("ENCRYPTED_COMPACTION_SUMMARY", payload), "utf-8")
+    (s,) = load_sessions(path)
+    return s
+
+
+def test_encrypted_item_estimate_is_codexs_own():
+    """context_manager/history.rs:405-411 (`estimate_reasoning_length`: len x 3/4 - 650, saturating) and
+    424-433 (the `Compaction` arm) @ e06dd0e5; tokens = ceil(bytes / 4) (`approx_tokens_from_byte_count`)."""
+    assert codex.encrypted_item_tokens(0) == 0
+    assert codex.encrypted_item_tokens(len("ENCRYPTED_COMPACTION_SUMMARY")) == 0  # upstream's test payload
+    assert codex.encrypted_item_tokens(867) == 0  # 650 bytes: all overhead
+    assert codex.encrypted_item_tokens(868) == 1  # 651 bytes
+    assert codex.encrypted_item_tokens(len(PAYLOAD)) == 588  # 3,000 - 650 = 2,350 bytes
+
+
+def test_resuming_a_remote_compaction_keeps_its_opaque_summary(tmp_path):
+    """rollout_reconstruction.rs @ 023cedaa: the replacement history comes back whole, its `compaction` item
+    included (the model reads it decrypted); the lab used to drop it."""
+    s = _remote()
+    live = codex.STRATEGY.live_history(s, len(s.records), ctx())
+    assert [(i.role, i.text, i.opaque) for i in live] == [
+        ("user", "COMPACTED_USER_SUMMARY", False),
+        ("assistant", "", True),
+        ("assistant", "COMPACTED_ASSISTANT_NOTE", False),
+        ("user", "after compact", False),
+        ("assistant", "AFTER_COMPACT_REPLY", False),
+    ]
+    assert live[1].summary and live[1].opaque_tokens == 0 and live[1].entry_id == "L4"
+    big = _remote(tmp_path, PAYLOAD)
+    (opaque,) = [i for i in codex.STRATEGY.live_history(big, len(big.records), ctx()) if i.opaque]
+    assert opaque.opaque_tokens == opaque.size() == 588
+
+
+def test_remote_compaction_in_the_summary_request_and_the_projection(tmp_path):
+    s = _remote(tmp_path, PAYLOAD)
+    prov = FixedProvider("S")
+    p = run(s, summarizer=prov)
+    req = prov.requests[0]
+    # the opaque item sends no text (upstream sends the encrypted item; our provider could not read it) ...
+    assert list(req.messages) == msgs(
+        ("user", "COMPACTED_USER_SUMMARY"),
+        ("assistant", "COMPACTED_ASSISTANT_NOTE"),
+        ("user", "after compact"),
+        ("assistant", "AFTER_COMPACT_REPLY"),
+    )
+    # ... but its size counts in the request's fit
+    fixed = est_bytes4(SHAPE.system_prompt) + est_bytes4(codex.COMPACT_INSTRUCTION)
+    readable = sum(est_bytes4(t) for t in ("COMPACTED_USER_SUMMARY", "COMPACTED_ASSISTANT_NOTE", "after compact"))
+    assert p.notes["request_tokens_est"] == fixed + readable + est_bytes4("AFTER_COMPACT_REPLY") + 588
+    assert p.notes["request_opaque_items"] == 1
+    # a local compaction keeps user messages and its own summary: the encrypted one is gone (compact.rs 233-237)
+    assert not any(seg.opaque for seg in p.segments) and p.notes["dropped_opaque_summaries"] == 1
+    assert [t for k, t in user_items(p) if k != "summary"] == ["COMPACTED_USER_SUMMARY", "after compact"]
+
+
+def test_failed_compaction_of_a_remote_session_keeps_the_opaque_summary(tmp_path):
+    s = _remote(tmp_path, PAYLOAD)
+    p = run(s, summarizer=NoneProvider())
+    assert p.notes["compaction_failed"]
+    (seg,) = [g for g in p.segments if g.opaque]
+    assert (seg.kind, seg.label, seg.tokens, seg.entry_ids) == ("summary", "summary opaque (encrypted)", 588, ("L4",))
+    assert seg.label == codex.OPAQUE_SUMMARY_LABEL and "588 tokens" in seg.text and "QUJD" not in seg.text
+    assert [g.kind for g in p.segments] == ["system", "tools", "omitted_marker", "summary", "omitted_marker"] + [
+        "tail",
+        "tail",
+    ]
+    assert p.tokens == sum(g.tokens for g in p.segments) and p.tokens > 588

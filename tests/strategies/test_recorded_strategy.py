@@ -12,6 +12,7 @@ from conftest import FIXTURES
 from recorded_expectations import EXPECTED, FILES, MODELS, S, load
 
 from compaction_lab import ingest, strategies
+from compaction_lab.core.projection import projection_from_json
 from compaction_lab.ingest.base import SessionBuilder
 from compaction_lab.strategies import recorded
 from compaction_lab.strategies.base import CompactionContext
@@ -105,3 +106,46 @@ def test_two_compactions_each_show_their_own_next_request():
         texts.append("\n".join(seg.text for seg in p.segments[2:]))
     assert "SUMMARY-ONE" in texts[0] and "SUMMARY-TWO" not in texts[0]
     assert "SUMMARY-TWO" in texts[1] and "SUMMARY-ONE" not in texts[1]  # pi: the latest compaction replaces
+
+
+# --------------------------------------------------------------------------- Codex remote compaction (issue 27, item 2)
+
+#: openai/codex core/tests/suite/compact_remote.rs @ a13f6a86 as a rollout (tests/fixtures/SOURCES.md).
+REMOTE = FIXTURES / "codex" / "rollout-2026-01-20T09-00-00-0199c0de-0000-7000-8000-00000000e0c1.jsonl"
+
+
+def _remote(tmp_path=None, payload=None):
+    path = REMOTE
+    if payload is not None:
+        path = tmp_path / REMOTE.name
+        path.write_text(REMOTE.read_text("utf-8").replace("ENCRYPTED_COMPACTION_SUMMARY", payload), "utf-8")
+    (s,) = list(ingest.load_sessions(path))
+    return s
+
+
+def test_remote_compaction_shows_an_opaque_summary_labelled_with_its_estimated_size(tmp_path):
+    """Its `compacted` item has an empty message; what the agent sent next is the replacement history, whose
+    encrypted `compaction` item the model reads and we cannot: a segment labelled "summary opaque (encrypted)",
+    sized by Codex's estimate (28 bytes of upstream's test payload: 0 tokens; 4,000 bytes: 588)."""
+    s = _remote()
+    (rc,), problems = recorded.find(s)
+    assert problems == [] and (rc.agent, rc.cut, rc.after) == ("codex", 2, 3)
+    p = strategies.compact(s, "recorded", rc.cut, CompactionContext())
+    assert [(g.kind, g.role, g.label, g.opaque) for g in p.segments[2:]] == [
+        ("tail", "user", "", False),
+        ("summary", "assistant", "summary opaque (encrypted)", True),
+        ("tail", "assistant", "", False),
+    ]
+    assert [g.text for g in p.segments[2:5:2]] == ["COMPACTED_USER_SUMMARY", "COMPACTED_ASSISTANT_NOTE"]
+    opaque = p.segments[3]
+    assert opaque.tokens == 0 == p.notes["opaque_summary_tokens"] and "ENCRYPTED" not in opaque.text
+    big = _remote(tmp_path, "QUJD" * 1_000)
+    p = strategies.compact(big, "recorded", rc.cut, CompactionContext())
+    (opaque,) = [g for g in p.segments if g.opaque]
+    assert opaque.tokens == 588 == p.notes["opaque_summary_tokens"] and "588 tokens" in opaque.text
+    assert opaque.label == "summary opaque (encrypted)" and "QUJD" not in p.text()
+    # the size counts in the request, the placeholder's own tokens do not
+    assert p.tokens == p.notes["tokens"] == sum(g.tokens for g in p.segments)
+    assert p.to_json()["segments"][3]["opaque"] is True
+    back = projection_from_json(p.to_json()).finalize()  # a stored projection keeps the flag and the estimate
+    assert back.segments[3].opaque and back.segments[3].tokens == 588

@@ -74,6 +74,12 @@ class Segment:
         segment (or an omitted marker) standing for one entry belongs to that
         entry's message; any other segment is a message of its own. A strategy
         that sends several segments as one message gives them the same key.
+    opaque : bool
+        The segment stands for content the model reads but this suite cannot (an
+        encrypted item, e.g. the summary of Codex's remote compaction): `text` is a
+        readable placeholder holding none of it, `tokens` is the strategy's estimate
+        of its size (`finalize` keeps it instead of counting the placeholder), and
+        the exam makes no claim about what it holds.
     """
 
     kind: str
@@ -84,6 +90,7 @@ class Segment:
     record_kind: str | None = None
     label: str = ""
     message: str = ""
+    opaque: bool = False
 
     def message_key(self) -> str:
         """The key `Projection.messages` joins on ("" — a message of its own)."""
@@ -247,9 +254,12 @@ class Projection:
         return (SentRequest(self.summary_request, sum(s.tokens for s in self.segments if s.kind == "summary")),)
 
     def finalize(self, encoding: str = DEFAULT_ENCODING) -> Projection:
-        """The same projection with every segment's report-token size counted."""
+        """The same projection with every segment's report-token size counted (an opaque one keeps its estimate)."""
         counts = counter(encoding).count_many([s.text for s in self.segments])
-        return replace(self, segments=tuple(replace(s, tokens=n) for s, n in zip(self.segments, counts, strict=False)))
+        segs = tuple(
+            replace(s, tokens=s.tokens if s.opaque else n) for s, n in zip(self.segments, counts, strict=False)
+        )
+        return replace(self, segments=segs)
 
     @property
     def tokens(self) -> int:
@@ -320,6 +330,7 @@ class Projection:
                     "entry_ids": list(s.entry_ids),
                     "record_kind": s.record_kind,
                     "label": s.label,
+                    **({"opaque": True} if s.opaque else {}),
                     **({"text": s.text} if include_text else {}),
                 }
                 for s in self.segments
@@ -359,6 +370,7 @@ def projection_from_json(data: Mapping[str, Any]) -> Projection:
                 tokens=int(s.get("tokens") or 0),
                 record_kind=s.get("record_kind"),
                 label=s.get("label") or "",
+                opaque=bool(s.get("opaque", False)),
             )
         )
     rec = data.get("receipt")

@@ -67,6 +67,7 @@ PROJECTION_COLUMNS: list[str] = [
     "summary_provider",
     "stand_in",
     "fallback",
+    "compaction_failed",
 ]
 
 
@@ -88,6 +89,9 @@ class ClosedResult:
         projection was, the room its strategy believed it had (``capacity``, in its own estimator's
         units), the usable capacity W − O in report tokens and whether the projection exceeds it
         (``over_window``), and who wrote its summary (provider, stand-in, fallback).
+        ``compaction_failed`` is the reason the arm's agent did not compact (its summary call failed
+        and, as upstream does, it sent the history unchanged: `strategies.base.COMPACTION_FAILED`),
+        else empty.
     """
 
     answers: pd.DataFrame
@@ -140,6 +144,7 @@ def projection_row(case_id: str, p: Projection, ctx: CompactionContext) -> dict[
         "summary_provider": r.provider if r is not None else None,
         "stand_in": bool(r.stand_in) if r is not None else False,
         "fallback": bool(r.fallback) if r is not None else False,
+        "compaction_failed": str(p.notes.get("compaction_failed") or ""),
     }
 
 

@@ -24,6 +24,12 @@ Per compaction (``recorded_compactions.parquet``)
     them the agent's real summary holds), ``recorded_pool_recall`` (the share of
     the pool the agent's whole next request holds) and where the agent's kept
     region starts (``kept_from``: its first kept entry, "" when it kept none).
+    A summary the model reads but we cannot -- Codex's remote compaction, an
+    encrypted item (`core.projection.Segment.opaque`) -- is *not readable*:
+    ``summary_readable`` is False, ``opaque_summary_tokens`` its estimated size,
+    and ``eligible_in_summary`` is empty (NA), never 0, unless the next request
+    also holds a readable summary (then it counts that one); the recall of the
+    whole request then counts what the rest holds, a lower bound.
 Per compaction x arm (``exam_recorded.parquet``)
     Recall on the sampled questions with an interval over the records they come
     from (one session: `stats.recall_table`), ``pool_retained`` / ``pool_n`` /
@@ -33,6 +39,9 @@ Per compaction x arm (``exam_recorded.parquet``)
     whether it kept from the same first entry as the log (``kept_note`` says
     why not — a reimplementation whose cut or budgets differ keeps another
     region, and its recall is then not a like-for-like check).
+    ``summary_opaque`` marks a projection whose summary is opaque: its recall
+    and pool recall count only its readable part, a lower bound (nothing is
+    credited or debited for what the opaque summary may hold).
 
 Sessions with no usable compaction are skipped and counted, each with its
 reason (`strategies.recorded.skip_reason`); a run with none produces empty
@@ -78,6 +87,8 @@ FOUND_COLUMNS: list[str] = [
     "eligible_values",
     "eligible_in_summary",
     "recorded_pool_recall",
+    "summary_readable",
+    "opaque_summary_tokens",
     "questions",
     "decoys",
 ]
@@ -109,6 +120,7 @@ TABLE_COLUMNS: list[str] = [
     "kept_from",
     "kept_match",
     "kept_note",
+    "summary_opaque",
     "n_records",
     "ci_method",
 ]
@@ -247,7 +259,9 @@ def build(
                 case, pool_qs = mined.case, tuple(mined.pool)
             cases.append(case)
             pools[case_id] = pool_qs
-            summary = _SEP.join(seg.text for seg in nxt.segments if seg.kind == "summary")
+            readable = [seg for seg in nxt.segments if seg.kind == "summary" and not seg.opaque]
+            opaque = [seg for seg in nxt.segments if seg.kind == "summary" and seg.opaque]
+            summary = _SEP.join(seg.text for seg in readable)
             whole = _SEP.join(seg.text for seg in nxt.segments)
             found_rows.append(
                 {
@@ -255,14 +269,17 @@ def build(
                     "tail_start": tail_start,
                     "kept_from": kept_from,
                     "eligible_values": len(pool_qs),
-                    "eligible_in_summary": _pool_held(pool_qs, summary),
+                    # an encrypted summary is not readable: no count of what it holds, not even 0
+                    "eligible_in_summary": _pool_held(pool_qs, summary) if readable or not opaque else pd.NA,
                     "recorded_pool_recall": _pool_held(pool_qs, whole) / len(pool_qs) if pool_qs else float("nan"),
+                    "summary_readable": not opaque,
+                    "opaque_summary_tokens": sum(seg.tokens for seg in opaque),
                 }
             )
     return RecordedCases(
         tuple(cases),
         {s.id: s for s in session_list},
-        pd.DataFrame(found_rows, columns=FOUND_COLUMNS),
+        pd.DataFrame(found_rows, columns=FOUND_COLUMNS).astype({"eligible_in_summary": "Int64"}),
         pd.DataFrame(skips, columns=SKIP_COLUMNS),
         tuple(notes),
         pools,
@@ -349,6 +366,7 @@ def run(
             "pool_retained": _pool_held(pool, whole),
             "pool_n": len(pool),
             "kept_from": kept_from,
+            "summary_opaque": any(seg.opaque for seg in p.segments if seg.kind == "summary"),
         }
 
     res = closed.run_closed(rc.cases, rc.sessions, arms, ctx, reader, progress=progress, on_projection=measure)
@@ -368,7 +386,7 @@ def comparison_table(
     ``recorded`` marks the agent's own compaction; ``own_agent`` the arm that
     reimplements the agent that wrote it, with ``kept_match`` / ``kept_note``
     (see the module docstring). `measured` holds, per (case, arm), what
-    `run` read off each projection: ``pool_retained``, ``pool_n``, ``kept_from``.
+    `run` read off each projection: ``pool_retained``, ``pool_n``, ``kept_from``, ``summary_opaque``.
     """
     measured = measured or {}
     rows = []
@@ -414,6 +432,7 @@ def comparison_table(
                     "kept_from": m.get("kept_from", ""),
                     "kept_match": match,
                     "kept_note": note,
+                    "summary_opaque": bool(m.get("summary_opaque", False)),
                 }
             )
     df = pd.DataFrame(rows, columns=TABLE_COLUMNS)

@@ -19,6 +19,14 @@ Mapping (payload type -> record kind)::
     compacted                   -> summary, plus a compaction boundary
     world_state, inter_agent_*, unknown types             -> meta
 
+A ``compacted`` line's ``replacement_history`` is kept on its boundary
+(``metadata["compactions"][i]["replacement_history"]``): messages as role +
+text, and the encrypted summary of a *remote* compaction (a ``compaction`` /
+``compaction_summary`` item, which Codex with an OpenAI provider receives from
+the server and sends back for it to decrypt) as its type and the byte length
+of its ``encrypted_content`` -- all a strategy can know of it, and what Codex's
+own size estimate uses. Such a ``compacted`` line has an empty ``message``.
+
 A file normally holds one session; a second ``session_meta`` with a new id
 starts another one.
 """
@@ -507,12 +515,19 @@ def load(path: str | Path, report: ImportReport, span: Span | None = None) -> It
         yield last
 
 
+#: Item types of a remote compaction's encrypted summary (``ResponseItem::Compaction``, serde tag
+#: ``compaction``, alias ``compaction_summary``; later versions also ``context_compaction``).
+COMPACTION_ITEM_TYPES = frozenset({"compaction", "compaction_summary", "context_compaction"})
+
+
 def _replacement_item(item: Any) -> dict[str, Any]:
     """One item of a ``compacted`` line's ``replacement_history``, kept as role + text.
 
     Messages keep their role, their text and whether the harness injected
-    them; any other item (a remote compaction's opaque ``compaction`` item, a
-    tool call) keeps its type only, since no text of it reaches the model.
+    them. A remote compaction's encrypted summary becomes ``{"type":
+    "compaction", "encrypted_bytes": n}``: the model reads it (the server
+    decrypts it), we cannot, and its size is all we keep. Any other item (a
+    tool call, a ghost snapshot) keeps its type only.
     """
     if not isinstance(item, Mapping):
         return {"type": type(item).__name__}
@@ -521,4 +536,7 @@ def _replacement_item(item: Any) -> dict[str, Any]:
     if ptype == "message" and isinstance(role, str):
         text = content_text(item.get("content"))
         return {"type": "message", "role": role, "text": text, "injected": role == "user" and is_injected(text)}
+    encrypted = item.get("encrypted_content")
+    if ptype in COMPACTION_ITEM_TYPES and isinstance(encrypted, str):
+        return {"type": "compaction", "encrypted_bytes": len(encrypted.encode("utf-8", "surrogatepass"))}
     return {"type": str(ptype)}

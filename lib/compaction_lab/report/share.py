@@ -21,6 +21,7 @@ import pandas as pd
 
 from compaction_lab.exam import cases as exam_cases
 from compaction_lab.report import charts, runfolder
+from compaction_lab.strategies.base import COMPACTION_FAILED
 
 #: Table name of the headline in a run folder (written by notebook 06).
 HEADLINE = "headline"
@@ -324,7 +325,9 @@ RECORDED_VIEW = {
 
 def _retained(r: Mapping[str, Any]) -> str:
     over = bool(r.get("over_window", False))
-    return f"{r['strategy_label']}: {retained_of_n(r['retained'], r['n'], r['ci_low'], r['ci_high'], over)}"
+    flag = r.get("summary_opaque", False)  # absent from tables of earlier runs
+    opaque = " (summary opaque: not readable, a lower bound)" if not pd.isna(flag) and bool(flag) else ""
+    return f"{r['strategy_label']}: {retained_of_n(r['retained'], r['n'], r['ci_low'], r['ci_high'], over)}{opaque}"
 
 
 def recorded_block(run_dir: Path) -> RecordedBlock | None:
@@ -358,6 +361,17 @@ def recorded_block(run_dir: Path) -> RecordedBlock | None:
         for f in found.to_dict("records"):
             pool = int(f["eligible_values"])
             held = f" (the agent's whole next request holds {f['recorded_pool_recall']:.0%})" if pool else ""
+            readable = f.get("summary_readable", True)
+            if readable is not None and not pd.isna(readable) and not bool(readable):
+                # an encrypted summary (Codex's remote compaction): the model reads it, the suite cannot
+                size = int(f.get("opaque_summary_tokens") or 0)
+                held = f" (the readable rest of its next request holds {f['recorded_pool_recall']:.0%}, a lower bound)"
+                lines.append(
+                    f"{f['session_id']} #{int(f['compaction']) + 1}: {pool:,} eligible values (before the cut, outside "
+                    f"what the agent kept verbatim); its real summary is opaque (encrypted, about {size:,} tokens): "
+                    f"the model reads it, this suite cannot — not readable{held if pool else ''}."
+                )
+                continue
             lines.append(
                 f"{f['session_id']} #{int(f['compaction']) + 1}: {pool:,} eligible values (before the cut, outside "
                 f"what the agent kept verbatim); its real summary holds {int(f['eligible_in_summary']):,} of them{held}."
@@ -422,6 +436,28 @@ class ExamBlock:
 BY_SESSION_VIEW = {"session_id": "session", "strategy_label": "strategy", "retained_of_n": "retained of N (95% CI)"}
 
 
+def failed_compactions(run_dir: Path) -> list[str]:
+    """One sentence per arm whose agent did not compact in some cases (its summary call failed).
+
+    Read from ``exam_projections``' ``compaction_failed``: such a projection is
+    the history as it was, examined and priced as the agent would have sent it.
+    """
+    proj = _maybe(Path(run_dir), "exam_projections")
+    if proj is None or proj.empty or "compaction_failed" not in proj.columns:
+        return []
+    failed = proj["compaction_failed"].fillna("").astype(str) != ""
+    lines = []
+    for label, g in proj.assign(failed=failed).groupby("strategy_label", sort=True):
+        n = int(g["failed"].sum())
+        if n:
+            why = "; ".join(dict.fromkeys(g.loc[g["failed"], "compaction_failed"].astype(str)))
+            lines.append(
+                f"{label}: {COMPACTION_FAILED} in {n} of {_plural(len(g), 'case')}, as the agent does when its "
+                f"summary call fails ({why}); those requests are examined and priced as sent."
+            )
+    return lines
+
+
 def exam_block(run_dir: Path) -> ExamBlock | None:
     """Sessions, per-session recall and the question-mix table, from notebook 03's tables (None: it did not run).
 
@@ -452,6 +488,7 @@ def exam_block(run_dir: Path) -> ExamBlock | None:
                 f"The pool of usable values is {mix} ({total:,} values); questions follow that natural mix "
                 "unless probe_pointer_mix says otherwise."
             )
+    lines += failed_compactions(run_dir)
     view = pd.DataFrame(columns=list(BY_SESSION_VIEW.values()))
     if by_session is not None and len(by_session):
         b = by_session.copy()

@@ -39,12 +39,24 @@ Live history (`live_history`)
       ``{type, role, text, injected}``), the history is *replaced* by it;
       otherwise the history is rebuilt as ``build_compacted_history`` does --
       initial context, the real user messages collected from the history so
-      far (20,000-token rule below), and the summary message. A Codex
+      far (20,000-token rule below), and the summary message (``(no summary
+      available)`` when the recorded message is empty, as upstream's
+      ``build_compacted_history_with_limit`` writes then). A Codex
       rollout's summary text is Codex's own ``compacted.message`` (prefix
       included). Rule for sessions from *another* agent (Claude Code, pi,
       OpenCode, ...): their recorded compaction is treated as a Codex summary
       message -- our `SUMMARY_PREFIX`, a newline, the recorded summary -- and
       rebuilt the same way (other agents' kept tails are not carried over);
+    * a *remote* compaction (Codex with an OpenAI provider: the server
+      compacts, ``compact_remote.rs``) records an empty ``message`` and a
+      replacement history holding an encrypted ``compaction`` item the server
+      decrypts for the model. That item stays in the live history as an
+      *opaque* summary (`Item.opaque_tokens`): the model reads it, we cannot.
+      Its size is Codex's own estimate for encrypted items
+      (`encrypted_item_tokens`: ``len(encrypted_content) x 3/4 - 650`` bytes,
+      then ``ceil(bytes / 4)``). It is sized in the summary request's fit but
+      sends no text (upstream sends the encrypted item), and a local
+      compaction drops it, as upstream's (user messages + summary only) does;
     * a ``system`` record equal to the base instructions is not an item (it
       is the request's instructions).
 
@@ -67,8 +79,12 @@ Projection (next request)
        replacement history and is not verbatim in the journal is an
        ``omitted_marker`` segment too, carrying the compaction's entry id.
     4. The summary as its own **user-role** ``summary`` segment:
-       `SUMMARY_PREFIX`, a newline, then the summary text, or ``(no summary
-       available)`` when the provider gave none.
+       `SUMMARY_PREFIX`, a newline, then the model's answer as it came
+       (upstream: the prefix, a newline and ``summary_suffix``, the last
+       assistant message or ``""``). An empty answer gives
+       the prefix and the newline alone (label ``summary (empty answer)``):
+       upstream's ``(no summary available)`` only replaces an empty
+       *summary_text*, which the prefix never is.
     5. The initial context is re-injected (``system`` segments, one per
        item, role ``system`` for developer messages and ``user`` for
        AGENTS.md / environment context, label ``re-injected initial
@@ -97,16 +113,24 @@ Summary request (shape ``history+instruction``)
     messages, one per upstream item (`request_messages`: the message boundary
     rule of `Projection.messages`, blocks of one entry joined) plus
     `COMPACT_INSTRUCTION` as a separate, final user message; template
-    ``codex-handoff``. If the request would overflow -- its bytes/4 estimate
-    exceeds ``window - max_output_tokens`` -- the oldest history item is
-    dropped (with its tool call / output partner, as upstream's
-    ``remove_first_item`` does) and the request retried; we compute the
-    fitting request directly and record the number of dropped items in
-    ``notes["request_dropped_items"]``.
+    ``codex-handoff``. If the request would overflow (fit rule below) the
+    oldest history item is dropped (with its tool call / output partner, as
+    upstream's ``remove_first_item`` does) and the request retried; we
+    compute the fitting request directly and record the number of dropped
+    items in ``notes["request_dropped_items"]``.
 
-    Upstream sets no separate cap on the summary; ``max_output_tokens`` is
-    param ``summary_tokens`` (default 4,096), never above the model's output
-    ceiling.
+    Fit rule. Upstream checks nothing before sending: the server answers a
+    request over the model's context window with ``ContextWindowExceeded``
+    and Codex drops the oldest item and retries (``compact.rs``); with one
+    item left it gives up. Codex sends no output cap, so the server's
+    overflow concerns the *input*: our limit is the window (the model's input
+    limit, ``ctx.input_limit``, when it declares one below it). The answer
+    then has what the window leaves: ``max_output_tokens`` is the model's own
+    output limit -- the profile's output ceiling O -- or less when the input
+    leaves less than O of the window (``notes["request_answer_room"]``).
+    Param ``summary_tokens`` (no default) overrides O as the cap, never above
+    it. Our estimate is bytes/4 of item texts, upstream's is the server's
+    count: near the window the two may disagree by a few percent.
 
     Upstream's local request carries **no tool definitions** while every
     regular turn does, so under a prefix cache it shares only the base
@@ -117,6 +141,21 @@ Summary request (shape ``history+instruction``)
     that issue proposes, and what Codex's remote path sends -- so the cost
     notebook can show what the omission costs. It changes nothing but the
     request's ``tools``.
+
+On summary failure (param ``on_failure``)
+    When the summary call fails -- the provider is unavailable or raises, or
+    the request does not fit even with every history item dropped -- Codex's
+    compact task returns the error and leaves the history as it was
+    (``compact.rs``: ``return Err(e)`` before ``replace_history``).
+    ``"upstream"`` (default): the projection is that unchanged history, the
+    next request Codex would send without compacting -- system, tools and the
+    live history above, one segment per item (record-time truncation
+    applied; an opaque summary stays opaque) -- with
+    ``notes["compaction_failed"]`` giving the reason, no new summary segment,
+    the receipt (``fallback=True``) and the summary request kept. It may
+    exceed the window: the exam flags it. ``"placeholder"``: the lab's older,
+    non-upstream behaviour -- compact anyway around the summary ``(no
+    summary available)`` (label ``no summary available``).
 
 Prompts are our own paraphrases of the upstream instructions; point params
 ``prompt_file`` (instruction) and ``summary_prefix_file`` at files holding the
@@ -131,10 +170,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from compaction_lab.core.projection import Projection, Segment, SummaryReceipt, SummaryRequest, chat_messages
+from compaction_lab.core.projection import (
+    Projection,
+    Segment,
+    SentRequest,
+    SummaryReceipt,
+    SummaryRequest,
+    chat_messages,
+)
 from compaction_lab.core.session import Record, Session
 from compaction_lab.core.text import is_injected
 from compaction_lab.strategies.base import (
+    COMPACTION_FAILED,
+    ON_FAILURE_CHOICES,
     CompactionContext,
     call_summarizer,
     est_bytes4,
@@ -145,7 +193,7 @@ from compaction_lab.strategies.base import (
 )
 from compaction_lab.strategies.trigger import SUMMARY_TOKENS, codex_trigger
 
-ALGORITHM_VERSION = "codex-local-2"
+ALGORITHM_VERSION = "codex-local-3"
 
 #: Budget for the user messages carried over (Codex's 20,000-token rule).
 USER_BUDGET_TOKENS = 20_000
@@ -185,9 +233,26 @@ SUMMARY_PREFIX = (
 #: recognise summary messages Codex wrote into a rollout, never sent.
 UPSTREAM_SUMMARY_OPENING = "Another language model started to solve this problem"
 
+#: What upstream's ``build_compacted_history`` writes for an empty summary text: only a recorded
+#: ``compacted`` item with an empty ``message`` and no replacement history reaches it (the compact
+#: task's own summary always opens with the prefix), and ``on_failure="placeholder"`` uses it.
 NO_SUMMARY = "(no summary available)"
 
 INITIAL_CONTEXT_LABEL = "re-injected initial context"
+
+#: Labels of the summary segment: the provider gave nothing (``on_failure="placeholder"``), the model
+#: answered with nothing, an earlier summary the live history carries, a remote compaction's encrypted one.
+NO_SUMMARY_LABEL = "no summary available"
+EMPTY_SUMMARY_LABEL = "summary (empty answer)"
+EARLIER_SUMMARY_LABEL = "codex summary of an earlier compaction"
+OPAQUE_SUMMARY_LABEL = "summary opaque (encrypted)"
+
+#: Bytes Codex takes off an encrypted item's decoded length when it estimates what the model sees
+#: (``estimate_reasoning_length`` in context_manager/history.rs).
+ENCRYPTED_OVERHEAD_BYTES = 650
+
+#: Why the compaction failed when the request overflows with every history item dropped.
+REQUEST_DOES_NOT_FIT = "summary request does not fit the window even with all history dropped"
 
 
 # --------------------------------------------------------------------------- truncation (utils/string)
@@ -272,6 +337,28 @@ def truncate_tool_output(text: str, policy: Any = TRUNCATION_POLICY) -> str:
     return truncate_bytes(text, limit) if unit == "bytes" else truncate_tokens(text, limit)
 
 
+# --------------------------------------------------------------------------- encrypted items
+
+
+def encrypted_item_tokens(encrypted_bytes: int) -> int:
+    """Codex's estimate of what an encrypted item (a remote compaction's summary) costs the model, in tokens.
+
+    ``estimate_response_item_model_visible_bytes``: the base64 payload's
+    length x 3/4 (its decoded size) less `ENCRYPTED_OVERHEAD_BYTES`, never
+    below 0; then ``approx_tokens_from_byte_count``: ``ceil(bytes / 4)``.
+    """
+    visible = max(0, max(0, int(encrypted_bytes)) * 3 // 4 - ENCRYPTED_OVERHEAD_BYTES)
+    return math.ceil(visible / 4)
+
+
+def opaque_text(tokens: int) -> str:
+    """The placeholder an opaque summary shows in our text: what it is and its estimated size, none of its content."""
+    return (
+        f"[{OPAQUE_SUMMARY_LABEL}: Codex's server-side compaction summary, about {tokens:,} tokens; the model "
+        "reads it decrypted, its text is not readable here]"
+    )
+
+
 # --------------------------------------------------------------------------- live history
 
 
@@ -285,7 +372,9 @@ class Item:
     ``context`` marks injected initial context (developer messages,
     AGENTS.md, environment context); ``key`` is the upstream item it is
     (record items: their entry id, so the blocks of one entry form one
-    message; replacement-history items: one key each).
+    message; replacement-history items: one key each). ``opaque_tokens`` is
+    set on a remote compaction's encrypted summary: it has no text we can
+    read, and this is Codex's estimate of its size (`encrypted_item_tokens`).
     """
 
     role: str
@@ -297,6 +386,16 @@ class Item:
     summary: bool = False
     context: bool = False
     key: str = ""
+    opaque_tokens: int | None = None
+
+    @property
+    def opaque(self) -> bool:
+        """An encrypted item: the model reads it, we cannot."""
+        return self.opaque_tokens is not None
+
+    def size(self) -> int:
+        """bytes/4 of its text, or Codex's estimate for an encrypted item."""
+        return self.opaque_tokens if self.opaque_tokens is not None else est_bytes4(self.text)
 
     def message_key(self) -> str:
         return self.key or "entry:" + self.entry_id  # `Segment.message_key`'s form: items and records agree
@@ -380,14 +479,36 @@ def _boundaries(session: Session) -> dict[str, Mapping[str, Any]]:
 def _replacement(
     boundary: Mapping[str, Any], rec: Record, user_ids: Mapping[str, str], summary_prefix: str
 ) -> list[Item] | None:
-    """Items of a recorded ``replacement_history`` (messages only), or None when none was recorded."""
+    """Items of a recorded ``replacement_history``, or None when none was recorded.
+
+    Messages, and a remote compaction's encrypted summary as an opaque item
+    (upstream's resume puts the whole replacement history back,
+    rollout_reconstruction.rs); other items (tool calls) were not kept by
+    the importer.
+    """
     items = boundary.get("replacement_history")
     if not isinstance(items, list):
         return None
     out: list[Item] = []
     for n, it in enumerate(items):
+        if isinstance(it, Mapping) and it.get("type") == "compaction":
+            size = it.get("encrypted_bytes")
+            out.append(
+                Item(
+                    # upstream counts the compaction item among the model's own output (`is_model_generated_item`)
+                    "assistant",
+                    "",
+                    rec.entry_id,
+                    "compaction",
+                    verbatim=False,
+                    summary=True,
+                    key=f"{rec.entry_id}#{n}",
+                    opaque_tokens=encrypted_item_tokens(size if isinstance(size, int) else 0),
+                )
+            )
+            continue
         if not isinstance(it, Mapping) or it.get("type") != "message" or not isinstance(it.get("text"), str):
-            continue  # opaque items (a remote compaction's `compaction`) carry no text the model reads
+            continue
         role = {"developer": "system"}.get(str(it.get("role")), str(it.get("role")))
         if role not in ("system", "user", "assistant"):
             continue
@@ -543,6 +664,62 @@ def _phase(session: Session, cut: int, ctx: CompactionContext, prefix: str) -> s
     return "pre_turn" if nxt is None or nxt.kind in ("user", "system", "summary") else "mid_turn"
 
 
+def summary_cap(ctx: CompactionContext) -> int:
+    """The summary's output cap before the window's room: the model's output limit O, or param ``summary_tokens``.
+
+    Upstream sends no cap (the model's own output limit applies); the
+    profile's output ceiling O stands for it. ``summary_tokens`` overrides
+    it, never above O.
+    """
+    ceiling = ctx.output_ceiling if ctx.output_ceiling and ctx.output_ceiling > 0 else SUMMARY_TOKENS
+    override = ctx.param("summary_tokens", None)
+    return max(1, ceiling if override is None else min(int(override), ceiling))
+
+
+def opaque_segment(item: Item, label: str = OPAQUE_SUMMARY_LABEL) -> Segment:
+    """An encrypted summary as a projection segment: placeholder text, Codex's size estimate, flagged opaque."""
+    n = item.opaque_tokens or 0
+    return Segment(
+        "summary",
+        item.role,
+        opaque_text(n),
+        (item.entry_id,),
+        tokens=n,
+        label=label,
+        message=item.message_key(),
+        opaque=True,
+    )
+
+
+def history_segments(items: list[Item]) -> list[Segment]:
+    """A live history as the next request carries it, one segment per item (what Codex sends when it did not compact).
+
+    Records kept as they were are ``tail`` segments; texts Codex changed --
+    a tool output truncated at record time, a replacement-history message
+    not in the journal -- are ``omitted_marker`` segments saying why;
+    summaries of earlier compactions are ``summary`` segments, an encrypted
+    one opaque (`opaque_segment`). Items with no text (reasoning with only
+    encrypted content) send nothing, as in `request_messages`.
+    """
+    out: list[Segment] = []
+    for it in items:
+        key = it.message_key()
+        if it.opaque:
+            out.append(opaque_segment(it))
+        elif not it.text:
+            continue
+        elif it.summary:
+            out.append(Segment("summary", "user", it.text, (it.entry_id,), label=EARLIER_SUMMARY_LABEL, message=key))
+        elif it.verbatim:
+            out.append(Segment("tail", it.role, it.text, (it.entry_id,), record_kind=it.kind, message=key))
+        else:
+            why = "codex record-time truncation" if it.kind == "tool_output" else "codex replacement history"
+            out.append(
+                Segment("omitted_marker", it.role, it.text, (it.entry_id,), record_kind=it.kind, label=why, message=key)
+            )
+    return out
+
+
 @dataclass(frozen=True)
 class CodexStrategy:
     """Codex's local compaction (see module docstring)."""
@@ -588,13 +765,19 @@ class CodexStrategy:
         prompts: Mapping[str, str] | None = None,
         items: list[Item] | None = None,
     ) -> tuple[SummaryRequest, dict[str, Any]]:
-        """The summary request (live history + instruction, base instructions, no tools), trimmed to fit."""
+        """The summary request (live history + instruction, base instructions, no tools), trimmed to fit.
+
+        Fits: its input estimate is within the model's input limit (the
+        window, or ``ctx.input_limit`` below it) and leaves the answer at
+        least one token of the window; ``max_output_tokens`` is `summary_cap`
+        or the room the input leaves, whichever is smaller.
+        """
         prompts = prompts or self.prompts(ctx)
         system = ctx.shape.system_prompt
         live = items if items is not None else self.live_history(session, cut, ctx, prompts)
-        cap = max(1, min(int(ctx.param("summary_tokens", SUMMARY_TOKENS)), ctx.output_ceiling or SUMMARY_TOKENS))
-        limit = ctx.window - cap
-        sizes = [est_bytes4(i.text) for i in live]
+        cap = summary_cap(ctx)
+        limit = min(ctx.window - 1, ctx.input_limit or ctx.window)
+        sizes = [i.size() for i in live]
         fixed = est_bytes4(system) + est_bytes4(prompts["instruction"])
         if ctx.param("summary_tools", False):
             fixed += est_bytes4(ctx.shape.tools_text())
@@ -602,6 +785,8 @@ class CodexStrategy:
         paired = ("tool_call", "tool_output")
         dropped_calls = {i.call_id for i in live[:start] if i.call_id and i.kind in paired}
         kept = [i for i in live[start:] if not (i.call_id and i.kind in paired and i.call_id in dropped_calls)]
+        est = fixed + sum(i.size() for i in kept)
+        room = ctx.window - est
         messages = request_messages(kept, system) + [{"role": "user", "content": prompts["instruction"]}]
         req = SummaryRequest(
             strategy=self.name,
@@ -610,16 +795,18 @@ class CodexStrategy:
             tools=tuple(ctx.shape.tools) if ctx.param("summary_tools", False) else (),
             messages=tuple(messages),
             template="codex-handoff",
-            max_output_tokens=cap,
+            max_output_tokens=max(1, min(cap, room)),
             source_entry_ids=tuple(dict.fromkeys(i.entry_id for i in kept)),
         )
-        est = fixed + sum(est_bytes4(i.text) for i in kept)
         info = {
             "request_items": len(kept),
             "request_dropped_items": len(live) - len(kept),
+            "request_opaque_items": sum(1 for i in kept if i.opaque),
             "request_tokens_est": est,
             "request_limit": limit,
             "request_fits": est <= limit,
+            "request_answer_cap": cap,
+            "request_answer_room": room,
             "live_history_items": len(live),
             "tool_outputs_truncated": sum(1 for i in live if i.kind == "tool_output" and not i.verbatim),
         }
@@ -628,6 +815,9 @@ class CodexStrategy:
     # ------------------------------------------------------------------ compact
 
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
+        on_failure = str(ctx.param("on_failure", ON_FAILURE_CHOICES[0]))
+        if on_failure not in ON_FAILURE_CHOICES:
+            raise ValueError(f"codex on_failure {on_failure!r}: expected one of {', '.join(ON_FAILURE_CHOICES)}")
         prompts = self.prompts(ctx)
         trig = codex_trigger(ctx.window)
         capacity = trig.auto_compact
@@ -638,7 +828,7 @@ class CodexStrategy:
         request, req_info = self.summary_request(session, cut, ctx, prompts, live)
         if req_info["request_fits"]:
             text, receipt = call_summarizer(ctx, request)
-        else:  # even with no history left the request overflows: no model call
+        else:  # even with no history left the request overflows: upstream's task errors (compact.rs)
             text, receipt = (
                 None,
                 SummaryReceipt(
@@ -647,16 +837,39 @@ class CodexStrategy:
                     "",
                     request.fingerprint(),
                     fallback=True,
-                    error="summary request does not fit the window even with all history dropped",
+                    error=REQUEST_DOES_NOT_FIT,
                 ),
             )
-        body = (text or "").strip() or NO_SUMMARY
-        if receipt.fallback:
-            label = "no summary available"
-        elif body == NO_SUMMARY:
-            label = "no summary available (empty answer)"
+        notes: dict[str, Any] = {"auto_compact": trig.auto_compact, "hard_cap": trig.hard_cap, "on_failure": on_failure}
+        if text is None and on_failure == "upstream":
+            # The compact task returned its error before replacing the history: the next request carries it unchanged.
+            segments = [Segment("system", "system", system_text), Segment("tools", "system", tools_text)]
+            segments += history_segments(live)
+            notes |= {
+                "compaction_failed": receipt.error or COMPACTION_FAILED,
+                "history_tokens_est": sum(i.size() for i in live),
+                **req_info,
+            }
+            return Projection(
+                self.name,
+                self.algorithm_version,
+                session.id,
+                cut,
+                tuple(segments),
+                capacity,
+                self.estimator,
+                request,
+                receipt,
+                notes,
+                # nothing came back: the history's earlier summaries are not this request's answer
+                sent_requests=(SentRequest(request, 0),),
+            )
+        if text is None:  # on_failure="placeholder": the lab's older behaviour, not upstream's
+            body, label = NO_SUMMARY, NO_SUMMARY_LABEL
+        elif not text.strip():  # upstream: the prefix, a newline and the empty answer
+            body, label = text, EMPTY_SUMMARY_LABEL
         else:
-            label = summary_label(receipt, "no summary available")
+            body, label = text, summary_label(receipt, NO_SUMMARY_LABEL)
         summary_seg = Segment("summary", "user", f"{prompts['summary_prefix']}\n{body}", label=label)
 
         init = initial_context(session, cut, system_text)
@@ -715,9 +928,7 @@ class CodexStrategy:
             segments += user_segs[:at] + init_segs + user_segs[at:] + [summary_seg]
         else:  # DoNotInject: the next regular turn re-injects the full initial context after the history
             segments += user_segs + [summary_seg] + init_segs
-        notes = {
-            "auto_compact": trig.auto_compact,
-            "hard_cap": trig.hard_cap,
+        notes |= {
             "user_budget_param": param_budget,
             "user_budget": budget,
             "user_budget_clamped": budget < param_budget,
@@ -728,6 +939,7 @@ class CodexStrategy:
             "truncated": truncated,
             "compaction_phase": phase,
             "initial_context_entries": [i.entry_id for i in init],
+            "dropped_opaque_summaries": sum(1 for i in live if i.opaque),
             **req_info,
         }
         return Projection(
@@ -751,23 +963,33 @@ __all__ = [
     "ALGORITHM_VERSION",
     "COMPACT_INSTRUCTION",
     "CodexStrategy",
+    "EMPTY_SUMMARY_LABEL",
+    "ENCRYPTED_OVERHEAD_BYTES",
     "Item",
     "NO_SUMMARY",
+    "NO_SUMMARY_LABEL",
+    "OPAQUE_SUMMARY_LABEL",
+    "REQUEST_DOES_NOT_FIT",
     "STRATEGIES",
     "SUMMARY_PREFIX",
     "TRUNCATION_POLICY",
     "USER_BUDGET_TOKENS",
     "call_summarizer",
-    "request_messages",
     "collect_user_messages",
+    "encrypted_item_tokens",
+    "history_segments",
     "initial_context",
     "is_contextual",
     "is_real_user",
     "is_summary_text",
     "live_history",
     "middle_truncate",
+    "opaque_segment",
+    "opaque_text",
     "parse_policy",
+    "request_messages",
     "select_user_messages",
+    "summary_cap",
     "truncate_bytes",
     "truncate_tokens",
     "truncate_tool_output",

@@ -45,7 +45,14 @@ What each agent's next request holds (the summary segment is labelled
 * Codex — ``codex.live_history``: the recorded ``replacement_history`` when the
   item has one, else the history rebuilt from the user messages and the
   summary (``build_compacted_history``). The initial context a later regular
-  turn re-injects is not part of what was recorded: not added.
+  turn re-injects is not part of what was recorded: not added. A *remote*
+  compaction (Codex with an OpenAI provider) records an empty summary and an
+  encrypted ``compaction`` item the server decrypts for the model: the model
+  reads that summary, we cannot. It is a segment labelled ``summary opaque
+  (encrypted)``, flagged `Segment.opaque`, its size Codex's own estimate from
+  the item's length (`codex.encrypted_item_tokens`), its text a placeholder
+  holding none of the summary; the recorded exam claims nothing about its
+  content (``exam.recorded``: "not readable").
 * OpenCode — ``opencode.live_history``: the "What did we do so far?" user
   message, the summary as the assistant's answer, then the kept tail from the
   recorded ``tail_start_id`` (none for versions without one).
@@ -246,7 +253,9 @@ def _codex(session: Session, rc: RecordedCompaction, ctx: CompactionContext) -> 
 
     out = []
     for it in codex.STRATEGY.live_history(session, rc.after, ctx):
-        if it.summary:
+        if it.opaque:
+            out.append(codex.opaque_segment(it))
+        elif it.summary:
             out.append(_summary_segment(it.text, "user", (it.entry_id,), rc))
         else:
             out.append(Segment("tail", it.role, it.text, (it.entry_id,), record_kind=it.kind, message=it.message_key()))
@@ -303,7 +312,9 @@ class Recorded:
         ]
         segs += _RENDER[rc.agent](session, rc, ctx)
         cap = ctx.window - ctx.output_ceiling
-        tokens = sum(cnt.count_many([s.text for s in segs]))
+        # an opaque segment's placeholder is not what the model reads: its estimate stands in (`Segment.opaque`)
+        counted = cnt.count_many([s.text for s in segs])
+        tokens = sum(s.tokens if s.opaque else n for s, n in zip(segs, counted, strict=True))
         notes: dict[str, Any] = {
             "label_tag": rc.tag,
             "agent": rc.agent,
@@ -314,6 +325,7 @@ class Recorded:
             "summary_entries": list(rc.summary_entry_ids),
             "tokens": tokens,
             "fits": tokens <= cap,
+            "opaque_summary_tokens": sum(s.tokens for s in segs if s.opaque and s.kind == "summary"),
         }
         return Projection(
             self.name, self.algorithm_version, session.id, cut, tuple(segs), cap, self.estimator, None, None, notes
