@@ -65,7 +65,12 @@ def test_what_the_simulator_says_per_strategy(chain_case):
     fo = cost.simulate_case(s, len(s.records), projs["futureos-summarized"], ctx.shape, "deepseek", a)
     assert fo.compaction_cached.cached_tokens / fo.compaction_cached.input_tokens > 0.8
     assert fo.compaction_cold.cached_tokens == 0
-    oc = cost.simulate_case(s, len(s.records), projs["opencode"], ctx.shape, "deepseek", a)
+    # At W = 16,000 the chain's OpenCode request is one its provider refuses (upstream then does not compact,
+    # and nothing is priced); the lab's earlier behaviour sends and uses it: that request is priced here.
+    placeholder = dataclasses.replace(ctx, params={"on_failure": "placeholder"})
+    oc_proj = strategies.compact(s, "opencode", len(s.records), placeholder)
+    assert projs["opencode"].notes["compaction_failed"] and oc_proj.summary_request == projs["opencode"].summary_request
+    oc = cost.simulate_case(s, len(s.records), oc_proj, ctx.shape, "deepseek", a)
     assert oc.compaction_cached.cached_tokens / oc.compaction_cached.input_tokens < 0.05
 
 

@@ -46,13 +46,16 @@ Live history (``MessageV2.filterCompacted`` + ``completedCompactions``)
     (``summary`` record). Walking back from the newest record, the live
     history stops at the latest summary, unless that compaction recorded a
     ``tail_start`` (`recorded_tail_start`: ``session.metadata["compactions"]``
-    entries carrying ``tail_start_source_order`` or ``tail_start_entry_id``),
-    in which case it runs back to that record -- the tail the earlier
-    compaction kept verbatim. Every compaction pair inside the live history
-    is hidden; the latest summary is the *previous summary*. Without a
-    recorded tail start (summaries from other agents, or an importer that
-    does not record it) nothing before the latest summary is live, as
-    upstream does for a compaction without ``tail_start_id``.
+    entries carrying ``tail_start_source_order`` or ``tail_start_entry_id``,
+    which the OpenCode importer writes from the compaction part's
+    ``tail_start_id``), in which case it runs back to that record -- the tail
+    the earlier compaction kept verbatim. Every compaction pair inside the
+    live history is hidden; the latest summary is the *previous summary*,
+    sent before the kept tail (``filterCompacted``'s reorder: compaction
+    message and summary, then the retained tail, then what followed).
+    Without a recorded tail start (summaries from other agents) nothing
+    before the latest summary is live, as upstream does for a compaction
+    without ``tail_start_id``.
 
 Prune (param ``prune``, default False as upstream)
     Walking newest first from the end back to the latest summary, skipping
@@ -67,9 +70,8 @@ Prune (param ``prune``, default False as upstream)
 Projection (next request)
     1. ``system`` and ``tools`` segments (the session's own shape is re-sent).
     2. ``header``: the compaction user message, "What did we do so far?".
-    3. ``summary``: the summary as assistant text. With provider ``none`` (or a
-       failed call) it is the empty template, every section "(none)"
-       (`EMPTY_SUMMARY`); the receipt says fallback and why.
+    3. ``summary``: the summary as assistant text (an empty answer: the empty
+       template, every section "(none)", `EMPTY_SUMMARY`).
     4. ``tail`` (``select``): newest whole turns whose estimates fit
        ``opencode_tail_budget(usable)`` = ``min(15,000, max(2,000,
        floor(usable / 4)))`` (param ``tail_tokens`` overrides). The first
@@ -92,10 +94,11 @@ Summary request, ``prepend`` mode (shape ``dedicated``; both versions)
     messages by a blank line) inside ``<conversation>`` after a lead line;
     then, with a previous summary, a ``<prior-summary>`` block **after** the
     conversation and `MERGE_INSTRUCTIONS`; else `INSTRUCTIONS`; then the
-    `TEMPLATE`. ``max_output_tokens`` is param ``summary_tokens`` (default
-    4,096), never above ``maxOutput``. ``notes["request_tokens_est"]`` /
-    ``notes["request_over_usable"]`` record its size (no overflow rule is
-    invented).
+    `TEMPLATE`. Upstream sets no output cap on it, so the LLM layer's default
+    applies: ``max_output_tokens`` is the model's ``maxOutput`` =
+    min(output ceiling O, 32,000) (`summary_cap`; param ``summary_tokens``
+    lowers it, never raises it). ``notes["request_tokens_est"]`` /
+    ``notes["request_over_usable"]`` record its size.
 
 Summary request, ``suffix`` mode (``main`` only; param ``compaction_mode:
 "suffix"``, opt-in as upstream's ``compaction.mode``; shape ``suffix``)
@@ -110,6 +113,23 @@ Summary request, ``suffix`` mode (``main`` only; param ``compaction_mode:
     a 4,096-token output (``fitsSuffix``) the ``prepend`` request is sent
     instead and ``notes["suffix_fallback"] = "context"``.
 
+Summary failure (param ``on_failure``, default ``"upstream"``)
+    OpenCode does not compact when the summary call fails: the processor
+    stops (``processCompaction`` returns ``"stop"`` on a message error or a
+    context overflow) and the session keeps its history. So when the
+    provider is unavailable or raises, or the request is larger than the
+    provider accepts (`request_limit`: the declared input limit, else W less
+    the output cap -- the provider's context overflow; the request is sent,
+    as upstream sends it, and an answer to it is not used), the projection
+    is the next request as it was: system, tools, a previous compaction's
+    header and summary, the live records (`unchanged_segments`), no summary
+    and no continue message; ``notes["compaction_failed"]`` says why
+    (`base.COMPACTION_FAILED`) and the receipt is kept (fallback, error). It
+    may not fit the window (the exam flags it). ``on_failure="placeholder"``
+    is the lab's earlier, non-upstream behaviour: compact around the empty
+    template (`EMPTY_SUMMARY`), labelled "empty template (no summary)", with
+    no overflow check.
+
 Prompts are our own paraphrases; params ``system_prompt_file`` and
 ``prompt_file`` (instructions + template) point at files with exact upstream
 text. `OpenCodeStrategy.prompts` returns the texts in use.
@@ -119,13 +139,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from compaction_lab.core import bounded_json
 from compaction_lab.core.projection import Projection, Segment, SummaryRequest, chat_messages
 from compaction_lab.core.session import Record, Session
 from compaction_lab.strategies.base import (
+    ON_FAILURE_CHOICES,
     CompactionContext,
     call_summarizer,
     est_chars4,
@@ -134,7 +155,7 @@ from compaction_lab.strategies.base import (
     role_of,
     summary_label,
 )
-from compaction_lab.strategies.trigger import OPENCODE_VERSIONS, SUMMARY_TOKENS, opencode_tail_budget, opencode_trigger
+from compaction_lab.strategies.trigger import OPENCODE_VERSIONS, opencode_tail_budget, opencode_trigger
 
 #: Upstream commits each ``opencode_version`` reproduces.
 UPSTREAM_COMMITS: Mapping[str, str] = {
@@ -143,7 +164,7 @@ UPSTREAM_COMMITS: Mapping[str, str] = {
 }
 
 #: Our revision of the port (bumped when the behaviour changes).
-REVISION = 2
+REVISION = 3
 ALGORITHM_VERSION = f"opencode-1.18-{REVISION}"
 
 PRUNE_PROTECT = 40_000
@@ -387,19 +408,28 @@ def _units(text: str) -> int:
 def message_units(
     records: Sequence[Record], spans: Sequence[tuple[int, int]], pruned: frozenset[int] = frozenset()
 ) -> list[tuple[int, int]]:
-    """Per OpenCode message: (UTF-16 length of its model messages' JSON joined by commas, how many)."""
+    """Per OpenCode message: (UTF-16 length of its model messages' JSON, how many model messages).
+
+    No separators: `estimate_span` adds every comma of the array once (an assistant step with tool
+    results is two model messages, and the comma between them is one of those).
+    """
     out = []
     for a, b in spans:
         msgs = model_messages(records[a:b], pruned)
-        out.append((sum(_units(_js_json(m)) for m in msgs) + max(0, len(msgs) - 1), len(msgs)))
+        out.append((sum(_units(_js_json(m)) for m in msgs), len(msgs)))
     return out
 
 
 def estimate_span(units: Sequence[tuple[int, int]], a: int, b: int) -> int:
-    """``Token.estimate(JSON.stringify(modelMessages))`` of OpenCode messages ``a..b-1``."""
+    """``Token.estimate(JSON.stringify(modelMessages))`` of OpenCode messages ``a..b-1``.
+
+    The array's length is ``[`` + its model messages joined by ``,`` + ``]``: the messages' own
+    lengths plus one comma fewer than there are model messages (across and within OpenCode
+    messages alike).
+    """
     chars = sum(u for u, _ in units[a:b])
     count = sum(n for _, n in units[a:b])
-    total = 2 + chars + max(0, count - 1)  # "[" + messages joined by "," + "]"
+    total = 2 + chars + max(0, count - 1)
     return (total + 2) // 4  # Math.round(total / 4), halves up
 
 
@@ -682,6 +712,68 @@ def summary_fits(
     return n <= usable, n
 
 
+# --------------------------------------------------------------------------- request cap, failure
+
+
+def summary_cap(ctx: CompactionContext, max_output: int) -> int:
+    """The prepend request's output cap: the model's own ``maxOutput``, or param ``summary_tokens`` below it.
+
+    Upstream's prepend request sets no ``maxOutputTokens``; the LLM layer then sends
+    ``min(ProviderTransform.maxOutputTokens(model), input.maxOutputTokens ?? Infinity)`` --
+    ``maxOutput = min(limit.output, 32,000)``, which `opencode_trigger` computes from the profile's
+    output ceiling. An explicit ``summary_tokens`` stands for ``input.maxOutputTokens``: it can only
+    lower the cap.
+    """
+    override = ctx.param("summary_tokens", None)
+    return max(1, max_output if override is None else min(int(override), max_output))
+
+
+def request_limit(ctx: CompactionContext, cap: int) -> int:
+    """The largest summary request (chars/4) the provider accepts: the declared input limit, else the
+    window less the request's output cap. Past it the provider answers with a context overflow."""
+    return int(ctx.input_limit) if ctx.input_limit else ctx.window - cap
+
+
+def failure_mode(ctx: CompactionContext) -> str:
+    """Param ``on_failure``: ``"upstream"`` (history unchanged) or ``"placeholder"`` (the empty template)."""
+    mode = str(ctx.param("on_failure", "upstream"))
+    if mode not in ON_FAILURE_CHOICES:
+        raise ValueError(f"on_failure must be one of {ON_FAILURE_CHOICES}, not {mode!r}")
+    return mode
+
+
+def record_segments(records: Sequence[Record], pruned: frozenset[int] = frozenset()) -> list[Segment]:
+    """Records sent verbatim, a pruned tool output as its placeholder (an ``omitted_marker``)."""
+    out = []
+    for r in records:
+        if r.source_order in pruned:
+            out.append(
+                Segment(
+                    "omitted_marker",
+                    role_of(r),
+                    PRUNED_TEXT,
+                    (r.entry_id,),
+                    record_kind=r.kind,
+                    label="pruned tool output",
+                )
+            )
+        else:
+            out.append(Segment("tail", role_of(r), r.text, (r.entry_id,), record_kind=r.kind))
+    return out
+
+
+def unchanged_segments(live: LiveHistory, pruned: frozenset[int], header: str = HEADER) -> list[Segment]:
+    """The session's next request when it does not compact: a previous compaction as its "What did we
+    do so far?" user message and the summary it kept (sent verbatim), then the live records; system
+    records are the request's system prompt (as `session_messages`)."""
+    out: list[Segment] = []
+    if live.previous is not None:
+        prev = live.previous
+        out.append(Segment("header", "user", header, label="opencode compaction header"))
+        out.append(Segment("tail", "assistant", prev.text, (prev.entry_id,), record_kind=prev.kind))
+    return out + record_segments([r for r in live.live if role_of(r) != "system"], pruned)
+
+
 # --------------------------------------------------------------------------- strategy
 
 
@@ -729,6 +821,7 @@ class OpenCodeStrategy:
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
         version = self.version(ctx)
         mode = self.mode(ctx, version)
+        on_failure = failure_mode(ctx)
         prompts = self.prompts(ctx)
         trig = opencode_trigger(ctx.window, ctx.output_ceiling, ctx.input_limit, version)
         lh = live_history(session, cut)
@@ -748,7 +841,7 @@ class OpenCodeStrategy:
         start, tail_info = select_tail(live, budget, pruned, None if tail_turns is None else int(tail_turns))
         head, tail = live[:start], live[start:]
 
-        cap = max(1, min(int(ctx.param("summary_tokens", SUMMARY_TOKENS)), trig.max_output))
+        cap = summary_cap(ctx, trig.max_output)
         source = ([previous] if previous is not None else []) + list(head)
         source_ids = tuple(dict.fromkeys(r.entry_id for r in source if r.kind != "system"))
         dedicated = SummaryRequest(
@@ -785,39 +878,42 @@ class OpenCodeStrategy:
                     source_entry_ids=source_ids,
                 )
         req_est = est_chars4(request.system) + sum(est_chars4(str(m["content"])) for m in request.messages)
+        limit = request_limit(ctx, request.max_output_tokens)
+        overflow = req_est > limit
         text, receipt = call_summarizer(ctx, request)
-        body = (text or "").strip()
-        if receipt.fallback:
-            body, label = prompts["empty_summary"], "empty template (no summary)"
-        elif not body:
-            body, label = prompts["empty_summary"], "empty template (empty answer)"
-        else:
-            label = summary_label(receipt, "empty template (no summary)")
+        if overflow and on_failure == "upstream" and not receipt.fallback:
+            # the agent's provider refuses it (ContextOverflowError): the processor answers "compact" and
+            # processCompaction stops. The lab's provider may take more than the profile's window; its
+            # answer is not used.
+            text = None
+            receipt = replace(
+                receipt, text="", fallback=True, error=f"context overflow: summary request ~{req_est} tokens > {limit}"
+            )
+        failed = receipt.error if receipt.fallback and on_failure == "upstream" else None
         version_label = f"opencode {version} @{UPSTREAM_COMMITS[version][:7]}" + (" suffix" if mode == "suffix" else "")
-
-        segments = [
+        auto = bool(ctx.param("auto", True))
+        frame = [
             Segment("system", "system", ctx.shape.system_prompt),
             Segment("tools", "system", ctx.shape.tools_text()),
-            Segment("header", "user", prompts["header"], label="opencode compaction header"),
-            Segment("summary", "assistant", body, label=label),
         ]
-        for r in tail:
-            if r.source_order in pruned:
-                segments.append(
-                    Segment(
-                        "omitted_marker",
-                        role_of(r),
-                        PRUNED_TEXT,
-                        (r.entry_id,),
-                        record_kind=r.kind,
-                        label="pruned tool output",
-                    )
-                )
+        if failed is not None:
+            # no summary: the processor stopped and the next request carries the live history as it was
+            segments = frame + unchanged_segments(lh, pruned, prompts["header"])
+        else:
+            body = (text or "").strip()
+            if receipt.fallback:
+                body, label = prompts["empty_summary"], "empty template (no summary)"
+            elif not body:
+                body, label = prompts["empty_summary"], "empty template (empty answer)"
             else:
-                segments.append(Segment("tail", role_of(r), r.text, (r.entry_id,), record_kind=r.kind))
-        auto = bool(ctx.param("auto", True))
-        if auto:
-            segments.append(Segment("continue", "user", prompts["continue"], label="opencode auto-continue"))
+                label = summary_label(receipt, "empty template (no summary)")
+            segments = frame + [
+                Segment("header", "user", prompts["header"], label="opencode compaction header"),
+                Segment("summary", "assistant", body, label=label),
+                *record_segments(tail, pruned),
+            ]
+            if auto:
+                segments.append(Segment("continue", "user", prompts["continue"], label="opencode auto-continue"))
 
         notes = {
             "opencode_version": version,
@@ -841,9 +937,13 @@ class OpenCodeStrategy:
             "pruned_outputs": len(pruned),
             "pruned_tokens": sum(est_chars4(r.text) for r in lh.after_summary if r.source_order in pruned),
             "auto": auto,
-            # the spec gives OpenCode no rule for a compaction request that overflows: we only record it
+            "on_failure": on_failure,
+            "compaction_failed": failed,
             "request_tokens_est": req_est,
             "request_over_usable": req_est > trig.usable,
+            # what the provider would refuse as a context overflow (the request's input + its output cap)
+            "request_limit": limit,
+            "request_overflow": overflow,
         }
         algo = ALGORITHM_VERSION if version == "1.18" else f"opencode-main-{REVISION}"
         return Projection(
@@ -868,13 +968,20 @@ __all__ = [
     "TEMPLATE",
     "UPSTREAM_COMMITS",
     "estimate_records",
+    "estimate_span",
+    "failure_mode",
     "flatten",
     "flatten_record",
     "group_messages",
     "live_history",
+    "message_units",
     "model_messages",
     "prune_set",
+    "record_segments",
+    "request_limit",
     "select_tail",
     "serialize",
     "suffix_prompt",
+    "summary_cap",
+    "unchanged_segments",
 ]
