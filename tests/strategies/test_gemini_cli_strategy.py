@@ -245,20 +245,22 @@ def test_truncation_threshold_binds_near_the_window():
     assert far.notes["truncate_threshold"] == 40_000  # far from the window: the setting binds
 
 
-def test_truncation_threshold_past_the_window_is_not_clamped():
-    """Upstream passes a threshold ≤ 0 to formatTruncatedToolOutput unguarded in compression
-    (chatCompressionService.ts:196-200; only tool-executor.ts:220 checks ``threshold > 0``)."""
+def test_a_previous_request_past_the_window_counts_as_one_that_left_room_for_the_reply():
+    """A forced cut past the window: the stand-in for lastPromptTokenCount is capped at W − O (a served
+    request left room for its reply), so the threshold is 4 × O (bounded by the setting), never the ≤ 0
+    that made "truncated" texts longer than their originals."""
     prov = FakeProvider("<state_snapshot>S</state_snapshot>")
-    window = 20_000
-    ctx = ctx_for(window=window, output=2_000, summarizer=prov, function_response_budget=20_000, verify_probe=False)
+    window, output = 20_000, 2_000
+    ctx = ctx_for(window=window, output=output, summarizer=prov, function_response_budget=20_000, verify_probe=False)
     p = strategies.compact(_near_window_session(), NAME, None, ctx)
-    threshold = 4 * (window - p.notes["original_tokens"])
-    assert threshold < 0
+    assert p.notes["original_tokens"] > window - output == p.notes["last_prompt_tokens"]
+    assert p.notes["truncate_threshold"] == 4 * output
     body = "log0:" + " word" * 12_000
     (msg,) = [m["content"] for m in p.summary_request.messages if m["content"].startswith("Output too large.")]
-    assert msg == g.format_truncated(body, ".gemini/tmp/tool-outputs/grep_1.txt", threshold)
-    assert len(msg) > len(body)  # upstream's slicing keeps more than it omits
-    assert p.notes["truncate_threshold"] == threshold
+    assert msg == g.format_truncated(body, ".gemini/tmp/tool-outputs/grep_1.txt", 4 * output)
+    assert len(msg) < len(body)
+    # upstream's own formula, unclamped, on a count past the window (what the cap keeps out of projections)
+    assert g.truncate_threshold(window, p.notes["original_tokens"]) < 0
 
 
 def test_reverse_budget_truncates_older_function_responses():

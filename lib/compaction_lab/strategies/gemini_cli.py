@@ -34,9 +34,11 @@ Function-response budget (`truncate_to_budget`)
     Applied to the whole history before the split (parameter ``function_response_budget``).
     The threshold (`truncate_threshold`) is ``min(4 × (tokenLimit − lastPromptTokenCount),
     truncateToolOutputThreshold)``: W, the previous request's count (our stand-in
-    ``original_tokens``), and the setting (parameter ``truncate_tool_output_threshold``,
-    default 40,000). Near the window it falls below 40,000; at or past it, it is ≤ 0 and,
-    as upstream, not clamped (the slicing then keeps more than it omits).
+    ``original_tokens``, capped at W − O: a request the API served left room for its reply —
+    ``notes["last_prompt_tokens"]``), and the setting (parameter ``truncate_tool_output_threshold``,
+    default 40,000). Near the window it falls below 40,000. A threshold ≤ 0 is passed on
+    unclamped, as upstream (`format_truncated` then keeps more than it omits); with the cap it
+    arises only when O = 0.
 Split (`find_compress_split_point`)
     ``findCompressSplitPoint(history, 1 − 0.3)`` over ``JSON.stringify(content).length``:
     the first user Content without a function response at or past 70% of the characters;
@@ -629,9 +631,14 @@ class GeminiCli:
         if not items:
             return self._finish(session, cut, frame + verbatim, cap, None, None, "NOOP", notes, ctx)
         # upstream reads uiTelemetryService's lastPromptTokenCount, the chat's count synced after the last turn:
-        # the same previous-request count as `original`
+        # the previous request's count, which `original` stands for. A served request's prompt left room for
+        # the reply, so the stand-in is capped at W − O: the lab forces compactions at cuts past the window
+        # (upstream compresses at half of it), where the uncapped count would give a threshold ≤ 0 that no
+        # served request can produce and "truncated" texts longer than their originals.
+        last_prompt = min(original, max(0, cap))
+        notes["last_prompt_tokens"] = last_prompt
         setting = int(ctx.param("truncate_tool_output_threshold", TRUNCATE_TOOL_OUTPUT_THRESHOLD))
-        notes["truncate_threshold"] = truncate_threshold(ctx.window, original, setting)
+        notes["truncate_threshold"] = truncate_threshold(ctx.window, last_prompt, setting)
         truncated = truncate_to_budget(
             items,
             int(ctx.param("function_response_budget", FUNCTION_RESPONSE_TOKEN_BUDGET)),
