@@ -241,3 +241,17 @@ COMPACTION_FAILED = "compaction failed, history unchanged"
 #: ``"upstream"`` (the default) keeps it; ``"placeholder"`` compacts around a placeholder summary instead
 #: (the lab's behaviour before it followed upstream here).
 ON_FAILURE_CHOICES = ("upstream", "placeholder")
+
+
+def failure_mode(ctx: CompactionContext, strategy: str) -> str:
+    """Param ``on_failure`` of `strategy`, checked: one of `ON_FAILURE_CHOICES` (default ``"upstream"``).
+
+    Raises
+    ------
+    ValueError
+        Naming the parameter, the strategy and the allowed values.
+    """
+    mode = str(ctx.param("on_failure", ON_FAILURE_CHOICES[0]))
+    if mode not in ON_FAILURE_CHOICES:
+        raise ValueError(f"{strategy} on_failure {mode!r}: expected one of {', '.join(ON_FAILURE_CHOICES)}")
+    return mode

@@ -182,10 +182,10 @@ from compaction_lab.core.session import Record, Session
 from compaction_lab.core.text import is_injected
 from compaction_lab.strategies.base import (
     COMPACTION_FAILED,
-    ON_FAILURE_CHOICES,
     CompactionContext,
     call_summarizer,
     est_bytes4,
+    failure_mode,
     history,
     read_prompt,
     role_of,
@@ -815,9 +815,7 @@ class CodexStrategy:
     # ------------------------------------------------------------------ compact
 
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
-        on_failure = str(ctx.param("on_failure", ON_FAILURE_CHOICES[0]))
-        if on_failure not in ON_FAILURE_CHOICES:
-            raise ValueError(f"codex on_failure {on_failure!r}: expected one of {', '.join(ON_FAILURE_CHOICES)}")
+        on_failure = failure_mode(ctx, self.name)
         prompts = self.prompts(ctx)
         trig = codex_trigger(ctx.window)
         capacity = trig.auto_compact

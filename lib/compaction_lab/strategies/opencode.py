@@ -146,10 +146,10 @@ from compaction_lab.core import bounded_json
 from compaction_lab.core.projection import Projection, Segment, SummaryRequest, chat_messages
 from compaction_lab.core.session import Record, Session
 from compaction_lab.strategies.base import (
-    ON_FAILURE_CHOICES,
     CompactionContext,
     call_summarizer,
     est_chars4,
+    failure_mode,
     history,
     read_prompt,
     role_of,
@@ -734,14 +734,6 @@ def request_limit(ctx: CompactionContext, cap: int) -> int:
     return int(ctx.input_limit) if ctx.input_limit else ctx.window - cap
 
 
-def failure_mode(ctx: CompactionContext) -> str:
-    """Param ``on_failure``: ``"upstream"`` (history unchanged) or ``"placeholder"`` (the empty template)."""
-    mode = str(ctx.param("on_failure", "upstream"))
-    if mode not in ON_FAILURE_CHOICES:
-        raise ValueError(f"on_failure must be one of {ON_FAILURE_CHOICES}, not {mode!r}")
-    return mode
-
-
 def record_segments(records: Sequence[Record], pruned: frozenset[int] = frozenset()) -> list[Segment]:
     """Records sent verbatim, a pruned tool output as its placeholder (an ``omitted_marker``)."""
     out = []
@@ -821,7 +813,7 @@ class OpenCodeStrategy:
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
         version = self.version(ctx)
         mode = self.mode(ctx, version)
-        on_failure = failure_mode(ctx)
+        on_failure = failure_mode(ctx, self.name)
         prompts = self.prompts(ctx)
         trig = opencode_trigger(ctx.window, ctx.output_ceiling, ctx.input_limit, version)
         lh = live_history(session, cut)
@@ -969,7 +961,6 @@ __all__ = [
     "UPSTREAM_COMMITS",
     "estimate_records",
     "estimate_span",
-    "failure_mode",
     "flatten",
     "flatten_record",
     "group_messages",
