@@ -9,7 +9,6 @@ is a phrase or spans lines, none comes only from a harness template, none is a s
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -53,7 +52,6 @@ CONFIGS: dict[str, tuple[str, str | None, str | None, int]] = {
 
 _SESSIONS: dict[str, Session] = {}
 _MINED: dict[str, MinedCase] = {}
-_SECONDS: dict[str, float] = {}
 
 
 def _session(name: str) -> Session:
@@ -74,14 +72,12 @@ def _mine(key: str) -> tuple[Session, MinedCase]:
     s = _session(name)
     if key not in _MINED:
         cut = _cut(s, which)
-        t0 = time.perf_counter()
         _MINED[key] = mine(
             s,
             ProbeSpec(n_questions=20, n_decoys=2, tail_tokens=tail_tokens),
             cut=cut,
             tail_start=cut if tail == "cut" else None,
         )
-        _SECONDS[key] = time.perf_counter() - t0
     return s, _MINED[key]
 
 
@@ -234,7 +230,7 @@ def test_values_the_recorded_summary_holds_are_eligible(which):
         assert len(held) >= 10, key
 
 
-def test_mining_is_deterministic_and_fast():
+def test_mining_is_deterministic():
     for key in ("pi-c1", "pydicom-nothing-kept"):
         s, m = _mine(key)
         name, which, tail, tail_tokens = CONFIGS[key]
@@ -246,6 +242,3 @@ def test_mining_is_deterministic_and_fast():
         )
         assert bank_to_jsonl([again.case]) == bank_to_jsonl([m.case])
         assert again.pool == m.pool and again.notes == m.notes
-    _mine("pi-end")
-    # ~1,300 records, 2.4 MB: a few seconds on a quiet machine; the bound only catches a blow-up
-    assert _SECONDS["pi-end"] < 30, _SECONDS
