@@ -450,3 +450,45 @@ def test_odd_run_json_values_never_break_the_listing_or_the_next_run(tmp_path):
     assert rows["a-failed"].status == "failed" and rows["b-dead"].status == "dead"
     assert lifecycle.record_dead(tmp_path) == []
     assert cli.main(["runs", "--results", str(tmp_path), "--json"]) == 0
+
+
+# --------------------------------------------------------------------------- a kernel that never started
+
+
+def test_a_kernel_that_died_before_its_first_reply_is_started_again(monkeypatch, capsys):
+    """CI once saw a kernel die at start ("Address already in use": another process took a port
+    jupyter_client had picked); no cell had run, so the run starts it again — once. Any other error, or
+    a second death, is the notebook's failure."""
+    from compaction_lab.report import run
+
+    calls: list[str] = []
+
+    def flaky(src, out, **kwargs):
+        calls.append(src)
+        if len(calls) == 1:
+            raise RuntimeError("Kernel died before replying to kernel_info")
+        return "executed"
+
+    monkeypatch.setattr(run.pm, "execute_notebook", flaky)
+    assert run.execute_notebook("nb/03_closed_book_exam.ipynb", "out.ipynb", parameters={}) == "executed"
+    assert len(calls) == 2 and "03_closed_book_exam: the kernel died" in capsys.readouterr().err
+
+    def always(src, out, **kwargs):
+        calls.append(src)
+        raise RuntimeError("Kernel died before replying to kernel_info")
+
+    calls.clear()
+    monkeypatch.setattr(run.pm, "execute_notebook", always)
+    with pytest.raises(RuntimeError, match="kernel_info"):
+        run.execute_notebook("a.ipynb", "b.ipynb")
+    assert len(calls) == run.KERNEL_START_ATTEMPTS
+
+    def other(src, out, **kwargs):
+        calls.append(src)
+        raise RuntimeError("a cell raised")
+
+    calls.clear()
+    monkeypatch.setattr(run.pm, "execute_notebook", other)
+    with pytest.raises(RuntimeError, match="a cell raised"):
+        run.execute_notebook("a.ipynb", "b.ipynb")
+    assert len(calls) == 1

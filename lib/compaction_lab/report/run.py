@@ -365,7 +365,7 @@ def _run_chain(
         executing.update(notebook=nb, output=out, t0=t0, parameters=public_parameters(params))
         record.update(notebook_running=nb)
         try:
-            pm.execute_notebook(
+            execute_notebook(
                 str(src),
                 str(out),
                 parameters=params,
@@ -546,6 +546,26 @@ def _exporter(**kw: Any) -> HTMLExporter:
         filters={"escape_html_script": charts.script_safe},
         **kw,
     )
+
+
+#: Attempts at starting a notebook's kernel. A kernel that dies before its first reply never ran a
+#: cell — typically another process bound one of the TCP ports jupyter_client had picked for it
+#: ("Address already in use", a race between kernels started at the same moment) — so starting it
+#: again is safe; any later failure is the notebook's.
+KERNEL_START_ATTEMPTS = 2
+_KERNEL_NEVER_STARTED = "Kernel died before replying to kernel_info"
+
+
+def execute_notebook(src: str, out: str, **kwargs: Any) -> Any:
+    """`papermill.execute_notebook`, with the kernel started again if it died before its first reply."""
+    for attempt in range(1, KERNEL_START_ATTEMPTS + 1):
+        try:
+            return pm.execute_notebook(src, out, **kwargs)
+        except RuntimeError as exc:
+            if attempt == KERNEL_START_ATTEMPTS or _KERNEL_NEVER_STARTED not in str(exc):
+                raise
+            print(f"{Path(src).stem}: the kernel died before its first reply; starting it again", file=sys.stderr)
+    raise AssertionError("unreachable")  # the loop returns or raises
 
 
 def _render_one(executed: Path) -> Path:
