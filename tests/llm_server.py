@@ -23,7 +23,7 @@ Without the ``llm`` extra (``llama_cpp`` not importable) the fixture skips, unle
 set: under CI every missing piece fails the test instead.
 
 Before the server starts, :func:`build_check` loads the built library and the bundled model in a
-child process and generates a few tokens (``tests/providers/test_llama_build.py`` asserts on
+child process and generates a few tokens (``tests/endpoints/test_llama_build.py`` asserts on
 it). A build that crashes (e.g. one tuned to another CPU: a general protection fault in
 ``libggml-cpu``) then fails every server test with that one clear message, not with connection
 errors from a server that died on its first request.
@@ -45,7 +45,7 @@ from pathlib import Path
 
 import pytest
 
-from compaction_lab.providers.local import MODEL_DISTRIBUTION, gguf_path, server_command, server_env
+from compaction_lab.endpoints.local import MODEL_DISTRIBUTION, gguf_path, server_command, server_env
 
 #: The model id the server answers to (``/v1/models`` lists it; requests may name it).
 MODEL_ALIAS = "SmolLM2-135M-Instruct"

@@ -32,7 +32,7 @@ from fake_openai_server import FakeOpenAIServer
 
 from compaction_lab import cli, composition, engine
 from compaction_lab.ingest import ImportReport, load_sessions
-from compaction_lab.report import lifecycle
+from compaction_lab.run import lifecycle
 
 BIN = Path(sys.executable).parent
 FIXTURE_PATHS = [str(FIXTURES)]  # the real public sessions (tests/fixtures/public) included

@@ -11,7 +11,7 @@ The package's top level is the data flow, one room per stage:
 ``cost/``        prices, prefix-cache simulators, the cost model
 ``report/``      run folders, figures, the shared report, profile runs and their parameters
 
-Beside the flow: ``providers/`` (model endpoints, usage, the call ledger), ``store/`` (SQLite
+Beside the flow: ``endpoints/`` (model endpoints, usage, the call ledger), ``store/`` (SQLite
 checkpoints and the archive of originals), ``privacy/`` (redaction), and the command-line tools
 (``cli``, ``capture``, ``verify``).
 
@@ -36,13 +36,16 @@ MOVED: dict[str, str] = {
     "paths": "compaction_lab.core.paths",
     "sources": "compaction_lab.ingest.sources",
     "anatomy": "compaction_lab.strategies.anatomy",
-    "runfolder": "compaction_lab.report.runfolder",
+    "runfolder": "compaction_lab.core.runfolder",
     "charts": "compaction_lab.report.charts",
     "share": "compaction_lab.report.share",
-    "lifecycle": "compaction_lab.report.lifecycle",
-    "params": "compaction_lab.report.params",
+    "lifecycle": "compaction_lab.run.lifecycle",
+    "params": "compaction_lab.run.params",
     "explorer": "compaction_lab.report.explorer",
-    "ledger": "compaction_lab.providers.ledger",
+    "ledger": "compaction_lab.endpoints.ledger",
+    "providers": "compaction_lab.endpoints",
+    "plan": "compaction_lab.run.plan",
+    "doctor": "compaction_lab.run.doctor",
     "checkpoints": "compaction_lab.store.checkpoints",
     "archive": "compaction_lab.store.archive",
     "redact": "compaction_lab.privacy.redactor",

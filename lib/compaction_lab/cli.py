@@ -64,7 +64,7 @@ if TYPE_CHECKING:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     """``run``: SIGINT / SIGTERM end it with one line naming the run folder and 130 / 143, never a traceback."""
-    from compaction_lab.report import lifecycle
+    from compaction_lab.run import lifecycle
 
     # Guarded from the first moment, so even a Ctrl-C while the profile loads ends cleanly.
     with lifecycle.stop_on_signals():
@@ -78,12 +78,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _profile_overrides(prof: Any, assignments: list[str] | None, provider: str | None) -> dict[str, Any]:
     """``--set K=V`` and ``--provider NAME`` as chain-wide overrides (the preset's model, cache rule and
     price table; ``--set`` wins). Raises ProfileError."""
-    from compaction_lab.report import run as report
+    from compaction_lab.run import runner as report
 
     overrides = dict(report.parse_assignment(a) for a in assignments or [])
     if provider:
-        from compaction_lab.providers import presets
-        from compaction_lab.report import params
+        from compaction_lab.endpoints import presets
+        from compaction_lab.run import params
 
         declared = {k for nb in prof.notebooks for k in params.declared_parameters(nb)}
         overrides = {**presets.preset_overrides(provider, declared), **overrides}
@@ -92,7 +92,7 @@ def _profile_overrides(prof: Any, assignments: list[str] | None, provider: str |
 
 def _sweep_summary(sw: Any) -> int:
     """Print a sweep's runs and where its comparison is (the sweep folder last, on stdout); 1 if a run is not ok."""
-    from compaction_lab.report import sweep
+    from compaction_lab.run import sweep
 
     failed = [st for _, _, st in sw.runs if st not in ("ok", sweep.COMPLETED_EARLIER)]
     for combo, res, st in sw.runs:
@@ -105,8 +105,8 @@ def _sweep_summary(sw: Any) -> int:
 def _resume_command(args: argparse.Namespace) -> int:
     """``run --resume SWEEP_DIR``: the plan in the folder says what to run; only where and how loudly are taken."""
     from compaction_lab.engine import EngineError
-    from compaction_lab.report import run as report
-    from compaction_lab.report import sweep
+    from compaction_lab.run import runner as report
+    from compaction_lab.run import sweep
 
     given = [
         flag
@@ -141,8 +141,8 @@ def _resume_command(args: argparse.Namespace) -> int:
 
 def _run_command(args: argparse.Namespace) -> int:
     from compaction_lab.engine import EngineError
-    from compaction_lab.report import run as report
-    from compaction_lab.report import sweep
+    from compaction_lab.run import runner as report
+    from compaction_lab.run import sweep
 
     if args.resume:
         return _resume_command(args)
@@ -206,7 +206,7 @@ def _run_command(args: argparse.Namespace) -> int:
 
 def _cmd_runs(args: argparse.Namespace) -> int:
     from compaction_lab.core import paths
-    from compaction_lab.report import lifecycle
+    from compaction_lab.run import lifecycle
 
     results = Path(args.results) if args.results else paths.results_dir()
     try:
@@ -224,8 +224,8 @@ def _cmd_runs(args: argparse.Namespace) -> int:
 
 
 def _cmd_profiles(args: argparse.Namespace) -> int:
-    from compaction_lab.report import params
-    from compaction_lab.report import run as report
+    from compaction_lab.run import params
+    from compaction_lab.run import runner as report
 
     names = report.list_profiles()
     if not names:
@@ -248,8 +248,8 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
 
 
 def _cmd_providers(args: argparse.Namespace) -> int:
+    from compaction_lab.endpoints import presets
     from compaction_lab.privacy.secrets import mask_url
-    from compaction_lab.providers import presets
 
     names = presets.list_presets()
     if not names:
@@ -446,7 +446,7 @@ def _history_tokens(session, cut: int, strat, ctx) -> int:
 def _cmd_project(args: argparse.Namespace) -> int:
     from compaction_lab import strategies, summarize
     from compaction_lab.ingest import ImportReport, IngestError, load_sessions
-    from compaction_lab.report import params
+    from compaction_lab.run import params
     from compaction_lab.strategies import CompactionContext
 
     try:
@@ -572,13 +572,13 @@ def _cmd_exam(args: argparse.Namespace) -> int:
     from compaction_lab.exam import cases as exam_cases
     from compaction_lab.exam import closed, readers, stats
     from compaction_lab.ingest import sources, synthetic
-    from compaction_lab.report import params
-    from compaction_lab.report import run as report
+    from compaction_lab.run import params
+    from compaction_lab.run import runner as report
     from compaction_lab.strategies import CompactionContext
 
     try:
         # The profile's parameters are checked as for a run (keys only notebooks read do no harm here).
-        from compaction_lab.providers import presets
+        from compaction_lab.endpoints import presets
 
         prof = report.load_profile(args.profile)
         if args.provider:
@@ -684,8 +684,8 @@ def _cmd_capture_shape(args: argparse.Namespace) -> int:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    from compaction_lab import doctor
-    from compaction_lab.report import run as report
+    from compaction_lab.run import doctor
+    from compaction_lab.run import runner as report
 
     overrides: dict[str, Any] = {}
     if args.profile and (args.set or args.provider):
@@ -905,7 +905,7 @@ def __getattr__(name: str) -> Any:
     module again -- does not pay for papermill, nbconvert and pandas.
     """
     if name == "report":
-        from compaction_lab.report import run
+        from compaction_lab.run import runner as run
 
         return run
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

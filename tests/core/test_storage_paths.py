@@ -21,8 +21,8 @@ import pytest
 from compaction_lab import cli
 from compaction_lab.core import paths
 from compaction_lab.ingest import sources
-from compaction_lab.report import params
-from compaction_lab.report import run as report
+from compaction_lab.run import params
+from compaction_lab.run import runner as report
 from compaction_lab.store import checkpoints
 
 NOBODY = 65534
@@ -177,7 +177,7 @@ def test_checkpoints_db_that_is_not_a_checkpoint_database_is_a_clear_error(tmp_p
 
 
 def test_a_ledger_that_is_a_folder_is_named(tmp_path):
-    from compaction_lab.providers.ledger import Ledger
+    from compaction_lab.endpoints.ledger import Ledger
 
     with pytest.raises(paths.StoragePathError, match=f"ledger {tmp_path} is a folder"):
         Ledger(tmp_path)

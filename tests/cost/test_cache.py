@@ -20,7 +20,7 @@ from compaction_lab.cost.cache import (
     request_tokens,
     shape_experiment,
 )
-from compaction_lab.cost.prices import load_price_table, price
+from compaction_lab.endpoints.prices import load_price_table, price
 from compaction_lab.ingest import synthetic
 from compaction_lab.strategies.codex import request_messages
 

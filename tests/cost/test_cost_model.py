@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 
 from compaction_lab import strategies, summarize
-from compaction_lab.cost import cache, prices
+from compaction_lab.cost import cache
 from compaction_lab.cost import model as cost
+from compaction_lab.endpoints import prices
 from compaction_lab.ingest import synthetic
 from compaction_lab.strategies import CompactionContext
 

@@ -8,10 +8,11 @@ import json
 import pytest
 from conftest import make_session
 
+from compaction_lab.core import runfolder
 from compaction_lab.exam import bank, probes
 from compaction_lab.exam import cases as exam_cases
 from compaction_lab.ingest import sources, synthetic
-from compaction_lab.report import runfolder
+from compaction_lab.report import render
 
 PARAMS = {"n_cases": 2, "n_decoys": 2, "tail_tokens": 600, "seed": 7}
 
@@ -72,11 +73,11 @@ def test_the_specs_refuse_past_the_maximum():
 
 
 def test_the_report_shows_the_shortfall(run_dir):
-    from compaction_lab.report import run as report
+    from compaction_lab.run import runner as report
 
     rc = exam_cases.for_run(run_dir, {**PARAMS, "n_questions": 10_000})
     (run_dir / runfolder.RUN_JSON).write_text(json.dumps({"run": run_dir.name, "started": "now"}), "utf-8")
-    page = report.build_index(run_dir, report.load_profile("smoke")).read_text("utf-8")
+    page = render.build_index(run_dir, report.load_profile("smoke")).read_text("utf-8")
     assert "Fewer questions than asked" in page and "n_questions = 10,000 asked for" in page
     assert f"{rc.n_questions:,} built" in page
 

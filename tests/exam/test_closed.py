@@ -196,7 +196,8 @@ class _Failing:
 def test_an_agent_that_does_not_compact_on_a_failed_summary_is_reported_and_examined_as_sent(setup, tmp_path):
     """Codex and OpenCode keep the history when their summary call fails (issue 27 item 6): the projection
     table says so, the exam reads the history as sent, and the report names the arm and the count."""
-    from compaction_lab.report import runfolder, share
+    from compaction_lab.core import runfolder
+    from compaction_lab.report import share
     from compaction_lab.strategies.base import COMPACTION_FAILED
 
     case, sessions = setup

@@ -4,11 +4,11 @@ import pytest
 from conftest import PUBLIC_FIXTURES, make_session
 
 from compaction_lab import strategies
+from compaction_lab.core import runfolder
 from compaction_lab.exam import cases as exam_cases
 from compaction_lab.exam import cuts
 from compaction_lab.exam.types import bank_digest
 from compaction_lab.ingest import load_sessions, sources, synthetic
-from compaction_lab.report import runfolder
 from compaction_lab.strategies.base import CompactionContext
 
 PARAMS = {"n_cases": 2, "n_questions": 8, "n_decoys": 2, "tail_tokens": 600, "seed": 7}

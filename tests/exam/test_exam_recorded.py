@@ -8,8 +8,9 @@ from conftest import FIXTURES
 from recorded_expectations import EXPECTED, FILES, MODELS, load
 
 from compaction_lab import ingest
+from compaction_lab.core import runfolder
 from compaction_lab.exam import readers, recorded
-from compaction_lab.report import charts, runfolder
+from compaction_lab.report import charts
 from compaction_lab.strategies.base import CompactionContext
 from compaction_lab.summarize.extractive import ExtractiveProvider
 

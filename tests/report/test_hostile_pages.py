@@ -24,10 +24,12 @@ from hypothesis import strategies as st
 from recorded_expectations import S
 from test_my_sessions import LIGHTER
 
+from compaction_lab.core import runfolder
 from compaction_lab.ingest import sources
 from compaction_lab.privacy import redactor as redaction
-from compaction_lab.report import charts, runfolder, share, sweep
-from compaction_lab.report import run as report
+from compaction_lab.report import charts, share
+from compaction_lab.run import runner as report
+from compaction_lab.run import sweep
 
 #: One payload per HTML context a string can land in: a script block, an element, an attribute,
 #: a URL and a JavaScript string. Each alerts a different number, so a failure says which one ran.
@@ -450,7 +452,7 @@ PAGE_NOTEBOOKS = ("01_context_composition", "03_closed_book_exam")
 
 def _page_run(folder: Path, results: Path) -> report.RunResult:
     """`my_sessions` on `folder`, only `PAGE_NOTEBOOKS`, lighter (parameters no kept notebook declares dropped)."""
-    from compaction_lab.report import params
+    from compaction_lab.run import params
 
     prof = params.only_notebooks(report.load_profile("my_sessions"), PAGE_NOTEBOOKS)
     declared = {k for nb in PAGE_NOTEBOOKS for k in params.declared_parameters(nb)}

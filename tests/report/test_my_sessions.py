@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 from conftest import FIXTURES, PUBLIC_FIXTURES
 
-from compaction_lab.report import run as report
 from compaction_lab.report import share
+from compaction_lab.run import runner as report
 
 pytestmark = pytest.mark.slow
 

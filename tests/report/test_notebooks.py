@@ -7,7 +7,7 @@ import papermill as pm
 import pytest
 
 from compaction_lab.core import paths
-from compaction_lab.report import run as report
+from compaction_lab.run import runner as report
 
 NOTEBOOKS = sorted(paths.NOTEBOOKS_DIR.glob("*.ipynb"))
 

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from compaction_lab import cli, composition
-from compaction_lab.core import paths
+from compaction_lab.core import paths, runfolder
 from compaction_lab.core.session import Session
-from compaction_lab.report import run as report
-from compaction_lab.report import runfolder, sweep
+from compaction_lab.run import runner as report
+from compaction_lab.run import sweep
 
 # --------------------------------------------------------------------------- profiles
 

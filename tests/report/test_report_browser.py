@@ -107,8 +107,8 @@ SWEEP_NOTEBOOKS = ("01_context_composition", "03_closed_book_exam", "04_cost_mod
 @pytest.fixture(scope="module")
 def sweep_check(chromium, tmp_path_factory):
     """One real two-parameter sweep (seed × window, 4 runs of the trimmed smoke profile), its page checked."""
-    from compaction_lab.report import params, sweep
-    from compaction_lab.report import run as report
+    from compaction_lab.run import params, sweep
+    from compaction_lab.run import runner as report
 
     prof = params.only_notebooks(report.load_profile("smoke"), SWEEP_NOTEBOOKS)
     started = time.monotonic()

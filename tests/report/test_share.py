@@ -5,7 +5,8 @@ import json
 import pandas as pd
 import pytest
 
-from compaction_lab.report import runfolder, share
+from compaction_lab.core import runfolder
+from compaction_lab.report import share
 
 
 def _recall(rows):

@@ -28,7 +28,7 @@ chat-template tokens a provider adds are not modelled: they are the same in
 every request, so they shift every figure alike.
 
 Results are `CacheResult` counts in the billing convention of
-`compaction_lab.cost.prices.price`: ``input_tokens`` is the total input, of
+`compaction_lab.endpoints.prices.price`: ``input_tokens`` is the total input, of
 which ``cached_tokens`` were read from the cache and ``cache_write_tokens``
 written to it.
 """
@@ -53,7 +53,7 @@ from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pandas as pd
 
-    from compaction_lab.cost.prices import PriceTable
+    from compaction_lab.endpoints.prices import PriceTable
 
 
 # --------------------------------------------------------------------------- the request

@@ -38,7 +38,7 @@ from compaction_lab.core.session import Session
 from compaction_lab.core.shapes import CallShape
 from compaction_lab.core.tokens import DEFAULT_ENCODING
 from compaction_lab.cost import cache as cache_mod
-from compaction_lab.cost import prices as prices_mod
+from compaction_lab.endpoints import prices as prices_mod
 from compaction_lab.strategies.anatomy import strategy_label
 from compaction_lab.strategies.base import history, record_messages
 
@@ -664,9 +664,9 @@ def ledger_calls_for(projections: Mapping[tuple[str, str], Projection], model: A
     """
     if not model:
         return []
-    from compaction_lab.providers.client import full_body, request_fingerprint
-    from compaction_lab.providers.ledger import open_ledger
-    from compaction_lab.providers.shared import config_of
+    from compaction_lab.endpoints.client import full_body, request_fingerprint
+    from compaction_lab.endpoints.ledger import open_ledger
+    from compaction_lab.endpoints.shared import config_of
     from compaction_lab.summarize.endpoint import wire_body
 
     cfg = config_of(model)
@@ -735,9 +735,9 @@ def shape_experiment_live(session: Session, shape: CallShape, model: Any) -> pd.
     """
     from dataclasses import replace as dc_replace
 
-    from compaction_lab.providers.client import ChatClient
-    from compaction_lab.providers.ledger import open_ledger
-    from compaction_lab.providers.shared import config_of
+    from compaction_lab.endpoints.client import ChatClient
+    from compaction_lab.endpoints.ledger import open_ledger
+    from compaction_lab.endpoints.shared import config_of
     from compaction_lab.summarize.endpoint import wire_messages
 
     cfg = dc_replace(config_of(model), reuse=False)

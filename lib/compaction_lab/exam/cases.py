@@ -26,13 +26,12 @@ from typing import Any
 import pandas as pd
 
 from compaction_lab import strategies
-from compaction_lab.core import bounded_json, excerpt
+from compaction_lab.core import bounded_json, excerpt, runfolder
 from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Session
 from compaction_lab.exam import bank, cuts, probes
 from compaction_lab.exam.types import POINTERS, Case, bank_from_jsonl, write_bank
 from compaction_lab.ingest import sources, synthetic
-from compaction_lab.report import runfolder
 from compaction_lab.strategies.base import CompactionContext
 
 BANK_FILE = "exam_bank.jsonl"

@@ -86,7 +86,7 @@ class ModelReader:
     _client: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        from compaction_lab.providers.shared import config_of, get_client
+        from compaction_lab.endpoints.shared import config_of, get_client
 
         self.config = config_of(self.config)
         self.label = self.label or f"model reader: {self.config.model}"

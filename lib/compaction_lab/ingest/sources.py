@@ -19,11 +19,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from compaction_lab.core import excerpt
+from compaction_lab.core import excerpt, runfolder
 from compaction_lab.core.session import Session
 from compaction_lab.ingest import ImportReport, load_sessions, synthetic
 from compaction_lab.ingest.base import os_reason
-from compaction_lab.report import runfolder
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 

@@ -37,6 +37,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from compaction_lab.core.errors import ProfileError
 from compaction_lab.privacy.env_secrets import env_secret_values
 from compaction_lab.privacy.patterns import DEFAULT_PATTERNS, URL_USERINFO, URL_USERINFO_REGEX, Pattern
 from compaction_lab.privacy.redactor import Redactor
@@ -263,3 +264,7 @@ def install_log_masking(names: Iterable[str] = LOGGERS) -> None:
         logger = logging.getLogger(name)
         if _FILTER not in logger.filters:
             logger.addFilter(_FILTER)
+
+
+# Every ProfileError's message is masked from now on (core cannot import this module: see core.errors).
+ProfileError.masker = staticmethod(lambda text: mask_message(text))

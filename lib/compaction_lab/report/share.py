@@ -1,6 +1,6 @@
 """What a run shares: the headline table, the figures, a values-only summary, the run's facts.
 
-Notebook 06 shows these; `report.build_index` renders the same pieces into
+Notebook 06 shows these; `report.render.build_index` renders the same pieces into
 ``report.html``, so the index and the notebook never disagree. Everything here
 reads the run folder only (tables and figures earlier notebooks wrote); a
 piece whose notebook did not run is left out rather than invented.
@@ -19,8 +19,9 @@ from typing import Any
 
 import pandas as pd
 
+from compaction_lab.core import runfolder
 from compaction_lab.exam import cases as exam_cases
-from compaction_lab.report import charts, runfolder
+from compaction_lab.report import charts
 from compaction_lab.strategies.base import COMPACTION_FAILED
 
 #: Table name of the headline in a run folder (written by notebook 06).

@@ -25,7 +25,8 @@ from typing import Any
 
 import pandas as pd
 
-from compaction_lab.report import charts, runfolder, share
+from compaction_lab.core import runfolder
+from compaction_lab.report import charts, share
 from compaction_lab.report.sweep_table import (
     OK,
     SEED,

@@ -1,6 +1,6 @@
 """A sweep's comparison table, read: the rows with numbers, the values swept, means, ranks, the seed spread.
 
-`compaction_lab.report.sweep.run_sweep` builds one table (one row per run ×
+`compaction_lab.run.sweep.run_sweep` builds one table (one row per run ×
 strategy: the swept keys, ``run``, ``status``, `share.HEADLINE_COLUMNS`); the
 sweep figures (`compaction_lab.report.charts`) and the sweep page
 (`compaction_lab.report.sweep_page`) both read it through these pure

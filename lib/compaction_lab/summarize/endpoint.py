@@ -62,7 +62,7 @@ class ModelProvider:
     stand_in = False
 
     def __init__(self, config: Any, client: Any = None):
-        from compaction_lab.providers.shared import config_of, get_client
+        from compaction_lab.endpoints.shared import config_of, get_client
 
         config = config_of(config)
         self.config = config
@@ -71,7 +71,7 @@ class ModelProvider:
         self._client = client or get_client(config)
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
-        from compaction_lab.providers.client import ProviderError
+        from compaction_lab.endpoints.client import ProviderError
 
         try:
             c = self._client.complete(

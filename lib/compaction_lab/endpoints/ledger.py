@@ -1,0 +1,488 @@
+"""The ledger: every model call the suite makes, recorded in SQLite.
+
+One row per call (a summary request, an exam answer, an open-book tool round):
+the request fingerprint, the call-shape fingerprint, model and endpoint, the
+request as sent, the usage as the provider reported it (prompt, cached and
+completion tokens), the cost under a price table, latency and the response. A
+rerun with the same request reuses the recorded response instead of paying
+again (`lookup`; `compaction_lab.endpoints.client.ChatClient` does this unless
+its config says ``reuse: false``), so papermill reruns are cheap and repeatable.
+
+Row life cycle
+--------------
+``started`` (written just before the request is sent) → ``done`` (response,
+usage, cost, latency) or ``failed`` (the error text). A process killed mid-call
+leaves its row ``started``; `Ledger.mark_abandoned` turns such rows of dead
+processes on this host into ``failed``. Only ``done`` rows are ever reused, so
+a killed run restarted makes no second request for a call that finished and
+repeats at most the one that was in flight.
+
+What is never written: the API key. Requests are stored as the JSON body sent
+(messages, tools, model, temperature), which holds no credential; the key
+travels only in the HTTP Authorization header. An endpoint that repeats the
+key in its answer, or a prompt that quotes a secret, is masked before the row
+is written (`compaction_lab.privacy.secrets.mask_stored`: the configured key,
+secret environment values, credential-shaped text, URL credentials), and so
+are the error text and the ``base_url`` column (``https://***@host/v1``). The
+fingerprint is of the body as sent, so a stored body holding a masked secret
+no longer hashes to it (lookups go by the fingerprint column, never by re-hashing).
+
+Concurrency
+-----------
+The conventions of `compaction_lab.store.sqlite` (shared with the checkpoints): WAL journal, ``busy_timeout``,
+every write one short ``BEGIN IMMEDIATE`` transaction, so several processes
+can write the same file. One difference: connections are pooled (a few idle
+ones kept per `Ledger`, each used by one thread at a time) rather than opened
+per operation, because closing the last connection to a WAL database
+checkpoints it, which cost ~20 ms per write — twice per call. A `Ledger` is
+safe to share between threads; pickled, only its path travels; a forked child
+opens its own connections.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from compaction_lab.core import paths
+from compaction_lab.core.fingerprints import canonical_json  # the fingerprints' form: stored JSON re-hashes identically
+from compaction_lab.core.processes import pid_alive
+from compaction_lab.endpoints.usage import Usage
+from compaction_lab.privacy.secrets import mask_message, mask_stored, mask_url
+from compaction_lab.store.sqlite import immediate  # one write transaction for both stores
+
+SCHEMA_VERSION = 1
+
+#: Row statuses.
+STATUSES: tuple[str, ...] = ("started", "done", "failed")
+
+#: Seconds a connection waits for another process's write lock.
+DEFAULT_BUSY_TIMEOUT = 30.0
+
+# Idle connections a ledger keeps open (more are opened, then closed, under heavier concurrency).
+_POOL_SIZE = 8
+
+#: Columns of `Ledger.calls`, in order.
+CALL_COLUMNS: tuple[str, ...] = (
+    "id",
+    "started_at",
+    "finished_at",
+    "status",
+    "purpose",
+    "model",
+    "base_url",
+    "request_fingerprint",
+    "shape_fingerprint",
+    "prompt_tokens",
+    "cached_tokens",
+    "completion_tokens",
+    "cost",
+    "currency",
+    "latency_s",
+    "error",
+)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS calls (
+    id                  INTEGER PRIMARY KEY AUTOINCREMENT,
+    request_fingerprint TEXT    NOT NULL,
+    shape_fingerprint   TEXT    NOT NULL DEFAULT '',
+    model               TEXT    NOT NULL,
+    base_url            TEXT    NOT NULL,
+    purpose             TEXT    NOT NULL,
+    status              TEXT    NOT NULL CHECK (status IN ('started', 'done', 'failed')),
+    started_at          REAL    NOT NULL,
+    finished_at         REAL,
+    pid                 INTEGER,
+    host                TEXT,
+    request_json        TEXT    NOT NULL,
+    response_json       TEXT,
+    prompt_tokens       INTEGER,
+    cached_tokens       INTEGER,
+    completion_tokens   INTEGER,
+    cost                REAL,
+    currency            TEXT,
+    latency_s           REAL,
+    error               TEXT
+);
+CREATE INDEX IF NOT EXISTS calls_fingerprint ON calls (request_fingerprint, status);
+CREATE INDEX IF NOT EXISTS calls_status ON calls (status);
+"""
+
+
+class Ledger:
+    """Model calls in one SQLite file (WAL; every write a short ``BEGIN IMMEDIATE`` transaction).
+
+    Parameters
+    ----------
+    path : path
+        Database file; it and its folder are created when missing.
+    busy_timeout : float
+        Seconds to wait for another process's write lock.
+
+    Raises
+    ------
+    paths.StoragePathError
+        `path` is a folder, a file that is not an SQLite database, or lies in
+        a folder this process cannot write in (the message names it).
+    """
+
+    def __init__(self, path: str | Path, busy_timeout: float = DEFAULT_BUSY_TIMEOUT):
+        self.path = Path(path).expanduser()
+        self.busy_timeout = float(busy_timeout)
+        self._reset_pool()
+        # A folder, a file that is not a database or an unwritable folder is named before SQLite
+        # fails on it mid-run (`paths.StoragePathError`); nothing is created or overwritten.
+        paths.check_sqlite_file(self.path, "ledger", create=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._init()
+
+    def _reset_pool(self) -> None:
+        self._closed = False
+        self._lock = threading.Lock()
+        self._idle: list[sqlite3.Connection] = []
+        self._pid = os.getpid()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path, "busy_timeout": self.busy_timeout}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.path = state["path"]
+        self.busy_timeout = state["busy_timeout"]
+        self._reset_pool()
+
+    def __repr__(self) -> str:
+        return f"Ledger({str(self.path)!r})"
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _new_connection(self) -> sqlite3.Connection:
+        # check_same_thread off: a pooled connection moves between threads, but only ever one holds it.
+        conn = sqlite3.connect(str(self.path), timeout=self.busy_timeout, isolation_level=None, check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+        # In WAL mode NORMAL still survives a killed process (only a power cut can drop the
+        # last commits, costing at worst a repeated call) and skips an fsync per commit.
+        conn.execute("PRAGMA synchronous=NORMAL")
+        return conn
+
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        # Pooled, unlike checkpoints.py's connection per operation: closing the last connection
+        # to a WAL database checkpoints and deletes the WAL, ~20 ms a time, twice per call.
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"{self!r} is closed")
+            if self._pid != os.getpid():
+                # A forked child must not touch its parent's connections; drop them unclosed.
+                self._idle, self._pid = [], os.getpid()
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self._new_connection()
+        try:
+            yield conn
+        finally:
+            with self._lock:
+                keep = (
+                    not self._closed
+                    and self._pid == os.getpid()
+                    and not conn.in_transaction
+                    and len(self._idle) < _POOL_SIZE
+                )
+                if keep:
+                    self._idle.append(conn)
+            if not keep:
+                conn.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._connection() as conn, immediate(conn):
+            yield conn
+
+    _read = _connection
+
+    def _init(self) -> None:
+        with self._connection() as conn:
+            # WAL lets readers (a notebook showing calls()) proceed while a run writes; it persists in the file.
+            conn.execute("PRAGMA journal_mode=WAL")
+        with self._tx() as conn:
+            # Statement by statement: executescript would commit the transaction half-way.
+            for stmt in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
+                conn.execute(stmt)
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0:
+                conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            elif version != SCHEMA_VERSION:
+                raise RuntimeError(f"{self.path}: ledger schema version {version}, this code reads {SCHEMA_VERSION}")
+
+    # ------------------------------------------------------------------ writes
+
+    def start(
+        self, *, fingerprint: str, shape_fingerprint: str, model: str, base_url: str, purpose: str, request: Mapping
+    ) -> int:
+        """Record a call about to be sent (status ``started``); returns its id."""
+        stored = _stored_request(request)  # masked before the write transaction, which stays short
+        with self._tx() as conn:
+            return _insert_started(conn, fingerprint, shape_fingerprint, model, base_url, purpose, stored, time.time())
+
+    def finish(
+        self,
+        call_id: int,
+        *,
+        response: Mapping,
+        usage: Usage,
+        latency_s: float,
+        cost: float | None,
+        currency: str | None,
+    ) -> None:
+        """Mark a started call ``done`` with its response (secrets masked, `mask_stored`), usage, latency and cost.
+
+        Raises
+        ------
+        KeyError
+            If no call has that id.
+        """
+        stored = canonical_json(mask_stored(dict(response)))
+        with self._tx() as conn:
+            cur = conn.execute(
+                "UPDATE calls SET status='done', finished_at=?, response_json=?, prompt_tokens=?, cached_tokens=?, "
+                "completion_tokens=?, cost=?, currency=?, latency_s=?, error=NULL WHERE id=?",
+                (
+                    time.time(),
+                    stored,
+                    int(usage.prompt_tokens),
+                    int(usage.cached_tokens),
+                    int(usage.completion_tokens),
+                    None if cost is None else float(cost),
+                    currency,
+                    float(latency_s),
+                    int(call_id),
+                ),
+            )
+            if cur.rowcount != 1:
+                raise KeyError(f"no ledger call with id {call_id}")
+
+    def fail(self, call_id: int, error: str) -> None:
+        """Mark a started call ``failed`` with the error text (never reused).
+
+        Raises
+        ------
+        KeyError
+            If no call has that id.
+        """
+        text = mask_message(str(error))
+        with self._tx() as conn:
+            cur = conn.execute(
+                "UPDATE calls SET status='failed', finished_at=?, error=? WHERE id=?",
+                (time.time(), text, int(call_id)),
+            )
+            if cur.rowcount != 1:
+                raise KeyError(f"no ledger call with id {call_id}")
+
+    def claim(
+        self,
+        *,
+        fingerprint: str,
+        shape_fingerprint: str,
+        model: str,
+        base_url: str,
+        purpose: str,
+        request: Mapping,
+        stale_after: float,
+    ) -> tuple[str, int | None]:
+        """Claim a request for this process, unless its answer is recorded or another process is sending it.
+
+        One transaction decides, so that processes sharing the ledger (the
+        runs of a sweep on several workers, notebooks run side by side) send
+        an identical request once: ``("done", id)`` when an answer is
+        recorded; ``("busy", None)`` while a live process has it ``started``
+        (on this host: its pid runs; elsewhere: started less than
+        `stale_after` seconds ago) -- wait and ask again; otherwise
+        ``("mine", id)`` with a new ``started`` row. ``started`` rows of dead
+        processes met on the way are marked ``failed`` (abandoned).
+        """
+        host = socket.gethostname()
+        now = time.time()
+        stored = _stored_request(request)
+        with self._tx() as conn:
+            done = conn.execute(
+                "SELECT id FROM calls WHERE request_fingerprint=? AND status='done' ORDER BY id DESC LIMIT 1",
+                (fingerprint,),
+            ).fetchone()
+            if done is not None:
+                return "done", int(done["id"])
+            busy = False
+            for r in conn.execute(
+                "SELECT id, pid, host, started_at FROM calls WHERE request_fingerprint=? AND status='started'",
+                (fingerprint,),
+            ).fetchall():
+                if r["host"] == host:
+                    alive = r["pid"] is not None and pid_alive(int(r["pid"]))
+                else:
+                    alive = now - float(r["started_at"]) < stale_after
+                if alive:
+                    busy = True
+                elif r["host"] == host:
+                    conn.execute(
+                        "UPDATE calls SET status='failed', finished_at=?, error=? WHERE id=? AND status='started'",
+                        (now, f"abandoned: process {r['pid']} exited before the call finished", r["id"]),
+                    )
+            if busy:
+                return "busy", None
+            return "mine", _insert_started(
+                conn, fingerprint, shape_fingerprint, model, base_url, purpose, stored, now, host
+            )
+
+    def mark_abandoned(self) -> int:
+        """Mark ``started`` calls of processes that no longer exist (this host only) ``failed``.
+
+        A run killed mid-call leaves its in-flight row ``started``; after a
+        restart this says what happened to it. Rows of live processes and of
+        other hosts are left alone (their pid means nothing here). Returns the
+        number of rows marked.
+        """
+        host = socket.gethostname()
+        with self._tx() as conn:
+            rows = conn.execute("SELECT id, pid FROM calls WHERE status='started' AND host=?", (host,)).fetchall()
+            dead = [(r["id"], r["pid"]) for r in rows if r["pid"] is not None and not pid_alive(int(r["pid"]))]
+            now = time.time()
+            for call_id, pid in dead:
+                conn.execute(
+                    "UPDATE calls SET status='failed', finished_at=?, error=? WHERE id=? AND status='started'",
+                    (now, f"abandoned: process {pid} exited before the call finished", call_id),
+                )
+            return len(dead)
+
+    # ------------------------------------------------------------------ reads
+
+    def lookup(self, fingerprint: str) -> dict | None:
+        """The most recent ``done`` call with this request fingerprint, or None.
+
+        Returns
+        -------
+        dict or None
+            ``id``, ``request_fingerprint``, ``shape_fingerprint``, ``model``,
+            ``base_url``, ``purpose``, ``started_at``, ``finished_at``,
+            ``response`` (the parsed response JSON), ``usage`` (a `Usage`),
+            ``latency_s``, ``cost``, ``currency``.
+        """
+        with self._read() as conn:
+            r = conn.execute(
+                "SELECT * FROM calls WHERE request_fingerprint=? AND status='done' ORDER BY id DESC LIMIT 1",
+                (fingerprint,),
+            ).fetchone()
+        if r is None:
+            return None
+        return {
+            "id": r["id"],
+            "request_fingerprint": r["request_fingerprint"],
+            "shape_fingerprint": r["shape_fingerprint"],
+            "model": r["model"],
+            "base_url": r["base_url"],
+            "purpose": r["purpose"],
+            "started_at": r["started_at"],
+            "finished_at": r["finished_at"],
+            "response": json.loads(r["response_json"]),
+            "usage": Usage(
+                prompt_tokens=r["prompt_tokens"] or 0,
+                cached_tokens=r["cached_tokens"] or 0,
+                completion_tokens=r["completion_tokens"] or 0,
+            ),
+            "latency_s": r["latency_s"],
+            "cost": r["cost"],
+            "currency": r["currency"],
+        }
+
+    def request(self, call_id: int) -> dict | None:
+        """The request body recorded for a call (as sent), or None when there is no such call."""
+        with self._read() as conn:
+            r = conn.execute("SELECT request_json FROM calls WHERE id=?", (int(call_id),)).fetchone()
+        return None if r is None else json.loads(r["request_json"])
+
+    def calls(self) -> pd.DataFrame:
+        """One row per call, oldest first, with the columns `CALL_COLUMNS` (no request or response text)."""
+        with self._read() as conn:
+            rows = conn.execute(f"SELECT {', '.join(CALL_COLUMNS)} FROM calls ORDER BY id").fetchall()
+        return pd.DataFrame([tuple(r) for r in rows], columns=list(CALL_COLUMNS))
+
+    def close(self) -> None:
+        """Close the pooled connections and refuse further use."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        if self._pid == os.getpid():
+            for conn in idle:
+                conn.close()
+
+
+def _stored_request(request: Mapping) -> str:
+    """A request body as the ledger keeps it: canonical JSON, secrets masked (`mask_stored`)."""
+    return canonical_json(mask_stored(dict(request)))
+
+
+def _insert_started(
+    conn: sqlite3.Connection,
+    fingerprint: str,
+    shape_fingerprint: str,
+    model: str,
+    base_url: str,
+    purpose: str,
+    request_json: str,
+    started_at: float,
+    host: str | None = None,
+) -> int:
+    """Insert a ``started`` row for this process (inside the caller's write transaction); its id.
+
+    `request_json` is the body as `_stored_request` made it; the base URL is stored with its credentials masked.
+    """
+    cur = conn.execute(
+        "INSERT INTO calls (request_fingerprint, shape_fingerprint, model, base_url, purpose, status, "
+        "started_at, pid, host, request_json) VALUES (?, ?, ?, ?, ?, 'started', ?, ?, ?, ?)",
+        (
+            fingerprint,
+            shape_fingerprint or "",
+            model,
+            mask_url(base_url),
+            purpose,
+            started_at,
+            os.getpid(),
+            host or socket.gethostname(),
+            request_json,
+        ),
+    )
+    if cur.lastrowid is None:  # an INSERT always sets it; None would mean no row was written
+        raise RuntimeError("ledger: the call row was not written")
+    return int(cur.lastrowid)
+
+
+def open_ledger(path: str | Path | None = None) -> Ledger:
+    """The ledger at `path`, or at `compaction_lab.core.paths.ledger_path()` when None.
+
+    In a dry run (`compaction_lab.run.plan`) every ledger is the dry run's copy, whatever the
+    path: a stand-in answer must never be recorded where a real run would reuse it.
+    """
+    from compaction_lab.endpoints.standin import dry_run_folder
+
+    dry = dry_run_folder()
+    if dry is not None:
+        return Ledger(dry / "ledger.sqlite")
+    return Ledger(path if path is not None else paths.ledger_path())
+
+
+__all__ = ["CALL_COLUMNS", "Ledger", "SCHEMA_VERSION", "STATUSES", "open_ledger"]

@@ -1,0 +1,215 @@
+"""Endpoint presets: a named endpoint, model, key variable, price table and cache rule.
+
+A preset is one YAML file in ``data/endpoints/`` (`paths.providers_dir`)::
+
+    description: DeepSeek API (OpenAI format), deepseek-flash, ...
+    model:                  # a `ModelConfig` mapping
+      base_url: https://api.deepseek.com
+      model: deepseek-flash
+      api_key_env: DEEPSEEK_API_KEY   # the NAME of the variable; the key is never written
+      price_table: deepseek-flash
+    cache_rule: deepseek    # a name from `compaction_lab.cost.cache.SIMULATORS`
+    source: where the base URL and model name were read
+
+A run selects one with ``--set model=deepseek`` (the ``model`` parameter given
+as a preset name, `resolve_profile`) or ``--provider deepseek``
+(`preset_overrides`: the model plus the figures' cache rule and price table).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from compaction_lab.core import paths, user_yaml
+from compaction_lab.core.errors import ProfileError
+from compaction_lab.endpoints.config import base_url_problem
+
+if TYPE_CHECKING:  # run.runner imports this module
+    from compaction_lab.run.runner import Profile
+
+#: The parameter that names the model endpoint (a mapping, or a preset name before resolution).
+MODEL_PARAM = "model"
+
+_KEYS = frozenset({"description", "model", "cache_rule", "source"})
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One endpoint preset (``data/providers/<name>.yaml``).
+
+    Attributes
+    ----------
+    name : str
+        The file's stem (``deepseek``).
+    description : str
+    model : Mapping
+        A `ModelConfig` mapping (base_url, model, api_key_env, price_table, ...).
+    cache_rule : str or None
+        The cache simulator that fits the endpoint (`cost.cache.SIMULATORS`).
+    path : Path
+        The YAML file.
+    """
+
+    name: str
+    description: str
+    model: Mapping[str, Any]
+    cache_rule: str | None
+    path: Path
+
+    @property
+    def price_table(self) -> str | None:
+        """The price table the model mapping names (None: a local, free endpoint)."""
+        table = self.model.get("price_table")
+        return str(table) if table else None
+
+
+def list_presets() -> list[str]:
+    """Names of the presets in `paths.providers_dir`, sorted."""
+    return sorted(p.stem for p in paths.providers_dir().glob("*.yaml"))
+
+
+def load_preset(name: str) -> Preset:
+    """The preset called `name`.
+
+    Raises
+    ------
+    ProfileError
+        (a `ValueError`) for an unknown name, listing the known presets; for a
+        malformed file (not YAML, not a mapping, unknown keys, ``model`` not a
+        mapping, a malformed ``base_url`` (`config.base_url_problem`),
+        ``cache_rule`` not text), naming the file.
+    """
+    path = paths.providers_dir() / f"{name}.yaml"
+    if not isinstance(name, str) or not name or "/" in name or not path.is_file():
+        raise ProfileError(
+            f"no endpoint preset {name!r} in {paths.providers_dir()}; known presets: "
+            f"{', '.join(list_presets()) or 'none'}"
+        )
+    try:
+        data = user_yaml.load(path, "endpoint preset")
+    except user_yaml.UserYamlError as exc:
+        raise ProfileError(str(exc)) from None
+    if not isinstance(data, dict):
+        raise ProfileError(f"endpoint preset {path}: expected a mapping at top level")
+    unknown = sorted(str(k) for k in data if k not in _KEYS)
+    if unknown:
+        raise ProfileError(f"endpoint preset {path}: unknown keys {unknown}; expected some of {sorted(_KEYS)}")
+    model = data.get("model")
+    if not isinstance(model, dict) or not model:
+        raise ProfileError(f"endpoint preset {path}: `model` must be a mapping (base_url, model, api_key_env, ...)")
+    url_problem = base_url_problem(model.get("base_url"))
+    if url_problem:
+        raise ProfileError(f"endpoint preset {path}: model.base_url {url_problem}")
+    rule = data.get("cache_rule")
+    if rule is not None and not isinstance(rule, str):
+        raise ProfileError(f"endpoint preset {path}: `cache_rule` must be a cache rule's name or null")
+    return Preset(
+        name=path.stem,
+        description=str(data.get("description") or "").strip(),
+        model=dict(model),
+        cache_rule=rule,
+        path=path,
+    )
+
+
+def resolve_model_parameter(value: Any) -> Any:
+    """The ``model`` parameter with a preset name replaced by the preset's mapping.
+
+    Parameters
+    ----------
+    value : Any
+        A mapping (returned as is), a preset name (``"deepseek"``), or
+        anything else (returned as is, for the parameter check to judge).
+
+    Returns
+    -------
+    dict or Any
+        A fresh copy of the preset's ``model`` mapping for a name.
+
+    Raises
+    ------
+    ProfileError
+        For an unknown preset name, listing the known presets.
+    """
+    if isinstance(value, str) and value.strip():
+        return dict(load_preset(value.strip()).model)
+    return value
+
+
+P = TypeVar("P", bound="Profile")
+
+
+def resolve_profile(profile: P) -> P:
+    """The profile with every ``model`` given as a preset name (chain-wide or per notebook) resolved.
+
+    Applied by the runner before the parameters are checked, so ``--set
+    model=deepseek`` (or ``model: deepseek`` in a profile, or a swept
+    ``model=deepseek,openai``) reaches the check, ``run.json`` and the
+    notebooks as the preset's mapping.
+
+    Raises
+    ------
+    ProfileError
+        For an unknown preset name, listing the known presets.
+    """
+    params = dict(profile.parameters)
+    if MODEL_PARAM in params:
+        params[MODEL_PARAM] = resolve_model_parameter(params[MODEL_PARAM])
+    per_nb = {
+        nb: (
+            {**ps, MODEL_PARAM: resolve_model_parameter(ps[MODEL_PARAM])}
+            if isinstance(ps, Mapping) and MODEL_PARAM in ps
+            else ps
+        )
+        for nb, ps in profile.notebook_parameters.items()
+    }
+    return dataclasses.replace(profile, parameters=params, notebook_parameters=per_nb)
+
+
+def preset_overrides(name: str, declared: Collection[str] | None = None) -> dict[str, Any]:
+    """The chain-wide overrides ``--provider NAME`` stands for.
+
+    Parameters
+    ----------
+    name : str
+        A preset name.
+    declared : collection of str, optional
+        Parameters some notebook of the profile declares: ``figure_simulator``
+        and ``figure_table`` are passed on only when declared (a profile
+        without the cost notebook would reject them as unknown). None: both
+        are passed on.
+
+    Returns
+    -------
+    dict
+        ``{"model": <the preset's mapping>}``, plus ``figure_simulator`` (the
+        preset's cache rule) and ``figure_table`` (its price table) when the
+        preset has them.
+
+    Raises
+    ------
+    ProfileError
+        For an unknown preset name, listing the known presets.
+    """
+    preset = load_preset(name)
+    out: dict[str, Any] = {MODEL_PARAM: dict(preset.model)}
+    extra = {"figure_simulator": preset.cache_rule, "figure_table": preset.price_table}
+    for key, value in extra.items():
+        if value and (declared is None or key in declared):
+            out[key] = value
+    return out
+
+
+__all__ = [
+    "MODEL_PARAM",
+    "Preset",
+    "list_presets",
+    "load_preset",
+    "preset_overrides",
+    "resolve_model_parameter",
+    "resolve_profile",
+]

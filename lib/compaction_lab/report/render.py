@@ -1,0 +1,102 @@
+"""Rendering a run folder: each executed notebook as HTML (inputs hidden) and the run's ``report.html``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import nbformat
+import pandas as pd
+from nbconvert import HTMLExporter
+
+from compaction_lab import __version__
+from compaction_lab.core import runfolder
+from compaction_lab.report import charts, share
+
+if TYPE_CHECKING:
+    from compaction_lab.run.runner import NotebookRun, Profile
+
+TEMPLATES_DIR = Path(__file__).parent / "templates"
+NBCONVERT_TEMPLATE = "offline"
+
+
+def exporter(**kw: Any) -> HTMLExporter:
+    # nbconvert writes widget state and views as JSON inside <script> blocks, escaping only "/": a
+    # "<!--<script" from a log in a widget's value would still hide the block's end. Escape it all.
+    return HTMLExporter(
+        template_name=NBCONVERT_TEMPLATE,
+        extra_template_basedirs=[str(TEMPLATES_DIR / "nbconvert")],
+        filters={"escape_html_script": charts.script_safe},
+        **kw,
+    )
+
+
+def render_notebook(executed: Path) -> Path:
+    """Render an executed notebook next to it as HTML, inputs hidden (the code is in the .ipynb beside it)."""
+    nb = nbformat.read(executed, as_version=4)
+    body, _ = exporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True).from_notebook_node(nb)
+    out = executed.with_suffix(".html")
+    out.write_text(body, encoding="utf-8")
+    return out
+
+
+def build_index(
+    run_dir: Path,
+    profile: Profile,
+    runs: list[NotebookRun] | None = None,
+    price_table: str | None = None,
+    simulator: str | None = None,
+) -> Path:
+    """``report.html``: what the run measured, the headline table, every figure, links, parameters, versions.
+
+    The figures are the run's SVG files inlined: the page needs no script and
+    no network. The headline is notebook 06's (``headline.parquet``) when it
+    ran, so the index and the notebook agree; otherwise it is computed here
+    (under `price_table` / `simulator`, default: see `share.cost_view`).
+    """
+    from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+    from compaction_lab.exam import cases as exam_cases
+
+    run_dir = Path(run_dir)
+    info = json.loads((run_dir / runfolder.RUN_JSON).read_text(encoding="utf-8"))
+    saved = runfolder.table_path(run_dir, share.HEADLINE)
+    head = (
+        pd.read_parquet(saved)
+        if saved.exists() and price_table is None and simulator is None
+        else share.headline_table(run_dir, price_table, simulator)
+    )
+    runs = runs or []
+    env = Environment(loader=FileSystemLoader(str(TEMPLATES_DIR)), autoescape=select_autoescape(["html", "j2"]))
+    page = env.get_template("report_index.html.j2").render(
+        run=run_dir.name,
+        profile=profile.name,
+        description=profile.description or "(no description)",
+        started=info.get("started", "?"),
+        version=__version__,
+        commit=((info.get("git") or {}).get("commit") or "unknown")[:12],
+        redacted=profile.redact,
+        measured=share.measured_text(head),
+        shortfall=exam_cases.shortfall_of_run(run_dir),  # fewer questions than asked: said, with why
+        headline=share.headline_html(head),
+        recorded=share.recorded_block(run_dir),
+        exam=share.exam_block(run_dir),
+        notebooks=[
+            {
+                "name": r.notebook,
+                "html": r.html.name if r.html else r.output.name,
+                "status": r.status,
+                "seconds": f"{r.seconds:.1f}",
+            }
+            for r in runs
+        ],
+        figures=[share.figure_html(f) for f in share.figures(run_dir)],
+        facts=share.run_facts(run_dir).to_html(index=False),
+    )
+    out = run_dir / runfolder.REPORT_HTML
+    out.write_text(page, encoding="utf-8")
+    return out
+
+
+build_report = build_index  # the name earlier stages used

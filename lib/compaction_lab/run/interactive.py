@@ -1,0 +1,138 @@
+"""A notebook opened by hand runs as is: it finds the inputs it needs, or makes them, and says which.
+
+Papermill gives every notebook of a run its ``run_dir``. A notebook opened in
+JupyterLab has none: it works in ``<results>/interactive`` (so exploring never
+touches a real run), and "Run All" must work there even when nothing ran before
+it. `prepare` looks at what the notebook needs (`NEEDS`: the notebooks whose
+outputs it reads, each known by one output file, `MARK`):
+
+1. already in the interactive folder (a notebook run there by hand earlier):
+   used as they are;
+2. else in the latest complete run (``run.json`` status ``ok``) that holds
+   them: its tables and sessions are copied into the interactive folder;
+3. else the missing notebooks are executed there first, with their own
+   defaults, through papermill.
+
+It prints one line saying which of the three happened.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TextIO
+
+from compaction_lab.core import paths, runfolder
+from compaction_lab.run import lifecycle
+
+#: One output file per chain notebook that proves it ran in a folder.
+MARK: Mapping[str, str] = {
+    "01_context_composition": "composition.parquet",
+    "02_projection_anatomy": "projections.parquet",
+    "03_closed_book_exam": "exam_recall.parquet",
+    "04_cost_model": "cost.parquet",
+    "05_open_book_exam": "exam_open.parquet",
+}
+
+#: The notebooks whose outputs each notebook reads, in chain order.
+NEEDS: Mapping[str, tuple[str, ...]] = {
+    "01_context_composition": (),
+    "02_projection_anatomy": ("01_context_composition",),
+    "03_closed_book_exam": ("01_context_composition",),
+    "04_cost_model": ("01_context_composition", "03_closed_book_exam"),
+    "05_open_book_exam": ("01_context_composition",),
+    "06_share": tuple(MARK),
+}
+
+#: What is copied from a complete run: the tables and JSON it wrote and its sessions (not its
+#: notebooks, rendered pages or run.json: the interactive folder is not that run).
+_COPIED_SUFFIXES = (".parquet", ".json")
+_COPIED_FOLDERS = ("sessions", runfolder.FIGURES)
+
+
+def prepare(run_dir: str | Path | None, notebook: str, *, out: TextIO | None = None) -> Path:
+    """The folder a notebook works in, holding the inputs it needs.
+
+    Parameters
+    ----------
+    run_dir : str or Path, optional
+        The notebook's ``run_dir`` parameter. Given (a papermill run): that
+        folder, as `runfolder.resolve` gives it; the run's chain order already
+        provides the inputs.
+    notebook : str
+        The notebook's stem, e.g. ``"02_projection_anatomy"`` (a key of `NEEDS`).
+    out : text stream, optional
+        Where the one line saying what was done goes (default stdout, so it
+        shows under the cell).
+
+    Returns
+    -------
+    Path
+        The run folder (``<results>/interactive`` when `run_dir` is empty).
+    """
+    if notebook not in NEEDS:
+        raise ValueError(f"unknown notebook {notebook!r}; known: {', '.join(NEEDS)}")
+    folder = runfolder.resolve(run_dir)
+    if run_dir:
+        return folder
+    stream = out if out is not None else sys.stdout
+    missing = missing_inputs(folder, notebook)
+    if not missing:
+        return folder
+    source = latest_complete_run(paths.results_dir(), missing)
+    if source is not None:
+        copy_inputs(source, folder)
+        print(
+            f"inputs of {', '.join(missing)}: copied from the latest complete run {source.name} ({source})",
+            file=stream,
+        )
+        return folder
+    print(
+        f"no complete run holds the inputs of {', '.join(missing)}: running "
+        f"{'it' if len(missing) == 1 else 'them'} first with their defaults, into {folder}",
+        file=stream,
+        flush=True,
+    )
+    for nb in missing:
+        _execute(nb, folder)
+    return folder
+
+
+def missing_inputs(folder: Path, notebook: str) -> list[str]:
+    """The notebooks `notebook` needs whose outputs are not in `folder`, in chain order."""
+    return [nb for nb in NEEDS[notebook] if not (folder / MARK[nb]).exists()]
+
+
+def latest_complete_run(results: Path, notebooks: list[str]) -> Path | None:
+    """The newest run folder with status ``ok`` that holds the outputs of `notebooks` (None if none does)."""
+    for run in lifecycle.list_runs(results).runs:  # newest first
+        path = Path(run.path)
+        if run.status == lifecycle.OK and all((path / MARK[nb]).exists() for nb in notebooks):
+            return path
+    return None
+
+
+def copy_inputs(source: Path, folder: Path) -> None:
+    """Copy a run's tables, JSON (but its run.json) and sessions into `folder`, replacing what is there."""
+    for item in source.iterdir():
+        target = folder / item.name
+        if item.is_file() and item.suffix in _COPIED_SUFFIXES and item.name != runfolder.RUN_JSON:
+            shutil.copy2(item, target)
+        elif item.is_dir() and item.name in _COPIED_FOLDERS:
+            if target.exists():
+                shutil.rmtree(target)
+            shutil.copytree(item, target)
+
+
+def _execute(notebook: str, folder: Path) -> None:
+    """Run one chain notebook with its defaults into `folder` (its executed copy is kept there)."""
+    import papermill as pm
+
+    pm.execute_notebook(
+        str(paths.NOTEBOOKS_DIR / f"{notebook}.ipynb"),
+        str(folder / f"{notebook}.ipynb"),
+        parameters={"run_dir": str(folder)},
+        progress_bar=False,
+    )

@@ -1,0 +1,285 @@
+"""What a run of a profile would send to its model, found before anything is spent (a dry run).
+
+The only faithful count of a run's model calls is the run itself: which
+summaries are asked for depends on every strategy's trigger on every case,
+which exam questions on the bank, and a summary already in the checkpoint
+store or an answer already in the ledger is not asked again. So `plan_run`
+runs the profile's notebooks, unchanged, with the client's HTTP transport
+replaced by a stand-in endpoint (`stand_in_client`, the HTTP library's
+``MockTransport``): nothing leaves the machine, no key is needed.
+
+The dry run works on copies: the ledger the run would use and the checkpoint
+store are copied (SQLite's backup API) into a temporary folder and the
+environment (`DRY_RUN_ENV`, ``COMPACTION_LAB_CHECKPOINTS``) points every
+notebook kernel at the copies, so recorded answers are reused exactly as the
+real run would reuse them and no stand-in answer ever reaches the real stores.
+The calls the dry run adds to the ledger copy are the planned calls.
+
+What the estimate cannot know
+-----------------------------
+- *Open-book rounds.* The stand-in answers at once; a real reader may search
+  first, up to ``max_tool_rounds`` more requests per question
+  (`Plan.open_book_extra`).
+- *Output lengths.* Every stand-in reply is as long as its request's
+  ``max_tokens``: an upper bound on output and on the summaries that later
+  prompts carry.
+- *The provider's tokenizer.* Prompts are counted with the report tokenizer
+  (cl100k_base); a model whose tokenizer splits text finer, plus its chat
+  template, bills more input tokens than planned.
+- *Cache hits.* Priced as misses (no provider discount assumed).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from compaction_lab.core import processes
+from compaction_lab.endpoints.standin import DRY_RUN_ENV, reused_fingerprints
+from compaction_lab.privacy.secrets import mask_url
+from compaction_lab.store.checkpoints import CHECKPOINTS_ENV
+
+#: Purpose of the open-book exam's first request per question (`compaction_lab.exam.model_reader`).
+OPEN_BOOK_PURPOSE = "exam:open"
+
+#: The chain notebooks that call a model, and the profile parameters that make them do so
+#: (the notebooks' own parameter cells: 02 and 04 summarize, 03 and 05 also read with a reader).
+MODEL_PARAMETERS_BY_NOTEBOOK: dict[str, tuple[str, ...]] = {
+    "02_projection_anatomy": ("summarizer",),
+    "03_closed_book_exam": ("summarizer", "reader"),
+    "04_cost_model": ("summarizer",),
+    "05_open_book_exam": ("summarizer", "reader"),
+}
+
+
+def model_notebooks(profile: Any) -> list[tuple[str, tuple[str, ...]]]:
+    """The profile's notebooks that will call the model, each with the parameters set to ``model``."""
+    out = []
+    for nb in profile.notebooks:
+        params = profile.parameters_for(nb)
+        using = tuple(p for p in MODEL_PARAMETERS_BY_NOTEBOOK.get(nb, ()) if params.get(p) == "model")
+        if using:
+            out.append((nb, using))
+    return out
+
+
+# --------------------------------------------------------------------------- the plan
+
+#: The columns of `Plan.calls` that count calls or tokens.
+_COUNTS = ("calls", "prompt_tokens", "output_tokens")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The calls a run of a profile would make.
+
+    Attributes
+    ----------
+    profile : str
+    model : str
+        The endpoint's model name.
+    base_url : str
+        As shown: its credentials masked (`mask_url`) on construction.
+    calls : pandas.DataFrame
+        One row per purpose (``summary:codex``, ``exam:closed``, ...):
+        ``calls``, ``prompt_tokens``, ``output_tokens`` (at ``max_tokens``), ``cost`` (None: no price table).
+        The three counts are made whole numbers on construction (a sum over the ledger's nullable
+        columns comes back as floats).
+    reused : int
+        Requests already answered in the ledger before the dry run (free on the real run).
+    open_book_extra : int
+        More requests the open-book exam may make if its reader searches every allowed round.
+    currency : str or None
+        The price table's currency (None: no price table, cost not estimated).
+    seconds : float
+        How long the dry run took.
+    """
+
+    profile: str
+    model: str
+    base_url: str
+    calls: pd.DataFrame
+    reused: int
+    open_book_extra: int
+    currency: str | None
+    seconds: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "base_url", mask_url(self.base_url))
+        counts = [c for c in _COUNTS if c in self.calls.columns]
+        if counts:
+            calls = self.calls.copy()
+            calls[counts] = calls[counts].fillna(0).round().astype("int64")
+            object.__setattr__(self, "calls", calls)
+
+    @property
+    def total_calls(self) -> int:
+        """Requests the run would send (open-book readers answering without searching)."""
+        return int(self.calls["calls"].sum()) if len(self.calls) else 0
+
+    @property
+    def cost(self) -> float | None:
+        """The planned calls priced: prompts in report tokens, every reply at its ``max_tokens``, no cache hits.
+
+        None without a price table. Output is an upper bound; prompts are counted with the report
+        tokenizer, so a provider whose tokenizer splits text finer bills somewhat more input.
+        """
+        if self.currency is None or not len(self.calls):
+            return None if self.currency is None else 0.0
+        return float(self.calls["cost"].sum())
+
+    def describe(self) -> str:
+        """A few lines for the doctor's output."""
+        lines = [f"planned model calls ({self.model} at {self.base_url}): {self.total_calls}"]
+        if self.open_book_extra:
+            lines[0] += (
+                f" (up to {self.total_calls + self.open_book_extra} if the open-book reader searches every round)"
+            )
+        for row in self.calls.itertuples():
+            lines.append(
+                f"  {row.purpose:<32} {row.calls:>5} calls  {row.prompt_tokens:>10,} prompt tokens  "
+                f"<= {row.output_tokens:>8,} output tokens"
+            )
+        if self.reused:
+            lines.append(f"  already answered in the ledger (not paid again): {self.reused}")
+        if self.cost is None:
+            lines.append("  cost estimate: none (the model config names no price_table)")
+        else:
+            lines.append(
+                f"  cost estimate: {self.cost:.4f} {self.currency} (prompts counted with the report tokenizer, "
+                "every reply at its max_tokens, no cache hits)"
+            )
+        lines.append(f"  (dry run against a stand-in endpoint: {self.seconds:.0f} s, nothing sent)")
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form (``doctor --json``)."""
+        return {
+            "profile": self.profile,
+            "model": self.model,
+            "base_url": self.base_url,
+            "total_calls": self.total_calls,
+            "max_calls": self.total_calls + self.open_book_extra,
+            "reused": self.reused,
+            "cost_estimate": self.cost,
+            "currency": self.currency,
+            # Python ints and floats (not NumPy's), so the document is plain JSON.
+            "by_purpose": json.loads(self.calls.to_json(orient="records")),
+        }
+
+
+def _copy_sqlite(src: Path, dst: Path) -> None:
+    """A consistent copy of an SQLite file (the backup API, safe while another process writes); nothing when absent."""
+    if not src.is_file():
+        return
+    with sqlite3.connect(f"file:{src}?mode=ro", uri=True) as source, sqlite3.connect(dst) as target:
+        source.backup(target)
+
+
+def _model_notebooks(prof: Any) -> tuple[str, ...]:
+    """The profile's notebooks up to its last one that calls a model (the rest would call nothing)."""
+    calling = {nb for nb, _ in model_notebooks(prof)}
+    last = max((i for i, nb in enumerate(prof.notebooks) if nb in calling), default=-1)
+    return tuple(prof.notebooks[: last + 1])
+
+
+def plan_run(profile: Any, *, overrides: Mapping[str, Any] | None = None, progress: bool = True) -> Plan | None:
+    """Dry-run a profile against the stand-in endpoint and count what it would send.
+
+    Parameters
+    ----------
+    profile : Profile or str
+        A loaded profile, a name or a YAML path (presets resolved as a run resolves them).
+    overrides : mapping, optional
+        Chain-wide parameters (``--set``).
+    progress : bool
+        Show the notebooks' progress bars.
+
+    Returns
+    -------
+    Plan, or None when the profile calls no model.
+
+    Raises
+    ------
+    ProfileError
+        When the profile cannot make a run (as `run_profile` would raise).
+    NotebookFailed
+        When a notebook fails in the dry run (it would fail in the real run too).
+    """
+    from compaction_lab.core import paths
+    from compaction_lab.endpoints import presets, shared
+    from compaction_lab.endpoints.ledger import open_ledger
+    from compaction_lab.run import runner as report
+    from compaction_lab.store import checkpoints
+
+    prof = report.load_profile(profile) if isinstance(profile, (str, Path)) else profile
+    prof = presets.resolve_profile(prof.with_parameters(dict(overrides or {})))
+    notebooks = _model_notebooks(prof)
+    if not notebooks:
+        return None
+    cfg = shared.config_of(prof.parameters["model"])
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="compaction-lab-plan-") as tmp:
+        folder = Path(tmp)
+        _copy_sqlite(Path(cfg.ledger) if cfg.ledger else paths.ledger_path(), folder / "ledger.sqlite")
+        _copy_sqlite(checkpoints.default_path(), folder / "checkpoints.sqlite")
+        with open_ledger(folder / "ledger.sqlite") as ledger:
+            before = ledger.calls()
+        with processes.environment({DRY_RUN_ENV: str(folder), CHECKPOINTS_ENV: str(folder / "checkpoints.sqlite")}):
+            # The notebooks run in kernels started now: they inherit this environment, and no client made
+            # earlier in this process is used.
+            report.run_profile(
+                replace(prof, notebooks=notebooks), results=folder / "results", progress=progress, render=False
+            )
+        with open_ledger(folder / "ledger.sqlite") as ledger:
+            after = ledger.calls()
+        # Only answers recorded before the dry run are "already paid"; a request the dry run itself asked
+        # twice is paid once by the real run too, and counted once among the planned calls.
+        reused = len(reused_fingerprints(folder) & set(before["request_fingerprint"]))
+    new = after[~after["id"].isin(before["id"])]
+    new = new[new["status"] == "done"]
+    calls = (
+        new.groupby("purpose", sort=True)
+        .agg(
+            calls=("id", "size"),
+            prompt_tokens=("prompt_tokens", "sum"),
+            output_tokens=("completion_tokens", "sum"),
+            cost=("cost", lambda s: None if s.isna().all() else float(s.sum())),
+        )
+        .reset_index()
+    )
+    from compaction_lab.exam.model_reader import ModelReader
+
+    n_open = int(calls.loc[calls["purpose"] == OPEN_BOOK_PURPOSE, "calls"].sum())
+    currency = None
+    if cfg.price_table:
+        from compaction_lab.endpoints import prices
+
+        currency = prices.load_price_table(cfg.price_table).currency
+    return Plan(
+        profile=prof.name,
+        model=cfg.model,
+        base_url=cfg.base_url,
+        calls=calls,
+        reused=reused,
+        open_book_extra=n_open * ModelReader.max_tool_rounds,
+        currency=currency,
+        seconds=time.perf_counter() - started,
+    )
+
+
+__all__ = [
+    "MODEL_PARAMETERS_BY_NOTEBOOK",
+    "OPEN_BOOK_PURPOSE",
+    "Plan",
+    "model_notebooks",
+    "plan_run",
+]

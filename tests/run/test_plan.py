@@ -1,0 +1,89 @@
+"""The dry run behind ``doctor``'s planned calls: nothing sent, the real stores untouched, the count exact."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+import yaml
+from fake_openai_server import FakeOpenAIServer
+
+from compaction_lab.endpoints import shared
+from compaction_lab.endpoints.client import ChatClient
+from compaction_lab.endpoints.config import ModelConfig
+from compaction_lab.endpoints.ledger import open_ledger
+from compaction_lab.run import plan
+from compaction_lab.run import runner as report
+
+
+def _digest(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.slow
+def test_the_plan_counts_exactly_what_the_run_sends_and_leaves_the_stores_alone(tmp_path, monkeypatch):
+    """Summaries depend only on the sessions: the dry run's count is the real run's count, request for request."""
+    ledger_path, checkpoints = tmp_path / "ledger.sqlite", tmp_path / "checkpoints.sqlite"
+    monkeypatch.setenv("COMPACTION_LAB_LEDGER", str(ledger_path))
+    monkeypatch.setenv("COMPACTION_LAB_CHECKPOINTS", str(checkpoints))
+    shared._CLIENTS.clear()
+    with FakeOpenAIServer() as server:
+        # A ledger with history already: the dry run must reuse from a copy and never write the original.
+        with ChatClient(ModelConfig(base_url=server.base_url, model="m", api_key_env="")) as client:
+            client.complete({"messages": [{"role": "user", "content": "earlier"}]}, purpose="summary:old")
+        assert server.count() == 1
+        doc = {
+            "description": "plan test",
+            "notebooks": ["01_context_composition", "02_projection_anatomy"],
+            "parameters": {
+                "seed": 7,
+                "n_chains": 1,
+                "window_tokens": 3000,
+                "decoys_per_chain": 1,
+                "window": 1500,
+                "output_ceiling": 300,
+                "summarizer": "model",
+                "strategy_names": ["full", "futureos-summarized", "codex", "opencode"],
+                "model": {"base_url": server.base_url, "model": "m", "api_key_env": ""},
+            },
+        }
+        profile = tmp_path / "plan.yaml"
+        profile.write_text(yaml.safe_dump(doc), encoding="utf-8")
+        before = {p: _digest(p) for p in (ledger_path,)}
+        planned = plan.plan_run(str(profile), progress=False)
+        assert server.count() == 1, "the dry run sent a request"
+        assert {p: _digest(p) for p in before} == before and not checkpoints.exists()
+        assert planned is not None and planned.total_calls > 0
+        assert set(planned.calls["purpose"]) <= {"summary:futureos-summarized", "summary:codex", "summary:opencode"}
+        assert planned.open_book_extra == 0 and planned.cost is None
+
+        report.run_profile(str(profile), results=tmp_path / "results", progress=False, render=False)
+        sent = server.count() - 1
+        assert sent == planned.total_calls, planned.describe()
+        sent_by_purpose = open_ledger(ledger_path).calls()["purpose"].value_counts().drop("summary:old").to_dict()
+        assert sent_by_purpose == dict(zip(planned.calls["purpose"], planned.calls["calls"], strict=True))
+
+        # After the run every answer is in the ledger: with the checkpoint store gone (so every summary is
+        # asked of the client again), a second plan finds them all already paid and nothing left to send.
+        for leftover in tmp_path.glob("checkpoints.sqlite*"):
+            leftover.unlink()
+        replanned = plan.plan_run(str(profile), progress=False)
+        assert replanned is not None and replanned.total_calls == 0 and replanned.reused == sent
+        assert server.count() == sent + 1
+    shared._CLIENTS.clear()
+
+
+def test_plan_as_json_and_text(tmp_path):
+    import pandas as pd
+
+    calls = pd.DataFrame(
+        {"purpose": ["exam:open", "summary:codex"], "calls": [3, 2], "prompt_tokens": [900, 400],
+         "output_tokens": [192, 1000], "cost": [0.01, 0.02]}
+    )  # fmt: skip
+    p = plan.Plan("model", "m", "http://x/v1", calls, reused=4, open_book_extra=12, currency="USD", seconds=3.0)
+    text = p.describe()
+    assert "planned model calls (m at http://x/v1): 5 (up to 17" in text and "0.0300 USD" in text
+    assert "not paid again): 4" in text
+    doc = json.loads(json.dumps(p.as_dict()))
+    assert doc["total_calls"] == 5 and doc["max_calls"] == 17 and doc["cost_estimate"] == pytest.approx(0.03)
