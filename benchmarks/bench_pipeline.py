@@ -27,7 +27,7 @@ from compaction_lab.ingest import synthetic
 def main() -> int:
     res = Results("pipeline")
     with timed() as t:
-        chains = synthetic.generate_chains(synthetic.SyntheticProfile())
+        chains = synthetic.generate_chains(synthetic.SyntheticSpec())
     res.add("generate default profile", t["seconds"], "s", "< 30 s", t["seconds"] < 30)
 
     sessions = [c.session for c in chains]

@@ -22,10 +22,10 @@ TARGET_S = 1.0
 def main() -> int:
     res = Results("strategies")
     with timed() as t:
-        (chain,) = synthetic.generate_chains(synthetic.SyntheticProfile(seed=3, n_chains=1, window_tokens=1_000_000))
+        (chain,) = synthetic.generate_chains(synthetic.SyntheticSpec(seed=3, n_chains=1, window_tokens=1_000_000))
     s = chain.session
     res.add("generate 1M-token chain", t["seconds"], "s")
-    ctx = CompactionContext(window=1_000_000, output_ceiling=32_000, summarizer=summarize.get_provider("extractive"))
+    ctx = CompactionContext(window=1_000_000, output_ceiling=32_000, summarizer=summarize.get_summarizer("extractive"))
     for name in strategies.names():
         counter(ctx.encoding)._cache.clear()  # cold: no counts cached from an earlier strategy
         with timed() as cold:

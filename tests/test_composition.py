@@ -204,7 +204,7 @@ def test_heuristic_agrees_with_the_generators_ground_truth():
     """Synthetic chains record which earlier record each follow-up refers to: measure the heuristic on them."""
     from compaction_lab.ingest import synthetic
 
-    chains = synthetic.generate_chains(synthetic.SyntheticProfile(seed=11, n_chains=4, window_tokens=128_000))
+    chains = synthetic.generate_chains(synthetic.SyntheticSpec(seed=11, n_chains=4, window_tokens=128_000))
     detected = agree = truth_n = false_pos = 0
     for c in chains:
         truth = {f["entry_id"]: f for f in c.session.metadata["followups"]}
@@ -251,7 +251,7 @@ def test_default_synthetic_chains_are_mostly_tool_traffic():
     """Acceptance: on the default profile's chains, tool calls + outputs are the large majority of characters."""
     from compaction_lab.ingest import synthetic
 
-    chains = synthetic.generate_chains(synthetic.SyntheticProfile())
+    chains = synthetic.generate_chains(synthetic.SyntheticSpec())
     comp = composition.composition_table([c.session for c in chains])
     share = composition.tool_traffic_share(comp)
     assert len(share) == 6

@@ -451,7 +451,7 @@ def _cmd_project(args: argparse.Namespace) -> int:
 
     try:
         strat = strategies.get(args.strategy)
-        provider = summarize.get_provider(args.summarizer)
+        provider = summarize.get_summarizer(args.summarizer)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -503,7 +503,7 @@ def _cmd_project(args: argparse.Namespace) -> int:
 
 
 def _print_projection(proj) -> None:
-    from compaction_lab.strategies.anatomy import strategy_label
+    from compaction_lab.strategies.labels import strategy_label
 
     print(
         f"{proj.session_id}: {strategy_label(proj)} ({proj.algorithm_version}) at cut {proj.cut} — "
@@ -593,13 +593,13 @@ def _cmd_exam(args: argparse.Namespace) -> int:
         print("\n".join(f"error: {b}" for b in bad), file=sys.stderr)
         return 2
     try:
-        src = sources.gather(p.get("session_paths"), synthetic.SyntheticProfile.from_mapping(p), progress=not args.json)
+        src = sources.gather(p.get("session_paths"), synthetic.SyntheticSpec.from_mapping(p), progress=not args.json)
         rc = exam_cases.build(src.sessions, src.chains or None, {**p, "seed": p.get("bank_seed", 7)})
         model = p.get("model") or None  # a model profile's endpoint, for its summarizer and reader
         ctx = CompactionContext(
             window=int(p.get("window", 128_000)),
             output_ceiling=int(p.get("output_ceiling", 32_000)),
-            summarizer=summarize.get_provider(p.get("summarizer", "extractive"), model),
+            summarizer=summarize.get_summarizer(p.get("summarizer", "extractive"), model),
         )
         names = args.strategy or p.get("strategy_names") or None
         reader = readers.get_reader(p.get("reader", "verbatim"), model=model)

@@ -229,9 +229,7 @@ def test_probes_never_ask_about_the_marker():
 
 
 def test_normal_sessions_are_the_very_same_objects():
-    chains = synthetic.generate_chains(
-        synthetic.SyntheticProfile(seed=7, n_chains=2, window_tokens=6000), progress=False
-    )
+    chains = synthetic.generate_chains(synthetic.SyntheticSpec(seed=7, n_chains=2, window_tokens=6000), progress=False)
     sessions = [c.session for c in chains]
     ex = excerpt.cap_sessions(sessions)
     assert ex.records == 0 and ex.chars_left_out == 0 and ex.note("the exam") == ""
@@ -239,9 +237,7 @@ def test_normal_sessions_are_the_very_same_objects():
 
 
 def test_a_normal_run_folder_loads_unchanged_and_silently(tmp_path, capsys):
-    chains = synthetic.generate_chains(
-        synthetic.SyntheticProfile(seed=7, n_chains=1, window_tokens=4000), progress=False
-    )
+    chains = synthetic.generate_chains(synthetic.SyntheticSpec(seed=7, n_chains=1, window_tokens=4000), progress=False)
     src = sources.Sources(tuple(c.session for c in chains), "synthetic", tuple(chains))
     sources.save(src, tmp_path)
     (loaded,) = sources.load_saved(tmp_path)

@@ -151,7 +151,7 @@ def test_full_projection_keeps_the_sessions_message_boundaries():
     from compaction_lab import strategies
     from compaction_lab.core.session import Record, Session
     from compaction_lab.strategies.base import CompactionContext
-    from compaction_lab.summarize import NoneProvider
+    from compaction_lab.summarize import NoSummarizer
 
     rows = [
         ("u1", 0, "user", "first request"),
@@ -165,7 +165,7 @@ def test_full_projection_keeps_the_sessions_message_boundaries():
         for i, (eid, blk, kind, text) in enumerate(rows)
     )
     sess = Session(id="s", source_format="test", records=recs)
-    ctx = CompactionContext(window=100_000, output_ceiling=10_000, summarizer=NoneProvider())
+    ctx = CompactionContext(window=100_000, output_ceiling=10_000, summarizer=NoSummarizer())
     msgs = strategies.compact(sess, "full", ctx=ctx).messages()
     assert [(m["role"], m["content"]) for m in msgs[1:]] == [
         ("user", "first request"),

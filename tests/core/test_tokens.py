@@ -97,9 +97,7 @@ def _fixture_and_synthetic_texts() -> list[str]:
         re.sub(r"\s{400,}", " " * 399, "\n".join(r.text for r in s.records)) for s in load_sessions(PUBLIC_FIXTURES)
     ]
     texts = [t for t in texts if len(t) > 2_000]  # one small session is a single piece: nothing to cut
-    chains = synthetic.generate_chains(
-        synthetic.SyntheticProfile(seed=7, n_chains=1, window_tokens=6000), progress=False
-    )
+    chains = synthetic.generate_chains(synthetic.SyntheticSpec(seed=7, n_chains=1, window_tokens=6000), progress=False)
     texts.append("\n".join(r.text for r in chains[0].session.records))
     return texts
 

@@ -244,7 +244,7 @@ def test_request_tokens_order_and_prefix():
 @pytest.fixture(scope="module")
 def session_request():
     shape = CallShape.default()
-    chain = synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1, window_tokens=8_000))[0]
+    chain = synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1, window_tokens=8_000))[0]
     return shape, request_messages(list(chain.session.records), shape.system_prompt)
 
 

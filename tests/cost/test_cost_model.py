@@ -36,9 +36,9 @@ def test_assumptions_need_two_simulated_turns():
 
 @pytest.fixture(scope="module")
 def chain_case():
-    (chain,) = synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1, window_tokens=20_000))
+    (chain,) = synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1, window_tokens=20_000))
     s = chain.session
-    ctx = CompactionContext(window=16_000, output_ceiling=4_000, summarizer=summarize.get_provider("extractive"))
+    ctx = CompactionContext(window=16_000, output_ceiling=4_000, summarizer=summarize.get_summarizer("extractive"))
     projs = {n: strategies.compact(s, n, len(s.records), ctx) for n in strategies.names()}
     return s, ctx, projs
 
@@ -112,9 +112,9 @@ def test_cost_table_rows_and_per_point(chain_case):
 @pytest.fixture(scope="module")
 def roomy_case():
     """A chain whose whole history fits Codex's request limit (no oldest item dropped)."""
-    (chain,) = synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1, window_tokens=20_000))
+    (chain,) = synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1, window_tokens=20_000))
     s = chain.session
-    ctx = CompactionContext(window=64_000, output_ceiling=4_000, summarizer=summarize.get_provider("extractive"))
+    ctx = CompactionContext(window=64_000, output_ceiling=4_000, summarizer=summarize.get_summarizer("extractive"))
 
     class Case:
         id, session_id, cut = "c1", s.id, len(s.records)

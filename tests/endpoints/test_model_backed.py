@@ -17,7 +17,7 @@ from compaction_lab.exam import readers
 from compaction_lab.exam.model_reader import ModelReader, normalise_answer
 from compaction_lab.exam.types import NOT_FOUND, Question
 from compaction_lab.ingest import synthetic
-from compaction_lab.strategies import CompactionContext, anatomy
+from compaction_lab.strategies import CompactionContext, labels
 from compaction_lab.summarize.endpoint import TOOL_OUTPUT_PREFIX, wire_body
 
 
@@ -43,7 +43,7 @@ def model(server, tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def chain():
-    (c,) = synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1, window_tokens=8000))
+    (c,) = synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1, window_tokens=8000))
     return c.session
 
 
@@ -60,10 +60,10 @@ def _question(answer="ORD-58213", decoy=False):
 
 
 def test_summary_request_goes_out_in_the_strategys_own_shape(server, model, chain):
-    ctx = CompactionContext(window=6000, output_ceiling=1000, summarizer=summarize.get_provider("model", model))
+    ctx = CompactionContext(window=6000, output_ceiling=1000, summarizer=summarize.get_summarizer("model", model))
     p = strategies.compact(chain, "futureos-summarized", None, ctx)
     assert p.receipt.provider == "model: fake-model" and not p.receipt.stand_in and not p.receipt.fallback
-    assert anatomy.strategy_label(p) == "futureos-summarized (model: fake-model)"
+    assert labels.strategy_label(p) == "futureos-summarized (model: fake-model)"
     sent = server.requests[-1]["body"]
     expected = wire_body(p.summary_request)
     assert sent["messages"] == expected["messages"] and sent["tools"] == expected["tools"]
@@ -77,10 +77,10 @@ def test_summary_request_goes_out_in_the_strategys_own_shape(server, model, chai
 
 def test_failures_fall_back_as_documented(server, model, chain):
     server.script(Scripted(status=401, body={"error": {"message": "bad key"}}))
-    ctx = CompactionContext(window=6000, output_ceiling=1000, summarizer=summarize.get_provider("model", model))
+    ctx = CompactionContext(window=6000, output_ceiling=1000, summarizer=summarize.get_summarizer("model", model))
     p = strategies.compact(chain, "futureos-summarized", None, ctx)
     assert p.receipt.fallback and ("401" in p.receipt.error or "auth" in p.receipt.error.lower())
-    assert anatomy.strategy_label(p) == "futureos-summarized (fallback: deterministic)"
+    assert labels.strategy_label(p) == "futureos-summarized (fallback: deterministic)"
     server.script(Scripted(body=completion("")))
     p2 = strategies.compact(chain, "codex", None, ctx)
     assert p2.receipt.fallback and "empty answer" in p2.receipt.error
@@ -89,12 +89,12 @@ def test_failures_fall_back_as_documented(server, model, chain):
 
 
 def test_a_committed_summary_is_not_requested_again(server, model, chain, tmp_path):
-    ctx = CompactionContext(window=6000, output_ceiling=1000, summarizer=summarize.get_provider("model", model))
+    ctx = CompactionContext(window=6000, output_ceiling=1000, summarizer=summarize.get_summarizer("model", model))
     first = strategies.compact(chain, "opencode", None, ctx)
     n = server.count()
     shared._CLIENTS.clear()
     fresh = dict(model, ledger=str(tmp_path / "other-ledger.sqlite"))  # no ledger to reuse from: only the checkpoint
-    ctx2 = CompactionContext(window=6000, output_ceiling=1000, summarizer=summarize.get_provider("model", fresh))
+    ctx2 = CompactionContext(window=6000, output_ceiling=1000, summarizer=summarize.get_summarizer("model", fresh))
     again = strategies.compact(chain, "opencode", None, ctx2)
     assert server.count() == n
     assert again.text() == first.text() and again.summary_request == first.summary_request
@@ -178,7 +178,7 @@ def test_answers_are_normalised(raw, given):
 
 def test_model_without_configuration_is_a_clear_error():
     with pytest.raises(ValueError, match="model configuration"):
-        summarize.get_provider("model", {})
+        summarize.get_summarizer("model", {})
     with pytest.raises(ValueError, match="model configuration"):
         readers.get_reader("model")
 

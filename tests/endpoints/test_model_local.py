@@ -40,9 +40,9 @@ def local_model(llm_server, tmp_path, monkeypatch):
 
 
 def test_a_summary_and_a_tiny_closed_book_exam_through_the_real_client(local_model):
-    (chain,) = synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1, window_tokens=2000, seed=3))
+    (chain,) = synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1, window_tokens=2000, seed=3))
     s = chain.session
-    ctx = CompactionContext(window=2000, output_ceiling=200, summarizer=summarize.get_provider("model", local_model))
+    ctx = CompactionContext(window=2000, output_ceiling=200, summarizer=summarize.get_summarizer("model", local_model))
     p = strategies.compact(s, "futureos-summarized", None, ctx)
     assert not p.receipt.fallback, p.receipt.error
     assert p.receipt.provider == f"model: {MODEL_ALIAS}" and p.receipt.text.strip()

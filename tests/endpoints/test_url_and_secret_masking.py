@@ -192,7 +192,7 @@ def test_run_folder_masks_url_credentials_even_with_redaction_off(tmp_path):
 
 @pytest.fixture
 def chain():
-    (c,) = synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1, window_tokens=8000))
+    (c,) = synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1, window_tokens=8000))
     return c.session
 
 
@@ -213,7 +213,7 @@ def test_a_key_the_endpoint_repeats_reaches_no_sqlite_file(tmp_path, monkeypatch
             "ledger": str(stores / "ledger.sqlite"),
         }
         server.script(Scripted(body=completion(leaky)))
-        ctx = CompactionContext(window=6000, output_ceiling=1000, summarizer=summarize.get_provider("model", model))
+        ctx = CompactionContext(window=6000, output_ceiling=1000, summarizer=summarize.get_summarizer("model", model))
         first = strategies.compact(chain, "futureos-summarized", None, ctx)
         again = strategies.compact(chain, "futureos-summarized", None, ctx)  # from the checkpoint
         assert server.authorizations == [f"Bearer {KEY}"]  # the key was really sent, once

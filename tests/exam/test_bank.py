@@ -26,13 +26,13 @@ from compaction_lab.ingest import synthetic
 from compaction_lab.ingest.synthetic import PlantedFact, SyntheticChain
 from compaction_lab.strategies.futureos import tail_boundaries
 
-SMALL = synthetic.SyntheticProfile(window_tokens=20_000, n_chains=2)
+SMALL = synthetic.SyntheticSpec(window_tokens=20_000, n_chains=2)
 SMALL_SPEC = BankSpec(n_cases=4, n_questions=20, n_decoys=2)
 
 
 @pytest.fixture(scope="module")
 def chains() -> list[SyntheticChain]:
-    return synthetic.generate_chains(synthetic.SyntheticProfile())
+    return synthetic.generate_chains(synthetic.SyntheticSpec())
 
 
 @pytest.fixture(scope="module")

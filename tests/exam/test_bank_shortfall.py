@@ -20,7 +20,7 @@ PARAMS = {"n_cases": 2, "n_decoys": 2, "tail_tokens": 600, "seed": 7}
 @pytest.fixture()
 def run_dir(tmp_path):
     """A run folder holding two small synthetic chains, as notebook 01 leaves it."""
-    src = sources.gather(None, synthetic.SyntheticProfile(n_chains=2, window_tokens=6000), progress=False)
+    src = sources.gather(None, synthetic.SyntheticSpec(n_chains=2, window_tokens=6000), progress=False)
     sources.save(src, runfolder.resolve(tmp_path))
     return tmp_path
 

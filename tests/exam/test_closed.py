@@ -38,7 +38,7 @@ EXPECTED_COLUMNS = [
 
 @pytest.fixture(scope="module")
 def setup():
-    (chain,) = synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1, window_tokens=20000))
+    (chain,) = synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1, window_tokens=20000))
     s = chain.session
     toks = counter("cl100k_base").count_many([r.text for r in s.records])
     # the recent tail: the last ~4000 tokens; real questions point before it
@@ -131,7 +131,7 @@ def test_each_case_strategy_is_compacted_once(setup, reader, monkeypatch):
 
 def test_stand_in_summaries_and_readers_are_labelled(setup):
     case, sessions = setup
-    ctx = CompactionContext(window=8000, output_ceiling=1000, summarizer=summarize.get_provider("extractive"))
+    ctx = CompactionContext(window=8000, output_ceiling=1000, summarizer=summarize.get_summarizer("extractive"))
     r = closed.run_closed([case], sessions, ["codex"], ctx, SearcherReader(search="never"))
     assert (r.answers["strategy_label"] == "codex (extractive stand-in)").all()
     assert (r.answers["reader"] == "searcher").all() and (r.answers["reader_label"] == "searcher stand-in").all()

@@ -15,7 +15,7 @@ PARAMS = {"n_cases": 2, "n_questions": 8, "n_decoys": 2, "tail_tokens": 600, "se
 
 
 def test_synthetic_run_gets_the_bank_and_reuses_it(tmp_path):
-    src = sources.gather(None, synthetic.SyntheticProfile(n_chains=2, window_tokens=6000), progress=False)
+    src = sources.gather(None, synthetic.SyntheticSpec(n_chains=2, window_tokens=6000), progress=False)
     sources.save(src, runfolder.resolve(tmp_path))
     first = exam_cases.for_run(tmp_path, PARAMS)
     assert first.kind == "synthetic bank" and len(first.cases) == 2

@@ -12,7 +12,7 @@ from compaction_lab.core import runfolder
 from compaction_lab.exam import readers, recorded
 from compaction_lab.report import charts
 from compaction_lab.strategies.base import CompactionContext
-from compaction_lab.summarize.extractive import ExtractiveProvider
+from compaction_lab.summarize.extractive import ExtractiveSummarizer
 
 #: A tiny tail, so that these short sessions have questions before it.
 PARAMS = {"tail_tokens": 8, "probe_n_questions": 8, "probe_n_decoys": 1, "seed": 7}
@@ -56,7 +56,7 @@ def test_probes_come_only_from_records_before_the_compaction(built):
 
 @pytest.fixture(scope="module")
 def result(built):
-    ctx = CompactionContext(summarizer=ExtractiveProvider())
+    ctx = CompactionContext(summarizer=ExtractiveSummarizer())
     return recorded.run(
         built, ["codex", "opencode", "claude-code", "pi", "full"], ctx, readers.get_reader("verbatim"), n_boot=200
     )

@@ -20,7 +20,7 @@ from compaction_lab.exam.open_book import (
 )
 from compaction_lab.exam.readers import ReaderAnswer, SearcherReader
 from compaction_lab.exam.types import NOT_FOUND, Case, Question
-from compaction_lab.ingest.synthetic import SyntheticProfile, generate_chains
+from compaction_lab.ingest.synthetic import SyntheticSpec, generate_chains
 from compaction_lab.store.archive import Archive
 from compaction_lab.strategies.base import CompactionContext
 
@@ -28,7 +28,7 @@ from compaction_lab.strategies.base import CompactionContext
 @pytest.fixture(scope="module")
 def exam(tmp_path_factory):
     """One small synthetic chain compacted by Codex (no summariser: values really are dropped), its archive."""
-    chain = generate_chains(SyntheticProfile(n_chains=1, window_tokens=20000))[0]
+    chain = generate_chains(SyntheticSpec(n_chains=1, window_tokens=20000))[0]
     s = chain.session
     cut = int(len(s.records) * 0.8)
     facts = [f for f in chain.facts if f.source_order < cut] + list(chain.decoys)

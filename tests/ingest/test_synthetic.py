@@ -18,7 +18,7 @@ from compaction_lab.ingest.synthetic import (
     DEFAULT_MANIFEST_PATH,
     PlantedFact,
     SyntheticChain,
-    SyntheticProfile,
+    SyntheticSpec,
     build_manifest,
     chain_digest,
     generate_chain,
@@ -28,9 +28,9 @@ from compaction_lab.ingest.synthetic import (
     write_manifest,
 )
 
-SMALL = SyntheticProfile(window_tokens=4000, n_chains=2)
+SMALL = SyntheticSpec(window_tokens=4000, n_chains=2)
 # Four chains so the four project themes are all exercised; 30k tokens keeps it quick.
-MID = SyntheticProfile(window_tokens=30_000, n_chains=4)
+MID = SyntheticSpec(window_tokens=30_000, n_chains=4)
 
 FOLLOWUP_CUES = (
     "earlier",
@@ -57,7 +57,7 @@ def mid_chains() -> list[SyntheticChain]:
 
 @pytest.fixture(scope="module")
 def default_chains() -> list[SyntheticChain]:
-    return generate_chains(SyntheticProfile())
+    return generate_chains(SyntheticSpec())
 
 
 def _joined(chain: SyntheticChain) -> str:
@@ -94,10 +94,10 @@ def test_a_chain_does_not_depend_on_the_others():
 
 def test_committed_manifest_matches_fresh_regeneration(default_chains):
     committed = read_manifest(DEFAULT_MANIFEST_PATH)
-    fresh = build_manifest(SyntheticProfile(), default_chains)
+    fresh = build_manifest(SyntheticSpec(), default_chains)
     assert committed == fresh
     assert committed["generator_version"] == syn.GENERATOR_VERSION
-    assert committed["profile"] == dataclasses.asdict(SyntheticProfile())
+    assert committed["profile"] == dataclasses.asdict(SyntheticSpec())
     assert list(committed["chains"]) == [f"syn-7-{i}" for i in range(6)]
 
 
@@ -121,7 +121,7 @@ def test_write_chains_round_trip(tmp_path, small_chains):
 
 
 def test_from_mapping_ignores_unknown_keys():
-    p = SyntheticProfile.from_mapping(
+    p = SyntheticSpec.from_mapping(
         {
             "seed": "11",
             "window_tokens": 5000,
@@ -132,15 +132,15 @@ def test_from_mapping_ignores_unknown_keys():
             "pointer_mix": {"user": 0.1},
         }
     )
-    assert p == SyntheticProfile(seed=11, n_chains=3, window_tokens=5000)
-    assert SyntheticProfile.from_mapping({}) == SyntheticProfile()
+    assert p == SyntheticSpec(seed=11, n_chains=3, window_tokens=5000)
+    assert SyntheticSpec.from_mapping({}) == SyntheticSpec()
 
 
 def test_profile_rejects_nonsense():
     with pytest.raises(ValueError):
-        SyntheticProfile(window_tokens=0)
+        SyntheticSpec(window_tokens=0)
     with pytest.raises(ValueError):
-        SyntheticProfile(n_chains=-1)
+        SyntheticSpec(n_chains=-1)
 
 
 # -- structure ----------------------------------------------------------------------------
@@ -282,7 +282,7 @@ def test_all_pointer_classes_and_categories_present(mid_chains):
 
 @pytest.mark.parametrize("seed", range(8))
 def test_smoke_size_chains_have_every_pointer_class(seed):
-    for c in generate_chains(SyntheticProfile(seed=seed, n_chains=4, window_tokens=3000)):
+    for c in generate_chains(SyntheticSpec(seed=seed, n_chains=4, window_tokens=3000)):
         assert {f.pointer for f in c.facts} == {"user", "assistant", "tool"}
 
 

@@ -143,9 +143,7 @@ def test_fig7_and_fig8_specs_and_png(tmp_path):
     from compaction_lab.ingest import synthetic
     from compaction_lab.strategies import CompactionContext, anatomy, trigger
 
-    sessions = [
-        c.session for c in synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1, window_tokens=5000))
-    ]
+    sessions = [c.session for c in synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1, window_tokens=5000))]
     ctx = CompactionContext(window=4000, output_ceiling=500)
     table = anatomy.projections_table(anatomy.project_cases(anatomy.cases_at_end(sessions), ["codex", "full"], ctx))
     fig7 = charts.fig7_projection_anatomy(table)

@@ -199,7 +199,7 @@ def test_a_real_closed_run_flags_full_and_the_figures_list_it_last():
     from compaction_lab.ingest import synthetic
     from compaction_lab.strategies import CompactionContext
 
-    (chain,) = synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1, window_tokens=20000))
+    (chain,) = synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1, window_tokens=20000))
     s = chain.session
     facts = [f for f in chain.facts if f.source_order < len(s.records) // 2][:6]
     case_id = f"{s.id}@{len(s.records)}"

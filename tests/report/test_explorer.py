@@ -7,9 +7,7 @@ from compaction_lab.strategies import CompactionContext
 
 @pytest.fixture(scope="module")
 def ex():
-    sessions = [
-        c.session for c in synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=2, window_tokens=6000))
-    ]
+    sessions = [c.session for c in synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=2, window_tokens=6000))]
     # Codex without a summariser does not compact (issue 27 item 6): the placeholder keeps it smaller than full
     ctx = CompactionContext(window=8000, output_ceiling=1000, params={"on_failure": "placeholder"})
     return explorer.ProjectionExplorer(sessions, ctx)

@@ -139,7 +139,9 @@ def expected(folders):
 
     # As notebook 02 builds it with its defaults (W, O and the extractive stand-in summarizer).
     sessions = sources.load_saved(folders["run"])
-    ctx = CompactionContext(window=128_000, output_ceiling=32_000, summarizer=summarize.get_provider("extractive", {}))
+    ctx = CompactionContext(
+        window=128_000, output_ceiling=32_000, summarizer=summarize.get_summarizer("extractive", {})
+    )
     ex = ProjectionExplorer(sessions, ctx)
     defaults = {"session_id": sessions[0].id, "window": 128_000, "output_ceiling": 32_000}
     defaults |= {"tail_tokens": 8_192, "history_target": 32_768, "evidence_tokens": 2_048}

@@ -19,8 +19,8 @@ from compaction_lab.core.tokens import counter
 from compaction_lab.ingest import load_sessions, synthetic
 from compaction_lab.strategies import aider as ad
 from compaction_lab.strategies.base import CompactionContext
-from compaction_lab.summarize import NoneProvider, SummaryUnavailable
-from compaction_lab.summarize.extractive import ExtractiveProvider, conversation, empty_template
+from compaction_lab.summarize import NoSummarizer, SummaryUnavailable
+from compaction_lab.summarize.extractive import ExtractiveSummarizer, conversation, empty_template
 
 NAME = "aider"
 SHAPE = CallShape(
@@ -361,7 +361,7 @@ def test_switch_mode_summarises_everything_done():
 def test_failure_drops_the_done_history_as_upstream():
     """base_coder.py:1014-1034: summarize raises ValueError, the worker only warns, summarize_end then sets
     done_messages to the empty result: the whole done history is gone."""
-    for prov in (NoneProvider(), FakeProvider(error=SummaryUnavailable("down"))):
+    for prov in (NoSummarizer(), FakeProvider(error=SummaryUnavailable("down"))):
         p = compact(chat(40), ctx_for(summarizer=prov))
         assert p.receipt is not None and p.receipt.fallback
         assert p.notes["summary_failed"] and p.notes["done_dropped"]
@@ -369,12 +369,12 @@ def test_failure_drops_the_done_history_as_upstream():
 
 
 def test_failure_alternatives_are_parameters():
-    keep = compact(chat(40), ctx_for(summarizer=NoneProvider(), on_failure="keep"))
+    keep = compact(chat(40), ctx_for(summarizer=NoSummarizer(), on_failure="keep"))
     assert sum(s.kind == "tail" for s in keep.segments) == 82
-    empty = compact(chat(40), ctx_for(summarizer=NoneProvider(), on_failure="empty_template"))
+    empty = compact(chat(40), ctx_for(summarizer=NoSummarizer(), on_failure="empty_template"))
     (summ,) = [s for s in empty.segments if s.kind == "summary"]
     assert summ.text == ad.SUMMARY_PREFIX + empty_template(ad.TEMPLATE)
-    switch = compact(chat(40), ctx_for(summarizer=NoneProvider(), mode="switch"))
+    switch = compact(chat(40), ctx_for(summarizer=NoSummarizer(), mode="switch"))
     assert sum(s.kind == "tail" for s in switch.segments) == 82  # "continuing with full history"
 
 
@@ -429,7 +429,7 @@ def test_extractive_reader_reads_the_aider_transcript():
         ("tool_call", "ls"),
         ("tool_result", "Error: boom"),
     ]
-    p = compact(chat(40, tools=True), ctx_for(summarizer=ExtractiveProvider()))
+    p = compact(chat(40, tools=True), ctx_for(summarizer=ExtractiveSummarizer()))
     (summ,) = [s for s in p.segments if s.kind == "summary"]
     assert summ.label == STAND_IN_LABEL and summ.text.startswith(ad.SUMMARY_PREFIX + "I asked you:")
 
@@ -461,7 +461,7 @@ def test_capacity_guard_on_a_small_window():
     for i in range(30):
         items += bash(f"c{i}", f"cmd{i}", words(f"out{i}", 400))
     s = make_session(items)
-    p = compact(s, ctx_for(16_000, 4_096, summarizer=ExtractiveProvider()))
+    p = compact(s, ctx_for(16_000, 4_096, summarizer=ExtractiveSummarizer()))
     assert p.tokens <= p.capacity and p.notes["capacity_dropped"]
     assert any(x.kind == "omitted_marker" for x in p.segments)
 
@@ -474,7 +474,7 @@ def _real_sessions():
 
 @pytest.fixture(scope="module")
 def chain():
-    return synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1))[0].session
+    return synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1))[0].session
 
 
 @pytest.mark.parametrize("window,output", [(128_000, 32_000), (16_000, 4_096)])
@@ -482,7 +482,7 @@ def test_real_and_synthetic_sessions_fit(chain, window, output):
     sessions_ = _real_sessions() + [chain]
     assert len(sessions_) > 1
     for s in sessions_:
-        c = CompactionContext(window=window, output_ceiling=output, summarizer=ExtractiveProvider())
+        c = CompactionContext(window=window, output_ceiling=output, summarizer=ExtractiveSummarizer())
         for cut in (len(s.records), len(s.records) // 2):
             p = strategies.compact(s, NAME, cut, c)
             assert p.segments[0].kind == "system"
@@ -490,7 +490,7 @@ def test_real_and_synthetic_sessions_fit(chain, window, output):
 
 
 def test_synthetic_chain_is_summarised(chain):
-    p = strategies.compact(chain, NAME, None, CompactionContext(summarizer=ExtractiveProvider()))
+    p = strategies.compact(chain, NAME, None, CompactionContext(summarizer=ExtractiveSummarizer()))
     assert p.notes["too_big"] and p.summary_request is not None and "summary" in kinds(p)
     assert json.dumps(p.notes, default=str)
 
@@ -510,7 +510,7 @@ def test_every_request_of_the_recursion_is_billed():
         verify.canonical_session(),
         NAME,
         None,
-        CompactionContext(summarizer=ExtractiveProvider(), params={"max_chat_history_tokens": 64}),
+        CompactionContext(summarizer=ExtractiveSummarizer(), params={"max_chat_history_tokens": 64}),
     )
     sent = p.requests_sent()
     assert p.notes["summary_calls"] == len(sent) >= 2

@@ -2,11 +2,11 @@ import pandas as pd
 
 from compaction_lab import strategies
 from compaction_lab.ingest import synthetic
-from compaction_lab.strategies import CompactionContext, anatomy
+from compaction_lab.strategies import CompactionContext, anatomy, labels
 
 
 def _chains():
-    return [c.session for c in synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=2, window_tokens=6000))]
+    return [c.session for c in synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=2, window_tokens=6000))]
 
 
 def test_projections_table_has_one_row_per_case_strategy_segment():
@@ -20,7 +20,7 @@ def test_projections_table_has_one_row_per_case_strategy_segment():
     totals = anatomy.strategy_totals(table)
     assert len(totals) == 4 and (totals["tokens"] > 0).all()
     for case, proj in results:
-        row = totals[(totals["case_id"] == case.case_id) & (totals["strategy_label"] == anatomy.strategy_label(proj))]
+        row = totals[(totals["case_id"] == case.case_id) & (totals["strategy_label"] == labels.strategy_label(proj))]
         assert int(row["tokens"].iloc[0]) == proj.tokens
     means = anatomy.mean_tokens_by_strategy(table)
     assert list(means["strategy_label"]) == ["codex", "full (uncompacted reference)"]
@@ -29,12 +29,12 @@ def test_projections_table_has_one_row_per_case_strategy_segment():
 def test_stand_in_is_in_the_label():
     from compaction_lab import summarize
 
-    ctx = CompactionContext(window=4000, output_ceiling=500, summarizer=summarize.get_provider("extractive"))
+    ctx = CompactionContext(window=4000, output_ceiling=500, summarizer=summarize.get_summarizer("extractive"))
     ((case, proj),) = anatomy.project_cases(anatomy.cases_at_end(_chains()[:1]), ["futureos-summarized"], ctx)
-    assert anatomy.strategy_label(proj) == "futureos-summarized (extractive stand-in)"
+    assert labels.strategy_label(proj) == "futureos-summarized (extractive stand-in)"
     ctx_none = CompactionContext(window=4000, output_ceiling=500)
     ((case, proj),) = anatomy.project_cases([case], ["futureos-summarized"], ctx_none)
-    assert "fallback" in anatomy.strategy_label(proj)
+    assert "fallback" in labels.strategy_label(proj)
 
 
 def test_budgets_table_shows_budgets_and_use():

@@ -18,8 +18,8 @@ from compaction_lab.core.shapes import CallShape
 from compaction_lab.core.tokens import count_tokens
 from compaction_lab.strategies import baselines as bl
 from compaction_lab.strategies.base import CompactionContext, history, role_of
-from compaction_lab.summarize import NoneProvider
-from compaction_lab.summarize.extractive import ExtractiveProvider
+from compaction_lab.summarize import NoSummarizer
+from compaction_lab.summarize.extractive import ExtractiveSummarizer
 
 SHAPE = CallShape(
     "test",
@@ -32,7 +32,7 @@ FRAME = count_tokens(SHAPE.system_prompt) + count_tokens(SHAPE.tools_text())
 
 def ctx_for(window=128_000, output=32_000, summarizer=None, **params) -> CompactionContext:
     return CompactionContext(
-        window=window, output_ceiling=output, shape=SHAPE, summarizer=summarizer or NoneProvider(), params=params
+        window=window, output_ceiling=output, shape=SHAPE, summarizer=summarizer or NoSummarizer(), params=params
     )
 
 
@@ -523,7 +523,7 @@ def test_properties_on_random_sessions(sess, window, frac, m, tail, cut_frac, ex
     ctx = ctx_for(
         window=window,
         output=int(window * frac),
-        summarizer=ExtractiveProvider() if extractive else None,
+        summarizer=ExtractiveSummarizer() if extractive else None,
         mask_after_turns=m,
         tail_tokens=tail,
         summary_tokens=2_000,
@@ -553,14 +553,14 @@ def _sessions():
     from compaction_lab.ingest import load_sessions, synthetic
 
     out = list(load_sessions(PUBLIC_FIXTURES))
-    out.append(synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1, window_tokens=128_000))[0].session)
+    out.append(synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1, window_tokens=128_000))[0].session)
     return out
 
 
 @pytest.mark.parametrize("window,output", [(128_000, 32_000), (16_000, 4_000)])
 @pytest.mark.parametrize("provider", ["none", "extractive"])
 def test_real_and_synthetic_sessions(window, output, provider):
-    summarizer = ExtractiveProvider() if provider == "extractive" else NoneProvider()
+    summarizer = ExtractiveSummarizer() if provider == "extractive" else NoSummarizer()
     ctx = CompactionContext(window=window, output_ceiling=output, summarizer=summarizer)
     for sess in _sessions():
         for name in NAMES:
@@ -574,7 +574,7 @@ def test_real_and_synthetic_sessions(window, output, provider):
 def test_one_million_token_session_is_fast():
     from compaction_lab.ingest import synthetic
 
-    base = synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1, window_tokens=128_000))[0].session
+    base = synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1, window_tokens=128_000))[0].session
     recs = []
     for k in range(8):  # ~1M tokens: the chain eight times over, ids and call ids made unique
         for r in base.records:
@@ -589,7 +589,7 @@ def test_one_million_token_session_is_fast():
                 )
             )
     sess = Session(id=base.id, source_format="synthetic", records=tuple(recs))
-    ctx = CompactionContext(window=1_000_000, output_ceiling=32_000, summarizer=ExtractiveProvider())
+    ctx = CompactionContext(window=1_000_000, output_ceiling=32_000, summarizer=ExtractiveSummarizer())
     strategies.compact(sess, "full", ctx=ctx)  # warm the token cache once
     for name in NAMES:  # how fast: `make bench BENCH=strategies`
         p = strategies.compact(sess, name, ctx=ctx)

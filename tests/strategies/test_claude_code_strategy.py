@@ -19,9 +19,9 @@ from compaction_lab.core.shapes import CallShape
 from compaction_lab.cost import model as cost
 from compaction_lab.exam import cases as exam_cases
 from compaction_lab.ingest import synthetic
-from compaction_lab.strategies import anatomy
+from compaction_lab.strategies import labels
 from compaction_lab.strategies.base import CompactionContext, record_messages
-from compaction_lab.summarize import NoneProvider, SummaryUnavailable
+from compaction_lab.summarize import NoSummarizer, SummaryUnavailable
 from compaction_lab.summarize.extractive import empty_template
 
 SHAPE = CallShape(
@@ -43,7 +43,7 @@ def cc():
 
 def ctx_for(window=128_000, output=32_000, summarizer=None, **params) -> CompactionContext:
     return CompactionContext(
-        window=window, output_ceiling=output, shape=SHAPE, summarizer=summarizer or NoneProvider(), params=params
+        window=window, output_ceiling=output, shape=SHAPE, summarizer=summarizer or NoSummarizer(), params=params
     )
 
 
@@ -111,9 +111,9 @@ def test_registered_and_labelled_reconstructed():
     assert s.algorithm_version == "claude-code-3" and s.estimator == "tiktoken"
     assert "claude-code-style" not in strategies.names()
     assert "reconstructed" in (cc().__doc__ or "")
-    p = compact(session(), ctx_for(summarizer=summarize.get_provider("extractive")))
-    assert anatomy.strategy_label(p) == f"claude-code (reconstructed) ({STAND_IN_LABEL})"
-    assert anatomy.strategy_label(compact(session())) == "claude-code (reconstructed)"
+    p = compact(session(), ctx_for(summarizer=summarize.get_summarizer("extractive")))
+    assert labels.strategy_label(p) == f"claude-code (reconstructed) ({STAND_IN_LABEL})"
+    assert labels.strategy_label(compact(session())) == "claude-code (reconstructed)"
 
 
 # =========================================================================== trigger
@@ -331,16 +331,14 @@ def default_cost_cases():
     profile = REPO_ROOT / "papermill_params" / "default.yaml"
     params = yaml.safe_load(profile.read_text(encoding="utf-8"))["parameters"]
     chains = synthetic.generate_chains(
-        synthetic.SyntheticProfile(
-            n_chains=params["n_chains"], seed=params["seed"], window_tokens=params["window_tokens"]
-        )
+        synthetic.SyntheticSpec(n_chains=params["n_chains"], seed=params["seed"], window_tokens=params["window_tokens"])
     )
     rc = exam_cases.build([c.session for c in chains], chains, params)
     cases = rc.cases[: params["cost_cases"]]
     ctx = CompactionContext(
         window=params["window"],
         output_ceiling=params["output_ceiling"],
-        summarizer=summarize.get_provider(params["summarizer"]),
+        summarizer=summarize.get_summarizer(params["summarizer"]),
     )
     projs = {(c.id, NAME): strategies.compact(rc.sessions[c.session_id], NAME, c.cut, ctx) for c in cases}
     return cases, rc.sessions, projs, ctx
@@ -361,7 +359,7 @@ def test_acceptance_fork_shares_the_prefix_on_the_default_profile(default_cost_c
             warm = bill.compaction_cached
             assert warm.cached_tokens / warm.input_tokens >= 0.95, (sim, c.id)
     for p in projs.values():
-        assert "tail" not in kinds(p) and "reconstructed" in anatomy.strategy_label(p)
+        assert "tail" not in kinds(p) and "reconstructed" in labels.strategy_label(p)
         assert p.tokens <= p.capacity
 
 
@@ -447,7 +445,7 @@ def test_summary_segment_says_who_wrote_it():
     p = compact(session(), ctx_for(summarizer=FakeProvider(name="a-model")))
     (summary,) = [s for s in p.segments if s.kind == "summary"]
     assert summary.label == "summary (a-model)"
-    ext = compact(session(), ctx_for(summarizer=summarize.get_provider("extractive")))
+    ext = compact(session(), ctx_for(summarizer=summarize.get_summarizer("extractive")))
     assert [s.label for s in ext.segments if s.kind == "summary"] == [STAND_IN_LABEL]
 
 

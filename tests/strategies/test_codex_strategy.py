@@ -16,7 +16,7 @@ from compaction_lab.core.shapes import CallShape
 from compaction_lab.ingest import load_sessions, synthetic
 from compaction_lab.strategies import codex
 from compaction_lab.strategies.base import CompactionContext, est_bytes4
-from compaction_lab.summarize import NoneProvider
+from compaction_lab.summarize import NoSummarizer
 
 SHAPE = CallShape("t", "You are the test agent.", ({"type": "function", "function": {"name": "bash"}},))
 LOCAL_FIXTURES = FIXTURES
@@ -213,7 +213,7 @@ FAILING_SESSION = [
 ]
 
 
-@pytest.mark.parametrize("provider", [NoneProvider(), BrokenProvider()], ids=["none", "broken"])
+@pytest.mark.parametrize("provider", [NoSummarizer(), BrokenProvider()], ids=["none", "broken"])
 def test_failed_summary_leaves_the_history_unchanged(provider):
     s = make_session(FAILING_SESSION)
     p = run(s, summarizer=provider)
@@ -249,7 +249,7 @@ def test_request_that_cannot_fit_leaves_the_history_unchanged():
 
 def test_on_failure_placeholder_is_the_labs_older_behaviour():
     s = make_session([("user", "go"), ("assistant", "ok")])
-    p = run(s, summarizer=NoneProvider(), params={"on_failure": "placeholder"})
+    p = run(s, summarizer=NoSummarizer(), params={"on_failure": "placeholder"})
     assert kinds(p) == ["system", "tools", "user_original", "summary"]
     assert p.segments[-1].text == codex.SUMMARY_PREFIX + "\n" + codex.NO_SUMMARY
     assert p.segments[-1].label == codex.NO_SUMMARY_LABEL == "no summary available"
@@ -502,7 +502,7 @@ def check_projection(p, session: Session, cut: int) -> None:
 @given(sessions(), st.integers(1, 3000), st.sampled_from([8_000, 16_000, 128_000]), st.data())
 def test_property_projection_fits_and_is_verbatim(session, budget, window, data):
     cut = data.draw(st.one_of(st.just(len(session.records)), st.integers(0, len(session.records))))
-    prov = data.draw(st.sampled_from([NoneProvider(), FixedProvider("summary " * 50), BrokenProvider()]))
+    prov = data.draw(st.sampled_from([NoSummarizer(), FixedProvider("summary " * 50), BrokenProvider()]))
     c = ctx(window=window, output_ceiling=2_000, params={"user_budget_tokens": budget}, summarizer=prov)
     p = strategies.compact(session, "codex", cut, c)
     if p.receipt.fallback:  # no summary: Codex did not compact, the next request is the live history
@@ -536,7 +536,7 @@ def _real_sessions() -> list[Session]:
 
 @pytest.fixture(scope="module")
 def chain() -> Session:
-    return synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1))[0].session
+    return synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1))[0].session
 
 
 @pytest.mark.parametrize("window,output", [(128_000, 32_000), (16_000, 4_096)])
@@ -1124,7 +1124,7 @@ def test_remote_compaction_in_the_summary_request_and_the_projection(tmp_path):
 
 def test_failed_compaction_of_a_remote_session_keeps_the_opaque_summary(tmp_path):
     s = _remote(tmp_path, PAYLOAD)
-    p = run(s, summarizer=NoneProvider())
+    p = run(s, summarizer=NoSummarizer())
     assert p.notes["compaction_failed"]
     (seg,) = [g for g in p.segments if g.opaque]
     assert (seg.kind, seg.label, seg.tokens, seg.entry_ids) == ("summary", "summary opaque (encrypted)", 588, ("L4",))

@@ -29,7 +29,7 @@ from compaction_lab.strategies.trigger import (
     futureos_budgets,
     futureos_trigger,
 )
-from compaction_lab.summarize import NoneProvider, SummaryUnavailable
+from compaction_lab.summarize import NoSummarizer, SummaryUnavailable
 
 SHAPE = CallShape(
     "test",
@@ -41,7 +41,7 @@ NAMES = ("futureos-deterministic", "futureos-summarized")
 
 def ctx_for(window=128_000, output=32_000, summarizer=None, **params) -> CompactionContext:
     return CompactionContext(
-        window=window, output_ceiling=output, shape=SHAPE, summarizer=summarizer or NoneProvider(), params=params
+        window=window, output_ceiling=output, shape=SHAPE, summarizer=summarizer or NoSummarizer(), params=params
     )
 
 
@@ -463,7 +463,7 @@ def test_summary_request_messages_match_history_of_the_cut():
 def test_summarized_with_the_extractive_provider():
     from compaction_lab.summarize import extractive
 
-    prov = extractive.ExtractiveProvider()
+    prov = extractive.ExtractiveSummarizer()
     calls = []
 
     class Counting:
@@ -487,7 +487,7 @@ def test_summarized_with_the_extractive_provider():
 @pytest.mark.parametrize(
     "prov, needle",
     [
-        (NoneProvider(), "provider 'none'"),
+        (NoSummarizer(), "provider 'none'"),
         (FakeProvider(error=SummaryUnavailable("endpoint unreachable")), "endpoint unreachable"),
         (FakeProvider(error=RuntimeError("HTTP 500")), "RuntimeError: HTTP 500"),
         (FakeProvider(text="   "), "empty summary"),
@@ -662,13 +662,13 @@ def test_property_random_sessions(sc, window, params, provider):
     session, cut = sc
     if provider == "extractive":
         try:
-            from compaction_lab.summarize.extractive import ExtractiveProvider
+            from compaction_lab.summarize.extractive import ExtractiveSummarizer
 
-            prov = ExtractiveProvider()
+            prov = ExtractiveSummarizer()
         except ImportError:
             prov = FakeProvider()
     else:
-        prov = FakeProvider() if provider == "fake" else NoneProvider()
+        prov = FakeProvider() if provider == "fake" else NoSummarizer()
     ctx = ctx_for(*window, summarizer=prov, **params)
     for name in NAMES:
         p = strategies.compact(session, name, cut=cut, ctx=ctx)
@@ -680,7 +680,7 @@ def test_property_random_sessions(sc, window, params, provider):
 def chain128() -> Session:
     from compaction_lab.ingest import synthetic
 
-    return synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1))[0].session
+    return synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1))[0].session
 
 
 def _fixture_sessions() -> list[Session]:
@@ -693,7 +693,7 @@ def _fixture_sessions() -> list[Session]:
 @pytest.mark.parametrize("name", NAMES)
 def test_synthetic_chain_and_real_fixtures(chain128, window, name):
     sessions = [chain128, *_fixture_sessions()]
-    ctx_sum = FakeProvider() if name.endswith("summarized") else NoneProvider()
+    ctx_sum = FakeProvider() if name.endswith("summarized") else NoSummarizer()
     for s in sessions:
         ctx = CompactionContext(window=window[0], output_ceiling=window[1], summarizer=ctx_sum)
         shape = ctx.shape.for_session(s)
@@ -817,7 +817,7 @@ def test_every_demoted_id_in_the_projection_resolves_with_history_get(tmp_path, 
     from compaction_lab.ingest import synthetic
     from compaction_lab.store.archive import Archive
 
-    s = synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1))[0].session
+    s = synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1))[0].session
     db = tmp_path / "archive.sqlite"
     with Archive(db) as arch:
         arch.add_session(s)

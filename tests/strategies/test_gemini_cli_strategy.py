@@ -15,8 +15,8 @@ from compaction_lab.core.shapes import CallShape
 from compaction_lab.ingest import ImportReport, load_sessions, synthetic
 from compaction_lab.strategies import gemini_cli as g
 from compaction_lab.strategies.base import CompactionContext
-from compaction_lab.summarize import NoneProvider
-from compaction_lab.summarize.extractive import ExtractiveProvider, empty_template
+from compaction_lab.summarize import NoSummarizer
+from compaction_lab.summarize.extractive import ExtractiveSummarizer, empty_template
 
 NAME = "gemini-cli"
 SHAPE = CallShape(
@@ -29,7 +29,7 @@ LOCAL = FIXTURES
 
 def ctx_for(window=128_000, output=32_000, summarizer=None, **params):
     return CompactionContext(
-        window=window, output_ceiling=output, shape=SHAPE, summarizer=summarizer or NoneProvider(), params=params
+        window=window, output_ceiling=output, shape=SHAPE, summarizer=summarizer or NoSummarizer(), params=params
     )
 
 
@@ -402,8 +402,8 @@ def test_live_history_starts_at_latest_summary():
 def test_all_sessions_fit(window, output):
     sessions = []
     sessions += list(load_sessions(LOCAL, ImportReport()))  # tests/fixtures, the real public sessions included
-    sessions += [c.session for c in synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=2))]
-    ctx = CompactionContext(window=window, output_ceiling=output, summarizer=ExtractiveProvider())
+    sessions += [c.session for c in synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=2))]
+    ctx = CompactionContext(window=window, output_ceiling=output, summarizer=ExtractiveSummarizer())
     for s in sessions:
         for cut in (len(s.records), len(s.records) // 2):
             p = strategies.compact(s, NAME, cut, ctx)

@@ -15,10 +15,11 @@ from compaction_lab.core.projection import AUTHORED_KINDS, STAND_IN_LABEL
 from compaction_lab.core.session import Record, Session
 from compaction_lab.core.shapes import CallShape
 from compaction_lab.ingest import load_sessions, synthetic
+from compaction_lab.strategies import labels
 from compaction_lab.strategies import opencode as oc
 from compaction_lab.strategies.base import COMPACTION_FAILED, CompactionContext, est_chars4, record_messages
 from compaction_lab.strategies.trigger import opencode_tail_budget
-from compaction_lab.summarize import NoneProvider
+from compaction_lab.summarize import NoSummarizer
 
 SHAPE = CallShape("t", "You are the test agent.", ({"type": "function", "function": {"name": "bash"}},))
 LOCAL_FIXTURES = FIXTURES
@@ -481,9 +482,9 @@ def test_empty_template_matches_the_extractive_providers_rendering():
 
 
 def test_extractive_stand_in_reads_the_request():
-    from compaction_lab.summarize import get_provider
+    from compaction_lab.summarize import get_summarizer
 
-    prov = get_provider("extractive")
+    prov = get_summarizer("extractive")
     s = make_session(
         [
             ("user", "Fix `parse_id` in app/ids.py"),
@@ -505,7 +506,7 @@ def test_extractive_stand_in_reads_the_request():
 def test_placeholder_mode_without_a_provider_gives_the_empty_template():
     """``on_failure="placeholder"``: the lab's earlier, non-upstream behaviour."""
     placeholder = {"tail_tokens": 0, "on_failure": "placeholder"}
-    p = run(make_session([("user", "go"), ("assistant", "ok")]), summarizer=NoneProvider(), params=placeholder)
+    p = run(make_session([("user", "go"), ("assistant", "ok")]), summarizer=NoSummarizer(), params=placeholder)
     summ = next(s for s in p.segments if s.kind == "summary")
     assert summ.text == oc.EMPTY_SUMMARY and summ.role == "assistant" and summ.label == "empty template (no summary)"
     assert p.receipt.fallback and p.receipt.provider == "none" and "no summary provider" in p.receipt.error
@@ -526,7 +527,7 @@ def test_failing_and_stand_in_providers():
 # --------------------------------------------------------------------------- summary failure
 
 
-@pytest.mark.parametrize("provider", [NoneProvider, BrokenProvider])
+@pytest.mark.parametrize("provider", [NoSummarizer, BrokenProvider])
 def test_failed_summary_keeps_the_history_unchanged(provider):
     """Upstream compaction.ts ``processCompaction``: a summary turn that errs leaves
     ``processor.message.error`` set and the compaction returns ``"stop"`` -- no continue message, the
@@ -829,10 +830,9 @@ def test_version_main_is_pinned_and_labelled():
     assert p.notes["opencode_version"] == "main" and p.notes["version_label"] == "opencode main @31e22f6"
     assert p.notes["upstream_commit"] == oc.UPSTREAM_COMMITS["main"]
     assert p.notes["label_tag"] == "main @31e22f6"
-    from compaction_lab.strategies import anatomy
 
-    assert anatomy.strategy_label(p) == "opencode (main @31e22f6)"
-    assert anatomy.strategy_label(run(make_session(TURNS))) == "opencode"  # the default version is not tagged
+    assert labels.strategy_label(p) == "opencode (main @31e22f6)"
+    assert labels.strategy_label(run(make_session(TURNS))) == "opencode"  # the default version is not tagged
     assert p.capacity == 200_000 - 32_000 - 20_000  # reserved subtracted without an input limit
     d = run(make_session(TURNS), window=200_000, output_ceiling=64_000)
     assert d.algorithm_version == "opencode-1.18-3" and d.capacity == 168_000
@@ -1166,7 +1166,7 @@ def _real_sessions() -> list[Session]:
 
 @pytest.fixture(scope="module")
 def chain() -> Session:
-    return synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1))[0].session
+    return synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1))[0].session
 
 
 @pytest.mark.parametrize("window,output", [(128_000, 32_000), (16_000, 4_096)])

@@ -22,8 +22,8 @@ from compaction_lab.core.shapes import CallShape
 from compaction_lab.ingest import load_sessions, synthetic
 from compaction_lab.strategies import pi_agent as pa
 from compaction_lab.strategies.base import ESTIMATORS, CompactionContext
-from compaction_lab.summarize import NoneProvider
-from compaction_lab.summarize.extractive import ExtractiveProvider, empty_template
+from compaction_lab.summarize import NoSummarizer
+from compaction_lab.summarize.extractive import ExtractiveSummarizer, empty_template
 
 NAME = "pi"
 LOCAL_FIXTURES = FIXTURES
@@ -36,7 +36,7 @@ SHAPE = CallShape(
 
 def ctx_for(window=128_000, output=32_000, summarizer=None, **params) -> CompactionContext:
     return CompactionContext(
-        window=window, output_ceiling=output, shape=SHAPE, summarizer=summarizer or NoneProvider(), params=params
+        window=window, output_ceiling=output, shape=SHAPE, summarizer=summarizer or NoSummarizer(), params=params
     )
 
 
@@ -556,7 +556,7 @@ def test_no_provider_gives_the_empty_template():
 
 
 def test_extractive_stand_in_fills_pi_headings():
-    p = compact(long_session(), ctx_for(summarizer=ExtractiveProvider()))
+    p = compact(long_session(), ctx_for(summarizer=ExtractiveSummarizer()))
     (seg,) = [x for x in p.segments if x.kind == "summary"]
     assert seg.label == STAND_IN_LABEL
     assert seg.text.index("## Goal") < seg.text.index("### Done") < seg.text.index("## Critical Context")
@@ -678,9 +678,9 @@ def test_nothing_to_do_right_after_a_compaction():
 
 def test_small_window_shrinks_the_kept_part_never_past_capacity():
     s = long_session(turns=12, size=8000)
-    p = compact(s, ctx_for(window=16_000, output=4_096, summarizer=ExtractiveProvider()))
+    p = compact(s, ctx_for(window=16_000, output=4_096, summarizer=ExtractiveSummarizer()))
     assert p.tokens <= p.capacity and p.notes["keep_recent_used"] < pa.KEEP_RECENT_TOKENS
-    big = compact(s, ctx_for(summarizer=ExtractiveProvider()))
+    big = compact(s, ctx_for(summarizer=ExtractiveSummarizer()))
     assert big.notes["keep_recent_used"] == pa.KEEP_RECENT_TOKENS and big.tokens <= big.capacity
 
 
@@ -692,14 +692,14 @@ def _real_sessions():
 
 @pytest.fixture(scope="module")
 def chain():
-    return synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1))[0].session
+    return synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1))[0].session
 
 
 @pytest.mark.parametrize("window,output", [(128_000, 32_000), (16_000, 4_096)])
 def test_every_fixture_and_a_synthetic_chain_within_capacity(chain, window, output):
     sessions = _real_sessions() + [chain]
     assert len(sessions) > 1
-    c = CompactionContext(window=window, output_ceiling=output, summarizer=ExtractiveProvider())
+    c = CompactionContext(window=window, output_ceiling=output, summarizer=ExtractiveSummarizer())
     for s in sessions:
         for cut in (len(s.records), len(s.records) // 2):
             p = strategies.compact(s, NAME, cut, c)
@@ -709,7 +709,7 @@ def test_every_fixture_and_a_synthetic_chain_within_capacity(chain, window, outp
 
 
 def test_default_chain_keeps_about_twenty_thousand_estimated_tokens(chain):
-    p = strategies.compact(chain, NAME, None, CompactionContext(summarizer=ExtractiveProvider()))
+    p = strategies.compact(chain, NAME, None, CompactionContext(summarizer=ExtractiveSummarizer()))
     e = pa.session_entries(chain, len(chain.records), CompactionContext())
     ids = [x.id for x in e]
     first = ids.index(p.notes["first_kept_entry_id"])

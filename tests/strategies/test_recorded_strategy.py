@@ -34,7 +34,7 @@ def test_recorded_projection_is_what_the_agent_sent(agent):
 
 @pytest.mark.parametrize("agent", sorted(FILES))
 def test_label_names_agent_and_model_from_the_log(agent):
-    from compaction_lab.strategies.anatomy import strategy_label
+    from compaction_lab.strategies.labels import strategy_label
 
     s = load(agent)
     (rc,) = recorded.find(s)[0]

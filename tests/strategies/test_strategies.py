@@ -58,7 +58,7 @@ def _check(session, proj, ctx):
 def _sessions():
     out = []
     out += list(load_sessions(PUBLIC_FIXTURES, ImportReport()))
-    out += [c.session for c in synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=2))]
+    out += [c.session for c in synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=2))]
     return out
 
 
@@ -69,7 +69,7 @@ def sessions():
 
 @pytest.mark.parametrize("window, output", [(128_000, 32_000), (16_000, 4_000)])
 def test_every_strategy_on_real_and_default_sessions(sessions, window, output):
-    ctx = CompactionContext(window=window, output_ceiling=output, summarizer=summarize.get_provider("extractive"))
+    ctx = CompactionContext(window=window, output_ceiling=output, summarizer=summarize.get_summarizer("extractive"))
     for s in sessions:
         for name in strategies.names():
             proj = strategies.compact(s, name, None, ctx)
@@ -103,7 +103,7 @@ def deep_session(tmp_path_factory):
 def test_every_strategy_projects_arguments_nested_past_the_bound(deep_session, name, window, output):
     """Was: `RecursionError` from pi, gemini-cli and opencode (each parsed the call's arguments with
     `json.loads`). Arguments too deep to parse are kept as the recorded text, so every strategy projects."""
-    ctx = CompactionContext(window=window, output_ceiling=output, summarizer=summarize.get_provider("extractive"))
+    ctx = CompactionContext(window=window, output_ceiling=output, summarizer=summarize.get_summarizer("extractive"))
     proj = strategies.compact(deep_session, name, None, ctx)
     assert proj.strategy == name and proj.session_id == deep_session.id
     _check(deep_session, proj, ctx)

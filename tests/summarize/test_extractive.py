@@ -14,13 +14,13 @@ from compaction_lab.core.projection import SummaryRequest
 from compaction_lab.core.tokens import counter
 from compaction_lab.ingest import load_sessions, synthetic
 from compaction_lab.strategies.base import role_of
-from compaction_lab.summarize import SummaryProvider, get_provider
+from compaction_lab.summarize import Summarizer, get_summarizer
 from compaction_lab.summarize.extractive import (
     BULLET,
     GENERIC_TEMPLATE,
     NONE_TEXT,
     TRUNCATION_MARK,
-    ExtractiveProvider,
+    ExtractiveSummarizer,
     conversation,
     empty_template,
     request_text,
@@ -122,7 +122,7 @@ def build(conv, shape="prefix-shared", template="claude-code-9", cap=4000, calls
 
 
 def summarize(req: SummaryRequest) -> str:
-    return ExtractiveProvider().summarize(req).text
+    return ExtractiveSummarizer().summarize(req).text
 
 
 def sections(text: str, template: str) -> dict[str, list[str]]:
@@ -169,8 +169,8 @@ def assert_only_request_text(text: str, req: SummaryRequest) -> None:
 
 
 def test_provider_identity():
-    p = get_provider("extractive")
-    assert isinstance(p, ExtractiveProvider) and isinstance(p, SummaryProvider)
+    p = get_summarizer("extractive")
+    assert isinstance(p, ExtractiveSummarizer) and isinstance(p, Summarizer)
     assert p.name == "extractive" and p.stand_in is True
 
 
@@ -455,13 +455,13 @@ def test_round_robin_serves_every_section_before_seconds():
 def test_deterministic():
     for shape in SHAPES:
         req = build(CONV * 3, shape, "opencode-template", cap=300)
-        texts = {ExtractiveProvider().summarize(req).text for _ in range(3)}
+        texts = {ExtractiveSummarizer().summarize(req).text for _ in range(3)}
         assert len(texts) == 1
 
 
 def test_usage_is_sizes_not_a_bill():
     req = build(CONV, "prefix-shared", "codex-handoff")
-    res = ExtractiveProvider().summarize(req)
+    res = ExtractiveSummarizer().summarize(req)
     pieces = [req.system, json.dumps([dict(t) for t in req.tools], sort_keys=True, ensure_ascii=False, indent=1)]
     for m in req.messages:
         pieces.append(m.get("content") or "")
@@ -529,7 +529,7 @@ def conversations(draw):
 )
 def test_properties_on_random_requests(conv, shape, template, cap):
     req = build(conv, shape, template, cap=cap)
-    a, b = ExtractiveProvider().summarize(req), ExtractiveProvider().summarize(req)
+    a, b = ExtractiveSummarizer().summarize(req), ExtractiveSummarizer().summarize(req)
     assert a == b
     assert COUNT(a.text) <= cap
     assert_only_request_text(a.text, req)
@@ -579,9 +579,9 @@ def test_real_fixture_sessions(template):
 
 
 def test_synthetic_chain_fast_and_sane():
-    s = synthetic.generate_chains(synthetic.SyntheticProfile(n_chains=1, window_tokens=128_000))[0].session
+    s = synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1, window_tokens=128_000))[0].session
     for req in _session_requests(s, "futureos-handoff", 4096):
-        res = ExtractiveProvider().summarize(req)  # how fast: `make bench BENCH=strategies`
+        res = ExtractiveSummarizer().summarize(req)  # how fast: `make bench BENCH=strategies`
         assert 1000 < res.output_tokens <= 4096
         assert res.input_tokens > 100_000
         assert_only_request_text(res.text, req)

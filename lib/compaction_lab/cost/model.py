@@ -39,8 +39,8 @@ from compaction_lab.core.shapes import CallShape
 from compaction_lab.core.tokens import DEFAULT_ENCODING
 from compaction_lab.cost import cache as cache_mod
 from compaction_lab.endpoints import prices as prices_mod
-from compaction_lab.strategies.anatomy import strategy_label
 from compaction_lab.strategies.base import history, record_messages
+from compaction_lab.strategies.labels import strategy_label
 
 #: Filler token ids for simulated growth and replies: never the start of real text.
 _FILLER_BASE = 50_000

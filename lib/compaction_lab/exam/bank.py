@@ -206,7 +206,7 @@ class BankSpec:
 
     @classmethod
     def from_mapping(cls, m: Mapping[str, Any]) -> BankSpec:
-        """Build a spec from a mapping, ignoring unknown keys (like `SyntheticProfile.from_mapping`).
+        """Build a spec from a mapping, ignoring unknown keys (like `SyntheticSpec.from_mapping`).
 
         Parameters
         ----------

@@ -10,7 +10,7 @@ projection kept its value.
 Two tables come back (`ClosedResult`): one row per strategy x question
 (`ANSWER_COLUMNS`) and one row per case x strategy (`PROJECTION_COLUMNS`).
 Stand-ins are labelled in both: the strategy label names a stand-in summary
-(`anatomy.strategy_label`), the reader label is the reader's own (the verbatim
+(`labels.strategy_label`), the reader label is the reader's own (the verbatim
 reader's says it is the retention ceiling, the searcher's that it is a stand-in).
 
 Reader usage (``input_tokens``, ``tool_calls``) is not tabulated here: on the
@@ -30,8 +30,8 @@ from compaction_lab import strategies
 from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Session
 from compaction_lab.exam.types import Case, Question
-from compaction_lab.strategies.anatomy import strategy_label
 from compaction_lab.strategies.base import CompactionContext
+from compaction_lab.strategies.labels import strategy_label
 
 #: Columns of `ClosedResult.answers`, in order: one row per strategy x question.
 ANSWER_COLUMNS: list[str] = [

@@ -50,7 +50,7 @@ class Sources:
 
 def gather(
     session_paths: Sequence[str] | str | None = None,
-    profile: synthetic.SyntheticProfile | None = None,
+    profile: synthetic.SyntheticSpec | None = None,
     progress: bool = True,
     redactor=None,
 ) -> Sources:
@@ -60,7 +60,7 @@ def gather(
     ----------
     session_paths : path or list of paths, optional
         Files or directories of real sessions (``~`` is expanded).
-    profile : SyntheticProfile, optional
+    profile : SyntheticSpec, optional
         Generator parameters used when no paths are given (default profile if None).
     progress : bool
         Progress bars.
@@ -77,7 +77,7 @@ def gather(
     paths = [session_paths] if isinstance(session_paths, (str, Path)) else list(session_paths or [])
     paths = [str(p) for p in paths if str(p).strip()]
     if not paths:
-        chains = synthetic.generate_chains(profile or synthetic.SyntheticProfile(), progress=progress)
+        chains = synthetic.generate_chains(profile or synthetic.SyntheticSpec(), progress=progress)
         return Sources(tuple(c.session for c in chains), "synthetic", tuple(chains), None)
     report = ImportReport()
     existing = []

@@ -263,7 +263,7 @@ def _summarizer_problem(name: str) -> str | None:
     from compaction_lab import summarize
 
     try:
-        summarize.get_provider(name)
+        summarize.get_summarizer(name)
     except ValueError as exc:
         return str(exc)
     return None

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from compaction_lab import strategies
-from compaction_lab.core.projection import STAND_IN_LABEL, Projection
+from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Session
 from compaction_lab.strategies.base import CompactionContext
+from compaction_lab.strategies.labels import strategy_label
 
 PROJECTION_COLUMNS = [
     "case_id",
@@ -36,46 +37,25 @@ PROJECTION_COLUMNS = [
 
 
 @dataclass(frozen=True)
-class Case:
-    """One forced compaction: a session and the point it is compacted at."""
+class Cut:
+    """A session and the point it is compacted at (the exam's `exam.types.Case` adds the questions)."""
 
     case_id: str
     session: Session
     cut: int
 
 
-def cases_at_end(sessions: Iterable[Session]) -> list[Case]:
+def cases_at_end(sessions: Iterable[Session]) -> list[Cut]:
     """One case per session, compacted at its end (what ``project`` does by default)."""
-    return [Case(f"{s.id}@{len(s.records)}", s, len(s.records)) for s in sessions]
-
-
-def strategy_label(p: Projection) -> str:
-    """The strategy's name as tables and charts show it: who wrote the summary is labelled
-    (the extractive stand-in, or ``model: <name>``), and a FutureOS fallback says so. A strategy
-    that tags its projections (``notes["label_tag"]``, e.g. ``reconstructed`` for an arm whose
-    upstream source is not public) has the tag right after its name."""
-    tag = (p.notes or {}).get("label_tag")
-    name = f"{p.strategy} ({tag})" if tag else p.strategy
-    if p.receipt is not None and p.receipt.stand_in and not p.receipt.fallback:
-        return f"{name} ({STAND_IN_LABEL})"
-    if p.receipt is not None and not p.receipt.fallback and p.receipt.provider.startswith("model"):
-        return f"{name} ({p.receipt.provider})"  # a model wrote the summary: say which
-    if (
-        p.receipt is not None
-        and p.receipt.fallback
-        and p.summary_request is not None
-        and p.strategy.startswith("futureos")
-    ):
-        return f"{name} (fallback: deterministic)"
-    return name
+    return [Cut(f"{s.id}@{len(s.records)}", s, len(s.records)) for s in sessions]
 
 
 def project_cases(
-    cases: Sequence[Case],
+    cases: Sequence[Cut],
     names: Sequence[str] | None = None,
     ctx: CompactionContext | None = None,
     progress: bool = False,
-) -> list[tuple[Case, Projection]]:
+) -> list[tuple[Cut, Projection]]:
     """Compact every case with every named strategy (default: all registered)."""
     names = list(names or strategies.names())
     ctx = ctx or CompactionContext()
@@ -88,7 +68,7 @@ def project_cases(
     return [(c, strategies.compact(c.session, n, c.cut, ctx)) for c, n in it]
 
 
-def projections_table(results: Iterable[tuple[Case, Projection]]) -> pd.DataFrame:
+def projections_table(results: Iterable[tuple[Cut, Projection]]) -> pd.DataFrame:
     """One row per case x strategy x segment (`PROJECTION_COLUMNS`)."""
     rows = []
     for case, p in results:

@@ -23,7 +23,7 @@ from compaction_lab.core.projection import STAND_IN_LABEL, Projection, SummaryRe
 from compaction_lab.core.session import Record, Session
 from compaction_lab.core.shapes import CallShape  # the context carries one
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
-from compaction_lab.summarize import NoneProvider, SummaryProvider, SummaryUnavailable
+from compaction_lab.summarize import NoSummarizer, Summarizer, SummaryUnavailable
 
 # --------------------------------------------------------------------------- estimators
 
@@ -71,7 +71,7 @@ class CompactionContext:
     shape : CallShape
         System prompt and tool definitions (`CallShape.for_session` is applied
         by `compact`).
-    summarizer : SummaryProvider
+    summarizer : Summarizer
         Who writes summaries (``none`` by default: zero cost, no model).
     encoding : str
         Report tokenizer.
@@ -91,7 +91,7 @@ class CompactionContext:
     window: int = 128_000
     output_ceiling: int = 32_000
     shape: CallShape = field(default_factory=CallShape.default)
-    summarizer: SummaryProvider = field(default_factory=NoneProvider)
+    summarizer: Summarizer = field(default_factory=NoSummarizer)
     encoding: str = DEFAULT_ENCODING
     params: Mapping[str, Any] = field(default_factory=dict)
     input_limit: int | None = None

@@ -5,7 +5,7 @@ minified bundle; there is no public repository to pin. Every rule below is
 reconstructed from public analyses of that bundle and from Anthropic's own
 documentation; ``strategies/UPSTREAM.md`` (section "Claude Code") lists each rule, the analysis it comes from and the
 function here. Tables and figures label the arm ``claude-code (reconstructed)``
-(``LABEL_TAG`` in the projection's notes, read by `anatomy.strategy_label`).
+(``LABEL_TAG`` in the projection's notes, read by `labels.strategy_label`).
 It replaces ``claude-code-style-1``, which sent a dedicated cold request,
 cleared every tool result before summarising and kept an 8k verbatim tail —
 none of which Claude Code does; hence ``claude-code-2``. ``claude-code-3`` re-attaches the files

@@ -912,7 +912,7 @@ class OpenCodeStrategy:
             "upstream_commit": UPSTREAM_COMMITS[version],
             "compaction_mode": mode,
             "version_label": version_label,
-            # tables and charts show a non-default version beside the name (anatomy.strategy_label)
+            # tables and charts show a non-default version beside the name (labels.strategy_label)
             **({"label_tag": version_label.removeprefix("opencode ")} if version != "1.18" else {}),
             "usable": trig.usable,
             "max_output": trig.max_output,

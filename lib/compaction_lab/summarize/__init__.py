@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from compaction_lab.summarize.base import NoneProvider, SummaryProvider, SummaryResult, SummaryUnavailable
+from compaction_lab.summarize.base import NoSummarizer, Summarizer, SummaryResult, SummaryUnavailable
 
 
-def get_provider(name: str, model: Any = None) -> SummaryProvider:
+def get_summarizer(name: str, model: Any = None) -> Summarizer:
     """A provider by name: ``none``, ``extractive`` (offline stand-in) or ``model``.
 
     Parameters
@@ -37,16 +37,16 @@ def get_provider(name: str, model: Any = None) -> SummaryProvider:
         ignored by the offline providers.
     """
     if name == "none":
-        return NoneProvider()
+        return NoSummarizer()
     if name == "extractive":
-        from compaction_lab.summarize.extractive import ExtractiveProvider
+        from compaction_lab.summarize.extractive import ExtractiveSummarizer
 
-        return ExtractiveProvider()
+        return ExtractiveSummarizer()
     if name == "model":
-        from compaction_lab.summarize.endpoint import ModelProvider
+        from compaction_lab.summarize.endpoint import ModelSummarizer
 
-        return ModelProvider(model)
+        return ModelSummarizer(model)
     raise ValueError(f"unknown summary provider {name!r}; available: none, extractive, model")
 
 
-__all__ = ["NoneProvider", "SummaryProvider", "SummaryResult", "SummaryUnavailable", "get_provider"]
+__all__ = ["NoSummarizer", "Summarizer", "SummaryResult", "SummaryUnavailable", "get_summarizer"]

@@ -1,7 +1,7 @@
 """What every summary provider shares: the result type, the protocol, the failure, and the ``none`` provider.
 
 Its own module so that the providers (`extractive`, `model`) import it without importing the package
-that chooses among them (`summarize.get_provider`).
+that chooses among them (`summarize.get_summarizer`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class SummaryResult:
 
 
 @runtime_checkable
-class SummaryProvider(Protocol):
+class Summarizer(Protocol):
     """Anything that turns a `SummaryRequest` into a `SummaryResult`."""
 
     name: str
@@ -37,7 +37,7 @@ class SummaryProvider(Protocol):
         ...
 
 
-class NoneProvider:
+class NoSummarizer:
     """No summary provider: every request is unavailable (zero cost)."""
 
     name = "none"
@@ -47,4 +47,4 @@ class NoneProvider:
         raise SummaryUnavailable("no summary provider configured (provider 'none')")
 
 
-__all__ = ["NoneProvider", "SummaryProvider", "SummaryResult", "SummaryUnavailable"]
+__all__ = ["NoSummarizer", "Summarizer", "SummaryResult", "SummaryUnavailable"]

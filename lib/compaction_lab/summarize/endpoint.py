@@ -49,7 +49,7 @@ def wire_body(request: SummaryRequest) -> dict[str, Any]:
     return body
 
 
-class ModelProvider:
+class ModelSummarizer:
     """Summaries written by a model (not a stand-in); the label names the model.
 
     Parameters

@@ -757,7 +757,7 @@ def fill(
 # --------------------------------------------------------------------------- the provider
 
 
-class ExtractiveProvider:
+class ExtractiveSummarizer:
     """Offline, deterministic, model-free stand-in that fills the request's template.
 
     Parameters
@@ -790,7 +790,7 @@ class ExtractiveProvider:
 __all__ = [
     "BULLET",
     "Block",
-    "ExtractiveProvider",
+    "ExtractiveSummarizer",
     "GENERIC_TEMPLATE",
     "Item",
     "NONE_TEXT",

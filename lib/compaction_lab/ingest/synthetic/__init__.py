@@ -72,7 +72,7 @@ from compaction_lab.ingest.synthetic._types import (
     GENERATOR_VERSION,
     PlantedFact,
     SyntheticChain,
-    SyntheticProfile,
+    SyntheticSpec,
 )
 
 __all__ = [
@@ -82,7 +82,7 @@ __all__ = [
     "GENERATOR_VERSION",
     "PlantedFact",
     "SyntheticChain",
-    "SyntheticProfile",
+    "SyntheticSpec",
     "build_manifest",
     "chain_digest",
     "chains_summary",

@@ -63,7 +63,7 @@ from compaction_lab.ingest.synthetic._prose import (
     _SYMPTOMS,
 )
 from compaction_lab.ingest.synthetic._random import _BASE_TIME, _b62, _fill, _heavy, _pick, _seed_int
-from compaction_lab.ingest.synthetic._types import GENERATOR_VERSION, SyntheticChain, SyntheticProfile
+from compaction_lab.ingest.synthetic._types import GENERATOR_VERSION, SyntheticChain, SyntheticSpec
 from compaction_lab.ingest.synthetic._world import _World
 
 #: A follow-up user turn every this many user turns (uniform draw); the first comes sooner.
@@ -103,13 +103,13 @@ class _ChainBuilder:
 
     Parameters
     ----------
-    profile : SyntheticProfile
+    profile : SyntheticSpec
         Generation parameters (window, encoding, decoys per chain).
     index : int
         Chain index; seeds the chain's stream and picks its theme.
     """
 
-    def __init__(self, profile: SyntheticProfile, index: int) -> None:
+    def __init__(self, profile: SyntheticSpec, index: int) -> None:
         self.profile = profile
         self.index = index
         self.sid = f"syn-{profile.seed}-{index}"

@@ -9,7 +9,7 @@ chains: a decoy of one chain occurs in none of the others either.
 from __future__ import annotations
 
 from compaction_lab.ingest.synthetic._builder import _ChainBuilder, _joined
-from compaction_lab.ingest.synthetic._types import SyntheticChain, SyntheticProfile
+from compaction_lab.ingest.synthetic._types import SyntheticChain, SyntheticSpec
 
 
 def _verify_chain(chain: SyntheticChain, joined: str | None = None) -> None:
@@ -36,12 +36,12 @@ def _verify_chain(chain: SyntheticChain, joined: str | None = None) -> None:
             raise ValueError(f"{s.id}: question of decoy {d.fact_id} contains its value")
 
 
-def generate_chain(profile: SyntheticProfile, index: int) -> SyntheticChain:
+def generate_chain(profile: SyntheticSpec, index: int) -> SyntheticChain:
     """Generate chain `index` of `profile` (independent of the other chains).
 
     Parameters
     ----------
-    profile : SyntheticProfile
+    profile : SyntheticSpec
         Generation parameters.
     index : int
         Chain index; the session id is ``f"syn-{seed}-{index}"``.
@@ -62,12 +62,12 @@ def generate_chain(profile: SyntheticProfile, index: int) -> SyntheticChain:
     return chain
 
 
-def generate_chains(profile: SyntheticProfile, progress: bool = False) -> list[SyntheticChain]:
+def generate_chains(profile: SyntheticSpec, progress: bool = False) -> list[SyntheticChain]:
     """Generate all chains of `profile` and check that no decoy occurs in any of them.
 
     Parameters
     ----------
-    profile : SyntheticProfile
+    profile : SyntheticSpec
         Generation parameters.
     progress : bool
         Show a tqdm progress bar over chains (terminal or notebook).

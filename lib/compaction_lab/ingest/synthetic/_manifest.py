@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from compaction_lab.core.fingerprints import canonical_json  # the byte form digests and facts.jsonl use
 from compaction_lab.core.paths import MANIFESTS_DIR
 from compaction_lab.ingest.synthetic._generate import generate_chains
-from compaction_lab.ingest.synthetic._types import GENERATOR_VERSION, PlantedFact, SyntheticChain, SyntheticProfile
+from compaction_lab.ingest.synthetic._types import GENERATOR_VERSION, PlantedFact, SyntheticChain, SyntheticSpec
 
 if TYPE_CHECKING:  # pandas is only needed for the display table
     import pandas as pd
@@ -38,7 +38,7 @@ def chain_digest(chain: SyntheticChain) -> str:
     return h.hexdigest()
 
 
-def build_manifest(profile: SyntheticProfile, chains: Iterable[SyntheticChain]) -> dict[str, Any]:
+def build_manifest(profile: SyntheticSpec, chains: Iterable[SyntheticChain]) -> dict[str, Any]:
     """The manifest of a set of chains: generator version, profile and one sha256 per chain."""
     return {
         "generator_version": GENERATOR_VERSION,
@@ -125,7 +125,7 @@ def read_chains(directory: str | Path) -> list[SyntheticChain]:
 
 def regenerate_default_manifest(path: str | Path = DEFAULT_MANIFEST_PATH, progress: bool = False) -> dict[str, Any]:
     """Regenerate the default profile and write its manifest to `path`."""
-    profile = SyntheticProfile()
+    profile = SyntheticSpec()
     manifest = build_manifest(profile, generate_chains(profile, progress=progress))
     write_manifest(manifest, path)
     return manifest
