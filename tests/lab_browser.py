@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from browser import CHROMIUM_ARGS, is_local, require_chromium
+from tests.browser import CHROMIUM_ARGS, is_local, require_chromium
 
 #: Seconds for the server to answer /api/status (first start compiles nothing, but 2 cores are slow).
 SERVER_START_S = 60.0

@@ -12,7 +12,7 @@ yields ``tool_calls`` whose arguments follow the function's JSON schema (llama.c
 
 Use::
 
-    from llm_server import llm_server            # session fixture -> "http://127.0.0.1:PORT/v1"
+    from tests.llm_server import llm_server            # session fixture -> "http://127.0.0.1:PORT/v1"
 
     def test_x(llm_server):
         client = openai.OpenAI(base_url=llm_server, api_key="unused")

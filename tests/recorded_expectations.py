@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import importlib.util
 
-from conftest import FIXTURES
-
 from compaction_lab import ingest
 from compaction_lab.core.session import Session
+from tests.helpers import FIXTURES
 
 
 def _story():

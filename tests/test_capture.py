@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
 
 from compaction_lab import capture, cli
 from compaction_lab.capture import CaptureError
@@ -14,6 +13,7 @@ from compaction_lab.core import paths
 from compaction_lab.core.fingerprints import shape_fingerprint
 from compaction_lab.core.projection import SummaryRequest
 from compaction_lab.core.shapes import CallShape
+from tests.helpers import FIXTURES
 
 CODEX = FIXTURES / "codex"
 CODEX_MAIN = CODEX / "rollout-2025-09-14T10-02-11-0199a1b2-7c3d-7e10-9f00-5d2c8e4b1a01.jsonl"

@@ -49,10 +49,10 @@ import json  # noqa: E402  (imported below the helpers the CLI tests share)
 
 import pandas as pd  # noqa: E402  (imported below the helpers the CLI tests share)
 import pytest  # noqa: E402  (imported below the helpers the CLI tests share)
-from conftest import PUBLIC_FIXTURES  # noqa: E402  (imported below the helpers the CLI tests share)
 
 from compaction_lab import composition  # noqa: E402  (imported below the helpers the CLI tests share)
 from compaction_lab.ingest import ImportReport, load_sessions  # noqa: E402  (imported below the helpers the CLI tests share)
+from tests.helpers import PUBLIC_FIXTURES  # noqa: E402  (imported below the helpers the CLI tests share)
 
 PI = PUBLIC_FIXTURES / "pi" / "large-session.jsonl"
 

@@ -2,11 +2,11 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import FIXTURES, PUBLIC_FIXTURES, make_session
 
 from compaction_lab import composition
 from compaction_lab.core.session import CONTEXT_KINDS
 from compaction_lab.core.tokens import TokenCounter
+from tests.helpers import FIXTURES, PUBLIC_FIXTURES, make_session
 
 
 def _other_session():

@@ -27,12 +27,12 @@ import dask
 import pandas as pd
 import pytest
 import yaml
-from conftest import FIXTURES
-from fake_openai_server import FakeOpenAIServer
 
 from compaction_lab import cli, composition, engine
 from compaction_lab.ingest import ImportReport, load_sessions
 from compaction_lab.run import lifecycle
+from tests.fake_openai_server import FakeOpenAIServer
+from tests.helpers import FIXTURES
 
 BIN = Path(sys.executable).parent
 FIXTURE_PATHS = [str(FIXTURES)]  # the real public sessions (tests/fixtures/public) included

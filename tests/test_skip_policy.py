@@ -29,10 +29,10 @@ def test_known_bug():
 
 
 def _run(pytester, monkeypatch, source, *args):
-    # The child pytest finds tests/skip_policy.py the way this suite does: tests/ on its path.
-    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
+    # The child pytest loads the plugin the way this suite does (conftest: ``tests.skip_policy``).
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parents[1]))
     pytester.makepyfile(test_inner=source)
-    return pytester.runpytest_subprocess("-p", "skip_policy", "-p", "no:cacheprovider", *args)
+    return pytester.runpytest_subprocess("-p", "tests.skip_policy", "-p", "no:cacheprovider", *args)
 
 
 def test_an_unexplained_skip_fails_the_run_and_is_named(pytester, monkeypatch):

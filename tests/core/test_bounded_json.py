@@ -6,11 +6,11 @@ import json
 import time
 
 import pytest
-from deep_json import HOSTILE_DEPTH, deep_array, deep_object
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction_lab.core import bounded_json as bj
+from tests.deep_json import HOSTILE_DEPTH, deep_array, deep_object
 
 
 def _depth(value) -> int:

@@ -7,13 +7,13 @@ import random
 import re
 
 import pytest
-from conftest import make_session
 
 from compaction_lab import composition
 from compaction_lab.core import excerpt
 from compaction_lab.exam import cases as exam_cases
 from compaction_lab.exam import probes
 from compaction_lab.ingest import sources, synthetic
+from tests.helpers import make_session
 
 CAP = excerpt.RECORD_CAP_CHARS
 

@@ -1,7 +1,7 @@
 import pytest
-from conftest import make_session
 
 from compaction_lab.core.session import CONTEXT_KINDS, Record, Session
+from tests.helpers import make_session
 
 
 def test_jsonl_round_trip_is_exact(small_session):

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from conftest import FIXTURES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compaction_lab.core import tokens
 from compaction_lab.ingest import load_sessions
+from tests.helpers import FIXTURES
 
 HYPOTHESIS = dict(
     deadline=None,

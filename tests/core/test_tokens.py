@@ -85,9 +85,8 @@ def test_loads_offline_with_sockets_blocked(tmp_path):
 
 
 def _fixture_and_synthetic_texts() -> list[str]:
-    from conftest import PUBLIC_FIXTURES
-
     from compaction_lab.ingest import load_sessions, synthetic
+    from tests.helpers import PUBLIC_FIXTURES
 
     # The texts the counters are given: records as imported (a raw JSONL line escapes its newlines, so a
     # listing of paths there is one 2,000-character run with nowhere to cut but blindly). A run of blanks

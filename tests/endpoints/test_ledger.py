@@ -10,11 +10,11 @@ import textwrap
 import time
 
 import pytest
-from fake_openai_server import FakeOpenAIServer, Scripted, completion
 
 from compaction_lab.core import paths
 from compaction_lab.endpoints import ChatClient, ModelConfig, Usage, prices
 from compaction_lab.endpoints.ledger import CALL_COLUMNS, SCHEMA_VERSION, Ledger, open_ledger
+from tests.fake_openai_server import FakeOpenAIServer, Scripted, completion
 
 REQUEST = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 0.0}
 RESPONSE = completion("hello", usage={"prompt_tokens": 10, "completion_tokens": 2})

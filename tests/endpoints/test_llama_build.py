@@ -10,9 +10,9 @@ import importlib.metadata
 import re
 
 import pytest
-from llm_server import build_check, require_llama_server
 
 from compaction_lab.core.paths import REPO_ROOT
+from tests.llm_server import build_check, require_llama_server
 
 pytestmark = pytest.mark.xdist_group("llama-server")
 
@@ -56,7 +56,7 @@ def test_the_build_is_portable_not_tuned_to_this_cpu():
 
 def test_a_build_that_crashes_is_named_with_its_signal_and_the_fix(monkeypatch):
     """Negative control: a child that dies as the AVX-512-tuned build did (SIGSEGV) gives one clear message."""
-    import llm_server
+    import tests.llm_server as llm_server
 
     require_llama_server()
     monkeypatch.setattr(llm_server, "_BUILD_RESULT", None)

@@ -11,7 +11,8 @@ import json
 
 import openai
 import pytest
-from llm_server import MODEL_ALIAS, gguf_path, require_llama_server
+
+from tests.llm_server import MODEL_ALIAS, gguf_path, require_llama_server
 
 SYSTEM = "You are a terse assistant. Answer in one short sentence."
 QUESTION = "What is the capital of France?"

@@ -8,8 +8,6 @@ requested twice, and that labels name the model.
 import json
 
 import pytest
-from conftest import make_session
-from fake_openai_server import FakeOpenAIServer, Scripted, completion
 
 from compaction_lab import strategies, summarize
 from compaction_lab.endpoints import shared
@@ -19,6 +17,8 @@ from compaction_lab.exam.types import NOT_FOUND, Question
 from compaction_lab.ingest import synthetic
 from compaction_lab.strategies import CompactionContext, labels
 from compaction_lab.summarize.endpoint import TOOL_OUTPUT_PREFIX, wire_body
+from tests.fake_openai_server import FakeOpenAIServer, Scripted, completion
+from tests.helpers import make_session
 
 
 @pytest.fixture

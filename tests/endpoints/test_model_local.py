@@ -11,7 +11,6 @@ import json
 
 import pandas as pd
 import pytest
-from llm_server import MODEL_ALIAS
 
 from compaction_lab import cli, strategies, summarize
 from compaction_lab.endpoints import shared
@@ -20,6 +19,7 @@ from compaction_lab.exam import bank, closed, readers
 from compaction_lab.ingest import synthetic
 from compaction_lab.run import runner as report
 from compaction_lab.strategies import CompactionContext
+from tests.llm_server import MODEL_ALIAS
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,6 @@ import traceback
 import uuid
 
 import pytest
-from fake_openai_server import FakeOpenAIServer, Scripted, completion, error_body
 
 from compaction_lab.endpoints import (
     AuthError,
@@ -34,6 +33,7 @@ from compaction_lab.endpoints import (
 from compaction_lab.endpoints.client import full_body
 from compaction_lab.endpoints.config import SECRETS_MESSAGE
 from compaction_lab.endpoints.ledger import Ledger
+from tests.fake_openai_server import FakeOpenAIServer, Scripted, completion, error_body
 
 KEY_ENV = "COMPACTION_LAB_TEST_KEY"
 KEY = "sk-test-0123456789"

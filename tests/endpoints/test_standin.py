@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from fake_openai_server import FakeOpenAIServer
-
 from compaction_lab.core.tokens import count_tokens
 from compaction_lab.endpoints import standin
 from compaction_lab.endpoints.client import ChatClient, parse_choice, parse_usage
 from compaction_lab.endpoints.config import ModelConfig
 from compaction_lab.endpoints.ledger import open_ledger
+from tests.fake_openai_server import FakeOpenAIServer
 
 
 def test_the_stand_in_reply_is_a_chat_completion_of_max_tokens():

@@ -17,8 +17,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import make_session
-from fake_openai_server import FakeOpenAIServer, Scripted, completion
 
 from compaction_lab import cli, strategies, summarize
 from compaction_lab.core.errors import ProfileError
@@ -31,6 +29,8 @@ from compaction_lab.run import runner as report
 from compaction_lab.run.plan import Plan
 from compaction_lab.store.archive import Archive
 from compaction_lab.strategies import CompactionContext
+from tests.fake_openai_server import FakeOpenAIServer, Scripted, completion
+from tests.helpers import make_session
 
 # A variable name `env_secret_values` does not pick: only the configured key's own masking covers it.
 KEY_ENV = "LAB_ENDPOINT_AUTH"

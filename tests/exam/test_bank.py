@@ -7,7 +7,6 @@ import warnings
 from collections import Counter
 
 import pytest
-from conftest import make_session
 
 from compaction_lab.core.tokens import counter
 from compaction_lab.exam.bank import (
@@ -25,6 +24,7 @@ from compaction_lab.exam.types import POINTERS, bank_from_jsonl, bank_to_jsonl
 from compaction_lab.ingest import synthetic
 from compaction_lab.ingest.synthetic import PlantedFact, SyntheticChain
 from compaction_lab.strategies.futureos import tail_boundaries
+from tests.helpers import make_session
 
 SMALL = synthetic.SyntheticSpec(window_tokens=20_000, n_chains=2)
 SMALL_SPEC = BankSpec(n_cases=4, n_questions=20, n_decoys=2)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import make_session
 
 from compaction_lab.core import runfolder
 from compaction_lab.exam import bank, probes
 from compaction_lab.exam import cases as exam_cases
 from compaction_lab.ingest import sources, synthetic
 from compaction_lab.report import render
+from tests.helpers import make_session
 
 PARAMS = {"n_cases": 2, "n_decoys": 2, "tail_tokens": 600, "seed": 7}
 

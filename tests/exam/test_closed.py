@@ -2,7 +2,6 @@ import dataclasses
 import itertools
 
 import pytest
-from conftest import question_of
 
 from compaction_lab import strategies, summarize
 from compaction_lab.core.tokens import counter
@@ -11,6 +10,7 @@ from compaction_lab.exam.readers import SearcherReader, VerbatimReader
 from compaction_lab.exam.types import NOT_FOUND, Case
 from compaction_lab.ingest import synthetic
 from compaction_lab.strategies import CompactionContext
+from tests.helpers import question_of
 
 NAMES = ["full", "codex", "futureos-deterministic"]
 # Codex without a summariser does not compact (issue 27 item 6): these tests read its placeholder compaction.

@@ -1,7 +1,6 @@
 """The run's cases: the bank for synthetic chains, probes for imported sessions, saved once and reused."""
 
 import pytest
-from conftest import PUBLIC_FIXTURES, make_session
 
 from compaction_lab import strategies
 from compaction_lab.core import runfolder
@@ -10,6 +9,7 @@ from compaction_lab.exam import cuts
 from compaction_lab.exam.types import bank_digest
 from compaction_lab.ingest import load_sessions, sources, synthetic
 from compaction_lab.strategies.base import CompactionContext
+from tests.helpers import PUBLIC_FIXTURES, make_session
 
 PARAMS = {"n_cases": 2, "n_questions": 8, "n_decoys": 2, "tail_tokens": 600, "seed": 7}
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from deep_json import HOSTILE_DEPTH, deep_array, deep_object
 
 from compaction_lab.core.bounded_json import MAX_DEPTH
 from compaction_lab.core.projection import Projection, Segment
@@ -15,6 +14,7 @@ from compaction_lab.exam import bank
 from compaction_lab.exam.model_reader import ModelReader
 from compaction_lab.exam.open_book import shape_tools_of
 from compaction_lab.exam.probes.mining import ProbeSpec
+from tests.deep_json import HOSTILE_DEPTH, deep_array, deep_object
 
 
 @pytest.mark.parametrize("arguments", [deep_array(), deep_object(), deep_object(MAX_DEPTH + 1)])

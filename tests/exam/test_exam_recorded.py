@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from conftest import FIXTURES
-from recorded_expectations import EXPECTED, FILES, MODELS, load
 
 from compaction_lab import ingest
 from compaction_lab.core import runfolder
@@ -13,6 +11,8 @@ from compaction_lab.exam import readers, recorded
 from compaction_lab.report import charts
 from compaction_lab.strategies.base import CompactionContext
 from compaction_lab.summarize.extractive import ExtractiveSummarizer
+from tests.helpers import FIXTURES
+from tests.recorded_expectations import EXPECTED, FILES, MODELS, load
 
 #: A tiny tail, so that these short sessions have questions before it.
 PARAMS = {"tail_tokens": 8, "probe_n_questions": 8, "probe_n_decoys": 1, "seed": 7}
@@ -134,7 +134,7 @@ def _session_with_a_summary_that_repeats(value: str):
     """A pi-like session: a value said before the compaction, repeated in its summary and after it."""
     import dataclasses
 
-    from conftest import make_session
+    from tests.helpers import make_session
 
     texts = [
         ("user", f"Open ticket {value} for the flaky deploy job, please."),
@@ -179,7 +179,7 @@ def test_a_value_the_summary_and_the_rest_of_the_session_repeat_stays_eligible()
 def test_the_public_pi_session_with_two_real_compactions():
     """Acceptance 1 on pi-mono's own test session (whole file): both compactions have an eligible pool and
     the real summaries claude-opus-4-5 wrote hold some of it; the recorded arm's recall over that pool."""
-    from conftest import PUBLIC_FIXTURES
+    from tests.helpers import PUBLIC_FIXTURES
 
     (s,) = [x for x in ingest.load_sessions(PUBLIC_FIXTURES / "pi") if len(x.metadata.get("compactions") or ()) == 2]
     rc = recorded.build(

@@ -1,7 +1,6 @@
 from dataclasses import dataclass
 
 import pytest
-from conftest import question_of
 
 from compaction_lab import strategies
 from compaction_lab.exam.open_book import (
@@ -23,6 +22,7 @@ from compaction_lab.exam.types import NOT_FOUND, Case, Question
 from compaction_lab.ingest.synthetic import SyntheticSpec, generate_chains
 from compaction_lab.store.archive import Archive
 from compaction_lab.strategies.base import CompactionContext
+from tests.helpers import question_of
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import PUBLIC_FIXTURES, make_session
 
 from compaction_lab.core.session import Session
 from compaction_lab.exam import probes
@@ -19,6 +18,7 @@ from compaction_lab.exam.grading import normalise
 from compaction_lab.exam.probes import MinedCase, ProbeSpec, mine, mine_case, mine_cases
 from compaction_lab.exam.types import POINTERS, bank_to_jsonl
 from compaction_lab.ingest import load_sessions
+from tests.helpers import PUBLIC_FIXTURES, make_session
 
 # --------------------------------------------------------------------------- helpers
 

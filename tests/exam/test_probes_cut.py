@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from conftest import make_session
 
 from compaction_lab.core.session import Session
 from compaction_lab.exam import probes
 from compaction_lab.exam.grading import normalise
 from compaction_lab.exam.probes import ProbeSpec, mine
 from compaction_lab.exam.types import POINTERS, bank_to_jsonl
+from tests.helpers import make_session
 
 _SPEC = ProbeSpec(n_questions=20, n_decoys=0)
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import PUBLIC_FIXTURES, make_session
 
 from compaction_lab.core.session import Record, Session
 from compaction_lab.exam import probes
 from compaction_lab.exam.probes import ProbeSpec, harness_of, injected_blocks, issue_frame, mine, scan
 from compaction_lab.ingest import load_sessions
+from tests.helpers import PUBLIC_FIXTURES, make_session
 
 _FILLER = "Nothing notable here, just routine output of the build. " * 12
 

@@ -12,7 +12,6 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import PUBLIC_FIXTURES
 
 from compaction_lab.core.session import Session
 from compaction_lab.exam import probes
@@ -20,6 +19,7 @@ from compaction_lab.exam.grading import contains_answer, normalise
 from compaction_lab.exam.probes import MinedCase, ProbeSpec, injected_blocks, mine
 from compaction_lab.exam.types import bank_to_jsonl
 from compaction_lab.ingest import load_sessions
+from tests.helpers import PUBLIC_FIXTURES
 
 PI = "before-compaction.jsonl"
 CC = "coverage-test-fix.jsonl"

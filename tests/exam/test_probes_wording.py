@@ -5,12 +5,11 @@ from __future__ import annotations
 import random
 import re
 
-from conftest import make_session
-
 from compaction_lab.core.session import Session
 from compaction_lab.exam import probes
 from compaction_lab.exam.probes import ProbeSpec, mine
 from compaction_lab.exam.probes.decoys import _alike, _swap_word
+from tests.helpers import make_session
 
 _FILLER = "Nothing notable here, just routine output of the build. " * 12
 _SPEC = ProbeSpec(tail_tokens=40, n_questions=20, n_decoys=0)

@@ -1,7 +1,6 @@
 import json
 
 import pytest
-from conftest import make_session
 
 from compaction_lab.core.projection import Projection, Segment
 from compaction_lab.exam.grading import grade
@@ -21,6 +20,7 @@ from compaction_lab.exam.readers import (
 )
 from compaction_lab.exam.types import NOT_FOUND, Question
 from compaction_lab.store.archive import Archive
+from tests.helpers import make_session
 
 SID = "s-hand"
 ORDER_ID = "ORD-58213-QX"

@@ -3,10 +3,10 @@
 import shutil
 
 import pytest
-from conftest import FIXTURES, PUBLIC_FIXTURES
 
 from compaction_lab import ingest
 from compaction_lab.ingest import ImportReport, UnknownFormat, load_sessions
+from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 
 HERE_FIXTURES = FIXTURES
 

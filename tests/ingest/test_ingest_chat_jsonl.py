@@ -7,12 +7,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, PUBLIC_FIXTURES
-from conftest import FIXTURES as ALL_FIXTURES
 
 from compaction_lab.core.session import Session
 from compaction_lab.ingest import FORMATS, chat_jsonl
 from compaction_lab.ingest.base import ImportReport, read_head
+from tests.helpers import FIXTURES, PUBLIC_FIXTURES
+from tests.helpers import FIXTURES as ALL_FIXTURES
 
 FIXTURES = FIXTURES / "chat_jsonl"
 TOOLS = FIXTURES / "fix-flaky-test.jsonl"

@@ -7,11 +7,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, PUBLIC_FIXTURES
 
 from compaction_lab.ingest import claimants
 from compaction_lab.ingest import claude_code as cc
 from compaction_lab.ingest.base import Head, ImportReport, read_head
+from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 
 FIX = FIXTURES / "claude_code"
 REAL = PUBLIC_FIXTURES / "claude-code"

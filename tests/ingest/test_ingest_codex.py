@@ -7,12 +7,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, PUBLIC_FIXTURES
-from conftest import FIXTURES as ALL_FIXTURES
 
 from compaction_lab.core.session import Session
 from compaction_lab.ingest import FORMATS, codex
 from compaction_lab.ingest.base import ImportReport, read_head
+from tests.helpers import FIXTURES, PUBLIC_FIXTURES
+from tests.helpers import FIXTURES as ALL_FIXTURES
 
 FIXTURES = FIXTURES / "codex"
 MAIN = FIXTURES / "rollout-2025-09-14T10-02-11-0199a1b2-7c3d-7e10-9f00-5d2c8e4b1a01.jsonl"
@@ -563,7 +563,7 @@ def test_compacted_keeps_its_replacement_history(tmp_path):
 def test_arguments_nested_100k_levels_import_whole_and_verbatim(tmp_path):
     """JSON nested far past Python's recursion limit inside ``arguments`` / ``output`` strings: every
     record is imported, nothing skipped, the text kept verbatim (it cannot be read as JSON)."""
-    from deep_json import deep_array, deep_object, write_rollout
+    from tests.deep_json import deep_array, deep_object, write_rollout
 
     (s,), report = _load(write_rollout(tmp_path))
     assert report.n_skipped == 0, report.skipped
@@ -582,9 +582,8 @@ def test_arguments_nested_100k_levels_import_whole_and_verbatim(tmp_path):
 def test_a_line_nested_past_the_bound_is_a_counted_skip_with_its_reason(tmp_path, depth):
     """A whole line of the session file nested past `bounded_json.MAX_DEPTH` is one counted skip (reason and
     detail), not a crash, and not a value that breaks a later stage; the lines around it are kept."""
-    from deep_json import HOSTILE_DEPTH
-
     from compaction_lab.core.bounded_json import MAX_DEPTH
+    from tests.deep_json import HOSTILE_DEPTH
 
     n = MAX_DEPTH + 1 if depth == "bound+1" else HOSTILE_DEPTH
     nested = '{"a":' * (n - 1) + "1" + "}" * (n - 1)  # the line's own object is the first level

@@ -54,8 +54,11 @@ import pytest
 import zstandard
 from hypothesis import event, given, note, settings
 from hypothesis import strategies as st
-from test_ingest_files import reference_decode
-from test_ingest_fuzz import (
+
+from compaction_lab.ingest import importer, load_sessions
+from compaction_lab.ingest.base import ImportReport
+from tests.ingest.test_ingest_files import reference_decode
+from tests.ingest.test_ingest_fuzz import (
     _UNPARSED,
     BLANK_OR_NUL,
     BOM,
@@ -75,9 +78,6 @@ from test_ingest_fuzz import (
     missing,
     ref_multiset,
 )
-
-from compaction_lab.ingest import importer, load_sessions
-from compaction_lab.ingest.base import ImportReport
 
 #: Examples per base file and damage (FUZZ_EXAMPLES raises it for a longer hunt).
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES") or 20)

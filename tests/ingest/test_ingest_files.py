@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pytest
 import zstandard
-from conftest import FIXTURES, PUBLIC_FIXTURES
 
 from compaction_lab import cli
 from compaction_lab.ingest import base, detect, importer, load_sessions
 from compaction_lab.ingest.base import HEAD_BYTES, NOTES, REASONS, ImportReport, UnknownFormat, read_head
+from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 
 FIX = FIXTURES
 CHAT = FIX / "chat_jsonl" / "fix-flaky-test.jsonl"

@@ -76,13 +76,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FIXTURES, PUBLIC_FIXTURES
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
 from compaction_lab.core.session import KINDS, Session
 from compaction_lab.ingest import detect, importer, load_sessions
 from compaction_lab.ingest.base import REASONS, ZSTD_MAGIC, Head, ImportReport, UnknownFormat, file_stem, read_head
+from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 
 FIX = FIXTURES
 

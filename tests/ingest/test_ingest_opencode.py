@@ -15,9 +15,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
 
 from compaction_lab.ingest import base, opencode
+from tests.helpers import FIXTURES
 
 FIXTURES = FIXTURES
 OC = FIXTURES / "opencode"

@@ -7,10 +7,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, PUBLIC_FIXTURES
 
 from compaction_lab.ingest import claimants, pi
 from compaction_lab.ingest.base import Head, ImportReport, read_head
+from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 
 FIX = FIXTURES / "pi"
 REAL = PUBLIC_FIXTURES / "pi" / "large-session.jsonl"

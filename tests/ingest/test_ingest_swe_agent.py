@@ -8,9 +8,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, PUBLIC_FIXTURES
 
 from compaction_lab.ingest import base, swe_agent
+from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 
 FIXTURES = FIXTURES
 SW = FIXTURES / "swe_agent"

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 import zstandard
-from conftest import FIXTURES
 
 from compaction_lab.ingest import ImportReport, codex, importer, load_sessions, plan
 from compaction_lab.ingest.base import MAX_SKIP_DETAILS, Span
 from compaction_lab.ingest.units import Admission, read_unit, split_spans
+from tests.helpers import FIXTURES
 
 CODEX = sorted((FIXTURES / "codex").glob("*.jsonl"))
 

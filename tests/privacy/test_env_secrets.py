@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from privacy_samples import OPENAI
-
 from compaction_lab.privacy.env_secrets import env_secret_values
 from compaction_lab.privacy.redactor import redactor
+from tests.privacy.privacy_samples import OPENAI
 
 # --------------------------------------------------------------------------- environment secrets
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pandas as pd
-from privacy_samples import OPENAI
 
 from compaction_lab.privacy.leaks import find_leaks
+from tests.privacy.privacy_samples import OPENAI
 
 
 def test_find_leaks_decodes_compressed_parquet(tmp_path):

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from privacy_samples import ANTHROPIC, AWS, GITHUB, GITHUB_PAT, GOOGLE, JWT, OPENAI, PEM, SLACK
 
 from compaction_lab.privacy import patterns
 from compaction_lab.privacy.patterns import DEFAULT_PATTERNS, Pattern, load_patterns, user_patterns
 from compaction_lab.privacy.redactor import Redactor
+from tests.privacy.privacy_samples import ANTHROPIC, AWS, GITHUB, GITHUB_PAT, GOOGLE, JWT, OPENAI, PEM, SLACK
 
 SAMPLES = [
     # (pattern name, text, the secret that must disappear)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import make_session
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from privacy_samples import GITHUB, OPENAI
 
 from compaction_lab.privacy.leaks import find_leaks
 from compaction_lab.privacy.patterns import DEFAULT_PATTERNS, user_patterns
 from compaction_lab.privacy.redactor import Redactor, redactor
+from tests.helpers import make_session
+from tests.privacy.privacy_samples import GITHUB, OPENAI
 
 
 @pytest.fixture(scope="module")
@@ -186,9 +186,8 @@ def test_another_accounts_claude_project_folder_never_reaches_the_run_folder(tmp
     through the encoded project folder in source_path (sessions/*.jsonl, notebook 01)."""
     import shutil
 
-    from conftest import PUBLIC_FIXTURES
-
     from compaction_lab.ingest import sources
+    from tests.helpers import PUBLIC_FIXTURES
 
     src = PUBLIC_FIXTURES / "claude-code" / "hello-world-script.jsonl"
     folder = tmp_path / ".claude" / "projects" / "-home-qwzlfx-work-app"

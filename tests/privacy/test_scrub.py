@@ -9,8 +9,6 @@ from unittest import mock
 
 import nbformat
 import pandas as pd
-from conftest import make_session
-from privacy_samples import AWS, GITHUB, JWT, OPENAI
 
 from compaction_lab.privacy import scrub
 from compaction_lab.privacy.leaks import find_leaks
@@ -18,6 +16,8 @@ from compaction_lab.privacy.patterns import DEFAULT_PATTERNS
 from compaction_lab.privacy.redactor import Redactor, redactor
 from compaction_lab.privacy.scrub import ScrubReport, scrub_run_folder
 from compaction_lab.store import archive
+from tests.helpers import make_session
+from tests.privacy.privacy_samples import AWS, GITHUB, JWT, OPENAI
 
 # --------------------------------------------------------------------------- run folder
 

@@ -6,10 +6,10 @@ import logging
 import uuid
 
 import pytest
-from privacy_samples import GITHUB, JWT, OPENAI, PEM
 
 from compaction_lab.privacy import secrets
 from compaction_lab.privacy.redactor import redactor
+from tests.privacy.privacy_samples import GITHUB, JWT, OPENAI, PEM
 
 MASKED_URLS = [
     ("https://user:pass@api.example.com/v1", "https://***@api.example.com/v1"),

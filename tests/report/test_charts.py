@@ -7,11 +7,11 @@ import sys
 import altair as alt
 import pandas as pd
 import pytest
-from conftest import make_session
 
 from compaction_lab import composition
 from compaction_lab.core import paths
 from compaction_lab.report import charts
+from tests.helpers import make_session
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

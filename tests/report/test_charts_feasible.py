@@ -192,12 +192,11 @@ def test_without_an_arm_over_the_window_nothing_is_marked(drop):
 
 def test_a_real_closed_run_flags_full_and_the_figures_list_it_last():
     """End to end: `full` on a synthetic chain larger than W − O keeps everything, and is drawn not sendable."""
-    from conftest import question_of
-
     from compaction_lab.exam.readers import VerbatimReader
     from compaction_lab.exam.types import Case
     from compaction_lab.ingest import synthetic
     from compaction_lab.strategies import CompactionContext
+    from tests.helpers import question_of
 
     (chain,) = synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1, window_tokens=20000))
     s = chain.session

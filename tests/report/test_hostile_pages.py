@@ -18,11 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from browser import PageCheck, check_pages
 from hypothesis import HealthCheck, Phase, assume, example, given, settings
 from hypothesis import strategies as st
-from recorded_expectations import S
-from test_my_sessions import LIGHTER
 
 from compaction_lab.core import runfolder
 from compaction_lab.ingest import sources
@@ -30,6 +27,9 @@ from compaction_lab.privacy import redactor as redaction
 from compaction_lab.report import charts, share
 from compaction_lab.run import runner as report
 from compaction_lab.run import sweep
+from tests.browser import PageCheck, check_pages
+from tests.recorded_expectations import S
+from tests.report.test_my_sessions import LIGHTER
 
 #: One payload per HTML context a string can land in: a script block, an element, an attribute,
 #: a URL and a JavaScript string. Each alerts a different number, so a failure says which one ran.

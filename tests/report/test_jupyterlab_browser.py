@@ -23,7 +23,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from lab_browser import (
+
+from compaction_lab.core import paths
+from tests.lab_browser import (
     EXPLORER_CONTROLS,
     add_cell_and_run,
     cell_figure,
@@ -40,8 +42,6 @@ from lab_browser import (
     wait_for_explorer,
     wait_until_executed,
 )
-
-from compaction_lab.core import paths
 
 pytestmark = pytest.mark.slow
 

@@ -12,10 +12,10 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import FIXTURES, PUBLIC_FIXTURES
 
 from compaction_lab.report import share
 from compaction_lab.run import runner as report
+from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 
 pytestmark = pytest.mark.slow
 

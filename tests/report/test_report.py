@@ -233,7 +233,7 @@ def test_parameters_no_notebook_declares_are_an_error_unless_allowed(tmp_path, c
 
 # --------------------------------------------------------------------------- real sessions through notebook 01
 
-from conftest import FIXTURES  # noqa: E402  (the real-session tests below start here)
+from tests.helpers import FIXTURES  # noqa: E402  (the real-session tests below start here)
 
 HERE_FIXTURES = FIXTURES
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from browser import check_pages
+
+from tests.browser import check_pages
 
 pytestmark = pytest.mark.slow
 

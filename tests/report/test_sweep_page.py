@@ -6,9 +6,9 @@ import re
 
 import pandas as pd
 import pytest
-from test_charts import comparison_table
 
 from compaction_lab.report import sweep_page
+from tests.report.test_charts import comparison_table
 
 
 def _ok_runs(table: pd.DataFrame) -> list[str]:

@@ -6,9 +6,9 @@ import math
 
 import pandas as pd
 import pytest
-from test_charts import comparison_table
 
 from compaction_lab.report import charts, sweep_table
+from tests.report.test_charts import comparison_table
 
 
 def test_sweep_ranks_share_the_better_rank_on_ties_and_show_overtaking():

@@ -9,12 +9,12 @@ import socket
 
 import pytest
 import yaml
-from fake_openai_server import FakeOpenAIServer
-from llm_server import MODEL_ALIAS
 
 from compaction_lab import cli
 from compaction_lab.core import tokens
 from compaction_lab.run import doctor
+from tests.fake_openai_server import FakeOpenAIServer
+from tests.llm_server import MODEL_ALIAS
 
 SECRET = "sk-PLANTED-0123456789abcdefSECRET"
 

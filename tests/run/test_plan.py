@@ -7,7 +7,6 @@ import json
 
 import pytest
 import yaml
-from fake_openai_server import FakeOpenAIServer
 
 from compaction_lab.endpoints import shared
 from compaction_lab.endpoints.client import ChatClient
@@ -15,6 +14,7 @@ from compaction_lab.endpoints.config import ModelConfig
 from compaction_lab.endpoints.ledger import open_ledger
 from compaction_lab.run import plan
 from compaction_lab.run import runner as report
+from tests.fake_openai_server import FakeOpenAIServer
 
 
 def _digest(path):

@@ -1,10 +1,10 @@
 import sqlite3
 
 import pytest
-from conftest import make_session
 
 from compaction_lab.core.session import Session
 from compaction_lab.store import archive
+from tests.helpers import make_session
 
 
 def _sessions():

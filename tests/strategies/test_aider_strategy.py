@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import FIXTURES, FakeProvider, make_session
 
 from compaction_lab import strategies
 from compaction_lab.core.projection import AUTHORED_KINDS, STAND_IN_LABEL
@@ -21,6 +20,7 @@ from compaction_lab.strategies import aider as ad
 from compaction_lab.strategies.base import CompactionContext
 from compaction_lab.summarize import NoSummarizer, SummaryUnavailable
 from compaction_lab.summarize.extractive import ExtractiveSummarizer, conversation, empty_template
+from tests.helpers import FIXTURES, FakeSummarizer, make_session
 
 NAME = "aider"
 SHAPE = CallShape(
@@ -37,7 +37,7 @@ def ctx_for(window=128_000, output=32_000, summarizer=None, input_limit=None, **
         output_ceiling=output,
         shape=SHAPE,
         input_limit=input_limit,
-        summarizer=summarizer or FakeProvider(),
+        summarizer=summarizer or FakeSummarizer(),
         params=params,
     )
 
@@ -284,7 +284,7 @@ def test_estimator_is_the_tokenizer_over_the_message_json():
 def test_summary_request_is_a_dedicated_system_prompt_and_one_transcript_message():
     """history.py:98-112: ``[system: prompts.summarize, user: transcript]``, no tools; the current exchange
     (cur_messages) is never summarised (base_coder.py:1014-1017 summarises done_messages only)."""
-    prov = FakeProvider("I asked you things.")
+    prov = FakeSummarizer("I asked you things.")
     c = ctx_for(summarizer=prov)
     p = compact(chat(40), c)
     (req,) = prov.requests
@@ -310,7 +310,7 @@ def test_prompt_structure_and_fixed_strings():
 def test_prompt_file_overrides(tmp_path):
     f = tmp_path / "summarize.txt"
     f.write_text("EXACT UPSTREAM PROMPT")
-    prov = FakeProvider()
+    prov = FakeSummarizer()
     compact(chat(40), ctx_for(summarizer=prov, prompt_file=str(f)))
     assert prov.requests[0].system == "EXACT UPSTREAM PROMPT"
 
@@ -320,7 +320,7 @@ def test_prompt_file_overrides(tmp_path):
 
 def test_next_request_summary_then_done_tail_then_current_exchange():
     """history.py:93 (``summary + tail``), prompts.py:61 (prefix), chat_chunks.py:16-26 (done before cur)."""
-    p = compact(chat(40), ctx_for(summarizer=FakeProvider("I asked you to do X.")))
+    p = compact(chat(40), ctx_for(summarizer=FakeSummarizer("I asked you to do X.")))
     msgs = p.messages() if callable(p.messages) else p.messages
     assert [m["role"] for m in msgs[:2]] == ["system", "user"]
     assert msgs[1]["content"] == "I spoke to you previously about a number of things.\nI asked you to do X."
@@ -339,7 +339,7 @@ def test_next_request_summary_then_done_tail_then_current_exchange():
 
 def test_under_the_soft_limit_nothing_is_summarised():
     """history.py:39-40: total ≤ max_tokens at depth 0 → unchanged (summarize_start does not even start)."""
-    prov = FakeProvider()
+    prov = FakeSummarizer()
     p = compact(chat(3), ctx_for(summarizer=prov))
     assert prov.requests == [] and p.summary_request is None and "summary" not in kinds(p)
     assert p.notes["too_big"] is False
@@ -348,7 +348,7 @@ def test_under_the_soft_limit_nothing_is_summarised():
 def test_switch_mode_summarises_everything_done():
     """base_coder.py:155-168: switching edit format summarises all done_messages (summarize_all) even
     below the soft limit; the result is one user message."""
-    prov = FakeProvider("S")
+    prov = FakeSummarizer("S")
     p = compact(chat(3), ctx_for(summarizer=prov, mode="switch"))
     (req,) = prov.requests
     assert "u0:" in req.messages[0]["content"] and "u2:" in req.messages[0]["content"]
@@ -361,7 +361,7 @@ def test_switch_mode_summarises_everything_done():
 def test_failure_drops_the_done_history_as_upstream():
     """base_coder.py:1014-1034: summarize raises ValueError, the worker only warns, summarize_end then sets
     done_messages to the empty result: the whole done history is gone."""
-    for prov in (NoSummarizer(), FakeProvider(error=SummaryUnavailable("down"))):
+    for prov in (NoSummarizer(), FakeSummarizer(error=SummaryUnavailable("down"))):
         p = compact(chat(40), ctx_for(summarizer=prov))
         assert p.receipt is not None and p.receipt.fallback
         assert p.notes["summary_failed"] and p.notes["done_dropped"]
@@ -391,22 +391,22 @@ def test_tool_records_as_run_output():
         ("user", "now?"),
         ("assistant", "ok"),
     ]
-    p = compact(make_session(items), ctx_for(summarizer=FakeProvider(), mode="switch"))
+    p = compact(make_session(items), ctx_for(summarizer=FakeSummarizer(), mode="switch"))
     text = p.summary_request.messages[0]["content"]
     assert (
         "# USER\nI ran this command:\n\npytest -q\n\nAnd got this output:\n\n1 failed: AssertionError\n"
         "# ASSISTANT\nOk.\n"
     ) in text
     assert '# ASSISTANT\nbash {"command": "pytest -q"}\n' in text
-    drop = compact(make_session(items), ctx_for(summarizer=FakeProvider(), mode="switch", tool_records="drop"))
+    drop = compact(make_session(items), ctx_for(summarizer=FakeSummarizer(), mode="switch", tool_records="drop"))
     assert "pytest" not in drop.summary_request.messages[0]["content"]
 
 
 def test_reasoning_dropped_unless_inline():
     items = [("user", "q"), ("reasoning", "SECRET THOUGHT"), ("assistant", "a"), ("user", "q2")]
-    p = compact(make_session(items), ctx_for(summarizer=FakeProvider(), mode="switch"))
+    p = compact(make_session(items), ctx_for(summarizer=FakeSummarizer(), mode="switch"))
     assert "SECRET" not in p.summary_request.messages[0]["content"]
-    p = compact(make_session(items), ctx_for(summarizer=FakeProvider(), mode="switch", reasoning="inline"))
+    p = compact(make_session(items), ctx_for(summarizer=FakeSummarizer(), mode="switch", reasoning="inline"))
     assert "SECRET THOUGHT" in p.summary_request.messages[0]["content"]
 
 
@@ -441,13 +441,13 @@ def test_live_history_starts_at_the_latest_summary(tmp_path):
     """A recorded compaction (pi's two-compactions fixture) stands for Aider's summary message: the history
     restarts there, with the summary prefix."""
     (s,) = load_sessions(LOCAL_FIXTURES / "pi" / "two-compactions.jsonl")
-    c = ctx_for(summarizer=FakeProvider(), mode="switch", cur_from="none")
+    c = ctx_for(summarizer=FakeSummarizer(), mode="switch", cur_from="none")
     live = ad.live_history(s, len(s.records), c)
     assert live[0].kind == "summary" and "SUMMARY-TWO" in live[0].text
     p = compact(s, c)
     sent = p.summary_request.messages[0]["content"]
     assert sent.startswith("# USER\n" + ad.SUMMARY_PREFIX) and "SUMMARY-TWO" in sent and "SUMMARY-ONE" not in sent
-    kept = compact(s, ctx_for(summarizer=FakeProvider()))  # under the soft limit: kept verbatim
+    kept = compact(s, ctx_for(summarizer=FakeSummarizer()))  # under the soft limit: kept verbatim
     assert kept.segments[2].text == ad.SUMMARY_PREFIX.rstrip("\n")
     assert "SUMMARY-TWO" in kept.segments[3].text and kept.segments[3].record_kind == "summary"
 

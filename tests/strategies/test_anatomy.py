@@ -52,9 +52,8 @@ def test_a_session_with_arguments_nested_past_the_bound_loses_no_other_session(t
     """Notebook 02's `project_cases` over a folder holding one hostile Codex session (calls carrying JSON
     nested 100,000 levels) and ordinary ones: was `RecursionError`, losing every session of the run; now
     every strategy projects every case."""
-    from deep_json import write_rollout
-
     from compaction_lab.ingest import ImportReport, load_sessions
+    from tests.deep_json import write_rollout
 
     write_rollout(tmp_path)
     report = ImportReport()

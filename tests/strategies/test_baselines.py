@@ -6,8 +6,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from conftest import FIXTURES, PUBLIC_FIXTURES, make_session
-from conftest import FakeProvider as SharedFakeProvider
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +18,8 @@ from compaction_lab.strategies import baselines as bl
 from compaction_lab.strategies.base import CompactionContext, history, role_of
 from compaction_lab.summarize import NoSummarizer
 from compaction_lab.summarize.extractive import ExtractiveSummarizer
+from tests.helpers import FIXTURES, PUBLIC_FIXTURES, make_session
+from tests.helpers import FakeSummarizer as SharedFakeProvider
 
 SHAPE = CallShape(
     "test",
@@ -55,7 +55,7 @@ def turn(i: int, out_tokens: int = 50, prose: int = 10) -> list[tuple]:
     ]
 
 
-def FakeProvider(text: str = "SUMMARY TEXT", error: Exception | None = None) -> SharedFakeProvider:
+def FakeSummarizer(text: str = "SUMMARY TEXT", error: Exception | None = None) -> SharedFakeProvider:
     return SharedFakeProvider(text, error=error, usage=(1234, 5, 42))
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from conftest import REPO_ROOT, FakeProvider, make_session
 
 from compaction_lab import strategies, summarize
 from compaction_lab.core.projection import STAND_IN_LABEL
@@ -23,6 +22,7 @@ from compaction_lab.strategies import labels
 from compaction_lab.strategies.base import CompactionContext, record_messages
 from compaction_lab.summarize import NoSummarizer, SummaryUnavailable
 from compaction_lab.summarize.extractive import empty_template
+from tests.helpers import REPO_ROOT, FakeSummarizer, make_session
 
 SHAPE = CallShape(
     "test",
@@ -136,7 +136,7 @@ def test_summary_request_forks_the_main_conversation():
     wiki.coder.dog 'claude-code-compaction-prompt-cache', codehub.bot compact.ts): the fork carries the
     session's system prompt, tools and messages, the compact instruction appended as the last user
     message; the summariser sees the tool results (clearing is microcompact's, not this step's)."""
-    sess, prov = session(), FakeProvider()
+    sess, prov = session(), FakeSummarizer()
     p = compact(sess, ctx_for(summarizer=prov))
     (req,) = prov.requests
     assert req is p.summary_request and req.shape == "prefix-shared" and req.template == "claude-code-9"
@@ -177,7 +177,7 @@ def test_instruction_has_the_nine_sections_and_an_analysis_block():
 def test_analysis_block_stripped_and_summary_tag_formatted():
     """prompt.ts formatCompactSummary (decodeclaude.com/claude-code-compaction): <analysis> dropped,
     <summary>…</summary> becomes 'Summary:' and its content."""
-    prov = FakeProvider(
+    prov = FakeSummarizer(
         "<analysis>thinking aloud</analysis>\n\n<summary>\n1. Primary Request and Intent: X\n</summary>"
     )
     p = compact(session(), ctx_for(summarizer=prov))
@@ -189,7 +189,7 @@ def test_analysis_block_stripped_and_summary_tag_formatted():
 def test_cost_model_sees_the_fork_share_the_previous_request():
     """The forked request shares all but the instruction with the session's previous request."""
     sess = session()
-    p = compact(sess, ctx_for(summarizer=FakeProvider()))
+    p = compact(sess, ctx_for(summarizer=FakeSummarizer()))
 
     class Case:
         id, session_id, cut = "c", sess.id, len(sess.records)
@@ -207,7 +207,7 @@ def test_next_request_summary_message_then_reattachments_and_no_tail():
     continue without asking), then up to 5 recently read files newest first and the todo list;
     nothing of the history verbatim."""
     sess = session()
-    p = compact(sess, ctx_for(summarizer=FakeProvider()))
+    p = compact(sess, ctx_for(summarizer=FakeSummarizer()))
     k = kinds(p)
     assert k[:5] == ["system", "tools", "header", "summary", "continue"]
     assert "tail" not in k and "assistant_original" not in k
@@ -242,11 +242,11 @@ def test_reattachment_budget_is_fifty_thousand_rough_tokens():
     for i in range(6):
         items += read(f"r{i}", f"f{i}.py", f"F{i}" + " word" * 700)
     sess = make_session(items)
-    p = compact(sess, ctx_for(summarizer=FakeProvider(), reattach_token_budget=2_000))
+    p = compact(sess, ctx_for(summarizer=FakeSummarizer(), reattach_token_budget=2_000))
     assert p.notes["reattached_files"] == ["f5.py", "f4.py"]  # a third would pass 2,000 rough tokens
     rough = sum(len(s.text) / 4 for s in p.segments if s.entry_ids and s.kind in ("header", "user_original"))
     assert 1_000 < rough <= 2_000 and len(p.notes["reattach_dropped"]) == 3  # f3, f2, f1 (5 files at most)
-    full = compact(sess, ctx_for(summarizer=FakeProvider()))
+    full = compact(sess, ctx_for(summarizer=FakeSummarizer()))
     assert full.notes["reattached_files"] == ["f5.py", "f4.py", "f3.py", "f2.py", "f1.py"]
 
 
@@ -259,13 +259,13 @@ def test_no_provider_gives_the_empty_template():
 
 def test_failing_provider_is_recorded():
     for err, expect in ((RuntimeError("boom"), "RuntimeError: boom"), (SummaryUnavailable("down"), "down")):
-        p = compact(session(), ctx_for(summarizer=FakeProvider(error=err)))
+        p = compact(session(), ctx_for(summarizer=FakeSummarizer(error=err)))
         assert p.receipt.fallback and p.receipt.error == expect
 
 
 def test_small_window_never_past_capacity():
     """Upstream assumes a ≥200k window; ours never adds past W - O (re-attachments dropped first)."""
-    ctx = ctx_for(window=4_000, output=1_000, summarizer=FakeProvider("word " * 9_000))
+    ctx = ctx_for(window=4_000, output=1_000, summarizer=FakeSummarizer("word " * 9_000))
     p = compact(session(), ctx)
     assert p.tokens <= p.capacity and p.notes["fits"] and p.notes.get("summary_truncated")
     assert p.notes["reattach_dropped"] and "tail" not in kinds(p)
@@ -279,10 +279,10 @@ def test_microcompact_is_its_own_step_and_off_by_default():
     old results of compactable tools become '[Old tool result content cleared]', the N newest kept;
     other tools' results untouched. Not part of the summary step."""
     sess = session()
-    prov = FakeProvider()
+    prov = FakeSummarizer()
     compact(sess, ctx_for(summarizer=prov))
     assert cc().CLEARED_TOOL_RESULT not in str(prov.requests[0].messages)
-    prov2 = FakeProvider()
+    prov2 = FakeSummarizer()
     p = compact(sess, ctx_for(summarizer=prov2, microcompact_keep_recent=3))
     sent = [m["content"] for m in prov2.requests[0].messages if m["role"] == "tool"]
     outs = [r for r in sess.records if r.kind == "tool_output"]
@@ -311,11 +311,11 @@ def test_prompt_too_long_retry_is_a_parameter():
     """compact.ts truncateHeadForPTLRetry: with ``ptl_retry`` the oldest turns go while the fork's input
     exceeds the window; off by default (see the module docstring)."""
     sess = session()
-    small = ctx_for(window=6_000, output=1_000, summarizer=FakeProvider())
+    small = ctx_for(window=6_000, output=1_000, summarizer=FakeSummarizer())
     whole = compact(sess, small)
     assert whole.notes["ptl_dropped_turns"] == 0
     assert whole.summary_request.messages[0]["content"] == words("u0", 20)
-    cut = compact(sess, ctx_for(window=6_000, output=1_000, summarizer=FakeProvider(), ptl_retry=True))
+    cut = compact(sess, ctx_for(window=6_000, output=1_000, summarizer=FakeSummarizer(), ptl_retry=True))
     assert cut.notes["ptl_dropped_turns"] > 0
     assert cut.summary_request.messages[0]["role"] == "user"
     assert cut.summary_request.messages[0]["content"] != words("u0", 20)
@@ -423,7 +423,7 @@ def test_a_session_compacted_twice_forks_only_its_live_history(tmp_path):
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     (s,) = load_sessions(path)
     assert len(s.metadata["compactions"]) == 2
-    prov = FakeProvider()
+    prov = FakeSummarizer()
     ctx = ctx_for(summarizer=prov)
     p = compact(s, ctx)
     (req,) = prov.requests
@@ -442,7 +442,7 @@ def test_a_session_compacted_twice_forks_only_its_live_history(tmp_path):
 def test_summary_segment_says_who_wrote_it():
     """Every arm labels its summary segment (`base.summary_label`); claude-code left a provider's summary
     unlabelled and the empty template unlabelled too, so tables could not tell them apart."""
-    p = compact(session(), ctx_for(summarizer=FakeProvider(name="a-model")))
+    p = compact(session(), ctx_for(summarizer=FakeSummarizer(name="a-model")))
     (summary,) = [s for s in p.segments if s.kind == "summary"]
     assert summary.label == "summary (a-model)"
     ext = compact(session(), ctx_for(summarizer=summarize.get_summarizer("extractive")))
@@ -510,7 +510,7 @@ def file_segments(p, path: str) -> list:
 
 def test_reattaches_files_read_or_changed_newest_change_first():
     """Issue 27 item 1: a session that reads A, B, edits B and writes C re-attaches C, B (edited), A."""
-    p = compact(edit_session(), ctx_for(summarizer=FakeProvider()))
+    p = compact(edit_session(), ctx_for(summarizer=FakeSummarizer()))
     assert p.notes["reattached_files"] == ["tests/c.py", "src/b.py", "src/a.py"]
     (c_head, c_body) = file_segments(p, "tests/c.py")
     # a new file comes back numbered as the session's reads show files (upstream re-reads it through Read)
@@ -527,7 +527,7 @@ def test_reattaches_files_read_or_changed_newest_change_first():
 def test_files_rank_by_last_change_not_last_read():
     """readFileState's timestamp is the file's mtime: re-reading a.py after b.py was edited leaves b.py first."""
     sess = edit_session(tail=cc_call("r3", "Read", {"file_path": "src/a.py"}, cc_numbered(A_PY)))
-    p = compact(sess, ctx_for(summarizer=FakeProvider()))
+    p = compact(sess, ctx_for(summarizer=FakeSummarizer()))
     assert p.notes["reattached_files"] == ["tests/c.py", "src/b.py", "src/a.py"]
     only_reads = make_session(
         [
@@ -542,7 +542,7 @@ def test_files_rank_by_last_change_not_last_read():
 
 def test_edit_whose_old_string_is_not_found_leaves_the_path_only():
     """Content unknown (the edit cannot be replayed): the reference form, the reason in the notes."""
-    p = compact(edit_session(b_old="    return x * TAX_RATE"), ctx_for(summarizer=FakeProvider()))
+    p = compact(edit_session(b_old="    return x * TAX_RATE"), ctx_for(summarizer=FakeSummarizer()))
     assert p.notes["reattached_files"] == ["tests/c.py", "src/b.py", "src/a.py"]
     (ref,) = file_segments(p, "src/b.py")
     assert ref.kind == "omitted_marker" and ref.text == cc().FILE_UNKNOWN.format(path="src/b.py")
@@ -558,7 +558,7 @@ def test_write_over_five_thousand_tokens_comes_back_as_its_path():
             *cc_call("w1", "Write", {"file_path": "gen/table.py", "content": big}, "File created successfully"),
         ]
     )
-    p = compact(sess, ctx_for(summarizer=FakeProvider()))
+    p = compact(sess, ctx_for(summarizer=FakeSummarizer()))
     (ref,) = file_segments(p, "gen/table.py")
     assert ref.kind == "omitted_marker" and ref.text.startswith("[gen/table.py was read before")
     assert "VALUE_17" not in p.text() and p.notes["reattached_files"] == ["gen/table.py"]
@@ -570,7 +570,7 @@ def test_a_failed_edit_changes_nothing_and_multiedit_applies_in_order():
             "e2", "Edit", {"file_path": "src/a.py", "old_string": "3.14", "new_string": "PI"}, "Error", error=True
         )
     )
-    p = compact(failed, ctx_for(summarizer=FakeProvider()))
+    p = compact(failed, ctx_for(summarizer=FakeSummarizer()))
     assert p.notes["reattached_files"][-1] == "src/a.py" and "3.14 * r * r" in p.text()
     multi = edit_session(
         tail=cc_call(
@@ -684,7 +684,7 @@ def test_codex_patch_adds_updates_and_deletes():
     files = {f.path: f for f in cc().recent_files(sess.records)}
     assert files["docs/new.md"].text == "# New\nbody line\n" and files["src/old.py"].text is None
     assert files["src/gone.py"].source == "deleted"
-    p = compact(sess, ctx_for(summarizer=FakeProvider()))
+    p = compact(sess, ctx_for(summarizer=FakeSummarizer()))
     assert "src/gone.py" not in p.notes["reattached_files"] and "deleted" in p.notes["reattach_unknown"]["src/gone.py"]
     assert "body line" in p.text()
 
@@ -721,7 +721,7 @@ def test_public_claude_code_transcript_reattaches_its_edited_files():
         res = json.loads(line).get("toolUseResult")
         if isinstance(res, dict) and "originalFile" in res:
             on_disk[res["filePath"]] = res["originalFile"].replace(res["oldString"], res["newString"], 1)
-    p = compact(sess, ctx_for(summarizer=FakeProvider()))
+    p = compact(sess, ctx_for(summarizer=FakeSummarizer()))
     root = "/tmp/tmpw6sk2trg/"
     order = [root + ".gitignore", root + "tests/test_math_utils.py", root + "src/math_utils.py"]
     assert p.notes["reattached_files"] == order and p.notes["reattach_unknown"] == {}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from conftest import FIXTURES, FakeProvider, make_session
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -17,18 +16,19 @@ from compaction_lab.ingest import load_sessions, synthetic
 from compaction_lab.strategies import codex
 from compaction_lab.strategies.base import CompactionContext, est_bytes4
 from compaction_lab.summarize import NoSummarizer
+from tests.helpers import FIXTURES, FakeSummarizer, make_session
 
 SHAPE = CallShape("t", "You are the test agent.", ({"type": "function", "function": {"name": "bash"}},))
 LOCAL_FIXTURES = FIXTURES
 
 
-def FixedProvider(text: str = "SUMMARY-TEXT", name: str = "fake", stand_in: bool = False) -> FakeProvider:
+def FixedProvider(text: str = "SUMMARY-TEXT", name: str = "fake", stand_in: bool = False) -> FakeSummarizer:
     """Returns a fixed summary and remembers the requests it saw."""
-    return FakeProvider(text, name, stand_in, usage=(100, 40, 7))
+    return FakeSummarizer(text, name, stand_in, usage=(100, 40, 7))
 
 
-def BrokenProvider() -> FakeProvider:
-    return FakeProvider(name="broken", error=ConnectionError("endpoint down"))
+def BrokenProvider() -> FakeSummarizer:
+    return FakeSummarizer(name="broken", error=ConnectionError("endpoint down"))
 
 
 def ctx(**kw) -> CompactionContext:

@@ -17,12 +17,12 @@ The expected requests are written out by hand.
 from __future__ import annotations
 
 import pytest
-from conftest import FIXTURES, FakeProvider
 
 from compaction_lab import strategies
 from compaction_lab.ingest import load_sessions
 from compaction_lab.strategies import codex
 from compaction_lab.strategies.base import CompactionContext
+from tests.helpers import FIXTURES, FakeSummarizer
 
 FIXTURE = FIXTURES / "pi" / "two-compactions.jsonl"
 
@@ -35,7 +35,7 @@ def session():
 
 
 def request(session, name):
-    prov = FakeProvider()
+    prov = FakeSummarizer()
     strategies.compact(session, name, None, CompactionContext(window=128_000, output_ceiling=32_000, summarizer=prov))
     (req,) = prov.requests
     return [(m["role"], m["content"]) for m in req.messages[:-1]], req.messages[-1]["content"]

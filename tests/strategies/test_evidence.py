@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-from conftest import make_session
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,6 +26,7 @@ from compaction_lab.strategies.evidence import (
     row_json,
     tool_records,
 )
+from tests.helpers import make_session
 
 KEYS = ["entryId", "blockIndex", "sourceOrder", "tool", "target", "error", "head", "tail"]
 

@@ -8,8 +8,6 @@ import json
 import re
 
 import pytest
-from conftest import PUBLIC_FIXTURES, make_session
-from conftest import FakeProvider as SharedFakeProvider
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,6 +28,8 @@ from compaction_lab.strategies.trigger import (
     futureos_trigger,
 )
 from compaction_lab.summarize import NoSummarizer, SummaryUnavailable
+from tests.helpers import PUBLIC_FIXTURES, make_session
+from tests.helpers import FakeSummarizer as SharedFakeProvider
 
 SHAPE = CallShape(
     "test",
@@ -55,7 +55,7 @@ def pair(target: str, out: str, cid: str, error: bool = False) -> list[tuple]:
     return [("tool_call", f'bash {{"command": "{target}"}}', extra), ("tool_output", out, {**extra, "is_error": error})]
 
 
-def FakeProvider(text: str = "GOAL: ship it. NEXT: run tests.", error: Exception | None = None) -> SharedFakeProvider:
+def FakeSummarizer(text: str = "GOAL: ship it. NEXT: run tests.", error: Exception | None = None) -> SharedFakeProvider:
     """Records every request; answers with a fixed text (or raises)."""
     return SharedFakeProvider(text, error=error, usage=(1000, 990, 12))
 
@@ -376,7 +376,7 @@ def test_projection_order_and_header():
             ("assistant", words("t", 40)),
         ]
     )
-    p = compact(s, "futureos-summarized", ctx=ctx_for(tail_tokens=43, summarizer=FakeProvider()))
+    p = compact(s, "futureos-summarized", ctx=ctx_for(tail_tokens=43, summarizer=FakeSummarizer()))
     assert kinds(p) == [
         "system",
         "tools",
@@ -417,7 +417,7 @@ def _session_for_summary() -> Session:
 
 def test_summarized_makes_one_prefix_shared_request():
     s = _session_for_summary()
-    prov = FakeProvider()
+    prov = FakeSummarizer()
     p = compact(s, "futureos-summarized", ctx=ctx_for(summarizer=prov))
     assert len(prov.requests) == 1
     req = prov.requests[0]
@@ -488,9 +488,9 @@ def test_summarized_with_the_extractive_provider():
     "prov, needle",
     [
         (NoSummarizer(), "provider 'none'"),
-        (FakeProvider(error=SummaryUnavailable("endpoint unreachable")), "endpoint unreachable"),
-        (FakeProvider(error=RuntimeError("HTTP 500")), "RuntimeError: HTTP 500"),
-        (FakeProvider(text="   "), "empty summary"),
+        (FakeSummarizer(error=SummaryUnavailable("endpoint unreachable")), "endpoint unreachable"),
+        (FakeSummarizer(error=RuntimeError("HTTP 500")), "RuntimeError: HTTP 500"),
+        (FakeSummarizer(text="   "), "empty summary"),
     ],
 )
 def test_fallback_commits_the_deterministic_projection(prov, needle):
@@ -508,7 +508,7 @@ def test_fallback_commits_the_deterministic_projection(prov, needle):
 
 
 def test_overlong_summary_is_cut_to_its_budget():
-    prov = FakeProvider(text=words("s", 5000))
+    prov = FakeSummarizer(text=words("s", 5000))
     p = compact(_session_for_summary(), "futureos-summarized", ctx=ctx_for(summarizer=prov, summary_tokens=300))
     summ = segs(p, "summary")[0]
     assert summ.tokens <= 300 and p.notes["summary_truncated"] is True
@@ -666,9 +666,9 @@ def test_property_random_sessions(sc, window, params, provider):
 
             prov = ExtractiveSummarizer()
         except ImportError:
-            prov = FakeProvider()
+            prov = FakeSummarizer()
     else:
-        prov = FakeProvider() if provider == "fake" else NoSummarizer()
+        prov = FakeSummarizer() if provider == "fake" else NoSummarizer()
     ctx = ctx_for(*window, summarizer=prov, **params)
     for name in NAMES:
         p = strategies.compact(session, name, cut=cut, ctx=ctx)
@@ -693,7 +693,7 @@ def _fixture_sessions() -> list[Session]:
 @pytest.mark.parametrize("name", NAMES)
 def test_synthetic_chain_and_real_fixtures(chain128, window, name):
     sessions = [chain128, *_fixture_sessions()]
-    ctx_sum = FakeProvider() if name.endswith("summarized") else NoSummarizer()
+    ctx_sum = FakeSummarizer() if name.endswith("summarized") else NoSummarizer()
     for s in sessions:
         ctx = CompactionContext(window=window[0], output_ceiling=window[1], summarizer=ctx_sum)
         shape = ctx.shape.for_session(s)
@@ -729,7 +729,7 @@ def test_speed_long_session(chain128):
                 )
             )
     big = Session(id=chain128.id, source_format="synthetic", records=tuple(recs))
-    ctx = CompactionContext(window=1_000_000, output_ceiling=32_000, summarizer=FakeProvider())
+    ctx = CompactionContext(window=1_000_000, output_ceiling=32_000, summarizer=FakeSummarizer())
     for name in NAMES:
         strategies.compact(big, name, ctx=ctx)  # warm the count cache
         p = strategies.compact(big, name, ctx=ctx)  # how fast: `make bench BENCH=strategies`
@@ -831,7 +831,7 @@ def test_every_demoted_id_in_the_projection_resolves_with_history_get(tmp_path, 
         ctx = CompactionContext(
             window=128_000,
             output_ceiling=32_000,
-            summarizer=FakeProvider(),
+            summarizer=FakeSummarizer(),
             params={"history_target": 3_000, "history_max": 3_000},
         )
         p = strategies.compact(s, name, ctx=ctx)
@@ -869,7 +869,7 @@ def test_listed_ids_are_counted_in_the_budget():
     s = Session(id=base.id, source_format="test", records=recs)
     uuid_re = r"0f9c[0-9a-f]{4}-7b1e-4d2a-9e55-[0-9a-f]{12}"
     for name in NAMES:
-        p = strategies.compact(s, name, ctx=ctx_for(window=40_000, output=4_000, summarizer=FakeProvider()))
+        p = strategies.compact(s, name, ctx=ctx_for(window=40_000, output=4_000, summarizer=FakeSummarizer()))
         assert p.tokens <= p.capacity and not p.notes["overflow"]
         assert p.notes["history_used"] <= p.notes["budgets"]["history"] <= p.notes["budgets"]["capacity"]
         named = [e for m in _head_markers(p) for e in re.findall(uuid_re, m.text)]
@@ -884,7 +884,7 @@ def test_history_target_is_raised_to_keep_assistant_originals():
     the -1 code held the history at 32,768 and demoted about half of them."""
     s = _assistants(60, 1_000)
     for name in NAMES:
-        p = strategies.compact(s, name, ctx=ctx_for(tail_tokens=5, summarizer=FakeProvider()))
+        p = strategies.compact(s, name, ctx=ctx_for(tail_tokens=5, summarizer=FakeSummarizer()))
         b = p.notes["budgets"]
         assert p.notes["assistant_demoted"] == [] and p.notes["assistant_kept"] == 60
         assert p.notes["history_raised"] is True
@@ -899,7 +899,7 @@ def test_raise_never_goes_past_real_capacity():
     the capacity (well past the 32,768 target), the rest is demoted, the projection fits."""
     s = _assistants(120, 1_000)
     for name in NAMES:
-        p = strategies.compact(s, name, ctx=ctx_for(tail_tokens=5, summarizer=FakeProvider()))
+        p = strategies.compact(s, name, ctx=ctx_for(tail_tokens=5, summarizer=FakeSummarizer()))
         b = p.notes["budgets"]
         assert b["capacity"] < HISTORY_MAX and b["history"] == b["capacity"]
         assert b["capacity"] == (

@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from conftest import FIXTURES, FakeProvider, make_session
 
 from compaction_lab import strategies
 from compaction_lab.core.shapes import CallShape
@@ -17,6 +16,7 @@ from compaction_lab.strategies import gemini_cli as g
 from compaction_lab.strategies.base import CompactionContext
 from compaction_lab.summarize import NoSummarizer
 from compaction_lab.summarize.extractive import ExtractiveSummarizer, empty_template
+from tests.helpers import FIXTURES, FakeSummarizer, make_session
 
 NAME = "gemini-cli"
 SHAPE = CallShape(
@@ -220,7 +220,7 @@ def _near_window_session():
 def test_truncation_threshold_binds_near_the_window():
     """config.ts:3794-3801: near the window the threshold is 4 × (tokenLimit − lastPromptTokenCount), below
     40,000 (the old code always cut to 8,000 + 32,000 characters)."""
-    prov = FakeProvider("<state_snapshot>S</state_snapshot>")
+    prov = FakeSummarizer("<state_snapshot>S</state_snapshot>")
     window = 30_000
     ctx = ctx_for(window=window, output=2_000, summarizer=prov, function_response_budget=20_000, verify_probe=False)
     p = strategies.compact(_near_window_session(), NAME, None, ctx)
@@ -249,7 +249,7 @@ def test_a_previous_request_past_the_window_counts_as_one_that_left_room_for_the
     """A forced cut past the window: the stand-in for lastPromptTokenCount is capped at W − O (a served
     request left room for its reply), so the threshold is 4 × O (bounded by the setting), never the ≤ 0
     that made "truncated" texts longer than their originals."""
-    prov = FakeProvider("<state_snapshot>S</state_snapshot>")
+    prov = FakeSummarizer("<state_snapshot>S</state_snapshot>")
     window, output = 20_000, 2_000
     ctx = ctx_for(window=window, output=output, summarizer=prov, function_response_budget=20_000, verify_probe=False)
     p = strategies.compact(_near_window_session(), NAME, None, ctx)
@@ -300,7 +300,7 @@ def test_fires_at_half_the_token_limit():
 
 def test_summary_request_shape_and_verification_probe():
     """'should compress if over token threshold with verification turn': two calls, the second's answer used."""
-    prov = FakeProvider("<state_snapshot>S</state_snapshot>")
+    prov = FakeSummarizer("<state_snapshot>S</state_snapshot>")
     p = strategies.compact(session(), NAME, None, ctx_for(summarizer=prov))
     assert len(prov.requests) == 2
     req, vreq = prov.requests
@@ -337,13 +337,13 @@ def test_anchored_instruction_with_previous_snapshot():
             ("assistant", "msg4"),
         ]
     )
-    prov = FakeProvider()
+    prov = FakeSummarizer()
     strategies.compact(sess, NAME, None, ctx_for(summarizer=prov))
     assert prov.requests[0].messages[-1]["content"].startswith("A previous <state_snapshot> exists")
 
 
 def test_next_request_layout():
-    p = strategies.compact(session(), NAME, None, ctx_for(summarizer=FakeProvider("SNAP")))
+    p = strategies.compact(session(), NAME, None, ctx_for(summarizer=FakeSummarizer("SNAP")))
     kinds = [s.kind for s in p.segments]
     assert kinds[:5] == ["system", "tools", "user_original", "summary", "header"]
     assert p.segments[3].text == "SNAP" and p.segments[3].role == "user"
@@ -357,7 +357,7 @@ def test_next_request_layout():
 def test_empty_verification_falls_back_to_first_summary():
     """'should fall back to initial summary if verification response is empty'."""
 
-    class Two(FakeProvider):
+    class Two(FakeSummarizer):
         def summarize(self, request):
             super().summarize(request)
             from compaction_lab.summarize import SummaryResult
@@ -371,7 +371,7 @@ def test_empty_verification_falls_back_to_first_summary():
 def test_inflated_count_rejected_keeps_history():
     """'should return FAILED if new token count is inflated': upstream keeps the history unchanged."""
     sess = make_session([("user", "msg1"), ("assistant", "msg2"), ("user", "msg3"), ("assistant", "msg4")])
-    p = strategies.compact(sess, NAME, None, ctx_for(summarizer=FakeProvider("a " * 5000)))
+    p = strategies.compact(sess, NAME, None, ctx_for(summarizer=FakeSummarizer("a " * 5000)))
     assert p.notes["compression_status"] == "COMPRESSION_FAILED_INFLATED_TOKEN_COUNT"
     assert "summary" not in [s.kind for s in p.segments]
 
@@ -418,10 +418,9 @@ def test_call_arguments_nested_past_the_bound_are_kept_as_text():
     ``{"input": <the recorded text>}``, as any arguments that are not JSON do."""
     import json
 
-    from deep_json import HOSTILE_DEPTH, deep_array
-
     from compaction_lab.core.bounded_json import MAX_DEPTH
     from compaction_lab.core.session import Record
+    from tests.deep_json import HOSTILE_DEPTH, deep_array
 
     def call(args: str) -> dict:
         return g._call_part(Record("s", "e", 0, 0, "tool_call", f"bash {args}", tool="bash"))["functionCall"]

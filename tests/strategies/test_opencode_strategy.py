@@ -6,7 +6,6 @@ import json
 import math
 
 import pytest
-from conftest import FIXTURES, FakeProvider, make_session
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -20,17 +19,18 @@ from compaction_lab.strategies import opencode as oc
 from compaction_lab.strategies.base import COMPACTION_FAILED, CompactionContext, est_chars4, record_messages
 from compaction_lab.strategies.trigger import opencode_tail_budget
 from compaction_lab.summarize import NoSummarizer
+from tests.helpers import FIXTURES, FakeSummarizer, make_session
 
 SHAPE = CallShape("t", "You are the test agent.", ({"type": "function", "function": {"name": "bash"}},))
 LOCAL_FIXTURES = FIXTURES
 
 
-def FixedProvider(text: str = "SUMMARY-TEXT", name: str = "fake", stand_in: bool = False) -> FakeProvider:
-    return FakeProvider(text, name, stand_in, usage=(50, 0, 9))
+def FixedProvider(text: str = "SUMMARY-TEXT", name: str = "fake", stand_in: bool = False) -> FakeSummarizer:
+    return FakeSummarizer(text, name, stand_in, usage=(50, 0, 9))
 
 
-def BrokenProvider() -> FakeProvider:
-    return FakeProvider(name="broken", error=TimeoutError("slow"))
+def BrokenProvider() -> FakeSummarizer:
+    return FakeSummarizer(name="broken", error=TimeoutError("slow"))
 
 
 def ctx(**kw) -> CompactionContext:
@@ -1107,7 +1107,7 @@ def test_property_projection_fits_and_is_verbatim(session, window, prune, data):
     by_id = {r.entry_id: r for r in hist}
     req = p.summary_request
     assert req.shape == "dedicated" and req.tools == () and len(req.messages) == 1
-    failed = (isinstance(prov, FakeProvider) and prov.name == "broken") or p.notes["request_overflow"]
+    failed = (isinstance(prov, FakeSummarizer) and prov.name == "broken") or p.notes["request_overflow"]
     assert (p.notes["compaction_failed"] is not None) == failed
     if failed:  # upstream does not compact: the live history as it was, no summary, no continue message
         lh = oc.live_history(session, cut)
@@ -1288,9 +1288,8 @@ def test_tool_args_nested_past_the_bound_are_kept_as_text():
     parsed; deeper ones are the recorded text, which `tool_call_text` then shows as it was recorded."""
     import json
 
-    from deep_json import HOSTILE_DEPTH, deep_object
-
     from compaction_lab.core.bounded_json import MAX_DEPTH
+    from tests.deep_json import HOSTILE_DEPTH, deep_object
 
     def rec(args: str) -> Record:
         return Record("s", "e", 0, 0, "tool_call", f"bash {args}", tool="bash")

@@ -14,7 +14,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, PUBLIC_FIXTURES, FakeProvider, make_session
 
 from compaction_lab import strategies
 from compaction_lab.core.projection import STAND_IN_LABEL
@@ -24,6 +23,7 @@ from compaction_lab.strategies import pi_agent as pa
 from compaction_lab.strategies.base import ESTIMATORS, CompactionContext
 from compaction_lab.summarize import NoSummarizer
 from compaction_lab.summarize.extractive import ExtractiveSummarizer, empty_template
+from tests.helpers import FIXTURES, PUBLIC_FIXTURES, FakeSummarizer, make_session
 
 NAME = "pi"
 LOCAL_FIXTURES = FIXTURES
@@ -433,7 +433,7 @@ def test_foreign_summary_restarts_the_context():
     )
     live = pa.live_history(s, len(s.records), ctx_for())
     assert [r.text for r in live] == ["FOREIGN SUMMARY", "new request", "new answer"]
-    prov = FakeProvider()
+    prov = FakeSummarizer()
     compact(s, ctx_for(summarizer=prov))
     (req,) = prov.requests
     text = req.messages[0]["content"]
@@ -481,7 +481,7 @@ def long_session(turns=8, size=16000):
 def test_summary_request_is_dedicated():
     """generateSummary (compaction.ts:520-577): its own system prompt, no tools, ONE user message:
     <conversation> … </conversation>, then the prompt; maxTokens = floor(0.8 × reserveTokens)."""
-    prov = FakeProvider()
+    prov = FakeSummarizer()
     p = compact(long_session(), ctx_for(summarizer=prov))
     (req,) = prov.requests
     assert req is p.summary_request and req.shape == "dedicated" and req.tools == ()
@@ -498,7 +498,7 @@ def test_summary_request_is_dedicated():
 
 def test_custom_instructions_are_appended():
     """compaction.ts:533-535: ``Additional focus: …`` after the prompt."""
-    prov = FakeProvider()
+    prov = FakeSummarizer()
     compact(long_session(), ctx_for(summarizer=prov, custom_instructions="the billing code"))
     assert prov.requests[0].messages[0]["content"].endswith("\n\nAdditional focus: the billing code")
 
@@ -506,7 +506,7 @@ def test_custom_instructions_are_appended():
 def test_prompt_files_give_exact_text(tmp_path):
     f = tmp_path / "p.txt"
     f.write_text("EXACT UPSTREAM PROMPT")
-    prov = FakeProvider()
+    prov = FakeSummarizer()
     compact(long_session(), ctx_for(summarizer=prov, prompt_file=str(f)))
     assert prov.requests[0].messages[0]["content"].endswith("EXACT UPSTREAM PROMPT")
 
@@ -518,7 +518,7 @@ def test_next_request_summary_message_then_kept_entries_verbatim():
     """buildSessionContext + convertToLlm (session-manager.ts:383-406, messages.ts:176-183): one user message
     PREFIX + summary + SUFFIX, then the kept entries from firstKeptEntryId, verbatim."""
     s = long_session()
-    p = compact(s, ctx_for(summarizer=FakeProvider("THE SUMMARY")))
+    p = compact(s, ctx_for(summarizer=FakeSummarizer("THE SUMMARY")))
     kinds = [seg.kind for seg in p.segments]
     assert kinds[:5] == ["system", "tools", "header", "summary", "header"]
     assert set(kinds[5:]) == {"tail"}
@@ -542,7 +542,7 @@ def test_next_request_summary_message_then_kept_entries_verbatim():
 
 def test_summary_carries_file_lists():
     """compact (compaction.ts:761-763): the read/modified lists of the summarised part are appended."""
-    p = compact(long_session(), ctx_for(summarizer=FakeProvider("S")))
+    p = compact(long_session(), ctx_for(summarizer=FakeSummarizer("S")))
     (seg,) = [x for x in p.segments if x.kind == "summary"]
     assert seg.text.startswith("S\n\n<modified-files>\nsrc/f0.py\n")
     assert p.notes["read_files"] == []  # every read file was also edited
@@ -585,7 +585,7 @@ def split_session():
 def test_split_turn_two_requests_merged():
     """compact (compaction.ts:730-747): history and turn-prefix summaries, merged with the split-turn
     separator; the prefix request has floor(0.5 × reserve) tokens and the turn-prefix prompt."""
-    prov = FakeProvider("PART")
+    prov = FakeSummarizer("PART")
     p = compact(split_session(), ctx_for(summarizer=prov))
     assert p.notes["is_split_turn"]
     hist, prefix = prov.requests
@@ -609,7 +609,7 @@ def test_split_turn_without_history_says_no_prior_history():
             for r in split_session().records[2:]
         ]
     )
-    prov = FakeProvider("PREFIX")
+    prov = FakeSummarizer("PREFIX")
     p = compact(s, ctx_for(summarizer=prov))
     (req,) = prov.requests
     assert req.template == pa.TURN_PREFIX_TEMPLATE and p.summary_request is req
@@ -620,7 +620,7 @@ def test_split_turn_without_history_says_no_prior_history():
 def test_checkpoint_replay_of_a_split_turn_gives_the_same_summary():
     """The receipt holds the merged body; a replay (`strategies._Replay`) answers the main request with it
     and the prefix is not asked again."""
-    c = ctx_for(summarizer=FakeProvider("PART"))
+    c = ctx_for(summarizer=FakeSummarizer("PART"))
     first = compact(split_session(), c)
     again = compact(split_session(), ctx_for(summarizer=strategies._Replay(first.receipt)))
     assert again.receipt.request_fingerprint == first.receipt.request_fingerprint
@@ -635,7 +635,7 @@ def test_second_compaction_uses_previous_summary_and_pin_behaviour():
     summary is the previousSummary (update prompt); what it kept before its entry (e08, e09) is neither
     summarised nor kept (upstream's behaviour at the pin, fixed later: earendil-works/pi#2608)."""
     s = load(TWO)
-    prov = FakeProvider()
+    prov = FakeSummarizer()
     p = compact(s, ctx_for(summarizer=prov))
     (req,) = prov.requests
     text = req.messages[0]["content"]
@@ -651,9 +651,9 @@ def test_keep_previous_kept_parameter():
     """``keep_previous_kept`` (earendil-works/pi compaction.ts @00e68365): the search starts at the previous
     compaction's first kept entry, so e08/e09 stay."""
     s = load(TWO)
-    p = compact(s, ctx_for(summarizer=FakeProvider(), keep_previous_kept=True))
+    p = compact(s, ctx_for(summarizer=FakeSummarizer(), keep_previous_kept=True))
     assert [seg.entry_ids[0] for seg in p.segments if seg.kind == "tail"] == ["e08", "e09", "e11", "e12"]
-    p = compact(s, ctx_for(summarizer=FakeProvider(), keep_previous_kept=True, keep_recent_tokens=3))
+    p = compact(s, ctx_for(summarizer=FakeSummarizer(), keep_previous_kept=True, keep_recent_tokens=3))
     assert [seg.entry_ids[0] for seg in p.segments if seg.kind == "tail"] == ["e12"]
     prov = p.summary_request
     assert (
@@ -666,7 +666,7 @@ def test_nothing_to_do_right_after_a_compaction():
     """prepareCompaction returns undefined when the last entry is a compaction (compaction.ts:605-607)."""
     s = load(TWO)
     cut = [r for r in s.records if r.entry_id == "e10"][0].source_order + 1
-    prov = FakeProvider()
+    prov = FakeSummarizer()
     p = compact(s, ctx_for(summarizer=prov), cut=cut)
     assert prov.requests == [] and p.summary_request is None and p.notes["skipped"]
     assert [seg.kind for seg in p.segments][:5] == ["system", "tools", "header", "summary", "header"]
@@ -726,10 +726,9 @@ def test_default_chain_keeps_about_twenty_thousand_estimated_tokens(chain):
 def test_arguments_nested_past_the_bound_are_kept_as_text():
     """Was: `RecursionError` from `json.loads` for ``"[" * 100000 + "]" * 100000``. Arguments nested up to
     `bounded_json.MAX_DEPTH` are parsed; deeper ones are the recorded text, a plain string."""
-    from deep_json import HOSTILE_DEPTH, deep_array
-
     from compaction_lab.core.bounded_json import MAX_DEPTH
     from compaction_lab.core.session import Record
+    from tests.deep_json import HOSTILE_DEPTH, deep_array
 
     def parts(args: str):
         return pa.tool_call_parts(Record("s", "e", 0, 0, "tool_call", f"bash {args}", tool="bash"))

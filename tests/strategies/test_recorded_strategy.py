@@ -8,14 +8,14 @@ is compared with an expectation built by hand from that agent's rules.
 from __future__ import annotations
 
 import pytest
-from conftest import FIXTURES
-from recorded_expectations import EXPECTED, FILES, MODELS, S, load
 
 from compaction_lab import ingest, strategies
 from compaction_lab.core.projection import projection_from_json
 from compaction_lab.ingest.base import SessionBuilder
 from compaction_lab.strategies import recorded
 from compaction_lab.strategies.base import CompactionContext
+from tests.helpers import FIXTURES
+from tests.recorded_expectations import EXPECTED, FILES, MODELS, S, load
 
 
 @pytest.mark.parametrize("agent", sorted(FILES))

@@ -1,12 +1,12 @@
 """The strategy registry, and every strategy on real fixture sessions and the default chains."""
 
 import pytest
-from conftest import PUBLIC_FIXTURES, make_session
 
 from compaction_lab import strategies, summarize
 from compaction_lab.core.projection import AUTHORED_KINDS
 from compaction_lab.ingest import ImportReport, load_sessions, synthetic
 from compaction_lab.strategies import CompactionContext
+from tests.helpers import PUBLIC_FIXTURES, make_session
 
 LISTED = {
     "futureos-deterministic",
@@ -90,7 +90,7 @@ def test_compact_uses_the_sessions_own_system_prompt():
 @pytest.fixture(scope="module")
 def deep_session(tmp_path_factory):
     """A Codex session whose calls carry JSON nested 100,000 levels inside strings (`deep_json.rollout_lines`)."""
-    from deep_json import write_rollout
+    from tests.deep_json import write_rollout
 
     report = ImportReport()
     (s,) = load_sessions(write_rollout(tmp_path_factory.mktemp("deep")), report)

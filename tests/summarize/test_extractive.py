@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import PUBLIC_FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +25,7 @@ from compaction_lab.summarize.extractive import (
     request_text,
     template_for,
 )
+from tests.helpers import PUBLIC_FIXTURES
 
 COUNT = counter().count
 TEMPLATE_NAMES = ("futureos-handoff", "codex-handoff", "opencode-template", "claude-code-9", "no-such-template")

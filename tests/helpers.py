@@ -1,0 +1,82 @@
+"""What several test modules share: the fixture folders, hand-made sessions, a fake summarizer.
+
+Fixtures (pytest's) stay in ``conftest.py``; plain helpers live here and are imported
+(``from tests.helpers import make_session``).
+"""
+
+from __future__ import annotations
+
+from compaction_lab.core.paths import REPO_ROOT
+from compaction_lab.core.session import Record, Session
+
+#: The suite's own fixtures (tests/fixtures/), wherever a test file sits in the tree.
+FIXTURES = REPO_ROOT / "tests" / "fixtures"
+#: Real public agent sessions of other projects (pi, Claude Code, SWE-agent), copied into the repository;
+#: where each comes from is in tests/fixtures/SOURCES.md.
+PUBLIC_FIXTURES = FIXTURES / "public"
+
+
+def question_of(fact, case_id: str):
+    """A synthetic chain's planted fact (or decoy) as the exam's `Question` in case `case_id`."""
+    from compaction_lab.exam.types import Question
+
+    return Question(
+        id=fact.fact_id,
+        case_id=case_id,
+        pointer=fact.pointer,
+        category=fact.category,
+        prompt=fact.question,
+        answer=fact.value,
+        aliases=fact.aliases,
+        source_entry_id=fact.entry_id,
+        source_order=fact.source_order,
+        decoy=fact.is_decoy,
+    )
+
+
+def make_session(items: list[tuple], session_id: str = "s1", source_format: str = "test") -> Session:
+    """Build a session from (kind, text[, extra-fields dict]) tuples, one record per item."""
+    recs = []
+    for i, item in enumerate(items):
+        kind, text = item[0], item[1]
+        extra = item[2] if len(item) > 2 else {}
+        recs.append(
+            Record(
+                session_id=session_id, entry_id=f"e{i}", block_index=0, source_order=i, kind=kind, text=text, **extra
+            )
+        )
+    return Session(id=session_id, source_format=source_format, records=tuple(recs))
+
+
+class FakeSummarizer:
+    """A summarizer for strategy tests: records every request, answers a fixed text or raises.
+
+    Parameters
+    ----------
+    text : str
+        The summary it answers.
+    name, stand_in : provider identity as receipts and labels show it.
+    error : Exception, optional
+        Raised instead of answering (an unreachable or failing endpoint).
+    usage : (input, cached, output) tokens it reports.
+    """
+
+    def __init__(
+        self,
+        text: str = "SUMMARY TEXT",
+        name: str = "fake",
+        stand_in: bool = False,
+        error: Exception | None = None,
+        usage: tuple[int, int, int] = (1000, 0, 10),
+    ):
+        self.text, self.name, self.stand_in, self.error, self.usage = text, name, stand_in, error, usage
+        self.requests: list = []
+
+    def summarize(self, request):
+        from compaction_lab.summarize import SummaryResult
+
+        self.requests.append(request)
+        if self.error is not None:
+            raise self.error
+        inp, cached, out = self.usage
+        return SummaryResult(self.text, input_tokens=inp, cached_tokens=cached, output_tokens=out)
