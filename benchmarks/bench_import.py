@@ -320,14 +320,23 @@ def heavy_tail(r: random.Random, median: float, sigma: float, lo: int, hi: int) 
 
 
 class RolloutWriter:
-    """Writes Codex rollout lines (compact JSON, serde field order) and counts what it wrote."""
+    """Writes Codex rollout lines (compact JSON, serde field order) and counts what it wrote.
 
-    def __init__(self, f, pools: Pools, rng: random.Random):
-        self.f, self.p, self.r = f, pools, rng
+    ``pools`` may be None for a writer that only calls `emit`/`item` (bench_engine's); `session` needs them.
+    """
+
+    def __init__(self, f, pools: Pools | None, rng: random.Random):
+        self.f, self._pools, self.r = f, pools, rng
         self.bytes = 0
         self.lines = 0
         self.t = 1757840000.0  # 2025-09-14, advanced per line
         self.dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+    @property
+    def p(self) -> Pools:
+        """Return the text pools (the session pieces draw from them)."""
+        assert self._pools is not None, "this writer was built without pools: only emit/item work"
+        return self._pools
 
     def _ts(self) -> str:
         self.t += self.r.random() * 3
@@ -741,6 +750,7 @@ def main(argv: list[str] | None = None) -> int:
             t, r = run_child("tally", path), run_child("raw", path)
             tal = t if tal is None or t["seconds"] < tal["seconds"] else tal
             raw = r if raw is None or r["seconds"] < raw["seconds"] else raw
+        assert tal is not None and raw is not None  # repeat >= 1, so the loop ran
 
         rss_target = max(RSS_SHARE * gen["bytes"] / 2**20, RSS_FLOOR_MIB)
         rss_label = f"< {rss_target:.0f} MiB (25% of file, min {RSS_FLOOR_MIB:.0f})"

@@ -21,6 +21,10 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 #: Debian's chromium package installs its launcher here.
 SYSTEM_CHROMIUM = Path("/usr/bin/chromium")
@@ -194,7 +198,7 @@ class _Open:
     """A page being checked and what it has recorded so far."""
 
     path: Path
-    page: object
+    page: Page
     seen: list[str]
     errors: list[str]
     failed: str | None = None
@@ -254,7 +258,7 @@ def check_pages(paths: list[Path], timeout_s: float = 30, batch: int = 6) -> lis
 
     def _settle_and_scan(job: _Open) -> PageCheck:
         page = job.page
-        scan = {"figures": 0, "empty": [job.failed]} if job.failed else None
+        scan: dict[str, Any] | None = {"figures": 0, "empty": [job.failed]} if job.failed else None
         try:
             if scan is None:
                 try:

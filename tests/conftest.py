@@ -106,10 +106,10 @@ def permission_bits(monkeypatch):
     """Make the owner's read permission bite even for root.
 
     The suite may run as root, for whom ``chmod 000`` denies nothing: this fixture makes the owner's read
-    bit bite in the library's one ``open`` (`ingest.base`) and in ``os.scandir``, as the kernel does for
+    bit bite in the library's one ``open`` (`ingest.files`) and in ``os.scandir``, as the kernel does for
     everyone else. As a normal user it does nothing and the kernel denies for real.
     """
-    from compaction_lab.ingest import base
+    from compaction_lab.ingest import files
 
     if os.geteuid() != 0:
         return
@@ -125,5 +125,5 @@ def permission_bits(monkeypatch):
             raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
         return real_scandir(path)
 
-    monkeypatch.setattr(base, "open", guarded_open, raising=False)
+    monkeypatch.setattr(files, "open", guarded_open, raising=False)
     monkeypatch.setattr(os, "scandir", guarded_scandir)

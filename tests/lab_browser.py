@@ -34,8 +34,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tests.browser import CHROMIUM_ARGS, is_local, require_chromium
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 #: Seconds for the server to answer /api/status (first start compiles nothing, but 2 cores are slow).
 SERVER_START_S = 60.0
@@ -144,7 +148,7 @@ def _status_ok(origin: str, token: str) -> bool:
         return False
 
 
-def _api(server: LabServer, method: str, path: str) -> object:
+def _api(server: LabServer, method: str, path: str) -> Any:
     req = urllib.request.Request(server.url(path), method=method)
     with urllib.request.urlopen(req, timeout=5) as resp:
         body = resp.read()
@@ -274,7 +278,7 @@ class LabPage:
         Console messages of type error and uncaught page exceptions.
     """
 
-    page: object
+    page: Page
     server: LabServer
     external_requests: list[str] = field(default_factory=list)
     console_errors: list[str] = field(default_factory=list)

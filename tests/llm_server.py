@@ -42,6 +42,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -139,7 +140,7 @@ def _wait_ready(proc: subprocess.Popen, base_url: str, timeout: float) -> None:
         if code is not None:
             raise RuntimeError(
                 f"llama_cpp.server exited with code {code} before answering "
-                f"({' '.join(map(str, proc.args))}):\n{_tail(log_path)}"
+                f"({' '.join(map(str, cast('list[str]', proc.args)))}):\n{_tail(log_path)}"
             )
         try:
             with urllib.request.urlopen(f"{base_url}/models", timeout=2) as resp:
@@ -185,6 +186,7 @@ class LlamaServer:
     def start(self) -> str:
         if self.process is None:
             self.base_url, self.process = start_server(**self.kwargs)
+        assert self.base_url is not None  # set together with the process
         return self.base_url
 
     def log_tail(self, lines: int = 40) -> str:

@@ -3,6 +3,7 @@
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from compaction_lab import cli
 
@@ -62,7 +63,8 @@ def _first_single_block_tool_result(path: Path) -> tuple[int, str]:
     for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         obj = json.loads(line)
         msg = obj.get("message") or {}
-        blocks = msg.get("content") if isinstance(msg.get("content"), list) else []
+        content = msg.get("content")
+        blocks: list[Any] = content if isinstance(content, list) else []
         if (
             obj.get("type") == "message"
             and msg.get("role") == "toolResult"

@@ -611,7 +611,9 @@ def test_an_engine_error_from_any_command_is_one_line_and_exit_2(monkeypatch, ca
             return engine.open_engine(address, announce=False)
 
         # A command that does not catch the engine's error itself (here: `history search`, stood in for).
-        monkeypatch.setattr(cli, "_cmd_history_search", reaches_a_wrong_scheduler)
+        from compaction_lab.cli import sessions as cli_sessions
+
+        monkeypatch.setattr(cli_sessions, "_cmd_history_search", reaches_a_wrong_scheduler)
         assert cli.main(["history", "search", "anything"]) == 2
     err = capsys.readouterr().err
     assert err.strip().splitlines() == [

@@ -1,9 +1,13 @@
-"""The package's import graph: no cycles, no private names borrowed across modules.
+"""The package's import graph: stages import downward only, no cycles, no private names borrowed.
 
 Every ``import`` / ``from … import`` of the library is read with `ast` — at module level and
 inside functions (a lazy import still ties two modules together) — and resolved to the module it
-names. Two rules:
+names. Three rules:
 
+* **Downward only.** Every module belongs to a stage (`compaction_lab.STAGES`, the one place the order
+  is declared: its package, or itself for a top-level module) and imports only from its own stage or
+  an earlier one — at module level or inside a function; ``if TYPE_CHECKING:`` imports are exempt (never
+  executed). So nothing imports the renderer (`report`) but the runner (`run`) and the command line.
 * **No cycle.** A module never reaches itself through the imports of the modules it imports.
   Imports under ``if TYPE_CHECKING:`` are for the type checker only (never executed): they are not
   followed for cycles, but they are checked for private names like any other.
@@ -17,6 +21,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from compaction_lab import STAGES
 from compaction_lab.core.paths import REPO_ROOT
 
 LIB = REPO_ROOT / "lib"
@@ -44,13 +49,20 @@ def _is_type_checking(node: ast.AST) -> bool:
     return isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
 
 
-def import_graph() -> tuple[dict[str, set[str]], list[tuple[str, str, str]]]:
-    """Module -> modules it imports (library only); and every private name imported from another module."""
+def import_graph(
+    planted: dict[str, str] | None = None,
+) -> tuple[dict[str, set[str]], list[tuple[str, str, str]]]:
+    """Module -> modules it imports (library only); and every private name imported from another module.
+
+    `planted` replaces the source of named modules (a negative control reads a planted import exactly as it
+    reads the library's own).
+    """
     mods = _modules()
     graph: dict[str, set[str]] = {m: set() for m in mods}
     private: list[tuple[str, str, str]] = []
     for mod, (path, is_pkg) in mods.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        source = (planted or {}).get(mod)
+        tree = ast.parse(source if source is not None else path.read_text(encoding="utf-8"))
         typing_only = {id(n) for block in ast.walk(tree) if _is_type_checking(block) for n in ast.walk(block)}
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -110,6 +122,49 @@ def _allowed(importer: str, source: str) -> bool:
     pkg, _, leaf = source.rpartition(".")
     importer_pkg = importer if _modules()[importer][1] else importer.rpartition(".")[0]
     return leaf.startswith("_") and pkg == importer_pkg
+
+
+def stage(module: str) -> int:
+    """The index in `STAGES` of the stage `module` belongs to (-1: the package root)."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return -1
+    return STAGES.index(parts[1])
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Every (importer, imported) pair where the imported module sits in a later stage."""
+    return sorted((m, t) for m, targets in graph.items() for t in targets if stage(t) > stage(m))
+
+
+def test_every_module_belongs_to_a_declared_stage():
+    unplaced = sorted({m.split(".")[1] for m in _modules() if "." in m} - set(STAGES))
+    assert unplaced == [], f"declare these in compaction_lab.STAGES: {unplaced}"
+
+
+def test_stages_import_downward_only():
+    assert upward_imports(import_graph()[0]) == []
+
+
+def test_only_the_runner_and_the_command_line_import_the_report():
+    importers = {
+        m.split(".")[1] for m, targets in import_graph()[0].items() for t in targets if t.split(".")[1:2] == ["report"]
+    }
+    assert importers <= {"report", "run", "cli"}, importers
+
+
+def test_the_direction_check_catches_a_planted_upward_import():
+    """Negative control: an import of the renderer inside a function of `core` (lazy, so no cycle at import
+    time) is flagged; the same import under ``if TYPE_CHECKING:`` is not."""
+    target = "compaction_lab.core.paths"
+    original = (LIB / "compaction_lab" / "core" / "paths.py").read_text(encoding="utf-8")
+    lazy = original + "\n\ndef _planted():\n    from compaction_lab.report import charts\n\n    return charts\n"
+    assert ("compaction_lab.core.paths", "compaction_lab.report.charts") in upward_imports(
+        import_graph({target: lazy})[0]
+    )
+    typing_only = original + "\n\nif TYPE_CHECKING:\n    from compaction_lab.report import charts\n"
+    assert upward_imports(import_graph({target: typing_only})[0]) == []
+    assert stage("compaction_lab") < stage("compaction_lab.core.paths") < stage("compaction_lab.run.runner")
 
 
 def test_no_import_cycles():

@@ -1,12 +1,17 @@
 """environment.yml and pyproject.toml list the same dependencies; the Makefile and CI agree with the README."""
 
 import re
+import sys
 from pathlib import Path
 
-import tomllib
 import yaml
 
 from compaction_lab.core.paths import REPO_ROOT
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10 (requires-python) has no tomllib; tomli is the package it was taken from
+    import tomli as tomllib
 
 
 def _name(req: str) -> str:

@@ -58,7 +58,7 @@ def test_manifest_covers_shapes_strategies_and_exam():
     assert set(m["shapes"]) == {"synthetic-agent", "coding-agent"}
     assert m["default_shape"] == "synthetic-agent" == CallShape.default().name
     sent = {k: v["shape"] for k, v in m["summary"].items() if v is not None}
-    assert sent == dict(verify.DOCUMENTED_REQUEST_SHAPES)
+    assert sent == verify.documented_request_shapes()
     assert m["summary"]["futureos-deterministic"] is None and m["summary"]["full"] is None
     # Gemini CLI sends its snapshot request, then the verification probe; Aider's recursion runs once
     # under the canonical soft limit (VERIFY_PARAMS); every other arm sends one request.

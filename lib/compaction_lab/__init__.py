@@ -1,19 +1,24 @@
 """compaction-lab: measure what LLM-agent context compaction keeps, costs and loses.
 
-The package's top level is the data flow, one room per stage:
+The package's top level is the data flow, one room per stage, in `STAGES` order; a module imports only
+from its own stage or an earlier one (``tests/test_imports.py`` checks it, lazy imports included):
 
-``core/``        records and sessions, projections, the report tokenizer, paths
-``ingest/``      agent logs and synthetic chains -> sessions (``sources``: a run's sessions)
-``composition``  what fills the window, where follow-ups point
-``strategies/``  what each compaction keeps (one module per arm; labels, anatomy tables)
-``summarize/``   who writes summaries (none, the extractive stand-in, a model)
-``exam/``        questions, readers, grading, the closed- and open-book exams, statistics
-``cost/``        prices, prefix-cache simulators, the cost model
-``report/``      run folders, figures, the shared report, profile runs and their parameters
-
-Beside the flow: ``endpoints/`` (model endpoints, usage, the call ledger), ``store/`` (SQLite
-checkpoints and the archive of originals), ``privacy/`` (redaction), and the command-line tools
-(``cli``, ``capture``, ``verify``).
+``core/``         records and sessions, projections, the report tokenizer, paths, the run folder's layout,
+                  the one registry pattern
+``privacy/``      redaction and secret masking
+``store/``        SQLite checkpoints and the archive of originals
+``engine``        where heavy work runs (this process or a Dask cluster)
+``endpoints/``    OpenAI-compatible model endpoints, price tables, usage, the call ledger
+``ingest/``       agent logs and synthetic chains -> sessions (``sources``: a run's sessions)
+``tally``, ``capture``, ``composition``  token tallies, capturing sessions, what fills the window
+``summarize/``    summarizers: who writes summaries (none, the extractive stand-in, a model)
+``strategies/``   what each compaction keeps (one module per arm; labels, anatomy tables)
+``exam/``         questions, readers, grading, the exams, statistics
+``cost/``         prefix-cache simulators, the cost model
+``verify``        the faithfulness check of the arms' requests
+``report/``       figures, the shared report, the run folder's pages (rendering only)
+``run/``          profiles and parameters, running the chain and sweeps, the dry-run plan, doctor
+``cli/``          the command line
 
 Modules that lived at the top level before this layout stay importable under their old names
 (``from compaction_lab import charts`` is ``compaction_lab.report.charts``), so notebooks written
@@ -26,6 +31,28 @@ import importlib
 from typing import Any
 
 __version__ = "0.1.0"
+
+#: The stages, earliest first: each package or top-level module of the library belongs to one, and imports
+#: only from its own stage or an earlier one (the package root, which holds only this, is below them all).
+STAGES: tuple[str, ...] = (
+    "core",
+    "privacy",
+    "store",
+    "engine",
+    "endpoints",
+    "ingest",
+    "tally",
+    "capture",
+    "composition",
+    "summarize",
+    "strategies",
+    "exam",
+    "cost",
+    "verify",
+    "report",
+    "run",
+    "cli",
+)
 
 #: Earlier top-level module names -> their home now.
 MOVED: dict[str, str] = {

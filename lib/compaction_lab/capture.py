@@ -36,7 +36,8 @@ from compaction_lab.core.shapes import (
     write_shape,
 )
 from compaction_lab.core.text import content_text
-from compaction_lab.ingest.base import ImportReport, iter_jsonl
+from compaction_lab.ingest.files import iter_jsonl
+from compaction_lab.ingest.import_report import ImportReport
 
 #: Roles whose messages make up the system prompt of a request.
 SYSTEM_ROLES = frozenset({"system", "developer"})
@@ -61,7 +62,7 @@ CaptureError = ShapeError
 
 
 def tool_name(tool: Mapping[str, Any]) -> str:
-    """A tool definition's name (chat form, flat Responses form, or its type for hosted tools)."""
+    """Return a tool definition's name (chat form, flat Responses form, or its type for hosted tools)."""
     fn = tool.get("function")
     if isinstance(fn, Mapping) and isinstance(fn.get("name"), str):
         return fn["name"]
@@ -76,7 +77,7 @@ def _is_body(obj: Any) -> TypeGuard[Mapping[str, Any]]:
 
 
 def request_body(data: Any) -> Mapping[str, Any]:
-    """The request body inside `data`: `data` itself, or the body a wrapper holds.
+    """Find the request body inside `data`: `data` itself, or the body a wrapper holds.
 
     A wrapper is a logged HTTP request such as ``{"headers": {...}, "body":
     {...}}``; its body may also be a JSON string. Nothing outside the body is
@@ -156,7 +157,7 @@ def _tools_of(body: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
 
 
 def shape_from_request(body: Mapping[str, Any], name: str) -> CallShape:
-    """The call shape of an OpenAI-style request body.
+    """Capture the call shape of an OpenAI-style request body.
 
     Parameters
     ----------
@@ -197,7 +198,7 @@ def shape_from_request(body: Mapping[str, Any], name: str) -> CallShape:
 
 
 def load_json_file(path: str | Path) -> Any:
-    """A JSON file's content, with a clear error when it is missing or not JSON."""
+    """Load a JSON file's content, with a clear error when it is missing or not JSON."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -224,7 +225,7 @@ def shape_from_request_file(path: str | Path, name: str) -> CallShape:
 
 
 def codex_instructions(path: str | Path) -> tuple[str, str]:
-    """The instructions a Codex rollout recorded, and the ``session_meta`` field they came from.
+    """Read the instructions a Codex rollout recorded, and the ``session_meta`` field they came from.
 
     ``base_instructions.text`` (or a plain ``base_instructions`` string) is
     the system prompt Codex sent. Rollouts older than that field recorded only
@@ -265,7 +266,7 @@ def codex_instructions(path: str | Path) -> tuple[str, str]:
 
 
 def shape_from_codex_session(path: str | Path, name: str) -> CallShape:
-    """The call shape of a Codex CLI rollout (``rollout-*.jsonl``, also ``.jsonl.zst``).
+    """Capture the call shape of a Codex CLI rollout (``rollout-*.jsonl``, also ``.jsonl.zst``).
 
     The system prompt is the session's recorded base instructions
     (`codex_instructions`). The tools are **empty**: Codex does not record

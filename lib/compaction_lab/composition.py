@@ -48,7 +48,7 @@ from compaction_lab.core.excerpt import RECORD_CAP_CHARS, for_stage
 from compaction_lab.core.session import CONTEXT_KINDS, POINTER_OF_KIND, Session
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter, default_tokenizer, resolve_tokenizer
 from compaction_lab.engine import Engine, Handle, open_engine
-from compaction_lab.ingest.base import ImportReport
+from compaction_lab.ingest.import_report import ImportReport
 from compaction_lab.ingest.units import SPAN_BYTES, Admission, Unit
 from compaction_lab.tally import PART_CHARS
 
@@ -79,7 +79,7 @@ def composition_table(
     tokenizer: str | None = None,
     scheduler: str | None = None,
 ) -> pd.DataFrame:
-    """Records, characters and tokens per session x kind.
+    """Count records, characters and tokens per session x kind.
 
     Parameters
     ----------
@@ -239,7 +239,7 @@ def tally(
     engine: Engine | None = None,
     progress: bool = False,
 ) -> Tally:
-    """The composition of session files, read and counted on the engine (``compaction-lab tally``).
+    """Tally the composition of session files, read and counted on the engine (``compaction-lab tally``).
 
     The same table as ``composition_table(load_sessions(paths))`` and the same
     import report, whichever engine runs it: files (and spans of whole sessions
@@ -361,7 +361,7 @@ def overall_by_kind(comp: pd.DataFrame) -> pd.DataFrame:
 
 
 def coarse_view(comp: pd.DataFrame) -> pd.DataFrame:
-    """The three-way view per session and overall.
+    """Reduce the composition to the three-way view per session and overall.
 
     Returns
     -------

@@ -83,7 +83,7 @@ class EngineError(ValueError):
 
 
 def scheduler_setting(flag: str | None = None, profile_value: str | None = None) -> str:
-    """The scheduler to use: the command-line flag, else the environment, else the profile, else ``auto``.
+    """Choose the scheduler: the command-line flag, else the environment, else the profile, else ``auto``.
 
     Parameters
     ----------
@@ -126,7 +126,7 @@ def is_address(setting: str) -> bool:
 
 
 def scheduler_security(address: str) -> Any:
-    """The `distributed.security.Security` a client uses for `address`, from Dask's own settings.
+    """Return the `distributed.security.Security` a client uses for `address`, from Dask's own settings.
 
     Chosen as `distributed.Client` chooses it: the configured
     ``distributed.client.security-loader``, else ``Security()`` read from Dask's
@@ -224,7 +224,7 @@ def check_scheduler(address: str, security: Any = None, timeout: float | None = 
 
 
 def _reason(exc: BaseException) -> str:
-    """An OS or TLS error in a few words (its strerror or reason, not the errno tuple)."""
+    """Say an OS or TLS error in a few words (its strerror or reason, not the errno tuple)."""
     return str(getattr(exc, "reason", None) or getattr(exc, "strerror", None) or exc)
 
 
@@ -318,16 +318,20 @@ def _is_handshake(body: bytes) -> bool:
 
 
 def _shown(data: bytes) -> str:
-    """The first bytes another service sent, for a one-line message (control bytes escaped, cut short)."""
+    """Show the first bytes another service sent, for a one-line message (control bytes escaped, cut short)."""
     return repr(data[:60].decode("latin-1")) + ("..." if len(data) > 60 else "")
 
 
 class Handle(Protocol[T_co]):
     """What `Engine.submit` returns: a `distributed.Future`, or a value already computed here."""
 
-    def result(self) -> T_co: ...
+    def result(self) -> T_co:
+        """Return the task's value, or raise the exception it raised."""
+        ...
 
-    def release(self) -> None: ...
+    def release(self) -> None:
+        """Let go of the value, so the engine need not keep it."""
+        ...
 
 
 @dataclass
@@ -362,10 +366,12 @@ class Engine(AbstractContextManager["Engine"]):
 
     @property
     def dashboard(self) -> str | None:
+        """The Dask dashboard link (None when running in this process)."""
         return getattr(self.client, "dashboard_link", None) if self.client is not None else None
 
     @property
     def distributed(self) -> bool:
+        """Whether tasks run on a Dask cluster (not in this process)."""
         return self.client is not None
 
     def describe(self) -> str:
@@ -429,6 +435,7 @@ class Engine(AbstractContextManager["Engine"]):
         self.client = self._cluster = None
 
     def __exit__(self, *exc: object) -> None:
+        """Close the engine."""
         self.close()
 
 
@@ -485,7 +492,7 @@ def open_engine(
     workers: int | None = None,
     announce: bool = True,
 ) -> Engine:
-    """An engine for one job (close it, or use it as a context manager).
+    """Open an engine for one job (close it, or use it as a context manager).
 
     Parameters
     ----------

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from compaction_lab.core.session import CONTEXT_KINDS
 from compaction_lab.core.tokens import counter
-from compaction_lab.ingest.base import ImportReport
+from compaction_lab.ingest.import_report import ImportReport
 from compaction_lab.ingest.units import Unit
 
 #: Texts of one unit are counted in parts of about this many characters, so one large

@@ -45,7 +45,7 @@ from compaction_lab.core.shapes import LOCK_NAME, CallShape, shape_files
 from compaction_lab.core.text import tool_call_text
 from compaction_lab.exam import open_book, readers, reading
 from compaction_lab.exam.types import Question
-from compaction_lab.strategies.base import CompactionContext
+from compaction_lab.strategies.base import STRATEGIES, CompactionContext
 from compaction_lab.summarize import SummaryResult
 
 #: Version of the manifest layout (bump when the layout, not the content, changes).
@@ -64,17 +64,6 @@ VERIFY_PARAMS: Mapping[str, Any] = {"tail_tokens": 64, "max_chat_history_tokens"
 #: The projection the exam requests are rebuilt from: the uncompacted session, so every
 #: message of it reaches the request.
 EXAM_PROJECTION = "full"
-
-#: Summary-request shape of each strategy, as docs/strategies.md documents it.
-DOCUMENTED_REQUEST_SHAPES: Mapping[str, str] = {
-    "futureos-summarized": "prefix-shared",
-    "codex": "history+instruction",
-    "opencode": "dedicated",
-    "claude-code": "prefix-shared",
-    "pi": "dedicated",
-    "gemini-cli": "own-system+history",
-    "aider": "dedicated-system",
-}
 
 #: What each request shape sends (docs/strategies.md): where its system prompt and tools come
 #: from, and whether the instruction closes the request.
@@ -104,7 +93,7 @@ RECORDED_ANSWER = "(verify: no model was called)"
 
 
 def canonical_session() -> Session:
-    """The fixed session every request is rebuilt from.
+    """Return the fixed session every request is rebuilt from.
 
     It holds each record kind the strategies treat differently: an injected
     AGENTS.md block, user turns with constraints, reasoning, assistant prose,
@@ -184,7 +173,7 @@ def canonical_session() -> Session:
 
 
 def canonical_question() -> Question:
-    """The fixed exam question the reader requests carry."""
+    """Return the fixed exam question the reader requests carry."""
     return Question(
         id="verify-q1",
         case_id="verify-case",
@@ -202,7 +191,7 @@ def _session_sha(session: Session) -> str:
 
 
 def verify_context(shape: CallShape, summarizer: Any) -> CompactionContext:
-    """The compaction context requests are rebuilt with (fixed window, ceiling and params)."""
+    """Return the compaction context requests are rebuilt with (fixed window, ceiling and params)."""
     return CompactionContext(
         window=VERIFY_WINDOW,
         output_ceiling=VERIFY_OUTPUT_CEILING,
@@ -254,7 +243,7 @@ def _keyed_tools(tools: Sequence[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def shape_entry(shape: CallShape) -> dict[str, Any]:
-    """A shape's manifest entry: fingerprints of its system prompt and each tool, and the tool order."""
+    """Return a shape's manifest entry: fingerprints of its system prompt and each tool, and the tool order."""
     return {
         "name": shape.name,
         "fingerprint": shape_fingerprint(shape.system_prompt, shape.tools),
@@ -277,12 +266,13 @@ class RecordingProvider:
         self.requests: list[SummaryRequest] = []
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
+        """Keep `request` and answer the fixed text."""
         self.requests.append(request)
         return SummaryResult(RECORDED_ANSWER)
 
 
 def strategy_prompts(strategy: Any, ctx: CompactionContext) -> dict[str, str]:
-    """The prompt texts a strategy uses, by name.
+    """Return the prompt texts a strategy uses, by name.
 
     Strategies with a ``prompts(ctx)`` method (Codex, OpenCode) say so
     themselves; claude-code exposes ``instruction(ctx)`` (its forked request
@@ -335,7 +325,7 @@ def _instruction_at_end(messages: Sequence[Mapping[str, Any]], prompts: Mapping[
 
 
 def summary_entry(name: str, session: Session, shape: CallShape) -> dict[str, Any] | None:
-    """The manifest entry of one strategy's summary request (None when it sends none)."""
+    """Return the manifest entry of one strategy's summary request (None when it sends none)."""
     recorder = RecordingProvider()
     ctx = verify_context(shape, recorder)
     projection = strategies.compact(session, name, None, ctx)
@@ -366,7 +356,7 @@ def summary_entry(name: str, session: Session, shape: CallShape) -> dict[str, An
 
 
 def open_book_tools(shape_tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The tools an open-book request sends: the shape's, then each history tool it does not already carry."""
+    """Return the tools an open-book request sends: the shape's, then each history tool it lacks."""
     own = [dict(t) for t in shape_tools]
     have = {canonical_json(t) for t in own}
     return own + [dict(t) for t in readers.HISTORY_TOOL_DEFINITIONS if canonical_json(dict(t)) not in have]
@@ -375,7 +365,7 @@ def open_book_tools(shape_tools: Sequence[Mapping[str, Any]]) -> list[dict[str, 
 def reader_request(
     messages: Sequence[Mapping[str, Any]], question: Question, tools: Sequence[Mapping[str, Any]], wording: str = ""
 ) -> dict[str, Any]:
-    """The canonical body of one exam request: the messages as `readers.request_messages` builds them, and tools."""
+    """Return the canonical body of one exam request: messages as `readers.request_messages` builds them, tools."""
     return {"messages": readers.request_messages(messages, question, wording), "tools": [dict(t) for t in tools]}
 
 
@@ -411,7 +401,7 @@ def _request_entry(body: Mapping[str, Any], shape: CallShape, wording: str = "")
 
 
 def exam_entry(session: Session, shape: CallShape) -> dict[str, Any]:
-    """The manifest entry of the exam's reader requests (closed book and the five open-book rounds)."""
+    """Return the manifest entry of the exam's reader requests (closed book and the five open-book rounds)."""
     ctx = verify_context(shape, RecordingProvider())
     projection = strategies.compact(session, EXAM_PROJECTION, None, ctx)
     messages = projection.messages()
@@ -478,10 +468,25 @@ def build_manifest(shapes_dir: str | Path | None = None) -> dict[str, Any]:
     }
 
 
+def documented_request_shapes() -> dict[str, str]:
+    """Return the summary-request shape of each listed arm that documents one, by arm name.
+
+    Each arm declares the shape docs/strategies.md documents for it where it registers
+    (``STRATEGIES.add(..., request_shape=...)``), written out rather than taken from the code
+    that builds the request, so the check below is independent of that code and of the lock.
+    """
+    listed = set(strategies.names())
+    return {
+        e.name: str(e.meta["request_shape"])
+        for e in STRATEGIES.entries()
+        if e.name in listed and "request_shape" in e.meta
+    }
+
+
 def documented_problems(manifest: Mapping[str, Any]) -> tuple[str, ...]:
     """Where a manifest breaks what the specs document (independent of any lock).
 
-    * each strategy of `DOCUMENTED_REQUEST_SHAPES` sends a request of its
+    * each arm of `documented_request_shapes` sends a request of its
       documented shape, and every request follows its shape's rules
       (`REQUEST_SHAPE_RULES`);
     * exam requests carry the call shape's system prompt and tools (plus the
@@ -492,7 +497,7 @@ def documented_problems(manifest: Mapping[str, Any]) -> tuple[str, ...]:
     """
     problems: list[str] = []
     summary = manifest.get("summary", {})
-    for name, documented in DOCUMENTED_REQUEST_SHAPES.items():
+    for name, documented in documented_request_shapes().items():
         entry = summary.get(name)
         if name not in summary:
             problems.append(
@@ -604,12 +609,15 @@ class VerifyResult:
     manifest: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def parts(self) -> tuple[str, ...]:
-        """The changed parts, two levels deep (``shapes.coding-agent``, ``summary.codex``, ``exam.closed_book``)."""
+        """Return the changed parts, two levels deep.
+
+        For example ``shapes.coding-agent``, ``summary.codex``, ``exam.closed_book``.
+        """
         return tuple(dict.fromkeys(".".join(k.split(".")[:2]) for k in self.changed))
 
 
 def default_lock_path(shapes_dir: str | Path | None = None) -> Path:
-    """The lock beside the shapes: ``<shapes_dir>/verify.lock.json`` (default ``data/shapes``)."""
+    """Return the lock beside the shapes: ``<shapes_dir>/verify.lock.json`` (default ``data/shapes``)."""
     return (Path(shapes_dir) if shapes_dir is not None else paths.SHAPES_DIR) / LOCK_NAME
 
 
@@ -679,7 +687,7 @@ def counts(manifest: Mapping[str, Any]) -> tuple[int, int]:
 
 
 def report_text(result: VerifyResult) -> str:
-    """What ``compaction-lab verify`` prints."""
+    """Return what ``compaction-lab verify`` prints."""
     n_shapes, n_summary = counts(result.manifest)
     if result.ok:
         return f"verify: ok ({n_shapes} shapes, {n_summary} summary requests, exam requests)"
@@ -700,7 +708,6 @@ def report_text(result: VerifyResult) -> str:
 
 
 __all__ = [
-    "DOCUMENTED_REQUEST_SHAPES",
     "EXAM_PROJECTION",
     "MANIFEST_VERSION",
     "REQUEST_SHAPE_RULES",
@@ -717,6 +724,7 @@ __all__ = [
     "default_lock_path",
     "default_shape_name",
     "documented_problems",
+    "documented_request_shapes",
     "exam_entry",
     "flatten",
     "load_shapes",

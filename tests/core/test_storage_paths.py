@@ -248,7 +248,7 @@ def _import_what_commands_use() -> None:
     from compaction_lab.ingest import sources  # noqa: F401  (loaded now, as above)
 
     cli.build_parser()
-    for fmt in ingest.FORMATS:
+    for fmt in ingest.formats():
         ingest.importer(fmt)
 
 
@@ -339,6 +339,7 @@ def test_a_folder_this_account_may_not_enter_is_a_counted_skip_or_a_clear_error(
 
     def child() -> int:
         got = sources.gather([str(hidden), str(good)], progress=False)
+        assert got.report is not None  # paths were given: an import, which has a report
         reasons = {(sk.path, sk.reason) for sk in got.report.skipped}
         assert len(got.sessions) == 1 and (str(hidden), "unreadable") in reasons, reasons
         for check in (

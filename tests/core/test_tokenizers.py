@@ -10,7 +10,7 @@ from compaction_lab.core import tokens
 from compaction_lab.ingest import load_sessions
 from tests.helpers import FIXTURES
 
-HYPOTHESIS = dict(
+HYPOTHESIS = settings(
     deadline=None,
     derandomize=True,
     database=None,
@@ -41,7 +41,7 @@ def _pair() -> tuple[tokens.TokenCounter, tokens.TokenCounter]:
 
 # Fragments a real record mixes: any character but a lone surrogate, and the runs the pre-tokenizer
 # treats specially (whitespace, digits, emoji sequences, CJK, special-token strings as plain text).
-_ANY = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
+_ANY = st.text(st.characters(exclude_categories=["Cs"]), max_size=40)
 _WHITESPACE = st.text(st.sampled_from(" \t\n\r\x0b\x0c\u00a0\u2003\u3000\u2028\x85"), min_size=1, max_size=12)
 _EMOJI = st.lists(
     st.sampled_from(["😀", "👍🏽", "👨\u200d👩\u200d👧", "🏳️\u200d🌈", "🇫🇷", "1️⃣", "❤️", "\u200d", "\ufe0f", "💩"]),
@@ -56,14 +56,14 @@ _FRAGMENT = st.one_of(_ANY, _WHITESPACE, _EMOJI, _CJK, _DIGITS, _SPECIAL, _WORDS
 _TEXT = st.lists(_FRAGMENT, max_size=30).map("".join)
 
 
-@settings(max_examples=400, **HYPOTHESIS)
+@settings(HYPOTHESIS, max_examples=400)
 @given(text=_TEXT)
 def test_bpe_openai_gives_tiktokens_ids_on_random_text(text):
     tik, bpe = _pair()
     assert bpe.encode(text) == tik.encode(text)
 
 
-@settings(max_examples=12, **HYPOTHESIS)
+@settings(HYPOTHESIS, max_examples=12)
 @given(parts=st.lists(_FRAGMENT, min_size=1, max_size=20), filler=_FRAGMENT)
 def test_counts_agree_past_a_piece(parts, filler):
     """Texts longer than one `split_for_count` piece count the same with both backends."""

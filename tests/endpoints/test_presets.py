@@ -49,6 +49,7 @@ def test_preset_carries_no_secret(name: str) -> None:
     assert set(data) <= {"description", "model", "cache_rule", "source"}
     assert not [k for k in p.model if params.looks_secret(k)]
     key_env = p.model.get("api_key_env")
+    assert isinstance(key_env, str), key_env
     assert key_env == "" or (key_env.isupper() and key_env.endswith("_API_KEY"))
 
 

@@ -248,7 +248,7 @@ def test_an_inline_api_key_is_refused_without_being_echoed(tmp_path, capsys, val
     assert code == 1 and "api_key" in out.out and value not in out.out + out.err
 
 
-def test_profile_errors_never_echo_secret_values(tmp_path):
+def test_profile_errors_never_echo_secret_values(tmp_path: Path) -> None:
     prof = report.load_profile(_profile(tmp_path))
     found = params.problems(
         prof.with_parameters(

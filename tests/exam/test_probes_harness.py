@@ -95,8 +95,10 @@ _SESSIONS: dict[str, Session] = {}
 def _session(name: str) -> Session:
     if not _SESSIONS:
         for s in load_sessions(PUBLIC_FIXTURES / "swe-agent"):
+            assert s.source_path is not None  # every loaded session has its file
             _SESSIONS[Path(s.source_path).name] = s
         for s in load_sessions(PUBLIC_FIXTURES / "claude-code" / "coverage-test-fix.jsonl"):
+            assert s.source_path is not None  # every loaded session has its file
             _SESSIONS[Path(s.source_path).name] = s
     return _SESSIONS[name]
 

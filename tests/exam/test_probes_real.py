@@ -57,6 +57,7 @@ _MINED: dict[str, MinedCase] = {}
 def _session(name: str) -> Session:
     if not _SESSIONS:
         for s in load_sessions(PUBLIC_FIXTURES):
+            assert s.source_path is not None  # every loaded session has its file
             _SESSIONS[Path(s.source_path).name] = s
     return _SESSIONS[name]
 

@@ -5,10 +5,24 @@ import shutil
 import pytest
 
 from compaction_lab import ingest
-from compaction_lab.ingest import ImportReport, UnknownFormat, load_sessions
+from compaction_lab.ingest import ImportReport, IngestError, UnknownFormat, load_sessions
 from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 
 HERE_FIXTURES = FIXTURES
+
+#: Today's importers in their sniffing order (most specific first). An added importer needs no edit here.
+TODAYS_ORDER = ("opencode", "swe_agent", "codex", "claude_code", "pi", "chat_jsonl")
+
+
+def test_importers_register_themselves_in_sniffing_order():
+    assert [f for f in ingest.formats() if f in TODAYS_ORDER] == list(TODAYS_ORDER)
+    assert ingest.formats() == ingest.IMPORTERS.names()
+    for fmt in ingest.formats():
+        imp = ingest.importer(fmt)
+        # what the `Importer` protocol asks of a module: its format name, a sniffer, a loader
+        assert imp.FORMAT == fmt and callable(imp.sniff) and callable(imp.load)
+    with pytest.raises(IngestError, match="unknown format 'nope'; known: opencode, swe_agent, codex"):
+        ingest.importer("nope")
 
 
 def test_unknown_file_is_one_clear_error(tmp_path):
@@ -16,7 +30,7 @@ def test_unknown_file_is_one_clear_error(tmp_path):
     f.write_text('{"hello": 1}\n')
     with pytest.raises(UnknownFormat) as info:
         ingest.detect(f)
-    for fmt in ingest.FORMATS:
+    for fmt in ingest.formats():
         assert fmt in str(info.value)
 
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from compaction_lab.core.session import Session
-from compaction_lab.ingest import FORMATS, chat_jsonl
-from compaction_lab.ingest.base import ImportReport, read_head
+from compaction_lab.ingest import chat_jsonl, formats
+from compaction_lab.ingest.files import read_head
+from compaction_lab.ingest.import_report import ImportReport
 from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 from tests.helpers import FIXTURES as ALL_FIXTURES
 
@@ -249,7 +250,7 @@ def test_sniff_rejects_typed_lines(tmp_path):
 def test_detect_picks_chat_jsonl():
     from compaction_lab.ingest import detect, importer
 
-    assert all(importer(fmt) for fmt in FORMATS)  # every importer loads (an import error fails here)
+    assert all(importer(fmt) for fmt in formats())  # every importer loads (an import error fails here)
 
     for path in FIXTURES.glob("*.jsonl"):
         assert detect(path) == "chat_jsonl"

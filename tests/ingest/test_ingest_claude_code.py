@@ -10,7 +10,8 @@ import pytest
 
 from compaction_lab.ingest import claimants
 from compaction_lab.ingest import claude_code as cc
-from compaction_lab.ingest.base import Head, ImportReport, read_head
+from compaction_lab.ingest.files import Head, read_head
+from compaction_lab.ingest.import_report import ImportReport
 from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 
 FIX = FIXTURES / "claude_code"

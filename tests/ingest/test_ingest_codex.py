@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from compaction_lab.core.session import Session
-from compaction_lab.ingest import FORMATS, codex
-from compaction_lab.ingest.base import ImportReport, read_head
+from compaction_lab.ingest import codex, formats
+from compaction_lab.ingest.files import read_head
+from compaction_lab.ingest.import_report import ImportReport
 from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 from tests.helpers import FIXTURES as ALL_FIXTURES
 
@@ -495,7 +496,7 @@ def test_sniff_never_raises_and_rejects_near_misses(tmp_path):
 def test_detect_picks_codex():
     from compaction_lab.ingest import detect, importer, load_sessions
 
-    assert all(importer(fmt) for fmt in FORMATS)  # every importer loads (an import error fails here)
+    assert all(importer(fmt) for fmt in formats())  # every importer loads (an import error fails here)
 
     for path in FIXTURES.glob("*.jsonl"):
         assert detect(path) == "codex"

@@ -56,7 +56,7 @@ from hypothesis import event, given, note, settings
 from hypothesis import strategies as st
 
 from compaction_lab.ingest import importer, load_sessions
-from compaction_lab.ingest.base import ImportReport
+from compaction_lab.ingest.import_report import ImportReport
 from tests.ingest.test_ingest_files import reference_decode
 from tests.ingest.test_ingest_fuzz import (
     _UNPARSED,
@@ -200,7 +200,7 @@ def common_prefix(a: bytes, b: bytes) -> int:
 
 
 @pytest.mark.parametrize("fmt, src, jsonl", BASES)
-@settings(max_examples=FEW, **FUZZ_SETTINGS)
+@settings(FUZZ_SETTINGS, max_examples=FEW)
 @given(compressed=st.booleans())
 def test_bom_changes_nothing(fmt, src, jsonl, compressed):
     data = BOM + content_of(src, jsonl)
@@ -220,7 +220,7 @@ SURROGATES = st.integers(0xD800, 0xDFFF)
 
 
 @pytest.mark.parametrize("fmt, src, jsonl", BASES)
-@settings(max_examples=EXAMPLES, **FUZZ_SETTINGS)
+@settings(FUZZ_SETTINGS, max_examples=EXAMPLES)
 @given(data=st.data())
 def test_lone_surrogates_are_replaced_not_fatal(fmt, src, jsonl, data):
     base = content_of(src, jsonl)
@@ -284,7 +284,7 @@ ZSTD_DAMAGES = ("flip", "cut", "junk")
 
 
 @pytest.mark.parametrize("fmt, src, jsonl", BASES)
-@settings(max_examples=EXAMPLES, **FUZZ_SETTINGS)
+@settings(FUZZ_SETTINGS, max_examples=EXAMPLES)
 @given(data=st.data())
 def test_zstd_damage_keeps_everything_before_it(fmt, src, jsonl, data):
     plain = content_of(src, jsonl)
@@ -341,7 +341,7 @@ def test_zstd_damage_keeps_everything_before_it(fmt, src, jsonl, data):
 
 
 @pytest.mark.parametrize("fmt, src, jsonl", BASES)
-@settings(max_examples=EXAMPLES, **FUZZ_SETTINGS)
+@settings(FUZZ_SETTINGS, max_examples=EXAMPLES)
 @given(data=st.data())
 def test_nul_tail_keeps_everything_before_it(fmt, src, jsonl, data):
     plain = content_of(src, jsonl)
@@ -375,7 +375,7 @@ BLANKS = st.sampled_from([b"", b"\n", b"   ", b"\n\n\t \r\n", b" \n" * 100])
 
 
 @pytest.mark.parametrize("fmt, src, jsonl", BASES)
-@settings(max_examples=FEW, **FUZZ_SETTINGS)
+@settings(FUZZ_SETTINGS, max_examples=FEW)
 @given(blank=BLANKS, compressed=st.booleans())
 def test_empty_file_is_one_empty_file_skip(fmt, src, jsonl, blank, compressed):
     with folder() as d:
@@ -392,7 +392,7 @@ def test_empty_file_is_one_empty_file_skip(fmt, src, jsonl, blank, compressed):
 
 
 @pytest.mark.parametrize("fmt, src, jsonl", BASES)
-@settings(max_examples=FEW, **FUZZ_SETTINGS)
+@settings(FUZZ_SETTINGS, max_examples=FEW)
 @given(locked=st.sampled_from(["file", "folder"]), mode=st.sampled_from([0o000, 0o200, 0o300]))
 def test_unreadable_file_or_folder_is_one_unreadable_skip(fmt, src, jsonl, locked, mode, permission_bits):
     with folder() as d:
@@ -415,7 +415,7 @@ def test_unreadable_file_or_folder_is_one_unreadable_skip(fmt, src, jsonl, locke
 
 
 @pytest.mark.parametrize("fmt, src, jsonl", BASES)
-@settings(max_examples=FEW, **FUZZ_SETTINGS)
+@settings(FUZZ_SETTINGS, max_examples=FEW)
 @given(extra=st.sets(st.sampled_from(["self-loop", "loop-pair", "dangling", "dir-loop", "second-way"]), min_size=1))
 def test_symlink_loops_are_counted_and_the_file_read_once(fmt, src, jsonl, extra):
     expected = Counter()
@@ -452,7 +452,7 @@ STORAGE = FIX / "opencode" / "storage"
 STORAGE_FILES = sorted(str(p.relative_to(STORAGE)) for p in STORAGE.rglob("*.json"))
 
 
-@settings(max_examples=4 * EXAMPLES, **FUZZ_SETTINGS)
+@settings(FUZZ_SETTINGS, max_examples=4 * EXAMPLES)
 @given(rel=st.sampled_from(STORAGE_FILES), damage=st.sampled_from(["bom", "surrogate", "nul", "empty", "unreadable"]))
 def test_opencode_storage_file_damage(rel, damage, permission_bits):
     with folder() as d:

@@ -1,6 +1,6 @@
 """File-level faults (issue #12): the one file-opening path and the one folder walk.
 
-Every importer reads through `ingest.base` (BOM, lone surrogates, NUL tails,
+Every importer reads through `ingest.files` (BOM, lone surrogates, NUL tails,
 compression damage, unreadable files) and `load_sessions` walks folders once
 (`iter_sources`: links to folders followed once, loop-safe, every skip counted
 with its reason). Each test here failed on the code before the issue was
@@ -26,8 +26,9 @@ import pytest
 import zstandard
 
 from compaction_lab import cli
-from compaction_lab.ingest import base, detect, importer, load_sessions
-from compaction_lab.ingest.base import HEAD_BYTES, NOTES, REASONS, ImportReport, UnknownFormat, read_head
+from compaction_lab.ingest import detect, files, importer, load_sessions
+from compaction_lab.ingest.files import HEAD_BYTES, read_head
+from compaction_lab.ingest.import_report import NOTES, REASONS, ImportReport, UnknownFormat
 from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 
 FIX = FIXTURES
@@ -177,7 +178,7 @@ def test_surrogates_in_json_nested_in_a_string_are_replaced(tmp_path):
 
 
 def test_opencode_storage_and_database_rows_replace_surrogates(tmp_path):
-    from test_ingest_opencode import build_db
+    from tests.ingest.test_ingest_opencode import build_db
 
     tree = tmp_path / "storage"
     shutil.copytree(STORAGE, tree)
@@ -201,7 +202,7 @@ def test_opencode_storage_and_database_rows_replace_surrogates(tmp_path):
 
 def test_opencode_database_row_that_is_not_utf8_is_one_skip(tmp_path):
     """A row SQLite cannot decode as UTF-8 used to end the whole database (OperationalError)."""
-    from test_ingest_opencode import build_db
+    from tests.ingest.test_ingest_opencode import build_db
 
     db = build_db(tmp_path / "opencode.db", extra_rows=False)
     clean, _ = direct("opencode", db)
@@ -395,7 +396,7 @@ def test_unreadable_opencode_storage_files_are_counted(tmp_path, permission_bits
 
 
 def test_unreadable_opencode_database_named_explicitly_is_counted(tmp_path, permission_bits):
-    from test_ingest_opencode import build_db
+    from tests.ingest.test_ingest_opencode import build_db
 
     db = build_db(tmp_path / "opencode.db", extra_rows=False)
     db.chmod(0)
@@ -473,7 +474,7 @@ def test_named_paths_of_every_kind_of_fault_never_raise(tmp_path, permission_bit
     (tmp_path / "junk.json").write_text('{"hello": 1}')
     (tmp_path / "locked.jsonl").write_bytes(ISSUE_CHAT)
     (tmp_path / "locked.jsonl").chmod(0)
-    (tmp_path / "bad.jsonl.zst").write_bytes(base.ZSTD_MAGIC + b"garbage")
+    (tmp_path / "bad.jsonl.zst").write_bytes(files.ZSTD_MAGIC + b"garbage")
     os.symlink("nowhere", tmp_path / "dangling.jsonl")
     names = ["empty.jsonl", "junk.json", "locked.jsonl", "bad.jsonl.zst", "dangling.jsonl"]
     sessions, report = imported([tmp_path / n for n in names] + [CHAT])

@@ -81,7 +81,9 @@ from hypothesis import strategies as st
 
 from compaction_lab.core.session import KINDS, Session
 from compaction_lab.ingest import detect, importer, load_sessions
-from compaction_lab.ingest.base import REASONS, ZSTD_MAGIC, Head, ImportReport, UnknownFormat, file_stem, read_head
+from compaction_lab.ingest.builder import file_stem
+from compaction_lab.ingest.files import ZSTD_MAGIC, Head, read_head
+from compaction_lab.ingest.import_report import REASONS, ImportReport, UnknownFormat
 from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 
 FIX = FIXTURES
@@ -94,7 +96,8 @@ WHOLE_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES") or 100)
 #: FUZZ_STRICT=1: known bugs fail the fuzz tests too.
 STRICT = os.environ.get("FUZZ_STRICT", "1") not in ("", "0")
 
-FUZZ_SETTINGS = dict(
+#: The parent of every fuzz test's settings (a `settings` object, so each test adds its example count).
+FUZZ_SETTINGS = settings(
     deadline=None,
     derandomize=True,
     database=None,
@@ -473,7 +476,8 @@ def entry_ref(fmt: str, session: Session, rec) -> str:
 
 def ref_multiset(fmt: str, sessions: list[Session]) -> tuple[Counter, Counter]:
     """(Counter of (kind, text), Counter of (kind, text, entry ref)) over all records."""
-    plain, keyed = Counter(), Counter()
+    plain: Counter[tuple[str, str]] = Counter()
+    keyed: Counter[tuple[str, str, str]] = Counter()
     for s in sessions:
         for r in s.records:
             plain[(r.kind, r.text)] += 1
@@ -533,7 +537,8 @@ class Baseline:
 
     def expected(self, new_lineno: dict[int, int]) -> tuple[Counter, Counter]:
         """What the lines left intact (old lineno -> new lineno) must still produce."""
-        plain, keyed = Counter(), Counter()
+        plain: Counter[tuple[str, str]] = Counter()
+        keyed: Counter[tuple[str, str, str]] = Counter()
         for kind, text, template, old in self.records:
             if old not in new_lineno:
                 continue
@@ -592,7 +597,7 @@ def check_load_sessions(path: Path, fmt: str, sessions: list[Session], report: I
 
 
 @pytest.mark.parametrize("fmt, src", JSONL_BASES)
-@settings(max_examples=JSONL_EXAMPLES, **FUZZ_SETTINGS)
+@settings(FUZZ_SETTINGS, max_examples=JSONL_EXAMPLES)
 @given(data=st.data())
 def test_mutated_jsonl_imports_what_it_can(fmt, src, data, tmp_path_factory):
     base = baseline(fmt, src)
@@ -701,7 +706,7 @@ DOC_OPS = ("truncate", "flip", "insert", "drop", "retype", "drop", "retype")
 
 
 @pytest.mark.parametrize("fmt, src", WHOLE_BASES)
-@settings(max_examples=WHOLE_EXAMPLES, **FUZZ_SETTINGS)
+@settings(FUZZ_SETTINGS, max_examples=WHOLE_EXAMPLES)
 @given(data=st.data())
 def test_mutated_json_document_never_crashes(fmt, src, data, tmp_path_factory):
     content = src.read_bytes()

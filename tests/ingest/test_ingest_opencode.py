@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from compaction_lab.ingest import base, opencode
+from compaction_lab.ingest import files, import_report, opencode
 from tests.helpers import FIXTURES
 
 FIXTURES = FIXTURES
@@ -27,7 +27,7 @@ SID = "ses_01JDEMO"
 
 
 def load(path):
-    report = base.ImportReport()
+    report = import_report.ImportReport()
     return list(opencode.load(Path(path), report)), report
 
 
@@ -320,19 +320,19 @@ def test_export_truncated_or_not_an_export(tmp_path):
 
 
 def test_sniff_recognises_all_three_forms(db):
-    assert opencode.sniff(base.read_head(db))
-    assert opencode.sniff(base.read_head(STORAGE))
-    assert opencode.sniff(base.read_head(EXPORT))
+    assert opencode.sniff(files.read_head(db))
+    assert opencode.sniff(files.read_head(STORAGE))
+    assert opencode.sniff(files.read_head(EXPORT))
 
 
 def test_sniff_export_longer_than_the_head(tmp_path):
     doc = json.loads(EXPORT.read_text())
-    doc["messages"][0]["parts"][0]["text"] = "x" * (base.HEAD_BYTES + 10)
+    doc["messages"][0]["parts"][0]["text"] = "x" * (files.HEAD_BYTES + 10)
     big = tmp_path / "big.json"
     big.write_text(json.dumps(doc, indent=2))
-    assert opencode.sniff(base.read_head(big))
+    assert opencode.sniff(files.read_head(big))
     (s,), _ = load(big)
-    assert len(s.records[0].text) == base.HEAD_BYTES + 10
+    assert len(s.records[0].text) == files.HEAD_BYTES + 10
 
 
 def test_sniff_rejects_non_opencode_sources(tmp_path):
@@ -341,12 +341,12 @@ def test_sniff_rejects_non_opencode_sources(tmp_path):
     conn.execute("CREATE TABLE notes (id INTEGER)")
     conn.commit()
     conn.close()
-    assert not opencode.sniff(base.read_head(other_db))
-    assert not opencode.sniff(base.read_head(OC))  # the folder above the storage root
-    assert not opencode.sniff(base.read_head(STORAGE / "session"))
+    assert not opencode.sniff(files.read_head(other_db))
+    assert not opencode.sniff(files.read_head(OC))  # the folder above the storage root
+    assert not opencode.sniff(files.read_head(STORAGE / "session"))
     jsonl = tmp_path / "chat.jsonl"
     jsonl.write_text('{"info": {}, "messages": []}\n{"info": {}, "messages": []}\n')
-    assert not opencode.sniff(base.read_head(jsonl))
+    assert not opencode.sniff(files.read_head(jsonl))
 
 
 def _other_format_files():
@@ -359,7 +359,7 @@ def _other_format_files():
 
 @pytest.mark.parametrize("path", _other_format_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_sniff_false_on_other_formats(path):
-    assert not opencode.sniff(base.read_head(path))
+    assert not opencode.sniff(files.read_head(path))
 
 
 def test_a_compactions_kept_tail_is_resolved_to_its_first_record(tmp_path):

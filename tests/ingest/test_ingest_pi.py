@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from compaction_lab.ingest import claimants, pi
-from compaction_lab.ingest.base import Head, ImportReport, read_head
+from compaction_lab.ingest.files import Head, read_head
+from compaction_lab.ingest.import_report import ImportReport
 from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 
 FIX = FIXTURES / "pi"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from compaction_lab.ingest import base, swe_agent
+from compaction_lab.ingest import files, import_report, swe_agent
 from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 
 FIXTURES = FIXTURES
@@ -18,7 +18,7 @@ REAL = PUBLIC_FIXTURES / "swe-agent" / "pydicom__pydicom-1458.traj"
 
 
 def load(path):
-    report = base.ImportReport()
+    report = import_report.ImportReport()
     return list(swe_agent.load(Path(path), report)), report
 
 
@@ -188,18 +188,18 @@ def test_parse_action():
 
 def test_sniff_recognises_trajs():
     for p in SW.glob("*.traj"):
-        assert swe_agent.sniff(base.read_head(p)), p
+        assert swe_agent.sniff(files.read_head(p)), p
     if REAL.is_file():
-        assert swe_agent.sniff(base.read_head(REAL))
+        assert swe_agent.sniff(files.read_head(REAL))
 
 
 def test_sniff_traj_longer_than_the_head(tmp_path):
     doc = json.loads((SW / "trajectory_only.traj").read_text())
-    doc["trajectory"][0]["observation"] = "y" * (base.HEAD_BYTES * 2)
+    doc["trajectory"][0]["observation"] = "y" * (files.HEAD_BYTES * 2)
     for name, indent in (("big.json", 2), ("big-compact.json", None)):
         p = tmp_path / name
         p.write_text(json.dumps(doc, indent=indent))
-        assert swe_agent.sniff(base.read_head(p)), name
+        assert swe_agent.sniff(files.read_head(p)), name
 
 
 def test_sniff_rejects_lookalikes(tmp_path):
@@ -212,11 +212,11 @@ def test_sniff_rejects_lookalikes(tmp_path):
     for name, text in cases.items():
         p = tmp_path / name
         p.write_text(text)
-        assert not swe_agent.sniff(base.read_head(p)), name
+        assert not swe_agent.sniff(files.read_head(p)), name
     db = tmp_path / "x.db"
     sqlite3.connect(db).execute("CREATE TABLE trajectory (id INTEGER)").connection.commit()
-    assert not swe_agent.sniff(base.read_head(db))
-    assert not swe_agent.sniff(base.read_head(tmp_path))
+    assert not swe_agent.sniff(files.read_head(db))
+    assert not swe_agent.sniff(files.read_head(tmp_path))
 
 
 def _other_format_files():
@@ -231,4 +231,4 @@ def _other_format_files():
 
 @pytest.mark.parametrize("path", _other_format_files(), ids=lambda p: str(p.relative_to(p.parents[1])))
 def test_sniff_false_on_other_formats(path):
-    assert not swe_agent.sniff(base.read_head(path))
+    assert not swe_agent.sniff(files.read_head(path))

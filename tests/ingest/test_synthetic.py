@@ -301,7 +301,7 @@ def test_facts_are_spread_over_the_whole_chain(default_chains):
 
 
 def _composition(chain: SyntheticChain) -> tuple[float, float]:
-    chars = Counter()
+    chars: Counter[str] = Counter()
     for r in chain.session.records:
         chars[r.kind] += len(r.text)
     total = sum(chars.values())
@@ -374,7 +374,7 @@ def test_followups_refer_back_by_subject(default_chains):
     assert total >= len(default_chains)
 
 
-def test_planted_fact_dataclass_is_frozen():
+def test_planted_fact_dataclass_is_frozen() -> None:
     f = PlantedFact("x", "s", "user_constraint", "user", "v", (), "e", 0, "q?")
     with pytest.raises(dataclasses.FrozenInstanceError):
         f.value = "w"  # type: ignore[misc]  # the point: a frozen dataclass refuses it

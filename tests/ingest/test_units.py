@@ -9,7 +9,8 @@ import pytest
 import zstandard
 
 from compaction_lab.ingest import ImportReport, codex, importer, load_sessions, plan
-from compaction_lab.ingest.base import MAX_SKIP_DETAILS, Span
+from compaction_lab.ingest.files import Span
+from compaction_lab.ingest.import_report import MAX_SKIP_DETAILS
 from compaction_lab.ingest.units import Admission, read_unit, split_spans
 from tests.helpers import FIXTURES
 

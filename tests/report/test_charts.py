@@ -7,10 +7,13 @@ import sys
 import altair as alt
 import pandas as pd
 import pytest
+import vl_convert as vlc
 
 from compaction_lab import composition
 from compaction_lab.core import paths
-from compaction_lab.report import charts
+from compaction_lab.core.registry import UnknownName
+from compaction_lab.report import charts, figures, theme
+from compaction_lab.run import chain
 from tests.helpers import make_session
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -134,7 +137,7 @@ def test_theme_is_registered_and_applied():
 
 def test_notebook_renderer_bundles_png_and_spec(fig2_inputs):
     chart = charts.fig2_composition(*fig2_inputs)
-    bundle = charts._renderer(chart.to_dict())
+    bundle = theme._renderer(chart.to_dict())
     assert base64.b64decode(bundle["image/png"])[:8] == PNG_SIGNATURE
     assert any(k.startswith("application/vnd.vegalite") for k in bundle)
 
@@ -229,7 +232,7 @@ def test_exam_figures_say_not_measured_when_no_question_was_asked(build):
     chart = build(*_empty_exam_tables())
     text = json.dumps(chart.to_dict())
     assert "not measured" in text and "No question could be asked" in text
-    assert charts.vlc.vegalite_to_png(chart.to_dict(), scale=1).startswith(PNG_SIGNATURE)
+    assert vlc.vegalite_to_png(chart.to_dict(), scale=1).startswith(PNG_SIGNATURE)
 
 
 def test_fig9_says_not_measured_without_rounds():
@@ -239,44 +242,71 @@ def test_fig9_says_not_measured_without_rounds():
     assert "not measured" in text
 
 
-def test_every_figure_is_one_hop_from_the_registry():
-    """The registry names each figure's drawing function here; every figure function is registered once,
-    and the chart shows the registry's title (read at draw time, so the report's caption and the chart agree)."""
+def _figure_functions():
+    """Every public function of the figure modules that returns a chart of its own (not the shared helpers)."""
+    import importlib
     import inspect
+    import pkgutil
 
-    from compaction_lab.report import charts as ch
+    found = set()
+    for mod in pkgutil.iter_modules(figures.__path__):
+        if mod.name.startswith("_"):
+            continue  # shared helpers (`no_data`, the arm flags), no figure of their own
+        module = importlib.import_module(f"{figures.__name__}.{mod.name}")
+        for name, fn in inspect.getmembers(module, inspect.isfunction):
+            if fn.__module__ == module.__name__ and not name.startswith("_") and name != "sweep_rank_labels":
+                found.add(fn)
+    return found
 
-    drawn = {f.draw for f in (*ch.FIGURES, *ch.SWEEP_FIGURES)}  # a sweep's figures have their own registry
-    public = {
-        fn
-        for name, fn in inspect.getmembers(ch, inspect.isfunction)
-        if fn.__module__ == ch.__name__
-        and (name.startswith("fig") or name == "pointer_mix_sensitivity")
-        and name not in ("figure",)
-    }
-    assert drawn == public
-    assert len({f.stem for f in ch.FIGURES}) == len(ch.FIGURES)
-    for f in ch.FIGURES:
-        assert ch.figure(f.stem) is f and f.draw.__module__ == ch.__name__
+
+def test_every_figure_is_one_hop_from_the_registry():
+    """The registry names each figure's drawing function, in its notebook's module; every figure function is
+    registered once, and the chart shows the registry's title (read at draw time, so the report's caption
+    and the chart agree)."""
+    run, sweep = figures.run_figures(), figures.sweep_figures()
+    drawn = [f.draw for f in (*run, *sweep)]
+    assert len(drawn) == len(set(drawn)) and set(drawn) == _figure_functions()
+    assert [f.stem for f in run] == [
+        "fig1_retained", "fig2_composition", "fig3_complete", "fig3_recall_tokens", "fig4_size_recall",
+        "fig5_compaction_cost", "fig6_cost_per_point", "fig7_projection_anatomy", "fig8_trigger_budgets",
+        "fig9_open_book", "sensitivity_mix", "fig_recorded",
+    ]  # fmt: skip
+    for f in run:
+        assert figures.figure(f.stem) == f and f.notebook in chain.names()
         assert (paths.NOTEBOOKS_DIR / f"{f.notebook}.ipynb").exists()
-    empty = ch.fig4_size_vs_recall(pd.DataFrame(columns=["strategy_label", "n", "recall"]))
-    assert empty.to_dict()["title"]["text"] == ch.title_of("fig4_size_recall")
-    with pytest.raises(KeyError, match="no figure 'fig99'"):
-        ch.figure("fig99")
+        assert getattr(charts, f.draw.__name__) is f.draw  # the notebooks' one import still names it
+    empty = charts.fig4_size_vs_recall(pd.DataFrame(columns=["strategy_label", "n", "recall"]))
+    assert empty.to_dict()["title"]["text"] == charts.title_of("fig4_size_recall")
+    with pytest.raises(UnknownName, match="unknown figure 'fig99'; known: fig1_retained, "):
+        charts.figure("fig99")
+    with pytest.raises(UnknownName, match="unknown figure 'fig99'"):
+        charts.draw("unused", "fig99")
 
 
-def test_notebooks_save_only_registered_figures_each_in_its_notebook():
-    import json
-    import re
+def test_draw_draws_saves_and_returns_the_registered_figure(tmp_path, fig2_inputs):
+    """`draw` names a figure once: the registry's function draws it, the run folder's figures/ gets its three
+    files, byte for byte what drawing and saving it by hand writes."""
+    chart = charts.draw(tmp_path / "run", "fig2_composition", *fig2_inputs, width=300)
+    assert chart.to_dict() == charts.fig2_composition(*fig2_inputs, width=300).to_dict()
+    saved = tmp_path / "run" / "figures"
+    assert sorted(p.name for p in saved.iterdir()) == [f"fig2_composition.{x}" for x in ("html", "png", "svg")]
+    by_hand = charts.save_chart(charts.fig2_composition(*fig2_inputs, width=300), tmp_path / "by_hand")
+    assert (saved / "fig2_composition.svg").read_bytes() == by_hand["svg"].read_bytes()
+    assert (saved / "fig2_composition.png").read_bytes()[:8] == PNG_SIGNATURE
 
-    from compaction_lab.report import charts as ch
 
-    saved = {}
+def test_notebooks_draw_each_registered_figure_once_in_its_notebook():
+    """Every notebook names its figures once (`charts.draw`), exactly the figures the chain lists for it."""
+    drawn: dict[str, list[str]] = {}
     for nb in sorted(paths.NOTEBOOKS_DIR.glob("*.ipynb")):
         src = "".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code")
-        for stem in re.findall(r'figure_stem\(out, "([a-z0-9_]+)"\)', src):
-            saved[stem] = nb.stem
-    assert saved == {f.stem: f.notebook for f in ch.FIGURES}
+        assert "save_chart" not in src and "figure_stem" not in src, nb.name  # no draw/save/show triple
+        drawn[nb.stem] = re.findall(r'charts\.draw\(out, "([a-z0-9_]+)"', src)
+    # The cells draw in the notebook's reading order; the chain lists in the report's (figure 3 before 5 and 6).
+    assert {nb: sorted(stems) for nb, stems in drawn.items()} == {
+        nb: sorted(chain.step(nb).figures) for nb in chain.names()
+    }
+    assert all(len(stems) == len(set(stems)) for stems in drawn.values())
 
 
 # --------------------------------------------------------------------------- sweep figures (issue 18 part A)
@@ -333,7 +363,7 @@ def comparison_table(extra=None, reader="verbatim reader (retention ceiling)", f
 
 
 def _png_ok(chart) -> bool:
-    return charts.vlc.vegalite_to_png(chart.to_dict(), scale=1).startswith(PNG_SIGNATURE)
+    return vlc.vegalite_to_png(chart.to_dict(), scale=1).startswith(PNG_SIGNATURE)
 
 
 def test_fig_sweep_lines_numeric_parameter_three_panels_and_png():
@@ -418,8 +448,9 @@ def test_sweep_figures_with_no_finished_run_say_not_measured():
 
 
 def test_sweep_figures_are_registered_apart_from_the_run_figures():
-    stems = {f.stem for f in charts.SWEEP_FIGURES}
-    assert stems == {"fig_sweep_lines", "fig_sweep_small_multiples", "fig_sweep_ranks", "fig_sweep_seeds"}
-    assert not stems & {f.stem for f in charts.FIGURES}  # no notebook saves them; a run folder never has them
-    for f in charts.SWEEP_FIGURES:
-        assert charts.figure(f.stem) is f and f.draw.__module__ == charts.__name__
+    stems = [f.stem for f in charts.sweep_figures()]
+    assert stems == ["fig_sweep_small_multiples", "fig_sweep_ranks", "fig_sweep_lines", "fig_sweep_seeds"]
+    assert not set(stems) & {f.stem for f in charts.run_figures()}  # no notebook saves them
+    for f in charts.sweep_figures():
+        assert charts.figure(f.stem) == f and f.notebook is None
+        assert f.draw.__module__ == "compaction_lab.report.figures.sweep"

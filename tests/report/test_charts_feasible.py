@@ -5,6 +5,7 @@ import json
 
 import pandas as pd
 import pytest
+import vl_convert as vlc
 
 from compaction_lab.exam import closed, readers, recorded, stats
 from compaction_lab.report import charts
@@ -75,7 +76,7 @@ def assert_unsendable_look(encoding):
 
 
 def png_ok(chart):
-    return charts.vlc.vegalite_to_png(chart.to_dict(), scale=1).startswith(PNG_SIGNATURE)
+    return vlc.vegalite_to_png(chart.to_dict(), scale=1).startswith(PNG_SIGNATURE)
 
 
 # --------------------------------------------------------------------------- over the window: marked, never best

@@ -435,7 +435,7 @@ def test_importers_take_any_identifier(values, tmp_path_factory):
 def _imported(folder: Path) -> sources.Sources | None:
     """The sessions of `folder` as a `my_sessions` run imports them, or None when no file was recognised.
 
-    A file is recognised by its first lines (`ingest.base.HEAD_BYTES`); a first line longer than that
+    A file is recognised by its first lines (`ingest.files.HEAD_BYTES`); a first line longer than that
     (four very long identifiers) makes every file an unknown_format skip, and the import says so.
     """
     try:

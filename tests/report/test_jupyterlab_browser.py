@@ -185,7 +185,7 @@ def nb01(lab, folders):
     """Notebook 01 with the smoke parameters injected, opened from the file browser and run from the menu."""
     open_notebook(lab, NB01)
     run = run_all_and_wait(lab, NB01)
-    return run, (cell_figure(lab, "fig2 = charts.fig2_composition") if run.finished else None)
+    return run, (cell_figure(lab, 'charts.draw(out, "fig2_composition"') if run.finished else None)
 
 
 @pytest.fixture(scope="module")
@@ -193,7 +193,7 @@ def executed03(lab, nb01):
     """The run's executed notebook 03 opened from the file browser, not run: what it shows and its kernel."""
     open_notebook(lab, EXECUTED03)  # waits for "<kernel> | Idle": the recorded kernel was found and started
     wait_until_executed(lab)  # ... and for this notebook's own kernel, not the status bar of the one before
-    return notebook_state(lab, EXECUTED03), cell_figure(lab, "fig1 = charts.fig1_retained")
+    return notebook_state(lab, EXECUTED03), cell_figure(lab, 'charts.draw(out, "fig1_retained"')
 
 
 def _summary(text: str) -> dict:

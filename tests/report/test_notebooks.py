@@ -7,26 +7,39 @@ import papermill as pm
 import pytest
 
 from compaction_lab.core import paths
+from compaction_lab.run import chain
 from compaction_lab.run import runner as report
 
 NOTEBOOKS = sorted(paths.NOTEBOOKS_DIR.glob("*.ipynb"))
 
 
-#: The chain, in data-flow order (docs/architecture.md): the notebooks every full profile runs.
-CHAIN = [
-    "01_context_composition",
-    "02_projection_anatomy",
-    "03_closed_book_exam",
-    "04_cost_model",
-    "05_open_book_exam",
-    "06_share",
-]
-
-
-def test_the_chain_is_the_six_notebooks_in_flow_order():
-    assert report.chain_notebooks() == CHAIN
+def test_the_chain_is_the_notebooks_folder_in_flow_order():
+    """`chain.CHAIN` describes every notebook in ``notebooks/`` (and only those), in run order, and each reads
+    only notebooks that run before it."""
+    assert report.chain_notebooks() == list(chain.names()) == [p.stem for p in NOTEBOOKS]
+    assert len(chain.names()) == 6
     for name in ("default", "my_sessions", "model"):
-        assert list(report.load_profile(name).notebooks) == CHAIN, name
+        assert report.load_profile(name).notebooks == chain.names(), name
+    for i, nb in enumerate(chain.names()):
+        assert set(chain.step(nb).reads) <= set(chain.names()[:i]), nb
+    with pytest.raises(ValueError, match="unknown notebook '07_nothing'; known: 01_context_composition, "):
+        chain.step("07_nothing")
+
+
+@pytest.mark.slow
+def test_a_smoke_run_writes_and_draws_what_the_chain_says(smoke_run):
+    """Each notebook of a smoke run wrote every file the chain lists for it and drew its figures; no table or
+    figure in the run folder is one the chain does not list."""
+    d = smoke_run.run_dir
+    for nb in chain.names():
+        step = chain.step(nb)
+        for name in step.writes:
+            assert (d / name).exists(), f"{nb} did not write {name}"
+        for stem in step.figures:
+            assert all((d / "figures" / f"{stem}.{x}").is_file() for x in ("png", "svg", "html")), stem
+    written = {name for nb in chain.names() for name in chain.step(nb).writes}
+    assert {p.name for p in d.glob("*.parquet")} <= written
+    assert {p.stem for p in (d / "figures").iterdir()} == {s for nb in chain.names() for s in chain.step(nb).figures}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

@@ -4,6 +4,7 @@ import json
 import re
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pandas as pd
@@ -344,7 +345,7 @@ ENV_KEY = "sk-envonly-Hk29Lq8Vn3Rt7Wx1Zs5Pm"
 
 def _secret_session(path: Path) -> Path:
     """A chat-JSONL session with secrets planted in user, assistant and tool text."""
-    msgs = [{"role": "system", "content": "You are a coding agent."}]
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."}]
     for i in range(30):
         msgs += [
             {

@@ -10,7 +10,7 @@ import papermill as pm
 import pytest
 
 from compaction_lab.core import paths, runfolder
-from compaction_lab.run import interactive
+from compaction_lab.run import chain, interactive
 
 
 @pytest.fixture
@@ -73,11 +73,19 @@ def test_an_unknown_notebook_is_an_error():
 
 
 def test_every_chain_notebook_prepares_its_inputs():
-    """Each notebook after 01 asks `interactive.prepare` for its folder, under its own name."""
-    for path in sorted(paths.NOTEBOOKS_DIR.glob("0[2-9]_*.ipynb")):
-        code = "\n".join(c.source for c in nbformat.read(path, 4).cells if c.cell_type == "code")
-        assert f'interactive.prepare(run_dir, "{path.stem}")' in code, path.name
-        assert path.stem in interactive.NEEDS
+    """Each notebook that reads another's outputs (the chain says which) asks `interactive.prepare` for its
+    folder, under its own name; what it needs and how a folder shows each input are the chain's."""
+    readers = [nb for nb in chain.names() if chain.step(nb).reads]
+    assert readers == [p.stem for p in sorted(paths.NOTEBOOKS_DIR.glob("0[2-9]_*.ipynb"))]
+    for nb in readers:
+        code = "\n".join(
+            c.source for c in nbformat.read(paths.NOTEBOOKS_DIR / f"{nb}.ipynb", 4).cells if c.cell_type == "code"
+        )
+        assert f'interactive.prepare(run_dir, "{nb}")' in code, nb
+    assert dict(interactive.NEEDS) == {nb: chain.step(nb).reads for nb in chain.names()}
+    assert dict(interactive.MARK) == {nb: chain.step(nb).mark for nb in chain.names()}
+    assert interactive.NEEDS["04_cost_model"] == ("01_context_composition", "03_closed_book_exam")
+    assert interactive.MARK["03_closed_book_exam"] == "exam_recall.parquet"
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ from compaction_lab.endpoints import shared
 from compaction_lab.endpoints.client import ChatClient
 from compaction_lab.endpoints.config import ModelConfig
 from compaction_lab.endpoints.ledger import open_ledger
-from compaction_lab.run import plan
+from compaction_lab.run import chain, plan
 from compaction_lab.run import runner as report
 from tests.fake_openai_server import FakeOpenAIServer
 
@@ -56,6 +56,7 @@ def test_the_plan_counts_exactly_what_the_run_sends_and_leaves_the_stores_alone(
         assert {p: _digest(p) for p in before} == before and not checkpoints.exists()
         assert planned is not None and planned.total_calls > 0
         assert set(planned.calls["purpose"]) <= {"summary:futureos-summarized", "summary:codex", "summary:opencode"}
+        assert all(chain.step("02_projection_anatomy").may_call(p) for p in planned.calls["purpose"])
         assert planned.open_book_extra == 0 and planned.cost is None
 
         report.run_profile(str(profile), results=tmp_path / "results", progress=False, render=False)
@@ -87,3 +88,31 @@ def test_plan_as_json_and_text(tmp_path):
     assert "not paid again): 4" in text
     doc = json.loads(json.dumps(p.as_dict()))
     assert doc["total_calls"] == 5 and doc["max_calls"] == 17 and doc["cost_estimate"] == pytest.approx(0.03)
+
+
+def test_the_chain_says_which_notebooks_call_a_model_through_which_parameters():
+    """`plan` and `doctor` read the model-calling notebooks from the chain: a notebook calls the model when one
+    of its model parameters is ``model``, per-notebook settings included."""
+    assert dict(chain.MODEL_PARAMETERS_BY_NOTEBOOK) == {
+        "02_projection_anatomy": ("summarizer",),
+        "03_closed_book_exam": ("summarizer", "reader"),
+        "04_cost_model": ("summarizer",),
+        "05_open_book_exam": ("summarizer", "reader"),
+    }
+    prof = report.Profile(
+        "p",
+        "d",
+        chain.names(),
+        {"summarizer": "extractive", "reader": "model"},
+        {"04_cost_model": {"summarizer": "model"}},
+    )
+    assert chain.model_notebooks(prof) == [
+        ("03_closed_book_exam", ("reader",)),
+        ("04_cost_model", ("summarizer",)),
+        ("05_open_book_exam", ("reader",)),
+    ]
+    # Every purpose a model endpoint is called for is declared by the notebook that sends it.
+    assert chain.step("05_open_book_exam").may_call("exam:open-final")
+    assert chain.step("03_closed_book_exam").may_call("summary:codex")
+    assert not chain.step("03_closed_book_exam").may_call("exam:open")
+    assert not chain.step("01_context_composition").purposes

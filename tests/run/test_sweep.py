@@ -16,9 +16,9 @@ import yaml
 
 from compaction_lab import cli
 from compaction_lab.core.errors import ProfileError
-from compaction_lab.run.params import layout_problems
 from compaction_lab.run import lifecycle, sweep
 from compaction_lab.run import runner as report
+from compaction_lab.run.params import layout_problems
 
 
 def _script() -> list[str]:

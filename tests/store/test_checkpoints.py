@@ -7,6 +7,7 @@ import os
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,8 +19,8 @@ from compaction_lab.strategies.base import CompactionContext
 STRATEGY = "fake-strategy"
 
 
-def _ctx(**kw) -> CompactionContext:
-    base = dict(
+def _ctx(**kw: Any) -> CompactionContext:
+    base: dict[str, Any] = dict(
         window=100_000,
         output_ceiling=8_000,
         shape=CallShape("test", "You are a test agent."),

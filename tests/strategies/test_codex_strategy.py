@@ -529,7 +529,7 @@ def test_property_projection_fits_and_is_verbatim(session, budget, window, data)
 
 
 def _real_sessions() -> list[Session]:
-    out = []
+    out: list[Session] = []
     out.extend(load_sessions(LOCAL_FIXTURES))  # tests/fixtures, the real public sessions included
     return out
 
@@ -908,7 +908,7 @@ def test_rollout_with_two_compactions_end_to_end(tmp_path):
     history rollout_reconstruction.rs rebuilds -- the newest replacement history plus what followed."""
     import json
 
-    from compaction_lab.ingest.base import ImportReport
+    from compaction_lab.ingest.import_report import ImportReport
 
     def item(role, text):
         kind = "output_text" if role == "assistant" else "input_text"

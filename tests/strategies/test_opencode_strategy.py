@@ -1159,7 +1159,7 @@ def test_property_projection_fits_and_is_verbatim(session, window, prune, data):
 
 
 def _real_sessions() -> list[Session]:
-    out = []
+    out: list[Session] = []
     out.extend(load_sessions(LOCAL_FIXTURES))  # tests/fixtures, the real public sessions included
     return out
 

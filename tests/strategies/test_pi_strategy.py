@@ -18,6 +18,7 @@ import pytest
 from compaction_lab import strategies
 from compaction_lab.core.projection import STAND_IN_LABEL
 from compaction_lab.core.shapes import CallShape
+from compaction_lab.core.text import js_length
 from compaction_lab.ingest import load_sessions, synthetic
 from compaction_lab.strategies import pi_agent as pa
 from compaction_lab.strategies.base import ESTIMATORS, CompactionContext
@@ -162,7 +163,7 @@ def test_estimate_is_ceil_chars_over_four_per_message():
     )
     e = entries_of(s)
     assert [pa.estimate_entry(x) for x in e] == [2, 1, math.ceil(len('read{"path":"a.py"}') / 4)]
-    assert pa.js_len("😀") == 2 and pa.js_len("é") == 1
+    assert js_length("😀") == 2 and js_length("é") == 1
     combined = make_session([("reasoning", "t" * 5), ("assistant", "a" * 6)])
     recs = tuple(replace(r, entry_id="m") for r in combined.records)
     assert pa.estimate_entry(pa.Entry("m", "assistant", recs)) == math.ceil(11 / 4)

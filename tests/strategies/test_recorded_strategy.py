@@ -11,7 +11,7 @@ import pytest
 
 from compaction_lab import ingest, strategies
 from compaction_lab.core.projection import projection_from_json
-from compaction_lab.ingest.base import SessionBuilder
+from compaction_lab.ingest.builder import SessionBuilder
 from compaction_lab.strategies import recorded
 from compaction_lab.strategies.base import CompactionContext
 from tests.helpers import FIXTURES

@@ -109,7 +109,7 @@ def loads(text: str) -> Any:
 
 
 def parse_or_text(text: str) -> Any:
-    """The JSON value of `text`, or `text` itself (a plain string) when it is not JSON or nests too deep."""
+    """Parse `text` as JSON; return `text` itself (a plain string) when it is not JSON or nests too deep."""
     try:
         return loads(text)
     except ValueError:

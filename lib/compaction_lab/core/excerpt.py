@@ -209,7 +209,7 @@ def cap_sessions(sessions: Iterable[Session], cap: int = RECORD_CAP_CHARS) -> Ex
 
 
 def for_stage(sessions: Iterable[Session], stage: str, cap: int = RECORD_CAP_CHARS) -> tuple[Session, ...]:
-    """The sessions as `stage` reads them: capped, saying so on stderr when anything was excerpted.
+    """Cap the sessions as `stage` reads them, saying so on stderr when anything was excerpted.
 
     The note (``note: 1 record excerpted …``, `Excerpts.note`) goes to
     stderr, so a notebook shows it under the cell that read the sessions and

@@ -47,12 +47,16 @@ def tools_text(tools: Sequence[Mapping[str, Any]]) -> str:
     The strategies size the ``tools`` segment of a projection with it and the cost simulator tokenizes
     it, so both count the same text.
     """
+    # Not `canonical_json`: the one-space indent is the text every ``tools`` token count in the tables, and
+    # every strategy's size decision, was made on; the compact form would change both.
     return json.dumps([dict(t) for t in tools], sort_keys=True, ensure_ascii=False, indent=1) if tools else ""
 
 
 def shape_fingerprint(system_prompt: str, tools: Sequence[Mapping[str, Any]]) -> str:
-    """sha256 of a call shape: its system prompt and tool definitions (what `SummaryRequest.shape_fingerprint`,
-    `capture` and checkpoint keys all name a shape by)."""
+    """Return the sha256 of a call shape: its system prompt and tool definitions.
+
+    `SummaryRequest.shape_fingerprint`, `capture` and checkpoint keys all name a shape by it.
+    """
     return sha256_json({"system": system_prompt, "tools": [dict(t) for t in tools]})
 
 

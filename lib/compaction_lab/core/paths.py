@@ -57,13 +57,13 @@ def notebook_path(name: str) -> Path:
 
 
 def archive_path() -> Path:
-    """The SQLite archive of original records (git-ignored; it holds users' own sessions)."""
+    """Return the SQLite archive of original records (git-ignored; it holds users' own sessions)."""
     env = os.environ.get("COMPACTION_LAB_ARCHIVE")
     return Path(env).expanduser().resolve() if env else DATA_DIR / "archive" / "originals.sqlite"
 
 
 def ledger_path() -> Path:
-    """The SQLite ledger of model calls (it holds requests and responses: keep it out of git)."""
+    """Return the SQLite ledger of model calls (it holds requests and responses: keep it out of git)."""
     env = os.environ.get("COMPACTION_LAB_LEDGER")
     return Path(env).expanduser().resolve() if env else DATA_DIR / "ledger" / "ledger.sqlite"
 
@@ -75,8 +75,11 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 class StoragePathError(ValueError):
-    """A storage location cannot be used: a folder where a file belongs, a file that is not a
-    database, a folder this process cannot write in. The message names the path."""
+    """A storage location cannot be used.
+
+    A folder where a file belongs, a file that is not a database, a folder this process cannot write in.
+    The message names the path.
+    """
 
 
 def _check_writable_folder(folder: str | Path, what: str) -> None:
@@ -149,8 +152,10 @@ def _check_sqlite_file(path: str | Path, what: str, *, create: bool) -> None:
 
 
 def _no_os_errors(check):
-    """`check`, with any OS error on the way (a parent folder this process may not enter: ``stat``
-    itself fails with EACCES) reported as a `StoragePathError` naming the path, never a traceback."""
+    """Wrap `check` so any OS error on the way is a `StoragePathError` naming the path, never a traceback.
+
+    Such an error: a parent folder this process may not enter (``stat`` itself fails with EACCES).
+    """
     import functools
 
     @functools.wraps(check)

@@ -1,5 +1,7 @@
-"""Processes: whether one is alive (the one liveness rule of checkpoints, the ledger and runs), and the
-environment the processes started in a block inherit."""
+"""Processes: whether one is alive, and the environment the processes started in a block inherit.
+
+Whether one is alive is the one liveness rule of checkpoints, the ledger and runs.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from contextlib import contextmanager
 
 
 def pid_alive(pid: int) -> bool:
-    """True while a process with this id exists on this machine.
+    """Tell whether a process with this id exists on this machine.
 
     Parameters
     ----------
@@ -35,7 +37,7 @@ __all__ = ["pid_alive"]
 
 @contextmanager
 def environment(values: Mapping[str, str]) -> Iterator[None]:
-    """These environment variables set for the block (and for every process started in it), then restored.
+    """Set these environment variables for the block (and for every process started in it), then restore them.
 
     A variable that was unset before is unset again after, not left empty.
     """

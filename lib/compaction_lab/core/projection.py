@@ -93,7 +93,7 @@ class Segment:
     opaque: bool = False
 
     def message_key(self) -> str:
-        """The key `Projection.messages` joins on ("" — a message of its own)."""
+        """Return the key `Projection.messages` joins on ("" — a message of its own)."""
         if self.message:
             return self.message
         if len(self.entry_ids) == 1 and (self.kind not in AUTHORED_KINDS or self.kind == "omitted_marker"):
@@ -101,6 +101,7 @@ class Segment:
         return ""
 
     def __post_init__(self) -> None:
+        """Refuse an unknown kind or role; keep the entry ids as a tuple."""
         if self.kind not in SEGMENT_KINDS:
             raise ValueError(f"unknown segment kind {self.kind!r}; expected one of {SEGMENT_KINDS}")
         if self.role not in ROLES:
@@ -161,7 +162,7 @@ class SummaryRequest:
         return fingerprints.shape_fingerprint(self.system, self.tools)
 
     def to_openai(self) -> dict[str, Any]:
-        """The request body an OpenAI-compatible chat endpoint receives."""
+        """Return the request body an OpenAI-compatible chat endpoint receives."""
         body: dict[str, Any] = {
             "messages": [{"role": "system", "content": self.system}, *[dict(m) for m in self.messages]],
             "max_tokens": self.max_output_tokens,
@@ -254,7 +255,7 @@ class Projection:
         return (SentRequest(self.summary_request, sum(s.tokens for s in self.segments if s.kind == "summary")),)
 
     def finalize(self, encoding: str = DEFAULT_ENCODING) -> Projection:
-        """The same projection with every segment's report-token size counted (an opaque one keeps its estimate)."""
+        """Return a copy with every segment's report-token size counted (an opaque one keeps its estimate)."""
         counts = counter(encoding).count_many([s.text for s in self.segments])
         segs = tuple(
             replace(s, tokens=s.tokens if s.opaque else n) for s, n in zip(self.segments, counts, strict=False)
@@ -271,7 +272,7 @@ class Projection:
         return {e for s in self.segments for e in s.entry_ids}
 
     def messages(self) -> list[dict[str, Any]]:
-        """The chat messages a model would see: one per message boundary the agent keeps.
+        """Return the chat messages a model would see: one per message boundary the agent keeps.
 
         The ``tools`` segment is left to the call shape (the request's tools
         parameter); consecutive ``system`` segments form the one system
@@ -288,7 +289,7 @@ class Projection:
         return chat_messages((s.role, s.text, s.message_key()) for s in self.segments if s.kind != "tools")
 
     def text(self) -> str:
-        """The flat text of the projection (what the verbatim reader searches)."""
+        """Return the flat text of the projection (what the verbatim reader searches)."""
         return "\n\n".join(s.text for s in self.segments)
 
     def to_rows(self, case_id: str = "") -> list[dict[str, Any]]:
@@ -389,9 +390,11 @@ def projection_from_json(data: Mapping[str, Any]) -> Projection:
 
 
 def chat_messages(parts: Iterable[tuple[str, str, str]]) -> list[dict[str, Any]]:
-    """Chat messages from ``(role, text, message key)`` parts, in order: the boundary rule of
-    `Projection.messages` (consecutive ``system`` parts join; otherwise a part joins the previous message
-    only with the same role, not ``tool``, and the same non-empty key)."""
+    """Build chat messages from ``(role, text, message key)`` parts, in order.
+
+    The boundary rule of `Projection.messages`: consecutive ``system`` parts join; otherwise a part joins the
+    previous message only with the same role, not ``tool``, and the same non-empty key.
+    """
     out: list[dict[str, Any]] = []
     last_key = ""
     for role, text, key in parts:

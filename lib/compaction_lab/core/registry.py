@@ -21,11 +21,13 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import threading
+import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 T = TypeVar("T")
+S = TypeVar("S")
 
 #: The rank of an entry that does not say where it belongs: after every ranked one.
 UNRANKED = 1_000_000
@@ -70,8 +72,8 @@ class Registry(Generic[T]):
 
     # ------------------------------------------------------------------ registering
 
-    def register(self, name: str, *, rank: int = UNRANKED, **meta: Any) -> Callable[[T], T]:
-        """Decorator: register the decorated object under `name` (``rank`` orders listings; ``meta`` is kept).
+    def register(self, name: str, *, rank: int = UNRANKED, **meta: Any) -> Callable[[S], S]:
+        """Register the decorated object under `name` (decorator; ``rank`` orders listings; ``meta`` is kept).
 
         Raises
         ------
@@ -80,8 +82,9 @@ class Registry(Generic[T]):
             module imported twice under one name).
         """
 
-        def decorate(obj: T) -> T:
-            self.add(name, obj, rank=rank, **meta)
+        def decorate(obj: S) -> S:
+            # The decorated object keeps its own type for the type checker (a class stays a class).
+            self.add(name, cast(T, obj), rank=rank, **meta)
             return obj
 
         return decorate
@@ -100,6 +103,13 @@ class Registry(Generic[T]):
         with self._lock:
             if package not in self._packages:
                 self._packages.append(package)
+
+    def remove_package(self, package: str) -> None:
+        """Stop discovering `package` (a test's throwaway package); what it registered stays until `remove`."""
+        with self._lock:
+            if package in self._packages:
+                self._packages.remove(package)
+            self._discovered.discard(package)
 
     def remove(self, name: str) -> None:
         """Forget `name` (a test that registered a throwaway extension cleans up)."""
@@ -132,7 +142,7 @@ class Registry(Generic[T]):
         return tuple(e.name for e in self.entries())
 
     def entry(self, name: str) -> Entry[T]:
-        """The entry registered under `name`.
+        """Return the entry registered under `name`.
 
         Raises
         ------
@@ -147,21 +157,26 @@ class Registry(Generic[T]):
         return found
 
     def get(self, name: str) -> T:
-        """The object registered under `name` (`UnknownName` when none is)."""
+        """Return the object registered under `name` (`UnknownName` when none is)."""
         return self.entry(name).obj
 
     def __contains__(self, name: object) -> bool:
+        """Tell whether `name` is registered (after discovery)."""
         self.discover()
         return name in self._entries
 
     def __iter__(self) -> Iterator[str]:
+        """Iterate over the registered names, by rank then name."""
         return iter(self.names())
 
     def __len__(self) -> int:
+        """Count the registered names."""
         return len(self.names())
 
 
 def _origin(obj: object) -> str:
     """Where `obj` was defined, so a module imported under two names is not a clash."""
+    if isinstance(obj, types.ModuleType):
+        return obj.__name__
     target = obj if isinstance(obj, type) or callable(obj) else type(obj)
     return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', '?')}"

@@ -33,7 +33,7 @@ _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def new_run_name(profile: str, now: datetime | None = None) -> str:
-    """A sortable, filesystem-safe run name: ``<profile>-YYYYmmdd-HHMMSS``."""
+    """Name a run, sortable and filesystem-safe: ``<profile>-YYYYmmdd-HHMMSS``."""
     now = now or datetime.now(timezone.utc)
     return f"{_SAFE.sub('-', profile)}-{now.strftime('%Y%m%d-%H%M%S')}"
 
@@ -57,7 +57,7 @@ def create_run_dir(name: str, results: Path | None = None) -> Path:
 
 
 def resolve(run_dir: str | Path | None) -> Path:
-    """The run folder a notebook writes into.
+    """Resolve the run folder a notebook writes into.
 
     Papermill passes ``run_dir``; a notebook opened by hand in JupyterLab has
     it empty and writes into ``<results>/interactive`` so exploring never

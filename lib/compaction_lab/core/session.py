@@ -12,6 +12,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from compaction_lab.core.fingerprints import canonical_json
+
 Kind = Literal["system", "user", "assistant", "reasoning", "tool_call", "tool_output", "summary", "meta"]
 
 #: Every record kind, in the order tables and charts list them.
@@ -80,6 +82,7 @@ class Record:
     timestamp: str | None = None
 
     def __post_init__(self) -> None:
+        """Refuse a kind that is not one of `KINDS`."""
         if self.kind not in KINDS:
             raise ValueError(f"unknown record kind {self.kind!r}; expected one of {KINDS}")
 
@@ -135,6 +138,7 @@ class Session:
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        """Store the records as a tuple; refuse another session's record or a source_order out of order."""
         # Accept any iterable but store an immutable tuple.
         object.__setattr__(self, "records", tuple(self.records))
         last = -1
@@ -149,9 +153,11 @@ class Session:
             last = rec.source_order
 
     def __len__(self) -> int:
+        """Return the number of records."""
         return len(self.records)
 
     def __iter__(self) -> Iterator[Record]:
+        """Iterate over the records in source order."""
         return iter(self.records)
 
     @property
@@ -165,7 +171,7 @@ class Session:
         return sum(r.chars for r in self.records if r.kind in CONTEXT_KINDS)
 
     def of_kind(self, *kinds: str) -> list[Record]:
-        """Records whose kind is one of `kinds`, in source order."""
+        """Return the records whose kind is one of `kinds`, in source order."""
         return [r for r in self.records if r.kind in kinds]
 
     def to_jsonl(self) -> bytes:
@@ -182,8 +188,8 @@ class Session:
                 "metadata": dict(self.metadata),
             }
         }
-        lines = [_dumps(header)]
-        lines.extend(_dumps(r.to_dict()) for r in self.records)
+        lines = [canonical_json(header)]
+        lines.extend(canonical_json(r.to_dict()) for r in self.records)
         return ("\n".join(lines) + "\n").encode("utf-8")
 
     @classmethod
@@ -202,10 +208,6 @@ class Session:
             metadata=head.get("metadata") or {},
             records=tuple(records),
         )
-
-
-def _dumps(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 def iter_records(sessions: Iterable[Session]) -> Iterator[Record]:

@@ -47,8 +47,10 @@ class CallShape:
     tools: tuple[Mapping[str, Any], ...] = ()
 
     def tools_text(self) -> str:
-        """The tool definitions as the model sees them (`fingerprints.tools_text`: what the cost simulator
-        counts too), ``""`` without tools."""
+        """Return the tool definitions as the model sees them, ``""`` without tools.
+
+        This is `fingerprints.tools_text`: what the cost simulator counts too.
+        """
         return tools_text(self.tools)
 
     @classmethod
@@ -63,11 +65,11 @@ class CallShape:
 
     @classmethod
     def default(cls) -> CallShape:
-        """The synthetic chains' shape (``data/shapes/synthetic-agent.json``)."""
+        """Load the synthetic chains' shape (``data/shapes/synthetic-agent.json``)."""
         return cls.load(paths.SHAPES_DIR / "synthetic-agent.json")
 
     def for_session(self, session: Session) -> CallShape:
-        """This shape, with the session's own recorded system prompt when it has one."""
+        """Return the shape with the session's own recorded system prompt when it has one."""
         own = session.metadata.get("system_prompt")
         if not own:
             first = next((r for r in session.records if r.kind == "system"), None)
@@ -76,7 +78,7 @@ class CallShape:
 
 
 def plain_json(obj: Any) -> Any:
-    """A JSON-only deep copy (mappings become dicts, tuples lists)."""
+    """Make a JSON-only deep copy (mappings become dicts, tuples lists)."""
     return json.loads(json.dumps(obj, ensure_ascii=False))
 
 
@@ -92,7 +94,7 @@ def check_name(name: str) -> str:
 
 
 def shape_document(shape: CallShape, description: str = "") -> dict[str, Any]:
-    """A shape as its file stores it (``name``, ``description``, ``system_prompt``, ``tools``)."""
+    """Return a shape as its file stores it (``name``, ``description``, ``system_prompt``, ``tools``)."""
     doc: dict[str, Any] = {"name": shape.name}
     if description:
         doc["description"] = description
@@ -134,7 +136,7 @@ def write_shape(
 
 
 def shape_files(shapes_dir: str | Path | None = None) -> list[Path]:
-    """The shape files of a folder (``*.json`` but the verify lock), sorted by name."""
+    """List the shape files of a folder (``*.json`` but the verify lock), sorted by name."""
     folder = Path(shapes_dir) if shapes_dir is not None else paths.SHAPES_DIR
     return sorted(p for p in folder.glob("*.json") if p.name != LOCK_NAME)
 

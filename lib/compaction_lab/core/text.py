@@ -1,8 +1,10 @@
-"""How message text reads: structured content flattened, a tool call as the model saw it, and the
-openings that mark harness-injected context.
+"""How message text reads, and how JavaScript measures it.
 
-Every stage that reads a message — the importers, the strategies, the summary stand-in, the readers,
-`capture` and `verify` — reads it through these, so they agree on what a message says.
+Structured content flattened, a tool call as the model saw it, the openings that mark harness-injected
+context, and a string's length and prefix in UTF-16 code units. Every stage that reads a message — the importers, the strategies, the summary stand-in, the readers,
+`capture` and `verify` — reads it through these, so they agree on what a message says. The strategies
+that mirror a JavaScript harness (OpenCode, pi, Gemini CLI) measure text with `js_length` and cut it
+with `js_slice`, so they agree with each other and with ``String.length``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 
 def tool_call_text(name: str, args: Any) -> str:
-    """The text of a tool call as the model saw it: name and JSON arguments."""
+    """Return the text of a tool call as the model saw it: name and JSON arguments."""
     if isinstance(args, str):
         return f"{name} {args}"
     return f"{name} {json.dumps(args, ensure_ascii=False)}"
@@ -62,8 +64,64 @@ INJECTED_PREFIXES = (
 
 
 def is_injected(text: str) -> bool:
-    """True when user-role text starts with a known injected-context block."""
+    """Tell whether user-role text starts with a known injected-context block."""
     return text.lstrip().startswith(INJECTED_PREFIXES)
 
 
-__all__ = ["INJECTED_PREFIXES", "content_text", "is_injected", "tool_call_text"]
+# A JavaScript string is a sequence of UTF-16 code units: a character outside the Basic Multilingual
+# Plane (an emoji) is two, any other one. "surrogatepass" lets a lone surrogate (which JSON may escape
+# and a str may hold) encode as the single unit it is in JavaScript instead of raising.
+
+
+def js_length(text: str) -> int:
+    """Return JavaScript's ``String.length`` of `text`: its UTF-16 code units.
+
+    A character outside the Basic Multilingual Plane counts 2, every other one 1, a lone surrogate
+    included (as in JavaScript).
+
+    Parameters
+    ----------
+    text : str
+
+    Returns
+    -------
+    int
+    """
+    return len(text) if text.isascii() else len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def js_slice(text: str, n: int) -> str:
+    """Return the first `n` UTF-16 code units of `text` (``text.slice(0, n)``), whole characters only.
+
+    A character that two units encode and that the cut would split is left out whole, where
+    JavaScript would keep its first half; a lone surrogate is one unit and kept.
+
+    Parameters
+    ----------
+    text : str
+    n : int
+        Code units to keep.
+
+    Returns
+    -------
+    str
+    """
+    if text.isascii():
+        return text[:n]
+    units = text.encode("utf-16-le", "surrogatepass")
+    head = units[: 2 * n].decode("utf-16-le", "surrogatepass")
+    after = units[2 * n : 2 * n + 2].decode("utf-16-le", "surrogatepass")
+    if head and after and _is_high_surrogate(head[-1]) and _is_low_surrogate(after):
+        return head[:-1]  # the cut split a pair: its first half goes too, as it always has in pi's truncation
+    return head
+
+
+def _is_high_surrogate(ch: str) -> bool:
+    return "\ud800" <= ch <= "\udbff"
+
+
+def _is_low_surrogate(ch: str) -> bool:
+    return "\udc00" <= ch <= "\udfff"
+
+
+__all__ = ["INJECTED_PREFIXES", "content_text", "is_injected", "js_length", "js_slice", "tool_call_text"]

@@ -170,7 +170,7 @@ def split_for_count(text: str, size: int = COUNT_CHUNK_CHARS) -> list[str]:
 
 
 def _last_piece_start(text: str, lo: int, hi: int) -> int:
-    """The last safe cut in ``(lo, hi)``, looking near `hi` first (normal text has one within a line); else `hi`."""
+    """Find the last safe cut in ``(lo, hi)``, looking near `hi` first (normal text has one in a line); else `hi`."""
     for width in (256, hi - lo):
         begin = max(hi - width, lo + 1)
         last = None
@@ -307,7 +307,7 @@ class _Count(Protocol):
 
 @cache
 def _bpe_count(encoding: str) -> _Count | None:
-    """The Rust tokenizer behind bpe-openai's encoding, for counting (None when it cannot be had).
+    """Get the Rust tokenizer behind bpe-openai's encoding, for counting (None when it cannot be had).
 
     Its ``count`` returns a length straight from Rust, where the wrapper's
     ``encode_ordinary`` first re-encodes the text to check it and copies the
@@ -323,7 +323,7 @@ def _bpe_count(encoding: str) -> _Count | None:
 
 
 def _shorten(text: str, limit: int = 80) -> str:
-    """repr of `text`, cut to about `limit` characters, for error messages."""
+    """Show the repr of `text`, cut to about `limit` characters, for error messages."""
     r = repr(text)
     return r if len(r) <= limit else f"{r[:limit]}... ({len(text)} characters)"
 
@@ -371,7 +371,7 @@ def _check_name(name: str, what: str) -> str:
 
 
 def resolve_tokenizer(name: str = "auto", encoding: str = DEFAULT_ENCODING) -> str:
-    """The backend that counts `encoding` for the tokenizer `name`: ``"tiktoken"`` or ``"bpe-openai"``.
+    """Resolve the backend that counts `encoding` for the tokenizer `name`: ``"tiktoken"`` or ``"bpe-openai"``.
 
     Parameters
     ----------
@@ -411,7 +411,7 @@ _DEFAULT_TOKENIZER: str | None = None
 
 
 def _tokenizer_from_env() -> str:
-    """The tokenizer named by ``COMPACTION_LAB_TOKENIZER``, ``"auto"`` when it is unset or empty.
+    """Read the tokenizer named by ``COMPACTION_LAB_TOKENIZER``, ``"auto"`` when it is unset or empty.
 
     Read when asked (not at import), so a bad value is an error where it is used, not a failed import.
     """
@@ -438,7 +438,7 @@ def set_default_tokenizer(name: str | None) -> None:
 
 
 def default_tokenizer() -> str:
-    """The process-wide default tokenizer (unresolved: it may be ``"auto"``).
+    """Return the process-wide default tokenizer (unresolved: it may be ``"auto"``).
 
     `set_default_tokenizer`'s value if set, else ``COMPACTION_LAB_TOKENIZER``,
     else ``"auto"``.

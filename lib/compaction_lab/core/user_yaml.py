@@ -1,5 +1,6 @@
-"""YAML that people hand the lab — run profiles, ``--set`` values, sweep values, endpoint presets, price
-tables, redaction patterns — read with one loader that such a file cannot turn against the machine.
+"""YAML that people hand the lab, read with one loader that such a file cannot turn against the machine.
+
+Such YAML: run profiles, ``--set`` values, sweep values, endpoint presets, price tables, redaction patterns.
 
 * **No aliases.** An alias (``*name``) is refused; an anchor alone (``&name``) is harmless. A few
   hundred bytes of nested aliases (the "billion laughs") build a value that expands to gigabytes as
@@ -50,9 +51,12 @@ _SCAN_LIMIT = bounded_json.MAX_DEPTH + 8
 
 
 class _NoAliasLoader(yaml.SafeLoader):
-    """`yaml.SafeLoader` that refuses every alias (``*name``), so no value can expand past its text, and
-    stops scanning at absurd nesting: PyYAML's scanner is quadratic in flow nesting (``[[[…`` 100,000
-    deep takes minutes) before its composer runs out of recursion."""
+    """`yaml.SafeLoader` that refuses every alias and stops scanning at absurd nesting.
+
+    It refuses every alias (``*name``), so no value can expand past its text, and stops scanning at absurd
+    nesting: PyYAML's scanner is quadratic in flow nesting (``[[[…`` 100,000 deep takes minutes) before its
+    composer runs out of recursion.
+    """
 
     def fetch_flow_collection_start(self, TokenClass: Any) -> None:
         if self.flow_level >= _SCAN_LIMIT:
@@ -76,7 +80,7 @@ def _short(text: str) -> str:
 
 
 def _problem(exc: yaml.YAMLError) -> str:
-    """What the parser objects to and where — without the quoted line, which may hold a secret."""
+    """Say what the parser objects to and where — without the quoted line, which may hold a secret."""
     if isinstance(exc, yaml.MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
@@ -85,7 +89,7 @@ def _problem(exc: yaml.YAMLError) -> str:
 
 
 def loads(text: str, where: str) -> Any:
-    """The value of YAML text, read by the rules of this module.
+    """Read the value of YAML text by the rules of this module.
 
     Parameters
     ----------
@@ -121,7 +125,7 @@ def loads(text: str, where: str) -> Any:
 
 
 def load(path: str | Path, what: str = "") -> Any:
-    """The value of a user's YAML file (None for an empty one), read by the rules of this module.
+    """Read the value of a user's YAML file (None for an empty one) by the rules of this module.
 
     Parameters
     ----------

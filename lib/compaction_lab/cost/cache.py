@@ -18,9 +18,9 @@ The request
 -----------
 A request is the token ids of ``[system prompt][tool definitions][messages…]``
 in that order (`request_tokens`): the system text, then the tool definitions
-as canonical JSON (``json.dumps(tools, sort_keys=True, ensure_ascii=False,
-indent=1)``, the text `CallShape.tools_text` counts; nothing when there are
-no tools), then each message as ``"role: content"``. Each part is encoded on
+as indented canonical JSON (`core.fingerprints.tools_text`, the text the
+strategies count; nothing when there are no tools), then each message as
+``"role: content"`` (structured content as its `canonical_json`). Each part is encoded on
 its own and the ids concatenated, so a part's end is always a token boundary
 (Anthropic breakpoints land exactly there) and the request without its
 messages is an exact prefix of the request with them. Role markers and
@@ -38,7 +38,6 @@ from __future__ import annotations
 import bisect
 import hashlib
 import inspect
-import json
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -47,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from compaction_lab.core.fingerprints import tools_text
+from compaction_lab.core.fingerprints import canonical_json, tools_text
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -133,7 +132,7 @@ def _content_text(content: Any) -> str:
         return content
     if content is None:
         return ""
-    return json.dumps(content, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return canonical_json(content)
 
 
 def _build(
@@ -205,8 +204,10 @@ def request_tokens_from_summary_request(req: Any, encoding: str = DEFAULT_ENCODI
 
 
 def part_at(layout: RequestLayout, offset: int) -> str:
-    """Which part of a request token `offset` falls in: ``system prompt``, ``tool definitions``,
-    ``message k`` (1-based), or ``end`` (past the last token)."""
+    """Name the part of a request that token `offset` falls in.
+
+    ``system prompt``, ``tool definitions``, ``message k`` (1-based), or ``end`` (past the last token).
+    """
     if offset >= len(layout.tokens):
         return "end"
     lo_sys = 0 if layout.system_end <= layout.tools_end else layout.tools_end
@@ -318,7 +319,7 @@ class CacheResult:
 
     @property
     def hit_ratio(self) -> float:
-        """cached / input (0 for an empty request)."""
+        """Share of input tokens served from the cache: cached / input (0 for an empty request)."""
         return self.cached_tokens / self.input_tokens if self.input_tokens else 0.0
 
 
@@ -343,9 +344,13 @@ class CacheSimulator(Protocol):
         *,
         now: float = 0.0,
         breakpoints: Sequence[int] = (),
-    ) -> CacheResult: ...
+    ) -> CacheResult:
+        """Serve a request from the store and store what the rule says; return how it was served."""
+        ...
 
-    def reset(self) -> None: ...
+    def reset(self) -> None:
+        """Empty the store."""
+        ...
 
 
 def _positive_int(value: Any, what: str, minimum: int = 1) -> int:
@@ -370,9 +375,11 @@ class NoCache:
         now: float = 0.0,
         breakpoints: Sequence[int] = (),
     ) -> CacheResult:
+        """Serve every input token as a miss."""
         return CacheResult(len(tokens), 0, 0, len(output_tokens))
 
     def reset(self) -> None:
+        """Do nothing: there is no store."""
         pass
 
 
@@ -412,6 +419,7 @@ class DeepSeekCache:
         self.reset()
 
     def reset(self) -> None:
+        """Empty the store (units and chunk trie)."""
         self._units: set[bytes] = set()  # keys of stored prefix units
         self._lengths: list[int] = []  # distinct stored unit lengths, sorted
         self._length_set: set[int] = set()
@@ -468,6 +476,7 @@ class DeepSeekCache:
         now: float = 0.0,
         breakpoints: Sequence[int] = (),
     ) -> CacheResult:
+        """Serve the request from the longest stored unit that prefixes it, then store its units."""
         n_in, n_out = len(tokens), len(output_tokens)
         # One key chain over input + output serves both the lookup (k ≤ n_in) and the store.
         full = list(tokens) + list(output_tokens)
@@ -521,6 +530,7 @@ class OpenAICache:
         self.reset()
 
     def reset(self) -> None:
+        """Empty the store."""
         self._last_used: dict[bytes, float] = {}  # chain key of each step-aligned prefix -> last use
         self._prune_at = 100_000
 
@@ -541,6 +551,7 @@ class OpenAICache:
         now: float = 0.0,
         breakpoints: Sequence[int] = (),
     ) -> CacheResult:
+        """Serve the request from its longest live step-aligned prefix, then store its step-aligned prefixes."""
         n = len(tokens)
         keys = _PrefixKeys(tokens, self.step)
         # Shorter prefixes of a stored one are stored with a time at least as recent,
@@ -609,6 +620,7 @@ class AnthropicCache:
         self.reset()
 
     def reset(self) -> None:
+        """Empty the store."""
         self._last_used: dict[bytes, float] = {}  # key of each written prefix -> last write/read
         self._lengths: list[int] = []  # distinct written prefix lengths, sorted
 
@@ -629,6 +641,7 @@ class AnthropicCache:
         now: float = 0.0,
         breakpoints: Sequence[int] = (),
     ) -> CacheResult:
+        """Read the longest live breakpoint prefix the request repeats, then write its breakpoint prefixes."""
         n, n_out = len(tokens), len(output_tokens)
         bps = self._breakpoints(breakpoints, n)
         if not bps:
@@ -671,7 +684,7 @@ SIMULATORS: tuple[str, ...] = tuple(_CLASSES)
 
 
 def get_simulator(name: str, **params: Any) -> CacheSimulator:
-    """A fresh simulator by name (one of `SIMULATORS`), with its parameters."""
+    """Build a fresh simulator by name (one of `SIMULATORS`), with its parameters."""
     try:
         cls = _CLASSES[name]
     except KeyError:
@@ -680,7 +693,7 @@ def get_simulator(name: str, **params: Any) -> CacheSimulator:
 
 
 def simulator_for_table(table: PriceTable) -> CacheSimulator:
-    """The simulator a price table names, built with the table's cache parameters.
+    """Build the simulator a price table names, with the table's cache parameters.
 
     Parameters the simulator does not take (e.g. Anthropic's write
     multipliers, which the price table applies) are left out.
@@ -728,7 +741,7 @@ def shape_experiment(
     top_line: str = TOP_LINE,
     tools_first: bool = False,
 ) -> pd.DataFrame:
-    """The cache-shape experiment: how much of a primed prefix each request shape reuses.
+    """Run the cache-shape experiment: how much of a primed prefix each request shape reuses.
 
     For each simulator and each variant, a fresh simulator is primed with the
     session's request (`system`, `tools`, `messages`), then sent the variant:

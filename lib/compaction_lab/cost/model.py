@@ -79,6 +79,7 @@ class CostAssumptions:
     simulated_turns: int = 5
 
     def __post_init__(self) -> None:
+        """Refuse fewer than 3 simulated turns when more turns are priced."""
         if self.simulated_turns < 3 and self.turns > self.simulated_turns:
             raise ValueError("simulated_turns must be >= 3 to carry the per-turn cache pattern forward")
 
@@ -86,6 +87,7 @@ class CostAssumptions:
 
     @classmethod
     def from_mapping(cls, m: Mapping[str, Any]) -> CostAssumptions:
+        """Build the assumptions from a mapping; unknown keys and None values are ignored."""
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in m.items() if k in known and v is not None})
 
@@ -94,7 +96,7 @@ class CostAssumptions:
 
 
 def uncompacted_layout(session: Session, cut: int, shape: CallShape, encoding: str) -> cache_mod.RequestLayout:
-    """The request the session sends at the cut without compaction (what primed the provider's cache)."""
+    """Lay out the request the session sends at the cut without compaction (what primed the provider's cache)."""
     shape = shape.for_session(session)
     return cache_mod.request_layout(
         shape.system_prompt, list(shape.tools), record_messages(history(session, cut)), encoding
@@ -137,6 +139,7 @@ class Bill:
     output_tokens: int = 0
 
     def __add__(self, other: Bill) -> Bill:
+        """Add two bills token count by token count."""
         return Bill(
             self.input_tokens + other.input_tokens,
             self.cached_tokens + other.cached_tokens,
@@ -145,6 +148,7 @@ class Bill:
         )
 
     def cost(self, table, period: str) -> float:
+        """Price the bill with a price table in a period (``off_peak`` or ``peak``)."""
         return prices_mod.price(
             table,
             input_tokens=self.input_tokens,
@@ -271,7 +275,7 @@ def simulate_case(
 def uncompacted_bills(
     session: Session, cut: int, shape: CallShape, simulator: str, a: CostAssumptions, encoding: str = DEFAULT_ENCODING
 ) -> tuple[Bill, ...]:
-    """The baseline: later turns continuing on the uncompacted context (as if the window allowed it)."""
+    """Bill the baseline: later turns continuing on the uncompacted context (as if the window allowed it)."""
     full, full_prefix = uncompacted_request(session, cut, shape, encoding)
     base = cache_mod.get_simulator(simulator)
     _send(base, full, [], full_prefix)
@@ -441,8 +445,10 @@ def what_if(
 
 
 def what_if_comparison(table: pd.DataFrame, what_if_table: pd.DataFrame, strategy: str) -> pd.DataFrame:
-    """A strategy's faithful cost rows beside its what-if rows: warm hit ratio and cache-served cost,
-    one row per (label, cache rule), one column per price table."""
+    """Compare a strategy's faithful cost rows with its what-if rows: warm hit ratio and cache-served cost.
+
+    One row per (label, cache rule), one column per price table.
+    """
     both = pd.concat([table[table["strategy"] == strategy], what_if_table], ignore_index=True)
     return both.pivot_table(
         index=["strategy_label", "simulator"],
@@ -528,7 +534,7 @@ def compaction_prefix_table(
 
 
 def assumptions_table(a: CostAssumptions, tables: Sequence[str], simulators: Sequence[str]) -> pd.DataFrame:
-    """The assumptions as a two-column table, for the notebook to show beside the figures."""
+    """Tabulate the assumptions in two columns, for the notebook to show beside the figures."""
     rows = [{"assumption": k, "value": v} for k, v in asdict(a).items()]
     rows += [
         {"assumption": "price tables", "value": ", ".join(tables)},
@@ -541,7 +547,7 @@ def assumptions_table(a: CostAssumptions, tables: Sequence[str], simulators: Seq
 def measured_vs_simulated(
     session: Session, simulator: str = "anthropic", encoding: str = DEFAULT_ENCODING, shape: CallShape | None = None
 ) -> pd.DataFrame:
-    """A real session's recorded cache-hit ratio beside the simulator's on the same request sequence.
+    """Compare a real session's recorded cache-hit ratio with the simulator's on the same request sequence.
 
     Each recorded model call is replayed as the request the session held at
     that point (every record before the call's entry); the session's own usage
@@ -608,7 +614,7 @@ LEDGER_CACHE_COLUMNS = [
 def ledger_vs_simulated(
     calls: Sequence[Mapping[str, Any]], simulator: str, encoding: str = DEFAULT_ENCODING
 ) -> pd.DataFrame:
-    """The provider's own cached-token counters beside the simulator's, for the requests it was sent.
+    """Compare the provider's own cached-token counters with the simulator's, for the requests it was sent.
 
     Parameters
     ----------
@@ -654,7 +660,7 @@ def ledger_vs_simulated(
 
 
 def ledger_calls_for(projections: Mapping[tuple[str, str], Projection], model: Any) -> list[dict[str, Any]]:
-    """The ledger's record of every model-written summary among `projections`, in case x strategy order.
+    """Find the ledger's record of every model-written summary among `projections`, in case x strategy order.
 
     Each summary request is rebuilt as it was sent (`summarize.endpoint.wire_body`
     plus the client's model and temperature) and looked up by fingerprint, so
@@ -697,7 +703,7 @@ def ledger_calls_for(projections: Mapping[tuple[str, str], Projection], model: A
 def shape_experiment_for(
     session: Session, shape: CallShape, encoding: str = DEFAULT_ENCODING, live_model: Any = None
 ) -> pd.DataFrame:
-    """The cache-shape experiment on a session's own request (system prompt, tools, its messages).
+    """Run the cache-shape experiment on a session's own request (system prompt, tools, its messages).
 
     With `live_model` (a model configuration), the same requests are also
     sent to that endpoint (`shape_experiment_live`) and its measured rows
@@ -716,7 +722,7 @@ def shape_experiment_for(
 
 
 def shape_experiment_live(session: Session, shape: CallShape, model: Any) -> pd.DataFrame:
-    """The cache-shape experiment sent for real: the provider's own cached-token counters per variant.
+    """Send the cache-shape experiment for real: the provider's own cached-token counters per variant.
 
     Primes the endpoint's cache with the session's request, then sends the
     four variants of `cache.shape_experiment` in its order (identical, system

@@ -168,7 +168,7 @@ def request_fingerprint(body: Mapping[str, Any]) -> str:
 
 
 def full_body(config: ModelConfig, body: Mapping[str, Any]) -> dict[str, Any]:
-    """The body as sent: `body` plus the config's model, and its temperature unless `body` sets one.
+    """Build the body as sent: `body` plus the config's model, and its temperature unless `body` sets one.
 
     Raises
     ------
@@ -233,7 +233,7 @@ def _tool_call(tc: Any, i: int) -> dict[str, Any]:
 
 
 def parse_choice(response: Any) -> tuple[dict[str, Any], str | None]:
-    """The assistant message (normalised, see `Completion.message`) and finish reason of a response.
+    """Read the assistant message (normalised, see `Completion.message`) and finish reason of a response.
 
     Raises
     ------
@@ -266,7 +266,7 @@ def parse_choice(response: Any) -> tuple[dict[str, Any], str | None]:
 
 
 def price_usage(table: prices_mod.PriceTable, usage: Usage) -> float:
-    """A call's cost in the table's currency at off-peak prices, billed as `cost.model.Bill.cost` bills."""
+    """Price a call in the table's currency at off-peak prices, billed as `cost.model.Bill.cost` bills."""
     return prices_mod.price(
         table,
         input_tokens=usage.prompt_tokens,
@@ -335,16 +335,20 @@ class ChatClient:
         self._inflight: dict[str, threading.Event] = {}
 
     def __repr__(self) -> str:
+        """Show the client by model, URL and key variable name (never the key)."""
         c = self.config
         return f"ChatClient(model={c.model!r}, base_url={self._url!r}, api_key_env={c.api_key_env!r})"
 
     def __reduce__(self) -> Any:
+        """Refuse to pickle: the client holds an API key (pass its `ModelConfig` instead)."""
         raise TypeError("a ChatClient holds an API key and is not picklable; pass its ModelConfig instead")
 
     def __enter__(self) -> ChatClient:
+        """Use the client as a context manager."""
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        """Close the client."""
         self.close()
 
     # ------------------------------------------------------------------ public
@@ -581,7 +585,7 @@ class ChatClient:
         )
 
     def _key(self) -> list[str]:
-        """The key this client sends, as a list of secrets to mask (empty for the ``none`` placeholder)."""
+        """Return the key this client sends, as a list of secrets to mask (empty for the ``none`` placeholder)."""
         key = getattr(self._http, "api_key", None)
         return [key] if isinstance(key, str) and key != NO_KEY else []
 

@@ -33,7 +33,7 @@ URL_SCHEMES: tuple[str, ...] = ("http", "https")
 
 
 def base_url_problem(url: Any) -> str | None:
-    """What is wrong with an endpoint's base URL, or None when it is well formed.
+    """Say what is wrong with an endpoint's base URL, or None when it is well formed.
 
     Well formed: text with no space or control character, scheme ``http`` or
     ``https``, a host (a name, an IPv4 address, or an IPv6 address in
@@ -130,6 +130,7 @@ class ModelConfig:
     reuse: bool = True
 
     def __post_init__(self) -> None:
+        """Refuse a malformed base URL, an empty model name, a key where its variable's name belongs, bad numbers."""
         check_base_url(self.base_url)
         if not isinstance(self.model, str) or not self.model.strip():
             raise ValueError("model must be a non-empty string")
@@ -196,6 +197,7 @@ class ModelConfig:
         return {**asdict(self), "base_url": mask_url(self.base_url)}
 
     def __repr__(self) -> str:
+        """Show the public fields (the URL's credentials masked)."""
         # The generated repr would quote the base URL with its credentials.
         return f"ModelConfig({', '.join(f'{k}={v!r}' for k, v in self.public().items())})"
 

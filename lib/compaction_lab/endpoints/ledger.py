@@ -154,20 +154,25 @@ class Ledger:
         self._pid = os.getpid()
 
     def __getstate__(self) -> dict[str, Any]:
+        """Pickle the ledger as its path and busy timeout (connections stay behind)."""
         return {"path": self.path, "busy_timeout": self.busy_timeout}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        """Restore the ledger from its path and busy timeout, with a fresh connection pool."""
         self.path = state["path"]
         self.busy_timeout = state["busy_timeout"]
         self._reset_pool()
 
     def __repr__(self) -> str:
+        """Show the ledger by its path."""
         return f"Ledger({str(self.path)!r})"
 
     def __enter__(self) -> Ledger:
+        """Use the ledger as a context manager."""
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        """Close the ledger."""
         self.close()
 
     # ------------------------------------------------------------------ plumbing
@@ -372,7 +377,7 @@ class Ledger:
     # ------------------------------------------------------------------ reads
 
     def lookup(self, fingerprint: str) -> dict | None:
-        """The most recent ``done`` call with this request fingerprint, or None.
+        """Return the most recent ``done`` call with this request fingerprint, or None.
 
         Returns
         -------
@@ -410,7 +415,7 @@ class Ledger:
         }
 
     def request(self, call_id: int) -> dict | None:
-        """The request body recorded for a call (as sent), or None when there is no such call."""
+        """Return the request body recorded for a call (as sent), or None when there is no such call."""
         with self._read() as conn:
             r = conn.execute("SELECT request_json FROM calls WHERE id=?", (int(call_id),)).fetchone()
         return None if r is None else json.loads(r["request_json"])
@@ -432,7 +437,7 @@ class Ledger:
 
 
 def _stored_request(request: Mapping) -> str:
-    """A request body as the ledger keeps it: canonical JSON, secrets masked (`mask_stored`)."""
+    """Serialise a request body as the ledger keeps it: canonical JSON, secrets masked (`mask_stored`)."""
     return canonical_json(mask_stored(dict(request)))
 
 
@@ -472,7 +477,7 @@ def _insert_started(
 
 
 def open_ledger(path: str | Path | None = None) -> Ledger:
-    """The ledger at `path`, or at `compaction_lab.core.paths.ledger_path()` when None.
+    """Open the ledger at `path`, or at `compaction_lab.core.paths.ledger_path()` when None.
 
     In a dry run (`compaction_lab.run.plan`) every ledger is the dry run's copy, whatever the
     path: a stand-in answer must never be recorded where a real run would reuse it.

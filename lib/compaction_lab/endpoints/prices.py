@@ -299,7 +299,7 @@ def _check_period(period: str) -> None:
 
 
 def rates(table: PriceTable, period: str = "off_peak", *, ttl: str | None = None) -> Rates:
-    """The per-1M-token prices that apply in `period`.
+    """Return the per-1M-token prices that apply in `period`.
 
     Parameters
     ----------

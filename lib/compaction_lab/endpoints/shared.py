@@ -11,7 +11,7 @@ _CLIENTS: dict[Any, Any] = {}
 
 
 def config_of(model: Any) -> Any:
-    """A `ModelConfig` from a config or a mapping (a notebook's ``model`` parameter)."""
+    """Make a `ModelConfig` from a config or a mapping (a notebook's ``model`` parameter)."""
     from compaction_lab.endpoints.config import ModelConfig
 
     if isinstance(model, ModelConfig):
@@ -25,7 +25,7 @@ def config_of(model: Any) -> Any:
 
 
 def get_client(model: Any) -> Any:
-    """The process's `ChatClient` for this configuration (made once, with its ledger)."""
+    """Return the process's `ChatClient` for this configuration (made once, with its ledger)."""
     from compaction_lab.endpoints.client import ChatClient
     from compaction_lab.endpoints.ledger import open_ledger
 

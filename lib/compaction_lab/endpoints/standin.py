@@ -34,7 +34,7 @@ REUSED_FILE = "reused.txt"
 
 
 def dry_run_folder() -> Path | None:
-    """The dry run's folder when this process is in one, else None."""
+    """Return the dry run's folder when this process is in one, else None."""
     value = os.environ.get(DRY_RUN_ENV, "").strip()
     return Path(value) if value else None
 
@@ -68,7 +68,7 @@ def _prompt_tokens(body: Mapping[str, Any]) -> int:
 
 
 def stand_in_reply(body: Mapping[str, Any]) -> dict[str, Any]:
-    """The stand-in endpoint's chat completion for one request body.
+    """Answer one request body as the stand-in endpoint does (a chat completion).
 
     A reply of exactly the request's ``max_tokens`` tokens with no tool call,
     and usage as a provider would report it (prompt tokens counted with the
@@ -93,7 +93,7 @@ def stand_in_reply(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _http_library() -> Any:
-    """The HTTP library the installed ``openai`` client is built on (``httpx2`` from openai 3, ``httpx`` before)."""
+    """Import the HTTP library the installed ``openai`` client uses (``httpx2`` from openai 3, ``httpx`` before)."""
     import importlib
 
     import openai
@@ -103,7 +103,7 @@ def _http_library() -> Any:
 
 
 def stand_in_client() -> Any:
-    """An HTTP client for ``openai.OpenAI(http_client=...)`` whose transport answers with `stand_in_reply`.
+    """Make an HTTP client for ``openai.OpenAI(http_client=...)`` whose transport answers with `stand_in_reply`.
 
     The transport is the HTTP library's own ``MockTransport``: a chat completion
     gets a stand-in reply, anything else a 404 naming the path (a dry run asks

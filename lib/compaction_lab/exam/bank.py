@@ -134,7 +134,7 @@ def spec_kwargs(
 
 
 def questions_limit_problem(name: str, value: int, n_cases: int | None = None) -> str:
-    """What to say about more questions than `MAX_QUESTIONS_PER_CASE` allows (per case; `n_cases` cases)."""
+    """Word the problem of more questions than `MAX_QUESTIONS_PER_CASE` allows (per case; `n_cases` cases)."""
     if n_cases is None:
         return f"{name} = {value:,}: at most {MAX_QUESTIONS_PER_CASE:,} per case (one case per session)"
     limit = MAX_QUESTIONS_PER_CASE * max(1, n_cases)
@@ -177,6 +177,7 @@ class BankSpec:
     cut_fractions: tuple[float, ...] = DEFAULT_CUT_FRACTIONS
 
     def __post_init__(self) -> None:
+        """Normalise the pointer mix and cut fractions, and refuse counts and fractions that cannot make a bank."""
         object.__setattr__(self, "pointer_mix", mix_pairs(self.pointer_mix))
         object.__setattr__(self, "cut_fractions", tuple(float(f) for f in self.cut_fractions))
         for name in ("n_cases", "n_questions", "n_decoys", "tail_tokens"):
@@ -230,7 +231,7 @@ class BankSpec:
 
 
 def mix_pairs(mix: Any) -> tuple[tuple[str, float], ...]:
-    """A pointer mix (mapping or pairs) as ``((pointer, weight), ...)`` in POINTERS order, checked."""
+    """Check a pointer mix (mapping or pairs) and return it as ``((pointer, weight), ...)`` in POINTERS order."""
     d = dict(mix.items() if isinstance(mix, Mapping) else mix)
     unknown = sorted(set(d) - set(POINTERS))
     if unknown:
@@ -263,10 +264,12 @@ class CaseAllocation:
 
     @property
     def real_planned(self) -> int:
+        """Real questions planned for the case, all pointers."""
         return sum(self.planned.values())
 
     @property
     def real_actual(self) -> int:
+        """Real questions the case has, all pointers."""
         return sum(self.actual.values())
 
 
@@ -294,10 +297,12 @@ class BankReport:
 
     @property
     def real_built(self) -> int:
+        """Real questions in the bank, all pointers."""
         return sum(self.actual.values())
 
     @property
     def decoys_built(self) -> int:
+        """Decoys in the bank, all cases."""
         return sum(c.decoys_actual for c in self.cases)
 
     @property
@@ -307,6 +312,7 @@ class BankReport:
 
     @property
     def missing_decoys(self) -> int:
+        """Decoys asked for but not built."""
         return self.spec.n_decoys - self.decoys_built
 
     @property
@@ -320,8 +326,11 @@ class BankReport:
         return self.missing_real == 0 and self.missing_decoys == 0 and dict(self.targets) == dict(self.actual)
 
     def shortfall_line(self) -> str:
-        """One sentence when the bank has fewer questions than asked: what was asked, what the sessions
-        allow, and why ("" when the count is met; a pointer mix the facts could not follow is in `notes`)."""
+        """Say in one sentence that the bank has fewer questions than asked, if it has.
+
+        What was asked, what the sessions allow, and why ("" when the count is met; a pointer mix the facts
+        could not follow is in `notes`).
+        """
         if self.missing_real <= 0 and self.missing_decoys <= 0:
             return ""
         s = self.spec
@@ -454,7 +463,7 @@ class _Slot:
 
 
 def _eligible(chain: SyntheticChain, tail: int) -> dict[str, tuple[PlantedFact, ...]]:
-    """A chain's real facts strictly before the tail, by pointer, sorted by (source_order, fact_id)."""
+    """Collect a chain's real facts strictly before the tail, by pointer, sorted by (source_order, fact_id)."""
     facts = sorted(
         (f for f in chain.facts if not f.is_decoy and 0 <= f.source_order < tail),
         key=lambda f: (f.source_order, f.fact_id),
@@ -463,7 +472,7 @@ def _eligible(chain: SyntheticChain, tail: int) -> dict[str, tuple[PlantedFact, 
 
 
 def _slots(chains: Sequence[SyntheticChain], spec: BankSpec) -> list[_Slot]:
-    """The cases' chains, cuts and tails, round-robin over the chains."""
+    """Lay out the cases' chains, cuts and tails, round-robin over the chains."""
     n_chains, n_cuts = len(chains), len(spec.cut_fractions)
     if spec.n_cases > n_chains * n_cuts:
         raise ValueError(
@@ -647,7 +656,7 @@ def build_bank(
     encoding: str = DEFAULT_ENCODING,
     cut_fractions: Sequence[float] = DEFAULT_CUT_FRACTIONS,
 ) -> list[Case]:
-    """The synthetic question bank (``docs/exams.md``, "Cases and questions").
+    """Build the synthetic question bank (``docs/exams.md``, "Cases and questions").
 
     Parameters
     ----------

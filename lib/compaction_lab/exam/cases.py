@@ -60,13 +60,16 @@ class RunCases:
         return "question" if self.kind == "synthetic bank" else "session"
 
     def natural_mix(self) -> dict[str, float]:
-        """The pool's own composition (usable values per pointer, as shares); {} when unknown."""
+        """Return the pool's own composition (usable values per pointer, as shares); {} when unknown."""
         total = sum(self.pool.values())
         return {p: self.pool[p] / total for p in self.pool} if total else {}
 
     def question_mix(self, bank_mix: Mapping[str, float]) -> tuple[dict[str, float], str]:
-        """The mix the questions follow and its label, for the sensitivity table's own point: the pool's natural
-        mix for real logs (the bank's `bank_mix` when the pool is unknown), the bank's for synthetic chains."""
+        """Return the mix the questions follow and its label, for the sensitivity table's own point.
+
+        The pool's natural mix for real logs (the bank's `bank_mix` when the pool is unknown), the bank's for
+        synthetic chains.
+        """
         natural = self.natural_mix() if self.unit == "session" else {}
         return (natural, "natural (the pool's own)") if natural else (dict(bank_mix), "the bank's")
 
@@ -82,8 +85,11 @@ class RunCases:
         return sum(len(c.questions) for c in self.cases)
 
     def describe(self) -> str:
-        """What the exam will ask, in a few lines: fewer questions than asked (`shortfall`) and why, and says
-        so plainly when it can ask nothing."""
+        """Describe in a few lines what the exam will ask.
+
+        Says when there are fewer questions than asked (`shortfall`) and why, and says so plainly when it can
+        ask nothing.
+        """
         real = sum(len(c.real) for c in self.cases)
         line = f"{self.kind}: {len(self.cases)} cases, {real} questions and {self.n_questions - real} decoys"
         if self.shortfall:
@@ -162,8 +168,11 @@ def build(session_list: Sequence[Session], chains: Sequence | None, params: Mapp
 
 
 def _mine_session(s: Session, sc: cuts.SessionCut, spec: probes.ProbeSpec, mode: str) -> list[probes.MinedCase]:
-    """The cases of one session at its cuts: ``-probe`` for a single cut (``-probe-c{j}`` for several
-    fractions under ``end``, ``-probe-r{i}`` for recorded compactions)."""
+    """Mine the cases of one session at its cuts.
+
+    ``-probe`` for a single cut (``-probe-c{j}`` for several fractions under ``end``, ``-probe-r{i}`` for
+    recorded compactions).
+    """
     if not sc.cuts:
         return []
     if mode == "recorded":
@@ -188,7 +197,8 @@ def _probe_shortfall(mined: Sequence[probes.MinedCase], spec: probes.ProbeSpec, 
     """`RunCases.shortfall` for mined probes: asked per cut session, built in all, and why ("" when met).
 
     Sessions the ``cut`` rule did not cut (they would not compact at W) are listed in `RunCases.sessions_table`,
-    not counted here."""
+    not counted here.
+    """
     n = len(mined)
     real = sum(len(m.case.real) for m in mined)
     decoys = sum(len(m.case.questions) - len(m.case.real) for m in mined)
@@ -213,11 +223,13 @@ def _probe_shortfall(mined: Sequence[probes.MinedCase], spec: probes.ProbeSpec, 
 
 
 def probe_params(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The probe miner's parameters from a notebook's: ``probe_n_questions`` / ``probe_n_decoys`` /
-    ``probe_pointer_mix`` / ``probe_max_per_record`` become ``n_questions`` / ``n_decoys`` / ``pointer_mix`` /
-    ``max_per_record`` (probes ask per session; the bank's totals, e.g. 178, and its synthetic 80/10/10 mix do
-    not apply: real logs are asked in their own, natural, composition unless ``probe_pointer_mix`` says
-    otherwise)."""
+    """Derive the probe miner's parameters from a notebook's.
+
+    ``probe_n_questions`` / ``probe_n_decoys`` / ``probe_pointer_mix`` / ``probe_max_per_record`` become
+    ``n_questions`` / ``n_decoys`` / ``pointer_mix`` / ``max_per_record`` (probes ask per session; the bank's
+    totals, e.g. 178, and its synthetic 80/10/10 mix do not apply: real logs are asked in their own, natural,
+    composition unless ``probe_pointer_mix`` says otherwise).
+    """
     out = dict(params)
     for key in ("n_questions", "n_decoys", "pointer_mix", "max_per_record"):
         if f"probe_{key}" in params:
@@ -228,7 +240,7 @@ def probe_params(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def for_run(run_dir: Path, params: Mapping[str, Any]) -> RunCases:
-    """The cases of the sessions notebook 01 wrote into `run_dir` (reusing a saved bank)."""
+    """Build the cases of the sessions notebook 01 wrote into `run_dir` (reusing a saved bank)."""
     run_dir = Path(run_dir)
     session_list = sources.load_saved(run_dir)
     saved = run_dir / BANK_FILE
@@ -253,6 +265,18 @@ def for_run(run_dir: Path, params: Mapping[str, Any]) -> RunCases:
     return rc
 
 
+def for_source(source: str | Path | sources.Sources, params: Mapping[str, Any]) -> RunCases:
+    """Return the cases of a run folder's sessions, or of sessions gathered in memory.
+
+    A run folder keeps its bank (`for_run`: saved the first time, reused after); gathered sessions get
+    theirs built and nothing is written (`build`, as ``compaction-lab exam`` does). The closed-book and
+    open-book exams' `exam.Exam.cases` step.
+    """
+    if isinstance(source, sources.Sources):
+        return build(source.sessions, source.chains or None, params)
+    return for_run(Path(source), params)
+
+
 #: Beside the bank of mined probes: usable values per pointer in all cases (the pool's natural mix).
 POOL_FILE = "exam_bank_pool.json"
 
@@ -266,15 +290,18 @@ def _saved_pool(run_dir: Path) -> dict[str, int]:
 
 
 def shortfall_of_run(run_dir: Path) -> str:
-    """The run's `RunCases.shortfall`, as `for_run` kept it beside the bank ("" when the count was met)."""
+    """Read the run's `RunCases.shortfall`, as `for_run` kept it beside the bank ("" when the count was met)."""
     path = Path(run_dir) / SHORTFALL_FILE
     return path.read_text(encoding="utf-8").strip() if path.is_file() else ""
 
 
 def priced_cases(rc: RunCases, n: int) -> tuple[Case, ...]:
-    """The cases the cost model prices: the exam's first `n`; when the exam has none because no session
-    would compact at W (``cut: capacity``), each session forced at its end (no questions), with one note
-    printed, so what compacting would cost is still shown and said to be forced."""
+    """Return the cases the cost model prices: the exam's first `n`.
+
+    When the exam has none because no session would compact at W (``cut: capacity``), each session forced at
+    its end (no questions), with one note printed, so what compacting would cost is still shown and said to
+    be forced.
+    """
     if rc.cases:
         return tuple(rc.cases[:n])
     ends = tuple(

@@ -29,6 +29,10 @@ import pandas as pd
 from compaction_lab import strategies
 from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Session
+from compaction_lab.exam import cases as exam_cases
+from compaction_lab.exam import readers, stats
+from compaction_lab.exam.cases import RunCases
+from compaction_lab.exam.exam import EXAMS, Exam, ExamParams, Source
 from compaction_lab.exam.types import Case, Question
 from compaction_lab.strategies.base import CompactionContext
 from compaction_lab.strategies.labels import strategy_label
@@ -99,7 +103,7 @@ class ClosedResult:
 
 
 def reader_name(reader: Any) -> str:
-    """The reader's short name (``name`` attribute, else its class name)."""
+    """Return the reader's short name (``name`` attribute, else its class name)."""
     return str(getattr(reader, "name", None) or type(reader).__name__)
 
 
@@ -186,8 +190,11 @@ def _default_grader() -> Callable[[Question, str], bool]:
 
 
 def answer_all(reader: Any, questions: Sequence[Question], ask: Callable[[Question], Any]) -> list[Any]:
-    """``ask(q)`` for every question, in order; a reader with ``concurrency > 1`` (a model reader: its
-    endpoint's limit) is asked that many at a time, offline stand-ins one by one."""
+    """Return ``ask(q)`` for every question, in order.
+
+    A reader with ``concurrency > 1`` (a model reader: its endpoint's limit) is asked that many at a time,
+    offline stand-ins one by one.
+    """
     n = int(getattr(reader, "concurrency", 1) or 1)
     if n <= 1 or len(questions) <= 1:
         return [ask(q) for q in questions]
@@ -285,3 +292,42 @@ def run_closed(
         }
     )
     return ClosedResult(answers=ans, projections=proj)
+
+
+# --------------------------------------------------------------------------- the closed book as an `Exam`
+
+
+@EXAMS.register("closed", rank=10, notebook="03_closed_book_exam")
+class ClosedBookExam(Exam[RunCases, ClosedResult]):
+    """The closed-book exam (notebook 03, ``compaction-lab exam``): `run_closed` and its statistics.
+
+    Cases are the run's (`cases.for_run`: the synthetic bank, or probes mined from imported sessions);
+    every case is compacted once per arm (``strategy_names``) and the reader (``reader``, the verbatim
+    retention ceiling by default) answers from each projection. Tables: ``exam_closed`` (the answers,
+    `ANSWER_COLUMNS`), ``exam_projections`` (`PROJECTION_COLUMNS`), ``exam_recall`` (`stats.recall_table`),
+    ``exam_by_session``, ``exam_paired`` and ``exam_sensitivity`` (the ranking against the question mix).
+    """
+
+    def cases(self, source: Source, params: ExamParams) -> RunCases:
+        """Return the run's cases (`cases.for_source`: a run folder's saved bank, or one built and saved)."""
+        return exam_cases.for_source(source, params.case_params())
+
+    def grade(
+        self, cases: RunCases, params: ExamParams, ctx: CompactionContext, *, progress: bool = False
+    ) -> ClosedResult:
+        """Compact every case with every arm and grade the reader's answers (`run_closed`)."""
+        reader = readers.get_reader(params.reader, model=params.model)
+        return run_closed(cases.cases, cases.sessions, params.names, ctx, reader, progress=progress)
+
+    def tables(self, cases: RunCases, result: ClosedResult, params: ExamParams) -> dict[str, pd.DataFrame]:
+        """Return the answers, the projections, recall with intervals, per session, paired tests, the mix."""
+        answers = result.answers
+        mix, mix_label = cases.question_mix(params.pointer_mix)  # real logs: the pool's own; synthetic: the bank's
+        return {
+            "exam_closed": answers,
+            "exam_projections": result.projections,
+            "exam_recall": stats.recall_table(answers, n_boot=params.n_boot, seed=params.stats_seed, unit=cases.unit),
+            "exam_by_session": stats.session_table(answers),
+            "exam_paired": stats.paired_table(answers, unit=cases.unit, seed=params.stats_seed),
+            "exam_sensitivity": stats.sensitivity_table(answers, default_mix=mix, mix_label=mix_label),
+        }

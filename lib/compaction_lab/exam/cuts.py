@@ -77,9 +77,12 @@ def check_mode(mode: str) -> str:
 
 
 def request_sizes(session: Session, ctx: CompactionContext) -> list[int]:
-    """``sizes[c]`` for ``c`` in ``0..n``: report tokens of the uncompacted request holding the records before
-    ``c`` — the ``full`` arm's projection at cut ``c`` (system prompt and tools of the session's call shape,
-    then every history record but the system prompt itself)."""
+    """Size the uncompacted request at every boundary: ``sizes[c]`` for ``c`` in ``0..n``.
+
+    ``sizes[c]`` is the report tokens of the uncompacted request holding the records before ``c`` — the
+    ``full`` arm's projection at cut ``c`` (system prompt and tools of the session's call shape, then every
+    history record but the system prompt itself).
+    """
     shape = ctx.shape.for_session(session)
     cnt = counter(ctx.encoding)
     frame = sum(cnt.count_many([shape.system_prompt, shape.tools_text()]))
@@ -91,7 +94,7 @@ def request_sizes(session: Session, ctx: CompactionContext) -> list[int]:
 
 
 def capacity_cut(session: Session, ctx: CompactionContext) -> SessionCut:
-    """The `SessionCut` of mode ``capacity``: the first boundary where the request exceeds W − O."""
+    """Cut in mode ``capacity``: the first boundary where the request exceeds W − O (a `SessionCut`)."""
     cap = int(ctx.window) - int(ctx.output_ceiling)
     sizes = request_sizes(session, ctx)
     whole = sizes[-1]
@@ -104,7 +107,7 @@ def capacity_cut(session: Session, ctx: CompactionContext) -> SessionCut:
 
 
 def would_not_compact(tokens: int, capacity: int, ctx: CompactionContext) -> str:
-    """The reason a session is not cut under ``capacity``: its size, the capacity, what to change."""
+    """Say why a session is not cut under ``capacity``: its size, the capacity, what to change."""
     return (
         f"would not compact at W = {int(ctx.window):,}: its whole request is {tokens:,} tokens, within the "
         f"usable capacity W − O = {capacity:,} (lower window to study it)"
@@ -112,7 +115,7 @@ def would_not_compact(tokens: int, capacity: int, ctx: CompactionContext) -> str
 
 
 def recorded_cuts(session: Session, ctx: CompactionContext) -> SessionCut:
-    """The `SessionCut` of mode ``recorded``: the agent's own compaction points, or why there are none."""
+    """Cut in mode ``recorded``: the agent's own compaction points, or why there are none (a `SessionCut`)."""
     cap = int(ctx.window) - int(ctx.output_ceiling)
     whole = request_sizes(session, ctx)[-1]
     found, _ = rec.find(session)
@@ -122,7 +125,7 @@ def recorded_cuts(session: Session, ctx: CompactionContext) -> SessionCut:
 
 
 def end_cut(session: Session, ctx: CompactionContext) -> SessionCut:
-    """The `SessionCut` of mode ``end``: after its last record."""
+    """Cut in mode ``end``: after the session's last record (a `SessionCut`)."""
     cap = int(ctx.window) - int(ctx.output_ceiling)
     whole = request_sizes(session, ctx)[-1]
     return SessionCut(session.id, whole, cap, (session.end,))
@@ -135,7 +138,7 @@ def plan(sessions: Sequence[Session], mode: str, ctx: CompactionContext) -> list
 
 
 def context_of(params: dict) -> CompactionContext:
-    """The window, output ceiling and encoding a run's parameters give (defaults: `CompactionContext`'s)."""
+    """Read the window, output ceiling and encoding from a run's parameters (defaults: `CompactionContext`'s)."""
     ctx = CompactionContext()
     kw = {k: type(getattr(ctx, k))(params[k]) for k in ("window", "output_ceiling", "encoding") if params.get(k)}
     return replace(ctx, **kw)

@@ -41,7 +41,7 @@ _ABSTAIN_PREFIX = re.compile(r"^not found(?![0-9a-z])")
 
 
 def normalise(text: str) -> str:
-    """Case-folded, whitespace-collapsed text with quotes, backticks and end punctuation stripped.
+    r"""Case-fold text, collapse whitespace, and strip quotes, backticks and end punctuation.
 
     Parameters
     ----------
@@ -56,7 +56,7 @@ def normalise(text: str) -> str:
     --------
     >>> normalise('  "The ID is `ORD-58213`."  ')
     'the id is `ord-58213'
-    >>> normalise("184.532\\n ms")
+    >>> normalise("184.532\n ms")
     '184.532 ms'
     """
     return _WS.sub(" ", text.casefold()).strip(STRIP_CHARS)
@@ -84,7 +84,7 @@ def is_abstention(given: str) -> bool:
 
 
 def accepted(question: Question) -> tuple[str, ...]:
-    """The normalised spellings that count: the answer, then each alias (empty ones dropped, no repeats)."""
+    """List the normalised spellings that count: the answer, then each alias (empty ones dropped, no repeats)."""
     forms = (normalise(a) for a in (question.answer, *question.aliases))
     return tuple(dict.fromkeys(f for f in forms if f))
 
@@ -123,7 +123,7 @@ def grade(question: Question, given: str) -> bool:
 
 
 def fell_for_decoy(question: Question, given: str) -> bool:
-    """A decoy answered with anything but an abstention (always False for real questions)."""
+    """Tell whether a decoy was answered with anything but an abstention (always False for real questions)."""
     return bool(question.decoy) and not is_abstention(given)
 
 

@@ -26,13 +26,15 @@ answer containing ``NOT_FOUND`` is an abstention. Usage is the provider's own
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from compaction_lab.core import bounded_json
-from compaction_lab.exam.reading import ReaderAnswer, Tool, ToolCall, request_messages
+from compaction_lab.exam.readers import READERS
+from compaction_lab.exam.reading import Reader, ReaderAnswer, Tool, ToolCall, request_messages
 from compaction_lab.exam.types import NOT_FOUND, Question
 from compaction_lab.summarize.endpoint import wire_messages
 
@@ -43,7 +45,7 @@ _QUOTES = "\"'`\u2018\u2019\u201c\u201d"
 
 
 def normalise_answer(text: str | None) -> str:
-    """The answer as graded: first non-empty line, unquoted, no trailing full stop; NOT_FOUND when abstaining."""
+    """Normalise an answer as graded: first non-empty line, unquoted, no trailing full stop; NOT_FOUND if abstaining."""
     if not text or NOT_FOUND in text:
         return NOT_FOUND
     line = next((ln.strip() for ln in text.strip().splitlines() if ln.strip()), "")
@@ -86,6 +88,7 @@ class ModelReader:
     _client: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        """Resolve the model configuration, the label and the shared client."""
         from compaction_lab.endpoints.shared import config_of, get_client
 
         self.config = config_of(self.config)
@@ -116,6 +119,7 @@ class ModelReader:
         wording: str = "",
         shape_tools: Sequence[Mapping[str, Any]] = (),
     ) -> ReaderAnswer:
+        """Ask the model the question; with tools, run its tool calls for up to `max_tool_rounds` rounds."""
         convo = wire_messages(request_messages(messages, question, wording))
         by_name = {t.name: t for t in tools}
         defs = [*shape_tools, *(t.definition for t in tools if t.definition not in shape_tools)]
@@ -156,3 +160,10 @@ class ModelReader:
             return json.dumps({"error": f"{type(exc).__name__}: {exc}"})
         calls.append(result.call)
         return result.content
+
+
+@READERS.register("model", rank=30)
+def model_reader(model: Any = None, **options: Any) -> Reader:
+    """Build a model reader for the endpoint `model`, keeping only the options `ModelReader` takes."""
+    allowed = set(inspect.signature(ModelReader).parameters) - {"config"}
+    return ModelReader(model, **{k: v for k, v in options.items() if k in allowed})

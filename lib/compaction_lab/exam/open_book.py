@@ -1,4 +1,4 @@
-"""The open-book exam: can searching the archive of originals recover what a compaction dropped?
+"""The open-book exam: can searching the archive of originals recover what a compaction dropped.
 
 Five rounds (``docs/exams.md``, "Open book"), each a variant of the instruction that
 accompanies the question:
@@ -35,8 +35,11 @@ model reader can show whether wording changes behaviour.
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 import pandas as pd
@@ -44,11 +47,17 @@ import pandas as pd
 from compaction_lab.core import bounded_json
 from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Session
+from compaction_lab.exam import cases as exam_cases
+from compaction_lab.exam import readers
+from compaction_lab.exam.cases import RunCases
 from compaction_lab.exam.closed import answer_all
+from compaction_lab.exam.exam import EXAMS, Exam, ExamParams, Source
 from compaction_lab.exam.grading import contains_answer, grade, is_abstention
 from compaction_lab.exam.readers import HistoryTools, Reader, SearcherReader, messages_text
 from compaction_lab.exam.types import Case, Question
+from compaction_lab.ingest.sources import Sources
 from compaction_lab.store.archive import Archive
+from compaction_lab.strategies.base import CompactionContext
 
 #: The three "searching allowed" wordings of rounds 1–3 (our words), gentlest first.
 DEFAULT_WORDINGS: tuple[str, str, str] = (
@@ -145,7 +154,7 @@ class Round:
 def make_rounds(
     wordings: Sequence[str] = DEFAULT_WORDINGS, required_wording: str = REQUIRED_WORDING
 ) -> tuple[Round, ...]:
-    """The five rounds for three "allowed" wordings.
+    """Return the five rounds for three "allowed" wordings.
 
     Parameters
     ----------
@@ -171,7 +180,7 @@ ROUNDS: tuple[Round, ...] = make_rounds()
 
 
 def shape_tools_of(projection: Projection) -> tuple[Mapping[str, Any], ...]:
-    """The call shape's tool definitions a projection carries (its ``tools`` segment, parsed), if any."""
+    """Return the call shape's tool definitions a projection carries (its ``tools`` segment, parsed), if any."""
     for seg in projection.segments:
         if seg.kind == "tools":
             try:
@@ -191,7 +200,7 @@ def classify(
     looked_up: bool,
     tool_calls: int,
 ) -> str:
-    """The outcome of one answer (see the module docstring)."""
+    """Return the outcome of one answer (see the module docstring)."""
     if question.decoy:
         return "decoy_abstained" if correct else "wrong"
     if correct:
@@ -208,7 +217,7 @@ def _sessions_by_id(sessions: Mapping[str, Session] | Iterable[Session]) -> dict
 
 
 def _in_archive(archive: Archive, question: Question, session_id: str) -> bool:
-    """The value is in the archived record it was planted in / mined from."""
+    """Say whether the value is in the archived record it was planted in / mined from."""
     if question.decoy or not question.source_entry_id:
         return False
     records = archive.get(question.source_entry_id, session=session_id)
@@ -420,10 +429,114 @@ def tool_calls_per_round(df: pd.DataFrame) -> pd.DataFrame:
     return _round_keys(df).join(stats)
 
 
+# --------------------------------------------------------------------------- the open book as an `Exam`
+
+#: The archive of originals in a run folder (notebook 05 writes it; the report links it).
+ARCHIVE_FILE = "archive.sqlite"
+
+
+@dataclass(frozen=True)
+class OpenBookParams(ExamParams):
+    """The open book's parameters: the exam's own beside `ExamParams` (notebook 05's defaults).
+
+    Attributes
+    ----------
+    strategy : str
+        The one arm whose projections the rounds are answered from.
+    reader : str
+        ``searcher`` (the offline stand-in) or ``model`` (a tool-call loop).
+    wordings : tuple of str
+        Rounds 1–3 (`make_rounds`); empty: `DEFAULT_WORDINGS`.
+    required_wording : str
+        Round 5; empty: `REQUIRED_WORDING`.
+    k : int
+        Hits the searcher reads with ``history_get`` after a search.
+    """
+
+    strategy: str = "futureos-summarized"
+    reader: str = "searcher"
+    wordings: tuple[str, ...] = ()
+    required_wording: str = ""
+    k: int = 3
+
+    def rounds(self) -> tuple[Round, ...]:
+        """Return the five rounds these wordings give (the library's where a wording is empty)."""
+        return make_rounds(self.wordings or DEFAULT_WORDINGS, self.required_wording or REQUIRED_WORDING)
+
+
+@dataclass(frozen=True)
+class OpenBookCases:
+    """The open book's cases: the run's (`cases.RunCases`) and where the archive of originals is kept.
+
+    Attributes
+    ----------
+    run : RunCases
+        The cases notebook 03 asked (its saved bank), or built here when it did not run.
+    archive_path : Path or None
+        The run folder's archive (`ARCHIVE_FILE`); None: sessions gathered in memory, searched in a
+        temporary archive.
+    """
+
+    run: RunCases
+    archive_path: Path | None = None
+
+    def describe(self) -> str:
+        """Say what the exam will ask (`cases.RunCases.describe`)."""
+        return self.run.describe()
+
+
+@EXAMS.register("open_book", rank=30, notebook="05_open_book_exam")
+class OpenBookExam(Exam[OpenBookCases, pd.DataFrame]):
+    """The open-book exam (notebook 05): five rounds on one arm's projections (`run_open_book`).
+
+    The projections of ``strategy`` are searched through the archive of originals with the run's sessions
+    added; the reader (``reader``; the searcher stand-in by default) answers every question in every
+    round. Tables: ``exam_open`` (`COLUMNS`) and ``exam_open_outcomes`` (`outcome_table`, round as a column).
+    """
+
+    params_type = OpenBookParams
+
+    def cases(self, source: Source, params: ExamParams) -> OpenBookCases:
+        """Return the run's cases (`cases.for_source`) and, in a run folder, where its archive lives."""
+        rc = exam_cases.for_source(source, params.case_params())
+        return OpenBookCases(rc, None if isinstance(source, Sources) else Path(source) / ARCHIVE_FILE)
+
+    def grade(
+        self, cases: OpenBookCases, params: ExamParams, ctx: CompactionContext, *, progress: bool = False
+    ) -> pd.DataFrame:
+        """Project every case with the arm, archive the sessions and run the five rounds (`run_open_book`)."""
+        p = OpenBookParams.coerce(params)
+        rc = cases.run
+        projections = exam_cases.projections_for(rc.cases, rc.sessions, p.strategy, ctx)
+        with contextlib.ExitStack() as stack:
+            # Gathered sessions have no run folder: their archive lives as long as the rounds do.
+            path = cases.archive_path or Path(stack.enter_context(tempfile.TemporaryDirectory())) / ARCHIVE_FILE
+            archive = stack.enter_context(Archive(path))
+            archive.add_sessions(rc.sessions.values())
+            return run_open_book(
+                rc.cases,
+                rc.sessions,
+                projections,
+                archive,
+                readers.reader_factory(p.reader, model=p.model),
+                k=p.k,
+                rounds=p.rounds(),
+                progress=progress,
+            )
+
+    def tables(self, cases: OpenBookCases, result: pd.DataFrame, params: ExamParams) -> dict[str, pd.DataFrame]:
+        """Return the answers of every round and the outcomes per round (fig 9's table)."""
+        return {"exam_open": result, "exam_open_outcomes": outcome_table(result).reset_index()}
+
+
 __all__ = [
+    "ARCHIVE_FILE",
     "COLUMNS",
     "DEFAULT_WORDINGS",
     "OUTCOMES",
+    "OpenBookCases",
+    "OpenBookExam",
+    "OpenBookParams",
     "REQUIRED_WORDING",
     "ROUNDS",
     "Round",

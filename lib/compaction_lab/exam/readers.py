@@ -31,6 +31,7 @@ whether a model would pick it out. A model reader (later) implements the same
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import threading
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compaction_lab.core import bounded_json
+from compaction_lab.core.registry import Registry, UnknownName
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
 from compaction_lab.exam.grading import accepted, contains_answer, normalise
 from compaction_lab.exam.reading import (  # the reader interface; its home is `exam.reading`
@@ -177,7 +179,7 @@ class HistoryTools:
         return ToolResult(call, content, hits=tuple(hits))
 
     def history_get(self, entry_id: str, session: str | None = None) -> ToolResult:
-        """The original records of one entry (this session unless `session` is given)."""
+        """Return the original records of one entry (this session unless `session` is given)."""
         args: dict[str, Any] = {"entry_id": entry_id}
         if session is not None:
             args["session"] = session
@@ -248,7 +250,7 @@ _EDGE = "\"'`()[]{}<>,.;:!?\u2018\u2019\u201c\u201d"
 
 
 def content_words(prompt: str) -> list[str]:
-    """The words of a question worth searching for, in the question's order, without repeats.
+    """Return the words of a question worth searching for, in the question's order, without repeats.
 
     Backticked spans are kept whole, even when they hold a stop word; step
     numbers ("at step 212") are dropped, since a position in the transcript is
@@ -298,14 +300,38 @@ def _normalised(messages: list[dict]) -> str:
         return str(_LAST_HAY[2])
 
 
-#: Readers that cannot fall for a decoy by construction (they answer only what is there, and a decoy's
-#: value is nowhere): with them a decoy result carries no information and is shown as not measured.
-DECOY_BLIND: tuple[str, ...] = ("verbatim", "searcher")
+#: Every reader by name: ``factory(**options) -> Reader``, registered where it is defined. A reader that
+#: cannot fall for a decoy by construction (it answers only what is there, and a decoy's value is
+#: nowhere) registers with ``decoy_blind=True``: with it a decoy result carries no information and is
+#: shown as not measured. Discovery imports the modules of `compaction_lab.exam` except the exam
+#: machinery below (none of it defines a reader).
+READERS: Registry[Callable[..., Reader]] = Registry(
+    "reader",
+    packages=("compaction_lab.exam",),
+    skip=frozenset(
+        {
+            "allocation",
+            "bank",
+            "base",
+            "cases",
+            "closed",
+            "cuts",
+            "exam",
+            "grading",
+            "open_book",
+            "probes",
+            "reading",
+            "recorded",
+            "stats",
+            "types",
+        }
+    ),
+)
 
 
 def measures_decoys(reader: str) -> bool:
-    """Whether answers of the reader named `reader` say anything about decoys (only a model reader's do)."""
-    return reader not in DECOY_BLIND
+    """Tell whether answers of the reader named `reader` say anything about decoys (only a model reader's do)."""
+    return not (reader in READERS and READERS.entry(reader).meta.get("decoy_blind", False))
 
 
 #: Shown instead of a decoy count when no reader of the table could fall for one.
@@ -335,6 +361,7 @@ class VerbatimReader:
         wording: str = "",
         shape_tools: Sequence[Mapping[str, Any]] = (),
     ) -> ReaderAnswer:
+        """Answer the value iff it occurs (normalised) in `messages`; NOT_FOUND otherwise and for decoys."""
         request = request_messages(messages, question, wording)
         present = not question.decoy and any(form in _normalised(messages) for form in accepted(question))
         return ReaderAnswer(
@@ -380,6 +407,7 @@ class SearcherReader:
     stand_in: bool = True
 
     def __post_init__(self) -> None:
+        """Check the search mode and `k`."""
         if self.search not in SEARCH_MODES:
             raise ValueError(f"search must be one of {SEARCH_MODES}, got {self.search!r}")
         if self.k < 1:
@@ -394,6 +422,7 @@ class SearcherReader:
         wording: str = "",
         shape_tools: Sequence[Mapping[str, Any]] = (),
     ) -> ReaderAnswer:
+        """Answer from the projection, or search and read the archive as `search` allows (see the class)."""
         request = request_messages(messages, question, wording)
         tokens = messages_tokens(request, self.encoding)
         in_projection = not question.decoy and contains_answer(question, messages_text(messages))
@@ -422,14 +451,19 @@ class SearcherReader:
         return ReaderAnswer(question.answer if seen else NOT_FOUND, tokens, 0, tuple(calls), True)
 
 
+# Both answer only what they can see, and a decoy's value is nowhere: they cannot fall for one.
+READERS.add("verbatim", VerbatimReader, rank=10, decoy_blind=True)
+READERS.add("searcher", SearcherReader, rank=20, decoy_blind=True)
+
+
 __all__ = [
     "DECOYS_NOT_MEASURED",
-    "DECOY_BLIND",
     "HISTORY_GET_TOOL",
     "HISTORY_SEARCH_TOOL",
     "HISTORY_TOOL_DEFINITIONS",
     "HistoryTools",
     "QUESTION_INSTRUCTION",
+    "READERS",
     "Reader",
     "ReaderAnswer",
     "SEARCH_MODES",
@@ -449,25 +483,26 @@ __all__ = [
 
 
 def get_reader(name: str, **kwargs: Any) -> Reader:
-    """A reader by name: ``verbatim`` (closed-book retention ceiling), ``searcher`` (open-book stand-in)
-    or ``model`` (a real model, `exam.model_reader.ModelReader`; pass ``model=`` its configuration).
+    """Return the reader registered under `name` (`READERS`): ``verbatim``, ``searcher`` or ``model``.
 
-    Both offline readers are stand-ins and say so; the model reader's label names the model.
-    Keyword arguments a reader does not take are ignored, so one call serves every reader.
+    ``verbatim`` is the closed-book retention ceiling and ``searcher`` the open-book stand-in: both are
+    stand-ins and say so. ``model`` is a real model (`exam.model_reader.ModelReader`; pass ``model=`` its
+    configuration), labelled with the model's name. Keyword arguments a reader does not take are ignored,
+    so one call serves every reader (a factory taking ``**options`` receives them all and picks its own).
+
+    Raises
+    ------
+    ValueError
+        When no reader has that name (the message lists the registered ones).
     """
-    import inspect
-
-    if name == "model":
-        from compaction_lab.exam.model_reader import ModelReader
-
-        model = kwargs.pop("model", None)
-        allowed = set(inspect.signature(ModelReader).parameters) - {"config"}
-        return ModelReader(model, **{k: v for k, v in kwargs.items() if k in allowed})
-    cls = {"verbatim": VerbatimReader, "searcher": SearcherReader}.get(name)
-    if cls is None:
-        raise ValueError(f"unknown reader {name!r}; available: verbatim, searcher, model")
-    allowed = set(inspect.signature(cls).parameters)
-    return cls(**{k: v for k, v in kwargs.items() if k in allowed})
+    try:
+        factory = READERS.get(name)
+    except UnknownName:
+        raise ValueError(f"unknown reader {name!r}; available: {', '.join(READERS.names())}") from None
+    params = inspect.signature(factory).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return factory(**kwargs)
+    return factory(**{k: v for k, v in kwargs.items() if k in params})
 
 
 def reader_factory(name: str, **fixed: Any) -> Callable[..., Reader]:

@@ -51,10 +51,12 @@ class ToolCall:
     result_entry_ids: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        """Copy the arguments into a dict and the result entry ids into a tuple."""
         object.__setattr__(self, "arguments", dict(self.arguments))
         object.__setattr__(self, "result_entry_ids", tuple(self.result_entry_ids))
 
     def __hash__(self) -> int:
+        """Hash the name, the arguments' canonical JSON and the result entry ids."""
         # The arguments are a dict (JSON-like); hash their canonical JSON so calls can be set members.
         return hash((self.name, json.dumps(self.arguments, sort_keys=True, default=str), self.result_entry_ids))
 
@@ -83,6 +85,7 @@ class ReaderAnswer:
     stand_in: bool = False
 
     def __post_init__(self) -> None:
+        """Keep the tool calls as a tuple."""
         object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
 
 
@@ -126,6 +129,7 @@ class Tool:
     run: Callable[..., ToolResult] = field(compare=False)
 
     def __call__(self, **arguments: Any) -> ToolResult:
+        """Run the tool with the arguments a model sent."""
         return self.run(**arguments)
 
 
@@ -143,9 +147,20 @@ class Reader(Protocol):
         True for offline stand-ins.
     """
 
-    name: str
-    label: str
-    stand_in: bool
+    @property
+    def name(self) -> str:
+        """Return the short name (``verbatim``, ``searcher``, ``model``)."""
+        ...
+
+    @property
+    def label(self) -> str:
+        """Return how tables show the reader."""
+        ...
+
+    @property
+    def stand_in(self) -> bool:
+        """Tell whether the reader is an offline stand-in."""
+        ...
 
     def answer(
         self,
@@ -176,7 +191,7 @@ class Reader(Protocol):
 
 
 def question_message(question: Question, wording: str = "", instruction: str = QUESTION_INSTRUCTION) -> dict[str, str]:
-    """The final user message: the question, the answer instruction, then the round's wording if any."""
+    """Write the final user message: the question, the answer instruction, then the round's wording if any."""
     parts = [question.prompt.strip(), instruction.strip(), wording.strip()]
     return {"role": "user", "content": "\n\n".join(p for p in parts if p)}
 
@@ -187,12 +202,12 @@ def request_messages(
     wording: str = "",
     instruction: str = QUESTION_INSTRUCTION,
 ) -> list[dict[str, Any]]:
-    """The messages a reader sends: the projection's, then the question message."""
+    """Build the messages a reader sends: the projection's, then the question message."""
     return [dict(m) for m in messages] + [question_message(question, wording, instruction)]
 
 
 def messages_text(messages: Sequence[Mapping[str, Any]]) -> str:
-    """The text of chat messages, joined (what presence checks search)."""
+    """Join the text of chat messages (what presence checks search)."""
     return "\n\n".join(content_text(m.get("content")) for m in messages)
 
 

@@ -61,11 +61,13 @@ from compaction_lab import strategies
 from compaction_lab.core import excerpt
 from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Session
-from compaction_lab.exam import closed, cuts, probes, stats
+from compaction_lab.exam import closed, cuts, probes, readers, stats
 from compaction_lab.exam.cases import probe_params
+from compaction_lab.exam.exam import EXAMS, Exam, ExamParams, Source
 from compaction_lab.exam.grading import accepted, normalise
 from compaction_lab.exam.types import Case, Question, bank_from_jsonl, write_bank
 from compaction_lab.ingest import sources
+from compaction_lab.ingest.sources import Sources
 from compaction_lab.strategies import recorded as rec
 from compaction_lab.strategies.base import CompactionContext
 
@@ -134,7 +136,8 @@ class RecordedCases:
     """The recorded compactions of a run, their cases, and the sessions that gave none.
 
     ``pools`` maps a case id to its pool of eligible values (as questions), the whole population the
-    case's questions were sampled from."""
+    case's questions were sampled from.
+    """
 
     cases: tuple[Case, ...]
     sessions: Mapping[str, Session]
@@ -303,7 +306,7 @@ def _found_row(case: Case, rc: rec.RecordedCompaction) -> dict[str, Any]:
 
 
 def for_run(run_dir: Path, params: Mapping[str, Any]) -> RecordedCases:
-    """The recorded cases of the sessions notebook 01 wrote into `run_dir` (reusing a saved bank)."""
+    """Return the recorded cases of the sessions notebook 01 wrote into `run_dir` (reusing a saved bank)."""
     run_dir = Path(run_dir)
     session_list = sources.load_saved(run_dir, stage="the recorded exam")
     saved = run_dir / BANK_FILE
@@ -453,6 +456,51 @@ def _kept_check(own: bool, logged: str, reimplemented: str | None) -> tuple[Any,
     )
 
 
+def for_source(source: Source, params: Mapping[str, Any]) -> RecordedCases:
+    """Return the recorded cases of a run folder's sessions, or of sessions gathered in memory.
+
+    A run folder keeps their bank and pools (`for_run`: saved the first time, reused after); gathered
+    sessions get theirs built and nothing is written (`build`).
+    """
+    if isinstance(source, Sources):
+        return build(list(source.sessions), params)
+    return for_run(Path(source), params)
+
+
+# --------------------------------------------------------------------------- the recorded block as an `Exam`
+
+
+@EXAMS.register("recorded", rank=20, notebook="03_closed_book_exam")
+class RecordedExam(Exam[RecordedCases, RecordedResult]):
+    """The recorded block (notebook 03's last): the compactions real agents made, examined (`run`).
+
+    Parameters as the closed book's (`exam.ExamParams`): the arms beside the agent's own next request
+    (``strategy_names``), the reader, the probes mined before each compaction. Tables:
+    ``recorded_compactions`` (`FOUND_COLUMNS`), ``recorded_skipped`` (`SKIP_COLUMNS`),
+    ``exam_recorded_answers`` (`closed.ANSWER_COLUMNS`) and ``exam_recorded`` (`TABLE_COLUMNS`).
+    """
+
+    def cases(self, source: Source, params: ExamParams) -> RecordedCases:
+        """Return one case per recorded compaction (`for_source`), the skipped sessions counted."""
+        return for_source(source, params.case_params())
+
+    def grade(
+        self, cases: RecordedCases, params: ExamParams, ctx: CompactionContext, *, progress: bool = False
+    ) -> RecordedResult:
+        """Answer every case from the agent's next request and from every arm at its cut (`run`)."""
+        reader = readers.get_reader(params.reader, model=params.model)
+        return run(cases, params.names, ctx, reader, progress=progress, n_boot=params.n_boot, seed=params.stats_seed)
+
+    def tables(self, cases: RecordedCases, result: RecordedResult, params: ExamParams) -> dict[str, pd.DataFrame]:
+        """Return the compactions found, the sessions skipped, the answers and the per-compaction table."""
+        return {
+            "recorded_compactions": cases.found,
+            "recorded_skipped": cases.skipped,
+            "exam_recorded_answers": result.answers,
+            "exam_recorded": result.table,
+        }
+
+
 __all__ = [
     "BANK_FILE",
     "POOL_FILE",
@@ -460,11 +508,13 @@ __all__ = [
     "kept_region",
     "FOUND_COLUMNS",
     "RecordedCases",
+    "RecordedExam",
     "RecordedResult",
     "SKIP_COLUMNS",
     "TABLE_COLUMNS",
     "build",
     "comparison_table",
     "for_run",
+    "for_source",
     "run",
 ]

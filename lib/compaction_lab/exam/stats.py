@@ -153,7 +153,7 @@ def _joined(values: pd.Series) -> str:
 
 
 def _units(answers: pd.DataFrame) -> list[tuple[dict[str, Hashable], pd.DataFrame]]:
-    """(identifying columns, rows) per unit, in order of first appearance; labels included."""
+    """Split the answers into (identifying columns, rows) per unit, in order of first appearance; labels included."""
     keys = _unit_keys(answers)
     out = []
     for key, g in answers.groupby(keys, sort=False, dropna=False):
@@ -176,12 +176,12 @@ def _real(g: pd.DataFrame) -> pd.DataFrame:
 
 
 def _sessions(g: pd.DataFrame) -> pd.Series:
-    """The session of each row: ``session_id``, or the case when the frame has no such column (see module doc)."""
+    """Return each row's session: ``session_id``, or the case when the frame has no such column (see module doc)."""
     return (g["session_id"] if "session_id" in g.columns else g["case_id"]).astype(str)
 
 
 def _records(g: pd.DataFrame) -> pd.Series | None:
-    """The record of each row, ``session<TAB>source_order``; None when the frame has no ``source_order``."""
+    """Return each row's record, ``session<TAB>source_order``; None when the frame has no ``source_order``."""
     if "source_order" not in g.columns:
         return None
     return _sessions(g) + "\t" + g["source_order"].astype(str)

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from compaction_lab.core.fingerprints import canonical_json
+
 #: What a reader answers when the value is not in what it can see.
 NOT_FOUND = "NOT_FOUND"
 
@@ -60,6 +62,7 @@ class Question:
     decoy: bool = False
 
     def __post_init__(self) -> None:
+        """Refuse a pointer that is not one of `POINTERS`; store the aliases as a tuple."""
         if self.pointer not in POINTERS:
             raise ValueError(f"question {self.id}: pointer {self.pointer!r} not in {POINTERS}")
         object.__setattr__(self, "aliases", tuple(self.aliases))
@@ -88,16 +91,18 @@ class Case:
 
     @property
     def real(self) -> tuple[Question, ...]:
+        """The real questions (not decoys), in bank order."""
         return tuple(q for q in self.questions if not q.decoy)
 
     @property
     def decoys(self) -> tuple[Question, ...]:
+        """The decoy questions, in bank order."""
         return tuple(q for q in self.questions if q.decoy)
 
 
 def bank_to_jsonl(cases: Sequence[Case]) -> bytes:
     """Canonical bytes of a bank: one JSON line per case (sorted keys), what determinism tests hash."""
-    lines = [json.dumps(asdict(c), sort_keys=True, ensure_ascii=False, separators=(",", ":")) for c in cases]
+    lines = [canonical_json(asdict(c)) for c in cases]
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
@@ -120,6 +125,7 @@ def bank_digest(cases: Sequence[Case]) -> str:
 
 
 def write_bank(cases: Sequence[Case], path: str | Path) -> Path:
+    """Write the bank's canonical bytes (`bank_to_jsonl`) to `path`, creating its folder; return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(bank_to_jsonl(cases))

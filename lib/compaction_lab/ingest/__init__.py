@@ -1,12 +1,14 @@
 """Importers: agent session logs -> `Session`.
 
-One module per source format, each exposing the same three names::
+One module per source format, each providing the names of the `Importer`
+protocol and registering itself in `IMPORTERS` (`ingest.registry`)::
 
     FORMAT: str                                   # "codex", "claude_code", ...
-    def sniff(head: base.Head) -> bool            # recognise a source by content
+    def sniff(head: Head) -> bool                 # recognise a source by content
     def load(path, report) -> Iterator[Session]   # stream its sessions
+    IMPORTERS.add(FORMAT, sys.modules[__name__], rank=30)
 
-`detect` asks the importers in `FORMATS` order (most specific first) and
+`detect` asks the importers in rank order (`formats`: most specific first) and
 `load_sessions` imports files, directories (recursively) and databases,
 counting every skip in one `ImportReport`: only a path that does not exist at
 all raises (`FileNotFoundError`); an unreadable, empty, damaged or
@@ -14,6 +16,11 @@ unrecognised source -- named explicitly or found in a folder -- is a counted
 skip with its reason. Folders are walked once (`iter_sources`): symbolic links
 to folders are followed, loop-safe. Synthetic chains are generated, not
 imported: see `compaction_lab.ingest.synthetic`.
+
+What importers share lives in one module per concept: `import_report` (the
+report, skip reasons, errors), `json_repair` (the one JSON decode), `files`
+(the one file-opening path: zstd with damage handling, heads, JSONL, JSON) and
+`builder` (`SessionBuilder`).
 """
 
 from __future__ import annotations
@@ -21,17 +28,18 @@ from __future__ import annotations
 import dataclasses
 import errno
 import hashlib
-import importlib
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import TypeVar
 
+from compaction_lab.core.registry import UnknownName
 from compaction_lab.core.session import Session
 from compaction_lab.engine import Engine, open_engine
-from compaction_lab.ingest.base import Head, ImportReport, IngestError, UnknownFormat, find_damage, os_reason, read_head
+from compaction_lab.ingest.files import Head, find_damage, read_head
+from compaction_lab.ingest.import_report import ImportReport, IngestError, UnknownFormat, os_reason
+from compaction_lab.ingest.registry import IMPORTERS, Importer
 from compaction_lab.ingest.units import (
     SPAN_BYTES,
     Admission,
@@ -45,22 +53,31 @@ from compaction_lab.ingest.units import (
 
 T = TypeVar("T")
 
-#: Importers in sniffing order: the most specific signatures first.
-FORMATS: tuple[str, ...] = ("opencode", "swe_agent", "codex", "claude_code", "pi", "chat_jsonl")
-
 #: File suffixes considered when walking a directory (others are not session logs).
 CANDIDATE_SUFFIXES = (".jsonl", ".zst", ".json", ".traj", ".db", ".sqlite", ".ndjson")
 
 
-def importer(fmt: str) -> ModuleType:
-    """The importer module of a format."""
-    if fmt not in FORMATS:
-        raise IngestError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
-    return importlib.import_module(f".{fmt}", __name__)
+def formats() -> tuple[str, ...]:
+    """Return every registered format, in sniffing order (the most specific signatures first)."""
+    return IMPORTERS.names()
+
+
+def importer(fmt: str) -> Importer:
+    """Return the importer of a format.
+
+    Raises
+    ------
+    IngestError
+        When no importer has that format (the message lists the known ones).
+    """
+    try:
+        return IMPORTERS.get(fmt)
+    except UnknownName:
+        raise IngestError(f"unknown format {fmt!r}; known: {', '.join(formats())}") from None
 
 
 def detect(path: str | Path, head: Head | None = None) -> str:
-    """The format of a source, recognised by content.
+    """Return the format of a source, recognised by content.
 
     Raises
     ------
@@ -74,13 +91,13 @@ def detect(path: str | Path, head: Head | None = None) -> str:
         raise FileNotFoundError(f"{path}: no such file or directory")
     claimed = claimants(head or read_head(path))
     if not claimed:
-        raise UnknownFormat(path, FORMATS)
+        raise UnknownFormat(path, formats())
     return claimed[0]
 
 
 def claimants(head: Head) -> list[str]:
-    """Every format whose sniffer accepts this head, in `FORMATS` order (detect takes the first)."""
-    return [fmt for fmt in FORMATS if importer(fmt).sniff(head)]
+    """Return every format whose sniffer accepts this head, in sniffing order (detect takes the first)."""
+    return [e.name for e in IMPORTERS.entries() if e.obj.sniff(head)]
 
 
 def iter_sources(path: str | Path, report: ImportReport) -> Iterator[tuple[Path, str]]:
@@ -122,7 +139,7 @@ def iter_sources(path: str | Path, report: ImportReport) -> Iterator[tuple[Path,
 
 
 def _walk(top: Path, report: ImportReport) -> Iterator[tuple[Path, str]]:
-    """The sources of a folder tree (see `iter_sources`): one walk, links followed once."""
+    """Yield the sources of a folder tree (see `iter_sources`): one walk, links followed once."""
 
     def unreadable(exc: OSError) -> None:
         report.skip(exc.filename or top, None, "unreadable", os_reason(exc))
@@ -182,7 +199,7 @@ def _broken_link(p: Path, report: ImportReport) -> None:
 
 
 def _classify(p: Path, report: ImportReport) -> str | None:
-    """The format of one file, or None with the reason counted (never raises OSError)."""
+    """Return the format of one file, or None with the reason counted (never raises OSError)."""
     try:
         st = os.stat(p)
     except OSError as exc:
@@ -215,7 +232,7 @@ def _classify(p: Path, report: ImportReport) -> str | None:
             p,
             line,
             "corrupt_compressed",
-            f"{damage.describe()}; no format recognised in what decoded (tried: {', '.join(FORMATS)})",
+            f"{damage.describe()}; no format recognised in what decoded (tried: {', '.join(formats())})",
         )
     elif head.blank and b"\x00" in head.raw:
         at = head.raw.index(b"\x00")
@@ -223,7 +240,7 @@ def _classify(p: Path, report: ImportReport) -> str | None:
     elif head.blank:
         report.skip(p, None, "empty_file", "0 bytes" if not head.raw else "only whitespace")
     else:
-        report.skip(p, None, "unknown_format", str(UnknownFormat(p, FORMATS)))
+        report.skip(p, None, "unknown_format", str(UnknownFormat(p, formats())))
     return None
 
 
@@ -232,7 +249,7 @@ def plan(
     formats: Iterable[str] | None = None,
     split_bytes: int | None = None,
 ) -> Iterator[Step]:
-    """The units of an import, in reading order, with the walk's skips before each.
+    """Yield the units of an import, in reading order, with the walk's skips before each.
 
     Parameters
     ----------
@@ -369,7 +386,7 @@ def units_on_engine(
 
 
 def admit(admission: Admission, session: Session, source: str | Path, report: ImportReport) -> Session | None:
-    """The session as kept (renamed when its id was taken), or None for a duplicate (counted in `report`)."""
+    """Return the session as kept (renamed when its id was taken), or None for a duplicate (counted in `report`)."""
     sid = admit_id(admission, session.source_format, session.id, content_digest(session), source, report)
     if sid is None:
         return None
@@ -401,15 +418,16 @@ def content_digest(session: Session) -> bytes:
 
 
 def renamed(session: Session, new_id: str) -> Session:
-    """The session under another id (records follow), noting the original id in metadata."""
+    """Return the session under another id (records follow), noting the original id in metadata."""
     records = tuple(dataclasses.replace(r, session_id=new_id) for r in session.records)
     metadata = {**session.metadata, "renamed_from": session.id}
     return dataclasses.replace(session, id=new_id, records=records, metadata=metadata)
 
 
 __all__ = [
-    "FORMATS",
+    "IMPORTERS",
     "Head",
+    "Importer",
     "ImportReport",
     "IngestError",
     "UnknownFormat",
@@ -418,6 +436,7 @@ __all__ = [
     "claimants",
     "content_digest",
     "detect",
+    "formats",
     "importer",
     "iter_sources",
     "load_sessions",

@@ -18,21 +18,17 @@ Mapping (role -> record kind)::
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from compaction_lab.core.session import Session
 from compaction_lab.core.text import content_text, is_injected, tool_call_text
-from compaction_lab.ingest.base import (
-    Head,
-    ImportReport,
-    SessionBuilder,
-    file_stem,
-    iter_jsonl,
-    safely,
-    tool_target,
-)
+from compaction_lab.ingest.builder import SessionBuilder, file_stem, tool_target
+from compaction_lab.ingest.files import Head, iter_jsonl
+from compaction_lab.ingest.import_report import ImportReport
+from compaction_lab.ingest.registry import IMPORTERS, safely
 
 FORMAT = "chat_jsonl"
 
@@ -47,7 +43,7 @@ _REASONING_KEYS = ("reasoning_content", "reasoning")
 
 
 def is_chat_message(obj: Any) -> bool:
-    """True for a chat message object: a chat role and content or tool calls, and no ``type``.
+    """Tell whether `obj` is a chat message object: a chat role and content or tool calls, and no ``type``.
 
     Codex, Claude Code and pi lines all carry a top-level ``type``; a chat
     message never does, which keeps this sniffer off their files.
@@ -61,7 +57,7 @@ def is_chat_message(obj: Any) -> bool:
 
 
 def is_conversation(obj: Any) -> bool:
-    """True for ``{"messages": [chat messages]}`` with at least one message."""
+    """Tell whether `obj` is ``{"messages": [chat messages]}`` with at least one message."""
     if not isinstance(obj, Mapping) or "type" in obj:
         return False
     messages = obj.get("messages")
@@ -177,7 +173,7 @@ def load(path: str | Path, report: ImportReport) -> Iterator[Session]:
 def _load_conversation(
     path: Path, stem: str, lineno: int, obj: Mapping[str, Any], report: ImportReport
 ) -> Session | None:
-    """The session of one ``{"messages": [...]}`` line (None, counted, when unusable)."""
+    """Build the session of one ``{"messages": [...]}`` line (None, counted, when unusable)."""
     messages = obj["messages"]
     if not isinstance(messages, list):
         report.skip(path, lineno, "missing_field", "'messages' is not a list")
@@ -193,3 +189,7 @@ def _load_conversation(
         if problem:
             report.skip(path, lineno, problem[0], f"messages[{i}]: {problem[1]}")
     return conv.builder.build()
+
+
+# The rank is this importer's place in the sniffing order: last, as the most permissive (`ingest.registry`).
+IMPORTERS.add(FORMAT, sys.modules[__name__], rank=60)

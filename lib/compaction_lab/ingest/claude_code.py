@@ -74,6 +74,7 @@ from __future__ import annotations
 import heapq
 import json
 import re
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,15 +82,10 @@ from typing import Any, cast
 
 from compaction_lab.core.session import Session
 from compaction_lab.core.text import content_text, is_injected, tool_call_text
-from compaction_lab.ingest.base import (
-    Head,
-    ImportReport,
-    SessionBuilder,
-    file_stem,
-    iter_jsonl,
-    safely,
-    tool_target,
-)
+from compaction_lab.ingest.builder import SessionBuilder, file_stem, tool_target
+from compaction_lab.ingest.files import Head, iter_jsonl
+from compaction_lab.ingest.import_report import ImportReport
+from compaction_lab.ingest.registry import IMPORTERS, safely
 
 FORMAT = "claude_code"
 
@@ -134,7 +130,7 @@ def _is_stream_line(obj: Mapping[str, Any]) -> bool:
 
 
 def sniff(head: Head) -> bool:
-    """True when the head lines look like a Claude Code projects or stream-json transcript.
+    """Tell whether the head lines look like a Claude Code projects or stream-json transcript.
 
     A projects line has a Claude Code line type and one of the link keys
     (``sessionId``, ``uuid``, ``parentUuid``, ``leafUuid``); a stream-json line
@@ -157,7 +153,7 @@ _PAYLOAD_KEY = re.compile(rb'"payload"\s*:')
 
 
 def _is_long_first_line(raw: bytes) -> bool:
-    """A first line longer than the sniff window (a pasted image) is never parsed: look at its keys.
+    """Judge a first line longer than the sniff window (a pasted image) by its keys: it is never parsed.
 
     Only used when the whole head is one unfinished line. Claude Code writes
     ``parentUuid`` and ``sessionId`` near the start of every conversation
@@ -198,7 +194,7 @@ def _str(val: Any) -> str | None:
 
 
 def _entry_of(lineno: int, obj: Mapping[str, Any], used_ids: set[str]) -> _Entry:
-    """The bare entry of a line: ids, links, session and side; no items yet."""
+    """Read the bare entry of a line: ids, links, session and side; no items yet."""
     stream = "sessionId" not in obj and isinstance(obj.get("session_id"), str)
     uuid = _str(obj.get("uuid"))
     entry_id = uuid or f"L{lineno}"
@@ -646,3 +642,7 @@ def load(path: Path, report: ImportReport) -> Iterator[Session]:
     stem = file_stem(path)
     for key, group in _assign_sessions(entries, stem).items():
         yield _build(key, group, path, known, calls, report)
+
+
+# The rank is this importer's place in the sniffing order, most specific first (`ingest.registry`).
+IMPORTERS.add(FORMAT, sys.modules[__name__], rank=40)

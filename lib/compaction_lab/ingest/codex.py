@@ -36,22 +36,18 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from compaction_lab.core.session import Session
 from compaction_lab.core.text import content_text, is_injected, tool_call_text
-from compaction_lab.ingest.base import (
-    Head,
-    ImportReport,
-    SessionBuilder,
-    Span,
-    file_stem,
-    iter_jsonl,
-    loads,
-    tool_target,
-)
+from compaction_lab.ingest.builder import SessionBuilder, file_stem, tool_target
+from compaction_lab.ingest.files import Head, Span, iter_jsonl
+from compaction_lab.ingest.import_report import ImportReport
+from compaction_lab.ingest.json_repair import loads
+from compaction_lab.ingest.registry import IMPORTERS
 
 FORMAT = "codex"
 
@@ -89,12 +85,12 @@ _SHELLS = frozenset({"bash", "sh", "zsh", "/bin/bash", "/bin/sh", "/bin/zsh", "/
 
 
 def _is_rollout_type(value: Any) -> bool:
-    """True for a top-level rollout line type."""
+    """Tell whether a value is a top-level rollout line type."""
     return isinstance(value, str) and (value in ROLLOUT_TYPES or value.startswith("inter_agent_"))
 
 
 def _is_rollout_line(obj: Mapping[str, Any]) -> bool:
-    """True when a parsed line has the rollout envelope."""
+    """Tell whether a parsed line has the rollout envelope."""
     return "timestamp" in obj and _is_rollout_type(obj.get("type")) and isinstance(obj.get("payload"), dict)
 
 
@@ -121,7 +117,7 @@ def sniff(head: Head) -> bool:
 
 
 def _parse_json_object(text: str) -> dict[str, Any] | None:
-    """The JSON object a string holds, or None."""
+    """Parse the JSON object a string holds, or return None."""
     if not text.lstrip().startswith("{"):
         return None
     try:
@@ -132,7 +128,7 @@ def _parse_json_object(text: str) -> dict[str, Any] | None:
 
 
 def _exit_failed(meta: Any) -> bool:
-    """True when a metadata mapping records a non-zero exit code."""
+    """Tell whether a metadata mapping records a non-zero exit code."""
     if not isinstance(meta, Mapping):
         return False
     code = meta.get("exit_code")
@@ -178,13 +174,13 @@ def shell_target(command: Any) -> str | None:
 
 
 def patch_files(text: str) -> str | None:
-    """The files an apply_patch text edits, space-separated, or None."""
+    """List the files an apply_patch text edits, space-separated, or None."""
     files = _PATCH_FILE.findall(text)
     return " ".join(dict.fromkeys(files))[:500] if files else None
 
 
 def call_target(args: Any) -> str | None:
-    """What a tool call acted on; shell argv and apply_patch file headers get special care.
+    """Name what a tool call acted on; shell argv and apply_patch file headers get special care.
 
     Codex runs commands as ``["bash", "-lc", script]`` and edits files with
     patches (``*** Update File: path``); the script and the patched paths say
@@ -242,7 +238,7 @@ class _Rollout:
         return self.builder
 
     def finish(self) -> Session | None:
-        """The session built so far (None if nothing was read); starts afresh."""
+        """Return the session built so far (None if nothing was read) and start afresh."""
         builder, self.builder = self.builder, None
         self._reset()
         return builder.build() if builder is not None else None
@@ -487,7 +483,7 @@ SESSION_MARKER = b'"session_meta"'
 
 
 def session_key(obj: Mapping[str, Any]) -> str | None:
-    """The session a rollout line names, if it is a ``session_meta`` line with an id.
+    """Return the session a rollout line names, if it is a ``session_meta`` line with an id.
 
     A rollout starts a new session where this changes from one id to another
     (`_Rollout._adopt_id`); the same id again continues the session.
@@ -540,3 +536,7 @@ def _replacement_item(item: Any) -> dict[str, Any]:
     if ptype in COMPACTION_ITEM_TYPES and isinstance(encrypted, str):
         return {"type": "compaction", "encrypted_bytes": len(encrypted.encode("utf-8", "surrogatepass"))}
     return {"type": str(ptype)}
+
+
+# The rank is this importer's place in the sniffing order, most specific first (`ingest.registry`).
+IMPORTERS.add(FORMAT, sys.modules[__name__], rank=30)

@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -41,17 +42,11 @@ from typing import Any
 
 from compaction_lab.core.session import Session
 from compaction_lab.core.text import is_injected, tool_call_text
-from compaction_lab.ingest.base import (
-    SQLITE_MAGIC,
-    Head,
-    ImportReport,
-    SessionBuilder,
-    load_json,
-    os_reason,
-    parse_json,
-    read_magic,
-    tool_target,
-)
+from compaction_lab.ingest.builder import SessionBuilder, tool_target
+from compaction_lab.ingest.files import SQLITE_MAGIC, Head, load_json, read_magic
+from compaction_lab.ingest.import_report import ImportReport, os_reason
+from compaction_lab.ingest.json_repair import parse_json
+from compaction_lab.ingest.registry import IMPORTERS
 
 FORMAT = "opencode"
 
@@ -65,7 +60,7 @@ _TRAJECTORY_KEY = re.compile(rb'"trajectory"\s*:\s*\[')
 
 
 def sniff(head: Head) -> bool:
-    """True for an OpenCode database, storage tree or export (by content; never raises)."""
+    """Tell whether the input is an OpenCode database, storage tree or export (by content; never raises)."""
     try:
         if head.is_dir:
             return (head.path / "session").is_dir() and (head.path / "message").is_dir()
@@ -111,7 +106,7 @@ def _text_or_bytes(value: bytes) -> str | bytes:
 
 
 def _as_id(value: Any) -> str:
-    """A row id as text (an id column that is not UTF-8 is decoded with replacement)."""
+    """Return a row id as text (an id column that is not UTF-8 is decoded with replacement)."""
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
@@ -237,7 +232,7 @@ def _db_messages(
 
 
 def _parse_row(data: Any, table: str, row_id: Any, path: Path, report: ImportReport) -> dict[str, Any] | None:
-    """The JSON object of a ``data`` column, or None (counted)."""
+    """Parse the JSON object of a ``data`` column, or return None (counted)."""
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")
@@ -264,8 +259,10 @@ def _parse_row(data: Any, table: str, row_id: Any, path: Path, report: ImportRep
 
 
 def _listing(folder: Path, report: ImportReport, keep) -> list[Path]:
-    """The entries of one storage folder that `keep` accepts, sorted; a missing folder has none,
-    an unreadable one is counted."""
+    """List the entries of one storage folder that `keep` accepts, sorted.
+
+    A missing folder has none, an unreadable one is counted.
+    """
     try:
         with os.scandir(folder) as it:
             names = [e.name for e in it if keep(e)]
@@ -278,12 +275,12 @@ def _listing(folder: Path, report: ImportReport, keep) -> list[Path]:
 
 
 def _json_files(folder: Path, report: ImportReport) -> list[Path]:
-    """The ``*.json`` files of one storage folder."""
+    """List the ``*.json`` files of one storage folder."""
     return _listing(folder, report, lambda e: e.name.endswith(".json"))
 
 
 def _subfolders(folder: Path, report: ImportReport) -> list[Path]:
-    """The folders inside one storage folder."""
+    """List the folders inside one storage folder."""
     return _listing(folder, report, lambda e: e.is_dir())
 
 
@@ -475,8 +472,11 @@ def _message_meta(b: SessionBuilder, msg: Mapping[str, Any], msg_id: str, role: 
 
 
 def _resolve_tail_starts(meta: dict[str, Any], first_record: Mapping[str, Any]) -> None:
-    """Give each recorded compaction's kept tail (``tail_start_id``, a message id) as the entry id and
-    source order of that message's first record, where strategies read it (`strategies.opencode`)."""
+    """Resolve each recorded compaction's kept tail (``tail_start_id``, a message id) to a record.
+
+    The tail is given as the entry id and source order of that message's first record, where strategies read
+    it (`strategies.opencode`).
+    """
     for c in meta.get("compactions", ()):
         rec = first_record.get(c.get("tail_start_message_id"))
         if rec is not None:
@@ -572,7 +572,7 @@ def _add_tool(b: SessionBuilder, part: Mapping[str, Any], ts: str | None, source
 
 
 def _meta_text(ptype: str, part: Mapping[str, Any]) -> str:
-    """A short description of a bookkeeping part (no payloads such as data URLs)."""
+    """Describe a bookkeeping part in short (no payloads such as data URLs)."""
     bits = [ptype]
     if ptype == "step-finish":
         tokens = tokens_field if isinstance(tokens_field := part.get("tokens"), dict) else {}
@@ -611,3 +611,7 @@ def _iso(ms: Any) -> str | None:
         )
     except (OverflowError, OSError, ValueError):
         return None
+
+
+# The rank is this importer's place in the sniffing order, most specific first (`ingest.registry`).
+IMPORTERS.add(FORMAT, sys.modules[__name__], rank=10)

@@ -53,6 +53,7 @@ only the entry-id links are held for the final link check.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -60,15 +61,10 @@ from typing import Any
 
 from compaction_lab.core.session import Session
 from compaction_lab.core.text import content_text, is_injected, tool_call_text
-from compaction_lab.ingest.base import (
-    Head,
-    ImportReport,
-    SessionBuilder,
-    file_stem,
-    iter_jsonl,
-    safely,
-    tool_target,
-)
+from compaction_lab.ingest.builder import SessionBuilder, file_stem, tool_target
+from compaction_lab.ingest.files import Head, iter_jsonl
+from compaction_lab.ingest.import_report import ImportReport
+from compaction_lab.ingest.registry import IMPORTERS, safely
 
 FORMAT = "pi"
 
@@ -107,7 +103,7 @@ def _is_pi_line(obj: Mapping[str, Any]) -> bool:
 
 
 def sniff(head: Head) -> bool:
-    """True when a head line is a pi ``session`` header or a pi ``message`` entry.
+    """Tell whether a head line is a pi ``session`` header or a pi ``message`` entry.
 
     Claude Code lines carry ``sessionId`` / ``uuid`` / ``parentUuid`` and
     Codex lines a ``payload``; pi lines have none of them.
@@ -428,3 +424,7 @@ def load(path: Path, report: ImportReport) -> Iterator[Session]:
     session = sess.build()
     if session is not None:
         yield session
+
+
+# The rank is this importer's place in the sniffing order, most specific first (`ingest.registry`).
+IMPORTERS.add(FORMAT, sys.modules[__name__], rank=50)

@@ -22,7 +22,7 @@ import pandas as pd
 from compaction_lab.core import excerpt, runfolder
 from compaction_lab.core.session import Session
 from compaction_lab.ingest import ImportReport, load_sessions, synthetic
-from compaction_lab.ingest.base import os_reason
+from compaction_lab.ingest.import_report import os_reason
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -113,7 +113,7 @@ RESERVED_NAMES = frozenset({"facts"})
 
 
 def session_file(session_id: str) -> str:
-    """A filesystem-safe file name for a session id, distinct for distinct ids.
+    """Name a session id's file, filesystem-safe and distinct for distinct ids.
 
     An id that is already a plain lower-case name is its own file name
     (``0195c1de-....jsonl``). Any other id (``/``, ``:``, spaces, capitals,
@@ -170,7 +170,7 @@ def save(sources: Sources, run_dir: Path) -> Path:
 
 
 def load_saved(run_dir: Path, cap: int = excerpt.RECORD_CAP_CHARS, stage: str = "this notebook") -> tuple[Session, ...]:
-    """The sessions an earlier notebook of this run wrote (``sessions/*.jsonl``), in name order, as stages read them.
+    """Load the sessions an earlier notebook of this run wrote (``sessions/*.jsonl``), in name order, as stages do.
 
     Every stage after the tally reads them through here, so a record longer
     than `cap` characters comes back excerpted (`excerpt.excerpt_text`), with

@@ -37,27 +37,24 @@ from __future__ import annotations
 
 import re
 import shlex
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from compaction_lab.core.session import Session
 from compaction_lab.core.text import content_text, tool_call_text
-from compaction_lab.ingest.base import (
-    Head,
-    ImportReport,
-    SessionBuilder,
-    file_stem,
-    load_json,
-    loads,
-    tool_target,
-)
+from compaction_lab.ingest.builder import SessionBuilder, file_stem, tool_target
+from compaction_lab.ingest.files import Head, load_json
+from compaction_lab.ingest.import_report import ImportReport
+from compaction_lab.ingest.json_repair import loads
+from compaction_lab.ingest.registry import IMPORTERS
 
 FORMAT = "swe_agent"
 
 
 def _as_list(val):
-    """A list field, or nothing when the file has something else there."""
+    """Return a list field, or nothing when the file has something else there."""
     return val if isinstance(val, list) else []
 
 
@@ -78,7 +75,7 @@ _OPEN_FILE = re.compile(r"\(Open file: ([^)\n]+)\)")
 
 
 def sniff(head: Head) -> bool:
-    """True for a SWE-agent ``.traj`` document (by content; never raises)."""
+    """Tell whether the input is a SWE-agent ``.traj`` document (by content; never raises)."""
     try:
         if head.is_dir or head.is_sqlite:
             return False
@@ -187,7 +184,7 @@ def _from_history(b: SessionBuilder, history: list[Any], path: Path, report: Imp
 def _add_assistant(
     b: SessionBuilder, item: Mapping[str, Any], eid: str, open_file: str | None, injected: bool
 ) -> tuple[list[tuple[str, str, str | None]], int]:
-    """Records of one assistant message.
+    """Add the records of one assistant message.
 
     Returns
     -------
@@ -285,7 +282,7 @@ def _from_trajectory(b: SessionBuilder, steps: list[Any], path: Path, report: Im
 
 
 def _state(state: Any) -> dict[str, Any]:
-    """A step's ``state`` (a JSON string in 0.x, a dict in 1.x)."""
+    """Read a step's ``state`` (a JSON string in 0.x, a dict in 1.x)."""
     if isinstance(state, str):
         try:
             state = loads(state)
@@ -297,18 +294,18 @@ def _state(state: Any) -> dict[str, Any]:
 
 
 def _open_file(text: str) -> str | None:
-    """The file named in an observation's ``(Open file: ...)`` footer, if any."""
+    """Return the file named in an observation's ``(Open file: ...)`` footer, if any."""
     m = _OPEN_FILE.search(text)
     return m.group(1).strip() if m and m.group(1).strip() != "n/a" else None
 
 
 def parse_action(action: str, open_file: str | None = None) -> tuple[str, str, str | None]:
-    """Tool name, argument text and target of a SWE-agent action string.
+    r"""Parse a SWE-agent action string into tool name, argument text and target.
 
     Parameters
     ----------
     action : str
-        E.g. ``"open pydicom/x.py 293\\n"`` or ``"edit 1:1\\nimport numpy\\nend_of_edit"``.
+        E.g. ``"open pydicom/x.py 293\n"`` or ``"edit 1:1\nimport numpy\nend_of_edit"``.
     open_file : str, optional
         The file open in the editor, for commands that act on it.
 
@@ -362,7 +359,7 @@ def _info_metadata(b: SessionBuilder, doc: Mapping[str, Any]) -> None:
 
 
 def _replay_model(cfg: Any) -> str | None:
-    """The model name recorded in a 1.x ``replay_config`` (a JSON string or object)."""
+    """Return the model name recorded in a 1.x ``replay_config`` (a JSON string or object)."""
     if isinstance(cfg, str):
         try:
             cfg = loads(cfg)
@@ -373,3 +370,7 @@ def _replay_model(cfg: Any) -> str | None:
     except (TypeError, KeyError):
         return None
     return name if isinstance(name, str) and name else None
+
+
+# The rank is this importer's place in the sniffing order, most specific first (`ingest.registry`).
+IMPORTERS.add(FORMAT, sys.modules[__name__], rank=20)

@@ -1,10 +1,10 @@
-"""Units of import: a source, or a span of a large file holding whole sessions — read anywhere, combined in order.
+r"""Units of import: a source, or a span of a large file holding whole sessions — read anywhere, combined in order.
 
-An import is cut into `Unit`\\ s that can be read independently (by
+An import is cut into `Unit`\ s that can be read independently (by
 `compaction_lab.engine` on other processes or machines) and combined on the
 client into exactly what one sequential reading gives:
 
-* `compaction_lab.ingest.plan` walks the paths (`iter_sources`) and yields `Step`\\ s: the walk's
+* `compaction_lab.ingest.plan` walks the paths (`iter_sources`) and yields `Step`\ s: the walk's
   own skips before each source, then the source as one unit — or, for a large
   plain file of a format that marks where its sessions start (Codex rollouts:
   ``SESSION_MARKER`` / ``session_key``), as several units, each a `Span` of
@@ -25,10 +25,13 @@ import mmap
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
+from typing import cast
 
 from compaction_lab.core.session import Session
-from compaction_lab.ingest.base import ImportReport, Span, is_compressed, open_binary, parse_json
+from compaction_lab.ingest.files import Span, is_compressed, open_binary
+from compaction_lab.ingest.import_report import ImportReport
+from compaction_lab.ingest.json_repair import parse_json
+from compaction_lab.ingest.registry import Importer, SplittableImporter
 
 #: Spans are cut once they reach this many bytes (and a file is split only if it is at
 #: least twice as large): big enough that a task's fixed cost is noise, small enough that
@@ -76,16 +79,19 @@ class Segmented(ImportReport):
         self.current = ImportReport()
 
     def skip(self, path: str | Path, line: int | None, reason: str, detail: str = "") -> None:
+        """Record a skip in the current segment."""
         self.current.skip(path, line, reason, detail)
 
     def note(self, code: str, n: int = 1) -> None:
+        """Record a note in the current segment."""
         self.current.note(code, n)
 
     def produced(self, session: Session) -> Session:
+        """Pass the session through uncounted."""
         return session  # counted by whoever admits it
 
     def cut(self) -> ImportReport:
-        """The segment so far; a new one starts."""
+        """Return the segment so far and start a new one."""
         seg, self.current = self.current, ImportReport()
         return seg
 
@@ -100,7 +106,7 @@ def source_size(path: Path) -> int:
         return 0
 
 
-def read_unit(unit: Unit, mod: ModuleType) -> Iterator[tuple[ImportReport, Session | None]]:
+def read_unit(unit: Unit, mod: Importer) -> Iterator[tuple[ImportReport, Session | None]]:
     """Import one unit with its importer `mod`: each session with the report segment read before it, then the rest.
 
     The last pair has no session. The segments merged in order equal the
@@ -108,13 +114,17 @@ def read_unit(unit: Unit, mod: ModuleType) -> Iterator[tuple[ImportReport, Sessi
     `Admission`).
     """
     report = Segmented()
-    sessions = mod.load(unit.path, report, span=unit.span) if unit.span is not None else mod.load(unit.path, report)
+    sessions = (
+        cast(SplittableImporter, mod).load(unit.path, report, span=unit.span)
+        if unit.span is not None
+        else mod.load(unit.path, report)
+    )
     for session in sessions:
         yield report.cut(), session
     yield report.cut(), None
 
 
-def split_spans(path: Path, mod: ModuleType, target: int | None = SPAN_BYTES) -> list[Span] | None:
+def split_spans(path: Path, mod: Importer, target: int | None = SPAN_BYTES) -> list[Span] | None:
     """Spans of whole sessions of about `target` bytes, or None when the file is read whole.
 
     A file is split only when its importer says where sessions start
@@ -197,7 +207,7 @@ class Admission:
     seen: dict[tuple[str, str], list[bytes]] = field(default_factory=dict)
 
     def admit(self, source_format: str, session_id: str, digest: bytes) -> str | None:
-        """The id to keep the session under, or None for a duplicate."""
+        """Return the id to keep the session under, or None for a duplicate."""
         earlier = self.seen.setdefault((source_format, session_id), [])
         if digest in earlier:
             return None

@@ -22,7 +22,9 @@ off. One module per concept:
     `user_patterns`, YAML extensions via `load_patterns`); its docstring lists
     what is masked.
 ``env_secrets``
-    Values of secret-looking environment variables (`env_secret_values`).
+    Secret-looking names (`looks_secret_name`, one rule per kind of name: a key, a run
+    parameter, an environment variable) and the values of secret environment variables
+    (`env_secret_values`).
 ``redactor``
     The masking engine: `Redactor` (text, nested values, sessions) and
     `redactor`, the one a run uses.

@@ -1,4 +1,4 @@
-"""The pattern catalogue: what redaction recognises as a secret or personal data, and how a profile adds to it.
+r"""The pattern catalogue: what redaction recognises as a secret or personal data, and how a profile adds to it.
 
 Each `Pattern` names one kind of secret; the span it matches is replaced by
 ``[REDACTED:<pattern name>]`` (`marker`). `DEFAULT_PATTERNS` is the built-in
@@ -61,9 +61,9 @@ that is not part of a longer token):
     E-mail addresses (``git@host`` SSH remotes excepted).
 ``home-user``
     The user-name segment of ``/home/<user>``, ``/Users/<user>`` (macOS) and
-    ``C:\\Users\\<user>``; the rest of the path stays readable:
+    ``C:\Users\<user>``; the rest of the path stays readable:
     ``/home/[REDACTED:home-user]/proj/x.py``. ``/root``, ``/tmp`` and shared
-    folders (``/Users/Shared``, ``C:\\Users\\Public``) are left alone.
+    folders (``/Users/Shared``, ``C:\Users\Public``) are left alone.
 ``encoded-home-user``
     The user-name segment of a path encoded as a folder name, as Claude Code
     names its project folders (``~/.claude/projects/-home-alice-proj``,
@@ -123,7 +123,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
 def marker(name: str) -> str:
-    """The replacement text for a span masked by pattern `name`."""
+    """Return the replacement text for a span masked by pattern `name`."""
     return f"[REDACTED:{name}]"
 
 
@@ -154,6 +154,7 @@ class Pattern:
     needles: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        """Refuse a name that would not make a well-formed marker."""
         # The name ends up inside a marker, and only well-formed markers are
         # recognised (and so never masked again).
         if not _NAME.match(self.name):
@@ -161,14 +162,15 @@ class Pattern:
 
     @property
     def replacement(self) -> str:
+        """The text a masked span becomes: ``[REDACTED:<name>]``."""
         return marker(self.name)
 
 
 def _tok(lead: str, rest: str, base64: bool = False) -> str:
-    """A token that starts with the literal `lead`, then `rest`.
+    r"""Build the regex of a token that starts with the literal `lead`, then `rest`.
 
     A token starts where no longer token continues to its left, or right
-    after an escape such as ``\\n``: the final sweep reads JSON files as raw
+    after an escape such as ``\n``: the final sweep reads JSON files as raw
     text, where a line break is the two characters backslash and n. A
     backslash itself is never a start, so a match cannot split an escape.
     With `base64`, ``+`` and ``/`` count as token characters too, so a key

@@ -93,10 +93,10 @@ def _escaped(s: str, i: int) -> bool:
 
 
 def _whole_escapes(s: str, a: int, b: int) -> tuple[int, int]:
-    """Widen [a, b) so it neither starts nor ends inside a backslash escape.
+    r"""Widen [a, b) so it neither starts nor ends inside a backslash escape.
 
     The final sweep edits JSON files as raw text; masking the ``u001f`` of
-    ``\\u001f`` but not its backslash would leave an invalid escape. Only
+    ``\u001f`` but not its backslash would leave an invalid escape. Only
     backslashes, escape letters and hex digits are taken in, never a marker.
     """
     if s[a] in _JSON_ESCAPED and _escaped(s, a):
@@ -169,6 +169,7 @@ class Redactor:
     always: tuple[Pattern, ...] = ()
 
     def __post_init__(self) -> None:
+        """Keep patterns as tuples (the always-on ones not repeated) and drop empty literals."""
         object.__setattr__(self, "patterns", tuple(self.patterns))
         object.__setattr__(self, "always", tuple(p for p in self.always if p not in self.patterns))
         # An empty literal would match between every two characters.
@@ -185,7 +186,7 @@ class Redactor:
         return bool(self.patterns or self.literals or self.always)
 
     def rules(self) -> tuple[_Rule, ...]:
-        """The compiled rules: literals first, then the always-on patterns, then the patterns in order (cached)."""
+        """Compile the rules: literals first, then the always-on patterns, then the patterns in order (cached)."""
         return _rules(self.always + self.patterns, self.literals)
 
     def text(self, s: str) -> str:
@@ -212,7 +213,7 @@ class Redactor:
         return walk(obj, self.text)[0]
 
     def session(self, s: Session) -> Session:
-        """A copy of `s` with every free-text field masked.
+        """Return a copy of `s` with every free-text field masked.
 
         Masked: the session id (and so every record's ``session_id``), its
         source path and metadata, and each record's text, entry id, tool,
@@ -254,7 +255,7 @@ class Redactor:
         )
 
     def _log_users(self, s: Session) -> re.Pattern[str] | None:
-        """The accounts whose homes the session's metadata and source path show, as one whole-word regex.
+        """Build one whole-word regex of the accounts whose homes the session's metadata and source path show.
 
         A log names its author's home in its cwd (``/Users/<user>/proj``) or an encoded folder
         (``--Users-<user>-proj--``); the same name then turns up bare — ``ls -l`` owners,
@@ -349,7 +350,7 @@ def redactor(
     extra_patterns: str | Path | Iterable[Mapping] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> Redactor:
-    """The redactor for a run.
+    """Build the redactor for a run.
 
     Parameters
     ----------

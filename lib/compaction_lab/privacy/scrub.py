@@ -471,7 +471,7 @@ def _scrub_sqlite(path: Path, r: Redactor) -> tuple[int, bool]:
 
 
 def _fts_content(sql: str) -> str | None:
-    """The ``content=`` option of a full-text table: None when absent (own content)."""
+    """Read the ``content=`` option of a full-text table: None when absent (own content)."""
     m = _FTS_CONTENT.search(sql)
     if not m:
         return None

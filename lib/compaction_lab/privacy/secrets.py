@@ -22,6 +22,9 @@ messages, log lines -- is masked here, before it is written or shown:
     above, and every secret pattern of the catalogue (`SECRET_PATTERNS`); with
     `shown`, also the value under any secret-looking key (``api_key: ...``),
     whatever it is.
+`looks_secret_name`
+    Whether a name holds a credential, by what it names (a key, a run parameter, an
+    environment variable); defined in `env_secrets`, which needs it too.
 `install_log_masking`
     The same masking for the log lines of the HTTP libraries (``httpx`` logs
     every request's URL).
@@ -38,7 +41,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from compaction_lab.core.errors import ProfileError
-from compaction_lab.privacy.env_secrets import env_secret_values
+from compaction_lab.privacy.env_secrets import env_secret_values, looks_secret_name  # the names' one rule
 from compaction_lab.privacy.patterns import DEFAULT_PATTERNS, URL_USERINFO, URL_USERINFO_REGEX, Pattern
 from compaction_lab.privacy.redactor import Redactor
 
@@ -96,24 +99,6 @@ _URL_USERINFO = re.compile(URL_USERINFO_REGEX)
 _REGISTERED: set[str] = set()
 _LOCK = threading.Lock()
 
-# A name that looks like it holds a credential. Only whole words (split on _ - . or space) count, so
-# ``max_tokens`` or ``monkey`` are not mistaken for one; ``*_env`` names a variable, not its value.
-_SECRET_WORDS = frozenset(
-    {"key", "apikey", "token", "secret", "password", "passwd", "bearer", "authorization", "credential", "credentials"}
-)
-
-
-def looks_secret_name(name: Any) -> bool:
-    """Whether a key name looks like it holds a credential (``api_key``, ``API-KEY``, ``access_token``).
-
-    ``max_tokens``, ``tokenizer`` and ``api_key_env`` (the NAME of a variable) do not.
-    """
-    words = [w for w in re.split(r"[_\-\s.]+", str(name).strip().lower()) if w]
-    if not words or words[-1] == "env":
-        return False
-    joined = "".join(words)
-    return bool(_SECRET_WORDS.intersection(words)) or joined in {"apikey", "accesstoken", "authtoken"}
-
 
 def mask_url(text: str) -> str:
     """`text` with the userinfo of every URL in it replaced by ``***``.
@@ -146,7 +131,7 @@ def register_secret(value: str | None) -> None:
 
 
 def known_secrets(environ: Mapping[str, str] | None = None) -> frozenset[str]:
-    """The secret values masked as literals: secret environment variables' values and the registered ones.
+    """Return the secret values masked as literals: secret environment variables' values and the registered ones.
 
     Parameters
     ----------
@@ -163,7 +148,7 @@ def _literals(values: Iterable[str], minimum: int) -> frozenset[str]:
 
 
 def store_masker(values: Iterable[str] = ()) -> Redactor:
-    """The `Redactor` a store applies before writing (see the module docstring).
+    """Return the `Redactor` a store applies before writing (see the module docstring).
 
     Parameters
     ----------
@@ -183,7 +168,7 @@ def mask_stored(obj: Any, values: Iterable[str] = ()) -> Any:
 
 
 def mask_message(text: str, values: Iterable[str] = ()) -> str:
-    """An error message or printed line as it may be shown: URL credentials, secret values and patterns masked.
+    """Return an error message or printed line as it may be shown: URL credentials, secret values, patterns masked.
 
     Parameters
     ----------

@@ -1,6 +1,8 @@
-"""What people see: figures (`charts`), the shared report's pieces (`share`), the run folder's pages
-(`render`), the sweep page and table, and the notebook explorer. This package only renders: running a
-profile lives in `compaction_lab.run`, the run folder's layout in `compaction_lab.core.runfolder`.
+"""What people see: figures, the shared report's pieces, pages, the sweep page and table, the explorer.
+
+Figures (`charts`), the shared report's pieces (`share`), the run folder's pages (`render`), the sweep page
+and table, and the notebook explorer. This package only renders: running a profile lives in
+`compaction_lab.run`, the run folder's layout in `compaction_lab.core.runfolder`.
 
 Import the modules themselves (``from compaction_lab.report import charts``): a notebook kernel that only
 draws never imports the runner.

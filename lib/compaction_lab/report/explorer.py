@@ -89,7 +89,7 @@ class ProjectionExplorer:
         self._out.append_display_data(charts.fig7_projection_anatomy(table, width=480))
 
     def widget(self):
-        """The controls and an output area, wired to `update`."""
+        """Build the controls and an output area, wired to `update`."""
         import ipywidgets as w
 
         first = next(iter(self.sessions))

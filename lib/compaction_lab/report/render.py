@@ -22,6 +22,7 @@ NBCONVERT_TEMPLATE = "offline"
 
 
 def exporter(**kw: Any) -> HTMLExporter:
+    """Make the offline HTML exporter, with every ``<script>`` block's content escaped."""
     # nbconvert writes widget state and views as JSON inside <script> blocks, escaping only "/": a
     # "<!--<script" from a log in a widget's value would still hide the block's end. Escape it all.
     return HTMLExporter(

@@ -21,7 +21,7 @@ import pandas as pd
 
 from compaction_lab.core import runfolder
 from compaction_lab.exam import cases as exam_cases
-from compaction_lab.report import charts
+from compaction_lab.report.figures import run_figures
 from compaction_lab.strategies.base import COMPACTION_FAILED
 
 #: Table name of the headline in a run folder (written by notebook 06).
@@ -88,7 +88,7 @@ def _maybe(run_dir: Path, name: str) -> pd.DataFrame | None:
 
 
 def cost_view(cost: pd.DataFrame, price_table: str | None = None, simulator: str | None = None) -> pd.DataFrame:
-    """The cost rows of one price table under one cache rule.
+    """Select the cost rows of one price table under one cache rule.
 
     Defaults: the first price table in the table, under its own provider's
     rule (the first non-``none`` simulator it was priced with).
@@ -174,7 +174,7 @@ HEADLINE_VIEW = {
 
 
 def headline_view(headline: pd.DataFrame) -> pd.DataFrame:
-    """The headline's reader-facing columns under readable headers, numbers rounded for display."""
+    """Show the headline's reader-facing columns under readable headers, numbers rounded for display."""
     view = headline[[c for c in HEADLINE_VIEW if c in headline.columns]].copy()
     view["projection_tokens"] = view["projection_tokens"].map(lambda v: f"{v:,.0f}" if pd.notna(v) else "n/a")
     for col in ("compaction_cost_cold", "compaction_cost_cached", "cost_per_point"):
@@ -190,7 +190,7 @@ NO_HEADLINE = (
 
 
 def headline_html(headline: pd.DataFrame) -> str:
-    """The headline view as an HTML table (escaped), or a sentence when there is none."""
+    """Render the headline view as an HTML table (escaped), or a sentence when there is none."""
     if headline.empty:
         return f"<p>{NO_HEADLINE}</p>"
     return headline_view(headline).to_html(index=False, na_rep="n/a", classes="cl-headline")
@@ -201,7 +201,7 @@ def _money(v: Any, currency: str) -> str:
 
 
 def measured_text(headline: pd.DataFrame) -> list[str]:
-    """What this run measured, as short sentences of values read from the headline table.
+    """Say what this run measured, as short sentences of values read from the headline table.
 
     Only comparisons the numbers carry: the most and fewest retained (with
     intervals, and whether the intervals overlap), projection sizes, the
@@ -311,7 +311,7 @@ class RecordedBlock:
     table: pd.DataFrame
 
     def html(self) -> str:
-        """The block's table as HTML (empty string when there is nothing to show)."""
+        """Render the block's table as HTML (empty string when there is nothing to show)."""
         return self.table.to_html(index=False, escape=True) if len(self.table) else ""
 
 
@@ -332,7 +332,7 @@ def _retained(r: Mapping[str, Any]) -> str:
 
 
 def recorded_block(run_dir: Path) -> RecordedBlock | None:
-    """What the run found of real compactions and how they did, or None when notebook 03 did not look.
+    """Gather what the run found of real compactions and how they did, or None when notebook 03 did not look.
 
     Per compaction: the agent's own compaction (recorded) and the arm that
     reimplements that agent, each as retained of N with the 95% interval, and
@@ -412,8 +412,11 @@ def recorded_block(run_dir: Path) -> RecordedBlock | None:
 
 @dataclass(frozen=True)
 class ExamBlock:
-    """The report's "questions and sessions" block: where each session was cut and what it gave, results per
-    session, and — for real logs — the pool's own pointer composition beside the other mixes."""
+    """The report's "questions and sessions" block.
+
+    Where each session was cut and what it gave, results per session, and — for real logs — the pool's own
+    pointer composition beside the other mixes.
+    """
 
     lines: tuple[str, ...]
     sessions: pd.DataFrame
@@ -421,7 +424,7 @@ class ExamBlock:
     mixes: pd.DataFrame
 
     def html(self) -> str:
-        """The block's tables as HTML (escaped); sections without rows are left out."""
+        """Render the block's tables as HTML (escaped); sections without rows are left out."""
         parts = []
         for title, df in (
             ("Sessions", self.sessions),
@@ -518,9 +521,9 @@ def exam_block(run_dir: Path) -> ExamBlock | None:
 
 
 def figures(run_dir: Path) -> list[Figure]:
-    """Every figure the run saved, in the registry's order (`charts.FIGURES`), then any others by name."""
+    """Every figure the run saved, in the registry's order (`run_figures`), then any others by name."""
     d = Path(run_dir) / runfolder.FIGURES
-    registered = [(f.stem, f.title) for f in charts.FIGURES]
+    registered = [(f.stem, f.title) for f in run_figures()]
     known = {stem for stem, _ in registered}
     extra = sorted({p.stem for p in d.glob("*.svg")} - known) if d.exists() else []
     # Figures a later notebook adds still reach the report, after the known ones, titled by name.
@@ -541,7 +544,7 @@ def _inline_svg(path: Path) -> str:
 
 
 def figure_html(fig: Figure, links: bool = True) -> str:
-    """A ``<figure>`` with the SVG inlined (no script, no network) and links to the other formats."""
+    """Render a ``<figure>`` with the SVG inlined (no script, no network) and links to the other formats."""
     body = _inline_svg(fig.svg) if fig.svg else (f'<img src="{_href(fig.png.name)}">' if fig.png else "")
     files = [p for p in (fig.png, fig.svg, fig.html) if p is not None]
     link = " · ".join(
@@ -557,14 +560,14 @@ def _href(relative: str) -> str:
 
 
 def gallery(run_dir: Path):
-    """The run's figures as one HTML block (for a notebook cell)."""
+    """Show the run's figures as one HTML block (for a notebook cell)."""
     from IPython.display import HTML
 
     return HTML("\n".join(figure_html(f, links=False) for f in figures(run_dir)))
 
 
 def run_facts(run_dir: Path) -> pd.DataFrame:
-    """The run's profile, parameters and package versions from ``run.json``, one row each."""
+    """Tabulate the run's profile, parameters and package versions from ``run.json``, one row each."""
     path = Path(run_dir) / runfolder.RUN_JSON
     if not path.exists():
         return pd.DataFrame(

@@ -55,7 +55,7 @@ class PlannedFigure:
 
 
 def plan_figures(table: pd.DataFrame, keys: Sequence[str]) -> tuple[list[PlannedFigure], list[str]]:
-    """The figures a sweep gets, and notes that say how they were made.
+    """Plan the figures a sweep gets, and notes that say how they were made.
 
     One setting swept: lines and ranks against it. Two: recall in small
     multiples (x: the first, one panel per value of the second), ranks faceted
@@ -283,7 +283,7 @@ def _num(v: Any, fmt: str) -> str:
 
 
 def _groups(table: pd.DataFrame, keys: Sequence[str]) -> dict[str, Any]:
-    """The table grouped by strategy (best mean recall first), one row per run, numbers formatted.
+    """Group the table by strategy (best mean recall first), one row per run, numbers formatted.
 
     Who answered goes in each strategy's header row (one reader for all its
     runs, unless the reader was swept); the currency goes in the money

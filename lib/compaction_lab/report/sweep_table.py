@@ -35,7 +35,7 @@ TEXT_COLUMNS = ("reader_label", "currency", "price_table", "simulator")
 
 
 def ok_rows(table: pd.DataFrame) -> pd.DataFrame:
-    """The rows that carry a strategy's numbers: runs that finished, strategy present."""
+    """Select the rows that carry a strategy's numbers: runs that finished, strategy present."""
     if table.empty or "strategy" not in table.columns:
         return table.iloc[0:0]
     keep = table["strategy"].notna()
@@ -45,7 +45,7 @@ def ok_rows(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def sweep_values(table: pd.DataFrame, key: str) -> list[Any]:
-    """The values of one swept key in sweep order (first appearance; the table follows the plan)."""
+    """List the values of one swept key in sweep order (first appearance; the table follows the plan)."""
     if key not in table.columns:
         return []
     return list(dict.fromkeys(v for v in table[key] if not is_missing(v)))
@@ -233,5 +233,5 @@ def is_missing(v: Any) -> bool:
 
 
 def value_text(v: Any) -> str:
-    """A swept value as the page and the figures show it (lists and dicts as JSON)."""
+    """Show a swept value as the page and the figures do (lists and dicts as JSON)."""
     return json.dumps(v) if isinstance(v, (list, dict)) else str(v)

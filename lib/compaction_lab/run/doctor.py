@@ -42,7 +42,7 @@ from typing import Any, Literal, TextIO
 
 from compaction_lab.privacy.secrets import install_log_masking, mask_message, mask_url
 from compaction_lab.run import plan
-from compaction_lab.run.plan import MODEL_PARAMETERS_BY_NOTEBOOK, model_notebooks
+from compaction_lab.run.chain import MODEL_PARAMETERS_BY_NOTEBOOK, model_notebooks
 
 #: Seconds the reachability check (a model listing) waits for the endpoint.
 REACH_TIMEOUT_S = 4.0
@@ -91,6 +91,7 @@ class Check:
     detail: str
 
     def __post_init__(self) -> None:
+        """Mask secrets in the detail, whoever built the check."""
         object.__setattr__(self, "detail", mask_message(self.detail))
 
 

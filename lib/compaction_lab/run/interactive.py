@@ -3,8 +3,8 @@
 Papermill gives every notebook of a run its ``run_dir``. A notebook opened in
 JupyterLab has none: it works in ``<results>/interactive`` (so exploring never
 touches a real run), and "Run All" must work there even when nothing ran before
-it. `prepare` looks at what the notebook needs (`NEEDS`: the notebooks whose
-outputs it reads, each known by one output file, `MARK`):
+it. `prepare` looks at what the notebook needs (the chain, `compaction_lab.run.chain`:
+the notebooks whose outputs it reads, each known by one output file, its mark):
 
 1. already in the interactive folder (a notebook run there by hand earlier):
    used as they are;
@@ -22,29 +22,17 @@ import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import TextIO
 
 from compaction_lab.core import paths, runfolder
-from compaction_lab.run import lifecycle
+from compaction_lab.run import chain, lifecycle
 
-#: One output file per chain notebook that proves it ran in a folder.
-MARK: Mapping[str, str] = {
-    "01_context_composition": "composition.parquet",
-    "02_projection_anatomy": "projections.parquet",
-    "03_closed_book_exam": "exam_recall.parquet",
-    "04_cost_model": "cost.parquet",
-    "05_open_book_exam": "exam_open.parquet",
-}
+#: One output file per chain notebook that proves it ran in a folder (a view of `chain.CHAIN`).
+MARK: Mapping[str, str] = MappingProxyType({s.notebook: s.mark for s in chain.CHAIN})
 
-#: The notebooks whose outputs each notebook reads, in chain order.
-NEEDS: Mapping[str, tuple[str, ...]] = {
-    "01_context_composition": (),
-    "02_projection_anatomy": ("01_context_composition",),
-    "03_closed_book_exam": ("01_context_composition",),
-    "04_cost_model": ("01_context_composition", "03_closed_book_exam"),
-    "05_open_book_exam": ("01_context_composition",),
-    "06_share": tuple(MARK),
-}
+#: The notebooks whose outputs each notebook reads, in chain order (a view of `chain.CHAIN`).
+NEEDS: Mapping[str, tuple[str, ...]] = MappingProxyType({s.notebook: s.reads for s in chain.CHAIN})
 
 #: What is copied from a complete run: the tables and JSON it wrote and its sessions (not its
 #: notebooks, rendered pages or run.json: the interactive folder is not that run).
@@ -53,7 +41,7 @@ _COPIED_FOLDERS = ("sessions", runfolder.FIGURES)
 
 
 def prepare(run_dir: str | Path | None, notebook: str, *, out: TextIO | None = None) -> Path:
-    """The folder a notebook works in, holding the inputs it needs.
+    """Return the folder a notebook works in, holding the inputs it needs.
 
     Parameters
     ----------
@@ -62,7 +50,7 @@ def prepare(run_dir: str | Path | None, notebook: str, *, out: TextIO | None = N
         folder, as `runfolder.resolve` gives it; the run's chain order already
         provides the inputs.
     notebook : str
-        The notebook's stem, e.g. ``"02_projection_anatomy"`` (a key of `NEEDS`).
+        The notebook's stem, e.g. ``"02_projection_anatomy"`` (a notebook of `chain.CHAIN`).
     out : text stream, optional
         Where the one line saying what was done goes (default stdout, so it
         shows under the cell).
@@ -72,8 +60,7 @@ def prepare(run_dir: str | Path | None, notebook: str, *, out: TextIO | None = N
     Path
         The run folder (``<results>/interactive`` when `run_dir` is empty).
     """
-    if notebook not in NEEDS:
-        raise ValueError(f"unknown notebook {notebook!r}; known: {', '.join(NEEDS)}")
+    chain.step(notebook)  # an unknown notebook: ValueError, listing the chain
     folder = runfolder.resolve(run_dir)
     if run_dir:
         return folder
@@ -101,12 +88,12 @@ def prepare(run_dir: str | Path | None, notebook: str, *, out: TextIO | None = N
 
 
 def missing_inputs(folder: Path, notebook: str) -> list[str]:
-    """The notebooks `notebook` needs whose outputs are not in `folder`, in chain order."""
+    """Return the notebooks `notebook` needs whose outputs are not in `folder`, in chain order."""
     return [nb for nb in NEEDS[notebook] if not (folder / MARK[nb]).exists()]
 
 
 def latest_complete_run(results: Path, notebooks: list[str]) -> Path | None:
-    """The newest run folder with status ``ok`` that holds the outputs of `notebooks` (None if none does)."""
+    """Return the newest run folder with status ``ok`` that holds the outputs of `notebooks` (None if none does)."""
     for run in lifecycle.list_runs(results).runs:  # newest first
         path = Path(run.path)
         if run.status == lifecycle.OK and all((path / MARK[nb]).exists() for nb in notebooks):

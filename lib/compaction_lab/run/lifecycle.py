@@ -70,7 +70,7 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def utc_now() -> str:
-    """The current UTC time as run.json writes it (ISO 8601, seconds)."""
+    """Return the current UTC time as run.json writes it (ISO 8601, seconds)."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
@@ -95,7 +95,7 @@ def _zombie(pid: int) -> bool:
 
 
 def host_id() -> str:
-    """This machine, as run.json records it: a hash of the host name, never the name.
+    """Identify this machine as run.json records it: a hash of the host name, never the name.
 
     Run folders are shared, and a host name often names its owner
     (``alices-macbook``); liveness only needs to tell "this host" from
@@ -114,12 +114,12 @@ class ProcessMark:
 
     @classmethod
     def current(cls) -> ProcessMark:
-        """This process."""
+        """Mark the current process."""
         pid = os.getpid()
         return cls(pid, host_id(), process_started(pid))
 
     def fields(self) -> dict[str, Any]:
-        """The run.json fields that record it (and a first heartbeat)."""
+        """Return the run.json fields that record it (and a first heartbeat)."""
         return {"pid": self.pid, "host": self.host, "process_started": self.started, "heartbeat": utc_now()}
 
 
@@ -146,7 +146,7 @@ def _parse_time(text: Any) -> datetime | None:
 def liveness(
     info: Mapping[str, Any], *, host: str | None = None, now: datetime | None = None, stale_after: float = STALE_AFTER
 ) -> Verdict:
-    """The liveness rule for a run.json's recorded process.
+    """Judge whether a run.json's recorded process is alive (the liveness rule).
 
     On this host: dead when the pid is gone (or a zombie), or when it now
     belongs to a process created at another time than the recorded one (the
@@ -301,6 +301,7 @@ class RunInterrupted(KeyboardInterrupt):
 
     @property
     def signal_name(self) -> str:
+        """Name the signal (``SIGINT``), or ``signal N`` for a number without a name."""
         try:
             return signal.Signals(self.signum).name
         except ValueError:
@@ -312,6 +313,7 @@ class RunInterrupted(KeyboardInterrupt):
         return 128 + self.signum
 
     def __str__(self) -> str:
+        """Say what the signal interrupted and which run folders were marked interrupted."""
         if self.runs:
             msg = (
                 f"interrupted by {self.signal_name} while {len(self.runs)} run(s) of the sweep were executing: "
@@ -430,6 +432,7 @@ class IdleShutdownKernelManager(AsyncKernelManager):
     async def shutdown_kernel(  # type: ignore[override]  # jupyter_client's async manager declares it sync
         self, now: bool = False, restart: bool = False
     ) -> None:
+        """Shut the kernel down, at once (``now``) when a signal is stopping the run."""
         await super().shutdown_kernel(now=now or stopping(), restart=restart)
 
     async def _async_interrupt_kernel(self) -> None:
@@ -466,6 +469,7 @@ class RunSummary:
     host: str | None
 
     def to_dict(self) -> dict[str, Any]:
+        """Return the row as a plain dict (``compaction-lab runs --json``)."""
         return asdict(self)
 
 
@@ -486,6 +490,7 @@ class RunListing:
     skipped: tuple[Skipped, ...]
 
     def to_dict(self) -> dict[str, Any]:
+        """Return the listing as plain dicts and lists (``compaction-lab runs --json``)."""
         return {
             "results": self.results,
             "runs": [r.to_dict() for r in self.runs],
@@ -494,7 +499,7 @@ class RunListing:
 
 
 def read_run_json(run_dir: Path) -> dict[str, Any]:
-    """A run folder's run.json as a mapping.
+    """Read a run folder's run.json as a mapping.
 
     Raises
     ------
@@ -528,7 +533,7 @@ def _last_interrupted(info: Mapping[str, Any]) -> str | None:
 def summarize(
     run_dir: Path, info: Mapping[str, Any], *, host: str | None = None, now: datetime | None = None
 ) -> RunSummary:
-    """A run folder's listing row from its run.json contents (the liveness rule applied)."""
+    """Build a run folder's listing row from its run.json contents (the liveness rule applied)."""
     now = now or datetime.now(timezone.utc)
     recorded = info.get("status")
     status, detail, notebook = str(recorded or "unknown"), None, None
@@ -701,7 +706,7 @@ def format_seconds(seconds: float | None) -> str:
 
 
 def format_listing(listing: RunListing) -> str:
-    """The listing as an aligned text table (``compaction-lab runs``)."""
+    """Format the listing as an aligned text table (``compaction-lab runs``)."""
     if not listing.runs:
         return f"no run folders in {listing.results}"
     header = ("RUN", "STATUS", "PROFILE", "STARTED", "WALL", "NOTEBOOK")

@@ -59,6 +59,7 @@ import yaml
 from compaction_lab.core import bounded_json, paths, user_yaml
 from compaction_lab.core.errors import ProfileError
 from compaction_lab.privacy import secrets as _secrets  # noqa: F401  (masks every ProfileError: core.errors)
+from compaction_lab.privacy.secrets import looks_secret_name
 
 if TYPE_CHECKING:  # run.runner imports this module: the runtime import would be circular
     from compaction_lab.run.runner import Profile
@@ -92,7 +93,6 @@ _TYPE_WORDS = {
     "list": "a list",
     "dict": "a mapping",
 }
-_SECRET_KEY = re.compile(r"(api[_-]?key|secret|token|password)$", re.IGNORECASE)
 #: Longest echo of a value in a message. `reprlib` limits each level, so a nested value's echo grows with
 #: the product of its levels (six levels of six items: 46,656 quoted); the whole echo is cut here.
 MAX_SHOWN = 200
@@ -111,7 +111,7 @@ _show.maxstring, _show.maxother, _show.maxlist, _show.maxdict, _show.maxlevel = 
 
 
 def _quoted(value: Any) -> str:
-    """A parameter's value as a message quotes it: short, and with anything secret-looking masked.
+    """Quote a parameter's value for a message: short, and with anything secret-looking masked.
 
     ``{api_key: hunter2}`` is quoted ``{'api_key': '***'}``: the value under a
     secret-looking key goes whatever it is, before `_show` could cut a key in two.
@@ -124,13 +124,14 @@ def _quoted(value: Any) -> str:
 def looks_secret(key: str) -> bool:
     """Whether a parameter name looks like it holds a credential (``openai_api_key``, ``token``).
 
-    ``*_env`` (the NAME of a variable) and ``*_tokens`` (a size) are not secrets.
+    ``*_env`` (the NAME of a variable) and ``*_tokens`` (a size) are not secrets: `looks_secret_name`'s
+    ``"parameter"`` rule.
     """
-    return bool(_SECRET_KEY.search(key)) and not key.endswith(("_env", "_tokens"))
+    return looks_secret_name(key, "parameter")
 
 
 def secret_problem(key: str) -> str:
-    """What to say about a secret-looking parameter (the value is never echoed)."""
+    """Word the problem of a secret-looking parameter (the value is never echoed)."""
     return (
         f"parameter {key!r} looks like a secret: secrets come from environment variables only "
         "(pass the variable's name, e.g. api_key_env: OPENAI_API_KEY)"
@@ -199,7 +200,7 @@ def _inspect(path: str, mtime_ns: int) -> Mapping[str, Declared]:
 
 
 def declared_parameters(notebook: str) -> Mapping[str, Declared]:
-    """The parameters a chain notebook declares (`Declared` by name), read from its ``parameters`` cell."""
+    """Read the parameters a chain notebook declares (`Declared` by name) from its ``parameters`` cell."""
     path = paths.notebook_path(notebook)
     return _inspect(str(path), path.stat().st_mtime_ns)
 
@@ -485,7 +486,7 @@ def _has_type(value: Any, type_name: str | None) -> bool:
 
 
 def _rule_problem(label: str, value: Any, rule: Rule) -> str | None:
-    """What is wrong with a value of the right type under its `Rule` (None: nothing)."""
+    """Say what is wrong with a value of the right type under its `Rule` (None: nothing)."""
     shown = _quoted(value)
     if rule.blank and value == "":
         return None
@@ -524,7 +525,7 @@ def _rule_problem(label: str, value: Any, rule: Rule) -> str | None:
 
 @lru_cache(maxsize=1024)
 def strategy_capacity(strategy: str, window: int, output_ceiling: int) -> int:
-    """The tokens a strategy lets its projection hold for window W and output ceiling O.
+    """Return the tokens a strategy lets its projection hold for window W and output ceiling O.
 
     This is the strategy's own ``Projection.capacity`` (`strategies.trigger`:
     FutureOS's effective trigger ``min(0.8 W, W - O - margin)``, Codex's 90% of
@@ -551,7 +552,7 @@ def window_problems(
     *,
     names: tuple[str, str] = ("window", "output_ceiling"),
 ) -> list[str]:
-    """What makes a window W and output ceiling O meaningless for these strategies (empty: nothing).
+    """List what makes a window W and output ceiling O meaningless for these strategies (empty: nothing).
 
     W and O must be integers >= 1 and W > O (otherwise the model's reply alone
     fills the window and every arm scores 0); then every strategy's usable
@@ -640,7 +641,7 @@ def _yaml_values(key: str, raw: str) -> tuple[list[Any], list[str]]:
 
 
 def _same_run(value: Any) -> tuple[str, Any]:
-    """What a run receives from a value: 1, 01, 0x1, +1 and 1.0 are one; true and 1, "1" and 1 are not."""
+    """Return what a run receives from a value: 1, 01, 0x1, +1 and 1.0 are one; true and 1, "1" and 1 are not."""
     if isinstance(value, bool) or value is None:
         return ("literal", value)
     if isinstance(value, (int, float)):
@@ -649,7 +650,7 @@ def _same_run(value: Any) -> tuple[str, Any]:
 
 
 def _duplicates(key: str, values: list[Any], texts: list[str]) -> str | None:
-    """The message for values equal after parsing (None: all distinct); `texts` shows each value as given."""
+    """Word the message for values equal after parsing (None: all distinct); `texts` shows each value as given."""
     groups: dict[tuple[str, Any], list[int]] = {}
     for i, v in enumerate(values):
         groups.setdefault(_same_run(v), []).append(i)
@@ -664,7 +665,7 @@ def _duplicates(key: str, values: list[Any], texts: list[str]) -> str | None:
 
 
 def sweep_values(key: str, raw: Any) -> list[Any]:
-    """The values a swept parameter takes, from ``--sweep key=...`` or a profile's ``sweeps:`` block.
+    """Parse the values a swept parameter takes, from ``--sweep key=...`` or a profile's ``sweeps:`` block.
 
     Values equal after parsing are one value, and giving one twice is an error
     naming them: ``seed=7,7`` or ``seed=1,01,0x1,+1`` (YAML reads all four as 1)
@@ -815,9 +816,11 @@ def layout_problems(data: Mapping[Any, Any], available: Sequence[str]) -> list[s
 
 
 def _normalise_session_paths(value: Any) -> Any:
-    """One path is a one-item list, and a relative path is made absolute against the folder the run was
-    started from (each notebook runs inside its run folder, where a relative path would point nowhere);
-    ``~`` paths and anything that is not a path are left for the import and the checks to judge."""
+    """Make one path a one-item list, and a relative path absolute against the folder the run was started from.
+
+    Each notebook runs inside its run folder, where a relative path would point nowhere; ``~`` paths and
+    anything that is not a path are left for the import and the checks to judge.
+    """
     if isinstance(value, (str, Path)):
         value = [str(value)]
     if isinstance(value, tuple):
@@ -861,7 +864,7 @@ def _given(profile: Any) -> list[tuple[_Scope, str, Any]]:
 
 
 def _effective(profile: Any, notebook: str, declared: Mapping[str, Declared]) -> dict[str, Any]:
-    """What the notebook will run with: its literal defaults, then the profile's values."""
+    """Return what the notebook will run with: its literal defaults, then the profile's values."""
     eff = {k: d.default for k, d in declared.items() if d.has_default}
     eff.update({k: v for k, v in profile.parameters_for(notebook).items() if k in declared})
     return eff
@@ -876,7 +879,7 @@ def _strategies_run(eff: Mapping[str, Any], declared: Mapping[str, Declared]) ->
 
 
 def _notebook_problems(nb: str, eff: Mapping[str, Any], declared: Mapping[str, Declared], bad: set[str]) -> list[str]:
-    """The checks that weigh one notebook's parameters against each other."""
+    """Weigh one notebook's parameters against each other; return the problems found."""
     out: list[str] = []
 
     def ok(*keys: str) -> bool:
@@ -934,7 +937,7 @@ def _notebook_problems(nb: str, eff: Mapping[str, Any], declared: Mapping[str, D
 
 
 def _model_use_problems(eff: Mapping[str, Any], bad: set[str]) -> list[str]:
-    """A model asked for (summarizer or reader ``model``) needs a model endpoint, a ledger and checkpoints."""
+    """Check that a model asked for (summarizer or reader ``model``) has a model endpoint, a ledger and checkpoints."""
     users = [k for k in ("summarizer", "reader") if eff.get(k) == "model" and k not in bad]
     if not users or "model" in bad:
         return []
@@ -961,7 +964,7 @@ def _model_use_problems(eff: Mapping[str, Any], bad: set[str]) -> list[str]:
 
 
 def _chain_problems(profile: Any, effective: Mapping[str, Mapping[str, Any]], bad: set[str]) -> list[str]:
-    """The checks that weigh one notebook's parameters against another's."""
+    """Weigh one notebook's parameters against another's; return the problems found."""
     from compaction_lab.exam.bank import DEFAULT_CUT_FRACTIONS
 
     out: list[str] = []
@@ -1089,7 +1092,7 @@ P = TypeVar("P", bound="Profile")
 
 
 def normalised(profile: P) -> P:
-    """The profile with ``session_paths`` given as one path made a one-item list (wherever it is given)."""
+    """Return the profile with ``session_paths`` given as one path made a one-item list (wherever it is given)."""
     params = dict(profile.parameters)
     if "session_paths" in params:
         params["session_paths"] = _normalise_session_paths(params["session_paths"])
@@ -1118,7 +1121,7 @@ def error(where: str, found: Sequence[str]) -> ProfileError:
 
 
 def checked(profile: P, *, allow_unknown: bool = False, results_folder: str | Path | None = None) -> P:
-    """The profile, normalised (`normalised`), when its parameters can make a meaningful run.
+    """Return the profile, normalised (`normalised`), when its parameters can make a meaningful run.
 
     Raises
     ------

@@ -45,30 +45,11 @@ import pandas as pd
 from compaction_lab.core import processes
 from compaction_lab.endpoints.standin import DRY_RUN_ENV, reused_fingerprints
 from compaction_lab.privacy.secrets import mask_url
+from compaction_lab.run.chain import model_notebooks
 from compaction_lab.store.checkpoints import CHECKPOINTS_ENV
 
 #: Purpose of the open-book exam's first request per question (`compaction_lab.exam.model_reader`).
 OPEN_BOOK_PURPOSE = "exam:open"
-
-#: The chain notebooks that call a model, and the profile parameters that make them do so
-#: (the notebooks' own parameter cells: 02 and 04 summarize, 03 and 05 also read with a reader).
-MODEL_PARAMETERS_BY_NOTEBOOK: dict[str, tuple[str, ...]] = {
-    "02_projection_anatomy": ("summarizer",),
-    "03_closed_book_exam": ("summarizer", "reader"),
-    "04_cost_model": ("summarizer",),
-    "05_open_book_exam": ("summarizer", "reader"),
-}
-
-
-def model_notebooks(profile: Any) -> list[tuple[str, tuple[str, ...]]]:
-    """The profile's notebooks that will call the model, each with the parameters set to ``model``."""
-    out = []
-    for nb in profile.notebooks:
-        params = profile.parameters_for(nb)
-        using = tuple(p for p in MODEL_PARAMETERS_BY_NOTEBOOK.get(nb, ()) if params.get(p) == "model")
-        if using:
-            out.append((nb, using))
-    return out
 
 
 # --------------------------------------------------------------------------- the plan
@@ -113,6 +94,7 @@ class Plan:
     seconds: float
 
     def __post_init__(self) -> None:
+        """Mask the URL's credentials and make the counts whole numbers."""
         object.__setattr__(self, "base_url", mask_url(self.base_url))
         counts = [c for c in _COUNTS if c in self.calls.columns]
         if counts:
@@ -137,7 +119,7 @@ class Plan:
         return float(self.calls["cost"].sum())
 
     def describe(self) -> str:
-        """A few lines for the doctor's output."""
+        """Describe the plan in a few lines for the doctor's output."""
         lines = [f"planned model calls ({self.model} at {self.base_url}): {self.total_calls}"]
         if self.open_book_extra:
             lines[0] += (
@@ -177,7 +159,7 @@ class Plan:
 
 
 def _copy_sqlite(src: Path, dst: Path) -> None:
-    """A consistent copy of an SQLite file (the backup API, safe while another process writes); nothing when absent."""
+    """Copy an SQLite file consistently (the backup API, safe while another process writes); nothing when absent."""
     if not src.is_file():
         return
     with sqlite3.connect(f"file:{src}?mode=ro", uri=True) as source, sqlite3.connect(dst) as target:
@@ -185,7 +167,7 @@ def _copy_sqlite(src: Path, dst: Path) -> None:
 
 
 def _model_notebooks(prof: Any) -> tuple[str, ...]:
-    """The profile's notebooks up to its last one that calls a model (the rest would call nothing)."""
+    """Return the profile's notebooks up to its last one that calls a model (the rest would call nothing)."""
     calling = {nb for nb, _ in model_notebooks(prof)}
     last = max((i for i, nb in enumerate(prof.notebooks) if nb in calling), default=-1)
     return tuple(prof.notebooks[: last + 1])
@@ -277,9 +259,7 @@ def plan_run(profile: Any, *, overrides: Mapping[str, Any] | None = None, progre
 
 
 __all__ = [
-    "MODEL_PARAMETERS_BY_NOTEBOOK",
     "OPEN_BOOK_PURPOSE",
     "Plan",
-    "model_notebooks",
     "plan_run",
 ]

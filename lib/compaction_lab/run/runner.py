@@ -121,7 +121,7 @@ class Profile:
         return {**self.parameters, **(self.notebook_parameters.get(notebook) or {})}
 
     def with_parameters(self, overrides: Mapping[str, Any]) -> Profile:
-        """The profile with chain-wide parameters overridden (``--set``); per-notebook ones lose to them."""
+        """Return the profile with chain-wide parameters overridden (``--set``); per-notebook ones lose to them."""
         if not overrides:
             return self
         if "run_dir" in overrides:
@@ -408,7 +408,7 @@ KERNEL_ENVIRONMENT: Mapping[str, str] = {"tokenizer": TOKENIZER_ENV, "scheduler"
 
 @contextmanager
 def _kernel_environment(prof: Profile) -> Iterator[None]:
-    """The profile's ``tokenizer`` / ``scheduler`` in the environment the notebooks' kernels inherit.
+    """Put the profile's ``tokenizer`` / ``scheduler`` in the environment the notebooks' kernels inherit.
 
     Environment variables rather than notebook parameters, so that every
     notebook and every library call in it (counters, the composition, a
@@ -496,7 +496,7 @@ def _record_interruption(
 
 
 def final_sweep(run_dir: Path, redactor: redactor_mod.Redactor) -> dict[str, Any]:
-    """The final redaction sweep of a run folder; returns what run.json records of it (``redaction``).
+    """Run the final redaction sweep of a run folder; return what run.json records of it (``redaction``).
 
     Its databases are settled first (`scrub.settle_databases`): no ``-wal``/``-shm`` side file, which could
     hold text older than the sweep, is left in a shared folder.

@@ -113,7 +113,7 @@ class SweepPlan:
     allow_unknown: bool = False
 
     def to_json(self, scheduler: str) -> dict[str, Any]:
-        """The ``sweep.json`` document (`SWEEP_PLAN`)."""
+        """Return the ``sweep.json`` document (`SWEEP_PLAN`)."""
         prof = self.profile
         return {
             "profile": prof.name,
@@ -306,7 +306,7 @@ def resume_sweep(folder: Path | str, *, progress: bool = True, scheduler: str | 
 
 @contextmanager
 def _engine_for(where: str, progress: bool) -> Iterator[Engine | None]:
-    """The engine a sweep's runs go to, opened before the sweep writes anything; None: runs in this process."""
+    """Open the engine a sweep's runs go to before the sweep writes anything; None: runs in this process."""
     if where in (AUTO, SYNC):
         yield None
         return
@@ -393,7 +393,7 @@ COMPLETED_EARLIER = "ok (completed before this resume)"
 def _sweep_here(
     plan: SweepPlan, folder: Path, todo: set[int], progress: bool
 ) -> tuple[SweepRuns, list[pd.DataFrame], lifecycle.RunInterrupted | None]:
-    """The runs of a sweep one after the other in this process."""
+    """Run a sweep's runs one after the other in this process."""
     runs: SweepRuns = []
     frames = []
     results = folder.parent
@@ -435,7 +435,7 @@ def _sweep_here(
 def _sweep_on_engine(
     eng: Engine, plan: SweepPlan, folder: Path, todo: set[int], progress: bool
 ) -> tuple[SweepRuns, list[pd.DataFrame], lifecycle.RunInterrupted | None]:
-    """The runs of a sweep as tasks on the engine, gathered in plan order.
+    """Run a sweep's runs as tasks on the engine, gathered in plan order.
 
     Stopped by a signal, it closes the engine: an embedded cluster's workers
     end, and the runs they were executing are marked ``interrupted``
@@ -541,7 +541,7 @@ def _mark_interrupted(
 
 
 def _scrub_stopped(plan: SweepPlan, i: int, run_dir: Path) -> None:
-    """The final redaction sweep a run stopped on a worker did not get to (`run_profile` gives its own one)."""
+    """Give a run stopped on a worker the final redaction sweep it did not get to (`run_profile` gives its own)."""
     prof = plan.profile.with_parameters({**dict(plan.overrides), **plan.combos[i]})
     if plan.redact is not None:
         prof = prof.with_parameters({REDACT_PARAM: bool(plan.redact)})
@@ -574,7 +574,7 @@ def _run_names(profile: str, combos: list[dict[str, Any]], results: Path) -> lis
 
 
 def _earlier_attempt(run_dir: Path) -> str:
-    """What a planned run's folder holds: ``absent``, ``ok`` (complete), ``alive`` (running now) or ``stale``.
+    """Tell what a planned run's folder holds: ``absent``, ``ok`` (complete), ``alive`` (running now) or ``stale``.
 
     ``stale``: failed, interrupted, or ``running`` with its process gone (killed) -- to be run again; also
     a folder whose run.json is missing or unreadable (an attempt cut short before writing it, a damaged

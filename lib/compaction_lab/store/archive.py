@@ -107,6 +107,7 @@ class Hit:
     score: float  # bm25: lower is better
 
     def to_dict(self) -> dict:
+        """Return the hit's fields as a dict (for ``--json``)."""
         return dict(self.__dict__)
 
 
@@ -209,6 +210,7 @@ class Archive:
     # ------------------------------------------------------------------ context manager
 
     def close(self) -> None:
+        """Close the archive's connection and every per-thread reader."""
         with self._lock:
             for c in self._thread_conns:
                 c.close()
@@ -216,8 +218,10 @@ class Archive:
         self.conn.close()
 
     def _reader(self) -> sqlite3.Connection:
-        """The connection to read with: the archive's own in its thread, else one read-only connection per
-        thread (a model reader answers several questions at once; WAL lets readers run side by side)."""
+        """Return the connection to read with: the archive's own in its thread, else one read-only one per thread.
+
+        A model reader answers several questions at once; WAL lets readers run side by side.
+        """
         if threading.get_ident() == self._owner:
             return self.conn
         conn = getattr(self._local, "conn", None)
@@ -229,9 +233,11 @@ class Archive:
         return conn
 
     def __enter__(self) -> Archive:
+        """Use the archive as a context manager."""
         return self
 
     def __exit__(self, *exc) -> None:
+        """Close the archive."""
         self.close()
 
     # ------------------------------------------------------------------ writing
@@ -341,7 +347,7 @@ class Archive:
         return [Hit(*row) for row in rows]
 
     def get(self, entry_id: str, session: str | None = None) -> list[Record]:
-        """The original records of an entry (all its blocks), as imported (secrets masked)."""
+        """Return the original records of an entry (all its blocks), as imported (secrets masked)."""
         sql = f"SELECT {', '.join(_RECORD_COLUMNS)} FROM records WHERE entry_id = ?"
         args: list = [entry_id]
         if session:
@@ -370,13 +376,16 @@ class Archive:
         return [dict(zip(keys, r, strict=False)) for r in rows]
 
     def count(self) -> int:
-        """Number of archived records."""
+        """Count the archived records."""
         return int(self._reader().execute("SELECT COUNT(*) FROM records").fetchone()[0])
 
 
 def _refuse_foreign(conn: sqlite3.Connection, path: Path) -> None:
-    """Raise `ArchiveError` when `conn` holds tables but no archive: importing would write our tables
-    into another program's database (say, ``--archive`` pointed at the ledger by mistake)."""
+    """Raise `ArchiveError` when `conn` holds tables but no archive.
+
+    Importing would write our tables into another program's database (say, ``--archive`` pointed at the
+    ledger by mistake).
+    """
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if tables and "records" not in tables:
         raise ArchiveError(

@@ -169,7 +169,7 @@ CHECKPOINTS_ENV = "COMPACTION_LAB_CHECKPOINTS"
 
 
 def default_path() -> Path:
-    """The checkpoint database: ``$COMPACTION_LAB_CHECKPOINTS`` or ``data/checkpoints/checkpoints.sqlite``."""
+    """Return the checkpoint database: ``$COMPACTION_LAB_CHECKPOINTS`` or ``data/checkpoints/checkpoints.sqlite``."""
     env = os.environ.get(CHECKPOINTS_ENV)
     return Path(env).expanduser().resolve() if env else paths.DATA_DIR / "checkpoints" / "checkpoints.sqlite"
 
@@ -191,7 +191,7 @@ def _canonical(obj: Any) -> str:
 
 
 def checkpoint_params(strategy_name: str, ctx: Any) -> dict[str, Any]:
-    """The parameters that determine a compaction's result, as hashed into ``params_hash``."""
+    """Collect the parameters that determine a compaction's result, as hashed into ``params_hash``."""
     summarizer = ctx.summarizer
     out: dict[str, Any] = {
         "strategy": strategy_name,
@@ -226,6 +226,7 @@ class CheckpointKey:
     params_json: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        """Refuse an algorithm version holding ``:`` and a cut that is not a non-negative int."""
         if ":" in self.algorithm_version:
             raise ValueError(f"algorithm_version may not contain ':' (got {self.algorithm_version!r})")
         if not isinstance(self.cut, int) or self.cut < 0:
@@ -237,10 +238,11 @@ class CheckpointKey:
         return f"{self.session_id}:{self.cut}:{self.algorithm_version}:{self.params_hash[:12]}"
 
     def __str__(self) -> str:
+        """Return the short command-line form (`short`)."""
         return self.short
 
     def ref(self) -> CheckpointRef:
-        """This key as a (full-hash) reference."""
+        """Return the key as a (full-hash) reference."""
         return CheckpointRef(self.session_id, self.cut, self.algorithm_version, self.params_hash)
 
 
@@ -254,6 +256,7 @@ class CheckpointRef:
     hash_prefix: str
 
     def __str__(self) -> str:
+        """Return the short command-line form ``SESSION:CUT:ALGO:HASH12``."""
         return f"{self.session_id}:{self.cut}:{self.algorithm_version}:{self.hash_prefix[:12]}"
 
     def matches(self, key: CheckpointKey) -> bool:
@@ -266,7 +269,7 @@ class CheckpointRef:
 
 
 def checkpoint_key(session_id: str, cut: int, strategy_name: str, algorithm_version: str, ctx: Any) -> CheckpointKey:
-    """The checkpoint key of compacting `session_id` at `cut` with a strategy under `ctx`.
+    """Build the checkpoint key of compacting `session_id` at `cut` with a strategy under `ctx`.
 
     Parameters
     ----------
@@ -329,6 +332,7 @@ class CheckpointRow:
 
     @property
     def strategy(self) -> str:
+        """Return the strategy name the key carries."""
         return self.key.strategy
 
     def liveness(self) -> Literal["alive", "dead", "unknown"]:
@@ -412,7 +416,7 @@ class Claim:
 
 
 def new_owner_id() -> str:
-    """A fresh owner id: ``host:pid:random``."""
+    """Make a fresh owner id: ``host:pid:random``."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
@@ -465,13 +469,16 @@ class CheckpointStore:
             raise CheckpointError(f"checkpoint database {self.path} cannot be used: {exc}") from None
 
     def __getstate__(self) -> dict[str, Any]:
+        """Pickle the store as its path and busy timeout."""
         return {"path": self.path, "busy_timeout": self.busy_timeout}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        """Restore the store from its path and busy timeout."""
         self.path = state["path"]
         self.busy_timeout = state["busy_timeout"]
 
     def __repr__(self) -> str:
+        """Show the store by its path."""
         return f"CheckpointStore({str(self.path)!r})"
 
     # ------------------------------------------------------------------ plumbing
@@ -497,9 +504,11 @@ class CheckpointStore:
             conn.close()
 
     def _refuse_foreign(self, create: bool) -> None:
-        """Refuse a database holding other tables and no checkpoints (say, ``--db`` pointed at the archive):
-        creating our table in it would change another program's file. Without `create`, an empty
-        database is refused too: it holds no checkpoints, and looking must not turn it into a store."""
+        """Refuse a database holding other tables and no checkpoints (say, ``--db`` pointed at the archive).
+
+        Creating our table in it would change another program's file. Without `create`, an empty database is
+        refused too: it holds no checkpoints, and looking must not turn it into a store.
+        """
         tables: set[str] = set()
         if self.path.exists() and self.path.stat().st_size > 0:
             with self._read() as conn:
@@ -563,7 +572,7 @@ class CheckpointStore:
 
     @classmethod
     def _written(cls, conn: sqlite3.Connection, key: CheckpointKey) -> sqlite3.Row:
-        """The row of `key` this transaction has just written (so it exists)."""
+        """Read the row of `key` this transaction has just written (so it exists)."""
         row = cls._select_key(conn, key)
         if row is None:  # the same transaction inserted or updated it: unreachable unless SQLite lost a write
             raise RuntimeError(f"checkpoint {key} vanished inside its own write transaction")
@@ -595,7 +604,7 @@ class CheckpointStore:
     # ------------------------------------------------------------------ reads
 
     def get(self, key: CheckpointKey | CheckpointRef | str) -> CheckpointRow | None:
-        """The row for a key (or its string form), with its projection; None if absent."""
+        """Return the row for a key (or its string form), with its projection; None if absent."""
         with self._read() as conn:
             full = self._resolve(conn, key)
             if full is None:
@@ -809,7 +818,7 @@ class CheckpointStore:
 
 
 def build_receipt(projection: Projection) -> dict[str, Any]:
-    """The completion receipt stored with a checkpoint."""
+    """Build the completion receipt stored with a checkpoint."""
     req, rec = projection.summary_request, projection.receipt
     fingerprint = req.fingerprint() if req is not None else (rec.request_fingerprint if rec is not None else None)
     return {

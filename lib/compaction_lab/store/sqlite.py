@@ -17,8 +17,10 @@ __all__ = ["connect", "enable_wal", "immediate"]
 
 @contextmanager
 def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """One ``BEGIN IMMEDIATE`` transaction: the write lock up front, so racing writers queue instead of
-    failing mid-transaction; rolled back on any error, committed otherwise."""
+    """Run one ``BEGIN IMMEDIATE`` transaction: rolled back on any error, committed otherwise.
+
+    The write lock is taken up front, so racing writers queue instead of failing mid-transaction.
+    """
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn
@@ -29,7 +31,7 @@ def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 
 def connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
-    """A connection in autocommit mode (transactions are explicit), rows by name, waiting `busy_timeout` s for locks."""
+    """Connect in autocommit mode (transactions are explicit), rows by name, waiting `busy_timeout` s for locks."""
     conn = sqlite3.connect(str(path), timeout=busy_timeout, isolation_level=None)
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")

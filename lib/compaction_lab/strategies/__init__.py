@@ -1,9 +1,11 @@
 """Compaction strategies: what each keeps when the window fills.
 
-Every strategy module in this package exposes ``STRATEGIES``, a dict mapping
-names to objects with ``name``, ``algorithm_version``, ``estimator``,
-``compact(session, cut, ctx) -> Projection`` and ``fires(tokens, ctx)``.
-The registry discovers them, so adding a strategy is adding one module.
+Every arm registers itself in the module that defines it, in `STRATEGIES`
+(`compaction_lab.core.registry`): ``STRATEGIES.add(arm.name, arm, rank=...)``.
+An arm is an object with ``name``, ``algorithm_version``, ``estimator``,
+``compact(session, cut, ctx) -> Projection`` and ``fires(tokens, ctx)``
+(`Strategy`); its ``rank`` is its place in tables and charts. The registry
+imports every module of this package, so adding an arm is adding one module.
 
 Seed systems: ``futureos-deterministic``, ``futureos-summarized``, ``codex``,
 ``opencode``. Other agents: ``claude-code`` (reconstructed: its source is not
@@ -12,7 +14,7 @@ public), ``pi``, ``gemini-cli``, ``aider``. Baselines none of them tested:
 are cited, upstream file and line at a pinned commit, in ``UPSTREAM.md``
 beside this file.
 
-``recorded`` is registered but not *listed* (``listed = False``): it is the
+``recorded`` is registered but not *listed* (``listed=False``): it is the
 projection an agent itself sent after a compaction found in its log, so it
 exists only at those compactions (`exam.recorded` asks for it there).
 """
@@ -20,62 +22,40 @@ exists only at those compactions (`exam.recorded` asks for it there).
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import pkgutil
 from collections.abc import Mapping
-from functools import lru_cache
+from types import MappingProxyType
 
 from compaction_lab.core.projection import Projection, projection_from_json
+from compaction_lab.core.registry import UnknownName
 from compaction_lab.core.session import Session
 from compaction_lab.core.shapes import CallShape
-from compaction_lab.strategies.base import CompactionContext, Strategy
-
-#: Modules that hold shared machinery, not strategies.
-_NOT_STRATEGIES = frozenset({"base", "trigger", "evidence", "anatomy", "labels"})
-
-#: The order tables and charts list strategies in.
-ORDER: tuple[str, ...] = (
-    "futureos-summarized",
-    "futureos-deterministic",
-    "codex",
-    "opencode",
-    "claude-code",
-    "pi",
-    "gemini-cli",
-    "aider",
-    "full",
-    "truncate-oldest",
-    "observation-masking",
-)
+from compaction_lab.strategies.base import STRATEGIES, CompactionContext, Strategy
 
 
-@lru_cache(maxsize=1)
 def registry() -> Mapping[str, Strategy]:
-    """Every strategy of every module in this package, by name."""
-    found: dict[str, Strategy] = {}
-    for mod in pkgutil.iter_modules(__path__):
-        if mod.name in _NOT_STRATEGIES or mod.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{mod.name}")
-        for name, strat in getattr(module, "STRATEGIES", {}).items():
-            if name in found:
-                raise RuntimeError(f"strategy {name!r} defined twice")
-            found[name] = strat
-    return found
+    """Return every registered arm by name, listed or not (read-only)."""
+    return MappingProxyType({e.name: e.obj for e in STRATEGIES.entries()})
 
 
 def names() -> tuple[str, ...]:
-    """The listed strategy names (the arms every run compares), the known ones in `ORDER`, then any
-    added ones alphabetically. ``recorded`` is not listed: `get` still finds it."""
-    reg = {n: s for n, s in registry().items() if getattr(s, "listed", True)}
-    return tuple(n for n in ORDER if n in reg) + tuple(sorted(set(reg) - set(ORDER)))
+    """Return the listed arms' names (the arms every run compares) in their registered rank order.
+
+    ``recorded`` is not listed (``listed=False``): `get` still finds it.
+    """
+    return tuple(e.name for e in STRATEGIES.entries() if e.meta.get("listed", True))
 
 
 def get(name: str) -> Strategy:
-    """A strategy by name."""
+    """Return the arm registered under `name`.
+
+    Raises
+    ------
+    ValueError
+        When no arm has that name (the message lists the listed ones).
+    """
     try:
-        return registry()[name]
-    except KeyError:
+        return STRATEGIES.get(name)
+    except UnknownName:
         raise ValueError(f"unknown strategy {name!r}; available: {', '.join(names())}") from None
 
 
@@ -156,4 +136,4 @@ class _Replay:
 CHECKPOINT_WAIT_S = 600.0
 
 
-__all__ = ["CallShape", "CompactionContext", "ORDER", "Strategy", "compact", "get", "names", "registry"]
+__all__ = ["STRATEGIES", "CallShape", "CompactionContext", "Strategy", "compact", "get", "names", "registry"]

@@ -1,4 +1,4 @@
-"""``aider``: Aider's chat-history summarisation (``ChatSummary``), rule by rule.
+r"""``aider``: Aider's chat-history summarisation (``ChatSummary``), rule by rule.
 
 Pinned to **Aider-AI/aider @ 5dc9490bb35f9729ef2c95d00a19ccd30c26339c** (files cited
 below: ``aider/history.py``, ``aider/prompts.py``, ``aider/coders/base_coder.py``,
@@ -43,10 +43,10 @@ Summarising (`summarize`, `summarize_real`, `summarize_all`; ``history.py:27-123
 
 The summary request (`Aider.summary_request`, shape ``dedicated-system``)
     ``[system: the summarize prompt, user: transcript]`` — the transcript is every
-    user/assistant message as ``# USER\\n…`` / ``# ASSISTANT\\n…`` (other roles
+    user/assistant message as ``# USER\n…`` / ``# ASSISTANT\n…`` (other roles
     skipped), the instruction sits in the system prompt, no tools, sent to the
     weak model then the main model (``history.py:98-123``). The answer is prefixed
-    with ``"I spoke to you previously about a number of things.\\n"`` and becomes
+    with ``"I spoke to you previously about a number of things.\n"`` and becomes
     one **user** message (``prompts.py:61``).
 
 The next request after compaction
@@ -83,7 +83,7 @@ Our decisions (labelled parameters, upstream defaults where upstream has one)
     ``tool_records`` ``"run_output"`` (default): a ``tool_call`` is text of the
     assistant reply of its entry (Aider's edits are text in the reply); a
     ``tool_output`` is what ``/run`` adds (``commands.py:1013-1044``): a user
-    message ``I ran this command:\\n\\n{command}\\n\\nAnd got this output:\\n\\n{output}``
+    message ``I ran this command:\n\n{command}\n\nAnd got this output:\n\n{output}``
     followed by an assistant ``Ok.``; ``"drop"``: tool records are not in the chat
     (``utils.split_chat_history_markdown`` without ``include_tool``, ``utils.py:193-194``).
     ``reasoning`` ``"drop"`` (default: Aider strips reasoning from replies) or ``"inline"``.
@@ -113,7 +113,14 @@ from compaction_lab.core.fingerprints import sha256_text
 from compaction_lab.core.projection import Projection, Segment, SentRequest, SummaryReceipt, SummaryRequest
 from compaction_lab.core.session import Record, Session
 from compaction_lab.core.tokens import counter
-from compaction_lab.strategies.base import CompactionContext, call_summarizer, history, read_prompt, summary_label
+from compaction_lab.strategies.base import (
+    STRATEGIES,
+    CompactionContext,
+    call_summarizer,
+    history,
+    read_prompt,
+    summary_label,
+)
 from compaction_lab.summarize import extractive
 from compaction_lab.summarize.extractive import Block, Section, Template, empty_template
 
@@ -179,7 +186,7 @@ _RUN_RE = re.compile(r"\AI ran this command:\n\n(.*?)\n\nAnd got this output:\n\
 
 
 def read_transcript(request: SummaryRequest) -> list[Block]:
-    """The stand-in's reader of Aider's ``# USER`` / ``# ASSISTANT`` transcript (the request's user message)."""
+    """Read Aider's ``# USER`` / ``# ASSISTANT`` transcript (the request's user message) for the stand-in."""
     text = "\n".join(str(m.get("content") or "") for m in request.messages if m.get("role") == "user")
     marks = list(_ROLE_HEAD_RE.finditer(text))
     out: list[Block] = []
@@ -231,13 +238,16 @@ class Msg:
 
     @property
     def content(self) -> str:
+        """Return the message's content: its parts' texts joined by a blank line."""
         return "\n\n".join(p[1] for p in self.parts)
 
     @property
     def entry_ids(self) -> tuple[str, ...]:
+        """Return the entry ids of the message's parts, first-seen order, without repeats."""
         return tuple(dict.fromkeys(p[2] for p in self.parts if p[2]))
 
     def as_dict(self) -> dict[str, str]:
+        """Return the message as a chat message dict (role, content), as upstream counts it."""
         return {"role": self.role, "content": self.content}
 
 
@@ -260,7 +270,7 @@ def _ids(m: Msg) -> tuple[str, ...]:
 
 
 def to_messages(records: Sequence[Record], ctx: CompactionContext) -> list[Msg]:
-    """The records as Aider's chat messages (records of one entry form one message)."""
+    """Turn the records into Aider's chat messages (records of one entry form one message)."""
     tool_mode = str(ctx.param("tool_records", "run_output"))
     reasoning = str(ctx.param("reasoning", "drop"))
     calls = {r.call_id: r for r in records if r.kind == "tool_call" and r.call_id}
@@ -308,7 +318,7 @@ def split_current(msgs: Sequence[Msg], ctx: CompactionContext) -> tuple[list[Msg
 
 
 def live_history(session: Session, cut: int, ctx: CompactionContext) -> list[Record]:
-    """The records Aider's next request would carry (the system-prompt record is the system prompt).
+    """Return the records Aider's next request would carry (the system-prompt record is the system prompt).
 
     Aider's summary replaces ``done_messages`` in memory; the latest ``summary`` record before the cut
     (Aider's own, or a foreign agent's recorded compaction) stands for that summary message, and the
@@ -374,18 +384,22 @@ class ChatSummary:
     log: list[dict[str, Any]] = field(default_factory=list)
 
     def too_big(self, messages: Sequence[Msg]) -> bool:
+        """Tell whether the messages' summed token counts are more than ``max_tokens`` (history.py:15-18)."""
         return sum(t for t, _ in self.tokenize(messages)) > self.max_tokens
 
     def tokenize(self, messages: Sequence[Msg]) -> list[tuple[int, Msg]]:
+        """Pair each message with its token count."""
         return [(self.token_count(m.as_dict()), m) for m in messages]
 
     def summarize(self, messages: Sequence[Msg]) -> list[Msg]:
+        """Summarise the messages, appending an assistant ``"Ok."`` when the result does not end with one."""
         out = self.summarize_real(list(messages))
         if out and out[-1].role != "assistant":
             out.append(_ok())
         return out
 
     def summarize_real(self, messages: list[Msg], depth: int = 0) -> list[Msg]:
+        """Summarise the head and keep the tail, recursing while the result is too big."""
         sized = self.tokenize(messages)
         total = sum(t for t, _ in sized)
         if total <= self.max_tokens and depth == 0:
@@ -430,6 +444,7 @@ class ChatSummary:
         return self.summarize_real(summary + tail, depth + 1)
 
     def summarize_all(self, messages: Sequence[Msg], depth: int = 0, lost: Sequence[Msg] = ()) -> list[Msg]:
+        """Summarise all the messages into one summary message, trying each model in turn."""
         content = transcript(messages)
         self.log.append(
             {
@@ -452,8 +467,10 @@ class ChatSummary:
 
 
 def transcript(messages: Sequence[Msg]) -> str:
-    """``summarize_all``'s flattening: ``# USER`` / ``# ASSISTANT`` headings, other roles skipped
-    (history.py:99-107)."""
+    """Flatten the messages as ``summarize_all`` does (history.py:99-107).
+
+    ``# USER`` / ``# ASSISTANT`` headings, other roles skipped.
+    """
     content = ""
     for m in messages:
         role = m.role.upper()
@@ -471,8 +488,10 @@ def transcript(messages: Sequence[Msg]) -> str:
 
 @dataclass(frozen=True)
 class Aider:
-    """Aider's ``ChatSummary``: the done history's head summarised as a user message, its tail and the
-    current exchange kept verbatim."""
+    """Aider's ``ChatSummary``: the done history's head summarised as a user message.
+
+    Its tail and the current exchange are kept verbatim.
+    """
 
     name: str = "aider"
     algorithm_version: str = ALGORITHM_VERSION
@@ -480,16 +499,19 @@ class Aider:
     template: str = TEMPLATE
 
     def fires(self, tokens: int, ctx: CompactionContext) -> bool:
-        """``too_big``: more than ``max_chat_history_tokens`` (upstream sizes the done history only;
-        `tokens` is the whole input, so this fires no later than upstream; `too_big` is exact)."""
+        """Tell whether `tokens` is more than ``max_chat_history_tokens`` (``too_big``).
+
+        Upstream sizes the done history only; `tokens` is the whole input, so this fires no later than
+        upstream; `too_big` is exact.
+        """
         return tokens > max_chat_history_tokens(ctx)
 
     def instruction(self, ctx: CompactionContext) -> str:
-        """The summarize system prompt in use (``prompt_file`` points at the exact upstream text)."""
+        """Return the summarize system prompt in use (``prompt_file`` points at the exact upstream text)."""
         return read_prompt(ctx.param("prompt_file", None), SUMMARIZE_PROMPT)
 
     def prompts(self, ctx: CompactionContext) -> Mapping[str, str]:
-        """The prompt texts in use."""
+        """Return the prompt texts in use."""
         return {
             "system": self.instruction(ctx),
             "summary_prefix": SUMMARY_PREFIX,
@@ -513,6 +535,7 @@ class Aider:
         )
 
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
+        """Project the next request after Aider summarises the done history at `cut`."""
         recs = live_history(session, cut, ctx)
         msgs = to_messages(recs, ctx)
         done, cur = split_current(msgs, ctx)
@@ -677,7 +700,8 @@ class Aider:
         return replace(seg, text=enc.decode(ids[:n], errors="replace").rstrip("\ufffd") + "…")
 
 
-STRATEGIES = {s.name: s for s in (Aider(),)}
+# request_shape: as docs/strategies.md documents it, written out (not REQUEST_SHAPE) so verify checks the code.
+STRATEGIES.add("aider", Aider(), rank=80, request_shape="dedicated-system")
 
 __all__ = [
     "AIDER_TEMPLATE",
@@ -688,7 +712,6 @@ __all__ = [
     "OK_REPLY",
     "REQUEST_SHAPE",
     "RUN_OUTPUT",
-    "STRATEGIES",
     "SUMMARIZE_PROMPT",
     "SUMMARY_PREFIX",
     "UPSTREAM_COMMIT",

@@ -94,7 +94,7 @@ def mean_tokens_by_strategy(table: pd.DataFrame) -> pd.DataFrame:
     """Mean projection size per strategy over cases, with min and max."""
     per = table.groupby(["case_id", "strategy_label"])["tokens"].sum().reset_index()
     out = per.groupby("strategy_label")["tokens"].agg(["mean", "min", "max", "count"]).reset_index()
-    order = {n: i for i, n in enumerate(strategies.ORDER)}
+    order = {n: i for i, n in enumerate(strategies.names())}
     out["_o"] = out["strategy_label"].map(lambda s: order.get(s.split(" ")[0], 99))
     return out.sort_values(["_o", "strategy_label"]).drop(columns="_o").reset_index(drop=True)
 

@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from compaction_lab.core.projection import STAND_IN_LABEL, Projection, SummaryReceipt, SummaryRequest, chat_messages
+from compaction_lab.core.registry import Registry
 from compaction_lab.core.session import Record, Session
 from compaction_lab.core.shapes import CallShape  # the context carries one
+from compaction_lab.core.text import js_length
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
 from compaction_lab.summarize import NoSummarizer, Summarizer, SummaryUnavailable
 
@@ -41,11 +43,10 @@ def est_bytes4(text: str) -> int:
 def est_chars4(text: str) -> int:
     """OpenCode's estimate: ``Math.round(text.length / 4)``.
 
-    JavaScript's length counts UTF-16 code units and ``Math.round`` rounds
-    halves up (Python's ``round`` rounds them to even), so both are mirrored.
+    JavaScript's length counts UTF-16 code units (`js_length`) and ``Math.round``
+    rounds halves up (Python's ``round`` rounds them to even), so both are mirrored.
     """
-    units = len(text) if text.isascii() else len(text.encode("utf-16-le")) // 2
-    return (units + 2) // 4
+    return (js_length(text) + 2) // 4
 
 
 ESTIMATORS: dict[str, Callable[[str], int]] = {
@@ -98,7 +99,7 @@ class CompactionContext:
     checkpoints: str | None = None
 
     def param(self, name: str, default: Any) -> Any:
-        """A strategy parameter, or its default."""
+        """Return a strategy parameter, or its default."""
         return self.params.get(name, default)
 
     def checkpoint_path(self) -> str | None:
@@ -113,18 +114,45 @@ class CompactionContext:
 
 
 class Strategy(Protocol):
-    """The interface every strategy module's `STRATEGY` object satisfies."""
+    """The interface every registered arm (`STRATEGIES`) satisfies.
 
-    name: str
-    algorithm_version: str
-    estimator: str
+    Its three names are read-only here, so a frozen dataclass's fields satisfy them.
+    """
+
+    @property
+    def name(self) -> str:
+        """Return the arm's name, the one it is registered under."""
+        ...
+
+    @property
+    def algorithm_version(self) -> str:
+        """Return the version of its rules (part of a checkpoint's key)."""
+        ...
+
+    @property
+    def estimator(self) -> str:
+        """Return the estimator its own size decisions use (a key of `ESTIMATORS`)."""
+        ...
 
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:  # pragma: no cover
+        """Project the next request after compacting `session` at `cut`."""
         ...
 
     def fires(self, tokens: int, ctx: CompactionContext) -> bool:  # pragma: no cover
         """Whether the strategy's own trigger would compact at this input size."""
         ...
+
+
+#: Every arm, registered by the module that defines it (``STRATEGIES.add(arm.name, arm, rank=...)``).
+#: ``rank`` is the place tables and charts list it in. What else a registration may declare:
+#: ``listed=False`` for an arm found by name but not run by default (`recorded`), and ``request_shape``,
+#: the summary-request shape docs/strategies.md documents for it (`compaction-lab verify` holds the arm
+#: to it). Discovery imports every module of this package except the shared machinery below.
+STRATEGIES: Registry[Strategy] = Registry(
+    "strategy",
+    packages=("compaction_lab.strategies",),
+    skip=frozenset({"base", "trigger", "evidence", "anatomy", "labels"}),
+)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -153,7 +181,7 @@ def role_of(record: Record) -> str:
 
 
 def record_messages(records: Sequence[Record]) -> list[dict[str, Any]]:
-    """The chat messages a session's own request sends for these records.
+    """Build the chat messages a session's own request sends for these records.
 
     The boundary rule of `Projection.messages` (`projection.chat_messages`): the blocks of one entry
     join, distinct entries stay distinct messages. System-role records are left out (the call shape's
@@ -165,7 +193,7 @@ def record_messages(records: Sequence[Record]) -> list[dict[str, Any]]:
 
 
 def read_prompt(path: Any, default: str) -> str:
-    """A prompt from a file the user pointed a strategy at (exact upstream text), else our paraphrase."""
+    """Read a prompt from a file the user pointed a strategy at (exact upstream text), else our paraphrase."""
     return Path(path).read_text(encoding="utf-8") if path else default
 
 
@@ -193,7 +221,7 @@ def call_summarizer(ctx: CompactionContext, request: SummaryRequest) -> tuple[st
 
 
 def summarize_or_template(ctx: CompactionContext, request: SummaryRequest) -> tuple[str, SummaryReceipt]:
-    """The provider's answer to `request`, or its template with every section empty.
+    """Ask the provider for its answer to `request`, else return its template with every section empty.
 
     The empty template stands in when the request leaves no room for an answer
     (``max_output_tokens <= 0``: nothing is asked) or the provider is

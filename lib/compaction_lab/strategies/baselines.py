@@ -1,6 +1,6 @@
-"""Baselines none of the seed systems tested: ``full``, ``truncate-oldest``,
-and ``observation-masking``. (``claude-code-style`` became ``claude-code``,
-reconstructed after Claude Code itself: see `claude_code`.)
+"""Baselines none of the seed systems tested: ``full``, ``truncate-oldest``, and ``observation-masking``.
+
+(``claude-code-style`` became ``claude-code``, reconstructed after Claude Code itself: see `claude_code`.)
 
 All three return the same `Projection` as the seed strategies, so every chart
 and exam treats them alike. All three decide sizes with the report tokenizer
@@ -83,7 +83,7 @@ from dataclasses import dataclass
 from compaction_lab.core.projection import Projection, Segment
 from compaction_lab.core.session import Record, Session
 from compaction_lab.core.tokens import counter
-from compaction_lab.strategies.base import CompactionContext, history, role_of
+from compaction_lab.strategies.base import STRATEGIES, CompactionContext, history, role_of
 
 # --------------------------------------------------------------------------- shared helpers
 
@@ -105,7 +105,7 @@ def _count(text: str, ctx: CompactionContext) -> int:
 
 
 def _frame(ctx: CompactionContext) -> tuple[list[Segment], int]:
-    """The system and tools segments, and their size."""
+    """Return the system and tools segments, and their size."""
     segs = [Segment("system", "system", ctx.shape.system_prompt), Segment("tools", "system", ctx.shape.tools_text())]
     return segs, sum(counter(ctx.encoding).count_many([s.text for s in segs]))
 
@@ -124,8 +124,10 @@ def _head_kind(rec: Record) -> str:
 
 
 def _call_of(records: Sequence[Record]) -> list[int | None]:
-    """For each record: the index of the tool call a tool output answers (the latest earlier
-    call with the same call id), else None."""
+    """Link each tool output to its call: for each record, the call's index, else None.
+
+    A tool output answers the latest earlier call with the same call id.
+    """
     last: dict[str, int] = {}
     out: list[int | None] = []
     for i, r in enumerate(records):
@@ -161,6 +163,7 @@ class Full:
     estimator: str = ESTIMATOR
 
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
+        """Project the whole history at `cut` verbatim, whether or not it fits."""
         recs = _records(session, cut, ctx)
         frame, frame_tokens = _frame(ctx)
         total = frame_tokens + sum(_sizes(recs, ctx))
@@ -199,9 +202,11 @@ class TruncateOldest:
     estimator: str = ESTIMATOR
 
     def header(self, n: int, tokens: int) -> str:
+        """Write the header saying how many records (and tokens) were dropped."""
         return TRUNCATE_HEADER.format(version=self.algorithm_version, n=n, tokens=tokens)
 
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
+        """Project the history at `cut`, its oldest whole records dropped until the rest fits."""
         recs = _records(session, cut, ctx)
         sizes = _sizes(recs, ctx)
         frame, frame_tokens = _frame(ctx)
@@ -272,7 +277,7 @@ _BETWEEN_STEPS = ("user", "system", "summary")  # input to the next model call
 
 
 def _turns(records: Sequence[Record], unit: str) -> list[int]:
-    """Unit number of each record (0-based, non-decreasing).
+    """Assign each record its unit number (0-based, non-decreasing).
 
     ``agent_step``: a step starts at a model record (assistant, reasoning,
     tool call) that follows something else — unless it is a block of the same
@@ -311,7 +316,7 @@ def _turns(records: Sequence[Record], unit: str) -> list[int]:
 
 
 def _first_protected(records: Sequence[Record], turn: Sequence[int], n_turns: int, m: int, unit: str) -> int:
-    """The first unit whose tool outputs stay verbatim.
+    """Return the first unit whose tool outputs stay verbatim.
 
     ``agent_step``: the last `m` steps *that produced an observation* are
     kept, as upstream keeps the last n observations (a step with no output —
@@ -329,15 +334,17 @@ def _first_protected(records: Sequence[Record], turn: Sequence[int], n_turns: in
 
 @dataclass(frozen=True)
 class ObservationMasking:
-    """Keep all prose and calls verbatim; replace tool outputs older than the last M agent steps with
-    upstream's placeholder (the paper's ``last_n_observations``, n = 10)."""
+    """Keep all prose and calls verbatim; mask tool outputs older than the last M agent steps.
+
+    Masked outputs become upstream's placeholder (the paper's ``last_n_observations``, n = 10).
+    """
 
     name: str = "observation-masking"
     algorithm_version: str = "observation-masking-2"
     estimator: str = ESTIMATOR
 
     def marker(self, rec: Record, tokens: int, placeholder: str = "upstream") -> str:
-        """The text standing for a masked output: upstream's line count, or (``archive``) our entry marker."""
+        """Write the text standing for a masked output: upstream's line count, or (``archive``) our entry marker."""
         if placeholder == "archive":
             return MASK_MARKER.format(entry=rec.entry_id, tokens=tokens)
         if placeholder != "upstream":
@@ -345,6 +352,7 @@ class ObservationMasking:
         return MASK_PLACEHOLDER.format(lines=len(rec.text.splitlines()))
 
     def header(self, turns: int, records: int, tokens: int, masked: int, unit: str = "agent_step") -> str:
+        """Write the header saying what was dropped (whole units, records, tokens) and how many outputs masked."""
         units = "agent steps" if unit == "agent_step" else "turns"
         return MASK_HEADER.format(
             version=self.algorithm_version, turns=turns, units=units, records=records, tokens=tokens, masked=masked
@@ -360,7 +368,7 @@ class ObservationMasking:
         sizes: Sequence[int],
         unit: str = "agent_step",
     ) -> tuple[str, int]:
-        """The header for what was dropped ("" when nothing was), and how many whole turns were dropped."""
+        """Return the header for what was dropped ("" when nothing was), and how many whole turns were dropped."""
         n = len(recs)
         whole = [True] * n_turns  # turn t entirely dropped?
         for i in range(n):
@@ -379,6 +387,7 @@ class ObservationMasking:
         ), dropped_turns
 
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
+        """Project the history at `cut` with old tool outputs masked, falling back as the module says."""
         recs = _records(session, cut, ctx)
         n = len(recs)
         sizes = _sizes(recs, ctx)
@@ -487,13 +496,14 @@ class ObservationMasking:
         return _fires_at_capacity(tokens, ctx)
 
 
-STRATEGIES = {s.name: s for s in (Full(), TruncateOldest(), ObservationMasking())}
+STRATEGIES.add("full", Full(), rank=90)
+STRATEGIES.add("truncate-oldest", TruncateOldest(), rank=100)
+STRATEGIES.add("observation-masking", ObservationMasking(), rank=110)
 
 __all__ = [
     "Full",
     "MASK_MARKER",
     "MASK_PLACEHOLDER",
     "ObservationMasking",
-    "STRATEGIES",
     "TruncateOldest",
 ]

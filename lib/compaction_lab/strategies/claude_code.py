@@ -111,6 +111,7 @@ from compaction_lab.core.projection import Projection, Segment, SummaryReceipt, 
 from compaction_lab.core.session import Record, Session
 from compaction_lab.core.tokens import counter
 from compaction_lab.strategies.base import (
+    STRATEGIES,
     CompactionContext,
     est_chars4,
     history,
@@ -237,7 +238,7 @@ def _count(text: str, ctx: CompactionContext) -> int:
 
 
 def live_history(session: Session, cut: int, ctx: CompactionContext) -> list[Record]:
-    """The records the session's next request would carry (the system-prompt record is the system prompt).
+    """Return the records the session's next request would carry (the system-prompt record is the system prompt).
 
     After a compaction Claude Code's conversation restarts at the compact
     boundary: its next request holds the compact summary (the user message
@@ -274,7 +275,7 @@ def microcompact(records: Sequence[Record], keep_recent: int) -> tuple[list[Reco
 
 
 def _messages(records: Sequence[Record]) -> list[dict[str, str]]:
-    """The records as the session's own request sends them.
+    """Turn the records into messages as the session's own request sends them.
 
     The one rule the cost model prices the session's previous request by
     (`cost.model`), so the fork carries the very same messages by construction.
@@ -283,7 +284,7 @@ def _messages(records: Sequence[Record]) -> list[dict[str, str]]:
 
 
 def _turn_starts(records: Sequence[Record]) -> list[int]:
-    """Indices where an API round starts (a real user message), the first record always."""
+    """Find the indices where an API round starts (a real user message), the first record always."""
     starts = [i for i, r in enumerate(records) if r.kind == "user" and not r.injected]
     return sorted({0, *starts}) if records else []
 
@@ -340,7 +341,7 @@ class ReadView:
         return self.head + body + self.tail
 
     def style(self) -> ReadView:
-        """The numbering of this view from line 1 and its tail, without content or head (for a file re-read whole)."""
+        """Return this view's numbering from line 1 and its tail, without content or head (for a file re-read whole)."""
         return ReadView("", 1, self.sep, self.width, "", self.tail)
 
 
@@ -351,7 +352,7 @@ _MAX_VIEW_HEAD = 2
 
 
 def read_view(text: str) -> ReadView:
-    """The file a read output shows: one run of consecutively numbered lines, else the output itself.
+    """Read the file a read output shows: one run of consecutively numbered lines, else the output itself.
 
     Around the run only a short head (at most two lines) and a trailer of blank lines or a tag
     (Claude Code's ``<system-reminder>``) are allowed; anything else means the output is not a
@@ -406,7 +407,7 @@ _PATCH_MOVE = re.compile(r"^\*\*\* Move to: (.+?)\s*$")
 
 
 def call_args(rec: Record) -> Any:
-    """A tool call's arguments, decoded from its text (``name {json}``, `core.text.tool_call_text`).
+    """Decode a tool call's arguments from its text (``name {json}``, `core.text.tool_call_text`).
 
     Returns the decoded JSON value; the raw argument string when it is not JSON or nests deeper than
     `bounded_json.MAX_DEPTH`; None when there is none.
@@ -423,7 +424,7 @@ def _first_str(args: Mapping[str, Any], keys: Sequence[str]) -> str | None:
 
 
 def _patch_text(args: Any) -> str | None:
-    """The ``*** Begin Patch`` text a call carries (its raw input, or any string argument), if any."""
+    """Find the ``*** Begin Patch`` text a call carries (its raw input, or any string argument), if any."""
     if isinstance(args, str):
         return args if "*** Begin Patch" in args else None
     if isinstance(args, Mapping):
@@ -580,7 +581,7 @@ class _Walk:
         f.reason = f"deleted by the patch at entry {call.entry_id}: upstream's re-read finds no file"
 
     def patch(self, text: str, call: Record, pos: int) -> None:
-        """A Codex-style patch: an added file's content is known, an updated one's is not, a deleted one is gone."""
+        """Apply a Codex-style patch: an added file's content is known, an updated one's not, a deleted one is gone."""
         lines = text.split("\n")
         heads = [(i, m) for i, ln in enumerate(lines) if (m := _PATCH_HEAD.match(ln))]
         for k, (i, m) in enumerate(heads):
@@ -630,7 +631,7 @@ class _Walk:
             self.unknown(path, call, pos, str(command))
 
     def insert(self, path: str, fields: Mapping[str, Any], call: Record, pos: int) -> None:
-        """The text editor's insert: ``new_str`` after line ``insert_line`` (0: at the top) of a whole file."""
+        """Apply the text editor's insert: ``new_str`` after line ``insert_line`` (0: at the top) of a whole file."""
         f = self.state(path)
         text = _first_str(fields, ("new_str", "insert_text"))
         at = fields.get("insert_line")
@@ -644,7 +645,7 @@ class _Walk:
 
 
 def _edits(fields: Mapping[str, Any]) -> list[tuple[str, str, bool]] | None:
-    """The (old, new, replace_all) edits of an edit call: one pair, or a list under ``edits`` (MultiEdit)."""
+    """Read the (old, new, replace_all) edits of an edit call: one pair, or a list under ``edits`` (MultiEdit)."""
     listed = fields.get("edits")
     items: list[Any] = listed if isinstance(listed, list) else [fields]
     out: list[tuple[str, str, bool]] = []
@@ -672,7 +673,7 @@ def _is_read(tool: str, args: Any) -> bool:
 
 
 def recent_files(records: Sequence[Record], max_files: int = MAX_FILES_TO_RESTORE) -> list[RecentFile]:
-    """The files Claude Code would re-attach, most recently modified first, at most `max_files`.
+    """Return the files Claude Code would re-attach, most recently modified first, at most `max_files`.
 
     Upstream ranks every file its tools read or changed by ``readFileState``'s timestamp, which is the
     file's modification time (see the section comment above), and re-reads each from disk. From the log:
@@ -716,7 +717,7 @@ def recent_files(records: Sequence[Record], max_files: int = MAX_FILES_TO_RESTOR
 
 
 def latest_todo(records: Sequence[Record]) -> Record | None:
-    """The latest todo-tool call (its arguments are the todo list as last written)."""
+    """Return the latest todo-tool call (its arguments are the todo list as last written)."""
     return next((r for r in reversed(records) if r.kind == "tool_call" and (r.tool or "").lower() in TODO_TOOLS), None)
 
 
@@ -749,11 +750,11 @@ class ClaudeCode:
         return tokens >= ctx.window - reserved - int(ctx.param("autocompact_buffer", AUTOCOMPACT_BUFFER))
 
     def instruction(self, ctx: CompactionContext) -> str:
-        """The nine-section compact instruction in use (``prompt_file`` points at exact upstream text)."""
+        """Return the nine-section compact instruction in use (``prompt_file`` points at exact upstream text)."""
         return read_prompt(ctx.param("prompt_file", None), NINE_SECTION_INSTRUCTION)
 
     def fork_request(self, records: Sequence[Record], ctx: CompactionContext, cap: int) -> SummaryRequest:
-        """The summary request: the main conversation forked, the instruction appended as the last user message."""
+        """Build the summary request: the main conversation forked, the instruction as the last user message."""
         messages = _messages(records) + [{"role": "user", "content": self.instruction(ctx)}]
         return SummaryRequest(
             strategy=self.name,
@@ -767,7 +768,7 @@ class ClaudeCode:
         )
 
     def _fit_fork(self, records: list[Record], ctx: CompactionContext, cap: int) -> tuple[SummaryRequest, int]:
-        """The forked request, its oldest turns dropped while it does not fit the window (prompt too long)."""
+        """Fit the forked request: drop its oldest turns while it does not fit the window (prompt too long)."""
         cnt = counter(ctx.encoding)
         frame = cnt.count(ctx.shape.system_prompt) + cnt.count(ctx.shape.tools_text())
         limit = ctx.window  # "prompt is too long": the input alone past the context window
@@ -784,6 +785,7 @@ class ClaudeCode:
         return self.fork_request(kept, ctx, cap), dropped
 
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
+        """Project the next request after the reconstructed Claude Code compacts the session at `cut`."""
         recs = live_history(session, cut, ctx)
         notes: dict[str, Any] = {
             "label_tag": self.label_tag,
@@ -948,7 +950,8 @@ class ClaudeCode:
         return text, replace(receipt, text=text)
 
 
-STRATEGIES = {s.name: s for s in (ClaudeCode(),)}
+# request_shape: as docs/strategies.md documents it, written out (not REQUEST_SHAPE) so verify checks the code.
+STRATEGIES.add("claude-code", ClaudeCode(), rank=50, request_shape="prefix-shared")
 
 __all__ = [
     "ALGORITHM_VERSION",
@@ -959,7 +962,6 @@ __all__ = [
     "NINE_SECTION_INSTRUCTION",
     "ReadView",
     "RecentFile",
-    "STRATEGIES",
     "SUMMARY_PREFACE",
     "apply_edit",
     "call_args",

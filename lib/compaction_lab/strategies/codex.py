@@ -182,6 +182,7 @@ from compaction_lab.core.session import Record, Session
 from compaction_lab.core.text import is_injected
 from compaction_lab.strategies.base import (
     COMPACTION_FAILED,
+    STRATEGIES,
     CompactionContext,
     call_summarizer,
     est_bytes4,
@@ -259,7 +260,7 @@ REQUEST_DOES_NOT_FIT = "summary request does not fit the window even with all hi
 
 
 def truncation_marker(count: int, unit: str = "tokens") -> str:
-    """The inline marker between the kept head and tail of a middle-truncated text."""
+    """Write the inline marker between the kept head and tail of a middle-truncated text."""
     return f"…{count} {unit} truncated…"
 
 
@@ -328,7 +329,7 @@ def parse_policy(policy: Any) -> tuple[str, int] | None:
 
 
 def truncate_tool_output(text: str, policy: Any = TRUNCATION_POLICY) -> str:
-    """A tool output as Codex records it into its history: the policy x 1.2, middle-truncated."""
+    """Truncate a tool output as Codex records it into its history: the policy x 1.2, middle-truncated."""
     parsed = parse_policy(policy)
     if parsed is None:
         return text
@@ -352,7 +353,7 @@ def encrypted_item_tokens(encrypted_bytes: int) -> int:
 
 
 def opaque_text(tokens: int) -> str:
-    """The placeholder an opaque summary shows in our text: what it is and its estimated size, none of its content."""
+    """Write the placeholder an opaque summary shows in our text: what it is and its estimated size, not its content."""
     return (
         f"[{OPAQUE_SUMMARY_LABEL}: Codex's server-side compaction summary, about {tokens:,} tokens; the model "
         "reads it decrypted, its text is not readable here]"
@@ -398,6 +399,7 @@ class Item:
         return self.opaque_tokens if self.opaque_tokens is not None else est_bytes4(self.text)
 
     def message_key(self) -> str:
+        """Return the key of the message the item belongs to (its own key, else its entry)."""
         return self.key or "entry:" + self.entry_id  # `Segment.message_key`'s form: items and records agree
 
 
@@ -414,13 +416,13 @@ def is_contextual(text: str) -> bool:
 
 
 def is_summary_text(text: str, summary_prefix: str = SUMMARY_PREFIX) -> bool:
-    """A summary message: opens with our prefix or with Codex's own."""
+    """Tell whether a text is a summary message: it opens with our prefix or with Codex's own."""
     t = text.lstrip()
     return (bool(summary_prefix) and t.startswith(summary_prefix)) or t.startswith(UPSTREAM_SUMMARY_OPENING)
 
 
 def is_real_user(record: Record, summary_prefix: str = SUMMARY_PREFIX) -> bool:
-    """A user message the person typed: not harness-injected, not an earlier summary."""
+    """Tell whether a record is a user message the person typed: not harness-injected, not an earlier summary."""
     if record.kind != "user" or record.injected:
         return False
     return not (is_contextual(record.text) or is_summary_text(record.text, summary_prefix))
@@ -448,7 +450,7 @@ def _record_item(r: Record, policy: Any, summary_prefix: str) -> Item:
 
 
 def initial_context(session: Session, cut: int, system_prompt: str) -> list[Item]:
-    """The session's opening block of context items (developer messages, AGENTS.md, environment context).
+    """Return the session's opening block of context items (developer messages, AGENTS.md, environment context).
 
     Our stand-in for ``Session::build_initial_context``, which rebuilds them
     from the current turn's settings: the context records that open the
@@ -665,7 +667,7 @@ def _phase(session: Session, cut: int, ctx: CompactionContext, prefix: str) -> s
 
 
 def summary_cap(ctx: CompactionContext) -> int:
-    """The summary's output cap before the window's room: the model's output limit O, or param ``summary_tokens``.
+    """Return the summary's output cap before the window's room: output limit O, or param ``summary_tokens``.
 
     Upstream sends no cap (the model's own output limit applies); the
     profile's output ceiling O stands for it. ``summary_tokens`` overrides
@@ -677,7 +679,7 @@ def summary_cap(ctx: CompactionContext) -> int:
 
 
 def opaque_segment(item: Item, label: str = OPAQUE_SUMMARY_LABEL) -> Segment:
-    """An encrypted summary as a projection segment: placeholder text, Codex's size estimate, flagged opaque."""
+    """Show an encrypted summary as a projection segment: placeholder text, Codex's size estimate, flagged opaque."""
     n = item.opaque_tokens or 0
     return Segment(
         "summary",
@@ -692,14 +694,15 @@ def opaque_segment(item: Item, label: str = OPAQUE_SUMMARY_LABEL) -> Segment:
 
 
 def history_segments(items: list[Item]) -> list[Segment]:
-    """A live history as the next request carries it, one segment per item (what Codex sends when it did not compact).
+    """Show a live history as the next request carries it, one segment per item.
 
-    Records kept as they were are ``tail`` segments; texts Codex changed --
-    a tool output truncated at record time, a replacement-history message
-    not in the journal -- are ``omitted_marker`` segments saying why;
-    summaries of earlier compactions are ``summary`` segments, an encrypted
-    one opaque (`opaque_segment`). Items with no text (reasoning with only
-    encrypted content) send nothing, as in `request_messages`.
+    This is what Codex sends when it did not compact. Records kept as they
+    were are ``tail`` segments; texts Codex changed -- a tool output
+    truncated at record time, a replacement-history message not in the
+    journal -- are ``omitted_marker`` segments saying why; summaries of
+    earlier compactions are ``summary`` segments, an encrypted one opaque
+    (`opaque_segment`). Items with no text (reasoning with only encrypted
+    content) send nothing, as in `request_messages`.
     """
     out: list[Segment] = []
     for it in items:
@@ -733,7 +736,7 @@ class CodexStrategy:
         return codex_trigger(ctx.window).fires(tokens)
 
     def prompts(self, ctx: CompactionContext) -> Mapping[str, str]:
-        """The prompt texts in use (paraphrases, or the files the params point at)."""
+        """Return the prompt texts in use (paraphrases, or the files the params point at)."""
         instr = ctx.param("prompt_file", None)
         prefix = ctx.param("summary_prefix_file", None)
         return {
@@ -765,7 +768,7 @@ class CodexStrategy:
         prompts: Mapping[str, str] | None = None,
         items: list[Item] | None = None,
     ) -> tuple[SummaryRequest, dict[str, Any]]:
-        """The summary request (live history + instruction, base instructions, no tools), trimmed to fit.
+        """Build the summary request (live history + instruction, base instructions, no tools), trimmed to fit.
 
         Fits: its input estimate is within the model's input limit (the
         window, or ``ctx.input_limit`` below it) and leaves the answer at
@@ -815,6 +818,7 @@ class CodexStrategy:
     # ------------------------------------------------------------------ compact
 
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
+        """Project the next request after Codex compacts the session at `cut`."""
         on_failure = failure_mode(ctx, self.name)
         prompts = self.prompts(ctx)
         trig = codex_trigger(ctx.window)
@@ -955,7 +959,7 @@ class CodexStrategy:
 
 
 STRATEGY = CodexStrategy()
-STRATEGIES = {STRATEGY.name: STRATEGY}
+STRATEGIES.add("codex", STRATEGY, rank=30, request_shape="history+instruction")
 
 __all__ = [
     "ALGORITHM_VERSION",
@@ -968,7 +972,6 @@ __all__ = [
     "NO_SUMMARY_LABEL",
     "OPAQUE_SUMMARY_LABEL",
     "REQUEST_DOES_NOT_FIT",
-    "STRATEGIES",
     "SUMMARY_PREFIX",
     "TRUNCATION_POLICY",
     "USER_BUDGET_TOKENS",

@@ -84,11 +84,13 @@ class ToolRecord:
     output: Record | None
 
     def __post_init__(self) -> None:
+        """Refuse a tool record with neither call nor output."""
         if self.call is None and self.output is None:
             raise ValueError("a tool record needs a call or an output")
 
     @property
     def result(self) -> Record:
+        """The output when there is one, else the call."""
         if self.output is not None:
             return self.output
         assert self.call is not None  # __post_init__ rejects a tool record with neither call nor output
@@ -96,6 +98,7 @@ class ToolRecord:
 
     @property
     def tool(self) -> str:
+        """The tool name, from the call else the output ("" when neither names one)."""
         for r in (self.call, self.output):
             if r is not None and r.tool:
                 return r.tool
@@ -103,6 +106,7 @@ class ToolRecord:
 
     @property
     def target(self) -> str:
+        """The target (path or command), from the call else the output ("" when neither names one)."""
         for r in (self.call, self.output):
             if r is not None and r.target:
                 return r.target
@@ -110,10 +114,12 @@ class ToolRecord:
 
     @property
     def is_error(self) -> bool:
+        """Whether the output is an error."""
         return self.output is not None and self.output.is_error
 
     @property
     def source_order(self) -> int:
+        """The result's source order."""
         return self.result.source_order
 
     @property
@@ -127,6 +133,7 @@ class ToolRecord:
 
     @property
     def records(self) -> tuple[Record, ...]:
+        """The call and the output, those present."""
         return tuple(r for r in (self.call, self.output) if r is not None)
 
 
@@ -169,7 +176,7 @@ def _as_tool_records(records: Sequence[Record] | Sequence[ToolRecord]) -> list[T
 
 
 def is_priority_target(target: str | None) -> bool:
-    """Rule 2: does a target (path or command) look like config / schema / validation / test?"""
+    """Apply rule 2: tell whether a target (path or command) looks like config / schema / validation / test."""
     return bool(target and PRIORITY_TARGET_RE.search(target))
 
 
@@ -179,7 +186,7 @@ def error_records(records: Sequence[ToolRecord]) -> list[ToolRecord]:
 
 
 def group_key(record: ToolRecord) -> tuple[str, str]:
-    """The (tool, target) a record is grouped by."""
+    """Return the (tool, target) a record is grouped by."""
     return (record.tool, record.target)
 
 
@@ -294,11 +301,12 @@ class EvidenceRow:
 
     @property
     def entry_ids(self) -> tuple[str, ...]:
+        """The entries of the row's tool record (call first), without repeats."""
         return self.record.entry_ids
 
 
 def evidence_text(rows: Sequence[EvidenceRow]) -> str:
-    """The index segment: a one-line header, then one JSON row per line ("" for no rows)."""
+    """Write the index segment: a one-line header, then one JSON row per line ("" for no rows)."""
     if not rows:
         return ""
     return "\n".join([INDEX_HEADER, *(r.json for r in rows)])

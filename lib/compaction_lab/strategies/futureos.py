@@ -132,7 +132,14 @@ from compaction_lab.core.projection import (
 )
 from compaction_lab.core.session import Record, Session
 from compaction_lab.core.tokens import TokenCounter, counter
-from compaction_lab.strategies.base import CompactionContext, call_summarizer, history, read_prompt, role_of
+from compaction_lab.strategies.base import (
+    STRATEGIES,
+    CompactionContext,
+    call_summarizer,
+    history,
+    read_prompt,
+    role_of,
+)
 from compaction_lab.strategies.evidence import (
     HEAD_CHARS,
     TAIL_CHARS,
@@ -205,7 +212,7 @@ class Resolved:
 
 
 def resolve_budgets(ctx: CompactionContext, with_summary: bool) -> Resolved:
-    """The trigger and the budgets for `ctx` (see the module docstring on scaling)."""
+    """Resolve the trigger and the budgets for `ctx` (see the module docstring on scaling)."""
     trig = futureos_trigger(ctx.window, ctx.output_ceiling)
     cnt = counter(ctx.encoding)
     system_t = cnt.count(ctx.shape.system_prompt)
@@ -228,7 +235,7 @@ def resolve_budgets(ctx: CompactionContext, with_summary: bool) -> Resolved:
 
 
 def raised_history(budgets: FutureOSBudgets) -> int:
-    """The most the history budget may be raised to: ``history_max``, never past the real capacity.
+    """Return the most the history budget may be raised to: ``history_max``, never past the real capacity.
 
     ``budgets.history`` is the target (``min(target, max, capacity)``); the raise
     only applies when the target would demote assistant originals (`build_projection`).
@@ -265,7 +272,7 @@ class _Counts:
 
 
 def tail_boundaries(records: Sequence[Record]) -> list[bool]:
-    """``valid[p]`` for p in 0..n: may the tail start at ``records[p]``?
+    """Tell, as ``valid[p]`` for p in 0..n, whether the tail may start at ``records[p]``.
 
     A start is invalid when a tool call sits before it and its output at or
     after it (the output pairs with the latest earlier call of its call_id).
@@ -524,7 +531,7 @@ def _multi_marker(what: str, total: int, listed: str) -> str:
 
 
 def marker_entry_ids(text: str) -> list[str]:
-    """The entry ids a demotion marker names, read back from its text (inverse of `demotion_marker`)."""
+    """Read back the entry ids a demotion marker names from its text (inverse of `demotion_marker`)."""
     if not (text.startswith("[") and text.endswith("]") and " omitted / not summarised — " in text):
         return []
     body = text[:-1]
@@ -571,7 +578,7 @@ class _Stats:
 
 
 def header_text(algorithm_version: str, s: _Stats, *, fallback: bool, summary: bool) -> str:
-    """The projection's header: the algorithm_version and what was omitted (counts)."""
+    """Write the projection's header: the algorithm_version and what was omitted (counts)."""
     parts = [f"{s.users - s.users_demoted} user messages kept verbatim"]
     if s.users_demoted:
         parts[-1] += f" ({s.users_demoted} oldest omitted / not summarised: they exceeded the window)"
@@ -601,7 +608,7 @@ def header_text(algorithm_version: str, s: _Stats, *, fallback: bool, summary: b
 def summary_request(
     session: Session, cut: int, ctx: CompactionContext, max_output_tokens: int, strategy: str = "futureos-summarized"
 ) -> SummaryRequest:
-    """The prefix-shared request: the session's own system prompt, tools and messages, instruction last."""
+    """Build the prefix-shared request: the session's own system prompt, tools and messages, instruction last."""
     hist = history(session, cut)
     ids = list(dict.fromkeys(r.entry_id for r in hist))
     # The session's own messages, with the same boundary rule as every request the suite builds
@@ -880,10 +887,11 @@ class FutureOS:
     estimator: str = "tiktoken"
 
     def fires(self, tokens: int, ctx: CompactionContext) -> bool:
-        """The FutureOS trigger: the input no longer fits under ``effective``."""
+        """Apply the FutureOS trigger: tell whether the input no longer fits under ``effective``."""
         return futureos_trigger(ctx.window, ctx.output_ceiling).fires(tokens)
 
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
+        """Project the session at `cut`, with a model summary when summarised (the deterministic one on failure)."""
         if not self.summarized:
             return build_projection(
                 session,
@@ -932,7 +940,9 @@ class FutureOS:
 FUTUREOS_DETERMINISTIC = FutureOS("futureos-deterministic", ALGORITHM_DETERMINISTIC, summarized=False)
 FUTUREOS_SUMMARIZED = FutureOS("futureos-summarized", ALGORITHM_SUMMARIZED, summarized=True)
 
-STRATEGIES = {s.name: s for s in (FUTUREOS_DETERMINISTIC, FUTUREOS_SUMMARIZED)}
+# request_shape: as docs/strategies.md documents it, written out (not REQUEST_SHAPE) so verify checks the code.
+STRATEGIES.add("futureos-summarized", FUTUREOS_SUMMARIZED, rank=10, request_shape="prefix-shared")
+STRATEGIES.add("futureos-deterministic", FUTUREOS_DETERMINISTIC, rank=20)
 
 __all__ = [
     "ALGORITHM_DETERMINISTIC",
@@ -943,7 +953,6 @@ __all__ = [
     "HANDOFF_INSTRUCTION",
     "HeadChoice",
     "Resolved",
-    "STRATEGIES",
     "SUMMARY_PREFIX",
     "build_projection",
     "demotion_marker",

@@ -104,8 +104,10 @@ from compaction_lab.core.projection import (
     chat_messages,
 )
 from compaction_lab.core.session import Record, Session
+from compaction_lab.core.text import js_length
 from compaction_lab.core.tokens import counter
 from compaction_lab.strategies.base import (
+    STRATEGIES,
     CompactionContext,
     call_summarizer,
     history,
@@ -221,7 +223,7 @@ SNAPSHOT_TEMPLATE = Template(
 
 
 def _reader(request: SummaryRequest) -> list[extractive.Block]:
-    """The conversation of a gemini-cli request; the probe's own earlier snapshot and question are not history."""
+    """Read a gemini-cli request's conversation; the probe's own earlier snapshot and question are not history."""
     msgs = list(request.messages)
     if (
         msgs
@@ -239,15 +241,13 @@ extractive.register_template(SNAPSHOT_TEMPLATE, reader=_reader)
 # --------------------------------------------------------------------------- estimator
 
 
-def _js_len(text: str) -> int:
-    """JavaScript ``String.length`` (UTF-16 code units; a lone surrogate is one unit)."""
-    return len(text) if text.isascii() else len(text.encode("utf-16-le", "surrogatepass")) // 2
-
-
 def _text_tokens(text: str, chars_per_token: float = DEFAULT_CHARS_PER_TOKEN) -> float:
-    """tokenCalculation.ts:40-57 estimateTextTokens: per UTF-16 unit, ``1 / charsPerToken`` if ≤ 127, else
-    ``NON_ASCII_TOKENS_PER_CHAR``; past 100,000 units ``length / charsPerToken``."""
-    n = _js_len(text)
+    """Estimate a text's tokens as tokenCalculation.ts:40-57 estimateTextTokens does.
+
+    Per UTF-16 unit, ``1 / charsPerToken`` if ≤ 127, else ``NON_ASCII_TOKENS_PER_CHAR``; past 100,000 units
+    ``length / charsPerToken``.
+    """
+    n = js_length(text)
     if n > MAX_CHARS_FOR_FULL_HEURISTIC:
         return n / chars_per_token
     per_ascii = 1 / chars_per_token
@@ -283,12 +283,12 @@ def _media_tokens(part: dict[str, Any]) -> int | None:
 
 def _function_response_tokens(fr: dict[str, Any], depth: int, chars_per_token: float) -> float:
     """tokenCalculation.ts:83-113: name and response payload by length, nested parts recursively."""
-    total = _js_len(fr.get("name") or "") / chars_per_token
+    total = js_length(fr.get("name") or "") / chars_per_token
     resp = fr.get("response")
     if isinstance(resp, str):
-        total += _js_len(resp) / chars_per_token
+        total += js_length(resp) / chars_per_token
     elif resp is not None:  # a missing or null response adds nothing
-        total += _js_len(_js_json(resp)) / chars_per_token
+        total += js_length(_js_json(resp)) / chars_per_token
     nested = fr.get("parts")
     if nested:
         total += est_gemini(nested, depth + 1, chars_per_token)  # floored at its own level, as upstream
@@ -298,9 +298,11 @@ def _function_response_tokens(fr: dict[str, Any], depth: int, chars_per_token: f
 def est_gemini(
     parts: Sequence[dict[str, Any]], depth: int = 0, chars_per_token: float = DEFAULT_CHARS_PER_TOKEN
 ) -> int:
-    """Upstream's ``estimateTokenCountSync(parts, depth, charsPerToken)`` (tokenCalculation.ts:120-147): text
-    heuristic, function responses ``name + payload`` lengths, images/PDFs fixed, other parts
-    ``JSON.stringify(part).length / charsPerToken``; nothing past depth 3; the sum floored."""
+    """Estimate parts' tokens as upstream's ``estimateTokenCountSync(parts, depth, charsPerToken)`` does.
+
+    tokenCalculation.ts:120-147: text heuristic, function responses ``name + payload`` lengths, images/PDFs
+    fixed, other parts ``JSON.stringify(part).length / charsPerToken``; nothing past depth 3; the sum floored.
+    """
     if depth > MAX_RECURSION_DEPTH:
         return 0
     total = 0.0
@@ -312,14 +314,17 @@ def est_gemini(
             total += _function_response_tokens(fr, depth, chars_per_token)
         else:
             media = _media_tokens(p)
-            total += media if media is not None else _js_len(_js_json(p)) / chars_per_token
+            total += media if media is not None else js_length(_js_json(p)) / chars_per_token
     return math.floor(total)
 
 
 def truncate_threshold(window: int, last_prompt_tokens: int, setting: int = TRUNCATE_TOOL_OUTPUT_THRESHOLD) -> int:
-    """config.ts:3794-3801 getTruncateToolOutputThreshold: ``min(4 × (tokenLimit − lastPromptTokenCount),
-    truncateToolOutputThreshold)``. Not clamped: compression passes a value ≤ 0 on to `format_truncated`
-    (chatCompressionService.ts:196-200; only the tool executor checks ``threshold > 0``)."""
+    """Return the tool output truncation threshold (config.ts:3794-3801 getTruncateToolOutputThreshold).
+
+    ``min(4 × (tokenLimit − lastPromptTokenCount), truncateToolOutputThreshold)``. Not clamped: compression
+    passes a value ≤ 0 on to `format_truncated` (chatCompressionService.ts:196-200; only the tool executor
+    checks ``threshold > 0``).
+    """
     return min(4 * (window - last_prompt_tokens), setting)
 
 
@@ -337,6 +342,7 @@ class Content:
     truncated: list[bool] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
+        """Return the ``Content`` as Gemini's JSON (role and parts)."""
         return {"role": self.role, "parts": self.parts}
 
 
@@ -372,7 +378,7 @@ def _env_count(recs: Sequence[Record]) -> int:
 
 
 def contents(records: Sequence[Record]) -> list[Content]:
-    """The records as Gemini's curated history (see the module docstring, "History")."""
+    """Turn the records into Gemini's curated history (see the module docstring, "History")."""
     out: list[Content] = []
     n_env = _env_count(records)
     if n_env:
@@ -418,7 +424,7 @@ def find_compress_split_point(items: Sequence[dict[str, Any]], fraction: float) 
     """chatCompressionService.ts findCompressSplitPoint, on Content dicts ``{role, parts}``."""
     if fraction <= 0 or fraction >= 1:
         raise ValueError("Fraction must be between 0 and 1")
-    counts = [_js_len(_js_json(c)) for c in items]
+    counts = [js_length(_js_json(c)) for c in items]
     target = sum(counts) * fraction
     last_split, cumulative = 0, 0
     for i, c in enumerate(items):
@@ -497,7 +503,7 @@ def _messages(items: Sequence[Content]) -> list[dict[str, str]]:
 
 
 def live_history(session: Session, cut: int, ctx: CompactionContext) -> list[Record]:
-    """The records the next request would carry: the environment context, then from the latest summary on.
+    """Return the records the next request would carry: the environment context, then from the latest summary on.
 
     Gemini CLI rewrites the recorded conversation after compressing (``startChat`` →
     ``GeminiChat.initialize`` → ``updateMessagesFromHistory``): environment context, the
@@ -531,9 +537,11 @@ class GeminiCli:
         return tokens >= float(ctx.param("compression_threshold", COMPRESSION_TOKEN_THRESHOLD)) * ctx.window
 
     def system_prompt(self, ctx: CompactionContext) -> str:
+        """Return the compression system prompt in use (``prompt_file`` points at the exact upstream text)."""
         return read_prompt(ctx.param("prompt_file", None), COMPRESSION_PROMPT)
 
     def prompts(self, ctx: CompactionContext) -> dict[str, str]:
+        """Return the prompt texts in use."""
         return {
             "system": self.system_prompt(ctx),
             "instruction": f"{ANCHOR_NEW}\n\n{INSTRUCTION_TAIL}",
@@ -543,11 +551,12 @@ class GeminiCli:
         }
 
     def instruction(self, items: Sequence[Content]) -> str:
-        """The final user message: anchored when the history holds a previous snapshot."""
+        """Write the final user message: anchored when the history holds a previous snapshot."""
         has_prev = any(SNAPSHOT_TAG in p["text"] for c in items for p in c.parts if isinstance(p.get("text"), str))
         return f"{ANCHOR_PREVIOUS if has_prev else ANCHOR_NEW}\n\n{INSTRUCTION_TAIL}"
 
     def summary_request(self, items: Sequence[Content], ctx: CompactionContext, cap: int) -> SummaryRequest:
+        """Build the snapshot request: the system prompt, the history, then the final instruction; no tools."""
         msgs = _messages(items) + [{"role": "user", "content": self.instruction(items)}]
         return SummaryRequest(
             strategy=self.name,
@@ -561,6 +570,7 @@ class GeminiCli:
         )
 
     def verify_request(self, first: SummaryRequest, summary: str) -> SummaryRequest:
+        """Build the verification probe: the first request's history, its snapshot, then the verify instruction."""
         msgs = list(first.messages[:-1]) + [
             {"role": "assistant", "content": summary},
             {"role": "user", "content": VERIFY_INSTRUCTION},
@@ -570,7 +580,7 @@ class GeminiCli:
     def _summarise(
         self, req: SummaryRequest, ctx: CompactionContext, notes: dict[str, Any], sent: list[SentRequest] | None = None
     ) -> tuple[str, SummaryReceipt]:
-        """The snapshot, then the verification probe; each request sent is appended to `sent` (priced apart)."""
+        """Ask for the snapshot, then the verification probe; each request sent is appended to `sent` (priced apart)."""
         sent = [] if sent is None else sent
         text, receipt = summarize_or_template(ctx, req)
         if receipt.fallback:  # no room, unavailable or failed: the empty template, the receipt says why (no probe)
@@ -604,6 +614,7 @@ class GeminiCli:
         return final, replace(receipt, text=final)
 
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
+        """Project the next request after Gemini CLI compresses the session at `cut`."""
         recs = live_history(session, cut, ctx)
         cnt = counter(ctx.encoding)
         cap = ctx.window - ctx.output_ceiling
@@ -804,7 +815,8 @@ def _truncate_tokens(text: str, n: int, ctx: CompactionContext) -> str:
     return enc.decode(ids[: max(0, n - 1)], errors="replace").rstrip("\ufffd") + "…"
 
 
-STRATEGIES = {s.name: s for s in (GeminiCli(),)}
+# request_shape: as docs/strategies.md documents it, written out (not REQUEST_SHAPE) so verify checks the code.
+STRATEGIES.add("gemini-cli", GeminiCli(), rank=70, request_shape="own-system+history")
 
 __all__ = [
     "ACK",
@@ -815,7 +827,6 @@ __all__ = [
     "Content",
     "GeminiCli",
     "INSTRUCTION_TAIL",
-    "STRATEGIES",
     "SNAPSHOT_TEMPLATE",
     "VERIFY_INSTRUCTION",
     "contents",

@@ -6,10 +6,12 @@ from compaction_lab.core.projection import STAND_IN_LABEL, Projection
 
 
 def strategy_label(p: Projection) -> str:
-    """The strategy's name as tables and charts show it: who wrote the summary is labelled
-    (the extractive stand-in, or ``model: <name>``), and a FutureOS fallback says so. A strategy
-    that tags its projections (``notes["label_tag"]``, e.g. ``reconstructed`` for an arm whose
-    upstream source is not public) has the tag right after its name."""
+    """Name the strategy as tables and charts show it.
+
+    Who wrote the summary is labelled (the extractive stand-in, or ``model: <name>``), and a FutureOS
+    fallback says so. A strategy that tags its projections (``notes["label_tag"]``, e.g. ``reconstructed``
+    for an arm whose upstream source is not public) has the tag right after its name.
+    """
     tag = (p.notes or {}).get("label_tag")
     name = f"{p.strategy} ({tag})" if tag else p.strategy
     if p.receipt is not None and p.receipt.stand_in and not p.receipt.fallback:

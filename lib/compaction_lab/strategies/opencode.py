@@ -1,4 +1,4 @@
-"""OpenCode (sst/opencode): summarise the head, keep a verbatim tail of whole user turns.
+r"""OpenCode (sst/opencode): summarise the head, keep a verbatim tail of whole user turns.
 
 Pinned upstream (the rule -> upstream file:line -> function table is in
 ``strategies/UPSTREAM.md``):
@@ -145,7 +145,9 @@ from typing import Any
 from compaction_lab.core import bounded_json
 from compaction_lab.core.projection import Projection, Segment, SummaryRequest, chat_messages
 from compaction_lab.core.session import Record, Session
+from compaction_lab.core.text import js_length
 from compaction_lab.strategies.base import (
+    STRATEGIES,
     CompactionContext,
     call_summarizer,
     est_chars4,
@@ -298,7 +300,7 @@ ASSISTANT_SIDE = frozenset({"assistant", "reasoning", "tool_call"})
 
 
 def tool_args(record: Record) -> Any:
-    """A tool call's input: the recorded arguments parsed as JSON, else the recorded text.
+    """Return a tool call's input: the recorded arguments parsed as JSON, else the recorded text.
 
     Records keep a call as ``"name {json args}"``; the leading tool name is
     stripped from the text when present. Arguments nested deeper than
@@ -324,7 +326,7 @@ def tool_call_text(record: Record) -> str:
 
 
 def cut_tool_result(text: str, limit: int = TOOL_RESULT_CHARS) -> str:
-    """A tool result cut at `limit` characters, followed by ``\n[truncated]`` (upstream ``truncate``)."""
+    r"""Cut a tool result at `limit` characters, followed by ``\n[truncated]`` (upstream ``truncate``)."""
     return text if len(text) <= limit else text[:limit] + TRUNCATED
 
 
@@ -357,7 +359,7 @@ def group_messages(records: Sequence[Record]) -> list[tuple[int, int]]:
 
 
 def model_messages(records: Sequence[Record], pruned: frozenset[int] = frozenset()) -> list[dict[str, Any]]:
-    """The AI SDK ``ModelMessage`` objects of one OpenCode message (``toModelMessages``)."""
+    """Build the AI SDK ``ModelMessage`` objects of one OpenCode message (``toModelMessages``)."""
     if not records:
         return []
     first = records[0]
@@ -400,11 +402,6 @@ def model_messages(records: Sequence[Record], pruned: frozenset[int] = frozenset
     return out
 
 
-def _units(text: str) -> int:
-    """JavaScript ``length``: UTF-16 code units."""
-    return len(text) if text.isascii() else len(text.encode("utf-16-le", "surrogatepass")) // 2
-
-
 def message_units(
     records: Sequence[Record], spans: Sequence[tuple[int, int]], pruned: frozenset[int] = frozenset()
 ) -> list[tuple[int, int]]:
@@ -416,7 +413,7 @@ def message_units(
     out = []
     for a, b in spans:
         msgs = model_messages(records[a:b], pruned)
-        out.append((sum(_units(_js_json(m)) for m in msgs), len(msgs)))
+        out.append((sum(js_length(_js_json(m)) for m in msgs), len(msgs)))
     return out
 
 
@@ -484,13 +481,13 @@ def flatten_record(record: Record, pruned: bool = False) -> str | None:
 
 
 def serialize(records: Sequence[Record], pruned: frozenset[int] = frozenset()) -> str:
-    """The head: every OpenCode message serialised, empty ones dropped, joined by a blank line."""
+    """Serialise the head: every OpenCode message, empty ones dropped, joined by a blank line."""
     parts = (serialize_message(records[a:b], pruned) for a, b in group_messages(records))
     return "\n\n".join(p for p in parts if p)
 
 
 def flatten(records: Sequence[Record], pruned: frozenset[int] = frozenset()) -> str:
-    """The head in its ``<conversation>`` tag, after the lead line."""
+    """Return the head in its ``<conversation>`` tag, after the lead line."""
     return f"{CONVERSATION_LEAD}\n\n<conversation>\n{serialize(records, pruned)}\n</conversation>"
 
 
@@ -500,8 +497,11 @@ def request_text(
     pruned: frozenset[int],
     instructions: str = INSTRUCTIONS + "\n\n" + TEMPLATE,
 ) -> str:
-    """The one user message of the prepend request (core ``buildPrompt``): the conversation, then
-    (with a previous summary) ``<prior-summary>`` and the merge instructions, then the template."""
+    """Build the one user message of the prepend request (core ``buildPrompt``).
+
+    The conversation, then (with a previous summary) ``<prior-summary>`` and the merge instructions, then the
+    template.
+    """
     parts = [flatten(records, pruned)]
     if previous is not None:
         parts.append(f"{PRIOR_LEAD}\n\n<prior-summary>\n{previous.text.strip()}\n</prior-summary>")
@@ -543,7 +543,7 @@ def recorded_tail_start(session: Session, summary: Record) -> int | None:
 
 
 def _compaction_pairs(recs: Sequence[Record]) -> set[int]:
-    """Indices of compaction messages: summaries and a "What did we do so far?" user record right before one."""
+    """Find the compaction messages' indices: summaries and a "What did we do so far?" user record right before one."""
     hidden = set()
     for i, r in enumerate(recs):
         if r.kind == "summary":
@@ -565,6 +565,7 @@ class LiveHistory:
 
 
 def live_history(session: Session, cut: int | None) -> LiveHistory:
+    """Return the session's live history at the cut, back to the latest summary or its recorded tail start."""
     recs = history(session, cut)
     last = max((i for i, r in enumerate(recs) if r.kind == "summary"), default=None)
     if last is None:
@@ -669,7 +670,7 @@ def _collapse(text: str) -> str:
 
 
 def suffix_prompt(tail: Sequence[Record], template: str = TEMPLATE) -> str:
-    """The instruction appended in suffix mode, anchored on the first retained item."""
+    """Write the instruction appended in suffix mode, anchored on the first retained item."""
     parts = list(SUFFIX_INSTRUCTIONS)
     convo = [r for r in tail if r.kind != "system"]
     if convo:
@@ -694,10 +695,12 @@ def suffix_prompt(tail: Sequence[Record], template: str = TEMPLATE) -> str:
 
 
 def session_messages(live: LiveHistory) -> list[dict[str, str]]:
-    """The session's own next request messages before compaction: a previous compaction as its
-    "What did we do so far?" user message and the summary, then the live records with the suite's one
-    message-boundary rule (`projection.chat_messages`: the blocks of one entry joined, each entry and
-    each tool output its own message; the system prompt is sent separately)."""
+    """Build the session's own next request messages before compaction.
+
+    A previous compaction as its "What did we do so far?" user message and the summary, then the live
+    records with the suite's one message-boundary rule (`projection.chat_messages`: the blocks of one entry
+    joined, each entry and each tool output its own message; the system prompt is sent separately).
+    """
     out: list[dict[str, str]] = []
     if live.previous is not None:
         out += [{"role": "user", "content": HEADER}, {"role": "assistant", "content": live.previous.text}]
@@ -716,7 +719,7 @@ def summary_fits(
 
 
 def summary_cap(ctx: CompactionContext, max_output: int) -> int:
-    """The prepend request's output cap: the model's own ``maxOutput``, or param ``summary_tokens`` below it.
+    """Return the prepend request's output cap: the model's ``maxOutput``, or param ``summary_tokens`` below it.
 
     Upstream's prepend request sets no ``maxOutputTokens``; the LLM layer then sends
     ``min(ProviderTransform.maxOutputTokens(model), input.maxOutputTokens ?? Infinity)`` --
@@ -729,13 +732,16 @@ def summary_cap(ctx: CompactionContext, max_output: int) -> int:
 
 
 def request_limit(ctx: CompactionContext, cap: int) -> int:
-    """The largest summary request (chars/4) the provider accepts: the declared input limit, else the
-    window less the request's output cap. Past it the provider answers with a context overflow."""
+    """Return the largest summary request (chars/4) the provider accepts.
+
+    The declared input limit, else the window less the request's output cap. Past it the provider answers
+    with a context overflow.
+    """
     return int(ctx.input_limit) if ctx.input_limit else ctx.window - cap
 
 
 def record_segments(records: Sequence[Record], pruned: frozenset[int] = frozenset()) -> list[Segment]:
-    """Records sent verbatim, a pruned tool output as its placeholder (an ``omitted_marker``)."""
+    """Turn records into verbatim segments, a pruned tool output into its placeholder (an ``omitted_marker``)."""
     out = []
     for r in records:
         if r.source_order in pruned:
@@ -755,9 +761,12 @@ def record_segments(records: Sequence[Record], pruned: frozenset[int] = frozense
 
 
 def unchanged_segments(live: LiveHistory, pruned: frozenset[int], header: str = HEADER) -> list[Segment]:
-    """The session's next request when it does not compact: a previous compaction as its "What did we
-    do so far?" user message and the summary it kept (sent verbatim), then the live records; system
-    records are the request's system prompt (as `session_messages`)."""
+    """Build the session's next request when it does not compact.
+
+    A previous compaction as its "What did we do so far?" user message and the summary it kept (sent
+    verbatim), then the live records; system records are the request's system prompt (as
+    `session_messages`).
+    """
     out: list[Segment] = []
     if live.previous is not None:
         prev = live.previous
@@ -779,6 +788,7 @@ class OpenCodeStrategy:
 
     @staticmethod
     def version(ctx: CompactionContext) -> str:
+        """Return param ``opencode_version`` (default ``"1.18"``), checked against `OPENCODE_VERSIONS`."""
         v = str(ctx.param("opencode_version", "1.18"))
         if v not in OPENCODE_VERSIONS:
             raise ValueError(f"opencode_version must be one of {OPENCODE_VERSIONS}, not {v!r}")
@@ -786,6 +796,7 @@ class OpenCodeStrategy:
 
     @staticmethod
     def mode(ctx: CompactionContext, version: str) -> str:
+        """Return param ``compaction_mode``: ``"prepend"`` (default), or ``"suffix"`` on ``main`` only."""
         m = str(ctx.param("compaction_mode", "prepend"))
         if m not in ("prepend", "suffix"):
             raise ValueError(f"compaction_mode must be 'prepend' or 'suffix', not {m!r}")
@@ -798,7 +809,7 @@ class OpenCodeStrategy:
         return opencode_trigger(ctx.window, ctx.output_ceiling, ctx.input_limit, self.version(ctx)).fires(tokens)
 
     def prompts(self, ctx: CompactionContext) -> Mapping[str, str]:
-        """The prompt texts in use (paraphrases, or the files the params point at)."""
+        """Return the prompt texts in use (paraphrases, or the files the params point at)."""
         sysf, instf = ctx.param("system_prompt_file", None), ctx.param("prompt_file", None)
         return {
             "system": read_prompt(sysf, SYSTEM_PROMPT),
@@ -811,6 +822,7 @@ class OpenCodeStrategy:
         }
 
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
+        """Project the next request after OpenCode compacts the session at `cut`."""
         version = self.version(ctx)
         mode = self.mode(ctx, version)
         on_failure = failure_mode(ctx, self.name)
@@ -944,7 +956,7 @@ class OpenCodeStrategy:
 
 
 STRATEGY = OpenCodeStrategy()
-STRATEGIES = {STRATEGY.name: STRATEGY}
+STRATEGIES.add("opencode", STRATEGY, rank=40, request_shape="dedicated")
 
 __all__ = [
     "ALGORITHM_VERSION",
@@ -955,7 +967,6 @@ __all__ = [
     "LiveHistory",
     "OpenCodeStrategy",
     "PRUNED_TEXT",
-    "STRATEGIES",
     "SYSTEM_PROMPT",
     "TEMPLATE",
     "UPSTREAM_COMMITS",

@@ -1,4 +1,4 @@
-"""``pi`` — the pi coding agent's compaction (badlogic/pi-mono, ``packages/coding-agent``).
+r"""``pi`` — the pi coding agent's compaction (badlogic/pi-mono, ``packages/coding-agent``).
 
 Module ``pi_agent`` (not ``pi``, which is the importer's name); strategy name
 ``pi``. Pinned at badlogic/pi-mono@83378aad7e74a0e2bb8f37c007a9685fb4609d8a
@@ -61,8 +61,8 @@ File lists (`file_operations`, `compute_file_lists`, `format_file_operations`;
 Summary request (`PiStrategy.summary_request`; ``compaction.ts:520-577`` ``generateSummary``,
 ``utils.ts:109-170``)
     Shape ``dedicated``: pi's summarisation system prompt, no tools, one user
-    message ``<conversation>\\n{serialized}\\n</conversation>\\n\\n`` then
-    ``<previous-summary>\\n…\\n</previous-summary>\\n\\n`` when there is one,
+    message ``<conversation>\n{serialized}\n</conversation>\n\n`` then
+    ``<previous-summary>\n…\n</previous-summary>\n\n`` when there is one,
     then the initial or the update prompt. The conversation is flattened by
     `serialize_conversation`: ``[User]:``, ``[Assistant thinking]:``,
     ``[Assistant]:``, ``[Assistant tool calls]: name(k=json, …); …``,
@@ -72,7 +72,7 @@ Summary request (`PiStrategy.summary_request`; ``compaction.ts:520-577`` ``gener
 Split turn (``compaction.ts:687-700, 730-747, 780-813``)
     A second request of the same shape (turn-prefix prompt, ``floor(0.5 ×
     reserveTokens)``); no history before the turn → ``No prior history.``;
-    merged as ``{history}\\n\\n---\\n\\n**Turn Context (split turn):**\\n\\n{prefix}``.
+    merged as ``{history}\n\n---\n\n**Turn Context (split turn):**\n\n{prefix}``.
 Next request (`PiStrategy.compact`; ``session-manager.ts:308-415`` ``buildSessionContext``,
 ``messages.ts:11-24, 148-195`` ``convertToLlm``)
     System and tools, then one user message ``COMPACTION_SUMMARY_PREFIX +
@@ -129,8 +129,10 @@ from compaction_lab.core import bounded_json
 from compaction_lab.core.fingerprints import sha256_text
 from compaction_lab.core.projection import Projection, Segment, SentRequest, SummaryReceipt, SummaryRequest
 from compaction_lab.core.session import Record, Session
+from compaction_lab.core.text import js_length, js_slice
 from compaction_lab.core.tokens import counter
 from compaction_lab.strategies.base import (
+    STRATEGIES,
     CompactionContext,
     read_prompt,
     role_of,
@@ -297,14 +299,16 @@ class Entry:
 
     @property
     def is_message(self) -> bool:
+        """Tell whether the entry is a message (its kind is in `MESSAGE_KINDS`)."""
         return self.kind in MESSAGE_KINDS
 
     def context_records(self) -> list[Record]:
+        """Return the entry's records that are sent (meta records are not)."""
         return [r for r in self.records if r.kind != "meta"]
 
 
 def _compaction_marks(session: Session) -> dict[str, str | None]:
-    """pi's own compactions: summary entry id → first kept entry id (None when unknown)."""
+    """Map pi's own compactions: summary entry id → first kept entry id (None when unknown)."""
     if session.source_format != "pi":
         return {}
     out: dict[str, str | None] = {}
@@ -338,7 +342,7 @@ def _classify(eid: str, recs: Sequence[Record], marks: Mapping[str, str | None],
 
 
 def session_entries(session: Session, cut: int, ctx: CompactionContext | None = None) -> list[Entry]:
-    """The session's entries before `cut`, in file order (meta-only entries included: they matter to the cut).
+    """Return the session's entries before `cut`, in file order (meta-only entries included: they matter to the cut).
 
     The system-prompt record (the call shape's system prompt) is not an entry: pi sends it as the system prompt.
     """
@@ -365,17 +369,6 @@ def session_entries(session: Session, cut: int, ctx: CompactionContext | None = 
 # --------------------------------------------------------------------------- estimator
 
 
-def js_len(text: str) -> int:
-    """JavaScript ``string.length``: UTF-16 code units."""
-    return len(text) if text.isascii() else len(text.encode("utf-16-le")) // 2
-
-
-def _js_slice(text: str, n: int) -> str:
-    if text.isascii():
-        return text[:n]
-    return text.encode("utf-16-le")[: 2 * n].decode("utf-16-le", errors="ignore")
-
-
 def _json(value: Any) -> str:
     """``JSON.stringify``: compact, non-ASCII kept."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
@@ -393,18 +386,18 @@ def tool_call_parts(rec: Record) -> tuple[str, Any]:
 
 
 def estimate_entry(entry: Entry) -> int:
-    """pi's ``estimateTokens`` of the entry's message: ``ceil(chars / 4)`` (0 for non-message entries)."""
+    """Estimate the entry's message as pi's ``estimateTokens``: ``ceil(chars / 4)`` (0 for non-message entries)."""
     chars = 0
     for r in entry.context_records():
         if r.kind == "tool_call":
             if entry.kind == "bash":  # bashExecution: command + output
                 _, args = tool_call_parts(r)
-                chars += js_len(args.get("command", "") if isinstance(args, dict) else str(args))
+                chars += js_length(args.get("command", "") if isinstance(args, dict) else str(args))
             else:
                 name, args = tool_call_parts(r)
-                chars += js_len(name) + js_len(_json(args))
+                chars += js_length(name) + js_length(_json(args))
         else:
-            chars += js_len(r.text)
+            chars += js_length(r.text)
     return math.ceil(chars / 4)
 
 
@@ -498,10 +491,10 @@ def format_file_operations(read_files: Sequence[str], modified_files: Sequence[s
 
 
 def _truncate_for_summary(text: str, max_chars: int = TOOL_RESULT_MAX_CHARS) -> str:
-    n = js_len(text)
+    n = js_length(text)
     if n <= max_chars:
         return text
-    return f"{_js_slice(text, max_chars)}\n\n[... {n - max_chars} more characters truncated]"
+    return f"{js_slice(text, max_chars)}\n\n[... {n - max_chars} more characters truncated]"
 
 
 def _bash_text(entry: Entry) -> str:
@@ -515,7 +508,7 @@ def _bash_text(entry: Entry) -> str:
 
 
 def serialize_entry(entry: Entry) -> list[str]:
-    """The ``[Label]: text`` parts of one entry (``convertToLlm`` then ``serializeConversation``)."""
+    """Serialise one entry as ``[Label]: text`` parts (``convertToLlm`` then ``serializeConversation``)."""
     recs = entry.context_records()
     if entry.kind in ("user", "custom"):
         text = "".join(r.text for r in recs if r.kind in ("user", "system"))
@@ -557,7 +550,7 @@ def serialize_conversation(entries: Sequence[Entry]) -> str:
 
 
 def read_request(request: SummaryRequest) -> list[Block]:
-    """The conversation of a pi summary request: the previous summary (oldest), then the ``<conversation>`` blocks."""
+    """Read a pi summary request's conversation: the previous summary (oldest), then the ``<conversation>`` blocks."""
     text = "".join(str(m.get("content") or "") for m in request.messages if m.get("role") == "user")
     head, tail = "<conversation>\n", "\n</conversation>"
     start, end = text.find(head), text.rfind(tail)
@@ -623,7 +616,7 @@ def live_entries(entries: Sequence[Entry]) -> tuple[Entry | None, list[Entry]]:
 
 
 def live_history(session: Session, cut: int, ctx: CompactionContext) -> list[Record]:
-    """The records pi's next request carries at `cut` (``session-manager.ts`` ``buildSessionContext``).
+    """Return the records pi's next request carries at `cut` (``session-manager.ts`` ``buildSessionContext``).
 
     Only the latest compaction counts: its summary first, then the entries
     from its ``firstKeptEntryId`` up to it, then every entry after it; older
@@ -701,7 +694,7 @@ def _truncate_tokens(text: str, n: int, ctx: CompactionContext) -> str:
 
 
 def _entry_segments(entry: Entry) -> list[Segment]:
-    """A kept entry, verbatim (a branch summary wrapped as ``convertToLlm`` does)."""
+    """Send a kept entry verbatim (a branch summary wrapped as ``convertToLlm`` does)."""
     recs = entry.context_records()
     if entry.kind == "branch":
         key = f"entry:{entry.id}"
@@ -723,10 +716,12 @@ class PiStrategy:
     # ---- settings
     @staticmethod
     def reserve(ctx: CompactionContext) -> int:
+        """Return ``reserveTokens``: param ``reserve_tokens``, default `RESERVE_TOKENS`."""
         return int(ctx.param("reserve_tokens", RESERVE_TOKENS))
 
     @staticmethod
     def keep_recent(ctx: CompactionContext) -> int:
+        """Return ``keepRecentTokens``: param ``keep_recent_tokens``, default `KEEP_RECENT_TOKENS`."""
         return int(ctx.param("keep_recent_tokens", KEEP_RECENT_TOKENS))
 
     def fires(self, tokens: int, ctx: CompactionContext) -> bool:
@@ -736,7 +731,7 @@ class PiStrategy:
         return tokens > ctx.window - self.reserve(ctx)
 
     def prompts(self, ctx: CompactionContext) -> dict[str, str]:
-        """The prompt texts in use (paraphrases, or the exact upstream files the params name)."""
+        """Return the prompt texts in use (paraphrases, or the exact upstream files the params name)."""
         return {
             "system": read_prompt(ctx.param("system_prompt_file", None), SYSTEM_PROMPT),
             "instruction": read_prompt(ctx.param("prompt_file", None), SUMMARIZATION_PROMPT),
@@ -791,8 +786,11 @@ class PiStrategy:
     def _plan(
         self, entries: Sequence[Entry], ctx: CompactionContext, room: int
     ) -> tuple[Preparation | None, int | None]:
-        """The preparation at upstream's ``keepRecentTokens``, or a smaller keep when the kept entries leave the
-        summary too little room (halved down to 0, then nothing kept)."""
+        """Prepare at upstream's ``keepRecentTokens``, or at a smaller keep when the summary has too little room.
+
+        The keep is halved down to 0 while the kept entries leave the summary too little room, then nothing is
+        kept.
+        """
         cnt = counter(ctx.encoding)
         reserve = self.reserve(ctx)
         keep: int | None = self.keep_recent(ctx)
@@ -812,6 +810,7 @@ class PiStrategy:
 
     # ---- compaction
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
+        """Project the next request after pi compacts the session at `cut`."""
         cnt = counter(ctx.encoding)
         entries = session_entries(session, cut, ctx)
         segs = [
@@ -963,7 +962,7 @@ class PiStrategy:
     def _summarise(
         self, hist: SummaryRequest | None, prefix: SummaryRequest | None, ctx: CompactionContext
     ) -> tuple[str, SummaryReceipt]:
-        """The summary body (history, and the split turn's prefix merged after it) and one receipt for both calls.
+        """Return the summary body (history, the split turn's prefix merged after it) and one receipt for both calls.
 
         The receipt is the main request's, its text the merged body and its token counts the sum of both
         calls. A checkpoint replay (`strategies._Replay`) answers the main request with that merged body,
@@ -995,8 +994,9 @@ class PiStrategy:
         return summarize_or_template(ctx, req)
 
 
+# request_shape: as docs/strategies.md documents it, written out (not REQUEST_SHAPE) so verify checks the code.
 STRATEGY = PiStrategy()
-STRATEGIES = {s.name: s for s in (STRATEGY,)}
+STRATEGIES.add("pi", STRATEGY, rank=60, request_shape="dedicated")
 
 __all__ = [
     "ALGORITHM_VERSION",
@@ -1008,7 +1008,6 @@ __all__ = [
     "PIN",
     "PiStrategy",
     "RESERVE_TOKENS",
-    "STRATEGIES",
     "STRATEGY",
     "compute_file_lists",
     "estimate_entry",

@@ -70,7 +70,7 @@ from typing import Any
 from compaction_lab.core.projection import Projection, Segment
 from compaction_lab.core.session import Record, Session
 from compaction_lab.core.tokens import counter
-from compaction_lab.strategies.base import CompactionContext, role_of
+from compaction_lab.strategies.base import STRATEGIES, CompactionContext, role_of
 
 ALGORITHM_VERSION = "recorded-1"
 
@@ -133,7 +133,7 @@ class RecordedCompaction:
 
 
 def agent_of(session: Session) -> str | None:
-    """The agent whose compactions this session's format records (None: the format records none)."""
+    """Name the agent whose compactions this session's format records (None: the format records none)."""
     return AGENT_OF_FORMAT.get(session.source_format)
 
 
@@ -160,7 +160,7 @@ def _summary_span(session: Session, start: int) -> tuple[int, tuple[str, ...]] |
 
 
 def find(session: Session) -> tuple[list[RecordedCompaction], list[str]]:
-    """The session's recorded compactions, and a reason for each listed one that could not be used.
+    """Find the session's recorded compactions, and a reason for each listed one that could not be used.
 
     A listed compaction is unusable when its position is missing or outside
     the session, or when no recorded summary follows it (a compaction that
@@ -280,20 +280,22 @@ _RENDER = {"pi": _pi, "claude-code": _claude_code, "codex": _codex, "opencode": 
 
 @dataclass(frozen=True)
 class Recorded:
-    """The agent's own compaction, read from its log (not listed among the arms: it exists only where a log
-    holds a compaction; the exam's recorded block asks for it at each one)."""
+    """The agent's own compaction, read from its log.
+
+    Not listed among the arms: it exists only where a log holds a compaction; the exam's recorded block asks
+    for it at each one.
+    """
 
     name: str = "recorded"
     algorithm_version: str = ALGORITHM_VERSION
     estimator: str = "tiktoken"
-    listed: bool = False
 
     def fires(self, tokens: int, ctx: CompactionContext) -> bool:
         """Never on its own: the agent decided when, and the log says where."""
         return False
 
     def at(self, session: Session, cut: int) -> RecordedCompaction:
-        """The recorded compaction at `cut`; `NoRecordedCompaction` if the log holds none there."""
+        """Return the recorded compaction at `cut`; raise `NoRecordedCompaction` if the log holds none there."""
         found, _ = find(session)
         for rc in found:
             if rc.cut == cut:
@@ -304,6 +306,7 @@ class Recorded:
         )
 
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
+        """Project the next request the agent's own compaction at `cut` left, as its log records it."""
         rc = self.at(session, cut)
         cnt = counter(ctx.encoding)
         segs = [
@@ -332,14 +335,14 @@ class Recorded:
         )
 
 
-STRATEGIES = {s.name: s for s in (Recorded(),)}
+# Not listed: it exists only at the compactions a log holds, so no run compares it everywhere.
+STRATEGIES.add("recorded", Recorded(), listed=False)
 
 __all__ = [
     "AGENT_OF_FORMAT",
     "NoRecordedCompaction",
     "Recorded",
     "RecordedCompaction",
-    "STRATEGIES",
     "agent_of",
     "find",
     "skip_reason",

@@ -53,7 +53,7 @@ class FutureOSTrigger:
         return "economic" if self.economic <= self.hard else "output"
 
     def fires(self, tokens: int) -> bool:
-        """True when the input no longer fits under the effective trigger."""
+        """Tell whether the input no longer fits under the effective trigger."""
         return tokens > self.effective
 
 
@@ -102,8 +102,9 @@ def futureos_budgets(
     history_target: int = HISTORY_TARGET,
     history_max: int = HISTORY_MAX,
 ) -> FutureOSBudgets:
-    """Resolve the budgets: the history target may be raised up to `history_max`,
-    never past the real capacity left by everything else.
+    """Resolve the budgets: the history target may be raised up to `history_max`.
+
+    Never past the real capacity left by everything else.
     """
     capacity = trigger.effective - system_tokens - tools_tokens - tail - evidence - summary - trigger.margin
     hist = max(0, min(history_target, history_max, capacity))
@@ -131,6 +132,7 @@ class CodexTrigger:
     hard_cap: int
 
     def fires(self, tokens: int) -> bool:
+        """Tell whether the input has reached the auto-compact limit."""
         return tokens >= self.auto_compact
 
 
@@ -234,7 +236,7 @@ def trigger_table(windows, output_ceilings) -> pd.DataFrame:
 
 
 def budget_table(budgets: FutureOSBudgets, used: dict[str, int] | None = None) -> pd.DataFrame:
-    """The budgets inside a FutureOS projection, in window order (figure 8, bottom).
+    """Tabulate the budgets inside a FutureOS projection, in window order (figure 8, bottom).
 
     Parameters
     ----------

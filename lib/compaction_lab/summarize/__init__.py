@@ -17,17 +17,28 @@ output cap) and returns text plus usage.
     Any OpenAI-compatible chat endpoint, sent each strategy's own summary
     request shape through the ledger (`summarize.endpoint`). Labelled with the
     model's name.
+
+Each registers itself in `SUMMARIZERS` where it is defined; adding a provider
+is adding a module to this package.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from compaction_lab.summarize.base import NoSummarizer, Summarizer, SummaryResult, SummaryUnavailable
+from compaction_lab.core.registry import UnknownName
+from compaction_lab.summarize.base import (
+    SUMMARIZERS,
+    NoSummarizer,
+    Summarizer,
+    SummarizerFactory,
+    SummaryResult,
+    SummaryUnavailable,
+)
 
 
 def get_summarizer(name: str, model: Any = None) -> Summarizer:
-    """A provider by name: ``none``, ``extractive`` (offline stand-in) or ``model``.
+    """Return a provider by name: ``none``, ``extractive`` (offline stand-in) or ``model`` (`SUMMARIZERS`).
 
     Parameters
     ----------
@@ -35,18 +46,25 @@ def get_summarizer(name: str, model: Any = None) -> Summarizer:
     model : ModelConfig or mapping, optional
         The endpoint for ``model`` (base_url, model, api_key_env, ...);
         ignored by the offline providers.
+
+    Raises
+    ------
+    ValueError
+        When no provider has that name (the message lists the registered ones).
     """
-    if name == "none":
-        return NoSummarizer()
-    if name == "extractive":
-        from compaction_lab.summarize.extractive import ExtractiveSummarizer
-
-        return ExtractiveSummarizer()
-    if name == "model":
-        from compaction_lab.summarize.endpoint import ModelSummarizer
-
-        return ModelSummarizer(model)
-    raise ValueError(f"unknown summary provider {name!r}; available: none, extractive, model")
+    try:
+        factory = SUMMARIZERS.get(name)
+    except UnknownName:
+        raise ValueError(f"unknown summary provider {name!r}; available: {', '.join(SUMMARIZERS.names())}") from None
+    return factory(model)
 
 
-__all__ = ["NoSummarizer", "Summarizer", "SummaryResult", "SummaryUnavailable", "get_summarizer"]
+__all__ = [
+    "SUMMARIZERS",
+    "NoSummarizer",
+    "Summarizer",
+    "SummarizerFactory",
+    "SummaryResult",
+    "SummaryUnavailable",
+    "get_summarizer",
+]

@@ -1,15 +1,19 @@
-"""What every summary provider shares: the result type, the protocol, the failure, and the ``none`` provider.
+"""What every summary provider shares: the result type, the protocol, the failure, the registry, and ``none``.
 
 Its own module so that the providers (`extractive`, `model`) import it without importing the package
-that chooses among them (`summarize.get_summarizer`).
+that chooses among them (`summarize.get_summarizer`). Each provider registers a factory in `SUMMARIZERS`
+where it is defined: ``factory(model) -> Summarizer``, where `model` is the endpoint configuration (or
+None), which only a model-backed provider uses.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from compaction_lab.core.projection import SummaryRequest
+from compaction_lab.core.registry import Registry
 
 
 class SummaryUnavailable(RuntimeError):
@@ -34,7 +38,18 @@ class Summarizer(Protocol):
     stand_in: bool
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:  # pragma: no cover - protocol
+        """Answer the request; raise `SummaryUnavailable` when no summary can be had."""
         ...
+
+
+#: Makes a provider from the endpoint configuration (a ``ModelConfig``, a mapping, or None).
+SummarizerFactory = Callable[[Any], Summarizer]
+
+#: Every summary provider by name, listed by rank (``none``, ``extractive``, ``model``); discovery imports
+#: every module of this package but this one.
+SUMMARIZERS: Registry[SummarizerFactory] = Registry(
+    "summarizer", packages=("compaction_lab.summarize",), skip=frozenset({"base"})
+)
 
 
 class NoSummarizer:
@@ -44,7 +59,14 @@ class NoSummarizer:
     stand_in = False
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
+        """Refuse every request: raise `SummaryUnavailable`."""
         raise SummaryUnavailable("no summary provider configured (provider 'none')")
 
 
-__all__ = ["NoSummarizer", "Summarizer", "SummaryResult", "SummaryUnavailable"]
+@SUMMARIZERS.register("none", rank=10)
+def _none(model: Any = None) -> Summarizer:
+    """Build the ``none`` provider (`model` is ignored)."""
+    return NoSummarizer()
+
+
+__all__ = ["SUMMARIZERS", "NoSummarizer", "Summarizer", "SummarizerFactory", "SummaryResult", "SummaryUnavailable"]

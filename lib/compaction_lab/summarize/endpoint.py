@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from compaction_lab.core.projection import SummaryRequest
-from compaction_lab.summarize.base import SummaryResult, SummaryUnavailable
+from compaction_lab.summarize.base import SUMMARIZERS, Summarizer, SummaryResult, SummaryUnavailable
 
 #: Prefix of a tool output sent as a user message (see the module docstring).
 TOOL_OUTPUT_PREFIX = "[tool output]\n"
@@ -43,7 +43,7 @@ def wire_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
 
 
 def wire_body(request: SummaryRequest) -> dict[str, Any]:
-    """The chat-completions body sent for `request` (without ``model``; the client adds it)."""
+    """Build the chat-completions body sent for `request` (without ``model``; the client adds it)."""
     body = request.to_openai()
     body["messages"] = wire_messages(body["messages"])
     return body
@@ -71,6 +71,7 @@ class ModelSummarizer:
         self._client = client or get_client(config)
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
+        """Send the request to the endpoint; a provider error or an empty answer is `SummaryUnavailable`."""
         from compaction_lab.endpoints.client import ProviderError
 
         try:
@@ -83,3 +84,9 @@ class ModelSummarizer:
         if not text:
             raise SummaryUnavailable(f"{self.name}: empty answer (finish_reason={c.finish_reason})")
         return SummaryResult(text, c.usage.prompt_tokens, c.usage.cached_tokens, c.usage.completion_tokens)
+
+
+@SUMMARIZERS.register("model", rank=30)
+def _model(model: Any = None) -> Summarizer:
+    """Build the model-backed provider for the endpoint `model` (a ``ModelConfig`` or mapping)."""
+    return ModelSummarizer(model)

@@ -92,10 +92,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from compaction_lab.core.fingerprints import tools_text
 from compaction_lab.core.projection import SummaryRequest
 from compaction_lab.core.text import content_text
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
-from compaction_lab.summarize.base import SummaryResult
+from compaction_lab.summarize.base import SUMMARIZERS, Summarizer, SummaryResult
 
 # --------------------------------------------------------------------------- scaffolding
 
@@ -143,6 +144,7 @@ class Template:
     sections: tuple[Section, ...]
 
     def headings(self) -> tuple[str, ...]:
+        """Return the section headings in reading order."""
         return tuple(s.heading for s in self.sections)
 
 
@@ -242,12 +244,12 @@ def register_template(template: Template, reader: Any = None) -> Template:
 
 
 def template_for(name: str) -> Template:
-    """The template a request names, or the generic handoff."""
+    """Return the template a request names, or the generic handoff."""
     return TEMPLATES.get(name, GENERIC_TEMPLATE)
 
 
 def empty_template(name: str) -> str:
-    """The named template with every section "(none)" (what a strategy shows with no provider)."""
+    """Render the named template with every section "(none)" (what a strategy shows with no provider)."""
     return _render(template_for(name), {})
 
 
@@ -317,7 +319,7 @@ def parse_blocks(text: str, start: int = 0) -> list[Block]:
 
 
 def conversation(request: SummaryRequest) -> list[Block]:
-    """The conversation a request asks to summarise, as blocks in order (instruction excluded)."""
+    """Read the conversation a request asks to summarise, as blocks in order (instruction excluded)."""
     own = READERS.get(request.template)
     if own is not None:
         return list(own(request))
@@ -383,7 +385,9 @@ def request_text(request: SummaryRequest) -> str:
 
 
 def _tools_json(tools: Iterable[Mapping[str, Any]]) -> str:
-    return json.dumps([dict(t) for t in tools], sort_keys=True, ensure_ascii=False, indent=1)
+    # `tools_text`, except that no tools read "[]" rather than "": the stand-in's input tokens of a
+    # request without tools have always counted those two characters.
+    return tools_text(list(tools)) or "[]"
 
 
 # --------------------------------------------------------------------------- extraction
@@ -519,7 +523,7 @@ def _clean_path(p: str) -> str | None:
 
 
 def _matching_lines(text: str, pattern: re.Pattern[str]) -> list[str]:
-    """The lines of `text` in which `pattern` matches, in order (scans the text once)."""
+    """Find the lines of `text` in which `pattern` matches, in order (scans the text once)."""
     out, last_start = [], -1
     for m in pattern.finditer(text):
         start = text.rfind("\n", 0, m.start()) + 1
@@ -659,7 +663,7 @@ class _Truncator:
         self.enc = counter(encoding).encoding
 
     def cut(self, text: str, n: int) -> str:
-        """A token-boundary prefix of `text` of about `n` tokens, with the truncation mark."""
+        """Cut `text` to a token-boundary prefix of about `n` tokens, with the truncation mark."""
         n = max(1, n - 1)  # room for the mark
         head = text[: n * 16]
         ids = self.enc.encode_ordinary(head)
@@ -785,6 +789,12 @@ class ExtractiveSummarizer:
         return SummaryResult(
             text=text, input_tokens=input_tokens, cached_tokens=0, output_tokens=count.count(text) if text else 0
         )
+
+
+@SUMMARIZERS.register("extractive", rank=20)
+def _extractive(model: Any = None) -> Summarizer:
+    """Build the offline stand-in (`model` is ignored)."""
+    return ExtractiveSummarizer()
 
 
 __all__ = [

@@ -135,7 +135,7 @@ Unique wordings (`uniqueness`)
     occur (``it("…", async () =>`` around five test names fits none of
     them). Otherwise the next wording is tried; if none is left, the value
     is dropped (``ambiguous wording``).
-Notes
+Notes on what was not asked
     `MinedCase.dropped` and a line of `MinedCase.notes` count what was not
     asked and why: distinct values otherwise usable that were ``template``,
     ``phrase``, ``slash-list`` or ``ambiguous wording``, and the draws

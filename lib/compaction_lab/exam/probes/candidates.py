@@ -229,7 +229,7 @@ def _digits(s: str) -> int:
 
 
 def _transitions(s: str) -> int:
-    """Changes between letters and digits along `s` (random tokens change often, words rarely)."""
+    """Count the changes between letters and digits along `s` (random tokens change often, words rarely)."""
     cls = [c.isdigit() for c in s if c.isalnum()]
     return sum(a != b for a, b in zip(cls, cls[1:], strict=False))
 

@@ -1,5 +1,6 @@
-"""Decoys: lookalikes of the sampled values (`mutate`), asked with a made-up subject and checked absent
-from the whole session, so ``NOT_FOUND`` is the right answer.
+"""Decoys: lookalikes of the sampled values (`mutate`), asked with a made-up subject.
+
+Each is checked absent from the whole session, so ``NOT_FOUND`` is the right answer.
 """
 
 from __future__ import annotations
@@ -146,7 +147,10 @@ def _mutate_chars(s: str, rng: random.Random, lo: int = 0, digits_only: bool = F
 
 
 def mutate(value: str, category: str, rng: random.Random, vocab: Sequence[str]) -> str:
-    """A lookalike of a mined value (see the `exam.probes` docstring, "Decoys"); may equal `value` on a bad draw."""
+    """Make a lookalike of a mined value (see the `exam.probes` docstring, "Decoys").
+
+    It may equal `value` on a bad draw.
+    """
     if category in ("identifier", "tool_returned_id"):
         m = re.match(r"(?:[A-Za-z]+[-_])+", value)  # keep an alphabetic prefix: ORD-, req_, bld-
         lo = m.end() if m and m.end() < len(value) else 0
@@ -169,7 +173,7 @@ def mutate(value: str, category: str, rng: random.Random, vocab: Sequence[str]) 
 
 
 def _decoy_prompt(u: Usable, answer: str, rng: random.Random, vocab: Sequence[str], hay: Haystacks) -> str | None:
-    """The source's wording with one word of its subject (target, then window) made up and checked absent.
+    """Reword the source with one word of its subject (target, then window) made up and checked absent.
 
     A made-up target is the whole target's first line with one word swapped,
     then shortened as every question shows a target (`short_target`, with its

@@ -60,7 +60,7 @@ def injected_blocks(text: str) -> list[Span]:
 
 
 def issue_frame(text: str) -> Span | None:
-    """The issue part of a SWE-agent instance message (between ``ISSUE:`` and ``INSTRUCTIONS:``), or None."""
+    """Find the issue part of a SWE-agent instance message (between ``ISSUE:`` and ``INSTRUCTIONS:``), or None."""
     issue = _ISSUE.search(text)
     if issue is None:
         return None
@@ -69,7 +69,7 @@ def issue_frame(text: str) -> Span | None:
 
 
 def _lines(texts: Iterable[str]) -> frozenset[str]:
-    """The stripped lines with a word (two letters or digits) of `texts`."""
+    """Collect the stripped lines with a word (two letters or digits) of `texts`."""
     out: set[str] = set()
     for t in texts:
         out.update(ln.strip() for ln in t.splitlines() if re.search(r"[A-Za-z0-9]{2}", ln))
@@ -115,7 +115,7 @@ class Harness:
 
 
 def harness_of(session: Session) -> Harness:
-    """The `Harness` of `session` (see `Harness.shared_lines`)."""
+    """Build the `Harness` of `session` (see `Harness.shared_lines`)."""
     texts = [r.text for r in session.records if r.injected or r.kind == "system"]
     texts.append(system_prompt_text(session))
     return Harness(_lines(texts))

@@ -1,5 +1,6 @@
-"""The session's haystacks: normalised record texts and targets, split at ``tail_start`` and the cut, where a
-value's presence (usable questions) and absence (decoys) are looked up.
+"""The session's haystacks: normalised record texts and targets, split at ``tail_start`` and the cut.
+
+In them a value's presence (usable questions) and absence (decoys) are looked up.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ _SEP = "\n\x00\n"  # joins record texts in haystacks; no match can straddle two 
 
 
 def system_prompt_text(session: Session) -> str:
-    """The session's system prompt as recorded: ``metadata["system_prompt"]`` and every ``system`` record."""
+    """Join the session's system prompt as recorded: ``metadata["system_prompt"]`` and every ``system`` record."""
     parts = [session.metadata.get("system_prompt")] + [r.text for r in session.records if r.kind == "system"]
     return _SEP.join(p for p in parts if isinstance(p, str) and p)
 
@@ -59,7 +60,7 @@ class Haystacks:
 
 
 def session_haystacks(session: Session, tail_start: int, cut: int | None = None, kept: str = "") -> Haystacks:
-    """The haystacks of `session` with its covered part ending at `tail_start` and its tail at `cut`.
+    """Build the haystacks of `session` with its covered part ending at `tail_start` and its tail at `cut`.
 
     `cut` None: the session's end (nothing after the cut). `kept`: extra text
     that is kept verbatim beside the tail.
@@ -75,7 +76,7 @@ def session_haystacks(session: Session, tail_start: int, cut: int | None = None,
 
 
 def absent(value: str, hay: Haystacks) -> bool:
-    """True when `value` occurs nowhere in the session: normalised texts, targets, system prompt, raw JSONL."""
+    """Tell whether `value` occurs nowhere in the session: normalised texts, targets, system prompt, raw JSONL."""
     key = normalise(value)
     if not key or key in hay.whole:
         return False

@@ -1,5 +1,7 @@
-"""Mining cases: the spec (`ProbeSpec`), one mined case and its report (`mine`, `MinedCase`), and every
-session's cases (`mine_all`, `mine_cases`).
+"""Mining cases: the spec, one mined case and its report, and every session's cases.
+
+The spec is `ProbeSpec`; one case and its report: `mine`, `MinedCase`; every session's cases: `mine_all`,
+`mine_cases`.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ __all__ = [
 
 
 def _parse_mix(mix: Any) -> tuple[tuple[str, float], ...] | None:
-    """A pointer mix (None, mapping, pairs or JSON text) as pairs in POINTERS order, checked."""
+    """Check a pointer mix (None, mapping, pairs or JSON text) and return it as pairs in POINTERS order."""
     if mix is None or (isinstance(mix, str) and mix.strip().lower() in ("", "none", "natural", "null")):
         return None
     if isinstance(mix, str):
@@ -81,6 +83,7 @@ class ProbeSpec:
     max_per_record: int = 2
 
     def __post_init__(self) -> None:
+        """Parse the pointer mix and refuse counts out of range."""
         object.__setattr__(self, "pointer_mix", _parse_mix(self.pointer_mix))
         for name in ("tail_tokens", "n_questions", "n_decoys"):
             if getattr(self, name) < 0:

@@ -1,5 +1,6 @@
-"""Selection: which values a question may ask about (`eligible`), how many per pointer (`plan_counts`)
-and the seeded draw of them (`select`).
+"""Selection: which values a question may ask about, how many per pointer, and the seeded draw of them.
+
+Which values: `eligible`; how many per pointer: `plan_counts`; the draw: `select`.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ DROP_REASONS: tuple[str, ...] = (*REJECT_REASONS, "ambiguous wording")
 
 
 def path_forms(value: str, cwd: str | None) -> tuple[str | None, tuple[str, ...]]:
-    """A path value's relative form and its other spellings.
+    """Return a path value's relative form and its other spellings.
 
     The relative form is the path relative to `cwd` (an absolute path under
     it, or ``./x``), or the value itself when it is relative; None for a path
@@ -118,7 +119,7 @@ def _cwd(session: Session) -> str | None:
 
 
 def eligible(session: Session, tail_start: int, hay: Haystacks, cut: int | None = None) -> Eligible:
-    """The values of the covered part a question may ask about, one per compared key, and what was dropped.
+    """Find the values of the covered part a question may ask about, one per compared key, and what was dropped.
 
     See the `exam.probes` docstring ("Usable values", "Question wording").
     Sorted by (source_order, start, value).
@@ -178,7 +179,7 @@ def eligible(session: Session, tail_start: int, hay: Haystacks, cut: int | None 
 def usable_candidates(
     session: Session, tail_start: int, hay: Haystacks | None = None, cut: int | None = None
 ) -> list[Usable]:
-    """The candidates of the covered part a question may ask about, one per compared key (`eligible`)."""
+    """Return the candidates of the covered part a question may ask about, one per compared key (`eligible`)."""
     hay = session_haystacks(session, tail_start, cut) if hay is None else hay
     return list(eligible(session, tail_start, hay, cut).usable)
 
@@ -246,7 +247,7 @@ class _Deck:
         self.passed_capped = 0
 
     def draw(self, taken: set[str], per_record: dict[str, int]) -> Usable | None:
-        """The next candidate not overlapping `taken` (which it joins) from a message under the cap, or None."""
+        """Draw the next candidate not overlapping `taken` (which it joins) from a message under the cap, or None."""
         for _ in range(len(self.queues)):
             q = self.queues[self.turn % len(self.queues)]
             self.turn += 1

@@ -65,8 +65,11 @@ class Wordings:
         return self._by_wording[vk]
 
     def fits_one(self, c: Candidate, variant: Variant) -> bool:
-        """Whether `c`'s wording with `variant` fits no other value: no other candidate worded the same
-        (step numbers aside), and, with a window, no other text between the window's words."""
+        """Tell whether `c`'s wording with `variant` fits no other value.
+
+        No other candidate is worded the same (step numbers aside), and, with a window, no other text is
+        between the window's words.
+        """
         if variant not in VARIANTS:
             raise ValueError(f"unknown wording variant {variant!r}")
         same = self._wordings(variant).get(render(c, step=False, **variant), set())

@@ -1,5 +1,7 @@
-"""Question wording: how a candidate is asked about (`render`), and the first wording that singles it out
-without giving the answer away (`phrase`).
+"""Question wording: how a candidate is asked about, and the first wording that singles it out.
+
+`render` words the question; `phrase` finds the first wording that singles the candidate out without
+giving the answer away.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ _PROSE_VERB = {
 
 
 def short_target(target: str | None, limit: int = 60) -> str:
-    """A target as a question shows it: first line, backticks replaced, at most `limit` characters."""
+    """Show a target as a question does: first line, backticks replaced, at most `limit` characters."""
     if not target:
         return ""
     t = target.strip().splitlines()[0].replace("`", "'") if target.strip() else ""
@@ -65,7 +67,7 @@ def render(
     show_target: bool = True,
     step: bool = True,
 ) -> str:
-    """The question about candidate `c`.
+    """Word the question about candidate `c`.
 
     Parameters
     ----------
@@ -156,11 +158,13 @@ def _grounded(c: Candidate, prompt: str) -> bool:
 class Fits(Protocol):
     """Whether a wording of a candidate fits no other value the reader could have seen (`uniqueness.Wordings`)."""
 
-    def fits_one(self, c: Candidate, variant: Variant) -> bool: ...
+    def fits_one(self, c: Candidate, variant: Variant) -> bool:
+        """Tell whether the wording of `c` under `variant` fits no other value before the cut."""
+        ...
 
 
 def phrase(c: Candidate, aliases: Sequence[str] = (), wordings: Fits | None = None) -> tuple[str, Variant] | None:
-    """The first wording of `c` that singles it out and contains neither its value nor an alias.
+    """Find the first wording of `c` that singles it out and contains neither its value nor an alias.
 
     Parameters
     ----------

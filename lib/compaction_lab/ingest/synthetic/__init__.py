@@ -14,12 +14,12 @@ constraint, an assistant decision or reported value, a line of script output,
 an ID returned by an API, an error string). Each planted value is a random
 token that occurs exactly once in its chain; decoys are values of the same
 shapes that occur in no chain at all. A chain grows until the report-token
-total of its records reaches the profile's window.
+total of its records reaches the spec's window.
 
-Everything is a pure function of the profile: each chain draws from its own
+Everything is a pure function of the `SyntheticSpec`: each chain draws from its own
 `random.Random` seeded from ``sha256(f"{seed}:{index}")``; there is no clock,
 no uuid4, no global random state and no iteration over hash-ordered sets, so
-the same profile gives byte-identical output (checked against the committed
+the same spec gives byte-identical output (checked against the committed
 manifest `DEFAULT_MANIFEST_PATH`).
 
 This module is the public API only. The internals, one concept per module:

@@ -140,7 +140,7 @@ class _ChainBuilder:
         return self.clock.strftime("%Y-%m-%dT%H:%M:%S.") + f"{self.clock.microsecond // 1000:03d}Z"
 
     def _entry(self) -> str:
-        """The next entry id (entries group the blocks of one message)."""
+        """Return the next entry id (entries group the blocks of one message)."""
         self.n_entries += 1
         return f"{self.sid}-e{self.n_entries:05d}"
 
@@ -189,7 +189,7 @@ class _ChainBuilder:
             raise _Full
 
     def _user(self, text: str, note: _Note | None, draft: _Draft | None = None) -> Record:
-        """A user turn (one entry, one record)."""
+        """Add a user turn (one entry, one record)."""
         rec = self._emit("user", text, self._entry(), 0, note, (15_000, 600_000), draft=draft)
         self.user_turns += 1
         self._stop_if_full()
@@ -245,7 +245,7 @@ class _ChainBuilder:
     def _say(
         self, text: str, note: _Note | None, draft: _Draft | None = None
     ) -> tuple[str, str, _Note | None, _Draft | None]:
-        """An assistant prose block, with the planted sentence appended when there is one."""
+        """Write an assistant prose block, with the planted sentence appended when there is one."""
         if draft is not None:
             text = f"{text} {draft.sentence}"
         return ("assistant", text, note, draft)
@@ -253,7 +253,7 @@ class _ChainBuilder:
     # -- planting --------------------------------------------------------------------------
 
     def _due(self, categories: Sequence[str]) -> str | None:
-        """The most overdue of `categories` at the chain's current size, if any is due."""
+        """Return the most overdue of `categories` at the chain's current size, if any is due."""
         return self.plants.due(categories, self.total_tokens)
 
     def _take(self, category: str) -> bool:
@@ -263,12 +263,12 @@ class _ChainBuilder:
     # -- tool calls ------------------------------------------------------------------------
 
     def _c_read(self, path: str) -> _Call:
-        """A ``read_file`` call and its output."""
+        """Build a ``read_file`` call and its output."""
         args, out = self.world.read(path)
         return _Call("read_file", path, args, out, _Note(path, "read"), dt=(20, 400))
 
     def _c_edit(self, path: str, name: str | None = None) -> _Call:
-        """An ``edit_file`` call that replaces one block of `path` (the named one when it exists)."""
+        """Build an ``edit_file`` call that replaces one block of `path` (the named one when it exists)."""
         args, out, edited = self.world.edit(path, name)
         what = f"`{edited}` in {path}" if edited != path else path
         return _Call("edit_file", path, args, out, _Note(what, "edit"), dt=(20, 400))
@@ -282,7 +282,7 @@ class _ChainBuilder:
         draft: _Draft | None = None,
         dt: tuple[int, int] = (300, 8_000),
     ) -> _Call:
-        """A ``bash`` call with its output; a failing command gets the ``Exit code`` line tools print."""
+        """Build a ``bash`` call with its output; a failing command gets the ``Exit code`` line tools print."""
         args: dict[str, Any] = {"command": cmd}
         if self.rng.random() < 0.3:
             args["timeout"] = self.rng.choice((60000, 120000, 300000))
@@ -291,7 +291,7 @@ class _ChainBuilder:
         return _Call("bash", cmd, args, out or "(no output)", _Note(subject, "tool", error), error, draft, dt)
 
     def _c_grep(self, pattern: str, scope: str) -> _Call:
-        """A ``grep`` call over the generated files."""
+        """Build a ``grep`` call over the generated files."""
         out = self.world.grep(pattern, scope) or "No matches found"
         target = f"{pattern} {scope}"
         return _Call(
@@ -306,14 +306,14 @@ class _ChainBuilder:
     def _c_http(
         self, method: str, url: str, body: Any, out: str, subject: str, error: bool = False, draft: _Draft | None = None
     ) -> _Call:
-        """An ``http_request`` call against the local stack."""
+        """Build an ``http_request`` call against the local stack."""
         args: dict[str, Any] = {"method": method, "url": url, "headers": {"accept": "application/json"}}
         if body is not None:
             args["json"] = body
         return _Call("http_request", url, args, out, _Note(subject, "tool", error), error, draft, (40, 3_000))
 
     def _test_cmd(self, areas: Sequence[_Area], style: str) -> str:
-        """The command that runs the tests of `areas` (the whole suite when all areas are given)."""
+        """Return the command that runs the tests of `areas` (the whole suite when all areas are given)."""
         lang = self.project.lang
         whole = len(areas) == len(self.project.theme.areas)
         if lang == "python":
@@ -339,7 +339,7 @@ class _ChainBuilder:
     # -- the arc -----------------------------------------------------------------------------
 
     def _system(self) -> None:
-        """The system prompt: the agent's tools, working rules and environment."""
+        """Add the system prompt: the agent's tools, working rules and environment."""
         p = self.project
         runtime = {"python": f"Python {p.python}", "typescript": "Node.js v20.12.2", "rust": "rustc 1.77.2"}[p.lang]
         text = (
@@ -355,7 +355,7 @@ class _ChainBuilder:
         self._stop_if_full()
 
     def _pick_area(self) -> _Area:
-        """The area of the next task; tasks often stay in the previous area, as real sessions do."""
+        """Pick the area of the next task; tasks often stay in the previous area, as real sessions do."""
         areas = self.project.theme.areas
         if self.last_area is not None and self.rng.random() < 0.45:
             return self.last_area
@@ -430,14 +430,14 @@ class _ChainBuilder:
         return f"{lead}\n```\n{body}\n```"
 
     def _assistant_draft(self, ctx: Mapping[str, Any], hosts: Sequence[str]) -> _Draft | None:
-        """A due assistant fact of one of the `hosts` categories, if any."""
+        """Draw a due assistant fact of one of the `hosts` categories, if any."""
         due = self._due(hosts)
         return self.plants.templated(due, ctx) if due is not None and self._take(due) else None
 
     def _prose(
         self, templates: Sequence[str], ctx: Mapping[str, Any], kind: str, subject: str
     ) -> tuple[str, str, _Note | None, _Draft | None]:
-        """An assistant prose block of `kind`, hosting a due assistant fact that fits the kind.
+        """Write an assistant prose block of `kind`, hosting a due assistant fact that fits the kind.
 
         Decisions are stated where the assistant plans or decides; measured values where it
         explains results or reports.
@@ -506,7 +506,7 @@ class _ChainBuilder:
         self._turn([self._prose(_EXPLAIN, ctx, "explain", f"how `{ctx['fn']}` works today")], [])
 
     def _change(self, area: _Area, ctx: dict[str, Any], kind: str) -> None:
-        """The edits of the task, each announced by a decision, plus a migration for schema tasks."""
+        """Add the edits of the task, each announced by a decision, plus a migration for schema tasks."""
         rng, world = self.rng, self.world
         module = ctx["module"]
         edits: list[Callable[[], _Call]] = [
@@ -554,7 +554,7 @@ class _ChainBuilder:
             self._turn([], [self._c_bash(cmd, mout, f"applying {path}")])
 
     def _add_test_call(self, area: _Area) -> _Call:
-        """An ``edit_file`` call that appends a new test for `area`."""
+        """Build an ``edit_file`` call that appends a new test for `area`."""
         self._added_test = True
         args, out, title = self.world.add_test(area)
         return _Call("edit_file", area.test, args, out, _Note(f"the new test {title}", "edit"), dt=(20, 400))
@@ -624,7 +624,7 @@ class _ChainBuilder:
                 self._turn([], [self._c_bash(cmd, _tools.lint(world, tool, 0), f"the `{cmd}` run", dt=(500, 30_000))])
 
     def _report(self, area: _Area, ctx: dict[str, Any], kind: str) -> None:
-        """The assistant's closing summary of the task."""
+        """Add the assistant's closing summary of the task."""
         rng = self.rng
         c = dict(
             ctx,
@@ -636,7 +636,7 @@ class _ChainBuilder:
         self._turn([self._prose(templates, c, "report", f"the summary of the {area.name} change")], [])
 
     def _commit(self, area: _Area, ctx: dict[str, Any]) -> None:
-        """The user asks for a commit; the assistant checks status and diff, then commits."""
+        """Add a commit: the user asks for one; the assistant checks status and diff, then commits."""
         world = self.world
         if not world.dirty() and not world.untracked:
             return
@@ -654,7 +654,7 @@ class _ChainBuilder:
         self._turn([], [self._c_bash(cmd, out, "the commit", dt=(50, 900))])
 
     def _interject(self, area: _Area, ctx: dict[str, Any]) -> None:
-        """A user interjection mid-task: a due follow-up, a new constraint, or a casual remark."""
+        """Add a user interjection mid-task: a due follow-up, a new constraint, or a casual remark."""
         rng = self.rng
         if self.user_turns >= self.next_followup:
             self._maybe_followup(ctx)
@@ -669,7 +669,7 @@ class _ChainBuilder:
         self._turn([("assistant", _fill(reply, ctx), None, None)], [self._c_read(ctx["other_module"])] if read else [])
 
     def _maybe_followup(self, ctx: dict[str, Any]) -> None:
-        """A user turn that refers back to an earlier record by its subject."""
+        """Add a user turn that refers back to an earlier record by its subject."""
         rng = self.rng
         if self.user_turns < self.next_followup:
             return
@@ -712,7 +712,7 @@ class _ChainBuilder:
         self._turn([reply], calls)
 
     def _side_slot(self, area: _Area, ctx: dict[str, Any]) -> None:
-        """A side step between phases: whichever planted category is due, else sometimes filler."""
+        """Add a side step between phases: whichever planted category is due, else sometimes filler."""
         due = self._due(("error_string", "tool_output_line", "tool_returned_id", "assistant_value"))
         if due == "error_string":
             self._planted_error_step(area, ctx)
@@ -750,7 +750,7 @@ class _ChainBuilder:
             self._filler_step(area, ctx)
 
     def _planted_tool_call(self, category: str, area: _Area, ctx: dict[str, Any]) -> _Call | None:
-        """A command (script run or API call) whose output carries a due tool fact."""
+        """Build a command (script run or API call) whose output carries a due tool fact."""
         rng, world = self.rng, self.world
         if not self._take(category):
             return None
@@ -814,7 +814,7 @@ class _ChainBuilder:
         return self._c_bash(cmd, "\n".join(lines), draft.subject, draft=draft)
 
     def _planted_error_step(self, area: _Area, ctx: dict[str, Any]) -> None:
-        """A job run that fails with the planted error string, then a successful rerun."""
+        """Add a job run that fails with the planted error string, then a successful rerun."""
         rng, world = self.rng, self.world
         if not self._take("error_string"):
             return
@@ -868,7 +868,7 @@ class _ChainBuilder:
         self._turn(blocks, [self._c_bash(cmd2, out2, f"the {p['job']} rerun", dt=(2_000, 120_000))])
 
     def _filler_step(self, area: _Area, ctx: dict[str, Any], kind: str | None = None) -> None:
-        """A tool call with no planted fact (logs, listings, history, builds, benchmarks, reads)."""
+        """Add a tool call with no planted fact (logs, listings, history, builds, benchmarks, reads)."""
         rng, world = self.rng, self.world
         kind = (
             kind

@@ -43,7 +43,7 @@ class _SourceFile:
         return [ln for b in self.blocks for ln in b]
 
     def text(self) -> str:
-        """The file's content with a trailing newline."""
+        """Return the file's content with a trailing newline."""
         return "\n".join(self.lines()) + "\n"
 
     def start_of(self, i: int) -> int:
@@ -51,7 +51,7 @@ class _SourceFile:
         return 1 + sum(len(b) for b in self.blocks[:i])
 
     def editable(self) -> list[int]:
-        """Indices of the named blocks, the ones an edit may replace."""
+        """Return the indices of the named blocks, the ones an edit may replace."""
         return [i for i, n in enumerate(self.names) if n]
 
 
@@ -125,7 +125,7 @@ _PY_DOCS = (
 
 
 def _py_function(rng: random.Random, ctx: Mapping[str, Any], name: str, method: bool) -> list[str]:
-    """A typed Python function (or method) whose body is drawn from `_PY_STMTS`."""
+    """Generate a typed Python function (or method) whose body is drawn from `_PY_STMTS`."""
     ind = "    " if method else ""
     v = ctx["noun"]
     c = dict(
@@ -157,7 +157,7 @@ def _py_function(rng: random.Random, ctx: Mapping[str, Any], name: str, method: 
 
 
 def _ts_function(rng: random.Random, ctx: Mapping[str, Any], name: str) -> list[str]:
-    """An exported async TypeScript function whose body is drawn from `_TS_STMTS`."""
+    """Generate an exported async TypeScript function whose body is drawn from `_TS_STMTS`."""
     v = ctx["noun"]
     c = dict(ctx, v=v, fn=name)
     out = [
@@ -172,7 +172,7 @@ def _ts_function(rng: random.Random, ctx: Mapping[str, Any], name: str) -> list[
 
 
 def _ts_component(rng: random.Random, ctx: Mapping[str, Any], name: str) -> list[str]:
-    """A small React function component."""
+    """Generate a small React function component."""
     v = ctx["noun"]
     return [
         "",
@@ -197,7 +197,7 @@ def _ts_component(rng: random.Random, ctx: Mapping[str, Any], name: str) -> list
 
 
 def _rs_function(rng: random.Random, ctx: Mapping[str, Any], name: str) -> list[str]:
-    """A Rust method (inside an ``impl`` block) whose body is drawn from `_RS_STMTS`."""
+    """Generate a Rust method (inside an ``impl`` block) whose body is drawn from `_RS_STMTS`."""
     v = ctx["noun"]
     c = dict(ctx, v=v, fn=name)
     out = ["", f"    pub fn {name}(&self, id: &str) -> Result<{ctx['Noun']}, {ctx['cls']}Error> {{"]
@@ -220,7 +220,7 @@ def _helper_names(rng: random.Random, ctx: Mapping[str, Any], n: int) -> list[st
 
 
 def _gen_module(rng: random.Random, project: _Project, area: _Area, path: str) -> _SourceFile:
-    """A source module of `area` in the project's language, heavy-tailed in length."""
+    """Generate a source module of `area` in the project's language, heavy-tailed in length."""
     ctx = _area_ctx(rng, project, area)
     n_extra = _heavy(rng, 3, 1.1, 0, 60)
     public = [f for f in area.funcs if _module_of(area, f) == path]
@@ -416,7 +416,7 @@ def _test_block(rng: random.Random, project: _Project, area: _Area, fn: str, con
 
 
 def _gen_test_file(rng: random.Random, project: _Project, area: _Area) -> _SourceFile:
-    """The test file of `area`: a header, one named block per test, and a footer where the framework needs one."""
+    """Generate the test file of `area`: a header, one named block per test, and a footer if the framework needs one."""
     lang = project.lang
     tests = project.tests[area.name]
     if lang == "python":
@@ -682,7 +682,7 @@ def _gen_config(rng: random.Random, project: _Project, path: str) -> _SourceFile
 
 
 def _gen_schema(rng: random.Random, project: _Project, area: _Area, path: str, rev: str, down: str) -> _SourceFile:
-    """A migration or schema file for `area` (alembic, SQL, zod or JSON Schema)."""
+    """Generate a migration or schema file for `area` (alembic, SQL, zod or JSON Schema)."""
     kind = project.theme.schema_kind
     col = _pick(rng, _ATTRS)
     table = area.table

@@ -39,7 +39,7 @@ def chain_digest(chain: SyntheticChain) -> str:
 
 
 def build_manifest(profile: SyntheticSpec, chains: Iterable[SyntheticChain]) -> dict[str, Any]:
-    """The manifest of a set of chains: generator version, profile and one sha256 per chain."""
+    """Build the manifest of a set of chains: generator version, profile and one sha256 per chain."""
     return {
         "generator_version": GENERATOR_VERSION,
         "profile": asdict(profile),

@@ -305,7 +305,7 @@ class _Planter:
         return self.rng.randint(*_PLANT_GAP_TOKENS) * _TOTAL_WEIGHT / CATEGORY_WEIGHTS[category]
 
     def due(self, categories: Sequence[str], total_tokens: int) -> str | None:
-        """The most overdue of `categories` at `total_tokens`, if any is due."""
+        """Return the most overdue of `categories` at `total_tokens`, if any is due."""
         due = [(self.due_at[c], i, c) for i, c in enumerate(categories) if total_tokens >= self.due_at[c]]
         return min(due)[2] if due else None
 
@@ -347,7 +347,7 @@ class _Planter:
     # -- drafts ----------------------------------------------------------------------
 
     def templated(self, category: str, ctx: Mapping[str, Any]) -> _Draft | None:
-        """A user constraint or assistant fact from its template table, or None if every subject is taken."""
+        """Draft a user constraint or assistant fact from its template table, or None if every subject is taken."""
         table = {
             "user_constraint": _USER_CONSTRAINTS,
             "assistant_decision": _ASSISTANT_DECISIONS,
@@ -378,7 +378,7 @@ class _Planter:
         return None
 
     def tool_draft(self, category: str, ctx: Mapping[str, Any], area: _Area) -> _Draft | None:
-        """A tool fact (output line, returned id or error string) with the command parameters that produce it."""
+        """Draft a tool fact (output line, returned id or error string) with the command parameters that produce it."""
         rng, world = self.rng, self.world
         for _ in range(20):
             if category == "tool_output_line":
@@ -462,7 +462,7 @@ class _Planter:
         return None
 
     def _fresh_label(self, area: _Area) -> tuple[str, dict[str, Any], dict[str, Any]]:
-        """A request subject never used before in this chain: (label, request body, object fields)."""
+        """Draw a request subject never used before in this chain: (label, request body, object fields)."""
         rng = self.rng
         while True:
             key = self.project.theme.key

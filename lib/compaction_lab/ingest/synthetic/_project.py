@@ -560,7 +560,7 @@ def _area_ctx(rng: random.Random, project: _Project, area: _Area, fn: str | None
 
 
 def _module_of(area: _Area, fn: str) -> str:
-    """The module of `area` that defines public function `fn` (functions are dealt round-robin)."""
+    """Return the module of `area` that defines public function `fn` (functions are dealt round-robin)."""
     return area.modules[area.funcs.index(fn) % len(area.modules)]
 
 

@@ -127,7 +127,7 @@ def run_tests(world: _World, areas: Sequence[_Area], n_fail: int, style: str) ->
 
 
 def _pytest(world: _World, areas, all_tests, failures: list[_Failure], style: str) -> str:
-    """pytest output in the ``-q``, default or ``-v`` style, with a FAILURES section when tests fail."""
+    """Write pytest output in the ``-q``, default or ``-v`` style, with a FAILURES section when tests fail."""
     rng = world.rng
     n = len(all_tests)
     fail_titles = {f.title for f in failures}
@@ -227,7 +227,7 @@ def _py_failure_section(world: _World, f: _Failure) -> list[str]:
 
 
 def _vitest(world: _World, areas, failures: list[_Failure], style: str) -> str:
-    """vitest output: per-file lines, failed-test details with a code frame, and the summary."""
+    """Write vitest output: per-file lines, failed-test details with a code frame, and the summary."""
     rng = world.rng
     fail_by_file: dict[str, list[_Failure]] = {}
     for f in failures:

@@ -367,13 +367,13 @@ def build(world: _World) -> str:
 
 
 def obj_id(world: _World, area: _Area) -> str:
-    """An API object id in the project's id shape, e.g. ``ORD-58213-QX``."""
+    """Draw an API object id in the project's id shape, e.g. ``ORD-58213-QX``."""
     rng = world.rng
     return f"{area.id_prefix}-{rng.randint(10000, 99999)}-{rng.choice(_UPPER)}{rng.choice(_UPPER)}"
 
 
 def api_object(world: _World, area: _Area, obj_id: str, label: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """A JSON API object with nested ids, shaped by the theme."""
+    """Generate a JSON API object with nested ids, shaped by the theme."""
     rng = world.rng
     key = world.theme.key
     created = (_BASE_TIME + timedelta(minutes=rng.randint(0, 60 * 24 * 20))).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
@@ -434,7 +434,7 @@ def api_object(world: _World, area: _Area, obj_id: str, label: Mapping[str, Any]
 
 
 def http_response(world: _World, status: int, body: Any) -> str:
-    """An HTTP response as curl ``-i`` shows it: status line, headers, pretty JSON body."""
+    """Format an HTTP response as curl ``-i`` shows it: status line, headers, pretty JSON body."""
     rng = world.rng
     reason = {
         200: "OK",
@@ -456,7 +456,7 @@ def http_response(world: _World, status: int, body: Any) -> str:
 
 
 def http_list(world: _World, area: _Area) -> tuple[str, str]:
-    """A GET list call on the area's collection: (url, output), heavy-tailed length."""
+    """Generate a GET list call on the area's collection: (url, output), heavy-tailed length."""
     rng = world.rng
     n = _heavy(rng, 4, 1.1, 1, 120)
     url = f"{world.theme.api_base}{area.path.split('?')[0]}?limit={n}"
@@ -506,7 +506,7 @@ def logs(world: _World, n: int) -> str:
 
 
 def traceback(world: _World, area: _Area, final: str, script: str | None) -> str:
-    """A stack trace in the project's language ending in `final`."""
+    """Generate a stack trace in the project's language ending in `final`."""
     rng = world.rng
     root = world.project.root
     fn = _pick(rng, area.funcs)
@@ -554,7 +554,7 @@ def traceback(world: _World, area: _Area, final: str, script: str | None) -> str
 
 
 def script(world: _World, name: str, args: str) -> str:
-    """The shell command that runs a project script in the project's language."""
+    """Return the shell command that runs a project script in the project's language."""
     lang = world.project.lang
     if lang == "python":
         return f"python scripts/{name}.py {args}".strip()
@@ -564,7 +564,7 @@ def script(world: _World, name: str, args: str) -> str:
 
 
 def job(world: _World, name: str, args: str) -> str:
-    """The shell command that runs a background job once, in the project's language."""
+    """Return the shell command that runs a background job once, in the project's language."""
     if world.project.lang == "python":
         return f"python -m {world.theme.package}.jobs.{name} {args}".strip()
     return script(world, name, args)
@@ -585,7 +585,7 @@ def job_log(world: _World, area: _Area, n: int) -> list[str]:
 
 
 def bench(world: _World, endpoint: str, runs: int) -> str:
-    """A latency table of a benchmark script: one row per run, never a summary (the assistant aggregates)."""
+    """Generate a benchmark script's latency table: one row per run, never a summary (the assistant aggregates)."""
     rng = world.rng
     out = [
         f"benchmarking {endpoint} ({runs} runs, {rng.choice((200, 500, 1000))} requests each, concurrency {rng.randint(4, 64)})",

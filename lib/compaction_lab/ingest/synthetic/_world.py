@@ -69,7 +69,7 @@ class _World:
     # -- inventory -------------------------------------------------------------------
 
     def _init_paths(self) -> None:
-        """The file inventory: area modules and tests, configs, misc files, then a schema history."""
+        """Lay out the file inventory: area modules and tests, configs, misc files, then a schema history."""
         rng, theme = self.rng, self.theme
         for area in theme.areas:
             self.paths.extend(area.modules)
@@ -105,7 +105,7 @@ class _World:
         return path
 
     def _init_history(self) -> None:
-        """Commits before the session starts, spread over the weeks before the epoch."""
+        """Make the commits before the session starts, spread over the weeks before the epoch."""
         rng = self.rng
         when = _BASE_TIME - timedelta(days=rng.randint(40, 400))
         for _ in range(rng.randint(25, 80)):
@@ -113,20 +113,20 @@ class _World:
             self.history.append((_hex(rng, 40), _pick(rng, self.project.authors)[0], when, self._commit_subject()))
 
     def _commit_subject(self) -> str:
-        """A commit subject line about some area (``Fix rounding in compute_totals``)."""
+        """Draw a commit subject line about some area (``Fix rounding in compute_totals``)."""
         area = _pick(self.rng, self.theme.areas)
         ctx = _area_ctx(self.rng, self.project, area)
         return f"{_pick(self.rng, _COMMIT_VERBS)} {_fill(_pick(self.rng, _COMMIT_THINGS), ctx)}"
 
     def area_of(self, path: str) -> _Area | None:
-        """The area whose module or test file `path` is (None for config, schema and misc files)."""
+        """Return the area whose module or test file `path` is (None for config, schema and misc files)."""
         for area in self.theme.areas:
             if path in area.modules or path == area.test:
                 return area
         return None
 
     def file(self, path: str) -> _SourceFile:
-        """The current content of `path`, generated on first use."""
+        """Return the current content of `path`, generated on first use."""
         f = self.files.get(path)
         if f is None:
             area = self.area_of(path)
@@ -192,7 +192,7 @@ class _World:
         return args, out, f.names[i] or path
 
     def _rewrite_block(self, path: str, f: _SourceFile, i: int) -> list[str]:
-        """New content for block `i`: a regenerated test or function, or a config section with one value changed."""
+        """Write new content for block `i`: a regenerated test or function, or a config section, one value changed."""
         rng = self.rng
         area = self.area_of(path)
         name = f.names[i]

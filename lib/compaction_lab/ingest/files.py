@@ -1,11 +1,4 @@
-"""What every importer shares: the import report, the one file-opening path, a session builder.
-
-Importers turn a source (file, directory, database) into `Session` objects.
-They never crash on bad input: a line or row that cannot be used is skipped
-and *counted* in an `ImportReport` with its reason and line number, and
-everything that parsed is kept. Only a source whose format cannot be
-recognised at all is an error (`UnknownFormat`, raised by ``detect``; a walk
-or an import counts it as an ``unknown_format`` skip instead).
+"""Reading a source's bytes: the one file-opening path every importer uses, heads for sniffing, JSONL and JSON.
 
 Every importer reads files through one path -- `open_binary` (and on top of it
 `read_head`, `iter_jsonl`, `load_json`) -- so the same file-level faults are
@@ -13,19 +6,9 @@ handled the same way for every format:
 
 * **Byte-order mark.** A leading UTF-8 BOM (``EF BB BF``) is stripped, compressed
   or not, before sniffing or parsing; it never costs the first line.
-* **Lone surrogates.** JSON may escape a lone UTF-16 surrogate (``"\ud800"``, as
-  JavaScript tools write them). Python parses it into a string no UTF-8 writer
-  (SQLite, parquet, `Session.to_jsonl`) can encode, so every JSON decode of
-  the import (`parse_json`: JSONL lines, whole-file JSON, the JSON of OpenCode
-  rows and storage files, JSON nested in strings) *replaces* each lone
-  surrogate by U+FFFD. Nothing is dropped; the lines or documents affected
-  are counted as the note ``lone_surrogates_replaced`` (`NOTES`), which is not
-  a skip. The check is cheap: the parsed value is only walked when the text
-  holds a ``\ud800``-``\udfff`` escape.
-* **Deep nesting.** The same decode refuses JSON nested deeper than
-  `bounded_json.MAX_DEPTH` levels (checked on the text, before parsing): a
-  line or document that deep is a ``malformed_json`` skip saying so, and JSON
-  nested in strings (a call's arguments) stays the text it was.
+* **JSON.** Every line or document is decoded by `json_repair.parse_json`: lone
+  UTF-16 surrogates are replaced (noted ``lone_surrogates_replaced``), JSON
+  nested too deep is a ``malformed_json`` skip.
 * **Compression.** ``.zst`` files (or any file opening with the zstd magic) are
   decoded frame after frame in small steps, so memory stays bounded and every
   byte the decoder produced before a damage is kept. A damaged or cut-off
@@ -46,24 +29,19 @@ JSONL is streamed line by line, so memory is bounded by the largest session
 from __future__ import annotations
 
 import io
-import re
-from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
-from compaction_lab.core import bounded_json
 from compaction_lab.core.paths import SQLITE_HEADER
-from compaction_lab.core.session import Record, Session
+from compaction_lab.ingest.import_report import ImportReport, os_reason
+from compaction_lab.ingest.json_repair import parse_json
 
 #: Bytes of a source read for content sniffing.
 HEAD_BYTES = 64 * 1024
 #: Parsed JSONL lines offered to sniffers.
 HEAD_LINES = 20
-#: Skips kept with full detail; beyond this only the per-reason counts grow,
-#: so a multi-GB file full of broken lines cannot exhaust memory.
-MAX_SKIP_DETAILS = 1000
 #: Compressed bytes fed to the zstd decoder per step. Small, so that one step's
 #: output stays bounded even for very compressible data, and so that the
 #: byte-exact replay after a damage (`_ZstdStream`) stays cheap.
@@ -74,227 +52,6 @@ ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 BOM = b"\xef\xbb\xbf"
 #: What `bytes.strip()` strips, plus NUL: the bytes a NUL tail may consist of.
 _BLANK_OR_NUL = b" \t\n\r\x0b\x0c\x00"
-
-#: Skip reasons (stable codes; tables and tests use them).
-REASONS = {
-    "malformed_json": "line is not valid JSON (or nests deeper than bounded_json.MAX_DEPTH levels)",
-    "invalid_utf8": "line is not valid UTF-8",
-    "truncated_last_line": "last line is cut off (no newline, not valid JSON)",
-    "not_an_object": "JSON value is not an object",
-    "unknown_type": "line or payload type this importer does not know",
-    "missing_field": "a required field is missing or has the wrong type",
-    "dangling_parent": "parent link points at no known entry (kept, ordered by position)",
-    "cyclic_parent": "parent links form a cycle (kept, ordered by position)",
-    "empty_file": "source holds no data",
-    "duplicate_session": "the same session, identical, was already imported from another source",
-    "unknown_format": "no importer recognised the source",
-    "unreadable": "source could not be read",
-    "corrupt_compressed": "compressed data is damaged or cut off: what decoded before the damage is kept, "
-    "the line it cuts (its true line number) and everything after it are lost",
-    "nul_tail": "file ends in a run of NUL bytes (as a crash leaves it): the NULs are ignored, "
-    "every record before them is kept",
-    "symlink_loop": "a symbolic link leads to itself or back into a folder being walked: not followed",
-    "duplicate_path": "a folder reached a second time through a symbolic link: read once",
-    "dangling_symlink": "a symbolic link points at nothing",
-}
-
-#: Notes: things an import changed or noticed without dropping anything (never skips).
-NOTES = {
-    "lone_surrogates_replaced": "lines or documents whose JSON held lone UTF-16 surrogates (\\ud800-\\udfff); "
-    "each was replaced by U+FFFD, nothing was dropped",
-}
-
-
-class IngestError(ValueError):
-    """Base class of the documented import errors."""
-
-
-class UnknownFormat(IngestError):
-    """No importer recognised a source; the message names every format tried."""
-
-    def __init__(self, path: str | Path, tried: tuple[str, ...]):
-        self.path, self.tried = str(path), tried
-        super().__init__(f"{path}: not a recognised session format (tried: {', '.join(tried)})")
-
-
-@dataclass(frozen=True)
-class Skip:
-    """One skipped line, row or file."""
-
-    path: str
-    line: int | None
-    reason: str
-    detail: str = ""
-
-
-@dataclass
-class ImportReport:
-    """What an import read, produced and skipped (mutable accumulator).
-
-    Attributes
-    ----------
-    files : int
-        Sources read (files, databases, storage trees).
-    sessions, records : int
-        Produced.
-    formats : Counter
-        Sessions per source format.
-    reasons : Counter
-        Skips per reason code (every skip, even past `MAX_SKIP_DETAILS`).
-    skipped : list of Skip
-        The first `MAX_SKIP_DETAILS` skips with path, line and detail.
-    notes : Counter
-        Lines or documents per note code (`NOTES`): changed or noticed, nothing
-        dropped, so never counted as skips.
-    """
-
-    files: int = 0
-    sessions: int = 0
-    records: int = 0
-    formats: Counter = field(default_factory=Counter)
-    reasons: Counter = field(default_factory=Counter)
-    skipped: list[Skip] = field(default_factory=list)
-    notes: Counter = field(default_factory=Counter)
-
-    def skip(self, path: str | Path, line: int | None, reason: str, detail: str = "") -> None:
-        """Count one skip (reason must be one of `REASONS`)."""
-        if reason not in REASONS:
-            raise ValueError(f"unknown skip reason {reason!r}")
-        self.reasons[reason] += 1
-        if len(self.skipped) < MAX_SKIP_DETAILS:
-            self.skipped.append(Skip(str(path), line, reason, detail[:300]))
-
-    def note(self, code: str, n: int = 1) -> None:
-        """Count a note (code must be one of `NOTES`)."""
-        if code not in NOTES:
-            raise ValueError(f"unknown note {code!r}")
-        self.notes[code] += n
-
-    def merge(self, other: ImportReport) -> None:
-        """Add another report's counts and skips after this one's, as if it had been read next.
-
-        Skip details stay capped at `MAX_SKIP_DETAILS` exactly as one report
-        filling up would cap them, so reports of parts read apart (a file's
-        spans, the sessions of a worker's task) merged in reading order equal
-        the report of one reading.
-        """
-        self.files += other.files
-        self.sessions += other.sessions
-        self.records += other.records
-        self.formats.update(other.formats)
-        self.reasons.update(other.reasons)
-        self.notes.update(other.notes)
-        room = MAX_SKIP_DETAILS - len(self.skipped)
-        if room > 0:
-            self.skipped.extend(other.skipped[:room])
-
-    def produced(self, session: Session) -> Session:
-        """Count a produced session (returns it, for use in generators)."""
-        self.count_session(session.source_format, len(session.records))
-        return session
-
-    def count_session(self, source_format: str, records: int) -> None:
-        """Count a produced session by its format and number of records."""
-        self.sessions += 1
-        self.records += records
-        self.formats[source_format] += 1
-
-    @property
-    def n_skipped(self) -> int:
-        return sum(self.reasons.values())
-
-    def summary(self) -> str:
-        """One line for terminals and notebooks."""
-        fmts = ", ".join(f"{k}: {v}" for k, v in sorted(self.formats.items())) or "none"
-        line = f"{self.files} sources, {self.sessions} sessions ({fmts}), {self.records} records"
-        if self.n_skipped:
-            why = ", ".join(f"{k} {v}" for k, v in self.reasons.most_common())
-            line += f"; skipped {self.n_skipped} ({why})"
-        if self.notes:
-            line += "; noted " + ", ".join(f"{k} {v}" for k, v in self.notes.most_common())
-        return line
-
-    def to_frame(self):
-        """Skips as a DataFrame (path, line, reason, detail)."""
-        import pandas as pd
-
-        return pd.DataFrame([s.__dict__ for s in self.skipped], columns=["path", "line", "reason", "detail"])
-
-
-def os_reason(exc: OSError) -> str:
-    """The operating system's reason for a failed file operation, with the path (for skip details)."""
-    if exc.strerror:
-        return f"{exc.strerror}: {exc.filename}" if exc.filename is not None else exc.strerror
-    return str(exc) or type(exc).__name__
-
-
-# --------------------------------------------------------------------------- JSON
-
-
-#: A JSON escape of a UTF-16 surrogate (a lone one survives parsing as an unencodable str).
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def parse_json(text: str) -> tuple[Any, bool]:
-    """Parse JSON text, replacing lone surrogates by U+FFFD: ``(value, whether any was replaced)``.
-
-    The one JSON decode of the import (see the module docstring). Valid
-    surrogate pairs are joined by the parser; what is left of the
-    ``\\ud800``-``\\udfff`` range is lone and cannot be encoded as UTF-8.
-
-    Raises
-    ------
-    ValueError
-        As `json.loads` does (malformed JSON), or `bounded_json.TooDeep`
-        (nested deeper than `bounded_json.MAX_DEPTH`).
-    """
-    value = bounded_json.loads(text)
-    if _SURROGATE_ESCAPE.search(text) is None:  # the common case: no walk at all
-        return value, False
-    return _replace_surrogates(value)
-
-
-def loads(text: str) -> Any:
-    """`parse_json` without the flag: for JSON nested in strings of an already parsed line."""
-    return parse_json(text)[0]
-
-
-def _clean(s: str) -> str:
-    return _LONE_SURROGATE.sub("\ufffd", s)
-
-
-def _replace_surrogates(value: Any) -> tuple[Any, bool]:
-    """The parsed value with every lone surrogate replaced (in place; iterative, so depth is no limit)."""
-    if isinstance(value, str):
-        fixed = _clean(value)
-        return fixed, fixed != value
-    changed = False
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            if any(_LONE_SURROGATE.search(k) for k in node):
-                items = [(_clean(k), v) for k, v in node.items()]
-                node.clear()
-                node.update(items)
-                changed = True
-            items_iter = list(node.items())
-        elif isinstance(node, list):
-            items_iter = list(enumerate(node))
-        else:
-            continue
-        for key, val in items_iter:
-            if isinstance(val, str):
-                if _LONE_SURROGATE.search(val):
-                    node[key] = _clean(val)
-                    changed = True
-            elif isinstance(val, (dict, list)):
-                stack.append(val)
-    return value, changed
-
-
-# --------------------------------------------------------------------------- reading
 
 
 @dataclass(frozen=True)
@@ -317,6 +74,7 @@ class Damage:
     error: str
 
     def describe(self) -> str:
+        """Return the damage as a skip's detail says it."""
         return f"zstd: {self.error} (detected at compressed byte {self.offset}; {self.decoded} bytes decoded before it)"
 
 
@@ -468,12 +226,12 @@ def open_binary(path: str | Path) -> BinaryIO:
 
 
 def damage_of(f: object) -> Damage | None:
-    """The damage that ended a stream from `open_binary` (None when it decoded to the end)."""
+    """Return the damage that ended a stream from `open_binary` (None when it decoded to the end)."""
     return getattr(getattr(f, "raw", None), "damage", None)
 
 
 def is_compressed(f: BinaryIO) -> bool:
-    """True for a stream from `open_binary` that decodes a compressed file."""
+    """Tell whether a stream from `open_binary` decodes a compressed file."""
     return isinstance(getattr(f, "raw", None), _ZstdStream)
 
 
@@ -496,7 +254,7 @@ def find_damage(path: str | Path) -> tuple[Damage | None, int]:
 
 
 def read_magic(path: str | Path, n: int = 16) -> bytes:
-    """The first `n` bytes of a file as stored (no decompression, no BOM stripping).
+    """Return the first `n` bytes of a file as stored (no decompression, no BOM stripping).
 
     Raises
     ------
@@ -667,7 +425,7 @@ def iter_jsonl(
 
 
 def _span_lines(f: BinaryIO, span: Span) -> Iterator[bytes]:
-    """The lines of `f` from its position up to the span's end."""
+    """Yield the lines of `f` from its position up to the span's end."""
     pos = f.tell()
     for raw in f:
         if pos >= span.end:
@@ -788,119 +546,3 @@ def load_json(path: str | Path, report: ImportReport) -> Any | None:
         # `null` parses, but holds nothing: counted, so the caller's None is never silent.
         report.skip(path, None, "not_an_object", "document is null")
     return doc
-
-
-def safely(predicate, obj: Any) -> bool:
-    """`predicate(obj)`, or False when the object's odd shape makes it raise.
-
-    Sniffers judge each head line with it, so one malformed line (a list
-    where a string belongs) cannot stop a good file from being recognised.
-    """
-    try:
-        return bool(predicate(obj))
-    except Exception:
-        return False
-
-
-# --------------------------------------------------------------------------- building
-
-
-def file_stem(path: str | Path) -> str:
-    """File name without ``.zst`` and the log suffix (``rollout-x.jsonl.zst`` -> ``rollout-x``).
-
-    The fallback session id of formats whose files do not record one.
-    """
-    name = Path(path).name
-    for suffix in (".zst", ".jsonl", ".ndjson", ".json", ".traj"):
-        if name.endswith(suffix) and len(name) > len(suffix):
-            name = name[: -len(suffix)]
-    return name
-
-
-#: Keys of tool arguments that name what the tool acted on, in priority order.
-_TARGET_KEYS = (
-    "file_path",
-    "filePath",
-    "path",
-    "notebook_path",
-    "command",
-    "cmd",
-    "url",
-    "pattern",
-    "query",
-    "description",
-)
-
-
-def tool_target(args: Any) -> str | None:
-    """What a tool call acted on (file path, command, URL, pattern), from its arguments."""
-    if isinstance(args, str):
-        try:
-            args = loads(args)
-        except (ValueError, RecursionError):
-            return args[:500] or None
-    if not isinstance(args, Mapping):
-        return None
-    for key in _TARGET_KEYS:
-        val = args.get(key)
-        if isinstance(val, list) and val and all(isinstance(v, str) for v in val):
-            val = " ".join(val)
-        if isinstance(val, str) and val.strip():
-            if key == "pattern" and isinstance(args.get("path"), str):
-                return f"{val} {args['path']}"[:500]
-            return val[:500]
-    return None
-
-
-class SessionBuilder:
-    """Accumulates records in source order and builds a `Session`.
-
-    Parameters
-    ----------
-    session_id, source_format : str
-    source_path : str or Path, optional
-    """
-
-    def __init__(self, session_id: str, source_format: str, source_path: str | Path | None = None):
-        self.session_id = session_id
-        self.source_format = source_format
-        self.source_path = str(source_path) if source_path is not None else None
-        self.records: list[Record] = []
-        self.metadata: dict[str, Any] = {}
-
-    def add(self, kind: str, text: str, entry_id: str, block_index: int = 0, **fields: Any) -> Record:
-        """Append a record; `source_order` is its position."""
-        rec = Record(
-            session_id=self.session_id,
-            entry_id=str(entry_id),
-            block_index=block_index,
-            source_order=len(self.records),
-            kind=kind,
-            text=text if isinstance(text, str) else str(text),
-            **fields,
-        )
-        self.records.append(rec)
-        return rec
-
-    def add_usage(self, entry_id: str, model: str | None = None, **counts: Any) -> None:
-        """Record one model call's usage as the log reports it (normalised key names).
-
-        Keys: input_tokens, cached_tokens, cache_write_tokens, output_tokens,
-        reasoning_tokens, cost; missing ones are omitted, never invented.
-        """
-        row: dict[str, Any] = {"entry_id": str(entry_id)}
-        if model:
-            row["model"] = model
-        for k, v in counts.items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                row[k] = v
-        self.metadata.setdefault("usage", []).append(row)
-
-    def build(self) -> Session:
-        return Session(
-            id=self.session_id,
-            source_format=self.source_format,
-            source_path=self.source_path,
-            metadata=self.metadata,
-            records=tuple(self.records),
-        )

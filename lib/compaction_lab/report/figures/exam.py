@@ -1,0 +1,388 @@
+"""Notebook 03's figures: the closed-book exam (figures 1, 3 and 4, the question mix) and the recorded compactions."""
+
+from __future__ import annotations
+
+import re
+
+import altair as alt
+import pandas as pd
+
+from compaction_lab.exam import readers
+from compaction_lab.report.figures import register, title_of
+from compaction_lab.report.figures._common import (
+    NOT_SENDABLE_NOTE,
+    NOT_SENDABLE_WHY,
+    arm_order,
+    distinct_text,
+    flag_arms,
+    no_data,
+    plural,
+    recall_panels,
+    subtitle_lines,
+    units_note,
+    unsendable_look,
+    who_answered,
+)
+from compaction_lab.report.theme import POINTER_COLORS, use_theme
+
+
+def _decoys_measured(answers: pd.DataFrame) -> pd.Series:
+    """Per answer: whether its reader could fall for a decoy (`readers.measures_decoys`); False without readers."""
+    if "reader" not in answers.columns:
+        return pd.Series(False, index=answers.index)
+    return answers["reader"].map(lambda r: readers.measures_decoys(str(r))).astype(bool)
+
+
+@register(
+    "fig1_retained",
+    rank=10,
+    title="Figure 1 — what can still be answered after compaction",
+    notebook="03_closed_book_exam",
+)
+def fig1_retained(answers: pd.DataFrame, *, width: int = 520) -> alt.LayerChart | alt.Chart:
+    """Figure 1: questions still answerable after compaction, per strategy, split by pointer.
+
+    An arm over the window (``over_window``: its projection is larger than W − O) is faded, outlined
+    with a dash, labelled `NOT_SENDABLE` and listed after every sendable arm. Decoys fallen for are
+    counted per bar only over the answers of readers that can fall for one (`readers.measures_decoys`);
+    when no reader can, the subtitle says `readers.DECOYS_NOT_MEASURED` once instead.
+
+    Parameters
+    ----------
+    answers : DataFrame
+        Closed-book answers (strategy_label, reader, reader_label, pointer, decoy, correct; over_window
+        when the run records it).
+    """
+    if "decoy" not in answers or not (~answers["decoy"].astype(bool)).any():
+        return no_data(title_of("fig1_retained"))
+    use_theme()
+    answers = flag_arms(answers, by="strategy_label")
+    decoy = answers["decoy"].astype(bool)
+    correct = answers["correct"].astype(bool)
+    real = answers[~decoy]
+    flags = answers.groupby("arm_label")["over_window"].first()
+    n = real.groupby("arm_label").size()
+    parts = real[correct[~decoy]].groupby(["arm_label", "pointer"]).size().rename("retained").reset_index()
+    parts["over_window"] = parts["arm_label"].map(flags).astype(bool)
+    totals = pd.DataFrame({"n": n}).reset_index()
+    totals["retained"] = totals["arm_label"].map(real[correct[~decoy]].groupby("arm_label").size()).fillna(0)
+    totals["over_window"] = totals["arm_label"].map(flags).astype(bool)
+    # Only a reader that could have fallen for a decoy says anything by not falling for it.
+    judged = decoy & _decoys_measured(answers)
+    measured = bool(judged.any())
+    fallen = answers[judged & ~correct].groupby("arm_label").size()
+    asked = answers[judged].groupby("arm_label").size()
+    totals["fallen"] = totals["arm_label"].map(fallen).fillna(0).astype(int)
+    totals["decoys"] = totals["arm_label"].map(asked).fillna(0).astype(int)
+    totals["label"] = totals.apply(
+        lambda r: (
+            f"{int(r['retained'])}/{int(r['n'])} ({r['retained'] / max(r['n'], 1):.0%})"
+            + (f" · decoys fallen for: {r['fallen']}/{r['decoys']}" if r["decoys"] else "")
+        ),
+        axis=1,
+    )
+    order = arm_order(totals, ("retained", False))
+    reader = ", ".join(sorted(set(answers["reader_label"]))) if "reader_label" in answers else ""
+    decoy_note = None if measured or not decoy.any() else readers.DECOYS_NOT_MEASURED
+    y = alt.Y("arm_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360))
+    bars = (
+        alt.Chart(parts)
+        .mark_bar()
+        .encode(
+            y=y,
+            x=alt.X("retained:Q", title="questions still answerable", scale=alt.Scale(domain=[0, int(n.max() or 1)])),
+            color=alt.Color(
+                "pointer:N",
+                scale=alt.Scale(domain=list(POINTER_COLORS), range=list(POINTER_COLORS.values())),
+                legend=alt.Legend(title="answer was in", orient="bottom"),
+            ),
+            order=alt.Order("pointer:N"),
+            tooltip=[alt.Tooltip("arm_label:N", title="strategy"), "pointer", "retained"],
+            **unsendable_look(parts),
+        )
+    )
+    text = (
+        alt.Chart(totals)
+        .mark_text(align="left", dx=4, fontSize=11)
+        .encode(y=alt.Y("arm_label:N", sort=order), x="retained:Q", text="label:N")
+    )
+    return (bars + text).properties(
+        width=width,
+        title=alt.TitleParams(
+            title_of("fig1_retained"),
+            subtitle=subtitle_lines(
+                f"closed book; reader: {reader}" if reader else "closed book",
+                decoy_note,
+                NOT_SENDABLE_NOTE if totals["over_window"].any() else None,
+            ),
+        ),
+    )
+
+
+@register(
+    "fig3_recall_tokens",
+    rank=31,
+    title="Figure 3 — recall and tokens",
+    notebook="03_closed_book_exam",
+)
+def fig3_retained_tokens(recall: pd.DataFrame, *, width: int = 260) -> alt.HConcatChart | alt.Chart:
+    """Figure 3 (recall part): retained questions and projection tokens per strategy, side by side.
+
+    The money part (cost per point of recall) joins when the cost model runs (`fig3_complete`). An arm
+    over the window is faded, dashed, labelled `NOT_SENDABLE` and listed last in both panels.
+
+    Parameters
+    ----------
+    recall : DataFrame
+        `exam.stats.recall_table` output (strategy_label, retained, n, projection_tokens; over_window,
+        n_sessions, n_records, ci_method when present).
+    """
+    if recall.empty or not (recall["n"] > 0).any():
+        return no_data(title_of("fig3_recall_tokens"))
+    use_theme()
+    recall = flag_arms(recall)
+    left, right = recall_panels(recall, width)
+    return alt.hconcat(left, right, spacing=20).properties(
+        title=alt.TitleParams(
+            title_of("fig3_recall_tokens"),
+            subtitle=subtitle_lines(
+                who_answered(recall, "money per point of recall: see the cost notebook"),
+                units_note(recall),
+                NOT_SENDABLE_NOTE if recall["over_window"].any() else None,
+            ),
+        )
+    )
+
+
+@register(
+    "fig4_size_recall",
+    rank=40,
+    title="Figure 4 — projection size against recall",
+    notebook="03_closed_book_exam",
+)
+def fig4_size_vs_recall(recall: pd.DataFrame, *, width: int = 480) -> alt.LayerChart | alt.Chart:
+    """Figure 4: projection size (log x) against recall, one point per strategy, with 95% intervals.
+
+    An arm over the window is drawn faded with a dashed outline and a dashed interval, labelled
+    `NOT_SENDABLE`, and drawn after (over) the sendable arms.
+
+    Parameters
+    ----------
+    recall : DataFrame
+        strategy_label, projection_tokens, recall, ci_low, ci_high (over_window, n_sessions, n_records,
+        ci_method when present).
+    """
+    if recall.empty or not (recall["n"] > 0).any():
+        return no_data(title_of("fig4_size_recall"))
+    use_theme()
+    data = flag_arms(recall[recall["projection_tokens"] > 0])
+    data = data.sort_values("over_window", kind="stable")
+    look = unsendable_look(data)
+    base = alt.Chart(data).encode(
+        x=alt.X("projection_tokens:Q", scale=alt.Scale(type="log"), title="projection tokens (mean per case, log)")
+    )
+    rule = base.mark_rule(color="#888").encode(
+        y=alt.Y("ci_low:Q", axis=alt.Axis(format="%"), title="recall"),
+        y2="ci_high:Q",
+        **({"strokeDash": look["strokeDash"]} if look else {}),
+    )
+    pts = base.mark_point(filled=True, size=90).encode(
+        y="recall:Q",
+        color=alt.Color("strategy_label:N", legend=None),
+        tooltip=[
+            alt.Tooltip("arm_label:N", title="strategy"),
+            alt.Tooltip("recall:Q", format=".1%"),
+            alt.Tooltip("ci_low:Q", format=".1%"),
+            alt.Tooltip("ci_high:Q", format=".1%"),
+            alt.Tooltip("projection_tokens:Q", format=",.0f"),
+        ],
+        **look,
+    )
+    labels = base.mark_text(align="left", dx=7, dy=-7, fontSize=10).encode(y="recall:Q", text="arm_label:N")
+    units = units_note(recall)
+    return (rule + pts + labels).properties(
+        width=width,
+        height=300,
+        title=alt.TitleParams(
+            title_of("fig4_size_recall"),
+            subtitle=subtitle_lines(
+                who_answered(
+                    recall, "bars: 95% intervals" if units else "bars: 95% bootstrap intervals over questions"
+                ),
+                units,
+                f"faded, dashed outline: {NOT_SENDABLE_WHY}" if data["over_window"].any() else None,
+            ),
+        ),
+    )
+
+
+@register(
+    "sensitivity_mix",
+    rank=100,
+    title="Sensitivity to the question mix",
+    notebook="03_closed_book_exam",
+)
+def pointer_mix_sensitivity(sens: pd.DataFrame, *, width: int = 480) -> alt.Chart:
+    """How recall and the ranking move as the pointer mix slides from all-tool to all-assistant.
+
+    Parameters
+    ----------
+    sens : DataFrame
+        `exam.stats.sensitivity_table` output (s, default, strategy_label, recall, rank).
+    """
+    if sens.empty:
+        return no_data(title_of("sensitivity_mix"))
+    use_theme()
+    line = sens[~sens["default"].astype(bool)].copy()
+    return (
+        alt.Chart(line)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X(
+                "s:Q",
+                title="share of questions pointing at the assistant (the rest at tool output)",
+                axis=alt.Axis(format="%"),
+            ),
+            y=alt.Y("recall:Q", axis=alt.Axis(format="%"), title="recall under that mix"),
+            color=alt.Color("strategy_label:N", title="strategy", legend=alt.Legend(labelLimit=320)),
+            tooltip=["strategy_label", alt.Tooltip("s:Q", format=".0%"), alt.Tooltip("recall:Q", format=".1%"), "rank"],
+        )
+        .properties(
+            width=width,
+            height=260,
+            title=alt.TitleParams(
+                title_of("sensitivity_mix"), subtitle="where lines cross, the ranking of strategies changes"
+            ),
+        )
+    )
+
+
+NO_RECORDED: tuple[str, ...] = (
+    "Not measured: no session of this run holds a compaction its agent recorded",
+    "(pi compaction entries, Claude Code compact summaries, Codex compacted items, OpenCode summary messages).",
+)
+
+#: What the tick of `fig_recorded` stands for.
+POOL_NOTE = "tick: share of every eligible value (the whole pool the questions were drawn from) the projection holds"
+
+
+@register(
+    "fig_recorded",
+    rank=110,
+    title="Real compactions — what the agent's own compaction kept, beside every arm",
+    notebook="03_closed_book_exam",
+)
+def fig_recorded(table: pd.DataFrame, *, width: int = 420) -> alt.Chart:
+    """Draw the real compactions found in the logs: recall of the agent's own compaction beside every arm.
+
+    One panel per recorded compaction (its session, the agent and the model
+    from the log, and how many questions from how many records), one row per
+    arm with its 95% interval; the recorded compaction is drawn dark, the arm
+    reimplementing that agent red. Where the table carries ``pool_recall``, a
+    tick marks each arm's recall over the whole pool of eligible values. An
+    arm over the window is faded, dashed, labelled `NOT_SENDABLE` and listed
+    after every sendable arm of its panel. No decoy count is drawn here.
+
+    Parameters
+    ----------
+    table : DataFrame
+        `exam.recorded.comparison_table` (case_id, agent, model, strategy_label,
+        recorded, own_agent, recall, ci_low, ci_high, retained, n; over_window,
+        pool_retained, pool_n, pool_recall, n_records, ci_method when present).
+    """
+    title = title_of("fig_recorded")
+    if table.empty or not (table["n"] > 0).any():
+        return no_data(title, NO_RECORDED)
+    use_theme()
+    data = flag_arms(table[table["n"] > 0])
+
+    def panel(r: pd.Series) -> str:
+        label = f"{r['session_id'][:24]} · compaction {int(r['compaction']) + 1} ({r['agent']}, {r['model']})"
+        records = r.get("n_records")
+        return label + (
+            f" · {int(r['n'])} questions from {plural(int(records), 'record')}" if pd.notna(records) else ""
+        )
+
+    # One label per compaction: its largest n (every arm answers the same questions).
+    data["n_panel"] = data.groupby("case_id")["n"].transform("max")
+    data["compaction_label"] = data.assign(n=data["n_panel"]).apply(panel, axis=1)
+    data["arm"] = data.apply(
+        lambda r: (
+            "recorded (the agent's own)"
+            if r["recorded"]
+            else ("reimplementation of that agent" if r["own_agent"] else "other arm")
+        ),
+        axis=1,
+    )
+    data["retained_of"] = data.apply(lambda r: f"{int(r['retained'])}/{int(r['n'])}", axis=1)
+    pooled = "pool_recall" in data.columns and pd.to_numeric(data["pool_recall"], errors="coerce").notna().any()
+    if pooled:
+        data["pool_of"] = data.apply(
+            lambda r: f"{int(r['pool_retained'])}/{int(r['pool_n'])}" if pd.notna(r["pool_recall"]) else "",
+            axis=1,
+        )
+    order = arm_order(data, ("recorded", False), ("own_agent", False))
+    arms = ["recorded (the agent's own)", "reimplementation of that agent", "other arm"]
+    look = unsendable_look(data)
+    base = alt.Chart().encode(y=alt.Y("arm_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)))
+    rule = base.mark_rule(color="#888").encode(
+        x=alt.X("ci_low:Q", axis=alt.Axis(format="%"), title="recall", scale=alt.Scale(domain=[0, 1])),
+        x2="ci_high:Q",
+        **({"strokeDash": look["strokeDash"]} if look else {}),
+    )
+    tooltip = [
+        alt.Tooltip("arm_label:N", title="strategy"),
+        "retained_of",
+        alt.Tooltip("recall:Q", format=".1%"),
+        alt.Tooltip("ci_low:Q", format=".1%"),
+        alt.Tooltip("ci_high:Q", format=".1%"),
+        *([alt.Tooltip("pool_of:N", title="pool held"), alt.Tooltip("pool_recall:Q", format=".1%")] if pooled else []),
+    ]
+    pts = base.mark_point(filled=True, size=80).encode(
+        x="recall:Q",
+        color=alt.Color(
+            "arm:N",
+            scale=alt.Scale(domain=arms, range=["#222222", "#e45756", "#4c78a8"]),
+            legend=alt.Legend(title=None, orient="bottom", labelLimit=320),
+        ),
+        tooltip=tooltip,
+        **look,
+    )
+    text = base.mark_text(align="left", dx=8, fontSize=10).encode(x="recall:Q", text="retained_of:N")
+    layers = [rule, pts, text]
+    if pooled:
+        layers.insert(
+            1,
+            base.transform_filter("isValid(datum.pool_recall)")
+            .mark_tick(color="#555", thickness=2, size=14)
+            .encode(x="pool_recall:Q", tooltip=tooltip),
+        )
+    methods = data
+    if {"ci_method", "n_records"} <= set(data.columns):
+        # Each panel's label gives its record count, so panels that differ only in it share one method line.
+        methods = data.assign(ci_method=data["ci_method"].map(lambda m: re.sub(r" over \d+ ", " over ", str(m))))
+    units = distinct_text(methods, "ci_method")
+    return (
+        alt.layer(*layers, data=data)
+        .properties(width=width)
+        .facet(
+            row=alt.Row(
+                "compaction_label:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelLimit=600)
+            )
+        )
+        .resolve_scale(y="independent")
+        .properties(
+            title=alt.TitleParams(
+                title,
+                subtitle=subtitle_lines(
+                    who_answered(
+                        data,
+                        "questions mined from the records before each compaction; bars: "
+                        + (f"95% intervals ({units})" if units else "95% bootstrap intervals"),
+                    ),
+                    POOL_NOTE if pooled else None,
+                    NOT_SENDABLE_NOTE if data["over_window"].any() else None,
+                ),
+            )
+        )
+    )

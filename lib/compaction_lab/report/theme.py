@@ -1,0 +1,217 @@
+"""The one house theme, and the one way a chart is written to disk: `save_chart` (PNG, SVG, self-contained HTML).
+
+PNG and SVG are drawn by vl-convert (no browser, no network); the HTML inlines Vega's JavaScript, so
+figures open offline. In notebooks, `setup_notebook()` enables the theme and a renderer that emits both
+the interactive Vega-Lite spec (JupyterLab) and a PNG (nbconvert HTML, GitHub, any viewer that cannot run
+Vega), so a rendered report needs no CDN.
+
+The figures themselves are in `compaction_lab.report.figures` (one module per notebook, each figure
+registered where it is drawn).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+from collections import OrderedDict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+import vl_convert as vlc
+
+THEME = "compaction_lab"
+RENDERER = "compaction_lab"
+
+#: One colour per record kind, fixed so every chart of every run agrees.
+KIND_COLORS: dict[str, str] = {
+    "tool_output": "#4c78a8",
+    "tool_call": "#9ecae9",
+    "assistant": "#f58518",
+    "reasoning": "#ffbf79",
+    "user": "#54a24b",
+    "system": "#bab0ac",
+    "summary": "#b279a2",
+}
+POINTER_COLORS: dict[str, str] = {"assistant": "#f58518", "user": "#54a24b", "tool": "#4c78a8"}
+
+_FONT = "DejaVu Sans, Liberation Sans, Arial, sans-serif"
+
+
+@alt.theme.register(THEME, enable=False)
+def _theme() -> alt.theme.ThemeConfig:
+    """House style: quiet axes, readable sizes, white background (PNG and SVG alike)."""
+    return {
+        "config": {
+            "background": "white",
+            "font": _FONT,
+            "view": {"stroke": None, "continuousWidth": 360, "continuousHeight": 240},
+            "title": {"fontSize": 15, "anchor": "start", "subtitleFontSize": 11, "subtitleColor": "#555"},
+            "axis": {"labelFontSize": 11, "titleFontSize": 12, "gridColor": "#eee", "domainColor": "#888"},
+            "legend": {"labelFontSize": 11, "titleFontSize": 12},
+            "header": {"labelFontSize": 12, "titleFontSize": 12},
+        }
+    }
+
+
+def _vegalite_mimetype() -> str:
+    major = alt.SCHEMA_VERSION.lstrip("v").split(".")[0]
+    return f"application/vnd.vegalite.v{major}+json"
+
+
+#: Scale of every PNG (twice the chart's CSS size: sharp on high-density screens and in print).
+PNG_SCALE = 2
+
+#: How many recently rendered specs are kept (`_images`): a notebook saves a figure and then shows it.
+_RENDER_CACHE_SIZE = 16
+_rendered: OrderedDict[str, tuple[str, bytes]] = OrderedDict()
+
+
+#: Characters XML 1.0 forbids: C0 controls but tab, LF and CR, lone surrogates, U+FFFE and U+FFFF. Vega
+#: writes a label's text into its SVG as is, and vl-convert, parsing that SVG, panics on one and aborts
+#: the whole process (a notebook's kernel dies), so a log that holds one is drawn with U+FFFD instead.
+_NON_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+#: The same, and every character outside the Basic Multilingual Plane (emoji, private use planes).
+_NON_XML_OR_ASTRAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff\U00010000-\U0010ffff]")
+
+
+def _drawable(value: Any, pattern: re.Pattern[str] = _NON_XML) -> Any:
+    """`value` (a Vega-Lite spec or any part of it), every string's `pattern` characters replaced by U+FFFD."""
+    if isinstance(value, str):
+        return pattern.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {k: _drawable(v, pattern) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_drawable(v, pattern) for v in value]
+    return value
+
+
+def _svg(spec: dict) -> str:
+    """Return the SVG vl-convert draws of `spec`, whatever characters its labels hold."""
+    try:
+        return vlc.vegalite_to_svg(_drawable(spec), vl_version=_vl_version())
+    except ValueError:
+        # Vega shortens a long label by UTF-16 units, which can split a character outside the BMP into a
+        # lone surrogate that vl-convert's text measure rejects: draw such characters as U+FFFD instead.
+        return vlc.vegalite_to_svg(_drawable(spec, _NON_XML_OR_ASTRAL), vl_version=_vl_version())
+
+
+def _images(spec: dict) -> tuple[str, bytes]:
+    """Return the SVG and the PNG of a Vega-Lite spec, drawn once.
+
+    Vega lays the chart out once, as SVG; the PNG is that SVG rasterised
+    (vl-convert's ``vegalite_to_png`` does the same internally: the pixels are
+    identical). Kept for the last few specs by their canonical JSON, so a figure
+    that is saved and then displayed is drawn one time, not four.
+    """
+    key = hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
+    hit = _rendered.get(key)
+    if hit is not None:
+        _rendered.move_to_end(key)
+        return hit
+    svg = _svg(spec)
+    out = (svg, bytes(vlc.svg_to_png(svg, scale=PNG_SCALE)))
+    _rendered[key] = out
+    while len(_rendered) > _RENDER_CACHE_SIZE:
+        _rendered.popitem(last=False)
+    return out
+
+
+def _renderer(spec: dict, **metadata) -> dict:
+    """Display bundle: the Vega-Lite spec for live frontends plus a PNG fallback."""
+    _, png = _images(spec)
+    return {
+        _vegalite_mimetype(): spec,
+        "image/png": base64.b64encode(png).decode("ascii"),
+        "text/plain": f"<{spec.get('$schema', 'Vega-Lite').rsplit('/', 1)[-1]} chart>",
+    }
+
+
+alt.renderers.register(RENDERER, _renderer)
+
+
+def _vl_version() -> str:
+    # vl-convert wants "6.1"-style versions; Altair's schema says "v6.1.0".
+    parts = alt.SCHEMA_VERSION.lstrip("v").split(".")
+    return f"{parts[0]}.{parts[1]}"
+
+
+def use_theme() -> None:
+    """Enable the house theme (idempotent)."""
+    alt.theme.enable(THEME)
+
+
+def setup_notebook() -> None:
+    """Theme plus the PNG-carrying renderer; call once at the top of a notebook."""
+    use_theme()
+    alt.renderers.enable(RENDERER)
+
+
+#: What JSON must not carry raw inside an HTML ``<script>`` block: ``<`` (``</script>`` ends the block,
+#: ``<!--`` hides its end), ``>`` and ``&`` (read as markup by an XHTML parser), and U+2028 / U+2029
+#: (line ends to older JavaScript). Each is written as the JSON escape of the same character.
+_SCRIPT_UNSAFE = str.maketrans({c: f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"})
+
+
+def script_safe(json_text: str) -> str:
+    r"""Make JSON text safe to embed in an HTML ``<script>`` block; it still parses to the same value.
+
+    These characters can occur in JSON only inside strings, where the ``\uXXXX`` escape means the
+    same character, so a log's ``</script><script>...`` stays data.
+
+    Parameters
+    ----------
+    json_text : str
+        Serialised JSON.
+    """
+    return json_text.translate(_SCRIPT_UNSAFE)
+
+
+class _ScriptSafeEncoder(json.JSONEncoder):
+    """`json.dumps` encoder whose output can sit in a ``<script>`` block (`script_safe`)."""
+
+    def encode(self, o: Any) -> str:
+        return script_safe(super().encode(o))
+
+
+def save_chart(
+    chart: alt.TopLevelMixin, stem: str | Path, formats: Iterable[str] = ("png", "svg", "html")
+) -> dict[str, Path]:
+    """Write a chart as PNG, SVG and self-contained HTML next to each other.
+
+    Parameters
+    ----------
+    chart : altair chart
+    stem : path without suffix, e.g. ``run/figures/fig2_composition``
+    formats : which of png, svg, html to write
+
+    Returns
+    -------
+    dict mapping format to written path.
+    """
+    use_theme()
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    formats = list(formats)
+    unknown = [f for f in formats if f not in ("png", "svg", "html")]
+    if unknown:
+        raise ValueError(f"unknown chart format {unknown[0]!r}; expected png, svg or html")
+    images = _images(chart.to_dict()) if {"png", "svg"} & set(formats) else None
+    written: dict[str, Path] = {}
+    for fmt in formats:
+        path = stem.with_suffix(f".{fmt}")
+        if fmt == "png" and images:
+            path.write_bytes(images[1])
+        elif fmt == "svg" and images:
+            path.write_text(images[0], encoding="utf-8")
+        elif fmt == "html":
+            # inline=True bundles Vega's JavaScript (from vl-convert): no CDN needed. Altair writes the
+            # spec into a <script> block as plain json.dumps, so a label from a log could close the block
+            # and run as script: the encoder escapes what HTML would read (neither Altair nor vl-convert
+            # offers it).
+            chart.save(path, format="html", inline=True, json_kwds={"cls": _ScriptSafeEncoder})
+        written[fmt] = path
+    return written

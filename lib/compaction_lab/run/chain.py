@@ -1,0 +1,193 @@
+"""The chain, described once: each notebook's inputs, outputs, figures and model calls, in run order.
+
+Every part of the suite that needs to know the chain reads it here:
+
+- `compaction_lab.run.interactive` (a notebook opened by hand finds or makes its inputs): which notebooks
+  a notebook reads (`Step.reads`) and the one output that proves each ran in a folder (`Step.mark`);
+- `compaction_lab.run.plan` and `doctor` (which notebooks of a profile call a model, and through which
+  parameters: `model_notebooks`, `Step.model_parameters`);
+- `compaction_lab.run.runner` (the chain's notebooks, in order: `names`);
+- the figure registry (`compaction_lab.report.figures`): each figure names the notebook that draws it,
+  so a step's figures (`Step.figures`) are read from the registry, never listed twice;
+- the tests of the notebooks (``tests/report/test_notebooks.py``): the notebook files, what a smoke run
+  writes and draws, which figures each notebook's cells draw.
+
+A new notebook is one more `Step` here, in its place in `CHAIN`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from types import MappingProxyType
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Step:
+    """One notebook of the chain.
+
+    Attributes
+    ----------
+    notebook : str
+        Its stem in ``notebooks/`` (``"03_closed_book_exam"``).
+    reads : tuple of str
+        The notebooks whose outputs it reads, in chain order (each before it in `CHAIN`).
+    writes : tuple of str
+        The files it always writes into the run folder, in the order it writes them (a folder ends with
+        ``/``; figures apart: see `figures`). Files written only for some inputs (an import's report, a
+        probe bank's pool) are not listed.
+    mark : str
+        The one of `writes` that proves it ran in a folder (what a later notebook opened by hand looks for).
+    model_parameters : tuple of str
+        Its parameters that make it call a model when set to ``"model"`` (``summarizer``, ``reader``).
+    purposes : tuple of str
+        The ledger purposes of the calls it may make (`fnmatch` patterns, ``"summary:*"``).
+    """
+
+    notebook: str
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+    mark: str
+    model_parameters: tuple[str, ...] = ()
+    purposes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        """Check that the mark is one of the outputs."""
+        if self.mark not in self.writes:
+            raise ValueError(f"{self.notebook}: its mark {self.mark!r} is not among the files it writes")
+
+    @property
+    def figures(self) -> tuple[str, ...]:
+        """The stems of the figures it draws, in reading order (from the figure registry)."""
+        # Imported here: reading the registry imports every figure module (Altair), which a caller
+        # asking only about inputs or model calls (doctor, the CLI) does not need.
+        from compaction_lab.report.figures import run_figures
+
+        return tuple(f.stem for f in run_figures() if f.notebook == self.notebook)
+
+    def may_call(self, purpose: str) -> bool:
+        """Tell whether a model call with this ledger purpose is one this notebook declares."""
+        return any(fnmatchcase(purpose, pattern) for pattern in self.purposes)
+
+
+#: The chain, in run order (docs/architecture.md): the notebooks every full profile runs.
+CHAIN: tuple[Step, ...] = (
+    Step(
+        "01_context_composition",
+        reads=(),
+        writes=("sessions/", "composition.parquet", "followups.parquet"),
+        mark="composition.parquet",
+    ),
+    Step(
+        "02_projection_anatomy",
+        reads=("01_context_composition",),
+        writes=("projections.parquet",),
+        mark="projections.parquet",
+        model_parameters=("summarizer",),
+        purposes=("summary:*",),
+    ),
+    Step(
+        "03_closed_book_exam",
+        reads=("01_context_composition",),
+        writes=(
+            "exam_bank.jsonl",
+            "exam_closed.parquet",
+            "exam_projections.parquet",
+            "exam_recall.parquet",
+            "exam_by_session.parquet",
+            "exam_paired.parquet",
+            "exam_sensitivity.parquet",
+            "exam_recorded_bank.jsonl",
+            "exam_recorded_pool.jsonl",
+            "recorded_compactions.parquet",
+            "recorded_skipped.parquet",
+            "exam_recorded_answers.parquet",
+            "exam_recorded.parquet",
+        ),
+        mark="exam_recall.parquet",
+        model_parameters=("summarizer", "reader"),
+        purposes=("summary:*", "exam:closed"),
+    ),
+    Step(
+        "04_cost_model",
+        reads=("01_context_composition", "03_closed_book_exam"),
+        writes=(
+            "cost_assumptions.parquet",
+            "cost.parquet",
+            "compaction_prefix.parquet",
+            "cost_what_if.parquet",
+            "cache_shapes.parquet",
+            "cache_measured.parquet",
+            "cache_ledger.parquet",
+        ),
+        mark="cost.parquet",
+        # The live cache-shape experiment also calls the model (``live_shape_experiment: true``), whatever
+        # the summarizer: a switch, not a "model" setting, so `model_notebooks` does not see it.
+        model_parameters=("summarizer",),
+        purposes=("summary:*", "cache-shape:*"),
+    ),
+    Step(
+        "05_open_book_exam",
+        reads=("01_context_composition",),
+        writes=("archive.sqlite", "exam_open.parquet", "exam_open_outcomes.parquet"),
+        mark="exam_open.parquet",
+        model_parameters=("summarizer", "reader"),
+        # A closed round asks as the closed book does; an open round searches, then answers.
+        purposes=("summary:*", "exam:closed", "exam:open", "exam:open-final"),
+    ),
+    Step(
+        "06_share",
+        reads=(
+            "01_context_composition",
+            "02_projection_anatomy",
+            "03_closed_book_exam",
+            "04_cost_model",
+            "05_open_book_exam",
+        ),
+        writes=("headline.parquet",),
+        mark="headline.parquet",
+    ),
+)
+
+_BY_NAME: Mapping[str, Step] = MappingProxyType({s.notebook: s for s in CHAIN})
+
+
+def names() -> tuple[str, ...]:
+    """Return the chain's notebook stems, in run order."""
+    return tuple(_BY_NAME)
+
+
+def step(notebook: str) -> Step:
+    """Return the chain's step for a notebook stem.
+
+    Raises
+    ------
+    ValueError
+        When `notebook` is not in the chain (the message lists the chain).
+    """
+    try:
+        return _BY_NAME[notebook]
+    except KeyError:
+        raise ValueError(f"unknown notebook {notebook!r}; known: {', '.join(_BY_NAME)}") from None
+
+
+#: The notebooks that can call a model, and the parameters that make them do so (a view of `CHAIN`).
+MODEL_PARAMETERS_BY_NOTEBOOK: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {s.notebook: s.model_parameters for s in CHAIN if s.model_parameters}
+)
+
+
+def model_notebooks(profile: Any) -> list[tuple[str, tuple[str, ...]]]:
+    """Return the profile's notebooks that will call the model, each with the parameters set to ``model``."""
+    out = []
+    for nb in profile.notebooks:
+        params = profile.parameters_for(nb)
+        using = tuple(p for p in MODEL_PARAMETERS_BY_NOTEBOOK.get(nb, ()) if params.get(p) == "model")
+        if using:
+            out.append((nb, using))
+    return out
+
+
+__all__ = ["CHAIN", "MODEL_PARAMETERS_BY_NOTEBOOK", "Step", "model_notebooks", "names", "step"]
