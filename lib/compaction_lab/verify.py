@@ -6,7 +6,7 @@ message; fixed text, so the same on every machine), `build_manifest` rebuilds
 
 * every call shape in ``data/shapes``: sha256 of its system prompt and of each
   tool definition (canonical JSON), by tool name;
-* each registered strategy's summary request, as the summary provider receives
+* each registered strategy's summary request, as the summarizer receives
   it: request shape (prefix-shared, history+instruction, dedicated), template,
   output cap, sha256 of system prompt, tools and every prompt text in use, the
   role sequence of its messages and the request fingerprint;
@@ -85,7 +85,7 @@ REQUEST_SHAPE_RULES: Mapping[str, Mapping[str, Any]] = {
     "dedicated-system": {"system_from": "own", "tools_from": "none", "roles": ["user"], "instruction_at_end": None},
 }
 
-#: The fixed answer the recording provider gives (no model is asked).
+#: The fixed answer the recording summarizer gives (no model is asked).
 RECORDED_ANSWER = "(verify: no model was called)"
 
 
@@ -257,7 +257,7 @@ def shape_entry(shape: CallShape) -> dict[str, Any]:
 
 
 class RecordingProvider:
-    """A summary provider that keeps every request it receives and answers a fixed text (no model)."""
+    """A summarizer that keeps every request it receives and answers a fixed text (no model)."""
 
     name = "verify-recorder"
     stand_in = True

@@ -131,7 +131,7 @@ class SummaryRequest:
     template : str
         Which summary format the answer must follow (``futureos-handoff``,
         ``codex-handoff``, ``opencode-template``, ``claude-code-9``); offline
-        providers fill it.
+        summarizers fill it.
     max_output_tokens : int
         Cap on the summary's size.
     source_entry_ids : tuple of str

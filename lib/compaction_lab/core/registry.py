@@ -1,12 +1,14 @@
-"""One registry pattern for every extension: arms, importers, summarizers, readers, exams and figures.
+"""One registry pattern for every extension: arms, importers, summarizers, readers, exams, figures, commands.
 
 An extension registers itself where it is defined, with a decorator (as Inspect AI registers solvers and
 scorers)::
 
-    from compaction_lab.strategies.registry import STRATEGIES
+    from compaction_lab.exam.exam import EXAMS, Exam
 
-    @STRATEGIES.register("my-arm", rank=50)
-    class MyArm: ...
+    @EXAMS.register("my-exam", rank=40, notebook="03_closed_book_exam")
+    class MyExam(Exam): ...
+
+or, for an instance or a module, without a decorator (``STRATEGIES.add("my-arm", MyArm(), rank=55)``).
 
 A `Registry` knows the packages its extensions live in and imports every module of them the first time it
 is asked what it holds (`discover`), so a new module is found without being listed anywhere: adding an arm,

@@ -665,7 +665,7 @@ def ledger_calls_for(projections: Mapping[tuple[str, str], Projection], model: A
     Each summary request is rebuilt as it was sent (`summarize.endpoint.wire_body`
     plus the client's model and temperature) and looked up by fingerprint, so
     a rerun that reused recorded answers still finds the calls that paid for
-    them. Projections without a model summary (offline providers, fallbacks)
+    them. Projections without a model summary (offline summarizers, fallbacks)
     are skipped. Empty when `model` is empty (no endpoint configured).
     """
     if not model:

@@ -110,7 +110,7 @@ _SEP = "\n\x00\n"
 #: Most questions asked per case (the bank's ``n_questions`` is at most this times ``n_cases``; a probe
 #: case's at most this). A synthetic chain plants a few dozen facts and a session seldom holds more exact
 #: values before its tail, so a number far past this is a slip (a million asked, nine built); the
-#: parameter check (`report.params`) refuses it before any work, naming ``n_questions``.
+#: parameter check (`run.params`) refuses it before any work, naming ``n_questions``.
 MAX_QUESTIONS_PER_CASE = 10_000
 
 

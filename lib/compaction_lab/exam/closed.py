@@ -92,7 +92,7 @@ class ClosedResult:
         One row per case x strategy (`PROJECTION_COLUMNS`): how big the
         projection was, the room its strategy believed it had (``capacity``, in its own estimator's
         units), the usable capacity W − O in report tokens and whether the projection exceeds it
-        (``over_window``), and who wrote its summary (provider, stand-in, fallback).
+        (``over_window``), and who wrote its summary (summarizer, stand-in, fallback).
         ``compaction_failed`` is the reason the arm's agent did not compact (its summary call failed
         and, as upstream does, it sent the history unchanged: `strategies.base.COMPACTION_FAILED`),
         else empty.
@@ -225,7 +225,7 @@ def run_closed(
     names : sequence of str
         Strategy names (see `strategies.names`), in the order tables list them.
     ctx : CompactionContext
-        Window, output ceiling, call shape and summary provider for every compaction.
+        Window, output ceiling, call shape and summarizer for every compaction.
     reader : readers.Reader
         ``reader.answer(messages, question, shape_tools=...) -> ReaderAnswer``;
         no open-book tools are given (this is the closed arm). ``shape_tools``

@@ -1,7 +1,7 @@
 """The model reader: a real model answers the exam, closed book or with the history tools.
 
 It implements `readers.Reader` over any OpenAI-compatible endpoint
-(`providers.ModelConfig`); every call goes through the ledger.
+(`endpoints.ModelConfig`); every call goes through the ledger.
 
 Closed book
     One request: the projection's messages, then `readers.question_message`

@@ -6,11 +6,12 @@ Every part of the suite that needs to know the chain reads it here:
   a notebook reads (`Step.reads`) and the one output that proves each ran in a folder (`Step.mark`);
 - `compaction_lab.run.plan` and `doctor` (which notebooks of a profile call a model, and through which
   parameters: `model_notebooks`, `Step.model_parameters`);
-- `compaction_lab.run.runner` (the chain's notebooks, in order: `names`);
 - the figure registry (`compaction_lab.report.figures`): each figure names the notebook that draws it,
   so a step's figures (`Step.figures`) are read from the registry, never listed twice;
-- the tests of the notebooks (``tests/report/test_notebooks.py``): the notebook files, what a smoke run
-  writes and draws, which figures each notebook's cells draw.
+- the tests of the notebooks: the chain's notebooks (`names`) are the notebook files the runner finds
+  (`compaction_lab.run.runner.chain_notebooks`), in run order, and a smoke run writes and draws what
+  the chain lists (``tests/report/test_notebooks.py``); each notebook's cells draw exactly the figures
+  its step lists (``tests/report/test_charts.py``).
 
 A new notebook is one more `Step` here, in its place in `CHAIN`.
 """

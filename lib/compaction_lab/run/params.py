@@ -17,7 +17,7 @@ Types
     ``None``. ``session_paths`` may be one path (made a one-item list).
 Ranges and names
     `RULES`: minimums, list items, and names that must exist -- strategies in
-    the registry, summary providers and readers the library knows, price
+    the registry, summarizers and readers the library knows, price
     tables, cache rules, periods, encodings that load offline, a pattern file
     that loads, a model endpoint that is well formed.
 Meaning
@@ -258,7 +258,7 @@ def _encoding_problem(name: str) -> str | None:
 
 def _summarizer_problem(name: str) -> str | None:
     # ``model`` needs the ``model`` mapping; it is checked with it (`_model_use_problems`). The offline
-    # providers are made here for real: the library's own dispatch says which names exist.
+    # summarizers are made here for real: the library's own registry says which names exist.
     if name == "model":
         return None
     from compaction_lab import summarize

@@ -2,7 +2,7 @@
 
 A checkpoint is one committed compaction: the `Projection` a strategy produced
 for a session at a cut, committed atomically together with its completion
-receipt (tokens, summary provider, fallback used, request fingerprint). The
+receipt (tokens, summarizer, fallback used, request fingerprint). The
 rules (seed report, "Checkpoints are idempotent"):
 
 * a same-key success is reused without another summary request;

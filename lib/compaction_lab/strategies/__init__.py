@@ -120,7 +120,7 @@ class _NotCommitted(Exception):
 
 
 class _Replay:
-    """A summary provider that returns a committed checkpoint's summary instead of asking anyone."""
+    """A summarizer that returns a committed checkpoint's summary instead of asking anyone."""
 
     def __init__(self, receipt):
         self.receipt, self.name, self.stand_in = receipt, receipt.provider, receipt.stand_in

@@ -4,7 +4,7 @@ A strategy is a pure function ``compact(session, cut, ctx) -> Projection``.
 `cut` is the source_order at which the compaction is forced: records with
 ``source_order < cut`` are the history being compacted. `ctx` carries the
 window W, the model's output ceiling O, the call shape (system prompt + tool
-definitions), the summary provider and strategy parameters.
+definitions), the summarizer and strategy parameters.
 
 Each strategy makes its *internal* size decisions with its own estimator (as
 the original does: Codex bytes/4, OpenCode chars/4, FutureOS tiktoken); every
@@ -85,7 +85,7 @@ class CompactionContext:
         Checkpoint database (`checkpoints`): a committed compaction with the
         same key is reused instead of computed (and its summary requested)
         again. None: on for model-written summaries (at
-        `checkpoints.default_path`), off for offline providers, which cost
+        `checkpoints.default_path`), off for offline summarizers, which cost
         nothing to recompute.
     """
 
@@ -198,9 +198,9 @@ def read_prompt(path: Any, default: str) -> str:
 
 
 def call_summarizer(ctx: CompactionContext, request: SummaryRequest) -> tuple[str | None, SummaryReceipt]:
-    """Ask the context's provider for a summary; never raises.
+    """Ask the context's summarizer for a summary; never raises.
 
-    Returns ``(text, receipt)``; text is None when the provider is
+    Returns ``(text, receipt)``; text is None when the summarizer is
     unavailable or fails. The failure's message goes into the receipt
     (``fallback=True``), and each strategy then does what it documents (fall
     back, "(no summary available)", an empty template). An empty answer is
@@ -221,10 +221,10 @@ def call_summarizer(ctx: CompactionContext, request: SummaryRequest) -> tuple[st
 
 
 def summarize_or_template(ctx: CompactionContext, request: SummaryRequest) -> tuple[str, SummaryReceipt]:
-    """Ask the provider for its answer to `request`, else return its template with every section empty.
+    """Ask the summarizer for its answer to `request`, else return its template with every section empty.
 
     The empty template stands in when the request leaves no room for an answer
-    (``max_output_tokens <= 0``: nothing is asked) or the provider is
+    (``max_output_tokens <= 0``: nothing is asked) or the summarizer is
     unavailable or fails; the receipt then says why (``fallback=True``, its
     text the template). What a strategy does with a real answer (format it,
     verify it) stays with the strategy.
@@ -253,7 +253,7 @@ def summarize_or_template(ctx: CompactionContext, request: SummaryRequest) -> tu
 
 
 def summary_label(receipt: SummaryReceipt, fallback_label: str) -> str:
-    """Table label of a summary segment: stand-in, provider name, or what replaced it."""
+    """Table label of a summary segment: stand-in, summarizer name, or what replaced it."""
     if receipt.fallback:
         return fallback_label
     return STAND_IN_LABEL if receipt.stand_in else f"summary ({receipt.provider})"

@@ -54,7 +54,7 @@ Summary request (`fork_request`, ``compact.ts`` ``streamCompactSummary``)
     fork's input exceeds ``W``; ``notes["ptl_dropped_turns"]`` counts them.
 Summary (`format_summary`, ``prompt.ts`` ``formatCompactSummary``)
     The model's ``<analysis>`` scratch block is stripped; a ``<summary>``
-    block becomes ``Summary:`` and its content. With provider ``none`` (or a
+    block becomes ``Summary:`` and its content. With summarizer ``none`` (or a
     failure) the summary is the empty nine-section template and the receipt
     says why (``fallback=True``).
 Next request after compaction (``compact.ts`` ``buildPostCompactMessages``)
@@ -815,13 +815,13 @@ class ClaudeCode:
             summary_cap = max(0, min(int(ctx.param("summary_tokens", SUMMARY_TOKENS)), room - reserve))
             req, notes["ptl_dropped_turns"] = self._fit_fork(recs, ctx, summary_cap)
             text, receipt = self._summarise(req, ctx)
-            if cnt.count(text) > room - reserve:  # a provider overshot its cap
+            if cnt.count(text) > room - reserve:  # a summarizer overshot its cap
                 text = _truncate_tokens(text, room - reserve, ctx)
                 notes["summary_truncated"] = True
             receipt = replace(receipt, text=text)
             # one user message: the preface, the summary, the instruction to carry on
             segs.append(Segment("header", "user", SUMMARY_PREFACE, message="compact-summary"))
-            # Labelled as every arm labels its summary: the stand-in, the provider, or the empty template.
+            # Labelled as every arm labels its summary: the stand-in, the summarizer, or the empty template.
             segs.append(
                 Segment(
                     "summary",

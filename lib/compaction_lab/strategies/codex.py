@@ -143,7 +143,7 @@ Summary request (shape ``history+instruction``)
     request's ``tools``.
 
 On summary failure (param ``on_failure``)
-    When the summary call fails -- the provider is unavailable or raises, or
+    When the summary call fails -- the summarizer is unavailable or raises, or
     the request does not fit even with every history item dropped -- Codex's
     compact task returns the error and leaves the history as it was
     (``compact.rs``: ``return Err(e)`` before ``replace_history``).
@@ -241,7 +241,7 @@ NO_SUMMARY = "(no summary available)"
 
 INITIAL_CONTEXT_LABEL = "re-injected initial context"
 
-#: Labels of the summary segment: the provider gave nothing (``on_failure="placeholder"``), the model
+#: Labels of the summary segment: the summarizer gave nothing (``on_failure="placeholder"``), the model
 #: answered with nothing, an earlier summary the live history carries, a remote compaction's encrypted one.
 NO_SUMMARY_LABEL = "no summary available"
 EMPTY_SUMMARY_LABEL = "summary (empty answer)"

@@ -96,9 +96,9 @@ Summarized
     final user message; template ``futureos-handoff``; ``max_output_tokens`` =
     the summary budget less the segment's one-line prefix. The answer becomes one ``summary`` segment (role user:
     harness-delivered context, like every authored segment here) after the
-    evidence index, labelled `STAND_IN_LABEL` when the provider is a stand-in,
-    cut to the summary budget if a provider overshoots.
-    *Fallback*: when the provider is unavailable (``none``), raises, or returns
+    evidence index, labelled `STAND_IN_LABEL` when the summarizer is a stand-in,
+    cut to the summary budget if a summarizer overshoots.
+    *Fallback*: when the summarizer is unavailable (``none``), raises, or returns
     an empty text, the deterministic projection is committed exactly as
     ``futureos-deterministic`` computes it (its budgets: no summary reserve) with
     ``algorithm_version = deterministic-2`` — the seed's "deterministic is also
@@ -911,7 +911,7 @@ class FutureOS:
                 None,
                 dataclasses.replace(receipt, text="", fallback=True, error="the provider returned an empty summary"),
             )
-        if text is None:  # SummaryUnavailable, or any provider failure: fall back
+        if text is None:  # SummaryUnavailable, or any summarizer failure: fall back
             return build_projection(
                 session,
                 cut,

@@ -117,7 +117,7 @@ Summary failure (param ``on_failure``, default ``"upstream"``)
     OpenCode does not compact when the summary call fails: the processor
     stops (``processCompaction`` returns ``"stop"`` on a message error or a
     context overflow) and the session keeps its history. So when the
-    provider is unavailable or raises, or the request is larger than the
+    summarizer is unavailable or raises, or the request is larger than the
     provider accepts (`request_limit`: the declared input limit, else W less
     the output cap -- the provider's context overflow; the request is sent,
     as upstream sends it, and an answer to it is not used), the projection
@@ -257,7 +257,7 @@ SUFFIX_INSTRUCTIONS = (
     "commands, error strings, URLs and identifiers.",
 )
 
-#: The summary when no provider writes one: the template with every section empty.
+#: The summary when no summarizer writes one: the template with every section empty.
 EMPTY_SUMMARY = """## Objective
 (none)
 

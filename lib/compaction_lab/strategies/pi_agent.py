@@ -852,7 +852,7 @@ class PiStrategy:
         )
         pre_req = self.turn_prefix_request(prep.turn_prefix, ctx, p_cap) if split else None
         body, receipt = self._summarise(hist_req, pre_req, ctx)
-        if cnt.count(body) > summary_room:  # a provider overshot its cap
+        if cnt.count(body) > summary_room:  # a summarizer overshot its cap
             body = _truncate_tokens(body, summary_room, ctx)
             notes["summary_truncated"] = True
         receipt = replace(receipt, text=body)

@@ -34,7 +34,7 @@ pi's ``first_kept_entry_id``, OpenCode's resolved tail start, Codex's
     <model>)``.
 
 What each agent's next request holds (the summary segment is labelled
-``recorded summary (<agent>, <model>)``; nothing is asked of any provider)
+``recorded summary (<agent>, <model>)``; nothing is asked of any summarizer)
 ----------------------------------------------------------------------------
 * pi — ``pi_agent.live_history``: the summary as pi's compaction-summary user
   message, then the entries from ``firstKeptEntryId`` on.

@@ -1,6 +1,6 @@
-"""Summary providers: who writes a strategy's summary.
+"""Summarizers: who writes a strategy's summary.
 
-Every provider receives the strategy's own `SummaryRequest` (its messages in
+Every summarizer receives the strategy's own `SummaryRequest` (its messages in
 the strategy's documented shape, the template the answer must follow, the
 output cap) and returns text plus usage.
 
@@ -18,7 +18,7 @@ output cap) and returns text plus usage.
     request shape through the ledger (`summarize.endpoint`). Labelled with the
     model's name.
 
-Each registers itself in `SUMMARIZERS` where it is defined; adding a provider
+Each registers itself in `SUMMARIZERS` where it is defined; adding a summarizer
 is adding a module to this package.
 """
 
@@ -38,19 +38,19 @@ from compaction_lab.summarize.base import (
 
 
 def get_summarizer(name: str, model: Any = None) -> Summarizer:
-    """Return a provider by name: ``none``, ``extractive`` (offline stand-in) or ``model`` (`SUMMARIZERS`).
+    """Return a summarizer by name: ``none``, ``extractive`` (offline stand-in) or ``model`` (`SUMMARIZERS`).
 
     Parameters
     ----------
     name : str
     model : ModelConfig or mapping, optional
         The endpoint for ``model`` (base_url, model, api_key_env, ...);
-        ignored by the offline providers.
+        ignored by the offline summarizers.
 
     Raises
     ------
     ValueError
-        When no provider has that name (the message lists the registered ones).
+        When no summarizer has that name (the message lists the registered ones).
     """
     try:
         factory = SUMMARIZERS.get(name)

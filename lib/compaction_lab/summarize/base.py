@@ -1,9 +1,9 @@
-"""What every summary provider shares: the result type, the protocol, the failure, the registry, and ``none``.
+"""What every summarizer shares: the result type, the protocol, the failure, the registry, and ``none``.
 
-Its own module so that the providers (`extractive`, `model`) import it without importing the package
-that chooses among them (`summarize.get_summarizer`). Each provider registers a factory in `SUMMARIZERS`
+Its own module so that the summarizers (`extractive`, `model`) import it without importing the package
+that chooses among them (`summarize.get_summarizer`). Each summarizer registers a factory in `SUMMARIZERS`
 where it is defined: ``factory(model) -> Summarizer``, where `model` is the endpoint configuration (or
-None), which only a model-backed provider uses.
+None), which only a model-backed summarizer uses.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from compaction_lab.core.registry import Registry
 
 
 class SummaryUnavailable(RuntimeError):
-    """The provider cannot produce a summary (none configured, unreachable, failed)."""
+    """The summarizer cannot produce a summary (none configured, unreachable, failed)."""
 
 
 @dataclass(frozen=True)
 class SummaryResult:
-    """A provider's answer and the usage it reports (zeros when nothing was billed)."""
+    """A summarizer's answer and the usage it reports (zeros when nothing was billed)."""
 
     text: str
     input_tokens: int = 0
@@ -42,10 +42,10 @@ class Summarizer(Protocol):
         ...
 
 
-#: Makes a provider from the endpoint configuration (a ``ModelConfig``, a mapping, or None).
+#: Makes a summarizer from the endpoint configuration (a ``ModelConfig``, a mapping, or None).
 SummarizerFactory = Callable[[Any], Summarizer]
 
-#: Every summary provider by name, listed by rank (``none``, ``extractive``, ``model``); discovery imports
+#: Every summarizer by name, listed by rank (``none``, ``extractive``, ``model``); discovery imports
 #: every module of this package but this one.
 SUMMARIZERS: Registry[SummarizerFactory] = Registry(
     "summarizer", packages=("compaction_lab.summarize",), skip=frozenset({"base"})
@@ -53,7 +53,7 @@ SUMMARIZERS: Registry[SummarizerFactory] = Registry(
 
 
 class NoSummarizer:
-    """No summary provider: every request is unavailable (zero cost)."""
+    """No summarizer: every request is unavailable (zero cost)."""
 
     name = "none"
     stand_in = False
@@ -65,7 +65,7 @@ class NoSummarizer:
 
 @SUMMARIZERS.register("none", rank=10)
 def _none(model: Any = None) -> Summarizer:
-    """Build the ``none`` provider (`model` is ignored)."""
+    """Build the ``none`` summarizer (`model` is ignored)."""
     return NoSummarizer()
 
 

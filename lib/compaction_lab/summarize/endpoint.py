@@ -1,6 +1,6 @@
-"""The ``model`` summary provider: each strategy's own summary request, sent to a real endpoint.
+"""The ``model`` summarizer: each strategy's own summary request, sent to a real endpoint.
 
-Any OpenAI-compatible chat endpoint (`providers.ModelConfig`: DeepSeek,
+Any OpenAI-compatible chat endpoint (`endpoints.ModelConfig`: DeepSeek,
 OpenAI, vLLM, llama.cpp, Ollama). The request is the strategy's
 `SummaryRequest` exactly (`SummaryRequest.to_openai`: its system prompt, its
 tools or none, its messages, its output cap), so what the model sees is the
@@ -54,8 +54,8 @@ class ModelSummarizer:
 
     Parameters
     ----------
-    config : providers.ModelConfig
-    client : providers.ChatClient, optional
+    config : endpoints.ModelConfig
+    client : endpoints.ChatClient, optional
         Shared client (its ledger and concurrency limit); made from `config` if None.
     """
 
@@ -88,5 +88,5 @@ class ModelSummarizer:
 
 @SUMMARIZERS.register("model", rank=30)
 def _model(model: Any = None) -> Summarizer:
-    """Build the model-backed provider for the endpoint `model` (a ``ModelConfig`` or mapping)."""
+    """Build the model-backed summarizer for the endpoint `model` (a ``ModelConfig`` or mapping)."""
     return ModelSummarizer(model)

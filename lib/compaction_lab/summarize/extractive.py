@@ -1,4 +1,4 @@
-"""The ``extractive`` provider: an offline, deterministic, model-free summary stand-in.
+"""The ``extractive`` summarizer: an offline, deterministic, model-free summary stand-in.
 
 It answers a strategy's `SummaryRequest` the way a summariser would be asked
 to — by filling the strategy's *own* template (``request.template``) — but
@@ -201,7 +201,7 @@ TEMPLATES: dict[str, Template] = {
     ),
 }
 
-#: Used when a request names a template this provider does not know.
+#: Used when a request names a template this summarizer does not know.
 GENERIC_TEMPLATE = Template(
     "generic-handoff",
     (
@@ -249,7 +249,7 @@ def template_for(name: str) -> Template:
 
 
 def empty_template(name: str) -> str:
-    """Render the named template with every section "(none)" (what a strategy shows with no provider)."""
+    """Render the named template with every section "(none)" (what a strategy shows with no summarizer)."""
     return _render(template_for(name), {})
 
 
@@ -758,7 +758,7 @@ def fill(
     return text
 
 
-# --------------------------------------------------------------------------- the provider
+# --------------------------------------------------------------------------- the summarizer
 
 
 class ExtractiveSummarizer:
