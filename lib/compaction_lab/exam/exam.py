@@ -48,6 +48,7 @@ MACHINERY: frozenset[str] = frozenset(
     {
         "allocation",
         "bank",
+        "calls",
         "cases",
         "cuts",
         "exam",
@@ -56,6 +57,7 @@ MACHINERY: frozenset[str] = frozenset(
         "probes",
         "readers",
         "reading",
+        "rediscovery",
         "stats",
         "types",
     }

@@ -313,7 +313,9 @@ READERS: Registry[Callable[..., Reader]] = Registry(
             "allocation",
             "bank",
             "base",
+            "calls",
             "cases",
+            "continuation",
             "closed",
             "cuts",
             "exam",
@@ -322,6 +324,7 @@ READERS: Registry[Callable[..., Reader]] = Registry(
             "probes",
             "reading",
             "recorded",
+            "rediscovery",
             "stats",
             "types",
         }

@@ -1,0 +1,55 @@
+"""A recorded tool call read back from its record: its arguments, and the key two calls are compared by.
+
+Every importer writes a tool call's record text as the model saw it, the tool's name then its JSON
+arguments (`core.text.tool_call_text`). The continuation exam and the rediscovery measure need the
+arguments back, and a key under which two calls are *the same call*: the same tool name and identical
+arguments after canonical JSON (sorted keys, no whitespace), so a harness's key order or spacing does not
+make a repeat look new.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from compaction_lab.core.fingerprints import canonical_json
+from compaction_lab.core.session import Record
+
+
+def call_arguments(record: Record) -> Any:
+    """Return the arguments of a ``tool_call`` record as the model sent them.
+
+    Parameters
+    ----------
+    record : Record
+        A ``tool_call`` record (its text is ``"<tool> <arguments>"``).
+
+    Returns
+    -------
+    object
+        The decoded JSON arguments; the raw argument text when it is not JSON (a harness that sends a
+        command line, or a damaged log); ``""`` when the call has none.
+    """
+    text = record.text
+    tool = record.tool or ""
+    rest = text[len(tool) + 1 :] if tool and text.startswith(tool + " ") else ("" if text == tool else text)
+    if not rest.strip():
+        return ""
+    try:
+        return json.loads(rest)
+    except ValueError:
+        return rest
+
+
+def canonical_arguments(record: Record) -> str:
+    """Return a call's arguments as canonical JSON (`core.fingerprints.canonical_json`), the raw text if not JSON."""
+    args = call_arguments(record)
+    return args if isinstance(args, str) else canonical_json(args)
+
+
+def call_key(record: Record) -> tuple[str, str]:
+    """Return what makes two calls the same call: the tool name and the canonical arguments."""
+    return (record.tool or "", canonical_arguments(record))
+
+
+__all__ = ["call_arguments", "call_key", "canonical_arguments"]

@@ -1,0 +1,805 @@
+"""The continuation exam: after a compaction, does the agent still hold what its next steps need.
+
+The closed book asks about facts; it measures *recognition*. Every session also records what the agent
+did next after any cut — its next tool calls and their arguments — and this exam grades a compaction
+against that recorded next step (notebook 07, after the open book).
+
+The key (`ContinuationCase`)
+    For a case cut at ``c`` (the closed book's cases, and the recorded block's: each compaction an agent
+    logged), the next ``continuation_k`` tool calls from ``c`` on (`NextAction`: tool name, arguments as
+    canonical JSON) and the *targets* in them (`Target`): the exact values the probes' extractors find in
+    the call (`probes.candidates.extract`: paths, identifiers, numbers, ports), its URLs, its command's
+    head and the short literal values it passes (string arguments of one line). Each target is
+    classified by where it occurred before the cut, with the closed book's normalisation
+    (`grading.normalise`; a path also in its relative, absolute and ``@``-mention forms,
+    `probes.selection.path_forms`):
+
+    ``needed``   in the covered part (before the case's ``tail_start``) and not in the region every arm
+                 keeps verbatim (the recent tail ``[tail_start, c)``; for a recorded case also the text the
+                 agent kept elsewhere) nor in the system prompt: the agent had seen it and needs it again —
+                 it can only come from memory. Only these are scored.
+    ``in_tail``  in the verbatim-kept region: every arm holds it; not scored.
+    ``system``   in the system prompt: every request carries it; not scored.
+    ``new``      nowhere before the cut: new exploration; not scored.
+
+The offline grade: needed-next recall (a labelled stand-in)
+    Per arm, the share of needed targets of the next K actions that the projection still holds — verbatim
+    presence after normalisation, as the verbatim reader decides (`READER_LABEL` says so in every table and
+    figure). It is a question mix chosen by what the agent really did next, not by a generator. It cannot
+    show whether a model would *use* what is held, nor credit a summary that paraphrases a value.
+
+Decoy actions
+    For a share of cases (``continuation_decoy_share``, seeded per case) the key also lists look-alike
+    objects that never existed (`probes.decoys.mutate` of a needed path or identifier, absent from the whole
+    session). A model's predicted call that targets one "acted on a hallucinated object"; offline nothing
+    can act, so decoy actions are not measured.
+
+Tables (`ContinuationExam.tables`)
+    ``exam_continuation`` one row per block × case × arm × next action (`ACTION_COLUMNS`);
+    ``continuation_targets`` one row per block × case × arm × needed target (`TARGET_COLUMNS`: the unit
+    the intervals resample); ``continuation_recall`` per block × arm, `stats.recall_table` over the
+    targets with sessions as the resampled unit, plus the model grade's rates (NaN offline);
+    ``rediscovery`` and ``rediscovery_compactions`` what real compactions cost the agents that made them
+    (`exam.rediscovery`).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from compaction_lab import strategies
+from compaction_lab.core.projection import Projection
+from compaction_lab.core.session import POINTER_OF_KIND, Record, Session
+from compaction_lab.exam import cases as exam_cases
+from compaction_lab.exam import recorded, stats
+from compaction_lab.exam.calls import call_arguments, canonical_arguments
+from compaction_lab.exam.closed import usable_capacity
+from compaction_lab.exam.exam import EXAMS, Exam, ExamParams, Source
+from compaction_lab.exam.grading import normalise
+from compaction_lab.exam.probes import candidates
+from compaction_lab.exam.probes.decoys import mutate, session_vocab
+from compaction_lab.exam.probes.selection import path_forms
+from compaction_lab.exam.reading import messages_text
+from compaction_lab.exam.types import Case
+from compaction_lab.strategies.base import CompactionContext
+from compaction_lab.strategies.labels import strategy_label
+
+#: How tables and figures name the offline grade: verbatim presence of the needed targets, a stand-in.
+READER_LABEL = "needed-next recall (verbatim presence, stand-in)"
+READER_NAME = "needed-next"
+
+#: Target categories, in the order tables list them.
+CATEGORIES: tuple[str, ...] = (
+    "path",
+    "identifier",
+    "tool_returned_id",
+    "number",
+    "url",
+    "command",
+    "argument",
+    "error_string",
+    "quoted",
+)
+
+#: Where a target occurred before the cut (module docstring); only ``needed`` is scored.
+STATUSES: tuple[str, ...] = ("needed", "in_tail", "system", "new")
+
+#: The blocks of cases: the closed book's, and the recorded compactions'.
+BLOCKS: tuple[str, ...] = ("closed", "recorded")
+
+_URL = re.compile(r"https?://[^\s\"'<>`]+")
+_ARG_MAX = 120  # a literal argument longer than this is content (a file body, an edit), not a value
+
+
+@dataclass(frozen=True)
+class Target:
+    """One value a next action acts on or passes.
+
+    Attributes
+    ----------
+    value : str
+        As the call wrote it.
+    category : str
+        One of `CATEGORIES`.
+    forms : tuple of str
+        The normalised spellings that count as holding it (the value's, and a path's other forms).
+    status : str
+        One of `STATUSES`: where it occurred before the cut.
+    first_seen : int
+        The source_order of its first covered occurrence (-1 unless ``needed``).
+    pointer : str
+        The kind of record it was first seen in (``user``, ``assistant``, ``tool``; "" unless ``needed``).
+    """
+
+    value: str
+    category: str
+    forms: tuple[str, ...]
+    status: str = "new"
+    first_seen: int = -1
+    pointer: str = ""
+
+    @property
+    def needed(self) -> bool:
+        """Tell whether the target is scored: seen before the cut, outside what every arm keeps verbatim."""
+        return self.status == "needed"
+
+
+@dataclass(frozen=True)
+class NextAction:
+    """One recorded tool call after the cut.
+
+    Attributes
+    ----------
+    rank : int
+        0 for the first call after the cut, up to K − 1.
+    source_order : int
+    entry_id : str
+    tool : str
+    arguments : str
+        Canonical JSON of the arguments (`calls.canonical_arguments`).
+    targets : tuple of Target
+    """
+
+    rank: int
+    source_order: int
+    entry_id: str
+    tool: str
+    arguments: str
+    targets: tuple[Target, ...] = ()
+
+    @property
+    def needed(self) -> tuple[Target, ...]:
+        """The targets scored (`Target.needed`)."""
+        return tuple(t for t in self.targets if t.needed)
+
+
+@dataclass(frozen=True)
+class ContinuationCase:
+    """A case of the closed book (or of the recorded block) with the key of what the agent did next.
+
+    Attributes
+    ----------
+    block : str
+        ``closed`` or ``recorded`` (`BLOCKS`).
+    case : Case
+        Its session, cut and tail (its questions are not asked here).
+    actions : tuple of NextAction
+        The next K tool calls from the cut on (fewer at a session's end; none when the cut is its end).
+    decoys : tuple of str
+        Look-alike objects that never existed in the session (empty for most cases).
+    """
+
+    block: str
+    case: Case
+    actions: tuple[NextAction, ...]
+    decoys: tuple[str, ...] = ()
+
+    @property
+    def needed(self) -> tuple[tuple[NextAction, Target], ...]:
+        """Every scored target, with its action, in action order."""
+        return tuple((a, t) for a in self.actions for t in a.needed)
+
+
+# --------------------------------------------------------------------------- the key
+
+
+def _leaves(args: Any) -> list[str]:
+    """Return the string values of a call's arguments, depth first (keys are the tool's, not the agent's values)."""
+    if isinstance(args, str):
+        return [args]
+    if isinstance(args, Mapping):
+        return [v for val in args.values() for v in _leaves(val)]
+    if isinstance(args, list):
+        return [v for val in args for v in _leaves(val)]
+    return []
+
+
+def _command(args: Any) -> str | None:
+    """Return the command line a shell call runs (the ``command`` / ``cmd`` argument), None for other calls."""
+    if isinstance(args, Mapping):
+        for key in ("command", "cmd"):
+            val = args.get(key)
+            if isinstance(val, str) and val.strip():
+                return val
+            if isinstance(val, list) and val and all(isinstance(v, str) for v in val):
+                # Codex's shell passes argv; `bash -lc "<line>"` carries the line last
+                return val[-1] if val[0] in ("bash", "sh", "zsh") and len(val) >= 3 else " ".join(val)
+    return None
+
+
+def _forms(value: str, category: str, cwd: str | None) -> tuple[str, ...]:
+    forms = [value]
+    if category == "path":
+        rel, others = path_forms(value.lstrip("@"), cwd)
+        forms += [value.lstrip("@"), *(others if rel is not None else ())]
+    return tuple(dict.fromkeys(f for f in (normalise(x) for x in forms) if f))
+
+
+def targets_of(record: Record, cwd: str | None = None) -> list[Target]:
+    """Return the targets of one tool call (unclassified: status ``new``), each value once.
+
+    The probes' exact-value extractors over the call's text, then its URLs, its command's head (the first
+    word of a shell command, when it is not too easy to guess) and the short one-line string arguments it
+    passes. A value too easy to guess (`candidates.guessable`) is not a target.
+
+    Parameters
+    ----------
+    record : Record
+        A ``tool_call`` record.
+    cwd : str, optional
+        The session's working directory (a path's absolute and relative forms are one target).
+    """
+    args = call_arguments(record)
+    found: list[tuple[str, str]] = [(c.value, c.category) for c in candidates.extract(record)]
+    found += [(m.group(0).rstrip(".,;:)"), "url") for m in _URL.finditer(record.text)]
+    line = _command(args)
+    if line:
+        head = line.strip().split()[0]
+        found.append((head, "path" if "/" in head else "command"))
+    for leaf in _leaves(args):
+        v = leaf.strip()
+        if v and "\n" not in v and len(v) <= _ARG_MAX and v != (line or "").strip():
+            found.append((v, "argument"))
+    out: list[Target] = []
+    seen: set[str] = set()
+    for value, category in found:
+        forms = _forms(value, category, cwd)
+        if not forms or candidates.guessable(value) or forms[0] in seen:
+            continue
+        # a literal argument that only repeats a value already found (a bare path argument) adds nothing
+        if category == "argument" and any(forms[0] == t.forms[0] for t in out):
+            continue
+        seen.add(forms[0])
+        out.append(Target(value, category, forms))
+    return out
+
+
+@dataclass
+class _Haystack:
+    """A session's records normalised once (a session is keyed by many cases and actions)."""
+
+    session: Session
+    texts: list[tuple[int, str, str]] = field(default_factory=list)  # (source_order, pointer, normalised text)
+    system: str = ""
+    whole: str = ""
+
+    @classmethod
+    def of(cls, session: Session) -> _Haystack:
+        h = cls(session)
+        system = [str(session.metadata.get("system_prompt") or "")]
+        for r in session.records:
+            text = normalise(r.text + ("\n" + r.target if r.target else ""))
+            if r.kind == "system":
+                system.append(text)
+            elif r.kind != "meta":
+                h.texts.append((r.source_order, POINTER_OF_KIND.get(r.kind, ""), text))
+        h.system = normalise("\n".join(system))
+        h.whole = "\n".join(t for _, _, t in h.texts) + "\n" + h.system
+        return h
+
+    def first(self, forms: Sequence[str], lo: int, hi: int) -> tuple[int, str] | None:
+        """Return the first record in ``[lo, hi)`` holding one of `forms`: (source_order, pointer)."""
+        for order, pointer, text in self.texts:
+            if lo <= order < hi and any(f in text for f in forms):
+                return order, pointer
+        return None
+
+
+def classify(target: Target, hay: _Haystack, case: Case, kept: str = "") -> Target:
+    """Return `target` with its status and first covered occurrence (module docstring, "The key")."""
+    if any(f in hay.system for f in target.forms):
+        return Target(target.value, target.category, target.forms, "system")
+    if hay.first(target.forms, case.tail_start, case.cut) is not None or (
+        kept and any(f in kept for f in target.forms)
+    ):
+        return Target(target.value, target.category, target.forms, "in_tail")
+    hit = hay.first(target.forms, 0, case.tail_start)
+    if hit is None:
+        return Target(target.value, target.category, target.forms, "new")
+    return Target(target.value, target.category, target.forms, "needed", hit[0], hit[1] or "tool")
+
+
+def next_calls(session: Session, start: int, k: int) -> list[Record]:
+    """Return the first `k` tool calls with ``source_order >= start``, in order."""
+    out: list[Record] = []
+    for r in session.records:
+        if r.source_order >= start and r.kind == "tool_call":
+            out.append(r)
+            if len(out) == k:
+                break
+    return out
+
+
+def _decoys(
+    case: Case, actions: Sequence[NextAction], hay: _Haystack, share: float, seed: int, n: int = 1
+) -> tuple[str, ...]:
+    """Look-alikes of the case's needed paths and identifiers, absent from the whole session (seeded)."""
+    rng = random.Random(f"{seed}:{case.id}:continuation")
+    if share <= 0 or rng.random() >= share:
+        return ()
+    pool = [
+        t for a in actions for t in a.needed if t.category in ("path", "identifier", "tool_returned_id", "argument")
+    ]
+    if not pool:
+        return ()
+    vocab = session_vocab(hay.session)
+    out: list[str] = []
+    for t in rng.sample(pool, len(pool)):
+        for _ in range(5):  # a bad draw may return the value itself or another one the session holds
+            alike = mutate(t.value, "identifier" if t.category == "argument" else t.category, rng, vocab)
+            if alike != t.value and normalise(alike) and normalise(alike) not in hay.whole:
+                out.append(alike)
+                break
+        if len(out) == n:
+            break
+    return tuple(out)
+
+
+def build_key(
+    block: str,
+    case: Case,
+    session: Session,
+    k: int,
+    *,
+    kept: str = "",
+    decoy_share: float = 0.0,
+    seed: int = 7,
+    hay: _Haystack | None = None,
+) -> ContinuationCase:
+    """Return the key of one case: its next `k` tool calls, their targets classified, and its decoys.
+
+    Parameters
+    ----------
+    block : str
+        ``closed`` or ``recorded``.
+    case : Case
+    session : Session
+    k : int
+        How many next calls (``continuation_k``).
+    kept : str
+        Normalised text an agent kept verbatim outside the tail (a recorded case), which every arm is
+        credited as keeping: its targets are not scored.
+    decoy_share : float
+        The share of cases that get decoy objects.
+    seed : int
+    """
+    hay = hay or _Haystack.of(session)
+    cwd = session.metadata.get("cwd") if isinstance(session.metadata.get("cwd"), str) else None
+    actions = []
+    for rank, r in enumerate(next_calls(session, case.cut, k)):
+        targets = tuple(classify(t, hay, case, kept) for t in targets_of(r, cwd))
+        actions.append(NextAction(rank, r.source_order, r.entry_id, r.tool or "", canonical_arguments(r), targets))
+    return ContinuationCase(block, case, tuple(actions), _decoys(case, actions, hay, decoy_share, seed))
+
+
+# --------------------------------------------------------------------------- the offline grade
+
+#: Columns of ``exam_continuation``: one row per block × case × arm × next action.
+ACTION_COLUMNS: list[str] = [
+    "block",
+    "case_id",
+    "session_id",
+    "cut",
+    "strategy",
+    "strategy_label",
+    "reader",
+    "reader_label",
+    "action_rank",
+    "action_source_order",
+    "tool",
+    "arguments",
+    "targets",
+    "target_categories",
+    "target_status",
+    "needed",
+    "held",
+    "n_needed",
+    "n_held",
+    "decoys",
+    "projection_tokens",
+    "over_window",
+    "predicted_tool",
+    "predicted_arguments",
+    "tool_match",
+    "target_match",
+    "exact_match",
+    "matched_rank",
+    "acted_on_decoy",
+]
+
+#: Columns of ``continuation_targets``: one row per block × case × arm × needed target (what intervals resample).
+TARGET_COLUMNS: list[str] = [
+    "block",
+    "strategy",
+    "strategy_label",
+    "reader",
+    "reader_label",
+    "session_id",
+    "case_id",
+    "question_id",
+    "action_rank",
+    "target",
+    "category",
+    "source_order",
+    "pointer",
+    "decoy",
+    "correct",
+    "projection_tokens",
+    "over_window",
+]
+
+#: Model-grade columns of ``continuation_recall`` (rates over the cases a prediction was asked for; NaN offline).
+MODEL_COLUMNS: list[str] = ["n_predicted", "tool_match", "target_match", "exact_match", "decoy_actions"]
+
+
+@dataclass(frozen=True)
+class ContinuationResult:
+    """What grading produced: the action rows and the target rows (`ACTION_COLUMNS`, `TARGET_COLUMNS`)."""
+
+    actions: pd.DataFrame
+    targets: pd.DataFrame
+    arms: tuple[tuple[str, str, str], ...] = ()  # (block, strategy, label) of every arm graded, in order
+
+
+def holds(text: str, target: Target) -> bool:
+    """Tell whether normalised projection text holds the target (any of its forms)."""
+    return any(f in text for f in target.forms)
+
+
+def grade_case(cc: ContinuationCase, p: Projection, ctx: CompactionContext) -> tuple[list[dict], list[dict]]:
+    """Grade one projection against one key: action rows and needed-target rows."""
+    text = normalise(messages_text(p.messages()))
+    over = p.tokens > usable_capacity(ctx)
+    label = strategy_label(p)
+    base = {
+        "block": cc.block,
+        "case_id": cc.case.id,
+        "session_id": cc.case.session_id,
+        "strategy": p.strategy,
+        "strategy_label": label,
+        "reader": READER_NAME,
+        "reader_label": READER_LABEL,
+        "projection_tokens": p.tokens,
+        "over_window": over,
+    }
+    action_rows, target_rows = [], []
+    for a in cc.actions:
+        needed = a.needed
+        held = [t.value for t in needed if holds(text, t)]
+        action_rows.append(
+            {
+                **base,
+                "cut": cc.case.cut,
+                "action_rank": a.rank,
+                "action_source_order": a.source_order,
+                "tool": a.tool,
+                "arguments": a.arguments,
+                "targets": [t.value for t in a.targets],
+                "target_categories": [t.category for t in a.targets],
+                "target_status": [t.status for t in a.targets],
+                "needed": [t.value for t in needed],
+                "held": held,
+                "n_needed": len(needed),
+                "n_held": len(held),
+                "decoys": list(cc.decoys),
+                # the model grade's (`next_action`): not asked offline
+                "predicted_tool": None,
+                "predicted_arguments": None,
+                "tool_match": None,
+                "target_match": None,
+                "exact_match": None,
+                "matched_rank": None,
+                "acted_on_decoy": None,
+            }
+        )
+        for j, t in enumerate(needed):
+            target_rows.append(
+                {
+                    **base,
+                    "question_id": f"{cc.case.id}-a{a.rank}-t{j}",
+                    "action_rank": a.rank,
+                    "target": t.value,
+                    "category": t.category,
+                    "source_order": t.first_seen,
+                    "pointer": t.pointer or "tool",
+                    "decoy": False,
+                    "correct": holds(text, t),
+                }
+            )
+    return action_rows, target_rows
+
+
+def arms_of(block: str, names: Sequence[str] | None) -> list[str]:
+    """Return the arms a block projects: the listed ones; the recorded block puts the agent's own first."""
+    listed = list(names or strategies.names())
+    return ["recorded", *[n for n in listed if n != "recorded"]] if block == "recorded" else listed
+
+
+def run_continuation(
+    keys: Sequence[ContinuationCase],
+    sessions: Mapping[str, Session],
+    names: Sequence[str] | None,
+    ctx: CompactionContext,
+    progress: bool = False,
+) -> ContinuationResult:
+    """Project every keyed case with every arm (one compaction each) and grade the needed targets it holds.
+
+    Parameters
+    ----------
+    keys : sequence of ContinuationCase
+    sessions : mapping of str to Session
+    names : sequence of str, optional
+        The listed arms (None: every listed strategy); a recorded case is also projected by ``recorded``.
+    ctx : CompactionContext
+    progress : bool
+        A progress bar over case × arm.
+    """
+    work = [(cc, n) for cc in keys for n in arms_of(cc.block, names)]
+    it: Any = work
+    if progress:
+        from tqdm.auto import tqdm
+
+        it = tqdm(work, desc="continuation", unit="projection")
+    actions: list[dict] = []
+    targets: list[dict] = []
+    arms: dict[tuple[str, str], str] = {}
+    for cc, name in it:
+        p = strategies.compact(sessions[cc.case.session_id], name, cc.case.cut, ctx)
+        arms.setdefault((cc.block, name), strategy_label(p))
+        a, t = grade_case(cc, p, ctx)
+        actions += a
+        targets += t
+    act = pd.DataFrame(actions, columns=ACTION_COLUMNS).astype(
+        {"n_needed": "int64", "n_held": "int64", "projection_tokens": "int64", "over_window": "bool"}
+    )
+    tgt = pd.DataFrame(targets, columns=TARGET_COLUMNS).astype(
+        {"source_order": "int64", "decoy": "bool", "correct": "bool", "over_window": "bool"}
+    )
+    return ContinuationResult(act, tgt, tuple((b, s, lab) for (b, s), lab in arms.items()))
+
+
+def recall_table(result: ContinuationResult, n_boot: int = 2000, seed: int = 7) -> pd.DataFrame:
+    """Per block × arm: needed targets held of N with a 95% interval over sessions, and the model grade.
+
+    An arm whose cases needed nothing from memory has a row with N = 0 (recall and interval NaN), never a
+    missing row: every arm graded is listed.
+    """
+    frames = []
+    for block in BLOCKS:
+        rows = result.targets[result.targets["block"] == block].drop(columns="block")
+        table = stats.recall_table(rows, n_boot=n_boot, seed=seed, unit="session") if len(rows) else None
+        graded = [(s, lab) for b, s, lab in result.arms if b == block]
+        if not graded:
+            continue
+        if table is None:
+            table = stats.recall_table(rows.iloc[:0], n_boot=n_boot, seed=seed, unit="session")
+        missing = [(s, lab) for s, lab in graded if s not in set(table["strategy"])]
+        if missing:
+            acts = result.actions[result.actions["block"] == block]
+            empty = pd.DataFrame(
+                [
+                    {
+                        "strategy": s,
+                        "strategy_label": lab,
+                        "reader": READER_NAME,
+                        "reader_label": READER_LABEL,
+                        "retained": 0,
+                        "n": 0,
+                        "recall": float("nan"),
+                        "ci_low": float("nan"),
+                        "ci_high": float("nan"),
+                        "ci_method": "no needed target: the next actions needed nothing from memory",
+                        "n_sessions": 0,
+                        "n_records": 0,
+                        "top_session_share": float("nan"),
+                        "over_window": bool(acts.loc[acts["strategy"] == s, "over_window"].any()),
+                        "decoys_fallen": 0,
+                        "decoys_n": 0,
+                        "projection_tokens": float(
+                            acts[acts["strategy"] == s].drop_duplicates("case_id")["projection_tokens"].mean()
+                        ),
+                    }
+                    for s, lab in missing
+                ]
+            )
+            table = pd.concat([table, empty.reindex(columns=table.columns)], ignore_index=True)
+        order = {s: i for i, (s, _) in enumerate(graded)}
+        table = table.sort_values("strategy", key=lambda c: c.map(order)).reset_index(drop=True)
+        table.insert(0, "block", block)
+        for col in MODEL_COLUMNS:
+            table[col] = float("nan")
+        frames.append(table)
+    if not frames:
+        empty = stats.recall_table(result.targets.iloc[:0].drop(columns="block"), n_boot=n_boot, seed=seed)
+        empty.insert(0, "block", pd.Series(dtype=str))
+        for col in MODEL_COLUMNS:
+            empty[col] = pd.Series(dtype=float)
+        return empty
+    out = pd.concat(frames, ignore_index=True)
+    out["n_records"] = out["n_records"].astype("Int64")
+    out["over_window"] = out["over_window"].astype(bool)
+    return out
+
+
+# --------------------------------------------------------------------------- the continuation exam as an `Exam`
+
+
+@dataclass(frozen=True)
+class ContinuationParams(ExamParams):
+    """The closed book's parameters, plus the continuation exam's own.
+
+    Attributes
+    ----------
+    continuation_k : int
+        How many recorded next tool calls form a case's key.
+    continuation_decoy_share : float
+        The share of cases whose key lists decoy objects (look-alikes that never existed).
+    price_table : str
+        The price table that prices rediscovered tool output ("" : not priced).
+    """
+
+    continuation_k: int = 5
+    continuation_decoy_share: float = 0.5
+    price_table: str = ""
+
+    def __post_init__(self) -> None:
+        """Refuse a K below 1 and a share outside [0, 1], naming the parameter."""
+        if int(self.continuation_k) < 1:
+            raise ValueError(f"continuation_k must be at least 1, got {self.continuation_k}")
+        if not 0.0 <= float(self.continuation_decoy_share) <= 1.0:
+            raise ValueError(f"continuation_decoy_share must lie in [0, 1], got {self.continuation_decoy_share}")
+
+
+@dataclass(frozen=True)
+class ContinuationCases:
+    """The keyed cases of a run (both blocks), the sessions, and the recorded block's cases as found."""
+
+    keys: tuple[ContinuationCase, ...]
+    sessions: Mapping[str, Session]
+    kind: str = ""
+    recorded_notes: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """Say how many cases have a next action and how many targets they need from memory."""
+        lines = []
+        for block in BLOCKS:
+            ks = [k for k in self.keys if k.block == block]
+            if not ks and block == "recorded":
+                continue
+            acting = sum(1 for k in ks if k.actions)
+            needed = sum(len(k.needed) for k in ks)
+            targets = sum(len(a.targets) for k in ks for a in k.actions)
+            lines.append(
+                f"{block}: {len(ks)} cases, {acting} with a recorded next action; "
+                f"{needed} of their {targets} targets needed from memory"
+            )
+        if not any(k.needed for k in self.keys):
+            lines.append(
+                "No next action needs a value from memory (none after a cut, or every target is new or kept "
+                "verbatim): the continuation recall is not measured."
+            )
+        return "\n".join(lines)
+
+    def key_table(self) -> pd.DataFrame:
+        """One row per case: its block, cut, next actions and targets by status."""
+        rows = []
+        for k in self.keys:
+            statuses = [t.status for a in k.actions for t in a.targets]
+            rows.append(
+                {
+                    "block": k.block,
+                    "case_id": k.case.id,
+                    "session_id": k.case.session_id,
+                    "cut": k.case.cut,
+                    "next_actions": len(k.actions),
+                    **{s: statuses.count(s) for s in STATUSES},
+                    "decoys": len(k.decoys),
+                }
+            )
+        return pd.DataFrame(
+            rows, columns=["block", "case_id", "session_id", "cut", "next_actions", *STATUSES, "decoys"]
+        )
+
+
+def keys_for(source: Source, params: ContinuationParams, ctx: CompactionContext | None = None) -> ContinuationCases:
+    """Key the run's cases: the closed book's (`cases.for_source`) and the recorded block's.
+
+    A run folder's banks are reused (notebook 03 saved them); sessions gathered in memory get theirs built.
+    """
+    run_cases = exam_cases.for_source(source, params.case_params())
+    sessions: dict[str, Session] = dict(run_cases.sessions)
+    hays: dict[str, _Haystack] = {}
+
+    def hay(sid: str) -> _Haystack:
+        if sid not in hays:
+            hays[sid] = _Haystack.of(sessions[sid])
+        return hays[sid]
+
+    k, share, seed = int(params.continuation_k), float(params.continuation_decoy_share), int(params.bank_seed)
+    keys = [
+        build_key("closed", c, sessions[c.session_id], k, decoy_share=share, seed=seed, hay=hay(c.session_id))
+        for c in run_cases.cases
+    ]
+    notes: tuple[str, ...] = ()
+    if run_cases.unit == "session":  # imported logs: the compactions their agents recorded
+        rec = recorded.for_source(source, params.case_params())
+        sessions.update(rec.sessions)
+        ctx = ctx or params.context()
+        for c in rec.cases:
+            s = sessions[c.session_id]
+            nxt = strategies.compact(s, "recorded", c.cut, ctx)
+            _, _, kept = recorded.kept_region(s, c.cut, nxt)
+            keys.append(
+                build_key(
+                    "recorded", c, s, k, kept=normalise(kept), decoy_share=share, seed=seed, hay=hay(c.session_id)
+                )
+            )
+        notes = rec.notes
+    return ContinuationCases(tuple(keys), sessions, run_cases.kind, notes)
+
+
+@EXAMS.register("continuation", rank=40, notebook="07_continuation_exam")
+class ContinuationExam(Exam[ContinuationCases, ContinuationResult]):
+    """The continuation exam (notebook 07): the recorded next actions as the key, needed-next recall per arm."""
+
+    params_type = ContinuationParams
+
+    def cases(self, source: Source, params: ExamParams) -> ContinuationCases:
+        """Key the closed book's cases and the recorded compactions (`keys_for`)."""
+        return keys_for(source, ContinuationParams.coerce(params))
+
+    def grade(
+        self, cases: ContinuationCases, params: ExamParams, ctx: CompactionContext, *, progress: bool = False
+    ) -> ContinuationResult:
+        """Project every keyed case with every arm and grade the needed targets each projection holds."""
+        return run_continuation(cases.keys, cases.sessions, params.names, ctx, progress=progress)
+
+    def tables(
+        self, cases: ContinuationCases, result: ContinuationResult, params: ExamParams
+    ) -> dict[str, pd.DataFrame]:
+        """Return the action rows, the target rows, recall per arm and the rediscovery after real compactions."""
+        from compaction_lab.exam import rediscovery
+
+        p = ContinuationParams.coerce(params)
+        imported = [s for s in cases.sessions.values() if s.source_format != "synthetic"]
+        price = p.price_table or None
+        return {
+            "exam_continuation": result.actions,
+            "continuation_targets": result.targets,
+            "continuation_recall": recall_table(result, n_boot=p.n_boot, seed=p.stats_seed),
+            "rediscovery": rediscovery.rediscovery_table(imported, price_table=price),
+            "rediscovery_compactions": rediscovery.compactions_table(imported, price_table=price),
+        }
+
+
+__all__ = [
+    "ACTION_COLUMNS",
+    "BLOCKS",
+    "CATEGORIES",
+    "MODEL_COLUMNS",
+    "READER_LABEL",
+    "STATUSES",
+    "TARGET_COLUMNS",
+    "ContinuationCase",
+    "ContinuationCases",
+    "ContinuationExam",
+    "ContinuationParams",
+    "ContinuationResult",
+    "NextAction",
+    "Target",
+    "build_key",
+    "classify",
+    "grade_case",
+    "holds",
+    "keys_for",
+    "next_calls",
+    "recall_table",
+    "run_continuation",
+    "targets_of",
+]
