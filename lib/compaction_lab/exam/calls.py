@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from compaction_lab.core.fingerprints import canonical_json
-from compaction_lab.core.session import Record
+from compaction_lab.core.session import Record, Session
 
 
 def call_arguments(record: Record) -> Any:
@@ -52,4 +52,19 @@ def call_key(record: Record) -> tuple[str, str]:
     return (record.tool or "", canonical_arguments(record))
 
 
-__all__ = ["call_arguments", "call_key", "canonical_arguments"]
+def user_ran(session: Session, record: Record) -> bool:
+    """Tell whether a ``tool_call`` record is a shell command the user ran, not a call the agent made.
+
+    pi records a user's ``!`` command as a ``bashExecution`` entry, which its importer turns into a
+    ``tool_call`` whose ``call_id`` is the entry's own id (`ingest.pi`); a model's call carries the id
+    the model's API gave it. Other formats record user commands as user text, never as calls.
+    """
+    return session.source_format == "pi" and record.call_id is not None and record.call_id == record.entry_id
+
+
+def agent_calls(session: Session) -> list[Record]:
+    """Return the session's ``tool_call`` records the agent made, in order (`user_ran` ones left out)."""
+    return [r for r in session.records if r.kind == "tool_call" and not user_ran(session, r)]
+
+
+__all__ = ["agent_calls", "call_arguments", "call_key", "canonical_arguments", "user_ran"]

@@ -49,16 +49,18 @@ import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from compaction_lab import strategies
+from compaction_lab.core import runfolder
 from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import POINTER_OF_KIND, Record, Session
 from compaction_lab.exam import cases as exam_cases
-from compaction_lab.exam import recorded, stats
-from compaction_lab.exam.calls import call_arguments, canonical_arguments
+from compaction_lab.exam import recorded, rediscovery, stats
+from compaction_lab.exam.calls import agent_calls, call_arguments, canonical_arguments
 from compaction_lab.exam.closed import usable_capacity
 from compaction_lab.exam.exam import EXAMS, Exam, ExamParams, Source
 from compaction_lab.exam.grading import normalise
@@ -67,6 +69,7 @@ from compaction_lab.exam.probes.decoys import mutate, session_vocab
 from compaction_lab.exam.probes.selection import path_forms
 from compaction_lab.exam.reading import messages_text
 from compaction_lab.exam.types import Case
+from compaction_lab.ingest.sources import Sources
 from compaction_lab.strategies.base import CompactionContext
 from compaction_lab.strategies.labels import strategy_label
 
@@ -306,10 +309,10 @@ def classify(target: Target, hay: _Haystack, case: Case, kept: str = "") -> Targ
 
 
 def next_calls(session: Session, start: int, k: int) -> list[Record]:
-    """Return the first `k` tool calls with ``source_order >= start``, in order."""
+    """Return the agent's first `k` tool calls with ``source_order >= start``, in order (`calls.agent_calls`)."""
     out: list[Record] = []
-    for r in session.records:
-        if r.source_order >= start and r.kind == "tool_call":
+    for r in agent_calls(session):  # a command the user ran (pi's `!`) is not the agent's next step
+        if r.source_order >= start:
             out.append(r)
             if len(out) == k:
                 break
@@ -744,6 +747,16 @@ def keys_for(source: Source, params: ContinuationParams, ctx: CompactionContext 
     return ContinuationCases(tuple(keys), sessions, run_cases.kind, notes)
 
 
+def closed_recall(source: Source) -> pd.DataFrame:
+    """Return the closed book's recall per arm (``exam_recall``) of a run folder; empty when it has none."""
+    if isinstance(source, Sources):
+        return pd.DataFrame()
+    try:
+        return runfolder.load_table(Path(source), "exam_recall")
+    except FileNotFoundError:
+        return pd.DataFrame()
+
+
 @EXAMS.register("continuation", rank=40, notebook="07_continuation_exam")
 class ContinuationExam(Exam[ContinuationCases, ContinuationResult]):
     """The continuation exam (notebook 07): the recorded next actions as the key, needed-next recall per arm."""
@@ -764,17 +777,14 @@ class ContinuationExam(Exam[ContinuationCases, ContinuationResult]):
         self, cases: ContinuationCases, result: ContinuationResult, params: ExamParams
     ) -> dict[str, pd.DataFrame]:
         """Return the action rows, the target rows, recall per arm and the rediscovery after real compactions."""
-        from compaction_lab.exam import rediscovery
-
         p = ContinuationParams.coerce(params)
-        imported = [s for s in cases.sessions.values() if s.source_format != "synthetic"]
-        price = p.price_table or None
+        real = rediscovery.rediscovery(list(cases.sessions.values()), price_table=p.price_table or None)
         return {
             "exam_continuation": result.actions,
             "continuation_targets": result.targets,
             "continuation_recall": recall_table(result, n_boot=p.n_boot, seed=p.stats_seed),
-            "rediscovery": rediscovery.rediscovery_table(imported, price_table=price),
-            "rediscovery_compactions": rediscovery.compactions_table(imported, price_table=price),
+            "rediscovery": real.repeats,
+            "rediscovery_compactions": real.compactions,
         }
 
 
@@ -795,6 +805,7 @@ __all__ = [
     "Target",
     "build_key",
     "classify",
+    "closed_recall",
     "grade_case",
     "holds",
     "keys_for",

@@ -65,6 +65,19 @@ Paired tests (`paired_table`)
   cannot show a difference, whatever the question count. One session:
   p = 1.0, with the reason in ``note``.
 
+Rank agreement (`rank_agreement`)
+---------------------------------
+Whether two exams rank the arms alike (the closed book and the continuation
+exam): Spearman's ρ between the arms' recalls in one and in the other, over
+the arms both scored (an arm over the window is left out: it is never
+ranked). The arms are scored on the same sessions, so the interval resamples
+sessions, each drawn session bringing its rows of both exams, and recomputes
+every arm's pooled recall in each, then ρ (percentile interval). Fewer than
+three arms (two arms are ±1 by construction) or fewer than two sessions
+(nothing to resample between) give no interval, and neither does a bootstrap
+whose middle resamples all give the same ρ: a zero-width interval would claim
+a certainty a handful of sessions cannot give. ``method`` says which.
+
 Tables
 ------
 ``recall_table``
@@ -777,3 +790,193 @@ def sensitivity_table(
         .astype("Int64")
     )
     return df[cols].reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- rank agreement between two exams
+
+
+@dataclass(frozen=True)
+class RankAgreement:
+    """How alike two exams rank the arms: Spearman's ρ with a bootstrap interval over the independent unit.
+
+    Attributes
+    ----------
+    rho : float
+        Spearman's rank correlation between the arms' recalls in the two exams (ties get average ranks); NaN
+        with fewer than two arms, or when every arm has the same recall in one exam (ranks undefined).
+    ci_low, ci_high : float
+        The percentile bootstrap interval of ρ; NaN when there is none (``method`` says why). Never of zero
+        width.
+    n_arms : int
+        Arms scored in both exams, over-window arms left out.
+    n_units : int
+        Distinct independent units (sessions) among those arms' rows of either exam.
+    method : str
+        How ρ and its interval were made, or why there is no interval.
+    """
+
+    rho: float
+    ci_low: float
+    ci_high: float
+    n_arms: int
+    n_units: int
+    method: str
+
+    @property
+    def verdict(self) -> str:
+        """Say what the interval shows: ``agree`` (above 0), ``reversed`` (below 0), ``unclear``, or ``no interval``."""
+        if np.isnan(self.ci_low) or np.isnan(self.ci_high):
+            return "no interval"
+        if self.ci_low > 0:
+            return "agree"
+        if self.ci_high < 0:
+            return "reversed"
+        return "unclear"
+
+
+#: Columns `rank_agreement` needs in each of its frames (besides the unit column).
+_AGREEMENT_COLUMNS = ("strategy", "correct")
+
+
+def _scored_rows(frame: pd.DataFrame, name: str, unit_col: str) -> pd.DataFrame:
+    """Return the frame's scored rows (decoys dropped), after checking its columns and that it holds one reader."""
+    missing = [c for c in (*_AGREEMENT_COLUMNS, unit_col) if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{name} frame lacks columns {missing}; it has {list(frame.columns)}")
+    if "reader" in frame.columns and frame["reader"].nunique(dropna=False) > 1:
+        # Arms are ranked within one reader (as everywhere in this module), never across readers.
+        raise ValueError(f"{name} frame holds several readers {sorted(map(str, set(frame['reader'])))}; pass one")
+    return frame[~frame["decoy"].astype(bool)] if "decoy" in frame.columns else frame
+
+
+def _over_window_arms(frame: pd.DataFrame) -> set[str]:
+    if "over_window" not in frame.columns:
+        return set()
+    flagged = frame["over_window"].astype("boolean").fillna(False).astype(bool)
+    return set(frame.loc[flagged, "strategy"].astype(str))
+
+
+def _hits_and_sizes(rows: pd.DataFrame, arms: list[str], units: pd.Index, unit_col: str) -> tuple[np.ndarray, ...]:
+    """Count correct answers and answers per unit x arm (two arrays of shape ``(len(units), len(arms))``)."""
+    unit = pd.Categorical(rows[unit_col].astype(str), categories=units)
+    arm = pd.Categorical(rows["strategy"].astype(str), categories=arms)
+    correct = rows["correct"].astype(bool).to_numpy(dtype=float)
+    hits = np.zeros((len(units), len(arms)))
+    sizes = np.zeros((len(units), len(arms)))
+    np.add.at(hits, (unit.codes, arm.codes), correct)
+    np.add.at(sizes, (unit.codes, arm.codes), 1.0)
+    return hits, sizes
+
+
+def _spearman_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Spearman's ρ of each row of `a` with the same row of `b` (average ranks); NaN where a row has NaN or ties only."""
+    a, b = np.atleast_2d(a), np.atleast_2d(b)
+    out = np.full(a.shape[0], np.nan)
+    ok = ~(np.isnan(a).any(axis=1) | np.isnan(b).any(axis=1))
+    if not ok.any():
+        return out
+    # Rounded first, so recalls that tie mathematically tie in floating point too.
+    ra = st.rankdata(np.round(a[ok], _RANK_DECIMALS), axis=1)
+    rb = st.rankdata(np.round(b[ok], _RANK_DECIMALS), axis=1)
+    ra -= ra.mean(axis=1, keepdims=True)
+    rb -= rb.mean(axis=1, keepdims=True)
+    denom = np.sqrt((ra**2).sum(axis=1) * (rb**2).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = np.where(denom > 0, (ra * rb).sum(axis=1) / np.where(denom > 0, denom, 1.0), np.nan)
+    out[ok] = np.clip(rho, -1.0, 1.0)
+    return out
+
+
+def rank_agreement(
+    closed: pd.DataFrame,
+    continuation: pd.DataFrame,
+    *,
+    unit_col: str = "session_id",
+    n_boot: int = 2000,
+    seed: int = 7,
+    confidence: float = 0.95,
+) -> RankAgreement:
+    """Spearman's ρ between the arms' closed-book recall and their continuation recall, with a session bootstrap.
+
+    Parameters
+    ----------
+    closed : DataFrame
+        Closed-book answers, one row per answer (``exam_closed``: ``strategy``, `unit_col`, ``correct``;
+        ``decoy`` rows are dropped; ``over_window`` and ``reader`` used when present).
+    continuation : DataFrame
+        Continuation targets, one row per needed target x arm (``strategy``, `unit_col`, ``correct``:
+        the projection holds it; ``over_window`` used when present). Pass one block (the closed-book cases).
+    unit_col : str
+        The independent unit both frames are resampled by (the session).
+    n_boot : int
+        Bootstrap resamples.
+    seed : int
+        Seeds a fresh `numpy.random.Generator`: the same frames and seed give the same interval.
+    confidence : float
+
+    Returns
+    -------
+    RankAgreement
+        ρ over the arms present in both frames (in the closed frame's order; an arm over the window in
+        either is left out), each arm's recall pooled over its rows. The interval resamples the units of
+        both frames together (each drawn unit brings its rows of both) and recomputes every recall and
+        ρ; resamples in which an arm has no row, or one exam ties every arm, give no ρ and are left out
+        (counted in ``method``). No interval (NaN) with fewer than 3 arms or 2 units, or when the
+        middle resamples all give the same ρ; ``method`` says why.
+
+    Raises
+    ------
+    ValueError
+        When a frame lacks a column, or holds answers of several readers.
+    """
+    closed = _scored_rows(closed, "closed", unit_col)
+    continuation = _scored_rows(continuation, "continuation", unit_col)
+    over = _over_window_arms(closed) | _over_window_arms(continuation)
+    in_both = set(continuation["strategy"].astype(str))
+    arms = [str(s) for s in pd.unique(closed["strategy"].astype(str)) if s in in_both and s not in over]
+    closed = closed[closed["strategy"].astype(str).isin(arms)]
+    continuation = continuation[continuation["strategy"].astype(str).isin(arms)]
+    units = pd.Index(pd.unique(pd.concat([closed[unit_col], continuation[unit_col]]).astype(str)))
+    n_arms, n_units = len(arms), len(units)
+    left_out = f"; over-window arms left out: {', '.join(sorted(over))}" if over else ""
+    unit_name = "sessions" if unit_col == "session_id" else f"{unit_col} values"
+    nan = float("nan")
+    if n_arms < 2:
+        why = f"{n_arms} arm scored in both exams: nothing to rank"
+        return RankAgreement(nan, nan, nan, n_arms, n_units, why + left_out)
+    hits_c, sizes_c = _hits_and_sizes(closed, arms, units, unit_col)
+    hits_k, sizes_k = _hits_and_sizes(continuation, arms, units, unit_col)
+    rho = float(_spearman_rows(hits_c.sum(0) / sizes_c.sum(0), hits_k.sum(0) / sizes_k.sum(0))[0])
+    spearman = f"Spearman ρ of per-arm recall over {n_arms} arms"
+    if np.isnan(rho):
+        why = f"{spearman}: undefined, every arm has the same recall in one exam (no ranking to compare)"
+        return RankAgreement(nan, nan, nan, n_arms, n_units, why + left_out)
+    if n_arms < 3:
+        why = f"{spearman}: two arms give ±1 by construction; no interval"
+        return RankAgreement(rho, nan, nan, n_arms, n_units, why + left_out)
+    if n_units < 2:
+        why = f"{spearman}; all rows from one of the {unit_name}: nothing to resample between, no interval"
+        return RankAgreement(rho, nan, nan, n_arms, n_units, why + left_out)
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, n_units, size=(n_boot, n_units))
+    weights = np.zeros((n_boot, n_units))
+    np.add.at(weights, (np.repeat(np.arange(n_boot), n_units), draws.ravel()), 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        boot_c = (weights @ hits_c) / (weights @ sizes_c)
+        boot_k = (weights @ hits_k) / (weights @ sizes_k)
+    rhos = _spearman_rows(boot_c, boot_k)
+    rhos = rhos[~np.isnan(rhos)]
+    kept = f"{len(rhos)} of {n_boot} resamples ranked" if len(rhos) < n_boot else f"{n_boot} resamples"
+    boot = f"{confidence:.0%} percentile bootstrap over {n_units} {unit_name} ({kept})"
+    if len(rhos) == 0:
+        why = f"{spearman}; {boot}: no resample gave a ranking in both exams, no interval"
+        return RankAgreement(rho, nan, nan, n_arms, n_units, why + left_out)
+    alpha = 1.0 - confidence
+    low, high = (float(q) for q in np.quantile(rhos, [alpha / 2, 1 - alpha / 2]))
+    if high - low <= 1e-12:
+        why = (
+            f"{spearman}; {boot}: the middle {confidence:.0%} of resamples all gave ρ = {low:.2f}, too few or "
+            f"too alike {unit_name} to show how it varies; no interval"
+        )
+        return RankAgreement(rho, nan, nan, n_arms, n_units, why + left_out)
+    return RankAgreement(rho, low, high, n_arms, n_units, f"{spearman}; {boot}" + left_out)

@@ -21,6 +21,7 @@ import pandas as pd
 
 from compaction_lab.core import runfolder
 from compaction_lab.exam import cases as exam_cases
+from compaction_lab.exam import stats
 from compaction_lab.report.figures import run_figures
 from compaction_lab.strategies.base import COMPACTION_FAILED
 
@@ -51,7 +52,30 @@ HEADLINE_COLUMNS = [
     "ci_method",
     "top_session_share",
     "over_window",
+    "needed_next_retained",
+    "needed_next_n",
+    "needed_next_recall",
+    "needed_next_ci_low",
+    "needed_next_ci_high",
+    "needed_next_of_n",
 ]
+
+#: The continuation exam's table the headline takes its needed-next column from (notebook 07), and its block.
+CONTINUATION_RECALL = "continuation_recall"
+CONTINUATION_BLOCK = "closed"
+
+#: Headline column -> ``continuation_recall`` column it is read from.
+_NEEDED_NEXT = {
+    "needed_next_retained": "retained",
+    "needed_next_n": "n",
+    "needed_next_recall": "recall",
+    "needed_next_ci_low": "ci_low",
+    "needed_next_ci_high": "ci_high",
+}
+
+#: How the needed-next column reads where it was not measured (a run folder older than notebook 07, or an
+#: arm whose next actions needed nothing from memory).
+NOT_MEASURED = "n/a"
 
 #: Headline columns older run folders may lack, with the value that stands for "not recorded".
 _NEWER: dict[str, Any] = {
@@ -107,12 +131,13 @@ def cost_view(cost: pd.DataFrame, price_table: str | None = None, simulator: str
 
 
 def headline_table(run_dir: Path, price_table: str | None = None, simulator: str | None = None) -> pd.DataFrame:
-    """Per strategy: questions retained of N with the 95% interval, projection tokens, and the money.
+    """Per strategy: questions retained of N with the 95% interval, needed-next recall, projection tokens, money.
 
-    Recall comes from the closed-book exam (``exam_recall``), money from the
-    cost model (``cost``) under one price table and cache rule (see
-    `cost_view`). Without a cost table the money columns are empty; without
-    recall there is no headline and the table is empty.
+    Recall comes from the closed-book exam (``exam_recall``), needed-next
+    recall from the continuation exam (`needed_next`: ``n/a`` where it did
+    not run), money from the cost model (``cost``) under one price table and
+    cache rule (see `cost_view`). Without a cost table the money columns are
+    empty; without recall there is no headline and the table is empty.
     """
     recall = _maybe(Path(run_dir), "exam_recall")
     if recall is None or recall.empty:
@@ -139,6 +164,7 @@ def headline_table(run_dir: Path, price_table: str | None = None, simulator: str
         retained_of_n(*row)
         for row in zip(out["retained"], out["n"], out["ci_low"], out["ci_high"], out["over_window"], strict=False)
     ]
+    out = out.merge(needed_next(run_dir), on="strategy", how="left")
     cost = _maybe(Path(run_dir), "cost")
     money = [
         "compaction_cost_cold",
@@ -160,10 +186,46 @@ def headline_table(run_dir: Path, price_table: str | None = None, simulator: str
     return out.sort_values(order, ascending=[True, False, True])[HEADLINE_COLUMNS].reset_index(drop=True)
 
 
+def needed_next(run_dir: Path) -> pd.DataFrame:
+    """Per strategy: the continuation exam's needed-next recall, as the headline's ``needed_next_*`` columns.
+
+    Read from ``continuation_recall`` (block ``closed``: the closed book's cases), one row per strategy
+    (the first, should a reader add rows); ``needed_next_of_n`` is `retained_of_n` of it (with
+    `NOT_SENDABLE` for an arm over the window), or `NOT_MEASURED` where the arm had nothing to score.
+    Without the table (a run folder older than notebook 07, or one where it did not run) the frame has
+    no rows, so every arm of the headline reads `NOT_MEASURED`.
+    """
+    cols = ["strategy", *_NEEDED_NEXT, "needed_next_of_n"]
+    table = _maybe(Path(run_dir), CONTINUATION_RECALL)
+    if table is None or table.empty:
+        return pd.DataFrame(columns=cols)
+    if "block" in table.columns:
+        table = table[table["block"] == CONTINUATION_BLOCK]
+    table = table.drop_duplicates("strategy")
+    out = table[["strategy", *_NEEDED_NEXT.values()]].rename(columns={v: k for k, v in _NEEDED_NEXT.items()})
+    over = table["over_window"].astype("boolean").fillna(False) if "over_window" in table.columns else None
+    out["needed_next_of_n"] = [
+        retained_of_n(k, n, low, high, bool(over.iloc[i]) if over is not None else False)
+        if pd.notna(n) and n > 0
+        else NOT_MEASURED
+        for i, (k, n, low, high) in enumerate(
+            zip(
+                out["needed_next_retained"],
+                out["needed_next_n"],
+                out["needed_next_ci_low"],
+                out["needed_next_ci_high"],
+                strict=True,
+            )
+        )
+    ]
+    return out[cols].reset_index(drop=True)
+
+
 #: The headline as readers see it: column -> header.
 HEADLINE_VIEW = {
     "strategy_label": "strategy",
     "retained_of_n": "retained of N (95% CI)",
+    "needed_next_of_n": "needed-next recall (95% CI)",
     "projection_tokens": "projection tokens",
     "compaction_cost_cold": "compaction cost, cold",
     "compaction_cost_cached": "compaction cost, cache-served",
@@ -176,6 +238,11 @@ HEADLINE_VIEW = {
 def headline_view(headline: pd.DataFrame) -> pd.DataFrame:
     """Show the headline's reader-facing columns under readable headers, numbers rounded for display."""
     view = headline[[c for c in HEADLINE_VIEW if c in headline.columns]].copy()
+    if "needed_next_of_n" in view.columns:
+        view["needed_next_of_n"] = view["needed_next_of_n"].fillna(NOT_MEASURED)
+    elif "retained_of_n" in view.columns:
+        # A headline saved before the continuation exam existed: the column is there, not measured.
+        view.insert(list(view.columns).index("retained_of_n") + 1, "needed_next_of_n", NOT_MEASURED)
     view["projection_tokens"] = view["projection_tokens"].map(lambda v: f"{v:,.0f}" if pd.notna(v) else "n/a")
     for col in ("compaction_cost_cold", "compaction_cost_cached", "cost_per_point"):
         view[col] = view[col].map(lambda v: f"{v:.4f}" if v is not None and pd.notna(v) else "n/a")

@@ -139,6 +139,21 @@ CHAIN: tuple[Step, ...] = (
         purposes=("summary:*", "exam:closed", "exam:open", "exam:open-final"),
     ),
     Step(
+        "07_continuation_exam",
+        reads=("01_context_composition",),
+        writes=(
+            "exam_continuation.parquet",
+            "continuation_targets.parquet",
+            "continuation_recall.parquet",
+            "rediscovery.parquet",
+            "rediscovery_compactions.parquet",
+        ),
+        mark="continuation_recall.parquet",
+        model_parameters=("summarizer", "reader"),
+        # A model reader is asked to take the next step from each projection (tool_choice required).
+        purposes=("summary:*", "exam:continuation"),
+    ),
+    Step(
         "06_share",
         reads=(
             "01_context_composition",
@@ -146,6 +161,7 @@ CHAIN: tuple[Step, ...] = (
             "03_closed_book_exam",
             "04_cost_model",
             "05_open_book_exam",
+            "07_continuation_exam",
         ),
         writes=("headline.parquet",),
         mark="headline.parquet",

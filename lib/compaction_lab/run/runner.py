@@ -54,7 +54,7 @@ from compaction_lab.engine import SCHEDULER_ENV
 from compaction_lab.privacy import redactor as redactor_mod
 from compaction_lab.privacy import scrub
 from compaction_lab.report.render import build_index, render_notebook
-from compaction_lab.run import lifecycle
+from compaction_lab.run import chain, lifecycle
 from compaction_lab.run import params as params_mod
 
 #: Our nbconvert template: the lab template minus every script fetched from a CDN.
@@ -165,8 +165,14 @@ class RunResult:
 
 
 def chain_notebooks() -> list[str]:
-    """Stems of the chain notebooks present in ``notebooks/``, in chain order."""
-    return sorted(p.stem for p in paths.NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
+    """Stems of the chain notebooks present in ``notebooks/``, in chain order (`chain.CHAIN`).
+
+    The run order is the chain's, not the file names': the continuation exam (07) runs before the share
+    notebook (06), which reads it. A numbered notebook the chain does not list comes last, by name.
+    """
+    order = {name: i for i, name in enumerate(chain.names())}
+    stems = [p.stem for p in paths.NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb")]
+    return sorted(stems, key=lambda s: (order.get(s, len(order)), s))
 
 
 def list_profiles() -> list[str]:
