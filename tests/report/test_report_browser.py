@@ -60,6 +60,19 @@ def test_report_shows_every_figure_of_the_run(smoke_run, run_pages):
     assert shown >= len(stems), f"report.html renders {shown} figures; the run has {len(stems)}: {sorted(stems)}"
 
 
+@pytest.mark.parametrize("stem", ["fig10_continuation", "fig11_rediscovery"])
+def test_notebook_07_figures_render_in_the_offline_report(smoke_run, run_pages, stem):
+    """Issue 29, acceptance 2: figure 10 (and the rediscovery figure, "not measured" on synthetic chains) is
+    drawn by the chain's notebook 07, shown in report.html under its id with nothing empty in it, and its own
+    page renders offline."""
+    assert (smoke_run.run_dir / "figures" / f"{stem}.svg").exists(), f"the smoke run drew no {stem}"
+    assert f'id="{stem}"' in smoke_run.report.read_text(encoding="utf-8"), f"report.html does not show {stem}"
+    report = run_pages["report.html"]
+    assert not [e for e in report.empty_figures if stem in e], _report([report])
+    own = run_pages[f"figures/{stem}.html"]
+    assert own.figures >= 1 and not own.empty_figures and not own.external_requests, _report([own])
+
+
 def test_checker_catches_external_requests_and_broken_images(tmp_path, chromium):
     """Negative control: the checker fails a page that reaches out or shows a broken image."""
     page = tmp_path / "bad.html"

@@ -76,7 +76,7 @@ def test_every_chain_notebook_prepares_its_inputs():
     """Each notebook that reads another's outputs (the chain says which) asks `interactive.prepare` for its
     folder, under its own name; what it needs and how a folder shows each input are the chain's."""
     readers = [nb for nb in chain.names() if chain.step(nb).reads]
-    assert readers == [p.stem for p in sorted(paths.NOTEBOOKS_DIR.glob("0[2-9]_*.ipynb"))]
+    assert sorted(readers) == [p.stem for p in sorted(paths.NOTEBOOKS_DIR.glob("0[2-9]_*.ipynb"))]
     for nb in readers:
         code = "\n".join(
             c.source for c in nbformat.read(paths.NOTEBOOKS_DIR / f"{nb}.ipynb", 4).cells if c.cell_type == "code"

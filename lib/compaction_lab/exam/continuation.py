@@ -46,9 +46,8 @@ Tables (`ContinuationExam.tables`)
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,17 +56,16 @@ import pandas as pd
 from compaction_lab import strategies
 from compaction_lab.core import runfolder
 from compaction_lab.core.projection import Projection
-from compaction_lab.core.session import POINTER_OF_KIND, Record, Session
+from compaction_lab.core.session import Record, Session
 from compaction_lab.exam import cases as exam_cases
-from compaction_lab.exam import recorded, rediscovery, stats
-from compaction_lab.exam.calls import agent_calls, call_arguments, canonical_arguments
+from compaction_lab.exam import next_action, readers, recorded, rediscovery, stats
+from compaction_lab.exam.calls import agent_calls, canonical_arguments
 from compaction_lab.exam.closed import usable_capacity
 from compaction_lab.exam.exam import EXAMS, Exam, ExamParams, Source
 from compaction_lab.exam.grading import normalise
-from compaction_lab.exam.probes import candidates
 from compaction_lab.exam.probes.decoys import mutate, session_vocab
-from compaction_lab.exam.probes.selection import path_forms
 from compaction_lab.exam.reading import messages_text
+from compaction_lab.exam.targets import CATEGORIES, SessionHay, Target, session_hay, targets_of
 from compaction_lab.exam.types import Case
 from compaction_lab.ingest.sources import Sources
 from compaction_lab.strategies.base import CompactionContext
@@ -77,60 +75,11 @@ from compaction_lab.strategies.labels import strategy_label
 READER_LABEL = "needed-next recall (verbatim presence, stand-in)"
 READER_NAME = "needed-next"
 
-#: Target categories, in the order tables list them.
-CATEGORIES: tuple[str, ...] = (
-    "path",
-    "identifier",
-    "tool_returned_id",
-    "number",
-    "url",
-    "command",
-    "argument",
-    "error_string",
-    "quoted",
-)
-
 #: Where a target occurred before the cut (module docstring); only ``needed`` is scored.
 STATUSES: tuple[str, ...] = ("needed", "in_tail", "system", "new")
 
 #: The blocks of cases: the closed book's, and the recorded compactions'.
 BLOCKS: tuple[str, ...] = ("closed", "recorded")
-
-_URL = re.compile(r"https?://[^\s\"'<>`]+")
-_ARG_MAX = 120  # a literal argument longer than this is content (a file body, an edit), not a value
-
-
-@dataclass(frozen=True)
-class Target:
-    """One value a next action acts on or passes.
-
-    Attributes
-    ----------
-    value : str
-        As the call wrote it.
-    category : str
-        One of `CATEGORIES`.
-    forms : tuple of str
-        The normalised spellings that count as holding it (the value's, and a path's other forms).
-    status : str
-        One of `STATUSES`: where it occurred before the cut.
-    first_seen : int
-        The source_order of its first covered occurrence (-1 unless ``needed``).
-    pointer : str
-        The kind of record it was first seen in (``user``, ``assistant``, ``tool``; "" unless ``needed``).
-    """
-
-    value: str
-    category: str
-    forms: tuple[str, ...]
-    status: str = "new"
-    first_seen: int = -1
-    pointer: str = ""
-
-    @property
-    def needed(self) -> bool:
-        """Tell whether the target is scored: seen before the cut, outside what every arm keeps verbatim."""
-        return self.status == "needed"
 
 
 @dataclass(frozen=True)
@@ -192,109 +141,7 @@ class ContinuationCase:
 # --------------------------------------------------------------------------- the key
 
 
-def _leaves(args: Any) -> list[str]:
-    """Return the string values of a call's arguments, depth first (keys are the tool's, not the agent's values)."""
-    if isinstance(args, str):
-        return [args]
-    if isinstance(args, Mapping):
-        return [v for val in args.values() for v in _leaves(val)]
-    if isinstance(args, list):
-        return [v for val in args for v in _leaves(val)]
-    return []
-
-
-def _command(args: Any) -> str | None:
-    """Return the command line a shell call runs (the ``command`` / ``cmd`` argument), None for other calls."""
-    if isinstance(args, Mapping):
-        for key in ("command", "cmd"):
-            val = args.get(key)
-            if isinstance(val, str) and val.strip():
-                return val
-            if isinstance(val, list) and val and all(isinstance(v, str) for v in val):
-                # Codex's shell passes argv; `bash -lc "<line>"` carries the line last
-                return val[-1] if val[0] in ("bash", "sh", "zsh") and len(val) >= 3 else " ".join(val)
-    return None
-
-
-def _forms(value: str, category: str, cwd: str | None) -> tuple[str, ...]:
-    forms = [value]
-    if category == "path":
-        rel, others = path_forms(value.lstrip("@"), cwd)
-        forms += [value.lstrip("@"), *(others if rel is not None else ())]
-    return tuple(dict.fromkeys(f for f in (normalise(x) for x in forms) if f))
-
-
-def targets_of(record: Record, cwd: str | None = None) -> list[Target]:
-    """Return the targets of one tool call (unclassified: status ``new``), each value once.
-
-    The probes' exact-value extractors over the call's text, then its URLs, its command's head (the first
-    word of a shell command, when it is not too easy to guess) and the short one-line string arguments it
-    passes. A value too easy to guess (`candidates.guessable`) is not a target.
-
-    Parameters
-    ----------
-    record : Record
-        A ``tool_call`` record.
-    cwd : str, optional
-        The session's working directory (a path's absolute and relative forms are one target).
-    """
-    args = call_arguments(record)
-    found: list[tuple[str, str]] = [(c.value, c.category) for c in candidates.extract(record)]
-    found += [(m.group(0).rstrip(".,;:)"), "url") for m in _URL.finditer(record.text)]
-    line = _command(args)
-    if line:
-        head = line.strip().split()[0]
-        found.append((head, "path" if "/" in head else "command"))
-    for leaf in _leaves(args):
-        v = leaf.strip()
-        if v and "\n" not in v and len(v) <= _ARG_MAX and v != (line or "").strip():
-            found.append((v, "argument"))
-    out: list[Target] = []
-    seen: set[str] = set()
-    for value, category in found:
-        forms = _forms(value, category, cwd)
-        if not forms or candidates.guessable(value) or forms[0] in seen:
-            continue
-        # a literal argument that only repeats a value already found (a bare path argument) adds nothing
-        if category == "argument" and any(forms[0] == t.forms[0] for t in out):
-            continue
-        seen.add(forms[0])
-        out.append(Target(value, category, forms))
-    return out
-
-
-@dataclass
-class _Haystack:
-    """A session's records normalised once (a session is keyed by many cases and actions)."""
-
-    session: Session
-    texts: list[tuple[int, str, str]] = field(default_factory=list)  # (source_order, pointer, normalised text)
-    system: str = ""
-    whole: str = ""
-
-    @classmethod
-    def of(cls, session: Session) -> _Haystack:
-        h = cls(session)
-        system = [str(session.metadata.get("system_prompt") or "")]
-        for r in session.records:
-            text = normalise(r.text + ("\n" + r.target if r.target else ""))
-            if r.kind == "system":
-                system.append(text)
-            elif r.kind != "meta":
-                h.texts.append((r.source_order, POINTER_OF_KIND.get(r.kind, ""), text))
-        h.system = normalise("\n".join(system))
-        h.whole = "\n".join(t for _, _, t in h.texts) + "\n" + h.system
-        return h
-
-    def first(self, forms: Sequence[str], lo: int, hi: int) -> tuple[int, str] | None:
-        """Return the first record in ``[lo, hi)`` holding one of `forms`: (source_order, pointer)."""
-        for order, pointer, text in self.texts:
-            if lo <= order < hi and any(f in text for f in forms):
-                return order, pointer
-        return None
-
-
-def classify(target: Target, hay: _Haystack, case: Case, kept: str = "") -> Target:
+def classify(target: Target, hay: SessionHay, case: Case, kept: str = "") -> Target:
     """Return `target` with its status and first covered occurrence (module docstring, "The key")."""
     if any(f in hay.system for f in target.forms):
         return Target(target.value, target.category, target.forms, "system")
@@ -320,7 +167,7 @@ def next_calls(session: Session, start: int, k: int) -> list[Record]:
 
 
 def _decoys(
-    case: Case, actions: Sequence[NextAction], hay: _Haystack, share: float, seed: int, n: int = 1
+    case: Case, actions: Sequence[NextAction], hay: SessionHay, share: float, seed: int, n: int = 1
 ) -> tuple[str, ...]:
     """Look-alikes of the case's needed paths and identifiers, absent from the whole session (seeded)."""
     rng = random.Random(f"{seed}:{case.id}:continuation")
@@ -336,7 +183,7 @@ def _decoys(
     for t in rng.sample(pool, len(pool)):
         for _ in range(5):  # a bad draw may return the value itself or another one the session holds
             alike = mutate(t.value, "identifier" if t.category == "argument" else t.category, rng, vocab)
-            if alike != t.value and normalise(alike) and normalise(alike) not in hay.whole:
+            if alike != t.value and normalise(alike) and normalise(alike) not in hay.text:
                 out.append(alike)
                 break
         if len(out) == n:
@@ -353,7 +200,7 @@ def build_key(
     kept: str = "",
     decoy_share: float = 0.0,
     seed: int = 7,
-    hay: _Haystack | None = None,
+    hay: SessionHay | None = None,
 ) -> ContinuationCase:
     """Return the key of one case: its next `k` tool calls, their targets classified, and its decoys.
 
@@ -372,8 +219,8 @@ def build_key(
         The share of cases that get decoy objects.
     seed : int
     """
-    hay = hay or _Haystack.of(session)
-    cwd = session.metadata.get("cwd") if isinstance(session.metadata.get("cwd"), str) else None
+    hay = hay or session_hay(session)
+    cwd = hay.cwd
     actions = []
     for rank, r in enumerate(next_calls(session, case.cut, k)):
         targets = tuple(classify(t, hay, case, kept) for t in targets_of(r, cwd))
@@ -530,8 +377,13 @@ def run_continuation(
     names: Sequence[str] | None,
     ctx: CompactionContext,
     progress: bool = False,
+    reader: Any = None,
 ) -> ContinuationResult:
     """Project every keyed case with every arm (one compaction each) and grade the needed targets it holds.
+
+    With a reader that takes a next step (a model reader's ``next_action``), each projection is also sent
+    as the agent's request and the call it returns is graded against the recorded next actions
+    (`next_action.predict_and_grade`); an offline reader leaves the model columns empty.
 
     Parameters
     ----------
@@ -542,6 +394,8 @@ def run_continuation(
     ctx : CompactionContext
     progress : bool
         A progress bar over case × arm.
+    reader : optional
+        The exam's reader (`readers.get_reader`); only one with a ``next_action`` method is asked.
     """
     work = [(cc, n) for cc in keys for n in arms_of(cc.block, names)]
     it: Any = work
@@ -552,15 +406,22 @@ def run_continuation(
     actions: list[dict] = []
     targets: list[dict] = []
     arms: dict[tuple[str, str], str] = {}
+    asks = callable(getattr(reader, "next_action", None))
     for cc, name in it:
-        p = strategies.compact(sessions[cc.case.session_id], name, cc.case.cut, ctx)
+        s = sessions[cc.case.session_id]
+        p = strategies.compact(s, name, cc.case.cut, ctx)
         arms.setdefault((cc.block, name), strategy_label(p))
         a, t = grade_case(cc, p, ctx)
+        if asks:
+            graded = next_action.predict_and_grade(reader, cc, p, ctx.shape.for_session(s).tools, s)
+            for row in a:
+                row.update(graded)
         actions += a
         targets += t
     act = pd.DataFrame(actions, columns=ACTION_COLUMNS).astype(
         {"n_needed": "int64", "n_held": "int64", "projection_tokens": "int64", "over_window": "bool"}
     )
+    act["matched_rank"] = act["matched_rank"].astype("Int64")
     tgt = pd.DataFrame(targets, columns=TARGET_COLUMNS).astype(
         {"source_order": "int64", "decoy": "bool", "correct": "bool", "over_window": "bool"}
     )
@@ -574,6 +435,7 @@ def recall_table(result: ContinuationResult, n_boot: int = 2000, seed: int = 7) 
     missing row: every arm graded is listed.
     """
     frames = []
+    rates = next_action.model_rates(result.actions)  # block, strategy and the model grade's rates
     for block in BLOCKS:
         rows = result.targets[result.targets["block"] == block].drop(columns="block")
         table = stats.recall_table(rows, n_boot=n_boot, seed=seed, unit="session") if len(rows) else None
@@ -615,8 +477,8 @@ def recall_table(result: ContinuationResult, n_boot: int = 2000, seed: int = 7) 
         order = {s: i for i, (s, _) in enumerate(graded)}
         table = table.sort_values("strategy", key=lambda c: c.map(order)).reset_index(drop=True)
         table.insert(0, "block", block)
-        for col in MODEL_COLUMNS:
-            table[col] = float("nan")
+        model = rates[rates["block"] == block].drop(columns="block")
+        table = table.merge(model, on="strategy", how="left")  # arms never asked keep NaN
         frames.append(table)
     if not frames:
         empty = stats.recall_table(result.targets.iloc[:0].drop(columns="block"), n_boot=n_boot, seed=seed)
@@ -625,6 +487,12 @@ def recall_table(result: ContinuationResult, n_boot: int = 2000, seed: int = 7) 
             empty[col] = pd.Series(dtype=float)
         return empty
     out = pd.concat(frames, ignore_index=True)
+    # a block whose arms all needed nothing comes back as object columns of None: keep the numbers numeric
+    floats = ["recall", "ci_low", "ci_high", "top_session_share", "projection_tokens", *MODEL_COLUMNS]
+    out[floats] = out[floats].astype(float)
+    out[["retained", "n", "n_sessions", "decoys_fallen", "decoys_n"]] = out[
+        ["retained", "n", "n_sessions", "decoys_fallen", "decoys_n"]
+    ].astype("int64")
     out["n_records"] = out["n_records"].astype("Int64")
     out["over_window"] = out["over_window"].astype(bool)
     return out
@@ -644,7 +512,8 @@ class ContinuationParams(ExamParams):
     continuation_decoy_share : float
         The share of cases whose key lists decoy objects (look-alikes that never existed).
     price_table : str
-        The price table that prices rediscovered tool output ("" : not priced).
+        The price table that prices rediscovered tool output; "": the first one the cost notebook priced in
+        the run folder (none when it did not run: not priced).
     """
 
     continuation_k: int = 5
@@ -667,6 +536,7 @@ class ContinuationCases:
     sessions: Mapping[str, Session]
     kind: str = ""
     recorded_notes: tuple[str, ...] = ()
+    price_table: str = ""  # what prices rediscovered output: the parameter, else the cost notebook's first table
 
     def describe(self) -> str:
         """Say how many cases have a next action and how many targets they need from memory."""
@@ -717,11 +587,11 @@ def keys_for(source: Source, params: ContinuationParams, ctx: CompactionContext 
     """
     run_cases = exam_cases.for_source(source, params.case_params())
     sessions: dict[str, Session] = dict(run_cases.sessions)
-    hays: dict[str, _Haystack] = {}
+    hays: dict[str, SessionHay] = {}
 
-    def hay(sid: str) -> _Haystack:
+    def hay(sid: str) -> SessionHay:
         if sid not in hays:
-            hays[sid] = _Haystack.of(sessions[sid])
+            hays[sid] = session_hay(sessions[sid])
         return hays[sid]
 
     k, share, seed = int(params.continuation_k), float(params.continuation_decoy_share), int(params.bank_seed)
@@ -744,7 +614,19 @@ def keys_for(source: Source, params: ContinuationParams, ctx: CompactionContext 
                 )
             )
         notes = rec.notes
-    return ContinuationCases(tuple(keys), sessions, run_cases.kind, notes)
+    return ContinuationCases(tuple(keys), sessions, run_cases.kind, notes, params.price_table or _priced(source))
+
+
+def _priced(source: Source) -> str:
+    """Return the first price table the cost notebook priced in this run folder ("" when it did not run)."""
+    if isinstance(source, Sources):
+        return ""
+    try:
+        cost = runfolder.load_table(Path(source), "cost")
+    except FileNotFoundError:
+        return ""
+    tables = [t for t in cost.get("price_table", pd.Series(dtype=str)).dropna().unique() if str(t)]
+    return str(tables[0]) if tables else ""
 
 
 def closed_recall(source: Source) -> pd.DataFrame:
@@ -770,15 +652,19 @@ class ContinuationExam(Exam[ContinuationCases, ContinuationResult]):
     def grade(
         self, cases: ContinuationCases, params: ExamParams, ctx: CompactionContext, *, progress: bool = False
     ) -> ContinuationResult:
-        """Project every keyed case with every arm and grade the needed targets each projection holds."""
-        return run_continuation(cases.keys, cases.sessions, params.names, ctx, progress=progress)
+        """Project every keyed case with every arm and grade the needed targets each projection holds.
+
+        A model reader (``reader: model``) is also asked for the next step from each projection.
+        """
+        reader = readers.get_reader(params.reader, model=params.model)
+        return run_continuation(cases.keys, cases.sessions, params.names, ctx, progress=progress, reader=reader)
 
     def tables(
         self, cases: ContinuationCases, result: ContinuationResult, params: ExamParams
     ) -> dict[str, pd.DataFrame]:
         """Return the action rows, the target rows, recall per arm and the rediscovery after real compactions."""
         p = ContinuationParams.coerce(params)
-        real = rediscovery.rediscovery(list(cases.sessions.values()), price_table=p.price_table or None)
+        real = rediscovery.rediscovery(list(cases.sessions.values()), price_table=cases.price_table or None)
         return {
             "exam_continuation": result.actions,
             "continuation_targets": result.targets,

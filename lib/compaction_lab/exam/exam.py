@@ -54,6 +54,7 @@ MACHINERY: frozenset[str] = frozenset(
         "exam",
         "grading",
         "model_reader",
+        "next_action",
         "probes",
         "readers",
         "reading",

@@ -17,6 +17,11 @@ Open book
     ``none`` asks for the answer. Every call is recorded (figure 9 counts
     them). A call to a tool the reader cannot run (one of the shape's own
     tools) is answered with an error message, as a harness would.
+Next action (the continuation exam)
+    `ModelReader.next_action`: one request, the projection's messages as the
+    agent's next request (`exam.next_action.action_messages`) with the shape's
+    tools and ``tool_choice`` ``required``; the model's first tool call is the
+    step it takes (`exam.next_action.PredictedCall`), graded there.
 
 Answers are normalised the way a grader would read them: the first non-empty
 line, without surrounding quotes, backticks or a trailing full stop; any
@@ -30,16 +35,24 @@ import inspect
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compaction_lab.core import bounded_json
+from compaction_lab.exam.next_action import ACTION_PURPOSE, PredictedCall, predicted_call
 from compaction_lab.exam.readers import READERS
 from compaction_lab.exam.reading import Reader, ReaderAnswer, Tool, ToolCall, request_messages
 from compaction_lab.exam.types import NOT_FOUND, Question
 from compaction_lab.summarize.endpoint import wire_messages
 
+if TYPE_CHECKING:
+    from compaction_lab.endpoints.usage import Usage
+
 #: Cap on an answer: exact values are short.
 ANSWER_TOKENS = 64
+
+#: Cap on a next-action reply: a tool call's name and arguments (an edit's text may be cut short; its
+#: path and identifiers come first in every shape's schema, and the grade reads the raw text when cut).
+ACTION_TOKENS = 512
 
 _QUOTES = "\"'`\u2018\u2019\u201c\u201d"
 
@@ -76,12 +89,19 @@ class ModelReader:
     closed_tool_choice : str or None
         ``tool_choice`` of closed-book requests (``none``); None leaves it out
         for endpoints that reject the field.
+    action_tokens : int
+        ``max_tokens`` of a next-action request (`next_action`).
+    action_tool_choice : str or None
+        ``tool_choice`` of a next-action request (``required``: the model must
+        act); None leaves it out for endpoints that reject the field.
     """
 
     config: Any
     answer_tokens: int = ANSWER_TOKENS
     max_tool_rounds: int = 4
     closed_tool_choice: str | None = "none"
+    action_tokens: int = ACTION_TOKENS
+    action_tool_choice: str | None = "required"
     name: str = "model"
     label: str = ""
     stand_in: bool = False
@@ -101,9 +121,14 @@ class ModelReader:
         return int(self.config.concurrency)
 
     def _send(
-        self, messages: list[dict[str, Any]], tools: Sequence[Mapping[str, Any]], purpose: str, tool_choice: str | None
+        self,
+        messages: list[dict[str, Any]],
+        tools: Sequence[Mapping[str, Any]],
+        purpose: str,
+        tool_choice: str | None,
+        max_tokens: int | None = None,
     ) -> Any:
-        body: dict[str, Any] = {"messages": messages, "max_tokens": self.answer_tokens}
+        body: dict[str, Any] = {"messages": messages, "max_tokens": max_tokens or self.answer_tokens}
         if tools:
             body["tools"] = [dict(t) for t in tools]
             if tool_choice:
@@ -143,6 +168,36 @@ class ModelReader:
         used_in, used_out = used_in + c.usage.prompt_tokens, used_out + c.usage.completion_tokens
         answered = None if c.message.get("tool_calls") else c.message.get("content")
         return ReaderAnswer(normalise_answer(answered), used_in, used_out, tuple(calls), False)
+
+    def next_action(
+        self, messages: list[dict[str, Any]], *, shape_tools: Sequence[Mapping[str, Any]]
+    ) -> tuple[PredictedCall | None, Usage]:
+        """Ask the model to take the next step: its first tool call, and the usage the provider reported.
+
+        Parameters
+        ----------
+        messages : list of dict
+            The request's messages (`exam.next_action.action_messages` of the projection's); tool
+            messages without a call id are sent as user messages, as every request of this reader.
+        shape_tools : sequence of dict
+            The call shape's tool definitions, offered with ``tool_choice`` `action_tool_choice`.
+
+        Returns
+        -------
+        tuple of (PredictedCall or None, Usage)
+            None when the reply called no tool (the model talked instead of acting).
+
+        Raises
+        ------
+        ValueError
+            When there is no tool to call (`shape_tools` empty): nothing is sent.
+        """
+        if not shape_tools:
+            raise ValueError("a next action needs the call shape's tools: the shape offers none")
+        c = self._send(
+            wire_messages(messages), shape_tools, ACTION_PURPOSE, self.action_tool_choice, max_tokens=self.action_tokens
+        )
+        return predicted_call(c.message), c.usage
 
     @staticmethod
     def _run(by_name: Mapping[str, Tool], fn: Mapping[str, Any], calls: list[ToolCall]) -> str:

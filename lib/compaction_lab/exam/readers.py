@@ -320,6 +320,7 @@ READERS: Registry[Callable[..., Reader]] = Registry(
             "cuts",
             "exam",
             "grading",
+            "next_action",
             "open_book",
             "probes",
             "reading",

@@ -869,7 +869,7 @@ def _hits_and_sizes(rows: pd.DataFrame, arms: list[str], units: pd.Index, unit_c
 
 
 def _spearman_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Spearman's ρ of each row of `a` with the same row of `b` (average ranks); NaN where a row has NaN or ties only."""
+    """Spearman's ρ of each row of `a` with that row of `b` (average ranks); NaN for a row with NaN or ties only."""
     a, b = np.atleast_2d(a), np.atleast_2d(b)
     out = np.full(a.shape[0], np.nan)
     ok = ~(np.isnan(a).any(axis=1) | np.isnan(b).any(axis=1))

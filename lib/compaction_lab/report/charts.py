@@ -18,6 +18,7 @@ from compaction_lab.report.figures import FigureSpec, draw, figure, run_figures,
 from compaction_lab.report.figures._common import NO_QUESTIONS, NOT_SENDABLE, NOT_SENDABLE_NOTE, no_data
 from compaction_lab.report.figures.anatomy import SEGMENT_COLORS, fig7_projection_anatomy, fig8_trigger_and_budgets
 from compaction_lab.report.figures.composition import fig2_composition
+from compaction_lab.report.figures.continuation import fig10_continuation, fig11_rediscovery
 from compaction_lab.report.figures.cost import fig3_complete, fig5_compaction_cost, fig6_cost_per_point
 from compaction_lab.report.figures.exam import (
     NO_RECORDED,
@@ -77,6 +78,8 @@ __all__ = [
     "fig7_projection_anatomy",
     "fig8_trigger_and_budgets",
     "fig9_open_book",
+    "fig10_continuation",
+    "fig11_rediscovery",
     "fig_recorded",
     "fig_sweep_lines",
     "fig_sweep_ranks",

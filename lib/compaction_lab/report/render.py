@@ -49,7 +49,7 @@ def build_index(
     price_table: str | None = None,
     simulator: str | None = None,
 ) -> Path:
-    """``report.html``: what the run measured, the headline table, every figure, links, parameters, versions.
+    """``report.html``: what the run measured, the headline table, each notebook's block, every figure, links, versions.
 
     The figures are the run's SVG files inlined: the page needs no script and
     no network. The headline is notebook 06's (``headline.parquet``) when it
@@ -83,6 +83,7 @@ def build_index(
         headline=share.headline_html(head),
         recorded=share.recorded_block(run_dir),
         exam=share.exam_block(run_dir),
+        continuation=share.continuation_block(run_dir),
         notebooks=[
             {
                 "name": r.notebook,

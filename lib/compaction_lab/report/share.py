@@ -23,6 +23,7 @@ from compaction_lab.core import runfolder
 from compaction_lab.exam import cases as exam_cases
 from compaction_lab.exam import stats
 from compaction_lab.report.figures import run_figures
+from compaction_lab.report.figures._common import distinct_text
 from compaction_lab.strategies.base import COMPACTION_FAILED
 
 #: Table name of the headline in a run folder (written by notebook 06).
@@ -165,6 +166,9 @@ def headline_table(run_dir: Path, price_table: str | None = None, simulator: str
         for row in zip(out["retained"], out["n"], out["ci_low"], out["ci_high"], out["over_window"], strict=False)
     ]
     out = out.merge(needed_next(run_dir), on="strategy", how="left")
+    for col in _NEEDED_NEXT:
+        out[col] = pd.to_numeric(out[col], errors="coerce")
+    out["needed_next_of_n"] = out["needed_next_of_n"].fillna(NOT_MEASURED)
     cost = _maybe(Path(run_dir), "cost")
     money = [
         "compaction_cost_cold",
@@ -475,6 +479,205 @@ def recorded_block(run_dir: Path) -> RecordedBlock | None:
             )
     view = pd.DataFrame(rows, columns=list(RECORDED_VIEW)).rename(columns=RECORDED_VIEW)
     return RecordedBlock(len(found), tuple(lines), view)
+
+
+#: The notebook of the continuation exam (its tables, its figures, its section of the report).
+CONTINUATION_NOTEBOOK = "07_continuation_exam"
+
+#: The target-level table the rank agreement resamples (one row per block x case x arm x needed target).
+CONTINUATION_TARGETS = "continuation_targets"
+
+#: What the agreement sentence says before its verdict.
+RANKINGS = "Closed-book and continuation rankings"
+
+
+def _stats_parameters(run_dir: Path) -> tuple[int, int]:
+    """Return the run's bootstrap resamples and seed (``n_boot``, ``stats_seed`` in ``run.json``; else 2000, 7)."""
+    path = Path(run_dir) / runfolder.RUN_JSON
+    params: Mapping[str, Any] = {}
+    if path.is_file():
+        params = json.loads(path.read_text(encoding="utf-8")).get("parameters") or {}
+    return int(params.get("n_boot", 2000)), int(params.get("stats_seed", 7))
+
+
+def _interval(low: float, high: float) -> str:
+    # An en dash between two negative numbers reads as a minus: say "to" whenever a bound is negative.
+    sep = " to " if min(low, high) < 0 else "–"
+    return f"{low:.2f}{sep}{high:.2f}".replace("-", "−")
+
+
+def agreement_sentence(agreement: stats.RankAgreement) -> str:
+    """Say in one sentence whether two exams rank the arms alike, from `stats.rank_agreement`.
+
+    ``agree`` when the interval lies above 0, ``are reversed`` below it, ``do not clearly agree`` when it
+    holds 0; ``not measured`` (with the reason) when there is no interval.
+    """
+    rho = f"Spearman ρ = {agreement.rho:.2f}".replace("-", "−")
+    units = f"{_plural(agreement.n_arms, 'arm')}, {_plural(agreement.n_units, 'session')}"
+    verdict = agreement.verdict
+    if verdict == "no interval":
+        known = f"{rho}, {units}; " if pd.notna(agreement.rho) else ""
+        return f"{RANKINGS}: not measured ({known}{agreement.method})."
+    ci = f"95% CI {_interval(agreement.ci_low, agreement.ci_high)}"
+    if verdict == "agree":
+        return f"{RANKINGS} agree ({rho}, {ci}, {units})."
+    if verdict == "reversed":
+        return (
+            f"{RANKINGS} are reversed ({rho}, {ci}, {units}): the arms that keep most facts keep least of what "
+            "the next step needs."
+        )
+    return f"{RANKINGS} do not clearly agree ({rho}, {ci}, {units}: the interval holds 0)."
+
+
+def rankings_agreement(run_dir: Path, *, n_boot: int | None = None, seed: int | None = None) -> str:
+    """Say whether the closed book and the continuation exam rank the arms alike, from the run folder.
+
+    `stats.rank_agreement` of the closed-book answers (``exam_closed``) and the continuation exam's needed
+    targets of the same cases (``continuation_targets``, block ``closed``), sessions resampled together;
+    `agreement_sentence` words it. `n_boot` and `seed` default to the run's ``n_boot`` and ``stats_seed``.
+    A run without either table says so ("not measured"), never raises.
+    """
+    run_dir = Path(run_dir)
+    closed = _maybe(run_dir, "exam_closed")
+    targets = _maybe(run_dir, CONTINUATION_TARGETS)
+    if targets is None:
+        return f"{RANKINGS}: not measured (no continuation exam in this run)."
+    if closed is None or closed.empty:
+        return f"{RANKINGS}: not measured (no closed-book answers in this run)."
+    if "block" in targets.columns:
+        targets = targets[targets["block"] == CONTINUATION_BLOCK]
+    if targets.empty:
+        return f"{RANKINGS}: not measured (no case's next actions needed a value from before the cut)."
+    run_boot, run_seed = _stats_parameters(run_dir)
+    agreement = stats.rank_agreement(
+        closed, targets, n_boot=run_boot if n_boot is None else n_boot, seed=run_seed if seed is None else seed
+    )
+    return agreement_sentence(agreement)
+
+
+#: The rediscovery table as readers see it: column -> header.
+REDISCOVERY_VIEW = {
+    "compaction": "compaction",
+    "calls_after": "tool calls after",
+    "repeats": "exact repeats of an earlier call",
+    "repeats_kept": "of them, earlier output kept",
+    "repeat_output_tokens": "tokens the repeats added",
+    "repeat_cost": "what they cost",
+}
+
+
+@dataclass(frozen=True)
+class ContinuationBlock:
+    """The report's "can the agent still continue?" block (notebook 07's tables).
+
+    Attributes
+    ----------
+    lines : tuple of str
+        The rankings sentence, who graded the needed-next recall, the model's next-action grades.
+    rediscovery_lines : tuple of str
+        What the recorded compactions cost their agents, in words (empty when notebook 07 did not look).
+    rediscovery : DataFrame
+        One row per recorded compaction (`REDISCOVERY_VIEW`); empty when there was none.
+    figures : tuple of (str, str)
+        (stem, title) of the notebook's figures the run saved, for links to them in the gallery.
+    """
+
+    lines: tuple[str, ...]
+    rediscovery_lines: tuple[str, ...]
+    rediscovery: pd.DataFrame
+    figures: tuple[tuple[str, str], ...]
+
+    def html(self) -> str:
+        """Render the rediscovery table as HTML (escaped); empty string when there is no row."""
+        if not len(self.rediscovery):
+            return ""
+        return self.rediscovery.to_html(index=False, escape=True, na_rep=NOT_MEASURED)
+
+
+def _rediscovery_view(compactions: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for r in compactions.to_dict("records"):
+        who = ", ".join(str(r[c]) for c in ("agent", "model") if r.get(c) is not None and pd.notna(r.get(c)))
+        currency = "" if r.get("currency") is None or pd.isna(r.get("currency")) else f" {r['currency']}"
+        cost = r.get("repeat_cost")
+        tokens = r.get("repeat_output_tokens")
+        rows.append(
+            {
+                "compaction": f"{r['session_id']} #{int(r['compaction']) + 1}" + (f" ({who})" if who else ""),
+                "calls_after": int(r["calls_after"]),
+                "repeats": int(r["repeats"]),
+                "repeats_kept": int(r["repeats_kept"]) if pd.notna(r.get("repeats_kept")) else NOT_MEASURED,
+                "repeat_output_tokens": f"{int(tokens):,}" if tokens is not None and pd.notna(tokens) else NOT_MEASURED,
+                # No price table is no cost, never a zero.
+                "repeat_cost": f"{float(cost):.4f}{currency}" if cost is not None and pd.notna(cost) else NOT_MEASURED,
+            }
+        )
+    return pd.DataFrame(rows, columns=list(REDISCOVERY_VIEW)).rename(columns=REDISCOVERY_VIEW)
+
+
+def _rate(v: Any) -> str:
+    return f"{float(v):.0%}" if v is not None and pd.notna(v) else NOT_MEASURED
+
+
+def _needed_next_lines(recall: pd.DataFrame) -> list[str]:
+    """Who graded the needed-next recall, and each arm's next-action grades where a model predicted."""
+    closed = recall[recall["block"] == CONTINUATION_BLOCK] if "block" in recall.columns else recall
+    if not (pd.to_numeric(closed["n"], errors="coerce").fillna(0) > 0).any():
+        return ["Needed-next recall: not measured (no case's next actions needed a value from before the cut)."]
+    reader = distinct_text(closed, "reader_label")
+    lines = [
+        "Needed-next recall (in the headline): of the values the agent's next tool calls used that it had seen "
+        f"only before the cut, the share the projection still holds; reader: {reader or 'not recorded'}."
+    ]
+    predicted = pd.to_numeric(closed["n_predicted"], errors="coerce") if "n_predicted" in closed else None
+    if predicted is None:
+        return lines
+    for r in closed[predicted.fillna(0) > 0].to_dict("records"):
+        decoys = r.get("decoy_actions")
+        lines.append(
+            f"{r['strategy_label']}: the model's next call over {int(r['n_predicted'])} cases named the right tool "
+            f"in {_rate(r.get('tool_match'))}, a needed target in {_rate(r.get('target_match'))}, the exact "
+            f"arguments in {_rate(r.get('exact_match'))}"
+            + (f"; it acted on a look-alike that never existed {int(decoys)} times" if pd.notna(decoys) else "")
+            + "."
+        )
+    return lines
+
+
+def continuation_block(run_dir: Path) -> ContinuationBlock | None:
+    """Gather notebook 07's results for the report, or None when it did not run (an older run folder).
+
+    Values only: the rankings sentence (`rankings_agreement`), who graded the needed-next recall (the
+    table's ``reader_label``: offline, a stand-in), the model's next-action grades where a model predicted,
+    and per recorded compaction the calls after it, the exact repeats and what they cost
+    (``rediscovery_compactions``).
+    """
+    run_dir = Path(run_dir)
+    recall = _maybe(run_dir, CONTINUATION_RECALL)
+    compactions = _maybe(run_dir, "rediscovery_compactions")
+    if recall is None and compactions is None:
+        return None
+    lines = [rankings_agreement(run_dir)]
+    if recall is not None:
+        lines += _needed_next_lines(recall)
+    found: list[str] = []
+    view = pd.DataFrame(columns=list(REDISCOVERY_VIEW.values()))
+    if compactions is not None:
+        if len(compactions):
+            kept = int(pd.to_numeric(compactions["repeats_kept"], errors="coerce").fillna(0).sum())
+            found.append(
+                f"Recorded compactions in this run's logs: {len(compactions)}; after them the agents made "
+                f"{int(compactions['calls_after'].sum()):,} tool calls, {int(compactions['repeats'].sum())} of them "
+                f"exact repeats of a call made before the compaction (same tool, identical arguments); the earlier "
+                f"output of {kept} of those was still in what the agent kept."
+            )
+            view = _rediscovery_view(compactions)
+        else:
+            found.append("Not measured: no recorded compaction in this run's sessions (synthetic chains record none).")
+    figures = tuple((f.stem, f.title) for f in run_figures() if f.notebook == CONTINUATION_NOTEBOOK)
+    saved = Path(run_dir) / runfolder.FIGURES
+    figures = tuple((stem, title) for stem, title in figures if any(saved.glob(f"{stem}.*")))
+    return ContinuationBlock(tuple(lines), tuple(found), view, figures)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,10 @@ failed, 1 otherwise. For a profile whose ``summarizer`` or ``reader`` is
 ``model`` it also says which notebooks will call the model and, from a dry
 run of the profile against a stand-in endpoint (`compaction_lab.run.plan`:
 nothing sent, the real ledger and checkpoints untouched), how many calls the
-run would make and roughly what they would cost under the price table.
+run would make and roughly what they would cost under the price table, by
+purpose: summaries, the closed and open book's answers, and the continuation
+exam's next-action requests (``exam:continuation``: one per case with a
+recorded next action × arm, `plan.continuation_calls`).
 
 Nothing the doctor prints holds a secret: every `Check` detail is masked
 (`compaction_lab.privacy.secrets.mask_message`: URL credentials shown as

@@ -983,6 +983,7 @@ def _chain_problems(profile: Any, effective: Mapping[str, Mapping[str, Any]], ba
             for n, nbs in too_many.items()
         ]
     priced = next((effective[nb]["price_tables"] for nb in profile.notebooks if "price_tables" in effective[nb]), None)
+    unpriced: dict[str, list[str]] = {}  # one line per table, naming every notebook that reads it
     for nb in profile.notebooks:
         table = effective[nb].get("price_table")
         if (
@@ -992,10 +993,12 @@ def _chain_problems(profile: Any, effective: Mapping[str, Mapping[str, Any]], ba
             and "price_tables" not in bad
             and table not in priced
         ):
-            out.append(
-                f"price_table = {table!r} for {nb}: not among price_tables {list(priced)}, which the cost "
-                "notebook prices"
-            )
+            unpriced.setdefault(table, []).append(nb)
+    out += [
+        f"price_table = {table!r} for {', '.join(nbs)}: not among price_tables {list(priced or ())}, which the cost "
+        "notebook prices"
+        for table, nbs in unpriced.items()
+    ]
     return out
 
 

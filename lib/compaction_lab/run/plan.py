@@ -15,6 +15,11 @@ notebook kernel at the copies, so recorded answers are reused exactly as the
 real run would reuse them and no stand-in answer ever reaches the real stores.
 The calls the dry run adds to the ledger copy are the planned calls.
 
+The continuation exam's next-action requests (notebook 07, purpose
+`CONTINUATION_PURPOSE`) are counted by the same dry run; their number is also
+known without running anything (`continuation_calls`): one per case with a
+recorded next action × arm, identical requests sent once.
+
 What the estimate cannot know
 -----------------------------
 - *Open-book rounds.* The stand-in answers at once; a real reader may search
@@ -50,6 +55,9 @@ from compaction_lab.store.checkpoints import CHECKPOINTS_ENV
 
 #: Purpose of the open-book exam's first request per question (`compaction_lab.exam.model_reader`).
 OPEN_BOOK_PURPOSE = "exam:open"
+
+#: Purpose of the continuation exam's next-action requests (`compaction_lab.exam.next_action.ACTION_PURPOSE`).
+CONTINUATION_PURPOSE = "exam:continuation"
 
 
 # --------------------------------------------------------------------------- the plan
@@ -258,8 +266,48 @@ def plan_run(profile: Any, *, overrides: Mapping[str, Any] | None = None, progre
     )
 
 
+def continuation_calls(source: Any, params: Any = None) -> int:
+    """Count the next-action requests the continuation exam's model grade sends, without running anything.
+
+    One request per case with at least one recorded next action × arm: the listed arms, and for a case of
+    the recorded block (a compaction an agent logged) also the agent's own (``recorded``,
+    `continuation.arms_of`); none when the call shape offers no tool to call. The keys
+    (`continuation.keys_for`) need no model: a summary is not part of them, so they are built with no
+    summarizer whatever the profile's.
+
+    Parameters
+    ----------
+    source : Path, str or Sources
+        A run folder (its saved bank is reused; one is built and saved when missing, as notebook 03
+        would) or sessions gathered in memory.
+    params : ContinuationParams or mapping, optional
+        The exam's parameters (arms, cases, ``continuation_k``); defaults otherwise.
+
+    Returns
+    -------
+    int
+        The requests a run with a model reader would make when none is answered yet. Identical requests
+        are sent once (the ledger answers the second: two arms whose projections are the same), so the
+        run may send fewer; the dry run (`plan_run`) counts exactly that, and what is already answered.
+    """
+    from compaction_lab import summarize
+    from compaction_lab.exam import continuation
+    from compaction_lab.strategies.base import CompactionContext
+
+    p = continuation.ContinuationParams.coerce(params)
+    ctx = CompactionContext(
+        window=p.window, output_ceiling=p.output_ceiling, summarizer=summarize.get_summarizer("none")
+    )
+    if not ctx.shape.tools:
+        return 0
+    keys = continuation.keys_for(source, p, ctx).keys
+    return sum(len(continuation.arms_of(k.block, p.names)) for k in keys if k.actions)
+
+
 __all__ = [
+    "CONTINUATION_PURPOSE",
     "OPEN_BOOK_PURPOSE",
     "Plan",
+    "continuation_calls",
     "plan_run",
 ]
