@@ -254,13 +254,7 @@ ACTION_COLUMNS: list[str] = [
     "decoys",
     "projection_tokens",
     "over_window",
-    "predicted_tool",
-    "predicted_arguments",
-    "tool_match",
-    "target_match",
-    "exact_match",
-    "matched_rank",
-    "acted_on_decoy",
+    *next_action.MODEL_GRADE_COLUMNS,  # the model's predicted call and its grades (empty offline)
 ]
 
 #: Columns of ``continuation_targets``: one row per block × case × arm × needed target (what intervals resample).
@@ -285,7 +279,7 @@ TARGET_COLUMNS: list[str] = [
 ]
 
 #: Model-grade columns of ``continuation_recall`` (rates over the cases a prediction was asked for; NaN offline).
-MODEL_COLUMNS: list[str] = ["n_predicted", "tool_match", "target_match", "exact_match", "decoy_actions"]
+MODEL_COLUMNS: list[str] = list(next_action.RATE_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -338,14 +332,7 @@ def grade_case(cc: ContinuationCase, p: Projection, ctx: CompactionContext) -> t
                 "n_needed": len(needed),
                 "n_held": len(held),
                 "decoys": list(cc.decoys),
-                # the model grade's (`next_action`): not asked offline
-                "predicted_tool": None,
-                "predicted_arguments": None,
-                "tool_match": None,
-                "target_match": None,
-                "exact_match": None,
-                "matched_rank": None,
-                "acted_on_decoy": None,
+                **next_action.not_asked(),  # the model grade's columns: filled only when a model is asked
             }
         )
         for j, t in enumerate(needed):
