@@ -142,3 +142,22 @@ def test_a_tiny_continuation_exam_sends_the_planned_requests_once(local_model):
     assert len(_continuation_calls(local_model["ledger"])) == planned
     cols = ["case_id", "strategy", "action_rank", *next_action.MODEL_GRADE_COLUMNS]
     pd.testing.assert_frame_equal(again[cols], first[cols])
+
+
+def test_a_named_tool_choice_gets_real_tool_calls_from_the_local_model_and_they_are_graded(local_model):
+    """llama.cpp forces a call only when `tool_choice` names a function: then the tiny model really calls one, and
+    its call is graded against the recorded next actions (the tool it was made to call decides `tool_match`)."""
+    source, params, keys = _exam(local_model)
+    forced = {"type": "function", "function": {"name": "read_file"}}
+    reader = readers.get_reader("model", model=params.model, action_tool_choice=forced)
+    ctx = params.context()
+    rows = continuation.run_continuation(keys.keys, keys.sessions, params.names, ctx, reader=reader).actions
+    asked = rows[rows["tool_match"].notna()].drop_duplicates(["case_id", "strategy"])
+    assert len(asked) == plan.continuation_calls(source, params)
+    assert (asked["predicted_tool"] == "read_file").all(), asked["predicted_tool"].tolist()
+    for row in asked.itertuples():
+        recorded_tools = set(rows.loc[rows["case_id"] == row.case_id, "tool"])
+        assert row.tool_match == ("read_file" in recorded_tools)
+        assert row.exact_match in (True, False) and row.target_match in (True, False)
+        if row.exact_match:
+            assert row.predicted_arguments in set(rows.loc[rows["case_id"] == row.case_id, "arguments"])

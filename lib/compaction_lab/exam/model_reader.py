@@ -91,9 +91,11 @@ class ModelReader:
         for endpoints that reject the field.
     action_tokens : int
         ``max_tokens`` of a next-action request (`next_action`).
-    action_tool_choice : str or None
+    action_tool_choice : str, mapping or None
         ``tool_choice`` of a next-action request (``required``: the model must
-        act); None leaves it out for endpoints that reject the field.
+        act; a named function, ``{"type": "function", "function": {"name": ...}}``,
+        for a server that forces a call only when one is named, as llama.cpp's
+        does); None leaves it out for endpoints that reject the field.
     """
 
     config: Any
@@ -101,7 +103,7 @@ class ModelReader:
     max_tool_rounds: int = 4
     closed_tool_choice: str | None = "none"
     action_tokens: int = ACTION_TOKENS
-    action_tool_choice: str | None = "required"
+    action_tool_choice: str | Mapping[str, Any] | None = "required"
     name: str = "model"
     label: str = ""
     stand_in: bool = False
@@ -125,7 +127,7 @@ class ModelReader:
         messages: list[dict[str, Any]],
         tools: Sequence[Mapping[str, Any]],
         purpose: str,
-        tool_choice: str | None,
+        tool_choice: str | Mapping[str, Any] | None,
         max_tokens: int | None = None,
     ) -> Any:
         body: dict[str, Any] = {"messages": messages, "max_tokens": max_tokens or self.answer_tokens}
