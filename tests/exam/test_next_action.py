@@ -287,11 +287,18 @@ def test_predict_and_grade_asks_once_per_projection_and_never_without_an_action_
     g = next_action.predict_and_grade(reader, cc, p, _TOOLS, s)
     assert g["exact_match"] and g["matched_rank"] == 0
     ((messages, tools),) = reader.asked
-    assert messages == next_action.action_messages(p.messages()) and tools == _TOOLS
+    assert messages == next_action.action_messages(p.messages()) and tools == next_action.offered_tools(_TOOLS, s)
+    assert tools[: len(_TOOLS)] == _TOOLS  # the shape's first, then the session's own it lacks
     idle = dataclasses.replace(cc, actions=())
     assert next_action.predict_and_grade(reader, idle, p, _TOOLS, s) == next_action.not_asked()
-    assert next_action.predict_and_grade(reader, cc, p, (), s) == next_action.not_asked()
     assert len(reader.asked) == 1
+    # no shape tools: the session's own are offered (reconstructed from its calls), so it is still asked
+    next_action.predict_and_grade(reader, cc, p, (), s)
+    assert reader.asked[-1][1] == next_action.offered_tools((), s) and len(reader.asked) == 2
+    # no tool at all (no shape tool, no recorded call): nothing to call, nothing asked
+    bare = dataclasses.replace(s, records=tuple(r for r in s.records if r.kind != "tool_call"))
+    assert next_action.predict_and_grade(reader, cc, p, (), bare) == next_action.not_asked()
+    assert len(reader.asked) == 2
 
 
 def test_a_repeated_request_is_answered_from_the_ledger_without_being_sent(tmp_path, monkeypatch):
@@ -369,3 +376,23 @@ def test_the_offline_plan_counts_cases_with_a_next_action_times_arms():
     ]
     assert 0 < len(acting) < len(cases.cases)  # some cases end their session: nothing to predict there
     assert plan.continuation_calls(src, params) == len(acting) * len(arms)
+
+
+def test_an_imported_sessions_own_tools_are_offered_beside_the_shapes():
+    """A pi log calls `read` and `bash`; the shape defines `bash` only: `read` is added, reconstructed from the
+    recorded calls (its argument names), and a tool the user ran with `!` is not the agent's."""
+    from compaction_lab.core.session import Record, Session
+
+    recs = (
+        Record("s", "e0", 0, 0, "tool_call", 'read {"path": "a.py", "offset": 3}', tool="read", call_id="c0"),
+        Record("s", "e1", 0, 1, "tool_call", 'bash {"command": "ls"}', tool="bash", call_id="c1"),
+        Record("s", "e2", 0, 2, "tool_call", 'read {"path": "b.py", "limit": 9}', tool="read", call_id="c2"),
+        Record("s", "e3", 0, 3, "tool_call", 'user_tool {"command": "ls"}', tool="user_tool", call_id="e3"),
+    )
+    session = Session("s", "pi", recs)
+    shape = ({"type": "function", "function": {"name": "Bash", "parameters": {}}},)
+    tools = next_action.offered_tools(shape, session)
+    assert tools[0] is shape[0] and len(tools) == 2
+    added = tools[1]["function"]
+    assert added["name"] == "read" and added["description"] == next_action.RECONSTRUCTED_TOOL
+    assert list(added["parameters"]["properties"]) == ["path", "offset", "limit"]

@@ -8,7 +8,8 @@ The request (one per case × arm, ledger purpose `ACTION_PURPOSE`)
     The projection as the agent's own next request: `Projection.messages` (tool outputs without a call id
     sent as user messages, `summarize.endpoint.wire_messages`, as every model request is), the call
     shape's tool definitions beside them (``ctx.shape.for_session(session).tools``, as the closed book
-    passes them) and ``tool_choice`` ``required``: the model must act, not talk. Nothing is appended
+    passes them; for an imported log, also the tools its agent called that the shape lacks, reconstructed
+    from the recorded calls: `offered_tools`) and ``tool_choice`` ``required``: the model must act, not talk. Nothing is appended
     when the messages end on a user or tool turn — the agent's own request held nothing more, and any
     instruction of ours would be a question the agent never got (it could name a tool or a value and
     so lead the model). They end on the agent's own turn (an assistant message; a system message
@@ -75,6 +76,7 @@ import pandas as pd
 from compaction_lab.core import bounded_json
 from compaction_lab.core.fingerprints import canonical_json
 from compaction_lab.core.session import Record, Session
+from compaction_lab.exam.calls import agent_calls, call_arguments
 from compaction_lab.exam.grading import normalise
 from compaction_lab.exam.targets import OBJECT_CATEGORIES, SessionHay, forms, leaves, objects_of, session_hay
 
@@ -318,7 +320,8 @@ def predict_and_grade(
     projection : Projection
         The arm's projection of the case.
     shape_tools : sequence of dict
-        The call shape's tool definitions (``ctx.shape.for_session(session).tools``).
+        The call shape's tool definitions (``ctx.shape.for_session(session).tools``); the session's own
+        tools the shape lacks are offered beside them (`offered_tools`).
     session : Session
         The case's session (where an invented object must be absent).
 
@@ -328,10 +331,51 @@ def predict_and_grade(
         The `MODEL_GRADE_COLUMNS`. A case with no recorded next action, or a shape with no tools to call,
         is not asked (`not_asked`: every column None), so nothing is sent for it.
     """
-    if not cc.actions or not shape_tools:
+    tools = offered_tools(shape_tools, session)
+    if not cc.actions or not tools:
         return not_asked()
-    predicted, _usage = reader.next_action(action_messages(projection.messages()), shape_tools=shape_tools)
+    predicted, _usage = reader.next_action(action_messages(projection.messages()), shape_tools=tools)
     return grade_prediction(predicted, cc, session_hay(session))
+
+
+#: The description of a tool definition reconstructed from a session's recorded calls (`offered_tools`).
+RECONSTRUCTED_TOOL = "reconstructed from the session's recorded calls (its harness's definition is not in the log)"
+
+
+def offered_tools(shape_tools: Sequence[Mapping[str, Any]], session: Session) -> tuple[Mapping[str, Any], ...]:
+    """Return the tools a next-action request offers: the call shape's, and the session's own the shape lacks.
+
+    An imported log was written by a harness whose tools are named otherwise (pi's ``read``, Claude Code's
+    ``Read``, Codex's ``shell``) than the call shape's; offered only the shape's, a model could never call
+    the tool the agent called, and ``tool_match`` would measure the shape, not memory. So every tool the
+    session's agent called that the shape does not define (names compared case-insensitively) is added,
+    in the order first called, as a definition reconstructed from its recorded calls: its name, the
+    argument names it was called with (each of any type), and `RECONSTRUCTED_TOOL` as its description —
+    not the harness's own definition, which the log does not hold.
+    """
+    known = {str((t.get("function") or {}).get("name", "")).casefold() for t in shape_tools}
+    seen: dict[str, dict[str, None]] = {}
+    for r in agent_calls(session):
+        name = r.tool or ""
+        if not name or name.casefold() in known:
+            continue
+        args = call_arguments(r)
+        keys = seen.setdefault(name, {})
+        if isinstance(args, Mapping):
+            for k in args:
+                keys.setdefault(str(k))
+    added = tuple(
+        {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": RECONSTRUCTED_TOOL,
+                "parameters": {"type": "object", "properties": {k: {} for k in keys}},
+            },
+        }
+        for name, keys in seen.items()
+    )
+    return (*shape_tools, *added)
 
 
 # --------------------------------------------------------------------------- per arm
@@ -398,6 +442,7 @@ __all__ = [
     "invented_objects",
     "model_rates",
     "not_asked",
+    "offered_tools",
     "predict_and_grade",
     "predicted_call",
     "session_hay",
