@@ -73,6 +73,7 @@ def _resume_command(args: argparse.Namespace) -> int:
             ("--results", args.results),
             ("--tokenizer", args.tokenizer),
             ("--allow-unknown", args.allow_unknown),
+            ("--no-html", args.no_html),
             ("--redact/--no-redact", args.redact is not None),
         )
         if value
@@ -124,6 +125,7 @@ def _run_command(args: argparse.Namespace) -> int:
                 redact=args.redact,
                 allow_unknown=args.allow_unknown,
                 scheduler=args.scheduler,
+                notebook_html=not args.no_html,
             )
         except (report.ProfileError, EngineError) as exc:
             print(f"error: {exc}", file=sys.stderr)
@@ -140,6 +142,7 @@ def _run_command(args: argparse.Namespace) -> int:
             overrides=overrides,
             redact=args.redact,
             allow_unknown=args.allow_unknown,
+            notebook_html=not args.no_html,
         )
     except report.ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -150,7 +153,8 @@ def _run_command(args: argparse.Namespace) -> int:
         print(f"partial run folder (executed notebook and run.json kept): {exc.run_dir}", file=sys.stderr)
         return 1
     for nb in result.notebooks:
-        print(f"  {nb.notebook}: {nb.seconds:.1f} s", file=sys.stderr)
+        html = f" (+ {nb.html_seconds:.1f} s HTML)" if nb.html_seconds is not None else ""
+        print(f"  {nb.notebook}: {nb.seconds:.1f} s{html}", file=sys.stderr)
     if result.report:
         print(f"report: {result.report}", file=sys.stderr)
     print(result.run_dir)
@@ -233,6 +237,11 @@ def add_commands(sub: Subparsers) -> None:
         "plus a comparison (sweep.html); adds to / replaces the profile's sweeps: block",
     )
     run.add_argument("--no-sweep", action="store_true", help="run the profile once, ignoring its sweeps: block")
+    run.add_argument(
+        "--no-html",
+        action="store_true",
+        help="render no notebook HTML (batch reruns; report.html is still written and links the notebooks)",
+    )
     run.add_argument(
         "--resume",
         metavar="SWEEP_DIR",

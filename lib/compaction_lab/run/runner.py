@@ -148,6 +148,7 @@ class NotebookRun:
     seconds: float
     parameters: Mapping[str, Any]
     status: str  # ok | failed | interrupted
+    html_seconds: float | None = None  # rendering its HTML (None: not rendered)
 
 
 @dataclass(frozen=True)
@@ -231,6 +232,7 @@ def run_profile(
     overrides: Mapping[str, Any] | None = None,
     redact: bool | None = None,
     allow_unknown: bool = False,
+    notebook_html: bool = True,
 ) -> RunResult:
     """Execute a profile's notebooks in order into a new run folder.
 
@@ -246,6 +248,10 @@ def run_profile(
         Show per-notebook cell progress bars.
     render : bool
         Render executed notebooks and ``report.html``.
+    notebook_html : bool
+        Render each executed notebook as HTML (``--no-html``: False, for batch reruns; ``report.html`` is
+        still written, linking the executed notebooks). ``run.json`` says what rendering cost: per
+        notebook ``html_seconds``, in all ``html_seconds`` and ``report_seconds``.
     overrides : mapping, optional
         Chain-wide parameters that replace the profile's (``--set``).
     redact : bool, optional
@@ -300,7 +306,7 @@ def run_profile(
                     done,
                     executing,
                     progress=progress,
-                    render=render,
+                    render=render and notebook_html,
                     redactor=redactor,
                     started=started,
                 )
@@ -309,7 +315,13 @@ def run_profile(
             unused = sorted(given - declared_anywhere - {REDACT_PARAM})
             total = round(time.perf_counter() - started, 3)
             record.update(status="ok", finished=_now(), seconds=total, unused_parameters=unused)
+            t_report = time.perf_counter()
             report = build_index(run_dir, prof, done) if render else None
+            rendered = [r.html_seconds for r in done if r.html_seconds is not None]
+            record.update(
+                html_seconds=round(sum(rendered), 3) if rendered else None,
+                report_seconds=round(time.perf_counter() - t_report, 3) if render else None,
+            )
             # The sweep runs last, over everything written, so nothing rendered escapes it.
             record.update(redaction=final_sweep(run_dir, redactor))
         except lifecycle.RunInterrupted as exc:
@@ -381,8 +393,8 @@ def _run_chain(
         except Exception as exc:  # a cell raised (PapermillExecutionError), or the kernel died or never started
             executing.clear()
             secs = time.perf_counter() - t0
-            html = render_notebook(out) if render and out.exists() else None
-            done.append(NotebookRun(nb, out, html, round(secs, 3), public_parameters(params), "failed"))
+            html, html_secs = _rendered(out, render and out.exists())
+            done.append(NotebookRun(nb, out, html, round(secs, 3), public_parameters(params), "failed", html_secs))
             err = _error_fields(exc)
             record.update(
                 status="failed",
@@ -402,10 +414,19 @@ def _run_chain(
             ) from exc
         executing.clear()
         secs = time.perf_counter() - t0
-        html = render_notebook(out) if render else None
-        done.append(NotebookRun(nb, out, html, round(secs, 3), public_parameters(params), "ok"))
+        html, html_secs = _rendered(out, render)
+        done.append(NotebookRun(nb, out, html, round(secs, 3), public_parameters(params), "ok", html_secs))
         record.update(notebooks=[_nb_json(r) for r in done], notebook_running=None)
     return declared_anywhere
+
+
+def _rendered(executed: Path, render: bool) -> tuple[Path | None, float | None]:
+    """Render an executed notebook as HTML when asked: the page and the seconds it took (None, None if not)."""
+    if not render:
+        return None, None
+    t0 = time.perf_counter()
+    html = render_notebook(executed)
+    return html, round(time.perf_counter() - t0, 3)
 
 
 #: Runner parameters that reach every notebook's kernel as environment variables.
@@ -620,6 +641,7 @@ def _nb_json(r: NotebookRun) -> dict[str, Any]:
         "seconds": r.seconds,
         "output": r.output.name,
         "html": r.html.name if r.html else None,
+        "html_seconds": r.html_seconds,
         "parameters": dict(r.parameters),
     }
 

@@ -111,6 +111,7 @@ class SweepPlan:
     overrides: Mapping[str, Any] = field(default_factory=dict)
     redact: bool | None = None
     allow_unknown: bool = False
+    notebook_html: bool = True  # False: `--no-html`, the runs render no notebook HTML (their reports still do)
 
     def to_json(self, scheduler: str) -> dict[str, Any]:
         """Return the ``sweep.json`` document (`SWEEP_PLAN`)."""
@@ -129,6 +130,7 @@ class SweepPlan:
             "overrides": public_parameters(self.overrides),
             "redact": self.redact,
             "allow_unknown": self.allow_unknown,
+            "notebook_html": self.notebook_html,
             "scheduler": scheduler,
             "runs": [
                 {"values": public_parameters(c), "run": name} for c, name in zip(self.combos, self.names, strict=True)
@@ -157,6 +159,7 @@ class SweepPlan:
             overrides=dict(doc.get("overrides") or {}),
             redact=doc.get("redact"),
             allow_unknown=bool(doc.get("allow_unknown", False)),
+            notebook_html=bool(doc.get("notebook_html", True)),
         )
 
 
@@ -171,6 +174,7 @@ def run_sweep(
     redact: bool | None = None,
     allow_unknown: bool = False,
     scheduler: str | None = None,
+    notebook_html: bool = True,
 ) -> SweepResult:
     """Run the profile once per combination of swept values, each into its own run folder.
 
@@ -227,6 +231,7 @@ def run_sweep(
                 overrides=given,
                 redact=redact,
                 allow_unknown=allow_unknown,
+                notebook_html=notebook_html,
             )
             lifecycle.write_json_atomic(folder / SWEEP_PLAN, plan.to_json(where))
             return _execute_sweep(plan, folder, eng, set(range(len(combos))), progress)
@@ -413,6 +418,7 @@ def _sweep_here(
                 overrides={**dict(plan.overrides), **combo},
                 redact=plan.redact,
                 allow_unknown=plan.allow_unknown,
+                notebook_html=plan.notebook_html,
             )
         except NotebookFailed as exc:
             runs.append((combo, None, f"failed: {exc}"))
@@ -458,6 +464,7 @@ def _sweep_on_engine(
                 plan.redact,
                 plan.allow_unknown,
                 attempts,
+                plan.notebook_html,
             )
         for i, (combo, name) in enumerate(zip(plan.combos, plan.names, strict=True)):
             if i not in handles:
@@ -613,6 +620,7 @@ def _sweep_task(
     redact: bool | None,
     allow_unknown: bool,
     attempts: Path,
+    notebook_html: bool = True,
 ) -> tuple[str, RunResult | None, str]:
     """Task: one run of a sweep on a worker, under the name the plan gave it.
 
@@ -638,6 +646,7 @@ def _sweep_task(
             overrides=overrides,
             redact=redact,
             allow_unknown=allow_unknown,
+            notebook_html=notebook_html,
         )
     except NotebookFailed as exc:
         return "failed", None, f"failed: {exc}"
