@@ -57,6 +57,27 @@ CHAT_FORMAT: str | None = None
 STARTUP_TIMEOUT = 60.0
 
 
+def model_config(base_url: str, tmp_path: Path, monkeypatch, **over) -> dict:
+    """The `model` mapping of a test against the local server: its own ledger and checkpoints in `tmp_path`.
+
+    The shared clients are forgotten, so the test's client is built for its ledger (and a later test's too).
+    """
+    from compaction_lab.endpoints import shared
+
+    monkeypatch.setenv("COMPACTION_LAB_CHECKPOINTS", str(tmp_path / "ck.sqlite"))
+    shared._CLIENTS.clear()
+    return {
+        "base_url": base_url,
+        "model": MODEL_ALIAS,
+        "api_key_env": "",
+        "timeout_s": 120,
+        "max_retries": 1,
+        "concurrency": 2,
+        "ledger": str(tmp_path / "ledger.sqlite"),
+        **over,
+    }
+
+
 def in_ci() -> bool:
     """True when the environment says CI (``CI`` set to anything but empty/0/false/no)."""
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")

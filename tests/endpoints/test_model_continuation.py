@@ -25,7 +25,7 @@ from compaction_lab.exam import continuation, next_action, readers
 from compaction_lab.ingest import synthetic
 from compaction_lab.ingest.sources import Sources
 from compaction_lab.run import plan
-from tests.llm_server import MODEL_ALIAS
+from tests.llm_server import model_config
 
 pytestmark = pytest.mark.slow
 
@@ -35,17 +35,7 @@ ARMS = ("futureos-deterministic", "truncate-oldest")
 
 @pytest.fixture
 def local_model(llm_server, tmp_path, monkeypatch):
-    monkeypatch.setenv("COMPACTION_LAB_CHECKPOINTS", str(tmp_path / "ck.sqlite"))
-    shared._CLIENTS.clear()
-    yield {
-        "base_url": llm_server,
-        "model": MODEL_ALIAS,
-        "api_key_env": "",
-        "timeout_s": 300,
-        "max_retries": 1,
-        "concurrency": 1,
-        "ledger": str(tmp_path / "ledger.sqlite"),
-    }
+    yield model_config(llm_server, tmp_path, monkeypatch, timeout_s=300, concurrency=1)
     shared._CLIENTS.clear()
 
 

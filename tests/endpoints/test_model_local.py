@@ -13,30 +13,19 @@ import pandas as pd
 import pytest
 
 from compaction_lab import cli, strategies, summarize
-from compaction_lab.endpoints import shared
 from compaction_lab.endpoints.ledger import open_ledger
 from compaction_lab.exam import bank, closed, readers
 from compaction_lab.ingest import synthetic
 from compaction_lab.run import runner as report
 from compaction_lab.strategies import CompactionContext
-from tests.llm_server import MODEL_ALIAS
+from tests.llm_server import MODEL_ALIAS, model_config
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
 def local_model(llm_server, tmp_path, monkeypatch):
-    monkeypatch.setenv("COMPACTION_LAB_CHECKPOINTS", str(tmp_path / "ck.sqlite"))
-    shared._CLIENTS.clear()
-    return {
-        "base_url": llm_server,
-        "model": MODEL_ALIAS,
-        "api_key_env": "",
-        "timeout_s": 120,
-        "max_retries": 1,
-        "concurrency": 2,
-        "ledger": str(tmp_path / "ledger.sqlite"),
-    }
+    return model_config(llm_server, tmp_path, monkeypatch)
 
 
 def test_a_summary_and_a_tiny_closed_book_exam_through_the_real_client(local_model):
