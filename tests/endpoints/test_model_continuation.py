@@ -25,7 +25,7 @@ from compaction_lab.exam import continuation, next_action, readers
 from compaction_lab.ingest import synthetic
 from compaction_lab.ingest.sources import Sources
 from compaction_lab.run import plan
-from tests.llm_server import model_config
+from tests.llm_server import MODEL_ALIAS, model_config
 
 pytestmark = pytest.mark.slow
 
@@ -145,6 +145,7 @@ def test_a_named_tool_choice_gets_real_tool_calls_from_the_local_model_and_they_
     asked = rows[rows["tool_match"].notna()].drop_duplicates(["case_id", "strategy"])
     assert len(asked) == plan.continuation_calls(source, params)
     assert (asked["predicted_tool"] == "read_file").all(), asked["predicted_tool"].tolist()
+    assert (asked["predicted_by"] == f"model reader: {MODEL_ALIAS}").all()  # the table names who predicted
     for row in asked.itertuples():
         recorded_tools = set(rows.loc[rows["case_id"] == row.case_id, "tool"])
         assert row.tool_match == ("read_file" in recorded_tools)

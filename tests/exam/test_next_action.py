@@ -155,7 +155,9 @@ def test_arguments_that_are_not_json_are_kept_raw_and_never_exact():
 
 def test_the_grade_has_exactly_the_model_columns_of_the_action_table():
     assert set(_grade(None)) == set(next_action.MODEL_GRADE_COLUMNS)
-    assert list(next_action.MODEL_GRADE_COLUMNS) == continuation.ACTION_COLUMNS[-len(next_action.MODEL_GRADE_COLUMNS) :]
+    n = len(next_action.MODEL_GRADE_COLUMNS)
+    assert list(next_action.MODEL_GRADE_COLUMNS) == continuation.ACTION_COLUMNS[-n - 1 : -1]
+    assert continuation.ACTION_COLUMNS[-1] == "predicted_by"  # who predicted: the reader's label
     assert list(next_action.RATE_COLUMNS) == continuation.MODEL_COLUMNS
 
 

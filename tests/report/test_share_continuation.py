@@ -236,12 +236,18 @@ def test_model_grades_are_said_per_arm_when_a_model_predicted(run):
         0.25,
     ]
     table["decoy_actions"] = [float("nan"), 1.0, float("nan"), float("nan")]
+    table["model_reader_label"] = [None, "model reader: tiny", None, None]
     runfolder.save_table(table, run, share.CONTINUATION_RECALL)
     lines = share.continuation_block(run).lines
-    (said,) = [line for line in lines if "the model's next call" in line]
+    (said,) = [line for line in lines if "the next call of" in line]
     assert said == (
-        "det: the model's next call over 12 cases named the right tool in 75%, a needed target in 50%, the exact "
-        "arguments in 25%; it acted on a look-alike that never existed 1 times."
+        "det: the next call of model reader: tiny over 12 cases named the right tool in 75%, a needed target in 50%, "
+        "the exact arguments in 25%; it acted on a look-alike that never existed 1 times."
+    )
+    # a table from before the label was kept (no model_reader_label) still says it was a model
+    runfolder.save_table(table.drop(columns="model_reader_label"), run, share.CONTINUATION_RECALL)
+    assert any(
+        line.startswith("det: the next call of the model over 12") for line in share.continuation_block(run).lines
     )
 
 

@@ -58,7 +58,7 @@ from compaction_lab.core import runfolder
 from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Record, Session
 from compaction_lab.exam import cases as exam_cases
-from compaction_lab.exam import next_action, readers, recorded, rediscovery, stats
+from compaction_lab.exam import closed, next_action, readers, recorded, rediscovery, stats
 from compaction_lab.exam.calls import agent_calls, canonical_arguments
 from compaction_lab.exam.closed import usable_capacity
 from compaction_lab.exam.exam import EXAMS, Exam, ExamParams, Source
@@ -255,6 +255,7 @@ ACTION_COLUMNS: list[str] = [
     "projection_tokens",
     "over_window",
     *next_action.MODEL_GRADE_COLUMNS,  # the model's predicted call and its grades (empty offline)
+    "predicted_by",  # the model reader's label (None offline)
 ]
 
 #: Columns of ``continuation_targets``: one row per block × case × arm × needed target (what intervals resample).
@@ -333,6 +334,7 @@ def grade_case(cc: ContinuationCase, p: Projection, ctx: CompactionContext) -> t
                 "n_held": len(held),
                 "decoys": list(cc.decoys),
                 **next_action.not_asked(),  # the model grade's columns: filled only when a model is asked
+                "predicted_by": None,
             }
         )
         for j, t in enumerate(needed):
@@ -394,6 +396,7 @@ def run_continuation(
     targets: list[dict] = []
     arms: dict[tuple[str, str], str] = {}
     asks = callable(getattr(reader, "next_action", None))
+    predicted_by = closed.reader_label(reader) if asks else None
     for cc, name in it:
         s = sessions[cc.case.session_id]
         p = strategies.compact(s, name, cc.case.cut, ctx)
@@ -401,8 +404,9 @@ def run_continuation(
         a, t = grade_case(cc, p, ctx)
         if asks:
             graded = next_action.predict_and_grade(reader, cc, p, ctx.shape.for_session(s).tools, s)
+            asked = {"predicted_by": predicted_by} if graded["tool_match"] is not None else {}
             for row in a:
-                row.update(graded)
+                row.update(graded, **asked)
         actions += a
         targets += t
     act = pd.DataFrame(actions, columns=ACTION_COLUMNS).astype(
@@ -466,12 +470,16 @@ def recall_table(result: ContinuationResult, n_boot: int = 2000, seed: int = 7) 
         table.insert(0, "block", block)
         model = rates[rates["block"] == block].drop(columns="block")
         table = table.merge(model, on="strategy", how="left")  # arms never asked keep NaN
+        acts = result.actions[result.actions["block"] == block]
+        by = acts.dropna(subset=["predicted_by"]).groupby("strategy", sort=False)["predicted_by"].first()
+        table["model_reader_label"] = table["strategy"].map(by)  # who predicted the next calls (NaN: nobody)
         frames.append(table)
     if not frames:
         empty = stats.recall_table(result.targets.iloc[:0].drop(columns="block"), n_boot=n_boot, seed=seed)
         empty.insert(0, "block", pd.Series(dtype=str))
         for col in MODEL_COLUMNS:
             empty[col] = pd.Series(dtype=float)
+        empty["model_reader_label"] = pd.Series(dtype=object)
         return empty
     out = pd.concat(frames, ignore_index=True)
     # a block whose arms all needed nothing comes back as object columns of None: keep the numbers numeric

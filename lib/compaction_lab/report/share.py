@@ -619,6 +619,11 @@ def _rate(v: Any) -> str:
     return f"{float(v):.0%}" if v is not None and pd.notna(v) else NOT_MEASURED
 
 
+def _by(label: Any) -> str:
+    """Return "of <who predicted> " for a line on the model grade ("of the model " when not recorded)."""
+    return f"of {label} " if isinstance(label, str) and label else "of the model "
+
+
 def _needed_next_lines(recall: pd.DataFrame) -> list[str]:
     """Who graded the needed-next recall, and each arm's next-action grades where a model predicted."""
     closed = recall[recall["block"] == CONTINUATION_BLOCK] if "block" in recall.columns else recall
@@ -635,7 +640,8 @@ def _needed_next_lines(recall: pd.DataFrame) -> list[str]:
     for r in closed[predicted.fillna(0) > 0].to_dict("records"):
         decoys = r.get("decoy_actions")
         lines.append(
-            f"{r['strategy_label']}: the model's next call over {int(r['n_predicted'])} cases named the right tool "
+            f"{r['strategy_label']}: the next call {_by(r.get('model_reader_label'))}over {int(r['n_predicted'])} "
+            "cases named the right tool "
             f"in {_rate(r.get('tool_match'))}, a needed target in {_rate(r.get('target_match'))}, the exact "
             f"arguments in {_rate(r.get('exact_match'))}"
             + (f"; it acted on a look-alike that never existed {int(decoys)} times" if pd.notna(decoys) else "")
