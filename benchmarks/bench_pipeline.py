@@ -70,7 +70,7 @@ def main() -> int:
     if r.returncode != 0:
         print(r.stderr[-3000:], file=sys.stderr)
     res.add(
-        "make run (default profile, 01-06 + report)",
+        "make run (default profile, the whole chain + report)",
         t["seconds"],
         "s",
         "< 300 s",
