@@ -59,8 +59,8 @@ from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
 from compaction_lab.endpoints.prices import PriceTable, load_price_table, price
 from compaction_lab.exam.calls import agent_calls, call_key
 from compaction_lab.exam.grading import normalise
-from compaction_lab.exam.probes.selection import path_forms
 from compaction_lab.exam.recorded import VERBATIM_KINDS
+from compaction_lab.exam.targets import forms
 from compaction_lab.strategies import recorded as rec
 from compaction_lab.strategies.base import CompactionContext
 
@@ -165,15 +165,6 @@ def outputs_of(session: Session, call: Record) -> list[Record]:
     return _Outputs(session).of(call)
 
 
-def _target_forms(target: str, cwd: str | None) -> tuple[str, ...]:
-    """Return the normalised spellings a summary may mention `target` by (a path also relative, absolute, ``@``)."""
-    forms = [target]
-    if "/" in target and not any(ch.isspace() for ch in target):  # a path, not a command line
-        rel, others = path_forms(target, cwd)
-        forms += ([rel] if rel else []) + list(others)
-    return tuple(dict.fromkeys(f for f in (normalise(x) for x in forms) if f))
-
-
 def _cwd(session: Session) -> str | None:
     cwd = session.metadata.get("cwd")
     return cwd if isinstance(cwd, str) and cwd else None
@@ -244,7 +235,9 @@ def _compaction_rows(
         elif not readable and opaque:
             in_summary = pd.NA  # an encrypted summary: nothing is claimed about what it holds
         else:
-            in_summary = any(f in summary for f in _target_forms(target, cwd))
+            in_summary = any(
+                f in summary for f in forms(target, cwd, path="/" in target and not any(c.isspace() for c in target))
+            )
         rows.append(
             {
                 **base,
