@@ -14,6 +14,8 @@ defaults, so batch users can keep results elsewhere without editing code:
     The ledger of model calls, an SQLite file (default ``data/ledger/ledger.sqlite``).
 ``COMPACTION_LAB_PROVIDERS``
     Folder holding the endpoint presets (default ``data/providers``).
+``COMPACTION_LAB_CACHE``
+    Folder of derived files that are expensive to make and safe to make again (default ``data/cache``).
 """
 
 from __future__ import annotations
@@ -48,6 +50,12 @@ def providers_dir() -> Path:
     """Folder that holds the endpoint preset YAML files (``data/providers`` unless overridden)."""
     env = os.environ.get("COMPACTION_LAB_PROVIDERS")
     return Path(env).expanduser().resolve() if env else DATA_DIR / "providers"
+
+
+def cache_dir() -> Path:
+    """Folder of derived files kept between processes (``data/cache`` unless overridden); deleting it is safe."""
+    env = os.environ.get("COMPACTION_LAB_CACHE")
+    return Path(env).expanduser().resolve() if env else DATA_DIR / "cache"
 
 
 def notebook_path(name: str) -> Path:

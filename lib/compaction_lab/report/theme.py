@@ -12,16 +12,23 @@ registered where it is drawn).
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
+import os
 import re
+import tempfile
 from collections import OrderedDict
 from collections.abc import Iterable
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import altair as alt
 import vl_convert as vlc
+from altair.utils.html import TEMPLATES
+
+from compaction_lab.core import paths
 
 THEME = "compaction_lab"
 RENDERER = "compaction_lab"
@@ -139,6 +146,47 @@ def _vl_version() -> str:
     return f"{parts[0]}.{parts[1]}"
 
 
+@functools.cache
+def vega_bundle() -> str:
+    """Return Vega's JavaScript as one bundle, for self-contained HTML figures.
+
+    vl-convert builds it in ~1.7 s, once per process: every notebook's kernel paid that for its
+    first figure. The bundle depends only on the vl-convert and Vega-Lite versions, so it is kept in
+    `compaction_lab.core.paths.cache_dir` under a name holding both and its own SHA-256; a file whose
+    content does not match its name is built again, and a cache that cannot be written costs only time.
+    """
+    stem = f"vega-bundle-vl-convert-{metadata.version('vl-convert-python')}-vega-lite-{_vl_version()}"
+    folder = paths.cache_dir()
+    for found in sorted(folder.glob(f"{stem}-*.js")) if folder.is_dir() else []:
+        try:
+            text = found.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if found.name == f"{stem}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.js":
+            return text
+    # Called as Altair calls it (no snippet: the bundle alone); the stub marks `snippet` required.
+    text = vlc.javascript_bundle(vl_version=_vl_version())  # type: ignore[call-arg]  # optional at run time
+    tmp = None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".bundle-", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        # Written whole and then renamed: a reader in another process sees no file or the whole file.
+        os.replace(tmp, folder / f"{stem}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.js")
+    except OSError:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+    return text
+
+
+class _InlineTemplate:
+    """Altair's ``inline`` HTML template with Vega's JavaScript from `vega_bundle` (a template object Altair accepts)."""
+
+    def render(self, **kw: Any) -> str:
+        return TEMPLATES["inline"].render(vegaembed_script=vega_bundle(), **kw)
+
+
 def use_theme() -> None:
     """Enable the house theme (idempotent)."""
     alt.theme.enable(THEME)
@@ -208,10 +256,10 @@ def save_chart(
         elif fmt == "svg" and images:
             path.write_text(images[0], encoding="utf-8")
         elif fmt == "html":
-            # inline=True bundles Vega's JavaScript (from vl-convert): no CDN needed. Altair writes the
+            # The inline template bundles Vega's JavaScript (`vega_bundle`): no CDN needed. Altair writes the
             # spec into a <script> block as plain json.dumps, so a label from a log could close the block
             # and run as script: the encoder escapes what HTML would read (neither Altair nor vl-convert
             # offers it).
-            chart.save(path, format="html", inline=True, json_kwds={"cls": _ScriptSafeEncoder})
+            chart.save(path, format="html", template=_InlineTemplate(), json_kwds={"cls": _ScriptSafeEncoder})
         written[fmt] = path
     return written

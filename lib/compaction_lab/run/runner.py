@@ -55,6 +55,7 @@ from compaction_lab.privacy import redactor as redactor_mod
 from compaction_lab.privacy import scrub
 from compaction_lab.report.render import build_index, render_notebook
 from compaction_lab.run import chain, lifecycle
+from compaction_lab.run import kernel as kernel_mod
 from compaction_lab.run import params as params_mod
 
 #: Our nbconvert template: the lab template minus every script fetched from a CDN.
@@ -363,61 +364,95 @@ def _run_chain(
     says ``failed``) when a cell raises or the kernel dies, times out or never starts.
     """
     declared_anywhere: set[str] = set()
-    for i, nb in enumerate(prof.notebooks, 1):
-        src = paths.notebook_path(nb)
-        declared = pm.inspect_notebook(str(src))
-        declared_anywhere.update(declared)
-        wanted = prof.parameters_for(nb)
-        params = {k: v for k, v in wanted.items() if k in declared}
-        params["run_dir"] = str(run_dir)
-        out = run_dir / f"{nb}.ipynb"
-        if progress:
-            print(f"[{i}/{len(prof.notebooks)}] {nb}", file=sys.stderr, flush=True)
-        t0 = time.perf_counter()
-        executing.update(notebook=nb, output=out, t0=t0, parameters=public_parameters(params))
-        record.update(notebook_running=nb)
-        try:
-            execute_notebook(
-                str(src),
-                str(out),
-                parameters=params,
-                kernel_name=KERNEL_NAME,
-                progress_bar={"desc": nb, "leave": True} if progress else False,
-                cwd=str(run_dir),
-                # The kernel is local and short-lived; its warning about unencrypted
-                # loopback TCP is noise in every run's output, so only errors are shown.
-                extra_arguments=["--IPKernelApp.log_level=ERROR"],
-                # Shuts the finished kernel down without the SIGINT that made it log a false error.
-                kernel_manager_class=lifecycle.IdleShutdownKernelManager,
-            )
-        except Exception as exc:  # a cell raised (PapermillExecutionError), or the kernel died or never started
-            executing.clear()
-            secs = time.perf_counter() - t0
-            html, html_secs = _rendered(out, render and out.exists())
-            done.append(NotebookRun(nb, out, html, round(secs, 3), public_parameters(params), "failed", html_secs))
-            err = _error_fields(exc)
-            record.update(
-                status="failed",
-                notebook_running=None,
-                notebooks=[_nb_json(r) for r in done],
-                error={"notebook": nb, **err},
-                finished=_now(),
-                seconds=round(time.perf_counter() - started, 3),
-            )
-            raise NotebookFailed(
+    with kernel_mod.chain_kernel() as shared:
+        for i, nb in enumerate(prof.notebooks, 1):
+            declared_anywhere |= _run_notebook(
                 nb,
-                err["cell_index"],
-                err["ename"],
-                redactor.text(str(err["evalue"])),
-                redactor.text(err["traceback"]),
+                i,
+                prof,
                 run_dir,
-            ) from exc
+                record,
+                done,
+                executing,
+                shared,
+                progress=progress,
+                render=render,
+                redactor=redactor,
+                started=started,
+            )
+    return declared_anywhere
+
+
+def _run_notebook(
+    nb: str,
+    i: int,
+    prof: Profile,
+    run_dir: Path,
+    record: lifecycle.RunRecord,
+    done: list[NotebookRun],
+    executing: dict[str, Any],
+    shared: kernel_mod.ChainKernel,
+    *,
+    progress: bool,
+    render: bool,
+    redactor: redactor_mod.Redactor,
+    started: float,
+) -> set[str]:
+    """Execute one notebook of the chain in the run's kernel (`_run_chain`); the parameters it declares."""
+    src = paths.notebook_path(nb)
+    declared = pm.inspect_notebook(str(src))
+    wanted = prof.parameters_for(nb)
+    params = {k: v for k, v in wanted.items() if k in declared}
+    params["run_dir"] = str(run_dir)
+    out = run_dir / f"{nb}.ipynb"
+    if progress:
+        print(f"[{i}/{len(prof.notebooks)}] {nb}", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    executing.update(notebook=nb, output=out, t0=t0, parameters=public_parameters(params))
+    record.update(notebook_running=nb)
+    try:
+        execute_notebook(
+            str(src),
+            str(out),
+            parameters=params,
+            kernel_name=KERNEL_NAME,
+            progress_bar={"desc": nb, "leave": True} if progress else False,
+            cwd=str(run_dir),
+            # The kernel is local and short-lived; its warning about unencrypted
+            # loopback TCP is noise in every run's output, so only errors are shown.
+            extra_arguments=["--IPKernelApp.log_level=ERROR"],
+            # The run's one kernel (`compaction_lab.run.kernel`), reset between notebooks.
+            engine_name=kernel_mod.ENGINE,
+            chain=shared,
+        )
+    except Exception as exc:  # a cell raised (PapermillExecutionError), or the kernel died or never started
         executing.clear()
         secs = time.perf_counter() - t0
-        html, html_secs = _rendered(out, render)
-        done.append(NotebookRun(nb, out, html, round(secs, 3), public_parameters(params), "ok", html_secs))
-        record.update(notebooks=[_nb_json(r) for r in done], notebook_running=None)
-    return declared_anywhere
+        html, html_secs = _rendered(out, render and out.exists())
+        done.append(NotebookRun(nb, out, html, round(secs, 3), public_parameters(params), "failed", html_secs))
+        err = _error_fields(exc)
+        record.update(
+            status="failed",
+            notebook_running=None,
+            notebooks=[_nb_json(r) for r in done],
+            error={"notebook": nb, **err},
+            finished=_now(),
+            seconds=round(time.perf_counter() - started, 3),
+        )
+        raise NotebookFailed(
+            nb,
+            err["cell_index"],
+            err["ename"],
+            redactor.text(str(err["evalue"])),
+            redactor.text(err["traceback"]),
+            run_dir,
+        ) from exc
+    executing.clear()
+    secs = time.perf_counter() - t0
+    html, html_secs = _rendered(out, render)
+    done.append(NotebookRun(nb, out, html, round(secs, 3), public_parameters(params), "ok", html_secs))
+    record.update(notebooks=[_nb_json(r) for r in done], notebook_running=None)
+    return set(declared)
 
 
 def _rendered(executed: Path, render: bool) -> tuple[Path | None, float | None]:

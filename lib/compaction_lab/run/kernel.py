@@ -1,0 +1,142 @@
+"""One kernel for a run's whole chain: papermill executes every notebook in it, each from a clean namespace.
+
+A fresh kernel per notebook cost each of them a kernel start, ~1 s of imports (pandas, Altair, the
+library) and vl-convert's JavaScript engine warming up before its first figure: on the smoke profile
+that fixed cost was most of the run. Here the chain's first notebook starts the kernel and the others
+reuse it; before each later notebook IPython's ``reset(new_session=True)`` empties the namespace (no
+variable of one notebook is seen by the next) and restarts the execution count, so every notebook
+still runs as if opened alone: imported modules stay loaded, nothing else is shared.
+
+The kernel belongs to the run: `chain_kernel` shuts it down when the chain ends, fails or is stopped
+by a signal (then nbclient's own handler has already killed it). A kernel that died is replaced by a
+fresh one for the next attempt (`ChainKernel.manager`).
+
+The engine is papermill's documented extension point (``papermill_engines.register``): it differs
+from papermill's default engine only in the namespace reset and in closing its client's channels
+after each notebook, which nbclient leaves open when it does not own the kernel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from jupyter_core.utils import run_sync
+from papermill.clientwrap import PapermillNotebookClient
+from papermill.engines import NBClientEngine, papermill_engines
+from papermill.utils import merge_kwargs, remove_args
+
+from compaction_lab.run import lifecycle
+
+#: The engine's name for papermill's ``engine_name``.
+ENGINE = "compaction-lab-chain"
+
+#: What clears a reused kernel before the next notebook: user names gone, execution count back to 1.
+RESET_CODE = "get_ipython().reset(new_session=True)"
+
+
+class _ChainClient(PapermillNotebookClient):
+    """papermill's notebook client, emptying a reused kernel's namespace before the first cell."""
+
+    def __init__(self, nb_man: Any, *, reset: bool, **kw: Any):
+        super().__init__(nb_man, **kw)
+        self.reset = reset
+
+    def papermill_execute_cells(self) -> None:
+        if self.reset and self.kc is not None:
+            # Silent and outside the history: the notebook's own cells are numbered from 1, as alone.
+            reply = self.wait_for_reply(self.kc.execute(RESET_CODE, silent=True, store_history=False))
+            if reply is None or reply["content"].get("status") != "ok":
+                raise RuntimeError(f"the chain's kernel could not be reset before the next notebook: {reply}")
+        super().papermill_execute_cells()
+
+
+class ChainEngine(NBClientEngine):
+    """papermill engine running a notebook in the chain's kernel (`ChainKernel`), reset first if it ran one."""
+
+    @classmethod
+    def execute_managed_notebook(
+        cls,
+        nb_man: Any,
+        kernel_name: str,
+        log_output: bool = False,
+        stdout_file: Any = None,
+        stderr_file: Any = None,
+        start_timeout: int = 60,
+        execution_timeout: int | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Execute `nb_man`'s notebook with the kernel of ``kwargs["chain"]``; the same arguments as papermill's."""
+        chain: ChainKernel = kwargs.pop("chain")
+        kwargs = remove_args(["input_path", "timeout", "startup_timeout"], **kwargs)
+        final = merge_kwargs(
+            kwargs,
+            timeout=execution_timeout,
+            startup_timeout=start_timeout,
+            kernel_name=kernel_name,
+            log_output=log_output,
+            stdout_file=stdout_file,
+            stderr_file=stderr_file,
+        )
+        km = chain.manager(kernel_name)
+        client = _ChainClient(nb_man, km=km, reset=km.has_kernel, **final)
+        try:
+            return client.execute()
+        finally:
+            chain.notebooks += 1
+            if client.kc is not None:
+                client.kc.stop_channels()
+
+
+papermill_engines.register(ENGINE, ChainEngine)
+
+
+@dataclass
+class ChainKernel:
+    """The kernel a run's notebooks share (started by the first notebook, in the run folder).
+
+    Attributes
+    ----------
+    km : kernel manager or None
+        The current manager; replaced when its kernel died.
+    notebooks : int
+        Notebooks executed in it so far.
+    """
+
+    km: Any = None
+    notebooks: int = 0
+
+    def manager(self, kernel_name: str) -> Any:
+        """Return the manager to execute the next notebook with: the running one, else a new, unstarted one."""
+        if self.km is not None and self.km.has_kernel and run_sync(self.km.is_alive)():
+            return self.km
+        self.shutdown()
+        self.km = lifecycle.IdleShutdownKernelManager(kernel_name=kernel_name)
+        return self.km
+
+    def shutdown(self) -> None:
+        """Shut the kernel down (at once when a signal is stopping the run) and forget it."""
+        km, self.km = self.km, None
+        if km is None:
+            return
+        try:
+            if km.has_kernel:
+                run_sync(km.shutdown_kernel)(now=lifecycle.stopping())
+        except RuntimeError:
+            pass  # already gone: nbclient's signal handler shut it down
+        run_sync(km.cleanup_resources)()
+
+
+@contextmanager
+def chain_kernel() -> Iterator[ChainKernel]:
+    """Yield the `ChainKernel` of one chain; its kernel is shut down when the block ends, however it ends."""
+    kernel = ChainKernel()
+    try:
+        yield kernel
+    finally:
+        kernel.shutdown()
+
+
+__all__ = ["ENGINE", "RESET_CODE", "ChainEngine", "ChainKernel", "chain_kernel"]

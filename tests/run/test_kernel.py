@@ -1,0 +1,76 @@
+"""The chain's one kernel: notebooks share its process, never its names (`compaction_lab.run.kernel`)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import nbformat
+import pytest
+
+from compaction_lab.run import kernel, runner
+
+
+def _notebook(path, *sources):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(s) for s in sources]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+    return path
+
+
+def _outputs(path):
+    nb = json.loads(path.read_text())
+    cells = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    texts = ["".join(o.get("text", "")) for c in cells for o in c["outputs"] if o.get("name") == "stdout"]
+    return [c["execution_count"] for c in cells], texts
+
+
+def _run(src, out, shared):
+    runner.execute_notebook(
+        str(src),
+        str(out),
+        kernel_name="python3",
+        progress_bar=False,
+        cwd=str(out.parent),
+        engine_name=kernel.ENGINE,
+        chain=shared,
+    )
+
+
+def test_notebooks_share_the_process_not_the_names(tmp_path):
+    first = _notebook(tmp_path / "a.ipynb", "import os\nsecret = 41", "print(os.getpid(), os.getcwd())")
+    second = _notebook(
+        tmp_path / "b.ipynb", "import os", "print(os.getpid(), os.getcwd())", "print('secret' in globals())"
+    )
+    with kernel.chain_kernel() as shared:
+        _run(first, tmp_path / "a-out.ipynb", shared)
+        km = shared.km
+        pid = km.provisioner.pid if km.provisioner else None
+        _run(second, tmp_path / "b-out.ipynb", shared)
+        assert shared.km is km and shared.notebooks == 2
+    # The kernel is gone once the chain is over.
+    assert shared.km is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    counts_a, (where_a,) = _outputs(tmp_path / "a-out.ipynb")
+    counts_b, (where_b, seen) = _outputs(tmp_path / "b-out.ipynb")
+    assert where_a == where_b  # same process, same working folder
+    assert where_a.split()[0] == str(pid)
+    assert seen.strip() == "False"  # the first notebook's names were cleared
+    assert counts_a == [1, 2] and counts_b == [1, 2, 3]  # numbered as if each ran alone
+
+
+def test_a_dead_kernel_is_replaced_for_the_next_notebook(tmp_path):
+    killer = _notebook(tmp_path / "k.ipynb", "import os", "print(os.getpid())")
+    after = _notebook(tmp_path / "n.ipynb", "import os", "print(os.getpid())")
+    with kernel.chain_kernel() as shared:
+        _run(killer, tmp_path / "k-out.ipynb", shared)
+        first_pid = int(_outputs(tmp_path / "k-out.ipynb")[1][0])
+        os.kill(first_pid, 9)
+        shared.km.provisioner.process.wait()
+        _run(after, tmp_path / "n-out.ipynb", shared)
+        second_pid = int(_outputs(tmp_path / "n-out.ipynb")[1][0])
+    assert second_pid != first_pid
+    counts, _ = _outputs(tmp_path / "n-out.ipynb")
+    assert counts == [1, 2]
