@@ -17,6 +17,20 @@ from tests.helpers import make_session
 pytest_plugins = ["tests.llm_server", "tests.skip_policy", "pytester"]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_memo(monkeypatch):
+    """Each test starts with an empty memo (`compaction_lab.store.memo`) and no shared memo folder.
+
+    A test that patches a strategy's rule would otherwise be served a projection an earlier test
+    computed under the unpatched rule (the memo's key holds the library's source, not patches).
+    """
+    from compaction_lab.store import memo
+
+    monkeypatch.setattr(memo, "_MEMOS", {})
+    monkeypatch.delenv(memo.MEMO_ENV, raising=False)
+    monkeypatch.delenv(memo.MEMO_STATS_ENV, raising=False)
+
+
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
     """The smoke profile (every notebook, the report), run once per test session; tests only read it."""

@@ -188,3 +188,17 @@ def test_a_single_request_is_its_summary_segment():
     (only,) = p.requests_sent()
     assert only.request is req and only.output_tokens == p.segments[0].tokens > 0
     assert Projection("x", "x-1", "s", 0, (), 10, "tiktoken").requests_sent() == ()
+
+
+def test_filler_draws_exactly_what_randrange_would():
+    """The vectorised filler gives randrange's ids and leaves the generator where the loop would."""
+    import random
+
+    from compaction_lab.cost import model
+
+    for seed in range(30):
+        loop, fast = random.Random(seed), random.Random(seed)
+        for n in (0, 1, 5, 399, 2000):
+            expected = [model._FILLER_BASE + loop.randrange(40_000) for _ in range(n)]
+            assert model._filler(fast, n).tolist() == expected
+        assert loop.getrandbits(64) == fast.getrandbits(64)

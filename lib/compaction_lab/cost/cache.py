@@ -49,6 +49,9 @@ import numpy as np
 from compaction_lab.core.fingerprints import canonical_json, tools_text
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
 
+#: Token ids as the simulators take them: a list, a tuple or a NumPy array.
+Tokens = Sequence[int] | np.ndarray
+
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pandas as pd
 
@@ -195,7 +198,19 @@ def request_tokens(
     tools_first: bool = False,
 ) -> list[int]:
     """Token ids of ``[system prompt][tool definitions][messages…]`` (see `request_layout`)."""
-    return _build(system, tools, messages, encoding, tools_first)[0].tolist()
+    return request_array(system, tools, messages, encoding, tools_first=tools_first).tolist()
+
+
+def request_array(
+    system: str,
+    tools: Sequence[Mapping[str, Any]],
+    messages: Sequence[Mapping[str, Any]],
+    encoding: str = DEFAULT_ENCODING,
+    *,
+    tools_first: bool = False,
+) -> np.ndarray:
+    """`request_tokens` as a NumPy array (what the simulators read; no list is built)."""
+    return _build(system, tools, messages, encoding, tools_first)[0]
 
 
 def request_tokens_from_summary_request(req: Any, encoding: str = DEFAULT_ENCODING) -> list[int]:
@@ -220,7 +235,7 @@ def part_at(layout: RequestLayout, offset: int) -> str:
     return f"message {k + 1}"
 
 
-def shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+def shared_prefix(a: Tokens, b: Tokens) -> int:
     """Length of the longest common token prefix of two requests (the most any prefix cache can serve)."""
     x, y = _as_array(a), _as_array(b)
     n = min(len(x), len(y))
@@ -252,7 +267,7 @@ def divergence(previous: RequestLayout, request: RequestLayout) -> dict[str, Any
 # --------------------------------------------------------------------------- prefix keys
 
 
-def _as_array(tokens: Sequence[int]) -> np.ndarray:
+def _as_array(tokens: Tokens) -> np.ndarray:
     return np.asarray(tokens, dtype="<i8").reshape(-1)
 
 
@@ -267,7 +282,7 @@ class _PrefixKeys:
     after O(chunk) work.
     """
 
-    def __init__(self, tokens: Sequence[int], chunk: int):
+    def __init__(self, tokens: Tokens, chunk: int):
         self.arr = _as_array(tokens)
         self.raw = self.arr.tobytes()
         self.n = len(self.arr)
@@ -339,8 +354,8 @@ class CacheSimulator(Protocol):
 
     def send(
         self,
-        tokens: Sequence[int],
-        output_tokens: Sequence[int] = (),
+        tokens: Tokens,
+        output_tokens: Tokens = (),
         *,
         now: float = 0.0,
         breakpoints: Sequence[int] = (),
@@ -369,8 +384,8 @@ class NoCache:
 
     def send(
         self,
-        tokens: Sequence[int],
-        output_tokens: Sequence[int] = (),
+        tokens: Tokens,
+        output_tokens: Tokens = (),
         *,
         now: float = 0.0,
         breakpoints: Sequence[int] = (),
@@ -470,8 +485,8 @@ class DeepSeekCache:
 
     def send(
         self,
-        tokens: Sequence[int],
-        output_tokens: Sequence[int] = (),
+        tokens: Tokens,
+        output_tokens: Tokens = (),
         *,
         now: float = 0.0,
         breakpoints: Sequence[int] = (),
@@ -479,7 +494,7 @@ class DeepSeekCache:
         """Serve the request from the longest stored unit that prefixes it, then store its units."""
         n_in, n_out = len(tokens), len(output_tokens)
         # One key chain over input + output serves both the lookup (k ≤ n_in) and the store.
-        full = list(tokens) + list(output_tokens)
+        full = np.concatenate((_as_array(tokens), _as_array(output_tokens)))
         keys = _PrefixKeys(full, self.unit)
         common = self._common_prefix(keys, n_in)
         cached = self._longest_unit(keys, common)
@@ -545,8 +560,8 @@ class OpenAICache:
 
     def send(
         self,
-        tokens: Sequence[int],
-        output_tokens: Sequence[int] = (),
+        tokens: Tokens,
+        output_tokens: Tokens = (),
         *,
         now: float = 0.0,
         breakpoints: Sequence[int] = (),
@@ -635,8 +650,8 @@ class AnthropicCache:
 
     def send(
         self,
-        tokens: Sequence[int],
-        output_tokens: Sequence[int] = (),
+        tokens: Tokens,
+        output_tokens: Tokens = (),
         *,
         now: float = 0.0,
         breakpoints: Sequence[int] = (),

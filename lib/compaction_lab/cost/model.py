@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import math
 import random
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from compaction_lab.core.projection import Projection
@@ -103,27 +105,59 @@ def uncompacted_layout(session: Session, cut: int, shape: CallShape, encoding: s
     )
 
 
-def uncompacted_request(session: Session, cut: int, shape: CallShape, encoding: str) -> tuple[list[int], int]:
+def uncompacted_request(session: Session, cut: int, shape: CallShape, encoding: str) -> tuple[np.ndarray, int]:
     """Token ids of the request the session would send without compaction, and its prefix length.
 
     The prefix (system prompt + tool definitions) is where an Anthropic
-    harness puts its first cache breakpoint.
+    harness puts its first cache breakpoint. The same request is asked for by
+    every strategy and simulator of a case, so the last few are kept (by the
+    very session and shape objects, which the entry holds).
     """
+    for held_session, held_cut, held_shape, held_encoding, result in _UNCOMPACTED:
+        if held_session is session and held_cut == cut and held_shape is shape and held_encoding == encoding:
+            return result
     lay = uncompacted_layout(session, cut, shape, encoding)
-    return list(lay.tokens), max(lay.system_end, lay.tools_end)
+    tokens = np.asarray(lay.tokens, dtype=np.int64)
+    tokens.setflags(write=False)
+    result = (tokens, max(lay.system_end, lay.tools_end))
+    _UNCOMPACTED.appendleft((session, cut, shape, encoding, result))
+    return result
 
 
-def projection_request(p: Projection, shape: CallShape, encoding: str) -> tuple[list[int], int]:
+#: The last uncompacted requests built (`uncompacted_request`): a case's strategies and simulators share one.
+_UNCOMPACTED: deque[tuple[Session, int, CallShape, str, tuple[np.ndarray, int]]] = deque(maxlen=8)
+
+
+def projection_request(p: Projection, shape: CallShape, encoding: str) -> tuple[np.ndarray, int]:
     """Token ids of the next request after compaction: the projection's messages with the call shape."""
     msgs = p.messages()
     system = msgs[0]["content"] if msgs and msgs[0]["role"] == "system" else shape.system_prompt
     rest = msgs[1:] if msgs and msgs[0]["role"] == "system" else msgs
-    prefix = cache_mod.request_tokens(system, list(shape.tools), [], encoding)
-    return cache_mod.request_tokens(system, list(shape.tools), rest, encoding), len(prefix)
+    prefix = cache_mod.request_array(system, list(shape.tools), [], encoding)
+    return cache_mod.request_array(system, list(shape.tools), rest, encoding), len(prefix)
 
 
-def _filler(rng: random.Random, n: int) -> list[int]:
-    return [_FILLER_BASE + rng.randrange(40_000) for _ in range(n)]
+#: Filler ids are drawn below this (above `_FILLER_BASE`); 16 bits hold it (`_filler`).
+_FILLER_SPAN = 40_000
+
+
+def _filler(rng: random.Random, n: int) -> np.ndarray:
+    """`n` filler token ids: exactly ``[_FILLER_BASE + rng.randrange(_FILLER_SPAN) for _ in range(n)]``, fast.
+
+    ``randrange(40_000)`` takes the top 16 bits of one 32-bit Mersenne Twister word and draws again while
+    they are 40 000 or more; ``getrandbits(32 * m)`` returns the next `m` words, the first in the lowest
+    bits. Asking for no more words than values still needed consumes exactly the words the loop would,
+    so the generator is left in the same state and the ids are the same (a test compares both).
+    """
+    parts: list[np.ndarray] = []
+    got = 0
+    while got < n:
+        need = n - got
+        words = np.frombuffer(rng.getrandbits(32 * need).to_bytes(4 * need, "little"), dtype="<u4") >> 16
+        kept = words[words < _FILLER_SPAN].astype(np.int64) + _FILLER_BASE
+        parts.append(kept)
+        got += len(kept)
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
 
 
 # --------------------------------------------------------------------------- simulation
@@ -159,14 +193,14 @@ class Bill:
         )
 
 
-def _send(sim, tokens: Sequence[int], output: Sequence[int], prefix_len: int) -> Bill:
+def _send(sim, tokens: cache_mod.Tokens, output: cache_mod.Tokens, prefix_len: int) -> Bill:
     # Anthropic caches only at explicit breakpoints: after the tools, and at the end of the input.
     bps = [b for b in (prefix_len, len(tokens)) if 0 < b <= len(tokens)]
     r = sim.send(tokens, output, breakpoints=bps)
     return Bill(r.input_tokens, r.cached_tokens, r.cache_write_tokens, len(output))
 
 
-def _turn_bills(sim, base: list[int], prefix_len: int, a: CostAssumptions, rng: random.Random) -> list[Bill]:
+def _turn_bills(sim, base: cache_mod.Tokens, prefix_len: int, a: CostAssumptions, rng: random.Random) -> list[Bill]:
     """Later turns re-sending `base` plus the growth of the turns so far (each turn's reply included).
 
     The first `simulated_turns` turns go through the simulator. Every later
@@ -174,13 +208,13 @@ def _turn_bills(sim, base: list[int], prefix_len: int, a: CostAssumptions, rng: 
     serves it the same way: the last simulated turn's split is carried
     forward with the input growing by that amount (stated in the notebook).
     """
-    seq = list(base)
+    seq = np.asarray(base, dtype=np.int64)
     out: list[Bill] = []
     for _ in range(min(a.turns, a.simulated_turns)):
-        seq += _filler(rng, a.turn_growth_tokens)
+        seq = np.concatenate((seq, _filler(rng, a.turn_growth_tokens)))
         reply = _filler(rng, a.turn_output_tokens)
         out.append(_send(sim, seq, reply, prefix_len))
-        seq += reply  # the reply is part of the next turn's input
+        seq = np.concatenate((seq, reply))  # the reply is part of the next turn's input
     if len(out) >= 3:
         # Carry the last simulated step forward (the first turn after a compaction is
         # special, so the step is read off two later turns): input and cached tokens grow by what

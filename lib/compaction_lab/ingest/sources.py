@@ -77,7 +77,14 @@ def gather(
     paths = [session_paths] if isinstance(session_paths, (str, Path)) else list(session_paths or [])
     paths = [str(p) for p in paths if str(p).strip()]
     if not paths:
-        chains = synthetic.generate_chains(profile or synthetic.SyntheticSpec(), progress=progress)
+        spec = profile or synthetic.SyntheticSpec()
+        # The chains are a pure function of the generator's parameters: a sweep's runs that share them
+        # (a window swept over the same seeds) generate them once (`store.memo`, kept by the parameters).
+        from compaction_lab.store import memo
+
+        chains = memo.remembered(
+            "chains", memo.key("chains", repr(spec)), lambda: synthetic.generate_chains(spec, progress=progress)
+        )
         return Sources(tuple(c.session for c in chains), "synthetic", tuple(chains), None)
     report = ImportReport()
     existing = []

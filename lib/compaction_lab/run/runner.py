@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -57,6 +58,7 @@ from compaction_lab.report.render import build_index, render_notebook
 from compaction_lab.run import chain, lifecycle
 from compaction_lab.run import kernel as kernel_mod
 from compaction_lab.run import params as params_mod
+from compaction_lab.store import memo as memo_mod
 
 #: Our nbconvert template: the lab template minus every script fetched from a CDN.
 
@@ -234,6 +236,7 @@ def run_profile(
     redact: bool | None = None,
     allow_unknown: bool = False,
     notebook_html: bool = True,
+    memo: Path | None = None,
 ) -> RunResult:
     """Execute a profile's notebooks in order into a new run folder.
 
@@ -261,6 +264,12 @@ def run_profile(
     allow_unknown : bool
         Run with parameters no notebook declares (``--allow-unknown``); they
         are recorded in ``run.json`` as ``unused_parameters``.
+    memo : Path, optional
+        A folder of results kept by content (`compaction_lab.store.memo`) shared with other runs: a
+        sweep gives all its runs its own, so work that does not depend on the swept value is done
+        once. None: only the run's own kernel keeps them. Either way ``run.json``'s ``memo`` says,
+        per kind, how many results were reused (``hits``; ``folder_hits``: from the shared folder)
+        and how many were computed (``misses``).
 
     Raises
     ------
@@ -299,7 +308,7 @@ def run_profile(
         executing: dict[str, Any] = {}  # the notebook executing now, for the record of an interruption
         try:
             record.update(overrides=public_parameters(dict(overrides or {})))
-            with lifecycle.heartbeat(record), _kernel_environment(prof):
+            with lifecycle.heartbeat(record), _kernel_environment(prof, run_dir, memo):
                 declared_anywhere = _run_chain(
                     prof,
                     run_dir,
@@ -315,7 +324,9 @@ def run_profile(
             # `redact` also drives the runner's final sweep, so it is never "unused".
             unused = sorted(given - declared_anywhere - {REDACT_PARAM})
             total = round(time.perf_counter() - started, 3)
-            record.update(status="ok", finished=_now(), seconds=total, unused_parameters=unused)
+            record.update(
+                status="ok", finished=_now(), seconds=total, unused_parameters=unused, memo=_memo_counts(run_dir)
+            )
             t_report = time.perf_counter()
             report = build_index(run_dir, prof, done) if render else None
             rendered = [r.html_seconds for r in done if r.html_seconds is not None]
@@ -468,17 +479,35 @@ def _rendered(executed: Path, render: bool) -> tuple[Path | None, float | None]:
 KERNEL_ENVIRONMENT: Mapping[str, str] = {"tokenizer": TOKENIZER_ENV, "scheduler": SCHEDULER_ENV}
 
 
+#: Where the kernel's processes leave their memo counts (`memo.write_stats`), in the run folder until read.
+MEMO_STATS_DIR = ".memo-stats"
+
+
 @contextmanager
-def _kernel_environment(prof: Profile) -> Iterator[None]:
+def _kernel_environment(prof: Profile, run_dir: Path | None = None, memo: Path | None = None) -> Iterator[None]:
     """Put the profile's ``tokenizer`` / ``scheduler`` in the environment the notebooks' kernels inherit.
 
     Environment variables rather than notebook parameters, so that every
     notebook and every library call in it (counters, the composition, a
     nested engine) follows them without each declaring them; restored after.
+    The memo's shared folder (`run_profile`'s `memo`) and where its counts go travel the same way.
     """
     values = {var: prof.parameters.get(key) for key, var in KERNEL_ENVIRONMENT.items()}
-    with processes.environment({var: v for var, v in values.items() if isinstance(v, str) and v}):
+    env = {var: v for var, v in values.items() if isinstance(v, str) and v}
+    if run_dir is not None:
+        env[memo_mod.MEMO_STATS_ENV] = str(run_dir / MEMO_STATS_DIR)
+    if memo is not None:
+        env[memo_mod.MEMO_ENV] = str(Path(memo).resolve())
+    with processes.environment(env):
         yield
+
+
+def _memo_counts(run_dir: Path) -> dict[str, dict[str, int]]:
+    """Add up the memo counts the run's processes left (`MEMO_STATS_DIR`), then remove them."""
+    folder = run_dir / MEMO_STATS_DIR
+    counts = memo_mod.read_stats([folder])
+    shutil.rmtree(folder, ignore_errors=True)
+    return counts
 
 
 def _report_dead_runs(results: Path) -> None:

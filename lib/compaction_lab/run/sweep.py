@@ -51,6 +51,9 @@ from compaction_lab.run.runner import (
     run_profile,
 )
 
+#: The sweep folder's memo (`compaction_lab.store.memo`): results every run of the sweep shares by content.
+MEMO_DIR = "memo"
+
 
 def parse_sweep(text: str) -> tuple[str, list[Any]]:
     """``key=v1,v2,...``, ``key=[v1, v2]`` or ``key=range(1,11)`` from ``--sweep``: the values to run one folder each."""
@@ -419,6 +422,7 @@ def _sweep_here(
                 redact=plan.redact,
                 allow_unknown=plan.allow_unknown,
                 notebook_html=plan.notebook_html,
+                memo=folder / MEMO_DIR,
             )
         except NotebookFailed as exc:
             runs.append((combo, None, f"failed: {exc}"))
@@ -465,6 +469,7 @@ def _sweep_on_engine(
                 plan.allow_unknown,
                 attempts,
                 plan.notebook_html,
+                folder / MEMO_DIR,
             )
         for i, (combo, name) in enumerate(zip(plan.combos, plan.names, strict=True)):
             if i not in handles:
@@ -621,6 +626,7 @@ def _sweep_task(
     allow_unknown: bool,
     attempts: Path,
     notebook_html: bool = True,
+    memo: Path | None = None,
 ) -> tuple[str, RunResult | None, str]:
     """Task: one run of a sweep on a worker, under the name the plan gave it.
 
@@ -647,6 +653,7 @@ def _sweep_task(
             redact=redact,
             allow_unknown=allow_unknown,
             notebook_html=notebook_html,
+            memo=memo,
         )
     except NotebookFailed as exc:
         return "failed", None, f"failed: {exc}"

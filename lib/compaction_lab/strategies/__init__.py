@@ -78,6 +78,25 @@ def compact(
     impl = get(strategy)
     compute = lambda: impl.compact(session, end, ctx).finalize(ctx.encoding)
     path = ctx.checkpoint_path()
+    if path is None and getattr(ctx.summarizer, "deterministic", False) is True:
+        # With a summarizer that says it answers as a pure function of the request (the offline ones:
+        # ``none``, the extractive stand-in), the projection is a pure function of the session's content,
+        # the cut, the arm and the context: one computed earlier in this run's kernel, or by another run
+        # of the sweep, is reused. Any other summarizer (a model, a test's scripted one) is asked each time.
+        from compaction_lab.store import memo
+        from compaction_lab.store.checkpoints import checkpoint_params
+
+        summarizer = (type(ctx.summarizer).__qualname__, getattr(ctx.summarizer, "encoding", None))
+        k = memo.key(
+            "projection",
+            memo.content_key(session),
+            end,
+            strategy,
+            impl.algorithm_version,
+            summarizer,
+            sorted(checkpoint_params(strategy, ctx).items(), key=lambda kv: kv[0]),
+        )
+        return memo.remembered("projection", k, compute)
     if path is None:
         return compute()
     from compaction_lab.store.checkpoints import CheckpointStore, checkpoint_key, compact_once

@@ -57,6 +57,8 @@ class NoSummarizer:
 
     name = "none"
     stand_in = False
+    #: Its answer is a pure function of the request: projections made with it may be kept (`store.memo`).
+    deterministic = True
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
         """Refuse every request: raise `SummaryUnavailable`."""

@@ -772,6 +772,8 @@ class ExtractiveSummarizer:
 
     name = "extractive"
     stand_in = True
+    #: Its answer is a pure function of the request and `encoding`: projections made with it may be kept.
+    deterministic = True
 
     def __init__(self, encoding: str = DEFAULT_ENCODING):
         self.encoding = encoding
