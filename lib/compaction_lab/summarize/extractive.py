@@ -86,6 +86,7 @@ bill: nothing is charged for a stand-in.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -483,14 +484,32 @@ _LIST_MARK = re.compile(r"^(?:[-*+•>]+|\d+[.)])\s+")
 _PLACEHOLDER = re.compile(r"^\s*\[[^\]\n]{0,200}\]\s*$")
 
 
-def _sentences(text: str) -> list[str]:
-    """Sentences and lines of prose, whitespace collapsed, list markers dropped."""
+#: Texts kept by the per-text scans below. Every arm's summary request at a case holds mostly the same
+#: records, and the cases of a session overlap, so each record's text was scanned again and again.
+_SCANNED_TEXTS = 4096
+
+
+@functools.lru_cache(maxsize=_SCANNED_TEXTS)
+def _sentences(text: str) -> tuple[str, ...]:
+    """Return the sentences and lines of prose, whitespace collapsed, list markers dropped."""
     out = []
     for part in _SENTENCE_SPLIT.split(text):
         c = _LIST_MARK.sub("", _collapse(part))
         if len(c) >= 12:
             out.append(c)
-    return out
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=_SCANNED_TEXTS)
+def _ids_of(text: str) -> tuple[str, ...]:
+    """Return the identifiers `_ID_RE` finds in `text`, in order, trailing punctuation dropped."""
+    return tuple(m.group(0).rstrip(".,;:") for m in _ID_RE.finditer(text))
+
+
+@functools.lru_cache(maxsize=_SCANNED_TEXTS)
+def _paths_of(text: str) -> tuple[str, ...]:
+    """Return the file paths `_PATH_RE` finds in `text` that `_clean_path` keeps, in order."""
+    return tuple(p for p in (_clean_path(m.group(0)) for m in _PATH_RE.finditer(text)) if p is not None)
 
 
 def _dedupe(items: Iterable[Item]) -> list[Item]:
@@ -522,7 +541,8 @@ def _clean_path(p: str) -> str | None:
     return None
 
 
-def _matching_lines(text: str, pattern: re.Pattern[str]) -> list[str]:
+@functools.lru_cache(maxsize=_SCANNED_TEXTS)
+def _matching_lines(text: str, pattern: re.Pattern[str]) -> tuple[str, ...]:
     """Find the lines of `text` in which `pattern` matches, in order (scans the text once)."""
     out, last_start = [], -1
     for m in pattern.finditer(text):
@@ -532,7 +552,7 @@ def _matching_lines(text: str, pattern: re.Pattern[str]) -> list[str]:
         end = text.find("\n", m.end())
         out.append(text[start:] if end < 0 else text[start:end])
         last_start = start
-    return out
+    return tuple(out)
 
 
 def extract(blocks: Sequence[Block]) -> dict[str, list[Item]]:
@@ -550,10 +570,7 @@ def extract(blocks: Sequence[Block]) -> dict[str, list[Item]]:
     file_stats: dict[str, list[int]] = {}
     for group, weight in ((calls, 1), (users, 0), (prose, 0)):
         for b in group:
-            for m in _PATH_RE.finditer(b.text[:_CALL_SCAN_CHARS] if weight else b.text):
-                p = _clean_path(m.group(0))
-                if p is None:
-                    continue
+            for p in _paths_of(b.text[:_CALL_SCAN_CHARS] if weight else b.text):
                 st = file_stats.setdefault(p, [0, 0, -1, b.pos])
                 st[0] = max(st[0], weight)
                 st[1] += 1
@@ -596,7 +613,7 @@ def extract(blocks: Sequence[Block]) -> dict[str, list[Item]]:
                         found.append(Item(t, b.pos))
                 found.extend(Item(m.group(0), b.pos) for m in _PROSE_ID_RE.finditer(b.text))
             text = b.text[:_CALL_SCAN_CHARS] if b.role == "tool_call" else b.text
-            found.extend(Item(m.group(0).rstrip(".,;:"), b.pos) for m in _ID_RE.finditer(text))
+            found.extend(Item(t, b.pos) for t in _ids_of(text))
         ids.extend(found)
     file_names = {f.text for f in files}
     identifiers = [it for it in _dedupe(ids) if it.text not in file_names and len(it.text) >= 3]
