@@ -4,13 +4,18 @@ Targets:
 - the default synthetic profile (6 chains x 128k tokens) generates in < 30 s;
 - composition + follow-ups of those chains take < 15 s and < 1 GiB traced peak;
 - cold token counting sustains > 1 MB of text per second;
-- `compaction-lab run --profile smoke` finishes in < 60 s after set-up;
-- `make run` (the default profile, 01 -> 06 with the report) wall time after
-  set-up is measured and reported (target < 5 min on 2 cores).
+- `compaction-lab run --profile smoke` (two tiny chains, the whole chain with its HTML and report)
+  finishes in <= 15 s after set-up: most of a small run used to be fixed cost (a kernel, imports and
+  Vega's JavaScript per notebook; issue 30). Measured twice: with an empty ``data/cache`` (what the
+  very first run after a clone pays: Vega's bundle is built once) and again (every later run);
+- `make run` (the default profile, the whole chain with the report) in <= 40 s on 2 cores;
+- the shipped `window_study` sweep (30 runs) in <= 10 min on 2 cores: its runs share chains and
+  projections through the sweep's memo (``BENCH_SWEEP=0`` skips it: it is the longest measurement).
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -48,34 +53,30 @@ def main() -> int:
     res.add("cold token counting", rate, "MB/s", "> 1 MB/s", rate > 1)
 
     exe = Path(sys.executable).with_name("compaction-lab")
-    with tempfile.TemporaryDirectory() as tmp, timed() as t:
-        r = subprocess.run(
-            [str(exe), "run", "--profile", "smoke", "--results", tmp, "--quiet"],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-    if r.returncode != 0:
-        print(r.stderr[-3000:], file=sys.stderr)
-    res.add("smoke profile end to end", t["seconds"], "s", "< 60 s", r.returncode == 0 and t["seconds"] < 60)
 
-    # What `make run` costs once set-up is done: the same command the Makefile runs.
-    with tempfile.TemporaryDirectory() as tmp, timed() as t:
-        r = subprocess.run(
-            [str(exe), "run", "--profile", "default", "--results", tmp, "--quiet"],
-            capture_output=True,
-            text=True,
-            timeout=1800,
+    def run(profile: str, seconds: float, label: str, env: dict[str, str] | None = None) -> None:
+        with tempfile.TemporaryDirectory() as tmp, timed() as t:
+            r = subprocess.run(
+                [str(exe), "run", "--profile", profile, "--results", tmp, "--quiet"],
+                capture_output=True,
+                text=True,
+                timeout=3600,
+                env={**os.environ, **(env or {})},
+            )
+        if r.returncode != 0:
+            print(r.stderr[-3000:], file=sys.stderr)
+        target = f"<= {seconds:g} s" if seconds < 120 else f"<= {seconds / 60:g} min"
+        res.add(label, t["seconds"], "s", target, r.returncode == 0 and t["seconds"] <= seconds)
+
+    with tempfile.TemporaryDirectory() as empty_cache:
+        run(
+            "smoke", 15, "smoke profile end to end, first run (empty data/cache)", {"COMPACTION_LAB_CACHE": empty_cache}
         )
-    if r.returncode != 0:
-        print(r.stderr[-3000:], file=sys.stderr)
-    res.add(
-        "make run (default profile, the whole chain + report)",
-        t["seconds"],
-        "s",
-        "< 300 s",
-        r.returncode == 0 and t["seconds"] < 300,
-    )
+    run("smoke", 15, "smoke profile end to end")
+    # What `make run` costs once set-up is done: the same command the Makefile runs.
+    run("default", 40, "make run (default profile, the whole chain + report)")
+    if os.environ.get("BENCH_SWEEP", "1") != "0":
+        run("window_study", 600, "window_study sweep (30 runs + comparison page)")
     return res.finish()
 
 

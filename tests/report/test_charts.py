@@ -454,3 +454,31 @@ def test_sweep_figures_are_registered_apart_from_the_run_figures():
     for f in charts.sweep_figures():
         assert charts.figure(f.stem) == f and f.notebook is None
         assert f.draw.__module__ == "compaction_lab.report.figures.sweep"
+
+
+def test_vega_bundle_is_built_once_kept_by_its_hash_and_rebuilt_when_damaged(tmp_path, monkeypatch):
+    """The figures' HTML inlines Vega's JavaScript from data/cache, built by vl-convert only when missing."""
+    monkeypatch.setenv("COMPACTION_LAB_CACHE", str(tmp_path))
+    built = []
+    real = vlc.javascript_bundle
+    monkeypatch.setattr(vlc, "javascript_bundle", lambda **kw: built.append(kw) or real(**kw))
+    theme.vega_bundle.cache_clear()
+    first = theme.vega_bundle()
+    (kept,) = tmp_path.glob("vega-bundle-*.js")
+    assert kept.read_text(encoding="utf-8") == first and len(built) == 1
+    theme.vega_bundle.cache_clear()
+    assert theme.vega_bundle() == first and len(built) == 1  # another process: read from the file
+    kept.write_text(first[:-100], encoding="utf-8")  # damaged: its content no longer matches its name
+    theme.vega_bundle.cache_clear()
+    assert theme.vega_bundle() == first and len(built) == 2
+    assert kept.read_text(encoding="utf-8") == first
+    theme.vega_bundle.cache_clear()
+
+
+def test_saved_html_is_what_altair_writes_inline(tmp_path, fig2_inputs):
+    """The cached bundle changes nothing in the page: byte for byte Altair's own ``inline=True`` output."""
+    chart = figures.figure("fig2_composition").draw(*fig2_inputs)
+    theme.save_chart(chart, tmp_path / "ours", formats=("html",))
+    theme.use_theme()
+    chart.save(tmp_path / "altair.html", format="html", inline=True, json_kwds={"cls": theme._ScriptSafeEncoder})
+    assert (tmp_path / "ours.html").read_bytes() == (tmp_path / "altair.html").read_bytes()
