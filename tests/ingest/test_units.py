@@ -54,6 +54,39 @@ def test_reading_span_by_span_equals_reading_the_file(tmp_path, bom):
     assert split_rep == whole_rep and whole_rep.n_skipped > 0  # the broken fixture's lines, at the same numbers
 
 
+def test_marker_lines_that_open_no_session_are_no_cuts(tmp_path):
+    """The marker inside another line's text, a malformed or not-UTF-8 marker line, CRLF and no final newline.
+
+    Only lines the importer itself would start a session at become cuts, at their true offsets and line numbers.
+    """
+    meta = '{"timestamp":"t","type":"session_meta","payload":{"id":"%s"}}'
+    said = '{"timestamp":"t","type":"response_item","payload":{"type":"message","role":"user","content":"%s"}}'
+    lines = [
+        meta % "a",
+        said % 'quoting \\"session_meta\\" and {\\"type\\":\\"session_meta\\"}',
+        '{"type":"session_meta","payload":{"id":"b"}',  # malformed: cut off
+        r'{"type":"session_meta","payload":{"id":"b\xff"}}',  # not UTF-8 (the escape is replaced below)
+        meta % "b",
+        said % "in b",
+        meta % "b",  # resumed: the same id continues b
+        meta % "c",
+        said % "in c, no final newline",
+    ]
+    data = "\r\n".join(lines).encode().replace(b"\\xff", b"\xff")
+    path = tmp_path / "marked.jsonl"
+    path.write_bytes(data)
+    spans = split_spans(path, codex, target=1)
+    assert spans is not None
+    starts = [(s.start, s.first_line) for s in spans]
+    offset = {i + 1: data.index(line.encode()) for i, line in enumerate(lines) if line in (meta % "b", meta % "c")}
+    assert starts == [(0, 1), (offset[5], 5), (data.index((meta % "c").encode()), 8)]
+    whole_rep, split_rep = ImportReport(), ImportReport()
+    whole = list(codex.load(path, whole_rep))
+    split = [s for span in spans for s in codex.load(path, split_rep, span=span)]
+    assert [(s.id, s.records) for s in split] == [(s.id, s.records) for s in whole]
+    assert [s.id for s in whole] == ["a", "b", "c"] and split_rep == whole_rep and whole_rep.n_skipped == 2
+
+
 def test_a_resumed_session_is_not_cut_in_two(tmp_path):
     """The same id in a second session_meta continues the session: no span starts there."""
     path = FIXTURES / "codex" / "rollout-2025-09-15T08-00-00-two-sessions.jsonl"

@@ -200,6 +200,15 @@ def call_target(args: Any) -> str | None:
     return tool_target(args)
 
 
+def utf8_length(text: str) -> int:
+    """Bytes of `text` in UTF-8 (lone surrogates 3 each); an ASCII text's length, without encoding it.
+
+    Encrypted content is base64, so ASCII: `str.isascii` answers from the
+    string's header, where encoding would copy the whole text.
+    """
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
 def reasoning_text(payload: Mapping[str, Any]) -> str:
     """Readable text of a reasoning item: its summaries, else plain reasoning content."""
     parts: list[str] = []
@@ -264,7 +273,9 @@ class _Rollout:
         if not isinstance(kind, str) or not isinstance(payload, dict):
             self.skip(lineno, "missing_field", "line needs a string 'type' and an object 'payload'")
             return None
-        ts = obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None
+        ts = obj.get("timestamp")
+        if not isinstance(ts, str):
+            ts = None
         if kind == "session_meta":
             return self._session_meta(payload)
         if kind == "response_item":
@@ -390,9 +401,7 @@ class _Rollout:
         if isinstance(encrypted, str) and encrypted:
             # Opaque to us: its size is noted, nothing of it is counted as text.
             md = builder.metadata
-            md["encrypted_reasoning_bytes"] = md.get("encrypted_reasoning_bytes", 0) + len(
-                encrypted.encode("utf-8", "surrogatepass")
-            )
+            md["encrypted_reasoning_bytes"] = md.get("encrypted_reasoning_bytes", 0) + utf8_length(encrypted)
         builder.add("reasoning", reasoning_text(p), entry, timestamp=ts)
         return None
 
@@ -534,7 +543,7 @@ def _replacement_item(item: Any) -> dict[str, Any]:
         return {"type": "message", "role": role, "text": text, "injected": role == "user" and is_injected(text)}
     encrypted = item.get("encrypted_content")
     if ptype in COMPACTION_ITEM_TYPES and isinstance(encrypted, str):
-        return {"type": "compaction", "encrypted_bytes": len(encrypted.encode("utf-8", "surrogatepass"))}
+        return {"type": "compaction", "encrypted_bytes": utf8_length(encrypted)}
     return {"type": str(ptype)}
 
 

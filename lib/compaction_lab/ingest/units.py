@@ -21,14 +21,13 @@ client into exactly what one sequential reading gives:
 
 from __future__ import annotations
 
-import mmap
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import BinaryIO, cast
 
 from compaction_lab.core.session import Session
-from compaction_lab.ingest.files import Span, is_compressed, open_binary
+from compaction_lab.ingest.files import STREAM_BUFFER, Span, is_compressed, open_binary
 from compaction_lab.ingest.import_report import ImportReport
 from compaction_lab.ingest.json_repair import parse_json
 from compaction_lab.ingest.registry import Importer, SplittableImporter
@@ -130,10 +129,14 @@ def split_spans(path: Path, mod: Importer, target: int | None = SPAN_BYTES) -> l
     A file is split only when its importer says where sessions start
     (``SESSION_MARKER``, the bytes such a line always holds, and
     ``session_key(obj)``, the session a line opens or None), it is plain (not
-    compressed), and it is at least twice `target`. Lines holding the marker
-    are found by a byte search over a memory map and only those are parsed;
-    a span starts where ``session_key`` changes from one session to another,
-    which is where the importer (`mod`) itself would start a new session.
+    compressed), and it is at least twice `target`. The file is read line by
+    line and only the lines holding the marker are parsed; a span starts
+    where ``session_key`` changes from one session to another, which is where
+    the importer (`mod`) itself would start a new session.
+
+    Memory stays about one line: the file is read, not memory-mapped (a map
+    scanned end to end keeps every page it touched resident, and counted, in
+    this process: a 1 GB file cost 1 GB of RSS).
     """
     marker: bytes | None = getattr(mod, "SESSION_MARKER", None)
     key_of = getattr(mod, "session_key", None)
@@ -146,52 +149,39 @@ def split_spans(path: Path, mod: Importer, target: int | None = SPAN_BYTES) -> l
         with open_binary(path) as f:
             if is_compressed(f):
                 return None
-        with open(path, "rb") as raw, mmap.mmap(raw.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            return _spans(mm, marker, key_of, target, size)
+        with open(path, "rb", buffering=STREAM_BUFFER) as f:  # as stored: offsets count a BOM
+            return _spans(f, marker, key_of, target, size)
     except OSError:
         return None  # read whole: the import itself reports what is wrong with the file
 
 
-def _spans(mm: mmap.mmap, marker: bytes, key_of, target: int, size: int) -> list[Span] | None:
+def _spans(f: BinaryIO, marker: bytes, key_of, target: int, size: int) -> list[Span] | None:
     spans: list[Span] = []
     begin, line = 0, 1  # a span at 0 is read from after a BOM, as the whole file is
-    for at in _session_starts(mm, marker, key_of):
+    for at, lines_before in _session_starts(f, marker, key_of):
         if at - begin >= target:
             spans.append(Span(begin, at, line))
-            line += _newlines(mm, begin, at)
-            begin = at
+            begin, line = at, lines_before + 1
     spans.append(Span(begin, size, line))
     return spans if len(spans) > 1 else None
 
 
-def _newlines(mm: mmap.mmap, lo: int, hi: int) -> int:
-    """Newlines in ``mm[lo:hi]``, counted a block at a time (no copy of the whole range)."""
-    n, step = 0, 1 << 24
-    for at in range(lo, hi, step):
-        n += mm[at : min(at + step, hi)].count(b"\n")
-    return n
-
-
-def _session_starts(mm: mmap.mmap, marker: bytes, key_of) -> list[int]:
-    """Offsets of the lines where a new session starts (never the first one)."""
-    out: list[int] = []
+def _session_starts(f: BinaryIO, marker: bytes, key_of) -> Iterator[tuple[int, int]]:
+    """Offsets of the lines where a new session starts (never the first one), with the lines before each."""
     current: str | None = None
-    pos = mm.find(marker)
-    while pos != -1:
-        line_start = mm.rfind(b"\n", 0, pos) + 1
-        line_end = mm.find(b"\n", pos)
-        line_end = len(mm) if line_end == -1 else line_end
-        try:
-            obj, _ = parse_json(mm[line_start:line_end].decode("utf-8"))
-            key = key_of(obj) if isinstance(obj, dict) else None
-        except (ValueError, RecursionError):  # the import counts a bad line; it starts nothing
-            key = None
-        if key is not None:
-            if current is not None and key != current:
-                out.append(line_start)
-            current = key
-        pos = mm.find(marker, line_end)
-    return out
+    at = 0
+    for lines_before, raw in enumerate(f):
+        if marker in raw:
+            try:
+                obj, _ = parse_json(raw[:-1] if raw.endswith(b"\n") else raw)
+                key = key_of(obj) if isinstance(obj, dict) else None
+            except (ValueError, RecursionError):  # the import counts a bad line; it starts nothing
+                key = None
+            if key is not None:
+                if current is not None and key != current:
+                    yield at, lines_before
+                current = key
+        at += len(raw)
 
 
 @dataclass
