@@ -288,9 +288,12 @@ class _PrefixKeys:
         self.n = len(self.arr)
         self.chunk = chunk
         width = chunk * 8
+        raw, blake2b = self.raw, hashlib.blake2b
         chain = [b""]
-        for m in range(self.n // chunk):
-            chain.append(hashlib.blake2b(chain[-1] + self.raw[m * width : (m + 1) * width], digest_size=16).digest())
+        append, prev = chain.append, b""
+        for start in range(0, (self.n // chunk) * width, width):
+            prev = blake2b(prev + raw[start : start + width], digest_size=16).digest()
+            append(prev)
         self.chain = chain
 
     def key(self, k: int) -> bytes:
@@ -302,6 +305,30 @@ class _PrefixKeys:
         return hashlib.blake2b(
             self.chain[m] + self.raw[start : start + r * 8], digest_size=16, person=b"partial"
         ).digest()
+
+
+#: Key chains of the last read-only arrays sent (`prefix_keys`): a case's uncompacted request is sent
+#: by every strategy under every simulator, the same array each time.
+_KEYS: OrderedDict[tuple[int, int], tuple[np.ndarray, _PrefixKeys]] = OrderedDict()
+_KEYS_LOCK = threading.Lock()
+_KEYS_KEPT = 16
+
+
+def prefix_keys(tokens: Tokens, chunk: int) -> _PrefixKeys:
+    """`_PrefixKeys` of `tokens`, computed once for a read-only array (held by the entry, so its id is its own)."""
+    if not (isinstance(tokens, np.ndarray) and not tokens.flags.writeable):
+        return _PrefixKeys(tokens, chunk)
+    with _KEYS_LOCK:
+        hit = _KEYS.get((id(tokens), chunk))
+        if hit is not None and hit[0] is tokens:
+            _KEYS.move_to_end((id(tokens), chunk))
+            return hit[1]
+    keys = _PrefixKeys(tokens, chunk)
+    with _KEYS_LOCK:
+        _KEYS[(id(tokens), chunk)] = (tokens, keys)
+        while len(_KEYS) > _KEYS_KEPT:
+            _KEYS.popitem(last=False)
+    return keys
 
 
 # --------------------------------------------------------------------------- interface
@@ -494,8 +521,9 @@ class DeepSeekCache:
         """Serve the request from the longest stored unit that prefixes it, then store its units."""
         n_in, n_out = len(tokens), len(output_tokens)
         # One key chain over input + output serves both the lookup (k ≤ n_in) and the store.
-        full = np.concatenate((_as_array(tokens), _as_array(output_tokens)))
-        keys = _PrefixKeys(full, self.unit)
+        # With no output the request alone is keyed (the same array each time: `prefix_keys` keeps its chain).
+        full = tokens if not len(output_tokens) else np.concatenate((_as_array(tokens), _as_array(output_tokens)))
+        keys = prefix_keys(full, self.unit)
         common = self._common_prefix(keys, n_in)
         cached = self._longest_unit(keys, common)
         if common > cached:
@@ -568,7 +596,7 @@ class OpenAICache:
     ) -> CacheResult:
         """Serve the request from its longest live step-aligned prefix, then store its step-aligned prefixes."""
         n = len(tokens)
-        keys = _PrefixKeys(tokens, self.step)
+        keys = prefix_keys(tokens, self.step)
         # Shorter prefixes of a stored one are stored with a time at least as recent,
         # so the live matches form a run from the start: walk it.
         m = 0
@@ -661,7 +689,7 @@ class AnthropicCache:
         bps = self._breakpoints(breakpoints, n)
         if not bps:
             return CacheResult(n, 0, 0, n_out)
-        keys = _PrefixKeys(tokens, 256)
+        keys = prefix_keys(tokens, 256)
         cached = 0
         i = bisect.bisect_right(self._lengths, bps[-1])
         while i > 0:
