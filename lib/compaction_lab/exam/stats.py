@@ -112,10 +112,10 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
+from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats as st
 
 from compaction_lab.exam.bank import DEFAULT_POINTER_MIX
 from compaction_lab.exam.types import POINTERS
@@ -142,6 +142,13 @@ CLOPPER_PEARSON = "Clopper–Pearson"
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _scipy_stats() -> Any:
+    """Return `scipy.stats`, imported on first use (the runner imports this module through the report)."""
+    from scipy import stats
+
+    return stats
 
 
 def _check(answers: pd.DataFrame) -> None:
@@ -243,8 +250,8 @@ def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
     if n <= 0:
         return float("nan"), float("nan")
     alpha = 1.0 - confidence
-    low = 0.0 if k <= 0 else float(st.beta.ppf(alpha / 2, k, n - k + 1))
-    high = 1.0 if k >= n else float(st.beta.ppf(1 - alpha / 2, k + 1, n - k))
+    low = 0.0 if k <= 0 else float(_scipy_stats().beta.ppf(alpha / 2, k, n - k + 1))
+    high = 1.0 if k >= n else float(_scipy_stats().beta.ppf(1 - alpha / 2, k + 1, n - k))
     return low, high
 
 
@@ -265,7 +272,7 @@ def _cluster_t(y: np.ndarray, n: np.ndarray, confidence: float) -> tuple[float, 
     g = y.size
     p = y.sum() / n.sum()
     se = np.sqrt(g / (g - 1) * np.sum((y - p * n) ** 2)) / n.sum()
-    half = float(st.t.ppf(1 - (1.0 - confidence) / 2, g - 1)) * float(se)
+    half = float(_scipy_stats().t.ppf(1 - (1.0 - confidence) / 2, g - 1)) * float(se)
     return max(0.0, float(p) - half), min(1.0, float(p) + half)
 
 
@@ -530,7 +537,7 @@ def _correct_by_question(g: pd.DataFrame) -> pd.DataFrame:
 
 def mcnemar_p(b: int, c: int) -> float:
     """Exact two-sided McNemar p-value: binomial test of b successes in b + c at 1/2 (1.0 when b + c = 0)."""
-    return 1.0 if b + c == 0 else float(st.binomtest(b, b + c, 0.5).pvalue)
+    return 1.0 if b + c == 0 else float(_scipy_stats().binomtest(b, b + c, 0.5).pvalue)
 
 
 def sign_flip_p(differences: Sequence[int] | np.ndarray, n_perm: int = 10_000, seed: int = 7) -> tuple[float, bool]:
@@ -876,8 +883,8 @@ def _spearman_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if not ok.any():
         return out
     # Rounded first, so recalls that tie mathematically tie in floating point too.
-    ra = st.rankdata(np.round(a[ok], _RANK_DECIMALS), axis=1)
-    rb = st.rankdata(np.round(b[ok], _RANK_DECIMALS), axis=1)
+    ra = _scipy_stats().rankdata(np.round(a[ok], _RANK_DECIMALS), axis=1)
+    rb = _scipy_stats().rankdata(np.round(b[ok], _RANK_DECIMALS), axis=1)
     ra -= ra.mean(axis=1, keepdims=True)
     rb -= rb.mean(axis=1, keepdims=True)
     denom = np.sqrt((ra**2).sum(axis=1) * (rb**2).sum(axis=1))

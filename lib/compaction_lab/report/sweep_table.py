@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 #: The status of a run whose numbers are in the table.
 OK = "ok"
@@ -196,6 +195,8 @@ def seed_spread(table: pd.DataFrame, seed: str = SEED, by: Sequence[str] = ()) -
     # the sqrt(1 + 1/n) of a new draw. With few seeds it is wide, as it should be (n = 2: t = 12.7); with
     # one seed there is no spread to speak of, so none is drawn (NaN), never a zero-width range.
     n = out["n_seeds"].astype(float)
+    from scipy import stats  # here: every notebook imports the figures, only a sweep's page needs this
+
     t = pd.Series(stats.t.ppf(0.975, (n - 1).where(n > 1)), index=out.index)
     spread = t * out["recall_sd"] * np.sqrt(1.0 + 1.0 / n)
     out["across_low"] = (out["recall_mean"] - spread).clip(0.0, 1.0)

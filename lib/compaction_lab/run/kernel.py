@@ -12,8 +12,9 @@ by a signal (then nbclient's own handler has already killed it). A kernel that d
 fresh one for the next attempt (`ChainKernel.manager`).
 
 The engine is papermill's documented extension point (``papermill_engines.register``): it differs
-from papermill's default engine only in the namespace reset and in closing its client's channels
-after each notebook, which nbclient leaves open when it does not own the kernel.
+from papermill's default engine in the namespace reset, in closing its client's channels after each
+notebook (nbclient leaves them open when it does not own the kernel), and in saving the executed
+notebook at most every `SAVE_EVERY` seconds while its cells run rather than twice per cell.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 
 from jupyter_core.utils import run_sync
 from papermill.clientwrap import PapermillNotebookClient
-from papermill.engines import NBClientEngine, papermill_engines
+from papermill.engines import NBClientEngine, NotebookExecutionManager, papermill_engines
 from papermill.utils import merge_kwargs, remove_args
 
 from compaction_lab.run import lifecycle
@@ -53,8 +54,67 @@ class _ChainClient(PapermillNotebookClient):
         super().papermill_execute_cells()
 
 
+#: Seconds between two saves of the executed notebook while its cells run (papermill saves it at every
+#: cell's start and end: for short cells that was most of the runner's own time, each save serialising
+#: and validating the whole notebook). The start and the end of the notebook, a failing cell and any
+#: interruption are always saved.
+SAVE_EVERY = 1.0
+
+
+class _ChainManager(NotebookExecutionManager):
+    """papermill's execution manager, saving the notebook at most every `SAVE_EVERY` seconds between cells."""
+
+    throttled = False
+
+    def save(self, **kwargs: Any) -> None:
+        if self.throttled and (self.now() - self.last_save_time).total_seconds() < SAVE_EVERY:
+            return
+        super().save(**kwargs)
+
+    def cell_start(self, cell: Any, cell_index: int | None = None, **kwargs: Any) -> None:
+        self.throttled = True
+        try:
+            super().cell_start(cell, cell_index, **kwargs)
+        finally:
+            self.throttled = False
+
+    def cell_complete(self, cell: Any, cell_index: int | None = None, **kwargs: Any) -> None:
+        self.throttled = True
+        try:
+            super().cell_complete(cell, cell_index, **kwargs)
+        finally:
+            self.throttled = False
+
+
 class ChainEngine(NBClientEngine):
     """papermill engine running a notebook in the chain's kernel (`ChainKernel`), reset first if it ran one."""
+
+    @classmethod
+    def execute_notebook(
+        cls,
+        nb: Any,
+        kernel_name: str,
+        output_path: str | None = None,
+        progress_bar: Any = True,
+        log_output: bool = False,
+        autosave_cell_every: int = 30,
+        **kwargs: Any,
+    ) -> Any:
+        """`papermill.engines.Engine.execute_notebook` with `_ChainManager` (fewer saves while cells run)."""
+        nb_man = _ChainManager(
+            nb,
+            output_path=output_path,
+            progress_bar=progress_bar,
+            log_output=log_output,
+            autosave_cell_every=autosave_cell_every,
+        )
+        nb_man.notebook_start()
+        try:
+            cls.execute_managed_notebook(nb_man, kernel_name, log_output=log_output, **kwargs)
+        finally:
+            nb_man.cleanup_pbar()
+            nb_man.notebook_complete()  # always saved: a failed or interrupted notebook is kept whole
+        return nb_man.nb
 
     @classmethod
     def execute_managed_notebook(

@@ -39,6 +39,7 @@ import sys
 import time
 import traceback as traceback_mod
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from importlib import metadata
@@ -375,23 +376,57 @@ def _run_chain(
     says ``failed``) when a cell raises or the kernel dies, times out or never starts.
     """
     declared_anywhere: set[str] = set()
-    with kernel_mod.chain_kernel() as shared:
-        for i, nb in enumerate(prof.notebooks, 1):
-            declared_anywhere |= _run_notebook(
-                nb,
-                i,
-                prof,
-                run_dir,
-                record,
-                done,
-                executing,
-                shared,
-                progress=progress,
-                render=render,
-                redactor=redactor,
-                started=started,
-            )
+    # A finished notebook's HTML is rendered in this process while the kernel runs the next one.
+    rendering: dict[int, Future[tuple[Path | None, float | None]]] = {}
+    with kernel_mod.chain_kernel() as shared, ThreadPoolExecutor(1, thread_name_prefix="render") as renderer:
+        try:
+            for i, nb in enumerate(prof.notebooks, 1):
+                declared_anywhere |= _run_notebook(
+                    nb,
+                    i,
+                    prof,
+                    run_dir,
+                    record,
+                    done,
+                    executing,
+                    shared,
+                    progress=progress,
+                    render=render,
+                    redactor=redactor,
+                    started=started,
+                    renderer=renderer,
+                    rendering=rendering,
+                )
+        except BaseException:
+            _rendered_in_background(done, rendering, record, quiet=True)  # the chain's own error is the one raised
+            raise
+        _rendered_in_background(done, rendering, record)
     return declared_anywhere
+
+
+def _rendered_in_background(
+    done: list[NotebookRun],
+    rendering: dict[int, Future[tuple[Path | None, float | None]]],
+    record: lifecycle.RunRecord,
+    *,
+    quiet: bool = False,
+) -> None:
+    """Wait for the notebooks' HTML rendered in the background and record it in `done` and ``run.json``.
+
+    A rendering error is raised, as when rendered in line, unless `quiet` (the chain already failed:
+    that notebook is then listed without its HTML).
+    """
+    for index, future in sorted(rendering.items()):
+        try:
+            html, secs = future.result()
+        except Exception:
+            if not quiet:
+                raise
+            continue
+        done[index] = replace(done[index], html=html, html_seconds=secs)
+    if rendering:
+        record.update(notebooks=[_nb_json(r) for r in done])
+    rendering.clear()
 
 
 def _run_notebook(
@@ -408,8 +443,14 @@ def _run_notebook(
     render: bool,
     redactor: redactor_mod.Redactor,
     started: float,
+    renderer: ThreadPoolExecutor,
+    rendering: dict[int, Future[tuple[Path | None, float | None]]],
 ) -> set[str]:
-    """Execute one notebook of the chain in the run's kernel (`_run_chain`); the parameters it declares."""
+    """Execute one notebook of the chain in the run's kernel (`_run_chain`); the parameters it declares.
+
+    A notebook that finished is rendered by `renderer` (its future kept in `rendering` under its index
+    in `done`); a failed one is rendered at once, before the failure is raised.
+    """
     src = paths.notebook_path(nb)
     declared = pm.inspect_notebook(str(src))
     wanted = prof.parameters_for(nb)
@@ -460,8 +501,9 @@ def _run_notebook(
         ) from exc
     executing.clear()
     secs = time.perf_counter() - t0
-    html, html_secs = _rendered(out, render)
-    done.append(NotebookRun(nb, out, html, round(secs, 3), public_parameters(params), "ok", html_secs))
+    if render:
+        rendering[len(done)] = renderer.submit(_rendered, out, True)
+    done.append(NotebookRun(nb, out, None, round(secs, 3), public_parameters(params), "ok", None))
     record.update(notebooks=[_nb_json(r) for r in done], notebook_running=None)
     return set(declared)
 
