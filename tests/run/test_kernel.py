@@ -74,3 +74,23 @@ def test_a_dead_kernel_is_replaced_for_the_next_notebook(tmp_path):
     assert second_pid != first_pid
     counts, _ = _outputs(tmp_path / "n-out.ipynb")
     assert counts == [1, 2]
+
+
+def test_fast_cells_do_not_save_the_notebook_each_time_but_the_end_is_whole(tmp_path, monkeypatch):
+    import papermill.engines
+
+    saves = []
+    real = papermill.engines.write_ipynb
+    monkeypatch.setattr(papermill.engines, "write_ipynb", lambda nb, path: saves.append(path) or real(nb, path))
+    cells = [f"print({i})" for i in range(40)] + ["raise ValueError('the last cell fails')"]
+    src = _notebook(tmp_path / "many.ipynb", *cells)
+    with kernel.chain_kernel() as shared, pytest.raises(Exception, match="the last cell fails"):
+        _run(src, tmp_path / "many-out.ipynb", shared)
+    # papermill's own manager saves at every cell's start and end (82 here); ours at the start, the end,
+    # the failing cell, and at most once a second in between.
+    assert 2 <= len(saves) <= 10
+    counts, texts = _outputs(tmp_path / "many-out.ipynb")
+    assert counts[:40] == list(range(1, 41))
+    assert [t.strip() for t in texts] == [str(i) for i in range(40)]
+    nb = json.loads((tmp_path / "many-out.ipynb").read_text())
+    assert nb["cells"][-1]["outputs"][0]["ename"] == "ValueError"
