@@ -16,8 +16,10 @@ B. ONE Codex session (one ``session_meta``) of ``BENCH_ENGINE_SINGLE_MB`` MB
    lines shuffled, about one word in eight replaced by a word of the
    fixtures' vocabulary, every line prefixed with a seeded line number;
    a text met before is perturbed again), so the count caches get no free
-   hits. One session is one unit, read by one task; its texts are counted
-   in parts of `composition.PART_CHARS` by the workers.
+   hits. One session is one unit; on the engine it is read and counted in
+   pieces by every worker at once (`compaction_lab.tally.plan_pieces`, about
+   `composition.PIECES_PER_WORKER` per worker), and the pieces' tallies are
+   stitched back together in order.
 
 For each input, measured:
 
@@ -343,7 +345,7 @@ def engine_tally(path: Path, workers: int) -> dict:
         eng.close()
     st = result.stats
     print(
-        f"  [{workers} worker(s)] tally {seconds:.1f} s, {st.units} units, {st.parts} count parts, "
+        f"  [{workers} worker(s)] tally {seconds:.1f} s, {st.units} units, {st.parts} tasks, "
         f"hit rate {st.hit_rate:.2%}, worker peak RSS {', '.join(f'{v:.0f}' for v in rss.values())} MiB",
         flush=True,
     )
@@ -388,7 +390,7 @@ def measure_input(res: Results, label: str, path: Path, gen: dict, compare_sync:
         f"{label}: tally, {WORKERS} workers",
         two_rate,
         "text-MB/s",
-        f"{two['seconds']:.1f} s, {file_mb / two['seconds']:.1f} file-MB/s, {two['stats'].units} units, {two['stats'].parts} parts",
+        f"{two['seconds']:.1f} s, {file_mb / two['seconds']:.1f} file-MB/s, {two['stats'].units} units, {two['stats'].parts} tasks",
     )
     ratio = two_rate / raw_rate
     res.add(f"{label}: tally {WORKERS} workers / raw", ratio, "x", f">= {RATIO_TARGET}x", ratio >= RATIO_TARGET)

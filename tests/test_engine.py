@@ -189,6 +189,29 @@ def test_a_large_file_split_into_spans_on_the_cluster_equals_one_reading(cluster
     assert split.report == whole.report
 
 
+def test_sessions_read_in_pieces_by_both_workers_equal_one_reading(cluster, tmp_path, monkeypatch):
+    """Each session its own span, cut into pieces of ~500 bytes read by both workers at once and stitched
+    in order; the same sessions again in another file are still recognised (digests from one reading)."""
+    path = _multi_session_rollout(tmp_path)
+    (tmp_path / "again").mkdir()
+    again = tmp_path / "again" / path.name
+    again.write_bytes(path.read_bytes())
+    whole = composition.tally([path, again], scheduler="sync")
+    monkeypatch.setattr(composition, "SPAN_BYTES", 2048)
+    split = composition.tally([path, again], scheduler=cluster.address, piece_bytes=500)
+    assert split.stats.parts > 2 * split.stats.units > 4 and whole.report.reasons["duplicate_session"] > 0
+    pd.testing.assert_frame_equal(split.table, whole.table)
+    assert split.report == whole.report
+
+
+def test_a_task_on_every_worker_runs_once_on_each(cluster):
+    with engine.open_engine(cluster.address, announce=False) as eng:
+        handles = eng.on_every_worker(os.getpid)
+        assert sorted(h.result() for h in handles) == cluster.worker_pids()
+    with engine.open_engine("sync") as eng:
+        assert eng.on_every_worker(os.getpid) == []
+
+
 def test_import_reads_on_the_cluster_and_writes_one_archive(cluster, tmp_path, capsys):
     a, b = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
     assert cli.main(["import", "--quiet", "--archive", str(a), "--scheduler", "sync", *FIXTURE_PATHS]) == 0

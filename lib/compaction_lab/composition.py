@@ -34,10 +34,11 @@ documented here so a reader can judge it:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -154,29 +155,23 @@ def _rows_on_engine(
 def _session_rows(s: Session, counts: Sequence[int]) -> list[dict]:
     """Composition rows of one session from the token counts of its context records."""
     recs = [r for r in s.records if r.kind in CONTEXT_KINDS]
-    return _rows(s.id, s.source_format, [r.kind for r in recs], [r.chars for r in recs], counts)
+    return _rows(
+        s.id, s.source_format, tally_tasks.kind_totals([r.kind for r in recs], [r.chars for r in recs], counts)
+    )
 
 
-def _rows(
-    session_id: str, source_format: str, kinds: Sequence[str], chars: Sequence[int], counts: Sequence[int]
-) -> list[dict]:
-    """Composition rows of one session: every context kind, from its records' kinds, sizes and token counts."""
-    agg: dict[str, list[int]] = {k: [0, 0, 0] for k in CONTEXT_KINDS}
-    for kind, n_chars, n in zip(kinds, chars, counts, strict=True):
-        a = agg[kind]
-        a[0] += 1
-        a[1] += n_chars
-        a[2] += n
+def _rows(session_id: str, source_format: str, totals: Sequence[tuple[int, int, int]]) -> list[dict]:
+    """Composition rows of one session: every context kind, from its records, characters and tokens by kind."""
     return [
         {
             "session_id": session_id,
             "source_format": source_format,
             "kind": kind,
-            "records": agg[kind][0],
-            "chars": agg[kind][1],
-            "tokens": agg[kind][2],
+            "records": records,
+            "chars": chars,
+            "tokens": tokens,
         }
-        for kind in CONTEXT_KINDS
+        for kind, (records, chars, tokens) in zip(CONTEXT_KINDS, totals, strict=True)
     ]
 
 
@@ -190,12 +185,14 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class TallyStats:
-    """How a tally ran: units, count parts, the engine, and how often the workers' count caches answered.
+    """How a tally ran: units, the tasks that read them, the engine, and how often the count caches answered.
 
-    ``cache_hits`` / ``cache_misses`` count texts answered without / with
-    encoding (a text met again -- in the cache or earlier in its part -- is a
-    hit); ``hit_chars`` / ``miss_chars`` the same in characters, so a corpus
-    of many short repeated texts is seen not to flatter the throughput.
+    ``parts`` counts the reading tasks: one per unit, more for a unit read in
+    pieces. ``cache_hits`` / ``cache_misses`` count texts answered without /
+    with encoding (a text met again -- in the cache or earlier in its
+    session -- is a hit); ``hit_chars`` / ``miss_chars`` the same in
+    characters, so a corpus of many short repeated texts is seen not to
+    flatter the throughput.
     """
 
     units: int
@@ -238,15 +235,17 @@ def tally(
     scheduler: str | None = None,
     engine: Engine | None = None,
     progress: bool = False,
+    piece_bytes: int | None = None,
 ) -> Tally:
     """Tally the composition of session files, read and counted on the engine (``compaction-lab tally``).
 
     The same table as ``composition_table(load_sessions(paths))`` and the same
     import report, whichever engine runs it: files (and spans of whole sessions
-    of large files) are read by tasks (`compaction_lab.tally`), their texts
-    counted by tasks in parts of about `PART_CHARS`, and everything is combined
-    here in reading order, through the one admission rule for sessions met
-    twice.
+    of large files) are read by tasks that count their texts where they read
+    them (`compaction_lab.tally`); on a cluster a large unit -- one long
+    session -- is read in pieces by several tasks at once. Everything is
+    combined here in reading order, through the one admission rule for
+    sessions met twice.
 
     Parameters
     ----------
@@ -263,6 +262,11 @@ def tally(
         An open engine to use (and leave open).
     progress : bool
         A progress bar over the input's bytes.
+    piece_bytes : int, optional
+        Read units of at least twice this many bytes in pieces of about this
+        size (`compaction_lab.tally.plan_pieces`). Default: on a cluster, about
+        `PIECES_PER_WORKER` pieces per worker of the input (between
+        `MIN_PIECE_BYTES` and `SPAN_BYTES`); in this process, whole units.
 
     Raises
     ------
@@ -273,51 +277,51 @@ def tally(
 
     if isinstance(paths, (str, Path)):
         paths = [paths]
+    name = tokenizer or default_tokenizer()
+    # The workers of an engine given load the importers and the tokenizer while the input is planned.
+    ready = _prepare(engine, encoding, name) if engine is not None else []
     steps = list(plan(paths, formats, split_bytes=SPAN_BYTES))
     total = sum(st.unit.size for st in steps if st.unit is not None)
     eng: Engine = engine if engine is not None else open_engine(scheduler, input_bytes=total)
-    # On workers every task counts with the one backend resolved here; in this process an ``auto``
-    # counter picks its backend by the size of the work (`core.tokens.AUTO_BPE_AFTER_CHARS`).
-    name = tokenizer or default_tokenizer()
-    backend = resolve_tokenizer(name, encoding) if eng.distributed else name
     report = ImportReport()
-    admission = Admission()
+    admission = _Admission(Admission())
     rows: list[dict] = []
     counted: list[tally_tasks.PartCount] = []
-
-    def start(e: Engine, unit: Unit) -> tuple[Handle[tally_tasks.UnitRead], list[Handle[tally_tasks.PartCount]]]:
-        # In this process one call counts it all (the counter's own threads share the work).
-        n = max(1, -(-unit.size // PART_CHARS)) if e.distributed else 1
-        read = e.submit(tally_tasks.read_for_tally, unit, n)
-        parts = [e.submit(tally_tasks.take_part, read, i) for i in range(n)]
-        counts = [e.submit(tally_tasks.count_part, p, encoding, backend) for p in parts]
-        return e.submit(tally_tasks.without_texts, read), counts
-
     bar = _bar(progress, total)
     try:
-        for unit, (meta_h, count_hs) in units_on_engine(steps, report, eng, start):
-            read = meta_h.result()
-            meta_h.release()
-            counts: list[int] = []
-            for h in count_hs:
-                part = h.result()
+        if engine is None:
+            ready = _prepare(eng, encoding, name)
+        # On workers every task counts with the one backend resolved here; in this process an ``auto``
+        # counter picks its backend by the size of the work (`core.tokens.AUTO_BPE_AFTER_CHARS`).
+        backend = resolve_tokenizer(name, encoding) if eng.distributed else name
+        piece = piece_bytes if piece_bytes is not None else _piece_bytes(eng, total)
+
+        def start(e: Engine, unit: Unit) -> list[Handle[tally_tasks.UnitRead]]:
+            pieces = tally_tasks.plan_pieces(unit, piece) if piece else (unit,)
+            whole = len(pieces) == 1
+            return [e.submit(tally_tasks.read_for_tally, p, encoding, backend, whole) for p in pieces]
+
+        for unit, handles in units_on_engine(steps, report, eng, start):
+            reads = []
+            for h in handles:
+                reads.append(h.result())
                 h.release()
-                counts += part.counts
-                counted.append(dataclasses.replace(part, counts=()))  # keep the stats, not the counts
-            at = 0
-            for segment, st in zip(read.segments, (*read.sessions, None), strict=True):
+            read = tally_tasks.stitch(reads)
+            counted += [r.counted for r in reads]
+            for index, (segment, st) in enumerate(zip(read.segments, (*read.sessions, None), strict=True)):
                 report.merge(segment)
                 if st is None:
                     continue
-                n = len(st.kinds)
-                sid = admit_id(admission, st.source_format, st.session_id, st.digest, unit.path, report)
+                digest = admission.digest(st, functools.partial(eng.submit, tally_tasks.session_digest, unit, index))
+                sid = admit_id(admission.admission, st.source_format, st.session_id, digest, unit.path, report)
                 if sid is not None:
                     report.count_session(st.source_format, st.n_records)
-                    rows += _rows(sid, st.source_format, st.kinds, st.chars, counts[at : at + n])
-                at += n
+                    rows += _rows(sid, st.source_format, st.totals)
             if bar is not None:
                 bar.update(unit.size)
     finally:
+        for prepared in ready:
+            prepared.release()
         if bar is not None:
             bar.close()
         if engine is None:
@@ -333,6 +337,58 @@ def tally(
         engine=eng.kind,
     )
     return Tally(_frame(rows), report, stats)
+
+
+#: On a cluster a tally's input is read in about this many pieces per worker (`tally`'s
+#: ``piece_bytes``): enough that the workers finish together, few enough that a task's
+#: fixed cost stays small.
+PIECES_PER_WORKER = 4
+#: The smallest piece a unit is cut into.
+MIN_PIECE_BYTES = 1024 * 1024
+
+
+def _prepare(eng: Engine, encoding: str, name: str) -> list[Handle[None]]:
+    """Start `tally_tasks.prepare` on every worker of a cluster (nothing in this process)."""
+    if not eng.distributed:
+        return []
+    return eng.on_every_worker(tally_tasks.prepare, encoding, resolve_tokenizer(name, encoding))
+
+
+def _piece_bytes(eng: Engine, total: int) -> int | None:
+    """Default piece size of a tally (see `tally`): None (whole units) in this process."""
+    if not eng.distributed:
+        return None
+    return max(MIN_PIECE_BYTES, min(SPAN_BYTES, total // (PIECES_PER_WORKER * max(1, eng.workers))))
+
+
+@dataclass
+class _Admission:
+    """`Admission` for tallies: a session read in pieces has no digest until a second session takes its id.
+
+    Its placeholder is kept in the admission's list until then, and replaced
+    by the digest `session_digest` computes from one reading of its unit: only
+    sessions met twice are read twice.
+    """
+
+    admission: Admission
+    later: dict[bytes, Callable[[], Handle[bytes]]] = dataclasses.field(default_factory=dict)
+    placeholders: int = 0
+
+    def digest(self, st: tally_tasks.SessionTally, compute: Callable[[], Handle[bytes]]) -> bytes:
+        """Return the digest to admit `st` with: its own, one computed now, or a placeholder (first of its id)."""
+        taken = self.admission.seen.get((st.source_format, st.session_id))
+        if not taken:
+            if st.digest is not None:
+                return st.digest
+            # Longer than a digest's 16 bytes: never equal to one.
+            placeholder = b"digest not computed yet: %d" % self.placeholders
+            self.placeholders += 1
+            self.later[placeholder] = compute
+            return placeholder
+        for i, d in enumerate(taken):
+            if d in self.later:
+                taken[i] = self.later.pop(d)().result()
+        return st.digest if st.digest is not None else compute().result()
 
 
 def _bar(enabled: bool, total: int):

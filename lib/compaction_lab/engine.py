@@ -2,8 +2,8 @@
 
 Tallies and imports of many or large logs, notebook 01's composition and
 ``run --sweep`` are cut into independent tasks (a file, a span of a large file
-holding whole sessions, a batch of texts to count, one run of a sweep) that
-`Engine` runs on ``dask.distributed``:
+holding whole sessions, a piece of one long session, a batch of texts to count,
+one run of a sweep) that `Engine` runs on ``dask.distributed``:
 
 * **embedded** (the default, nothing to set up): a `distributed.LocalCluster`
   sized to the machine — one single-threaded worker *process* per core,
@@ -57,11 +57,13 @@ AUTO, SYNC, LOCAL = "auto", "sync", "local"
 SCHEDULER_CHOICES = (AUTO, SYNC, LOCAL)
 
 #: Below this many input bytes the embedded default runs in this process. Starting a
-#: LocalCluster's worker processes and loading the tokenizer in each costs ~2-4 s, which two
-#: workers earn back (~54 MB/s of logs against ~30 MB/s in one process, on 2 cores) only from a
-#: few hundred MB: `make bench BENCH=engine` measured the CLI in-process faster up to 256 MB and
-#: slower at 384 MB (cut-over ~275 MB).
-SYNC_BELOW_BYTES = 256 * 1024 * 1024
+#: LocalCluster's worker processes and loading the tokenizer in each costs ~1 s more than running
+#: here, which two workers (each reading and counting its own units, ~2x one process on 2 cores)
+#: earn back only from a couple of hundred MB: `make bench BENCH=engine`'s cut-over, CLI wall time
+#: best of 2, measured in-process faster at 192 MB (3.98 s against 4.08 s) and slower at 256 MB
+#: (5.00 s against 4.48 s): cut-over ~200 MB (it was ~275 MB while workers shipped texts to each
+#: other to be counted).
+SYNC_BELOW_BYTES = 192 * 1024 * 1024
 
 
 #: Seconds a scheduler address may take to accept a connection, finish TLS and greet with Dask's
@@ -396,6 +398,19 @@ class Engine(AbstractContextManager["Engine"]):
             except Exception as exc:  # kept in the handle, raised where the result is asked for
                 return _Done(None, exc)
         return self.client.submit(fn, *args, pure=False, retries=retries, **kwargs)
+
+    def on_every_worker(self, fn: Callable[..., T], *args: Any) -> list[Handle[T]]:
+        """Submit ``fn(*args)`` once to each worker, ahead of the tasks submitted after it (in this process: nothing).
+
+        For what every worker needs before its first task (imports, a
+        tokenizer to load): started early, it runs while the client is still
+        preparing the tasks. Keep the handles until the job is done: a
+        released task may be dropped before it runs.
+        """
+        if self.client is None:
+            return []
+        workers = list(self.client.scheduler_info().get("workers", {}))
+        return [self.client.submit(fn, *args, workers=[w], allow_other_workers=False, pure=False) for w in workers]
 
     def scatter(self, value: T) -> Handle[T]:
         """Place a large value on a worker once (tasks then take the handle, not the value)."""

@@ -186,3 +186,47 @@ def test_a_base64_blob_counts_exactly_and_a_letter_blob_within_a_token_per_piece
     pieces = len(tokens.split_for_count(letters))
     assert pieces > 10
     assert abs(tokens.TokenCounter().count(letters) - len(enc.encode_ordinary(letters))) <= pieces
+
+
+def test_bpe_openai_counts_without_importing_its_package():
+    """The package's __init__ decodes every encoding's ranks (~70 MB, ~0.4 s per process, each Dask worker):
+    the Rust extension is loaded on its own, and a later `import bpe_openai` still works, with the same ids."""
+    code = textwrap.dedent(
+        """
+        import sys
+        from compaction_lab.core import tokens
+        c = tokens.TokenCounter(tokenizer="bpe-openai")
+        assert c.count("hello world, it's 2024") == 8, c.count("hello world, it's 2024")
+        assert "bpe_openai._bindings" in sys.modules and "bpe_openai" not in sys.modules, sorted(sys.modules)
+        import bpe_openai
+        assert bpe_openai.get_encoding("cl100k_base").encode_ordinary("hello world") == c.encode("hello world")
+        print("ok")
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_bpe_openai_falls_back_to_its_package_when_the_extension_cannot_be_loaded_alone(monkeypatch):
+    def unloadable():
+        raise AttributeError("another layout")
+
+    monkeypatch.setattr(tokens, "_bpe_bindings", unloadable)
+    wrapper = tokens._bpe_encoding.__wrapped__(tokens.DEFAULT_ENCODING)
+    direct = tokens._bpe_encoding(tokens.DEFAULT_ENCODING)
+    assert type(wrapper) is not type(direct)
+    for text in ("hello world", "a\ud800b <|endoftext|>", "日本語 123456"):
+        assert (
+            wrapper.encode_ordinary(text) == direct.encode_ordinary(text) == tokens.get_encoding().encode_ordinary(text)
+        )
+    with pytest.raises(LookupError, match="no encoding"):
+        tokens._bpe_encoding.__wrapped__("no_such_encoding")
+
+
+def test_text_bpe_openai_refuses_gets_tiktokens_ids():
+    """bpe-openai's limits (1,000,000 characters per call) are kept: such a text is tiktoken's to encode."""
+    direct = tokens._bpe_encoding(tokens.DEFAULT_ENCODING)
+    with pytest.raises(ValueError, match="characters"):
+        direct.encode_ordinary("a " * 500_000)
+    c = tokens.TokenCounter(tokenizer="bpe-openai")
+    assert c.encode("a " * 500_000) == tokens.get_encoding().encode_ordinary("a " * 500_000)

@@ -40,14 +40,18 @@ from __future__ import annotations
 import base64
 import hashlib
 import importlib
+import importlib.machinery
+import importlib.util
 import os
 import re
+import sys
 import threading
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from types import ModuleType
 from typing import TYPE_CHECKING, Protocol, cast
 
 import tiktoken
@@ -281,14 +285,85 @@ class _Encoder(Protocol):
     def encode_ordinary(self, text: str) -> list[int]: ...
 
 
+#: What bpe-openai's own `encode_ordinary` refuses (its ``_encode_plain`` and chunk limit for
+#: cl100k_base); `TokenCounter` gives such a text tiktoken's ids, the same ones.
+_BPE_MAX_CHARS = 1_000_000
+_BPE_MAX_TOKENS = 200_000
+
+
+_BINDINGS = "bpe_openai._bindings"
+
+
+@cache
+def _bpe_bindings() -> ModuleType:
+    """bpe-openai's Rust extension (``bpe_openai._bindings``), loaded without running the package's ``__init__``.
+
+    Importing ``bpe_openai`` decodes the merge ranks of every encoding it knows
+    (cl100k, o200k, voyage3) into Python dicts: ~70 MB resident and ~0.4 s in
+    every process that counts, a Dask worker included, although counting only
+    needs the Rust tokenizer (~30 MB). The extension is found where the package
+    is and loaded on its own; registered under its own name, a later
+    ``import bpe_openai`` uses this module.
+
+    Raises
+    ------
+    ModuleNotFoundError
+        When bpe-openai is not installed or has no such extension.
+    """
+    loaded = sys.modules.get(_BINDINGS)
+    if loaded is not None:
+        return loaded
+    package = importlib.util.find_spec("bpe_openai")
+    folders = list(package.submodule_search_locations or []) if package is not None else []
+    finder = importlib.machinery.FileFinder(
+        folders[0] if folders else "", (importlib.machinery.ExtensionFileLoader, importlib.machinery.EXTENSION_SUFFIXES)
+    )
+    spec = finder.find_spec(_BINDINGS) if folders else None
+    if spec is None or spec.loader is None:
+        raise ModuleNotFoundError(f"No module named {_BINDINGS!r}", name=_BINDINGS)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules[_BINDINGS] = module
+    return module
+
+
+class _RustBpe:
+    """bpe-openai's Rust tokenizer for one encoding, called as the package's `Encoding.encode_ordinary` calls it."""
+
+    def __init__(self, tokenizer: _Count):
+        self.tokenizer = tokenizer
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """Ids of `text` (special-token strings as plain text); ValueError where bpe-openai refuses the text."""
+        if len(text) >= _BPE_MAX_CHARS:
+            raise ValueError(f"bpe-openai encodes fewer than {_BPE_MAX_CHARS:,} characters per call")
+        try:
+            ids = self.tokenizer.encode(text)
+        except UnicodeEncodeError:  # lone surrogates: replaced, as bpe-openai and tiktoken both do
+            ids = self.tokenizer.encode(text.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))
+        if len(ids) > _BPE_MAX_TOKENS:
+            raise ValueError(f"bpe-openai returns at most {_BPE_MAX_TOKENS:,} tokens per call")
+        return list(ids)
+
+
 @cache
 def _bpe_encoding(encoding: str) -> _Encoder:
     """bpe-openai's encoding named `encoding` (ImportError when the package is missing).
 
-    Cached: loading parses the bundled ranks (~0.5 s). Callers look it up by module global, so a
-    test can replace it. importlib spares mypy the package's types: it ships none (no py.typed),
-    and `_Encoder` is all that is used of it.
+    Its Rust tokenizer straight from the extension (`_bpe_bindings`); the
+    package's Python wrapper only when that cannot be had (another layout in
+    another version). Cached; callers look it up by module global, so a test
+    can replace it.
     """
+    try:
+        bindings = _bpe_bindings()
+        if encoding not in bindings.supported_encodings():
+            raise LookupError(f"bpe-openai has no encoding {encoding!r}")
+        return _RustBpe(bindings.tokenizer_for_encoding(encoding))
+    except LookupError:
+        raise
+    except Exception:  # the wrapper below loads it its own way, or says why not
+        pass
     with warnings.catch_warnings():
         # bpe-openai 0.1.4 reads its data (on import, and per encoding) with the deprecated
         # importlib.resources.open_binary: its noise, nothing a user of the suite can act on.
@@ -300,7 +375,9 @@ def _bpe_encoding(encoding: str) -> _Encoder:
 
 
 class _Count(Protocol):
-    """bpe-openai's Rust tokenizer object: a text's number of tokens, no list of ids built."""
+    """bpe-openai's Rust tokenizer object: a text's ids, or its number of tokens with no list of ids built."""
+
+    def encode(self, text: str) -> list[int]: ...
 
     def count(self, text: str) -> int: ...
 
@@ -309,16 +386,15 @@ class _Count(Protocol):
 def _bpe_count(encoding: str) -> _Count | None:
     """Get the Rust tokenizer behind bpe-openai's encoding, for counting (None when it cannot be had).
 
-    Its ``count`` returns a length straight from Rust, where the wrapper's
-    ``encode_ordinary`` first re-encodes the text to check it and copies the
-    ids into a Python list: ~20% of a tally's counting time. The binding is
-    typed in the package (``_bindings.pyi``) but is not its documented API, so
-    it is used only when present and when it passes the same self-check.
+    Its ``count`` returns a length straight from Rust, where encoding first
+    copies the ids into a Python list: ~20% of a tally's counting time. The
+    binding is typed in the package (``_bindings.pyi``) but is not its
+    documented API, so it is used only when present and when it passes the
+    same self-check.
     """
     try:
-        bindings = importlib.import_module("bpe_openai._bindings")
-        return cast("_Count", bindings.tokenizer_for_encoding(encoding))
-    except Exception:  # not there, or another shape in another version: the wrapper counts
+        return cast("_Count", _bpe_bindings().tokenizer_for_encoding(encoding))
+    except Exception:  # not there, or another shape in another version: the encoder counts
         return None
 
 
