@@ -19,6 +19,8 @@ notebook at most every `SAVE_EVERY` seconds while its cells run rather than twic
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -177,16 +179,40 @@ class ChainKernel:
         return self.km
 
     def shutdown(self) -> None:
-        """Shut the kernel down (at once when a signal is stopping the run) and forget it."""
+        """End the kernel at once, with its process group, and forget it.
+
+        When the chain ends its notebooks are saved and the kernel holds nothing of the run's: a
+        polite shutdown only made the run wait ~1 s for the kernel's own exit. When a signal stops
+        the run, nbclient's handler is shutting the same kernel down already and the manager may
+        refuse a second shutdown: the process is then killed directly, so no kernel outlives its run.
+        """
         km, self.km = self.km, None
         if km is None:
             return
         try:
             if km.has_kernel:
-                run_sync(km.shutdown_kernel)(now=lifecycle.stopping())
-        except RuntimeError:
-            pass  # already gone: nbclient's signal handler shut it down
-        run_sync(km.cleanup_resources)()
+                run_sync(km.shutdown_kernel)(now=True)
+        except Exception:  # any refusal: what matters is that the process is gone
+            _kill(km)
+        try:
+            run_sync(km.cleanup_resources)()
+        except Exception:  # connection files of a kernel already gone: nothing to keep
+            pass
+
+
+def _kill(km: Any) -> None:
+    """Kill a kernel's process and its process group (jupyter_client starts it in a session of its own)."""
+    proc = getattr(getattr(km, "provisioner", None), "process", None)
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        proc.kill()
+    try:
+        proc.wait(timeout=10)
+    except Exception:  # reaped elsewhere, or stuck in the kernel: nothing more to do here
+        pass
 
 
 @contextmanager

@@ -55,7 +55,6 @@ from compaction_lab.core.tokens import TOKENIZER_ENV
 from compaction_lab.engine import SCHEDULER_ENV
 from compaction_lab.privacy import redactor as redactor_mod
 from compaction_lab.privacy import scrub
-from compaction_lab.report.render import build_index, render_notebook
 from compaction_lab.run import chain, lifecycle
 from compaction_lab.run import kernel as kernel_mod
 from compaction_lab.run import params as params_mod
@@ -329,7 +328,9 @@ def run_profile(
                 status="ok", finished=_now(), seconds=total, unused_parameters=unused, memo=_memo_counts(run_dir)
             )
             t_report = time.perf_counter()
-            report = build_index(run_dir, prof, done) if render else None
+            from compaction_lab.report import render as render_mod  # nbconvert: loaded by now (rendering thread)
+
+            report = render_mod.build_index(run_dir, prof, done) if render else None
             rendered = [r.html_seconds for r in done if r.html_seconds is not None]
             record.update(
                 html_seconds=round(sum(rendered), 3) if rendered else None,
@@ -512,6 +513,8 @@ def _rendered(executed: Path, render: bool) -> tuple[Path | None, float | None]:
     """Render an executed notebook as HTML when asked: the page and the seconds it took (None, None if not)."""
     if not render:
         return None, None
+    from compaction_lab.report.render import render_notebook  # nbconvert: imported by the rendering thread
+
     t0 = time.perf_counter()
     html = render_notebook(executed)
     return html, round(time.perf_counter() - t0, 3)
