@@ -73,19 +73,21 @@ class _ChainManager(NotebookExecutionManager):
             return
         super().save(**kwargs)
 
-    def cell_start(self, cell: Any, cell_index: int | None = None, **kwargs: Any) -> None:
+    @contextmanager
+    def _throttling(self) -> Iterator[None]:
         self.throttled = True
         try:
-            super().cell_start(cell, cell_index, **kwargs)
+            yield
         finally:
             self.throttled = False
 
+    def cell_start(self, cell: Any, cell_index: int | None = None, **kwargs: Any) -> None:
+        with self._throttling():
+            super().cell_start(cell, cell_index, **kwargs)
+
     def cell_complete(self, cell: Any, cell_index: int | None = None, **kwargs: Any) -> None:
-        self.throttled = True
-        try:
+        with self._throttling():
             super().cell_complete(cell, cell_index, **kwargs)
-        finally:
-            self.throttled = False
 
 
 class ChainEngine(NBClientEngine):
