@@ -39,6 +39,8 @@ def test_stats_are_written_per_process_and_added_up(tmp_path, monkeypatch):
     monkeypatch.setenv(memo.MEMO_STATS_ENV, str(tmp_path / "a"))
     memo.remembered("thing", "k1", lambda: 1)
     memo.remembered("thing", "k1", lambda: 1)
+    assert not (tmp_path / "a").exists()  # written when asked (after each notebook), not at every lookup
+    memo.write_stats()
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "99.json").write_text('{"thing": {"hits": 2, "folder_hits": 2, "misses": 3}}')
     assert memo.read_stats([tmp_path / "a", tmp_path / "b", tmp_path / "none"]) == {

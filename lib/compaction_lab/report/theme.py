@@ -226,23 +226,6 @@ class _ScriptSafeEncoder(json.JSONEncoder):
         return script_safe(super().encode(o))
 
 
-def save_and_show(chart: alt.TopLevelMixin, stem: str | Path) -> dict[str, Path]:
-    """`save_chart`, then let the chart show what was drawn for it instead of drawing it again.
-
-    A notebook shows the chart it saved: Altair would validate its spec a second time (~0.1 s) before
-    handing it to the renderer, which finds the images already drawn. With this suite's renderer
-    active the chart's display is the bundle built from the saved spec; the chart is otherwise
-    unchanged (``to_dict``, ``save``, copies behave as Altair's), and under another renderer nothing
-    is changed at all.
-    """
-    written, spec = _save(chart, stem, ("png", "svg", "html"))
-    if alt.renderers.active == RENDERER:
-        bundle = _renderer(spec)
-        # An instance attribute, set past Altair's __setattr__ (which would put it into the spec).
-        object.__setattr__(chart, "_repr_mimebundle_", lambda *args, **kwargs: bundle)
-    return written
-
-
 def save_chart(
     chart: alt.TopLevelMixin, stem: str | Path, formats: Iterable[str] = ("png", "svg", "html")
 ) -> dict[str, Path]:

@@ -38,22 +38,29 @@ ENGINE = "compaction-lab-chain"
 
 #: What clears a reused kernel before the next notebook: user names gone, execution count back to 1.
 RESET_CODE = "get_ipython().reset(new_session=True)"
+#: What the kernel runs after each notebook: its memo counts left for ``run.json`` (`store.memo.write_stats`),
+#: once per notebook rather than at every lookup. Binds no name.
+STATS_CODE = "__import__('compaction_lab.store.memo', fromlist=['write_stats']).write_stats()"
 
 
 class _ChainClient(PapermillNotebookClient):
-    """papermill's notebook client, emptying a reused kernel's namespace before the first cell."""
+    """papermill's notebook client: a reused kernel's namespace emptied before the first cell, memo counts after."""
 
     def __init__(self, nb_man: Any, *, reset: bool, **kw: Any):
         super().__init__(nb_man, **kw)
         self.reset = reset
 
     def papermill_execute_cells(self) -> None:
-        if self.reset and self.kc is not None:
-            # Silent and outside the history: the notebook's own cells are numbered from 1, as alone.
-            reply = self.wait_for_reply(self.kc.execute(RESET_CODE, silent=True, store_history=False))
-            if reply is None or reply["content"].get("status") != "ok":
-                raise RuntimeError(f"the chain's kernel could not be reset before the next notebook: {reply}")
-        super().papermill_execute_cells()
+        if self.reset:
+            self._silently(RESET_CODE, "reset before the next notebook")
+        super().papermill_execute_cells()  # returns after a failing cell too (papermill records it)
+        self._silently(STATS_CODE, "asked for its memo counts")
+
+    def _silently(self, code: str, what: str) -> None:
+        # Silent and outside the history: the notebook's own cells are numbered from 1, as alone.
+        reply = self.wait_for_reply(self.kc.execute(code, silent=True, store_history=False)) if self.kc else None
+        if reply is None or reply["content"].get("status") != "ok":
+            raise RuntimeError(f"the chain's kernel could not be {what}: {reply}")
 
 
 #: Seconds between two saves of the executed notebook while its cells run (papermill saves it at every
@@ -227,4 +234,4 @@ def chain_kernel() -> Iterator[ChainKernel]:
         kernel.shutdown()
 
 
-__all__ = ["ENGINE", "RESET_CODE", "ChainEngine", "ChainKernel", "chain_kernel"]
+__all__ = ["ENGINE", "RESET_CODE", "STATS_CODE", "ChainEngine", "ChainKernel", "chain_kernel"]

@@ -339,10 +339,11 @@ def run_profile(
             # The sweep runs last, over everything written, so nothing rendered escapes it.
             record.update(redaction=final_sweep(run_dir, redactor))
         except lifecycle.RunInterrupted as exc:
+            record.update(memo=_memo_counts(run_dir))  # what the notebooks that finished reused
             raise _record_interruption(record, run_dir, done, executing, exc, redactor, started) from None
         except NotebookFailed:
             # The sweep runs once the heartbeat has stopped, so it never meets a run.json being rewritten.
-            record.update(redaction=final_sweep(run_dir, redactor))
+            record.update(memo=_memo_counts(run_dir), redaction=final_sweep(run_dir, redactor))
             raise
         except Exception as exc:  # not a notebook's error (a bad parameter, a rendering bug): still not "running"
             record.update(

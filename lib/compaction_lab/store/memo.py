@@ -17,9 +17,10 @@ a reader sees a whole entry or none; one that cannot be read is computed again. 
 of the library's own frozen objects, in a folder of the user's own run output, read by this library
 only.
 
-When ``COMPACTION_LAB_MEMO_STATS`` names a folder (the runner sets it to the run folder's ``memo/``),
-each process keeps its hits and misses per kind there (`write_stats`), and `read_stats` adds them up
-for ``run.json``.
+When ``COMPACTION_LAB_MEMO_STATS`` names a folder (the runner sets it to the run folder's
+``.memo-stats/``), `write_stats` leaves this process's hits and misses per kind there -- the chain's
+kernel does after each notebook (`compaction_lab.run.kernel`), not at every lookup -- and
+`read_stats` adds them up for ``run.json``.
 """
 
 from __future__ import annotations
@@ -165,11 +166,9 @@ def remembered(kind: str, k: str, compute: Callable[[], T]) -> T:
     m = memo(kind)
     found, value = m.get(k)
     if found:
-        write_stats()
         return value
     value = compute()
     m.put(k, value)
-    write_stats()
     return value
 
 

@@ -130,12 +130,11 @@ def draw(run: str | os.PathLike[str] | Any, stem: str, *data: Any, **kw: Any) ->
     Returns
     -------
     altair chart
-        The chart, after its PNG, SVG and HTML are written to ``figures/<stem>.*``; shown, it displays
-        what was drawn for them (`theme.save_and_show`).
+        The chart, after its PNG, SVG and HTML are written to ``figures/<stem>.*`` (`theme.save_chart`).
     """
     chart = figure(stem).draw(*data, **kw)
     folder = Path(getattr(run, "run_dir", run))
-    theme.save_and_show(chart, runfolder.figure_stem(folder, stem))
+    theme.save_chart(chart, runfolder.figure_stem(folder, stem))
     return chart
 
 
