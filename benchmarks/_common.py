@@ -71,5 +71,21 @@ class Results:
         return 0 if all(r["ok"] is not False for r in self.rows) else 1
 
 
+def host_reference() -> float:
+    """Seconds of a fixed pure-Python workload (best of 3): how fast this host runs right now.
+
+    Reported beside the timings so runs on a shared machine whose speed drifts (the same code took 14 s
+    and 30 s on this project's 2-core hosts on different days) can be compared; no target is judged on it.
+    """
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        total = 0
+        for i in range(3_000_000):
+            total += i
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 def repo_root() -> Path:
     return paths.REPO_ROOT

@@ -9,30 +9,51 @@ rules and how the API key is kept out of logs, errors and the ledger. Beside the
 endpoint (`standin`) and the local llama.cpp server (`local`).
 """
 
-from compaction_lab.endpoints.client import (
-    AuthError,
-    BadResponse,
-    ChatClient,
-    Completion,
-    EndpointUnreachable,
-    ProviderError,
-    ProviderTimeout,
-    RateLimited,
-    Usage,
-    request_fingerprint,
-)
-from compaction_lab.endpoints.config import ModelConfig
+from __future__ import annotations
 
-__all__ = [
-    "AuthError",
-    "BadResponse",
-    "ChatClient",
-    "Completion",
-    "EndpointUnreachable",
-    "ModelConfig",
-    "ProviderError",
-    "ProviderTimeout",
-    "RateLimited",
-    "Usage",
-    "request_fingerprint",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from compaction_lab.endpoints.client import (
+        AuthError,
+        BadResponse,
+        ChatClient,
+        Completion,
+        EndpointUnreachable,
+        ProviderError,
+        ProviderTimeout,
+        RateLimited,
+        Usage,
+        request_fingerprint,
+    )
+    from compaction_lab.endpoints.config import ModelConfig
+
+#: Where each name of the package is defined. They are loaded when first used: the client imports the
+#: openai package (about a second), which a run that calls no model (and its submodules: presets,
+#: prices, the ledger) need not pay.
+_EXPORTS = {
+    "AuthError": "client",
+    "BadResponse": "client",
+    "ChatClient": "client",
+    "Completion": "client",
+    "EndpointUnreachable": "client",
+    "ProviderError": "client",
+    "ProviderTimeout": "client",
+    "RateLimited": "client",
+    "Usage": "client",
+    "request_fingerprint": "client",
+    "ModelConfig": "config",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    """Load an exported name from its module on first use (PEP 562)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

@@ -292,7 +292,7 @@ def run_profile(
     prof = prof.with_parameters(dict(overrides or {}))
     if redact is not None:
         prof = prof.with_parameters({REDACT_PARAM: bool(redact)})
-    from compaction_lab.endpoints import presets  # here: the providers package imports the openai client
+    from compaction_lab.endpoints import presets  # here: only a run (not the CLI parser) needs it
 
     prof = presets.resolve_profile(prof)  # ``model: deepseek`` (a preset's name) -> the preset's mapping
     prof = params_mod.checked(prof, allow_unknown=allow_unknown, results_folder=results or paths.results_dir())
