@@ -261,3 +261,71 @@ def test_two_processes_writing_at_once_lose_no_rows(tmp_path):
     # Both really ran at the same time: their rows interleave.
     order = list(df["purpose"])
     assert sum(a != b for a, b in zip(order, order[1:], strict=False)) > 1, "the writers did not overlap"
+
+
+def test_draws_of_one_request_are_distinct_calls_and_each_is_reused(tmp_path):
+    """An exam question asked three times: three requests, three rows (draws 0-2); a rerun sends nothing."""
+    body = {"messages": [{"role": "user", "content": "which port?"}], "temperature": 0.7}
+    path = tmp_path / "l.sqlite"
+    with FakeOpenAIServer() as server:
+        server.script(*(Scripted(body=completion(answer)) for answer in ("8080", "8081", "8080")))
+        c = ChatClient(ModelConfig(base_url=server.base_url, model="m", api_key_env=""), ledger=Ledger(path))
+        first = [c.complete(body, purpose="exam", draw=k).content for k in range(3)]
+        assert server.count() == 3
+        again = [c.complete(body, purpose="exam", draw=k).content for k in range(3)]
+        assert server.count() == 3  # every draw read back from its own row
+        c.close()
+    assert first == ["8080", "8081", "8080"] and again == first
+    df = Ledger(path).calls()
+    assert list(df["draw"]) == [0, 1, 2] and set(df["status"]) == {"done"}
+    assert df["request_fingerprint"].nunique() == 3
+    # Draw 0 is the body alone: what a call recorded before draws existed was fingerprinted as.
+    from compaction_lab.endpoints import request_fingerprint
+
+    sent = {**body, "model": "m"}
+    assert df["request_fingerprint"][0] == request_fingerprint(sent)
+    assert request_fingerprint(sent, 1) != request_fingerprint(sent)
+    with pytest.raises(ValueError, match="draw"):
+        request_fingerprint(sent, -1)
+
+
+def test_a_ledger_of_schema_1_gains_the_draw_column_and_keeps_its_calls(tmp_path):
+    path = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "CREATE TABLE calls (id INTEGER PRIMARY KEY AUTOINCREMENT, request_fingerprint TEXT NOT NULL, "
+        "shape_fingerprint TEXT NOT NULL DEFAULT '', model TEXT NOT NULL, base_url TEXT NOT NULL, "
+        "purpose TEXT NOT NULL, status TEXT NOT NULL, started_at REAL NOT NULL, finished_at REAL, pid INTEGER, "
+        "host TEXT, request_json TEXT NOT NULL, response_json TEXT, prompt_tokens INTEGER, cached_tokens INTEGER, "
+        "completion_tokens INTEGER, cost REAL, currency TEXT, latency_s REAL, error TEXT)"
+    )
+    conn.execute(
+        "INSERT INTO calls (request_fingerprint, model, base_url, purpose, status, started_at, request_json, "
+        "response_json) VALUES ('fp-old', 'm', 'http://x/v1', 'exam', 'done', 1.0, '{}', '{\"choices\": []}')"
+    )
+    conn.execute("PRAGMA user_version=1")
+    conn.commit()
+    conn.close()
+    ledger = Ledger(path)
+    df = ledger.calls()
+    assert list(df["request_fingerprint"]) == ["fp-old"] and list(df["draw"]) == [0]
+    assert ledger.lookup("fp-old") is not None
+    _start(ledger, "fp-new", draw=2)
+    assert list(ledger.calls()["draw"]) == [0, 2]
+    check = sqlite3.connect(path)
+    try:
+        assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    finally:
+        check.close()
+    Ledger(path)  # opening again migrates nothing twice
+
+
+def test_a_ledger_of_a_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "new.sqlite"
+    Ledger(path)
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    conn.commit()
+    conn.close()
+    with pytest.raises(RuntimeError, match="schema version"):
+        Ledger(path)

@@ -450,3 +450,27 @@ def test_killed_run_restarts_without_duplicate_requests(tmp_path):
     # The row left in flight by the kill is marked abandoned on restart, not left 'started'.
     assert "started" not in set(after["status"])
     assert all("abandoned" in e for e in after.loc[after["status"] == "failed", "error"])
+
+
+def test_the_package_loads_the_openai_client_only_when_a_name_needs_it():
+    """A run that calls no model (and notebook 07) does not pay the openai package's import."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import compaction_lab.endpoints as e\n"
+        "from compaction_lab.endpoints import presets, prices, ledger\n"
+        "assert 'openai' not in sys.modules, 'imported early'\n"
+        "assert sorted(e.__all__) == sorted(e._EXPORTS)\n"
+        "from compaction_lab.endpoints import ChatClient\n"
+        "assert 'openai' in sys.modules and ChatClient.__module__ == 'compaction_lab.endpoints.client'\n"
+        "try:\n"
+        "    e.nothing_here\n"
+        "except AttributeError:\n"
+        "    pass\n"
+        "else:\n"
+        "    raise SystemExit('no AttributeError')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

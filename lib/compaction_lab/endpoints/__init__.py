@@ -46,7 +46,19 @@ _EXPORTS = {
     "ModelConfig": "config",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "AuthError",
+    "BadResponse",
+    "ChatClient",
+    "Completion",
+    "EndpointUnreachable",
+    "ModelConfig",
+    "ProviderError",
+    "ProviderTimeout",
+    "RateLimited",
+    "Usage",
+    "request_fingerprint",
+]
 
 
 def __getattr__(name: str) -> Any:

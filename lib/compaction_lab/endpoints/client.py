@@ -162,9 +162,16 @@ class BadResponse(ProviderError):
 # --------------------------------------------------------------------------- pure helpers
 
 
-def request_fingerprint(body: Mapping[str, Any]) -> str:
-    """sha256 of the canonical JSON (sorted keys, no spaces) of a full request body, model included."""
-    return sha256_json(dict(body))
+def request_fingerprint(body: Mapping[str, Any], draw: int = 0) -> str:
+    """sha256 of the canonical JSON (sorted keys, no spaces) of a full request body, model included.
+
+    A later `draw` of the same body (the request asked again on purpose: `ChatClient.complete`) is
+    another request: its index is hashed with the body. Draw 0 is the body alone, as before draws existed,
+    so calls recorded then are still found.
+    """
+    if draw < 0:
+        raise ValueError(f"draw must be 0 or more, got {draw}")
+    return sha256_json(dict(body)) if draw == 0 else sha256_json({"body": dict(body), "draw": int(draw)})
 
 
 def full_body(config: ModelConfig, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -353,7 +360,9 @@ class ChatClient:
 
     # ------------------------------------------------------------------ public
 
-    def complete(self, body: Mapping[str, Any], *, purpose: str, shape_fingerprint: str = "") -> Completion:
+    def complete(
+        self, body: Mapping[str, Any], *, purpose: str, shape_fingerprint: str = "", draw: int = 0
+    ) -> Completion:
         """Send one chat-completions body (without ``model``) or reuse its recorded response.
 
         Parameters
@@ -366,6 +375,9 @@ class ChatClient:
             What the call is for (``summary``, ``exam``, ``open-book``), kept in the ledger.
         shape_fingerprint : str
             The call shape (system prompt + tools) fingerprint, kept in the ledger.
+        draw : int
+            Which asking of the same body this is (0, 1, ...): the draws of one body are distinct calls,
+            each recorded (and reused by a rerun) on its own, never answered from another draw's record.
 
         Returns
         -------
@@ -381,9 +393,9 @@ class ChatClient:
             HTTP errors. The ledger row is ``failed`` with the same text.
         """
         full = full_body(self.config, body)
-        fp = request_fingerprint(full)
+        fp = request_fingerprint(full, draw)
         if not self.config.reuse:
-            return self._send(full, fp, purpose, shape_fingerprint)
+            return self._send(full, fp, purpose, shape_fingerprint, draw=draw)
         # Identical bodies sent at once from several threads would all miss the ledger and all be paid for:
         # one sends, the others wait for it and then read its recorded answer. Across processes sharing
         # the ledger (a sweep's runs on several workers) the ledger's claim does the same.
@@ -398,9 +410,10 @@ class ChatClient:
                     purpose=purpose,
                     request=full,
                     stale_after=self._stale_after(),
+                    draw=draw,
                 )
                 if state == "mine":
-                    return self._send(full, fp, purpose, shape_fingerprint, call_id)
+                    return self._send(full, fp, purpose, shape_fingerprint, call_id, draw)
                 if state == "done" and (rec := self.ledger.lookup(fp)) is not None:
                     return self._from_record(rec, fp, purpose)
                 time.sleep(CLAIM_POLL_S)  # another process is sending this very request
@@ -485,7 +498,13 @@ class ChatClient:
         )
 
     def _send(
-        self, full: dict[str, Any], fp: str, purpose: str, shape_fingerprint: str, call_id: int | None = None
+        self,
+        full: dict[str, Any],
+        fp: str,
+        purpose: str,
+        shape_fingerprint: str,
+        call_id: int | None = None,
+        draw: int = 0,
     ) -> Completion:
         c = self.config
         with self._slots:
@@ -497,6 +516,7 @@ class ChatClient:
                     base_url=c.base_url,
                     purpose=purpose,
                     request=full,
+                    draw=draw,
                 )
             t0 = time.monotonic()
             try:

@@ -8,6 +8,13 @@ rerun with the same request reuses the recorded response instead of paying
 again (`lookup`; `compaction_lab.endpoints.client.ChatClient` does this unless
 its config says ``reuse: false``), so papermill reruns are cheap and repeatable.
 
+Draws: the same request asked several times on purpose (an exam question
+answered ``draws`` times by a reader at a temperature above zero) is several
+calls, not one reused: each carries its ``draw`` index, which its fingerprint
+holds too (`compaction_lab.endpoints.client.request_fingerprint`), so every
+draw is recorded, and reused by a rerun, on its own. Ledgers written before
+the column existed (schema 1) gain it on opening, their calls draw 0.
+
 Row life cycle
 --------------
 ``started`` (written just before the request is sent) → ``done`` (response,
@@ -61,7 +68,11 @@ from compaction_lab.endpoints.usage import Usage
 from compaction_lab.privacy.secrets import mask_message, mask_stored, mask_url
 from compaction_lab.store.sqlite import immediate  # one write transaction for both stores
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+#: Statements that bring a ledger of an earlier schema version to `SCHEMA_VERSION`, by the version they start from.
+#: 1 -> 2: ``draw``, the index of a repeated request (an exam question asked several times); earlier calls were draw 0.
+_MIGRATIONS: dict[int, tuple[str, ...]] = {1: ("ALTER TABLE calls ADD COLUMN draw INTEGER NOT NULL DEFAULT 0",)}
 
 #: Row statuses.
 STATUSES: tuple[str, ...] = ("started", "done", "failed")
@@ -79,6 +90,7 @@ CALL_COLUMNS: tuple[str, ...] = (
     "finished_at",
     "status",
     "purpose",
+    "draw",
     "model",
     "base_url",
     "request_fingerprint",
@@ -100,6 +112,7 @@ CREATE TABLE IF NOT EXISTS calls (
     model               TEXT    NOT NULL,
     base_url            TEXT    NOT NULL,
     purpose             TEXT    NOT NULL,
+    draw                INTEGER NOT NULL DEFAULT 0,
     status              TEXT    NOT NULL CHECK (status IN ('started', 'done', 'failed')),
     started_at          REAL    NOT NULL,
     finished_at         REAL,
@@ -227,24 +240,41 @@ class Ledger:
             # WAL lets readers (a notebook showing calls()) proceed while a run writes; it persists in the file.
             conn.execute("PRAGMA journal_mode=WAL")
         with self._tx() as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            existing = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='calls'").fetchone()
+            if existing and version in _MIGRATIONS:  # an older ledger: brought up to date, its calls kept
+                for v in range(version, SCHEMA_VERSION):
+                    for stmt in _MIGRATIONS[v]:
+                        conn.execute(stmt)
+                version = SCHEMA_VERSION
             # Statement by statement: executescript would commit the transaction half-way.
             for stmt in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
                 conn.execute(stmt)
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version == 0:
                 conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             elif version != SCHEMA_VERSION:
                 raise RuntimeError(f"{self.path}: ledger schema version {version}, this code reads {SCHEMA_VERSION}")
+            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     # ------------------------------------------------------------------ writes
 
     def start(
-        self, *, fingerprint: str, shape_fingerprint: str, model: str, base_url: str, purpose: str, request: Mapping
+        self,
+        *,
+        fingerprint: str,
+        shape_fingerprint: str,
+        model: str,
+        base_url: str,
+        purpose: str,
+        request: Mapping,
+        draw: int = 0,
     ) -> int:
-        """Record a call about to be sent (status ``started``); returns its id."""
+        """Record a call about to be sent (status ``started``); returns its id. `draw`: see `claim`."""
         stored = _stored_request(request)  # masked before the write transaction, which stays short
         with self._tx() as conn:
-            return _insert_started(conn, fingerprint, shape_fingerprint, model, base_url, purpose, stored, time.time())
+            return _insert_started(
+                conn, fingerprint, shape_fingerprint, model, base_url, purpose, stored, time.time(), draw=draw
+            )
 
     def finish(
         self,
@@ -310,6 +340,7 @@ class Ledger:
         purpose: str,
         request: Mapping,
         stale_after: float,
+        draw: int = 0,
     ) -> tuple[str, int | None]:
         """Claim a request for this process, unless its answer is recorded or another process is sending it.
 
@@ -320,7 +351,9 @@ class Ledger:
         (on this host: its pid runs; elsewhere: started less than
         `stale_after` seconds ago) -- wait and ask again; otherwise
         ``("mine", id)`` with a new ``started`` row. ``started`` rows of dead
-        processes met on the way are marked ``failed`` (abandoned).
+        processes met on the way are marked ``failed`` (abandoned). `draw` is
+        recorded with the row: the index of a request asked several times (its
+        fingerprint holds it too, `endpoints.client.request_fingerprint`).
         """
         host = socket.gethostname()
         now = time.time()
@@ -351,7 +384,7 @@ class Ledger:
             if busy:
                 return "busy", None
             return "mine", _insert_started(
-                conn, fingerprint, shape_fingerprint, model, base_url, purpose, stored, now, host
+                conn, fingerprint, shape_fingerprint, model, base_url, purpose, stored, now, host, draw
             )
 
     def mark_abandoned(self) -> int:
@@ -451,20 +484,22 @@ def _insert_started(
     request_json: str,
     started_at: float,
     host: str | None = None,
+    draw: int = 0,
 ) -> int:
     """Insert a ``started`` row for this process (inside the caller's write transaction); its id.
 
     `request_json` is the body as `_stored_request` made it; the base URL is stored with its credentials masked.
     """
     cur = conn.execute(
-        "INSERT INTO calls (request_fingerprint, shape_fingerprint, model, base_url, purpose, status, "
-        "started_at, pid, host, request_json) VALUES (?, ?, ?, ?, ?, 'started', ?, ?, ?, ?)",
+        "INSERT INTO calls (request_fingerprint, shape_fingerprint, model, base_url, purpose, draw, status, "
+        "started_at, pid, host, request_json) VALUES (?, ?, ?, ?, ?, ?, 'started', ?, ?, ?, ?)",
         (
             fingerprint,
             shape_fingerprint or "",
             model,
             mask_url(base_url),
             purpose,
+            int(draw),
             started_at,
             os.getpid(),
             host or socket.gethostname(),
