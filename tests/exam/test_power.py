@@ -10,6 +10,7 @@ import pytest
 from scipy import stats as sps
 
 from compaction_lab.exam import power
+from compaction_lab.exam.stats import clopper_pearson
 
 
 def _draws(p: np.ndarray, d: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -77,7 +78,7 @@ def test_reader_noise_makes_draws_worth_more_than_one_answer_each():
     x, q = _draws(np.full(20, 0.6), 5, rng)
     iv = power.hierarchical_interval(x, q)
     k = int(np.sum(x))
-    per_question = power._fractional_clopper_pearson(k / 5, 20, 0.95)
+    per_question = clopper_pearson(k / 5, 20, 0.95)
     assert iv.high - iv.low < per_question[1] - per_question[0]
 
 

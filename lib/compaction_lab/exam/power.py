@@ -70,7 +70,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from compaction_lab.exam.stats import CLOPPER_PEARSON, Interval, _scipy_stats
+from compaction_lab.exam.stats import CLOPPER_PEARSON, Interval, _cluster_t, _scipy_stats, clopper_pearson
 
 #: Power the minimum detectable difference is computed for (80%: the usual planning value).
 POWER = 0.8
@@ -79,15 +79,6 @@ ALPHA = 0.05
 
 
 # --------------------------------------------------------------------------- the interval
-
-
-def _fractional_clopper_pearson(k: float, n: float, confidence: float) -> tuple[float, float]:
-    """Clopper–Pearson's beta quantiles for a possibly fractional count k of n (equal to it for whole k)."""
-    alpha = 1.0 - confidence
-    stats = _scipy_stats()
-    low = 0.0 if k <= 0 else float(stats.beta.ppf(alpha / 2, k, n - k + 1))
-    high = 1.0 if k >= n else float(stats.beta.ppf(1 - alpha / 2, k + 1, n - k))
-    return low, high
 
 
 def _per_question(
@@ -134,17 +125,6 @@ def _hierarchical_bootstrap(
     alpha = 1.0 - confidence
     low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])
     return float(low), float(high)
-
-
-def _top_level_t(hits: np.ndarray, draws: np.ndarray, cluster_of: np.ndarray, confidence: float) -> tuple[float, float]:
-    """Cluster-robust (CR1) t interval of Σhits/Σdraws over the top-level units, G − 1 degrees of freedom."""
-    y = np.bincount(cluster_of, weights=hits)
-    n = np.bincount(cluster_of, weights=draws)
-    g = y.size
-    p = y.sum() / n.sum()
-    se = math.sqrt(g / (g - 1) * float(np.sum((y - p * n) ** 2))) / float(n.sum())
-    half = float(_scipy_stats().t.ppf(1 - (1.0 - confidence) / 2, g - 1)) * se
-    return max(0.0, float(p) - half), min(1.0, float(p) + half)
 
 
 def hierarchical_interval(
@@ -195,7 +175,7 @@ def hierarchical_interval(
     hits, draws, cluster_of = _per_question(x, q, c)
     n_q = hits.size
     n_eff = _effective_questions(hits, draws)
-    floor = _fractional_clopper_pearson(float(hits.sum() / draws.sum()) * n_eff, n_eff, confidence)
+    floor = clopper_pearson(float(hits.sum() / draws.sum()) * n_eff, n_eff, confidence)
     g = int(cluster_of.max()) + 1
     unit = cluster_name if c is not None and g > 1 else "questions"
     if c is not None and g < 2:
@@ -205,7 +185,7 @@ def hierarchical_interval(
     if g < 2:
         return Interval(*floor, f"{CLOPPER_PEARSON} over 1 question (its share of {int(draws[0])} draws)")
     boot = _hierarchical_bootstrap(hits, draws, cluster_of, n_boot, seed, confidence)
-    tint = _top_level_t(hits, draws, cluster_of, confidence)
+    tint = _cluster_t(np.bincount(cluster_of, weights=hits), np.bincount(cluster_of, weights=draws), confidence)
     low, high = min(boot[0], tint[0], floor[0]), max(boot[1], tint[1], floor[1])
     return Interval(
         low,

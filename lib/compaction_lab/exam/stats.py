@@ -241,11 +241,12 @@ class Interval:
     method: str
 
 
-def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+def clopper_pearson(k: float, n: float, confidence: float = 0.95) -> tuple[float, float]:
     """Exact binomial (Clopper–Pearson) interval for k successes in n: beta quantiles; (NaN, NaN) when n is 0.
 
     Equals `scipy.stats.binomtest(k, n).proportion_ci(confidence, method="exact")`
     (computed from the beta quantiles directly: the coverage simulation calls it thousands of times).
+    The quantiles take fractional counts too: `exam.power` counts draws as their effective answers.
     """
     if n <= 0:
         return float("nan"), float("nan")
