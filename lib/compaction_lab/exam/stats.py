@@ -144,7 +144,7 @@ CLOPPER_PEARSON = "Clopper–Pearson"
 # --------------------------------------------------------------------------- helpers
 
 
-def _scipy_stats() -> Any:
+def scipy_stats() -> Any:
     """Return `scipy.stats`, imported on first use (the runner imports this module through the report)."""
     from scipy import stats
 
@@ -251,8 +251,8 @@ def clopper_pearson(k: float, n: float, confidence: float = 0.95) -> tuple[float
     if n <= 0:
         return float("nan"), float("nan")
     alpha = 1.0 - confidence
-    low = 0.0 if k <= 0 else float(_scipy_stats().beta.ppf(alpha / 2, k, n - k + 1))
-    high = 1.0 if k >= n else float(_scipy_stats().beta.ppf(1 - alpha / 2, k + 1, n - k))
+    low = 0.0 if k <= 0 else float(scipy_stats().beta.ppf(alpha / 2, k, n - k + 1))
+    high = 1.0 if k >= n else float(scipy_stats().beta.ppf(1 - alpha / 2, k + 1, n - k))
     return low, high
 
 
@@ -268,12 +268,12 @@ def _cluster_bootstrap(y: np.ndarray, n: np.ndarray, n_boot: int, seed: int, con
     return float(low), float(high)
 
 
-def _cluster_t(y: np.ndarray, n: np.ndarray, confidence: float) -> tuple[float, float]:
+def cluster_t(y: np.ndarray, n: np.ndarray, confidence: float) -> tuple[float, float]:
     """Cluster-robust t interval of Σy/Σn: linearised (CR1) variance, t with G − 1 degrees of freedom, clipped."""
     g = y.size
     p = y.sum() / n.sum()
     se = np.sqrt(g / (g - 1) * np.sum((y - p * n) ** 2)) / n.sum()
-    half = float(_scipy_stats().t.ppf(1 - (1.0 - confidence) / 2, g - 1)) * float(se)
+    half = float(scipy_stats().t.ppf(1 - (1.0 - confidence) / 2, g - 1)) * float(se)
     return max(0.0, float(p) - half), min(1.0, float(p) + half)
 
 
@@ -335,7 +335,7 @@ def proportion_interval(
     sizes = np.bincount(codes, minlength=g)
     hits = np.bincount(codes, weights=x.astype(float), minlength=g)
     boot = _cluster_bootstrap(hits, sizes, n_boot, seed, confidence)
-    tint = _cluster_t(hits, sizes, confidence)
+    tint = cluster_t(hits, sizes, confidence)
     low, high = min(boot[0], tint[0], exact[0]), max(boot[1], tint[1], exact[1])
     return Interval(low, high, f"cluster bootstrap ∪ cluster t over {g} {cluster_name} ∪ {CLOPPER_PEARSON}")
 
@@ -538,7 +538,7 @@ def _correct_by_question(g: pd.DataFrame) -> pd.DataFrame:
 
 def mcnemar_p(b: int, c: int) -> float:
     """Exact two-sided McNemar p-value: binomial test of b successes in b + c at 1/2 (1.0 when b + c = 0)."""
-    return 1.0 if b + c == 0 else float(_scipy_stats().binomtest(b, b + c, 0.5).pvalue)
+    return 1.0 if b + c == 0 else float(scipy_stats().binomtest(b, b + c, 0.5).pvalue)
 
 
 def sign_flip_p(differences: Sequence[int] | np.ndarray, n_perm: int = 10_000, seed: int = 7) -> tuple[float, bool]:
@@ -884,8 +884,8 @@ def _spearman_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if not ok.any():
         return out
     # Rounded first, so recalls that tie mathematically tie in floating point too.
-    ra = _scipy_stats().rankdata(np.round(a[ok], _RANK_DECIMALS), axis=1)
-    rb = _scipy_stats().rankdata(np.round(b[ok], _RANK_DECIMALS), axis=1)
+    ra = scipy_stats().rankdata(np.round(a[ok], _RANK_DECIMALS), axis=1)
+    rb = scipy_stats().rankdata(np.round(b[ok], _RANK_DECIMALS), axis=1)
     ra -= ra.mean(axis=1, keepdims=True)
     rb -= rb.mean(axis=1, keepdims=True)
     denom = np.sqrt((ra**2).sum(axis=1) * (rb**2).sum(axis=1))

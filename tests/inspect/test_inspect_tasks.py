@@ -1,0 +1,168 @@
+"""The closed book as an Inspect AI task, offline and against the local llama.cpp server, and its logs read back (issue 31)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from compaction_lab.core import runfolder
+from compaction_lab.core.tokens import PUBLIC_ENCODINGS_IN_BPE_OPENAI, seed_tiktoken_cache
+
+pytestmark = pytest.mark.slow
+
+BIN = Path(sys.executable).parent
+
+
+def _offline_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """This process's environment with a fresh, empty tiktoken cache: o200k_base must come from the seeding."""
+    env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(tmp_path / "tiktoken-cache"), **extra}
+    env.pop("OPENAI_API_KEY", None)
+    return env
+
+
+def _inspect_eval(run_dir: Path, log_dir: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    cmd = [
+        str(BIN / "inspect"),
+        "eval",
+        "compaction_lab/closed_book",
+        "-T",
+        f"run={run_dir}",
+        "--log-dir",
+        str(log_dir),
+    ]
+    return subprocess.run(
+        [*cmd, "--display", "plain", *args], capture_output=True, text=True, timeout=900, env=env, cwd=log_dir.parent
+    )
+
+
+@pytest.fixture
+def run_copy(smoke_run, tmp_path):
+    """A copy of the session's smoke run folder (the import writes into it)."""
+    dest = tmp_path / "run"
+    shutil.copytree(smoke_run.run_dir, dest)
+    return dest
+
+
+def test_closed_book_runs_offline_with_epochs_and_its_log_reads_back(run_copy, tmp_path):
+    """Acceptance 1: mockllm, 3 epochs, offline; import-inspect gives questions x strategies x 3 rows."""
+    logs = tmp_path / "logs"
+    done = _inspect_eval(run_copy, logs, _offline_env(tmp_path), "--model", "mockllm/model", "--epochs", "3")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    written = sorted(logs.glob("*.eval"))
+    assert len(written) == 1
+    imported = subprocess.run(
+        [str(BIN / "compaction-lab"), "import-inspect", str(written[0])],  # the run folder comes from the log
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert imported.returncode == 0, imported.stderr
+    rows = runfolder.load_table(run_copy, "exam_inspect")
+    closed = runfolder.load_table(run_copy, "exam_closed")  # the suite's own closed book: one row per question x arm
+    assert len(rows) == len(closed) * 3
+    keys = ["case_id", "strategy", "question_id"]
+    assert set(map(tuple, rows[keys].to_numpy())) == set(map(tuple, closed[keys].to_numpy()))
+    assert sorted(rows["draw"].unique()) == [0, 1, 2]
+    assert set(rows["reader_label"]) == {"mockllm/model (Inspect)"}
+    assert not rows["correct"].any()  # mockllm's canned text is no value, and it does not abstain on decoys
+    # The same log again replaces its rows rather than adding them.
+    again = subprocess.run(
+        [str(BIN / "compaction-lab"), "import-inspect", str(written[0]), "--run", str(run_copy)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert again.returncode == 0, again.stderr
+    assert len(runfolder.load_table(run_copy, "exam_inspect")) == len(rows)
+
+
+def test_the_scorer_grades_as_the_suite_abstention_and_decoys(run_copy, tmp_path):
+    """A model that always answers NOT_FOUND is right exactly on the decoys."""
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.model import ModelOutput, get_model
+
+    from compaction_lab.inspect import logs, tasks
+
+    task = tasks.closed_book(str(run_copy), strategy="codex")
+    n = len(task.dataset)
+    model = get_model(
+        "mockllm/model", custom_outputs=[ModelOutput.from_content("mockllm/model", "NOT_FOUND.") for _ in range(n)]
+    )
+    (log,) = inspect_eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none")
+    assert log.status == "success"
+    _, rows = logs.rows_from_log(log.location)
+    assert len(rows) == n and set(rows["strategy"]) == {"codex"}
+    assert rows["decoy"].any() and (~rows["decoy"]).any()
+    assert (rows["correct"] == rows["decoy"]).all()
+    assert set(rows["given"]) == {"NOT_FOUND"}
+
+
+def test_unknown_strategy_and_folder_are_errors(tmp_path, run_copy):
+    from compaction_lab.inspect import tasks
+
+    with pytest.raises(KeyError, match="unknown strategy 'nope'"):
+        list(tasks.closed_book_samples(run_copy, "nope"))
+    with pytest.raises(FileNotFoundError, match="not a run folder"):
+        list(tasks.closed_book_samples(tmp_path))
+
+
+def test_closed_book_against_the_local_llama_server(llm_server, run_copy, tmp_path):
+    """Inspect's OpenAI-compatible provider against the local llama.cpp server: a real model answers."""
+    from tests.llm_server import MODEL_ALIAS
+
+    logs = tmp_path / "logs"
+    env = _offline_env(tmp_path, LOCAL_BASE_URL=llm_server, LOCAL_API_KEY="unused")
+    done = _inspect_eval(
+        run_copy,
+        logs,
+        env,
+        "-T",
+        "strategy=codex",
+        "--model",
+        f"openai-api/local/{MODEL_ALIAS}",
+        "--limit",
+        "3",
+        "--max-tokens",
+        "24",
+        "--max-connections",
+        "1",
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    from compaction_lab.inspect import logs as logs_mod
+
+    (log,) = sorted(logs.glob("*.eval"))
+    named, rows = logs_mod.rows_from_log(log)
+    assert named == run_copy
+    assert len(rows) == 3 and set(rows["reader_label"]) == {f"openai-api/local/{MODEL_ALIAS} (Inspect)"}
+    assert rows["given"].map(lambda g: isinstance(g, str)).all()
+    assert isinstance(rows, pd.DataFrame)
+
+
+def test_o200k_is_seeded_from_bpe_openai_and_loads_without_a_network(tmp_path):
+    url, expected = PUBLIC_ENCODINGS_IN_BPE_OPENAI["o200k_base"]
+    cache = tmp_path / "cache"
+    code = (
+        "import tiktoken\n"
+        "from compaction_lab.core.tokens import seed_tiktoken_cache\n"
+        "assert seed_tiktoken_cache('o200k_base')\n"
+        "assert tiktoken.get_encoding('o200k_base').encode('hello world') == [24912, 2375]\n"
+    )
+    env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(cache), "HTTPS_PROXY": "http://127.0.0.1:9", "NO_PROXY": ""}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    seeded = cache / hashlib.sha1(url.encode()).hexdigest()
+    assert hashlib.sha256(seeded.read_bytes()).hexdigest() == expected
+
+
+def test_seeding_respects_a_switched_off_cache_and_unknown_encodings(monkeypatch):
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")
+    assert seed_tiktoken_cache("o200k_base") is False
+    monkeypatch.delenv("TIKTOKEN_CACHE_DIR")
+    assert seed_tiktoken_cache("not_an_encoding") is False
