@@ -250,9 +250,7 @@ class Ledger:
             # Statement by statement: executescript would commit the transaction half-way.
             for stmt in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
                 conn.execute(stmt)
-            if version == 0:
-                conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            elif version != SCHEMA_VERSION:
+            if version not in (0, SCHEMA_VERSION):  # 0: a new file
                 raise RuntimeError(f"{self.path}: ledger schema version {version}, this code reads {SCHEMA_VERSION}")
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 

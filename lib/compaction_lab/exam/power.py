@@ -219,7 +219,7 @@ class Components:
     draws : float
         Mean draws per question.
     mean : float
-        Pooled share correct.
+        Mean over questions of each question's share of correct draws (the pooled recall when draws are equal).
     between : float
         Variance across questions of the true per-question accuracy (or
         difference); NaN when it cannot be told apart from `within` (one draw).

@@ -92,7 +92,8 @@ def rows_from_log(path: str | Path) -> tuple[Path | None, pd.DataFrame]:
                 "log": Path(path).name,
             }
         )
-    run = (log.eval.task_args or {}).get("run")
+    # The task's metadata holds the folder resolved when it was built; its argument may be relative.
+    run = (log.eval.metadata or {}).get("run") or (log.eval.task_args or {}).get("run")
     return (Path(run) if run else None), pd.DataFrame(rows, columns=list(COLUMNS))
 
 

@@ -149,7 +149,7 @@ def exact_value() -> Scorer:
 @task
 def closed_book(run: str, strategy: str = "") -> Task:
     """Build the closed-book exam of run folder `run` (every arm it examined, or `strategy` alone) as an Inspect task."""
-    run_dir = Path(run).expanduser()
+    run_dir = Path(run).expanduser().resolve()  # recorded whole: `import-inspect` may run from another folder
     samples = list(closed_book_samples(run_dir, strategy or None))
     return Task(
         dataset=MemoryDataset(samples, name=f"{run_dir.name} closed book"),
