@@ -22,8 +22,10 @@ def _notebook(path, *sources):
 def _outputs(path):
     nb = json.loads(path.read_text())
     cells = [c for c in nb["cells"] if c["cell_type"] == "code"]
-    texts = ["".join(o.get("text", "")) for c in cells for o in c["outputs"] if o.get("name") == "stdout"]
-    return [c["execution_count"] for c in cells], texts
+    # One text per cell that printed: under load the kernel may send one print as two stream messages
+    # ("33", then its newline), which the notebook keeps as two outputs.
+    texts = ["".join("".join(o.get("text", "")) for o in c["outputs"] if o.get("name") == "stdout") for c in cells]
+    return [c["execution_count"] for c in cells], [t for t in texts if t]
 
 
 def _run(src, out, shared):
