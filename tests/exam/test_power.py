@@ -203,3 +203,27 @@ def test_components_split_the_reader_noise_from_the_questions():
     assert c.total == pytest.approx(c.between + c.within / 4, rel=0.05)
     one = power.components(x[::4], q[::4])
     assert math.isnan(one.within) and math.isnan(one.between)
+
+
+def test_draw_recall_table_per_arm_with_consistency():
+    rng = np.random.default_rng(21)
+    steady_p = np.where(np.arange(20) < 12, 1.0, 0.0)  # a reader that never changes its answer
+    noisy_p = np.full(20, 0.5)
+    frames = []
+    for arm, p in (("steady", steady_p), ("noisy", noisy_p)):
+        x, q = _draws(p, 4, rng)
+        frames.append(
+            pd.DataFrame({"strategy": arm, "case_id": "c", "question_id": q, "session_id": q // 5, "correct": x})
+        )
+    rows = pd.concat(frames, ignore_index=True)
+    table = power.draw_recall_table(rows)
+    assert list(table["strategy"]) == ["steady", "noisy"]
+    steady, noisy = table.iloc[0], table.iloc[1]
+    assert (steady["n_questions"], steady["draws"], steady["correct"]) == (20, 4.0, 48)
+    assert steady["recall"] == pytest.approx(0.6) and steady["consistent"] == 1.0
+    assert noisy["consistent"] < 0.5  # a coin: all four draws agree on 1/8 of the questions
+    g = rows[rows["strategy"] == "noisy"]
+    direct = power.hierarchical_interval(g["correct"], "c\x1f" + g["question_id"].astype(str))
+    assert (noisy["ci_low"], noisy["ci_high"]) == (direct.low, direct.high)
+    nested = power.draw_recall_table(rows, cluster="session_id")
+    assert "sessions → questions → draws" in nested["ci_method"].iloc[0]

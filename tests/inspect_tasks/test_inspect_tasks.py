@@ -64,7 +64,12 @@ def test_closed_book_runs_offline_with_epochs_and_its_log_reads_back(run_copy, t
         timeout=300,
     )
     assert imported.returncode == 0, imported.stderr
+    assert imported.stdout.strip() == str(run_copy.resolve())  # the folder written, for scripts
     rows = runfolder.load_table(run_copy, "exam_inspect")
+    # One summary line per arm: the three draws of every question, which mockllm answers alike.
+    lines = [ln for ln in imported.stderr.splitlines() if "mockllm/model (Inspect)" in ln]
+    assert len(lines) == rows["strategy"].nunique()
+    assert all("questions x 3 draws" in ln and "all draws agree on 100%" in ln for ln in lines)
     closed = runfolder.load_table(run_copy, "exam_closed")  # the suite's own closed book: one row per question x arm
     assert len(rows) == len(closed) * 3
     keys = ["case_id", "strategy", "question_id"]
@@ -139,7 +144,7 @@ def test_closed_book_against_the_local_llama_server(llm_server, run_copy, tmp_pa
 
     (log,) = sorted(logs.glob("*.eval"))
     named, rows = logs_mod.rows_from_log(log)
-    assert named == run_copy
+    assert named == run_copy.resolve()
     assert len(rows) == 3 and set(rows["reader_label"]) == {f"openai-api/local/{MODEL_ALIAS} (Inspect)"}
     assert rows["given"].map(lambda g: isinstance(g, str)).all()
     assert isinstance(rows, pd.DataFrame)

@@ -22,6 +22,8 @@ def _cmd_import_inspect(args: argparse.Namespace) -> int:
         return 2
     for folder, n in written.items():
         print(f"{folder / (logs.TABLE + '.parquet')}: {n} rows", file=sys.stderr)
+        for line in logs.summary_lines(folder):
+            print(f"  {line}", file=sys.stderr)
         print(folder)
     return 0
 

@@ -419,3 +419,64 @@ def power_table(
         for y in arms[i + 1 :]
     ]
     return pd.DataFrame([p.__dict__ for p in out])
+
+
+def draw_recall_table(
+    rows: pd.DataFrame,
+    *,
+    by: Sequence[str] = ("strategy",),
+    question: Sequence[str] = ("case_id", "question_id"),
+    cluster: str | None = None,
+    n_boot: int = 2000,
+    seed: int = 7,
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """Per arm (the `by` columns): recall over rows of one draw each, its `hierarchical_interval`, and consistency.
+
+    Parameters
+    ----------
+    rows : DataFrame
+        One row per draw: the `by` and `question` columns, ``correct``, and `cluster` when given.
+    cluster : str, optional
+        The column naming each question's independent unit (``session_id`` for questions mined from
+        real sessions); None: questions independent (synthetic chains).
+    n_boot, seed, confidence
+        See `hierarchical_interval` (every arm from the same seed: a row does not depend on the others).
+
+    Returns
+    -------
+    DataFrame
+        One row per arm, in order of first appearance: the `by` columns, ``n_questions``, ``draws``
+        (mean per question), ``correct`` (draws right), ``recall`` (pooled), ``ci_low``, ``ci_high``,
+        ``ci_method``, and ``consistent`` -- the share of questions whose draws all agree (all right or
+        all wrong): 1.0 for a reader that never changes its answer; questions asked once count as agreeing.
+    """
+    keys = list(question)
+    out = []
+    for arm, g in rows.groupby(list(by), sort=False):
+        qid = g[keys].astype(str).agg("\x1f".join, axis=1).to_numpy()
+        iv = hierarchical_interval(
+            g["correct"].to_numpy(bool),
+            qid,
+            None if cluster is None else g[cluster].to_numpy(object),
+            n_boot=n_boot,
+            seed=seed,
+            confidence=confidence,
+            cluster_name="sessions",
+        )
+        per = g.assign(_q=qid).groupby("_q", sort=False)["correct"].agg(["sum", "count"])
+        agree = (per["sum"] == 0) | (per["sum"] == per["count"])
+        out.append(
+            {
+                **dict(zip(by, arm if isinstance(arm, tuple) else (arm,), strict=True)),
+                "n_questions": len(per),
+                "draws": float(per["count"].mean()),
+                "correct": int(per["sum"].sum()),
+                "recall": float(per["sum"].sum() / per["count"].sum()),
+                "ci_low": iv.low,
+                "ci_high": iv.high,
+                "ci_method": iv.method,
+                "consistent": float(agree.mean()),
+            }
+        )
+    return pd.DataFrame(out)

@@ -18,6 +18,7 @@ from inspect_ai.log import read_eval_log
 from inspect_ai.scorer import CORRECT
 
 from compaction_lab.core import runfolder
+from compaction_lab.exam import power
 
 #: The run folder's table of imported Inspect answers.
 TABLE = "exam_inspect"
@@ -32,6 +33,7 @@ COLUMNS: tuple[str, ...] = (
     "pointer",
     "category",
     "decoy",
+    "unit",
     "draw",
     "given",
     "correct",
@@ -80,6 +82,7 @@ def rows_from_log(path: str | Path) -> tuple[Path | None, pd.DataFrame]:
                 "pointer": meta.get("pointer", ""),
                 "category": meta.get("category", ""),
                 "decoy": bool(meta.get("decoy", False)),
+                "unit": meta.get("unit", "question"),
                 "draw": int(s.epoch) - 1,
                 "given": str(score.answer or ""),
                 "correct": score.value == CORRECT,
@@ -132,3 +135,21 @@ def import_logs(logs: Iterable[str | Path], run_dir: str | Path | None = None) -
         runfolder.save_table(new, folder, TABLE)
         written[folder] = len(new)
     return written
+
+
+def summary_lines(run_dir: str | Path) -> list[str]:
+    """One line per reader x arm of a run folder's ``exam_inspect`` table: recall, its interval, draws, consistency.
+
+    The interval is `exam.power.hierarchical_interval` over the sessions (questions nested in them, draws
+    in the questions) when the questions were mined from real sessions (``unit`` ``session``), else over
+    the questions.
+    """
+    rows = runfolder.load_table(Path(run_dir), TABLE)
+    cluster = "session_id" if (rows["unit"] == "session").any() else None
+    table = power.draw_recall_table(rows, by=("reader_label", "strategy"), cluster=cluster)
+    return [
+        f"{r.reader_label}  {r.strategy:<28} {r.correct:>5} right of {r.n_questions} questions x {r.draws:g} "
+        f"draws = {r.recall:6.1%} [{r.ci_low:.1%}, {r.ci_high:.1%}]; all draws agree on {r.consistent:.0%} "
+        "of the questions"
+        for r in table.itertuples()
+    ]

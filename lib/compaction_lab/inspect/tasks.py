@@ -7,7 +7,7 @@ closed_book
     exact value; the scorer grades as the suite does (`exam.grading.grade`, after the model reader's
     `exam.model_reader.normalise_answer`): an answer holding ``NOT_FOUND`` abstains, and a decoy is
     answered right only by abstaining. Sample metadata: case, session, pointer, category, strategy,
-    projection tokens, whether the projection was over the window. ``--epochs N`` asks every question
+    projection tokens, whether the projection was over the window, the unit an interval resamples. ``--epochs N`` asks every question
     N times (draws).
 
 Differences from the suite's closed book (`exam.closed`): the call shape's tool definitions are not
@@ -104,6 +104,7 @@ def closed_book_samples(run_dir: Path, strategy: str | None = None) -> Iterator[
                         "category": q.category,
                         "decoy": q.decoy,
                         "strategy": name,
+                        "unit": rc.unit,  # what an interval resamples: questions, or the sessions they came from
                         "strategy_label": row["strategy_label"],
                         "projection_tokens": int(row["tokens"]),
                         "over_window": bool(row["over_window"]),
