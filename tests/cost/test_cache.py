@@ -117,6 +117,76 @@ def test_deepseek_long_sequences_are_fast():
     assert sim.send(big + seq(300_000, 100)).cached_tokens == 200_000
 
 
+def _conversation(rng_seed: int, turns: int = 6) -> list[tuple[list[int], list[int]]]:
+    """Requests of a growing conversation (each re-sends the last with its reply), with branches and a restart."""
+    import random
+
+    rng = random.Random(rng_seed)
+    out: list[tuple[list[int], list[int]]] = []
+    history: list[int] = []
+    for t in range(turns):
+        history = history + [rng.randrange(50_000) for _ in range(rng.randrange(300, 1500))]
+        reply = [rng.randrange(50_000) for _ in range(rng.randrange(0, 120))]
+        out.append((list(history), reply))
+        if t == 3:  # a compaction: a different, shorter request, then growth from it
+            history = history[: rng.randrange(1100, 1500)] + [7] * 90
+        else:
+            history = history + reply
+    return out
+
+
+@pytest.mark.parametrize("name", ["deepseek", "openai", "anthropic"])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_key_chains_reused_from_earlier_requests_serve_identically(name, seed):
+    # A request's key chain starts from a recent chain over its prefix (`prefix_keys`); the simulator must
+    # serve exactly as with chains computed from scratch.
+    conv = _conversation(seed)
+
+    def served(reuse: bool) -> list[CacheResult]:
+        sim = cache.get_simulator(name)
+        out = []
+        for tokens, reply in conv:
+            if not reuse:
+                cache._RECENT.clear()
+            out.append(sim.send(tokens, reply, breakpoints=[len(tokens)]))
+        return out
+
+    assert served(reuse=True) == served(reuse=False)
+    assert any(r.cached_tokens for r in served(reuse=True))  # the conversation does hit
+
+
+def test_a_key_chain_extended_from_a_prefix_equals_one_from_scratch():
+    tokens = seq(0, 1000)
+    base = cache._PrefixKeys(tokens[:300], 64)
+    fresh, extended = cache._PrefixKeys(tokens, 64), cache._PrefixKeys(tokens, 64, base)
+    assert extended.chain == fresh.chain and len(fresh.chain) == 1000 // 64 + 1
+    assert extended.key(777) == fresh.key(777)
+    cache._RECENT.clear()
+    cache.prefix_keys(tokens[:300], 64)
+    assert cache._longest_known_prefix(cache._as_array(tokens), 64).n == 300
+    assert cache._longest_known_prefix(cache._as_array(seq(5, 1000)), 64) is None  # not a prefix
+    assert cache._longest_known_prefix(cache._as_array(tokens), 128) is None  # another chunk
+
+
+def test_deepseek_trie_insert_skips_only_what_is_stored():
+    # The trie after sends that skip the stored run equals the trie of inserting every chunk.
+    sim = DeepSeekCache(unit=64)
+    conv = _conversation(9)
+    for tokens, reply in conv:
+        sim.send(tokens, reply)
+    full: dict[bytes, set[bytes]] = {b"": set()}
+    for tokens, reply in conv:
+        keys = cache._PrefixKeys(tokens + reply, 64)
+        for m in range(len(keys.chain)):
+            nxt = keys.raw[m * 64 * 8 : (m + 1) * 64 * 8]
+            full.setdefault(keys.chain[m], set())
+            if nxt:
+                full[keys.chain[m]].add(nxt)
+    assert sim._children == full
+    expected = sorted({k for tokens, reply in conv for k in range(64, len(tokens) + len(reply) + 1, 64)})
+    assert [k for k in sim._lengths if k % 64 == 0] == expected
+
+
 # --------------------------------------------------------------------------- Anthropic
 
 

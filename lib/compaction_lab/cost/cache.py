@@ -39,7 +39,7 @@ import bisect
 import hashlib
 import inspect
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -282,16 +282,19 @@ class _PrefixKeys:
     after O(chunk) work.
     """
 
-    def __init__(self, tokens: Tokens, chunk: int):
+    chain: list[bytes]
+
+    def __init__(self, tokens: Tokens, chunk: int, base: _PrefixKeys | None = None):
         self.arr = _as_array(tokens)
         self.raw = self.arr.tobytes()
         self.n = len(self.arr)
         self.chunk = chunk
         width = chunk * 8
         raw, blake2b = self.raw, hashlib.blake2b
-        chain = [b""]
-        append, prev = chain.append, b""
-        for start in range(0, (self.n // chunk) * width, width):
+        # `base` keyed a prefix of these tokens with the same chunk: its chain is the start of ours.
+        chain: list[bytes] = list(base.chain) if base is not None else [b""]
+        append, prev = chain.append, chain[-1]
+        for start in range((len(chain) - 1) * width, (self.n // chunk) * width, width):
             prev = blake2b(prev + raw[start : start + width], digest_size=16).digest()
             append(prev)
         self.chain = chain
@@ -312,22 +315,47 @@ class _PrefixKeys:
 _KEYS: OrderedDict[tuple[int, int], tuple[np.ndarray, _PrefixKeys]] = OrderedDict()
 _KEYS_LOCK = threading.Lock()
 _KEYS_KEPT = 16
+#: The last key chains computed (`prefix_keys`): a conversation's next request re-sends the previous one
+#: (its reply and the new turn appended), so its chain starts as the previous chain.
+_RECENT: deque[_PrefixKeys] = deque(maxlen=8)
+
+
+def _longest_known_prefix(arr: np.ndarray, chunk: int) -> _PrefixKeys | None:
+    """Find the longest recent chain (`_RECENT`) over a prefix of `arr` with this chunk, at least one chunk long."""
+    best: _PrefixKeys | None = None
+    with _KEYS_LOCK:
+        recent = list(_RECENT)
+    for keys in recent:
+        if (
+            keys.chunk == chunk
+            and chunk <= keys.n <= len(arr)
+            and (best is None or keys.n > best.n)
+            and np.array_equal(arr[: keys.n], keys.arr)
+        ):
+            best = keys
+    return best
 
 
 def prefix_keys(tokens: Tokens, chunk: int) -> _PrefixKeys:
-    """`_PrefixKeys` of `tokens`, computed once for a read-only array (held by the entry, so its id is its own)."""
-    if not (isinstance(tokens, np.ndarray) and not tokens.flags.writeable):
-        return _PrefixKeys(tokens, chunk)
+    """Return the `_PrefixKeys` of `tokens`, hashing only past the longest prefix a recent chain keyed.
+
+    A read-only array's chain is computed once (the entry holds the array, so its id stays its own).
+    """
+    held = isinstance(tokens, np.ndarray) and not tokens.flags.writeable
+    if held:
+        with _KEYS_LOCK:
+            hit = _KEYS.get((id(tokens), chunk))
+            if hit is not None and hit[0] is tokens:
+                _KEYS.move_to_end((id(tokens), chunk))
+                return hit[1]
+    arr = _as_array(tokens)
+    keys = _PrefixKeys(arr, chunk, _longest_known_prefix(arr, chunk))
     with _KEYS_LOCK:
-        hit = _KEYS.get((id(tokens), chunk))
-        if hit is not None and hit[0] is tokens:
-            _KEYS.move_to_end((id(tokens), chunk))
-            return hit[1]
-    keys = _PrefixKeys(tokens, chunk)
-    with _KEYS_LOCK:
-        _KEYS[(id(tokens), chunk)] = (tokens, keys)
-        while len(_KEYS) > _KEYS_KEPT:
-            _KEYS.popitem(last=False)
+        _RECENT.append(keys)
+        if held:
+            _KEYS[(id(tokens), chunk)] = (tokens, keys)  # type: ignore[assignment]
+            while len(_KEYS) > _KEYS_KEPT:
+                _KEYS.popitem(last=False)
     return keys
 
 
@@ -502,10 +530,28 @@ class DeepSeekCache:
             self._length_set.add(k)
             bisect.insort(self._lengths, k)
 
+    def _store_every_unit(self, keys: _PrefixKeys) -> None:
+        """`_store` every multiple of `unit` up to the sequence's length, at once (their keys are the chain's)."""
+        top = keys.n // self.unit
+        self._units.update(keys.chain[1 : top + 1])
+        new = set(range(self.unit, top * self.unit + 1, self.unit)) - self._length_set
+        if new:
+            self._length_set |= new
+            self._lengths = sorted(self._length_set)
+
     def _insert(self, keys: _PrefixKeys) -> None:
-        width = self.unit * 8
-        for m in range(len(keys.chain)):
-            children = self._children.setdefault(keys.chain[m], set())
+        width, chain, trie = self.unit * 8, keys.chain, self._children
+        # A chain key in the trie means its whole prefix was inserted (each chunk as the edge to the next key):
+        # skip to the first key not there (they form a run from the start), then insert from its edge on.
+        lo, hi = 1, len(chain)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if chain[mid] in trie:
+                lo = mid + 1
+            else:
+                hi = mid
+        for m in range(lo - 1, len(chain)):
+            children = trie.setdefault(chain[m], set())
             nxt = keys.raw[m * width : (m + 1) * width]
             if nxt:
                 children.add(nxt)
@@ -530,8 +576,7 @@ class DeepSeekCache:
             self._store(keys, common)  # common-prefix detection: a unit for later requests
         self._store(keys, n_in)
         self._store(keys, n_in + n_out)
-        for k in range(self.unit, n_in + n_out + 1, self.unit):
-            self._store(keys, k)
+        self._store_every_unit(keys)
         self._insert(keys)
         return CacheResult(n_in, cached, 0, n_out)
 

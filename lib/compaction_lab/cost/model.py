@@ -137,6 +137,45 @@ def projection_request(p: Projection, shape: CallShape, encoding: str) -> tuple[
     return cache_mod.request_array(system, list(shape.tools), rest, encoding), len(prefix)
 
 
+def _requests(
+    projection: Projection, session: Session, shape: CallShape, encoding: str
+) -> tuple[tuple[np.ndarray, int], tuple[tuple[np.ndarray, int], ...]]:
+    """Build the next request after compaction and every summary request sent (read-only ids, prefix lengths).
+
+    A case x strategy is simulated under every simulator with the same requests, so the last few are
+    kept (by the very projection, session and shape objects, which the entry holds).
+    """
+    for held_projection, held_session, held_shape, held_encoding, result in _PROJECTED:
+        if (
+            held_projection is projection
+            and held_session is session
+            and held_shape is shape
+            and held_encoding == encoding
+        ):
+            return result
+    arrays = [projection_request(projection, shape.for_session(session), encoding)]
+    for one in projection.requests_sent():
+        req = one.request
+        tools = list(req.tools)
+        arrays.append(
+            (
+                cache_mod.request_array(req.system, tools, list(req.messages), encoding),
+                len(cache_mod.request_array(req.system, tools, [], encoding)),
+            )
+        )
+    for ids, _ in arrays:
+        ids.setflags(write=False)
+    result = (arrays[0], tuple(arrays[1:]))
+    _PROJECTED.appendleft((projection, session, shape, encoding, result))
+    return result
+
+
+#: The last requests built from projections (`_requests`): a case x strategy's simulators share them.
+_PROJECTED: deque[
+    tuple[Projection, Session, CallShape, str, tuple[tuple[np.ndarray, int], tuple[tuple[np.ndarray, int], ...]]]
+] = deque(maxlen=8)
+
+
 #: Filler ids are drawn below this (above `_FILLER_BASE`); 16 bits hold it (`_filler`).
 _FILLER_SPAN = 40_000
 
@@ -282,7 +321,7 @@ def simulate_case(
     """
     rng = random.Random(f"{a.seed}:{session.id}:{cut}")
     full, full_prefix = uncompacted_request(session, cut, shape, encoding)
-    proj, proj_prefix = projection_request(projection, shape.for_session(session), encoding)
+    (proj, proj_prefix), summary_requests = _requests(projection, session, shape, encoding)
     sent = projection.requests_sent()
     cold = cached = Bill()
     if sent and not (projection.receipt and projection.receipt.fallback):
@@ -290,11 +329,8 @@ def simulate_case(
         # the first request's history) may be served from what an earlier one left in the cache.
         cold_sim, warm = cache_mod.get_simulator(simulator), cache_mod.get_simulator(simulator)
         _send(warm, full, [], full_prefix)  # the session's previous request primed the cache
-        for one in sent:
-            req = one.request
+        for one, (req_tokens, req_prefix) in zip(sent, summary_requests, strict=True):
             out_tokens = a.summary_output_tokens if a.summary_output_tokens is not None else one.output_tokens
-            req_tokens = cache_mod.request_tokens_from_summary_request(req, encoding)
-            req_prefix = len(cache_mod.request_tokens(req.system, list(req.tools), [], encoding))
             out = _filler(rng, out_tokens)
             cold = cold + _send(cold_sim, req_tokens, out, req_prefix)
             cached = cached + _send(warm, req_tokens, out, req_prefix)
@@ -405,24 +441,27 @@ def cost_table(
     pairs = [(t, sim) for t in tables for sim in (simulators or dict.fromkeys([loaded[t].cache_rule, "none"]))]
     sims = list(dict.fromkeys(sim for _, sim in pairs))
     strategies = list(dict.fromkeys(s for _, s in projections))
-    # Simulate once per case x strategy x simulator; price tables only change the prices.
-    work = [(c, sim) for c in cases for sim in sims]
-    it: Any = work
+    # Simulate once per case x strategy x simulator; price tables only change the prices. A strategy's
+    # simulators follow one another, so they share its requests (`_requests`).
+    it: Any = cases
     if progress:
         from tqdm.auto import tqdm
 
-        it = tqdm(work, desc="cost (simulated cache)", unit="case")
+        it = tqdm(cases, desc="cost (simulated cache)", unit="case")
     bills: dict[tuple[str, str, str], CaseBills] = {}
     labels: dict[str, tuple[str, bool]] = {}
-    for c, sim in it:
+    for c in it:
         session = sessions[c.session_id]
-        baseline = uncompacted_bills(session, c.cut, shape, sim, assumptions, encoding)
+        baselines = {sim: uncompacted_bills(session, c.cut, shape, sim, assumptions, encoding) for sim in sims}
         for st in strategies:
             p = projections.get((c.id, st))
             if p is None:
                 continue
             labels[st] = (_label(st, p), bool(p.receipt and p.receipt.stand_in and not p.receipt.fallback))
-            bills[(c.id, st, sim)] = simulate_case(session, c.cut, p, shape, sim, assumptions, encoding, baseline)
+            for sim in sims:
+                bills[(c.id, st, sim)] = simulate_case(
+                    session, c.cut, p, shape, sim, assumptions, encoding, baselines[sim]
+                )
     recall_of = {} if recall is None else dict(zip(recall["strategy"], recall["recall"], strict=False))
     rows = []
     for tname, sim in pairs:
