@@ -179,6 +179,25 @@ def test_verbatim_usage_is_the_request_size():
     assert a.output_tokens == 0
 
 
+def test_verbatim_usage_counts_each_list_and_each_question_as_sent():
+    # The projection's part is counted once per messages list: every question, wording and list still
+    # gets its own request's exact size, and a list changed in place is counted again.
+    reader = VerbatimReader()
+    msgs = projection("An order was created.", "Then it was shipped to the warehouse in Lyon.").messages()
+    other = projection("short").messages()
+    for m, q, wording in [
+        (msgs, Q_ORDER, ""),
+        (msgs, DECOY, ""),
+        (msgs, Q_ORDER, "Reworded: what status?"),
+        (other, Q_ORDER, ""),
+        (msgs, Q_ORDER, ""),
+    ]:
+        got = reader.answer(m, q, wording=wording).input_tokens
+        assert got == messages_tokens(request_messages(m, q, wording))
+    msgs.append({"role": "user", "content": "one more message with several more tokens in it"})
+    assert reader.answer(msgs, Q_ORDER).input_tokens == messages_tokens(request_messages(msgs, Q_ORDER))
+
+
 # --------------------------------------------------------------------------- history tools
 
 

@@ -35,7 +35,7 @@ import inspect
 import json
 import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -281,23 +281,41 @@ def content_words(prompt: str) -> list[str]:
 # --------------------------------------------------------------------------- readers
 
 
-_LAST_HAY: list[Any] = [None, (), ""]  # the messages list last normalised, its shape, and its text
+_LAST_HAY: list[Any] = [None, (), {}]  # the messages list last read, its shape, and what was computed of it
 _HAY_LOCK = threading.Lock()
 
 
-def _normalised(messages: list[dict]) -> str:
-    """`grading.normalise` of the messages' text, computed once per messages list.
+def _of_messages(messages: list[dict], what: Hashable, compute: Callable[[], Any]) -> Any:
+    """`compute()` for this messages list, computed once per list (`what` names the quantity).
 
-    The closed book asks every question of a projection with the same list; normalising a 100k-token
-    projection once per question was most of the exam's time. The list is held (one at a time) and
-    matched by identity (and its length and last message, should a caller append to it), so a new
-    projection is never answered from an old one's text.
+    The closed book asks every question of a projection with the same list; normalising (or counting)
+    a 100k-token projection once per question was most of the exam's time. The list is held (one at
+    a time) and matched by identity (and its length and last message, should a caller append to it),
+    so a new projection is never answered from an old one's text.
     """
     shape = (len(messages), id(messages[-1]) if messages else None)
     with _HAY_LOCK:
         if _LAST_HAY[0] is not messages or _LAST_HAY[1] != shape:
-            _LAST_HAY[:] = [messages, shape, normalise(messages_text(messages))]
-        return str(_LAST_HAY[2])
+            _LAST_HAY[:] = [messages, shape, {}]
+        known = _LAST_HAY[2]
+        if what not in known:
+            known[what] = compute()
+        return known[what]
+
+
+def _normalised(messages: list[dict]) -> str:
+    """`grading.normalise` of the messages' text, computed once per messages list (`_of_messages`)."""
+    return str(_of_messages(messages, "normalised", lambda: normalise(messages_text(messages))))
+
+
+def _request_tokens(messages: list[dict], question: Question, wording: str, encoding: str) -> int:
+    """`messages_tokens` of the request (the messages, then the question's), the messages counted once per list.
+
+    A request's count is the sum of its messages' counts, so the projection's part is the same for
+    every question asked of it.
+    """
+    head = int(_of_messages(messages, ("tokens", encoding), lambda: messages_tokens(messages, encoding)))
+    return head + messages_tokens([question_message(question, wording)], encoding)
 
 
 #: Every reader by name: ``factory(**options) -> Reader``, registered where it is defined. A reader that
@@ -366,11 +384,10 @@ class VerbatimReader:
         shape_tools: Sequence[Mapping[str, Any]] = (),
     ) -> ReaderAnswer:
         """Answer the value iff it occurs (normalised) in `messages`; NOT_FOUND otherwise and for decoys."""
-        request = request_messages(messages, question, wording)
         present = not question.decoy and any(form in _normalised(messages) for form in accepted(question))
         return ReaderAnswer(
             question.answer if present else NOT_FOUND,
-            input_tokens=messages_tokens(request, self.encoding),
+            input_tokens=_request_tokens(messages, question, wording, self.encoding),
             output_tokens=0,
             tool_calls=(),
             stand_in=True,
@@ -427,9 +444,8 @@ class SearcherReader:
         shape_tools: Sequence[Mapping[str, Any]] = (),
     ) -> ReaderAnswer:
         """Answer from the projection, or search and read the archive as `search` allows (see the class)."""
-        request = request_messages(messages, question, wording)
-        tokens = messages_tokens(request, self.encoding)
-        in_projection = not question.decoy and contains_answer(question, messages_text(messages))
+        tokens = _request_tokens(messages, question, wording, self.encoding)
+        in_projection = not question.decoy and any(form in _normalised(messages) for form in accepted(question))
         by_name = {t.name: t for t in tools}
         can_search = self.search != "never" and {"history_search", "history_get"} <= set(by_name)
         if not can_search or (self.search == "allowed" and in_projection):
