@@ -74,6 +74,7 @@ def _resume_command(args: argparse.Namespace) -> int:
             ("--tokenizer", args.tokenizer),
             ("--allow-unknown", args.allow_unknown),
             ("--no-html", args.no_html),
+            ("--kernels", args.kernels),
             ("--redact/--no-redact", args.redact is not None),
         )
         if value
@@ -115,6 +116,12 @@ def _run_command(args: argparse.Namespace) -> int:
         if args.name:
             print("error: --name names one run; a sweep names its runs after the swept values", file=sys.stderr)
             return 2
+        if args.kernels is not None:
+            print(
+                "error: --kernels is for one run; a sweep's runs take the default (one kernel each on an engine)",
+                file=sys.stderr,
+            )
+            return 2
         try:
             sw = sweep.run_sweep(
                 prof,
@@ -143,6 +150,7 @@ def _run_command(args: argparse.Namespace) -> int:
             redact=args.redact,
             allow_unknown=args.allow_unknown,
             notebook_html=not args.no_html,
+            kernels=args.kernels,
         )
     except report.ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -241,6 +249,13 @@ def add_commands(sub: Subparsers) -> None:
         "--no-html",
         action="store_true",
         help="render no notebook HTML (batch reruns; report.html is still written and links the notebooks)",
+    )
+    run.add_argument(
+        "--kernels",
+        type=int,
+        metavar="N",
+        help="kernels one run's notebooks execute in: a notebook starts once those it reads have finished "
+        "(default: one per core, at most 2; 1: one after the other)",
     )
     run.add_argument(
         "--resume",

@@ -18,7 +18,7 @@ A new notebook is one more `Step` here, in its place in `CHAIN`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from types import MappingProxyType
@@ -41,6 +41,10 @@ class Step:
         probe bank's pool) are not listed.
     mark : str
         The one of `writes` that proves it ran in a folder (what a later notebook opened by hand looks for).
+    after : tuple of str
+        Notebooks whose outputs it reads when they ran in the same folder and does without when they did
+        not (05 takes the bank 03 saved, else builds it; 07 draws 03's recall beside its own): opened by
+        hand it does not run them, but a chain that runs them starts it only once they finished.
     model_parameters : tuple of str
         Its parameters that make it call a model when set to ``"model"`` (``summarizer``, ``reader``).
     purposes : tuple of str
@@ -53,6 +57,7 @@ class Step:
     mark: str
     model_parameters: tuple[str, ...] = ()
     purposes: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         """Check that the mark is one of the outputs."""
@@ -134,6 +139,7 @@ CHAIN: tuple[Step, ...] = (
         reads=("01_context_composition",),
         writes=("archive.sqlite", "exam_open.parquet", "exam_open_outcomes.parquet"),
         mark="exam_open.parquet",
+        after=("03_closed_book_exam",),
         model_parameters=("summarizer", "reader"),
         # A closed round asks as the closed book does; an open round searches, then answers.
         purposes=("summary:*", "exam:closed", "exam:open", "exam:open-final"),
@@ -149,6 +155,7 @@ CHAIN: tuple[Step, ...] = (
             "rediscovery_compactions.parquet",
         ),
         mark="continuation_recall.parquet",
+        after=("03_closed_book_exam",),
         model_parameters=("summarizer", "reader"),
         # A model reader is asked to take the next step from each projection (tool_choice required).
         purposes=("summary:*", "exam:continuation"),
@@ -169,6 +176,21 @@ CHAIN: tuple[Step, ...] = (
 )
 
 _BY_NAME: Mapping[str, Step] = MappingProxyType({s.notebook: s for s in CHAIN})
+
+
+def needs(notebook: str, notebooks: Sequence[str]) -> frozenset[str]:
+    """Return the notebooks of a run (`notebooks`, in run order) that must finish before `notebook` starts.
+
+    Those before it that it reads (`Step.reads`) or follows (`Step.after`); a notebook the chain does not
+    describe waits for every notebook before it, and every notebook waits for such a one before it.
+    """
+    order = list(notebooks)
+    earlier = order[: order.index(notebook)]
+    unknown = {nb for nb in earlier if nb not in _BY_NAME}
+    known = _BY_NAME.get(notebook)
+    if known is None:
+        return frozenset(earlier)
+    return frozenset({nb for nb in (*known.reads, *known.after) if nb in earlier} | unknown)
 
 
 def names() -> tuple[str, ...]:
@@ -207,4 +229,4 @@ def model_notebooks(profile: Any) -> list[tuple[str, tuple[str, ...]]]:
     return out
 
 
-__all__ = ["CHAIN", "MODEL_PARAMETERS_BY_NOTEBOOK", "Step", "model_notebooks", "names", "step"]
+__all__ = ["CHAIN", "MODEL_PARAMETERS_BY_NOTEBOOK", "Step", "model_notebooks", "names", "needs", "step"]

@@ -31,16 +31,18 @@ comparison across them.
 
 from __future__ import annotations
 
+import os
 import platform
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import traceback as traceback_mod
 from collections.abc import Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
@@ -237,6 +239,7 @@ def run_profile(
     allow_unknown: bool = False,
     notebook_html: bool = True,
     memo: Path | None = None,
+    kernels: int | None = None,
 ) -> RunResult:
     """Execute a profile's notebooks in order into a new run folder.
 
@@ -270,6 +273,11 @@ def run_profile(
         once. None: only the run's own kernel keeps them. Either way ``run.json``'s ``memo`` says,
         per kind, how many results were reused (``hits``; ``folder_hits``: from the shared folder)
         and how many were computed (``misses``).
+    kernels : int, optional
+        Kernels the chain's notebooks execute in (``--kernels``); None: `default_kernels` (2 on a machine
+        of 2 cores or more). With more than one, a notebook starts as soon as the notebooks it needs
+        (`chain.needs`) have finished, and the kernels share their results through a memo folder (`memo`,
+        else one of the run's own, deleted after it): every table is the same as with one kernel.
 
     Raises
     ------
@@ -296,6 +304,9 @@ def run_profile(
 
     prof = presets.resolve_profile(prof)  # ``model: deepseek`` (a preset's name) -> the preset's mapping
     prof = params_mod.checked(prof, allow_unknown=allow_unknown, results_folder=results or paths.results_dir())
+    kernels = default_kernels() if kernels is None else kernels
+    if isinstance(kernels, bool) or not isinstance(kernels, int) or kernels < 1:
+        raise ProfileError(f"kernels must be a whole number >= 1, got {kernels!r}")
     redactor = redactor_mod.redactor(prof.redact, prof.parameters.get("redact_patterns") or None)
     # SIGINT / SIGTERM stop the run as `lifecycle.RunInterrupted` from before its folder exists
     # to its last write, so a stopped run is always marked `interrupted`, never left `running`.
@@ -305,16 +316,21 @@ def run_profile(
         started = time.perf_counter()
         record = lifecycle.RunRecord(run_dir / runfolder.RUN_JSON, _run_info(prof, run_dir), view=redactor.value)
         done: list[NotebookRun] = []
-        executing: dict[str, Any] = {}  # the notebook executing now, for the record of an interruption
+        executing: dict[str, dict[str, Any]] = {}  # the notebooks executing now, for the record of an interruption
         try:
-            record.update(overrides=public_parameters(dict(overrides or {})))
-            with lifecycle.heartbeat(record), _kernel_environment(prof, run_dir, memo):
+            record.update(overrides=public_parameters(dict(overrides or {})), kernels=kernels)
+            with (
+                lifecycle.heartbeat(record),
+                _shared_memo(memo, kernels) as shared_memo,
+                _kernel_environment(prof, run_dir, shared_memo),
+            ):
                 declared_anywhere = _run_chain(
                     prof,
                     run_dir,
                     record,
                     done,
                     executing,
+                    kernels=kernels,
                     progress=progress,
                     render=render and notebook_html,
                     redactor=redactor,
@@ -364,46 +380,194 @@ def _run_chain(
     run_dir: Path,
     record: lifecycle.RunRecord,
     done: list[NotebookRun],
-    executing: dict[str, Any],
+    executing: dict[str, dict[str, Any]],
     *,
+    kernels: int,
     progress: bool,
     render: bool,
     redactor: redactor_mod.Redactor,
     started: float,
 ) -> set[str]:
-    """Execute the profile's notebooks in order, appending to `done`; the parameters they declare.
+    """Execute the profile's notebooks, appending to `done` (in run order at the end); the parameters they declare.
 
-    `executing` holds the notebook under way (name, output, start, parameters)
-    and is empty between notebooks. Raises `NotebookFailed` (run.json already
-    says ``failed``) when a cell raises or the kernel dies, times out or never starts.
+    With one kernel the notebooks run one after the other in it. With more, a notebook starts in a free
+    kernel as soon as the notebooks it needs (`chain.needs`) have finished, so independent notebooks
+    (02 beside 03; 04 beside 05 and 07) share the machine's cores. `executing` holds the notebooks under
+    way (by name: output, start, parameters). Raises `NotebookFailed` (run.json already says
+    ``failed``) when a cell raises or a kernel dies, times out or never starts: the first failing
+    notebook in run order, once the notebooks still executing beside it have ended; none starts after it.
     """
+    order = list(prof.notebooks)
     declared_anywhere: set[str] = set()
-    # A finished notebook's HTML is rendered in this process while the kernel runs the next one.
+    # A finished notebook's HTML is rendered in this process while the kernels run the next ones.
     rendering: dict[int, Future[tuple[Path | None, float | None]]] = {}
-    with kernel_mod.chain_kernel() as shared, ThreadPoolExecutor(1, thread_name_prefix="render") as renderer:
+    kernels = max(1, min(kernels, len(order)))
+    with (
+        ThreadPoolExecutor(1, thread_name_prefix="render") as renderer,
+        ThreadPoolExecutor(kernels, thread_name_prefix="notebook") as pool,
+        ExitStack() as kernel_stack,  # closed first: the kernels end before their notebooks' threads are joined
+    ):
+        idle = [kernel_stack.enter_context(kernel_mod.chain_kernel()) for _ in range(kernels)]
+        running: dict[Future[None], tuple[_Job, kernel_mod.ChainKernel]] = {}
+        waiting, finished = list(order), set[str]()
+        failures: list[tuple[int, NotebookFailed, BaseException]] = []
         try:
-            for i, nb in enumerate(prof.notebooks, 1):
-                declared_anywhere |= _run_notebook(
-                    nb,
-                    i,
-                    prof,
-                    run_dir,
-                    record,
-                    done,
-                    executing,
-                    shared,
-                    progress=progress,
-                    render=render,
-                    redactor=redactor,
-                    started=started,
-                    renderer=renderer,
-                    rendering=rendering,
-                )
+            while waiting or running:
+                for nb in [] if failures else list(waiting):
+                    if idle and chain.needs(nb, order) <= finished:
+                        waiting.remove(nb)
+                        job = _prepare(nb, order.index(nb) + 1, prof, run_dir, progress)
+                        _starting(job, executing, record, order)
+                        kernel = idle.pop(0)
+                        running[pool.submit(_execute, job, kernel, progress)] = (job, kernel)
+                if not running:
+                    break  # a notebook failed: none starts after it
+                ended, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in sorted(ended, key=lambda f: running[f][0].index):
+                    job, kernel = running.pop(future)
+                    idle.append(kernel)
+                    exc = future.exception()
+                    executing.pop(job.notebook, None)
+                    if exc is None:
+                        declared_anywhere |= _finished(job, done, record, executing, order, render, renderer, rendering)
+                        finished.add(job.notebook)
+                    else:
+                        failed = _failed(job, exc, done, record, render, redactor, started, run_dir)
+                        failures.append((job.index, failed, exc))
         except BaseException:
+            # Interrupted (or a bug here): the kernels end first, so the notebooks executing in them stop
+            # and papermill saves what they ran; then their threads are joined.
+            kernel_stack.close()
+            wait(running, timeout=60)
             _rendered_in_background(done, rendering, record, quiet=True)  # the chain's own error is the one raised
             raise
+        if failures:
+            _rendered_in_background(done, rendering, record, quiet=True)
+            _in_run_order(done, record, order)
+            _, first, cause = min(failures, key=lambda f: f[0])
+            raise first from cause
         _rendered_in_background(done, rendering, record)
+        _in_run_order(done, record, order)
     return declared_anywhere
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One notebook of the chain about to execute: where it comes from and goes, with what parameters."""
+
+    notebook: str
+    index: int  # its place in the profile, from 1
+    source: Path
+    output: Path
+    parameters: dict[str, Any]
+    declared: frozenset[str]
+    t0: float
+
+
+def _prepare(nb: str, i: int, prof: Profile, run_dir: Path, progress: bool) -> _Job:
+    """Read the parameters `nb` declares and give it the profile's values of them (and the run folder)."""
+    src = paths.notebook_path(nb)
+    declared = pm.inspect_notebook(str(src))
+    wanted = prof.parameters_for(nb)
+    params = {k: v for k, v in wanted.items() if k in declared}
+    params["run_dir"] = str(run_dir)
+    if progress:
+        print(f"[{i}/{len(prof.notebooks)}] {nb}", file=sys.stderr, flush=True)
+    return _Job(nb, i, src, run_dir / f"{nb}.ipynb", params, frozenset(declared), time.perf_counter())
+
+
+def _starting(job: _Job, executing: dict[str, dict[str, Any]], record: lifecycle.RunRecord, order: list[str]) -> None:
+    """Note `job` as executing (for the record of an interruption, and ``run.json``'s ``notebook_running``)."""
+    executing[job.notebook] = {"output": job.output, "t0": job.t0, "parameters": public_parameters(job.parameters)}
+    record.update(notebook_running=_first_running(executing, order))
+
+
+def _first_running(executing: Mapping[str, Any], order: list[str]) -> str | None:
+    # ``notebook_running`` names one notebook: the earliest in run order of those executing.
+    return min(executing, key=order.index) if executing else None
+
+
+def _execute(job: _Job, shared: kernel_mod.ChainKernel, progress: bool) -> None:
+    """Execute one notebook in a kernel of the run (`compaction_lab.run.kernel`), reset first if it ran one."""
+    execute_notebook(
+        str(job.source),
+        str(job.output),
+        parameters=job.parameters,
+        kernel_name=KERNEL_NAME,
+        progress_bar={"desc": job.notebook, "leave": True} if progress else False,
+        cwd=str(job.output.parent),
+        # The kernel is local and short-lived; its warning about unencrypted
+        # loopback TCP is noise in every run's output, so only errors are shown.
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],
+        engine_name=kernel_mod.ENGINE,
+        chain=shared,
+    )
+
+
+def _finished(
+    job: _Job,
+    done: list[NotebookRun],
+    record: lifecycle.RunRecord,
+    executing: Mapping[str, Any],
+    order: list[str],
+    render: bool,
+    renderer: ThreadPoolExecutor,
+    rendering: dict[int, Future[tuple[Path | None, float | None]]],
+) -> set[str]:
+    """Record a notebook that ran to its end; return the parameters it declares.
+
+    Its HTML is rendered by `renderer` (the future kept in `rendering` under its index in `done`).
+    """
+    secs = time.perf_counter() - job.t0
+    if render:
+        rendering[len(done)] = renderer.submit(_rendered, job.output, True)
+    done.append(
+        NotebookRun(job.notebook, job.output, None, round(secs, 3), public_parameters(job.parameters), "ok", None)
+    )
+    record.update(notebooks=[_nb_json(r) for r in done], notebook_running=_first_running(executing, order))
+    return set(job.declared)
+
+
+def _failed(
+    job: _Job,
+    exc: BaseException,
+    done: list[NotebookRun],
+    record: lifecycle.RunRecord,
+    render: bool,
+    redactor: redactor_mod.Redactor,
+    started: float,
+    run_dir: Path,
+) -> NotebookFailed:
+    """Record a notebook whose cell raised or whose kernel died (rendered at once); the error to raise."""
+    secs = time.perf_counter() - job.t0
+    out = job.output
+    html, html_secs = _rendered(out, render and out.exists())
+    params = public_parameters(job.parameters)
+    done.append(NotebookRun(job.notebook, out, html, round(secs, 3), params, "failed", html_secs))
+    err = _error_fields(exc)
+    record.update(
+        status="failed",
+        notebook_running=None,
+        notebooks=[_nb_json(r) for r in done],
+        error={"notebook": job.notebook, **err},
+        finished=_now(),
+        seconds=round(time.perf_counter() - started, 3),
+    )
+    return NotebookFailed(
+        job.notebook,
+        err["cell_index"],
+        err["ename"],
+        redactor.text(str(err["evalue"])),
+        redactor.text(err["traceback"]),
+        run_dir,
+    )
+
+
+def _in_run_order(done: list[NotebookRun], record: lifecycle.RunRecord, order: list[str]) -> None:
+    """Put the notebooks that ran (in the order they ended) back in the profile's order, in `done` and run.json."""
+    if [r.notebook for r in done] != sorted((r.notebook for r in done), key=order.index):
+        done.sort(key=lambda r: order.index(r.notebook))
+        record.update(notebooks=[_nb_json(r) for r in done])
 
 
 def _rendered_in_background(
@@ -429,85 +593,6 @@ def _rendered_in_background(
     if rendering:
         record.update(notebooks=[_nb_json(r) for r in done])
     rendering.clear()
-
-
-def _run_notebook(
-    nb: str,
-    i: int,
-    prof: Profile,
-    run_dir: Path,
-    record: lifecycle.RunRecord,
-    done: list[NotebookRun],
-    executing: dict[str, Any],
-    shared: kernel_mod.ChainKernel,
-    *,
-    progress: bool,
-    render: bool,
-    redactor: redactor_mod.Redactor,
-    started: float,
-    renderer: ThreadPoolExecutor,
-    rendering: dict[int, Future[tuple[Path | None, float | None]]],
-) -> set[str]:
-    """Execute one notebook of the chain in the run's kernel (`_run_chain`); the parameters it declares.
-
-    A notebook that finished is rendered by `renderer` (its future kept in `rendering` under its index
-    in `done`); a failed one is rendered at once, before the failure is raised.
-    """
-    src = paths.notebook_path(nb)
-    declared = pm.inspect_notebook(str(src))
-    wanted = prof.parameters_for(nb)
-    params = {k: v for k, v in wanted.items() if k in declared}
-    params["run_dir"] = str(run_dir)
-    out = run_dir / f"{nb}.ipynb"
-    if progress:
-        print(f"[{i}/{len(prof.notebooks)}] {nb}", file=sys.stderr, flush=True)
-    t0 = time.perf_counter()
-    executing.update(notebook=nb, output=out, t0=t0, parameters=public_parameters(params))
-    record.update(notebook_running=nb)
-    try:
-        execute_notebook(
-            str(src),
-            str(out),
-            parameters=params,
-            kernel_name=KERNEL_NAME,
-            progress_bar={"desc": nb, "leave": True} if progress else False,
-            cwd=str(run_dir),
-            # The kernel is local and short-lived; its warning about unencrypted
-            # loopback TCP is noise in every run's output, so only errors are shown.
-            extra_arguments=["--IPKernelApp.log_level=ERROR"],
-            # The run's one kernel (`compaction_lab.run.kernel`), reset between notebooks.
-            engine_name=kernel_mod.ENGINE,
-            chain=shared,
-        )
-    except Exception as exc:  # a cell raised (PapermillExecutionError), or the kernel died or never started
-        executing.clear()
-        secs = time.perf_counter() - t0
-        html, html_secs = _rendered(out, render and out.exists())
-        done.append(NotebookRun(nb, out, html, round(secs, 3), public_parameters(params), "failed", html_secs))
-        err = _error_fields(exc)
-        record.update(
-            status="failed",
-            notebook_running=None,
-            notebooks=[_nb_json(r) for r in done],
-            error={"notebook": nb, **err},
-            finished=_now(),
-            seconds=round(time.perf_counter() - started, 3),
-        )
-        raise NotebookFailed(
-            nb,
-            err["cell_index"],
-            err["ename"],
-            redactor.text(str(err["evalue"])),
-            redactor.text(err["traceback"]),
-            run_dir,
-        ) from exc
-    executing.clear()
-    secs = time.perf_counter() - t0
-    if render:
-        rendering[len(done)] = renderer.submit(_rendered, out, True)
-    done.append(NotebookRun(nb, out, None, round(secs, 3), public_parameters(params), "ok", None))
-    record.update(notebooks=[_nb_json(r) for r in done], notebook_running=None)
-    return set(declared)
 
 
 def _rendered(executed: Path, render: bool) -> tuple[Path | None, float | None]:
@@ -546,6 +631,34 @@ def _kernel_environment(prof: Profile, run_dir: Path | None = None, memo: Path |
         env[memo_mod.MEMO_ENV] = str(Path(memo).resolve())
     with processes.environment(env):
         yield
+
+
+#: Kernels a run uses by default, at most (`default_kernels`): the chain's widest step is two notebooks
+#: whose inputs are ready at once (02 beside 03; 04 beside 05 then 07).
+MAX_DEFAULT_KERNELS = 2
+
+
+def default_kernels() -> int:
+    """Return the kernels a run uses unless told (``--kernels``): one per core the process may use, at most 2."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(MAX_DEFAULT_KERNELS, cores))
+
+
+@contextmanager
+def _shared_memo(memo: Path | None, kernels: int) -> Iterator[Path | None]:
+    """Yield the memo folder the run's kernels share: `memo`, else with several kernels one of the run's own.
+
+    What one kernel computed another reuses (a projection of 03 read by 04, 05 and 07); the run's own
+    folder is deleted after it.
+    """
+    if memo is not None or kernels <= 1:
+        yield memo
+        return
+    with tempfile.TemporaryDirectory(prefix="compaction-lab-memo-") as tmp:
+        yield Path(tmp)
 
 
 def _memo_counts(run_dir: Path) -> dict[str, dict[str, int]]:
@@ -599,23 +712,23 @@ def _record_interruption(
 ) -> lifecycle.RunInterrupted:
     """Mark the run ``interrupted`` (with the notebook cut short) and sweep it; the exception to raise.
 
-    The kernel is already shut down: nbclient does it as the signal's exception
-    leaves the notebook. The partial notebook papermill saved stays.
+    The kernels are already shut down (`_run_chain`). The partial notebooks papermill saved stay, each
+    notebook cut short listed as such (the first of them in run order is the exception's notebook).
     """
     lifecycle.settle_event_loop()
     notebooks = [_nb_json(r) for r in done]
-    nb = executing.get("notebook")
-    if nb:
-        out: Path = executing["output"]
+    for name, running in executing.items():
+        out: Path = running["output"]
         cut = NotebookRun(
-            nb,
+            name,
             out,
             None,
-            round(time.perf_counter() - executing["t0"], 3),
-            executing["parameters"],
+            round(time.perf_counter() - running["t0"], 3),
+            running["parameters"],
             lifecycle.INTERRUPTED,
         )
         notebooks.append({**_nb_json(cut), "output": out.name if out.exists() else None})
+    nb = next(iter(executing), None)
     record.update(
         status=lifecycle.INTERRUPTED,
         signal=exc.signal_name,

@@ -654,6 +654,7 @@ def _sweep_task(
             allow_unknown=allow_unknown,
             notebook_html=notebook_html,
             memo=memo,
+            kernels=1,  # the engine runs as many runs at once as it has workers: one kernel each
         )
     except NotebookFailed as exc:
         return "failed", None, f"failed: {exc}"
