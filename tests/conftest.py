@@ -33,10 +33,13 @@ def _fresh_memo(monkeypatch):
 
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
-    """The smoke profile (every notebook, the report), run once per test session; tests only read it."""
+    """The smoke profile (every notebook, the report), run once per test session; tests only read it.
+
+    In two kernels whatever the machine (the default on 2 cores): notebooks execute side by side.
+    """
     from compaction_lab.run import runner as report
 
-    return report.run_profile("smoke", results=tmp_path_factory.mktemp("smoke-results"), progress=False)
+    return report.run_profile("smoke", results=tmp_path_factory.mktemp("smoke-results"), progress=False, kernels=2)
 
 
 #: Session fixtures that are costly to build (a whole chain run, a model server): under pytest-xdist

@@ -1,6 +1,7 @@
 """House rules for the committed notebooks (no outputs, a parameters cell, an opening markdown cell)."""
 
 import ast
+import json
 
 import nbformat
 import papermill as pm
@@ -27,6 +28,44 @@ def test_the_chain_is_the_notebooks_folder_in_flow_order():
         assert set(chain.step(nb).reads) <= set(chain.names()[:i]), nb
     with pytest.raises(ValueError, match="unknown notebook '08_nothing'; known: 01_context_composition, "):
         chain.step("08_nothing")
+
+
+def test_a_notebook_needs_what_it_reads_and_follows_of_the_run():
+    """`chain.needs`: what must finish before a notebook starts in a chain of several kernels."""
+    full = chain.names()
+    assert chain.needs("01_context_composition", full) == set()
+    assert chain.needs("02_projection_anatomy", full) == {"01_context_composition"}
+    assert chain.needs("03_closed_book_exam", full) == {"01_context_composition"}
+    assert chain.needs("04_cost_model", full) == {"01_context_composition", "03_closed_book_exam"}
+    # 05 takes the bank 03 saved and 07 draws 03's recall: after 03 when it runs, without it when not.
+    for nb in ("05_open_book_exam", "07_continuation_exam"):
+        assert chain.needs(nb, full) == {"01_context_composition", "03_closed_book_exam"}, nb
+        assert chain.needs(nb, ["01_context_composition", nb]) == {"01_context_composition"}, nb
+    assert chain.needs("06_share", full) == set(full[:-1])
+    # A notebook the chain does not describe waits for everything before it, and is waited for.
+    custom = ["01_context_composition", "my_extra", "02_projection_anatomy"]
+    assert chain.needs("my_extra", custom) == {"01_context_composition"}
+    assert chain.needs("02_projection_anatomy", custom) == {"01_context_composition", "my_extra"}
+
+
+@pytest.mark.slow
+def test_a_run_in_one_kernel_gives_what_the_run_in_two_gave(smoke_run, tmp_path):
+    """Notebooks executing side by side (the smoke run: two kernels) write the same tables and figures as one
+    after the other, and run.json lists them in run order."""
+    import pandas as pd
+
+    info = json.loads((smoke_run.run_dir / "run.json").read_text())
+    assert info["kernels"] == 2 and [n["notebook"] for n in info["notebooks"]] == list(chain.names())
+    assert info["notebook_running"] is None and info["notebooks_running"] == []
+    one = report.run_profile("smoke", results=tmp_path, progress=False, kernels=1, notebook_html=False).run_dir
+    tables = sorted(p.name for p in smoke_run.run_dir.glob("*.parquet"))
+    assert tables == sorted(p.name for p in one.glob("*.parquet")) and len(tables) > 20
+    for name in tables:
+        pd.testing.assert_frame_equal(pd.read_parquet(smoke_run.run_dir / name), pd.read_parquet(one / name))
+    figures = sorted(p.name for p in (smoke_run.run_dir / "figures").glob("*.svg"))
+    assert figures == sorted(p.name for p in (one / "figures").glob("*.svg")) and figures
+    for name in figures:
+        assert (smoke_run.run_dir / "figures" / name).read_bytes() == (one / "figures" / name).read_bytes(), name
 
 
 @pytest.mark.slow

@@ -435,6 +435,52 @@ def test_the_run_command_stopped_by_a_signal(tmp_path, sig):
     assert info["signal"] == sig and (results / "victim" / "01_context_composition.ipynb").exists()
 
 
+@pytest.mark.slow
+def test_a_run_stopped_while_two_notebooks_execute(tmp_path):
+    """With two kernels, SIGINT while 02 and 03 execute side by side: both kernels gone, both notebooks listed
+    as interrupted with their partial notebooks kept, and nothing after them started."""
+    results = tmp_path / "results"
+    proc = subprocess.Popen(
+        _script()
+        + ["run", "--profile", "smoke", "--results", str(results), "--name", "victim", "--quiet", "--kernels", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    run_json = results / "victim" / "run.json"
+    deadline, kernels = time.monotonic() + 180, []
+    while time.monotonic() < deadline and proc.poll() is None:
+        kernels = _kernels_of(proc.pid)
+        try:
+            info = json.loads(run_json.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            info = {}
+        if len(kernels) == 2 and len(info.get("notebooks_running") or []) == 2:
+            break
+        time.sleep(0.05)
+    else:
+        proc.kill()
+        raise AssertionError(f"never two notebooks at once: {proc.communicate()[1][-2000:]}")
+    assert info["notebooks_running"] == ["02_projection_anatomy", "03_closed_book_exam"]
+    assert info["notebook_running"] == "02_projection_anatomy"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert _wait_gone(kernels) == []
+    assert proc.returncode == 130, err[-3000:]
+    assert "Traceback" not in err and "interrupted by SIGINT" in err
+    info = json.loads(run_json.read_text())
+    assert info["status"] == "interrupted" and info["notebooks_running"] == [] and info["notebook_running"] is None
+    by_name = {n["notebook"]: n for n in info["notebooks"]}
+    assert by_name["01_context_composition"]["status"] == "ok"
+    for nb in ("02_projection_anatomy", "03_closed_book_exam"):
+        # Unless it ended in the instant before the signal, each is listed as cut short, its notebook kept.
+        assert by_name[nb]["status"] in ("interrupted", "ok"), by_name[nb]
+        assert (results / "victim" / f"{nb}.ipynb").exists()
+    assert "interrupted" in {by_name[nb]["status"] for nb in ("02_projection_anatomy", "03_closed_book_exam")}
+    assert not {"04_cost_model", "05_open_book_exam", "06_share"} & set(by_name)
+
+
 def test_odd_run_json_values_never_break_the_listing_or_the_next_run(tmp_path):
     """A run.json whose `error` or `dead` is not a mapping (hand-edited, another tool's) raised
     AttributeError in `runs`, and so before every later `compaction-lab run` (record_dead lists runs)."""

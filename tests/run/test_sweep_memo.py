@@ -55,16 +55,19 @@ def test_runs_after_the_first_reuse_its_chains_and_projections_and_match_runs_ma
     (first, *_), (second, *_) = [(r.run_dir,) for _, r, _ in res.runs if r is not None]
     one, two = _memo(first), _memo(second)
     if scheduler == "sync":  # on Dask both runs may start together: only their sum is fixed
+        # Run one's two kernels (02 beside 03) share through the same folder: what one computed, the other
+        # may read from it; run two computes nothing.
         assert one["chains"] == {"hits": 0, "folder_hits": 0, "misses": 1}
-        assert one["projection"]["misses"] > 0 and one["projection"]["folder_hits"] == 0
-        assert two["chains"] == {"hits": 1, "folder_hits": 1, "misses": 0}
+        assert one["projection"]["misses"] > 0
+        assert two["chains"]["misses"] == 0 and two["chains"]["folder_hits"] >= 1
         assert two["projection"]["misses"] == 0
-        assert two["projection"]["folder_hits"] == one["projection"]["misses"]
+        assert two["projection"]["folder_hits"] >= one["projection"]["misses"] - one["projection"]["folder_hits"]
     computed = {kind: one[kind]["misses"] + two[kind]["misses"] for kind in ("chains", "projection")}
     kept = {kind: len(list((res.folder / sweep.MEMO_DIR / kind).rglob("*"))) for kind in ("chains", "projection")}
     # Every entry in the shared folder was computed by one run: each only once, unless both runs raced for it.
     assert computed["chains"] >= 1 and kept["chains"] == 2  # one entry (+ its two-character folder)
-    # Alone (no shared folder), the second run's tables and figures are the same.
+    # Alone (no shared folder, one kernel: nothing executes beside anything), the second run's tables and
+    # figures are the same.
     alone = runner.run_profile(
         str(path),
         results=tmp_path / "alone",
@@ -72,6 +75,7 @@ def test_runs_after_the_first_reuse_its_chains_and_projections_and_match_runs_ma
         progress=False,
         overrides={"n_boot": 60},
         notebook_html=False,
+        kernels=1,
     )
     assert "folder_hits" in _memo(alone.run_dir)["projection"]
     assert _memo(alone.run_dir)["projection"]["folder_hits"] == 0

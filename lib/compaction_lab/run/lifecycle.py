@@ -8,7 +8,8 @@ A run folder's ``run.json`` goes through these statuses:
     system has handed to another process is not taken for the run; null when
     the system will not say) and ``heartbeat`` (UTC; refreshed at every notebook
     boundary and every `HEARTBEAT_EVERY` seconds while a notebook executes).
-    ``notebook_running`` names the notebook executing (null between notebooks).
+    ``notebook_running`` names the notebook executing (null between notebooks); with several kernels
+    ``notebooks_running`` lists every notebook executing, in run order (``notebook_running`` is the first).
 ``ok`` / ``failed``
     The chain finished / a notebook raised (``error`` names it).
 ``interrupted``
@@ -647,15 +648,18 @@ def record_interrupted(run_dir: Path, info: Mapping[str, Any], signal_name: str,
     """
     now = utc_now()
     notebooks = [r for r in info.get("notebooks") or [] if isinstance(r, dict)]
-    cut = info.get("notebook_running")
-    if isinstance(cut, str) and cut:
-        out = Path(run_dir) / f"{cut}.ipynb"
-        notebooks.append({"notebook": cut, "status": INTERRUPTED, "output": out.name if out.exists() else None})
+    many = info.get("notebooks_running")
+    cuts = many if isinstance(many, list) and many else [info.get("notebook_running")]
+    for cut in cuts:
+        if isinstance(cut, str) and cut:
+            out = Path(run_dir) / f"{cut}.ipynb"
+            notebooks.append({"notebook": cut, "status": INTERRUPTED, "output": out.name if out.exists() else None})
     written = {
         **info,
         "status": INTERRUPTED,
         "signal": signal_name,
         "notebook_running": None,
+        "notebooks_running": [],
         "notebooks": notebooks,
         "finished": now,
         "seconds": _seconds_between(info.get("started"), now),

@@ -366,6 +366,7 @@ def run_profile(
                 status="failed",
                 error={"notebook": None, **_error_fields(exc)},
                 notebook_running=None,
+                notebooks_running=[],
                 finished=_now(),
                 seconds=round(time.perf_counter() - started, 3),
             )
@@ -479,12 +480,16 @@ def _prepare(nb: str, i: int, prof: Profile, run_dir: Path, progress: bool) -> _
 def _starting(job: _Job, executing: dict[str, dict[str, Any]], record: lifecycle.RunRecord, order: list[str]) -> None:
     """Note `job` as executing (for the record of an interruption, and ``run.json``'s ``notebook_running``)."""
     executing[job.notebook] = {"output": job.output, "t0": job.t0, "parameters": public_parameters(job.parameters)}
-    record.update(notebook_running=_first_running(executing, order))
+    record.update(**_running(executing, order))
 
 
-def _first_running(executing: Mapping[str, Any], order: list[str]) -> str | None:
-    # ``notebook_running`` names one notebook: the earliest in run order of those executing.
-    return min(executing, key=order.index) if executing else None
+def _running(executing: Mapping[str, Any], order: list[str]) -> dict[str, Any]:
+    """Return ``run.json``'s fields for the notebooks executing.
+
+    ``notebooks_running`` lists them in run order; ``notebook_running`` is the first of them (null when none).
+    """
+    names = sorted(executing, key=order.index)
+    return {"notebook_running": names[0] if names else None, "notebooks_running": names}
 
 
 def _execute(job: _Job, shared: kernel_mod.ChainKernel, progress: bool) -> None:
@@ -524,7 +529,7 @@ def _finished(
     done.append(
         NotebookRun(job.notebook, job.output, None, round(secs, 3), public_parameters(job.parameters), "ok", None)
     )
-    record.update(notebooks=[_nb_json(r) for r in done], notebook_running=_first_running(executing, order))
+    record.update(notebooks=[_nb_json(r) for r in done], **_running(executing, order))
     return set(job.declared)
 
 
@@ -548,6 +553,7 @@ def _failed(
     record.update(
         status="failed",
         notebook_running=None,
+        notebooks_running=[],
         notebooks=[_nb_json(r) for r in done],
         error={"notebook": job.notebook, **err},
         finished=_now(),
@@ -733,6 +739,7 @@ def _record_interruption(
         status=lifecycle.INTERRUPTED,
         signal=exc.signal_name,
         notebook_running=None,
+        notebooks_running=[],
         notebooks=notebooks,
         finished=_now(),
         seconds=round(time.perf_counter() - started, 3),
@@ -815,6 +822,7 @@ def _run_info(prof: Profile, run_dir: Path) -> dict[str, Any]:
         # Who runs it, so a run killed without a word is recognised as dead (`lifecycle.liveness`).
         **lifecycle.ProcessMark.current().fields(),
         "notebook_running": None,
+        "notebooks_running": [],
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "packages": package_versions(),
