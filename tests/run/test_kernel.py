@@ -96,3 +96,21 @@ def test_fast_cells_do_not_save_the_notebook_each_time_but_the_end_is_whole(tmp_
     assert [t.strip() for t in texts] == [str(i) for i in range(40)]
     nb = json.loads((tmp_path / "many-out.ipynb").read_text())
     assert nb["cells"][-1]["outputs"][0]["ename"] == "ValueError"
+
+
+def test_a_notebook_goes_to_the_kernel_that_ran_what_it_reads():
+    """The runner hands a notebook the idle kernel whose last notebook it needs (its memo holds that one's results)."""
+    from compaction_lab.run import chain
+    from compaction_lab.run import runner as report
+    from compaction_lab.run.kernel import ChainKernel
+
+    order = list(chain.names())
+    ran_02, ran_03, fresh = (
+        ChainKernel(last="02_projection_anatomy"),
+        ChainKernel(last="03_closed_book_exam"),
+        ChainKernel(),
+    )
+    assert report._kernel_for("04_cost_model", [ran_02, ran_03], order) == 1  # 04 reads 03
+    assert report._kernel_for("04_cost_model", [fresh, ran_02], order) == 0  # neither ran 03: the first idle
+    assert report._kernel_for("06_share", [ran_03, ran_02], order) == 0  # the latest it needs of the two: 03
+    assert report._kernel_for("02_projection_anatomy", [fresh, ChainKernel(last="01_context_composition")], order) == 1

@@ -174,10 +174,13 @@ class ChainKernel:
         The current manager; replaced when its kernel died.
     notebooks : int
         Notebooks executed in it so far.
+    last : str or None
+        The last notebook executed in it (the runner gives a notebook the kernel that ran what it reads).
     """
 
     km: Any = None
     notebooks: int = 0
+    last: str | None = None
 
     def manager(self, kernel_name: str) -> Any:
         """Return the manager to execute the next notebook with: the running one, else a new, unstarted one."""

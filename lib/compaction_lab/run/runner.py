@@ -419,7 +419,7 @@ def _run_chain(
                         waiting.remove(nb)
                         job = _prepare(nb, order.index(nb) + 1, prof, run_dir, progress)
                         _starting(job, executing, record, order)
-                        kernel = idle.pop(0)
+                        kernel = idle.pop(_kernel_for(nb, idle, order))
                         running[pool.submit(_execute, job, kernel, progress)] = (job, kernel)
                 if not running:
                     break  # a notebook failed: none starts after it
@@ -427,6 +427,7 @@ def _run_chain(
                 for future in sorted(ended, key=lambda f: running[f][0].index):
                     job, kernel = running.pop(future)
                     idle.append(kernel)
+                    kernel.last = job.notebook
                     exc = future.exception()
                     executing.pop(job.notebook, None)
                     if exc is None:
@@ -481,6 +482,17 @@ def _starting(job: _Job, executing: dict[str, dict[str, Any]], record: lifecycle
     """Note `job` as executing (for the record of an interruption, and ``run.json``'s ``notebook_running``)."""
     executing[job.notebook] = {"output": job.output, "t0": job.t0, "parameters": public_parameters(job.parameters)}
     record.update(**_running(executing, order))
+
+
+def _kernel_for(nb: str, idle: list[kernel_mod.ChainKernel], order: list[str]) -> int:
+    """Return the index in `idle` of the kernel for `nb`: the one that last ran the latest notebook `nb` needs.
+
+    Its results are in that kernel's memo already (04 after 03 reads 03's projections without unpickling
+    them); the first idle kernel when none did.
+    """
+    needs = chain.needs(nb, order)
+    ran = [(order.index(k.last), i) for i, k in enumerate(idle) if k.last in needs]
+    return max(ran)[1] if ran else 0
 
 
 def _running(executing: Mapping[str, Any], order: list[str]) -> dict[str, Any]:
