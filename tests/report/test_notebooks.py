@@ -2,6 +2,7 @@
 
 import ast
 import json
+from pathlib import Path
 
 import nbformat
 import papermill as pm
@@ -54,6 +55,10 @@ def test_a_run_in_one_kernel_gives_what_the_run_in_two_gave(smoke_run, tmp_path)
     after the other, and run.json lists them in run order."""
     import pandas as pd
 
+    # papermill's ``cwd`` changes the whole process's directory around a notebook: two at once left it in the
+    # run folder (the kernels start there through nbclient instead).
+    here = Path.cwd()
+    assert smoke_run.run_dir.resolve() not in (here, *here.parents)
     info = json.loads((smoke_run.run_dir / "run.json").read_text())
     assert info["kernels"] == 2 and [n["notebook"] for n in info["notebooks"]] == list(chain.names())
     assert info["notebook_running"] is None and info["notebooks_running"] == []

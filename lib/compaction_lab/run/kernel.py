@@ -141,6 +141,12 @@ class ChainEngine(NBClientEngine):
     ) -> Any:
         """Execute `nb_man`'s notebook with the kernel of ``kwargs["chain"]``; the same arguments as papermill's."""
         chain: ChainKernel = kwargs.pop("chain")
+        # Where a kernel starts: given to nbclient rather than as papermill's ``cwd``, which changes the
+        # directory of the whole process around each notebook (two notebooks on two threads would leave it
+        # in a run folder).
+        kernel_cwd = kwargs.pop("kernel_cwd", None)
+        if kernel_cwd is not None:
+            kwargs["resources"] = {"metadata": {"path": str(kernel_cwd)}}
         kwargs = remove_args(["input_path", "timeout", "startup_timeout"], **kwargs)
         final = merge_kwargs(
             kwargs,

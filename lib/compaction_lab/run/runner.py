@@ -512,7 +512,7 @@ def _execute(job: _Job, shared: kernel_mod.ChainKernel, progress: bool) -> None:
         parameters=job.parameters,
         kernel_name=KERNEL_NAME,
         progress_bar={"desc": job.notebook, "leave": True} if progress else False,
-        cwd=str(job.output.parent),
+        kernel_cwd=str(job.output.parent),  # not papermill's ``cwd``: that one changes this whole process's
         # The kernel is local and short-lived; its warning about unencrypted
         # loopback TCP is noise in every run's output, so only errors are shown.
         extra_arguments=["--IPKernelApp.log_level=ERROR"],
