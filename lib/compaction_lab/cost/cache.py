@@ -341,19 +341,19 @@ def prefix_keys(tokens: Tokens, chunk: int) -> _PrefixKeys:
 
     A read-only array's chain is computed once (the entry holds the array, so its id stays its own).
     """
-    held = isinstance(tokens, np.ndarray) and not tokens.flags.writeable
-    if held:
+    held = tokens if isinstance(tokens, np.ndarray) and not tokens.flags.writeable else None
+    if held is not None:
         with _KEYS_LOCK:
-            hit = _KEYS.get((id(tokens), chunk))
-            if hit is not None and hit[0] is tokens:
-                _KEYS.move_to_end((id(tokens), chunk))
+            hit = _KEYS.get((id(held), chunk))
+            if hit is not None and hit[0] is held:
+                _KEYS.move_to_end((id(held), chunk))
                 return hit[1]
     arr = _as_array(tokens)
     keys = _PrefixKeys(arr, chunk, _longest_known_prefix(arr, chunk))
     with _KEYS_LOCK:
         _RECENT.append(keys)
-        if held:
-            _KEYS[(id(tokens), chunk)] = (tokens, keys)  # type: ignore[assignment]
+        if held is not None:
+            _KEYS[(id(held), chunk)] = (held, keys)
             while len(_KEYS) > _KEYS_KEPT:
                 _KEYS.popitem(last=False)
     return keys
