@@ -10,6 +10,7 @@ import sys
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pandas as pd
@@ -368,28 +369,36 @@ def _kernels_of(pid: int) -> list[int]:
     return out
 
 
-def _start_victim(results: Path) -> tuple[subprocess.Popen, list[int]]:
-    """`run --profile smoke` in its own session, returned once notebook 01 executes in a live kernel."""
+def _start_victim(
+    results: Path, until: Any = None, args: tuple[str, ...] = (), what: str = "notebook 01"
+) -> tuple[subprocess.Popen, list[int], dict]:
+    """`run --profile smoke` in its own session, returned once `until(kernels, run.json)` holds (default:
+    notebook 01 executes in a live kernel), with its kernels and that run.json."""
+
+    def at_01(kernels: list[int], info: dict) -> bool:
+        return bool(kernels) and info.get("notebook_running") == "01_context_composition"
+
+    until = until or at_01
     proc = subprocess.Popen(
-        _script() + ["run", "--profile", "smoke", "--results", str(results), "--name", "victim", "--quiet"],
+        _script() + ["run", "--profile", "smoke", "--results", str(results), "--name", "victim", "--quiet", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
     )
     run_json = results / "victim" / "run.json"
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 180
     while time.monotonic() < deadline and proc.poll() is None:
         kernels = _kernels_of(proc.pid)
         try:
             info = json.loads(run_json.read_text())
         except (FileNotFoundError, json.JSONDecodeError):
             info = {}
-        if kernels and info.get("notebook_running") == "01_context_composition":
-            return proc, kernels
-        time.sleep(0.1)
+        if until(kernels, info):
+            return proc, kernels, info
+        time.sleep(0.05)
     proc.kill()
-    raise AssertionError(f"the run never reached notebook 01: {proc.communicate()[1][-2000:]}")
+    raise AssertionError(f"the run never reached {what}: {proc.communicate()[1][-2000:]}")
 
 
 @pytest.mark.slow
@@ -397,7 +406,7 @@ def _start_victim(results: Path) -> tuple[subprocess.Popen, list[int]]:
 def test_the_run_command_stopped_by_a_signal(tmp_path, sig):
     """Acceptance 5: interrupted (SIGINT / SIGTERM) or dead (SIGKILL) in `runs` and at the next `run`."""
     results = tmp_path / "results"
-    proc, kernels = _start_victim(results)
+    proc, kernels, _ = _start_victim(results)
     proc.send_signal(getattr(signal, sig))
     out, err = proc.communicate(timeout=120)
     assert _wait_gone(kernels) == []  # no kernel outlives its run, however it ended
@@ -440,28 +449,11 @@ def test_a_run_stopped_while_two_notebooks_execute(tmp_path):
     """With two kernels, SIGINT while 02 and 03 execute side by side: both kernels gone, both notebooks listed
     as interrupted with their partial notebooks kept, and nothing after them started."""
     results = tmp_path / "results"
-    proc = subprocess.Popen(
-        _script()
-        + ["run", "--profile", "smoke", "--results", str(results), "--name", "victim", "--quiet", "--kernels", "2"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    run_json = results / "victim" / "run.json"
-    deadline, kernels = time.monotonic() + 180, []
-    while time.monotonic() < deadline and proc.poll() is None:
-        kernels = _kernels_of(proc.pid)
-        try:
-            info = json.loads(run_json.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
-            info = {}
-        if len(kernels) == 2 and len(info.get("notebooks_running") or []) == 2:
-            break
-        time.sleep(0.05)
-    else:
-        proc.kill()
-        raise AssertionError(f"never two notebooks at once: {proc.communicate()[1][-2000:]}")
+
+    def two_at_once(kernels: list[int], info: dict) -> bool:
+        return len(kernels) == 2 and len(info.get("notebooks_running") or []) == 2
+
+    proc, kernels, info = _start_victim(results, two_at_once, ("--kernels", "2"), "two notebooks at once")
     assert info["notebooks_running"] == ["02_projection_anatomy", "03_closed_book_exam"]
     assert info["notebook_running"] == "02_projection_anatomy"
     proc.send_signal(signal.SIGINT)
@@ -469,7 +461,7 @@ def test_a_run_stopped_while_two_notebooks_execute(tmp_path):
     assert _wait_gone(kernels) == []
     assert proc.returncode == 130, err[-3000:]
     assert "Traceback" not in err and "interrupted by SIGINT" in err
-    info = json.loads(run_json.read_text())
+    info = json.loads((results / "victim" / "run.json").read_text())
     assert info["status"] == "interrupted" and info["notebooks_running"] == [] and info["notebook_running"] is None
     by_name = {n["notebook"]: n for n in info["notebooks"]}
     assert by_name["01_context_composition"]["status"] == "ok"
