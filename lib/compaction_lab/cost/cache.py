@@ -215,7 +215,12 @@ def request_array(
 
 def request_tokens_from_summary_request(req: Any, encoding: str = DEFAULT_ENCODING) -> list[int]:
     """Token ids of a `SummaryRequest` as sent: its system prompt, tools and messages."""
-    return request_tokens(req.system, list(req.tools), list(req.messages), encoding)
+    return summary_request_array(req, encoding).tolist()
+
+
+def summary_request_array(req: Any, encoding: str = DEFAULT_ENCODING) -> np.ndarray:
+    """`request_tokens_from_summary_request` as a NumPy array (what the simulators read)."""
+    return request_array(req.system, list(req.tools), list(req.messages), encoding)
 
 
 def part_at(layout: RequestLayout, offset: int) -> str:
@@ -910,6 +915,7 @@ __all__ = [
     "request_layout",
     "request_tokens",
     "request_tokens_from_summary_request",
+    "summary_request_array",
     "divergence",
     "part_at",
     "shared_prefix",

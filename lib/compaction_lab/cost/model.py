@@ -156,13 +156,8 @@ def _requests(
     arrays = [projection_request(projection, shape.for_session(session), encoding)]
     for one in projection.requests_sent():
         req = one.request
-        tools = list(req.tools)
-        arrays.append(
-            (
-                cache_mod.request_array(req.system, tools, list(req.messages), encoding),
-                len(cache_mod.request_array(req.system, tools, [], encoding)),
-            )
-        )
+        prefix = cache_mod.request_array(req.system, list(req.tools), [], encoding)
+        arrays.append((cache_mod.summary_request_array(req, encoding), len(prefix)))
     for ids, _ in arrays:
         ids.setflags(write=False)
     result = (arrays[0], tuple(arrays[1:]))

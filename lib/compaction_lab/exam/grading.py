@@ -95,7 +95,11 @@ def contains_answer(question: Question, text: str) -> bool:
     Used for presence: "the projection holds the value", "what the reader read
     holds the value". It does not look at whether `question` is a decoy.
     """
-    hay = normalise(text)
+    return in_normalised(question, normalise(text))
+
+
+def in_normalised(question: Question, hay: str) -> bool:
+    """`contains_answer` of a text already normalised (`normalise`): one text asked about many questions."""
     return any(form in hay for form in accepted(question))
 
 
@@ -177,6 +181,7 @@ __all__ = [
     "grade",
     "grade_frame",
     "grade_many",
+    "in_normalised",
     "is_abstention",
     "normalise",
 ]

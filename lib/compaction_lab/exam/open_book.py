@@ -52,7 +52,7 @@ from compaction_lab.exam import readers
 from compaction_lab.exam.cases import RunCases
 from compaction_lab.exam.closed import answer_all
 from compaction_lab.exam.exam import EXAMS, Exam, ExamParams, Source
-from compaction_lab.exam.grading import accepted, contains_answer, grade, is_abstention, normalise
+from compaction_lab.exam.grading import contains_answer, grade, in_normalised, is_abstention, normalise
 from compaction_lab.exam.readers import HistoryTools, Reader, SearcherReader, messages_text
 from compaction_lab.exam.types import Case, Question
 from compaction_lab.ingest.sources import Sources
@@ -300,8 +300,7 @@ def run_open_book(
         messages = p.messages()
         hay = normalise(messages_text(messages))  # `contains_answer`'s haystack, normalised once per case
         facts = [
-            (q, not q.decoy and any(form in hay for form in accepted(q)), _in_archive(archive, q, case.session_id))
-            for q in case.questions
+            (q, not q.decoy and in_normalised(q, hay), _in_archive(archive, q, case.session_id)) for q in case.questions
         ]
         prepared.append((case, p, messages, shape_tools_of(p), facts))
 

@@ -42,7 +42,7 @@ from typing import Any
 from compaction_lab.core import bounded_json
 from compaction_lab.core.registry import Registry, UnknownName
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
-from compaction_lab.exam.grading import accepted, contains_answer, normalise
+from compaction_lab.exam.grading import contains_answer, in_normalised, normalise
 from compaction_lab.exam.reading import (  # the reader interface; its home is `exam.reading`
     QUESTION_INSTRUCTION,
     SEARCH_MODES,
@@ -384,7 +384,7 @@ class VerbatimReader:
         shape_tools: Sequence[Mapping[str, Any]] = (),
     ) -> ReaderAnswer:
         """Answer the value iff it occurs (normalised) in `messages`; NOT_FOUND otherwise and for decoys."""
-        present = not question.decoy and any(form in _normalised(messages) for form in accepted(question))
+        present = not question.decoy and in_normalised(question, _normalised(messages))
         return ReaderAnswer(
             question.answer if present else NOT_FOUND,
             input_tokens=_request_tokens(messages, question, wording, self.encoding),
@@ -445,7 +445,7 @@ class SearcherReader:
     ) -> ReaderAnswer:
         """Answer from the projection, or search and read the archive as `search` allows (see the class)."""
         tokens = _request_tokens(messages, question, wording, self.encoding)
-        in_projection = not question.decoy and any(form in _normalised(messages) for form in accepted(question))
+        in_projection = not question.decoy and in_normalised(question, _normalised(messages))
         by_name = {t.name: t for t in tools}
         can_search = self.search != "never" and {"history_search", "history_get"} <= set(by_name)
         if not can_search or (self.search == "allowed" and in_projection):
