@@ -883,9 +883,11 @@ def _spearman_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     ok = ~(np.isnan(a).any(axis=1) | np.isnan(b).any(axis=1))
     if not ok.any():
         return out
-    # Rounded first, so recalls that tie mathematically tie in floating point too.
-    ra = scipy_stats().rankdata(np.round(a[ok], _RANK_DECIMALS), axis=1)
-    rb = scipy_stats().rankdata(np.round(b[ok], _RANK_DECIMALS), axis=1)
+    # Rounded first, so recalls that tie mathematically tie in floating point too. pandas' average ranks
+    # are scipy's ``rankdata`` (exact halves): the report, drawn in the runner's process, need not import
+    # scipy.stats (~2 s) for them.
+    ra = pd.DataFrame(np.round(a[ok], _RANK_DECIMALS)).rank(axis=1, method="average").to_numpy(copy=True)
+    rb = pd.DataFrame(np.round(b[ok], _RANK_DECIMALS)).rank(axis=1, method="average").to_numpy(copy=True)
     ra -= ra.mean(axis=1, keepdims=True)
     rb -= rb.mean(axis=1, keepdims=True)
     denom = np.sqrt((ra**2).sum(axis=1) * (rb**2).sum(axis=1))

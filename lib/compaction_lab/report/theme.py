@@ -199,6 +199,25 @@ def setup_notebook() -> None:
     alt.renderers.enable(RENDERER)
 
 
+#: A chart too small to matter, drawn once to start vl-convert's engine.
+_WARM_SPEC: dict[str, Any] = {
+    "data": {"values": [{"x": 0}]},
+    "mark": "point",
+    "encoding": {"x": {"field": "x", "type": "quantitative"}},
+}
+
+
+@functools.cache
+def warm() -> None:
+    """Start vl-convert's JavaScript engine (~0.9 s, once per process), as a process's first figure would.
+
+    For a kernel warmed before its notebook starts (`compaction_lab.run.kernel.warm_code`). Not on a
+    background thread of a notebook's own process: vl-convert holds the GIL while its engine starts.
+    Nothing drawn here is kept.
+    """
+    vlc.svg_to_png(vlc.vegalite_to_svg(_WARM_SPEC, vl_version=_vl_version()), scale=PNG_SCALE)
+
+
 #: What JSON must not carry raw inside an HTML ``<script>`` block: ``<`` (``</script>`` ends the block,
 #: ``<!--`` hides its end), ``>`` and ``&`` (read as markup by an XHTML parser), and U+2028 / U+2029
 #: (line ends to older JavaScript). Each is written as the JSON escape of the same character.

@@ -19,13 +19,19 @@ notebook at most every `SAVE_EVERY` seconds while its cells run rather than twic
 
 from __future__ import annotations
 
+import ast
 import os
+import queue
 import signal
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import nbformat
 from jupyter_core.utils import run_sync
 from papermill.clientwrap import PapermillNotebookClient
 from papermill.engines import NBClientEngine, NotebookExecutionManager, papermill_engines
@@ -187,6 +193,7 @@ class ChainKernel:
     km: Any = None
     notebooks: int = 0
     last: str | None = None
+    _lock: Any = field(default_factory=threading.RLock, repr=False, compare=False)
 
     def manager(self, kernel_name: str) -> Any:
         """Return the manager to execute the next notebook with: the running one, else a new, unstarted one."""
@@ -196,6 +203,46 @@ class ChainKernel:
         self.km = lifecycle.IdleShutdownKernelManager(kernel_name=kernel_name)
         return self.km
 
+    def warm(self, kernel_name: str, cwd: str, code: str, extra_arguments: Sequence[str]) -> bool:
+        """Start the kernel now, in `cwd`, and run `code` in it (`warm_code`); return whether it is warm.
+
+        Called on a runner thread while another kernel runs the chain's first notebook, so a notebook that
+        later starts here skips the kernel's start, its imports and vl-convert's engine. Whatever `code`
+        left in the namespace is cleared by the reset before that notebook. A kernel that failed to start or
+        to run `code` is shut down (the notebook then starts a fresh one, as without warming): warming
+        never fails a run. When `shutdown` is called meanwhile (the chain ended or was stopped) it returns.
+        """
+        km = None
+        try:
+            with self._lock:  # `shutdown` waits for a kernel being started, so none outlives the run
+                km = self.manager(kernel_name)
+                if not km.has_kernel:
+                    # As nbclient starts a notebook's kernel (its history in memory, not in a file).
+                    args = [*extra_arguments, "--HistoryManager.hist_file=:memory:"]
+                    run_sync(km.start_kernel)(cwd=cwd, extra_arguments=args)
+            kc = km.client()
+            kc.start_channels()
+            try:
+                run_sync(kc.wait_for_ready)(timeout=WARM_TIMEOUT)
+                msg_id = kc.execute(code, silent=True, store_history=False)
+                deadline = time.monotonic() + WARM_TIMEOUT
+                while self.km is km and time.monotonic() < deadline:
+                    try:
+                        reply = run_sync(kc.get_shell_msg)(timeout=0.2)
+                    except queue.Empty:
+                        continue
+                    if reply["parent_header"].get("msg_id") == msg_id:
+                        if reply["content"].get("status") == "ok":
+                            return True
+                        break
+            finally:
+                kc.stop_channels()
+        except Exception:  # a kernel that would not start or answer: the notebook starts its own
+            pass
+        if self.km is km:
+            self.shutdown()
+        return False
+
     def shutdown(self) -> None:
         """End the kernel at once, with its process group, and forget it.
 
@@ -204,7 +251,8 @@ class ChainKernel:
         the run, nbclient's handler is shutting the same kernel down already and the manager may
         refuse a second shutdown: the process is then killed directly, so no kernel outlives its run.
         """
-        km, self.km = self.km, None
+        with self._lock:
+            km, self.km = self.km, None
         if km is None:
             return
         try:
@@ -233,6 +281,47 @@ def _kill(km: Any) -> None:
         pass
 
 
+#: Seconds a warming kernel may take to start, and then to run its warm-up code.
+WARM_TIMEOUT = 120
+
+
+def warm_code(sources: Iterable[Path], encoding: str | None = None) -> str:
+    """The code that warms a kernel for these notebooks: their imports, vl-convert's engine, the tokenizer.
+
+    The imports are the notebooks' own import statements at the top level of their code cells, each run on
+    its own (one that fails is left for its notebook to report); then `theme.warm` (the engine a notebook's
+    first figure would start) and the tiktoken encoding `encoding`, when given, loaded (no text is counted: a
+    counter's hits and misses are the notebooks' own). What is warmed
+    is only what the notebooks would load themselves (and scipy.stats, which the exam's statistics load on
+    first use): no result of theirs depends on it.
+
+    Parameters
+    ----------
+    sources : paths of notebooks
+    encoding : str, optional
+        The run's ``encoding`` parameter.
+    """
+    statements: list[str] = []
+    for source in sources:
+        for cell in nbformat.read(source, as_version=4).cells:
+            if cell.cell_type != "code":
+                continue
+            try:
+                tree = ast.parse(cell.source)
+            except SyntaxError:  # IPython magics: not Python, nothing to import from it
+                continue
+            for node in tree.body:
+                if isinstance(node, ast.Import | ast.ImportFrom) and ast.unparse(node) not in statements:
+                    statements.append(ast.unparse(node))
+    # scipy.stats (~2 s) the exam's intervals and tests import on first use, not at the notebooks' imports.
+    statements.append("__import__('compaction_lab.exam.stats', fromlist=['scipy_stats']).scipy_stats()")
+    lines = [f"try:\n    {s}\nexcept Exception:\n    pass" for s in statements]
+    lines.append("__import__('compaction_lab.report.theme', fromlist=['warm']).warm()")
+    if encoding is not None:
+        lines.append(f"__import__('compaction_lab.core.tokens', fromlist=['get_encoding']).get_encoding({encoding!r})")
+    return "\n".join(lines)
+
+
 @contextmanager
 def chain_kernel() -> Iterator[ChainKernel]:
     """Yield the `ChainKernel` of one chain; its kernel is shut down when the block ends, however it ends."""
@@ -243,4 +332,4 @@ def chain_kernel() -> Iterator[ChainKernel]:
         kernel.shutdown()
 
 
-__all__ = ["ENGINE", "RESET_CODE", "STATS_CODE", "ChainEngine", "ChainKernel", "chain_kernel"]
+__all__ = ["ENGINE", "RESET_CODE", "STATS_CODE", "WARM_TIMEOUT", "ChainEngine", "ChainKernel", "chain_kernel", "warm_code"]

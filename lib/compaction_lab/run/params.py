@@ -247,10 +247,10 @@ def _periods() -> Sequence[str]:
 
 
 def _encoding_problem(name: str) -> str | None:
-    from compaction_lab.core.tokens import EncodingUnavailable, get_encoding
+    from compaction_lab.core.tokens import EncodingUnavailable, check_encoding
 
     try:
-        get_encoding(name)
+        check_encoding(name)
     except EncodingUnavailable as exc:
         return str(exc)
     return None

@@ -68,6 +68,9 @@ from compaction_lab.store import memo as memo_mod
 REDACT_PARAM = "redact"
 
 KERNEL_NAME = "python3"
+#: The kernel is local and short-lived; its warning about unencrypted loopback TCP is noise in every
+#: run's output, so only errors are shown.
+KERNEL_ARGUMENTS = ("--IPKernelApp.log_level=ERROR",)
 
 #: Packages whose versions go into run.json: what a reader needs to reproduce a figure.
 RECORDED_PACKAGES = (
@@ -409,6 +412,10 @@ def _run_chain(
         ExitStack() as kernel_stack,  # closed first: the kernels end before their notebooks' threads are joined
     ):
         idle = [kernel_stack.enter_context(kernel_mod.chain_kernel()) for _ in range(kernels)]
+        # The first notebook starts the first kernel; the others start now and import what the notebooks
+        # import while it runs, so the notebooks after it start warm (`ChainKernel.warm`).
+        warming = _warming(idle[1:], prof, run_dir, pool)
+        idle = idle[:1]
         running: dict[Future[None], tuple[_Job, kernel_mod.ChainKernel]] = {}
         waiting, finished = list(order), set[str]()
         failures: list[tuple[int, NotebookFailed, BaseException]] = []
@@ -421,9 +428,11 @@ def _run_chain(
                         _starting(job, executing, record, order)
                         kernel = idle.pop(_kernel_for(nb, idle, order))
                         running[pool.submit(_execute, job, kernel, progress)] = (job, kernel)
-                if not running:
+                if not running and (failures or not warming):
                     break  # a notebook failed: none starts after it
-                ended, _ = wait(running, return_when=FIRST_COMPLETED)
+                ended, _ = wait([*running, *warming], return_when=FIRST_COMPLETED)
+                idle += [warming.pop(f) for f in ended if f in warming]
+                ended = {f for f in ended if f in running}
                 for future in sorted(ended, key=lambda f: running[f][0].index):
                     job, kernel = running.pop(future)
                     idle.append(kernel)
@@ -451,6 +460,19 @@ def _run_chain(
         _rendered_in_background(done, rendering, record)
         _in_run_order(done, record, order)
     return declared_anywhere
+
+
+def _warming(
+    kernels: list[kernel_mod.ChainKernel], prof: Profile, run_dir: Path, pool: ThreadPoolExecutor
+) -> dict[Future[bool], kernel_mod.ChainKernel]:
+    """Start warming `kernels` on `pool` (`ChainKernel.warm`); each is idle again when its future is done."""
+    if not kernels:
+        return {}
+    encoding = prof.parameters.get("encoding")
+    code = kernel_mod.warm_code(
+        [paths.notebook_path(nb) for nb in prof.notebooks], encoding if isinstance(encoding, str) else None
+    )
+    return {pool.submit(k.warm, KERNEL_NAME, str(run_dir), code, KERNEL_ARGUMENTS): k for k in kernels}
 
 
 @dataclass(frozen=True)
@@ -513,9 +535,7 @@ def _execute(job: _Job, shared: kernel_mod.ChainKernel, progress: bool) -> None:
         kernel_name=KERNEL_NAME,
         progress_bar={"desc": job.notebook, "leave": True} if progress else False,
         kernel_cwd=str(job.output.parent),  # not papermill's ``cwd``: that one changes this whole process's
-        # The kernel is local and short-lived; its warning about unencrypted
-        # loopback TCP is noise in every run's output, so only errors are shown.
-        extra_arguments=["--IPKernelApp.log_level=ERROR"],
+        extra_arguments=list(KERNEL_ARGUMENTS),
         engine_name=kernel_mod.ENGINE,
         chain=shared,
     )
