@@ -286,14 +286,14 @@ WARM_TIMEOUT = 120
 
 
 def warm_code(sources: Iterable[Path], encoding: str | None = None) -> str:
-    """The code that warms a kernel for these notebooks: their imports, vl-convert's engine, the tokenizer.
+    """Return the code that warms a kernel for these notebooks: their imports, vl-convert's engine, the encoding.
 
     The imports are the notebooks' own import statements at the top level of their code cells, each run on
-    its own (one that fails is left for its notebook to report); then `theme.warm` (the engine a notebook's
-    first figure would start) and the tiktoken encoding `encoding`, when given, loaded (no text is counted: a
-    counter's hits and misses are the notebooks' own). What is warmed
-    is only what the notebooks would load themselves (and scipy.stats, which the exam's statistics load on
-    first use): no result of theirs depends on it.
+    its own (one that fails is left for its notebook to report), and scipy.stats, which the exam's
+    statistics import on first use; then `theme.warm` (the engine a notebook's first figure would start)
+    and the tiktoken encoding `encoding`, when given (loaded; no text is counted, so a counter's hits and
+    misses stay the notebooks' own). Only what the notebooks would load themselves: no result of theirs
+    depends on it.
 
     Parameters
     ----------
@@ -332,4 +332,13 @@ def chain_kernel() -> Iterator[ChainKernel]:
         kernel.shutdown()
 
 
-__all__ = ["ENGINE", "RESET_CODE", "STATS_CODE", "WARM_TIMEOUT", "ChainEngine", "ChainKernel", "chain_kernel", "warm_code"]
+__all__ = [
+    "ENGINE",
+    "RESET_CODE",
+    "STATS_CODE",
+    "WARM_TIMEOUT",
+    "ChainEngine",
+    "ChainKernel",
+    "chain_kernel",
+    "warm_code",
+]
