@@ -230,3 +230,19 @@ def test_text_bpe_openai_refuses_gets_tiktokens_ids():
         direct.encode_ordinary("a " * 500_000)
     c = tokens.TokenCounter(tokenizer="bpe-openai")
     assert c.encode("a " * 500_000) == tokens.get_encoding().encode_ordinary("a " * 500_000)
+
+
+def test_check_encoding_checks_what_get_encoding_checks_without_loading_it(monkeypatch):
+    tokens.get_encoding.cache_clear()
+    loaded = []
+    monkeypatch.setattr(tokens.tiktoken, "get_encoding", lambda name: loaded.append(name))
+    assert tokens.check_encoding("cl100k_base") is tokens.OFFLINE_ENCODINGS["cl100k_base"]
+    assert loaded == []  # the runner's parameter check builds no encoding (~0.6 s)
+    with pytest.raises(tokens.EncodingUnavailable, match="available offline"):
+        tokens.check_encoding("o200k_nonexistent")
+    spec = tokens.OFFLINE_ENCODINGS["cl100k_base"]
+    bad = tokens.OfflineEncoding(spec.name + "_tampered", spec.plugin_name, spec.package, spec.resource, "0" * 64)
+    monkeypatch.setitem(tokens.OFFLINE_ENCODINGS, bad.name, bad)
+    with pytest.raises(tokens.EncodingUnavailable, match="hash mismatch"):
+        tokens.check_encoding(bad.name)
+    tokens.get_encoding.cache_clear()

@@ -193,3 +193,17 @@ def test_any_value_is_graded_right_when_quoted_back(value):
     assert grade(question, value)
     assert grade(question, f"The value is `{value}`.")
     assert not grade(question, NOT_FOUND)
+
+
+_WHITESPACE = st.sampled_from([" ", "\t", "\n", "\r", "\x0b", "\x0c", "\x1c", "\x85", "\xa0", "\u2003", "\u3000"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_WHITESPACE, st.text(min_size=0, max_size=4)), max_size=20).map("".join))
+def test_normalise_collapses_exactly_what_the_whitespace_regex_did(text):
+    import re
+
+    from compaction_lab.exam.grading import STRIP_CHARS
+
+    # The former rule, as a regex: ``\s`` runs to one space, then the edges stripped.
+    assert normalise(text) == re.sub(r"\s+", " ", text.casefold()).strip(STRIP_CHARS)

@@ -195,3 +195,33 @@ def test_bad_regex_names_file_and_pattern(tmp_path):
     f.write_text("- name: missing\n")
     with pytest.raises(ValueError, match="'missing' has no 'regex'"):
         load_patterns(f)
+
+
+def _url_samples():
+    from hypothesis import strategies as st
+
+    part = st.sampled_from(["https", "HTTP", "ssh", "git+ssh", "s3", "://", "@", ":", "/", "***", "[REDACTED:x]", " ", "\n"])
+    word = st.text(alphabet="abcXY09.-+_%'\"<>", min_size=0, max_size=4)
+    return st.lists(st.one_of(part, word), max_size=16).map("".join)
+
+
+def test_url_userinfo_led_by_its_literal_matches_what_the_leading_lookbehind_matched():
+    import re
+
+    from hypothesis import given, settings
+
+    from compaction_lab.privacy.patterns import URL_USERINFO_REGEX
+
+    # The former pattern: the scheme's last character checked by a lookbehind *before* ``://``.
+    former = re.compile(URL_USERINFO_REGEX.replace("://(?<=[A-Za-z0-9+.-]://)", "(?<=[A-Za-z0-9+.-])://", 1))
+    assert former.pattern != URL_USERINFO_REGEX
+    assert URL_USERINFO_REGEX.startswith("://")  # the engine jumps between literals
+    now = re.compile(URL_USERINFO_REGEX)
+
+    @settings(max_examples=500, deadline=None)
+    @given(_url_samples())
+    def same(text):
+        spans = [(m.span(), m.span("secret")) for m in former.finditer(text)]
+        assert [(m.span(), m.span("secret")) for m in now.finditer(text)] == spans
+
+    same()

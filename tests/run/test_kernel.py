@@ -114,3 +114,75 @@ def test_a_notebook_goes_to_the_kernel_that_ran_what_it_reads():
     assert report._kernel_for("04_cost_model", [fresh, ran_02], order) == 0  # neither ran 03: the first idle
     assert report._kernel_for("06_share", [ran_03, ran_02], order) == 0  # the latest it needs of the two: 03
     assert report._kernel_for("02_projection_anatomy", [fresh, ChainKernel(last="01_context_composition")], order) == 1
+
+
+def test_warm_code_runs_each_notebooks_imports_once_and_skips_cells_that_are_not_python(tmp_path):
+    a = _notebook(tmp_path / "a.ipynb", "import json\nx = 1", "from os import path as p\nprint(p)")
+    b = _notebook(tmp_path / "b.ipynb", "%matplotlib inline\nimport sys", "import json", "def f():\n    import csv")
+    code = kernel.warm_code([a, b], "cl100k_base")
+    compile(code, "<warm>", "exec")  # one Python program
+    assert code.count("import json") == 1  # both notebooks import it: imported once
+    assert "from os import path as p" in code
+    assert "import sys" not in code  # its cell holds a magic: not Python, skipped whole
+    assert "import csv" not in code  # inside a function: not what the notebook imports when it runs
+    assert "x = 1" not in code and "print(p)" not in code  # only imports, never a notebook's own statements
+    assert "scipy_stats()" in code and ".warm()" in code and "get_encoding('cl100k_base')" in code
+    assert "get_encoding" not in kernel.warm_code([a])  # no encoding given: none loaded
+
+
+def test_a_warm_import_that_fails_is_left_for_its_notebook(tmp_path):
+    nb = _notebook(tmp_path / "a.ipynb", "import no_such_module_here\nimport json")
+    namespace: dict = {}
+    exec(kernel.warm_code([nb]), namespace)  # noqa: S102  # no exception: the notebook reports its own error
+    assert "json" in namespace and "no_such_module_here" not in namespace
+
+
+def test_a_warmed_kernel_runs_its_first_notebook_in_a_clean_namespace(tmp_path):
+    nb = _notebook(tmp_path / "n.ipynb", "import os", "print(os.getpid(), os.getcwd())", "print('warmed' in globals())")
+    with kernel.chain_kernel() as shared:
+        assert shared.warm("python3", str(tmp_path), "import json\nwarmed = 1", list(runner.KERNEL_ARGUMENTS))
+        pid = shared.km.provisioner.pid
+        _run(nb, tmp_path / "n-out.ipynb", shared)
+        assert shared.notebooks == 1
+    counts, (where, seen) = _outputs(tmp_path / "n-out.ipynb")
+    assert where.split() == [str(pid), str(tmp_path)]  # the warmed process, started in the folder given
+    assert seen.strip() == "False"  # what the warm code left was cleared by the reset
+    assert counts == [1, 2, 3]
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_a_warm_that_fails_leaves_no_kernel_and_the_notebook_starts_its_own(tmp_path):
+    nb = _notebook(tmp_path / "n.ipynb", "import os", "print(os.getpid())")
+    with kernel.chain_kernel() as shared:
+        assert not shared.warm("python3", str(tmp_path), "raise ValueError('no')", list(runner.KERNEL_ARGUMENTS))
+        assert shared.km is None  # shut down: the notebook starts a fresh kernel, as without warming
+        _run(nb, tmp_path / "n-out.ipynb", shared)
+    assert _outputs(tmp_path / "n-out.ipynb")[0] == [1, 2]
+
+
+def test_a_kernel_shut_down_while_it_warms_is_gone_and_the_warm_returns(tmp_path):
+    import threading
+
+    shared = kernel.ChainKernel()
+    done: list[bool] = []
+    started = threading.Event()
+    code = "import time\ntime.sleep(60)"
+    thread = threading.Thread(
+        target=lambda: done.append(shared.warm("python3", str(tmp_path), code, list(runner.KERNEL_ARGUMENTS)))
+    )
+    thread.start()
+    # Until the kernel has started and is running the warm code (its process exists).
+    for _ in range(600):
+        km = shared.km
+        if km is not None and km.has_kernel and km.provisioner is not None and km.provisioner.process is not None:
+            started.set()
+            break
+        threading.Event().wait(0.05)
+    assert started.is_set()
+    pid = shared.km.provisioner.pid
+    shared.shutdown()
+    thread.join(timeout=20)
+    assert not thread.is_alive() and done == [False]  # returned at once, not after the 60 s cell
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
