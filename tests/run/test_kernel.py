@@ -133,7 +133,7 @@ def test_warm_code_runs_each_notebooks_imports_once_and_skips_cells_that_are_not
 def test_a_warm_import_that_fails_is_left_for_its_notebook(tmp_path):
     nb = _notebook(tmp_path / "a.ipynb", "import no_such_module_here\nimport json")
     namespace: dict = {}
-    exec(kernel.warm_code([nb]), namespace)  # noqa: S102  # no exception: the notebook reports its own error
+    exec(kernel.warm_code([nb]), namespace)  # no exception: the notebook reports its own error
     assert "json" in namespace and "no_such_module_here" not in namespace
 
 
