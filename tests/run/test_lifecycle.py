@@ -473,6 +473,26 @@ def test_a_run_stopped_while_two_notebooks_execute(tmp_path):
     assert not {"04_cost_model", "05_open_book_exam", "06_share"} & set(by_name)
 
 
+@pytest.mark.slow
+def test_a_run_stopped_while_its_second_kernel_warms(tmp_path):
+    """With two kernels, the second starts (and imports) while 01 runs in the first: SIGINT then ends both,
+    01 is listed as interrupted and the warming kernel, which ran no notebook, is in no list."""
+    results = tmp_path / "results"
+
+    def warming(kernels: list[int], info: dict) -> bool:
+        return len(kernels) == 2 and info.get("notebooks_running") == ["01_context_composition"]
+
+    proc, kernels, _ = _start_victim(results, warming, ("--kernels", "2"), "01 beside a warming kernel")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert _wait_gone(kernels) == []  # the warming kernel too
+    assert proc.returncode == 130, err[-3000:]
+    assert "Traceback" not in err
+    info = json.loads((results / "victim" / "run.json").read_text())
+    assert info["status"] == "interrupted" and info["notebooks_running"] == []
+    assert [n["notebook"] for n in info["notebooks"]] == ["01_context_composition"]
+
+
 def test_odd_run_json_values_never_break_the_listing_or_the_next_run(tmp_path):
     """A run.json whose `error` or `dead` is not a mapping (hand-edited, another tool's) raised
     AttributeError in `runs`, and so before every later `compaction-lab run` (record_dead lists runs)."""
