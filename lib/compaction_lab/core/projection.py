@@ -257,8 +257,10 @@ class Projection:
     def finalize(self, encoding: str = DEFAULT_ENCODING) -> Projection:
         """Return a copy with every segment's report-token size counted (an opaque one keeps its estimate)."""
         counts = counter(encoding).count_many([s.text for s in self.segments])
+        # A segment already of its size is kept as it is (a projection often holds thousands, mostly counted).
         segs = tuple(
-            replace(s, tokens=s.tokens if s.opaque else n) for s, n in zip(self.segments, counts, strict=False)
+            s if s.opaque or s.tokens == n else replace(s, tokens=n)
+            for s, n in zip(self.segments, counts, strict=False)
         )
         return replace(self, segments=segs)
 
