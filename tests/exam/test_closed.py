@@ -33,6 +33,7 @@ EXPECTED_COLUMNS = [
     "correct",
     "projection_tokens",
     "over_window",
+    "draw",
 ]
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 
@@ -36,6 +36,8 @@ from compaction_lab.exam.exam import EXAMS, Exam, ExamParams, Source
 from compaction_lab.exam.types import Case, Question
 from compaction_lab.strategies.base import CompactionContext
 from compaction_lab.strategies.labels import strategy_label
+
+T = TypeVar("T")
 
 #: Columns of `ClosedResult.answers`, in order: one row per strategy x question.
 ANSWER_COLUMNS: list[str] = [
@@ -55,6 +57,7 @@ ANSWER_COLUMNS: list[str] = [
     "correct",
     "projection_tokens",
     "over_window",
+    "draw",
 ]
 
 #: Columns of `ClosedResult.projections`, in order: one row per case x strategy.
@@ -183,14 +186,30 @@ def answer_row(
     }
 
 
+def check_draws(draws: Any, reader: Any) -> int:
+    """Return `draws` as an int when `reader` can be asked that many times; raise a ValueError naming ``draws``.
+
+    A stand-in answers every draw alike, so more than one draw would only repeat its rows (and narrow no
+    interval honestly): ``draws`` above 1 needs a model reader.
+    """
+    if isinstance(draws, bool) or not isinstance(draws, int) or draws < 1:
+        raise ValueError(f"draws must be a whole number >= 1, got {draws!r}")
+    if draws > 1 and bool(getattr(reader, "stand_in", False)):
+        raise ValueError(
+            f"draws={draws} needs a model reader: the {reader_label(reader, True)} answers every draw alike "
+            "(set reader: model, or draws: 1)"
+        )
+    return draws
+
+
 def _default_grader() -> Callable[[Question, str], bool]:
     from compaction_lab.exam.grading import grade
 
     return grade
 
 
-def answer_all(reader: Any, questions: Sequence[Question], ask: Callable[[Question], Any]) -> list[Any]:
-    """Return ``ask(q)`` for every question, in order.
+def answer_all(reader: Any, questions: Sequence[T], ask: Callable[[T], Any]) -> list[Any]:
+    """Return ``ask(q)`` for every question (or question and draw, or question and its facts), in order.
 
     A reader with ``concurrency > 1`` (a model reader: its endpoint's limit) is asked that many at a time,
     offline stand-ins one by one.
@@ -214,6 +233,7 @@ def run_closed(
     *,
     grader: Callable[[Question, str], bool] | None = None,
     on_projection: Callable[[Case, Projection], None] | None = None,
+    draws: int = 1,
 ) -> ClosedResult:
     """Run the closed-book exam: every case x strategy compacted once, every question answered from it.
 
@@ -238,12 +258,23 @@ def run_closed(
     on_projection : callable, optional
         ``on_projection(case, projection)`` for every projection made (the recorded block measures each
         against its pool of eligible values and reads what it kept).
+    draws : int
+        Times each question is asked of each projection (a model reader at a temperature answers
+        differently from one draw to the next); draw ``d`` is passed to the reader as ``draw=d`` from the
+        second on, so each is a request of its own. One row per draw (``draw``: 0, 1, ...).
 
     Returns
     -------
     ClosedResult
-        Rows ordered case, then strategy (in `names` order), then question.
+        Rows ordered case, then strategy (in `names` order), then question, then draw.
+
+    Raises
+    ------
+    ValueError
+        When `draws` is below 1, or above 1 with a stand-in reader (it answers the same every time: more
+        draws would only repeat its rows).
     """
+    check_draws(draws, reader)
     grade = grader or _default_grader()
     missing = sorted({c.session_id for c in cases} - set(sessions))
     if missing:
@@ -266,12 +297,19 @@ def run_closed(
         messages = p.messages()
         shape_tools = ctx.shape.for_session(sessions[case.session_id]).tools
 
-        def ask(q: Question, m: list[dict[str, Any]] = messages, t: tuple[Mapping[str, Any], ...] = shape_tools) -> Any:
-            return reader.answer(m, q, shape_tools=t)
+        def ask(
+            asked: tuple[Question, int],
+            m: list[dict[str, Any]] = messages,
+            t: tuple[Mapping[str, Any], ...] = shape_tools,
+        ) -> Any:
+            q, d = asked
+            # Draw 0 is asked as before draws existed (any reader takes it); a later one names its draw.
+            return reader.answer(m, q, shape_tools=t, draw=d) if d else reader.answer(m, q, shape_tools=t)
 
-        got = answer_all(reader, case.questions, ask)
-        for q, a in zip(case.questions, got, strict=False):
-            answers.append(answer_row(case, q, p, reader, a.given, bool(a.stand_in), grade(q, a.given), ctx))
+        asked = [(q, d) for q in case.questions for d in range(draws)]
+        for (q, d), a in zip(asked, answer_all(reader, asked, ask), strict=False):
+            row = answer_row(case, q, p, reader, a.given, bool(a.stand_in), grade(q, a.given), ctx)
+            answers.append({**row, "draw": d})
     ans = pd.DataFrame(answers, columns=ANSWER_COLUMNS).astype(
         {
             "decoy": "bool",
@@ -279,6 +317,7 @@ def run_closed(
             "projection_tokens": "int64",
             "source_order": "int64",
             "over_window": "bool",
+            "draw": "int64",
         }
     )
     proj = pd.DataFrame(projections, columns=PROJECTION_COLUMNS).astype(
@@ -315,9 +354,9 @@ class ClosedBookExam(Exam[RunCases, ClosedResult]):
     def grade(
         self, cases: RunCases, params: ExamParams, ctx: CompactionContext, *, progress: bool = False
     ) -> ClosedResult:
-        """Compact every case with every arm and grade the reader's answers (`run_closed`)."""
-        reader = readers.get_reader(params.reader, model=params.model)
-        return run_closed(cases.cases, cases.sessions, params.names, ctx, reader, progress=progress)
+        """Compact every case with every arm and grade the reader's answers (`run_closed`), `params.draws` times."""
+        reader = readers.get_reader(params.reader, **params.reader_options())
+        return run_closed(cases.cases, cases.sessions, params.names, ctx, reader, progress=progress, draws=params.draws)
 
     def tables(self, cases: RunCases, result: ClosedResult, params: ExamParams) -> dict[str, pd.DataFrame]:
         """Return the answers, the projections, recall with intervals, per session, paired tests, the mix."""

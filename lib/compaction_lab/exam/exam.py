@@ -99,6 +99,12 @@ class ExamParams:
         those sessions are cut (`cuts.CUT_MODES`).
     n_boot, stats_seed : int
         Bootstrap resamples of the 95% intervals and their seed.
+    draws : int
+        Times a model reader is asked each question (the draw index is part of each request's identity, so
+        every draw is its own ledger entry); 1 with the offline stand-ins, which answer the same every time.
+    reader_temperature : float
+        Sampling temperature of a model reader's requests (0 to 2); -1 (the default) keeps the model
+        configuration's own (``model.temperature``).
     """
 
     strategy_names: tuple[str, ...] = ()
@@ -120,6 +126,15 @@ class ExamParams:
     cut: str = "capacity"
     n_boot: int = 2000
     stats_seed: int = 7
+    draws: int = 1
+    reader_temperature: float = -1.0
+
+    def reader_options(self) -> dict[str, Any]:
+        """Return the keyword arguments `readers.get_reader` takes from these parameters (endpoint, temperature)."""
+        options: dict[str, Any] = {"model": self.model}
+        if self.reader_temperature >= 0:
+            options["temperature"] = float(self.reader_temperature)
+        return options
 
     @classmethod
     def from_mapping(cls: type[P], m: Mapping[str, Any]) -> P:
@@ -189,6 +204,8 @@ class ExamParams:
 def _coerce(type_name: str, value: Any) -> Any:
     if type_name == "int" and not isinstance(value, bool):
         return int(value)
+    if type_name.startswith("float") and not isinstance(value, bool):
+        return float(value)
     if type_name.startswith("tuple"):
         return (value,) if isinstance(value, str) else tuple(value)
     return value

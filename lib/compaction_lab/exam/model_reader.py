@@ -96,6 +96,9 @@ class ModelReader:
         act; a named function, ``{"type": "function", "function": {"name": ...}}``,
         for a server that forces a call only when one is named, as llama.cpp's
         does); None leaves it out for endpoints that reject the field.
+    temperature : float or None
+        ``temperature`` of every request (profile parameter ``reader_temperature``); None leaves it out
+        (the endpoint's default).
     """
 
     config: Any
@@ -104,6 +107,7 @@ class ModelReader:
     closed_tool_choice: str | None = "none"
     action_tokens: int = ACTION_TOKENS
     action_tool_choice: str | Mapping[str, Any] | None = "required"
+    temperature: float | None = None
     name: str = "model"
     label: str = ""
     stand_in: bool = False
@@ -129,13 +133,17 @@ class ModelReader:
         purpose: str,
         tool_choice: str | Mapping[str, Any] | None,
         max_tokens: int | None = None,
+        draw: int = 0,
     ) -> Any:
         body: dict[str, Any] = {"messages": messages, "max_tokens": max_tokens or self.answer_tokens}
+        if self.temperature is not None:
+            body["temperature"] = float(self.temperature)
         if tools:
             body["tools"] = [dict(t) for t in tools]
             if tool_choice:
                 body["tool_choice"] = tool_choice
-        return self._client.complete(body, purpose=purpose)
+        # Draw 0 is the request as before draws existed (a client without draws serves it).
+        return self._client.complete(body, purpose=purpose, **({"draw": draw} if draw else {}))
 
     def answer(
         self,
@@ -145,19 +153,24 @@ class ModelReader:
         *,
         wording: str = "",
         shape_tools: Sequence[Mapping[str, Any]] = (),
+        draw: int = 0,
     ) -> ReaderAnswer:
-        """Ask the model the question; with tools, run its tool calls for up to `max_tool_rounds` rounds."""
+        """Ask the model the question; with tools, run its tool calls for up to `max_tool_rounds` rounds.
+
+        `draw` says which asking of the same question this is (0, 1, ...): each draw is a request of its
+        own (`ChatClient.complete`), answered and recorded apart from the others.
+        """
         convo = wire_messages(request_messages(messages, question, wording))
         by_name = {t.name: t for t in tools}
         defs = [*shape_tools, *(t.definition for t in tools if t.definition not in shape_tools)]
         used_in = used_out = 0
         calls: list[ToolCall] = []
         if not tools:
-            c = self._send(convo, defs, "exam:closed", self.closed_tool_choice)
+            c = self._send(convo, defs, "exam:closed", self.closed_tool_choice, draw=draw)
             answered = None if c.message.get("tool_calls") else c.message.get("content")
             return ReaderAnswer(normalise_answer(answered), c.usage.prompt_tokens, c.usage.completion_tokens, (), False)
         for _ in range(self.max_tool_rounds):
-            c = self._send(convo, defs, "exam:open", None)
+            c = self._send(convo, defs, "exam:open", None, draw=draw)
             used_in, used_out = used_in + c.usage.prompt_tokens, used_out + c.usage.completion_tokens
             requested = c.message.get("tool_calls") or []
             if not requested:
@@ -166,7 +179,7 @@ class ModelReader:
             for tc in requested:
                 fn = tc.get("function") or {}
                 convo.append(_tool_message(tc.get("id", ""), self._run(by_name, fn, calls)))
-        c = self._send(convo, defs, "exam:open-final", "none")
+        c = self._send(convo, defs, "exam:open-final", "none", draw=draw)
         used_in, used_out = used_in + c.usage.prompt_tokens, used_out + c.usage.completion_tokens
         answered = None if c.message.get("tool_calls") else c.message.get("content")
         return ReaderAnswer(normalise_answer(answered), used_in, used_out, tuple(calls), False)

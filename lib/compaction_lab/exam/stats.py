@@ -343,6 +343,21 @@ def proportion_interval(
 def _unit_interval(real: pd.DataFrame, unit: str, n_boot: int, seed: int, confidence: float) -> Interval:
     """`proportion_interval` of one strategy's real questions at `unit`, stepping down to records for one session."""
     correct = real["correct"].astype(bool).to_numpy()
+    if draws_of(real) > 1 and correct.size:
+        # A question's draws share its projection: resampled together (sessions, then questions, then draws).
+        from compaction_lab.exam.power import hierarchical_interval
+
+        question = (real["case_id"].astype(str) + "\t" + real["question_id"].astype(str)).to_numpy()
+        sessions = _sessions(real)
+        clustered = unit == "session" and sessions.nunique() >= 2
+        return hierarchical_interval(
+            correct,
+            question,
+            sessions.to_numpy() if clustered else None,
+            n_boot=n_boot,
+            seed=seed,
+            confidence=confidence,
+        )
     if unit == "question" or correct.size == 0:
         return proportion_interval(correct, n_boot=n_boot, seed=seed, confidence=confidence)
     sessions = _sessions(real)
@@ -523,9 +538,29 @@ def session_table(answers: pd.DataFrame, confidence: float = 0.95) -> pd.DataFra
 # --------------------------------------------------------------------------- paired tests
 
 
-def _correct_by_question(g: pd.DataFrame) -> pd.DataFrame:
-    """One strategy's real answers indexed by (case_id, question_id): ``correct`` and ``session``."""
+def draws_of(answers: pd.DataFrame) -> int:
+    """Draws per question in an answers frame: the distinct ``draw`` values (1 without the column)."""
+    return int(answers["draw"].nunique()) if "draw" in answers.columns and len(answers) else 1
+
+
+def _correct_by_question(g: pd.DataFrame, draws: int = 1) -> pd.DataFrame:
+    """One strategy's real answers indexed by (case_id, question_id): ``correct`` and ``session``.
+
+    With several `draws`, ``correct`` is the number of draws answered right (an int, 0..draws).
+    """
     real = _real(g)
+    if draws > 1:
+        keys = ["case_id", "question_id"]
+        counted = real.assign(correct=real["correct"].astype(bool), session=_sessions(real).to_numpy())
+        grouped = counted.groupby(keys, sort=False)
+        s = pd.DataFrame({"correct": grouped["correct"].sum().astype(np.int64), "session": grouped["session"].first()})
+        asked = grouped.size()
+        if (asked != draws).any():
+            odd = asked[asked != draws].index[0]
+            raise ValueError(
+                f"question {odd} has {asked[odd]} answers by strategy {g['strategy'].iloc[0]!r}, not {draws}"
+            )
+        return s
     s = pd.DataFrame(
         {"correct": real["correct"].astype(bool).to_numpy(), "session": _sessions(real).to_numpy()},
         index=pd.MultiIndex.from_frame(real[["case_id", "question_id"]]),
@@ -594,6 +629,31 @@ def _paired_test(
     return p, f"{name} ({'exact' if exact else f'Monte Carlo, {n_perm} draws'})", ""
 
 
+def _paired_draws_test(
+    a: np.ndarray, b: np.ndarray, sessions: np.ndarray, unit: str, n_perm: int, seed: int
+) -> tuple[float, str, str]:
+    """(p-value, test name, note) of two arms' per-question counts of right draws: a sign-flip, never McNemar.
+
+    The draws of one question share its projection and wording, so they are not independent pairs: the
+    unit flipped is the question (its difference in right draws) or, with ``unit="session"``, the session
+    (the sum of its questions' differences).
+    """
+    d = a.astype(np.int64) - b.astype(np.int64)
+    if unit == "question":
+        name = "sign-flip permutation over questions (draws summed)"
+    else:
+        name = "sign-flip permutation over sessions (draws summed)"
+        codes, uniques = pd.factorize(sessions)
+        if len(uniques) < 2:
+            return 1.0, name, "one session: no between-session variation to test against"
+        d = np.bincount(codes, weights=d.astype(float), minlength=len(uniques))
+        d = np.rint(d).astype(np.int64)
+    if d.size == 0:
+        return 1.0, name, "no paired questions"
+    p, exact = sign_flip_p(d, n_perm, seed)
+    return p, f"{name} ({'exact' if exact else f'Monte Carlo, {n_perm} draws'})", ""
+
+
 def paired_table(answers: pd.DataFrame, unit: str = "question", n_perm: int = 10_000, seed: int = 7) -> pd.DataFrame:
     """Paired test for every pair of strategies on the real questions both answered.
 
@@ -612,6 +672,11 @@ def paired_table(answers: pd.DataFrame, unit: str = "question", n_perm: int = 10
     n_perm, seed
         Monte Carlo draws and their seed, used only beyond `MAX_EXACT_SESSIONS` differing sessions.
 
+    With several draws per question (a ``draw`` column, `draws_of`), each question counts once: ``b`` / ``c``
+    are the questions arm a / b got right in more draws, ``both_correct`` / ``both_wrong`` right / wrong
+    in every draw, recalls are over all draws, and the test is a sign-flip of the per-question (or
+    per-session) differences in right draws (`_paired_draws_test`), whatever `unit`.
+
     Returns
     -------
     DataFrame
@@ -629,17 +694,31 @@ def paired_table(answers: pd.DataFrame, unit: str = "question", n_perm: int = 10
     _check_unit(unit)
     has_reader = "reader" in answers.columns
     by_reader: dict[object, list[tuple[dict[str, Hashable], pd.DataFrame]]] = {}
+    draws = draws_of(answers)
     for ident, g in _units(answers):
-        by_reader.setdefault(ident.get("reader"), []).append((ident, _correct_by_question(g)))
+        by_reader.setdefault(ident.get("reader"), []).append((ident, _correct_by_question(g, draws)))
     rows = []
     for units in by_reader.values():
         for (ia, sa), (ib, sb) in combinations(units, 2):
             both = sa.join(sb[["correct"]].rename(columns={"correct": "correct_b"}), how="inner")
-            a, bb = both["correct"].to_numpy(bool), both["correct_b"].to_numpy(bool)
             sessions = both["session"].to_numpy()
-            b, c = int((a & ~bb).sum()), int((~a & bb).sum())
             n = int(len(both))
-            p, test, note = _paired_test(a, bb, sessions, unit, n_perm, seed)
+            if draws > 1:
+                a_k, b_k = both["correct"].to_numpy(np.int64), both["correct_b"].to_numpy(np.int64)
+                p, test, note = _paired_draws_test(a_k, b_k, sessions, unit, n_perm, seed)
+                # A question's draws are not independent pairs: it counts once, for the arm right more often.
+                b, c = int((a_k > b_k).sum()), int((a_k < b_k).sum())
+                a, bb = a_k == draws, b_k == draws  # right in every draw
+                both_wrong = int(((a_k == 0) & (b_k == 0)).sum())
+                recall_a = float(a_k.sum() / (n * draws)) if n else float("nan")
+                recall_b = float(b_k.sum() / (n * draws)) if n else float("nan")
+            else:
+                a, bb = both["correct"].to_numpy(bool), both["correct_b"].to_numpy(bool)
+                b, c = int((a & ~bb).sum()), int((~a & bb).sum())
+                p, test, note = _paired_test(a, bb, sessions, unit, n_perm, seed)
+                both_wrong = int((~a & ~bb).sum())
+                recall_a = float(a.mean()) if n else float("nan")
+                recall_b = float(bb.mean()) if n else float("nan")
             row: dict[str, object] = (
                 {"reader": ia.get("reader"), "reader_label": ia.get("reader_label")} if has_reader else {}
             )
@@ -651,11 +730,11 @@ def paired_table(answers: pd.DataFrame, unit: str = "question", n_perm: int = 10
                     "label_b": ib["strategy_label"],
                     "n_paired": n,
                     "both_correct": int((a & bb).sum()),
-                    "both_wrong": int((~a & ~bb).sum()),
+                    "both_wrong": both_wrong,
                     "b": b,
                     "c": c,
-                    "recall_a": float(a.mean()) if n else float("nan"),
-                    "recall_b": float(bb.mean()) if n else float("nan"),
+                    "recall_a": recall_a,
+                    "recall_b": recall_b,
                     "p_value": p,
                     "ahead": ia["strategy"] if b > c else ib["strategy"] if c > b else "tie",
                     "test": test,

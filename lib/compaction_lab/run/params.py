@@ -270,6 +270,13 @@ def _summarizer_problem(name: str) -> str | None:
     return None
 
 
+def _temperature_problem(value: Any) -> str | None:
+    # -1: the model configuration's own temperature; OpenAI-compatible servers take 0 to 2.
+    if value == -1 or (0 <= value <= 2):
+        return None
+    return f"must be from 0 to 2, or -1 for the model's own temperature (got {value!r})"
+
+
 def _reader_problem(name: str) -> str | None:
     if name == "model":
         return None
@@ -448,6 +455,8 @@ RULES: Mapping[str, Rule] = {
     "cut": Rule(choices=_cut_modes),
     "n_boot": Rule(minimum=1),
     "stats_seed": Rule(),
+    "draws": Rule(minimum=1),
+    "reader_temperature": Rule(check=_temperature_problem),
     "wordings": Rule(item="str", check=_wordings_problem),
     "k": Rule(minimum=1),
     # 04: the cost model
@@ -931,6 +940,11 @@ def _notebook_problems(nb: str, eff: Mapping[str, Any], declared: Mapping[str, D
         out.append(
             f"fig8_output_ceilings = {list(eff['fig8_output_ceilings'])}: figure 8 draws only ceilings "
             f"below a window, and none is below fig8_windows = {list(eff['fig8_windows'])}"
+        )
+    if ok("draws", "reader") and eff["draws"] > 1 and eff["reader"] != "model":
+        out.append(
+            f"draws = {eff['draws']}: asking a question more than once needs reader = model; the "
+            f"{eff['reader']!r} stand-in answers every draw alike"
         )
     out += _model_use_problems(eff, bad)
     return out

@@ -430,9 +430,10 @@ def _run_chain(
                         running[pool.submit(_execute, job, kernel, progress)] = (job, kernel)
                 if not running and (failures or not warming):
                     break  # a notebook failed: none starts after it
-                ended, _ = wait([*running, *warming], return_when=FIRST_COMPLETED)
-                idle += [warming.pop(f) for f in ended if f in warming]
-                ended = {f for f in ended if f in running}
+                pending: list[Future[Any]] = [*running, *warming]
+                done_now, _ = wait(pending, return_when=FIRST_COMPLETED)
+                idle += [warming.pop(f) for f in done_now if f in warming]
+                ended = [f for f in done_now if f in running]
                 for future in sorted(ended, key=lambda f: running[f][0].index):
                     job, kernel = running.pop(future)
                     idle.append(kernel)

@@ -1,0 +1,139 @@
+"""Several draws per question (issue 31): each its own request, rows per draw, intervals and tests that know it."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from compaction_lab import summarize
+from compaction_lab.core.tokens import counter
+from compaction_lab.endpoints import shared
+from compaction_lab.endpoints.ledger import open_ledger
+from compaction_lab.exam import closed, stats
+from compaction_lab.exam.model_reader import ModelReader
+from compaction_lab.exam.readers import VerbatimReader
+from compaction_lab.exam.types import Case
+from compaction_lab.ingest import synthetic
+from compaction_lab.run import params
+from compaction_lab.run import runner as report
+from compaction_lab.strategies import CompactionContext
+from tests.fake_openai_server import FakeOpenAIServer
+from tests.helpers import question_of
+
+CTX = CompactionContext(window=6000, output_ceiling=1000, summarizer=summarize.get_summarizer("extractive"))
+ARMS = ["full", "codex"]
+
+
+@pytest.fixture(scope="module")
+def setup():
+    (chain,) = synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1, window_tokens=12000))
+    s = chain.session
+    toks = counter("cl100k_base").count_many([r.text for r in s.records])
+    from_end = list(itertools.accumulate(reversed(toks)))
+    tail_start = len(toks) - next(i for i, t in enumerate(from_end) if t >= 3000) - 1
+    case_id = f"{s.id}@{len(s.records)}"
+    facts = [f for f in chain.facts if f.source_order < tail_start][:3]
+    qs = tuple(question_of(f, case_id) for f in facts)
+    return Case(id=case_id, session_id=s.id, cut=len(s.records), tail_start=tail_start, questions=qs), {s.id: s}
+
+
+def test_each_draw_is_its_own_request_recorded_apart_and_a_rerun_sends_nothing(setup, tmp_path, monkeypatch):
+    monkeypatch.setenv("COMPACTION_LAB_CHECKPOINTS", str(tmp_path / "ck.sqlite"))
+    case, sessions = setup
+    shared._CLIENTS.clear()
+    with FakeOpenAIServer() as server:
+        cfg = {"base_url": server.base_url, "model": "m", "api_key_env": "", "max_retries": 0, "concurrency": 2}
+        cfg["ledger"] = str(tmp_path / "ledger.sqlite")
+        first = closed.run_closed([case], sessions, ARMS, CTX, ModelReader(cfg, temperature=0.7), draws=3).answers
+        sent = server.count()
+        shared._CLIENTS.clear()  # a resumed run: a new client on the same ledger
+        again = closed.run_closed([case], sessions, ARMS, CTX, ModelReader(cfg, temperature=0.7), draws=3).answers
+        assert server.count() == sent  # nothing sent twice
+        bodies = Counter(server.fingerprints())
+        temperatures = {r["body"].get("temperature") for r in server.requests}
+    n = len(case.questions) * len(ARMS)
+    assert len(first) == n * 3
+    drawn = first.groupby(["strategy", "question_id"])["draw"].apply(sorted)
+    assert all(d == [0, 1, 2] for d in drawn)
+    pd.testing.assert_frame_equal(first, again)
+    # The same body asked three times on purpose: sent three times, each a ledger entry of its own.
+    assert set(bodies.values()) == {3} and sent == 3 * len(bodies)
+    assert temperatures == {0.7}
+    calls = open_ledger(cfg["ledger"]).calls()
+    assert len(calls) == sent and calls["request_fingerprint"].is_unique
+    shared._CLIENTS.clear()
+
+
+def test_more_than_one_draw_needs_a_model_reader(setup):
+    case, sessions = setup
+    with pytest.raises(ValueError, match="draws=2 needs a model reader"):
+        closed.run_closed([case], sessions, ARMS, CTX, VerbatimReader(), draws=2)
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="draws must be a whole number"):
+            closed.run_closed([case], sessions, ARMS, CTX, VerbatimReader(), draws=bad)
+
+
+def test_a_profile_with_draws_and_a_stand_in_reader_is_an_error_naming_draws():
+    smoke = report.load_profile("smoke")
+    problems = params.problems(smoke.with_parameters({"draws": 3}))
+    assert any(p.startswith("draws = 3") and "reader = model" in p for p in problems), problems
+    assert any("draws = 0" in p for p in params.problems(smoke.with_parameters({"draws": 0})))
+    hot = params.problems(smoke.with_parameters({"reader_temperature": 2.5}))
+    assert any(p.startswith("reader_temperature = 2.5") for p in hot), hot
+    assert not params.problems(smoke.with_parameters({"reader_temperature": 0.7}))
+
+
+def _draw_answers(rates_a, rates_b, draws, seed=0, sessions=4):
+    """Answers of two arms whose per-question accuracies are given, `draws` draws each."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for q, (pa, pb) in enumerate(zip(rates_a, rates_b, strict=True)):
+        for arm, pr in (("a", pa), ("b", pb)):
+            for d in range(draws):
+                rows.append(
+                    {
+                        "strategy": arm,
+                        "strategy_label": arm,
+                        "session_id": f"s{q % sessions}",
+                        "case_id": f"c{q % sessions}",
+                        "question_id": f"q{q}",
+                        "source_order": q,
+                        "pointer": "assistant",
+                        "category": "id",
+                        "decoy": False,
+                        "correct": bool(rng.random() < pr),
+                        "projection_tokens": 100,
+                        "over_window": False,
+                        "draw": d,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def test_with_draws_a_question_counts_once_in_the_paired_test():
+    answers = _draw_answers([0.9] * 30, [0.2] * 30, draws=3)
+    (row,) = stats.paired_table(answers).to_dict("records")
+    assert row["test"].startswith("sign-flip permutation over questions (draws summed)")
+    assert row["n_paired"] == 30  # questions, not question x draw
+    assert row["b"] + row["c"] <= 30 and row["b"] > row["c"]
+    k = answers.groupby(["strategy", "question_id"])["correct"].sum()
+    assert row["b"] == int((k["a"] > k["b"]).sum()) and row["c"] == int((k["a"] < k["b"]).sum())
+    assert row["recall_a"] == pytest.approx(answers[answers.strategy == "a"]["correct"].mean())
+    assert row["p_value"] < 0.01 and row["ahead"] == "a"
+    same = _draw_answers([0.5] * 30, [0.5] * 30, draws=3, seed=1)
+    assert stats.paired_table(same).iloc[0]["p_value"] > 0.01
+
+
+def test_with_draws_recall_intervals_resample_questions_not_answers():
+    # Questions either always or never right: 3 draws add no information, so the interval must not shrink.
+    rates = [1.0] * 10 + [0.0] * 10
+    one = _draw_answers(rates, rates, draws=1)
+    three = _draw_answers(rates, rates, draws=3)
+    r1 = stats.recall_table(one, n_boot=500).set_index("strategy").loc["a"]
+    r3 = stats.recall_table(three, n_boot=500).set_index("strategy").loc["a"]
+    assert "hierarchical" in r3["ci_method"]
+    assert r3["ci_high"] - r3["ci_low"] >= 0.9 * (r1["ci_high"] - r1["ci_low"])
