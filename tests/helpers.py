@@ -34,6 +34,27 @@ def question_of(fact, case_id: str):
     )
 
 
+def case_at_end(chain, tail_tokens: int, n_facts: int, decoys: int = 0):
+    """A case cutting `chain` at its end: its first `n_facts` facts from before the last `tail_tokens`, then decoys.
+
+    Returns the case and ``{session id: session}``.
+    """
+    import itertools
+
+    from compaction_lab.core.tokens import counter
+    from compaction_lab.exam.types import Case
+
+    s = chain.session
+    toks = counter("cl100k_base").count_many([r.text for r in s.records])
+    from_end = list(itertools.accumulate(reversed(toks)))
+    tail_start = len(toks) - next(i for i, t in enumerate(from_end) if t >= tail_tokens) - 1
+    case_id = f"{s.id}@{len(s.records)}"
+    facts = [f for f in chain.facts if f.source_order < tail_start][:n_facts]
+    assert len(facts) >= min(3, n_facts)
+    qs = tuple(question_of(f, case_id) for f in facts) + tuple(question_of(d, case_id) for d in chain.decoys[:decoys])
+    return Case(id=case_id, session_id=s.id, cut=len(s.records), tail_start=tail_start, questions=qs), {s.id: s}
+
+
 def make_session(items: list[tuple], session_id: str = "s1", source_format: str = "test") -> Session:
     """Build a session from (kind, text[, extra-fields dict]) tuples, one record per item."""
     recs = []

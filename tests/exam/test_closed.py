@@ -1,16 +1,14 @@
 import dataclasses
-import itertools
 
 import pytest
 
 from compaction_lab import strategies, summarize
-from compaction_lab.core.tokens import counter
 from compaction_lab.exam import closed, stats
 from compaction_lab.exam.readers import SearcherReader, VerbatimReader
-from compaction_lab.exam.types import NOT_FOUND, Case
+from compaction_lab.exam.types import NOT_FOUND
 from compaction_lab.ingest import synthetic
 from compaction_lab.strategies import CompactionContext
-from tests.helpers import question_of
+from tests.helpers import case_at_end
 
 NAMES = ["full", "codex", "futureos-deterministic"]
 # Codex without a summariser does not compact (issue 27 item 6): these tests read its placeholder compaction.
@@ -40,17 +38,8 @@ EXPECTED_COLUMNS = [
 @pytest.fixture(scope="module")
 def setup():
     (chain,) = synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1, window_tokens=20000))
-    s = chain.session
-    toks = counter("cl100k_base").count_many([r.text for r in s.records])
     # the recent tail: the last ~4000 tokens; real questions point before it
-    from_end = list(itertools.accumulate(reversed(toks)))
-    tail_start = len(toks) - next(i for i, t in enumerate(from_end) if t >= 4000) - 1
-    case_id = f"{s.id}@{len(s.records)}"
-    facts = [f for f in chain.facts if f.source_order < tail_start][:5]
-    assert len(facts) >= 3
-    qs = tuple(question_of(f, case_id) for f in facts) + (question_of(chain.decoys[0], case_id),)
-    case = Case(id=case_id, session_id=s.id, cut=len(s.records), tail_start=tail_start, questions=qs)
-    return case, {s.id: s}
+    return case_at_end(chain, 4000, 5, decoys=1)
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 
 import numpy as np
@@ -10,19 +9,17 @@ import pandas as pd
 import pytest
 
 from compaction_lab import summarize
-from compaction_lab.core.tokens import counter
 from compaction_lab.endpoints import shared
 from compaction_lab.endpoints.ledger import open_ledger
 from compaction_lab.exam import closed, stats
 from compaction_lab.exam.model_reader import ModelReader
 from compaction_lab.exam.readers import VerbatimReader
-from compaction_lab.exam.types import Case
 from compaction_lab.ingest import synthetic
 from compaction_lab.run import params
 from compaction_lab.run import runner as report
 from compaction_lab.strategies import CompactionContext
 from tests.fake_openai_server import FakeOpenAIServer
-from tests.helpers import question_of
+from tests.helpers import case_at_end
 
 CTX = CompactionContext(window=6000, output_ceiling=1000, summarizer=summarize.get_summarizer("extractive"))
 ARMS = ["full", "codex"]
@@ -31,14 +28,7 @@ ARMS = ["full", "codex"]
 @pytest.fixture(scope="module")
 def setup():
     (chain,) = synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1, window_tokens=12000))
-    s = chain.session
-    toks = counter("cl100k_base").count_many([r.text for r in s.records])
-    from_end = list(itertools.accumulate(reversed(toks)))
-    tail_start = len(toks) - next(i for i, t in enumerate(from_end) if t >= 3000) - 1
-    case_id = f"{s.id}@{len(s.records)}"
-    facts = [f for f in chain.facts if f.source_order < tail_start][:3]
-    qs = tuple(question_of(f, case_id) for f in facts)
-    return Case(id=case_id, session_id=s.id, cut=len(s.records), tail_start=tail_start, questions=qs), {s.id: s}
+    return case_at_end(chain, 3000, 3)
 
 
 def test_each_draw_is_its_own_request_recorded_apart_and_a_rerun_sends_nothing(setup, tmp_path, monkeypatch):
