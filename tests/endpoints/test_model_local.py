@@ -105,3 +105,61 @@ def test_the_model_profile_runs_against_the_local_server(local_model, tmp_path, 
     html = (d / "report.html").read_text()
     assert f"model reader: {MODEL_ALIAS}" in html
     assert (open_ledger(local_model["ledger"]).calls()["status"] == "done").all()
+
+
+def _draws_run(cfg: dict) -> pd.DataFrame:
+    """A closed book of two questions on one arm, asked three times each of the local model at temperature 0.8."""
+    (chain,) = synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1, window_tokens=2000, seed=3))
+    s = chain.session
+    ctx = CompactionContext(window=1000, output_ceiling=200, summarizer=summarize.get_summarizer("extractive"))
+    cases = bank.build_bank([chain], n_cases=1, n_questions=2, n_decoys=0, tail_tokens=300, seed=1)
+    reader = readers.get_reader("model", model=cfg, temperature=0.8)
+    return closed.run_closed(cases, {s.id: s}, ["codex"], ctx, reader, draws=3).answers
+
+
+def test_three_draws_are_three_calls_and_a_killed_run_resumes_without_sending_one_twice(local_model, tmp_path):
+    """Issue 31, acceptance 2: with draws 3 the ledger holds three answers per question (not deduplicated);
+    a run killed part-way and run again sends only what had not been answered."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from compaction_lab.core.paths import REPO_ROOT
+
+    cfg = {**local_model, "concurrency": 1}  # one call at a time: the kill lands between answers
+    code = f"import json, sys\nfrom tests.endpoints.test_model_local import _draws_run\n_draws_run(json.loads({json.dumps(cfg)!r}))"
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO_ROOT, env=dict(os.environ))
+    deadline = time.monotonic() + 300
+    done = pd.DataFrame()
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            calls = open_ledger(cfg["ledger"]).calls()
+        except Exception:  # the ledger is being created
+            calls = pd.DataFrame(columns=["status"])
+        done = calls[calls["status"] == "done"]
+        if len(done) >= 2:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert 2 <= len(done) < 6, f"the run was not killed part-way: {len(done)} answers by then"
+    before = done.set_index("id")[["finished_at", "draw"]]
+
+    answers = _draws_run(cfg)  # run again: resumes
+    calls = open_ledger(cfg["ledger"]).calls()
+    finished = calls[calls["status"] == "done"]
+    assert len(answers) == 6 and sorted(answers.groupby("question_id")["draw"].apply(sorted).sum()) == [
+        0,
+        0,
+        1,
+        1,
+        2,
+        2,
+    ]
+    # Three calls per question, each its own ledger entry: 6 answered requests, no fingerprint answered twice.
+    assert len(finished) == 6 and finished["request_fingerprint"].is_unique
+    assert sorted(finished["draw"]) == [0, 0, 1, 1, 2, 2] and (finished["purpose"] == "exam:closed").all()
+    # What was answered before the kill was reused, not sent again: the same rows, finished when they were.
+    pd.testing.assert_frame_equal(finished.set_index("id").loc[before.index, ["finished_at", "draw"]], before)

@@ -127,3 +127,21 @@ def test_with_draws_recall_intervals_resample_questions_not_answers():
     r3 = stats.recall_table(three, n_boot=500).set_index("strategy").loc["a"]
     assert "hierarchical" in r3["ci_method"]
     assert r3["ci_high"] - r3["ci_low"] >= 0.9 * (r1["ci_high"] - r1["ci_low"])
+
+
+def test_the_draw_tables_give_consistency_and_the_detectable_difference_per_reader():
+    steady = _draw_answers([1.0] * 10 + [0.0] * 10, [0.0] * 20, draws=3)  # arm a never changes its answer
+    noisy = _draw_answers([0.5] * 20, [0.5] * 20, draws=3, seed=2)
+    both = pd.concat(
+        [steady.assign(reader="model", reader_label="model reader: x"), noisy.assign(reader="m2", reader_label="y")]
+    )
+    both.loc[both["question_id"] == "q0", "decoy"] = True  # decoys measure abstention: left out of both tables
+    tables = closed.draws_tables(both, n_boot=200)
+    draws = tables["exam_draws"].set_index(["reader", "strategy"])
+    assert draws.loc[("model", "a"), "consistent"] == 1.0 and draws.loc[("model", "a"), "draws"] == 3
+    assert draws.loc[("m2", "a"), "consistent"] < 0.8  # coin flips rarely agree three times
+    assert draws.loc[("model", "a"), "n_questions"] == 19  # the decoy's question left out
+    power_rows = tables["exam_power"].set_index("reader")
+    assert list(tables["exam_power"].columns[:2]) == ["reader", "reader_label"] and len(power_rows) == 2
+    assert power_rows.loc["model", "resolvable"] and power_rows.loc["model", "mdd"] > 0
+    assert not power_rows.loc["m2", "resolvable"]

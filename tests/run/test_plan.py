@@ -75,6 +75,52 @@ def test_the_plan_counts_exactly_what_the_run_sends_and_leaves_the_stores_alone(
     shared._CLIENTS.clear()
 
 
+@pytest.mark.slow
+def test_the_plan_counts_every_draw_of_the_closed_book(tmp_path, monkeypatch):
+    """Issue 31: with ``draws: 3`` the dry run plans three requests per question and arm, as the run sends."""
+    monkeypatch.setenv("COMPACTION_LAB_LEDGER", str(tmp_path / "ledger.sqlite"))
+    monkeypatch.setenv("COMPACTION_LAB_CHECKPOINTS", str(tmp_path / "checkpoints.sqlite"))
+    shared._CLIENTS.clear()
+    doc = {
+        "description": "draws plan test",
+        "notebooks": ["01_context_composition", "03_closed_book_exam"],
+        "parameters": {
+            "seed": 7,
+            "n_chains": 1,
+            "window_tokens": 3000,
+            "decoys_per_chain": 1,
+            "window": 1500,
+            "output_ceiling": 300,
+            "strategy_names": ["full", "codex"],
+            "n_cases": 1,
+            "n_questions": 3,
+            "n_decoys": 1,
+            "tail_tokens": 300,
+            "n_boot": 50,
+            "reader": "model",
+            "draws": 3,
+            "reader_temperature": 0.7,
+        },
+    }
+    with FakeOpenAIServer() as server:
+        doc["parameters"]["model"] = {"base_url": server.base_url, "model": "m", "api_key_env": ""}
+        profile = tmp_path / "draws.yaml"
+        profile.write_text(yaml.safe_dump(doc), encoding="utf-8")
+        planned = plan.plan_run(str(profile), progress=False)
+        assert planned is not None and server.count() == 0
+        closed_calls = int(planned.calls.set_index("purpose").loc["exam:closed", "calls"])
+        run = report.run_profile(str(profile), results=tmp_path / "results", progress=False, render=False)
+        sent = open_ledger(tmp_path / "ledger.sqlite").calls()
+        answers = __import__("pandas").read_parquet(run.run_dir / "exam_closed.parquet")
+    shared._CLIENTS.clear()
+    # Every question x arm asked three times: planned as sent (two arms whose requests are identical would be
+    # answered once per draw by the ledger, so the count is at most that).
+    assert len(answers) == 3 * answers.groupby(["strategy", "question_id"]).ngroups
+    assert sorted(answers["draw"].unique()) == [0, 1, 2]
+    assert closed_calls == int((sent["purpose"] == "exam:closed").sum()) == server.count()
+    assert 0 < closed_calls <= len(answers) and closed_calls % 3 == 0
+
+
 def test_plan_as_json_and_text(tmp_path):
     import pandas as pd
 

@@ -333,6 +333,36 @@ def run_closed(
     return ClosedResult(answers=ans, projections=proj)
 
 
+def draws_tables(
+    answers: pd.DataFrame, *, unit: str = "question", n_boot: int = 2000, seed: int = 7
+) -> dict[str, pd.DataFrame]:
+    """Return the tables of a closed book asked several times per question (real questions only), per reader.
+
+    ``exam_draws`` (`power.draw_recall_table`): per arm, recall over every draw with its hierarchical
+    interval and ``consistent``, the share of questions whose draws all agree. ``exam_power``
+    (`power.power_table`): per pair of arms, the minimum detectable difference at 80% power for these
+    questions and draws, whether the observed difference reaches it, and how many questions or draws would.
+    """
+    from compaction_lab.exam import power
+
+    real = answers[~answers["decoy"].astype(bool)]
+    cluster = "session_id" if unit == "session" else None
+    by = ["reader", "reader_label", "strategy", "strategy_label"]
+    draws, pairs = [], []
+    for (reader, label), g in real.groupby(["reader", "reader_label"], sort=False):
+        draws.append(power.draw_recall_table(g, by=by, cluster=cluster, n_boot=n_boot, seed=seed))
+        pairs.append(power.power_table(g).assign(reader=reader, reader_label=label))
+    power_rows = pd.concat(pairs, ignore_index=True) if pairs else pd.DataFrame()
+    if len(power_rows):
+        power_rows = power_rows[
+            ["reader", "reader_label", *[c for c in power_rows.columns if c not in ("reader", "reader_label")]]
+        ]
+    return {
+        "exam_draws": pd.concat(draws, ignore_index=True) if draws else pd.DataFrame(columns=by),
+        "exam_power": power_rows,
+    }
+
+
 # --------------------------------------------------------------------------- the closed book as an `Exam`
 
 
@@ -362,7 +392,7 @@ class ClosedBookExam(Exam[RunCases, ClosedResult]):
         """Return the answers, the projections, recall with intervals, per session, paired tests, the mix."""
         answers = result.answers
         mix, mix_label = cases.question_mix(params.pointer_mix)  # real logs: the pool's own; synthetic: the bank's
-        return {
+        out = {
             "exam_closed": answers,
             "exam_projections": result.projections,
             "exam_recall": stats.recall_table(answers, n_boot=params.n_boot, seed=params.stats_seed, unit=cases.unit),
@@ -370,3 +400,6 @@ class ClosedBookExam(Exam[RunCases, ClosedResult]):
             "exam_paired": stats.paired_table(answers, unit=cases.unit, seed=params.stats_seed),
             "exam_sensitivity": stats.sensitivity_table(answers, default_mix=mix, mix_label=mix_label),
         }
+        if stats.draws_of(answers) > 1:
+            out.update(draws_tables(answers, unit=cases.unit, n_boot=params.n_boot, seed=params.stats_seed))
+        return out
