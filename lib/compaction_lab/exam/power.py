@@ -70,7 +70,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from compaction_lab.exam.stats import CLOPPER_PEARSON, Interval, clopper_pearson, cluster_t, scipy_stats
+from compaction_lab.exam.intervals import CLOPPER_PEARSON, Interval, clopper_pearson, cluster_t, scipy_stats
 
 #: Power the minimum detectable difference is computed for (80%: the usual planning value).
 POWER = 0.8

@@ -112,12 +112,13 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from compaction_lab.exam.bank import DEFAULT_POINTER_MIX
+from compaction_lab.exam.intervals import CLOPPER_PEARSON, Interval, clopper_pearson, cluster_t, scipy_stats
+from compaction_lab.exam.power import hierarchical_interval
 from compaction_lab.exam.types import POINTERS
 
 #: The default question mix (the bank's, for synthetic chains): the seed's follow-up study (80% assistant, 10% user, 10% tool).
@@ -137,18 +138,8 @@ _REQUIRED = ("strategy", "case_id", "question_id", "pointer", "decoy", "correct"
 #: Rounding applied before ranking, so mixes that tie mathematically tie in floating point too.
 _RANK_DECIMALS = 12
 
-#: The exact binomial interval's name, as ``method`` strings print it.
-CLOPPER_PEARSON = "Clopper–Pearson"
-
 
 # --------------------------------------------------------------------------- helpers
-
-
-def scipy_stats() -> Any:
-    """Return `scipy.stats`, imported on first use (the runner imports this module through the report)."""
-    from scipy import stats
-
-    return stats
 
 
 def _check(answers: pd.DataFrame) -> None:
@@ -224,38 +215,6 @@ def pointer_recall(answers: pd.DataFrame) -> dict[str, tuple[int, int]]:
 # --------------------------------------------------------------------------- intervals
 
 
-@dataclass(frozen=True)
-class Interval:
-    """An interval for a proportion and how it was made.
-
-    Parameters
-    ----------
-    low, high : float
-        Within [0, 1]; NaN when there were no observations.
-    method : str
-        Short, human-readable: what the report prints beside the interval.
-    """
-
-    low: float
-    high: float
-    method: str
-
-
-def clopper_pearson(k: float, n: float, confidence: float = 0.95) -> tuple[float, float]:
-    """Exact binomial (Clopper–Pearson) interval for k successes in n: beta quantiles; (NaN, NaN) when n is 0.
-
-    Equals `scipy.stats.binomtest(k, n).proportion_ci(confidence, method="exact")`
-    (computed from the beta quantiles directly: the coverage simulation calls it thousands of times).
-    The quantiles take fractional counts too: `exam.power` counts draws as their effective answers.
-    """
-    if n <= 0:
-        return float("nan"), float("nan")
-    alpha = 1.0 - confidence
-    low = 0.0 if k <= 0 else float(scipy_stats().beta.ppf(alpha / 2, k, n - k + 1))
-    high = 1.0 if k >= n else float(scipy_stats().beta.ppf(1 - alpha / 2, k + 1, n - k))
-    return low, high
-
-
 def _cluster_bootstrap(y: np.ndarray, n: np.ndarray, n_boot: int, seed: int, confidence: float) -> tuple[float, float]:
     """Two-stage percentile bootstrap of Σy/Σn: clusters with replacement, then Binomial(n_g, p̂_g) within each."""
     rng = np.random.default_rng(seed)
@@ -266,15 +225,6 @@ def _cluster_bootstrap(y: np.ndarray, n: np.ndarray, n_boot: int, seed: int, con
     alpha = 1.0 - confidence
     low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])
     return float(low), float(high)
-
-
-def cluster_t(y: np.ndarray, n: np.ndarray, confidence: float) -> tuple[float, float]:
-    """Cluster-robust t interval of Σy/Σn: linearised (CR1) variance, t with G − 1 degrees of freedom, clipped."""
-    g = y.size
-    p = y.sum() / n.sum()
-    se = np.sqrt(g / (g - 1) * np.sum((y - p * n) ** 2)) / n.sum()
-    half = float(scipy_stats().t.ppf(1 - (1.0 - confidence) / 2, g - 1)) * float(se)
-    return max(0.0, float(p) - half), min(1.0, float(p) + half)
 
 
 def proportion_interval(
@@ -345,8 +295,6 @@ def _unit_interval(real: pd.DataFrame, unit: str, n_boot: int, seed: int, confid
     correct = real["correct"].astype(bool).to_numpy()
     if draws_of(real) > 1 and correct.size:
         # A question's draws share its projection: resampled together (sessions, then questions, then draws).
-        from compaction_lab.exam.power import hierarchical_interval
-
         question = (real["case_id"].astype(str) + "\t" + real["question_id"].astype(str)).to_numpy()
         sessions = _sessions(real)
         clustered = unit == "session" and sessions.nunique() >= 2

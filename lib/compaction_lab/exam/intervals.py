@@ -1,0 +1,66 @@
+"""The primitives of the exam's intervals: `Interval`, the exact binomial bound and the cluster-robust t.
+
+Shared by `compaction_lab.exam.stats` (one answer per question) and `compaction_lab.exam.power`
+(several draws per question), which build their intervals from them; stats also re-exports them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+#: The exact binomial interval's name, as ``method`` strings print it.
+CLOPPER_PEARSON = "Clopper–Pearson"
+
+
+def scipy_stats() -> Any:
+    """Return `scipy.stats`, imported on first use (the runner imports this module through the report)."""
+    from scipy import stats
+
+    return stats
+
+
+@dataclass(frozen=True)
+class Interval:
+    """An interval for a proportion and how it was made.
+
+    Parameters
+    ----------
+    low, high : float
+        Within [0, 1]; NaN when there were no observations.
+    method : str
+        Short, human-readable: what the report prints beside the interval.
+    """
+
+    low: float
+    high: float
+    method: str
+
+
+def clopper_pearson(k: float, n: float, confidence: float = 0.95) -> tuple[float, float]:
+    """Exact binomial (Clopper–Pearson) interval for k successes in n: beta quantiles; (NaN, NaN) when n is 0.
+
+    Equals `scipy.stats.binomtest(k, n).proportion_ci(confidence, method="exact")`
+    (computed from the beta quantiles directly: the coverage simulation calls it thousands of times).
+    The quantiles take fractional counts too: `exam.power` counts draws as their effective answers.
+    """
+    if n <= 0:
+        return float("nan"), float("nan")
+    alpha = 1.0 - confidence
+    low = 0.0 if k <= 0 else float(scipy_stats().beta.ppf(alpha / 2, k, n - k + 1))
+    high = 1.0 if k >= n else float(scipy_stats().beta.ppf(1 - alpha / 2, k + 1, n - k))
+    return low, high
+
+
+def cluster_t(y: np.ndarray, n: np.ndarray, confidence: float) -> tuple[float, float]:
+    """Cluster-robust t interval of Σy/Σn: linearised (CR1) variance, t with G − 1 degrees of freedom, clipped."""
+    g = y.size
+    p = y.sum() / n.sum()
+    se = np.sqrt(g / (g - 1) * np.sum((y - p * n) ** 2)) / n.sum()
+    half = float(scipy_stats().t.ppf(1 - (1.0 - confidence) / 2, g - 1)) * float(se)
+    return max(0.0, float(p) - half), min(1.0, float(p) + half)
+
+
+__all__ = ["CLOPPER_PEARSON", "Interval", "clopper_pearson", "cluster_t", "scipy_stats"]
