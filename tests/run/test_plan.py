@@ -16,6 +16,16 @@ from compaction_lab.run import chain, plan
 from compaction_lab.run import runner as report
 from tests.fake_openai_server import FakeOpenAIServer
 
+#: One short synthetic chain, compacted at a small window: what both dry runs here plan on.
+SMALL_CHAIN = {
+    "seed": 7,
+    "n_chains": 1,
+    "window_tokens": 3000,
+    "decoys_per_chain": 1,
+    "window": 1500,
+    "output_ceiling": 300,
+}
+
 
 def _digest(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
@@ -37,12 +47,7 @@ def test_the_plan_counts_exactly_what_the_run_sends_and_leaves_the_stores_alone(
             "description": "plan test",
             "notebooks": ["01_context_composition", "02_projection_anatomy"],
             "parameters": {
-                "seed": 7,
-                "n_chains": 1,
-                "window_tokens": 3000,
-                "decoys_per_chain": 1,
-                "window": 1500,
-                "output_ceiling": 300,
+                **SMALL_CHAIN,
                 "summarizer": "model",
                 "strategy_names": ["full", "futureos-summarized", "codex", "opencode"],
                 "model": {"base_url": server.base_url, "model": "m", "api_key_env": ""},
@@ -85,12 +90,7 @@ def test_the_plan_counts_every_draw_of_the_closed_book(tmp_path, monkeypatch):
         "description": "draws plan test",
         "notebooks": ["01_context_composition", "03_closed_book_exam"],
         "parameters": {
-            "seed": 7,
-            "n_chains": 1,
-            "window_tokens": 3000,
-            "decoys_per_chain": 1,
-            "window": 1500,
-            "output_ceiling": 300,
+            **SMALL_CHAIN,
             "strategy_names": ["full", "codex"],
             "n_cases": 1,
             "n_questions": 3,
