@@ -145,3 +145,13 @@ def test_the_draw_tables_give_consistency_and_the_detectable_difference_per_read
     assert list(tables["exam_power"].columns[:2]) == ["reader", "reader_label"] and len(power_rows) == 2
     assert power_rows.loc["model", "resolvable"] and power_rows.loc["model", "mdd"] > 0
     assert not power_rows.loc["m2", "resolvable"]
+
+
+def test_with_draws_a_session_row_counts_questions_not_answers():
+    answers = _draw_answers([1.0] * 8, [0.0] * 8, draws=3, sessions=2)
+    one = _draw_answers([1.0] * 8, [0.0] * 8, draws=1, sessions=2)
+    by3 = stats.session_table(answers).set_index(["strategy", "session_id"])
+    by1 = stats.session_table(one).set_index(["strategy", "session_id"])
+    assert (by3["n"] == 4).all() and by3.loc[("a", "s0"), "retained"] == 4.0
+    # Three identical draws of 4 questions are still 4 questions: the same interval as one draw each.
+    pd.testing.assert_frame_equal(by3[["ci_low", "ci_high"]], by1[["ci_low", "ci_high"]])

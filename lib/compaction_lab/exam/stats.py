@@ -438,17 +438,27 @@ def session_table(answers: pd.DataFrame, confidence: float = 0.95) -> pd.DataFra
         ``ci_high`` (Clopper–Pearson within the session), ``n_records``
         (<NA> without ``source_order``). Strategies (within readers) in order
         of first appearance, sessions in order of first appearance within
-        each; sessions that contribute no real question have no row.
+        each; sessions that contribute no real question have no row. With
+        several draws per question (`draws_of`), ``n`` counts questions and
+        ``retained`` sums each question's share of right draws (a fraction):
+        a question's draws are not independent answers, so the interval is
+        over its questions.
     """
     _check(answers)
     has_reader = "reader" in answers.columns
+    draws = draws_of(answers)
     rows = []
     for ident, g in _units(answers):
         real = _real(g)
         records = _records(real)
         for session, rows_s in real.groupby(_sessions(real), sort=False):
             c = rows_s["correct"].astype(bool)
-            k, n = int(c.sum()), int(len(c))
+            k: float
+            if draws > 1:
+                share = c.groupby([rows_s["case_id"], rows_s["question_id"]], sort=False).mean()
+                k, n = float(share.sum()), int(len(share))
+            else:
+                k, n = int(c.sum()), int(len(c))
             low, high = clopper_pearson(k, n, confidence)
             row: dict[str, object] = (
                 {"reader": ident["reader"], "reader_label": ident["reader_label"]} if has_reader else {}
