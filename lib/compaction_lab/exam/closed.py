@@ -30,7 +30,7 @@ from compaction_lab import strategies
 from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Session
 from compaction_lab.exam import cases as exam_cases
-from compaction_lab.exam import readers, stats
+from compaction_lab.exam import power, readers, stats
 from compaction_lab.exam.cases import RunCases
 from compaction_lab.exam.exam import EXAMS, Exam, ExamParams, Source
 from compaction_lab.exam.types import Case, Question
@@ -343,8 +343,6 @@ def draws_tables(
     (`power.power_table`): per pair of arms, the minimum detectable difference at 80% power for these
     questions and draws, whether the observed difference reaches it, and how many questions or draws would.
     """
-    from compaction_lab.exam import power
-
     real = answers[~answers["decoy"].astype(bool)]
     cluster = "session_id" if unit == "session" else None
     by = ["reader", "reader_label", "strategy", "strategy_label"]

@@ -97,8 +97,8 @@ class ModelReader:
         for a server that forces a call only when one is named, as llama.cpp's
         does); None leaves it out for endpoints that reject the field.
     temperature : float or None
-        ``temperature`` of every request (profile parameter ``reader_temperature``); None leaves it out
-        (the endpoint's default).
+        ``temperature`` of every request (profile parameter ``reader_temperature``); None leaves it out, so
+        the client sends the model configuration's own (``ModelConfig.temperature``).
     """
 
     config: Any
