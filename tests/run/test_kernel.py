@@ -126,7 +126,7 @@ def test_warm_code_runs_each_notebooks_imports_once_and_skips_cells_that_are_not
     assert "import sys" not in code  # its cell holds a magic: not Python, skipped whole
     assert "import csv" not in code  # inside a function: not what the notebook imports when it runs
     assert "x = 1" not in code and "print(p)" not in code  # only imports, never a notebook's own statements
-    assert "scipy_stats()" in code and ".warm()" in code and "get_encoding('cl100k_base')" in code
+    assert "scipy_special()" in code and ".warm()" in code and "get_encoding('cl100k_base')" in code
     assert "get_encoding" not in kernel.warm_code([a])  # no encoding given: none loaded
 
 

@@ -70,7 +70,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from compaction_lab.exam.intervals import CLOPPER_PEARSON, Interval, clopper_pearson, cluster_t, scipy_stats
+from compaction_lab.exam.intervals import CLOPPER_PEARSON, Interval, clopper_pearson, cluster_t, scipy_special
 
 #: Power the minimum detectable difference is computed for (80%: the usual planning value).
 POWER = 0.8
@@ -264,8 +264,8 @@ def _components(values: np.ndarray, draws: np.ndarray, within_q: np.ndarray) -> 
 
 
 def _z(alpha: float, power: float) -> float:
-    norm = scipy_stats().norm
-    return float(norm.ppf(1 - alpha / 2) + norm.ppf(power))
+    ndtri = scipy_special().ndtri  # the normal quantile (`scipy.stats.norm.ppf`)
+    return float(ndtri(1 - alpha / 2) + ndtri(power))
 
 
 def minimum_detectable_difference(

@@ -117,7 +117,7 @@ import numpy as np
 import pandas as pd
 
 from compaction_lab.exam.bank import DEFAULT_POINTER_MIX
-from compaction_lab.exam.intervals import CLOPPER_PEARSON, Interval, clopper_pearson, cluster_t, scipy_stats
+from compaction_lab.exam.intervals import CLOPPER_PEARSON, Interval, binomial_half_p, clopper_pearson, cluster_t
 from compaction_lab.exam.power import hierarchical_interval
 from compaction_lab.exam.types import POINTERS
 
@@ -531,7 +531,7 @@ def _correct_by_question(g: pd.DataFrame, draws: int = 1) -> pd.DataFrame:
 
 def mcnemar_p(b: int, c: int) -> float:
     """Exact two-sided McNemar p-value: binomial test of b successes in b + c at 1/2 (1.0 when b + c = 0)."""
-    return 1.0 if b + c == 0 else float(scipy_stats().binomtest(b, b + c, 0.5).pvalue)
+    return binomial_half_p(b, b + c)
 
 
 def sign_flip_p(differences: Sequence[int] | np.ndarray, n_perm: int = 10_000, seed: int = 7) -> tuple[float, bool]:

@@ -289,8 +289,8 @@ def warm_code(sources: Iterable[Path], encoding: str | None = None) -> str:
     """Return the code that warms a kernel for these notebooks: their imports, vl-convert's engine, the encoding.
 
     The imports are the notebooks' own import statements at the top level of their code cells, each run on
-    its own (one that fails is left for its notebook to report), and scipy.stats, which the exam's
-    statistics import on first use; then `theme.warm` (the engine a notebook's first figure would start)
+    its own (one that fails is left for its notebook to report), and scipy.special, which the exam's
+    intervals import on first use; then `theme.warm` (the engine a notebook's first figure would start)
     and the tiktoken encoding `encoding`, when given (loaded; no text is counted, so a counter's hits and
     misses stay the notebooks' own). Only what the notebooks would load themselves: no result of theirs
     depends on it.
@@ -313,8 +313,8 @@ def warm_code(sources: Iterable[Path], encoding: str | None = None) -> str:
             for node in tree.body:
                 if isinstance(node, ast.Import | ast.ImportFrom) and ast.unparse(node) not in statements:
                     statements.append(ast.unparse(node))
-    # scipy.stats (~2 s) the exam's intervals and tests import on first use, not at the notebooks' imports.
-    statements.append("__import__('compaction_lab.exam.stats', fromlist=['scipy_stats']).scipy_stats()")
+    # scipy.special (~0.5 s) the exam's intervals import on first use, not at the notebooks' imports.
+    statements.append("__import__('compaction_lab.exam.intervals', fromlist=['scipy_special']).scipy_special()")
     lines = [f"try:\n    {s}\nexcept Exception:\n    pass" for s in statements]
     lines.append("__import__('compaction_lab.report.theme', fromlist=['warm']).warm()")
     if encoding is not None:
