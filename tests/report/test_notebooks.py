@@ -49,6 +49,22 @@ def test_a_notebook_needs_what_it_reads_and_follows_of_the_run():
     assert chain.needs("02_projection_anatomy", custom) == {"01_context_composition", "my_extra"}
 
 
+def test_of_the_notebooks_ready_the_one_most_wait_on_starts_first():
+    """`chain.downstream` / `by_urgency`: 03 (04 and then 06 wait on it) takes the free kernel before 02."""
+    full = chain.names()
+    assert [chain.downstream(nb, full) for nb in full] == [3, 1, 2, 1, 1, 1, 0]  # 01 02 03 04 05 07 06
+    ready = [nb for nb in full if chain.needs(nb, full) == {"01_context_composition"}]
+    assert chain.by_urgency(ready, full) == ["03_closed_book_exam", "02_projection_anatomy"]
+    after_03 = ["04_cost_model", "05_open_book_exam", "07_continuation_exam"]
+    assert chain.by_urgency(reversed(after_03), full) == after_03  # a tie: run order
+    # Without 04 nothing waits on 03 but 06: run order again.
+    short = [nb for nb in full if nb != "04_cost_model"]
+    assert chain.by_urgency(["03_closed_book_exam", "02_projection_anatomy"], short) == [
+        "02_projection_anatomy",
+        "03_closed_book_exam",
+    ]
+
+
 @pytest.mark.slow
 def test_a_run_in_one_kernel_gives_what_the_run_in_two_gave(smoke_run, tmp_path):
     """Notebooks executing side by side (the smoke run: two kernels) write the same tables and figures as one

@@ -396,8 +396,9 @@ def _run_chain(
 
     With one kernel the notebooks run one after the other in it. With more, a notebook starts in a free
     kernel as soon as the notebooks it needs (`chain.needs`) have finished, so independent notebooks
-    (02 beside 03; 04 beside 05 and 07) share the machine's cores. `executing` holds the notebooks under
-    way (by name: output, start, parameters). Raises `NotebookFailed` (run.json already says
+    (02 beside 03; 04 beside 05 and 07) share the machine's cores; of those ready at once, the one with the
+    longest chain of notebooks waiting on it (`chain.downstream`) starts first. `executing` holds the
+    notebooks under way (by name: output, start, parameters). Raises `NotebookFailed` (run.json already says
     ``failed``) when a cell raises or a kernel dies, times out or never starts: the first failing
     notebook in run order, once the notebooks still executing beside it have ended; none starts after it.
     """
@@ -421,7 +422,8 @@ def _run_chain(
         failures: list[tuple[int, NotebookFailed, BaseException]] = []
         try:
             while waiting or running:
-                for nb in [] if failures else list(waiting):
+                # Of the notebooks ready, the one the most notebooks wait on after it first (03 before 02).
+                for nb in [] if failures else chain.by_urgency(waiting, order):
                     if idle and chain.needs(nb, order) <= finished:
                         waiting.remove(nb)
                         job = _prepare(nb, order.index(nb) + 1, prof, run_dir, progress)
