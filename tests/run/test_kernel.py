@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 
 import nbformat
 import pytest
 
-from compaction_lab.run import kernel, runner
+from compaction_lab.run import execution, kernel, runner
 
 
 def _notebook(path, *sources):
@@ -35,7 +36,7 @@ def _run(src, out, shared):
         kernel_name="python3",
         progress_bar=False,
         cwd=str(out.parent),
-        engine_name=kernel.ENGINE,
+        engine_name=execution.ENGINE,
         chain=shared,
     )
 
@@ -186,3 +187,71 @@ def test_a_kernel_shut_down_while_it_warms_is_gone_and_the_warm_returns(tmp_path
     assert not thread.is_alive() and done == [False]  # returned at once, not after the 60 s cell
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def _pid(shared):
+    return shared.km.provisioner.pid
+
+
+def test_a_launched_kernel_moves_into_the_run_folder_with_the_runs_environment(tmp_path, monkeypatch):
+    """`kernel.launched` starts kernels before the run has a folder; `adopt_code` gives them the run's folder and
+    environment, as a kernel the run started itself would have (cwd, inherited variables)."""
+    monkeypatch.chdir(tmp_path)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    nb = _notebook(
+        tmp_path / "n.ipynb",
+        "import os, json",
+        "print(os.getcwd())",
+        "print(os.environ.get('COMPACTION_LAB_MEMO'))",
+        "print('json' in dir())",  # the launch's warm imported json, the reset cleared the name
+    )
+    with kernel.launched(1, [nb]) as launch:
+        (shared,) = launch.kernels
+        assert launch.warming[0].result(timeout=120)
+        pid = _pid(shared)
+        adopt = kernel.adopt_code(run_dir, {"COMPACTION_LAB_MEMO": str(tmp_path / "memo")})
+        assert shared.warm("python3", str(run_dir), adopt, list(kernel.KERNEL_ARGUMENTS))
+        assert _pid(shared) == pid  # the launched process, not a new one
+        _run(nb, tmp_path / "n-out.ipynb", shared)
+    _, texts = _outputs(tmp_path / "n-out.ipynb")
+    assert [t.strip() for t in texts] == [str(run_dir), str(tmp_path / "memo"), "True"]
+    with pytest.raises(ProcessLookupError):  # the block's end shut it down
+        os.kill(pid, 0)
+
+
+def test_a_second_warm_while_the_launch_warms_does_not_take_its_replies(tmp_path):
+    """Two clients of one kernel share its session's socket name: the runner's warm of a launched kernel waits
+    for the launch's own warm, and both end (the first used to wait for ever for a reply the second took)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    nb = _notebook(tmp_path / "n.ipynb", "import json")
+    with kernel.launched(2, [nb]) as launch, ThreadPoolExecutor(2) as pool:
+        second = [
+            pool.submit(k.warm, "python3", str(tmp_path), "import os", list(kernel.KERNEL_ARGUMENTS))
+            for k in launch.kernels
+        ]
+        assert [f.result(timeout=120) for f in second] == [True, True]
+        assert [f.result(timeout=30) for f in launch.warming] == [True, True]
+        pids = [_pid(k) for k in launch.kernels]
+        assert len(set(pids)) == 2
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_kernels_no_run_took_are_shut_down_and_a_launch_without_notebooks_starts_none(tmp_path):
+    nb = _notebook(tmp_path / "n.ipynb", "import json")
+    with kernel.launched(2, [nb]) as launch:
+        for _ in range(600):  # until both processes exist
+            if all(k.km is not None and k.km.has_kernel for k in launch.kernels):
+                break
+            threading.Event().wait(0.05)
+        pids = [_pid(k) for k in launch.kernels]
+        launch.close()  # a sweep: none is taken
+        assert all(k.km is None for k in launch.kernels)
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    with kernel.launched(2, [tmp_path / "missing.ipynb"]) as launch:
+        assert launch.kernels == () and launch.warming == ()

@@ -379,8 +379,12 @@ def _start_victim(
         return bool(kernels) and info.get("notebook_running") == "01_context_composition"
 
     until = until or at_01
+    # Eight chains rather than the smoke's two: 01 in a kernel warmed before the run takes ~1 s with two,
+    # short enough for the signal to miss it.
+    slower = ("--set", "n_chains=8")
     proc = subprocess.Popen(
-        _script() + ["run", "--profile", "smoke", "--results", str(results), "--name", "victim", "--quiet", *args],
+        _script()
+        + ["run", "--profile", "smoke", "--results", str(results), "--name", "victim", "--quiet", *slower, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -451,7 +455,13 @@ def test_a_run_stopped_while_two_notebooks_execute(tmp_path):
     results = tmp_path / "results"
 
     def two_at_once(kernels: list[int], info: dict) -> bool:
-        return len(kernels) == 2 and len(info.get("notebooks_running") or []) == 2
+        running = info.get("notebooks_running") or []
+        # Each executing in papermill: its notebook saved once (it is listed as running just before).
+        return (
+            len(kernels) == 2
+            and len(running) == 2
+            and all((results / "victim" / f"{nb}.ipynb").exists() for nb in running)
+        )
 
     proc, kernels, info = _start_victim(results, two_at_once, ("--kernels", "2"), "two notebooks at once")
     assert info["notebooks_running"] == ["02_projection_anatomy", "03_closed_book_exam"]

@@ -31,16 +31,33 @@ if TYPE_CHECKING:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    """``run``: SIGINT / SIGTERM end it with one line naming the run folder and 130 / 143, never a traceback."""
+    """``run``: SIGINT / SIGTERM end it with one line naming the run folder and 130 / 143, never a traceback.
+
+    The run's kernels start first (`kernel.launched`, before this command imports papermill, pandas or
+    the profile's checks), so they boot and import while the rest gets ready; a sweep or a resumed sweep
+    takes none, and whatever no run took is shut down when the command ends.
+    """
     from compaction_lab.run import lifecycle
 
     # Guarded from the first moment, so even a Ctrl-C while the profile loads ends cleanly.
     with lifecycle.stop_on_signals():
         try:
-            return _run_command(args)
+            with _launched(args) as launch:
+                return _run_command(args, launch)
         except lifecycle.RunInterrupted as exc:
             print(("" if args.quiet else "\n") + str(exc), file=sys.stderr)  # the newline ends a progress bar
             return exc.exit_code
+
+
+def _launched(args: argparse.Namespace) -> Any:
+    """`kernel.launched` for one run's kernels (``--kernels``, else the default), none for a sweep."""
+    from compaction_lab.core import paths
+    from compaction_lab.run import chain, kernel
+
+    one_run = not (args.resume or args.sweep)
+    count = (kernel.default_kernels() if args.kernels is None else args.kernels) if one_run else 0
+    notebooks = chain.names()
+    return kernel.launched(min(count, len(notebooks)), [paths.notebook_path(nb) for nb in notebooks])
 
 
 def _sweep_summary(sw: Any) -> int:
@@ -94,7 +111,7 @@ def _resume_command(args: argparse.Namespace) -> int:
     return _sweep_summary(sw)
 
 
-def _run_command(args: argparse.Namespace) -> int:
+def _run_command(args: argparse.Namespace, launch: Any = None) -> int:
     from compaction_lab.engine import EngineError
     from compaction_lab.run import runner as report
     from compaction_lab.run import sweep
@@ -113,6 +130,8 @@ def _run_command(args: argparse.Namespace) -> int:
     if args.tokenizer:
         overrides["tokenizer"] = args.tokenizer
     if sweeps:
+        if launch is not None:
+            launch.close()  # the profile's own sweeps: each run of it starts its kernels
         if args.name:
             print("error: --name names one run; a sweep names its runs after the swept values", file=sys.stderr)
             return 2
@@ -151,6 +170,7 @@ def _run_command(args: argparse.Namespace) -> int:
             allow_unknown=args.allow_unknown,
             notebook_html=not args.no_html,
             kernels=args.kernels,
+            launch=launch,
         )
     except report.ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)

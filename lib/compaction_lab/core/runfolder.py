@@ -19,10 +19,12 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from compaction_lab.core import paths
+
+if TYPE_CHECKING:  # pandas is imported where a table is read (~0.6 s): a run's command starts its kernels first
+    import pandas as pd
 
 FIGURES = "figures"
 SESSIONS = "sessions"
@@ -92,6 +94,8 @@ def load_table(run_dir: Path, name: str) -> pd.DataFrame:
     path = table_path(run_dir, name)
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: the notebook that writes '{name}' has not run in this run folder")
+    import pandas as pd
+
     return pd.read_parquet(path, engine="pyarrow")
 
 

@@ -1,184 +1,45 @@
-"""One kernel for a run's whole chain: papermill executes every notebook in it, each from a clean namespace.
+"""One kernel for a run's whole chain, started early and warmed: each notebook runs in it from a clean namespace.
 
 A fresh kernel per notebook cost each of them a kernel start, ~1 s of imports (pandas, Altair, the
 library) and vl-convert's JavaScript engine warming up before its first figure: on the smoke profile
-that fixed cost was most of the run. Here the chain's first notebook starts the kernel and the others
-reuse it; before each later notebook IPython's ``reset(new_session=True)`` empties the namespace (no
-variable of one notebook is seen by the next) and restarts the execution count, so every notebook
-still runs as if opened alone: imported modules stay loaded, nothing else is shared.
+that fixed cost was most of the run. Here the chain's notebooks reuse the kernels of the run
+(`ChainKernel`); before each later notebook the namespace is emptied (`compaction_lab.run.execution`),
+so every notebook still runs as if opened alone: imported modules stay loaded, nothing else is shared.
+
+A kernel can start before its run has a folder: `launched` starts the run's kernels as the command
+begins, while the runner imports and checks the profile, and loads what the notebooks import
+(`warm_code`); the runner then moves each into the run folder and gives it the run's environment
+(`adopt_code`). This module imports nothing heavy (no papermill, no pandas), so the kernels start first.
 
 The kernel belongs to the run: `chain_kernel` shuts it down when the chain ends, fails or is stopped
 by a signal (then nbclient's own handler has already killed it). A kernel that died is replaced by a
 fresh one for the next attempt (`ChainKernel.manager`).
-
-The engine is papermill's documented extension point (``papermill_engines.register``): it differs
-from papermill's default engine in the namespace reset, in closing its client's channels after each
-notebook (nbclient leaves them open when it does not own the kernel), and in saving the executed
-notebook at most every `SAVE_EVERY` seconds while its cells run rather than twice per cell.
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import os
 import queue
 import signal
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import nbformat
 from jupyter_core.utils import run_sync
-from papermill.clientwrap import PapermillNotebookClient
-from papermill.engines import NBClientEngine, NotebookExecutionManager, papermill_engines
-from papermill.utils import merge_kwargs, remove_args
 
 from compaction_lab.run import lifecycle
-
-#: The engine's name for papermill's ``engine_name``.
-ENGINE = "compaction-lab-chain"
-
-#: What clears a reused kernel before the next notebook: user names gone, execution count back to 1.
-RESET_CODE = "get_ipython().reset(new_session=True)"
-#: What the kernel runs after each notebook: its memo counts left for ``run.json`` (`store.memo.write_stats`),
-#: once per notebook rather than at every lookup. Binds no name.
-STATS_CODE = "__import__('compaction_lab.store.memo', fromlist=['write_stats']).write_stats()"
-
-
-class _ChainClient(PapermillNotebookClient):
-    """papermill's notebook client: a reused kernel's namespace emptied before the first cell, memo counts after."""
-
-    def __init__(self, nb_man: Any, *, reset: bool, **kw: Any):
-        super().__init__(nb_man, **kw)
-        self.reset = reset
-
-    def papermill_execute_cells(self) -> None:
-        if self.reset:
-            self._silently(RESET_CODE, "reset before the next notebook")
-        super().papermill_execute_cells()  # returns after a failing cell too (papermill records it)
-        self._silently(STATS_CODE, "asked for its memo counts")
-
-    def _silently(self, code: str, what: str) -> None:
-        # Silent and outside the history: the notebook's own cells are numbered from 1, as alone.
-        reply = self.wait_for_reply(self.kc.execute(code, silent=True, store_history=False)) if self.kc else None
-        if reply is None or reply["content"].get("status") != "ok":
-            raise RuntimeError(f"the chain's kernel could not be {what}: {reply}")
-
-
-#: Seconds between two saves of the executed notebook while its cells run (papermill saves it at every
-#: cell's start and end: for short cells that was most of the runner's own time, each save serialising
-#: and validating the whole notebook). The start and the end of the notebook, a failing cell and any
-#: interruption are always saved.
-SAVE_EVERY = 1.0
-
-
-class _ChainManager(NotebookExecutionManager):
-    """papermill's execution manager, saving the notebook at most every `SAVE_EVERY` seconds between cells."""
-
-    throttled = False
-
-    def save(self, **kwargs: Any) -> None:
-        if self.throttled and (self.now() - self.last_save_time).total_seconds() < SAVE_EVERY:
-            return
-        super().save(**kwargs)
-
-    @contextmanager
-    def _throttling(self) -> Iterator[None]:
-        self.throttled = True
-        try:
-            yield
-        finally:
-            self.throttled = False
-
-    def cell_start(self, cell: Any, cell_index: int | None = None, **kwargs: Any) -> None:
-        with self._throttling():
-            super().cell_start(cell, cell_index, **kwargs)
-
-    def cell_complete(self, cell: Any, cell_index: int | None = None, **kwargs: Any) -> None:
-        with self._throttling():
-            super().cell_complete(cell, cell_index, **kwargs)
-
-
-class ChainEngine(NBClientEngine):
-    """papermill engine running a notebook in the chain's kernel (`ChainKernel`), reset first if it ran one."""
-
-    @classmethod
-    def execute_notebook(
-        cls,
-        nb: Any,
-        kernel_name: str,
-        output_path: str | None = None,
-        progress_bar: Any = True,
-        log_output: bool = False,
-        autosave_cell_every: int = 30,
-        **kwargs: Any,
-    ) -> Any:
-        """`papermill.engines.Engine.execute_notebook` with `_ChainManager` (fewer saves while cells run)."""
-        nb_man = _ChainManager(
-            nb,
-            output_path=output_path,
-            progress_bar=progress_bar,
-            log_output=log_output,
-            autosave_cell_every=autosave_cell_every,
-        )
-        nb_man.notebook_start()
-        try:
-            cls.execute_managed_notebook(nb_man, kernel_name, log_output=log_output, **kwargs)
-        finally:
-            nb_man.cleanup_pbar()
-            nb_man.notebook_complete()  # always saved: a failed or interrupted notebook is kept whole
-        return nb_man.nb
-
-    @classmethod
-    def execute_managed_notebook(
-        cls,
-        nb_man: Any,
-        kernel_name: str,
-        log_output: bool = False,
-        stdout_file: Any = None,
-        stderr_file: Any = None,
-        start_timeout: int = 60,
-        execution_timeout: int | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        """Execute `nb_man`'s notebook with the kernel of ``kwargs["chain"]``; the same arguments as papermill's."""
-        chain: ChainKernel = kwargs.pop("chain")
-        # Where a kernel starts: given to nbclient rather than as papermill's ``cwd``, which changes the
-        # directory of the whole process around each notebook (two notebooks on two threads would leave it
-        # in a run folder).
-        kernel_cwd = kwargs.pop("kernel_cwd", None)
-        if kernel_cwd is not None:
-            kwargs["resources"] = {"metadata": {"path": str(kernel_cwd)}}
-        kwargs = remove_args(["input_path", "timeout", "startup_timeout"], **kwargs)
-        final = merge_kwargs(
-            kwargs,
-            timeout=execution_timeout,
-            startup_timeout=start_timeout,
-            kernel_name=kernel_name,
-            log_output=log_output,
-            stdout_file=stdout_file,
-            stderr_file=stderr_file,
-        )
-        km = chain.manager(kernel_name)
-        client = _ChainClient(nb_man, km=km, reset=km.has_kernel, **final)
-        try:
-            return client.execute()
-        finally:
-            chain.notebooks += 1
-            if client.kc is not None:
-                client.kc.stop_channels()
-
-
-papermill_engines.register(ENGINE, ChainEngine)
 
 
 @dataclass
 class ChainKernel:
-    """The kernel a run's notebooks share (started by the first notebook, in the run folder).
+    """A kernel a run's notebooks share: started by its first notebook, warmed (`warm`) or launched before the run.
 
     Attributes
     ----------
@@ -186,6 +47,8 @@ class ChainKernel:
         The current manager; replaced when its kernel died.
     notebooks : int
         Notebooks executed in it so far.
+    closed : bool
+        Set by `close`: no new kernel is started for it.
     last : str or None
         The last notebook executed in it (the runner gives a notebook the kernel that ran what it reads).
     """
@@ -193,17 +56,30 @@ class ChainKernel:
     km: Any = None
     notebooks: int = 0
     last: str | None = None
+    closed: bool = False
     _lock: Any = field(default_factory=threading.RLock, repr=False, compare=False)
+    # One client at a time: jupyter_client names a client's shell socket after its manager's session, so a
+    # second client of the same kernel takes the first one's replies (the first then waits for ever).
+    _client: Any = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def manager(self, kernel_name: str) -> Any:
         """Return the manager to execute the next notebook with: the running one, else a new, unstarted one."""
         if self.km is not None and self.km.has_kernel and run_sync(self.km.is_alive)():
             return self.km
         self.shutdown()
+        if self.closed:
+            raise RuntimeError("this kernel was closed: it starts no new process")
         self.km = lifecycle.IdleShutdownKernelManager(kernel_name=kernel_name)
         return self.km
 
-    def warm(self, kernel_name: str, cwd: str, code: str, extra_arguments: Sequence[str]) -> bool:
+    def warm(
+        self,
+        kernel_name: str,
+        cwd: str,
+        code: str,
+        extra_arguments: Sequence[str],
+        after: Future[Any] | None = None,
+    ) -> bool:
         """Start the kernel now, in `cwd`, and run `code` in it (`warm_code`); return whether it is warm.
 
         Called on a runner thread while another kernel runs the chain's first notebook, so a notebook that
@@ -211,6 +87,8 @@ class ChainKernel:
         left in the namespace is cleared by the reset before that notebook. A kernel that failed to start or
         to run `code` is shut down (the notebook then starts a fresh one, as without warming): warming
         never fails a run. When `shutdown` is called meanwhile (the chain ended or was stopped) it returns.
+        With `after` (another kernel's warm) the kernel starts at once but runs `code` once that is done:
+        on two cores two warms at once slowed the one the first notebook waits for.
         """
         km = None
         try:
@@ -220,28 +98,39 @@ class ChainKernel:
                     # As nbclient starts a notebook's kernel (its history in memory, not in a file).
                     args = [*extra_arguments, "--HistoryManager.hist_file=:memory:"]
                     run_sync(km.start_kernel)(cwd=cwd, extra_arguments=args)
-            kc = km.client()
-            kc.start_channels()
-            try:
-                run_sync(kc.wait_for_ready)(timeout=WARM_TIMEOUT)
-                msg_id = kc.execute(code, silent=True, store_history=False)
-                deadline = time.monotonic() + WARM_TIMEOUT
-                while self.km is km and time.monotonic() < deadline:
-                    try:
-                        reply = run_sync(kc.get_shell_msg)(timeout=0.2)
-                    except queue.Empty:
-                        continue
-                    if reply["parent_header"].get("msg_id") == msg_id:
-                        if reply["content"].get("status") == "ok":
-                            return True
-                        break
-            finally:
-                kc.stop_channels()
+            with self._client:  # a warm of the same kernel on another thread (a launched kernel's) ends first
+                if self.km is not km:
+                    return False  # shut down while waiting
+                kc = km.client()
+                kc.start_channels()
+                try:
+                    run_sync(kc.wait_for_ready)(timeout=WARM_TIMEOUT)
+                    while after is not None and self.km is km and not wait([after], timeout=0.2).done:
+                        pass
+                    msg_id = kc.execute(code, silent=True, store_history=False)
+                    deadline = time.monotonic() + WARM_TIMEOUT
+                    while self.km is km and time.monotonic() < deadline:
+                        try:
+                            reply = run_sync(kc.get_shell_msg)(timeout=0.2)
+                        except queue.Empty:
+                            continue
+                        if reply["parent_header"].get("msg_id") == msg_id:
+                            if reply["content"].get("status") == "ok":
+                                return True
+                            break
+                finally:
+                    kc.stop_channels()
         except Exception:  # a kernel that would not start or answer: the notebook starts its own
             pass
         if self.km is km:
             self.shutdown()
         return False
+
+    def close(self) -> None:
+        """Shut the kernel down for good: a warm still to start one starts none (`Launch.close`)."""
+        with self._lock:
+            self.closed = True
+        self.shutdown()
 
     def shutdown(self) -> None:
         """End the kernel at once, with its process group, and forget it.
@@ -303,11 +192,14 @@ def warm_code(sources: Iterable[Path], encoding: str | None = None) -> str:
     """
     statements: list[str] = []
     for source in sources:
-        for cell in nbformat.read(source, as_version=4).cells:
-            if cell.cell_type != "code":
+        # The notebook's JSON as it is (nbformat 4: a cell's source a string or a list of lines); nbformat
+        # itself is not imported here (~0.3 s), so `launched` starts the kernels sooner.
+        for cell in json.loads(Path(source).read_text(encoding="utf-8")).get("cells", []):
+            if cell.get("cell_type") != "code":
                 continue
+            text = cell.get("source", "")
             try:
-                tree = ast.parse(cell.source)
+                tree = ast.parse("".join(text) if isinstance(text, list) else text)
             except SyntaxError:  # IPython magics: not Python, nothing to import from it
                 continue
             for node in tree.body:
@@ -322,6 +214,82 @@ def warm_code(sources: Iterable[Path], encoding: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def adopt_code(cwd: str | os.PathLike[str], environment: Mapping[str, str]) -> str:
+    """Return the code that moves a kernel started before its run (`launched`) into the run.
+
+    Into the run folder `cwd` (where the runner starts a kernel itself), with `environment` set: what a
+    kernel started inside the run inherits (the tokenizer, the scheduler, the memo folders). Binds no name.
+    """
+    return f"__import__('os').chdir({os.fspath(cwd)!r})\n__import__('os').environ.update({dict(environment)!r})"
+
+
+#: The kernel every run's notebooks execute in.
+KERNEL_NAME = "python3"
+#: The kernel is local and short-lived; its warning about unencrypted loopback TCP is noise in every
+#: run's output, so only errors are shown.
+KERNEL_ARGUMENTS = ("--IPKernelApp.log_level=ERROR",)
+#: Kernels a run uses by default, at most (`default_kernels`): the chain's widest step is two notebooks
+#: whose inputs are ready at once (02 beside 03; 04 beside 05 then 07).
+MAX_DEFAULT_KERNELS = 2
+
+
+def default_kernels() -> int:
+    """Return the kernels a run uses unless told (``--kernels``): one per core the process may use, at most 2."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(MAX_DEFAULT_KERNELS, cores))
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Kernels started before the run that takes them, each warming on its own thread (`launched`).
+
+    Attributes
+    ----------
+    kernels : tuple of ChainKernel
+    warming : tuple of futures
+        Each kernel's `ChainKernel.warm`, True once its warm code ran.
+    """
+
+    kernels: tuple[ChainKernel, ...]
+    warming: tuple[Future[bool], ...]
+
+    def close(self) -> None:
+        """Shut every kernel down now (the command turned out to need none: a sweep); `launched` does it at the end."""
+        for k in self.kernels:
+            k.close()
+
+
+@contextmanager
+def launched(count: int, notebooks: Iterable[Path]) -> Iterator[Launch]:
+    """Start `count` kernels now, in the current folder, each importing what `notebooks` import (`warm_code`).
+
+    For ``compaction-lab run``: the kernels start and load their imports while the runner imports its
+    own modules and checks the profile (~2 s of a small run). The run that takes them (`run_profile`'s
+    `launch`) moves each into its folder (`adopt_code`) before a notebook runs there. When the block ends
+    every kernel is shut down, whether a run took it or not (a bad profile, a sweep, a signal).
+    """
+    try:
+        code = warm_code(notebooks)
+    except (OSError, ValueError, SyntaxError):  # no notebooks to read (an installed package without them)
+        code, count = "", 0
+    kernels = tuple(ChainKernel() for _ in range(max(0, count)))
+    pool = ThreadPoolExecutor(max(1, len(kernels)), thread_name_prefix="launch")
+    try:
+        cwd = os.getcwd()
+        warming: list[Future[bool]] = []
+        for k in kernels:  # all start at once; each warms after the one before (`ChainKernel.warm`'s `after`)
+            before = warming[-1] if warming else None
+            warming.append(pool.submit(k.warm, KERNEL_NAME, cwd, code, KERNEL_ARGUMENTS, before))
+        yield Launch(kernels, tuple(warming))
+    finally:
+        for k in kernels:
+            k.close()  # a warm under way returns within its poll (`ChainKernel.warm`); none starts a kernel after
+        pool.shutdown(wait=True)
+
+
 @contextmanager
 def chain_kernel() -> Iterator[ChainKernel]:
     """Yield the `ChainKernel` of one chain; its kernel is shut down when the block ends, however it ends."""
@@ -333,12 +301,15 @@ def chain_kernel() -> Iterator[ChainKernel]:
 
 
 __all__ = [
-    "ENGINE",
-    "RESET_CODE",
-    "STATS_CODE",
+    "KERNEL_ARGUMENTS",
+    "KERNEL_NAME",
+    "MAX_DEFAULT_KERNELS",
     "WARM_TIMEOUT",
-    "ChainEngine",
     "ChainKernel",
+    "Launch",
+    "adopt_code",
     "chain_kernel",
+    "default_kernels",
+    "launched",
     "warm_code",
 ]

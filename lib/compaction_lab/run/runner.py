@@ -31,7 +31,6 @@ comparison across them.
 
 from __future__ import annotations
 
-import os
 import platform
 import re
 import shutil
@@ -40,7 +39,7 @@ import sys
 import tempfile
 import time
 import traceback as traceback_mod
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
@@ -57,9 +56,10 @@ from compaction_lab.core.tokens import TOKENIZER_ENV
 from compaction_lab.engine import SCHEDULER_ENV
 from compaction_lab.privacy import redactor as redactor_mod
 from compaction_lab.privacy import scrub
-from compaction_lab.run import chain, lifecycle
+from compaction_lab.run import chain, execution, lifecycle
 from compaction_lab.run import kernel as kernel_mod
 from compaction_lab.run import params as params_mod
+from compaction_lab.run.kernel import KERNEL_ARGUMENTS, KERNEL_NAME, default_kernels
 from compaction_lab.store import memo as memo_mod
 
 #: Our nbconvert template: the lab template minus every script fetched from a CDN.
@@ -67,10 +67,6 @@ from compaction_lab.store import memo as memo_mod
 #: The profile parameter that switches redaction on (notebook 01 masks the sessions it imports).
 REDACT_PARAM = "redact"
 
-KERNEL_NAME = "python3"
-#: The kernel is local and short-lived; its warning about unencrypted loopback TCP is noise in every
-#: run's output, so only errors are shown.
-KERNEL_ARGUMENTS = ("--IPKernelApp.log_level=ERROR",)
 
 #: Packages whose versions go into run.json: what a reader needs to reproduce a figure.
 RECORDED_PACKAGES = (
@@ -243,6 +239,7 @@ def run_profile(
     notebook_html: bool = True,
     memo: Path | None = None,
     kernels: int | None = None,
+    launch: kernel_mod.Launch | None = None,
 ) -> RunResult:
     """Execute a profile's notebooks in order into a new run folder.
 
@@ -281,6 +278,11 @@ def run_profile(
         of 2 cores or more). With more than one, a notebook starts as soon as the notebooks it needs
         (`chain.needs`) have finished, and the kernels share their results through a memo folder (`memo`,
         else one of the run's own, deleted after it): every table is the same as with one kernel.
+    launch : kernel.Launch, optional
+        Kernels started before this call (`kernel.launched`: ``compaction-lab run`` starts them as it
+        begins, so they boot and import while the profile is loaded and checked). The run takes up to
+        `kernels` of them, moves each into its folder with its environment (`kernel.adopt_code`) and
+        shuts them down when its chain ends; without it the run starts its own.
 
     Raises
     ------
@@ -334,6 +336,8 @@ def run_profile(
                     done,
                     executing,
                     kernels=kernels,
+                    launched=launch.kernels if launch is not None else (),
+                    adopt=kernel_mod.adopt_code(run_dir, _kernel_variables(prof, run_dir, shared_memo)),
                     progress=progress,
                     render=render and notebook_html,
                     redactor=redactor,
@@ -387,6 +391,8 @@ def _run_chain(
     executing: dict[str, dict[str, Any]],
     *,
     kernels: int,
+    launched: Sequence[kernel_mod.ChainKernel] = (),
+    adopt: str = "",
     progress: bool,
     render: bool,
     redactor: redactor_mod.Redactor,
@@ -412,11 +418,15 @@ def _run_chain(
         ThreadPoolExecutor(kernels, thread_name_prefix="notebook") as pool,
         ExitStack() as kernel_stack,  # closed first: the kernels end before their notebooks' threads are joined
     ):
-        idle = [kernel_stack.enter_context(kernel_mod.chain_kernel()) for _ in range(kernels)]
-        # The first notebook starts the first kernel; the others start now and import what the notebooks
-        # import while it runs, so the notebooks after it start warm (`ChainKernel.warm`).
-        warming = _warming(idle[1:], prof, run_dir, pool)
-        idle = idle[:1]
+        taken = list(launched[:kernels])
+        for k in taken:
+            kernel_stack.callback(k.shutdown)  # the run's now: ended with its chain, as its own
+        idle = taken + [kernel_stack.enter_context(kernel_mod.chain_kernel()) for _ in range(kernels - len(taken))]
+        # Kernels started before the run are moved into it (`adopt`) and warmed before a notebook takes one.
+        # Else the first notebook starts the first kernel; the others start now and import what the
+        # notebooks import while it runs, so the notebooks after it start warm (`ChainKernel.warm`).
+        warming = _warming(idle if taken else idle[1:], prof, run_dir, pool, adopt)
+        idle = [] if taken else idle[:1]
         running: dict[Future[None], tuple[_Job, kernel_mod.ChainKernel]] = {}
         waiting, finished = list(order), set[str]()
         failures: list[tuple[int, NotebookFailed, BaseException]] = []
@@ -466,15 +476,19 @@ def _run_chain(
 
 
 def _warming(
-    kernels: list[kernel_mod.ChainKernel], prof: Profile, run_dir: Path, pool: ThreadPoolExecutor
+    kernels: list[kernel_mod.ChainKernel], prof: Profile, run_dir: Path, pool: ThreadPoolExecutor, adopt: str = ""
 ) -> dict[Future[bool], kernel_mod.ChainKernel]:
-    """Start warming `kernels` on `pool` (`ChainKernel.warm`); each is idle again when its future is done."""
+    """Start warming `kernels` on `pool` (`ChainKernel.warm`); each is idle again when its future is done.
+
+    `adopt` (`kernel.adopt_code`) runs first: a kernel started before the run moves into its folder.
+    """
     if not kernels:
         return {}
     encoding = prof.parameters.get("encoding")
     code = kernel_mod.warm_code(
         [paths.notebook_path(nb) for nb in prof.notebooks], encoding if isinstance(encoding, str) else None
     )
+    code = f"{adopt}\n{code}" if adopt else code
     return {pool.submit(k.warm, KERNEL_NAME, str(run_dir), code, KERNEL_ARGUMENTS): k for k in kernels}
 
 
@@ -539,7 +553,7 @@ def _execute(job: _Job, shared: kernel_mod.ChainKernel, progress: bool) -> None:
         progress_bar={"desc": job.notebook, "leave": True} if progress else False,
         kernel_cwd=str(job.output.parent),  # not papermill's ``cwd``: that one changes this whole process's
         extra_arguments=list(KERNEL_ARGUMENTS),
-        engine_name=kernel_mod.ENGINE,
+        engine_name=execution.ENGINE,
         chain=shared,
     )
 
@@ -664,28 +678,19 @@ def _kernel_environment(prof: Profile, run_dir: Path | None = None, memo: Path |
     nested engine) follows them without each declaring them; restored after.
     The memo's shared folder (`run_profile`'s `memo`) and where its counts go travel the same way.
     """
+    with processes.environment(_kernel_variables(prof, run_dir, memo)):
+        yield
+
+
+def _kernel_variables(prof: Profile, run_dir: Path | None = None, memo: Path | None = None) -> dict[str, str]:
+    """Return the environment variables `_kernel_environment` sets (`kernel.adopt_code` gives a kernel started earlier)."""
     values = {var: prof.parameters.get(key) for key, var in KERNEL_ENVIRONMENT.items()}
     env = {var: v for var, v in values.items() if isinstance(v, str) and v}
     if run_dir is not None:
         env[memo_mod.MEMO_STATS_ENV] = str(run_dir / MEMO_STATS_DIR)
     if memo is not None:
         env[memo_mod.MEMO_ENV] = str(Path(memo).resolve())
-    with processes.environment(env):
-        yield
-
-
-#: Kernels a run uses by default, at most (`default_kernels`): the chain's widest step is two notebooks
-#: whose inputs are ready at once (02 beside 03; 04 beside 05 then 07).
-MAX_DEFAULT_KERNELS = 2
-
-
-def default_kernels() -> int:
-    """Return the kernels a run uses unless told (``--kernels``): one per core the process may use, at most 2."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(MAX_DEFAULT_KERNELS, cores))
+    return env
 
 
 @contextmanager
