@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -77,6 +78,12 @@ def test_closed_book_runs_offline_with_epochs_and_its_log_reads_back(run_copy, t
     assert sorted(rows["draw"].unique()) == [0, 1, 2]
     assert set(rows["reader_label"]) == {"mockllm/model (Inspect)"}
     assert not rows["correct"].any()  # mockllm's canned text is no value, and it does not abstain on decoys
+    # Figure 12 and the report now show the model beside the suite's readers, and say it came from Inspect.
+    assert "report.html (figure 12 and the Inspect block)" in imported.stderr
+    page = (run_copy / "report.html").read_text(encoding="utf-8")
+    assert "Models run through Inspect AI" in page and "mockllm/model (Inspect)" in page and written[0].name in page
+    assert "mockllm/model (Inspect)" in (run_copy / "figures" / "fig12_readers.svg").read_text(encoding="utf-8")
+    assert json.loads((run_copy / "run.json").read_text())["report_refreshed"]["at"]
     # The same log again replaces its rows rather than adding them.
     again = subprocess.run(
         [str(BIN / "compaction-lab"), "import-inspect", str(written[0]), "--run", str(run_copy)],

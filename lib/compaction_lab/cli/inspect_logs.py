@@ -20,10 +20,16 @@ def _cmd_import_inspect(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    from compaction_lab.run import runner
+
     for folder, n in written.items():
         print(f"{folder / (logs.TABLE + '.parquet')}: {n} rows", file=sys.stderr)
         for line in logs.summary_lines(folder):
             print(f"  {line}", file=sys.stderr)
+        # Figure 12 and the report's Inspect block, with the imported model beside the suite's readers.
+        report = runner.refresh_report(folder)
+        if report is not None:
+            print(f"report: {report} (figure 12 and the Inspect block)", file=sys.stderr)
         print(folder)
     return 0
 

@@ -421,6 +421,14 @@ def power_table(
     return pd.DataFrame([p.__dict__ for p in out])
 
 
+def _joined(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
+    """Each row's values in `columns` as one label (joined by U+001F), column by column rather than row by row."""
+    label = frame[columns[0]].astype(str)
+    for col in columns[1:]:
+        label = label + "\x1f" + frame[col].astype(str)
+    return label.to_numpy(object)
+
+
 def draw_recall_table(
     rows: pd.DataFrame,
     *,
@@ -454,7 +462,7 @@ def draw_recall_table(
     keys = list(question)
     out = []
     for arm, g in rows.groupby(list(by), sort=False):
-        qid = g[keys].astype(str).agg("\x1f".join, axis=1).to_numpy()
+        qid = _joined(g, keys)
         iv = hierarchical_interval(
             g["correct"].to_numpy(bool),
             qid,

@@ -19,32 +19,7 @@ from inspect_ai.scorer import CORRECT
 
 from compaction_lab.core import runfolder
 from compaction_lab.exam import power
-
-#: The run folder's table of imported Inspect answers.
-TABLE = "exam_inspect"
-
-#: Its columns, in order.
-COLUMNS: tuple[str, ...] = (
-    "case_id",
-    "question_id",
-    "strategy",
-    "strategy_label",
-    "session_id",
-    "pointer",
-    "category",
-    "decoy",
-    "unit",
-    "draw",
-    "given",
-    "correct",
-    "projection_tokens",
-    "over_window",
-    "reader",
-    "reader_label",
-    "task",
-    "eval_id",
-    "log",
-)
+from compaction_lab.exam.imported import COLUMNS, TABLE
 
 #: The scorer whose value is read (`compaction_lab.inspect.tasks.exact_value`).
 SCORER = "exact_value"

@@ -26,6 +26,7 @@ from compaction_lab.report.figures.exam import (
     fig1_retained,
     fig3_retained_tokens,
     fig4_size_vs_recall,
+    fig12_readers,
     fig_recorded,
     pointer_mix_sensitivity,
 )
@@ -80,6 +81,7 @@ __all__ = [
     "fig9_open_book",
     "fig10_continuation",
     "fig11_rediscovery",
+    "fig12_readers",
     "fig_recorded",
     "fig_sweep_lines",
     "fig_sweep_ranks",

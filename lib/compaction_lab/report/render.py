@@ -84,6 +84,7 @@ def build_index(
         recorded=share.recorded_block(run_dir),
         exam=share.exam_block(run_dir),
         continuation=share.continuation_block(run_dir),
+        inspect=share.inspect_block(run_dir),  # models run through Inspect AI (`import-inspect`), when any
         notebooks=[
             {
                 "name": r.notebook,

@@ -21,7 +21,7 @@ import pandas as pd
 
 from compaction_lab.core import runfolder
 from compaction_lab.exam import cases as exam_cases
-from compaction_lab.exam import stats
+from compaction_lab.exam import imported, stats
 from compaction_lab.report.figures import run_figures
 from compaction_lab.report.figures._common import distinct_text
 from compaction_lab.strategies.base import COMPACTION_FAILED
@@ -794,6 +794,57 @@ def exam_block(run_dir: Path) -> ExamBlock | None:
             )
     cols = [c for c in ("session_id", "tokens", "would_compact", "cut", "questions", "reason") if c in sessions]
     return ExamBlock(tuple(lines), sessions[cols] if len(sessions) else sessions, view, mixes)
+
+
+#: The readers table as the report shows it: column -> header.
+READERS_VIEW: dict[str, str] = {
+    "reader_label": "reader",
+    "source": "answers from",
+    "strategy_label": "strategy",
+    "of": "right draws of questions × draws",
+    "recall_ci": "recall [95% interval]",
+    "consistent": "questions whose draws agree",
+}
+
+
+@dataclass(frozen=True)
+class InspectBlock:
+    """The report's block on models run through Inspect AI (``compaction-lab import-inspect``).
+
+    Attributes
+    ----------
+    lines : tuple of str
+        Per imported model: its answers, the task, questions x arms x draws, the logs they came from.
+    readers : DataFrame
+        `READERS_VIEW` of `exam.imported.readers_table`: every reader, the suite's and Inspect's.
+    """
+
+    lines: tuple[str, ...]
+    readers: pd.DataFrame
+
+    def html(self) -> str:
+        """Render the readers table as HTML (escaped)."""
+        return self.readers.to_html(index=False, escape=True, na_rep=NOT_MEASURED)
+
+
+def inspect_block(run_dir: Path) -> InspectBlock | None:
+    """Models whose answers were imported from Inspect AI logs, beside the suite's readers (None: none imported)."""
+    lines = imported.imported_lines(run_dir)
+    if not lines:
+        return None
+    table = imported.readers_table(run_dir)
+    view = table.assign(
+        of=[
+            f"{k:.0f} of {n:.0f} × {d:g}"
+            for k, n, d in zip(table["correct"], table["n_questions"], table["draws"], strict=True)
+        ],
+        recall_ci=[
+            f"{r:.1%} [{lo:.1%}, {hi:.1%}]"
+            for r, lo, hi in zip(table["recall"], table["ci_low"], table["ci_high"], strict=True)
+        ],
+        consistent=table["consistent"].map(lambda v: f"{v:.0%}"),
+    )[list(READERS_VIEW)].rename(columns=READERS_VIEW)
+    return InspectBlock(tuple(lines), view)
 
 
 def figures(run_dir: Path) -> list[Figure]:

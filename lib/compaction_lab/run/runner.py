@@ -31,6 +31,7 @@ comparison across them.
 
 from __future__ import annotations
 
+import json
 import platform
 import re
 import shutil
@@ -808,6 +809,53 @@ def final_sweep(run_dir: Path, redactor: redactor_mod.Redactor) -> dict[str, Any
         "replacements_in_final_sweep": rep.replacements,
         "not_rewritable": list(rep.unscannable),
     }
+
+
+def refresh_report(run_dir: str | Path) -> Path | None:
+    """Draw the figure of every reader again and rebuild ``report.html`` after answers were imported.
+
+    For ``compaction-lab import-inspect``: the answers of a model run through Inspect AI join figure 12
+    (`exam.imported.readers_table`) and the report's Inspect block without running the chain again. The
+    profile, its notebooks and their outcomes are read from ``run.json``; the rewritten files get the
+    run's redaction sweep (`final_sweep`, its ``redact`` parameter; environment secrets always), recorded
+    in ``run.json`` as ``report_refreshed``. None (nothing rewritten) when the folder has no report, or
+    its closed book (notebook 03) did not run.
+    """
+    from compaction_lab.exam import imported
+    from compaction_lab.report import charts
+    from compaction_lab.report import render as render_mod
+
+    run_dir = Path(run_dir)
+    info = json.loads((run_dir / runfolder.RUN_JSON).read_text(encoding="utf-8"))
+    closed = runfolder.table_path(run_dir, imported.CLOSED_TABLE)
+    if not (run_dir / runfolder.REPORT_HTML).exists() or not closed.exists():
+        return None
+    parameters = dict(info.get("parameters") or {})
+    prof = Profile(
+        name=str(info.get("profile") or run_dir.name),
+        description=str(info.get("description") or ""),
+        notebooks=tuple(info.get("notebooks_planned") or ()),
+        parameters=parameters,
+    )
+    runs = [
+        NotebookRun(
+            str(nb["notebook"]),
+            run_dir / str(nb.get("output") or f"{nb['notebook']}.ipynb"),
+            run_dir / str(nb["html"]) if nb.get("html") else None,
+            float(nb.get("seconds") or 0.0),
+            dict(nb.get("parameters") or {}),
+            str(nb.get("status") or "ok"),
+            nb.get("html_seconds"),
+        )
+        for nb in info.get("notebooks") or []
+    ]
+    charts.draw(run_dir, "fig12_readers", imported.readers_table(run_dir))
+    report = render_mod.build_index(run_dir, prof, runs)
+    redactor = redactor_mod.redactor(prof.redact, parameters.get("redact_patterns") or None)
+    swept = final_sweep(run_dir, redactor)
+    refreshed = {"at": _now(), "replacements_in_final_sweep": swept["replacements_in_final_sweep"]}
+    lifecycle.write_json_atomic(run_dir / runfolder.RUN_JSON, redactor.value({**info, "report_refreshed": refreshed}))
+    return report
 
 
 # --------------------------------------------------------------------------- batches

@@ -7,7 +7,7 @@ import re
 import altair as alt
 import pandas as pd
 
-from compaction_lab.exam import readers
+from compaction_lab.exam import imported, readers
 from compaction_lab.report.figures import register, title_of
 from compaction_lab.report.figures._common import (
     NOT_SENDABLE_NOTE,
@@ -381,6 +381,78 @@ def fig_recorded(table: pd.DataFrame, *, width: int = 420) -> alt.Chart:
                         + (f"95% intervals ({units})" if units else "95% bootstrap intervals"),
                     ),
                     POOL_NOTE if pooled else None,
+                    NOT_SENDABLE_NOTE if data["over_window"].any() else None,
+                ),
+            )
+        )
+    )
+
+
+@register(
+    "fig12_readers",
+    rank=45,
+    title="Figure 12 — recall by reader: the suite's readers and models run through Inspect AI",
+    notebook="03_closed_book_exam",
+)
+def fig12_readers(table: pd.DataFrame, *, width: int = 460) -> alt.Chart | alt.LayerChart:
+    """Figure 12: per arm, each reader's recall with its 95% interval (the table's own), the readers told apart by colour.
+
+    The suite's readers (notebook 03) and the models whose answers were imported from Inspect AI logs
+    (``compaction-lab import-inspect``) side by side: a reader's label says where its answers came from
+    (``... (Inspect)``; a stand-in's label says it is one). An arm over the window is faded, dashed and
+    listed last. Without imported answers the subtitle says how to add them.
+
+    Parameters
+    ----------
+    table : DataFrame
+        `exam.imported.readers_table` (source, reader_label, strategy_label, recall, ci_low, ci_high,
+        n_questions, draws, consistent, over_window).
+    """
+    title = title_of("fig12_readers")
+    if table.empty:
+        return no_data(title)
+    use_theme()
+    data = flag_arms(table, by="strategy_label")
+    data["who"] = data["reader_label"].astype(str)
+    data["of"] = [
+        f"{k:.0f} of {n:.0f} x {d:g}"
+        for k, n, d in zip(data["correct"], data["n_questions"], data["draws"], strict=True)
+    ]
+    order = arm_order(data, ("recall", False))
+    y = alt.Y("arm_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360))
+    offset = alt.YOffset("who:N")
+    unit = alt.Scale(domain=[0, 1])
+    look = unsendable_look(data)
+    base = alt.Chart(data).encode(y=y, yOffset=offset)
+    bars = base.mark_rule(color="#999").encode(x=alt.X("ci_low:Q", scale=unit), x2="ci_high:Q")
+    points = base.mark_point(filled=True, size=70).encode(
+        x=alt.X("recall:Q", title="recall (real questions)", scale=unit, axis=alt.Axis(format="%")),
+        color=alt.Color(
+            "who:N", title="reader", legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=480)
+        ),
+        tooltip=[
+            alt.Tooltip("arm_label:N", title="strategy"),
+            alt.Tooltip("who:N", title="reader"),
+            alt.Tooltip("source:N", title="answers from"),
+            alt.Tooltip("of:N", title="right draws of questions x draws"),
+            alt.Tooltip("recall:Q", format=".1%"),
+            alt.Tooltip("ci_low:Q", title="95% low", format=".1%"),
+            alt.Tooltip("ci_high:Q", title="95% high", format=".1%"),
+            alt.Tooltip("consistent:Q", title="questions whose draws agree", format=".0%"),
+        ],
+        **look,
+    )
+    sources = set(data["source"].astype(str))
+    return (
+        alt.layer(bars, points)
+        .properties(width=width)
+        .properties(
+            title=alt.TitleParams(
+                title,
+                subtitle=subtitle_lines(
+                    "95% intervals: the suite's readers as in figures 3 and 4; an imported model's resample "
+                    "sessions or questions, then draws (hierarchical bootstrap)",
+                    None if imported.INSPECT in sources else imported.NONE_IMPORTED_SHORT,
                     NOT_SENDABLE_NOTE if data["over_window"].any() else None,
                 ),
             )
