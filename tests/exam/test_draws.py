@@ -11,7 +11,7 @@ import pytest
 from compaction_lab import summarize
 from compaction_lab.endpoints import shared
 from compaction_lab.endpoints.ledger import open_ledger
-from compaction_lab.exam import closed, stats
+from compaction_lab.exam import closed, power, stats
 from compaction_lab.exam.model_reader import ModelReader
 from compaction_lab.exam.readers import VerbatimReader
 from compaction_lab.ingest import synthetic
@@ -155,3 +155,16 @@ def test_with_draws_a_session_row_counts_questions_not_answers():
     assert (by3["n"] == 4).all() and by3.loc[("a", "s0"), "retained"] == 4.0
     # Three identical draws of 4 questions are still 4 questions: the same interval as one draw each.
     pd.testing.assert_frame_equal(by3[["ci_low", "ci_high"]], by1[["ci_low", "ci_high"]])
+
+
+def test_question_consistency_counts_questions_by_draws_right():
+    """Which questions are noisy: right in some of their draws and not in others (`power.question_consistency`)."""
+    rows = _draw_answers([1.0, 0.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0], 3)
+    # Question q1 of arm a: right in exactly one of three draws.
+    rows.loc[(rows["strategy"] == "a") & (rows["question_id"] == "q1") & (rows["draw"] == 0), "correct"] = True
+    t = power.question_consistency(rows, by=("strategy",))
+    a = t[t["strategy"] == "a"].set_index("right")
+    assert list(a.index) == [0, 1, 2, 3] and list(a["questions"]) == [1, 1, 0, 2]
+    assert list(a["noisy"]) == [False, True, True, False] and a["share"].sum() == pytest.approx(1.0)
+    b = t[t["strategy"] == "b"].set_index("right")
+    assert list(b["questions"]) == [0, 0, 0, 4]  # always right: nothing noisy

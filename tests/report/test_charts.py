@@ -268,7 +268,7 @@ def test_every_figure_is_one_hop_from_the_registry():
     assert len(drawn) == len(set(drawn)) and set(drawn) == _figure_functions()
     assert [f.stem for f in run] == [
         "fig1_retained", "fig2_composition", "fig3_complete", "fig3_recall_tokens", "fig4_size_recall",
-        "fig12_readers", "fig5_compaction_cost", "fig6_cost_per_point", "fig7_projection_anatomy", "fig8_trigger_budgets",
+        "fig12_readers", "fig13_consistency", "fig5_compaction_cost", "fig6_cost_per_point", "fig7_projection_anatomy", "fig8_trigger_budgets",
         "fig9_open_book", "fig10_continuation", "fig11_rediscovery", "sensitivity_mix", "fig_recorded",
     ]  # fmt: skip
     for f in run:

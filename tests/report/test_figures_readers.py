@@ -43,3 +43,40 @@ def test_the_report_block_names_the_model_its_logs_and_every_reader(tmp_path):
     assert list(block.readers.columns) == list(share.READERS_VIEW.values())
     assert list(block.readers["answers from"]) == [imported.SUITE, imported.INSPECT]
     assert "3 of 6 × 2" in block.html() and "<script" not in block.html()
+
+
+def test_fig13_counts_noisy_questions_per_arm_and_one_draw_is_no_data():
+    import numpy as np
+
+    from tests.exam.test_draws import _draw_answers
+
+    answers = _draw_answers(np.linspace(0.1, 0.9, 12), np.r_[np.ones(6), np.zeros(6)], 3).assign(
+        reader="model", reader_label="model reader: m"
+    )
+    chart = charts.fig13_consistency(answers)
+    spec = chart.to_dict()
+    assert spec["title"]["text"] == figures.title_of("fig13_consistency")
+    values = spec["datasets"][next(iter(spec["datasets"]))]
+    b = {v["column"]: v["questions"] for v in values if v["row"] == "b"}
+    assert b == {"0 of 3": 6, "1 of 3": 0, "2 of 3": 0, "3 of 3": 6}  # b's questions never disagree
+    assert _png(chart).startswith(PNG_SIGNATURE)
+    one = charts.fig13_consistency(answers[answers["draw"] == 0]).to_dict()
+    assert "One draw per question" in str(one)
+
+
+def test_the_report_says_which_pair_this_sample_can_resolve():
+    import numpy as np
+
+    from compaction_lab.exam import closed
+    from tests.exam.test_draws import _draw_answers
+
+    answers = _draw_answers(np.full(40, 0.9), np.full(40, 0.1), 3).assign(
+        reader="model", reader_label="model reader: m"
+    )
+    table = closed.draws_tables(answers, n_boot=50)["exam_power"]
+    (line,) = share.power_lines(table)
+    assert line.startswith("model reader: m, 3 draws per question: 1 of 1 pairs") and "is resolvable" in line
+    close = _draw_answers(np.full(8, 0.7), np.full(8, 0.4), 2).assign(reader="model", reader_label="model reader: m")
+    (line,) = share.power_lines(closed.draws_tables(close, n_boot=50)["exam_power"])  # +31% of 8 questions
+    assert "is not resolvable; it would take about 17 questions at these draws or 5 draws per question" in line
+    assert share.power_lines(None) == [] and share.power_lines(table.iloc[0:0]) == []

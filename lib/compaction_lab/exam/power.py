@@ -429,6 +429,46 @@ def _joined(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
     return label.to_numpy(object)
 
 
+def question_consistency(
+    rows: pd.DataFrame,
+    *,
+    by: Sequence[str] = ("strategy",),
+    question: Sequence[str] = ("case_id", "question_id"),
+) -> pd.DataFrame:
+    """Per arm (the `by` columns) and draws asked: how many questions were right in 0, 1, ... of their draws.
+
+    What shows which questions are noisy: a question right in some of its draws and not in others is one
+    the reader's sampling decides, not the arm's retention.
+
+    Returns
+    -------
+    DataFrame
+        One row per arm x draws x right (``right`` from 0 to ``draws``, every count listed, zeros too): the
+        `by` columns, ``draws``, ``right``, ``questions`` (how many), ``share`` (of the arm's questions asked
+        that many times) and ``noisy`` (0 < right < draws).
+    """
+    keys = list(question)
+    per = rows.assign(_q=_joined(rows, keys), correct=rows["correct"].astype(bool))
+    per = per.groupby([*by, "_q"], sort=False)["correct"].agg(right="sum", draws="count").reset_index()
+    out = []
+    for arm, g in per.groupby([*by, "draws"], sort=False):
+        *names, draws = arm
+        counts = g["right"].value_counts()
+        for right in range(int(draws) + 1):
+            n = int(counts.get(right, 0))
+            out.append(
+                {
+                    **dict(zip(by, names, strict=True)),
+                    "draws": int(draws),
+                    "right": right,
+                    "questions": n,
+                    "share": n / len(g),
+                    "noisy": 0 < right < draws,
+                }
+            )
+    return pd.DataFrame(out, columns=[*by, "draws", "right", "questions", "share", "noisy"])
+
+
 def draw_recall_table(
     rows: pd.DataFrame,
     *,

@@ -27,6 +27,7 @@ from compaction_lab.report.figures.exam import (
     fig3_retained_tokens,
     fig4_size_vs_recall,
     fig12_readers,
+    fig13_consistency,
     fig_recorded,
     pointer_mix_sensitivity,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "fig10_continuation",
     "fig11_rediscovery",
     "fig12_readers",
+    "fig13_consistency",
     "fig_recorded",
     "fig_sweep_lines",
     "fig_sweep_ranks",

@@ -738,6 +738,36 @@ def failed_compactions(run_dir: Path) -> list[str]:
     return lines
 
 
+def power_lines(table: pd.DataFrame | None) -> list[str]:
+    """Per reader asked several draws (``exam_power``): which pairs of arms this sample size can tell apart.
+
+    How many pairs differ by at least their minimum detectable difference at 80% power, and for the pair
+    with the largest difference, whether it does and how many questions or draws would resolve it.
+    """
+    if table is None or table.empty:
+        return []
+    lines = []
+    for label, g in table.groupby("reader_label", sort=False):
+        g = g.assign(size=g["difference"].abs())
+        top = g.sort_values("size", ascending=False, kind="stable").iloc[0]
+        verdict = "is resolvable" if bool(top["resolvable"]) else "is not resolvable"
+        needs = []
+        if not bool(top["resolvable"]):
+            if pd.notna(top["questions_needed"]):
+                needs.append(f"about {int(top['questions_needed']):,} questions at these draws")
+            if pd.notna(top["draws_needed"]):
+                needs.append(f"{int(top['draws_needed'])} draws per question at these questions")
+        lines.append(
+            f"{label}, {g['draws'].mean():g} draws per question: {int(g['resolvable'].sum())} of {len(g)} pairs of "
+            f"arms differ by at least their minimum detectable difference (80% power, two-sided 5%). The largest "
+            f"difference, {top['a']} vs {top['b']} ({top['difference']:+.1%} over {int(top['n_questions'])} "
+            f"questions; detectable: {top['mdd']:.1%}), {verdict}"
+            + (f"; it would take {' or '.join(needs)}." if needs else ".")
+            + (f" ({top['note']}.)" if isinstance(top.get("note"), str) and top["note"] else "")
+        )
+    return lines
+
+
 def exam_block(run_dir: Path) -> ExamBlock | None:
     """Sessions, per-session recall and the question-mix table, from notebook 03's tables (None: it did not run).
 
@@ -769,6 +799,7 @@ def exam_block(run_dir: Path) -> ExamBlock | None:
                 "unless probe_pointer_mix says otherwise."
             )
     lines += failed_compactions(run_dir)
+    lines += power_lines(_maybe(run_dir, "exam_power"))
     view = pd.DataFrame(columns=list(BY_SESSION_VIEW.values()))
     if by_session is not None and len(by_session):
         b = by_session.copy()

@@ -7,7 +7,7 @@ import re
 import altair as alt
 import pandas as pd
 
-from compaction_lab.exam import imported, readers
+from compaction_lab.exam import imported, power, readers
 from compaction_lab.report.figures import register, title_of
 from compaction_lab.report.figures._common import (
     NOT_SENDABLE_NOTE,
@@ -454,6 +454,83 @@ def fig12_readers(table: pd.DataFrame, *, width: int = 460) -> alt.Chart | alt.L
                     "sessions or questions, then draws (hierarchical bootstrap)",
                     None if imported.INSPECT in sources else imported.NONE_IMPORTED_SHORT,
                     NOT_SENDABLE_NOTE if data["over_window"].any() else None,
+                ),
+            )
+        )
+    )
+
+
+#: What figure 13 says when every question was asked once.
+ONE_DRAW = (
+    "One draw per question: nothing to tell apart.",
+    "With a model reader at a temperature above 0, draws > 1 asks each question several times.",
+)
+
+
+@register(
+    "fig13_consistency",
+    rank=46,
+    title="Figure 13 — which questions are noisy: right in how many of their draws",
+    notebook="03_closed_book_exam",
+)
+def fig13_consistency(answers: pd.DataFrame, *, width: int = 360) -> alt.Chart:
+    """Figure 13: per arm (and reader), how many real questions were right in 0, 1, ... of their draws.
+
+    A cell between the first and the last column holds the noisy questions: the reader's sampling, not
+    the arm's retention, decided them. An arm over the window is listed last with `NOT_SENDABLE`.
+    With one draw per question there is nothing to show (`ONE_DRAW`).
+
+    Parameters
+    ----------
+    answers : DataFrame
+        The closed book's answers, one row per draw (``exam_closed``: reader_label, strategy_label,
+        case_id, question_id, decoy, correct; over_window when recorded).
+    """
+    title = title_of("fig13_consistency")
+    if answers.empty or "draw" not in answers.columns:
+        return no_data(title, ONE_DRAW)
+    real = flag_arms(answers[~answers["decoy"].astype(bool)], by="strategy_label")
+    several = real["reader_label"].nunique() > 1
+    real = real.assign(
+        row=real["arm_label"].astype(str) + (" — " + real["reader_label"].astype(str) if several else "")
+    )
+    table = power.question_consistency(real, by=("row", "over_window"))
+    if table.empty or table["draws"].max() < 2:
+        return no_data(title, ONE_DRAW)
+    use_theme()
+    table = table[table["draws"] > 1].copy()
+    table["column"] = [f"{r} of {d}" for r, d in zip(table["right"], table["draws"], strict=True)]
+    columns = list(dict.fromkeys(table.sort_values(["draws", "right"])["column"]))
+    # Sendable arms first, the noisiest first among them.
+    noisy = table[table["noisy"]].groupby("row")["share"].sum()
+    over = table.groupby("row")["over_window"].first()
+    rows = sorted(over.index, key=lambda r: (bool(over[r]), -float(noisy.get(r, 0.0)), str(r)))
+    base = alt.Chart(table).encode(
+        x=alt.X("column:N", sort=columns, title="right in … of its draws", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("row:N", sort=rows, title=None, axis=alt.Axis(labelLimit=420)),
+    )
+    cells = base.mark_rect(stroke="#fff").encode(
+        color=alt.Color("share:Q", title="share of questions", scale=alt.Scale(scheme="blues", domain=[0, 1])),
+        tooltip=[
+            alt.Tooltip("row:N", title="strategy"),
+            alt.Tooltip("column:N", title="right in"),
+            alt.Tooltip("questions:Q"),
+            alt.Tooltip("share:Q", format=".0%"),
+        ],
+    )
+    text = base.mark_text(fontSize=11).encode(
+        text=alt.Text("questions:Q"),
+        color=alt.condition(alt.datum.share > 0.5, alt.value("white"), alt.value("#333")),
+    )
+    return (
+        alt.layer(cells, text)
+        .properties(width=width)
+        .properties(
+            title=alt.TitleParams(
+                title,
+                subtitle=subtitle_lines(
+                    "each cell: real questions right in that many of their draws; the middle columns are the noisy ones",
+                    who_answered(answers, "arms with the most noisy questions first"),
                 ),
             )
         )
