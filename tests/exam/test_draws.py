@@ -168,3 +168,32 @@ def test_question_consistency_counts_questions_by_draws_right():
     assert list(a["noisy"]) == [False, True, True, False] and a["share"].sum() == pytest.approx(1.0)
     b = t[t["strategy"] == "b"].set_index("right")
     assert list(b["questions"]) == [0, 0, 0, 4]  # always right: nothing noisy
+
+
+def test_the_open_book_asks_each_question_every_draw_in_every_round(setup, tmp_path, monkeypatch):
+    """The open book's model reader is asked `draws` times per question and round, each a ledger entry of its own;
+    a stand-in with draws > 1 is refused."""
+    from compaction_lab import strategies
+    from compaction_lab.exam import open_book
+    from compaction_lab.exam.readers import SearcherReader, reader_factory
+    from compaction_lab.store.archive import Archive
+
+    monkeypatch.setenv("COMPACTION_LAB_CHECKPOINTS", str(tmp_path / "ck.sqlite"))
+    case, sessions = setup
+    proj = strategies.compact(sessions[case.session_id], "codex", case.cut, CTX)
+    rounds = open_book.make_rounds(open_book.DEFAULT_WORDINGS)[3:4]  # the closed arm: one request per answer
+    shared._CLIENTS.clear()
+    with Archive(tmp_path / "archive.sqlite") as archive, FakeOpenAIServer() as server:
+        cfg = {"base_url": server.base_url, "model": "m", "api_key_env": "", "max_retries": 0, "concurrency": 2}
+        cfg["ledger"] = str(tmp_path / "ledger.sqlite")
+        factory = reader_factory("model", model=cfg, temperature=0.7)
+        df = open_book.run_open_book([case], sessions, {case.id: proj}, archive, factory, rounds=rounds, draws=3)
+        sent = server.count()
+        with pytest.raises(ValueError, match="draws=2 needs a model reader"):
+            open_book.run_open_book([case], sessions, {case.id: proj}, archive, SearcherReader, rounds=rounds, draws=2)
+    assert len(df) == len(case.questions) * 3 and sent == len(df)
+    assert all(sorted(d) == [0, 1, 2] for d in df.groupby("question_id")["draw"].apply(list))
+    outcomes = open_book.outcome_table(df)
+    assert int(outcomes["questions"].iloc[0]) == len(df) and int(outcomes["draws"].iloc[0]) == 3
+    assert "draws" not in open_book.outcome_table(df[df["draw"] == 0]).columns  # one draw: the table as before
+    shared._CLIENTS.clear()

@@ -50,7 +50,7 @@ from compaction_lab.core.session import Session
 from compaction_lab.exam import cases as exam_cases
 from compaction_lab.exam import readers
 from compaction_lab.exam.cases import RunCases
-from compaction_lab.exam.closed import answer_all
+from compaction_lab.exam.closed import answer_all, check_draws
 from compaction_lab.exam.exam import EXAMS, Exam, ExamParams, Source
 from compaction_lab.exam.grading import contains_answer, grade, in_normalised, is_abstention, normalise
 from compaction_lab.exam.readers import HistoryTools, Reader, SearcherReader, messages_text
@@ -112,6 +112,7 @@ COLUMNS: list[str] = [
     "searched_entry_ids",
     "input_tokens",
     "output_tokens",
+    "draw",
 ]
 
 #: What the notebook prints under every open-book table and figure made with the offline reader.
@@ -241,8 +242,9 @@ def run_open_book(
     rounds: Sequence[Round] | None = None,
     add_missing: bool = True,
     progress: bool = False,
+    draws: int = 1,
 ) -> pd.DataFrame:
-    """Run the five open-book rounds: one row per round x question.
+    """Run the five open-book rounds: one row per round x question x draw.
 
     Parameters
     ----------
@@ -267,11 +269,14 @@ def run_open_book(
         Override the rounds entirely.
     add_missing : bool
     progress : bool
+    draws : int
+        Times each question is asked in each round (``draw`` 0, 1, ...): each a request of its own, kept
+        apart in the ledger; above 1 only with a model reader (`closed.check_draws`).
 
     Returns
     -------
     DataFrame
-        `COLUMNS`; rows ordered round, case, question. ``tool_calls`` counts
+        `COLUMNS`; rows ordered round, case, question, draw. ``tool_calls`` counts
         every call, ``searched_entry_ids`` lists the entry ids any call
         returned (search hits and fetched entries), ``looked_up`` says whether
         the entry holding the value was fetched with ``history_get``.
@@ -311,16 +316,22 @@ def run_open_book(
 
         it = tqdm(work, desc="open book", unit="case")
     readers = {r.number: reader_factory(search=r.search, k=k) for r in rounds}
+    for reader in readers.values():
+        check_draws(draws, reader)
     rows: list[dict[str, Any]] = []
     for rnd, (case, p, messages, shape_tools, facts) in it:
         reader = readers[rnd.number]
+        asked = [(fact, d) for fact in facts for d in range(draws)]
 
-        def ask(fact, rnd=rnd, case=case, messages=messages, shape_tools=shape_tools, reader=reader):
+        def ask(item, rnd=rnd, case=case, messages=messages, shape_tools=shape_tools, reader=reader):
+            (fact, d) = item
             tools = HistoryTools(archive, case.session_id).tools() if rnd.arm == "open" else ()
-            return reader.answer(messages, fact[0], tools, wording=rnd.wording, shape_tools=shape_tools)
+            # Draw 0 is asked as before draws existed (any reader takes it); a later one names its draw.
+            again = {"draw": d} if d else {}
+            return reader.answer(messages, fact[0], tools, wording=rnd.wording, shape_tools=shape_tools, **again)
 
         # A model reader is asked its endpoint's concurrency at a time (the archive reads per thread).
-        for (q, in_projection, in_archive), a in zip(facts, answer_all(reader, facts, ask), strict=False):
+        for ((q, in_projection, in_archive), d), a in zip(asked, answer_all(reader, asked, ask), strict=False):
             correct = grade(q, a.given)
             fetched = {e for c in a.tool_calls if c.name == "history_get" for e in c.result_entry_ids}
             looked_up = bool(q.source_entry_id) and q.source_entry_id in fetched
@@ -357,6 +368,7 @@ def run_open_book(
                     "searched_entry_ids": list(dict.fromkeys(e for c in a.tool_calls for e in c.result_entry_ids)),
                     "input_tokens": int(a.input_tokens),
                     "output_tokens": int(a.output_tokens),
+                    "draw": d,
                 }
             )
     df = pd.DataFrame(rows, columns=COLUMNS)
@@ -374,6 +386,7 @@ def run_open_book(
             "get_calls": "int64",
             "input_tokens": "int64",
             "output_tokens": "int64",
+            "draw": "int64",
         }
     )
 
@@ -393,13 +406,17 @@ def outcome_table(df: pd.DataFrame) -> pd.DataFrame:
     -------
     DataFrame
         Index ``round``; columns ``arm``, ``search``, ``reader`` (its label),
-        one column per `OUTCOMES` entry (zeros included), and ``questions``
-        (the row total, equal to the number of questions asked per round).
+        one column per `OUTCOMES` entry (zeros included), ``questions``
+        (the row total: the answers of the round, each question once per draw)
+        and, when the questions were asked several times (``draw``), ``draws``
+        per question.
     """
     counts = pd.crosstab(df["round"], df["outcome"]).reindex(columns=list(OUTCOMES), fill_value=0)
     counts = counts.astype("int64")
     out = _round_keys(df).join(counts)
     out["questions"] = counts.sum(axis=1)
+    if "draw" in df.columns and len(df) and int(df["draw"].max()) > 0:
+        out["draws"] = df.groupby("round")["draw"].nunique().astype("int64")
     out.columns.name = None
     return out
 
@@ -517,10 +534,11 @@ class OpenBookExam(Exam[OpenBookCases, pd.DataFrame]):
                 rc.sessions,
                 projections,
                 archive,
-                readers.reader_factory(p.reader, model=p.model),
+                readers.reader_factory(p.reader, **p.reader_options()),
                 k=p.k,
                 rounds=p.rounds(),
                 progress=progress,
+                draws=p.draws,
             )
 
     def tables(self, cases: OpenBookCases, result: pd.DataFrame, params: ExamParams) -> dict[str, pd.DataFrame]:
