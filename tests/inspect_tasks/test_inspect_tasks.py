@@ -178,3 +178,41 @@ def test_seeding_respects_a_switched_off_cache_and_unknown_encodings(monkeypatch
     assert seed_tiktoken_cache("o200k_base") is False
     monkeypatch.delenv("TIKTOKEN_CACHE_DIR")
     assert seed_tiktoken_cache("not_an_encoding") is False
+
+
+def test_the_open_book_offers_the_archive_as_inspect_tools_and_reads_back_apart(run_copy, tmp_path):
+    """Round 3 of the open book: the model's history_search runs the suite's search over the run's archive and its
+    answer is graded as the suite grades; round 4 (the control) offers no tool; the rows import apart from the
+    closed book's, labelled with the round."""
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.model import ModelOutput, get_model
+
+    from compaction_lab.inspect import logs, tasks
+
+    task = tasks.open_book(str(run_copy))  # round 3, notebook 05's arm
+    samples = list(task.dataset)
+    assert (
+        samples and {s.metadata["round"] for s in samples} == {3} and {s.metadata["arm"] for s in samples} == {"open"}
+    )
+    outputs = []
+    for s in samples:  # one search for the value, then the value itself
+        outputs += [
+            ModelOutput.for_tool_call("mockllm/model", "history_search", {"query": s.target[0]}),
+            ModelOutput.from_content("mockllm/model", s.target[0]),
+        ]
+    model = get_model("mockllm/model", custom_outputs=outputs)
+    (log,) = inspect_eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none", max_samples=1)
+    assert log.status == "success"
+    tool_messages = [m for s in log.samples for m in s.messages if m.role == "tool"]
+    assert len(tool_messages) == len(samples) and all(m.function == "history_search" for m in tool_messages)
+    assert all('"hits"' in m.text for m in tool_messages)
+    _, rows = logs.rows_from_log(log.location)
+    assert set(rows["reader_label"]) == {"mockllm/model (Inspect, open book round 3)"}
+    assert rows.loc[~rows["decoy"], "correct"].all()  # the value given back is graded right
+    control = tasks.open_book(str(run_copy), round=4)
+    assert {s.metadata["arm"] for s in control.dataset} == {"closed"}
+    with pytest.raises(ValueError, match="round must be one of"):
+        tasks.open_book(str(run_copy), round=9)
+    (run_copy / "archive.sqlite").unlink()
+    with pytest.raises(FileNotFoundError, match="the open book .notebook 05. has not run"):
+        tasks.open_book(str(run_copy))

@@ -1,6 +1,6 @@
 """Inspect eval logs read back into a run folder (``compaction-lab import-inspect LOG...``).
 
-Every sample of a `compaction_lab.inspect.tasks.closed_book` log, every epoch, becomes one row of
+Every sample of a `compaction_lab.inspect.tasks.closed_book` or ``open_book`` log, every epoch, becomes one row of
 ``exam_inspect.parquet`` in the run folder the task was built from: the case, question, arm and pointer
 (the sample's metadata), the answer as graded, whether it was right, and the draw (the epoch, from 0).
 The reader is Inspect's model (``reader`` ``inspect``, ``reader_label`` ``<model> (Inspect)``): the
@@ -64,7 +64,10 @@ def rows_from_log(path: str | Path) -> tuple[Path | None, pd.DataFrame]:
                 "projection_tokens": int(meta.get("projection_tokens", 0)),
                 "over_window": bool(meta.get("over_window", False)),
                 "reader": "inspect",
-                "reader_label": f"{model} (Inspect)",
+                # An open-book round's answers (tools offered, its wording) are not the closed book's: kept apart.
+                "reader_label": f"{model} (Inspect)"
+                if meta.get("round") is None
+                else f"{model} (Inspect, open book round {meta['round']})",
                 "task": log.eval.task,
                 "eval_id": log.eval.eval_id,
                 "log": Path(path).name,

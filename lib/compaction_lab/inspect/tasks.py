@@ -10,6 +10,15 @@ closed_book
     projection tokens, whether the projection was over the window, the unit an interval resamples. ``--epochs N`` asks every question
     N times (draws).
 
+open_book
+    One sample per case x question of the run's bank in one round of the open book (``-T round=N``,
+    default 3: searching allowed, the third wording), on the arm notebook 05 examined (``-T strategy=``
+    to choose another): the round's wording joins the question, and in the open rounds (1-3, 5) the
+    archive of originals notebook 05 wrote (``archive.sqlite``) is offered as Inspect tools,
+    ``history_search`` and ``history_get``, bound to the case's session, with the suite's own
+    definitions; Inspect runs the model's tool calls. Round 4 is the control: no tools. Scored as the
+    closed book; metadata adds the round, its arm and its search mode.
+
 Differences from the suite's closed book (`exam.closed`): the call shape's tool definitions are not
 offered beside the messages (the suite sends them with ``tool_choice: none``; an Inspect tool needs a
 Python function behind it), and the answer budget is Inspect's ``--max-tokens`` (the suite caps it at
@@ -29,6 +38,7 @@ from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import messages_from_openai
 from inspect_ai.scorer import CORRECT, INCORRECT, Score, Scorer, Target, accuracy, scorer, stderr
 from inspect_ai.solver import Generate, Solver, TaskState, solver
+from inspect_ai.tool import ToolDef, ToolParams
 
 from compaction_lab import strategies
 from compaction_lab.core import runfolder
@@ -37,8 +47,11 @@ from compaction_lab.exam import exam as exam_mod
 from compaction_lab.exam.closed import projection_row
 from compaction_lab.exam.grading import fell_for_decoy, grade, is_abstention
 from compaction_lab.exam.model_reader import normalise_answer
+from compaction_lab.exam.open_book import ARCHIVE_FILE, OpenBookParams
+from compaction_lab.exam.readers import HISTORY_GET_TOOL, HISTORY_SEARCH_TOOL, HistoryTools
 from compaction_lab.exam.reading import request_messages
 from compaction_lab.exam.types import Question
+from compaction_lab.store.archive import Archive
 from compaction_lab.summarize.endpoint import wire_messages
 
 # Inspect estimates tokens with tiktoken's o200k_base, which tiktoken downloads on first use: offline, it is
@@ -47,6 +60,8 @@ seed_tiktoken_cache("o200k_base")
 
 #: The notebook whose parameters (window, output ceiling, summarizer, arms) a task's projections use.
 CLOSED_NOTEBOOK = "03_closed_book_exam"
+#: The open book's: its arm, its wordings, the archive it wrote.
+OPEN_NOTEBOOK = "05_open_book_exam"
 
 
 def run_parameters(run_dir: Path, notebook: str = CLOSED_NOTEBOOK) -> dict[str, Any]:
@@ -114,6 +129,100 @@ def closed_book_samples(run_dir: Path, strategy: str | None = None) -> Iterator[
                 )
 
 
+def open_book_samples(run_dir: Path, strategy: str | None = None, round_number: int = 3) -> Iterator[Sample]:
+    """Yield one open-book round's samples from a run folder: case x question, on notebook 05's arm or `strategy`.
+
+    Raises
+    ------
+    FileNotFoundError
+        When `run_dir` is not a run folder, or notebook 05 wrote no archive there.
+    KeyError
+        When `strategy` is not a registered arm.
+    ValueError
+        When `round_number` is not one of the five rounds.
+    """
+    book = exam_mod.get("open_book")
+    params = OpenBookParams.coerce(book.params(run_parameters(run_dir, OPEN_NOTEBOOK)))
+    rounds = {r.number: r for r in params.rounds()}
+    if round_number not in rounds:
+        raise ValueError(f"round must be one of {sorted(rounds)}, got {round_number!r}")
+    if not (Path(run_dir) / ARCHIVE_FILE).is_file():
+        raise FileNotFoundError(f"{run_dir}: no {ARCHIVE_FILE}; the open book (notebook 05) has not run in this folder")
+    name = strategy or params.strategy
+    if name not in strategies.names():
+        raise KeyError(f"unknown strategy {name!r}; registered: {', '.join(strategies.names())}")
+    rnd = rounds[round_number]
+    rc = book.cases(Path(run_dir), params).run
+    ctx = params.context()
+    for case in rc.cases:
+        p = strategies.compact(rc.sessions[case.session_id], name, case.cut, ctx)
+        row = projection_row(case.id, p, ctx)
+        messages = p.messages()
+        for q in case.questions:
+            yield Sample(
+                input=q.prompt,
+                target=[q.answer, *q.aliases],
+                id=f"{case.id}/{name}/round{rnd.number}/{q.id}",
+                metadata={
+                    "case_id": case.id,
+                    "session_id": case.session_id,
+                    "question_id": q.id,
+                    "pointer": q.pointer,
+                    "category": q.category,
+                    "decoy": q.decoy,
+                    "strategy": name,
+                    "unit": rc.unit,
+                    "strategy_label": row["strategy_label"],
+                    "projection_tokens": int(row["tokens"]),
+                    "over_window": bool(row["over_window"]),
+                    "round": rnd.number,
+                    "arm": rnd.arm,
+                    "search": rnd.search,
+                    "question": dataclasses.asdict(q),
+                    "messages": wire_messages(request_messages(messages, q, rnd.wording)),
+                },
+            )
+
+
+def history_tools(archive: Path, session_id: str) -> list[ToolDef]:
+    """``history_search`` and ``history_get`` over a run folder's archive, bound to one session, as Inspect tools.
+
+    The suite's own definitions (`exam.readers.HISTORY_SEARCH_TOOL`, `HISTORY_GET_TOOL`) and functions
+    (`exam.readers.HistoryTools`): what the model receives is what the suite's model reader's tool loop sends.
+    """
+
+    async def history_search(query: str, session: str | None = None, limit: int | None = None) -> str:
+        with Archive(archive) as a:
+            return HistoryTools(a, session_id).history_search(query, session=session, limit=limit).content
+
+    async def history_get(entry_id: str, session: str | None = None) -> str:
+        with Archive(archive) as a:
+            return HistoryTools(a, session_id).history_get(entry_id, session=session).content
+
+    return [
+        ToolDef(
+            fn,
+            name=spec["function"]["name"],
+            description=spec["function"]["description"],
+            parameters=ToolParams.model_validate(spec["function"]["parameters"]),
+        )
+        for fn, spec in ((history_search, HISTORY_SEARCH_TOOL), (history_get, HISTORY_GET_TOOL))
+    ]
+
+
+@solver
+def archive_conversation(archive: str) -> Solver:
+    """As `projection_conversation`, with the history tools over `archive` offered in an open round."""
+
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        state.messages = await messages_from_openai(state.metadata["messages"])
+        if state.metadata["arm"] == "open":
+            state.tools = list(history_tools(Path(archive), state.metadata["session_id"]))
+        return await generate(state)  # Inspect runs the model's tool calls and asks again
+
+    return solve
+
+
 @solver
 def projection_conversation() -> Solver:
     """Send the sample's projection, with the question as its last user message, and generate the answer."""
@@ -157,4 +266,17 @@ def closed_book(run: str, strategy: str = "") -> Task:
         solver=projection_conversation(),
         scorer=exact_value(),
         metadata={"run": str(run_dir), "strategy": strategy or "every arm of the run"},
+    )
+
+
+@task
+def open_book(run: str, strategy: str = "", round: int = 3) -> Task:  # Inspect's -T round=N
+    """Build one round of the open book of run folder `run` (notebook 05's arm, or `strategy`) as an Inspect task."""
+    run_dir = Path(run).expanduser().resolve()
+    samples = list(open_book_samples(run_dir, strategy or None, int(round)))
+    return Task(
+        dataset=MemoryDataset(samples, name=f"{run_dir.name} open book round {int(round)}"),
+        solver=archive_conversation(str(run_dir / ARCHIVE_FILE)),
+        scorer=exact_value(),
+        metadata={"run": str(run_dir), "strategy": strategy or "notebook 05's arm", "round": int(round)},
     )
