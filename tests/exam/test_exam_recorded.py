@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 import pytest
 
@@ -207,3 +209,26 @@ def test_an_opaque_summary_is_not_readable_not_zero(tmp_path):
     assert pd.isna(opaque["eligible_in_summary"])
     assert readable["summary_readable"] and readable["opaque_summary_tokens"] == 0
     assert readable["eligible_in_summary"] >= 0 and not pd.isna(readable["eligible_in_summary"])
+
+
+def test_the_recorded_block_asks_a_model_reader_every_draw(built, tmp_path, monkeypatch):
+    """The recorded block takes the closed book's `draws`: a stand-in is refused, a model reader asked each draw."""
+    from compaction_lab.endpoints import shared
+    from compaction_lab.exam.model_reader import ModelReader
+    from tests.fake_openai_server import FakeOpenAIServer
+
+    ctx = CompactionContext(summarizer=ExtractiveSummarizer())
+    with pytest.raises(ValueError, match="draws=2 needs a model reader"):
+        recorded.run(built, ["codex"], ctx, readers.get_reader("verbatim"), draws=2)
+    monkeypatch.setenv("COMPACTION_LAB_CHECKPOINTS", str(tmp_path / "ck.sqlite"))
+    shared._CLIENTS.clear()
+    one = replace(built, cases=built.cases[:1])
+    with FakeOpenAIServer() as server:
+        cfg = {"base_url": server.base_url, "model": "m", "api_key_env": "", "max_retries": 0, "concurrency": 2}
+        cfg["ledger"] = str(tmp_path / "ledger.sqlite")
+        res = recorded.run(one, ["codex"], ctx, ModelReader(cfg, temperature=0.7), n_boot=50, draws=2)
+        sent = server.count()
+    shared._CLIENTS.clear()
+    per_question = res.answers.groupby(["strategy", "question_id"])["draw"].apply(sorted)
+    assert len(per_question) and all(d == [0, 1] for d in per_question)
+    assert sent == len(res.answers)  # every draw a request of its own

@@ -651,7 +651,7 @@ class ContinuationExam(Exam[ContinuationCases, ContinuationResult]):
 
         A model reader (``reader: model``) is also asked for the next step from each projection.
         """
-        reader = readers.get_reader(params.reader, model=params.model)
+        reader = readers.get_reader(params.reader, **params.reader_options())  # its temperature too
         return run_continuation(cases.keys, cases.sessions, params.names, ctx, progress=progress, reader=reader)
 
     def tables(

@@ -344,6 +344,7 @@ def run(
     *,
     n_boot: int = 2000,
     seed: int = 7,
+    draws: int = 1,
 ) -> RecordedResult:
     """Answer every recorded case from the agent's own next request and from every arm at the same cut.
 
@@ -351,12 +352,12 @@ def run(
     ----------
     rc : the run's recorded cases
     names : listed arms to compare (None: every listed strategy); ``recorded`` always comes first
-    ctx, reader : as for `closed.run_closed`
+    ctx, reader, draws : as for `closed.run_closed` (each question asked `draws` times, a model reader only)
     n_boot, seed : resampling of each row's 95% interval (`stats.recall_table`, unit "session")
     """
     arms = ["recorded"] + [n for n in (names or strategies.names()) if n != "recorded"]
     if not rc.cases:
-        empty = closed.run_closed((), rc.sessions, arms, ctx, reader)
+        empty = closed.run_closed((), rc.sessions, arms, ctx, reader, draws=draws)
         return RecordedResult(empty.answers, empty.projections, pd.DataFrame(columns=TABLE_COLUMNS))
     measured: dict[tuple[str, str], dict[str, Any]] = {}
     by_id = {c.id: c for c in rc.cases}
@@ -372,7 +373,9 @@ def run(
             "summary_opaque": any(seg.opaque for seg in p.segments if seg.kind == "summary"),
         }
 
-    res = closed.run_closed(rc.cases, rc.sessions, arms, ctx, reader, progress=progress, on_projection=measure)
+    res = closed.run_closed(
+        rc.cases, rc.sessions, arms, ctx, reader, progress=progress, on_projection=measure, draws=draws
+    )
     table = comparison_table(res.answers, rc.found, n_boot, seed, measured)
     return RecordedResult(res.answers, res.projections, table)
 
@@ -488,8 +491,17 @@ class RecordedExam(Exam[RecordedCases, RecordedResult]):
         self, cases: RecordedCases, params: ExamParams, ctx: CompactionContext, *, progress: bool = False
     ) -> RecordedResult:
         """Answer every case from the agent's next request and from every arm at its cut (`run`)."""
-        reader = readers.get_reader(params.reader, model=params.model)
-        return run(cases, params.names, ctx, reader, progress=progress, n_boot=params.n_boot, seed=params.stats_seed)
+        reader = readers.get_reader(params.reader, **params.reader_options())
+        return run(
+            cases,
+            params.names,
+            ctx,
+            reader,
+            progress=progress,
+            n_boot=params.n_boot,
+            seed=params.stats_seed,
+            draws=params.draws,
+        )
 
     def tables(self, cases: RecordedCases, result: RecordedResult, params: ExamParams) -> dict[str, pd.DataFrame]:
         """Return the compactions found, the sessions skipped, the answers and the per-compaction table."""
