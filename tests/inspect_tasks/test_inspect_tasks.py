@@ -216,3 +216,51 @@ def test_the_open_book_offers_the_archive_as_inspect_tools_and_reads_back_apart(
     (run_copy / "archive.sqlite").unlink()
     with pytest.raises(FileNotFoundError, match="the open book .notebook 05. has not run"):
         tasks.open_book(str(run_copy))
+
+
+@pytest.fixture(scope="module")
+def keyed_run(tmp_path_factory):
+    """A run of notebooks 01 and 03 with two cases per chain: a case cut before a session's end has next actions."""
+    from compaction_lab.run import runner
+
+    prof = runner.load_profile("smoke")
+    prof = runner.Profile("keyed", "two cases per chain", ("01_context_composition", "03_closed_book_exam"), {
+        **prof.parameters, "n_cases": 4,
+    })  # fmt: skip
+    return runner.run_profile(
+        prof, results=tmp_path_factory.mktemp("keyed"), progress=False, kernels=1, allow_unknown=True, render=False
+    ).run_dir
+
+
+def test_the_continuation_task_grades_the_first_call_as_notebook_07(keyed_run, tmp_path):
+    """A model that calls each case's recorded next tool with its recorded arguments matches tool, target and
+    arguments; one that talks instead of acting matches nothing. The offered tools are never run."""
+    import json as json_mod
+
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.model import ModelOutput, get_model
+
+    from compaction_lab.inspect import tasks
+
+    task = tasks.continuation(str(keyed_run), strategy="full")
+    samples = list(task.dataset)
+    assert samples and all(s.metadata["tools"] for s in samples)
+    _, cases = tasks._continuation_cases(str(keyed_run))
+    by_id = {(k.block, k.case.id): k for k in cases.keys}
+    outputs = []
+    for s in samples:
+        first = by_id[(s.metadata["block"], s.metadata["case_id"])].actions[0]
+        outputs.append(ModelOutput.for_tool_call("mockllm/model", first.tool, json_mod.loads(first.arguments)))
+    model = get_model("mockllm/model", custom_outputs=outputs)
+    (log,) = inspect_eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none", max_samples=1)
+    assert log.status == "success"
+    values = [s.scores["next_action_grade"].value for s in log.samples]
+    assert all(v["tool_match"] == "C" and v["exact_match"] == "C" for v in values)
+    assert not [m for s in log.samples for m in s.messages if m.role == "tool"]  # the call was graded, not run
+    talk = get_model("mockllm/model", custom_outputs=[ModelOutput.from_content("mockllm/model", "ok") for _ in samples])
+    (log,) = inspect_eval(task, model=talk, log_dir=str(tmp_path / "logs2"), display="none", max_samples=1)
+    assert all(s.scores["next_action_grade"].value["tool_match"] == "I" for s in log.samples)
+    from compaction_lab.inspect import logs
+
+    with pytest.raises(ValueError, match="a continuation log grades next calls"):
+        logs.rows_from_log(log.location)

@@ -4,6 +4,7 @@ Registered through the ``inspect_ai`` entry point (pyproject.toml), so from any 
 
     inspect eval compaction_lab/closed_book -T run=RUN_FOLDER --model PROVIDER/MODEL --epochs 3
     inspect eval compaction_lab/open_book -T run=RUN_FOLDER -T round=3 --model PROVIDER/MODEL
+    inspect eval compaction_lab/continuation -T run=RUN_FOLDER --model PROVIDER/MODEL
     inspect view
 
 `tasks` builds each task from a run folder: its saved bank and sessions, the parameters notebook 03

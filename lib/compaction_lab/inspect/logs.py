@@ -38,6 +38,11 @@ def rows_from_log(path: str | Path) -> tuple[Path | None, pd.DataFrame]:
     samples = log.samples or []
     if not samples:
         raise ValueError(f"{path}: the log holds no samples (status {log.status})")
+    if str(log.eval.task).rsplit("/", 1)[-1] == "continuation":
+        raise ValueError(
+            f"{path}: a continuation log grades next calls (tool, target, arguments), not answers to questions: "
+            "it is not read into exam_inspect; its scores are in the log (inspect view)"
+        )
     model = log.eval.model
     rows = []
     for s in samples:

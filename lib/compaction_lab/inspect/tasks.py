@@ -19,6 +19,16 @@ open_book
     definitions; Inspect runs the model's tool calls. Round 4 is the control: no tools. Scored as the
     closed book; metadata adds the round, its arm and its search mode.
 
+continuation
+    One sample per case with a recorded next action x arm of the continuation exam (notebook 07's cases,
+    both blocks): the arm's projection, then the suite's "continue" turn (`exam.next_action.action_messages`),
+    with the tools the agent could call (the call shape's and the session's own, `next_action.offered_tools`)
+    offered and one tool call required; Inspect does not run it. The scorer grades the first call as
+    notebook 07 does (`next_action.grade_prediction`): ``tool_match``, ``target_match`` and
+    ``exact_match``, each with its accuracy, and whether it acted on a look-alike that never existed.
+    Inspect needs every tool parameter described: one the call shape leaves undescribed is sent with
+    `NO_DESCRIPTION` (the suite's model reader sends it without).
+
 Differences from the suite's closed book (`exam.closed`): the call shape's tool definitions are not
 offered beside the messages (the suite sends them with ``tool_choice: none``; an Inspect tool needs a
 Python function behind it), and the answer budget is Inspect's ``--max-tokens`` (the suite caps it at
@@ -28,6 +38,7 @@ Python function behind it), and the answer budget is Inspect's ``--max-tokens`` 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,13 +54,16 @@ from inspect_ai.tool import ToolDef, ToolParams
 from compaction_lab import strategies
 from compaction_lab.core import runfolder
 from compaction_lab.core.tokens import seed_tiktoken_cache
+from compaction_lab.exam import continuation as continuation_mod
 from compaction_lab.exam import exam as exam_mod
+from compaction_lab.exam import next_action
 from compaction_lab.exam.closed import projection_row
 from compaction_lab.exam.grading import fell_for_decoy, grade, is_abstention
 from compaction_lab.exam.model_reader import normalise_answer
 from compaction_lab.exam.open_book import ARCHIVE_FILE, OpenBookParams
 from compaction_lab.exam.readers import HISTORY_GET_TOOL, HISTORY_SEARCH_TOOL, HistoryTools
 from compaction_lab.exam.reading import request_messages
+from compaction_lab.exam.targets import session_hay
 from compaction_lab.exam.types import Question
 from compaction_lab.store.archive import Archive
 from compaction_lab.summarize.endpoint import wire_messages
@@ -62,6 +76,8 @@ seed_tiktoken_cache("o200k_base")
 CLOSED_NOTEBOOK = "03_closed_book_exam"
 #: The open book's: its arm, its wordings, the archive it wrote.
 OPEN_NOTEBOOK = "05_open_book_exam"
+#: The continuation exam's: its arms and its cases.
+CONTINUATION_NOTEBOOK = "07_continuation_exam"
 
 
 def run_parameters(run_dir: Path, notebook: str = CLOSED_NOTEBOOK) -> dict[str, Any]:
@@ -223,6 +239,128 @@ def archive_conversation(archive: str) -> Solver:
     return solve
 
 
+@functools.lru_cache(maxsize=4)
+def _continuation_cases(run_dir: str) -> tuple[continuation_mod.ContinuationParams, continuation_mod.ContinuationCases]:
+    """Notebook 07's parameters and keyed cases of a run folder (read once per folder: the scorer needs them too)."""
+    params = continuation_mod.ContinuationParams.coerce(
+        exam_mod.get("continuation").params(run_parameters(Path(run_dir), CONTINUATION_NOTEBOOK))
+    )
+    return params, continuation_mod.keys_for(Path(run_dir), params)
+
+
+def continuation_samples(run_dir: Path, strategy: str | None = None) -> Iterator[Sample]:
+    """Yield the continuation exam's samples from a run folder: case with a recorded next action x arm.
+
+    Raises
+    ------
+    FileNotFoundError
+        When `run_dir` is not a run folder.
+    KeyError
+        When `strategy` is not a registered arm.
+    """
+    params, cases = _continuation_cases(str(Path(run_dir)))
+    if strategy and strategy not in strategies.names():
+        raise KeyError(f"unknown strategy {strategy!r}; registered: {', '.join(strategies.names())}")
+    ctx = params.context()
+    for cc in cases.keys:
+        session = cases.sessions[cc.case.session_id]
+        tools = next_action.offered_tools(ctx.shape.for_session(session).tools, session)
+        if not cc.actions or not tools:
+            continue  # as notebook 07: nothing to predict, or nothing to call
+        names = [strategy] if strategy else continuation_mod.arms_of(cc.block, params.names)
+        for name in names:
+            p = strategies.compact(session, name, cc.case.cut, ctx)
+            row = projection_row(cc.case.id, p, ctx)
+            yield Sample(
+                input=next_action.NEXT_STEP_PROMPT,
+                target=[a.tool for a in cc.actions],
+                id=f"{cc.block}/{cc.case.id}/{name}",
+                metadata={
+                    "run": str(Path(run_dir)),
+                    "block": cc.block,
+                    "case_id": cc.case.id,
+                    "session_id": cc.case.session_id,
+                    "strategy": name,
+                    "strategy_label": row["strategy_label"],
+                    "projection_tokens": int(row["tokens"]),
+                    "over_window": bool(row["over_window"]),
+                    "unit": "session",
+                    "messages": wire_messages(next_action.action_messages(p.messages())),
+                    "tools": [dict(t) for t in tools],
+                },
+            )
+
+
+def _offered(definitions: list[dict[str, Any]]) -> list[ToolDef]:
+    """Return the tools a next-action request offers, as Inspect tools never run (the call is only graded)."""
+
+    async def not_run(**_: Any) -> str:
+        raise RuntimeError("the continuation exam grades the call; it does not run it")
+
+    def described(parameters: dict[str, Any]) -> dict[str, Any]:
+        # Inspect refuses a parameter without a description; the call shape's often have none.
+        props = {
+            k: {**v, "description": v.get("description") or NO_DESCRIPTION}
+            for k, v in (parameters.get("properties") or {}).items()
+        }
+        return {"type": "object", **parameters, "properties": props}
+
+    return [
+        ToolDef(
+            not_run,
+            name=str(d["function"]["name"]),
+            description=str(d["function"].get("description") or NO_DESCRIPTION),
+            parameters=ToolParams.model_validate(described(dict(d["function"].get("parameters") or {}))),
+        )
+        for d in definitions
+    ]
+
+
+#: The description Inspect is given for a tool or parameter the call shape does not describe.
+NO_DESCRIPTION = "(not described in the call shape)"
+
+
+@solver
+def next_step() -> Solver:
+    """Send the projection and the "continue" turn with the agent's tools, one call required and not run."""
+
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        state.messages = await messages_from_openai(state.metadata["messages"])
+        state.tools = list(_offered(state.metadata["tools"]))
+        state.tool_choice = "any"  # the suite's model reader sends tool_choice "required"
+        return await generate(state, tool_calls="none")
+
+    return solve
+
+
+@scorer(metrics={"tool_match": [accuracy()], "target_match": [accuracy(), stderr()], "exact_match": [accuracy()]})
+def next_action_grade() -> Scorer:
+    """Grade the first tool call as notebook 07 does (`next_action.grade_prediction`)."""
+
+    async def score(state: TaskState, target: Target) -> Score:
+        meta = state.metadata
+        _, cases = _continuation_cases(meta["run"])
+        cc = next(k for k in cases.keys if k.block == meta["block"] and k.case.id == meta["case_id"])
+        calls = state.output.message.tool_calls or [] if state.output and state.output.message else []
+        predicted = (
+            next_action.PredictedCall.from_tool_call(
+                {"function": {"name": calls[0].function, "arguments": json.dumps(calls[0].arguments)}}
+            )
+            if calls
+            else None
+        )
+        graded = next_action.grade_prediction(predicted, cc, session_hay(cases.sessions[cc.case.session_id]))
+        value = {k: CORRECT if graded[k] else INCORRECT for k in ("tool_match", "target_match", "exact_match")}
+        return Score(
+            value=value,
+            answer=None if predicted is None else f"{predicted.tool} {predicted.arguments}",
+            explanation="no tool call: the model talked instead of acting" if predicted is None else "the first call",
+            metadata={k: graded[k] for k in ("acted_on_decoy", "matched_rank", "predicted_tool") if k in graded},
+        )
+
+    return score
+
+
 @solver
 def projection_conversation() -> Solver:
     """Send the sample's projection, with the question as its last user message, and generate the answer."""
@@ -279,4 +417,17 @@ def open_book(run: str, strategy: str = "", round: int = 3) -> Task:  # Inspect'
         solver=archive_conversation(str(run_dir / ARCHIVE_FILE)),
         scorer=exact_value(),
         metadata={"run": str(run_dir), "strategy": strategy or "notebook 05's arm", "round": int(round)},
+    )
+
+
+@task
+def continuation(run: str, strategy: str = "") -> Task:
+    """Build the continuation exam's next-action prediction of run folder `run` (every arm, or `strategy`)."""
+    run_dir = Path(run).expanduser().resolve()
+    samples = list(continuation_samples(run_dir, strategy or None))
+    return Task(
+        dataset=MemoryDataset(samples, name=f"{run_dir.name} continuation"),
+        solver=next_step(),
+        scorer=next_action_grade(),
+        metadata={"run": str(run_dir), "strategy": strategy or "every arm of the run"},
     )
