@@ -398,3 +398,38 @@ def test_an_imported_sessions_own_tools_are_offered_beside_the_shapes():
     added = tools[1]["function"]
     assert added["name"] == "read" and added["description"] == next_action.RECONSTRUCTED_TOOL
     assert list(added["parameters"]["properties"]) == ["path", "offset", "limit"]
+
+
+class _DrawClient(_FakeClient):
+    """As `_FakeClient`, taking the draw a request names (each draw a request of its own)."""
+
+    def complete(self, body, *, purpose, shape_fingerprint="", draw=0):
+        self.bodies.append((purpose, body, draw))
+
+        class _C:
+            message = self.message
+            usage = Usage(prompt_tokens=100, completion_tokens=7)
+
+        return _C()
+
+
+def test_the_next_action_is_asked_every_draw_and_the_rates_count_them():
+    """draws > 1: each case × arm's next-action request is sent once per draw (the draw named from the second on);
+    `continuation_predictions` keeps every draw, the action rows draw 0's, and the rates count every draw."""
+    from compaction_lab.strategies import CompactionContext
+
+    session = _session()
+    call = {"id": "1", "type": "function", "function": {"name": "read_file", "arguments": json.dumps({"path": PATH})}}
+    client = _DrawClient({"role": "assistant", "content": None, "tool_calls": [call]})
+    reader = ModelReader(_CONFIG, _client=client)
+    ctx = CompactionContext(window=100_000, output_ceiling=1000)
+    res = continuation.run_continuation([_key(session)], {session.id: session}, ["full"], ctx, reader=reader, draws=3)
+    assert [d for _, _, d in client.bodies] == [0, 1, 2]
+    assert list(res.predictions.columns) == continuation.PREDICTION_COLUMNS
+    assert list(res.predictions["draw"]) == [0, 1, 2] and res.predictions["tool_match"].all()
+    rates = next_action.model_rates(res.predictions)
+    assert rates["n_predicted"].tolist() == [3] and rates["tool_match"].tolist() == [1.0]
+    one = continuation.run_continuation([_key(session)], {session.id: session}, ["full"], ctx, reader=reader)
+    assert one.predictions is None and len(client.bodies) == 4  # one draw: one request, no predictions table
+    with pytest.raises(ValueError, match="draws=2 needs a model reader"):
+        continuation.run_continuation([_key(session)], {session.id: session}, ["full"], ctx, draws=2)

@@ -231,6 +231,18 @@ def build_key(
 # --------------------------------------------------------------------------- the offline grade
 
 #: Columns of ``exam_continuation``: one row per block × case × arm × next action.
+#: ``continuation_predictions`` (written with several draws): each draw of each case × arm's next-action request.
+PREDICTION_COLUMNS: list[str] = [
+    "block",
+    "case_id",
+    "session_id",
+    "strategy",
+    "strategy_label",
+    "draw",
+    *next_action.MODEL_GRADE_COLUMNS,
+    "predicted_by",
+]
+
 ACTION_COLUMNS: list[str] = [
     "block",
     "case_id",
@@ -290,6 +302,9 @@ class ContinuationResult:
     actions: pd.DataFrame
     targets: pd.DataFrame
     arms: tuple[tuple[str, str, str], ...] = ()  # (block, strategy, label) of every arm graded, in order
+    #: With several draws (`run_continuation`'s `draws`): one row per block × case × arm × draw, the model's
+    #: call and its grades (`PREDICTION_COLUMNS`); the action rows carry draw 0's. None with one draw.
+    predictions: pd.DataFrame | None = None
 
 
 def holds(text: str, target: Target) -> bool:
@@ -367,6 +382,7 @@ def run_continuation(
     ctx: CompactionContext,
     progress: bool = False,
     reader: Any = None,
+    draws: int = 1,
 ) -> ContinuationResult:
     """Project every keyed case with every arm (one compaction each) and grade the needed targets it holds.
 
@@ -385,7 +401,13 @@ def run_continuation(
         A progress bar over case × arm.
     reader : optional
         The exam's reader (`readers.get_reader`); only one with a ``next_action`` method is asked.
+    draws : int
+        Times a model reader is asked for the next step from each projection (each a request of its own,
+        `closed.check_draws`); with more than one, ``predictions`` holds every draw.
     """
+    closed.check_draws(draws, reader)
+    if draws > 1 and not callable(getattr(reader, "next_action", None)):
+        raise ValueError(f"draws={draws} needs a model reader: only its next-action prediction is asked again")
     work = [(cc, n) for cc in keys for n in arms_of(cc.block, names)]
     it: Any = work
     if progress:
@@ -394,6 +416,7 @@ def run_continuation(
         it = tqdm(work, desc="continuation", unit="projection")
     actions: list[dict] = []
     targets: list[dict] = []
+    predictions: list[dict] = []
     arms: dict[tuple[str, str], str] = {}
     asks = callable(getattr(reader, "next_action", None))
     predicted_by = closed.reader_label(reader) if asks else None
@@ -403,10 +426,26 @@ def run_continuation(
         arms.setdefault((cc.block, name), strategy_label(p))
         a, t = grade_case(cc, p, ctx)
         if asks:
-            graded = next_action.predict_and_grade(reader, cc, p, ctx.shape.for_session(s).tools, s)
-            asked = {"predicted_by": predicted_by} if graded["tool_match"] is not None else {}
-            for row in a:
-                row.update(graded, **asked)
+            tools = ctx.shape.for_session(s).tools
+            for d in range(draws):
+                graded = next_action.predict_and_grade(reader, cc, p, tools, s, draw=d)
+                asked = {"predicted_by": predicted_by} if graded["tool_match"] is not None else {}
+                if d == 0:
+                    for row in a:
+                        row.update(graded, **asked)
+                if draws > 1:
+                    predictions.append(
+                        {
+                            "block": cc.block,
+                            "case_id": cc.case.id,
+                            "session_id": cc.case.session_id,
+                            "strategy": name,
+                            "strategy_label": arms[(cc.block, name)],
+                            "draw": d,
+                            **graded,
+                            "predicted_by": asked.get("predicted_by"),
+                        }
+                    )
         actions += a
         targets += t
     act = pd.DataFrame(actions, columns=ACTION_COLUMNS).astype(
@@ -416,7 +455,8 @@ def run_continuation(
     tgt = pd.DataFrame(targets, columns=TARGET_COLUMNS).astype(
         {"source_order": "int64", "decoy": "bool", "correct": "bool", "over_window": "bool"}
     )
-    return ContinuationResult(act, tgt, tuple((b, s, lab) for (b, s), lab in arms.items()))
+    pred = pd.DataFrame(predictions, columns=PREDICTION_COLUMNS).astype({"draw": "int64"}) if draws > 1 else None
+    return ContinuationResult(act, tgt, tuple((b, s, lab) for (b, s), lab in arms.items()), pred)
 
 
 def recall_table(result: ContinuationResult, n_boot: int = 2000, seed: int = 7) -> pd.DataFrame:
@@ -426,7 +466,8 @@ def recall_table(result: ContinuationResult, n_boot: int = 2000, seed: int = 7) 
     missing row: every arm graded is listed.
     """
     frames = []
-    rates = next_action.model_rates(result.actions)  # block, strategy and the model grade's rates
+    # Block, strategy and the model grade's rates: over every draw when there were several.
+    rates = next_action.model_rates(result.predictions if result.predictions is not None else result.actions)
     for block in BLOCKS:
         rows = result.targets[result.targets["block"] == block].drop(columns="block")
         table = stats.recall_table(rows, n_boot=n_boot, seed=seed, unit="session") if len(rows) else None
@@ -652,7 +693,9 @@ class ContinuationExam(Exam[ContinuationCases, ContinuationResult]):
         A model reader (``reader: model``) is also asked for the next step from each projection.
         """
         reader = readers.get_reader(params.reader, **params.reader_options())  # its temperature too
-        return run_continuation(cases.keys, cases.sessions, params.names, ctx, progress=progress, reader=reader)
+        return run_continuation(
+            cases.keys, cases.sessions, params.names, ctx, progress=progress, reader=reader, draws=params.draws
+        )
 
     def tables(
         self, cases: ContinuationCases, result: ContinuationResult, params: ExamParams
@@ -660,13 +703,16 @@ class ContinuationExam(Exam[ContinuationCases, ContinuationResult]):
         """Return the action rows, the target rows, recall per arm and the rediscovery after real compactions."""
         p = ContinuationParams.coerce(params)
         real = rediscovery.rediscovery(list(cases.sessions.values()), price_table=cases.price_table or None)
-        return {
+        out = {
             "exam_continuation": result.actions,
             "continuation_targets": result.targets,
             "continuation_recall": recall_table(result, n_boot=p.n_boot, seed=p.stats_seed),
             "rediscovery": real.repeats,
             "rediscovery_compactions": real.compactions,
         }
+        if result.predictions is not None:  # several draws: every prediction, apart from draw 0's on the actions
+            out["continuation_predictions"] = result.predictions
+        return out
 
 
 __all__ = [
@@ -674,6 +720,7 @@ __all__ = [
     "BLOCKS",
     "CATEGORIES",
     "MODEL_COLUMNS",
+    "PREDICTION_COLUMNS",
     "READER_LABEL",
     "STATUSES",
     "TARGET_COLUMNS",

@@ -185,7 +185,7 @@ class ModelReader:
         return ReaderAnswer(normalise_answer(answered), used_in, used_out, tuple(calls), False)
 
     def next_action(
-        self, messages: list[dict[str, Any]], *, shape_tools: Sequence[Mapping[str, Any]]
+        self, messages: list[dict[str, Any]], *, shape_tools: Sequence[Mapping[str, Any]], draw: int = 0
     ) -> tuple[PredictedCall | None, Usage]:
         """Ask the model to take the next step: its first tool call, and the usage the provider reported.
 
@@ -196,6 +196,8 @@ class ModelReader:
             messages without a call id are sent as user messages, as every request of this reader.
         shape_tools : sequence of dict
             The call shape's tool definitions, offered with ``tool_choice`` `action_tool_choice`.
+        draw : int
+            Which asking of the same request this is (as `answer`'s): each draw a request of its own.
 
         Returns
         -------
@@ -210,7 +212,12 @@ class ModelReader:
         if not shape_tools:
             raise ValueError("a next action needs the call shape's tools: the shape offers none")
         c = self._send(
-            wire_messages(messages), shape_tools, ACTION_PURPOSE, self.action_tool_choice, max_tokens=self.action_tokens
+            wire_messages(messages),
+            shape_tools,
+            ACTION_PURPOSE,
+            self.action_tool_choice,
+            max_tokens=self.action_tokens,
+            draw=draw,
         )
         return predicted_call(c.message), c.usage
 

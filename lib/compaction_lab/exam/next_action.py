@@ -308,8 +308,9 @@ def predict_and_grade(
     projection: Projection,
     shape_tools: Sequence[Mapping[str, Any]],
     session: Session,
+    draw: int = 0,
 ) -> dict[str, Any]:
-    """Ask the reader for the next step from one projection and grade its call (one request per case × arm).
+    """Ask the reader for the next step from one projection and grade its call (one request per case × arm × draw).
 
     Parameters
     ----------
@@ -324,6 +325,8 @@ def predict_and_grade(
         tools the shape lacks are offered beside them (`offered_tools`).
     session : Session
         The case's session (where an invented object must be absent).
+    draw : int
+        Which asking of the same request this is (0, 1, ...: a request of its own each; 0 as before draws).
 
     Returns
     -------
@@ -334,7 +337,8 @@ def predict_and_grade(
     tools = offered_tools(shape_tools, session)
     if not cc.actions or not tools:
         return not_asked()
-    predicted, _usage = reader.next_action(action_messages(projection.messages()), shape_tools=tools)
+    again = {"draw": draw} if draw else {}  # draw 0 is asked as before draws existed (any reader takes it)
+    predicted, _usage = reader.next_action(action_messages(projection.messages()), shape_tools=tools, **again)
     return grade_prediction(predicted, cc, session_hay(session))
 
 
@@ -388,12 +392,13 @@ def model_rates(actions: pd.DataFrame) -> pd.DataFrame:
     ----------
     actions : DataFrame
         ``exam_continuation`` rows (one per block × case × arm × next action; every action row of a case ×
-        arm carries its one prediction). Rows never asked (``tool_match`` None) are left out.
+        arm carries its one prediction), or ``continuation_predictions`` (one per case × arm × draw, with
+        ``draw``: every draw counted). Rows never asked (``tool_match`` None) are left out.
 
     Returns
     -------
     DataFrame
-        ``block``, ``strategy``, then `RATE_COLUMNS`: ``n_predicted`` (cases × arm asked),
+        ``block``, ``strategy``, then `RATE_COLUMNS`: ``n_predicted`` (cases × arm asked, × draws),
         ``tool_match``, ``target_match``, ``exact_match`` (shares of them, 0..1) and ``decoy_actions``
         (how many acted on a decoy or an invented look-alike). Arms in the order of `actions`; no row
         for an arm never asked (offline: an empty table).
@@ -401,7 +406,9 @@ def model_rates(actions: pd.DataFrame) -> pd.DataFrame:
     cols = ["block", "strategy", *RATE_COLUMNS]
     if actions.empty or "tool_match" not in actions.columns:
         return _empty_rates(cols)
-    asked = actions[actions["tool_match"].notna()].drop_duplicates(["block", "case_id", "strategy"])
+    # One prediction per case × arm (× draw, in a table of several draws): repeated on each action row.
+    one = ["block", "case_id", "strategy", *(["draw"] if "draw" in actions.columns else [])]
+    asked = actions[actions["tool_match"].notna()].drop_duplicates(one)
     if asked.empty:
         return _empty_rates(cols)
     asked = asked.assign(
