@@ -53,6 +53,7 @@ from inspect_ai.tool import ToolDef, ToolParams
 
 from compaction_lab import strategies
 from compaction_lab.core import runfolder
+from compaction_lab.core.projection import Projection
 from compaction_lab.core.tokens import seed_tiktoken_cache
 from compaction_lab.exam import continuation as continuation_mod
 from compaction_lab.exam import exam as exam_mod
@@ -64,7 +65,7 @@ from compaction_lab.exam.open_book import ARCHIVE_FILE, OpenBookParams
 from compaction_lab.exam.readers import HISTORY_GET_TOOL, HISTORY_SEARCH_TOOL, HistoryTools
 from compaction_lab.exam.reading import request_messages
 from compaction_lab.exam.targets import session_hay
-from compaction_lab.exam.types import Question
+from compaction_lab.exam.types import Case, Question
 from compaction_lab.store.archive import Archive
 from compaction_lab.summarize.endpoint import wire_messages
 
@@ -98,6 +99,47 @@ def run_parameters(run_dir: Path, notebook: str = CLOSED_NOTEBOOK) -> dict[str, 
     return dict(info.get("parameters") or {})
 
 
+def _check_strategies(names: list[str]) -> None:
+    """Raise a KeyError naming the first of `names` that is not a registered arm."""
+    unknown = [n for n in names if n not in strategies.names()]
+    if unknown:
+        raise KeyError(f"unknown strategy {unknown[0]!r}; registered: {', '.join(strategies.names())}")
+
+
+def _question_samples(
+    case: Case, name: str, projection: Projection, ctx: Any, unit: str, wording: str = "", **extra: Any
+) -> Iterator[Sample]:
+    """One sample per question of `case` on arm `name`'s projection: the question (with `wording`) its last turn.
+
+    `extra` joins the metadata (an open-book round's number, arm and search mode) and names the sample.
+    """
+    row = projection_row(case.id, projection, ctx)
+    messages = projection.messages()
+    tag = f"/round{extra['round']}" if "round" in extra else ""
+    for q in case.questions:
+        yield Sample(
+            input=q.prompt,
+            target=[q.answer, *q.aliases],
+            id=f"{case.id}/{name}{tag}/{q.id}",
+            metadata={
+                "case_id": case.id,
+                "session_id": case.session_id,
+                "question_id": q.id,
+                "pointer": q.pointer,
+                "category": q.category,
+                "decoy": q.decoy,
+                "strategy": name,
+                "unit": unit,  # what an interval resamples: questions, or the sessions they came from
+                "strategy_label": row["strategy_label"],
+                "projection_tokens": int(row["tokens"]),
+                "over_window": bool(row["over_window"]),
+                **extra,
+                "question": dataclasses.asdict(q),
+                "messages": wire_messages(request_messages(messages, q, wording)),
+            },
+        )
+
+
 def closed_book_samples(run_dir: Path, strategy: str | None = None) -> Iterator[Sample]:
     """Yield the closed book's samples from a run folder: case x arm (`strategy` alone if given) x question.
 
@@ -113,36 +155,11 @@ def closed_book_samples(run_dir: Path, strategy: str | None = None) -> Iterator[
     rc = closed.cases(Path(run_dir), params)
     ctx = params.context()
     names = [strategy] if strategy else list(params.names or strategies.names())
-    unknown = [n for n in names if n not in strategies.names()]
-    if unknown:
-        raise KeyError(f"unknown strategy {unknown[0]!r}; registered: {', '.join(strategies.names())}")
+    _check_strategies(names)
     for case in rc.cases:
         session = rc.sessions[case.session_id]
         for name in names:
-            p = strategies.compact(session, name, case.cut, ctx)
-            row = projection_row(case.id, p, ctx)
-            messages = p.messages()
-            for q in case.questions:
-                yield Sample(
-                    input=q.prompt,
-                    target=[q.answer, *q.aliases],
-                    id=f"{case.id}/{name}/{q.id}",
-                    metadata={
-                        "case_id": case.id,
-                        "session_id": case.session_id,
-                        "question_id": q.id,
-                        "pointer": q.pointer,
-                        "category": q.category,
-                        "decoy": q.decoy,
-                        "strategy": name,
-                        "unit": rc.unit,  # what an interval resamples: questions, or the sessions they came from
-                        "strategy_label": row["strategy_label"],
-                        "projection_tokens": int(row["tokens"]),
-                        "over_window": bool(row["over_window"]),
-                        "question": dataclasses.asdict(q),
-                        "messages": wire_messages(request_messages(messages, q, "")),
-                    },
-                )
+            yield from _question_samples(case, name, strategies.compact(session, name, case.cut, ctx), ctx, rc.unit)
 
 
 def open_book_samples(run_dir: Path, strategy: str | None = None, round_number: int = 3) -> Iterator[Sample]:
@@ -165,39 +182,15 @@ def open_book_samples(run_dir: Path, strategy: str | None = None, round_number: 
     if not (Path(run_dir) / ARCHIVE_FILE).is_file():
         raise FileNotFoundError(f"{run_dir}: no {ARCHIVE_FILE}; the open book (notebook 05) has not run in this folder")
     name = strategy or params.strategy
-    if name not in strategies.names():
-        raise KeyError(f"unknown strategy {name!r}; registered: {', '.join(strategies.names())}")
+    _check_strategies([name])
     rnd = rounds[round_number]
     rc = book.cases(Path(run_dir), params).run
     ctx = params.context()
     for case in rc.cases:
         p = strategies.compact(rc.sessions[case.session_id], name, case.cut, ctx)
-        row = projection_row(case.id, p, ctx)
-        messages = p.messages()
-        for q in case.questions:
-            yield Sample(
-                input=q.prompt,
-                target=[q.answer, *q.aliases],
-                id=f"{case.id}/{name}/round{rnd.number}/{q.id}",
-                metadata={
-                    "case_id": case.id,
-                    "session_id": case.session_id,
-                    "question_id": q.id,
-                    "pointer": q.pointer,
-                    "category": q.category,
-                    "decoy": q.decoy,
-                    "strategy": name,
-                    "unit": rc.unit,
-                    "strategy_label": row["strategy_label"],
-                    "projection_tokens": int(row["tokens"]),
-                    "over_window": bool(row["over_window"]),
-                    "round": rnd.number,
-                    "arm": rnd.arm,
-                    "search": rnd.search,
-                    "question": dataclasses.asdict(q),
-                    "messages": wire_messages(request_messages(messages, q, rnd.wording)),
-                },
-            )
+        yield from _question_samples(
+            case, name, p, ctx, rc.unit, rnd.wording, round=rnd.number, arm=rnd.arm, search=rnd.search
+        )
 
 
 def history_tools(archive: Path, session_id: str) -> list[ToolDef]:
@@ -259,8 +252,8 @@ def continuation_samples(run_dir: Path, strategy: str | None = None) -> Iterator
         When `strategy` is not a registered arm.
     """
     params, cases = _continuation_cases(str(Path(run_dir)))
-    if strategy and strategy not in strategies.names():
-        raise KeyError(f"unknown strategy {strategy!r}; registered: {', '.join(strategies.names())}")
+    if strategy:
+        _check_strategies([strategy])
     ctx = params.context()
     for cc in cases.keys:
         session = cases.sessions[cc.case.session_id]
