@@ -83,6 +83,11 @@ def save_table(df: pd.DataFrame, run_dir: Path, name: str) -> Path:
     return out
 
 
+def maybe_table(run_dir: Path, name: str) -> pd.DataFrame | None:
+    """Read a table of the run folder if a notebook wrote it; None when it did not (a notebook that did not run)."""
+    return load_table(run_dir, name) if table_path(run_dir, name).exists() else None
+
+
 def load_table(run_dir: Path, name: str) -> pd.DataFrame:
     """Read a table an earlier notebook wrote into this run folder.
 

@@ -79,8 +79,16 @@ NONE_IMPORTED_SHORT = "no Inspect log imported (compaction-lab import-inspect LO
 
 def load(run_dir: str | Path) -> pd.DataFrame | None:
     """Return a run folder's imported Inspect answers (`TABLE`), None when none were imported."""
-    path = runfolder.table_path(Path(run_dir), TABLE)
-    return runfolder.load_table(Path(run_dir), TABLE) if path.exists() else None
+    return runfolder.maybe_table(Path(run_dir), TABLE)
+
+
+def cluster_of(rows: pd.DataFrame) -> str | None:
+    """Return the column an interval over imported rows resamples.
+
+    ``session_id`` for questions mined from real sessions (``unit`` ``session``: clustered in them), None for
+    independent synthetic questions.
+    """
+    return "session_id" if (rows["unit"].astype(str) == "session").any() else None
 
 
 def readers_table(run_dir: str | Path, *, n_boot: int = 2000, seed: int = 7) -> pd.DataFrame:
@@ -112,9 +120,7 @@ def readers_table(run_dir: str | Path, *, n_boot: int = 2000, seed: int = 7) -> 
     rows = load(run_dir)
     if rows is not None and not rows.empty and (~rows["decoy"].astype(bool)).any():
         real = rows[~rows["decoy"].astype(bool)].assign(correct=lambda f: f["correct"].astype(bool))
-        # Questions mined from real sessions are clustered in them: the sessions are what an interval resamples.
-        cluster = "session_id" if (real["unit"].astype(str) == "session").any() else None
-        table = power.draw_recall_table(real, by=by, cluster=cluster, n_boot=n_boot, seed=seed)
+        table = power.draw_recall_table(real, by=by, cluster=cluster_of(real), n_boot=n_boot, seed=seed)
         over = real.groupby(by, sort=False)["over_window"].any().reset_index()
         parts.append(table.merge(over, on=by, how="left").assign(source=INSPECT))
     parts = [p for p in parts if len(p)]
@@ -127,12 +133,10 @@ def readers_table(run_dir: str | Path, *, n_boot: int = 2000, seed: int = 7) -> 
 
 def _suite_rows(run_dir: Path, by: list[str]) -> pd.DataFrame:
     """Return the closed book's readers: ``exam_recall``'s recall and interval, draws and consistency from answers."""
-    recall_path = runfolder.table_path(run_dir, RECALL_TABLE)
-    closed_path = runfolder.table_path(run_dir, CLOSED_TABLE)
-    if not recall_path.exists() or not closed_path.exists():
+    recall = runfolder.maybe_table(run_dir, RECALL_TABLE)
+    answers = runfolder.maybe_table(run_dir, CLOSED_TABLE)
+    if recall is None or answers is None:
         return pd.DataFrame()
-    recall = runfolder.load_table(run_dir, RECALL_TABLE)
-    answers = runfolder.load_table(run_dir, CLOSED_TABLE)
     real = answers[~answers["decoy"].astype(bool)]
     if recall.empty or real.empty:
         return pd.DataFrame()
@@ -179,6 +183,7 @@ __all__ = [
     "RECALL_TABLE",
     "SUITE",
     "TABLE",
+    "cluster_of",
     "imported_lines",
     "load",
     "readers_table",

@@ -19,7 +19,7 @@ from inspect_ai.scorer import CORRECT
 
 from compaction_lab.core import runfolder
 from compaction_lab.exam import power
-from compaction_lab.exam.imported import COLUMNS, TABLE
+from compaction_lab.exam.imported import COLUMNS, TABLE, cluster_of
 
 #: The scorer whose value is read (`compaction_lab.inspect.tasks.exact_value`).
 SCORER = "exact_value"
@@ -123,13 +123,15 @@ def import_logs(logs: Iterable[str | Path], run_dir: str | Path | None = None) -
 def summary_lines(run_dir: str | Path) -> list[str]:
     """One line per reader x arm of a run folder's ``exam_inspect`` table: recall, its interval, draws, consistency.
 
+    Over the real questions (decoys apart, as the closed book's recall and `exam.imported.readers_table`).
+
     The interval is `exam.power.hierarchical_interval` over the sessions (questions nested in them, draws
     in the questions) when the questions were mined from real sessions (``unit`` ``session``), else over
     the questions.
     """
     rows = runfolder.load_table(Path(run_dir), TABLE)
-    cluster = "session_id" if (rows["unit"] == "session").any() else None
-    table = power.draw_recall_table(rows, by=("reader_label", "strategy"), cluster=cluster)
+    real = rows[~rows["decoy"].astype(bool)]  # recall is over real questions; a decoy is right only by abstaining
+    table = power.draw_recall_table(real, by=("reader_label", "strategy"), cluster=cluster_of(real))
     return [
         f"{r.reader_label}  {r.strategy:<28} {r.correct:>5} right of {r.n_questions} questions x {r.draws:g} "
         f"draws = {r.recall:6.1%} [{r.ci_low:.1%}, {r.ci_high:.1%}]; all draws agree on {r.consistent:.0%} "

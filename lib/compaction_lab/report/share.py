@@ -107,11 +107,6 @@ class Figure:
     html: Path | None
 
 
-def _maybe(run_dir: Path, name: str) -> pd.DataFrame | None:
-    path = runfolder.table_path(run_dir, name)
-    return pd.read_parquet(path) if path.exists() else None
-
-
 def cost_view(cost: pd.DataFrame, price_table: str | None = None, simulator: str | None = None) -> pd.DataFrame:
     """Select the cost rows of one price table under one cache rule.
 
@@ -140,7 +135,7 @@ def headline_table(run_dir: Path, price_table: str | None = None, simulator: str
     cache rule (see `cost_view`). Without a cost table the money columns are
     empty; without recall there is no headline and the table is empty.
     """
-    recall = _maybe(Path(run_dir), "exam_recall")
+    recall = runfolder.maybe_table(Path(run_dir), "exam_recall")
     if recall is None or recall.empty:
         return pd.DataFrame(columns=HEADLINE_COLUMNS)
     for col, missing in _NEWER.items():
@@ -169,7 +164,7 @@ def headline_table(run_dir: Path, price_table: str | None = None, simulator: str
     for col in _NEEDED_NEXT:
         out[col] = pd.to_numeric(out[col], errors="coerce")
     out["needed_next_of_n"] = out["needed_next_of_n"].fillna(NOT_MEASURED)
-    cost = _maybe(Path(run_dir), "cost")
+    cost = runfolder.maybe_table(Path(run_dir), "cost")
     money = [
         "compaction_cost_cold",
         "compaction_cost_cached",
@@ -200,7 +195,7 @@ def needed_next(run_dir: Path) -> pd.DataFrame:
     no rows, so every arm of the headline reads `NOT_MEASURED`.
     """
     cols = ["strategy", *_NEEDED_NEXT, "needed_next_of_n"]
-    table = _maybe(Path(run_dir), CONTINUATION_RECALL)
+    table = runfolder.maybe_table(Path(run_dir), CONTINUATION_RECALL)
     if table is None or table.empty:
         return pd.DataFrame(columns=cols)
     if "block" in table.columns:
@@ -411,11 +406,11 @@ def recorded_block(run_dir: Path) -> RecordedBlock | None:
     ``recorded_skipped`` and ``exam_recorded``.
     """
     run_dir = Path(run_dir)
-    found = _maybe(run_dir, "recorded_compactions")
+    found = runfolder.maybe_table(run_dir, "recorded_compactions")
     if found is None:
         return None
-    skipped = _maybe(run_dir, "recorded_skipped")
-    table = _maybe(run_dir, "exam_recorded")
+    skipped = runfolder.maybe_table(run_dir, "recorded_skipped")
+    table = runfolder.maybe_table(run_dir, "exam_recorded")
     lines = [
         f"Real compactions found in your logs: {len(found)}"
         + (
@@ -538,8 +533,8 @@ def rankings_agreement(run_dir: Path, *, n_boot: int | None = None, seed: int | 
     A run without either table says so ("not measured"), never raises.
     """
     run_dir = Path(run_dir)
-    closed = _maybe(run_dir, "exam_closed")
-    targets = _maybe(run_dir, CONTINUATION_TARGETS)
+    closed = runfolder.maybe_table(run_dir, "exam_closed")
+    targets = runfolder.maybe_table(run_dir, CONTINUATION_TARGETS)
     if targets is None:
         return f"{RANKINGS}: not measured (no continuation exam in this run)."
     if closed is None or closed.empty:
@@ -659,8 +654,8 @@ def continuation_block(run_dir: Path) -> ContinuationBlock | None:
     (``rediscovery_compactions``).
     """
     run_dir = Path(run_dir)
-    recall = _maybe(run_dir, CONTINUATION_RECALL)
-    compactions = _maybe(run_dir, "rediscovery_compactions")
+    recall = runfolder.maybe_table(run_dir, CONTINUATION_RECALL)
+    compactions = runfolder.maybe_table(run_dir, "rediscovery_compactions")
     if recall is None and compactions is None:
         return None
     lines = [rankings_agreement(run_dir)]
@@ -722,7 +717,7 @@ def failed_compactions(run_dir: Path) -> list[str]:
     Read from ``exam_projections``' ``compaction_failed``: such a projection is
     the history as it was, examined and priced as the agent would have sent it.
     """
-    proj = _maybe(Path(run_dir), "exam_projections")
+    proj = runfolder.maybe_table(Path(run_dir), "exam_projections")
     if proj is None or proj.empty or "compaction_failed" not in proj.columns:
         return []
     failed = proj["compaction_failed"].fillna("").astype(str) != ""
@@ -776,9 +771,9 @@ def exam_block(run_dir: Path) -> ExamBlock | None:
     the synthetic 80/10/10 for chains), and the pool's composition (``exam_bank_pool.json``).
     """
     run_dir = Path(run_dir)
-    sessions = _maybe(run_dir, exam_cases.SESSIONS_TABLE)
-    by_session = _maybe(run_dir, "exam_by_session")
-    sens = _maybe(run_dir, "exam_sensitivity")
+    sessions = runfolder.maybe_table(run_dir, exam_cases.SESSIONS_TABLE)
+    by_session = runfolder.maybe_table(run_dir, "exam_by_session")
+    sens = runfolder.maybe_table(run_dir, "exam_sensitivity")
     if sessions is None and by_session is None:
         return None
     lines: list[str] = []
@@ -799,7 +794,7 @@ def exam_block(run_dir: Path) -> ExamBlock | None:
                 "unless probe_pointer_mix says otherwise."
             )
     lines += failed_compactions(run_dir)
-    lines += power_lines(_maybe(run_dir, "exam_power"))
+    lines += power_lines(runfolder.maybe_table(run_dir, "exam_power"))
     view = pd.DataFrame(columns=list(BY_SESSION_VIEW.values()))
     if by_session is not None and len(by_session):
         b = by_session.copy()
