@@ -255,3 +255,51 @@ def test_kernels_no_run_took_are_shut_down_and_a_launch_without_notebooks_starts
             os.kill(pid, 0)
     with kernel.launched(2, [tmp_path / "missing.ipynb"]) as launch:
         assert launch.kernels == () and launch.warming == ()
+
+
+def test_a_notebook_in_a_running_kernel_connects_without_the_quiet_wait_and_sees_only_its_own_output(
+    tmp_path, monkeypatch
+):
+    """A notebook after the first in a kernel does not wait for 0.2 s of quiet (jupyter_client's
+    ``wait_for_ready``, `kernel.connected`), whatever thread runs it; what the notebook before it sent
+    after it ended reaches no other."""
+    from jupyter_client.asynchronous.client import AsyncKernelClient
+
+    late = _notebook(
+        tmp_path / "late.ipynb",
+        "import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.3), print('late'))).start()",
+        "print('first')",
+    )
+    after = _notebook(tmp_path / "after.ipynb", "print('second')")
+    with kernel.chain_kernel() as shared:
+        assert shared.warm("python3", str(tmp_path), "import gc", list(runner.KERNEL_ARGUMENTS))
+        waited = []
+        monkeypatch.setattr(AsyncKernelClient, "wait_for_ready", lambda self, timeout=None: waited.append(1))
+        _run(late, tmp_path / "late-out.ipynb", shared)
+        threading.Event().wait(1.0)  # 'late' is printed between the notebooks
+        worker = threading.Thread(target=_run, args=(after, tmp_path / "after-out.ipynb", shared))
+        worker.start()
+        worker.join(timeout=120)
+        assert not worker.is_alive() and shared.notebooks == 2
+        assert waited == []
+    assert [t.strip() for t in _outputs(tmp_path / "late-out.ipynb")[1]] == ["first"]
+    assert [t.strip() for t in _outputs(tmp_path / "after-out.ipynb")[1]] == ["second"]
+
+
+def test_connected_raises_for_a_kernel_that_died(tmp_path):
+    with kernel.chain_kernel() as shared:
+        assert shared.warm("python3", str(tmp_path), "import os", list(runner.KERNEL_ARGUMENTS))
+        km = shared.km
+        os.kill(km.provisioner.pid, 9)
+        km.provisioner.process.wait()
+        with pytest.raises(RuntimeError, match="died"):
+            kernel.connected(km, 30)
+
+
+def test_warm_code_freezes_what_the_imports_made(tmp_path):
+    nb = _notebook(tmp_path / "n.ipynb", "import gc", "print(gc.get_freeze_count() > 1000)")
+    code = kernel.warm_code([_notebook(tmp_path / "w.ipynb", "import json, decimal")])
+    with kernel.chain_kernel() as shared:
+        assert shared.warm("python3", str(tmp_path), code, list(runner.KERNEL_ARGUMENTS))
+        _run(nb, tmp_path / "n-out.ipynb", shared)
+    assert [t.strip() for t in _outputs(tmp_path / "n-out.ipynb")[1]] == ["True"]

@@ -17,7 +17,7 @@ from papermill.clientwrap import PapermillNotebookClient
 from papermill.engines import NBClientEngine, NotebookExecutionManager, papermill_engines
 from papermill.utils import merge_kwargs, remove_args
 
-from compaction_lab.run.kernel import ChainKernel
+from compaction_lab.run.kernel import ChainKernel, connected
 
 #: The engine's name for papermill's ``engine_name``.
 ENGINE = "compaction-lab-chain"
@@ -144,13 +144,16 @@ class ChainEngine(NBClientEngine):
             stderr_file=stderr_file,
         )
         km = chain.manager(kernel_name)
-        client = _ChainClient(nb_man, km=km, reset=km.has_kernel, **final)
-        try:
-            return client.execute()
-        finally:
-            chain.notebooks += 1
-            if client.kc is not None:
-                client.kc.stop_channels()
+        with chain.lease():
+            client = _ChainClient(nb_man, km=km, reset=km.has_kernel, **final)
+            if km.has_kernel:  # nbclient's own client would first wait for 0.2 s of quiet (`kernel.connected`)
+                client.kc = connected(km, start_timeout)
+            try:
+                return client.execute()
+            finally:
+                chain.notebooks += 1
+                if client.kc is not None:
+                    client.kc.stop_channels()
 
 
 papermill_engines.register(ENGINE, ChainEngine)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jupyter_core.utils import run_sync
+from jupyter_core.utils import ensure_async, run_sync
 
 from compaction_lab.run import lifecycle
 
@@ -101,10 +101,8 @@ class ChainKernel:
             with self._client:  # a warm of the same kernel on another thread (a launched kernel's) ends first
                 if self.km is not km:
                     return False  # shut down while waiting
-                kc = km.client()
-                kc.start_channels()
+                kc = connected(km, WARM_TIMEOUT)
                 try:
-                    run_sync(kc.wait_for_ready)(timeout=WARM_TIMEOUT)
                     while after is not None and self.km is km and not wait([after], timeout=0.2).done:
                         pass
                     msg_id = kc.execute(code, silent=True, store_history=False)
@@ -125,6 +123,12 @@ class ChainKernel:
         if self.km is km:
             self.shutdown()
         return False
+
+    @contextmanager
+    def lease(self) -> Iterator[None]:
+        """Hold the kernel for one client's use (a notebook's): no warm of it talks to it meanwhile."""
+        with self._client:
+            yield
 
     def close(self) -> None:
         """Shut the kernel down for good: a warm still to start one starts none (`Launch.close`)."""
@@ -170,6 +174,65 @@ def _kill(km: Any) -> None:
         pass
 
 
+def connected(km: Any, timeout: float) -> Any:
+    """Return a new client of `km`'s running kernel, its channels started and its output channel proven to deliver.
+
+    What jupyter_client's ``wait_for_ready`` ensures, without its wait: that one asks for the kernel's
+    info and then waits until the output channel has been quiet for 0.2 s, which every notebook after the
+    first in a kernel paid (~0.2 s each, most of the gap between two notebooks). Here the client asks for
+    the kernel's info until the output channel carries the kernel's "idle" after one of those requests
+    (its subscription reaches the kernel a moment after it connects: what the kernel published before is
+    not seen) and the reply has come; a kernel whose process ended raises at once, one silent for
+    `timeout` seconds raises then. The caller closes the client's channels when done.
+    """
+    kc = km.client()
+    # No heartbeat channel: a client its manager made asks the manager whether the kernel lives (the
+    # process), and the heartbeat's thread, once the kernel has died, makes socket after socket.
+    kc.start_channels(hb=False)
+    try:
+        run_sync(_answering)(km, kc, timeout)
+    except BaseException:
+        kc.stop_channels()
+        raise
+    kc.allow_stdin = False  # as nbclient sets its own: a notebook's input() raises rather than waits
+    return kc
+
+
+#: Seconds `connected` waits for the kernel's "idle" after one info request before it asks again.
+_ASK_AGAIN = 0.5
+
+
+async def _answering(km: Any, kc: Any, timeout: float) -> None:
+    """Ask for `kc`'s kernel info until its "idle" arrives on the output channel and its reply on the shell."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not await ensure_async(km.is_alive()):
+            raise RuntimeError("the kernel died before it answered")
+        msg_id = kc.kernel_info()
+        until = min(deadline, time.monotonic() + _ASK_AGAIN)
+        idle = False
+        while not idle and time.monotonic() < until:
+            try:
+                msg = await kc.iopub_channel.get_msg(timeout=max(0.0, until - time.monotonic()))
+            except queue.Empty:
+                break
+            idle = (
+                msg["parent_header"].get("msg_id") == msg_id
+                and msg["msg_type"] == "status"
+                and msg["content"].get("execution_state") == "idle"
+            )
+        if not idle:
+            continue
+        try:
+            while True:  # the reply is on its way (sent before the "idle"): take it
+                reply = await kc.shell_channel.get_msg(timeout=max(0.0, deadline - time.monotonic()))
+                if reply["parent_header"].get("msg_id") == msg_id:
+                    return
+        except queue.Empty:
+            break
+    raise RuntimeError(f"the kernel did not answer within {timeout:g} s")
+
+
 #: Seconds a warming kernel may take to start, and then to run its warm-up code.
 WARM_TIMEOUT = 120
 
@@ -181,8 +244,9 @@ def warm_code(sources: Iterable[Path], encoding: str | None = None) -> str:
     its own (one that fails is left for its notebook to report), and scipy.special, which the exam's
     intervals import on first use; then `theme.warm` (the engine a notebook's first figure would start)
     and the tiktoken encoding `encoding`, when given (loaded; no text is counted, so a counter's hits and
-    misses stay the notebooks' own). Only what the notebooks would load themselves: no result of theirs
-    depends on it.
+    misses stay the notebooks' own); last, everything these made is moved out of the collector's sight
+    (`gc.freeze`: it lives as long as the kernel). Only what the notebooks would load themselves: no result
+    of theirs depends on it.
 
     Parameters
     ----------
@@ -211,6 +275,9 @@ def warm_code(sources: Iterable[Path], encoding: str | None = None) -> str:
     lines.append("__import__('compaction_lab.report.theme', fromlist=['warm']).warm()")
     if encoding is not None:
         lines.append(f"__import__('compaction_lab.core.tokens', fromlist=['get_encoding']).get_encoding({encoding!r})")
+    # What the imports made lives as long as the kernel: frozen out of the collector's sight, so the full
+    # collection of every reset before a notebook (IPython's, ~0.1 s over them) and of its cells skips it.
+    lines.append("__import__('gc').collect()\n__import__('gc').freeze()")
     return "\n".join(lines)
 
 
@@ -309,6 +376,7 @@ __all__ = [
     "Launch",
     "adopt_code",
     "chain_kernel",
+    "connected",
     "default_kernels",
     "launched",
     "warm_code",
