@@ -114,7 +114,6 @@ def _resume_command(args: argparse.Namespace) -> int:
 def _run_command(args: argparse.Namespace, launch: Any = None) -> int:
     from compaction_lab.engine import EngineError
     from compaction_lab.run import runner as report
-    from compaction_lab.run import sweep
 
     if args.resume:
         return _resume_command(args)
@@ -122,7 +121,11 @@ def _run_command(args: argparse.Namespace, launch: Any = None) -> int:
         prof = report.load_profile(args.profile or "default")
         overrides = profile_overrides(prof, args.set, args.provider)
         sweeps = {} if args.no_sweep else dict(prof.sweeps)
-        sweeps.update(sweep.parse_sweep(a) for a in args.sweep or [])
+        if args.sweep:
+            # Only a sweep imports the sweep's module (pandas, the report): one run's kernels start meanwhile.
+            from compaction_lab.run import sweep
+
+            sweeps.update(sweep.parse_sweep(a) for a in args.sweep)
     except report.ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -130,6 +133,8 @@ def _run_command(args: argparse.Namespace, launch: Any = None) -> int:
     if args.tokenizer:
         overrides["tokenizer"] = args.tokenizer
     if sweeps:
+        from compaction_lab.run import sweep
+
         if launch is not None:
             launch.close()  # the profile's own sweeps: each run of it starts its kernels
         if args.name:

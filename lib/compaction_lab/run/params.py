@@ -924,7 +924,7 @@ def _notebook_problems(nb: str, eff: Mapping[str, Any], declared: Mapping[str, D
                 f"priced under {priced} only, so figures 3, 5 and 6 would be empty"
             )
     if ok("turns", "simulated_turns", "turn_growth_tokens", "turn_output_tokens", "period"):
-        from compaction_lab.cost.model import CostAssumptions
+        from compaction_lab.cost.assumptions import CostAssumptions
 
         try:  # the cost model's own rule for carrying the per-turn cache pattern forward
             CostAssumptions(
