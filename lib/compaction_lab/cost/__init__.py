@@ -11,9 +11,12 @@ One module per concept:
     ``none``) run on real token-id sequences, so cache hits are computed,
     not assumed; and the cache-shape experiment (identical request, system
     prompt substituted, tool definitions dropped, one line added at the top).
+``assumptions``
+    `CostAssumptions`: what the cost figures assume (later turns, their growth and replies, the
+    period, the simulated turns, the seed); no pandas, so a profile's check imports it cheaply.
 ``model``
     Compaction cost cold and cached, per-turn cost after compaction,
-    break-even turns, one compaction plus T later turns.
+    break-even turns, one compaction plus T later turns (``model.CostAssumptions`` is the same class).
 
 This file only documents the package: import the modules themselves
 (``from compaction_lab.cost import cache, model``), so importing one never
