@@ -15,8 +15,9 @@ Targets (issue #12, acceptance 4):
 Peak RSS of the tree is measured conservatively: every ``POLL_S`` seconds the
 ``VmHWM`` (each process's own high-water mark, so a spike between two polls
 is not missed) of every live process in the tree is summed, and the largest
-sum is reported. Processes run one notebook kernel at a time, so this is the
-parent's peak plus the current kernel's peak.
+sum is reported. The chain's kernels (two on 2 cores) live together, so this
+is the runner's peak so far plus each kernel's own peak, even when the kernels
+peaked at different moments: an upper bound of the tree's resident memory.
 
 Usage: ``python benchmarks/bench_large_record.py [--keep] [--mb N]``; env
 ``BENCH_LARGE_MB``.
