@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import random
 import re
 
@@ -112,6 +113,17 @@ def test_cap_sessions_counts_what_it_excerpted_and_leaves_other_records_and_sess
     assert out.entry_id == "e2" and out.tool == "shell" and out.call_id == "c1"
 
 
+def test_the_capper_excerpts_record_by_record_and_counts_as_cap_sessions_does():
+    sessions = [_big_session(_blob(500_000), "a"), _big_session("short", "b"), _big_session(_words(300_000), "c")]
+    whole = excerpt.cap_sessions(sessions, CAP)
+    capper = excerpt.Capper(CAP)
+    streamed = capper.excerpts(dataclasses.replace(s, records=tuple(map(capper, s.records))) for s in sessions)
+    assert streamed == whole
+    assert (streamed.records, streamed.largest) == (2, 500_000)
+    with pytest.raises(ValueError, match="per-record cap"):
+        excerpt.Capper(10)
+
+
 def test_the_note_names_the_stage_the_count_and_the_cap():
     ex = excerpt.cap_sessions([_big_session(_blob(500_000), "a"), _big_session(_blob(400_000), "b")], CAP)
     note = ex.note("the exam")
@@ -150,6 +162,7 @@ def test_load_saved_gives_later_stages_excerpts_and_the_run_folder_keeps_the_ful
     assert session.records[2].text in saved.read_text(encoding="utf-8")  # no data lost
     (whole,) = sources.load_saved(run, cap=10_000_000)
     assert whole.records == session.records
+    assert loaded == excerpt.cap_sessions([session], CAP).sessions[0]  # read a line at a time, capped the same
 
 
 def test_load_saved_rejects_a_bad_cap_before_reading_anything(tmp_path):

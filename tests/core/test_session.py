@@ -11,6 +11,45 @@ def test_jsonl_round_trip_is_exact(small_session):
     assert back.to_jsonl() == data
 
 
+def test_written_and_read_a_line_at_a_time_it_is_the_same_session_and_bytes(small_session, tmp_path):
+    path = tmp_path / "s.jsonl"
+    small_session.write_jsonl(path)
+    assert path.read_bytes() == small_session.to_jsonl()
+    assert b"".join(small_session.jsonl_lines()) == small_session.to_jsonl()
+    assert Session.read_jsonl(path) == small_session
+
+
+def test_a_record_hook_sees_each_record_as_it_is_read_and_its_result_is_kept(small_session, tmp_path):
+    path = tmp_path / "s.jsonl"
+    small_session.write_jsonl(path)
+    seen = []
+
+    def shout(r: Record) -> Record:
+        seen.append(r.entry_id)
+        return Record(**{**r.to_dict(), "text": r.text.upper()})
+
+    back = Session.read_jsonl(path, shout)
+    assert seen == [r.entry_id for r in small_session.records]
+    assert [r.text for r in back.records] == [r.text.upper() for r in small_session.records]
+
+
+def test_reading_lines_skips_blank_ones_and_refuses_none_or_bad_json(small_session):
+    lines = [b"\n", *small_session.jsonl_lines(), b"  \n"]
+    assert Session.from_lines(lines) == small_session
+    with pytest.raises(ValueError, match="empty session JSONL"):
+        Session.from_lines([b"\n", b""])
+    with pytest.raises(ValueError):  # json.JSONDecodeError, the standard library's own message
+        Session.from_lines([next(small_session.jsonl_lines()), b'{"session_id": "s", "text": '])
+
+
+def test_lines_may_be_str_and_non_ascii_text_survives(tmp_path):
+    s = make_session([("user", "café 東京 🚀 — naïve\u2028line"), ("assistant", "ok")])
+    path = tmp_path / "s.jsonl"
+    s.write_jsonl(path)
+    assert Session.read_jsonl(path) == s
+    assert Session.from_lines(path.read_text(encoding="utf-8").split("\n")) == s
+
+
 def test_records_must_be_in_strict_source_order():
     a = Record("s", "e0", 0, 5, "user", "x")
     b = Record("s", "e1", 0, 5, "assistant", "y")

@@ -181,6 +181,44 @@ class Excerpts:
             f"had {self.largest:,}); the tally and sessions/*.jsonl keep the full text"
         )
 
+    def told(self, stage: str) -> tuple[Session, ...]:
+        """Print `note` on stderr when anything was excerpted, and return the sessions (`for_stage`)."""
+        if self.records:
+            print(f"note: {self.note(stage)}", file=sys.stderr, flush=True)
+        return self.sessions
+
+
+class Capper:
+    """Excerpts records one at a time as a stage reads them, and counts what it left out.
+
+    The streaming form of `cap_sessions`: `sources.load_saved` passes it to `Session.read_jsonl`, so a
+    record of tens of megabytes is excerpted as soon as it is read and its full text dropped before the
+    next line. `excerpts` then gives the same `Excerpts` as `cap_sessions` on the whole sessions.
+
+    Parameters
+    ----------
+    cap : int
+        Per-record cap in characters (checked here, before anything is read).
+    """
+
+    def __init__(self, cap: int = RECORD_CAP_CHARS) -> None:
+        self.cap = check_cap(cap)
+        self.records = self.chars_left_out = self.largest = 0
+
+    def __call__(self, record: Record) -> Record:
+        """`record` itself when it fits the cap, else its excerpt (counted)."""
+        if len(record.text) <= self.cap:
+            return record
+        head_end, tail_start = cut_points(record.text, self.cap)
+        self.records += 1
+        self.chars_left_out += tail_start - head_end
+        self.largest = max(self.largest, len(record.text))
+        return excerpt_record(record, self.cap)
+
+    def excerpts(self, sessions: Iterable[Session]) -> Excerpts:
+        """`sessions` (already read through this capper) with the counts so far."""
+        return Excerpts(tuple(sessions), self.records, self.chars_left_out, self.largest, self.cap)
+
 
 def cap_sessions(sessions: Iterable[Session], cap: int = RECORD_CAP_CHARS) -> Excerpts:
     """Every record over `cap` characters replaced by its excerpt, with counts (pure; see `for_stage`).
@@ -191,21 +229,14 @@ def cap_sessions(sessions: Iterable[Session], cap: int = RECORD_CAP_CHARS) -> Ex
     cap : int
         Per-record cap in characters (`RECORD_CAP_CHARS`; at least `MIN_CAP_CHARS`).
     """
-    check_cap(cap)
+    capper = Capper(cap)
     out: list[Session] = []
-    n = left = largest = 0
     for s in sessions:
-        long = [r for r in s.records if len(r.text) > cap]
-        if not long:
-            out.append(s)
-            continue
-        for r in long:
-            head_end, tail_start = cut_points(r.text, cap)
-            n += 1
-            left += tail_start - head_end
-            largest = max(largest, len(r.text))
-        out.append(replace(s, records=tuple(excerpt_record(r, cap) for r in s.records)))
-    return Excerpts(tuple(out), n, left, largest, cap)
+        # A session with no record over the cap is the very same object.
+        out.append(
+            replace(s, records=tuple(map(capper, s.records))) if any(len(r.text) > cap for r in s.records) else s
+        )
+    return capper.excerpts(out)
 
 
 def for_stage(sessions: Iterable[Session], stage: str, cap: int = RECORD_CAP_CHARS) -> tuple[Session, ...]:
@@ -224,13 +255,11 @@ def for_stage(sessions: Iterable[Session], stage: str, cap: int = RECORD_CAP_CHA
     cap : int
         Per-record cap in characters.
     """
-    ex = cap_sessions(sessions, cap)
-    if ex.records:
-        print(f"note: {ex.note(stage)}", file=sys.stderr, flush=True)
-    return ex.sessions
+    return cap_sessions(sessions, cap).told(stage)
 
 
 __all__ = [
+    "Capper",
     "Excerpts",
     "MARKER_PATTERN",
     "MIN_CAP_CHARS",

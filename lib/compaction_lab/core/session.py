@@ -8,9 +8,12 @@ strategies, exams, cost) reads only these types, never a source format.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
+
+import msgspec
 
 from compaction_lab.core.fingerprints import canonical_json
 
@@ -31,6 +34,8 @@ KINDS: tuple[str, ...] = (
 #: Kinds that occupy the context window. `meta` lines (bookkeeping such as
 #: model changes or queue operations) are kept for provenance but never counted.
 CONTEXT_KINDS: tuple[str, ...] = tuple(k for k in KINDS if k != "meta")
+
+_msgspec_decode = msgspec.json.Decoder().decode
 
 
 @dataclass(frozen=True)
@@ -180,6 +185,10 @@ class Session:
         Keys are sorted and separators fixed, so equal sessions give equal
         bytes; this is what the synthetic manifest hashes.
         """
+        return b"".join(self.jsonl_lines())
+
+    def jsonl_lines(self) -> Iterator[bytes]:
+        """Yield the lines of `to_jsonl`, each ending in a newline, made one at a time (`write_jsonl`)."""
         header = {
             "session": {
                 "id": self.id,
@@ -188,19 +197,52 @@ class Session:
                 "metadata": dict(self.metadata),
             }
         }
-        lines = [canonical_json(header)]
-        lines.extend(canonical_json(r.to_dict()) for r in self.records)
-        return ("\n".join(lines) + "\n").encode("utf-8")
+        yield (canonical_json(header) + "\n").encode("utf-8")
+        for r in self.records:
+            yield (canonical_json(r.to_dict()) + "\n").encode("utf-8")
+
+    def write_jsonl(self, path: str | os.PathLike[str]) -> None:
+        """Write `to_jsonl`'s bytes to `path` a line at a time, so only one record's line is held at once."""
+        with open(path, "wb") as f:
+            f.writelines(self.jsonl_lines())
 
     @classmethod
     def from_jsonl(cls, data: bytes | str) -> Session:
         """Inverse of `to_jsonl`."""
         text = data.decode("utf-8") if isinstance(data, bytes) else data
-        lines = [ln for ln in text.split("\n") if ln.strip()]  # not splitlines: U+2028, NEL stay inside a line
-        if not lines:
+        return cls.from_lines(text.split("\n"))  # not splitlines: U+2028, NEL stay inside a line
+
+    @classmethod
+    def read_jsonl(cls, path: str | os.PathLike[str], record: Callable[[Record], Record] | None = None) -> Session:
+        """Read a file `to_jsonl` wrote, one line at a time: `from_lines` over its lines.
+
+        Only one line is held at a time, so a session with a record of tens of megabytes costs that record
+        (or what `record` makes of it), not the file twice over.
+        """
+        with open(path, "rb") as f:
+            return cls.from_lines(f, record)
+
+    @classmethod
+    def from_lines(cls, lines: Iterable[bytes | str], record: Callable[[Record], Record] | None = None) -> Session:
+        """Build a session from the lines of `to_jsonl` (blank ones skipped), each record passed through `record`.
+
+        Parameters
+        ----------
+        lines : iterable of bytes or str
+            The header line, then one line per record.
+        record : callable, optional
+            Applied to each record as it is read, before the next line is decoded (a stage's per-record cap,
+            `excerpt.Capper`), so a long record's full text is dropped as soon as it has been read.
+        """
+        it = (ln for ln in lines if ln.strip())
+        first = next(it, None)
+        if first is None:
             raise ValueError("empty session JSONL")
-        head = json.loads(lines[0])["session"]
-        records = [Record(**json.loads(ln)) for ln in lines[1:]]
+        head = _decode_line(first)["session"]
+        records = []
+        for ln in it:
+            rec = Record(**_decode_line(ln))
+            records.append(rec if record is None else record(rec))
         return cls(
             id=head["id"],
             source_format=head["source_format"],
@@ -208,6 +250,15 @@ class Session:
             metadata=head.get("metadata") or {},
             records=tuple(records),
         )
+
+
+def _decode_line(line: bytes | str) -> Any:
+    # msgspec decodes UTF-8 bytes without the intermediate str json.loads makes of them (a 50 MB line
+    # would cost 50 MB more); `to_jsonl` writes plain UTF-8 JSON, so the value is json.loads's.
+    try:
+        return _msgspec_decode(line)
+    except msgspec.DecodeError:  # anything msgspec refuses: the standard library's value or its error
+        return json.loads(line)
 
 
 def iter_records(sessions: Iterable[Session]) -> Iterator[Record]:
