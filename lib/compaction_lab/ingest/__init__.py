@@ -404,8 +404,13 @@ def admit_id(
 
 
 def content_digest(session: Session) -> bytes:
-    """Hash of a session's records (not its path), to recognise the same session imported twice."""
-    h = hashlib.blake2b(digest_size=16)
+    """Hash of a session's records (not its path), to recognise the same session imported twice.
+
+    Every imported session's text passes through it once: SHA-256, which x86-64 and ARM CPUs run in
+    hardware (SHA extensions), hashes about twice as fast as BLAKE2b here (1.8 vs 0.9 GB/s), ~6% of the
+    import's time (``make bench BENCH=import``). Only compared within one import, never stored.
+    """
+    h = hashlib.sha256()
     for r in session.records:
         h.update(
             f"{r.entry_id}\x00{r.block_index}\x00{r.kind}\x00{r.tool}\x00{r.call_id}\x00".encode(
