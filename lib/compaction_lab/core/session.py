@@ -234,7 +234,7 @@ class Session:
             Applied to each record as it is read, before the next line is decoded (a stage's per-record cap,
             `excerpt.Capper`), so a long record's full text is dropped as soon as it has been read.
         """
-        it = (ln for ln in lines if ln.strip())
+        it = (ln for ln in lines if ln and not ln.isspace())  # not `strip`: it would copy a long line
         first = next(it, None)
         if first is None:
             raise ValueError("empty session JSONL")
