@@ -104,9 +104,14 @@ def excerpt_text(text: str, cap: int = RECORD_CAP_CHARS) -> str:
     total = len(text)
     if total <= cap:
         return text
-    head_end, tail_start = cut_points(text, cap)
-    tail = total - tail_start
-    marker = _MARKER.format(omitted=tail_start - head_end, total=total, head=head_end, tail=tail, cap=cap)
+    return _around(text, cap, *cut_points(text, cap))
+
+
+def _around(text: str, cap: int, head_end: int, tail_start: int) -> str:
+    """Join the head and tail of `text`, cut at its `cut_points`, around the marker line."""
+    marker = _MARKER.format(
+        omitted=tail_start - head_end, total=len(text), head=head_end, tail=len(text) - tail_start, cap=cap
+    )
     return text[:head_end] + marker + text[tail_start:]
 
 
@@ -216,7 +221,7 @@ class Capper:
         self.records += 1
         self.chars_left_out += tail_start - head_end
         self.largest = max(self.largest, len(record.text))
-        return excerpt_record(record, self.cap)
+        return replace(record, text=_around(record.text, self.cap, head_end, tail_start))
 
     def excerpts(self, sessions: Iterable[Session]) -> Excerpts:
         """`sessions` (already read through this capper) with the counts so far."""
