@@ -9,9 +9,9 @@ make a repeat look new.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from compaction_lab.core import bounded_json
 from compaction_lab.core.fingerprints import canonical_json
 from compaction_lab.core.session import Record, Session
 
@@ -28,17 +28,15 @@ def call_arguments(record: Record) -> Any:
     -------
     object
         The decoded JSON arguments; the raw argument text when it is not JSON (a harness that sends a
-        command line, or a damaged log); ``""`` when the call has none.
+        command line, or a damaged log) or nests deeper than `bounded_json.MAX_DEPTH`; ``""`` when the
+        call has none.
     """
     text = record.text
     tool = record.tool or ""
     rest = text[len(tool) + 1 :] if tool and text.startswith(tool + " ") else ("" if text == tool else text)
     if not rest.strip():
         return ""
-    try:
-        return json.loads(rest)
-    except ValueError:
-        return rest
+    return bounded_json.parse_or_text(rest)
 
 
 def canonical_arguments(record: Record) -> str:
