@@ -35,11 +35,12 @@ def _cmd_import(args: argparse.Namespace) -> int:
     from contextlib import ExitStack
 
     from compaction_lab.engine import EngineError, is_address, open_engine, scheduler_setting
-    from compaction_lab.ingest import ImportReport, IngestError, load_sessions
+    from compaction_lab.ingest import ImportReport, IngestError, check_paths, load_sessions
     from compaction_lab.store.archive import Archive, ArchiveError
 
     rep = ImportReport()
     try:
+        check_paths(args.paths)  # a path that does not exist is refused before the archive is created
         with ExitStack() as opened:
             # A cluster is reached before the archive is opened: one that cannot be leaves no empty
             # archive behind. ``auto`` is sized to the input, so load_sessions opens it.

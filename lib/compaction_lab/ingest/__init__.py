@@ -100,6 +100,23 @@ def claimants(head: Head) -> list[str]:
     return [e.name for e in IMPORTERS.entries() if e.obj.sniff(head)]
 
 
+def check_paths(paths: Iterable[str | Path]) -> None:
+    """Raise `FileNotFoundError` for the first path that does not exist at all (not even as a link).
+
+    What `iter_sources` refuses, said before any source is read: a command calls it before it creates
+    anything (``import`` its archive), so a mistyped path writes nothing. A path that exists but cannot be
+    read is not refused here: the import counts it as an ``unreadable`` skip.
+    """
+    for p in paths:
+        path = Path(p).expanduser()
+        try:
+            os.lstat(path)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{path}: no such file or directory") from None
+        except OSError:
+            continue  # unreadable (a parent folder this account may not enter): counted by the import
+
+
 def iter_sources(path: str | Path, report: ImportReport) -> Iterator[tuple[Path, str]]:
     """Every importable source under `path` with its format; everything else is a counted skip.
 
@@ -123,10 +140,9 @@ def iter_sources(path: str | Path, report: ImportReport) -> Iterator[tuple[Path,
         Only when `path` itself does not exist (not even as a link).
     """
     path = Path(path).expanduser()
+    check_paths([path])
     try:
         os.lstat(path)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path}: no such file or directory") from None
     except OSError as exc:  # a parent folder this account may not enter: counted, like any unreadable source
         report.skip(path, None, "unreadable", os_reason(exc))
         return
@@ -438,6 +454,7 @@ __all__ = [
     "UnknownFormat",
     "admit",
     "admit_id",
+    "check_paths",
     "claimants",
     "content_digest",
     "detect",
