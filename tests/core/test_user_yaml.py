@@ -77,3 +77,78 @@ def test_ordinary_yaml_reads_as_safe_load_reads_it(tmp_path):
     assert user_yaml.load(path) == yaml.safe_load(text)
     path.write_text("", "utf-8")
     assert user_yaml.load(path) is None
+
+
+# --------------------------------------------------------------------------- issue 44: duplicate keys, huge integers, FIFOs
+
+
+@pytest.mark.parametrize(
+    "text, key, line",
+    [
+        ("parameters:\n  seed: 1\n  window: 2\n  seed: 2\n", "'seed'", 4),
+        ("a: 1\nb: {x: 1, y: 2, x: 3}\n", "'x'", 2),
+        ("1: a\n1.0: b\n", "1.0", 2),  # equal keys: one would silently replace the other
+    ],
+)
+def test_a_key_given_twice_is_an_error_naming_it(tmp_path, text, key, line):
+    """Was: the second value silently replaced the first."""
+    path = tmp_path / "dup.yaml"
+    path.write_text(text, "utf-8")
+    with pytest.raises(user_yaml.UserYamlError) as err:
+        user_yaml.load(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: ") and f"key {key} is given twice" in message, message
+    assert f"line {line}" in message and "\n" not in message
+    # Distinct keys, and a merge key overriding what it merges, are not duplicates.
+    assert user_yaml.loads("a: 1\n'1': 2\n1: 3\n", "t") == {"a": 1, "1": 2, 1: 3}
+    assert user_yaml.loads("b:\n  <<: {x: 1, y: 2}\n  x: 3\n", "t") == {"b": {"x": 3, "y": 2}}
+
+
+@pytest.mark.parametrize(
+    "text, where",
+    [
+        ("parameters:\n  seed: {n}\n", "parameters.seed"),
+        ("parameters:\n  mix: [1, {n}]\n", "parameters.mix[1]"),
+        ("{n}\n", ""),
+    ],
+)
+def test_an_integer_too_long_to_read_is_an_error_naming_the_parameter(tmp_path, text, where):
+    """Was: Python's ``ValueError: Exceeds the limit (4300 digits)`` as a traceback."""
+    path = tmp_path / "big.yaml"
+    path.write_text(text.replace("{n}", "7" * 5000), "utf-8")
+    with pytest.raises(user_yaml.UserYamlError) as err:
+        user_yaml.load(path)
+    message = str(err.value)
+    named = f"{path}: {where}: " if where else f"{path}: "
+    assert message.startswith(named) and "an integer of 5,000 digits" in message, message
+    assert "\n" not in message and len(message) <= user_yaml.MAX_MESSAGE
+
+
+def test_a_file_that_is_not_a_regular_file_is_refused_without_blocking(tmp_path):
+    """Was: a FIFO given as the profile blocked for ever (no writer ever came)."""
+    import os
+    import threading
+
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    found: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            user_yaml.load(fifo)
+        except BaseException as exc:  # reported by the assertion below
+            found.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(10)
+    if reader.is_alive():  # let the blocked reader go before failing
+        with open(fifo, "wb"):
+            pass
+        reader.join(10)
+        pytest.fail("reading a FIFO blocked")
+    assert len(found) == 1 and isinstance(found[0], user_yaml.UserYamlError), found
+    assert str(found[0]) == f"{fifo}: not a regular file (a FIFO); give a YAML file"
+    if os.path.exists("/dev/zero"):
+        with pytest.raises(user_yaml.UserYamlError, match=r"^/dev/zero: not a regular file \(a character device\)"):
+            user_yaml.load("/dev/zero")

@@ -8,8 +8,15 @@ Such YAML: run profiles, ``--set`` values, sweep values, endpoint presets, price
 * **Bounded nesting.** Nesting deeper than `bounded_json.MAX_DEPTH` is refused — the parser's own
   recursion gives out on ``[[[…]]]`` 100,000 deep, and a shallower value that still loads would break
   a later walk of it.
-* **Text of a sane size.** A file that cannot be read, is not UTF-8 text (binary bytes) or is larger
-  than `MAX_BYTES` is refused before YAML sees it.
+* **Each key once.** A mapping that gives a key twice (``seed: 1`` ... ``seed: 2``, or ``1`` and ``1.0``)
+  is refused, naming the key and its line: plain YAML keeps the last value silently. A merge key
+  (``<<``) still overrides what it merges.
+* **Numbers Python can read.** An integer too long for Python to convert (more than
+  ``sys.get_int_max_str_digits()`` digits), or any other scalar its constructor refuses (a date
+  ``2024-13-45``), is an error naming where it stands (``parameters.seed``), not a traceback.
+* **Text of a sane size, from a regular file.** A file that is not a regular file (a FIFO, a device,
+  a socket: judged before it is opened, and opened without blocking), cannot be read, is not UTF-8
+  text (binary bytes) or is larger than `MAX_BYTES` is refused before YAML sees it.
 
 Every refusal is a `UserYamlError` (a `ValueError`) whose message names the file (or ``--set key``,
 ``sweep key``) and what is wrong, in at most `MAX_MESSAGE` characters.
@@ -17,6 +24,9 @@ Every refusal is a `UserYamlError` (a `ValueError`) whose message names the file
 
 from __future__ import annotations
 
+import os
+import stat
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +54,22 @@ class _Alias(Exception):
     def __init__(self, anchor: str, line: int, column: int) -> None:
         super().__init__(anchor)
         self.anchor, self.line, self.column = anchor, line, column
+
+
+class _Duplicate(Exception):
+    """A mapping gives one key twice; carries the key and the lines of both."""
+
+    def __init__(self, key: Any, first: int, again: int) -> None:
+        super().__init__(repr(key))
+        self.key, self.first, self.again = key, first, again
+
+
+class _Unconstructible(Exception):
+    """A scalar YAML parses but Python cannot build (an integer of too many digits); carries its node."""
+
+    def __init__(self, node: yaml.Node, reason: str) -> None:
+        super().__init__(reason)
+        self.node, self.reason = node, reason
 
 
 #: Scanner nesting at which reading stops; a little above the bound, which the value is checked against.
@@ -74,6 +100,78 @@ class _NoAliasLoader(yaml.SafeLoader):
             raise _Alias(str(event.anchor), event.start_mark.line + 1, event.start_mark.column + 1)
         return super().compose_node(parent, index)
 
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, OverflowError) as exc:  # from int(), datetime(), ...: not a YAMLError
+            raise _Unconstructible(node, _unconstructible(node, exc)) from None
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        # Before the merge keys are flattened into the node: a merge key overrides what it merges.
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                k = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    if k in seen:
+                        raise _Duplicate(k, seen[k], line)
+                    seen[k] = line
+                except TypeError:
+                    continue  # an unhashable key: the constructor refuses it below
+        return super().construct_mapping(node, deep=deep)
+
+
+def _unconstructible(node: yaml.Node, exc: Exception) -> str:
+    """Say why a scalar cannot be built -- for an over-long integer, its length, never its digits."""
+    if node.tag == "tag:yaml.org,2002:int" and isinstance(node.value, str):
+        digits = sum(ch.isdigit() for ch in node.value)
+        limit = sys.get_int_max_str_digits()
+        if limit and digits > limit:
+            return f"an integer of {digits:,} digits, more than Python reads ({limit:,}); quote it if it is text"
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'cannot be read'}"
+
+
+def _place(root: yaml.Node | None, target: yaml.Node) -> str:
+    """Return where `target` stands under `root`: ``parameters.seed``, ``mix[1]``; ``""`` for the root itself."""
+    stack: list[tuple[yaml.Node, str]] = [(root, "")] if root is not None else []
+    while stack:
+        node, path = stack.pop()
+        if node is target:
+            return path
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                name = key_node.value if isinstance(key_node, yaml.ScalarNode) else "?"
+                stack.append((value_node, f"{path}.{name}" if path else str(name)))
+                stack.append((key_node, f"{path}.{name}" if path else str(name)))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, f"{path}[{i}]") for i, item in enumerate(node.value))
+    return ""
+
+
+#: What a file that is not a regular one is, by `stat.S_IFMT`, for the message.
+_FILE_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def _not_regular(mode: int) -> str | None:
+    """None for a regular file (or a folder, which reading refuses by itself), else what it is (``a FIFO``)."""
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return _FILE_KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def _key_shown(key: Any) -> str:
+    """Return a key as a message shows it: its ``repr``, cut short."""
+    text = repr(key)
+    return text if len(text) <= 80 else text[:79] + "…"
+
 
 def _short(text: str) -> str:
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"
@@ -101,10 +199,16 @@ def loads(text: str, where: str) -> Any:
     Raises
     ------
     UserYamlError
-        Not valid YAML, an alias, or nesting deeper than `bounded_json.MAX_DEPTH`.
+        Not valid YAML, an alias, a key given twice in one mapping, a scalar Python cannot build (an
+        integer of too many digits: named by where it stands), or nesting deeper than
+        `bounded_json.MAX_DEPTH`.
     """
+    loader: _NoAliasLoader | None = None
+    root: yaml.Node | None = None
     try:
-        value = yaml.load(text, Loader=_NoAliasLoader)  # a SafeLoader, minus aliases
+        loader = _NoAliasLoader(text)  # a SafeLoader, minus aliases
+        root = loader.get_single_node()
+        value = loader.construct_document(root) if root is not None else None
     except (_TooDeep, RecursionError):
         value = None
         too_deep = True
@@ -115,10 +219,28 @@ def loads(text: str, where: str) -> Any:
                 f"column {alias.column}); write the value out"
             )
         ) from None
+    except _Duplicate as dup:
+        raise UserYamlError(
+            _short(
+                f"{where}: key {_key_shown(dup.key)} is given twice (line {dup.first} and line {dup.again}); "
+                "give each key once"
+            )
+        ) from None
+    except _Unconstructible as bad:
+        place = _place(root, bad.node)
+        mark = bad.node.start_mark
+        raise UserYamlError(
+            _short(
+                f"{where}: {place + ': ' if place else ''}{bad.reason} (line {mark.line + 1}, column {mark.column + 1})"
+            )
+        ) from None
     except yaml.YAMLError as exc:
         raise UserYamlError(_short(f"{where}: not valid YAML: {_problem(exc)}")) from None
     else:
         too_deep = bounded_json.nests_deeper(value)
+    finally:
+        if loader is not None:
+            loader.dispose()
     if too_deep:
         raise UserYamlError(_short(f"{where}: nests deeper than {bounded_json.MAX_DEPTH} levels"))
     return value
@@ -137,16 +259,24 @@ def load(path: str | Path, what: str = "") -> Any:
     Raises
     ------
     UserYamlError
-        The file cannot be read, is larger than `MAX_BYTES`, is not UTF-8 text, is not valid YAML,
-        holds an alias, or nests deeper than `bounded_json.MAX_DEPTH`; the message names the file.
+        The file is not a regular file (a FIFO, a device: refused before it is opened, so reading
+        never blocks), cannot be read, is larger than `MAX_BYTES`, is not UTF-8 text, or its text
+        is refused by `loads`; the message names the file.
     """
     path = Path(path)
     where = f"{what} {path}" if what else str(path)
     try:
-        with path.open("rb") as f:
-            raw = f.read(MAX_BYTES + 1)
+        kind = _not_regular(os.stat(path).st_mode)
+        if kind is None:
+            # Non-blocking: a FIFO put in the file's place after the check still cannot hold the open up.
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+            with os.fdopen(fd, "rb") as f:
+                kind = _not_regular(os.fstat(f.fileno()).st_mode)
+                raw = b"" if kind else f.read(MAX_BYTES + 1)
     except OSError as exc:
         raise UserYamlError(_short(f"{where}: cannot read it ({exc.strerror or type(exc).__name__})")) from None
+    if kind is not None:
+        raise UserYamlError(_short(f"{where}: not a regular file ({kind}); give a YAML file"))
     if len(raw) > MAX_BYTES:
         raise UserYamlError(f"{where}: larger than {MAX_BYTES // (1024 * 1024)} MiB; not read")
     try:
