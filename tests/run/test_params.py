@@ -380,3 +380,41 @@ def test_a_run_asking_a_million_questions_stops_before_any_work(tmp_path, capsys
     err = capsys.readouterr().err
     assert code == 2 and "n_questions = 1,000,000" in err and "per case" in err
     assert not (tmp_path / "r").exists()
+
+
+# --------------------------------------------------------------------------- issue 44: hard ceilings, huge numbers
+
+
+def test_max_sweep_runs_past_the_hard_ceiling_is_an_error_naming_it():
+    """Was: a profile could set ``max_sweep_runs`` to anything (1e11 planned billions of runs)."""
+    assert _problems(max_sweep_runs=params.MAX_SWEEP_RUNS_CEILING) == []
+    over = params.MAX_SWEEP_RUNS_CEILING + 1
+    _one(_problems(max_sweep_runs=over), f"max_sweep_runs = {over}", f"{params.MAX_SWEEP_RUNS_CEILING:,}")
+    _one(_problems(max_sweep_runs=10**11), "max_sweep_runs = 100000000000", "most runs any sweep may plan")
+
+
+def test_a_key_takes_no_more_values_than_a_sweep_may_have_runs():
+    """A key with more values than the hard ceiling of runs could never run: refused before it is listed."""
+    assert params.MAX_SWEEP_VALUES <= params.MAX_SWEEP_RUNS_CEILING
+    too_many = params.MAX_SWEEP_RUNS_CEILING + 1
+    with pytest.raises(ValueError, match=f"sweep seed: range\\(0,{too_many}\\) gives {too_many:,} values"):
+        params.sweep_values("seed", f"range(0,{too_many})")
+    with pytest.raises(ValueError, match=f"sweep seed: {too_many:,} values"):
+        params.sweep_values("seed", list(range(too_many)))
+
+
+@pytest.mark.parametrize(
+    "raw, says",
+    [
+        ("range(0,10000000000000000000)", "gives 10,000,000,000,000,000,000 values"),  # was: OverflowError
+        ("range(-9223372036854775809, 9223372036854775807, 1)", "gives 18,446,744,073,709,551,616 values"),
+        (f"range(0,{'9' * 5000})", "a bound of 5,000 digits"),  # was: Python's "Exceeds the limit (4300 digits)"
+        (f"range({'9' * 4300})", "more than 10^4299 values"),  # a count too long to print
+    ],
+)
+def test_a_range_too_large_for_python_is_a_one_line_error_naming_the_key(raw, says):
+    with pytest.raises(ValueError) as err:
+        params.sweep_values("seed", raw)
+    message = str(err.value)
+    assert message.startswith("sweep seed: ") and says in message and "\n" not in message, message
+    assert "set_int_max_str_digits" not in message and len(message) < 400

@@ -373,6 +373,13 @@ def _wordings_problem(wordings: list) -> str | None:
     return f"give three wordings (rounds 1-3), or none for the library's; got {len(wordings)}"
 
 
+def max_sweep_runs_problem(value: Any) -> str | None:
+    """Say what is wrong with a ``max_sweep_runs`` of the right type (None: nothing): past the hard ceiling."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > MAX_SWEEP_RUNS_CEILING:
+        return f"more than {MAX_SWEEP_RUNS_CEILING:,}, the most runs any sweep may plan (a ceiling no setting raises)"
+    return None
+
+
 @dataclass(frozen=True)
 class Rule:
     """What a known parameter may hold beyond the type its notebook declares.
@@ -428,7 +435,7 @@ RULES: Mapping[str, Rule] = {
     "encoding": Rule(check=_encoding_problem),
     "tokenizer": Rule(check=_tokenizer_problem),
     "scheduler": Rule(check=_scheduler_problem),
-    "max_sweep_runs": Rule(minimum=1),
+    "max_sweep_runs": Rule(minimum=1, check=max_sweep_runs_problem),
     "followup_min_score": Rule(minimum=0),
     "redact_patterns": Rule(check=_patterns_problem),
     # 02-05: the compaction
@@ -608,28 +615,67 @@ PROFILE_KEYS: tuple[str, ...] = ("description", "notebooks", "parameters", "note
 
 #: ``range(stop)``, ``range(start, stop)`` or ``range(start, stop, step)``: Python's range, stop excluded.
 _RANGE = re.compile(r"^\s*range\(\s*(-?\d+)\s*(?:,\s*(-?\d+)\s*)?(?:,\s*(-?\d+)\s*)?\)\s*$")
+#: Most digits a range's bound may have: Python reads no longer integer from text (``sys.get_int_max_str_digits``).
+_RANGE_DIGITS = 4_300
 
 #: How many runs a sweep may plan (the product of its value counts) unless ``max_sweep_runs`` says otherwise.
 DEFAULT_MAX_SWEEP_RUNS = 1_000
-#: No swept parameter takes more values than this, whatever ``max_sweep_runs`` allows: a profile's
-#: ``sweeps:`` block is read as the profile loads, before its limit is known, and a range is counted
-#: against this before it is listed (``range(0,100000000)`` would otherwise take gigabytes first).
-MAX_SWEEP_VALUES = 100_000
+#: The most runs any sweep may plan, whatever ``max_sweep_runs`` says: a hard ceiling that no profile,
+#: ``--set`` or plan (``sweep.json``, on ``--resume``) raises. A plan is a list held in memory and a
+#: folder per run; ten thousand runs of even the smoke chain are a day of one machine.
+MAX_SWEEP_RUNS_CEILING = 10_000
+#: No swept parameter takes more values than this, whatever ``max_sweep_runs`` allows -- more values than
+#: a sweep may have runs could never run: a profile's ``sweeps:`` block is read as the profile loads,
+#: before its limit is known, and a range is counted against this before it is listed
+#: (``range(0,100000000)`` would otherwise take gigabytes first).
+MAX_SWEEP_VALUES = MAX_SWEEP_RUNS_CEILING
+
+
+def _range_text(raw: str) -> str:
+    """``range(...)`` text as a message echoes it: cut short past 80 characters (a bound may have thousands)."""
+    text = raw.strip()
+    return text if len(text) <= 80 else text[:76] + "…)"
+
+
+def _counted(n: int) -> str:
+    """``1,234`` -- or, for a count too long to print (Python's int-to-text limit), ``more than 10^k``."""
+    if n < 10**30:
+        return f"{n:,}"
+    return f"more than 10^{(n.bit_length() - 1) * 30103 // 100000}"
 
 
 def _sweep_range(key: str, raw: str) -> range | None:
-    """``range(...)`` text as a (lazy) range; None for other text. ValueError for step 0 or a malformed range."""
+    """``range(...)`` text as a (lazy) range; None for other text. ValueError for step 0 or a malformed range.
+
+    Its values are counted, without ``len`` (an OverflowError past ``sys.maxsize``), against
+    `MAX_SWEEP_VALUES` before the range is made.
+    """
     m = _RANGE.match(raw)
     if not m:
         if raw.strip().startswith("range("):
             raise ValueError(
-                f"sweep {key}: {raw.strip()!r} is not range(stop), range(start, stop) or range(start, stop, step)"
+                f"sweep {key}: {_range_text(raw)!r} is not range(stop), range(start, stop) or range(start, stop, step)"
             )
         return None
-    bounds = [int(g) for g in m.groups() if g is not None]
+    text = _range_text(raw)
+    given = [g for g in m.groups() if g is not None]
+    longest = max(len(g.lstrip("-")) for g in given)
+    if longest > _RANGE_DIGITS:
+        raise ValueError(
+            f"sweep {key}: range(...) with a bound of {longest:,} digits; a bound has at most {_RANGE_DIGITS:,}"
+        )
+    bounds = [int(g) for g in given]
     start, stop, step = (0, bounds[0], 1) if len(bounds) == 1 else (*bounds[:2], bounds[2] if len(bounds) == 3 else 1)
     if step == 0:
-        raise ValueError(f"sweep {key}: {raw.strip()} has step 0")
+        raise ValueError(f"sweep {key}: {text} has step 0")
+    whole, part = divmod(stop - start, step)
+    count = max(0, whole + (part != 0))
+    if count > MAX_SWEEP_VALUES:
+        raise ValueError(
+            f"sweep {key}: {text} gives {_counted(count)} values, more than a sweep may take "
+            f"({MAX_SWEEP_VALUES:,} per parameter; the runs in all are limited by max_sweep_runs, "
+            f"default {DEFAULT_MAX_SWEEP_RUNS:,}, at most {MAX_SWEEP_RUNS_CEILING:,})"
+        )
     return range(start, stop, step)
 
 
@@ -705,13 +751,7 @@ def sweep_values(key: str, raw: Any) -> list[Any]:
         rng = _sweep_range(key, raw)
         if rng is not None:
             if not rng:
-                raise ValueError(f"sweep {key}: {raw.strip()} gives no values")
-            if len(rng) > MAX_SWEEP_VALUES:
-                raise ValueError(
-                    f"sweep {key}: {raw.strip()} gives {len(rng):,} values, more than a sweep may take "
-                    f"({MAX_SWEEP_VALUES:,} per parameter; the runs in all are limited by max_sweep_runs, "
-                    f"default {DEFAULT_MAX_SWEEP_RUNS:,})"
-                )
+                raise ValueError(f"sweep {key}: {_range_text(raw)} gives no values")
             return list(rng)  # distinct: a range never repeats itself
         values, written = _yaml_values(key, raw)
         texts = [repr(t) for t in written]  # '01', '0x1': the text typed, which is what a user recognises
@@ -720,7 +760,9 @@ def sweep_values(key: str, raw: Any) -> list[Any]:
     if not values:
         raise ValueError(f"sweep {key}: give at least one value")
     if len(values) > MAX_SWEEP_VALUES:
-        raise ValueError(f"sweep {key}: {len(values):,} values, more than a sweep may take ({MAX_SWEEP_VALUES:,})")
+        raise ValueError(
+            f"sweep {key}: {len(values):,} values, more than a sweep may take ({MAX_SWEEP_VALUES:,} per parameter)"
+        )
     dup = _duplicates(key, values, texts)
     if dup:
         raise ValueError(dup)
