@@ -8,7 +8,10 @@ deterministically, after ``default_delay`` seconds. Every request is recorded
 (path, headers without Authorization, parsed JSON body, the body's
 fingerprint); with ``log_file`` a line per request is also appended to a file.
 The Authorization header is kept apart (`authorizations`) so a test can check
-which key was sent without the key landing in the request records.
+which key was sent without the key landing in the request records. An endpoint
+that repeats it (a test of credential masking) is made with
+``echo_authorization=True`` (every default answer ends with it) or by scripting a
+body holding `AUTHORIZATION` (replaced by the request's header).
 
 Run as a script (``python tests/fake_openai_server.py --delay 0.2 --log F``)
 it serves until killed and prints its base URL on the first line of stdout.
@@ -26,6 +29,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+#: A scripted body's text holding this gets the request's Authorization header in its place.
+AUTHORIZATION = "<authorization>"
 
 
 def fingerprint(body: Any) -> str:
@@ -66,14 +72,15 @@ def completion(
     }
 
 
-def _echo(body: Any) -> dict[str, Any]:
+def _echo(body: Any, authorization: str | None = None) -> dict[str, Any]:
     last = ""
     for m in (body or {}).get("messages") or []:
         if isinstance(m, dict) and m.get("role") == "user":
             last = str(m.get("content"))
     n = len(json.dumps(body, sort_keys=True))
+    said = f" (authorization: {authorization})" if authorization is not None else ""
     return completion(
-        f"echo: {last}",
+        f"echo: {last}{said}",
         usage={"prompt_tokens": n // 4, "completion_tokens": 3, "total_tokens": n // 4 + 3},
         model=str((body or {}).get("model", "fake-model")),
     )
@@ -88,10 +95,16 @@ class FakeOpenAIServer:
         Seconds to wait before each default (unscripted) answer.
     log_file : path, optional
         Append ``<time> <fingerprint> <model>`` per request to this file.
+    echo_authorization : bool
+        End every default answer with the request's Authorization header, as a
+        careless endpoint repeats what it was sent.
     """
 
-    def __init__(self, default_delay: float = 0.0, log_file: str | Path | None = None):
+    def __init__(
+        self, default_delay: float = 0.0, log_file: str | Path | None = None, echo_authorization: bool = False
+    ):
         self.default_delay = default_delay
+        self.echo_authorization = echo_authorization
         self.log_file = Path(log_file) if log_file else None
         self.requests: list[dict[str, Any]] = []
         self.authorizations: list[str | None] = []
@@ -195,17 +208,21 @@ class FakeOpenAIServer:
             with open(self.log_file, "a", encoding="utf-8") as f:
                 f.write(f"{time.time():.6f} {fp} {(body or {}).get('model')}\n")
         try:
+            auth = h.headers.get("Authorization")
+            echoed = str(auth) if self.echo_authorization else None
             if scripted is None:
-                scripted = Scripted(body=_echo(body), delay=self.default_delay)
+                scripted = Scripted(body=_echo(body, echoed), delay=self.default_delay)
             elif scripted.body is None and scripted.status == 200:
-                scripted = Scripted(status=200, headers=scripted.headers, body=_echo(body), delay=scripted.delay)
+                scripted = Scripted(
+                    status=200, headers=scripted.headers, body=_echo(body, echoed), delay=scripted.delay
+                )
             if scripted.delay:
                 time.sleep(scripted.delay)
             payload = scripted.body
             if isinstance(payload, (dict, list)):
-                data = json.dumps(payload).encode("utf-8")
+                data = json.dumps(payload).replace(AUTHORIZATION, json.dumps(str(auth))[1:-1]).encode("utf-8")
             elif isinstance(payload, str):
-                data = payload.encode("utf-8")
+                data = payload.replace(AUTHORIZATION, str(auth)).encode("utf-8")
             else:
                 data = payload or b""
             h.send_response(scripted.status)

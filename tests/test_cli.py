@@ -272,3 +272,30 @@ def test_ctrl_c_in_any_command_is_one_line_and_exit_130(tmp_path, monkeypatch, c
     assert cli.main(["tally", str(tmp_path / "s.jsonl")]) == 130
     err = capsys.readouterr().err
     assert "interrupted" in err and "Traceback" not in err
+
+
+def test_run_reaches_its_scheduler_before_making_a_run_folder(tmp_path, monkeypatch, capsys):
+    """Item 17 of issue 44: ``run --scheduler tcp://127.0.0.1:1`` without a sweep was checked only in notebook
+    01 (exit 1, a failed run folder); now exit 2 in one line before anything is written -- the address from
+    ``--scheduler``, ``--set scheduler=`` or the environment alike -- and a credential in it is not repeated."""
+    from compaction_lab import engine
+
+    monkeypatch.setattr(engine, "CONNECT_TIMEOUT_S", 1.0)
+    results = tmp_path / "results"
+    run = ["run", "--profile", "smoke", "--results", str(results), "--quiet"]
+    for argv, environ in (
+        ([*run, "--scheduler", "tcp://127.0.0.1:1"], None),
+        ([*run, "--set", "scheduler=tcp://127.0.0.1:1"], None),
+        (run, "tcp://127.0.0.1:1"),
+        ([*run, "--scheduler", "tcp://user:pa55word@127.0.0.1:1"], None),
+    ):
+        if environ is None:
+            monkeypatch.delenv(engine.SCHEDULER_ENV, raising=False)
+        else:
+            monkeypatch.setenv(engine.SCHEDULER_ENV, environ)
+        code = cli.main(argv)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2, argv
+        assert len(err) == 1 and err[0].startswith("error: ") and "127.0.0.1:1" in err[0], err
+        assert "pa55word" not in err[0] and "user:" not in err[0]
+        assert not results.exists() or not any(results.iterdir()), argv  # no run folder was made

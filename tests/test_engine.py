@@ -702,3 +702,35 @@ def test_a_stop_signal_in_a_worker_quiets_dask_logs_and_still_stops_it(monkeypat
             time.sleep(1)
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+# --------------------------------------------------------------------------- issue 44 item 18: credentials in an address
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "tcp://user:pa55word@127.0.0.1:1",
+        "tcp://user:pa55word@127.0.0.1",
+        "tls://user:pa55word@127.0.0.1:1",
+        "ws://user:pa55word@127.0.0.1:1",
+        "inproc://user:pa55word@127.0.0.1:1",
+    ],
+)
+def test_a_scheduler_error_never_repeats_the_credentials_of_its_address(address, short_probe, capsys):
+    """Was: ``tcp://user:pa55word@... is not a scheduler address: invalid address 'user:pa55word@...'``."""
+    value, error, _ = _bounded(engine.open_engine, address, announce=False)
+    if value is not None:
+        value.close()
+    assert isinstance(error, engine.EngineError), repr(error)
+    assert "pa55word" not in str(error) and "user:" not in str(error) and "***@127.0.0.1" in str(error)
+    assert cli.main(["tally", "--scheduler", address, str(FIXTURES / "pi")]) == 2
+    err = capsys.readouterr().err
+    assert "pa55word" not in err and "user:" not in err and "Traceback" not in err
+
+
+def test_a_scheduler_setting_that_is_no_address_never_repeats_a_credential(monkeypatch):
+    monkeypatch.delenv(engine.SCHEDULER_ENV, raising=False)
+    with pytest.raises(engine.EngineError) as e:
+        engine.scheduler_setting("user:pa55word@host:8786")
+    assert "pa55word" not in str(e.value) and "***@host:8786" in str(e.value)

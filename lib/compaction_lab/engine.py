@@ -81,7 +81,18 @@ _HANDSHAKE_MAX_BYTES = 64 * 1024
 
 
 class EngineError(ValueError):
-    """A scheduler value that names nothing usable, or a cluster that cannot be reached."""
+    """A scheduler value that names nothing usable, or a cluster that cannot be reached.
+
+    Its message never repeats a credential of the address it names: URL credentials are masked
+    (``tcp://***@host:8786``), and so is every other form of them the message holds (Dask's own
+    error quoting ``user:pass@host:8786`` without its scheme; `privacy.secrets.mask_message`).
+    """
+
+    def __init__(self, message: object = "", *args: object) -> None:
+        from compaction_lab.privacy.secrets import mask_message, url_credentials  # only an error pays for it
+
+        text = str(message)
+        super().__init__(mask_message(text, url_credentials(text)), *args)
 
 
 def scheduler_setting(flag: str | None = None, profile_value: str | None = None) -> str:
@@ -115,11 +126,34 @@ def scheduler_setting(flag: str | None = None, profile_value: str | None = None)
         value = str(value).strip()
         if value in SCHEDULER_CHOICES or "://" in value:
             return value
+        from compaction_lab.privacy.secrets import MASK
+
+        # An address without its scheme may still hold a credential (user:pass@host): never repeated.
+        shown = f"{MASK}@{value.rpartition('@')[2]}" if "@" in value else value
         raise EngineError(
-            f"{where}: {value!r} is not a scheduler; use {', '.join(SCHEDULER_CHOICES)} "
+            f"{where}: {shown!r} is not a scheduler; use {', '.join(SCHEDULER_CHOICES)} "
             "or an address such as tcp://127.0.0.1:8786"
         )
     return AUTO
+
+
+def reach_scheduler(address: str, timeout: float | None = None) -> Any:
+    """Check that a Dask scheduler answers at `address` as a client would reach it; return the client's security.
+
+    `scheduler_security` of the address, then `check_scheduler` with it: what `open_engine` does before it
+    makes a `distributed.Client`, and what ``run`` does before it makes a run folder whose notebooks will
+    connect there (`EngineError`, one line, within about `CONNECT_TIMEOUT_S`).
+
+    Parameters
+    ----------
+    address : str
+        A scheduler address (``tcp://host:port``, ``tls://...``, ...).
+    timeout : float, optional
+        Seconds for the check (default `CONNECT_TIMEOUT_S`).
+    """
+    security = scheduler_security(address)
+    check_scheduler(address, security, timeout)
+    return security
 
 
 def is_address(setting: str) -> bool:
@@ -223,6 +257,13 @@ def check_scheduler(address: str, security: Any = None, timeout: float | None = 
             context = security.get_connection_args("client")["ssl_context"]
             sock = stack.enter_context(_tls(address, sock, host, context, deadline, wait))
         _read_handshake(address, sock, deadline, wait)
+
+
+def _masked(address: str) -> str:
+    """Return an address as a line may show it: its URL credentials masked (`privacy.secrets.mask_url`)."""
+    from compaction_lab.privacy.secrets import mask_url
+
+    return mask_url(address)
 
 
 def _reason(exc: BaseException) -> str:
@@ -380,7 +421,7 @@ class Engine(AbstractContextManager["Engine"]):
         """One line for terminals: where the work runs and the dashboard."""
         if self.client is None:
             return "engine: in this process"
-        where = "embedded LocalCluster" if self.kind == LOCAL else f"cluster {self.client.scheduler.address}"
+        where = "embedded LocalCluster" if self.kind == LOCAL else f"cluster {_masked(self.client.scheduler.address)}"
         return f"engine: {where}, {self.workers} worker(s); dashboard {self.dashboard}"
 
     def submit(self, fn: Callable[..., T], *args: Any, retries: int = 0, **kwargs: Any) -> Handle[T]:
@@ -555,9 +596,8 @@ def open_engine(
         )
         engine = Engine(LOCAL, Client(cluster), cluster, n)
     else:
-        security = scheduler_security(choice)
         # Dask's own connect has no deadline on the handshake and trusts the first 8 bytes as a length.
-        check_scheduler(choice, security)
+        security = reach_scheduler(choice)
         try:
             client = Client(choice, timeout=f"{CONNECT_TIMEOUT_S}s", security=security)
         except OSError as exc:

@@ -274,3 +274,58 @@ def test_profile_errors_never_echo_secret_values(tmp_path: Path) -> None:
         with pytest.raises(ProfileError) as e:
             call()
         assert INLINE_KEY not in str(e.value)
+
+
+# --------------------------------------------------------------------------- issue 44 item 5: every form of URL credentials
+
+#: A password with characters a URL must percent-encode: its written, decoded and Basic forms all differ.
+ODD_USER, ODD_PASSWORD = "lab@user", "Pa55/w0rd:Xyz"
+
+
+def _credential_forms(user: str, password: str) -> dict[str, str]:
+    """What a leak of ``user:password`` looks like: plain, percent-encoded, and as a Basic header carries it."""
+    import base64
+    from urllib.parse import quote
+
+    basic = f"{user}:{password}".encode()
+    return {
+        "password": password,
+        "percent-encoded": quote(password, safe=""),
+        "user:password": f"{user}:{password}",
+        "base64": base64.b64encode(basic).decode(),
+        "base64 unpadded": base64.b64encode(basic).decode().rstrip("="),
+        "base64 urlsafe": base64.urlsafe_b64encode(basic).decode().rstrip("="),
+    }
+
+
+def test_an_endpoint_echoing_the_basic_header_leaks_no_form_of_the_url_credentials(tmp_path):
+    """Item 5 of issue 44: with ``user:pass@`` in the base URL the client sends ``Authorization: Basic
+    base64(user:pass)``; an endpoint repeating it in an answer or in a 400 error leaves none of the
+    credential's forms in the answer, the error, the ledger (its -wal while open too) or a log line."""
+    forms = _credential_forms(ODD_USER, ODD_PASSWORD)
+    ledger = tmp_path / "ledger.sqlite"
+    with FakeOpenAIServer(echo_authorization=True) as server:
+        url = server.base_url.replace("://", f"://{_quoted(ODD_USER)}:{_quoted(ODD_PASSWORD)}@", 1)
+        cfg = ModelConfig(base_url=url, model="fake-model", api_key_env="", ledger=str(ledger), max_retries=0)
+        server.script(
+            Scripted(), Scripted(status=400, body={"error": {"message": "Incorrect API key provided: <authorization>"}})
+        )
+        with ChatClient(cfg) as client:
+            answer = client.complete({"messages": [{"role": "user", "content": "hi"}]}, purpose="t").content
+            with pytest.raises(Exception) as e:
+                client.complete({"messages": [{"role": "user", "content": "again"}]}, purpose="t")
+            stored = _all_bytes(tmp_path)  # the ledger's -wal side file is there while the client is open
+        assert server.authorizations[0] == f"Basic {forms['base64']}"  # the header really carried them
+    assert "Incorrect API key provided" in str(e.value) and "authorization:" in str(answer)
+    stored.update(_all_bytes(tmp_path))
+    for what, form in forms.items():
+        assert form not in str(answer) and form not in str(e.value), what
+        for name, data in stored.items():
+            assert form.encode() not in data, (what, name)
+
+
+def _quoted(text: str) -> str:
+    """`text` percent-encoded as a URL's userinfo holds it."""
+    from urllib.parse import quote
+
+    return quote(text, safe="")

@@ -3,7 +3,8 @@
 ``compaction-lab run --profile NAME [--set K=V ...] [--sweep K=V1,V2 ...] [--redact|--no-redact]``
     Execute the profile's notebook chain into a new run folder and print the
     folder's path as the last line (scripts read it). Exits 1 with the
-    failing cell's error when a notebook fails, 2 on a bad profile. With
+    failing cell's error when a notebook fails, 2 on a bad profile or a scheduler it cannot
+    reach (checked before the run folder is made). With
     ``--sweep``, one run folder per value combination and a comparison
     folder (``sweep.parquet``, ``sweep.html``), whose path is printed last.
     SIGINT / SIGTERM mark the run folder ``interrupted`` and exit 130 / 143
@@ -61,12 +62,16 @@ def _launched(args: argparse.Namespace) -> Any:
 
 
 def _sweep_summary(sw: Any) -> int:
-    """Print a sweep's runs and where its comparison is (the sweep folder last, on stdout); 1 if a run is not ok."""
+    """Print a sweep's runs and where its comparison is (the sweep folder last, on stdout); 1 if a run is not ok.
+
+    Each run's values are printed masked as the sweep shows them (URL credentials in every form).
+    """
+    from compaction_lab.privacy.secrets import shown_with_credentials
     from compaction_lab.run import sweep
 
     failed = [st for _, _, st in sw.runs if st not in ("ok", sweep.COMPLETED_EARLIER)]
     for combo, res, st in sw.runs:
-        print(f"  {combo}: {res.run_dir if res else st}", file=sys.stderr)
+        print(f"  {shown_with_credentials(combo)}: {res.run_dir if res else st}", file=sys.stderr)
     print(f"comparison: {sw.report}", file=sys.stderr)
     print(sw.folder)
     return 1 if failed else 0
@@ -165,6 +170,7 @@ def _run_command(args: argparse.Namespace, launch: Any = None) -> int:
     if args.scheduler:
         overrides["scheduler"] = args.scheduler  # one run: where its notebooks' heavy work runs
     try:
+        _reach_run_scheduler(prof, overrides)
         result = report.run_profile(
             prof,
             results=results,
@@ -177,7 +183,7 @@ def _run_command(args: argparse.Namespace, launch: Any = None) -> int:
             kernels=args.kernels,
             launch=launch,
         )
-    except report.ProfileError as exc:
+    except (report.ProfileError, EngineError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except report.NotebookFailed as exc:
@@ -192,6 +198,25 @@ def _run_command(args: argparse.Namespace, launch: Any = None) -> int:
         print(f"report: {result.report}", file=sys.stderr)
     print(result.run_dir)
     return 0
+
+
+def _reach_run_scheduler(prof: Any, overrides: dict[str, Any]) -> None:
+    """Reach the scheduler one run's notebooks will use, before its run folder is made (`engine.reach_scheduler`).
+
+    The kernels take the run's ``scheduler`` parameter (``--scheduler``, ``--set``, the profile), else
+    ``COMPACTION_LAB_SCHEDULER`` (`runner.KERNEL_ENVIRONMENT`). An address that answers with no Dask
+    scheduler, or an environment value that names none, is an `EngineError` (exit 2, nothing written);
+    a parameter that is neither an address nor a scheduler name is left to the parameter checks.
+    """
+    from compaction_lab import engine
+
+    value = {**prof.parameters, **overrides}.get("scheduler")
+    if isinstance(value, str) and value:
+        setting = value.strip()
+    else:
+        setting = engine.scheduler_setting()  # the environment's, as the kernels will read it
+    if engine.is_address(setting) and "://" in setting:
+        engine.reach_scheduler(setting)
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:

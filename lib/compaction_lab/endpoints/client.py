@@ -45,7 +45,11 @@ every answer as the stores do (`mask_stored`) before reading it, so the
 `Completion`, the ledger row and a later reuse of it hold the same masked text,
 and the checkpoint store and archive mask the key too. Credentials in the base
 URL (``https://user:pass@host/v1``) are masked (``https://***@host/v1``) in
-every message, ``repr`` and log line (`install_log_masking`).
+every message, ``repr`` and log line (`install_log_masking`); every other form
+they take (`compaction_lab.privacy.credentials.url_credentials`: the password
+decoded and percent-encoded, ``user:pass``, and ``base64(user:pass)`` as the
+``Authorization: Basic`` header the client sends carries it) is registered and
+masked like the key, so an endpoint echoing that header stores nothing of it.
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ from compaction_lab.endpoints import standin
 from compaction_lab.endpoints.config import ModelConfig
 from compaction_lab.endpoints.ledger import open_ledger
 from compaction_lab.endpoints.usage import Usage
+from compaction_lab.privacy.credentials import url_credentials
 from compaction_lab.privacy.secrets import install_log_masking, mask_message, mask_stored, mask_url, register_secret
 
 if TYPE_CHECKING:
@@ -309,6 +314,10 @@ class ChatClient:
     def __init__(self, config: ModelConfig, ledger: Ledger | None = None, environ: Mapping[str, str] | None = None):
         self.config = config
         self._url = mask_url(config.base_url.strip())  # the base URL as messages show it
+        # The URL's credentials in every form (the Basic header's base64 too): masked wherever they come back.
+        self._credentials = sorted(url_credentials(config.base_url.strip()))
+        for form in self._credentials:
+            register_secret(form)
         env = os.environ if environ is None else environ
         # A dry run (compaction_lab.run.plan) answers from a stand-in transport: nothing is sent, no key is needed.
         self._dry_run = standin.dry_run_folder()
@@ -605,9 +614,9 @@ class ChatClient:
         )
 
     def _key(self) -> list[str]:
-        """Return the key this client sends, as a list of secrets to mask (empty for the ``none`` placeholder)."""
+        """Return the secrets this client sends, to mask: its key (not the ``none`` placeholder), its URL's credentials."""
         key = getattr(self._http, "api_key", None)
-        return [key] if isinstance(key, str) and key != NO_KEY else []
+        return ([key] if isinstance(key, str) and key != NO_KEY else []) + self._credentials
 
     def _scrub(self, text: str) -> str:
         return mask_message(text, self._key())

@@ -17,10 +17,14 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
-__all__ = ["ENV_SECRET", "SecretNameKind", "env_secret_values", "looks_secret_name"]
+__all__ = ["ENV_SECRET", "MIN_SECRET_CHARS", "SecretNameKind", "env_secret_values", "looks_secret_name"]
 
 #: The pattern name under which secret environment values are masked.
 ENV_SECRET = "env-secret"
+
+#: Shortest secret value masked as a literal (an environment variable's, a registered key, a URL's
+#: credential): a shorter one (``none``, ``test``) would mask ordinary words.
+MIN_SECRET_CHARS = 8
 
 #: What a name names, which decides the rule `looks_secret_name` judges it by.
 SecretNameKind = Literal["key", "parameter", "environment"]
@@ -109,6 +113,6 @@ def env_secret_values(environ: Mapping[str, str] | None = None) -> frozenset[str
     for key, value in env.items():
         if isinstance(value, str) and looks_secret_name(key, "environment"):
             v = value.strip()
-            if len(v) >= 8:
+            if len(v) >= MIN_SECRET_CHARS:
                 out.add(v)
     return frozenset(out)

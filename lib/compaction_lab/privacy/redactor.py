@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from compaction_lab.core.session import Record, Session
-from compaction_lab.privacy.env_secrets import ENV_SECRET, env_secret_values
+from compaction_lab.privacy.credentials import credentials_in
+from compaction_lab.privacy.env_secrets import ENV_SECRET, MIN_SECRET_CHARS, env_secret_values
 from compaction_lab.privacy.patterns import URL_USERINFO, Pattern, load_patterns, marker, personal
 
 __all__ = ["LOG_USER_MARKER", "Redactor", "apply", "redactor", "walk"]
@@ -349,6 +350,7 @@ def redactor(
     enabled: bool,
     extra_patterns: str | Path | Iterable[Mapping] | None = None,
     environ: Mapping[str, str] | None = None,
+    parameters: Any = None,
 ) -> Redactor:
     """Build the redactor for a run.
 
@@ -361,10 +363,18 @@ def redactor(
     environ : mapping, optional
         Environment whose secret values are masked — always, even when not
         `enabled`. Default `os.environ`.
+    parameters : mapping, optional
+        The run's parameters: the credentials of every URL in them, in every
+        form (`credentials.credentials_in`: the password decoded and
+        percent-encoded, ``user:pass``, the ``Authorization: Basic`` base64)
+        are masked as literals, always. Forms shorter than 8 characters are
+        left to `URL_USERINFO` (they would mask ordinary text).
 
     Credentials in URLs (`URL_USERINFO`: ``https://user:pass@host``) are
     masked always too, so a model endpoint's base URL never reaches
-    ``run.json``, a notebook or a report with its password.
+    ``run.json``, a notebook or a report with its password -- nor, with
+    `parameters`, an error an endpoint wrote quoting the Basic header.
     """
     patterns = load_patterns(extra_patterns) if enabled else ()
-    return Redactor(patterns=patterns, literals=env_secret_values(environ), always=(URL_USERINFO,))
+    credentials = frozenset(v for v in credentials_in(parameters) if len(v.strip()) >= MIN_SECRET_CHARS)
+    return Redactor(patterns=patterns, literals=env_secret_values(environ) | credentials, always=(URL_USERINFO,))

@@ -22,6 +22,10 @@ messages, log lines -- is masked here, before it is written or shown:
     above, and every secret pattern of the catalogue (`SECRET_PATTERNS`); with
     `shown`, also the value under any secret-looking key (``api_key: ...``),
     whatever it is.
+`url_credentials` (`credentials`)
+    Every form a URL's credentials take once they leave the URL (decoded,
+    percent-encoded, the ``Authorization: Basic`` base64): what the client
+    registers (`register_secret`) and a run's redactor masks as literals.
 `looks_secret_name`
     Whether a name holds a credential, by what it names (a key, a run parameter, an
     environment variable); defined in `env_secrets`, which needs it too.
@@ -41,7 +45,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from compaction_lab.core.errors import ProfileError
-from compaction_lab.privacy.env_secrets import env_secret_values, looks_secret_name  # the names' one rule
+from compaction_lab.privacy.credentials import credentials_in, url_credentials
+from compaction_lab.privacy.env_secrets import (  # the names' one rule, the literals' one length
+    MIN_SECRET_CHARS,
+    env_secret_values,
+    looks_secret_name,
+)
 from compaction_lab.privacy.patterns import DEFAULT_PATTERNS, URL_USERINFO, URL_USERINFO_REGEX, Pattern
 from compaction_lab.privacy.redactor import Redactor
 
@@ -59,15 +68,13 @@ __all__ = [
     "mask_url",
     "register_secret",
     "shown",
+    "shown_with_credentials",
     "store_masker",
+    "url_credentials",
 ]
 
 #: What stands for a masked URL userinfo or a secret-looking value in printed text.
 MASK = "***"
-
-#: Shortest secret value masked as a literal (a registered key; the rule `env_secret_values` uses):
-#: a shorter one (``none``, ``test``) would mask ordinary words.
-MIN_SECRET_CHARS = 8
 
 #: Catalogue patterns whose matches are credentials by their format alone: masked in every store.
 CREDENTIAL_PATTERNS: tuple[Pattern, ...] = tuple(
@@ -186,15 +193,17 @@ def _message_masker(values: Iterable[str] = ()):
     return lambda text: redactor.text(mask_url(str(text)))
 
 
-def shown(value: Any) -> Any:
+def shown(value: Any, values: Iterable[str] = ()) -> Any:
     """`value` as an error message may quote it.
 
-    Strings go through `mask_message`; in a mapping (at any depth) the value
-    of a secret-looking key (`looks_secret_name`) becomes ``***`` whatever it
-    is, so ``{api_key: hunter2}`` is shown as ``{'api_key': '***'}``. Other
-    values are returned unchanged.
+    Strings go through `mask_message` (with `values`); in a mapping (at any
+    depth) the value of a secret-looking key (`looks_secret_name`) becomes
+    ``***`` whatever it is, so ``{api_key: hunter2}`` is shown as
+    ``{'api_key': '***'}``. Other values are returned unchanged.
+    `shown_with_credentials` also masks every form of the credentials of the
+    URLs in `value`.
     """
-    mask = _message_masker()
+    mask = _message_masker(values)
 
     def walk(value: Any) -> Any:
         if isinstance(value, str):
@@ -211,6 +220,15 @@ def shown(value: Any) -> Any:
         return value
 
     return walk(value)
+
+
+def shown_with_credentials(value: Any) -> Any:
+    """`shown`, also masking every form the credentials of the URLs in `value` take (`url_credentials`).
+
+    A swept value is shown so (a sweep's folder names, ``sweep.json``, its console lines): with
+    ``{base_url: http://user:pass@host/v1, note: pass}`` the password goes from the note too.
+    """
+    return shown(value, credentials_in(value))
 
 
 class _MaskingFilter(logging.Filter):

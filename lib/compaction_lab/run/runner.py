@@ -31,7 +31,7 @@ comparison across them.
 
 from __future__ import annotations
 
-import json
+import hashlib
 import platform
 import re
 import shutil
@@ -67,6 +67,14 @@ from compaction_lab.store import memo as memo_mod
 
 #: The profile parameter that switches redaction on (notebook 01 masks the sessions it imports).
 REDACT_PARAM = "redact"
+
+#: The longest run or sweep folder name the runner makes, in UTF-8 bytes (`run_folder_name`): under the
+#: 255 of common file systems, with room for the ``-2`` a second folder of the same second gets and a
+#: sweep's ``.attempt-N``.
+NAME_MAX_BYTES = 200
+
+#: What `runfolder.new_run_name` adds after the label: ``-YYYYmmdd-HHMMSS``.
+_STAMP_BYTES = len("-20260101-000000")
 
 
 #: Packages whose versions go into run.json: what a reader needs to reproduce a figure.
@@ -227,6 +235,20 @@ def load_profile(name_or_path: str | Path) -> Profile:
 # --------------------------------------------------------------------------- running
 
 
+def run_folder_name(label: str) -> str:
+    """Name a run (or sweep) folder ``<label>-<UTC timestamp>`` (`runfolder.new_run_name`) in `NAME_MAX_BYTES`.
+
+    A longer label (a long profile name, a long swept value) is cut and ends with the first 12 hex digits
+    of its SHA-256, so two labels that differ only past the cut still make two names.
+    """
+    budget = NAME_MAX_BYTES - _STAMP_BYTES
+    raw = label.encode("utf-8", "surrogatepass")
+    if len(raw) > budget:
+        digest = hashlib.sha256(raw).hexdigest()[:12]
+        label = f"{raw[: budget - len(digest) - 1].decode('utf-8', 'ignore')}-{digest}"
+    return runfolder.new_run_name(label)  # its safe characters only shorten a label: never past the budget
+
+
 def run_profile(
     profile: Profile | str,
     *,
@@ -313,12 +335,18 @@ def run_profile(
     kernels = default_kernels() if kernels is None else kernels
     if isinstance(kernels, bool) or not isinstance(kernels, int) or kernels < 1:
         raise ProfileError(f"kernels must be a whole number >= 1, got {kernels!r}")
-    redactor = redactor_mod.redactor(prof.redact, prof.parameters.get("redact_patterns") or None)
+    # The credentials of every URL in the parameters are masked in every form (a Basic header's base64 an
+    # endpoint echoed into an error, notebook 03's traceback), in run.json and by the final sweep.
+    redactor = redactor_mod.redactor(
+        prof.redact,
+        prof.parameters.get("redact_patterns") or None,
+        parameters=[prof.parameters, prof.notebook_parameters],
+    )
     # SIGINT / SIGTERM stop the run as `lifecycle.RunInterrupted` from before its folder exists
     # to its last write, so a stopped run is always marked `interrupted`, never left `running`.
     with lifecycle.stop_on_signals():
         _report_dead_runs(results or paths.results_dir())
-        run_dir = runfolder.create_run_dir(run_name or runfolder.new_run_name(prof.name), results)
+        run_dir = runfolder.create_run_dir(run_name or run_folder_name(prof.name), results)
         started = time.perf_counter()
         record = lifecycle.RunRecord(run_dir / runfolder.RUN_JSON, _run_info(prof, run_dir), view=redactor.value)
         done: list[NotebookRun] = []

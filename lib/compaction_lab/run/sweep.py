@@ -26,7 +26,7 @@ import shutil
 import sys
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from compaction_lab.core import paths, runfolder
 from compaction_lab.core.errors import ProfileError
 from compaction_lab.engine import AUTO, SYNC, Engine, open_engine, scheduler_setting
 from compaction_lab.privacy import redactor as redactor_mod
+from compaction_lab.privacy import secrets
 from compaction_lab.report import share
 from compaction_lab.run import lifecycle
 from compaction_lab.run import params as params_mod
@@ -48,6 +49,7 @@ from compaction_lab.run.runner import (
     final_sweep,
     load_profile,
     public_parameters,
+    run_folder_name,
     run_profile,
 )
 
@@ -117,29 +119,36 @@ class SweepPlan:
     notebook_html: bool = True  # False: `--no-html`, the runs render no notebook HTML (their reports still do)
 
     def to_json(self, scheduler: str) -> dict[str, Any]:
-        """Return the ``sweep.json`` document (`SWEEP_PLAN`)."""
+        """Return the ``sweep.json`` document (`SWEEP_PLAN`), every value as a sweep shows it (`_shown`).
+
+        A credential in a value (a password in a model's URL, in any form) is kept masked: the
+        plan cannot give it back, and `resume_sweep` refuses such a plan saying so (`_check_kept`).
+        """
         prof = self.profile
-        return {
-            "profile": prof.name,
-            "profile_spec": {
-                "name": prof.name,
-                "description": prof.description,
-                "notebooks": list(prof.notebooks),
-                "parameters": public_parameters(prof.parameters),
-                "notebook_parameters": {nb: public_parameters(ps) for nb, ps in prof.notebook_parameters.items()},
-                "path": str(prof.path) if prof.path else None,
-            },
-            "sweeps": {k: list(v) for k, v in self.sweeps.items()},
-            "overrides": public_parameters(self.overrides),
-            "redact": self.redact,
-            "allow_unknown": self.allow_unknown,
-            "notebook_html": self.notebook_html,
-            "scheduler": scheduler,
-            "runs": [
-                {"values": public_parameters(c), "run": name} for c, name in zip(self.combos, self.names, strict=True)
-            ],
-            "resumed": [],
-        }
+        return _shown(
+            {
+                "profile": prof.name,
+                "profile_spec": {
+                    "name": prof.name,
+                    "description": prof.description,
+                    "notebooks": list(prof.notebooks),
+                    "parameters": public_parameters(prof.parameters),
+                    "notebook_parameters": {nb: public_parameters(ps) for nb, ps in prof.notebook_parameters.items()},
+                    "path": str(prof.path) if prof.path else None,
+                },
+                "sweeps": {k: list(v) for k, v in self.sweeps.items()},
+                "overrides": public_parameters(self.overrides),
+                "redact": self.redact,
+                "allow_unknown": self.allow_unknown,
+                "notebook_html": self.notebook_html,
+                "scheduler": scheduler,
+                "runs": [
+                    {"values": public_parameters(c), "run": name}
+                    for c, name in zip(self.combos, self.names, strict=True)
+                ],
+                "resumed": [],
+            }
+        )
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> SweepPlan:
@@ -224,20 +233,48 @@ def run_sweep(
     _check_sweep(prof, combos, given, redact, results, allow_unknown)
     where = scheduler_setting(scheduler, _profile_scheduler(prof, given))
     with _engine_for(where, progress) as eng:
-        folder = runfolder.create_run_dir(runfolder.new_run_name(f"sweep-{prof.name}"), results)
-        with _hold_sweep(folder):
-            plan = SweepPlan(
-                profile=replace(prof, sweeps={}),
-                sweeps={k: list(v) for k, v in sweeps.items()},
-                combos=tuple(combos),
-                names=tuple(_run_names(prof.name, combos, folder.parent)),
-                overrides=given,
-                redact=redact,
-                allow_unknown=allow_unknown,
-                notebook_html=notebook_html,
-            )
-            lifecycle.write_json_atomic(folder / SWEEP_PLAN, plan.to_json(where))
+        # Planned before its folder exists (names that fit, `_run_names`), so a sweep that cannot be made
+        # leaves no folder behind (`_new_sweep`).
+        plan = SweepPlan(
+            profile=replace(prof, sweeps={}),
+            sweeps={k: list(v) for k, v in sweeps.items()},
+            combos=tuple(combos),
+            names=tuple(_run_names(prof.name, combos, Path(results) if results else paths.results_dir())),
+            overrides=given,
+            redact=redact,
+            allow_unknown=allow_unknown,
+            notebook_html=notebook_html,
+        )
+        with _new_sweep(prof.name, results, plan.to_json(where)) as folder:
             return _execute_sweep(plan, folder, eng, set(range(len(combos))), progress)
+
+
+@contextmanager
+def _new_sweep(profile: str, results: Path | None, doc: Mapping[str, Any]) -> Iterator[Path]:
+    """Create a sweep folder, hold it (`_hold_sweep`) and write its plan `doc`; yield the folder, held.
+
+    Until its plan is written, a failure removes the folder again: a sweep that cannot be created
+    leaves no half-made folder (an `OSError` -- a full disk, a folder not writable, a name too long --
+    is a `ProfileError` saying so).
+    """
+    where = Path(results) if results else paths.results_dir()
+    try:
+        folder = runfolder.create_run_dir(run_folder_name(f"sweep-{profile}"), where)
+    except OSError as exc:
+        raise ProfileError(f"cannot create a sweep folder in {where}: {exc.strerror or exc}") from None
+    with ExitStack() as held:
+        try:
+            held.enter_context(_hold_sweep(folder))
+            lifecycle.write_json_atomic(folder / SWEEP_PLAN, doc)
+        except BaseException as exc:
+            held.close()
+            shutil.rmtree(folder, ignore_errors=True)
+            if isinstance(exc, OSError):
+                raise ProfileError(
+                    f"cannot create the sweep {folder.name} in {where} ({exc.strerror or exc}); nothing was left there"
+                ) from None
+            raise
+        yield folder
 
 
 @lifecycle.stop_on_signals()
@@ -287,6 +324,7 @@ def resume_sweep(folder: Path | str, *, progress: bool = True, scheduler: str | 
         raise ProfileError(f"{plan_path}: not a readable sweep plan ({type(exc).__name__}: {exc})") from None
     results = folder.parent
     _check_run_names(plan, folder, plan_path)
+    _check_kept(plan, plan_path)
     _check_sweep(plan.profile, list(plan.combos), plan.overrides, plan.redact, results, plan.allow_unknown)
     where = scheduler_setting(scheduler, _profile_scheduler(plan.profile, plan.overrides))
     with _hold_sweep(folder), _engine_for(where, progress) as eng:
@@ -359,8 +397,11 @@ def _execute_sweep(plan: SweepPlan, folder: Path, eng: Engine | None, todo: set[
     keys = list(plan.sweeps)
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SWEEP_COLUMNS)
     table = table[[*keys, *[c for c in SWEEP_COLUMNS if c in table.columns]]]
+    # The comparison shows every value as the sweep does (`_shown`): no credential in the table or the page.
+    table = table.assign(**{k: table[k].map(_table_value) for k in keys if k in table.columns})
     runfolder.save_table(table.astype({k: str for k in keys}), folder, "sweep")
-    out = _render_sweep(folder, plan.profile, keys, table, runs)
+    shown_runs = [({k: _table_value(v) for k, v in combo.items()}, res, st) for combo, res, st in runs]
+    out = _render_sweep(folder, plan.profile, keys, table, shown_runs)
     if stopped is not None:
         raise lifecycle.RunInterrupted(
             stopped.signum,
@@ -380,7 +421,23 @@ def _profile_scheduler(prof: Profile, overrides: Mapping[str, Any] | None) -> st
 
 
 def _combo_label(combo: Mapping[str, Any]) -> str:
+    """Return a combination as run folder names and the console show it: ``key=value-...``, masked (`_slug`)."""
     return "-".join(f"{k}={_slug(v)}" for k, v in combo.items())
+
+
+def _shown(value: Any) -> Any:
+    """`value` as a sweep shows and keeps it: URL credentials in every form, secrets, secret keys' values masked.
+
+    (`secrets.shown_with_credentials`.) Every name, line and file a sweep writes itself holds its values so:
+    run folder names, ``sweep.json``, the console, ``sweep.parquet`` and ``sweep.html``.
+    """
+    return secrets.shown_with_credentials(value)
+
+
+def _value_text(value: Any) -> str:
+    """Return a swept value as one text, masked (`_shown`): JSON for a list or mapping."""
+    value = _shown(value)
+    return json.dumps(value) if isinstance(value, (list, dict)) else str(value)
 
 
 def _ok_frame(run_dir: Path, combo: Mapping[str, Any]) -> pd.DataFrame:
@@ -558,7 +615,11 @@ def _scrub_stopped(plan: SweepPlan, i: int, run_dir: Path) -> None:
     if plan.redact is not None:
         prof = prof.with_parameters({REDACT_PARAM: bool(plan.redact)})
     try:
-        red = redactor_mod.redactor(prof.redact, prof.parameters.get("redact_patterns") or None)
+        red = redactor_mod.redactor(
+            prof.redact,
+            prof.parameters.get("redact_patterns") or None,
+            parameters=[prof.parameters, prof.notebook_parameters],
+        )
         done = final_sweep(run_dir, red)
     except Exception as err:  # recorded, as run_profile records a failed final sweep
         done = {"error": f"final sweep failed: {type(err).__name__}: {err}"}
@@ -572,11 +633,13 @@ def _scrub_stopped(plan: SweepPlan, i: int, run_dir: Path) -> None:
 def _run_names(profile: str, combos: list[dict[str, Any]], results: Path) -> list[str]:
     """One run folder name per combination, planned up front: distinct from each other and from folders in `results`.
 
-    Two combinations whose values read the same in a name (``a b`` and ``a/b``) get ``-2``, ``-3`` ...
+    Two combinations whose values read the same in a name (``a b`` and ``a/b``, two passwords masked
+    alike) get ``-2``, ``-3`` ...; a name past `runner.NAME_MAX_BYTES` is cut and ends with a digest of
+    its whole label (`run_folder_name`).
     """
     names: list[str] = []
     for combo in combos:
-        base = runfolder.new_run_name(f"{profile}-{_combo_label(combo)}")
+        base = run_folder_name(f"{profile}-{_combo_label(combo)}")
         name, n = base, 1
         while (results / name).exists() or name in names:
             n += 1
@@ -685,6 +748,40 @@ def _check_size(prof: Profile, sweeps: Mapping[str, list[Any]], limit: int) -> N
         )
 
 
+def _check_kept(plan: SweepPlan, plan_path: Path) -> None:
+    """Refuse a plan holding a value it keeps masked (`SweepPlan.to_json`): a credential it cannot give back.
+
+    A password in a swept model URL is written ``http://***@host`` (and any other secret ``***`` or
+    ``[REDACTED:...]``), so the runs cannot be run again as planned: one line naming each parameter,
+    before anything is moved or run.
+    """
+    held: dict[str, None] = {}
+    for values in (
+        plan.profile.parameters,
+        *plan.profile.notebook_parameters.values(),
+        plan.overrides,
+        *plan.combos,
+    ):
+        held.update(dict.fromkeys(k for k, v in values.items() if _masked_in(v)))
+    if held:
+        raise ProfileError(
+            f"{plan_path}: {', '.join(sorted(held))} held a credential (a password in a URL, a key) that "
+            f"{SWEEP_PLAN} keeps masked ({secrets.MASK}), so this sweep cannot be resumed as planned; nothing was "
+            "moved or run: start the sweep again (an endpoint's key given by api_key_env is kept by name and resumes)"
+        )
+
+
+def _masked_in(value: Any) -> bool:
+    """Whether a planned value holds text masked by `_shown` (``***``, ``[REDACTED:...]``), at any depth."""
+    if isinstance(value, str):
+        return secrets.MASK in value or "[REDACTED:" in value
+    if isinstance(value, Mapping):
+        return any(_masked_in(k) or _masked_in(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_masked_in(v) for v in value)
+    return False
+
+
 def _check_run_names(plan: SweepPlan, folder: Path, plan_path: Path) -> None:
     """Refuse a plan (a hand-edited ``sweep.json``) whose run names are not plain folder names beside the sweep.
 
@@ -745,8 +842,14 @@ def _check_sweep(
         raise params_mod.error(f"profile {prof.name!r}", list(found))
 
 
+def _table_value(value: Any) -> Any:
+    """Return a swept value as the comparison holds it: masked text (`_value_text`), or a number as it is."""
+    return _value_text(value) if isinstance(value, (str, list, dict)) else value
+
+
 def _slug(v: Any) -> str:
-    return re.sub(r"[^A-Za-z0-9._]+", "_", json.dumps(v) if isinstance(v, (list, dict)) else str(v)).strip("_")
+    """Return a swept value as part of a folder name: masked (`_value_text`), other characters runs of ``_``."""
+    return re.sub(r"[^A-Za-z0-9._]+", "_", _value_text(v)).strip("_")
 
 
 def _render_sweep(folder: Path, prof: Profile, keys: list[str], table: pd.DataFrame, runs) -> Path:
