@@ -73,7 +73,6 @@ from __future__ import annotations
 
 import heapq
 import json
-import re
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -136,32 +135,14 @@ def sniff(head: Head) -> bool:
     (``sessionId``, ``uuid``, ``parentUuid``, ``leafUuid``); a stream-json line
     has ``session_id`` and a stream type. pi lines (types ``session`` /
     ``message``, no such keys) and Codex lines (``payload``) never match.
-    A first line too long to parse within the head is judged by its keys.
+    A first line longer than the head is judged by its outline (`files.read_head`), like any line.
     """
     try:
         if head.is_dir or head.is_sqlite:
             return False
-        if any(safely(_is_project_line, o) or safely(_is_stream_line, o) for o in head.objects):
-            return True
-        return _is_long_first_line(head.raw)
+        return any(safely(_is_project_line, o) or safely(_is_stream_line, o) for o in head.objects)
     except Exception:  # a sniffer never raises
         return False
-
-
-_LONG_LINE_KEYS = (re.compile(rb'"parentUuid"\s*:'), re.compile(rb'"sessionId"\s*:\s*"'))
-_PAYLOAD_KEY = re.compile(rb'"payload"\s*:')
-
-
-def _is_long_first_line(raw: bytes) -> bool:
-    """Judge a first line longer than the sniff window (a pasted image) by its keys: it is never parsed.
-
-    Only used when the whole head is one unfinished line. Claude Code writes
-    ``parentUuid`` and ``sessionId`` near the start of every conversation
-    line; pi and Codex lines never carry both.
-    """
-    if b"\n" in raw or not raw.lstrip().startswith(b"{"):
-        return False  # the first line is complete: the parsed head objects decide
-    return all(pat.search(raw) for pat in _LONG_LINE_KEYS) and not _PAYLOAD_KEY.search(raw)
 
 
 # --------------------------------------------------------------------------- parsing

@@ -62,15 +62,6 @@ ROLE_KINDS: Mapping[str, str] = {
     "system": "system",
 }
 
-#: A rollout line as Codex serialises it (field order is fixed by its serde
-#: struct). Used when the first line is too long to parse from the sniffing
-#: head: a session_meta carrying a large system prompt can exceed 64 KiB.
-_RAW_LINE_START = re.compile(
-    rb'\A\s*\{"timestamp":"[^"]{0,64}","type":"'
-    rb"(?:session_meta|response_item|compacted|turn_context|event_msg|world_state|inter_agent_[a-z_]+)"
-    rb'","payload":'
-)
-
 #: File names apply_patch edits (``*** Update File: path``), used as the call's target.
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$", re.MULTILINE)
 
@@ -103,12 +94,9 @@ def sniff(head: Head) -> bool:
     try:
         if head.is_dir or head.is_sqlite:
             return False
-        objects = head.objects
-        if objects:
-            hits = sum(1 for o in objects if _is_rollout_line(o))
-            return hits > 0 and 2 * hits > len(objects)
-        # Nothing parsed: the first line may be longer than the head.
-        return bool(_RAW_LINE_START.match(head.raw))
+        objects = head.objects  # a first line longer than the head is there as its outline
+        hits = sum(1 for o in objects if _is_rollout_line(o))
+        return hits > 0 and 2 * hits > len(objects)
     except Exception:  # a sniffer never raises
         return False
 

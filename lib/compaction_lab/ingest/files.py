@@ -39,6 +39,7 @@ from typing import Any, BinaryIO, cast
 from compaction_lab.core.paths import SQLITE_HEADER
 from compaction_lab.ingest.import_report import ImportReport, os_reason
 from compaction_lab.ingest.json_repair import fast_decode, parse_json
+from compaction_lab.ingest.outline import OUTLINE_CHUNK, outline
 
 #: Bytes of a source read for content sniffing.
 HEAD_BYTES = 64 * 1024
@@ -281,7 +282,9 @@ class Head:
     raw : bytes
         Up to `HEAD_BYTES` decoded bytes (BOM stripped).
     lines : tuple
-        The JSON values of the first `HEAD_LINES` lines that parse.
+        The JSON values of the first `HEAD_LINES` lines that parse. A first line longer than the head
+        is read on to its end and offered as its outline (`outline.outline`: its shape and short
+        values), so sniffers judge it as they judge any parsed line, whatever its length or spacing.
     damage : Damage or None
         Set when a compressed file's damage cut the head short (`raw` is then
         everything that decoded).
@@ -310,7 +313,9 @@ def read_head(path: str | Path) -> Head:
     """Read what sniffers look at: up to `HEAD_BYTES` and the JSON lines within them.
 
     Reads through `open_binary` like the importers do (BOM stripped, zstd
-    decoded up to any damage).
+    decoded up to any damage). When the head ends inside the file's first
+    line, the rest of that line is read in chunks and outlined
+    (`outline.outline`): memory stays bounded whatever the line's length.
 
     Raises
     ------
@@ -328,11 +333,17 @@ def read_head(path: str | Path) -> Head:
             if not more:
                 break
             blank = not more.strip(_BLANK_OR_NUL)
+        first = raw.lstrip(_BLANK_OR_NUL)
+        long_first = bool(first) and len(raw) == HEAD_BYTES and b"\n" not in first and not raw.startswith(SQLITE_MAGIC)
+        # The head ends inside the first line: its outline, reading on to the line's end.
+        outlined = outline(first, iter(lambda: f.read(OUTLINE_CHUNK), b"")) if long_first else None
         damage, compressed = damage_of(f), is_compressed(f)
     # Read-ahead may have met a damage past the head: it cut the head only if the head is short.
     cut = damage if damage is not None and len(raw) < HEAD_BYTES else None
     if raw.startswith(SQLITE_MAGIC):
         return Head(path, raw, (), is_sqlite=True)
+    if long_first:
+        return Head(path, raw, () if outlined is None else (outlined,), damage=cut, compressed=compressed)
     lines: list[Any] = []
     for chunk in raw.split(b"\n")[:HEAD_LINES]:
         chunk = chunk.strip(_BLANK_OR_NUL)  # a NUL-tailed last line still shows its JSON

@@ -77,7 +77,18 @@ IMPORTERS: Registry[Importer] = Registry(
     "importer",
     packages=("compaction_lab.ingest",),
     skip=frozenset(
-        {"base", "builder", "files", "import_report", "json_repair", "registry", "sources", "synthetic", "units"}
+        {
+            "base",
+            "builder",
+            "files",
+            "import_report",
+            "json_repair",
+            "outline",
+            "registry",
+            "sources",
+            "synthetic",
+            "units",
+        }
     ),
 )
 
