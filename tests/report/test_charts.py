@@ -88,14 +88,16 @@ def test_saved_html_keeps_data_inside_its_script_block(tmp_path, fig2_inputs):
     # Escaped, not altered: the spec parses back to exactly the chart's.
     assert json.loads(spec_text) == json.loads(json.dumps(chart.to_dict()))
     shown = {row.get("session_id") for rows in json.loads(spec_text)["datasets"].values() for row in rows}
-    assert shown >= set(HOSTILE_IDS)
+    # Each id whole; its line separators written as code points, which Vega's expression parser takes (issue 44).
+    assert shown >= {theme.vega_safe(i) for i in HOSTILE_IDS}
 
 
 def test_control_characters_and_lone_surrogates_in_data_still_render(tmp_path):
     """Issue 25, acceptance 2: a label holding characters XML forbids (a C0 control, U+FFFF) made
     vl-convert panic and abort the whole process (a notebook's kernel died), and a long label of emoji
     made it fail (Vega shortens labels by UTF-16 units, splitting a character); now the figure is drawn
-    with U+FFFD in their place. Run in a child process, so a regression fails this test instead of
+    with those characters written as their code points (issue 44: U+FFFD for all of them made two ids one
+    category). Run in a child process, so a regression fails this test instead of
     killing the test run."""
     code = f"""
 import sys
@@ -113,7 +115,7 @@ print(sorted(out))
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "['html', 'png', 'svg']"
     svg = (tmp_path / "fig2.svg").read_text(encoding="utf-8")
-    assert "a\ufffdb" in svg and "c\ufffdd\ufffd" in svg
+    assert "a\u27e8U+0004\u27e9b" in svg and "c\u27e8U+001F\u27e9d\u27e8U+FFFF\u27e9" in svg
     assert (tmp_path / "fig2.png").read_bytes()[:8] == PNG_SIGNATURE
 
 

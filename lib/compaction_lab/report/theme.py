@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import altair as alt
+import pandas as pd
 import vl_convert as vlc
 from altair.utils.html import TEMPLATES
 from altair.utils.mimebundle import spec_to_mimebundle
@@ -78,33 +79,95 @@ _RENDER_CACHE_SIZE = 16
 _rendered: OrderedDict[str, tuple[str, bytes]] = OrderedDict()
 
 
-#: Characters XML 1.0 forbids: C0 controls but tab, LF and CR, lone surrogates, U+FFFE and U+FFFF. Vega
-#: writes a label's text into its SVG as is, and vl-convert, parsing that SVG, panics on one and aborts
-#: the whole process (a notebook's kernel dies), so a log that holds one is drawn with U+FFFD instead.
-_NON_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-#: The same, and every character outside the Basic Multilingual Plane (emoji, private use planes).
-_NON_XML_OR_ASTRAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff\U00010000-\U0010ffff]")
+#: Noncharacters (U+FDD0–U+FDEF and the last two code points of every plane): HTML reads each as a
+#: parse error, XML forbids U+FFFE and U+FFFF.
+_NONCHARACTERS = "\ufdd0-\ufdef" + "".join(f"{chr(p + 0xFFFE)}{chr(p + 0xFFFF)}" for p in range(0, 0x110000, 0x10000))
+
+#: Characters no page carries raw: NUL and every control but tab, LF, FF and CR (HTML parse errors; NUL
+#: becomes U+FFFD or nothing), form feed and the other C0 controls XML 1.0 forbids in an SVG (vl-convert,
+#: parsing the SVG Vega wrote, panics on one and aborts the whole process: a notebook's kernel dies), lone
+#: surrogates (no UTF-8 for them: the page could not be written) and noncharacters.
+_UNPAGEABLE = "\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff" + _NONCHARACTERS
+_NON_PAGE = re.compile(f"[{_UNPAGEABLE}]")
+#: What no string in a Vega spec may hold: the above, and U+2028 / U+2029, which Vega's expression parser
+#: rejects raw (Vega-Lite writes a sort list into an expression: one session id holding one failed the run).
+_NON_VEGA = re.compile(f"[{_UNPAGEABLE}\u2028\u2029]")
+#: The same, and the mark that opens a written code point, so that writing a string is one-to-one.
+_CODE_OPEN, _CODE_CLOSE = "\u27e8", "\u27e9"
+_NON_VEGA_OR_MARK = re.compile(f"[{_UNPAGEABLE}\u2028\u2029{_CODE_OPEN}]")
+#: Every character outside the Basic Multilingual Plane (emoji, private use planes).
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 
 
-def _drawable(value: Any, pattern: re.Pattern[str] = _NON_XML) -> Any:
-    """`value` (a Vega-Lite spec or any part of it), every string's `pattern` characters replaced by U+FFFD."""
+def _code_point(match: re.Match[str]) -> str:
+    """Write one character as its code point between the marks: ``⟨U+2028⟩``."""
+    return f"{_CODE_OPEN}U+{ord(match.group()):04X}{_CODE_CLOSE}"
+
+
+def _written(value: Any, pattern: re.Pattern[str]) -> Any:
+    """`value` with every `pattern` character of every string (keys included) written as its code point."""
     if isinstance(value, str):
-        return pattern.sub("\ufffd", value)
+        return pattern.sub(_code_point, value)
     if isinstance(value, dict):
-        return {k: _drawable(v, pattern) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_drawable(v, pattern) for v in value]
+        return {_written(k, pattern): _written(v, pattern) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_written(v, pattern) for v in value)
+    if isinstance(value, pd.DataFrame):
+        out = value.rename(columns=lambda c: _written(c, pattern))
+        for col in out.columns:
+            if not (pd.api.types.is_object_dtype(out[col]) or pd.api.types.is_string_dtype(out[col])):
+                continue
+            cells = out[col].astype(object)
+            if any(isinstance(v, str) and pattern.search(v) for v in cells):
+                written = cells.map(lambda v: _written(v, pattern) if isinstance(v, str) else v)
+                out[col] = written if pd.api.types.is_object_dtype(out[col]) else written.astype(out[col].dtype)
+        return out
     return value
+
+
+def vega_safe(value: Any) -> Any:
+    r"""Make a string (or every string of a spec, list, tuple or DataFrame) safe for Vega, SVG and a page.
+
+    Each character no renderer takes is written as its code point between marks: U+2028 and U+2029
+    (Vega's expression parser rejects them, and a figure's sort list is an expression), NUL and the
+    other controls XML or HTML forbid, lone surrogates (no UTF-8 for them), noncharacters; the mark
+    ``⟨`` itself too, so two different strings never become one (two session ids that differ only in
+    such a character stay two categories). Character by character: a label inside a longer text (a
+    title, an expression) is written as the label alone is. Text without any of them is unchanged,
+    and nothing but strings is touched (a number is never moved).
+
+    Every registered figure's arguments pass through it (`compaction_lab.report.figures.register`).
+
+    Parameters
+    ----------
+    value : str, dict, list, tuple, DataFrame or any other value
+        A DataFrame's column names and text cells are written; other values are returned as they are.
+
+    Examples
+    --------
+    >>> vega_safe("s\u2028x\x00")
+    's⟨U+2028⟩x⟨U+0000⟩'
+    """
+    return _written(value, _NON_VEGA_OR_MARK)
+
+
+def page_safe(text: str) -> str:
+    """Write a page's text with no character HTML forbids (NUL, controls, lone surrogates, noncharacters).
+
+    Each is written as its code point, as `vega_safe` writes it; the page's markup and scripts hold
+    none, so only what came from a log changes (`compaction_lab.report.render`, ``sweep.html``).
+    """
+    return _NON_PAGE.sub(_code_point, text)
 
 
 def _svg(spec: dict) -> str:
     """Return the SVG vl-convert draws of `spec`, whatever characters its labels hold."""
     try:
-        return vlc.vegalite_to_svg(_drawable(spec), vl_version=_vl_version())
+        return vlc.vegalite_to_svg(_written(spec, _NON_VEGA), vl_version=_vl_version())
     except ValueError:
         # Vega shortens a long label by UTF-16 units, which can split a character outside the BMP into a
-        # lone surrogate that vl-convert's text measure rejects: draw such characters as U+FFFD instead.
-        return vlc.vegalite_to_svg(_drawable(spec, _NON_XML_OR_ASTRAL), vl_version=_vl_version())
+        # lone surrogate that vl-convert's text measure rejects: write such characters as code points too.
+        return vlc.vegalite_to_svg(_written(_written(spec, _NON_VEGA), _ASTRAL), vl_version=_vl_version())
 
 
 def _images(spec: dict) -> tuple[str, bytes]:
@@ -132,7 +195,7 @@ def _renderer(spec: dict, **metadata) -> dict:
     """Display bundle: the Vega-Lite spec for live frontends plus a PNG fallback."""
     _, png = _images(spec)
     return {
-        _vegalite_mimetype(): spec,
+        _vegalite_mimetype(): _written(spec, _NON_VEGA),
         "image/png": base64.b64encode(png).decode("ascii"),
         "text/plain": f"<{spec.get('$schema', 'Vega-Lite').rsplit('/', 1)[-1]} chart>",
     }
@@ -274,7 +337,8 @@ def _save(chart: alt.TopLevelMixin, stem: str | Path, formats: Iterable[str]) ->
         raise ValueError(f"unknown chart format {unknown[0]!r}; expected png, svg or html")
     # Validated once (Altair validates against the whole Vega-Lite schema at every to_dict: ~0.1 s a chart).
     with alt.data_transformers.disable_max_rows():  # as Altair's own save: a large table is still drawn
-        spec = chart.to_dict(context={"pre_transform": False})
+        # A chart drawn by a registered figure holds only `vega_safe` strings; any other is made safe here.
+        spec = _written(chart.to_dict(context={"pre_transform": False}), _NON_VEGA)
     images = _images(spec) if {"png", "svg"} & set(formats) else None
     written: dict[str, Path] = {}
     for fmt in formats:

@@ -17,11 +17,12 @@ show.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from compaction_lab.core import runfolder
 from compaction_lab.core.registry import Entry, Registry
@@ -52,12 +53,20 @@ def register(stem: str, *, rank: int, title: str, notebook: str | None) -> Calla
     Returns
     -------
     callable
-        The decorator; it returns the function unchanged.
+        The decorator. It returns the function with every argument made safe for Vega first
+        (`theme.vega_safe`: a DataFrame's text columns and names, a parameter's name), so no session
+        id, model name or label from a log can break a figure's spec, expression or sort list, and
+        two different ones stay two categories.
     """
 
     def decorate(fn: F) -> F:
-        FIGURES.add(stem, fn, rank=rank, title=title, notebook=notebook)
-        return fn
+        @functools.wraps(fn)
+        def safe(*args: Any, **kw: Any) -> Any:
+            return fn(*theme.vega_safe(args), **theme.vega_safe(kw))
+
+        drawn = cast(F, safe)
+        FIGURES.add(stem, drawn, rank=rank, title=title, notebook=notebook)
+        return drawn
 
     return decorate
 
