@@ -7,7 +7,6 @@ strategies, exams, cost) reads only these types, never a source format.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
@@ -15,6 +14,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from compaction_lab.core import bounded_json
 from compaction_lab.core.fingerprints import canonical_json
 
 Kind = Literal["system", "user", "assistant", "reasoning", "tool_call", "tool_output", "summary", "meta"]
@@ -257,8 +257,8 @@ def _decode_line(line: bytes | str) -> Any:
     # would cost 50 MB more); `to_jsonl` writes plain UTF-8 JSON, so the value is json.loads's.
     try:
         return _msgspec_decode(line)
-    except msgspec.DecodeError:  # anything msgspec refuses: the standard library's value or its error
-        return json.loads(line)
+    except (msgspec.DecodeError, RecursionError):  # refused, or nested too deep: the bounded reader decides
+        return bounded_json.loads(line.decode("utf-8") if isinstance(line, bytes) else line)
 
 
 def iter_records(sessions: Iterable[Session]) -> Iterator[Record]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compaction_lab.core import paths
+from compaction_lab.core import bounded_json, paths
 from compaction_lab.core.fingerprints import tools_text
 from compaction_lab.core.session import Session
 
@@ -56,7 +56,7 @@ class CallShape:
     @classmethod
     def load(cls, path: str | Path) -> CallShape:
         """Read a shape file (``{"name", "system_prompt", "tools"}``)."""
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = bounded_json.loads(Path(path).read_text(encoding="utf-8"))  # captured or shared: nesting bounded
         return cls(
             name=data.get("name", Path(path).stem),
             system_prompt=data["system_prompt"],

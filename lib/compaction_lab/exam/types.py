@@ -10,11 +10,11 @@ value that never appeared anywhere: the right answer is ``NOT_FOUND``.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from compaction_lab.core import bounded_json
 from compaction_lab.core.fingerprints import canonical_json
 
 #: What a reader answers when the value is not in what it can see.
@@ -107,13 +107,13 @@ def bank_to_jsonl(cases: Sequence[Case]) -> bytes:
 
 
 def bank_from_jsonl(data: bytes | str) -> list[Case]:
-    """Inverse of `bank_to_jsonl`."""
+    """Inverse of `bank_to_jsonl`; a line nested deeper than `bounded_json.MAX_DEPTH` raises `bounded_json.TooDeep`."""
     text = data.decode("utf-8") if isinstance(data, bytes) else data
     cases = []
     for line in text.split("\n"):  # not splitlines: a question may hold U+2028 or NEL
         if not line.strip():
             continue
-        d = json.loads(line)
+        d = bounded_json.loads(line)  # a bank may be sent with a run folder: nesting bounded
         qs = tuple(Question(**{**q, "aliases": tuple(q.get("aliases", ()))}) for q in d.pop("questions"))
         cases.append(Case(**d, questions=qs))
     return cases
