@@ -856,7 +856,8 @@ def _render_sweep(folder: Path, prof: Profile, keys: list[str], table: pd.DataFr
     """``sweep.html`` in the run report's look: figures, the table by strategy, every run linked (`sweep_page`)."""
     from compaction_lab.report import sweep_page
 
-    return sweep_page.render_sweep_page(folder, prof.name, prof.description, keys, table, runs)
+    # The description as the sweep shows its values (`_shown`): the sweep folder gets no final sweep.
+    return sweep_page.render_sweep_page(folder, prof.name, _shown(prof.description), keys, table, runs)
 
 
 __all__ = [
