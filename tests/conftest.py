@@ -17,6 +17,19 @@ from tests.helpers import make_session
 pytest_plugins = ["tests.llm_server", "tests.skip_policy", "pytester"]
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _memo_secret(tmp_path_factory):
+    """The memo's secret (`compaction_lab.store.memo.secret_path`) in the test run's folder, not the user's state.
+
+    Session-wide and set first, so the session fixtures' runs (`smoke_run`) and their kernels use it too.
+    """
+    from compaction_lab.store import memo
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(memo.MEMO_KEY_FILE_ENV, str(tmp_path_factory.getbasetemp() / "memo.key"))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _fresh_memo(monkeypatch):
     """Each test starts with an empty memo (`compaction_lab.store.memo`) and no shared memo folder.

@@ -509,3 +509,92 @@ def test_a_stopped_sweep_marks_only_runs_whose_worker_is_gone(tmp_path, monkeypa
     assert (folder.parent / names[1] / "run.json").read_text() == alive_before
     said = str(lifecycle.RunInterrupted(signal.SIGINT, runs=tuple(marked), left_running=tuple(left)))
     assert f"{marked[0]} marked interrupted" in said and f"cannot stop: {left[0]}" in said, said
+
+
+# --------------------------------------------------------------------------- issue 44: ceilings no profile, --set or plan raises
+
+
+def _never_expanded(monkeypatch):
+    """Fail the test if a sweep's combinations are checked one by one (they were listed)."""
+    monkeypatch.setattr(sweep, "_check_sweep", lambda *a, **k: pytest.fail("the combinations were listed"))
+
+
+@pytest.mark.parametrize("where", ["--set", "profile"])
+def test_max_sweep_runs_cannot_be_raised_past_the_hard_ceiling(tmp_path, monkeypatch, capsys, where):
+    """Was: ``max_sweep_runs: 1e11`` and two ranges of 50,000 values planned 2.5 billion runs in memory."""
+    from compaction_lab.run.params import MAX_SWEEP_RUNS_CEILING
+
+    _never_expanded(monkeypatch)
+    _failing_runs(monkeypatch, calls := [])
+    path = _mini_profile(tmp_path)
+    results = tmp_path / "results"
+    cmd = ["run", "--profile", str(path), "--results", str(results), "--quiet"]
+    cmd += ["--sweep", "seed=range(0,200)", "--sweep", "window=range(3000,3100)"]  # 20,000 runs
+    if where == "--set":
+        cmd += ["--set", "max_sweep_runs=100000000000"]
+    else:
+        doc = yaml.safe_load(path.read_text())
+        doc["parameters"]["max_sweep_runs"] = 100_000_000_000
+        path.write_text(yaml.safe_dump(doc))
+    assert cli.main(cmd) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert "max_sweep_runs = 100,000,000,000" in err and f"{MAX_SWEEP_RUNS_CEILING:,}" in err, err
+    assert not results.exists() and calls == []
+
+
+def test_a_range_past_what_python_counts_is_one_line_naming_the_key(tmp_path, monkeypatch, capsys):
+    """Was: ``--sweep 'seed=range(0,10000000000000000000)'`` ended in an OverflowError traceback."""
+    _failing_runs(monkeypatch, calls := [])
+    cmd = ["run", "--profile", str(_mini_profile(tmp_path)), "--results", str(tmp_path / "r")]
+    for raw in ("range(0,10000000000000000000)", f"range(0,{'9' * 5000})"):
+        assert cli.main([*cmd, "--sweep", f"seed={raw}"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: --sweep seed: ") and err.count("\n") == 1 and len(err) < 400, err
+    assert not (tmp_path / "r").exists() and calls == []
+
+
+def test_resume_refuses_a_plan_of_more_runs_than_a_new_sweep_may_have(tmp_path, monkeypatch, capsys):
+    """Was: ``--resume`` ran however many runs a hand-edited sweep.json listed, where a new sweep that size is
+    refused. The plan's own limit (recorded when it was made) and the hard ceiling both hold."""
+    from compaction_lab.run.params import DEFAULT_MAX_SWEEP_RUNS, MAX_SWEEP_RUNS_CEILING
+
+    _failing_runs(monkeypatch, calls := [])
+    path = _mini_profile(tmp_path)
+    results = tmp_path / "results"
+    cmd = ["run", "--profile", str(path), "--results", str(results), "--quiet"]
+    assert cli.main([*cmd, "--sweep", "seed=7,8,9", "--set", "max_sweep_runs=3"]) == 1
+    folder = next(results.glob("sweep-*"))
+    assert json.loads((folder / "sweep.json").read_text())["max_sweep_runs"] == 3
+    calls.clear()
+    assert sweep.resume_sweep(folder, progress=False).executed and len(calls) == 3  # within its own limit
+
+    def refused(doc: dict, *needles: str) -> None:
+        (folder / "sweep.json").write_text(json.dumps(doc))
+        before = sorted(p.name for p in folder.parent.iterdir()), sorted(p.name for p in folder.iterdir())
+        calls.clear()
+        _never_expanded(monkeypatch)
+        capsys.readouterr()
+        assert cli.main(["run", "--resume", str(folder), "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1 and "sweep.json" in err, err
+        assert all(n in err for n in needles), (needles, err)
+        assert calls == [] and json.loads((folder / "sweep.json").read_text()) == doc, "the resume ran or wrote"
+        assert before == (sorted(p.name for p in folder.parent.iterdir()), sorted(p.name for p in folder.iterdir()))
+
+    doc = json.loads((folder / "sweep.json").read_text())
+    runs = doc["runs"]
+
+    def listing(n: int) -> list[dict]:
+        return [{"values": {"seed": i}, "run": f"mini-seed-{i}-20260101-000000"} for i in range(n)]
+
+    refused({**doc, "max_sweep_runs": 2}, "3 runs", "max_sweep_runs = 2")
+    # A plan without a recorded limit is held to the default, as a new sweep is.
+    no_limit = {k: v for k, v in doc.items() if k != "max_sweep_runs"}
+    n = DEFAULT_MAX_SWEEP_RUNS + 1
+    refused({**no_limit, "runs": listing(n)}, f"{n:,} runs", f"max_sweep_runs = {DEFAULT_MAX_SWEEP_RUNS:,}")
+    # A limit edited past the hard ceiling is refused as such; a plan past the ceiling too.
+    refused({**doc, "max_sweep_runs": 10**11}, "max_sweep_runs = 100,000,000,000", f"{MAX_SWEEP_RUNS_CEILING:,}")
+    n = MAX_SWEEP_RUNS_CEILING + 1
+    refused({**doc, "max_sweep_runs": MAX_SWEEP_RUNS_CEILING, "runs": listing(n)}, f"{n:,} runs")
+    assert runs == doc["runs"]

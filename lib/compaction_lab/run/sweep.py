@@ -8,7 +8,8 @@ combination) written to ``sweep.json``, then one run folder per combination
 engine, and the comparison (``sweep.parquet``, ``sweep.html`` by
 `compaction_lab.report.sweep_page`). ``run --resume SWEEP_DIR`` is `resume_sweep`.
 
-A sweep is counted before it is listed (at most ``max_sweep_runs`` runs),
+A sweep is counted before it is listed (at most ``max_sweep_runs`` runs, itself at most
+`params.MAX_SWEEP_RUNS_CEILING`, which nothing raises; a resumed plan is held to the same),
 reaches its cluster before it writes anything, and holds its folder's lock
 (`SWEEP_LOCK`) while it runs or resumes, so two processes never share it.
 """
@@ -52,6 +53,7 @@ from compaction_lab.run.runner import (
     run_folder_name,
     run_profile,
 )
+from compaction_lab.store import memo as memo_mod
 
 #: The sweep folder's memo (`compaction_lab.store.memo`): results every run of the sweep shares by content.
 MEMO_DIR = "memo"
@@ -215,10 +217,11 @@ def run_sweep(
 
     Nothing is written before the sweep is known to be able to run: the plan
     is counted first -- more runs than ``max_sweep_runs`` (a profile
-    parameter or ``--set``, default `params.DEFAULT_MAX_SWEEP_RUNS`) is a
-    `ProfileError` giving the count and the limit, before a combination is
-    listed -- and a cluster is reached (`open_engine`, `EngineError` when it
-    cannot be) before the sweep folder exists. The folder is locked
+    parameter or ``--set``, default `params.DEFAULT_MAX_SWEEP_RUNS`, never
+    above `params.MAX_SWEEP_RUNS_CEILING`) is a `ProfileError` giving the
+    count and the limit, before a combination is listed -- and a cluster is
+    reached (`open_engine`, `EngineError` when it cannot be) before the
+    sweep folder exists. The folder is locked
     (`SWEEP_LOCK`) while the sweep runs, so no resume runs beside it.
     """
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
@@ -245,7 +248,8 @@ def run_sweep(
             allow_unknown=allow_unknown,
             notebook_html=notebook_html,
         )
-        with _new_sweep(prof.name, results, plan.to_json(where)) as folder:
+        # The limit the plan was made under: a resume holds the plan to it (`_check_plan_size`).
+        with _new_sweep(prof.name, results, {**plan.to_json(where), MAX_SWEEP_RUNS: limit}) as folder:
             return _execute_sweep(plan, folder, eng, set(range(len(combos))), progress)
 
 
@@ -287,9 +291,14 @@ def resume_sweep(folder: Path | str, *, progress: bool = True, scheduler: str | 
     moved to ``<sweep>/attempts/<run>.attempt-N`` first -- also a folder whose
     ``run.json`` is missing or unreadable (an attempt cut short before it
     wrote one, or a damaged file). The comparison table and ``sweep.html``
-    are rebuilt from every planned run.
+    are rebuilt from every planned run. Before a run starts, the sweep's
+    memo is checked (`_check_memo`): an entry not signed by this machine's
+    key for this sweep is removed and computed again, never unpickled; how
+    many is said on stderr and recorded (``resumed[].memo_untrusted``).
 
-    Before anything is moved or written: the plan's run names must be plain
+    Before anything is moved or written: the plan may list no more runs than
+    a new sweep may plan (`_check_plan_size`: the ``max_sweep_runs`` it was
+    made under, and the hard ceiling), its run names must be plain
     folder names in the sweep's results folder (`_check_run_names`), the
     sweep folder is locked (`SWEEP_LOCK`: one resume at a time, none beside
     the sweep itself) and a cluster, if one is to run the runs, is reached.
@@ -302,7 +311,8 @@ def resume_sweep(folder: Path | str, *, progress: bool = True, scheduler: str | 
     Raises
     ------
     ProfileError
-        The folder holds no readable plan, the plan names a run folder outside
+        The folder holds no readable plan, the plan lists more runs than
+        ``max_sweep_runs`` allows, the plan names a run folder outside
         the results folder, another process holds the sweep, the plan's
         parameters no longer pass the checks, or a run of the sweep is still
         running (its process alive): never two processes in one run folder.
@@ -323,6 +333,7 @@ def resume_sweep(folder: Path | str, *, progress: bool = True, scheduler: str | 
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ProfileError(f"{plan_path}: not a readable sweep plan ({type(exc).__name__}: {exc})") from None
     results = folder.parent
+    _check_plan_size(plan, doc, plan_path)
     _check_run_names(plan, folder, plan_path)
     _check_kept(plan, plan_path)
     _check_sweep(plan.profile, list(plan.combos), plan.overrides, plan.redact, results, plan.allow_unknown)
@@ -338,7 +349,10 @@ def resume_sweep(folder: Path | str, *, progress: bool = True, scheduler: str | 
         todo = {i for i, name in enumerate(plan.names) if states[name] != "ok"}
         for i in sorted(todo):
             _set_aside(results / plan.names[i], folder / "attempts")
-        doc.setdefault("resumed", []).append({"at": lifecycle.utc_now(), "runs": [plan.names[i] for i in sorted(todo)]})
+        untrusted = _check_memo(folder / MEMO_DIR)  # before any run reads it
+        doc.setdefault("resumed", []).append(
+            {"at": lifecycle.utc_now(), "runs": [plan.names[i] for i in sorted(todo)], "memo_untrusted": untrusted}
+        )
         lifecycle.write_json_atomic(plan_path, doc)
         if progress:
             print(
@@ -348,6 +362,28 @@ def resume_sweep(folder: Path | str, *, progress: bool = True, scheduler: str | 
                 flush=True,
             )
         return _execute_sweep(plan, folder, eng, todo, progress)
+
+
+def _check_memo(memo_dir: Path) -> int:
+    """Check a resumed sweep's memo before its runs read it; return how many entries were not trusted.
+
+    `memo.check_folder` removes every entry not signed by this machine's key for this sweep (planted in
+    a folder others could write, or from a sweep made elsewhere): no run ever unpickles one, and it is
+    computed again. Said in one line on stderr whenever there is any, ``--quiet`` or not.
+    """
+    problem = memo_mod.key_problem()
+    if problem:
+        print(f"warning: {problem}; the sweep's memo is not used, its results are computed again", file=sys.stderr)
+    found = memo_mod.check_folder(memo_dir)
+    if found.untrusted:
+        entries = "entry" if found.untrusted == 1 else "entries"
+        print(
+            f"warning: memo: {found.untrusted} {entries} not trusted (not signed by this machine's key for this "
+            "sweep); removed, computed again",
+            file=sys.stderr,
+            flush=True,
+        )
+    return found.untrusted
 
 
 @contextmanager
@@ -725,13 +761,23 @@ def _sweep_task(
 
 
 def _sweep_limit(prof: Profile, overrides: Mapping[str, Any]) -> int:
-    """``max_sweep_runs`` (``--set`` over the profile's parameters; default `params.DEFAULT_MAX_SWEEP_RUNS`)."""
+    """``max_sweep_runs`` (``--set`` over the profile's parameters; default `params.DEFAULT_MAX_SWEEP_RUNS`).
+
+    A whole number from 1 to `params.MAX_SWEEP_RUNS_CEILING`: the ceiling is hard, no setting raises it.
+    """
     value = {**prof.parameters, **overrides}.get(MAX_SWEEP_RUNS, params_mod.DEFAULT_MAX_SWEEP_RUNS)
+    return _checked_limit(value, f"profile {prof.name!r}")
+
+
+def _checked_limit(value: Any, where: str) -> int:
+    """Return `value` as a sweep's limit of runs, or raise `ProfileError` (`where`: what set it, for the message)."""
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ProfileError(
-            f"profile {prof.name!r}: {MAX_SWEEP_RUNS} = {value!r}: expected a whole number >= 1 "
-            "(the most runs a sweep may plan)"
+            f"{where}: {MAX_SWEEP_RUNS} = {value!r}: expected a whole number >= 1 (the most runs a sweep may plan)"
         )
+    problem = params_mod.max_sweep_runs_problem(value)
+    if problem:
+        raise ProfileError(f"{where}: {MAX_SWEEP_RUNS} = {value:,}: {problem}")
     return value
 
 
@@ -745,6 +791,22 @@ def _check_size(prof: Profile, sweeps: Mapping[str, list[Any]], limit: int) -> N
             f"profile {prof.name!r}: a sweep of {total:,} runs ({each}) is more than {MAX_SWEEP_RUNS} = {limit:,} "
             f"allows; sweep fewer values, or raise the limit (--set {MAX_SWEEP_RUNS}=N, or {MAX_SWEEP_RUNS} in "
             "the profile's parameters)"
+        )
+
+
+def _check_plan_size(plan: SweepPlan, doc: Mapping[str, Any], plan_path: Path) -> None:
+    """Refuse a plan of more runs than a new sweep may plan: its own ``max_sweep_runs`` and the hard ceiling.
+
+    The limit is the one ``sweep.json`` records (`run_sweep` writes it), else the default; a limit past
+    `params.MAX_SWEEP_RUNS_CEILING` is refused as such. Counted before any run is listed or checked.
+    """
+    where = str(plan_path)
+    limit = _checked_limit(doc.get(MAX_SWEEP_RUNS, params_mod.DEFAULT_MAX_SWEEP_RUNS), where)
+    if len(plan.names) > limit:
+        raise ProfileError(
+            f"{where}: the plan lists {len(plan.names):,} runs, more than {MAX_SWEEP_RUNS} = {limit:,} allows "
+            f"(at most {params_mod.MAX_SWEEP_RUNS_CEILING:,}); nothing was moved or run (was {SWEEP_PLAN} edited "
+            "by hand?)"
         )
 
 

@@ -13,9 +13,23 @@ source included (`source_fingerprint`) -- to that result. It has two layers:
 
 Only results that are pure functions of their key are kept (an offline summary, never a model's:
 those are the checkpoints' and the ledger's). An entry is written to a temporary file and renamed, so
-a reader sees a whole entry or none; one that cannot be read is computed again. The files are pickles
-of the library's own frozen objects, in a folder of the user's own run output, read by this library
-only.
+a reader sees a whole entry or none; one that cannot be read is computed again.
+
+**A folder's entries are signed; nothing unsigned is unpickled.** An entry is a pickle of the
+library's own frozen objects, and a pickle can carry code -- a sweep folder someone else could write
+(a shared results folder, a sweep sent by someone) must not run it. So each entry starts with `MAGIC`
+and an HMAC-SHA256 of its kind, its key and its bytes, under a key derived from this user's secret
+(`MEMO_KEY_FILE_ENV`, default ``$XDG_STATE_HOME/compaction-lab/memo.key``: 32 random bytes, made on
+first use, mode 0600, refused when another account could read or replace it) and the memo folder's
+real path -- one key per sweep folder, never stored in it. The MAC is checked (in constant time)
+before ``pickle.loads``; an entry that fails -- planted, damaged, written under another machine's or
+user's secret, moved to another key or folder, not a regular file, larger than `MAX_ENTRY_BYTES` -- is
+*untrusted*: counted (``untrusted`` in `stats`), never loaded, computed again and overwritten. Without
+a usable secret (`key_problem` says why) the folder is neither read nor written: a cache, never a
+reason to fail. `check_folder` checks every entry of a folder and removes the untrusted ones (a
+resumed sweep does, and says how many, `compaction_lab.run.sweep.resume_sweep`). Processes of one
+user on one machine -- a run's kernels, an embedded cluster's workers -- share the secret; workers on
+other machines have their own, so there an entry from elsewhere is only computed again.
 
 When ``COMPACTION_LAB_MEMO_STATS`` names a folder (the runner sets it to the run folder's
 ``.memo-stats/``), `write_stats` leaves this process's hits and misses per kind there -- the chain's
@@ -27,13 +41,17 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import hmac
 import json
 import os
 import pickle
+import re
+import stat
 import tempfile
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -44,8 +62,21 @@ MEMO_ENV = "COMPACTION_LAB_MEMO"
 #: The folder that receives each process's hit and miss counts (unset: not written).
 MEMO_STATS_ENV = "COMPACTION_LAB_MEMO_STATS"
 
+#: The file holding this user's secret, from which every memo folder's key is derived (unset: `secret_path`).
+MEMO_KEY_FILE_ENV = "COMPACTION_LAB_MEMO_KEY_FILE"
+
 #: Entries kept per kind in this process's layer (the oldest used goes first).
 PROCESS_ENTRIES = 4096
+
+#: How every entry file starts; the 32 bytes of its MAC follow, then the pickle.
+MAGIC = b"compaction-lab memo 1\n"
+#: Bytes of the secret (`secret_path`) and of an entry's MAC.
+SECRET_BYTES = 32
+#: Largest entry read: a planted file (sparse, or growing) never fills a reader's memory.
+MAX_ENTRY_BYTES = 512 * 1024 * 1024
+
+#: An entry's file name: its content key (`key`), in a folder named by the key's first two characters.
+_ENTRY_NAME = re.compile(r"^[0-9a-f]{64}$")
 
 
 @functools.cache
@@ -94,6 +125,129 @@ def content_key(obj: Any) -> str:
     return k
 
 
+def secret_path() -> Path:
+    """Return the file of this user's memo secret: `MEMO_KEY_FILE_ENV`, else under ``$XDG_STATE_HOME``."""
+    given = os.environ.get(MEMO_KEY_FILE_ENV)
+    if given:
+        return Path(given).expanduser()
+    state = os.environ.get("XDG_STATE_HOME") or str(Path("~/.local/state").expanduser())
+    return Path(state) / "compaction-lab" / "memo.key"
+
+
+_SECRETS: dict[str, bytes] = {}
+_PROBLEMS: dict[str, str] = {}
+
+
+def _read_secret(path: Path) -> bytes:
+    """Read the secret; ValueError when the file could be anyone's (not this user's alone, a link, not 32 bytes)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("not a regular file")
+        if hasattr(os, "getuid") and st.st_uid != os.getuid():
+            raise ValueError("owned by another account")
+        if st.st_mode & 0o077:
+            raise ValueError(f"other accounts may read or write it (mode {stat.S_IMODE(st.st_mode):o}; chmod 600 it)")
+        data = os.read(fd, SECRET_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) != SECRET_BYTES:
+        raise ValueError(f"holds {len(data)} bytes, not a key of {SECRET_BYTES}")
+    return data
+
+
+def _secret() -> bytes | None:
+    """Return this user's secret, making it on first use; None when it cannot be had (`key_problem` says why)."""
+    path = secret_path()
+    known = _SECRETS.get(str(path))
+    if known is not None:
+        return known
+    try:
+        try:
+            value = _read_secret(path)
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".memo-key-")  # mode 0600
+            try:
+                os.write(fd, os.urandom(SECRET_BYTES))
+                os.fsync(fd)
+                os.close(fd)
+                try:
+                    os.link(tmp, path)  # whole or not at all; another process's, made first, is kept
+                except FileExistsError:
+                    pass
+            finally:
+                os.unlink(tmp)
+            value = _read_secret(path)
+    except (OSError, ValueError) as exc:
+        reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+        _PROBLEMS[str(path)] = f"memo secret {path}: {reason}"
+        return None
+    _PROBLEMS.pop(str(path), None)
+    _SECRETS[str(path)] = value
+    return value
+
+
+def key_problem() -> str | None:
+    """Say why no memo folder can be used here (the secret cannot be made or is not this user's alone); None: it can."""
+    return None if _secret() is not None else _PROBLEMS.get(str(secret_path()), "memo secret unavailable")
+
+
+_FOLDER_KEYS: dict[tuple[bytes, str], bytes] = {}
+
+
+def _folder_key(root: Path) -> bytes | None:
+    """Return the key of memo folder `root`: this user's secret and the folder's real path; None without a secret."""
+    secret = _secret()
+    if secret is None:
+        return None
+    where = os.path.realpath(root)
+    k = _FOLDER_KEYS.get((secret, where))
+    if k is None:
+        k = hmac.new(secret, b"compaction-lab memo folder\0" + os.fsencode(where), hashlib.sha256).digest()
+        _FOLDER_KEYS[(secret, where)] = k
+    return k
+
+
+def _mac(folder_key: bytes, kind: str, k: str, payload: bytes | memoryview) -> bytes:
+    """Return the MAC of an entry: its kind, its key and its bytes, under its folder's key."""
+    h = hmac.new(folder_key, f"{kind}\0{k}\0".encode(), hashlib.sha256)
+    h.update(payload)
+    return h.digest()
+
+
+def _read_entry(path: Path) -> bytes | None:
+    """Return an entry file's bytes; None when absent. Not a regular file, or larger than `MAX_ENTRY_BYTES`: ValueError.
+
+    Opened without following a link and without blocking (a FIFO), checked as a regular file after it is open.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ValueError(f"cannot be opened: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        data = f.read(MAX_ENTRY_BYTES + 1)
+    if len(data) > MAX_ENTRY_BYTES:
+        raise ValueError(f"larger than {MAX_ENTRY_BYTES:,} bytes")
+    return data
+
+
+def _verified(data: bytes, folder_key: bytes, kind: str, k: str) -> memoryview | None:
+    """Return an entry's pickle when its MAC is the one this folder's key gives (constant-time compare); else None."""
+    head = len(MAGIC)
+    if len(data) < head + SECRET_BYTES or not data.startswith(MAGIC):
+        return None
+    payload = memoryview(data)[head + SECRET_BYTES :]
+    if not hmac.compare_digest(data[head : head + SECRET_BYTES], _mac(folder_key, kind, k, payload)):
+        return None
+    return payload
+
+
 class Memo:
     """One kind's entries: this process's layer, then the shared folder (`MEMO_ENV`) when one is named."""
 
@@ -102,6 +256,7 @@ class Memo:
         self.entries: OrderedDict[str, Any] = OrderedDict()
         self.hits = {"process": 0, "folder": 0}
         self.misses = 0
+        self.untrusted = 0  # folder entries found but not signed for this folder by this user's secret
 
     def folder(self) -> Path | None:
         """Return the shared layer's folder for this kind, or None."""
@@ -109,37 +264,56 @@ class Memo:
         return Path(root) / self.kind if root else None
 
     def get(self, k: str) -> tuple[bool, Any]:
-        """Return ``(True, value)`` for a kept entry, else ``(False, None)``."""
+        """Return ``(True, value)`` for a kept entry, else ``(False, None)``.
+
+        A folder entry is unpickled only once its MAC is verified (`_verified`); one that is not
+        is counted ``untrusted`` and reads as absent.
+        """
         if k in self.entries:
             self.entries.move_to_end(k)
             self.hits["process"] += 1
             return True, self.entries[k]
         folder = self.folder()
-        if folder is not None:
+        folder_key = _folder_key(folder.parent) if folder is not None else None
+        if folder is not None and folder_key is not None:
             try:
-                value = pickle.loads((folder / k[:2] / k).read_bytes())
-            except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
-                pass  # absent or unreadable: computed again
+                data = _read_entry(folder / k[:2] / k)
+            except ValueError:
+                data, payload = None, None
+                self.untrusted += 1
             else:
-                self.hits["folder"] += 1
-                self._keep(k, value)
-                return True, value
+                payload = _verified(data, folder_key, self.kind, k) if data is not None else None
+                if data is not None and payload is None:
+                    self.untrusted += 1
+            if payload is not None:
+                try:
+                    value = pickle.loads(payload)
+                except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
+                    pass  # signed here, yet unreadable (a class since renamed): computed again
+                else:
+                    self.hits["folder"] += 1
+                    self._keep(k, value)
+                    return True, value
         return False, None
 
     def put(self, k: str, value: Any) -> None:
-        """Keep `value` under `k` in this process and, when one is named, in the shared folder."""
+        """Keep `value` under `k` in this process and, when one is named, in the shared folder (signed)."""
         self.misses += 1
         self._keep(k, value)
         folder = self.folder()
-        if folder is None:
+        folder_key = _folder_key(folder.parent) if folder is not None else None
+        if folder is None or folder_key is None:
             return
         target = folder / k[:2] / k
         tmp = None
         try:
+            payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
             target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".", suffix=".tmp")
             with os.fdopen(fd, "wb") as out:
-                pickle.dump(value, out, protocol=pickle.HIGHEST_PROTOCOL)
+                out.write(MAGIC)
+                out.write(_mac(folder_key, self.kind, k, payload))
+                out.write(payload)
             os.replace(tmp, target)
         except OSError:
             # A folder that cannot be written costs time, never a result.
@@ -151,6 +325,70 @@ class Memo:
         self.entries.move_to_end(k)
         while len(self.entries) > PROCESS_ENTRIES:
             self.entries.popitem(last=False)
+
+
+@dataclass(frozen=True)
+class FolderCheck:
+    """What `check_folder` found: entries signed for the folder (kept) and entries not (removed)."""
+
+    trusted: int
+    untrusted: int
+
+
+def check_folder(root: Path | str) -> FolderCheck:
+    """Check every entry of memo folder `root` (``<kind>/<xx>/<key>``) and remove those not trusted.
+
+    An entry is trusted when its MAC is the one this user's secret gives for this folder, kind and key
+    (read a block at a time: a large planted file costs no memory). Only files named as entries are
+    judged, and no link is followed: nothing else in or beyond the folder is touched. Without a secret
+    (`key_problem`) every entry counts as untrusted and is removed -- none could be read anyway.
+    """
+    root = Path(root)
+    folder_key = _folder_key(root)
+    trusted = untrusted = 0
+    for kind_dir in _subfolders(root):
+        for prefix_dir in _subfolders(kind_dir):
+            for entry in sorted(prefix_dir.iterdir()):
+                if not _ENTRY_NAME.match(entry.name) or entry.name[:2] != prefix_dir.name:
+                    continue
+                if folder_key is not None and _signed_file(entry, folder_key, kind_dir.name):
+                    trusted += 1
+                    continue
+                try:
+                    entry.unlink()
+                except IsADirectoryError:
+                    continue  # a folder named as an entry: never read, left alone
+                except OSError:
+                    pass
+                untrusted += 1
+    return FolderCheck(trusted, untrusted)
+
+
+def _subfolders(folder: Path) -> list[Path]:
+    """Return the folders directly in `folder` (links not followed); none when it is not a folder."""
+    try:
+        return sorted(p for p in folder.iterdir() if stat.S_ISDIR(p.lstat().st_mode))
+    except OSError:
+        return []
+
+
+def _signed_file(path: Path, folder_key: bytes, kind: str) -> bool:
+    """Tell whether an entry file carries the MAC this folder's key gives it, reading a block at a time."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ENTRY_BYTES:
+            return False
+        head = f.read(len(MAGIC) + SECRET_BYTES)
+        if len(head) < len(MAGIC) + SECRET_BYTES or not head.startswith(MAGIC):
+            return False
+        h = hmac.new(folder_key, f"{kind}\0{path.name}\0".encode(), hashlib.sha256)
+        while block := f.read(1 << 20):
+            h.update(block)
+        return hmac.compare_digest(head[len(MAGIC) :], h.digest())
 
 
 _MEMOS: dict[str, Memo] = {}
@@ -173,9 +411,14 @@ def remembered(kind: str, k: str, compute: Callable[[], T]) -> T:
 
 
 def stats() -> dict[str, dict[str, int]]:
-    """Return this process's hits (by layer) and misses per kind."""
+    """Return this process's hits (by layer), misses and untrusted folder entries per kind."""
     return {
-        kind: {"hits": sum(m.hits.values()), "folder_hits": m.hits["folder"], "misses": m.misses}
+        kind: {
+            "hits": sum(m.hits.values()),
+            "folder_hits": m.hits["folder"],
+            "misses": m.misses,
+            "untrusted": m.untrusted,
+        }
         for kind, m in sorted(_MEMOS.items())
     }
 
@@ -205,21 +448,29 @@ def read_stats(folders: Iterable[Path]) -> dict[str, dict[str, int]]:
             except (OSError, ValueError):
                 continue
             for kind, row in counts.items() if isinstance(counts, dict) else ():
-                into = total.setdefault(kind, {"hits": 0, "folder_hits": 0, "misses": 0})
+                into = total.setdefault(kind, {"hits": 0, "folder_hits": 0, "misses": 0, "untrusted": 0})
                 for name in into:
                     into[name] += int(row.get(name, 0)) if isinstance(row, dict) else 0
     return total
 
 
 __all__ = [
+    "MAGIC",
+    "MAX_ENTRY_BYTES",
     "MEMO_ENV",
+    "MEMO_KEY_FILE_ENV",
     "MEMO_STATS_ENV",
+    "SECRET_BYTES",
+    "FolderCheck",
     "Memo",
+    "check_folder",
     "content_key",
     "key",
+    "key_problem",
     "memo",
     "read_stats",
     "remembered",
+    "secret_path",
     "source_fingerprint",
     "stats",
 ]
