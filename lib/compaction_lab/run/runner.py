@@ -249,6 +249,25 @@ def run_folder_name(label: str) -> str:
     return runfolder.new_run_name(label)  # its safe characters only shorten a label: never past the budget
 
 
+def check_run_name(name: str) -> None:
+    """Refuse a run folder name given by hand (``--name``) that is no plain folder name of `NAME_MAX_BYTES` at most.
+
+    Raises
+    ------
+    ProfileError
+        The name is empty, ``.`` or ``..``, holds a path separator or a NUL, or is longer than
+        `NAME_MAX_BYTES` in UTF-8: one line, before any folder is made.
+    """
+    shown = repr(name[:60] + ("..." if len(name) > 60 else ""))
+    if not name or name in (".", "..") or any(c in name for c in ("/", "\\", "\0")):
+        raise ProfileError(
+            f"--name {shown}: a run folder name is one plain folder name (no '/', '\\', NUL, '.' or '..')"
+        )
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size > NAME_MAX_BYTES:
+        raise ProfileError(f"--name {shown}: {size} bytes in UTF-8; a run folder name is at most {NAME_MAX_BYTES}")
+
+
 def run_profile(
     profile: Profile | str,
     *,
@@ -332,6 +351,8 @@ def run_profile(
 
     prof = presets.resolve_profile(prof)  # ``model: deepseek`` (a preset's name) -> the preset's mapping
     prof = params_mod.checked(prof, allow_unknown=allow_unknown, results_folder=results or paths.results_dir())
+    if run_name is not None:
+        check_run_name(run_name)
     kernels = default_kernels() if kernels is None else kernels
     if isinstance(kernels, bool) or not isinstance(kernels, int) or kernels < 1:
         raise ProfileError(f"kernels must be a whole number >= 1, got {kernels!r}")
