@@ -148,3 +148,56 @@ def test_set_and_sweep_values_refuse_aliases(read):
     bomb = "[&a [1, 2, 3], *a, *a]"
     with pytest.raises(ValueError, match="alias"):
         read(bomb)
+
+
+# --------------------------------------------------------------------------- issue 44: more hostile profiles
+
+
+@pytest.mark.parametrize(
+    "name, text, says",
+    [
+        (
+            "dup",
+            "notebooks: [01_context_composition]\nparameters:\n  seed: 1\n  seed: 2\n",
+            "key 'seed' is given twice",
+        ),
+        ("bigint", "parameters:\n  seed: " + "7" * 5000 + "\n", "parameters.seed: an integer of 5,000 digits"),
+    ],
+)
+def test_run_with_a_duplicate_key_or_an_unreadable_integer_is_one_line(tmp_path, capsys, name, text, says):
+    """Was: a duplicate key kept its last value silently; a 5,000-digit integer was a ValueError traceback."""
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text, "utf-8")
+    assert cli.main(["run", "--profile", str(path), "--results", str(tmp_path / "results")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {path}: ") and says in err and err.count("\n") == 1, err
+    assert not (tmp_path / "results").exists()
+
+
+def test_set_and_sweep_values_with_an_unreadable_integer_are_one_line(tmp_path, capsys):
+    digits = "7" * 5000
+    base = ["run", "--profile", "smoke", "--results", str(tmp_path / "results")]
+    for extra, says in (
+        (["--set", f"seed={digits}"], "error: --set seed: an integer of 5,000 digits"),
+        (["--sweep", f"seed=1,{digits}"], "error: --sweep seed: [1]: an integer of 5,000 digits"),
+    ):
+        assert cli.main([*base, *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(says) and err.count("\n") == 1 and digits not in err, err
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_fifo_given_as_the_profile_is_refused_at_once(tmp_path):
+    """Was: ``run --profile FIFO`` blocked for ever, waiting for a writer."""
+    import os
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "profile.yaml"
+    os.mkfifo(fifo)
+    cmd = [sys.executable, "-m", "compaction_lab.cli", "run", "--profile", str(fifo), "--results", str(tmp_path / "r")]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("run --profile FIFO blocked")
+    assert r.returncode == 2 and r.stderr == f"error: {fifo}: not a regular file (a FIFO); give a YAML file\n", r.stderr
