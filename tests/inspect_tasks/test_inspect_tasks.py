@@ -109,7 +109,7 @@ def test_the_scorer_grades_as_the_suite_abstention_and_decoys(run_copy, tmp_path
     )
     (log,) = inspect_eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none")
     assert log.status == "success"
-    _, rows = logs.rows_from_log(log.location)
+    rows = logs.read_log(log.location).rows
     assert len(rows) == n and set(rows["strategy"]) == {"codex"}
     assert rows["decoy"].any() and (~rows["decoy"]).any()
     assert (rows["correct"] == rows["decoy"]).all()
@@ -150,8 +150,9 @@ def test_closed_book_against_the_local_llama_server(llm_server, run_copy, tmp_pa
     from compaction_lab.inspect import logs as logs_mod
 
     (log,) = sorted(logs.glob("*.eval"))
-    named, rows = logs_mod.rows_from_log(log)
-    assert named == run_copy.resolve()
+    read = logs_mod.read_log(log)
+    rows = read.rows
+    assert read.run == run_copy.resolve()
     assert len(rows) == 3 and set(rows["reader_label"]) == {f"openai-api/local/{MODEL_ALIAS} (Inspect)"}
     assert rows["given"].map(lambda g: isinstance(g, str)).all()
     assert isinstance(rows, pd.DataFrame)
@@ -206,7 +207,7 @@ def test_the_open_book_offers_the_archive_as_inspect_tools_and_reads_back_apart(
     tool_messages = [m for s in log.samples for m in s.messages if m.role == "tool"]
     assert len(tool_messages) == len(samples) and all(m.function == "history_search" for m in tool_messages)
     assert all('"hits"' in m.text for m in tool_messages)
-    _, rows = logs.rows_from_log(log.location)
+    rows = logs.read_log(log.location).rows
     assert set(rows["reader_label"]) == {"mockllm/model (Inspect, open book round 3)"}
     assert rows.loc[~rows["decoy"], "correct"].all()  # the value given back is graded right
     control = tasks.open_book(str(run_copy), round=4)
@@ -263,4 +264,25 @@ def test_the_continuation_task_grades_the_first_call_as_notebook_07(keyed_run, t
     from compaction_lab.inspect import logs
 
     with pytest.raises(ValueError, match="a continuation log grades next calls"):
-        logs.rows_from_log(log.location)
+        logs.read_log(log.location)
+
+
+def test_the_continuation_task_says_why_a_run_has_nothing_to_predict(smoke_run, tmp_path):
+    """The smoke run cuts each chain at its end: no case has a recorded next call. The task says so in one line,
+    before Inspect starts, instead of Inspect's "dataset is empty" traceback."""
+    from compaction_lab.inspect import tasks
+
+    with pytest.raises(
+        ValueError, match=r"nothing to predict: none of its 2 cases has a recorded tool call after its cut"
+    ):
+        tasks.continuation(str(smoke_run.run_dir))
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    done = subprocess.run(
+        [str(BIN / "inspect"), "eval", "compaction_lab/continuation", "-T", f"run={smoke_run.run_dir}",
+         "--model", "mockllm/model", "--log-dir", str(logs), "--display", "plain"],
+        capture_output=True, text=True, timeout=600, env=_offline_env(tmp_path), cwd=tmp_path,
+    )  # fmt: skip
+    said = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "nothing to predict" in said and "Traceback" not in said and "dataset is empty" not in said, said[-3000:]

@@ -14,20 +14,27 @@ if TYPE_CHECKING:
 
 def _cmd_import_inspect(args: argparse.Namespace) -> int:
     from compaction_lab.inspect import logs  # here: Inspect AI is imported only by this command
-
-    try:
-        written = logs.import_logs(args.logs, args.run)
-    except (ValueError, FileNotFoundError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     from compaction_lab.run import runner
 
-    for folder, n in written.items():
-        print(f"{folder / (logs.TABLE + '.parquet')}: {n} rows", file=sys.stderr)
+    try:  # every log and folder checked before a table is written: a refused import writes nothing
+        written = logs.import_logs(args.logs, args.run)
+    except (ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for folder, done in written.items():
+        for note in done.notes:
+            print(note, file=sys.stderr)
+        print(f"{folder / (logs.TABLE + '.parquet')}: {done.rows} rows", file=sys.stderr)
         for line in logs.summary_lines(folder):
             print(f"  {line}", file=sys.stderr)
         # Figure 12 and the report's Inspect block, with the imported model beside the suite's readers.
-        report = runner.refresh_report(folder)
+        try:
+            report = runner.refresh_report(folder)
+        except (ValueError, OSError) as exc:
+            print(
+                f"error: {folder}: the answers were imported, but the report was not refreshed: {exc}", file=sys.stderr
+            )
+            return 2
         if report is not None:
             print(f"report: {report} (figure 12 and the Inspect block)", file=sys.stderr)
         print(folder)

@@ -284,6 +284,41 @@ def continuation_samples(run_dir: Path, strategy: str | None = None) -> Iterator
             )
 
 
+try:  # Inspect prints such an error's message alone, without a traceback (its "prerequisite" errors)
+    from inspect_ai._util.error import PrerequisiteError as _SaidAlone
+except ImportError:  # pragma: no cover - an Inspect that moved it: the same message, after a traceback
+
+    class _SaidAlone(Exception):  # type: ignore[no-redef]
+        """Stands in for Inspect's PrerequisiteError."""
+
+
+class NothingToAsk(_SaidAlone, ValueError):
+    """A task that would have no sample: why, in one line, before Inspect starts (not "the dataset is empty")."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def nothing_to_predict(run_dir: Path) -> str:
+    """Say why the continuation exam of a run folder has no sample: no case, no recorded next call, or no tool."""
+    params, cases = _continuation_cases(str(Path(run_dir)))
+    ctx = params.context()
+    acting = [k for k in cases.keys if k.actions]
+    head = f"{run_dir}: the continuation exam has nothing to predict: "
+    if not cases.keys:
+        return head + "the run has no cases (its exam bank is empty)"
+    if not acting:
+        return head + (
+            f"none of its {len(cases.keys)} cases has a recorded tool call after its cut (a case cut at its "
+            "session's end has none, as a synthetic chain's single case; more cases per chain, n_cases, cut earlier)"
+        )
+    return head + (
+        f"its {len(acting)} cases with a recorded next call offer no tool to call (neither the call shape "
+        f"{ctx.shape.name!r} nor the session defines one)"
+    )
+
+
 def _offered(definitions: list[dict[str, Any]]) -> list[ToolDef]:
     """Return the tools a next-action request offers, as Inspect tools never run (the call is only graded)."""
 
@@ -418,6 +453,8 @@ def continuation(run: str, strategy: str = "") -> Task:
     """Build the continuation exam's next-action prediction of run folder `run` (every arm, or `strategy`)."""
     run_dir = Path(run).expanduser().resolve()
     samples = list(continuation_samples(run_dir, strategy or None))
+    if not samples:
+        raise NothingToAsk(nothing_to_predict(run_dir))
     return Task(
         dataset=MemoryDataset(samples, name=f"{run_dir.name} continuation"),
         solver=next_step(),

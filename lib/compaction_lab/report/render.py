@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import urllib.parse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -88,7 +89,8 @@ def build_index(
         notebooks=[
             {
                 "name": r.notebook,
-                "html": r.html.name if r.html else r.output.name,
+                # A relative link, percent-encoded: a name from run.json never becomes a scheme (javascript:).
+                "html": urllib.parse.quote(r.html.name if r.html else r.output.name),
                 "status": r.status,
                 "seconds": f"{r.seconds:.1f}",
             }

@@ -860,50 +860,137 @@ def final_sweep(run_dir: Path, redactor: redactor_mod.Redactor) -> dict[str, Any
     }
 
 
-def refresh_report(run_dir: str | Path) -> Path | None:
-    """Draw the figure of every reader again and rebuild ``report.html`` after answers were imported.
+@dataclass(frozen=True)
+class ReportInputs:
+    """What `refresh_report` reads from a run folder's ``run.json``, checked (`report_inputs`)."""
 
-    For ``compaction-lab import-inspect``: the answers of a model run through Inspect AI join figure 12
-    (`exam.imported.readers_table`) and the report's Inspect block without running the chain again. The
-    profile, its notebooks and their outcomes are read from ``run.json``; the rewritten files get the
-    run's redaction sweep (`final_sweep`, its ``redact`` parameter; environment secrets always), recorded
-    in ``run.json`` as ``report_refreshed``. None (nothing rewritten) when the folder has no report, or
-    its closed book (notebook 03) did not run.
+    info: Mapping[str, Any]
+    profile: Profile
+    runs: tuple[NotebookRun, ...]
+    redactor: redactor_mod.Redactor
+
+
+def _link_in(run_dir: Path, value: Any) -> Path | None:
+    """Return the file of the run folder ``run.json`` names (a notebook's page) if a plain relative path, else None.
+
+    No scheme (``javascript:``), no absolute path, no ``..``, nothing outside the folder: a hand-edited
+    ``run.json`` never makes the report link elsewhere.
     """
-    from compaction_lab.exam import imported
-    from compaction_lab.report import charts
-    from compaction_lab.report import render as render_mod
+    if not isinstance(value, str) or not value or ":" in value or "\\" in value or value.startswith("/"):
+        return None
+    parts = Path(value).parts
+    if ".." in parts or any(ord(c) < 32 for c in value):
+        return None
+    return run_dir.joinpath(*parts)
+
+
+def report_inputs(run_dir: str | Path) -> ReportInputs:
+    """Read and check what `refresh_report` needs from ``run.json``: the record, profile, notebooks, redactor.
+
+    ``run.json`` is the suite's, but a file anyone may edit: every field the refresh reads is checked
+    (type), so a damaged one is one error before anything is rewritten. A notebook's ``html`` or
+    ``output`` that is not a plain relative path inside the folder (`_link_in`) is dropped: its page is
+    not linked.
+
+    Raises
+    ------
+    ValueError
+        Naming ``run.json`` and what is wrong with it.
+    FileNotFoundError
+        When the folder has no ``run.json``.
+    """
+    from compaction_lab.core import bounded_json
 
     run_dir = Path(run_dir)
-    info = json.loads((run_dir / runfolder.RUN_JSON).read_text(encoding="utf-8"))
-    closed = runfolder.table_path(run_dir, imported.CLOSED_TABLE)
-    if not (run_dir / runfolder.REPORT_HTML).exists() or not closed.exists():
-        return None
+    path = run_dir / runfolder.RUN_JSON
+
+    def damaged(what: str) -> ValueError:
+        return ValueError(f"{path}: damaged ({what}); the report cannot be refreshed from it")
+
+    try:
+        info = bounded_json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:  # not UTF-8, not JSON, nested too deep
+        raise damaged(f"not JSON: {(str(exc).splitlines() or [''])[0][:120]}") from None
+    if not isinstance(info, dict):
+        raise damaged("not a JSON object")
+    kinds: dict[str, tuple[type, ...]] = {
+        "parameters": (dict,), "profile": (str,), "description": (str,), "started": (str,), "git": (dict,),
+        "packages": (dict,), "notebooks_planned": (list,), "notebooks": (list,),
+    }  # fmt: skip
+    for key, kind in kinds.items():
+        if info.get(key) is not None and not isinstance(info[key], kind):
+            raise damaged(f"{key} is not {'an object' if kind == (dict,) else 'a list' if kind == (list,) else 'text'}")
     parameters = dict(info.get("parameters") or {})
+    for key in ("n_boot", "stats_seed"):
+        if key in parameters and (isinstance(parameters[key], bool) or not isinstance(parameters[key], int)):
+            raise damaged(f"parameters.{key} is not a whole number")
+    if not isinstance((info.get("git") or {}).get("commit") or "", str):
+        raise damaged("git.commit is not text")
+    if not all(isinstance(n, str) for n in info.get("notebooks_planned") or ()):
+        raise damaged("notebooks_planned holds something other than names")
+    runs = []
+    per_notebook = {"seconds": (int, float), "html_seconds": (int, float), "parameters": (dict,), "status": (str,)}
+    for i, nb in enumerate(info.get("notebooks") or []):
+        if not isinstance(nb, dict) or not isinstance(nb.get("notebook"), str) or not nb["notebook"]:
+            raise damaged(f"notebooks[{i}] has no notebook name")
+        for key, kind in per_notebook.items():
+            if nb.get(key) is not None and (isinstance(nb[key], bool) or not isinstance(nb[key], kind)):
+                raise damaged(f"notebooks[{i}].{key} is not {'a number' if float in kind else 'of its type'}")
+        name = nb["notebook"]
+        runs.append(
+            NotebookRun(
+                name,
+                _link_in(run_dir, nb.get("output")) or run_dir / f"{name}.ipynb",
+                _link_in(run_dir, nb.get("html")),
+                float(nb.get("seconds") or 0.0),
+                dict(nb.get("parameters") or {}),
+                str(nb.get("status") or "ok"),
+                nb.get("html_seconds"),
+            )
+        )
     prof = Profile(
         name=str(info.get("profile") or run_dir.name),
         description=str(info.get("description") or ""),
         notebooks=tuple(info.get("notebooks_planned") or ()),
         parameters=parameters,
     )
-    runs = [
-        NotebookRun(
-            str(nb["notebook"]),
-            run_dir / str(nb.get("output") or f"{nb['notebook']}.ipynb"),
-            run_dir / str(nb["html"]) if nb.get("html") else None,
-            float(nb.get("seconds") or 0.0),
-            dict(nb.get("parameters") or {}),
-            str(nb.get("status") or "ok"),
-            nb.get("html_seconds"),
-        )
-        for nb in info.get("notebooks") or []
-    ]
+    try:
+        redactor = redactor_mod.redactor(prof.redact, parameters.get("redact_patterns") or None)
+    except (ValueError, TypeError, KeyError, OSError) as exc:
+        raise damaged(f"parameters.redact_patterns: {(str(exc).splitlines() or [''])[0][:120]}") from None
+    return ReportInputs(info, prof, tuple(runs), redactor)
+
+
+def refresh_report(run_dir: str | Path) -> Path | None:
+    """Draw the figure of every reader again and rebuild ``report.html`` after answers were imported.
+
+    For ``compaction-lab import-inspect``: the answers of a model run through Inspect AI join figure 12
+    (`exam.imported.readers_table`) and the report's Inspect block without running the chain again. The
+    profile, its notebooks and their outcomes are read from ``run.json``, checked (`report_inputs`); the
+    rewritten files get the run's redaction sweep (`final_sweep`, its ``redact`` parameter; environment
+    secrets always), recorded in ``run.json`` as ``report_refreshed``. None (nothing rewritten) when the
+    folder has no report, or its closed book (notebook 03) did not run.
+
+    Raises
+    ------
+    ValueError
+        When ``run.json`` is damaged (`report_inputs`): nothing is rewritten.
+    """
+    from compaction_lab.exam import imported
+    from compaction_lab.report import charts
+    from compaction_lab.report import render as render_mod
+
+    run_dir = Path(run_dir)
+    inputs = report_inputs(run_dir)
+    closed = runfolder.table_path(run_dir, imported.CLOSED_TABLE)
+    if not (run_dir / runfolder.REPORT_HTML).exists() or not closed.exists():
+        return None
     charts.draw(run_dir, "fig12_readers", imported.readers_table(run_dir))
-    report = render_mod.build_index(run_dir, prof, runs)
-    redactor = redactor_mod.redactor(prof.redact, parameters.get("redact_patterns") or None)
-    swept = final_sweep(run_dir, redactor)
+    report = render_mod.build_index(run_dir, inputs.profile, list(inputs.runs))
+    swept = final_sweep(run_dir, inputs.redactor)
     refreshed = {"at": _now(), "replacements_in_final_sweep": swept["replacements_in_final_sweep"]}
-    lifecycle.write_json_atomic(run_dir / runfolder.RUN_JSON, redactor.value({**info, "report_refreshed": refreshed}))
+    record = inputs.redactor.value({**inputs.info, "report_refreshed": refreshed})
+    lifecycle.write_json_atomic(run_dir / runfolder.RUN_JSON, record)
     return report
 
 

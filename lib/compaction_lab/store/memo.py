@@ -348,7 +348,11 @@ def check_folder(root: Path | str) -> FolderCheck:
     trusted = untrusted = 0
     for kind_dir in _subfolders(root):
         for prefix_dir in _subfolders(kind_dir):
-            for entry in sorted(prefix_dir.iterdir()):
+            try:
+                entries = sorted(prefix_dir.iterdir())
+            except OSError:
+                continue  # a folder this account cannot list: its entries cannot be read either
+            for entry in entries:
                 if not _ENTRY_NAME.match(entry.name) or entry.name[:2] != prefix_dir.name:
                     continue
                 if folder_key is not None and _signed_file(entry, folder_key, kind_dir.name):
