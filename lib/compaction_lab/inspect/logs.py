@@ -302,6 +302,8 @@ def read_log(path: str | Path) -> LogRead:
     ValueError
         When the log cannot be read (not an Inspect log, its header or a ``.json`` log over
         `MAX_MEMBER_BYTES`), holds no samples, is a continuation log, or holds no usable sample.
+    FileNotFoundError
+        When `path` is not a file (missing, a folder, a FIFO).
     """
     path = Path(path)
     if not path.is_file():  # a folder, a FIFO (whose open would wait for ever), a device
