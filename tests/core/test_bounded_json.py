@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
@@ -99,3 +100,24 @@ def test_the_check_is_cheap_next_to_the_parse():
         assert not bj.too_deep(text)
         check = time.perf_counter() - start
         assert check < 3 * parse + 0.2, (check, parse)
+
+
+def test_load_file_reads_a_json_file_within_its_bounds(tmp_path):
+    """A file the suite wrote but anyone may edit (run.json, sweep.json) is read bounded: size, depth, kind."""
+    ok = tmp_path / "ok.json"
+    ok.write_text('{"a": [1, 2]}', encoding="utf-8")
+    assert bj.load_file(ok) == {"a": [1, 2]}
+    deep = tmp_path / "deep.json"
+    deep.write_text(deep_array(HOSTILE_DEPTH), encoding="utf-8")
+    with pytest.raises(bj.TooDeep):
+        bj.load_file(deep)
+    big = tmp_path / "big.json"
+    big.write_text('"' + "x" * 100 + '"', encoding="utf-8")
+    with pytest.raises(ValueError, match="larger than 64 bytes"):
+        bj.load_file(big, max_bytes=64)
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="not a regular file"):
+        bj.load_file(fifo)  # refused at once, never blocks
+    with pytest.raises(FileNotFoundError):
+        bj.load_file(tmp_path / "absent.json")

@@ -19,6 +19,8 @@ recursive walk further down the stack. One rule for every stage: JSON that nests
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
@@ -108,6 +110,35 @@ def loads(text: str) -> Any:
         raise TooDeep(_message(MAX_DEPTH)) from None
 
 
+#: Largest JSON file of the suite's own kind read back (run.json, sweep.json, counts): real ones are kilobytes.
+MAX_FILE_BYTES = 64 * 1024 * 1024
+
+
+def load_file(path: str | os.PathLike[str], max_bytes: int = MAX_FILE_BYTES) -> Any:
+    """Read a JSON file someone may have edited (a run folder's ``run.json``, a sweep's plan) within bounds.
+
+    Only a regular file is opened (a FIFO never blocks the reader), at most `max_bytes` of it are read, and
+    the text is parsed by `loads`.
+
+    Raises
+    ------
+    FileNotFoundError
+        No such file.
+    ValueError
+        Not a regular file, larger than `max_bytes`, not UTF-8, not JSON or nested too deep (`TooDeep`).
+    OSError
+        The file cannot be read.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{os.fspath(path)}: not a regular file")
+        raw = f.read(max_bytes + 1)
+    if len(raw) > max_bytes:
+        raise ValueError(f"{os.fspath(path)}: larger than {max_bytes:,} bytes")
+    return loads(raw.decode("utf-8"))
+
+
 def parse_or_text(text: str) -> Any:
     """Parse `text` as JSON; return `text` itself (a plain string) when it is not JSON or nests too deep."""
     try:
@@ -133,4 +164,14 @@ def nests_deeper(value: Any, limit: int = MAX_DEPTH) -> bool:
     return False
 
 
-__all__ = ["MAX_DEPTH", "TooDeep", "loads", "nests_deeper", "parse_or_text", "text_depth", "too_deep"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_FILE_BYTES",
+    "TooDeep",
+    "load_file",
+    "loads",
+    "nests_deeper",
+    "parse_or_text",
+    "text_depth",
+    "too_deep",
+]

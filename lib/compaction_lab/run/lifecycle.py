@@ -49,6 +49,7 @@ import psutil
 from jupyter_client import AsyncKernelManager
 from jupyter_core.utils import ensure_event_loop
 
+from compaction_lab.core import bounded_json
 from compaction_lab.core.processes import pid_alive
 from compaction_lab.core.runfolder import RUN_JSON
 
@@ -511,10 +512,10 @@ def read_run_json(run_dir: Path) -> dict[str, Any]:
     """
     path = Path(run_dir) / RUN_JSON
     try:
-        info = json.loads(path.read_text(encoding="utf-8"))
+        info = bounded_json.load_file(path)
     except FileNotFoundError:
         raise
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:
         raise ValueError(f"{path}: unreadable: {exc}") from exc
     if not isinstance(info, dict):
         raise ValueError(f"{path}: not a JSON object")

@@ -34,7 +34,7 @@ from typing import Any
 
 import pandas as pd
 
-from compaction_lab.core import paths, runfolder
+from compaction_lab.core import bounded_json, paths, runfolder
 from compaction_lab.core.errors import ProfileError
 from compaction_lab.engine import AUTO, SYNC, Engine, open_engine, scheduler_setting
 from compaction_lab.privacy import redactor as redactor_mod
@@ -326,7 +326,7 @@ def resume_sweep(folder: Path | str, *, progress: bool = True, scheduler: str | 
         raise ProfileError(f"{folder} is a file, not a sweep folder: give the folder that holds {SWEEP_PLAN}")
     plan_path = folder / SWEEP_PLAN
     try:
-        doc = json.loads(plan_path.read_text(encoding="utf-8"))
+        doc = bounded_json.load_file(plan_path)
         plan = SweepPlan.from_json(doc)
     except FileNotFoundError:
         raise ProfileError(f"{folder} is not a sweep folder: no {SWEEP_PLAN} in it") from None

@@ -55,6 +55,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from compaction_lab.core import bounded_json
+
 T = TypeVar("T")
 
 #: The folder of the shared layer (unset: this process's layer only).
@@ -448,13 +450,14 @@ def read_stats(folders: Iterable[Path]) -> dict[str, dict[str, int]]:
     for folder in folders:
         for path in sorted(Path(folder).glob("*.json")) if Path(folder).is_dir() else []:
             try:
-                counts = json.loads(path.read_text(encoding="utf-8"))
+                counts = bounded_json.load_file(path)
             except (OSError, ValueError):
                 continue
             for kind, row in counts.items() if isinstance(counts, dict) else ():
                 into = total.setdefault(kind, {"hits": 0, "folder_hits": 0, "misses": 0, "untrusted": 0})
                 for name in into:
-                    into[name] += int(row.get(name, 0)) if isinstance(row, dict) else 0
+                    count = row.get(name, 0) if isinstance(row, dict) else 0
+                    into[name] += count if type(count) is int and 0 <= count < 2**63 else 0  # a count, else none
     return total
 
 
