@@ -181,7 +181,7 @@ def claude_code_session(folder: Path, v: dict[str, str], name: str = "claude-hos
         "cwd": v["cwd"],
         "sessionId": v["session_id"],
         "version": "2.0.31",
-        "gitBranch": v["agent"],
+        "gitBranch": v.get("branch", v["agent"]),
     }
     lines: list[dict] = []
     parent: str | None = None
@@ -234,14 +234,21 @@ def claude_code_session(folder: Path, v: dict[str, str], name: str = "claude-hos
     return _write_jsonl(folder / name, lines)
 
 
-def hostile_folder(folder: Path, values: dict[str, str] | None = None) -> Path:
-    """The three hostile sessions in `folder`, one of them under a file name that is itself a payload."""
+def hostile_folder(folder: Path, values: dict[str, str] | None = None, name: str | None = None) -> Path:
+    """The three hostile sessions in `folder`, one of them under a file name that is itself a payload.
+
+    `values` may also name the Claude Code session's git ``branch`` (else its agent's); with `name`,
+    every file is named by it (after its format's prefix).
+    """
     v = values or {f: hostile(f) for f in FIELDS}
     # Each session its own id (the same id twice would be one case), each id still hostile.
     ids = {fmt: f"{fmt}-{v['session_id']}" for fmt in ("codex", "pi", "claude")}
-    codex_rollout(folder, {**v, "session_id": ids["codex"]}, name="rollout-<img src=x onerror=alert(6)>.jsonl")
-    pi_session(folder, {**v, "session_id": ids["pi"]})
-    claude_code_session(folder, {**v, "session_id": ids["claude"]})
+    named = lambda fmt, default: f"{fmt}-{name}.jsonl" if name is not None else default
+    codex_rollout(
+        folder, {**v, "session_id": ids["codex"]}, name=named("rollout", "rollout-<img src=x onerror=alert(6)>.jsonl")
+    )
+    pi_session(folder, {**v, "session_id": ids["pi"]}, name=named("pi", "pi-hostile.jsonl"))
+    claude_code_session(folder, {**v, "session_id": ids["claude"]}, name=named("claude", "claude-hostile.jsonl"))
     return folder
 
 

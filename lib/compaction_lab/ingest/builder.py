@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,18 @@ def tool_target(args: Any) -> str | None:
     return None
 
 
+def _path_text(path: str | Path) -> str:
+    r"""Return a path as text that can be written.
+
+    A file name's bytes that are not UTF-8 (which Python reads as lone surrogates, ``surrogateescape``)
+    are shown as ``\x80``; kept raw, they stopped the run folder's save.
+    """
+    try:
+        return os.fsencode(path).decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no file system name gives: a path made up in code
+        return str(path).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 class SessionBuilder:
     """Accumulates records in source order and builds a `Session`.
 
@@ -69,7 +82,7 @@ class SessionBuilder:
     def __init__(self, session_id: str, source_format: str, source_path: str | Path | None = None):
         self.session_id = session_id
         self.source_format = source_format
-        self.source_path = str(source_path) if source_path is not None else None
+        self.source_path = _path_text(source_path) if source_path is not None else None
         self.records: list[Record] = []
         self.metadata: dict[str, Any] = {}
 

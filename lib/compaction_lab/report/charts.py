@@ -47,10 +47,12 @@ from compaction_lab.report.theme import (
     POINTER_COLORS,
     RENDERER,
     THEME,
+    page_safe,
     save_chart,
     script_safe,
     setup_notebook,
     use_theme,
+    vega_safe,
 )
 
 __all__ = [
@@ -91,6 +93,7 @@ __all__ = [
     "fig_sweep_small_multiples",
     "figure",
     "no_data",
+    "page_safe",
     "pointer_mix_sensitivity",
     "run_figures",
     "save_chart",
@@ -100,4 +103,5 @@ __all__ = [
     "sweep_rank_labels",
     "title_of",
     "use_theme",
+    "vega_safe",
 ]

@@ -39,7 +39,7 @@ def render_notebook(executed: Path) -> Path:
     nb = nbformat.read(executed, as_version=4)
     body, _ = exporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True).from_notebook_node(nb)
     out = executed.with_suffix(".html")
-    out.write_text(body, encoding="utf-8")
+    out.write_text(charts.page_safe(body), encoding="utf-8")
     return out
 
 
@@ -100,7 +100,7 @@ def build_index(
         facts=share.run_facts(run_dir).to_html(index=False),
     )
     out = run_dir / runfolder.REPORT_HTML
-    out.write_text(page, encoding="utf-8")
+    out.write_text(charts.page_safe(page), encoding="utf-8")
     return out
 
 

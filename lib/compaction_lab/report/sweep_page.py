@@ -179,7 +179,7 @@ def render_sweep_page(
         run_list=_run_list(table, keys, runs),
     )
     out = folder / SWEEP_HTML
-    out.write_text(page, encoding="utf-8")
+    out.write_text(charts.page_safe(page), encoding="utf-8")
     return out
 
 

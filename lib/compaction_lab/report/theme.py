@@ -114,15 +114,27 @@ def _written(value: Any, pattern: re.Pattern[str]) -> Any:
         return type(value)(_written(v, pattern) for v in value)
     if isinstance(value, pd.DataFrame):
         out = value.rename(columns=lambda c: _written(c, pattern))
-        for col in out.columns:
-            if not (pd.api.types.is_object_dtype(out[col]) or pd.api.types.is_string_dtype(out[col])):
-                continue
-            cells = out[col].astype(object)
-            if any(isinstance(v, str) and pattern.search(v) for v in cells):
-                written = cells.map(lambda v: _written(v, pattern) if isinstance(v, str) else v)
-                out[col] = written if pd.api.types.is_object_dtype(out[col]) else written.astype(out[col].dtype)
+        for i in range(out.shape[1]):
+            out.isetitem(i, _written_cells(out.iloc[:, i], pattern).array)
+        if not isinstance(out.index, pd.MultiIndex):
+            out.index = pd.Index(
+                _written_cells(out.index.to_series(), pattern).array, name=_written(out.index.name, pattern)
+            )
         return out
     return value
+
+
+def _written_cells(cells: pd.Series, pattern: re.Pattern[str]) -> pd.Series:
+    """`cells` with every string's `pattern` characters written as code points, in the column's own dtype."""
+    if isinstance(cells.dtype, pd.CategoricalDtype):
+        return cells.cat.rename_categories(lambda c: _written(c, pattern))
+    if not (pd.api.types.is_object_dtype(cells) or pd.api.types.is_string_dtype(cells)):
+        return cells
+    if not any(isinstance(v, str) and pattern.search(v) for v in cells):
+        return cells
+    # Built as objects: a string column of pandas 3 cannot hold the lone surrogates being replaced.
+    written = pd.Series([_written(v, pattern) for v in cells], index=cells.index, dtype=object, name=cells.name)
+    return written if pd.api.types.is_object_dtype(cells) else written.astype(cells.dtype)
 
 
 def vega_safe(value: Any) -> Any:
@@ -363,6 +375,6 @@ def _save(chart: alt.TopLevelMixin, stem: str | Path, formats: Iterable[str]) ->
                 json_kwds={"cls": _ScriptSafeEncoder},
                 template=_InlineTemplate(),
             )
-            path.write_text(page["text/html"], encoding="utf-8")
+            path.write_text(page_safe(page["text/html"]), encoding="utf-8")
         written[fmt] = path
     return written, spec
