@@ -134,6 +134,35 @@ def test_the_same_samples_in_two_logs_count_once(capsys, made_log, run_copy, tmp
     assert not rows.duplicated(["reader_label", "case_id", "question_id", "strategy", "draw"]).any()
 
 
+def test_two_evals_of_one_model_are_more_draws_never_merged(capsys, made_log, run_copy, tmp_path):
+    """Two ``inspect eval`` runs of one model (their own eval ids and sample uuids) are independent draws: both
+    are kept, their draws numbered on after each other, and the summary says twice the epochs."""
+
+    def another_eval(h: dict[str, Any]) -> dict[str, Any]:
+        h["eval"]["eval_id"] = "a-second-eval"
+        return h
+
+    def another_run(sample: dict[str, Any]) -> dict[str, Any]:
+        sample["uuid"] = f"second-{sample.get('uuid')}"
+        return sample
+
+    second = _rewrite(made_log, tmp_path / "second.eval", header=another_eval, sample=another_run)
+    code, _, err = _import(capsys, str(made_log), str(second), "--run", str(run_copy))
+    assert code == 0, err
+    rows = runfolder.load_table(run_copy, "exam_inspect")
+    n = _samples(made_log)
+    assert len(rows) == 2 * n and "duplicate" not in err, err
+    assert sorted(rows["draw"].unique()) == list(range(2 * EPOCHS))
+    assert not rows.duplicated(["reader_label", "case_id", "question_id", "strategy", "draw"]).any()
+    assert sorted(rows["epoch"].unique()) == list(range(1, EPOCHS + 1))
+    summary = [ln for ln in err.splitlines() if "mockllm/model (Inspect)" in ln]
+    assert summary and all(f"x {2 * EPOCHS} draws" in ln for ln in summary), err
+    # Imported again, the first eval replaces its own rows; nothing doubles.
+    code, _, err = _import(capsys, str(made_log), "--run", str(run_copy))
+    assert code == 0, err
+    assert len(runfolder.load_table(run_copy, "exam_inspect")) == 2 * n
+
+
 # --------------------------------------------------------------------------- item 8: a log of another run
 
 

@@ -32,6 +32,7 @@ COLUMNS: tuple[str, ...] = (
     "decoy",
     "unit",
     "draw",
+    "epoch",
     "given",
     "correct",
     "projection_tokens",
@@ -40,6 +41,7 @@ COLUMNS: tuple[str, ...] = (
     "reader_label",
     "task",
     "eval_id",
+    "sample_uuid",
     "log",
 )
 

@@ -19,8 +19,9 @@ A log is text someone else wrote, so nothing in it is trusted:
   of the run's exam bank (``exam_bank.jsonl``). A sample that is not is a counted skip; a log with none
   is refused (it was built from another run: figure 12 would compare a model on other questions).
 * Duplicates count once: a file whose content (SHA-256) was read already in the same command is not
-  read again, and a sample x epoch of a model already read (from another log, or imported before) is
-  dropped, counted -- draws come from ``--epochs``, never from importing a log twice.
+  read again, and a sample x epoch of one eval already read (a copy or converted log, or imported before)
+  is dropped, counted -- importing a log twice never adds draws. Two evals of one model (two
+  ``inspect eval`` runs) are two sets of draws, numbered on (``draw``; ``epoch`` keeps each eval's own).
 * An answer longer than `MAX_ANSWER_CHARS` is kept cut, with a marker, counted.
 * All or nothing: every log and the run folder (``run.json``, checked as `run.runner.report_inputs`
   checks it for the report's refresh; the bank) are read before the table is written, atomically.
@@ -67,8 +68,11 @@ MAX_FIELD_CHARS = 1000
 #: Largest epoch (and open-book round) and projection size a sample may say: beyond any real run, within int64.
 MAX_EPOCH, MAX_TOKENS = 100_000, 10**12
 
-#: A sample x epoch of a model: one answer, whichever log holds it.
-SAMPLE_KEY: tuple[str, ...] = ("reader_label", "case_id", "question_id", "strategy", "draw")
+#: A question as a model answered it (one draw per epoch of each eval).
+QUESTION_KEY: tuple[str, ...] = ("reader_label", "case_id", "question_id", "strategy")
+#: A sample x epoch of one eval: one answer, whichever log holds it (a copy, a converted log); so is a row
+#: whose ``sample_uuid`` (Inspect's id of the sample x epoch as run) was read already.
+SAMPLE_KEY: tuple[str, ...] = ("eval_id", *QUESTION_KEY, "epoch")
 
 #: The units an interval resamples (`exam.cases.RunCases.unit`).
 UNITS = ("question", "session")
@@ -279,7 +283,8 @@ def _row(sample: Any, task: str, eval_id: str, model: str, log: str) -> tuple[di
         "category": _text(meta, "category", ""),
         "decoy": _flag(meta, "decoy"),
         "unit": unit,
-        "draw": epoch - 1,
+        "draw": epoch - 1,  # numbered across the folder's evals by `_merged`
+        "epoch": epoch,
         "given": given,
         "correct": score["value"] == CORRECT,
         "projection_tokens": _whole(meta.get("projection_tokens", 0), "projection_tokens", 0, MAX_TOKENS),
@@ -289,6 +294,8 @@ def _row(sample: Any, task: str, eval_id: str, model: str, log: str) -> tuple[di
         "reader_label": f"{model} (Inspect)" if rnd is None else f"{model} (Inspect, open book round {rnd})",
         "task": task,
         "eval_id": eval_id,
+        # Inspect's id of this sample x epoch as run: the same answer in a log whose header was changed.
+        "sample_uuid": _text({"uuid": sample.get("uuid") or ""}, "uuid", ""),
         "log": log,
     }
     return row, cut, asked if isinstance(asked, str) else None
@@ -484,31 +491,41 @@ def import_logs(logs: Iterable[str | Path], run_dir: str | Path | None = None) -
 def _merged(folder: Path, parts: list[pd.DataFrame], notes: list[str]) -> pd.DataFrame:
     """Return the folder's table with the new rows: a log imported again replaces its rows, a duplicate is dropped.
 
-    A sample x epoch of a model (`SAMPLE_KEY`) counts once: the first read stays (an earlier import, then the
-    logs in the order given); how many were dropped joins `notes`.
+    A sample x epoch of one eval (`SAMPLE_KEY`) counts once, whichever log holds it (a copy, a converted log):
+    the first read stays (an earlier import, then the logs in the order given); how many were dropped joins
+    `notes`. Two evals of one model are two sets of draws: ``draw`` numbers a question's answers across them.
     """
     new = pd.concat(parts, ignore_index=True)
     read = len(new)
-    new = new.drop_duplicates(list(SAMPLE_KEY))
     try:
         old = runfolder.maybe_table(folder, TABLE)
         if old is not None:
+            if "epoch" not in old.columns:  # a table imported before epochs were kept: each eval's draw was its epoch
+                old = old.assign(epoch=old["draw"] + 1)
+            if "sample_uuid" not in old.columns:
+                old = old.assign(sample_uuid="")
             old = old[~old["eval_id"].isin(set(new["eval_id"]))][list(COLUMNS)]
     except (ValueError, KeyError, OSError) as exc:  # pyarrow's errors are ValueErrors
         path = runfolder.table_path(folder, TABLE)
         raise ValueError(f"{path}: not readable ({_first_line(exc)}); move it away to import afresh") from None
     if old is not None and len(old):
-        known = set(old[list(SAMPLE_KEY)].itertuples(index=False, name=None))
-        new = new[[k not in known for k in new[list(SAMPLE_KEY)].itertuples(index=False, name=None)]]
         new = pd.concat([old, new], ignore_index=True)
         read += len(old)
+    new = new.drop_duplicates(list(SAMPLE_KEY))
+    named = new["sample_uuid"].astype(bool)
+    new = new[~named | ~new["sample_uuid"].duplicated()].reset_index(drop=True)
     dropped = read - len(new)
     if dropped:
         notes.append(
-            f"{dropped} duplicate sample{'s' if dropped != 1 else ''} dropped: the same model, sample and epoch "
-            "as a row read already (another log, or an earlier import); draws come from --epochs"
+            f"{dropped} duplicate sample{'s' if dropped != 1 else ''} dropped: the same eval, sample and epoch "
+            "as a row read already (a copy of a log, or an earlier import)"
         )
-    return new.reset_index(drop=True)
+    # Each eval's epochs are that model's draws of a question; two evals of one model are more draws, numbered
+    # on after each other in the order read (an earlier import first), never merged into one.
+    first_seen = {e: i for i, e in enumerate(dict.fromkeys(new["eval_id"]))}
+    rank = new["eval_id"].map(first_seen) * (MAX_EPOCH + 1) + new["epoch"]
+    new = new.assign(draw=rank.groupby([new[k] for k in QUESTION_KEY]).rank(method="dense").astype("int64") - 1)
+    return new
 
 
 def summary_lines(run_dir: str | Path) -> list[str]:
