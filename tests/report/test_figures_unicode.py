@@ -59,7 +59,7 @@ def test_vega_safe_is_safe_one_to_one_and_keeps_safe_text(texts):
         if not FORBIDDEN.search(t) and "\u27e8" not in t:
             assert s == t
         assert theme.vega_safe(t + texts[0]) == s + safe[0]
-    s.encode("utf-8")  # no lone surrogate left
+        s.encode("utf-8")  # no lone surrogate left
 
 
 def test_vega_safe_names_the_code_point_and_walks_a_spec():
