@@ -90,7 +90,7 @@ def _rewrite(
 
 
 def _samples(log: Path) -> int:
-    import inspect_ai.log  # noqa: F401
+    import inspect_ai.log  # noqa: F401  # registers zstd for zipfile
 
     with zipfile.ZipFile(log) as z:
         return sum(1 for n in z.namelist() if n.startswith("samples/"))
@@ -352,7 +352,7 @@ def test_a_long_answer_is_kept_cut_and_counted(capsys, made_log, run_copy, tmp_p
 def test_a_sample_over_the_read_limit_is_refused_by_its_size(made_log, tmp_path):
     """A zip bomb: one sample whose answer inflates to more than a sample may take. The zip directory says
     its size, so it is skipped unread: the memory the read takes stays far below the member."""
-    import inspect_ai.log  # noqa: F401
+    import inspect_ai.log  # noqa: F401  # registers zstd for zipfile
 
     from compaction_lab.inspect import logs
 

@@ -17,7 +17,7 @@ def _cmd_import_inspect(args: argparse.Namespace) -> int:
     from compaction_lab.run import runner
 
     try:  # every log and folder checked before a table is written: a refused import writes nothing
-        written = logs.import_logs(args.logs, args.run)
+        written = logs.import_logs(args.logs, args.run, check_run=runner.report_inputs)
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -92,7 +92,7 @@ class _Reader:
     def peek(self) -> int:
         """Return the next byte that is not whitespace, leaving the position on it."""
         while True:
-            self.pos = _WHITESPACE.match(self.buf, self.pos).end()  # type: ignore[union-attr]
+            self.pos = _WHITESPACE.match(self.buf, self.pos).end()  # type: ignore[union-attr]  # \s* always matches
             if self.pos < len(self.buf):
                 return self.buf[self.pos]
             if not self.fill():
@@ -108,7 +108,7 @@ class _Reader:
         parts: list[bytes] = []
         size = 0
         while True:
-            end = _STRING_BODY.match(self.buf, self.pos).end()  # type: ignore[union-attr]
+            end = _STRING_BODY.match(self.buf, self.pos).end()  # type: ignore[union-attr]  # a * pattern always matches
             if size < limit:
                 piece = self.buf[self.pos : min(end, self.pos + limit - size)]
                 parts.append(piece)
@@ -124,7 +124,7 @@ class _Reader:
     def scalar(self) -> Any:
         """Read the number or literal at the position."""
         while True:
-            end = _SCALAR.match(self.buf, self.pos).end()  # type: ignore[union-attr]
+            end = _SCALAR.match(self.buf, self.pos).end()  # type: ignore[union-attr]  # a * pattern always matches
             if end - self.pos > _LONGEST_SCALAR:
                 raise _NotJson
             if end < len(self.buf) or not self.fill():

@@ -23,8 +23,9 @@ A log is text someone else wrote, so nothing in it is trusted:
   is dropped, counted -- importing a log twice never adds draws. Two evals of one model (two
   ``inspect eval`` runs) are two sets of draws, numbered on (``draw``; ``epoch`` keeps each eval's own).
 * An answer longer than `MAX_ANSWER_CHARS` is kept cut, with a marker, counted.
-* All or nothing: every log and the run folder (``run.json``, checked as `run.runner.report_inputs`
-  checks it for the report's refresh; the bank) are read before the table is written, atomically.
+* All or nothing: every log and the run folder (its bank; ``run.json``, which the command checks with
+  `run.runner.report_inputs` as the report's refresh reads it) are read before the table is written,
+  atomically.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import os
 import zipfile
 import zlib
 from collections import Counter
-from collections.abc import Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,7 @@ try:  # the errors a damaged member raises while it inflates, whichever its comp
     from zstandard import ZstdError as _ZstdError
 except ImportError:  # pragma: no cover - Inspect installs zstandard
 
-    class _ZstdError(Exception):  # type: ignore[no-redef]
+    class _ZstdError(Exception):  # type: ignore[no-redef]  # stands in for the absent import
         """Stands in when zstandard is absent."""
 
 
@@ -395,21 +396,22 @@ def _of_bank(read: LogRead, bank: Mapping[tuple[str, str], tuple[bool, str]]) ->
     )
 
 
-def _check_folder(folder: Path) -> dict[tuple[str, str], tuple[bool, str]]:
-    """Check a run folder before anything is written into it; return its bank (`_bank`).
+def _check_folder(
+    folder: Path, check_run: Callable[[Path], object] | None = None
+) -> dict[tuple[str, str], tuple[bool, str]]:
+    """Check a run folder before anything is written into it (`check_run` too); return its bank (`_bank`).
 
     Raises
     ------
     FileNotFoundError
         When it is not a run folder.
     ValueError
-        When its ``run.json`` is damaged (`run.runner.report_inputs`) or its bank missing or unreadable.
+        When `check_run` refuses it (a damaged ``run.json``) or its bank is missing or unreadable.
     """
-    from compaction_lab.run import runner
-
     if not (folder / runfolder.RUN_JSON).is_file():
         raise FileNotFoundError(f"{folder}: not a run folder (no {runfolder.RUN_JSON})")
-    runner.report_inputs(folder)
+    if check_run is not None:
+        check_run(folder)
     return _bank(folder)
 
 
@@ -424,7 +426,9 @@ def _save_atomic(table: pd.DataFrame, folder: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def import_logs(logs: Iterable[str | Path], run_dir: str | Path | None = None) -> dict[Path, Imported]:
+def import_logs(
+    logs: Iterable[str | Path], run_dir: str | Path | None = None, check_run: Callable[[Path], object] | None = None
+) -> dict[Path, Imported]:
     """Add the rows of Inspect logs to their run folders' ``exam_inspect`` table; what was done per folder.
 
     Every log and folder is read and checked first; a table is written only when all passed.
@@ -434,6 +438,10 @@ def import_logs(logs: Iterable[str | Path], run_dir: str | Path | None = None) -
     logs : iterable of paths
     run_dir : path, optional
         The run folder to write into; None: the one each log's task names (``-T run=...``).
+    check_run : callable, optional
+        Checks a run folder before anything is written into it, raising `ValueError` when it cannot take
+        the import (the command passes `run.runner.report_inputs`: the report it refreshes afterwards must
+        be buildable). Run from above: this stage does not import the runner.
 
     Raises
     ------
@@ -457,11 +465,12 @@ def import_logs(logs: Iterable[str | Path], run_dir: str | Path | None = None) -
             notes[folder].append(f"{path}: the same content as {first}, skipped")
             continue
         read = read_log(path)
-        folder = Path(run_dir) if run_dir is not None else read.run  # type: ignore[assignment]
-        if folder is None:
+        named = Path(run_dir) if run_dir is not None else read.run
+        if named is None:
             raise ValueError(f"{path}: the log names no run folder (task argument run); give one (--run)")
+        folder = named
         if folder not in banks:
-            banks[folder] = _check_folder(folder)
+            banks[folder] = _check_folder(folder, check_run)
             frames[folder], notes[folder] = [], []
         seen[digest] = (path, folder)
         ours = _of_bank(read, banks[folder])

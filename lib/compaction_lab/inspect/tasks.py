@@ -288,7 +288,7 @@ try:  # Inspect prints such an error's message alone, without a traceback (its "
     from inspect_ai._util.error import PrerequisiteError as _SaidAlone
 except ImportError:  # pragma: no cover - an Inspect that moved it: the same message, after a traceback
 
-    class _SaidAlone(Exception):  # type: ignore[no-redef]
+    class _SaidAlone(Exception):  # type: ignore[no-redef]  # stands in for the absent import
         """Stands in for Inspect's PrerequisiteError."""
 
 

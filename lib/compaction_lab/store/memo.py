@@ -19,7 +19,7 @@ a reader sees a whole entry or none; one that cannot be read is computed again.
 library's own frozen objects, and a pickle can carry code -- a sweep folder someone else could write
 (a shared results folder, a sweep sent by someone) must not run it. So each entry starts with `MAGIC`
 and an HMAC-SHA256 of its kind, its key and its bytes, under a key derived from this user's secret
-(`MEMO_KEY_FILE_ENV`, default ``$XDG_STATE_HOME/compaction-lab/memo.key``: 32 random bytes, made on
+(`MEMO_KEY_FILE_ENV`, default ``memo.key`` in the cache folder, never a sweep's: 32 random bytes, made on
 first use, mode 0600, refused when another account could read or replace it) and the memo folder's
 real path -- one key per sweep folder, never stored in it. The MAC is checked (in constant time)
 before ``pickle.loads``; an entry that fails -- planted, damaged, written under another machine's or
@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from compaction_lab.core import bounded_json
+from compaction_lab.core import bounded_json, paths
 
 T = TypeVar("T")
 
@@ -128,12 +128,13 @@ def content_key(obj: Any) -> str:
 
 
 def secret_path() -> Path:
-    """Return the file of this user's memo secret: `MEMO_KEY_FILE_ENV`, else under ``$XDG_STATE_HOME``."""
+    """Return the file of this user's memo secret: `MEMO_KEY_FILE_ENV`, else ``memo.key`` in the cache folder.
+
+    The cache folder (`core.paths.cache_dir`, ``data/cache`` or ``COMPACTION_LAB_CACHE``) is never a sweep's:
+    deleting it only makes the memo folders' entries untrusted, computed again.
+    """
     given = os.environ.get(MEMO_KEY_FILE_ENV)
-    if given:
-        return Path(given).expanduser()
-    state = os.environ.get("XDG_STATE_HOME") or str(Path("~/.local/state").expanduser())
-    return Path(state) / "compaction-lab" / "memo.key"
+    return Path(given).expanduser() if given else paths.cache_dir() / "memo.key"
 
 
 _SECRETS: dict[str, bytes] = {}
