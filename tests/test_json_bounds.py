@@ -60,11 +60,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("store/checkpoints.py", "CheckpointStore._row"): "checkpoint rows the suite wrote (projections, receipts)",
     ("run/plan.py", "Plan.as_dict"): "DataFrame.to_json output read straight back",
     ("run/kernel.py", "warm_code"): "a notebook the package ships",
-    ("inspect/tasks.py", "run_parameters"): "run.json, written by the suite",
-    ("report/render.py", "build_index"): "run.json, written by the suite",
-    ("report/share.py", "_stats_parameters"): "run.json, written by the suite",
-    ("report/share.py", "exam_block"): "the question pool counts notebook 03 wrote",
-    ("report/share.py", "run_facts"): "run.json, written by the suite",
 }
 
 

@@ -52,7 +52,7 @@ from inspect_ai.solver import Generate, Solver, TaskState, solver
 from inspect_ai.tool import ToolDef, ToolParams
 
 from compaction_lab import strategies
-from compaction_lab.core import runfolder
+from compaction_lab.core import bounded_json, runfolder
 from compaction_lab.core.projection import Projection
 from compaction_lab.core.tokens import seed_tiktoken_cache
 from compaction_lab.exam import continuation as continuation_mod
@@ -92,7 +92,7 @@ def run_parameters(run_dir: Path, notebook: str = CLOSED_NOTEBOOK) -> dict[str, 
     path = Path(run_dir) / runfolder.RUN_JSON
     if not path.is_file():
         raise FileNotFoundError(f"{run_dir}: not a run folder (no {runfolder.RUN_JSON})")
-    info = json.loads(path.read_text(encoding="utf-8"))
+    info = bounded_json.load_file(path)
     for nb in info.get("notebooks") or []:
         if nb.get("notebook") == notebook and nb.get("parameters"):
             return dict(nb["parameters"])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import urllib.parse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,7 +11,7 @@ import pandas as pd
 from nbconvert import HTMLExporter
 
 from compaction_lab import __version__
-from compaction_lab.core import runfolder
+from compaction_lab.core import bounded_json, runfolder
 from compaction_lab.report import charts, share
 
 if TYPE_CHECKING:
@@ -62,7 +61,7 @@ def build_index(
     from compaction_lab.exam import cases as exam_cases
 
     run_dir = Path(run_dir)
-    info = json.loads((run_dir / runfolder.RUN_JSON).read_text(encoding="utf-8"))
+    info = bounded_json.load_file(run_dir / runfolder.RUN_JSON)
     saved = runfolder.table_path(run_dir, share.HEADLINE)
     head = (
         pd.read_parquet(saved)

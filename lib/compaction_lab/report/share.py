@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from compaction_lab.core import runfolder
+from compaction_lab.core import bounded_json, runfolder
 from compaction_lab.exam import cases as exam_cases
 from compaction_lab.exam import imported, stats
 from compaction_lab.report.figures import run_figures
@@ -491,7 +491,7 @@ def _stats_parameters(run_dir: Path) -> tuple[int, int]:
     path = Path(run_dir) / runfolder.RUN_JSON
     params: Mapping[str, Any] = {}
     if path.is_file():
-        params = json.loads(path.read_text(encoding="utf-8")).get("parameters") or {}
+        params = bounded_json.load_file(path).get("parameters") or {}
     return int(params.get("n_boot", 2000)), int(params.get("stats_seed", 7))
 
 
@@ -785,7 +785,7 @@ def exam_block(run_dir: Path) -> ExamBlock | None:
             lines.append(f"No questions from {r.session_id}: {r.reason}")
     pool_path = run_dir / exam_cases.POOL_FILE
     if pool_path.is_file():
-        pool = json.loads(pool_path.read_text(encoding="utf-8"))
+        pool = bounded_json.load_file(pool_path)
         total = sum(int(v) for v in pool.values())
         if total:
             mix = ", ".join(f"{k} {int(v) / total:.0%}" for k, v in pool.items())
@@ -926,7 +926,7 @@ def run_facts(run_dir: Path) -> pd.DataFrame:
         return pd.DataFrame(
             {"what": ["run.json"], "value": ["missing: this folder was not made by compaction-lab run"]}
         )
-    info: Mapping[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    info: Mapping[str, Any] = bounded_json.load_file(path)
     rows = [
         ("run", info.get("run")),
         ("profile", info.get("profile")),
