@@ -40,6 +40,9 @@ SAMPLES = [
     # pi's session folders wrap the encoded cwd in two more dashes (issue 26 item 8)
     ("encoded-home-user", "/x/.pi/agent/sessions/--Users-zedquux-workspaces-pi-mono--/2025.jsonl", "zedquux"),
     ("encoded-home-user", "sessions/--home-zedquux-proj--", "zedquux"),
+    # SWE-agent writes a path as one name, '/' -> '__' (issue 45: the user name survived it)
+    ("encoded-home-user", "cd /__Users__zedquux__work__repo && ls", "zedquux"),
+    ("encoded-home-user", '"repo_path": "__home__zed_quux__proj"', "zed_quux"),
 ]
 
 NEAR_MISSES = [
@@ -57,6 +60,7 @@ NEAR_MISSES = [
     "https://example.com/home/index and https://host:8080/path",
     "-----BEGIN PUBLIC KEY-----",
     "projects/-home-Shared-x and my-home-page and -root-proj and x-Users-y",
+    "__init__ and __Users__Shared__x and my__home__page and __main__",
 ]
 
 

@@ -233,3 +233,32 @@ def test_the_log_authors_account_name_is_masked_wherever_the_session_shows_it_ba
     generic = Session(id=s.id, source_format="pi", metadata={"cwd": "/home/ubuntu/x"}, records=s.records)
     assert "ubuntu" not in {m for r in on.session(generic).records for m in r.text.split()}
     assert on.session(generic).records[0].text == s.records[0].text
+
+
+def test_a_swe_agent_home_encoded_with_underscores_is_learned_and_masked_everywhere(on):
+    """Issue 45: a SWE-agent session named its author's home as ``/__Users__<name>__…`` (each '/' -> '__') and
+    the name survived in its records and the archive. The encoded segment is masked, and the name it tells is
+    learned, so a bare mention in the same session is masked too."""
+    from compaction_lab.core.session import Session
+
+    s = make_session(
+        [
+            ("tool_call", "bash cd /__Users__qorvex__work__repo && git log"),
+            ("tool_output", "Author: qorvex <dev@example.org>; see github.com/qorvex/repo; qorvexx is someone else"),
+        ]
+    )
+    s = Session(
+        id=s.id,
+        source_format="swe_agent",
+        source_path="/r/trajectories/__Users__qorvex__work__repo/t.traj",
+        metadata={"repo": "/__Users__qorvex__work__repo"},
+        records=s.records,
+    )
+    out = on.session(s)
+    blob = out.to_jsonl()
+    assert b"qorvex " not in blob and b"qorvex/" not in blob and b"qorvex_" not in blob
+    assert "__Users__[REDACTED:encoded-home-user]__work__repo" in out.records[0].text
+    assert "qorvexx" in out.records[1].text  # whole words only
+    assert "qorvex" not in (out.source_path or "") and "qorvex" not in str(out.metadata)
+    # The negative control: without the home patterns the name is there.
+    assert b"qorvex" in Redactor(patterns=()).session(s).to_jsonl()

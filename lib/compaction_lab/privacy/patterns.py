@@ -67,8 +67,10 @@ that is not part of a longer token):
 ``encoded-home-user``
     The user-name segment of a path encoded as a folder name, as Claude Code
     names its project folders (``~/.claude/projects/-home-alice-proj``,
-    ``-Users-alice-proj``, ``C--Users-alice-proj``): the segment after
-    ``-home-`` / ``-Users-`` up to the next ``-``. The encoding turns every
+    ``-Users-alice-proj``, ``C--Users-alice-proj``), or as SWE-agent writes
+    a path as one name (``/__Users__alice__proj``): the segment after
+    ``-home-`` / ``-Users-`` up to the next ``-`` (after ``__home__`` /
+    ``__Users__`` up to the next ``__``). The encoding turns every
     non-alphanumeric character into ``-``, so a name such as ``jo-ann``
     cannot be told from the path after it; `Redactor.session` masks the
     whole encoded name when the session's own metadata (its ``cwd``) names
@@ -310,13 +312,16 @@ DEFAULT_PATTERNS: tuple[Pattern, ...] = (
         # character turned into '-': /home/alice/proj -> -home-alice-proj; pi wraps the same
         # encoding in two more dashes: --home-alice-proj--. The folder leads the name (or
         # follows C- on Windows), so the lead is checked behind.
-        r"(?:^|(?<=[/\\])|(?<=^[A-Za-z]-)|(?<=[/\\][A-Za-z]-))-?-(?:home|Users)-"
-        r"(?!(?:Shared|Public|Guest)(?![A-Za-z0-9_]))(?!\[REDACTED:)"
-        r"(?P<secret>[A-Za-z0-9_]+)(?=[-/\\.]|$)",
+        # SWE-agent writes a path as one folder name with each '/' turned into '__':
+        # /Users/alice/proj -> __Users__alice__proj (its segment ends at the next '__').
+        r"(?:(?:^|(?<=[/\\])|(?<=^[A-Za-z]-)|(?<=[/\\][A-Za-z]-))-?-(?:home|Users)-"
+        r"|(?:^|(?<=[/\\\s\"'=:]))__(?:home|Users)__)"
+        r"(?!(?:Shared|Public|Guest)(?![A-Za-z0-9]))(?!\[REDACTED:)"
+        r"(?P<secret>[A-Za-z0-9_]+?)(?=__|[-/\\.]|$)",
         "the user-name segment of a cwd encoded as a folder name (Claude Code's "
-        "~/.claude/projects/-home-<user>-proj, pi's sessions/--home-<user>-proj--); see Redactor.session for "
-        "names holding '-'",
-        needles=("-home-", "-Users-"),
+        "~/.claude/projects/-home-<user>-proj, pi's sessions/--home-<user>-proj--, SWE-agent's "
+        "/__Users__<user>__proj); see Redactor.session for names holding '-'",
+        needles=("-home-", "-Users-", "__home__", "__Users__"),
     ),
 )
 
