@@ -590,7 +590,10 @@ def open_engine(
             processes=True,
             dashboard_address="127.0.0.1:0",
             host="127.0.0.1",
-            silence_logs=logging.ERROR,
+            # Dask's own records stay quiet, errors too: a task's failure reaches the client as its exception,
+            # and what a worker logs while a stop tears the cluster down (a heartbeat to a scheduler already
+            # closed, when Ctrl-C reached the client alone) is the stop itself, told in one line.
+            silence_logs=logging.CRITICAL,
             # Each worker process runs `dask_setup` from this module (Dask's preload mechanism).
             preload=[__name__],
         )
