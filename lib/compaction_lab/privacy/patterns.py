@@ -1,100 +1,12 @@
-r"""The pattern catalogue: what redaction recognises as a secret or personal data, and how a profile adds to it.
+"""The pattern catalogue: what redaction recognises as a secret or personal data, and how a profile adds to it.
 
 Each `Pattern` names one kind of secret; the span it matches is replaced by
 ``[REDACTED:<pattern name>]`` (`marker`). `DEFAULT_PATTERNS` is the built-in
-catalogue, `user_patterns` adds the running account, `load_patterns` a YAML file.
+catalogue (applied in order), `user_patterns` adds the running account
+(`GENERIC_ACCOUNTS` are skipped), `load_patterns` a YAML file (profile
+parameter ``redact_patterns``). `URL_USERINFO` masks URL credentials in every run.
 
-What is masked
---------------
-With redaction on, these patterns are applied in this order (each masks the
-whole match unless noted; "token" means a run of letters, digits, ``_``/``-``
-that is not part of a longer token):
-
-``env-secret`` (always, also with redaction off)
-    The exact value of every secret-looking environment variable.
-``url-userinfo`` (always, also with redaction off; `URL_USERINFO`)
-    The whole userinfo of a URL: ``https://user:pass@host`` ->
-    ``https://[REDACTED:url-userinfo]@host``, for ``http``/``https`` URLs
-    whatever it holds (a token as user name is a credential too), for other
-    schemes only when it holds a password (``ssh://git@host`` stays).
-    ``https://***@host``, the form `compaction_lab.privacy.secrets.mask_url`
-    shows, is left as it is.
-``private-key``
-    PEM private key blocks (``-----BEGIN ... PRIVATE KEY-----`` to the
-    matching END line, or the base64 lines after a BEGIN line when the END
-    was cut off).
-``jwt``
-    JSON Web Tokens: ``eyJ...`` header, ``.eyJ...`` payload, ``.`` signature.
-``anthropic-key``
-    ``sk-ant-`` followed by at least 20 key characters.
-``openai-key``
-    ``sk-`` (including ``sk-proj-``, ``sk-svcacct-``) followed by at least 20
-    key characters containing a digit or capital letter, so kebab-case words
-    such as ``sk-learn`` never match.
-``github-token``
-    ``ghp_``, ``gho_``, ``ghs_``, ``ghu_``, ``ghr_`` + 30 or more
-    characters, and fine-grained ``github_pat_`` tokens.
-``aws-access-key-id``
-    ``AKIA`` / ``ASIA`` + 16 capitals or digits.
-``slack-token``
-    ``xoxa-``, ``xoxb-``, ``xoxe-``, ``xoxp-``, ``xoxr-``, ``xoxs-`` tokens.
-``google-api-key``
-    ``AIza`` + 35 key characters.
-``bearer-token``
-    The token after ``Bearer`` (the word ``Bearer`` is kept): 8+ token
-    characters with a digit, or any 20+, so "bearer authentication" stays.
-``basic-auth``
-    The credentials after ``Authorization: Basic``.
-``url-password``
-    The password in ``scheme://user:password@host`` (the user is kept).
-``secret-assignment``
-    The value (8+ characters) assigned to a key whose name ends in
-    ``api_key``, ``apikey``, ``access_key``, ``private_key``, ``secret_key``,
-    ``secret``, ``token``, ``password``, ``passwd`` or ``passphrase``, with
-    ``=``, ``:``, ``:=`` or ``=>``: ``api_key=...``, ``"password": "..."``,
-    ``GITHUB_TOKEN: ...``. The key is kept. Quoted values are always masked;
-    unquoted ones only when they are not code (``os.environ[...]``,
-    ``settings.API_KEY``, ``getpass()``), not a placeholder (``$VAR``,
-    ``<your-key>``, ``{{ ... }}``) and contain a digit, a capital or a symbol.
-    Key names such as ``max_tokens`` or ``tokenizer`` do not count.
-``email``
-    E-mail addresses (``git@host`` SSH remotes excepted).
-``home-user``
-    The user-name segment of ``/home/<user>``, ``/Users/<user>`` (macOS) and
-    ``C:\Users\<user>``; the rest of the path stays readable:
-    ``/home/[REDACTED:home-user]/proj/x.py``. ``/root``, ``/tmp`` and shared
-    folders (``/Users/Shared``, ``C:\Users\Public``) are left alone.
-``encoded-home-user``
-    The user-name segment of a path encoded as a folder name, as Claude Code
-    names its project folders (``~/.claude/projects/-home-alice-proj``,
-    ``-Users-alice-proj``, ``C--Users-alice-proj``), or as SWE-agent writes
-    a path as one name (``/__Users__alice__proj``): the segment after
-    ``-home-`` / ``-Users-`` up to the next ``-`` (after ``__home__`` /
-    ``__Users__`` up to the next ``__``). The encoding turns every
-    non-alphanumeric character into ``-``, so a name such as ``jo-ann``
-    cannot be told from the path after it; `Redactor.session` masks the
-    whole encoded name when the session's own metadata (its ``cwd``) names
-    the home directory.
-
-and two patterns built at call time from the running account (`user_patterns`),
-when its name is longer than two characters and not a generic account
-(``root``, ``ubuntu``, ``runner``, ... see `GENERIC_ACCOUNTS`):
-
-``home-dir``
-    The last segment of the actual home directory, wherever it lives
-    (``/srv/alice`` -> ``/srv/[REDACTED:home-dir]``).
-``user-name``
-    The login name as a whole word (case-sensitive), e.g. in
-    ``alice@laptop`` prompts or ``-home-alice-proj`` folder names.
-
-Extending
----------
-A YAML file (profile parameter ``redact_patterns``) adds patterns: a list of
-``{name, regex, description}`` mappings (or ``{patterns: [...]}``). A regex
-with a named group ``secret`` masks only that group. Reusing a default
-pattern's name replaces it; ``enabled: false`` drops it::
-
-
+Design (every pattern, what it matches, how to extend): docs/architecture.md#redaction-patterns
 """
 
 from __future__ import annotations
