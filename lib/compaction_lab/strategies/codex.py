@@ -1,166 +1,19 @@
 """Codex (openai/codex, local compaction path): keep real user messages, drop the rest, add a summary.
 
-Pinned to Codex's *local* compaction path (its hosted remote compaction needs
-the vendor backend) as read at openai/codex commit
-``e06dd0e5d5694c24968bf49b62466cdedae04aaa`` (``codex-rs/core/src/compact.rs``,
-``codex-rs/core/src/context_manager/history.rs``), with the truncation helpers
-of ``codex-rs/utils/string/src/truncate.rs`` @ ``b24d7f3c9a1acadc145019747224f7312bc9b3b4``
-and the rollout replay of ``codex-rs/core/src/codex/rollout_reconstruction.rs``
-@ ``023cedaa25c056edf87e8be2c04190c84c67f966`` (rule -> upstream file:line ->
-function: ``strategies/UPSTREAM.md``). The rules, as ``docs/strategies.md`` states them:
+Reproduces Codex's *local* compaction (its hosted remote one needs the vendor backend), pinned at
+openai/codex ``e06dd0e5d5694c24968bf49b62466cdedae04aaa``. Triggers at 90% of the window
+(`codex_trigger`); the next request keeps system and tools, the real user messages of the live
+history within a 20,000-token budget, the summary as a user message and the re-injected initial
+context; everything else is dropped.
 
-Trigger
-    `codex_trigger`: 90% of the window (auto-compact limit), hard cap 95%.
+Key names: `CodexStrategy` (`CodexStrategy.prompts` returns the prompt texts in use),
+`live_history` (the rollout replay, record-time truncation, opaque remote summaries),
+`request_messages`, `encrypted_item_tokens`, `SUMMARY_PREFIX`, `COMPACT_INSTRUCTION`.
+Params: ``truncation_policy``, ``user_budget_tokens``, ``compaction_phase``, ``fit_window``,
+``summary_tokens``, ``summary_tools``, ``on_failure``, ``prompt_file``, ``summary_prefix_file``.
 
-Estimator (``bytes/4``)
-    ``ceil(UTF-8 bytes / 4)`` per item. Upstream sizes an item by its
-    serialized JSON; we size a record (and a chat message) by its *text*, the
-    only form a `Record` keeps, so our estimate is a few tokens lower per item
-    (no JSON keys / quoting).
-
-Live history (`live_history`)
-    What Codex summarises and what it picks user messages from is its *live*
-    history, not the raw journal. We rebuild it as upstream's rollout replay
-    does, walking the records before the cut in order:
-
-    * a record is recorded into the history; a ``tool_output`` is middle-
-      truncated first, as ``ContextManager::process_item`` does at record
-      time, to the model's truncation policy times 1.2 (param
-      ``truncation_policy``: ``"bytes:10000"`` -- the fallback model family's
-      policy, default -- ``"tokens:10000"`` for the ``*-codex`` families, or
-      ``"none"``). Bytes policies cut to a byte budget with the marker
-      ``…N chars truncated…`` (N = removed characters); token policies cut to
-      ``4 x tokens`` bytes with ``…N tokens truncated…`` (N = ceil of the
-      bytes over budget / 4). Head and tail are half the budget each, cut on
-      character boundaries, the marker inline between them;
-    * a ``summary`` record is an earlier compaction: when the session's
-      metadata recorded Codex's ``replacement_history`` for it
-      (``metadata["compactions"][i]["replacement_history"]``, messages as
-      ``{type, role, text, injected}``), the history is *replaced* by it;
-      otherwise the history is rebuilt as ``build_compacted_history`` does --
-      initial context, the real user messages collected from the history so
-      far (20,000-token rule below), and the summary message (``(no summary
-      available)`` when the recorded message is empty, as upstream's
-      ``build_compacted_history_with_limit`` writes then). A Codex
-      rollout's summary text is Codex's own ``compacted.message`` (prefix
-      included). Rule for sessions from *another* agent (Claude Code, pi,
-      OpenCode, ...): their recorded compaction is treated as a Codex summary
-      message -- our `SUMMARY_PREFIX`, a newline, the recorded summary -- and
-      rebuilt the same way (other agents' kept tails are not carried over);
-    * a *remote* compaction (Codex with an OpenAI provider: the server
-      compacts, ``compact_remote.rs``) records an empty ``message`` and a
-      replacement history holding an encrypted ``compaction`` item the server
-      decrypts for the model. That item stays in the live history as an
-      *opaque* summary (`Item.opaque_tokens`): the model reads it, we cannot.
-      Its size is Codex's own estimate for encrypted items
-      (`encrypted_item_tokens`: ``len(encrypted_content) x 3/4 - 650`` bytes,
-      then ``ceil(bytes / 4)``). It is sized in the summary request's fit but
-      sends no text (upstream sends the encrypted item), and a local
-      compaction drops it, as upstream's (user messages + summary only) does;
-    * a ``system`` record equal to the base instructions is not an item (it
-      is the request's instructions).
-
-Projection (next request)
-    1. ``system`` and ``tools`` segments first: base instructions and tools.
-    2. Real user messages of the live history (``collect_user_messages``):
-       user items that are not injected context (``core.text.is_injected``:
-       ``# AGENTS.md instructions``, ``<environment_context>``, ...) and not a
-       summary message (our prefix, Codex's own prefix, or a recorded
-       compaction's text).
-    3. Walked newest -> oldest with a 20,000-token budget (param
-       ``user_budget_tokens``): a message is kept whole while it fits; the
-       first that does not fit is kept middle-truncated to the remaining
-       budget with the token policy above (marker inline in its text) and the
-       walk stops (it also stops when the budget is used up exactly).
-       Chronological order is restored. **One segment per upstream item**:
-       each whole message is a ``user_original`` segment; the truncated one is
-       one ``omitted_marker`` segment (authored: head + marker + tail) with the
-       message's entry id. A kept message that came from a recorded
-       replacement history and is not verbatim in the journal is an
-       ``omitted_marker`` segment too, carrying the compaction's entry id.
-    4. The summary as its own **user-role** ``summary`` segment:
-       `SUMMARY_PREFIX`, a newline, then the model's answer as it came
-       (upstream: the prefix, a newline and ``summary_suffix``, the last
-       assistant message or ``""``). An empty answer gives
-       the prefix and the newline alone (label ``summary (empty answer)``):
-       upstream's ``(no summary available)`` only replaces an empty
-       *summary_text*, which the prefix never is.
-    5. The initial context is re-injected (``system`` segments, one per
-       item, role ``system`` for developer messages and ``user`` for
-       AGENTS.md / environment context, label ``re-injected initial
-       context``). Initial context = the session's opening block of context
-       items (developer messages other than the base instructions and
-       injected user messages before the first other record). Where it goes
-       depends on when the compaction runs (param ``compaction_phase``):
-       ``mid_turn`` (``InitialContextInjection::BeforeLastUserMessage``):
-       just before the last kept real user message (before the summary when
-       none is kept); ``pre_turn`` (``DoNotInject``; the next regular turn
-       re-injects the full context after the compacted history): after the
-       summary. ``auto`` (default): ``pre_turn`` when the cut is at the
-       session's end or at a real user message (a new turn starts), else
-       ``mid_turn`` (the agent loop is inside a turn).
-    6. Assistant messages, reasoning, tool calls and tool outputs are dropped.
-
-    Decision where the spec is silent: if the window is so small that the
-    20,000-token budget plus system, tools, initial context and summary would
-    overflow the auto-compact limit, the user budget is lowered to the room
-    left (param ``fit_window``, default True; set False for the unclamped
-    upstream rule). With the defaults (128k window) the clamp never binds.
-
-Summary request (shape ``history+instruction``)
-    System = the session's base instructions (``ctx.shape.system_prompt``), no
-    tool definitions, messages = the live history before the cut as chat
-    messages, one per upstream item (`request_messages`: the message boundary
-    rule of `Projection.messages`, blocks of one entry joined) plus
-    `COMPACT_INSTRUCTION` as a separate, final user message; template
-    ``codex-handoff``. If the request would overflow (fit rule below) the
-    oldest history item is dropped (with its tool call / output partner, as
-    upstream's ``remove_first_item`` does) and the request retried; we
-    compute the fitting request directly and record the number of dropped
-    items in ``notes["request_dropped_items"]``.
-
-    Fit rule. Upstream checks nothing before sending: the server answers a
-    request over the model's context window with ``ContextWindowExceeded``
-    and Codex drops the oldest item and retries (``compact.rs``); with one
-    item left it gives up. Codex sends no output cap, so the server's
-    overflow concerns the *input*: our limit is the window (the model's input
-    limit, ``ctx.input_limit``, when it declares one below it). The answer
-    then has what the window leaves: ``max_output_tokens`` is the model's own
-    output limit -- the profile's output ceiling O -- or less when the input
-    leaves less than O of the window (``notes["request_answer_room"]``).
-    Param ``summary_tokens`` (no default) overrides O as the cap, never above
-    it. Our estimate is bytes/4 of item texts, upstream's is the server's
-    count: near the window the two may disagree by a few percent.
-
-    Upstream's local request carries **no tool definitions** while every
-    regular turn does, so under a prefix cache it shares only the base
-    instructions with the session's previous request (reported upstream as
-    openai/codex#37305: the whole window re-billed uncached on every
-    compaction). Param ``summary_tools`` (default False, faithful) set True
-    sends the session's tool definitions with the request instead -- the fix
-    that issue proposes, and what Codex's remote path sends -- so the cost
-    notebook can show what the omission costs. It changes nothing but the
-    request's ``tools``.
-
-On summary failure (param ``on_failure``)
-    When the summary call fails -- the summarizer is unavailable or raises, or
-    the request does not fit even with every history item dropped -- Codex's
-    compact task returns the error and leaves the history as it was
-    (``compact.rs``: ``return Err(e)`` before ``replace_history``).
-    ``"upstream"`` (default): the projection is that unchanged history, the
-    next request Codex would send without compacting -- system, tools and the
-    live history above, one segment per item (record-time truncation
-    applied; an opaque summary stays opaque) -- with
-    ``notes["compaction_failed"]`` giving the reason, no new summary segment,
-    the receipt (``fallback=True``) and the summary request kept. It may
-    exceed the window: the exam flags it. ``"placeholder"``: the lab's older,
-    non-upstream behaviour -- compact anyway around the summary ``(no
-    summary available)`` (label ``no summary available``).
-
-Prompts are our own paraphrases of the upstream instructions; point params
-``prompt_file`` (instruction) and ``summary_prefix_file`` at files holding the
-exact upstream text to use it instead. `CodexStrategy.prompts` returns the
-texts in use (for ``verify`` fingerprints).
+Design (every rule, the decisions where upstream is silent): docs/strategies.md#codex;
+rule -> upstream file:line: strategies/UPSTREAM.md.
 """
 
 from __future__ import annotations

@@ -1,118 +1,18 @@
 """FutureOS (the seed's design): ``futureos-deterministic`` and ``futureos-summarized``.
 
-Trigger (before every model step, `trigger.futureos_trigger`)::
+Originals first: user text is always kept, the remaining room goes to assistant originals
+(demoted ones become markers naming every entry id, never a summary), tool traffic becomes the
+evidence index (`evidence`), and a recent tail is kept verbatim. ``futureos-summarized`` adds one
+handoff summary (`HANDOFF_INSTRUCTION`) and falls back to the deterministic projection when the
+summarizer fails. Sizes use the report tokenizer; the trigger is `trigger.futureos_trigger`, the
+budgets `trigger.futureos_budgets`, and ``Projection.capacity`` is the trigger's ``effective``.
 
-    economic  = floor(W * 0.8)
-    margin    = min(2048, W // 16)
-    effective = min(economic, W - O - margin)
+Key names: `raised_history`, `tail_boundaries`, `marker_entry_ids`, `_marker_costs`,
+`STAND_IN_LABEL`; versions ``deterministic-2`` / ``summarized-2``.
 
-A projection is, in order: system, tools, a header naming the
-algorithm_version and what was omitted, the head items in chronological order
-(user originals, assistant originals, demotion markers), the tool-evidence
-index (`evidence`), the handoff summary (summarized only) and the recent tail.
-Sizes are decided with FutureOS's own estimator, the report tokenizer
-(tiktoken), and ``Projection.capacity`` is the trigger's ``effective``.
-
-Rules (see ``docs/strategies.md`` "FutureOS"), and the decisions taken where it is silent:
-
-Budgets
-    `trigger.futureos_budgets` with the parameters ``tail_tokens`` (8,192),
-    ``history_target`` (32,768), ``history_max`` (131,072), ``evidence_tokens``
-    (2,048) and ``summary_tokens`` (4,096; 0 for deterministic).
-    The history raise (spec: "history target ≈ 32,768 tokens, may be raised up
-    to 131,072, never past real capacity"; seed report, "How our compaction
-    works": "about 32K (up to 128K, never past real capacity)"): the head is
-    first selected within the target; when that demotes assistant originals,
-    it is selected again within `raised_history` = ``min(history_max,
-    capacity)`` where ``capacity = effective − system − tools − tail − evidence
-    − summary − margin``, and the raised selection is committed when it keeps an
-    assistant original the target demoted. The selection only adds originals,
-    so the history takes what they need, not the whole raised room.
-    ``notes["history_raised"]``, ``notes["budgets"]["history"]`` (the room in
-    effect) and ``notes["history_used"]`` (header + head items) record it.
-    ``history_max = history_target`` turns the raise off (the ``-1`` behaviour).
-    *Decision* (small windows): when the window is so small that
-    ``effective - system - tools - margin`` cannot hold tail + evidence +
-    summary + history target, all four are scaled
-    down by the same factor (``notes["budgets"]["scale"]``), so the projection
-    still fits; without this the fixed 8,192-token tail alone would overflow a
-    16k window. When the window cannot even hold the system prompt, the tools,
-    the header and the demotion markers with the ids they must name, the
-    projection is still built and ``notes["overflow"]`` says so; otherwise
-    every size is counted before committing and the projection fits
-    ``effective``.
-
-Recent tail
-    Walking back from the cut, whole records are kept verbatim (segment kind
-    ``tail``) while they fit ``tail_tokens``. The tail may only start at a
-    boundary no call/output pair straddles (`tail_boundaries`), so a tool output
-    and its call are in the tail together or not at all. When even the last
-    such unit is larger than the tail, its records share the tail budget
-    (smallest first, water-filling): records that fit their share stay verbatim
-    (``tail``), the others keep a head and a tail excerpt around an explicit
-    marker "[… N tokens omitted from entry X — retrievable with history get X …]"
-    in an ``omitted_marker`` segment (authored), so every ``tail`` segment stays
-    verbatim. System records are not copied into the tail (the system segment
-    carries the session's system prompt); injected user text in the tail is kept
-    verbatim, as the model last saw it.
-
-Head (the history before the tail)
-    1. Every non-injected user record is kept verbatim (``user_original``),
-       even past the history target, up to the real capacity
-       (``budgets.capacity``). *Decision* for the pathological case where the
-       user's own text exceeds it: the OLDEST user originals are demoted with a
-       labelled "[user message omitted / not summarised …]" marker and listed in
-       ``notes["user_demoted"]``; while any user text is demoted, no assistant
-       original takes room that user text could use.
-    2. The rest of the history budget goes to assistant originals (assistant and
-       reasoning records, and earlier ``summary`` records from a prior
-       compaction, which are treated like assistant originals), newest first;
-       one that does not fit is demoted and later (older) ones are still tried.
-       Demoted records are replaced by a one-line marker "[assistant output
-       omitted / not summarised — entry E, N tokens; retrievable: history get E]"
-       (``omitted_marker``), never by a summary. *Decision*: adjacent demoted
-       records become one marker "[K assistant outputs omitted / not summarised
-       — N tokens; retrievable: history get <entry>; entries: E1, E2, …]" that
-       names EVERY demoted entry id, in source order (ids are opaque, so no
-       range or ellipsis can stand for them: each one must be something the
-       model can pass to ``history get``; `marker_entry_ids` reads them back).
-       Merging keeps the per-marker frame to one per run; the ids themselves
-       cost what they cost. Marker sizes are counted in the selection (an upper
-       bound of the frame per run plus an upper bound per listed id,
-       `_marker_costs`), so markers never push the projection past capacity,
-       and an assistant original no larger than the room its id and marker
-       would take is kept.
-    3. Tool calls and outputs are replaced by the evidence index
-       (``evidence_index``, see `evidence`).
-    4. System records and injected user text are left out: the harness
-       regenerates them. Their entry ids are listed in ``notes["left_out"]``.
-
-Summarized
-    One request of shape ``prefix-shared``: system = the session's own system
-    prompt, tools = the call shape's tool definitions, messages = the records
-    before the cut as the agent sent them (`role_of`; `projection.chat_messages`:
-    the blocks of one entry joined, each entry and each tool result its own message; the system-prompt record
-    itself is the system, not a message), then `HANDOFF_INSTRUCTION` as the
-    final user message; template ``futureos-handoff``; ``max_output_tokens`` =
-    the summary budget less the segment's one-line prefix. The answer becomes one ``summary`` segment (role user:
-    harness-delivered context, like every authored segment here) after the
-    evidence index, labelled `STAND_IN_LABEL` when the summarizer is a stand-in,
-    cut to the summary budget if a summarizer overshoots.
-    *Fallback*: when the summarizer is unavailable (``none``), raises, or returns
-    an empty text, the deterministic projection is committed exactly as
-    ``futureos-deterministic`` computes it (its budgets: no summary reserve) with
-    ``algorithm_version = deterministic-2`` — the seed's "deterministic is also
-    the fallback" — and the receipt says ``fallback=True`` with the error; the
-    request that was attempted stays on the projection, and the header says so.
-
-Versions
-    ``deterministic-1`` / ``summarized-1``: the history held at the target;
-    merged markers named the first and last id of runs longer than three.
-    ``deterministic-2`` / ``summarized-2`` (issue 13 item 7): every demoted
-    entry id is named in the marker text, and the history raise above. There
-    is no upstream repository for FutureOS: the rules cite ``docs/strategies.md``
-    "FutureOS" and the seed report's "How our compaction works"
-    (``docs/reference/seed-compaction-report.txt``).
+Design (the rules F1–F12, the decisions where the spec is silent): docs/strategies.md "FutureOS"
+(#8-futureos--futureos-deterministic-futureos-summarized) and docs/strategies.md#futureos;
+no upstream repository (seed report: docs/reference/seed-compaction-report.txt).
 """
 
 from __future__ import annotations

@@ -1,138 +1,19 @@
 r"""OpenCode (sst/opencode): summarise the head, keep a verbatim tail of whole user turns.
 
-Pinned upstream (the rule -> upstream file:line -> function table is in
-``strategies/UPSTREAM.md``):
+Pinned at sst/opencode@3df4a25506fb5ef55e4a02142708448c07fa754a (``opencode_version: "1.18"``,
+default) or @31e22f65a23c498639b8cef24b90e6ae193cdcb6 (``"main"``, which adds the ``suffix``
+summary mode). Triggers at ``usable`` (`opencode_trigger`); the next request is system, tools,
+the "What did we do so far?" header, the summary as assistant text, the newest whole turns that
+fit ``opencode_tail_budget(usable)`` and a continue message. When the summary fails, OpenCode
+does not compact: the history is left as it was (``on_failure``).
 
-- ``opencode_version: "1.18"`` (default, the seed's pin, 1.18.x):
-  sst/opencode@3df4a25506fb5ef55e4a02142708448c07fa754a
-  ``packages/opencode/src/session/compaction.ts`` (no suffix mode yet).
-- ``opencode_version: "main"``: sst/opencode@31e22f65a23c498639b8cef24b90e6ae193cdcb6
-  (``compaction.ts``, ``overflow.ts``, ``packages/core/src/session/compaction.ts``,
-  ``packages/core/src/session/compaction-suffix.ts``).
+Key names: `OpenCodeStrategy` (`OpenCodeStrategy.prompts` returns the prompt texts in use),
+`group_messages`, `model_messages`, `recorded_tail_start`, `suffix_prompt`, `summary_cap`,
+`request_limit`, `unchanged_segments`, `SYSTEM_PROMPT`, `INSTRUCTIONS`, `MERGE_INSTRUCTIONS`,
+`TEMPLATE`, `EMPTY_SUMMARY`.
 
-The rules:
-
-Trigger
-    `opencode_trigger` (``overflow.ts`` ``usable``): ``usable = limit.input -
-    reserved`` when the model declares an input limit (``reserved =
-    min(20,000, maxOutput)``), else ``context - maxOutput`` (1.18) or
-    ``context - maxOutput - reserved`` (main); compact when usage >= usable.
-
-Estimator (``Token.estimate``: ``Math.round(length / 4)``)
-    The tail is sized per turn as OpenCode's ``estimate()`` does: the JSON of
-    the turn's *model messages* (``MessageV2.toModelMessages`` -> the AI SDK's
-    ``ModelMessage[]``, ``JSON.stringify``) / 4 -- not the records' text / 4.
-    `model_message` rebuilds each message's JSON: a user message
-    ``{"role":"user","content":[{"type":"text","text":…}]}``; an assistant
-    step ``{"role":"assistant","content":[text | reasoning | tool-call
-    {"type":"tool-call","toolCallId","toolName","input"}]}`` followed by
-    ``{"role":"tool","content":[{"type":"tool-result","toolCallId","toolName",
-    "output":{"type":"text"|"error-text","value":…}}]}``. Provider metadata
-    (absent from imported records) is not sent. A turn's size is the estimate
-    of the JSON *array* of its messages.
-
-Messages (OpenCode's unit)
-    Records are grouped into OpenCode messages (`group_messages`): each user
-    record starts a user message (consecutive user records of one entry are
-    one message); an assistant message is one step of the agent loop --
-    prose, reasoning and tool calls with their outputs -- and a new one starts
-    when an assistant-side record follows a tool output. A turn is a user
-    message and every message up to the next user message.
-
-Live history (``MessageV2.filterCompacted`` + ``completedCompactions``)
-    A session compacted before holds, per compaction, a user message with a
-    ``compaction`` part (imported as ``meta``; a user record "What did we do
-    so far?" right before a summary is read as the same) and the summary
-    (``summary`` record). Walking back from the newest record, the live
-    history stops at the latest summary, unless that compaction recorded a
-    ``tail_start`` (`recorded_tail_start`: ``session.metadata["compactions"]``
-    entries carrying ``tail_start_source_order`` or ``tail_start_entry_id``,
-    which the OpenCode importer writes from the compaction part's
-    ``tail_start_id``), in which case it runs back to that record -- the tail
-    the earlier compaction kept verbatim. Every compaction pair inside the
-    live history is hidden; the latest summary is the *previous summary*,
-    sent before the kept tail (``filterCompacted``'s reorder: compaction
-    message and summary, then the retained tail, then what followed).
-    Without a recorded tail start (summaries from other agents) nothing
-    before the latest summary is live, as upstream does for a compaction
-    without ``tail_start_id``.
-
-Prune (param ``prune``, default False as upstream)
-    Walking newest first from the end back to the latest summary, skipping
-    everything in the last 2 user turns, sum the estimates of completed tool
-    outputs (not errors, not the protected ``skill`` tool); once the sum
-    passes 40,000 (``prune_protect``) every further output is a candidate. If
-    the candidates total more than 20,000 (``prune_minimum``) they are
-    pruned: their text renders as ``[Old tool result content cleared]`` in
-    the transcript, in the tail (an ``omitted_marker`` segment with the
-    output's entry id) and in the tail's size.
-
-Projection (next request)
-    1. ``system`` and ``tools`` segments (the session's own shape is re-sent).
-    2. ``header``: the compaction user message, "What did we do so far?".
-    3. ``summary``: the summary as assistant text (an empty answer: the empty
-       template, every section "(none)", `EMPTY_SUMMARY`).
-    4. ``tail`` (``select``): newest whole turns whose estimates fit
-       ``opencode_tail_budget(usable)`` = ``min(15,000, max(2,000,
-       floor(usable / 4)))`` (param ``tail_tokens`` overrides). The first
-       turn that does not fit may be split (``splitTurn``): the earliest
-       later message whose suffix fits the remaining budget starts the tail.
-       No tail if nothing fits, **or if the tail would start at the first
-       live message** (``keep.start === 0``): then everything is summarised.
-       Param ``tail_turns`` (upstream ``compaction.tail_turns``, unset by
-       default) considers only the newest N turns; 0 means no tail.
-    5. ``continue`` (auto compaction, param ``auto`` default True): a synthetic
-       user message asking to continue or to ask for clarification.
-
-Summary request, ``prepend`` mode (shape ``dedicated``; both versions)
-    A dedicated summarisation system prompt (`SYSTEM_PROMPT`, the compaction
-    agent's), no tools, one user message (core ``buildPrompt``): the head
-    serialised per message (``serialize``: ``[User]: …``; ``[Assistant]: …``,
-    ``[Assistant reasoning]: …``, ``[Assistant tool call]: tool(json)`` with
-    its ``[Tool result]: …`` (cut at 2,000 characters + ``\n[truncated]``)
-    or ``[Tool error]: …`` right after it; parts joined by a newline,
-    messages by a blank line) inside ``<conversation>`` after a lead line;
-    then, with a previous summary, a ``<prior-summary>`` block **after** the
-    conversation and `MERGE_INSTRUCTIONS`; else `INSTRUCTIONS`; then the
-    `TEMPLATE`. Upstream sets no output cap on it, so the LLM layer's default
-    applies: ``max_output_tokens`` is the model's ``maxOutput`` =
-    min(output ceiling O, 32,000) (`summary_cap`; param ``summary_tokens``
-    lowers it, never raises it). ``notes["request_tokens_est"]`` /
-    ``notes["request_over_usable"]`` record its size.
-
-Summary request, ``suffix`` mode (``main`` only; param ``compaction_mode:
-"suffix"``, opt-in as upstream's ``compaction.mode``; shape ``suffix``)
-    The session's own request -- its system prompt, its tool definitions and
-    its live messages (a previous compaction as the "What did we do so far?"
-    user message + the summary, then the live records) -- with one user
-    message appended (`suffix_prompt`: summarise only what comes before the
-    first retained item, quoted as an anchor of at most 400 characters with
-    the retained message and turn counts, then the template), capped at
-    4,096 output tokens (``SUMMARY_OUTPUT_TOKENS``). It shares the session's
-    prefix, so a prefix cache serves it. If it does not fit ``usable`` with
-    a 4,096-token output (``fitsSuffix``) the ``prepend`` request is sent
-    instead and ``notes["suffix_fallback"] = "context"``.
-
-Summary failure (param ``on_failure``, default ``"upstream"``)
-    OpenCode does not compact when the summary call fails: the processor
-    stops (``processCompaction`` returns ``"stop"`` on a message error or a
-    context overflow) and the session keeps its history. So when the
-    summarizer is unavailable or raises, or the request is larger than the
-    provider accepts (`request_limit`: the declared input limit, else W less
-    the output cap -- the provider's context overflow; the request is sent,
-    as upstream sends it, and an answer to it is not used), the projection
-    is the next request as it was: system, tools, a previous compaction's
-    header and summary, the live records (`unchanged_segments`), no summary
-    and no continue message; ``notes["compaction_failed"]`` says why
-    (`base.COMPACTION_FAILED`) and the receipt is kept (fallback, error). It
-    may not fit the window (the exam flags it). ``on_failure="placeholder"``
-    is the lab's earlier, non-upstream behaviour: compact around the empty
-    template (`EMPTY_SUMMARY`), labelled "empty template (no summary)", with
-    no overflow check.
-
-Prompts are our own paraphrases; params ``system_prompt_file`` and
-``prompt_file`` (instructions + template) point at files with exact upstream
-text. `OpenCodeStrategy.prompts` returns the texts in use.
+Design (every rule, the decisions where upstream is silent): docs/strategies.md#opencode;
+rule -> upstream file:line: strategies/UPSTREAM.md.
 """
 
 from __future__ import annotations

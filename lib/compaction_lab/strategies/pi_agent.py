@@ -1,119 +1,18 @@
 r"""``pi`` — the pi coding agent's compaction (badlogic/pi-mono, ``packages/coding-agent``).
 
-Module ``pi_agent`` (not ``pi``, which is the importer's name); strategy name
-``pi``. Pinned at badlogic/pi-mono@83378aad7e74a0e2bb8f37c007a9685fb4609d8a
-(2026-03-15, v0.58.3 + 1). Every rule cites its upstream file and line in
-``strategies/UPSTREAM.md`` (section "pi"); the design is in ``docs/strategies.md``. Paths
-below are relative to ``packages/coding-agent/src/core/``.
+Module ``pi_agent`` (not ``pi``, which is the importer's name); strategy name ``pi`` (``pi-1``).
+Pinned at badlogic/pi-mono@83378aad7e74a0e2bb8f37c007a9685fb4609d8a. Triggers when the input
+passes ``W - reserve_tokens``; keeps the newest entries up to ``keep_recent_tokens`` verbatim
+after one user message holding the summary (a split turn's prefix summarised apart), with
+``<read-files>`` / ``<modified-files>`` lists appended.
 
-Rules (``pi-1``)
-----------------
-Settings (`RESERVE_TOKENS`, `KEEP_RECENT_TOKENS`; ``compaction/compaction.ts:114-118``,
-``settings-manager.ts:625-636``)
-    ``reserveTokens`` 16,384 and ``keepRecentTokens`` 20,000, parameters
-    ``reserve_tokens`` / ``keep_recent_tokens``; ``enabled`` (default True).
-Trigger (`PiStrategy.fires`; ``compaction.ts:212-215`` ``shouldCompact``)
-    ``contextTokens > contextWindow - reserveTokens`` (strict), the output
-    ceiling plays no part. Upstream counts the last assistant usage
-    (``agent-session.ts:1796-1818``); we are handed report tokens.
-Estimator (`estimate_entry`; ``compaction.ts:225-283`` ``estimateTokens``)
-    Per message, ``ceil(chars / 4)`` with JavaScript string lengths (UTF-16
-    units): user text; assistant text + thinking + for each tool call
-    ``name.length + JSON.stringify(arguments).length``; tool-result text;
-    bash command + output; summaries' text. (Images count 4,800 chars
-    upstream; the importer keeps no image blocks in tool results.)
-Entries (`session_entries`)
-    pi's unit is the session entry: records of one ``entry_id`` form one
-    message. Entry kinds: ``user``, ``custom`` (injected user / system text:
-    pi's ``custom`` message), ``assistant``, ``toolResult``, ``bash``
-    (``bashExecution``: a tool call and its output with ``call_id`` = the
-    entry id), ``branch`` (a summary record that is not a compaction:
-    ``branch_summary``), ``compaction`` and ``other`` (meta only:
-    ``model_change``, ``thinking_level_change``, labels ...).
-Cut point (`find_cut_point`; ``compaction.ts:292-438``)
-    Valid cut points: user, assistant, custom, bash and branch entries,
-    never a tool result. Walk back from the newest *message* entry summing
-    estimates; at the first entry where the sum reaches ``keepRecentTokens``
-    cut at the closest valid cut point at or after it (none reached: the
-    first valid cut point); then move the cut back over non-message entries
-    (stop at a message or a compaction). A cut not at a user message splits
-    a turn when a turn start (user, bash, branch) lies before it
-    (`find_turn_start`, ``compaction.ts:334-349``).
-Preparation (`prepare`; ``compaction.ts:601-681`` ``prepareCompaction``)
-    Nothing is done when the last entry is a compaction. The cut is searched
-    only after the latest compaction entry (``boundaryStart = prev + 1``);
-    the messages summarised run from there to the cut (to the turn start
-    when the turn is split); the split turn's prefix is summarised apart;
-    the previous compaction's summary is the ``previousSummary``. Entries a
-    previous compaction kept *before* its own entry are therefore neither
-    summarised nor kept again — upstream's behaviour at the pin, reproduced;
-    upstream fixed it later (earendil-works/pi#2608, ``compaction.ts`` @
-    00e68365: the search starts at the previous first kept entry): parameter
-    ``keep_previous_kept`` (default False, the pin).
-File lists (`file_operations`, `compute_file_lists`, `format_file_operations`;
-``compaction/utils.ts:29-82``, ``compaction.ts:41-69``)
-    Tool calls named ``read`` / ``write`` / ``edit`` with a string ``path``
-    argument; modified = written ∪ edited, read-only = read − modified, both
-    sorted; appended to the summary as ``<read-files>`` / ``<modified-files>``.
-    The previous compaction's lists come from its ``details`` upstream; the
-    importer does not keep ``details``, so we read them back from the tags
-    pi appended to the previous summary text (the same lists).
-Summary request (`PiStrategy.summary_request`; ``compaction.ts:520-577`` ``generateSummary``,
-``utils.ts:109-170``)
-    Shape ``dedicated``: pi's summarisation system prompt, no tools, one user
-    message ``<conversation>\n{serialized}\n</conversation>\n\n`` then
-    ``<previous-summary>\n…\n</previous-summary>\n\n`` when there is one,
-    then the initial or the update prompt. The conversation is flattened by
-    `serialize_conversation`: ``[User]:``, ``[Assistant thinking]:``,
-    ``[Assistant]:``, ``[Assistant tool calls]: name(k=json, …); …``,
-    ``[Tool result]:`` cut at 2,000 chars with ``[... N more characters
-    truncated]``; messages joined by a blank line. ``max_output_tokens`` =
-    ``floor(0.8 × reserveTokens)`` (13,107).
-Split turn (``compaction.ts:687-700, 730-747, 780-813``)
-    A second request of the same shape (turn-prefix prompt, ``floor(0.5 ×
-    reserveTokens)``); no history before the turn → ``No prior history.``;
-    merged as ``{history}\n\n---\n\n**Turn Context (split turn):**\n\n{prefix}``.
-Next request (`PiStrategy.compact`; ``session-manager.ts:308-415`` ``buildSessionContext``,
-``messages.ts:11-24, 148-195`` ``convertToLlm``)
-    System and tools, then one user message ``COMPACTION_SUMMARY_PREFIX +
-    summary + COMPACTION_SUMMARY_SUFFIX``, then the kept entries from
-    ``firstKeptEntryId`` to the cut, verbatim (branch summaries wrapped in
-    ``BRANCH_SUMMARY_PREFIX`` / ``_SUFFIX``). The wrappers are ``header``
-    segments of the summary's message; `Projection.messages` joins them with
-    a blank line, one newline more than upstream on each side of the summary.
-Live history (`live_history`)
-    ``buildSessionContext``: only the latest compaction counts; its summary
-    first, then the entries from its ``first_kept_entry_id`` (or, version-1
-    files, ``first_kept_entry_index`` → entry ``L{index+1}``) up to it, then
-    every entry after it. A foreign agent's recorded ``summary`` record is
-    read as a pi compaction that kept nothing before it.
+Key names: `PiStrategy` (`PiStrategy.fires`, `PiStrategy.summary_request`, `PiStrategy.compact`),
+`RESERVE_TOKENS`, `KEEP_RECENT_TOKENS`, `estimate_entry`, `session_entries`, `find_cut_point`,
+`find_turn_start`, `prepare`, `file_operations`, `compute_file_lists`, `format_file_operations`,
+`serialize_conversation`, `live_history`.
 
-Our decisions (documented parameters / limits)
-----------------------------------------------
-* Room: nothing goes past ``W - O``. When the kept entries leave too little
-  room for the summary (less than ``min(summary caps, (W - O - frame) / 2)``)
-  ``keepRecentTokens`` is halved until they do, and as a last resort nothing is
-  kept (``notes["keep_recent_used"]``, ``notes["keep_nothing"]``); a summary
-  longer than the room is cut. Upstream never checks (it assumes
-  ``W ≫ reserve + keep``).
-* Split turn: two requests; ``summary_request`` is the history request (the
-  prefix request when nothing precedes the turn), the receipt's text the
-  merged body and its token counts both calls'; the prefix request's
-  fingerprint is ``notes["turn_prefix_request"]``.
-* ``tokensBefore`` (notes only) is the chars/4 estimate: records carry no usage.
-* Failure: upstream aborts the compaction when the summary call fails; we
-  use the empty template (receipt ``fallback=True``), file lists appended.
-* Entries are read in file order (the importer keeps no ``parentId`` tree);
-  injected user text is pi's ``custom`` message (not a turn start).
-* bash executions (``!cmd``) stay a tool call and output in the next
-  request; in the summary request they are flattened with
-  ``bashExecutionToText``'s ``Ran `cmd``` form (exit code unknown).
-* Custom ``/compact`` instructions (``Additional focus:``) — parameter
-  ``custom_instructions``; ``reasoning: "high"`` for reasoning models and
-  extension hooks are not modelled.
-* Prompts are paraphrases with upstream's headings; ``system_prompt_file``,
-  ``prompt_file``, ``update_prompt_file``, ``turn_prefix_prompt_file`` point
-  at exact upstream text.
+Design (every rule with its upstream file:line, and our decisions): docs/strategies.md#pi_agent;
+rule -> upstream file:line: strategies/UPSTREAM.md (section "pi").
 """
 
 from __future__ import annotations
