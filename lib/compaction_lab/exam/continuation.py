@@ -1,46 +1,16 @@
 """The continuation exam: after a compaction, does the agent still hold what its next steps need.
 
-The closed book asks about facts; it measures *recognition*. Every session also records what the agent
-did next after any cut — its next tool calls and their arguments — and this exam grades a compaction
-against that recorded next step (notebook 07, after the open book).
+The closed book measures recognition; this exam (notebook 07) grades a compaction against what the
+agent really did next. The key (`ContinuationCase`) is the next ``continuation_k`` tool calls from the
+cut (`NextAction`) and the exact values in them (`Target`), each classified as ``needed``, ``in_tail``,
+``system`` or ``new``; only ``needed`` targets are scored. The offline grade, needed-next recall, is
+verbatim presence (a stand-in, `READER_LABEL`); decoy objects are listed for a model grade.
 
-The key (`ContinuationCase`)
-    For a case cut at ``c`` (the closed book's cases, and the recorded block's: each compaction an agent
-    logged), the next ``continuation_k`` tool calls from ``c`` on (`NextAction`: tool name, arguments as
-    canonical JSON) and the *targets* in them (`Target`): the exact values the probes' extractors find in
-    the call (`probes.candidates.extract`: paths, identifiers, numbers, ports), its URLs, its command's
-    head and the short literal values it passes (string arguments of one line). Each target is
-    classified by where it occurred before the cut, with the closed book's normalisation
-    (`grading.normalise`; a path also in its relative, absolute and ``@``-mention forms,
-    `probes.selection.path_forms`):
+Key names: `ContinuationExam` (its `tables`: ``exam_continuation``, ``continuation_targets``,
+``continuation_recall``, ``rediscovery``, ``rediscovery_compactions``), `ContinuationParams`,
+`ACTION_COLUMNS`, `TARGET_COLUMNS`.
 
-    ``needed``   in the covered part (before the case's ``tail_start``) and not in the region every arm
-                 keeps verbatim (the recent tail ``[tail_start, c)``; for a recorded case also the text the
-                 agent kept elsewhere) nor in the system prompt: the agent had seen it and needs it again —
-                 it can only come from memory. Only these are scored.
-    ``in_tail``  in the verbatim-kept region: every arm holds it; not scored.
-    ``system``   in the system prompt: every request carries it; not scored.
-    ``new``      nowhere before the cut: new exploration; not scored.
-
-The offline grade: needed-next recall (a labelled stand-in)
-    Per arm, the share of needed targets of the next K actions that the projection still holds — verbatim
-    presence after normalisation, as the verbatim reader decides (`READER_LABEL` says so in every table and
-    figure). It is a question mix chosen by what the agent really did next, not by a generator. It cannot
-    show whether a model would *use* what is held, nor credit a summary that paraphrases a value.
-
-Decoy actions
-    For a share of cases (``continuation_decoy_share``, seeded per case) the key also lists look-alike
-    objects that never existed (`probes.decoys.mutate` of a needed path or identifier, absent from the whole
-    session). A model's predicted call that targets one "acted on a hallucinated object"; offline nothing
-    can act, so decoy actions are not measured.
-
-Tables (`ContinuationExam.tables`)
-    ``exam_continuation`` one row per block × case × arm × next action (`ACTION_COLUMNS`);
-    ``continuation_targets`` one row per block × case × arm × needed target (`TARGET_COLUMNS`: the unit
-    the intervals resample); ``continuation_recall`` per block × arm, `stats.recall_table` over the
-    targets with sessions as the resampled unit, plus the model grade's rates (NaN offline);
-    ``rediscovery`` and ``rediscovery_compactions`` what real compactions cost the agents that made them
-    (`exam.rediscovery`).
+Design: docs/exams.md#8a-continuation-notebook-07 (the key, target statuses, grades, tables).
 """
 
 from __future__ import annotations

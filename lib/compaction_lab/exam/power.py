@@ -1,64 +1,14 @@
-r"""Several draws per question: recall intervals that know it, and whether a difference is resolvable.
+"""Several draws per question: recall intervals that know it, and whether a difference is resolvable.
 
-A model reader at a temperature above zero may answer the same question
-differently each time it is asked. With one answer per question (one draw)
-an arm's recall mixes two things: how much of the session the arm kept
-(question to question) and the reader's noise (draw to draw). Asking each
-question ``draws`` times separates them. The rows stay one per draw; this
-module treats them as nested: clusters (sessions, or cases) → questions →
-draws.
+A model reader above temperature zero may answer a question differently each time; asking each question
+``draws`` times separates what an arm kept (question to question) from the reader's noise (draw to
+draw). The rows stay one per draw, treated as nested: clusters (sessions, or cases) → questions → draws.
 
-Interval (`hierarchical_interval`)
-----------------------------------
-The pooled recall (correct draws / draws) with the union of
+Key names: `hierarchical_interval` (union of a hierarchical bootstrap, a cluster-robust t and
+Clopper–Pearson over the effective number of answers), `components`, `minimum_detectable_difference`,
+`pair_power` / `PairPower`, `power_table`, `draw_recall_table`, `question_consistency`.
 
-- a hierarchical bootstrap: clusters with replacement, then the drawn
-  clusters' questions with replacement, then each drawn question's
-  successes from Binomial(its draws, its share correct) (percentile
-  interval). Resampling every level over-states the variance a little
-  (Ren et al. 2010, "Nonparametric bootstrapping for hierarchical data"):
-  the interval errs wide, never narrow;
-- a cluster-robust t interval at the top level (the ratio estimator, its
-  linearised CR1 variance, G − 1 degrees of freedom): it holds where a
-  percentile bootstrap over few units is too narrow;
-- Clopper–Pearson over the *effective* number of answers: the draws
-  divided by their design effect 1 + (d̄ − 1)·ρ, ρ the share of the
-  variance that lies between questions (the beta quantiles take a
-  fractional count). Where ρ cannot be estimated (one draw, or every
-  answer alike) it is 1 and the questions count once each, so the interval
-  is never of zero width and never narrower than the questions alone could
-  settle: 20 questions answered right in all of 3 draws give [0.83, 1],
-  not the [0.94, 1] of 60 independent answers.
-
-Without clusters (synthetic chains: every question independent) the
-questions are the top level. ``tests/exam/test_power.py`` checks coverage
-by simulation: readers with known per-question accuracy, the interval
-covers the true recall at least 90% of the time at nominal 95%, with and
-without clusters.
-
-Power (`components`, `minimum_detectable_difference`, `pair_power`)
---------------------------------------------------------------------
-For two arms asked the same n questions d times each, the paired
-difference of recall has variance
-
-.. math:: \operatorname{Var}(\hat\Delta) = \frac{1}{n}\Big(\sigma^2_{\delta}
-          + \frac{\sigma^2_{w,a} + \sigma^2_{w,b}}{d}\Big)
-
-where :math:`\sigma^2_\delta` is the variance across questions of the
-difference of the arms' true per-question accuracies and
-:math:`\sigma^2_{w} = \overline{p_q(1-p_q)}` the reader's draw-to-draw
-variance. The minimum detectable difference of a two-sided test at level
-α with power 1 − β is :math:`(z_{1-α/2} + z_{1-β})\sqrt{\operatorname{Var}(\hat\Delta)}`.
-The components are estimated from the rows (one-way ANOVA within and
-between questions: the within part from questions asked at least twice,
-d/(d−1)·p̂(1−p̂); the between part as the variance of the per-question
-differences less what the draws add, clipped at zero). With one draw per
-question the two cannot be told apart: the minimum detectable difference
-is still estimated (from the total variance), but how many draws would
-resolve a difference is not (`PairPower.draws_needed` is None and the note
-says why). Questions are assumed independent here; with real sessions
-(questions clustered in sessions) the numbers are optimistic and the note
-says so.
+Design: docs/exams.md#several-draws-per-question-powerpy (formulas, estimators, simulated coverage).
 """
 
 from __future__ import annotations

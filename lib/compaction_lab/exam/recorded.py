@@ -1,51 +1,14 @@
 """The recorded block of the exam: the compactions real agents made, found in their logs, examined.
 
-For every compaction an imported session records (`strategies.recorded.find`)
-the exam builds one case: its cut is the compaction, its questions are mined
-(`probes.mine`, decoys as everywhere) from the records *before* it — what the
-agent compacted — and never from its summary or anything after. The case is
-then answered from the agent's own next request (the ``recorded`` arm, label
-``recorded (<agent>, <model from the log>)``) and from every listed arm
-projecting the same session at the same cut — that agent's own
-reimplementation included, given the run's summariser (a direct check of the
-reimplementation: ``own_agent`` in the table).
+For every compaction an imported session records (`strategies.recorded.find`) the exam builds one case
+cut at the compaction, with questions mined (`probes.mine`) from the records before it, outside the
+region the agent kept verbatim (`kept_region`). It is answered from the agent's own next request (the
+``recorded`` arm) and from every listed arm projecting the same session at the same cut, the agent's
+own reimplementation included (``own_agent``). Tables: ``recorded_compactions.parquet`` (per compaction)
+and ``exam_recorded.parquet`` (per compaction x arm); sessions without a usable compaction are skipped
+and counted with their reason.
 
-Which values are eligible
-    Those that occur before the cut and *outside the region the agent kept
-    verbatim*: the records its next request carries as they were (pi's entries
-    from ``firstKeptEntryId``, OpenCode's kept tail, Codex's kept user messages;
-    Claude Code keeps none) — `kept_region`. Occurrences after the cut — the
-    agent's own summary and the rest of the session — never disqualify a value:
-    a value the summary repeats is exactly what the recorded arm should be
-    credited for. The *pool* is every eligible value (`probes.MinedCase.pool`);
-    the questions are a sample of it.
-Per compaction (``recorded_compactions.parquet``)
-    ``eligible_values`` (the pool's size), ``eligible_in_summary`` (how many of
-    them the agent's real summary holds), ``recorded_pool_recall`` (the share of
-    the pool the agent's whole next request holds) and where the agent's kept
-    region starts (``kept_from``: its first kept entry, "" when it kept none).
-    A summary the model reads but we cannot -- Codex's remote compaction, an
-    encrypted item (`core.projection.Segment.opaque`) -- is *not readable*:
-    ``summary_readable`` is False, ``opaque_summary_tokens`` its estimated size,
-    and ``eligible_in_summary`` is empty (NA), never 0, unless the next request
-    also holds a readable summary (then it counts that one); the recall of the
-    whole request then counts what the rest holds, a lower bound.
-Per compaction x arm (``exam_recorded.parquet``)
-    Recall on the sampled questions with an interval over the records they come
-    from (one session: `stats.recall_table`), ``pool_retained`` / ``pool_n`` /
-    ``pool_recall`` over the whole pool (verbatim presence: the retention
-    ceiling, as the verbatim reader), ``over_window`` (the projection is larger
-    than W − O) and, for the agent's own reimplementation, ``kept_match``:
-    whether it kept from the same first entry as the log (``kept_note`` says
-    why not — a reimplementation whose cut or budgets differ keeps another
-    region, and its recall is then not a like-for-like check).
-    ``summary_opaque`` marks a projection whose summary is opaque: its recall
-    and pool recall count only its readable part, a lower bound (nothing is
-    credited or debited for what the opaque summary may hold).
-
-Sessions with no usable compaction are skipped and counted, each with its
-reason (`strategies.recorded.skip_reason`); a run with none produces empty
-tables and a figure that says "not measured", never an error.
+Design: docs/exams.md#4-the-recorded-arms-exam (eligible values, columns, opaque summaries).
 """
 
 from __future__ import annotations

@@ -1,110 +1,17 @@
 """Statistics over exam answers: recall with honest intervals, paired tests, per-session results, mix sensitivity.
 
-Every exam cell is one draw (one compaction, one reader answer per
-question), so differences between strategies need a measure of how much
-they could move by chance -- and that measure depends on which answers are
-independent of one another.
+Every exam cell is one draw, so differences between strategies need a measure of how much they could
+move by chance, and that depends on the unit: the question for synthetic chains, the session (questions
+nested inside; within one session, the record) for questions mined from real logs.
 
-Units
------
-``question``
-    Synthetic chains plant independent facts: each question is its own
-    independent unit.
-``session``
-    Questions mined from real sessions are not independent: several cases can
-    be cut from one session, and many questions can come from one message.
-    Whether a strategy keeps one value of a session says a lot about whether
-    it keeps the next, so the independent unit is the session, with the
-    questions nested inside it (and, within one session, the *record* -- the
-    ``(session_id, source_order)`` a question was mined from).
+Key names: `proportion_interval` (Clopper–Pearson, or for clustered questions the union of a cluster
+bootstrap, a cluster-robust t and Clopper–Pearson), `recall_table`, `paired_table` (exact McNemar, or a
+sign-flip permutation test over sessions), `session_table`, `sensitivity_table`, `rank_agreement`
+(Spearman's rho between two exams, bootstrap over sessions). All functions are pure and deterministic
+(random draws come from a numpy Generator seeded by the caller) and take the ``answers`` frame of
+`closed.ClosedResult`; each reader is its own unit.
 
-Intervals (`proportion_interval`)
----------------------------------
-- Independent questions: the exact binomial (Clopper–Pearson) interval. It
-  covers at least its nominal level for every n and proportion, and is never
-  of zero width (27/27 gives [0.872, 1]; the percentile bootstrap gave
-  [1, 1], as if 27 questions settled the matter).
-- Clustered questions: the union of a two-stage cluster bootstrap (sample
-  clusters with replacement, then each drawn cluster's successes from
-  Binomial(n_g, p̂_g); percentile interval of the pooled proportion), a
-  cluster-robust t interval (the ratio estimator Σy/Σn, its linearised
-  variance with the G/(G−1) correction, t with G−1 degrees of freedom), and
-  Clopper–Pearson on all the questions (so the interval is never narrower
-  than the exact one, and never of zero width). Chosen by simulation
-  (cluster proportions from a Beta with mean 0.5–0.8 and intra-cluster
-  correlation 0.2–0.4, clusters of 10–30 questions; 2,000 data sets per
-  setting, nominal 95%). With 6–10 clusters the naive bootstrap over
-  questions covers 52% and Clopper–Pearson alone 55%. The cluster bootstrap
-  alone covers 91% with 6–10 balanced clusters but 84% with 3–5 and 69–74%
-  with 2; the cluster t covers 90–93% with 2–10 balanced clusters but only
-  78–79% when one cluster holds most of the questions (sizes 20/3/2/2,
-  40/5/5/5/5/5, 50 among seven 5s), where the cluster bootstrap holds
-  91–93%. The union covers 93% with 6–10 clusters, 91–95% with one
-  dominant cluster, and 90% (89.5%, 89.9%) with 3–5 clusters or two of 30
-  and 10 questions, at about a fifth more width than the cluster bootstrap
-  alone on balanced clusters.
-  ``tests/exam/test_stats_coverage.py`` re-runs a small version.
-- One cluster only: nothing varies between clusters, so neither cluster
-  method applies; `proportion_interval` falls back to Clopper–Pearson and says
-  so in ``method``. `recall_table` first steps down a level: one session →
-  its records as clusters; one record (or records unknown) → Clopper–Pearson,
-  with ``ci_method`` saying the questions were treated as independent.
-
-Paired tests (`paired_table`)
------------------------------
-- ``question``: the exact McNemar test on discordant questions (a binomial
-  test of b in b + c at 1/2).
-- ``session``: a sign-flip permutation test of the session-level differences
-  d_g = (a right, b wrong) − (a wrong, b right) in session g, statistic |Σ d_g|.
-  Under "no difference" each session's difference is as likely flipped, so the
-  p-value is the share of the 2^G sign patterns whose |Σ ± d_g| reaches the
-  observed one: exact enumeration while at most 16 sessions differ, a seeded
-  Monte Carlo (``n_perm`` draws, p = (1 + hits) / (1 + n_perm)) beyond.
-  With one question per session it is the exact McNemar test. With G
-  sessions p cannot go below 2 / 2^G (0.25 with three sessions): few sessions
-  cannot show a difference, whatever the question count. One session:
-  p = 1.0, with the reason in ``note``.
-
-Rank agreement (`rank_agreement`)
----------------------------------
-Whether two exams rank the arms alike (the closed book and the continuation
-exam): Spearman's ρ between the arms' recalls in one and in the other, over
-the arms both scored (an arm over the window is left out: it is never
-ranked). The arms are scored on the same sessions, so the interval resamples
-sessions, each drawn session bringing its rows of both exams, and recomputes
-every arm's pooled recall in each, then ρ (percentile interval). Fewer than
-three arms (two arms are ±1 by construction) or fewer than two sessions
-(nothing to resample between) give no interval, and neither does a bootstrap
-whose middle resamples all give the same ρ: a zero-width interval would claim
-a certainty a handful of sessions cannot give. ``method`` says which.
-
-Tables
-------
-``recall_table``
-    Per strategy: real questions retained of N, the interval and its method,
-    n sessions / n records, the share of the largest session, ``over_window``,
-    decoys fallen for, mean projection tokens, and the same counts by pointer.
-``paired_table``
-    Every pair of strategies on the real questions both answered (same
-    case_id and question_id): discordant counts and the unit's paired test.
-``session_table``
-    Per strategy x session: retained of N with a Clopper–Pearson interval.
-``sensitivity_table``
-    How recall and the ranking of strategies move as the question mix moves
-    from all-tool to all-assistant, plus the default mix (labelled).
-
-All functions are pure and deterministic (every random draw comes from a
-numpy Generator seeded by the caller). They take the ``answers`` frame of
-`closed.ClosedResult` (or any frame with its columns: ``strategy``,
-``case_id``, ``question_id``, ``pointer``, ``decoy``, ``correct``;
-optionally ``strategy_label``, ``reader``, ``reader_label``,
-``projection_tokens``, ``session_id``, ``source_order``, ``over_window``).
-Without ``session_id`` each case counts as its own session (cases cut from
-one session then count as independent: an optimistic fallback for frames
-that predate the column); without ``source_order`` records are unknown
-(``n_records`` is <NA>). When a ``reader`` column is present, each reader is
-its own unit: strategies are compared and ranked within a reader, never
-across readers.
+Design: docs/exams.md#statspy (units, simulated coverage, tests, tables, input columns).
 """
 
 from __future__ import annotations
