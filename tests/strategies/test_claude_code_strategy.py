@@ -309,7 +309,7 @@ def test_microcompact_is_its_own_step_and_off_by_default():
 
 def test_prompt_too_long_retry_is_a_parameter():
     """compact.ts truncateHeadForPTLRetry: with ``ptl_retry`` the oldest turns go while the fork's input
-    exceeds the window; off by default (see the module docstring)."""
+    exceeds the window; off by default (see docs/strategies.md#claude_code)."""
     sess = session()
     small = ctx_for(window=6_000, output=1_000, summarizer=FakeSummarizer())
     whole = compact(sess, small)

@@ -1,104 +1,16 @@
-r"""``aider``: Aider's chat-history summarisation (``ChatSummary``), rule by rule.
+"""``aider``: Aider's chat-history summarisation (``ChatSummary``), rule by rule.
 
-Pinned to **Aider-AI/aider @ 5dc9490bb35f9729ef2c95d00a19ccd30c26339c** (files cited
-below: ``aider/history.py``, ``aider/prompts.py``, ``aider/coders/base_coder.py``,
-``aider/coders/chat_chunks.py``, ``aider/models.py``, ``aider/commands.py``,
-``aider/utils.py``; the table rule → file:line → function is in ``UPSTREAM.md``).
+Pinned to Aider-AI/aider @ 5dc9490bb35f9729ef2c95d00a19ccd30c26339c (`UPSTREAM_COMMIT`). Only the
+finished exchanges (``done_messages``) are summarised, once they pass the soft limit
+`max_chat_history_tokens` (`too_big`); the summary comes back as one user message opening with
+`SUMMARY_PREFIX`, followed by the kept done tail and the exchange in progress.
 
-What Aider's history is
-    A chat of user/assistant messages. ``done_messages`` are finished exchanges
-    (moved there by ``move_back_cur_messages`` once a reply's edits were applied,
-    ``base_coder.py:1036-1046``); ``cur_messages`` are the exchange in progress.
-    File contents and the repo map are sent fresh each turn and are never part of
-    the history. Only ``done_messages`` are ever summarised; ``cur_messages`` stay
-    verbatim. Each request is ``system, examples, readonly files, repo map, done,
-    chat files, cur, reminder`` (``chat_chunks.py:16-26``).
+Key names: `Aider` (the strategy: ``fires``, ``summary_request``, ``compact``), `ChatSummary`
+(``summarize`` / ``summarize_real`` / ``summarize_all``), `to_messages`, `transcript`,
+`live_history`, `message_tokens` / `messages_tokens`.
 
-Trigger (`Aider.fires`, `too_big`)
-    ``summarize_start`` runs after every ``move_back_cur_messages`` and starts a
-    background summary when ``too_big(done_messages)``: the sum of the per-message
-    token counts is **greater than** ``max_chat_history_tokens``
-    (``history.py:15-18``, ``base_coder.py:1002-1012``), a *soft* limit
-    ``min(max(max_input_tokens / 16, 1024), 8192)`` (``models.py:356-358``;
-    ``--max-chat-history-tokens`` overrides, ``main.py:950-953``).
-
-Estimator (`message_tokens`, `messages_tokens`)
-    One message: the model tokenizer over ``json.dumps(message)`` (``models.py:650-670``
-    — ``token_count`` of a dict). A list of messages: ``litellm.token_counter``
-    (per message: role + content tokens + 3; + 3 for the reply). The model's own
-    tokenizer is stood in for by tiktoken (the context's encoding).
-
-Summarising (`summarize`, `summarize_real`, `summarize_all`; ``history.py:27-123``)
-    * total ≤ max_tokens at depth 0 → unchanged; ≤ 4 messages or depth > 3 →
-      summarise everything;
-    * walk newest → oldest, keeping messages in the tail while
-      ``tail + tokens < max_tokens // 2``; move the split back until the head ends
-      with an assistant message (split index > 1); split ≤ 4 → summarise everything;
-    * the head is cut to the summary model's ``max_input_tokens − 512`` (4,096 if
-      unknown), oldest first — head messages past it are *lost*, not summarised;
-    * ``summary + tail`` is returned when ``summary_tokens + tail_tokens < max_tokens``,
-      else the same procedure recurses on it with depth + 1;
-    * ``summarize`` appends an assistant ``"Ok."`` when the result does not end
-      with an assistant message.
-
-The summary request (`Aider.summary_request`, shape ``dedicated-system``)
-    ``[system: the summarize prompt, user: transcript]`` — the transcript is every
-    user/assistant message as ``# USER\n…`` / ``# ASSISTANT\n…`` (other roles
-    skipped), the instruction sits in the system prompt, no tools, sent to the
-    weak model then the main model (``history.py:98-123``). The answer is prefixed
-    with ``"I spoke to you previously about a number of things.\n"`` and becomes
-    one **user** message (``prompts.py:61``).
-
-The next request after compaction
-    system, tools (the lab's call shape), the summary user message, the kept done
-    tail verbatim, an ``"Ok."`` when needed, then the current exchange verbatim.
-    On failure of every model ``summarize`` raises ``ValueError``;
-    ``summarize_worker`` only warns, and ``summarize_end`` then *replaces the done
-    history by the empty list* (``base_coder.py:1014-1034``): the done history is
-    dropped (param ``on_failure``).
-
-When a summary is applied (the lab's forced compaction is this case)
-    The worker summarises a copy of ``done_messages`` taken in its thread
-    (``summarizing_messages``); the next request's ``format_chat_chunks`` calls
-    ``summarize_end``, which waits for the worker and applies the result **only if
-    ``summarizing_messages == done_messages``** — the done history did not change
-    while it was summarised (``base_coder.py:1014-1034, 1278``). ``move_back_cur_messages``
-    starts the worker and then, in the main thread, appends the edit's commit message
-    and ``"Ok."`` to the same list (``base_coder.py:1036-1046``, from ``:1594``); when the
-    worker's copy was taken before that append, the summary is discarded, the next
-    request carries the unsummarised done history, and the next move summarises
-    again. Which happens is thread timing, not a rule a log records, so the lab
-    models the applied case: a compaction at the cut is the summary Aider applies
-    at its next request; the discarded case is the uncompacted history (the
-    ``full`` arm) until the next compaction.
-
-Live history (`live_history`)
-    Aider keeps its summary in memory only (the markdown log keeps everything and
-    ``--restore-chat-history`` re-summarises it, ``base_coder.py:519-523``). The
-    records after the latest ``summary`` record are the history, and that record
-    (Aider's own or a foreign agent's) stands for Aider's summary message: a user
-    message opening with the summary prefix.
-
-Our decisions (labelled parameters, upstream defaults where upstream has one)
-    ``tool_records`` ``"run_output"`` (default): a ``tool_call`` is text of the
-    assistant reply of its entry (Aider's edits are text in the reply); a
-    ``tool_output`` is what ``/run`` adds (``commands.py:1013-1044``): a user
-    message ``I ran this command:\n\n{command}\n\nAnd got this output:\n\n{output}``
-    followed by an assistant ``Ok.``; ``"drop"``: tool records are not in the chat
-    (``utils.split_chat_history_markdown`` without ``include_tool``, ``utils.py:193-194``).
-    ``reasoning`` ``"drop"`` (default: Aider strips reasoning from replies) or ``"inline"``.
-    ``cur_from`` — the current exchange starts at the last real user message
-    (``"last_user"``, default) or is empty (``"none"``).
-    ``mode`` ``"auto"`` (default: the background summary) or ``"switch"``
-    (``/chat-mode`` switching edit format: ``summarize_all(done)`` unconditionally,
-    failure keeps the history; ``base_coder.py:155-168``).
-    ``summary_tokens`` — upstream sends no max_tokens; we cap the answer at
-    ``max_chat_history_tokens // 2`` (the head's share of the budget).
-    ``summary_model_max_input_tokens`` — the weak model's input limit (default: the
-    context's input limit or window).
-    ``capacity guard`` (no upstream counterpart: Aider warns and sends anyway,
-    ``base_coder.py:1396-1415``): when the next request would pass ``W − O``, the
-    oldest kept messages after the summary are dropped behind one marker.
+Design: docs/strategies.md#aider (rules, parameters, our decisions); rule → upstream file:line:
+``strategies/UPSTREAM.md``, section "aider".
 """
 
 from __future__ import annotations

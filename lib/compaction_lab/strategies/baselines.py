@@ -1,78 +1,13 @@
 """Baselines none of the seed systems tested: ``full``, ``truncate-oldest``, and ``observation-masking``.
 
-(``claude-code-style`` became ``claude-code``, reconstructed after Claude Code itself: see `claude_code`.)
+All three return the same `Projection` as the agent arms, so every chart and exam treats them
+alike; they size with the report tokenizer, report ``capacity = W - O``, ask no provider and
+cost nothing. `Full` keeps everything (the recall ceiling), `TruncateOldest` drops the oldest
+records, `ObservationMasking` replaces old tool outputs by SWE-agent's placeholder
+(`MASK_PLACEHOLDER`, after `MASK_AFTER_TURNS` agent steps).
 
-All three return the same `Projection` as the seed strategies, so every chart
-and exam treats them alike. All three decide sizes with the report tokenizer
-(estimator ``tiktoken``) and report ``capacity = W - O`` (window minus the
-model's output ceiling): the room the whole projection — system prompt and
-tool definitions included — must fit in.
-
-Conventions shared by the three (decisions where the spec is silent)
--------------------------------------------------------------------
-* The projection starts with the call shape: a ``system`` segment (the shape's
-  system prompt) and a ``tools`` segment (its tool definitions as JSON). A
-  ``system`` record of the session whose text *is* that system prompt (the one
-  `CallShape.for_session` took) is not repeated; any other record is.
-* Segment kinds: ``tail`` is a contiguous run of verbatim records ending at
-  the cut (for ``full`` and ``truncate-oldest`` everything kept is such a run).
-  Verbatim records *before* a tail are ``user_original`` (user-role records,
-  and system records) or ``assistant_original`` (assistant, reasoning and tool
-  calls); ``record_kind`` always names the record's own kind. Markers,
-  headers and summaries are authored kinds (`AUTHORED_KINDS`).
-* A tool output is never kept without its call: when a call is dropped, its
-  outputs are dropped too (call ids link them).
-* Markers, headers and prompts are written in our own words. An omitted
-  marker carries the entry id of the record it replaces; a header carries
-  none (it describes, it does not stand for a record); a summary carries the
-  entry ids it summarises. Originals stay in the session archive.
-* Headers and summaries use the user role; an omitted tool output's marker
-  keeps the tool role.
-
-``full`` (``full-1``)
-    No compaction: every history record verbatim. Only meaningful while the
-    session fits: when ``system + tools + records > W - O`` it is still
-    returned (the exam treats it as the recall ceiling) with
-    ``notes["fits"] = False``. Never fires.
-
-``truncate-oldest`` (``truncate-oldest-1``)
-    What a naive agent does: drop the oldest whole records until the rest
-    (plus a one-line header saying how many were dropped) fits
-    ``W - O - system - tools``; then drop any tool output whose call was
-    dropped. Fires when the input reaches ``W - O``.
-
-``observation-masking`` (``observation-masking-2``)
-    Lindenbauer et al., "The Complexity Trap" (arXiv 2508.21433), whose code
-    is SWE-agent's ``last_n_observations`` history processor with ``n: 10``
-    (pinned: Recursive-Safeguarding/the-complexity-trap @ 1b07decf4ca4,
-    ``config/default_no_demo_N=1_M=10.yaml:114-116``,
-    ``sweagent/agent/history_processors.py:78-145``). Every user, assistant,
-    reasoning and tool-call record is kept verbatim (upstream keeps each
-    action item — thought and tool calls — untouched and only rewrites
-    observations); tool outputs older than the last ``mask_after_turns``
-    (M, default 10) **agent steps** are replaced by upstream's placeholder
-    ``Old environment output: (N lines omitted)``, N the output's line count.
-    An agent step (``mask_unit="agent_step"``, the default) is one turn of
-    the agent loop: one model call — a run of assistant, reasoning and
-    tool-call records, blocks of one entry staying one call even when outputs
-    are recorded between them — and the tool outputs it produced. Upstream
-    records exactly one observation per step, so "the last n observations"
-    is "the last n steps"; a step of ours may hold several outputs (parallel
-    tool calls), masked or kept together. User, system and summary records
-    between steps belong to the step that answers them (the next one); records
-    before the first model call belong to the first step; user messages are
-    never masked (upstream never masks its first observation, the task).
-    Parameter values for the former behaviour: ``mask_unit="user_turn"``
-    (observation-masking-1's unit: a turn is a non-injected user message and
-    everything after it) and ``placeholder="archive"`` (our marker naming the
-    entry and its size, ``MASK_MARKER``); ``turn_unit="user"`` / ``"step"``
-    are accepted as the old spellings. When the masked projection still does
-    not fit (upstream has no such fallback: the run would overflow), in this
-    order: (1) drop whole masked steps, oldest first; (2) mask the outputs of
-    the kept steps too, oldest first; (3) drop the oldest remaining records.
-    A header says what was dropped. Upstream masks before every model call;
-    here the same rule is applied when the compaction is forced, and `fires`
-    reports when the unmasked input reaches ``W - O``.
+Design: docs/strategies.md#baselines (shared conventions, each arm's rules, the overflow
+fallback); upstream pins: ``strategies/UPSTREAM.md``, section "observation-masking".
 """
 
 from __future__ import annotations

@@ -1,101 +1,18 @@
 """``claude-code`` — Claude Code's compaction, **reconstructed** (its source is not public).
 
-Claude Code (Anthropic's CLI agent, v2.x, ``services/compact/``) ships as a
-minified bundle; there is no public repository to pin. Every rule below is
-reconstructed from public analyses of that bundle and from Anthropic's own
-documentation; ``strategies/UPSTREAM.md`` (section "Claude Code") lists each rule, the analysis it comes from and the
-function here. Tables and figures label the arm ``claude-code (reconstructed)``
-(``LABEL_TAG`` in the projection's notes, read by `labels.strategy_label`).
-It replaces ``claude-code-style-1``, which sent a dedicated cold request,
-cleared every tool result before summarising and kept an 8k verbatim tail —
-none of which Claude Code does; hence ``claude-code-2``. ``claude-code-3`` re-attaches the files
-the session read *or changed*, most recently modified first (``-2``: files read, by last read).
+Claude Code (v2.x, ``services/compact/``) ships as a minified bundle with no public repository to
+pin; every rule is reconstructed from public analyses and Anthropic's documentation. Tables label
+the arm ``claude-code (reconstructed)`` (`LABEL_TAG`, read by `labels.strategy_label`).
+``claude-code-3``: trigger at ``W - min(O, 20,000) - 13,000``; a summary request that forks the
+main conversation (``prefix-shared``); a next request of one user message (preface, summary,
+continue) plus up to 5 re-attached files and the todo list, with no verbatim tail.
 
-Rules (``claude-code-3``)
--------------------------
-Trigger (`ClaudeCode.fires`, ``autoCompact.ts``)
-    ``W - min(O, 20,000) - 13,000``: the effective window keeps room for the
-    summary's output (at most 20,000 tokens) and auto-compact fires 13,000
-    tokens below it. Parameters ``reserved_output_cap`` / ``autocompact_buffer``.
-Estimator
-    Claude Code counts with the API's reported usage; we count with the
-    report tokenizer (``tiktoken``) as the stand-in for those counts. The
-    re-attached files' total budget uses upstream's rough estimate
-    (characters / 4, `base.est_chars4`).
-Microcompact (`microcompact`, ``microCompact.ts``) — its own step, **off by default**
-    Upstream clears the content of old results of the compactable tools
-    (read, shell, grep, glob, web fetch / search, edit, write; MCP tools) to
-    ``[Old tool result content cleared]``, keeping the most recent N, either
-    server-side through cache edits or, when the prompt cache has gone cold
-    (a long idle gap), in the messages themselves. It is not part of the
-    summary step: the summariser sees the tool results the live history
-    holds. We do not model idle time, so it runs only when the parameter
-    ``microcompact_keep_recent`` (an int, N) is given; it then applies to the
-    live history before the summary request is forked.
-Summary request (`fork_request`, ``compact.ts`` ``streamCompactSummary``)
-    It **forks the main conversation** (prompt-cache sharing on by default
-    upstream): the session's own system prompt, the same tool definitions, the
-    same messages as the session's previous request (records before the cut;
-    `projection.chat_messages`: the blocks of one entry joined, each entry and tool result its own message,
-    the system-prompt record itself sent as the system prompt), then the
-    nine-section compact instruction (`NINE_SECTION_INSTRUCTION`, our words
-    with upstream's instructions) as the last user message — shape
-    ``prefix-shared``, so a prefix cache serves everything but the
-    instruction. ``max_output_tokens`` = 20,000 (upstream's summary output
-    limit; parameter ``summary_tokens``), never past the room left.
-    Prompt too long (a documented parameter, ``ptl_retry``, off by default):
-    upstream, when the API answers "prompt is too long", drops the oldest API
-    rounds and retries (at most 3 times). Compacting on time (at
-    ``W - 33,000``) the fork always fits, and our forced cuts may lie past the
-    window (the default chains hold ≈130k report tokens in a 128k window)
-    while the cost model assumes the session's previous request was sent and
-    primed the cache — so by default the fork is sent whole, like that
-    request. With ``ptl_retry=True`` the oldest turns are dropped while the
-    fork's input exceeds ``W``; ``notes["ptl_dropped_turns"]`` counts them.
-Summary (`format_summary`, ``prompt.ts`` ``formatCompactSummary``)
-    The model's ``<analysis>`` scratch block is stripped; a ``<summary>``
-    block becomes ``Summary:`` and its content. With summarizer ``none`` (or a
-    failure) the summary is the empty nine-section template and the receipt
-    says why (``fallback=True``).
-Next request after compaction (``compact.ts`` ``buildPostCompactMessages``)
-    The compact boundary is a transcript marker the API never sees
-    (``notes["compact_boundary"]``); the next request holds, after system and
-    tools: **one user message** — the continuation preface
-    (`SUMMARY_PREFACE`, a ``header`` segment), the summary (``summary``), and
-    for auto-compaction the instruction to carry on without asking
-    (`CONTINUE_INSTRUCTION`, ``continue``) — then the re-attachments:
-    up to 5 of the files the session read or changed (`recent_files`), each
-    at most 5,000 tokens, 50,000 in all (a file over 5,000 tokens comes back
-    as its path only — an ``omitted_marker``), each a ``header`` naming the
-    file and its content (a read's output as recorded: ``user_original``,
-    role user; content rebuilt from the log: a ``header`` labelled
-    `REBUILT_LABEL`, being no record's text), and the todo list
-    (the latest todo-tool call, a ``header``). **No verbatim tail**: nothing
-    else of the history. CLAUDE.md / memory files are never re-attached
-    (upstream re-injects them from disk with every request).
-Re-attached files (`recent_files`, ``compact.ts`` createPostCompactFileAttachments)
-    Upstream ranks the files in ``readFileState`` — every file Read, Edit,
-    Write or NotebookEdit touched — by their *modification time* (the
-    timestamp each of those tools stores), newest first, and re-reads each
-    from disk. The log has neither times nor a disk, so (documented
-    reconstruction): a file the session changed ranks by its last change;
-    a file only read ranks after all changed ones (its modification time
-    predates them), most recently read first. Its content: a write's
-    ``content``; the last known content with the edits applied in order
-    (`apply_edit`: each old string found exactly once, or ``replace_all``);
-    else the last read's output. When the log cannot rebuild it (an old
-    string not found, an edit before any read, a notebook cell, a patched
-    file) only its path comes back (`FILE_UNKNOWN`, an ``omitted_marker``;
-    ``notes["reattach_unknown"]`` says why) — upstream would re-read it.
-    Rebuilt content is numbered like the agent's reads (`read_view`).
-Room
-    Upstream assumes a ≥200k window; here nothing is added past ``W - O``:
-    the summary is capped by the room after the preface, re-attachments that
-    no longer fit are left out (named in ``notes["reattach_dropped"]``).
-Not modelled
-    Session-memory compaction (experimental upstream), partial compaction,
-    custom ``/compact`` instructions, hooks, skills and plan re-attachment,
-    the transcript-path note of newer versions.
+Key names: `ClaudeCode` (the strategy), `fork_request`, `format_summary`, `microcompact`,
+`recent_files` / `apply_edit` / `read_view`, `live_history`, `NINE_SECTION_INSTRUCTION`,
+`SUMMARY_PREFACE`, `CONTINUE_INSTRUCTION`, `REBUILT_LABEL`, `FILE_UNKNOWN`.
+
+Design: docs/strategies.md#claude_code (rules, reconstruction decisions, what is not modelled);
+rule → analysis → function: ``strategies/UPSTREAM.md``, section "claude-code".
 """
 
 from __future__ import annotations

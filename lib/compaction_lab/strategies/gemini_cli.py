@@ -1,88 +1,17 @@
 """``gemini-cli`` — Gemini CLI's chat compression, at google-gemini/gemini-cli@5411f113.
 
-Pinned commit ``5411f113cafae26161b4969b0237b8e1e024e2c2`` (2026-08-21; a local
-mirror of the repository). Files: ``packages/core/src/context/chatCompressionService.ts``
-(the service, moved there from ``services/`` in fd5c103f), ``core/client.ts``
-(``tryCompressChat``), ``core/geminiChat.ts``, ``prompts/snippets.ts``
-(``getCompressionPrompt``), ``utils/tokenCalculation.ts``, ``utils/fileUtils.ts``,
-``utils/environmentContext.ts``. ``strategies/UPSTREAM.md`` (section "gemini-cli")
-gives file:line for every rule.
+Pinned commit `UPSTREAM_COMMIT` (``chatCompressionService.ts`` and its callers). Fires at half
+the window; function responses past a 50,000-token budget are truncated; the history before the
+split point (70% of its JSON characters) becomes a ``<state_snapshot>`` written under the
+compression prompt and checked by a verification probe; the next request is the environment
+context, the snapshot, the model's acknowledgement (`ACK`) and the kept history.
 
-Rules (``gemini-cli-1``)
-------------------------
-History (`contents`)
-    Gemini's history is a list of ``Content`` (role ``user`` / ``model``, a list of
-    parts). Records map to parts: ``user`` and ``summary`` → a user text part (each
-    user entry its own Content; the leading injected records — the environment
-    context — one Content, as ``getInitialChatHistory`` builds it); ``assistant`` and
-    ``tool_call`` → parts of one ``model`` Content (a ``functionCall`` part per call,
-    args parsed from the record's JSON); ``tool_output`` → ``functionResponse`` parts
-    (``{name, response: {output}}``) of one ``user`` Content. ``reasoning`` is left out
-    (geminiChat filters ``thought`` parts from history); system records are the
-    ``systemInstruction``, not history.
-Trigger (`GeminiCli.fires`)
-    ``lastPromptTokenCount >= threshold × tokenLimit(model)``, threshold 0.5
-    (``DEFAULT_COMPRESSION_TOKEN_THRESHOLD``; parameter ``compression_threshold``),
-    ``tokenLimit`` = the window W. The count is the API's ``promptTokenCount`` of the
-    previous request; our stand-in is the report tokenizer (``tiktoken``).
-Function-response budget (`truncate_to_budget`)
-    Newest to oldest, function responses are kept whole while their estimated tokens
-    (`est_gemini`, upstream's ``estimateTokenCountSync`` heuristic: 1/4 per ASCII UTF-16
-    unit, 1.5 per other, ``length / 4`` past 100,000 units, floored) stay within 50,000;
-    an older one past the budget is saved to a file upstream and replaced by
-    `format_truncated` (first 20% / last 80% of the threshold, ``Output too large. …``).
-    Applied to the whole history before the split (parameter ``function_response_budget``).
-    The threshold (`truncate_threshold`) is ``min(4 × (tokenLimit − lastPromptTokenCount),
-    truncateToolOutputThreshold)``: W, the previous request's count (our stand-in
-    ``original_tokens``, capped at W − O: a request the API served left room for its reply —
-    ``notes["last_prompt_tokens"]``), and the setting (parameter ``truncate_tool_output_threshold``,
-    default 40,000). Near the window it falls below 40,000. A threshold ≤ 0 is passed on
-    unclamped, as upstream (`format_truncated` then keeps more than it omits); with the cap it
-    arises only when O = 0.
-Split (`find_compress_split_point`)
-    ``findCompressSplitPoint(history, 1 − 0.3)`` over ``JSON.stringify(content).length``:
-    the first user Content without a function response at or past 70% of the characters;
-    else everything when the last Content is a model turn without a function call; else
-    the last valid split point. Nothing to compress → no compression (NOOP).
-Summary request (`GeminiCli.requests`) — shape ``own-system+history``
-    System instruction = the compression prompt (`COMPRESSION_PROMPT`: our words, the
-    upstream structure: security rule, goal, ``<scratchpad>``, the ``<state_snapshot>``
-    XML with its seven tags; ``prompt_file`` for the exact text); **no tools**; messages =
-    the history to compress (the original one when its estimate is under the model's
-    limit, else the truncated one), then one user message: the anchor instruction
-    (``A previous <state_snapshot> exists …`` when the history holds one, else
-    ``Generate a new <state_snapshot> …``), a blank line, ``First, reason in your
-    scratchpad. Then, generate the updated <state_snapshot>.``. No max output is set
-    upstream (the model's default): ``max_output_tokens`` = min(O, room).
-Verification probe (parameter ``verify_probe``, on as upstream)
-    A second request: the same history, the summary as a model turn, then
-    `VERIFY_INSTRUCTION`; its answer (trimmed) replaces the summary unless empty.
-    Its fingerprint and usage go into ``notes["verify"]``; ``summary_request`` is the first.
-Next request (``extraHistory``)
-    The environment context (the session's own, re-sent first: ``getInitialChatHistory``
-    regenerates it), the summary as a user message, the model's ``Got it. Thanks for the
-    additional context!``, then the kept history (after the split) verbatim, with the
-    function responses the budget truncated (``omitted_marker``).
-Rejections
-    Empty summary → ``COMPRESSION_FAILED_EMPTY_SUMMARY``; new estimate (`est_gemini` over
-    the new history's parts) greater than the previous request's count →
-    ``COMPRESSION_FAILED_INFLATED_TOKEN_COUNT``; either way upstream keeps the history
-    as it was: we project the live history verbatim — unless it does not fit ``W − O``,
-    then the compressed projection is kept (``notes["rejection_overridden"]``).
-Live history (`live_history`)
-    Compression rewrites the recorded conversation (``updateMessagesFromHistory``), so a
-    resumed session holds environment context, summary, acknowledgement and kept turns:
-    the live history is the session's environment-context records plus everything from
-    the latest ``summary`` record (Gemini's own or another agent's) on.
-Room (our decision, parameter ``fit_window``)
-    Upstream has no fit check (a too-large request fails with ContextWindowWillOverflow).
-    Here, when the kept history leaves under ``min_summary_tokens`` for the summary, the
-    split moves to later valid split points (then past them) until it does; a summary
-    over its room is cut.
-Not modelled
-    Tool-output masking (``tryMaskToolOutputs``, its own step), the approved-plan section
-    of the prompt, the truncation-only path after a failed attempt (we always force), the
-    experimental context manager (``contextManagement.enabled``, off by default), hooks.
+Key names: `GeminiCli` (the strategy), `contents`, `est_gemini`, `truncate_threshold`,
+`truncate_to_budget`, `format_truncated`, `find_compress_split_point`, `live_history`,
+`COMPRESSION_PROMPT`, `VERIFY_INSTRUCTION`.
+
+Design: docs/strategies.md#gemini_cli (rules ``gemini-cli-1``, rejections, our decisions);
+rule → upstream file:line: ``strategies/UPSTREAM.md``, section "gemini-cli".
 """
 
 from __future__ import annotations

@@ -1,64 +1,15 @@
 """``recorded`` — what an agent itself sent after a compaction it made, read from its log.
 
-Not a reimplementation: when an imported session holds a compaction its agent
-wrote (a pi ``compaction`` entry, a Claude Code compact summary, a Codex
-``compacted`` item, an OpenCode summary message), the projection at that
-compaction is the agent's own next request: its recorded summary (or Codex's
-recorded replacement history) and what the agent keeps beside it, by that
-agent's rules — the same ``live_history`` functions the agent's arm uses to
-read a session compacted before (``strategies.pi_agent``, ``codex``,
-``claude_code``, ``opencode``). A real model's real compaction, examined
-offline.
+Not a reimplementation: where an imported pi, Claude Code, Codex or OpenCode session holds a
+compaction its agent wrote, the projection at that compaction is the agent's own next request —
+its recorded summary and what it keeps beside it, rebuilt by the agent arm's own
+``live_history``. A real model's real compaction, examined offline.
 
-Where a compaction sits
------------------------
-The importers list each compaction in ``session.metadata["compactions"]``
-(``entry_id``, ``source_order``, ``model``, and the agent's own fields:
-pi's ``first_kept_entry_id``, OpenCode's resolved tail start, Codex's
-``replacement_history``). `find` turns each into a `RecordedCompaction`:
+Key names: `find` (the session's compactions as `RecordedCompaction`: ``cut``, ``after``,
+``model``), `skip_reason`, `Recorded` (the strategy), `agent_of`.
 
-``cut``
-    The compaction's ``source_order``: records before it are what the agent
-    compacted — the exam's questions are mined from them, and every other arm
-    projects the same session at the same cut.
-``after``
-    One past the last record of the compaction's summary: the agent's live
-    history at ``after`` is what its next request carried. For pi and Codex
-    the compaction record is the summary itself; Claude Code writes a
-    boundary marker, then the summary message; OpenCode a compaction part in
-    a user message, then an assistant message holding the summary.
-``model``
-    The model in use when the agent compacted, as its log records it (pi,
-    Codex, Claude Code: the session's current model; OpenCode: the summary
-    message's own model id). Shown in the label ``recorded (<agent>,
-    <model>)``.
-
-What each agent's next request holds (the summary segment is labelled
-``recorded summary (<agent>, <model>)``; nothing is asked of any summarizer)
-----------------------------------------------------------------------------
-* pi — ``pi_agent.live_history``: the summary as pi's compaction-summary user
-  message, then the entries from ``firstKeptEntryId`` on.
-* Claude Code — ``claude_code.live_history``: the compact summary message
-  (its recorded text already carries Claude Code's continuation preface).
-  Files Claude Code re-attaches come from disk at the next request and are not
-  in the transcript: not modelled.
-* Codex — ``codex.live_history``: the recorded ``replacement_history`` when the
-  item has one, else the history rebuilt from the user messages and the
-  summary (``build_compacted_history``). The initial context a later regular
-  turn re-injects is not part of what was recorded: not added. A *remote*
-  compaction (Codex with an OpenAI provider) records an empty summary and an
-  encrypted ``compaction`` item the server decrypts for the model: the model
-  reads that summary, we cannot. It is a segment labelled ``summary opaque
-  (encrypted)``, flagged `Segment.opaque`, its size Codex's own estimate from
-  the item's length (`codex.encrypted_item_tokens`), its text a placeholder
-  holding none of the summary; the recorded exam claims nothing about its
-  content (``exam.recorded``: "not readable").
-* OpenCode — ``opencode.live_history``: the "What did we do so far?" user
-  message, the summary as the assistant's answer, then the kept tail from the
-  recorded ``tail_start_id`` (none for versions without one).
-
-A session without a compaction, or from a format that records none, is not
-an error: `skip_reason` says why, and the exam counts it as a skip.
+Design: docs/strategies.md#recorded; what is read from each log: ``strategies/UPSTREAM.md``,
+section "recorded".
 """
 
 from __future__ import annotations
