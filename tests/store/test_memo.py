@@ -116,6 +116,32 @@ def test_a_planted_pickle_is_never_loaded_and_is_counted_untrusted(tmp_path, mon
     assert memo.stats()["thing"]["folder_hits"] == 1
 
 
+def test_even_a_signed_entry_builds_only_the_librarys_data(tmp_path, monkeypatch):
+    """Defence in depth behind the MAC: an entry signed with this machine's key but naming a function or a
+    class outside the library's dataclasses is refused, not run; the library's own objects still load."""
+    from compaction_lab.core.session import Record
+
+    root, marker = tmp_path / "memo", tmp_path / "ran"
+    monkeypatch.setenv(memo.MEMO_ENV, str(root))
+    folder_key = memo._folder_key(root)
+    assert folder_key is not None
+    k = memo.key("thing", "signed")
+    path = _entry(root, "thing", k)
+    path.parent.mkdir(parents=True)
+    for payload in (pickle.dumps(Planted(str(marker))), pickle.dumps(Path(marker))):
+        path.write_bytes(memo.MAGIC + memo._mac(folder_key, "thing", k, payload) + payload)
+        monkeypatch.setattr(memo, "_MEMOS", {})
+        assert memo.remembered("thing", k, lambda: "computed") == "computed"
+        assert not marker.exists(), "a signed entry ran code"
+        assert memo.stats()["thing"]["folder_hits"] == 0
+    record = Record(session_id="s", entry_id="e1", block_index=0, source_order=0, kind="user", text="hello")
+    monkeypatch.setattr(memo, "_MEMOS", {})
+    memo.remembered("thing", memo.key("thing", "record"), lambda: (record, {"n": [1, 2.5]}))
+    monkeypatch.setattr(memo, "_MEMOS", {})
+    got = memo.remembered("thing", memo.key("thing", "record"), lambda: pytest.fail("computed again"))
+    assert got == (record, {"n": [1, 2.5]})
+
+
 def test_an_entry_is_trusted_only_for_its_key_its_folder_and_this_machines_secret(tmp_path, monkeypatch):
     root = tmp_path / "memo"
     monkeypatch.setenv(memo.MEMO_ENV, str(root))

@@ -22,7 +22,8 @@ and an HMAC-SHA256 of its kind, its key and its bytes, under a key derived from 
 (`MEMO_KEY_FILE_ENV`, default ``memo.key`` in the cache folder, never a sweep's: 32 random bytes, made on
 first use, mode 0600, refused when another account could read or replace it) and the memo folder's
 real path -- one key per sweep folder, never stored in it. The MAC is checked (in constant time)
-before ``pickle.loads``; an entry that fails -- planted, damaged, written under another machine's or
+before anything is unpickled, and even a signed entry is unpickled by `_Unpickler`, which builds only
+the library's dataclasses and enums and plain containers (no function is ever named); an entry that fails -- planted, damaged, written under another machine's or
 user's secret, moved to another key or folder, not a regular file, larger than `MAX_ENTRY_BYTES` -- is
 *untrusted*: counted (``untrusted`` in `stats`), never loaded, computed again and overwritten. Without
 a usable secret (`key_problem` says why) the folder is neither read nor written: a cache, never a
@@ -39,9 +40,12 @@ kernel does after each notebook (`compaction_lab.run.kernel`), not at every look
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import functools
 import hashlib
 import hmac
+import io
 import json
 import os
 import pickle
@@ -251,6 +255,38 @@ def _verified(data: bytes, folder_key: bytes, kind: str, k: str) -> memoryview |
     return payload
 
 
+#: The only non-library globals an entry may name: plain containers and values (`_Unpickler`).
+_PLAIN_GLOBALS = frozenset(
+    {("builtins", n) for n in ("bool", "bytearray", "bytes", "complex", "dict", "float", "frozenset", "int")}
+    | {("builtins", n) for n in ("list", "set", "slice", "str", "tuple")}
+    | {("collections", "OrderedDict")}
+    | {("datetime", n) for n in ("date", "datetime", "time", "timedelta", "timezone")}
+)
+
+
+class _Unpickler(pickle.Unpickler):
+    """Unpickles only what an entry holds: the library's dataclasses and enums, plain containers and values.
+
+    Defence in depth behind the MAC (`_verified`): even a signed entry names no function (``os.system``,
+    ``builtins.eval``) and no other class, so it can only build data.
+    """
+
+    def find_class(self, module: str, name: str) -> Any:
+        """Return the class `module`.`name` if an entry may hold it; refuse anything else."""
+        if (module, name) in _PLAIN_GLOBALS:
+            return super().find_class(module, name)
+        if module == "compaction_lab" or module.startswith("compaction_lab."):
+            found = super().find_class(module, name)
+            if isinstance(found, type) and (dataclasses.is_dataclass(found) or issubclass(found, enum.Enum)):
+                return found
+        raise pickle.UnpicklingError(f"a memo entry may not name {module}.{name}")
+
+
+def _unpickled(payload: bytes | memoryview) -> Any:
+    """Unpickle a verified entry with `_Unpickler`."""
+    return _Unpickler(io.BytesIO(payload)).load()
+
+
 class Memo:
     """One kind's entries: this process's layer, then the shared folder (`MEMO_ENV`) when one is named."""
 
@@ -290,7 +326,7 @@ class Memo:
                     self.untrusted += 1
             if payload is not None:
                 try:
-                    value = pickle.loads(payload)
+                    value = _unpickled(payload)
                 except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
                     pass  # signed here, yet unreadable (a class since renamed): computed again
                 else:
