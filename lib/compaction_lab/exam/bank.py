@@ -1,72 +1,16 @@
 """The synthetic question bank: cases and exact-value questions from the chains' planted facts.
 
 A *case* is (chain, compaction point, questions). The default bank has 18
-cases — 6 chains × 3 compaction points, assigned round-robin — and 178
-questions, 8 of them decoys. Questions come only from the generator's ledger
-(`PlantedFact`): real questions from a chain's ``facts``, decoys from its
-``decoys``; nothing is mined or invented here.
+cases — 6 chains × 3 compaction points — and 178 questions, 8 of them decoys,
+all taken from the generator's ledger (`PlantedFact`); nothing is mined or
+invented here.
 
-Decisions where the exam design (``docs/exams.md``) is silent
----------------------------------
-Case order and ids
-    Case ``i`` takes chain ``i % n_chains`` at compaction point
-    ``i // n_chains`` (so the first cases are every chain at its end, then
-    every chain at the second fraction, ...); its id is
-    ``f"{session_id}-c{j}"`` with ``j`` the index of its cut fraction. Chains
-    keep the order they are given in. Asking for more cases than chains × fractions is
-    an error (it could only repeat a case).
-Cut points
-    Fraction 1.0 (or more) cuts after the last record. A smaller fraction ``f``
-    aims at record index ``round(f * n)`` and snaps *back* to the nearest user
-    turn (a non-injected ``user`` record) at or before it, at most a tenth of
-    the chain's records back (`_SNAP_WINDOW`): a compaction forced just
-    before the person speaks never falls between a tool call and its
-    output, and the chain is left at a natural turn boundary. Without such a
-    user turn — or when it is already the cut of an earlier fraction (short
-    chains have few turns) — it snaps back to the nearest record boundary no
-    call/output pair straddles (`strategies.futureos.tail_boundaries`) that is
-    not already a cut, so a chain's cases stay distinct.
-Recent tail
-    ``tail_start`` is FutureOS's recent tail for a ``tail_tokens`` budget
-    (`strategies.futureos.tail_start` over the history before the cut, report
-    tokens, whole records, a call never split from its output). When not even
-    the last call/output unit fits, FutureOS excerpts that unit rather than
-    dropping it, so the bank's tail is then that whole unit. The budget is not
-    scaled down for small windows as FutureOS's own is, so the bank's tail is
-    never shorter than a strategy's and a question before it is never in any
-    FutureOS tail.
-Real questions
-    ``n_questions - n_decoys`` real questions split evenly over the cases, the
-    remainder one each to the first cases. The bank-wide count per pointer is
-    the largest-remainder rounding of the mix (ties in POINTERS order); each
-    case's share is a proportional rounding of what is left (`mix_plan`). The
-    facts then decide: `allocate` solves a small min-cost flow that (1) asks as
-    many real questions as the eligible facts allow, (2) among those keeps the
-    bank's pointer counts closest to the targets, (3) among those departs least
-    from each case's proportional share. A case lacking facts of a pointer thus
-    takes from the other pointers, and another case makes up the pointer where
-    it can. Whatever cannot be met is a shortfall in the `BankReport`; no
-    question is invented.
-Sampling
-    Per case, ``random.Random(f"{seed}:{case_id}")`` samples from the eligible
-    facts (``source_order < tail_start``) sorted by (source_order, fact_id).
-    Facts not yet asked in an earlier case of the same chain are preferred; a
-    fact may be reused in another case of its chain (another cut), never twice
-    in one case. Real questions are listed in source order.
-Decoys
-    Split like the real questions: ``n_decoys // n_cases`` per case and one more
-    to each of the first ``n_decoys % n_cases`` cases (default: one each to the
-    first 8 cases). A chain's decoys (sorted by fact_id, shuffled once with
-    ``Random(f"{seed}:{session_id}:decoys")``) are dealt to its cases in turn,
-    never twice in one case; once they are all dealt they are reused in later
-    cases of that chain (noted). A decoy sits at a seeded position among its
-    case's questions, not always last.
-Checks
-    `build_bank` runs `check_bank` on what it built, so a decoy value present in
-    any chain (exact bytes of ``Session.to_jsonl`` or normalised record text)
-    raises rather than entering the bank. Presence uses the grader's
-    normalised containment (`grading.normalise` / `grading.accepted`: the answer
-    and its aliases), so "absent" means absent to the verbatim reader too.
+Key names: `BankSpec` (the parameters), `build_bank` (the cases;
+`build_bank_with_report` adds the `BankReport` of shortfalls), `cut_points`,
+`check_bank` (decoys absent from every chain), `tail_start_of` (the recent tail
+no question may sit in); `types.bank_digest` fingerprints a bank.
+
+Design: docs/exams.md#2-the-synthetic-bank
 """
 
 from __future__ import annotations
@@ -391,8 +335,8 @@ def cut_points(session: Session, fractions: Sequence[float]) -> list[int]:
         A fraction below 1 snaps back to the nearest user turn at or before
         record ``round(f * n)``, at most a tenth of the records back; without
         one (or when it is already another fraction's cut), to the nearest
-        boundary no call/output pair straddles that is not a cut yet. See the
-        module docstring.
+        boundary no call/output pair straddles that is not a cut yet. See
+        docs/exams.md#2-the-synthetic-bank ("Cut points").
     """
     recs = session.records
     n = len(recs)
@@ -424,7 +368,7 @@ def cut_points(session: Session, fractions: Sequence[float]) -> list[int]:
 
 
 def tail_start_of(session: Session, cut: int, tail_tokens: int, encoding: str = DEFAULT_ENCODING) -> int:
-    """First source_order of the recent tail before `cut` (FutureOS's notion, see the module docstring).
+    """First source_order of the recent tail before `cut` (FutureOS's notion, see docs/exams.md#1-cases-and-questions).
 
     Parameters
     ----------

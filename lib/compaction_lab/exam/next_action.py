@@ -1,66 +1,14 @@
 """The continuation exam's model grade: from the projection, does a model take the step the agent took.
 
 The offline grade (`continuation`, needed-next recall) says whether a projection still *holds* what the
-next actions need. This one asks a model reader to act on it and grades the call it makes against the
-recorded next actions (`continuation.NextAction`).
+next actions need. This one asks a model reader to act on it (`action_messages`: the projection as the
+agent's own next request, the shape's tools plus `offered_tools`, ``tool_choice`` ``required``) and
+grades the first call it makes against the recorded next actions (`grade_prediction`:
+``tool_match``, ``target_match``, ``exact_match``, ``matched_rank``, ``acted_on_decoy``;
+`MODEL_GRADE_COLUMNS`). Requests go through the ledger, so a resumed run sends nothing twice.
+`model_rates` turns the rows into the per-arm rates of ``continuation_recall``.
 
-The request (one per case × arm, ledger purpose `ACTION_PURPOSE`)
-    The projection as the agent's own next request: `Projection.messages` (tool outputs without a call id
-    sent as user messages, `summarize.endpoint.wire_messages`, as every model request is), the call
-    shape's tool definitions beside them (``ctx.shape.for_session(session).tools``, as the closed book
-    passes them; for an imported log, also the tools its agent called that the shape lacks, reconstructed
-    from the recorded calls: `offered_tools`) and ``tool_choice`` ``required``: the model must act, not talk. Nothing is appended
-    when the messages end on a user or tool turn — the agent's own request held nothing more, and any
-    instruction of ours would be a question the agent never got (it could name a tool or a value and
-    so lead the model). They end on the agent's own turn (an assistant message; a system message
-    alone) only when the cut fell inside an assistant turn: such a request asks for nothing (some
-    endpoints read a trailing assistant message as a prefix to extend, some refuse it), so then, and
-    only then, one short user turn is added, `NEXT_STEP_PROMPT`, which names no tool and no value
-    (`action_messages`).
-
-The grade (`grade_prediction`: the columns `MODEL_GRADE_COLUMNS` of ``exam_continuation``)
-    The model's first tool call (`PredictedCall`) against the case's recorded next actions, up to K and
-    in order; any of them is accepted.
-
-    ``tool_match``     it calls the tool one of them called (names compared case-insensitively: a
-                       harness's ``Read`` is the shape's ``read``);
-    ``target_match``   its arguments hold a *needed* target of one of them (`continuation.Target.forms`,
-                       the closed book's normalisation, `grading.normalise`; a path in any of its forms):
-                       a value the agent could only have from memory;
-    ``exact_match``    it is one of them exactly: same tool, identical arguments after canonical JSON;
-    ``matched_rank``   the rank of the recorded action it matched: the first that matches exactly, else
-                       the first whose needed target it holds, else the first with its tool; None when
-                       it matches none.
-
-    The arguments are searched in their text (the canonical JSON) and in their decoded string values
-    (so a value JSON escapes — a backslash, a quote, a newline — is still found). A reply without a
-    tool call is graded all False (``predicted_tool`` None): the agent would not have acted. A model
-    that writes its call as text has not called a tool either: a harness runs only structured calls.
-
-Decoy actions (``acted_on_decoy``)
-    True when the call acts on an object that never existed: it passes one of the case's decoys
-    (`continuation.ContinuationCase.decoys`: look-alikes of its needed paths and identifiers, absent from
-    the whole session), or — for every case, decoys or not — one of its paths or identifiers occurs
-    nowhere in the session (the whole session, the records after the cut included, so an object the
-    agent really created later is not flagged) yet is a near look-alike (`difflib` ratio
-    >= `LOOKALIKE_RATIO`) of one the session holds (`session_hay`: what the probes' extractors find in
-    its records, and the one-word string arguments of its tool calls; the call's own objects are found
-    the same way — the extractors `continuation.targets_of` starts from, read here directly because
-    `continuation` calls this module). The look-alike rule cannot tell a hallucinated object from a new
-    one named like an old one (``test_load2.py`` beside ``test_load.py`` when the agent never made it):
-    such a call is counted too, so the column is an upper bound on hallucinated objects, and a low one
-    is the informative reading. A value shorter than `LOOKALIKE_MIN_CHARS` is never a look-alike: one
-    edit in a short value says nothing.
-
-Resuming
-    Every request goes through the model client and its ledger (`endpoints.client.ChatClient`), which
-    answers a request already answered from the ledger without sending it; the request is a pure
-    function of the projection (itself checkpointed when a model summarised it), the shape's tools and
-    the reader's settings. So a killed run, started again on the same run folder and ledger, sends only
-    what had not been answered: the mechanism the closed book's answers rely on.
-
-`model_rates` turns the action rows into the per-arm rates of ``continuation_recall``
-(`continuation.MODEL_COLUMNS`).
+Design: docs/exams.md#8a-continuation-notebook-07 (the "Model grade" paragraphs)
 """
 
 from __future__ import annotations

@@ -2,47 +2,12 @@
 
 For every compaction an imported log records (`strategies.recorded.find`: pi, Claude Code, Codex,
 OpenCode), this module lists the tool calls the agent made *after* it that repeat a call it had made
-*before* it: the agent lost what it had looked up and looked it up again. Nothing is predicted and no
+*before* it (same tool, identical canonical arguments): the agent lost what it had looked up and looked
+it up again. Per repeat: ``earlier_output_kept``, ``target_in_summary``, ``repeat_output_tokens`` and
+``repeat_cost`` (priced once as uncached input; NA without a price table). Nothing is predicted and no
 model is asked; every number is read off the log.
 
-The window of a compaction
-    From the agent's next request on (``source_order >= after``, `RecordedCompaction.after`) up to
-    the next usable recorded compaction's cut, or the session's end (``until``). Calls of a later window
-    belong to the later compaction.
-A repeat
-    A call in the window with the same tool name and identical arguments after canonical JSON
-    (`exam.calls.call_key`: key order and spacing do not matter, a different value does) as a call made
-    before the compaction (``source_order < cut``, before any earlier compaction included). Every
-    occurrence in the window is a row: an agent that re-runs the same check three times repeats it
-    three times.
-Calls the agent made
-    Every ``tool_call`` record but the shell commands a *user* ran in pi (``!``, ``bashExecution``):
-    pi sends those to the model as user text, and its importer gives them their own entry id as call
-    id (`ingest.pi`), where a model's call carries the id its API gave it (`user_ran`).
-The earlier output
-    The latest earlier identical call's output: the ``tool_output`` records linked to it by
-    ``call_id``, else the first ``tool_output`` after it that is linked to no other call (`outputs_of`).
-    ``earlier_output_kept`` says whether that output was *kept verbatim* in the agent's next request:
-    its entry is among the entries the recorded projection carries as they were
-    (`exam.recorded.VERBATIM_KINDS`; pi's entries from ``firstKeptEntryId``, OpenCode's kept tail;
-    Claude Code keeps none). NA when the log holds no output for the earlier call.
-The summary
-    ``target_in_summary`` says whether the agent's readable summary mentions the repeated call's target
-    (`Record.target`: a path, a command, a URL), normalised as the closed book does
-    (`exam.grading.normalise`; a path also in its relative, absolute and ``@`` forms,
-    `exam.probes.selection.path_forms`). False when the call has no target; NA when the summary is
-    opaque (Codex's encrypted remote compaction: the model reads it, we cannot).
-What the repeat added
-    ``repeat_output_tokens``: the report tokens (`core.tokens`, ``cl100k_base`` by default) of the
-    repeat's own output records, found as for the earlier output; NA when the log holds none. Priced
-    **once as uncached input** at the run's price table (``priced_as``; off-peak prices,
-    `endpoints.prices.price` with no cached tokens): the least it cost, since every later request
-    that carries the output pays for it again (cached or not) and the call's own request and answer
-    are left out. No price table: ``repeat_cost`` is NA, never 0.
-
-Sessions of formats that record no compaction, and compactions `find` lists as unusable, give no row
-(the recorded exam counts them as skips, `exam.recorded`). Rows are ordered by session id, compaction
-and the repeat's position, so equal logs give equal tables.
+Design: docs/exams.md#8a-continuation-notebook-07 (the "Rediscovery after real compactions" paragraphs)
 """
 
 from __future__ import annotations
@@ -365,7 +330,7 @@ def rediscovery_table(
 ) -> pd.DataFrame:
     """One row per recorded compaction x call after it that repeats a call made before it (`REDISCOVERY_COLUMNS`).
 
-    See the module docstring for the window, the repeat, the earlier output and the money (the repeat's
+    See docs/exams.md#8a-continuation-notebook-07 for the window, the repeat, the earlier output and the money (the repeat's
     output tokens priced once as uncached input; NA without a price table). Arguments as `rediscovery`.
     """
     return rediscovery(sessions, price_table=price_table, encoding=encoding, progress=progress, ctx=ctx).repeats

@@ -1,7 +1,7 @@
 """Candidate values of one record: the extraction rules (`RULES`) and the checks that make a match a value.
 
 Each `Candidate` carries what a question about it needs (its record, offsets, line and the words around
-it). The rules, in claim order, are listed in the `exam.probes` docstring.
+it). The rules, in claim order, are listed in docs/exams.md#3-mining-probes-from-real-sessions.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ class Rule:
 
 _NO_CALLS = ("user", "assistant", "reasoning", "tool_output")
 
-#: All rules, in claim order (see the `exam.probes` docstring).
+#: All rules, in claim order (see docs/exams.md#3-mining-probes-from-real-sessions).
 RULES: tuple[Rule, ...] = (
     Rule("failed_test", "error_string", re.compile(r"(?m)^FAILED[ \t]+(\S+::\S+)"), 1, _NO_CALLS),
     Rule(

@@ -147,7 +147,7 @@ def _mutate_chars(s: str, rng: random.Random, lo: int = 0, digits_only: bool = F
 
 
 def mutate(value: str, category: str, rng: random.Random, vocab: Sequence[str]) -> str:
-    """Make a lookalike of a mined value (see the `exam.probes` docstring, "Decoys").
+    """Make a lookalike of a mined value (see docs/exams.md#3-mining-probes-from-real-sessions, "Decoys on real logs").
 
     It may equal `value` on a bad draw.
     """

@@ -121,7 +121,7 @@ def _cwd(session: Session) -> str | None:
 def eligible(session: Session, tail_start: int, hay: Haystacks, cut: int | None = None) -> Eligible:
     """Find the values of the covered part a question may ask about, one per compared key, and what was dropped.
 
-    See the `exam.probes` docstring ("Usable values", "Question wording").
+    See docs/exams.md#3-mining-probes-from-real-sessions ("Usable values", "Wording").
     Sorted by (source_order, start, value).
     """
     end = cut if cut is not None else session.end
