@@ -1,50 +1,14 @@
 """The per-record cap: a record longer than `RECORD_CAP_CHARS` is excerpted for the stages after the tally.
 
-One tool output can be tens of megabytes on a single line (a base64 blob, a
-minified bundle, a log). Every stage after the tally reads a record's text
-many times over — the follow-up attribution and the exam's probes run
-regexes and per-value context searches over it, the strategies and the cost
-model hold its token ids and simulate the prefix cache token by token, the
-open book indexes it — so their time and memory grow with the largest
-record, some of them faster than linearly (a 50 MB record took notebook 04
-past nine minutes and 4 GB). Those stages therefore see such a record as an
-**excerpt**: its first and last characters around one marker line that
-states how many characters were left out; for a 50,000,000-character blob::
+Stages after the tally see a record over the cap (200,000 characters) as an
+excerpt: its first and last characters around one marker line stating how many
+were left out. The excerpt is deterministic and never longer than the cap; the
+stage that made it notes it on stderr (`for_stage`, `Excerpts.note`), and
+`Capper` excerpts records as a session is read line by line. The tally and the
+run folder's session files keep the full text.
 
-    <its first 99,915 characters>
-    [… 49,800,170 of 50,000,000 characters left out here: this record is excerpted to its first 99,915 and last 99,915 (per-record cap 200,000; compaction_lab.core.excerpt) …]
-    <its last 99,915 characters>
-
-The excerpt is deterministic (the same record gives the same bytes) and
-never longer than the cap, marker included (so excerpting twice changes
-nothing), and the stage that made it says so, with a count, in one note on
-stderr (`for_stage`, `Excerpts.note`): a notebook shows it under the cell
-that read the sessions. The stages that apply it: every notebook after the
-first through `sources.load_saved` (projections, both exams, the cost
-model, the open book's archive), the exam built straight from imported
-sessions (`exam.cases.build`, ``compaction-lab exam``) and the follow-up
-attribution (`composition.followups_table`).
-
-What is **not** capped: the tally (notebook 01's composition table,
-``compaction-lab tally``) counts every record's true characters and tokens
-(`tokens.TokenCounter` counts a long text in pieces, so that too is bounded),
-and the session files of the run folder (``sessions/*.jsonl``) keep the full
-text — nothing is lost, and a later run can read it whole.
-
-The cap, 200,000 characters, was chosen by measurement. Mining probes from
-one base64 record takes 0.2-0.4 s at 200,000 characters, 1 s at 500,000, 4 s
-at 1,000,000, 14 s at 2,000,000 and a minute at 5,000,000 (it grows with the
-square of the length, and a session may hold several such records); the
-cost notebook's simulations take about 10 s and 120 MB more per million
-tokens. 200,000 characters is 50k (prose) to 140k (base64) tokens, already
-most of a 200k-token window, while any file read or command output of
-ordinary size stays whole: sessions with no record over the cap (the
-synthetic chains, the shared fixtures) give byte-identical results. With it,
-the my_sessions chain on a 50 MB single-line record runs in about 20 s and
-1.3 GB over the runner and its two kernels (``make bench BENCH=large_record``):
-`sources.load_saved` reads a session a line at a time and excerpts each record
-as it is read (`Capper`), so a stage holds the long record whole only for a
-moment, once.
+Design (which stages apply it, the marker, why 200,000):
+docs/architecture.md#the-per-record-cap
 """
 
 from __future__ import annotations

@@ -1,55 +1,16 @@
 """A chat-completions client for any OpenAI-compatible endpoint, with every call in the ledger.
 
-`ChatClient.complete` sends one chat-completions body (without ``model``; the
-client adds the config's model and temperature) and returns a `Completion`:
-the assistant message, finish reason, usage as the provider reported it,
-latency and the request fingerprint. Every call is recorded in the ledger
-(`compaction_lab.endpoints.ledger`) before it is sent (``started``) and after
-(``done`` / ``failed``); with ``reuse`` on, a request whose fingerprint is
-already ``done`` is answered from the ledger with no HTTP request at all.
+`ChatClient.complete` sends one chat-completions body (the client adds the
+config's model and temperature) and returns a `Completion`; every call is
+recorded in the ledger (`compaction_lab.endpoints.ledger`), and with ``reuse``
+on a request already ``done`` is answered from it. Retries are left to the
+``openai`` package; its final exception is mapped to `AuthError`,
+`ProviderTimeout`, `EndpointUnreachable`, `RateLimited`, `BadResponse` or
+`ProviderError`. The API key is sent only in the Authorization header, and
+answers are masked (`mask_stored`) before they are read.
 
-Retries
--------
-Left entirely to the official ``openai`` package (``OpenAI(max_retries=...,
-timeout=...)``): it retries connection errors, timeouts, 408, 409, 429 and 5xx
-(never 401/403 or other 4xx) with exponential backoff — 0.5 s x 2^n, capped at
-8 s, minus up to 25 % jitter — unless the response says how long to wait. Its
-Retry-After rule depends on its version:
-
-* openai 1.x: ``retry-after-ms`` (milliseconds) is read first, then
-  ``Retry-After`` (seconds, or an HTTP date); a wait ``0 < wait <= 60`` s is
-  slept exactly, anything else (absent, unparseable, ``<= 0`` or over 60 s)
-  falls back to the backoff above and the request is still retried.
-* openai 3.57 (installed when this was written; ``_base_client.
-  _calculate_retry_timeout`` / ``_should_retry``): the same headers, but waits
-  up to 120 s (``MAX_RETRY_AFTER_DELAY``) are honoured, and a server asking
-  for more than 120 s is not retried at all (the 429 surfaces at once as
-  `RateLimited`).
-
-Either way a ``Retry-After: 1`` is slept for one second (tested). Once the
-package gives up, its exception is mapped to ours: `AuthError`,
-`ProviderTimeout`, `EndpointUnreachable`, `RateLimited`, `BadResponse`, or
-`ProviderError` for any other HTTP error.
-
-The API key
------------
-Read once, at construction, from the environment variable the config names.
-It is sent only in the Authorization header: never written to the ledger (the
-body holds no credential), a log line, an exception message (server error
-text is scrubbed of it, and the openai exception is not chained) or
-``repr(client)``; a client refuses to be pickled.
-
-An endpoint may repeat the key (or another secret) in its answer: the client
-registers the key (`compaction_lab.privacy.secrets.register_secret`) and masks
-every answer as the stores do (`mask_stored`) before reading it, so the
-`Completion`, the ledger row and a later reuse of it hold the same masked text,
-and the checkpoint store and archive mask the key too. Credentials in the base
-URL (``https://user:pass@host/v1``) are masked (``https://***@host/v1``) in
-every message, ``repr`` and log line (`install_log_masking`); every other form
-they take (`compaction_lab.privacy.credentials.url_credentials`: the password
-decoded and percent-encoded, ``user:pass``, and ``base64(user:pass)`` as the
-``Authorization: Basic`` header the client sends carries it) is registered and
-masked like the key, so an endpoint echoing that header stores nothing of it.
+Design (retries and Retry-After, the API key, URL credentials):
+docs/architecture.md#the-chat-client
 """
 
 from __future__ import annotations

@@ -1,49 +1,14 @@
 """The ledger: every model call the suite makes, recorded in SQLite.
 
-One row per call (a summary request, an exam answer, an open-book tool round):
-the request fingerprint, the call-shape fingerprint, model and endpoint, the
-request as sent, the usage as the provider reported it (prompt, cached and
-completion tokens), the cost under a price table, latency and the response. A
-rerun with the same request reuses the recorded response instead of paying
-again (`lookup`; `compaction_lab.endpoints.client.ChatClient` does this unless
-its config says ``reuse: false``), so papermill reruns are cheap and repeatable.
+One row per call (`Ledger`): fingerprints, model and endpoint, the request as
+sent, usage, cost, latency and the response. A rerun with the same request
+reuses the recorded ``done`` response (`lookup`); each deliberate ``draw`` is its
+own call. Rows go ``started`` -> ``done`` / ``failed``; `Ledger.mark_abandoned`
+fails the rows of dead processes. The API key is never written, and stored
+text is masked (`mask_stored`).
 
-Draws: the same request asked several times on purpose (an exam question
-answered ``draws`` times by a reader at a temperature above zero) is several
-calls, not one reused: each carries its ``draw`` index, which its fingerprint
-holds too (`compaction_lab.endpoints.client.request_fingerprint`), so every
-draw is recorded, and reused by a rerun, on its own. Ledgers written before
-the column existed (schema 1) gain it on opening, their calls draw 0.
-
-Row life cycle
---------------
-``started`` (written just before the request is sent) → ``done`` (response,
-usage, cost, latency) or ``failed`` (the error text). A process killed mid-call
-leaves its row ``started``; `Ledger.mark_abandoned` turns such rows of dead
-processes on this host into ``failed``. Only ``done`` rows are ever reused, so
-a killed run restarted makes no second request for a call that finished and
-repeats at most the one that was in flight.
-
-What is never written: the API key. Requests are stored as the JSON body sent
-(messages, tools, model, temperature), which holds no credential; the key
-travels only in the HTTP Authorization header. An endpoint that repeats the
-key in its answer, or a prompt that quotes a secret, is masked before the row
-is written (`compaction_lab.privacy.secrets.mask_stored`: the configured key,
-secret environment values, credential-shaped text, URL credentials), and so
-are the error text and the ``base_url`` column (``https://***@host/v1``). The
-fingerprint is of the body as sent, so a stored body holding a masked secret
-no longer hashes to it (lookups go by the fingerprint column, never by re-hashing).
-
-Concurrency
------------
-The conventions of `compaction_lab.store.sqlite` (shared with the checkpoints): WAL journal, ``busy_timeout``,
-every write one short ``BEGIN IMMEDIATE`` transaction, so several processes
-can write the same file. One difference: connections are pooled (a few idle
-ones kept per `Ledger`, each used by one thread at a time) rather than opened
-per operation, because closing the last connection to a WAL database
-checkpoints it, which cost ~20 ms per write — twice per call. A `Ledger` is
-safe to share between threads; pickled, only its path travels; a forked child
-opens its own connections.
+Design (draws, row life cycle, what is never written, concurrency):
+docs/architecture.md#the-ledger; usage and cost: docs/cost.md
 """
 
 from __future__ import annotations

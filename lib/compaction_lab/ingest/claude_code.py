@@ -1,72 +1,13 @@
 """Claude Code transcripts -> `Session`.
 
-Two variants are read:
+Reads both variants: ``~/.claude/projects/<project>/<session>.jsonl`` (and
+subagent ``agent-<id>.jsonl`` files) and the stdout of
+``claude -p --output-format stream-json``. One `Session` per ``sessionId``;
+sidechains become ``<sessionId>:sidechain[:<agent>]``. Records keep file order
+(never before their ``parentUuid`` parent); usage is recorded once per
+``message.id``.
 
-``projects``
-    ``~/.claude/projects/<project>/<session>.jsonl`` (and subagent files
-    ``agent-<id>.jsonl``): one JSON object per line with ``type`` (user,
-    assistant, system, summary, queue-operation, file-history-snapshot, ...),
-    ``uuid`` / ``parentUuid`` links, ``sessionId``, ``timestamp``, ``message``
-    (an Anthropic API message), ``isSidechain``, ``isMeta``.
-``stream_json``
-    The stdout of ``claude -p --output-format stream-json``: ``system``
-    (subtype ``init``), ``assistant``, ``user``, ``result`` and
-    ``stream_event`` lines carrying ``session_id`` and ``parent_tool_use_id``.
-
-Mapping (see ``docs/session-formats.md``, "Claude Code"):
-
-* user line, string content -> ``user`` (``injected`` when ``isMeta`` or the
-  text opens with an injected-context block); content blocks: ``text`` ->
-  ``user``, ``tool_result`` -> ``tool_output`` (one per block, tool and target
-  from the matching ``tool_use``), ``image`` / ``document`` -> ``meta``.
-  A user line with ``isCompactSummary`` is the summary Claude Code wrote when
-  it compacted the conversation -> ``summary``.
-* assistant blocks: ``text`` -> ``assistant``, ``thinking`` -> ``reasoning``,
-  ``redacted_thinking`` -> ``meta`` (opaque: nothing countable; its size is
-  summed in ``metadata["redacted_thinking_bytes"]``), ``tool_use`` (and the
-  server-side ``server_tool_use`` / ``mcp_tool_use``) -> ``tool_call``,
-  server-side ``*_tool_result`` blocks -> ``tool_output``.
-* ``system`` lines -> ``system`` (their ``content``), except the compaction
-  marker (subtype ``compact_boundary``) -> ``meta`` plus a boundary in
-  ``metadata["compactions"]``, and the stream-json ``init`` -> ``meta`` plus
-  metadata (model, tools, cwd, system prompt if present).
-* ``result`` (stream-json) -> ``meta`` plus ``metadata["result"]`` (cost,
-  turns, aggregate usage) and ``metadata["window"]`` from ``modelUsage``.
-* ``summary`` lines -> ``meta``, and their text becomes ``metadata["title"]``
-  (unless a ``custom-title`` line names the session). Despite the name these
-  are the short labels Claude Code writes for its resume picker, keyed by
-  ``leafUuid``; they are never sent to the model, so counting them as a
-  compaction summary would be wrong.
-* every other type (queue-operation, file-history-snapshot, progress,
-  attachment, stream_event, types not known yet) -> ``meta``: tolerated
-  bookkeeping, never a skip.
-
-Usage: Claude Code writes one API response as several lines (one per
-content block) that share ``message.id`` and repeat its ``usage``. Each line
-is its own entry (``entry_id`` = ``uuid``), but usage is recorded once per
-``message.id``, the last line's numbers winning, under the entry id of that
-last line. The ``<synthetic>`` pseudo-model (locally generated error
-notices) is not a model call: no usage, not a model.
-
-Order: records follow file order, which Claude Code writes chronologically,
-except that an entry is never placed before its ``parentUuid`` parent (a
-stable topological order, ties by file position). Links are validated: a
-parent that is no ``uuid`` of the file is a ``dangling_parent`` skip and a
-cycle a ``cyclic_parent`` skip; both records are kept, ordered by position.
-We deliberately do not select one branch by walking back from the last
-leaf: parallel tool calls already fork the parent tree in ordinary sessions
-(the second ``tool_use`` line and the first ``tool_result`` share a parent),
-so leaf-walking would drop real tool results. Abandoned "redo" branches are
-therefore kept in file order too; nothing is lost.
-
-Sessions: one `Session` per ``sessionId`` in the file (lines without one,
-such as ``summary``, belong to the nearest session); sidechain lines
-(``isSidechain`` subagent conversations, or stream-json lines with a
-``parent_tool_use_id``) are another context window and become their own
-session ``<sessionId>:sidechain`` -- ``<sessionId>:sidechain:<agent>`` when
-the log names the agent (``agentId``, or the parent tool-use id), so several
-subagents of one session never share an id. A whole file is held (as
-compact entries) while its sessions are built: memory is bounded by one file.
+Design (line and block mapping, usage, order, sessions): docs/session-formats.md#claude-code
 """
 
 from __future__ import annotations

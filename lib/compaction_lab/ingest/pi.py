@@ -1,54 +1,12 @@
 """pi (badlogic/pi-mono coding agent) session JSONL -> `Session`.
 
-A pi session file holds one session: a ``session`` header line, then
-entries ``{"type": "message" | "compaction" | "model_change" |
-"thinking_level_change" | ..., "timestamp", ...}``. Newer files (session
-version 2+) give every entry an ``id`` and a ``parentId`` (a tree: the user
-can branch back); older ones have neither.
+A pi session file holds one session: a ``session`` header line (session id and
+metadata), then ``message``, ``compaction``, ``model_change``, ... entries,
+mapped to records in file order. Entry ids are the line's ``id`` (version 2+)
+or ``L<line number>``; dangling and cyclic ``parentId`` links are counted as
+skips and the records kept. The file is streamed line by line.
 
-Mapping (see ``docs/session-formats.md``, "pi"):
-
-* ``session`` -> session id (``id``) and metadata: ``cwd``, ``provider``,
-  ``modelId`` (-> ``model``), ``thinkingLevel``, ``version``,
-  ``parentSession``. It is a header, not a record.
-* ``message`` by ``message.role``:
-
-  - ``user`` -> ``user`` per text block (or the string content); ``image``
-    blocks -> ``meta`` (no text to count);
-  - ``assistant`` -> ``text`` -> ``assistant``, ``thinking`` -> ``reasoning``,
-    ``toolCall`` -> ``tool_call`` (``id``, ``name``, ``arguments``). ``usage``
-    {input, output, cacheRead, cacheWrite, cost.total} -> one usage row and
-    ``model`` -> ``models``. An assistant message with *empty* content (a
-    request aborted or failed before any output, ``stopReason`` ``aborted`` /
-    ``error``) yields no record -- there is nothing in the context -- but its
-    usage row is kept and it is counted in ``metadata["empty_responses"]``
-    by stop reason;
-  - ``toolResult`` -> ``tool_output`` (``toolCallId``, ``toolName``, content
-    blocks, ``isError``; the target comes from the matching call);
-  - ``bashExecution`` (a shell command the user ran with ``!``; pi sends it
-    to the model as user text) -> ``tool_call`` + ``tool_output`` with tool
-    ``bash``, ``call_id`` = the entry id, ``is_error`` when cancelled or the
-    exit code is non-zero. With ``excludeFromContext`` (``!!``) it never
-    reaches the model -> one ``meta`` record;
-  - ``custom`` / ``hookMessage`` (extension-injected user-role text) ->
-    ``user`` with ``injected``; ``compactionSummary`` / ``branchSummary`` ->
-    ``summary``; other roles are counted as ``unknown_type`` skips.
-
-* ``compaction`` -> ``summary`` (its ``summary``) and a boundary in
-  ``metadata["compactions"]`` with ``first_kept_entry_id`` and
-  ``tokens_before``; ``branch_summary`` -> ``summary``; ``custom_message``
-  (extension text sent to the model) -> injected ``user``.
-* ``model_change``, ``thinking_level_change``, ``custom``, ``label``,
-  ``session_info`` (its ``name`` -> ``title``) and unknown types -> ``meta``.
-
-Entry ids are the line's ``id`` when present, else ``L{lineno}``. Records
-keep file order (pi appends entries chronologically; branches stay in the
-file, nothing is dropped). A ``parentId`` naming no entry of the file is a
-``dangling_parent`` skip and a loop of ``parentId`` links a
-``cyclic_parent`` skip; the records are kept either way.
-
-The file is streamed line by line into one builder; besides the records
-only the entry-id links are held for the final link check.
+Design (entry mapping, usage, compactions): docs/session-formats.md#pi
 """
 
 from __future__ import annotations

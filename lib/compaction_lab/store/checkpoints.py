@@ -1,85 +1,16 @@
 """Idempotent compaction checkpoints, kept in SQLite so several processes can race safely.
 
 A checkpoint is one committed compaction: the `Projection` a strategy produced
-for a session at a cut, committed atomically together with its completion
-receipt (tokens, summarizer, fallback used, request fingerprint). The
-rules (seed report, "Checkpoints are idempotent"):
+for a session at a cut, committed atomically with its completion receipt.
+`CheckpointStore` keys it by ``(session_id, cut, algorithm_version, params_hash)``
+(short form ``SESSION:CUT:ALGO:HASH12``, read back by `parse_key` into a
+`CheckpointRef`); a same-key success is reused, a retired version's row is
+re-covered exactly once, and a ``started`` fence is never stolen (an operator
+releases it: `CheckpointStore.release`, `release_checkpoint`). `Outcome.projection`
+is the stored, masked JSON; `Outcome.computed` the live projection.
 
-* a same-key success is reused without another summary request;
-* a checkpoint written by a retired algorithm isn't a checkpoint at all and is
-  re-covered exactly once;
-* an unresolved ``started`` operation keeps its concurrency fence: no
-  claim-stealing, no fabricated success.
-
-Key
----
-``(session_id, cut, algorithm_version, params_hash)``. ``params_hash`` is the
-sha256 of the canonical JSON of the strategy name and every context parameter
-that changes the result: window, output ceiling, input limit, report encoding,
-the ``params`` mapping, the summarizer's name (and ``model`` when it has one)
-and the call-shape fingerprint (sha256 of system prompt + tool definitions, the
-same body as `SummaryRequest.shape_fingerprint`). The algorithm version is
-deliberately *not* in ``params_hash``: rows that differ only by version are the
-same compaction computed by different code, which is how retirement is found.
-The key is computed from the context exactly as given; callers should pass the
-same context they hand the strategy (``strategies.compact`` applies
-``CallShape.for_session`` itself, which is a function of the session, so either
-form is deterministic — just be consistent).
-
-Its short string form, usable on a command line, is
-``SESSION:CUT:ALGO:HASH12`` (`str(key)`); `parse_key` reads it back into a
-`CheckpointRef` that the store resolves by hash prefix. Session ids may contain
-colons (the string is split from the right); algorithm versions may not.
-
-Row life cycle
---------------
-``started`` (a claim, the fence: owner id, pid, host, started_at) →
-``committed`` (receipt JSON + projection JSON, one transaction that flips the
-row only while the fence is still ours) — or the fence is deleted again when
-``compute`` raises. A committed row of a retired version becomes
-``superseded`` (kept for audit, never reused) when a current-version worker
-re-covers it.
-
-Retirement rule
----------------
-For a key K, a row R is *retired* when R has K's ``session_id``, ``cut`` and
-``params_hash`` (so the same strategy and parameters), ``R.algorithm_version !=
-K.algorithm_version`` and R is ``committed``. With ``retired_versions=None``
-(the default) every other version counts as retired; pass an explicit
-collection to retire only those versions — rows of any other foreign version are
-then left alone (use this during a rollout, so an old worker never supersedes a
-newer version's checkpoint and the two don't ping-pong). Retired rows that are
-still ``started`` belong to another key and another worker; they are never
-touched (no claim-stealing). Re-covering is done in the same ``BEGIN
-IMMEDIATE`` transaction that inserts the current version's fence, so of several
-racing workers exactly one re-covers; the others see its fence.
-
-Concurrency
------------
-Every write is one short ``BEGIN IMMEDIATE`` transaction on a fresh connection
-(WAL journal, ``busy_timeout``); ``compute`` runs outside any transaction. A
-``started`` row owned by someone else is never stolen, however old, and even if
-its pid is dead: an operator releases it (`CheckpointStore.release`,
-`release_checkpoint`). `CheckpointRow.liveness` tells the operator whether the
-owner process still exists (same host only). A worker that calls again with
-the *same* owner id resumes its own fence (owner ids must be unique per live
-worker; the default is ``host:pid:random``).
-
-Reuse returns the stored JSON: `Outcome.projection` is always the
-``Projection.to_json()`` dict (identical whether computed now or reused), and
-`Outcome.computed` holds the live `Projection` when this call computed it.
-`core.projection.projection_from_json` rebuilds a `Projection` from the dict; it is lossy in
-one documented way: ``summary_request`` comes back ``None`` (the JSON keeps only
-its shape and fingerprint; the fingerprint is also in the receipt).
-
-Secrets
--------
-The projection and receipt JSON are masked before they are written
-(`compaction_lab.privacy.secrets.mask_stored`: the configured API key and
-other secret values, credential-shaped text such as ``sk-...``, URL
-credentials), so a summary in which the model repeated a key keeps
-``[REDACTED:...]`` in its place. `Outcome.projection` is the stored, masked
-form; `Outcome.computed` is the live projection as computed.
+Design (key, row life cycle, retirement rule, concurrency, secrets):
+docs/architecture.md#checkpoints
 """
 
 from __future__ import annotations

@@ -1,87 +1,14 @@
 """The ``extractive`` summarizer: an offline, deterministic, model-free summary stand-in.
 
-It answers a strategy's `SummaryRequest` the way a summariser would be asked
-to — by filling the strategy's *own* template (``request.template``) — but
-without a model: every bullet is a piece of text copied out of the request's
-own messages. It never invents, paraphrases or reorders words inside an item,
-so whatever it keeps is exact (ids, paths, error strings) and whatever it
-drops is simply absent. Tables and charts always label its output
-"extractive stand-in" (`compaction_lab.core.projection.STAND_IN_LABEL`).
+It answers a strategy's `SummaryRequest` by filling the strategy's own template
+(``request.template``) with text copied verbatim out of the request's messages:
+it never invents, paraphrases or reorders, so what it keeps is exact and what it
+drops is absent. Its output is always labelled "extractive stand-in"
+(`compaction_lab.core.projection.STAND_IN_LABEL`), stays within
+``request.max_output_tokens``, and its usage numbers are sizes, not a bill.
 
-What it reads
--------------
-The conversation being summarised, recovered from the request shape:
-
-* ``prefix-shared`` / ``history+instruction`` (FutureOS, claude-code, Codex): the chat
-  messages themselves; the final user message is the compaction instruction
-  and is skipped. Assistant ``tool_calls`` arguments, and paragraphs of
-  assistant text shaped like a call (``name {json}``, how the strategies
-  render tool-call records), count as tool calls; ``tool`` messages as tool
-  results.
-* ``dedicated`` (OpenCode): the transcript is flattened
-  into one user message as ``[User]: …``, ``[Assistant]: …``,
-  ``[Assistant reasoning]: …``, ``[Assistant tool call]: …``,
-  ``[Tool result]: …``, ``[Tool error]: …`` blocks (also ``[Previous
-  summary]``, ``[Injected context]``, ``[System]``), usually wrapped in a tag
-  such as ``<conversation>…</conversation>`` and followed by the instruction.
-  When such a tag wraps the blocks only its inside is read (text outside it,
-  e.g. a prior summary OpenCode merges, is not); otherwise every block is read.
-
-User text that starts with an XML-like tag or ``# AGENTS.md`` (or a
-``[Injected context]`` block) is treated as harness-injected context, not a
-request. A tool result that is only a bracketed placeholder (``[Old tool
-result content cleared]``) carries nothing and is skipped.
-
-What it extracts (categories)
------------------------------
-``user``        every user message (whitespace collapsed), chronological;
-``primary``     the first and the latest user message;
-``files``       paths named by tool calls, user or assistant text (files
-                acted on by tools first, then by mentions, then recency);
-``errors``      error lines of tool results (exception names, ``Error:``,
-                ``FAILED``, ``Traceback``, ``panic``, ...; at most three
-                per result; "0 errors" lines and source-code lines that only
-                mention an error type are skipped), newest first;
-``identifiers`` exact values: ticket-style ids (``ORD-58213-QX``), hex
-                hashes, numbers with units, IPs and ports, URIs, back-quoted
-                values; from user text first, then assistant, then tools;
-``concepts``    back-quoted spans and identifiers (claude-code-9 only);
-``decisions``   assistant sentences saying what was chosen and why
-                ("I chose", "decided", "I'll", "because", "switched", ...);
-``completed``   assistant sentences reporting finished work;
-``state``       the latest assistant messages and tool call;
-``next``        user requests after the last assistant message, then
-                forward-looking sentences of the latest assistant messages.
-
-How the cap is kept
--------------------
-Sizes are counted with the report tokenizer (`compaction_lab.core.tokens`). The
-template's headings are always written first (every section present, "(none)"
-when empty). Items are then added round by round — one item per section per
-round, sections in the template's priority order — so a long list never
-starves a later section. An item longer than its section's per-item cap, or
-than the room left, is *truncated* (a token-boundary prefix followed by "…");
-a section is never cut. The rendered text is counted again at the end and the
-last item is shortened or removed until the whole text is within
-``request.max_output_tokens``. If the cap cannot even hold the headings, as
-many whole heading lines as fit are returned.
-
-Deterministic: no randomness, no clock, no set iteration; items are deduped
-and ordered by explicit keys, so the same request gives the same text.
-
-Cost: one pass of a few regular expressions over the conversation. Tool text
-is scanned newest first and the scan stops once far more candidates were
-found than any section can show (``_SCAN_ERRORS``, ``_SCAN_TOOL_IDS``), and
-tool-call arguments are scanned in their first ``_CALL_SCAN_CHARS``
-characters, so a 1M-token request takes a fraction of a second.
-
-Usage numbers
--------------
-`SummaryResult.input_tokens` is the report-token size of the request (system
-prompt + tool definitions as canonical JSON + every message's text) and
-``output_tokens`` the size of the text; ``cached_tokens`` is 0. These are
-*sizes* of what a model would have been sent and would have written, not a
-bill: nothing is charged for a stand-in.
+Design (what it reads, the categories it extracts, how the cap is kept, cost,
+usage numbers): docs/architecture.md#the-extractive-stand-in
 """
 
 from __future__ import annotations
