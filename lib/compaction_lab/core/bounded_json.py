@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
+
+from compaction_lab.core import regular_file
 
 #: Deepest nesting parsed. Real arguments and session lines nest a few dozen levels at most; 200 keeps
 #: every later `json.dumps` or recursive walk of a parsed value far from Python's recursion limit (1000).
@@ -129,13 +130,7 @@ def load_file(path: str | os.PathLike[str], max_bytes: int = MAX_FILE_BYTES) -> 
     OSError
         The file cannot be read.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError(f"{os.fspath(path)}: not a regular file")
-        raw = f.read(max_bytes + 1)
-    if len(raw) > max_bytes:
-        raise ValueError(f"{os.fspath(path)}: larger than {max_bytes:,} bytes")
+    raw = regular_file.read(path, max_bytes)
     return loads(raw.decode("utf-8"))
 
 

@@ -24,7 +24,6 @@ Every refusal is a `UserYamlError` (a `ValueError`) whose message names the file
 
 from __future__ import annotations
 
-import os
 import stat
 import sys
 from pathlib import Path
@@ -32,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from compaction_lab.core import bounded_json
+from compaction_lab.core import bounded_json, regular_file
 
 #: Largest file read: the lab's own profiles, presets, price tables and pattern files are a few KB.
 MAX_BYTES = 4 * 1024 * 1024
@@ -151,22 +150,6 @@ def _place(root: yaml.Node | None, target: yaml.Node) -> str:
     return ""
 
 
-#: What a file that is not a regular one is, by `stat.S_IFMT`, for the message.
-_FILE_KINDS = {
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFSOCK: "a socket",
-}
-
-
-def _not_regular(mode: int) -> str | None:
-    """None for a regular file (or a folder, which reading refuses by itself), else what it is (``a FIFO``)."""
-    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
-        return None
-    return _FILE_KINDS.get(stat.S_IFMT(mode), "not a regular file")
-
-
 def _key_shown(key: Any) -> str:
     """Return a key as a message shows it: its ``repr``, cut short."""
     text = repr(key)
@@ -266,19 +249,15 @@ def load(path: str | Path, what: str = "") -> Any:
     path = Path(path)
     where = f"{what} {path}" if what else str(path)
     try:
-        kind = _not_regular(os.stat(path).st_mode)
-        if kind is None:
-            # Non-blocking: a FIFO put in the file's place after the check still cannot hold the open up.
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-            with os.fdopen(fd, "rb") as f:
-                kind = _not_regular(os.fstat(f.fileno()).st_mode)
-                raw = b"" if kind else f.read(MAX_BYTES + 1)
+        raw = regular_file.read(path, MAX_BYTES)
+    except regular_file.NotRegular as exc:
+        if exc.kind == regular_file.KINDS[stat.S_IFDIR]:  # as reading a folder says
+            raise UserYamlError(_short(f"{where}: cannot read it (Is a directory)")) from None
+        raise UserYamlError(_short(f"{where}: not a regular file ({exc.kind}); give a YAML file")) from None
+    except regular_file.TooLarge:
+        raise UserYamlError(f"{where}: larger than {MAX_BYTES // (1024 * 1024)} MiB; not read") from None
     except OSError as exc:
         raise UserYamlError(_short(f"{where}: cannot read it ({exc.strerror or type(exc).__name__})")) from None
-    if kind is not None:
-        raise UserYamlError(_short(f"{where}: not a regular file ({kind}); give a YAML file"))
-    if len(raw) > MAX_BYTES:
-        raise UserYamlError(f"{where}: larger than {MAX_BYTES // (1024 * 1024)} MiB; not read")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from compaction_lab.core import bounded_json, paths
+from compaction_lab.core import bounded_json, paths, regular_file
 
 T = TypeVar("T")
 
@@ -225,23 +225,17 @@ def _mac(folder_key: bytes, kind: str, k: str, payload: bytes | memoryview) -> b
 
 
 def _read_entry(path: Path) -> bytes | None:
-    """Return an entry file's bytes; None when absent. Not a regular file, or larger than `MAX_ENTRY_BYTES`: ValueError.
+    """Return an entry file's bytes; None when absent; ValueError when not one to read.
 
-    Opened without following a link and without blocking (a FIFO), checked as a regular file after it is open.
+    Not a regular file (a link too), unreadable, or larger than `MAX_ENTRY_BYTES` (`core.regular_file.read`:
+    opened without blocking or following a link).
     """
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        return regular_file.read(path, MAX_ENTRY_BYTES, follow_links=False)
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise ValueError(f"cannot be opened: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError("not a regular file")
-        data = f.read(MAX_ENTRY_BYTES + 1)
-    if len(data) > MAX_ENTRY_BYTES:
-        raise ValueError(f"larger than {MAX_ENTRY_BYTES:,} bytes")
-    return data
 
 
 def _verified(data: bytes, folder_key: bytes, kind: str, k: str) -> memoryview | None:
