@@ -16,6 +16,7 @@ it but never rename)::
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import datetime, timezone
 from pathlib import Path
@@ -77,9 +78,18 @@ def table_path(run_dir: Path, name: str) -> Path:
 
 
 def save_table(df: pd.DataFrame, run_dir: Path, name: str) -> Path:
-    """Write a table as parquet (pyarrow) into the run folder and return its path."""
+    """Write a table as parquet (pyarrow) into the run folder and return its path.
+
+    Through a temporary file and a rename: a reader, or a write that fails half way, never sees half a
+    table (an earlier one stays whole).
+    """
     out = table_path(run_dir, name)
-    df.to_parquet(out, engine="pyarrow", index=False)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        df.to_parquet(tmp, engine="pyarrow", index=False)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
     return out
 
 

@@ -31,7 +31,6 @@ A log is text someone else wrote, so nothing in it is trusted:
 from __future__ import annotations
 
 import hashlib
-import os
 import zipfile
 import zlib
 from collections import Counter
@@ -44,8 +43,9 @@ import pandas as pd
 from inspect_ai.log import read_eval_log  # noqa: F401  # imported for its side effect: zipfile reads zstd members
 from inspect_ai.scorer import CORRECT, INCORRECT
 
-from compaction_lab.core import bounded_json, runfolder
+from compaction_lab.core import bounded_json, regular_file, runfolder
 from compaction_lab.exam import power
+from compaction_lab.exam.cases import BANK_FILE
 from compaction_lab.exam.imported import COLUMNS, TABLE, cluster_of
 
 #: The scorer whose value is read (`compaction_lab.inspect.tasks.exact_value`).
@@ -78,8 +78,8 @@ SAMPLE_KEY: tuple[str, ...] = ("eval_id", *QUESTION_KEY, "epoch")
 #: The units an interval resamples (`exam.cases.RunCases.unit`).
 UNITS = ("question", "session")
 
-#: The run folder's exam bank, the questions a log must ask (`exam.cases.BANK_FILE`).
-BANK_FILE = "exam_bank.jsonl"
+#: Largest exam bank read (``exam_bank.jsonl``, `exam.cases.BANK_FILE`): a real one is megabytes at most.
+MAX_BANK_BYTES = 256 * 2**20
 
 #: The skip reason of a sample whose question is not in the run's bank.
 FOREIGN = "not a question of this run's exam bank"
@@ -377,8 +377,8 @@ def _bank(folder: Path) -> dict[tuple[str, str], tuple[bool, str]]:
             "questions are checked against it"
         )
     try:
-        cases = bank_from_jsonl(path.read_bytes())
-    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+        cases = bank_from_jsonl(regular_file.read(path, MAX_BANK_BYTES))
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
         raise ValueError(f"{path}: not a readable exam bank ({_first_line(exc)})") from None
     return {(c.id, q.id): (bool(q.decoy), str(q.answer)) for c in cases for q in c.questions}
 
@@ -413,17 +413,6 @@ def _check_folder(
     if check_run is not None:
         check_run(folder)
     return _bank(folder)
-
-
-def _save_atomic(table: pd.DataFrame, folder: Path) -> None:
-    """Write the table through a temporary file and a rename: a reader, or a failed write, never sees half."""
-    target = runfolder.table_path(folder, TABLE)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        table.to_parquet(tmp, engine="pyarrow", index=False)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def import_logs(
@@ -493,7 +482,7 @@ def import_logs(
         frames[folder].append(read.rows[ours])
     tables = {folder: _merged(folder, parts, notes[folder]) for folder, parts in frames.items()}
     for folder, table in tables.items():  # written only when every log and folder passed
-        _save_atomic(table, folder)
+        runfolder.save_table(table, folder, TABLE)  # atomic
     return {folder: Imported(len(table), tuple(notes[folder])) for folder, table in tables.items()}
 
 
