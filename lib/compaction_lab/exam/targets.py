@@ -5,7 +5,7 @@ model grade asks the same of a call a model predicts, and whether it names an ob
 held. Both read a call through these: the values a call passes (`leaves`), the command line a shell
 call runs (`command_line`), the spellings that count as one value (`forms`: normalised with
 `grading.normalise`, a path also in its relative, absolute and ``@``-mention forms,
-`probes.selection.path_forms`), the targets of one call (`targets_of`) and a session normalised once
+`probes.forms.path_forms`), the targets of one call (`targets_of`) and a session normalised once
 (`SessionHay`, `session_hay`).
 """
 
@@ -22,7 +22,7 @@ from compaction_lab.core.session import POINTER_OF_KIND, Record, Session
 from compaction_lab.exam.calls import call_arguments
 from compaction_lab.exam.grading import normalise
 from compaction_lab.exam.probes import candidates
-from compaction_lab.exam.probes.selection import path_forms
+from compaction_lab.exam.probes.forms import path_forms
 
 #: Target categories, in the order tables list them.
 CATEGORIES: tuple[str, ...] = (

@@ -14,6 +14,7 @@ from compaction_lab.core.session import Session
 from compaction_lab.exam.allocation import largest_remainder
 from compaction_lab.exam.grading import normalise
 from compaction_lab.exam.probes.candidates import NUM, REJECT_REASONS, UNITS, Candidate, guessable, scan
+from compaction_lab.exam.probes.forms import path_forms
 from compaction_lab.exam.probes.harness import harness_of
 from compaction_lab.exam.probes.haystacks import Haystacks, session_haystacks
 from compaction_lab.exam.probes.uniqueness import Wordings
@@ -65,37 +66,6 @@ class Eligible:
 
 #: Reasons in the order notes list them.
 DROP_REASONS: tuple[str, ...] = (*REJECT_REASONS, "ambiguous wording")
-
-
-def path_forms(value: str, cwd: str | None) -> tuple[str | None, tuple[str, ...]]:
-    """Return a path value's relative form and its other spellings.
-
-    The relative form is the path relative to `cwd` (an absolute path under
-    it, or ``./x``), or the value itself when it is relative; None for a path
-    outside `cwd` (absolute, ``~/``, ``../``). The other spellings are the
-    relative form, the absolute one (``cwd`` joined with a relative path
-    that has a directory) and the ``@``-mention form, without the value.
-
-    Examples
-    --------
-    >>> path_forms("/repo/src/a.py", "/repo")
-    ('src/a.py', ('src/a.py', '@src/a.py'))
-    >>> path_forms("src/a.py", "/repo")
-    ('src/a.py', ('/repo/src/a.py', '@src/a.py'))
-    >>> path_forms("/etc/hosts", "/repo")
-    (None, ())
-    """
-    root = cwd.rstrip("/") + "/" if cwd and cwd.startswith("/") else None
-    if root and value.startswith(root) and len(value) > len(root):
-        rel = value[len(root) :]
-    elif value.startswith("./"):
-        rel = value[2:]
-    elif value.startswith(("/", "~", "../")):
-        return None, ()
-    else:
-        rel = value
-    forms = [rel] + ([root + rel] if root and "/" in rel else []) + ["@" + rel]
-    return rel, tuple(dict.fromkeys(f for f in forms if f and f != value))
 
 
 def _forms(c: Candidate, cwd: str | None) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
