@@ -87,6 +87,9 @@ class CompactionContext:
         again. None: on for model-written summaries (at
         `checkpoints.default_path`), off for offline summarizers, which cost
         nothing to recompute.
+    calibration : float
+        The session's model tokens per report token (`calibration.calibrate`; 1.0: uncalibrated).
+        The triggers upstream drives from the API's usage compare ``model_tokens(tokens)``.
     """
 
     window: int = 128_000
@@ -97,10 +100,15 @@ class CompactionContext:
     params: Mapping[str, Any] = field(default_factory=dict)
     input_limit: int | None = None
     checkpoints: str | None = None
+    calibration: float = 1.0
 
     def param(self, name: str, default: Any) -> Any:
         """Return a strategy parameter, or its default."""
         return self.params.get(name, default)
+
+    def model_tokens(self, tokens: float) -> int:
+        """Return the model's tokens for `tokens` report tokens under this context's ``calibration``."""
+        return round(float(tokens) * float(self.calibration))
 
     def checkpoint_path(self) -> str | None:
         """Where compactions are checkpointed: `checkpoints`, else the default for a model summarizer."""
@@ -151,7 +159,7 @@ class Strategy(Protocol):
 STRATEGIES: Registry[Strategy] = Registry(
     "strategy",
     packages=("compaction_lab.strategies",),
-    skip=frozenset({"base", "trigger", "evidence", "anatomy", "labels"}),
+    skip=frozenset({"base", "trigger", "evidence", "anatomy", "labels", "calibration"}),
 )
 
 
