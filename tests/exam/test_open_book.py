@@ -70,9 +70,10 @@ def test_outcomes_sum_to_the_questions_per_round(exam):
     case, _, _, _, df = exam
     t = outcome_table(df)
     assert list(t.index) == [1, 2, 3, 4, 5]
-    assert (t[list(OUTCOMES)].sum(axis=1) == len(case.questions)).all()
+    # The searcher stand-in cannot fall for a decoy: its decoys are counted, their outcome not measured.
+    assert t["decoy_abstained"].isna().all() and (t["decoys"] == len(case.decoys)).all()
+    assert (t[list(OUTCOMES)].sum(axis=1) + t["decoys"] == len(case.questions)).all()
     assert (t["questions"] == len(case.questions)).all()
-    assert (t["decoy_abstained"] == len(case.decoys)).all()  # the searcher never falls for a decoy
     assert t.loc[4, "recovered_by_search"] == 0
 
 

@@ -39,16 +39,19 @@ def _frame(spec, case_id="c1", tokens=None):
 def test_recall_counts_interval_and_decoys():
     items = [("assistant", True)] * 6 + [("assistant", False)] * 2 + [("tool", True), ("user", False)]
     items += [("assistant", False, True), ("assistant", True, True)]  # one decoy fallen for, one abstained
-    t = stats.recall_table(_frame({"a": items}, tokens={"a": 321}))
+    t = stats.recall_table(_frame({"a": items}, tokens={"a": 321}).assign(reader="model"))
     r = t.iloc[0]
     assert (r["retained"], r["n"], r["recall"]) == (7, 10, 0.7)
-    assert (r["decoys_fallen"], r["decoys_n"]) == (1, 2)
+    assert (r["decoys_fallen"], r["decoys_n"]) == (1, 2)  # a model reader can fall for a decoy: counted
     assert r["projection_tokens"] == 321
     assert (r["retained_assistant"], r["n_assistant"]) == (6, 8)
     assert (r["retained_tool"], r["n_tool"], r["retained_user"], r["n_user"]) == (1, 1, 0, 1)
     assert 0.0 <= r["ci_low"] <= r["recall"] <= r["ci_high"] <= 1.0
     assert r["ci_low"] < r["ci_high"]
     assert r["strategy_label"] == "a" and r["reader_label"].startswith("verbatim")
+    # The verbatim reader cannot fall for a decoy: its decoys are not measured (<NA>), never 0 or 1 of 2.
+    blind = stats.recall_table(_frame({"a": items})).iloc[0]
+    assert pd.isna(blind["decoys_fallen"]) and pd.isna(blind["decoys_n"])
 
 
 def test_same_seed_same_interval():

@@ -46,7 +46,7 @@ def test_rho_is_spearman_of_the_pooled_recalls_and_the_interval_is_a_real_interv
     # Reversing one exam's ranking reverses ρ.
     flipped = _rows(_sessions(dict(zip(RATES, reversed(RATES.values()), strict=True)), 8, seed=2))
     rev = stats.rank_agreement(closed, flipped, n_boot=500)
-    assert rev.rho < -0.8 and rev.verdict == "reversed"
+    assert rev.rho < -0.8 and rev.verdict == "disagree"
 
 
 def test_same_seed_same_interval_and_rows_repeated_within_a_session_change_nothing():
@@ -94,7 +94,7 @@ def test_too_few_arms_or_sessions_give_no_interval_never_a_zero_width_one():
     two = {s: {k: v for k, v in arms.items() if k != "c"} for s, arms in spec.items()}
     r = stats.rank_agreement(_closed(two), _rows(two))
     assert abs(r.rho) == pytest.approx(1.0) and math.isnan(r.ci_low) and math.isnan(r.ci_high)
-    assert r.n_arms == 2 and "two arms" in r.method and r.verdict == "no interval"
+    assert r.n_arms == 2 and "two arms" in r.method and r.verdict == "cannot tell"  # a ρ, but no interval
     one_session = {"s0": spec["s0"]}
     r = stats.rank_agreement(_closed(one_session), _rows(one_session))
     assert not math.isnan(r.rho) and math.isnan(r.ci_low) and r.n_units == 1 and "one of the sessions" in r.method

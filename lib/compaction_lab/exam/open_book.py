@@ -26,7 +26,8 @@ Every real question ends in exactly one outcome (`OUTCOMES`):
     projection or in an entry the reader fetched, or a value that is nowhere
     the reader could reach.
 
-A decoy ends in ``decoy_abstained`` (right) or ``wrong`` (fallen for).
+A decoy ends in ``decoy_abstained`` (right) or ``wrong`` (fallen for). A stand-in
+cannot fall for one, so `outcome_table` counts its decoys as not measured.
 
 Offline, the reader is the `SearcherReader` stand-in, which never reads the
 wording: rounds 1–3 are identical by construction (`stand_in_note`). Only a
@@ -399,6 +400,16 @@ def _round_keys(df: pd.DataFrame) -> pd.DataFrame:
     return keys
 
 
+def _decoys_judged(df: pd.DataFrame) -> pd.Series:
+    """Per answer: a decoy answered by a reader that could have fallen for it (not a stand-in, not decoy-blind)."""
+    judged = df["decoy"].astype(bool)
+    if "stand_in" in df.columns:
+        judged &= ~df["stand_in"].astype("boolean").fillna(False).astype(bool)
+    if "reader" in df.columns:
+        judged &= df["reader"].astype(str).map(readers.measures_decoys).astype(bool)
+    return judged
+
+
 def outcome_table(df: pd.DataFrame) -> pd.DataFrame:
     """Where the values went, per round (fig 9): counts of each outcome.
 
@@ -406,19 +417,40 @@ def outcome_table(df: pd.DataFrame) -> pd.DataFrame:
     -------
     DataFrame
         Index ``round``; columns ``arm``, ``search``, ``reader`` (its label),
-        one column per `OUTCOMES` entry (zeros included), ``questions``
-        (the row total: the answers of the round, each question once per draw)
-        and, when the questions were asked several times (``draw``), ``draws``
-        per question.
+        one column per `OUTCOMES` entry (zeros included; ``decoy_abstained``
+        nullable Int64),
+        ``decoys`` (the decoy answers of the round), ``questions`` (the row
+        total: the answers of the round, decoys included, each question once
+        per draw) and, when the questions were asked several times
+        (``draw``), ``draws`` per question. A round whose decoys only a
+        stand-in answered (`readers.measures_decoys`) has ``decoy_abstained``
+        <NA>: not measured, never "all abstained".
     """
     counts = pd.crosstab(df["round"], df["outcome"]).reindex(columns=list(OUTCOMES), fill_value=0)
     counts = counts.astype("int64")
+    decoys = df.groupby("round")["decoy"].apply(lambda s: int(s.astype(bool).sum())).reindex(counts.index)
+    judged = _decoys_judged(df).groupby(df["round"]).any().reindex(counts.index, fill_value=False)
     out = _round_keys(df).join(counts)
-    out["questions"] = counts.sum(axis=1)
+    out["decoy_abstained"] = out["decoy_abstained"].astype("Int64").mask((decoys > 0) & ~judged)
+    out["decoys"] = decoys.astype("int64")
+    out["questions"] = counts.sum(axis=1).astype("int64")
     if "draw" in df.columns and len(df) and int(df["draw"].max()) > 0:
         out["draws"] = df.groupby("round")["draw"].nunique().astype("int64")
     out.columns.name = None
     return out
+
+
+#: How `outcome_view` shows a round's decoys that only a stand-in answered.
+DECOYS_NOT_MEASURED = "not measured"
+
+
+def outcome_view(outcomes: pd.DataFrame) -> pd.DataFrame:
+    """`outcome_table` as the notebook shows it: a stand-in's ``decoy_abstained`` reads `DECOYS_NOT_MEASURED`."""
+    view = outcomes.copy()
+    if "decoy_abstained" in view.columns:
+        col = view["decoy_abstained"]
+        view["decoy_abstained"] = [DECOYS_NOT_MEASURED if pd.isna(v) else str(int(v)) for v in col]
+    return view
 
 
 def tool_calls_per_round(df: pd.DataFrame) -> pd.DataFrame:
@@ -549,6 +581,7 @@ class OpenBookExam(Exam[OpenBookCases, pd.DataFrame]):
 __all__ = [
     "ARCHIVE_FILE",
     "COLUMNS",
+    "DECOYS_NOT_MEASURED",
     "DEFAULT_WORDINGS",
     "OUTCOMES",
     "OpenBookCases",
@@ -561,6 +594,7 @@ __all__ = [
     "classify",
     "make_rounds",
     "outcome_table",
+    "outcome_view",
     "run_open_book",
     "shape_tools_of",
     "stand_in_note",

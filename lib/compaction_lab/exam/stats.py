@@ -23,6 +23,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
+from compaction_lab.exam import readers
 from compaction_lab.exam.bank import DEFAULT_POINTER_MIX
 from compaction_lab.exam.intervals import CLOPPER_PEARSON, Interval, binomial_half_p, clopper_pearson, cluster_t
 from compaction_lab.exam.power import hierarchical_interval
@@ -267,7 +268,9 @@ def recall_table(
         from the session that gives most; NaN without questions),
         ``over_window`` (any projection of the strategy larger than its usable
         capacity; False without that column), ``decoys_fallen`` (decoy rows
-        graded wrong), ``decoys_n``, ``projection_tokens`` (mean over cases
+        graded wrong), ``decoys_n`` (both nullable Int64, <NA> where only a
+        stand-in answered the decoys: not measured, see `_decoy_counts`),
+        ``projection_tokens`` (mean over cases
         of the projection's size, each case counted once however many
         questions it has; NaN without that column), then ``retained_<p>``,
         ``n_<p>``, ``recall_<p>`` for each pointer (recall NaN when N is 0).
@@ -278,7 +281,7 @@ def recall_table(
     for ident, g in _units(answers):
         real = _real(g)
         correct = real["correct"].astype(bool).to_numpy()
-        decoys = g[g["decoy"].astype(bool)]
+        fallen, asked = _decoy_counts(g)
         iv = _unit_interval(real, unit, n_boot, seed, confidence)
         sessions = _sessions(real)
         tokens = float("nan")
@@ -298,8 +301,8 @@ def recall_table(
             if correct.size
             else float("nan"),
             "over_window": bool(g["over_window"].eq(True).any()) if "over_window" in g else False,
-            "decoys_fallen": int((~decoys["correct"].astype(bool)).sum()),
-            "decoys_n": int(len(decoys)),
+            "decoys_fallen": fallen,
+            "decoys_n": asked,
             "projection_tokens": tokens,
         }
         for p, (k, n) in pointer_recall(g).items():
@@ -324,7 +327,31 @@ def recall_table(
     out = pd.DataFrame(rows, columns=cols)
     out["n_records"] = out["n_records"].astype("Int64")
     out["over_window"] = out["over_window"].astype(bool)
+    out[["decoys_fallen", "decoys_n"]] = out[["decoys_fallen", "decoys_n"]].astype("Int64")
     return out
+
+
+def _decoy_counts(g: pd.DataFrame) -> tuple[int | None, int | None]:
+    """Decoys fallen for and decoys asked of one unit's rows, counting only readers that could fall for one.
+
+    A stand-in reader (``stand_in`` True, or a ``reader`` registered decoy-blind:
+    `readers.measures_decoys`) answers only what is there, so its abstaining on a
+    decoy says nothing: when decoys were asked and no answer to one came from a
+    reader that could fall for it, both counts are None ("not measured"), never
+    0 of N. No decoy asked: 0 of 0.
+    """
+    decoys = g[g["decoy"].astype(bool)]
+    if decoys.empty:
+        return 0, 0
+    judged = pd.Series(True, index=decoys.index)
+    if "stand_in" in decoys.columns:
+        judged &= ~decoys["stand_in"].astype("boolean").fillna(False).astype(bool)
+    if "reader" in decoys.columns:
+        judged &= decoys["reader"].astype(str).map(readers.measures_decoys).astype(bool)
+    if not judged.any():
+        return None, None
+    kept = decoys[judged]
+    return int((~kept["correct"].astype(bool)).sum()), int(len(kept))
 
 
 def session_table(answers: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
@@ -747,6 +774,10 @@ def sensitivity_table(
 # --------------------------------------------------------------------------- rank agreement between two exams
 
 
+#: The verdicts of `RankAgreement.verdict`.
+AGREE, DISAGREE, CANNOT_TELL, NOT_MEASURED = "agree", "disagree", "cannot tell", "not measured"
+
+
 @dataclass(frozen=True)
 class RankAgreement:
     """How alike two exams rank the arms: Spearman's ρ with a bootstrap interval over the independent unit.
@@ -776,14 +807,21 @@ class RankAgreement:
 
     @property
     def verdict(self) -> str:
-        """Say what the interval shows: ``agree`` (above 0), ``reversed`` (below 0), ``unclear``, or ``no interval``."""
+        """Say what the data support, the one rule every wording of rank agreement follows.
+
+        ``not measured``: no ρ (fewer than two arms, or every arm ties in one exam). ``agree``: the
+        interval lies above 0. ``disagree``: it lies below 0 (the rankings are reversed). ``cannot
+        tell``: a ρ without an interval (one session, two arms) or an interval that holds 0.
+        """
+        if np.isnan(self.rho):
+            return NOT_MEASURED
         if np.isnan(self.ci_low) or np.isnan(self.ci_high):
-            return "no interval"
+            return CANNOT_TELL
         if self.ci_low > 0:
-            return "agree"
+            return AGREE
         if self.ci_high < 0:
-            return "reversed"
-        return "unclear"
+            return DISAGREE
+        return CANNOT_TELL
 
 
 #: Columns `rank_agreement` needs in each of its frames (besides the unit column).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from compaction_lab.exam.readers import DECOYS_NOT_MEASURED
 from compaction_lab.report.figures import register, title_of
 from compaction_lab.report.figures._common import no_data
 from compaction_lab.report.theme import use_theme
@@ -31,17 +32,29 @@ def fig9_open_book(outcomes: pd.DataFrame, *, width: int = 520) -> alt.Chart:
     ----------
     outcomes : DataFrame
         `exam.open_book.outcome_table` (index round; columns arm, search,
-        reader, one count column per outcome).
+        reader, one count column per outcome). A ``decoy_abstained`` of <NA>
+        (only a stand-in answered the decoys) draws no bar; the subtitle says
+        `DECOYS_NOT_MEASURED`.
     """
     if outcomes.empty:
         return no_data(title_of("fig9_open_book"))
     use_theme()
     wide = outcomes.reset_index()
-    kinds = [k for k in OUTCOME_COLORS if k in wide.columns]
+    if "decoy_abstained" in wide.columns and "reader" in wide.columns:
+        # A table saved before decoys could be <NA>: a stand-in's round still says nothing about decoys.
+        stand_in = wide["reader"].astype(str).str.contains("stand-in", regex=False)
+        wide["decoy_abstained"] = wide["decoy_abstained"].astype("Int64").mask(stand_in)
+    # A stand-in's decoys are not measured (<NA>): no bar, and the subtitle says so, never "abstained".
+    unmeasured = "decoy_abstained" in wide.columns and bool(wide["decoy_abstained"].isna().any())
+    kinds = [k for k in OUTCOME_COLORS if k in wide.columns and wide[k].notna().any()]
     wide["round_label"] = wide.apply(lambda r: f"round {r['round']}: {r['arm']} book, search {r['search']}", axis=1)
     long = wide.melt(id_vars=["round", "round_label"], value_vars=kinds, var_name="outcome", value_name="count")
+    long = long[long["count"].notna()].astype({"count": "int64"})
     long["outcome_order"] = long["outcome"].map({k: i for i, k in enumerate(kinds)})
     readers = ", ".join(sorted(set(wide["reader"]))) if "reader" in wide else ""
+    subtitle = [f"reader: {readers}" if readers else "where the values went, per round"]
+    if unmeasured:
+        subtitle.append(DECOYS_NOT_MEASURED)
     return (
         alt.Chart(long)
         .mark_bar()
@@ -65,7 +78,7 @@ def fig9_open_book(outcomes: pd.DataFrame, *, width: int = 520) -> alt.Chart:
             width=width,
             title=alt.TitleParams(
                 title_of("fig9_open_book"),
-                subtitle=f"reader: {readers}" if readers else "where the values went, per round",
+                subtitle=subtitle if len(subtitle) > 1 else subtitle[0],
             ),
         )
     )
