@@ -5,6 +5,12 @@ generates the synthetic chains (the embedded default, offline), otherwise it
 imports the paths (any supported format, files or directories). `save`
 writes what was studied into the run folder so later notebooks read exactly
 the same sessions.
+
+Redaction never moves a number: a redacted run's stages read the sessions as
+they were written (``sessions/``, private to the account until the run's final
+sweep masks it), and what they write is masked by the run's one redactor
+(`run_redactor`: the patterns notebook 01 was given, ``redaction.json``, and the
+account names the sessions tell). See docs/architecture.md, "Redaction".
 """
 
 from __future__ import annotations
@@ -13,18 +19,23 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from compaction_lab.core import excerpt, runfolder
+from compaction_lab.core import bounded_json, excerpt, runfolder
 from compaction_lab.core.session import Session
 from compaction_lab.ingest import ImportReport, load_sessions, synthetic
 from compaction_lab.ingest.import_report import os_reason
+from compaction_lab.privacy import redactor as redactor_mod
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+#: What notebook 01 leaves in a redacted run folder: its ``redact_patterns`` (`save`, `run_redactor`).
+REDACTION_FILE = "redaction.json"
 
 
 @dataclass(frozen=True)
@@ -64,10 +75,12 @@ def gather(
         Generator parameters used when no paths are given (default profile if None).
     progress : bool
         Progress bars.
-    redactor : redact.Redactor, optional
-        Masks secrets and personal data in every imported session before
-        anything is computed from it or saved (``redact.redactor``); sessions
-        are left untouched when it has nothing to mask.
+    redactor : privacy.redactor.Redactor, optional
+        Masks secrets and personal data in every imported session in memory,
+        for a caller that shows them straight away. A run passes none: its
+        stages compute on the sessions as written and its files are masked
+        (`save` with ``redact``, the runner's final sweep), so redaction never
+        moves a number.
 
     Raises
     ------
@@ -136,23 +149,56 @@ def session_file(session_id: str) -> str:
     return f"{_UNSAFE.sub('_', session_id)[:80]}~{digest}.jsonl"
 
 
-def save(sources: Sources, run_dir: Path) -> Path:
+def save(
+    sources: Sources,
+    run_dir: Path,
+    redact: bool = False,
+    redact_patterns: str | Path | Sequence[Mapping] | None = None,
+) -> Path:
     """Write the run's sessions (and facts or the import report) into the run folder.
 
     Writes ``sessions/<session>.jsonl`` per session; for synthetic chains also
     ``sessions/facts.jsonl``; for imports ``import_report.json`` and
     ``import_skips.parquet``.
+
+    Parameters
+    ----------
+    sources : Sources
+    run_dir : path
+    redact : bool
+        The run is redacted: the sessions are written as they are (the stages compute on them) into a
+        folder only this account may read (0700, files 0600), each file named after its masked id, and
+        ``redaction.json`` records `redact_patterns` for the run's later readers (`run_redactor`); the
+        run's final sweep masks them all. False: a ``redaction.json`` left by an earlier run is removed.
+    redact_patterns : path or list of mappings, optional
+        Extra patterns (`privacy.patterns.load_patterns`); read now, so a bad file fails here.
     """
     out = runfolder.sessions_dir(run_dir)
+    marker = Path(run_dir) / REDACTION_FILE
+    red = None
+    if redact:
+        red = redactor_mod.redactor(True, redact_patterns or None).learn(sources.sessions)
+        os.chmod(out, 0o700)
+        marker.write_text(
+            json.dumps({"redact": True, "redact_patterns": _as_json(redact_patterns)}, indent=2) + "\n",
+            encoding="utf-8",
+        )
+    else:
+        marker.unlink(missing_ok=True)
     if sources.kind == "synthetic":
         synthetic.write_chains(sources.chains, out)
     else:
         names: dict[str, str] = {}
         for s in sources.sessions:
-            name = session_file(s.id)
+            # A redacted run's file names are made of masked ids: the sweep masks what files hold, not their names.
+            name = session_file(s.id if red is None else red.text(s.id))
             if names.setdefault(name, s.id) != s.id:  # only a hash collision could get here
                 raise ValueError(f"sessions {names[name]!r} and {s.id!r} would share the file {name}")
             s.write_jsonl(out / name)
+    if red is not None:
+        for f in out.iterdir():
+            if f.is_file() and not f.is_symlink():
+                os.chmod(f, 0o600)
     if sources.report is not None:
         rep = sources.report
         (Path(run_dir) / "import_report.json").write_text(
@@ -204,6 +250,61 @@ def load_saved(run_dir: Path, cap: int = excerpt.RECORD_CAP_CHARS, stage: str = 
     return capper.excerpts(Session.read_jsonl(p, capper) for p in files).told(stage)
 
 
+def session_headers(run_dir: Path) -> tuple[Session, ...]:
+    """Read what each saved session says about itself (id, source path, metadata; no records), in name order.
+
+    What `privacy.redactor.Redactor.learn` reads: the first line of each ``sessions/*.jsonl``
+    (`Session.to_jsonl`'s header), so learning costs no record. Empty when the folder holds none.
+    """
+    folder = Path(run_dir) / runfolder.SESSIONS
+    if not folder.is_dir():
+        return ()
+    heads = []
+    for p in sorted(folder.glob("*.jsonl")):
+        if p.name == "facts.jsonl" or p.is_symlink() or not p.is_file():
+            continue
+        with open(p, "rb") as fh:
+            first = fh.readline()
+        try:
+            heads.append(Session.from_lines([first]))
+        except (ValueError, KeyError, TypeError):  # not a session file: nothing to learn from it
+            continue
+    return tuple(heads)
+
+
+def run_redactor(run_dir: Path) -> redactor_mod.Redactor | None:
+    """Return the redactor of a redacted run folder, or None when its sessions were saved unredacted.
+
+    Its patterns are those notebook 01 was given (``redaction.json``, `save`), the names it learns are
+    those every saved session tells (`session_headers`), so what a later stage writes -- a figure's PNG,
+    which no sweep can rewrite -- is masked as the final sweep masks every other file. A pattern file
+    that can no longer be read (moved, or its path masked by a finished run's sweep) gives the built-in
+    patterns.
+    """
+    marker = Path(run_dir) / REDACTION_FILE
+    if not marker.is_file():
+        return None
+    try:
+        doc = bounded_json.load_file(marker)
+    except (OSError, ValueError):
+        doc = {}
+    extra = doc.get("redact_patterns") if isinstance(doc, dict) else None
+    try:
+        red = redactor_mod.redactor(True, extra or None)
+    except (OSError, ValueError):
+        red = redactor_mod.redactor(True, None)
+    return red.learn(session_headers(run_dir))
+
+
+def _as_json(value: Any) -> Any:
+    """`value` as JSON holds it: a path as its text, a list of mappings as it is."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, (str, os.PathLike)):
+        return str(value)
+    return [dict(v) for v in value]
+
+
 def summary(sources: Sources) -> pd.DataFrame:
     """One row per session: where it came from and its size (records, characters)."""
     if sources.kind == "synthetic":
@@ -229,4 +330,15 @@ def describe(sources: Sources) -> str:
     return f"Synthetic: {len(sources.chains)} seeded chains (offline generator)."
 
 
-__all__ = ["Sources", "describe", "gather", "load_saved", "save", "session_file", "summary"]
+__all__ = [
+    "REDACTION_FILE",
+    "Sources",
+    "describe",
+    "gather",
+    "load_saved",
+    "run_redactor",
+    "save",
+    "session_file",
+    "session_headers",
+    "summary",
+]

@@ -221,18 +221,24 @@ DEFAULT_PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "encoded-home-user",
         # Claude Code names a project folder after its cwd with every non-alphanumeric
-        # character turned into '-': /home/alice/proj -> -home-alice-proj; pi wraps the same
-        # encoding in two more dashes: --home-alice-proj--. The folder leads the name (or
-        # follows C- on Windows), so the lead is checked behind.
+        # character turned into '-': /home/alice/proj -> -home-alice-proj, C:\Users\alice\proj ->
+        # C--Users-alice-proj; pi wraps the same encoding in two more dashes: --home-alice-proj--,
+        # --C--Users-alice-proj--. The folder leads a path segment or a value (after a quote, a
+        # space, '=' or ':'), so the lead is checked behind; a value led by '--' must also end with
+        # '--' (pi's), so a command-line option such as --home-dir is not one.
         # SWE-agent writes a path as one folder name with each '/' turned into '__':
         # /Users/alice/proj -> __Users__alice__proj (its segment ends at the next '__').
-        r"(?:(?:^|(?<=[/\\])|(?<=^[A-Za-z]-)|(?<=[/\\][A-Za-z]-))-?-(?:home|Users)-"
+        r"(?:(?:^|(?<=[/\\\s\"'=:]))(?:--)?[A-Za-z]--(?:home|Users)-"
+        r"|(?:^|(?<=[/\\]))-?-(?:home|Users)-"
+        r"|(?<=[\s\"'=:])-(?:home|Users)-"
+        r"|(?<=[\s\"'=:])--(?:home|Users)-(?=[A-Za-z0-9_-]*?--(?![A-Za-z0-9]))"
         r"|(?:^|(?<=[/\\\s\"'=:]))__(?:home|Users)__)"
         r"(?!(?:Shared|Public|Guest)(?![A-Za-z0-9]))(?!\[REDACTED:)"
-        r"(?P<secret>[A-Za-z0-9_]+?)(?=__|[-/\\.]|$)",
+        r"(?P<secret>[A-Za-z0-9_]+?)(?=__|[-/\\.\s\"']|$)",
         "the user-name segment of a cwd encoded as a folder name (Claude Code's "
-        "~/.claude/projects/-home-<user>-proj, pi's sessions/--home-<user>-proj--, SWE-agent's "
-        "/__Users__<user>__proj); see Redactor.session for names holding '-'",
+        "~/.claude/projects/-home-<user>-proj and C--Users-<user>-proj, pi's sessions/--home-<user>-proj-- "
+        "and --C--Users-<user>-proj--, SWE-agent's /__Users__<user>__proj); see Redactor.session for names "
+        "holding '-'",
         needles=("-home-", "-Users-", "__home__", "__Users__"),
     ),
 )

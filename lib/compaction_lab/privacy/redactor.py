@@ -1,8 +1,10 @@
 """The redaction engine: `Redactor` masks text, nested values and sessions with patterns and literals.
 
-Reports are made from a person's own agent sessions; `Redactor.session` masks
-every imported session right after import, before anything is computed from
-it or saved. `redactor` builds the one a run uses.
+Reports are made from a person's own agent sessions. A run computes on the
+sessions as they were written and masks what it writes: `redactor` builds the
+one redactor a run uses, `Redactor.learn` adds the account names its sessions
+tell (a cwd, an encoded project folder), so every file, figure and table of the
+run masks the same value the same way (docs/architecture.md, "Redaction").
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ from compaction_lab.privacy.credentials import credentials_in
 from compaction_lab.privacy.env_secrets import ENV_SECRET, MIN_SECRET_CHARS, env_secret_values
 from compaction_lab.privacy.patterns import URL_USERINFO, Pattern, load_patterns, marker, personal
 
-__all__ = ["LOG_USER_MARKER", "Redactor", "apply", "redactor", "walk"]
+__all__ = ["ENCODED_HOME", "LOG_USER", "LOG_USER_MARKER", "Redactor", "apply", "redactor", "walk"]
 
-#: What a log author's account name becomes wherever the session shows it bare (`Redactor.session`).
-LOG_USER_MARKER = marker("log-user-name")
+#: The names of the rules a learned account name is masked by (`Redactor.learn`).
+LOG_USER = "log-user-name"
+ENCODED_HOME = "encoded-home-user"
+#: What a log author's account name becomes wherever the session shows it bare (`Redactor.learn`).
+LOG_USER_MARKER = marker(LOG_USER)
 
 #: A marker (`marker`) is never masked again; its name part uses the pattern-name characters.
 _MARKER = re.compile(r"\[REDACTED:[A-Za-z0-9_.-]{1,64}\]")
@@ -39,16 +44,43 @@ class _Rule:
     needles: tuple[str, ...] = ()  # Pattern.needles: skip a text holding none of them
 
 
+def _alternation(values: Iterable[str]) -> str:
+    """One regex alternative per value, longest first (a value that contains another is masked whole)."""
+    return "|".join(re.escape(v) for v in sorted(set(values), key=lambda v: (-len(v), v)))
+
+
+#: What encodes a home folder's path as one name, before the account name: Claude Code and pi
+#: (every non-alphanumeric character -> ``-``), SWE-agent (each ``/`` -> ``__``).
+_DASH_HOMES = ("-home-", "-Users-")
+_UNDERSCORE_HOMES = ("__home__", "__Users__")
+
+
 @lru_cache(maxsize=64)
-def _rules(patterns: tuple[Pattern, ...], literals: frozenset[str]) -> tuple[_Rule, ...]:
+def _rules(
+    patterns: tuple[Pattern, ...], literals: frozenset[str], names: frozenset[str] = frozenset()
+) -> tuple[_Rule, ...]:
     rules = []
     if literals:
-        # Longest first, so a value that contains another is masked whole.
-        alt = "|".join(re.escape(v) for v in sorted(literals, key=lambda v: (-len(v), v)))
-        rules.append(_Rule(ENV_SECRET, re.compile(alt), False))
+        rules.append(_Rule(ENV_SECRET, re.compile(_alternation(literals)), False))
+    # A learned name holding '-' or '.' (jo-ann) is several segments of an encoded home; masked whole
+    # before `encoded-home-user` masks its first segment alone.
+    split = [n for n in names if re.search(r"[^A-Za-z0-9_]", n)]
+    if split:
+        dashed = _alternation(re.sub(r"[^A-Za-z0-9]", "-", n) for n in split)
+        behind_dash = "|".join(f"(?<={re.escape(h)})" for h in _DASH_HOMES)
+        behind_underscore = "|".join(f"(?<={re.escape(h)})" for h in _UNDERSCORE_HOMES)
+        rx = re.compile(
+            rf"(?:(?:{behind_dash})(?:{dashed})(?=[-/\\\s\"']|$))"
+            rf"|(?:(?:{behind_underscore})(?:{_alternation(split)})(?=__|[/\\\s\"']|$))"
+        )
+        rules.append(_Rule(ENCODED_HOME, rx, False, _DASH_HOMES + _UNDERSCORE_HOMES))
     for p in patterns:
         rx = re.compile(p.regex)
         rules.append(_Rule(p.name, rx, "secret" in rx.groupindex, p.needles))
+    if names:
+        # Whole words, after the patterns: /home/<name> stays `home-user`, a bare name becomes `log-user-name`.
+        rx = re.compile(rf"(?<![A-Za-z0-9_])(?:{_alternation(names)})(?![A-Za-z0-9_])")
+        rules.append(_Rule(LOG_USER, rx, False))
     return tuple(rules)
 
 
@@ -163,11 +195,16 @@ class Redactor:
         Applied after the literals and before `patterns`, whether redaction
         is on or not (`redactor` puts `URL_USERINFO` here): credentials, not
         personal data, so never part of what a report studies.
+    names : frozenset of str
+        Account names sessions told (`learn`): masked as whole words
+        (``log-user-name``, after the patterns) and whole inside an encoded
+        home (``-home-jo-ann-proj``, before them).
     """
 
     patterns: tuple[Pattern, ...] = ()
     literals: frozenset[str] = frozenset()
     always: tuple[Pattern, ...] = ()
+    names: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         """Keep patterns as tuples (the always-on ones not repeated) and drop empty literals."""
@@ -175,6 +212,7 @@ class Redactor:
         object.__setattr__(self, "always", tuple(p for p in self.always if p not in self.patterns))
         # An empty literal would match between every two characters.
         object.__setattr__(self, "literals", frozenset(v for v in self.literals if v))
+        object.__setattr__(self, "names", frozenset(v for v in self.names if v))
 
     @property
     def enabled(self) -> bool:
@@ -183,12 +221,12 @@ class Redactor:
 
     @property
     def active(self) -> bool:
-        """True when anything at all can be masked (patterns, literals or the always-on patterns)."""
-        return bool(self.patterns or self.literals or self.always)
+        """True when anything at all can be masked (patterns, literals, the always-on patterns or learned names)."""
+        return bool(self.patterns or self.literals or self.always or self.names)
 
     def rules(self) -> tuple[_Rule, ...]:
-        """Compile the rules: literals first, then the always-on patterns, then the patterns in order (cached)."""
-        return _rules(self.always + self.patterns, self.literals)
+        """Compile the rules: literals, learned encoded homes, the always-on patterns, the patterns, learned names (cached)."""
+        return _rules(self.always + self.patterns, self.literals, self.names)
 
     def text(self, s: str) -> str:
         """`s` with every match masked; `s` itself when nothing matches."""
@@ -213,8 +251,36 @@ class Redactor:
             return obj
         return walk(obj, self.text)[0]
 
+    def learn(self, sessions: Iterable[Session]) -> Redactor:
+        """Return this redactor with the account names `sessions` tell added to `names` (itself when none is new).
+
+        A log names its author's home in its cwd (``/Users/<user>/proj``), its source path or an encoded
+        folder (``--Users-<user>-proj--``, ``__Users__<user>__proj``); the same name then turns up bare --
+        ``ls -l`` owners, ``github.com/<user>/…`` -- where no path pattern sees it, and a name holding
+        ``-`` or ``.`` (``jo-ann``) is several segments of an encoded folder. Learned only when the home
+        patterns are in use (redaction on), and only personal names (`patterns.personal`). A run learns
+        from all its sessions once, so every file masks every session's names the same way.
+        """
+        home = next((p for p in self.patterns if p.name == "home-user"), None)
+        encoded = next((p for p in self.patterns if p.name == ENCODED_HOME), None)
+        if home is None and encoded is None:
+            return self
+        found: set[str] = set()
+        regexes = [re.compile(p.regex) for p in (home, encoded) if p is not None]
+
+        def collect(v: str) -> str:
+            for rx in regexes:
+                found.update(m.group("secret") for m in rx.finditer(v))
+            return v
+
+        for s in sessions:
+            walk(s.metadata, collect)
+            collect(s.source_path or "")
+        new = {n for n in found if personal(n)} - self.names
+        return replace(self, names=self.names | new) if new else self
+
     def session(self, s: Session) -> Session:
-        """Return a copy of `s` with every free-text field masked.
+        """Return a copy of `s` with every free-text field masked, with the names it tells learned (`learn`).
 
         Masked: the session id (and so every record's ``session_id``), its
         source path and metadata, and each record's text, entry id, tool,
@@ -224,8 +290,7 @@ class Redactor:
         """
         if not self.active:
             return s
-        names = self._log_users(s)
-        text = self.text if names is None else (lambda v: names.sub(LOG_USER_MARKER, self.text(v)))
+        text = self.learn([s]).text
         sid = text(s.id)
         changed = sid != s.id
         records = []
@@ -243,7 +308,7 @@ class Redactor:
                 rec = replace(rec, **upd)
                 changed = True
             records.append(rec)
-        source_path = text(self._encoded_homes(s, s.source_path)) if s.source_path else s.source_path
+        source_path = text(s.source_path) if s.source_path else s.source_path
         metadata, meta_changed = walk(s.metadata, text)
         if not (changed or meta_changed or source_path != s.source_path):
             return s
@@ -254,64 +319,6 @@ class Redactor:
             source_path=source_path,
             metadata=dict(metadata) if meta_changed else s.metadata,
         )
-
-    def _log_users(self, s: Session) -> re.Pattern[str] | None:
-        """Build one whole-word regex of the accounts whose homes the session's metadata and source path show.
-
-        A log names its author's home in its cwd (``/Users/<user>/proj``) or an encoded folder
-        (``--Users-<user>-proj--``); the same name then turns up bare — ``ls -l`` owners,
-        ``github.com/<user>/…`` — where no path pattern sees it. Once the session tells the name, every
-        whole-word occurrence in it is masked (``log-user-name``), as the running account's own name is.
-        None when the home patterns are not in use or the session names no personal account.
-        """
-        home = next((p for p in self.patterns if p.name == "home-user"), None)
-        encoded = next((p for p in self.patterns if p.name == "encoded-home-user"), None)
-        if home is None and encoded is None:
-            return None
-        found: set[str] = set()
-        regexes = [re.compile(p.regex) for p in (home, encoded) if p is not None]
-
-        def collect(v: str) -> str:
-            for rx in regexes:
-                found.update(m.group("secret") for m in rx.finditer(v))
-            return v
-
-        walk(s.metadata, collect)
-        collect(s.source_path or "")
-        names = sorted((n for n in found if personal(n)), key=lambda n: (-len(n), n))
-        if not names:
-            return None
-        return re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(map(re.escape, names)) + r")(?![A-Za-z0-9_])")
-
-    def _encoded_homes(self, s: Session, path: str) -> str:
-        """`path` with the whole encoded home of every user the session's metadata names masked.
-
-        ``encoded-home-user`` masks one ``-``-free segment; a user name holding
-        ``-`` or ``.`` (``jo-ann``, ``j.doe``) is encoded as several. The
-        session's own ``cwd`` (``/home/jo-ann/proj``) tells the real name, so
-        its encoded form is masked whole in the source path.
-        """
-        home = next((p for p in self.patterns if p.name == "home-user"), None)
-        encoded = next((p for p in self.patterns if p.name == "encoded-home-user"), None)
-        if home is None or encoded is None or not path:
-            return path
-        names: set[str] = set()
-        home_regex = home.regex
-
-        def collect(v: str) -> str:
-            names.update(m.group("secret") for m in re.finditer(home_regex, v))
-            return v
-
-        walk(s.metadata, collect)
-        for name in sorted(names, key=len, reverse=True):
-            enc = re.sub(r"[^A-Za-z0-9]", "-", name)
-            if "-" in enc:  # one segment is masked by the pattern itself
-                path = re.sub(
-                    rf"(-(?:home|Users)-){re.escape(enc)}(?=[-/\\]|$)",
-                    lambda m: m.group(1) + marker(encoded.name),
-                    path,
-                )
-        return path
 
 
 def walk(obj: Any, f: Callable[[str], str]) -> tuple[Any, bool]:

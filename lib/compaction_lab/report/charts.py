@@ -1,9 +1,10 @@
 """The notebooks' one import for figures: the theme, `save_chart`, `draw` and every figure function by name.
 
-Nothing is defined here. The theme and the writing of PNG + SVG + HTML are in
-`compaction_lab.report.theme`; the figures, one module per notebook, each registered where it is drawn,
-and `draw` (name a figure once: drawn, saved under the run folder's name for it, returned to show) are in
-`compaction_lab.report.figures`. A notebook reads::
+The theme and the writing of PNG + SVG + HTML are in `compaction_lab.report.theme`; the figures, one
+module per notebook, each registered where it is drawn, and their drawing (name a figure once: drawn,
+saved under the run folder's name for it, returned to show) are in `compaction_lab.report.figures`.
+Defined here is only `draw`, which masks a redacted run's figures first (docs/architecture.md,
+"Redaction"). A notebook reads::
 
     from compaction_lab.report import charts
 
@@ -14,7 +15,16 @@ and `draw` (name a figure once: drawn, saved under the run folder's name for it,
 
 from __future__ import annotations
 
-from compaction_lab.report.figures import FigureSpec, draw, figure, run_figures, sweep_figures, title_of
+import functools
+import os
+from pathlib import Path
+from typing import Any
+
+from compaction_lab.core import runfolder
+from compaction_lab.ingest import sources
+from compaction_lab.privacy.redactor import Redactor
+from compaction_lab.report import figures
+from compaction_lab.report.figures import FigureSpec, figure, run_figures, sweep_figures, title_of
 from compaction_lab.report.figures._common import NO_QUESTIONS, NOT_SENDABLE, NOT_SENDABLE_NOTE, no_data
 from compaction_lab.report.figures.anatomy import SEGMENT_COLORS, fig7_projection_anatomy, fig8_trigger_and_budgets
 from compaction_lab.report.figures.composition import fig2_composition
@@ -47,6 +57,7 @@ from compaction_lab.report.theme import (
     POINTER_COLORS,
     RENDERER,
     THEME,
+    each_string,
     page_safe,
     save_chart,
     script_safe,
@@ -54,6 +65,50 @@ from compaction_lab.report.theme import (
     use_theme,
     vega_safe,
 )
+
+
+def draw(run: str | os.PathLike[str] | Any, stem: str, *data: Any, **kw: Any) -> Any:
+    """Draw a registered figure, save it under the run folder's name for it, and return the chart to show.
+
+    As `compaction_lab.report.figures.draw`, with one step first: in a redacted run folder
+    (`sources.run_redactor`) every string of the figure's arguments -- a session id, a label, a
+    column name -- is masked by the run's redactor, as the final sweep masks every other file. Its PNG
+    cannot be rewritten afterwards, and the numbers are never touched.
+
+    Parameters
+    ----------
+    run : str, Path or run result
+        The run folder (a notebook's ``out``), or anything with a ``run_dir`` attribute.
+    stem : str
+        The figure's registered stem (``"fig2_composition"``).
+    *data, **kw
+        What the figure's function takes (its tables, then options such as ``width``).
+    """
+    red = _run_redactor(Path(getattr(run, "run_dir", run)))
+    if red is not None:
+        data = each_string(data, red.text)
+        kw = each_string(kw, red.text)
+    return figures.draw(run, stem, *data, **kw)
+
+
+def _run_redactor(folder: Path) -> Redactor | None:
+    """Return the run folder's redactor (`sources.run_redactor`), built once per state of its files."""
+    try:
+        marker = (folder / sources.REDACTION_FILE).stat().st_mtime_ns
+    except OSError:
+        return None
+    try:
+        saved = (folder / runfolder.SESSIONS).stat().st_mtime_ns
+    except OSError:
+        saved = 0
+    return _cached_redactor(str(folder.resolve()), marker, saved)
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_redactor(folder: str, marker: int, saved: int) -> Redactor | None:
+    del marker, saved  # the cache key: a new redaction file or new sessions build it again
+    return sources.run_redactor(Path(folder))
+
 
 __all__ = [
     "KIND_COLORS",

@@ -19,7 +19,7 @@ import os
 import re
 import tempfile
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -161,6 +161,49 @@ def vega_safe(value: Any) -> Any:
     's⟨U+2028⟩x⟨U+0000⟩'
     """
     return _written(value, _NON_VEGA_OR_MARK)
+
+
+def each_string(value: Any, text: Callable[[str], str]) -> Any:
+    """`value` with every string passed through `text`: a DataFrame's column names, index and text cells, keys.
+
+    The redaction hook of a redacted run's figures (`compaction_lab.report.charts.draw` passes the run's
+    redactor's ``text``): a PNG cannot be rewritten by the final sweep, so what it is drawn from is masked
+    first. Numbers are never touched; a DataFrame is copied, never changed in place.
+    """
+    if isinstance(value, str):
+        return text(value)
+    if isinstance(value, dict):
+        return {each_string(k, text): each_string(v, text) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(each_string(v, text) for v in value)
+    if isinstance(value, pd.DataFrame):
+        out = value.rename(columns=lambda c: each_string(c, text))
+        for i in range(out.shape[1]):
+            out.isetitem(i, _each_cell(out.iloc[:, i], text).array)
+        if not isinstance(out.index, pd.MultiIndex):
+            out.index = pd.Index(_each_cell(out.index.to_series(), text).array, name=each_string(out.index.name, text))
+        return out
+    return value
+
+
+def _each_cell(cells: pd.Series, text: Callable[[str], str]) -> pd.Series:
+    """`cells` with every string passed through `text` (each distinct value once), in the column's own dtype."""
+    if isinstance(cells.dtype, pd.CategoricalDtype):
+        cats = [each_string(c, text) for c in cells.cat.categories]
+        if len(set(cats)) == len(cats):
+            return cells.cat.rename_categories(cats)
+        cells = cells.astype(object)  # two categories masked alike: one value now
+    if not (pd.api.types.is_object_dtype(cells) or pd.api.types.is_string_dtype(cells)):
+        return cells
+    done: dict[str, str] = {}
+    for v in cells:
+        if isinstance(v, str) and v not in done:
+            done[v] = text(v)
+    if all(k == v for k, v in done.items()):
+        return cells
+    mapped = [done[v] if isinstance(v, str) else v for v in cells]
+    out = pd.Series(mapped, index=cells.index, dtype=object, name=cells.name)
+    return out if pd.api.types.is_object_dtype(cells) else out.astype(cells.dtype)
 
 
 def page_safe(text: str) -> str:

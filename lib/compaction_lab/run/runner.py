@@ -19,9 +19,10 @@ headline table, every figure, links, parameters and versions) and writes
 template drops the lab template's CDN scripts and figures are embedded.
 
 Sharing: with redaction on (``redact: true`` in a profile, on for
-``my_sessions``; ``--redact`` / ``--no-redact`` on the command line) the
-sessions are masked as they are imported and a final sweep masks whatever
-still matches in any file of the run folder (`privacy.scrub`). Values of secret
+``my_sessions``; ``--redact`` / ``--no-redact`` on the command line) every
+stage computes on the sessions as written, so redaction never moves a number,
+and the final sweep masks every file of the run folder (`privacy.scrub`; the
+sessions kept private until then, `final_sweep`). Values of secret
 environment variables are masked in every run, redaction on or off.
 
 Batches: `run_profile` takes parameter overrides (``--set key=value``);
@@ -846,9 +847,15 @@ def final_sweep(run_dir: Path, redactor: redactor_mod.Redactor) -> dict[str, Any
     """Run the final redaction sweep of a run folder; return what run.json records of it (``redaction``).
 
     Its databases are settled first (`scrub.settle_databases`): no ``-wal``/``-shm`` side file, which could
-    hold text older than the sweep, is left in a shared folder.
+    hold text older than the sweep, is left in a shared folder. With redaction on, the redactor first learns
+    the account names every saved session tells (`Redactor.learn` over `sources.session_headers`): the
+    stages computed on the sessions as written, and this sweep is what masks them, the sessions' own files
+    included, one value one mask across the folder.
     """
+    from compaction_lab.ingest import sources  # here: the importers are the kernels' to load, not the runner's
+
     scrub.settle_databases(run_dir)
+    redactor = redactor.learn(sources.session_headers(run_dir))
     rep = scrub.scrub_run_folder(run_dir, redactor)
     return {
         "enabled": redactor.enabled,
