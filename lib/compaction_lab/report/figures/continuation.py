@@ -35,8 +35,19 @@ NO_REDISCOVERY: tuple[str, ...] = (
 OVER_WINDOW = "over window (not sendable)"
 SENDABLE = "sendable"
 
-#: The three parts figure 11 splits each compaction's later tool calls into, in stacking order.
+#: The parts figure 11 splits each compaction's later tool calls into, in stacking order, one per class of
+#: exact repeat (`exam.rediscovery.CALL_CLASSES`) and the calls that repeat nothing.
 REPEAT_PARTS: dict[str, str] = {
+    "rediscovery (a lookup whose output was dropped)": "#e45756",
+    "repeat, earlier output kept": "#f58518",
+    "state check (re-run to see the state now)": "#72b7b2",
+    "other exact repeat (an edit, a script)": "#b279a2",
+    "other calls after": "#c7d3e0",
+}
+
+#: The parts of a ``rediscovery_compactions`` table written before the classes (no ``state_checks``
+#: column): ``repeats`` then counted every exact repeat, ``repeats_kept`` those of them kept.
+OLD_REPEAT_PARTS: dict[str, str] = {
     "repeat, earlier output kept": "#f58518",
     "repeat, earlier output dropped": "#e45756",
     "other calls after": "#c7d3e0",
@@ -211,29 +222,35 @@ def _money(v: Any, currency: str) -> str:
 def fig11_rediscovery(
     compactions: pd.DataFrame, repeats: pd.DataFrame | None = None, *, width: int = 460
 ) -> alt.LayerChart | alt.Chart:
-    """Figure 11: per recorded compaction, the tool calls after it and how many exactly repeat one made before.
+    """Figure 11: per recorded compaction, the tool calls after it and which of them repeat one made before.
 
-    One bar per compaction: its tool calls until the next compaction or the session's end, the exact repeats
-    (same tool, identical canonical arguments) split by whether the repeated call's earlier output was kept
-    in what the agent sent next. The label gives the repeats, the tokens their outputs added and what those
-    cost at the run's price table.
+    One bar per compaction: its tool calls until the next compaction or the session's end, split by the
+    class of each exact repeat (same tool, identical canonical arguments; `exam.rediscovery.CALL_CLASSES`):
+    rediscoveries (a lookup whose earlier output was dropped), repeats whose earlier output was kept, state
+    checks (re-run to see the state now), other repeats, and the calls that repeat nothing. The label gives
+    the rediscoveries, the tokens their outputs added and what those cost (`priced_as` in the subtitle).
+    A table written before the classes (no ``state_checks``) is split by kept or dropped, as it was.
 
     Parameters
     ----------
     compactions : DataFrame
         ``rediscovery_compactions`` (session_id, agent, model, compaction, calls_after, repeats, repeats_kept,
-        repeat_output_tokens, repeat_cost, currency, price_table; priced_as when present).
+        state_checks, repeats_other, repeat_output_tokens, repeat_cost, currency, price_table, priced_as).
     repeats : DataFrame, optional
-        ``rediscovery`` (one row per repeated call: session_id, compaction, tool): the tools repeated, in the
-        tooltip.
+        ``rediscovery`` (one row per repeated call: session_id, compaction, tool, call_class): the tools
+        repeated and their classes, in the tooltip.
+    width : int
+        The bars' width in pixels.
     """
     title = title_of("fig11_rediscovery")
     if compactions.empty or "calls_after" not in compactions.columns:
         return no_data(title, NO_REDISCOVERY)
     use_theme()
     data = compactions.copy()
+    classed = "state_checks" in data.columns  # a table written before the classes has no state checks
     data["compaction_label"] = data.apply(_compaction_label, axis=1)
-    for col in ("calls_after", "repeats", "repeats_kept", "repeat_output_tokens"):
+    counts = ["calls_after", "repeats", "repeats_kept", "state_checks", "repeats_other", "repeat_output_tokens"]
+    for col in counts:
         values = data[col] if col in data.columns else pd.Series(0, index=data.index)
         data[col] = pd.to_numeric(values, errors="coerce").fillna(0).astype(int)
     cost = data["repeat_cost"] if "repeat_cost" in data.columns else pd.Series(float("nan"), index=data.index)
@@ -241,24 +258,64 @@ def fig11_rediscovery(
     data["cost"] = [_money(v, "" if pd.isna(c) else str(c)) for v, c in zip(cost, currency, strict=True)]
     data["tools"] = ""
     if repeats is not None and not repeats.empty and {"session_id", "compaction", "tool"} <= set(repeats.columns):
-        counts = repeats.groupby(["session_id", "compaction"])["tool"].agg(
-            lambda t: ", ".join(f"{name} ×{k}" for name, k in t.astype(str).value_counts().items())
+        named = repeats["tool"].astype(str)
+        if "call_class" in repeats.columns:
+            named = named + " (" + repeats["call_class"].astype(str) + ")"
+        tools = named.groupby([repeats["session_id"], repeats["compaction"]]).agg(
+            lambda t: ", ".join(f"{name} ×{k}" for name, k in t.value_counts().items())
         )
-        data["tools"] = [counts.get((s, c), "") for s, c in zip(data["session_id"], data["compaction"], strict=True)]
-    data["label"] = [
-        f"{r.repeats} of {r.calls_after} repeat a call from before · {r.repeats_kept} earlier output kept · "
-        f"{r.repeat_output_tokens:,} tokens · {r.cost}"
-        for r in data.itertuples()
-    ]
-    shared = ["compaction_label", "calls_after", "repeats", "repeats_kept", "repeat_output_tokens", "cost", "tools"]
+        data["tools"] = [tools.get((s, c), "") for s, c in zip(data["session_id"], data["compaction"], strict=True)]
+    if classed:
+        data["label"] = [
+            f"{r.repeats} rediscover{'y' if r.repeats == 1 else 'ies'} · {plural(r.state_checks, 'state check')} · "
+            f"{r.repeats_kept} kept, of {r.calls_after} calls · {r.repeat_output_tokens:,} tokens · {r.cost}"
+            for r in data.itertuples()
+        ]
+    else:
+        data["label"] = [
+            f"{r.repeats} of {r.calls_after} repeat a call from before · {r.repeats_kept} earlier output kept · "
+            f"{r.repeat_output_tokens:,} tokens · {r.cost}"
+            for r in data.itertuples()
+        ]
+    palette = REPEAT_PARTS if classed else OLD_REPEAT_PARTS
+    shared = ["compaction_label", *counts, "cost", "tools"]
     parts = []
     for r in data[shared].to_dict("records"):
-        sizes = (r["repeats_kept"], r["repeats"] - r["repeats_kept"], max(r["calls_after"] - r["repeats"], 0))
-        for rank, (part, k) in enumerate(zip(REPEAT_PARTS, sizes, strict=True)):
+        classes: tuple[int, ...] = (
+            (r["repeats"], r["repeats_kept"], r["state_checks"], r["repeats_other"])
+            if classed
+            else (r["repeats_kept"], r["repeats"] - r["repeats_kept"])
+        )
+        sizes = (*classes, max(r["calls_after"] - sum(classes), 0))
+        for rank, (part, k) in enumerate(zip(palette, sizes, strict=True)):
             parts.append({**r, "part": part, "order": rank, "calls": k})
     long = pd.DataFrame(parts)
     order = [str(v) for v in data["compaction_label"]]
     y = alt.Y("compaction_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=320))
+    tips = [
+        alt.Tooltip("compaction_label:N", title="compaction"),
+        alt.Tooltip("part:N"),
+        alt.Tooltip("calls:Q"),
+        alt.Tooltip("calls_after:Q", title="tool calls after"),
+        alt.Tooltip("repeats:Q", title="rediscoveries" if classed else "exact repeats"),
+        alt.Tooltip(
+            "repeats_kept:Q", title="repeats whose earlier output was kept" if classed else "earlier output kept"
+        ),
+    ]
+    if classed:
+        tips += [
+            alt.Tooltip("state_checks:Q", title="state checks"),
+            alt.Tooltip("repeats_other:Q", title="other repeats"),
+        ]
+    tips += [
+        alt.Tooltip(
+            "repeat_output_tokens:Q",
+            title="tokens the rediscoveries added" if classed else "tokens the repeats added",
+            format=",",
+        ),
+        alt.Tooltip("cost:N", title="what they cost"),
+        alt.Tooltip("tools:N", title="tools repeated"),
+    ]
     bars = (
         alt.Chart(long)
         .mark_bar()
@@ -267,21 +324,11 @@ def fig11_rediscovery(
             x=alt.X("calls:Q", stack="zero", title="tool calls after the compaction (until the next, or the end)"),
             color=alt.Color(
                 "part:N",
-                scale=alt.Scale(domain=list(REPEAT_PARTS), range=list(REPEAT_PARTS.values())),
-                legend=alt.Legend(title=None, orient="bottom", labelLimit=320),
+                scale=alt.Scale(domain=list(palette), range=list(palette.values())),
+                legend=alt.Legend(title=None, orient="bottom", labelLimit=320, columns=2),
             ),
             order=alt.Order("order:Q"),
-            tooltip=[
-                alt.Tooltip("compaction_label:N", title="compaction"),
-                alt.Tooltip("part:N"),
-                alt.Tooltip("calls:Q"),
-                alt.Tooltip("calls_after:Q", title="tool calls after"),
-                alt.Tooltip("repeats:Q", title="exact repeats"),
-                alt.Tooltip("repeats_kept:Q", title="earlier output kept"),
-                alt.Tooltip("repeat_output_tokens:Q", title="tokens the repeats added", format=","),
-                alt.Tooltip("cost:N", title="what they cost"),
-                alt.Tooltip("tools:N", title="tools repeated"),
-            ],
+            tooltip=tips,
         )
     )
     text = (
@@ -291,15 +338,26 @@ def fig11_rediscovery(
     )
     prices = distinct_text(data, "price_table")
     priced_as = distinct_text(data, "priced_as") or (distinct_text(repeats, "priced_as") if repeats is not None else "")
+    if not pd.to_numeric(cost, errors="coerce").notna().any():
+        money = (
+            "cost: n/a (" + (priced_as if priced_as.startswith("not priced") else "no price table in this run") + ")"
+        )
+    else:
+        money = f"cost: {prices} prices, {priced_as}" if prices else f"cost: {priced_as or 'as recorded'}"
+    what = (
+        "rediscovery: a lookup (read, grep, find) repeated after its output was dropped; state checks "
+        "(git status, tests, lint, builds, ls) re-run to see the state now"
+        if classed
+        else None
+    )
     return (bars + text).properties(
         width=width,
         title=alt.TitleParams(
             title,
             subtitle=subtitle_lines(
                 "exact repeat: same tool, identical arguments (canonical JSON) as a call made before the compaction",
-                f"cost: {prices} prices" + (f", {priced_as}" if priced_as else "")
-                if prices
-                else "cost: n/a (no price table in this run)",
+                what,
+                money,
             ),
         ),
     )
