@@ -2,9 +2,11 @@
 
 The closed book measures recognition; this exam (notebook 07) grades a compaction against what the
 agent really did next. The key (`ContinuationCase`) is the next ``continuation_k`` tool calls from the
-cut (`NextAction`) and the exact values in them (`Target`), each classified as ``needed``, ``in_tail``,
-``system`` or ``new``; only ``needed`` targets are scored. The offline grade, needed-next recall, is
-verbatim presence (a stand-in, `READER_LABEL`); decoy objects are listed for a model grade.
+cut (`NextAction`) and the exact values in them (`Target`, one per value: forms of one path are one),
+each classified as ``needed``, ``in_tail``, ``system``, ``seen_after_cut`` or ``new``; only ``needed``
+targets are scored: seen before the tail, and not shown to the agent again between the cut and the call
+(`VISIBLE_KINDS`). The offline grade, needed-next recall, is verbatim presence (a stand-in,
+`READER_LABEL`); decoy objects are listed for a model grade.
 
 Key names: `ContinuationExam` (its `tables`: ``exam_continuation``, ``continuation_targets``,
 ``continuation_recall``, ``rediscovery``, ``rediscovery_compactions``), `ContinuationParams`,
@@ -30,14 +32,15 @@ from compaction_lab.core.session import Record, Session
 from compaction_lab.exam import cases as exam_cases
 from compaction_lab.exam import closed, next_action, readers, recorded, rediscovery, stats
 from compaction_lab.exam.calls import agent_calls, canonical_arguments
-from compaction_lab.exam.closed import usable_capacity
 from compaction_lab.exam.exam import EXAMS, Exam, ExamParams, Source
 from compaction_lab.exam.grading import normalise
 from compaction_lab.exam.probes.decoys import mutate, session_vocab
+from compaction_lab.exam.probes.forms import collapse
 from compaction_lab.exam.reading import messages_text
 from compaction_lab.exam.targets import CATEGORIES, SessionHay, Target, session_hay, targets_of
 from compaction_lab.exam.types import Case
 from compaction_lab.ingest.sources import Sources
+from compaction_lab.strategies import calibration
 from compaction_lab.strategies.base import CompactionContext
 from compaction_lab.strategies.labels import strategy_label
 
@@ -45,8 +48,15 @@ from compaction_lab.strategies.labels import strategy_label
 READER_LABEL = "needed-next recall (verbatim presence, stand-in)"
 READER_NAME = "needed-next"
 
-#: Where a target occurred before the cut (module docstring); only ``needed`` is scored.
-STATUSES: tuple[str, ...] = ("needed", "in_tail", "system", "new")
+#: Where a target occurred (module docstring); only ``needed`` is scored. ``seen_after_cut``: seen before
+#: the tail, but shown again after the cut before the call that uses it (a user message, a tool output,
+#: an earlier call of the case: any form of its value), so the call needs no memory of it.
+STATUSES: tuple[str, ...] = ("needed", "in_tail", "system", "seen_after_cut", "new")
+
+#: The records after the cut that show the agent a value again: what the user and the tools said and the
+#: calls it made. Its own messages and reasoning (and a summary) are not: a value it writes there before
+#: anything showed it again came from memory, and the call that uses it is scored.
+VISIBLE_KINDS: frozenset[str] = frozenset({"user", "tool_output", "tool_call"})
 
 #: The blocks of cases: the closed book's, and the recorded compactions'.
 BLOCKS: tuple[str, ...] = ("closed", "recorded")
@@ -111,18 +121,36 @@ class ContinuationCase:
 # --------------------------------------------------------------------------- the key
 
 
-def classify(target: Target, hay: SessionHay, case: Case, kept: str = "") -> Target:
-    """Return `target` with its status and first covered occurrence (module docstring, "The key")."""
+def classify(
+    target: Target, hay: SessionHay, case: Case, kept: str = "", at: int | None = None, named: bool = False
+) -> Target:
+    """Return `target` with its status and first covered occurrence (module docstring, "The key").
+
+    Parameters
+    ----------
+    target : Target
+    hay : SessionHay
+    case : Case
+    kept : str
+        Normalised text kept verbatim outside the tail (a recorded case).
+    at : int, optional
+        The source_order of the call that uses the target: a value a `VISIBLE_KINDS` record in
+        ``[cut, at)`` holds is ``seen_after_cut``. None: not looked for.
+    named : bool
+        An earlier call of the case named the value in another form (`build_key`): ``seen_after_cut``.
+    """
     if any(f in hay.system for f in target.forms):
-        return Target(target.value, target.category, target.forms, "system")
+        return target.classified("system")
     if hay.first(target.forms, case.tail_start, case.cut) is not None or (
         kept and any(f in kept for f in target.forms)
     ):
-        return Target(target.value, target.category, target.forms, "in_tail")
+        return target.classified("in_tail")
     hit = hay.first(target.forms, 0, case.tail_start)
     if hit is None:
-        return Target(target.value, target.category, target.forms, "new")
-    return Target(target.value, target.category, target.forms, "needed", hit[0], hit[1] or "tool")
+        return target.classified("new")
+    if named or (at is not None and hay.first(target.forms, case.cut, at, VISIBLE_KINDS) is not None):
+        return target.classified("seen_after_cut")
+    return target.classified("needed", hit[0], hit[1] or "tool")
 
 
 def next_calls(session: Session, start: int, k: int) -> list[Record]:
@@ -190,10 +218,18 @@ def build_key(
     seed : int
     """
     hay = hay or session_hay(session)
-    cwd = hay.cwd
+    calls = next_calls(session, case.cut, k)
+    found = [targets_of(r, hay.cwd) for r in calls]
+    # one value once per case: a form of a value an earlier call named is that value, seen after the cut
+    pool = collapse(t.key for ts in found for t in ts)
     actions = []
-    for rank, r in enumerate(next_calls(session, case.cut, k)):
-        targets = tuple(classify(t, hay, case, kept) for t in targets_of(r, cwd))
+    named: set[str] = set()
+    for rank, (r, ts) in enumerate(zip(calls, found, strict=True)):
+        values = [pool.of(t.key) or t.key for t in ts]
+        targets = tuple(
+            classify(t, hay, case, kept, at=r.source_order, named=v in named) for t, v in zip(ts, values, strict=True)
+        )
+        named.update(values)
         actions.append(NextAction(rank, r.source_order, r.entry_id, r.tool or "", canonical_arguments(r), targets))
     return ContinuationCase(block, case, tuple(actions), _decoys(case, actions, hay, decoy_share, seed))
 
@@ -282,10 +318,21 @@ def holds(text: str, target: Target) -> bool:
     return any(f in text for f in target.forms)
 
 
-def grade_case(cc: ContinuationCase, p: Projection, ctx: CompactionContext) -> tuple[list[dict], list[dict]]:
-    """Grade one projection against one key: action rows and needed-target rows."""
+def grade_case(
+    cc: ContinuationCase, p: Projection, ctx: CompactionContext, session: Session | None = None
+) -> tuple[list[dict], list[dict]]:
+    """Grade one projection against one key: action rows and needed-target rows.
+
+    ``over_window``: the projection, in the agent's own model tokens (`strategies.calibration.over_window`,
+    the case's `session` calibrated from its log), is larger than W − O; without `session`, its report
+    tokens are compared.
+    """
     text = normalise(messages_text(p.messages()))
-    over = p.tokens > usable_capacity(ctx)
+    over = (
+        calibration.over_window(p.tokens, session, ctx)
+        if session is not None
+        else p.tokens > calibration.usable_capacity(ctx)
+    )
     label = strategy_label(p)
     base = {
         "block": cc.block,
@@ -394,7 +441,7 @@ def run_continuation(
         s = sessions[cc.case.session_id]
         p = strategies.compact(s, name, cc.case.cut, ctx)
         arms.setdefault((cc.block, name), strategy_label(p))
-        a, t = grade_case(cc, p, ctx)
+        a, t = grade_case(cc, p, ctx, s)
         if asks:
             tools = ctx.shape.for_session(s).tools
             for d in range(draws):

@@ -2,6 +2,11 @@
 
 Shared by `compaction_lab.exam.stats` (one answer per question) and `compaction_lab.exam.power`
 (several draws per question), which build their intervals from them; stats also re-exports them.
+`records_floor` keeps an interval from few records (fewer than `MIN_RECORDS`) at least as wide as the
+Clopper–Pearson bound over those records: questions mined from one record are one observation, however
+many there are.
+
+See docs/exams.md#9-statistics.
 """
 
 from __future__ import annotations
@@ -77,6 +82,54 @@ def clopper_pearson(k: float, n: float, confidence: float = 0.95) -> tuple[float
     return low, high
 
 
+#: Below this many records, an interval is at least as wide as Clopper–Pearson over the records (`records_floor`).
+MIN_RECORDS = 10
+
+
+def records_floor(
+    interval: Interval, recall: float, n_records: int | None, confidence: float = 0.95, min_records: int = MIN_RECORDS
+) -> Interval:
+    """Return `interval` widened to at least the Clopper–Pearson interval over records, below `min_records` records.
+
+    Questions mined from one record are not independent: 33 of 33 from 3 records is three observations,
+    not 33. With ``n_records`` below `min_records`, the interval returned is the hull of `interval` and
+    `clopper_pearson` with ``k = recall × n_records`` successes in ``n_records`` trials (the beta quantiles
+    take a fractional k), its method naming both; otherwise `interval` unchanged.
+
+    Parameters
+    ----------
+    interval : Interval
+        The interval made over sessions, records or questions.
+    recall : float
+        The share retained (NaN: no questions, `interval` unchanged).
+    n_records : int or None
+        Distinct records the questions were mined from (None: unknown, `interval` unchanged).
+    confidence : float
+    min_records : int
+        From this many records on, nothing is widened.
+
+    Examples
+    --------
+    >>> iv = records_floor(Interval(0.894, 1.0, "cluster t"), 1.0, 3)
+    >>> round(iv.low, 3), iv.high, iv.method
+    (0.292, 1.0, 'cluster t ∪ Clopper–Pearson over 3 records')
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    if n_records is None or n_records <= 0 or n_records >= min_records or math.isnan(recall):
+        return interval
+    if not 0.0 <= recall <= 1.0:
+        raise ValueError(f"recall must lie in [0, 1], got {recall}")
+    low, high = clopper_pearson(recall * n_records, n_records, confidence)
+    if math.isnan(interval.low) or math.isnan(interval.high):
+        return Interval(low, high, f"{CLOPPER_PEARSON} over {n_records} records")
+    return Interval(
+        min(interval.low, low),
+        max(interval.high, high),
+        f"{interval.method} ∪ {CLOPPER_PEARSON} over {n_records} record{'s' if n_records != 1 else ''}",
+    )
+
+
 def cluster_t(y: np.ndarray, n: np.ndarray, confidence: float) -> tuple[float, float]:
     """Cluster-robust t interval of Σy/Σn: linearised (CR1) variance, t with G − 1 degrees of freedom, clipped."""
     g = y.size
@@ -86,4 +139,13 @@ def cluster_t(y: np.ndarray, n: np.ndarray, confidence: float) -> tuple[float, f
     return max(0.0, float(p) - half), min(1.0, float(p) + half)
 
 
-__all__ = ["CLOPPER_PEARSON", "Interval", "binomial_half_p", "clopper_pearson", "cluster_t", "scipy_special"]
+__all__ = [
+    "CLOPPER_PEARSON",
+    "MIN_RECORDS",
+    "Interval",
+    "binomial_half_p",
+    "clopper_pearson",
+    "cluster_t",
+    "records_floor",
+    "scipy_special",
+]

@@ -3,18 +3,21 @@
 The continuation exam keys a case by the agent's recorded next calls and the *targets* in them; the
 model grade asks the same of a call a model predicts, and whether it names an object the session never
 held. Both read a call through these: the values a call passes (`leaves`), the command line a shell
-call runs (`command_line`), the spellings that count as one value (`forms`: normalised with
+call runs (`command_line`), the spellings searched for one value (`forms`: normalised with
 `grading.normalise`, a path also in its relative, absolute and ``@``-mention forms,
-`probes.forms.path_forms`), the targets of one call (`targets_of`) and a session normalised once
-(`SessionHay`, `session_hay`).
+`probes.forms.path_forms`), the targets of one call (`targets_of`: each value once, its forms collapsed
+by their compared key, `probes.forms.value_key` and `probes.forms.collapse`; a command's heads and its
+flags are not values) and a session normalised once (`SessionHay`, `session_hay`).
+
+Design: docs/exams.md#8a-continuation-notebook-07 ("The key").
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -22,7 +25,7 @@ from compaction_lab.core.session import POINTER_OF_KIND, Record, Session
 from compaction_lab.exam.calls import call_arguments
 from compaction_lab.exam.grading import normalise
 from compaction_lab.exam.probes import candidates
-from compaction_lab.exam.probes.forms import path_forms
+from compaction_lab.exam.probes.forms import collapse, path_forms, value_key
 
 #: Target categories, in the order tables list them.
 CATEGORIES: tuple[str, ...] = (
@@ -44,6 +47,12 @@ ARG_MAX = 120
 OBJECT_CATEGORIES: tuple[str, ...] = ("path", "identifier", "tool_returned_id")
 
 _URL = re.compile(r"https?://[^\s\"'<>`]+")
+
+#: What separates the commands of one shell line (each begins with a head, `command_heads`).
+_COMMAND_SEP = re.compile(r"&&|\|\||[|;&\n()]|\$\(|`")
+
+#: Words that run the next word as the command (its head too): ``sudo npm``, ``env X=1 node``.
+_PREFIXES = frozenset({"sudo", "env", "time", "nohup", "exec", "xargs", "command", "nice", "timeout"})
 
 
 def leaves(args: Any) -> list[str]:
@@ -70,8 +79,42 @@ def command_line(args: Any) -> str | None:
     return None
 
 
+def command_heads(args: Any) -> frozenset[str]:
+    """Return the command heads a shell call runs: the first word of each command of its line.
+
+    ``cd /repo && npm run check | tail -5`` runs ``cd``, ``npm`` and ``tail``; a prefix that runs the
+    next word (``sudo``, ``env``, ``timeout``, `_PREFIXES`) is a head and so is that word; Codex's argv
+    form adds its first element. Empty for a call that runs no shell line.
+    """
+    line = command_line(args)
+    heads: set[str] = set()
+    if isinstance(args, Mapping):
+        for key in ("command", "cmd"):
+            val = args.get(key)
+            if isinstance(val, list) and val and isinstance(val[0], str):
+                heads.add(val[0])
+    for part in _COMMAND_SEP.split(line or ""):
+        for word in part.split():
+            if "=" in word and not word.startswith(("-", "/", ".")):
+                continue  # a variable assignment before the command (`X=1 node app.js`)
+            if is_flag(word) or word.isdigit():
+                continue  # `timeout 30 npm`, `xargs -n 1 rm`
+            heads.add(word)
+            if word not in _PREFIXES:
+                break
+    return frozenset(heads)
+
+
+def is_flag(value: str) -> bool:
+    """Tell whether a value is a command-line flag (``-la``, ``--force``, ``--limit=5``): never a target."""
+    return len(value) > 1 and value.startswith("-") and (value[1].isalnum() or value[1] == "-")
+
+
 def forms(value: str, cwd: str | None, *, path: bool | None = None) -> tuple[str, ...]:
     """Return a value's normalised spellings: itself, and for a path its relative, absolute and ``@`` forms.
+
+    These are the spellings *searched for* (in a session, in a projection); the key one value is
+    compared by is `probes.forms.value_key`.
 
     Parameters
     ----------
@@ -102,11 +145,13 @@ class Target:
     forms : tuple of str
         The normalised spellings that count as holding it (`forms`).
     status : str
-        Where it occurred before the cut (`continuation.STATUSES`); ``new`` until classified.
+        Where it occurred (`continuation.STATUSES`); ``new`` until classified.
     first_seen : int
         The source_order of its first covered occurrence (-1 unless ``needed``).
     pointer : str
         The kind of record it was first seen in (``user``, ``assistant``, ``tool``; "" unless ``needed``).
+    key : str
+        The compared key of its value (`probes.forms.value_key`): forms of one value share it.
     """
 
     value: str
@@ -115,19 +160,40 @@ class Target:
     status: str = "new"
     first_seen: int = -1
     pointer: str = ""
+    key: str = ""
 
     @property
     def needed(self) -> bool:
-        """Tell whether the target is scored: seen before the cut, outside what every arm keeps verbatim."""
+        """Tell whether the target is scored: seen before the cut, only in what memory must hold."""
         return self.status == "needed"
+
+    def classified(self, status: str, first_seen: int = -1, pointer: str = "") -> Target:
+        """Return the target with a status (and, for ``needed``, its first covered occurrence)."""
+        return replace(self, status=status, first_seen=first_seen, pointer=pointer)
+
+
+def one_per_value(targets: Sequence[Target]) -> list[Target]:
+    """Keep one target per value: forms of one value (`probes.forms.collapse` of their keys) are one.
+
+    The target kept is the one whose key is the value's representative (its longest form), else the
+    first; it takes the place of the value's first form. A key ambiguous between two values stays a
+    value of its own.
+    """
+    pool = collapse(t.key for t in targets)
+    groups: dict[str, list[Target]] = {}
+    for t in targets:
+        groups.setdefault(pool.of(t.key) or t.key, []).append(t)
+    return [next((t for t in members if t.key == rep), members[0]) for rep, members in groups.items()]
 
 
 def targets_of(record: Record, cwd: str | None = None) -> list[Target]:
     """Return the targets of one tool call (unclassified: status ``new``), each value once.
 
-    The probes' exact-value extractors over the call's text, then its URLs, its command's head (the first
-    word of a shell command) and the short one-line string arguments it passes. A value too easy to
-    guess (`candidates.guessable`) is not a target.
+    The probes' exact-value extractors over the call's text, then its URLs and the short one-line string
+    arguments it passes. A value too easy to guess (`candidates.guessable`), a command's head (`mkdir`,
+    `npm`: `command_heads`) and a flag (``-la``, ``--force``: `is_flag`) are not targets; forms of one
+    value (a path absolute, relative, as a ``/``-bounded suffix, ``@``-mentioned) are one target
+    (`one_per_value`).
 
     Parameters
     ----------
@@ -140,25 +206,21 @@ def targets_of(record: Record, cwd: str | None = None) -> list[Target]:
     found: list[tuple[str, str]] = [(c.value, c.category) for c in candidates.extract(record)]
     found += [(m.group(0).rstrip(".,;:)"), "url") for m in _URL.finditer(record.text)]
     line = command_line(args)
-    if line:
-        head = line.strip().split()[0]
-        found.append((head, "path" if "/" in head else "command"))
+    heads = command_heads(args)
     for leaf in leaves(args):
         v = leaf.strip()
         if v and "\n" not in v and len(v) <= ARG_MAX and v != (line or "").strip():
             found.append((v, "argument"))
     out: list[Target] = []
-    seen: set[str] = set()
     for value, category in found:
-        spellings = forms(value, cwd, path=category == "path")
-        if not spellings or candidates.guessable(value) or spellings[0] in seen:
+        if value in heads or is_flag(value) or candidates.guessable(value):
             continue
-        # a literal argument that only repeats a value already found (a bare path argument) adds nothing
-        if category == "argument" and any(spellings[0] == t.forms[0] for t in out):
-            continue
-        seen.add(spellings[0])
-        out.append(Target(value, category, spellings))
-    return out
+        # a path is a path; a literal argument is one when it holds a "/" (the forms module's default)
+        path = True if category == "path" else None if category == "argument" else False
+        spellings = forms(value, cwd, path=path)
+        if spellings:
+            out.append(Target(value, category, spellings, key=value_key(value, cwd, path=path)))
+    return one_per_value(out)
 
 
 def objects_of(record: Record, args: Any) -> list[str]:
@@ -185,12 +247,15 @@ class SessionHay:
         The system prompt (metadata and ``system`` records), normalised.
     cwd : str or None
         The session's working directory (a path's absolute and relative forms are one object).
+    kinds : tuple of str
+        Each of `records`' kind (`core.session.KINDS`), in the same order.
     """
 
     session: Session
     records: tuple[tuple[int, str, str], ...]
     system: str
     cwd: str | None = None
+    kinds: tuple[str, ...] = ()
 
     @cached_property
     def text(self) -> str:
@@ -208,9 +273,16 @@ class SessionHay:
                 out.setdefault(normalise(v.lstrip("@")))
         return tuple(k for k in out if k)
 
-    def first(self, spellings: Sequence[str], lo: int, hi: int) -> tuple[int, str] | None:
-        """Return the first record in ``[lo, hi)`` holding one of `spellings`: (source_order, pointer)."""
-        for order, pointer, text in self.records:
+    def first(
+        self, spellings: Sequence[str], lo: int, hi: int, kinds: Collection[str] | None = None
+    ) -> tuple[int, str] | None:
+        """Return the first record in ``[lo, hi)`` holding one of `spellings`: (source_order, pointer).
+
+        With `kinds`, only records of those kinds are searched.
+        """
+        for i, (order, pointer, text) in enumerate(self.records):
+            if kinds is not None and self.kinds[i] not in kinds:
+                continue
             if lo <= order < hi and any(f in text for f in spellings):
                 return order, pointer
         return None
@@ -228,15 +300,22 @@ def session_hay(session: Session) -> SessionHay:
         if hay is not None and hay.session is session:
             return hay
     system = [str(session.metadata.get("system_prompt") or "")]
-    records = []
+    records, kinds = [], []
     for r in session.records:
         text = normalise(r.text + ("\n" + r.target if r.target else ""))
         if r.kind == "system":
             system.append(text)
         elif r.kind != "meta":
             records.append((r.source_order, POINTER_OF_KIND.get(r.kind, ""), text))
+            kinds.append(r.kind)
     cwd = session.metadata.get("cwd")
-    hay = SessionHay(session, tuple(records), normalise("\n".join(system)), cwd if isinstance(cwd, str) else None)
+    hay = SessionHay(
+        session,
+        tuple(records),
+        normalise("\n".join(system)),
+        cwd if isinstance(cwd, str) else None,
+        tuple(kinds),
+    )
     with _HAYS_LOCK:
         if len(_HAYS) >= _HAYS_MAX:
             _HAYS.pop(next(iter(_HAYS)))
@@ -250,10 +329,13 @@ __all__ = [
     "OBJECT_CATEGORIES",
     "SessionHay",
     "Target",
+    "command_heads",
     "command_line",
     "forms",
+    "is_flag",
     "leaves",
     "objects_of",
+    "one_per_value",
     "session_hay",
     "targets_of",
 ]
