@@ -351,14 +351,18 @@ def _mined(name: str, **kw) -> MinedCase:
 #: prompt and an injected demonstration (not mined), and its few messages give
 #: at most two questions each, so its tail is small too.
 BIG = {"large-session.jsonl": 8192, "pydicom__pydicom-1458.traj": 300, "coverage-test-fix.jsonl": 400}
+#: Real questions each gives at least: the claude-code session's covered part is one listing of six
+#: paths (two asked per message), its file names (forms of those paths) and canned tool text
+#: (``cat -n``, git's hints, ``pyproject.toml``), which is never asked.
+AT_LEAST = {"large-session.jsonl": 10, "pydicom__pydicom-1458.traj": 10, "coverage-test-fix.jsonl": 6}
 
 
 @pytest.mark.parametrize("name", sorted(BIG))
-def test_big_fixtures_yield_ten_sound_questions_over_every_pointer(name):
+def test_big_fixtures_yield_sound_questions_over_every_pointer(name):
     m = _mined(name, tail_tokens=BIG[name])
     s = _fixture(name)
     assert 0 < m.case.tail_start < m.case.cut
-    assert len(m.case.real) >= 10, m.notes
+    assert len(m.case.real) >= AT_LEAST[name], m.notes
     asked = m.asked
     for p in POINTERS:  # every pointer the session has candidates of is represented
         assert (asked[p] > 0) == (m.available[p] > 0), (p, m.available, asked)
@@ -378,9 +382,14 @@ def test_big_fixtures_have_the_pointers_we_expect():
 @pytest.mark.parametrize("name", ["hello-world-script.jsonl", "sample-session.jsonl"])
 def test_tiny_fixtures_ask_what_is_possible(name):
     # ~9 records and a few hundred tokens: with a 20-token tail the covered part holds one or two
-    # values at most (a commit hash, a written file), and that is all that is asked
+    # values at most (a commit hash, a written file), and that is all that is asked; the hello-world
+    # session's only one is ``/bin/bash``, a guess rather than a memory, so it asks nothing and says why
     m = _mined(name, tail_tokens=20)
-    assert 1 <= len(m.case.real) <= sum(m.available.values())
+    if name == "hello-world-script.jsonl":
+        assert m.case.real == () and m.dropped["guessable"] == 1
+        assert any("1 guessable" in n for n in m.notes), m.notes
+    else:
+        assert 1 <= len(m.case.real) <= sum(m.available.values())
     for p in POINTERS:
         assert (m.asked[p] > 0) == (m.available[p] > 0)
     assert_case_sound(m.case, _fixture(name))

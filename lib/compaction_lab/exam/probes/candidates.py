@@ -6,11 +6,14 @@ it). The rules, in claim order, are listed in docs/exams.md#3-mining-probes-from
 
 from __future__ import annotations
 
+import builtins
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import cache
 
 from compaction_lab.core.session import POINTER_OF_KIND, Record
+from compaction_lab.core.tokens import DEFAULT_ENCODING, get_encoding
 from compaction_lab.exam.grading import normalise
 
 __all__ = [
@@ -21,7 +24,9 @@ __all__ = [
     "PROSE_KINDS",
     "REJECT_REASONS",
     "RULES",
+    "SYSTEM_ROOTS",
     "UNITS",
+    "WELL_KNOWN_FILES",
     "Candidate",
     "Rejected",
     "Rule",
@@ -344,18 +349,72 @@ def _value_ok(rule: Rule, v: str) -> bool:
     return True
 
 
+#: File names every project of their kind has: asking for one tests a guess, not a memory (compared
+#: case-folded, as a bare name; a path to one, ``packages/x/package.json``, is not a guess).
+WELL_KNOWN_FILES: frozenset[str] = frozenset(
+    normalise(name)
+    for name in """
+package.json package-lock.json yarn.lock pnpm-lock.yaml tsconfig.json jsconfig.json biome.json
+cargo.toml cargo.lock go.mod go.sum pyproject.toml setup.py setup.cfg requirements.txt poetry.lock
+uv.lock pipfile pipfile.lock tox.ini noxfile.py conftest.py __init__.py __main__.py manage.py
+pytest.ini mypy.ini ruff.toml .pre-commit-config.yaml gemfile gemfile.lock rakefile pom.xml
+build.gradle settings.gradle cmakelists.txt makefile dockerfile docker-compose.yml docker-compose.yaml
+compose.yaml .dockerignore .gitignore .gitattributes .gitmodules .editorconfig .env .env.example
+.npmrc .nvmrc .prettierrc .eslintrc.json eslint.config.js vite.config.ts vite.config.js
+webpack.config.js jest.config.js vitest.config.ts readme readme.md readme.rst license license.md
+license.txt changelog.md contributing.md agents.md claude.md index.html index.js index.ts main.py
+main.go main.rs lib.rs mod.rs app.py
+""".split()
+)
+
+#: First parts of an absolute path that belong to the operating system, not the session.
+SYSTEM_ROOTS: frozenset[str] = frozenset(
+    "etc usr bin sbin lib lib32 lib64 dev proc sys var tmp opt run boot srv mnt private".split()
+)
+
+
+#: A name a system directory tree spells the same everywhere: letters, then a version at most, then an
+#: extension at most (``passwd``, ``python3.12``, ``site-packages``, ``resolv.conf``; not ``tmp74wiyiny``).
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z_+\-]{0,30}(?:\d+(?:\.\d+)*)?(?:\.[A-Za-z]{1,8})?")
+
+
+def _system_path(v: str) -> bool:
+    """Whether `v` is a short system path of plain names (``/etc/passwd``, ``/usr/bin/env``, ``/tmp``)."""
+    parts = [p for p in v.split("/") if p]
+    return (
+        v.startswith("/")
+        and 1 <= len(parts) <= 4
+        and parts[0] in SYSTEM_ROOTS
+        and all(_PLAIN_NAME.fullmatch(p) for p in parts)
+    )
+
+
+@cache
+def _one_token_word(word: str) -> bool:
+    """Whether `word` (letters only) is one token of the report tokenizer: a word common enough to guess."""
+    return len(get_encoding(DEFAULT_ENCODING).encode(" " + word)) == 1
+
+
 def guessable(value: str) -> bool:
     """Whether a value is too easy to guess for an exact-value question.
 
-    Shorter than 4 characters, a bare integer below 1000, or a common word
-    (`COMMON_WORDS`, compared after normalisation).
+    Shorter than 4 characters; a bare integer below 1000 or a year (1900-2099); a common word
+    (`COMMON_WORDS`, compared after normalisation), a single word of letters the report tokenizer
+    encodes as one token (``Rows``, ``Dataset``, ``AttributeError``) or a Python builtin name; a
+    well-known file name (`WELL_KNOWN_FILES`: ``Cargo.toml``, ``package.json``, ``README.md``); a
+    short system path of plain names (`SYSTEM_ROOTS`: ``/etc/passwd``, ``/usr/bin/env``, ``/tmp``).
     """
-    v = value.strip()
+    v = value.strip().lstrip("@")
     if len(v) < 4:
         return True
-    if re.fullmatch(r"\d{1,3}", v):
+    if re.fullmatch(r"\d{1,3}|(?:19|20)\d\d", v):
         return True
-    return normalise(v) in COMMON_WORDS
+    folded = normalise(v.removeprefix("./"))
+    if folded in COMMON_WORDS or folded in WELL_KNOWN_FILES:
+        return True
+    if re.fullmatch(r"[A-Za-z]+", v) and (hasattr(builtins, v) or _one_token_word(v)):
+        return True
+    return _system_path(v.rstrip("/"))
 
 
 def _is_api_output(record: Record) -> bool:

@@ -14,6 +14,7 @@ See docs/exams.md ("One value once").
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -70,11 +71,14 @@ def value_key(value: str, cwd: str | None = None, *, path: bool | None = None) -
     'src/a.py'
     >>> value_key("./src/a.py", None)
     'src/a.py'
+    >>> value_key("/repo/tests/./a.py", "/repo")
+    'tests/a.py'
     >>> value_key("ORD-58213")
     'ord-58213'
     """
     v = value.strip().lstrip("@")
     if path if path is not None else "/" in v:
+        v = re.sub(r"(?<=/)(?:\./)+", "", v)  # "tests/./a.py" is "tests/a.py"
         rel, _ = path_forms(v, cwd)
         v = rel if rel is not None else v
     return normalise(v)

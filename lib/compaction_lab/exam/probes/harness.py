@@ -1,8 +1,12 @@
-"""Harness text: the parts of a record a harness wrote, not the person or the tools (`Harness`, `injected_blocks`).
+"""Harness text: the parts of a record a harness wrote, not the person or the tools (`Harness`, `TEMPLATES`).
 
 A value a harness put there (SWE-agent's instance template around the issue, a line of its injected
-demonstration, Claude Code's ``<system-reminder>`` inside a file read, Codex's ``<environment_context>``)
-says nothing about the session: it is never mined, and never attributed to the user.
+demonstration, Claude Code's ``<system-reminder>`` inside a file read or its sub-agent footer, pi's
+read-tool notice, Codex's ``<environment_context>``) says nothing about the session: it is never
+mined, and never attributed to the user. Every template is one row of `TEMPLATES`, with the upstream
+source it comes from; injected blocks are `injected_blocks` (`core.text.INJECTED_PREFIXES`).
+
+See docs/exams.md#3-mining-probes-from-real-sessions ("Which records").
 """
 
 from __future__ import annotations
@@ -16,10 +20,13 @@ from compaction_lab.core.text import INJECTED_PREFIXES
 from compaction_lab.exam.probes.haystacks import system_prompt_text
 
 __all__ = [
+    "TEMPLATES",
     "Harness",
+    "Template",
     "harness_of",
     "injected_blocks",
     "issue_frame",
+    "template_spans",
 ]
 
 Span = tuple[int, int]
@@ -41,9 +48,120 @@ _BLOCK = re.compile(
 #: runs to its ``</INSTRUCTIONS>``, which `_BLOCK` ends; Claude Code's caveat is one line).
 _LINE_OPENINGS = tuple(p for p in INJECTED_PREFIXES if not p.startswith("<"))
 
-#: SWE-agent's instance template: the issue sits between an ``ISSUE:`` line and an ``INSTRUCTIONS:`` line.
-_ISSUE = re.compile(r"(?m)^ISSUE:[ \t]*\n")
-_INSTRUCTIONS = re.compile(r"(?m)^INSTRUCTIONS:[ \t]*$")
+
+@dataclass(frozen=True)
+class Template:
+    """Text one harness writes the same way in every session, with holes for the session's own part.
+
+    Parameters
+    ----------
+    name : str
+    harness : str
+        The harness (or tool) that writes it.
+    source : str
+        Where upstream the text comes from (repository and file, or issue).
+    pattern : re.Pattern
+        Matches the template's text. Its group ``keep``, when it has one and it matched, is the
+        person's or the task's part (the issue inside SWE-agent's instance template): not masked.
+    kinds : tuple of str
+        Record kinds the template occurs in.
+    """
+
+    name: str
+    harness: str
+    source: str
+    pattern: re.Pattern[str]
+    kinds: tuple[str, ...] = ("user", "tool_output")
+
+
+_USER = ("user",)
+_OUTPUT = ("tool_output",)
+
+#: Every harness template, one row each with its upstream source (docs/exams.md, "Which records").
+TEMPLATES: tuple[Template, ...] = (
+    Template(
+        "instance",
+        "SWE-agent 0.x",
+        "SWE-agent/SWE-agent config/sweagent_0_7/07.yaml (instance_template)",
+        # everything but the issue: the frame before ``ISSUE:`` and the instructions from ``INSTRUCTIONS:``
+        re.compile(r"(?ms)\A(?:(?!^ISSUE:).)*^ISSUE:[ \t]*\n(?P<keep>.*?)^INSTRUCTIONS:[ \t]*$.*"),
+        _USER,
+    ),
+    Template(
+        "ctf instance",
+        "SWE-agent EnIGMA (CTF)",
+        "princeton-nlp/SWE-agent config/default_ctf.yaml (instance_template)",
+        # the challenge's description and files are the task's; the rest (``sudo apt-get install``,
+        # ``python <script_name>.py``, the tips) is the template
+        re.compile(
+            r"(?ms)^We're currently solving the following CTF challenge\.(?:(?!^INSTRUCTIONS:).)*?"
+            r"The description is:[ \t]*\n(?P<keep>.*?)^INSTRUCTIONS:[ \t]*$.*"
+        ),
+        _USER,
+    ),
+    Template(
+        "pr instance",
+        "SWE-agent 1.x",
+        "SWE-agent/SWE-agent config/default.yaml (instance_template)",
+        re.compile(r"(?s)\A\s*<uploaded_files>\n.*?<pr_description>\n(?P<keep>.*?)\n?</pr_description>.*"),
+        _USER,
+    ),
+    Template(
+        "demonstration",
+        "SWE-agent",
+        "SWE-agent/SWE-agent config/sweagent_0_7/07.yaml (demonstration_template)",
+        re.compile(
+            r"(?ms)^Here is a demonstration of how to correctly accomplish this task\..*?"
+            r"(?:^--- END OF DEMONSTRATION ---[ \t]*$|\Z)"
+        ),
+        _USER,
+    ),
+    Template(
+        "state footer",
+        "SWE-agent",
+        "SWE-agent/SWE-agent config/sweagent_0_7/07.yaml (next_step_template, next_step_no_output_template)",
+        re.compile(r"(?m)^\(Open file: [^\n]*\)\n\(Current directory: [^\n]*\)(?:\n[^\n]*\$[ \t]*$)?"),
+    ),
+    Template(
+        "agent footer",
+        "Claude Code",
+        "Claude Code Task/Agent tool result (anthropics/claude-code#10864: "
+        "``agentId: <id> (for resuming to continue this agent's work if needed)`` and its ``<usage>`` block)",
+        re.compile(r"(?s)agentId: [\w-]+(?: \([^)\n]*\)\.?)?(?:\s*<usage>.*?(?:</usage>|\Z))?"),
+    ),
+    Template(
+        "edit result",
+        "Claude Code",
+        "Claude Code Edit tool result (``The file <path> has been updated. Here's the result of running "
+        "`cat -n` on a snippet of the edited file:``)",
+        re.compile(r"Here's the result of running `cat -n` on [^\n:]*:"),
+        _OUTPUT,
+    ),
+    Template(
+        "read notice",
+        "pi",
+        "badlogic/pi-mono packages/coding-agent/src/core/tools/read.ts and bash.ts (truncation notices)",
+        re.compile(
+            r"\[(?:Showing (?:lines|last) |\d+ more lines in file\. |Line \d+ is )[^\]\n]*\]"
+            r"|\.\.\. \(\d+ more lines not shown\. Use offset=\d+ to continue reading\)"
+        ),
+        _OUTPUT,
+    ),
+    Template(
+        "exec header",
+        "Codex",
+        "openai/codex codex-rs/core (shell output: ``Exit code: N``, ``Wall time: S seconds``, ``Output:``)",
+        re.compile(r"\AExit code: -?\d+[ \t]*\nWall time: [^\n]*\n(?:Total output lines: \d+[ \t]*\n)?(?:Output:\n)?"),
+        _OUTPUT,
+    ),
+    Template(
+        "git hint",
+        "git",
+        'git/git wt-status.c (the ``(use "git …" to …)`` advice lines of ``git status``)',
+        re.compile(r"(?m)\(use \"git [^\n]*\)[ \t]*$"),
+        _OUTPUT,
+    ),
+)
 
 
 def injected_blocks(text: str) -> list[Span]:
@@ -59,13 +177,26 @@ def injected_blocks(text: str) -> list[Span]:
     return sorted(spans)
 
 
+def template_spans(text: str, kind: str) -> list[Span]:
+    """Spans of `text` (a record of `kind`) that a `TEMPLATES` row wrote, its ``keep`` part left out."""
+    spans: list[Span] = []
+    for t in TEMPLATES:
+        if kind not in t.kinds:
+            continue
+        for m in t.pattern.finditer(text):
+            a, b = m.span()
+            keep = m.span("keep") if "keep" in t.pattern.groupindex and m.group("keep") is not None else None
+            if keep is None:
+                spans.append((a, b))
+            else:
+                spans += [(a, keep[0]), (keep[1], b)]
+    return sorted(s for s in spans if s[0] < s[1])
+
+
 def issue_frame(text: str) -> Span | None:
     """Find the issue part of a SWE-agent instance message (between ``ISSUE:`` and ``INSTRUCTIONS:``), or None."""
-    issue = _ISSUE.search(text)
-    if issue is None:
-        return None
-    end = _INSTRUCTIONS.search(text, issue.end())
-    return None if end is None else (issue.end(), end.start())
+    m = TEMPLATES[0].pattern.search(text)
+    return None if m is None else m.span("keep")
 
 
 def _lines(texts: Iterable[str]) -> frozenset[str]:
@@ -94,18 +225,12 @@ class Harness:
     def spans(self, record: Record) -> list[Span]:
         """Spans of `record`'s text the harness wrote (sorted, may overlap).
 
-        Every record: injected blocks (`injected_blocks`). User records also:
-        outside the issue of a SWE-agent instance message, and every line
-        shared with the injected records or the system prompt.
+        Every record: injected blocks (`injected_blocks`) and the `TEMPLATES` of its kind. User
+        records also: every line shared with the injected records or the system prompt.
         """
         text = record.text
-        spans = injected_blocks(text)
-        if record.kind != "user":
-            return spans
-        frame = issue_frame(text)
-        if frame is not None:
-            spans += [(0, frame[0]), (frame[1], len(text))]
-        if self.shared_lines:
+        spans = injected_blocks(text) + template_spans(text, record.kind)
+        if record.kind == "user" and self.shared_lines:
             pos = 0
             for line in text.splitlines(keepends=True):
                 if line.strip() in self.shared_lines:

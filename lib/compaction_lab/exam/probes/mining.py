@@ -130,12 +130,16 @@ class MinedCase:
     pool : tuple of Question
         Every usable value as a question (ids ``f"{case_id}-e{n:03d}"``, in
         source order), before sampling and the per-message cap: what a caller
-        grades a projection against to get recall over the whole pool.
+        grades a projection against to get recall over the whole pool. One
+        value once: forms of one value (``agent-session.ts``,
+        ``src/core/agent-session.ts``) are one question, the other forms its
+        aliases (`selection.eligible`).
     dropped : Mapping[str, int]
-        Values not asked, by reason (``template``, ``phrase``,
-        ``slash-list``, ``ambiguous wording``: distinct values that were
-        otherwise usable; ``per-record cap``: draws passed over because their
-        message had ``max_per_record`` questions already).
+        Values not asked, by reason (`selection.DROP_REASONS`: ``template``,
+        ``phrase``, ``slash-list``, ``guessable``, ``ambiguous form``,
+        ``ambiguous wording``: distinct values that were otherwise usable;
+        ``per-record cap``: draws passed over because their message had
+        ``max_per_record`` questions already).
     """
 
     case: Case
@@ -245,6 +249,8 @@ def mine(
                 f"{selection.passed_capped} per-record cap (draws passed over, max {spec.max_per_record} per message)"
             )
         notes.append(f"{case_id}: " + "; ".join(parts))
+    if found.merged:
+        notes.append(f"{case_id}: {found.merged} spellings asked as forms of another value (one value once)")
     skipped = spec.n_decoys - len(decoys)
     if skipped:
         notes.append(f"{case_id}: {len(decoys)} of {spec.n_decoys} decoys (no lookalike could be made absent)")

@@ -1,6 +1,7 @@
 """Selection: which values a question may ask about, how many per pointer, and the seeded draw of them.
 
-Which values: `eligible`; how many per pointer: `plan_counts`; the draw: `select`.
+Which values: `eligible` (one value once: forms of one value, `forms.collapse`, are one usable value);
+how many per pointer: `plan_counts`; the draw: `select`. See docs/exams.md#3-mining-probes-from-real-sessions.
 """
 
 from __future__ import annotations
@@ -8,13 +9,13 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from compaction_lab.core.session import Session
 from compaction_lab.exam.allocation import largest_remainder
 from compaction_lab.exam.grading import normalise
 from compaction_lab.exam.probes.candidates import NUM, REJECT_REASONS, UNITS, Candidate, guessable, scan
-from compaction_lab.exam.probes.forms import path_forms
+from compaction_lab.exam.probes.forms import collapse, path_forms, value_key
 from compaction_lab.exam.probes.harness import harness_of
 from compaction_lab.exam.probes.haystacks import Haystacks, session_haystacks
 from compaction_lab.exam.probes.uniqueness import Wordings
@@ -55,17 +56,21 @@ class Usable:
 class Eligible:
     """Every value a question may ask about, and how many values were not asked and why.
 
-    ``dropped`` maps a reason (``template``, ``phrase``, ``slash-list``,
-    ``ambiguous wording``) to the distinct values, otherwise usable, that
-    were not asked for it.
+    ``dropped`` maps a reason (`DROP_REASONS`: ``template``, ``phrase``, ``slash-list``,
+    ``guessable``, ``ambiguous form``, ``ambiguous wording``) to the distinct values, otherwise
+    usable, that were not asked for it. ``merged`` counts the usable spellings that were forms of
+    another usable value (`forms.collapse`): asked once, as that value, with them as aliases.
     """
 
     usable: tuple[Usable, ...]
     dropped: Mapping[str, int]
+    merged: int = 0
 
 
-#: Reasons in the order notes list them.
-DROP_REASONS: tuple[str, ...] = (*REJECT_REASONS, "ambiguous wording")
+#: Reasons in the order notes list them: the scan's (`candidates.REJECT_REASONS`); ``guessable``
+#: (`candidates.guessable`); ``ambiguous form``: a file name or path suffix of two different values
+#: (`forms.Collapsed.ambiguous`); ``ambiguous wording``: no wording singles the value out.
+DROP_REASONS: tuple[str, ...] = (*REJECT_REASONS, "guessable", "ambiguous form", "ambiguous wording")
 
 
 def _forms(c: Candidate, cwd: str | None) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
@@ -73,8 +78,8 @@ def _forms(c: Candidate, cwd: str | None) -> tuple[str, tuple[str, ...], tuple[s
     if c.category == "path":
         rel, others = path_forms(c.value, cwd)
         if rel is not None:
-            return normalise(rel), (c.value, rel), others
-        return normalise(c.value), (c.value,), ()
+            return value_key(rel, cwd, path=True), (c.value, rel), others
+        return value_key(c.value, cwd, path=True), (c.value,), ()
     if c.category == "number":
         m = re.fullmatch(rf"({NUM})([ \t]?)({UNITS})", c.value) if c.rule == "unit_number" else None
         # only a number with a real unit has another spacing ("3.11" is not "3.1 1")
@@ -127,7 +132,10 @@ def eligible(session: Session, tail_start: int, hay: Haystacks, cut: int | None 
     seen: set[str] = set()
     for c in covered:
         key, must_be_absent, others = _forms(c, cwd)
-        if not key or key in seen or guessable(c.value) or not all(absent_late(f) for f in must_be_absent):
+        if not key or key in seen or not all(absent_late(f) for f in must_be_absent):
+            continue
+        if guessable(c.value):
+            rejected["guessable"].add(key)
             continue
         # a relative path's absolute form is a guess (relative to what?) unless the session writes it
         aliases = tuple(
@@ -142,8 +150,50 @@ def eligible(session: Session, tail_start: int, hay: Haystacks, cut: int | None 
             continue
         seen.add(key)
         out.append(Usable(c, phrased[0], phrased[1], aliases, hay.covered.count(key), key))
-    dropped = {reason: len(keys - seen) for reason, keys in rejected.items()}
-    return Eligible(tuple(out), dropped)
+    # one value once: every spelling found before the cut decides which keys are forms of one value
+    forms = collapse({key_of(c) for c in seen_before_cut} | seen)
+    groups: dict[str, list[Usable]] = {}
+    for u in out:
+        rep = forms.of(u.key)
+        if rep is None:
+            rejected["ambiguous form"].add(u.key)
+        else:
+            groups.setdefault(rep, []).append(u)
+    usable = sorted(
+        (_one_value(us, wordings) for us in groups.values()),
+        key=lambda u: (u.cand.source_order, u.cand.start, u.cand.value),
+    )
+
+    def value_of(key: str) -> str:
+        return forms.of(key) or key
+
+    asked = set(groups)
+    dropped = {reason: len({value_of(k) for k in keys} - asked) for reason, keys in rejected.items()}
+    return Eligible(tuple(usable), dropped, sum(len(us) - 1 for us in groups.values()))
+
+
+def _one_value(forms: Sequence[Usable], wordings: Wordings) -> Usable:
+    """One usable value of its usable forms, asked with every other form as an alias.
+
+    The source is the longest (then first) spelling whose wording gives none of the forms away; when
+    every wording names one (``the `create` call on `reproduce_bug.py` ``), the longest spelling keeps
+    its own aliases only.
+    """
+    ranked = sorted(forms, key=lambda u: (-len(u.key), u.cand.source_order, u.cand.start))
+    if len(ranked) == 1:
+        return ranked[0]
+    count = max(u.count for u in forms)
+    for src in ranked:
+        answer = normalise(src.cand.value)
+        aliases: dict[str, str] = {}
+        for u in (src, *(u for u in ranked if u is not src)):
+            for a in (*src.aliases, u.cand.value, *u.aliases) if u is src else (u.cand.value, *u.aliases):
+                if normalise(a) != answer:
+                    aliases.setdefault(normalise(a), a)
+        phrased = phrase(src.cand, tuple(aliases.values()), wordings)
+        if phrased is not None:
+            return replace(src, prompt=phrased[0], variant=phrased[1], aliases=tuple(aliases.values()), count=count)
+    return replace(ranked[0], count=count)
 
 
 def usable_candidates(
