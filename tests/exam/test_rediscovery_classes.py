@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pandas as pd
@@ -12,7 +13,7 @@ from compaction_lab.core.session import Record
 from compaction_lab.core.tokens import counter
 from compaction_lab.endpoints.prices import load_price_table
 from compaction_lab.exam import rediscovery as rd
-from tests.helpers import PUBLIC_FIXTURES
+from tests.helpers import PUBLIC_FIXTURES, make_session
 
 PI_PUBLIC = PUBLIC_FIXTURES / "pi" / "before-compaction.jsonl"
 
@@ -242,3 +243,40 @@ def test_public_pi_session_splits_its_five_repeats_and_prices_them_with_its_own_
     assert comp["repeat_cost"].tolist() == pytest.approx([x * rate for x in comp["repeat_output_tokens"]])
     checks = t[t["call_class"] == rd.STATE_CHECK].groupby("compaction")["repeat_output_tokens"].sum()
     assert comp["state_check_output_tokens"].tolist() == checks.tolist()
+
+
+def _with_usage(source_format, usage, **metadata):
+    s = make_session([("user", "hi")], session_id="u", source_format=source_format)
+    return dataclasses.replace(s, metadata={"usage": usage, **metadata})
+
+
+def test_opencode_reasoning_tokens_are_billed_as_output_in_the_fit():
+    rows = []
+    for n in range(10):
+        miss, read, write, out, reasoning = 100 + 37 * n, 1000 * n, 50 * (n % 3), 20 + n * n, 40 * (n % 4) ** 2
+        cost = (RATES[0] * miss + RATES[1] * read + RATES[2] * write + RATES[3] * (out + reasoning)) / 1e6
+        rows.append(
+            {
+                "entry_id": f"m{n}",
+                "model": "claude-sonnet-4-5",
+                "input_tokens": miss,
+                "cached_tokens": read,
+                "cache_write_tokens": write,
+                "output_tokens": out,
+                "reasoning_tokens": reasoning,
+                "cost": cost,
+            }
+        )
+    pricing = rd.log_pricing(_with_usage("opencode", rows), "claude-sonnet-4-5")
+    assert pricing is not None and pricing.currency == "USD"
+    assert pricing.per_token == pytest.approx(RATES[0] / 1e6)
+    assert "OpenCode" in pricing.priced_as
+
+
+def test_claude_codes_session_total_gives_the_average_and_a_zero_cost_is_no_cost():
+    rows = [{"entry_id": "a", "input_tokens": 10, "cached_tokens": 900, "cache_write_tokens": 0, "output_tokens": 90}]
+    pricing = rd.log_pricing(_with_usage("claude_code", rows, total_cost_usd=0.5), None)
+    assert pricing is not None and pricing.per_token == pytest.approx(0.5 / 1000)
+    assert "total_cost_usd" in pricing.priced_as
+    assert rd.log_pricing(_with_usage("claude_code", rows, total_cost_usd=0.0), None) is None
+    assert rd.log_pricing(_with_usage("codex", [{**rows[0], "cost": 1.0}]), None) is None  # no known currency

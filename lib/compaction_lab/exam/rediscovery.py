@@ -201,6 +201,9 @@ LOG_COST: Mapping[str, str] = {
     "opencode": "OpenCode's cost per message",
 }
 
+#: Formats whose usage rows count reasoning tokens apart from ``output_tokens`` (billed as output).
+REASONING_APART: frozenset[str] = frozenset({"opencode"})
+
 #: Largest share of the recorded cost the fitted per-token rates may miss (`log_pricing`).
 FIT_TOLERANCE = 0.01
 
@@ -318,6 +321,13 @@ def log_pricing(session: Session, model: str | None) -> Pricing | None:
     where = LOG_COST.get(session.source_format, "the log's cost")
     includes_cached = bool(session.metadata.get("usage_input_includes_cached"))
     usage = [r for r in session.metadata.get("usage") or () if isinstance(r, Mapping)]
+    if session.source_format in REASONING_APART:
+        usage = [
+            {**r, "output_tokens": (_num(r.get("output_tokens")) or 0.0) + (_num(r.get("reasoning_tokens")) or 0.0)}
+            if _num(r.get("output_tokens")) is not None
+            else r
+            for r in usage
+        ]
     named = [r for r in usage if model and r.get("model") == model]
     rows = named or usage
     fit = _fit_input_rate(rows, includes_cached)
