@@ -30,7 +30,9 @@ EXPECTED_COLUMNS = [
     "given",
     "correct",
     "projection_tokens",
+    "projection_tokens_model",
     "over_window",
+    "compacted",
     "draw",
 ]
 

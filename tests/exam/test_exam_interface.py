@@ -87,7 +87,7 @@ def notebook_03(out, nb: dict) -> None:
     runfolder.save_table(result.answers, out, "exam_closed")
     runfolder.save_table(result.projections, out, "exam_projections")
     recall = stats.recall_table(result.answers, n_boot=nb["n_boot"], seed=nb["stats_seed"], unit=rc.unit)
-    runfolder.save_table(recall, out, "exam_recall")
+    runfolder.save_table(closed.with_compacted(recall, result.answers), out, "exam_recall")
     runfolder.save_table(stats.session_table(result.answers), out, "exam_by_session")
     runfolder.save_table(stats.paired_table(result.answers, unit=rc.unit, seed=nb["stats_seed"]), out, "exam_paired")
     mix, mix_label = rc.question_mix(nb["pointer_mix"])
@@ -236,7 +236,7 @@ def test_sessions_gathered_in_memory_give_the_cli_its_recall_and_nothing_is_writ
     old = closed.run_closed(
         rc.cases, rc.sessions, profile["strategy_names"], _context(profile), readers.get_reader("verbatim")
     )
-    old_recall = stats.recall_table(old.answers, n_boot=200, seed=7, unit=rc.unit)
+    old_recall = closed.with_compacted(stats.recall_table(old.answers, n_boot=200, seed=7, unit=rc.unit), old.answers)
     run = exam.run_exam("closed", src, profile)
     assert run.written == () and list(tmp_path.iterdir()) == []
     pd.testing.assert_frame_equal(run.result.answers, old.answers)

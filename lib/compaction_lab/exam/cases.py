@@ -143,16 +143,7 @@ def build(session_list: Sequence[Session], chains: Sequence | None, params: Mapp
         mined += got
         n = sum(len(m.case.real) for m in got)
         reason = sc.reason or ("" if n else _no_question_reason(got, spec))
-        rows.append(
-            {
-                "session_id": s.id,
-                "tokens": sc.tokens,
-                "would_compact": sc.would_compact,
-                "cut": ",".join(str(c) for c in sc.cuts),
-                "questions": n,
-                "reason": reason,
-            }
-        )
+        rows.append({**sc.row(), "questions": n, "reason": reason})
     notes = tuple(n for m in mined for n in m.notes)
     pool = {p: sum(m.available.get(p, 0) for m in mined) for p in POINTERS}
     return RunCases(
@@ -175,6 +166,7 @@ def _mine_session(s: Session, sc: cuts.SessionCut, spec: probes.ProbeSpec, mode:
     """
     if not sc.cuts:
         return []
+    mode = sc.mode or mode
     if mode == "recorded":
         return [probes.mine(s, spec, case_id=f"{s.id}-probe-r{i}", cut=c) for i, c in enumerate(sc.cuts)]
     if mode == "end" and spec.cuts_per_session > 1:

@@ -34,7 +34,8 @@ from compaction_lab.exam import power, readers, stats
 from compaction_lab.exam.cases import RunCases
 from compaction_lab.exam.exam import EXAMS, Exam, ExamParams, Source
 from compaction_lab.exam.types import Case, Question
-from compaction_lab.strategies.base import CompactionContext
+from compaction_lab.strategies import calibration
+from compaction_lab.strategies.base import UNCOMPACTED_REFERENCE, CompactionContext, compacted
 from compaction_lab.strategies.labels import strategy_label
 
 T = TypeVar("T")
@@ -56,7 +57,9 @@ ANSWER_COLUMNS: list[str] = [
     "given",
     "correct",
     "projection_tokens",
+    "projection_tokens_model",
     "over_window",
+    "compacted",
     "draw",
 ]
 
@@ -67,9 +70,12 @@ PROJECTION_COLUMNS: list[str] = [
     "strategy_label",
     "algorithm_version",
     "tokens",
+    "tokens_model",
+    "calibration",
     "capacity",
     "usable_capacity",
     "over_window",
+    "compacted",
     "estimator",
     "summary_provider",
     "stand_in",
@@ -88,14 +94,18 @@ class ClosedResult:
         One row per strategy x question (`ANSWER_COLUMNS`). ``correct`` is the
         grade: for a real question, the value was retained; for a decoy, the
         reader abstained. ``projection_tokens`` is the report-token size of the
-        projection the reader saw; ``over_window`` says it was larger than the usable capacity
-        W − O (`usable_capacity`): a request the agent could never have sent. ``session_id`` and
+        projection the reader saw, ``projection_tokens_model`` the same in the agent's model's tokens
+        (`strategies.calibration`: calibrated by the session's own usage, as is without); ``over_window``
+        says that is larger than the usable capacity W − O (`usable_capacity`): a request the agent could
+        never have sent; ``compacted`` is False where the arm kept the uncompacted history (the
+        uncompacted reference, a failed summary, an arm that found room: `strategies.base.compacted`). ``session_id`` and
         ``source_order`` (the answer's record; -1 for decoys) are the units the intervals resample.
     projections : DataFrame
         One row per case x strategy (`PROJECTION_COLUMNS`): how big the
         projection was, the room its strategy believed it had (``capacity``, in its own estimator's
-        units), the usable capacity W − O in report tokens and whether the projection exceeds it
-        (``over_window``), and who wrote its summary (summarizer, stand-in, fallback).
+        units), its size in the model's tokens (``tokens_model``) and the session's ``calibration`` factor
+        (null: uncalibrated), the usable capacity W − O and whether the projection exceeds it
+        (``over_window``, the model's tokens), whether the arm ``compacted``, and who wrote its summary (summarizer, stand-in, fallback).
         ``compaction_failed`` is the reason the arm's agent did not compact (its summary call failed
         and, as upstream does, it sent the history unchanged: `strategies.base.COMPACTION_FAILED`),
         else empty.
@@ -129,12 +139,34 @@ def reader_label(reader: Any, stand_in: bool = False) -> str:
 
 
 def usable_capacity(ctx: CompactionContext) -> int:
-    """W − O in report tokens: the most a request may hold and still leave room for the reply."""
-    return int(ctx.window) - int(ctx.output_ceiling)
+    """W − O in the model's tokens: the most a request may hold and still leave room for the reply."""
+    return calibration.usable_capacity(ctx)
 
 
-def projection_row(case_id: str, p: Projection, ctx: CompactionContext) -> dict[str, Any]:
-    """One `PROJECTION_COLUMNS` row for a case's projection."""
+def sizes(p: Projection, session: Session | None, ctx: CompactionContext) -> dict[str, Any]:
+    """Return the model's view of a projection: calibrated size, factor, ``over_window``, ``compacted``.
+
+    Without the session (a caller that has none) the size is the report tokens, uncalibrated, and
+    ``compacted`` is read from the projection alone (the uncompacted reference and a failed summary did not).
+    """
+    if session is None:
+        model, factor = p.tokens, None
+        did = p.strategy != UNCOMPACTED_REFERENCE and not p.notes.get("compaction_failed")
+    else:
+        cal = calibration.calibrate(session, ctx)
+        model, factor, did = cal.tokens(p.tokens), cal.value, compacted(p, session)
+    return {
+        "tokens_model": model,
+        "calibration": factor,
+        "over_window": model > usable_capacity(ctx),
+        "compacted": bool(did),
+    }
+
+
+def projection_row(
+    case_id: str, p: Projection, ctx: CompactionContext, session: Session | None = None
+) -> dict[str, Any]:
+    """One `PROJECTION_COLUMNS` row for a case's projection (`sizes` reads the session, when given)."""
     r = p.receipt
     cap = usable_capacity(ctx)
     return {
@@ -143,9 +175,9 @@ def projection_row(case_id: str, p: Projection, ctx: CompactionContext) -> dict[
         "strategy_label": strategy_label(p),
         "algorithm_version": p.algorithm_version,
         "tokens": p.tokens,
+        **sizes(p, session, ctx),
         "capacity": p.capacity,
         "usable_capacity": cap,
-        "over_window": p.tokens > cap,
         "estimator": p.estimator,
         # No receipt: the strategy never asked for a summary (full, truncate-oldest, deterministic ...).
         "summary_provider": r.provider if r is not None else None,
@@ -164,8 +196,10 @@ def answer_row(
     stand_in: bool,
     correct: bool,
     ctx: CompactionContext,
+    seen: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One `ANSWER_COLUMNS` row."""
+    """One `ANSWER_COLUMNS` row; `seen` is the projection's `sizes` (uncalibrated when not given)."""
+    seen = seen if seen is not None else sizes(p, None, ctx)
     return {
         "strategy": p.strategy,
         "strategy_label": strategy_label(p),
@@ -182,7 +216,9 @@ def answer_row(
         "given": given,
         "correct": bool(correct),
         "projection_tokens": p.tokens,
-        "over_window": p.tokens > usable_capacity(ctx),
+        "projection_tokens_model": int(seen["tokens_model"]),
+        "over_window": bool(seen["over_window"]),
+        "compacted": bool(seen["compacted"]),
     }
 
 
@@ -291,7 +327,8 @@ def run_closed(
     for case, name in it:
         # One compaction per case x strategy: a summarising strategy would otherwise be billed per question.
         p = strategies.compact(sessions[case.session_id], name, case.cut, ctx)
-        projections.append(projection_row(case.id, p, ctx))
+        seen = sizes(p, sessions[case.session_id], ctx)
+        projections.append({**projection_row(case.id, p, ctx), **seen})
         if on_projection is not None:
             on_projection(case, p)
         messages = p.messages()
@@ -308,29 +345,51 @@ def run_closed(
 
         asked = [(q, d) for q in case.questions for d in range(draws)]
         for (q, d), a in zip(asked, answer_all(reader, asked, ask), strict=False):
-            row = answer_row(case, q, p, reader, a.given, bool(a.stand_in), grade(q, a.given), ctx)
+            row = answer_row(case, q, p, reader, a.given, bool(a.stand_in), grade(q, a.given), ctx, seen)
             answers.append({**row, "draw": d})
     ans = pd.DataFrame(answers, columns=ANSWER_COLUMNS).astype(
         {
             "decoy": "bool",
             "correct": "bool",
             "projection_tokens": "int64",
+            "projection_tokens_model": "int64",
             "source_order": "int64",
             "over_window": "bool",
+            "compacted": "bool",
             "draw": "int64",
         }
     )
     proj = pd.DataFrame(projections, columns=PROJECTION_COLUMNS).astype(
         {
             "tokens": "int64",
+            "tokens_model": "int64",
+            "calibration": "float64",
             "capacity": "int64",
             "usable_capacity": "int64",
             "over_window": "bool",
+            "compacted": "bool",
             "stand_in": "bool",
             "fallback": "bool",
         }
     )
     return ClosedResult(answers=ans, projections=proj)
+
+
+def with_compacted(table: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
+    """Add ``compacted`` to a per-arm table: True only if the arm compacted in every case it was examined in.
+
+    The uncompacted reference never did; an arm that kept the whole history at some cut (it found room, or
+    its summary failed) did not compact there, and a table that ranks it says so.
+    """
+    if "strategy" not in table.columns:
+        return table
+    out = table.copy()
+    if "compacted" not in answers.columns or answers.empty:
+        out["compacted"] = out["strategy"] != UNCOMPACTED_REFERENCE
+        return out
+    every = answers.groupby("strategy", sort=False)["compacted"].agg(lambda c: bool(c.astype(bool).all()))
+    out["compacted"] = out["strategy"].map(every).fillna(False).astype(bool)
+    return out
 
 
 def draws_tables(
@@ -393,7 +452,9 @@ class ClosedBookExam(Exam[RunCases, ClosedResult]):
         out = {
             "exam_closed": answers,
             "exam_projections": result.projections,
-            "exam_recall": stats.recall_table(answers, n_boot=params.n_boot, seed=params.stats_seed, unit=cases.unit),
+            "exam_recall": with_compacted(
+                stats.recall_table(answers, n_boot=params.n_boot, seed=params.stats_seed, unit=cases.unit), answers
+            ),
             "exam_by_session": stats.session_table(answers),
             "exam_paired": stats.paired_table(answers, unit=cases.unit, seed=params.stats_seed),
             "exam_sensitivity": stats.sensitivity_table(answers, default_mix=mix, mix_label=mix_label),

@@ -125,7 +125,7 @@ class ExamParams:
     probe_n_decoys: int = 2
     probe_pointer_mix: Any = "natural"
     probe_max_per_record: int = 2
-    cut: str = "capacity"
+    cut: str = "auto"
     n_boot: int = 2000
     stats_seed: int = 7
     draws: int = 1

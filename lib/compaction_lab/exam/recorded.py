@@ -4,9 +4,12 @@ For every compaction an imported session records (`strategies.recorded.find`) th
 cut at the compaction, with questions mined (`probes.mine`) from the records before it, outside the
 region the agent kept verbatim (`kept_region`). It is answered from the agent's own next request (the
 ``recorded`` arm) and from every listed arm projecting the same session at the same cut, the agent's
-own reimplementation included (``own_agent``). Tables: ``recorded_compactions.parquet`` (per compaction)
-and ``exam_recorded.parquet`` (per compaction x arm); sessions without a usable compaction are skipped
-and counted with their reason.
+own reimplementation included (``own_agent``). Tables: ``recorded_compactions.parquet`` (per compaction:
+the request the agent held there in report ``tokens``, calibrated ``tokens_model``, the ``calibration``
+factor and the log's own ``tokens_before``) and ``exam_recorded.parquet`` (per compaction x arm, with
+``projection_tokens_model``, ``over_window`` and ``compacted`` in the model's terms, and ``best_other``:
+the arm a report may name "best other arm", `best_other`); sessions without a usable compaction are
+skipped and counted with their reason.
 
 Design: docs/exams.md#4-the-recorded-arms-exam (eligible values, columns, opaque summaries).
 """
@@ -31,8 +34,9 @@ from compaction_lab.exam.grading import accepted, normalise
 from compaction_lab.exam.types import Case, Question, bank_from_jsonl, write_bank
 from compaction_lab.ingest import sources
 from compaction_lab.ingest.sources import Sources
+from compaction_lab.strategies import calibration as cal
 from compaction_lab.strategies import recorded as rec
-from compaction_lab.strategies.base import CompactionContext
+from compaction_lab.strategies.base import UNCOMPACTED_REFERENCE, CompactionContext
 
 BANK_FILE = "exam_recorded_bank.jsonl"
 
@@ -47,6 +51,10 @@ FOUND_COLUMNS: list[str] = [
     "compaction_entry",
     "cut",
     "after",
+    "tokens",
+    "tokens_model",
+    "calibration",
+    "tokens_before",
     "tail_start",
     "kept_from",
     "eligible_values",
@@ -78,7 +86,10 @@ TABLE_COLUMNS: list[str] = [
     "decoys_fallen",
     "decoys_n",
     "projection_tokens",
+    "projection_tokens_model",
     "over_window",
+    "compacted",
+    "best_other",
     "pool_retained",
     "pool_n",
     "pool_recall",
@@ -229,9 +240,15 @@ def build(
             opaque = [seg for seg in nxt.segments if seg.kind == "summary" and seg.opaque]
             summary = _SEP.join(seg.text for seg in readable)
             whole = _SEP.join(seg.text for seg in nxt.segments)
+            held = cal.live_request_tokens(s, rc.cut, ctx)
+            calibrated = cal.calibrate(s, ctx)
             found_rows.append(
                 {
                     **_found_row(case, rc),
+                    "tokens": held,
+                    "tokens_model": calibrated.tokens(held),
+                    "calibration": calibrated.value,
+                    "tokens_before": cal.tokens_before(s, rc.cut),
                     "tail_start": tail_start,
                     "kept_from": kept_from,
                     "eligible_values": len(pool_qs),
@@ -245,7 +262,9 @@ def build(
     return RecordedCases(
         tuple(cases),
         {s.id: s for s in session_list},
-        pd.DataFrame(found_rows, columns=FOUND_COLUMNS).astype({"eligible_in_summary": "Int64"}),
+        pd.DataFrame(found_rows, columns=FOUND_COLUMNS).astype(
+            {"eligible_in_summary": "Int64", "tokens_before": "Int64", "calibration": "float64"}
+        ),
         pd.DataFrame(skips, columns=SKIP_COLUMNS),
         tuple(notes),
         pools,
@@ -363,6 +382,7 @@ def comparison_table(
         g = answers[answers["case_id"] == f["case_id"]]
         if g.empty:
             continue
+        seen = _model_view(g)
         for _, r in stats.recall_table(g, n_boot=n_boot, seed=seed, unit="session").iterrows():
             m = measured.get((f["case_id"], r["strategy"]), {})
             pool_n = int(m.get("pool_n", 0))
@@ -395,6 +415,7 @@ def comparison_table(
                             "ci_method",
                         )
                     },
+                    **seen.get(r["strategy"], {}),
                     "pool_retained": int(m["pool_retained"]) if m else pd.NA,
                     "pool_n": pool_n if m else pd.NA,
                     "pool_recall": m["pool_retained"] / pool_n if m and pool_n else float("nan"),
@@ -405,7 +426,68 @@ def comparison_table(
                 }
             )
     df = pd.DataFrame(rows, columns=TABLE_COLUMNS)
-    return df.astype({"pool_retained": "Int64", "pool_n": "Int64", "kept_match": "boolean"})
+    df["best_other"] = best_other(df)
+    return df.astype(
+        {
+            "pool_retained": "Int64",
+            "pool_n": "Int64",
+            "kept_match": "boolean",
+            "projection_tokens_model": "Int64",
+            "compacted": "boolean",
+            "over_window": "bool",
+            "best_other": "bool",
+        }
+    )
+
+
+def _model_view(answers: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Per arm of one case: its projection in the model's tokens and whether it compacted (from the answers)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, g in answers.groupby("strategy", sort=False):
+        row: dict[str, Any] = {}
+        if "projection_tokens_model" in g:
+            row["projection_tokens_model"] = int(g["projection_tokens_model"].max())
+        if "compacted" in g:
+            row["compacted"] = bool(g["compacted"].astype(bool).all())
+        out[str(name)] = row
+    return out
+
+
+def may_be_best(table: pd.DataFrame) -> pd.Series:
+    """Which rows of an ``exam_recorded`` table may be named the "best other arm" of their compaction.
+
+    Not the agent's own compaction (``recorded``) nor its reimplementation (``own_agent``), not the
+    uncompacted reference, not an arm that did not compact there (``compacted`` False: it kept the
+    history as it was), and not one over the window (``over_window``: it could not have been sent).
+    """
+    if table.empty:
+        return pd.Series([], dtype=bool, index=table.index)
+    compacted = table["compacted"].astype("boolean").fillna(True) if "compacted" in table else True
+    over = table["over_window"].astype("boolean").fillna(False) if "over_window" in table else False
+    ok = (
+        ~table["recorded"].astype(bool)
+        & ~table["own_agent"].astype(bool)
+        & (table["strategy"] != UNCOMPACTED_REFERENCE)
+        & compacted
+        & ~over
+    )
+    return ok.astype(bool)
+
+
+def best_other(table: pd.DataFrame) -> pd.Series:
+    """Mark, per compaction, the one arm a report names "best other arm" (`may_be_best`; most recall, smallest).
+
+    Ties on recall go to the smaller projection (``projection_tokens``), then to table order. A compaction
+    where no arm may be named has none marked.
+    """
+    mark = pd.Series(False, index=table.index, dtype=bool)
+    if table.empty:
+        return mark
+    ok = may_be_best(table)
+    for _, g in table[ok & (table["n"].astype(int) > 0)].groupby("case_id", sort=False):
+        top = g.sort_values(["recall", "projection_tokens"], ascending=[False, True], kind="stable")
+        mark.loc[top.index[0]] = True
+    return mark
 
 
 def _kept_check(own: bool, logged: str, reimplemented: str | None) -> tuple[Any, str]:
@@ -487,9 +569,11 @@ __all__ = [
     "RecordedResult",
     "SKIP_COLUMNS",
     "TABLE_COLUMNS",
+    "best_other",
     "build",
     "comparison_table",
     "for_run",
     "for_source",
+    "may_be_best",
     "run",
 ]

@@ -291,3 +291,22 @@ def failure_mode(ctx: CompactionContext, strategy: str) -> str:
     if mode not in ON_FAILURE_CHOICES:
         raise ValueError(f"{strategy} on_failure {mode!r}: expected one of {', '.join(ON_FAILURE_CHOICES)}")
     return mode
+
+
+#: The arm that never compacts (`baselines.Full`): the uncompacted reference.
+UNCOMPACTED_REFERENCE = "full"
+
+
+def compacted(projection: Projection, session: Session) -> bool:
+    """Whether an arm compacted at its cut: its projection is not the uncompacted history.
+
+    The uncompacted reference never compacts, nor does an arm whose agent kept the history on a failed
+    summary (``notes["compaction_failed"]``). Any other arm compacted when at least one context record
+    before the cut is missing from its projection's segments verbatim (dropped, masked, summarised or
+    truncated); an arm that kept every record as it is (``truncate-oldest`` under the capacity, an agent
+    whose trigger found room) did not.
+    """
+    if projection.strategy == UNCOMPACTED_REFERENCE or projection.notes.get("compaction_failed"):
+        return False
+    kept = {s.text for s in projection.segments}
+    return any(r.text not in kept for r in history(session, projection.cut))

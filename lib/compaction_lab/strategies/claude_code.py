@@ -662,9 +662,11 @@ class ClaudeCode:
     label_tag: str = LABEL_TAG
 
     def fires(self, tokens: int, ctx: CompactionContext) -> bool:
-        """Claude Code's auto-compact threshold: ``W - min(O, 20,000) - 13,000``."""
+        """Claude Code's auto-compact threshold ``W - min(O, 20,000) - 13,000``, on the API's usage (calibrated)."""
         reserved = min(ctx.output_ceiling, int(ctx.param("reserved_output_cap", RESERVED_OUTPUT_CAP)))
-        return tokens >= ctx.window - reserved - int(ctx.param("autocompact_buffer", AUTOCOMPACT_BUFFER))
+        return ctx.model_tokens(tokens) >= ctx.window - reserved - int(
+            ctx.param("autocompact_buffer", AUTOCOMPACT_BUFFER)
+        )
 
     def instruction(self, ctx: CompactionContext) -> str:
         """Return the nine-section compact instruction in use (``prompt_file`` points at exact upstream text)."""

@@ -585,8 +585,8 @@ class CodexStrategy:
     estimator: str = "bytes/4"
 
     def fires(self, tokens: int, ctx: CompactionContext) -> bool:
-        """Codex's own trigger: 90% of the window."""
-        return codex_trigger(ctx.window).fires(tokens)
+        """Codex's own trigger: 90% of the window, on the API's usage (report tokens calibrated: ``ctx.model_tokens``)."""
+        return codex_trigger(ctx.window).fires(ctx.model_tokens(tokens))
 
     def prompts(self, ctx: CompactionContext) -> Mapping[str, str]:
         """Return the prompt texts in use (paraphrases, or the files the params point at)."""

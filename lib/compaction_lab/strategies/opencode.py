@@ -686,8 +686,9 @@ class OpenCodeStrategy:
         return m
 
     def fires(self, tokens: int, ctx: CompactionContext) -> bool:
-        """OpenCode's own trigger: usage has reached ``usable``."""
-        return opencode_trigger(ctx.window, ctx.output_ceiling, ctx.input_limit, self.version(ctx)).fires(tokens)
+        """OpenCode's own trigger: the API's usage (calibrated: ``ctx.model_tokens``) has reached ``usable``."""
+        trigger = opencode_trigger(ctx.window, ctx.output_ceiling, ctx.input_limit, self.version(ctx))
+        return trigger.fires(ctx.model_tokens(tokens))
 
     def prompts(self, ctx: CompactionContext) -> Mapping[str, str]:
         """Return the prompt texts in use (paraphrases, or the files the params point at)."""

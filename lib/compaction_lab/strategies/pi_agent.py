@@ -624,10 +624,10 @@ class PiStrategy:
         return int(ctx.param("keep_recent_tokens", KEEP_RECENT_TOKENS))
 
     def fires(self, tokens: int, ctx: CompactionContext) -> bool:
-        """``shouldCompact``: ``contextTokens > contextWindow - reserveTokens``."""
+        """``shouldCompact``: ``contextTokens > contextWindow - reserveTokens`` (the API's usage: calibrated)."""
         if not bool(ctx.param("enabled", True)):
             return False
-        return tokens > ctx.window - self.reserve(ctx)
+        return ctx.model_tokens(tokens) > ctx.window - self.reserve(ctx)
 
     def prompts(self, ctx: CompactionContext) -> dict[str, str]:
         """Return the prompt texts in use (paraphrases, or the exact upstream files the params name)."""
