@@ -43,6 +43,13 @@ SAMPLES = [
     # SWE-agent writes a path as one name, '/' -> '__' (issue 45: the user name survived it)
     ("encoded-home-user", "cd /__Users__zedquux__work__repo && ls", "zedquux"),
     ("encoded-home-user", '"repo_path": "__home__zed_quux__proj"', "zed_quux"),
+    # Issue 45: Windows' drive form as a value (quoted, assigned) and inside pi's dashes; a value that is
+    # the encoded home alone.
+    ("encoded-home-user", '{"project": "C--Users-zedquux-api"}', "zedquux"),
+    ("encoded-home-user", r"C:\x\.pi\agent\sessions\--C--Users-zedquux-proj--\s.jsonl", "zedquux"),
+    ("encoded-home-user", "cwd=-home-zedquux-proj; ls", "zedquux"),
+    ("encoded-home-user", '"folder": "-Users-zedquux"', "zedquux"),
+    ("encoded-home-user", "see --home-zedquux-proj-- for it", "zedquux"),
 ]
 
 NEAR_MISSES = [
@@ -61,6 +68,9 @@ NEAR_MISSES = [
     "-----BEGIN PUBLIC KEY-----",
     "projects/-home-Shared-x and my-home-page and -root-proj and x-Users-y",
     "__init__ and __Users__Shared__x and my__home__page and __main__",
+    # options and words that look like an encoded home's lead but are not one
+    "pip install --home-dir build and make --Users-list and ABC--Users-list",
+    "e-mail-Users-guide and my-home-page and xy--home-z",
 ]
 
 

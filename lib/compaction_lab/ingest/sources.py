@@ -76,8 +76,9 @@ def gather(
     progress : bool
         Progress bars.
     redactor : privacy.redactor.Redactor, optional
-        Masks secrets and personal data in every imported session in memory,
-        for a caller that shows them straight away. A run passes none: its
+        Masks every imported session in memory when it has patterns or
+        literals. A run passes the always-on one (``redactor(False)``: values
+        of secret environment variables), whether it is redacted or not: its
         stages compute on the sessions as written and its files are masked
         (`save` with ``redact``, the runner's final sweep), so redaction never
         moves a number.

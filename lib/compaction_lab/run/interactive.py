@@ -14,6 +14,10 @@ the notebooks whose outputs it reads, each known by one output file, its mark):
    defaults, through papermill.
 
 It prints one line saying which of the three happened.
+
+The share notebook opened by hand ends with `finish`: a redacted folder gets the
+final sweep the runner gives a run (`compaction_lab.privacy.scrub`), so what it
+leaves can be shared.
 """
 
 from __future__ import annotations
@@ -85,6 +89,40 @@ def prepare(run_dir: str | Path | None, notebook: str, *, out: TextIO | None = N
     for nb in missing:
         _execute(nb, folder)
     return folder
+
+
+def finish(run_dir: str | Path | None, folder: Path, *, out: TextIO | None = None) -> None:
+    """Leave a folder the notebooks ran in by hand shareable: mask it when its run is redacted.
+
+    A run's stages compute on the sessions as written, and the runner's final sweep masks every file
+    after the last notebook. By hand there is no runner: the share notebook calls this last, and a
+    redacted folder (notebook 01 ran with ``redact``, `sources.run_redactor`) gets the same sweep, its
+    sessions included. Given a `run_dir` (papermill), nothing is done: the runner's sweep follows.
+
+    Parameters
+    ----------
+    run_dir : str or Path, optional
+        The notebook's ``run_dir`` parameter.
+    folder : Path
+        The folder the notebook worked in (`prepare`).
+    out : text stream, optional
+        Where the one line saying what was masked goes (default stdout).
+    """
+    if run_dir:
+        return
+    from compaction_lab.ingest import sources
+    from compaction_lab.privacy import scrub
+
+    red = sources.run_redactor(folder)
+    if red is None:
+        return
+    scrub.settle_databases(folder)
+    rep = scrub.scrub_run_folder(folder, red)
+    print(
+        f"redacted for sharing: {rep.replacements} spans masked in {len(rep.files_changed)} files of {folder} "
+        "(its sessions too: run notebook 01 again to study them as written)",
+        file=out if out is not None else sys.stdout,
+    )
 
 
 def missing_inputs(folder: Path, notebook: str) -> list[str]:

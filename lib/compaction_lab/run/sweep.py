@@ -438,6 +438,10 @@ def _execute_sweep(plan: SweepPlan, folder: Path, eng: Engine | None, todo: set[
     runfolder.save_table(table.astype({k: str for k in keys}), folder, "sweep")
     shown_runs = [({k: _table_value(v) for k, v in combo.items()}, res, st) for combo, res, st in runs]
     out = _render_sweep(folder, plan.profile, keys, table, shown_runs)
+    if stopped is None and any(_run_profile_of(plan, i).redact for i in range(len(plan.combos))):
+        # The memo keeps what the runs computed from the sessions as written (a redacted run masks only
+        # its own folder): once every run is done, a redacted sweep leaves none of it beside them.
+        shutil.rmtree(folder / MEMO_DIR, ignore_errors=True)
     if stopped is not None:
         raise lifecycle.RunInterrupted(
             stopped.signum,
@@ -645,11 +649,17 @@ def _mark_interrupted(
     return marked, left
 
 
-def _scrub_stopped(plan: SweepPlan, i: int, run_dir: Path) -> None:
-    """Give a run stopped on a worker the final redaction sweep it did not get to (`run_profile` gives its own)."""
+def _run_profile_of(plan: SweepPlan, i: int) -> Profile:
+    """Return the profile the sweep's run `i` runs: its combination and overrides, its ``redact``."""
     prof = plan.profile.with_parameters({**dict(plan.overrides), **plan.combos[i]})
     if plan.redact is not None:
         prof = prof.with_parameters({REDACT_PARAM: bool(plan.redact)})
+    return prof
+
+
+def _scrub_stopped(plan: SweepPlan, i: int, run_dir: Path) -> None:
+    """Give a run stopped on a worker the final redaction sweep it did not get to (`run_profile` gives its own)."""
+    prof = _run_profile_of(plan, i)
     try:
         red = redactor_mod.redactor(
             prof.redact,
