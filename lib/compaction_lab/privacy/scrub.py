@@ -1,13 +1,15 @@
 """The run-folder sweep: `scrub_run_folder` masks every text, notebook, HTML, parquet and SQLite file in place.
 
-The final sweep catches anything that reached a file of the run folder by
-another road than the masked sessions (an error message, a parameter).
+The final sweep is what masks a redacted run folder: the stages compute on the
+sessions as written, so every file they write -- the sessions themselves, the
+banks, tables, archive, notebooks and pages -- is masked here, with the run's
+one redactor (the names its sessions tell learned first, `Redactor.learn`).
 
 The sweep edits JSON, notebooks and HTML as raw text. A mask never starts or
 ends inside a backslash escape and never crosses a quote, so those files stay
 valid (the tests check this on generated JSON). PNG figures cannot be
-rewritten: they are listed as unscannable and rely on source-level redaction
-(their data came from masked sessions). Patterns are heuristics: a secret
+rewritten: they are listed as unscannable and are drawn from masked arguments
+(`compaction_lab.report.charts.draw`). Patterns are heuristics: a secret
 with no recognisable shape (a bare password in prose) is not found unless it
 is the value of an environment variable or a custom pattern names it.
 """
