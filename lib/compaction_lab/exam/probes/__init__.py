@@ -10,9 +10,10 @@ lookalike values checked absent from the whole session. Every usable value is
 also kept as the case's *pool* (`MinedCase.pool`).
 
 The package, one module per stage: ``candidates`` (extraction rules),
-``harness`` (text a harness wrote), ``wording``, ``uniqueness``,
+``harness`` (text a harness wrote: injected blocks and the `TEMPLATES` table), ``wording``, ``uniqueness``,
 ``haystacks``, ``selection`` (the pool and the seeded draw), ``decoys``,
-``mining`` (the spec and every session's cases) and ``checks``.
+``mining`` (the spec and every session's cases) and ``checks``; ``forms`` makes one value of its
+spellings (one value once).
 
 Design: docs/exams.md#3-mining-probes-from-real-sessions
 """
@@ -35,7 +36,15 @@ from compaction_lab.exam.probes.candidates import (
 )
 from compaction_lab.exam.probes.checks import check_probe_case
 from compaction_lab.exam.probes.decoys import mutate
-from compaction_lab.exam.probes.harness import Harness, harness_of, injected_blocks, issue_frame
+from compaction_lab.exam.probes.harness import (
+    TEMPLATES,
+    Harness,
+    Template,
+    harness_of,
+    injected_blocks,
+    issue_frame,
+    template_spans,
+)
 from compaction_lab.exam.probes.haystacks import system_prompt_text
 from compaction_lab.exam.probes.mining import MinedCase, ProbeSpec, mine, mine_all, mine_case, mine_cases
 from compaction_lab.exam.probes.selection import (
@@ -61,6 +70,8 @@ __all__ = [
     "REJECT_REASONS",
     "RULES",
     "Rule",
+    "TEMPLATES",
+    "Template",
     "Variant",
     "Wordings",
     "check_probe_case",
@@ -85,5 +96,6 @@ __all__ = [
     "short_target",
     "slash_list",
     "system_prompt_text",
+    "template_spans",
     "usable_candidates",
 ]

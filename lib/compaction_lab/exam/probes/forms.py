@@ -57,6 +57,9 @@ def path_forms(value: str, cwd: str | None) -> tuple[str | None, tuple[str, ...]
 def value_key(value: str, cwd: str | None = None, *, path: bool | None = None) -> str:
     """Return the compared key of one spelling: normalised, no ``@`` mention, a path relative to `cwd`.
 
+    A path also loses ``/./``, a trailing ``/`` and leading ``../`` parts (``../core/a.ts``, written
+    from a sibling directory, is a form of ``packages/core/a.ts``).
+
     Parameters
     ----------
     value : str
@@ -71,8 +74,8 @@ def value_key(value: str, cwd: str | None = None, *, path: bool | None = None) -
     'src/a.py'
     >>> value_key("./src/a.py", None)
     'src/a.py'
-    >>> value_key("/repo/tests/./a.py", "/repo")
-    'tests/a.py'
+    >>> value_key("/repo/tests/./a.py", "/repo"), value_key("../core/src/", "/repo")
+    ('tests/a.py', 'core/src')
     >>> value_key("ORD-58213")
     'ord-58213'
     """
@@ -80,7 +83,10 @@ def value_key(value: str, cwd: str | None = None, *, path: bool | None = None) -
     if path if path is not None else "/" in v:
         v = re.sub(r"(?<=/)(?:\./)+", "", v)  # "tests/./a.py" is "tests/a.py"
         rel, _ = path_forms(v, cwd)
+        if rel is None and v.startswith("../"):  # relative to another directory: its tail is the form
+            rel = re.sub(r"\A(?:\.\./)+", "", v)
         v = rel if rel is not None else v
+        v = v.rstrip("/") or v  # a directory with or without its trailing slash
     return normalise(v)
 
 
