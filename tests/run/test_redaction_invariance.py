@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import stat
 from pathlib import Path
 
 import pandas as pd
@@ -104,3 +105,6 @@ def test_the_redacted_folder_holds_no_planted_value_nor_the_authors_name(pair):
     assert sweep["enabled"] and any(f.startswith("sessions/") for f in sweep["files_changed_by_final_sweep"])
     shown = (red / "sessions").iterdir()
     assert any("[REDACTED:log-user-name]" in p.read_text(encoding="utf-8") for p in shown)
+    # Private while it held the sessions as written; once swept, as any run folder.
+    assert stat.S_IMODE(red.stat().st_mode) == stat.S_IMODE(plain.stat().st_mode)
+    assert stat.S_IMODE((red / "sessions").stat().st_mode) == stat.S_IMODE(plain.stat().st_mode)

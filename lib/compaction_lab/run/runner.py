@@ -33,9 +33,11 @@ comparison across them.
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -369,6 +371,8 @@ def run_profile(
     with lifecycle.stop_on_signals():
         _report_dead_runs(results or paths.results_dir())
         run_dir = runfolder.create_run_dir(run_name or run_folder_name(prof.name), results)
+        if redactor.enabled:
+            _keep_private(run_dir)
         started = time.perf_counter()
         record = lifecycle.RunRecord(run_dir / runfolder.RUN_JSON, _run_info(prof, run_dir), view=redactor.value)
         done: list[NotebookRun] = []
@@ -843,6 +847,34 @@ def _record_interruption(
     return lifecycle.RunInterrupted(exc.signum, run_dir=run_dir, notebook=nb)
 
 
+#: The mode a redacted run's folder was made with, kept while it is private (`_keep_private`, `_open_up`).
+_OPEN_MODES: dict[Path, int] = {}
+
+
+def _keep_private(run_dir: Path) -> None:
+    """Make a redacted run's folder this account's alone until its final sweep has masked it.
+
+    Its stages write what they compute from the sessions as written (a table, a bank); until the sweep,
+    no other account may read them. A run that gets no sweep (``kill -9``) stays private.
+    """
+    _OPEN_MODES[run_dir] = stat.S_IMODE(run_dir.stat().st_mode)
+    os.chmod(run_dir, 0o700)
+
+
+def _open_up(run_dir: Path) -> None:
+    """Give a swept run folder (and its sessions) back the mode it was made with (`_keep_private`)."""
+    mode = _OPEN_MODES.pop(run_dir, None)
+    if mode is None:
+        return
+    sessions = run_dir / runfolder.SESSIONS
+    if sessions.is_dir() and not sessions.is_symlink():
+        for f in sessions.iterdir():
+            if f.is_file() and not f.is_symlink():
+                os.chmod(f, mode & 0o666)
+        os.chmod(sessions, mode)
+    os.chmod(run_dir, mode)
+
+
 def final_sweep(run_dir: Path, redactor: redactor_mod.Redactor) -> dict[str, Any]:
     """Run the final redaction sweep of a run folder; return what run.json records of it (``redaction``).
 
@@ -857,6 +889,7 @@ def final_sweep(run_dir: Path, redactor: redactor_mod.Redactor) -> dict[str, Any
     scrub.settle_databases(run_dir)
     redactor = redactor.learn(sources.session_headers(run_dir))
     rep = scrub.scrub_run_folder(run_dir, redactor)
+    _open_up(run_dir)
     return {
         "enabled": redactor.enabled,
         "patterns": [p.name for p in redactor.patterns],
