@@ -219,7 +219,7 @@ def targets_of(record: Record, cwd: str | None = None) -> list[Target]:
         path = True if category == "path" else None if category == "argument" else False
         spellings = forms(value, cwd, path=path)
         if spellings:
-            out.append(Target(value, category, spellings, key=value_key(value, cwd, path=path)))
+            out.append(Target(value, category, spellings, key=value_key(value, cwd, path=path) or spellings[0]))
     return one_per_value(out)
 
 
