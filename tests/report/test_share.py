@@ -82,7 +82,7 @@ def run(tmp_path):
 def test_headline_joins_recall_and_the_chosen_cost_view(run):
     h = share.headline_table(run)
     assert list(h.columns) == share.HEADLINE_COLUMNS
-    assert list(h["strategy"]) == ["full", "det", "codex"]  # best recall first
+    assert list(h["strategy"]) == ["det", "codex", "full"]  # best recall first; the uncompacted reference last
     assert set(h["simulator"]) == {"deepseek"}  # the table's own rule, not "none", by default
     assert h.set_index("strategy").loc["codex", "retained_of_n"] == "22/40 (40%–70%)"
     h2 = share.headline_table(run, "t1", "none")
@@ -106,12 +106,19 @@ def test_headline_without_cost_or_recall(tmp_path, run):
 def test_measured_text_states_values_from_the_table(run):
     text = share.measured_text(share.headline_table(run))
     joined = "\n".join(text)
-    assert "3 strategies answered the same 40 scored questions" in joined
-    assert "Most retained: full, 40/40 (100%–100%); fewest: codex (extractive stand-in), 22/40 (40%–70%)." in joined
-    assert "from 4,000 tokens (codex (extractive stand-in)) to 90,000 (full)" in joined
-    assert "Free to compact (no model request): full, det." in joined
+    assert text[0].startswith("Basis: 40 questions, 3 arms; reader: verbatim reader (retention ceiling) — an offline")
+    assert text[1] == share.VERBATIM_FAVOURS
+    # `full` did not compact: shown for reference, never named most retained, free or cheapest.
+    assert (
+        "Did not compact (the projection is the uncompacted history; shown for reference, never ranked): full."
+        in joined
+    )
+    assert "Most retained of the arms that compacted and fit: det, 36/40 (80%–98%)" in joined
+    assert "Most retained: full" not in joined
+    assert "from 4,000 tokens (codex (extractive stand-in)) to 16,000 (det)" in joined
+    assert "Free to compact (no model request): det." in joined
     assert "codex (extractive stand-in), 0.1300 CNY (cold 0.1400 CNY)" in joined
-    assert "per point of recall: det, 0.0100 CNY" in joined
+    assert "per point of recall: det, 0.0100 CNY; the interval its recall gives it lies below" in joined
     assert "Never repays its compaction against continuing uncompacted: codex (extractive stand-in)." in joined
 
 
@@ -120,7 +127,7 @@ def test_an_arm_over_the_window_is_flagged_listed_last_and_never_named_best(run)
     retained all 40), it is listed last, its retained-of-N says it could not be sent, and the sentences name
     `det` most retained, never `full`; the units and method of the intervals are stated."""
     old = share.headline_table(run)
-    assert not old["over_window"].any() and old["strategy"].iloc[0] == "full"
+    assert not old["over_window"].any() and old["strategy"].iloc[-1] == "full"  # did not compact: last
     recall = pd.read_parquet(runfolder.table_path(run, "exam_recall"))
     recall["over_window"] = recall["strategy"] == "full"
     recall["n_sessions"], recall["n_records"] = 3, 17
@@ -130,18 +137,23 @@ def test_an_arm_over_the_window_is_flagged_listed_last_and_never_named_best(run)
     assert list(h["strategy"]) == ["det", "codex", "full"]
     assert h["retained_of_n"].iloc[-1] == f"40/40 (100%–100%) · {share.NOT_SENDABLE}"
     joined = "\n".join(share.measured_text(h))
-    assert "40 scored questions (17 records of 3 sessions)" in joined
+    assert "Basis: 40 questions from 17 records, 3 sessions examined, 3 arms;" in joined
     assert "95% intervals: cluster bootstrap over 3 sessions ∪ Clopper–Pearson." in joined
     assert "One session gives 60% of the questions" in joined
     assert "Not sendable at this window" in joined and "never ranked): full." in joined
-    assert "Most retained: det, 36/40" in joined and "Most retained: full" not in joined
+    assert "Most retained of the arms that compacted and fit: det, 36/40" in joined
+    assert "Most retained: full" not in joined and "Did not compact" not in joined  # over the window says it
     assert "per point of recall: det" in joined
 
 
 def test_overlapping_intervals_are_said(run):
     h = share.headline_table(run)
     h.loc[h["strategy"] == "codex", "ci_high"] = 1.0
-    assert "intervals overlap" in share.measured_text(h)[1]
+    (said,) = [line for line in share.measured_text(h) if line.startswith("Most retained")]
+    assert said == (
+        "Most retained: the data cannot tell apart det 36/40 (80%–98%), codex (extractive stand-in) 22/40 (40%–70%)"
+        " — their 95% intervals overlap."
+    )
 
 
 def test_figures_in_order_with_inline_svg(run):
@@ -244,7 +256,7 @@ def test_recorded_block_per_compaction(tmp_path):
         [
             row("recorded", "recorded (pi, m1)", 1),
             row("pi", "pi (extractive stand-in)", 2, True),
-            row("full", "full (uncompacted reference)", 4, over=True),  # retained most, but could not be sent
+            {**row("full", "full (uncompacted reference)", 4, over=True), "projection_tokens": 400.0},  # not sendable
             row("codex", "codex (extractive stand-in)", 3),
         ],
         columns=recorded.TABLE_COLUMNS,

@@ -155,19 +155,19 @@ def test_the_rankings_sentence_says_reversed_and_leaves_an_over_window_arm_out(r
     backwards = dict(zip(RATES, reversed(list(RATES.values())), strict=True))
     _save_exams(run, RATES, backwards, over=("none",))
     sentence = share.rankings_agreement(run, n_boot=300)
-    assert sentence.startswith(f"{share.RANKINGS} are reversed (Spearman ρ = −")
+    assert sentence.startswith(f"{share.RANKINGS} disagree (Spearman ρ = −")
     assert "4 arms, 6 sessions" in sentence and " to −" in sentence  # negative bounds: "to", a real minus
 
 
 def test_the_rankings_sentence_words_every_verdict():
     unclear = stats.RankAgreement(0.2, -0.45, 0.8, 5, 6, "m")
     assert share.agreement_sentence(unclear) == (
-        f"{share.RANKINGS} do not clearly agree (Spearman ρ = 0.20, 95% CI −0.45 to 0.80, 5 arms, 6 sessions: "
+        f"{share.RANKINGS}: cannot tell (Spearman ρ = 0.20, 95% CI −0.45 to 0.80, 5 arms, 6 sessions: "
         "the interval holds 0)."
     )
     two = stats.RankAgreement(1.0, float("nan"), float("nan"), 2, 6, "two arms give ±1 by construction")
     assert share.agreement_sentence(two) == (
-        f"{share.RANKINGS}: not measured (Spearman ρ = 1.00, 2 arms, 6 sessions; two arms give ±1 by construction)."
+        f"{share.RANKINGS}: cannot tell (Spearman ρ = 1.00, 2 arms, 6 sessions: two arms give ±1 by construction)."
     )
     none = stats.RankAgreement(float("nan"), float("nan"), float("nan"), 1, 3, "1 arm scored in both exams")
     assert share.agreement_sentence(none) == f"{share.RANKINGS}: not measured (1 arm scored in both exams)."

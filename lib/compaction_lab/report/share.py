@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from compaction_lab.core import bounded_json, runfolder
+from compaction_lab.core.projection import STAND_IN_LABEL
 from compaction_lab.exam import cases as exam_cases
 from compaction_lab.exam import imported, stats
 from compaction_lab.report.figures import run_figures
@@ -59,6 +61,10 @@ HEADLINE_COLUMNS = [
     "needed_next_ci_low",
     "needed_next_ci_high",
     "needed_next_of_n",
+    "compacted",
+    "sessions_imported",
+    "sessions_would_not_compact",
+    "needed_next_reader_label",
 ]
 
 #: The continuation exam's table the headline takes its needed-next column from (notebook 07), and its block.
@@ -89,6 +95,38 @@ _NEWER: dict[str, Any] = {
 
 #: Appended to an over-window arm's retained-of-N: its request would never have been sent.
 NOT_SENDABLE = "not sendable (> W − O)"
+
+#: The tag of the arm that never compacts (`strategies.baselines.Full`), in its label.
+UNCOMPACTED_TAG = "uncompacted reference"
+
+#: The strategy that never compacts, for tables without a ``compacted`` column.
+UNCOMPACTED = "full"
+
+
+def compacted(frame: pd.DataFrame) -> pd.Series:
+    """Tell per row whether the arm compacted (its projection is not the uncompacted history at the cut).
+
+    The ``compacted`` column where the table has it; without it (or where it is missing), every arm but the
+    uncompacted reference (`UNCOMPACTED` by name, `UNCOMPACTED_TAG` in its label) and, when the frame holds
+    that reference once, any arm whose ``projection_tokens`` are at least the reference's.
+    """
+    strategy = frame["strategy"].astype(str) if "strategy" in frame.columns else pd.Series("", index=frame.index)
+    label = frame["strategy_label"].astype(str) if "strategy_label" in frame.columns else strategy
+    reference = (strategy == UNCOMPACTED) | label.str.contains(UNCOMPACTED_TAG, regex=False)
+    guess = ~reference
+    if reference.sum() == 1 and "projection_tokens" in frame.columns:
+        # No column: an arm whose projection is as large as the uncompacted one's did not compact either.
+        tokens = pd.to_numeric(frame["projection_tokens"], errors="coerce")
+        guess &= ~(tokens >= float(tokens[reference].iloc[0])).fillna(False).astype(bool)
+    if "compacted" not in frame.columns:
+        return guess
+    return frame["compacted"].astype("boolean").fillna(guess).astype(bool) & ~reference
+
+
+def ranked(frame: pd.DataFrame) -> pd.Series:
+    """Per row: may the arm be named best, cheapest or anything else? Only one that compacted and fits."""
+    over = frame["over_window"].astype("boolean").fillna(False).astype(bool) if "over_window" in frame else False
+    return compacted(frame) & ~over
 
 
 def retained_of_n(k: float, n: float, low: float, high: float, over_window: bool = False) -> str:
@@ -156,6 +194,10 @@ def headline_table(run_dir: Path, price_table: str | None = None, simulator: str
         ]
     ].copy()
     out["over_window"] = out["over_window"].fillna(False).astype(bool)
+    out["compacted"] = compacted(recall).to_numpy()
+    imported_n, idle = _session_counts(run_dir)
+    out["sessions_imported"] = pd.array([imported_n] * len(out), dtype="Int64")
+    out["sessions_would_not_compact"] = pd.array([idle] * len(out), dtype="Int64")
     out["retained_of_n"] = [
         retained_of_n(*row)
         for row in zip(out["retained"], out["n"], out["ci_low"], out["ci_high"], out["over_window"], strict=False)
@@ -180,9 +222,22 @@ def headline_table(run_dir: Path, price_table: str | None = None, simulator: str
     else:
         for col in money:
             out[col] = None
-    # An arm that could never be sent goes last, whatever it retained: it is shown for reference, never ranked.
-    order = ["over_window", "recall", "projection_tokens"]
-    return out.sort_values(order, ascending=[True, False, True])[HEADLINE_COLUMNS].reset_index(drop=True)
+    # An arm that could never be sent, or did not compact, goes last whatever it retained: shown for
+    # reference, never ranked.
+    out["_unranked"] = ~ranked(out)
+    order = ["_unranked", "over_window", "recall", "projection_tokens"]
+    return out.sort_values(order, ascending=[True, True, False, True])[HEADLINE_COLUMNS].reset_index(drop=True)
+
+
+def _session_counts(run_dir: Path) -> tuple[int | None, int | None]:
+    """Sessions imported and, of them, those that would not compact at this window (``exam_sessions``; None: absent)."""
+    sessions = runfolder.maybe_table(Path(run_dir), exam_cases.SESSIONS_TABLE)
+    if sessions is None:
+        return None, None
+    idle = None
+    if "would_compact" in sessions.columns:
+        idle = int((~sessions["would_compact"].astype("boolean").fillna(True).astype(bool)).sum())
+    return len(sessions), idle
 
 
 def needed_next(run_dir: Path) -> pd.DataFrame:
@@ -192,9 +247,9 @@ def needed_next(run_dir: Path) -> pd.DataFrame:
     (the first, should a reader add rows); ``needed_next_of_n`` is `retained_of_n` of it (with
     `NOT_SENDABLE` for an arm over the window), or `NOT_MEASURED` where the arm had nothing to score.
     Without the table (a run folder older than notebook 07, or one where it did not run) the frame has
-    no rows, so every arm of the headline reads `NOT_MEASURED`.
+    no rows, so every arm of the headline reads `NOT_MEASURED`. ``needed_next_reader_label`` says who graded it.
     """
-    cols = ["strategy", *_NEEDED_NEXT, "needed_next_of_n"]
+    cols = ["strategy", *_NEEDED_NEXT, "needed_next_of_n", "needed_next_reader_label"]
     table = runfolder.maybe_table(Path(run_dir), CONTINUATION_RECALL)
     if table is None or table.empty:
         return pd.DataFrame(columns=cols)
@@ -202,6 +257,7 @@ def needed_next(run_dir: Path) -> pd.DataFrame:
         table = table[table["block"] == CONTINUATION_BLOCK]
     table = table.drop_duplicates("strategy")
     out = table[["strategy", *_NEEDED_NEXT.values()]].rename(columns={v: k for k, v in _NEEDED_NEXT.items()})
+    out["needed_next_reader_label"] = table["reader_label"] if "reader_label" in table.columns else None
     over = table["over_window"].astype("boolean").fillna(False) if "over_window" in table.columns else None
     out["needed_next_of_n"] = [
         retained_of_n(k, n, low, high, bool(over.iloc[i]) if over is not None else False)
@@ -266,30 +322,118 @@ def _money(v: Any, currency: str) -> str:
     return f"{v:.4f} {currency}" if v is not None and pd.notna(v) else "n/a"
 
 
+#: Headline columns a headline saved before issue 45 may lack (read with these defaults).
+_BASIS: dict[str, Any] = {
+    "sessions_imported": pd.NA,
+    "sessions_would_not_compact": pd.NA,
+    "needed_next_reader_label": None,
+}
+
+#: What an exact-value exam read by the verbatim reader favours (the second sentence of `measured_text`).
+VERBATIM_FAVOURS = (
+    "An exact-value exam read by the verbatim reader favours arms that keep text verbatim: it cannot credit "
+    "a paraphrase, and its recall is an upper bound on what a model could answer from the same projection."
+)
+
+#: The same for any other reader: exact values are graded, so a paraphrase earns nothing.
+EXACT_FAVOURS = (
+    "The exam grades exact values: an arm that keeps a value only as a paraphrase gets no credit for it, so "
+    "arms that keep text verbatim are favoured."
+)
+
+
+def _is_stand_in(label: str) -> bool:
+    return "stand-in" in label or "ceiling" in label
+
+
+def _reader_words(label: str) -> str:
+    return f"{label} — an offline stand-in, not a model" if _is_stand_in(label) else label
+
+
+def basis_line(headline: pd.DataFrame) -> str:
+    """Say what the headline rests on, in one line: sessions, records, questions, readers, summaries.
+
+    Sessions examined of those imported and how many would not compact at this window (``sessions_*``),
+    the records and questions the recall counts, each reader with its stand-in label (the closed book's,
+    and the needed-next column's), and how many arms' summaries an offline stand-in wrote. A quantity the
+    headline does not carry (a headline saved by an older run) is left out, never guessed.
+    """
+    h = headline
+    first = h.iloc[0]
+    n = int(first["n"])
+    parts = [_plural(n, "question")]
+    if pd.notna(first.get("n_records")):
+        parts[0] += f" from {_plural(int(first['n_records']), 'record')}"
+    if pd.notna(first.get("n_sessions")):
+        examined = int(first["n_sessions"])
+        sessions = f"{_plural(examined, 'session')} examined"
+        if pd.notna(first.get("sessions_imported")):
+            sessions += f" of {int(first['sessions_imported']):,} imported"
+            idle = first.get("sessions_would_not_compact")
+            if pd.notna(idle) and int(idle):
+                sessions += f" ({int(idle):,} would not compact at this window)"
+        parts.append(sessions)
+    parts.append(f"{_plural(len(h), 'arm')}")
+    readers = [f"reader: {_reader_words(str(first['reader_label']))}"]
+    nn = h["needed_next_reader_label"].dropna() if "needed_next_reader_label" in h.columns else pd.Series([])
+    if len(nn):
+        readers.append(f"needed-next recall: {_reader_words(str(nn.iloc[0]))}")
+    labels = h["strategy_label"].astype(str)
+    stand_in = labels.str.contains(STAND_IN_LABEL, regex=False)
+    summaries = (
+        f"summaries: {STAND_IN_LABEL} for {int(stand_in.sum())} of {_plural(len(h), 'arm')} (no model wrote them)"
+        if stand_in.any()
+        else ""
+    )
+    return "Basis: " + "; ".join([", ".join(parts), *readers, *([summaries] if summaries else [])]) + "."
+
+
+def _separated(rows: pd.DataFrame, low: str, high: str, *, largest: bool) -> tuple[pd.Series, pd.DataFrame]:
+    """Return the top row of `rows` (best first) and the other rows whose interval reaches it.
+
+    `rows` come in order, best first. The top is separated when no other row's interval reaches it: for
+    `largest`, every other ``high`` is below its ``low``; otherwise every other ``low`` is above its ``high``.
+    """
+    top, rest = rows.iloc[0], rows.iloc[1:]
+    tied = rest[rest[high] >= top[low]] if largest else rest[rest[low] <= top[high]]
+    return top, tied
+
+
+def _cannot_tell(what: str, rows: pd.DataFrame, value: Any) -> str:
+    listed = ", ".join(f"{r['strategy_label']} {value(r)}" for _, r in rows.iterrows())
+    return f"{what}: the data cannot tell apart {listed} — their 95% intervals overlap."
+
+
+def _per_point_bounds(h: pd.DataFrame) -> pd.DataFrame:
+    """Cost per point with the interval its recall interval gives it (cost is exact; recall is not)."""
+    total = h["cost_per_point"].astype(float) * 100 * h["recall"].astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        low = total / (100 * h["ci_high"].astype(float))
+        high = (total / (100 * h["ci_low"].astype(float))).where(h["ci_low"] > 0, np.inf)
+    return h.assign(cpp_low=low, cpp_high=high)
+
+
 def measured_text(headline: pd.DataFrame) -> list[str]:
     """Say what this run measured, as short sentences of values read from the headline table.
 
-    Only comparisons the numbers carry: the most and fewest retained (with
-    intervals, and whether the intervals overlap), projection sizes, the
-    cheapest cache-served compaction among strategies that send a request,
-    the lowest cost per point, and where compaction never pays. No sentence
-    is written for a quantity the run did not measure.
+    First what the headline rests on (`basis_line`) and what the exam favours (`VERBATIM_FAVOURS` /
+    `EXACT_FAVOURS`). Then only comparisons the numbers carry, and only among arms that compacted and fit
+    the window (`ranked`; the uncompacted reference never counts): the most retained, or the arms the data
+    cannot tell apart when their 95% intervals overlap the top arm's; projection sizes; which arms are free
+    to compact, the cheapest that calls a model, the lowest cost per point (named only when the interval
+    its recall gives it lies below every other arm's); where compaction never pays. No sentence is written
+    for a quantity the run did not measure.
     """
     if headline.empty:
         return [NO_HEADLINE]
     h = headline.copy()
-    for col, missing in _NEWER.items():
+    for col, missing in {**_NEWER, **_BASIS}.items():
         if col not in h.columns:
             h[col] = missing
-    n = int(h["n"].iloc[0])
     first = h.iloc[0]
-    units = ""
-    if pd.notna(first["n_records"]) and pd.notna(first["n_sessions"]):
-        units = f" ({_plural(int(first['n_records']), 'record')} of {_plural(int(first['n_sessions']), 'session')})"
     method = f" 95% intervals: {first['ci_method']}." if first["ci_method"] else ""
-    lines = [
-        f"{len(h)} strategies answered the same {n} scored questions{units}; reader: {first['reader_label']}." + method
-    ]
+    reader = str(first["reader_label"])
+    lines = [basis_line(h) + method, VERBATIM_FAVOURS if reader.startswith("verbatim") else EXACT_FAVOURS]
     share_top = first["top_session_share"]
     if pd.notna(share_top) and share_top > 0.5 and pd.notna(first["n_sessions"]) and int(first["n_sessions"]) > 1:
         lines.append(
@@ -297,49 +441,82 @@ def measured_text(headline: pd.DataFrame) -> list[str]:
             "(see the per-session table)."
         )
     over = h[h["over_window"].astype(bool)]
-    h = h[~h["over_window"].astype(bool)]  # never named best, cheapest or anything else: it could not be sent
+    idle = h[~compacted(h) & ~h["over_window"].astype(bool)]
+    h = h[ranked(h)].sort_values(["recall", "projection_tokens"], ascending=[False, True])
     if len(over):
         lines.append(
             "Not sendable at this window (the projection is larger than W − O; shown for reference, never ranked): "
             + ", ".join(over["strategy_label"].astype(str))
             + "."
         )
+    if len(idle):
+        lines.append(
+            "Did not compact (the projection is the uncompacted history; shown for reference, never ranked): "
+            + ", ".join(idle["strategy_label"].astype(str))
+            + "."
+        )
     if h.empty:
-        lines.append("No arm's projection fits the usable capacity W − O at this window: nothing is ranked.")
+        lines.append("No arm that compacted fits the usable capacity W − O at this window: nothing is ranked.")
         return lines
-    best, worst = h.iloc[0], h.sort_values("recall").iloc[0]
-    overlap = best["ci_low"] <= worst["ci_high"]
-    lines.append(
-        f"Most retained: {best['strategy_label']}, {best['retained_of_n']}; fewest: {worst['strategy_label']}, "
-        f"{worst['retained_of_n']}" + (" — their 95% intervals overlap." if overlap else ".")
-    )
+    if len(h) == 1:
+        lines.append(f"Only one arm compacted and fits: {h.iloc[0]['strategy_label']}, {h.iloc[0]['retained_of_n']}.")
+    else:
+        top, tied = _separated(h, "ci_low", "ci_high", largest=True)
+        if tied.empty:
+            lines.append(
+                f"Most retained of the arms that compacted and fit: {top['strategy_label']}, {top['retained_of_n']}; "
+                "its 95% interval lies above every other arm's."
+            )
+        else:
+            rows = pd.concat([h.iloc[:1], tied])
+            lines.append(_cannot_tell("Most retained", rows, lambda r: r["retained_of_n"]))
     small, large = h.sort_values("projection_tokens").iloc[0], h.sort_values("projection_tokens").iloc[-1]
     lines.append(
         f"Projection size ranged from {small['projection_tokens']:,.0f} tokens "
         f"({small['strategy_label']}) to {large['projection_tokens']:,.0f} ({large['strategy_label']})."
     )
     if h["price_table"].notna().any():
-        cur = str(h["currency"].dropna().iloc[0])
-        where = f"{h['price_table'].dropna().iloc[0]} prices, {h['simulator'].dropna().iloc[0]} cache rule"
-        free = h[h["compaction_cost_cold"] == 0]["strategy_label"].tolist()
-        paid = h[h["compaction_cost_cold"] > 0].sort_values("compaction_cost_cached")
-        if free:
-            lines.append(f"Free to compact (no model request): {', '.join(free)}.")
-        if not paid.empty:
-            p = paid.iloc[0]
+        lines += _money_lines(h)
+    return lines
+
+
+def _money_lines(h: pd.DataFrame) -> list[str]:
+    """Word the cost sentences of `measured_text`, over arms that compacted and fit (`h`, best recall first)."""
+    lines = []
+    cur = str(h["currency"].dropna().iloc[0])
+    where = f"{h['price_table'].dropna().iloc[0]} prices, {h['simulator'].dropna().iloc[0]} cache rule"
+    free = h[h["compaction_cost_cold"] == 0]["strategy_label"].tolist()
+    paid = h[h["compaction_cost_cold"] > 0].sort_values("compaction_cost_cached")
+    if free:
+        lines.append(f"Free to compact (no model request): {', '.join(free)}.")
+    if not paid.empty:
+        p = paid.iloc[0]
+        cost = _money(p["compaction_cost_cached"], cur)
+        same = paid[paid["compaction_cost_cached"].round(4) == round(float(p["compaction_cost_cached"]), 4)]
+        who = ", ".join(same["strategy_label"].astype(str)) + (" (the same)" if len(same) > 1 else "")
+        lines.append(
+            f"Cheapest compaction that calls a model, cache-served ({where}): {who}, {cost}"
+            + (f" (cold {_money(p['compaction_cost_cold'], cur)})." if len(same) == 1 else ".")
+        )
+    per = _per_point_bounds(h.dropna(subset=["cost_per_point"])).sort_values("cost_per_point")
+    what = "Lowest cost of one compaction + T turns per point of recall"
+    if len(per) == 1:
+        lines.append(
+            f"{what}: only {per.iloc[0]['strategy_label']} is priced, {_money(per.iloc[0]['cost_per_point'], cur)}."
+        )
+    elif len(per) > 1:
+        top, tied = _separated(per, "cpp_low", "cpp_high", largest=False)
+        if tied.empty:
             lines.append(
-                f"Cheapest compaction that calls a model, cache-served ({where}): {p['strategy_label']}, "
-                f"{_money(p['compaction_cost_cached'], cur)} (cold {_money(p['compaction_cost_cold'], cur)})."
+                f"{what}: {top['strategy_label']}, {_money(top['cost_per_point'], cur)}; the interval its recall "
+                "gives it lies below every other arm's."
             )
-        per = h.dropna(subset=["cost_per_point"]).sort_values("cost_per_point")
-        if not per.empty:
-            lines.append(
-                f"Lowest cost of one compaction + T turns per point of recall: {per.iloc[0]['strategy_label']}, "
-                f"{_money(per.iloc[0]['cost_per_point'], cur)}."
-            )
-        never = h[h["break_even"] == "never"]["strategy_label"].tolist()
-        if never:
-            lines.append(f"Never repays its compaction against continuing uncompacted: {', '.join(never)}.")
+        else:
+            rows = pd.concat([per.iloc[:1], tied])
+            lines.append(_cannot_tell(what, rows, lambda r: _money(r["cost_per_point"], cur)))
+    never = h[h["break_even"] == "never"]["strategy_label"].tolist()
+    if never:
+        lines.append(f"Never repays its compaction against continuing uncompacted: {', '.join(never)}.")
     return lines
 
 
@@ -390,6 +567,10 @@ RECORDED_VIEW = {
 }
 
 
+#: The recorded block's "best other arm" when no other arm compacted and fits the window.
+NO_BEST_OTHER = "none that compacted and fits"
+
+
 def _retained(r: Mapping[str, Any]) -> str:
     over = bool(r.get("over_window", False))
     flag = r.get("summary_opaque", False)  # absent from tables of earlier runs
@@ -402,7 +583,8 @@ def recorded_block(run_dir: Path) -> RecordedBlock | None:
 
     Per compaction: the agent's own compaction (recorded) and the arm that
     reimplements that agent, each as retained of N with the 95% interval, and
-    the other arm that retained most. Values only, from ``recorded_compactions``,
+    the other arm that retained most among those that compacted and fit the
+    window (`ranked`; `NO_BEST_OTHER` when none). Values only, from ``recorded_compactions``,
     ``recorded_skipped`` and ``exam_recorded``.
     """
     run_dir = Path(run_dir)
@@ -453,8 +635,9 @@ def recorded_block(run_dir: Path) -> RecordedBlock | None:
                 continue
             first = g.iloc[0]
             own_rec, own_arm = g[g["recorded"]], g[g["own_agent"]]
-            # the best *other* arm is one that could have been sent: an over-window arm is never named best
-            others = g[~g["recorded"] & ~g["own_agent"] & ~g["over_window"].astype(bool)].sort_values(
+            # the best *other* arm compacted and could have been sent: never the uncompacted reference, an arm
+            # whose projection is the uncompacted history, or one over the window
+            others = g[~g["recorded"] & ~g["own_agent"] & ranked(g)].sort_values(
                 ["recall", "projection_tokens"], ascending=[False, True]
             )
             if len(own_arm) and "kept_note" in own_arm.columns and own_arm.iloc[0]["kept_match"] is False:
@@ -464,7 +647,7 @@ def recorded_block(run_dir: Path) -> RecordedBlock | None:
                     "compaction": f"{first['session_id']} #{int(first['compaction']) + 1} ({first['agent']}, {first['model']})",
                     "recorded": _retained(own_rec.iloc[0]) if len(own_rec) else "n/a",
                     "own_arm": _retained(own_arm.iloc[0]) if len(own_arm) else "not run",
-                    "best_arm": _retained(others.iloc[0]) if len(others) else "n/a",
+                    "best_arm": _retained(others.iloc[0]) if len(others) else NO_BEST_OTHER,
                 }
             )
         if len(found) and not rows:
@@ -502,26 +685,29 @@ def _interval(low: float, high: float) -> str:
 
 
 def agreement_sentence(agreement: stats.RankAgreement) -> str:
-    """Say in one sentence whether two exams rank the arms alike, from `stats.rank_agreement`.
+    """Say in one sentence whether two exams rank the arms alike: the one wording of `stats.RankAgreement.verdict`.
 
-    ``agree`` when the interval lies above 0, ``are reversed`` below it, ``do not clearly agree`` when it
-    holds 0; ``not measured`` (with the reason) when there is no interval.
+    ``agree`` / ``disagree`` only when the 95% interval lies above / below 0; ``cannot tell`` with ρ, the
+    interval (or why there is none) and the units otherwise; ``not measured`` (with the reason, never a ρ)
+    when there is no ρ.
     """
+    verdict = agreement.verdict
+    if verdict == stats.NOT_MEASURED:
+        return f"{RANKINGS}: not measured ({agreement.method})."
     rho = f"Spearman ρ = {agreement.rho:.2f}".replace("-", "−")
     units = f"{_plural(agreement.n_arms, 'arm')}, {_plural(agreement.n_units, 'session')}"
-    verdict = agreement.verdict
-    if verdict == "no interval":
-        known = f"{rho}, {units}; " if pd.notna(agreement.rho) else ""
-        return f"{RANKINGS}: not measured ({known}{agreement.method})."
+    if verdict == stats.CANNOT_TELL and (pd.isna(agreement.ci_low) or pd.isna(agreement.ci_high)):
+        why = re.sub(r"^Spearman ρ of per-arm recall over \d+ arms[;:] ", "", agreement.method)
+        return f"{RANKINGS}: cannot tell ({rho}, {units}: {why})."
     ci = f"95% CI {_interval(agreement.ci_low, agreement.ci_high)}"
-    if verdict == "agree":
+    if verdict == stats.AGREE:
         return f"{RANKINGS} agree ({rho}, {ci}, {units})."
-    if verdict == "reversed":
+    if verdict == stats.DISAGREE:
         return (
-            f"{RANKINGS} are reversed ({rho}, {ci}, {units}): the arms that keep most facts keep least of what "
+            f"{RANKINGS} disagree ({rho}, {ci}, {units}): the arms that keep most facts keep least of what "
             "the next step needs."
         )
-    return f"{RANKINGS} do not clearly agree ({rho}, {ci}, {units}: the interval holds 0)."
+    return f"{RANKINGS}: cannot tell ({rho}, {ci}, {units}: the interval holds 0)."
 
 
 def rankings_agreement(run_dir: Path, *, n_boot: int | None = None, seed: int | None = None) -> str:
@@ -558,6 +744,21 @@ REDISCOVERY_VIEW = {
     "repeats_kept": "of them, earlier output kept",
     "repeat_output_tokens": "tokens the repeats added",
     "repeat_cost": "what they cost",
+    "priced_as": "priced as",
+}
+
+#: The same once repeats are told apart (``call_class``, a ``state_checks`` column): column -> header.
+REDISCOVERY_SPLIT_VIEW = {
+    "compaction": "compaction",
+    "calls_after": "tool calls after",
+    "repeats": "rediscoveries (earlier output dropped)",
+    "repeats_kept": "held repeats (earlier output kept)",
+    "state_checks": "state checks",
+    "repeats_other": "other repeats",
+    "repeat_output_tokens": "tokens the rediscoveries added",
+    "repeat_cost": "what the rediscoveries cost",
+    "state_check_cost": "what the state checks cost",
+    "priced_as": "priced as",
 }
 
 
@@ -589,25 +790,72 @@ class ContinuationBlock:
         return self.rediscovery.to_html(index=False, escape=True, na_rep=NOT_MEASURED)
 
 
+def _count(v: Any) -> int | str:
+    return int(v) if v is not None and pd.notna(v) else NOT_MEASURED
+
+
+def _cost(v: Any, currency: str) -> str:
+    # No price table is no cost, never a zero.
+    return f"{float(v):.4f}{currency}" if v is not None and pd.notna(v) else NOT_MEASURED
+
+
 def _rediscovery_view(compactions: pd.DataFrame) -> pd.DataFrame:
+    """One row per recorded compaction: its calls after, the repeats by class where told apart, their cost.
+
+    Tables that tell rediscoveries from state checks (a ``state_checks`` column) get `REDISCOVERY_SPLIT_VIEW`,
+    older ones `REDISCOVERY_VIEW`; ``priced_as`` (what the cost is based on) is shown beside the cost.
+    """
+    split = "state_checks" in compactions.columns
+    columns = dict(REDISCOVERY_SPLIT_VIEW if split else REDISCOVERY_VIEW)
+    if "priced_as" not in compactions.columns:
+        columns.pop("priced_as")
     rows = []
     for r in compactions.to_dict("records"):
         who = ", ".join(str(r[c]) for c in ("agent", "model") if r.get(c) is not None and pd.notna(r.get(c)))
         currency = "" if r.get("currency") is None or pd.isna(r.get("currency")) else f" {r['currency']}"
-        cost = r.get("repeat_cost")
         tokens = r.get("repeat_output_tokens")
-        rows.append(
-            {
-                "compaction": f"{r['session_id']} #{int(r['compaction']) + 1}" + (f" ({who})" if who else ""),
-                "calls_after": int(r["calls_after"]),
-                "repeats": int(r["repeats"]),
-                "repeats_kept": int(r["repeats_kept"]) if pd.notna(r.get("repeats_kept")) else NOT_MEASURED,
-                "repeat_output_tokens": f"{int(tokens):,}" if tokens is not None and pd.notna(tokens) else NOT_MEASURED,
-                # No price table is no cost, never a zero.
-                "repeat_cost": f"{float(cost):.4f}{currency}" if cost is not None and pd.notna(cost) else NOT_MEASURED,
-            }
-        )
-    return pd.DataFrame(rows, columns=list(REDISCOVERY_VIEW)).rename(columns=REDISCOVERY_VIEW)
+        row = {
+            "compaction": f"{r['session_id']} #{int(r['compaction']) + 1}" + (f" ({who})" if who else ""),
+            "calls_after": int(r["calls_after"]),
+            "repeats": int(r["repeats"]),
+            "repeats_kept": _count(r.get("repeats_kept")),
+            "state_checks": _count(r.get("state_checks")),
+            "repeats_other": _count(r.get("repeats_other")),
+            "repeat_output_tokens": f"{int(tokens):,}" if tokens is not None and pd.notna(tokens) else NOT_MEASURED,
+            "repeat_cost": _cost(r.get("repeat_cost"), currency),
+            "state_check_cost": _cost(r.get("state_check_cost"), currency),
+            "priced_as": str(r["priced_as"]) if pd.notna(r.get("priced_as")) else NOT_MEASURED,
+        }
+        rows.append({k: row[k] for k in columns})
+    return pd.DataFrame(rows, columns=list(columns)).rename(columns=columns)
+
+
+def _rediscovery_lines(compactions: pd.DataFrame) -> list[str]:
+    """Say what followed the recorded compactions: the calls after them, and their repeats by class."""
+    n = len(compactions)
+    calls = int(pd.to_numeric(compactions["calls_after"], errors="coerce").fillna(0).sum())
+
+    def total(col: str) -> int:
+        return int(pd.to_numeric(compactions[col], errors="coerce").fillna(0).sum()) if col in compactions else 0
+
+    head = f"Recorded compactions in this run's logs: {n}; after them the agents made {calls:,} tool calls"
+    if "state_checks" not in compactions.columns:
+        return [
+            f"{head}, {total('repeats')} of them exact repeats of a call made before the compaction (same tool, "
+            f"identical arguments); the earlier output of {total('repeats_kept')} of those was still in what the "
+            "agent kept."
+        ]
+    lines = [
+        f"{head}. Of their exact repeats of a call made before the compaction (same tool, identical arguments): "
+        f"{total('repeats')} rediscoveries (a lookup whose earlier output the compaction dropped), "
+        f"{total('repeats_kept')} held (the earlier output was still kept), {total('state_checks')} state checks "
+        f"(a command re-run to see the state now) and {total('repeats_other')} other repeats."
+    ]
+    if "priced_as" in compactions.columns:
+        bases = list(dict.fromkeys(str(v) for v in compactions["priced_as"].dropna()))
+        if bases:
+            lines.append(f"Their cost is priced as: {'; '.join(bases)}.")
+    return lines
 
 
 def _rate(v: Any) -> str:
@@ -665,13 +913,7 @@ def continuation_block(run_dir: Path) -> ContinuationBlock | None:
     view = pd.DataFrame(columns=list(REDISCOVERY_VIEW.values()))
     if compactions is not None:
         if len(compactions):
-            kept = int(pd.to_numeric(compactions["repeats_kept"], errors="coerce").fillna(0).sum())
-            found.append(
-                f"Recorded compactions in this run's logs: {len(compactions)}; after them the agents made "
-                f"{int(compactions['calls_after'].sum()):,} tool calls, {int(compactions['repeats'].sum())} of them "
-                f"exact repeats of a call made before the compaction (same tool, identical arguments); the earlier "
-                f"output of {kept} of those was still in what the agent kept."
-            )
+            found += _rediscovery_lines(compactions)
             view = _rediscovery_view(compactions)
         else:
             found.append("Not measured: no recorded compaction in this run's sessions (synthetic chains record none).")
