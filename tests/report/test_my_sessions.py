@@ -210,10 +210,15 @@ def test_four_real_sessions_give_numbers_you_can_trust(tmp_path):
     assert (head["n_sessions"] == 1).all() and (head["ci_method"] != "").all()
     # 3. Where each session was cut: only the pi session outgrows W − O = 168,000; the others are listed.
     rows = pd.read_parquet(d / "exam_sessions.parquet").set_index("session_id")
-    assert list(rows.columns) == ["tokens", "would_compact", "cut", "questions", "reason"] and len(rows) == 4
+    columns = ["tokens", "tokens_model", "calibration", "would_compact", "cut", "questions", "reason"]
+    assert list(rows.columns) == columns and len(rows) == 4
     assert rows["would_compact"].sum() == 1
     big = rows[rows["would_compact"]].iloc[0]
     assert big["tokens"] > 168_000 and big["cut"] != "" and big["questions"] > 0
+    # cut = auto: pi's log recorded two compactions, so the session is cut there; its usage calibrates it
+    assert big["cut"] == "452,804" and 1.2 < big["calibration"] < 1.35 and big["tokens_model"] > big["tokens"]
+    swe = ["pydicom__pydicom-1458", "swe-agent__test-repo-i1"]
+    assert rows.loc[swe, "calibration"].isna().all()  # no usage in their logs: uncalibrated
     small = rows[~rows["would_compact"]]
     assert (small["cut"] == "").all() and (small["questions"] == 0).all()
     assert small["reason"].str.contains("would not compact at W = 200,000").all()
