@@ -77,12 +77,13 @@ def test_a_value_re_read_after_the_cut_is_not_needed_one_only_before_it_is():
     assert row["needed"] == 2 and row["seen_after_cut"] == 2
 
 
-def test_a_user_message_after_the_cut_shows_a_value_the_agents_own_words_do_not():
-    told = _session(_rec(4, "user", f"use {MEMORY}"), _call(5, "edit", {"path": "x", "new": MEMORY}))
-    assert _status(cont.build_key("closed", CASE, told, k=1), 0)[MEMORY] == "seen_after_cut"
-    # the agent writing the value itself before its call had it from memory: still needed
-    recalled = _session(_rec(4, "reasoning", f"I recall {MEMORY}"), _call(5, "edit", {"path": "x", "new": MEMORY}))
-    assert _status(cont.build_key("closed", CASE, recalled, k=1), 0)[MEMORY] == "needed"
+def test_every_message_after_the_cut_shows_a_value_a_summary_does_not():
+    for kind in ("user", "assistant", "reasoning"):
+        told = _session(_rec(4, kind, f"use {MEMORY}"), _call(5, "edit", {"path": "x", "new": MEMORY}))
+        assert _status(cont.build_key("closed", CASE, told, k=1), 0)[MEMORY] == "seen_after_cut", kind
+    # a summary after the cut is the arm being graded, not something the agent saw again
+    summarised = _session(_rec(4, "summary", f"held: {MEMORY}"), _call(5, "edit", {"path": "x", "new": MEMORY}))
+    assert _status(cont.build_key("closed", CASE, summarised, k=1), 0)[MEMORY] == "needed"
 
 
 def test_three_forms_of_one_path_are_one_target():

@@ -53,10 +53,10 @@ READER_NAME = "needed-next"
 #: an earlier call of the case: any form of its value), so the call needs no memory of it.
 STATUSES: tuple[str, ...] = ("needed", "in_tail", "system", "seen_after_cut", "new")
 
-#: The records after the cut that show the agent a value again: what the user and the tools said and the
-#: calls it made. Its own messages and reasoning (and a summary) are not: a value it writes there before
-#: anything showed it again came from memory, and the call that uses it is scored.
-VISIBLE_KINDS: frozenset[str] = frozenset({"user", "tool_output", "tool_call"})
+#: The records after the cut that show the agent a value again: every output and message (issue 45) —
+#: what the user and the tools said, the calls it made, and its own messages and reasoning (a value it
+#: wrote there is in its context when the call comes). A summary record is not: it is the arm graded.
+VISIBLE_KINDS: frozenset[str] = frozenset({"user", "tool_output", "tool_call", "assistant", "reasoning"})
 
 #: The blocks of cases: the closed book's, and the recorded compactions'.
 BLOCKS: tuple[str, ...] = ("closed", "recorded")
