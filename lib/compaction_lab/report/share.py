@@ -224,9 +224,14 @@ def headline_table(run_dir: Path, price_table: str | None = None, simulator: str
             out[col] = None
     # An arm that could never be sent, or did not compact, goes last whatever it retained: shown for
     # reference, never ranked.
+    # The uncompacted reference comes after them all.
     out["_unranked"] = ~ranked(out)
-    order = ["_unranked", "over_window", "recall", "projection_tokens"]
-    return out.sort_values(order, ascending=[True, True, False, True])[HEADLINE_COLUMNS].reset_index(drop=True)
+    out["_reference"] = (out["strategy"].astype(str) == UNCOMPACTED) | out["strategy_label"].astype(str).str.contains(
+        UNCOMPACTED_TAG, regex=False
+    )
+    order = ["_unranked", "_reference", "over_window", "recall", "projection_tokens"]
+    ascending = [True, True, True, False, True]
+    return out.sort_values(order, ascending=ascending)[HEADLINE_COLUMNS].reset_index(drop=True)
 
 
 def _session_counts(run_dir: Path) -> tuple[int | None, int | None]:
