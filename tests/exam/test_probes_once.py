@@ -113,6 +113,7 @@ def test_no_answer_comes_from_a_harness_template(key):
             assert q.answer not in TEMPLATE_VALUES, (label, q.answer)
             assert "agentId" not in q.answer and "(for resuming" not in q.answer, (label, q.answer)
             assert not guessable(q.answer), (label, q.answer)
+            assert q.answer.rstrip("/") != (_cwd(s) or "").rstrip("/"), (label, q.answer)  # the harness's cwd
 
 
 @pytest.mark.parametrize("key", sorted(CONFIGS))

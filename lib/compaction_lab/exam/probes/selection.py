@@ -130,9 +130,13 @@ def eligible(session: Session, tail_start: int, hay: Haystacks, cut: int | None 
 
     out: list[Usable] = []
     seen: set[str] = set()
+    home = value_key(cwd.rstrip("/"), None, path=True) if cwd else None
     for c in covered:
         key, must_be_absent, others = _forms(c, cwd)
         if not key or key in seen or not all(absent_late(f) for f in must_be_absent):
+            continue
+        if key == home:  # the working directory: every harness writes it into its environment context
+            rejected["template"].add(key)
             continue
         if guessable(c.value):
             rejected["guessable"].add(key)
