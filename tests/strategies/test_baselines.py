@@ -15,6 +15,7 @@ from compaction_lab.core.session import Record, Session
 from compaction_lab.core.shapes import CallShape
 from compaction_lab.core.tokens import count_tokens
 from compaction_lab.strategies import baselines as bl
+from compaction_lab.strategies import calibration
 from compaction_lab.strategies.base import CompactionContext, history, role_of
 from compaction_lab.summarize import NoSummarizer
 from compaction_lab.summarize.extractive import ExtractiveSummarizer
@@ -110,7 +111,9 @@ def check_invariants(session: Session, p, ctx: CompactionContext, cut: int | Non
     if p.strategy != "full" or p.notes["fits"]:
         assert p.tokens <= p.capacity, (p.strategy, p.tokens, p.capacity)
     assert p.notes["fits"] == (p.tokens <= p.capacity)
-    assert p.estimator == "tiktoken" and p.capacity == ctx.window - ctx.output_ceiling
+    # W − O in the model's tokens: over the session's calibration in report tokens (1.0 uncalibrated)
+    factor = calibration.calibrate(session, ctx).factor
+    assert p.estimator == "tiktoken" and p.capacity == int((ctx.window - ctx.output_ceiling) / factor)
 
 
 # =========================================================================== registry

@@ -23,7 +23,7 @@ def _session(usage_of, *, includes_cached: bool = False, compactions=()) -> Sess
     base = make_session(items, "cal")
     sizes = cal.request_sizes(base, CTX)
     usage = [{"entry_id": r.entry_id, **usage_of(r.source_order, sizes[r.source_order])} for r in base.records[1::2]]
-    meta = {"usage": usage, "compactions": list(compactions)}
+    meta: dict[str, object] = {"usage": usage, "compactions": list(compactions)}
     if includes_cached:
         meta["usage_input_includes_cached"] = True
     return dataclasses.replace(base, metadata=meta)
@@ -114,3 +114,14 @@ def test_an_arm_that_kept_every_record_did_not_compact():
     assert not compacted(strategies.compact(s, "full", 10, tight), s)  # the uncompacted reference never does
     assert not compacted(strategies.compact(s, "truncate-oldest", 10, roomy), s)  # found room: kept it all
     assert compacted(strategies.compact(s, "truncate-oldest", 10, tight), s)
+
+
+def test_usage_no_tokenizer_explains_leaves_the_session_uncalibrated_and_says_why():
+    """A hidden system prompt and tools (Claude Code's ~17k) add a constant: the ratio is no tokenizer's."""
+    hidden = cal.calibrate(_session(lambda cut, size: {"input_tokens": size + 17_000}), CTX)
+    assert not hidden.calibrated and hidden.factor == 1.0 and hidden.label == cal.UNCALIBRATED
+    assert "does not scale" in hidden.reason and hidden.row()["calibration_reason"] == hidden.reason
+    # a steady ratio outside what a tokenizer can do is refused too; a drifting one inside it as well
+    assert not cal.calibrate(_session(lambda cut, size: {"input_tokens": 3 * size}), CTX).calibrated
+    it = iter([1.0, 1.0, 1.0, 1.6, 1.6, 1.6])
+    assert not cal.calibrate(_session(lambda cut, size: {"input_tokens": round(size * next(it))}), CTX).calibrated

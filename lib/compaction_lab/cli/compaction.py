@@ -35,7 +35,7 @@ def _cmd_project(args: argparse.Namespace) -> int:
     from compaction_lab import strategies, summarize
     from compaction_lab.ingest import ImportReport, IngestError, load_sessions
     from compaction_lab.run import params
-    from compaction_lab.strategies import CompactionContext
+    from compaction_lab.strategies import CompactionContext, calibration
 
     try:
         strat = strategies.get(args.strategy)
@@ -73,7 +73,8 @@ def _cmd_project(args: argparse.Namespace) -> int:
             return 2
         if args.respect_trigger:
             used = _history_tokens(s, cut, strat, ctx)
-            if not strat.fires(used, ctx):
+            # a trigger upstream drives from the API's usage compares the session's own model tokens
+            if not strat.fires(used, calibration.calibrated_context(s, ctx)):
                 msg = (
                     f"{s.id}: {strat.name}'s trigger does not fire at {used:,} tokens ({strat.estimator}); nothing cut"
                 )

@@ -42,6 +42,7 @@ from compaction_lab.core.tokens import DEFAULT_ENCODING
 from compaction_lab.cost import cache as cache_mod
 from compaction_lab.cost.assumptions import CostAssumptions
 from compaction_lab.endpoints import prices as prices_mod
+from compaction_lab.strategies import calibration
 from compaction_lab.strategies.base import history, record_messages
 from compaction_lab.strategies.labels import strategy_label
 
@@ -591,20 +592,15 @@ def measured_vs_simulated(
             ]
         )
     shape = (shape or CallShape.default()).for_session(session)
-    order = {r.entry_id: r.source_order for r in session.records}
     sim = cache_mod.get_simulator(simulator)
     rows = []
-    for i, u in enumerate(usage):
-        cut = order.get(u.get("entry_id"))
-        if cut is None:
-            continue
+    # One rule reads a usage row as the request it measured (`strategies.calibration`): the records before
+    # the answer's first record, and the whole input whether or not the log counts cached tokens in it.
+    for i, cut, total in calibration.usage_requests(session):
+        u = usage[i]
         tokens, prefix = uncompacted_request(session, cut, shape, encoding)
         r = sim.send(tokens, [], breakpoints=[b for b in (prefix, len(tokens)) if 0 < b <= len(tokens)])
         cached = int(u.get("cached_tokens") or 0)
-        fresh = int(u.get("input_tokens") or 0)
-        write = int(u.get("cache_write_tokens") or 0)
-        # Logs differ on whether input includes cached tokens (OpenAI: yes; Anthropic/pi: no).
-        total = fresh if session.metadata.get("usage_input_includes_cached") else fresh + cached + write
         rows.append(
             {
                 "call": i,

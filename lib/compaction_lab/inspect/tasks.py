@@ -54,6 +54,7 @@ from inspect_ai.tool import ToolDef, ToolParams
 from compaction_lab import strategies
 from compaction_lab.core import bounded_json, runfolder
 from compaction_lab.core.projection import Projection
+from compaction_lab.core.session import Session
 from compaction_lab.core.tokens import seed_tiktoken_cache
 from compaction_lab.exam import continuation as continuation_mod
 from compaction_lab.exam import exam as exam_mod
@@ -107,13 +108,20 @@ def _check_strategies(names: list[str]) -> None:
 
 
 def _question_samples(
-    case: Case, name: str, projection: Projection, ctx: Any, unit: str, wording: str = "", **extra: Any
+    case: Case,
+    name: str,
+    projection: Projection,
+    ctx: Any,
+    unit: str,
+    wording: str = "",
+    session: Session | None = None,
+    **extra: Any,
 ) -> Iterator[Sample]:
     """One sample per question of `case` on arm `name`'s projection: the question (with `wording`) its last turn.
 
     `extra` joins the metadata (an open-book round's number, arm and search mode) and names the sample.
     """
-    row = projection_row(case.id, projection, ctx)
+    row = projection_row(case.id, projection, ctx, session)  # over_window in the session's own model tokens
     messages = projection.messages()
     tag = f"/round{extra['round']}" if "round" in extra else ""
     for q in case.questions:
@@ -159,7 +167,8 @@ def closed_book_samples(run_dir: Path, strategy: str | None = None) -> Iterator[
     for case in rc.cases:
         session = rc.sessions[case.session_id]
         for name in names:
-            yield from _question_samples(case, name, strategies.compact(session, name, case.cut, ctx), ctx, rc.unit)
+            p = strategies.compact(session, name, case.cut, ctx)
+            yield from _question_samples(case, name, p, ctx, rc.unit, session=session)
 
 
 def open_book_samples(run_dir: Path, strategy: str | None = None, round_number: int = 3) -> Iterator[Sample]:
@@ -187,9 +196,10 @@ def open_book_samples(run_dir: Path, strategy: str | None = None, round_number: 
     rc = book.cases(Path(run_dir), params).run
     ctx = params.context()
     for case in rc.cases:
-        p = strategies.compact(rc.sessions[case.session_id], name, case.cut, ctx)
+        session = rc.sessions[case.session_id]
+        p = strategies.compact(session, name, case.cut, ctx)
         yield from _question_samples(
-            case, name, p, ctx, rc.unit, rnd.wording, round=rnd.number, arm=rnd.arm, search=rnd.search
+            case, name, p, ctx, rc.unit, rnd.wording, session, round=rnd.number, arm=rnd.arm, search=rnd.search
         )
 
 
@@ -263,7 +273,7 @@ def continuation_samples(run_dir: Path, strategy: str | None = None) -> Iterator
         names = [strategy] if strategy else continuation_mod.arms_of(cc.block, params.names)
         for name in names:
             p = strategies.compact(session, name, cc.case.cut, ctx)
-            row = projection_row(cc.case.id, p, ctx)
+            row = projection_row(cc.case.id, p, ctx, session)
             yield Sample(
                 input=next_action.NEXT_STEP_PROMPT,
                 target=[a.tool for a in cc.actions],

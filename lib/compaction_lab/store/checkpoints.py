@@ -137,6 +137,9 @@ def checkpoint_params(strategy_name: str, ctx: Any) -> dict[str, Any]:
     model = getattr(summarizer, "model", None)
     if model is not None:
         out["summarizer_model"] = str(model)
+    factor = float(getattr(ctx, "calibration", 1.0) or 1.0)
+    if factor != 1.0:  # a calibrated session (its log records usage); uncalibrated keys stay as they were
+        out["calibration"] = factor
     return out
 
 

@@ -72,6 +72,10 @@ def compact(
     """
     ctx = ctx or CompactionContext()
     ctx = dataclasses.replace(ctx, shape=ctx.shape.for_session(session))
+    # Decisions the agent's model makes (its usage-driven trigger, what fits W − O) are in its own tokens.
+    from compaction_lab.strategies import calibration
+
+    ctx = calibration.calibrated_context(session, ctx)
     end = len(session.records) if cut is None else cut
     if not 0 <= end <= len(session.records):
         raise ValueError(f"cut {end} outside session {session.id!r} (0..{len(session.records)})")

@@ -46,7 +46,12 @@ def _frame(ctx: CompactionContext) -> tuple[list[Segment], int]:
 
 
 def _capacity(ctx: CompactionContext) -> int:
-    return ctx.window - ctx.output_ceiling
+    """W − O in report tokens: the room the model's W − O leaves under the session's calibration.
+
+    The baselines fit what the agent's model would accept, so a calibrated session (its log records
+    usage: `strategies.calibration`) gets ``(W − O) / calibration`` report tokens; uncalibrated, W − O.
+    """
+    return int((ctx.window - ctx.output_ceiling) / float(ctx.calibration or 1.0))
 
 
 def _verbatim(rec: Record, kind: str) -> Segment:

@@ -7,7 +7,8 @@ sent. Where a log records usage (pi ``usage``, Claude Code ``message.usage``, Co
 OpenCode ``tokens``: the importers' ``metadata["usage"]`` rows), each recorded model call measured one
 request: the history before the call's entry. Its provider input tokens (`request_total`) over the
 report tokenizer's count of that request (`request_sizes`) is one ratio; a session's calibration is the
-median of its ratios, with their spread and number (`Calibration`, `calibrate`). Only calls before the
+median of its ratios, with their spread and number (`Calibration`, `calibrate`) — when a tokenizer can
+explain it (`PLAUSIBLE`, `MAX_IQR_RATIO`; else uncalibrated, with the reason). Only calls before the
 session's first recorded compaction are used: their request is the uncompacted history, which the suite
 counts exactly. A session without usage is uncalibrated: factor 1.0, labelled `UNCALIBRATED`.
 
@@ -38,6 +39,14 @@ from compaction_lab.strategies.base import CompactionContext, history
 
 #: The ``calibration`` label of a session whose log records no usage (its factor is 1.0).
 UNCALIBRATED = "uncalibrated (cl100k)"
+
+#: The factors a tokenizer difference can explain (report tokens to a model's); a median outside is not
+#: a tokenizer's, and the session stays uncalibrated with the reason.
+PLAUSIBLE: tuple[float, float] = (0.5, 2.0)
+
+#: The widest spread of ratios (third quartile over first) a calibration may have: a tokenizer's ratio is
+#: steady over a session's requests; one that drifts means the log's usage counts something else too.
+MAX_IQR_RATIO = 1.25
 
 
 @dataclass(frozen=True)
@@ -99,6 +108,7 @@ class Calibration:
             "calibration_q1": self.q1,
             "calibration_q3": self.q3,
             "calibration_label": self.label,
+            "calibration_reason": self.reason,
         }
 
 
@@ -183,7 +193,19 @@ def _calibrate(session: Session, ctx: CompactionContext) -> Calibration:
     if not ratios:
         return Calibration(session.id, reason="no recorded usage before its first compaction")
     q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (ratios[0],) * 3
-    return Calibration(session.id, statistics.median(ratios), len(ratios), min(ratios), max(ratios), q1, q3)
+    median = statistics.median(ratios)
+    if not PLAUSIBLE[0] <= median <= PLAUSIBLE[1] or q3 > q1 * MAX_IQR_RATIO:
+        # A tokenizer scales a request; a request the log's usage counts but the transcript does not hold (the
+        # agent's own system prompt and tool definitions: Claude Code's ~17k) adds a constant no factor can carry.
+        return Calibration(
+            session.id,
+            reason=(
+                f"its usage does not scale with what its log holds: ratio {median:.2f} "
+                f"(quartiles {q1:.2f}–{q3:.2f}, {len(ratios)} requests); the requests hold text the log does not "
+                "record (a system prompt, tool definitions)"
+            ),
+        )
+    return Calibration(session.id, median, len(ratios), min(ratios), max(ratios), q1, q3)
 
 
 #: The last calibrations made, by the very session object (a run asks for the same session many times).

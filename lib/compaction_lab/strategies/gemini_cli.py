@@ -462,8 +462,13 @@ class GeminiCli:
     template: str = TEMPLATE
 
     def fires(self, tokens: int, ctx: CompactionContext) -> bool:
-        """``originalTokenCount >= threshold × tokenLimit(model)`` (W stands for tokenLimit)."""
-        return tokens >= float(ctx.param("compression_threshold", COMPRESSION_TOKEN_THRESHOLD)) * ctx.window
+        """``originalTokenCount >= threshold × tokenLimit(model)`` (W stands for tokenLimit).
+
+        ``originalTokenCount`` is the API's last ``promptTokenCount``: the model's own tokens
+        (`CompactionContext.model_tokens`, the session's calibration).
+        """
+        threshold = float(ctx.param("compression_threshold", COMPRESSION_TOKEN_THRESHOLD))
+        return ctx.model_tokens(tokens) >= threshold * ctx.window
 
     def system_prompt(self, ctx: CompactionContext) -> str:
         """Return the compression system prompt in use (``prompt_file`` points at the exact upstream text)."""
