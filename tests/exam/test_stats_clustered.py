@@ -104,7 +104,13 @@ def test_recall_table_reports_units_share_and_window():
     a = t.loc["a"]
     assert (a["retained"], a["n"], a["n_sessions"], a["n_records"]) == (7, 10, 3, 4)
     assert a["top_session_share"] == pytest.approx(0.8)
-    assert a["ci_method"] == "cluster bootstrap ∪ cluster t over 3 sessions ∪ Clopper–Pearson"
+    # 10 questions from 4 records: never narrower than Clopper–Pearson over those 4 records
+    assert (
+        a["ci_method"]
+        == "cluster bootstrap ∪ cluster t over 3 sessions ∪ Clopper–Pearson ∪ Clopper–Pearson over 4 records"
+    )
+    low, high = stats.clopper_pearson(0.7 * 4, 4)
+    assert a["ci_low"] <= low + 1e-12 and a["ci_high"] >= high - 1e-12
     assert pd.isna(a["decoys_fallen"]) and pd.isna(a["decoys_n"])  # the verbatim reader: not measured
     assert t["over_window"].tolist() == [False, True]
     # the same frame at the question unit: same counts, the exact interval, narrower than the session one
@@ -119,12 +125,18 @@ def test_recall_table_reports_units_share_and_window():
 def test_one_session_steps_down_to_its_records_then_to_clopper_pearson():
     many = _answers({"a": [("s1", i // 3, i % 2 == 0) for i in range(12)]})
     r = stats.recall_table(many, unit="session").iloc[0]
-    assert r["ci_method"] == "one session: cluster bootstrap ∪ cluster t over 4 records ∪ Clopper–Pearson"
+    assert r["ci_method"] == (
+        "one session: cluster bootstrap ∪ cluster t over 4 records ∪ Clopper–Pearson ∪ Clopper–Pearson over 4 records"
+    )
     assert (r["n_sessions"], r["n_records"], r["top_session_share"]) == (1, 4, 1.0)
     one = _answers({"a": [("s1", 3, True), ("s1", 3, False), ("s1", 3, True)]})
     r = stats.recall_table(one, unit="session").iloc[0]
-    assert r["ci_method"] == "one session, one record: Clopper–Pearson (questions as if independent)"
-    assert (r["ci_low"], r["ci_high"]) == stats.clopper_pearson(2, 3)
+    # three questions of one record are one observation: the interval is Clopper–Pearson over 1 record
+    assert r["ci_method"] == (
+        "one session, one record: Clopper–Pearson (questions as if independent) ∪ Clopper–Pearson over 1 record"
+    )
+    assert (r["ci_low"], r["ci_high"]) == pytest.approx(stats.clopper_pearson(2 / 3, 1))
+    assert r["ci_low"] < stats.clopper_pearson(2, 3)[0]
     unknown = stats.recall_table(one.drop(columns="source_order"), unit="session").iloc[0]
     assert unknown["ci_method"].startswith("one session, records unknown") and pd.isna(unknown["n_records"])
 
@@ -132,7 +144,9 @@ def test_one_session_steps_down_to_its_records_then_to_clopper_pearson():
 def test_without_session_id_cases_stand_in_for_sessions():
     df = _answers({"a": [("s1", 0, True), ("s2", 0, False), ("s2", 1, True)]}).drop(columns="session_id")
     r = stats.recall_table(df, unit="session").iloc[0]
-    assert r["n_sessions"] == 2 and r["ci_method"].endswith("over 2 sessions ∪ Clopper–Pearson")
+    assert r["n_sessions"] == 2 and r["ci_method"].endswith(
+        "over 2 sessions ∪ Clopper–Pearson ∪ Clopper–Pearson over 3 records"
+    )
 
 
 # --------------------------------------------------------------------------- session_table

@@ -25,7 +25,14 @@ import pandas as pd
 
 from compaction_lab.exam import readers
 from compaction_lab.exam.bank import DEFAULT_POINTER_MIX
-from compaction_lab.exam.intervals import CLOPPER_PEARSON, Interval, binomial_half_p, clopper_pearson, cluster_t
+from compaction_lab.exam.intervals import (
+    CLOPPER_PEARSON,
+    Interval,
+    binomial_half_p,
+    clopper_pearson,
+    cluster_t,
+    records_floor,
+)
 from compaction_lab.exam.power import hierarchical_interval
 from compaction_lab.exam.types import POINTERS
 
@@ -283,6 +290,9 @@ def recall_table(
         correct = real["correct"].astype(bool).to_numpy()
         fallen, asked = _decoy_counts(g)
         iv = _unit_interval(real, unit, n_boot, seed, confidence)
+        if unit == "session" and correct.size:
+            # questions of a few records are a few observations: never narrower than Clopper–Pearson over them
+            iv = records_floor(iv, float(correct.mean()), _n_distinct(_records(real)), confidence)
         sessions = _sessions(real)
         tokens = float("nan")
         if "projection_tokens" in g:
