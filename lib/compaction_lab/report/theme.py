@@ -106,35 +106,7 @@ def _code_point(match: re.Match[str]) -> str:
 
 def _written(value: Any, pattern: re.Pattern[str]) -> Any:
     """`value` with every `pattern` character of every string (keys included) written as its code point."""
-    if isinstance(value, str):
-        return pattern.sub(_code_point, value)
-    if isinstance(value, dict):
-        return {_written(k, pattern): _written(v, pattern) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(_written(v, pattern) for v in value)
-    if isinstance(value, pd.DataFrame):
-        out = value.rename(columns=lambda c: _written(c, pattern))
-        for i in range(out.shape[1]):
-            out.isetitem(i, _written_cells(out.iloc[:, i], pattern).array)
-        if not isinstance(out.index, pd.MultiIndex):
-            out.index = pd.Index(
-                _written_cells(out.index.to_series(), pattern).array, name=_written(out.index.name, pattern)
-            )
-        return out
-    return value
-
-
-def _written_cells(cells: pd.Series, pattern: re.Pattern[str]) -> pd.Series:
-    """`cells` with every string's `pattern` characters written as code points, in the column's own dtype."""
-    if isinstance(cells.dtype, pd.CategoricalDtype):
-        return cells.cat.rename_categories(lambda c: _written(c, pattern))
-    if not (pd.api.types.is_object_dtype(cells) or pd.api.types.is_string_dtype(cells)):
-        return cells
-    if not any(isinstance(v, str) and pattern.search(v) for v in cells):
-        return cells
-    # Built as objects: a string column of pandas 3 cannot hold the lone surrogates being replaced.
-    written = pd.Series([_written(v, pattern) for v in cells], index=cells.index, dtype=object, name=cells.name)
-    return written if pd.api.types.is_object_dtype(cells) else written.astype(cells.dtype)
+    return each_string(value, lambda text: pattern.sub(_code_point, text))
 
 
 def vega_safe(value: Any) -> Any:
