@@ -12,7 +12,7 @@ import html
 import json
 import re
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -466,15 +466,15 @@ def measured_text(headline: pd.DataFrame) -> list[str]:
     if len(h) == 1:
         lines.append(f"Only one arm compacted and fits: {h.iloc[0]['strategy_label']}, {h.iloc[0]['retained_of_n']}.")
     else:
-        top, tied = _separated(h, "ci_low", "ci_high", largest=True)
-        if tied.empty:
-            lines.append(
-                f"Most retained of the arms that compacted and fit: {top['strategy_label']}, {top['retained_of_n']}; "
-                "its 95% interval lies above every other arm's."
+        lines.append(
+            _best_or_tied(
+                h,
+                ("ci_low", "ci_high", True),
+                ("Most retained of the arms that compacted and fit", "Most retained"),
+                lambda r: r["retained_of_n"],
+                "its 95% interval lies above every other arm's.",
             )
-        else:
-            rows = pd.concat([h.iloc[:1], tied])
-            lines.append(_cannot_tell("Most retained", rows, lambda r: r["retained_of_n"]))
+        )
     small, large = h.sort_values("projection_tokens").iloc[0], h.sort_values("projection_tokens").iloc[-1]
     lines.append(
         f"Projection size ranged from {small['projection_tokens']:,.0f} tokens "
@@ -483,6 +483,24 @@ def measured_text(headline: pd.DataFrame) -> list[str]:
     if h["price_table"].notna().any():
         lines += _money_lines(h)
     return lines
+
+
+def _best_or_tied(
+    rows: pd.DataFrame,
+    bounds: tuple[str, str, bool],
+    what: tuple[str, str],
+    value: Callable[[Any], Any],
+    why: str,
+) -> str:
+    """Name the first of `rows` when its interval (`bounds`: low, high, larger is better) clears every other's.
+
+    ``what`` is the sentence's opening when one is named and when the data cannot tell (`_cannot_tell`).
+    """
+    low, high, largest = bounds
+    top, tied = _separated(rows, low, high, largest=largest)
+    if tied.empty:
+        return f"{what[0]}: {top['strategy_label']}, {value(top)}; {why}"
+    return _cannot_tell(what[1], pd.concat([rows.iloc[:1], tied]), value)
 
 
 def _money_lines(h: pd.DataFrame) -> list[str]:
@@ -510,15 +528,15 @@ def _money_lines(h: pd.DataFrame) -> list[str]:
             f"{what}: only {per.iloc[0]['strategy_label']} is priced, {_money(per.iloc[0]['cost_per_point'], cur)}."
         )
     elif len(per) > 1:
-        top, tied = _separated(per, "cpp_low", "cpp_high", largest=False)
-        if tied.empty:
-            lines.append(
-                f"{what}: {top['strategy_label']}, {_money(top['cost_per_point'], cur)}; the interval its recall "
-                "gives it lies below every other arm's."
+        lines.append(
+            _best_or_tied(
+                per,
+                ("cpp_low", "cpp_high", False),
+                (what, what),
+                lambda r: _money(r["cost_per_point"], cur),
+                "the interval its recall gives it lies below every other arm's.",
             )
-        else:
-            rows = pd.concat([per.iloc[:1], tied])
-            lines.append(_cannot_tell(what, rows, lambda r: _money(r["cost_per_point"], cur)))
+        )
     never = h[h["break_even"] == "never"]["strategy_label"].tolist()
     if never:
         lines.append(f"Never repays its compaction against continuing uncompacted: {', '.join(never)}.")
