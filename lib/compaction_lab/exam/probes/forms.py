@@ -74,14 +74,14 @@ def value_key(value: str, cwd: str | None = None, *, path: bool | None = None) -
     'src/a.py'
     >>> value_key("./src/a.py", None)
     'src/a.py'
-    >>> value_key("/repo/tests/./a.py", "/repo"), value_key("../core/src/", "/repo")
-    ('tests/a.py', 'core/src')
+    >>> value_key("/repo/src/./x.py", "/repo"), value_key("../core/src/", "/repo")
+    ('src/x.py', 'core/src')
     >>> value_key("ORD-58213")
     'ord-58213'
     """
     v = value.strip().lstrip("@")
     if path if path is not None else "/" in v:
-        v = re.sub(r"(?<=/)(?:\./)+", "", v)  # "tests/./a.py" is "tests/a.py"
+        v = re.sub(r"(?<=/)(?:\./)+", "", v)  # "src/./x.py" is "src/x.py"
         rel, _ = path_forms(v, cwd)
         if rel is None and v.startswith("../"):  # relative to another directory: its tail is the form
             rel = re.sub(r"\A(?:\.\./)+", "", v)
