@@ -114,13 +114,8 @@ def check_mode(mode: str) -> str:
     return mode
 
 
-def request_sizes(session: Session, ctx: CompactionContext) -> list[int]:
-    """Size the uncompacted request at every boundary: ``sizes[c]`` for ``c`` in ``0..n``.
-
-    ``sizes[c]`` is the report tokens of the uncompacted request holding the records before ``c`` — the
-    ``full`` arm's projection at cut ``c`` (`calibration.request_sizes`).
-    """
-    return cal.request_sizes(session, ctx)
+#: The uncompacted request's size at every boundary (report tokens): `strategies.calibration.request_sizes`.
+request_sizes = cal.request_sizes
 
 
 def _sized(

@@ -150,12 +150,26 @@ def usage_requests(session: Session) -> list[tuple[int, int, int]]:
     return out
 
 
+#: The last sizes counted, by the very session object: a session's cut and its calibration both need them.
+_SIZED: deque[tuple[Session, str, CallShape, tuple[int, ...]]] = deque(maxlen=16)
+
+
 def request_sizes(session: Session, ctx: CompactionContext) -> list[int]:
     """Size the uncompacted request at every boundary: ``sizes[c]`` for ``c`` in ``0..n`` (report tokens).
 
     ``sizes[c]`` holds the records before ``c`` — the ``full`` arm's projection at cut ``c`` (system
     prompt and tools of the session's call shape, then every history record but the system prompt itself).
+    Counted once per session object, encoding and call shape (a copy is returned).
     """
+    for held, encoding, shape, sizes in _SIZED:
+        if held is session and encoding == ctx.encoding and shape == ctx.shape:
+            return list(sizes)
+    counted = _count_sizes(session, ctx)
+    _SIZED.appendleft((session, ctx.encoding, ctx.shape, tuple(counted)))
+    return counted
+
+
+def _count_sizes(session: Session, ctx: CompactionContext) -> list[int]:
     shape = ctx.shape.for_session(session)
     cnt = counter(ctx.encoding)
     frame = sum(cnt.count_many([shape.system_prompt, shape.tools_text()]))
