@@ -3,11 +3,12 @@
 Claude Code (v2.x, ``services/compact/``) ships as a minified bundle with no public repository to
 pin; every rule is reconstructed from public analyses and Anthropic's documentation. Tables label
 the arm ``claude-code (reconstructed)`` (`LABEL_TAG`, read by `labels.strategy_label`).
-``claude-code-3``: trigger at ``W - min(O, 20,000) - 13,000``; a summary request that forks the
-main conversation (``prefix-shared``); a next request of one user message (preface, summary,
-continue) plus up to 5 re-attached files and the todo list, with no verbatim tail.
+``claude-code-4``: trigger at ``W - min(O, 20,000) - 13,000``; a summary request that forks the
+main conversation (``prefix-shared``) with no output cap of its own (the model's O, `output_cap`);
+a next request of one user message (preface, summary, continue) plus up to 5 re-attached files and
+the todo list, with no verbatim tail. Microcompact (a parameter) clears upstream's tool set exactly.
 
-Key names: `ClaudeCode` (the strategy), `fork_request`, `format_summary`, `microcompact`,
+Key names: `ClaudeCode` (the strategy), `fork_request`, `output_cap`, `format_summary`, `microcompact`,
 `recent_files` / `apply_edit` / `read_view`, `live_history`, `NINE_SECTION_INSTRUCTION`,
 `SUMMARY_PREFACE`, `CONTINUE_INSTRUCTION`, `REBUILT_LABEL`, `FILE_UNKNOWN`.
 
@@ -38,14 +39,19 @@ from compaction_lab.strategies.base import (
     summary_label,
 )
 
-ALGORITHM_VERSION = "claude-code-3"
+ALGORITHM_VERSION = "claude-code-4"
 
 #: Shown after the name in every table and figure: Claude Code's source is not public.
 LABEL_TAG = "reconstructed"
 
-SUMMARY_TOKENS = 20_000  # MAX_OUTPUT_TOKENS_FOR_SUMMARY
-AUTOCOMPACT_BUFFER = 13_000  # AUTOCOMPACT_BUFFER_TOKENS
-RESERVED_OUTPUT_CAP = 20_000  # reserved for the summary's output in the effective window
+#: The streaming fallback's summary cap, ``min(20,000, O)`` (``COMPACT_MAX_OUTPUT_TOKENS``, utils/context.ts:12;
+#: compact.ts:1317-1320 [M]). Not the default path's: the fork sets no cap (compact.ts:1181-1200), so the
+#: model's output limit O applies (`output_cap`). The fallback (the fork failed) is not modelled.
+STREAMING_SUMMARY_CAP = 20_000
+AUTOCOMPACT_BUFFER = 13_000  # AUTOCOMPACT_BUFFER_TOKENS, autoCompact.ts:62 [M]
+#: Reserved for the summary's output in the effective window: ``min(O, 20,000)`` (MAX_OUTPUT_TOKENS_FOR_SUMMARY,
+#: autoCompact.ts:30-37 [M]). The trigger's constant only; it caps no request.
+RESERVED_OUTPUT_CAP = 20_000
 MAX_FILES_TO_RESTORE = 5  # POST_COMPACT_MAX_FILES_TO_RESTORE
 MAX_TOKENS_PER_FILE = 5_000  # POST_COMPACT_MAX_TOKENS_PER_FILE
 FILES_TOKEN_BUDGET = 50_000  # POST_COMPACT_TOKEN_BUDGET
@@ -55,11 +61,24 @@ TEMPLATE = "claude-code-9"
 REQUEST_SHAPE = "prefix-shared"
 ESTIMATOR = "tiktoken"
 
-#: Tool names (lower case) whose results upstream re-attaches as files / clears in microcompact.
+#: Tool names (lower case) whose results upstream re-attaches as files.
 READ_TOOLS = frozenset({"read", "read_file", "readfile", "file_read", "view", "view_file"})
 TODO_TOOLS = frozenset({"todowrite", "todo_write", "todo", "update_todos"})
-COMPACTABLE_TOOLS = READ_TOOLS | frozenset(
+#: The tools whose results microcompact clears, exactly upstream's set (microCompact.ts:41-50 [M]: Read, the
+#: shell tools Bash and PowerShell, Grep, Glob, WebSearch, WebFetch, Edit, Write), compared as upstream
+#: does (``Set.has``: exact, case-sensitive). Not MultiEdit, NotebookEdit, MCP (``mcp__*``) or any other tool.
+COMPACTABLE_TOOLS = frozenset({"Read", "Bash", "PowerShell", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write"})
+#: Another agent's name for one of those tools (a session imported from pi, OpenCode, Codex or the synthetic
+#: bank): read as its Claude Code counterpart, as `READ_TOOLS` reads them for re-attachment. Exact names; none
+#: is a name Claude Code itself gives a tool (its built-ins are capitalised, MCP tools ``mcp__``-prefixed).
+FOREIGN_COMPACTABLE_TOOLS = frozenset(
     {
+        "read",
+        "read_file",
+        "readfile",
+        "file_read",
+        "view",
+        "view_file",
         "bash",
         "shell",
         "exec_command",
@@ -71,7 +90,6 @@ COMPACTABLE_TOOLS = READ_TOOLS | frozenset(
         "web_fetch",
         "edit",
         "edit_file",
-        "multiedit",
         "write",
         "write_file",
     }
@@ -174,19 +192,37 @@ def live_history(session: Session, cut: int, ctx: CompactionContext) -> list[Rec
 
 
 def is_compactable(tool: str | None) -> bool:
-    """Whether microcompact may clear this tool's results (upstream's list, plus MCP tools)."""
-    t = (tool or "").lower()
-    return t in COMPACTABLE_TOOLS or t.startswith("mcp__")
+    """Whether microcompact may clear this tool's results: upstream's `COMPACTABLE_TOOLS`, exact names.
+
+    ``COMPACTABLE_TOOLS.has(block.name)`` (microCompact.ts:234 [M]): case-sensitive, no MCP tools, no
+    MultiEdit. Another agent's name for the same tool (`FOREIGN_COMPACTABLE_TOOLS`) counts as it.
+    """
+    return tool is not None and (tool in COMPACTABLE_TOOLS or tool in FOREIGN_COMPACTABLE_TOOLS)
 
 
 def microcompact(records: Sequence[Record], keep_recent: int) -> tuple[list[Record], int]:
-    """Clear the content of every compactable tool result but the `keep_recent` newest.
+    """Clear the results of every compactable tool call but the `keep_recent` newest (at least one).
 
-    Returns the records (cleared ones replaced by a copy whose text is
-    `CLEARED_TOOL_RESULT`) and how many were cleared. The originals are untouched.
+    Upstream's time-based microcompact (microCompact.ts:446-530 [M]): the calls of compactable tools
+    are listed in order (``collectCompactableToolIds``, :226-241 — the *calls*, so a call whose result
+    is already cleared, or not yet in, still counts); the newest ``max(1, keepRecent)`` are kept
+    (:461-463); every result of another listed call becomes `CLEARED_TOOL_RESULT` unless it already is
+    (:475-485). When that saves nothing (chars/4 of what is cleared sums to 0) nothing changes
+    (:494-496). A result is matched to its call by ``call_id``.
+
+    Returns the records (cleared ones replaced by a copy whose text is `CLEARED_TOOL_RESULT`) and how
+    many were cleared. The originals are untouched.
     """
-    idx = [i for i, r in enumerate(records) if r.kind == "tool_output" and is_compactable(r.tool)]
-    clear = set(idx[: max(0, len(idx) - max(0, keep_recent))])
+    ids = [r.call_id for r in records if r.kind == "tool_call" and r.call_id and is_compactable(r.tool)]
+    keep = set(ids[-max(1, keep_recent) :])
+    clear_ids = {i for i in ids if i not in keep}
+    clear = {
+        i
+        for i, r in enumerate(records)
+        if r.kind == "tool_output" and r.call_id in clear_ids and r.text != CLEARED_TOOL_RESULT
+    }
+    if sum(est_chars4(records[i].text) for i in clear) == 0:  # tokensSaved === 0: upstream returns null
+        return list(records), 0
     out = [replace(r, text=CLEARED_TOOL_RESULT) if i in clear else r for i, r in enumerate(records)]
     return out, len(clear)
 
@@ -648,6 +684,37 @@ def _truncate_tokens(text: str, n: int, ctx: CompactionContext) -> str:
     return enc.decode(ids[: max(0, n - 1)], errors="replace").rstrip("\ufffd") + "…"
 
 
+def output_cap(ctx: CompactionContext) -> int:
+    """Return the summary request's output cap before any room: the model's output limit O, or less.
+
+    The fork sets no ``maxOutputTokens`` of its own (compact.ts:1181-1200 [M]: setting one would break
+    the prompt-cache key), so the main loop's limit applies (claude.ts:1591-1594
+    ``getMaxOutputTokensForModel``); the profile's output ceiling O stands for it. Param
+    ``summary_tokens`` (a positive int) can only lower it.
+
+    Raises
+    ------
+    ValueError
+        ``summary_tokens`` is not a positive integer.
+    """
+    override = ctx.param("summary_tokens", None)
+    if override is None:
+        return max(0, int(ctx.output_ceiling))
+    if isinstance(override, bool) or not isinstance(override, int) or override <= 0:
+        raise ValueError(f"claude-code summary_tokens {override!r}: expected a positive integer (it lowers O)")
+    return max(0, min(override, int(ctx.output_ceiling)))
+
+
+def _keep_recent(ctx: CompactionContext) -> int | None:
+    """Param ``microcompact_keep_recent``: None (off, the default) or an int (upstream floors it at 1)."""
+    value = ctx.param("microcompact_keep_recent", None)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"claude-code microcompact_keep_recent {value!r}: expected an integer, or None (off)")
+    return value
+
+
 # --------------------------------------------------------------------------- the strategy
 
 
@@ -686,8 +753,14 @@ class ClaudeCode:
             source_entry_ids=tuple(dict.fromkeys(r.entry_id for r in records)),
         )
 
-    def _fit_fork(self, records: list[Record], ctx: CompactionContext, cap: int) -> tuple[SummaryRequest, int]:
-        """Fit the forked request: drop its oldest turns while it does not fit the window (prompt too long)."""
+    def _fit_fork(self, records: list[Record], ctx: CompactionContext, cap: int) -> tuple[SummaryRequest, int, int]:
+        """Fit the forked request: drop its oldest turns while it does not fit the window (prompt too long).
+
+        Returns the request, the turns dropped and the request's input tokens (system, tools, messages,
+        instruction). ``max_output_tokens`` is `cap`, or the room that input leaves in the window when
+        that is less (the API stops the answer at the window's end); a fork whose input is past the
+        window (a forced cut, sent whole by default: see ``ptl_retry``) keeps `cap`.
+        """
         cnt = counter(ctx.encoding)
         frame = cnt.count(ctx.shape.system_prompt) + cnt.count(ctx.shape.tools_text())
         limit = ctx.window  # "prompt is too long": the input alone past the context window
@@ -701,10 +774,14 @@ class ClaudeCode:
             total -= sum(sizes[starts[k - 1] : starts[k]])
             dropped += 1
         kept = records[starts[k] :] if dropped else records
-        return self.fork_request(kept, ctx, cap), dropped
+        fork_room = ctx.window - ctx.model_tokens(total)
+        if fork_room > 0:
+            cap = min(cap, fork_room)
+        return self.fork_request(kept, ctx, cap), dropped, total
 
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
         """Project the next request after the reconstructed Claude Code compacts the session at `cut`."""
+        keep_recent, summary_out = _keep_recent(ctx), output_cap(ctx)  # bad parameters fail before any work
         recs = live_history(session, cut, ctx)
         notes: dict[str, Any] = {
             "label_tag": self.label_tag,
@@ -716,9 +793,8 @@ class ClaudeCode:
             "reattach_unknown": {},
             "todo_entry": None,
         }
-        keep_recent = ctx.param("microcompact_keep_recent", None)
         if keep_recent is not None:
-            recs, n_cleared = microcompact(recs, int(keep_recent))
+            recs, n_cleared = microcompact(recs, keep_recent)
             notes["microcompact_cleared"] = n_cleared
         cnt = counter(ctx.encoding)
         segs = [
@@ -731,8 +807,9 @@ class ClaudeCode:
         req = receipt = None
         if recs:
             reserve = cnt.count(SUMMARY_PREFACE) + cnt.count(CONTINUE_INSTRUCTION)
-            summary_cap = max(0, min(int(ctx.param("summary_tokens", SUMMARY_TOKENS)), room - reserve))
-            req, notes["ptl_dropped_turns"] = self._fit_fork(recs, ctx, summary_cap)
+            summary_cap = max(0, min(summary_out, room - reserve))
+            req, notes["ptl_dropped_turns"], fork_tokens = self._fit_fork(recs, ctx, summary_cap)
+            notes["fork_tokens"] = fork_tokens
             text, receipt = self._summarise(req, ctx)
             if cnt.count(text) > room - reserve:  # a summarizer overshot its cap
                 text = _truncate_tokens(text, room - reserve, ctx)
@@ -756,7 +833,7 @@ class ClaudeCode:
             segs += self._reattach(recs, ctx, room - used, notes)
             notes.update(
                 {
-                    "summary_cap": summary_cap,
+                    "summary_cap": req.max_output_tokens,
                     "instruction_sha256": sha256_text(self.instruction(ctx)),
                     "compact_boundary": {
                         "trigger": "auto",
@@ -888,6 +965,7 @@ __all__ = [
     "latest_todo",
     "live_history",
     "microcompact",
+    "output_cap",
     "read_view",
     "recent_files",
 ]
