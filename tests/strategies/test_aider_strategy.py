@@ -8,16 +8,19 @@ file:line it pins (``strategies/UPSTREAM.md``, aider part). Tests marked "port" 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from compaction_lab import strategies
+from compaction_lab.core.fingerprints import sha256_text
 from compaction_lab.core.projection import AUTHORED_KINDS, STAND_IN_LABEL
 from compaction_lab.core.shapes import CallShape
 from compaction_lab.core.tokens import counter
+from compaction_lab.exam import closed
 from compaction_lab.ingest import load_sessions, synthetic
 from compaction_lab.strategies import aider as ad
-from compaction_lab.strategies.base import CompactionContext
+from compaction_lab.strategies.base import CompactionContext, compacted
 from compaction_lab.summarize import NoSummarizer, SummaryUnavailable
 from compaction_lab.summarize.extractive import ExtractiveSummarizer, conversation, empty_template
 from tests.helpers import FIXTURES, FakeSummarizer, make_session
@@ -319,8 +322,9 @@ def test_prompt_file_overrides(tmp_path):
 
 
 def test_next_request_summary_then_done_tail_then_current_exchange():
-    """history.py:93 (``summary + tail``), prompts.py:61 (prefix), chat_chunks.py:16-26 (done before cur)."""
-    p = compact(chat(40), ctx_for(summarizer=FakeSummarizer("I asked you to do X.")))
+    """history.py:93 (``summary + tail``), prompts.py:61 (prefix), chat_chunks.py:16-26 (done before cur);
+    the summary applied (``aider_summary="applied"``, the intent)."""
+    p = compact(chat(40), ctx_for(summarizer=FakeSummarizer("I asked you to do X."), aider_summary="applied"))
     msgs = p.messages() if callable(p.messages) else p.messages
     assert [m["role"] for m in msgs[:2]] == ["system", "user"]
     assert msgs[1]["content"] == "I spoke to you previously about a number of things.\nI asked you to do X."
@@ -358,11 +362,11 @@ def test_switch_mode_summarises_everything_done():
     ]
 
 
-def test_failure_drops_the_done_history_as_upstream():
+def test_failure_drops_the_done_history_when_applied():
     """base_coder.py:1014-1034: summarize raises ValueError, the worker only warns, summarize_end then sets
-    done_messages to the empty result: the whole done history is gone."""
+    done_messages to the empty result when it applies it (``aider_summary="applied"``): the done history is gone."""
     for prov in (NoSummarizer(), FakeSummarizer(error=SummaryUnavailable("down"))):
-        p = compact(chat(40), ctx_for(summarizer=prov))
+        p = compact(chat(40), ctx_for(summarizer=prov, aider_summary="applied"))
         assert p.receipt is not None and p.receipt.fallback
         assert p.notes["summary_failed"] and p.notes["done_dropped"]
         assert [s.text for s in p.segments[2:]] == ["final question", "working on it"]
@@ -371,7 +375,7 @@ def test_failure_drops_the_done_history_as_upstream():
 def test_failure_alternatives_are_parameters():
     keep = compact(chat(40), ctx_for(summarizer=NoSummarizer(), on_failure="keep"))
     assert sum(s.kind == "tail" for s in keep.segments) == 82
-    empty = compact(chat(40), ctx_for(summarizer=NoSummarizer(), on_failure="empty_template"))
+    empty = compact(chat(40), ctx_for(summarizer=NoSummarizer(), on_failure="empty_template", aider_summary="applied"))
     (summ,) = [s for s in empty.segments if s.kind == "summary"]
     assert summ.text == ad.SUMMARY_PREFIX + empty_template(ad.TEMPLATE)
     switch = compact(chat(40), ctx_for(summarizer=NoSummarizer(), mode="switch"))
@@ -429,7 +433,7 @@ def test_extractive_reader_reads_the_aider_transcript():
         ("tool_call", "ls"),
         ("tool_result", "Error: boom"),
     ]
-    p = compact(chat(40, tools=True), ctx_for(summarizer=ExtractiveSummarizer()))
+    p = compact(chat(40, tools=True), ctx_for(summarizer=ExtractiveSummarizer(), aider_summary="applied"))
     (summ,) = [s for s in p.segments if s.kind == "summary"]
     assert summ.label == STAND_IN_LABEL and summ.text.startswith(ad.SUMMARY_PREFIX + "I asked you:")
 
@@ -478,42 +482,171 @@ def chain():
 
 
 @pytest.mark.parametrize("window,output", [(128_000, 32_000), (16_000, 4_096)])
-def test_real_and_synthetic_sessions_fit(chain, window, output):
+def test_real_and_synthetic_sessions_fit_when_applied(chain, window, output):
+    """The applied summary and the capacity guard (ours) keep every projection under W − O."""
     sessions_ = _real_sessions() + [chain]
     assert len(sessions_) > 1
     for s in sessions_:
-        c = CompactionContext(window=window, output_ceiling=output, summarizer=ExtractiveSummarizer())
+        c = CompactionContext(
+            window=window,
+            output_ceiling=output,
+            summarizer=ExtractiveSummarizer(),
+            params={"aider_summary": "applied"},
+        )
         for cut in (len(s.records), len(s.records) // 2):
             p = strategies.compact(s, NAME, cut, c)
             assert p.segments[0].kind == "system"
             assert p.tokens <= p.capacity and p.notes["fits"], (s.id, cut)
 
 
-def test_synthetic_chain_is_summarised(chain):
-    p = strategies.compact(chain, NAME, None, CompactionContext(summarizer=ExtractiveSummarizer()))
+def test_synthetic_chain_is_summarised_when_applied(chain):
+    c = CompactionContext(summarizer=ExtractiveSummarizer(), params={"aider_summary": "applied"})
+    p = strategies.compact(chain, NAME, None, c)
     assert p.notes["too_big"] and p.summary_request is not None and "summary" in kinds(p)
     assert json.dumps(p.notes, default=str)
 
 
 def test_registered():
     s = strategies.get(NAME)
-    assert s.algorithm_version == "aider-1" and NAME in strategies.names()
+    assert s.algorithm_version == "aider-2" and NAME in strategies.names()
     assert set(s.prompts(ctx_for())) == {"system", "summary_prefix", "run_output", "ok"}
 
 
-def test_every_request_of_the_recursion_is_billed():
+@pytest.mark.parametrize("setting", ("upstream", "applied"))
+def test_every_request_of_the_recursion_is_billed(setting):
     """The recursion sends one request per level: `requests_sent` lists them all, in order, the last being
-    `summary_request`; the cost model bills each (upstream sends each)."""
+    `summary_request`; the cost model bills each (upstream sends each, and pays for a discarded summary)."""
     from compaction_lab import verify
 
     p = strategies.compact(
         verify.canonical_session(),
         NAME,
         None,
-        CompactionContext(summarizer=ExtractiveSummarizer(), params={"max_chat_history_tokens": 64}),
+        CompactionContext(
+            summarizer=ExtractiveSummarizer(), params={"max_chat_history_tokens": 64, "aider_summary": setting}
+        ),
     )
     sent = p.requests_sent()
     assert p.notes["summary_calls"] == len(sent) >= 2
     assert sent[-1].request is p.summary_request
     assert [r.request.fingerprint() for r in sent[:-1]] == p.notes["earlier_summary_requests"]
     assert all(r.output_tokens > 0 for r in sent)
+
+
+# =========================================================================== the pinned lifecycle (issue 46)
+# base_coder.py:1014-1017, 1024-1034, 1036-1046 @ 5dc9490b: the background summary is discarded
+# (tests/strategies/test_aider_race.py replicates the race and ties it to these projections).
+
+
+def test_upstream_default_sends_the_unsummarised_history(chain):
+    """Mode "auto", the default ``aider_summary="upstream"``: the summary request is sent and billed, its
+    answer thrown away; the next request is the whole done history and the exchange in progress, with no
+    capacity guard (Aider warns and sends, base_coder.py:1396-1415): over W − O on the default chain."""
+    c = CompactionContext(summarizer=ExtractiveSummarizer())
+    p = strategies.compact(chain, NAME, None, c).finalize()
+    own = replace(c, shape=c.shape.for_session(chain))  # as strategies.compact prepares it
+    done, cur = ad.split_current(ad.to_messages(ad.live_history(chain, len(chain.records), own), own), own)
+    assert p.tokens > p.capacity and p.notes["fits"] is False
+    assert "summary" not in kinds(p) and "omitted_marker" not in kinds(p) and p.notes["capacity_dropped"] == []
+    assert [s.text for s in p.segments[2:]] == [part[1] for m in done + cur for part in m.parts]
+    assert p.notes["too_big"] and p.notes["aider_summary"] == "upstream"
+    assert p.notes["compaction_failed"] == ad.SUMMARY_DISCARDED and p.notes["summary_applied"] is False
+    assert closed.sizes(p, None, c)["over_window"] and not closed.sizes(p, chain, c)["compacted"]
+    assert not compacted(p, chain)
+    (sent,) = p.requests_sent()
+    assert sent.request is p.summary_request and p.receipt is not None and sent.output_tokens > 0
+    applied = strategies.compact(chain, NAME, None, replace(c, params={"aider_summary": "applied"})).finalize()
+    assert applied.tokens < applied.capacity < p.tokens and "summary" in kinds(applied)
+    assert applied.summary_request.fingerprint() == p.summary_request.fingerprint()
+
+
+def test_upstream_default_keeps_the_history_when_the_summary_fails():
+    """The worker only warns (base_coder.py:1018-1019) and summarize_end keeps the changed done history
+    (:1031): a failed summary is discarded like an answered one, nothing is dropped."""
+    p = compact(chat(40), ctx_for(summarizer=NoSummarizer()))
+    assert p.notes["summary_failed"] and not p.notes["done_dropped"] and not p.notes["summary_applied"]
+    assert p.notes["compaction_failed"] == ad.SUMMARY_DISCARDED
+    assert sum(s.kind == "tail" for s in p.segments) == 82 and p.receipt is not None and p.receipt.fallback
+
+
+def test_upstream_default_changes_nothing_under_the_soft_limit_or_when_switching():
+    """Not ``too_big``: no summary is started (base_coder.py:1003-1004); the edit-format switch summarises in
+    the calling thread (:155-168): applied in both settings."""
+    for sess, params in ((chat(3), {}), (chat(40), {"mode": "switch"}), (chat(3), {"mode": "switch"})):
+        up = compact(sess, ctx_for(summarizer=FakeSummarizer("S"), **params))
+        applied = compact(sess, ctx_for(summarizer=FakeSummarizer("S"), aider_summary="applied", **params))
+        assert up.segments == applied.segments and "compaction_failed" not in up.notes
+        assert up.notes["summary_applied"] is (params.get("mode") == "switch")
+
+
+def test_unknown_aider_summary_is_an_error_before_any_work():
+    prov = FakeSummarizer()
+    with pytest.raises(ValueError, match=r"^aider aider_summary 'intent': expected one of upstream, applied$"):
+        compact(chat(40), ctx_for(summarizer=prov, aider_summary="intent"))
+    assert prov.requests == []
+
+
+def _fingerprint(p) -> str:
+    """The projection as the lab saw it before issue 46: segments, notes of then, requests, capacity."""
+    segs = [(s.kind, s.role, s.text, list(s.entry_ids), s.record_kind, s.label, s.message) for s in p.segments]
+    notes = {k: p.notes.get(k) for k in NOTES_BEFORE_46}
+    req = p.summary_request.fingerprint() if p.summary_request else None
+    sent = [(r.request.fingerprint(), r.output_tokens) for r in p.sent_requests]
+    return sha256_text(json.dumps([segs, notes, req, sent, p.capacity], sort_keys=True, default=str))[:16]
+
+
+NOTES_BEFORE_46 = (
+    "capacity_dropped",
+    "cur_messages",
+    "done_dropped",
+    "done_messages",
+    "done_tokens",
+    "fits",
+    "instruction_sha256",
+    "max_chat_history_tokens",
+    "mode",
+    "summary_calls",
+    "summary_cap",
+    "summary_failed",
+    "summary_log",
+    "tokens",
+    "too_big",
+    "upstream_commit",
+)
+
+
+def _capacity_session():
+    items = [("user", "start"), ("assistant", "a"), ("user", "go")]
+    for i in range(30):
+        items += bash(f"c{i}", f"cmd{i}", words(f"out{i}", 400))
+    return make_session(items)
+
+
+#: `_fingerprint` of each case's projection by the default of aider-1 (before issue 46), computed on it.
+BEFORE_46 = {
+    "fake": "524962dcc469427a",
+    "extractive_tools": "c02e1cc367bb07b8",
+    "capacity": "6c6aa85974aa2f0b",
+    "recursion": "8176d772f96fab05",
+    "failure": "79f7336204327b80",
+    "switch": "452c37d9a9896268",
+}
+
+
+def test_applied_reproduces_the_projections_before_issue_46():
+    from compaction_lab import verify
+
+    applied = {"aider_summary": "applied"}
+    cases = {
+        "fake": (chat(40), ctx_for(summarizer=FakeSummarizer("I asked you to do X."), **applied)),
+        "extractive_tools": (chat(40, tools=True), ctx_for(summarizer=ExtractiveSummarizer(), **applied)),
+        "capacity": (_capacity_session(), ctx_for(16_000, 4_096, summarizer=ExtractiveSummarizer(), **applied)),
+        "recursion": (
+            verify.canonical_session(),
+            CompactionContext(summarizer=ExtractiveSummarizer(), params={"max_chat_history_tokens": 64, **applied}),
+        ),
+        "failure": (chat(40), ctx_for(summarizer=NoSummarizer(), **applied)),
+        "switch": (chat(3), ctx_for(summarizer=FakeSummarizer("S"), mode="switch", **applied)),
+    }
+    got = {k: _fingerprint(strategies.compact(s, NAME, None, c)) for k, (s, c) in cases.items()}
+    assert got == BEFORE_46

@@ -3,7 +3,10 @@
 Pinned to Aider-AI/aider @ 5dc9490bb35f9729ef2c95d00a19ccd30c26339c (`UPSTREAM_COMMIT`). Only the
 finished exchanges (``done_messages``) are summarised, once they pass the soft limit
 `max_chat_history_tokens` (`too_big`); the summary comes back as one user message opening with
-`SUMMARY_PREFIX`, followed by the kept done tail and the exchange in progress.
+`SUMMARY_PREFIX`, followed by the kept done tail and the exchange in progress. At the pin that
+background summary is sent but discarded (``summarize_end`` finds ``done_messages`` changed by the
+move that started it): the default, ``aider_summary="upstream"``, projects the unsummarised history;
+``"applied"`` is the intent.
 
 Key names: `Aider` (the strategy: ``fires``, ``summary_request``, ``compact``), `ChatSummary`
 (``summarize`` / ``summarize_real`` / ``summarize_all``), `to_messages`, `transcript`,
@@ -38,7 +41,7 @@ from compaction_lab.summarize.extractive import Block, Section, Template, empty_
 
 #: Upstream pin.
 UPSTREAM_COMMIT = "5dc9490bb35f9729ef2c95d00a19ccd30c26339c"
-ALGORITHM_VERSION = "aider-1"
+ALGORITHM_VERSION = "aider-2"  # aider-2: the pinned discard of the background summary (issue 46)
 #: Internal decisions count ``json.dumps(message)`` with tiktoken (the model tokenizer's stand-in).
 ESTIMATOR = "tiktoken"
 REQUEST_SHAPE = "dedicated-system"
@@ -72,6 +75,15 @@ MAX_DEPTH = 3  # history.py:43 (``depth > 3``)
 HEAD_INPUT_RESERVE = 512  # history.py:74
 DEFAULT_SUMMARY_MODEL_INPUT = 4096  # history.py:73 (``or 4096``)
 HISTORY_MIN, HISTORY_MAX, HISTORY_DIVISOR = 1024, 8192, 16  # models.py:356-358
+
+#: Values of the ``aider_summary`` parameter. ``"upstream"`` (the default): what the pinned control flow
+#: does -- the background summary started by ``move_back_cur_messages`` is discarded, because the
+#: move appends the commit message and ``"Ok."`` to ``done_messages`` after the worker copied it
+#: (base_coder.py:1014-1017, 1031, 1036-1046); ``"applied"``: the intent, the summary applied at the
+#: next request (the lab's behaviour before issue 46).
+SUMMARY_CHOICES = ("upstream", "applied")
+#: ``notes["compaction_failed"]`` when the pinned control flow discards the summary.
+SUMMARY_DISCARDED = "summary discarded: done_messages changed while summarising (aider base_coder.py:1031, :1042-1045)"
 
 CAPACITY_MARKER = (
     "[{n} earlier message(s) omitted to fit the context window (entries {ids}); "
@@ -265,6 +277,20 @@ def max_chat_history_tokens(ctx: CompactionContext) -> float:
     return min(max(max_input / HISTORY_DIVISOR, HISTORY_MIN), HISTORY_MAX)
 
 
+def summary_setting(ctx: CompactionContext) -> str:
+    """Param ``aider_summary``, checked: one of `SUMMARY_CHOICES` (default ``"upstream"``).
+
+    Raises
+    ------
+    ValueError
+        Naming the parameter, the strategy and the allowed values.
+    """
+    value = str(ctx.param("aider_summary", SUMMARY_CHOICES[0]))
+    if value not in SUMMARY_CHOICES:
+        raise ValueError(f"aider aider_summary {value!r}: expected one of {', '.join(SUMMARY_CHOICES)}")
+    return value
+
+
 def too_big(session: Session, cut: int, ctx: CompactionContext) -> bool:
     """Upstream's exact check on the done messages at `cut` (history.py:15-18)."""
     done, _ = split_current(to_messages(live_history(session, cut, ctx), ctx), ctx)
@@ -447,7 +473,14 @@ class Aider:
         )
 
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
-        """Project the next request after Aider summarises the done history at `cut`."""
+        """Project the next request after Aider summarises the done history at `cut`.
+
+        With ``aider_summary="upstream"`` (the default) in mode ``"auto"``, a summary that was made is
+        sent and billed but discarded, as the pinned ``summarize_end`` discards it: the next request
+        carries the done history and the exchange in progress unsummarised, with no capacity guard
+        (``notes["compaction_failed"]``). Mode ``"switch"`` and ``aider_summary="applied"`` apply it.
+        """
+        setting = summary_setting(ctx)
         recs = live_history(session, cut, ctx)
         msgs = to_messages(recs, ctx)
         done, cur = split_current(msgs, ctx)
@@ -482,6 +515,7 @@ class Aider:
         done_tokens = sum(t for t, _ in summ.tokenize(done))
         notes: dict[str, Any] = {
             "upstream_commit": UPSTREAM_COMMIT,
+            "aider_summary": setting,
             "mode": mode,
             "max_chat_history_tokens": max_tokens,
             "done_messages": len(done),
@@ -510,8 +544,14 @@ class Aider:
             else:  # upstream: summarize_end replaces done_messages by the empty result
                 new_done = []
                 notes["done_dropped"] = True
+        # The pinned flow: move_back_cur_messages starts the worker, then appends the commit message and
+        # "Ok." to done_messages (base_coder.py:1036-1046; the message is never falsy at :1594 or in
+        # architect_coder.py:46); the worker's copy predates the append, so summarize_end finds the lists
+        # unequal and keeps done_messages (:1031) -- a failed summary too. Only the background path races.
+        discarded = setting == "upstream" and mode != "switch" and bool(notes["too_big"])
         notes["summary_calls"] = len(requests)
         notes["summary_log"] = summ.log
+        notes["summary_applied"] = bool(requests) and not failed and not discarded
         req = requests[-1] if requests else None
         receipt = receipts[-1] if receipts else None
         if receipt is not None and failed:
@@ -520,8 +560,13 @@ class Aider:
             notes["earlier_summary_requests"] = [r.fingerprint() for r in requests[:-1]]
         label = summary_label(receipt, "empty template (no summary)") if receipt is not None else ""
 
-        units = [self._segments(m, i, label) for i, m in enumerate(new_done + cur)]
-        segs = self._fit(units, frame_tokens, cap, notes, ctx)
+        if discarded:  # the unsummarised history, as sent: Aider only warns when it is too big (:1396-1415)
+            notes["done_dropped"] = False
+            notes["compaction_failed"] = SUMMARY_DISCARDED
+            segs = [s for i, m in enumerate(done + cur) for s in self._segments(m, i, label)]
+        else:
+            units = [self._segments(m, i, label) for i, m in enumerate(new_done + cur)]
+            segs = self._fit(units, frame_tokens, cap, notes, ctx)
         if req is not None:
             notes["instruction_sha256"] = sha256_text(self.instruction(ctx))
         all_segs = frame + segs
@@ -538,11 +583,12 @@ class Aider:
             summary_request=req,
             receipt=receipt,
             notes=notes,
-            # the recursion's earlier requests are billed too: every request sent, in order
+            # the recursion's earlier requests are billed too: every request sent, in order (a discarded
+            # summary was still asked for and answered: no summary segment carries its size)
             sent_requests=tuple(
                 SentRequest(r, cnt.count(rc.text or "")) for r, rc in zip(requests, receipts, strict=False)
             )
-            if len(requests) > 1
+            if len(requests) > 1 or discarded
             else (),
         )
 
@@ -625,6 +671,8 @@ __all__ = [
     "REQUEST_SHAPE",
     "RUN_OUTPUT",
     "SUMMARIZE_PROMPT",
+    "SUMMARY_CHOICES",
+    "SUMMARY_DISCARDED",
     "SUMMARY_PREFIX",
     "UPSTREAM_COMMIT",
     "live_history",
@@ -633,6 +681,7 @@ __all__ = [
     "messages_tokens",
     "read_transcript",
     "split_current",
+    "summary_setting",
     "to_messages",
     "too_big",
     "transcript",
