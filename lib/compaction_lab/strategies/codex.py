@@ -10,7 +10,8 @@ Key names: `CodexStrategy` (`CodexStrategy.prompts` returns the prompt texts in 
 `live_history` (the rollout replay, record-time truncation, opaque remote summaries),
 `request_messages`, `encrypted_item_tokens`, `SUMMARY_PREFIX`, `COMPACT_INSTRUCTION`.
 Params: ``truncation_policy``, ``user_budget_tokens``, ``compaction_phase``, ``fit_window``,
-``summary_tokens``, ``summary_tools``, ``on_failure``, ``prompt_file``, ``summary_prefix_file``.
+``summary_tokens``, ``summary_tools``, ``on_failure``, ``no_answer``, ``prompt_file``,
+``summary_prefix_file``.
 
 Design (every rule, the decisions where upstream is silent): docs/strategies.md#codex;
 rule -> upstream file:line: strategies/UPSTREAM.md.
@@ -47,7 +48,8 @@ from compaction_lab.strategies.base import (
 )
 from compaction_lab.strategies.trigger import SUMMARY_TOKENS, codex_trigger
 
-ALGORITHM_VERSION = "codex-local-3"
+#: codex-local-4: with no answer text the summary holds the live history's last assistant message (issue 46).
+ALGORITHM_VERSION = "codex-local-4"
 
 #: Budget for the user messages carried over (Codex's 20,000-token rule).
 USER_BUDGET_TOKENS = 20_000
@@ -95,9 +97,19 @@ NO_SUMMARY = "(no summary available)"
 INITIAL_CONTEXT_LABEL = "re-injected initial context"
 
 #: Labels of the summary segment: the summarizer gave nothing (``on_failure="placeholder"``), the model
-#: answered with nothing, an earlier summary the live history carries, a remote compaction's encrypted one.
+#: answered with blank text, an earlier summary the live history carries, a remote compaction's encrypted one.
 NO_SUMMARY_LABEL = "no summary available"
 EMPTY_SUMMARY_LABEL = "summary (empty answer)"
+#: ... the answer had no text and the summary holds the live history's last assistant message instead
+#: (`previous_reply`), or it had no text and nothing stands in for it (no earlier reply, or ``no_answer="empty"``).
+PREVIOUS_REPLY_LABEL = "summary (previous reply: no answer)"
+NO_ANSWER_LABEL = "summary (no answer)"
+
+#: Values of param ``no_answer`` (the first is the default): what follows the summary prefix when the
+#: answer has no text (upstream: no assistant message in the compaction turn). ``previous_reply``: the
+#: pinned code's outcome -- its scan for the last assistant message runs over the whole history;
+#: ``empty``: the evident intent (the compaction turn's own answer, so nothing), a what-if.
+NO_ANSWER_CHOICES = ("previous_reply", "empty")
 EARLIER_SUMMARY_LABEL = "codex summary of an earlier compaction"
 OPAQUE_SUMMARY_LABEL = "summary opaque (encrypted)"
 
@@ -531,6 +543,33 @@ def summary_cap(ctx: CompactionContext) -> int:
     return max(1, ceiling if override is None else min(int(override), ceiling))
 
 
+def no_answer_mode(ctx: CompactionContext) -> str:
+    """Param ``no_answer``, checked: one of `NO_ANSWER_CHOICES` (default ``previous_reply``).
+
+    Raises
+    ------
+    ValueError
+        Naming the parameter, the strategy and the allowed values.
+    """
+    mode = str(ctx.param("no_answer", NO_ANSWER_CHOICES[0]))
+    if mode not in NO_ANSWER_CHOICES:
+        raise ValueError(f"codex no_answer {mode!r}: expected one of {', '.join(NO_ANSWER_CHOICES)}")
+    return mode
+
+
+def previous_reply(items: list[Item]) -> Item | None:
+    """Return the last assistant message of a live history, or None when it holds none.
+
+    Upstream takes the summary's text from ``get_last_assistant_message_from_turn``
+    (codex.rs), which it hands the whole history: newest to oldest, the first
+    assistant message with an output text, whatever that text is. When the
+    compaction turn recorded no assistant message, the scan reaches the one
+    before it -- this item. Reasoning, tool calls and an encrypted summary are
+    not messages.
+    """
+    return next((i for i in reversed(items) if i.kind == "assistant" and i.role == "assistant"), None)
+
+
 def opaque_segment(item: Item, label: str = OPAQUE_SUMMARY_LABEL) -> Segment:
     """Show an encrypted summary as a projection segment: placeholder text, Codex's size estimate, flagged opaque."""
     n = item.opaque_tokens or 0
@@ -673,6 +712,7 @@ class CodexStrategy:
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
         """Project the next request after Codex compacts the session at `cut`."""
         on_failure = failure_mode(ctx, self.name)
+        no_answer = no_answer_mode(ctx)
         prompts = self.prompts(ctx)
         trig = codex_trigger(ctx.window)
         capacity = trig.auto_compact
@@ -719,13 +759,27 @@ class CodexStrategy:
                 # nothing came back: the history's earlier summaries are not this request's answer
                 sent_requests=(SentRequest(request, 0),),
             )
+        reply = None  # the live history's last assistant message, when it stands in for an answer with no text
         if text is None:  # on_failure="placeholder": the lab's older behaviour, not upstream's
-            body, label = NO_SUMMARY, NO_SUMMARY_LABEL
-        elif not text.strip():  # upstream: the prefix, a newline and the empty answer
-            body, label = text, EMPTY_SUMMARY_LABEL
+            body, label, suffix = NO_SUMMARY, NO_SUMMARY_LABEL, "placeholder"
+        elif not text:  # no assistant message: upstream's scan goes on into the history (`previous_reply`)
+            reply = previous_reply(live) if no_answer == "previous_reply" else None
+            body, label, suffix = (
+                ("", NO_ANSWER_LABEL, "empty")
+                if reply is None
+                else (reply.text, PREVIOUS_REPLY_LABEL, "previous_reply")
+            )
+        elif not text.strip():  # an assistant message with blank text: the scan stops there
+            body, label, suffix = text, EMPTY_SUMMARY_LABEL, "answer"
         else:
-            body, label = text, summary_label(receipt, NO_SUMMARY_LABEL)
-        summary_seg = Segment("summary", "user", f"{prompts['summary_prefix']}\n{body}", label=label)
+            body, label, suffix = text, summary_label(receipt, NO_SUMMARY_LABEL), "answer"
+        summary_seg = Segment(
+            "summary",
+            "user",
+            f"{prompts['summary_prefix']}\n{body}",
+            (reply.entry_id,) if reply is not None else (),
+            label=label,
+        )
 
         init = initial_context(session, cut, system_text)
         init_segs = [
@@ -795,6 +849,9 @@ class CodexStrategy:
             "compaction_phase": phase,
             "initial_context_entries": [i.entry_id for i in init],
             "dropped_opaque_summaries": sum(1 for i in live if i.opaque),
+            "no_answer": no_answer,
+            "summary_suffix": suffix,
+            "summary_suffix_entry": reply.entry_id if reply is not None else None,
             **req_info,
         }
         return Projection(
@@ -822,8 +879,11 @@ __all__ = [
     "ENCRYPTED_OVERHEAD_BYTES",
     "Item",
     "NO_SUMMARY",
+    "NO_ANSWER_CHOICES",
+    "NO_ANSWER_LABEL",
     "NO_SUMMARY_LABEL",
     "OPAQUE_SUMMARY_LABEL",
+    "PREVIOUS_REPLY_LABEL",
     "REQUEST_DOES_NOT_FIT",
     "SUMMARY_PREFIX",
     "TRUNCATION_POLICY",
@@ -838,9 +898,11 @@ __all__ = [
     "is_summary_text",
     "live_history",
     "middle_truncate",
+    "no_answer_mode",
     "opaque_segment",
     "opaque_text",
     "parse_policy",
+    "previous_reply",
     "request_messages",
     "select_user_messages",
     "summary_cap",
