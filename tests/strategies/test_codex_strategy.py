@@ -550,11 +550,30 @@ def check_unchanged_history(p, session: Session, cut: int) -> None:
         assert kind == "tail" and text == before[entry].text or kind == "omitted_marker" and "tokens truncated" in text
 
 
+def check_no_answer(p, session: Session, cut: int) -> None:
+    """Issue 46 item 4: an answer with no text gives the last assistant record after the last earlier compaction
+    (which rebuilt the history without assistant messages), else nothing; an answer is kept as it came."""
+    (summ,) = [g for g in p.segments if g.kind == "summary"]
+    if p.receipt.text:
+        assert summ.text == f"{codex.SUMMARY_PREFIX}\n{p.receipt.text}" and summ.entry_ids == ()
+        return
+    recs = [r for r in session.records if r.source_order < cut and r.kind != "meta"]
+    last = max((n for n, r in enumerate(recs) if r.kind == "summary"), default=-1)
+    reply = next((r for r in reversed(recs[last + 1 :]) if r.kind == "assistant"), None)
+    event(f"no answer: previous reply={reply is not None}")
+    if reply is None:
+        assert (summ.text, summ.entry_ids, summ.label) == (codex.SUMMARY_PREFIX + "\n", (), "summary (no answer)")
+    else:
+        assert (summ.text, summ.entry_ids) == (f"{codex.SUMMARY_PREFIX}\n{reply.text}", (reply.entry_id,))
+        assert summ.label == "summary (previous reply: no answer)"
+
+
 @settings(max_examples=50, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sessions(), st.integers(1, 3000), st.sampled_from([8_000, 16_000, 128_000]), st.data())
 def test_property_projection_fits_and_is_verbatim(session, budget, window, data):
     cut = data.draw(st.one_of(st.just(len(session.records)), st.integers(0, len(session.records))))
-    prov = data.draw(st.sampled_from([NoSummarizer(), FixedProvider("summary " * 50), BrokenProvider()]))
+    answers = [NoSummarizer(), FixedProvider(""), FixedProvider("summary " * 50), BrokenProvider()]
+    prov = data.draw(st.sampled_from(answers))
     c = ctx(window=window, output_ceiling=2_000, params={"user_budget_tokens": budget}, summarizer=prov)
     p = strategies.compact(session, "codex", cut, c)
     if p.receipt.fallback:  # no summary: Codex did not compact, the next request is the live history
@@ -563,6 +582,7 @@ def test_property_projection_fits_and_is_verbatim(session, budget, window, data)
         check_unchanged_history(p, session, cut)
         return
     check_projection(p, session, cut)
+    check_no_answer(p, session, cut)
     event(f"truncated={p.notes['truncated'] is not None}")
     event(f"request dropped items={p.notes['request_dropped_items'] > 0}")
     # chronological order restored
