@@ -6,7 +6,7 @@ import json
 import math
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from compaction_lab import strategies
@@ -67,7 +67,7 @@ def build(items: list[tuple], session_id: str = "s1") -> Session:
 
 def test_registered_with_version_and_estimator():
     s = strategies.get("opencode")
-    assert (s.name, s.algorithm_version, s.estimator) == ("opencode", "opencode-1.18-3", "chars/4")
+    assert (s.name, s.algorithm_version, s.estimator) == ("opencode", "opencode-1.18-4", "chars/4")
     assert est_chars4("abcdef") == 2 and est_chars4("abc") == 1
 
 
@@ -528,16 +528,17 @@ def test_failing_and_stand_in_providers():
 
 
 @pytest.mark.parametrize("provider", [NoSummarizer, BrokenProvider])
-def test_failed_summary_keeps_the_history_unchanged(provider):
-    """Upstream compaction.ts ``processCompaction``: a summary turn that errs leaves
+def test_failed_summary_intent_keeps_the_history_unchanged(provider):
+    """``on_failure: intent``. Upstream compaction.ts ``processCompaction``: a summary turn that errs leaves
     ``processor.message.error`` set and the compaction returns ``"stop"`` -- no continue message, the
-    summary not completed (``completedCompactions`` skips it), so the history stays as it was
+    summary not completed (``completedCompactions`` skips it), so the history is meant to stay as it was
     (:554 @3df4a25; ``if (processor.message.error)`` :679-682 @31e22f65). Issue 27 item 6: ours
-    compacted around the empty template. The projection is the session's own next request."""
+    compacted around the empty template. What the pinned code really sends (the default):
+    tests/strategies/test_opencode_failure.py."""
     s = make_session(TURNS)
-    p = run(s, summarizer=provider(), params={"tail_tokens": 39})
+    p = run(s, summarizer=provider(), params={"tail_tokens": 39, "on_failure": "intent"})
     assert p.receipt.fallback and p.receipt.error and p.notes["compaction_failed"] == p.receipt.error
-    assert p.notes["on_failure"] == "upstream" and COMPACTION_FAILED == "compaction failed, history unchanged"
+    assert p.notes["on_failure"] == "intent" and COMPACTION_FAILED == "compaction failed, history unchanged"
     assert p.summary_request is not None and p.summary_request.shape == "dedicated"  # it was asked
     assert not any(seg.kind in ("summary", "header", "continue", "omitted_marker") for seg in p.segments)
     assert [seg.kind for seg in p.segments] == ["system", "tools"] + ["tail"] * 6
@@ -547,11 +548,11 @@ def test_failed_summary_keeps_the_history_unchanged(provider):
 
 
 def test_failed_summary_after_a_compaction_sends_the_previous_summary_before_the_kept_tail():
-    """The live history unchanged after two compactions: "What did we do so far?", the latest summary,
-    then the tail compaction 2 kept (from "fix bug ORD-1") and what followed -- ``filterCompacted``'s
-    order, summary before the retained tail (anomalyco/opencode PR #25851, 811954880e)."""
+    """``on_failure: intent``, the live history unchanged after two compactions: "What did we do so far?",
+    the latest summary, then the tail compaction 2 kept (from "fix bug ORD-1") and what followed --
+    ``filterCompacted``'s order, summary before the retained tail (anomalyco/opencode PR #25851, 811954880e)."""
     s = two_compactions({"tail_start_source_order": 8})
-    p = run(s, summarizer=BrokenProvider())
+    p = run(s, summarizer=BrokenProvider(), params={"on_failure": "intent"})
     msgs = [dict(m) for m in p.messages()[1:]]
     assert msgs == [dict(m) for m in oc.session_messages(oc.live_history(s, None))]
     assert msgs[:3] == [
@@ -581,7 +582,8 @@ def test_summary_request_the_provider_refuses_is_a_failed_compaction():
     assert p.receipt.fallback and p.receipt.error.startswith("context overflow") and p.receipt.text == ""
     assert p.notes["compaction_failed"] == p.receipt.error
     assert not any(seg.kind == "summary" for seg in p.segments)
-    assert [seg.text for seg in p.segments[2:]] == [r.text for r in s.records]
+    # no tail: no tail start persisted, the history then the compaction message (its summary errored)
+    assert [seg.text for seg in p.segments[2:]] == [r.text for r in s.records] + [oc.HEADER]
     fits = run(s, window=12_000, output_ceiling=4_000, summarizer=prov, params={"tail_tokens": 0})
     assert not fits.notes["request_overflow"] and fits.notes["compaction_failed"] is None
     limited = run(s, window=200_000, input_limit=6_000, output_ceiling=4_000, params={"tail_tokens": 0})
@@ -826,7 +828,7 @@ def test_repeated_compaction_history_serialised_as_one_user_message():
 
 def test_version_main_is_pinned_and_labelled():
     p = run(make_session(TURNS), window=200_000, output_ceiling=64_000, params={"opencode_version": "main"})
-    assert p.algorithm_version == "opencode-main-3" and p.strategy == "opencode"
+    assert p.algorithm_version == "opencode-main-4" and p.strategy == "opencode"
     assert p.notes["opencode_version"] == "main" and p.notes["version_label"] == "opencode main @31e22f6"
     assert p.notes["upstream_commit"] == oc.UPSTREAM_COMMITS["main"]
     assert p.notes["label_tag"] == "main @31e22f6"
@@ -835,7 +837,7 @@ def test_version_main_is_pinned_and_labelled():
     assert labels.strategy_label(run(make_session(TURNS))) == "opencode"  # the default version is not tagged
     assert p.capacity == 200_000 - 32_000 - 20_000  # reserved subtracted without an input limit
     d = run(make_session(TURNS), window=200_000, output_ceiling=64_000)
-    assert d.algorithm_version == "opencode-1.18-3" and d.capacity == 168_000
+    assert d.algorithm_version == "opencode-1.18-4" and d.capacity == 168_000
     assert d.notes["version_label"] == "opencode 1.18 @3df4a25" and "label_tag" not in d.notes
     with pytest.raises(ValueError, match="opencode_version"):
         run(make_session(TURNS), params={"opencode_version": "2.0"})
@@ -1101,22 +1103,30 @@ def test_property_projection_fits_and_is_verbatim(session, window, prune, data):
     event(f"tail records={min(p.notes['tail_records'], 1)}")
     event(f"pruned={p.notes['pruned_outputs'] > 0}")
     event(f"previous summary={p.notes['previous_summary'] is not None}")
-    event(f"compaction failed={p.notes['compaction_failed'] is not None}")
+    event(f"summary failed={p.notes['summary_failed'] is not None}")
     shape = SHAPE.for_session(session)
     hist = [r for r in session.records if r.source_order < cut and r.kind != "meta"]
     by_id = {r.entry_id: r for r in hist}
     req = p.summary_request
     assert req.shape == "dedicated" and req.tools == () and len(req.messages) == 1
     failed = (isinstance(prov, FakeSummarizer) and prov.name == "broken") or p.notes["request_overflow"]
-    assert (p.notes["compaction_failed"] is not None) == failed
-    if failed:  # upstream does not compact: the live history as it was, no summary, no continue message
-        lh = oc.live_history(session, cut)
-        sent = ([lh.previous.entry_id] if lh.previous is not None else []) + [
-            r.entry_id for r in lh.live if r.kind != "system"
-        ]
-        assert [seg.entry_ids[0] for seg in p.segments if seg.entry_ids] == sent
+    assert (p.notes["summary_failed"] is not None) == failed
+    if failed:  # no summary, no continue message (processCompaction returns "stop")
         assert not any(seg.kind in ("summary", "continue") for seg in p.segments)
-        assert p.receipt.fallback and p.notes["compaction_failed"] == p.receipt.error
+        assert p.receipt.fallback and p.notes["summary_failed"] == p.receipt.error
+        sent = [seg.entry_ids[0] for seg in p.segments if seg.entry_ids]
+        # 1.18 persists the tail start unless the provider refused the request (it returns before the write)
+        if p.notes["tail_records"] and not p.notes["request_overflow"]:  # the compaction message, the tail on
+            assert p.notes["failure_outcome"] == oc.HEAD_DROPPED and p.notes["compaction_failed"] is None
+            assert p.segments[2].kind == "header" and p.segments[2].text == oc.HEADER
+            convo = [r.entry_id for r in hist if r.kind != "system"]
+            assert sent and sent == convo[len(convo) - len(sent) :] and len(sent) <= p.notes["tail_records"]
+        else:  # none persisted: the live history as it was, then the compaction message
+            lh = oc.live_history(session, cut)
+            assert sent == ([lh.previous.entry_id] if lh.previous is not None else []) + [
+                r.entry_id for r in lh.live if r.kind != "system"
+            ]
+            assert p.segments[-1].kind == "header" and p.notes["compaction_failed"] == p.receipt.error
         return
     assert sum(est_chars4(s.text) for s in p.segments) <= p.capacity
     tail = []
@@ -1231,7 +1241,15 @@ def test_large_session_is_fast():
 
 @settings(max_examples=50, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sessions(), st.sampled_from([0, 10, 100]), st.sampled_from([0, 10, 100]))
+@example(prune_session(), oc.PRUNE_PROTECT, oc.PRUNE_MINIMUM)  # must prune OUT0 and OUT1 (upstream's defaults)
+@example(prune_session(o1=0, o2=21_000), oc.PRUNE_PROTECT, oc.PRUNE_MINIMUM)  # must prune one output
+@example(prune_session(o1=0, o2=16_000), oc.PRUNE_PROTECT, oc.PRUNE_MINIMUM)  # 16k beyond the 40k: too little
 def test_property_prune_rule(session, protect, minimum):
+    """Upstream compaction.ts ``prune`` (:32-35 and ``prune`` in ``layer`` @31e22f65): newest first, the last
+    two user turns skipped, errors and ``skill`` skipped; past ``protect`` tokens every further output is a
+    candidate; pruned only if the candidates total more than ``minimum``. Issue 46 item 7b: the property
+    returned before any assertion when nothing was pruned (a rule that never prunes passed); now whether
+    it prunes is checked on every input, and the explicit examples always include inputs that must prune."""
     live = [r for r in session.records if r.kind != "meta"]
     if any(r.kind == "summary" for r in live):
         live = live[max(i for i, r in enumerate(live) if r.kind == "summary") + 1 :]
@@ -1243,6 +1261,12 @@ def test_property_prune_rule(session, protect, minimum):
         for r in (live[: users[-2]] if len(users) >= 2 else [])
         if r.kind == "tool_output" and not r.is_error and r.tool != "skill"
     ]
+    # the candidates: walking the eligible outputs newest first, every one once the running total passes protect
+    running, beyond = 0, 0
+    for r in reversed(eligible):
+        running += est_chars4(r.text)
+        beyond += est_chars4(r.text) if running > protect else 0
+    assert bool(pruned) == (beyond > minimum)  # prunes exactly when the candidates total more than minimum
     if not pruned:
         return
     by_order = {r.source_order: r for r in live}

@@ -275,21 +275,22 @@ COMPACTION_FAILED = "compaction failed, history unchanged"
 
 #: Values of the ``on_failure`` parameter of the arms whose agent keeps the history on a failed summary:
 #: ``"upstream"`` (the default) keeps it; ``"placeholder"`` compacts around a placeholder summary instead
-#: (the lab's behaviour before it followed upstream here).
+#: (the lab's behaviour before it followed upstream here). An arm with other values passes its own
+#: ``choices`` to `failure_mode` (OpenCode: `opencode.ON_FAILURE_CHOICES`).
 ON_FAILURE_CHOICES = ("upstream", "placeholder")
 
 
-def failure_mode(ctx: CompactionContext, strategy: str) -> str:
-    """Param ``on_failure`` of `strategy`, checked: one of `ON_FAILURE_CHOICES` (default ``"upstream"``).
+def failure_mode(ctx: CompactionContext, strategy: str, choices: Sequence[str] = ON_FAILURE_CHOICES) -> str:
+    """Param ``on_failure`` of `strategy`, checked: one of `choices` (the first is the default).
 
     Raises
     ------
     ValueError
         Naming the parameter, the strategy and the allowed values.
     """
-    mode = str(ctx.param("on_failure", ON_FAILURE_CHOICES[0]))
-    if mode not in ON_FAILURE_CHOICES:
-        raise ValueError(f"{strategy} on_failure {mode!r}: expected one of {', '.join(ON_FAILURE_CHOICES)}")
+    mode = str(ctx.param("on_failure", choices[0]))
+    if mode not in choices:
+        raise ValueError(f"{strategy} on_failure {mode!r}: expected one of {', '.join(choices)}")
     return mode
 
 

@@ -4,13 +4,17 @@ Pinned at sst/opencode@3df4a25506fb5ef55e4a02142708448c07fa754a (``opencode_vers
 default) or @31e22f65a23c498639b8cef24b90e6ae193cdcb6 (``"main"``, which adds the ``suffix``
 summary mode). Triggers at ``usable`` (`opencode_trigger`); the next request is system, tools,
 the "What did we do so far?" header, the summary as assistant text, the newest whole turns that
-fit ``opencode_tail_budget(usable)`` and a continue message. When the summary fails, OpenCode
-does not compact: the history is left as it was (``on_failure``).
+fit ``opencode_tail_budget(usable)`` and a continue message; an empty answer stays an empty summary.
+When the summary fails (``on_failure``), the pinned code stops without a summary, but it has already
+persisted the tail start, and ``filterCompacted``'s reorder then drops the head (anomalyco/opencode#42282):
+the next request is the "What did we do so far?" header and the retained tail (`retained_segments`);
+with no tail start persisted (no tail; 1.18's refused request) it is the history and a trailing header.
+``on_failure: "intent"`` keeps the history unchanged (the code's evident intent).
 
 Key names: `OpenCodeStrategy` (`OpenCodeStrategy.prompts` returns the prompt texts in use),
 `group_messages`, `model_messages`, `recorded_tail_start`, `suffix_prompt`, `summary_cap`,
 `request_limit`, `unchanged_segments`, `SYSTEM_PROMPT`, `INSTRUCTIONS`, `MERGE_INSTRUCTIONS`,
-`TEMPLATE`, `EMPTY_SUMMARY`.
+`TEMPLATE`, `EMPTY_SUMMARY`, `ON_FAILURE_CHOICES`, `retained_segments`.
 
 Design (every rule, the decisions where upstream is silent): docs/strategies.md#opencode;
 rule -> upstream file:line: strategies/UPSTREAM.md.
@@ -28,6 +32,7 @@ from compaction_lab.core.projection import Projection, Segment, SummaryRequest, 
 from compaction_lab.core.session import Record, Session
 from compaction_lab.core.text import js_length
 from compaction_lab.strategies.base import (
+    COMPACTION_FAILED,
     STRATEGIES,
     CompactionContext,
     call_summarizer,
@@ -47,7 +52,7 @@ UPSTREAM_COMMITS: Mapping[str, str] = {
 }
 
 #: Our revision of the port (bumped when the behaviour changes).
-REVISION = 3
+REVISION = 4
 ALGORITHM_VERSION = f"opencode-1.18-{REVISION}"
 
 PRUNE_PROTECT = 40_000
@@ -66,6 +71,18 @@ ANCHOR_CHARS = 400
 
 #: The compaction user message as the model sees it (``toModelMessages``).
 HEADER = "What did we do so far?"
+
+#: Values of param ``on_failure`` (the first is the default): what the pinned code sends after a failed
+#: summary, the history unchanged (its evident intent), or the lab's earlier placeholder summary.
+ON_FAILURE_CHOICES = ("upstream", "intent", "placeholder")
+
+#: Label of the summary segment when the model answered with nothing (upstream keeps the empty summary).
+EMPTY_ANSWER_LABEL = "summary (empty answer)"
+
+#: ``notes["failure_outcome"]`` when the summary failed: what the next request holds (``on_failure``
+#: ``"upstream"``: one of these two; ``"intent"``: `base.COMPACTION_FAILED`).
+HEAD_DROPPED = "head dropped, no summary (tail start persisted)"
+HISTORY_THEN_HEADER = "history unchanged, compaction message last (no tail start persisted)"
 
 #: Our paraphrase of OpenCode's synthetic continue message.
 CONTINUE = (
@@ -429,7 +446,7 @@ def _compaction_pairs(recs: Sequence[Record]) -> set[int]:
     for i, r in enumerate(recs):
         if r.kind == "summary":
             hidden.add(i)
-            if i and recs[i - 1].kind == "user" and recs[i - 1].text.strip().lower() == HEADER.lower():
+            if i and _is_header(recs[i - 1]):
                 hidden.add(i - 1)
     return hidden
 
@@ -656,6 +673,38 @@ def unchanged_segments(live: LiveHistory, pruned: frozenset[int], header: str = 
     return out + record_segments([r for r in live.live if role_of(r) != "system"], pruned)
 
 
+def _is_header(record: Record) -> bool:
+    return record.kind == "user" and record.text.strip().lower() == HEADER.lower()
+
+
+def retained_segments(
+    session: Session, cut: int, tail: Sequence[Record], pruned: frozenset[int], header: str = HEADER
+) -> list[Segment]:
+    """Build the next request after a failed compaction that persisted its tail start (the pinned code).
+
+    ``processCompaction`` writes the compaction part's ``tail_start_id`` even when the summary turn
+    failed (compaction.ts :461-466 @3df4a25; ``persistDiagnostics`` :605-611 @31e22f65), and
+    ``filterCompacted``'s reorder checks only ``summary``, not ``finish``/``error``, so it returns the
+    compaction message and its errored summary, then everything from the tail start on
+    (anomalyco/opencode#42282). ``toModelMessages`` drops the errored summary. So: the compaction
+    message ("What did we do so far?"), then the history from the first retained record to the cut,
+    an earlier compaction inside it sent as its header and summary; no summary, no continue message.
+    """
+    out = [Segment("header", "user", header, label="opencode compaction header")]
+    if not tail:
+        return out
+    start = tail[0].source_order
+    rest = [r for r in history(session, cut) if r.source_order >= start and role_of(r) != "system"]
+    for i, r in enumerate(rest):
+        if r.kind == "summary":
+            if not (i and _is_header(rest[i - 1])):
+                out.append(Segment("header", "user", header, label="opencode compaction header"))
+            out.append(Segment("tail", "assistant", r.text, (r.entry_id,), record_kind=r.kind))
+        else:
+            out += record_segments([r], pruned)
+    return out
+
+
 # --------------------------------------------------------------------------- strategy
 
 
@@ -707,7 +756,7 @@ class OpenCodeStrategy:
         """Project the next request after OpenCode compacts the session at `cut`."""
         version = self.version(ctx)
         mode = self.mode(ctx, version)
-        on_failure = failure_mode(ctx, self.name)
+        on_failure = failure_mode(ctx, self.name, ON_FAILURE_CHOICES)
         prompts = self.prompts(ctx)
         trig = opencode_trigger(ctx.window, ctx.output_ceiling, ctx.input_limit, version)
         lh = live_history(session, cut)
@@ -767,7 +816,7 @@ class OpenCodeStrategy:
         limit = request_limit(ctx, request.max_output_tokens)
         overflow = req_est > limit
         text, receipt = call_summarizer(ctx, request)
-        if overflow and on_failure == "upstream" and not receipt.fallback:
+        if overflow and on_failure != "placeholder" and not receipt.fallback:
             # the agent's provider refuses it (ContextOverflowError): the processor answers "compact" and
             # processCompaction stops. The lab's provider may take more than the profile's window; its
             # answer is not used.
@@ -775,22 +824,38 @@ class OpenCodeStrategy:
             receipt = replace(
                 receipt, text="", fallback=True, error=f"context overflow: summary request ~{req_est} tokens > {limit}"
             )
-        failed = receipt.error if receipt.fallback and on_failure == "upstream" else None
+        summary_failed = receipt.error if receipt.fallback else None
         version_label = f"opencode {version} @{UPSTREAM_COMMITS[version][:7]}" + (" suffix" if mode == "suffix" else "")
         auto = bool(ctx.param("auto", True))
         frame = [
             Segment("system", "system", ctx.shape.system_prompt),
             Segment("tools", "system", ctx.shape.tools_text()),
         ]
-        if failed is not None:
-            # no summary: the processor stopped and the next request carries the live history as it was
-            segments = frame + unchanged_segments(lh, pruned, prompts["header"])
+        failed: str | None = None  # notes["compaction_failed"]: the history went out unchanged
+        outcome: str | None = None
+        if summary_failed is not None and on_failure != "placeholder":
+            # no summary: processCompaction returns "stop" (no continue message). The pinned code has
+            # persisted the tail start unless 1.18 stopped on the refused request first (:450-459 before
+            # :461-466 @3df4a25; main persists it on both paths, :676 and :680 @31e22f65).
+            persisted = bool(tail) and not (overflow and version == "1.18")
+            if on_failure == "upstream" and persisted:
+                segments = frame + retained_segments(session, cut, tail, pruned, prompts["header"])
+                outcome = HEAD_DROPPED
+            else:
+                segments = frame + unchanged_segments(lh, pruned, prompts["header"])
+                outcome = COMPACTION_FAILED
+                if on_failure == "upstream":  # the compaction message stays last, its summary dropped
+                    segments.append(Segment("header", "user", prompts["header"], label="opencode compaction header"))
+                    outcome = HISTORY_THEN_HEADER
+                failed = summary_failed
         else:
             body = (text or "").strip()
             if receipt.fallback:
                 body, label = prompts["empty_summary"], "empty template (no summary)"
-            elif not body:
+            elif not body and on_failure == "placeholder":
                 body, label = prompts["empty_summary"], "empty template (empty answer)"
+            elif not body:  # upstream keeps the empty summary (a completed compaction, no text)
+                body, label = "", EMPTY_ANSWER_LABEL
             else:
                 label = summary_label(receipt, "empty template (no summary)")
             segments = frame + [
@@ -824,6 +889,8 @@ class OpenCodeStrategy:
             "pruned_tokens": sum(est_chars4(r.text) for r in lh.after_summary if r.source_order in pruned),
             "auto": auto,
             "on_failure": on_failure,
+            "summary_failed": summary_failed,
+            "failure_outcome": outcome,
             "compaction_failed": failed,
             "request_tokens_est": req_est,
             "request_over_usable": req_est > trig.usable,
@@ -843,10 +910,14 @@ STRATEGIES.add("opencode", STRATEGY, rank=40, request_shape="dedicated")
 __all__ = [
     "ALGORITHM_VERSION",
     "CONTINUE",
+    "EMPTY_ANSWER_LABEL",
     "EMPTY_SUMMARY",
     "HEADER",
+    "HEAD_DROPPED",
+    "HISTORY_THEN_HEADER",
     "INSTRUCTIONS",
     "LiveHistory",
+    "ON_FAILURE_CHOICES",
     "OpenCodeStrategy",
     "PRUNED_TEXT",
     "SYSTEM_PROMPT",
@@ -863,6 +934,7 @@ __all__ = [
     "prune_set",
     "record_segments",
     "request_limit",
+    "retained_segments",
     "select_tail",
     "serialize",
     "suffix_prompt",
