@@ -81,11 +81,21 @@ def test_failures_fall_back_as_documented(server, model, chain):
     p = strategies.compact(chain, "futureos-summarized", None, ctx)
     assert p.receipt.fallback and ("401" in p.receipt.error or "auth" in p.receipt.error.lower())
     assert labels.strategy_label(p) == "futureos-summarized (fallback: deterministic)"
-    server.script(Scripted(body=completion("")))
+    server.script(Scripted(body=completion("", finish_reason="length")))
     p2 = strategies.compact(chain, "codex", None, ctx)
-    assert p2.receipt.fallback and "empty answer" in p2.receipt.error
+    assert p2.receipt.fallback and "finish_reason=length" in p2.receipt.error
     # no summary: Codex does not compact (issue 27 item 6), the history goes out unchanged
     assert p2.notes["compaction_failed"] == p2.receipt.error and "(no summary available)" not in p2.text()
+
+
+def test_an_empty_answer_is_an_answer_each_arm_reads(server, model, chain):
+    """Issue 46: a normal answer with no text is billed and returned as ``""``, not a failure."""
+    ctx = CompactionContext(window=6000, output_ceiling=1000, summarizer=summarize.get_summarizer("model", model))
+    server.script(Scripted(body=completion("")))
+    p = strategies.compact(chain, "codex", None, ctx)
+    # Codex reads it as a compaction turn with no assistant message (param no_answer), and compacts
+    assert not p.receipt.fallback and p.receipt.error is None and p.receipt.output_tokens == 2
+    assert not p.notes.get("compaction_failed") and p.notes["summary_suffix"] in ("previous_reply", "empty")
 
 
 def test_a_committed_summary_is_not_requested_again(server, model, chain, tmp_path):

@@ -14,9 +14,20 @@ such a message, so it is sent as a ``user`` message opening with
 ``[tool output]`` — the same text, in the same place. Nothing else changes;
 `wire_body` is what is sent and what the ledger fingerprints.
 
-Failures (endpoint down, auth, timeouts after retries, an empty answer) raise
-`SummaryUnavailable`, so each strategy falls back as it documents (FutureOS
-to deterministic, with the receipt saying so).
+Failures (endpoint down, auth, timeouts after retries) raise
+`SummaryUnavailable`, so each strategy does what it documents for a failed
+summary. An answer that came back normally but holds no text is *not* a
+failure: it was billed, and what it means is each arm's to decide, as its
+agent decides (docs/strategies.md, "Summarizers"). `answer_text` is the rule:
+no text (content null, ``""``, or only non-text parts such as tool calls)
+is ``""``; a blank answer (whitespace only) is returned unstripped, so an arm
+can tell it from no text (Codex does: no message vs. a blank message); any
+other answer is stripped. One exception: no text with ``finish_reason ==
+"length"`` (the output budget spent, e.g. on reasoning) stays
+`SummaryUnavailable`. The pinned agents disagree on an incomplete response
+(Codex's client errors on it whatever its text; pi, Gemini CLI and Aider read
+no finish reason and take the empty text) and the receipt carries no finish
+reason for an arm to decide by, so the failure Codex sees is kept.
 """
 
 from __future__ import annotations
@@ -29,6 +40,23 @@ from compaction_lab.summarize.base import SUMMARIZERS, Summarizer, SummaryResult
 
 #: Prefix of a tool output sent as a user message (see the module docstring).
 TOOL_OUTPUT_PREFIX = "[tool output]\n"
+
+
+def answer_text(content: Any) -> str:
+    """Read the text of an answer's ``content`` by the module docstring's rule.
+
+    ``None`` is ``""``; a list of content parts gives its text parts joined
+    (``""`` when it has none); a blank string is kept as it is; any other
+    string is stripped.
+    """
+    if isinstance(content, list):
+        content = "".join(
+            str(p.get("text") or "")
+            for p in content
+            if isinstance(p, Mapping) and p.get("type") in ("text", "output_text")
+        )
+    text = str(content or "")
+    return text.strip() or text
 
 
 def wire_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -71,7 +99,14 @@ class ModelSummarizer:
         self._client = client or get_client(config)
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
-        """Send the request to the endpoint; a provider error or an empty answer is `SummaryUnavailable`."""
+        """Send the request to the endpoint and return its text (`answer_text`) with the usage billed.
+
+        Raises
+        ------
+        SummaryUnavailable
+            On a provider error, or an answer with no text cut at the output
+            limit (``finish_reason == "length"``; see the module docstring).
+        """
         from compaction_lab.endpoints.client import ProviderError
 
         try:
@@ -80,9 +115,9 @@ class ModelSummarizer:
             )
         except ProviderError as exc:
             raise SummaryUnavailable(f"{self.name}: {exc}") from exc
-        text = (c.message.get("content") or "").strip()
-        if not text:
-            raise SummaryUnavailable(f"{self.name}: empty answer (finish_reason={c.finish_reason})")
+        text = answer_text(c.message.get("content"))
+        if not text and c.finish_reason == "length":
+            raise SummaryUnavailable(f"{self.name}: no text before the output limit (finish_reason=length)")
         return SummaryResult(text, c.usage.prompt_tokens, c.usage.cached_tokens, c.usage.completion_tokens)
 
 
