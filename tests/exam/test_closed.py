@@ -186,11 +186,11 @@ class _Failing:
 
 
 def test_an_agent_that_does_not_compact_on_a_failed_summary_is_reported_and_examined_as_sent(setup, tmp_path):
-    """Codex and OpenCode keep the history when their summary call fails (issue 27 item 6): the projection
-    table says so, the exam reads the history as sent, and the report names the arm and the count."""
+    """Codex keeps the history when its summary call fails (issue 27 item 6), and so does OpenCode when,
+    as here (W = 8,000: no tail), its pinned code wrote no tail start (issue 46): the projection table says
+    so, the exam reads the history as sent, and the report names the arm and the count."""
     from compaction_lab.core import runfolder
     from compaction_lab.report import share
-    from compaction_lab.strategies.base import COMPACTION_FAILED
 
     case, sessions = setup
     ctx = CompactionContext(window=8000, output_ceiling=1000, summarizer=_Failing())
@@ -207,5 +207,26 @@ def test_an_agent_that_does_not_compact_on_a_failed_summary_is_reported_and_exam
     assert placeholder["compaction_failed"] == "" and placeholder["tokens"] < p.loc["codex", "tokens"]
     runfolder.save_table(r.projections, tmp_path, "exam_projections")
     lines = share.failed_compactions(tmp_path)
-    assert len(lines) == 2 and all(COMPACTION_FAILED in line and "1 of 1 case" in line for line in lines)
-    assert lines[0].startswith("codex") and lines[1].startswith("opencode")
+    did_not = [line for line in lines if "did not compact" in line]
+    assert len(did_not) == 2 and all("history went on unchanged" in line and "1 of 1 case" in line for line in did_not)
+    assert did_not[0].startswith("codex") and did_not[1].startswith("opencode")
+    assert all("endpoint unreachable" in line for line in did_not)
+    assert p.loc["codex", "summary_failed"] and p.loc["futureos-deterministic", "summary_failed"] == ""
+
+
+def test_an_arm_that_compacts_without_its_summary_is_reported_as_such(setup, tmp_path):
+    """OpenCode's pinned code drops the head when its summary fails after it wrote a tail start (issue 46):
+    it compacted (``compaction_failed`` empty) but without a summary (``summary_failed`` says why), and the
+    report says so in its own sentence, not as "history unchanged"."""
+    from compaction_lab.core import runfolder
+    from compaction_lab.report import share
+
+    case, sessions = setup
+    ctx = CompactionContext(window=20000, output_ceiling=1000, summarizer=_Failing())
+    r = closed.run_closed([case], sessions, ["opencode"], ctx, VerbatimReader())
+    row = r.projections.iloc[0]
+    assert row["compaction_failed"] == "" and "endpoint unreachable" in row["summary_failed"]
+    assert bool(row["compacted"])
+    runfolder.save_table(r.projections, tmp_path, "exam_projections")
+    (line,) = share.failed_compactions(tmp_path)
+    assert line.startswith("opencode") and "compacted without a summary" in line and "1 of 1 case" in line

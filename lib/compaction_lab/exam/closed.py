@@ -80,6 +80,7 @@ PROJECTION_COLUMNS: list[str] = [
     "summary_provider",
     "stand_in",
     "fallback",
+    "summary_failed",
     "compaction_failed",
 ]
 
@@ -106,9 +107,11 @@ class ClosedResult:
         units), its size in the model's tokens (``tokens_model``) and the session's ``calibration`` factor
         (null: uncalibrated), the usable capacity W − O and whether the projection exceeds it
         (``over_window``, the model's tokens), whether the arm ``compacted``, and who wrote its summary (summarizer, stand-in, fallback).
-        ``compaction_failed`` is the reason the arm's agent did not compact (its summary call failed
-        and, as upstream does, it sent the history unchanged: `strategies.base.COMPACTION_FAILED`),
-        else empty.
+        ``summary_failed`` is why the arm's summary call failed (the receipt's error), else empty;
+        ``compaction_failed`` is the reason the arm's agent did not compact (as its pinned code does, it
+        sent the history unchanged: `strategies.base.COMPACTION_FAILED`), else empty. A failed summary
+        with no ``compaction_failed`` is an arm that compacted without one (its fallback, or OpenCode's
+        pinned code dropping the head).
     """
 
     answers: pd.DataFrame
@@ -183,6 +186,7 @@ def projection_row(
         "summary_provider": r.provider if r is not None else None,
         "stand_in": bool(r.stand_in) if r is not None else False,
         "fallback": bool(r.fallback) if r is not None else False,
+        "summary_failed": (r.error or "summary unavailable") if r is not None and r.fallback else "",
         "compaction_failed": str(p.notes.get("compaction_failed") or ""),
     }
 

@@ -26,7 +26,6 @@ from compaction_lab.exam import cases as exam_cases
 from compaction_lab.exam import imported, stats
 from compaction_lab.report.figures import run_figures
 from compaction_lab.report.figures._common import distinct_text
-from compaction_lab.strategies.base import COMPACTION_FAILED
 
 #: Table name of the headline in a run folder (written by notebook 06).
 HEADLINE = "headline"
@@ -977,10 +976,13 @@ BY_SESSION_VIEW = {"session_id": "session", "strategy_label": "strategy", "retai
 
 
 def failed_compactions(run_dir: Path) -> list[str]:
-    """One sentence per arm whose agent did not compact in some cases (its summary call failed).
+    """One sentence per arm whose agent did not compact in some cases, or compacted without a summary, and why.
 
-    Read from ``exam_projections``' ``compaction_failed``: such a projection is
-    the history as it was, examined and priced as the agent would have sent it.
+    It did not compact when its summary call failed (Codex, OpenCode with no tail start written or
+    ``on_failure: intent``) or its summary was made and discarded (Aider's pinned race): read from
+    ``exam_projections``' ``compaction_failed``, such a projection is the history as it was. It compacted
+    without a summary when the call failed and the arm went on (a template, OpenCode's pinned code dropping
+    the head): ``summary_failed`` set, ``compaction_failed`` empty. Both are examined and priced as sent.
     """
     proj = runfolder.maybe_table(Path(run_dir), "exam_projections")
     if proj is None or proj.empty or "compaction_failed" not in proj.columns:
@@ -992,8 +994,19 @@ def failed_compactions(run_dir: Path) -> list[str]:
         if n:
             why = "; ".join(dict.fromkeys(g.loc[g["failed"], "compaction_failed"].astype(str)))
             lines.append(
-                f"{label}: {COMPACTION_FAILED} in {n} of {_plural(len(g), 'case')}, as the agent does when its "
-                f"summary call fails ({why}); those requests are examined and priced as sent."
+                f"{label}: did not compact in {n} of {_plural(len(g), 'case')} — the history went on unchanged, as "
+                f"the agent's pinned code leaves it ({why}); those requests are examined and priced as sent."
+            )
+    if "summary_failed" not in proj.columns:
+        return lines
+    without = (proj["summary_failed"].fillna("").astype(str) != "") & ~failed
+    for label, g in proj.assign(without=without).groupby("strategy_label", sort=True):
+        n = int(g["without"].sum())
+        if n:
+            why = "; ".join(dict.fromkeys(g.loc[g["without"], "summary_failed"].astype(str)))
+            lines.append(
+                f"{label}: its summary call failed in {n} of {_plural(len(g), 'case')} and it compacted without a "
+                f"summary, as the arm documents ({why}); those requests are examined and priced as sent."
             )
     return lines
 

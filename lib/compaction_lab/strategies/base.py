@@ -267,10 +267,11 @@ def summary_label(receipt: SummaryReceipt, fallback_label: str) -> str:
     return STAND_IN_LABEL if receipt.stand_in else f"summary ({receipt.provider})"
 
 
-#: What a projection is when the agent's summary call failed and the agent, as upstream does, did not
-#: compact: its next request carries the live history as it was (Codex's compact task errors, OpenCode's
-#: processor stops). The arm's ``notes["compaction_failed"]`` holds the reason; the exam and the cost
-#: model take the projection as sent (over the window, it is flagged, never ranked).
+#: What a projection is when the agent, as its pinned code does, did not compact: its next request
+#: carries the live history as it was (Codex's compact task errors; OpenCode's processor stops before
+#: it wrote a tail start, or ``on_failure: intent``; Aider discards its summary). The arm's
+#: ``notes["compaction_failed"]`` holds the reason; the exam and the cost model take the projection as
+#: sent (over the window, it is flagged, never ranked).
 COMPACTION_FAILED = "compaction failed, history unchanged"
 
 #: Values of the ``on_failure`` parameter of the arms whose agent keeps the history on a failed summary:
