@@ -7,6 +7,8 @@ the arm ``claude-code (reconstructed)`` (`LABEL_TAG`, read by `labels.strategy_l
 main conversation (``prefix-shared``) with no output cap of its own (the model's O, `output_cap`);
 a next request of one user message (preface, summary, continue) plus up to 5 re-attached files and
 the todo list, with no verbatim tail. Microcompact (a parameter) clears upstream's tool set exactly.
+A summary answer with no text does not compact (upstream throws): the history goes out unchanged,
+``notes["compaction_failed"]`` = `NO_SUMMARY_TEXT`.
 
 Key names: `ClaudeCode` (the strategy), `fork_request`, `output_cap`, `format_summary`, `microcompact`,
 `recent_files` / `apply_edit` / `read_view`, `live_history`, `NINE_SECTION_INSTRUCTION`,
@@ -25,7 +27,7 @@ from typing import Any
 
 from compaction_lab.core import bounded_json
 from compaction_lab.core.fingerprints import sha256_text
-from compaction_lab.core.projection import Projection, Segment, SummaryReceipt, SummaryRequest
+from compaction_lab.core.projection import Projection, Segment, SentRequest, SummaryReceipt, SummaryRequest
 from compaction_lab.core.session import Record, Session
 from compaction_lab.core.tokens import counter
 from compaction_lab.strategies.base import (
@@ -35,6 +37,7 @@ from compaction_lab.strategies.base import (
     history,
     read_prompt,
     record_messages,
+    role_of,
     summarize_or_template,
     summary_label,
 )
@@ -56,6 +59,14 @@ MAX_FILES_TO_RESTORE = 5  # POST_COMPACT_MAX_FILES_TO_RESTORE
 MAX_TOKENS_PER_FILE = 5_000  # POST_COMPACT_MAX_TOKENS_PER_FILE
 FILES_TOKEN_BUDGET = 50_000  # POST_COMPACT_TOKEN_BUDGET
 CLEARED_TOOL_RESULT = "[Old tool result content cleared]"
+
+#: ``notes["compaction_failed"]`` when the summarizer answered with no text: upstream's compaction throws
+#: (``getAssistantMessageText`` trims the text, ``""`` is null, messages.ts:2843-2859; ``if (!summary)`` throws
+#: "Failed to generate conversation summary", compact.ts:493-506 [M]) and auto-compact returns
+#: ``wasCompacted: false`` (autoCompact.ts:334-349 [M]): the next request carries the history unchanged.
+NO_SUMMARY_TEXT = "empty answer: Claude Code throws 'Failed to generate conversation summary' and does not compact"
+#: Label of a record microcompact cleared, in a history sent unchanged.
+MICROCOMPACT_LABEL = "microcompact (cleared tool result)"
 
 TEMPLATE = "claude-code-9"
 REQUEST_SHAPE = "prefix-shared"
@@ -810,11 +821,13 @@ class ClaudeCode:
             summary_cap = max(0, min(summary_out, room - reserve))
             req, notes["ptl_dropped_turns"], fork_tokens = self._fit_fork(recs, ctx, summary_cap)
             notes["fork_tokens"] = fork_tokens
-            text, receipt = self._summarise(req, ctx)
+            text, receipt, no_text = self._summarise(req, ctx)
+            if no_text:  # upstream throws: no compaction, the history goes out as it was (`NO_SUMMARY_TEXT`)
+                return self._unchanged(session, cut, ctx, recs, req, receipt, notes)
             if cnt.count(text) > room - reserve:  # a summarizer overshot its cap
                 text = _truncate_tokens(text, room - reserve, ctx)
                 notes["summary_truncated"] = True
-            receipt = replace(receipt, text=text)
+            receipt = replace(receipt, text=text or receipt.text)  # formatted to nothing: the answer (`_summarise`)
             # one user message: the preface, the summary, the instruction to carry on
             segs.append(Segment("header", "user", SUMMARY_PREFACE, message="compact-summary"))
             # Labelled as every arm labels its summary: the stand-in, the summarizer, or the empty template.
@@ -938,12 +951,81 @@ class ClaudeCode:
             notes["reattached_files"].append(f.path)
         return out + ([todo_seg] if todo_seg is not None else [])
 
-    def _summarise(self, req: SummaryRequest, ctx: CompactionContext) -> tuple[str, SummaryReceipt]:
+    def _summarise(self, req: SummaryRequest, ctx: CompactionContext) -> tuple[str, SummaryReceipt, bool]:
+        """Return the formatted summary, its receipt, and whether the answer had no text (upstream throws).
+
+        No text is judged on the answer as upstream reads it, trimmed, before formatting
+        (``getAssistantMessageText``, messages.ts:2843-2859 [M]): an answer of only an ``<analysis>``
+        block is a summary upstream, formatted to nothing. Its receipt keeps the answer, so a replayed
+        checkpoint formats it again.
+        """
         text, receipt = summarize_or_template(ctx, req)
         if receipt.fallback:  # no room, unavailable or failed: the empty template, the receipt says why
-            return text, receipt
-        text = format_summary(text)
-        return text, replace(receipt, text=text)
+            return text, receipt, False
+        if not text.strip():
+            return "", replace(receipt, text=text), True
+        formatted = format_summary(text)
+        return formatted, replace(receipt, text=formatted or text), False
+
+    def _unchanged(
+        self,
+        session: Session,
+        cut: int,
+        ctx: CompactionContext,
+        recs: Sequence[Record],
+        req: SummaryRequest,
+        receipt: SummaryReceipt,
+        notes: dict[str, Any],
+    ) -> Projection:
+        """Project the next request when the summary had no text: system, tools, the live history unchanged.
+
+        A record microcompact cleared (param ``microcompact_keep_recent``) goes out cleared, as an
+        ``omitted_marker``; the summary request was sent and billed (``sent_requests``), nothing came back.
+        """
+        cnt = counter(ctx.encoding)
+        original = {r.source_order: r.text for r in history(session, cut)}
+        segs = [
+            Segment("system", "system", ctx.shape.system_prompt),
+            Segment("tools", "system", ctx.shape.tools_text()),
+        ]
+        for r in recs:
+            if r.text == original.get(r.source_order, r.text):
+                segs.append(Segment("tail", role_of(r), r.text, (r.entry_id,), record_kind=r.kind))
+            else:
+                segs.append(
+                    Segment(
+                        "omitted_marker",
+                        role_of(r),
+                        r.text,
+                        (r.entry_id,),
+                        record_kind=r.kind,
+                        label=MICROCOMPACT_LABEL,
+                    )
+                )
+        cap = ctx.window - ctx.output_ceiling
+        tokens = sum(cnt.count_many([s.text for s in segs]))
+        notes.update(
+            {
+                "compaction_failed": NO_SUMMARY_TEXT,
+                "summary_cap": req.max_output_tokens,
+                "instruction_sha256": sha256_text(self.instruction(ctx)),
+                "tokens": tokens,
+                "fits": tokens <= cap,
+            }
+        )
+        return Projection(
+            strategy=self.name,
+            algorithm_version=self.algorithm_version,
+            session_id=session.id,
+            cut=cut,
+            segments=tuple(segs),
+            capacity=cap,
+            estimator=self.estimator,
+            summary_request=req,
+            receipt=receipt,
+            notes=notes,
+            sent_requests=(SentRequest(req, 0),),
+        )
 
 
 # request_shape: as docs/strategies.md documents it, written out (not REQUEST_SHAPE) so verify checks the code.
@@ -955,7 +1037,9 @@ __all__ = [
     "CONTINUE_INSTRUCTION",
     "ClaudeCode",
     "LABEL_TAG",
+    "MICROCOMPACT_LABEL",
     "NINE_SECTION_INSTRUCTION",
+    "NO_SUMMARY_TEXT",
     "ReadView",
     "RecentFile",
     "SUMMARY_PREFACE",
