@@ -15,7 +15,7 @@ from compaction_lab.exam import readers
 from compaction_lab.exam.model_reader import ModelReader, normalise_answer
 from compaction_lab.exam.types import NOT_FOUND, Question
 from compaction_lab.ingest import synthetic
-from compaction_lab.strategies import CompactionContext, labels
+from compaction_lab.strategies import CompactionContext, labels, pi_agent
 from compaction_lab.summarize.endpoint import TOOL_OUTPUT_PREFIX, wire_body
 from tests.fake_openai_server import FakeOpenAIServer, Scripted, completion
 from tests.helpers import make_session
@@ -96,6 +96,22 @@ def test_an_empty_answer_is_an_answer_each_arm_reads(server, model, chain):
     # Codex reads it as a compaction turn with no assistant message (param no_answer), and compacts
     assert not p.receipt.fallback and p.receipt.error is None and p.receipt.output_tokens == 2
     assert not p.notes.get("compaction_failed") and p.notes["summary_suffix"] in ("previous_reply", "empty")
+    # pi keeps it (its file lists after it); Claude Code does not compact; Gemini CLI rejects the snapshot
+    server.script(Scripted(body=completion("")))
+    pi = strategies.compact(chain, "pi", None, ctx)
+    (summ,) = [s for s in pi.segments if s.kind == "summary"]
+    lists = pi_agent.format_file_operations(list(pi.notes["read_files"]), list(pi.notes["modified_files"]))
+    body = pi.receipt.text  # the answer, "" (after "No prior history." and the separator on a split turn)
+    assert not pi.receipt.fallback and summ.text == body + lists
+    assert body in ("", pi_agent.NO_PRIOR_HISTORY + pi_agent.SPLIT_TURN_SEPARATOR)
+    server.script(Scripted(body=completion("")))
+    cc = strategies.compact(chain, "claude-code", None, ctx)
+    assert not cc.receipt.fallback and cc.notes["compaction_failed"] and "summary" not in [s.kind for s in cc.segments]
+    server.script(Scripted(body=completion("")), Scripted(body=completion("")))
+    gem = strategies.compact(chain, "gemini-cli", None, ctx)
+    # the history kept, or (when it does not fit W - O) the compressed projection, the rejection noted
+    status = gem.notes.get("rejection_overridden") or gem.notes["compression_status"]
+    assert not gem.receipt.fallback and status == "COMPRESSION_FAILED_EMPTY_SUMMARY"
 
 
 def test_a_committed_summary_is_not_requested_again(server, model, chain, tmp_path):
