@@ -987,27 +987,30 @@ def failed_compactions(run_dir: Path) -> list[str]:
     proj = runfolder.maybe_table(Path(run_dir), "exam_projections")
     if proj is None or proj.empty or "compaction_failed" not in proj.columns:
         return []
-    failed = proj["compaction_failed"].fillna("").astype(str) != ""
+
+    def reason(column: str) -> pd.Series:
+        return proj[column].fillna("").astype(str) if column in proj.columns else pd.Series("", index=proj.index)
+
+    failed, summary_failed = reason("compaction_failed"), reason("summary_failed")
+    kinds = (  # (which cases, why, what the sentence says of them)
+        (
+            failed != "",
+            failed,
+            "did not compact in {n} — the history went on unchanged, as the agent's pinned code leaves it",
+        ),
+        (
+            (summary_failed != "") & (failed == ""),
+            summary_failed,
+            "its summary call failed in {n} and it compacted without a summary, as the arm documents",
+        ),
+    )
     lines = []
-    for label, g in proj.assign(failed=failed).groupby("strategy_label", sort=True):
-        n = int(g["failed"].sum())
-        if n:
-            why = "; ".join(dict.fromkeys(g.loc[g["failed"], "compaction_failed"].astype(str)))
-            lines.append(
-                f"{label}: did not compact in {n} of {_plural(len(g), 'case')} — the history went on unchanged, as "
-                f"the agent's pinned code leaves it ({why}); those requests are examined and priced as sent."
-            )
-    if "summary_failed" not in proj.columns:
-        return lines
-    without = (proj["summary_failed"].fillna("").astype(str) != "") & ~failed
-    for label, g in proj.assign(without=without).groupby("strategy_label", sort=True):
-        n = int(g["without"].sum())
-        if n:
-            why = "; ".join(dict.fromkeys(g.loc[g["without"], "summary_failed"].astype(str)))
-            lines.append(
-                f"{label}: its summary call failed in {n} of {_plural(len(g), 'case')} and it compacted without a "
-                f"summary, as the arm documents ({why}); those requests are examined and priced as sent."
-            )
+    for mask, why, says in kinds:
+        for label, g in proj.assign(hit=mask, why=why).groupby("strategy_label", sort=True):
+            if g["hit"].any():
+                n = f"{int(g['hit'].sum())} of {_plural(len(g), 'case')}"
+                whys = "; ".join(dict.fromkeys(g.loc[g["hit"], "why"]))
+                lines.append(f"{label}: {says.format(n=n)} ({whys}); those requests are examined and priced as sent.")
     return lines
 
 
