@@ -251,7 +251,9 @@ def test_reattachment_budget_is_fifty_thousand_rough_tokens():
 
 
 def test_no_provider_gives_the_empty_template():
-    p = compact(session())
+    """The what-if ``on_failure: placeholder`` (the lab's behaviour before issue 46); the default does not
+    compact on a failed call (tests/strategies/test_failure_claude_code.py)."""
+    p = compact(session(), ctx_for(on_failure="placeholder"))
     (summary,) = [s for s in p.segments if s.kind == "summary"]
     assert summary.text == empty_template("claude-code-9") and summary.label == "empty template (no summary)"
     assert p.receipt.fallback and "no summary provider" in p.receipt.error and p.summary_request is not None
@@ -260,7 +262,9 @@ def test_no_provider_gives_the_empty_template():
 def test_failing_provider_is_recorded():
     for err, expect in ((RuntimeError("boom"), "RuntimeError: boom"), (SummaryUnavailable("down"), "down")):
         p = compact(session(), ctx_for(summarizer=FakeSummarizer(error=err)))
-        assert p.receipt.fallback and p.receipt.error == expect
+        assert p.receipt.fallback and p.receipt.error == expect and p.notes["compaction_failed"] == expect
+        p = compact(session(), ctx_for(summarizer=FakeSummarizer(error=err), on_failure="placeholder"))
+        assert p.receipt.fallback and p.receipt.error == expect and "compaction_failed" not in p.notes
 
 
 def test_small_window_never_past_capacity():

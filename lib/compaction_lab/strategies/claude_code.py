@@ -8,7 +8,12 @@ main conversation (``prefix-shared``) with no output cap of its own (the model's
 a next request of one user message (preface, summary, continue) plus up to 5 re-attached files and
 the todo list, with no verbatim tail. Microcompact (a parameter) clears upstream's tool set exactly.
 A summary answer with no text does not compact (upstream throws): the history goes out unchanged,
-``notes["compaction_failed"]`` = `NO_SUMMARY_TEXT`.
+``notes["compaction_failed"]`` = `NO_SUMMARY_TEXT`. Nor does a failed summary call (the summarizer
+unavailable or raising: upstream's fork, then its streaming fallback, fail and compaction throws):
+``notes["compaction_failed"]`` = the receipt's error. Param ``on_failure`` (`base.failure_mode`):
+``"upstream"`` (that, the default) or ``"placeholder"`` (the lab's older what-if: compact around the
+empty template). A summary with no room under the lab's ceiling ``W - O`` is not a failure upstream
+(the fork sets no cap): it compacts around the empty template in both modes.
 
 Key names: `ClaudeCode` (the strategy), `fork_request`, `output_cap`, `format_summary`, `microcompact`,
 `recent_files` / `apply_edit` / `read_view`, `live_history`, `NINE_SECTION_INSTRUCTION`,
@@ -31,9 +36,11 @@ from compaction_lab.core.projection import Projection, Segment, SentRequest, Sum
 from compaction_lab.core.session import Record, Session
 from compaction_lab.core.tokens import counter
 from compaction_lab.strategies.base import (
+    COMPACTION_FAILED,
     STRATEGIES,
     CompactionContext,
     est_chars4,
+    failure_mode,
     history,
     read_prompt,
     record_messages,
@@ -65,6 +72,16 @@ CLEARED_TOOL_RESULT = "[Old tool result content cleared]"
 #: "Failed to generate conversation summary", compact.ts:493-506 [M]) and auto-compact returns
 #: ``wasCompacted: false`` (autoCompact.ts:334-349 [M]): the next request carries the history unchanged.
 NO_SUMMARY_TEXT = "empty answer: Claude Code throws 'Failed to generate conversation summary' and does not compact"
+# A failed summary call (param ``on_failure``, `base.ON_FAILURE_CHOICES`; default ``"upstream"``): the summarizer
+# unavailable or raising stands for the API failing. Upstream's fork then fails — the API error comes back as a
+# synthetic ``isApiErrorMessage`` or throws, and the fork falls back (compact.ts:1201-1247 [M]) — and so does the
+# streaming fallback to the same model: its error is yielded as an assistant message starting "API Error"
+# (claude.ts:2743-2806), which ``compactConversation`` throws (compact.ts:507-515), or no response comes and it
+# throws (compact.ts:1359-1392). ``compactConversation`` rethrows (compact.ts:749-756), ``autoCompactIfNeeded``
+# returns ``wasCompacted: false`` (autoCompact.ts:334-349) and the turn goes on with ``messagesForQuery`` as it
+# was, microcompact applied (query.ts:419, 454-549): the history unchanged, ``notes["compaction_failed"]`` = the
+# receipt's error. ``"placeholder"``: compact around the empty template (the lab's behaviour before issue 46).
+
 #: Label of a record microcompact cleared, in a history sent unchanged.
 MICROCOMPACT_LABEL = "microcompact (cleared tool result)"
 
@@ -793,6 +810,7 @@ class ClaudeCode:
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
         """Project the next request after the reconstructed Claude Code compacts the session at `cut`."""
         keep_recent, summary_out = _keep_recent(ctx), output_cap(ctx)  # bad parameters fail before any work
+        on_failure = failure_mode(ctx, self.name)
         recs = live_history(session, cut, ctx)
         notes: dict[str, Any] = {
             "label_tag": self.label_tag,
@@ -823,7 +841,12 @@ class ClaudeCode:
             notes["fork_tokens"] = fork_tokens
             text, receipt, no_text = self._summarise(req, ctx)
             if no_text:  # upstream throws: no compaction, the history goes out as it was (`NO_SUMMARY_TEXT`)
-                return self._unchanged(session, cut, ctx, recs, req, receipt, notes)
+                return self._unchanged(session, cut, ctx, recs, req, receipt, notes, NO_SUMMARY_TEXT)
+            if receipt.fallback and req.max_output_tokens > 0 and on_failure == "upstream":
+                # the call failed: upstream's fork and its streaming fallback fail, compaction throws (see above);
+                # no room under W - O is the lab's ceiling, not a failure upstream: it compacts below
+                failed = receipt.error or COMPACTION_FAILED
+                return self._unchanged(session, cut, ctx, recs, req, receipt, notes, failed)
             if cnt.count(text) > room - reserve:  # a summarizer overshot its cap
                 text = _truncate_tokens(text, room - reserve, ctx)
                 notes["summary_truncated"] = True
@@ -976,11 +999,15 @@ class ClaudeCode:
         req: SummaryRequest,
         receipt: SummaryReceipt,
         notes: dict[str, Any],
+        reason: str,
     ) -> Projection:
-        """Project the next request when the summary had no text: system, tools, the live history unchanged.
+        """Project the next request when upstream's compaction throws: system, tools, the live history unchanged.
 
-        A record microcompact cleared (param ``microcompact_keep_recent``) goes out cleared, as an
-        ``omitted_marker``; the summary request was sent and billed (``sent_requests``), nothing came back.
+        `reason` goes into ``notes["compaction_failed"]``: `NO_SUMMARY_TEXT` for an answer with no text, the
+        receipt's error for a failed call. A record microcompact cleared (param ``microcompact_keep_recent``)
+        goes out cleared, as an ``omitted_marker``. The summary request was sent (``sent_requests``) and
+        nothing came back; the cost model bills it when an answer came (no text), not when the call failed
+        (``receipt.fallback``).
         """
         cnt = counter(ctx.encoding)
         original = {r.source_order: r.text for r in history(session, cut)}
@@ -1006,7 +1033,7 @@ class ClaudeCode:
         tokens = sum(cnt.count_many([s.text for s in segs]))
         notes.update(
             {
-                "compaction_failed": NO_SUMMARY_TEXT,
+                "compaction_failed": reason,
                 "summary_cap": req.max_output_tokens,
                 "instruction_sha256": sha256_text(self.instruction(ctx)),
                 "tokens": tokens,
