@@ -288,7 +288,7 @@ def test_reverse_budget_truncates_older_function_responses():
 
 def test_fires_at_half_the_token_limit():
     s = strategies.get(NAME)
-    assert s.algorithm_version == "gemini-cli-1" and s.estimator == "tiktoken"
+    assert s.algorithm_version == "gemini-cli-2" and s.estimator == "tiktoken"
     assert s.fires(64_000, ctx_for()) and not s.fires(63_999, ctx_for())
     assert s.fires(89_600, ctx_for(compression_threshold=0.7)) and not s.fires(
         89_599, ctx_for(compression_threshold=0.7)
@@ -377,7 +377,8 @@ def test_inflated_count_rejected_keeps_history():
 
 
 def test_no_provider_gives_empty_template():
-    p = strategies.compact(session(), NAME, None, ctx_for())
+    """``on_failure: placeholder`` (the default keeps the history: test_failure_gemini_cli.py)."""
+    p = strategies.compact(session(), NAME, None, ctx_for(on_failure="placeholder"))
     (s,) = [x for x in p.segments if x.kind == "summary"]
     assert s.text == empty_template("gemini-state-snapshot") and p.receipt.fallback
 

@@ -6,11 +6,17 @@ split point (70% of its JSON characters) becomes a ``<state_snapshot>`` written 
 compression prompt and checked by a verification probe; the next request is the environment
 context, the snapshot, the model's acknowledgement (`ACK`) and the kept history.
 
+A failed summary call (the snapshot's or the probe's) throws through ``compress`` and ``tryCompressChat``
+upstream: the history is never replaced. Param ``on_failure`` (`base.failure_mode`): ``upstream``
+(default) projects the live history unchanged, ``notes["compaction_failed"]`` the reason;
+``placeholder`` (the lab's older behaviour) compresses around the empty template, or the first
+snapshot when only the probe failed.
+
 Key names: `GeminiCli` (the strategy), `contents`, `est_gemini`, `truncate_threshold`,
 `truncate_to_budget`, `format_truncated`, `find_compress_split_point`, `live_history`,
 `COMPRESSION_PROMPT`, `VERIFY_INSTRUCTION`.
 
-Design: docs/strategies.md#gemini_cli (rules ``gemini-cli-1``, rejections, our decisions);
+Design: docs/strategies.md#gemini_cli (rules ``gemini-cli-2``, rejections, our decisions);
 rule → upstream file:line: ``strategies/UPSTREAM.md``, section "gemini-cli".
 """
 
@@ -36,9 +42,11 @@ from compaction_lab.core.session import Record, Session
 from compaction_lab.core.text import js_length
 from compaction_lab.core.tokens import counter
 from compaction_lab.strategies.base import (
+    COMPACTION_FAILED,
     STRATEGIES,
     CompactionContext,
     call_summarizer,
+    failure_mode,
     history,
     read_prompt,
     role_of,
@@ -48,7 +56,7 @@ from compaction_lab.strategies.base import (
 from compaction_lab.summarize import extractive
 from compaction_lab.summarize.extractive import Section, Template, empty_template
 
-ALGORITHM_VERSION = "gemini-cli-1"
+ALGORITHM_VERSION = "gemini-cli-2"
 UPSTREAM_COMMIT = "5411f113cafae26161b4969b0237b8e1e024e2c2"
 ESTIMATOR = "tiktoken"
 REQUEST_SHAPE = "own-system+history"
@@ -68,6 +76,10 @@ MAX_RECURSION_DEPTH = 3
 DEFAULT_CHARS_PER_TOKEN = 4
 #: Our floor for the summary's room when fitting W - O (not upstream).
 MIN_SUMMARY_TOKENS = 1_000
+#: ``notes["compression_status"]`` when a summary call failed and the history is kept (``on_failure:
+#: upstream``). Not one of upstream's ``CompressionStatus`` values: ``compress`` throws, so none is returned
+#: (chatCompressionService.ts:361-407; client.ts:1206-1214, 1036-1041).
+CALL_FAILED = "CALL_FAILED"
 
 #: Short fixed strings, exact (chatCompressionService.ts:357-359, 369, 398, 438).
 ANCHOR_PREVIOUS = (
@@ -512,13 +524,29 @@ class GeminiCli:
         return replace(first, messages=tuple(msgs))
 
     def _summarise(
-        self, req: SummaryRequest, ctx: CompactionContext, notes: dict[str, Any], sent: list[SentRequest] | None = None
-    ) -> tuple[str, SummaryReceipt]:
-        """Ask for the snapshot, then the verification probe; each request sent is appended to `sent` (priced apart)."""
+        self,
+        req: SummaryRequest,
+        ctx: CompactionContext,
+        notes: dict[str, Any],
+        sent: list[SentRequest] | None = None,
+        on_failure: str = "upstream",
+    ) -> tuple[str | None, SummaryReceipt]:
+        """Ask for the snapshot, then the verification probe; each request sent is appended to `sent` (priced apart).
+
+        Returns ``(None, receipt)`` when a call failed and ``on_failure`` is ``"upstream"``: either await
+        throws out of ``compress`` (chatCompressionService.ts:361-379, 384-407), so nothing is compressed —
+        the probe's failure loses the first snapshot too. The receipt says why (``fallback=True``).
+        """
         sent = [] if sent is None else sent
-        text, receipt = summarize_or_template(ctx, req)
-        if receipt.fallback:  # no room, unavailable or failed: the empty template, the receipt says why (no probe)
-            return text, receipt
+        if req.max_output_tokens <= 0:  # no room (our rule): the empty template, nothing asked (no probe)
+            return summarize_or_template(ctx, req)
+        text, receipt = call_summarizer(ctx, req)
+        if text is None:  # unavailable or failed
+            notes["failed_call"] = "snapshot"
+            if on_failure == "upstream":
+                return None, receipt
+            empty = empty_template(self.template)  # placeholder: the lab's older behaviour (no probe)
+            return empty, replace(receipt, text=empty)
         summary = text
         cnt = counter(ctx.encoding)
         sent.append(SentRequest(req, cnt.count(text)))
@@ -536,19 +564,25 @@ class GeminiCli:
                 "error": vrec.error,
                 "used": bool((vtext or "").strip()),
             }
-            final = ((vtext or "").strip() or summary).strip()
             receipt = replace(
                 receipt,
                 input_tokens=receipt.input_tokens + vrec.input_tokens,
                 cached_tokens=receipt.cached_tokens + vrec.cached_tokens,
                 output_tokens=receipt.output_tokens + vrec.output_tokens,
             )
+            if vtext is None:
+                notes["failed_call"] = "verify"
+                if on_failure == "upstream":  # the first snapshot came back, then the probe threw: nothing kept
+                    error = f"verification probe: {vrec.error or COMPACTION_FAILED}"
+                    return None, replace(receipt, fallback=True, error=error)
+            final = ((vtext or "").strip() or summary).strip()
         else:
             final = summary.strip()
         return final, replace(receipt, text=final)
 
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
         """Project the next request after Gemini CLI compresses the session at `cut`."""
+        on_failure = failure_mode(ctx, self.name)
         recs = live_history(session, cut, ctx)
         cnt = counter(ctx.encoding)
         cap = ctx.window - ctx.output_ceiling
@@ -569,6 +603,7 @@ class GeminiCli:
             "split_moved": 0,
             "summary_from": None,
             "rejection_overridden": None,
+            "on_failure": on_failure,
         }
         items = contents(recs)
         notes["contents"] = len(items)
@@ -609,7 +644,15 @@ class GeminiCli:
         summary_cap = max(0, min(ctx.output_ceiling, room))
         req = self.summary_request(for_summary, ctx, summary_cap)
         sent: list[SentRequest] = []
-        text, receipt = self._summarise(req, ctx, notes, sent)
+        answer, receipt = self._summarise(req, ctx, notes, sent, on_failure)
+        if answer is None:  # upstream: the call threw through compress and tryCompressChat, the history never replaced
+            notes["compaction_failed"] = receipt.error or COMPACTION_FAILED
+            notes["summary_cap"] = summary_cap
+            return replace(
+                self._finish(session, cut, frame + verbatim, cap, req, receipt, CALL_FAILED, notes, ctx),
+                sent_requests=tuple(sent) if len(sent) > 1 else (),
+            )
+        text = answer
         status = "COMPRESSED"
         if not text.strip():
             status = "COMPRESSION_FAILED_EMPTY_SUMMARY"
