@@ -1,10 +1,13 @@
 r"""``pi`` — the pi coding agent's compaction (badlogic/pi-mono, ``packages/coding-agent``).
 
-Module ``pi_agent`` (not ``pi``, which is the importer's name); strategy name ``pi`` (``pi-1``).
+Module ``pi_agent`` (not ``pi``, which is the importer's name); strategy name ``pi`` (``pi-2``).
 Pinned at badlogic/pi-mono@83378aad7e74a0e2bb8f37c007a9685fb4609d8a. Triggers when the input
 passes ``W - reserve_tokens``; keeps the newest entries up to ``keep_recent_tokens`` verbatim
 after one user message holding the summary (a split turn's prefix summarised apart), with
-``<read-files>`` / ``<modified-files>`` lists appended.
+``<read-files>`` / ``<modified-files>`` lists appended. A failed summary call (or a split turn's
+prefix call) makes pi's compaction throw, caught by the agent session, which keeps its messages:
+param ``on_failure`` (`base.failure_mode`; ``upstream`` default: the live history unchanged,
+``notes["compaction_failed"]``; ``placeholder``: the lab's older empty-template compaction).
 
 Key names: `PiStrategy` (`PiStrategy.fires`, `PiStrategy.summary_request`, `PiStrategy.compact`),
 `RESERVE_TOKENS`, `KEEP_RECENT_TOKENS`, `estimate_entry`, `session_entries`, `find_cut_point`,
@@ -31,8 +34,10 @@ from compaction_lab.core.session import Record, Session
 from compaction_lab.core.text import js_length, js_slice
 from compaction_lab.core.tokens import counter
 from compaction_lab.strategies.base import (
+    COMPACTION_FAILED,
     STRATEGIES,
     CompactionContext,
+    failure_mode,
     read_prompt,
     role_of,
     summarize_or_template,
@@ -41,7 +46,7 @@ from compaction_lab.strategies.base import (
 from compaction_lab.summarize import extractive
 from compaction_lab.summarize.extractive import Block, Section, Template, parse_blocks
 
-ALGORITHM_VERSION = "pi-1"
+ALGORITHM_VERSION = "pi-2"  # pi-2: on_failure="upstream" keeps the history on a failed summary
 PIN = "83378aad7e74a0e2bb8f37c007a9685fb4609d8a"
 
 RESERVE_TOKENS = 16_384  # DEFAULT_COMPACTION_SETTINGS.reserveTokens
@@ -709,7 +714,13 @@ class PiStrategy:
 
     # ---- compaction
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
-        """Project the next request after pi compacts the session at `cut`."""
+        """Project the next request after pi compacts the session at `cut`.
+
+        A summary call that fails (the summarizer unavailable or raising, or a request left no room
+        for an answer) makes upstream's ``compact`` throw; under ``on_failure="upstream"`` the
+        projection is then the live history unchanged (`_unchanged`, ``notes["compaction_failed"]``).
+        """
+        on_failure = failure_mode(ctx, self.name)
         cnt = counter(ctx.encoding)
         entries = session_entries(session, cut, ctx)
         segs = [
@@ -724,6 +735,7 @@ class PiStrategy:
             "pin": PIN,
             "reserve_tokens": self.reserve(ctx),
             "keep_recent_tokens": self.keep_recent(ctx),
+            "on_failure": on_failure,
         }
         prep, keep_used = self._plan(entries, ctx, room)
         if prep is None:
@@ -750,7 +762,27 @@ class PiStrategy:
             else None
         )
         pre_req = self.turn_prefix_request(prep.turn_prefix, ctx, p_cap) if split else None
-        body, receipt = self._summarise(hist_req, pre_req, ctx)
+        body, receipt, answers = self._summarise(hist_req, pre_req, ctx)
+        if receipt.fallback and on_failure == "upstream":
+            # compact() throws (compaction.ts:567-568, 805-806, Promise.all 732-745); _runAutoCompaction
+            # catches it before appendCompaction / replaceMessages (agent-session.ts:1886-1907, 1947-1959):
+            # the messages are kept and the next request carries them unchanged. A request left no room for an
+            # answer (max_output_tokens 0: reserve_tokens <= 1 upstream, or our room rule) is one the provider
+            # refuses: the same outcome.
+            notes.update(
+                {
+                    "is_split_turn": prep.is_split_turn,
+                    "summary_cap": h_cap,
+                    "turn_prefix_cap": p_cap,
+                    "turn_prefix_request": (
+                        pre_req.fingerprint() if pre_req is not None and hist_req is not None else None
+                    ),
+                }
+            )
+            asked = tuple(SentRequest(r, cnt.count(t) if t is not None else 0) for r, t in answers)
+            return self._unchanged(
+                session, cut, ctx, entries, segs, cap, notes, failed=(replace(receipt, text=""), asked)
+            )
         if cnt.count(body) > summary_room:  # a summarizer overshot its cap
             body = _truncate_tokens(body, summary_room, ctx)
             notes["summary_truncated"] = True
@@ -827,8 +859,14 @@ class PiStrategy:
         segs: list[Segment],
         cap: int,
         notes: dict[str, Any],
+        failed: tuple[SummaryReceipt, tuple[SentRequest, ...]] | None = None,
     ) -> Projection:
-        """Upstream does not compact (the last entry is a compaction, or there is nothing): the live context as is."""
+        """Project the live context as is: upstream did not compact.
+
+        Either there was nothing to do (the last entry is a compaction, or there is nothing), or
+        (`failed`: the receipt, ``fallback=True``, and every summary request sent, in order) the summary
+        call failed and the agent session kept its messages (``notes["compaction_failed"]``).
+        """
         comp, rest = live_entries(entries)
         if comp is not None:
             key = "compaction-summary"
@@ -840,13 +878,14 @@ class PiStrategy:
             segs += _entry_segments(e)
         cnt = counter(ctx.encoding)
         tokens = sum(cnt.count_many([s.text for s in segs]))
-        notes.update(
-            {
-                "skipped": "nothing to compact" if not entries else "the last entry is a compaction",
-                "tokens": tokens,
-                "fits": tokens <= cap,
-            }
-        )
+        notes.update({"tokens": tokens, "fits": tokens <= cap})
+        receipt: SummaryReceipt | None = None
+        sent: tuple[SentRequest, ...] = ()
+        if failed is None:
+            notes["skipped"] = "nothing to compact" if not entries else "the last entry is a compaction"
+        else:
+            receipt, sent = failed
+            notes["compaction_failed"] = receipt.error or COMPACTION_FAILED
         return Projection(
             strategy=self.name,
             algorithm_version=self.algorithm_version,
@@ -855,37 +894,48 @@ class PiStrategy:
             segments=tuple(segs),
             capacity=cap,
             estimator=self.estimator,
+            summary_request=sent[0].request if sent else None,
+            receipt=receipt,
             notes=notes,
+            sent_requests=sent,
         )
 
     def _summarise(
         self, hist: SummaryRequest | None, prefix: SummaryRequest | None, ctx: CompactionContext
-    ) -> tuple[str, SummaryReceipt]:
-        """Return the summary body (history, the split turn's prefix merged after it) and one receipt for both calls.
+    ) -> tuple[str, SummaryReceipt, tuple[tuple[SummaryRequest, str | None], ...]]:
+        """Return the summary body (history, the split turn's prefix merged after it), one receipt for both calls.
 
         The receipt is the main request's, its text the merged body and its token counts the sum of both
         calls. A checkpoint replay (`strategies._Replay`) answers the main request with that merged body,
-        so the prefix request is not asked again.
+        so the prefix request is not asked again. Both requests are asked even when the first fails:
+        upstream sends them together (``Promise.all``, compaction.ts:732-745). The third value lists each
+        request asked and its answer (None: the call failed or had no room).
         """
         main = hist or prefix
         assert main is not None
         replay = type(ctx.summarizer).__name__ == "_Replay"
         text, receipt = self._ask(main, ctx)
+        answers: tuple[tuple[SummaryRequest, str | None], ...] = ((main, None if receipt.fallback else text),)
         if replay or prefix is None or main is prefix:
             if main is prefix and not replay:
                 text = NO_PRIOR_HISTORY + SPLIT_TURN_SEPARATOR + text
-            return text, replace(receipt, text=text)
+            return text, replace(receipt, text=text), answers
         p_text, p_receipt = self._ask(prefix, ctx)
+        answers += ((prefix, None if p_receipt.fallback else p_text),)
         merged = text + SPLIT_TURN_SEPARATOR + p_text
         errors = [e for e in (receipt.error, p_receipt.error) if e]
-        return merged, replace(
-            receipt,
-            text=merged,
-            input_tokens=receipt.input_tokens + p_receipt.input_tokens,
-            cached_tokens=receipt.cached_tokens + p_receipt.cached_tokens,
-            output_tokens=receipt.output_tokens + p_receipt.output_tokens,
-            fallback=receipt.fallback or p_receipt.fallback,
-            error="; ".join(errors) or None,
+        return (
+            merged,
+            replace(
+                receipt,
+                text=merged,
+                input_tokens=receipt.input_tokens + p_receipt.input_tokens,
+                cached_tokens=receipt.cached_tokens + p_receipt.cached_tokens,
+                output_tokens=receipt.output_tokens + p_receipt.output_tokens,
+                fallback=receipt.fallback or p_receipt.fallback,
+                error="; ".join(errors) or None,
+            ),
+            answers,
         )
 
     @staticmethod
