@@ -81,6 +81,8 @@ NO_SUMMARY_TEXT = "empty answer: Claude Code throws 'Failed to generate conversa
 # returns ``wasCompacted: false`` (autoCompact.ts:334-349) and the turn goes on with ``messagesForQuery`` as it
 # was, microcompact applied (query.ts:419, 454-549): the history unchanged, ``notes["compaction_failed"]`` = the
 # receipt's error. ``"placeholder"``: compact around the empty template (the lab's behaviour before issue 46).
+# Not modelled: the fallback's caller checks only the "API Error" prefix, so an error worded otherwise (a timeout's
+# "Request timed out", errors.ts:433-443) becomes the summary upstream; the receipt keeps no error kind to tell.
 
 #: Label of a record microcompact cleared, in a history sent unchanged.
 MICROCOMPACT_LABEL = "microcompact (cleared tool result)"
