@@ -3,13 +3,16 @@
 The model summarizer now returns an answer with no text as ``""`` (it was billed), so each arm decides
 what an empty summary means, as its upstream does. Claude Code's rule (it does not compact) is in
 ``test_empty_answer_claude_code.py``; Codex's (``no_answer``) in ``test_codex_no_answer.py``; OpenCode's
-(an empty summary kept) in ``test_opencode_failure.py``. These pin the arms that already matched:
+(an empty summary kept) in ``test_opencode_failure.py``. These pin the other arms:
 
 - pi: ``generateSummary`` returns the joined text parts with no emptiness check (only ``stopReason ===
   "error"`` throws), ``compact`` appends the file lists and the entry is appended (badlogic/pi-mono @ 83378aad,
   packages/coding-agent/src/core/compaction/compaction.ts:567-576, 750-763; agent-session.ts:1904).
-- gemini-cli: the probe runs whatever the first answer; ``(probe.trim() || summary).trim()`` empty →
-  ``COMPRESSION_FAILED_EMPTY_SUMMARY``, history kept (chatCompressionService.ts:382-429 @ 5411f113).
+- gemini-cli: ``BaseLlmClient.generateContent`` retries a response empty after trimming, then throws
+  (baseLlmClient.ts:269-272; retry.ts:314-328, 528 @ 5411f113): an empty snapshot or probe is a failed call,
+  the history kept. Under ``on_failure: placeholder`` (a client that does not retry, as upstream's own tests
+  mock it) the probe runs whatever the first answer and ``(probe.trim() || summary).trim()`` empty →
+  ``COMPRESSION_FAILED_EMPTY_SUMMARY`` (chatCompressionService.ts:382-429).
 - aider: ``if summary is not None`` — ``""`` is a summary: the prefix alone (aider/history.py:114-119 @ 5dc9490b).
 - futureos-summarized (the lab's design): a blank or empty answer is a missing summary → deterministic.
 """
@@ -20,6 +23,7 @@ import pytest
 
 from compaction_lab import strategies
 from compaction_lab.strategies import aider as ad
+from compaction_lab.strategies import gemini_cli as gem
 from compaction_lab.strategies import pi_agent as pa
 from compaction_lab.strategies.base import compacted
 from compaction_lab.summarize import SummaryResult
@@ -61,18 +65,45 @@ def test_pi_compacts_around_the_answer_as_it_is(answer):
 
 
 @pytest.mark.parametrize("answer", ["", " \n "], ids=["empty", "blank"])
-def test_gemini_empty_snapshot_and_probe_keep_the_history(answer):
+def test_gemini_an_empty_snapshot_is_retried_then_thrown_the_history_kept(answer):
+    """baseLlmClient.ts:269-272 retries a response empty after trimming, retry.ts:528 throws once the attempts
+    run out: through ``compress`` as any failed call -- no probe, the history kept (``on_failure: upstream``)."""
     prov = FakeSummarizer(answer)
     sess = t_gem.session()
     p = strategies.compact(sess, t_gem.NAME, None, t_gem.ctx_for(summarizer=prov))
-    assert len(prov.requests) == 2  # the probe is sent even after an empty snapshot (:382-411)
+    assert len(prov.requests) == 1  # the probe is never sent: the first call threw
+    assert p.notes["compression_status"] == gem.CALL_FAILED and p.notes["failed_call"] == "snapshot"
+    assert p.notes["compaction_failed"] == gem.EMPTY_RETRIED and not compacted(p, sess)
+    assert not p.receipt.fallback  # answered and billed, then retried upstream
+    assert "summary" not in [s.kind for s in p.segments]
+    assert [s.text for s in p.segments[2:]] == [r.text for r in sess.records if r.kind != "system"]
+
+
+@pytest.mark.parametrize("answer", ["", " \n "], ids=["empty", "blank"])
+def test_gemini_an_empty_probe_is_retried_then_thrown_the_history_kept(answer):
+    sess = t_gem.session()
+    p = strategies.compact(sess, t_gem.NAME, None, t_gem.ctx_for(summarizer=Answers("FIRST", answer)))
+    assert p.notes["failed_call"] == "verify" and gem.EMPTY_RETRIED in p.notes["compaction_failed"]
+    assert "FIRST" not in p.text() and not compacted(p, sess) and len(p.requests_sent()) == 2
+
+
+@pytest.mark.parametrize("answer", ["", " \n "], ids=["empty", "blank"])
+def test_gemini_empty_snapshot_and_probe_under_placeholder(answer):
+    """``on_failure: placeholder`` reads the answers as upstream's compression service does with a client that
+    does not retry (its own tests mock the client): the probe is sent after an empty snapshot (:382-411), and
+    both empty reject the compression."""
+    prov = FakeSummarizer(answer)
+    sess = t_gem.session()
+    p = strategies.compact(sess, t_gem.NAME, None, t_gem.ctx_for(summarizer=prov, on_failure="placeholder"))
+    assert len(prov.requests) == 2
     assert prov.requests[1].messages[-2] == {"role": "assistant", "content": answer}
     assert p.notes["compression_status"] == "COMPRESSION_FAILED_EMPTY_SUMMARY" and not compacted(p, sess)
     assert "summary" not in [s.kind for s in p.segments] and len(p.requests_sent()) == 2
 
 
-def test_gemini_probe_answer_replaces_an_empty_snapshot():
-    p = strategies.compact(t_gem.session(), t_gem.NAME, None, t_gem.ctx_for(summarizer=Answers("", " FINAL ")))
+def test_gemini_probe_answer_replaces_an_empty_snapshot_under_placeholder():
+    ctx = t_gem.ctx_for(summarizer=Answers("", " FINAL "), on_failure="placeholder")
+    p = strategies.compact(t_gem.session(), t_gem.NAME, None, ctx)
     assert p.notes["compression_status"] == "COMPRESSED"
     assert [s.text for s in p.segments if s.kind == "summary"] == ["FINAL"]
 

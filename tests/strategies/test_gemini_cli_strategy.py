@@ -355,7 +355,9 @@ def test_next_request_layout():
 
 
 def test_empty_verification_falls_back_to_first_summary():
-    """'should fall back to initial summary if verification response is empty'."""
+    """'should fall back to initial summary if verification response is empty' -- upstream's test mocks the
+    client; through the real one an empty answer is retried, then thrown (the default: test_empty_answer_arms.py),
+    so the port runs under ``on_failure: placeholder``."""
 
     class Two(FakeSummarizer):
         def summarize(self, request):
@@ -364,7 +366,7 @@ def test_empty_verification_falls_back_to_first_summary():
 
             return SummaryResult("Initial Summary" if len(self.requests) == 1 else "   ")
 
-    p = strategies.compact(session(), NAME, None, ctx_for(summarizer=Two()))
+    p = strategies.compact(session(), NAME, None, ctx_for(summarizer=Two(), on_failure="placeholder"))
     assert [s.text for s in p.segments if s.kind == "summary"] == ["Initial Summary"]
 
 
@@ -374,6 +376,24 @@ def test_inflated_count_rejected_keeps_history():
     p = strategies.compact(sess, NAME, None, ctx_for(summarizer=FakeSummarizer("a " * 5000)))
     assert p.notes["compression_status"] == "COMPRESSION_FAILED_INFLATED_TOKEN_COUNT"
     assert "summary" not in [s.kind for s in p.segments]
+    assert p.notes["compaction_failed"] == "COMPRESSION_FAILED_INFLATED_TOKEN_COUNT: history kept"
+
+
+def test_a_rejection_keeps_the_history_even_over_the_window():
+    """chatCompressionService.ts:413-460 return ``newHistory: null`` whatever the size: the next request overflows
+    (client.ts:709-715). ``on_rejection: compress`` is the lab's older decision: compress anyway past W − O.
+    (Empty answers reach the rejection only with a client that does not retry: ``on_failure: placeholder``.)"""
+    sess = session(n=6, body=400)
+    kw = {"window": 6000, "output": 1000, "on_failure": "placeholder"}
+    p = strategies.compact(sess, NAME, None, ctx_for(summarizer=FakeSummarizer(""), **kw))
+    assert p.notes["compression_status"] == "COMPRESSION_FAILED_EMPTY_SUMMARY" and not p.notes["fits"]
+    assert p.notes["compaction_failed"] == "COMPRESSION_FAILED_EMPTY_SUMMARY: history kept"
+    assert [s.text for s in p.segments[2:]] == [r.text for r in sess.records if r.kind != "system"]
+    forced = strategies.compact(sess, NAME, None, ctx_for(summarizer=FakeSummarizer(""), on_rejection="compress", **kw))
+    assert forced.notes["rejection_overridden"] == "COMPRESSION_FAILED_EMPTY_SUMMARY" and forced.notes["fits"]
+    assert "summary" in [s.kind for s in forced.segments]
+    with pytest.raises(ValueError, match="gemini-cli on_rejection 'x'"):
+        strategies.compact(sess, NAME, None, ctx_for(on_rejection="x"))
 
 
 def test_no_provider_gives_empty_template():

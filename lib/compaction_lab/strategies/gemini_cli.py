@@ -80,6 +80,17 @@ MIN_SUMMARY_TOKENS = 1_000
 #: upstream``). Not one of upstream's ``CompressionStatus`` values: ``compress`` throws, so none is returned
 #: (chatCompressionService.ts:361-407; client.ts:1206-1214, 1036-1041).
 CALL_FAILED = "CALL_FAILED"
+#: The reason (``receipt.error``, ``notes["compaction_failed"]``) when an answer is empty after trimming:
+#: ``BaseLlmClient.generateContent`` retries an empty response (``shouldRetryOnContent``,
+#: baseLlmClient.ts:269-272; retry.ts:314-328) up to ``DEFAULT_MAX_ATTEMPTS`` = 10 (retry.ts:20), then throws
+#: (retry.ts:528) -- through ``compress`` as any failed call. The lab's summarizer answers once: its one empty
+#: answer stands for all of them.
+EMPTY_RETRIED = "empty answer: BaseLlmClient retries an empty response, then throws (retry attempts exhausted)"
+#: Values of ``on_rejection``: ``"upstream"`` (default) keeps the history when upstream rejects the compression
+#: (EMPTY_SUMMARY, INFLATED_TOKEN_COUNT return ``newHistory: null``, chatCompressionService.ts:413-460), even
+#: over W − O (the next request then overflows, client.ts:709-715; the exam flags it); ``"compress"`` is the
+#: lab's older decision: compress anyway when the kept history would not fit W − O.
+REJECTION_CHOICES = ("upstream", "compress")
 
 #: Short fixed strings, exact (chatCompressionService.ts:357-359, 369, 398, 438).
 ANCHOR_PREVIOUS = (
@@ -550,6 +561,9 @@ class GeminiCli:
         summary = text
         cnt = counter(ctx.encoding)
         sent.append(SentRequest(req, cnt.count(text)))
+        if on_failure == "upstream" and not text.strip():  # retried, then thrown: no probe, nothing kept
+            notes["failed_call"] = "snapshot"
+            return None, replace(receipt, error=EMPTY_RETRIED)
         if bool(ctx.param("verify_probe", True)):
             vreq = self.verify_request(req, summary)
             vtext, vrec = call_summarizer(ctx, vreq)
@@ -575,6 +589,9 @@ class GeminiCli:
                 if on_failure == "upstream":  # the first snapshot came back, then the probe threw: nothing kept
                     error = f"verification probe: {vrec.error or COMPACTION_FAILED}"
                     return None, replace(receipt, fallback=True, error=error)
+            elif on_failure == "upstream" and not vtext.strip():  # the probe's empty answer: retried, then thrown
+                notes["failed_call"] = "verify"
+                return None, replace(receipt, error=f"verification probe: {EMPTY_RETRIED}")
             final = ((vtext or "").strip() or summary).strip()
         else:
             final = summary.strip()
@@ -583,6 +600,11 @@ class GeminiCli:
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
         """Project the next request after Gemini CLI compresses the session at `cut`."""
         on_failure = failure_mode(ctx, self.name)
+        on_rejection = str(ctx.param("on_rejection", REJECTION_CHOICES[0]))
+        if on_rejection not in REJECTION_CHOICES:
+            raise ValueError(
+                f"{self.name} on_rejection {on_rejection!r}: expected one of {', '.join(REJECTION_CHOICES)}"
+            )
         recs = live_history(session, cut, ctx)
         cnt = counter(ctx.encoding)
         cap = ctx.window - ctx.output_ceiling
@@ -604,6 +626,7 @@ class GeminiCli:
             "summary_from": None,
             "rejection_overridden": None,
             "on_failure": on_failure,
+            "on_rejection": on_rejection,
         }
         items = contents(recs)
         notes["contents"] = len(items)
@@ -685,9 +708,10 @@ class GeminiCli:
             ]
             + keep_segs
         )
-        if status != "COMPRESSED":  # upstream keeps the history unchanged, when that fits
+        if status != "COMPRESSED":  # upstream keeps the history unchanged (``on_rejection: compress``: when it fits)
             whole = frame + verbatim
-            if sum(cnt.count_many([s.text for s in whole])) <= cap:
+            if on_rejection == "upstream" or sum(cnt.count_many([s.text for s in whole])) <= cap:
+                notes["compaction_failed"] = f"{status}: history kept"
                 return replace(
                     self._finish(session, cut, whole, cap, req, receipt, status, notes, ctx),
                     sent_requests=tuple(sent) if len(sent) > 1 else (),
