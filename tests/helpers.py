@@ -16,6 +16,18 @@ FIXTURES = REPO_ROOT / "tests" / "fixtures"
 PUBLIC_FIXTURES = FIXTURES / "public"
 
 
+def fake_model(base_url: str, ledger, api_key_env: str = "") -> dict:
+    """A model config for a fake OpenAI server: no retries, a short timeout, its own ledger file."""
+    return {
+        "base_url": base_url,
+        "model": "fake-model",
+        "api_key_env": api_key_env,
+        "max_retries": 0,
+        "timeout_s": 5,
+        "ledger": str(ledger),
+    }
+
+
 def question_of(fact, case_id: str):
     """A synthetic chain's planted fact (or decoy) as the exam's `Question` in case `case_id`."""
     from compaction_lab.exam.types import Question

@@ -30,7 +30,7 @@ from compaction_lab.run.plan import Plan
 from compaction_lab.store.archive import Archive
 from compaction_lab.strategies import CompactionContext
 from tests.fake_openai_server import FakeOpenAIServer, Scripted, completion
-from tests.helpers import make_session
+from tests.helpers import fake_model, make_session
 
 # A variable name `env_secret_values` does not pick: only the configured key's own masking covers it.
 KEY_ENV = "LAB_ENDPOINT_AUTH"
@@ -204,14 +204,7 @@ def test_a_key_the_endpoint_repeats_reaches_no_sqlite_file(tmp_path, monkeypatch
     shared._CLIENTS.clear()
     leaky = f"Summary. The key is {KEY}; the token {TOKEN}; see {_with_userinfo('https://git.example.com/r')}."
     with FakeOpenAIServer() as server:
-        model = {
-            "base_url": server.base_url,
-            "model": "fake-model",
-            "api_key_env": KEY_ENV,
-            "max_retries": 0,
-            "timeout_s": 5,
-            "ledger": str(stores / "ledger.sqlite"),
-        }
+        model = fake_model(server.base_url, stores / "ledger.sqlite", api_key_env=KEY_ENV)
         server.script(Scripted(body=completion(leaky)))
         ctx = CompactionContext(window=6000, output_ceiling=1000, summarizer=summarize.get_summarizer("model", model))
         first = strategies.compact(chain, "futureos-summarized", None, ctx)

@@ -12,6 +12,7 @@ from compaction_lab.core.projection import SummaryRequest
 from compaction_lab.endpoints import shared
 from compaction_lab.summarize.base import SummaryUnavailable
 from tests.fake_openai_server import FakeOpenAIServer, Scripted, completion
+from tests.helpers import fake_model
 
 USAGE = {"prompt_tokens": 1200, "completion_tokens": 350, "total_tokens": 1550}
 
@@ -25,15 +26,7 @@ def server():
 @pytest.fixture
 def summarizer(server, tmp_path):
     shared._CLIENTS.clear()  # one client per config per process: a fresh ledger per test
-    model = {
-        "base_url": server.base_url,
-        "model": "fake-model",
-        "api_key_env": "",
-        "max_retries": 0,
-        "timeout_s": 5,
-        "ledger": str(tmp_path / "ledger.sqlite"),
-    }
-    return summarize.get_summarizer("model", model)
+    return summarize.get_summarizer("model", fake_model(server.base_url, tmp_path / "ledger.sqlite"))
 
 
 def _request(n: int = 0) -> SummaryRequest:
