@@ -482,7 +482,13 @@ def test_ctrl_c_on_a_local_cluster_sweep_marks_the_runs_in_flight_interrupted(tm
     for n in names:
         info = _read(results / n)
         assert info["status"] == lifecycle.INTERRUPTED and info["signal"] == "SIGINT", info
-        assert info["notebook_running"] is None and info["notebooks"][-1]["status"] == lifecycle.INTERRUPTED
+        # The notebook in flight when the signal lands is marked interrupted; on a loaded machine it may have
+        # finished between the poll above and the signal (its status ok): then none is left running either way.
+        assert info["notebook_running"] is None and info["notebooks"][-1]["status"] in (
+            lifecycle.INTERRUPTED,
+            lifecycle.OK,
+        )
+        assert all(nb["status"] != lifecycle.RUNNING for nb in info["notebooks"]), info["notebooks"]
         assert "stopped by SIGINT" in info["interrupted"]["reason"] and "redaction" in info
     listed = {r.name: r.status for r in lifecycle.list_runs(results).runs}
     assert listed == dict.fromkeys(names, lifecycle.INTERRUPTED)
