@@ -32,6 +32,7 @@ from compaction_lab.strategies.base import (
     STRATEGIES,
     CompactionContext,
     call_summarizer,
+    choice,
     history,
     read_prompt,
     summary_label,
@@ -278,17 +279,8 @@ def max_chat_history_tokens(ctx: CompactionContext) -> float:
 
 
 def summary_setting(ctx: CompactionContext) -> str:
-    """Param ``aider_summary``, checked: one of `SUMMARY_CHOICES` (default ``"upstream"``).
-
-    Raises
-    ------
-    ValueError
-        Naming the parameter, the strategy and the allowed values.
-    """
-    value = str(ctx.param("aider_summary", SUMMARY_CHOICES[0]))
-    if value not in SUMMARY_CHOICES:
-        raise ValueError(f"aider aider_summary {value!r}: expected one of {', '.join(SUMMARY_CHOICES)}")
-    return value
+    """Param ``aider_summary``, checked (`base.choice`): one of `SUMMARY_CHOICES` (default ``"upstream"``)."""
+    return choice(ctx, "aider", "aider_summary", SUMMARY_CHOICES)
 
 
 def too_big(session: Session, cut: int, ctx: CompactionContext) -> bool:

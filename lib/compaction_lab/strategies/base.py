@@ -281,18 +281,23 @@ COMPACTION_FAILED = "compaction failed, history unchanged"
 ON_FAILURE_CHOICES = ("upstream", "placeholder")
 
 
-def failure_mode(ctx: CompactionContext, strategy: str, choices: Sequence[str] = ON_FAILURE_CHOICES) -> str:
-    """Param ``on_failure`` of `strategy`, checked: one of `choices` (the first is the default).
+def choice(ctx: CompactionContext, strategy: str, name: str, choices: Sequence[str]) -> str:
+    """Param `name` of `strategy`, checked: one of `choices` (the first is the default).
 
     Raises
     ------
     ValueError
         Naming the parameter, the strategy and the allowed values.
     """
-    mode = str(ctx.param("on_failure", choices[0]))
-    if mode not in choices:
-        raise ValueError(f"{strategy} on_failure {mode!r}: expected one of {', '.join(choices)}")
-    return mode
+    value = str(ctx.param(name, choices[0]))
+    if value not in choices:
+        raise ValueError(f"{strategy} {name} {value!r}: expected one of {', '.join(choices)}")
+    return value
+
+
+def failure_mode(ctx: CompactionContext, strategy: str, choices: Sequence[str] = ON_FAILURE_CHOICES) -> str:
+    """Param ``on_failure`` of `strategy`, checked (`choice`): one of `choices` (the first is the default)."""
+    return choice(ctx, strategy, "on_failure", choices)
 
 
 #: The arm that never compacts (`baselines.Full`): the uncompacted reference.

@@ -39,6 +39,7 @@ from compaction_lab.strategies.base import (
     STRATEGIES,
     CompactionContext,
     call_summarizer,
+    choice,
     est_bytes4,
     failure_mode,
     history,
@@ -544,17 +545,8 @@ def summary_cap(ctx: CompactionContext) -> int:
 
 
 def no_answer_mode(ctx: CompactionContext) -> str:
-    """Param ``no_answer``, checked: one of `NO_ANSWER_CHOICES` (default ``previous_reply``).
-
-    Raises
-    ------
-    ValueError
-        Naming the parameter, the strategy and the allowed values.
-    """
-    mode = str(ctx.param("no_answer", NO_ANSWER_CHOICES[0]))
-    if mode not in NO_ANSWER_CHOICES:
-        raise ValueError(f"codex no_answer {mode!r}: expected one of {', '.join(NO_ANSWER_CHOICES)}")
-    return mode
+    """Param ``no_answer``, checked (`base.choice`): one of `NO_ANSWER_CHOICES` (default ``previous_reply``)."""
+    return choice(ctx, "codex", "no_answer", NO_ANSWER_CHOICES)
 
 
 def previous_reply(items: list[Item]) -> Item | None:

@@ -46,6 +46,7 @@ from compaction_lab.strategies.base import (
     STRATEGIES,
     CompactionContext,
     call_summarizer,
+    choice,
     failure_mode,
     history,
     read_prompt,
@@ -600,11 +601,7 @@ class GeminiCli:
     def compact(self, session: Session, cut: int, ctx: CompactionContext) -> Projection:
         """Project the next request after Gemini CLI compresses the session at `cut`."""
         on_failure = failure_mode(ctx, self.name)
-        on_rejection = str(ctx.param("on_rejection", REJECTION_CHOICES[0]))
-        if on_rejection not in REJECTION_CHOICES:
-            raise ValueError(
-                f"{self.name} on_rejection {on_rejection!r}: expected one of {', '.join(REJECTION_CHOICES)}"
-            )
+        on_rejection = choice(ctx, self.name, "on_rejection", REJECTION_CHOICES)
         recs = live_history(session, cut, ctx)
         cnt = counter(ctx.encoding)
         cap = ctx.window - ctx.output_ceiling
