@@ -29,6 +29,8 @@ EXPECTED_COLUMNS = [
     "answer",
     "given",
     "correct",
+    "found_in",
+    "summary_by",
     "projection_tokens",
     "projection_tokens_model",
     "over_window",

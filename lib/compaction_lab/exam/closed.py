@@ -30,7 +30,7 @@ from compaction_lab import strategies
 from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Session
 from compaction_lab.exam import cases as exam_cases
-from compaction_lab.exam import power, readers, stats
+from compaction_lab.exam import found, power, readers, stats
 from compaction_lab.exam.cases import RunCases
 from compaction_lab.exam.exam import EXAMS, Exam, ExamParams, Source
 from compaction_lab.exam.types import Case, Question
@@ -56,6 +56,8 @@ ANSWER_COLUMNS: list[str] = [
     "answer",
     "given",
     "correct",
+    "found_in",
+    "summary_by",
     "projection_tokens",
     "projection_tokens_model",
     "over_window",
@@ -101,6 +103,8 @@ class ClosedResult:
         never have sent; ``compacted`` is False where the arm kept the uncompacted history (the
         uncompacted reference, a failed summary, an arm that found room: `strategies.base.compacted`). ``session_id`` and
         ``source_order`` (the answer's record; -1 for decoys) are the units the intervals resample.
+        ``found_in`` says where the value is in the projection (`found.found_in`: ``verbatim``, ``summary``,
+        ``both`` or ``nowhere``) and ``summary_by`` who wrote its summary text (`found.summary_by`).
     projections : DataFrame
         One row per case x strategy (`PROJECTION_COLUMNS`): how big the
         projection was, the room its strategy believed it had (``capacity``, in its own estimator's
@@ -201,9 +205,15 @@ def answer_row(
     correct: bool,
     ctx: CompactionContext,
     seen: Mapping[str, Any] | None = None,
+    regions: found.Regions | None = None,
 ) -> dict[str, Any]:
-    """One `ANSWER_COLUMNS` row; `seen` is the projection's `sizes` (uncalibrated when not given)."""
+    """One `ANSWER_COLUMNS` row; `seen` is the projection's `sizes` (uncalibrated when not given).
+
+    `regions` is the projection's text by origin (`found.regions`, computed here when not given): the row's
+    ``found_in`` says where the value is, ``summary_by`` who wrote the summary text.
+    """
     seen = seen if seen is not None else sizes(p, None, ctx)
+    regions = regions if regions is not None else found.regions(p)
     return {
         "strategy": p.strategy,
         "strategy_label": strategy_label(p),
@@ -219,6 +229,8 @@ def answer_row(
         "answer": q.answer,
         "given": given,
         "correct": bool(correct),
+        "found_in": found.found_in(q, regions),
+        "summary_by": regions.summary_by,
         "projection_tokens": p.tokens,
         "projection_tokens_model": int(seen["tokens_model"]),
         "over_window": bool(seen["over_window"]),
@@ -336,6 +348,7 @@ def run_closed(
         if on_projection is not None:
             on_projection(case, p)
         messages = p.messages()
+        where = found.regions(p)
         shape_tools = ctx.shape.for_session(sessions[case.session_id]).tools
 
         def ask(
@@ -349,7 +362,7 @@ def run_closed(
 
         asked = [(q, d) for q in case.questions for d in range(draws)]
         for (q, d), a in zip(asked, answer_all(reader, asked, ask), strict=False):
-            row = answer_row(case, q, p, reader, a.given, bool(a.stand_in), grade(q, a.given), ctx, seen)
+            row = answer_row(case, q, p, reader, a.given, bool(a.stand_in), grade(q, a.given), ctx, seen, where)
             answers.append({**row, "draw": d})
     ans = pd.DataFrame(answers, columns=ANSWER_COLUMNS).astype(
         {

@@ -23,7 +23,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from compaction_lab.exam import readers
+from compaction_lab.exam import found, readers
 from compaction_lab.exam.bank import DEFAULT_POINTER_MIX
 from compaction_lab.exam.intervals import (
     CLOPPER_PEARSON,
@@ -280,7 +280,10 @@ def recall_table(
         ``projection_tokens`` (mean over cases
         of the projection's size, each case counted once however many
         questions it has; NaN without that column), then ``retained_<p>``,
-        ``n_<p>``, ``recall_<p>`` for each pointer (recall NaN when N is 0).
+        ``n_<p>``, ``recall_<p>`` for each pointer (recall NaN when N is 0), then the two parts of recall
+        (`PART_COLUMNS`, `_part_columns`): ``scope_*`` (right, the value in what the arm keeps by design)
+        and ``summary_*`` (right, the value only in its summary text), each with its interval made as
+        the total's, and ``summary_by`` (who wrote the summary text).
     """
     _check(answers)
     _check_unit(unit)
@@ -317,6 +320,7 @@ def recall_table(
         }
         for p, (k, n) in pointer_recall(g).items():
             row.update({f"retained_{p}": k, f"n_{p}": n, f"recall_{p}": k / n if n else float("nan")})
+        row.update(_part_columns(real, unit, n_boot, seed, confidence))
         rows.append(row)
     cols = _id_columns(answers) + [
         "retained",
@@ -334,10 +338,55 @@ def recall_table(
         "projection_tokens",
     ]
     cols += [f"{kind}_{p}" for p in POINTERS for kind in ("retained", "n", "recall")]
+    cols += PART_COLUMNS
     out = pd.DataFrame(rows, columns=cols)
     out["n_records"] = out["n_records"].astype("Int64")
+    parts_counted = [f"{part}_retained{p}" for part in found.PARTS for p in ("", *(f"_{q}" for q in POINTERS))]
+    out[parts_counted] = out[parts_counted].astype("Int64")
     out["over_window"] = out["over_window"].astype(bool)
     out[["decoys_fallen", "decoys_n"]] = out[["decoys_fallen", "decoys_n"]].astype("Int64")
+    return out
+
+
+#: `recall_table`'s columns of the two parts of recall (`found.PARTS`; <NA> where the answers carry no
+#: ``found_in``): per part its retained, recall and 95% interval, its retained per pointer; ``summary_by``.
+PART_COLUMNS: list[str] = [
+    *(f"{part}_{kind}" for part in found.PARTS for kind in ("retained", "recall", "ci_low", "ci_high")),
+    *(f"{part}_retained_{p}" for part in found.PARTS for p in POINTERS),
+    "summary_by",
+]
+
+
+def _part_columns(real: pd.DataFrame, unit: str, n_boot: int, seed: int, confidence: float) -> dict[str, object]:
+    """Scope and summary recall of one unit's real answers, each with its interval (as the total's is made).
+
+    A right answer counts toward ``scope`` when its value is in what the arm keeps by design and toward
+    ``summary`` when only its summary text holds it (`found.part`); the rest of the right answers (a model
+    reader's, value in neither) toward neither. Empty (<NA>) without a ``found_in`` column.
+    """
+    if "found_in" not in real.columns:
+        return {c: (float("nan") if "recall" in c or "ci_" in c else pd.NA) for c in PART_COLUMNS}
+    where = real["found_in"].astype(str)
+    right = real["correct"].astype(bool)
+    out: dict[str, object] = {}
+    for part in found.PARTS:
+        hit = right & (where.isin(found.SCOPE_FOUND) if part == "scope" else where.eq("summary"))
+        rows = real.assign(correct=hit)
+        iv = _unit_interval(rows, unit, n_boot, seed, confidence)
+        if unit == "session" and len(rows):
+            iv = records_floor(iv, float(hit.mean()), _n_distinct(_records(rows)), confidence)
+        out.update(
+            {
+                f"{part}_retained": int(hit.sum()),
+                f"{part}_recall": float(hit.mean()) if len(rows) else float("nan"),
+                f"{part}_ci_low": iv.low,
+                f"{part}_ci_high": iv.high,
+            }
+        )
+        for p in POINTERS:
+            out[f"{part}_retained_{p}"] = int((hit & real["pointer"].eq(p)).sum())
+    by = real["summary_by"] if "summary_by" in real.columns else pd.Series([], dtype=object)
+    out["summary_by"] = " / ".join(dict.fromkeys(str(v) for v in by.dropna() if str(v)))
     return out
 
 
