@@ -185,6 +185,10 @@ def test_exam_prints_recall_with_intervals(capsys):
     assert cli.main(["exam", "--profile", "smoke", "--strategy", "full"]) == 0
     out = capsys.readouterr().out
     assert "verbatim reader (retention ceiling)" in out and "synthetic bank" in out
+    # what the uncompacted reference answers it keeps by design: nothing came through a summary
+    assert f"scope {full['retained']} · summary 0" in out and full["scope_retained"] == full["retained"]
+    codex = next(r for r in rows if r["strategy"] == "codex")
+    assert codex["scope_retained"] + codex["summary_retained"] == codex["retained"]
     assert cli.main(["exam", "--profile", "nope"]) == 2
 
 

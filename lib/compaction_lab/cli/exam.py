@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from compaction_lab.cli._common import COMMANDS
 
@@ -73,10 +73,20 @@ def _cmd_exam(args: argparse.Namespace) -> int:
         )
         print(
             f"{r['strategy_label']:<48} {int(r['retained']):>4}/{int(r['n']):<4} {r['recall']:6.1%} "
-            f"[{r['ci_low']:.1%}, {r['ci_high']:.1%}]  {decoys}  {r['projection_tokens']:>10,.0f} tokens"
+            f"[{r['ci_low']:.1%}, {r['ci_high']:.1%}]  {_parts(r)}{decoys}  {r['projection_tokens']:>10,.0f} tokens"
             + ("  NOT SENDABLE (> W - O)" if bool(r["over_window"]) else "")
         )
     return 0
+
+
+def _parts(r: Any) -> str:
+    """``scope k · summary k (by …)  ``: how many right answers each part holds (docs/exams.md §6a); "" unmeasured."""
+    import pandas as pd
+
+    if pd.isna(r.get("scope_retained")):
+        return ""
+    by = f" ({r['summary_by']})" if r.get("summary_by") else ""
+    return f"scope {int(r['scope_retained'])} · summary {int(r['summary_retained'])}{by}  "
 
 
 @COMMANDS.register("exam", rank=50)
