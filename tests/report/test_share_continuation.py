@@ -91,7 +91,13 @@ def test_headline_gains_the_needed_next_column_from_the_closed_block(run):
     assert h.loc["codex", "needed_next_of_n"] == share.NOT_MEASURED and h.loc["codex", "needed_next_n"] == 0
     assert math.isnan(h.loc["codex", "needed_next_recall"])
     view = share.headline_view(share.headline_table(run))
-    assert list(view.columns[:3]) == ["strategy", "retained of N (95% CI)", "needed-next recall (95% CI)"]
+    assert list(view.columns[:5]) == [
+        "strategy",
+        "retained of N (95% CI)",
+        "kept by design (scope recall, 95% CI)",
+        "only in the summary (summary recall, 95% CI)",
+        "needed-next recall (95% CI)",
+    ]
     assert "needed-next recall (95% CI)" in share.headline_html(share.headline_table(run))
 
 

@@ -64,6 +64,20 @@ HEADLINE_COLUMNS = [
     "sessions_imported",
     "sessions_would_not_compact",
     "needed_next_reader_label",
+    *(
+        f"{part}_{kind}"
+        for part in ("scope", "summary")
+        for kind in ("retained", "recall", "ci_low", "ci_high", "of_n")
+    ),
+    "summary_by",
+    "scope_retained_assistant",
+    "summary_retained_assistant",
+    "n_assistant",
+    *(
+        f"needed_next_{part}_{kind}"
+        for part in ("scope", "summary")
+        for kind in ("retained", "recall", "ci_low", "ci_high", "of_n")
+    ),
 ]
 
 #: The continuation exam's table the headline takes its needed-next column from (notebook 07), and its block.
@@ -79,6 +93,15 @@ _NEEDED_NEXT = {
     "needed_next_ci_high": "ci_high",
 }
 
+#: The two parts of recall (issue 47, `exam.stats.PART_COLUMNS`): headline column -> the recall table's
+#: column it is read from, for the closed book (``exam_recall``) and the needed-next column
+#: (``continuation_recall``). Scope recall: right answers whose value is in what the arm keeps by design;
+#: summary recall: those whose value only its summary text holds (docs/exams.md).
+_PART_SOURCE = [
+    f"{part}_{kind}" for part in ("scope", "summary") for kind in ("retained", "recall", "ci_low", "ci_high")
+]
+_NEEDED_NEXT_PARTS = {f"needed_next_{c}": c for c in _PART_SOURCE}
+
 #: How the needed-next column reads where it was not measured (a run folder older than notebook 07, or an
 #: arm whose next actions needed nothing from memory).
 NOT_MEASURED = "n/a"
@@ -90,7 +113,24 @@ _NEWER: dict[str, Any] = {
     "ci_method": "",
     "top_session_share": float("nan"),
     "over_window": False,
+    # issue 47: where the answer was found (an older recall table has none of these: not measured)
+    **{c: (float("nan") if "recall" in c or "ci_" in c else pd.NA) for c in _PART_SOURCE},
+    "summary_by": pd.NA,
+    "scope_retained_assistant": pd.NA,
+    "summary_retained_assistant": pd.NA,
+    "n_assistant": pd.NA,
 }
+
+#: Headline columns counted in questions (nullable: <NA> where not measured).
+_COUNTS = [
+    "scope_retained",
+    "summary_retained",
+    "scope_retained_assistant",
+    "summary_retained_assistant",
+    "n_assistant",
+    "needed_next_scope_retained",
+    "needed_next_summary_retained",
+]
 
 #: Appended to an over-window arm's retained-of-N: its request would never have been sent.
 NOT_SENDABLE = "not sendable (> W − O)"
@@ -131,6 +171,28 @@ def ranked(frame: pd.DataFrame) -> pd.Series:
 def retained_of_n(k: float, n: float, low: float, high: float, over_window: bool = False) -> str:
     """``k/n (low–high)``, and `NOT_SENDABLE` after it for an arm over the window: how every table shows recall."""
     return f"{k:.0f}/{n:.0f} ({low:.0%}–{high:.0%})" + (f" · {NOT_SENDABLE}" if over_window else "")
+
+
+def parts_of_n(frame: pd.DataFrame, prefix: str = "") -> dict[str, list[str]]:
+    """Scope and summary recall of each row as `retained_of_n` (`NOT_MEASURED` where the part was not measured).
+
+    Reads ``<prefix>scope_retained`` / ``_ci_low`` / ``_ci_high`` (and the same for ``summary``) over
+    ``<prefix>n``, and returns ``{"<prefix>scope_of_n": [...], "<prefix>summary_of_n": [...]}``. An arm
+    over the window is not flagged here: its total's `retained_of_n` says so.
+    """
+    out: dict[str, list[str]] = {}
+    n = pd.to_numeric(frame[f"{prefix}n"], errors="coerce") if f"{prefix}n" in frame else None
+    for part in ("scope", "summary"):
+        cols = [f"{prefix}{part}_{kind}" for kind in ("retained", "ci_low", "ci_high")]
+        if n is None or any(c not in frame.columns for c in cols):
+            out[f"{prefix}{part}_of_n"] = [NOT_MEASURED] * len(frame)
+            continue
+        k, low, high = (pd.to_numeric(frame[c], errors="coerce") for c in cols)
+        out[f"{prefix}{part}_of_n"] = [
+            retained_of_n(*row) if pd.notna(row[0]) and pd.notna(row[1]) and row[1] > 0 else NOT_MEASURED
+            for row in zip(k, n, low, high, strict=True)
+        ]
+    return out
 
 
 @dataclass(frozen=True)
@@ -201,10 +263,16 @@ def headline_table(run_dir: Path, price_table: str | None = None, simulator: str
         retained_of_n(*row)
         for row in zip(out["retained"], out["n"], out["ci_low"], out["ci_high"], out["over_window"], strict=False)
     ]
+    for col, shown in parts_of_n(out).items():
+        out[col] = shown
     out = out.merge(needed_next(run_dir), on="strategy", how="left")
-    for col in _NEEDED_NEXT:
+    for col in [*_NEEDED_NEXT, *_NEEDED_NEXT_PARTS]:
         out[col] = pd.to_numeric(out[col], errors="coerce")
-    out["needed_next_of_n"] = out["needed_next_of_n"].fillna(NOT_MEASURED)
+    for col in ("needed_next_of_n", "needed_next_scope_of_n", "needed_next_summary_of_n"):
+        out[col] = out[col].fillna(NOT_MEASURED)
+    for col in _COUNTS:
+        out[col] = pd.array(pd.to_numeric(out[col], errors="coerce"), dtype="Int64")
+    out["summary_by"] = out["summary_by"].astype(object).where(out["summary_by"].notna(), None)
     cost = runfolder.maybe_table(Path(run_dir), "cost")
     money = [
         "compaction_cost_cold",
@@ -253,14 +321,20 @@ def needed_next(run_dir: Path) -> pd.DataFrame:
     Without the table (a run folder older than notebook 07, or one where it did not run) the frame has
     no rows, so every arm of the headline reads `NOT_MEASURED`. ``needed_next_reader_label`` says who graded it.
     """
-    cols = ["strategy", *_NEEDED_NEXT, "needed_next_of_n", "needed_next_reader_label"]
+    split = [*_NEEDED_NEXT_PARTS, "needed_next_scope_of_n", "needed_next_summary_of_n"]
+    cols = ["strategy", *_NEEDED_NEXT, "needed_next_of_n", "needed_next_reader_label", *split]
     table = runfolder.maybe_table(Path(run_dir), CONTINUATION_RECALL)
     if table is None or table.empty:
         return pd.DataFrame(columns=cols)
     if "block" in table.columns:
         table = table[table["block"] == CONTINUATION_BLOCK]
-    table = table.drop_duplicates("strategy")
-    out = table[["strategy", *_NEEDED_NEXT.values()]].rename(columns={v: k for k, v in _NEEDED_NEXT.items()})
+    table = table.drop_duplicates("strategy").copy()
+    for col in _PART_SOURCE:  # a table saved before issue 47: the split is not measured
+        if col not in table.columns:
+            table[col] = float("nan")
+    names = {**_NEEDED_NEXT, **_NEEDED_NEXT_PARTS}
+    out = table[["strategy", *names.values()]].rename(columns={v: k for k, v in names.items()})
+    out = out.assign(**parts_of_n(out, "needed_next_"))
     out["needed_next_reader_label"] = table["reader_label"] if "reader_label" in table.columns else None
     over = table["over_window"].astype("boolean").fillna(False) if "over_window" in table.columns else None
     out["needed_next_of_n"] = [
@@ -284,6 +358,8 @@ def needed_next(run_dir: Path) -> pd.DataFrame:
 HEADLINE_VIEW = {
     "strategy_label": "strategy",
     "retained_of_n": "retained of N (95% CI)",
+    "scope_of_n": "kept by design (scope recall, 95% CI)",
+    "summary_of_n": "only in the summary (summary recall, 95% CI)",
     "needed_next_of_n": "needed-next recall (95% CI)",
     "projection_tokens": "projection tokens",
     "compaction_cost_cold": "compaction cost, cold",
@@ -294,18 +370,61 @@ HEADLINE_VIEW = {
 }
 
 
+#: The summary column's cell for an arm whose projections hold no summary text (its summary recall is 0 by design).
+NO_SUMMARY = "no summary text"
+
+
+def summarisers(frame: pd.DataFrame) -> list[str]:
+    """Who wrote the summary text of `frame`'s arms (``summary_by``, each label once; [] where none or not measured)."""
+    if "summary_by" not in frame.columns:
+        return []
+    labels = (part.strip() for v in frame["summary_by"].dropna() for part in str(v).split(" / "))
+    return list(dict.fromkeys(label for label in labels if label))
+
+
 def headline_view(headline: pd.DataFrame) -> pd.DataFrame:
-    """Show the headline's reader-facing columns under readable headers, numbers rounded for display."""
+    """Show the headline's reader-facing columns under readable headers, numbers rounded for display.
+
+    Beside the total (retained of N) stand its two parts: kept by design (scope recall) and only in the
+    summary (summary recall). Who wrote the summaries goes in the summary column's header when one
+    summariser wrote them all (offline: the extractive stand-in), else in each cell; an arm with no summary
+    text reads `NO_SUMMARY`. The needed-next cell adds its own split (``scope k/n · summary k/n``) where the
+    continuation exam measured it. A column a headline saved earlier lacks reads `NOT_MEASURED`.
+    """
     view = headline[[c for c in HEADLINE_VIEW if c in headline.columns]].copy()
-    if "needed_next_of_n" in view.columns:
-        view["needed_next_of_n"] = view["needed_next_of_n"].fillna(NOT_MEASURED)
-    elif "retained_of_n" in view.columns:
-        # A headline saved before the continuation exam existed: the column is there, not measured.
-        view.insert(list(view.columns).index("retained_of_n") + 1, "needed_next_of_n", NOT_MEASURED)
+    at = list(view.columns).index("retained_of_n") + 1 if "retained_of_n" in view.columns else None
+    for col in ("scope_of_n", "summary_of_n", "needed_next_of_n"):
+        if col in view.columns:
+            view[col] = view[col].fillna(NOT_MEASURED)
+        elif at is not None:
+            # A headline saved before the column existed (issue 47; the continuation exam): not measured.
+            view.insert(at, col, NOT_MEASURED)
+        at = list(view.columns).index(col) + 1 if col in view.columns else at
+    by = summarisers(headline)
+    header = HEADLINE_VIEW["summary_of_n"]
+    if "summary_of_n" in view.columns and "summary_by" in headline.columns:
+        writer = headline["summary_by"]
+        measured = view["summary_of_n"] != NOT_MEASURED
+        none = measured & writer.notna() & (writer.astype(str) == "")
+        view.loc[none, "summary_of_n"] = NO_SUMMARY
+        if len(by) == 1:
+            header = f"{header} — summaries by {by[0]}"
+        elif by:
+            named = measured & ~none & writer.notna()
+            view.loc[named, "summary_of_n"] = view.loc[named, "summary_of_n"] + " · by " + writer[named].astype(str)
+    if "needed_next_of_n" in view.columns and "needed_next_scope_retained" in headline.columns:
+        split = headline["needed_next_scope_retained"].notna() & headline["needed_next_summary_retained"].notna()
+        for i in headline.index[split]:
+            r = headline.loc[i]
+            n = int(r["needed_next_n"])
+            view.loc[i, "needed_next_of_n"] = (
+                f"{view.loc[i, 'needed_next_of_n']} · scope {int(r['needed_next_scope_retained'])}/{n} · "
+                f"summary {int(r['needed_next_summary_retained'])}/{n}"
+            )
     view["projection_tokens"] = view["projection_tokens"].map(lambda v: f"{v:,.0f}" if pd.notna(v) else "n/a")
     for col in ("compaction_cost_cold", "compaction_cost_cached", "cost_per_point"):
         view[col] = view[col].map(lambda v: f"{v:.4f}" if v is not None and pd.notna(v) else "n/a")
-    return view.rename(columns=HEADLINE_VIEW)
+    return view.rename(columns={**HEADLINE_VIEW, "summary_of_n": header})
 
 
 #: Said instead of a headline when there is no recall to report.
@@ -462,18 +581,8 @@ def measured_text(headline: pd.DataFrame) -> list[str]:
     if h.empty:
         lines.append("No arm that compacted fits the usable capacity W − O at this window: nothing is ranked.")
         return lines
-    if len(h) == 1:
-        lines.append(f"Only one arm compacted and fits: {h.iloc[0]['strategy_label']}, {h.iloc[0]['retained_of_n']}.")
-    else:
-        lines.append(
-            _best_or_tied(
-                h,
-                ("ci_low", "ci_high", True),
-                ("Most retained of the arms that compacted and fit", "Most retained"),
-                lambda r: r["retained_of_n"],
-                "its 95% interval lies above every other arm's.",
-            )
-        )
+    lines += _ranking_lines(h)
+    lines += _by_design_lines(headline)
     small, large = h.sort_values("projection_tokens").iloc[0], h.sort_values("projection_tokens").iloc[-1]
     lines.append(
         f"Projection size ranged from {small['projection_tokens']:,.0f} tokens "
@@ -482,6 +591,101 @@ def measured_text(headline: pd.DataFrame) -> list[str]:
     if h["price_table"].notna().any():
         lines += _money_lines(h)
     return lines
+
+
+#: Said offline, where every summary is the extractive stand-in's (`_ranking_lines`).
+STAND_IN_SUMMARY_RECALL = (
+    f"Summary recall (right answers whose value only a summary holds) needs a model summariser to mean "
+    f"anything: offline every summary was written by the {STAND_IN_LABEL}, which copies value-bearing "
+    "sentences verbatim, so it measures the stand-in, not the strategy; the ranking above is by scope recall, "
+    "which is exact offline."
+)
+
+
+def _mode(h: pd.DataFrame) -> str:
+    """How to rank arms `h` (compacted and fit): ``total`` (no split, or no summary text), ``scope`` or ``both``.
+
+    ``scope`` when the split was measured and every summary the arms hold is the stand-in's (offline);
+    ``both`` when some summary was written by anyone else (a model, a recorded agent).
+    """
+    cols = ("scope_recall", "scope_ci_low", "scope_ci_high", "summary_by")
+    if h.empty or any(c not in h.columns for c in cols) or h["scope_recall"].isna().any():
+        return "total"
+    by = summarisers(h)
+    if not by:
+        return "total"
+    return "scope" if all(STAND_IN_LABEL in label for label in by) else "both"
+
+
+def _ranking_lines(h: pd.DataFrame) -> list[str]:
+    """Word the ranking sentences of `measured_text` over arms `h` (compacted and fit, best total first).
+
+    Offline (every summary the stand-in's) the ranking is by scope recall and a sentence says summary
+    recall measures the stand-in (`STAND_IN_SUMMARY_RECALL`); with any other summariser both rankings are
+    said, total then scope; without the split (an older headline) or without summary text, the total's.
+    """
+    mode = _mode(h)
+    if "scope_of_n" not in h.columns and mode != "total":
+        h = h.assign(**parts_of_n(h))
+    if len(h) == 1:
+        r = h.iloc[0]
+        kept = f"; kept by design {r['scope_of_n']}" if mode != "total" else ""
+        return [f"Only one arm compacted and fits: {r['strategy_label']}, {r['retained_of_n']}{kept}."]
+    total = _best_or_tied(
+        h,
+        ("ci_low", "ci_high", True),
+        ("Most retained of the arms that compacted and fit", "Most retained"),
+        lambda r: r["retained_of_n"],
+        "its 95% interval lies above every other arm's.",
+    )
+    if mode == "total":
+        return [total]
+    scope = _best_or_tied(
+        h.sort_values(["scope_recall", "projection_tokens"], ascending=[False, True]),
+        ("scope_ci_low", "scope_ci_high", True),
+        ("Most kept by design (scope recall) of the arms that compacted and fit", "Most kept by design (scope recall)"),
+        lambda r: r["scope_of_n"],
+        "its 95% interval lies above every other arm's.",
+    )
+    if mode == "scope":
+        return [scope, STAND_IN_SUMMARY_RECALL]
+    return [total, scope, f"Summary recall here measures the summaries of {', '.join(summarisers(h))}."]
+
+
+def _by_design_lines(headline: pd.DataFrame) -> list[str]:
+    """Per arm that compacted: how many questions pointing at assistant text it answers from what it keeps by design.
+
+    Checks the claim that some agents keep no assistant text outside their summary; an arm over the window
+    is marked, the uncompacted reference and arms that did not compact are left out. Nothing when not
+    measured or no question points at assistant text.
+    """
+    cols = ("scope_retained_assistant", "n_assistant")
+    if any(c not in headline.columns for c in cols):
+        return []
+    h = headline[compacted(headline)]
+    k = pd.to_numeric(h["scope_retained_assistant"], errors="coerce")
+    n = pd.to_numeric(h["n_assistant"], errors="coerce")
+    keep = (k.notna() & n.gt(0)).astype("boolean").fillna(False).to_numpy(dtype=bool)
+    h = h.assign(_k=k, _n=n).loc[keep]
+    if h.empty:
+        return []
+    h = h.assign(_share=h["_k"] / h["_n"]).sort_values("_share", kind="stable")
+    same = h["_n"].nunique() == 1
+    over = h["over_window"].astype("boolean").fillna(False).astype(bool) if "over_window" in h else h["_k"].ne(h["_k"])
+    listed = ", ".join(
+        f"{r['strategy_label']} {int(r['_k'])}"
+        + ("" if same else f"/{int(r['_n'])}")
+        + f" ({r['_share']:.0%})"
+        + (" (not sendable)" if o else "")
+        for (_, r), o in zip(h.iterrows(), over, strict=True)
+    )
+    where = f"of the {_plural(int(h['_n'].iloc[0]), 'question')}" if same else "of the questions"
+    line = f"Kept by design (scope recall), {where} pointing at assistant text: {listed}."
+    none = h[h["_k"] == 0]["strategy_label"].astype(str).tolist()
+    if none:
+        who = none[0] if len(none) == 1 else f"{', '.join(none[:-1])} and {none[-1]}"
+        line += f" {who} {'keeps' if len(none) == 1 else 'keep'} none of them outside {'its' if len(none) == 1 else 'their'} summary."
+    return [line]
 
 
 def _best_or_tied(
