@@ -13,6 +13,8 @@ import json
 import pandas as pd
 import pytest
 
+from compaction_lab.exam.grading import accepted, normalise
+from compaction_lab.exam.types import bank_from_jsonl
 from compaction_lab.report import share
 from compaction_lab.run import runner as report
 from tests.helpers import FIXTURES, PUBLIC_FIXTURES
@@ -168,6 +170,67 @@ def test_a_real_session_with_a_recorded_compaction_gives_recorded_rows(tmp_path)
     page = (d / "report.html").read_text(encoding="utf-8")
     assert "Real compactions found in your logs: 1" in page and "recorded (pi, claude-opus-4-5)" in page
     assert "fig_recorded" in {p.stem for p in (d / "figures").glob("*.svg")}
+    _the_real_summary_is_summary_recall_its_kept_region_scope(d, real, table)
+
+
+def _pi_log_regions(log) -> tuple[str, str]:
+    """The agent's real summary and its kept region, read straight from a version-1 pi log (normalised).
+
+    Kept: the entries from ``firstKeptEntryIndex`` (the header is entry 0) up to the compaction entry, their
+    message text, reasoning and tool-call arguments. ``my_sessions`` redacts the account name in home paths,
+    so the log's texts are given the same marker.
+    """
+    entries = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
+    at = next(i for i, e in enumerate(entries) if e.get("type") == "compaction")
+    home = str(entries[0]["cwd"]).split("/workspaces/")[0] + "/"
+
+    def strings(o):
+        if isinstance(o, str):
+            yield o
+        elif isinstance(o, dict | list):
+            for v in o.values() if isinstance(o, dict) else o:
+                yield from strings(v)
+
+    def texts(entry):
+        content = entry.get("message", {}).get("content")
+        for item in [{"text": content}] if isinstance(content, str) else content or []:
+            yield from (item[k] for k in ("text", "thinking") if isinstance(item.get(k), str))
+            if item.get("type") == "toolCall":
+                yield from strings(item.get("arguments"))
+
+    def norm(text: str) -> str:
+        return normalise(text.replace(home, "/Users/[REDACTED:home-user]/"))
+
+    kept = "\n\x00\n".join(t for e in entries[entries[at]["firstKeptEntryIndex"] : at] for t in texts(e))
+    return norm(entries[at]["summary"]), norm(kept)
+
+
+def _the_real_summary_is_summary_recall_its_kept_region_scope(d, log, table):
+    """Issue 47, acceptance 4: the recorded arm's right answers whose value is in the agent's real summary and
+    not in its kept region are ``summary`` and count in its summary recall; a value in the kept region would
+    be ``verbatim``/``both`` (scope). The expectation comes from the log itself, not from `found.regions`."""
+    summary, kept = _pi_log_regions(log)
+    bank = {q.id: q for c in bank_from_jsonl((d / "exam_recorded_bank.jsonl").read_bytes()) for q in c.questions}
+    answers = pd.read_parquet(d / "exam_recorded_answers.parquet")
+    mine = answers[(answers["strategy"] == "recorded") & ~answers["decoy"]]
+    assert len(mine) and (mine["summary_by"] == "recorded summary (pi, claude-opus-4-5)").all()
+    expected = []
+    for _, a in mine.iterrows():
+        forms = accepted(bank[a["question_id"]])
+        in_summary, in_kept = any(f in summary for f in forms), any(f in kept for f in forms)
+        expected.append(("both" if in_summary else "verbatim") if in_kept else ("summary" if in_summary else "nowhere"))
+    assert list(mine["found_in"]) == expected
+    # the verbatim reader: right exactly where the value is found
+    assert (mine["correct"] == (mine["found_in"] != "nowhere")).all()
+    row = table[table["recorded"]].iloc[0]
+    right = mine["correct"].astype(bool)
+    assert row["summary_retained"] == (right & (mine["found_in"] == "summary")).sum() > 0
+    assert row["scope_retained"] == (right & mine["found_in"].isin(["verbatim", "both"])).sum()
+    # questions are mined outside the kept region (docs/exams.md#4), so none of the agent's is scope here
+    assert row["scope_retained"] == 0 and row["summary_by"] == "recorded summary (pi, claude-opus-4-5)"
+    # every arm, verbatim reader: the two parts add up to the total
+    assert (table["scope_retained"] + table["summary_retained"] == table["retained"]).all()
+    assert (table["pool_scope_retained"] <= table["pool_retained"]).all()
 
 
 #: The four real public sessions issue 26 was found on: pi's own session with two real compactions, a Claude

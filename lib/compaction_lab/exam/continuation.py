@@ -30,7 +30,7 @@ from compaction_lab.core import runfolder
 from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Record, Session
 from compaction_lab.exam import cases as exam_cases
-from compaction_lab.exam import closed, next_action, readers, recorded, rediscovery, stats
+from compaction_lab.exam import closed, found, next_action, readers, recorded, rediscovery, stats
 from compaction_lab.exam.calls import agent_calls, canonical_arguments
 from compaction_lab.exam.exam import EXAMS, Exam, ExamParams, Source
 from compaction_lab.exam.grading import normalise
@@ -293,6 +293,8 @@ TARGET_COLUMNS: list[str] = [
     "pointer",
     "decoy",
     "correct",
+    "found_in",
+    "summary_by",
     "projection_tokens",
     "over_window",
 ]
@@ -325,9 +327,12 @@ def grade_case(
 
     ``over_window``: the projection, in the agent's own model tokens (`strategies.calibration.over_window`,
     the case's `session` calibrated from its log), is larger than W − O; without `session`, its report
-    tokens are compared.
+    tokens are compared. A target row's ``found_in`` says where its value is (`found.where`: ``verbatim``,
+    ``summary``, ``both`` or ``nowhere``; held exactly when not ``nowhere``) and ``summary_by`` who wrote the
+    projection's summary text (`found.summary_by`).
     """
     text = normalise(messages_text(p.messages()))
+    regions = found.regions(p)
     over = (
         calibration.over_window(p.tokens, session, ctx)
         if session is not None
@@ -381,6 +386,8 @@ def grade_case(
                     "pointer": t.pointer or "tool",
                     "decoy": False,
                     "correct": holds(text, t),
+                    "found_in": found.where(t.forms, regions),
+                    "summary_by": regions.summary_by,
                 }
             )
     return action_rows, target_rows
@@ -476,8 +483,15 @@ def run_continuation(
     return ContinuationResult(act, tgt, tuple((b, s, lab) for (b, s), lab in arms.items()), pred)
 
 
+#: The counted columns of the two parts of recall (`stats.PART_COLUMNS`): whole numbers, <NA> when unknown.
+_PART_COUNTS: list[str] = [c for c in stats.PART_COLUMNS if "_retained" in c]
+
+
 def recall_table(result: ContinuationResult, n_boot: int = 2000, seed: int = 7) -> pd.DataFrame:
     """Per block × arm: needed targets held of N with a 95% interval over sessions, and the model grade.
+
+    Held targets split into scope and summary recall (`stats.PART_COLUMNS`, each with its interval): the
+    value in what the arm keeps by design, or only in its summary text (the ``found_in`` of each target).
 
     An arm whose cases needed nothing from memory has a row with N = 0 (recall and interval NaN), never a
     missing row: every arm graded is listed.
@@ -518,6 +532,8 @@ def recall_table(result: ContinuationResult, n_boot: int = 2000, seed: int = 7) 
                         "projection_tokens": float(
                             acts[acts["strategy"] == s].drop_duplicates("case_id")["projection_tokens"].mean()
                         ),
+                        **dict.fromkeys(_PART_COUNTS, 0),  # nothing needed: none held in either part
+                        "summary_by": "",
                     }
                     for s, lab in missing
                 ]
@@ -547,6 +563,7 @@ def recall_table(result: ContinuationResult, n_boot: int = 2000, seed: int = 7) 
         ["retained", "n", "n_sessions", "decoys_fallen", "decoys_n"]
     ].astype("int64")
     out["n_records"] = out["n_records"].astype("Int64")
+    out[_PART_COUNTS] = out[_PART_COUNTS].astype("Int64")  # <NA>: targets graded before issue 47 (no found_in)
     out["over_window"] = out["over_window"].astype(bool)
     return out
 

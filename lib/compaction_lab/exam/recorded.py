@@ -9,7 +9,10 @@ the request the agent held there in report ``tokens``, calibrated ``tokens_model
 factor and the log's own ``tokens_before``) and ``exam_recorded.parquet`` (per compaction x arm, with
 ``projection_tokens_model``, ``over_window`` and ``compacted`` in the model's terms, and ``best_other``:
 the arm a report may name "best other arm", `best_other`); sessions without a usable compaction are
-skipped and counted with their reason.
+skipped and counted with their reason. Each ``exam_recorded`` row splits its recall into scope and
+summary recall (`PART_COPIED`, docs/exams.md#6a-where-the-answer-was-found): for the ``recorded`` arm the
+summary is the agent's real one, its kept region is scope; ``pool_scope_retained`` counts the pool values
+an arm keeps by design.
 
 Design: docs/exams.md#4-the-recorded-arms-exam (eligible values, columns, opaque summaries).
 """
@@ -27,7 +30,7 @@ from compaction_lab import strategies
 from compaction_lab.core import excerpt
 from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Session
-from compaction_lab.exam import closed, cuts, probes, readers, stats
+from compaction_lab.exam import closed, cuts, found, probes, readers, stats
 from compaction_lab.exam.cases import probe_params
 from compaction_lab.exam.exam import EXAMS, Exam, ExamParams, Source
 from compaction_lab.exam.grading import accepted, normalise
@@ -67,6 +70,12 @@ FOUND_COLUMNS: list[str] = [
 ]
 #: One row per session that gave no recorded case.
 SKIP_COLUMNS: list[str] = ["session_id", "source_format", "reason"]
+#: The two parts of recall `comparison_table` copies from `stats.recall_table` (`found.PARTS`): right
+#: answers whose value the arm keeps by design (scope) or only its summary text holds, and who wrote it.
+PART_COPIED: list[str] = [
+    *(f"{part}_{kind}" for part in found.PARTS for kind in ("retained", "recall", "ci_low", "ci_high")),
+    "summary_by",
+]
 #: One row per recorded compaction x arm (`RecordedResult.table`).
 TABLE_COLUMNS: list[str] = [
     "case_id",
@@ -83,6 +92,7 @@ TABLE_COLUMNS: list[str] = [
     "recall",
     "ci_low",
     "ci_high",
+    *PART_COPIED,
     "decoys_fallen",
     "decoys_n",
     "projection_tokens",
@@ -91,6 +101,7 @@ TABLE_COLUMNS: list[str] = [
     "compacted",
     "best_other",
     "pool_retained",
+    "pool_scope_retained",
     "pool_n",
     "pool_recall",
     "kept_from",
@@ -184,6 +195,12 @@ def _pool_held(pool: Sequence[Question], text: str) -> int:
     return sum(1 for q in pool if any(form in hay for form in accepted(q)))
 
 
+def _pool_scope_held(pool: Sequence[Question], p: Projection) -> int:
+    """How many values of the pool a projection keeps by design, outside its summary text (`found.regions`)."""
+    where = found.regions(p)
+    return sum(1 for q in pool if found.found_in(q, where) in found.SCOPE_FOUND)
+
+
 def build(
     session_list: Sequence[Session],
     params: Mapping[str, Any],
@@ -215,12 +232,12 @@ def build(
     skips: list[dict[str, Any]] = []
     notes: list[str] = []
     for s in session_list:
-        found, problems = rec.find(s)
+        compactions, problems = rec.find(s)
         notes += [f"{s.id}: {p}" for p in problems]
-        if not found:
+        if not compactions:
             skips.append({"session_id": s.id, "source_format": s.source_format, "reason": rec.skip_reason(s)})
             continue
-        for rc in found:
+        for rc in compactions:
             case_id = f"{s.id}-recorded-{rc.index}"
             if saved is not None and case_id not in saved:
                 continue
@@ -350,6 +367,7 @@ def run(
         _, kept_from, _ = kept_region(rc.sessions[case.session_id], by_id[case.id].cut, p)
         measured[(case.id, p.strategy)] = {
             "pool_retained": _pool_held(pool, whole),
+            "pool_scope_retained": _pool_scope_held(pool, p),
             "pool_n": len(pool),
             "kept_from": kept_from,
             "summary_opaque": any(seg.opaque for seg in p.segments if seg.kind == "summary"),
@@ -374,7 +392,10 @@ def comparison_table(
     ``recorded`` marks the agent's own compaction; ``own_agent`` the arm that
     reimplements the agent that wrote it, with ``kept_match`` / ``kept_note``
     (see the module docstring). `measured` holds, per (case, arm), what
-    `run` read off each projection: ``pool_retained``, ``pool_n``, ``kept_from``, ``summary_opaque``.
+    `run` read off each projection: ``pool_retained``, ``pool_scope_retained`` (pool values it keeps by
+    design, outside its summary text), ``pool_n``, ``kept_from``, ``summary_opaque``. Each row carries the
+    two parts of its recall (`PART_COPIED`, from `stats.recall_table`): scope and summary, each with its
+    95% interval, and ``summary_by`` (for the ``recorded`` arm, the agent's own summary's label).
     """
     measured = measured or {}
     rows = []
@@ -407,6 +428,7 @@ def comparison_table(
                             "recall",
                             "ci_low",
                             "ci_high",
+                            *PART_COPIED,
                             "decoys_fallen",
                             "decoys_n",
                             "projection_tokens",
@@ -417,6 +439,7 @@ def comparison_table(
                     },
                     **seen.get(r["strategy"], {}),
                     "pool_retained": int(m["pool_retained"]) if m else pd.NA,
+                    "pool_scope_retained": int(m["pool_scope_retained"]) if "pool_scope_retained" in m else pd.NA,
                     "pool_n": pool_n if m else pd.NA,
                     "pool_recall": m["pool_retained"] / pool_n if m and pool_n else float("nan"),
                     "kept_from": m.get("kept_from", ""),
@@ -430,6 +453,9 @@ def comparison_table(
     return df.astype(
         {
             "pool_retained": "Int64",
+            "pool_scope_retained": "Int64",
+            "scope_retained": "Int64",
+            "summary_retained": "Int64",
             "pool_n": "Int64",
             "kept_match": "boolean",
             "projection_tokens_model": "Int64",
@@ -560,6 +586,7 @@ class RecordedExam(Exam[RecordedCases, RecordedResult]):
 
 __all__ = [
     "BANK_FILE",
+    "PART_COPIED",
     "POOL_FILE",
     "VERBATIM_KINDS",
     "kept_region",
