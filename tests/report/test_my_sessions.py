@@ -304,8 +304,29 @@ def test_four_real_sessions_give_numbers_you_can_trust(tmp_path):
     assert "The pool of usable values is" in page and "Recall under other question mixes" in page
     assert "natural (the pool&#39;s own)" in page or "natural (the pool's own)" in page
     assert "would not compact at W = 200,000" in page and "Not sendable at this window" in page
+    _continuation_split_is_presence(d)
     # 5. Redaction: the author's account name (pi's encoded folder, its cwd) nowhere; no SQLite side files.
     for p in d.rglob("*"):
         if p.is_file():
             assert b"badlogic" not in p.read_bytes(), p
     assert not [p.name for p in d.rglob("*") if p.name.endswith(("-wal", "-shm"))]
+
+
+def _continuation_split_is_presence(d):
+    """Issue 47 on a real run's needed-next targets: offline, a target is held exactly when its value is found
+    somewhere (``found_in`` not ``nowhere``); the held counts of the action rows are those of the target rows;
+    per arm and block, scope + summary = held, and the recorded arm's summary is the agent's own."""
+    targets = pd.read_parquet(d / "continuation_targets.parquet")
+    assert set(targets["block"]) == {"closed", "recorded"}
+    assert (targets["correct"] == (targets["found_in"] != "nowhere")).all()
+    actions = pd.read_parquet(d / "exam_continuation.parquet")
+    key = ["block", "case_id", "strategy", "action_rank"]
+    held = targets.groupby(key)["correct"].sum()
+    counted = actions.set_index(key)["n_held"]
+    assert (counted.reindex(held.index) == held).all() and counted.sum() == held.sum()
+    recall = pd.read_parquet(d / "continuation_recall.parquet")
+    assert (recall["scope_retained"] + recall["summary_retained"] == recall["retained"]).all()
+    mine = recall[(recall["block"] == "recorded") & (recall["strategy"] == "recorded")].iloc[0]
+    assert mine["summary_by"] == "recorded summary (pi, claude-opus-4-5)"
+    rows = targets[(targets["block"] == "recorded") & (targets["strategy"] == "recorded")]
+    assert mine["summary_retained"] == (rows["correct"] & (rows["found_in"] == "summary")).sum()
