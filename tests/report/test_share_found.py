@@ -215,3 +215,49 @@ def test_a_headline_saved_before_the_split_still_renders(tmp_path):
     assert _said(lines, "Most retained of the arms that compacted and fit: sumheavy")
     assert not _said(lines, "Kept by design")
     assert "cl-headline" in share.headline_html(old)
+
+
+def test_the_recorded_block_shows_each_arms_split_where_the_table_has_it(tmp_path):
+    from compaction_lab.exam import recorded
+
+    base = {"case_id": "s-recorded-0", "session_id": "s", "agent": "pi", "model": "m1", "compaction": 0}
+    found = pd.DataFrame(
+        [{**base, "label": "recorded (pi, m1)", "eligible_values": 0, "eligible_in_summary": 0}],
+        columns=recorded.FOUND_COLUMNS,
+    )
+
+    def row(strategy, label, k, scope, summary, own=False):
+        return {
+            **base,
+            "strategy": strategy,
+            "strategy_label": label,
+            "recorded": strategy == "recorded",
+            "own_agent": own,
+            "retained": k,
+            "n": 4,
+            "recall": k / 4,
+            "ci_low": 0.0,
+            "ci_high": 1.0,
+            "projection_tokens": 100.0,
+            "over_window": False,
+            "scope_retained": scope,
+            "summary_retained": summary,
+        }
+
+    table = pd.DataFrame(
+        [
+            row("recorded", "recorded (pi, m1)", 3, 1, 2),
+            row("pi", "pi (extractive stand-in)", 2, 2, 0, own=True),
+            row("codex", "codex (extractive stand-in)", 1, pd.NA, pd.NA),  # not measured: no split shown
+        ]
+    )
+    runfolder.save_table(found, tmp_path, "recorded_compactions")
+    runfolder.save_table(table, tmp_path, "exam_recorded")
+    (r,) = share.recorded_block(tmp_path).table.to_dict("records")
+    assert r["the agent's own (recorded)"] == (
+        "recorded (pi, m1): 3/4 (0%–100%) · kept by design 1, only in the summary 2"
+    )
+    assert (
+        r["its reimplementation"] == "pi (extractive stand-in): 2/4 (0%–100%) · kept by design 2, only in the summary 0"
+    )
+    assert r["best other arm"] == "codex (extractive stand-in): 1/4 (0%–100%)"

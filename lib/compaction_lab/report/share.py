@@ -801,14 +801,20 @@ def _retained(r: Mapping[str, Any]) -> str:
     over = bool(r.get("over_window", False))
     flag = r.get("summary_opaque", False)  # absent from tables of earlier runs
     opaque = " (summary opaque: not readable, a lower bound)" if not pd.isna(flag) and bool(flag) else ""
-    return f"{r['strategy_label']}: {retained_of_n(r['retained'], r['n'], r['ci_low'], r['ci_high'], over)}{opaque}"
+    scope, summary = r.get("scope_retained"), r.get("summary_retained")  # issue 47; absent or <NA> earlier
+    split = ""
+    if scope is not None and summary is not None and pd.notna(scope) and pd.notna(summary):
+        split = f" · kept by design {int(scope)}, only in the summary {int(summary)}"
+    shown = retained_of_n(r["retained"], r["n"], r["ci_low"], r["ci_high"], over)
+    return f"{r['strategy_label']}: {shown}{split}{opaque}"
 
 
 def recorded_block(run_dir: Path) -> RecordedBlock | None:
     """Gather what the run found of real compactions and how they did, or None when notebook 03 did not look.
 
     Per compaction: the agent's own compaction (recorded) and the arm that
-    reimplements that agent, each as retained of N with the 95% interval, and
+    reimplements that agent, each as retained of N with the 95% interval (and, where ``exam_recorded``
+    carries them, how many of those the arm keeps by design and how many only its summary holds), and
     the other arm that retained most among those that compacted and fit the
     window (`ranked`; `NO_BEST_OTHER` when none). Values only, from ``recorded_compactions``,
     ``recorded_skipped`` and ``exam_recorded``.
