@@ -10,6 +10,7 @@ import pytest
 from compaction_lab import ingest
 from compaction_lab.core import runfolder
 from compaction_lab.exam import readers, recorded
+from compaction_lab.exam.grading import accepted, normalise
 from compaction_lab.report import charts
 from compaction_lab.strategies.base import CompactionContext
 from compaction_lab.summarize.extractive import ExtractiveSummarizer
@@ -232,3 +233,31 @@ def test_the_recorded_block_asks_a_model_reader_every_draw(built, tmp_path, monk
     per_question = res.answers.groupby(["strategy", "question_id"])["draw"].apply(sorted)
     assert len(per_question) and all(d == [0, 1] for d in per_question)
     assert sent == len(res.answers)  # every draw a request of its own
+
+
+def test_the_recorded_arms_real_summary_is_summary_recall_its_kept_records_scope(built, result):
+    """Issue 47: where each recorded-arm answer was found, checked against the hand-built next requests."""
+    questions = {q.id: q for c in built.cases for q in c.questions}
+    agent_of = dict(zip(built.found["case_id"], built.found["agent"], strict=False))
+    ans = result.answers[(result.answers["strategy"] == "recorded") & ~result.answers["decoy"]]
+    for _, row in ans.iterrows():
+        sent = EXPECTED[agent_of[row["case_id"]]]
+        summary = normalise("\n\n".join(text for kind, _, text in sent if kind == "summary"))
+        kept = normalise("\n\n".join(text for kind, _, text in sent if kind != "summary"))
+        forms = accepted(questions[row["question_id"]])
+        in_summary, in_kept = any(f in summary for f in forms), any(f in kept for f in forms)
+        want = ("both" if in_summary else "verbatim") if in_kept else ("summary" if in_summary else "nowhere")
+        assert row["found_in"] == want, (row["answer"], agent_of[row["case_id"]])
+    assert (ans.loc[ans["correct"], "found_in"] == "summary").any()
+    t = result.table
+    assert (t["scope_retained"] + t["summary_retained"] == t["retained"]).all()  # the verbatim reader
+    for _, row in t[t["recorded"]].iterrows():
+        mine = ans[ans["case_id"] == row["case_id"]]
+        assert row["summary_retained"] == (mine["correct"] & (mine["found_in"] == "summary")).sum()
+        assert row["summary_by"] == f"recorded summary ({row['agent']}, {MODELS[row['agent']]})"
+    assert (t.loc[t["strategy"] == "full", "summary_retained"] == 0).all()
+    assert (t.loc[t["strategy"] == "full", "summary_by"] == "").all()
+    assert (t.loc[t["strategy"] == "codex", "summary_by"] == "extractive stand-in").all()
+    assert (t["pool_scope_retained"] <= t["pool_retained"]).all()
+    full = t[t["strategy"] == "full"]
+    assert (full["pool_scope_retained"] == full["pool_retained"]).all()  # the whole history, nothing summarised
