@@ -161,7 +161,7 @@ def test_the_headline_carries_the_split_and_the_view_shows_it(tmp_path):
     assert r["needed_next_scope_of_n"] == "3/10 (10%–60%)" and r["needed_next_summary_of_n"] == "5/10 (20%–80%)"
     assert r["needed_next_scope_recall"] == pytest.approx(0.3)
     view = share.headline_view(h).set_index("strategy")
-    summary_col = f"only in the summary (summary recall, 95% CI) — summaries by {STAND_IN_LABEL}"
+    summary_col = f"only in the summary (summary recall, 95% CI), written by {STAND_IN_LABEL}"
     assert list(view.columns[:4]) == [
         "retained of N (95% CI)",
         "kept by design (scope recall, 95% CI)",
@@ -178,8 +178,8 @@ def test_the_view_names_each_summariser_in_its_cell_when_they_differ(tmp_path):
     recall.loc[recall["strategy"] == "mixed", "summary_by"] = MODEL
     view = share.headline_view(share.headline_table(_run(tmp_path, recall))).set_index("strategy")
     col = "only in the summary (summary recall, 95% CI)"
-    assert view.loc["mixed (extractive stand-in)", col] == f"30/100 (25%–35%) · by {MODEL}"
-    assert view.loc["sumheavy (extractive stand-in)", col] == f"80/100 (75%–85%) · by {STAND_IN_LABEL}"
+    assert view.loc["mixed (extractive stand-in)", col] == f"30/100 (25%–35%) · written by {MODEL}"
+    assert view.loc["sumheavy (extractive stand-in)", col] == f"80/100 (75%–85%) · written by {STAND_IN_LABEL}"
     # a model wrote some summary of an arm that ranks: both rankings are said
     lines = share.measured_text(share.headline_table(_run(tmp_path / "b", recall)))
     assert _said(lines, "Most retained") and _said(lines, "Most kept by design")
@@ -261,3 +261,14 @@ def test_the_recorded_block_shows_each_arms_split_where_the_table_has_it(tmp_pat
         r["its reimplementation"] == "pi (extractive stand-in): 2/4 (0%–100%) · kept by design 2, only in the summary 0"
     )
     assert r["best other arm"] == "codex (extractive stand-in): 1/4 (0%–100%)"
+
+
+def test_offline_a_single_ranked_arm_gets_its_scope_recall_and_the_stand_in_sentence(tmp_path):
+    recall = _exam_recall()
+    recall = recall[recall["strategy"].isin(["full", "sumheavy"])]
+    lines = share.measured_text(share.headline_table(_run(tmp_path, recall)))
+    assert _said(lines, "Only one arm") == [
+        "Only one arm compacted and fits: sumheavy (extractive stand-in), 90/100 (85%–95%); "
+        "kept by design 10/100 (5%–15%)."
+    ]
+    assert share.STAND_IN_SUMMARY_RECALL in lines

@@ -387,9 +387,10 @@ def headline_view(headline: pd.DataFrame) -> pd.DataFrame:
 
     Beside the total (retained of N) stand its two parts: kept by design (scope recall) and only in the
     summary (summary recall). Who wrote the summaries goes in the summary column's header when one
-    summariser wrote them all (offline: the extractive stand-in), else in each cell; an arm with no summary
-    text reads `NO_SUMMARY`. The needed-next cell adds its own split (``scope k/n · summary k/n``) where the
-    continuation exam measured it. A column a headline saved earlier lacks reads `NOT_MEASURED`.
+    summariser wrote them all (offline: ", written by extractive stand-in"), else in each cell; an arm
+    with no summary text reads `NO_SUMMARY`. The needed-next cell adds its own split
+    (``scope k/n · summary k/n``) where the continuation exam measured it. A column a headline saved
+    earlier lacks reads `NOT_MEASURED`.
     """
     view = headline[[c for c in HEADLINE_VIEW if c in headline.columns]].copy()
     at = list(view.columns).index("retained_of_n") + 1 if "retained_of_n" in view.columns else None
@@ -408,10 +409,12 @@ def headline_view(headline: pd.DataFrame) -> pd.DataFrame:
         none = measured & writer.notna() & (writer.astype(str) == "")
         view.loc[none, "summary_of_n"] = NO_SUMMARY
         if len(by) == 1:
-            header = f"{header} — summaries by {by[0]}"
+            header = f"{header}, written by {by[0]}"
         elif by:
             named = measured & ~none & writer.notna()
-            view.loc[named, "summary_of_n"] = view.loc[named, "summary_of_n"] + " · by " + writer[named].astype(str)
+            view.loc[named, "summary_of_n"] = (
+                view.loc[named, "summary_of_n"] + " · written by " + writer[named].astype(str)
+            )
     if "needed_next_of_n" in view.columns and "needed_next_scope_retained" in headline.columns:
         split = headline["needed_next_scope_retained"].notna() & headline["needed_next_summary_retained"].notna()
         for i in headline.index[split]:
@@ -597,8 +600,8 @@ def measured_text(headline: pd.DataFrame) -> list[str]:
 STAND_IN_SUMMARY_RECALL = (
     f"Summary recall (right answers whose value only a summary holds) needs a model summariser to mean "
     f"anything: offline every summary was written by the {STAND_IN_LABEL}, which copies value-bearing "
-    "sentences verbatim, so it measures the stand-in, not the strategy; the ranking above is by scope recall, "
-    "which is exact offline."
+    "sentences verbatim, so it measures the stand-in, not the strategy; scope recall, exact offline, is what "
+    "the strategy keeps."
 )
 
 
@@ -630,7 +633,8 @@ def _ranking_lines(h: pd.DataFrame) -> list[str]:
     if len(h) == 1:
         r = h.iloc[0]
         kept = f"; kept by design {r['scope_of_n']}" if mode != "total" else ""
-        return [f"Only one arm compacted and fits: {r['strategy_label']}, {r['retained_of_n']}{kept}."]
+        only = [f"Only one arm compacted and fits: {r['strategy_label']}, {r['retained_of_n']}{kept}."]
+        return only + ([STAND_IN_SUMMARY_RECALL] if mode == "scope" else [])
     total = _best_or_tied(
         h,
         ("ci_low", "ci_high", True),
