@@ -1,7 +1,8 @@
 """What several figures share.
 
 The chart that says why nothing is drawn, the look of an arm that could not be sent, the units and
-who answered under a title.
+who answered under a title, and the look of the part of recall only a summary held (`hatched`; the
+two parts of recall: docs/exams.md#6a-where-the-answer-was-found).
 """
 
 from __future__ import annotations
@@ -168,17 +169,132 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def recall_panels(recall: pd.DataFrame, width: int) -> tuple[alt.Chart, alt.Chart]:
-    """Draw the retained and tokens panels of figure 3 (each with its own data); `recall` already `flag_arms`-ed."""
+#: The colour of a right answer whose value is in neither what the arm keeps by design nor its summary
+#: (a model reader's own: `found.part` says ``elsewhere``); plain, never hatched.
+ELSEWHERE_COLOR = "#d0d0d0"
+ELSEWHERE_NOTE = "grey: right, with the value in neither (the reader's own)"
+
+_HATCH_STEP = 0.1
+_HATCH_PX = 3.0
+_HATCH_TINT = "white"
+
+
+def hatched(color: str, *, size: tuple[float, float] | None = None) -> alt.Gradient:
+    """Return the fill of the part of recall only a summary held: diagonal stripes of `color` and white.
+
+    Vega-Lite has no pattern fill, so a linear gradient with hard stops (each offset given twice) draws
+    the stripes; it renders alike in the browser, SVG and PNG. The gradient spans the mark's bounding
+    box, so without `size` a long flat bar gets ten shallow stripes across its height; with the mark's
+    size in pixels the stripes run at 45° every few pixels, whatever the mark's shape. A gradient is a
+    constant mark colour, never an encoding: a figure draws one layer per colour (and per size). Faded
+    and dashed stays the look of an arm over the window (`unsendable_look`).
+
+    Parameters
+    ----------
+    color : str
+        The stripes' colour (e.g. the pointer's, `theme.POINTER_COLORS`).
+    size : (float, float), optional
+        The mark's width and height in pixels, both positive.
+    """
+    if not isinstance(color, str) or not color:
+        raise ValueError(f"color must be a colour name or hex string, got {color!r}")
+    if size is None:
+        x2, y2, step = 1.0, 1.0, _HATCH_STEP
+    else:
+        w, h = size
+        if not (w > 0 and h > 0):
+            raise ValueError(f"size must be a positive (width, height) in pixels, got {size!r}")
+        # Along (w·s, h·s) with s = (w + h) / (w² + h²) the gradient runs (x + y) / (w + h): 45° in pixels.
+        s = (w + h) / (w * w + h * h)
+        x2, y2, step = w * s, h * s, min(_HATCH_PX / (w + h), 0.5)
+    stops: list[alt.GradientStop] = []
+    k = 0
+    while k * step < 1:
+        lo, hi = round(k * step, 5), round(min((k + 1) * step, 1.0), 5)
+        c = color if k % 2 == 0 else _HATCH_TINT
+        stops += [alt.GradientStop(color=c, offset=lo), alt.GradientStop(color=c, offset=hi)]
+        k += 1
+    return alt.Gradient(gradient="linear", x1=0, y1=0, x2=round(x2, 5), y2=round(y2, 5), stops=stops)
+
+
+def summary_note(summarisers: str) -> str:
+    """Say what a hatched segment is and who wrote the summary that held it (`summarisers`, may be empty)."""
+    return "hatched: found only in the summary" + (f", written by {summarisers}" if summarisers else "")
+
+
+def summarisers(data: pd.DataFrame, mask: pd.Series | None = None) -> str:
+    """Join the distinct summariser labels (``summary_by``, itself possibly " / "-joined) of `data`'s rows (`mask`)."""
+    if "summary_by" not in data.columns:
+        return ""
+    values = data["summary_by"] if mask is None else data.loc[mask, "summary_by"]
+    names = (part.strip() for v in values.dropna() for part in str(v).split(" / "))
+    return ", ".join(dict.fromkeys(n for n in names if n and n != "nan"))
+
+
+def answers_split(answers: pd.DataFrame) -> bool:
+    """Whether answers say where each value was found (a ``found_in`` column with a value; old run folders have none)."""
+    return "found_in" in answers.columns and bool(answers["found_in"].notna().any())
+
+
+def recall_split(recall: pd.DataFrame) -> bool:
+    """Whether a recall table splits recall into its parts (`stats.PART_COLUMNS`) that say anything.
+
+    False without the columns or with them empty (older run folders), and when no arm puts a right answer
+    in either part (answers without ``found_in`` counted as having it): the split would say nothing.
+    """
+    cols = ["scope_retained", "summary_retained"]
+    if not set(cols) <= set(recall.columns):
+        return False
+    counts = recall[cols].apply(pd.to_numeric, errors="coerce")
+    return bool(counts.notna().all(axis=None)) and bool((counts.sum(axis=1) > 0).any())
+
+
+def part_segments(recall: pd.DataFrame) -> pd.DataFrame:
+    """One row per arm and part of recall (scope, summary, elsewhere when any), with its stacked ``x`` / ``x2``.
+
+    Scope first, so the solid length reads as scope recall; ``elsewhere`` is ``retained`` less both parts.
+    `recall` is `flag_arms`-ed and `recall_split`.
+    """
+    rows = []
+    for _, r in recall.iterrows():
+        scope, summary = int(r["scope_retained"]), int(r["summary_retained"])
+        counts = {"scope": scope, "summary": summary, "elsewhere": max(int(r["retained"]) - scope - summary, 0)}
+        start = 0
+        for name, k in counts.items():
+            if k or name == "scope":  # every arm keeps a row, so every arm is listed
+                rows.append({"arm_label": r["arm_label"], "part": name, "retained": k, "x": start, "x2": start + k})
+            start += k
+    out = pd.DataFrame(rows, columns=["arm_label", "part", "retained", "x", "x2"])
+    keep = [c for c in ("over_window", "n", "scope_retained", "summary_retained", "summary_by") if c in recall]
+    return out.merge(recall[["arm_label", *keep]].drop_duplicates("arm_label"), on="arm_label", how="left")
+
+
+def split_label(retained: int, n: int, scope: int, summary: int) -> str:
+    """Label a bar with its total and split, e.g. ``99/170 (58%) · scope 17 · summary 82`` (`` · elsewhere k``)."""
+    label = f"{retained}/{n} ({retained / max(n, 1):.0%}) · scope {scope} · summary {summary}"
+    rest = retained - scope - summary
+    return label + (f" · elsewhere {rest}" if rest > 0 else "")
+
+
+def recall_panels(recall: pd.DataFrame, width: int) -> tuple[alt.Chart | alt.LayerChart, alt.Chart]:
+    """Draw the retained and tokens panels of figure 3 (each with its own data); `recall` already `flag_arms`-ed.
+
+    When the table splits recall (`recall_split`), the retained bar stacks the scope part (solid), the
+    summary part (`hatched`) and a right answer found in neither (grey, only when any).
+    """
     order = arm_order(recall, ("retained", False))
     look = unsendable_look(recall)
     base = alt.Chart(recall).encode(y=alt.Y("arm_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)))
     strategy = alt.Tooltip("arm_label:N", title="strategy")
-    left = (
-        base.mark_bar(color="#54a24b")
-        .encode(x=alt.X("retained:Q", title="questions retained"), tooltip=[strategy, "retained", "n"], **look)
-        .properties(width=width, title="information retained")
-    )
+    left: alt.Chart | alt.LayerChart
+    if recall_split(recall):
+        left = _retained_parts(recall, order, width)
+    else:
+        left = (
+            base.mark_bar(color=RETAINED_COLOR)
+            .encode(x=alt.X("retained:Q", title="questions retained"), tooltip=[strategy, "retained", "n"], **look)
+            .properties(width=width, title="information retained")
+        )
     right = (
         base.mark_bar(color="#4c78a8")
         .encode(
@@ -189,3 +305,55 @@ def recall_panels(recall: pd.DataFrame, width: int) -> tuple[alt.Chart, alt.Char
         .properties(width=width, title="what it costs in tokens")
     )
     return left, right
+
+
+#: The colour of figure 3's "information retained" bar.
+RETAINED_COLOR = "#54a24b"
+
+
+def _retained_parts(recall: pd.DataFrame, order: list[str], width: int) -> alt.LayerChart:
+    """Figure 3's retained panel split into scope (solid), summary (hatched) and elsewhere (grey) segments."""
+    seg = part_segments(recall)
+    totals = recall.drop_duplicates("arm_label").set_index("arm_label")
+    labels = {
+        arm: split_label(int(r["retained"]), int(r["n"]), int(r["scope_retained"]), int(r["summary_retained"]))
+        for arm, r in totals.iterrows()
+    }
+    seg["label"] = seg["arm_label"].map(labels)
+    y = alt.Y("arm_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360))
+    x = alt.X("x:Q", title="questions retained")
+    tooltip = [
+        alt.Tooltip("arm_label:N", title="strategy"),
+        alt.Tooltip("part:N", title="part"),
+        alt.Tooltip("retained:Q", title="questions"),
+        alt.Tooltip("label:N", title="retained"),
+        alt.Tooltip("summary_by:N", title="summary written by"),
+    ]
+    fills: dict[str, str | alt.Gradient] = {
+        "scope": RETAINED_COLOR,
+        "summary": hatched(RETAINED_COLOR),
+        "elsewhere": ELSEWHERE_COLOR,
+    }
+    layers = []
+    for name, fill in fills.items():
+        rows = seg[seg["part"].eq(name)].reset_index(drop=True)
+        if name != "scope" and rows.empty:
+            continue
+        layers.append(
+            alt.Chart(rows)
+            .mark_bar(fill=fill)
+            .encode(y=y, x=x, x2="x2:Q", tooltip=tooltip, **unsendable_look(rows) if len(rows) else {})
+        )
+    return alt.layer(*layers).properties(width=width, title="information retained")
+
+
+def parts_note(recall: pd.DataFrame) -> str | None:
+    """Write the subtitle line of a split recall table's figure: what hatched (and grey) is; None when not split."""
+    if not recall_split(recall):
+        return None
+    retained = pd.to_numeric(recall["retained"], errors="coerce").fillna(0)
+    parts = recall[["scope_retained", "summary_retained"]].apply(pd.to_numeric, errors="coerce").fillna(0)
+    has_summary = parts["summary_retained"] > 0
+    note = summary_note(summarisers(recall, has_summary if has_summary.any() else None))
+    elsewhere = bool((retained - parts.sum(axis=1) > 0).any())
+    return note + ("; " + ELSEWHERE_NOTE if elsewhere else "")

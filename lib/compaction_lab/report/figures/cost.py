@@ -11,6 +11,7 @@ from compaction_lab.report.figures._common import (
     arm_order,
     flag_arms,
     no_data,
+    parts_note,
     recall_panels,
     subtitle_lines,
     units_note,
@@ -103,7 +104,8 @@ def fig3_complete(recall: pd.DataFrame, cost: pd.DataFrame, *, width: int = 220)
     """Figure 3, complete: retained | tokens | money per point of recall (one price table and simulator).
 
     An arm over the window is faded, dashed, labelled `NOT_SENDABLE` and listed last in every panel (the
-    money panel takes the flag from `recall`, matched by strategy label).
+    money panel takes the flag from `recall`, matched by strategy label). The retained bar stacks scope
+    and summary recall (`recall_panels`) when the table splits them.
     """
     if recall.empty or not (recall["n"] > 0).any():
         return no_data(title_of("fig3_complete"))
@@ -134,6 +136,7 @@ def fig3_complete(recall: pd.DataFrame, cost: pd.DataFrame, *, width: int = 220)
                 who_answered(
                     recall, "money: one compaction + later turns, cache simulated on the real token sequences"
                 ),
+                parts_note(recall),
                 units_note(recall),
                 NOT_SENDABLE_NOTE if recall["over_window"].any() else None,
             ),

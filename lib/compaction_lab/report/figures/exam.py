@@ -7,18 +7,27 @@ import re
 import altair as alt
 import pandas as pd
 
-from compaction_lab.exam import imported, power, readers
+from compaction_lab.exam import found, imported, power, readers
 from compaction_lab.report.figures import register, title_of
 from compaction_lab.report.figures._common import (
+    ELSEWHERE_COLOR,
+    ELSEWHERE_NOTE,
     NOT_SENDABLE_NOTE,
     NOT_SENDABLE_WHY,
+    answers_split,
     arm_order,
     distinct_text,
     flag_arms,
+    hatched,
     no_data,
+    parts_note,
     plural,
     recall_panels,
+    recall_split,
+    split_label,
     subtitle_lines,
+    summarisers,
+    summary_note,
     units_note,
     unsendable_look,
     who_answered,
@@ -60,12 +69,18 @@ def fig1_retained(answers: pd.DataFrame, *, width: int = 520) -> alt.LayerChart 
     decoy = answers["decoy"].astype(bool)
     correct = answers["correct"].astype(bool)
     real = answers[~decoy]
+    right = real[correct[~decoy]].copy()
+    split = answers_split(answers)
+    # Which part of recall each right answer counts toward (`found.part`); all one solid part without `found_in`.
+    right["part"] = [found.part(str(f), True) for f in right["found_in"]] if split else "scope"
     flags = answers.groupby("arm_label")["over_window"].first()
     n = real.groupby("arm_label").size()
-    parts = real[correct[~decoy]].groupby(["arm_label", "pointer"]).size().rename("retained").reset_index()
+    parts = _stacked(right)
     parts["over_window"] = parts["arm_label"].map(flags).astype(bool)
     totals = pd.DataFrame({"n": n}).reset_index()
-    totals["retained"] = totals["arm_label"].map(real[correct[~decoy]].groupby("arm_label").size()).fillna(0)
+    for name in ("retained", *found.PARTS):
+        counted = right if name == "retained" else right[right["part"].eq(name)]
+        totals[name] = totals["arm_label"].map(counted.groupby("arm_label").size()).fillna(0).astype(int)
     totals["over_window"] = totals["arm_label"].map(flags).astype(bool)
     # Only a reader that could have fallen for a decoy says anything by not falling for it.
     judged = decoy & _decoys_measured(answers)
@@ -76,7 +91,11 @@ def fig1_retained(answers: pd.DataFrame, *, width: int = 520) -> alt.LayerChart 
     totals["decoys"] = totals["arm_label"].map(asked).fillna(0).astype(int)
     totals["label"] = totals.apply(
         lambda r: (
-            f"{int(r['retained'])}/{int(r['n'])} ({r['retained'] / max(r['n'], 1):.0%})"
+            (
+                split_label(int(r["retained"]), int(r["n"]), int(r["scope"]), int(r["summary"]))
+                if split
+                else f"{int(r['retained'])}/{int(r['n'])} ({r['retained'] / max(r['n'], 1):.0%})"
+            )
             + (f" · decoys fallen for: {r['fallen']}/{r['decoys']}" if r["decoys"] else "")
         ),
         axis=1,
@@ -85,38 +104,73 @@ def fig1_retained(answers: pd.DataFrame, *, width: int = 520) -> alt.LayerChart 
     reader = ", ".join(sorted(set(answers["reader_label"]))) if "reader_label" in answers else ""
     decoy_note = None if measured or not decoy.any() else readers.DECOYS_NOT_MEASURED
     y = alt.Y("arm_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360))
+    x = alt.X("x:Q", title="questions still answerable", scale=alt.Scale(domain=[0, int(n.max() or 1)]))
+    tooltip = [alt.Tooltip("arm_label:N", title="strategy"), "pointer", "part", "retained"]
+    solid = parts[parts["part"].eq("scope")].reset_index(drop=True)
     bars = (
-        alt.Chart(parts)
+        alt.Chart(solid)
         .mark_bar()
         .encode(
             y=y,
-            x=alt.X("retained:Q", title="questions still answerable", scale=alt.Scale(domain=[0, int(n.max() or 1)])),
+            x=x,
+            x2="x2:Q",
             color=alt.Color(
                 "pointer:N",
                 scale=alt.Scale(domain=list(POINTER_COLORS), range=list(POINTER_COLORS.values())),
                 legend=alt.Legend(title="answer was in", orient="bottom"),
             ),
-            order=alt.Order("pointer:N"),
-            tooltip=[alt.Tooltip("arm_label:N", title="strategy"), "pointer", "retained"],
+            tooltip=tooltip,
             **unsendable_look(parts),
         )
     )
+    layers: list[alt.Chart] = [bars]
+    # One layer per pointer colour: a gradient is a constant mark colour, never an encoding.
+    fills = [("summary", p, hatched(c)) for p, c in POINTER_COLORS.items()] + [("elsewhere", None, ELSEWHERE_COLOR)]
+    for name, pointer, fill in fills:
+        rows = parts[parts["part"].eq(name) & (parts["pointer"].eq(pointer) if pointer else True)]
+        if rows.empty:
+            continue
+        rows = rows.reset_index(drop=True)
+        layers.append(
+            alt.Chart(rows)
+            .mark_bar(fill=fill)
+            .encode(y=y, x=x, x2="x2:Q", tooltip=tooltip, **unsendable_look(rows) if rows["over_window"].any() else {})
+        )
     text = (
         alt.Chart(totals)
         .mark_text(align="left", dx=4, fontSize=11)
         .encode(y=alt.Y("arm_label:N", sort=order), x="retained:Q", text="label:N")
     )
-    return (bars + text).properties(
+    held = right["part"].eq("summary")
+    return alt.layer(*layers, text).properties(
         width=width,
         title=alt.TitleParams(
             title_of("fig1_retained"),
             subtitle=subtitle_lines(
                 f"closed book; reader: {reader}" if reader else "closed book",
+                summary_note(summarisers(right, held if held.any() else None)) if split else None,
+                ELSEWHERE_NOTE if split and right["part"].eq("elsewhere").any() else None,
                 decoy_note,
                 NOT_SENDABLE_NOTE if totals["over_window"].any() else None,
             ),
         ),
     )
+
+
+def _stacked(right: pd.DataFrame) -> pd.DataFrame:
+    """Count right answers per arm, part and pointer, stacked: every scope segment, then summary, then elsewhere.
+
+    ``x`` / ``x2`` are each segment's start and end along its arm's bar (layers do not stack together), so
+    the solid length reads as scope recall.
+    """
+    counts = right.groupby(["arm_label", "part", "pointer"]).size().rename("retained").reset_index()
+    rank = {p: i for i, p in enumerate(POINTER_COLORS)}
+    counts["part_rank"] = counts["part"].map({"scope": 0, "summary": 1}).fillna(2)
+    counts["pointer_rank"] = counts["pointer"].map(rank).fillna(len(rank))
+    counts = counts.sort_values(["arm_label", "part_rank", "pointer_rank", "pointer"], kind="stable")
+    counts["x2"] = counts.groupby("arm_label")["retained"].cumsum()
+    counts["x"] = counts["x2"] - counts["retained"]
+    return counts.drop(columns=["part_rank", "pointer_rank"]).reset_index(drop=True)
 
 
 @register(
@@ -147,6 +201,7 @@ def fig3_retained_tokens(recall: pd.DataFrame, *, width: int = 260) -> alt.HConc
             title_of("fig3_recall_tokens"),
             subtitle=subtitle_lines(
                 who_answered(recall, "money per point of recall: see the cost notebook"),
+                parts_note(recall),
                 units_note(recall),
                 NOT_SENDABLE_NOTE if recall["over_window"].any() else None,
             ),
@@ -160,7 +215,7 @@ def fig3_retained_tokens(recall: pd.DataFrame, *, width: int = 260) -> alt.HConc
     title="Figure 4 — projection size against recall",
     notebook="03_closed_book_exam",
 )
-def fig4_size_vs_recall(recall: pd.DataFrame, *, width: int = 480) -> alt.LayerChart | alt.Chart:
+def fig4_size_vs_recall(recall: pd.DataFrame, *, width: int = 480, height: int = 300) -> alt.LayerChart | alt.Chart:
     """Figure 4: projection size (log x) against recall, one point per strategy, with 95% intervals.
 
     An arm over the window is drawn faded with a dashed outline and a dashed interval, labelled
@@ -182,7 +237,7 @@ def fig4_size_vs_recall(recall: pd.DataFrame, *, width: int = 480) -> alt.LayerC
         x=alt.X("projection_tokens:Q", scale=alt.Scale(type="log"), title="projection tokens (mean per case, log)")
     )
     rule = base.mark_rule(color="#888").encode(
-        y=alt.Y("ci_low:Q", axis=alt.Axis(format="%"), title="recall"),
+        y=alt.Y("ci_low:Q", axis=alt.Axis(format="%"), title="recall", scale=alt.Scale(domain=[0, 1])),
         y2="ci_high:Q",
         **({"strokeDash": look["strokeDash"]} if look else {}),
     )
@@ -200,19 +255,93 @@ def fig4_size_vs_recall(recall: pd.DataFrame, *, width: int = 480) -> alt.LayerC
     )
     labels = base.mark_text(align="left", dx=7, dy=-7, fontSize=10).encode(y="recall:Q", text="arm_label:N")
     units = units_note(recall)
-    return (rule + pts + labels).properties(
+    layers: list[alt.Chart] = [rule, pts, labels]
+    split = recall_split(data)
+    if split:
+        gaps, scope = _scope_layers(data, look, height)
+        layers = [*gaps, rule, *scope, pts, labels]  # the total's interval over the hatched gap
+    return alt.layer(*layers).properties(
         width=width,
-        height=300,
+        height=height,
         title=alt.TitleParams(
             title_of("fig4_size_recall"),
             subtitle=subtitle_lines(
                 who_answered(
                     recall, "bars: 95% intervals" if units else "bars: 95% bootstrap intervals over questions"
                 ),
+                _scope_note(data) if split else None,
                 units,
                 f"faded, dashed outline: {NOT_SENDABLE_WHY}" if data["over_window"].any() else None,
             ),
         ),
+    )
+
+
+#: How far right of its arm's total figure 4 draws the scope recall's interval, and the hatched gap's width (pixels).
+_SCOPE_DX = 7
+_GAP_WIDTH = 8
+
+
+def _scope_layers(data: pd.DataFrame, look: dict, height: int) -> tuple[list[alt.Chart], list[alt.Chart]]:
+    """Figure 4's scope recall: the gaps up to the totals (`hatched`); its interval beside and open point.
+
+    The arm label stays next to the total point only.
+    """
+    base = (
+        alt.Chart(data)
+        .transform_filter("isValid(datum.scope_recall)")
+        .encode(x=alt.X("projection_tokens:Q", scale=alt.Scale(type="log")))
+    )
+    faded = {"fillOpacity": look["fillOpacity"]} if look else {}
+    tooltip = [
+        alt.Tooltip("arm_label:N", title="strategy"),
+        alt.Tooltip("scope_recall:Q", title="scope recall", format=".1%"),
+        alt.Tooltip("scope_ci_low:Q", title="scope 95% low", format=".1%"),
+        alt.Tooltip("scope_ci_high:Q", title="scope 95% high", format=".1%"),
+        alt.Tooltip("summary_recall:Q", title="summary recall", format=".1%"),
+        alt.Tooltip("summary_by:N", title="summary written by"),
+    ]
+    # One layer per arm: the stripes are sized to the gap's height in pixels (`hatched`).
+    gaps = []
+    for _, r in data.iterrows():
+        rise = float(r["recall"]) - float(r["scope_recall"]) if pd.notna(r["scope_recall"]) else 0.0
+        if rise <= 0:
+            continue
+        gaps.append(
+            base.transform_filter(alt.FieldEqualPredicate(field="arm_label", equal=str(r["arm_label"])))
+            .mark_bar(
+                fill=hatched(SCOPE_GAP_COLOR, size=(_GAP_WIDTH, rise * height)),
+                stroke=SCOPE_GAP_COLOR,
+                strokeWidth=0.5,
+                width=_GAP_WIDTH,
+            )
+            .encode(y="scope_recall:Q", y2="recall:Q", tooltip=tooltip, **faded)
+        )
+    interval = base.mark_rule(color="#888", xOffset=_SCOPE_DX).encode(
+        y="scope_ci_low:Q",
+        y2="scope_ci_high:Q",
+        **({"strokeDash": look["strokeDash"]} if look else {}),
+    )
+    point = base.mark_point(filled=False, fill="white", fillOpacity=1, size=70, strokeWidth=2).encode(
+        y="scope_recall:Q",
+        color=alt.Color("strategy_label:N", legend=None),
+        tooltip=tooltip,
+        **({"opacity": look["fillOpacity"]} if look else {}),
+    )
+    return gaps, [interval, point]
+
+
+#: The colour of figure 4's hatched gap between an arm's scope recall and its total.
+SCOPE_GAP_COLOR = "#888888"
+
+
+def _scope_note(data: pd.DataFrame) -> str:
+    """Say what figure 4's two markers and the hatched gap between them are (who wrote the summaries)."""
+    held = pd.to_numeric(data["summary_retained"], errors="coerce").fillna(0) > 0
+    by = summarisers(data, held if held.any() else None)
+    return (
+        "filled: total recall; open: scope recall (kept by design), its interval beside; "
+        f"hatched between: came only through the summary ({by or 'no summary'})"
     )
 
 
