@@ -272,3 +272,26 @@ def test_offline_a_single_ranked_arm_gets_its_scope_recall_and_the_stand_in_sent
         "kept by design 10/100 (5%–15%)."
     ]
     assert share.STAND_IN_SUMMARY_RECALL in lines
+
+
+def test_offline_the_cost_per_point_says_its_recall_includes_the_stand_ins_summaries(tmp_path):
+    """Cost per point of recall is per point of the total: offline the sentence says the stand-in's
+    summaries are in it; with a model summariser it does not."""
+
+    def lines(summary_by):
+        h = share.headline_table(_run(tmp_path / str(summary_by), _exam_recall(summary_by)))
+        priced = h.assign(
+            compaction_cost_cold=0.1,
+            compaction_cost_cached=0.01,
+            break_even="5",
+            cost_per_point=[0.5, 0.2, 0.3, 0.4],
+            currency="USD",
+            price_table="t",
+            simulator="s",
+        )
+        return _said(share.measured_text(priced), "Lowest cost of one compaction + T turns per point of recall")
+
+    (offline,) = lines(STAND_IN_LABEL)
+    assert share.PER_POINT_STAND_IN in offline
+    (model,) = lines(MODEL)
+    assert share.PER_POINT_STAND_IN not in model

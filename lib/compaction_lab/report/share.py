@@ -592,7 +592,7 @@ def measured_text(headline: pd.DataFrame) -> list[str]:
         f"({small['strategy_label']}) to {large['projection_tokens']:,.0f} ({large['strategy_label']})."
     )
     if h["price_table"].notna().any():
-        lines += _money_lines(h)
+        lines += _money_lines(h, stand_in=_mode(h) == "scope")
     return lines
 
 
@@ -710,8 +710,15 @@ def _best_or_tied(
     return _cannot_tell(what[1], pd.concat([rows.iloc[:1], tied]), value)
 
 
-def _money_lines(h: pd.DataFrame) -> list[str]:
-    """Word the cost sentences of `measured_text`, over arms that compacted and fit (`h`, best recall first)."""
+#: Said after the cost-per-point figure offline: its recall is the total, the stand-in's summaries included.
+PER_POINT_STAND_IN = f" (total recall, the {STAND_IN_LABEL}'s summaries included)"
+
+
+def _money_lines(h: pd.DataFrame, stand_in: bool = False) -> list[str]:
+    """Word the cost sentences of `measured_text`, over arms that compacted and fit (`h`, best recall first).
+
+    `stand_in`: every summary is the stand-in's, so the cost per point of (total) recall says so.
+    """
     lines = []
     cur = str(h["currency"].dropna().iloc[0])
     where = f"{h['price_table'].dropna().iloc[0]} prices, {h['simulator'].dropna().iloc[0]} cache rule"
@@ -729,7 +736,7 @@ def _money_lines(h: pd.DataFrame) -> list[str]:
             + (f" (cold {_money(p['compaction_cost_cold'], cur)})." if len(same) == 1 else ".")
         )
     per = _per_point_bounds(h.dropna(subset=["cost_per_point"])).sort_values("cost_per_point")
-    what = "Lowest cost of one compaction + T turns per point of recall"
+    what = "Lowest cost of one compaction + T turns per point of recall" + (PER_POINT_STAND_IN if stand_in else "")
     if len(per) == 1:
         lines.append(
             f"{what}: only {per.iloc[0]['strategy_label']} is priced, {_money(per.iloc[0]['cost_per_point'], cur)}."
