@@ -269,3 +269,15 @@ def test_the_hatch_is_not_the_over_window_look():
         if is_hatched(layer):
             assert not {"fillOpacity", "strokeDash"} & set(layer["encoding"])
     assert isinstance(_common.hatched("#000"), alt.Gradient)
+
+
+def test_hatched_bars_size_each_bar_s_stripes_and_skip_empty_ones():
+    rows = pd.DataFrame({"arm_label": ["a", "b", "c"], "x": [0, 2, 5], "x2": [4, 2, 10], "over_window": False})
+    layers = _common.hatched_bars(rows, lambda r: "#4c78a8", x_max=10, width=500, x="x:Q", x2="x2:Q", y="arm_label:N")
+    assert len(layers) == 2  # b has no length
+    for layer, pixels in zip(layers, (200, 250), strict=True):
+        fill = layer.to_dict()["mark"]["fill"]
+        assert fill["x2"] / fill["y2"] == pytest.approx(pixels / _common.BAR_PX, rel=1e-3)
+        assert "fillOpacity" not in layer.to_dict()["encoding"]
+    with pytest.raises(ValueError, match="^x_max must"):
+        _common.hatched_bars(rows, lambda r: "#000", x_max=0, width=500)

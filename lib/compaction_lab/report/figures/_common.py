@@ -7,7 +7,7 @@ two parts of recall: docs/exams.md#6a-where-the-answer-was-found).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import altair as alt
@@ -217,6 +217,40 @@ def hatched(color: str, *, size: tuple[float, float] | None = None) -> alt.Gradi
     return alt.Gradient(gradient="linear", x1=0, y1=0, x2=round(x2, 5), y2=round(y2, 5), stops=stops)
 
 
+#: The height in pixels of a bar on a band of Vega-Lite's default step (20 px, inner padding 0.1).
+BAR_PX = 18.0
+
+
+def hatched_bars(
+    rows: pd.DataFrame, color: Callable[[pd.Series], str], *, x_max: float, width: float, **encoding: Any
+) -> list[alt.Chart]:
+    """Draw each row of `rows` as its own bar from ``x`` to ``x2``, `hatched` at its size in pixels.
+
+    One layer per row (a gradient is a constant mark colour, and its stripes are sized to the mark): the
+    x scale runs from 0 to `x_max` over `width` pixels; a bar is `BAR_PX` high. A row of an arm over the
+    window (``over_window``) keeps that look (`unsendable_look`). Rows of zero length draw nothing.
+
+    Parameters
+    ----------
+    rows : DataFrame
+        ``x``, ``x2`` and what `encoding` names.
+    color : callable
+        The stripes' colour of a row.
+    """
+    if not x_max > 0:
+        raise ValueError(f"x_max must be positive, got {x_max!r}")
+    layers = []
+    for i in range(len(rows)):
+        row = rows.iloc[[i]].reset_index(drop=True)
+        pixels = (float(row["x2"].iloc[0]) - float(row["x"].iloc[0])) / x_max * width
+        if pixels <= 0:
+            continue
+        look = unsendable_look(row) if "over_window" in row.columns else {}
+        fill = hatched(color(row.iloc[0]), size=(pixels, BAR_PX))
+        layers.append(alt.Chart(row).mark_bar(fill=fill).encode(**encoding, **look))
+    return layers
+
+
 def summary_note(summarisers: str) -> str:
     """Say what a hatched segment is and who wrote the summary that held it (`summarisers`, may be empty)."""
     return "hatched: found only in the summary" + (f", written by {summarisers}" if summarisers else "")
@@ -321,7 +355,8 @@ def _retained_parts(recall: pd.DataFrame, order: list[str], width: int) -> alt.L
     }
     seg["label"] = seg["arm_label"].map(labels)
     y = alt.Y("arm_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360))
-    x = alt.X("x:Q", title="questions retained")
+    x_max = float(pd.to_numeric(recall["n"], errors="coerce").max() or 1)
+    x = alt.X("x:Q", title="questions retained", scale=alt.Scale(domain=[0, x_max]))
     tooltip = [
         alt.Tooltip("arm_label:N", title="strategy"),
         alt.Tooltip("part:N", title="part"),
@@ -329,21 +364,16 @@ def _retained_parts(recall: pd.DataFrame, order: list[str], width: int) -> alt.L
         alt.Tooltip("label:N", title="retained"),
         alt.Tooltip("summary_by:N", title="summary written by"),
     ]
-    fills: dict[str, str | alt.Gradient] = {
-        "scope": RETAINED_COLOR,
-        "summary": hatched(RETAINED_COLOR),
-        "elsewhere": ELSEWHERE_COLOR,
-    }
     layers = []
-    for name, fill in fills.items():
+    for name, fill in (("scope", RETAINED_COLOR), ("summary", None), ("elsewhere", ELSEWHERE_COLOR)):
         rows = seg[seg["part"].eq(name)].reset_index(drop=True)
-        if name != "scope" and rows.empty:
-            continue
-        layers.append(
-            alt.Chart(rows)
-            .mark_bar(fill=fill)
-            .encode(y=y, x=x, x2="x2:Q", tooltip=tooltip, **unsendable_look(rows) if len(rows) else {})
-        )
+        if fill is None:  # hatched, each bar sized to its own stripes
+            layers += hatched_bars(
+                rows, lambda _: RETAINED_COLOR, x_max=x_max, width=width, y=y, x=x, x2="x2:Q", tooltip=tooltip
+            )
+        elif name == "scope" or len(rows):
+            look = unsendable_look(rows) if len(rows) else {}
+            layers.append(alt.Chart(rows).mark_bar(fill=fill).encode(y=y, x=x, x2="x2:Q", tooltip=tooltip, **look))
     return alt.layer(*layers).properties(width=width, title="information retained")
 
 

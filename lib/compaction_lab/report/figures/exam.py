@@ -19,6 +19,7 @@ from compaction_lab.report.figures._common import (
     distinct_text,
     flag_arms,
     hatched,
+    hatched_bars,
     no_data,
     parts_note,
     plural,
@@ -124,17 +125,24 @@ def fig1_retained(answers: pd.DataFrame, *, width: int = 520) -> alt.LayerChart 
         )
     )
     layers: list[alt.Chart] = [bars]
-    # One layer per pointer colour: a gradient is a constant mark colour, never an encoding.
-    fills = [("summary", p, hatched(c)) for p, c in POINTER_COLORS.items()] + [("elsewhere", None, ELSEWHERE_COLOR)]
-    for name, pointer, fill in fills:
-        rows = parts[parts["part"].eq(name) & (parts["pointer"].eq(pointer) if pointer else True)]
-        if rows.empty:
-            continue
-        rows = rows.reset_index(drop=True)
+    # Hatched: one layer per segment, its stripes in its pointer's colour (`hatched_bars`).
+    summary = parts[parts["part"].eq("summary")].reset_index(drop=True)
+    layers += hatched_bars(
+        summary,
+        lambda r: POINTER_COLORS.get(str(r["pointer"]), ELSEWHERE_COLOR),
+        x_max=float(n.max() or 1),
+        width=width,
+        y=y,
+        x=x,
+        x2="x2:Q",
+        tooltip=tooltip,
+    )
+    elsewhere = parts[parts["part"].eq("elsewhere")].reset_index(drop=True)
+    if len(elsewhere):
         layers.append(
-            alt.Chart(rows)
-            .mark_bar(fill=fill)
-            .encode(y=y, x=x, x2="x2:Q", tooltip=tooltip, **unsendable_look(rows) if rows["over_window"].any() else {})
+            alt.Chart(elsewhere)
+            .mark_bar(fill=ELSEWHERE_COLOR)
+            .encode(y=y, x=x, x2="x2:Q", tooltip=tooltip, **unsendable_look(elsewhere))
         )
     text = (
         alt.Chart(totals)
