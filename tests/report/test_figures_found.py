@@ -237,7 +237,8 @@ def test_fig4_adds_open_scope_points_their_intervals_and_a_hatched_gap():
     assert len(gaps) == 1  # only codex: full's total is all scope
     gap = gaps[0]
     assert gap["transform"][-1]["filter"] == {"field": "arm_label", "equal": CODEX}
-    assert (gap["encoding"]["y"]["field"], gap["encoding"]["y2"]["field"]) == ("scope_recall", "recall")
+    assert (gap["encoding"]["y"]["field"], gap["encoding"]["y2"]["field"]) == ("scope_recall", "scope_and_summary")
+    assert not any(fill_of(layer) == _common.ELSEWHERE_COLOR for layer in layers)
     scope_points = [
         layer
         for layer in layers
@@ -254,6 +255,15 @@ def test_fig4_adds_open_scope_points_their_intervals_and_a_hatched_gap():
     assert "filled: total recall; open: scope recall (kept by design)" in sub
     assert f"came only through the summary ({STAND_IN})" in sub
     renders(chart)
+
+
+def test_fig4_draws_a_right_answer_found_nowhere_grey_above_the_hatched_gap():
+    spec = charts.fig4_size_vs_recall(recall(elsewhere=True)).to_dict()
+    (grey,) = [layer for layer in spec["layer"] if fill_of(layer) == _common.ELSEWHERE_COLOR]
+    assert (grey["encoding"]["y"]["field"], grey["encoding"]["y2"]["field"]) == ("scope_and_summary", "recall")
+    rows = {r["arm_label"]: r for r in rows_of(spec, spec)}
+    assert rows[CODEX]["scope_and_summary"] == pytest.approx(0.8) and rows[CODEX]["recall"] == pytest.approx(1.0)
+    assert _common.ELSEWHERE_NOTE in " ".join(spec["title"]["subtitle"])
 
 
 def test_fig4_without_the_split_draws_as_before():

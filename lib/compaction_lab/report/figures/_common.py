@@ -52,8 +52,8 @@ def no_data(title: str, lines: Iterable[str] = NO_QUESTIONS, *, width: int = 520
 #: the agent could never send, so its recall is no achievable result, however high.
 NOT_SENDABLE = " · not sendable (> W − O)"
 
-#: The line a figure adds under its title when it draws such an arm (Vega-Lite has no hatch fill, so the
-#: mark is faded and outlined with a dash instead).
+#: The line a figure adds under its title when it draws such an arm: the mark is faded and outlined with a
+#: dash (hatching means something else: the part of recall only a summary held, `hatched`).
 NOT_SENDABLE_WHY = "not sendable — its projection is larger than the usable capacity W − O"
 NOT_SENDABLE_NOTE = f"faded, dashed outline, listed last: {NOT_SENDABLE_WHY}"
 

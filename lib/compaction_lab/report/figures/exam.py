@@ -50,8 +50,14 @@ def _decoys_measured(answers: pd.DataFrame) -> pd.Series:
     notebook="03_closed_book_exam",
 )
 def fig1_retained(answers: pd.DataFrame, *, width: int = 520) -> alt.LayerChart | alt.Chart:
-    """Figure 1: questions still answerable after compaction, per strategy, split by pointer.
+    """Figure 1: questions still answerable after compaction, per strategy, split by pointer and by part.
 
+    Where the answers say where each value was found (``found_in``), each bar stacks its scope part
+    (kept by design: solid, one colour per pointer), then its summary part (only the summary held it:
+    `hatched` in the pointer's colour, the subtitle naming who wrote the summary, `summary_note`), then
+    right answers found in neither (a model reader's: plain grey, `ELSEWHERE_NOTE`, only when any); the
+    label gives the total and the split (`split_label`). Without ``found_in`` (older run folders) every
+    right answer is one solid segment per pointer, as before.
     An arm over the window (``over_window``: its projection is larger than W − O) is faded, outlined
     with a dash, labelled `NOT_SENDABLE` and listed after every sendable arm. Decoys fallen for are
     counted per bar only over the answers of readers that can fall for one (`readers.measures_decoys`);
@@ -60,8 +66,8 @@ def fig1_retained(answers: pd.DataFrame, *, width: int = 520) -> alt.LayerChart 
     Parameters
     ----------
     answers : DataFrame
-        Closed-book answers (strategy_label, reader, reader_label, pointer, decoy, correct; over_window
-        when the run records it).
+        Closed-book answers (strategy_label, reader, reader_label, pointer, decoy, correct; found_in,
+        summary_by, over_window when the run records them).
     """
     if "decoy" not in answers or not (~answers["decoy"].astype(bool)).any():
         return no_data(title_of("fig1_retained"))
@@ -191,7 +197,9 @@ def fig3_retained_tokens(recall: pd.DataFrame, *, width: int = 260) -> alt.HConc
     """Figure 3 (recall part): retained questions and projection tokens per strategy, side by side.
 
     The money part (cost per point of recall) joins when the cost model runs (`fig3_complete`). An arm
-    over the window is faded, dashed, labelled `NOT_SENDABLE` and listed last in both panels.
+    over the window is faded, dashed, labelled `NOT_SENDABLE` and listed last in both panels. When the
+    table splits recall (``scope_retained``, ``summary_retained``), the retained bar stacks the scope
+    part solid and the summary part `hatched` (right answers found in neither grey), `recall_panels`.
 
     Parameters
     ----------
@@ -227,13 +235,16 @@ def fig4_size_vs_recall(recall: pd.DataFrame, *, width: int = 480, height: int =
     """Figure 4: projection size (log x) against recall, one point per strategy, with 95% intervals.
 
     An arm over the window is drawn faded with a dashed outline and a dashed interval, labelled
-    `NOT_SENDABLE`, and drawn after (over) the sendable arms.
+    `NOT_SENDABLE`, and drawn after (over) the sendable arms. When the table splits recall
+    (``scope_recall``, ``scope_ci_low``, ``scope_ci_high``), each arm also gets its scope recall as an
+    open point with its interval just beside, and the gap up to the total `hatched` (what came only
+    through the summary); the arm's label stays by the total.
 
     Parameters
     ----------
     recall : DataFrame
         strategy_label, projection_tokens, recall, ci_low, ci_high (over_window, n_sessions, n_records,
-        ci_method when present).
+        ci_method, `stats.PART_COLUMNS` when present).
     """
     if recall.empty or not (recall["n"] > 0).any():
         return no_data(title_of("fig4_size_recall"))
@@ -266,6 +277,9 @@ def fig4_size_vs_recall(recall: pd.DataFrame, *, width: int = 480, height: int =
     layers: list[alt.Chart] = [rule, pts, labels]
     split = recall_split(data)
     if split:
+        data["scope_and_summary"] = pd.to_numeric(data["scope_recall"], errors="coerce") + pd.to_numeric(
+            data["summary_recall"], errors="coerce"
+        )
         gaps, scope = _scope_layers(data, look, height)
         layers = [*gaps, rule, *scope, pts, labels]  # the total's interval over the hatched gap
     return alt.layer(*layers).properties(
@@ -291,9 +305,10 @@ _GAP_WIDTH = 8
 
 
 def _scope_layers(data: pd.DataFrame, look: dict, height: int) -> tuple[list[alt.Chart], list[alt.Chart]]:
-    """Figure 4's scope recall: the gaps up to the totals (`hatched`); its interval beside and open point.
+    """Figure 4's scope recall: the gaps up to the totals; its interval beside and open point.
 
-    The arm label stays next to the total point only.
+    The gap from scope recall up by the summary recall is `hatched`; a model reader's right answers found
+    in neither region fill the rest up to the total in plain grey. The arm label stays next to the total.
     """
     base = (
         alt.Chart(data)
@@ -312,8 +327,8 @@ def _scope_layers(data: pd.DataFrame, look: dict, height: int) -> tuple[list[alt
     # One layer per arm: the stripes are sized to the gap's height in pixels (`hatched`).
     gaps = []
     for _, r in data.iterrows():
-        rise = float(r["recall"]) - float(r["scope_recall"]) if pd.notna(r["scope_recall"]) else 0.0
-        if rise <= 0:
+        rise = float(r["summary_recall"]) if pd.notna(r["scope_recall"]) else 0.0
+        if not rise > 0:
             continue
         gaps.append(
             base.transform_filter(alt.FieldEqualPredicate(field="arm_label", equal=str(r["arm_label"])))
@@ -323,7 +338,14 @@ def _scope_layers(data: pd.DataFrame, look: dict, height: int) -> tuple[list[alt
                 strokeWidth=0.5,
                 width=_GAP_WIDTH,
             )
-            .encode(y="scope_recall:Q", y2="recall:Q", tooltip=tooltip, **faded)
+            .encode(y="scope_recall:Q", y2="scope_and_summary:Q", tooltip=tooltip, **faded)
+        )
+    # A model reader's right answers found in neither region: plain grey, from there up to the total.
+    if (data["recall"] - data["scope_and_summary"] > 1e-9).any():
+        gaps.append(
+            base.transform_filter("datum.recall - datum.scope_and_summary > 1e-9")
+            .mark_bar(fill=ELSEWHERE_COLOR, width=_GAP_WIDTH)
+            .encode(y="scope_and_summary:Q", y2="recall:Q", tooltip=tooltip, **faded)
         )
     interval = base.mark_rule(color="#888", xOffset=_SCOPE_DX).encode(
         y="scope_ci_low:Q",
@@ -347,9 +369,11 @@ def _scope_note(data: pd.DataFrame) -> str:
     """Say what figure 4's two markers and the hatched gap between them are (who wrote the summaries)."""
     held = pd.to_numeric(data["summary_retained"], errors="coerce").fillna(0) > 0
     by = summarisers(data, held if held.any() else None)
+    elsewhere = bool((data["recall"] - data["scope_and_summary"] > 1e-9).any())
     return (
         "filled: total recall; open: scope recall (kept by design), its interval beside; "
         f"hatched between: came only through the summary ({by or 'no summary'})"
+        + (f"; {ELSEWHERE_NOTE}" if elsewhere else "")
     )
 
 
