@@ -248,8 +248,10 @@ def test_fig4_adds_open_scope_points_their_intervals_and_a_hatched_gap():
     intervals = [layer for layer in layers if layer["mark"]["type"] == "rule"]
     assert {layer["encoding"]["y"]["field"] for layer in intervals} == {"ci_low", "scope_ci_low"}
     texts = [layer for layer in layers if layer["mark"]["type"] == "text"]
-    assert len(texts) == 1 and texts[0]["encoding"]["y"]["field"] == "recall"  # the label: by the total only
+    assert len(texts) == 1 and texts[0]["encoding"]["y"]["field"] == "label_y"  # the label: by the total only
     rows = {r["arm_label"]: r for r in rows_of(spec, spec)}
+    # nothing in its way: just above its total (7 px of the 300-px axis)
+    assert rows[CODEX]["label_y"] == pytest.approx(rows[CODEX]["recall"] + 7 / 300)
     assert rows[CODEX]["scope_recall"] == pytest.approx(0.2) and rows[CODEX]["recall"] == pytest.approx(0.8)
     sub = " ".join(spec["title"]["subtitle"])
     assert "filled: total recall; open: scope recall (kept by design)" in sub
@@ -291,3 +293,19 @@ def test_hatched_bars_size_each_bar_s_stripes_and_skip_empty_ones():
         assert "fillOpacity" not in layer.to_dict()["encoding"]
     with pytest.raises(ValueError, match="^x_max must"):
         _common.hatched_bars(rows, lambda r: "#000", x_max=0, width=500)
+
+
+def test_fig4_labels_never_print_over_each_other():
+    """Two arms at the same size and recall (the uncompacted reference and an arm that did not compact) and
+    a third just beside: every label gets its own row, none overlapping another (`label_rows`)."""
+    texts = ["full (uncompacted reference)", "aider · not sendable", "pi (extractive stand-in)", "far"]
+    x = [400.0, 400.0, 405.0, 10.0]
+    y = [0.0, 0.0, 4.0, 0.0]
+    rows = _common.label_rows(x, y, texts)
+    boxes = [(x[i] + 7, x[i] + 7 + _common.CHAR_PX * len(t), rows[i]) for i, t in enumerate(texts)]
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            apart = a[1] <= b[0] or b[1] <= a[0] or abs(a[2] - b[2]) >= 12
+            assert apart, (a, b)
+    assert rows[3] == -7.0  # a label with room keeps its place, just above its point
+    assert _common.log_domain(pd.Series([4_300, 103_981])) == (1_000.0, 1_000_000.0)

@@ -7,7 +7,8 @@ two parts of recall: docs/exams.md#6a-where-the-answer-was-found).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import math
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import altair as alt
@@ -387,3 +388,41 @@ def parts_note(recall: pd.DataFrame) -> str | None:
     note = summary_note(summarisers(recall, has_summary if has_summary.any() else None))
     elsewhere = bool((retained - parts.sum(axis=1) > 0).any())
     return note + ("; " + ELSEWHERE_NOTE if elsewhere else "")
+
+
+#: Rough width of one character of a 10-px label, in pixels (the theme's sans-serif), for `label_rows`.
+CHAR_PX = 6.0
+
+
+def log_domain(values: pd.Series) -> tuple[float, float]:
+    """Return a log axis's domain around `values`: the powers of ten just below the least and above the most."""
+    v = pd.to_numeric(values, errors="coerce")
+    v = v[v > 0]
+    if v.empty:
+        return 1.0, 10.0
+    low, high = math.floor(math.log10(float(v.min()))), math.ceil(math.log10(float(v.max())))
+    return 10.0**low, 10.0 ** max(high, low + 1)
+
+
+def label_rows(
+    x_px: Sequence[float], y_px: Sequence[float], texts: Sequence[str], *, dx: float = 7, line: float = 12
+) -> list[float]:
+    """Place point labels so that none overlaps another: return each label's centre height in pixels.
+
+    A label starts `dx` pixels right of its point and wants to sit just above it; taken from the top of
+    the chart down, each goes to the nearest free row (one `line` apart, below first, then above) whose
+    box, `CHAR_PX` per character wide, overlaps no label placed before it.
+    """
+    placed: list[tuple[float, float, float]] = []  # (left, right, centre)
+    out = [0.0] * len(texts)
+    for i in sorted(range(len(texts)), key=lambda k: (y_px[k], x_px[k])):
+        left = x_px[i] + dx
+        right = left + CHAR_PX * len(texts[i])
+        want = y_px[i] - dx
+        for step in range(0, 4 * len(texts) + 1):
+            y = want + line * ((step + 1) // 2) * (1 if step % 2 else -1) if step else want
+            if all(right <= a or left >= b or abs(y - c) >= line for a, b, c in placed):
+                break
+        placed.append((left, right, y))
+        out[i] = y
+    return out

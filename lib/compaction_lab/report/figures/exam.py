@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 import altair as alt
@@ -20,6 +21,8 @@ from compaction_lab.report.figures._common import (
     flag_arms,
     hatched,
     hatched_bars,
+    label_rows,
+    log_domain,
     no_data,
     parts_note,
     plural,
@@ -252,8 +255,20 @@ def fig4_size_vs_recall(recall: pd.DataFrame, *, width: int = 480, height: int =
     data = flag_arms(recall[recall["projection_tokens"] > 0])
     data = data.sort_values("over_window", kind="stable")
     look = unsendable_look(data)
+    domain = log_domain(data["projection_tokens"])
+    x_scale = alt.Scale(type="log", domain=list(domain))
+    # Labels placed apart in pixels (`label_rows`): arms of like size and recall would print over each other.
+    span = math.log10(domain[1]) - math.log10(domain[0])
+    x_px = [width * (math.log10(float(t)) - math.log10(domain[0])) / span for t in data["projection_tokens"]]
+    rows = label_rows(x_px, [height * (1 - float(r)) for r in data["recall"]], data["arm_label"].astype(str).tolist())
+    data["label_y"] = [1 - y / height for y in rows]
     base = alt.Chart(data).encode(
-        x=alt.X("projection_tokens:Q", scale=alt.Scale(type="log"), title="projection tokens (mean per case, log)")
+        x=alt.X(
+            "projection_tokens:Q",
+            scale=x_scale,
+            title="projection tokens (mean per case, log)",
+            axis=alt.Axis(labelOverlap="greedy"),
+        )
     )
     rule = base.mark_rule(color="#888").encode(
         y=alt.Y("ci_low:Q", axis=alt.Axis(format="%"), title="recall", scale=alt.Scale(domain=[0, 1])),
@@ -272,7 +287,9 @@ def fig4_size_vs_recall(recall: pd.DataFrame, *, width: int = 480, height: int =
         ],
         **look,
     )
-    labels = base.mark_text(align="left", dx=7, dy=-7, fontSize=10).encode(y="recall:Q", text="arm_label:N")
+    labels = base.mark_text(align="left", dx=7, baseline="middle", fontSize=10).encode(
+        y="label_y:Q", text="arm_label:N"
+    )
     units = units_note(recall)
     layers: list[alt.Chart] = [rule, pts, labels]
     split = recall_split(data)
@@ -313,7 +330,11 @@ def _scope_layers(data: pd.DataFrame, look: dict, height: int) -> tuple[list[alt
     base = (
         alt.Chart(data)
         .transform_filter("isValid(datum.scope_recall)")
-        .encode(x=alt.X("projection_tokens:Q", scale=alt.Scale(type="log")))
+        .encode(
+            x=alt.X(
+                "projection_tokens:Q", scale=alt.Scale(type="log", domain=list(log_domain(data["projection_tokens"])))
+            )
+        )
     )
     faded = {"fillOpacity": look["fillOpacity"]} if look else {}
     tooltip = [
