@@ -127,6 +127,9 @@ def test_recall_table_without_found_in_leaves_the_parts_unmeasured():
     r = stats.recall_table(answers).iloc[0]
     assert r["retained"] == 1
     assert pd.isna(r["scope_retained"]) and pd.isna(r["summary_recall"]) and pd.isna(r["scope_ci_low"])
+    # a column without values is no measurement either
+    r = stats.recall_table(answers.assign(found_in=None)).iloc[0]
+    assert pd.isna(r["scope_retained"]) and pd.isna(r["summary_retained"])
 
 
 @pytest.fixture(scope="module")

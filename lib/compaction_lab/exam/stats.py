@@ -362,9 +362,11 @@ def _part_columns(real: pd.DataFrame, unit: str, n_boot: int, seed: int, confide
 
     A right answer counts toward ``scope`` when its value is in what the arm keeps by design and toward
     ``summary`` when only its summary text holds it (`found.part`); the rest of the right answers (a model
-    reader's, value in neither) toward neither. Empty (<NA>) without a ``found_in`` column.
+    reader's, value in neither) toward neither. Empty (<NA>) without a ``found_in`` column or when none
+    of the rows has one.
     """
-    if "found_in" not in real.columns:
+    if "found_in" not in real.columns or (len(real) and real["found_in"].isna().all()):
+        # not recorded (a frame saved before issue 47, or one built without it): not measured, never 0
         return {c: (float("nan") if "recall" in c or "ci_" in c else pd.NA) for c in PART_COLUMNS}
     where = real["found_in"].astype(str)
     right = real["correct"].astype(bool)
