@@ -23,12 +23,19 @@ import pandas as pd
 from compaction_lab.core import bounded_json, runfolder
 from compaction_lab.core.projection import STAND_IN_LABEL
 from compaction_lab.exam import cases as exam_cases
-from compaction_lab.exam import imported, stats
+from compaction_lab.exam import found, imported, stats
 from compaction_lab.report.figures import run_figures
 from compaction_lab.report.figures._common import distinct_text
 
 #: Table name of the headline in a run folder (written by notebook 06).
 HEADLINE = "headline"
+
+
+def _parts(prefix: str = "", *more: str) -> list[str]:
+    """Columns of the two parts of recall (`found.PARTS`): ``<prefix><part>_<kind>`` for each count, recall and bound, and `more`."""
+    kinds = ("retained", "recall", "ci_low", "ci_high", *more)
+    return [f"{prefix}{part}_{kind}" for part in found.PARTS for kind in kinds]
+
 
 #: Columns of the headline table, in order.
 HEADLINE_COLUMNS = [
@@ -64,20 +71,12 @@ HEADLINE_COLUMNS = [
     "sessions_imported",
     "sessions_would_not_compact",
     "needed_next_reader_label",
-    *(
-        f"{part}_{kind}"
-        for part in ("scope", "summary")
-        for kind in ("retained", "recall", "ci_low", "ci_high", "of_n")
-    ),
+    *_parts("", "of_n"),
     "summary_by",
     "scope_retained_assistant",
     "summary_retained_assistant",
     "n_assistant",
-    *(
-        f"needed_next_{part}_{kind}"
-        for part in ("scope", "summary")
-        for kind in ("retained", "recall", "ci_low", "ci_high", "of_n")
-    ),
+    *_parts("needed_next_", "of_n"),
 ]
 
 #: The continuation exam's table the headline takes its needed-next column from (notebook 07), and its block.
@@ -97,9 +96,7 @@ _NEEDED_NEXT = {
 #: column it is read from, for the closed book (``exam_recall``) and the needed-next column
 #: (``continuation_recall``). Scope recall: right answers whose value is in what the arm keeps by design;
 #: summary recall: those whose value only its summary text holds (docs/exams.md).
-_PART_SOURCE = [
-    f"{part}_{kind}" for part in ("scope", "summary") for kind in ("retained", "recall", "ci_low", "ci_high")
-]
+_PART_SOURCE = _parts()
 _NEEDED_NEXT_PARTS = {f"needed_next_{c}": c for c in _PART_SOURCE}
 
 #: How the needed-next column reads where it was not measured (a run folder older than notebook 07, or an
@@ -182,7 +179,7 @@ def parts_of_n(frame: pd.DataFrame, prefix: str = "") -> dict[str, list[str]]:
     """
     out: dict[str, list[str]] = {}
     n = pd.to_numeric(frame[f"{prefix}n"], errors="coerce") if f"{prefix}n" in frame else None
-    for part in ("scope", "summary"):
+    for part in found.PARTS:
         cols = [f"{prefix}{part}_{kind}" for kind in ("retained", "ci_low", "ci_high")]
         if n is None or any(c not in frame.columns for c in cols):
             out[f"{prefix}{part}_of_n"] = [NOT_MEASURED] * len(frame)
