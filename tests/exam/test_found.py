@@ -175,3 +175,38 @@ def test_codex_scope_on_assistant_questions_is_what_it_keeps_outside_the_summary
     assert row["scope_retained_assistant"] == expected == 0
     # whatever it answers there came through its summary
     assert row["summary_retained_assistant"] == row["retained_assistant"]
+
+
+def test_what_pis_code_wrote_into_a_recorded_summary_is_kept_by_design(tmp_path):
+    """A recorded pi summary ends with the file lists pi's code computed (``formatFileOperations``) and sits in
+    pi's fixed wrapper: both are kept by design, as the pi arm's own lists are; the model's text is summary."""
+    import json
+
+    from compaction_lab import ingest
+    from compaction_lab.strategies import pi_agent, recorded
+    from tests.helpers import FIXTURES
+
+    lists = pi_agent.format_file_operations(["docs/README.md"], ["src/orders/migrate.py"])
+    lines = (FIXTURES / "pi" / "recorded.jsonl").read_text(encoding="utf-8").splitlines()
+    entries = [json.loads(line) for line in lines]
+    for e in entries:
+        if e.get("type") == "compaction":
+            e["summary"] += lists
+    path = tmp_path / "with-lists.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")
+    (s,) = list(ingest.load_sessions(path))
+    (rc,) = recorded.find(s)[0]
+    p = strategies.compact(s, "recorded", rc.cut, CompactionContext())
+    assert (
+        lists in p.notes["authored_in_summary"] and pi_agent.COMPACTION_SUMMARY_PREFIX in p.notes["authored_in_summary"]
+    )
+    r = found.regions(p)
+    assert found.where([normalise("src/orders/migrate.py")], r) == "verbatim"
+    assert found.where([normalise("MIG-20251102-7QX")], r) == "summary"  # the model's words
+    assert "compacted into the following summary" in r.scope and "compacted into the following summary" not in r.summary
+    # without lists (the fixture as it is) only the wrapper is pi's
+    (plain,) = list(ingest.load_sessions(FIXTURES / "pi" / "recorded.jsonl"))
+    q = strategies.compact(plain, "recorded", recorded.find(plain)[0][0].cut, CompactionContext())
+    assert q.notes["authored_in_summary"] == [pi_agent.COMPACTION_SUMMARY_PREFIX, pi_agent.COMPACTION_SUMMARY_SUFFIX]
+    # a list a model wrote mid-text is the model's, not pi's
+    assert pi_agent.appended_file_lists("<read-files>\na.py\n</read-files>\n\nmore words") == ""

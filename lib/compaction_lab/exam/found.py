@@ -3,7 +3,7 @@
 A projection's text splits by who wrote it (`regions`). Its **summary text** is what a summariser wrote:
 the answer of this compaction's summary request (the receipt's text) inside a ``summary`` segment, and
 every other ``summary`` segment whole (an earlier compaction's summary carried over, the agent's own
-summary in a recorded request). Everything else the next request holds is **kept by design** — original
+summary in a recorded request, less what the agent's code wrote into it: pi's file lists). Everything else the next request holds is **kept by design** — original
 records, the tail, an evidence index, kept user text, re-attached files, and the text a strategy itself
 puts around or after a summary (pi's file lists, a header, a continue instruction). An opaque summary
 (Codex's encrypted remote compaction) is in neither: nothing is claimed about what it holds.
@@ -19,7 +19,7 @@ Design: docs/exams.md#6a-where-the-answer-was-found.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from compaction_lab.core.projection import STAND_IN_LABEL, Projection
@@ -75,9 +75,13 @@ def regions(p: Projection) -> Regions:
     """Split a projection's text into what it keeps by design and its summary text (module docstring).
 
     Within this compaction's own summary segment only the summariser's answer (``receipt.text``, where the
-    segment holds it) is summary text; what the strategy wrote around it is kept by design.
+    segment holds it) is summary text; what the strategy wrote around it is kept by design. So is what a
+    recorded agent's code wrote into its summary (``notes["authored_in_summary"]``: pi's wrapper and the
+    file lists it appends, `strategies.recorded`).
     """
     answer = p.receipt.text if p.receipt is not None and not p.receipt.fallback else ""
+    notes = p.notes.get("authored_in_summary") if isinstance(p.notes, Mapping) else None
+    authored = [t for t in notes or () if isinstance(t, str) and t]
     scope: list[str] = []
     summary: list[str] = []
     opaque = False
@@ -93,7 +97,12 @@ def regions(p: Projection) -> Regions:
             summary.append(answer)
             scope.extend(t for t in (before, after) if t.strip())
         else:
-            summary.append(s.text)
+            text = s.text
+            for t in authored:  # what the agent's code wrote around or after its model's summary
+                if t in text:
+                    text = text.replace(t, "\n\n", 1)
+                    scope.append(t)
+            summary.append(text)
     return Regions(
         scope=normalise("\n\n".join(scope)),
         summary=normalise("\n\n".join(summary)),

@@ -391,6 +391,20 @@ def format_file_operations(read_files: Sequence[str], modified_files: Sequence[s
     return "\n\n" + "\n\n".join(sections) if sections else ""
 
 
+def appended_file_lists(summary: str) -> str:
+    """Return the file lists pi's code appended to a summary (`format_file_operations`'s text), or "".
+
+    Read back exactly: the summary must end with the lists `format_file_operations` makes of its own
+    ``<read-files>`` / ``<modified-files>`` blocks; anything else (a summary without them, lists a model
+    wrote mid-text) gives "".
+    """
+    found = {
+        key: [p for m in rx.finditer(summary) for p in m.group(1).split("\n") if p] for key, rx in _FILE_TAG_RE.items()
+    }
+    lists = format_file_operations(found["read"], found["edited"])
+    return lists if lists and summary.endswith(lists) else ""
+
+
 # --------------------------------------------------------------------------- serialization
 
 

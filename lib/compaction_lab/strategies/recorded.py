@@ -229,6 +229,30 @@ def _opencode(session: Session, rc: RecordedCompaction, ctx: CompactionContext) 
 _RENDER = {"pi": _pi, "claude-code": _claude_code, "codex": _codex, "opencode": _opencode}
 
 
+def _authored_in_summary(rc: RecordedCompaction, segs: Sequence[Segment]) -> list[str]:
+    """List the text the agent's code, not its model, wrote into the recorded summary (``notes["authored_in_summary"]``).
+
+    pi wraps the summary in a fixed prefix and suffix and appends the file lists it computed itself
+    (``formatFileOperations``, `pi_agent.appended_file_lists`); the exam counts those as kept by design, as
+    it does for the pi arm's own (`exam.found.regions`). The other agents' summaries are the model's text.
+    """
+    if rc.agent != "pi":
+        return []
+    from compaction_lab.strategies import pi_agent
+
+    out: list[str] = []
+    for s in segs:
+        if s.kind != "summary" or not s.text.startswith(pi_agent.COMPACTION_SUMMARY_PREFIX):
+            continue
+        body = s.text[len(pi_agent.COMPACTION_SUMMARY_PREFIX) : len(s.text) - len(pi_agent.COMPACTION_SUMMARY_SUFFIX)]
+        out += [
+            pi_agent.COMPACTION_SUMMARY_PREFIX,
+            pi_agent.appended_file_lists(body),
+            pi_agent.COMPACTION_SUMMARY_SUFFIX,
+        ]
+    return list(dict.fromkeys(t for t in out if t))
+
+
 @dataclass(frozen=True)
 class Recorded:
     """The agent's own compaction, read from its log.
@@ -280,6 +304,7 @@ class Recorded:
             "tokens": tokens,
             "fits": tokens <= cap,
             "opaque_summary_tokens": sum(s.tokens for s in segs if s.opaque and s.kind == "summary"),
+            "authored_in_summary": _authored_in_summary(rc, segs),
         }
         return Projection(
             self.name, self.algorithm_version, session.id, cut, tuple(segs), cap, self.estimator, None, None, notes
