@@ -129,8 +129,13 @@ KERNEL_SPEC := $(VENV)/share/jupyter/kernels/$(KERNEL_NAME)/kernel.json
 $(KERNEL_SPEC): $(STAMP)
 	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL_NAME) --display-name "compaction-lab (.venv)"
 
-lab: $(KERNEL_SPEC) ## open JupyterLab on notebooks/ (the run folders under data/results/ are one level up)
-	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/notebooks
+# Extra arguments for `make lab`, e.g. LAB_ARGS="--no-browser --port=8890 --IdentityProvider.token=..."; as
+# root (a container) the server is told that is allowed, or it refuses to start.
+LAB_ARGS ?=
+LAB_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+lab: $(KERNEL_SPEC) ## open JupyterLab on notebooks/ (run folders under data/results/); LAB_ARGS for port, token
+	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/notebooks $(LAB_ROOT) $(LAB_ARGS)
 
 profiles: setup ## list the run profiles
 	$(BIN)/compaction-lab profiles
