@@ -64,7 +64,10 @@ def test_page_shows_the_seed_spread_and_the_table_by_strategy(seeded_page):
     _, _, html = seeded_page
     assert "<h2>Spread across seeds</h2>" in html and "interval half-width" in html
     groups = re.findall(r'<tbody class="cl-group">\s*<tr><th colspan="\d+">(.*?) <small>', html)
-    assert groups == ["full", "pi (extractive stand-in)", "codex (extractive stand-in)"]  # best mean recall first
+    # Best mean recall first; full, the uncompacted reference, in no mean, last.
+    assert groups == ["pi (extractive stand-in)", "codex (extractive stand-in)", "full"]
+    assert "full: 4 runs uncompacted reference" in html  # counted, not silently dropped
+    assert "n/a; 4 runs uncompacted reference, not ranked" in html
     # Who answered heads each strategy's rows; the currency heads the money columns.
     assert html.count("· reader: verbatim reader (retention ceiling)") == 3
     assert "<th>cost per point of recall (CNY)</th>" in html

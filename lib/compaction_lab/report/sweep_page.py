@@ -8,9 +8,12 @@ and hands it to `render_sweep_page`, which draws the sweep figures
 the page from ``templates/sweep.html.j2``: figures inlined as SVG (no script,
 no network), the table grouped by strategy, every run linked.
 
-The pure functions here (`ok_rows`, `strategy_names`, `sweep_means`,
-`sweep_ranks`, `seed_spread`) prepare what the figures and the page show;
-nothing in them reads a file.
+The pure functions of `sweep_table` (`ok_rows`, `strategy_names`,
+`sweep_means`, `sweep_ranks`, `seed_spread`, `not_ranked`) prepare what the
+figures and the page show; nothing in them reads a file. Means and ranks are
+over the rows `share.ranked` keeps (docs/exams.md §9 *Feasibility*); the page
+counts the others beside them and lists them after a strategy's ranked runs,
+marked. A strategy has one name (`strategy_names`), its other labels noted once.
 """
 
 from __future__ import annotations
@@ -31,10 +34,12 @@ from compaction_lab.report.sweep_table import (
     OK,
     SEED,
     is_missing,
+    label_notes,
+    not_ranked_reason,
+    not_ranked_text,
     ok_rows,
     seed_spread,
     strategy_names,
-    sweep_means,
     sweep_values,
     value_text,
 )
@@ -90,6 +95,10 @@ def plan_figures(table: pd.DataFrame, keys: Sequence[str]) -> tuple[list[Planned
             figs.append(_lines(table, p, [k for k in keys if k != p]))
         others = ", ".join(keys)
         notes.append(f"{len(keys)} parameters swept ({others}): each line figure averages over the other parameters.")
+    left = not_ranked_text(table)
+    if left:
+        notes.append(f"Means and ranks are over the runs where an arm compacted and fits the window; {left}.")
+    notes += [f"{RELABEL_NOTE} {note}." for note in label_notes(table).values()]
     if seeded:
         figs.append(
             PlannedFigure(
@@ -101,12 +110,15 @@ def plan_figures(table: pd.DataFrame, keys: Sequence[str]) -> tuple[list[Planned
     return figs, notes
 
 
+#: Starts the page's note on a strategy labelled differently across runs (`label_notes`).
+RELABEL_NOTE = "Labelled differently across runs:"
+
+
 def _lines(table: pd.DataFrame, param: str, over: Sequence[str]) -> PlannedFigure:
-    means = sweep_means(table, [param])
     caption = f"{charts.title_of('fig_sweep_lines')}: against {param}"
     if over:
         caption += f" (mean over {', '.join(over)})"
-    return PlannedFigure(f"fig_sweep_lines-{_slug(param)}", caption, charts.fig_sweep_lines(means, param))
+    return PlannedFigure(f"fig_sweep_lines-{_slug(param)}", caption, charts.fig_sweep_lines(table, param))
 
 
 def _ranks(table: pd.DataFrame, param: str, facet: str | None) -> PlannedFigure:
@@ -285,40 +297,64 @@ def _num(v: Any, fmt: str) -> str:
 def _groups(table: pd.DataFrame, keys: Sequence[str]) -> dict[str, Any]:
     """Group the table by strategy (best mean recall first), one row per run, numbers formatted.
 
-    Who answered goes in each strategy's header row (one reader for all its
-    runs, unless the reader was swept); the currency goes in the money
+    Means are over the rows `share.ranked` keeps; a strategy with none comes
+    after those with some. Within a strategy its ranked runs come first, the
+    others after them with the reason in the last column, and the header counts
+    them. Who answered goes in each strategy's header row (one reader for all
+    its runs, unless the reader was swept); the currency goes in the money
     columns' headers when the sweep has one, else in a column of its own.
     """
     rows = ok_rows(table).copy()
     currencies = _distinct(rows, "currency")
     one_currency = len(currencies) <= 1
     numbers = [f"{h} ({currencies[0]})" if h in _MONEY_HEADERS and currencies else h for h in NUMBER_HEADERS]
-    headers = {"text": [*keys, "run"], "numbers": numbers if one_currency else [*numbers, "currency"]}
+    numbers = [*numbers, *([] if one_currency else ["currency"]), RANKED_HEADER]
+    headers = {"text": [*keys, "run"], "numbers": numbers}
     if rows.empty:
         return {"headers": headers, "groups": []}
-    names = strategy_names(rows)
+    names = strategy_names(table)
     rows["recall"] = pd.to_numeric(rows["recall"], errors="coerce")
-    best = rows.groupby("strategy", sort=False)["recall"].mean().sort_values(ascending=False, kind="stable")
+    rows["why"] = not_ranked_reason(rows)
+    kept = rows[rows["why"] == ""]
+    best = kept.groupby("strategy", sort=False)["recall"].mean().sort_values(ascending=False, kind="stable")
+    order = [*best.index, *(s for s in dict.fromkeys(rows["strategy"]) if s not in best.index)]
     groups = []
-    for strategy in best.index:
+    for strategy in order:
         part = rows[rows["strategy"] == strategy]
+        part = pd.concat([part[part["why"] == ""], part[part["why"] != ""]])
         groups.append(
             {
                 "name": names[str(strategy)],
-                "mean": _num(best[strategy], "{:.1%}"),
+                "mean": _group_mean(part, best.get(strategy)),
                 "readers": ", ".join(_distinct(part, "reader_label")),
                 "rows": [
                     {
                         "swept": [value_text(r[k]) for k in keys],
                         "run": str(r["run"]),
                         "href": f"../{r['run']}/{runfolder.REPORT_HTML}",
-                        "numbers": _row_numbers(r) + ([] if one_currency else [str(r.get("currency", ""))]),
+                        "numbers": _row_numbers(r)
+                        + ([] if one_currency else [str(r.get("currency", ""))])
+                        + [f"no: {r['why']}" if r["why"] else "yes"],
                     }
                     for _, r in part.iterrows()
                 ],
             }
         )
     return {"headers": headers, "groups": groups}
+
+
+#: The last column of the table by strategy: is this run's row in the means and ranks?
+RANKED_HEADER = "ranked"
+
+
+def _group_mean(part: pd.DataFrame, mean: Any) -> str:
+    """Show a strategy's mean recall over its ranked runs, and how many runs were left out and why."""
+    n_kept = int((part["why"] == "").sum())
+    left = part.loc[part["why"] != "", "why"].value_counts(sort=False)
+    out = f"{_num(mean, '{:.1%}')} over {n_kept} run{'' if n_kept == 1 else 's'}" if n_kept else "n/a"
+    for why, n in left.items():
+        out += f"; {n} run{'' if n == 1 else 's'} {why}, not ranked"
+    return out
 
 
 def _spread_view(spread: pd.DataFrame, by: Sequence[str]) -> dict[str, Any]:

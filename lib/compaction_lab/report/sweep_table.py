@@ -5,6 +5,14 @@ strategy: the swept keys, ``run``, ``status``, `share.HEADLINE_COLUMNS`); the
 sweep figures (`compaction_lab.report.charts`) and the sweep page
 (`compaction_lab.report.sweep_page`) both read it through these pure
 functions, none of which reads a file.
+
+Means, ranks and the seed spread are over the rows `share.ranked` keeps, run by
+run (the report's rule, docs/exams.md §9 *Feasibility*): an arm that compacted
+and fits the window. The uncompacted reference, an arm over the window and one
+that did not compact are left out and counted (`not_ranked`). A strategy has one
+name on every figure and the page (`strategy_names`: its most common label);
+where runs labelled it differently it carries `RELABELLED` and `label_notes`
+says which label in which runs, so a stand-in is never hidden.
 """
 
 from __future__ import annotations
@@ -17,6 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from compaction_lab.report import share
+
 #: The status of a run whose numbers are in the table.
 OK = "ok"
 
@@ -25,6 +35,14 @@ SEED = "seed"
 
 #: The averaged columns of `sweep_means` (the numbers the line figures draw).
 MEAN_COLUMNS = ("recall", "ci_low", "ci_high", "projection_tokens", "cost_per_point")
+
+#: Marks a strategy's name where runs labelled it differently (`label_notes` says how).
+RELABELLED = "†"
+
+#: Why a row is left out of means and ranks (`not_ranked_reason`), in the order they are checked.
+REFERENCE = "uncompacted reference"
+OVER_WINDOW = "not sendable (over the window)"
+NOT_COMPACTED = "did not compact"
 
 #: Labels `sweep_means` keeps (distinct values joined), so an averaged figure still names who answered and the prices.
 TEXT_COLUMNS = ("reader_label", "currency", "price_table", "simulator")
@@ -51,18 +69,131 @@ def sweep_values(table: pd.DataFrame, key: str) -> list[Any]:
 
 
 def strategy_names(table: pd.DataFrame) -> dict[str, str]:
-    """One display name per strategy: its label, or its distinct labels joined when runs labelled it differently.
+    """One display name per strategy: its most common label (the first seen on a tie), never several joined.
 
     A strategy's label can change from run to run (a stand-in summary used in
-    one run, none in another); joining keeps every label, so a stand-in is
-    never hidden, while the line stays one line per strategy.
+    one run, none in another): its name then ends in `RELABELLED` and
+    `label_notes` names the other labels and their runs, so a stand-in is
+    never hidden.
+    """
+    return {s: name + (f" {RELABELLED}" if len(labels) > 1 else "") for s, (name, labels) in _labels(table).items()}
+
+
+def label_notes(table: pd.DataFrame) -> dict[str, str]:
+    """For each strategy labelled differently across runs: which other labels, in which runs.
+
+    Returns
+    -------
+    dict
+        strategy → ``"<name>: labelled <label> in runs a, b; <label> in runs c"``
+        (`strategy_names`' name), only for strategies with more than one label.
+    """
+    names = strategy_names(table)
+    out: dict[str, str] = {}
+    for strategy, (name, labels) in _labels(table).items():
+        others = [f"{label} in {_runs_text(runs)}" for label, runs in labels.items() if label != name]
+        if others:
+            out[strategy] = f"{names[strategy]}: labelled " + "; ".join(others)
+    return out
+
+
+def _labels(table: pd.DataFrame) -> dict[str, tuple[str, dict[str, list[str]]]]:
+    """Per strategy: its most common label, and each distinct label with the runs that used it."""
+    rows = ok_rows(table)
+    out: dict[str, tuple[str, dict[str, list[str]]]] = {}
+    for strategy, part in rows.groupby("strategy", sort=False):
+        labels: dict[str, list[str]] = {}
+        label_col = part["strategy_label"] if "strategy_label" in part.columns else pd.Series(None, index=part.index)
+        run_col = part["run"] if "run" in part.columns else pd.Series(None, index=part.index)
+        for label, run in zip(label_col, run_col, strict=True):
+            text = str(strategy) if is_missing(label) else str(label)
+            labels.setdefault(text, []).append("?" if is_missing(run) else str(run))
+        name = max(labels, key=lambda k: len(labels[k]))  # max keeps the first of equals: first seen wins a tie
+        out[str(strategy)] = (name, labels)
+    return out
+
+
+def _runs_text(runs: Sequence[str]) -> str:
+    distinct = list(dict.fromkeys(runs))
+    return ("run " if len(distinct) == 1 else "runs ") + ", ".join(distinct)
+
+
+def not_ranked_reason(table: pd.DataFrame) -> pd.Series:
+    """Per row of `ok_rows`: why it is left out of means and ranks, or ``""`` when `share.ranked` keeps it.
+
+    `share.ranked` is asked run by run, as each run's report asks it. The
+    reason is `REFERENCE` (the uncompacted arm), else `OVER_WINDOW`, else
+    `NOT_COMPACTED`.
     """
     rows = ok_rows(table)
-    names: dict[str, str] = {}
-    for strategy, labels in rows.groupby("strategy", sort=False)["strategy_label"]:
-        distinct = list(dict.fromkeys(str(x) for x in labels if not is_missing(x)))
-        names[str(strategy)] = " | ".join(distinct) if distinct else str(strategy)
-    return names
+    if rows.empty:
+        return pd.Series("", index=rows.index, dtype=object)
+    runs = rows["run"] if "run" in rows.columns else pd.Series(0, index=rows.index)
+    keep = pd.Series(False, index=rows.index)
+    done = pd.Series(False, index=rows.index)
+    for _, part in rows.groupby(runs.map(_hashable), sort=False, dropna=False):
+        keep[part.index] = share.ranked(part).to_numpy()
+        done[part.index] = share.compacted(part).to_numpy()
+    strategy = rows["strategy"].astype(str)
+    label = rows["strategy_label"].astype(str) if "strategy_label" in rows.columns else strategy
+    reference = (strategy == share.UNCOMPACTED) | label.str.contains(share.UNCOMPACTED_TAG, regex=False)
+    over = (
+        rows["over_window"].astype("boolean").fillna(False).astype(bool)
+        if "over_window" in rows.columns
+        else pd.Series(False, index=rows.index)
+    )
+    reason = pd.Series("", index=rows.index, dtype=object)
+    reason[~keep & ~done] = NOT_COMPACTED
+    reason[~keep & over] = OVER_WINDOW
+    reason[~keep & reference] = REFERENCE
+    return reason
+
+
+def ranked_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """Select the rows of `ok_rows` that `share.ranked` keeps: the only ones means and ranks are over."""
+    rows = ok_rows(table)
+    return rows[not_ranked_reason(rows) == ""]
+
+
+def not_ranked(table: pd.DataFrame) -> pd.DataFrame:
+    """Count the rows left out of means and ranks, per strategy and reason.
+
+    Returns
+    -------
+    DataFrame
+        strategy, strategy_name, reason (`REFERENCE`, `OVER_WINDOW`,
+        `NOT_COMPACTED`), runs (how many runs), run_names (joined), strategies
+        in first-appearance order.
+    """
+    cols = ["strategy", "strategy_name", "reason", "runs", "run_names"]
+    rows = ok_rows(table)
+    reason = not_ranked_reason(rows)
+    left = rows[reason != ""].assign(reason=reason[reason != ""])
+    if left.empty:
+        return pd.DataFrame(columns=cols)
+    names = strategy_names(table)
+    out = [
+        {
+            "strategy": str(strategy),
+            "strategy_name": names[str(strategy)],
+            "reason": why,
+            "runs": len(part),
+            "run_names": ", ".join(dict.fromkeys(part["run"].map(str))) if "run" in part.columns else "",
+        }
+        for (strategy, why), part in left.groupby(["strategy", "reason"], sort=False)
+    ]
+    return pd.DataFrame(out, columns=cols)
+
+
+def not_ranked_text(table: pd.DataFrame) -> str:
+    """One sentence counting what `not_ranked` leaves out, or ``""`` when every row is ranked."""
+    left = not_ranked(table)
+    if left.empty:
+        return ""
+    parts = [
+        f"{r.strategy_name}: {r.runs} run{'' if r.runs == 1 else 's'} {r.reason}" for r in left.itertuples(index=False)
+    ]
+    return "not ranked, nor in any mean: " + "; ".join(parts)
 
 
 def sweep_means(table: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
@@ -81,14 +212,15 @@ def sweep_means(table: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
         ``by`` columns, strategy, strategy_name, `TEXT_COLUMNS` (distinct
         values joined: who answered, the prices), `MEAN_COLUMNS` (means over
         the runs; for ci_low / ci_high, the mean of the runs' intervals),
-        ``runs`` (how many runs each mean is over). Rows follow the sweep
-        order of `by`, strategies in first-appearance order.
+        ``runs`` (how many runs each mean is over). Only the rows of
+        `ranked_rows`; rows follow the sweep order of `by`, strategies in
+        first-appearance order.
     """
-    rows = ok_rows(table).copy()
+    rows = ranked_rows(table).copy()
     cols = [*by, "strategy", "strategy_name", *TEXT_COLUMNS, *MEAN_COLUMNS, "runs"]
     if rows.empty:
         return pd.DataFrame(columns=cols)
-    names = strategy_names(rows)
+    names = strategy_names(table)
     rows["strategy_name"] = rows["strategy"].map(lambda s: names[str(s)])
     for c in MEAN_COLUMNS:
         rows[c] = pd.to_numeric(rows[c], errors="coerce") if c in rows.columns else np.nan
@@ -108,7 +240,8 @@ def sweep_ranks(table: pd.DataFrame, param: str, facet: str | None = None) -> pd
     """Each strategy's rank by recall at each value of `param` (1 = best; ties share the better rank).
 
     Recall is first averaged over any other swept value (`sweep_means`), so a
-    rank compares strategies on the same footing at each point.
+    rank compares strategies on the same footing at each point. Only the rows
+    of `ranked_rows` are ranked: `not_ranked` counts the others.
 
     Parameters
     ----------
@@ -157,8 +290,9 @@ def seed_spread(table: pd.DataFrame, seed: str = SEED, by: Sequence[str] = ()) -
         recall_max, across_low / across_high (a 95% prediction interval for one
         more seed, mean ± t₀.₉₇₅,ₙ₋₁ · sd · √(1 + 1/n), clipped to [0, 1]; NaN
         with one seed), boot_half_width (mean over seeds of (ci_high − ci_low) / 2).
+        Only the rows of `ranked_rows`.
     """
-    rows = ok_rows(table).copy()
+    rows = ranked_rows(table).copy()
     cols = [
         *by,
         "strategy",
@@ -177,7 +311,7 @@ def seed_spread(table: pd.DataFrame, seed: str = SEED, by: Sequence[str] = ()) -
         rows = rows[pd.to_numeric(rows["recall"], errors="coerce").notna()]
     if rows.empty:
         return pd.DataFrame(columns=cols)
-    names = strategy_names(rows)
+    names = strategy_names(table)
     rows["strategy_name"] = rows["strategy"].map(lambda s: names[str(s)])
     for c in ("recall", "ci_low", "ci_high"):
         rows[c] = pd.to_numeric(rows[c], errors="coerce")

@@ -1,7 +1,10 @@
 """The figures of a sweep's page (``sweep.html``).
 
 Drawn after the runs by `compaction_lab.report.sweep_page`, by no notebook, and saved in the sweep
-folder's ``figures/``.
+folder's ``figures/``. Means and ranks are over the rows `share.ranked` keeps
+(`sweep_table.ranked_rows`, docs/exams.md §9); each figure's subtitle counts the
+rows left out and names, once, a strategy's other labels (`sweep_table.label_notes`):
+the legend has one entry per strategy.
 """
 
 from __future__ import annotations
@@ -70,6 +73,16 @@ def _runs_note(data: pd.DataFrame) -> str:
     return "each point: one run"
 
 
+def _subtitle(data: pd.DataFrame, note: str, table: pd.DataFrame | None) -> list[str]:
+    """Write the subtitle: who answered after `note`, then what ranks and means left out, and relabels."""
+    lines = [who_answered(data, note)]
+    if table is not None:
+        left = sweep_table.not_ranked_text(table)
+        lines += [left] if left else []
+        lines += list(sweep_table.label_notes(table).values())
+    return lines
+
+
 def _no_sweep_data(stem: str, param: str) -> alt.Chart:
     return no_data(
         title_of(stem),
@@ -97,7 +110,8 @@ def fig_sweep_lines(table: pd.DataFrame, param: str, *, width: int = 250) -> alt
     param : str
         The swept key on the x axis.
     """
-    data = table if "runs" in table.columns else sweep_table.sweep_means(table, [param])
+    raw = None if "runs" in table.columns else table
+    data = table if raw is None else sweep_table.sweep_means(table, [param])
     data = data[pd.to_numeric(data["recall"], errors="coerce").notna()] if len(data) else data
     if data.empty:
         return _no_sweep_data("fig_sweep_lines", param)
@@ -148,7 +162,7 @@ def fig_sweep_lines(table: pd.DataFrame, param: str, *, width: int = 250) -> alt
         # The cost notebook did not run (or priced nothing): say so rather than draw an empty panel.
         note = f"{_runs_note(data)}; money: not measured in these runs"
     return alt.hconcat(*panels, spacing=30).properties(
-        title=alt.TitleParams(f"{title_of('fig_sweep_lines')} — against {param}", subtitle=who_answered(data, note))
+        title=alt.TitleParams(f"{title_of('fig_sweep_lines')} — against {param}", subtitle=_subtitle(data, note, raw))
     )
 
 
@@ -201,7 +215,7 @@ def fig_sweep_small_multiples(
         .properties(
             title=alt.TitleParams(
                 f"{title_of('fig_sweep_small_multiples')} — against {param_x}, one panel per {param_facet}",
-                subtitle=who_answered(data, f"band: the run's 95% interval; {_runs_note(data)}"),
+                subtitle=_subtitle(data, f"band: the run's 95% interval; {_runs_note(data)}", table),
             )
         )
     )
@@ -238,7 +252,8 @@ def fig_sweep_ranks(table: pd.DataFrame, param: str, facet: str | None = None, *
     """Bump chart: each strategy's rank by recall at each value of `param` (1 on top); where lines cross, one overtakes.
 
     Ties share the better rank (method ``min``). Labels at the right end name
-    the strategies (their ids; the legend carries the full labels).
+    the strategies (their ids; the legend carries their names). Only rows
+    `share.ranked` keeps are ranked; the subtitle counts the others.
 
     Parameters
     ----------
@@ -269,7 +284,7 @@ def fig_sweep_ranks(table: pd.DataFrame, param: str, facet: str | None = None, *
         tooltip=["strategy_name", alt.Tooltip(SWEEP_X, title=param), "rank:Q", alt.Tooltip("recall:Q", format=".1%")],
     )
     text = alt.Chart().mark_text(align="left", dx=8, fontSize=10, color="#333").encode(x=x, y=y, text="label:N")
-    subtitle = who_answered(ranks, "ties share the better rank; recall averaged over any other swept value")
+    subtitle = _subtitle(ranks, "ties share the better rank; recall averaged over any other swept value", table)
     title = alt.TitleParams(
         f"{title_of('fig_sweep_ranks')} — against {param}" + (f", one panel per {facet}" if facet else ""),
         subtitle=subtitle,
@@ -324,12 +339,12 @@ def fig_sweep_seeds(
     """
     by = list(by)
     spread = sweep_table.seed_spread(table, seed, by)
-    rows = sweep_table.ok_rows(table)
+    rows = sweep_table.ranked_rows(table)
     rows = rows[pd.to_numeric(rows["recall"], errors="coerce").notna()] if len(rows) else rows
     if spread.empty:
         return _no_sweep_data("fig_sweep_seeds", seed)
     use_theme()
-    names = sweep_table.strategy_names(rows)
+    names = sweep_table.strategy_names(table)
     runs = rows.assign(
         strategy_name=rows["strategy"].map(lambda s: names[str(s)]),
         seed_label=rows[seed].map(lambda v: f"{seed} {sweep_table.value_text(v)}"),
@@ -411,6 +426,6 @@ def fig_sweep_seeds(
     return alt.vconcat(*pairs, spacing=30).properties(
         title=alt.TitleParams(
             title_of("fig_sweep_seeds"),
-            subtitle=who_answered(spread, f"{n_seeds} seeds; the two kinds of interval answer different questions"),
+            subtitle=_subtitle(spread, f"{n_seeds} seeds; the two kinds of interval answer different questions", table),
         )
     )
