@@ -557,6 +557,9 @@ def measured_text(headline: pd.DataFrame) -> list[str]:
     method = f" 95% intervals: {first['ci_method']}." if first["ci_method"] else ""
     reader = str(first["reader_label"])
     lines = [basis_line(h) + method, VERBATIM_FAVOURS if reader.startswith("verbatim") else EXACT_FAVOURS]
+    seed = sorted(str(s) for s in h["strategy"].unique() if str(s).startswith(SEED_PREFIX))
+    if seed:
+        lines.append(f"{' and '.join(seed)}: {SEED_DESIGN}.")
     share_top = first["top_session_share"]
     if pd.notna(share_top) and share_top > 0.5 and pd.notna(first["n_sessions"]) and int(first["n_sessions"]) > 1:
         lines.append(
@@ -592,6 +595,13 @@ def measured_text(headline: pd.DataFrame) -> list[str]:
         lines += _money_lines(h, stand_in=_mode(h) == "scope")
     return lines
 
+
+#: The arms of the seed report's own design, and how the report introduces them where it first names them.
+SEED_PREFIX = "futureos"
+SEED_DESIGN = (
+    "FutureOS's projections (deterministic, summarised), the design of the seed report this suite "
+    "reproduces (docs/strategies.md)"
+)
 
 #: Said offline, where every summary is the extractive stand-in's (`_ranking_lines`).
 STAND_IN_SUMMARY_RECALL = (
