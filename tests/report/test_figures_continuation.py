@@ -134,6 +134,17 @@ def test_fig10_an_arm_over_the_window_is_marked_and_never_drawn_like_the_best():
     assert fig.OVER_WINDOW not in json.dumps(spec["title"]["subtitle"])
 
 
+def test_fig10_labels_of_arms_at_the_same_place_never_print_over_each_other():
+    """Two arms at the same closed-book and needed-next recall (issue 48: "codex and claude-code labels print
+    over each other"): their labels get rows of their own, 12 px apart at least."""
+    arms = [*ARMS, ("pi2", "pi2 (extractive stand-in)", 0.60, 0.50, 5_000, False)]
+    spec = fig.fig10_continuation(_continuation(arms), _closed(arms)).to_dict()
+    (text,) = [layer for layer in spec["layer"] if layer["mark"]["type"] == "text"]
+    assert text["encoding"]["y"]["field"] == "label_y"
+    rows = {r["strategy"]: r["label_y"] for r in spec["datasets"][text["data"]["name"]]}
+    assert abs(rows["pi"] - rows["pi2"]) * 460 >= 12 - 1e-6
+
+
 def test_fig10_a_reader_label_is_read_from_the_table_not_written_in():
     other = "needed-next recall (some other stand-in)"
     subtitle = json.dumps(fig.fig10_continuation(_continuation(reader=other), _closed()).to_dict()["title"])

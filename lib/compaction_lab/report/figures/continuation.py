@@ -8,7 +8,14 @@ import altair as alt
 import pandas as pd
 
 from compaction_lab.report.figures import register, title_of
-from compaction_lab.report.figures._common import distinct_text, flag_arms, no_data, plural, subtitle_lines
+from compaction_lab.report.figures._common import (
+    distinct_text,
+    flag_arms,
+    label_rows,
+    no_data,
+    plural,
+    subtitle_lines,
+)
 from compaction_lab.report.theme import use_theme
 
 #: The notebook that draws both figures.
@@ -129,6 +136,14 @@ def fig10_continuation(
     data["projection_tokens"] = pd.to_numeric(data["projection_tokens"], errors="coerce").fillna(0.0)
     # Sendable arms drawn last, on top; an over-window arm never hides one.
     data = data.sort_values("over_window", ascending=False, kind="stable")
+    # Labels placed apart in pixels (`label_rows`): arms of like recall in both exams would print over each other.
+    rows = label_rows(
+        [width * float(v) for v in data["recall_closed"]],
+        [width * (1 - float(v)) for v in data["recall"]],
+        data["label"].astype(str).tolist(),
+        dx=9,
+    )
+    data["label_y"] = [1 - y / width for y in rows]
     unit = alt.Scale(domain=[0, 1])
     x = alt.X("recall_closed:Q", title="closed-book recall", scale=unit, axis=alt.Axis(format="%"))
     y = alt.Y("recall:Q", title="needed-next recall", scale=unit, axis=alt.Axis(format="%"))
@@ -174,9 +189,9 @@ def fig10_continuation(
         fillOpacity=alt.value(0.55),
         tooltip=tooltip,
     )
-    labels = base.mark_text(align="left", dx=9, dy=-9, fontSize=10).encode(
+    labels = base.mark_text(align="left", dx=9, baseline="middle", fontSize=10).encode(
         x="recall_closed:Q",
-        y="recall:Q",
+        y="label_y:Q",
         text="label:N",
         color=alt.condition(alt.datum.over_window, alt.value("#888"), alt.value("#333")),
     )
