@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
+import yaml
 
-from compaction_lab.report import charts, sweep_page, sweep_table
+from compaction_lab.report import charts, share, sweep_page, sweep_table
+from compaction_lab.run import runner
 
 WINDOWS = (2000, 4000)
 SEEDS = (7, 8)
@@ -130,3 +134,33 @@ def test_page_counts_the_runs_left_out_and_lists_sendable_numbers_first(tmp_path
     marks = re.findall(r"<td>(yes|no: [^<]*)</td></tr>", block)
     assert marks == ["yes", "yes", "no: not sendable (over the window)", "no: not sendable (over the window)"]
     assert f"labelled aider (extractive stand-in) in run {STAND_IN_RUN}" in html
+
+
+@pytest.mark.slow
+def test_a_real_2x2_smoke_sweep_ranks_only_sendable_arms_and_names_each_strategy_once(tmp_path):
+    """The smoke profile (notebooks 01 and 03) swept over window 1500, 3000 x seed 7, 8: at 1500 arms go over."""
+    smoke = runner.load_profile("smoke")
+    params = {k: v for k, v in smoke.parameters.items() if k not in ("turns", "cost_cases")}
+    doc = {"description": "issue 48", "notebooks": ["01_context_composition", "03_closed_book_exam"]}
+    profile = tmp_path / "mini.yaml"
+    profile.write_text(yaml.safe_dump({**doc, "parameters": {**params, "n_boot": 50}}), encoding="utf-8")
+    results = tmp_path / "results"
+    cmd = [sys.executable, "-m", "compaction_lab.cli", "run", "--profile", str(profile), "--results", str(results)]
+    cmd += ["--quiet", "--no-html", "--sweep", "window=1500,3000", "--sweep", "seed=7,8"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (folder,) = results.glob("sweep-*")
+    table = pd.read_parquet(folder / "sweep.parquet")
+    assert len(set(table["run"])) == 4 and table["over_window"].astype(bool).any()
+    ranks = sweep_table.sweep_ranks(table, "window", "seed")
+    assert not ranks.empty and "full" not in set(ranks["strategy"])
+    kept = table[share.ranked(table)]
+    # Every ranked point is one run's arm that compacted and fits the window.
+    for r in ranks.itertuples():
+        assert ((kept["window"] == r.window) & (kept["seed"] == r.seed) & (kept["strategy"] == r.strategy)).sum() == 1
+    html = (folder / "sweep.html").read_text(encoding="utf-8")
+    names = re.findall(r'<tbody class="cl-group">\s*<tr><th colspan="\d+">(.*?) <small>', html)
+    assert len(names) == len(set(names)) == table["strategy"].nunique()
+    assert not any(" | " in n for n in names)
+    assert "not ranked, nor in any mean:" in html
+    assert f"{sweep_table.strategy_names(table)['full']}: 4 runs uncompacted reference" in html
