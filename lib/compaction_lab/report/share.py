@@ -1187,7 +1187,11 @@ class ExamBlock:
     mixes: pd.DataFrame
 
     def html(self) -> str:
-        """Render the block's tables as HTML (escaped); sections without rows are left out."""
+        """Render the block's tables as HTML (escaped), each collapsed under its title and row count.
+
+        Sections without rows are left out. Collapsed (``<details>``): a per-session table runs to dozens of
+        rows and would stand between the headline and the figures.
+        """
         parts = []
         for title, df in (
             ("Sessions", self.sessions),
@@ -1195,7 +1199,12 @@ class ExamBlock:
             ("Recall under other question mixes", self.mixes),
         ):
             if len(df):
-                parts.append(f"<h3>{html.escape(title)}</h3>" + df.to_html(index=False, escape=True, na_rep="n/a"))
+                rows = f"{len(df):,} row" + ("" if len(df) == 1 else "s")
+                parts.append(
+                    f"<details><summary><b>{html.escape(title)}</b> ({rows})</summary>"
+                    + df.to_html(index=False, escape=True, na_rep="n/a")
+                    + "</details>"
+                )
         return "\n".join(parts)
 
 
