@@ -23,3 +23,24 @@ def test_the_per_session_tables_are_collapsed_under_their_title(smoke_run):
     # every table of the block sits inside a <details> whose summary names it and its rows
     assert questions.count("<table") == questions.count("<details>") == questions.count("</details>")
     assert re.search(r"<summary><b>[^<]+</b> \(\d[\d,]* rows?\)</summary>", questions)
+
+
+def test_figures_that_measured_nothing_are_one_collapsed_line_after_the_others(smoke_run):
+    """The smoke run records no compaction (no recorded figure), asks each question once (no figure 13):
+    their placeholders are listed in one line, collapsed, after every figure that drew something."""
+    import html
+
+    from compaction_lab.report import share
+
+    page = (smoke_run.run_dir / "report.html").read_text(encoding="utf-8")
+    figs = share.figures(smoke_run.run_dir)
+    empty = [f for f in figs if not share.measured_figure(f)]
+    drawn = [f for f in figs if share.measured_figure(f)]
+    assert {f.stem for f in empty} >= {"fig_recorded", "fig13_consistency"} and drawn
+    folded = page.split('<details class="unmeasured">', 1)[1].split("</details>", 1)[0]
+    summary = folded.split("</summary>", 1)[0]
+    assert f"Not measured in this run ({len(empty)})" in summary
+    for f in empty:
+        assert f'id="{f.stem}"' in folded and f.title in html.unescape(summary)
+    for f in drawn:
+        assert f'id="{f.stem}"' not in folded and page.index(f'id="{f.stem}"') < page.index('class="unmeasured"')

@@ -69,6 +69,7 @@ def build_index(
         else share.headline_table(run_dir, price_table, simulator)
     )
     runs = runs or []
+    shown = share.figures(run_dir)
     env = Environment(loader=FileSystemLoader(str(TEMPLATES_DIR)), autoescape=select_autoescape(["html", "j2"]))
     page = env.get_template("report_index.html.j2").render(
         run=run_dir.name,
@@ -95,7 +96,9 @@ def build_index(
             }
             for r in runs
         ],
-        figures=[share.figure_html(f) for f in share.figures(run_dir)],
+        figures=[share.figure_html(f) for f in shown if share.measured_figure(f)],
+        # Figures that measured nothing in this run: one collapsed line, each still there with its reason.
+        unmeasured=[(f.title, share.figure_html(f)) for f in shown if not share.measured_figure(f)],
         facts=share.run_facts(run_dir).to_html(index=False),
     )
     out = run_dir / runfolder.REPORT_HTML

@@ -1407,6 +1407,17 @@ def figures(run_dir: Path) -> list[Figure]:
     return found
 
 
+#: How a figure that measured nothing says so under its title (`figures._common.no_data`), as its SVG writes it.
+NOT_MEASURED_SVG = ">not measured</text>"
+
+
+def measured_figure(fig: Figure) -> bool:
+    """Tell whether a figure drew something: False for the chart that says why nothing was measured (`no_data`)."""
+    if fig.svg is None:
+        return True
+    return NOT_MEASURED_SVG not in fig.svg.read_text(encoding="utf-8", errors="replace")
+
+
 def _inline_svg(path: Path) -> str:
     # Drop the XML prolog / doctype so the SVG can sit inside an HTML page.
     text = path.read_text(encoding="utf-8")
