@@ -274,6 +274,8 @@ def check_pages(paths: list[Path], timeout_s: float = 30, batch: int = 6) -> lis
                     if page.evaluate(_VEGA_READY_JS, MIN_SVG_PX):
                         break
                     page.wait_for_timeout(100)
+                # What a reader can unfold (collapsed tables, figures that measured nothing) is checked unfolded.
+                page.evaluate("document.querySelectorAll('details').forEach((d) => { d.open = true; })")
                 scan = page.evaluate(_SCAN_JS, MIN_SVG_PX)
         except PlaywrightError as exc:
             scan = {"figures": 0, "empty": [f"page could not be checked: {str(exc).splitlines()[0]}"]}
