@@ -136,7 +136,7 @@ def test_report_html_states_the_basis_above_the_headline(run):
     basis = page.index(
         html.escape("Basis: 20 questions from 17 records, 1 session examined of 4 imported", quote=False)
     )
-    assert basis < page.index("<h2>Headline</h2>") < page.index("retained of N (95% CI)")
+    assert basis < page.index('<h2 id="headline">Headline</h2>') < page.index("retained of N (95% CI)")
 
 
 # --------------------------------------------------------------------------- a best, only where separated

@@ -267,8 +267,8 @@ def test_report_html_has_notebook_07_section_after_the_headline(run):
         (run / runfolder.FIGURES / f"{stem}.svg").write_text(svg)
     profile = SimpleNamespace(name="t", description="d", redact=False)
     page = render.build_index(run, profile).read_text(encoding="utf-8")
-    section = page.index("<h2>Can the agent still continue?</h2>")
-    assert page.index("<h2>Headline</h2>") < section < page.index("<h2>Figures</h2>")
+    section = page.index('<h2 id="continuation">Can the agent still continue?</h2>')
+    assert page.index('<h2 id="headline">Headline</h2>') < section < page.index('<h2 id="figures">Figures</h2>')
     assert share.rankings_agreement(run) in page
     assert 'href="#fig10_continuation"' in page and 'id="fig10_continuation"' in page
     assert (
