@@ -25,7 +25,7 @@ from compaction_lab.core.projection import STAND_IN_LABEL
 from compaction_lab.exam import cases as exam_cases
 from compaction_lab.exam import found, imported, stats
 from compaction_lab.report.figures import run_figures
-from compaction_lab.report.figures._common import distinct_text
+from compaction_lab.report.figures._common import distinct_text, summariser_labels
 
 #: Table name of the headline in a run folder (written by notebook 06).
 HEADLINE = "headline"
@@ -373,10 +373,7 @@ NO_SUMMARY = "no summary text"
 
 def summarisers(frame: pd.DataFrame) -> list[str]:
     """Who wrote the summary text of `frame`'s arms (``summary_by``, each label once; [] where none or not measured)."""
-    if "summary_by" not in frame.columns:
-        return []
-    labels = (part.strip() for v in frame["summary_by"].dropna() for part in str(v).split(" / "))
-    return list(dict.fromkeys(label for label in labels if label))
+    return summariser_labels(frame)
 
 
 def headline_view(headline: pd.DataFrame) -> pd.DataFrame:

@@ -257,13 +257,18 @@ def summary_note(summarisers: str) -> str:
     return "hatched: found only in the summary" + (f", written by {summarisers}" if summarisers else "")
 
 
-def summarisers(data: pd.DataFrame, mask: pd.Series | None = None) -> str:
-    """Join the distinct summariser labels (``summary_by``, itself possibly " / "-joined) of `data`'s rows (`mask`)."""
+def summariser_labels(data: pd.DataFrame, mask: pd.Series | None = None) -> list[str]:
+    """List the distinct summariser labels (``summary_by``, itself possibly " / "-joined) of `data`'s rows (`mask`)."""
     if "summary_by" not in data.columns:
-        return ""
+        return []
     values = data["summary_by"] if mask is None else data.loc[mask, "summary_by"]
     names = (part.strip() for v in values.dropna() for part in str(v).split(" / "))
-    return ", ".join(dict.fromkeys(n for n in names if n and n != "nan"))
+    return list(dict.fromkeys(n for n in names if n and n != "nan"))
+
+
+def summarisers(data: pd.DataFrame, mask: pd.Series | None = None) -> str:
+    """Join `summariser_labels` for a subtitle."""
+    return ", ".join(summariser_labels(data, mask))
 
 
 def answers_split(answers: pd.DataFrame) -> bool:
