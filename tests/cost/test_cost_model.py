@@ -94,6 +94,7 @@ def test_cost_table_rows_and_per_point(chain_case):
         recall,
     )
     assert list(table.columns) == cost.COST_COLUMNS
+    assert not table["shown"].any()  # the figures' pair is marked by `choice.mark_shown`, not here
     # Each table under its own rule and under no cache: 2 tables x 2 simulators x 8 strategies.
     assert len(table) == 2 * 2 * len(projs)
     assert set(table["simulator"]) == {"deepseek", "openai", "none"}

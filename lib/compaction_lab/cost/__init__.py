@@ -17,6 +17,9 @@ One module per concept:
 ``model``
     Compaction cost cold and cached, per-turn cost after compaction,
     break-even turns, one compaction plus T later turns (``model.CostAssumptions`` is the same class).
+``choice``
+    Which price table and cache rule the figures and the report show: ``figure_table: auto`` follows
+    the sessions' model family (synthetic: the seed's CNY table), recorded as the cost table's ``shown``.
 
 This file only documents the package: import the modules themselves
 (``from compaction_lab.cost import cache, model``), so importing one never

@@ -358,6 +358,7 @@ COST_COLUMNS = [
     "recall",
     "cost_per_point",
     "stand_in",
+    "shown",
 ]
 
 
@@ -387,6 +388,8 @@ def cost_table(
     assumptions : CostAssumptions
     recall : DataFrame, optional
         `exam.stats.recall_table` (strategy, recall); adds cost per point of recall.
+
+    Every row's ``shown`` is False; `choice.mark_shown` marks the rows the figures show.
     """
     loaded = {t: prices_mod.load_price_table(t) for t in tables}
     pairs = [(t, sim) for t in tables for sim in (simulators or dict.fromkeys([loaded[t].cache_rule, "none"]))]
@@ -443,6 +446,7 @@ def cost_table(
             r = recall_of.get(st)
             row["recall"] = r
             row["cost_per_point"] = (row["total_cost"] / (100 * r)) if r else None
+            row["shown"] = False  # the figures' table and rule: `choice.mark_shown`
             rows.append(row)
     return pd.DataFrame(rows, columns=COST_COLUMNS)
 

@@ -299,6 +299,22 @@ def _price_table_problem(name: str) -> str | None:
     return None
 
 
+def _figure_table_problem(name: str) -> str | None:
+    from compaction_lab.cost.choice import AUTO
+
+    return None if name == AUTO else _price_table_problem(name)
+
+
+def _figure_simulator_problem(name: str) -> str | None:
+    from compaction_lab.cost.choice import AUTO
+
+    if name == AUTO or name in _simulators():
+        return None
+    near = difflib.get_close_matches(name, [AUTO, *_simulators()], n=1)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    return f"unknown {name!r}{hint}; allowed: {AUTO}, {', '.join(_simulators())}"
+
+
 def _price_tables_problem(names: list) -> str | None:
     found = [p for p in (_price_table_problem(n) for n in names if isinstance(n, str)) if p]
     return "; ".join(found) or None
@@ -475,8 +491,8 @@ RULES: Mapping[str, Rule] = {
     "simulated_turns": Rule(minimum=1),
     "period": Rule(choices=_periods),
     "cost_cases": Rule(minimum=1),
-    "figure_table": Rule(check=_price_table_problem),
-    "figure_simulator": Rule(choices=_simulators),
+    "figure_table": Rule(check=_figure_table_problem),
+    "figure_simulator": Rule(check=_figure_simulator_problem),
     # 06: the report
     "price_table": Rule(blank=True, check=_price_table_problem),
     "simulator": Rule(blank=True, choices=_simulators),
@@ -951,20 +967,7 @@ def _notebook_problems(nb: str, eff: Mapping[str, Any], declared: Mapping[str, D
             out.append(questions_limit_problem("n_questions", eff["n_questions"], eff["n_cases"]))
         if ok("probe_n_questions") and eff["probe_n_questions"] > MAX_QUESTIONS_PER_CASE:
             out.append(questions_limit_problem("probe_n_questions", eff["probe_n_questions"]))
-    if ok("price_tables", "figure_table") and eff["figure_table"] not in eff["price_tables"]:
-        out.append(
-            f"figure_table = {eff['figure_table']!r}: not among price_tables {list(eff['price_tables'])}, "
-            "so figures 3, 5 and 6 would be empty"
-        )
-    elif ok("price_tables", "figure_table", "simulators", "figure_simulator"):
-        from compaction_lab.endpoints.prices import load_price_table
-
-        priced = list(eff["simulators"]) or [load_price_table(eff["figure_table"]).cache_rule, "none"]
-        if eff["figure_simulator"] not in priced:
-            out.append(
-                f"figure_simulator = {eff['figure_simulator']!r}: figure_table {eff['figure_table']!r} is "
-                f"priced under {priced} only, so figures 3, 5 and 6 would be empty"
-            )
+    out += _figure_problems(eff, ok)
     if ok("turns", "simulated_turns", "turn_growth_tokens", "turn_output_tokens", "period"):
         from compaction_lab.cost.assumptions import CostAssumptions
 
@@ -990,6 +993,38 @@ def _notebook_problems(nb: str, eff: Mapping[str, Any], declared: Mapping[str, D
         )
     out += _model_use_problems(eff, bad)
     return out
+
+
+def _figure_problems(eff: Mapping[str, Any], ok: Callable[..., bool]) -> list[str]:
+    """Check that figures 3, 5 and 6 would show rows: their table among those priced, priced under their rule."""
+    from compaction_lab.cost.choice import AUTO
+
+    table, sim = str(eff.get("figure_table")), str(eff.get("figure_simulator"))
+    if ok("price_tables", "figure_table") and table != AUTO and table not in eff["price_tables"]:
+        return [
+            f"figure_table = {table!r}: not among price_tables {list(eff['price_tables'])}, "
+            "so figures 3, 5 and 6 would be empty"
+        ]
+    if not ok("price_tables", "figure_table", "simulators", "figure_simulator") or sim == AUTO:
+        return []
+    if table == AUTO:  # the table is read off the sessions at run time: only `none` and listed rules are sure
+        priced = list(eff["simulators"])
+        if sim in (priced or ["none"]):
+            return []
+        return [
+            f"figure_simulator = {sim!r} with figure_table = 'auto': the table the sessions pick is priced "
+            f"under {priced or 'its own rule and none'} only, so figures 3, 5 and 6 would be empty unless "
+            "its rule is this one; set figure_simulator: auto, or name figure_table, or list simulators"
+        ]
+    from compaction_lab.endpoints.prices import load_price_table
+
+    priced = list(eff["simulators"]) or [load_price_table(table).cache_rule, "none"]
+    if sim not in priced:
+        return [
+            f"figure_simulator = {sim!r}: figure_table {table!r} is "
+            f"priced under {priced} only, so figures 3, 5 and 6 would be empty"
+        ]
+    return []
 
 
 def _model_use_problems(eff: Mapping[str, Any], bad: set[str]) -> list[str]:
