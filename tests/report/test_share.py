@@ -163,16 +163,19 @@ def test_figures_in_order_with_inline_svg(run):
         (figs / f"{stem}.svg").write_text(svg)
         (figs / f"{stem}.png").write_bytes(b"\x89PNG\r\n\x1a\n")
     found = share.figures(run)
+    # The report's order: notebook by notebook in chain order (03 before 04), then any figure it does not know.
     assert [f.stem for f in found] == [
         "fig1_retained",
-        "fig3_complete",
         "fig3_recall_tokens",
+        "fig3_complete",
         "fig9_open_book",
         "zz_extra",
     ]
-    html = share.figure_html(found[0])
+    html = share.figure_html(found[0], number=4)
     assert html.startswith('<figure class="cl-figure" id="fig1_retained"><svg') and "<?xml" not in html
-    assert 'href="figures/fig1_retained.png"' in html and "Figure 1" in html
+    assert 'href="figures/fig1_retained.png"' in html and "Figure 4 — " in html
+    # Numbered down the page whatever the run measured: the numbers follow the figures shown.
+    assert [n for n, _ in share.page_order(found)] == [1, 2, 3, 4, 5]
 
 
 def test_run_facts(run):

@@ -12,7 +12,7 @@ from nbconvert import HTMLExporter
 
 from compaction_lab import __version__
 from compaction_lab.core import bounded_json, runfolder
-from compaction_lab.report import charts, share
+from compaction_lab.report import charts, decision, share
 
 if TYPE_CHECKING:
     from compaction_lab.run.runner import NotebookRun, Profile
@@ -69,7 +69,12 @@ def build_index(
         else share.headline_table(run_dir, price_table, simulator)
     )
     runs = runs or []
-    shown = share.figures(run_dir)
+    # Numbered down the page: the lead figure (the decision's) opens the decision section, those that drew
+    # something fill the gallery, those that measured nothing are one collapsed line after them.
+    numbered = share.page_order(share.figures(run_dir))
+    leads = share.lead_figures()
+    lead = [(n, f) for n, f in numbered if f.stem in leads]
+    shown = [(n, f) for n, f in numbered if f.stem not in leads]
     env = Environment(loader=FileSystemLoader(str(TEMPLATES_DIR)), autoescape=select_autoescape(["html", "j2"]))
     page = env.get_template("report_index.html.j2").render(
         run=run_dir.name,
@@ -80,6 +85,9 @@ def build_index(
         commit=((info.get("git") or {}).get("commit") or "unknown")[:12],
         redacted=profile.redact,
         measured=share.measured_text(head),
+        decision=decision.decide(run_dir, head),
+        decision_figures=[share.figure_html(f, number=n) for n, f in lead],
+        numbers={f.stem: n for n, f in numbered},  # figure numbers as the page shows them
         shortfall=exam_cases.shortfall_of_run(run_dir),  # fewer questions than asked: said, with why
         headline=share.headline_html(head),
         recorded=share.recorded_block(run_dir),
@@ -96,9 +104,13 @@ def build_index(
             }
             for r in runs
         ],
-        figures=[share.figure_html(f) for f in shown if share.measured_figure(f)],
+        figures=[share.figure_html(f, number=n) for n, f in shown if share.measured_figure(f)],
         # Figures that measured nothing in this run: one collapsed line, each still there with its reason.
-        unmeasured=[(f.title, share.figure_html(f)) for f in shown if not share.measured_figure(f)],
+        unmeasured=[
+            (f"Figure {n} — {f.title}", share.figure_html(f, number=n))
+            for n, f in shown
+            if not share.measured_figure(f)
+        ],
         facts=share.run_facts(run_dir).to_html(index=False),
     )
     out = run_dir / runfolder.REPORT_HTML

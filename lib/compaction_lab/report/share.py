@@ -206,17 +206,23 @@ class Figure:
 def cost_view(cost: pd.DataFrame, price_table: str | None = None, simulator: str | None = None) -> pd.DataFrame:
     """Select the cost rows of one price table under one cache rule.
 
-    Defaults: the first price table in the table, under its own provider's
-    rule (the first non-``none`` simulator it was priced with).
+    Defaults: the table and rule notebook 04's figures showed (the rows its
+    ``shown`` column marks, `cost.choice.mark_shown`). A run folder without
+    that record (older runs): the first price table in the table, under its
+    own provider's rule (the first non-``none`` simulator it was priced with).
     """
+    from compaction_lab.cost.choice import shown_pair
+
     if cost.empty:
         return cost
-    table = price_table or str(cost["price_table"].iloc[0])
+    shown = shown_pair(cost)
+    table = price_table or (shown[0] if shown else str(cost["price_table"].iloc[0]))
     rows = cost[cost["price_table"] == table]
     if rows.empty:
         raise ValueError(f"price table {table!r} not in the run's cost table: {sorted(set(cost['price_table']))}")
     sims = list(dict.fromkeys(rows["simulator"]))
-    sim = simulator or next((s for s in sims if s != "none"), sims[0])
+    own = shown[1] if shown and shown[0] == table else None
+    sim = simulator or own or next((s for s in sims if s != "none"), sims[0])
     if sim not in sims:
         raise ValueError(f"simulator {sim!r} not priced for {table!r}: {sims}")
     return rows[rows["simulator"] == sim]
@@ -431,11 +437,49 @@ NO_HEADLINE = (
 )
 
 
+#: What each headline column means and its unit, defined where it first appears (each header's hover and the
+#: line under the table; the words are docs/glossary.md's). Keyed by the headline column.
+HEADLINE_TERMS = {
+    "strategy_label": "the arm; “(extractive stand-in)”: its summaries were written offline by the extractive "
+    "stand-in, not a model; “(reconstructed)”: its upstream design is not public and was rebuilt from its description",
+    "retained_of_n": "questions answered right from the next request after the compaction, of the N asked, with "
+    "its 95% interval (the method is named in “What this run measured”)",
+    "scope_of_n": "right answers whose value is in what the arm keeps by design (originals, tail, files, its own "
+    "text around a summary)",
+    "summary_of_n": "right answers whose value only the summary text holds (it measures whoever wrote the summaries)",
+    "needed_next_of_n": "of the values the agent's next recorded actions used (paths, commands, numbers), how many "
+    "the next request holds",
+    "projection_tokens": "size of the projection (the history the next request carries), in report-tokenizer tokens",
+    "compaction_cost_cold": "money of the compaction's own model request with no cache hit, in the currency column",
+    "compaction_cost_cached": "the same request with the provider's prefix cache simulated on its real tokens",
+    "break_even": "later turns after which compacting has cost less than continuing uncompacted (“never”: it does "
+    "not repay within the turns priced)",
+    "cost_per_point": "money of one compaction plus the T later turns priced, divided by 100 × recall",
+    "currency": "currency of the money columns (the price table's)",
+}
+
+
 def headline_html(headline: pd.DataFrame) -> str:
-    """Render the headline view as an HTML table (escaped), or a sentence when there is none."""
+    """Render the headline view as an HTML table (escaped) with its columns defined, or a sentence when there is none.
+
+    Each header carries its definition (`HEADLINE_TERMS`) as a hover, and the line under the table says them
+    all, so every column and unit is defined where it first appears.
+    """
     if headline.empty:
         return f"<p>{NO_HEADLINE}</p>"
-    return headline_view(headline).to_html(index=False, na_rep="n/a", classes="cl-headline")
+    view = headline_view(headline)
+    table = view.to_html(index=False, na_rep="n/a", classes="cl-headline")
+    column_of = {h: c for c, h in HEADLINE_VIEW.items()}
+    terms = []
+    for header in view.columns:
+        col = column_of.get(header) or ("summary_of_n" if header.startswith(HEADLINE_VIEW["summary_of_n"]) else "")
+        meaning = HEADLINE_TERMS.get(col)
+        if not meaning:
+            continue
+        head = html.escape(str(header))
+        table = table.replace(f"<th>{head}</th>", f'<th title="{html.escape(meaning)}">{head}</th>', 1)
+        terms.append(f"<b>{head}</b>: {html.escape(meaning)}")
+    return table + ('<p class="terms">' + " · ".join(terms) + "</p>" if terms else "")
 
 
 def _money(v: Any, currency: str) -> str:
@@ -589,7 +633,7 @@ def measured_text(headline: pd.DataFrame) -> list[str]:
         f"({small['strategy_label']}) to {large['projection_tokens']:,.0f} ({large['strategy_label']})."
     )
     if h["price_table"].notna().any():
-        lines += _money_lines(h, stand_in=_mode(h) == "scope")
+        lines += _money_lines(h, stand_in=ranking_mode(h) == "scope")
     return lines
 
 
@@ -609,7 +653,7 @@ STAND_IN_SUMMARY_RECALL = (
 )
 
 
-def _mode(h: pd.DataFrame) -> str:
+def ranking_mode(h: pd.DataFrame) -> str:
     """How to rank arms `h` (compacted and fit): ``total`` (no split, or no summary text), ``scope`` or ``both``.
 
     ``scope`` when the split was measured and every summary the arms hold is the stand-in's (offline);
@@ -631,7 +675,7 @@ def _ranking_lines(h: pd.DataFrame) -> list[str]:
     recall measures the stand-in (`STAND_IN_SUMMARY_RECALL`); with any other summariser both rankings are
     said, total then scope; without the split (an older headline) or without summary text, the total's.
     """
-    mode = _mode(h)
+    mode = ranking_mode(h)
     if "scope_of_n" not in h.columns and mode != "total":
         h = h.assign(**parts_of_n(h))
     if len(h) == 1:
@@ -1388,10 +1432,15 @@ def inspect_block(run_dir: Path) -> InspectBlock | None:
     return InspectBlock(tuple(lines), view)
 
 
+def lead_figures() -> frozenset[str]:
+    """Stems of the figures that open the page (registered ``lead``: the decision's) rather than join the gallery."""
+    return frozenset(f.stem for f in run_figures() if f.lead)
+
+
 def figures(run_dir: Path) -> list[Figure]:
     """Every figure the run saved, in the registry's order (`run_figures`), then any others by name."""
     d = Path(run_dir) / runfolder.FIGURES
-    registered = [(f.stem, f.title) for f in run_figures()]
+    registered = [(f.stem, f.caption()) for f in run_figures()]
     known = {stem for stem, _ in registered}
     extra = sorted({p.stem for p in d.glob("*.svg")} - known) if d.exists() else []
     # Figures a later notebook adds still reach the report, after the known ones, titled by name.
@@ -1422,14 +1471,29 @@ def _inline_svg(path: Path) -> str:
     return text[start:] if start >= 0 else text
 
 
-def figure_html(fig: Figure, links: bool = True) -> str:
-    """Render a ``<figure>`` with the SVG inlined (no script, no network) and links to the other formats."""
+def page_order(figs: list[Figure]) -> list[tuple[int, Figure]]:
+    """Give a run's figures the numbers its page shows: the lead figure, those that drew something, the rest.
+
+    The numbers count down the page (1, 2, 3, …) whatever the run measured; a figure that measured nothing
+    (`measured_figure`) keeps its number in the one collapsed line at the end.
+    """
+    leads = lead_figures()
+    order = sorted(figs, key=lambda f: (f.stem not in leads, not measured_figure(f)))
+    return list(enumerate(order, start=1))
+
+
+def figure_html(fig: Figure, links: bool = True, number: int | None = None) -> str:
+    """Render a ``<figure>`` with the SVG inlined (no script, no network) and links to the other formats.
+
+    `number`: the figure's number on its page (`page_order`), put before its title in the caption.
+    """
     body = _inline_svg(fig.svg) if fig.svg else (f'<img src="{_href(fig.png.name)}">' if fig.png else "")
     files = [p for p in (fig.png, fig.svg, fig.html) if p is not None]
     link = " · ".join(
         f'<a href="{_href(f"{runfolder.FIGURES}/{p.name}")}">{html.escape(p.suffix[1:].upper())}</a>' for p in files
     )
-    cap = html.escape(fig.title) + (f" <small>({link})</small>" if links and link else "")
+    title = f"Figure {number} — {fig.title}" if number is not None else fig.title
+    cap = html.escape(title) + (f" <small>({link})</small>" if links and link else "")
     return f'<figure class="cl-figure" id="{html.escape(fig.stem)}">{body}<figcaption>{cap}</figcaption></figure>'
 
 
@@ -1442,7 +1506,7 @@ def gallery(run_dir: Path):
     """Show the run's figures as one HTML block (for a notebook cell)."""
     from IPython.display import HTML
 
-    return HTML("\n".join(figure_html(f, links=False) for f in figures(run_dir)))
+    return HTML("\n".join(figure_html(f, links=False, number=n) for n, f in page_order(figures(run_dir))))
 
 
 def run_facts(run_dir: Path) -> pd.DataFrame:

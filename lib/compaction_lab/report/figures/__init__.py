@@ -4,8 +4,11 @@ One module per notebook holds that notebook's figures (``composition``: 01, ``an
 ``cost``: 04, ``open_book``: 05; ``sweep``: the sweep page's, drawn by no notebook). Each figure function
 takes tidy DataFrames (the run folder's tables) and returns an Altair chart; nothing here reads files or
 computes results. Each registers itself with `register`: its file stem in a run folder's ``figures/``, its
-place in reading order, its title (the one the chart and the report both show) and the notebook that
-draws it. Adding a figure touches its own module and nothing else: the report lists it
+place among its notebook's figures, its title, the notebook that draws it and, where it redraws one, the
+seed report's figure number. The report shows them in `run_figures` order: the lead figure (the
+decision, drawn by notebook 06) first, then notebook by notebook in chain order; it numbers them by
+their place on its page (a chart's own title carries no number, so a run that measured fewer figures
+still counts 1, 2, 3 down the page). A stem is a stable file name, not a number to cite. Adding a figure touches its own module and nothing else: the report lists it
 (`run_figures`), the chain knows which notebook draws it (`compaction_lab.run.chain`), and the notebook
 names it once::
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +38,13 @@ FIGURES: Registry[Callable[..., Any]] = Registry("figure", packages=("compaction
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def register(stem: str, *, rank: int, title: str, notebook: str | None) -> Callable[[F], F]:
+#: A title registered with its number ("Figure 3 — …"): the number is dropped, the page numbers figures.
+_NUMBERED = re.compile(r"^Figure \d+ — ")
+
+
+def register(
+    stem: str, *, rank: int, title: str, notebook: str | None, seed: int | None = None, lead: bool = False
+) -> Callable[[F], F]:
     """Register the decorated figure function in `FIGURES`.
 
     Parameters
@@ -43,12 +53,16 @@ def register(stem: str, *, rank: int, title: str, notebook: str | None) -> Calla
         Its file name (without extension) in a run folder's ``figures/`` (a sweep's figures: the start of
         their file names, which the sweep page extends with the parameters drawn).
     rank : int
-        Its place in reading order (the report's gallery lists figures by it).
+        Its place among the figures of its notebook (and of a sweep's page).
     title : str
-        The title the chart shows and the report captions it with.
+        The title the chart shows and the report captions it with (after the number the page gives it).
     notebook : str or None
         The chain notebook that draws it (`compaction_lab.run.chain`); None for a sweep's figures, drawn
         after the runs by the sweep page.
+    seed : int, optional
+        The number of the seed report's figure it redraws (docs/reference/seed-compaction-report.txt).
+    lead : bool
+        It opens the report (the decision figure), before every notebook's figures.
 
     Returns
     -------
@@ -65,7 +79,7 @@ def register(stem: str, *, rank: int, title: str, notebook: str | None) -> Calla
             return fn(*theme.vega_safe(args), **theme.vega_safe(kw))
 
         drawn = cast(F, safe)
-        FIGURES.add(stem, drawn, rank=rank, title=title, notebook=notebook)
+        FIGURES.add(stem, drawn, rank=rank, title=_NUMBERED.sub("", title), notebook=notebook, seed=seed, lead=lead)
         return drawn
 
     return decorate
@@ -85,17 +99,38 @@ class FigureSpec:
         The function that draws it.
     notebook : str or None
         The notebook that draws and saves it; None for a sweep page's figure.
+    seed : int or None
+        The seed report's figure it redraws, if any.
+    lead : bool
+        It opens the report (the decision figure).
     """
 
     stem: str
     title: str
     draw: Callable[..., Any]
     notebook: str | None
+    seed: int | None = None
+    lead: bool = False
+
+    def caption(self, number: int | None = None) -> str:
+        """Its caption: ``Figure <number> — <title>``, and the seed report's figure it redraws."""
+        head = f"Figure {number} — {self.title}" if number is not None else self.title
+        return head + (f" (the seed report's figure {self.seed})" if self.seed else "")
+
+
+def _reading_order(entry: Entry[Callable[..., Any]]) -> tuple[bool, str, int, str]:
+    """Sort key of the report's order: the lead figure, then by the notebook that draws it (chain order), then rank."""
+    return (not entry.meta.get("lead", False), str(entry.meta["notebook"]), entry.rank, entry.name)
+
+
+def _run_entries() -> list[Entry[Callable[..., Any]]]:
+    return sorted((e for e in FIGURES.entries() if e.meta["notebook"] is not None), key=_reading_order)
 
 
 def _spec(entry: Entry[Callable[..., Any]]) -> FigureSpec:
     """Build the `FigureSpec` of a registry entry."""
-    return FigureSpec(entry.name, entry.meta["title"], entry.obj, entry.meta["notebook"])
+    meta = entry.meta
+    return FigureSpec(entry.name, meta["title"], entry.obj, meta["notebook"], meta.get("seed"), meta.get("lead", False))
 
 
 def figure(stem: str) -> FigureSpec:
@@ -110,13 +145,13 @@ def figure(stem: str) -> FigureSpec:
 
 
 def title_of(stem: str) -> str:
-    """Return a figure's title, from the registry."""
+    """Return a figure's title, from the registry (without a number: the report numbers figures by page)."""
     return figure(stem).title
 
 
 def run_figures() -> tuple[FigureSpec, ...]:
-    """Return every figure a notebook draws into a run folder, in reading order."""
-    return tuple(_spec(e) for e in FIGURES.entries() if e.meta["notebook"] is not None)
+    """Return every figure a notebook draws into a run folder, in the report's order (`_reading_order`)."""
+    return tuple(_spec(e) for e in _run_entries())
 
 
 def sweep_figures() -> tuple[FigureSpec, ...]:

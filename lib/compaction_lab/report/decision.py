@@ -1,0 +1,454 @@
+"""The decision a report opens with: which strategy, at what cost, and how sure that is.
+
+For the run's window and price table, only the arms that may be ranked (`share.ranked`: they compacted
+and their next request fits W − O) are weighed, on recall (the closed book and needed-next, each with
+its 95% interval) against the cost of one compaction + T turns. `decide` names the Pareto set (no other
+arm recalls at least as much on every exam for no more money, and more on one or for less), says for
+every pair of it whether the intervals separate them ("the data cannot tell A from B"), and what would
+change the answer: more questions (`exam.power.pair_power`: how many would separate a pair, at 80%
+power), a model reader or summariser where the run used an offline stand-in, another window.
+
+Offline (every summary the extractive stand-in's) recall is scope recall, what an arm keeps by design,
+as the headline's ranking sentence does (`share.ranking_mode`); with a model summariser the total.
+
+Design: docs/report.md (the decision section); words in docs/glossary.md ("ranked", "Pareto set").
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from compaction_lab.core import bounded_json, runfolder
+from compaction_lab.exam import found, power
+from compaction_lab.report import share
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One recall the decision weighs, as headline columns ``<prefix><part><kind>``.
+
+    Attributes
+    ----------
+    key : str
+        ``closed`` or ``needed_next``.
+    name : str
+        How sentences name it.
+    prefix : str
+        The headline's column prefix (``""`` or ``"needed_next_"``).
+    part : str
+        ``""`` (total recall) or ``"scope_"`` (kept by design).
+    """
+
+    key: str
+    name: str
+    prefix: str
+    part: str
+
+    def col(self, kind: str) -> str:
+        """Name the headline column of `kind` (``retained``, ``recall``, ``ci_low``, ``ci_high``)."""
+        return f"{self.prefix}{self.part}{kind}"
+
+    @property
+    def n(self) -> str:
+        """The headline column of the number of questions."""
+        return f"{self.prefix}n"
+
+
+#: How the two exams are named in sentences and on the chart.
+CLOSED, NEEDED_NEXT = "closed book", "needed-next"
+
+
+def measures(mode: str) -> tuple[Measure, ...]:
+    """Return the two recalls weighed under ranking `mode` (`share.ranking_mode`): scope recall offline, else the total."""
+    part = "scope_" if mode == "scope" else ""
+    return Measure("closed", CLOSED, "", part), Measure("needed_next", NEEDED_NEXT, "needed_next_", part)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a run lets a reader decide, as values and sentences (`decide`).
+
+    Attributes
+    ----------
+    setting : str
+        The window, output ceiling, price table and T the decision holds for.
+    recall : str
+        Which recall is weighed (scope recall offline, else total recall).
+    currency, turns : str, int or None
+        The cost's currency and T (cost = one compaction + T turns); "" and None when not priced.
+    arms : DataFrame
+        One row per arm weighed: ``strategy``, ``strategy_label``, ``cost`` (one compaction + T turns, or
+        NaN where not priced), per measure ``<key>_recall`` / ``_low`` / ``_high`` / ``_of_n``, and
+        ``pareto``.
+    verdict : str
+        The Pareto set named, or that no arm is separable, or that nothing could be weighed.
+    pairs : tuple of str
+        Per pair of the Pareto set: which exam the intervals separate them on, which they cannot.
+    changes : tuple of str
+        What would change the answer, with numbers.
+    left_out : tuple of str
+        The arms not weighed and why (not sendable, did not compact, not measured).
+    basis : str
+        What the decision rests on (sessions, questions, reader, summaries, cost source).
+    """
+
+    setting: str
+    recall: str
+    currency: str
+    turns: int | None
+    arms: pd.DataFrame
+    verdict: str
+    pairs: tuple[str, ...]
+    changes: tuple[str, ...]
+    left_out: tuple[str, ...]
+    basis: str
+
+    @property
+    def pareto(self) -> list[str]:
+        """The strategies of the Pareto set, best closed-book recall first."""
+        if self.arms.empty:
+            return []
+        return self.arms.loc[self.arms["pareto"], "strategy"].astype(str).tolist()
+
+    def lines(self) -> list[str]:
+        """Return the section as plain sentences, in reading order (a notebook prints these)."""
+        lines = [self.setting, self.verdict, *self.pairs, *self.left_out, *self.changes, self.basis]
+        return [line for line in lines if line]
+
+    def html(self) -> str:
+        """Render the section's body for ``report.html``: setting, verdict, pairs, then what would change it."""
+        esc = html.escape
+        parts = [f"<p>{esc(self.setting)}</p>"] if self.setting else []
+        parts.append(f'<p class="verdict"><b>{esc(self.verdict)}</b></p>')
+        if self.pairs:
+            parts.append("<ul>" + "".join(f"<li>{esc(p)}</li>" for p in self.pairs) + "</ul>")
+        if self.left_out:
+            parts.append("<p>" + " ".join(esc(s) for s in self.left_out) + "</p>")
+        if self.changes:
+            parts.append(
+                "<p><b>What would change the answer</b></p><ul>"
+                + "".join(f"<li>{esc(c)}</li>" for c in self.changes)
+                + "</ul>"
+            )
+        if self.basis:
+            parts.append(f'<p class="note">{esc(self.basis)}</p>')
+        return "\n".join(parts)
+
+
+def _run_parameters(run_dir: Path) -> Mapping[str, Any]:
+    path = run_dir / runfolder.RUN_JSON
+    if not path.exists():
+        return {}
+    info = bounded_json.load_file(path)
+    return info.get("parameters") or {} if isinstance(info, Mapping) else {}
+
+
+def _costs(run_dir: Path, headline: pd.DataFrame) -> pd.DataFrame:
+    """One compaction + T turns per arm, under the headline's price table and cache rule (empty: not priced)."""
+    cost = runfolder.maybe_table(run_dir, "cost")
+    tables = headline["price_table"].dropna() if "price_table" in headline else pd.Series(dtype=object)
+    if cost is None or cost.empty or tables.empty or not {"total_cost", "turns"} <= set(cost.columns):
+        return pd.DataFrame(columns=["strategy", "cost", "turns"])  # not priced (or a cost table of another age)
+    sims = headline["simulator"].dropna()
+    view = share.cost_view(cost, str(tables.iloc[0]), str(sims.iloc[0]) if len(sims) else None)
+    return view[["strategy", "total_cost", "turns"]].rename(columns={"total_cost": "cost"})
+
+
+def _pct(v: float) -> str:
+    return f"{v:.0%}"
+
+
+def _of(r: Mapping[str, Any], m: Measure) -> str:
+    """``k/n (low–high)`` of row `r` on measure `m`."""
+    return share.retained_of_n(r[m.col("retained")], r[m.n], r[m.col("ci_low")], r[m.col("ci_high")])
+
+
+def pareto(arms: pd.DataFrame, recalls: list[str], cost: str | None) -> pd.Series:
+    """Tell per arm whether it is in the Pareto set: no other arm as good on every recall and cost, better on one.
+
+    `recalls` are columns where larger is better; `cost` (smaller is better) may be None (not priced).
+    Two arms equal on everything are both kept.
+    """
+    values = arms[recalls].to_numpy(float)
+    money = arms[cost].to_numpy(float) if cost else None
+    keep = []
+    for i in range(len(arms)):
+        dominated = False
+        for j in range(len(arms)):
+            if i == j:
+                continue
+            ge = (values[j] >= values[i]).all() and (money is None or money[j] <= money[i])
+            gt = (values[j] > values[i]).any() or (money is not None and money[j] < money[i])
+            if ge and gt:
+                dominated = True
+                break
+        keep.append(not dominated)
+    return pd.Series(keep, index=arms.index)
+
+
+def separated(a: Mapping[str, Any], b: Mapping[str, Any], key: str) -> int:
+    """+1 when `a`'s interval on measure `key` lies above `b`'s, -1 below, 0 when they overlap."""
+    if a[f"{key}_low"] > b[f"{key}_high"]:
+        return 1
+    if b[f"{key}_low"] > a[f"{key}_high"]:
+        return -1
+    return 0
+
+
+def _money(v: float, currency: str) -> str:
+    return f"{v:,.4f} {currency}" if v < 1 else f"{v:,.2f} {currency}"
+
+
+def _pair_sentence(a: Mapping[str, Any], b: Mapping[str, Any], ms: tuple[Measure, ...], currency: str) -> str:
+    """One pair of the Pareto set: the exams its intervals separate it on, those they cannot, the cost gap."""
+    name_a, name_b = str(a["strategy"]), str(b["strategy"])
+    apart, tied = [], []
+    for m in ms:
+        side = separated(a, b, m.key)
+        if side:
+            win, lose = (a, b) if side > 0 else (b, a)
+            apart.append(
+                f"on {m.name} {win['strategy']} recalls more, {win[f'{m.key}_of_n']} vs {lose[f'{m.key}_of_n']} "
+                "(intervals apart)"
+            )
+        else:
+            tied.append(f"{m.name} {a[f'{m.key}_of_n']} vs {b[f'{m.key}_of_n']}")
+    if not apart:
+        text = f"The data cannot tell {name_a} from {name_b}: their 95% intervals overlap on {'; '.join(tied)}"
+    else:
+        text = f"{name_a} vs {name_b}: " + "; ".join(apart)
+        text += f"; the data cannot tell them apart on {'; '.join(tied)}" if tied else ""
+    if pd.notna(a["cost"]) and pd.notna(b["cost"]) and a["cost"] != b["cost"]:
+        cheap, dear = (a, b) if a["cost"] < b["cost"] else (b, a)
+        text += f". {cheap['strategy']} costs {_money(dear['cost'] - cheap['cost'], currency)} less"
+    return text + "."
+
+
+def _power_lines(
+    run_dir: Path, arms: pd.DataFrame, ms: tuple[Measure, ...], headline: pd.DataFrame, limit: int = 3
+) -> list[str]:
+    """Say, for pairs of the Pareto set the intervals cannot separate, how many questions (and sessions) would."""
+    front = arms[arms["pareto"]]
+    column = headline["n_sessions"] if "n_sessions" in headline else pd.Series(dtype=float)
+    sessions = pd.to_numeric(column, errors="coerce").dropna()
+    n_sessions = int(sessions.iloc[0]) if len(sessions) and int(sessions.iloc[0]) > 0 else None
+    found_rows = {
+        "closed": _answer_rows(runfolder.maybe_table(run_dir, "exam_closed"), headline, "reader_label"),
+        "needed_next": _answer_rows(
+            _closed_block(runfolder.maybe_table(run_dir, share.CONTINUATION_TARGETS)),
+            headline,
+            "needed_next_reader_label",
+        ),
+    }
+    out: list[tuple[float, str]] = []
+    for (_, a), (_, b) in combinations(front.iterrows(), 2):
+        for m in ms:
+            rows = found_rows[m.key]
+            if separated(a, b, m.key) or rows is None:
+                continue
+            if m.part:  # scope recall: a right answer counts only where the value is kept by design
+                rows = rows.assign(correct=rows["correct"].astype(bool) & rows["found_in"].isin(found.SCOPE_FOUND))
+            try:
+                p = power.pair_power(rows, str(a["strategy"]), str(b["strategy"]))
+            except ValueError:
+                continue
+            if p.difference == 0 or p.questions_needed is None:
+                out.append(
+                    (
+                        math.inf,
+                        f"{a['strategy']} and {b['strategy']} scored the same on the {p.n_questions} "
+                        f"{m.name} questions both were asked: more of the same questions cannot separate them.",
+                    )
+                )
+                continue
+            per_session = (p.n_questions / n_sessions) if n_sessions else None
+            more = (
+                f" (about {math.ceil(p.questions_needed / per_session):,} sessions at this run's "
+                f"{per_session:.0f} questions per session)"
+                if per_session
+                else ""
+            )
+            out.append(
+                (
+                    p.questions_needed,
+                    f"About {p.questions_needed:,} {m.name} questions{more} would tell {a['strategy']} from "
+                    f"{b['strategy']} at 80% power (two-sided 5%) if their difference "
+                    f"({p.difference:+.1%} over {p.n_questions}) held; this run asked {p.n_questions}. "
+                    "Questions are assumed independent (questions of one session are not: it is optimistic).",
+                )
+            )
+    out.sort(key=lambda t: t[0])
+    return [s for _, s in out[:limit]]
+
+
+def _closed_block(table: pd.DataFrame | None) -> pd.DataFrame | None:
+    if table is None or "block" not in table.columns:
+        return table
+    return table[table["block"] == share.CONTINUATION_BLOCK]
+
+
+def _answer_rows(table: pd.DataFrame | None, headline: pd.DataFrame, reader_col: str) -> pd.DataFrame | None:
+    """Select the graded rows of the reader the headline shows (every reader's when it names none)."""
+    if table is None or table.empty or "correct" not in table.columns:
+        return None
+    if "found_in" not in table.columns:
+        table = table.assign(found_in="verbatim")
+    if "decoy" in table.columns:  # a decoy is asked to catch guessing; recall counts the real questions only
+        table = table[~table["decoy"].astype("boolean").fillna(False).astype(bool)]
+    readers = headline[reader_col].dropna().astype(str) if reader_col in headline else pd.Series(dtype=str)
+    if len(readers) and "reader_label" in table.columns and (table["reader_label"] == readers.iloc[0]).any():
+        table = table[table["reader_label"] == readers.iloc[0]]
+    return table
+
+
+def _change_lines(h: pd.DataFrame, params: Mapping[str, Any], mode: str, left: list[str]) -> list[str]:
+    """Say what else would change the answer: a model reader, a model summariser, another window."""
+    lines = []
+    reader = str(h["reader_label"].iloc[0]) if len(h) else ""
+    if reader.startswith("verbatim"):
+        lines.append(
+            "A model reader (--set reader=model): recall here is the verbatim reader's retention ceiling, "
+            "whether the value is in the next request at all; a model may miss a value that is there."
+        )
+    if mode == "scope":
+        part = pd.to_numeric(h["summary_retained"], errors="coerce")
+        top = h.assign(_p=part).dropna(subset=["_p"]).sort_values("_p", ascending=False)
+        if len(top) and top["_p"].iloc[0] > 0:
+            r = top.iloc[0]
+            lines.append(
+                "A model summariser (--set summarizer=model): offline the summaries are the extractive "
+                f"stand-in's, so the decision weighs only what each arm keeps by design; e.g. "
+                f"{int(r['_p'])} of {r['strategy']}'s {int(r['retained'])} right closed-book answers were "
+                "found only in the stand-in's summary."
+            )
+    window = params.get("window")
+    if window:
+        said = f"at W = {int(window):,}" + (
+            f", O = {int(params['output_ceiling']):,}" if params.get("output_ceiling") else ""
+        )
+        lines.append(
+            f"Another window (--sweep window=...): which arms compact and fit depends on it; {said} "
+            + (f"{len(left)} of {len(h)} arms were left out." if left else "every arm compacted and fits.")
+        )
+    return lines
+
+
+def decide(run_dir: str | Path, headline: pd.DataFrame | None = None) -> Decision:
+    """Weigh the run's ranked arms on recall against cost (module docstring).
+
+    Without a headline (no closed-book recall) the decision weighs nothing and says so (`share.NO_HEADLINE`).
+
+    `headline`: the run's headline table (`share.headline_table`); read from the folder when None.
+    """
+    run_dir = Path(run_dir)
+    if headline is None:
+        saved = runfolder.maybe_table(run_dir, share.HEADLINE)
+        headline = saved if saved is not None else share.headline_table(run_dir)
+    if headline.empty:
+        return Decision("", "recall", "", None, pd.DataFrame(), share.NO_HEADLINE, (), (), (), "")
+    h = headline.copy()
+    params = _run_parameters(run_dir)
+    ranked = share.ranked(h)
+    weighed = h[ranked]
+    mode = share.ranking_mode(weighed)
+    ms = tuple(m for m in measures(mode) if m.col("recall") in h.columns)
+    # A measure no weighed arm has (notebook 07 did not run) is left out and said so; an arm missing one
+    # the others have is not weighed.
+    ms = tuple(m for m in ms if pd.to_numeric(weighed[m.col("recall")], errors="coerce").notna().any())
+    have = pd.Series(True, index=weighed.index)
+    for m in ms:
+        have &= pd.to_numeric(weighed[m.col("recall")], errors="coerce").notna()
+    left = [
+        *(f"{r['strategy']}: not sendable at this window (> W − O)" for _, r in h[h["over_window"]].iterrows()),
+        *(
+            f"{r['strategy']}: did not compact"
+            for _, r in h[~share.compacted(h) & ~h["over_window"].astype(bool)].iterrows()
+        ),
+        *(f"{r['strategy']}: not measured on every exam" for _, r in weighed[~have].iterrows()),
+    ]
+    weighed = weighed[have]
+    costs = _costs(run_dir, h)
+    arms = weighed[["strategy", "strategy_label"]].merge(costs, on="strategy", how="left")
+    for m in ms:
+        src = weighed.reset_index(drop=True)
+        arms[f"{m.key}_recall"] = pd.to_numeric(src[m.col("recall")], errors="coerce").to_numpy(float)
+        arms[f"{m.key}_low"] = pd.to_numeric(src[m.col("ci_low")], errors="coerce").to_numpy(float)
+        arms[f"{m.key}_high"] = pd.to_numeric(src[m.col("ci_high")], errors="coerce").to_numpy(float)
+        arms[f"{m.key}_of_n"] = [_of(r, m) for _, r in src.iterrows()]
+    priced = "cost" in arms and arms["cost"].notna().all() and len(arms) > 0
+    recalls = [f"{m.key}_recall" for m in ms]
+    arms["pareto"] = pareto(arms, recalls, "cost" if priced else None) if len(arms) else pd.Series(dtype=bool)
+    arms = arms.sort_values(recalls[:1] or ["strategy"], ascending=False, kind="stable").reset_index(drop=True)
+    currency = str(h["currency"].dropna().iloc[0]) if "currency" in h and h["currency"].notna().any() else ""
+    turns = int(costs["turns"].dropna().iloc[0]) if len(costs) and costs["turns"].notna().any() else None
+    setting = _setting(params, h, turns, priced)
+    which = "scope recall" if mode == "scope" else "recall"
+    pairs: list[str] = []
+    if arms.empty:
+        verdict = "No arm compacted and fits W − O at this window: there is nothing to decide between."
+    elif len(arms) == 1:
+        verdict = f"Only one arm compacted and fits: {arms['strategy'].iloc[0]}."
+    elif not any(separated(a, b, m.key) for (_, a), (_, b) in combinations(arms.iterrows(), 2) for m in ms):
+        cheap = arms.sort_values("cost").iloc[0] if priced else None
+        verdict = (
+            f"No arm is separable: the 95% intervals of every pair of the {len(arms)} arms weighed overlap on "
+            + " and ".join(m.name for m in ms)
+            + (
+                f"; on recall the data cannot choose, on cost the cheapest is {cheap['strategy']} "
+                f"({_money(cheap['cost'], currency)})."
+                if cheap is not None
+                else "."
+            )
+        )
+    else:
+        front = arms[arms["pareto"]]
+        verdict = (
+            f"Pareto set ({which + (' (kept by design)' if mode == 'scope' else '')} on {' and '.join(m.name for m in ms)}"
+            + (f" against cost of one compaction + {turns} turns" if priced and turns else "")
+            + f"): {', '.join(front['strategy'].astype(str))}. No other arm weighed recalls at least as much "
+            "on every exam for no more money."
+        )
+        pairs = [_pair_sentence(a, b, ms, currency) for (_, a), (_, b) in combinations(front.iterrows(), 2)]
+    changes = [*_power_lines(run_dir, arms, ms, h), *_change_lines(h, params, mode, left)] if len(arms) > 1 else []
+    changes = changes or _change_lines(h, params, mode, left)
+    return Decision(
+        setting=setting,
+        recall=which,
+        currency=currency if priced else "",
+        turns=turns if priced else None,
+        arms=arms,
+        verdict=verdict,
+        pairs=tuple(pairs),
+        changes=tuple(changes),
+        left_out=(f"Not weighed: {'; '.join(left)}.",) if left else (),
+        basis=share.basis_line(h),
+    )
+
+
+def _setting(params: Mapping[str, Any], h: pd.DataFrame, turns: int | None, priced: bool) -> str:
+    """Word the one line that says what the decision holds for."""
+    bits = []
+    if params.get("window"):
+        bits.append(f"window W = {int(params['window']):,}")
+    if params.get("output_ceiling"):
+        bits.append(f"output ceiling O = {int(params['output_ceiling']):,}")
+    if priced:
+        first = h.dropna(subset=["price_table"]).iloc[0]
+        bits.append(
+            f"{first['price_table']} prices in {first['currency']}, {first['simulator']} cache rule, "
+            f"cost = one compaction + {turns} turns"
+        )
+    else:
+        bits.append("not priced (notebook 04 did not run)")
+    return "For " + ", ".join(bits) + "; weighed: the arms that compacted and fit (ranked)."
+
+
+__all__ = ["CLOSED", "NEEDED_NEXT", "Decision", "Measure", "decide", "measures", "pareto", "separated"]
