@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= auto
 
 .DEFAULT_GOAL := help
-.PHONY: help setup browser llm llm-server run smoke lint test bench lab profiles clean-results
+.PHONY: help setup browser llm llm-server run smoke lint test bench screenshot lab profiles clean-results
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -120,6 +120,11 @@ test: setup browser llm lint ## lint (ruff, mypy), then run the test suite (incl
 
 bench: setup ## speed and memory benchmarks (scripts in benchmarks/, outside pytest); BENCH=name for one
 	$(BIN)/python benchmarks/run.py $(BENCH)
+
+# The README's picture of the report (docs/img/report.png): a default run's report.html, its top 1280x900, in
+# headless Chromium offline (needs `make browser`). RUN=<run folder> uses that run instead of making one.
+screenshot: setup ## run the default profile and save the top of its report.html as docs/img/report.png; RUN=folder to reuse a run
+	$(BIN)/python benchmarks/screenshot.py $(if $(RUN),--run $(RUN),)
 
 # The project's kernel, registered inside .venv under a name that says what it is, so an executed
 # notebook of a run folder opened in any JupyterLab of this environment finds it.

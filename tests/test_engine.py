@@ -549,7 +549,7 @@ def test_an_existing_archive_is_untouched_when_the_scheduler_cannot_be_reached(s
 # --------------------------------------------------------------------------- tls://
 
 
-#: Dask's TLS settings for a client (README, "Running on a cluster"; Dask's "TLS/SSL" docs).
+#: Dask's TLS settings for a client (docs/cluster.md; Dask's "TLS/SSL" docs).
 TLS_KEYS = ("distributed.comm.tls.ca-file", "distributed.comm.tls.client.cert", "distributed.comm.tls.client.key")
 
 

@@ -58,9 +58,22 @@ def test_ci_calls_the_readme_test_command():
     assert "make test" in (REPO_ROOT / ".ci" / "run").read_text()
 
 
+def test_every_make_target_the_readme_and_docs_name_exists():
+    """`make X` in README.md and docs/*.md is a target of the Makefile (`make help` lists it)."""
+    mk = (REPO_ROOT / "Makefile").read_text()
+    targets = set(re.findall(r"^([a-zA-Z_-]+):", mk, re.MULTILINE))
+    named = {}
+    for doc in [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]:
+        for target in re.findall(r"(?:^|`)make ([a-z][a-z_-]*)\b", doc.read_text(encoding="utf-8"), re.MULTILINE):
+            named.setdefault(target, doc.name)
+    assert {"run", "test", "screenshot"} <= set(named)
+    assert re.findall(r"(?:^|`)make ([a-z][a-z_-]*)\b", "to make it so, `make nope`", re.MULTILINE) == ["nope"]
+    assert {t: d for t, d in named.items() if t not in targets} == {}
+
+
 def test_makefile_targets():
     mk = (REPO_ROOT / "Makefile").read_text()
-    for target in ("setup", "run", "test", "lab", "bench", "help"):
+    for target in ("setup", "run", "test", "lab", "bench", "help", "screenshot"):
         assert re.search(rf"^{target}:", mk, re.MULTILINE), target
     assert re.search(r"^run: setup", mk, re.MULTILINE) and re.search(r"^test: setup", mk, re.MULTILINE)
 

@@ -260,6 +260,13 @@ def test_the_design_is_in_docs_and_the_readme_links_it():
     assert "../lib/compaction_lab/strategies/UPSTREAM.md" in (docs / "strategies.md").read_text(encoding="utf-8")
 
 
+def test_every_document_is_in_the_index():
+    """docs/README.md lists every document of docs/ (issue 48: what left the README is found from there)."""
+    index = (REPO_ROOT / "docs" / "README.md").read_text(encoding="utf-8")
+    unlisted = [p.name for p in sorted((REPO_ROOT / "docs").glob("*.md")) if p.name != "README.md"]
+    assert [name for name in unlisted if f"({name})" not in index] == []
+
+
 def test_fixtures_are_small_and_every_public_one_has_its_source(files):
     fixtures = [p for p in files if FIXTURES in p.parents]
     assert sum(p.stat().st_size for p in fixtures) < FIXTURES_MAX_BYTES

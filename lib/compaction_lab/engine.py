@@ -16,7 +16,7 @@ one run of a sweep) that `Engine` runs on ``dask.distributed``:
   ``scheduler`` key (in that order) — a ``dask scheduler`` with ``dask worker``
   processes, dask-jobqueue (SLURM, PBS, ...), dask-kubernetes or Coiled.
   Workers must have compaction-lab installed and read the same paths
-  (README, "Running on a cluster"). The address is checked first, in bounded
+  (docs/cluster.md). The address is checked first, in bounded
   time (`check_scheduler`): another service there, or ``tls://`` without
   Dask's TLS settings, is an `EngineError` naming it, never a hang.
 * ``sync``: everything in this process, in order (the reference the engine

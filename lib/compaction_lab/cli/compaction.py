@@ -167,7 +167,7 @@ def add_commands(sub: Subparsers) -> None:
     """
     proj = sub.add_parser("project", help="force a compaction and print the projection")
     proj.add_argument("path", help="a session file or directory (any supported format)")
-    proj.add_argument("--strategy", required=True, help="strategy name (see the README)")
+    proj.add_argument("--strategy", required=True, help="strategy name (docs/strategies.md lists them)")
     proj.add_argument("--session", help="only this session id")
     proj.add_argument("--window", type=int, default=128_000, help="context window W (default 128000)")
     proj.add_argument("--output-ceiling", type=int, default=32_000, help="output ceiling O (default 32000)")

@@ -48,7 +48,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
             engine = opened.enter_context(open_engine(setting)) if is_address(setting) else setting
             arch = opened.enter_context(Archive(args.archive))
             # One writer (this process) keeps the archive one SQLite file with one FTS index;
-            # the engine's workers read and parse the sources (see README, "Running on a cluster").
+            # the engine's workers read and parse the sources (see docs/cluster.md).
             sessions = load_sessions(args.paths, rep, formats=args.format, engine=engine)
             result = arch.add_sessions(sessions, progress=not args.quiet)
             total = arch.count()
