@@ -25,6 +25,15 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $@
 
+# The project's kernel, registered inside .venv under a name that says what it is, so an executed
+# notebook (notebooks/ and a run folder's) opened in any JupyterLab of this environment finds it; the
+# notebooks name it as their kernel. Runs execute in the same interpreter under ipykernel's python3 spec.
+KERNEL_NAME := compaction-lab
+KERNEL_SPEC := $(VENV)/share/jupyter/kernels/$(KERNEL_NAME)/kernel.json
+
+$(KERNEL_SPEC): $(STAMP)
+	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL_NAME) --display-name "compaction-lab (.venv)"
+
 # The library is byte-compiled here (only what changed): where PYTHONDONTWRITEBYTECODE is set (containers,
 # CI) Python never writes .pyc files itself, so every process (the CLI, each run's kernel, each test
 # worker) compiled the library's sources again, ~0.6 s each on 2 cores. It still reads them.
@@ -33,7 +42,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 # the chain's critical path. Skipped when a bundle is cached; one of another vl-convert is rebuilt by
 # the first figure that needs it.
 BUNDLE_CACHE = $${COMPACTION_LAB_CACHE:-data/cache}
-setup: $(STAMP) ## create .venv (if missing) and install the package editable with its dependencies
+setup: $(STAMP) $(KERNEL_SPEC) ## create .venv (if missing), install the package editable with its dependencies and the project's kernel
 	@$(BIN)/python -m compileall -q lib
 	@ls $(BUNDLE_CACHE)/vega-bundle-*.js >/dev/null 2>&1 || \
 	  $(BIN)/python -c 'from compaction_lab.report import theme; theme.vega_bundle()'
@@ -125,14 +134,6 @@ bench: setup ## speed and memory benchmarks (scripts in benchmarks/, outside pyt
 # headless Chromium offline (needs `make browser`). RUN=<run folder> uses that run instead of making one.
 screenshot: setup ## run the default profile and save the top of its report.html as docs/img/report.png; RUN=folder to reuse a run
 	$(BIN)/python benchmarks/screenshot.py $(if $(RUN),--run $(RUN),)
-
-# The project's kernel, registered inside .venv under a name that says what it is, so an executed
-# notebook of a run folder opened in any JupyterLab of this environment finds it.
-KERNEL_NAME := compaction-lab
-KERNEL_SPEC := $(VENV)/share/jupyter/kernels/$(KERNEL_NAME)/kernel.json
-
-$(KERNEL_SPEC): $(STAMP)
-	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL_NAME) --display-name "compaction-lab (.venv)"
 
 # Extra arguments for `make lab`, e.g. LAB_ARGS="--no-browser --port=8890 --IdentityProvider.token=..."; as
 # root (a container) the server is told that is allowed, or it refuses to start.

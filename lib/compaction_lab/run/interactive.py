@@ -31,6 +31,7 @@ from typing import TextIO
 
 from compaction_lab.core import paths, runfolder
 from compaction_lab.run import chain, lifecycle
+from compaction_lab.run.kernel import KERNEL_NAME
 
 #: One output file per chain notebook that proves it ran in a folder (a view of `chain.CHAIN`).
 MARK: Mapping[str, str] = MappingProxyType({s.notebook: s.mark for s in chain.CHAIN})
@@ -160,4 +161,5 @@ def _execute(notebook: str, folder: Path) -> None:
         str(folder / f"{notebook}.ipynb"),
         parameters={"run_dir": str(folder)},
         progress_bar=False,
+        kernel_name=KERNEL_NAME,  # as a run does: this interpreter, whether or not `make lab` registered its kernel
     )
