@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -92,7 +90,7 @@ def _folder(tmp_path, headline, costs, answers=None):
     return d
 
 
-def _answers(right: dict[str, list[bool]]) -> pd.DataFrame:
+def _answers(right: dict[str, list[bool]], sessions: int = 8) -> pd.DataFrame:
     rows = []
     for s, marks in right.items():
         for i, ok in enumerate(marks):
@@ -100,7 +98,8 @@ def _answers(right: dict[str, list[bool]]) -> pd.DataFrame:
                 {
                     "strategy": s,
                     "reader_label": READER,
-                    "case_id": f"c{i % 4}",
+                    "session_id": f"s{i % sessions}",
+                    "case_id": f"c{i % sessions}",
                     "question_id": f"q{i}",
                     "correct": ok,
                     "found_in": "verbatim" if ok else "nowhere",
@@ -162,14 +161,36 @@ def test_what_would_change_it_uses_the_power_analysis_of_the_answers(tmp_path):
     )
     d = _folder(tmp_path, h, {"keep": 1.0, "mask": 1.2}, _answers(marks))
     got = decision.decide(d)
-    expected = power.pair_power(_answers(marks), "keep", "mask")
-    assert expected.questions_needed is not None
-    (line,) = [c for c in got.changes if "closed book questions" in c]
-    assert line.startswith(f"About {expected.questions_needed:,} closed book questions")
-    sessions = math.ceil(expected.questions_needed / (expected.n_questions / 4))
-    assert f"about {sessions:,} sessions" in line and f"this run asked {expected.n_questions}" in line
+    # Sessions are the unit the intervals resample: the count said is pair_power's with a session as the unit,
+    # beside the count were questions independent.
+    by_session = power.pair_power(_answers(marks), "keep", "mask", question=("session_id",))
+    by_question = power.pair_power(_answers(marks), "keep", "mask")
+    assert by_session.questions_needed is not None and by_question.questions_needed is not None
+    (line,) = [c for c in got.changes if "on closed book" in c]
+    assert f"were questions independent, about {by_question.questions_needed:,} would (this run asked 40)" in line
+    assert by_session.questions_needed > by_session.n_questions == 8  # the data: 8 sessions are too few
+    assert line.startswith(f"About {by_session.questions_needed:,} sessions would tell keep from mask")
     # The verbatim reader is an offline stand-in: a model reader is named as what would change it.
     assert any(c.startswith("A model reader") for c in got.changes)
+
+
+def test_with_two_sessions_the_intervals_not_the_approximation_are_trusted(tmp_path):
+    """Two sessions: a normal approximation over them may call them enough while the intervals that resample
+    them overlap; the sentence says to trust the intervals and add sessions, never "about 1 sessions"."""
+    # Per session keep 9/10 and 8/10, mask 5/10 and 5/10: the two differences agree closely.
+    marks = {"keep": [True] * 17 + [False] * 3, "mask": [(i // 2) % 2 == 0 for i in range(20)]}
+    h = _headline(
+        [
+            ("keep", 17, 20, 0.0, 1.0, 2, 10, 0.0, 0.45, True, False),
+            ("mask", 10, 20, 0.0, 1.0, 10, 10, 0.70, 1.0, True, False),
+        ]
+    )
+    got = decision.decide(_folder(tmp_path, h, {"keep": 1.0, "mask": 1.2}, _answers(marks, sessions=2)))
+    unit = power.pair_power(_answers(marks, sessions=2), "keep", "mask", question=("session_id",))
+    assert unit.questions_needed is not None and unit.questions_needed <= 2
+    (line,) = [c for c in got.changes if "on closed book" in c]
+    assert "a normal approximation says this run's 2 sessions would do" in line and "trust the intervals" in line
+    assert not any("About 1 sessions" in c for c in got.changes)
 
 
 def test_without_recall_there_is_nothing_to_decide(tmp_path):

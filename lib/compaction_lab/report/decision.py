@@ -235,11 +235,13 @@ def _pair_sentence(a: Mapping[str, Any], b: Mapping[str, Any], ms: tuple[Measure
 def _power_lines(
     run_dir: Path, arms: pd.DataFrame, ms: tuple[Measure, ...], headline: pd.DataFrame, limit: int = 3
 ) -> list[str]:
-    """Say, for pairs of the Pareto set the intervals cannot separate, how many questions (and sessions) would."""
+    """Say, for pairs of the Pareto set the intervals cannot separate, how many sessions (and questions) would.
+
+    Sessions are the unit the intervals resample, so the count that matters is sessions: `power.pair_power`
+    with each session as the unit (its recall per arm). Beside it, the count were questions independent.
+    The `limit` pairs closest to being separated are said.
+    """
     front = arms[arms["pareto"]]
-    column = headline["n_sessions"] if "n_sessions" in headline else pd.Series(dtype=float)
-    sessions = pd.to_numeric(column, errors="coerce").dropna()
-    n_sessions = int(sessions.iloc[0]) if len(sessions) and int(sessions.iloc[0]) > 0 else None
     found_rows = {
         "closed": _answer_rows(runfolder.maybe_table(run_dir, "exam_closed"), headline, "reader_label"),
         "needed_next": _answer_rows(
@@ -256,37 +258,46 @@ def _power_lines(
                 continue
             if m.part:  # scope recall: a right answer counts only where the value is kept by design
                 rows = rows.assign(correct=rows["correct"].astype(bool) & rows["found_in"].isin(found.SCOPE_FOUND))
-            try:
-                p = power.pair_power(rows, str(a["strategy"]), str(b["strategy"]))
-            except ValueError:
-                continue
-            if p.difference == 0 or p.questions_needed is None:
-                out.append(
-                    (
-                        math.inf,
-                        f"{a['strategy']} and {b['strategy']} scored the same on the {p.n_questions} "
-                        f"{m.name} questions both were asked: more of the same questions cannot separate them.",
-                    )
-                )
-                continue
-            per_session = (p.n_questions / n_sessions) if n_sessions else None
-            more = (
-                f" (about {math.ceil(p.questions_needed / per_session):,} sessions at this run's "
-                f"{per_session:.0f} questions per session)"
-                if per_session
-                else ""
-            )
-            out.append(
-                (
-                    p.questions_needed,
-                    f"About {p.questions_needed:,} {m.name} questions{more} would tell {a['strategy']} from "
-                    f"{b['strategy']} at 80% power (two-sided 5%) if their difference "
-                    f"({p.difference:+.1%} over {p.n_questions}) held; this run asked {p.n_questions}. "
-                    "Questions are assumed independent (questions of one session are not: it is optimistic).",
-                )
-            )
+            said = _power_sentence(rows, str(a["strategy"]), str(b["strategy"]), m.name)
+            if said:
+                out.append(said)
     out.sort(key=lambda t: t[0])
     return [s for _, s in out[:limit]]
+
+
+def _power_sentence(rows: pd.DataFrame, a: str, b: str, exam: str) -> tuple[float, str] | None:
+    """How many sessions (the intervals' unit) and independent questions would separate arms `a` and `b`."""
+    try:
+        q = power.pair_power(rows, a, b)
+    except ValueError:
+        return None
+    if q.difference == 0 or q.questions_needed is None:
+        return math.inf, (
+            f"{a} and {b} scored the same on the {q.n_questions} {exam} questions both were asked: more of the "
+            "same questions cannot separate them."
+        )
+    independent = f"were questions independent, about {q.questions_needed:,} would (this run asked {q.n_questions})"
+    sessions = rows["session_id"].nunique() if "session_id" in rows.columns else 0
+    unit = power.pair_power(rows, a, b, question=("session_id",)) if sessions >= 2 else None
+    if unit is None or unit.questions_needed is None or math.isnan(unit.difference):
+        return float(q.questions_needed), (
+            f"{a} vs {b} on {exam} ({q.difference:+.1%}): {'one session' if sessions < 2 else 'these sessions'} "
+            f"cannot say how sessions vary, and sessions are what the intervals resample: only more sessions can "
+            f"separate them; {independent}."
+        )
+    if unit.questions_needed <= unit.n_questions:
+        # The normal approximation says these sessions suffice, yet the intervals (which resample them) overlap:
+        # with this few sessions the approximation is the less cautious of the two.
+        return float(unit.questions_needed), (
+            f"{a} vs {b} on {exam} ({q.difference:+.1%}): a normal approximation says this run's "
+            f"{unit.n_questions} sessions would do, yet the 95% intervals, which resample those sessions, overlap; "
+            f"with so few sessions trust the intervals: more sessions would separate them; {independent}."
+        )
+    return float(unit.questions_needed), (
+        f"About {unit.questions_needed:,} sessions would tell {a} from {b} on {exam} at 80% power (two-sided 5%) "
+        f"if their difference ({q.difference:+.1%}) held and sessions varied as this run's {unit.n_questions} do "
+        f"(sessions are what the intervals resample); {independent}."
+    )
 
 
 def _closed_block(table: pd.DataFrame | None) -> pd.DataFrame | None:
