@@ -1,10 +1,11 @@
 """Before a run spends: ``doctor``.
 
-``compaction-lab doctor [--profile P] [--set K=V ...] [--provider NAME] [--spend] [--no-plan]``
+``compaction-lab doctor [--profile P] [--set K=V ...] [--provider NAME] [--spend] [--no-plan | --dry-run]``
     Check the environment and the profile's endpoint before a run spends
     (key variable named, never printed; ``--spend``: one 1-token request),
-    and count the calls a run would make and their cost (a dry run against a
-    stand-in endpoint: nothing sent).
+    and plan the calls a run would make and their cost: an estimate from
+    counts by default (seconds), or with ``--dry-run`` the notebooks run
+    against a stand-in endpoint (exact; minutes). Nothing is sent either way.
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     from compaction_lab.run import doctor
     from compaction_lab.run import runner as report
 
+    if args.dry_run and args.no_plan:
+        print("error: --dry-run plans the calls; --no-plan skips planning: give one of them", file=sys.stderr)
+        return 2
+    if args.dry_run and not args.profile:
+        print("error: --dry-run plans a profile's calls: give --profile", file=sys.stderr)
+        return 2
     overrides: dict[str, Any] = {}
     if args.profile and (args.set or args.provider):
         try:
@@ -41,6 +48,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         overrides=overrides,
         plan=not args.no_plan,
         progress=not args.json,
+        dry_run=args.dry_run,
     )
 
 
@@ -62,6 +70,12 @@ def add_commands(sub: Subparsers) -> None:
     dr.add_argument(
         "--no-plan",
         action="store_true",
-        help="skip the dry run that counts the model calls a run would make (and their cost)",
+        help="skip planning the model calls a run would make (and their cost)",
+    )
+    dr.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="plan the calls exactly by running the notebooks against a stand-in endpoint (minutes; "
+        "default: an estimate from counts, seconds)",
     )
     dr.set_defaults(func=_cmd_doctor)

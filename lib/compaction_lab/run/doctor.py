@@ -17,13 +17,16 @@ Two groups of checks, each a `Check` (``ok`` / ``warn`` / ``fail`` / ``skip``):
 
 `run_doctor` prints them as a table (or JSON) and returns 0 when no check
 failed, 1 otherwise. For a profile whose ``summarizer`` or ``reader`` is
-``model`` it also says which notebooks will call the model and, from a dry
-run of the profile against a stand-in endpoint (`compaction_lab.run.plan`:
-nothing sent, the real ledger and checkpoints untouched), how many calls the
-run would make and roughly what they would cost under the price table, by
+``model`` it also says which notebooks will call the model and how many calls
+the run would make and roughly what they would cost under the price table, by
 purpose: summaries, the closed and open book's answers, and the continuation
-exam's next-action requests (``exam:continuation``: one per case with a
-recorded next action × arm, `plan.continuation_calls`).
+exam's next-action requests (``exam:continuation``). By default the plan is an
+*estimate from counts* (`compaction_lab.run.estimate`: the cases, arms,
+questions and draws counted, the summaries and projections computed, no request
+built; seconds); ``dry_run`` plans by a dry run of the notebooks against a
+stand-in endpoint instead (`compaction_lab.run.plan`: exact, and what the
+ledger already answered; minutes). Nothing is sent either way and the real
+ledger and checkpoints are untouched.
 
 Nothing the doctor prints holds a secret: every `Check` detail is masked
 (`compaction_lab.privacy.secrets.mask_message`: URL credentials shown as
@@ -334,18 +337,25 @@ def _profile_checks(
     return checks + endpoint_checks(model, spend, environ), line, prof if calls else None
 
 
-def _plan_check(prof: Any, progress: bool) -> tuple[Check, Any]:
-    """Dry-run the profile (`compaction_lab.run.plan`): the planned calls and cost, or why it could not be planned."""
+def _plan_check(prof: Any, progress: bool, dry_run: bool = False) -> tuple[Check, Any]:
+    """Plan the profile's calls: counted (`compaction_lab.run.estimate`), or dry-run (`plan`) with `dry_run`.
+
+    Returns the check (the planned calls and cost, or why they could not be planned) and the plan.
+    """
+    from compaction_lab.run import estimate
     from compaction_lab.run import runner as report
 
+    how = "the dry run" if dry_run else "the count"
     try:
-        planned = plan.plan_run(prof, progress=progress)
-    except (report.ProfileError, report.NotebookFailed, ValueError) as exc:
-        return Check("planned calls", "fail", f"the dry run failed: {str(exc).splitlines()[0]}"), None
+        planned = plan.plan_run(prof, progress=progress) if dry_run else estimate.estimate_run(prof)
+    except (report.ProfileError, report.NotebookFailed, ValueError, KeyError) as exc:
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        return Check("planned calls", "fail", f"{how} failed: {first}"), None
     if planned is None:
         return Check("planned calls", "skip", "the profile calls no model"), None
     cost = "not estimated (no price_table)" if planned.cost is None else f"~{planned.cost:.4f} {planned.currency}"
-    detail = f"{planned.total_calls} calls to {planned.model}; cost {cost}"
+    method = "dry run, exact" if dry_run else "estimate from counts; --dry-run for the exact count"
+    detail = f"{planned.total_calls} calls to {planned.model}; cost {cost} ({method})"
     return Check("planned calls", "ok", detail), planned
 
 
@@ -360,6 +370,7 @@ def run_doctor(
     overrides: Mapping[str, Any] | None = None,
     plan: bool = True,
     progress: bool = True,
+    dry_run: bool = False,
 ) -> int:
     """Run every check, print them to `out` (a table, or JSON), return 0 when none failed, else 1.
 
@@ -379,11 +390,21 @@ def run_doctor(
     overrides : mapping, optional
         Chain-wide parameters the run would be given (``--set``, ``--provider``).
     plan : bool
-        For a profile that calls a model, dry-run it (`compaction_lab.run.plan`) and print the
-        planned calls and their cost; nothing is sent.
+        For a profile that calls a model, plan its calls and their cost: counted from its cases, arms
+        and questions (`compaction_lab.run.estimate`, seconds) or, with `dry_run`, dry-run
+        (`compaction_lab.run.plan`, minutes); nothing is sent either way.
     progress : bool
         Show the dry run's progress bars.
+    dry_run : bool
+        Plan by the dry run (exact, and what the ledger already answered) instead of the count.
+
+    Raises
+    ------
+    ValueError
+        For `dry_run` without `plan` (there is nothing to dry-run).
     """
+    if dry_run and not plan:
+        raise ValueError("dry_run needs plan: the dry run is one way of planning the calls")
     checks = environment_checks(results)
     line: str | None = None
     planned = None
@@ -393,7 +414,7 @@ def run_doctor(
         more, line, prof = _profile_checks(profile, spend, environ, overrides)
         checks += more
         if prof is not None and plan:
-            check, planned = _plan_check(prof, progress)
+            check, planned = _plan_check(prof, progress, dry_run)
             checks.append(check)
     failed = [c for c in checks if c.status == "fail"]
     if as_json:

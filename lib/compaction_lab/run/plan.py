@@ -15,6 +15,10 @@ notebook kernel at the copies, so recorded answers are reused exactly as the
 real run would reuse them and no stand-in answer ever reaches the real stores.
 The calls the dry run adds to the ledger copy are the planned calls.
 
+This is ``doctor --dry-run``: by default the doctor plans from counts instead
+(`compaction_lab.run.estimate`: the same requests counted without running a
+notebook, in seconds), held to this dry run by ``tests/run/test_doctor_counts.py``.
+
 The continuation exam's next-action requests (notebook 07, purpose
 `CONTINUATION_PURPOSE`) are counted by the same dry run; their number is also
 known without running anything (`continuation_calls`): one per case with a
@@ -147,13 +151,18 @@ class Plan:
                 f"  cost estimate: {self.cost:.4f} {self.currency} (prompts counted with the report tokenizer, "
                 "every reply at its max_tokens, no cache hits)"
             )
-        lines.append(f"  (dry run against a stand-in endpoint: {self.seconds:.0f} s, nothing sent)")
+        lines += self.method_lines()
         return "\n".join(lines)
+
+    def method_lines(self) -> list[str]:
+        """Return the lines that say how the plan was made (the last of `describe`)."""
+        return [f"  (dry run against a stand-in endpoint: {self.seconds:.0f} s, nothing sent)"]
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form (``doctor --json``)."""
         return {
             "profile": self.profile,
+            "method": "dry run",
             "model": self.model,
             "base_url": self.base_url,
             "total_calls": self.total_calls,
@@ -174,8 +183,19 @@ def _copy_sqlite(src: Path, dst: Path) -> None:
         source.backup(target)
 
 
-def _model_notebooks(prof: Any) -> tuple[str, ...]:
-    """Return the profile's notebooks up to its last one that calls a model (the rest would call nothing)."""
+def planned_notebooks(prof: Any) -> tuple[str, ...]:
+    """Return the profile's notebooks up to its last one that calls a model (the rest would call nothing).
+
+    Parameters
+    ----------
+    prof : Profile
+        A resolved profile (`compaction_lab.run.chain.model_notebooks` reads which notebooks call a model).
+
+    Returns
+    -------
+    tuple of str
+        Empty when no notebook calls a model.
+    """
     calling = {nb for nb, _ in model_notebooks(prof)}
     last = max((i for i, nb in enumerate(prof.notebooks) if nb in calling), default=-1)
     return tuple(prof.notebooks[: last + 1])
@@ -212,7 +232,7 @@ def plan_run(profile: Any, *, overrides: Mapping[str, Any] | None = None, progre
 
     prof = report.load_profile(profile) if isinstance(profile, (str, Path)) else profile
     prof = presets.resolve_profile(prof.with_parameters(dict(overrides or {})))
-    notebooks = _model_notebooks(prof)
+    notebooks = planned_notebooks(prof)
     if not notebooks:
         return None
     cfg = shared.config_of(prof.parameters["model"])
@@ -310,4 +330,5 @@ __all__ = [
     "Plan",
     "continuation_calls",
     "plan_run",
+    "planned_notebooks",
 ]
