@@ -58,7 +58,13 @@ def smoke_run(tmp_path_factory):
 #: Session fixtures that are costly to build (a whole chain run, a model server): under pytest-xdist
 #: (`make test` runs ``-n auto --dist loadgroup``) every test using one goes to the same worker, so
 #: each is built once per test run rather than once per worker.
-SHARED_SESSION_FIXTURES = {"smoke_run": "smoke-run", "llm_server": "llama-server"}
+SHARED_SESSION_FIXTURES = {
+    "smoke_run": "smoke-run",
+    "llm_server": "llama-server",
+    # tests/report/test_figure_text.py: a light `default` run and a `my_sessions` run whose figures are measured.
+    "default_figures": "figure-text-default",
+    "my_sessions_figures": "figure-text-my-sessions",
+}
 
 
 def pytest_collection_modifyitems(config, items):

@@ -152,7 +152,7 @@ def test_fig7_and_fig8_specs_and_png(tmp_path):
     ctx = CompactionContext(window=4000, output_ceiling=500)
     table = anatomy.projections_table(anatomy.project_cases(anatomy.cases_at_end(sessions), ["codex", "full"], ctx))
     fig7 = charts.fig7_projection_anatomy(table)
-    assert "Figure 7" in json.dumps(fig7.to_dict())
+    assert charts.title_of("fig7_projection_anatomy") in json.dumps(fig7.to_dict(), ensure_ascii=False)
     triggers = trigger.trigger_table([16_000, 128_000, 1_000_000], [8_000, 32_000])
     budgets = anatomy.budgets_table(ctx, sessions[0])
     fig8 = charts.fig8_trigger_and_budgets(triggers, budgets)
@@ -268,18 +268,22 @@ def test_every_figure_is_one_hop_from_the_registry():
     run, sweep = figures.run_figures(), figures.sweep_figures()
     drawn = [f.draw for f in (*run, *sweep)]
     assert len(drawn) == len(set(drawn)) and set(drawn) == _figure_functions()
+    # The report's order: the lead (decision) figure, then notebook by notebook in chain order (issue 48).
     assert [f.stem for f in run] == [
-        "fig1_retained", "fig2_composition", "fig3_complete", "fig3_recall_tokens", "fig4_size_recall",
-        "fig12_readers", "fig13_consistency", "fig5_compaction_cost", "fig6_cost_per_point", "fig7_projection_anatomy", "fig8_trigger_budgets",
-        "fig9_open_book", "fig10_continuation", "fig11_rediscovery", "sensitivity_mix", "fig_recorded",
+        "fig_decision", "fig2_composition", "fig7_projection_anatomy", "fig8_trigger_budgets",
+        "fig1_retained", "fig3_recall_tokens", "fig4_size_recall", "fig12_readers", "fig13_consistency",
+        "sensitivity_mix", "fig_recorded", "fig3_complete", "fig5_compaction_cost", "fig6_cost_per_point",
+        "fig9_open_book", "fig10_continuation", "fig11_rediscovery",
     ]  # fmt: skip
+    assert [f.seed for f in run if f.seed] == [2, 7, 8, 1, 3, 4, 3, 5, 6, 9]  # the seed report's figures they redraw
+    assert not any(f.title.startswith("Figure") for f in run)  # the page numbers them
     for f in run:
         assert figures.figure(f.stem) == f and f.notebook in chain.names()
         assert (paths.NOTEBOOKS_DIR / f"{f.notebook}.ipynb").exists()
         assert getattr(charts, f.draw.__name__) is f.draw  # the notebooks' one import still names it
     empty = charts.fig4_size_vs_recall(pd.DataFrame(columns=["strategy_label", "n", "recall"]))
     assert empty.to_dict()["title"]["text"] == charts.title_of("fig4_size_recall")
-    with pytest.raises(UnknownName, match="unknown figure 'fig99'; known: fig1_retained, "):
+    with pytest.raises(UnknownName, match="unknown figure 'fig99'; known: fig_decision, fig1_retained, "):
         charts.figure("fig99")
     with pytest.raises(UnknownName, match="unknown figure 'fig99'"):
         charts.draw("unused", "fig99")

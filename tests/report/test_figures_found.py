@@ -5,6 +5,7 @@ it) hatched and labelled with its summariser, a model reader's right answer foun
 """
 
 import json
+import math
 
 import altair as alt
 import pandas as pd
@@ -80,6 +81,14 @@ def recall(**kw):
 def rows_of(spec, part):
     """The rows a layer or panel of `spec` draws (its own dataset, else the top-level one)."""
     return spec["datasets"][(part.get("data") or spec["data"])["name"]]
+
+
+def totals_layer(spec):
+    """Figure 4's layer of filled points (each arm's total recall)."""
+    (layer,) = [
+        layer for layer in spec["layer"] if layer["mark"]["type"] == "point" and layer["mark"].get("filled") is True
+    ]
+    return layer
 
 
 def fill_of(layer):
@@ -245,13 +254,15 @@ def test_fig4_adds_open_scope_points_their_intervals_and_a_hatched_gap():
         if layer["mark"]["type"] == "point" and layer["encoding"]["y"]["field"] == "scope_recall"
     ]
     assert len(scope_points) == 1 and scope_points[0]["mark"]["filled"] is False
-    intervals = [layer for layer in layers if layer["mark"]["type"] == "rule"]
+    intervals = [layer for layer in layers if layer["mark"]["type"] == "rule" and "label_y" not in json.dumps(layer)]
     assert {layer["encoding"]["y"]["field"] for layer in intervals} == {"ci_low", "scope_ci_low"}
     texts = [layer for layer in layers if layer["mark"]["type"] == "text"]
-    assert len(texts) == 1 and texts[0]["encoding"]["y"]["field"] == "label_y"  # the label: by the total only
-    rows = {r["arm_label"]: r for r in rows_of(spec, spec)}
-    # nothing in its way: just above its total (7 px of the 300-px axis)
-    assert rows[CODEX]["label_y"] == pytest.approx(rows[CODEX]["recall"] + 7 / 300)
+    assert {layer["encoding"]["y"]["field"] for layer in texts} == {"label_y"}  # the label: by the total only
+    labels = {r["arm_label"]: r for layer in texts for r in rows_of(spec, layer)}
+    assert set(labels) == {CODEX, FULL}
+    # nothing in its way: beside its total, on its row (pixels of the 300-px axis)
+    assert labels[CODEX]["label_y"] == pytest.approx(300 * (1 - 0.8))
+    rows = {r["arm_label"]: r for r in rows_of(spec, totals_layer(spec))}
     assert rows[CODEX]["scope_recall"] == pytest.approx(0.2) and rows[CODEX]["recall"] == pytest.approx(0.8)
     sub = " ".join(spec["title"]["subtitle"])
     assert "filled: total recall; open: scope recall (kept by design)" in sub
@@ -263,14 +274,15 @@ def test_fig4_draws_a_right_answer_found_nowhere_grey_above_the_hatched_gap():
     spec = charts.fig4_size_vs_recall(recall(elsewhere=True)).to_dict()
     (grey,) = [layer for layer in spec["layer"] if fill_of(layer) == _common.ELSEWHERE_COLOR]
     assert (grey["encoding"]["y"]["field"], grey["encoding"]["y2"]["field"]) == ("scope_and_summary", "recall")
-    rows = {r["arm_label"]: r for r in rows_of(spec, spec)}
+    rows = {r["arm_label"]: r for r in rows_of(spec, totals_layer(spec))}
     assert rows[CODEX]["scope_and_summary"] == pytest.approx(0.8) and rows[CODEX]["recall"] == pytest.approx(1.0)
     assert _common.ELSEWHERE_NOTE in " ".join(spec["title"]["subtitle"])
 
 
 def test_fig4_without_the_split_draws_as_before():
     spec = charts.fig4_size_vs_recall(recall(found=False)).to_dict()
-    assert len(spec["layer"]) == 3 and "gradient" not in json.dumps(spec)
+    drawn = [layer["mark"]["type"] for layer in spec["layer"] if "label_y" not in json.dumps(layer)]
+    assert drawn == ["rule", "point"] and "gradient" not in json.dumps(spec)
     assert "scope" not in json.dumps(spec["title"])
 
 
@@ -297,15 +309,39 @@ def test_hatched_bars_size_each_bar_s_stripes_and_skip_empty_ones():
 
 def test_fig4_labels_never_print_over_each_other():
     """Two arms at the same size and recall (the uncompacted reference and an arm that did not compact) and
-    a third just beside: every label gets its own row, none overlapping another (`label_rows`)."""
+    a third just beside: every label gets its own place, none overlapping another label or another point,
+    none past the plot's edge (`place_labels`); a label with room stays beside its point, on its row."""
     texts = ["full (uncompacted reference)", "aider · not sendable", "pi (extractive stand-in)", "far"]
     x = [400.0, 400.0, 405.0, 10.0]
-    y = [0.0, 0.0, 4.0, 0.0]
-    rows = _common.label_rows(x, y, texts)
-    boxes = [(x[i] + 7, x[i] + 7 + _common.CHAR_PX * len(t), rows[i]) for i, t in enumerate(texts)]
+    y = [0.0, 0.0, 4.0, 150.0]
+    spots = _common.place_labels(x, y, texts, width=480, height=300, radius=5)
+    boxes = []
+    for s, t in zip(spots, texts, strict=True):
+        w = _common.text_px(t)
+        left = s.x if s.align == "left" else s.x - w
+        boxes.append((left, s.y - 6, left + w, s.y + 6))
     for i, a in enumerate(boxes):
+        assert 0 <= a[0] and a[2] <= 480 and 0 <= a[1] and a[3] <= 300, a
         for b in boxes[i + 1 :]:
-            apart = a[1] <= b[0] or b[1] <= a[0] or abs(a[2] - b[2]) >= 12
-            assert apart, (a, b)
-    assert rows[3] == -7.0  # a label with room keeps its place, just above its point
-    assert _common.log_domain(pd.Series([4_300, 103_981])) == (1_000.0, 1_000_000.0)
+            assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1], (a, b)
+        for j in range(len(x)):  # no label over another arm's point
+            if j != i:
+                assert a[2] <= x[j] - 5 or x[j] + 5 <= a[0] or a[3] <= y[j] - 5 or y[j] + 5 <= a[1], (a, j)
+    assert spots[3] == _common.LabelSpot(10 + 5 + 4, 150, "left", False)
+    # Labels near the right edge go left of their point rather than past the edge.
+    assert {spots[i].align for i in range(3)} == {"right"}
+
+
+def test_log_axes_have_ticks_whose_labels_never_touch():
+    """Vega's own log ticks printed "100,000200,000" (issue 48): `log_ticks` keeps every power of ten, then the
+    1-2-5 steps only where a label has room; `log_domain` ends on 1-2-5 steps around the data."""
+    assert _common.log_domain(pd.Series([4_300, 103_981])) == (2_000.0, 200_000.0)
+    assert _common.log_domain(pd.Series([1_000, 10_000])) == (1_000.0, 10_000.0)
+    for domain, width in (((2_000.0, 200_000.0), 480), ((1_000.0, 1_000_000.0), 200), ((5_000.0, 1e6), 520)):
+        ticks = _common.log_ticks(domain, width)
+        decades = [v for v in ticks if float(f"{v:.0e}".split("e")[0]) == 1]
+        assert decades, ticks
+        px = [width * math.log10(v / domain[0]) / math.log10(domain[1] / domain[0]) for v in ticks]
+        for (a, pa), (b, pb) in zip(zip(ticks, px, strict=True), list(zip(ticks, px, strict=True))[1:], strict=False):
+            room = (_common.text_px(f"{a:,.0f}", 11) + _common.text_px(f"{b:,.0f}", 11)) / 2
+            assert pb - pa >= room + 2, (domain, width, a, b)

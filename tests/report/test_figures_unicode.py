@@ -24,7 +24,7 @@ from compaction_lab.core import runfolder
 from compaction_lab.exam import imported
 from compaction_lab.exam.continuation import closed_recall
 from compaction_lab.ingest import sources
-from compaction_lab.report import charts, theme
+from compaction_lab.report import charts, decision, theme
 from compaction_lab.run import runner as report
 from compaction_lab.strategies import CompactionContext, anatomy, trigger
 from tests.report.test_charts import PNG_SIGNATURE, comparison_table
@@ -124,6 +124,7 @@ def figure_inputs(run_dir: Path) -> dict[str, tuple[Any, ...]]:
         "fig11_rediscovery": (table("rediscovery_compactions"), table("rediscovery")),
         "sensitivity_mix": (table("exam_sensitivity"),),
         "fig_recorded": (table("exam_recorded"),),
+        "fig_decision": (decision.decide(run_dir).arms,),
         "fig_sweep_small_multiples": (sweep, "window", "model"),
         "fig_sweep_ranks": (sweep, "model"),
         "fig_sweep_lines": (sweep, "model"),

@@ -30,6 +30,7 @@ from compaction_lab.report.figures.anatomy import SEGMENT_COLORS, fig7_projectio
 from compaction_lab.report.figures.composition import fig2_composition
 from compaction_lab.report.figures.continuation import fig10_continuation, fig11_rediscovery
 from compaction_lab.report.figures.cost import fig3_complete, fig5_compaction_cost, fig6_cost_per_point
+from compaction_lab.report.figures.decision import fig_decision
 from compaction_lab.report.figures.exam import (
     NO_RECORDED,
     POOL_NOTE,
@@ -141,6 +142,7 @@ __all__ = [
     "fig11_rediscovery",
     "fig12_readers",
     "fig13_consistency",
+    "fig_decision",
     "fig_recorded",
     "fig_sweep_lines",
     "fig_sweep_ranks",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import altair as alt
@@ -36,10 +37,13 @@ def no_data(title: str, lines: Iterable[str] = NO_QUESTIONS, *, width: int = 520
         The explanation, one line each.
     """
     use_theme()
-    rows = pd.DataFrame({"i": range(len(list(lines))), "text": list(lines)})
+    lines = list(lines)
+    rows = pd.DataFrame({"i": range(len(lines)), "text": lines})
+    # As wide as its longest line: a line past the plot's edge would be clipped.
+    width = max(width, math.ceil(max((text_px(t, 13) for t in lines), default=0)) + 2)
     return (
         alt.Chart(rows)
-        .mark_text(align="left", baseline="top", fontSize=13, color="#555")
+        .mark_text(align="left", baseline="middle", fontSize=13, color="#555")
         .encode(
             x=alt.value(0),
             y=alt.Y("i:O", axis=None),
@@ -395,39 +399,299 @@ def parts_note(recall: pd.DataFrame) -> str | None:
     return note + ("; " + ELSEWHERE_NOTE if elsewhere else "")
 
 
-#: Rough width of one character of a 10-px label, in pixels (the theme's sans-serif), for `label_rows`.
-CHAR_PX = 6.0
+#: Advance widths of the theme's first font (DejaVu Sans) per 1000 units of the font size, by character;
+#: any character not listed counts as `_WIDE` (most of DejaVu Sans' other glyphs are at most that wide).
+_ADVANCE: dict[str, int] = {
+    c: w
+    for chars, w in (
+        ("'ijl", 278),
+        ("IJ", 295),
+        (" ,.·", 318),
+        ("/:;\\|", 337),
+        ("f", 352),
+        ("-", 361),
+        ("()[]t", 392),
+        ("!r", 411),
+        ('"', 460),
+        ("*_`–", 500),
+        ("sz?", 531),
+        ("cLFkvxy", 592),
+        ("PTYoaeE", 632),
+        ("hnuSbdgpq$0123456789{}K", 656),
+        ("AVXZBRC", 698),
+        ("UNH∪", 752),
+        ("DG&OQw", 818),
+        ("#+<=>^~−≤≥×", 838),
+        ("M", 863),
+        ("%m", 974),
+        ("W@—…", 1000),
+    )
+    for c in chars
+}
+_WIDE = 1000
+
+
+def text_px(text: str, font_size: float = 10) -> float:
+    """Return how wide `text` is drawn in the theme's font at `font_size` pixels (an upper estimate)."""
+    return font_size * sum(_ADVANCE.get(c, _WIDE) for c in text) / 1000
 
 
 def log_domain(values: pd.Series) -> tuple[float, float]:
-    """Return a log axis's domain around `values`: the powers of ten just below the least and above the most."""
+    """Return a log axis's domain around `values`: the 1-2-5 steps just below the least and above the most."""
     v = pd.to_numeric(values, errors="coerce")
     v = v[v > 0]
     if v.empty:
         return 1.0, 10.0
-    low, high = math.floor(math.log10(float(v.min()))), math.ceil(math.log10(float(v.max())))
-    return 10.0**low, 10.0 ** max(high, low + 1)
+    low, high = float(v.min()), float(v.max())
+    steps = [
+        m * 10.0**k for k in range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 2) for m in (1, 2, 5)
+    ]
+    lo = max(s for s in steps if s <= low * (1 + 1e-9))
+    hi = min(s for s in steps if s >= high * (1 - 1e-9))
+    return lo, hi if hi > lo else lo * 2
 
 
-def label_rows(
-    x_px: Sequence[float], y_px: Sequence[float], texts: Sequence[str], *, dx: float = 7, line: float = 12
-) -> list[float]:
-    """Place point labels so that none overlaps another: return each label's centre height in pixels.
+def log_ticks(domain: tuple[float, float], width: float, *, font_size: float = 11, fmt: str = ",.0f") -> list[float]:
+    """Return tick values of a log axis over `width` pixels whose labels never touch.
 
-    A label starts `dx` pixels right of its point and wants to sit just above it; taken from the top of
-    the chart down, each goes to the nearest free row (one `line` apart, below first, then above) whose
-    box, `CHAR_PX` per character wide, overlaps no label placed before it.
+    Every power of ten in `domain` first, then its 1-2-5 steps (the domain's ends included) wherever the
+    label fits: at least one label's width plus a gap from every tick kept (widths by `text_px`,
+    labels written like Vega's `fmt` ``,.0f``). Vega's own choice of log ticks prints 100,000 and 200,000
+    against each other at this width.
     """
-    placed: list[tuple[float, float, float]] = []  # (left, right, centre)
-    out = [0.0] * len(texts)
-    for i in sorted(range(len(texts)), key=lambda k: (y_px[k], x_px[k])):
-        left = x_px[i] + dx
-        right = left + CHAR_PX * len(texts[i])
-        want = y_px[i] - dx
-        for step in range(0, 4 * len(texts) + 1):
-            y = want + line * ((step + 1) // 2) * (1 if step % 2 else -1) if step else want
-            if all(right <= a or left >= b or abs(y - c) >= line for a, b, c in placed):
-                break
-        placed.append((left, right, y))
-        out[i] = y
-    return out
+    lo, hi = domain
+    if not (0 < lo < hi):
+        raise ValueError(f"a log domain must be two increasing positive numbers, got {domain!r}")
+    span = math.log10(hi) - math.log10(lo)
+
+    def px(v: float) -> float:
+        return width * (math.log10(v) - math.log10(lo)) / span
+
+    def label(v: float) -> str:
+        return f"{v:,.0f}" if fmt == ",.0f" else format(v, fmt)
+
+    candidates = [
+        m * 10.0**k for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1) for m in (1, 2, 5)
+    ]
+    inside = [v for v in candidates if lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9)]
+    kept: list[float] = []
+    # Powers of ten first, then the domain's ends, then the 2s and 5s.
+    rank = sorted(inside, key=lambda v: (abs(math.log10(v) - round(math.log10(v))) > 1e-9, v not in domain, v))
+    for v in rank:
+        half = text_px(label(v), font_size) / 2
+        if all(abs(px(v) - px(k)) >= half + text_px(label(k), font_size) / 2 + 6 for k in kept):
+            kept.append(v)
+    return sorted(kept)
+
+
+@dataclass(frozen=True)
+class LabelSpot:
+    """Where `place_labels` puts one point's label, in pixels of the plot area (0, 0 its top left).
+
+    Attributes
+    ----------
+    x : float
+        The text's anchor: its left end (``align`` "left") or its right end ("right").
+    y : float
+        The height of its middle line (``baseline`` "middle").
+    align : str
+        "left" (the label is right of its point) or "right" (left of it).
+    leader : bool
+        Whether the label is off its point's own row: a leader line joins them (`label_layers`).
+    """
+
+    x: float
+    y: float
+    align: str
+    leader: bool
+
+
+def place_labels(
+    x_px: Sequence[float],
+    y_px: Sequence[float],
+    texts: Sequence[str],
+    *,
+    width: float,
+    height: float,
+    radius: float | Sequence[float] = 5.0,
+    font_size: float = 10,
+    gap: float = 4,
+    obstacles: Sequence[tuple[float, float, float]] = (),
+) -> list[LabelSpot]:
+    """Place point labels in a plot so that no label overlaps another label, a point or the plot's edge.
+
+    Taken from the top of the plot down, each label goes to the first free place (its box `text_px`
+    wide, 1.2 font sizes high): beside its point on the right, else on the left, on the point's own
+    row first, then one row up, one down, two up... A place must stay inside the plot (a label never
+    runs past its edge, where it would be clipped or print over an axis or legend), overlap no label
+    placed before it and no point (each a square of its `radius`). When no place is free, the nearest
+    place clear of labels is taken (crossing a point), and failing that the nearest inside the plot.
+
+    Parameters
+    ----------
+    x_px, y_px : sequence of float
+        Each point's position in pixels from the plot's top left.
+    texts : sequence of str
+        Each point's label.
+    width, height : float
+        The plot's size in pixels.
+    radius : float or sequence of float
+        The points' radius in pixels (one for all, or one per point).
+    font_size : float
+        The labels' font size in pixels.
+    gap : float
+        Pixels between a point's edge and its label.
+    obstacles : sequence of (x, y, radius)
+        Other marks no label may cover (e.g. a second point per arm), in pixels.
+
+    Returns
+    -------
+    list of LabelSpot
+        One per label, in the order given.
+    """
+    n = len(texts)
+    if not len(x_px) == len(y_px) == n:
+        raise ValueError(f"x_px, y_px and texts must be as long, got {len(x_px)}, {len(y_px)}, {n}")
+    radii = [float(radius)] * n if isinstance(radius, int | float) else [float(r) for r in radius]
+    line = 1.2 * font_size
+    points = [(x_px[i] - radii[i], y_px[i] - radii[i], x_px[i] + radii[i], y_px[i] + radii[i]) for i in range(n)]
+    others = [(x - r, y - r, x + r, y + r) for x, y, r in obstacles]
+    placed: list[tuple[float, float, float, float]] = []
+    out: list[LabelSpot | None] = [None] * n
+
+    def hits(box: tuple[float, float, float, float], others: Iterable[tuple[float, float, float, float]]) -> bool:
+        return any(box[0] < o[2] and o[0] < box[2] and box[1] < o[3] and o[1] < box[3] for o in others)
+
+    rows = int(max(height, line) // line) + 1
+    for i in sorted(range(n), key=lambda k: (y_px[k], x_px[k])):
+        w, x, y, r = text_px(texts[i], font_size), x_px[i], y_px[i], radii[i]
+        spots = []
+        for step in range(2 * rows + 1):
+            dy = line * ((step + 1) // 2) * (-1 if step % 2 else 1)
+            for align in ("left", "right"):
+                anchor = x + r + gap if align == "left" else x - r - gap
+                left = anchor if align == "left" else anchor - w
+                box = (left, y + dy - line / 2, left + w, y + dy + line / 2)
+                spots.append((LabelSpot(anchor, y + dy, align, dy != 0), box))
+        inside = [(s, b) for s, b in spots if b[0] >= 0 and b[1] >= 0 and b[2] <= width and b[3] <= height]
+        clear = [(s, b) for s, b in inside if not hits(b, placed)]
+        free = [(s, b) for s, b in clear if not hits(b, [*points[:i], *points[i + 1 :], *others])]
+        spot, box = (free or clear or inside or spots)[0]
+        if not (free or clear or inside):  # wider than the plot: keep it on its row, from the plot's left
+            box = (0.0, y - line / 2, w, y + line / 2)
+            spot = LabelSpot(0.0, y, "left", False)
+        placed.append(box)
+        out[i] = spot
+    return [s for s in out if s is not None]
+
+
+def end_label_room(
+    values: Iterable[float],
+    texts: Iterable[str],
+    width: int,
+    *,
+    font_size: float = 11,
+    dx: float = 4,
+    floor: float = 0.0,
+) -> tuple[float, int]:
+    """Return a bar axis's domain top and the plot's width that keep each bar's end label inside the plot.
+
+    A bar of `value` ends ``value / top * width`` pixels from the axis; its label, `dx` pixels after it
+    and `text_px` wide, must end by the plot's right edge (past it, a label is clipped or prints over
+    whatever is beside the plot). The plot is widened, when a label needs it, so that every label fits
+    beside at least half the width; the domain's top is at least `floor` (e.g. the most there could be).
+
+    Returns
+    -------
+    (float, int)
+        The domain's top (positive) and the plot's width in pixels (at least `width`).
+    """
+    rows = [(float(v), text_px(str(t), font_size)) for v, t in zip(values, texts, strict=True)]
+    widest = max((w for _, w in rows), default=0.0)
+    plot = max(int(width), math.ceil(2 * (widest + dx)))
+    top = max([float(floor)] + [v * plot / (plot - dx - w) for v, w in rows])
+    return (top if top > 0 else 1.0), plot
+
+
+def ticks_upto(limit: float, count: int = 8) -> list[float]:
+    """Return round tick values from 0 up to `limit` (steps of 1, 2 or 5 times a power of ten, at most `count`).
+
+    For an axis whose domain runs past what the data can reach (room for labels, `end_label_room`): the
+    ticks stop at the most there could be.
+    """
+    if not limit > 0:
+        return [0.0]
+    raw = limit / max(count - 1, 1)
+    power = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    return [round(k * step, 10) for k in range(int(limit / step + 1e-9) + 1)]
+
+
+def label_layers(
+    data: pd.DataFrame,
+    text: str,
+    spots: Sequence[LabelSpot],
+    x_px: Sequence[float],
+    y_px: Sequence[float],
+    *,
+    font_size: float = 10,
+    color: Any = None,
+    radius: float | Sequence[float] = 5.0,
+) -> list[alt.Chart]:
+    """Draw the labels `place_labels` placed: a text layer per side, and a leader line to each moved label.
+
+    Positions are pixels (``scale=None``): the layers share no scale with the chart's points. The leader
+    runs from the point's edge (its `radius`, as given to `place_labels`) to the label's anchor.
+
+    Parameters
+    ----------
+    data : DataFrame
+        One row per point, in the order of `spots`.
+    text : str
+        The column holding each label.
+    x_px, y_px : sequence of float
+        Each point's position in pixels (as given to `place_labels`).
+    color : altair encoding, optional
+        The labels' colour (e.g. a condition); the theme's default without.
+    """
+    radii = [float(radius)] * len(spots) if isinstance(radius, int | float) else [float(r) for r in radius]
+    starts = []
+    for spot, x, y, r in zip(spots, x_px, y_px, radii, strict=True):
+        dx, dy = spot.x - x, spot.y - y
+        far = math.hypot(dx, dy) or 1.0
+        starts.append((x + dx * r / far, y + dy * r / far))
+    d = data.reset_index(drop=True).assign(
+        label_x=[s.x for s in spots],
+        label_y=[s.y for s in spots],
+        label_align=[s.align for s in spots],
+        leader=[s.leader for s in spots],
+        point_x=[p[0] for p in starts],
+        point_y=[p[1] for p in starts],
+    )
+    layers: list[alt.Chart] = []
+    moved = d[d["leader"]]
+    if len(moved):
+        layers.append(
+            alt.Chart(moved)
+            .mark_rule(color="#999", strokeWidth=0.8)
+            .encode(
+                x=alt.X("point_x:Q", scale=None),
+                y=alt.Y("point_y:Q", scale=None),
+                x2="label_x:Q",
+                y2="label_y:Q",
+            )
+        )
+    for align in ("left", "right"):
+        side = d[d["label_align"].eq(align)]
+        if len(side):
+            layers.append(
+                alt.Chart(side)
+                .mark_text(align=align, baseline="middle", fontSize=font_size)
+                .encode(
+                    x=alt.X("label_x:Q", scale=None),
+                    y=alt.Y("label_y:Q", scale=None),
+                    text=f"{text}:N",
+                    **({"color": color} if color is not None else {}),
+                )
+            )
+    return layers

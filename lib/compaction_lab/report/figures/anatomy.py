@@ -6,6 +6,7 @@ import altair as alt
 import pandas as pd
 
 from compaction_lab.report.figures import register, title_of
+from compaction_lab.report.figures._common import log_domain, log_ticks
 from compaction_lab.report.theme import use_theme
 
 #: One colour per projection segment kind.
@@ -26,7 +27,8 @@ SEGMENT_COLORS: dict[str, str] = {
 @register(
     "fig7_projection_anatomy",
     rank=70,
-    title="Figure 7 — one complete projection per strategy",
+    title="one complete projection per strategy",
+    seed=7,
     notebook="02_projection_anatomy",
 )
 def fig7_projection_anatomy(table: pd.DataFrame, *, width: int = 560) -> alt.Chart:
@@ -67,14 +69,23 @@ def fig7_projection_anatomy(table: pd.DataFrame, *, width: int = 560) -> alt.Cha
     )
 
 
+#: Figure 8's looks of the output ceilings, in order (largest ceiling first): a line's dash, its points' shape.
+_DASHES: list[list[int]] = [[1, 0], [6, 3], [2, 2], [8, 3, 2, 3]]
+_SHAPES: list[str] = ["circle", "square", "triangle-up", "diamond", "cross"]
+
+
 @register(
     "fig8_trigger_budgets",
     rank=80,
-    title="Figure 8 — the trigger and the budgets",
+    title="the trigger and the budgets",
+    seed=8,
     notebook="02_projection_anatomy",
 )
 def fig8_trigger_and_budgets(triggers: pd.DataFrame, budgets: pd.DataFrame, *, width: int = 520) -> alt.VConcatChart:
     """Figure 8: top, each strategy's trigger across windows and output ceilings; bottom, FutureOS budgets.
+
+    A strategy is a colour; an output ceiling is a line's dash and its points' shape, named in the legend
+    (two ceilings that give the same trigger share stay two marks).
 
     Parameters
     ----------
@@ -86,24 +97,54 @@ def fig8_trigger_and_budgets(triggers: pd.DataFrame, budgets: pd.DataFrame, *, w
     use_theme()
     t = triggers.copy()
     t["ceiling"] = t["output_ceiling"].map(lambda o: f"O = {o:,}")
-    top = (
+    # Each output ceiling its own dash and its own point shape, in one legend that shows both: two ceilings
+    # whose points fall together (the same share of W) stay two marks.
+    ceilings = list(dict.fromkeys(t.sort_values("output_ceiling", ascending=False)["ceiling"]))
+    dashes = [_DASHES[i % len(_DASHES)] for i in range(len(ceilings))]
+    shapes = [_SHAPES[i % len(_SHAPES)] for i in range(len(ceilings))]
+    x = alt.X(
+        "window:Q",
+        scale=alt.Scale(type="log", domain=list(log_domain(t["window"]))),
+        title="context window W (tokens, log)",
+        axis=alt.Axis(values=log_ticks(log_domain(t["window"]), width), format=",.0f"),
+    )
+    y = alt.Y("share:Q", axis=alt.Axis(format="%"), title="compaction trigger / W")
+    color = alt.Color("strategy:N", title="strategy")
+    tooltip = ["strategy", "window", "output_ceiling", "trigger", "bound", alt.Tooltip("share:Q", format=".1%")]
+    lines = (
         alt.Chart(t)
-        .mark_line(point=True)
+        .mark_line()
         .encode(
-            x=alt.X("window:Q", scale=alt.Scale(type="log"), title="context window W (tokens, log)"),
-            y=alt.Y("share:Q", axis=alt.Axis(format="%"), title="compaction trigger / W"),
-            color=alt.Color("strategy:N", title="strategy"),
-            strokeDash=alt.StrokeDash("ceiling:N", title="output ceiling"),
-            tooltip=["strategy", "window", "output_ceiling", "trigger", "bound", alt.Tooltip("share:Q", format=".1%")],
-        )
-        .properties(
-            width=width,
-            height=200,
-            title=alt.TitleParams(
-                "When each strategy compacts",
-                subtitle="FutureOS: min(floor(0.8W), W − O − min(2048, W/16)); Codex 0.9W; OpenCode W − min(O, 32k)",
+            x=x,
+            y=y,
+            color=color,
+            strokeDash=alt.StrokeDash(
+                "ceiling:N", title="output ceiling", sort=ceilings, scale=alt.Scale(domain=ceilings, range=dashes)
             ),
+            detail="ceiling:N",
         )
+    )
+    points = (
+        alt.Chart(t)
+        .mark_point(filled=True, size=45, opacity=1)
+        .encode(
+            x=x,
+            y=y,
+            color=color,
+            # The legend of the ceilings: one symbol per shape (the dash of each line is merged into it).
+            shape=alt.Shape(
+                "ceiling:N", title="output ceiling", sort=ceilings, scale=alt.Scale(domain=ceilings, range=shapes)
+            ),
+            tooltip=tooltip,
+        )
+    )
+    top = alt.layer(lines, points).properties(
+        width=width,
+        height=200,
+        title=alt.TitleParams(
+            "When each strategy compacts",
+            subtitle="FutureOS: min(floor(0.8W), W − O − min(2048, W/16)); Codex 0.9W; OpenCode W − min(O, 32k)",
+        ),
     )
     b = budgets.copy()
     b["order"] = range(len(b))

@@ -6,14 +6,15 @@ import altair as alt
 import pandas as pd
 
 from compaction_lab.report.figures import register, title_of
-from compaction_lab.report.figures._common import plural
+from compaction_lab.report.figures._common import end_label_room, plural, ticks_upto
 from compaction_lab.report.theme import KIND_COLORS, POINTER_COLORS, use_theme
 
 
 @register(
     "fig2_composition",
     rank=20,
-    title="Figure 2 — context composition",
+    title="context composition",
+    seed=2,
     notebook="01_context_composition",
 )
 def fig2_composition(comp: pd.DataFrame, pointers: pd.DataFrame, *, width: int = 380) -> alt.HConcatChart:
@@ -64,9 +65,16 @@ def fig2_composition(comp: pd.DataFrame, pointers: pd.DataFrame, *, width: int =
     n_unresolved = int(pointers.loc[pointers["pointer"] == "unresolved", "followups"].sum())
     p["share"] = p["share"].fillna(0.0)
     p["label"] = p.apply(lambda r: f"{r['share']:.0%} ({int(r['followups'])})", axis=1)
+    # Room after each bar for its label, inside the panel (`end_label_room`); the axis still ends at 100%.
+    top, panel = end_label_room(p["share"], p["label"], width * 2 // 3, floor=1.0)
     base = alt.Chart(p).encode(
         y=alt.Y("pointer:N", sort=list(POINTER_COLORS), title=None),
-        x=alt.X("share:Q", axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1]), title="share of follow-ups"),
+        x=alt.X(
+            "share:Q",
+            axis=alt.Axis(format="%", values=ticks_upto(1.0, 6)),
+            scale=alt.Scale(domain=[0, top]),
+            title="share of follow-ups",
+        ),
     )
     bars = base.mark_bar().encode(
         color=alt.Color(
@@ -80,9 +88,7 @@ def fig2_composition(comp: pd.DataFrame, pointers: pd.DataFrame, *, width: int =
     subtitle = f"{plural(n_resolved, 'follow-up')} attributed (lexical heuristic)"
     if n_unresolved:
         subtitle += f"; {n_unresolved} unresolved, not shown"
-    right = (bars + text).properties(
-        width=width * 2 // 3, title=alt.TitleParams("Where follow-ups point", subtitle=subtitle)
-    )
+    right = (bars + text).properties(width=panel, title=alt.TitleParams("Where follow-ups point", subtitle=subtitle))
     return (
         alt.hconcat(left, right, spacing=40)
         # Kinds and pointers are different variables: never merge their colour scales.

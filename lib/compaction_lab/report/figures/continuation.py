@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import altair as alt
@@ -10,9 +11,11 @@ import pandas as pd
 from compaction_lab.report.figures import register, title_of
 from compaction_lab.report.figures._common import (
     distinct_text,
+    end_label_room,
     flag_arms,
-    label_rows,
+    label_layers,
     no_data,
+    place_labels,
     plural,
     subtitle_lines,
 )
@@ -89,7 +92,7 @@ def _targets_note(table: pd.DataFrame) -> str | None:
 @register(
     "fig10_continuation",
     rank=92,
-    title="Figure 10 — can the agent still continue?",
+    title="can the agent still continue?",
     notebook=NOTEBOOK,
 )
 def fig10_continuation(
@@ -97,8 +100,9 @@ def fig10_continuation(
 ) -> alt.LayerChart | alt.Chart:
     """Figure 10: per arm, needed-next recall (y) against closed-book recall (x), projection tokens as size.
 
-    Each arm is a point with both 95% intervals as bars and its label; the diagonal marks equal recall in
-    both exams. An arm over the window (in either table) is drawn hollow, grey and labelled `OVER_WINDOW`,
+    Each arm is a point with both 95% intervals as bars and its label, placed apart from every other label
+    and point and inside the plot (`place_labels`: arms of one recall in both exams share a corner); the
+    diagonal marks equal recall in both exams. An arm over the window (in either table) is drawn hollow, grey and labelled `OVER_WINDOW`,
     so it never looks best. The subtitle names who answered each exam (the tables' ``reader_label``: offline,
     the verbatim stand-ins).
 
@@ -136,14 +140,14 @@ def fig10_continuation(
     data["projection_tokens"] = pd.to_numeric(data["projection_tokens"], errors="coerce").fillna(0.0)
     # Sendable arms drawn last, on top; an over-window arm never hides one.
     data = data.sort_values("over_window", ascending=False, kind="stable")
-    # Labels placed apart in pixels (`label_rows`): arms of like recall in both exams would print over each other.
-    rows = label_rows(
-        [width * float(v) for v in data["recall_closed"]],
-        [width * (1 - float(v)) for v in data["recall"]],
-        data["label"].astype(str).tolist(),
-        dx=9,
-    )
-    data["label_y"] = [1 - y / width for y in rows]
+    # Labels placed apart in pixels (`place_labels`): arms of like recall in both exams would print over each
+    # other, over another arm's point, or past the plot's edge. A point's radius follows its size (the size
+    # scale runs from 0 tokens, area 40, to the most, area 900).
+    x_px = [width * float(v) for v in data["recall_closed"]]
+    y_px = [width * (1 - float(v)) for v in data["recall"]]
+    most = float(data["projection_tokens"].max()) or 1.0
+    radii = [math.sqrt((40 + 860 * float(t) / most) / math.pi) + 1 for t in data["projection_tokens"]]
+    spots = place_labels(x_px, y_px, data["label"].astype(str).tolist(), width=width, height=width, radius=radii)
     unit = alt.Scale(domain=[0, 1])
     x = alt.X("recall_closed:Q", title="closed-book recall", scale=unit, axis=alt.Axis(format="%"))
     y = alt.Y("recall:Q", title="needed-next recall", scale=unit, axis=alt.Axis(format="%"))
@@ -189,11 +193,14 @@ def fig10_continuation(
         fillOpacity=alt.value(0.55),
         tooltip=tooltip,
     )
-    labels = base.mark_text(align="left", dx=9, baseline="middle", fontSize=10).encode(
-        x="recall_closed:Q",
-        y="label_y:Q",
-        text="label:N",
+    labels = label_layers(
+        data[["label", "over_window"]],
+        "label",
+        spots,
+        x_px,
+        y_px,
         color=alt.condition(alt.datum.over_window, alt.value("#888"), alt.value("#333")),
+        radius=radii,
     )
     readers = [
         f"closed book: {distinct_text(closed, 'reader_label')}" if distinct_text(closed, "reader_label") else None,
@@ -201,7 +208,7 @@ def fig10_continuation(
         if distinct_text(continuation, "reader_label")
         else None,
     ]
-    return (diagonal + x_bars + y_bars + points + labels).properties(
+    return alt.layer(diagonal, x_bars, y_bars, points, *labels).properties(
         width=width,
         height=width,
         title=alt.TitleParams(
@@ -231,7 +238,7 @@ def _money(v: Any, currency: str) -> str:
 @register(
     "fig11_rediscovery",
     rank=94,
-    title="Figure 11 — what real compactions cost the agents that made them",
+    title="what real compactions cost the agents that made them",
     notebook=NOTEBOOK,
 )
 def fig11_rediscovery(
@@ -331,12 +338,19 @@ def fig11_rediscovery(
         alt.Tooltip("cost:N", title="what they cost"),
         alt.Tooltip("tools:N", title="tools repeated"),
     ]
+    # Room after each bar for its label, inside the plot (`end_label_room`).
+    top, width = end_label_room(data["calls_after"], data["label"], width, font_size=10)
     bars = (
         alt.Chart(long)
         .mark_bar()
         .encode(
             y=y,
-            x=alt.X("calls:Q", stack="zero", title="tool calls after the compaction (until the next, or the end)"),
+            x=alt.X(
+                "calls:Q",
+                stack="zero",
+                title="tool calls after the compaction (until the next, or the end)",
+                scale=alt.Scale(domain=[0, top]),
+            ),
             color=alt.Color(
                 "part:N",
                 scale=alt.Scale(domain=list(palette), range=list(palette.values())),

@@ -9,6 +9,7 @@ from compaction_lab.report.figures import register, title_of
 from compaction_lab.report.figures._common import (
     NOT_SENDABLE_NOTE,
     arm_order,
+    end_label_room,
     flag_arms,
     no_data,
     parts_note,
@@ -24,7 +25,8 @@ from compaction_lab.report.theme import use_theme
 @register(
     "fig5_compaction_cost",
     rank=50,
-    title="Figure 5 — compaction cost, cold vs cache-served",
+    title="compaction cost, cold vs cache-served",
+    seed=5,
     notebook="04_cost_model",
 )
 def fig5_compaction_cost(cost: pd.DataFrame, *, width: int = 460) -> alt.Chart:
@@ -68,7 +70,8 @@ def fig5_compaction_cost(cost: pd.DataFrame, *, width: int = 460) -> alt.Chart:
 @register(
     "fig6_cost_per_point",
     rank=60,
-    title="Figure 6 — one compaction + T turns, per point of recall",
+    title="one compaction + T turns, per point of recall",
+    seed=6,
     notebook="04_cost_model",
 )
 def fig6_cost_per_point(cost: pd.DataFrame, *, width: int = 460) -> alt.Chart:
@@ -81,9 +84,11 @@ def fig6_cost_per_point(cost: pd.DataFrame, *, width: int = 460) -> alt.Chart:
     turns = int(data["turns"].iloc[0]) if len(data) else 0
     data["label"] = data["cost_per_point"].map(lambda v: f"{v:.4f}")
     order = list(data.sort_values("cost_per_point")["strategy_label"])
+    # Room after each bar for its label, inside the plot (`end_label_room`).
+    top, width = end_label_room(data["cost_per_point"], data["label"], width)
     base = alt.Chart(data).encode(
         y=alt.Y("strategy_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)),
-        x=alt.X("cost_per_point:Q", title=f"{cur} per point of recall"),
+        x=alt.X("cost_per_point:Q", title=f"{cur} per point of recall", scale=alt.Scale(domain=[0, top])),
     )
     return (base.mark_bar(color="#b279a2") + base.mark_text(align="left", dx=4).encode(text="label:N")).properties(
         width=width,
@@ -97,7 +102,8 @@ def fig6_cost_per_point(cost: pd.DataFrame, *, width: int = 460) -> alt.Chart:
 @register(
     "fig3_complete",
     rank=30,
-    title="Figure 3 — recall, tokens and money",
+    title="recall, tokens and money",
+    seed=3,
     notebook="04_cost_model",
 )
 def fig3_complete(recall: pd.DataFrame, cost: pd.DataFrame, *, width: int = 220) -> alt.HConcatChart | alt.Chart:

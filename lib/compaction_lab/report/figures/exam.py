@@ -18,13 +18,16 @@ from compaction_lab.report.figures._common import (
     answers_split,
     arm_order,
     distinct_text,
+    end_label_room,
     flag_arms,
     hatched,
     hatched_bars,
-    label_rows,
+    label_layers,
     log_domain,
+    log_ticks,
     no_data,
     parts_note,
+    place_labels,
     plural,
     recall_panels,
     recall_split,
@@ -32,6 +35,7 @@ from compaction_lab.report.figures._common import (
     subtitle_lines,
     summarisers,
     summary_note,
+    ticks_upto,
     units_note,
     unsendable_look,
     who_answered,
@@ -49,7 +53,8 @@ def _decoys_measured(answers: pd.DataFrame) -> pd.Series:
 @register(
     "fig1_retained",
     rank=10,
-    title="Figure 1 — what can still be answered after compaction",
+    title="what can still be answered after compaction",
+    seed=1,
     notebook="03_closed_book_exam",
 )
 def fig1_retained(answers: pd.DataFrame, *, width: int = 520) -> alt.LayerChart | alt.Chart:
@@ -114,7 +119,14 @@ def fig1_retained(answers: pd.DataFrame, *, width: int = 520) -> alt.LayerChart 
     reader = ", ".join(sorted(set(answers["reader_label"]))) if "reader_label" in answers else ""
     decoy_note = None if measured or not decoy.any() else readers.DECOYS_NOT_MEASURED
     y = alt.Y("arm_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360))
-    x = alt.X("x:Q", title="questions still answerable", scale=alt.Scale(domain=[0, int(n.max() or 1)]))
+    # Room after each bar for its label, inside the plot (`end_label_room`).
+    x_max, width = end_label_room(totals["retained"], totals["label"], width, floor=float(n.max() or 1))
+    x = alt.X(
+        "x:Q",
+        title="questions still answerable",
+        scale=alt.Scale(domain=[0, x_max]),
+        axis=alt.Axis(values=ticks_upto(float(n.max() or 1))),
+    )
     tooltip = [alt.Tooltip("arm_label:N", title="strategy"), "pointer", "part", "retained"]
     solid = parts[parts["part"].eq("scope")].reset_index(drop=True)
     bars = (
@@ -139,7 +151,7 @@ def fig1_retained(answers: pd.DataFrame, *, width: int = 520) -> alt.LayerChart 
     layers += hatched_bars(
         summary,
         lambda r: POINTER_COLORS.get(str(r["pointer"]), ELSEWHERE_COLOR),
-        x_max=float(n.max() or 1),
+        x_max=x_max,
         width=width,
         y=y,
         x=x,
@@ -193,7 +205,8 @@ def _stacked(right: pd.DataFrame) -> pd.DataFrame:
 @register(
     "fig3_recall_tokens",
     rank=31,
-    title="Figure 3 — recall and tokens",
+    title="recall and tokens",
+    seed=3,
     notebook="03_closed_book_exam",
 )
 def fig3_retained_tokens(recall: pd.DataFrame, *, width: int = 260) -> alt.HConcatChart | alt.Chart:
@@ -231,7 +244,8 @@ def fig3_retained_tokens(recall: pd.DataFrame, *, width: int = 260) -> alt.HConc
 @register(
     "fig4_size_recall",
     rank=40,
-    title="Figure 4 — projection size against recall",
+    title="projection size against recall",
+    seed=4,
     notebook="03_closed_book_exam",
 )
 def fig4_size_vs_recall(recall: pd.DataFrame, *, width: int = 480, height: int = 300) -> alt.LayerChart | alt.Chart:
@@ -241,7 +255,9 @@ def fig4_size_vs_recall(recall: pd.DataFrame, *, width: int = 480, height: int =
     `NOT_SENDABLE`, and drawn after (over) the sendable arms. When the table splits recall
     (``scope_recall``, ``scope_ci_low``, ``scope_ci_high``), each arm also gets its scope recall as an
     open point with its interval just beside, and the gap up to the total `hatched` (what came only
-    through the summary); the arm's label stays by the total.
+    through the summary); the arm's label stays by the total. Each label sits beside its point, apart from
+    every other label and point and inside the plot (`place_labels`; a leader joins a label moved off its
+    point's row), and the log axis has ticks whose labels never touch (`log_ticks`).
 
     Parameters
     ----------
@@ -257,17 +273,28 @@ def fig4_size_vs_recall(recall: pd.DataFrame, *, width: int = 480, height: int =
     look = unsendable_look(data)
     domain = log_domain(data["projection_tokens"])
     x_scale = alt.Scale(type="log", domain=list(domain))
-    # Labels placed apart in pixels (`label_rows`): arms of like size and recall would print over each other.
+    # Labels placed apart in pixels (`place_labels`): arms of like size and recall would print over each other,
+    # over another arm's point, or past the plot's edge.
     span = math.log10(domain[1]) - math.log10(domain[0])
     x_px = [width * (math.log10(float(t)) - math.log10(domain[0])) / span for t in data["projection_tokens"]]
-    rows = label_rows(x_px, [height * (1 - float(r)) for r in data["recall"]], data["arm_label"].astype(str).tolist())
-    data["label_y"] = [1 - y / height for y in rows]
+    y_px = [height * (1 - float(r)) for r in data["recall"]]
+    scope_y = pd.to_numeric(data.get("scope_recall", pd.Series(float("nan"), index=data.index)), errors="coerce")
+    open_points = [(x, height * (1 - float(r)), _OPEN_R) for x, r in zip(x_px, scope_y, strict=True) if pd.notna(r)]
+    spots = place_labels(
+        x_px,
+        y_px,
+        data["arm_label"].astype(str).tolist(),
+        width=width,
+        height=height,
+        radius=_DOT_R,
+        obstacles=open_points,
+    )
     base = alt.Chart(data).encode(
         x=alt.X(
             "projection_tokens:Q",
             scale=x_scale,
             title="projection tokens (mean per case, log)",
-            axis=alt.Axis(labelOverlap="greedy"),
+            axis=alt.Axis(values=log_ticks(domain, width), format=",.0f"),
         )
     )
     rule = base.mark_rule(color="#888").encode(
@@ -287,18 +314,16 @@ def fig4_size_vs_recall(recall: pd.DataFrame, *, width: int = 480, height: int =
         ],
         **look,
     )
-    labels = base.mark_text(align="left", dx=7, baseline="middle", fontSize=10).encode(
-        y="label_y:Q", text="arm_label:N"
-    )
+    labels = label_layers(data[["arm_label"]], "arm_label", spots, x_px, y_px, radius=_DOT_R)
     units = units_note(recall)
-    layers: list[alt.Chart] = [rule, pts, labels]
+    layers: list[alt.Chart] = [rule, pts, *labels]
     split = recall_split(data)
     if split:
         data["scope_and_summary"] = pd.to_numeric(data["scope_recall"], errors="coerce") + pd.to_numeric(
             data["summary_recall"], errors="coerce"
         )
         gaps, scope = _scope_layers(data, look, height)
-        layers = [*gaps, rule, *scope, pts, labels]  # the total's interval over the hatched gap
+        layers = [*gaps, rule, *scope, pts, *labels]  # the total's interval over the hatched gap
     return alt.layer(*layers).properties(
         width=width,
         height=height,
@@ -315,6 +340,10 @@ def fig4_size_vs_recall(recall: pd.DataFrame, *, width: int = 480, height: int =
         ),
     )
 
+
+#: Figure 4's points' radii in pixels (a filled point of size 90, an open one of size 70 and its stroke).
+_DOT_R = math.sqrt(90 / math.pi) + 1
+_OPEN_R = math.sqrt(70 / math.pi) + 1
 
 #: How far right of its arm's total figure 4 draws the scope recall's interval, and the hatched gap's width (pixels).
 _SCOPE_DX = 7
@@ -401,7 +430,7 @@ def _scope_note(data: pd.DataFrame) -> str:
 @register(
     "sensitivity_mix",
     rank=100,
-    title="Sensitivity to the question mix",
+    title="sensitivity to the question mix",
     notebook="03_closed_book_exam",
 )
 def pointer_mix_sensitivity(sens: pd.DataFrame, *, width: int = 480) -> alt.Chart:
@@ -444,6 +473,11 @@ NO_RECORDED: tuple[str, ...] = (
     "(pi compaction entries, Claude Code compact summaries, Codex compacted items, OpenCode summary messages).",
 )
 
+#: How many characters of a session id `fig_recorded` heads a panel with (the ellipsis included).
+_SHORT_ID = 9
+#: Recall above which `fig_recorded` writes "k/n" left of its point (to the right it would pass the plot's edge).
+_RIGHT_EDGE = 0.85
+
 #: What the tick of `fig_recorded` stands for.
 POOL_NOTE = "tick: share of every eligible value (the whole pool the questions were drawn from) the projection holds"
 
@@ -451,14 +485,15 @@ POOL_NOTE = "tick: share of every eligible value (the whole pool the questions w
 @register(
     "fig_recorded",
     rank=110,
-    title="Real compactions — what the agent's own compaction kept, beside every arm",
+    title="real compactions: what the agent's own compaction kept, beside every arm",
     notebook="03_closed_book_exam",
 )
 def fig_recorded(table: pd.DataFrame, *, width: int = 420) -> alt.Chart:
     """Draw the real compactions found in the logs: recall of the agent's own compaction beside every arm.
 
-    One panel per recorded compaction (its session, the agent and the model
-    from the log, and how many questions from how many records), one row per
+    One panel per recorded compaction, headed above it by its ordinal, a short
+    session id (the full one is in the tooltip), the agent and the model from
+    the log, and how many questions from how many records; one row per
     arm with its 95% interval; the recorded compaction is drawn dark, the arm
     reimplementing that agent red. Where the table carries ``pool_recall``, a
     tick marks each arm's recall over the whole pool of eligible values. An
@@ -478,8 +513,17 @@ def fig_recorded(table: pd.DataFrame, *, width: int = 420) -> alt.Chart:
     use_theme()
     data = flag_arms(table[table["n"] > 0])
 
+    # One panel per compaction, headed by its ordinal and a short session id (the full id is in the tooltip):
+    # a long id as a row label took half the figure's width, and was cut.
+    cases = list(dict.fromkeys(data["case_id"]))
+
     def panel(r: pd.Series) -> str:
-        label = f"{r['session_id'][:24]} · compaction {int(r['compaction']) + 1} ({r['agent']}, {r['model']})"
+        sid = str(r["session_id"])
+        short = sid if len(sid) <= _SHORT_ID else sid[: _SHORT_ID - 1] + "…"
+        label = (
+            f"#{cases.index(r['case_id']) + 1} · session {short} · compaction {int(r['compaction']) + 1}"
+            f" ({r['agent']}, {r['model']})"
+        )
         records = r.get("n_records")
         return label + (
             f" · {int(r['n'])} questions from {plural(int(records), 'record')}" if pd.notna(records) else ""
@@ -488,6 +532,7 @@ def fig_recorded(table: pd.DataFrame, *, width: int = 420) -> alt.Chart:
     # One label per compaction: its largest n (every arm answers the same questions).
     data["n_panel"] = data.groupby("case_id")["n"].transform("max")
     data["compaction_label"] = data.assign(n=data["n_panel"]).apply(panel, axis=1)
+    panels = list(dict.fromkeys(data["compaction_label"]))
     data["arm"] = data.apply(
         lambda r: (
             "recorded (the agent's own)"
@@ -513,6 +558,7 @@ def fig_recorded(table: pd.DataFrame, *, width: int = 420) -> alt.Chart:
         **({"strokeDash": look["strokeDash"]} if look else {}),
     )
     tooltip = [
+        alt.Tooltip("session_id:N", title="session"),
         alt.Tooltip("arm_label:N", title="strategy"),
         "retained_of",
         alt.Tooltip("recall:Q", format=".1%"),
@@ -530,8 +576,17 @@ def fig_recorded(table: pd.DataFrame, *, width: int = 420) -> alt.Chart:
         tooltip=tooltip,
         **look,
     )
-    text = base.mark_text(align="left", dx=8, fontSize=10).encode(x="recall:Q", text="retained_of:N")
-    layers = [rule, pts, text]
+    # "k/n" beside its point, on the left near the right edge: never past the plot.
+    near_edge = f"datum.recall > {_RIGHT_EDGE}"
+    text = [
+        base.transform_filter(f"!({near_edge})")
+        .mark_text(align="left", dx=8, fontSize=10)
+        .encode(x="recall:Q", text="retained_of:N"),
+        base.transform_filter(near_edge)
+        .mark_text(align="right", dx=-8, fontSize=10)
+        .encode(x="recall:Q", text="retained_of:N"),
+    ]
+    layers = [rule, pts, *text]
     if pooled:
         layers.insert(
             1,
@@ -549,7 +604,12 @@ def fig_recorded(table: pd.DataFrame, *, width: int = 420) -> alt.Chart:
         .properties(width=width)
         .facet(
             row=alt.Row(
-                "compaction_label:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelLimit=600)
+                "compaction_label:N",
+                sort=panels,
+                title=None,
+                header=alt.Header(
+                    labelOrient="top", labelAngle=0, labelAlign="left", labelAnchor="start", labelLimit=0
+                ),
             )
         )
         .resolve_scale(y="independent")
@@ -573,7 +633,7 @@ def fig_recorded(table: pd.DataFrame, *, width: int = 420) -> alt.Chart:
 @register(
     "fig12_readers",
     rank=45,
-    title="Figure 12 — recall by reader: the suite's readers and models run through Inspect AI",
+    title="recall by reader: the suite's readers and models run through Inspect AI",
     notebook="03_closed_book_exam",
 )
 def fig12_readers(table: pd.DataFrame, *, width: int = 460) -> alt.Chart | alt.LayerChart:
@@ -652,7 +712,7 @@ ONE_DRAW = (
 @register(
     "fig13_consistency",
     rank=46,
-    title="Figure 13 — which questions are noisy: right in how many of their draws",
+    title="which questions are noisy: right in how many of their draws",
     notebook="03_closed_book_exam",
 )
 def fig13_consistency(answers: pd.DataFrame, *, width: int = 360) -> alt.Chart:

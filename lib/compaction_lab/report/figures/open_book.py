@@ -22,7 +22,8 @@ OUTCOME_COLORS: dict[str, str] = {
 @register(
     "fig9_open_book",
     rank=90,
-    title="Figure 9 — can retrieval recover the loss?",
+    title="can retrieval recover the loss?",
+    seed=9,
     notebook="05_open_book_exam",
 )
 def fig9_open_book(outcomes: pd.DataFrame, *, width: int = 520) -> alt.Chart:
