@@ -189,6 +189,21 @@ def test_fig_recorded_heads_each_panel_with_a_short_session_id_and_keeps_the_ful
     assert header["labelOrient"] == "top"  # above its panel: the plot keeps the width
 
 
+def test_fig_recorded_stays_narrow_whatever_the_log_names_its_model():
+    """A header is as wide as its text: a 2,000-character model name from a log once made a 292,390-pixel
+    PNG no browser draws. Names are cut in the header (whole in the tooltip) and the header is limited."""
+    table = recorded_table()
+    table["model"] = "m" * 2000
+    chart = charts.fig_recorded(table)
+    labels = {
+        r["compaction_label"] for rows in chart.to_dict()["datasets"].values() for r in rows if "compaction_label" in r
+    }
+    assert labels and all(len(label) < 160 for label in labels)
+    svg = vlc.vegalite_to_svg(chart.to_dict())
+    width = float(re.search(r'<svg[^>]* width="([\d.]+)"', svg).group(1))
+    assert width < 1500
+
+
 @pytest.mark.parametrize("run", ["default_figures", "my_sessions_figures"])
 def test_the_report_opens_with_contents_and_the_decision_and_numbers_figures_down_the_page(run, request):
     """Issue 48, acceptance 1, on both runs: a table of contents, the decision section above the figures with

@@ -482,6 +482,11 @@ _RIGHT_EDGE = 0.85
 POOL_NOTE = "tick: share of every eligible value (the whole pool the questions were drawn from) the projection holds"
 
 
+def _short(text: str, n: int) -> str:
+    """`text`, cut to `n` characters with an ellipsis (a name from a log in a header; whole in the tooltip)."""
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
 @register(
     "fig_recorded",
     rank=110,
@@ -518,11 +523,12 @@ def fig_recorded(table: pd.DataFrame, *, width: int = 420) -> alt.Chart:
     cases = list(dict.fromkeys(data["case_id"]))
 
     def panel(r: pd.Series) -> str:
-        sid = str(r["session_id"])
-        short = sid if len(sid) <= _SHORT_ID else sid[: _SHORT_ID - 1] + "…"
+        # Every name from the log shortened (session id, agent, model; each whole in the tooltip): a header
+        # is as wide as its text, and a log's name may be any length.
+        short = [_short(str(r[k]), n) for k, n in (("session_id", _SHORT_ID), ("agent", 24), ("model", 40))]
         label = (
-            f"#{cases.index(r['case_id']) + 1} · session {short} · compaction {int(r['compaction']) + 1}"
-            f" ({r['agent']}, {r['model']})"
+            f"#{cases.index(r['case_id']) + 1} · session {short[0]} · compaction {int(r['compaction']) + 1}"
+            f" ({short[1]}, {short[2]})"
         )
         records = r.get("n_records")
         return label + (
@@ -559,6 +565,7 @@ def fig_recorded(table: pd.DataFrame, *, width: int = 420) -> alt.Chart:
     )
     tooltip = [
         alt.Tooltip("session_id:N", title="session"),
+        *(alt.Tooltip(f"{k}:N") for k in ("agent", "model") if k in data.columns),
         alt.Tooltip("arm_label:N", title="strategy"),
         "retained_of",
         alt.Tooltip("recall:Q", format=".1%"),
@@ -608,7 +615,7 @@ def fig_recorded(table: pd.DataFrame, *, width: int = 420) -> alt.Chart:
                 sort=panels,
                 title=None,
                 header=alt.Header(
-                    labelOrient="top", labelAngle=0, labelAlign="left", labelAnchor="start", labelLimit=0
+                    labelOrient="top", labelAngle=0, labelAlign="left", labelAnchor="start", labelLimit=2 * width
                 ),
             )
         )
