@@ -19,3 +19,19 @@ def test_futureos_is_introduced_as_the_seed_reports_design(tmp_path):
         share.SEED_DESIGN in line
         for line in share.measured_text(share.headline_table(_run(tmp_path / "b", _exam_recall())))
     )
+
+
+def test_the_report_page_introduces_futureos_before_it_first_names_it(smoke_run):
+    """The page opens with the decision, which names arms before "What this run measured" does: the
+    introduction comes with the first mention, wherever on the page that is."""
+    import html
+    import re
+
+    page = html.unescape(
+        re.sub(r"<svg.*?</svg>", "", (smoke_run.run_dir / "report.html").read_text("utf-8"), flags=re.S)
+    )
+    body = page[page.index("<body>") :]
+    first = body.index(share.SEED_PREFIX + "-")
+    intro = body.index(share.SEED_DESIGN)
+    # The introduction is the sentence that names the arms: it starts right before its own first mention.
+    assert intro - first < 80 and body.rfind("<p>", 0, first) == body.rfind("<p>", 0, intro)

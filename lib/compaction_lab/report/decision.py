@@ -99,6 +99,8 @@ class Decision:
         The arms not weighed and why (not sendable, did not compact, not measured).
     basis : str
         What the decision rests on (sessions, questions, reader, summaries, cost source).
+    seed : str
+        The seed report's own arms introduced (`share.seed_line`): the page names them here first.
     """
 
     setting: str
@@ -111,6 +113,7 @@ class Decision:
     changes: tuple[str, ...]
     left_out: tuple[str, ...]
     basis: str
+    seed: str = ""
 
     @property
     def pareto(self) -> list[str]:
@@ -121,13 +124,13 @@ class Decision:
 
     def lines(self) -> list[str]:
         """Return the section as plain sentences, in reading order (a notebook prints these)."""
-        lines = [self.setting, self.verdict, *self.pairs, *self.left_out, *self.changes, self.basis]
+        lines = [self.setting, self.seed, self.verdict, *self.pairs, *self.left_out, *self.changes, self.basis]
         return [line for line in lines if line]
 
     def html(self) -> str:
         """Render the section's body for ``report.html``: setting, verdict, pairs, then what would change it."""
         esc = html.escape
-        parts = [f"<p>{esc(self.setting)}</p>"] if self.setting else []
+        parts = [f"<p>{esc(line)}</p>" for line in (self.setting, self.seed) if line]
         parts.append(f'<p class="verdict"><b>{esc(self.verdict)}</b></p>')
         if self.pairs:
             parts.append("<ul>" + "".join(f"<li>{esc(p)}</li>" for p in self.pairs) + "</ul>")
@@ -442,6 +445,7 @@ def decide(run_dir: str | Path, headline: pd.DataFrame | None = None) -> Decisio
         changes=tuple(changes),
         left_out=(f"Not weighed: {'; '.join(left)}.",) if left else (),
         basis=share.basis_line(h),
+        seed=share.seed_line(h),
     )
 
 
@@ -460,7 +464,11 @@ def _setting(params: Mapping[str, Any], h: pd.DataFrame, turns: int | None, pric
         )
     else:
         bits.append("not priced (notebook 04 did not run)")
-    return "For " + ", ".join(bits) + "; weighed: the arms that compacted and fit (ranked)."
+    return (
+        "For "
+        + ", ".join(bits)
+        + "; weighed: the arms that compacted and fit (ranked). Recall is shown as right/asked (95% interval)."
+    )
 
 
 __all__ = ["CLOSED", "NEEDED_NEXT", "Decision", "Measure", "decide", "measures", "pareto", "separated"]

@@ -598,9 +598,9 @@ def measured_text(headline: pd.DataFrame) -> list[str]:
     method = f" 95% intervals: {first['ci_method']}." if first["ci_method"] else ""
     reader = str(first["reader_label"])
     lines = [basis_line(h) + method, VERBATIM_FAVOURS if reader.startswith("verbatim") else EXACT_FAVOURS]
-    seed = sorted(str(s) for s in h["strategy"].unique() if str(s).startswith(SEED_PREFIX))
+    seed = seed_line(h)
     if seed:
-        lines.append(f"{' and '.join(seed)}: {SEED_DESIGN}.")
+        lines.append(seed)
     share_top = first["top_session_share"]
     if pd.notna(share_top) and share_top > 0.5 and pd.notna(first["n_sessions"]) and int(first["n_sessions"]) > 1:
         lines.append(
@@ -643,6 +643,13 @@ SEED_DESIGN = (
     "FutureOS's projections (deterministic, summarised), the design of the seed report this suite "
     "reproduces (docs/strategies.md)"
 )
+
+
+def seed_line(frame: pd.DataFrame) -> str:
+    """Introduce the seed report's own arms where a page first names them ("" when `frame` has none)."""
+    seed = sorted(str(s) for s in frame["strategy"].unique() if str(s).startswith(SEED_PREFIX))
+    return f"{' and '.join(seed)}: {SEED_DESIGN}." if seed else ""
+
 
 #: Said offline, where every summary is the extractive stand-in's (`_ranking_lines`).
 STAND_IN_SUMMARY_RECALL = (
