@@ -40,7 +40,7 @@ from typing import Any
 
 import pandas as pd
 
-from compaction_lab.run.plan import CONTINUATION_PURPOSE, OPEN_BOOK_PURPOSE, Plan, planned_notebooks
+from compaction_lab.run.plan import CONTINUATION_PURPOSE, OPEN_BOOK_PURPOSE, Plan, calls_by_purpose, planned_notebooks
 
 #: Purpose of a closed-book answer (`compaction_lab.exam.model_reader`).
 CLOSED_PURPOSE = "exam:closed"
@@ -294,16 +294,7 @@ def estimate_run(profile: Any, *, overrides: Mapping[str, Any] | None = None) ->
         ]
     else:
         rows["cost"] = None
-    calls = (
-        rows.groupby("purpose", sort=True)
-        .agg(
-            calls=("purpose", "size"),
-            prompt_tokens=("prompt_tokens", "sum"),
-            output_tokens=("output_tokens", "sum"),
-            cost=("cost", lambda s: None if s.isna().all() else float(s.sum())),
-        )
-        .reset_index()
-    )
+    calls = calls_by_purpose(rows)
     from compaction_lab.exam.model_reader import ModelReader
 
     n_open = int(calls.loc[calls["purpose"] == OPEN_BOOK_PURPOSE, "calls"].sum())

@@ -201,6 +201,23 @@ def planned_notebooks(prof: Any) -> tuple[str, ...]:
     return tuple(prof.notebooks[: last + 1])
 
 
+def calls_by_purpose(rows: pd.DataFrame) -> pd.DataFrame:
+    """Sum planned calls per purpose: ``calls``, ``prompt_tokens``, ``output_tokens``, ``cost`` (None: not priced).
+
+    `rows`: one planned call each, with ``purpose``, ``prompt_tokens``, ``output_tokens`` and ``cost``.
+    """
+    return (
+        rows.groupby("purpose", sort=True)
+        .agg(
+            calls=("purpose", "size"),
+            prompt_tokens=("prompt_tokens", "sum"),
+            output_tokens=("output_tokens", "sum"),
+            cost=("cost", lambda s: None if s.isna().all() else float(s.sum())),
+        )
+        .reset_index()
+    )
+
+
 def plan_run(profile: Any, *, overrides: Mapping[str, Any] | None = None, progress: bool = True) -> Plan | None:
     """Dry-run a profile against the stand-in endpoint and count what it would send.
 
@@ -256,16 +273,7 @@ def plan_run(profile: Any, *, overrides: Mapping[str, Any] | None = None, progre
         reused = len(reused_fingerprints(folder) & set(before["request_fingerprint"]))
     new = after[~after["id"].isin(before["id"])]
     new = new[new["status"] == "done"]
-    calls = (
-        new.groupby("purpose", sort=True)
-        .agg(
-            calls=("id", "size"),
-            prompt_tokens=("prompt_tokens", "sum"),
-            output_tokens=("completion_tokens", "sum"),
-            cost=("cost", lambda s: None if s.isna().all() else float(s.sum())),
-        )
-        .reset_index()
-    )
+    calls = calls_by_purpose(new.rename(columns={"completion_tokens": "output_tokens"}))
     from compaction_lab.exam.model_reader import ModelReader
 
     n_open = int(calls.loc[calls["purpose"] == OPEN_BOOK_PURPOSE, "calls"].sum())
