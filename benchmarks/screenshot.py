@@ -58,7 +58,7 @@ def shoot(report: Path, out: Path) -> int:
             browser.close()
     from PIL import Image
 
-    image = Image.open(io.BytesIO(png)).convert("RGB").quantize(colors=128, method=Image.Quantize.MEDIANCUT)
+    image = Image.open(io.BytesIO(png)).convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE)
     out.parent.mkdir(parents=True, exist_ok=True)
     image.save(out, optimize=True)
     return out.stat().st_size

@@ -124,14 +124,22 @@ class Decision:
 
     def lines(self) -> list[str]:
         """Return the section as plain sentences, in reading order (a notebook prints these)."""
-        lines = [self.setting, self.seed, self.verdict, *self.pairs, *self.left_out, *self.changes, self.basis]
+        lines = [self.seed, self.verdict, self.setting, *self.pairs, *self.left_out, *self.changes, self.basis]
         return [line for line in lines if line]
 
-    def html(self) -> str:
-        """Render the section's body for ``report.html``: setting, verdict, pairs, then what would change it."""
+    def html(self, figure: str = "") -> str:
+        """Render the section's body for ``report.html``: the verdict and its `figure` first, then the rest.
+
+        The seed report's arms are introduced before the verdict names them; the setting (window, prices,
+        how recall reads) follows the figure, then the pairs and what would change the answer.
+        """
         esc = html.escape
-        parts = [f"<p>{esc(line)}</p>" for line in (self.setting, self.seed) if line]
+        parts = [f"<p>{esc(self.seed)}</p>"] if self.seed else []
         parts.append(f'<p class="verdict"><b>{esc(self.verdict)}</b></p>')
+        if figure:
+            parts.append(figure)
+        if self.setting:
+            parts.append(f"<p>{esc(self.setting)}</p>")
         if self.pairs:
             parts.append("<ul>" + "".join(f"<li>{esc(p)}</li>" for p in self.pairs) + "</ul>")
         if self.left_out:
