@@ -77,3 +77,11 @@ def test_meta_is_not_context(small_session):
 def test_pointer_classes():
     s = make_session([("user", "a"), ("reasoning", "b"), ("tool_output", "c"), ("system", "d")])
     assert [r.pointer for r in s] == ["user", "assistant", "tool", None]
+
+
+def test_cwd_is_the_recorded_working_directory_or_none():
+    def with_meta(meta):
+        return Session("s", "test", (), metadata=meta)
+
+    assert with_meta({"cwd": "/w/repo"}).cwd == "/w/repo"
+    assert with_meta({"cwd": ""}).cwd is None and with_meta({"cwd": 3}).cwd is None and with_meta({}).cwd is None

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from compaction_lab.core.text import js_length, js_slice
+from compaction_lab.core.text import js_json, js_length, js_slice
 from compaction_lab.strategies import base, gemini_cli, opencode, pi_agent
 from tests.helpers import make_session
 
@@ -77,3 +77,9 @@ def test_strategies_measure_a_lone_surrogate_instead_of_failing():
         return opencode.message_units(make_session([("user", text)]).records, [(0, 1)])
 
     assert opencode_units(LONE_HIGH) == opencode_units("x")  # one unit, like any BMP character
+
+
+def test_js_json_is_json_stringify():
+    """Compact separators, non-ASCII kept as is, as JavaScript's JSON.stringify writes it."""
+    assert js_json({"a": [1, "é"], "b": None}) == '{"a":[1,"é"],"b":null}'
+    assert js_json("x\n") == '"x\\n"'

@@ -246,3 +246,14 @@ def test_check_encoding_checks_what_get_encoding_checks_without_loading_it(monke
     with pytest.raises(tokens.EncodingUnavailable, match="hash mismatch"):
         tokens.check_encoding(bad.name)
     tokens.get_encoding.cache_clear()
+
+
+def test_truncate_tokens_keeps_n_minus_one_tokens_and_an_ellipsis():
+    enc = tokens.counter("cl100k_base").encoding
+    text = "alpha beta gamma delta epsilon zeta eta theta"
+    ids = enc.encode_ordinary(text)
+    assert tokens.truncate_tokens(text, len(ids), "cl100k_base") == text  # fits: unchanged
+    cut = tokens.truncate_tokens(text, 4, "cl100k_base")
+    assert cut == enc.decode(ids[:3]) + "…" and tokens.truncate_tokens(text, 0, "cl100k_base") == ""
+    # A character split across tokens is dropped whole, never shown as U+FFFD.
+    assert "\ufffd" not in tokens.truncate_tokens("😀" * 8, 3, "cl100k_base")

@@ -78,11 +78,6 @@ def _mine(key: str) -> tuple[Session, MinedCase]:
     return s, _MINED[key]
 
 
-def _cwd(s: Session) -> str | None:
-    cwd = s.metadata.get("cwd")
-    return cwd if isinstance(cwd, str) else None
-
-
 def _outside_the_harness(s: Session, r: Record) -> str:
     """`r`'s text with every span a harness wrote (injected blocks, every template) cut out."""
     text = r.text
@@ -113,13 +108,13 @@ def test_no_answer_comes_from_a_harness_template(key):
             assert q.answer not in TEMPLATE_VALUES, (label, q.answer)
             assert "agentId" not in q.answer and "(for resuming" not in q.answer, (label, q.answer)
             assert not guessable(q.answer), (label, q.answer)
-            assert q.answer.rstrip("/") != (_cwd(s) or "").rstrip("/"), (label, q.answer)  # the harness's cwd
+            assert q.answer.rstrip("/") != (s.cwd or "").rstrip("/"), (label, q.answer)  # the harness's cwd
 
 
 @pytest.mark.parametrize("key", sorted(CONFIGS))
 def test_no_two_questions_of_a_case_share_a_value(key):
     s, m = _mine(key)
-    cwd = _cwd(s)
+    cwd = s.cwd
     for label, questions in _banks(m):
         keys = [value_key(q.answer, cwd, path=q.category == "path") for q in questions]
         assert len(set(keys)) == len(keys), label
@@ -132,7 +127,7 @@ def test_no_two_questions_of_a_case_share_a_value(key):
 
 def test_the_pi_pool_counts_agent_session_once():
     s, m = _mine("pi-small-tail")
-    cwd = _cwd(s)
+    cwd = s.cwd
     named = [q for q in m.pool if value_key(q.answer, cwd).endswith("agent-session.ts")]
     assert len(named) <= 1, [q.answer for q in named]
     assert m.dropped["guessable"] > 0 and any("guessable" in n for n in m.notes)

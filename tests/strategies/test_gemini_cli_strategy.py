@@ -11,6 +11,7 @@ import pytest
 
 from compaction_lab import strategies
 from compaction_lab.core.shapes import CallShape
+from compaction_lab.core.text import js_json
 from compaction_lab.ingest import ImportReport, load_sessions, synthetic
 from compaction_lab.strategies import gemini_cli as g
 from compaction_lab.strategies.base import CompactionContext
@@ -85,7 +86,7 @@ def test_split_point_ported_cases():
 
 def test_json_lengths_are_js_stringify_lengths():
     """JSON.stringify(content).length (upstream's test comments say 66/68; JSON.stringify gives 63/65)."""
-    assert len(g._js_json(FIVE[0])) == 63 and len(g._js_json(FIVE[1])) == 65
+    assert len(js_json(FIVE[0])) == 63 and len(js_json(FIVE[1])) == 65
 
 
 def test_split_never_at_a_function_response():
@@ -170,7 +171,7 @@ def test_estimator_media_estimates():
     assert g.est_gemini([{"inlineData": {"mimeType": "image/png", "data": "large_data"}}]) == 3000
     assert g.est_gemini([{"fileData": {"mimeType": "application/pdf", "fileUri": "x"}}]) == 25_800
     other = {"fileData": {"fileUri": "derp", "mimeType": "text/plain"}}
-    assert g.est_gemini([other]) == len(g._js_json(other)) // 4
+    assert g.est_gemini([other]) == len(js_json(other)) // 4
 
 
 def test_format_truncated_tool_output():

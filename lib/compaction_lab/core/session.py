@@ -171,6 +171,12 @@ class Session:
         return self.records[-1].source_order + 1 if self.records else 0
 
     @property
+    def cwd(self) -> str | None:
+        """The working directory the log recorded (``metadata["cwd"]``), or None where it names none."""
+        cwd = self.metadata.get("cwd")
+        return cwd if isinstance(cwd, str) and cwd else None
+
+    @property
     def chars(self) -> int:
         """Total characters of the records that occupy the context window."""
         return sum(r.chars for r in self.records if r.kind in CONTEXT_KINDS)

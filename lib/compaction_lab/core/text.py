@@ -90,6 +90,11 @@ def js_length(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
+def js_json(value: Any) -> str:
+    """Return JavaScript's ``JSON.stringify(value)``: compact separators, non-ASCII kept as is."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
 def js_slice(text: str, n: int) -> str:
     """Return the first `n` UTF-16 code units of `text` (``text.slice(0, n)``), whole characters only.
 

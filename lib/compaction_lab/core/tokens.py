@@ -865,3 +865,18 @@ def count_tokens(text: str, encoding: str = DEFAULT_ENCODING, tokenizer: str | N
     int
     """
     return counter(encoding, tokenizer).count(text)
+
+
+def truncate_tokens(text: str, n: int, encoding: str = DEFAULT_ENCODING) -> str:
+    """Cut `text` to at most `n` tokens of `encoding`: its first ``n - 1`` and an ellipsis, or all of it if it fits.
+
+    The last token kept is decoded whole (a split character is dropped, never shown as U+FFFD); ``n <= 0``
+    gives "". What pi, Claude Code and Gemini CLI do to a file they re-attach past its budget.
+    """
+    if n <= 0:
+        return ""
+    enc = counter(encoding).encoding
+    ids = enc.encode_ordinary(text)
+    if len(ids) <= n:
+        return text
+    return enc.decode(ids[: max(0, n - 1)], errors="replace").rstrip("\ufffd") + "…"

@@ -490,11 +490,6 @@ def outputs_of(session: Session, call: Record) -> list[Record]:
     return _Outputs(session).of(call)
 
 
-def _cwd(session: Session) -> str | None:
-    cwd = session.metadata.get("cwd")
-    return cwd if isinstance(cwd, str) and cwd else None
-
-
 def _price_of(price_table: str | PriceTable | None) -> PriceTable | None:
     if price_table is None or price_table == "":
         return None
@@ -544,7 +539,7 @@ def _compaction_rows(
     readable = [seg.text for seg in nxt.segments if seg.kind == "summary" and not seg.opaque]
     opaque = any(seg.opaque for seg in nxt.segments if seg.kind == "summary")
     summary = normalise(_SEP.join(readable))
-    cwd = _cwd(session)
+    cwd = session.cwd
     latest: dict[tuple[str, str], Record] = {}
     for c in calls:
         if c.source_order < rc.cut:

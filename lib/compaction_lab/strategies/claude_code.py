@@ -34,7 +34,7 @@ from compaction_lab.core import bounded_json
 from compaction_lab.core.fingerprints import sha256_text
 from compaction_lab.core.projection import Projection, Segment, SentRequest, SummaryReceipt, SummaryRequest
 from compaction_lab.core.session import Record, Session
-from compaction_lab.core.tokens import counter
+from compaction_lab.core.tokens import counter, truncate_tokens
 from compaction_lab.strategies.base import (
     COMPACTION_FAILED,
     STRATEGIES,
@@ -704,16 +704,6 @@ def latest_todo(records: Sequence[Record]) -> Record | None:
     return next((r for r in reversed(records) if r.kind == "tool_call" and (r.tool or "").lower() in TODO_TOOLS), None)
 
 
-def _truncate_tokens(text: str, n: int, ctx: CompactionContext) -> str:
-    if n <= 0:
-        return ""
-    enc = counter(ctx.encoding).encoding
-    ids = enc.encode_ordinary(text)
-    if len(ids) <= n:
-        return text
-    return enc.decode(ids[: max(0, n - 1)], errors="replace").rstrip("\ufffd") + "…"
-
-
 def output_cap(ctx: CompactionContext) -> int:
     """Return the summary request's output cap before any room: the model's output limit O, or less.
 
@@ -850,7 +840,7 @@ class ClaudeCode:
                 failed = receipt.error or COMPACTION_FAILED
                 return self._unchanged(session, cut, ctx, recs, req, receipt, notes, failed)
             if cnt.count(text) > room - reserve:  # a summarizer overshot its cap
-                text = _truncate_tokens(text, room - reserve, ctx)
+                text = truncate_tokens(text, room - reserve, ctx.encoding)
                 notes["summary_truncated"] = True
             receipt = replace(receipt, text=text or receipt.text)  # formatted to nothing: the answer (`_summarise`)
             # one user message: the preface, the summary, the instruction to carry on

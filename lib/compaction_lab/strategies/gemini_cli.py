@@ -22,7 +22,6 @@ rule → upstream file:line: ``strategies/UPSTREAM.md``, section "gemini-cli".
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -39,8 +38,8 @@ from compaction_lab.core.projection import (
     chat_messages,
 )
 from compaction_lab.core.session import Record, Session
-from compaction_lab.core.text import js_length
-from compaction_lab.core.tokens import counter
+from compaction_lab.core.text import js_json, js_length
+from compaction_lab.core.tokens import counter, truncate_tokens
 from compaction_lab.strategies.base import (
     COMPACTION_FAILED,
     STRATEGIES,
@@ -217,10 +216,6 @@ def _text_tokens(text: str, chars_per_token: float = DEFAULT_CHARS_PER_TOKEN) ->
     return total
 
 
-def _js_json(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-
-
 def _media_tokens(part: dict[str, Any]) -> int | None:
     """tokenCalculation.ts:62-77 estimateMediaTokens: fixed estimates for images and PDFs."""
     inline, file = part.get("inlineData"), part.get("fileData")
@@ -241,7 +236,7 @@ def _function_response_tokens(fr: dict[str, Any], depth: int, chars_per_token: f
     if isinstance(resp, str):
         total += js_length(resp) / chars_per_token
     elif resp is not None:  # a missing or null response adds nothing
-        total += js_length(_js_json(resp)) / chars_per_token
+        total += js_length(js_json(resp)) / chars_per_token
     nested = fr.get("parts")
     if nested:
         total += est_gemini(nested, depth + 1, chars_per_token)  # floored at its own level, as upstream
@@ -267,7 +262,7 @@ def est_gemini(
             total += _function_response_tokens(fr, depth, chars_per_token)
         else:
             media = _media_tokens(p)
-            total += media if media is not None else js_length(_js_json(p)) / chars_per_token
+            total += media if media is not None else js_length(js_json(p)) / chars_per_token
     return math.floor(total)
 
 
@@ -377,7 +372,7 @@ def find_compress_split_point(items: Sequence[dict[str, Any]], fraction: float) 
     """chatCompressionService.ts findCompressSplitPoint, on Content dicts ``{role, parts}``."""
     if fraction <= 0 or fraction >= 1:
         raise ValueError("Fraction must be between 0 and 1")
-    counts = [js_length(_js_json(c)) for c in items]
+    counts = [js_length(js_json(c)) for c in items]
     target = sum(counts) * fraction
     last_split, cumulative = 0, 0
     for i, c in enumerate(items):
@@ -678,7 +673,7 @@ class GeminiCli:
             status = "COMPRESSION_FAILED_EMPTY_SUMMARY"
             text = empty_template(self.template)
         if cnt.count(text) > max(0, room):
-            text = _truncate_tokens(text, max(0, room), ctx)
+            text = truncate_tokens(text, max(0, room), ctx.encoding)
             notes["summary_truncated"] = True
         receipt = replace(receipt, text=text)
         new_parts = (
@@ -801,16 +796,6 @@ class GeminiCli:
             receipt=receipt,
             notes=notes,
         )
-
-
-def _truncate_tokens(text: str, n: int, ctx: CompactionContext) -> str:
-    if n <= 0:
-        return ""
-    enc = counter(ctx.encoding).encoding
-    ids = enc.encode_ordinary(text)
-    if len(ids) <= n:
-        return text
-    return enc.decode(ids[: max(0, n - 1)], errors="replace").rstrip("\ufffd") + "…"
 
 
 # request_shape: as docs/strategies.md documents it, written out (not REQUEST_SHAPE) so verify checks the code.

@@ -22,7 +22,6 @@ rule -> upstream file:line: strategies/UPSTREAM.md.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -30,7 +29,7 @@ from typing import Any
 from compaction_lab.core import bounded_json
 from compaction_lab.core.projection import Projection, Segment, SummaryRequest, chat_messages
 from compaction_lab.core.session import Record, Session
-from compaction_lab.core.text import js_length
+from compaction_lab.core.text import js_json, js_length
 from compaction_lab.strategies.base import (
     COMPACTION_FAILED,
     STRATEGIES,
@@ -212,15 +211,10 @@ def tool_args(record: Record) -> Any:
     return bounded_json.parse_or_text(args)  # not JSON, or nested too deep: keep the recorded text
 
 
-def _js_json(value: Any) -> str:
-    """``JSON.stringify(value)``: compact separators, non-ASCII kept."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 def tool_call_text(record: Record) -> str:
     """``tool(JSON.stringify(input))`` (upstream ``serialize``)."""
     args = tool_args(record)
-    return f"{record.tool or 'tool'}({args if isinstance(args, str) else _js_json(args)})"
+    return f"{record.tool or 'tool'}({args if isinstance(args, str) else js_json(args)})"
 
 
 def cut_tool_result(text: str, limit: int = TOOL_RESULT_CHARS) -> str:
@@ -311,7 +305,7 @@ def message_units(
     out = []
     for a, b in spans:
         msgs = model_messages(records[a:b], pruned)
-        out.append((sum(js_length(_js_json(m)) for m in msgs), len(msgs)))
+        out.append((sum(js_length(js_json(m)) for m in msgs), len(msgs)))
     return out
 
 
@@ -609,7 +603,7 @@ def summary_fits(
     system: str, tools: Sequence[Mapping[str, Any]], messages: Sequence[Mapping[str, Any]], usable: int
 ) -> tuple[bool, int]:
     """``fitsSuffix``: the request's JSON estimate against ``usable``."""
-    n = est_chars4(_js_json({"system": system, "messages": list(messages), "tools": list(tools)}))
+    n = est_chars4(js_json({"system": system, "messages": list(messages), "tools": list(tools)}))
     return n <= usable, n
 
 

@@ -32,7 +32,7 @@ from compaction_lab.core.fingerprints import sha256_text
 from compaction_lab.core.projection import Projection, Segment, SentRequest, SummaryReceipt, SummaryRequest
 from compaction_lab.core.session import Record, Session
 from compaction_lab.core.text import js_length, js_slice
-from compaction_lab.core.tokens import counter
+from compaction_lab.core.tokens import counter, truncate_tokens
 from compaction_lab.strategies.base import (
     COMPACTION_FAILED,
     STRATEGIES,
@@ -601,16 +601,6 @@ def prepare(entries: Sequence[Entry], keep_recent: int | None, keep_previous_kep
 # --------------------------------------------------------------------------- the strategy
 
 
-def _truncate_tokens(text: str, n: int, ctx: CompactionContext) -> str:
-    if n <= 0:
-        return ""
-    enc = counter(ctx.encoding).encoding
-    ids = enc.encode_ordinary(text)
-    if len(ids) <= n:
-        return text
-    return enc.decode(ids[: max(0, n - 1)], errors="replace").rstrip("\ufffd") + "…"
-
-
 def _entry_segments(entry: Entry) -> list[Segment]:
     """Send a kept entry verbatim (a branch summary wrapped as ``convertToLlm`` does)."""
     recs = entry.context_records()
@@ -798,7 +788,7 @@ class PiStrategy:
                 session, cut, ctx, entries, segs, cap, notes, failed=(replace(receipt, text=""), asked)
             )
         if cnt.count(body) > summary_room:  # a summarizer overshot its cap
-            body = _truncate_tokens(body, summary_room, ctx)
+            body = truncate_tokens(body, summary_room, ctx.encoding)
             notes["summary_truncated"] = True
         receipt = replace(receipt, text=body)
         summary = body + lists_text

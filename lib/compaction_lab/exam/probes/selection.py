@@ -88,11 +88,6 @@ def _forms(c: Candidate, cwd: str | None) -> tuple[str, tuple[str, ...], tuple[s
     return normalise(c.value), (c.value,), ()
 
 
-def _cwd(session: Session) -> str | None:
-    cwd = session.metadata.get("cwd")
-    return cwd if isinstance(cwd, str) and cwd else None
-
-
 def eligible(session: Session, tail_start: int, hay: Haystacks, cut: int | None = None) -> Eligible:
     """Find the values of the covered part a question may ask about, one per compared key, and what was dropped.
 
@@ -101,7 +96,7 @@ def eligible(session: Session, tail_start: int, hay: Haystacks, cut: int | None 
     """
     end = cut if cut is not None else session.end
     harness = harness_of(session)
-    cwd = _cwd(session)
+    cwd = session.cwd
 
     def key_of(c: Candidate) -> str:
         return _forms(c, cwd)[0]
