@@ -50,9 +50,9 @@ def smoke_run(tmp_path_factory):
 
     In two kernels whatever the machine (the default on 2 cores): notebooks execute side by side.
     """
-    from compaction_lab.run import runner as report
+    from compaction_lab.run import runner
 
-    return report.run_profile("smoke", results=tmp_path_factory.mktemp("smoke-results"), progress=False, kernels=2)
+    return runner.run_profile("smoke", results=tmp_path_factory.mktemp("smoke-results"), progress=False, kernels=2)
 
 
 #: Session fixtures that are costly to build (a whole chain run, a model server): under pytest-xdist

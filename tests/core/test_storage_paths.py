@@ -21,8 +21,7 @@ import pytest
 from compaction_lab import cli
 from compaction_lab.core import paths
 from compaction_lab.ingest import sources
-from compaction_lab.run import params
-from compaction_lab.run import runner as report
+from compaction_lab.run import params, runner
 from compaction_lab.store import checkpoints
 
 NOBODY = 65534
@@ -283,13 +282,13 @@ def test_import_into_a_read_only_folder_is_a_clear_error(readonly_folder, tmp_pa
 
 def test_a_read_only_results_folder_fails_before_any_notebook(readonly_folder):
     # Was: a PermissionError traceback from creating the run folder.
-    smoke = report.load_profile("smoke")
+    smoke = runner.load_profile("smoke")
     assert params.problems(smoke) == []  # warms the notebook and registry caches the child relies on
 
     def run() -> int:
         try:
-            report.run_profile(smoke, results=readonly_folder / "results", progress=False)
-        except report.ProfileError as exc:
+            runner.run_profile(smoke, results=readonly_folder / "results", progress=False)
+        except runner.ProfileError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         return 0

@@ -210,13 +210,13 @@ def test_model_profile_runs_labels_the_model_and_leaks_no_key(server, tmp_path, 
     """The whole chain with `summarizer: model` and `reader: model` against the scripted endpoint: every
     model-backed table names the model, the ledger holds every call, and the API key is nowhere."""
     from compaction_lab.privacy.leaks import find_leaks
-    from compaction_lab.run import runner as report
+    from compaction_lab.run import runner
 
     key = "sk-modeltest-Qx81Vb27Nd5Lm0Rt9Zy4"
     monkeypatch.setenv("COMPACTION_LAB_TEST_API_KEY", key)
     monkeypatch.setenv("COMPACTION_LAB_CHECKPOINTS", str(tmp_path / "ck.sqlite"))
     ledger = tmp_path / "ledger.sqlite"
-    prof = report.load_profile("model")
+    prof = runner.load_profile("model")
     endpoint = dict(
         prof.parameters["model"],
         base_url=server.base_url,
@@ -224,7 +224,7 @@ def test_model_profile_runs_labels_the_model_and_leaks_no_key(server, tmp_path, 
         api_key_env="COMPACTION_LAB_TEST_API_KEY",
         ledger=str(ledger),
     )
-    res = report.run_profile(prof, results=tmp_path / "r", progress=False, overrides={"model": endpoint})
+    res = runner.run_profile(prof, results=tmp_path / "r", progress=False, overrides={"model": endpoint})
     d = res.run_dir
     assert server.count() > 0 and all(a == f"Bearer {key}" for a in server.authorizations)
 

@@ -16,7 +16,7 @@ from compaction_lab import cli, strategies, summarize
 from compaction_lab.endpoints.ledger import open_ledger
 from compaction_lab.exam import bank, closed, readers
 from compaction_lab.ingest import synthetic
-from compaction_lab.run import runner as report
+from compaction_lab.run import runner
 from compaction_lab.strategies import CompactionContext
 from tests.llm_server import MODEL_ALIAS, model_config
 
@@ -58,7 +58,7 @@ def test_a_summary_and_a_tiny_closed_book_exam_through_the_real_client(local_mod
 
 
 def test_the_model_profile_runs_against_the_local_server(local_model, tmp_path, capsys, monkeypatch):
-    prof = report.load_profile("model")
+    prof = runner.load_profile("model")
     over = {
         "model": dict(
             prof.parameters["model"], base_url=local_model["base_url"], model=MODEL_ALIAS, ledger=local_model["ledger"]
@@ -82,7 +82,7 @@ def test_the_model_profile_runs_against_the_local_server(local_model, tmp_path, 
     assert planned["model"] == MODEL_ALIAS and planned["cost_estimate"] is None  # no price table: no cost
     assert open_ledger(local_model["ledger"]).calls().empty, "the dry run wrote into the real ledger"
 
-    res = report.run_profile(prof, results=tmp_path / "r", progress=False, overrides=over)
+    res = runner.run_profile(prof, results=tmp_path / "r", progress=False, overrides=over)
     sent = open_ledger(local_model["ledger"]).calls()
     by_purpose = {r["purpose"]: r["calls"] for r in planned["by_purpose"]}
     print(f"doctor planned {planned['total_calls']} calls (at most {planned['max_calls']}); the run sent {len(sent)}")

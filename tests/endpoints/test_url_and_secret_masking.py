@@ -24,8 +24,7 @@ from compaction_lab.endpoints import ChatClient, EndpointUnreachable, ModelConfi
 from compaction_lab.ingest import synthetic
 from compaction_lab.privacy import scrub
 from compaction_lab.privacy.redactor import redactor
-from compaction_lab.run import params
-from compaction_lab.run import runner as report
+from compaction_lab.run import params, runner
 from compaction_lab.run.plan import Plan
 from compaction_lab.store.archive import Archive
 from compaction_lab.strategies import CompactionContext
@@ -242,7 +241,7 @@ def test_an_inline_api_key_is_refused_without_being_echoed(tmp_path, capsys, val
 
 
 def test_profile_errors_never_echo_secret_values(tmp_path: Path) -> None:
-    prof = report.load_profile(_profile(tmp_path))
+    prof = runner.load_profile(_profile(tmp_path))
     found = params.problems(
         prof.with_parameters(
             {
@@ -262,7 +261,7 @@ def test_profile_errors_never_echo_secret_values(tmp_path: Path) -> None:
         assert URL_PASSWORD not in str(e.value) and INLINE_KEY not in str(e.value)
     for call in (
         lambda: presets.load_preset(INLINE_KEY),  # a key pasted where a preset name goes
-        lambda: report.parse_assignment(f"model={{api_key: {INLINE_KEY}, base_url: ["),  # not YAML
+        lambda: runner.parse_assignment(f"model={{api_key: {INLINE_KEY}, base_url: ["),  # not YAML
     ):
         with pytest.raises(ProfileError) as e:
             call()

@@ -73,11 +73,11 @@ def test_the_specs_refuse_past_the_maximum():
 
 
 def test_the_report_shows_the_shortfall(run_dir):
-    from compaction_lab.run import runner as report
+    from compaction_lab.run import runner
 
     rc = exam_cases.for_run(run_dir, {**PARAMS, "n_questions": 10_000})
     (run_dir / runfolder.RUN_JSON).write_text(json.dumps({"run": run_dir.name, "started": "now"}), "utf-8")
-    page = render.build_index(run_dir, report.load_profile("smoke")).read_text("utf-8")
+    page = render.build_index(run_dir, runner.load_profile("smoke")).read_text("utf-8")
     assert "Fewer questions than asked" in page and "n_questions = 10,000 asked for" in page
     assert f"{rc.n_questions:,} built" in page
 

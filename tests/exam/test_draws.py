@@ -15,8 +15,7 @@ from compaction_lab.exam import closed, power, stats
 from compaction_lab.exam.model_reader import ModelReader
 from compaction_lab.exam.readers import VerbatimReader
 from compaction_lab.ingest import synthetic
-from compaction_lab.run import params
-from compaction_lab.run import runner as report
+from compaction_lab.run import params, runner
 from compaction_lab.strategies import CompactionContext
 from tests.fake_openai_server import FakeOpenAIServer
 from tests.helpers import case_at_end
@@ -68,7 +67,7 @@ def test_more_than_one_draw_needs_a_model_reader(setup):
 
 
 def test_a_profile_with_draws_and_a_stand_in_reader_is_an_error_naming_draws():
-    smoke = report.load_profile("smoke")
+    smoke = runner.load_profile("smoke")
     problems = params.problems(smoke.with_parameters({"draws": 3}))
     assert any(p.startswith("draws = 3") and "reader = model" in p for p in problems), problems
     assert any("draws = 0" in p for p in params.problems(smoke.with_parameters({"draws": 0})))

@@ -25,7 +25,7 @@ from compaction_lab.exam import imported
 from compaction_lab.exam.continuation import closed_recall
 from compaction_lab.ingest import sources
 from compaction_lab.report import charts, decision, theme
-from compaction_lab.run import runner as report
+from compaction_lab.run import runner
 from compaction_lab.strategies import CompactionContext, anatomy, trigger
 from tests.report.test_charts import PNG_SIGNATURE, comparison_table
 from tests.report.test_hostile_pages import FIELDS, SHORT_TAIL, hostile_folder
@@ -80,7 +80,7 @@ def chain_tables(tmp_path_factory) -> Path:
     tables give every run figure rows to draw (figure 11 and the recorded compactions included)."""
     root = tmp_path_factory.mktemp("unicode-figures")
     folder = hostile_folder(root / "sessions", {f: f"{f}-1" for f in FIELDS})
-    res = report.run_profile(
+    res = runner.run_profile(
         "my_sessions",
         results=root / "results",
         progress=False,

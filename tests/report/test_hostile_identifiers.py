@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from compaction_lab.core import runfolder
 from compaction_lab.report import render, sweep_page
-from compaction_lab.run import runner as report
+from compaction_lab.run import runner
 from tests.report.test_charts import comparison_table
 from tests.report.test_hostile_pages import (
     _PIECES,
@@ -89,7 +89,7 @@ def test_report_holds_no_character_html_forbids(smoke_run, tmp_path):
     recall["strategy_label"] = recall["strategy_label"].astype(object) + BAD
     runfolder.save_table(recall, run_dir, "exam_recall")
     runfolder.table_path(run_dir, "headline").unlink()  # the headline is computed again, from the table above
-    page = render.build_index(run_dir, report.load_profile("smoke"))
+    page = render.build_index(run_dir, runner.load_profile("smoke"))
     assert not forbidden_in(page)
     assert "n\u27e8U+0000\u27e9l" in page.read_text(encoding="utf-8")  # written as its code point, not dropped
 
@@ -135,7 +135,7 @@ def test_any_identifier_runs_the_chain_and_every_page_opens(values, name, chromi
     no dialog and no console error."""
     folder = hostile_folder(tmp_path_factory.mktemp("any") / "sessions", values, name)
     assume(_imported(folder) is not None)
-    res = report.run_profile(
+    res = runner.run_profile(
         "my_sessions",
         results=tmp_path_factory.mktemp("results"),
         progress=False,

@@ -25,8 +25,7 @@ from compaction_lab.core import runfolder
 from compaction_lab.ingest import sources
 from compaction_lab.privacy import redactor as redaction
 from compaction_lab.report import charts, share
-from compaction_lab.run import runner as report
-from compaction_lab.run import sweep
+from compaction_lab.run import runner, sweep
 from tests.browser import PageCheck, check_pages
 from tests.recorded_expectations import S
 from tests.report.test_my_sessions import LIGHTER
@@ -457,14 +456,14 @@ def _imported(folder: Path) -> sources.Sources | None:
 PAGE_NOTEBOOKS = ("01_context_composition", "03_closed_book_exam")
 
 
-def _page_run(folder: Path, results: Path) -> report.RunResult:
+def _page_run(folder: Path, results: Path) -> runner.RunResult:
     """`my_sessions` on `folder`, only `PAGE_NOTEBOOKS`, lighter (parameters no kept notebook declares dropped)."""
     from compaction_lab.run import params
 
-    prof = params.only_notebooks(report.load_profile("my_sessions"), PAGE_NOTEBOOKS)
+    prof = params.only_notebooks(runner.load_profile("my_sessions"), PAGE_NOTEBOOKS)
     declared = {k for nb in PAGE_NOTEBOOKS for k in params.declared_parameters(nb)}
     lighter = {k: v for k, v in {**LIGHTER, **SHORT_TAIL}.items() if k in declared}
-    return report.run_profile(
+    return runner.run_profile(
         prof, results=results, progress=False, overrides={"session_paths": [str(folder)], **lighter}
     )
 

@@ -16,7 +16,7 @@ import pytest
 from compaction_lab.exam.grading import accepted, normalise
 from compaction_lab.exam.types import bank_from_jsonl
 from compaction_lab.report import share
-from compaction_lab.run import runner as report
+from compaction_lab.run import runner
 from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 
 pytestmark = pytest.mark.slow
@@ -37,7 +37,7 @@ def test_short_sessions_that_give_no_question_complete_the_chain(tmp_path):
     so no question can be mined; notebook 03 crashed ("Cannot set a DataFrame with multiple columns…").
     Under the default cut they would not compact at W: each is listed with its size, none is cut."""
     folder = _need(PUBLIC_FIXTURES / "claude-code")
-    res = report.run_profile(
+    res = runner.run_profile(
         "my_sessions", results=tmp_path, progress=False, overrides={"session_paths": [str(folder)], **LIGHTER}
     )
     assert [nb.status for nb in res.notebooks] == ["ok"] * len(res.notebooks)
@@ -95,18 +95,18 @@ def test_damaged_files_are_counted_and_change_nothing_for_the_good_sessions(tmp_
     import_report.json, and the good sessions are examined exactly as in a run without the bad files."""
     good = _damaged_folder(tmp_path / "in")
     # Import and exam are what damage could change: notebooks 01-03, nothing rendered.
-    prof = report.load_profile("my_sessions")
+    prof = runner.load_profile("my_sessions")
     kept = {k: v for k, v in prof.parameters.items() if k not in ("turns", "cost_cases")}  # notebook 04's
     prof = dataclasses.replace(prof, notebooks=prof.notebooks[:3], parameters=kept)
     # Cut every session at its end: these sessions are below W − O, and the comparison needs questions.
-    clean = report.run_profile(
+    clean = runner.run_profile(
         prof,
         results=tmp_path / "clean",
         progress=False,
         render=False,
         overrides={"session_paths": [str(good)], "cut": "end"},
     )
-    mixed = report.run_profile(
+    mixed = runner.run_profile(
         prof,
         results=tmp_path / "mixed",
         progress=False,
@@ -148,7 +148,7 @@ def test_a_real_session_with_a_recorded_compaction_gives_recorded_rows(tmp_path)
     counted skips."""
 
     real = FIXTURES / "pi" / "upstream-compaction-before-compaction-excerpt.jsonl"
-    res = report.run_profile(
+    res = runner.run_profile(
         "my_sessions",
         results=tmp_path,
         progress=False,
@@ -251,7 +251,7 @@ def test_four_real_sessions_give_numbers_you_can_trust(tmp_path):
     for sub, name in FOUR:
         (folder / name).write_bytes(_need(PUBLIC_FIXTURES / sub / name).read_bytes())
     arms = ["futureos-deterministic", "pi", "codex", "full"]
-    res = report.run_profile(
+    res = runner.run_profile(
         "my_sessions",
         results=tmp_path / "out",
         progress=False,

@@ -9,8 +9,7 @@ import papermill as pm
 import pytest
 
 from compaction_lab.core import paths
-from compaction_lab.run import chain
-from compaction_lab.run import runner as report
+from compaction_lab.run import chain, runner
 
 NOTEBOOKS = sorted(paths.NOTEBOOKS_DIR.glob("*.ipynb"))
 
@@ -18,13 +17,13 @@ NOTEBOOKS = sorted(paths.NOTEBOOKS_DIR.glob("*.ipynb"))
 def test_the_chain_is_the_notebooks_folder_in_flow_order():
     """`chain.CHAIN` describes every notebook in ``notebooks/`` (and only those), in run order, and each reads
     only notebooks that run before it."""
-    assert report.chain_notebooks() == list(chain.names())
+    assert runner.chain_notebooks() == list(chain.names())
     assert sorted(chain.names()) == [p.stem for p in NOTEBOOKS]
     assert len(chain.names()) == 7
     # the continuation exam (07) runs before the share notebook (06), which reads it
     assert chain.names()[-2:] == ("07_continuation_exam", "06_share")
     for name in ("default", "my_sessions", "model"):
-        assert report.load_profile(name).notebooks == chain.names(), name
+        assert runner.load_profile(name).notebooks == chain.names(), name
     for i, nb in enumerate(chain.names()):
         assert set(chain.step(nb).reads) <= set(chain.names()[:i]), nb
     with pytest.raises(ValueError, match="unknown notebook '08_nothing'; known: 01_context_composition, "):
@@ -78,7 +77,7 @@ def test_a_run_in_one_kernel_gives_what_the_run_in_two_gave(smoke_run, tmp_path)
     info = json.loads((smoke_run.run_dir / "run.json").read_text())
     assert info["kernels"] == 2 and [n["notebook"] for n in info["notebooks"]] == list(chain.names())
     assert info["notebook_running"] is None and info["notebooks_running"] == []
-    one = report.run_profile("smoke", results=tmp_path, progress=False, kernels=1, notebook_html=False).run_dir
+    one = runner.run_profile("smoke", results=tmp_path, progress=False, kernels=1, notebook_html=False).run_dir
     tables = sorted(p.name for p in smoke_run.run_dir.glob("*.parquet"))
     assert tables == sorted(p.name for p in one.glob("*.parquet")) and len(tables) > 20
     for name in tables:

@@ -13,23 +13,22 @@ import pytest
 from compaction_lab import cli, composition
 from compaction_lab.core import paths, runfolder
 from compaction_lab.core.session import Session
-from compaction_lab.run import runner as report
-from compaction_lab.run import sweep
+from compaction_lab.run import runner, sweep
 
 # --------------------------------------------------------------------------- profiles
 
 
 def test_shipped_profiles_load():
-    names = report.list_profiles()
+    names = runner.list_profiles()
     assert {"smoke", "default"} <= set(names)
     for name in names:
-        prof = report.load_profile(name)
+        prof = runner.load_profile(name)
         assert prof.notebooks and prof.description
 
 
 def test_unknown_profile_names_the_available_ones():
-    with pytest.raises(report.ProfileError, match="available: .*smoke"):
-        report.load_profile("no-such-profile")
+    with pytest.raises(runner.ProfileError, match="available: .*smoke"):
+        runner.load_profile("no-such-profile")
 
 
 @pytest.mark.parametrize(
@@ -46,19 +45,19 @@ def test_unknown_profile_names_the_available_ones():
 def test_malformed_profiles_are_clear_errors(tmp_path, text, match):
     path = tmp_path / "bad.yaml"
     path.write_text(text)
-    with pytest.raises(report.ProfileError, match=match):
-        report.load_profile(path)
+    with pytest.raises(runner.ProfileError, match=match):
+        runner.load_profile(path)
 
 
 def test_secret_parameters_are_refused(tmp_path):
     path = tmp_path / "leaky.yaml"
     path.write_text("notebooks: [01_context_composition]\nparameters: {openai_api_key: sk-xyz}\n")
-    with pytest.raises(report.ProfileError, match="environment variables"):
-        report.run_profile(path, results=tmp_path / "results", progress=False)
+    with pytest.raises(runner.ProfileError, match="environment variables"):
+        runner.run_profile(path, results=tmp_path / "results", progress=False)
 
 
 def test_notebook_overrides_win():
-    prof = report.Profile("p", "d", ("a",), {"seed": 1, "n": 2}, {"a": {"seed": 5}})
+    prof = runner.Profile("p", "d", ("a",), {"seed": 1, "n": 2}, {"a": {"seed": 5}})
     assert prof.parameters_for("a") == {"seed": 5, "n": 2}
 
 
@@ -84,7 +83,7 @@ def test_smoke_run_fills_the_run_folder_contract(smoke_run):
 
 def test_smoke_run_tables_match_the_sessions_it_wrote(smoke_run):
     d = smoke_run.run_dir
-    prof = report.load_profile("smoke")
+    prof = runner.load_profile("smoke")
     files = sorted((d / "sessions").glob("syn-*.jsonl"))
     assert len(files) == prof.parameters["n_chains"]
     sessions = [Session.from_jsonl(f.read_bytes()) for f in files]
@@ -102,10 +101,10 @@ def test_smoke_run_tables_match_the_sessions_it_wrote(smoke_run):
 def test_run_json_records_what_a_reader_needs(smoke_run):
     info = json.loads((smoke_run.run_dir / "run.json").read_text())
     assert info["status"] == "ok" and info["profile"] == "smoke"
-    assert info["parameters"]["n_chains"] == report.load_profile("smoke").parameters["n_chains"]
+    assert info["parameters"]["n_chains"] == runner.load_profile("smoke").parameters["n_chains"]
     assert info["packages"]["papermill"] and info["packages"]["tiktoken"]
     assert "commit" in info["git"]
-    assert [nb["notebook"] for nb in info["notebooks"]] == list(report.load_profile("smoke").notebooks)
+    assert [nb["notebook"] for nb in info["notebooks"]] == list(runner.load_profile("smoke").notebooks)
     for nb in info["notebooks"]:
         assert nb["status"] == "ok" and nb["seconds"] > 0
         assert nb["parameters"]["run_dir"] == str(smoke_run.run_dir)
@@ -115,7 +114,7 @@ def test_run_json_records_what_a_reader_needs(smoke_run):
 def test_executed_notebook_got_the_profile_parameters(smoke_run):
     nb = nbformat.read(smoke_run.run_dir / "01_context_composition.ipynb", as_version=4)
     injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
-    wt = report.load_profile("smoke").parameters["window_tokens"]
+    wt = runner.load_profile("smoke").parameters["window_tokens"]
     assert injected and f"window_tokens = {wt}" in injected[0].source
     assert all(c.get("outputs") is not None for c in nb.cells if c.cell_type == "code")
 
@@ -126,7 +125,7 @@ def test_report_html_is_readable_offline(smoke_run):
     assert "compaction-lab report" in html
     # The index: the measured text, the headline, a link to every notebook, every figure inlined as SVG.
     assert "What this run measured" in html and "retained of N (95% CI)" in html
-    for nb in report.load_profile("smoke").notebooks:
+    for nb in runner.load_profile("smoke").notebooks:
         assert f'href="{nb}.html"' in html
     stems = {p.stem for p in (d / "figures").glob("*.svg")}
     for stem in stems:
@@ -184,8 +183,8 @@ def _failing_chain(tmp_path, monkeypatch) -> Path:
 
 def test_failing_notebook_raises_with_the_cell_error(tmp_path, monkeypatch):
     prof = _failing_chain(tmp_path, monkeypatch)
-    with pytest.raises(report.NotebookFailed) as info:
-        report.run_profile(prof, results=tmp_path / "results", progress=False)
+    with pytest.raises(runner.NotebookFailed) as info:
+        runner.run_profile(prof, results=tmp_path / "results", progress=False)
     exc = info.value
     assert exc.notebook == "01_boom" and exc.ename == "ValueError" and "planted failure 4471" in exc.evalue
     assert "\x1b[" not in exc.traceback
@@ -214,18 +213,18 @@ def test_run_folders_are_never_reused(tmp_path):
 
 
 def test_parameters_no_notebook_declares_are_an_error_unless_allowed(tmp_path, capsys):
-    smoke = report.load_profile("smoke")
+    smoke = runner.load_profile("smoke")
     prof = tmp_path / "typo.yaml"
     prof.write_text(
         "description: smoke with a typo\nnotebooks: [01_context_composition]\n"
         f"parameters: {{n_chains: 1, window_tokens: {smoke.parameters['window_tokens']}, windw_tokens: 9}}\n"
     )
     # Issue #12 item 9: a typo'd key was accepted silently; now it stops the run before anything is made.
-    with pytest.raises(report.ProfileError, match=r"unknown parameter windw_tokens = 9.*did you mean 'window_tokens'"):
-        report.run_profile(prof, results=tmp_path / "results", progress=False, render=False)
+    with pytest.raises(runner.ProfileError, match=r"unknown parameter windw_tokens = 9.*did you mean 'window_tokens'"):
+        runner.run_profile(prof, results=tmp_path / "results", progress=False, render=False)
     assert not (tmp_path / "results").exists()
     # With allow_unknown the run goes on and records the key, as before.
-    result = report.run_profile(prof, results=tmp_path / "results", progress=False, render=False, allow_unknown=True)
+    result = runner.run_profile(prof, results=tmp_path / "results", progress=False, render=False, allow_unknown=True)
     info = json.loads((result.run_dir / "run.json").read_text())
     assert info["unused_parameters"] == ["windw_tokens"]
     assert "windw_tokens" in capsys.readouterr().err
@@ -240,7 +239,7 @@ HERE_FIXTURES = FIXTURES
 
 
 def test_my_sessions_profile_loads():
-    prof = report.load_profile("my_sessions")
+    prof = runner.load_profile("my_sessions")
     assert prof.parameters["session_paths"] and all(p.startswith("~") for p in prof.parameters["session_paths"])
 
 
@@ -253,7 +252,7 @@ def test_notebook_01_on_every_fixture_session(tmp_path):
         f"parameters:\n  session_paths: ['{HERE_FIXTURES}', '{tmp_path / 'absent'}']\n"
         "  tail_tokens: 600\n  window: 16000\n  output_ceiling: 4000\n  n_boot: 200\n  turns: 10\n  cost_cases: 2\n"
     )
-    result = report.run_profile(prof, results=tmp_path / "results", progress=False, render=False)
+    result = runner.run_profile(prof, results=tmp_path / "results", progress=False, render=False)
     d = result.run_dir
     comp = pd.read_parquet(d / "composition.parquet")
     assert set(comp["source_format"]) == {"claude_code", "pi", "swe_agent", "codex", "opencode", "chat_jsonl"}
@@ -311,23 +310,23 @@ def test_smoke_run_has_cost_figures(smoke_run):
 
 
 def test_set_and_sweep_values_are_read_as_yaml():
-    assert report.parse_assignment("n_chains=3") == ("n_chains", 3)
-    assert report.parse_assignment("pointer_mix={assistant: 1.0}") == ("pointer_mix", {"assistant": 1.0})
-    assert report.parse_assignment("summarizer=none") == ("summarizer", "none")
+    assert runner.parse_assignment("n_chains=3") == ("n_chains", 3)
+    assert runner.parse_assignment("pointer_mix={assistant: 1.0}") == ("pointer_mix", {"assistant": 1.0})
+    assert runner.parse_assignment("summarizer=none") == ("summarizer", "none")
     assert sweep.parse_sweep("seed=7,8") == ("seed", [7, 8])
     assert sweep.parse_sweep("session_paths=[[a], [b, c]]") == ("session_paths", [["a"], ["b", "c"]])
     for bad in ("novalue", "=3"):
-        with pytest.raises(report.ProfileError):
-            report.parse_assignment(bad)
-    with pytest.raises(report.ProfileError):
+        with pytest.raises(runner.ProfileError):
+            runner.parse_assignment(bad)
+    with pytest.raises(runner.ProfileError):
         sweep.parse_sweep("seed=")
 
 
 def test_overrides_replace_profile_and_notebook_parameters():
-    prof = report.Profile("p", "d", ("a",), {"seed": 1, "n": 2}, {"a": {"seed": 5}})
+    prof = runner.Profile("p", "d", ("a",), {"seed": 1, "n": 2}, {"a": {"seed": 5}})
     over = prof.with_parameters({"seed": 9})
     assert over.parameters_for("a") == {"seed": 9, "n": 2}
-    with pytest.raises(report.ProfileError, match="run_dir"):
+    with pytest.raises(runner.ProfileError, match="run_dir"):
         prof.with_parameters({"run_dir": "/x"})
     assert not prof.redact and prof.with_parameters({"redact": True}).redact
 
@@ -398,9 +397,9 @@ def test_redacted_run_leaks_none_of_the_planted_secrets(tmp_path, monkeypatch):
 
     monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
     session = _secret_session(tmp_path / "secrets.jsonl")
-    mine = report.load_profile("my_sessions")
+    mine = runner.load_profile("my_sessions")
     assert mine.redact  # on by default for the user's own sessions
-    red = report.run_profile(mine, results=tmp_path / "r", progress=False, overrides=_on_my_sessions(session))
+    red = runner.run_profile(mine, results=tmp_path / "r", progress=False, overrides=_on_my_sessions(session))
     assert red.report is not None and (red.run_dir / "archive.sqlite").exists()
     assert find_leaks(red.run_dir, [*PLANTED.values(), ENV_KEY]) == []
     info = json.loads((red.run_dir / "run.json").read_text())
@@ -412,7 +411,7 @@ def test_redacted_run_leaks_none_of_the_planted_secrets(tmp_path, monkeypatch):
     # Without redaction the planted values do reach the run folder (so the check above can fail) --
     # but the environment's API key never does.
     first = replace(mine, notebooks=("01_context_composition",))  # the later notebooks' parameters go unused
-    plain = report.run_profile(
+    plain = runner.run_profile(
         first,
         results=tmp_path / "r",
         progress=False,
@@ -440,13 +439,13 @@ def test_redacted_run_leaks_none_of_the_planted_secrets(tmp_path, monkeypatch):
     ],
 )
 def test_bad_parameters_fail_before_any_run_folder(tmp_path, profile, overrides, needle):
-    with pytest.raises(report.ProfileError, match=re.escape(needle)):
-        report.run_profile(profile, results=tmp_path / "results", progress=False, overrides=overrides)
+    with pytest.raises(runner.ProfileError, match=re.escape(needle)):
+        runner.run_profile(profile, results=tmp_path / "results", progress=False, overrides=overrides)
     assert not (tmp_path / "results").exists()
 
 
 def test_a_sweep_checks_every_combination_before_the_first_run(tmp_path):
-    with pytest.raises(report.ProfileError) as info:
+    with pytest.raises(runner.ProfileError) as info:
         sweep.run_sweep("smoke", {"window": [3000, 0], "seed": [7, "x"]}, results=tmp_path / "r", progress=False)
     assert "window = 0" in str(info.value) and "seed = 'x'" in str(info.value)
     assert not (tmp_path / "r").exists()  # not even the first, valid combination ran

@@ -121,10 +121,9 @@ SWEEP_NOTEBOOKS = ("01_context_composition", "03_closed_book_exam", "04_cost_mod
 @pytest.fixture(scope="module")
 def sweep_check(chromium, tmp_path_factory):
     """One real two-parameter sweep (seed × window, 4 runs of the trimmed smoke profile), its page checked."""
-    from compaction_lab.run import params, sweep
-    from compaction_lab.run import runner as report
+    from compaction_lab.run import params, runner, sweep
 
-    prof = params.only_notebooks(report.load_profile("smoke"), SWEEP_NOTEBOOKS)
+    prof = params.only_notebooks(runner.load_profile("smoke"), SWEEP_NOTEBOOKS)
     started = time.monotonic()
     res = sweep.run_sweep(
         prof, {"seed": [7, 8], "window": [2500, 3000]}, results=tmp_path_factory.mktemp("sweep"), progress=False

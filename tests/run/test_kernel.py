@@ -101,8 +101,7 @@ def test_fast_cells_do_not_save_the_notebook_each_time_but_the_end_is_whole(tmp_
 
 def test_a_notebook_goes_to_the_kernel_that_ran_what_it_reads():
     """The runner hands a notebook the idle kernel whose last notebook it needs (its memo holds that one's results)."""
-    from compaction_lab.run import chain
-    from compaction_lab.run import runner as report
+    from compaction_lab.run import chain, runner
     from compaction_lab.run.kernel import ChainKernel
 
     order = list(chain.names())
@@ -111,10 +110,10 @@ def test_a_notebook_goes_to_the_kernel_that_ran_what_it_reads():
         ChainKernel(last="03_closed_book_exam"),
         ChainKernel(),
     )
-    assert report._kernel_for("04_cost_model", [ran_02, ran_03], order) == 1  # 04 reads 03
-    assert report._kernel_for("04_cost_model", [fresh, ran_02], order) == 0  # neither ran 03: the first idle
-    assert report._kernel_for("06_share", [ran_03, ran_02], order) == 0  # the latest it needs of the two: 03
-    assert report._kernel_for("02_projection_anatomy", [fresh, ChainKernel(last="01_context_composition")], order) == 1
+    assert runner._kernel_for("04_cost_model", [ran_02, ran_03], order) == 1  # 04 reads 03
+    assert runner._kernel_for("04_cost_model", [fresh, ran_02], order) == 0  # neither ran 03: the first idle
+    assert runner._kernel_for("06_share", [ran_03, ran_02], order) == 0  # the latest it needs of the two: 03
+    assert runner._kernel_for("02_projection_anatomy", [fresh, ChainKernel(last="01_context_composition")], order) == 1
 
 
 def test_warm_code_runs_each_notebooks_imports_once_and_skips_cells_that_are_not_python(tmp_path):

@@ -21,8 +21,7 @@ from jupyter_client import AsyncKernelManager
 from compaction_lab import cli
 from compaction_lab.core import paths
 from compaction_lab.core.processes import pid_alive
-from compaction_lab.run import lifecycle, sweep
-from compaction_lab.run import runner as report
+from compaction_lab.run import lifecycle, runner, sweep
 
 HOST = lifecycle.host_id()
 
@@ -277,7 +276,7 @@ def test_a_finished_kernel_is_shut_down_without_an_interrupt(tmp_path, monkeypat
     # The SIGINT jupyter_client sent before every shutdown is what made ipykernel log
     # "KeyboardInterrupt caught in kernel." after successful runs.
     prof = _chain(tmp_path, monkeypatch, "x = 1")
-    result = report.run_profile(prof, results=tmp_path / "r", progress=False, render=False)
+    result = runner.run_profile(prof, results=tmp_path / "r", progress=False, render=False)
     assert signal.SIGINT not in kernel_signals
     info = json.loads((result.run_dir / "run.json").read_text())
     assert info["status"] == "ok" and info["pid"] == os.getpid() and info["host"] == HOST
@@ -290,7 +289,7 @@ def test_a_signal_mid_cell_marks_the_run_interrupted_and_ends_the_kernel(tmp_pat
     prof = _chain(tmp_path, monkeypatch, SIGNAL_RUNNER.format(sig=sig))
     t0 = time.monotonic()
     with pytest.raises(lifecycle.RunInterrupted) as info:
-        report.run_profile(prof, results=tmp_path / "r", progress=False)
+        runner.run_profile(prof, results=tmp_path / "r", progress=False)
     exc = info.value
     assert time.monotonic() - t0 < 60  # the cell's sleep was cut short
     assert exc.signum == getattr(signal, sig) and exc.exit_code == 128 + getattr(signal, sig)
@@ -331,8 +330,8 @@ def test_an_interrupted_sweep_stops_and_keeps_its_comparison(tmp_path, monkeypat
 
 def test_a_dead_kernel_fails_the_run_instead_of_leaving_it_running(tmp_path, monkeypatch):
     prof = _chain(tmp_path, monkeypatch, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
-    with pytest.raises(report.NotebookFailed) as info:
-        report.run_profile(prof, results=tmp_path / "r", progress=False, render=False)
+    with pytest.raises(runner.NotebookFailed) as info:
+        runner.run_profile(prof, results=tmp_path / "r", progress=False, render=False)
     run = json.loads((info.value.run_dir / "run.json").read_text())
     assert run["status"] == "failed" and run["error"]["notebook"] == "01_probe"
     assert run["error"]["ename"] == "DeadKernelError"

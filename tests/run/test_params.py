@@ -5,12 +5,11 @@ import pytest
 
 from compaction_lab.core import paths
 from compaction_lab.core.errors import ProfileError
-from compaction_lab.run import params, sweep
-from compaction_lab.run import runner as report
+from compaction_lab.run import params, runner, sweep
 
 
 def _problems(**overrides) -> list[str]:
-    return params.problems(report.load_profile("smoke").with_parameters(overrides))
+    return params.problems(runner.load_profile("smoke").with_parameters(overrides))
 
 
 def _one(problems: list[str], *needles: str) -> str:
@@ -26,7 +25,7 @@ def _one(problems: list[str], *needles: str) -> str:
 @pytest.mark.parametrize("name", ["smoke", "default", "model", "my_sessions"])
 def test_committed_profiles_validate(name):
     # my_sessions' paths need not exist here (missing paths are counted skips at import); their type is checked.
-    assert params.problems(report.load_profile(name)) == []
+    assert params.problems(runner.load_profile(name)) == []
 
 
 # --------------------------------------------------------------------------- the findings, one test each
@@ -81,16 +80,16 @@ def test_a_seed_of_the_wrong_type_is_an_error():
 
 
 def test_unknown_keys_are_an_error_unless_allowed():
-    prof = report.load_profile("smoke").with_parameters({"windw": 3000, "bogus": 1})
+    prof = runner.load_profile("smoke").with_parameters({"windw": 3000, "bogus": 1})
     found = params.problems(prof)
     assert "did you mean 'window'" in _one(found, "windw = 3000") and "--allow-unknown" in _one(found, "bogus = 1")
     assert params.problems(prof, allow_unknown=True) == []
 
 
 def test_runner_parameters_are_known_without_notebook_01():
-    prof = report.Profile("p", "d", ("02_projection_anatomy",), {"redact": True, "redact_patterns": ""})
+    prof = runner.Profile("p", "d", ("02_projection_anatomy",), {"redact": True, "redact_patterns": ""})
     assert params.problems(prof) == []
-    bad = report.Profile("p", "d", ("02_projection_anatomy",), {"redact": "yes"})
+    bad = runner.Profile("p", "d", ("02_projection_anatomy",), {"redact": "yes"})
     assert "true or false" in _one(params.problems(bad), "redact = 'yes'")
 
 
@@ -101,23 +100,23 @@ def test_session_paths_of_the_wrong_type_is_an_error():
 
 def test_empty_session_paths_is_an_error_not_synthetic_chains():
     # Was: silently ran synthetic chains instead of the user's sessions.
-    mine = report.load_profile("my_sessions")
+    mine = runner.load_profile("my_sessions")
     problem = _one(params.problems(mine.with_parameters({"session_paths": []})), "session_paths = []")
     assert "synthetic" in problem and "leave session_paths out" in problem
     _one(params.problems(mine.with_parameters({"session_paths": ""})), "session_paths = ['']")
-    yaml_empty = report.Profile("p", "d", ("01_context_composition",), {"session_paths": []})
+    yaml_empty = runner.Profile("p", "d", ("01_context_composition",), {"session_paths": []})
     _one(params.problems(yaml_empty), "session_paths = []")
 
 
 def test_one_session_path_is_made_a_list():
-    mine = report.load_profile("my_sessions").with_parameters({"session_paths": "~/somewhere"})
+    mine = runner.load_profile("my_sessions").with_parameters({"session_paths": "~/somewhere"})
     assert params.checked(mine).parameters["session_paths"] == ["~/somewhere"]
 
 
 def test_every_problem_is_reported_together():
     with pytest.raises(ProfileError) as info:
         params.checked(
-            report.load_profile("smoke").with_parameters(
+            runner.load_profile("smoke").with_parameters(
                 {"seed": "abc", "n_chains": 0, "window": -5, "summarizer": "nope", "bogus": 1}
             )
         )
@@ -192,7 +191,7 @@ def test_types_and_nullability_are_read_from_the_parameters_cell(tmp_path, monke
     assert decl["plain"].type is None  # not annotated: any value goes
 
     def check(**given):
-        return params.problems(report.Profile("p", "d", ("01_x",), given))
+        return params.problems(runner.Profile("p", "d", ("01_x",), given))
 
     assert check(limit=None, maybe=None, ratio=1, names=["a"], plain=[1]) == []
     assert "expected an integer or null" in _one(check(limit="3"), "limit = '3'")
@@ -200,7 +199,7 @@ def test_types_and_nullability_are_read_from_the_parameters_cell(tmp_path, monke
 
 
 def test_per_notebook_values_are_checked_against_that_notebook():
-    prof = report.Profile(
+    prof = runner.Profile(
         "p",
         "d",
         ("01_context_composition", "02_projection_anatomy"),
@@ -238,7 +237,7 @@ def test_profile_files_of_the_wrong_shape_are_one_clear_error(tmp_path, text, ne
     path = tmp_path / "bad.yaml"
     path.write_text(text)
     with pytest.raises(ProfileError) as info:
-        report.load_profile(path)
+        runner.load_profile(path)
     assert all(n in str(info.value) for n in needles), str(info.value)
     assert str(info.value).count("\n") == 0  # one problem, said once (never one error per character)
 
@@ -247,15 +246,15 @@ def test_every_shape_problem_of_a_profile_file_is_listed(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("description: 4\nnotebooks: [01_context_composition, 5]\nparameters: 3\n")
     with pytest.raises(ProfileError, match="3 problems") as info:
-        report.load_profile(path)
+        runner.load_profile(path)
     assert "description" in str(info.value) and "notebooks" in str(info.value) and "parameters" in str(info.value)
 
 
 def test_a_model_run_checks_its_ledger_and_checkpoints_up_front(tmp_path, monkeypatch):
     (tmp_path / "ck").mkdir()
     monkeypatch.setenv("COMPACTION_LAB_CHECKPOINTS", str(tmp_path / "ck"))
-    model = dict(report.load_profile("model").parameters["model"], ledger=str(tmp_path))
-    found = params.problems(report.load_profile("model").with_parameters({"model": model}))
+    model = dict(runner.load_profile("model").parameters["model"], ledger=str(tmp_path))
+    found = params.problems(runner.load_profile("model").with_parameters({"model": model}))
     _one(found, f"ledger {tmp_path} is a folder")
     _one(found, f"checkpoint database {tmp_path / 'ck'} is a folder")
 
@@ -264,7 +263,7 @@ def test_relative_session_paths_are_taken_from_where_the_run_starts(tmp_path, mo
     """Each notebook runs inside its run folder: a relative path given on the command line is made absolute
     against the folder `compaction-lab run` was started from; ``~`` and absolute paths are kept."""
     monkeypatch.chdir(tmp_path)
-    prof = report.Profile(
+    prof = runner.Profile(
         "p",
         "d",
         ("01_context_composition",),
@@ -272,7 +271,7 @@ def test_relative_session_paths_are_taken_from_where_the_run_starts(tmp_path, mo
     )
     got = params.normalised(prof).parameters["session_paths"]
     assert got == [str(tmp_path / "logs" / "a.jsonl"), "~/.pi/agent/sessions", "/abs/b.jsonl"]
-    one = params.normalised(report.Profile("p", "d", ("01_context_composition",), {"session_paths": "x"}))
+    one = params.normalised(runner.Profile("p", "d", ("01_context_composition",), {"session_paths": "x"}))
     assert one.parameters["session_paths"] == [str(tmp_path / "x")]
 
 
@@ -290,10 +289,10 @@ def test_tokenizer_and_scheduler_are_runner_parameters_checked_before_a_run():
 def test_a_profiles_tokenizer_and_scheduler_reach_the_kernels_environment(monkeypatch):
     monkeypatch.delenv("COMPACTION_LAB_TOKENIZER", raising=False)
     monkeypatch.setenv("COMPACTION_LAB_SCHEDULER", "sync")
-    prof = report.load_profile("smoke").with_parameters({"tokenizer": "tiktoken", "scheduler": "local"})
+    prof = runner.load_profile("smoke").with_parameters({"tokenizer": "tiktoken", "scheduler": "local"})
     import os
 
-    with report._kernel_environment(prof):
+    with runner._kernel_environment(prof):
         assert os.environ["COMPACTION_LAB_TOKENIZER"] == "tiktoken"
         assert os.environ["COMPACTION_LAB_SCHEDULER"] == "local"
     assert "COMPACTION_LAB_TOKENIZER" not in os.environ and os.environ["COMPACTION_LAB_SCHEDULER"] == "sync"
@@ -301,7 +300,7 @@ def test_a_profiles_tokenizer_and_scheduler_reach_the_kernels_environment(monkey
 
 def test_a_sweeps_planned_run_names_are_distinct_even_when_values_read_the_same(tmp_path, monkeypatch):
     """Was: an endless loop when two swept values slug to one name (``a b`` and ``a/b``)."""
-    monkeypatch.setattr(report.runfolder, "new_run_name", lambda stem: f"{stem}-20260101-000000")  # one clock second
+    monkeypatch.setattr(runner.runfolder, "new_run_name", lambda stem: f"{stem}-20260101-000000")  # one clock second
     (tmp_path / "taken").mkdir()
     names = sweep._run_names("smoke", [{"tag": "a b"}, {"tag": "a/b"}, {"tag": "c"}], tmp_path)
     assert len(set(names)) == 3 and names[1] == f"{names[0]}-2"
@@ -363,7 +362,7 @@ def test_n_questions_past_the_maximum_is_an_error_naming_it():
     """Was: ``--set n_questions=1000000`` ran, reported 9 questions and exited 0."""
     from compaction_lab.exam.bank import MAX_QUESTIONS_PER_CASE
 
-    n_cases = report.load_profile("smoke").parameters["n_cases"]
+    n_cases = runner.load_profile("smoke").parameters["n_cases"]
     limit = MAX_QUESTIONS_PER_CASE * n_cases
     problem = _one(_problems(n_questions=1_000_000), "n_questions = 1,000,000")
     assert f"{MAX_QUESTIONS_PER_CASE:,} per case" in problem and f"n_cases = {n_cases}" in problem

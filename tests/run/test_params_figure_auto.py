@@ -2,12 +2,11 @@
 
 import pytest
 
-from compaction_lab.run import params
-from compaction_lab.run import runner as report
+from compaction_lab.run import params, runner
 
 
 def _problems(**overrides) -> list[str]:
-    return params.problems(report.load_profile("smoke").with_parameters(overrides))
+    return params.problems(runner.load_profile("smoke").with_parameters(overrides))
 
 
 def _figure_problems(**overrides) -> list[str]:

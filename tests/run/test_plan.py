@@ -12,8 +12,7 @@ from compaction_lab.endpoints import shared
 from compaction_lab.endpoints.client import ChatClient
 from compaction_lab.endpoints.config import ModelConfig
 from compaction_lab.endpoints.ledger import open_ledger
-from compaction_lab.run import chain, plan
-from compaction_lab.run import runner as report
+from compaction_lab.run import chain, plan, runner
 from tests.fake_openai_server import FakeOpenAIServer
 
 #: One short synthetic chain, compacted at a small window: what both dry runs here plan on.
@@ -64,7 +63,7 @@ def test_the_plan_counts_exactly_what_the_run_sends_and_leaves_the_stores_alone(
         assert all(chain.step("02_projection_anatomy").may_call(p) for p in planned.calls["purpose"])
         assert planned.open_book_extra == 0 and planned.cost is None
 
-        report.run_profile(str(profile), results=tmp_path / "results", progress=False, render=False)
+        runner.run_profile(str(profile), results=tmp_path / "results", progress=False, render=False)
         sent = server.count() - 1
         assert sent == planned.total_calls, planned.describe()
         sent_by_purpose = open_ledger(ledger_path).calls()["purpose"].value_counts().drop("summary:old").to_dict()
@@ -109,7 +108,7 @@ def test_the_plan_counts_every_draw_of_the_closed_book(tmp_path, monkeypatch):
         planned = plan.plan_run(str(profile), progress=False)
         assert planned is not None and server.count() == 0
         closed_calls = int(planned.calls.set_index("purpose").loc["exam:closed", "calls"])
-        run = report.run_profile(str(profile), results=tmp_path / "results", progress=False, render=False)
+        run = runner.run_profile(str(profile), results=tmp_path / "results", progress=False, render=False)
         sent = open_ledger(tmp_path / "ledger.sqlite").calls()
         answers = __import__("pandas").read_parquet(run.run_dir / "exam_closed.parquet")
     shared._CLIENTS.clear()
@@ -146,7 +145,7 @@ def test_the_chain_says_which_notebooks_call_a_model_through_which_parameters():
         "05_open_book_exam": ("summarizer", "reader"),
         "07_continuation_exam": ("summarizer", "reader"),
     }
-    prof = report.Profile(
+    prof = runner.Profile(
         "p",
         "d",
         chain.names(),

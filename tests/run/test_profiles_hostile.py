@@ -14,8 +14,7 @@ import pytest
 
 from compaction_lab import cli
 from compaction_lab.core import bounded_json, paths, user_yaml
-from compaction_lab.run import params
-from compaction_lab.run import runner as report
+from compaction_lab.run import params, runner
 
 #: Longest error a test accepts: a few lines, whatever the file holds.
 SHORT = 800
@@ -50,8 +49,8 @@ def _write(folder: Path, name: str) -> Path:
 @pytest.mark.parametrize("name", HOSTILE)
 def test_load_profile_refuses_hostile_yaml_naming_the_file(tmp_path, name):
     path = _write(tmp_path, name)
-    with pytest.raises(report.ProfileError) as err:
-        report.load_profile(path)
+    with pytest.raises(runner.ProfileError) as err:
+        runner.load_profile(path)
     message = str(err.value)
     assert str(path) in message and HOSTILE[name][1] in message and len(message) < SHORT
 
@@ -115,8 +114,8 @@ def test_a_wide_nested_value_is_echoed_short():
     wide: object = "x"
     for _ in range(4):
         wide = [wide] * 6
-    prof = report.load_profile("smoke").with_parameters({"no_such_parameter": wide})
-    with pytest.raises(report.ProfileError) as err:
+    prof = runner.load_profile("smoke").with_parameters({"no_such_parameter": wide})
+    with pytest.raises(runner.ProfileError) as err:
         params.checked(prof)
     assert "no_such_parameter" in str(err.value) and len(str(err.value)) < SHORT
 
@@ -139,7 +138,7 @@ def test_every_reader_of_user_yaml_refuses_it_naming_the_file(tmp_path, monkeypa
 @pytest.mark.parametrize(
     "read",
     [
-        lambda text: report.parse_assignment(f"pointer_mix={text}"),
+        lambda text: runner.parse_assignment(f"pointer_mix={text}"),
         lambda text: params.sweep_values("seed", text),
     ],
     ids=["--set", "sweep"],

@@ -17,8 +17,7 @@ import yaml
 
 from compaction_lab import cli
 from compaction_lab.core.errors import ProfileError
-from compaction_lab.run import lifecycle, sweep
-from compaction_lab.run import runner as report
+from compaction_lab.run import lifecycle, runner, sweep
 from compaction_lab.run.params import layout_problems
 
 
@@ -29,7 +28,7 @@ def _script() -> list[str]:
 
 def _mini_profile(tmp_path: Path, sweeps: dict | None = None) -> Path:
     """The smoke profile's parameters on notebooks 01 and 03: a run of seconds with a headline."""
-    smoke = report.load_profile("smoke")
+    smoke = runner.load_profile("smoke")
     doc: dict = {
         "description": "sweep test",
         "notebooks": ["01_context_composition", "03_closed_book_exam"],
@@ -56,7 +55,7 @@ def test_range_values_from_the_command_line():
 
 
 def test_a_profiles_sweeps_block_is_read_and_checked(tmp_path):
-    prof = report.load_profile(_mini_profile(tmp_path, {"seed": "range(1,4)", "window": [2500, 3000]}))
+    prof = runner.load_profile(_mini_profile(tmp_path, {"seed": "range(1,4)", "window": [2500, 3000]}))
     assert prof.sweeps == {"seed": [1, 2, 3], "window": [2500, 3000]}
     problems = layout_problems({"sweeps": {"seed": "range(1,1)", "window": 3000, "run_dir": [1]}}, [])
     assert any("sweeps.seed" in p and "no values" in p for p in problems)
@@ -75,12 +74,12 @@ def test_run_sweeps_what_the_profile_says_with_command_line_sweeps_on_top(tmp_pa
         raise ProfileError("stop here")
 
     monkeypatch.setattr(sweep, "run_sweep", fake_sweep)
-    monkeypatch.setattr(report, "run_profile", lambda *a, **k: pytest.fail("the profile's sweep was not run"))
+    monkeypatch.setattr(runner, "run_profile", lambda *a, **k: pytest.fail("the profile's sweep was not run"))
     assert cli.main(["run", "--profile", str(path)]) == 2
     assert cli.main(["run", "--profile", str(path), "--sweep", "window=2000,3000"]) == 2
     assert seen == [{"seed": [1, 2], "window": [2500]}, {"seed": [1, 2], "window": [2000, 3000]}]
     ran: list = []
-    monkeypatch.setattr(report, "run_profile", lambda *a, **k: ran.append(k) or pytest.fail("ran once"))
+    monkeypatch.setattr(runner, "run_profile", lambda *a, **k: ran.append(k) or pytest.fail("ran once"))
     with pytest.raises(pytest.fail.Exception):
         cli.main(["run", "--profile", str(path), "--no-sweep"])
     assert len(ran) == 1 and len(seen) == 2
@@ -165,7 +164,7 @@ def test_a_sweep_killed_after_its_first_run_resumes_only_the_rest(tmp_path):
 def test_every_shipped_sweep_profile_passes_the_checks_in_every_combination():
     import itertools
 
-    swept = [report.load_profile(n) for n in report.list_profiles()]
+    swept = [runner.load_profile(n) for n in runner.list_profiles()]
     swept = [p for p in swept if p.sweeps]
     assert swept, "no shipped profile has a sweeps: block"
     for prof in swept:
@@ -179,7 +178,7 @@ def test_every_shipped_sweep_profile_passes_the_checks_in_every_combination():
 
 def _planned_sweep(tmp_path: Path, seeds: tuple[int, ...] = (7, 8)) -> tuple[Path, list[str]]:
     """A sweep folder holding its plan (``sweep.json``) and no run yet, as a sweep killed before its first run."""
-    prof = report.load_profile(_mini_profile(tmp_path))
+    prof = runner.load_profile(_mini_profile(tmp_path))
     results = tmp_path / "results"
     folder = results / "sweep-mini-20260101-000000"
     folder.mkdir(parents=True)
@@ -204,7 +203,7 @@ def _failing_runs(monkeypatch, calls: list[str], hold=None):
             hold[0].set()
             assert hold[1].wait(60), "the test never let the first run go on"
         lifecycle.write_json_atomic(run_dir / "run.json", {"status": "failed"})
-        raise report.NotebookFailed("01_context_composition", 0, "RuntimeError", "stand-in", "", run_dir)
+        raise runner.NotebookFailed("01_context_composition", 0, "RuntimeError", "stand-in", "", run_dir)
 
     monkeypatch.setattr(sweep, "run_profile", fake)
 
@@ -368,7 +367,7 @@ def _peak_mib(fn) -> tuple[float, float]:
 
 def test_a_sweep_too_large_is_refused_at_once_before_its_values_exist(tmp_path, monkeypatch, capsys):
     """Was: ``--sweep 'seed=range(0,100000000)'`` printed nothing and grew past 11 GB."""
-    monkeypatch.setattr(report, "run_profile", lambda *a, **k: pytest.fail("a run started"))
+    monkeypatch.setattr(runner, "run_profile", lambda *a, **k: pytest.fail("a run started"))
     _failing_runs(monkeypatch, calls := [])
     results = tmp_path / "results"
     path = _mini_profile(tmp_path)
@@ -406,7 +405,7 @@ def test_a_profile_sweeping_too_many_values_is_refused_as_it_loads(tmp_path):
 
     def load() -> None:
         try:
-            report.load_profile(path)
+            runner.load_profile(path)
         except ProfileError as exc:
             caught.append(exc)
 
@@ -418,7 +417,7 @@ def test_a_profile_sweeping_too_many_values_is_refused_as_it_loads(tmp_path):
 def test_the_shipped_profiles_sweep_within_the_default_limit():
     from compaction_lab.run.params import DEFAULT_MAX_SWEEP_RUNS
 
-    for prof in (report.load_profile(n) for n in report.list_profiles()):
+    for prof in (runner.load_profile(n) for n in runner.list_profiles()):
         n = 1
         for values in prof.sweeps.values():
             n *= len(values)

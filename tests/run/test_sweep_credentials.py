@@ -20,8 +20,7 @@ import yaml
 
 from compaction_lab import cli
 from compaction_lab.endpoints import shared
-from compaction_lab.run import lifecycle, sweep
-from compaction_lab.run import runner as report
+from compaction_lab.run import lifecycle, runner, sweep
 from tests.fake_openai_server import FakeOpenAIServer, Scripted
 from tests.run.test_sweep import _failing_runs, _mini_profile
 
@@ -104,7 +103,7 @@ def test_a_password_in_a_swept_model_url_is_masked_in_every_form_everywhere(tmp_
 
 def test_a_plan_holding_masked_values_is_refused_naming_each_parameter(tmp_path):
     """The one-line refusal names every parameter whose value the plan holds masked, wherever it sits."""
-    prof = report.load_profile(_mini_profile(tmp_path))
+    prof = runner.load_profile(_mini_profile(tmp_path))
     prof = prof.with_parameters({"scheduler": "tcp://u:hunter2pw@127.0.0.1:8786"})
     combos = ({"model": {"base_url": f"http://{USER}:{PASSWORD}@127.0.0.1:9/v1", "model": "m"}},)
     plan = sweep.SweepPlan(profile=prof, sweeps={"model": [combos[0]["model"]]}, combos=combos, names=("r1",))
@@ -154,7 +153,7 @@ def test_long_swept_values_make_capped_distinct_folder_names(tmp_path, monkeypat
     names = [p.name for p in results.iterdir()]
     assert len(names) == 3 and len(calls) == 2 and len(set(calls)) == 2  # the sweep folder and two runs
     for name in names:
-        assert len(name.encode("utf-8")) <= report.NAME_MAX_BYTES < 255, name
+        assert len(name.encode("utf-8")) <= runner.NAME_MAX_BYTES < 255, name
     (folder,) = results.glob("sweep-*")
     assert json.loads((folder / sweep.SWEEP_PLAN).read_text())["runs"][1]["run"] == calls[1]
 
@@ -181,7 +180,7 @@ def test_the_sweep_page_and_table_hold_masked_values(tmp_path, monkeypatch):
 
     _failing_runs(monkeypatch, [])
     url = f"http://{USER}:{PASSWORD}@127.0.0.1:9/v1"
-    prof = report.load_profile(_mini_profile(tmp_path))
+    prof = runner.load_profile(_mini_profile(tmp_path))
     res = sweep.run_sweep(
         prof, {"endpoint_url": [url]}, results=tmp_path / "results", progress=False, allow_unknown=True
     )

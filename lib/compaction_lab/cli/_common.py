@@ -74,9 +74,9 @@ def profile_overrides(prof: Any, assignments: list[str] | None, provider: str | 
     ProfileError
         For a malformed assignment or an unknown preset.
     """
-    from compaction_lab.run import runner as report
+    from compaction_lab.run import runner
 
-    overrides = dict(report.parse_assignment(a) for a in assignments or [])
+    overrides = dict(runner.parse_assignment(a) for a in assignments or [])
     if provider:
         from compaction_lab.endpoints import presets
         from compaction_lab.run import params

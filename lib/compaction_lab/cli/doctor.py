@@ -21,8 +21,7 @@ if TYPE_CHECKING:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    from compaction_lab.run import doctor
-    from compaction_lab.run import runner as report
+    from compaction_lab.run import doctor, runner
 
     if args.dry_run and args.no_plan:
         print("error: --dry-run plans the calls; --no-plan skips planning: give one of them", file=sys.stderr)
@@ -33,8 +32,8 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {}
     if args.profile and (args.set or args.provider):
         try:
-            overrides = profile_overrides(report.load_profile(args.profile), args.set, args.provider)
-        except report.ProfileError as exc:
+            overrides = profile_overrides(runner.load_profile(args.profile), args.set, args.provider)
+        except runner.ProfileError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
     elif args.set or args.provider:

@@ -21,18 +21,17 @@ def _cmd_exam(args: argparse.Namespace) -> int:
 
     from compaction_lab.exam import exam, readers
     from compaction_lab.ingest import sources, synthetic
-    from compaction_lab.run import params
-    from compaction_lab.run import runner as report
+    from compaction_lab.run import params, runner
 
     try:
         # The profile's parameters are checked as for a run (keys only notebooks read do no harm here).
         from compaction_lab.endpoints import presets
 
-        prof = report.load_profile(args.profile)
+        prof = runner.load_profile(args.profile)
         if args.provider:
             prof = prof.with_parameters(presets.preset_overrides(args.provider))
         prof = params.checked(presets.resolve_profile(prof), allow_unknown=True)
-    except report.ProfileError as exc:
+    except runner.ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     closed = exam.get("closed")

@@ -80,8 +80,7 @@ def _sweep_summary(sw: Any) -> int:
 def _resume_command(args: argparse.Namespace) -> int:
     """``run --resume SWEEP_DIR``: the plan in the folder says what to run; only where and how loudly are taken."""
     from compaction_lab.engine import EngineError
-    from compaction_lab.run import runner as report
-    from compaction_lab.run import sweep
+    from compaction_lab.run import runner, sweep
 
     given = [
         flag
@@ -109,7 +108,7 @@ def _resume_command(args: argparse.Namespace) -> int:
         return 2
     try:
         sw = sweep.resume_sweep(args.resume, progress=not args.quiet, scheduler=args.scheduler)
-    except (report.ProfileError, EngineError) as exc:
+    except (runner.ProfileError, EngineError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"ran {len(sw.executed)} of {len(sw.runs)} planned runs", file=sys.stderr)
@@ -118,12 +117,12 @@ def _resume_command(args: argparse.Namespace) -> int:
 
 def _run_command(args: argparse.Namespace, launch: Any = None) -> int:
     from compaction_lab.engine import EngineError
-    from compaction_lab.run import runner as report
+    from compaction_lab.run import runner
 
     if args.resume:
         return _resume_command(args)
     try:
-        prof = report.load_profile(args.profile or "default")
+        prof = runner.load_profile(args.profile or "default")
         overrides = profile_overrides(prof, args.set, args.provider)
         sweeps = {} if args.no_sweep else dict(prof.sweeps)
         if args.sweep:
@@ -131,7 +130,7 @@ def _run_command(args: argparse.Namespace, launch: Any = None) -> int:
             from compaction_lab.run import sweep
 
             sweeps.update(sweep.parse_sweep(a) for a in args.sweep)
-    except report.ProfileError as exc:
+    except runner.ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     results = Path(args.results) if args.results else None
@@ -163,7 +162,7 @@ def _run_command(args: argparse.Namespace, launch: Any = None) -> int:
                 scheduler=args.scheduler,
                 notebook_html=not args.no_html,
             )
-        except (report.ProfileError, EngineError) as exc:
+        except (runner.ProfileError, EngineError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         return _sweep_summary(sw)
@@ -171,7 +170,7 @@ def _run_command(args: argparse.Namespace, launch: Any = None) -> int:
         overrides["scheduler"] = args.scheduler  # one run: where its notebooks' heavy work runs
     try:
         _reach_run_scheduler(prof, overrides)
-        result = report.run_profile(
+        result = runner.run_profile(
             prof,
             results=results,
             run_name=args.name,
@@ -183,10 +182,10 @@ def _run_command(args: argparse.Namespace, launch: Any = None) -> int:
             kernels=args.kernels,
             launch=launch,
         )
-    except (report.ProfileError, EngineError) as exc:
+    except (runner.ProfileError, EngineError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except report.NotebookFailed as exc:
+    except runner.NotebookFailed as exc:
         print(f"\nerror: {exc}", file=sys.stderr)
         print(exc.traceback, file=sys.stderr)
         print(f"partial run folder (executed notebook and run.json kept): {exc.run_dir}", file=sys.stderr)
@@ -239,16 +238,15 @@ def _cmd_runs(args: argparse.Namespace) -> int:
 
 
 def _cmd_profiles(args: argparse.Namespace) -> int:
-    from compaction_lab.run import params
-    from compaction_lab.run import runner as report
+    from compaction_lab.run import params, runner
 
-    names = report.list_profiles()
+    names = runner.list_profiles()
     if not names:
         print("no profiles found", file=sys.stderr)
         return 1
     for name in names:
         try:
-            p = params.checked(report.load_profile(name))  # a profile that could not run is listed as invalid
+            p = params.checked(runner.load_profile(name))  # a profile that could not run is listed as invalid
             desc = p.description.splitlines()[0] if p.description else ""
             swept = ""
             if p.sweeps:
@@ -257,7 +255,7 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
                     n *= len(values)
                 swept = f"  sweeps {', '.join(f'{k}×{len(v)}' for k, v in p.sweeps.items())} ({n} runs)"
             print(f"{name:<14} {desc}  [{', '.join(p.notebooks)}]{swept}")
-        except report.ProfileError as exc:
+        except runner.ProfileError as exc:
             print(f"{name:<14} (invalid: {exc})")
     return 0
 

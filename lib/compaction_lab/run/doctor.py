@@ -316,12 +316,12 @@ def _profile_checks(
 ) -> tuple[list[Check], str | None, Any]:
     """Endpoint checks for a profile, the line naming the notebooks that call the model (or None), the profile."""
     from compaction_lab.endpoints import presets
-    from compaction_lab.run import runner as report
+    from compaction_lab.run import runner
 
     try:
         # ``model: deepseek`` names a preset: checked as the mapping a run would use.
-        prof = presets.resolve_profile(report.load_profile(name).with_parameters(dict(overrides or {})))
-    except report.ProfileError as exc:
+        prof = presets.resolve_profile(runner.load_profile(name).with_parameters(dict(overrides or {})))
+    except runner.ProfileError as exc:
         return [Check("profile", "fail", str(exc))], None, None
     calls = model_notebooks(prof)
     model = prof.parameters.get("model")
@@ -342,13 +342,12 @@ def _plan_check(prof: Any, progress: bool, dry_run: bool = False) -> tuple[Check
 
     Returns the check (the planned calls and cost, or why they could not be planned) and the plan.
     """
-    from compaction_lab.run import estimate
-    from compaction_lab.run import runner as report
+    from compaction_lab.run import estimate, runner
 
     how = "the dry run" if dry_run else "the count"
     try:
         planned = plan.plan_run(prof, progress=progress) if dry_run else estimate.estimate_run(prof)
-    except (report.ProfileError, report.NotebookFailed, ValueError, KeyError) as exc:
+    except (runner.ProfileError, runner.NotebookFailed, ValueError, KeyError) as exc:
         first = (str(exc).splitlines() or [type(exc).__name__])[0]
         return Check("planned calls", "fail", f"{how} failed: {first}"), None
     if planned is None:

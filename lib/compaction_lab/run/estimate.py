@@ -264,9 +264,9 @@ def estimate_run(profile: Any, *, overrides: Mapping[str, Any] | None = None) ->
     from compaction_lab.core import paths
     from compaction_lab.endpoints import presets, shared
     from compaction_lab.run import params as params_mod
-    from compaction_lab.run import runner as report
+    from compaction_lab.run import runner
 
-    prof = report.load_profile(profile) if isinstance(profile, (str, Path)) else profile
+    prof = runner.load_profile(profile) if isinstance(profile, (str, Path)) else profile
     prof = presets.resolve_profile(prof.with_parameters(dict(overrides or {})))
     prof = params_mod.checked(prof)
     notebooks = planned_notebooks(prof)

@@ -65,7 +65,7 @@ if TYPE_CHECKING:  # run.runner imports this module: the runtime import would be
     from compaction_lab.run.runner import Profile
 
 
-#: Parameters the runner itself reads (`report.run_profile`), whether or not a notebook declares them,
+#: Parameters the runner itself reads (`runner.run_profile`), whether or not a notebook declares them,
 #: with their types: ``redact`` drives the final sweep, ``redact_patterns`` loads the sweep's patterns;
 #: ``tokenizer`` and ``scheduler`` reach every notebook's kernel as ``COMPACTION_LAB_TOKENIZER`` /
 #: ``COMPACTION_LAB_SCHEDULER`` (the token counter's backend, where heavy work runs; a sweep's runs too);

@@ -244,10 +244,10 @@ def plan_run(profile: Any, *, overrides: Mapping[str, Any] | None = None, progre
     from compaction_lab.core import paths
     from compaction_lab.endpoints import presets, shared
     from compaction_lab.endpoints.ledger import open_ledger
-    from compaction_lab.run import runner as report
+    from compaction_lab.run import runner
     from compaction_lab.store import checkpoints
 
-    prof = report.load_profile(profile) if isinstance(profile, (str, Path)) else profile
+    prof = runner.load_profile(profile) if isinstance(profile, (str, Path)) else profile
     prof = presets.resolve_profile(prof.with_parameters(dict(overrides or {})))
     notebooks = planned_notebooks(prof)
     if not notebooks:
@@ -263,7 +263,7 @@ def plan_run(profile: Any, *, overrides: Mapping[str, Any] | None = None, progre
         with processes.environment({DRY_RUN_ENV: str(folder), CHECKPOINTS_ENV: str(folder / "checkpoints.sqlite")}):
             # The notebooks run in kernels started now: they inherit this environment, and no client made
             # earlier in this process is used.
-            report.run_profile(
+            runner.run_profile(
                 replace(prof, notebooks=notebooks), results=folder / "results", progress=progress, render=False
             )
         with open_ledger(folder / "ledger.sqlite") as ledger:
