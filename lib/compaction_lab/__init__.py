@@ -20,16 +20,9 @@ from its own stage or an earlier one (``tests/test_imports.py`` checks it, lazy 
 ``report/``       figures, the shared report, the run folder's pages (rendering only)
 ``run/``          profiles and parameters, running the chain and sweeps, the dry-run plan, doctor
 ``cli/``          the command line
-
-Modules that lived at the top level before this layout stay importable under their old names
-(``from compaction_lab import charts`` is ``compaction_lab.report.charts``), so notebooks written
-against earlier versions keep working; new code imports them from their room.
 """
 
 from __future__ import annotations
-
-import importlib
-from typing import Any
 
 __version__ = "0.1.0"
 
@@ -55,35 +48,3 @@ STAGES: tuple[str, ...] = (
     "run",
     "cli",
 )
-
-#: Earlier top-level module names -> their home now.
-MOVED: dict[str, str] = {
-    "session": "compaction_lab.core.session",
-    "projection": "compaction_lab.core.projection",
-    "tokens": "compaction_lab.core.tokens",
-    "excerpt": "compaction_lab.core.excerpt",
-    "paths": "compaction_lab.core.paths",
-    "sources": "compaction_lab.ingest.sources",
-    "anatomy": "compaction_lab.strategies.anatomy",
-    "runfolder": "compaction_lab.core.runfolder",
-    "charts": "compaction_lab.report.charts",
-    "share": "compaction_lab.report.share",
-    "lifecycle": "compaction_lab.run.lifecycle",
-    "params": "compaction_lab.run.params",
-    "explorer": "compaction_lab.report.explorer",
-    "ledger": "compaction_lab.endpoints.ledger",
-    "providers": "compaction_lab.endpoints",
-    "plan": "compaction_lab.run.plan",
-    "doctor": "compaction_lab.run.doctor",
-    "checkpoints": "compaction_lab.store.checkpoints",
-    "archive": "compaction_lab.store.archive",
-    "redact": "compaction_lab.privacy.redactor",
-}
-
-
-def __getattr__(name: str) -> Any:
-    """``from compaction_lab import <earlier module name>``: the module from its home now (PEP 562)."""
-    target = MOVED.get(name)
-    if target is None:
-        raise AttributeError(f"module 'compaction_lab' has no attribute {name!r}")
-    return importlib.import_module(target)

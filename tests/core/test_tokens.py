@@ -71,7 +71,7 @@ def test_loads_offline_with_sockets_blocked(tmp_path):
         socket.socket.connect_ex = refuse
         socket.create_connection = refuse
         socket.getaddrinfo = refuse
-        from compaction_lab import tokens
+        from compaction_lab.core import tokens
         print(tokens.count_tokens("offline tokenizer works"))
         """
     )

@@ -10,6 +10,7 @@ import json
 import pytest
 
 from compaction_lab import strategies, summarize
+from compaction_lab.core import paths
 from compaction_lab.endpoints import shared
 from compaction_lab.exam import readers
 from compaction_lab.exam.model_reader import ModelReader, normalise_answer
@@ -317,7 +318,7 @@ def test_exam_command_on_a_model_profile_asks_the_model(server, tmp_path, monkey
 
     monkeypatch.setenv("COMPACTION_LAB_CHECKPOINTS", str(tmp_path / "ck.sqlite"))
     shared._CLIENTS.clear()
-    prof = yaml.safe_load((cli.report.paths.params_dir() / "model.yaml").read_text())
+    prof = yaml.safe_load((paths.params_dir() / "model.yaml").read_text())
     prof["parameters"]["model"].update(
         base_url=server.base_url, model="fake-model", ledger=str(tmp_path / "l.sqlite"), max_retries=0
     )

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from compaction_lab import __version__
 from compaction_lab.cli._common import COMMANDS
@@ -50,18 +49,6 @@ def build_parser() -> argparse.ArgumentParser:
     for entry in COMMANDS.entries():
         entry.obj(sub)
     return parser
-
-
-def __getattr__(name: str) -> Any:
-    """Return the runner for ``cli.report``, imported when first asked for (PEP 562).
-
-    Importing the CLI stays light (see the module's docstring).
-    """
-    if name == "report":
-        from compaction_lab.run import runner as run
-
-        return run
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: list[str] | None = None) -> int:
