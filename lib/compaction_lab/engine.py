@@ -57,12 +57,9 @@ AUTO, SYNC, LOCAL = "auto", "sync", "local"
 SCHEDULER_CHOICES = (AUTO, SYNC, LOCAL)
 
 #: Below this many input bytes the embedded default runs in this process. Starting a
-#: LocalCluster's worker processes and loading the tokenizer in each costs ~1 s more than running
-#: here, which two workers (each reading and counting its own units, ~2x one process on 2 cores)
-#: earn back only from a couple of hundred MB: `make bench BENCH=engine`'s cut-over, CLI wall time
-#: best of 2, measured in-process faster at 192 MB (3.98 s against 4.08 s) and slower at 256 MB
-#: (5.00 s against 4.48 s): cut-over ~200 MB (it was ~275 MB while workers shipped texts to each
-#: other to be counted).
+#: LocalCluster's worker processes and loading the tokenizer in each cost more than running here,
+#: which two workers (each reading and counting its own units) earn back only from a couple of
+#: hundred MB of input: the cut-over `make bench BENCH=engine` measures (its output holds the times).
 SYNC_BELOW_BYTES = 192 * 1024 * 1024
 
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from compaction_lab.core import paths
 
-if TYPE_CHECKING:  # pandas is imported where a table is read (~0.6 s): a run's command starts its kernels first
+if TYPE_CHECKING:  # pandas is imported where a table is read (slow): a run's command starts its kernels first
     import pandas as pd
 
 FIGURES = "figures"

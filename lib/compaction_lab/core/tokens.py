@@ -198,7 +198,7 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
 def check_encoding(name: str = DEFAULT_ENCODING) -> OfflineEncoding:
     """Check that `name` has an offline copy whose bundled file has the expected hash; return its spec.
 
-    What `get_encoding` checks, without building the encoding (~0.6 s): a run's parameters are checked
+    What `get_encoding` checks, without building the encoding (slow): a run's parameters are checked
     in the runner's process, which never counts a token.
 
     Raises
@@ -269,7 +269,8 @@ TOKENIZERS = ("auto", "tiktoken", "bpe-openai")
 TOKENIZER_ENV = "COMPACTION_LAB_TOKENIZER"
 
 #: An ``auto`` counter moves from tiktoken to bpe-openai when the characters it has encoded reach this:
-#: bpe-openai's load and self-check (~0.5 s) are repaid at ~2.5x tiktoken's speed after ~10 MB of text.
+#: bpe-openai's load and self-check are repaid by its speed over tiktoken's after several MB of text
+#: (`make bench` measures both tokenizers).
 AUTO_BPE_AFTER_CHARS = 8 * 1024 * 1024
 
 # A base64 blob of every byte value, 1,368 characters on one line: long runs of letters cut by
@@ -373,9 +374,9 @@ def _bpe_bindings() -> ModuleType:
     """bpe-openai's Rust extension (``bpe_openai._bindings``), loaded without running the package's ``__init__``.
 
     Importing ``bpe_openai`` decodes the merge ranks of every encoding it knows
-    (cl100k, o200k, voyage3) into Python dicts: ~70 MB resident and ~0.4 s in
-    every process that counts, a Dask worker included, although counting only
-    needs the Rust tokenizer (~30 MB). The extension is found where the package
+    (cl100k, o200k, voyage3) into Python dicts, memory and time in every
+    process that counts, a Dask worker included, although counting only
+    needs the Rust tokenizer. The extension is found where the package
     is and loaded on its own; registered under its own name, a later
     ``import bpe_openai`` uses this module.
 
@@ -651,7 +652,7 @@ class TokenCounter:
         #: The backend asked for (``auto``, ``tiktoken``, ``bpe-openai``); `tokenizer` is the one counting now.
         self.requested = _check_name(tokenizer if tokenizer is not None else default_tokenizer(), "tokenizer")
         # ``auto`` starts on tiktoken and moves to bpe-openai once a workload is large enough to repay
-        # bpe-openai's load and self-check (~0.5 s per process): every notebook kernel counts a little,
+        # bpe-openai's load and self-check (once per process): every notebook kernel counts a little,
         # a tally a lot. The ids are the same either way (the self-check), so counts do not change.
         self._auto = self.requested == "auto"
         self.tokenizer = "tiktoken" if self._auto else resolve_tokenizer(self.requested, encoding)

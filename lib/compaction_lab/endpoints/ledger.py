@@ -168,7 +168,7 @@ class Ledger:
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
         # Pooled, unlike checkpoints.py's connection per operation: closing the last connection
-        # to a WAL database checkpoints and deletes the WAL, ~20 ms a time, twice per call.
+        # to a WAL database checkpoints and deletes the WAL, twice per call.
         with self._lock:
             if self._closed:
                 raise RuntimeError(f"{self!r} is closed")

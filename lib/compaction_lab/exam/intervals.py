@@ -27,7 +27,7 @@ def scipy_special() -> Any:
 
     The quantiles the intervals need are its functions, which `scipy.stats`' distributions call
     (`scipy.stats.beta.ppf` is `betaincinv`, `t.ppf` is `stdtrit`, `norm.ppf` is `ndtri`: equal to the
-    last bit, tested): importing it costs a kernel ~0.5 s where `scipy.stats` costs ~1.5 s.
+    last bit, tested): importing it costs a kernel a fraction of what `scipy.stats` costs.
     """
     from scipy import special
 

@@ -928,7 +928,7 @@ def _spearman_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return out
     # Rounded first, so recalls that tie mathematically tie in floating point too. pandas' average ranks
     # are scipy's ``rankdata`` (exact halves): the report, drawn in the runner's process, need not import
-    # scipy.stats (~2 s) for them.
+    # scipy.stats (slow to import) for them.
     ra = pd.DataFrame(np.round(a[ok], _RANK_DECIMALS)).rank(axis=1, method="average").to_numpy(copy=True)
     rb = pd.DataFrame(np.round(b[ok], _RANK_DECIMALS)).rank(axis=1, method="average").to_numpy(copy=True)
     ra -= ra.mean(axis=1, keepdims=True)

@@ -423,8 +423,8 @@ def content_digest(session: Session) -> bytes:
     """Hash of a session's records (not its path), to recognise the same session imported twice.
 
     Every imported session's text passes through it once: SHA-256, which x86-64 and ARM CPUs run in
-    hardware (SHA extensions), hashes about twice as fast as BLAKE2b here (1.8 vs 0.9 GB/s), ~6% of the
-    import's time (``make bench BENCH=import``). Only compared within one import, never stored.
+    hardware (SHA extensions), hashes faster than BLAKE2b here and is a small share of the import's
+    time (``make bench BENCH=import`` measures both). Only compared within one import, never stored.
     """
     h = hashlib.sha256()
     for r in session.records:

@@ -241,8 +241,8 @@ def _vl_version() -> str:
 def vega_bundle() -> str:
     """Return Vega's JavaScript as one bundle, for self-contained HTML figures.
 
-    vl-convert builds it in ~1.7 s, once per process: every notebook's kernel paid that for its
-    first figure. The bundle depends only on the vl-convert and Vega-Lite versions, so it is kept in
+    vl-convert builds it once per process, slowly: every notebook's kernel paid that for its first
+    figure. The bundle depends only on the vl-convert and Vega-Lite versions, so it is kept in
     `compaction_lab.core.paths.cache_dir` under a name holding both and its own SHA-256; a file whose
     content does not match its name is built again, and a cache that cannot be written costs only time.
     """
@@ -299,7 +299,7 @@ _WARM_SPEC: dict[str, Any] = {
 
 @functools.cache
 def warm() -> None:
-    """Start vl-convert's JavaScript engine (~0.9 s, once per process), as a process's first figure would.
+    """Start vl-convert's JavaScript engine (slow, once per process), as a process's first figure would.
 
     For a kernel warmed before its notebook starts (`compaction_lab.run.kernel.warm_code`). Not on a
     background thread of a notebook's own process: vl-convert holds the GIL while its engine starts.
@@ -362,7 +362,7 @@ def _save(chart: alt.TopLevelMixin, stem: str | Path, formats: Iterable[str]) ->
     unknown = [f for f in formats if f not in ("png", "svg", "html")]
     if unknown:
         raise ValueError(f"unknown chart format {unknown[0]!r}; expected png, svg or html")
-    # Validated once (Altair validates against the whole Vega-Lite schema at every to_dict: ~0.1 s a chart).
+    # Validated once (Altair validates against the whole Vega-Lite schema at every to_dict, at a cost per chart).
     with alt.data_transformers.disable_max_rows():  # as Altair's own save: a large table is still drawn
         # A chart drawn by a registered figure holds only `vega_safe` strings; any other is made safe here.
         spec = _written(chart.to_dict(context={"pre_transform": False}), _NON_VEGA)

@@ -1,6 +1,6 @@
 """One kernel for a run's whole chain, started early and warmed: each notebook runs in it from a clean namespace.
 
-A fresh kernel per notebook cost each of them a kernel start, ~1 s of imports (pandas, Altair, the
+A fresh kernel per notebook cost each of them a kernel start, the imports (pandas, Altair, the
 library) and vl-convert's JavaScript engine warming up before its first figure: on the smoke profile
 that fixed cost was most of the run. Here the chain's notebooks reuse the kernels of the run
 (`ChainKernel`); before each later notebook the namespace is emptied (`compaction_lab.run.execution`),
@@ -140,7 +140,7 @@ class ChainKernel:
         """End the kernel at once, with its process group, and forget it.
 
         When the chain ends its notebooks are saved and the kernel holds nothing of the run's: a
-        polite shutdown only made the run wait ~1 s for the kernel's own exit. When a signal stops
+        polite shutdown only made the run wait for the kernel's own exit. When a signal stops
         the run, nbclient's handler is shutting the same kernel down already and the manager may
         refuse a second shutdown: the process is then killed directly, so no kernel outlives its run.
         """
@@ -179,7 +179,7 @@ def connected(km: Any, timeout: float) -> Any:
 
     What jupyter_client's ``wait_for_ready`` ensures, without its wait: that one asks for the kernel's
     info and then waits until the output channel has been quiet for 0.2 s, which every notebook after the
-    first in a kernel paid (~0.2 s each, most of the gap between two notebooks). Here the client asks for
+    first in a kernel paid (most of the gap between two notebooks). Here the client asks for
     the kernel's info until the output channel carries the kernel's "idle" after one of those requests
     (its subscription reaches the kernel a moment after it connects: what the kernel published before is
     not seen) and the reply has come; a kernel whose process ended raises at once, one silent for
@@ -257,7 +257,7 @@ def warm_code(sources: Iterable[Path], encoding: str | None = None) -> str:
     statements: list[str] = []
     for source in sources:
         # The notebook's JSON as it is (nbformat 4: a cell's source a string or a list of lines); nbformat
-        # itself is not imported here (~0.3 s), so `launched` starts the kernels sooner.
+        # itself is not imported here (slow to import), so `launched` starts the kernels sooner.
         for cell in json.loads(Path(source).read_text(encoding="utf-8")).get("cells", []):
             if cell.get("cell_type") != "code":
                 continue
@@ -269,14 +269,14 @@ def warm_code(sources: Iterable[Path], encoding: str | None = None) -> str:
             for node in tree.body:
                 if isinstance(node, ast.Import | ast.ImportFrom) and ast.unparse(node) not in statements:
                     statements.append(ast.unparse(node))
-    # scipy.special (~0.5 s) the exam's intervals import on first use, not at the notebooks' imports.
+    # scipy.special (slow to import) the exam's intervals import on first use, not at the notebooks' imports.
     statements.append("__import__('compaction_lab.exam.intervals', fromlist=['scipy_special']).scipy_special()")
     lines = [f"try:\n    {s}\nexcept Exception:\n    pass" for s in statements]
     lines.append("__import__('compaction_lab.report.theme', fromlist=['warm']).warm()")
     if encoding is not None:
         lines.append(f"__import__('compaction_lab.core.tokens', fromlist=['get_encoding']).get_encoding({encoding!r})")
     # What the imports made lives as long as the kernel: frozen out of the collector's sight, so the full
-    # collection of every reset before a notebook (IPython's, ~0.1 s over them) and of its cells skips it.
+    # collection of every reset before a notebook (IPython's) and of its cells skips it.
     lines.append("__import__('gc').collect()\n__import__('gc').freeze()")
     return "\n".join(lines)
 
@@ -334,7 +334,7 @@ def launched(count: int, notebooks: Iterable[Path]) -> Iterator[Launch]:
     """Start `count` kernels now, in the current folder, each importing what `notebooks` import (`warm_code`).
 
     For ``compaction-lab run``: the kernels start and load their imports while the runner imports its
-    own modules and checks the profile (~2 s of a small run). The run that takes them (`run_profile`'s
+    own modules and checks the profile (a good part of a small run). The run that takes them (`run_profile`'s
     `launch`) moves each into its folder (`adopt_code`) before a notebook runs there. When the block ends
     every kernel is shut down, whether a run took it or not (a bad profile, a sweep, a signal).
     """
