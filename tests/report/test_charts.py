@@ -155,7 +155,7 @@ def test_fig7_and_fig8_specs_and_png(tmp_path):
     assert charts.title_of("fig7_projection_anatomy") in json.dumps(fig7.to_dict(), ensure_ascii=False)
     triggers = trigger.trigger_table([16_000, 128_000, 1_000_000], [8_000, 32_000])
     budgets = anatomy.budgets_table(ctx, sessions[0])
-    fig8 = charts.fig8_trigger_and_budgets(triggers, budgets)
+    fig8 = charts.fig8_trigger_budgets(triggers, budgets)
     spec = fig8.to_dict()
     assert len(spec["vconcat"]) == 2
     for name, fig in (("f7", fig7), ("f8", fig8)):
@@ -180,7 +180,7 @@ def _recall_frame(reader_label):
     )
 
 
-@pytest.mark.parametrize("make", [charts.fig3_retained_tokens, charts.fig4_size_vs_recall])
+@pytest.mark.parametrize("make", [charts.fig3_recall_tokens, charts.fig4_size_recall])
 def test_recall_figures_name_who_answered(make):
     for who in ("model reader: m1", "verbatim reader (retention ceiling)"):
         spec = make(_recall_frame(who)).to_dict()
@@ -221,9 +221,9 @@ def _empty_exam_tables():
     "build",
     [
         lambda a, r, s, c: charts.fig1_retained(a),
-        lambda a, r, s, c: charts.fig3_retained_tokens(r),
-        lambda a, r, s, c: charts.fig4_size_vs_recall(r),
-        lambda a, r, s, c: charts.pointer_mix_sensitivity(s),
+        lambda a, r, s, c: charts.fig3_recall_tokens(r),
+        lambda a, r, s, c: charts.fig4_size_recall(r),
+        lambda a, r, s, c: charts.sensitivity_mix(s),
         lambda a, r, s, c: charts.fig6_cost_per_point(c),
         lambda a, r, s, c: charts.fig3_complete(r, c),
     ],
@@ -277,11 +277,12 @@ def test_every_figure_is_one_hop_from_the_registry():
     ]  # fmt: skip
     assert [f.seed for f in run if f.seed] == [2, 7, 8, 1, 3, 4, 3, 5, 6, 9]  # the seed report's figures they redraw
     assert not any(f.title.startswith("Figure") for f in run)  # the page numbers them
+    assert [f.stem for f in (*run, *sweep)] == [f.draw.__name__ for f in (*run, *sweep)]  # one name per figure
     for f in run:
         assert figures.figure(f.stem) == f and f.notebook in chain.names()
         assert (paths.NOTEBOOKS_DIR / f"{f.notebook}.ipynb").exists()
         assert getattr(charts, f.draw.__name__) is f.draw  # the notebooks' one import still names it
-    empty = charts.fig4_size_vs_recall(pd.DataFrame(columns=["strategy_label", "n", "recall"]))
+    empty = charts.fig4_size_recall(pd.DataFrame(columns=["strategy_label", "n", "recall"]))
     assert empty.to_dict()["title"]["text"] == charts.title_of("fig4_size_recall")
     with pytest.raises(UnknownName, match="unknown figure 'fig99'; known: fig_decision, fig1_retained, "):
         charts.figure("fig99")

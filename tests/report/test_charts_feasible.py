@@ -102,7 +102,7 @@ def test_fig1_over_window_arm_is_labelled_drawn_apart_and_last_despite_the_highe
 @pytest.mark.parametrize(
     "make",
     [
-        charts.fig3_retained_tokens,
+        charts.fig3_recall_tokens,
         lambda r: charts.fig3_complete(r, pd.DataFrame(columns=["strategy_label", "cost_per_point", "currency"])),
     ],
     ids=["fig3", "fig3_complete"],
@@ -138,7 +138,7 @@ def test_fig3_complete_money_panel_takes_the_flag_from_recall():
 
 
 def test_fig4_labels_the_over_window_point_and_dashes_its_interval():
-    chart = charts.fig4_size_vs_recall(recall_frame())
+    chart = charts.fig4_size_recall(recall_frame())
     spec = chart.to_dict()
     rule, pts, *labels = spec["layer"]
     texts = [layer for layer in labels if layer["mark"]["type"] == "text"]  # and a leader to a moved label
@@ -155,7 +155,7 @@ def test_fig4_labels_the_over_window_point_and_dashes_its_interval():
 def test_recall_figures_state_the_units_and_method_of_their_intervals():
     recall = recall_frame()
     method = recall["ci_method"].iloc[0]
-    for chart in (charts.fig3_retained_tokens(recall), charts.fig4_size_vs_recall(recall)):
+    for chart in (charts.fig3_recall_tokens(recall), charts.fig4_size_recall(recall)):
         sub = chart.to_dict()["title"]["subtitle"]
         assert f"n = 4 questions from 4 records of 2 sessions; 95% interval: {method}" in sub
 
@@ -165,7 +165,7 @@ def test_units_note_without_records_and_with_one_dominant_session():
     answers.loc[answers["question_id"] == "q1", "session_id"] = "s0"  # s0 now gives 3 of the 4 questions
     recall = stats.recall_table(answers, n_boot=50, seed=7, unit="session")
     assert recall["n_records"].isna().all()
-    sub = charts.fig4_size_vs_recall(recall).to_dict()["title"]["subtitle"]
+    sub = charts.fig4_size_recall(recall).to_dict()["title"]["subtitle"]
     assert "n = 4 questions from 2 sessions (one session gives 75% of them); 95% interval: " in sub[1]
 
 
@@ -179,8 +179,8 @@ def test_without_an_arm_over_the_window_nothing_is_marked(drop):
         recall = recall.drop(columns=["over_window", "n_sessions", "n_records", "ci_method"])
     figs = {
         "fig1": charts.fig1_retained(answers),
-        "fig3": charts.fig3_retained_tokens(recall),
-        "fig4": charts.fig4_size_vs_recall(recall),
+        "fig3": charts.fig3_recall_tokens(recall),
+        "fig4": charts.fig4_size_recall(recall),
         "fig3_complete": charts.fig3_complete(recall, pd.DataFrame(columns=["strategy_label", "cost_per_point"])),
     }
     for name, chart in figs.items():
@@ -216,7 +216,7 @@ def test_a_real_closed_run_flags_full_and_the_figures_list_it_last():
     spec1 = charts.fig1_retained(res.answers).to_dict()
     assert spec1["layer"][0]["encoding"]["y"]["sort"][-1] == full_label
     assert "decoys fallen for" not in json.dumps(spec1)  # the verbatim reader cannot fall for a decoy
-    spec3 = charts.fig3_retained_tokens(recall).to_dict()
+    spec3 = charts.fig3_recall_tokens(recall).to_dict()
     retained = spec3["hconcat"][0]
     retained = retained["layer"][0] if "layer" in retained else retained  # split into scope and summary parts
     assert retained["encoding"]["y"]["sort"][-1] == full_label

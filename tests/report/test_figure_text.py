@@ -160,7 +160,7 @@ def test_fig8_draws_each_output_ceiling_with_its_own_shape_and_a_legend_of_them(
     was gone: each ceiling now has its own dash and point shape, and the legend shows the shapes."""
     triggers = trigger.trigger_table([8_000, 32_000, 128_000, 1_000_000], [4_000, 32_000])
     budgets = pd.DataFrame({"part": ["system", "history", "tail"], "budget": [500, 30_000, 8_000], "used": [1, 2, 3]})
-    spec = charts.fig8_trigger_and_budgets(triggers, budgets).to_dict()
+    spec = charts.fig8_trigger_budgets(triggers, budgets).to_dict()
     lines, points = spec["vconcat"][0]["layer"]
     dash, shape = lines["encoding"]["strokeDash"], points["encoding"]["shape"]
     assert dash["field"] == shape["field"] == "ceiling" and dash["title"] == shape["title"] == "output ceiling"

@@ -196,7 +196,7 @@ def test_fig1_without_found_in_draws_as_before():
 @pytest.mark.parametrize(
     "make",
     [
-        charts.fig3_retained_tokens,
+        charts.fig3_recall_tokens,
         lambda r: charts.fig3_complete(r, pd.DataFrame(columns=["strategy_label", "cost_per_point", "currency"])),
     ],
     ids=["fig3", "fig3_complete"],
@@ -229,7 +229,7 @@ def test_fig3_retained_bar_is_scope_solid_and_summary_hatched(make):
 def test_fig3_without_the_split_draws_as_before():
     """Old run folders (no part columns), and answers whose ``found_in`` is empty, draw one solid bar."""
     for table in (recall(found=False), recall(found=False).drop(columns=stats.PART_COLUMNS)):
-        spec = charts.fig3_retained_tokens(table).to_dict()
+        spec = charts.fig3_recall_tokens(table).to_dict()
         assert "layer" not in spec["hconcat"][0] and "gradient" not in json.dumps(spec)
         assert "hatched" not in json.dumps(spec["title"])
 
@@ -239,7 +239,7 @@ def test_fig3_without_the_split_draws_as_before():
 
 def test_fig4_adds_open_scope_points_their_intervals_and_a_hatched_gap():
     table = recall()
-    chart = charts.fig4_size_vs_recall(table)
+    chart = charts.fig4_size_recall(table)
     spec = chart.to_dict()
     layers = spec["layer"]
     gaps = [layer for layer in layers if is_hatched(layer)]
@@ -271,7 +271,7 @@ def test_fig4_adds_open_scope_points_their_intervals_and_a_hatched_gap():
 
 
 def test_fig4_draws_a_right_answer_found_nowhere_grey_above_the_hatched_gap():
-    spec = charts.fig4_size_vs_recall(recall(elsewhere=True)).to_dict()
+    spec = charts.fig4_size_recall(recall(elsewhere=True)).to_dict()
     (grey,) = [layer for layer in spec["layer"] if fill_of(layer) == _common.ELSEWHERE_COLOR]
     assert (grey["encoding"]["y"]["field"], grey["encoding"]["y2"]["field"]) == ("scope_and_summary", "recall")
     rows = {r["arm_label"]: r for r in rows_of(spec, totals_layer(spec))}
@@ -280,7 +280,7 @@ def test_fig4_draws_a_right_answer_found_nowhere_grey_above_the_hatched_gap():
 
 
 def test_fig4_without_the_split_draws_as_before():
-    spec = charts.fig4_size_vs_recall(recall(found=False)).to_dict()
+    spec = charts.fig4_size_recall(recall(found=False)).to_dict()
     drawn = [layer["mark"]["type"] for layer in spec["layer"] if "label_y" not in json.dumps(layer)]
     assert drawn == ["rule", "point"] and "gradient" not in json.dumps(spec)
     assert "scope" not in json.dumps(spec["title"])

@@ -26,7 +26,7 @@ from compaction_lab.privacy.redactor import Redactor
 from compaction_lab.report import figures
 from compaction_lab.report.figures import FigureSpec, figure, run_figures, sweep_figures, title_of
 from compaction_lab.report.figures._common import NO_QUESTIONS, NOT_SENDABLE, NOT_SENDABLE_NOTE, no_data
-from compaction_lab.report.figures.anatomy import SEGMENT_COLORS, fig7_projection_anatomy, fig8_trigger_and_budgets
+from compaction_lab.report.figures.anatomy import SEGMENT_COLORS, fig7_projection_anatomy, fig8_trigger_budgets
 from compaction_lab.report.figures.composition import fig2_composition
 from compaction_lab.report.figures.continuation import fig10_continuation, fig11_rediscovery
 from compaction_lab.report.figures.cost import fig3_complete, fig5_compaction_cost, fig6_cost_per_point
@@ -35,12 +35,12 @@ from compaction_lab.report.figures.exam import (
     NO_RECORDED,
     POOL_NOTE,
     fig1_retained,
-    fig3_retained_tokens,
-    fig4_size_vs_recall,
+    fig3_recall_tokens,
+    fig4_size_recall,
     fig12_readers,
     fig13_consistency,
     fig_recorded,
-    pointer_mix_sensitivity,
+    sensitivity_mix,
 )
 from compaction_lab.report.figures.open_book import OUTCOME_COLORS, fig9_open_book
 from compaction_lab.report.figures.sweep import (
@@ -131,12 +131,12 @@ __all__ = [
     "fig1_retained",
     "fig2_composition",
     "fig3_complete",
-    "fig3_retained_tokens",
-    "fig4_size_vs_recall",
+    "fig3_recall_tokens",
+    "fig4_size_recall",
     "fig5_compaction_cost",
     "fig6_cost_per_point",
     "fig7_projection_anatomy",
-    "fig8_trigger_and_budgets",
+    "fig8_trigger_budgets",
     "fig9_open_book",
     "fig10_continuation",
     "fig11_rediscovery",
@@ -151,7 +151,7 @@ __all__ = [
     "figure",
     "no_data",
     "page_safe",
-    "pointer_mix_sensitivity",
+    "sensitivity_mix",
     "run_figures",
     "save_chart",
     "script_safe",

@@ -81,7 +81,7 @@ _SHAPES: list[str] = ["circle", "square", "triangle-up", "diamond", "cross"]
     seed=8,
     notebook="02_projection_anatomy",
 )
-def fig8_trigger_and_budgets(triggers: pd.DataFrame, budgets: pd.DataFrame, *, width: int = 520) -> alt.VConcatChart:
+def fig8_trigger_budgets(triggers: pd.DataFrame, budgets: pd.DataFrame, *, width: int = 520) -> alt.VConcatChart:
     """Figure 8: top, each strategy's trigger across windows and output ceilings; bottom, FutureOS budgets.
 
     A strategy is a colour; an output ceiling is a line's dash and its points' shape, named in the legend

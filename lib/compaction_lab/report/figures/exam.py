@@ -209,7 +209,7 @@ def _stacked(right: pd.DataFrame) -> pd.DataFrame:
     seed=3,
     notebook="03_closed_book_exam",
 )
-def fig3_retained_tokens(recall: pd.DataFrame, *, width: int = 260) -> alt.HConcatChart | alt.Chart:
+def fig3_recall_tokens(recall: pd.DataFrame, *, width: int = 260) -> alt.HConcatChart | alt.Chart:
     """Figure 3 (recall part): retained questions and projection tokens per strategy, side by side.
 
     The money part (cost per point of recall) joins when the cost model runs (`fig3_complete`). An arm
@@ -248,7 +248,7 @@ def fig3_retained_tokens(recall: pd.DataFrame, *, width: int = 260) -> alt.HConc
     seed=4,
     notebook="03_closed_book_exam",
 )
-def fig4_size_vs_recall(recall: pd.DataFrame, *, width: int = 480, height: int = 300) -> alt.LayerChart | alt.Chart:
+def fig4_size_recall(recall: pd.DataFrame, *, width: int = 480, height: int = 300) -> alt.LayerChart | alt.Chart:
     """Figure 4: projection size (log x) against recall, one point per strategy, with 95% intervals.
 
     An arm over the window is drawn faded with a dashed outline and a dashed interval, labelled
@@ -433,7 +433,7 @@ def _scope_note(data: pd.DataFrame) -> str:
     title="sensitivity to the question mix",
     notebook="03_closed_book_exam",
 )
-def pointer_mix_sensitivity(sens: pd.DataFrame, *, width: int = 480) -> alt.Chart:
+def sensitivity_mix(sens: pd.DataFrame, *, width: int = 480) -> alt.Chart:
     """How recall and the ranking move as the pointer mix slides from all-tool to all-assistant.
 
     Parameters
