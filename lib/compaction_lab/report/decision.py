@@ -27,9 +27,10 @@ from typing import Any
 
 import pandas as pd
 
-from compaction_lab.core import bounded_json, runfolder
+from compaction_lab.core import runfolder
 from compaction_lab.exam import found, power
 from compaction_lab.report import share
+from compaction_lab.report.figures.decision import PANELS
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,8 @@ class Measure:
         return f"{self.prefix}n"
 
 
-#: How the two exams are named in sentences and on the chart.
-CLOSED, NEEDED_NEXT = "closed book", "needed-next"
+#: How the two exams are named in sentences, as the chart names its panels.
+CLOSED, NEEDED_NEXT = PANELS["closed"], PANELS["needed_next"]
 
 
 def measures(mode: str) -> tuple[Measure, ...]:
@@ -155,14 +156,6 @@ class Decision:
         return "\n".join(parts)
 
 
-def _run_parameters(run_dir: Path) -> Mapping[str, Any]:
-    path = run_dir / runfolder.RUN_JSON
-    if not path.exists():
-        return {}
-    info = bounded_json.load_file(path)
-    return info.get("parameters") or {} if isinstance(info, Mapping) else {}
-
-
 def _costs(run_dir: Path, headline: pd.DataFrame) -> pd.DataFrame:
     """One compaction + T turns per arm, under the headline's price table and cache rule (empty: not priced)."""
     cost = runfolder.maybe_table(run_dir, "cost")
@@ -172,10 +165,6 @@ def _costs(run_dir: Path, headline: pd.DataFrame) -> pd.DataFrame:
     sims = headline["simulator"].dropna()
     view = share.cost_view(cost, str(tables.iloc[0]), str(sims.iloc[0]) if len(sims) else None)
     return view[["strategy", "total_cost", "turns"]].rename(columns={"total_cost": "cost"})
-
-
-def _pct(v: float) -> str:
-    return f"{v:.0%}"
 
 
 def _of(r: Mapping[str, Any], m: Measure) -> str:
@@ -215,10 +204,6 @@ def separated(a: Mapping[str, Any], b: Mapping[str, Any], key: str) -> int:
     return 0
 
 
-def _money(v: float, currency: str) -> str:
-    return f"{v:,.4f} {currency}" if v < 1 else f"{v:,.2f} {currency}"
-
-
 def _pair_sentence(a: Mapping[str, Any], b: Mapping[str, Any], ms: tuple[Measure, ...], currency: str) -> str:
     """One pair of the Pareto set: the exams its intervals separate it on, those they cannot, the cost gap."""
     name_a, name_b = str(a["strategy"]), str(b["strategy"])
@@ -240,7 +225,7 @@ def _pair_sentence(a: Mapping[str, Any], b: Mapping[str, Any], ms: tuple[Measure
         text += f"; the data cannot tell them apart on {'; '.join(tied)}" if tied else ""
     if pd.notna(a["cost"]) and pd.notna(b["cost"]) and a["cost"] != b["cost"]:
         cheap, dear = (a, b) if a["cost"] < b["cost"] else (b, a)
-        text += f". {cheap['strategy']} costs {_money(dear['cost'] - cheap['cost'], currency)} less"
+        text += f". {cheap['strategy']} costs {share.money(dear['cost'] - cheap['cost'], currency)} less"
     return text + "."
 
 
@@ -257,7 +242,7 @@ def _power_lines(
     found_rows = {
         "closed": _answer_rows(runfolder.maybe_table(run_dir, "exam_closed"), headline, "reader_label"),
         "needed_next": _answer_rows(
-            _closed_block(runfolder.maybe_table(run_dir, share.CONTINUATION_TARGETS)),
+            runfolder.maybe_table(run_dir, share.CONTINUATION_TARGETS),
             headline,
             "needed_next_reader_label",
         ),
@@ -312,24 +297,23 @@ def _power_sentence(rows: pd.DataFrame, a: str, b: str, exam: str) -> tuple[floa
     )
 
 
-def _closed_block(table: pd.DataFrame | None) -> pd.DataFrame | None:
-    if table is None or "block" not in table.columns:
-        return table
-    return table[table["block"] == share.CONTINUATION_BLOCK]
-
-
 def _answer_rows(table: pd.DataFrame | None, headline: pd.DataFrame, reader_col: str) -> pd.DataFrame | None:
-    """Select the graded rows of the reader the headline shows (every reader's when it names none)."""
+    """Select the graded rows (the closed book's cuts) of the reader the headline shows.
+
+    None when there are none, or when the headline names a reader the table does not hold (another reader's
+    answers would say nothing of its recall).
+    """
     if table is None or table.empty or "correct" not in table.columns:
         return None
+    table = share.closed_block(table)
     if "found_in" not in table.columns:
         table = table.assign(found_in="verbatim")
     if "decoy" in table.columns:  # a decoy is asked to catch guessing; recall counts the real questions only
         table = table[~table["decoy"].astype("boolean").fillna(False).astype(bool)]
     readers = headline[reader_col].dropna().astype(str) if reader_col in headline else pd.Series(dtype=str)
-    if len(readers) and "reader_label" in table.columns and (table["reader_label"] == readers.iloc[0]).any():
+    if len(readers) and "reader_label" in table.columns:
         table = table[table["reader_label"] == readers.iloc[0]]
-    return table
+    return table if len(table) else None
 
 
 def _change_lines(h: pd.DataFrame, params: Mapping[str, Any], mode: str, left: list[str]) -> list[str]:
@@ -378,7 +362,7 @@ def decide(run_dir: str | Path, headline: pd.DataFrame | None = None) -> Decisio
     if headline.empty:
         return Decision("", "recall", "", None, pd.DataFrame(), share.NO_HEADLINE, (), (), (), "")
     h = headline.copy()
-    params = _run_parameters(run_dir)
+    params = share.run_parameters(run_dir)
     ranked = share.ranked(h)
     weighed = h[ranked]
     mode = share.ranking_mode(weighed)
@@ -426,7 +410,7 @@ def decide(run_dir: str | Path, headline: pd.DataFrame | None = None) -> Decisio
             + " and ".join(m.name for m in ms)
             + (
                 f"; on recall the data cannot choose, on cost the cheapest is {cheap['strategy']} "
-                f"({_money(cheap['cost'], currency)})."
+                f"({share.money(cheap['cost'], currency)})."
                 if cheap is not None
                 else "."
             )
@@ -440,8 +424,7 @@ def decide(run_dir: str | Path, headline: pd.DataFrame | None = None) -> Decisio
             "on every exam for no more money."
         )
         pairs = [_pair_sentence(a, b, ms, currency) for (_, a), (_, b) in combinations(front.iterrows(), 2)]
-    changes = [*_power_lines(run_dir, arms, ms, h), *_change_lines(h, params, mode, left)] if len(arms) > 1 else []
-    changes = changes or _change_lines(h, params, mode, left)
+    changes = [*(_power_lines(run_dir, arms, ms, h) if len(arms) > 1 else []), *_change_lines(h, params, mode, left)]
     return Decision(
         setting=setting,
         recall=which,
@@ -471,7 +454,7 @@ def _setting(params: Mapping[str, Any], h: pd.DataFrame, turns: int | None, pric
             f"cost = one compaction + {turns} turns"
         )
     else:
-        bits.append("not priced (notebook 04 did not run)")
+        bits.append("not priced (no cost of one compaction + T turns for every arm weighed: notebook 04's table)")
     return (
         "For "
         + ", ".join(bits)

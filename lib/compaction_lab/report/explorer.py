@@ -19,6 +19,21 @@ from compaction_lab.report import charts
 from compaction_lab.strategies import anatomy
 from compaction_lab.strategies.base import CompactionContext
 
+#: The budgets the sliders start at (the widget compacts once with them as it opens: `doctor` counts it).
+START: dict[str, int] = {"tail_tokens": 8_192, "history_target": 32_768, "evidence_tokens": 2_048}
+#: The window and output-ceiling sliders' ranges: a context's W and O start there, held to them.
+WINDOW_RANGE, CEILING_RANGE = (8_000, 1_000_000), (1_000, 64_000)
+
+
+def start_context(ctx: CompactionContext) -> CompactionContext:
+    """Return the context the widget opens with: `ctx`'s W and O held to the sliders' ranges, the `START` budgets."""
+    return dataclasses.replace(
+        ctx,
+        window=min(max(int(ctx.window), WINDOW_RANGE[0]), WINDOW_RANGE[1]),
+        output_ceiling=min(max(int(ctx.output_ceiling), CEILING_RANGE[0]), CEILING_RANGE[1]),
+        params={**dict(ctx.params), **START},
+    )
+
 
 class ProjectionExplorer:
     """Interactive projection anatomy over a fixed set of sessions.
@@ -96,13 +111,23 @@ class ProjectionExplorer:
         self._controls = {
             "session_id": w.Dropdown(options=list(self.sessions), value=first, description="chain"),
             "strategy": w.Dropdown(options=self.names, value=self.names[0], description="strategy"),
-            "window": w.IntSlider(value=self.ctx.window, min=8_000, max=1_000_000, step=8_000, description="window W"),
-            "output_ceiling": w.IntSlider(
-                value=self.ctx.output_ceiling, min=1_000, max=64_000, step=1_000, description="output O"
+            "window": w.IntSlider(
+                value=self.ctx.window, min=WINDOW_RANGE[0], max=WINDOW_RANGE[1], step=8_000, description="window W"
             ),
-            "tail_tokens": w.IntSlider(value=8_192, min=0, max=32_768, step=512, description="tail"),
-            "history_target": w.IntSlider(value=32_768, min=0, max=131_072, step=1_024, description="history"),
-            "evidence_tokens": w.IntSlider(value=2_048, min=0, max=8_192, step=256, description="evidence"),
+            "output_ceiling": w.IntSlider(
+                value=self.ctx.output_ceiling,
+                min=CEILING_RANGE[0],
+                max=CEILING_RANGE[1],
+                step=1_000,
+                description="output O",
+            ),
+            "tail_tokens": w.IntSlider(value=START["tail_tokens"], min=0, max=32_768, step=512, description="tail"),
+            "history_target": w.IntSlider(
+                value=START["history_target"], min=0, max=131_072, step=1_024, description="history"
+            ),
+            "evidence_tokens": w.IntSlider(
+                value=START["evidence_tokens"], min=0, max=8_192, step=256, description="evidence"
+            ),
         }
         self._out = w.Output()
         # Stable CSS classes (cl-explorer, cl-explorer-<control>, cl-explorer-output) for the browser test.

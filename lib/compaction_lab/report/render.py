@@ -106,11 +106,7 @@ def build_index(
         ],
         figures=[share.figure_html(f, number=n) for n, f in shown if share.measured_figure(f)],
         # Figures that measured nothing in this run: one collapsed line, each still there with its reason.
-        unmeasured=[
-            (f"Figure {n} — {f.title}", share.figure_html(f, number=n))
-            for n, f in shown
-            if not share.measured_figure(f)
-        ],
+        unmeasured=[(f.numbered(n), share.figure_html(f, number=n)) for n, f in shown if not share.measured_figure(f)],
         facts=share.run_facts(run_dir).to_html(index=False),
     )
     out = run_dir / runfolder.REPORT_HTML

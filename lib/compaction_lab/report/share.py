@@ -8,6 +8,7 @@ piece whose notebook did not run is left out rather than invented.
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import re
@@ -202,6 +203,10 @@ class Figure:
     svg: Path | None
     html: Path | None
 
+    def numbered(self, number: int | None) -> str:
+        """Its caption as a page shows it: ``Figure <number> — <title>`` (the title alone without a number)."""
+        return f"Figure {number} — {self.title}" if number is not None else self.title
+
 
 def cost_view(cost: pd.DataFrame, price_table: str | None = None, simulator: str | None = None) -> pd.DataFrame:
     """Select the cost rows of one price table under one cache rule.
@@ -315,6 +320,11 @@ def _session_counts(run_dir: Path) -> tuple[int | None, int | None]:
     return len(sessions), idle
 
 
+def closed_block(table: pd.DataFrame) -> pd.DataFrame:
+    """Select the rows of a continuation table (``continuation_recall``, ``_targets``) at the closed book's cuts."""
+    return table[table["block"] == CONTINUATION_BLOCK] if "block" in table.columns else table
+
+
 def needed_next(run_dir: Path) -> pd.DataFrame:
     """Per strategy: the continuation exam's needed-next recall, as the headline's ``needed_next_*`` columns.
 
@@ -329,9 +339,7 @@ def needed_next(run_dir: Path) -> pd.DataFrame:
     table = runfolder.maybe_table(Path(run_dir), CONTINUATION_RECALL)
     if table is None or table.empty:
         return pd.DataFrame(columns=cols)
-    if "block" in table.columns:
-        table = table[table["block"] == CONTINUATION_BLOCK]
-    table = table.drop_duplicates("strategy").copy()
+    table = closed_block(table).drop_duplicates("strategy").copy()
     for col in _PART_SOURCE:  # a table saved before issue 47: the split is not measured
         if col not in table.columns:
             table[col] = float("nan")
@@ -482,7 +490,8 @@ def headline_html(headline: pd.DataFrame) -> str:
     return table + ('<p class="terms">' + " · ".join(terms) + "</p>" if terms else "")
 
 
-def _money(v: Any, currency: str) -> str:
+def money(v: Any, currency: str) -> str:
+    """Show an amount as ``0.0123 CNY`` (four decimals; "n/a" where not priced)."""
     return f"{v:.4f} {currency}" if v is not None and pd.notna(v) else "n/a"
 
 
@@ -783,18 +792,18 @@ def _money_lines(h: pd.DataFrame, stand_in: bool = False) -> list[str]:
         lines.append(f"Free to compact (no model request): {', '.join(free)}.")
     if not paid.empty:
         p = paid.iloc[0]
-        cost = _money(p["compaction_cost_cached"], cur)
+        cost = money(p["compaction_cost_cached"], cur)
         same = paid[paid["compaction_cost_cached"].round(4) == round(float(p["compaction_cost_cached"]), 4)]
         who = ", ".join(same["strategy_label"].astype(str)) + (" (the same)" if len(same) > 1 else "")
         lines.append(
             f"Cheapest compaction that calls a model, cache-served ({where}): {who}, {cost}"
-            + (f" (cold {_money(p['compaction_cost_cold'], cur)})." if len(same) == 1 else ".")
+            + (f" (cold {money(p['compaction_cost_cold'], cur)})." if len(same) == 1 else ".")
         )
     per = _per_point_bounds(h.dropna(subset=["cost_per_point"])).sort_values("cost_per_point")
     what = "Lowest cost of one compaction + T turns per point of recall" + (PER_POINT_STAND_IN if stand_in else "")
     if len(per) == 1:
         lines.append(
-            f"{what}: only {per.iloc[0]['strategy_label']} is priced, {_money(per.iloc[0]['cost_per_point'], cur)}."
+            f"{what}: only {per.iloc[0]['strategy_label']} is priced, {money(per.iloc[0]['cost_per_point'], cur)}."
         )
     elif len(per) > 1:
         lines.append(
@@ -802,7 +811,7 @@ def _money_lines(h: pd.DataFrame, stand_in: bool = False) -> list[str]:
                 per,
                 ("cpp_low", "cpp_high", False),
                 (what, what),
-                lambda r: _money(r["cost_per_point"], cur),
+                lambda r: money(r["cost_per_point"], cur),
                 "the interval its recall gives it lies below every other arm's.",
             )
         )
@@ -967,12 +976,16 @@ CONTINUATION_TARGETS = "continuation_targets"
 RANKINGS = "Closed-book and continuation rankings"
 
 
+def run_parameters(run_dir: Path) -> Mapping[str, Any]:
+    """Return the chain-wide parameters ``run.json`` records ({} for a folder without one, opened by hand)."""
+    path = Path(run_dir) / runfolder.RUN_JSON
+    info = bounded_json.load_file(path) if path.is_file() else {}
+    return (info.get("parameters") or {}) if isinstance(info, Mapping) else {}
+
+
 def _stats_parameters(run_dir: Path) -> tuple[int, int]:
     """Return the run's bootstrap resamples and seed (``n_boot``, ``stats_seed`` in ``run.json``; else 2000, 7)."""
-    path = Path(run_dir) / runfolder.RUN_JSON
-    params: Mapping[str, Any] = {}
-    if path.is_file():
-        params = bounded_json.load_file(path).get("parameters") or {}
+    params = run_parameters(run_dir)
     return int(params.get("n_boot", 2000)), int(params.get("stats_seed", 7))
 
 
@@ -1465,10 +1478,19 @@ NOT_MEASURED_SVG = ">not measured</text>"
 
 
 def measured_figure(fig: Figure) -> bool:
-    """Tell whether a figure drew something: False for the chart that says why nothing was measured (`no_data`)."""
+    """Tell whether a figure drew something: False for the chart that says why nothing was measured (`no_data`).
+
+    Read once per file version (path, size, mtime): a page orders, then lists, each figure by it.
+    """
     if fig.svg is None:
         return True
-    return NOT_MEASURED_SVG not in fig.svg.read_text(encoding="utf-8", errors="replace")
+    st = fig.svg.stat()
+    return _svg_measured(str(fig.svg), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=256)
+def _svg_measured(path: str, size: int, mtime_ns: int) -> bool:
+    return NOT_MEASURED_SVG not in Path(path).read_text(encoding="utf-8", errors="replace")
 
 
 def _inline_svg(path: Path) -> str:
@@ -1499,8 +1521,7 @@ def figure_html(fig: Figure, links: bool = True, number: int | None = None) -> s
     link = " · ".join(
         f'<a href="{_href(f"{runfolder.FIGURES}/{p.name}")}">{html.escape(p.suffix[1:].upper())}</a>' for p in files
     )
-    title = f"Figure {number} — {fig.title}" if number is not None else fig.title
-    cap = html.escape(title) + (f" <small>({link})</small>" if links and link else "")
+    cap = html.escape(fig.numbered(number)) + (f" <small>({link})</small>" if links and link else "")
     return f'<figure class="cl-figure" id="{html.escape(fig.stem)}">{body}<figcaption>{cap}</figcaption></figure>'
 
 

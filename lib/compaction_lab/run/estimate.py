@@ -45,12 +45,6 @@ from compaction_lab.run.plan import CONTINUATION_PURPOSE, OPEN_BOOK_PURPOSE, Pla
 #: Purpose of a closed-book answer (`compaction_lab.exam.model_reader`).
 CLOSED_PURPOSE = "exam:closed"
 
-#: The strategy parameters notebook 02's explorer widget starts from (`report.explorer.ProjectionExplorer.widget`,
-#: its sliders' values; W and O start at the context's, held to the sliders' ranges): the widget compacts once
-#: as it opens, a summary the run pays for. Copied, not imported: the report stage is above this one's needs.
-EXPLORER_START = {"tail_tokens": 8_192, "history_target": 32_768, "evidence_tokens": 2_048}
-
-
 # --------------------------------------------------------------------------- counting
 
 
@@ -325,6 +319,7 @@ def _count_chain(
     from compaction_lab.exam.reading import question_message
     from compaction_lab.ingest import sources, synthetic
     from compaction_lab.privacy import redactor as redaction
+    from compaction_lab.report import explorer
     from compaction_lab.strategies import anatomy
     from compaction_lab.strategies import names as all_arms
     from compaction_lab.strategies.base import CompactionContext
@@ -383,13 +378,7 @@ def _count_chain(
                 # The notebook's explorer widget draws once as it opens: the first session at its end, the
                 # first registered arm, its sliders' starting values (W and O held to the sliders' ranges).
                 first = anatomy.cases_at_end(saved[:1])[0]
-                start = dict(EXPLORER_START)
-                explorer = dataclasses.replace(
-                    context(eff, start),
-                    window=min(max(int(eff["window"]), 8_000), 1_000_000),
-                    output_ceiling=min(max(int(eff["output_ceiling"]), 1_000), 64_000),
-                )
-                project(first.session, all_arms()[0], first.cut, explorer)
+                project(first.session, all_arms()[0], first.cut, explorer.start_context(context(eff)))
         elif nb == "03_closed_book_exam":
             closed_params = exam.get("closed").params(eff)
             rc = exam.get("closed").cases(out, closed_params)

@@ -1,14 +1,16 @@
 """Every figure of the suite, registered where it is drawn, and `draw`: name a figure once, get it drawn and saved.
 
 One module per notebook holds that notebook's figures (``composition``: 01, ``anatomy``: 02, ``exam``: 03,
-``cost``: 04, ``open_book``: 05; ``sweep``: the sweep page's, drawn by no notebook). Each figure function
+``cost``: 04, ``open_book``: 05, ``decision``: 06, ``continuation``: 07; ``sweep``: the sweep page's,
+drawn by no notebook). Each figure function
 takes tidy DataFrames (the run folder's tables) and returns an Altair chart; nothing here reads files or
 computes results. Each registers itself with `register`: its file stem in a run folder's ``figures/``, its
 place among its notebook's figures, its title, the notebook that draws it and, where it redraws one, the
 seed report's figure number. The report shows them in `run_figures` order: the lead figure (the
 decision, drawn by notebook 06) first, then notebook by notebook in chain order; it numbers them by
 their place on its page (a chart's own title carries no number, so a run that measured fewer figures
-still counts 1, 2, 3 down the page). A stem is a stable file name, not a number to cite. Adding a figure touches its own module and nothing else: the report lists it
+still counts 1, 2, 3 down the page). A stem is a stable file name, not a number to cite. Adding a
+figure touches its own module and nothing else: the report lists it
 (`run_figures`), the chain knows which notebook draws it (`compaction_lab.run.chain`), and the notebook
 names it once::
 
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,10 +37,6 @@ from compaction_lab.report import theme
 FIGURES: Registry[Callable[..., Any]] = Registry("figure", packages=("compaction_lab.report.figures",))
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-#: A title registered with its number ("Figure 3 — …"): the number is dropped, the page numbers figures.
-_NUMBERED = re.compile(r"^Figure \d+ — ")
 
 
 def register(
@@ -79,7 +76,7 @@ def register(
             return fn(*theme.vega_safe(args), **theme.vega_safe(kw))
 
         drawn = cast(F, safe)
-        FIGURES.add(stem, drawn, rank=rank, title=_NUMBERED.sub("", title), notebook=notebook, seed=seed, lead=lead)
+        FIGURES.add(stem, drawn, rank=rank, title=title, notebook=notebook, seed=seed, lead=lead)
         return drawn
 
     return decorate
@@ -112,10 +109,9 @@ class FigureSpec:
     seed: int | None = None
     lead: bool = False
 
-    def caption(self, number: int | None = None) -> str:
-        """Its caption: ``Figure <number> — <title>``, and the seed report's figure it redraws."""
-        head = f"Figure {number} — {self.title}" if number is not None else self.title
-        return head + (f" (the seed report's figure {self.seed})" if self.seed else "")
+    def caption(self) -> str:
+        """Its caption before the page numbers it: the title, and the seed report's figure it redraws."""
+        return self.title + (f" (the seed report's figure {self.seed})" if self.seed else "")
 
 
 def _reading_order(entry: Entry[Callable[..., Any]]) -> tuple[bool, str, int, str]:

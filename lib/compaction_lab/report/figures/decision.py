@@ -12,7 +12,8 @@ from compaction_lab.report.figures import register, title_of
 from compaction_lab.report.figures._common import no_data
 from compaction_lab.report.theme import use_theme
 
-#: The decision's measures as the chart names its panels: ``<key>_recall`` column prefix -> panel title.
+#: The decision's measures as the chart names its panels (and `report.decision` its sentences):
+#: ``<key>_recall`` column prefix -> name.
 PANELS = {"closed": "closed book", "needed_next": "needed-next"}
 
 
