@@ -17,7 +17,7 @@ B. ONE Codex session (one ``session_meta``) of ``BENCH_ENGINE_SINGLE_MB`` MB
    fixtures' vocabulary, every line prefixed with a seeded line number;
    a text met before is perturbed again), so the count caches get no free
    hits. One session is one unit; on the engine it is read and counted in
-   pieces by every worker at once (`compaction_lab.tally.plan_pieces`, about
+   pieces by every worker at once (`compaction_lab.tally.tasks.plan_pieces`, about
    `composition.PIECES_PER_WORKER` per worker), and the pieces' tallies are
    stitched back together in order.
 
@@ -34,7 +34,7 @@ percent within minutes, which one round of each, minutes apart, would measure in
    could ever hit.
 2. **tally on the engine, 2 workers**: ``composition.tally(path,
    tokenizer="auto", engine=...)`` on an embedded LocalCluster of two
-   single-threaded worker processes (`compaction_lab.engine.open_engine`).
+   single-threaded worker processes (`compaction_lab.engine.scheduler.open_engine`).
    The cluster is started, and the tokenizer loaded on every worker, before
    the clock starts; both are reported on their own lines. Throughput is
    text-MB/s over the same text bytes as (1). Target: >= 2.0x the raw
@@ -72,7 +72,7 @@ Then, on smaller Codex files generated the same way as A
    alternating). The measured cut-over is where local starts to win,
    interpolated linearly between the two sizes around the sign change of
    (local - sync); the range printed is [largest size sync won, smallest
-   size local won]. Target: `compaction_lab.engine.SYNC_BELOW_BYTES` is
+   size local won]. Target: `compaction_lab.engine.scheduler.SYNC_BELOW_BYTES` is
    within a factor 2 of the measured cut-over (when local wins at every
    size, or at none, only a bound is known and the target is judged against
    that bound).
@@ -323,9 +323,9 @@ def _warm(encoding: str, backend: str) -> str:
 
 def engine_tally(path: Path, workers: int) -> dict:
     """One tally on a fresh LocalCluster of `workers` processes; start-up and warm-up timed apart."""
-    from compaction_lab import composition
     from compaction_lab.core.tokens import DEFAULT_ENCODING, resolve_tokenizer
-    from compaction_lab.engine import open_engine
+    from compaction_lab.engine.scheduler import open_engine
+    from compaction_lab.tally import composition
 
     backend = resolve_tokenizer("auto", DEFAULT_ENCODING)
     t0 = time.perf_counter()
@@ -370,7 +370,7 @@ def engine_tally(path: Path, workers: int) -> dict:
 
 def measure_input(res: Results, label: str, path: Path, gen: dict, compare_sync: bool, repeat: int = 1) -> None:
     """Items 1-6 for one input, rows added to `res` under `label` (1-3 timed `repeat` times, best kept)."""
-    from compaction_lab import composition
+    from compaction_lab.tally import composition
 
     print(f"\n--- input {label}: {gen['bytes'] / MB:.1f} MB, {gen['sessions']} session(s) ---", flush=True)
     # Rounds of the three measurements in turn, the best (least disturbed) of each kept: a shared host's
@@ -506,7 +506,7 @@ def cutover(res: Results, workdir: Path, sizes: list[float], seed: int, repeat: 
     """Item 7: sync vs local CLI wall time on files of `sizes` MB; where local starts to win."""
     from tqdm import tqdm
 
-    from compaction_lab.engine import SYNC_BELOW_BYTES
+    from compaction_lab.engine.scheduler import SYNC_BELOW_BYTES
 
     print(f"\n--- cut-over: compaction-lab tally --scheduler sync | local, files of {sizes} MB ---", flush=True)
     rows = []

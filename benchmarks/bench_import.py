@@ -629,8 +629,8 @@ def child(mode: str, path: str) -> dict:
             pass
         out["seconds"], out["cpu_seconds"] = time.perf_counter() - t0, cpu_seconds() - c0
     elif mode == "tally":
-        from compaction_lab import composition
         from compaction_lab.core.tokens import counter
+        from compaction_lab.tally import composition
 
         counter().count("warm up")  # load the encoding before timing
         base = own_peak_rss_mb()

@@ -10,7 +10,7 @@ import sys
 
 from _common import Results, repo_root, timed
 
-from compaction_lab.exam.probes import ProbeSpec, mine
+from compaction_lab.exam.questions.probes import ProbeSpec, mine
 from compaction_lab.ingest import load_sessions
 
 SESSION = "tests/fixtures/public/pi/before-compaction.jsonl"

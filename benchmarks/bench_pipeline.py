@@ -29,9 +29,9 @@ from pathlib import Path
 
 from _common import Results, host_reference, timed
 
-from compaction_lab import composition
 from compaction_lab.core.tokens import TokenCounter
 from compaction_lab.ingest import synthetic
+from compaction_lab.tally import composition
 
 REPEAT = max(1, int(os.environ.get("BENCH_PIPELINE_REPEAT") or 3))
 #: The repository (its Makefile).

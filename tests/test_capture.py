@@ -1,4 +1,4 @@
-"""Tests of `compaction_lab.capture` and ``compaction-lab capture-shape``."""
+"""Tests of `compaction_lab.verify.requests.capture` and ``compaction-lab capture-shape``."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from compaction_lab import capture, cli
-from compaction_lab.capture import CaptureError
+from compaction_lab import cli
 from compaction_lab.core import paths
 from compaction_lab.core.fingerprints import shape_fingerprint
 from compaction_lab.core.projection import SummaryRequest
 from compaction_lab.core.shapes import CallShape
+from compaction_lab.verify import capture
+from compaction_lab.verify.capture import CaptureError
 from tests.helpers import FIXTURES
 
 CODEX = FIXTURES / "codex"

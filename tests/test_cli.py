@@ -51,8 +51,8 @@ import json  # noqa: E402  (imported below the helpers the CLI tests share)
 import pandas as pd  # noqa: E402  (imported below the helpers the CLI tests share)
 import pytest  # noqa: E402  (imported below the helpers the CLI tests share)
 
-from compaction_lab import composition  # noqa: E402  (imported below the helpers the CLI tests share)
 from compaction_lab.ingest import ImportReport, load_sessions  # noqa: E402  (imported below the helpers the CLI tests share)
+from compaction_lab.tally import composition  # noqa: E402  (imported below the helpers the CLI tests share)
 from tests.helpers import PUBLIC_FIXTURES  # noqa: E402  (imported below the helpers the CLI tests share)
 
 PI = PUBLIC_FIXTURES / "pi" / "large-session.jsonl"
@@ -282,7 +282,7 @@ def test_run_reaches_its_scheduler_before_making_a_run_folder(tmp_path, monkeypa
     """Item 17 of issue 44: ``run --scheduler tcp://127.0.0.1:1`` without a sweep was checked only in notebook
     01 (exit 1, a failed run folder); now exit 2 in one line before anything is written -- the address from
     ``--scheduler``, ``--set scheduler=`` or the environment alike -- and a credential in it is not repeated."""
-    from compaction_lab import engine
+    from compaction_lab.engine import scheduler as engine
 
     monkeypatch.setattr(engine, "CONNECT_TIMEOUT_S", 1.0)
     results = tmp_path / "results"

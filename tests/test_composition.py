@@ -3,9 +3,9 @@ import json
 import pandas as pd
 import pytest
 
-from compaction_lab import composition
 from compaction_lab.core.session import CONTEXT_KINDS
 from compaction_lab.core.tokens import TokenCounter
+from compaction_lab.tally import composition
 from tests.helpers import FIXTURES, PUBLIC_FIXTURES, make_session
 
 

@@ -28,9 +28,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from compaction_lab import cli, composition, engine
+from compaction_lab import cli
+from compaction_lab.engine import scheduler as engine
 from compaction_lab.ingest import ImportReport, load_sessions
 from compaction_lab.run import lifecycle
+from compaction_lab.tally import composition
 from tests.fake_openai_server import FakeOpenAIServer
 from tests.helpers import FIXTURES
 
@@ -634,7 +636,7 @@ def test_an_engine_error_from_any_command_is_one_line_and_exit_2(monkeypatch, ca
             return engine.open_engine(address, announce=False)
 
         # A command that does not catch the engine's error itself (here: `history search`, stood in for).
-        from compaction_lab.cli import sessions as cli_sessions
+        from compaction_lab.cli import history as cli_sessions
 
         monkeypatch.setattr(cli_sessions, "_cmd_history_search", reaches_a_wrong_scheduler)
         assert cli.main(["history", "search", "anything"]) == 2

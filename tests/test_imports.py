@@ -180,11 +180,11 @@ def test_the_checks_catch_what_they_guard_against(tmp_path):
     """Negative controls: a two-module cycle is a cycle; a private name from a public module is flagged."""
     assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
-    assert not _allowed("compaction_lab.exam.probes", "compaction_lab.exam.bank")
+    assert not _allowed("compaction_lab.exam.questions.probes", "compaction_lab.exam.questions.bank")
     assert _allowed("compaction_lab.ingest.synthetic._builder", "compaction_lab.ingest.synthetic._random")
     assert _allowed("compaction_lab.ingest.synthetic", "compaction_lab.ingest.synthetic._generate")
-    assert not _allowed("compaction_lab.exam.bank", "compaction_lab.ingest.synthetic._random")
+    assert not _allowed("compaction_lab.exam.questions.bank", "compaction_lab.ingest.synthetic._random")
     tree = ast.parse("from ..bank import _mix\nfrom . import _private_mod\n")
     nodes = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
-    assert _absolute(nodes[0], "compaction_lab.exam.probes", False) == "compaction_lab.bank"
+    assert _absolute(nodes[0], "compaction_lab.exam.questions.probes", False) == "compaction_lab.bank"
     assert _absolute(nodes[1], "compaction_lab.exam", True) == "compaction_lab.exam"

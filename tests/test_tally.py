@@ -8,11 +8,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from compaction_lab import composition
-from compaction_lab import tally as tally_tasks
 from compaction_lab.ingest import ImportReport, load_sessions
 from compaction_lab.ingest.files import Span
 from compaction_lab.ingest.units import Unit
+from compaction_lab.tally import composition
+from compaction_lab.tally import tasks as tally_tasks
 from tests.helpers import FIXTURES
 
 CODEX = FIXTURES / "codex"

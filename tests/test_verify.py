@@ -1,4 +1,4 @@
-"""Tests of `compaction_lab.verify` and ``compaction-lab verify``: drift in shapes, prompts or request shapes fails."""
+"""Tests of `compaction_lab.verify.requests` and ``compaction-lab verify``: drift in shapes, prompts or request shapes fails."""
 
 from __future__ import annotations
 
@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from compaction_lab import cli, verify
+from compaction_lab import cli
 from compaction_lab.core import paths
 from compaction_lab.core.fingerprints import sha256_json
 from compaction_lab.core.shapes import LOCK_NAME, CallShape
-from compaction_lab.exam import readers, reading
-from compaction_lab.strategies import codex, futureos, opencode
+from compaction_lab.exam import readers
+from compaction_lab.exam.readers import reading
+from compaction_lab.strategies.arms import codex, futureos, opencode
+from compaction_lab.verify import requests as verify
 
 
 @pytest.fixture

@@ -7,15 +7,15 @@ from its own stage or an earlier one (``tests/test_imports.py`` checks it, lazy 
                   the one registry pattern
 ``privacy/``      redaction and secret masking
 ``store/``        SQLite checkpoints and the archive of originals
-``engine``        where heavy work runs (this process or a Dask cluster)
+``engine/``       where heavy work runs (this process or a Dask cluster)
 ``endpoints/``    OpenAI-compatible model endpoints, price tables, usage, the call ledger
 ``ingest/``       agent logs and synthetic chains -> sessions (``sources``: a run's sessions)
-``tally``, ``capture``, ``composition``  token tallies, capturing sessions, what fills the window
+``tally/``        token tallies and what fills the window (the workers' tasks, the composition tables)
 ``summarize/``    summarizers: who writes summaries (none, the extractive stand-in, a model)
-``strategies/``   what each compaction keeps (one module per arm; labels, anatomy tables)
-``exam/``         questions, readers, grading, the exams, statistics
+``strategies/``   what each compaction keeps (``arms/``: one module per strategy; labels, anatomy tables)
+``exam/``         the exams (``exams/``), their questions, readers, statistics and the agents' recorded actions
 ``cost/``         prefix-cache simulators, the cost model
-``verify``        the faithfulness check of the arms' requests
+``verify/``       the faithfulness check of the strategies' requests, and call shapes captured from agents
 ``inspect/``      the exams as Inspect AI tasks, and Inspect's logs read back into a run folder
 ``report/``       figures, the shared report, the run folder's pages (rendering only)
 ``run/``          profiles and parameters, running the chain and sweeps, the dry-run plan, doctor
@@ -36,8 +36,6 @@ STAGES: tuple[str, ...] = (
     "endpoints",
     "ingest",
     "tally",
-    "capture",
-    "composition",
     "summarize",
     "strategies",
     "exam",

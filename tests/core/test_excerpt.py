@@ -9,11 +9,11 @@ import re
 
 import pytest
 
-from compaction_lab import composition
 from compaction_lab.core import excerpt
-from compaction_lab.exam import cases as exam_cases
-from compaction_lab.exam import probes
+from compaction_lab.exam.questions import cases as exam_cases
+from compaction_lab.exam.questions import probes
 from compaction_lab.ingest import sources, synthetic
+from compaction_lab.tally import composition
 from tests.helpers import make_session
 
 CAP = excerpt.RECORD_CAP_CHARS

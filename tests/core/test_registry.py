@@ -103,19 +103,16 @@ def _registers(name: str, rank: int) -> str:
 
 
 _SHARED = (
-    "from compaction_lab.core.registry import Registry\n"
-    "IMPORTS = []\n"
-    "REG = Registry('thing', packages=('{pkg}',), skip=frozenset({'shared', 'helper'}))\n"
+    "from compaction_lab.core.registry import Registry\nIMPORTS = []\nREG = Registry('thing', packages=('{pkg}',))\n"
 )
 
 
-def test_discovery_imports_every_module_of_its_packages_once_except_skipped_and_private(make_package):
+def test_discovery_imports_every_module_of_its_packages_once_except_private(make_package):
     pkg = make_package(
         {
             "shared": _SHARED,
             "first": _registers("first", 2),
             "second": _registers("second", 1),
-            "helper": "raise RuntimeError('a skipped module is not imported')\n",
             "_private": "raise RuntimeError('a private module is not imported')\n",
         }
     )
@@ -125,7 +122,7 @@ def test_discovery_imports_every_module_of_its_packages_once_except_skipped_and_
     assert shared.REG.get("first") == "first"
     shared.REG.names()
     assert sorted(shared.IMPORTS) == ["first", "second"]  # each module imported once
-    assert f"{pkg}.helper" not in sys.modules and f"{pkg}._private" not in sys.modules
+    assert f"{pkg}._private" not in sys.modules
 
 
 def test_add_package_discovers_one_more_package(make_package):

@@ -7,7 +7,9 @@ import math
 import pytest
 
 from compaction_lab.core.text import js_json, js_length, js_slice
-from compaction_lab.strategies import base, gemini_cli, opencode, pi_agent
+from compaction_lab.strategies import base
+from compaction_lab.strategies.arms import gemini_cli, opencode
+from compaction_lab.strategies.arms import pi as pi_agent
 from tests.helpers import make_session
 
 LONE_HIGH, LONE_LOW = "\ud800", "\udfff"

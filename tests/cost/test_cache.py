@@ -22,7 +22,7 @@ from compaction_lab.cost.cache import (
 )
 from compaction_lab.endpoints.prices import load_price_table, price
 from compaction_lab.ingest import synthetic
-from compaction_lab.strategies.codex import request_messages
+from compaction_lab.strategies.arms.codex import request_messages
 
 
 def seq(start: int, n: int) -> list[int]:

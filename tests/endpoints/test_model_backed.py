@@ -13,10 +13,12 @@ from compaction_lab import strategies, summarize
 from compaction_lab.core import paths
 from compaction_lab.endpoints import shared
 from compaction_lab.exam import readers
-from compaction_lab.exam.model_reader import ModelReader, normalise_answer
+from compaction_lab.exam.readers.model import ModelReader, normalise_answer
 from compaction_lab.exam.types import NOT_FOUND, Question
 from compaction_lab.ingest import synthetic
-from compaction_lab.strategies import CompactionContext, gemini_cli, labels, pi_agent
+from compaction_lab.strategies import CompactionContext, labels
+from compaction_lab.strategies.arms import gemini_cli
+from compaction_lab.strategies.arms import pi as pi_agent
 from compaction_lab.summarize.endpoint import TOOL_OUTPUT_PREFIX, wire_body
 from tests.fake_openai_server import FakeOpenAIServer, Scripted, completion
 from tests.helpers import fake_model, make_session
@@ -248,7 +250,7 @@ def test_model_profile_runs_labels_the_model_and_leaks_no_key(server, tmp_path, 
 
 
 def test_closed_book_asks_a_model_reader_concurrently_in_order(tmp_path, monkeypatch):
-    from compaction_lab.exam import closed
+    from compaction_lab.exam.exams import closed
     from compaction_lab.exam.types import Case
 
     monkeypatch.setenv("COMPACTION_LAB_CHECKPOINTS", str(tmp_path / "ck.sqlite"))

@@ -21,7 +21,9 @@ from compaction_lab import strategies
 from compaction_lab.endpoints import shared
 from compaction_lab.endpoints.client import parse_choice
 from compaction_lab.endpoints.ledger import open_ledger
-from compaction_lab.exam import continuation, next_action, readers
+from compaction_lab.exam import readers
+from compaction_lab.exam.actions import next_action
+from compaction_lab.exam.exams import continuation
 from compaction_lab.ingest import synthetic
 from compaction_lab.ingest.sources import Sources
 from compaction_lab.run import plan

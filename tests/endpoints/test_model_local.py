@@ -14,7 +14,9 @@ import pytest
 
 from compaction_lab import cli, strategies, summarize
 from compaction_lab.endpoints.ledger import open_ledger
-from compaction_lab.exam import bank, closed, readers
+from compaction_lab.exam import readers
+from compaction_lab.exam.exams import closed
+from compaction_lab.exam.questions import bank
 from compaction_lab.ingest import synthetic
 from compaction_lab.run import runner
 from compaction_lab.strategies import CompactionContext

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from compaction_lab.core.tokens import counter
-from compaction_lab.exam.bank import (
+from compaction_lab.exam.questions.bank import (
     BankShortfallWarning,
     BankSpec,
     bank_summary,
@@ -23,7 +23,7 @@ from compaction_lab.exam.bank import (
 from compaction_lab.exam.types import POINTERS, bank_from_jsonl, bank_to_jsonl
 from compaction_lab.ingest import synthetic
 from compaction_lab.ingest.synthetic import PlantedFact, SyntheticChain
-from compaction_lab.strategies.futureos import tail_boundaries
+from compaction_lab.strategies.arms.futureos import tail_boundaries
 from tests.helpers import make_session
 
 SMALL = synthetic.SyntheticSpec(window_tokens=20_000, n_chains=2)

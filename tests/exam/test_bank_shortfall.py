@@ -8,8 +8,8 @@ import json
 import pytest
 
 from compaction_lab.core import runfolder
-from compaction_lab.exam import bank, probes
-from compaction_lab.exam import cases as exam_cases
+from compaction_lab.exam.questions import bank, probes
+from compaction_lab.exam.questions import cases as exam_cases
 from compaction_lab.ingest import sources, synthetic
 from compaction_lab.report import render
 from tests.helpers import make_session

@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from compaction_lab.core.session import Session
-from compaction_lab.exam import closed, cuts, recorded
+from compaction_lab.exam.exams import closed, recorded
+from compaction_lab.exam.questions import cuts
 from compaction_lab.exam.readers import VerbatimReader
 from compaction_lab.exam.types import Case, Question
 from compaction_lab.ingest import load_sessions

@@ -9,8 +9,9 @@ import pytest
 
 from compaction_lab.core.bounded_json import MAX_DEPTH
 from compaction_lab.core.session import Record
-from compaction_lab.exam import continuation, next_action
-from compaction_lab.exam.calls import agent_calls, call_arguments, call_key, canonical_arguments
+from compaction_lab.exam.actions import next_action
+from compaction_lab.exam.actions.calls import agent_calls, call_arguments, call_key, canonical_arguments
+from compaction_lab.exam.exams import continuation
 from compaction_lab.ingest import ImportReport, load_sessions
 from compaction_lab.ingest.sources import Sources
 from tests.deep_json import deep_array, deep_object, write_rollout

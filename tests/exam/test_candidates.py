@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from compaction_lab.core.session import Record
-from compaction_lab.exam import probes
-from compaction_lab.exam.probes import extract
+from compaction_lab.exam.questions import probes
+from compaction_lab.exam.questions.probes import extract
 
 # --------------------------------------------------------------------------- helpers
 

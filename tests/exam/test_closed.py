@@ -3,8 +3,9 @@ import dataclasses
 import pytest
 
 from compaction_lab import strategies, summarize
-from compaction_lab.exam import closed, stats
+from compaction_lab.exam.exams import closed
 from compaction_lab.exam.readers import SearcherReader, VerbatimReader
+from compaction_lab.exam.statistics import stats
 from compaction_lab.exam.types import NOT_FOUND
 from compaction_lab.ingest import synthetic
 from compaction_lab.strategies import CompactionContext

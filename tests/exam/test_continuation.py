@@ -9,9 +9,9 @@ import pytest
 
 from compaction_lab.core.projection import Projection, Segment
 from compaction_lab.core.session import Record, Session
-from compaction_lab.exam import continuation as cont
 from compaction_lab.exam import exam
-from compaction_lab.exam.calls import call_arguments, call_key, canonical_arguments
+from compaction_lab.exam.actions.calls import call_arguments, call_key, canonical_arguments
+from compaction_lab.exam.exams import continuation as cont
 from compaction_lab.exam.types import Case
 from compaction_lab.strategies.base import CompactionContext
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from compaction_lab import strategies
-from compaction_lab.exam import continuation as cont
+from compaction_lab.exam.exams import continuation as cont
 from compaction_lab.exam.types import Case
 from compaction_lab.strategies.base import CompactionContext
 from tests.helpers import FakeSummarizer, make_session

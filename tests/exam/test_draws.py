@@ -11,9 +11,10 @@ import pytest
 from compaction_lab import summarize
 from compaction_lab.endpoints import shared
 from compaction_lab.endpoints.ledger import open_ledger
-from compaction_lab.exam import closed, power, stats
-from compaction_lab.exam.model_reader import ModelReader
+from compaction_lab.exam.exams import closed
 from compaction_lab.exam.readers import VerbatimReader
+from compaction_lab.exam.readers.model import ModelReader
+from compaction_lab.exam.statistics import power, stats
 from compaction_lab.ingest import synthetic
 from compaction_lab.run import params, runner
 from compaction_lab.strategies import CompactionContext
@@ -173,7 +174,7 @@ def test_the_open_book_asks_each_question_every_draw_in_every_round(setup, tmp_p
     """The open book's model reader is asked `draws` times per question and round, each a ledger entry of its own;
     a stand-in with draws > 1 is refused."""
     from compaction_lab import strategies
-    from compaction_lab.exam import open_book
+    from compaction_lab.exam.exams import open_book
     from compaction_lab.exam.readers import SearcherReader, reader_factory
     from compaction_lab.store.archive import Archive
 

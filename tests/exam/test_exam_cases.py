@@ -4,13 +4,13 @@ import pytest
 
 from compaction_lab import strategies
 from compaction_lab.core import runfolder
-from compaction_lab.exam import cases as exam_cases
-from compaction_lab.exam import cuts
+from compaction_lab.exam.questions import cases as exam_cases
+from compaction_lab.exam.questions import cuts
 from compaction_lab.exam.types import bank_digest
 from compaction_lab.ingest import load_sessions, sources, synthetic
 from compaction_lab.strategies import calibration
+from compaction_lab.strategies.arms.futureos import tail_boundaries
 from compaction_lab.strategies.base import CompactionContext
-from compaction_lab.strategies.futureos import tail_boundaries
 from tests.helpers import PUBLIC_FIXTURES, make_session
 
 PARAMS = {"n_cases": 2, "n_questions": 8, "n_decoys": 2, "tail_tokens": 600, "seed": 7}

@@ -10,10 +10,10 @@ import pytest
 
 from compaction_lab.core.bounded_json import MAX_DEPTH
 from compaction_lab.core.projection import Projection, Segment
-from compaction_lab.exam import bank
-from compaction_lab.exam.model_reader import ModelReader
-from compaction_lab.exam.open_book import shape_tools_of
-from compaction_lab.exam.probes.mining import ProbeSpec
+from compaction_lab.exam.exams.open_book import shape_tools_of
+from compaction_lab.exam.questions import bank
+from compaction_lab.exam.questions.probes.mining import ProbeSpec
+from compaction_lab.exam.readers.model import ModelReader
 from tests.deep_json import HOSTILE_DEPTH, deep_array, deep_object
 
 

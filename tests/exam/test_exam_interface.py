@@ -17,8 +17,10 @@ import pytest
 
 from compaction_lab import summarize
 from compaction_lab.core import runfolder
-from compaction_lab.exam import cases as exam_cases
-from compaction_lab.exam import closed, exam, open_book, readers, recorded, stats
+from compaction_lab.exam import exam, readers
+from compaction_lab.exam.exams import closed, open_book, recorded
+from compaction_lab.exam.questions import cases as exam_cases
+from compaction_lab.exam.statistics import stats
 from compaction_lab.ingest import sources, synthetic
 from compaction_lab.run import params as run_params
 from compaction_lab.store.archive import Archive

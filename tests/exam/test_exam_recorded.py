@@ -9,7 +9,8 @@ import pytest
 
 from compaction_lab import ingest
 from compaction_lab.core import runfolder
-from compaction_lab.exam import readers, recorded
+from compaction_lab.exam import readers
+from compaction_lab.exam.exams import recorded
 from compaction_lab.exam.grading import accepted, normalise
 from compaction_lab.report import charts
 from compaction_lab.strategies.base import CompactionContext
@@ -215,7 +216,7 @@ def test_an_opaque_summary_is_not_readable_not_zero(tmp_path):
 def test_the_recorded_block_asks_a_model_reader_every_draw(built, tmp_path, monkeypatch):
     """The recorded block takes the closed book's `draws`: a stand-in is refused, a model reader asked each draw."""
     from compaction_lab.endpoints import shared
-    from compaction_lab.exam.model_reader import ModelReader
+    from compaction_lab.exam.readers.model import ModelReader
     from tests.fake_openai_server import FakeOpenAIServer
 
     ctx = CompactionContext(summarizer=ExtractiveSummarizer())

@@ -7,9 +7,11 @@ import pytest
 
 from compaction_lab import strategies
 from compaction_lab.core.projection import STAND_IN_LABEL, Projection, Segment, SummaryReceipt
-from compaction_lab.exam import closed, found, stats
+from compaction_lab.exam import found
+from compaction_lab.exam.exams import closed
 from compaction_lab.exam.grading import normalise
 from compaction_lab.exam.readers import VerbatimReader
+from compaction_lab.exam.statistics import stats
 from compaction_lab.exam.types import Case, Question
 from compaction_lab.ingest import synthetic
 from compaction_lab.strategies import CompactionContext
@@ -183,7 +185,8 @@ def test_what_pis_code_wrote_into_a_recorded_summary_is_kept_by_design(tmp_path)
     import json
 
     from compaction_lab import ingest
-    from compaction_lab.strategies import pi_agent, recorded
+    from compaction_lab.strategies.arms import pi as pi_agent
+    from compaction_lab.strategies.arms import recorded
     from tests.helpers import FIXTURES
 
     lists = pi_agent.format_file_operations(["docs/README.md"], ["src/orders/migrate.py"])

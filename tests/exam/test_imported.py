@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from compaction_lab.core import runfolder
-from compaction_lab.exam import imported, stats
+from compaction_lab.exam import imported
+from compaction_lab.exam.statistics import stats
 
 
 def _closed(questions: int = 6, *, right: int = 4, sessions: int = 3) -> pd.DataFrame:

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as hst
 from scipy import stats as st
 
-from compaction_lab.exam import intervals
+from compaction_lab.exam.statistics import intervals
 
 
 @pytest.mark.parametrize("confidence", [0.95, 0.9, 0.99])

@@ -17,11 +17,11 @@ from hypothesis import strategies as hst
 from scipy import stats as st
 
 from compaction_lab.core.session import Record, Session
-from compaction_lab.exam import continuation as cont
-from compaction_lab.exam import intervals
+from compaction_lab.exam.actions.targets import command_heads, targets_of
+from compaction_lab.exam.exams import continuation as cont
 from compaction_lab.exam.grading import normalise
-from compaction_lab.exam.probes.forms import collapse
-from compaction_lab.exam.targets import command_heads, targets_of
+from compaction_lab.exam.questions.probes.forms import collapse
+from compaction_lab.exam.statistics import intervals
 from compaction_lab.exam.types import Case
 from compaction_lab.ingest import load_sessions
 from compaction_lab.ingest.sources import Sources

@@ -18,12 +18,13 @@ from compaction_lab.core.fingerprints import canonical_json
 from compaction_lab.endpoints import shared
 from compaction_lab.endpoints.ledger import open_ledger
 from compaction_lab.endpoints.usage import Usage
-from compaction_lab.exam import cases as exam_cases
-from compaction_lab.exam import continuation, next_action
-from compaction_lab.exam.continuation import ContinuationCase
+from compaction_lab.exam.actions import next_action
+from compaction_lab.exam.actions.next_action import PredictedCall
+from compaction_lab.exam.exams import continuation
+from compaction_lab.exam.exams.continuation import ContinuationCase
 from compaction_lab.exam.grading import normalise
-from compaction_lab.exam.model_reader import ACTION_TOKENS, ModelReader
-from compaction_lab.exam.next_action import PredictedCall
+from compaction_lab.exam.questions import cases as exam_cases
+from compaction_lab.exam.readers.model import ACTION_TOKENS, ModelReader
 from compaction_lab.exam.types import Case
 from compaction_lab.ingest import synthetic
 from compaction_lab.ingest.sources import Sources

@@ -3,7 +3,7 @@ from dataclasses import dataclass
 import pytest
 
 from compaction_lab import strategies
-from compaction_lab.exam.open_book import (
+from compaction_lab.exam.exams.open_book import (
     COLUMNS,
     DEFAULT_WORDINGS,
     OUTCOMES,

@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from compaction_lab.exam import open_book
+from compaction_lab.exam.exams import open_book
 
 
 def _answers(reader="searcher", stand_in=True, fallen=0):

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from compaction_lab.exam import power
-from compaction_lab.exam.stats import clopper_pearson
+from compaction_lab.exam.statistics import power
+from compaction_lab.exam.statistics.stats import clopper_pearson
 
 
 def _draws(p: np.ndarray, d: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from compaction_lab.core.session import Session
-from compaction_lab.exam import probes
-from compaction_lab.exam.bank import tail_start_of
 from compaction_lab.exam.grading import normalise
-from compaction_lab.exam.probes import MinedCase, ProbeSpec, mine, mine_case, mine_cases
+from compaction_lab.exam.questions import probes
+from compaction_lab.exam.questions.bank import tail_start_of
+from compaction_lab.exam.questions.probes import MinedCase, ProbeSpec, mine, mine_case, mine_cases
 from compaction_lab.exam.types import POINTERS, bank_to_jsonl
 from compaction_lab.ingest import load_sessions
 from tests.helpers import PUBLIC_FIXTURES, make_session

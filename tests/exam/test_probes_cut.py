@@ -7,9 +7,9 @@ from dataclasses import replace
 import pytest
 
 from compaction_lab.core.session import Session
-from compaction_lab.exam import probes
 from compaction_lab.exam.grading import normalise
-from compaction_lab.exam.probes import ProbeSpec, mine
+from compaction_lab.exam.questions import probes
+from compaction_lab.exam.questions.probes import ProbeSpec, mine
 from compaction_lab.exam.types import POINTERS, bank_to_jsonl
 from tests.helpers import make_session
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compaction_lab.exam.probes import forms
+from compaction_lab.exam.questions.probes import forms
 
 
 def test_value_key_drops_the_mention_and_makes_a_path_relative_to_the_session():

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from compaction_lab.core.session import Record, Session
-from compaction_lab.exam import probes
-from compaction_lab.exam.probes import ProbeSpec, harness_of, injected_blocks, issue_frame, mine, scan
+from compaction_lab.exam.questions import probes
+from compaction_lab.exam.questions.probes import ProbeSpec, harness_of, injected_blocks, issue_frame, mine, scan
 from compaction_lab.ingest import load_sessions
 from tests.helpers import PUBLIC_FIXTURES, make_session
 

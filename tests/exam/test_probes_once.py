@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from compaction_lab.core.session import Record, Session
-from compaction_lab.exam.probes import (
+from compaction_lab.exam.questions.probes import (
     TEMPLATES,
     MinedCase,
     ProbeSpec,
@@ -24,7 +24,7 @@ from compaction_lab.exam.probes import (
     mine,
     scan,
 )
-from compaction_lab.exam.probes.forms import collapse, value_key
+from compaction_lab.exam.questions.probes.forms import collapse, value_key
 from compaction_lab.exam.types import Question
 from compaction_lab.ingest import load_sessions
 from tests.helpers import PUBLIC_FIXTURES, make_session

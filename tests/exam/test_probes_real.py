@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from compaction_lab.core.session import Session
-from compaction_lab.exam import probes
 from compaction_lab.exam.grading import contains_answer, normalise
-from compaction_lab.exam.probes import MinedCase, ProbeSpec, injected_blocks, mine
-from compaction_lab.exam.probes.forms import value_key
+from compaction_lab.exam.questions import probes
+from compaction_lab.exam.questions.probes import MinedCase, ProbeSpec, injected_blocks, mine
+from compaction_lab.exam.questions.probes.forms import value_key
 from compaction_lab.exam.types import bank_to_jsonl
 from compaction_lab.ingest import load_sessions
 from tests.helpers import PUBLIC_FIXTURES

@@ -6,9 +6,9 @@ import random
 import re
 
 from compaction_lab.core.session import Session
-from compaction_lab.exam import probes
-from compaction_lab.exam.probes import ProbeSpec, mine
-from compaction_lab.exam.probes.decoys import _alike, _swap_word
+from compaction_lab.exam.questions import probes
+from compaction_lab.exam.questions.probes import ProbeSpec, mine
+from compaction_lab.exam.questions.probes.decoys import _alike, _swap_word
 from tests.helpers import make_session
 
 _FILLER = "Nothing notable here, just routine output of the build. " * 12

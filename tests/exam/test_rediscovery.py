@@ -11,7 +11,7 @@ import pytest
 
 from compaction_lab import ingest
 from compaction_lab.core.tokens import counter
-from compaction_lab.exam import rediscovery as rd
+from compaction_lab.exam.actions import rediscovery as rd
 from tests.helpers import PUBLIC_FIXTURES, make_session
 
 PI_PUBLIC = PUBLIC_FIXTURES / "pi" / "before-compaction.jsonl"

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from compaction_lab.exam import stats
+from compaction_lab.exam.statistics import stats
 
 NAN = float("nan")
 

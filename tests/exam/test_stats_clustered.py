@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats as st
 
-from compaction_lab.exam import stats
+from compaction_lab.exam.statistics import stats
 
 
 def _answers(spec, reader=True):

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from scipy import stats as st
 
-from compaction_lab.exam import stats
+from compaction_lab.exam.statistics import stats
 
 #: Simulated data sets: enough that the seeded estimate's standard error (~1.3 points at 93%) keeps it off the bar.
 N_SETS = 400

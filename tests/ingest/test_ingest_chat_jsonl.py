@@ -1,4 +1,4 @@
-"""Tests of the plain chat-JSONL importer (`compaction_lab.ingest.chat_jsonl`)."""
+"""Tests of the plain chat-JSONL importer (`compaction_lab.ingest.importers.chat_jsonl`)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from compaction_lab.core.session import Session
-from compaction_lab.ingest import chat_jsonl, formats
+from compaction_lab.ingest import formats
 from compaction_lab.ingest.files import read_head
 from compaction_lab.ingest.import_report import ImportReport
+from compaction_lab.ingest.importers import chat_jsonl
 from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 from tests.helpers import FIXTURES as ALL_FIXTURES
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from compaction_lab.ingest import claimants
-from compaction_lab.ingest import claude_code as cc
 from compaction_lab.ingest.files import Head, read_head
 from compaction_lab.ingest.import_report import ImportReport
+from compaction_lab.ingest.importers import claude_code as cc
 from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 
 FIX = FIXTURES / "claude_code"

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from compaction_lab.ingest import files, import_report, opencode
+from compaction_lab.ingest import files, import_report
+from compaction_lab.ingest.importers import opencode
 from tests.helpers import FIXTURES
 
 FIXTURES = FIXTURES

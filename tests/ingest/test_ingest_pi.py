@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from compaction_lab.ingest import claimants, pi
+from compaction_lab.ingest import claimants
 from compaction_lab.ingest.files import Head, read_head
 from compaction_lab.ingest.import_report import ImportReport
+from compaction_lab.ingest.importers import pi
 from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 
 FIX = FIXTURES / "pi"

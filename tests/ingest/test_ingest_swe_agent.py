@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from compaction_lab.ingest import files, import_report, swe_agent
+from compaction_lab.ingest import files, import_report
+from compaction_lab.ingest.importers import swe_agent
 from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 
 FIXTURES = FIXTURES

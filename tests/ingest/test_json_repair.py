@@ -29,9 +29,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction_lab.core import bounded_json
-from compaction_lab.ingest.codex import utf8_length
 from compaction_lab.ingest.files import STREAM_BUFFER, iter_jsonl
 from compaction_lab.ingest.import_report import ImportReport
+from compaction_lab.ingest.importers.codex import utf8_length
 from compaction_lab.ingest.json_repair import REFUSED, fast_decode, parse_json
 from tests.helpers import FIXTURES
 

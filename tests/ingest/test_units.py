@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from compaction_lab.ingest import ImportReport, codex, importer, load_sessions, plan
+from compaction_lab.ingest import ImportReport, importer, load_sessions, plan
 from compaction_lab.ingest.files import Span
 from compaction_lab.ingest.import_report import MAX_SKIP_DETAILS
+from compaction_lab.ingest.importers import codex
 from compaction_lab.ingest.units import Admission, read_unit, split_spans
 from tests.helpers import FIXTURES
 

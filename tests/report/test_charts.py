@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 import vl_convert as vlc
 
-from compaction_lab import composition
 from compaction_lab.core import paths
 from compaction_lab.core.registry import UnknownName
 from compaction_lab.report import charts, figures, theme
 from compaction_lab.run import chain
+from compaction_lab.tally import composition
 from tests.helpers import make_session
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -193,7 +193,7 @@ def test_recall_figures_name_who_answered(make):
 def _empty_exam_tables():
     import pandas as pd
 
-    from compaction_lab.exam import stats
+    from compaction_lab.exam.statistics import stats
 
     answers = pd.DataFrame(
         columns=[

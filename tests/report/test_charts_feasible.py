@@ -7,7 +7,9 @@ import pandas as pd
 import pytest
 import vl_convert as vlc
 
-from compaction_lab.exam import closed, readers, recorded, stats
+from compaction_lab.exam import readers
+from compaction_lab.exam.exams import closed, recorded
+from compaction_lab.exam.statistics import stats
 from compaction_lab.report import charts
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

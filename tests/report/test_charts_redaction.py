@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from compaction_lab import composition
 from compaction_lab.core.session import Session
 from compaction_lab.ingest import sources
 from compaction_lab.report import charts
+from compaction_lab.tally import composition
 from tests.helpers import make_session
 
 

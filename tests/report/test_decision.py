@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from compaction_lab.core import runfolder
-from compaction_lab.exam import power
+from compaction_lab.exam.statistics import power
 from compaction_lab.report import decision, share
 
 READER = "verbatim reader (retention ceiling)"

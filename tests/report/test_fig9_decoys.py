@@ -4,7 +4,8 @@ import json
 
 import pandas as pd
 
-from compaction_lab.exam import open_book, readers
+from compaction_lab.exam import readers
+from compaction_lab.exam.exams import open_book
 from compaction_lab.report.figures.open_book import fig9_open_book
 
 

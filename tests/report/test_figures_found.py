@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 import vl_convert as vlc
 
-from compaction_lab.exam import closed, stats
+from compaction_lab.exam.exams import closed
+from compaction_lab.exam.statistics import stats
 from compaction_lab.report import charts
 from compaction_lab.report.figures import _common
 from compaction_lab.report.theme import POINTER_COLORS

@@ -67,7 +67,7 @@ def test_fig13_counts_noisy_questions_per_arm_and_one_draw_is_no_data():
 def test_the_report_says_which_pair_this_sample_can_resolve():
     import numpy as np
 
-    from compaction_lab.exam import closed
+    from compaction_lab.exam.exams import closed
     from tests.exam.test_draws import _draw_answers
 
     answers = _draw_answers(np.full(40, 0.9), np.full(40, 0.1), 3).assign(

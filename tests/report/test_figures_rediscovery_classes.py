@@ -9,7 +9,7 @@ import pytest
 import vl_convert as vlc
 
 from compaction_lab import ingest
-from compaction_lab.exam import rediscovery as rd
+from compaction_lab.exam.actions import rediscovery as rd
 from compaction_lab.report.figures import continuation as fig
 from tests.helpers import PUBLIC_FIXTURES
 

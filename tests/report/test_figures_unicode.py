@@ -19,14 +19,14 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from compaction_lab import composition
 from compaction_lab.core import runfolder
 from compaction_lab.exam import imported
-from compaction_lab.exam.continuation import closed_recall
+from compaction_lab.exam.exams.continuation import closed_recall
 from compaction_lab.ingest import sources
 from compaction_lab.report import charts, decision, theme
 from compaction_lab.run import runner
 from compaction_lab.strategies import CompactionContext, anatomy, trigger
+from compaction_lab.tally import composition
 from tests.report.test_charts import PNG_SIGNATURE, comparison_table
 from tests.report.test_hostile_pages import FIELDS, SHORT_TAIL, hostile_folder
 from tests.report.test_my_sessions import LIGHTER

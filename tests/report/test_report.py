@@ -10,10 +10,11 @@ import nbformat
 import pandas as pd
 import pytest
 
-from compaction_lab import cli, composition
+from compaction_lab import cli
 from compaction_lab.core import paths, runfolder
 from compaction_lab.core.session import Session
 from compaction_lab.run import runner, sweep
+from compaction_lab.tally import composition
 
 # --------------------------------------------------------------------------- profiles
 

@@ -198,7 +198,7 @@ def test_run_facts(run):
 def test_recorded_block_per_compaction(tmp_path):
     """The report's real-compactions block: the agent's own, its reimplementation and the best other arm."""
     assert share.recorded_block(tmp_path) is None  # notebook 03 did not look
-    from compaction_lab.exam import recorded
+    from compaction_lab.exam.exams import recorded
 
     found = pd.DataFrame(
         [
@@ -287,7 +287,7 @@ def test_recorded_block_per_compaction(tmp_path):
 
 def test_recorded_block_says_an_opaque_summary_is_not_readable(tmp_path):
     """Issue 27 item 2: a Codex remote compaction's encrypted summary is neither credited nor counted as 0."""
-    from compaction_lab.exam import recorded
+    from compaction_lab.exam.exams import recorded
 
     base = {"session_id": "s", "agent": "codex", "model": "m", "compaction": 0, "eligible_values": 10}
     found = pd.DataFrame(

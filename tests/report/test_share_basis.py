@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from compaction_lab.core import runfolder
-from compaction_lab.exam import stats
+from compaction_lab.exam.statistics import stats
 from compaction_lab.report import render, share
 
 VERBATIM = "verbatim reader (retention ceiling)"
@@ -214,7 +214,7 @@ def test_nothing_is_ranked_when_no_arm_compacted_and_fits(run):
 
 
 def _recorded_run(tmp_path, rows):
-    from compaction_lab.exam import recorded
+    from compaction_lab.exam.exams import recorded
 
     found = pd.DataFrame(
         [

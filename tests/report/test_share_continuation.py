@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from compaction_lab.core import runfolder
-from compaction_lab.exam import stats
+from compaction_lab.exam.statistics import stats
 from compaction_lab.report import render, share
 
 NEXT_READER = "needed-next recall (verbatim presence, stand-in)"

@@ -218,7 +218,7 @@ def test_a_headline_saved_before_the_split_still_renders(tmp_path):
 
 
 def test_the_recorded_block_shows_each_arms_split_where_the_table_has_it(tmp_path):
-    from compaction_lab.exam import recorded
+    from compaction_lab.exam.exams import recorded
 
     base = {"case_id": "s-recorded-0", "session_id": "s", "agent": "pi", "model": "m1", "compaction": 0}
     found = pd.DataFrame(

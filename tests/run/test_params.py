@@ -360,7 +360,7 @@ def test_a_range_is_counted_before_it_is_listed():
 
 def test_n_questions_past_the_maximum_is_an_error_naming_it():
     """Was: ``--set n_questions=1000000`` ran, reported 9 questions and exited 0."""
-    from compaction_lab.exam.bank import MAX_QUESTIONS_PER_CASE
+    from compaction_lab.exam.questions.bank import MAX_QUESTIONS_PER_CASE
 
     n_cases = runner.load_profile("smoke").parameters["n_cases"]
     limit = MAX_QUESTIONS_PER_CASE * n_cases

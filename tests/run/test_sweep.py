@@ -328,7 +328,7 @@ def test_resume_of_a_file_says_it_is_not_a_sweep_folder(tmp_path, monkeypatch, c
 
 def test_an_unreachable_scheduler_leaves_no_sweep_folder_behind(tmp_path, monkeypatch, capsys):
     """Was: ``run --sweep ... --scheduler tcp://127.0.0.1:1`` left a sweep folder holding sweep.json."""
-    from compaction_lab.engine import EngineError
+    from compaction_lab.engine.scheduler import EngineError
 
     def unreachable(where, **kw):
         raise EngineError(f"cannot reach the Dask scheduler at {where}: refused")

@@ -20,7 +20,7 @@ import threading
 from typing import Any
 
 from compaction_lab import strategies
-from compaction_lab.strategies import aider as ad
+from compaction_lab.strategies.arms import aider as ad
 from compaction_lab.strategies.base import CompactionContext
 from tests.helpers import FakeSummarizer, make_session
 

@@ -17,9 +17,9 @@ from compaction_lab.core.fingerprints import sha256_text
 from compaction_lab.core.projection import AUTHORED_KINDS, STAND_IN_LABEL
 from compaction_lab.core.shapes import CallShape
 from compaction_lab.core.tokens import counter
-from compaction_lab.exam import closed
+from compaction_lab.exam.exams import closed
 from compaction_lab.ingest import load_sessions, synthetic
-from compaction_lab.strategies import aider as ad
+from compaction_lab.strategies.arms import aider as ad
 from compaction_lab.strategies.base import CompactionContext, compacted
 from compaction_lab.summarize import NoSummarizer, SummaryUnavailable
 from compaction_lab.summarize.extractive import ExtractiveSummarizer, conversation, empty_template
@@ -516,7 +516,7 @@ def test_registered():
 def test_every_request_of_the_recursion_is_billed(setting):
     """The recursion sends one request per level: `requests_sent` lists them all, in order, the last being
     `summary_request`; the cost model bills each (upstream sends each, and pays for a discarded summary)."""
-    from compaction_lab import verify
+    from compaction_lab.verify import requests as verify
 
     p = strategies.compact(
         verify.canonical_session(),
@@ -634,7 +634,7 @@ BEFORE_46 = {
 
 
 def test_applied_reproduces_the_projections_before_issue_46():
-    from compaction_lab import verify
+    from compaction_lab.verify import requests as verify
 
     applied = {"aider_summary": "applied"}
     cases = {

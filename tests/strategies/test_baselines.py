@@ -14,8 +14,8 @@ from compaction_lab.core.projection import AUTHORED_KINDS, STAND_IN_LABEL
 from compaction_lab.core.session import Record, Session
 from compaction_lab.core.shapes import CallShape
 from compaction_lab.core.tokens import count_tokens
-from compaction_lab.strategies import baselines as bl
 from compaction_lab.strategies import calibration
+from compaction_lab.strategies.arms import baselines as bl
 from compaction_lab.strategies.base import CompactionContext, history, role_of
 from compaction_lab.summarize import NoSummarizer
 from compaction_lab.summarize.extractive import ExtractiveSummarizer

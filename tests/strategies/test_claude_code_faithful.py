@@ -14,7 +14,7 @@ import pytest
 from compaction_lab import strategies
 from compaction_lab.core.shapes import CallShape
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter
-from compaction_lab.strategies import claude_code as cc
+from compaction_lab.strategies.arms import claude_code as cc
 from compaction_lab.strategies.base import CompactionContext
 from compaction_lab.summarize import NoSummarizer
 from tests.helpers import FakeSummarizer, make_session

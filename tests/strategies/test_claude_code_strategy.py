@@ -16,7 +16,7 @@ from compaction_lab import strategies, summarize
 from compaction_lab.core.projection import STAND_IN_LABEL
 from compaction_lab.core.shapes import CallShape
 from compaction_lab.cost import model as cost
-from compaction_lab.exam import cases as exam_cases
+from compaction_lab.exam.questions import cases as exam_cases
 from compaction_lab.ingest import synthetic
 from compaction_lab.strategies import labels
 from compaction_lab.strategies.base import CompactionContext, record_messages
@@ -36,7 +36,7 @@ NAME = "claude-code"
 
 
 def cc():
-    from compaction_lab.strategies import claude_code
+    from compaction_lab.strategies.arms import claude_code
 
     return claude_code
 

@@ -14,7 +14,7 @@ import pytest
 from compaction_lab import strategies
 from compaction_lab.core.session import Session
 from compaction_lab.core.shapes import CallShape
-from compaction_lab.strategies import codex
+from compaction_lab.strategies.arms import codex
 from compaction_lab.strategies.base import CompactionContext
 from tests.helpers import FakeSummarizer, make_session
 

@@ -11,7 +11,7 @@ from compaction_lab.core.projection import AUTHORED_KINDS, STAND_IN_LABEL
 from compaction_lab.core.session import Session
 from compaction_lab.core.shapes import CallShape
 from compaction_lab.ingest import load_sessions, synthetic
-from compaction_lab.strategies import codex
+from compaction_lab.strategies.arms import codex
 from compaction_lab.strategies.base import CompactionContext, est_bytes4
 from compaction_lab.summarize import NoSummarizer
 from tests.helpers import FIXTURES, FakeSummarizer, make_session

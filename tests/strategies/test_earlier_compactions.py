@@ -20,7 +20,7 @@ import pytest
 
 from compaction_lab import strategies
 from compaction_lab.ingest import load_sessions
-from compaction_lab.strategies import codex
+from compaction_lab.strategies.arms import codex
 from compaction_lab.strategies.base import CompactionContext
 from tests.helpers import FIXTURES, FakeSummarizer
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 import pytest
 
 from compaction_lab import strategies
-from compaction_lab.strategies import aider as ad
-from compaction_lab.strategies import gemini_cli as gem
-from compaction_lab.strategies import pi_agent as pa
+from compaction_lab.strategies.arms import aider as ad
+from compaction_lab.strategies.arms import gemini_cli as gem
+from compaction_lab.strategies.arms import pi as pa
 from compaction_lab.strategies.base import compacted
 from compaction_lab.summarize import SummaryResult
 from tests.helpers import FakeSummarizer

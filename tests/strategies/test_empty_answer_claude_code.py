@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from compaction_lab import strategies
-from compaction_lab.strategies import claude_code
+from compaction_lab.strategies.arms import claude_code
 from compaction_lab.strategies.base import compacted, history
 from tests.helpers import FakeSummarizer
 from tests.strategies.test_claude_code_strategy import ctx_for, session

@@ -18,7 +18,7 @@ import pytest
 from compaction_lab import strategies
 from compaction_lab.core.shapes import CallShape
 from compaction_lab.cost import model as cost
-from compaction_lab.strategies import claude_code
+from compaction_lab.strategies.arms import claude_code
 from compaction_lab.strategies.base import CompactionContext, compacted
 from compaction_lab.summarize import NoSummarizer, SummaryUnavailable
 from compaction_lab.summarize.extractive import empty_template

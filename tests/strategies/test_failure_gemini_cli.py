@@ -15,8 +15,8 @@ import pytest
 
 from compaction_lab import strategies
 from compaction_lab.core.projection import SentRequest
-from compaction_lab.exam.closed import projection_row
-from compaction_lab.strategies import gemini_cli as g
+from compaction_lab.exam.exams.closed import projection_row
+from compaction_lab.strategies.arms import gemini_cli as g
 from compaction_lab.strategies.base import COMPACTION_FAILED, compacted
 from compaction_lab.summarize import NoSummarizer, SummaryResult
 from compaction_lab.summarize.extractive import empty_template

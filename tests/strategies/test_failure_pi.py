@@ -19,7 +19,7 @@ import pytest
 
 from compaction_lab import strategies
 from compaction_lab.core.session import Record
-from compaction_lab.strategies import pi_agent as pa
+from compaction_lab.strategies.arms import pi as pa
 from compaction_lab.strategies.base import compacted, record_messages
 from compaction_lab.summarize import NoSummarizer, SummaryResult, SummaryUnavailable
 from compaction_lab.summarize.extractive import empty_template

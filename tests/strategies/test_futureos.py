@@ -16,7 +16,7 @@ from compaction_lab.core.projection import AUTHORED_KINDS, STAND_IN_LABEL
 from compaction_lab.core.session import Session
 from compaction_lab.core.shapes import CallShape
 from compaction_lab.core.tokens import count_tokens
-from compaction_lab.strategies import futureos as fo
+from compaction_lab.strategies.arms import futureos as fo
 from compaction_lab.strategies.base import CompactionContext, history, role_of
 from compaction_lab.strategies.evidence import INDEX_HEADER
 from compaction_lab.strategies.trigger import (

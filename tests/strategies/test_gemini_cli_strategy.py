@@ -13,7 +13,7 @@ from compaction_lab import strategies
 from compaction_lab.core.shapes import CallShape
 from compaction_lab.core.text import js_json
 from compaction_lab.ingest import ImportReport, load_sessions, synthetic
-from compaction_lab.strategies import gemini_cli as g
+from compaction_lab.strategies.arms import gemini_cli as g
 from compaction_lab.strategies.base import CompactionContext
 from compaction_lab.summarize import NoSummarizer
 from compaction_lab.summarize.extractive import ExtractiveSummarizer, empty_template

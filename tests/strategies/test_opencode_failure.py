@@ -15,7 +15,7 @@ import pytest
 
 from compaction_lab import strategies
 from compaction_lab.core.session import Session
-from compaction_lab.strategies import opencode as oc
+from compaction_lab.strategies.arms import opencode as oc
 from compaction_lab.strategies.base import COMPACTION_FAILED, compacted, record_messages
 from compaction_lab.summarize import NoSummarizer
 from tests.helpers import make_session

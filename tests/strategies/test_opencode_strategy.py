@@ -15,7 +15,7 @@ from compaction_lab.core.session import Record, Session
 from compaction_lab.core.shapes import CallShape
 from compaction_lab.ingest import load_sessions, synthetic
 from compaction_lab.strategies import labels
-from compaction_lab.strategies import opencode as oc
+from compaction_lab.strategies.arms import opencode as oc
 from compaction_lab.strategies.base import COMPACTION_FAILED, CompactionContext, est_chars4, record_messages
 from compaction_lab.strategies.trigger import opencode_tail_budget
 from compaction_lab.summarize import NoSummarizer

@@ -20,7 +20,7 @@ from compaction_lab.core.projection import STAND_IN_LABEL
 from compaction_lab.core.shapes import CallShape
 from compaction_lab.core.text import js_length
 from compaction_lab.ingest import load_sessions, synthetic
-from compaction_lab.strategies import pi_agent as pa
+from compaction_lab.strategies.arms import pi as pa
 from compaction_lab.strategies.base import ESTIMATORS, CompactionContext
 from compaction_lab.summarize import NoSummarizer
 from compaction_lab.summarize.extractive import ExtractiveSummarizer, empty_template

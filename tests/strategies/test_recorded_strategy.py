@@ -12,7 +12,7 @@ import pytest
 from compaction_lab import ingest, strategies
 from compaction_lab.core.projection import projection_from_json
 from compaction_lab.ingest.builder import SessionBuilder
-from compaction_lab.strategies import recorded
+from compaction_lab.strategies.arms import recorded
 from compaction_lab.strategies.base import CompactionContext
 from tests.helpers import FIXTURES
 from tests.recorded_expectations import EXPECTED, FILES, MODELS, S, load

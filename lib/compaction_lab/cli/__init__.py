@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         # A scheduler that cannot be used is a setting to fix, not a crash, in whichever command reaches
         # the engine (`engine.open_engine` says what was found where): one line, as the commands say it.
-        from compaction_lab.engine import EngineError
+        from compaction_lab.engine.scheduler import EngineError
 
         if not isinstance(exc, EngineError):
             raise

@@ -33,7 +33,7 @@ def engine_arguments(parser: argparse.ArgumentParser, tokenizer: bool = True) ->
         Also add ``--tokenizer`` (the commands that count tokens).
     """
     from compaction_lab.core.tokens import TOKENIZERS
-    from compaction_lab.engine import SCHEDULER_ENV
+    from compaction_lab.engine.scheduler import SCHEDULER_ENV
 
     parser.add_argument(
         "--scheduler",

@@ -79,7 +79,7 @@ def _sweep_summary(sw: Any) -> int:
 
 def _resume_command(args: argparse.Namespace) -> int:
     """``run --resume SWEEP_DIR``: the plan in the folder says what to run; only where and how loudly are taken."""
-    from compaction_lab.engine import EngineError
+    from compaction_lab.engine.scheduler import EngineError
     from compaction_lab.run import runner, sweep
 
     given = [
@@ -116,7 +116,7 @@ def _resume_command(args: argparse.Namespace) -> int:
 
 
 def _run_command(args: argparse.Namespace, launch: Any = None) -> int:
-    from compaction_lab.engine import EngineError
+    from compaction_lab.engine.scheduler import EngineError
     from compaction_lab.run import runner
 
     if args.resume:
@@ -207,7 +207,7 @@ def _reach_run_scheduler(prof: Any, overrides: dict[str, Any]) -> None:
     scheduler, or an environment value that names none, is an `EngineError` (exit 2, nothing written);
     a parameter that is neither an address nor a scheduler name is left to the parameter checks.
     """
-    from compaction_lab import engine
+    from compaction_lab.engine import scheduler as engine
 
     value = {**prof.parameters, **overrides}.get("scheduler")
     if isinstance(value, str) and value:

@@ -58,16 +58,13 @@ class Registry(Generic[T]):
         What an entry is, as error messages say it (``"strategy"``, ``"importer"``).
     packages : tuple of str
         Packages whose every module is imported before the registry is read, so their decorators run.
-        Modules whose name starts with ``_`` are skipped.
-    skip : frozenset of str
-        Module names in those packages that hold no extension (shared machinery): not imported by
-        discovery (they are imported by the modules that need them).
+        Modules whose name starts with ``_`` are skipped. Each package holds extensions only: shared
+        machinery lives beside it, never in it, so no list of what not to import is needed.
     """
 
-    def __init__(self, kind: str, packages: tuple[str, ...] = (), skip: frozenset[str] = frozenset()) -> None:
+    def __init__(self, kind: str, packages: tuple[str, ...] = ()) -> None:
         self.kind = kind
         self._packages = list(packages)
-        self._skip = skip
         self._entries: dict[str, Entry[T]] = {}
         self._discovered: set[str] = set()
         self._lock = threading.RLock()
@@ -129,7 +126,7 @@ class Registry(Generic[T]):
                 self._discovered.add(package)
                 pkg = importlib.import_module(package)
                 for mod in pkgutil.iter_modules(getattr(pkg, "__path__", [])):
-                    if mod.name.startswith("_") or mod.name in self._skip:
+                    if mod.name.startswith("_"):
                         continue
                     importlib.import_module(f"{package}.{mod.name}")
 

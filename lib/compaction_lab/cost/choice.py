@@ -104,7 +104,7 @@ def table_for_sessions(sessions: Iterable[Session]) -> tuple[str, str]:
         synthetic sessions count for the seed's family); no session of a family with a table ->
         `SEED_TABLE`.
     """
-    from compaction_lab.exam.rediscovery import family_of
+    from compaction_lab.exam.actions.rediscovery import family_of
 
     tables = dict(FAMILY_TABLES)
     seed_family = next(f for f, t in FAMILY_TABLES if t == SEED_TABLE)

@@ -23,8 +23,8 @@ The exams register themselves in their own modules (`EXAMS`, kind ``"exam"``)::
     @EXAMS.register("closed", rank=10, notebook="03_closed_book_exam")
     class ClosedBookExam(Exam[RunCases, ClosedResult]): ...
 
-and every module of ``compaction_lab.exam`` but the shared machinery (`MACHINERY`) is imported when the
-registry is first read, so a new exam (the continuation exam) is one new module: its class, its parameters
+and every module of ``compaction_lab.exam.exams`` (exams only; the machinery lives beside it) is imported
+when the registry is first read, so a new exam (the continuation exam) is one new module: its class, its parameters
 (a subclass of `ExamParams` with its own fields and defaults) and its tables.
 """
 
@@ -42,29 +42,6 @@ from compaction_lab.core import runfolder
 from compaction_lab.core.registry import Registry
 from compaction_lab.ingest.sources import Sources
 from compaction_lab.strategies.base import CompactionContext
-
-#: Modules of ``compaction_lab.exam`` that hold no exam (shared machinery): discovery does not import them.
-MACHINERY: frozenset[str] = frozenset(
-    {
-        "allocation",
-        "bank",
-        "calls",
-        "cases",
-        "cuts",
-        "exam",
-        "grading",
-        "intervals",
-        "model_reader",
-        "next_action",
-        "power",
-        "probes",
-        "readers",
-        "reading",
-        "rediscovery",
-        "stats",
-        "types",
-    }
-)
 
 #: Where an exam finds its sessions: a run folder (notebook 01's sessions; the bank and tables are written
 #: there) or sessions gathered in memory (nothing is written).
@@ -319,7 +296,7 @@ class Exam(ABC, Generic[C, R]):
 
 
 #: The exams, registered by their own modules (ranked in chain order: closed book, recorded, open book).
-EXAMS: Registry[type[Exam[Any, Any]]] = Registry("exam", packages=("compaction_lab.exam",), skip=MACHINERY)
+EXAMS: Registry[type[Exam[Any, Any]]] = Registry("exam", packages=("compaction_lab.exam.exams",))
 
 
 def names() -> tuple[str, ...]:
@@ -358,7 +335,6 @@ def defaults_for(name: str) -> dict[str, Any]:
 
 __all__ = [
     "EXAMS",
-    "MACHINERY",
     "Exam",
     "ExamParams",
     "ExamRun",

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from compaction_lab.core import runfolder
-from compaction_lab.exam import power
+from compaction_lab.exam.statistics import power
 
 #: The run folder's table of answers imported from Inspect logs.
 TABLE = "exam_inspect"

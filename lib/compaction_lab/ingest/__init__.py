@@ -36,7 +36,7 @@ from typing import TypeVar
 
 from compaction_lab.core.registry import UnknownName
 from compaction_lab.core.session import Session
-from compaction_lab.engine import Engine, open_engine
+from compaction_lab.engine.scheduler import Engine, open_engine
 from compaction_lab.ingest.files import Head, find_damage, read_head
 from compaction_lab.ingest.import_report import ImportReport, IngestError, UnknownFormat, os_reason
 from compaction_lab.ingest.registry import IMPORTERS, Importer
@@ -314,7 +314,7 @@ def load_sessions(
     formats : iterable of str, optional
         Only import sources of these formats (others are not read).
     engine : Engine or str, optional
-        Read the sources on this engine (`compaction_lab.engine`), or on one
+        Read the sources on this engine (`compaction_lab.engine.scheduler`), or on one
         opened for the input's size from this scheduler setting (``auto``,
         ``sync``, ``local``, an address) and closed at the end. None: read
         here, one source at a time.

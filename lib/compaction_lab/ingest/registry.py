@@ -71,25 +71,11 @@ class SplittableImporter(Importer, Protocol):
         ...
 
 
-#: Every importer, by format name and sniffing rank. Discovery imports every module of this package
-#: except the shared machinery below (and `synthetic`: generated chains are not imported).
+#: Every importer, by format name and sniffing rank. Discovery imports every module of
+#: `compaction_lab.ingest.importers` (one per log format; generated chains are not imported).
 IMPORTERS: Registry[Importer] = Registry(
     "importer",
-    packages=("compaction_lab.ingest",),
-    skip=frozenset(
-        {
-            "base",
-            "builder",
-            "files",
-            "import_report",
-            "json_repair",
-            "outline",
-            "registry",
-            "sources",
-            "synthetic",
-            "units",
-        }
-    ),
+    packages=("compaction_lab.ingest.importers",),
 )
 
 

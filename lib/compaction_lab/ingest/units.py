@@ -1,7 +1,7 @@
 r"""Units of import: a source, or a span of a large file holding whole sessions — read anywhere, combined in order.
 
 An import is cut into `Unit`\ s that can be read independently (by
-`compaction_lab.engine` on other processes or machines) and combined on the
+`compaction_lab.engine.scheduler` on other processes or machines) and combined on the
 client into exactly what one sequential reading gives:
 
 * `compaction_lab.ingest.plan` walks the paths (`iter_sources`) and yields `Step`\ s: the walk's

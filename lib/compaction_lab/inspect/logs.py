@@ -44,9 +44,9 @@ from inspect_ai.log import read_eval_log  # noqa: F401  # imported for its side 
 from inspect_ai.scorer import CORRECT, INCORRECT
 
 from compaction_lab.core import bounded_json, regular_file, runfolder
-from compaction_lab.exam import power
-from compaction_lab.exam.cases import BANK_FILE
 from compaction_lab.exam.imported import COLUMNS, TABLE, cluster_of
+from compaction_lab.exam.questions.cases import BANK_FILE
+from compaction_lab.exam.statistics import power
 
 #: The scorer whose value is read (`compaction_lab.inspect.tasks.exact_value`).
 SCORER = "exact_value"

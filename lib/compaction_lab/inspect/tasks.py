@@ -56,16 +56,16 @@ from compaction_lab.core import bounded_json, runfolder
 from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Session
 from compaction_lab.core.tokens import seed_tiktoken_cache
-from compaction_lab.exam import continuation as continuation_mod
 from compaction_lab.exam import exam as exam_mod
-from compaction_lab.exam import next_action
-from compaction_lab.exam.closed import projection_row
+from compaction_lab.exam.actions import next_action
+from compaction_lab.exam.actions.targets import session_hay
+from compaction_lab.exam.exams import continuation as continuation_mod
+from compaction_lab.exam.exams.closed import projection_row
+from compaction_lab.exam.exams.open_book import ARCHIVE_FILE, OpenBookParams
 from compaction_lab.exam.grading import fell_for_decoy, grade, is_abstention
-from compaction_lab.exam.model_reader import normalise_answer
-from compaction_lab.exam.open_book import ARCHIVE_FILE, OpenBookParams
 from compaction_lab.exam.readers import HISTORY_GET_TOOL, HISTORY_SEARCH_TOOL, HistoryTools
-from compaction_lab.exam.reading import request_messages
-from compaction_lab.exam.targets import session_hay
+from compaction_lab.exam.readers.model import normalise_answer
+from compaction_lab.exam.readers.reading import request_messages
 from compaction_lab.exam.types import Case, Question
 from compaction_lab.store.archive import Archive
 from compaction_lab.summarize.endpoint import wire_messages

@@ -28,7 +28,8 @@ from typing import Any
 import pandas as pd
 
 from compaction_lab.core import runfolder
-from compaction_lab.exam import found, power
+from compaction_lab.exam import found
+from compaction_lab.exam.statistics import power
 from compaction_lab.report import share
 from compaction_lab.report.figures.decision import PANELS
 

@@ -58,7 +58,7 @@ def build_index(
     """
     from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-    from compaction_lab.exam import cases as exam_cases
+    from compaction_lab.exam.questions import cases as exam_cases
 
     run_dir = Path(run_dir)
     info = bounded_json.load_file(run_dir / runfolder.RUN_JSON)

@@ -23,8 +23,9 @@ import pandas as pd
 
 from compaction_lab.core import bounded_json, runfolder
 from compaction_lab.core.projection import STAND_IN_LABEL
-from compaction_lab.exam import cases as exam_cases
-from compaction_lab.exam import found, imported, stats
+from compaction_lab.exam import found, imported
+from compaction_lab.exam.questions import cases as exam_cases
+from compaction_lab.exam.statistics import stats
 from compaction_lab.report.figures import run_figures
 from compaction_lab.report.figures._common import distinct_text, summariser_labels
 

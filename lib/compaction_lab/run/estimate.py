@@ -42,7 +42,7 @@ import pandas as pd
 
 from compaction_lab.run.plan import CONTINUATION_PURPOSE, OPEN_BOOK_PURPOSE, Plan, calls_by_purpose, planned_notebooks
 
-#: Purpose of a closed-book answer (`compaction_lab.exam.model_reader`).
+#: Purpose of a closed-book answer (`compaction_lab.exam.readers.model`).
 CLOSED_PURPOSE = "exam:closed"
 
 # --------------------------------------------------------------------------- counting
@@ -289,7 +289,7 @@ def estimate_run(profile: Any, *, overrides: Mapping[str, Any] | None = None) ->
     else:
         rows["cost"] = None
     calls = calls_by_purpose(rows)
-    from compaction_lab.exam.model_reader import ModelReader
+    from compaction_lab.exam.readers.model import ModelReader
 
     n_open = int(calls.loc[calls["purpose"] == OPEN_BOOK_PURPOSE, "calls"].sum())
     return CountedPlan(
@@ -311,12 +311,13 @@ def _count_chain(
 ) -> None:
     """Walk the chain's notebooks in order, counting what each would send (the module docstring)."""
     from compaction_lab import summarize
-    from compaction_lab.exam import cases as exam_cases
-    from compaction_lab.exam import continuation, exam, open_book
-    from compaction_lab.exam.model_reader import ACTION_TOKENS, ANSWER_TOKENS
-    from compaction_lab.exam.next_action import action_messages, offered_tools
+    from compaction_lab.exam import exam
+    from compaction_lab.exam.actions.next_action import action_messages, offered_tools
+    from compaction_lab.exam.exams import continuation, open_book
+    from compaction_lab.exam.questions import cases as exam_cases
     from compaction_lab.exam.readers import HISTORY_TOOL_DEFINITIONS
-    from compaction_lab.exam.reading import question_message
+    from compaction_lab.exam.readers.model import ACTION_TOKENS, ANSWER_TOKENS
+    from compaction_lab.exam.readers.reading import question_message
     from compaction_lab.ingest import sources, synthetic
     from compaction_lab.privacy import redactor as redaction
     from compaction_lab.report import explorer

@@ -270,7 +270,9 @@ def warm_code(sources: Iterable[Path], encoding: str | None = None) -> str:
                 if isinstance(node, ast.Import | ast.ImportFrom) and ast.unparse(node) not in statements:
                     statements.append(ast.unparse(node))
     # scipy.special (slow to import) the exam's intervals import on first use, not at the notebooks' imports.
-    statements.append("__import__('compaction_lab.exam.intervals', fromlist=['scipy_special']).scipy_special()")
+    statements.append(
+        "__import__('compaction_lab.exam.statistics.intervals', fromlist=['scipy_special']).scipy_special()"
+    )
     lines = [f"try:\n    {s}\nexcept Exception:\n    pass" for s in statements]
     lines.append("__import__('compaction_lab.report.theme', fromlist=['warm']).warm()")
     if encoding is not None:

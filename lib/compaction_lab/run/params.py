@@ -352,7 +352,7 @@ def _probe_pointer_mix_problem(mix: Any) -> str | None:
 
 
 def _cut_modes() -> Sequence[str]:
-    from compaction_lab.exam.cuts import CUT_MODES
+    from compaction_lab.exam.questions.cuts import CUT_MODES
 
     return CUT_MODES
 
@@ -435,7 +435,7 @@ def _tokenizer_problem(name: str) -> str | None:
 
 
 def _scheduler_problem(value: str) -> str | None:
-    from compaction_lab.engine import SCHEDULER_CHOICES
+    from compaction_lab.engine.scheduler import SCHEDULER_CHOICES
 
     if value in SCHEDULER_CHOICES or "://" in value:
         return None
@@ -961,7 +961,7 @@ def _notebook_problems(nb: str, eff: Mapping[str, Any], declared: Mapping[str, D
         )
     if ok("n_questions") or ok("probe_n_questions"):
         # Past a sane maximum the bank would build what the sessions allow and say so; refused here instead.
-        from compaction_lab.exam.bank import MAX_QUESTIONS_PER_CASE, questions_limit_problem
+        from compaction_lab.exam.questions.bank import MAX_QUESTIONS_PER_CASE, questions_limit_problem
 
         if ok("n_questions", "n_cases") and eff["n_questions"] > MAX_QUESTIONS_PER_CASE * max(1, eff["n_cases"]):
             out.append(questions_limit_problem("n_questions", eff["n_questions"], eff["n_cases"]))
@@ -1056,7 +1056,7 @@ def _model_use_problems(eff: Mapping[str, Any], bad: set[str]) -> list[str]:
 
 def _chain_problems(profile: Any, effective: Mapping[str, Mapping[str, Any]], bad: set[str]) -> list[str]:
     """Weigh one notebook's parameters against another's; return the problems found."""
-    from compaction_lab.exam.bank import DEFAULT_CUT_FRACTIONS
+    from compaction_lab.exam.questions.bank import DEFAULT_CUT_FRACTIONS
 
     out: list[str] = []
     first = next((nb for nb in profile.notebooks if "n_chains" in effective[nb]), None)

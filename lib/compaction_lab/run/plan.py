@@ -57,10 +57,10 @@ from compaction_lab.privacy.secrets import mask_url
 from compaction_lab.run.chain import model_notebooks
 from compaction_lab.store.checkpoints import CHECKPOINTS_ENV
 
-#: Purpose of the open-book exam's first request per question (`compaction_lab.exam.model_reader`).
+#: Purpose of the open-book exam's first request per question (`compaction_lab.exam.readers.model`).
 OPEN_BOOK_PURPOSE = "exam:open"
 
-#: Purpose of the continuation exam's next-action requests (`compaction_lab.exam.next_action.ACTION_PURPOSE`).
+#: Purpose of the continuation exam's next-action requests (`compaction_lab.exam.actions.next_action.ACTION_PURPOSE`).
 CONTINUATION_PURPOSE = "exam:continuation"
 
 
@@ -274,7 +274,7 @@ def plan_run(profile: Any, *, overrides: Mapping[str, Any] | None = None, progre
     new = after[~after["id"].isin(before["id"])]
     new = new[new["status"] == "done"]
     calls = calls_by_purpose(new.rename(columns={"completion_tokens": "output_tokens"}))
-    from compaction_lab.exam.model_reader import ModelReader
+    from compaction_lab.exam.readers.model import ModelReader
 
     n_open = int(calls.loc[calls["purpose"] == OPEN_BOOK_PURPOSE, "calls"].sum())
     currency = None
@@ -319,7 +319,7 @@ def continuation_calls(source: Any, params: Any = None) -> int:
         run may send fewer; the dry run (`plan_run`) counts exactly that, and what is already answered.
     """
     from compaction_lab import summarize
-    from compaction_lab.exam import continuation
+    from compaction_lab.exam.exams import continuation
     from compaction_lab.strategies.base import CompactionContext
 
     p = continuation.ContinuationParams.coerce(params)

@@ -57,7 +57,7 @@ from papermill.exceptions import PapermillExecutionError
 from compaction_lab.core import paths, processes, runfolder, user_yaml
 from compaction_lab.core.errors import ProfileError
 from compaction_lab.core.tokens import TOKENIZER_ENV
-from compaction_lab.engine import SCHEDULER_ENV
+from compaction_lab.engine.scheduler import SCHEDULER_ENV
 from compaction_lab.privacy import redactor as redactor_mod
 from compaction_lab.privacy import scrub
 from compaction_lab.run import chain, execution, lifecycle

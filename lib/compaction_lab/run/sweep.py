@@ -36,7 +36,7 @@ import pandas as pd
 
 from compaction_lab.core import bounded_json, paths, runfolder
 from compaction_lab.core.errors import ProfileError
-from compaction_lab.engine import AUTO, SYNC, Engine, open_engine, scheduler_setting
+from compaction_lab.engine.scheduler import AUTO, SYNC, Engine, open_engine, scheduler_setting
 from compaction_lab.privacy import redactor as redactor_mod
 from compaction_lab.privacy import secrets
 from compaction_lab.report import share

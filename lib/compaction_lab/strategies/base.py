@@ -155,11 +155,10 @@ class Strategy(Protocol):
 #: ``rank`` is the place tables and charts list it in. What else a registration may declare:
 #: ``listed=False`` for an arm found by name but not run by default (`recorded`), and ``request_shape``,
 #: the summary-request shape docs/strategies.md documents for it (`compaction-lab verify` holds the arm
-#: to it). Discovery imports every module of this package except the shared machinery below.
+#: to it). Discovery imports every module of `compaction_lab.strategies.arms` (one per strategy).
 STRATEGIES: Registry[Strategy] = Registry(
     "strategy",
-    packages=("compaction_lab.strategies",),
-    skip=frozenset({"base", "trigger", "evidence", "anatomy", "labels", "calibration"}),
+    packages=("compaction_lab.strategies.arms",),
 )
 
 

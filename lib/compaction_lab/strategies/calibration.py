@@ -34,7 +34,7 @@ from typing import Any
 from compaction_lab.core.session import Session
 from compaction_lab.core.shapes import CallShape
 from compaction_lab.core.tokens import counter
-from compaction_lab.strategies import recorded as rec
+from compaction_lab.strategies.arms import recorded as rec
 from compaction_lab.strategies.base import CompactionContext, history
 
 #: The ``calibration`` label of a session whose log records no usage (its factor is 1.0).

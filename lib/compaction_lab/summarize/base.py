@@ -47,9 +47,7 @@ SummarizerFactory = Callable[[Any], Summarizer]
 
 #: Every summarizer by name, listed by rank (``none``, ``extractive``, ``model``); discovery imports
 #: every module of this package but this one.
-SUMMARIZERS: Registry[SummarizerFactory] = Registry(
-    "summarizer", packages=("compaction_lab.summarize",), skip=frozenset({"base"})
-)
+SUMMARIZERS: Registry[SummarizerFactory] = Registry("summarizer", packages=("compaction_lab.summarize",))
 
 
 class NoSummarizer:

@@ -8,7 +8,8 @@ import re
 import altair as alt
 import pandas as pd
 
-from compaction_lab.exam import found, imported, power, readers
+from compaction_lab.exam import found, imported, readers
+from compaction_lab.exam.statistics import power
 from compaction_lab.report.figures import register, title_of
 from compaction_lab.report.figures._common import (
     ELSEWHERE_COLOR,

@@ -1,0 +1,4 @@
+"""The exam's statistics: recall with its intervals, paired tests, draws and power.
+
+See docs/exams.md.
+"""
