@@ -2,7 +2,7 @@
 
 Python's JSON parser recurses once per level (msgspec's too, up to the recursion limit), so JSON nested a
 few thousand levels deep raises `RecursionError` wherever it is parsed with a bare ``json.loads``: a tool
-call's arguments in notebook 07 (issue 44 item 2), a session line read back, a bank line. The rule is that
+call's arguments in notebook 06 (issue 44 item 2), a session line read back, a bank line. The rule is that
 such text is parsed by `core.bounded_json` (or `ingest.json_repair`, built on it), never by a bare parser.
 
 `test_no_bare_json_parse_of_outside_text` walks the library's syntax trees for every bare JSON parser call
@@ -51,7 +51,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("core/session.py", "<module>"): "_decode_line: a msgspec refusal goes to bounded_json.loads",
     # Files and rows the suite wrote itself, from values it built.
     ("core/shapes.py", "plain_json"): "json.loads(json.dumps(obj)): a round trip of a value already in memory",
-    ("verify.py", "verify"): "the shapes lock file the repository ships (data/shapes)",
+    ("verify/requests.py", "verify"): "the shapes lock file the repository ships (data/shapes)",
     ("ingest/synthetic/_manifest.py", "read_manifest"): "the manifest the synthetic generator wrote",
     ("ingest/synthetic/_manifest.py", "read_chains"): "facts.jsonl the synthetic generator wrote",
     ("endpoints/standin.py", "stand_in_client"): "the stand-in endpoint reads the request the suite's client sent",

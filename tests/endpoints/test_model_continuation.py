@@ -64,7 +64,7 @@ def _exam(local_model):
 def _run(keys, params, ctx, stop_after: int | None = None) -> pd.DataFrame:
     """Grade every case × arm, the model asked for its next step; `stop_after` requests: a run killed then."""
     reader = readers.get_reader(params.reader, model=params.model)  # a fresh process gets the shared client
-    if stop_after is None:  # the exam's own loop, as notebook 07 runs it
+    if stop_after is None:  # the exam's own loop, as notebook 06 runs it
         return continuation.run_continuation(keys.keys, keys.sessions, params.names, ctx, reader=reader).actions
     rows: list[dict] = []
     asked = 0

@@ -91,7 +91,7 @@ def test_the_model_profile_runs_against_the_local_server(local_model, tmp_path, 
     print(sent.groupby("purpose")["latency_s"].agg(["count", "sum"]).to_string())
     assert abs(len(sent) - planned["total_calls"]) <= 0.1 * len(sent), (by_purpose, sent["purpose"].value_counts())
     assert len(sent) <= planned["max_calls"]
-    # notebook 07's next-action requests: exactly as many as the dry run planned (none here: the one case is cut
+    # notebook 06's next-action requests: exactly as many as the dry run planned (none here: the one case is cut
     # at the chain's end, so no next action follows it)
     assert by_purpose.get("exam:continuation", 0) == int((sent["purpose"] == "exam:continuation").sum())
     d = res.run_dir

@@ -453,7 +453,7 @@ def test_killed_run_restarts_without_duplicate_requests(tmp_path):
 
 
 def test_the_package_loads_the_openai_client_only_when_a_name_needs_it():
-    """A run that calls no model (and notebook 07) does not pay the openai package's import."""
+    """A run that calls no model (and notebook 06) does not pay the openai package's import."""
     import subprocess
     import sys
 

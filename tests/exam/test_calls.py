@@ -1,5 +1,5 @@
 """A recorded call's arguments read back (`exam.calls`): nested past the bound, they stay the text they were
-(issue 44 item 2: ``"[" * 2000 + "]" * 2000`` was a `RecursionError` in notebook 07 and the Inspect task)."""
+(issue 44 item 2: ``"[" * 2000 + "]" * 2000`` was a `RecursionError` in notebook 06 and the Inspect task)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def test_arguments_within_the_bound_are_still_parsed():
 
 def test_an_imported_rollout_with_the_probes_call_runs_the_continuation_exam(tmp_path):
     """The issue's probe end to end: a Codex rollout whose calls carry arguments nested 2,000 levels, imported,
-    keyed and graded by the continuation exam (notebook 07's and the Inspect task's path: `keys_for`,
+    keyed and graded by the continuation exam (notebook 06's and the Inspect task's path: `keys_for`,
     `offered_tools`, `run_continuation`) without error; the calls' arguments are kept as text."""
     report = ImportReport()
     sessions = list(load_sessions(write_rollout(tmp_path, depth=PROBE_DEPTH), report))

@@ -259,7 +259,7 @@ def test_gathered_sessions_get_a_temporary_archive_for_the_open_book(tmp_path, m
         ("03_closed_book_exam", "closed"),
         ("03_closed_book_exam", "recorded"),
         ("05_open_book_exam", "open_book"),
-        ("07_continuation_exam", "continuation"),
+        ("06_continuation_exam", "continuation"),
     ],
 )
 def test_the_notebooks_declare_the_exams_defaults(notebook, name):

@@ -61,7 +61,7 @@ def test_the_exact_binomial_p_value_at_known_points():
 def test_importing_the_intervals_and_using_them_leaves_scipy_stats_unloaded():
     code = (
         "import sys\n"
-        "from compaction_lab.exam import intervals, power, stats\n"
+        "from compaction_lab.exam.statistics import intervals, power, stats\n"
         "intervals.clopper_pearson(3, 9); intervals.binomial_half_p(2, 9); power._z(0.05, 0.8)\n"
         "print('scipy.stats' in sys.modules)"
     )

@@ -208,7 +208,7 @@ def test_the_report_opens_with_the_decision_and_numbers_figures_down_the_page(sm
     assert page.index('<h2 id="decision">') < page.index('<h2 id="headline">') < page.index('<h2 id="figures">')
     section = page.split('<h2 id="decision">', 1)[1].split("<h2", 1)[0]
     assert "Pareto set" in section or "No arm is separable" in section or "Only one arm" in section
-    assert 'id="fig_decision"' in section  # notebook 06 drew it
+    assert 'id="fig_decision"' in section  # notebook 07 drew it
     numbers = [int(n) for n in re.findall(r"<figcaption>Figure (\d+) — ", page)]
     assert numbers == list(range(1, len(numbers) + 1)) and len(numbers) >= 10
     # Every headline column is defined where it first appears.

@@ -89,7 +89,7 @@ def test_both_figures_are_registered_for_notebook_07_after_figure_9():
         "fig10_continuation",
         "fig11_rediscovery",
     ]
-    assert figures.figure("fig10_continuation").notebook == fig.NOTEBOOK == "07_continuation_exam"
+    assert figures.figure("fig10_continuation").notebook == fig.NOTEBOOK == "06_continuation_exam"
     assert figures.figure("fig11_rediscovery").notebook == fig.NOTEBOOK
     assert figures.title_of("fig10_continuation").endswith("can the agent still continue?")
     assert figures.title_of("fig11_rediscovery").endswith("what real compactions cost the agents that made them")

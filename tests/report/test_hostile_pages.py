@@ -255,7 +255,7 @@ def hostile_folder(folder: Path, values: dict[str, str] | None = None, name: str
 
 
 def test_measured_markdown_shows_labels_as_text(tmp_path):
-    """Notebook 06 shows `share.measured_markdown`; nbconvert renders Markdown with raw HTML and links
+    """Notebook 07 shows `share.measured_markdown`; nbconvert renders Markdown with raw HTML and links
     allowed, so every label in it must arrive as literal text."""
     from nbconvert.exporters import HTMLExporter
 

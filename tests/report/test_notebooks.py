@@ -20,8 +20,9 @@ def test_the_chain_is_the_notebooks_folder_in_flow_order():
     assert runner.chain_notebooks() == list(chain.names())
     assert sorted(chain.names()) == [p.stem for p in NOTEBOOKS]
     assert len(chain.names()) == 7
-    # the continuation exam (07) runs before the share notebook (06), which reads it
-    assert chain.names()[-2:] == ("07_continuation_exam", "06_share")
+    # numbered in run order: the share notebook, which reads every other, is last
+    assert list(chain.names()) == sorted(chain.names())
+    assert chain.names()[-2:] == ("06_continuation_exam", "07_share")
     for name in ("default", "my_sessions", "model"):
         assert runner.load_profile(name).notebooks == chain.names(), name
     for i, nb in enumerate(chain.names()):
@@ -37,11 +38,11 @@ def test_a_notebook_needs_what_it_reads_and_follows_of_the_run():
     assert chain.needs("02_projection_anatomy", full) == {"01_context_composition"}
     assert chain.needs("03_closed_book_exam", full) == {"01_context_composition"}
     assert chain.needs("04_cost_model", full) == {"01_context_composition", "03_closed_book_exam"}
-    # 05 takes the bank 03 saved and 07 draws 03's recall: after 03 when it runs, without it when not.
-    for nb in ("05_open_book_exam", "07_continuation_exam"):
+    # 05 takes the bank 03 saved and 06 draws 03's recall: after 03 when it runs, without it when not.
+    for nb in ("05_open_book_exam", "06_continuation_exam"):
         assert chain.needs(nb, full) == {"01_context_composition", "03_closed_book_exam"}, nb
         assert chain.needs(nb, ["01_context_composition", nb]) == {"01_context_composition"}, nb
-    assert chain.needs("06_share", full) == set(full[:-1])
+    assert chain.needs("07_share", full) == set(full[:-1])
     # A notebook the chain does not describe waits for everything before it, and is waited for.
     custom = ["01_context_composition", "my_extra", "02_projection_anatomy"]
     assert chain.needs("my_extra", custom) == {"01_context_composition"}
@@ -54,10 +55,10 @@ def test_of_the_notebooks_ready_the_one_most_wait_on_starts_first():
     assert [chain.downstream(nb, full) for nb in full] == [3, 1, 2, 1, 1, 1, 0]  # 01 02 03 04 05 07 06
     ready = [nb for nb in full if chain.needs(nb, full) == {"01_context_composition"}]
     assert chain.by_urgency(ready, full) == ["03_closed_book_exam", "02_projection_anatomy"]
-    after_03 = ["04_cost_model", "05_open_book_exam", "07_continuation_exam"]
+    after_03 = ["04_cost_model", "05_open_book_exam", "06_continuation_exam"]
     assert chain.by_urgency(reversed(after_03), full) == after_03  # a tie: run order
     # Without 04, 05 and 07 only 06 waits on 03, as on 02: run order again.
-    short = ["01_context_composition", "02_projection_anatomy", "03_closed_book_exam", "06_share"]
+    short = ["01_context_composition", "02_projection_anatomy", "03_closed_book_exam", "07_share"]
     assert chain.by_urgency(["03_closed_book_exam", "02_projection_anatomy"], short) == [
         "02_projection_anatomy",
         "03_closed_book_exam",

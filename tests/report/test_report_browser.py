@@ -63,7 +63,7 @@ def test_report_shows_every_figure_of_the_run(smoke_run, run_pages):
 @pytest.mark.parametrize("stem", ["fig10_continuation", "fig11_rediscovery"])
 def test_notebook_07_figures_render_in_the_offline_report(smoke_run, run_pages, stem):
     """Issue 29, acceptance 2: figure 10 (and the rediscovery figure, "not measured" on synthetic chains) is
-    drawn by the chain's notebook 07, shown in report.html under its id with nothing empty in it, and its own
+    drawn by the chain's notebook 06, shown in report.html under its id with nothing empty in it, and its own
     page renders offline."""
     assert (smoke_run.run_dir / "figures" / f"{stem}.svg").exists(), f"the smoke run drew no {stem}"
     assert f'id="{stem}"' in smoke_run.report.read_text(encoding="utf-8"), f"report.html does not show {stem}"

@@ -1,4 +1,4 @@
-"""share (issue 29): the headline's needed-next column, the rankings sentence, and the report's notebook 07 block."""
+"""share (issue 29): the headline's needed-next column, the rankings sentence, and the report's notebook 06 block."""
 
 from __future__ import annotations
 
@@ -102,9 +102,9 @@ def test_headline_gains_the_needed_next_column_from_the_closed_block(run):
 
 
 def test_an_older_run_folder_renders_with_the_column_not_measured(run):
-    h = share.headline_table(run)  # no continuation_recall: notebook 07 did not run
+    h = share.headline_table(run)  # no continuation_recall: notebook 06 did not run
     assert (h["needed_next_of_n"] == share.NOT_MEASURED).all() and h["needed_next_recall"].isna().all()
-    # A headline notebook 06 saved before the column existed still renders, the column n/a.
+    # A headline notebook 07 saved before the column existed still renders, the column n/a.
     old = h.drop(columns=[c for c in h.columns if c.startswith("needed_next")])
     view = share.headline_view(old)
     assert list(view["needed-next recall (95% CI)"]) == [share.NOT_MEASURED] * 3

@@ -103,7 +103,7 @@ def test_the_count_equals_the_dry_run_on_real_sessions(stores):
         "03_closed_book_exam",
         "04_cost_model",
         "05_open_book_exam",
-        "07_continuation_exam",
+        "06_continuation_exam",
     ]
     profile = _profile(stores, notebooks, SMALL_REAL)
     counted = estimate.estimate_run(profile)

@@ -112,7 +112,7 @@ def test_a_notebook_goes_to_the_kernel_that_ran_what_it_reads():
     )
     assert runner._kernel_for("04_cost_model", [ran_02, ran_03], order) == 1  # 04 reads 03
     assert runner._kernel_for("04_cost_model", [fresh, ran_02], order) == 0  # neither ran 03: the first idle
-    assert runner._kernel_for("06_share", [ran_03, ran_02], order) == 0  # the latest it needs of the two: 03
+    assert runner._kernel_for("07_share", [ran_03, ran_02], order) == 0  # the latest it needs of the two: 03
     assert runner._kernel_for("02_projection_anatomy", [fresh, ChainKernel(last="01_context_composition")], order) == 1
 
 

@@ -479,7 +479,7 @@ def test_a_run_stopped_while_two_notebooks_execute(tmp_path):
         assert by_name[nb]["status"] in ("interrupted", "ok"), by_name[nb]
         assert (results / "victim" / f"{nb}.ipynb").exists()
     assert "interrupted" in {by_name[nb]["status"] for nb in ("02_projection_anatomy", "03_closed_book_exam")}
-    assert not {"04_cost_model", "05_open_book_exam", "06_share"} & set(by_name)
+    assert not {"04_cost_model", "05_open_book_exam", "07_share"} & set(by_name)
 
 
 @pytest.mark.slow

@@ -143,7 +143,7 @@ def test_the_chain_says_which_notebooks_call_a_model_through_which_parameters():
         "03_closed_book_exam": ("summarizer", "reader"),
         "04_cost_model": ("summarizer",),
         "05_open_book_exam": ("summarizer", "reader"),
-        "07_continuation_exam": ("summarizer", "reader"),
+        "06_continuation_exam": ("summarizer", "reader"),
     }
     prof = runner.Profile(
         "p",
@@ -156,11 +156,11 @@ def test_the_chain_says_which_notebooks_call_a_model_through_which_parameters():
         ("03_closed_book_exam", ("reader",)),
         ("04_cost_model", ("summarizer",)),
         ("05_open_book_exam", ("reader",)),
-        ("07_continuation_exam", ("reader",)),
+        ("06_continuation_exam", ("reader",)),
     ]
     # Every purpose a model endpoint is called for is declared by the notebook that sends it.
     assert chain.step("05_open_book_exam").may_call("exam:open-final")
-    assert chain.step("07_continuation_exam").may_call("exam:continuation")
+    assert chain.step("06_continuation_exam").may_call("exam:continuation")
     assert chain.step("03_closed_book_exam").may_call("summary:codex")
     assert not chain.step("03_closed_book_exam").may_call("exam:open")
     assert not chain.step("01_context_composition").purposes

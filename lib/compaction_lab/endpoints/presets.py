@@ -22,14 +22,12 @@ import dataclasses
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from compaction_lab.core import paths, user_yaml
 from compaction_lab.core.errors import ProfileError
+from compaction_lab.core.profile import Profile
 from compaction_lab.endpoints.config import base_url_problem
-
-if TYPE_CHECKING:  # run.runner imports this module
-    from compaction_lab.run.runner import Profile
 
 #: The parameter that names the model endpoint (a mapping, or a preset name before resolution).
 MODEL_PARAM = "model"

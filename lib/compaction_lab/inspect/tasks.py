@@ -20,11 +20,11 @@ open_book
     closed book; metadata adds the round, its arm and its search mode.
 
 continuation
-    One sample per case with a recorded next action x arm of the continuation exam (notebook 07's cases,
+    One sample per case with a recorded next action x arm of the continuation exam (notebook 06's cases,
     both blocks): the arm's projection, then the suite's "continue" turn (`exam.next_action.action_messages`),
     with the tools the agent could call (the call shape's and the session's own, `next_action.offered_tools`)
     offered and one tool call required; Inspect does not run it. The scorer grades the first call as
-    notebook 07 does (`next_action.grade_prediction`): ``tool_match``, ``target_match`` and
+    notebook 06 does (`next_action.grade_prediction`): ``tool_match``, ``target_match`` and
     ``exact_match``, each with its accuracy, and whether it acted on a look-alike that never existed.
     Inspect needs every tool parameter described: one the call shape leaves undescribed is sent with
     `NO_DESCRIPTION` (the suite's model reader sends it without).
@@ -79,7 +79,7 @@ CLOSED_NOTEBOOK = "03_closed_book_exam"
 #: The open book's: its arm, its wordings, the archive it wrote.
 OPEN_NOTEBOOK = "05_open_book_exam"
 #: The continuation exam's: its arms and its cases.
-CONTINUATION_NOTEBOOK = "07_continuation_exam"
+CONTINUATION_NOTEBOOK = "06_continuation_exam"
 
 
 def run_parameters(run_dir: Path, notebook: str = CLOSED_NOTEBOOK) -> dict[str, Any]:
@@ -244,7 +244,7 @@ def archive_conversation(archive: str) -> Solver:
 
 @functools.lru_cache(maxsize=4)
 def _continuation_cases(run_dir: str) -> tuple[continuation_mod.ContinuationParams, continuation_mod.ContinuationCases]:
-    """Notebook 07's parameters and keyed cases of a run folder (read once per folder: the scorer needs them too)."""
+    """Notebook 06's parameters and keyed cases of a run folder (read once per folder: the scorer needs them too)."""
     params = continuation_mod.ContinuationParams.coerce(
         exam_mod.get("continuation").params(run_parameters(Path(run_dir), CONTINUATION_NOTEBOOK))
     )
@@ -269,7 +269,7 @@ def continuation_samples(run_dir: Path, strategy: str | None = None) -> Iterator
         session = cases.sessions[cc.case.session_id]
         tools = next_action.offered_tools(ctx.shape.for_session(session).tools, session)
         if not cc.actions or not tools:
-            continue  # as notebook 07: nothing to predict, or nothing to call
+            continue  # as notebook 06: nothing to predict, or nothing to call
         names = [strategy] if strategy else continuation_mod.arms_of(cc.block, params.names)
         for name in names:
             p = strategies.compact(session, name, cc.case.cut, ctx)
@@ -373,7 +373,7 @@ def next_step() -> Solver:
 
 @scorer(metrics={"tool_match": [accuracy()], "target_match": [accuracy(), stderr()], "exact_match": [accuracy()]})
 def next_action_grade() -> Scorer:
-    """Grade the first tool call as notebook 07 does (`next_action.grade_prediction`)."""
+    """Grade the first tool call as notebook 06 does (`next_action.grade_prediction`)."""
 
     async def score(state: TaskState, target: Target) -> Score:
         meta = state.metadata

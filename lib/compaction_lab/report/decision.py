@@ -368,7 +368,7 @@ def decide(run_dir: str | Path, headline: pd.DataFrame | None = None) -> Decisio
     weighed = h[ranked]
     mode = share.ranking_mode(weighed)
     ms = tuple(m for m in measures(mode) if m.col("recall") in h.columns)
-    # A measure no weighed arm has (notebook 07 did not run) is left out and said so; an arm missing one
+    # A measure no weighed arm has (notebook 06 did not run) is left out and said so; an arm missing one
     # the others have is not weighed.
     ms = tuple(m for m in ms if pd.to_numeric(weighed[m.col("recall")], errors="coerce").notna().any())
     have = pd.Series(True, index=weighed.index)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import urllib.parse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import nbformat
 import pandas as pd
@@ -12,10 +12,8 @@ from nbconvert import HTMLExporter
 
 from compaction_lab import __version__
 from compaction_lab.core import bounded_json, runfolder
+from compaction_lab.core.profile import NotebookRun, Profile
 from compaction_lab.report import charts, decision, share
-
-if TYPE_CHECKING:
-    from compaction_lab.run.runner import NotebookRun, Profile
 
 TEMPLATES_DIR = Path(__file__).parent / "templates"
 NBCONVERT_TEMPLATE = "offline"
@@ -52,7 +50,7 @@ def build_index(
     """``report.html``: what the run measured, the headline table, each notebook's block, every figure, links, versions.
 
     The figures are the run's SVG files inlined: the page needs no script and
-    no network. The headline is notebook 06's (``headline.parquet``) when it
+    no network. The headline is notebook 07's (``headline.parquet``) when it
     ran, so the index and the notebook agree; otherwise it is computed here
     (under `price_table` / `simulator`, default: see `share.cost_view`).
     """

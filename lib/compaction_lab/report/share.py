@@ -1,6 +1,6 @@
 """What a run shares: the headline table, the figures, a values-only summary, the run's facts.
 
-Notebook 06 shows these; `report.render.build_index` renders the same pieces into
+Notebook 07 shows these; `report.render.build_index` renders the same pieces into
 ``report.html``, so the index and the notebook never disagree. Everything here
 reads the run folder only (tables and figures earlier notebooks wrote); a
 piece whose notebook did not run is left out rather than invented.
@@ -29,7 +29,7 @@ from compaction_lab.exam.statistics import stats
 from compaction_lab.report.figures import run_figures
 from compaction_lab.report.figures._common import distinct_text, summariser_labels
 
-#: Table name of the headline in a run folder (written by notebook 06).
+#: Table name of the headline in a run folder (written by notebook 07).
 HEADLINE = "headline"
 
 
@@ -81,7 +81,7 @@ HEADLINE_COLUMNS = [
     *_parts("needed_next_", "of_n"),
 ]
 
-#: The continuation exam's table the headline takes its needed-next column from (notebook 07), and its block.
+#: The continuation exam's table the headline takes its needed-next column from (notebook 06), and its block.
 CONTINUATION_RECALL = "continuation_recall"
 CONTINUATION_BLOCK = "closed"
 
@@ -101,7 +101,7 @@ _NEEDED_NEXT = {
 _PART_SOURCE = _parts()
 _NEEDED_NEXT_PARTS = {f"needed_next_{c}": c for c in _PART_SOURCE}
 
-#: How the needed-next column reads where it was not measured (a run folder older than notebook 07, or an
+#: How the needed-next column reads where it was not measured (a run folder older than notebook 06, or an
 #: arm whose next actions needed nothing from memory).
 NOT_MEASURED = "n/a"
 
@@ -332,7 +332,7 @@ def needed_next(run_dir: Path) -> pd.DataFrame:
     Read from ``continuation_recall`` (block ``closed``: the closed book's cases), one row per strategy
     (the first, should a reader add rows); ``needed_next_of_n`` is `retained_of_n` of it (with
     `NOT_SENDABLE` for an arm over the window), or `NOT_MEASURED` where the arm had nothing to score.
-    Without the table (a run folder older than notebook 07, or one where it did not run) the frame has
+    Without the table (a run folder older than notebook 06, or one where it did not run) the frame has
     no rows, so every arm of the headline reads `NOT_MEASURED`. ``needed_next_reader_label`` says who graded it.
     """
     split = [*_NEEDED_NEXT_PARTS, "needed_next_scope_of_n", "needed_next_summary_of_n"]
@@ -968,7 +968,7 @@ def recorded_block(run_dir: Path) -> RecordedBlock | None:
 
 
 #: The notebook of the continuation exam (its tables, its figures, its section of the report).
-CONTINUATION_NOTEBOOK = "07_continuation_exam"
+CONTINUATION_NOTEBOOK = "06_continuation_exam"
 
 #: The target-level table the rank agreement resamples (one row per block x case x arm x needed target).
 CONTINUATION_TARGETS = "continuation_targets"
@@ -1076,14 +1076,14 @@ REDISCOVERY_SPLIT_VIEW = {
 
 @dataclass(frozen=True)
 class ContinuationBlock:
-    """The report's "can the agent still continue?" block (notebook 07's tables).
+    """The report's "can the agent still continue?" block (notebook 06's tables).
 
     Attributes
     ----------
     lines : tuple of str
         The rankings sentence, who graded the needed-next recall, the model's next-action grades.
     rediscovery_lines : tuple of str
-        What the recorded compactions cost their agents, in words (empty when notebook 07 did not look).
+        What the recorded compactions cost their agents, in words (empty when notebook 06 did not look).
     rediscovery : DataFrame
         One row per recorded compaction (`REDISCOVERY_VIEW`); empty when there was none.
     figures : tuple of (str, str)
@@ -1206,7 +1206,7 @@ def _needed_next_lines(recall: pd.DataFrame) -> list[str]:
 
 
 def continuation_block(run_dir: Path) -> ContinuationBlock | None:
-    """Gather notebook 07's results for the report, or None when it did not run (an older run folder).
+    """Gather notebook 06's results for the report, or None when it did not run (an older run folder).
 
     Values only: the rankings sentence (`rankings_agreement`), who graded the needed-next recall (the
     table's ``reader_label``: offline, a stand-in), the model's next-action grades where a model predicted,

@@ -43,7 +43,7 @@ class Step:
         The one of `writes` that proves it ran in a folder (what a later notebook opened by hand looks for).
     after : tuple of str
         Notebooks whose outputs it reads when they ran in the same folder and does without when they did
-        not (05 takes the bank 03 saved, else builds it; 07 draws 03's recall beside its own): opened by
+        not (05 takes the bank 03 saved, else builds it; 06 draws 03's recall beside its own): opened by
         hand it does not run them, but a chain that runs them starts it only once they finished.
     model_parameters : tuple of str
         Its parameters that make it call a model when set to ``"model"`` (``summarizer``, ``reader``).
@@ -145,7 +145,7 @@ CHAIN: tuple[Step, ...] = (
         purposes=("summary:*", "exam:closed", "exam:open", "exam:open-final"),
     ),
     Step(
-        "07_continuation_exam",
+        "06_continuation_exam",
         reads=("01_context_composition",),
         writes=(
             "exam_continuation.parquet",
@@ -161,14 +161,14 @@ CHAIN: tuple[Step, ...] = (
         purposes=("summary:*", "exam:continuation"),
     ),
     Step(
-        "06_share",
+        "07_share",
         reads=(
             "01_context_composition",
             "02_projection_anatomy",
             "03_closed_book_exam",
             "04_cost_model",
             "05_open_book_exam",
-            "07_continuation_exam",
+            "06_continuation_exam",
         ),
         writes=("headline.parquet",),
         mark="headline.parquet",
@@ -196,7 +196,7 @@ def needs(notebook: str, notebooks: Sequence[str]) -> frozenset[str]:
 def downstream(notebook: str, notebooks: Sequence[str]) -> int:
     """Return how many notebooks of a run wait on `notebook` one after another: its longest chain of dependents.
 
-    0 for one nothing `needs`; 2 for 03 in the default chain (04 needs 03, 06 needs 04). The runner starts,
+    0 for one nothing `needs`; 2 for 03 in the default chain (04 needs 03, 07 needs 04). The runner starts,
     of the notebooks ready at once, the one with the longest such chain first: the run cannot end before it.
     """
     order = list(notebooks)

@@ -422,7 +422,7 @@ def _count_chain(
                             counts, prefix, finals, shape_tools, "none", ANSWER_TOKENS, CLOSED_PURPOSE,
                             _temperature(eff),
                         )  # fmt: skip
-        elif nb == "07_continuation_exam":
+        elif nb == "06_continuation_exam":
             cp = continuation.ContinuationParams.coerce(exam.get("continuation").params(eff))
             keys = continuation.keys_for(out, cp, context({**eff, "summarizer": "none"}))
             ctx = context(eff)

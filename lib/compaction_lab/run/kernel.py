@@ -298,7 +298,7 @@ KERNEL_NAME = "python3"
 #: run's output, so only errors are shown.
 KERNEL_ARGUMENTS = ("--IPKernelApp.log_level=ERROR",)
 #: Kernels a run uses by default, at most (`default_kernels`): the chain's widest step is two notebooks
-#: whose inputs are ready at once (02 beside 03; 04 beside 05 then 07).
+#: whose inputs are ready at once (02 beside 03; 04 beside 05 then 06).
 MAX_DEFAULT_KERNELS = 2
 
 

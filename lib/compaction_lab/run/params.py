@@ -52,18 +52,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import yaml
 
 from compaction_lab.core import bounded_json, paths, user_yaml
 from compaction_lab.core.errors import ProfileError
+from compaction_lab.core.profile import Profile
 from compaction_lab.privacy import secrets as _secrets  # noqa: F401  (masks every ProfileError: core.errors)
 from compaction_lab.privacy.secrets import looks_secret_name
-
-if TYPE_CHECKING:  # run.runner imports this module: the runtime import would be circular
-    from compaction_lab.run.runner import Profile
-
 
 #: Parameters the runner itself reads (`runner.run_profile`), whether or not a notebook declares them,
 #: with their types: ``redact`` drives the final sweep, ``redact_patterns`` loads the sweep's patterns;

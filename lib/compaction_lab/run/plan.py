@@ -19,7 +19,7 @@ This is ``doctor --dry-run``: by default the doctor plans from counts instead
 (`compaction_lab.run.estimate`: the same requests counted without running a
 notebook, in seconds), held to this dry run by ``tests/run/test_doctor_counts.py``.
 
-The continuation exam's next-action requests (notebook 07, purpose
+The continuation exam's next-action requests (notebook 06, purpose
 `CONTINUATION_PURPOSE`) are counted by the same dry run; their number is also
 known without running anything (`continuation_calls`): one per case with a
 recorded next action × arm, identical requests sent once.

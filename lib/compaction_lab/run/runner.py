@@ -46,7 +46,7 @@ import traceback as traceback_mod
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,7 @@ from papermill.exceptions import PapermillExecutionError
 
 from compaction_lab.core import paths, processes, runfolder, user_yaml
 from compaction_lab.core.errors import ProfileError
+from compaction_lab.core.profile import REDACT_PARAM, NotebookRun, Profile
 from compaction_lab.core.tokens import TOKENIZER_ENV
 from compaction_lab.engine.scheduler import SCHEDULER_ENV
 from compaction_lab.privacy import redactor as redactor_mod
@@ -65,11 +66,6 @@ from compaction_lab.run import kernel as kernel_mod
 from compaction_lab.run import params as params_mod
 from compaction_lab.run.kernel import KERNEL_ARGUMENTS, KERNEL_NAME, default_kernels
 from compaction_lab.store import memo as memo_mod
-
-#: Our nbconvert template: the lab template minus every script fetched from a CDN.
-
-#: The profile parameter that switches redaction on (notebook 01 masks the sessions it imports).
-REDACT_PARAM = "redact"
 
 #: The longest run or sweep folder name the runner makes, in UTF-8 bytes (`run_folder_name`): under the
 #: 255 of common file systems, with room for the ``-2`` a second folder of the same second gets and a
@@ -120,54 +116,6 @@ class NotebookFailed(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Profile:
-    """A named set of notebooks and parameters for one run of the chain."""
-
-    name: str
-    description: str
-    notebooks: tuple[str, ...]
-    parameters: Mapping[str, Any] = field(default_factory=dict)
-    notebook_parameters: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    path: Path | None = None
-    #: Parameters a ``run`` of this profile sweeps (the profile's ``sweeps:`` block), each with its values.
-    sweeps: Mapping[str, list[Any]] = field(default_factory=dict)
-
-    def parameters_for(self, notebook: str) -> dict[str, Any]:
-        """Chain-wide parameters with this notebook's overrides applied."""
-        return {**self.parameters, **(self.notebook_parameters.get(notebook) or {})}
-
-    def with_parameters(self, overrides: Mapping[str, Any]) -> Profile:
-        """Return the profile with chain-wide parameters overridden (``--set``); per-notebook ones lose to them."""
-        if not overrides:
-            return self
-        if "run_dir" in overrides:
-            raise ProfileError("run_dir is set by the runner, not by --set")
-        per_nb = {
-            nb: {k: v for k, v in (ps or {}).items() if k not in overrides}
-            for nb, ps in self.notebook_parameters.items()
-        }
-        return replace(self, parameters={**self.parameters, **overrides}, notebook_parameters=per_nb)
-
-    @property
-    def redact(self) -> bool:
-        """Whether this profile's runs are redacted for sharing (its ``redact`` parameter)."""
-        return bool(self.parameters.get(REDACT_PARAM, False))
-
-
-@dataclass(frozen=True)
-class NotebookRun:
-    """Outcome of one notebook in a run."""
-
-    notebook: str
-    output: Path
-    html: Path | None
-    seconds: float
-    parameters: Mapping[str, Any]
-    status: str  # ok | failed | interrupted
-    html_seconds: float | None = None  # rendering its HTML (None: not rendered)
-
-
-@dataclass(frozen=True)
 class RunResult:
     """What a finished run produced."""
 
@@ -184,8 +132,8 @@ class RunResult:
 def chain_notebooks() -> list[str]:
     """Stems of the chain notebooks present in ``notebooks/``, in chain order (`chain.CHAIN`).
 
-    The run order is the chain's, not the file names': the continuation exam (07) runs before the share
-    notebook (06), which reads it. A numbered notebook the chain does not list comes last, by name.
+    The run order is the chain's (numbered so, the share notebook last). A numbered notebook the chain does
+    not list comes last, by name.
     """
     order = {name: i for i, name in enumerate(chain.names())}
     stems = [p.stem for p in paths.NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb")]
@@ -457,7 +405,7 @@ def _run_chain(
 
     With one kernel the notebooks run one after the other in it. With more, a notebook starts in a free
     kernel as soon as the notebooks it needs (`chain.needs`) have finished, so independent notebooks
-    (02 beside 03; 04 beside 05 and 07) share the machine's cores; of those ready at once, the one with the
+    (02 beside 03; 04 beside 05 and 06) share the machine's cores; of those ready at once, the one with the
     longest chain of notebooks waiting on it (`chain.downstream`) starts first. `executing` holds the
     notebooks under way (by name: output, start, parameters). Raises `NotebookFailed` (run.json already says
     ``failed``) when a cell raises or a kernel dies, times out or never starts: the first failing

@@ -1,6 +1,6 @@
 """The continuation exam: after a compaction, does the agent still hold what its next steps need.
 
-The closed book measures recognition; this exam (notebook 07) grades a compaction against what the
+The closed book measures recognition; this exam (notebook 06) grades a compaction against what the
 agent really did next. The key (`ContinuationCase`) is the next ``continuation_k`` tool calls from the
 cut (`NextAction`) and the exact values in them (`Target`, one per value: forms of one path are one),
 each classified as ``needed``, ``in_tail``, ``system``, ``seen_after_cut`` or ``new``; only ``needed``
@@ -712,9 +712,9 @@ def closed_recall(source: Source) -> pd.DataFrame:
         return pd.DataFrame()
 
 
-@EXAMS.register("continuation", rank=40, notebook="07_continuation_exam")
+@EXAMS.register("continuation", rank=40, notebook="06_continuation_exam")
 class ContinuationExam(Exam[ContinuationCases, ContinuationResult]):
-    """The continuation exam (notebook 07): the recorded next actions as the key, needed-next recall per arm."""
+    """The continuation exam (notebook 06): the recorded next actions as the key, needed-next recall per arm."""
 
     params_type = ContinuationParams
 

@@ -1,13 +1,13 @@
 """Every figure of the suite, registered where it is drawn, and `draw`: name a figure once, get it drawn and saved.
 
 One module per notebook holds that notebook's figures (``composition``: 01, ``anatomy``: 02, ``exam``: 03,
-``cost``: 04, ``open_book``: 05, ``decision``: 06, ``continuation``: 07; ``sweep``: the sweep page's,
+``cost``: 04, ``open_book``: 05, ``continuation``: 06, ``decision``: 07; ``sweep``: the sweep page's,
 drawn by no notebook). Each figure function
 takes tidy DataFrames (the run folder's tables) and returns an Altair chart; nothing here reads files or
 computes results. Each registers itself with `register`: its file stem in a run folder's ``figures/``, its
 place among its notebook's figures, its title, the notebook that draws it and, where it redraws one, the
 seed report's figure number. The report shows them in `run_figures` order: the lead figure (the
-decision, drawn by notebook 06) first, then notebook by notebook in chain order; it numbers them by
+decision, drawn by notebook 07) first, then notebook by notebook in chain order; it numbers them by
 their place on its page (a chart's own title carries no number, so a run that measured fewer figures
 still counts 1, 2, 3 down the page). A stem is a stable file name, not a number to cite. Adding a
 figure touches its own module and nothing else: the report lists it

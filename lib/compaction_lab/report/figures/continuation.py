@@ -1,4 +1,4 @@
-"""Notebook 07's figures: can the agent still continue (figure 10), and what real compactions cost (figure 11)."""
+"""Notebook 06's figures: can the agent still continue (figure 10), and what real compactions cost (figure 11)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from compaction_lab.report.figures._common import (
 from compaction_lab.report.theme import use_theme
 
 #: The notebook that draws both figures.
-NOTEBOOK = "07_continuation_exam"
+NOTEBOOK = "06_continuation_exam"
 
 #: The block of ``continuation_recall`` figure 10 draws: the closed-book cases (the other is "recorded").
 CLOSED_BLOCK = "closed"
@@ -31,7 +31,7 @@ CLOSED_BLOCK = "closed"
 NO_CONTINUATION: tuple[str, ...] = (
     "Not measured: no case's next tool calls needed a value seen only before the cut",
     "(a target first seen after the cut, or kept in the recent tail by every arm, is not scored),",
-    "or the closed-book exam asked no question of the same arms. Notebook 07 lists the next actions per case.",
+    "or the closed-book exam asked no question of the same arms. Notebook 06 lists the next actions per case.",
 )
 
 #: What figure 11 says when the run's sessions hold no compaction their agent recorded.

@@ -1,4 +1,4 @@
-"""Notebook 06's figure, the one the report opens with: recall against cost, the Pareto set filled.
+"""Notebook 07's figure, the one the report opens with: recall against cost, the Pareto set filled.
 
 Drawn from `compaction_lab.report.decision.Decision.arms` (one row per arm weighed); design in docs/report.md.
 """
@@ -21,7 +21,7 @@ PANELS = {"closed": "closed book", "needed_next": "needed-next"}
     "fig_decision",
     rank=0,
     title="which strategy: recall against cost",
-    notebook="06_share",
+    notebook="07_share",
     lead=True,
 )
 def fig_decision(
