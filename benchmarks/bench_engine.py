@@ -142,10 +142,10 @@ _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 def real_records() -> list[tuple[str, str | None, str]]:
     """(kind, tool, text) of every non-empty context record of the real fixtures, in reading order."""
     from compaction_lab.core.session import CONTEXT_KINDS
-    from compaction_lab.ingest import ImportReport, load_sessions
+    from compaction_lab.ingest import ImportAudit, load_sessions
 
     out = []
-    for s in load_sessions(repo_root() / "tests" / "fixtures", ImportReport()):
+    for s in load_sessions(repo_root() / "tests" / "fixtures", ImportAudit()):
         out += [(r.kind, r.tool, r.text) for r in s.records if r.kind in CONTEXT_KINDS and r.text.strip()]
     return out
 
@@ -256,14 +256,14 @@ def child_raw(path: str) -> dict:
     """Raw tiktoken over the file's context texts: one ``encode_ordinary`` per text, one thread."""
     from compaction_lab.core.session import CONTEXT_KINDS
     from compaction_lab.core.tokens import get_encoding
-    from compaction_lab.ingest import ImportReport, load_sessions
+    from compaction_lab.ingest import ImportAudit, load_sessions
 
     enc = get_encoding()
     enc.encode_ordinary("warm up")
-    rep = ImportReport()
+    audit = ImportAudit()
     seconds, text_bytes, tokens, texts_n, dup_n, dup_bytes = 0.0, 0, 0, 0, 0, 0
     seen: set[bytes] = set()
-    for s in load_sessions(path, rep):  # untimed: only the tokenizer is measured
+    for s in load_sessions(path, audit):  # untimed: only the tokenizer is measured
         texts = [r.text for r in s.records if r.kind in CONTEXT_KINDS]
         for t in texts:
             b = t.encode("utf-8", "surrogatepass")
@@ -284,8 +284,8 @@ def child_raw(path: str) -> dict:
         "texts": texts_n,
         "repeated_texts": dup_n,
         "repeated_bytes": dup_bytes,
-        "sessions": rep.sessions,
-        "skipped": rep.n_skipped,
+        "sessions": audit.sessions,
+        "skipped": audit.n_skipped,
         "peak_rss_mib": own_peak_rss_mb(),
     }
 
@@ -360,8 +360,8 @@ def engine_tally(path: Path, workers: int) -> dict:
         "seconds": seconds,
         "table": result.table,
         "tokens": int(result.table["tokens"].sum()),
-        "sessions": result.report.sessions,
-        "skipped": result.report.n_skipped,
+        "sessions": result.audit.sessions,
+        "skipped": result.audit.n_skipped,
         "stats": st,
         "worker_rss": max(rss.values()),
         "worker_base_rss": base_rss,

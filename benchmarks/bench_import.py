@@ -10,7 +10,7 @@ source files, grep hits, test runs, logs, JSON) and ``event_msg`` lines
 
 Each measurement runs in a fresh subprocess, so its peak RSS is its own:
 
-a. import only: ``for s in load_sessions(path, report): pass``;
+a. import only: ``for s in load_sessions(path, audit): pass``;
 b. import + composition tally: ``composition.tally(path, scheduler="sync")``,
    i.e. ``compaction-lab tally --scheduler sync`` (in this process; the tally
    on the Dask engine is measured by ``bench_engine.py``);
@@ -618,14 +618,14 @@ def cpu_seconds() -> float:
 def child(mode: str, path: str) -> dict:
     """One measurement in this (fresh) process; returns a JSON-able dict."""
     from compaction_lab.core.session import CONTEXT_KINDS
-    from compaction_lab.ingest import ImportReport, load_sessions
+    from compaction_lab.ingest import ImportAudit, load_sessions
 
     out: dict = {"mode": mode}
     if mode == "import":
-        rep = ImportReport()
+        audit = ImportAudit()
         base = own_peak_rss_mb()
         c0, t0 = cpu_seconds(), time.perf_counter()
-        for _ in load_sessions(path, rep):
+        for _ in load_sessions(path, audit):
             pass
         out["seconds"], out["cpu_seconds"] = time.perf_counter() - t0, cpu_seconds() - c0
     elif mode == "tally":
@@ -639,7 +639,7 @@ def child(mode: str, path: str) -> dict:
         # (bench_engine.py measures it on the Dask engine).
         result = composition.tally(path, scheduler="sync")
         out["seconds"], out["cpu_seconds"] = time.perf_counter() - t0, cpu_seconds() - c0
-        rep = result.report
+        audit = result.audit
         out["tokens"] = int(result.table["tokens"].sum())
         # Any child process the tally spawned (none in-process): its ru_maxrss is its own.
         out["worker_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
@@ -649,10 +649,10 @@ def child(mode: str, path: str) -> dict:
         enc = get_encoding()
         threads = int(os.environ.get("BENCH_IMPORT_THREADS") or TokenCounter().threads)
         enc.encode_ordinary("warm up")
-        rep = ImportReport()
+        audit = ImportAudit()
         base = own_peak_rss_mb()
         seconds, cpu, text_bytes, tokens, texts_n = 0.0, 0.0, 0, 0, 0
-        for s in load_sessions(path, rep):  # untimed: only the tokenizer is measured
+        for s in load_sessions(path, audit):  # untimed: only the tokenizer is measured
             texts = [r.text for r in s.records if r.kind in CONTEXT_KINDS]
             text_bytes += sum(len(t.encode("utf-8")) for t in texts)
             texts_n += len(texts)
@@ -668,10 +668,10 @@ def child(mode: str, path: str) -> dict:
     else:
         raise SystemExit(f"unknown child mode {mode!r}")
     out.update(
-        sessions=rep.sessions,
-        records=rep.records,
-        skipped=rep.n_skipped,
-        reasons=dict(rep.reasons),
+        sessions=audit.sessions,
+        records=audit.records,
+        skipped=audit.n_skipped,
+        reasons=dict(audit.reasons),
         baseline_rss_mib=base,
         peak_rss_mib=own_peak_rss_mb(),
         ru_maxrss_mib=peak_rss_mb(),

@@ -51,7 +51,7 @@ import json  # noqa: E402  (imported below the helpers the CLI tests share)
 import pandas as pd  # noqa: E402  (imported below the helpers the CLI tests share)
 import pytest  # noqa: E402  (imported below the helpers the CLI tests share)
 
-from compaction_lab.ingest import ImportReport, load_sessions  # noqa: E402  (imported below the helpers the CLI tests share)
+from compaction_lab.ingest import ImportAudit, load_sessions  # noqa: E402  (imported below the helpers the CLI tests share)
 from compaction_lab.tally import composition  # noqa: E402  (imported below the helpers the CLI tests share)
 from tests.helpers import PUBLIC_FIXTURES  # noqa: E402  (imported below the helpers the CLI tests share)
 
@@ -121,7 +121,7 @@ def test_tally_prints_the_composition_table(capsys):
     assert cli.main(["tally", str(PUBLIC_FIXTURES), "--json"]) == 0
     captured = capsys.readouterr()
     got = pd.DataFrame(json.loads(captured.out))
-    expected = composition.composition_table(load_sessions(PUBLIC_FIXTURES, ImportReport()))
+    expected = composition.composition_table(load_sessions(PUBLIC_FIXTURES, ImportAudit()))
     pd.testing.assert_frame_equal(
         got[composition.COMPOSITION_COLUMNS].reset_index(drop=True), expected.reset_index(drop=True), check_dtype=False
     )

@@ -260,19 +260,19 @@ def test_default_synthetic_chains_are_mostly_tool_traffic():
     assert coarse.loc[("ALL", "user text"), "char_share"] < 0.10
 
 
-def test_tally_equals_the_table_of_the_sessions_and_their_report():
+def test_tally_equals_the_table_of_the_sessions_and_their_audit():
     """`tally` (units read as tasks, counted in parts, combined in reading order) gives the table of
-    `composition_table` over `load_sessions` and the same import report, in this process."""
-    from compaction_lab.ingest import ImportReport, load_sessions
+    `composition_table` over `load_sessions` and the same import audit, in this process."""
+    from compaction_lab.ingest import ImportAudit, load_sessions
 
     paths = [FIXTURES]  # the public sessions (tests/fixtures/public) included
-    rep = ImportReport()
-    expected = composition.composition_table(list(load_sessions(paths, rep)), scheduler="sync")
+    audit = ImportAudit()
+    expected = composition.composition_table(list(load_sessions(paths, audit)), scheduler="sync")
     got = composition.tally(paths, scheduler="sync")
     pd.testing.assert_frame_equal(got.table, expected)
-    assert got.report == rep and got.stats.engine == "sync" and got.stats.units == rep.files
+    assert got.audit == audit and got.stats.engine == "sync" and got.stats.units == audit.files
     empty = composition.tally([FIXTURES / "SOURCES.md"], scheduler="sync")
-    assert empty.table.empty and empty.report.sessions == 0 and empty.report.n_skipped == 1
+    assert empty.table.empty and empty.audit.sessions == 0 and empty.audit.n_skipped == 1
 
 
 def test_tally_counts_repeated_texts_as_cache_hits(tmp_path, monkeypatch):
@@ -284,6 +284,6 @@ def test_tally_counts_repeated_texts_as_cache_hits(tmp_path, monkeypatch):
         (tmp_path / f"copy{i}.jsonl").write_bytes(src.read_bytes())
     got = composition.tally([tmp_path], scheduler="sync")
     # The same session three times is one session (duplicates skipped), its texts counted once.
-    assert got.report.sessions == 1 and got.report.reasons["duplicate_session"] == 2
+    assert got.audit.sessions == 1 and got.audit.reasons["duplicate_session"] == 2
     assert got.stats.cache_hits >= 2 * got.stats.cache_misses > 0
     assert 0.6 < got.stats.hit_rate < 1 and 0.6 < got.stats.hit_rate_chars < 1

@@ -30,7 +30,7 @@ import yaml
 
 from compaction_lab import cli
 from compaction_lab.engine import scheduler as engine
-from compaction_lab.ingest import ImportReport, load_sessions
+from compaction_lab.ingest import ImportAudit, load_sessions
 from compaction_lab.run import lifecycle
 from compaction_lab.tally import composition
 from tests.fake_openai_server import FakeOpenAIServer
@@ -144,12 +144,12 @@ def test_tally_of_every_fixture_on_the_cluster_equals_this_process(cluster):
     there = composition.tally(FIXTURE_PATHS, scheduler=cluster.address)
     assert there.stats.engine == "cluster" and here.stats.engine == "sync"
     pd.testing.assert_frame_equal(there.table, here.table)
-    assert there.report == here.report
+    assert there.audit == here.audit
     # ... and both equal the plain reading of the library (one session at a time, no engine).
-    rep = ImportReport()
-    plain = composition.composition_table(list(load_sessions(FIXTURE_PATHS, rep)), scheduler="sync")
+    audit = ImportAudit()
+    plain = composition.composition_table(list(load_sessions(FIXTURE_PATHS, audit)), scheduler="sync")
     pd.testing.assert_frame_equal(here.table, plain)
-    assert here.report == rep and rep.sessions > 30
+    assert here.audit == audit and audit.sessions > 30
 
 
 def test_tally_command_prints_the_same_table_on_the_cluster(cluster, capsys):
@@ -188,7 +188,7 @@ def test_a_large_file_split_into_spans_on_the_cluster_equals_one_reading(cluster
     split = composition.tally([path], scheduler=cluster.address)
     assert split.stats.units > 1 and whole.stats.units == 1
     pd.testing.assert_frame_equal(split.table, whole.table)
-    assert split.report == whole.report
+    assert split.audit == whole.audit
 
 
 def test_sessions_read_in_pieces_by_both_workers_equal_one_reading(cluster, tmp_path, monkeypatch):
@@ -201,9 +201,9 @@ def test_sessions_read_in_pieces_by_both_workers_equal_one_reading(cluster, tmp_
     whole = composition.tally([path, again], scheduler="sync")
     monkeypatch.setattr(composition, "SPAN_BYTES", 2048)
     split = composition.tally([path, again], scheduler=cluster.address, piece_bytes=500)
-    assert split.stats.parts > 2 * split.stats.units > 4 and whole.report.reasons["duplicate_session"] > 0
+    assert split.stats.parts > 2 * split.stats.units > 4 and whole.audit.reasons["duplicate_session"] > 0
     pd.testing.assert_frame_equal(split.table, whole.table)
-    assert split.report == whole.report
+    assert split.audit == whole.audit
 
 
 def test_a_task_on_every_worker_runs_once_on_each(cluster):

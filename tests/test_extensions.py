@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from compaction_lab import ingest, strategies
-from compaction_lab.ingest import IMPORTERS, ImportReport, UnknownFormat
+from compaction_lab.ingest import IMPORTERS, ImportAudit, UnknownFormat
 from compaction_lab.strategies import STRATEGIES
 
 ARM = "keep-last-two"
@@ -63,9 +63,9 @@ def sniff(head):
     return bool(head.objects) and all(set(o) == {{"toy", "say"}} for o in head.objects)
 
 
-def load(path, report):
+def load(path, audit):
     b = SessionBuilder(file_stem(path), FORMAT, path)
-    for lineno, obj, _ in iter_jsonl(path, report):
+    for lineno, obj, _ in iter_jsonl(path, audit):
         b.add("user" if obj["toy"] == "user" else "assistant", str(obj["say"]), f"l{{lineno}}")
     yield b.build()
 
@@ -120,9 +120,9 @@ def test_a_new_arm_and_a_new_importer_touch_only_their_own_modules(plugin: str, 
     assert names.index("claude-code") < names.index(ARM) < names.index("pi")  # listed at its rank (55)
     assert ingest.formats()[0] == FORMAT  # asked first (rank 5)
     assert ingest.detect(f) == FORMAT
-    report = ImportReport()
-    (session,) = ingest.load_sessions(tmp_path, report)
-    assert session.source_format == FORMAT and report.formats[FORMAT] == 1 and report.n_skipped == 0
+    audit = ImportAudit()
+    (session,) = ingest.load_sessions(tmp_path, audit)
+    assert session.source_format == FORMAT and audit.formats[FORMAT] == 1 and audit.n_skipped == 0
     assert [r.text for r in session.records] == ["fix the flaky test", "looking at it", "thanks", "done"]
 
     proj = strategies.compact(session, ARM)

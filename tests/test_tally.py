@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from compaction_lab.ingest import ImportReport, load_sessions
+from compaction_lab.ingest import ImportAudit, load_sessions
 from compaction_lab.ingest.files import Span
 from compaction_lab.ingest.units import Unit
 from compaction_lab.tally import composition
@@ -26,7 +26,7 @@ def _unit(path: Path) -> Unit:
 
 def _same(a: composition.Tally, b: composition.Tally) -> None:
     pd.testing.assert_frame_equal(a.table, b.table)
-    assert a.report == b.report
+    assert a.audit == b.audit
 
 
 def test_a_session_split_across_tasks_gives_the_tally_of_one_task():
@@ -37,10 +37,10 @@ def test_a_session_split_across_tasks_gives_the_tally_of_one_task():
     assert (whole.stats.parts, split.stats.parts) == (1, len(pieces))
     _same(split, whole)
     # ... and what the library's own reading gives.
-    rep = ImportReport()
-    plain = composition.composition_table(list(load_sessions([ONE_SESSION], rep)), scheduler="sync")
+    audit = ImportAudit()
+    plain = composition.composition_table(list(load_sessions([ONE_SESSION], audit)), scheduler="sync")
     pd.testing.assert_frame_equal(split.table, plain)
-    assert split.report == rep
+    assert split.audit == audit
 
 
 @pytest.mark.parametrize("piece_bytes", [200, 700, 3000])
@@ -49,7 +49,7 @@ def test_every_codex_fixture_in_pieces_of_any_size_equals_one_reading(piece_byte
     whole = composition.tally([CODEX], scheduler="sync")
     split = composition.tally([CODEX], scheduler="sync", piece_bytes=piece_bytes)
     assert split.stats.parts > whole.stats.parts
-    assert whole.report.n_skipped > 0  # the broken fixture's skips are in both, at the same lines
+    assert whole.audit.n_skipped > 0  # the broken fixture's skips are in both, at the same lines
     _same(split, whole)
 
 
@@ -124,7 +124,7 @@ def test_a_session_read_in_pieces_and_met_again_is_a_duplicate_or_renamed_by_its
     for paths in ([ONE_SESSION, same], [ONE_SESSION, edited], [ONE_SESSION, same, edited], [edited, same, same]):
         whole = composition.tally(paths, scheduler="sync")
         _same(composition.tally(paths, scheduler="sync", piece_bytes=1024), whole)
-    assert composition.tally([ONE_SESSION, same, edited], scheduler="sync").report.reasons["duplicate_session"] == 1
+    assert composition.tally([ONE_SESSION, same, edited], scheduler="sync").audit.reasons["duplicate_session"] == 1
     ids = set(composition.tally([ONE_SESSION, edited], scheduler="sync", piece_bytes=1024).table["session_id"])
     assert len(ids) == 2 and any(i.endswith("~2") for i in ids)
 
@@ -138,7 +138,7 @@ def test_a_later_piece_holding_two_sessions_is_refused():
         tally_tasks.stitch([read, read])
 
 
-def test_stitched_totals_and_report_segments():
+def test_stitched_totals_and_audit_segments():
     whole = tally_tasks.read_for_tally(_unit(ONE_SESSION), "cl100k_base", "tiktoken")
     pieces = tally_tasks.plan_pieces(_unit(ONE_SESSION), 1024)
     reads = [tally_tasks.read_for_tally(p, "cl100k_base", "tiktoken", whole=False) for p in pieces]
@@ -149,7 +149,7 @@ def test_stitched_totals_and_report_segments():
     assert (a.session_id, a.n_records, a.totals) == (b.session_id, b.n_records, b.totals)
     assert a.digest is None and b.digest is not None
     assert tally_tasks.session_digest(_unit(ONE_SESSION), 0) == b.digest
-    assert isinstance(joined.segments[0], ImportReport) and joined.segments[1] == ImportReport()
+    assert isinstance(joined.segments[0], ImportAudit) and joined.segments[1] == ImportAudit()
 
 
 def test_pieces_of_a_span_keep_its_line_numbers(tmp_path):

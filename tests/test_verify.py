@@ -19,7 +19,7 @@ from compaction_lab.verify import requests as verify
 
 
 @pytest.fixture
-def shapes(tmp_path: Path) -> Path:
+def shapes_dir(tmp_path: Path) -> Path:
     """A copy of data/shapes (lock included) that a test may edit."""
     dst = tmp_path / "shapes"
     shutil.copytree(paths.SHAPES_DIR, dst)
@@ -76,8 +76,8 @@ def test_manifest_covers_shapes_strategies_and_exam():
 
 
 def test_coding_agent_shape_carries_the_exams_history_tools():
-    shape = CallShape.load(paths.SHAPES_DIR / "coding-agent.json")
-    by_name = {t["function"]["name"]: t for t in shape.tools}
+    call_shape = CallShape.load(paths.SHAPES_DIR / "coding-agent.json")
+    by_name = {t["function"]["name"]: t for t in call_shape.tools}
     wanted = {"bash", "read_file", "write_file", "apply_patch", "list_files", "history_search", "history_get"}
     assert wanted <= set(by_name)
     assert by_name["history_search"] == readers.HISTORY_SEARCH_TOOL
@@ -88,18 +88,18 @@ def test_coding_agent_shape_carries_the_exams_history_tools():
 # --------------------------------------------------------------------------- drift in shapes
 
 
-def test_changed_system_prompt_fails_naming_the_shape(shapes: Path):
-    _edit(shapes / "coding-agent.json", lambda d: d.update(system_prompt=d["system_prompt"] + " Be brief."))
-    result = verify.verify(shapes_dir=shapes)
+def test_changed_system_prompt_fails_naming_the_shape(shapes_dir: Path):
+    _edit(shapes_dir / "coding-agent.json", lambda d: d.update(system_prompt=d["system_prompt"] + " Be brief."))
+    result = verify.verify(shapes_dir=shapes_dir)
     assert not result.ok
     assert "shapes.coding-agent.system" in result.changed
     assert result.parts() == ("shapes.coding-agent",)  # not the default shape: no request changes
     assert '"coding-agent": {' in result.diff and "-" in result.diff
 
 
-def test_changed_default_system_prompt_reaches_the_requests(shapes: Path):
-    _edit(shapes / "synthetic-agent.json", lambda d: d.update(system_prompt="You are a different agent."))
-    result = verify.verify(shapes_dir=shapes)
+def test_changed_default_system_prompt_reaches_the_requests(shapes_dir: Path):
+    _edit(shapes_dir / "synthetic-agent.json", lambda d: d.update(system_prompt="You are a different agent."))
+    result = verify.verify(shapes_dir=shapes_dir)
     assert not result.ok
     for key in (
         "shapes.synthetic-agent.system",
@@ -116,9 +116,9 @@ def test_changed_default_system_prompt_reaches_the_requests(shapes: Path):
     assert result.problems == ()
 
 
-def test_changed_tool_description_fails_naming_the_tool(shapes: Path):
-    _edit(shapes / "synthetic-agent.json", lambda d: _tool(d, "grep").update(description="Find things."))
-    result = verify.verify(shapes_dir=shapes)
+def test_changed_tool_description_fails_naming_the_tool(shapes_dir: Path):
+    _edit(shapes_dir / "synthetic-agent.json", lambda d: _tool(d, "grep").update(description="Find things."))
+    result = verify.verify(shapes_dir=shapes_dir)
     assert not result.ok
     assert "shapes.synthetic-agent.tools.grep" in result.changed
     assert "shapes.synthetic-agent.tools.bash" not in result.changed
@@ -127,25 +127,25 @@ def test_changed_tool_description_fails_naming_the_tool(shapes: Path):
     assert not any(k.startswith("summary.codex") for k in result.changed)  # Codex sends none
 
 
-def test_history_tool_in_a_shape_must_match_the_exam(shapes: Path):
-    _edit(shapes / "coding-agent.json", lambda d: _tool(d, "history_get").update(description="Fetch an entry."))
-    result = verify.verify(shapes_dir=shapes)
+def test_history_tool_in_a_shape_must_match_the_exam(shapes_dir: Path):
+    _edit(shapes_dir / "coding-agent.json", lambda d: _tool(d, "history_get").update(description="Fetch an entry."))
+    result = verify.verify(shapes_dir=shapes_dir)
     assert "shapes.coding-agent.tools.history_get" in result.changed
     assert any("shapes.coding-agent.tools.history_get" in p for p in result.problems)
 
 
-def test_new_shape_file_is_drift_until_locked(shapes: Path):
-    (shapes / "extra.json").write_text(json.dumps({"name": "extra", "system_prompt": "x", "tools": []}))
-    result = verify.verify(shapes_dir=shapes)
+def test_new_shape_file_is_drift_until_locked(shapes_dir: Path):
+    (shapes_dir / "extra.json").write_text(json.dumps({"name": "extra", "system_prompt": "x", "tools": []}))
+    result = verify.verify(shapes_dir=shapes_dir)
     assert not result.ok and "shapes.extra" in result.parts()
-    verify.update_lock(shapes_dir=shapes)
-    assert verify.verify(shapes_dir=shapes).ok
+    verify.update_lock(shapes_dir=shapes_dir)
+    assert verify.verify(shapes_dir=shapes_dir).ok
 
 
-def test_a_file_that_is_not_a_shape_is_a_clear_error(shapes: Path):
-    (shapes / "notes.json").write_text(json.dumps({"hello": "world"}))
+def test_a_file_that_is_not_a_shape_is_a_clear_error(shapes_dir: Path):
+    (shapes_dir / "notes.json").write_text(json.dumps({"hello": "world"}))
     with pytest.raises(ValueError, match="notes.json is not a call shape"):
-        verify.build_manifest(shapes)
+        verify.build_manifest(shapes_dir)
 
 
 # --------------------------------------------------------------------------- drift in strategies and exam
@@ -207,27 +207,27 @@ def test_missing_lock_fails_and_says_how_to_write_one(tmp_path: Path):
     assert "no lock file" in text and "compaction-lab verify --update" in text
 
 
-def test_update_lock_then_ok(shapes: Path):
-    _edit(shapes / "synthetic-agent.json", lambda d: _tool(d, "bash").update(description="Run a command."))
-    assert not verify.verify(shapes_dir=shapes).ok
-    lock = verify.update_lock(shapes_dir=shapes)
-    assert lock == shapes / LOCK_NAME
-    assert verify.verify(shapes_dir=shapes).ok
+def test_update_lock_then_ok(shapes_dir: Path):
+    _edit(shapes_dir / "synthetic-agent.json", lambda d: _tool(d, "bash").update(description="Run a command."))
+    assert not verify.verify(shapes_dir=shapes_dir).ok
+    lock = verify.update_lock(shapes_dir=shapes_dir)
+    assert lock == shapes_dir / LOCK_NAME
+    assert verify.verify(shapes_dir=shapes_dir).ok
     assert json.loads(lock.read_text())["shapes"]["synthetic-agent"]["tools"]["bash"] == sha256_json(
-        next(t for t in CallShape.load(shapes / "synthetic-agent.json").tools if t["function"]["name"] == "bash")
+        next(t for t in CallShape.load(shapes_dir / "synthetic-agent.json").tools if t["function"]["name"] == "bash")
     )
 
 
-def test_cli_exit_codes(shapes: Path, capsys):
+def test_cli_exit_codes(shapes_dir: Path, capsys):
     assert cli.main(["verify"]) == 0
     assert "verify: ok (2 shapes, 7 summary requests, exam requests)" in capsys.readouterr().out
 
-    _edit(shapes / "coding-agent.json", lambda d: _tool(d, "apply_patch").update(description="Patch files."))
-    assert cli.main(["verify", "--shapes", str(shapes)]) == 1
+    _edit(shapes_dir / "coding-agent.json", lambda d: _tool(d, "apply_patch").update(description="Patch files."))
+    assert cli.main(["verify", "--shapes", str(shapes_dir)]) == 1
     out = capsys.readouterr().out
     assert "verify: FAILED" in out and "shapes.coding-agent.tools.apply_patch" in out
     assert "--- verify.lock.json (locked)" in out and "compaction-lab verify --update" in out
 
-    assert cli.main(["verify", "--update", "--shapes", str(shapes)]) == 0
+    assert cli.main(["verify", "--update", "--shapes", str(shapes_dir)]) == 0
     assert "verify: ok" in capsys.readouterr().out
-    assert cli.main(["verify", "--shapes", str(shapes)]) == 0
+    assert cli.main(["verify", "--shapes", str(shapes_dir)]) == 0

@@ -338,8 +338,8 @@ def test_a_folder_this_account_may_not_enter_is_a_counted_skip_or_a_clear_error(
 
     def child() -> int:
         got = sources.gather([str(hidden), str(good)], progress=False)
-        assert got.report is not None  # paths were given: an import, which has a report
-        reasons = {(sk.path, sk.reason) for sk in got.report.skipped}
+        assert got.audit is not None  # paths were given: an import, which has an audit
+        reasons = {(sk.path, sk.reason) for sk in got.audit.skipped}
         assert len(got.sessions) == 1 and (str(hidden), "unreadable") in reasons, reasons
         for check in (
             lambda: paths.check_writable_folder(locked / "res", "results folder"),

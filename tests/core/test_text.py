@@ -8,8 +8,7 @@ import pytest
 
 from compaction_lab.core.text import js_json, js_length, js_slice
 from compaction_lab.strategies import base
-from compaction_lab.strategies.arms import gemini_cli, opencode
-from compaction_lab.strategies.arms import pi as pi_agent
+from compaction_lab.strategies.arms import gemini_cli, opencode, pi
 from tests.helpers import make_session
 
 LONE_HIGH, LONE_LOW = "\ud800", "\udfff"
@@ -70,8 +69,8 @@ def test_strategies_measure_a_lone_surrogate_instead_of_failing():
     assert js_length(text) == 7
     assert base.est_chars4(text) == (7 + 2) // 4  # OpenCode's Math.round(length / 4)
     rec = make_session([("user", text)]).records[0]
-    assert pi_agent.estimate_entry(pi_agent.Entry("e", "user", (rec,))) == math.ceil(7 / 4)
-    cut = pi_agent._truncate_for_summary(LONE_HIGH * 5 + "😀", max_chars=6)
+    assert pi.estimate_entry(pi.PiEntry("e", "user", (rec,))) == math.ceil(7 / 4)
+    cut = pi._truncate_for_summary(LONE_HIGH * 5 + "😀", max_chars=6)
     assert cut == LONE_HIGH * 5 + "\n\n[... 1 more characters truncated]"
     assert gemini_cli._text_tokens(LONE_HIGH) > 0
 

@@ -59,9 +59,9 @@ def test_files_that_are_not_yaml_text(tmp_path):
     big.write_bytes(b"# x\n" * (user_yaml.MAX_BYTES // 4 + 1))
     with pytest.raises(user_yaml.UserYamlError, match=r"big\.yaml: larger than"):
         user_yaml.load(big)
-    with pytest.raises(user_yaml.UserYamlError, match=r"endpoint preset .*folder\.yaml: cannot read it"):
+    with pytest.raises(user_yaml.UserYamlError, match=r"provider .*folder\.yaml: cannot read it"):
         (tmp_path / "folder.yaml").mkdir()
-        user_yaml.load(tmp_path / "folder.yaml", "endpoint preset")
+        user_yaml.load(tmp_path / "folder.yaml", "provider")
     control = tmp_path / "nul.yaml"
     control.write_bytes(b"a: 1\x00\n")
     with pytest.raises(user_yaml.UserYamlError, match=r"nul\.yaml: not valid YAML: "):

@@ -1,4 +1,4 @@
-"""Prefix-cache simulators: each rule pinned on small hand-made token sequences, then the shape experiment."""
+"""Prefix-cache simulators: each rule pinned on small hand-made token sequences, then the cache-shape experiment."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from compaction_lab.cost.cache import (
     DeepSeekCache,
     NoCache,
     OpenAICache,
+    cache_shape_experiment,
     get_simulator,
     request_layout,
     request_tokens,
-    shape_experiment,
 )
 from compaction_lab.endpoints.prices import load_price_table, price
 from compaction_lab.ingest import synthetic
@@ -279,28 +279,28 @@ def test_registry_and_tables():
 
 
 def test_request_tokens_order_and_prefix():
-    shape = CallShape.default()
+    call_shape = CallShape.default()
     enc = counter()
     msgs = [{"role": "user", "content": "Run the tests."}, {"role": "assistant", "content": "All 12 pass."}]
-    tokens = request_tokens(shape.system_prompt, shape.tools, msgs)
+    tokens = request_tokens(call_shape.system_prompt, call_shape.tools, msgs)
     expected = (
-        enc.encode(shape.system_prompt)
-        + enc.encode(shape.tools_text())
+        enc.encode(call_shape.system_prompt)
+        + enc.encode(call_shape.tools_text())
         + enc.encode("user: Run the tests.")
         + enc.encode("assistant: All 12 pass.")
     )
     assert tokens == expected
-    head = request_tokens(shape.system_prompt, shape.tools, [])
+    head = request_tokens(call_shape.system_prompt, call_shape.tools, [])
     assert tokens[: len(head)] == head  # the request without messages is an exact prefix
     assert request_tokens("sys", [], msgs) == enc.encode("sys") + expected[len(head) :]  # no tools: nothing
-    lay = request_layout(shape.system_prompt, shape.tools, msgs)
-    assert lay.breakpoints() == (len(enc.encode(shape.system_prompt)), len(head), len(tokens))
+    lay = request_layout(call_shape.system_prompt, call_shape.tools, msgs)
+    assert lay.breakpoints() == (len(enc.encode(call_shape.system_prompt)), len(head), len(tokens))
     assert lay.message_ends[-1] == len(tokens)
     req = SummaryRequest(
         strategy="s",
         shape="prefix-shared",
-        system=shape.system_prompt,
-        tools=shape.tools,
+        system=call_shape.system_prompt,
+        tools=call_shape.tools,
         messages=tuple(msgs),
         template="t",
         max_output_tokens=100,
@@ -308,41 +308,41 @@ def test_request_tokens_order_and_prefix():
     assert cache.request_tokens_from_summary_request(req) == tokens
 
 
-# --------------------------------------------------------------------------- the shape experiment
+# --------------------------------------------------------------------------- the cache-shape experiment
 
 
 @pytest.fixture(scope="module")
 def session_request():
-    shape = CallShape.default()
+    call_shape = CallShape.default()
     chain = synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1, window_tokens=8_000))[0]
-    return shape, request_messages(list(chain.session.records), shape.system_prompt)
+    return call_shape, request_messages(list(chain.session.records), call_shape.system_prompt)
 
 
 def _ratios(df):
     return {(r.variant, r.simulator): r.hit_ratio for r in df.itertuples()}
 
 
-def test_shape_experiment_on_a_realistic_request(session_request):
-    shape, msgs = session_request
-    df = shape_experiment(shape.system_prompt, shape.tools, msgs)
+def test_cache_shape_experiment_on_a_realistic_request(session_request):
+    call_shape, msgs = session_request
+    df = cache_shape_experiment(call_shape.system_prompt, call_shape.tools, msgs)
     assert list(df.columns[:5]) == ["variant", "simulator", "input_tokens", "cached_tokens", "hit_ratio"]
-    assert len(df) == len(cache.SHAPE_VARIANTS) * len(cache.SIMULATORS)
+    assert len(df) == len(cache.CACHE_SHAPE_VARIANTS) * len(cache.SIMULATORS)
     assert df["input_tokens"].min() > 5_000
     ratios = _ratios(df)
     for sim in ("deepseek", "openai", "anthropic"):
         assert ratios[("identical", sim)] > 0.9
         for variant in ("system_substituted", "tools_dropped", "line_added_at_top"):
             assert ratios[(variant, sim)] == 0, (variant, sim)
-    assert all(ratios[(v, "none")] == 0 for v in cache.SHAPE_VARIANTS)
+    assert all(ratios[(v, "none")] == 0 for v in cache.CACHE_SHAPE_VARIANTS)
 
 
-def test_shape_experiment_request_order_decides_tools_dropped(session_request):
-    shape, msgs = session_request
+def test_cache_shape_experiment_request_order_decides_tools_dropped(session_request):
+    call_shape, msgs = session_request
     # A ~1,500-token system prompt before the tools: dropping the tools keeps it cacheable.
-    system = "\n".join([shape.system_prompt] * 26)
+    system = "\n".join([call_shape.system_prompt] * 26)
     n_sys = len(counter().encode(system))
     assert 1_300 < n_sys < 1_700
-    df = shape_experiment(system, shape.tools, msgs, simulators=["deepseek", "openai", "anthropic"])
+    df = cache_shape_experiment(system, call_shape.tools, msgs, simulators=["deepseek", "openai", "anthropic"])
     cached = {(r.variant, r.simulator): r.cached_tokens for r in df.itertuples()}
     assert cached[("tools_dropped", "openai")] == n_sys // 128 * 128
     assert cached[("tools_dropped", "anthropic")] == n_sys  # the end-of-system breakpoint
@@ -350,8 +350,8 @@ def test_shape_experiment_request_order_decides_tools_dropped(session_request):
     for sim in ("deepseek", "openai", "anthropic"):
         assert cached[("system_substituted", sim)] == 0 and cached[("line_added_at_top", sim)] == 0
     # Anthropic's documented order (tools, then system): dropping the tools misses from token 0.
-    first = shape_experiment(
-        system, shape.tools, msgs, simulators=["deepseek", "openai", "anthropic"], tools_first=True
+    first = cache_shape_experiment(
+        system, call_shape.tools, msgs, simulators=["deepseek", "openai", "anthropic"], tools_first=True
     )
     assert (first.loc[first.variant == "tools_dropped", "cached_tokens"] == 0).all()
 

@@ -1,4 +1,4 @@
-"""The model summary provider and the model reader, against a scripted OpenAI-compatible server.
+"""The model summarizer and the model reader, against a scripted OpenAI-compatible server.
 
 Plumbing, not quality: what is sent (each strategy's own request shape, the exam's request), how
 answers are read, how failures fall back, that checkpoints and the ledger keep a summary from being
@@ -18,7 +18,7 @@ from compaction_lab.exam.types import NOT_FOUND, Question
 from compaction_lab.ingest import synthetic
 from compaction_lab.strategies import CompactionContext, labels
 from compaction_lab.strategies.arms import gemini_cli
-from compaction_lab.strategies.arms import pi as pi_agent
+from compaction_lab.strategies.arms import pi as pi_strategy
 from compaction_lab.summarize.endpoint import TOOL_OUTPUT_PREFIX, wire_body
 from tests.fake_openai_server import FakeOpenAIServer, Scripted, completion
 from tests.helpers import fake_model, make_session
@@ -97,10 +97,10 @@ def test_an_empty_answer_is_an_answer_each_arm_reads(server, model, chain):
     server.script(Scripted(body=completion("")))
     pi = strategies.compact(chain, "pi", None, ctx)
     (summ,) = [s for s in pi.segments if s.kind == "summary"]
-    lists = pi_agent.format_file_operations(list(pi.notes["read_files"]), list(pi.notes["modified_files"]))
+    lists = pi_strategy.format_file_operations(list(pi.notes["read_files"]), list(pi.notes["modified_files"]))
     body = pi.receipt.text  # the answer, "" (after "No prior history." and the separator on a split turn)
     assert not pi.receipt.fallback and summ.text == body + lists
-    assert body in ("", pi_agent.NO_PRIOR_HISTORY + pi_agent.SPLIT_TURN_SEPARATOR)
+    assert body in ("", pi_strategy.NO_PRIOR_HISTORY + pi_strategy.SPLIT_TURN_SEPARATOR)
     server.script(Scripted(body=completion("")))
     cc = strategies.compact(chain, "claude-code", None, ctx)
     assert not cc.receipt.fallback and cc.notes["compaction_failed"] and "summary" not in [s.kind for s in cc.segments]
@@ -293,11 +293,11 @@ def test_live_shape_experiment_reaches_the_provider_every_time(server, model):
     s = make_session(
         [("system", "You are the agent."), ("user", "fix it"), ("assistant", "done"), ("tool_output", "ok")]
     )
-    shape = CallShape("t", "You are the agent.", ({"type": "function", "function": {"name": "bash"}},))
+    call_shape = CallShape("t", "You are the agent.", ({"type": "function", "function": {"name": "bash"}},))
     usage = {"prompt_tokens": 200, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 128}}
     for _ in range(2):  # twice: the second run must still send everything
         server.script(*[Scripted(body=completion("x", usage=usage)) for _ in range(5)])
-        df = cost.shape_experiment_for(s, shape, live_model=model)
+        df = cost.cache_shape_experiment_for(s, call_shape, live_model=model)
     assert server.count() == 10
     live = df[df["simulator"] == "measured (fake-model)"]
     assert list(live["variant"]) == ["identical", "system_substituted", "tools_dropped", "line_added_at_top"]

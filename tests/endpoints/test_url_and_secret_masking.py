@@ -20,7 +20,7 @@ import yaml
 
 from compaction_lab import cli, strategies, summarize
 from compaction_lab.core.errors import ProfileError
-from compaction_lab.endpoints import ChatClient, EndpointUnreachable, ModelConfig, presets, shared
+from compaction_lab.endpoints import ChatClient, EndpointUnreachable, ModelConfig, providers, shared
 from compaction_lab.ingest import synthetic
 from compaction_lab.privacy import scrub
 from compaction_lab.privacy.redactor import redactor
@@ -111,12 +111,12 @@ def test_run_refuses_a_malformed_base_url_before_making_a_folder(tmp_path, capsy
     assert not results.exists() or not any(results.iterdir())  # no run folder was made
 
 
-def test_a_preset_with_a_malformed_base_url_is_refused_naming_the_file(tmp_path, monkeypatch):
+def test_a_provider_with_a_malformed_base_url_is_refused_naming_the_file(tmp_path, monkeypatch):
     monkeypatch.setenv("COMPACTION_LAB_PROVIDERS", str(tmp_path))
     doc = {"description": "broken", "model": {"base_url": "http://[::1", "model": "m", "api_key_env": ""}}
     (tmp_path / "broken.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
     with pytest.raises(ProfileError) as e:
-        presets.load_preset("broken")
+        providers.load_provider("broken")
     assert "broken.yaml" in str(e.value) and "base_url" in str(e.value)
 
 
@@ -260,7 +260,7 @@ def test_profile_errors_never_echo_secret_values(tmp_path: Path) -> None:
             bad()
         assert URL_PASSWORD not in str(e.value) and INLINE_KEY not in str(e.value)
     for call in (
-        lambda: presets.load_preset(INLINE_KEY),  # a key pasted where a preset name goes
+        lambda: providers.load_provider(INLINE_KEY),  # a key pasted where a provider's name goes
         lambda: runner.parse_assignment(f"model={{api_key: {INLINE_KEY}, base_url: ["),  # not YAML
     ):
         with pytest.raises(ProfileError) as e:

@@ -12,7 +12,7 @@ from compaction_lab.core.session import Record
 from compaction_lab.exam.actions import next_action
 from compaction_lab.exam.actions.calls import agent_calls, call_arguments, call_key, canonical_arguments
 from compaction_lab.exam.exams import continuation
-from compaction_lab.ingest import ImportReport, load_sessions
+from compaction_lab.ingest import ImportAudit, load_sessions
 from compaction_lab.ingest.sources import Sources
 from tests.deep_json import deep_array, deep_object, write_rollout
 
@@ -41,9 +41,9 @@ def test_an_imported_rollout_with_the_probes_call_runs_the_continuation_exam(tmp
     """The issue's probe end to end: a Codex rollout whose calls carry arguments nested 2,000 levels, imported,
     keyed and graded by the continuation exam (notebook 06's and the Inspect task's path: `keys_for`,
     `offered_tools`, `run_continuation`) without error; the calls' arguments are kept as text."""
-    report = ImportReport()
-    sessions = list(load_sessions(write_rollout(tmp_path, depth=PROBE_DEPTH), report))
-    assert report.n_skipped == 0 and len(sessions) == 1
+    audit = ImportAudit()
+    sessions = list(load_sessions(write_rollout(tmp_path, depth=PROBE_DEPTH), audit))
+    assert audit.n_skipped == 0 and len(sessions) == 1
     (session,) = sessions
     calls = agent_calls(session)
     assert [call_arguments(c) for c in calls[:2]] == [deep_array(PROBE_DEPTH), deep_object(PROBE_DEPTH)]

@@ -338,3 +338,36 @@ def test_a_new_exam_is_one_module_of_its_own(tmp_path, monkeypatch):
         exam.EXAMS.remove("throwaway-continuation")
         sys.modules.pop(f"{package}.continuation", None)
         sys.modules.pop(package, None)
+
+
+@pytest.mark.parametrize("name", exam.names())
+def test_each_exam_writes_exactly_the_tables_it_declares(name, synthetic_run, tmp_path):
+    """`Exam.writes` (what the chain lists as its notebook's outputs) is what `tables` returns, in its order.
+
+    Every exam registered before it runs first in the same folder (the continuation exam keys the closed
+    book's cases), each under the smoke-sized parameters with one draw.
+    """
+    out = _copy(synthetic_run, tmp_path, "run")
+    names = exam.names()
+    for earlier in names[: names.index(name)]:
+        exam.run_exam(earlier, out, NOTEBOOK)
+    run = exam.run_exam(name, out, NOTEBOOK)
+    declared = exam.get(name).writes
+    assert declared and tuple(run.tables) == declared
+    assert tuple(p.name for p in run.written) == tuple(runfolder.table_path(out, t).name for t in declared)
+
+
+def test_the_exams_with_cells_of_their_own_are_named_in_their_notebooks():
+    """An exam with `Exam.own_cells` is run by name in its notebook; every exam notebook ends with the generic cell."""
+    from pathlib import Path
+
+    import nbformat
+
+    notebooks = Path(__file__).resolve().parents[2] / "notebooks"
+    own = {name for name in exam.names() if exam.get(name).own_cells}
+    assert own == {"closed", "recorded", "open_book", "continuation"}
+    for name in own:
+        stem = exam.EXAMS.entry(name).meta["notebook"]
+        cells = nbformat.read(notebooks / f"{stem}.ipynb", as_version=4).cells
+        assert f'exam.get("{name}")' in "".join(c.source for c in cells), (name, stem)
+        assert cells[-1].source.startswith(f'others = exam.run_registered(out, globals(), "{stem}")'), stem

@@ -185,11 +185,11 @@ def test_what_pis_code_wrote_into_a_recorded_summary_is_kept_by_design(tmp_path)
     import json
 
     from compaction_lab import ingest
-    from compaction_lab.strategies.arms import pi as pi_agent
+    from compaction_lab.strategies.arms import pi as pi_strategy
     from compaction_lab.strategies.arms import recorded
     from tests.helpers import FIXTURES
 
-    lists = pi_agent.format_file_operations(["docs/README.md"], ["src/orders/migrate.py"])
+    lists = pi_strategy.format_file_operations(["docs/README.md"], ["src/orders/migrate.py"])
     lines = (FIXTURES / "pi" / "recorded.jsonl").read_text(encoding="utf-8").splitlines()
     entries = [json.loads(line) for line in lines]
     for e in entries:
@@ -201,7 +201,8 @@ def test_what_pis_code_wrote_into_a_recorded_summary_is_kept_by_design(tmp_path)
     (rc,) = recorded.find(s)[0]
     p = strategies.compact(s, "recorded", rc.cut, CompactionContext())
     assert (
-        lists in p.notes["authored_in_summary"] and pi_agent.COMPACTION_SUMMARY_PREFIX in p.notes["authored_in_summary"]
+        lists in p.notes["authored_in_summary"]
+        and pi_strategy.COMPACTION_SUMMARY_PREFIX in p.notes["authored_in_summary"]
     )
     r = found.regions(p)
     assert found.where([normalise("src/orders/migrate.py")], r) == "verbatim"
@@ -210,6 +211,9 @@ def test_what_pis_code_wrote_into_a_recorded_summary_is_kept_by_design(tmp_path)
     # without lists (the fixture as it is) only the wrapper is pi's
     (plain,) = list(ingest.load_sessions(FIXTURES / "pi" / "recorded.jsonl"))
     q = strategies.compact(plain, "recorded", recorded.find(plain)[0][0].cut, CompactionContext())
-    assert q.notes["authored_in_summary"] == [pi_agent.COMPACTION_SUMMARY_PREFIX, pi_agent.COMPACTION_SUMMARY_SUFFIX]
+    assert q.notes["authored_in_summary"] == [
+        pi_strategy.COMPACTION_SUMMARY_PREFIX,
+        pi_strategy.COMPACTION_SUMMARY_SUFFIX,
+    ]
     # a list a model wrote mid-text is the model's, not pi's
-    assert pi_agent.appended_file_lists("<read-files>\na.py\n</read-files>\n\nmore words") == ""
+    assert pi_strategy.appended_file_lists("<read-files>\na.py\n</read-files>\n\nmore words") == ""

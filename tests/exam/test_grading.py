@@ -1,6 +1,5 @@
 from dataclasses import dataclass
 
-import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -10,8 +9,6 @@ from compaction_lab.exam.grading import (
     contains_answer,
     fell_for_decoy,
     grade,
-    grade_frame,
-    grade_many,
     is_abstention,
     normalise,
 )
@@ -160,28 +157,12 @@ DECOYS = [
 def test_a_guessing_reader_fails_every_decoy(guess):
     reader = GuessingReader(guess)
     answers = [reader.answer([], d).given for d in DECOYS]
-    assert grade_many(DECOYS, answers) == [False] * len(DECOYS)
+    assert [grade(d, a) for d, a in zip(DECOYS, answers, strict=True)] == [False] * len(DECOYS)
 
 
 def test_the_verbatim_reader_passes_every_decoy():
     messages = [{"role": "user", "content": "nothing relevant"}]
     assert all(grade(d, VerbatimReader().answer(messages, d).given) for d in DECOYS)
-
-
-def test_grade_frame():
-    df = pd.DataFrame(
-        {
-            "answer": ["ORD-1", "184.532 ms", "idem_x"],
-            "aliases": [(), ("184.532",), ()],
-            "decoy": [False, False, True],
-            "given": ["it was ORD-1", "184.532", "idem_x"],
-        },
-        index=[10, 11, 12],
-    )
-    out = grade_frame(df)
-    assert out.tolist() == [True, True, False]
-    assert list(out.index) == [10, 11, 12]
-    assert grade_frame(df.drop(columns="aliases")).tolist() == [True, False, False]
 
 
 @given(st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_./:-]{2,20}[A-Za-z0-9]", fullmatch=True))

@@ -5,7 +5,7 @@ import shutil
 import pytest
 
 from compaction_lab import ingest
-from compaction_lab.ingest import ImportReport, IngestError, UnknownFormat, load_sessions
+from compaction_lab.ingest import ImportAudit, IngestError, UnknownFormat, load_sessions
 from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 
 HERE_FIXTURES = FIXTURES
@@ -43,19 +43,19 @@ def test_directory_walk_counts_unknown_files_and_ignores_non_candidates(tmp_path
     shutil.copy(HERE_FIXTURES / "chat_jsonl" / "fix-flaky-test.jsonl", tmp_path / "a.jsonl")
     (tmp_path / "junk.jsonl").write_text('{"hello": 1}\n')
     (tmp_path / "README.md").write_text("# not a session\n")
-    rep = ImportReport()
-    sessions = list(load_sessions(tmp_path, rep))
+    audit = ImportAudit()
+    sessions = list(load_sessions(tmp_path, audit))
     assert [s.source_format for s in sessions] == ["chat_jsonl"]
-    assert rep.reasons["unknown_format"] == 1 and rep.files == 1
+    assert audit.reasons["unknown_format"] == 1 and audit.files == 1
 
 
 def test_identical_session_from_two_sources_is_kept_once():
-    rep = ImportReport()
+    audit = ImportAudit()
     storage = HERE_FIXTURES / "opencode" / "storage"
     export = HERE_FIXTURES / "opencode" / "export.json"
-    sessions = list(load_sessions([storage, export], rep))
+    sessions = list(load_sessions([storage, export], audit))
     assert len(sessions) == 1
-    assert rep.reasons["duplicate_session"] == 1
+    assert audit.reasons["duplicate_session"] == 1
 
 
 def test_same_id_different_content_is_kept_under_a_new_id(tmp_path):
@@ -65,12 +65,12 @@ def test_same_id_different_content_is_kept_under_a_new_id(tmp_path):
     shutil.copy(src, tmp_path / "one" / "s.jsonl")
     lines = src.read_text().splitlines()
     (tmp_path / "two" / "s.jsonl").write_text("\n".join(lines[:-1]) + "\n")
-    rep = ImportReport()
-    sessions = list(load_sessions(tmp_path, rep))
+    audit = ImportAudit()
+    sessions = list(load_sessions(tmp_path, audit))
     assert [s.id for s in sessions] == ["s", "s~2"]
     assert sessions[1].metadata["renamed_from"] == "s"
     assert all(r.session_id == "s~2" for r in sessions[1].records)
-    assert rep.n_skipped == 0
+    assert audit.n_skipped == 0
 
 
 def test_every_real_fixture_is_detected_by_content(tmp_path):
@@ -84,8 +84,8 @@ def test_every_real_fixture_is_detected_by_content(tmp_path):
 
 
 def test_real_fixtures_import_without_skips():
-    rep = ImportReport()
-    sessions = list(load_sessions(PUBLIC_FIXTURES, rep))
-    assert rep.n_skipped == 0, rep.skipped
+    audit = ImportAudit()
+    sessions = list(load_sessions(PUBLIC_FIXTURES, audit))
+    assert audit.n_skipped == 0, audit.skipped
     assert {s.source_format for s in sessions} == {"claude_code", "pi", "swe_agent"}
-    assert rep.records == sum(len(s.records) for s in sessions)
+    assert audit.records == sum(len(s.records) for s in sessions)

@@ -11,7 +11,7 @@ import pytest
 from compaction_lab.core.session import Session
 from compaction_lab.ingest import formats
 from compaction_lab.ingest.files import read_head
-from compaction_lab.ingest.import_report import ImportReport
+from compaction_lab.ingest.import_audit import ImportAudit
 from compaction_lab.ingest.importers import chat_jsonl
 from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 from tests.helpers import FIXTURES as ALL_FIXTURES
@@ -22,9 +22,9 @@ CONVERSATIONS = FIXTURES / "conversations.jsonl"
 BROKEN = FIXTURES / "broken.jsonl"
 
 
-def _load(path: Path) -> tuple[list[Session], ImportReport]:
-    report = ImportReport()
-    return list(chat_jsonl.load(path, report)), report
+def _load(path: Path) -> tuple[list[Session], ImportAudit]:
+    audit = ImportAudit()
+    return list(chat_jsonl.load(path, audit)), audit
 
 
 def _expected_kinds(messages: list[dict]) -> Counter:
@@ -52,8 +52,8 @@ def _expected_kinds(messages: list[dict]) -> Counter:
 
 
 def test_tool_using_conversation_kinds_match_raw_count():
-    (s,), report = _load(TOOLS)
-    assert report.n_skipped == 0
+    (s,), audit = _load(TOOLS)
+    assert audit.n_skipped == 0
     raw = [json.loads(line) for line in TOOLS.read_text("utf-8").splitlines() if line.strip()]
     assert Counter(r.kind for r in s) == _expected_kinds(raw)
     assert s.id == "fix-flaky-test" and s.source_format == "chat_jsonl"
@@ -109,8 +109,8 @@ def test_zst_imports_identical_to_plain(tmp_path):
 
 
 def test_conversation_lines_are_sessions():
-    sessions, report = _load(CONVERSATIONS)
-    assert report.n_skipped == 0
+    sessions, audit = _load(CONVERSATIONS)
+    assert audit.n_skipped == 0
     assert [s.id for s in sessions] == ["conversations-1", "conversations-2", "conversations-3"]
     raw = [json.loads(line) for line in CONVERSATIONS.read_text("utf-8").splitlines() if line.strip()]
     for s, obj in zip(sessions, raw, strict=False):
@@ -139,7 +139,7 @@ def test_mixed_file_and_legacy_forms(tmp_path):
         {"messages": "oops"},
     ]
     p.write_text("".join(json.dumps(o) + "\n" for o in lines), "utf-8")
-    sessions, report = _load(p)
+    sessions, audit = _load(p)
     assert [s.id for s in sessions] == ["mixed-2", "mixed"]
     plain = sessions[1]
     assert [(r.kind, r.tool, r.target) for r in plain] == [
@@ -148,14 +148,14 @@ def test_mixed_file_and_legacy_forms(tmp_path):
         ("tool_output", "ls", None),
     ]
     assert plain.records[0].injected
-    assert [(k.line, k.reason) for k in report.skipped] == [(5, "missing_field")]
+    assert [(k.line, k.reason) for k in audit.skipped] == [(5, "missing_field")]
 
 
 # --------------------------------------------------------------------------- bad input
 
 
 def test_broken_file_counts_skips_and_keeps_good_lines():
-    (s,), report = _load(BROKEN)
+    (s,), audit = _load(BROKEN)
     assert s.id == "broken"
     assert [(r.entry_id, r.kind) for r in s] == [
         ("L1", "system"),
@@ -165,7 +165,7 @@ def test_broken_file_counts_skips_and_keeps_good_lines():
     ]
     # The call of line 3 was lost with its line, so its output has no tool name.
     assert s.records[2].call_id == "c1" and s.records[2].tool is None
-    assert [(k.line, k.reason) for k in report.skipped] == [
+    assert [(k.line, k.reason) for k in audit.skipped] == [
         (3, "malformed_json"),
         (4, "invalid_utf8"),
         (5, "missing_field"),  # no role
@@ -192,14 +192,14 @@ def test_bad_messages_inside_a_conversation(tmp_path):
         + "\n",
         "utf-8",
     )
-    (s,), report = _load(p)
+    (s,), audit = _load(p)
     assert [r.kind for r in s] == ["user"]
-    assert [(k.line, k.reason) for k in report.skipped] == [
+    assert [(k.line, k.reason) for k in audit.skipped] == [
         (1, "not_an_object"),
         (1, "missing_field"),
         (1, "unknown_type"),
     ]
-    assert report.skipped[1].detail.startswith("messages[2]")
+    assert audit.skipped[1].detail.startswith("messages[2]")
 
 
 def test_empty_and_all_bad_files_give_no_session(tmp_path):
@@ -208,8 +208,8 @@ def test_empty_and_all_bad_files_give_no_session(tmp_path):
     assert _load(empty)[0] == []
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"role": "robot", "content": "x"}\n', "utf-8")
-    sessions, report = _load(bad)
-    assert sessions == [] and report.reasons == Counter({"unknown_type": 1})
+    sessions, audit = _load(bad)
+    assert sessions == [] and audit.reasons == Counter({"unknown_type": 1})
 
 
 # --------------------------------------------------------------------------- sniffing

@@ -10,7 +10,7 @@ import pytest
 
 from compaction_lab.ingest import claimants
 from compaction_lab.ingest.files import Head, read_head
-from compaction_lab.ingest.import_report import ImportReport
+from compaction_lab.ingest.import_audit import ImportAudit
 from compaction_lab.ingest.importers import claude_code as cc
 from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 
@@ -19,17 +19,17 @@ REAL = PUBLIC_FIXTURES / "claude-code"
 REAL_FILES = sorted(REAL.glob("*.jsonl"))
 
 
-def load(path: Path) -> tuple[list, ImportReport]:
-    report = ImportReport()
-    return list(cc.load(path, report)), report
+def load(path: Path) -> tuple[list, ImportAudit]:
+    audit = ImportAudit()
+    return list(cc.load(path, audit)), audit
 
 
 def kinds(session) -> Counter:
     return Counter(r.kind for r in session)
 
 
-def skips(report: ImportReport) -> list[tuple[int | None, str]]:
-    return [(s.line, s.reason) for s in report.skipped]
+def skips(audit: ImportAudit) -> list[tuple[int | None, str]]:
+    return [(s.line, s.reason) for s in audit.skipped]
 
 
 # --------------------------------------------------------------------------- independent count
@@ -64,8 +64,8 @@ def expected_kinds(path: Path) -> Counter:
 
 @pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: p.name)
 def test_real_fixture_imports_without_skips(path):
-    sessions, report = load(path)
-    assert report.n_skipped == 0, report.skipped
+    sessions, audit = load(path)
+    assert audit.n_skipped == 0, audit.skipped
     assert len(sessions) == 1
     assert kinds(sessions[0]) == expected_kinds(path)
     lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
@@ -146,8 +146,8 @@ def test_claude_code_is_the_first_format_to_claim_its_fixtures():
 
 @pytest.fixture(scope="module")
 def main():
-    sessions, report = load(FIX / "main.jsonl")
-    assert report.n_skipped == 0, report.skipped
+    sessions, audit = load(FIX / "main.jsonl")
+    assert audit.n_skipped == 0, audit.skipped
     assert len(sessions) == 1
     return sessions[0]
 
@@ -246,8 +246,8 @@ def test_system_line_is_system_record(main):
 
 
 def test_sidechain_is_its_own_session_and_nothing_is_lost():
-    sessions, report = load(FIX / "sidechain.jsonl")
-    assert report.n_skipped == 0
+    sessions, audit = load(FIX / "sidechain.jsonl")
+    assert audit.n_skipped == 0
     main, side = sessions
     sid = "2b9e4f60-1c2d-4e3f-8a9b-0c1d2e3f4a02"
     assert (main.id, side.id) == (sid, f"{sid}:sidechain")
@@ -260,15 +260,15 @@ def test_sidechain_is_its_own_session_and_nothing_is_lost():
 
 
 def test_subagent_file_names_its_agent():
-    (session,), report = load(FIX / "agent-a1b2c3d4.jsonl")
-    assert report.n_skipped == 0
+    (session,), audit = load(FIX / "agent-a1b2c3d4.jsonl")
+    assert audit.n_skipped == 0
     assert session.id == "2b9e4f60-1c2d-4e3f-8a9b-0c1d2e3f4a02:sidechain:a1b2c3d4"
     assert session.metadata["agent_id"] == "a1b2c3d4"
 
 
 def test_several_session_ids_in_one_file():
-    sessions, report = load(FIX / "two_sessions.jsonl")
-    assert report.n_skipped == 0  # p-3's parent lives in the other session of the file: not dangling
+    sessions, audit = load(FIX / "two_sessions.jsonl")
+    assert audit.n_skipped == 0  # p-3's parent lives in the other session of the file: not dangling
     a, b = sessions
     assert a.id.startswith("aaaaaaaa") and b.id.startswith("bbbbbbbb")
     assert [r.entry_id for r in a] == ["p-1", "p-2", "L3"]  # the summary line joins its neighbour
@@ -278,18 +278,18 @@ def test_several_session_ids_in_one_file():
 
 
 def test_parent_links_order_and_bad_links_are_counted_but_kept():
-    (session,), report = load(FIX / "links.jsonl")
+    (session,), audit = load(FIX / "links.jsonl")
     # k-2 answers k-3, which the file writes later: it moves after its parent.
     assert [r.entry_id for r in session] == ["k-1", "k-3", "k-2", "k-4", "k-5", "k-6", "k-7"]
-    assert skips(report) == [(4, "dangling_parent"), (5, "cyclic_parent")]
+    assert skips(audit) == [(4, "dangling_parent"), (5, "cyclic_parent")]
 
 
 # --------------------------------------------------------------------------- stream-json
 
 
 def test_stream_json_transcript():
-    sessions, report = load(FIX / "stream_json.jsonl")
-    assert report.n_skipped == 0
+    sessions, audit = load(FIX / "stream_json.jsonl")
+    assert audit.n_skipped == 0
     main, side = sessions
     sid = "5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a8b9"
     assert main.id == sid and side.id == f"{sid}:sidechain:toolu_S1"
@@ -314,8 +314,8 @@ def test_stream_json_transcript():
 
 
 def test_broken_file_counts_bad_lines_and_keeps_good_ones():
-    (session,), report = load(FIX / "broken.jsonl")
-    assert skips(report) == [
+    (session,), audit = load(FIX / "broken.jsonl")
+    assert skips(audit) == [
         (2, "malformed_json"),
         (3, "invalid_utf8"),
         (4, "not_an_object"),
@@ -334,15 +334,15 @@ def test_broken_file_counts_bad_lines_and_keeps_good_ones():
 def test_empty_file(tmp_path):
     p = tmp_path / "empty.jsonl"
     p.write_bytes(b"")
-    sessions, report = load(p)
-    assert sessions == [] and skips(report) == [(None, "empty_file")]
+    sessions, audit = load(p)
+    assert sessions == [] and skips(audit) == [(None, "empty_file")]
 
 
 def test_session_id_falls_back_to_file_stem(tmp_path):
     p = tmp_path / "0b1c2d3e-aaaa-bbbb.jsonl"
     p.write_text(json.dumps({"type": "summary", "summary": "lonely title", "leafUuid": "x"}) + "\n")
-    (session,), report = load(p)
-    assert session.id == "0b1c2d3e-aaaa-bbbb" and report.n_skipped == 0
+    (session,), audit = load(p)
+    assert session.id == "0b1c2d3e-aaaa-bbbb" and audit.n_skipped == 0
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in FIX.glob("*.jsonl")))
@@ -360,8 +360,8 @@ def test_zstd_compressed_file_imports_the_same(tmp_path):
     dst.write_bytes(zstandard.ZstdCompressor().compress(src.read_bytes()))
     assert cc.sniff(read_head(dst))
     (plain,), _ = load(src)
-    (packed,), report = load(dst)
-    assert report.n_skipped == 0
+    (packed,), audit = load(dst)
+    assert audit.n_skipped == 0
     assert [r.to_dict() for r in packed] == [r.to_dict() for r in plain]
 
 
@@ -391,8 +391,8 @@ def test_first_line_longer_than_the_sniff_window(tmp_path):
     p = tmp_path / "s-big.jsonl"
     p.write_text(json.dumps(big) + "\n" + json.dumps(nxt) + "\n")
     assert cc.sniff(read_head(p))
-    (session,), report = load(p)
-    assert report.n_skipped == 0
+    (session,), audit = load(p)
+    assert audit.n_skipped == 0
     assert [r.kind for r in session] == ["meta", "user", "assistant"]
 
 

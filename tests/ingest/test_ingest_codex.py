@@ -11,7 +11,7 @@ import pytest
 from compaction_lab.core.session import Session
 from compaction_lab.ingest import formats
 from compaction_lab.ingest.files import read_head
-from compaction_lab.ingest.import_report import ImportReport
+from compaction_lab.ingest.import_audit import ImportAudit
 from compaction_lab.ingest.importers import codex
 from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 from tests.helpers import FIXTURES as ALL_FIXTURES
@@ -37,9 +37,9 @@ EXPECTED_ITEM_KIND = {
 EXPECTED_ROLE_KIND = {"user": "user", "assistant": "assistant", "developer": "system"}
 
 
-def _load(path: Path) -> tuple[list[Session], ImportReport]:
-    report = ImportReport()
-    return list(codex.load(path, report)), report
+def _load(path: Path) -> tuple[list[Session], ImportAudit]:
+    audit = ImportAudit()
+    return list(codex.load(path, audit)), audit
 
 
 def _raw_lines(path: Path) -> list[tuple[int, dict]]:
@@ -66,8 +66,8 @@ def _expected_kinds(path: Path) -> dict[int, str]:
 
 @pytest.fixture(scope="module")
 def main_session() -> Session:
-    sessions, report = _load(MAIN)
-    assert report.n_skipped == 0, report.skipped
+    sessions, audit = _load(MAIN)
+    assert audit.n_skipped == 0, audit.skipped
     assert len(sessions) == 1
     return sessions[0]
 
@@ -247,8 +247,8 @@ def test_zst_imports_identical_to_plain(tmp_path, main_session):
     target = tmp_path / (MAIN.name + ".zst")
     target.write_bytes(zstandard.ZstdCompressor().compress(MAIN.read_bytes()))
     assert codex.sniff(read_head(target))
-    (z,), report = _load(target)
-    assert report.n_skipped == 0
+    (z,), audit = _load(target)
+    assert audit.n_skipped == 0
     assert z.id == main_session.id
     assert z.records == main_session.records
     assert dict(z.metadata) == dict(main_session.metadata)
@@ -270,8 +270,8 @@ def test_session_id_falls_back_to_file_stem(tmp_path):
 
 
 def test_several_sessions_per_file():
-    sessions, report = _load(TWO)
-    assert report.n_skipped == 0
+    sessions, audit = _load(TWO)
+    assert audit.n_skipped == 0
     assert [s.id for s in sessions] == ["0199b000-aaaa-7000-8000-000000000001", "0199b000-bbbb-7000-8000-000000000002"]
     first, second = sessions
     # The line before the first session_meta joins that session (renamed to its id).
@@ -287,11 +287,11 @@ def test_several_sessions_per_file():
 
 
 def test_broken_file_counts_skips_and_keeps_good_lines():
-    sessions, report = _load(BROKEN)
+    sessions, audit = _load(BROKEN)
     (s,) = sessions
     assert s.id == "0199c111-cccc-7000-8000-000000000003"
     assert [(r.entry_id, r.kind) for r in s] == [("L2", "user"), ("L11", "assistant")]
-    assert [(k.line, k.reason) for k in report.skipped] == [
+    assert [(k.line, k.reason) for k in audit.skipped] == [
         (3, "malformed_json"),
         (4, "invalid_utf8"),
         (5, "not_an_object"),
@@ -302,7 +302,7 @@ def test_broken_file_counts_skips_and_keeps_good_lines():
         (10, "missing_field"),  # function_call_output without output
         (12, "truncated_last_line"),
     ]
-    assert all(k.path == str(BROKEN) for k in report.skipped)
+    assert all(k.path == str(BROKEN) for k in audit.skipped)
 
 
 def _write(tmp_path: Path, name: str, objs: list[dict]) -> Path:
@@ -340,8 +340,8 @@ def test_tool_search_output_with_tool_specs(tmp_path):
             },
         ],
     )
-    (s,), report = _load(p)
-    assert report.n_skipped == 0
+    (s,), audit = _load(p)
+    assert audit.n_skipped == 0
     call, out = s.records
     assert out.kind == "tool_output" and json.loads(out.text) == tools
     assert (out.tool, out.target, out.call_id) == ("tool_search", "xlsx", "s1")
@@ -358,16 +358,16 @@ def test_unknown_top_level_type_is_meta_and_other_events_are_quiet(tmp_path):
             {"timestamp": "t", "type": "compacted", "payload": {"nothing": True}},
         ],
     )
-    (s,), report = _load(p)
+    (s,), audit = _load(p)
     assert [(r.kind, r.text) for r in s] == [("meta", "future_thing")]
-    assert [(k.line, k.reason) for k in report.skipped] == [(3, "missing_field"), (4, "missing_field")]
+    assert [(k.line, k.reason) for k in audit.skipped] == [(3, "missing_field"), (4, "missing_field")]
 
 
 def test_empty_file(tmp_path):
     p = tmp_path / "rollout-empty.jsonl"
     p.write_bytes(b"")
-    sessions, report = _load(p)
-    assert sessions == [] and report.reasons == Counter({"empty_file": 1})
+    sessions, audit = _load(p)
+    assert sessions == [] and audit.reasons == Counter({"empty_file": 1})
 
 
 # --------------------------------------------------------------------------- helpers
@@ -498,10 +498,10 @@ def test_detect_picks_codex():
 
     for path in FIXTURES.glob("*.jsonl"):
         assert detect(path) == "codex"
-    report = ImportReport()
-    sessions = list(load_sessions(FIXTURES, report))
+    audit = ImportAudit()
+    sessions = list(load_sessions(FIXTURES, audit))
     # 4 sessions of 3 rollouts (one holds two), + the recorded one, + the remote compaction (upstream's test data)
-    assert report.formats == Counter({"codex": 6})
+    assert audit.formats == Counter({"codex": 6})
     assert len(sessions) == 6
 
 
@@ -533,8 +533,8 @@ def test_compacted_keeps_its_replacement_history(tmp_path):
             {"timestamp": "t", "type": "compacted", "payload": {"message": "SUMMARY-2"}},
         ],
     )
-    (s,), report = _load(p)
-    assert report.n_skipped == 0
+    (s,), audit = _load(p)
+    assert audit.n_skipped == 0
     first, second = s.metadata["compactions"]
     assert [r.kind for r in s.records] == ["user", "summary", "summary"]
     assert first["source_order"] == 1 and "replacement_history" not in second
@@ -564,8 +564,8 @@ def test_arguments_nested_100k_levels_import_whole_and_verbatim(tmp_path):
     record is imported, nothing skipped, the text kept verbatim (it cannot be read as JSON)."""
     from tests.deep_json import deep_array, deep_object, write_rollout
 
-    (s,), report = _load(write_rollout(tmp_path))
-    assert report.n_skipped == 0, report.skipped
+    (s,), audit = _load(write_rollout(tmp_path))
+    assert audit.n_skipped == 0, audit.skipped
     kinds = [r.kind for r in s.records]
     assert kinds == ["user", "tool_call", "tool_output", "tool_call", "tool_output", "tool_call", "tool_output"] + [
         "assistant",
@@ -591,9 +591,9 @@ def test_a_line_nested_past_the_bound_is_a_counted_skip_with_its_reason(tmp_path
     good = json.dumps({"timestamp": "t", "type": "response_item", "payload": msg})
     bad = '{"timestamp": "t", "type": "response_item", "payload": ' + nested + "}"
     p.write_text("\n".join([good, bad, good]) + "\n", "utf-8")
-    (s,), report = _load(p)
+    (s,), audit = _load(p)
     assert [r.text for r in s.records] == ["kept", "kept"]
-    ((skip),) = report.skipped
+    ((skip),) = audit.skipped
     assert (skip.line, skip.reason) == (2, "malformed_json")
     assert f"deeper than {MAX_DEPTH} levels" in skip.detail
 
@@ -608,8 +608,8 @@ def test_remote_compaction_imports_with_its_encrypted_summary_sized():
     """compact_remote.rs persists `CompactedItem { message: String::new(), replacement_history }`; the replacement
     history holds `ResponseItem::Compaction { encrypted_content }` (protocol/src/models.rs:153-156 @ 001cb8e2,
     serde tag `compaction`, alias `compaction_summary`). The importer keeps its type and encrypted size."""
-    (s,), report = _load(REMOTE)
-    assert report.n_skipped == 0
+    (s,), audit = _load(REMOTE)
+    assert audit.n_skipped == 0
     assert [(r.kind, r.text) for r in s.records] == [
         ("user", "needs compaction"),
         ("assistant", "COMPACT_BASELINE_REPLY"),

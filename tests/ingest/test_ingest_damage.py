@@ -56,7 +56,7 @@ from hypothesis import event, given, note, settings
 from hypothesis import strategies as st
 
 from compaction_lab.ingest import importer, load_sessions
-from compaction_lab.ingest.import_report import ImportReport
+from compaction_lab.ingest.import_audit import ImportAudit
 from tests.ingest.test_ingest_files import reference_decode
 from tests.ingest.test_ingest_fuzz import (
     _UNPARSED,
@@ -109,19 +109,19 @@ def folder():
 
 
 def direct(fmt: str, path: Path):
-    report = ImportReport()
-    sessions = list(importer(fmt).load(path, report))
+    audit = ImportAudit()
+    sessions = list(importer(fmt).load(path, audit))
     check_sessions(sessions, fmt)
-    check_reasons(report)
-    return sessions, report
+    check_reasons(audit)
+    return sessions, audit
 
 
 def via(path: Path):
-    report = ImportReport()
-    sessions = list(load_sessions(path, report))
+    audit = ImportAudit()
+    sessions = list(load_sessions(path, audit))
     check_sessions(sessions)
-    check_reasons(report)
-    return sessions, report
+    check_reasons(audit)
+    return sessions, audit
 
 
 def dump(sessions) -> list[str]:
@@ -144,27 +144,27 @@ def clean(fmt: str, src: Path, jsonl: bool) -> tuple[tuple[str, ...], Counter]:
     with folder() as d:
         path = d / src.name
         path.write_bytes(content_of(src, jsonl))
-        sessions, report = direct(fmt, path)
-        return tuple(dump(sessions)), report.reasons
+        sessions, audit = direct(fmt, path)
+        return tuple(dump(sessions)), audit.reasons
 
 
-def assert_same_as_clean(fmt: str, src: Path, jsonl: bool, sessions, report) -> None:
+def assert_same_as_clean(fmt: str, src: Path, jsonl: bool, sessions, audit) -> None:
     want, reasons = clean(fmt, src, jsonl)
     assert dump(sessions) == list(want)
-    assert report.reasons == reasons
+    assert audit.reasons == reasons
 
 
-def line_skips(report: ImportReport) -> Counter:
-    return Counter((s.line, s.reason) for s in report.skipped if s.reason in LINE_REASONS)
+def line_skips(audit: ImportAudit) -> Counter:
+    return Counter((s.line, s.reason) for s in audit.skipped if s.reason in LINE_REASONS)
 
 
-def assert_line_skips(report: ImportReport, decoded: bytes) -> None:
+def assert_line_skips(audit: ImportAudit, decoded: bytes) -> None:
     """Property 3 for what decoded: the documented line-level skips, each at its line."""
     want, _ = expected_line_skips(decoded)
-    got = line_skips(report)
+    got = line_skips(audit)
     assert not (want - got), f"line skips missing: {want - got}"
     for reason in ("invalid_utf8", "malformed_json", "truncated_last_line", "nul_tail"):
-        assert report.reasons[reason] == sum(v for (_, r), v in want.items() if r == reason), reason
+        assert audit.reasons[reason] == sum(v for (_, r), v in want.items() if r == reason), reason
 
 
 def assert_lines_kept(fmt: str, src: Path, sessions, intact: int) -> None:
@@ -207,9 +207,9 @@ def test_bom_changes_nothing(fmt, src, jsonl, compressed):
     with folder() as d:
         path = d / (src.name + (".zst" if compressed else ""))
         path.write_bytes(zstandard.ZstdCompressor().compress(data) if compressed else data)
-        sessions, report = direct(fmt, path)
-        assert_same_as_clean(fmt, src, jsonl, sessions, report)
-        check_load_sessions(path, fmt, sessions, report)
+        sessions, audit = direct(fmt, path)
+        assert_same_as_clean(fmt, src, jsonl, sessions, audit)
+        check_load_sessions(path, fmt, sessions, audit)
 
 
 # --------------------------------------------------------------------------- lone surrogates
@@ -252,14 +252,14 @@ def test_lone_surrogates_are_replaced_not_fatal(fmt, src, jsonl, data):
         path, twin = d / "damaged" / src.name, d / "replaced" / src.name
         path.write_bytes(damaged)
         twin.write_bytes(replaced)
-        sessions, report = direct(fmt, path)
-        want, want_report = direct(fmt, twin)
+        sessions, audit = direct(fmt, path)
+        want, want_audit = direct(fmt, twin)
         assert dump(sessions) == dump(want)  # exactly as if U+FFFD had been written
-        assert report.reasons == want_report.reasons
-        assert report.notes == (Counter(lone_surrogates_replaced=notes) if notes else Counter())
+        assert audit.reasons == want_audit.reasons
+        assert audit.notes == (Counter(lone_surrogates_replaced=notes) if notes else Counter())
         for line in dump(sessions):
             line.encode("utf-8")  # nothing left that SQLite or parquet could not write
-        check_load_sessions(path, fmt, sessions, report)
+        check_load_sessions(path, fmt, sessions, audit)
 
 
 # --------------------------------------------------------------------------- zstd damage
@@ -307,7 +307,7 @@ def test_zstd_damage_keeps_everything_before_it(fmt, src, jsonl, data):
     with folder() as d:
         path = d / (src.name + ".zst")
         path.write_bytes(bad)
-        sessions, report = direct(fmt, path)
+        sessions, audit = direct(fmt, path)
         # Property 2: lines wholly decoded, and decoded right, before the damage.
         correct = common_prefix(good, plain)
         complete = good[: good.rfind(b"\n") + 1] if failed else good
@@ -315,26 +315,26 @@ def test_zstd_damage_keeps_everything_before_it(fmt, src, jsonl, data):
         cut_line = good.count(b"\n") + 1
         if failed:
             # Property 3: one corrupt_compressed skip at the line the damage cut.
-            assert [s.line for s in report.skipped if s.reason == "corrupt_compressed"] == [cut_line]
-            assert "compressed byte" in next(s.detail for s in report.skipped if s.reason == "corrupt_compressed")
+            assert [s.line for s in audit.skipped if s.reason == "corrupt_compressed"] == [cut_line]
+            assert "compressed byte" in next(s.detail for s in audit.skipped if s.reason == "corrupt_compressed")
         else:
-            assert report.reasons["corrupt_compressed"] == 0
+            assert audit.reasons["corrupt_compressed"] == 0
         if jsonl:
             # What decoded is judged line by line; a sentinel object keeps the NUL-tail rule
             # (which a damage pre-empts) out of the oracle.
-            assert_line_skips(report, complete + b"{}\n" if failed else good)
+            assert_line_skips(audit, complete + b"{}\n" if failed else good)
         elif failed:
             if good == plain:  # only the checksum or trailing junk broke: the document is whole
                 assert dump(sessions) == list(clean(fmt, src, jsonl)[0])
             elif _parse(good.rstrip(BLANK_OR_NUL)) is _UNPARSED:
-                assert not sessions and report.reasons == Counter(corrupt_compressed=1)
+                assert not sessions and audit.reasons == Counter(corrupt_compressed=1)
         elif good == plain:
-            assert_same_as_clean(fmt, src, jsonl, sessions, report)
-        check_load_sessions(path, fmt, sessions, report)
+            assert_same_as_clean(fmt, src, jsonl, sessions, audit)
+        check_load_sessions(path, fmt, sessions, audit)
         for where in (path, d):  # named or in a folder, the damage is found at the same line
-            _, rep = via(where)
-            lines = [s.line for s in rep.skipped if s.reason == "corrupt_compressed"]
-            assert lines == ([cut_line] if failed else []), (where, rep.skipped)
+            _, via_audit = via(where)
+            lines = [s.line for s in via_audit.skipped if s.reason == "corrupt_compressed"]
+            assert lines == ([cut_line] if failed else []), (where, via_audit.skipped)
 
 
 # --------------------------------------------------------------------------- NUL tails
@@ -352,20 +352,20 @@ def test_nul_tail_keeps_everything_before_it(fmt, src, jsonl, data):
     with folder() as d:
         path = d / src.name
         path.write_bytes(damaged)
-        sessions, report = direct(fmt, path)
-        assert [s.line for s in report.skipped if s.reason == "nul_tail"] == [tail_line]
+        sessions, audit = direct(fmt, path)
+        assert [s.line for s in audit.skipped if s.reason == "nul_tail"] == [tail_line]
         if jsonl:
             assert_lines_kept(fmt, src, sessions, whole_lines(plain, at))
-            assert_line_skips(report, damaged)
+            assert_line_skips(audit, damaged)
         elif not plain[:at].strip():
-            assert not sessions and report.reasons == Counter(nul_tail=1)
+            assert not sessions and audit.reasons == Counter(nul_tail=1)
         elif plain[:at].rstrip() == plain.rstrip():  # only blanks were cut: the document is whole
             assert dump(sessions) == list(clean(fmt, src, jsonl)[0])
-            assert report.reasons == clean(fmt, src, jsonl)[1] + Counter(nul_tail=1)
+            assert audit.reasons == clean(fmt, src, jsonl)[1] + Counter(nul_tail=1)
         else:  # the document was cut: it no longer parses (or decodes, if cut inside a character)
-            assert not sessions and report.n_skipped == 2
-            assert set(report.reasons) <= {"nul_tail", "malformed_json", "invalid_utf8"}
-        check_load_sessions(path, fmt, sessions, report)
+            assert not sessions and audit.n_skipped == 2
+            assert set(audit.reasons) <= {"nul_tail", "malformed_json", "invalid_utf8"}
+        check_load_sessions(path, fmt, sessions, audit)
 
 
 # --------------------------------------------------------------------------- empty files
@@ -381,11 +381,13 @@ def test_empty_file_is_one_empty_file_skip(fmt, src, jsonl, blank, compressed):
     with folder() as d:
         path = d / (src.name + (".zst" if compressed else ""))
         path.write_bytes(zstandard.ZstdCompressor().compress(blank) if compressed else blank)
-        sessions, report = direct(fmt, path)
-        assert not sessions and report.reasons == Counter(empty_file=1)
+        sessions, audit = direct(fmt, path)
+        assert not sessions and audit.reasons == Counter(empty_file=1)
         for where in (path, d):
-            sessions, rep = via(where)
-            assert not sessions and rep.reasons == Counter(empty_file=1) and rep.skipped[0].path == str(path)
+            sessions, via_audit = via(where)
+            assert (
+                not sessions and via_audit.reasons == Counter(empty_file=1) and via_audit.skipped[0].path == str(path)
+            )
 
 
 # --------------------------------------------------------------------------- permission bits
@@ -401,12 +403,12 @@ def test_unreadable_file_or_folder_is_one_unreadable_skip(fmt, src, jsonl, locke
         path.write_bytes(content_of(src, jsonl))
         (path if locked == "file" else d / "sub").chmod(mode)
         if locked == "file":
-            sessions, report = direct(fmt, path)
-            assert not sessions and report.reasons == Counter(unreadable=1)
+            sessions, audit = direct(fmt, path)
+            assert not sessions and audit.reasons == Counter(unreadable=1)
         for where in [path, d] if locked == "file" else [d]:
-            sessions, report = via(where)
-            assert not sessions and report.reasons == Counter(unreadable=1)
-            (skip,) = report.skipped
+            sessions, audit = via(where)
+            assert not sessions and audit.reasons == Counter(unreadable=1)
+            (skip,) = audit.skipped
             assert skip.path == str(path if locked == "file" else d / "sub")
             assert "Permission denied" in skip.detail
 
@@ -440,10 +442,10 @@ def test_symlink_loops_are_counted_and_the_file_read_once(fmt, src, jsonl, extra
         if "second-way" in extra:
             os.symlink("sub", d / "zz-again")
             expected["duplicate_path"] += 1
-        sessions, report = via(d)
+        sessions, audit = via(d)
         want, reasons = clean(fmt, src, jsonl)
         assert dump(sessions) == list(want)  # read exactly once
-        assert report.reasons == reasons + expected
+        assert audit.reasons == reasons + expected
 
 
 # --------------------------------------------------------------------------- the OpenCode storage tree
@@ -458,7 +460,7 @@ def test_opencode_storage_file_damage(rel, damage, permission_bits):
     with folder() as d:
         tree = d / "storage"
         shutil.copytree(STORAGE, tree)
-        want, want_report = direct("opencode", tree)
+        want, want_audit = direct("opencode", tree)
         f = tree / rel
         data = f.read_bytes()
         if damage == "bom":
@@ -467,7 +469,7 @@ def test_opencode_storage_file_damage(rel, damage, permission_bits):
             # Compared with the same tree holding U+FFFD there (an id may change: links follow).
             m = _VALUE_OPENS.search(data)
             f.write_bytes(data[: m.end()] + b"\\ufffd" + data[m.end() :])
-            want, want_report = direct("opencode", tree)
+            want, want_audit = direct("opencode", tree)
             f.write_bytes(data[: m.end()] + b"\\udfff" + data[m.end() :])
         elif damage == "nul":
             f.write_bytes(data + b"\x00" * 100)
@@ -475,14 +477,14 @@ def test_opencode_storage_file_damage(rel, damage, permission_bits):
             f.write_bytes(b"")
         else:
             f.chmod(0)
-        sessions, report = direct("opencode", tree)
+        sessions, audit = direct("opencode", tree)
         if damage in ("bom", "surrogate", "nul"):
             assert dump(sessions) == dump(want)
             extra = Counter(nul_tail=1) if damage == "nul" else Counter()
-            assert report.reasons == want_report.reasons + extra
-            assert report.notes == (Counter(lone_surrogates_replaced=1) if damage == "surrogate" else Counter())
+            assert audit.reasons == want_audit.reasons + extra
+            assert audit.notes == (Counter(lone_surrogates_replaced=1) if damage == "surrogate" else Counter())
         else:
             reason = "empty_file" if damage == "empty" else "unreadable"
-            assert [s.path for s in report.skipped if s.reason == reason] == [str(f)]
-        sessions2, report2 = via(tree)
+            assert [s.path for s in audit.skipped if s.reason == reason] == [str(f)]
+        sessions2, audit2 = via(tree)
         assert dump(sessions2) == dump(sessions)

@@ -28,7 +28,7 @@ import zstandard
 from compaction_lab import cli
 from compaction_lab.ingest import detect, files, importer, load_sessions
 from compaction_lab.ingest.files import HEAD_BYTES, read_head
-from compaction_lab.ingest.import_report import NOTES, REASONS, ImportReport, UnknownFormat
+from compaction_lab.ingest.import_audit import NOTES, REASONS, ImportAudit, UnknownFormat
 from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 
 FIX = FIXTURES
@@ -43,18 +43,18 @@ BOM = b"\xef\xbb\xbf"
 # --------------------------------------------------------------------------- helpers
 
 
-def imported(paths) -> tuple[list, ImportReport]:
-    report = ImportReport()
-    return list(load_sessions(paths, report)), report
+def imported(paths) -> tuple[list, ImportAudit]:
+    audit = ImportAudit()
+    return list(load_sessions(paths, audit)), audit
 
 
-def direct(fmt: str, path: Path) -> tuple[list, ImportReport]:
-    report = ImportReport()
-    return list(importer(fmt).load(path, report)), report
+def direct(fmt: str, path: Path) -> tuple[list, ImportAudit]:
+    audit = ImportAudit()
+    return list(importer(fmt).load(path, audit)), audit
 
 
-def skips(report: ImportReport) -> list[tuple[int | None, str]]:
-    return [(s.line, s.reason) for s in report.skipped]
+def skips(audit: ImportAudit) -> list[tuple[int | None, str]]:
+    return [(s.line, s.reason) for s in audit.skipped]
 
 
 def records(sessions) -> list[tuple]:
@@ -106,19 +106,19 @@ def test_issue_file_imports_into_the_archive(tmp_path):
 
 def test_lone_surrogate_is_replaced_and_noted_not_skipped(tmp_path):
     (tmp_path / "chat.jsonl").write_bytes(ISSUE_CHAT)
-    sessions, report = imported(tmp_path / "chat.jsonl")
+    sessions, audit = imported(tmp_path / "chat.jsonl")
     assert [r.text for r in sessions[0].records] == ["hi \ufffd there", "ok"]
-    assert report.notes == Counter(lone_surrogates_replaced=1) and report.n_skipped == 0
-    assert "lone_surrogates_replaced 1" in report.summary()
-    assert set(report.notes) <= set(NOTES) and not set(NOTES) & set(REASONS)
+    assert audit.notes == Counter(lone_surrogates_replaced=1) and audit.n_skipped == 0
+    assert "lone_surrogates_replaced 1" in audit.summary()
+    assert set(audit.notes) <= set(NOTES) and not set(NOTES) & set(REASONS)
     assert_utf8_clean(sessions)
 
 
 def test_folder_with_a_lone_surrogate_file_imports_every_file(tmp_path):
     (tmp_path / "a.jsonl").write_bytes(ISSUE_CHAT)
     shutil.copy(CHAT, tmp_path / "b.jsonl")
-    sessions, report = imported(tmp_path)
-    assert sorted(s.id for s in sessions) == ["a", "b"] and report.n_skipped == 0
+    sessions, audit = imported(tmp_path)
+    assert sorted(s.id for s in sessions) == ["a", "b"] and audit.n_skipped == 0
     assert_utf8_clean(sessions)
 
 
@@ -149,10 +149,10 @@ def _with_surrogate(path: Path, needle: bytes, tmp_path: Path, name: str | None 
 )
 def test_every_importer_replaces_lone_surrogates(tmp_path, fmt, src, needle):
     path = _with_surrogate(src, needle, tmp_path)
-    sessions, report = direct(fmt, path)
-    clean, clean_report = direct(fmt, src)
+    sessions, audit = direct(fmt, path)
+    clean, clean_audit = direct(fmt, src)
     assert_utf8_clean(sessions)
-    assert report.notes["lone_surrogates_replaced"] == 1 and report.reasons == clean_report.reasons
+    assert audit.notes["lone_surrogates_replaced"] == 1 and audit.reasons == clean_audit.reasons
     assert len(records(sessions)) == len(records(clean))
     assert any("\ufffdx" in r.text for s in sessions for r in s.records)
 
@@ -171,7 +171,7 @@ def test_surrogates_in_json_nested_in_a_string_are_replaced(tmp_path):
     }
     path = tmp_path / "rollout.jsonl"
     path.write_text(json.dumps(line) + "\n")
-    sessions, report = direct("codex", path)
+    sessions, audit = direct("codex", path)
     (rec,) = sessions[0].records
     assert rec.target == "cat caf\ufffd.txt"
     assert_utf8_clean(sessions)
@@ -185,8 +185,8 @@ def test_opencode_storage_and_database_rows_replace_surrogates(tmp_path):
     part = sorted((tree / "part").glob("*/*.json"))[0]
     doc = part.read_bytes()
     part.write_bytes(doc.replace(b'"text": "', b'"text": "\\ud800', 1) if b'"text": "' in doc else doc)
-    sessions, report = direct("opencode", tree)
-    assert report.notes["lone_surrogates_replaced"] == 1
+    sessions, audit = direct("opencode", tree)
+    assert audit.notes["lone_surrogates_replaced"] == 1
     assert_utf8_clean(sessions)
 
     db = build_db(tmp_path / "opencode.db", extra_rows=False)
@@ -195,8 +195,8 @@ def test_opencode_storage_and_database_rows_replace_surrogates(tmp_path):
             "UPDATE part SET data = ? WHERE id = (SELECT min(id) FROM part)",
             (json.dumps({"type": "text", "text": "\ud800"}, ensure_ascii=True),),
         )
-    sessions, report = direct("opencode", db)
-    assert report.notes["lone_surrogates_replaced"] == 1
+    sessions, audit = direct("opencode", db)
+    assert audit.notes["lone_surrogates_replaced"] == 1
     assert_utf8_clean(sessions)
 
 
@@ -210,16 +210,16 @@ def test_opencode_database_row_that_is_not_utf8_is_one_skip(tmp_path):
         conn.execute(
             "UPDATE part SET data = CAST(? AS TEXT) WHERE id = (SELECT max(id) FROM part)", (b'{"x": "\xff"}',)
         )
-    sessions, report = direct("opencode", db)
-    assert report.reasons == Counter(invalid_utf8=1)
+    sessions, audit = direct("opencode", db)
+    assert audit.reasons == Counter(invalid_utf8=1)
     assert len(records(sessions)) >= len(records(clean)) - 2  # one part (a call and its output at most)
 
 
 def test_valid_surrogate_pairs_are_kept_and_not_noted(tmp_path):
     path = tmp_path / "chat.jsonl"
     path.write_bytes(b'{"role": "user", "content": "ok \\ud83d\\ude00"}\n')
-    sessions, report = imported(path)
-    assert sessions[0].records[0].text == "ok \U0001f600" and not report.notes
+    sessions, audit = imported(path)
+    assert sessions[0].records[0].text == "ok \U0001f600" and not audit.notes
 
 
 # --------------------------------------------------------------------------- 4. compressed files
@@ -279,11 +279,11 @@ def test_zstd_damage_keeps_every_line_decoded_before_it(tmp_path):
     (tmp_path / "s.jsonl.zst").write_bytes(bad)
     (tmp_path / "want").mkdir()
     (tmp_path / "want" / "s.jsonl").write_bytes(complete)
-    sessions, report = direct("pi", tmp_path / "s.jsonl.zst")
+    sessions, audit = direct("pi", tmp_path / "s.jsonl.zst")
     want, _ = direct("pi", tmp_path / "want" / "s.jsonl")
     assert records(sessions) == records(want)  # every record of the complete lines, nothing else
-    assert skips(report) == [(cut_line, "corrupt_compressed")]
-    assert "compressed byte" in report.skipped[0].detail
+    assert skips(audit) == [(cut_line, "corrupt_compressed")]
+    assert "compressed byte" in audit.skipped[0].detail
 
 
 def test_zstd_damage_so_early_nothing_decodes_is_corrupt_compressed_not_unknown(tmp_path):
@@ -294,9 +294,9 @@ def test_zstd_damage_so_early_nothing_decodes_is_corrupt_compressed_not_unknown(
     path.write_bytes(bytes(bad))
     assert reference_decode(bytes(bad)) == (b"", True)
     for where in (path, tmp_path):  # named and found in a folder
-        sessions, report = imported(where)
-        assert sessions == [] and skips(report) == [(1, "corrupt_compressed")], report.skipped
-        assert "compressed byte" in report.skipped[0].detail
+        sessions, audit = imported(where)
+        assert sessions == [] and skips(audit) == [(1, "corrupt_compressed")], audit.skipped
+        assert "compressed byte" in audit.skipped[0].detail
     assert read_head(path).damage is not None
 
 
@@ -308,13 +308,13 @@ def test_cut_off_zst_file_keeps_its_complete_lines(tmp_path):
     assert failed and good
     path = tmp_path / "c.jsonl.zst"
     path.write_bytes(cut)
-    sessions, report = direct("chat_jsonl", path)
+    sessions, audit = direct("chat_jsonl", path)
     complete = good[: good.rfind(b"\n") + 1]
     (tmp_path / "want").mkdir()
     (tmp_path / "want" / "c.jsonl").write_bytes(complete)
     assert records(sessions) == records(direct("chat_jsonl", tmp_path / "want" / "c.jsonl")[0])
-    assert skips(report) == [(complete.count(b"\n") + 1, "corrupt_compressed")]
-    assert "mid-frame" in report.skipped[0].detail
+    assert skips(audit) == [(complete.count(b"\n") + 1, "corrupt_compressed")]
+    assert "mid-frame" in audit.skipped[0].detail
 
 
 def test_read_head_reads_through_the_same_recovering_path(tmp_path):
@@ -336,9 +336,9 @@ def test_multi_frame_zst_imports_every_frame(tmp_path):
     cctx = zstandard.ZstdCompressor()
     path = tmp_path / "c.jsonl.zst"
     path.write_bytes(cctx.compress(b"".join(lines[:half])) + cctx.compress(b"".join(lines[half:])))
-    sessions, report = direct("chat_jsonl", path)
+    sessions, audit = direct("chat_jsonl", path)
     clean, _ = direct("chat_jsonl", CHAT)
-    assert [r.text for r in sessions[0].records] == [r.text for r in clean[0].records] and report.n_skipped == 0
+    assert [r.text for r in sessions[0].records] == [r.text for r in clean[0].records] and audit.n_skipped == 0
 
 
 def test_damaged_compressed_whole_json_document_is_one_skip(tmp_path):
@@ -346,8 +346,8 @@ def test_damaged_compressed_whole_json_document_is_one_skip(tmp_path):
     bad[len(bad) // 2] ^= 0xFF
     path = tmp_path / "t.traj.zst"
     path.write_bytes(bytes(bad))
-    sessions, report = direct("swe_agent", path)
-    assert sessions == [] and list(report.reasons) == ["corrupt_compressed"]
+    sessions, audit = direct("swe_agent", path)
+    assert sessions == [] and list(audit.reasons) == ["corrupt_compressed"]
 
 
 # --------------------------------------------------------------------------- 5. unreadable, symlinks, one walk
@@ -357,9 +357,9 @@ def test_unreadable_named_file_is_counted_not_raised(tmp_path, permission_bits):
     path = tmp_path / "s.jsonl"
     shutil.copy(CHAT, path)
     path.chmod(0)
-    sessions, report = imported([path, CHAT])
+    sessions, audit = imported([path, CHAT])
     assert [s.id for s in sessions] == [CHAT.stem.replace(".jsonl", "")]
-    assert skips(report) == [(None, "unreadable")] and "Permission denied" in report.skipped[0].detail
+    assert skips(audit) == [(None, "unreadable")] and "Permission denied" in audit.skipped[0].detail
 
 
 def test_unreadable_subfolder_and_file_are_counted_and_the_rest_imports(tmp_path, permission_bits):
@@ -370,13 +370,13 @@ def test_unreadable_subfolder_and_file_are_counted_and_the_rest_imports(tmp_path
     (tmp_path / "c.jsonl").chmod(0)
     (tmp_path / "locked").chmod(0)
     try:
-        sessions, report = imported(tmp_path)
+        sessions, audit = imported(tmp_path)
     finally:
         (tmp_path / "locked").chmod(0o755)
     assert [s.id for s in sessions] == ["a"]
-    assert report.reasons == Counter(unreadable=2)
-    assert {Path(s.path).name for s in report.skipped} == {"locked", "c.jsonl"}
-    assert all("Permission denied" in s.detail for s in report.skipped)
+    assert audit.reasons == Counter(unreadable=2)
+    assert {Path(s.path).name for s in audit.skipped} == {"locked", "c.jsonl"}
+    assert all("Permission denied" in s.detail for s in audit.skipped)
 
 
 def test_unreadable_opencode_storage_files_are_counted(tmp_path, permission_bits):
@@ -387,12 +387,12 @@ def test_unreadable_opencode_storage_files_are_counted(tmp_path, permission_bits
     part_dir.chmod(0)
     msg_file.chmod(0)
     try:
-        sessions, report = direct("opencode", tree)
+        sessions, audit = direct("opencode", tree)
     finally:
         part_dir.chmod(0o755)
     assert len(sessions) == 1
-    assert report.reasons["unreadable"] == 2
-    assert {Path(s.path).name for s in report.skipped if s.reason == "unreadable"} == {part_dir.name, msg_file.name}
+    assert audit.reasons["unreadable"] == 2
+    assert {Path(s.path).name for s in audit.skipped if s.reason == "unreadable"} == {part_dir.name, msg_file.name}
 
 
 def test_unreadable_opencode_database_named_explicitly_is_counted(tmp_path, permission_bits):
@@ -400,8 +400,8 @@ def test_unreadable_opencode_database_named_explicitly_is_counted(tmp_path, perm
 
     db = build_db(tmp_path / "opencode.db", extra_rows=False)
     db.chmod(0)
-    sessions, report = imported(db)
-    assert sessions == [] and list(report.reasons) == ["unreadable"]
+    sessions, audit = imported(db)
+    assert sessions == [] and list(audit.reasons) == ["unreadable"]
 
 
 def test_symlinked_folders_are_followed_once_and_loops_counted(tmp_path):
@@ -414,13 +414,13 @@ def test_symlinked_folders_are_followed_once_and_loops_counted(tmp_path):
     os.symlink("..", root / "sub" / "up")  # a loop back into the walk
     os.symlink(root / "sub", root / "again")  # a second way into sub
     os.symlink(root / "linked", root / "zz-twice")  # and a second way into elsewhere
-    sessions, report = imported(root)
+    sessions, audit = imported(root)
     assert sorted(s.source_path.split("/")[-2] + "/" + s.id for s in sessions) == [
         "linked/0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
         "sub/a",
     ]
-    assert report.reasons == Counter(symlink_loop=1, duplicate_path=2)
-    loop = next(s for s in report.skipped if s.reason == "symlink_loop")
+    assert audit.reasons == Counter(symlink_loop=1, duplicate_path=2)
+    loop = next(s for s in audit.skipped if s.reason == "symlink_loop")
     assert loop.path == str(root / "sub" / "up")
 
 
@@ -429,9 +429,9 @@ def test_dangling_and_looping_file_links_are_counted(tmp_path):
     os.symlink("missing.jsonl", tmp_path / "gone.jsonl")
     os.symlink("self.jsonl", tmp_path / "self.jsonl")
     os.symlink("missing-folder", tmp_path / "gone-folder")
-    sessions, report = imported(tmp_path)
+    sessions, audit = imported(tmp_path)
     assert [s.id for s in sessions] == ["a"]
-    assert sorted((Path(s.path).name, s.reason) for s in report.skipped) == [
+    assert sorted((Path(s.path).name, s.reason) for s in audit.skipped) == [
         ("gone-folder", "dangling_symlink"),
         ("gone.jsonl", "dangling_symlink"),
         ("self.jsonl", "symlink_loop"),
@@ -453,9 +453,9 @@ def test_missing_path_still_fails_first(tmp_path):
 def test_named_unrecognised_file_is_a_skip_and_the_rest_imports(tmp_path):
     junk = tmp_path / "notes.jsonl"
     junk.write_text('{"hello": "world"}\n')
-    sessions, report = imported([junk, CHAT])
-    assert len(sessions) == 1 and report.reasons == Counter(unknown_format=1)
-    assert "chat_jsonl" in report.skipped[0].detail and "codex" in report.skipped[0].detail
+    sessions, audit = imported([junk, CHAT])
+    assert len(sessions) == 1 and audit.reasons == Counter(unknown_format=1)
+    assert "chat_jsonl" in audit.skipped[0].detail and "codex" in audit.skipped[0].detail
     with pytest.raises(UnknownFormat):  # detect itself still says so
         detect(junk)
 
@@ -464,8 +464,8 @@ def test_named_unrecognised_file_is_a_skip_and_the_rest_imports(tmp_path):
 def test_empty_file_is_empty_file_wherever_it_is_found(tmp_path, content):
     (tmp_path / "e.jsonl").write_bytes(content)
     for where in (tmp_path / "e.jsonl", tmp_path):
-        sessions, report = imported(where)
-        assert sessions == [] and report.reasons == Counter(empty_file=1)
+        sessions, audit = imported(where)
+        assert sessions == [] and audit.reasons == Counter(empty_file=1)
 
 
 def test_named_paths_of_every_kind_of_fault_never_raise(tmp_path, permission_bits):
@@ -477,9 +477,9 @@ def test_named_paths_of_every_kind_of_fault_never_raise(tmp_path, permission_bit
     (tmp_path / "bad.jsonl.zst").write_bytes(files.ZSTD_MAGIC + b"garbage")
     os.symlink("nowhere", tmp_path / "dangling.jsonl")
     names = ["empty.jsonl", "junk.json", "locked.jsonl", "bad.jsonl.zst", "dangling.jsonl"]
-    sessions, report = imported([tmp_path / n for n in names] + [CHAT])
+    sessions, audit = imported([tmp_path / n for n in names] + [CHAT])
     assert len(sessions) == 1
-    assert report.reasons == Counter(
+    assert audit.reasons == Counter(
         empty_file=1, unknown_format=1, unreadable=1, corrupt_compressed=1, dangling_symlink=1
     )
 
@@ -490,10 +490,10 @@ def test_named_paths_of_every_kind_of_fault_never_raise(tmp_path, permission_bit
 def test_bom_keeps_the_pi_header(tmp_path):
     path = tmp_path / "s.jsonl"
     path.write_bytes(BOM + PI.read_bytes())
-    sessions, report = imported(path)
-    clean, clean_report = imported(PI)
+    sessions, audit = imported(path)
+    clean, clean_audit = imported(PI)
     assert sessions[0].id == clean[0].id == "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
-    assert records(sessions) == records(clean) and report.reasons == clean_report.reasons
+    assert records(sessions) == records(clean) and audit.reasons == clean_audit.reasons
 
 
 @pytest.mark.parametrize("src", [CHAT, TRAJ, EXPORT], ids=lambda p: p.name)
@@ -502,9 +502,9 @@ def test_bom_is_no_data_for_any_format_compressed_or_not(tmp_path, src, compress
     data = BOM + src.read_bytes()
     path = tmp_path / (src.name + (".zst" if compressed else ""))
     path.write_bytes(zstandard.ZstdCompressor().compress(data) if compressed else data)
-    sessions, report = imported(path)
-    clean, clean_report = imported(src)
-    assert records(sessions) == records(clean) and report.reasons == clean_report.reasons
+    sessions, audit = imported(path)
+    clean, clean_audit = imported(src)
+    assert records(sessions) == records(clean) and audit.reasons == clean_audit.reasons
 
 
 # --------------------------------------------------------------------------- NUL tails
@@ -514,41 +514,41 @@ def test_nul_tail_keeps_every_record_before_it_and_is_counted(tmp_path):
     lines = lines_of(CHAT)
     path = tmp_path / CHAT.name
     path.write_bytes(b"".join(lines) + b"\x00" * 4096)
-    sessions, report = direct("chat_jsonl", path)
+    sessions, audit = direct("chat_jsonl", path)
     clean, _ = direct("chat_jsonl", CHAT)
     assert records(sessions) == records(clean)
-    assert skips(report) == [(len(lines) + 1, "nul_tail")]
+    assert skips(audit) == [(len(lines) + 1, "nul_tail")]
 
 
 def test_nul_tail_cutting_a_line_counts_the_cut_line_and_the_tail(tmp_path):
     lines = lines_of(CHAT)
     path = tmp_path / CHAT.name
     path.write_bytes(b"".join(lines[:-1]) + lines[-1][:20] + b"\x00" * 100)
-    sessions, report = direct("chat_jsonl", path)
+    sessions, audit = direct("chat_jsonl", path)
     n = len(lines)
     (tmp_path / "want").mkdir()
     (tmp_path / "want" / CHAT.name).write_bytes(b"".join(lines[:-1]))
     assert records(sessions) == records(direct("chat_jsonl", tmp_path / "want" / CHAT.name)[0])
-    assert sorted(skips(report)) == [(n, "nul_tail"), (n, "truncated_last_line")]
+    assert sorted(skips(audit)) == [(n, "nul_tail"), (n, "truncated_last_line")]
 
 
 def test_nul_tail_after_a_whole_json_document_keeps_the_document(tmp_path):
     path = tmp_path / TRAJ.name
     path.write_bytes(TRAJ.read_bytes() + b"\x00" * 512)
-    sessions, report = imported(path)
+    sessions, audit = imported(path)
     clean, _ = imported(TRAJ)
     assert records(sessions) == records(clean)
-    assert [r for _, r in skips(report)] == ["nul_tail"]
+    assert [r for _, r in skips(audit)] == ["nul_tail"]
 
 
 def test_file_of_nothing_but_nuls_is_one_nul_tail(tmp_path):
     (tmp_path / "c.jsonl").write_bytes(b"\x00" * 64)
     for where in (tmp_path / "c.jsonl", tmp_path):
-        sessions, report = imported(where)
-        assert sessions == [] and skips(report) == [(1, "nul_tail")]
+        sessions, audit = imported(where)
+        assert sessions == [] and skips(audit) == [(1, "nul_tail")]
 
 
 def test_real_fixtures_still_import_without_skips_or_notes():
     """Guard: the shared reading path changes nothing for clean files."""
-    sessions, report = imported(PUBLIC_FIXTURES)
-    assert report.n_skipped == 0 and not report.notes and sessions
+    sessions, audit = imported(PUBLIC_FIXTURES)
+    assert audit.n_skipped == 0 and not audit.notes and sessions

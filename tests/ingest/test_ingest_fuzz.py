@@ -83,7 +83,7 @@ from compaction_lab.core.session import KINDS, Session
 from compaction_lab.ingest import detect, importer, load_sessions
 from compaction_lab.ingest.builder import file_stem
 from compaction_lab.ingest.files import ZSTD_MAGIC, Head, read_head
-from compaction_lab.ingest.import_report import REASONS, ImportReport, UnknownFormat
+from compaction_lab.ingest.import_audit import REASONS, ImportAudit, UnknownFormat
 from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 
 FIX = FIXTURES
@@ -458,10 +458,10 @@ def check_sessions(sessions: list[Session], fmt: str | None = None) -> None:
             last = r.source_order
 
 
-def check_reasons(report: ImportReport) -> None:
-    assert set(report.reasons) <= set(REASONS), report.reasons
-    assert all(s.reason in REASONS for s in report.skipped)
-    assert report.n_skipped == sum(report.reasons.values())
+def check_reasons(audit: ImportAudit) -> None:
+    assert set(audit.reasons) <= set(REASONS), audit.reasons
+    assert all(s.reason in REASONS for s in audit.skipped)
+    assert audit.n_skipped == sum(audit.reasons.values())
 
 
 _CHAT_CONV = re.compile(r"m\d+")
@@ -495,8 +495,8 @@ class Baseline:
         try:
             path = d / name
             path.write_bytes(assemble(lines))
-            report = ImportReport()
-            self.sessions = list(importer(fmt).load(path, report))
+            audit = ImportAudit()
+            self.sessions = list(importer(fmt).load(path, audit))
         finally:
             shutil.rmtree(d, ignore_errors=True)
         check_sessions(self.sessions, fmt)
@@ -564,36 +564,38 @@ def missing(expected: Counter, actual: Counter) -> Counter:
 FILE_SKIPS = ("unknown_format", "empty_file", "nul_tail", "corrupt_compressed")
 
 
-def check_load_sessions(path: Path, fmt: str, sessions: list[Session], report: ImportReport) -> None:
+def check_load_sessions(path: Path, fmt: str, sessions: list[Session], audit: ImportAudit) -> None:
     """`detect` and `load_sessions` on the mutated file and on its directory (property 1).
 
     `detect` may raise `UnknownFormat`; `load_sessions` never raises: a file
     it does not recognise -- named or in a folder -- is one counted skip.
     """
     detected, err = run(lambda: detect(path), allowed=(UnknownFormat,))
-    rep = ImportReport()
-    via, _ = run(lambda: list(load_sessions(path, rep)))
+    via_audit = ImportAudit()
+    via, _ = run(lambda: list(load_sessions(path, via_audit)))
     if detected is None:
-        assert not via and rep.n_skipped == 1 and sum(rep.reasons[r] for r in FILE_SKIPS) == 1, rep.reasons
+        assert not via and via_audit.n_skipped == 1 and sum(via_audit.reasons[r] for r in FILE_SKIPS) == 1, (
+            via_audit.reasons
+        )
     if via is not None:
         check_sessions(via, detected)
-        check_reasons(rep)
+        check_reasons(via_audit)
         if detected == fmt:
             # Same file, same importer: the same sessions (identical ones yielded twice are
             # kept once and counted as duplicate_session; same id, new content is renamed).
-            dups = rep.reasons.get("duplicate_session", 0)
+            dups = via_audit.reasons.get("duplicate_session", 0)
             assert len(via) + dups == len(sessions)
             assert Counter((r.kind, r.text, r.entry_id) for s in via for r in s.records) <= Counter(
                 (r.kind, r.text, r.entry_id) for s in sessions for r in s.records
             )
-            others = Counter({k: v for k, v in rep.reasons.items() if k != "duplicate_session"})
-            assert others == report.reasons
-    rep_dir = ImportReport()
-    in_dir, _ = run(lambda: list(load_sessions(path.parent, rep_dir)))
+            others = Counter({k: v for k, v in via_audit.reasons.items() if k != "duplicate_session"})
+            assert others == audit.reasons
+    audit_dir = ImportAudit()
+    in_dir, _ = run(lambda: list(load_sessions(path.parent, audit_dir)))
     check_sessions(in_dir)
-    check_reasons(rep_dir)
+    check_reasons(audit_dir)
     if detected is None:
-        assert sum(rep_dir.reasons[r] for r in FILE_SKIPS) == 1 and not in_dir, rep_dir.reasons
+        assert sum(audit_dir.reasons[r] for r in FILE_SKIPS) == 1 and not in_dir, audit_dir.reasons
 
 
 @pytest.mark.parametrize("fmt, src", JSONL_BASES)
@@ -636,16 +638,16 @@ def test_mutated_jsonl_imports_what_it_can(fmt, src, data, tmp_path_factory):
     note(f"mutated file ({len(content)} bytes): {content[:3000]!r}")
 
     def check() -> None:
-        report = ImportReport()
-        sessions, _ = run(lambda: list(importer(fmt).load(path, report)))  # 1. never raises
+        audit = ImportAudit()
+        sessions, _ = run(lambda: list(importer(fmt).load(path, audit)))  # 1. never raises
         check_sessions(sessions, fmt)  # 2.
-        check_reasons(report)
+        check_reasons(audit)
         if content.startswith(ZSTD_MAGIC):
             # Junk that opens with the zstd magic makes the whole file a (corrupt) zstd
             # stream by design: one 'corrupt_compressed' skip, no line-level expectations.
             event("file opens with the zstd magic")
-            assert not sessions and report.reasons["corrupt_compressed"] == 1
-            check_load_sessions(path, fmt, sessions, report)
+            assert not sessions and audit.reasons["corrupt_compressed"] == 1
+            check_load_sessions(path, fmt, sessions, audit)
             return
         # 3. records of intact lines survive.
         want_plain, want_keyed = base.expected(new_lineno)
@@ -654,14 +656,14 @@ def test_mutated_jsonl_imports_what_it_can(fmt, src, data, tmp_path_factory):
         assert not missing(want_keyed, got_keyed), f"records of intact lines lost: {missing(want_keyed, got_keyed)}"
         # 4. every unparseable line is skipped, with the documented reason and line number.
         want_skips, any_data = expected_line_skips(content)
-        got_skips = Counter((s.line, s.reason) for s in report.skipped if s.reason in LINE_REASONS)
+        got_skips = Counter((s.line, s.reason) for s in audit.skipped if s.reason in LINE_REASONS)
         assert not (want_skips - got_skips), f"unparseable lines not counted: {want_skips - got_skips}"
         for reason in ("invalid_utf8", "malformed_json", "truncated_last_line"):
-            assert report.reasons[reason] == sum(v for (_, r), v in want_skips.items() if r == reason), reason
-        assert report.n_skipped >= sum(want_skips.values())
-        assert report.reasons["empty_file"] == (0 if any_data else 1)
+            assert audit.reasons[reason] == sum(v for (_, r), v in want_skips.items() if r == reason), reason
+        assert audit.n_skipped >= sum(want_skips.values())
+        assert audit.reasons["empty_file"] == (0 if any_data else 1)
         check_sniff(path, fmt)  # 5.
-        check_load_sessions(path, fmt, sessions, report)
+        check_load_sessions(path, fmt, sessions, audit)
 
     try:
         tolerate_known_bugs(check)
@@ -719,30 +721,30 @@ def test_mutated_json_document_never_crashes(fmt, src, data, tmp_path_factory):
     note(f"mutated document ({len(content)} bytes): {content[:2000]!r}")
 
     def check() -> None:
-        report = ImportReport()
-        sessions, _ = run(lambda: list(importer(fmt).load(path, report)))
+        audit = ImportAudit()
+        sessions, _ = run(lambda: list(importer(fmt).load(path, audit)))
         check_sessions(sessions, fmt)
-        check_reasons(report)
+        check_reasons(audit)
         # A NUL tail (the mutations may end the document in NULs) is counted and ignored.
         body = content.rstrip(BLANK_OR_NUL)
         tail = Counter(nul_tail=1) if b"\x00" in content[len(body) :] else Counter()
         doc = _parse(body)
         if not body.strip():
-            assert not sessions and report.reasons == (tail or Counter(empty_file=1))
+            assert not sessions and audit.reasons == (tail or Counter(empty_file=1))
         elif doc is _UNPARSED:
-            assert not sessions and report.n_skipped == 1 + len(tail)
-            assert set(report.reasons) <= {"invalid_utf8", "malformed_json", "nul_tail"}
-        elif doc is None and not report.reasons and not STRICT:
+            assert not sessions and audit.n_skipped == 1 + len(tail)
+            assert set(audit.reasons) <= {"invalid_utf8", "malformed_json", "nul_tail"}
+        elif doc is None and not audit.reasons and not STRICT:
             # Known bug (test_bug_null_document_is_counted): load_json returns None both for
             # a failed parse and for the document `null`, so `null` is dropped uncounted.
             event("known bug: null-document-uncounted")
             assert not sessions
         elif not isinstance(doc, dict):
-            assert not sessions and report.reasons == Counter(not_an_object=1) + tail
+            assert not sessions and audit.reasons == Counter(not_an_object=1) + tail
         else:
             assert len(sessions) <= 1
-            assert report.reasons["nul_tail"] == len(tail)
-        check_load_sessions(path, fmt, sessions, report)
+            assert audit.reasons["nul_tail"] == len(tail)
+        check_load_sessions(path, fmt, sessions, audit)
 
     try:
         tolerate_known_bugs(check)
@@ -787,10 +789,10 @@ def test_line_oracle_matches_documented_reasons():
 # --------------------------------------------------------------------------- regressions: bugs the fuzzing found (fixed)
 
 
-def _import(path: Path, fmt: str) -> ImportReport:
-    report = ImportReport()
-    list(importer(fmt).load(path, report))
-    return report
+def _import(path: Path, fmt: str) -> ImportAudit:
+    audit = ImportAudit()
+    list(importer(fmt).load(path, audit))
+    return audit
 
 
 PI_HEADER = b'{"type": "session", "id": "s1", "timestamp": "2025-01-01T00:00:00Z", "cwd": "/x"}\n'
@@ -800,8 +802,8 @@ PI_USER = b'{"type": "message", "message": {"role": "user", "content": "hi"}}\n'
 def test_bug_deeply_nested_line_is_a_malformed_json_skip(tmp_path):
     path = tmp_path / "s.jsonl"
     path.write_bytes(PI_HEADER + b"[" * 100_000 + b"\n" + PI_USER)
-    report = _import(path, "pi")
-    assert report.reasons["malformed_json"] == 1
+    audit = _import(path, "pi")
+    assert audit.reasons["malformed_json"] == 1
 
 
 def test_bug_deeply_nested_line_does_not_break_detect(tmp_path):
@@ -813,8 +815,8 @@ def test_bug_deeply_nested_line_does_not_break_detect(tmp_path):
 def test_bug_deeply_nested_document_is_a_malformed_json_skip(tmp_path):
     path = tmp_path / "t.traj"
     path.write_bytes(b'{"trajectory": ' + b"[" * 100_000)
-    report = _import(path, "swe_agent")
-    assert report.reasons["malformed_json"] == 1
+    audit = _import(path, "swe_agent")
+    assert audit.reasons["malformed_json"] == 1
 
 
 @pytest.mark.parametrize(
@@ -832,10 +834,10 @@ def test_bug_swe_agent_non_list_blocks_are_skipped(tmp_path, doc, kept):
     """A block list that is not a list is ignored; the step's own text is kept, nothing is skipped."""
     path = tmp_path / "t.traj"
     path.write_bytes(doc)
-    report = ImportReport()
-    (session,) = list(importer("swe_agent").load(path, report))
+    audit = ImportAudit()
+    (session,) = list(importer("swe_agent").load(path, audit))
     assert [(r.kind, r.text) for r in session.records] == kept
-    assert report.n_skipped == 0
+    assert audit.n_skipped == 0
 
 
 def test_bug_codex_lone_surrogate_in_encrypted_reasoning(tmp_path):
@@ -845,10 +847,10 @@ def test_bug_codex_lone_surrogate_in_encrypted_reasoning(tmp_path):
         b'{"timestamp": "t", "type": "response_item", "payload": '
         b'{"type": "reasoning", "summary": [], "encrypted_content": "\\ud800"}}\n'
     )
-    report = ImportReport()
-    (session,) = list(importer("codex").load(path, report))
+    audit = ImportAudit()
+    (session,) = list(importer("codex").load(path, audit))
     assert [(r.kind, r.text) for r in session.records] == [("reasoning", "")]
-    assert report.n_skipped == 0 and report.notes["lone_surrogates_replaced"] == 1
+    assert audit.n_skipped == 0 and audit.notes["lone_surrogates_replaced"] == 1
 
 
 def test_bug_corrupt_zstd_magic_is_not_a_crash(tmp_path):
@@ -857,17 +859,17 @@ def test_bug_corrupt_zstd_magic_is_not_a_crash(tmp_path):
     # and so does a directory walk, which only catches UnknownFormat and OSError.
     # (Now one 'corrupt_compressed' skip wherever it is read.)
     (tmp_path / "s.jsonl").write_bytes(b"\x28\xb5\x2f\xfd" + b"garbage\n" + PI_HEADER)
-    report = ImportReport()
-    assert list(load_sessions(tmp_path, report)) == []
-    assert report.n_skipped == 1
+    audit = ImportAudit()
+    assert list(load_sessions(tmp_path, audit)) == []
+    assert audit.n_skipped == 1
 
 
 @pytest.mark.parametrize("fmt, name", [("swe_agent", "t.traj"), ("opencode", "export.json")])
 def test_bug_null_document_is_counted(tmp_path, fmt, name):
     path = tmp_path / name
     path.write_bytes(b"null\n")
-    report = _import(path, fmt)
-    assert report.reasons == Counter(not_an_object=1)
+    audit = _import(path, fmt)
+    assert audit.reasons == Counter(not_an_object=1)
 
 
 def test_bug_lone_surrogate_uuid_through_load_sessions(tmp_path):
@@ -891,8 +893,8 @@ def test_bug_lone_surrogate_uuid_through_load_sessions(tmp_path):
 def test_bug_claude_code_unhashable_block_type_is_skipped(tmp_path, line):
     path = tmp_path / "s.jsonl"
     path.write_bytes(line)
-    report = _import(path, "claude_code")
-    assert report.n_skipped == 1
+    audit = _import(path, "claude_code")
+    assert audit.n_skipped == 1
 
 
 GOOD_LINES = {

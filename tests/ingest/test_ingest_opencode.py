@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from compaction_lab.ingest import files, import_report
+from compaction_lab.ingest import files, import_audit
 from compaction_lab.ingest.importers import opencode
 from tests.helpers import FIXTURES
 
@@ -28,8 +28,8 @@ SID = "ses_01JDEMO"
 
 
 def load(path):
-    report = import_report.ImportReport()
-    return list(opencode.load(Path(path), report)), report
+    audit = import_audit.ImportAudit()
+    return list(opencode.load(Path(path), audit)), audit
 
 
 def record_view(session):
@@ -182,8 +182,8 @@ EXPECTED = [
 
 
 def test_storage_tree_maps_every_part_type():
-    sessions, report = load(STORAGE)
-    assert report.n_skipped == 0
+    sessions, audit = load(STORAGE)
+    assert audit.n_skipped == 0
     (s,) = sessions
     assert s.id == SID and s.source_format == "opencode"
     got = [(r.entry_id, r.block_index, r.kind, r.tool, r.target, r.call_id, r.is_error, r.injected) for r in s.records]
@@ -238,15 +238,15 @@ def test_three_forms_import_identically(db):
 
 
 def test_db_malformed_rows_are_counted_and_good_rows_kept(db):
-    sessions, report = load(db)
-    assert report.reasons == Counter({"malformed_json": 2, "missing_field": 1})
-    details = {s.detail.split(":")[0]: s.reason for s in report.skipped}
+    sessions, audit = load(db)
+    assert audit.reasons == Counter({"malformed_json": 2, "missing_field": 1})
+    details = {s.detail.split(":")[0]: s.reason for s in audit.skipped}
     assert details == {
         "message msg_01Z": "malformed_json",
         "part prt_01Z2": "malformed_json",
         "part prt_01Z1": "missing_field",
     }
-    assert all(s.line is None and s.path == str(db) for s in report.skipped)
+    assert all(s.line is None and s.path == str(db) for s in audit.skipped)
     assert len(sessions[0].records) == len(EXPECTED)
 
 
@@ -255,7 +255,7 @@ def test_db_is_opened_read_only(tmp_path):
     before = path.read_bytes()
     path.chmod(0o444)
     try:
-        sessions, report = load(path)
+        sessions, audit = load(path)
     finally:
         path.chmod(0o644)
     assert sessions and path.read_bytes() == before
@@ -269,10 +269,10 @@ def test_db_missing_table_is_a_counted_skip(tmp_path):
     conn.execute("CREATE TABLE message (id TEXT, session_id TEXT, time_created INTEGER, data TEXT)")
     conn.commit()
     conn.close()
-    sessions, report = load(path)
+    sessions, audit = load(path)
     assert sessions == []
-    assert report.reasons == Counter({"missing_field": 1})
-    assert report.skipped[0].detail == "no table part"
+    assert audit.reasons == Counter({"missing_field": 1})
+    assert audit.skipped[0].detail == "no table part"
 
 
 def test_reimport_is_identical(db):
@@ -289,9 +289,9 @@ def test_storage_bad_files_are_counted_and_the_rest_imports(tmp_path):
         '{"id": "prt_01C9", "sessionID": "ses_01JDEMO"}'
     )  # no type
     (root / "message" / SID / "msg_01F.json").write_text("[1, 2]")  # not an object: its parts cannot be placed
-    (s,), report = load(root)
-    assert report.reasons == Counter({"malformed_json": 1, "missing_field": 3, "not_an_object": 1})
-    bad_paths = {Path(k.path).name for k in report.skipped}
+    (s,), audit = load(root)
+    assert audit.reasons == Counter({"malformed_json": 1, "missing_field": 3, "not_an_object": 1})
+    bad_paths = {Path(k.path).name for k in audit.skipped}
     assert {"prt_01B3.json", "msg_01F.json"} <= bad_paths
     ids = [r.entry_id for r in s.records]
     assert "prt_01B3" not in ids and "prt_01F1" not in ids and "prt_01C9" not in ids
@@ -301,8 +301,8 @@ def test_storage_bad_files_are_counted_and_the_rest_imports(tmp_path):
 def test_export_truncated_or_not_an_export(tmp_path):
     cut = tmp_path / "cut.json"
     cut.write_bytes(EXPORT.read_bytes()[:2000])
-    sessions, report = load(cut)
-    assert sessions == [] and report.reasons == Counter({"malformed_json": 1})
+    sessions, audit = load(cut)
+    assert sessions == [] and audit.reasons == Counter({"malformed_json": 1})
     odd = tmp_path / "odd.json"
     odd.write_text(
         json.dumps(
@@ -312,9 +312,9 @@ def test_export_truncated_or_not_an_export(tmp_path):
             }
         )
     )
-    (s,), report = load(odd)
+    (s,), audit = load(odd)
     assert s.id == "ses_x" and len(s.records) == 0
-    assert report.reasons == Counter({"not_an_object": 1, "missing_field": 1, "unknown_type": 1})
+    assert audit.reasons == Counter({"not_an_object": 1, "missing_field": 1, "unknown_type": 1})
 
 
 # --------------------------------------------------------------------------- sniffing
@@ -391,7 +391,7 @@ def test_a_compactions_kept_tail_is_resolved_to_its_first_record(tmp_path):
     }
     path = tmp_path / "export.json"
     path.write_text(json.dumps(doc))
-    (s,), report = load(path)
+    (s,), audit = load(path)
     (boundary,) = s.metadata["compactions"]
     assert boundary["tail_start_message_id"] == "m3"
     assert boundary["tail_start_entry_id"] == "m3.0"

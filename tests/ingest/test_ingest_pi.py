@@ -10,7 +10,7 @@ import pytest
 
 from compaction_lab.ingest import claimants
 from compaction_lab.ingest.files import Head, read_head
-from compaction_lab.ingest.import_report import ImportReport
+from compaction_lab.ingest.import_audit import ImportAudit
 from compaction_lab.ingest.importers import pi
 from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 
@@ -18,17 +18,17 @@ FIX = FIXTURES / "pi"
 REAL = PUBLIC_FIXTURES / "pi" / "large-session.jsonl"
 
 
-def load(path: Path) -> tuple[list, ImportReport]:
-    report = ImportReport()
-    return list(pi.load(path, report)), report
+def load(path: Path) -> tuple[list, ImportAudit]:
+    audit = ImportAudit()
+    return list(pi.load(path, audit)), audit
 
 
 def kinds(session) -> Counter:
     return Counter(r.kind for r in session)
 
 
-def skips(report: ImportReport) -> list[tuple[int | None, str]]:
-    return [(s.line, s.reason) for s in report.skipped]
+def skips(audit: ImportAudit) -> list[tuple[int | None, str]]:
+    return [(s.line, s.reason) for s in audit.skipped]
 
 
 def raw_lines(path: Path) -> list[dict]:
@@ -76,8 +76,8 @@ def expected_kinds(path: Path) -> Counter:
 
 
 def test_real_session_imports_without_skips():
-    (session,), report = load(REAL)
-    assert report.n_skipped == 0, report.skipped
+    (session,), audit = load(REAL)
+    assert audit.n_skipped == 0, audit.skipped
     assert kinds(session) == expected_kinds(REAL)
     lines = raw_lines(REAL)
     header = lines[0]
@@ -145,8 +145,8 @@ def test_pi_is_the_first_format_to_claim_its_fixtures():
 
 @pytest.fixture(scope="module")
 def main():
-    (session,), report = load(FIX / "main.jsonl")
-    assert report.n_skipped == 0, report.skipped
+    (session,), audit = load(FIX / "main.jsonl")
+    assert audit.n_skipped == 0, audit.skipped
     return session
 
 
@@ -242,14 +242,14 @@ def test_injected_and_meta_lines(main):
 
 
 def test_bad_parent_links_are_counted_and_records_kept():
-    (session,), report = load(FIX / "links.jsonl")
+    (session,), audit = load(FIX / "links.jsonl")
     assert [r.text for r in session] == ["start", "parent went missing", "loop a", "loop b"]
-    assert skips(report) == [(3, "dangling_parent"), (4, "cyclic_parent")]
+    assert skips(audit) == [(3, "dangling_parent"), (4, "cyclic_parent")]
 
 
 def test_broken_file_counts_bad_lines_and_keeps_good_ones():
-    (session,), report = load(FIX / "broken.jsonl")
-    assert skips(report) == [
+    (session,), audit = load(FIX / "broken.jsonl")
+    assert skips(audit) == [
         (3, "malformed_json"),
         (4, "unknown_type"),
         (5, "missing_field"),
@@ -276,16 +276,16 @@ def test_file_without_header_uses_stem(tmp_path):
     p = tmp_path / "2025-11-01_abc.jsonl"
     line = {"type": "message", "timestamp": "t", "message": {"role": "user", "content": "hi"}}
     p.write_text(json.dumps(line) + "\n")
-    (session,), report = load(p)
-    assert session.id == "2025-11-01_abc" and report.n_skipped == 0
+    (session,), audit = load(p)
+    assert session.id == "2025-11-01_abc" and audit.n_skipped == 0
     assert [(r.entry_id, r.kind, r.text) for r in session] == [("L1", "user", "hi")]
 
 
 def test_empty_file(tmp_path):
     p = tmp_path / "empty.jsonl"
     p.write_bytes(b"\n\n")
-    sessions, report = load(p)
-    assert sessions == [] and skips(report) == [(None, "empty_file")]
+    sessions, audit = load(p)
+    assert sessions == [] and skips(audit) == [(None, "empty_file")]
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in FIX.glob("*.jsonl")))
@@ -300,8 +300,8 @@ def test_header_after_a_corrupt_first_line_still_gives_metadata(tmp_path):
     user = {"type": "message", "timestamp": "t", "message": {"role": "user", "content": "hi"}}
     header = {"type": "session", "id": "late-id", "timestamp": "t", "cwd": "/late"}
     p.write_text('{"type": "sess\n' + json.dumps(user) + "\n" + json.dumps(header) + "\n")
-    (session,), report = load(p)
-    assert skips(report) == [(1, "malformed_json")]
+    (session,), audit = load(p)
+    assert skips(audit) == [(1, "malformed_json")]
     assert session.id == "corrupt-head"  # records exist before the header: the id stays the stem
     assert session.metadata["cwd"] == "/late"
     assert [r.kind for r in session] == ["user", "meta"]

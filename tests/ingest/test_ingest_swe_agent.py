@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from compaction_lab.ingest import files, import_report
+from compaction_lab.ingest import files, import_audit
 from compaction_lab.ingest.importers import swe_agent
 from tests.helpers import FIXTURES, PUBLIC_FIXTURES
 
@@ -19,8 +19,8 @@ REAL = PUBLIC_FIXTURES / "swe-agent" / "pydicom__pydicom-1458.traj"
 
 
 def load(path):
-    report = import_report.ImportReport()
-    return list(swe_agent.load(Path(path), report)), report
+    audit = import_audit.ImportAudit()
+    return list(swe_agent.load(Path(path), audit)), audit
 
 
 def hand_count(doc: dict) -> Counter:
@@ -54,8 +54,8 @@ def hand_count(doc: dict) -> Counter:
 
 
 def test_real_traj_counts_match_a_hand_count():
-    (s,), report = load(REAL)
-    assert report.n_skipped == 0
+    (s,), audit = load(REAL)
+    assert audit.n_skipped == 0
     doc = json.loads(REAL.read_text())
     assert Counter(r.kind for r in s.records) == hand_count(doc)
     assert s.id == "pydicom__pydicom-1458" and s.source_format == "swe_agent"
@@ -97,8 +97,8 @@ def test_trajectory_fallback_on_the_real_file(tmp_path):
     del doc["history"]
     p = tmp_path / "no-history.traj"
     p.write_text(json.dumps(doc))
-    (s,), report = load(p)
-    assert report.n_skipped == 0 and s.id == "no-history"
+    (s,), audit = load(p)
+    assert audit.n_skipped == 0 and s.id == "no-history"
     n = len(doc["trajectory"])
     kinds = Counter(r.kind for r in s.records)
     assert kinds == Counter({"assistant": n, "tool_call": n, "tool_output": n})
@@ -108,8 +108,8 @@ def test_trajectory_fallback_on_the_real_file(tmp_path):
 
 
 def test_trajectory_only_file():
-    (s,), report = load(SW / "trajectory_only.traj")
-    assert report.n_skipped == 0
+    (s,), audit = load(SW / "trajectory_only.traj")
+    assert audit.n_skipped == 0
     got = [(r.entry_id, r.block_index, r.kind, r.tool, r.target) for r in s.records]
     assert got == [
         ("t0", 0, "assistant", None, None),
@@ -130,8 +130,8 @@ def test_trajectory_only_file():
 
 
 def test_function_calling_history():
-    (s,), report = load(SW / "function_calling.traj")
-    assert report.n_skipped == 0
+    (s,), audit = load(SW / "function_calling.traj")
+    assert audit.n_skipped == 0
     got = [(r.entry_id, r.block_index, r.kind, r.tool, r.target, r.call_id) for r in s.records]
     assert got == [
         ("h0", 0, "system", None, None, None),
@@ -151,10 +151,10 @@ def test_function_calling_history():
 
 
 def test_truncated_traj_is_counted_not_fatal():
-    sessions, report = load(SW / "truncated.traj")
+    sessions, audit = load(SW / "truncated.traj")
     assert sessions == []
-    assert report.reasons == Counter({"malformed_json": 1})
-    assert report.skipped[0].line is None
+    assert audit.reasons == Counter({"malformed_json": 1})
+    assert audit.skipped[0].line is None
 
 
 def test_bad_history_items_are_counted_and_the_rest_kept(tmp_path):
@@ -162,9 +162,9 @@ def test_bad_history_items_are_counted_and_the_rest_kept(tmp_path):
     doc["history"][3:3] = ["not a message", {"role": "narrator", "content": "x"}, {"content": "no role"}]
     p = tmp_path / "bad.traj"
     p.write_text(json.dumps(doc))
-    (s,), report = load(p)
-    assert report.reasons == Counter({"not_an_object": 1, "unknown_type": 1, "missing_field": 1})
-    assert [k.detail.split(":")[0] for k in report.skipped] == ["history[3]", "history[4]", "history[5]"]
+    (s,), audit = load(p)
+    assert audit.reasons == Counter({"not_an_object": 1, "unknown_type": 1, "missing_field": 1})
+    assert [k.detail.split(":")[0] for k in audit.skipped] == ["history[3]", "history[4]", "history[5]"]
     assert len(s.records) == 10  # every good item still imported, outputs still linked
     assert s.records[5].entry_id == "h6" and s.records[5].call_id == "toolu_01Vb"
 
@@ -172,8 +172,8 @@ def test_bad_history_items_are_counted_and_the_rest_kept(tmp_path):
 def test_neither_history_nor_trajectory(tmp_path):
     p = tmp_path / "x.traj"
     p.write_text('{"environment": "swe_main", "info": {}}')
-    sessions, report = load(p)
-    assert sessions == [] and report.reasons == Counter({"missing_field": 1})
+    sessions, audit = load(p)
+    assert sessions == [] and audit.reasons == Counter({"missing_field": 1})
 
 
 def test_parse_action():

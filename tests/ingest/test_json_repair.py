@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from compaction_lab.core import bounded_json
 from compaction_lab.ingest.files import STREAM_BUFFER, iter_jsonl
-from compaction_lab.ingest.import_report import ImportReport
+from compaction_lab.ingest.import_audit import ImportAudit
 from compaction_lab.ingest.importers.codex import utf8_length
 from compaction_lab.ingest.json_repair import REFUSED, fast_decode, parse_json
 from tests.helpers import FIXTURES
@@ -265,11 +265,11 @@ def test_lines_longer_than_the_read_buffer_are_read_whole(tmp_path: Path):
     lines = [{"n": 0}, big, {"n": 2}]
     path = tmp_path / "long.jsonl"
     path.write_text("\n".join(json.dumps(o, ensure_ascii=False) for o in lines) + "\n", encoding="utf-8")
-    report = ImportReport()
-    got = list(iter_jsonl(path, report))
+    audit = ImportAudit()
+    got = list(iter_jsonl(path, audit))
     assert [n for n, _, _ in got] == [1, 2, 3]
     assert [o for _, o, _ in got] == lines
-    assert report.n_skipped == 0
+    assert audit.n_skipped == 0
 
 
 @pytest.mark.parametrize("text", ["", "gAAAAA" + "ab+/=" * 100, "café", "🚀", "\ud800x", "\udfff\ud800"])

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from compaction_lab.ingest import ImportReport, detect, load_sessions
+from compaction_lab.ingest import ImportAudit, detect, load_sessions
 from compaction_lab.ingest.files import HEAD_BYTES, read_head
 from compaction_lab.ingest.outline import OUTLINE_CHARS, outline
 from tests.helpers import FIXTURES
@@ -31,9 +31,9 @@ def _write(path: Path, objs: list[dict], separators: tuple[str, str]) -> Path:
     return path
 
 
-def _import(path: Path) -> tuple[list, ImportReport]:
-    report = ImportReport()
-    return list(load_sessions(path, report)), report
+def _import(path: Path) -> tuple[list, ImportAudit]:
+    audit = ImportAudit()
+    return list(load_sessions(path, audit)), audit
 
 
 @pytest.mark.parametrize("spacing", SEPARATORS)
@@ -45,8 +45,8 @@ def test_chat_jsonl_whose_first_conversation_is_200_kb_imports(tmp_path, spacing
     p = _write(tmp_path / "chats.jsonl", [first, second], SEPARATORS[spacing])
     assert p.stat().st_size > 3 * HEAD_BYTES
     assert detect(p) == "chat_jsonl"
-    sessions, report = _import(p)
-    assert report.n_skipped == 0 and len(sessions) == 2
+    sessions, audit = _import(p)
+    assert audit.n_skipped == 0 and len(sessions) == 2
     assert PROMPT in [r.text for r in sessions[0].records]
 
 
@@ -63,8 +63,8 @@ def test_a_codex_rollout_with_any_spacing_and_a_long_first_line_imports(tmp_path
     objs = _rollout(prompt)
     p = _write(tmp_path / "rollout-2025-09-14T10-02-11-spaced.jsonl", objs, SEPARATORS[spacing])
     assert detect(p) == "codex"
-    sessions, report = _import(p)
-    assert report.n_skipped == 0 and len(sessions) == 1
+    sessions, audit = _import(p)
+    assert audit.n_skipped == 0 and len(sessions) == 1
     assert sessions[0].metadata["system_prompt"] == prompt
     compact = _write(tmp_path / "compact.jsonl", objs, SEPARATORS["compact"])
     (same,), _ = _import(compact)
@@ -88,8 +88,8 @@ def test_a_claude_code_line_with_its_keys_past_the_head_is_recognised(tmp_path):
 def test_a_long_first_line_that_is_not_json_is_still_unknown(tmp_path):
     p = tmp_path / "notes.jsonl"
     p.write_text("x" * (3 * HEAD_BYTES) + "\n", "utf-8")
-    _, report = _import(p)
-    assert [s.reason for s in report.skipped] == ["unknown_format"]
+    _, audit = _import(p)
+    assert [s.reason for s in audit.skipped] == ["unknown_format"]
 
 
 def test_the_outline_keeps_the_shape_and_short_values_and_bounds_the_rest():

@@ -70,7 +70,7 @@ def test_one_bad_explicit_path_is_skipped_and_the_rest_studied(tmp_path):
     corrupt.write_bytes(b"\x28\xb5\x2f\xfd" + b"\xff" * 64)
     got = sources.gather([str(junk), str(empty), str(corrupt), str(good), str(tmp_path / "missing")], progress=False)
     assert [s.id for s in got.sessions] == ["good"]
-    reasons = {(sk.path.rsplit("/", 1)[-1], sk.reason) for sk in got.report.skipped}
+    reasons = {(sk.path.rsplit("/", 1)[-1], sk.reason) for sk in got.audit.skipped}
     assert {
         ("junk.jsonl", "unknown_format"),
         ("empty.jsonl", "empty_file"),
@@ -80,3 +80,48 @@ def test_one_bad_explicit_path_is_skipped_and_the_rest_studied(tmp_path):
     # Nothing at all imported: one clear error naming the paths and the skips.
     with pytest.raises(ValueError, match="no sessions imported"):
         sources.gather([str(junk), str(empty)], progress=False)
+
+
+def test_an_import_saves_its_audit_and_an_old_run_folder_still_opens(tmp_path):
+    """The import's audit is stored as import_audit.json; a run folder from before the rename holds
+    import_report.json, which `load_audit` reads when the new name is missing."""
+    good = tmp_path / "good.jsonl"
+    _chat(good, "the port number")
+    junk = tmp_path / "junk.jsonl"
+    junk.write_text('{"hello": "world"}\n', encoding="utf-8")
+    got = sources.gather([str(good), str(junk)], progress=False)
+    assert got.audit is not None and got.audit.n_skipped == 1
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / sources.OLD_AUDIT_FILE).write_text('{"sessions": 99}', encoding="utf-8")  # left by an older run
+    sources.save(got, run)
+    assert (run / sources.AUDIT_FILE).is_file() and not (run / sources.OLD_AUDIT_FILE).exists()
+    saved = sources.load_audit(run)
+    assert saved is not None
+    assert (saved["files"], saved["sessions"], saved["records"], saved["skipped"]) == (
+        got.audit.files,
+        got.audit.sessions,
+        got.audit.records,
+        got.audit.n_skipped,
+    )
+    assert saved["reasons"] == dict(got.audit.reasons) == {"unknown_format": 1}
+
+    old = tmp_path / "old_run"
+    old.mkdir()
+    (run / sources.AUDIT_FILE).rename(old / sources.OLD_AUDIT_FILE)
+    assert sources.load_audit(old) == saved
+    # Both present: the new name wins.
+    (old / sources.AUDIT_FILE).write_text(json.dumps({**saved, "sessions": 7}), encoding="utf-8")
+    assert sources.load_audit(old)["sessions"] == 7
+
+
+def test_a_synthetic_run_has_no_audit_and_a_damaged_one_is_one_clear_error(tmp_path):
+    synthetic_run = tmp_path / "synthetic"
+    synthetic_run.mkdir()
+    assert sources.load_audit(synthetic_run) is None
+    (synthetic_run / sources.OLD_AUDIT_FILE).write_text("[1, 2]", encoding="utf-8")
+    with pytest.raises(ValueError, match="import_report.json: the import audit is not a JSON object"):
+        sources.load_audit(synthetic_run)
+    (synthetic_run / sources.AUDIT_FILE).write_text("{not json", encoding="utf-8")
+    with pytest.raises(ValueError, match="import_audit.json: cannot read the import audit"):
+        sources.load_audit(synthetic_run)

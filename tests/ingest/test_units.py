@@ -1,4 +1,4 @@
-"""Units of import: spans of whole sessions, report segments, the admission rule — each reading equals one reading."""
+"""Units of import: spans of whole sessions, audit segments, the admission rule — each reading equals one reading."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from compaction_lab.ingest import ImportReport, importer, load_sessions, plan
+from compaction_lab.ingest import ImportAudit, importer, load_sessions, plan
 from compaction_lab.ingest.files import Span
-from compaction_lab.ingest.import_report import MAX_SKIP_DETAILS
+from compaction_lab.ingest.import_audit import MAX_SKIP_DETAILS
 from compaction_lab.ingest.importers import codex
 from compaction_lab.ingest.units import Admission, read_unit, split_spans
 from tests.helpers import FIXTURES
@@ -27,8 +27,8 @@ def _concatenated(folder: Path, bom: bool = False) -> Path:
 
 
 def _sessions(paths, **kw):
-    rep = ImportReport()
-    return [(s.id, s.records, s.metadata) for s in load_sessions(paths, rep, **kw)], rep
+    audit = ImportAudit()
+    return [(s.id, s.records, s.metadata) for s in load_sessions(paths, audit, **kw)], audit
 
 
 @pytest.mark.parametrize("bom", [False, True])
@@ -48,11 +48,11 @@ def test_spans_start_where_the_importer_starts_a_session(tmp_path, bom):
 @pytest.mark.parametrize("bom", [False, True])
 def test_reading_span_by_span_equals_reading_the_file(tmp_path, bom):
     path = _concatenated(tmp_path, bom)
-    whole_rep, split_rep = ImportReport(), ImportReport()
-    whole = list(codex.load(path, whole_rep))
-    split = [s for span in split_spans(path, codex, target=1) or [] for s in codex.load(path, split_rep, span=span)]
+    whole_audit, split_audit = ImportAudit(), ImportAudit()
+    whole = list(codex.load(path, whole_audit))
+    split = [s for span in split_spans(path, codex, target=1) or [] for s in codex.load(path, split_audit, span=span)]
     assert [(s.id, s.records) for s in split] == [(s.id, s.records) for s in whole]
-    assert split_rep == whole_rep and whole_rep.n_skipped > 0  # the broken fixture's lines, at the same numbers
+    assert split_audit == whole_audit and whole_audit.n_skipped > 0  # the broken fixture's lines, at the same numbers
 
 
 def test_marker_lines_that_open_no_session_are_no_cuts(tmp_path):
@@ -81,11 +81,11 @@ def test_marker_lines_that_open_no_session_are_no_cuts(tmp_path):
     starts = [(s.start, s.first_line) for s in spans]
     offset = {i + 1: data.index(line.encode()) for i, line in enumerate(lines) if line in (meta % "b", meta % "c")}
     assert starts == [(0, 1), (offset[5], 5), (data.index((meta % "c").encode()), 8)]
-    whole_rep, split_rep = ImportReport(), ImportReport()
-    whole = list(codex.load(path, whole_rep))
-    split = [s for span in spans for s in codex.load(path, split_rep, span=span)]
+    whole_audit, split_audit = ImportAudit(), ImportAudit()
+    whole = list(codex.load(path, whole_audit))
+    split = [s for span in spans for s in codex.load(path, split_audit, span=span)]
     assert [(s.id, s.records) for s in split] == [(s.id, s.records) for s in whole]
-    assert [s.id for s in whole] == ["a", "b", "c"] and split_rep == whole_rep and whole_rep.n_skipped == 2
+    assert [s.id for s in whole] == ["a", "b", "c"] and split_audit == whole_audit and whole_audit.n_skipped == 2
 
 
 def test_a_resumed_session_is_not_cut_in_two(tmp_path):
@@ -104,33 +104,33 @@ def test_small_compressed_or_unmarked_files_are_read_whole(tmp_path):
     assert split_spans(zst, codex, target=1) is None
     assert split_spans(next((FIXTURES / "pi").glob("*.jsonl")), importer("pi"), target=1) is None
     with pytest.raises(ValueError, match="compressed"):
-        list(codex.load(zst, ImportReport(), span=Span(0, 10)))
+        list(codex.load(zst, ImportAudit(), span=Span(0, 10)))
 
 
-def test_a_split_plan_gives_the_sessions_and_report_of_one_reading(tmp_path):
+def test_a_split_plan_gives_the_sessions_and_audit_of_one_reading(tmp_path):
     path = _concatenated(tmp_path)
     paths = [path, FIXTURES]  # the public sessions (tests/fixtures/public) included
-    whole, whole_rep = _sessions(paths)
+    whole, whole_audit = _sessions(paths)
     steps = list(plan(paths, split_bytes=1))
     assert sum(1 for st in steps if st.unit and st.unit.span) >= 3
-    split, split_rep = _sessions(paths, engine="sync")  # the engine's reading: split plan, units as tasks
-    assert split == whole and split_rep == whole_rep
-    assert whole_rep.reasons["duplicate_session"] > 0  # the concatenated file repeats the fixtures
+    split, split_audit = _sessions(paths, engine="sync")  # the engine's reading: split plan, units as tasks
+    assert split == whole and split_audit == whole_audit
+    assert whole_audit.reasons["duplicate_session"] > 0  # the concatenated file repeats the fixtures
 
 
-def test_report_segments_merge_into_the_units_report():
+def test_audit_segments_merge_into_the_units_audit():
     path = FIXTURES / "codex" / "rollout-2025-09-16T12-00-00-broken.jsonl"
-    one = ImportReport()
+    one = ImportAudit()
     list(codex.load(path, one))
-    merged = ImportReport()
+    merged = ImportAudit()
     pairs = list(read_unit(next(st.unit for st in plan([path]) if st.unit), codex))
     for segment, _ in pairs:
         merged.merge(segment)
     assert pairs[-1][1] is None and merged == one and one.n_skipped > 0
 
 
-def test_merge_caps_skip_details_as_one_report_would():
-    a, b, one = ImportReport(), ImportReport(), ImportReport()
+def test_merge_caps_skip_details_as_one_audit_would():
+    a, b, one = ImportAudit(), ImportAudit(), ImportAudit()
     for i in range(MAX_SKIP_DETAILS - 3):
         a.skip("a", i, "malformed_json")
         one.skip("a", i, "malformed_json")

@@ -303,12 +303,20 @@ def test_draw_draws_saves_and_returns_the_registered_figure(tmp_path, fig2_input
 
 
 def test_notebooks_draw_each_registered_figure_once_in_its_notebook():
-    """Every notebook names its figures once (`charts.draw`), exactly the figures the chain lists for it."""
+    """Every notebook names its figures once (`charts.draw`), exactly the figures the chain lists for it.
+
+    The share notebook also draws, in one generic cell (`charts.draw_registered`), every figure that names
+    the tables it reads (none of the shipped figures does; `tests/report/test_exam_blocks.py` adds one).
+    """
     drawn: dict[str, list[str]] = {}
+    from_tables = [f.stem for f in figures.run_figures() if f.reads]
     for nb in sorted(paths.NOTEBOOKS_DIR.glob("*.ipynb")):
         src = "".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code")
         assert "save_chart" not in src and "figure_stem" not in src, nb.name  # no draw/save/show triple
         drawn[nb.stem] = re.findall(r'charts\.draw\(out, "([a-z0-9_]+)"', src)
+        calls = src.count("charts.draw_registered(out)")
+        assert calls == (nb.stem == figures.SHARE_NOTEBOOK), nb.name  # the share notebook's one generic cell
+        drawn[nb.stem] += from_tables if calls else []
     # The cells draw in the notebook's reading order; the chain lists in the report's (figure 3 before 5 and 6).
     assert {nb: sorted(stems) for nb, stems in drawn.items()} == {
         nb: sorted(chain.step(nb).figures) for nb in chain.names()

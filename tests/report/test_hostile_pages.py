@@ -364,7 +364,7 @@ def test_hostile_sessions_import_and_every_notebook_runs(hostile_sweep):
     """The test plants what it means to: every session imports, the chain runs, the payloads reach the pages."""
     assert [status for _, _, status in hostile_sweep.runs] == ["ok"]
     run_dir = hostile_sweep.runs[0][1].run_dir
-    found = json.loads((run_dir / "import_report.json").read_text(encoding="utf-8"))
+    found = json.loads((run_dir / "import_audit.json").read_text(encoding="utf-8"))
     assert found["formats"] == {"codex": 1, "pi": 1, "claude_code": 2}, found
     # As JSON in the figure's script, escaped for it.
     shown = (run_dir / "figures" / "fig_recorded.html").read_text(encoding="utf-8")

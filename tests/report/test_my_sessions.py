@@ -92,7 +92,7 @@ def _damaged_folder(root):
 
 def test_damaged_files_are_counted_and_change_nothing_for_the_good_sessions(tmp_path):
     """Acceptance 3: the fixtures plus one of each damaged file complete, every skip is listed in
-    import_report.json, and the good sessions are examined exactly as in a run without the bad files."""
+    import_audit.json, and the good sessions are examined exactly as in a run without the bad files."""
     good = _damaged_folder(tmp_path / "in")
     # Import and exam are what damage could change: notebooks 01-03, nothing rendered.
     prof = runner.load_profile("my_sessions")
@@ -115,7 +115,7 @@ def test_damaged_files_are_counted_and_change_nothing_for_the_good_sessions(tmp_
     )
     for res in (clean, mixed):
         assert json.loads((res.run_dir / "run.json").read_text())["status"] == "ok"
-    rep = json.loads((mixed.run_dir / "import_report.json").read_text())
+    rep = json.loads((mixed.run_dir / "import_audit.json").read_text())
     reasons = rep["reasons"]
     for reason in ("empty_file", "unknown_format", "duplicate_session", "corrupt_compressed"):
         assert reasons.get(reason, 0) >= 1, (reason, rep)

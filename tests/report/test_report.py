@@ -257,7 +257,7 @@ def test_notebook_01_on_every_fixture_session(tmp_path):
     d = result.run_dir
     comp = pd.read_parquet(d / "composition.parquet")
     assert set(comp["source_format"]) == {"claude_code", "pi", "swe_agent", "codex", "opencode", "chat_jsonl"}
-    imported = json.loads((d / "import_report.json").read_text())
+    imported = json.loads((d / "import_audit.json").read_text())
     # The hand-written broken fixtures are counted, the missing path too; nothing crashed.
     assert imported["skipped"] > 0 and imported["reasons"]["unreadable"] == 1
     skips = pd.read_parquet(d / "import_skips.parquet")

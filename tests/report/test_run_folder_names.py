@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import re
 
-import yaml
-
 from compaction_lab.core.paths import REPO_ROOT
+from compaction_lab.run import runner
 
 #: What the runner itself writes, documented in its own sections of docs/run-folder.md.
 _RUNNER = {"run.json", "report.html"}
@@ -72,7 +71,7 @@ def test_every_file_a_run_writes_is_in_the_contract_and_every_unconditional_one_
 def test_the_whole_run_folder_is_the_contract_and_nothing_else(smoke_run):
     """Every file of the folder, recursively, is one the contract names; the runner's and every notebook's are there."""
     run_dir = smoke_run.run_dir
-    notebooks = yaml.safe_load((REPO_ROOT / "papermill_params" / "smoke.yaml").read_text())["notebooks"]
+    notebooks = runner.load_profile("smoke").notebooks
     stems = _figure_stems()
     tables = set().union(*(names for names, _ in _contract_rows()))
     unexplained = []
@@ -103,6 +102,6 @@ def test_the_figures_table_lists_exactly_the_figures_a_run_draws(smoke_run):
 
 def test_the_smoke_run_stands_for_make_run():
     """The smoke profile runs the notebooks `make run` (the default profile) runs, so it writes the same names."""
-    load = lambda name: yaml.safe_load((REPO_ROOT / "papermill_params" / f"{name}.yaml").read_text())["notebooks"]
+    load = lambda name: runner.load_profile(name).notebooks
     assert load("smoke") == load("default")
     assert re.search(r"^PROFILE \?= default$", (REPO_ROOT / "Makefile").read_text(), re.MULTILINE)

@@ -5,7 +5,7 @@ import pytest
 
 from compaction_lab.core import paths
 from compaction_lab.core.errors import ProfileError
-from compaction_lab.run import params, runner, sweep
+from compaction_lab.run import parameter_rules, params, runner, sweep
 
 
 def _problems(**overrides) -> list[str]:
@@ -150,7 +150,7 @@ def test_every_problem_is_reported_together():
         ({"price_tables": ["deepseek-flash"], "price_table": "gpt-4.1"}, ("price_table = 'gpt-4.1'", "not among")),
         ({"wordings": ["only one"]}, ("wordings", "three wordings")),
         ({"k": 0}, ("k = 0", ">= 1")),
-        ({"window_tokens": 10}, ("window_tokens = 10", f">= {params.MIN_WINDOW_TOKENS:,}")),
+        ({"window_tokens": 10}, ("window_tokens = 10", f">= {parameter_rules.MIN_WINDOW_TOKENS:,}")),
         ({"fig8_windows": [1000], "fig8_output_ceilings": [4000]}, ("fig8_output_ceilings", "below a window")),
         ({"redact_patterns": "/no/such/patterns.yaml"}, ("redact_patterns", "cannot read")),
         ({"model": {"base_url": "http://x/v1"}}, ("model = ", "missing model")),
@@ -351,7 +351,10 @@ def test_a_range_is_counted_before_it_is_listed():
     finally:
         tracemalloc.stop()
     assert peak < 10 * 2**20, peak
-    assert params.sweep_values("seed", f"range({params.MAX_SWEEP_VALUES})")[-1] == params.MAX_SWEEP_VALUES - 1
+    assert (
+        params.sweep_values("seed", f"range({parameter_rules.MAX_SWEEP_VALUES})")[-1]
+        == parameter_rules.MAX_SWEEP_VALUES - 1
+    )
     assert params.sweep_values("seed", "range(10, 0, -3)") == [10, 7, 4, 1]
 
 
@@ -386,16 +389,16 @@ def test_a_run_asking_a_million_questions_stops_before_any_work(tmp_path, capsys
 
 def test_max_sweep_runs_past_the_hard_ceiling_is_an_error_naming_it():
     """Was: a profile could set ``max_sweep_runs`` to anything (1e11 planned billions of runs)."""
-    assert _problems(max_sweep_runs=params.MAX_SWEEP_RUNS_CEILING) == []
-    over = params.MAX_SWEEP_RUNS_CEILING + 1
-    _one(_problems(max_sweep_runs=over), f"max_sweep_runs = {over}", f"{params.MAX_SWEEP_RUNS_CEILING:,}")
+    assert _problems(max_sweep_runs=parameter_rules.MAX_SWEEP_RUNS_CEILING) == []
+    over = parameter_rules.MAX_SWEEP_RUNS_CEILING + 1
+    _one(_problems(max_sweep_runs=over), f"max_sweep_runs = {over}", f"{parameter_rules.MAX_SWEEP_RUNS_CEILING:,}")
     _one(_problems(max_sweep_runs=10**11), "max_sweep_runs = 100000000000", "most runs any sweep may plan")
 
 
 def test_a_key_takes_no_more_values_than_a_sweep_may_have_runs():
     """A key with more values than the hard ceiling of runs could never run: refused before it is listed."""
-    assert params.MAX_SWEEP_VALUES <= params.MAX_SWEEP_RUNS_CEILING
-    too_many = params.MAX_SWEEP_RUNS_CEILING + 1
+    assert parameter_rules.MAX_SWEEP_VALUES <= parameter_rules.MAX_SWEEP_RUNS_CEILING
+    too_many = parameter_rules.MAX_SWEEP_RUNS_CEILING + 1
     with pytest.raises(ValueError, match=f"sweep seed: range\\(0,{too_many}\\) gives {too_many:,} values"):
         params.sweep_values("seed", f"range(0,{too_many})")
     with pytest.raises(ValueError, match=f"sweep seed: {too_many:,} values"):

@@ -1,6 +1,6 @@
 """Hostile YAML handed to the lab (issue 25, items 16 and 17): binary bytes, nesting 100,000 deep, the
 "billion laughs" alias bomb. Each is one short error naming the file — from `run --profile FILE`, from
-`profiles`, and from every other reader of user YAML (endpoint presets, price tables, redaction
+`profiles`, and from every other reader of user YAML (providers, price tables, redaction
 patterns, ``--set`` and sweep values) — never a traceback, and the bomb is refused before it expands."""
 
 from __future__ import annotations
@@ -122,14 +122,14 @@ def test_a_wide_nested_value_is_echoed_short():
 
 @pytest.mark.parametrize("name", HOSTILE)
 def test_every_reader_of_user_yaml_refuses_it_naming_the_file(tmp_path, monkeypatch, name):
-    """Endpoint presets, price tables and redaction patterns share the one loader (`core.user_yaml`)."""
-    from compaction_lab.endpoints.presets import load_preset
+    """Providers, price tables and redaction patterns share the one loader (`core.user_yaml`)."""
     from compaction_lab.endpoints.prices import load_price_table
+    from compaction_lab.endpoints.providers import load_provider
     from compaction_lab.privacy.patterns import load_patterns
 
     path = _write(tmp_path, name)
     monkeypatch.setenv("COMPACTION_LAB_PROVIDERS", str(tmp_path))
-    for read in (lambda: load_preset(name), lambda: load_price_table(path), lambda: load_patterns(path)):
+    for read in (lambda: load_provider(name), lambda: load_price_table(path), lambda: load_patterns(path)):
         with pytest.raises(ValueError) as err:
             read()
         assert str(path) in str(err.value) and HOSTILE[name][1] in str(err.value) and len(str(err.value)) < SHORT

@@ -415,7 +415,7 @@ def test_a_profile_sweeping_too_many_values_is_refused_as_it_loads(tmp_path):
 
 
 def test_the_shipped_profiles_sweep_within_the_default_limit():
-    from compaction_lab.run.params import DEFAULT_MAX_SWEEP_RUNS
+    from compaction_lab.run.parameter_rules import DEFAULT_MAX_SWEEP_RUNS
 
     for prof in (runner.load_profile(n) for n in runner.list_profiles()):
         n = 1
@@ -536,7 +536,7 @@ def _never_expanded(monkeypatch):
 @pytest.mark.parametrize("where", ["--set", "profile"])
 def test_max_sweep_runs_cannot_be_raised_past_the_hard_ceiling(tmp_path, monkeypatch, capsys, where):
     """Was: ``max_sweep_runs: 1e11`` and two ranges of 50,000 values planned 2.5 billion runs in memory."""
-    from compaction_lab.run.params import MAX_SWEEP_RUNS_CEILING
+    from compaction_lab.run.parameter_rules import MAX_SWEEP_RUNS_CEILING
 
     _never_expanded(monkeypatch)
     _failing_runs(monkeypatch, calls := [])
@@ -571,7 +571,7 @@ def test_a_range_past_what_python_counts_is_one_line_naming_the_key(tmp_path, mo
 def test_resume_refuses_a_plan_of_more_runs_than_a_new_sweep_may_have(tmp_path, monkeypatch, capsys):
     """Was: ``--resume`` ran however many runs a hand-edited sweep.json listed, where a new sweep that size is
     refused. The plan's own limit (recorded when it was made) and the hard ceiling both hold."""
-    from compaction_lab.run.params import DEFAULT_MAX_SWEEP_RUNS, MAX_SWEEP_RUNS_CEILING
+    from compaction_lab.run.parameter_rules import DEFAULT_MAX_SWEEP_RUNS, MAX_SWEEP_RUNS_CEILING
 
     _failing_runs(monkeypatch, calls := [])
     path = _mini_profile(tmp_path)

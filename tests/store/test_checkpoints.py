@@ -46,7 +46,7 @@ def _projection(key: cp.CheckpointKey, text: str = "the summary") -> Projection:
         source_entry_ids=("e0", "e1"),
     )
     rec = SummaryReceipt(
-        provider="fake-provider",
+        provider="fake-summarizer",
         stand_in=True,
         text=text,
         request_fingerprint=req.fingerprint(),
@@ -132,6 +132,21 @@ def test_params_hash_covers_result_parameters_not_version():
 # --------------------------------------------------------------------------- single-process rules
 
 
+def test_a_receipt_stored_under_the_old_summarizer_key_is_read_under_the_new_one(store):
+    """Rows written before the rename say ``summary_provider``: read back, the receipt says ``summarizer``."""
+    key = _key()
+    assert cp.compact_once(store, key, Counter(key)).status == "computed"
+    with sqlite3.connect(store.path) as conn:
+        (text,) = conn.execute("SELECT receipt_json FROM checkpoints").fetchone()
+        assert '"summarizer":"fake-summarizer"' in text and "summary_provider" not in text
+        conn.execute("UPDATE checkpoints SET receipt_json=?", (text.replace('"summarizer":', '"summary_provider":'),))
+    row = store.get(key)
+    assert row is not None and row.receipt is not None
+    assert row.receipt["summarizer"] == "fake-summarizer" and "summary_provider" not in row.receipt
+    again = cp.compact_once(store, key, Counter(key))
+    assert again.status == "reused" and again.receipt is not None and again.receipt["summarizer"] == "fake-summarizer"
+
+
 def test_same_key_success_reused_without_compute(store):
     key = _key()
     compute = Counter(key)
@@ -139,7 +154,7 @@ def test_same_key_success_reused_without_compute(store):
     assert first.status == "computed" and compute.calls == 1
     assert isinstance(first.computed, Projection)
     rec = first.receipt
-    assert rec["summary_provider"] == "fake-provider" and rec["fallback"] is False and rec["stand_in"] is True
+    assert rec["summarizer"] == "fake-summarizer" and rec["fallback"] is False and rec["stand_in"] is True
     assert rec["request_fingerprint"] == first.computed.summary_request.fingerprint()
     assert rec["tokens"] == 7 and rec["output_tokens"] == 7
 
@@ -188,9 +203,9 @@ def test_compute_failure_drops_fence_and_reraises(store):
     key = _key()
 
     def boom():
-        raise RuntimeError("provider down")
+        raise RuntimeError("summarizer down")
 
-    with pytest.raises(RuntimeError, match="provider down"):
+    with pytest.raises(RuntimeError, match="summarizer down"):
         cp.compact_once(store, key, boom)
     assert store.get(key) is None
     assert cp.compact_once(store, key, Counter(key)).status == "computed"

@@ -1,7 +1,7 @@
 """``aider``: Aider's chat-history summarisation (``ChatSummary``), rule by rule.
 
 Pinned to Aider-AI/aider @ 5dc9490bb35f9729ef2c95d00a19ccd30c26339c. Each test names the upstream
-file:line it pins (``strategies/UPSTREAM.md``, aider part). Tests marked "port" reproduce upstream's own
+file:line it pins (docs/strategies.md, "aider: upstream pins"). Tests marked "port" reproduce upstream's own
 ``tests/basic/test_history.py`` (``TestChatSummary``) on our port of ``ChatSummary``.
 """
 

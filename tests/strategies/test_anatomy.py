@@ -52,11 +52,11 @@ def test_a_session_with_arguments_nested_past_the_bound_loses_no_other_session(t
     """Notebook 02's `project_cases` over a folder holding one hostile Codex session (calls carrying JSON
     nested 100,000 levels) and ordinary ones: was `RecursionError`, losing every session of the run; now
     every strategy projects every case."""
-    from compaction_lab.ingest import ImportReport, load_sessions
+    from compaction_lab.ingest import ImportAudit, load_sessions
     from tests.deep_json import write_rollout
 
     write_rollout(tmp_path)
-    report = ImportReport()
+    report = ImportAudit()
     sessions = list(load_sessions(tmp_path, report)) + _chains()
     assert report.n_skipped == 0 and len(sessions) == 3
     ctx = CompactionContext(window=4000, output_ceiling=500)

@@ -1,6 +1,6 @@
 """``claude-code``: what the pinned code does with the summary's output cap and in microcompact (issue 46).
 
-Source [M] (strategies/UPSTREAM.md, "claude-code (reconstructed)"): the TypeScript of npm
+Source [M] (docs/strategies.md, "claude_code: sources (reconstructed)"): the TypeScript of npm
 ``@anthropic-ai/claude-code`` 2.1.88 as copied in Jayleonc/claude-code-source-code @ 83fba929.
 Each test cites the file:line it pins; each fails on the code before issue 46 (a fork asking for
 20,000 tokens whatever O; microcompact clearing MCP and MultiEdit results, lower-casing names,

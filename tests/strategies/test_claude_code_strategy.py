@@ -2,7 +2,7 @@
 
 Claude Code's source and its tests are not public. Each test names the public
 analysis of the v2.x bundle (``services/compact/``) whose rule it pins; the
-table rule → source → function is ``strategies/UPSTREAM.md`` (claude-code part).
+table rule → source → function is docs/strategies.md, "claude_code: sources (reconstructed)".
 Every test here fails on the code before issue 13 (``claude-code-style-1``: a
 dedicated cold request, tool results cleared before summarising, an 8k tail).
 """
@@ -256,7 +256,7 @@ def test_no_provider_gives_the_empty_template():
     p = compact(session(), ctx_for(on_failure="placeholder"))
     (summary,) = [s for s in p.segments if s.kind == "summary"]
     assert summary.text == empty_template("claude-code-9") and summary.label == "empty template (no summary)"
-    assert p.receipt.fallback and "no summary provider" in p.receipt.error and p.summary_request is not None
+    assert p.receipt.fallback and "no summarizer configured" in p.receipt.error and p.summary_request is not None
 
 
 def test_failing_provider_is_recorded():

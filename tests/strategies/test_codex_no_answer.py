@@ -1,6 +1,6 @@
 """Codex with no answer text (issue 46 item 4): the summary holds the live history's last assistant message.
 
-Upstream @ e06dd0e5 (strategies/UPSTREAM.md, "codex"): compact.rs `drain_to_completed` records every output
+Upstream @ e06dd0e5 (docs/strategies.md, "codex: upstream pins"): compact.rs `drain_to_completed` records every output
 item of the compaction turn into the session history; `run_compact_task_inner` then takes
 `get_last_assistant_message_from_turn(history_items).unwrap_or_default()` of the *whole* history (codex.rs:
 newest to oldest, the first assistant message with an output text, whatever that text is). With no assistant

@@ -1,4 +1,4 @@
-"""Codex strategy: every rule of docs/strategies.md "Codex" (upstream: strategies/UPSTREAM.md) pinned on hand-built sessions, plus properties."""
+"""Codex strategy: every rule of docs/strategies.md "Codex" (upstream pins: docs/strategies.md "codex: upstream pins") pinned on hand-built sessions, plus properties."""
 
 from __future__ import annotations
 
@@ -979,7 +979,7 @@ def test_rollout_with_two_compactions_end_to_end(tmp_path):
     history rollout_reconstruction.rs rebuilds -- the newest replacement history plus what followed."""
     import json
 
-    from compaction_lab.ingest.import_report import ImportReport
+    from compaction_lab.ingest.import_audit import ImportAudit
 
     def item(role, text):
         kind = "output_text" if role == "assistant" else "input_text"
@@ -1035,7 +1035,7 @@ def test_rollout_with_two_compactions_end_to_end(tmp_path):
     ]
     path = tmp_path / "rollout-2026-01-01T00-00-00-rollout-2c.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    (s,) = list(load_sessions(tmp_path, ImportReport()))
+    (s,) = list(load_sessions(tmp_path, ImportAudit()))
     # Issue 46 item 7c: the importer must keep each `replacement_history` (as role + text), never a silent skip.
     assert [b.get("replacement_history") for b in s.metadata.get("compactions", [])] == [
         [

@@ -65,7 +65,7 @@ EXPECTED = [
     ("assistant", "LAST WORDS: all green"),
 ]
 FAILURES = [
-    (NoSummarizer(), "no summary provider configured (provider 'none')"),
+    (NoSummarizer(), "no summarizer configured (summarizer 'none')"),
     (FakeSummarizer(error=RuntimeError("503 overloaded")), "RuntimeError: 503 overloaded"),
     (FakeSummarizer(error=SummaryUnavailable("endpoint down")), "endpoint down"),
 ]

@@ -1,6 +1,6 @@
 """pi on a failed summary call (issue 46): what the pinned code sends next.
 
-Upstream (badlogic/pi-mono@83378aad, ``packages/coding-agent``; strategies/UPSTREAM.md "pi"):
+Upstream (badlogic/pi-mono@83378aad, ``packages/coding-agent``; docs/strategies.md "pi: upstream pins"):
 ``generateSummary`` / ``generateTurnPrefixSummary`` throw when the provider's answer stops with an
 error (src/core/compaction/compaction.ts:567-568, 805-806); ``compact`` awaits both of a split turn's
 calls in one ``Promise.all`` (:732-745), so either failing rejects it, before the file lists are
@@ -27,7 +27,7 @@ from tests.helpers import FakeSummarizer
 from tests.strategies.test_pi_strategy import TWO, compact, ctx_for, load, long_session, split_session
 
 FAILING = {
-    "none": (NoSummarizer, "no summary provider"),
+    "none": (NoSummarizer, "no summarizer configured"),
     "unavailable": (lambda: FakeSummarizer(error=SummaryUnavailable("endpoint down")), "endpoint down"),
     "raising": (lambda: FakeSummarizer(error=RuntimeError("boom")), "RuntimeError: boom"),
 }

@@ -487,7 +487,7 @@ def test_summarized_with_the_extractive_provider():
 @pytest.mark.parametrize(
     "prov, needle",
     [
-        (NoSummarizer(), "provider 'none'"),
+        (NoSummarizer(), "summarizer 'none'"),
         (FakeSummarizer(error=SummaryUnavailable("endpoint unreachable")), "endpoint unreachable"),
         (FakeSummarizer(error=RuntimeError("HTTP 500")), "RuntimeError: HTTP 500"),
         (FakeSummarizer(text="   "), "empty summary"),

@@ -12,7 +12,7 @@ import pytest
 from compaction_lab import strategies
 from compaction_lab.core.shapes import CallShape
 from compaction_lab.core.text import js_json
-from compaction_lab.ingest import ImportReport, load_sessions, synthetic
+from compaction_lab.ingest import ImportAudit, load_sessions, synthetic
 from compaction_lab.strategies.arms import gemini_cli as g
 from compaction_lab.strategies.base import CompactionContext
 from compaction_lab.summarize import NoSummarizer
@@ -423,7 +423,7 @@ def test_live_history_starts_at_latest_summary():
 @pytest.mark.parametrize("window,output", [(128_000, 32_000), (16_000, 4_000)])
 def test_all_sessions_fit(window, output):
     sessions = []
-    sessions += list(load_sessions(LOCAL, ImportReport()))  # tests/fixtures, the real public sessions included
+    sessions += list(load_sessions(LOCAL, ImportAudit()))  # tests/fixtures, the real public sessions included
     sessions += [c.session for c in synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=2))]
     ctx = CompactionContext(window=window, output_ceiling=output, summarizer=ExtractiveSummarizer())
     for s in sessions:

@@ -1,6 +1,6 @@
 """OpenCode on a failed or empty summary (issue 46 items 2 and 5): what the pinned code sends next.
 
-Upstream (sst/opencode, both pins; strategies/UPSTREAM.md "OpenCode"): ``processCompaction`` persists
+Upstream (sst/opencode, both pins; docs/strategies.md "opencode: upstream pins"): ``processCompaction`` persists
 the compaction part's ``tail_start_id`` even when the summary turn failed (compaction.ts :461-466
 @3df4a25, after the refused-request return :450-459; ``persistDiagnostics`` :572-616, the write
 :605-611, called on both failure paths :676 and :680 @31e22f65), and ``filterCompacted``'s reorder

@@ -1,4 +1,4 @@
-"""OpenCode strategy: every rule of docs/strategies.md "OpenCode" (upstream: strategies/UPSTREAM.md) pinned on hand-built sessions, plus properties."""
+"""OpenCode strategy: every rule of docs/strategies.md "OpenCode" (upstream pins: docs/strategies.md "opencode: upstream pins") pinned on hand-built sessions, plus properties."""
 
 from __future__ import annotations
 
@@ -509,7 +509,7 @@ def test_placeholder_mode_without_a_provider_gives_the_empty_template():
     p = run(make_session([("user", "go"), ("assistant", "ok")]), summarizer=NoSummarizer(), params=placeholder)
     summ = next(s for s in p.segments if s.kind == "summary")
     assert summ.text == oc.EMPTY_SUMMARY and summ.role == "assistant" and summ.label == "empty template (no summary)"
-    assert p.receipt.fallback and p.receipt.provider == "none" and "no summary provider" in p.receipt.error
+    assert p.receipt.fallback and p.receipt.provider == "none" and "no summarizer configured" in p.receipt.error
     assert p.receipt.request_fingerprint == p.summary_request.fingerprint()
     assert p.notes["compaction_failed"] is None and p.notes["on_failure"] == "placeholder"
 

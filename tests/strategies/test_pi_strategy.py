@@ -1,7 +1,7 @@
 """``pi`` — pi's compaction (badlogic/pi-mono@83378aad, ``packages/coding-agent``), rule by rule.
 
-Each test names the upstream rule it pins (file:line in ``lib/compaction_lab/strategies/UPSTREAM.md``,
-section "pi"); tests ported from upstream name the upstream test
+Each test names the upstream rule it pins (file:line in docs/strategies.md,
+section "pi: upstream pins"); tests ported from upstream name the upstream test
 (``packages/coding-agent/test/compaction.test.ts``, ``compaction-serialization.test.ts``,
 ``session-manager/build-context.test.ts``).
 """
@@ -103,7 +103,7 @@ def load(path: Path):
     return s
 
 
-def entries_of(session) -> list[pa.Entry]:
+def entries_of(session) -> list[pa.PiEntry]:
     return pa.session_entries(session, len(session.records), ctx_for())
 
 
@@ -166,7 +166,7 @@ def test_estimate_is_ceil_chars_over_four_per_message():
     assert js_length("😀") == 2 and js_length("é") == 1
     combined = make_session([("reasoning", "t" * 5), ("assistant", "a" * 6)])
     recs = tuple(replace(r, entry_id="m") for r in combined.records)
-    assert pa.estimate_entry(pa.Entry("m", "assistant", recs)) == math.ceil(11 / 4)
+    assert pa.estimate_entry(pa.PiEntry("m", "assistant", recs)) == math.ceil(11 / 4)
 
 
 # =========================================================================== cut point (compaction.test.ts "findCutPoint")
@@ -257,9 +257,9 @@ def test_find_cut_point_in_large_session():
 # =========================================================================== serialization (compaction-serialization.test.ts)
 
 
-def _tool_result_entry(text: str) -> pa.Entry:
+def _tool_result_entry(text: str) -> pa.PiEntry:
     s = make_session([out("tc1", "read", text)])
-    return pa.Entry("e0", "toolResult", s.records)
+    return pa.PiEntry("e0", "toolResult", s.records)
 
 
 def test_serialize_truncates_long_tool_results():
@@ -291,7 +291,7 @@ def test_serialize_labels_thinking_text_and_tool_calls():
         ]
     ).records
     recs = tuple(replace(r, entry_id="m") for r in recs)
-    assert pa.serialize_entry(pa.Entry("m", "assistant", recs)) == [
+    assert pa.serialize_entry(pa.PiEntry("m", "assistant", recs)) == [
         "[Assistant thinking]: think",
         "[Assistant]: say",
         '[Assistant tool calls]: read(path="a.py", offset=3); bash(command="ls -l")',

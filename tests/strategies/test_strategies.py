@@ -5,7 +5,7 @@ import pytest
 from compaction_lab import strategies, summarize
 from compaction_lab.core.projection import AUTHORED_KINDS
 from compaction_lab.core.registry import UNRANKED
-from compaction_lab.ingest import ImportReport, load_sessions, synthetic
+from compaction_lab.ingest import ImportAudit, load_sessions, synthetic
 from compaction_lab.strategies import STRATEGIES, CompactionContext
 from compaction_lab.strategies.base import ESTIMATORS
 from tests.helpers import PUBLIC_FIXTURES, make_session
@@ -65,7 +65,7 @@ def _check(session, proj, ctx):
 
 def _sessions():
     out = []
-    out += list(load_sessions(PUBLIC_FIXTURES, ImportReport()))
+    out += list(load_sessions(PUBLIC_FIXTURES, ImportAudit()))
     out += [c.session for c in synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=2))]
     return out
 
@@ -100,7 +100,7 @@ def deep_session(tmp_path_factory):
     """A Codex session whose calls carry JSON nested 100,000 levels inside strings (`deep_json.rollout_lines`)."""
     from tests.deep_json import write_rollout
 
-    report = ImportReport()
+    report = ImportAudit()
     (s,) = load_sessions(write_rollout(tmp_path_factory.mktemp("deep")), report)
     assert report.n_skipped == 0
     return s

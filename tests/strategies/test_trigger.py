@@ -1,5 +1,6 @@
 import pytest
 
+from compaction_lab import strategies
 from compaction_lab.strategies import trigger
 
 
@@ -56,9 +57,12 @@ def test_opencode_main_subtracts_reserved_without_an_input_limit():
 
 def test_trigger_and_budget_tables():
     t = trigger.trigger_table([16_000, 1_000_000], [8_000, 32_000])
-    # O >= W is skipped; three strategies per (W, O).
-    assert len(t) == 3 * 3
-    fo = t[(t["strategy"] == "futureos") & (t["window"] == 1_000_000) & (t["output_ceiling"] == 32_000)]
-    assert fo["trigger"].iloc[0] == 800_000 and fo["share"].iloc[0] == 0.8
+    # O >= W is skipped; every listed strategy per (W, O), with the columns callers read.
+    assert len(t) == len(strategies.names()) * 3
+    assert list(t.columns) == ["strategy", "window", "output_ceiling", "trigger", "share", "bound", "curve"]
+    fo = t[(t["strategy"] == "futureos-summarized") & (t["window"] == 1_000_000) & (t["output_ceiling"] == 32_000)]
+    # FutureOS fires once the input is past ``effective`` (800,000): at 800,001.
+    assert fo["trigger"].iloc[0] == 800_001 and fo["share"].iloc[0] == 800_001 / 1_000_000
+    assert fo["bound"].iloc[0] == "economic"
     b = trigger.budget_table(trigger.futureos_budgets(trigger.futureos_trigger(128_000, 32_000), 100, 100))
     assert b["budget"].sum() == trigger.futureos_trigger(128_000, 32_000).effective

@@ -1,4 +1,4 @@
-"""The extractive stand-in provider: templates, extraction rules, the cap, provenance, determinism,
+"""The extractive stand-in summarizer: templates, extraction rules, the cap, provenance, determinism,
 every request shape built by hand, and properties on random requests."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from tests.helpers import PUBLIC_FIXTURES
 
 COUNT = counter().count
 TEMPLATE_NAMES = ("futureos-handoff", "codex-handoff", "opencode-template", "claude-code-9", "no-such-template")
-SHAPES = ("prefix-shared", "history+instruction", "dedicated", "dedicated-unwrapped")
+REQUEST_SHAPES = ("prefix-shared", "history+instruction", "dedicated", "dedicated-unwrapped")
 INSTRUCTION = "INSTRUCTION zqxinstr: write the summary. Mention docs/instructions_only.md and INS-99999-ZZ."
 
 TOOLS = (
@@ -78,16 +78,18 @@ LABEL = {
 }
 
 
-def build(conv, shape="prefix-shared", template="claude-code-9", cap=4000, calls_as_text=False) -> SummaryRequest:
+def build(
+    conv, request_shape="prefix-shared", template="claude-code-9", cap=4000, calls_as_text=False
+) -> SummaryRequest:
     """A SummaryRequest of the given shape, built by hand from (kind, text[, tool]) items."""
-    if shape.startswith("dedicated"):
+    if request_shape.startswith("dedicated"):
         blocks = []
         for item in conv:
             kind, text = item[0], item[1]
             body = f"{item[2]}({text})" if kind == "tool_call" else text
             blocks.append(f"[{LABEL[kind]}]: {body}")
         transcript = "\n\n".join(blocks)
-        if shape == "dedicated":
+        if request_shape == "dedicated":
             content = f"<conversation>\n{transcript}\n</conversation>\n\n{INSTRUCTION}"
         else:
             content = transcript
@@ -117,8 +119,8 @@ def build(conv, shape="prefix-shared", template="claude-code-9", cap=4000, calls
         else:
             msgs.append({"role": "tool", "tool_call_id": f"c{i}", "content": text})
     msgs.append({"role": "user", "content": INSTRUCTION})
-    tools = TOOLS if shape == "prefix-shared" else ()
-    return SummaryRequest("test", shape, "You are a coding agent.", tools, tuple(msgs), template, cap)
+    tools = TOOLS if request_shape == "prefix-shared" else ()
+    return SummaryRequest("test", request_shape, "You are a coding agent.", tools, tuple(msgs), template, cap)
 
 
 def summarize(req: SummaryRequest) -> str:
@@ -165,10 +167,10 @@ def assert_only_request_text(text: str, req: SummaryRequest) -> None:
         assert collapse(it) in corpus, f"item not found in the request: {it!r}"
 
 
-# =========================================================================== the provider
+# =========================================================================== the summarizer
 
 
-def test_provider_identity():
+def test_summarizer_identity():
     p = get_summarizer("extractive")
     assert isinstance(p, ExtractiveSummarizer) and isinstance(p, Summarizer)
     assert p.name == "extractive" and p.stand_in is True
@@ -217,9 +219,9 @@ def test_template_shapes():
 
 
 @pytest.mark.parametrize("template", TEMPLATE_NAMES)
-@pytest.mark.parametrize("shape", SHAPES)
-def test_every_section_present_in_order(shape, template):
-    text = summarize(build(CONV, shape, template))
+@pytest.mark.parametrize("request_shape", REQUEST_SHAPES)
+def test_every_section_present_in_order(request_shape, template):
+    text = summarize(build(CONV, request_shape, template))
     heads = template_for(template).headings()
     positions = [text.index(h) for h in heads]
     assert positions == sorted(positions)
@@ -250,9 +252,9 @@ def test_empty_template_is_all_none(template):
         assert lines == ([] if sec.source is None else [NONE_TEXT])
 
 
-@pytest.mark.parametrize("shape", SHAPES)
-def test_extracts_each_category(shape):
-    text = summarize(build(CONV, shape, "claude-code-9"))
+@pytest.mark.parametrize("request_shape", REQUEST_SHAPES)
+def test_extracts_each_category(request_shape):
+    text = summarize(build(CONV, request_shape, "claude-code-9"))
     s = sections(text, "claude-code-9")
     joined = {k: "\n".join(v) for k, v in s.items()}
     assert "Please add retries to the payments client" in joined["## 1. Primary Request and Intent"]
@@ -336,8 +338,8 @@ def test_placeholders_and_injected_context_are_skipped():
         ("tool_result", "[Old tool result content cleared]"),
         ("tool_error", "[Old tool result content cleared]"),
     ]
-    for shape in ("dedicated", "dedicated-unwrapped"):
-        text = summarize(build(conv, shape, "claude-code-9"))
+    for request_shape in ("dedicated", "dedicated-unwrapped"):
+        text = summarize(build(conv, request_shape, "claude-code-9"))
         s = sections(text, "claude-code-9")
         assert s["## 6. All User Messages"] == ["- Fix the flaky test in tests/test_flaky.py."]
         assert s["## 4. Errors and Fixes"] == [NONE_TEXT]
@@ -453,8 +455,8 @@ def test_round_robin_serves_every_section_before_seconds():
 
 
 def test_deterministic():
-    for shape in SHAPES:
-        req = build(CONV * 3, shape, "opencode-template", cap=300)
+    for request_shape in REQUEST_SHAPES:
+        req = build(CONV * 3, request_shape, "opencode-template", cap=300)
         texts = {ExtractiveSummarizer().summarize(req).text for _ in range(3)}
         assert len(texts) == 1
 
@@ -471,9 +473,9 @@ def test_usage_is_sizes_not_a_bill():
 
 
 @pytest.mark.parametrize("template", TEMPLATE_NAMES)
-@pytest.mark.parametrize("shape", SHAPES)
-def test_only_request_text(shape, template):
-    req = build(CONV * 2, shape, template, cap=2000)
+@pytest.mark.parametrize("request_shape", REQUEST_SHAPES)
+def test_only_request_text(request_shape, template):
+    req = build(CONV * 2, request_shape, template, cap=2000)
     text = summarize(req)
     assert items(text, template)  # there is something to check
     assert_only_request_text(text, req)
@@ -523,12 +525,12 @@ def conversations(draw):
 @settings(max_examples=50, derandomize=True, deadline=None)
 @given(
     conv=conversations(),
-    shape=st.sampled_from(SHAPES),
+    request_shape=st.sampled_from(REQUEST_SHAPES),
     template=st.sampled_from(TEMPLATE_NAMES),
     cap=st.integers(0, 700),
 )
-def test_properties_on_random_requests(conv, shape, template, cap):
-    req = build(conv, shape, template, cap=cap)
+def test_properties_on_random_requests(conv, request_shape, template, cap):
+    req = build(conv, request_shape, template, cap=cap)
     a, b = ExtractiveSummarizer().summarize(req), ExtractiveSummarizer().summarize(req)
     assert a == b
     assert COUNT(a.text) <= cap

@@ -5,7 +5,7 @@ module                  commands
 ======================  ==========================================================================
 ``cli/run.py``          ``run`` (a profile's notebook chain, sweeps, ``--resume``), ``runs``,
                         ``profiles``
-``cli/endpoints.py``    ``providers`` (the endpoint presets)
+``cli/providers.py``    ``providers`` (the providers)
 ``cli/sessions.py``     ``import`` (into the archive of originals), ``history search`` /
                         ``history get``, ``tally``
 ``cli/compaction.py``   ``project`` (force a compaction), ``checkpoints list`` / ``release``

@@ -53,16 +53,16 @@ def engine_arguments(parser: argparse.ArgumentParser, tokenizer: bool = True) ->
 def profile_overrides(prof: Any, assignments: list[str] | None, provider: str | None) -> dict[str, Any]:
     """Return ``--set K=V`` and ``--provider NAME`` as chain-wide overrides.
 
-    The preset gives the model, its cache rule and price table; ``--set`` wins over it.
+    The provider gives the model, its cache rule and price table; ``--set`` wins over it.
 
     Parameters
     ----------
     prof : Profile
-        The profile the overrides apply to (its notebooks say which preset keys it declares).
+        The profile the overrides apply to (its notebooks say which provider keys it declares).
     assignments : list of str or None
         The ``--set`` values.
     provider : str or None
-        The ``--provider`` preset name.
+        The ``--provider`` name.
 
     Returns
     -------
@@ -72,15 +72,15 @@ def profile_overrides(prof: Any, assignments: list[str] | None, provider: str | 
     Raises
     ------
     ProfileError
-        For a malformed assignment or an unknown preset.
+        For a malformed assignment or an unknown provider.
     """
     from compaction_lab.run import runner
 
     overrides = dict(runner.parse_assignment(a) for a in assignments or [])
     if provider:
-        from compaction_lab.endpoints import presets
+        from compaction_lab.endpoints import providers
         from compaction_lab.run import params
 
         declared = {k for nb in prof.notebooks for k in params.declared_parameters(nb)}
-        overrides = {**presets.preset_overrides(provider, declared), **overrides}
+        overrides = {**providers.provider_overrides(provider, declared), **overrides}
     return overrides

@@ -33,7 +33,7 @@ def _history_tokens(session, cut: int, strat, ctx) -> int:
 
 def _cmd_project(args: argparse.Namespace) -> int:
     from compaction_lab import strategies, summarize
-    from compaction_lab.ingest import ImportReport, IngestError, load_sessions
+    from compaction_lab.ingest import ImportAudit, IngestError, load_sessions
     from compaction_lab.run import params
     from compaction_lab.strategies import CompactionContext, calibration
 
@@ -51,10 +51,10 @@ def _cmd_project(args: argparse.Namespace) -> int:
         print("\n".join(f"error: {b}" for b in bad), file=sys.stderr)
         return 2
     ctx = CompactionContext(window=args.window, output_ceiling=args.output_ceiling, summarizer=provider)
-    rep = ImportReport()
+    audit = ImportAudit()
     try:
         sessions: Sequence[Session] = [
-            s for s in load_sessions(args.path, rep) if not args.session or s.id == args.session
+            s for s in load_sessions(args.path, audit) if not args.session or s.id == args.session
         ]
     except (IngestError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -65,7 +65,7 @@ def add_commands(sub: Subparsers) -> None:
     dr.add_argument("--spend", action="store_true", help="also send one chat request with max_tokens=1")
     dr.add_argument("--json", action="store_true", help="the checks as JSON")
     dr.add_argument("--set", action="append", metavar="KEY=VALUE", help="a parameter the run would be given")
-    dr.add_argument("--provider", metavar="NAME", help="the endpoint preset the run would be given")
+    dr.add_argument("--provider", metavar="NAME", help="the provider the run would be given")
     dr.add_argument(
         "--no-plan",
         action="store_true",

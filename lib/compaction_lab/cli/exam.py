@@ -25,12 +25,12 @@ def _cmd_exam(args: argparse.Namespace) -> int:
 
     try:
         # The profile's parameters are checked as for a run (keys only notebooks read do no harm here).
-        from compaction_lab.endpoints import presets
+        from compaction_lab.endpoints import providers
 
         prof = runner.load_profile(args.profile)
         if args.provider:
-            prof = prof.with_parameters(presets.preset_overrides(args.provider))
-        prof = params.checked(presets.resolve_profile(prof), allow_unknown=True)
+            prof = prof.with_parameters(providers.provider_overrides(args.provider))
+        prof = params.checked(providers.resolve_profile(prof), allow_unknown=True)
     except runner.ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -101,5 +101,5 @@ def add_commands(sub: Subparsers) -> None:
     ex.add_argument("--profile", default="default", help="profile name or YAML path (default: default)")
     ex.add_argument("--strategy", action="append", help="only these strategies (repeatable)")
     ex.add_argument("--json", action="store_true", help="the recall table as JSON records")
-    ex.add_argument("--provider", metavar="NAME", help="endpoint preset (data/providers/NAME.yaml) for the model")
+    ex.add_argument("--provider", metavar="NAME", help="provider (data/providers/NAME.yaml) for the model")
     ex.set_defaults(func=_cmd_exam)

@@ -22,23 +22,23 @@ if TYPE_CHECKING:
     from compaction_lab.cli._common import Subparsers
 
 
-def _import_report_line(rep) -> None:
-    print(rep.summary(), file=sys.stderr)
-    for skip in rep.skipped[:20]:
+def _import_audit_line(audit) -> None:
+    print(audit.summary(), file=sys.stderr)
+    for skip in audit.skipped[:20]:
         where = f"{skip.path}:{skip.line}" if skip.line else skip.path
         print(f"  skipped {where}: {skip.reason} {skip.detail}".rstrip(), file=sys.stderr)
-    if rep.n_skipped > 20:
-        print(f"  ... {rep.n_skipped - 20} more skips", file=sys.stderr)
+    if audit.n_skipped > 20:
+        print(f"  ... {audit.n_skipped - 20} more skips", file=sys.stderr)
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
     from contextlib import ExitStack
 
     from compaction_lab.engine.scheduler import EngineError, is_address, open_engine, scheduler_setting
-    from compaction_lab.ingest import ImportReport, IngestError, check_paths, load_sessions
+    from compaction_lab.ingest import ImportAudit, IngestError, check_paths, load_sessions
     from compaction_lab.store.archive import Archive, ArchiveError
 
-    rep = ImportReport()
+    audit = ImportAudit()
     try:
         check_paths(args.paths)  # a path that does not exist is refused before the archive is created
         with ExitStack() as opened:
@@ -49,31 +49,31 @@ def _cmd_import(args: argparse.Namespace) -> int:
             arch = opened.enter_context(Archive(args.archive))
             # One writer (this process) keeps the archive one SQLite file with one FTS index;
             # the engine's workers read and parse the sources (see docs/cluster.md).
-            sessions = load_sessions(args.paths, rep, formats=args.format, engine=engine)
+            sessions = load_sessions(args.paths, audit, formats=args.format, engine=engine)
             result = arch.add_sessions(sessions, progress=not args.quiet)
             total = arch.count()
             where = arch.path
     except (IngestError, FileNotFoundError, ArchiveError, EngineError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    _import_report_line(rep)
+    _import_audit_line(audit)
     print(
         f"archive {where}: {result.records_added} new records "
         f"({result.records_seen - result.records_added} already there), {total} in all"
     )
-    return _nothing_imported(rep)
+    return _nothing_imported(audit)
 
 
-def _nothing_imported(rep) -> int:
+def _nothing_imported(audit) -> int:
     """0 when a session was imported; else 2, with one line saying so (the skips were printed above).
 
     Skipped files are counted, never fatal, while anything imports: one bad file
     among many must not hide the rest; but a command that imported nothing did
     not do what was asked.
     """
-    if rep.sessions:
+    if audit.sessions:
         return 0
-    print(f"error: no session imported ({rep.n_skipped} sources skipped; reasons above)", file=sys.stderr)
+    print(f"error: no session imported ({audit.n_skipped} sources skipped; reasons above)", file=sys.stderr)
     return 2
 
 
@@ -169,13 +169,13 @@ def _cmd_tally(args: argparse.Namespace) -> int:
     except (IngestError, FileNotFoundError, EngineError, EncodingUnavailable, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    rep, comp = result.report, result.table
-    _import_report_line(rep)
+    audit, comp = result.audit, result.table
+    _import_audit_line(audit)
     if args.json:
         print(comp.to_json(orient="records", indent=2))
-        return _nothing_imported(rep)
+        return _nothing_imported(audit)
     if comp.empty:
-        return _nothing_imported(rep)
+        return _nothing_imported(audit)
     with pd.option_context("display.max_rows", None, "display.width", 200):
         print(composition.with_shares(comp).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
         print()

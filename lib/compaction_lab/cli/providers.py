@@ -1,7 +1,7 @@
 """Model endpoints: ``providers``.
 
 ``compaction-lab providers``
-    List the endpoint presets (``run --provider NAME`` / ``--set model=NAME``):
+    List the providers (``run --provider NAME`` / ``--set model=NAME``):
     base URL, model, key variable (never a key), price table, cache rule.
 """
 
@@ -18,16 +18,16 @@ if TYPE_CHECKING:
 
 
 def _cmd_providers(args: argparse.Namespace) -> int:
-    from compaction_lab.endpoints import presets
+    from compaction_lab.endpoints import providers
     from compaction_lab.privacy.secrets import mask_url
 
-    names = presets.list_presets()
+    names = providers.list_providers()
     if not names:
-        print("no endpoint presets found", file=sys.stderr)
+        print("no providers found", file=sys.stderr)
         return 1
     for name in names:
         try:
-            p = presets.load_preset(name)
+            p = providers.load_provider(name)
         except ValueError as exc:
             print(f"{name:<10} (invalid: {exc})")
             continue
@@ -48,5 +48,5 @@ def add_commands(sub: Subparsers) -> None:
     sub : argparse._SubParsersAction
         The top-level parser's subcommands.
     """
-    pv = sub.add_parser("providers", help="list the endpoint presets (--provider NAME, --set model=NAME)")
+    pv = sub.add_parser("providers", help="list the providers (--provider NAME, --set model=NAME)")
     pv.set_defaults(func=_cmd_providers)

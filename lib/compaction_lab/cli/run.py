@@ -283,7 +283,7 @@ def add_commands(sub: Subparsers) -> None:
     run.add_argument(
         "--provider",
         metavar="NAME",
-        help="endpoint preset (data/providers/NAME.yaml): --set model=NAME plus its cache rule and price table",
+        help="provider (data/providers/NAME.yaml): --set model=NAME plus its cache rule and price table",
     )
     run.add_argument(
         "--sweep",

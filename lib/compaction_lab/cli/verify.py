@@ -30,9 +30,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
     try:
         if args.update:
-            lock = verify.update_lock(args.lock, args.shapes)
+            lock = verify.update_lock(args.lock, args.shapes_dir)
             print(f"verify: lock written to {lock}")
-        result = verify.verify(args.lock, args.shapes)
+        result = verify.verify(args.lock, args.shapes_dir)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -45,17 +45,17 @@ def _cmd_capture_shape(args: argparse.Namespace) -> int:
 
     try:
         if args.from_request:
-            shape = capture.shape_from_request_file(args.from_request, args.name)
+            call_shape = capture.shape_from_request_file(args.from_request, args.name)
             source = f"an OpenAI-style request body ({Path(args.from_request).name})"
         else:
             _text, field = capture.codex_instructions(args.from_codex)
-            shape = capture.shape_from_codex_session(args.from_codex, args.name)
+            call_shape = capture.shape_from_codex_session(args.from_codex, args.name)
             source = (
                 f"a Codex rollout's session_meta.{field} ({Path(args.from_codex).name}); "
                 "Codex records no tool definitions"
             )
         path = capture.write_shape(
-            shape,
+            call_shape,
             args.output,
             overwrite=args.force,
             description=f"Captured by compaction-lab capture-shape from {source}.",
@@ -66,7 +66,9 @@ def _cmd_capture_shape(args: argparse.Namespace) -> int:
     print(f"{path}")
     from compaction_lab.core.fingerprints import shape_fingerprint
 
-    print(f"fingerprint {shape_fingerprint(shape.system_prompt, shape.tools)} ({len(shape.tools)} tools)")
+    print(
+        f"fingerprint {shape_fingerprint(call_shape.system_prompt, call_shape.tools)} ({len(call_shape.tools)} tools)"
+    )
     print("run `compaction-lab verify --update` to pin it in the verify lock", file=sys.stderr)
     return 0
 
@@ -83,14 +85,14 @@ def add_commands(sub: Subparsers) -> None:
     ve = sub.add_parser("verify", help="check every request the exam and the strategies would send (no model)")
     ve.add_argument("--update", action="store_true", help="rewrite the lock after an intended change")
     ve.add_argument("--lock", help="lock file (default: data/shapes/verify.lock.json)")
-    ve.add_argument("--shapes", help="folder of shape files (default: data/shapes)")
+    ve.add_argument("--shapes", dest="shapes_dir", help="folder of call-shape files (default: data/shapes)")
     ve.set_defaults(func=_cmd_verify)
 
     cs = sub.add_parser("capture-shape", help="record a call shape from a request body or a Codex rollout")
     src = cs.add_mutually_exclusive_group(required=True)
     src.add_argument("--from-request", metavar="FILE", help="an OpenAI-style request body (JSON)")
     src.add_argument("--from-codex", metavar="FILE", help="a Codex rollout (its recorded instructions)")
-    cs.add_argument("--name", required=True, help="shape name (file data/shapes/NAME.json)")
+    cs.add_argument("--name", required=True, help="call-shape name (file data/shapes/NAME.json)")
     cs.add_argument("--output", help="write here instead of data/shapes/NAME.json")
-    cs.add_argument("--force", action="store_true", help="replace an existing shape file")
+    cs.add_argument("--force", action="store_true", help="replace an existing call-shape file")
     cs.set_defaults(func=_cmd_capture_shape)

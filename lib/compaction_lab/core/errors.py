@@ -1,7 +1,7 @@
 """The error a profile or its parameters raise when they cannot make a meaningful run.
 
 It lives here, at the bottom of the stages, because every stage that reads a parameter may raise it (an
-endpoint preset, the runner, a sweep) and none of them may import the runner.
+provider, the runner, a sweep) and none of them may import the runner.
 """
 
 from __future__ import annotations

@@ -105,13 +105,6 @@ def cut_points(text: str, cap: int) -> tuple[int, int]:
     return head_end, tail_start
 
 
-def excerpt_record(record: Record, cap: int = RECORD_CAP_CHARS) -> Record:
-    """`record` itself when its text fits the cap, else a copy whose text is `excerpt_text`."""
-    if len(record.text) <= cap:
-        return record
-    return replace(record, text=excerpt_text(record.text, cap))
-
-
 @dataclass(frozen=True)
 class Excerpts:
     """Sessions as a stage reads them, and what the cap left out.
@@ -239,7 +232,6 @@ __all__ = [
     "cap_sessions",
     "check_cap",
     "cut_points",
-    "excerpt_record",
     "excerpt_text",
     "for_stage",
 ]

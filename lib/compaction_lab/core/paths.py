@@ -13,7 +13,7 @@ defaults, so batch users can keep results elsewhere without editing code:
 ``COMPACTION_LAB_LEDGER``
     The ledger of model calls, an SQLite file (default ``data/ledger/ledger.sqlite``).
 ``COMPACTION_LAB_PROVIDERS``
-    Folder holding the endpoint presets (default ``data/providers``).
+    Folder holding the providers (default ``data/providers``).
 ``COMPACTION_LAB_CACHE``
     Folder of derived files that are expensive to make and safe to make again (default ``data/cache``).
 """
@@ -47,7 +47,7 @@ def params_dir() -> Path:
 
 
 def providers_dir() -> Path:
-    """Folder that holds the endpoint preset YAML files (``data/providers`` unless overridden)."""
+    """Folder that holds the providers' YAML files (``data/providers`` unless overridden)."""
     env = os.environ.get("COMPACTION_LAB_PROVIDERS")
     return Path(env).expanduser().resolve() if env else DATA_DIR / "providers"
 

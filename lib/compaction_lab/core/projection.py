@@ -15,7 +15,7 @@ type, so every chart and exam treats them alike:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -406,8 +406,3 @@ def chat_messages(parts: Iterable[tuple[str, str, str]]) -> list[dict[str, Any]]
             out.append({"role": role, "content": text})
         last_key = key
     return out
-
-
-def segments_tokens(segments: Sequence[Segment]) -> int:
-    """Sum of report tokens of some segments."""
-    return sum(s.tokens for s in segments)

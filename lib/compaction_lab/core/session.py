@@ -10,14 +10,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
 from compaction_lab.core import bounded_json
 from compaction_lab.core.fingerprints import canonical_json
-
-Kind = Literal["system", "user", "assistant", "reasoning", "tool_call", "tool_output", "summary", "meta"]
 
 #: Every record kind, in the order tables and charts list them.
 KINDS: tuple[str, ...] = (
@@ -265,9 +263,3 @@ def _decode_line(line: bytes | str) -> Any:
         return _msgspec_decode(line)
     except (msgspec.DecodeError, RecursionError):  # refused, or nested too deep: the bounded reader decides
         return bounded_json.loads(line.decode("utf-8") if isinstance(line, bytes) else line)
-
-
-def iter_records(sessions: Iterable[Session]) -> Iterator[Record]:
-    """All records of several sessions, session by session."""
-    for s in sessions:
-        yield from s.records

@@ -93,42 +93,42 @@ def check_name(name: str) -> str:
     return name
 
 
-def shape_document(shape: CallShape, description: str = "") -> dict[str, Any]:
+def shape_document(call_shape: CallShape, description: str = "") -> dict[str, Any]:
     """Return a shape as its file stores it (``name``, ``description``, ``system_prompt``, ``tools``)."""
-    doc: dict[str, Any] = {"name": shape.name}
+    doc: dict[str, Any] = {"name": call_shape.name}
     if description:
         doc["description"] = description
-    doc["system_prompt"] = shape.system_prompt
-    doc["tools"] = [plain_json(t) for t in shape.tools]
+    doc["system_prompt"] = call_shape.system_prompt
+    doc["tools"] = [plain_json(t) for t in call_shape.tools]
     return doc
 
 
 def write_shape(
-    shape: CallShape, path: str | Path | None = None, *, overwrite: bool = False, description: str = ""
+    call_shape: CallShape, path: str | Path | None = None, *, overwrite: bool = False, description: str = ""
 ) -> Path:
     """Write a shape file and return its path.
 
     Parameters
     ----------
-    shape : CallShape
+    call_shape : CallShape
     path : path, optional
-        Default ``data/shapes/<shape.name>.json``.
+        Default ``data/shapes/<call_shape.name>.json``.
     overwrite : bool
         An existing file is only replaced when True.
     description : str
-        Stored beside the shape (where it came from); not part of the fingerprint.
+        Stored beside the call shape (where it came from); not part of the fingerprint.
 
     Raises
     ------
     ShapeError
         The file exists and `overwrite` is False, or the name is unusable.
     """
-    check_name(shape.name)
-    target = Path(path) if path is not None else paths.SHAPES_DIR / f"{shape.name}.json"
+    check_name(call_shape.name)
+    target = Path(path) if path is not None else paths.SHAPES_DIR / f"{call_shape.name}.json"
     if target.exists() and not overwrite:
         raise ShapeError(f"{target} exists; pass overwrite=True (--force) to replace it")
     target.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(shape_document(shape, description), indent=2, ensure_ascii=False) + "\n"
+    text = json.dumps(shape_document(call_shape, description), indent=2, ensure_ascii=False) + "\n"
     tmp = target.with_name(target.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(target)  # never leave a half-written shape behind

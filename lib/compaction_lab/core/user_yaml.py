@@ -1,6 +1,6 @@
 """YAML that people hand the lab, read with one loader that such a file cannot turn against the machine.
 
-Such YAML: run profiles, ``--set`` values, sweep values, endpoint presets, price tables, redaction patterns.
+Such YAML: run profiles, ``--set`` values, sweep values, providers, price tables, redaction patterns.
 
 * **No aliases.** An alias (``*name``) is refused; an anchor alone (``&name``) is harmless. A few
   hundred bytes of nested aliases (the "billion laughs") build a value that expands to gigabytes as
@@ -33,7 +33,7 @@ import yaml
 
 from compaction_lab.core import bounded_json, regular_file
 
-#: Largest file read: the lab's own profiles, presets, price tables and pattern files are a few KB.
+#: Largest file read: the lab's own profiles, providers, price tables and pattern files are a few KB.
 MAX_BYTES = 4 * 1024 * 1024
 #: Longest refusal message; longer ones (a YAML error quoting a long line) are cut with "…".
 MAX_MESSAGE = 500
@@ -237,7 +237,7 @@ def load(path: str | Path, what: str = "") -> Any:
     path : str or Path
         The file.
     what : str
-        What the file is, put before its path in messages (``endpoint preset``); empty: the path alone.
+        What the file is, put before its path in messages (``provider``); empty: the path alone.
 
     Raises
     ------

@@ -798,17 +798,17 @@ def simulator_for_table(table: PriceTable) -> CacheSimulator:
     return cls(**{k: v for k, v in dict(table.cache_params).items() if k in accepted})
 
 
-# --------------------------------------------------------------------------- shape experiment
+# --------------------------------------------------------------------------- cache-shape experiment
 
 #: The cache-shape experiment's variants, in table order.
-SHAPE_VARIANTS: tuple[str, ...] = ("identical", "system_substituted", "tools_dropped", "line_added_at_top")
+CACHE_SHAPE_VARIANTS: tuple[str, ...] = ("identical", "system_substituted", "tools_dropped", "line_added_at_top")
 
 #: Defaults for the substituted system prompt and the added line.
 SUBSTITUTE_SYSTEM = "You are a helpful assistant. Answer the user's questions accurately and concisely."
 TOP_LINE = "Session resumed; the notes below still apply."
 
 
-def _shape_variants(
+def _cache_shape_variants(
     system: str,
     tools: Sequence[Mapping[str, Any]],
     messages: Sequence[Mapping[str, Any]],
@@ -823,7 +823,7 @@ def _shape_variants(
     }
 
 
-def shape_experiment(
+def cache_shape_experiment(
     system: str,
     tools: Sequence[Mapping[str, Any]],
     messages: Sequence[Mapping[str, Any]],
@@ -834,7 +834,7 @@ def shape_experiment(
     top_line: str = TOP_LINE,
     tools_first: bool = False,
 ) -> pd.DataFrame:
-    """Run the cache-shape experiment: how much of a primed prefix each request shape reuses.
+    """Run the cache-shape experiment: how much of a primed prefix each variant of a request reuses.
 
     For each simulator and each variant, a fresh simulator is primed with the
     session's request (`system`, `tools`, `messages`), then sent the variant:
@@ -875,12 +875,12 @@ def shape_experiment(
     names = list(simulators) if simulators is not None else list(SIMULATORS)
     layouts = {
         v: request_layout(s, t, m, encoding, tools_first=tools_first)
-        for v, (s, t, m) in _shape_variants(system, tools, messages, substitute_system, top_line).items()
+        for v, (s, t, m) in _cache_shape_variants(system, tools, messages, substitute_system, top_line).items()
     }
     prime = layouts["identical"]
     rows = []
     for name in names:
-        for variant in SHAPE_VARIANTS:
+        for variant in CACHE_SHAPE_VARIANTS:
             sim = get_simulator(name)
             sim.send(prime.tokens, now=0.0, breakpoints=prime.breakpoints())
             lay = layouts[variant]
@@ -909,7 +909,7 @@ __all__ = [
     "NoCache",
     "OpenAICache",
     "RequestLayout",
-    "SHAPE_VARIANTS",
+    "CACHE_SHAPE_VARIANTS",
     "SIMULATORS",
     "get_simulator",
     "request_layout",
@@ -919,7 +919,7 @@ __all__ = [
     "divergence",
     "part_at",
     "shared_prefix",
-    "shape_experiment",
+    "cache_shape_experiment",
     "simulator_for_table",
     "tools_text",
 ]

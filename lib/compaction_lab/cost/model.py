@@ -53,30 +53,30 @@ _FILLER_BASE = 50_000
 # --------------------------------------------------------------------------- token sequences
 
 
-def uncompacted_layout(session: Session, cut: int, shape: CallShape, encoding: str) -> cache_mod.RequestLayout:
+def uncompacted_layout(session: Session, cut: int, call_shape: CallShape, encoding: str) -> cache_mod.RequestLayout:
     """Lay out the request the session sends at the cut without compaction (what primed the provider's cache)."""
-    shape = shape.for_session(session)
+    call_shape = call_shape.for_session(session)
     return cache_mod.request_layout(
-        shape.system_prompt, list(shape.tools), record_messages(history(session, cut)), encoding
+        call_shape.system_prompt, list(call_shape.tools), record_messages(history(session, cut)), encoding
     )
 
 
-def uncompacted_request(session: Session, cut: int, shape: CallShape, encoding: str) -> tuple[np.ndarray, int]:
+def uncompacted_request(session: Session, cut: int, call_shape: CallShape, encoding: str) -> tuple[np.ndarray, int]:
     """Token ids of the request the session would send without compaction, and its prefix length.
 
     The prefix (system prompt + tool definitions) is where an Anthropic
     harness puts its first cache breakpoint. The same request is asked for by
     every strategy and simulator of a case, so the last few are kept (by the
-    very session and shape objects, which the entry holds).
+    very session and call-shape objects, which the entry holds).
     """
-    for held_session, held_cut, held_shape, held_encoding, result in _UNCOMPACTED:
-        if held_session is session and held_cut == cut and held_shape is shape and held_encoding == encoding:
+    for held_session, held_cut, held_call_shape, held_encoding, result in _UNCOMPACTED:
+        if held_session is session and held_cut == cut and held_call_shape is call_shape and held_encoding == encoding:
             return result
-    lay = uncompacted_layout(session, cut, shape, encoding)
+    lay = uncompacted_layout(session, cut, call_shape, encoding)
     tokens = np.asarray(lay.tokens, dtype=np.int64)
     tokens.setflags(write=False)
     result = (tokens, max(lay.system_end, lay.tools_end))
-    _UNCOMPACTED.appendleft((session, cut, shape, encoding, result))
+    _UNCOMPACTED.appendleft((session, cut, call_shape, encoding, result))
     return result
 
 
@@ -84,32 +84,32 @@ def uncompacted_request(session: Session, cut: int, shape: CallShape, encoding: 
 _UNCOMPACTED: deque[tuple[Session, int, CallShape, str, tuple[np.ndarray, int]]] = deque(maxlen=8)
 
 
-def projection_request(p: Projection, shape: CallShape, encoding: str) -> tuple[np.ndarray, int]:
+def projection_request(p: Projection, call_shape: CallShape, encoding: str) -> tuple[np.ndarray, int]:
     """Token ids of the next request after compaction: the projection's messages with the call shape."""
     msgs = p.messages()
-    system = msgs[0]["content"] if msgs and msgs[0]["role"] == "system" else shape.system_prompt
+    system = msgs[0]["content"] if msgs and msgs[0]["role"] == "system" else call_shape.system_prompt
     rest = msgs[1:] if msgs and msgs[0]["role"] == "system" else msgs
-    prefix = cache_mod.request_array(system, list(shape.tools), [], encoding)
-    return cache_mod.request_array(system, list(shape.tools), rest, encoding), len(prefix)
+    prefix = cache_mod.request_array(system, list(call_shape.tools), [], encoding)
+    return cache_mod.request_array(system, list(call_shape.tools), rest, encoding), len(prefix)
 
 
 def _requests(
-    projection: Projection, session: Session, shape: CallShape, encoding: str
+    projection: Projection, session: Session, call_shape: CallShape, encoding: str
 ) -> tuple[tuple[np.ndarray, int], tuple[tuple[np.ndarray, int], ...]]:
     """Build the next request after compaction and every summary request sent (read-only ids, prefix lengths).
 
     A case x strategy is simulated under every simulator with the same requests, so the last few are
-    kept (by the very projection, session and shape objects, which the entry holds).
+    kept (by the very projection, session and call-shape objects, which the entry holds).
     """
-    for held_projection, held_session, held_shape, held_encoding, result in _PROJECTED:
+    for held_projection, held_session, held_call_shape, held_encoding, result in _PROJECTED:
         if (
             held_projection is projection
             and held_session is session
-            and held_shape is shape
+            and held_call_shape is call_shape
             and held_encoding == encoding
         ):
             return result
-    arrays = [projection_request(projection, shape.for_session(session), encoding)]
+    arrays = [projection_request(projection, call_shape.for_session(session), encoding)]
     for one in projection.requests_sent():
         req = one.request
         prefix = cache_mod.request_array(req.system, list(req.tools), [], encoding)
@@ -117,7 +117,7 @@ def _requests(
     for ids, _ in arrays:
         ids.setflags(write=False)
     result = (arrays[0], tuple(arrays[1:]))
-    _PROJECTED.appendleft((projection, session, shape, encoding, result))
+    _PROJECTED.appendleft((projection, session, call_shape, encoding, result))
     return result
 
 
@@ -259,7 +259,7 @@ def simulate_case(
     session: Session,
     cut: int,
     projection: Projection,
-    shape: CallShape,
+    call_shape: CallShape,
     simulator: str,
     a: CostAssumptions,
     encoding: str = DEFAULT_ENCODING,
@@ -271,8 +271,8 @@ def simulate_case(
     it in to avoid simulating it once per strategy.
     """
     rng = random.Random(f"{a.seed}:{session.id}:{cut}")
-    full, full_prefix = uncompacted_request(session, cut, shape, encoding)
-    (proj, proj_prefix), summary_requests = _requests(projection, session, shape, encoding)
+    full, full_prefix = uncompacted_request(session, cut, call_shape, encoding)
+    (proj, proj_prefix), summary_requests = _requests(projection, session, call_shape, encoding)
     sent = projection.requests_sent()
     cold = cached = Bill()
     if sent and not (projection.receipt and projection.receipt.fallback):
@@ -289,15 +289,20 @@ def simulate_case(
     _send(after, full, [], full_prefix)  # what the provider had seen before the compaction
     compacted = _turn_bills(after, proj, proj_prefix, a, random.Random(f"{a.seed}:turns"))
     if baseline is None:
-        baseline = uncompacted_bills(session, cut, shape, simulator, a, encoding)
+        baseline = uncompacted_bills(session, cut, call_shape, simulator, a, encoding)
     return CaseBills(cold, cached, tuple(compacted), tuple(baseline), len(proj), len(full))
 
 
 def uncompacted_bills(
-    session: Session, cut: int, shape: CallShape, simulator: str, a: CostAssumptions, encoding: str = DEFAULT_ENCODING
+    session: Session,
+    cut: int,
+    call_shape: CallShape,
+    simulator: str,
+    a: CostAssumptions,
+    encoding: str = DEFAULT_ENCODING,
 ) -> tuple[Bill, ...]:
     """Bill the baseline: later turns continuing on the uncompacted context (as if the window allowed it)."""
-    full, full_prefix = uncompacted_request(session, cut, shape, encoding)
+    full, full_prefix = uncompacted_request(session, cut, call_shape, encoding)
     base = cache_mod.get_simulator(simulator)
     _send(base, full, [], full_prefix)
     return tuple(_turn_bills(base, full, full_prefix, a, random.Random(f"{a.seed}:turns")))
@@ -366,7 +371,7 @@ def cost_table(
     cases: Sequence[Any],
     sessions: Mapping[str, Session],
     projections: Mapping[tuple[str, str], Projection],
-    shape: CallShape,
+    call_shape: CallShape,
     tables: Sequence[str],
     simulators: Sequence[str] | None,
     assumptions: CostAssumptions,
@@ -381,7 +386,7 @@ def cost_table(
     cases : exam cases (id, session_id, cut)
     sessions : by id
     projections : by (case_id, strategy)
-    shape : the call shape (each session's own system prompt is applied)
+    call_shape : the call shape (each session's own system prompt is applied)
     tables : price table names
     simulators : simulator names, or None: each table under its own provider's
         rule and under ``none`` (no cache) for reference
@@ -406,7 +411,7 @@ def cost_table(
     labels: dict[str, tuple[str, bool]] = {}
     for c in it:
         session = sessions[c.session_id]
-        baselines = {sim: uncompacted_bills(session, c.cut, shape, sim, assumptions, encoding) for sim in sims}
+        baselines = {sim: uncompacted_bills(session, c.cut, call_shape, sim, assumptions, encoding) for sim in sims}
         for st in strategies:
             p = projections.get((c.id, st))
             if p is None:
@@ -414,7 +419,7 @@ def cost_table(
             labels[st] = (_label(st, p), bool(p.receipt and p.receipt.stand_in and not p.receipt.fallback))
             for sim in sims:
                 bills[(c.id, st, sim)] = simulate_case(
-                    session, c.cut, p, shape, sim, assumptions, encoding, baselines[sim]
+                    session, c.cut, p, call_shape, sim, assumptions, encoding, baselines[sim]
                 )
     recall_of = {} if recall is None else dict(zip(recall["strategy"], recall["recall"], strict=False))
     rows = []
@@ -502,7 +507,7 @@ def compaction_prefix_table(
     cases: Sequence[Any],
     sessions: Mapping[str, Session],
     projections: Mapping[tuple[str, str], Projection],
-    shape: CallShape,
+    call_shape: CallShape,
     encoding: str = DEFAULT_ENCODING,
 ) -> pd.DataFrame:
     """Why a compaction request is or is not served from the cache: where it leaves the primed prefix.
@@ -524,7 +529,7 @@ def compaction_prefix_table(
     """
     rows = []
     for c in cases:
-        prev = uncompacted_layout(sessions[c.session_id], c.cut, shape, encoding)
+        prev = uncompacted_layout(sessions[c.session_id], c.cut, call_shape, encoding)
         for (case_id, st), p in projections.items():
             req = p.summary_request
             if case_id != c.id or req is None:
@@ -573,7 +578,10 @@ def assumptions_table(a: CostAssumptions, tables: Sequence[str], simulators: Seq
 
 
 def measured_vs_simulated(
-    session: Session, simulator: str = "anthropic", encoding: str = DEFAULT_ENCODING, shape: CallShape | None = None
+    session: Session,
+    simulator: str = "anthropic",
+    encoding: str = DEFAULT_ENCODING,
+    call_shape: CallShape | None = None,
 ) -> pd.DataFrame:
     """Compare a real session's recorded cache-hit ratio with the simulator's on the same request sequence.
 
@@ -595,14 +603,14 @@ def measured_vs_simulated(
                 "simulated_hit_ratio",
             ]
         )
-    shape = (shape or CallShape.default()).for_session(session)
+    call_shape = (call_shape or CallShape.default()).for_session(session)
     sim = cache_mod.get_simulator(simulator)
     rows = []
     # One rule reads a usage row as the request it measured (`strategies.calibration`): the records before
     # the answer's first record, and the whole input whether or not the log counts cached tokens in it.
     for i, cut, total in calibration.usage_requests(session):
         u = usage[i]
-        tokens, prefix = uncompacted_request(session, cut, shape, encoding)
+        tokens, prefix = uncompacted_request(session, cut, call_shape, encoding)
         r = sim.send(tokens, [], breakpoints=[b for b in (prefix, len(tokens)) if 0 < b <= len(tokens)])
         cached = int(u.get("cached_tokens") or 0)
         rows.append(
@@ -723,32 +731,32 @@ def ledger_calls_for(projections: Mapping[tuple[str, str], Projection], model: A
     return out
 
 
-def shape_experiment_for(
-    session: Session, shape: CallShape, encoding: str = DEFAULT_ENCODING, live_model: Any = None
+def cache_shape_experiment_for(
+    session: Session, call_shape: CallShape, encoding: str = DEFAULT_ENCODING, live_model: Any = None
 ) -> pd.DataFrame:
     """Run the cache-shape experiment on a session's own request (system prompt, tools, its messages).
 
     With `live_model` (a model configuration), the same requests are also
-    sent to that endpoint (`shape_experiment_live`) and its measured rows
+    sent to that endpoint (`cache_shape_experiment_live`) and its measured rows
     follow the simulated ones.
     """
-    sess_shape = shape.for_session(session)
-    sim = cache_mod.shape_experiment(
-        sess_shape.system_prompt,
-        list(sess_shape.tools),
+    sess_call_shape = call_shape.for_session(session)
+    sim = cache_mod.cache_shape_experiment(
+        sess_call_shape.system_prompt,
+        list(sess_call_shape.tools),
         record_messages(history(session, len(session.records))),
         encoding,
     )
     if not live_model:
         return sim
-    return pd.concat([sim, shape_experiment_live(session, shape, live_model)], ignore_index=True)
+    return pd.concat([sim, cache_shape_experiment_live(session, call_shape, live_model)], ignore_index=True)
 
 
-def shape_experiment_live(session: Session, shape: CallShape, model: Any) -> pd.DataFrame:
+def cache_shape_experiment_live(session: Session, call_shape: CallShape, model: Any) -> pd.DataFrame:
     """Send the cache-shape experiment for real: the provider's own cached-token counters per variant.
 
     Primes the endpoint's cache with the session's request, then sends the
-    four variants of `cache.shape_experiment` in its order (identical, system
+    four variants of `cache.cache_shape_experiment` in its order (identical, system
     prompt substituted, tools dropped, a line added at the top), each asking
     for one output token. The ledger records every call, but none is answered
     from it: an answer from the ledger would say nothing about the provider's
@@ -758,7 +766,7 @@ def shape_experiment_live(session: Session, shape: CallShape, model: Any) -> pd.
     Returns
     -------
     DataFrame
-        The columns of `cache.shape_experiment`, ``simulator`` =
+        The columns of `cache.cache_shape_experiment`, ``simulator`` =
         ``measured (<model>)``; ``cache_write_tokens`` is not reported by
         chat-completions usage and stays empty.
     """
@@ -771,10 +779,10 @@ def shape_experiment_live(session: Session, shape: CallShape, model: Any) -> pd.
 
     cfg = dc_replace(config_of(model), reuse=False)
     client = ChatClient(cfg, open_ledger(cfg.ledger))
-    shape = shape.for_session(session)
-    variants = cache_mod._shape_variants(
-        shape.system_prompt,
-        list(shape.tools),
+    call_shape = call_shape.for_session(session)
+    variants = cache_mod._cache_shape_variants(
+        call_shape.system_prompt,
+        list(call_shape.tools),
         record_messages(history(session, len(session.records))),
         cache_mod.SUBSTITUTE_SYSTEM,
         cache_mod.TOP_LINE,
@@ -792,7 +800,7 @@ def shape_experiment_live(session: Session, shape: CallShape, model: Any) -> pd.
     try:
         client.complete(body(*variants["identical"]), purpose="cache-shape:prime")
         rows = []
-        for name in cache_mod.SHAPE_VARIANTS:
+        for name in cache_mod.CACHE_SHAPE_VARIANTS:
             u = client.complete(body(*variants[name]), purpose=f"cache-shape:{name}").usage
             rows.append(
                 {
@@ -844,10 +852,10 @@ __all__ = [
     "ledger_calls_for",
     "ledger_vs_simulated",
     "measured_table",
-    "shape_experiment_live",
+    "cache_shape_experiment_live",
     "measured_vs_simulated",
     "price_case",
-    "shape_experiment_for",
+    "cache_shape_experiment_for",
     "projection_request",
     "simulate_case",
     "uncompacted_bills",

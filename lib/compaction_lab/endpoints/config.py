@@ -7,7 +7,7 @@ refuses a mapping that carries one (any key named like ``api_key``, ``key``,
 ``token``, ``secret``, ``password``), so a profile YAML cannot leak it.
 
 ``base_url`` is checked by `base_url_problem`, the one URL check that the
-config, the endpoint presets, ``doctor`` and ``run``'s parameter check all go
+config, the providers, ``doctor`` and ``run``'s parameter check all go
 through: an http or https URL with a host and, when given, a port from 1 to
 65535. Credentials in it (``https://user:pass@host/v1``) are allowed -- some
 gateways want them -- but never shown: every message, ``repr`` and `public`

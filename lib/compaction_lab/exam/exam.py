@@ -1,37 +1,36 @@
-"""The exam interface: bank → cases → grade → tables, one shape for every exam.
+"""The exam interface: bank → cases → grade → tables, one shape for every exam (docs/exams.md).
 
 An exam (`Exam`) takes the sessions of a run and does four things, each a method:
 
 ``params``
-    Its parameters (`ExamParams`, or the exam's own subclass of it): the one place their defaults live.
-    Notebooks declare the same defaults in their parameters cell (``tests/exam/test_exam_interface.py``
-    holds them equal) and the command line reads them from here.
+    Its parameters (`ExamParams` or the exam's own subclass): the one place their defaults live (the
+    notebooks' parameters cells declare the same; ``tests/exam/test_exam_interface.py`` holds them equal).
 ``cases``
-    The questions and the sessions they refer to, from a run folder (the bank is written beside the
-    sessions notebook 01 saved, and reused) or from sessions gathered in memory (`ingest.sources.Sources`,
-    as the command line does: nothing is written).
+    The questions and the sessions they refer to, from a run folder (the bank is saved beside notebook 01's
+    sessions, and reused) or from sessions gathered in memory (`ingest.sources.Sources`: nothing written).
 ``grade``
     Compacts every case with the arms under test, lets a reader answer from each projection and grades
     every answer: the exam's own result (its answer rows and whatever else it measured).
 ``tables``
-    The tables the run folder keeps, by name (``exam_closed`` → ``exam_closed.parquet``).
+    The tables the run folder keeps, by name (``exam_closed`` → ``exam_closed.parquet``), named once in
+    `Exam.writes`, which the chain reads (``compaction_lab.run.chain``).
 
-`Exam.run` does all four and writes the tables into the run folder; `run_exam` is the same by exam name.
-
-The exams register themselves in their own modules (`EXAMS`, kind ``"exam"``)::
+`Exam.run` does all four and writes the tables; `run_exam` is the same by name. `Exam.block` is the exam's
+section of ``report.html`` as data (`ExamBlock`); `run_registered` runs the exams of a notebook that has
+no cells of its own for them (`Exam.own_cells`). The exams register in their own modules (`EXAMS`)::
 
     @EXAMS.register("closed", rank=10, notebook="03_closed_book_exam")
     class ClosedBookExam(Exam[RunCases, ClosedResult]): ...
 
-and every module of ``compaction_lab.exam.exams`` (exams only; the machinery lives beside it) is imported
-when the registry is first read, so a new exam (the continuation exam) is one new module: its class, its parameters
-(a subclass of `ExamParams` with its own fields and defaults) and its tables.
+and every module of ``compaction_lab.exam.exams`` is imported when the registry is first read, so a new
+exam is one new module: its class, parameters, tables and block.
 """
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
@@ -221,11 +220,51 @@ class ExamRun(Generic[C, R]):
     written: tuple[Path, ...] = ()
 
 
+_ANCHOR = re.compile(r"[a-z][a-z0-9_-]*")
+
+
+@dataclass(frozen=True, eq=False)
+class ExamBlock:
+    """An exam's section of ``report.html``, as data: the report renders every registered exam's alike.
+
+    Attributes
+    ----------
+    title : str
+        The section's heading (plain text).
+    anchor : str
+        Its id in the page (lower-case letters, digits, ``-`` and ``_``, starting with a letter); the
+        report's contents link to it.
+    lines : tuple of str
+        What it measured, one sentence each (plain text: the report escapes it).
+    tables : tuple of (str, DataFrame)
+        Caption and table, each shown collapsed under its caption and row count (escaped); a table
+        without rows is left out.
+    figures : tuple of str
+        Stems of the figures it refers to (`compaction_lab.report.figures`); those the run saved are
+        linked by their number on the page.
+    """
+
+    title: str
+    anchor: str
+    lines: tuple[str, ...] = ()
+    tables: tuple[tuple[str, pd.DataFrame], ...] = ()
+    figures: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        """Check the anchor (an id the page can link to) and that every table is a DataFrame."""
+        if not _ANCHOR.fullmatch(self.anchor):
+            raise ValueError(f"exam block {self.title!r}: anchor {self.anchor!r} is not [a-z][a-z0-9_-]*")
+        for caption, table in self.tables:
+            if not isinstance(table, pd.DataFrame):
+                raise TypeError(f"exam block {self.title!r}: table {caption!r} is a {type(table).__name__}")
+
+
 class Exam(ABC, Generic[C, R]):
     """One exam: its parameters, its cases, its grading and its tables.
 
-    A subclass implements `cases`, `grade` and `tables`, sets `params_type` when it has parameters of its
-    own, and registers itself in `EXAMS` in its own module.
+    A subclass implements `cases`, `grade` and `tables`, names its tables in `writes`, sets `params_type`
+    when it has parameters of its own, may give the report a block (`block`), and registers itself in
+    `EXAMS` in its own module.
 
     Parameters
     ----------
@@ -235,6 +274,14 @@ class Exam(ABC, Generic[C, R]):
 
     #: The exam's parameters: `ExamParams` or a subclass with the exam's own fields and defaults.
     params_type: ClassVar[type[ExamParams]] = ExamParams
+
+    #: The run-folder tables `tables` returns under the default parameters, in write order: the chain
+    #: lists them as its notebook's outputs (`compaction_lab.run.chain.Step.writes`). Tables written only for
+    #: some parameters (several draws) are not listed.
+    writes: ClassVar[tuple[str, ...]] = ()
+
+    #: Its notebook has cells of its own for it; False: the notebook's one `run_registered` cell runs it.
+    own_cells: ClassVar[bool] = False
 
     def __init__(self, name: str = "") -> None:
         self.name = name or type(self).__name__
@@ -258,6 +305,15 @@ class Exam(ABC, Generic[C, R]):
     @abstractmethod
     def tables(self, cases: C, result: R, params: ExamParams) -> dict[str, pd.DataFrame]:
         """Return the tables the run folder keeps, by name, in the order they are written."""
+
+    def block(self, run_dir: Path) -> ExamBlock | None:
+        """Return the exam's section of ``report.html`` from a run folder's tables; None (the default): none.
+
+        Called for every registered exam when the report is built, whether the exam ran or not: an exam
+        whose tables are not in `run_dir` returns None.
+        """
+        del run_dir
+        return None
 
     def run(
         self,
@@ -328,6 +384,70 @@ def run_exam(
     return get(name).run(source, params, cases=cases, ctx=ctx, progress=progress)
 
 
+def registered_for(notebook: str) -> tuple[str, ...]:
+    """Return the names of the exams registered for `notebook` (``notebook=`` of `EXAMS.register`), in rank order."""
+    return tuple(e.name for e in EXAMS.entries() if e.meta.get("notebook") == notebook)
+
+
+def writes_of(notebook: str) -> tuple[str, ...]:
+    """Return the tables the exams registered for `notebook` write (their `Exam.writes`), in rank order."""
+    return tuple(table for name in registered_for(notebook) for table in EXAMS.get(name).writes)
+
+
+def run_registered(
+    out: Path | str, params: Mapping[str, Any] | None, notebook: str, *, progress: bool = True, show: bool = True
+) -> dict[str, ExamRun[Any, Any]]:
+    """Run every exam registered for `notebook` that the notebook has no cells of its own for (`Exam.own_cells`).
+
+    The one generic cell of an exam notebook: each such exam runs on the run folder `out` (cases, grading,
+    tables written) with `params` (the notebook's globals: each exam takes its own parameters from them),
+    and its block (`Exam.block`), when it gives one, is shown.
+
+    Parameters
+    ----------
+    out : Path or str
+        The run folder.
+    params : mapping or None
+        Parameters by name over each exam's defaults (`ExamParams.from_mapping`: unknown names ignored).
+    notebook : str
+        The notebook's stem (``"03_closed_book_exam"``).
+    progress : bool
+        Progress bars.
+    show : bool
+        Show each block's lines and tables (IPython's display; printed outside a notebook).
+
+    Returns
+    -------
+    dict of str to ExamRun
+        The runs, by exam name, in rank order (empty when every exam of `notebook` has cells of its own).
+    """
+    runs: dict[str, ExamRun[Any, Any]] = {}
+    for name in registered_for(notebook):
+        ex = get(name)
+        if ex.own_cells:
+            continue
+        runs[name] = ex.run(out, dict(params or {}), progress=progress)
+        block = ex.block(Path(out)) if show else None
+        if block is not None:
+            _show(block)
+    return runs
+
+
+def _show(block: ExamBlock) -> None:
+    """Show a block in a notebook: its title and lines, then each table (printed when IPython is absent)."""
+    show: Callable[..., Any] = print
+    try:
+        from IPython.display import display
+
+        show = display
+    except ImportError:  # pragma: no cover - IPython ships with the notebooks' kernel
+        pass
+    print("\n".join([block.title, *block.lines]))
+    for caption, table in block.tables:
+        print(caption)
+        show(table)
+
+
 def defaults_for(name: str) -> dict[str, Any]:
     """Return the default parameters of the exam registered under `name`."""
     return get(name).defaults()
@@ -336,11 +456,15 @@ def defaults_for(name: str) -> dict[str, Any]:
 __all__ = [
     "EXAMS",
     "Exam",
+    "ExamBlock",
     "ExamParams",
     "ExamRun",
     "Source",
     "defaults_for",
     "get",
     "names",
+    "registered_for",
     "run_exam",
+    "run_registered",
+    "writes_of",
 ]

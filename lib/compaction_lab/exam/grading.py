@@ -26,7 +26,6 @@ outcome classification call "in the projection".
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
 from compaction_lab.exam.types import NOT_FOUND, Question
 
@@ -133,47 +132,6 @@ def fell_for_decoy(question: Question, given: str) -> bool:
     return bool(question.decoy) and not is_abstention(given)
 
 
-def grade_many(questions: Iterable[Question], givens: Iterable[str]) -> list[bool]:
-    """`grade` over paired questions and answers."""
-    return [grade(q, g) for q, g in zip(questions, givens, strict=True)]
-
-
-def grade_frame(df, given_col: str = "given"):
-    """Grade a DataFrame of answers row by row.
-
-    Parameters
-    ----------
-    df : DataFrame
-        Needs ``answer``, ``decoy`` and `given_col`; ``aliases`` (a sequence per
-        row) is optional.
-    given_col : str
-
-    Returns
-    -------
-    Series of bool
-        Aligned with `df`'s index.
-    """
-    import pandas as pd
-
-    out = []
-    has_aliases = "aliases" in df.columns
-    for row in df.itertuples(index=False):
-        d = row._asdict()
-        aliases = tuple(d["aliases"]) if has_aliases and d["aliases"] is not None else ()
-        q = Question(
-            id="",
-            case_id="",
-            pointer="assistant",
-            category="",
-            prompt="",
-            answer=str(d["answer"]),
-            aliases=aliases,
-            decoy=bool(d["decoy"]),
-        )
-        out.append(grade(q, "" if d[given_col] is None else str(d[given_col])))
-    return pd.Series(out, index=df.index, dtype=bool, name="correct")
-
-
 __all__ = [
     "NOT_FOUND",
     "STRIP_CHARS",
@@ -181,8 +139,6 @@ __all__ = [
     "contains_answer",
     "fell_for_decoy",
     "grade",
-    "grade_frame",
-    "grade_many",
     "in_normalised",
     "is_abstention",
     "normalise",

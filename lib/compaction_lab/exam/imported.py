@@ -69,12 +69,6 @@ READER_COLUMNS: tuple[str, ...] = (
     "over_window",
 )
 
-#: What notebook 03 and the report say when no Inspect log was imported.
-NONE_IMPORTED = (
-    "No Inspect log imported: `inspect eval compaction_lab/closed_book -T run=<this folder> --model ...`, "
-    "then `compaction-lab import-inspect LOG` adds its model beside these readers."
-)
-
 #: The same, short enough for a figure's subtitle.
 NONE_IMPORTED_SHORT = "no Inspect log imported (compaction-lab import-inspect LOG adds its model beside these readers)"
 
@@ -179,7 +173,6 @@ __all__ = [
     "CLOSED_TABLE",
     "COLUMNS",
     "INSPECT",
-    "NONE_IMPORTED",
     "NONE_IMPORTED_SHORT",
     "READER_COLUMNS",
     "RECALL_TABLE",

@@ -10,7 +10,7 @@ value that never appeared anywhere: the right answer is ``NOT_FOUND``.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -130,12 +130,3 @@ def write_bank(cases: Sequence[Case], path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(bank_to_jsonl(cases))
     return path
-
-
-def questions_frame(cases: Iterable[Case]):
-    """All questions as a DataFrame (one row each, with case_id)."""
-    import pandas as pd
-
-    rows = [asdict(q) for c in cases for q in c.questions]
-    cols = [f for f in Question.__dataclass_fields__]
-    return pd.DataFrame(rows, columns=cols)

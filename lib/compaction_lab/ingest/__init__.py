@@ -3,22 +3,22 @@
 One module per source format, each providing the names of the `Importer`
 protocol and registering itself in `IMPORTERS` (`ingest.registry`)::
 
-    FORMAT: str                                   # "codex", "claude_code", ...
+    FORMAT: str                                   # "codex", "claude_code", ... (a format, not an agent key)
     def sniff(head: Head) -> bool                 # recognise a source by content
-    def load(path, report) -> Iterator[Session]   # stream its sessions
-    IMPORTERS.add(FORMAT, sys.modules[__name__], rank=30)
+    def load(path, audit) -> Iterator[Session]    # stream its sessions
+    IMPORTERS.add(FORMAT, sys.modules[__name__], rank=30, agent="codex")
 
 `detect` asks the importers in rank order (`formats`: most specific first) and
 `load_sessions` imports files, directories (recursively) and databases,
-counting every skip in one `ImportReport`: only a path that does not exist at
+counting every skip in one `ImportAudit`: only a path that does not exist at
 all raises (`FileNotFoundError`); an unreadable, empty, damaged or
 unrecognised source -- named explicitly or found in a folder -- is a counted
 skip with its reason. Folders are walked once (`iter_sources`): symbolic links
 to folders are followed, loop-safe. Synthetic chains are generated, not
 imported: see `compaction_lab.ingest.synthetic`.
 
-What importers share lives in one module per concept: `import_report` (the
-report, skip reasons, errors), `json_repair` (the one JSON decode), `files`
+What importers share lives in one module per concept: `import_audit` (the
+audit, skip reasons, errors), `json_repair` (the one JSON decode), `files`
 (the one file-opening path: zstd with damage handling, heads, JSONL, JSON) and
 `builder` (`SessionBuilder`).
 """
@@ -38,14 +38,14 @@ from compaction_lab.core.registry import UnknownName
 from compaction_lab.core.session import Session
 from compaction_lab.engine.scheduler import Engine, open_engine
 from compaction_lab.ingest.files import Head, find_damage, read_head
-from compaction_lab.ingest.import_report import ImportReport, IngestError, UnknownFormat, os_reason
-from compaction_lab.ingest.registry import IMPORTERS, Importer
+from compaction_lab.ingest.import_audit import ImportAudit, IngestError, UnknownFormat, os_reason
+from compaction_lab.ingest.registry import IMPORTERS, Importer, agent_of_format
 from compaction_lab.ingest.units import (
     SPAN_BYTES,
     Admission,
     Segmented,
-    Step,
     Unit,
+    WalkStep,
     read_unit,
     source_size,
     split_spans,
@@ -117,7 +117,7 @@ def check_paths(paths: Iterable[str | Path]) -> None:
             continue  # unreadable (a parent folder this account may not enter): counted by the import
 
 
-def iter_sources(path: str | Path, report: ImportReport) -> Iterator[tuple[Path, str]]:
+def iter_sources(path: str | Path, audit: ImportAudit) -> Iterator[tuple[Path, str]]:
     """Every importable source under `path` with its format; everything else is a counted skip.
 
     A file is one source. A directory is walked recursively in sorted order;
@@ -144,21 +144,21 @@ def iter_sources(path: str | Path, report: ImportReport) -> Iterator[tuple[Path,
     try:
         os.lstat(path)
     except OSError as exc:  # a parent folder this account may not enter: counted, like any unreadable source
-        report.skip(path, None, "unreadable", os_reason(exc))
+        audit.skip(path, None, "unreadable", os_reason(exc))
         return
     if not path.is_dir():
-        fmt = _classify(path, report)
+        fmt = _classify(path, audit)
         if fmt is not None:
             yield path, fmt
         return
-    yield from _walk(path, report)
+    yield from _walk(path, audit)
 
 
-def _walk(top: Path, report: ImportReport) -> Iterator[tuple[Path, str]]:
+def _walk(top: Path, audit: ImportAudit) -> Iterator[tuple[Path, str]]:
     """Yield the sources of a folder tree (see `iter_sources`): one walk, links followed once."""
 
     def unreadable(exc: OSError) -> None:
-        report.skip(exc.filename or top, None, "unreadable", os_reason(exc))
+        audit.skip(exc.filename or top, None, "unreadable", os_reason(exc))
 
     # Real paths of the folders walked or about to be (reserved when listed, so that two
     # links to one folder in the same listing are caught too) -> the path it was read as.
@@ -178,9 +178,9 @@ def _walk(top: Path, report: ImportReport) -> Iterator[tuple[Path, str]]:
             real = os.path.realpath(full)
             if real in walked:
                 if here == real or here.startswith(real.rstrip(os.sep) + os.sep):
-                    report.skip(full, None, "symlink_loop", f"links back to {real}, a folder being walked")
+                    audit.skip(full, None, "symlink_loop", f"links back to {real}, a folder being walked")
                 else:
-                    report.skip(full, None, "duplicate_path", f"{real} is already read as {walked[real]}")
+                    audit.skip(full, None, "duplicate_path", f"{real} is already read as {walked[real]}")
                 continue
             walked[real] = full
             keep.append(name)
@@ -188,14 +188,14 @@ def _walk(top: Path, report: ImportReport) -> Iterator[tuple[Path, str]]:
         for name in sorted(files):
             p = root_p / name
             if name.endswith(CANDIDATE_SUFFIXES):
-                fmt = _classify(p, report)
+                fmt = _classify(p, audit)
                 if fmt is not None:
                     yield p, fmt
             elif not p.suffix and os.path.islink(p) and not os.path.exists(p):
-                _broken_link(p, report)  # it may have led to a folder of sessions: say so
+                _broken_link(p, audit)  # it may have led to a folder of sessions: say so
 
 
-def _broken_link(p: Path, report: ImportReport) -> None:
+def _broken_link(p: Path, audit: ImportAudit) -> None:
     """Count a symbolic link that leads nowhere: a loop, a dangling link, or an unreachable target."""
     try:
         os.stat(p)
@@ -203,34 +203,34 @@ def _broken_link(p: Path, report: ImportReport) -> None:
     except OSError as exc:
         err = exc
     if err.errno == errno.ELOOP:
-        report.skip(p, None, "symlink_loop", "the link leads back to itself (through other links)")
+        audit.skip(p, None, "symlink_loop", "the link leads back to itself (through other links)")
     elif err.errno in (errno.ENOENT, errno.ENOTDIR):
         try:
             target = os.readlink(p)
         except OSError:
             target = "?"
-        report.skip(p, None, "dangling_symlink", f"points at {target}, which does not exist")
+        audit.skip(p, None, "dangling_symlink", f"points at {target}, which does not exist")
     else:
-        report.skip(p, None, "unreadable", os_reason(err))
+        audit.skip(p, None, "unreadable", os_reason(err))
 
 
-def _classify(p: Path, report: ImportReport) -> str | None:
+def _classify(p: Path, audit: ImportAudit) -> str | None:
     """Return the format of one file, or None with the reason counted (never raises OSError)."""
     try:
         st = os.stat(p)
     except OSError as exc:
         if os.path.islink(p):
-            _broken_link(p, report)
+            _broken_link(p, audit)
         else:
-            report.skip(p, None, "unreadable", os_reason(exc))
+            audit.skip(p, None, "unreadable", os_reason(exc))
         return None
     if not stat.S_ISREG(st.st_mode):
-        report.skip(p, None, "unreadable", "not a regular file (a device, socket or pipe)")
+        audit.skip(p, None, "unreadable", "not a regular file (a device, socket or pipe)")
         return None
     try:
         head = read_head(p)
     except OSError as exc:
-        report.skip(p, None, "unreadable", os_reason(exc))
+        audit.skip(p, None, "unreadable", os_reason(exc))
         return None
     claimed = claimants(head)
     if claimed:
@@ -241,10 +241,10 @@ def _classify(p: Path, report: ImportReport) -> str | None:
         try:
             damage, line = find_damage(p)
         except OSError as exc:
-            report.skip(p, None, "unreadable", os_reason(exc))
+            audit.skip(p, None, "unreadable", os_reason(exc))
             return None
     if damage is not None:
-        report.skip(
+        audit.skip(
             p,
             line,
             "corrupt_compressed",
@@ -252,11 +252,11 @@ def _classify(p: Path, report: ImportReport) -> str | None:
         )
     elif head.blank and b"\x00" in head.raw:
         at = head.raw.index(b"\x00")
-        report.skip(p, head.raw.count(b"\n", 0, at) + 1, "nul_tail", "the file holds only NUL bytes (and blanks)")
+        audit.skip(p, head.raw.count(b"\n", 0, at) + 1, "nul_tail", "the file holds only NUL bytes (and blanks)")
     elif head.blank:
-        report.skip(p, None, "empty_file", "0 bytes" if not head.raw else "only whitespace")
+        audit.skip(p, None, "empty_file", "0 bytes" if not head.raw else "only whitespace")
     else:
-        report.skip(p, None, "unknown_format", str(UnknownFormat(p, formats())))
+        audit.skip(p, None, "unknown_format", str(UnknownFormat(p, formats())))
     return None
 
 
@@ -264,7 +264,7 @@ def plan(
     paths: Iterable[str | Path],
     formats: Iterable[str] | None = None,
     split_bytes: int | None = None,
-) -> Iterator[Step]:
+) -> Iterator[WalkStep]:
     """Yield the units of an import, in reading order, with the walk's skips before each.
 
     Parameters
@@ -289,18 +289,18 @@ def plan(
                 continue
             spans = split_spans(source, importer(fmt), split_bytes) if split_bytes else None
             if not spans:
-                yield Step(walk.cut(), Unit(source, fmt, None, source_size(source)))
+                yield WalkStep(walk.cut(), Unit(source, fmt, None, source_size(source)))
                 continue
             for i, span in enumerate(spans):
-                yield Step(
-                    walk.cut() if i == 0 else ImportReport(), Unit(source, fmt, span, span.end - span.start, i == 0)
+                yield WalkStep(
+                    walk.cut() if i == 0 else ImportAudit(), Unit(source, fmt, span, span.end - span.start, i == 0)
                 )
-    yield Step(walk.cut(), None)
+    yield WalkStep(walk.cut(), None)
 
 
 def load_sessions(
     paths: str | Path | Iterable[str | Path],
-    report: ImportReport | None = None,
+    audit: ImportAudit | None = None,
     formats: Iterable[str] | None = None,
     engine: Engine | str | None = None,
 ) -> Iterator[Session]:
@@ -309,7 +309,7 @@ def load_sessions(
     Parameters
     ----------
     paths : path or iterable of paths
-    report : ImportReport, optional
+    audit : ImportAudit, optional
         Receives counts and skips (a fresh one is used if omitted).
     formats : iterable of str, optional
         Only import sources of these formats (others are not read).
@@ -331,47 +331,47 @@ def load_sessions(
     ------
     FileNotFoundError
         When a path does not exist at all; every other fault of a source is a
-        skip counted in `report` (see `iter_sources`).
+        skip counted in `audit` (see `iter_sources`).
 
     Notes
     -----
-    Built on `compaction_lab.ingest.units`: the same units, report segments and
+    Built on `compaction_lab.ingest.units`: the same units, audit segments and
     `Admission` in every reading, so each engine gives the same sessions and
-    the same report.
+    the same audit.
     """
-    report = report if report is not None else ImportReport()
+    audit = audit if audit is not None else ImportAudit()
     if isinstance(paths, (str, Path)):
         paths = [paths]
     admission = Admission()
     if engine is None:
         for step in plan(paths, formats):
-            report.merge(step.before)
+            audit.merge(step.before)
             if step.unit is None:
                 continue
-            report.files += step.unit.first
+            audit.files += step.unit.first
             for segment, session in read_unit(step.unit, importer(step.unit.fmt)):
-                report.merge(segment)
-                if session is not None and (kept := admit(admission, session, step.unit.path, report)) is not None:
-                    yield report.produced(kept)
+                audit.merge(segment)
+                if session is not None and (kept := admit(admission, session, step.unit.path, audit)) is not None:
+                    yield audit.produced(kept)
         return
     steps = list(plan(paths, formats, split_bytes=SPAN_BYTES))
-    for unit, handle in units_on_engine(steps, report, engine, lambda e, u: e.submit(_read_whole, u)):
+    for unit, handle in units_on_engine(steps, audit, engine, lambda e, u: e.submit(_read_whole, u)):
         pairs = handle.result()
         handle.release()
         for segment, session in pairs:
-            report.merge(segment)
-            if session is not None and (kept := admit(admission, session, unit.path, report)) is not None:
-                yield report.produced(kept)
+            audit.merge(segment)
+            if session is not None and (kept := admit(admission, session, unit.path, audit)) is not None:
+                yield audit.produced(kept)
 
 
-def _read_whole(unit: Unit) -> list[tuple[ImportReport, Session | None]]:
-    """Task: one unit's sessions with their report segments (see `read_unit`)."""
+def _read_whole(unit: Unit) -> list[tuple[ImportAudit, Session | None]]:
+    """Task: one unit's sessions with their audit segments (see `read_unit`)."""
     return list(read_unit(unit, importer(unit.fmt)))
 
 
 def units_on_engine(
-    steps: list[Step],
-    report: ImportReport,
+    steps: list[WalkStep],
+    audit: ImportAudit,
     engine: Engine | str,
     start: Callable[[Engine, Unit], T],
     window: int | None = None,
@@ -380,7 +380,7 @@ def units_on_engine(
 
     At most `window` units run ahead of the one yielded (`Engine.ordered`).
     The walk's skips before each unit and the count of sources are merged into
-    `report` as a sequential reading would merge them; what the unit's tasks
+    `audit` as a sequential reading would merge them; what the unit's tasks
     return is the caller's to collect and merge. An engine given by its
     scheduler setting is opened for the plan's size and closed when the
     iteration ends.
@@ -391,31 +391,31 @@ def units_on_engine(
     befores = iter(st.before for st in steps)
     try:
         for unit, started in eng.ordered(units, start, window):
-            report.merge(next(befores))
-            report.files += unit.first
+            audit.merge(next(befores))
+            audit.files += unit.first
             yield unit, started
         for before in befores:
-            report.merge(before)
+            audit.merge(before)
     finally:
         if own:
             eng.close()
 
 
-def admit(admission: Admission, session: Session, source: str | Path, report: ImportReport) -> Session | None:
-    """Return the session as kept (renamed when its id was taken), or None for a duplicate (counted in `report`)."""
-    sid = admit_id(admission, session.source_format, session.id, content_digest(session), source, report)
+def admit(admission: Admission, session: Session, source: str | Path, audit: ImportAudit) -> Session | None:
+    """Return the session as kept (renamed when its id was taken), or None for a duplicate (counted in `audit`)."""
+    sid = admit_id(admission, session.source_format, session.id, content_digest(session), source, audit)
     if sid is None:
         return None
     return session if sid == session.id else renamed(session, sid)
 
 
 def admit_id(
-    admission: Admission, source_format: str, session_id: str, digest: bytes, source: str | Path, report: ImportReport
+    admission: Admission, source_format: str, session_id: str, digest: bytes, source: str | Path, audit: ImportAudit
 ) -> str | None:
     """`Admission.admit`, counting a duplicate as a ``duplicate_session`` skip of `source`."""
     sid = admission.admit(source_format, session_id, digest)
     if sid is None:
-        report.skip(source, None, "duplicate_session", f"session {session_id} already imported")
+        audit.skip(source, None, "duplicate_session", f"session {session_id} already imported")
     return sid
 
 
@@ -449,10 +449,11 @@ __all__ = [
     "IMPORTERS",
     "Head",
     "Importer",
-    "ImportReport",
+    "ImportAudit",
     "IngestError",
     "UnknownFormat",
     "admit",
+    "agent_of_format",
     "admit_id",
     "check_paths",
     "claimants",

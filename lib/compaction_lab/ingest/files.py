@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from compaction_lab.core.paths import SQLITE_HEADER
-from compaction_lab.ingest.import_report import ImportReport, os_reason
+from compaction_lab.ingest.import_audit import ImportAudit, os_reason
 from compaction_lab.ingest.json_repair import fast_decode, parse_json
 from compaction_lab.ingest.outline import OUTLINE_CHUNK, outline
 
@@ -406,11 +406,11 @@ class Span:
 
 
 def iter_jsonl(
-    path: str | Path, report: ImportReport, span: Span | None = None
+    path: str | Path, audit: ImportAudit, span: Span | None = None
 ) -> Iterator[tuple[int, dict[str, Any], bytes]]:
     """Stream the JSON objects of a JSONL file with their 1-based line numbers and raw bytes.
 
-    Bad lines are skipped and counted in `report` (invalid UTF-8, malformed
+    Bad lines are skipped and counted in `audit` (invalid UTF-8, malformed
     JSON, a truncated last line, a value that is not an object); blank lines
     are ignored; an empty file is counted once as ``empty_file``; an
     unreadable one as ``unreadable``. A NUL tail is one ``nul_tail`` skip at
@@ -427,17 +427,17 @@ def iter_jsonl(
     try:
         f = open_binary(path, STREAM_BUFFER)
     except OSError as exc:
-        report.skip(path, None, "unreadable", os_reason(exc))
+        audit.skip(path, None, "unreadable", os_reason(exc))
         return
     with f:
         if span is None:
-            yield from _jsonl_objects(path, f, report)
+            yield from _jsonl_objects(path, f, audit)
             return
         if is_compressed(f):
             raise ValueError(f"{path}: a span cannot be read from a compressed file")
         if span.start:
             f.seek(span.start)
-        yield from _jsonl_objects(path, _span_lines(f, span), report, span.first_line - 1, in_span=True)
+        yield from _jsonl_objects(path, _span_lines(f, span), audit, span.first_line - 1, in_span=True)
 
 
 def _span_lines(f: BinaryIO, span: Span) -> Iterator[bytes]:
@@ -453,7 +453,7 @@ def _span_lines(f: BinaryIO, span: Span) -> Iterator[bytes]:
 def _jsonl_objects(
     path: str | Path,
     f: Iterable[bytes],
-    report: ImportReport,
+    audit: ImportAudit,
     lineno: int = 0,
     in_span: bool = False,
 ) -> Iterator[tuple[int, dict[str, Any], bytes]]:
@@ -471,10 +471,10 @@ def _jsonl_objects(
         seen_data = True
         if verdict.obj is None:
             # `_parse_line` gives every verdict without an object a reason.
-            report.skip(path, lineno, cast(str, verdict.reason), verdict.detail)
+            audit.skip(path, lineno, cast(str, verdict.reason), verdict.detail)
             return None
         if verdict.surrogates:
-            report.note("lone_surrogates_replaced")
+            audit.note("lone_surrogates_replaced")
         return lineno, verdict.obj, raw
 
     # Lines are judged one behind the reader: what the last line means (cut by a damage,
@@ -505,7 +505,7 @@ def _jsonl_objects(
         for n, line in tail if tail is not None else [held] if held is not None else []:
             if (item := judge(n, line, line.endswith(b"\n"))) is not None:
                 yield item
-        report.skip(path, lineno + 1, "unreadable", os_reason(exc))
+        audit.skip(path, lineno + 1, "unreadable", os_reason(exc))
         return
     pending = tail if tail is not None else [held] if held is not None else []
     damage = damage_of(f)
@@ -516,7 +516,7 @@ def _jsonl_objects(
         for n, line in pending:
             if (item := judge(n, line, True)) is not None:
                 yield item
-        report.skip(path, cut, "corrupt_compressed", damage.describe())
+        audit.skip(path, cut, "corrupt_compressed", damage.describe())
         return
     if pending and _ends_in_nul(pending[0][1]):
         first, raw = pending[0]
@@ -524,16 +524,16 @@ def _jsonl_objects(
         if (item := judge(first, raw.rstrip(_BLANK_OR_NUL), False)) is not None:
             yield item
         nuls = sum(line.count(b"\x00") for _, line in pending)
-        report.skip(path, first, "nul_tail", f"{nuls} NUL bytes from line {first} to the end of the file")
+        audit.skip(path, first, "nul_tail", f"{nuls} NUL bytes from line {first} to the end of the file")
         return
     for n, line in pending:
         if (item := judge(n, line, line.endswith(b"\n"))) is not None:
             yield item
     if not seen_data:
-        report.skip(path, None, "empty_file")
+        audit.skip(path, None, "empty_file")
 
 
-def load_json(path: str | Path, report: ImportReport) -> Any | None:
+def load_json(path: str | Path, audit: ImportAudit) -> Any | None:
     """Parse a whole-file JSON document (``.traj``, export JSON); None (counted) when it fails.
 
     Read through `open_binary` (BOM stripped, zstd decoded). A NUL tail is
@@ -546,7 +546,7 @@ def load_json(path: str | Path, report: ImportReport) -> Any | None:
             data = f.read()
             damage = damage_of(f)
     except OSError as exc:
-        report.skip(path, None, "unreadable", os_reason(exc))
+        audit.skip(path, None, "unreadable", os_reason(exc))
         return None
     # A damage ends the data wherever it struck: NULs before it are no crash's tail.
     body = data.rstrip(_BLANK_OR_NUL) if damage is None else data
@@ -554,27 +554,27 @@ def load_json(path: str | Path, report: ImportReport) -> Any | None:
     if b"\x00" in tail:
         at = len(body) + tail.index(b"\x00")
         nuls = tail.count(b"\x00")
-        report.skip(path, data.count(b"\n", 0, at) + 1, "nul_tail", f"{nuls} NUL bytes at the end of the file")
+        audit.skip(path, data.count(b"\n", 0, at) + 1, "nul_tail", f"{nuls} NUL bytes at the end of the file")
     elif not body.strip() and damage is None:
-        report.skip(path, None, "empty_file")
+        audit.skip(path, None, "empty_file")
         return None
     if damage is not None:
-        report.skip(path, data.count(b"\n") + 1, "corrupt_compressed", damage.describe())
+        audit.skip(path, data.count(b"\n") + 1, "corrupt_compressed", damage.describe())
     if not body.strip():
         return None
     try:
         doc, replaced = parse_json(body.decode("utf-8"))
     except UnicodeDecodeError as exc:
         if damage is None:
-            report.skip(path, None, "invalid_utf8", str(exc))
+            audit.skip(path, None, "invalid_utf8", str(exc))
         return None
     except (ValueError, RecursionError) as exc:
         if damage is None:  # a document cut by the damage is already counted
-            report.skip(path, None, "malformed_json", str(exc)[:200] or type(exc).__name__)
+            audit.skip(path, None, "malformed_json", str(exc)[:200] or type(exc).__name__)
         return None
     if replaced:
-        report.note("lone_surrogates_replaced")
+        audit.note("lone_surrogates_replaced")
     if doc is None:
         # `null` parses, but holds nothing: counted, so the caller's None is never silent.
-        report.skip(path, None, "not_an_object", "document is null")
+        audit.skip(path, None, "not_an_object", "document is null")
     return doc

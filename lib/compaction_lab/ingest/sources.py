@@ -28,14 +28,20 @@ import pandas as pd
 
 from compaction_lab.core import bounded_json, excerpt, runfolder
 from compaction_lab.core.session import Session
-from compaction_lab.ingest import ImportReport, load_sessions, synthetic
-from compaction_lab.ingest.import_report import os_reason
+from compaction_lab.ingest import ImportAudit, load_sessions, synthetic
+from compaction_lab.ingest.import_audit import os_reason
 from compaction_lab.privacy import redactor as redactor_mod
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 #: What notebook 01 leaves in a redacted run folder: its ``redact_patterns`` (`save`, `run_redactor`).
 REDACTION_FILE = "redaction.json"
+
+#: An import's audit in the run folder: its counts (`save`, `load_audit`; the skips are ``import_skips.parquet``).
+AUDIT_FILE = "import_audit.json"
+
+#: The name run folders written before the audit was named so: still read when `AUDIT_FILE` is missing.
+OLD_AUDIT_FILE = "import_report.json"
 
 
 @dataclass(frozen=True)
@@ -49,14 +55,14 @@ class Sources:
         ``synthetic`` or ``imported``.
     chains : tuple of SyntheticChain
         The synthetic chains (facts and decoys included); empty when imported.
-    report : ImportReport or None
-        Counts and skips of an import; None for synthetic chains.
+    audit : ImportAudit or None
+        What an import read, produced and skipped, and why; None for synthetic chains.
     """
 
     sessions: tuple[Session, ...]
     kind: str
     chains: tuple = ()
-    report: ImportReport | None = None
+    audit: ImportAudit | None = None
 
 
 def gather(
@@ -100,7 +106,7 @@ def gather(
             "chains", memo.key("chains", repr(spec)), lambda: synthetic.generate_chains(spec, progress=progress)
         )
         return Sources(tuple(c.session for c in chains), "synthetic", tuple(chains), None)
-    report = ImportReport()
+    audit = ImportAudit()
     existing = []
     for p in paths:
         path = Path(p).expanduser()
@@ -108,22 +114,22 @@ def gather(
             os.lstat(path)  # a link is judged by the import walk (dangling, looping), not here
         except FileNotFoundError:
             # A profile may list the usual places of several agents; a user has some, not all.
-            report.skip(path, None, "unreadable", "no such file or directory")
+            audit.skip(path, None, "unreadable", "no such file or directory")
         except OSError as exc:  # a parent folder this account may not enter
-            report.skip(path, None, "unreadable", os_reason(exc))
+            audit.skip(path, None, "unreadable", os_reason(exc))
         else:
             existing.append(path)
-    it = load_sessions(existing, report)
+    it = load_sessions(existing, audit)
     if progress:
         from tqdm.auto import tqdm
 
         it = tqdm(it, desc="import", unit="session")
     sessions = tuple(it)
     if not sessions:
-        raise ValueError(f"no sessions imported from {paths}: {report.summary()}")
+        raise ValueError(f"no sessions imported from {paths}: {audit.summary()}")
     if redactor is not None and (redactor.enabled or redactor.literals):
         sessions = tuple(redactor.session(s) for s in sessions)
-    return Sources(sessions, "imported", (), report)
+    return Sources(sessions, "imported", (), audit)
 
 
 #: Session ids kept as their own file name: lower case (so that case-insensitive file
@@ -156,11 +162,11 @@ def save(
     redact: bool = False,
     redact_patterns: str | Path | Sequence[Mapping] | None = None,
 ) -> Path:
-    """Write the run's sessions (and facts or the import report) into the run folder.
+    """Write the run's sessions (and facts or the import audit) into the run folder.
 
     Writes ``sessions/<session>.jsonl`` per session; for synthetic chains also
-    ``sessions/facts.jsonl``; for imports ``import_report.json`` and
-    ``import_skips.parquet``.
+    ``sessions/facts.jsonl``; for imports the audit: `AUDIT_FILE` (counts) and
+    ``import_skips.parquet`` (kept skips).
 
     Parameters
     ----------
@@ -200,18 +206,18 @@ def save(
         for f in out.iterdir():
             if f.is_file() and not f.is_symlink():
                 os.chmod(f, 0o600)
-    if sources.report is not None:
-        rep = sources.report
-        (Path(run_dir) / "import_report.json").write_text(
+    if sources.audit is not None:
+        audit = sources.audit
+        (Path(run_dir) / AUDIT_FILE).write_text(
             json.dumps(
                 {
-                    "files": rep.files,
-                    "sessions": rep.sessions,
-                    "records": rep.records,
-                    "formats": dict(rep.formats),
-                    "skipped": rep.n_skipped,
-                    "reasons": dict(rep.reasons),
-                    "notes": dict(rep.notes),
+                    "files": audit.files,
+                    "sessions": audit.sessions,
+                    "records": audit.records,
+                    "formats": dict(audit.formats),
+                    "skipped": audit.n_skipped,
+                    "reasons": dict(audit.reasons),
+                    "notes": dict(audit.notes),
                 },
                 indent=2,
                 sort_keys=True,
@@ -219,8 +225,45 @@ def save(
             + "\n",
             encoding="utf-8",
         )
-        runfolder.save_table(rep.to_frame(), run_dir, "import_skips")
+        (Path(run_dir) / OLD_AUDIT_FILE).unlink(missing_ok=True)  # a rerun in an old folder leaves one audit
+        runfolder.save_table(audit.to_frame(), run_dir, "import_skips")
     return out
+
+
+def load_audit(run_dir: Path) -> dict[str, Any] | None:
+    """Return the counts of the import audit `save` wrote into a run folder, or None when the run imported nothing.
+
+    Reads `AUDIT_FILE`, or `OLD_AUDIT_FILE` when it is missing, so a run folder written before the
+    rename still opens.
+
+    Parameters
+    ----------
+    run_dir : path
+        The run folder.
+
+    Returns
+    -------
+    dict or None
+        ``files``, ``sessions``, ``records``, ``formats``, ``skipped``, ``reasons``, ``notes``; None for a
+        synthetic run (no audit file under either name).
+
+    Raises
+    ------
+    ValueError
+        When the file is not a JSON object, or cannot be read (the message names it).
+    """
+    for name in (AUDIT_FILE, OLD_AUDIT_FILE):
+        path = Path(run_dir) / name
+        try:
+            found = bounded_json.load_file(path)
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{path}: cannot read the import audit ({exc})") from None
+        if not isinstance(found, dict):
+            raise ValueError(f"{path}: the import audit is not a JSON object")
+        return found
+    return None
 
 
 def load_saved(run_dir: Path, cap: int = excerpt.RECORD_CAP_CHARS, stage: str = "this notebook") -> tuple[Session, ...]:
@@ -326,16 +369,19 @@ def summary(sources: Sources) -> pd.DataFrame:
 
 def describe(sources: Sources) -> str:
     """One line saying what was studied (and what an import skipped)."""
-    if sources.report is not None:
-        return f"Imported: {sources.report.summary()}"
+    if sources.audit is not None:
+        return f"Imported: {sources.audit.summary()}"
     return f"Synthetic: {len(sources.chains)} seeded chains (offline generator)."
 
 
 __all__ = [
+    "AUDIT_FILE",
+    "OLD_AUDIT_FILE",
     "REDACTION_FILE",
     "Sources",
     "describe",
     "gather",
+    "load_audit",
     "load_saved",
     "run_redactor",
     "save",

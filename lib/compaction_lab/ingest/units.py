@@ -4,13 +4,13 @@ An import is cut into `Unit`\ s that can be read independently (by
 `compaction_lab.engine.scheduler` on other processes or machines) and combined on the
 client into exactly what one sequential reading gives:
 
-* `compaction_lab.ingest.plan` walks the paths (`iter_sources`) and yields `Step`\ s: the walk's
+* `compaction_lab.ingest.plan` walks the paths (`iter_sources`) and yields `WalkStep`\ s: the walk's
   own skips before each source, then the source as one unit — or, for a large
   plain file of a format that marks where its sessions start (Codex rollouts:
   ``SESSION_MARKER`` / ``session_key``), as several units, each a `Span` of
   whole sessions (`split_spans`). Compressed files are never split: they
   cannot be entered in the middle.
-* `read_unit` imports one unit, cutting its import report into segments: the
+* `read_unit` imports one unit, cutting its import audit into segments: the
   skips and notes before each session, so a client can interleave them with
   what it decides about each session (duplicates) in reading order.
 * `Admission` is the one rule for a session met twice (the same data from two
@@ -28,7 +28,7 @@ from typing import BinaryIO, cast
 
 from compaction_lab.core.session import Session
 from compaction_lab.ingest.files import STREAM_BUFFER, Span, is_compressed, open_binary
-from compaction_lab.ingest.import_report import ImportReport
+from compaction_lab.ingest.import_audit import ImportAudit
 from compaction_lab.ingest.json_repair import parse_json
 from compaction_lab.ingest.registry import Importer, SplittableImporter
 
@@ -63,19 +63,19 @@ class Unit:
 
 
 @dataclass
-class Step:
+class WalkStep:
     """The walk's skips met before a unit, and the unit (None after the last one)."""
 
-    before: ImportReport
+    before: ImportAudit
     unit: Unit | None
 
 
-class Segmented(ImportReport):
-    """An import report whose skips and notes go to the current segment (see `cut`)."""
+class Segmented(ImportAudit):
+    """An import audit whose skips and notes go to the current segment (see `cut`)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.current = ImportReport()
+        self.current = ImportAudit()
 
     def skip(self, path: str | Path, line: int | None, reason: str, detail: str = "") -> None:
         """Record a skip in the current segment."""
@@ -89,9 +89,9 @@ class Segmented(ImportReport):
         """Pass the session through uncounted."""
         return session  # counted by whoever admits it
 
-    def cut(self) -> ImportReport:
+    def cut(self) -> ImportAudit:
         """Return the segment so far and start a new one."""
-        seg, self.current = self.current, ImportReport()
+        seg, self.current = self.current, ImportAudit()
         return seg
 
 
@@ -105,22 +105,22 @@ def source_size(path: Path) -> int:
         return 0
 
 
-def read_unit(unit: Unit, mod: Importer) -> Iterator[tuple[ImportReport, Session | None]]:
-    """Import one unit with its importer `mod`: each session with the report segment read before it, then the rest.
+def read_unit(unit: Unit, mod: Importer) -> Iterator[tuple[ImportAudit, Session | None]]:
+    """Import one unit with its importer `mod`: each session with the audit segment read before it, then the rest.
 
     The last pair has no session. The segments merged in order equal the
-    unit's whole import report; the sessions are not yet admitted (see
+    unit's whole import audit; the sessions are not yet admitted (see
     `Admission`).
     """
-    report = Segmented()
+    audit = Segmented()
     sessions = (
-        cast(SplittableImporter, mod).load(unit.path, report, span=unit.span)
+        cast(SplittableImporter, mod).load(unit.path, audit, span=unit.span)
         if unit.span is not None
-        else mod.load(unit.path, report)
+        else mod.load(unit.path, audit)
     )
     for session in sessions:
-        yield report.cut(), session
-    yield report.cut(), None
+        yield audit.cut(), session
+    yield audit.cut(), None
 
 
 def split_spans(path: Path, mod: Importer, target: int | None = SPAN_BYTES) -> list[Span] | None:

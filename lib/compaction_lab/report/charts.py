@@ -92,6 +92,45 @@ def draw(run: str | os.PathLike[str] | Any, stem: str, *data: Any, **kw: Any) ->
     return figures.draw(run, stem, *data, **kw)
 
 
+def draw_registered(run: str | os.PathLike[str] | Any) -> dict[str, Any]:
+    """Draw every figure that names the run-folder tables it reads (``register(reads=...)``), and save each.
+
+    The share notebook's one generic cell: each such figure (`run_figures` order) is drawn from its tables,
+    made into its arguments by its ``arguments`` function when it has one, as `draw` draws (masked in a
+    redacted run). A figure whose table the run folder lacks is saved as the chart that says it was not
+    measured (`no_data`), naming the missing tables, so the page still lists it.
+
+    Parameters
+    ----------
+    run : str, Path or run result
+        The run folder (a notebook's ``out``), or anything with a ``run_dir`` attribute.
+
+    Returns
+    -------
+    dict of str to altair chart
+        The charts by stem, in the report's order (empty when no figure reads tables).
+    """
+    folder = Path(getattr(run, "run_dir", run))
+    drawn: dict[str, Any] = {}
+    for spec in run_figures():
+        if not spec.reads:
+            continue
+        missing = [t for t in spec.reads if not runfolder.table_path(folder, t).exists()]
+        if missing:
+            why = (
+                f"This run folder has no {', '.join(missing)} table, so nothing was measured here:",
+                "the notebook that writes it did not run, or ran with other parameters.",
+            )
+            chart = no_data(spec.title, why)
+            save_chart(chart, runfolder.figure_stem(folder, spec.stem))
+        else:
+            tables = [runfolder.load_table(folder, t) for t in spec.reads]
+            args = tuple(spec.arguments(*tables)) if spec.arguments is not None else tuple(tables)
+            chart = draw(run, spec.stem, *args)
+        drawn[spec.stem] = chart
+    return drawn
+
+
 def _run_redactor(folder: Path) -> Redactor | None:
     """Return the run folder's redactor (`sources.run_redactor`), built once per state of its files."""
     try:
@@ -128,6 +167,7 @@ __all__ = [
     "THEME",
     "FigureSpec",
     "draw",
+    "draw_registered",
     "fig1_retained",
     "fig2_composition",
     "fig3_complete",

@@ -1,4 +1,8 @@
-"""Rendering a run folder: each executed notebook as HTML (inputs hidden) and the run's ``report.html``."""
+"""Rendering a run folder: each executed notebook as HTML (inputs hidden) and the run's ``report.html``.
+
+The page's pieces come from `share` (and `decision`); after its own blocks it shows the block of every
+registered exam that gives one (`exam.Exam.block`), all with one macro of the template. See docs/report.md.
+"""
 
 from __future__ import annotations
 
@@ -92,6 +96,7 @@ def build_index(
         exam=share.exam_block(run_dir),
         continuation=share.continuation_block(run_dir),
         inspect=share.inspect_block(run_dir),  # models run through Inspect AI (`import-inspect`), when any
+        blocks=_exam_blocks(run_dir, numbered),  # every other exam's block, from its own module (`Exam.block`)
         notebooks=[
             {
                 "name": r.notebook,
@@ -110,6 +115,23 @@ def build_index(
     out = run_dir / runfolder.REPORT_HTML
     out.write_text(charts.page_safe(page), encoding="utf-8")
     return out
+
+
+def _exam_blocks(run_dir: Path, numbered: list[tuple[int, share.Figure]]) -> list[dict[str, Any]]:
+    """Return the blocks of the registered exams that give one (`share.exam_blocks`), ready for the page's macro.
+
+    Each: the block, its tables as collapsed HTML (`share.collapsed_tables`) and, of its figures, those the
+    run saved, as (stem, caption with the page's number).
+    """
+    by_stem = {f.stem: (n, f) for n, f in numbered}
+    return [
+        {
+            "block": b,
+            "tables": share.collapsed_tables(b.tables),
+            "figures": [(stem, by_stem[stem][1].numbered(by_stem[stem][0])) for stem in b.figures if stem in by_stem],
+        }
+        for b in share.exam_blocks(run_dir)
+    ]
 
 
 build_report = build_index  # the name earlier stages used

@@ -13,7 +13,7 @@ import html
 import json
 import re
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,8 @@ import pandas as pd
 
 from compaction_lab.core import bounded_json, runfolder
 from compaction_lab.core.projection import STAND_IN_LABEL
-from compaction_lab.exam import found, imported
+from compaction_lab.exam import exam, found, imported
+from compaction_lab.exam.exam import ExamBlock
 from compaction_lab.exam.questions import cases as exam_cases
 from compaction_lab.exam.statistics import stats
 from compaction_lab.report.figures import run_figures
@@ -1236,7 +1237,7 @@ def continuation_block(run_dir: Path) -> ContinuationBlock | None:
 
 
 @dataclass(frozen=True)
-class ExamBlock:
+class QuestionsBlock:
     """The report's "questions and sessions" block.
 
     Where each session was cut and what it gave, results per session, and — for real logs — the pool's own
@@ -1254,20 +1255,71 @@ class ExamBlock:
         Sections without rows are left out. Collapsed (``<details>``): a per-session table runs to dozens of
         rows and would stand between the headline and the figures.
         """
-        parts = []
-        for title, df in (
-            ("Sessions", self.sessions),
-            ("Recall per session", self.by_session),
-            ("Recall under other question mixes", self.mixes),
-        ):
-            if len(df):
-                rows = f"{len(df):,} row" + ("" if len(df) == 1 else "s")
-                parts.append(
-                    f"<details><summary><b>{html.escape(title)}</b> ({rows})</summary>"
-                    + df.to_html(index=False, escape=True, na_rep="n/a")
-                    + "</details>"
-                )
-        return "\n".join(parts)
+        return collapsed_tables(
+            (
+                ("Sessions", self.sessions),
+                ("Recall per session", self.by_session),
+                ("Recall under other question mixes", self.mixes),
+            )
+        )
+
+
+def collapsed_tables(tables: Iterable[tuple[str, pd.DataFrame]]) -> str:
+    """Render tables as HTML (escaped), each collapsed (``<details>``) under its caption and row count.
+
+    Tables without rows are left out: the way the report shows a block's tables (`QuestionsBlock`, and the
+    block of every exam that gives one, `exam.ExamBlock`).
+    """
+    parts = []
+    for title, df in tables:
+        if len(df):
+            rows = f"{len(df):,} row" + ("" if len(df) == 1 else "s")
+            parts.append(
+                f"<details><summary><b>{html.escape(title)}</b> ({rows})</summary>"
+                + df.to_html(index=False, escape=True, na_rep="n/a")
+                + "</details>"
+            )
+    return "\n".join(parts)
+
+
+def exam_blocks(run_dir: Path) -> list[ExamBlock]:
+    """Return the block of every registered exam that gives one (`exam.Exam.block`), in rank order.
+
+    The report shows them after its own blocks, all alike; an exam needs no edit here to get one.
+
+    Raises
+    ------
+    ValueError
+        When a block's anchor is one of the page's own (`PAGE_ANCHORS`), a figure's or another block's.
+    """
+    taken = set(PAGE_ANCHORS) | {f.stem for f in run_figures()}
+    blocks = []
+    for name in exam.names():
+        block = exam.get(name).block(Path(run_dir))
+        if block is None:
+            continue
+        if block.anchor in taken:
+            raise ValueError(f"exam {name!r}: its block's anchor {block.anchor!r} is already an id of the report")
+        taken.add(block.anchor)
+        blocks.append(block)
+    return blocks
+
+
+#: The ids of report.html's own sections (an exam's block takes another).
+PAGE_ANCHORS = frozenset(
+    {
+        "decision",
+        "measured",
+        "headline",
+        "figures",
+        "questions",
+        "recorded",
+        "inspect",
+        "continuation",
+        "notebooks",
+        "parameters",
+    }
+)
 
 
 #: Per-session table as the report shows it: column -> header.
@@ -1343,7 +1395,7 @@ def power_lines(table: pd.DataFrame | None) -> list[str]:
     return lines
 
 
-def exam_block(run_dir: Path) -> ExamBlock | None:
+def exam_block(run_dir: Path) -> QuestionsBlock | None:
     """Sessions, per-session recall and the question-mix table, from notebook 03's tables (None: it did not run).
 
     Values only: ``exam_sessions`` (imported sessions: where each was cut, its questions, why none),
@@ -1399,7 +1451,7 @@ def exam_block(run_dir: Path) -> ExamBlock | None:
                 }
             )
     cols = [c for c in ("session_id", "tokens", "would_compact", "cut", "questions", "reason") if c in sessions]
-    return ExamBlock(tuple(lines), sessions[cols] if len(sessions) else sessions, view, mixes)
+    return QuestionsBlock(tuple(lines), sessions[cols] if len(sessions) else sessions, view, mixes)
 
 
 #: The readers table as the report shows it: column -> header.

@@ -6,8 +6,9 @@ Every part of the suite that needs to know the chain reads it here:
   a notebook reads (`Step.reads`) and the one output that proves each ran in a folder (`Step.mark`);
 - `compaction_lab.run.plan` and `doctor` (which notebooks of a profile call a model, and through which
   parameters: `model_notebooks`, `Step.model_parameters`);
-- the figure registry (`compaction_lab.report.figures`): each figure names the notebook that draws it,
-  so a step's figures (`Step.figures`) are read from the registry, never listed twice;
+- the figure registry (`compaction_lab.report.figures`) and the exam registry (`compaction_lab.exam.exam`):
+  each figure and each exam names the notebook that draws or runs it, so a step's figures (`Step.figures`)
+  and the tables its exams write (part of `Step.writes`) are read from the registries, never listed twice;
 - the tests of the notebooks: the chain's notebooks (`names`) are the notebook files the runner finds
   (`compaction_lab.run.runner.chain_notebooks`), in run order, and a smoke run writes and draws what
   the chain lists (``tests/report/test_notebooks.py``); each notebook's cells draw exactly the figures
@@ -21,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -35,10 +37,10 @@ class Step:
         Its stem in ``notebooks/`` (``"03_closed_book_exam"``).
     reads : tuple of str
         The notebooks whose outputs it reads, in chain order (each before it in `CHAIN`).
-    writes : tuple of str
-        The files it always writes into the run folder, in the order it writes them (a folder ends with
-        ``/``; figures apart: see `figures`). Files written only for some inputs (an import's report, a
-        probe bank's pool) are not listed.
+    files : tuple of str
+        The files it always writes into the run folder besides its exams' tables (a folder ends with ``/``;
+        figures apart: see `figures`; its exams' tables: see `writes`). Files written only for some inputs
+        (an import's report, a probe bank's pool) are not listed.
     mark : str
         The one of `writes` that proves it ran in a folder (what a later notebook opened by hand looks for).
     after : tuple of str
@@ -53,16 +55,34 @@ class Step:
 
     notebook: str
     reads: tuple[str, ...]
-    writes: tuple[str, ...]
+    files: tuple[str, ...]
     mark: str
     model_parameters: tuple[str, ...] = ()
     purposes: tuple[str, ...] = ()
     after: tuple[str, ...] = ()
 
-    def __post_init__(self) -> None:
-        """Check that the mark is one of the outputs."""
-        if self.mark not in self.writes:
+    @property
+    def writes(self) -> tuple[str, ...]:
+        """The files it always writes into the run folder: its own `files`, then its exams' tables.
+
+        The tables are the `Exam.writes` of the exams registered for this notebook (`EXAMS`, in rank
+        order), as file names (``exam_closed.parquet``); figures apart (see `figures`).
+
+        Raises
+        ------
+        ValueError
+            When its `mark` is not among them (an exam's tables renamed without the chain).
+        """
+        # Imported here: reading the exam registry imports every exam module, which a caller asking only
+        # about inputs or model calls (doctor, the CLI) does not need.
+        from compaction_lab.core import runfolder
+        from compaction_lab.exam import exam
+
+        tables = tuple(runfolder.table_path(Path(), t).name for t in exam.writes_of(self.notebook))
+        out = (*self.files, *tables)
+        if self.mark not in out:
             raise ValueError(f"{self.notebook}: its mark {self.mark!r} is not among the files it writes")
+        return out
 
     @property
     def figures(self) -> tuple[str, ...]:
@@ -83,13 +103,13 @@ CHAIN: tuple[Step, ...] = (
     Step(
         "01_context_composition",
         reads=(),
-        writes=("sessions/", "composition.parquet", "followups.parquet"),
+        files=("sessions/", "composition.parquet", "followups.parquet"),
         mark="composition.parquet",
     ),
     Step(
         "02_projection_anatomy",
         reads=("01_context_composition",),
-        writes=("projections.parquet",),
+        files=("projections.parquet",),
         mark="projections.parquet",
         model_parameters=("summarizer",),
         purposes=("summary:*",),
@@ -97,21 +117,8 @@ CHAIN: tuple[Step, ...] = (
     Step(
         "03_closed_book_exam",
         reads=("01_context_composition",),
-        writes=(
-            "exam_bank.jsonl",
-            "exam_closed.parquet",
-            "exam_projections.parquet",
-            "exam_recall.parquet",
-            "exam_by_session.parquet",
-            "exam_paired.parquet",
-            "exam_sensitivity.parquet",
-            "exam_recorded_bank.jsonl",
-            "exam_recorded_pool.jsonl",
-            "recorded_compactions.parquet",
-            "recorded_skipped.parquet",
-            "exam_recorded_answers.parquet",
-            "exam_recorded.parquet",
-        ),
+        # The banks its exams save beside the sessions (their tables: the exams' own `writes`).
+        files=("exam_bank.jsonl", "exam_recorded_bank.jsonl", "exam_recorded_pool.jsonl"),
         mark="exam_recall.parquet",
         model_parameters=("summarizer", "reader"),
         purposes=("summary:*", "exam:closed"),
@@ -119,7 +126,7 @@ CHAIN: tuple[Step, ...] = (
     Step(
         "04_cost_model",
         reads=("01_context_composition", "03_closed_book_exam"),
-        writes=(
+        files=(
             "cost_assumptions.parquet",
             "cost.parquet",
             "compaction_prefix.parquet",
@@ -137,7 +144,7 @@ CHAIN: tuple[Step, ...] = (
     Step(
         "05_open_book_exam",
         reads=("01_context_composition",),
-        writes=("archive.sqlite", "exam_open.parquet", "exam_open_outcomes.parquet"),
+        files=("archive.sqlite",),
         mark="exam_open.parquet",
         after=("03_closed_book_exam",),
         model_parameters=("summarizer", "reader"),
@@ -147,13 +154,7 @@ CHAIN: tuple[Step, ...] = (
     Step(
         "06_continuation_exam",
         reads=("01_context_composition",),
-        writes=(
-            "exam_continuation.parquet",
-            "continuation_targets.parquet",
-            "continuation_recall.parquet",
-            "rediscovery.parquet",
-            "rediscovery_compactions.parquet",
-        ),
+        files=(),
         mark="continuation_recall.parquet",
         after=("03_closed_book_exam",),
         model_parameters=("summarizer", "reader"),
@@ -170,7 +171,7 @@ CHAIN: tuple[Step, ...] = (
             "05_open_book_exam",
             "06_continuation_exam",
         ),
-        writes=("headline.parquet",),
+        files=("headline.parquet",),
         mark="headline.parquet",
     ),
 )

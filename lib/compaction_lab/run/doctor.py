@@ -315,12 +315,12 @@ def _profile_checks(
     name: str, spend: bool, environ: Mapping[str, str] | None, overrides: Mapping[str, Any] | None = None
 ) -> tuple[list[Check], str | None, Any]:
     """Endpoint checks for a profile, the line naming the notebooks that call the model (or None), the profile."""
-    from compaction_lab.endpoints import presets
+    from compaction_lab.endpoints import providers
     from compaction_lab.run import runner
 
     try:
-        # ``model: deepseek`` names a preset: checked as the mapping a run would use.
-        prof = presets.resolve_profile(runner.load_profile(name).with_parameters(dict(overrides or {})))
+        # ``model: deepseek`` names a provider: checked as the mapping a run would use.
+        prof = providers.resolve_profile(runner.load_profile(name).with_parameters(dict(overrides or {})))
     except runner.ProfileError as exc:
         return [Check("profile", "fail", str(exc))], None, None
     calls = model_notebooks(prof)

@@ -240,7 +240,7 @@ def estimate_run(profile: Any, *, overrides: Mapping[str, Any] | None = None) ->
     Parameters
     ----------
     profile : Profile or str
-        A loaded profile, a name or a YAML path (presets resolved as a run resolves them).
+        A loaded profile, a name or a YAML path (providers resolved as a run resolves them).
     overrides : mapping, optional
         Chain-wide parameters (``--set``).
 
@@ -256,12 +256,12 @@ def estimate_run(profile: Any, *, overrides: Mapping[str, Any] | None = None) ->
         When a stage refuses its parameters (as the notebook would).
     """
     from compaction_lab.core import paths
-    from compaction_lab.endpoints import presets, shared
+    from compaction_lab.endpoints import providers, shared
     from compaction_lab.run import params as params_mod
     from compaction_lab.run import runner
 
     prof = runner.load_profile(profile) if isinstance(profile, (str, Path)) else profile
-    prof = presets.resolve_profile(prof.with_parameters(dict(overrides or {})))
+    prof = providers.resolve_profile(prof.with_parameters(dict(overrides or {})))
     prof = params_mod.checked(prof)
     notebooks = planned_notebooks(prof)
     if not notebooks:

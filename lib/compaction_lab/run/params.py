@@ -6,37 +6,15 @@ error naming the parameter, the value and what is allowed, before any work
 starts: before a run folder exists and before notebook 01 imports anything.
 Every problem is found and all are reported together, in one `ProfileError`.
 
-What is checked
----------------
-Types
-    Each notebook's ``parameters`` cell declares its parameters with a type
-    (``papermill.inspect_notebook``: ``int``, ``float``, ``bool``, ``str``,
-    ``list``, ``dict``). A value must have the type every notebook of the
-    profile that takes it declares: an int where a float is declared, never a
-    bool for an int, YAML ``null`` only where the notebook's default is
-    ``None``. ``session_paths`` may be one path (made a one-item list).
-Ranges and names
-    `RULES`: minimums, list items, and names that must exist -- strategies in
-    the registry, summarizers and readers the library knows, price
-    tables, cache rules, periods, encodings that load offline, a pattern file
-    that loads, a model endpoint that is well formed.
-Meaning
-    The window against the output ceiling for every strategy a notebook runs
-    (`window_problems`: each strategy's own usable capacity); the bank's sizes
-    against each other and against the synthetic chains; the figures' price
-    table and cache rule among those priced; a model endpoint when a model is
-    asked for. A non-empty ``session_paths`` is required when the key is given:
-    an empty one would silently run synthetic chains (to run those, leave the
-    key out).
-Unknown keys
-    A parameter no notebook of the profile declares and the runner does not
-    use (`RUNNER_PARAMETERS`) is an error -- usually a typo -- unless
-    ``allow_unknown``; the run then records it in ``run.json`` as
-    ``unused_parameters``.
-Storage
-    The folder that receives the run folder must be writable; a model run's
-    ledger and checkpoint database must be usable files
-    (`paths.check_writable_folder`, `paths.check_sqlite_file`).
+What each parameter may hold is the rules table (`compaction_lab.run.parameter_rules`);
+this module applies it: types against each notebook's ``parameters`` cell
+(`declared_parameters`), ranges and names (`RULES`), meaning (the window
+against the output ceiling for every strategy that runs, `window_problems`;
+sizes against each other and across notebooks), unknown keys (an error unless
+``allow_unknown``), storage (`paths.check_writable_folder`,
+`paths.check_sqlite_file`), a sweep's values (`sweep_values`) and a profile
+file's layout (`layout_problems`). Each check and what it says:
+docs/running.md (Parameters, and how they fail).
 """
 
 from __future__ import annotations
@@ -47,7 +25,6 @@ import difflib
 import json
 import math
 import re
-import reprlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -56,31 +33,24 @@ from typing import Any, TypeVar
 
 import yaml
 
-from compaction_lab.core import bounded_json, paths, user_yaml
+from compaction_lab.core import paths, user_yaml
 from compaction_lab.core.errors import ProfileError
 from compaction_lab.core.profile import Profile
 from compaction_lab.privacy import secrets as _secrets  # noqa: F401  (masks every ProfileError: core.errors)
 from compaction_lab.privacy.secrets import looks_secret_name
-
-#: Parameters the runner itself reads (`runner.run_profile`), whether or not a notebook declares them,
-#: with their types: ``redact`` drives the final sweep, ``redact_patterns`` loads the sweep's patterns;
-#: ``tokenizer`` and ``scheduler`` reach every notebook's kernel as ``COMPACTION_LAB_TOKENIZER`` /
-#: ``COMPACTION_LAB_SCHEDULER`` (the token counter's backend, where heavy work runs; a sweep's runs too);
-#: ``max_sweep_runs`` bounds how many runs a sweep may plan (`DEFAULT_MAX_SWEEP_RUNS`).
-RUNNER_PARAMETERS: Mapping[str, str] = {
-    "redact": "bool",
-    "redact_patterns": "str",
-    "tokenizer": "str",
-    "scheduler": "str",
-    "max_sweep_runs": "int",
-}
-
-#: Set by the runner for every notebook; never by a profile or ``--set``.
-RUN_DIR = "run_dir"
-
-#: Below this a synthetic chain is little more than its opening turn: 100 tokens give one record and no
-#: planted fact, 500 the first three facts. A chain is grown to ``window_tokens`` report tokens.
-MIN_WINDOW_TOKENS = 1_000
+from compaction_lab.run.parameter_rules import (
+    DEFAULT_MAX_SWEEP_RUNS,
+    MAX_SWEEP_RUNS_CEILING,
+    MAX_SWEEP_VALUES,
+    PROFILE_KEYS,
+    RULES,
+    RUN_DIR,
+    RUNNER_PARAMETERS,
+    Rule,
+    echo,
+    known_strategies,
+    quoted,
+)
 
 _TYPE_WORDS = {
     "int": "an integer",
@@ -90,32 +60,6 @@ _TYPE_WORDS = {
     "list": "a list",
     "dict": "a mapping",
 }
-#: Longest echo of a value in a message. `reprlib` limits each level, so a nested value's echo grows with
-#: the product of its levels (six levels of six items: 46,656 quoted); the whole echo is cut here.
-MAX_SHOWN = 200
-
-
-class _Shown(reprlib.Repr):
-    """`reprlib.Repr` whose whole result is at most `MAX_SHOWN` characters."""
-
-    def repr(self, x: Any) -> str:
-        text = super().repr(x)
-        return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 1] + "…"
-
-
-_show = _Shown()
-_show.maxstring, _show.maxother, _show.maxlist, _show.maxdict, _show.maxlevel = 60, 60, 6, 6, 3
-
-
-def _quoted(value: Any) -> str:
-    """Quote a parameter's value for a message: short, and with anything secret-looking masked.
-
-    ``{api_key: hunter2}`` is quoted ``{'api_key': '***'}``: the value under a
-    secret-looking key goes whatever it is, before `_show` could cut a key in two.
-    """
-    from compaction_lab.privacy.secrets import shown
-
-    return _show.repr(shown(value))
 
 
 def looks_secret(key: str) -> bool:
@@ -222,280 +166,6 @@ def only_notebooks(profile: Profile, notebooks: tuple[str, ...]) -> Profile:
     )
 
 
-# --------------------------------------------------------------------------- rules for known parameters
-
-
-def _strategy_names() -> Sequence[str]:
-    from compaction_lab import strategies
-
-    return strategies.names()
-
-
-def _simulators() -> Sequence[str]:
-    from compaction_lab.cost.cache import SIMULATORS
-
-    return SIMULATORS
-
-
-def _periods() -> Sequence[str]:
-    from compaction_lab.endpoints.prices import PERIODS
-
-    return PERIODS
-
-
-def _encoding_problem(name: str) -> str | None:
-    from compaction_lab.core.tokens import EncodingUnavailable, check_encoding
-
-    try:
-        check_encoding(name)
-    except EncodingUnavailable as exc:
-        return str(exc)
-    return None
-
-
-def _summarizer_problem(name: str) -> str | None:
-    # ``model`` needs the ``model`` mapping; it is checked with it (`_model_use_problems`). The offline
-    # summarizers are made here for real: the library's own registry says which names exist.
-    if name == "model":
-        return None
-    from compaction_lab import summarize
-
-    try:
-        summarize.get_summarizer(name)
-    except ValueError as exc:
-        return str(exc)
-    return None
-
-
-def _temperature_problem(value: Any) -> str | None:
-    # -1: the model configuration's own temperature; OpenAI-compatible servers take 0 to 2.
-    if value == -1 or (0 <= value <= 2):
-        return None
-    return f"must be from 0 to 2, or -1 for the model's own temperature (got {value!r})"
-
-
-def _reader_problem(name: str) -> str | None:
-    if name == "model":
-        return None
-    from compaction_lab.exam import readers
-
-    try:
-        readers.get_reader(name)
-    except ValueError as exc:
-        return str(exc)
-    return None
-
-
-def _price_table_problem(name: str) -> str | None:
-    from compaction_lab.endpoints.prices import load_price_table
-
-    try:
-        load_price_table(name)
-    except (LookupError, ValueError, OSError) as exc:
-        return str(exc).strip("'\"")
-    return None
-
-
-def _figure_table_problem(name: str) -> str | None:
-    from compaction_lab.cost.choice import AUTO
-
-    return None if name == AUTO else _price_table_problem(name)
-
-
-def _figure_simulator_problem(name: str) -> str | None:
-    from compaction_lab.cost.choice import AUTO
-
-    if name == AUTO or name in _simulators():
-        return None
-    near = difflib.get_close_matches(name, [AUTO, *_simulators()], n=1)
-    hint = f" (did you mean {near[0]!r}?)" if near else ""
-    return f"unknown {name!r}{hint}; allowed: {AUTO}, {', '.join(_simulators())}"
-
-
-def _price_tables_problem(names: list) -> str | None:
-    found = [p for p in (_price_table_problem(n) for n in names if isinstance(n, str)) if p]
-    return "; ".join(found) or None
-
-
-def _pointer_mix_problem(mix: Mapping) -> str | None:
-    from compaction_lab.exam.types import POINTERS
-
-    unknown = sorted(str(k) for k in mix if k not in POINTERS)
-    if unknown:
-        return f"unknown pointers {unknown}; allowed: {', '.join(POINTERS)}"
-    weights = list(mix.values())
-    if (
-        not all(
-            isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0 for w in weights
-        )
-        or sum(weights) <= 0
-    ):
-        return "weights must be numbers >= 0 with a positive sum"
-    return None
-
-
-def _probe_pointer_mix_problem(mix: Any) -> str | None:
-    """``natural`` (the pool's own composition) or pointer weights (a mapping or its JSON text)."""
-    if isinstance(mix, str):
-        if mix.strip().lower() == "natural":
-            return None
-        try:
-            mix = bounded_json.loads(mix)
-        except ValueError:
-            return f"{_quoted(mix)} is neither 'natural' nor JSON pointer weights"
-    if not isinstance(mix, Mapping):
-        return 'expected \'natural\' or pointer weights such as {"assistant": 0.8, "user": 0.1, "tool": 0.1}'
-    return _pointer_mix_problem(mix)
-
-
-def _cut_modes() -> Sequence[str]:
-    from compaction_lab.exam.questions.cuts import CUT_MODES
-
-    return CUT_MODES
-
-
-def _patterns_problem(path: str) -> str | None:
-    if not path:
-        return None
-    from compaction_lab.privacy import patterns
-
-    try:
-        patterns.load_patterns(path)
-    except OSError as exc:
-        return f"cannot read the pattern file ({exc.strerror or exc})"
-    except Exception as exc:
-        return str(exc)
-    return None
-
-
-def _model_problem(model: Mapping) -> str | None:
-    if not model:
-        return None
-    from compaction_lab.endpoints.config import ModelConfig
-
-    try:
-        cfg = ModelConfig.from_mapping(model)
-    except (ValueError, TypeError) as exc:
-        return str(exc)
-    return _price_table_problem(cfg.price_table) if cfg.price_table else None
-
-
-def _wordings_problem(wordings: list) -> str | None:
-    if len(wordings) in (0, 3):
-        return None
-    return f"give three wordings (rounds 1-3), or none for the library's; got {len(wordings)}"
-
-
-def max_sweep_runs_problem(value: Any) -> str | None:
-    """Say what is wrong with a ``max_sweep_runs`` of the right type (None: nothing): past the hard ceiling."""
-    if isinstance(value, int) and not isinstance(value, bool) and value > MAX_SWEEP_RUNS_CEILING:
-        return f"more than {MAX_SWEEP_RUNS_CEILING:,}, the most runs any sweep may plan (a ceiling no setting raises)"
-    return None
-
-
-@dataclass(frozen=True)
-class Rule:
-    """What a known parameter may hold beyond the type its notebook declares.
-
-    Attributes
-    ----------
-    minimum : number, optional
-        Smallest allowed value (numbers).
-    choices : callable, optional
-        Returns the allowed names (a registry, read when checked).
-    blank : bool
-        ``""`` is allowed too (the notebook's "use the default").
-    item : str, optional
-        Type of every list item (``int``, ``str``).
-    item_minimum : number, optional
-        Smallest allowed list item.
-    nonempty : bool
-        The list may not be empty.
-    check : callable, optional
-        ``check(value) -> problem or None`` for what the above cannot say.
-    """
-
-    minimum: float | None = None
-    choices: Callable[[], Sequence[str]] | None = None
-    blank: bool = False
-    item: str | None = None
-    item_minimum: float | None = None
-    nonempty: bool = False
-    check: Callable[[Any], str | None] | None = None
-
-
-#: The known parameters of the chain (notebooks/0*.ipynb) and what each may hold.
-def _tokenizer_problem(name: str) -> str | None:
-    from compaction_lab.core.tokens import TOKENIZERS
-
-    return None if name in TOKENIZERS else f"allowed: {', '.join(TOKENIZERS)}"
-
-
-def _scheduler_problem(value: str) -> str | None:
-    from compaction_lab.engine.scheduler import SCHEDULER_CHOICES
-
-    if value in SCHEDULER_CHOICES or "://" in value:
-        return None
-    return f"allowed: {', '.join(SCHEDULER_CHOICES)} or a Dask scheduler address such as tcp://127.0.0.1:8786"
-
-
-RULES: Mapping[str, Rule] = {
-    # 01: the sessions (``session_paths``: a path or a list of them, see `_session_paths_problem`)
-    "seed": Rule(),
-    "n_chains": Rule(minimum=1),
-    "window_tokens": Rule(minimum=MIN_WINDOW_TOKENS),
-    "decoys_per_chain": Rule(minimum=0),
-    "encoding": Rule(check=_encoding_problem),
-    "tokenizer": Rule(check=_tokenizer_problem),
-    "scheduler": Rule(check=_scheduler_problem),
-    "max_sweep_runs": Rule(minimum=1, check=max_sweep_runs_problem),
-    "followup_min_score": Rule(minimum=0),
-    "redact_patterns": Rule(check=_patterns_problem),
-    # 02-05: the compaction
-    "strategy_names": Rule(item="str", choices=_strategy_names),
-    "strategy": Rule(choices=_strategy_names),
-    "window": Rule(minimum=1),
-    "output_ceiling": Rule(minimum=1),
-    "summarizer": Rule(check=_summarizer_problem),
-    "model": Rule(check=_model_problem),
-    "fig8_windows": Rule(item="int", item_minimum=1, nonempty=True),
-    "fig8_output_ceilings": Rule(item="int", item_minimum=0, nonempty=True),
-    # 03, 05: the exams
-    "reader": Rule(check=_reader_problem),
-    "n_cases": Rule(minimum=1),
-    "n_questions": Rule(minimum=1),
-    "n_decoys": Rule(minimum=0),
-    "pointer_mix": Rule(check=_pointer_mix_problem),
-    "tail_tokens": Rule(minimum=0),
-    "bank_seed": Rule(),
-    "probe_n_questions": Rule(minimum=1),
-    "probe_n_decoys": Rule(minimum=0),
-    "probe_pointer_mix": Rule(check=_probe_pointer_mix_problem),
-    "probe_max_per_record": Rule(minimum=1),
-    "cut": Rule(choices=_cut_modes),
-    "n_boot": Rule(minimum=1),
-    "stats_seed": Rule(),
-    "draws": Rule(minimum=1),
-    "reader_temperature": Rule(check=_temperature_problem),
-    "wordings": Rule(item="str", check=_wordings_problem),
-    "k": Rule(minimum=1),
-    # 04: the cost model
-    "price_tables": Rule(item="str", nonempty=True, check=_price_tables_problem),
-    "simulators": Rule(item="str", choices=_simulators),
-    "turns": Rule(minimum=0),
-    "turn_growth_tokens": Rule(minimum=0),
-    "turn_output_tokens": Rule(minimum=0),
-    "simulated_turns": Rule(minimum=1),
-    "period": Rule(choices=_periods),
-    "cost_cases": Rule(minimum=1),
-    "figure_table": Rule(check=_figure_table_problem),
-    "figure_simulator": Rule(check=_figure_simulator_problem),
-    # 06: the report
-    "price_table": Rule(blank=True, check=_price_table_problem),
-    "simulator": Rule(blank=True, choices=_simulators),
-}
-
-
 def _has_type(value: Any, type_name: str | None) -> bool:
     if type_name is None:
         return True
@@ -516,7 +186,7 @@ def _has_type(value: Any, type_name: str | None) -> bool:
 
 def _rule_problem(label: str, value: Any, rule: Rule) -> str | None:
     """Say what is wrong with a value of the right type under its `Rule` (None: nothing)."""
-    shown = _quoted(value)
+    shown = quoted(value)
     if rule.blank and value == "":
         return None
     if rule.minimum is not None and isinstance(value, (int, float)) and value < rule.minimum:
@@ -527,7 +197,7 @@ def _rule_problem(label: str, value: Any, rule: Rule) -> str | None:
         if rule.item is not None:
             bad = [v for v in value if not _has_type(v, rule.item)]
             if bad:
-                return f"{label} = {shown}: every item must be {_TYPE_WORDS[rule.item]} (not {_show.repr(bad[0])})"
+                return f"{label} = {shown}: every item must be {_TYPE_WORDS[rule.item]} (not {echo(bad[0])})"
         if rule.item_minimum is not None:
             low = [v for v in value if v < rule.item_minimum]
             if low:
@@ -539,7 +209,7 @@ def _rule_problem(label: str, value: Any, rule: Rule) -> str | None:
         if unknown:
             near = difflib.get_close_matches(str(unknown[0]), allowed, n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
-            return f"{label} = {shown}: unknown {_show.repr(unknown[0])}{hint}; allowed: {', '.join(allowed)}" + (
+            return f"{label} = {shown}: unknown {echo(unknown[0])}{hint}; allowed: {', '.join(allowed)}" + (
                 ' or ""' if rule.blank else ""
             )
     if rule.check is not None:
@@ -596,7 +266,7 @@ def window_problems(
     """
     w_name, o_name = names
     out = [
-        f"{label} = {_show.repr(v)}: must be an integer >= 1"
+        f"{label} = {echo(v)}: must be an integer >= 1"
         for label, v in ((w_name, window), (o_name, output_ceiling))
         if not _has_type(v, "int") or v < 1
     ]
@@ -607,10 +277,10 @@ def window_problems(
             f"{w_name} = {window:,} must exceed {o_name} = {output_ceiling:,}: the reply the model may write "
             "would fill the window, so no strategy could keep anything (every arm would score 0)"
         ]
-    known = set(_strategy_names())
+    known = set(known_strategies())
     for name in dict.fromkeys(strategy_names):
         if name not in known:
-            out.append(f"unknown strategy {name!r}; allowed: {', '.join(_strategy_names())}")
+            out.append(f"unknown strategy {name!r}; allowed: {', '.join(known_strategies())}")
             continue
         cap = strategy_capacity(name, window, output_ceiling)
         if cap <= 0:
@@ -623,25 +293,11 @@ def window_problems(
 
 # --------------------------------------------------------------------------- the profile file itself
 
-#: The keys a profile file holds.
-PROFILE_KEYS: tuple[str, ...] = ("description", "notebooks", "parameters", "notebook_parameters", "sweeps")
 
 #: ``range(stop)``, ``range(start, stop)`` or ``range(start, stop, step)``: Python's range, stop excluded.
 _RANGE = re.compile(r"^\s*range\(\s*(-?\d+)\s*(?:,\s*(-?\d+)\s*)?(?:,\s*(-?\d+)\s*)?\)\s*$")
 #: Most digits a range's bound may have: Python reads no longer integer from text (``sys.get_int_max_str_digits``).
 _RANGE_DIGITS = 4_300
-
-#: How many runs a sweep may plan (the product of its value counts) unless ``max_sweep_runs`` says otherwise.
-DEFAULT_MAX_SWEEP_RUNS = 1_000
-#: The most runs any sweep may plan, whatever ``max_sweep_runs`` says: a hard ceiling that no profile,
-#: ``--set`` or plan (``sweep.json``, on ``--resume``) raises. A plan is a list held in memory and a
-#: folder per run; ten thousand runs of even the smoke chain are a day of one machine.
-MAX_SWEEP_RUNS_CEILING = 10_000
-#: No swept parameter takes more values than this, whatever ``max_sweep_runs`` allows -- more values than
-#: a sweep may have runs could never run: a profile's ``sweeps:`` block is read as the profile loads,
-#: before its limit is known, and a range is counted against this before it is listed
-#: (``range(0,100000000)`` would otherwise take gigabytes first).
-MAX_SWEEP_VALUES = MAX_SWEEP_RUNS_CEILING
 
 
 def _range_text(raw: str) -> str:
@@ -704,7 +360,7 @@ def _yaml_values(key: str, raw: str) -> tuple[list[Any], list[str]]:
         raise ValueError(f"sweep {key}: expected a list of values, got {_kind(values)}")
     items = node.value if isinstance(node, yaml.SequenceNode) else []
     if len(items) != len(values):  # anchors and the like: the parsed values speak for themselves
-        return values, [_show.repr(v) for v in values]
+        return values, [echo(v) for v in values]
     return values, [text[n.start_mark.index : n.end_mark.index] for n in items]
 
 
@@ -726,7 +382,7 @@ def _duplicates(key: str, values: list[Any], texts: list[str]) -> str | None:
     for idx in (ix for ix in groups.values() if len(ix) > 1):
         written = [texts[i] for i in idx]
         listed = f"{', '.join(written[:-1])} and {written[-1]}"
-        said.append(f"{listed} {'both' if len(idx) == 2 else 'all'} read as {_show.repr(values[idx[0]])}")
+        said.append(f"{listed} {'both' if len(idx) == 2 else 'all'} read as {echo(values[idx[0]])}")
     if not said:
         return None
     return f"sweep {key}: {'; '.join(said)}, so the same run would be planned more than once; give each value once"
@@ -759,7 +415,7 @@ def sweep_values(key: str, raw: Any) -> list[Any]:
         before a range is listed); the message names `key`.
     """
     if isinstance(raw, list):
-        values, texts = list(raw), [_show.repr(v) for v in raw]
+        values, texts = list(raw), [echo(v) for v in raw]
     elif isinstance(raw, str):
         rng = _sweep_range(key, raw)
         if rng is not None:
@@ -795,7 +451,7 @@ _KINDS = {
 
 
 def _kind(value: Any) -> str:
-    return f"{_KINDS.get(type(value), type(value).__name__)} {_show.repr(value)}"
+    return f"{_KINDS.get(type(value), type(value).__name__)} {echo(value)}"
 
 
 def layout_problems(data: Mapping[Any, Any], available: Sequence[str]) -> list[str]:
@@ -901,10 +557,10 @@ def _normalise_session_paths(value: Any) -> Any:
 
 def _session_paths_problem(label: str, value: Any) -> str | None:
     if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
-        return f"{label} = {_show.repr(value)}: expected a path or a list of paths"
+        return f"{label} = {echo(value)}: expected a path or a list of paths"
     if not any(p.strip() for p in value):
         return (
-            f"{label} = {_show.repr(value)}: an empty list would silently run synthetic chains instead of "
+            f"{label} = {echo(value)}: an empty list would silently run synthetic chains instead of "
             "your sessions; list at least one file or folder (to run synthetic chains, leave session_paths out)"
         )
     return None
@@ -936,10 +592,10 @@ def _effective(profile: Any, notebook: str, declared: Mapping[str, Declared]) ->
 
 def _strategies_run(eff: Mapping[str, Any], declared: Mapping[str, Declared]) -> list[str]:
     if "strategy_names" in declared:
-        return list(eff.get("strategy_names") or _strategy_names())
+        return list(eff.get("strategy_names") or known_strategies())
     if "strategy" in declared and isinstance(eff.get("strategy"), str):
         return [eff["strategy"]]
-    return list(_strategy_names())
+    return list(known_strategies())
 
 
 def _notebook_problems(nb: str, eff: Mapping[str, Any], declared: Mapping[str, Declared], bad: set[str]) -> list[str]:
@@ -1140,7 +796,7 @@ def problems(profile: Any, *, allow_unknown: bool = False, results_folder: str |
             near = difflib.get_close_matches(key, sorted(known - {RUN_DIR, key}), n=1)
             flag(
                 key,
-                f"unknown parameter {label} = {_quoted(value)}: {where}"
+                f"unknown parameter {label} = {quoted(value)}: {where}"
                 + (f" (did you mean {near[0]!r}?)" if near else "")
                 + "; pass --allow-unknown to run anyway",
             )
@@ -1159,7 +815,7 @@ def problems(profile: Any, *, allow_unknown: bool = False, results_folder: str |
             want = _TYPE_WORDS.get(d.type or "", d.type)
             flag(
                 key,
-                f"{label} = {_quoted(value)}: expected {want}"
+                f"{label} = {quoted(value)}: expected {want}"
                 + (" or null" if d.nullable else "")
                 + f" ({nb} declares {key}: {d.type})",
             )
@@ -1228,20 +884,17 @@ def checked(profile: P, *, allow_unknown: bool = False, results_folder: str | Pa
 
 __all__ = [
     "Declared",
-    "MIN_WINDOW_TOKENS",
-    "PROFILE_KEYS",
     "ProfileError",
-    "RULES",
-    "RUNNER_PARAMETERS",
-    "Rule",
     "checked",
     "declared_parameters",
     "error",
     "layout_problems",
     "looks_secret",
     "normalised",
+    "only_notebooks",
     "problems",
     "secret_problem",
     "strategy_capacity",
+    "sweep_values",
     "window_problems",
 ]

@@ -224,7 +224,7 @@ def plan_run(profile: Any, *, overrides: Mapping[str, Any] | None = None, progre
     Parameters
     ----------
     profile : Profile or str
-        A loaded profile, a name or a YAML path (presets resolved as a run resolves them).
+        A loaded profile, a name or a YAML path (providers resolved as a run resolves them).
     overrides : mapping, optional
         Chain-wide parameters (``--set``).
     progress : bool
@@ -242,13 +242,13 @@ def plan_run(profile: Any, *, overrides: Mapping[str, Any] | None = None, progre
         When a notebook fails in the dry run (it would fail in the real run too).
     """
     from compaction_lab.core import paths
-    from compaction_lab.endpoints import presets, shared
+    from compaction_lab.endpoints import providers, shared
     from compaction_lab.endpoints.ledger import open_ledger
     from compaction_lab.run import runner
     from compaction_lab.store import checkpoints
 
     prof = runner.load_profile(profile) if isinstance(profile, (str, Path)) else profile
-    prof = presets.resolve_profile(prof.with_parameters(dict(overrides or {})))
+    prof = providers.resolve_profile(prof.with_parameters(dict(overrides or {})))
     notebooks = planned_notebooks(prof)
     if not notebooks:
         return None

@@ -1,7 +1,7 @@
 """Run the notebook chain with papermill and render what it produced.
 
-A *profile* (``papermill_params/<name>.yaml``) names the notebooks to run, in
-order, and the parameters for the whole chain::
+A *profile* (``papermill_params/<name>.yaml``) holds the parameters for the whole chain and, to run
+only some of the chain's notebooks, which, in order (left out: the whole chain, `chain.names`)::
 
     description: Seconds-long check that the chain runs end to end.
     notebooks: [01_context_composition]
@@ -148,6 +148,9 @@ def list_profiles() -> list[str]:
 def load_profile(name_or_path: str | Path) -> Profile:
     """Load a profile by name (``smoke``) or by path to a YAML file.
 
+    A profile without ``notebooks`` runs the whole chain, in order (`chain.names`); one that lists
+    notebooks runs those (a subset, such as the window study's 01-04).
+
     Raises
     ------
     ProfileError
@@ -175,7 +178,7 @@ def load_profile(name_or_path: str | Path) -> Profile:
     return Profile(
         name=path.stem,
         description=(data.get("description") or "").strip(),
-        notebooks=tuple(data.get("notebooks") or available),
+        notebooks=tuple(data.get("notebooks") or chain.names()),
         parameters=data.get("parameters") or {},
         notebook_parameters={nb: ps or {} for nb, ps in (data.get("notebook_parameters") or {}).items()},
         path=path.resolve(),
@@ -298,9 +301,9 @@ def run_profile(
     prof = prof.with_parameters(dict(overrides or {}))
     if redact is not None:
         prof = prof.with_parameters({REDACT_PARAM: bool(redact)})
-    from compaction_lab.endpoints import presets  # here: only a run (not the CLI parser) needs it
+    from compaction_lab.endpoints import providers  # here: only a run (not the CLI parser) needs it
 
-    prof = presets.resolve_profile(prof)  # ``model: deepseek`` (a preset's name) -> the preset's mapping
+    prof = providers.resolve_profile(prof)  # ``model: deepseek`` (a provider's name) -> the provider's mapping
     prof = params_mod.checked(prof, allow_unknown=allow_unknown, results_folder=results or paths.results_dir())
     if run_name is not None:
         check_run_name(run_name)

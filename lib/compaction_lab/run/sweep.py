@@ -9,7 +9,7 @@ engine, and the comparison (``sweep.parquet``, ``sweep.html`` by
 `compaction_lab.report.sweep_page`). ``run --resume SWEEP_DIR`` is `resume_sweep`.
 
 A sweep is counted before it is listed (at most ``max_sweep_runs`` runs, itself at most
-`params.MAX_SWEEP_RUNS_CEILING`, which nothing raises; a resumed plan is held to the same),
+`parameter_rules.MAX_SWEEP_RUNS_CEILING`, which nothing raises; a resumed plan is held to the same),
 reaches its cluster before it writes anything, and holds its folder's lock
 (`SWEEP_LOCK`) while it runs or resumes, so two processes never share it.
 """
@@ -40,7 +40,7 @@ from compaction_lab.engine.scheduler import AUTO, SYNC, Engine, open_engine, sch
 from compaction_lab.privacy import redactor as redactor_mod
 from compaction_lab.privacy import secrets
 from compaction_lab.report import share
-from compaction_lab.run import lifecycle
+from compaction_lab.run import lifecycle, parameter_rules
 from compaction_lab.run import params as params_mod
 from compaction_lab.run.runner import (
     REDACT_PARAM,
@@ -217,8 +217,8 @@ def run_sweep(
 
     Nothing is written before the sweep is known to be able to run: the plan
     is counted first -- more runs than ``max_sweep_runs`` (a profile
-    parameter or ``--set``, default `params.DEFAULT_MAX_SWEEP_RUNS`, never
-    above `params.MAX_SWEEP_RUNS_CEILING`) is a `ProfileError` giving the
+    parameter or ``--set``, default `parameter_rules.DEFAULT_MAX_SWEEP_RUNS`, never
+    above `parameter_rules.MAX_SWEEP_RUNS_CEILING`) is a `ProfileError` giving the
     count and the limit, before a combination is listed -- and a cluster is
     reached (`open_engine`, `EngineError` when it cannot be) before the
     sweep folder exists. The folder is locked
@@ -771,11 +771,11 @@ def _sweep_task(
 
 
 def _sweep_limit(prof: Profile, overrides: Mapping[str, Any]) -> int:
-    """``max_sweep_runs`` (``--set`` over the profile's parameters; default `params.DEFAULT_MAX_SWEEP_RUNS`).
+    """``max_sweep_runs`` (``--set`` over the profile's parameters; default `parameter_rules.DEFAULT_MAX_SWEEP_RUNS`).
 
-    A whole number from 1 to `params.MAX_SWEEP_RUNS_CEILING`: the ceiling is hard, no setting raises it.
+    A whole number from 1 to `parameter_rules.MAX_SWEEP_RUNS_CEILING`: the ceiling is hard, no setting raises it.
     """
-    value = {**prof.parameters, **overrides}.get(MAX_SWEEP_RUNS, params_mod.DEFAULT_MAX_SWEEP_RUNS)
+    value = {**prof.parameters, **overrides}.get(MAX_SWEEP_RUNS, parameter_rules.DEFAULT_MAX_SWEEP_RUNS)
     return _checked_limit(value, f"profile {prof.name!r}")
 
 
@@ -785,7 +785,7 @@ def _checked_limit(value: Any, where: str) -> int:
         raise ProfileError(
             f"{where}: {MAX_SWEEP_RUNS} = {value!r}: expected a whole number >= 1 (the most runs a sweep may plan)"
         )
-    problem = params_mod.max_sweep_runs_problem(value)
+    problem = parameter_rules.max_sweep_runs_problem(value)
     if problem:
         raise ProfileError(f"{where}: {MAX_SWEEP_RUNS} = {value:,}: {problem}")
     return value
@@ -808,14 +808,14 @@ def _check_plan_size(plan: SweepPlan, doc: Mapping[str, Any], plan_path: Path) -
     """Refuse a plan of more runs than a new sweep may plan: its own ``max_sweep_runs`` and the hard ceiling.
 
     The limit is the one ``sweep.json`` records (`run_sweep` writes it), else the default; a limit past
-    `params.MAX_SWEEP_RUNS_CEILING` is refused as such. Counted before any run is listed or checked.
+    `parameter_rules.MAX_SWEEP_RUNS_CEILING` is refused as such. Counted before any run is listed or checked.
     """
     where = str(plan_path)
-    limit = _checked_limit(doc.get(MAX_SWEEP_RUNS, params_mod.DEFAULT_MAX_SWEEP_RUNS), where)
+    limit = _checked_limit(doc.get(MAX_SWEEP_RUNS, parameter_rules.DEFAULT_MAX_SWEEP_RUNS), where)
     if len(plan.names) > limit:
         raise ProfileError(
             f"{where}: the plan lists {len(plan.names):,} runs, more than {MAX_SWEEP_RUNS} = {limit:,} allows "
-            f"(at most {params_mod.MAX_SWEEP_RUNS_CEILING:,}); nothing was moved or run (was {SWEEP_PLAN} edited "
+            f"(at most {parameter_rules.MAX_SWEEP_RUNS_CEILING:,}); nothing was moved or run (was {SWEEP_PLAN} edited "
             "by hand?)"
         )
 
@@ -897,14 +897,14 @@ def _check_sweep(
     allow_unknown: bool,
 ) -> None:
     """Raise one `ProfileError` listing the problems of every combination, before any folder is made."""
-    from compaction_lab.endpoints import presets
+    from compaction_lab.endpoints import providers
 
     found: dict[str, None] = {}
     for combo in combos:
         one = prof.with_parameters({**dict(overrides or {}), **combo})
         if redact is not None:
             one = one.with_parameters({REDACT_PARAM: bool(redact)})
-        one = presets.resolve_profile(one)
+        one = providers.resolve_profile(one)
         found.update(
             dict.fromkeys(
                 params_mod.problems(one, allow_unknown=allow_unknown, results_folder=results or paths.results_dir())

@@ -39,8 +39,8 @@ SCHEMA_VERSION = 1
 #: Row statuses.
 STATUSES: tuple[str, ...] = ("started", "committed", "superseded")
 
-#: Outcome statuses of `compact_once`.
-OUTCOMES: tuple[str, ...] = ("computed", "reused", "recovered", "in_progress")
+#: Outcome statuses of `compact_once` (`Outcome.status`).
+COMPACT_OUTCOMES: tuple[str, ...] = ("computed", "reused", "recovered", "in_progress")
 
 #: Seconds a connection waits for another process's write lock.
 DEFAULT_BUSY_TIMEOUT = 30.0
@@ -492,7 +492,7 @@ class CheckpointStore:
             committed_at=r["committed_at"],
             superseded_at=r["superseded_at"],
             superseded_by=r["superseded_by"],
-            receipt=json.loads(r["receipt_json"]) if r["receipt_json"] else None,
+            receipt=_stored_receipt(r["receipt_json"]),
             projection=proj,
         )
 
@@ -763,7 +763,7 @@ def build_receipt(projection: Projection) -> dict[str, Any]:
         "summary_requested": req is not None,
         "request_fingerprint": fingerprint,
         "shape_fingerprint": req.shape_fingerprint() if req is not None else None,
-        "summary_provider": rec.provider if rec is not None else None,
+        "summarizer": rec.provider if rec is not None else None,
         "stand_in": rec.stand_in if rec is not None else False,
         "fallback": rec.fallback if rec is not None else False,
         "error": rec.error if rec is not None else None,
@@ -771,6 +771,22 @@ def build_receipt(projection: Projection) -> dict[str, Any]:
         "cached_tokens": rec.cached_tokens if rec is not None else 0,
         "output_tokens": rec.output_tokens if rec is not None else 0,
     }
+
+
+#: Receipt keys renamed since rows were first written: old -> new. A row that has the old key and not the
+#: new one is read with the new one (the stored bytes are not rewritten).
+_RENAMED_RECEIPT_KEYS = {"summary_provider": "summarizer"}
+
+
+def _stored_receipt(text: str | None) -> dict[str, Any] | None:
+    """Read a stored receipt, an older row's renamed keys (`_RENAMED_RECEIPT_KEYS`) under their new names."""
+    if not text:
+        return None
+    receipt = json.loads(text)
+    for old, new in _RENAMED_RECEIPT_KEYS.items():
+        if old in receipt and new not in receipt:
+            receipt[new] = receipt.pop(old)
+    return receipt
 
 
 def _check_projection(key: CheckpointKey, projection: Any) -> Projection:
@@ -887,7 +903,7 @@ __all__ = [
     "CheckpointStore",
     "Claim",
     "FenceLost",
-    "OUTCOMES",
+    "COMPACT_OUTCOMES",
     "Outcome",
     "ReleaseRefused",
     "STATUSES",

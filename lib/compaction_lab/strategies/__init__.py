@@ -1,22 +1,19 @@
 """Compaction strategies: what each keeps when the window fills.
 
-Every arm registers itself in the module that defines it, in `STRATEGIES`
-(`compaction_lab.core.registry`): ``STRATEGIES.add(arm.name, arm, rank=...)``.
-An arm is an object with ``name``, ``algorithm_version``, ``estimator``,
-``compact(session, cut, ctx) -> Projection`` and ``fires(tokens, ctx)``
-(`Strategy`); its ``rank`` is its place in tables and charts. The registry
-imports every module of this package, so adding an arm is adding one module.
+Every arm registers itself in the module of `compaction_lab.strategies.arms` that defines it, in
+`STRATEGIES` (`compaction_lab.core.registry`): ``STRATEGIES.add(arm.name, arm, rank=...)``. An arm
+is an object with ``name``, ``algorithm_version``, ``estimator``, ``compact(session, cut, ctx) ->
+Projection`` and ``fires(tokens, ctx)`` (`Strategy`); its ``rank`` is its place in tables and
+charts. The registry imports every module of ``arms``, so adding an arm is adding one module.
 
-Seed systems: ``futureos-deterministic``, ``futureos-summarized``, ``codex``,
-``opencode``. Other agents: ``claude-code`` (reconstructed: its source is not
-public), ``pi``, ``gemini-cli``, ``aider``. Baselines none of them tested:
-``full``, ``truncate-oldest``, ``observation-masking``. Each agent arm's rules
-are cited, upstream file and line at a pinned commit, in ``UPSTREAM.md``
-beside this file.
+Seed systems: ``futureos-deterministic``, ``futureos-summarized``, ``codex``, ``opencode``. Other
+agents: ``claude-code`` (reconstructed: its source is not public), ``pi``, ``gemini-cli``,
+``aider``. Baselines none of them tested: ``full``, ``truncate-oldest``, ``observation-masking``.
+``recorded`` is registered but not *listed* (``listed=False``): it is the projection an agent
+itself sent after a compaction found in its log, so it exists only at those compactions
+(`exam.exams.recorded` asks for it there).
 
-``recorded`` is registered but not *listed* (``listed=False``): it is the
-projection an agent itself sent after a compaction found in its log, so it
-exists only at those compactions (`exam.recorded` asks for it there).
+Each arm's rules, with their upstream file and line at a pinned commit: docs/strategies.md.
 """
 
 from __future__ import annotations

@@ -155,7 +155,9 @@ class Strategy(Protocol):
 #: ``rank`` is the place tables and charts list it in. What else a registration may declare:
 #: ``listed=False`` for an arm found by name but not run by default (`recorded`), and ``request_shape``,
 #: the summary-request shape docs/strategies.md documents for it (`compaction-lab verify` holds the arm
-#: to it). Discovery imports every module of `compaction_lab.strategies.arms` (one per strategy).
+#: to it), and ``trigger_rule``, the short text of what binds its trigger (a text, or a function of the
+#: `CompactionContext` returning one), figure 8's ``bound`` (`trigger.trigger_table`). Discovery imports
+#: every module of `compaction_lab.strategies.arms` (one per strategy).
 STRATEGIES: Registry[Strategy] = Registry(
     "strategy",
     packages=("compaction_lab.strategies.arms",),

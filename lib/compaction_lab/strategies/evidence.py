@@ -1,36 +1,14 @@
 """FutureOS tool-evidence index: deterministic, no model call.
 
-A FutureOS projection replaces the tool calls and outputs before the recent
-tail with a bounded index. Each *tool record* (a ``tool_call`` and its
-``tool_output``, paired by ``call_id``) can become one JSON row::
+A FutureOS projection replaces the tool calls and outputs before the recent tail with a bounded
+index of JSON rows, one per selected tool record (a ``tool_call`` and its ``tool_output``, paired by
+``call_id``). Each selection rule is a small pure function here (`error_records`, `group_records`,
+`is_priority_target`, `ordered_groups`, `group_representatives`, `by_recency`), chained by
+`priority_order`; `evidence_rows` keeps the rows that fit the budget (`EVIDENCE_TOKENS` by default,
+the whole segment counted) and `evidence_text` renders them.
+Pinned by ``tests/strategies/test_evidence.py``.
 
-    {"entryId", "blockIndex", "sourceOrder", "tool", "target", "error", "head", "tail"}
-
-Selection priority (each rule is a small pure function below, pinned by
-``tests/strategies/test_evidence.py``):
-
-1. error results first (`error_records`), newest first;
-2. then records grouped by (tool, target) (`group_records`); groups whose
-   target looks like config / schema / validation / test (`is_priority_target`)
-   come ahead of the others; within each class the group with the newest
-   record comes first (`ordered_groups`);
-3. of each group, the latest and then the first record (`group_representatives`);
-4. the remaining space goes to the rest by recency, newest first (`by_recency`).
-
-`priority_order` chains the four rules and keeps each record's first position.
-
-Rows are bounded: the head and tail excerpts are at most ``head_chars`` /
-``tail_chars`` characters (160 by default) of the result text, the tail is
-empty when the text fits in the head, and the target is cut at
-``target_chars``. A row is never cut in half: a row that does not fit the
-remaining budget is left out whole, and selection goes on with the later
-(lower-priority) rows, one of which may be small enough to fit. Rows are
-listed in priority order, not time order; ``sourceOrder`` keeps the
-chronology visible so an old error is not mistaken for a current one.
-
-The budget (`EVIDENCE_TOKENS` by default, report tokens counted by the
-FutureOS estimator, tiktoken) bounds the whole index segment, header line
-included: ``count(evidence_text(rows)) <= budget`` always holds.
+Rules: docs/strategies.md, rule F8 of "8. FutureOS".
 """
 
 from __future__ import annotations

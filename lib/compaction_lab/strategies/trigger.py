@@ -1,26 +1,29 @@
-"""When each strategy compacts, and the budgets inside a FutureOS projection.
+"""When each strategy compacts (figure 8), and the trigger and budgets of the agents that define them here.
 
-FutureOS (evaluated before every model step)::
+The per-agent helpers are the rules their strategies' ``fires`` apply: `futureos_trigger` and
+`futureos_budgets` (FutureOS), `codex_trigger` (Codex), `opencode_trigger` and
+`opencode_tail_budget` (OpenCode, both pinned versions). Figure 8's table is not written by hand:
+`trigger_table` reads every listed strategy from the registry and finds, by bisection on its own
+``fires`` (`first_firing`), the smallest input at which it compacts for each window W and output
+ceiling O; the registration's ``trigger_rule`` names what binds. `budget_table` tabulates the
+budgets inside a FutureOS projection (figure 8, bottom).
 
-    economic  = floor(W * 0.8)
-    margin    = min(2048, W // 16)
-    effective = min(economic, W - O - margin)
-
-so a model that reserves a large output is bounded by its own limit, not a
-fixed number. Codex compacts at 90% of the window (hard cap 95%). OpenCode
-compacts when usage reaches ``usable``: ``limit.input - reserved`` when the
-model declares an input limit (``reserved = min(20,000, maxOutput)``), else
-``context - maxOutput``, with ``maxOutput = min(limit.output, 32,000)`` (1.18;
-OpenCode ``main`` also subtracts ``reserved`` there: ``opencode_trigger(version=)``).
+Rules: docs/strategies.md, "2. The window W, the output ceiling O and the triggers", and each
+strategy's section.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from compaction_lab.strategies.base import STRATEGIES, CompactionContext, Strategy
+
 if TYPE_CHECKING:  # pandas only for the figure tables
     import pandas as pd
+
+    from compaction_lab.core.registry import Entry
 
 # FutureOS budget defaults (all parameters).
 TAIL_TOKENS = 8_192
@@ -189,50 +192,124 @@ def opencode_tail_budget(usable: int) -> int:
     return min(15_000, max(2_000, usable // 4))
 
 
-# --------------------------------------------------------------------------- tables for figure 8
+# --------------------------------------------------------------------------- every strategy's trigger (figure 8)
+
+#: The ``bound`` of a strategy that does not fire at any input up to W (``full``).
+NEVER = "never"
 
 
-def trigger_table(windows, output_ceilings) -> pd.DataFrame:
-    """Each strategy's trigger across windows W and output ceilings O (figure 8, top).
+def first_firing(strategy: Strategy, ctx: CompactionContext) -> int | None:
+    """Return the smallest input (tokens, in [0, W]) at which `strategy` fires under `ctx`, or None.
+
+    Found by bisection on the strategy's own ``fires(tokens, ctx)``, which must be monotone in
+    `tokens` (once it fires, it fires for every larger input): a few probes on each side of the
+    result check it.
+
+    Raises
+    ------
+    ValueError
+        When the probes find ``fires`` not monotone (the message names the strategy and the inputs).
+
+    Examples
+    --------
+    >>> from compaction_lab.strategies import get
+    >>> first_firing(get("codex"), CompactionContext(window=200_000, output_ceiling=32_000))
+    180000
+    """
+    w = ctx.window
+    if not strategy.fires(w, ctx):
+        found = None
+    elif strategy.fires(0, ctx):
+        found = 0
+    else:
+        lo, hi = 0, w  # fires(lo) is False, fires(hi) is True
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if strategy.fires(mid, ctx) else (mid, hi)
+        found = hi
+    edge = w + 1 if found is None else found
+    probes = sorted({*(w * i // 16 for i in range(17)), max(0, edge - 1), min(w, edge)})
+    for t in probes:
+        if strategy.fires(t, ctx) != (t >= edge):
+            raise ValueError(
+                f"strategy {strategy.name!r}: fires is not monotone in tokens at W={w:,}, "
+                f"O={ctx.output_ceiling:,} (fires({t:,}) is {not t >= edge}, first firing found at {found})"
+            )
+    return found
+
+
+def trigger_rule(entry: Entry[Strategy], ctx: CompactionContext, trigger: int | None) -> str:
+    """Return the text of what binds a strategy's trigger (figure 8's ``bound`` column).
+
+    The registration's ``trigger_rule`` meta (a text, or a function of the `CompactionContext`
+    returning one: FutureOS's ``economic`` or ``output``); without one, ``"fires at >= N tokens"``;
+    `NEVER` when the strategy does not fire up to W.
+    """
+    if trigger is None:
+        return NEVER
+    rule = entry.meta.get("trigger_rule")
+    if rule is None:
+        return f"fires at >= {trigger:,} tokens"
+    return str(rule(ctx) if callable(rule) else rule)
+
+
+def trigger_table(windows, output_ceilings, *, names: Sequence[str] | None = None) -> pd.DataFrame:
+    """Each listed strategy's trigger across windows W and output ceilings O (figure 8, top).
+
+    Read from the registry (`STRATEGIES`, listed strategies in rank order, as `strategies.names`
+    lists them): the trigger is `first_firing` under ``CompactionContext(window=W,
+    output_ceiling=O)``, so a new strategy module appears here with nothing else edited. Pairs with
+    O >= W are skipped.
+
+    Parameters
+    ----------
+    windows, output_ceilings : iterable of int
+    names : sequence of str, optional
+        Only these strategies (default: every listed one).
 
     Returns
     -------
     DataFrame
-        strategy, window, output_ceiling, trigger (tokens), share (trigger / W),
-        bound (which term binds, for FutureOS).
+        strategy, window, output_ceiling, trigger (tokens; NaN when it never fires up to W),
+        share (trigger / W), bound (`trigger_rule`), curve (the strategies whose triggers are the same
+        at every (W, O) of the table, in rank order joined by " = ": figure 8 draws one line for them).
     """
     import pandas as pd
 
+    entries = [e for e in STRATEGIES.entries() if e.meta.get("listed", True)]
+    if names is not None:
+        known = {e.name: e for e in entries}
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise ValueError(f"unknown strategy {unknown[0]!r}; available: {', '.join(known)}")
+        entries = [known[n] for n in names]
+    pairs = [(int(w), int(o)) for w in windows for o in output_ceilings if o < w]
     rows = []
-    for w in windows:
-        for o in output_ceilings:
-            if o >= w:
-                continue
-            f = futureos_trigger(w, o)
-            rows.append(
-                {"strategy": "futureos", "window": w, "output_ceiling": o, "trigger": f.effective, "bound": f.bound}
-            )
+    for e in entries:
+        for w, o in pairs:
+            ctx = CompactionContext(window=w, output_ceiling=o)
+            t = first_firing(e.obj, ctx)
             rows.append(
                 {
-                    "strategy": "codex",
+                    "strategy": e.name,
                     "window": w,
                     "output_ceiling": o,
-                    "trigger": codex_trigger(w).auto_compact,
-                    "bound": "90% of W",
+                    "trigger": float("nan") if t is None else t,
+                    "bound": trigger_rule(e, ctx, t),
                 }
             )
-            rows.append(
-                {
-                    "strategy": "opencode",
-                    "window": w,
-                    "output_ceiling": o,
-                    "trigger": opencode_trigger(w, o).usable,
-                    "bound": "W - maxOutput",
-                }
-            )
+    columns = ["strategy", "window", "output_ceiling", "trigger", "share", "bound", "curve"]
+    if not rows:
+        return pd.DataFrame(columns=columns)
     df = pd.DataFrame(rows)
     df["share"] = df["trigger"] / df["window"]
-    return df
+    # Strategies with the same trigger at every (W, O) share one curve, named after all of them in rank order.
+    curves: dict[tuple, list[str]] = {}
+    for name, g in df.groupby("strategy", sort=False):
+        curves.setdefault(tuple(g["trigger"].fillna(-1).astype(int)), []).append(str(name))
+    curve_of = {n: " = ".join(group) for group in curves.values() for n in group}
+    df["curve"] = df["strategy"].map(curve_of)
+    return df[columns]
 
 
 def budget_table(budgets: FutureOSBudgets, used: dict[str, int] | None = None) -> pd.DataFrame:

@@ -55,7 +55,7 @@ def get_summarizer(name: str, model: Any = None) -> Summarizer:
     try:
         factory = SUMMARIZERS.get(name)
     except UnknownName:
-        raise ValueError(f"unknown summary provider {name!r}; available: {', '.join(SUMMARIZERS.names())}") from None
+        raise ValueError(f"unknown summarizer {name!r}; available: {', '.join(SUMMARIZERS.names())}") from None
     return factory(model)
 
 

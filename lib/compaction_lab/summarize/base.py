@@ -60,7 +60,7 @@ class NoSummarizer:
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
         """Refuse every request: raise `SummaryUnavailable`."""
-        raise SummaryUnavailable("no summary provider configured (provider 'none')")
+        raise SummaryUnavailable("no summarizer configured (summarizer 'none')")
 
 
 @SUMMARIZERS.register("none", rank=10)

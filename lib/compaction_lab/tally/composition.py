@@ -48,7 +48,7 @@ from compaction_lab.core.excerpt import RECORD_CAP_CHARS, for_stage
 from compaction_lab.core.session import CONTEXT_KINDS, POINTER_OF_KIND, Session
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter, default_tokenizer, resolve_tokenizer
 from compaction_lab.engine.scheduler import Engine, Handle, open_engine
-from compaction_lab.ingest.import_report import ImportReport
+from compaction_lab.ingest.import_audit import ImportAudit
 from compaction_lab.ingest.units import SPAN_BYTES, Admission, Unit
 from compaction_lab.tally import tasks as tally_tasks
 from compaction_lab.tally.tasks import PART_CHARS
@@ -219,10 +219,10 @@ class TallyStats:
 
 @dataclass(frozen=True)
 class Tally:
-    """A tally's table (`COMPOSITION_COLUMNS`), its import report and how it ran."""
+    """A tally's table (`COMPOSITION_COLUMNS`), its import audit and how it ran."""
 
     table: pd.DataFrame
-    report: ImportReport
+    audit: ImportAudit
     stats: TallyStats
 
 
@@ -240,7 +240,7 @@ def tally(
     """Tally the composition of session files, read and counted on the engine (``compaction-lab tally``).
 
     The same table as ``composition_table(load_sessions(paths))`` and the same
-    import report, whichever engine runs it: files (and spans of whole sessions
+    import audit, whichever engine runs it: files (and spans of whole sessions
     of large files) are read by tasks that count their texts where they read
     them (`compaction_lab.tally.tasks`); on a cluster a large unit -- one long
     session -- is read in pieces by several tasks at once. Everything is
@@ -283,7 +283,7 @@ def tally(
     steps = list(plan(paths, formats, split_bytes=SPAN_BYTES))
     total = sum(st.unit.size for st in steps if st.unit is not None)
     eng: Engine = engine if engine is not None else open_engine(scheduler, input_bytes=total)
-    report = ImportReport()
+    audit = ImportAudit()
     admission = _Admission(Admission())
     rows: list[dict] = []
     counted: list[tally_tasks.PartCount] = []
@@ -301,7 +301,7 @@ def tally(
             whole = len(pieces) == 1
             return [e.submit(tally_tasks.read_for_tally, p, encoding, backend, whole) for p in pieces]
 
-        for unit, handles in units_on_engine(steps, report, eng, start):
+        for unit, handles in units_on_engine(steps, audit, eng, start):
             reads = []
             for h in handles:
                 reads.append(h.result())
@@ -309,13 +309,13 @@ def tally(
             read = tally_tasks.stitch(reads)
             counted += [r.counted for r in reads]
             for index, (segment, st) in enumerate(zip(read.segments, (*read.sessions, None), strict=True)):
-                report.merge(segment)
+                audit.merge(segment)
                 if st is None:
                     continue
                 digest = admission.digest(st, functools.partial(eng.submit, tally_tasks.session_digest, unit, index))
-                sid = admit_id(admission.admission, st.source_format, st.session_id, digest, unit.path, report)
+                sid = admit_id(admission.admission, st.source_format, st.session_id, digest, unit.path, audit)
                 if sid is not None:
-                    report.count_session(st.source_format, st.n_records)
+                    audit.count_session(st.source_format, st.n_records)
                     rows += _rows(sid, st.source_format, st.totals)
             if bar is not None:
                 bar.update(unit.size)
@@ -336,7 +336,7 @@ def tally(
         miss_chars=sum(p.miss_chars for p in counted),
         engine=eng.kind,
     )
-    return Tally(_frame(rows), report, stats)
+    return Tally(_frame(rows), audit, stats)
 
 
 #: On a cluster a tally's input is read in about this many pieces per worker (`tally`'s

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from compaction_lab.core.session import CONTEXT_KINDS, Session
 from compaction_lab.core.tokens import TokenCounter, counter
 from compaction_lab.ingest.files import Span, is_compressed, open_binary
-from compaction_lab.ingest.import_report import ImportReport
+from compaction_lab.ingest.import_audit import ImportAudit
 from compaction_lab.ingest.units import Unit
 
 #: Texts of in-memory sessions are counted in batches of about this many characters
@@ -91,14 +91,14 @@ class UnitRead:
 
     Attributes
     ----------
-    segments : tuple of ImportReport
-        The report segment before each session, then the trailing one.
+    segments : tuple of ImportAudit
+        The audit segment before each session, then the trailing one.
     sessions : tuple of SessionTally
     counted : PartCount
         The counter's hits and misses while counting them (no counts: they are in `sessions`).
     """
 
-    segments: tuple[ImportReport, ...]
+    segments: tuple[ImportAudit, ...]
     sessions: tuple[SessionTally, ...]
     counted: PartCount
 
@@ -117,7 +117,7 @@ def read_for_tally(unit: Unit, encoding: str, tokenizer: str, whole: bool = True
 
     tok = counter(encoding, tokenizer)
     before = (tok.hits, tok.misses, tok.hit_chars, tok.miss_chars)
-    segments: list[ImportReport] = []
+    segments: list[ImportAudit] = []
     sessions: list[SessionTally] = []
     held: Session | None = None  # a piece's session, until it is known whether it is the last
     for segment, s in read_unit(unit, importer(unit.fmt)):
@@ -297,7 +297,7 @@ def stitch(reads: Sequence[UnitRead]) -> UnitRead:
     Each piece after the first holds no line that opens a session: its
     records (if any) continue the last session read before it, and everything
     its reading reported came before that session ended, so it joins that
-    session's report segment (the segment after the last session is then
+    session's audit segment (the segment after the last session is then
     empty, as a reading of the whole unit leaves it). The session the later
     pieces continued has no digest (`SessionTally.digest`).
 
@@ -327,8 +327,8 @@ def stitch(reads: Sequence[UnitRead]) -> UnitRead:
                 sessions.append(read.sessions[0])
         # What was reported from the last session's start on, in reading order, goes before it.
         keep = max(0, len(sessions) - 1)
-        joined = ImportReport()
+        joined = ImportAudit()
         for seg in (*segments[keep:], *read.segments):
             joined.merge(seg)
-        segments = [*segments[:keep], joined, *([ImportReport()] if sessions else [])]
+        segments = [*segments[:keep], joined, *([ImportAudit()] if sessions else [])]
     return UnitRead(tuple(segments), tuple(sessions), counted)

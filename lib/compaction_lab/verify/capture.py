@@ -37,7 +37,7 @@ from compaction_lab.core.shapes import (
 )
 from compaction_lab.core.text import content_text
 from compaction_lab.ingest.files import iter_jsonl
-from compaction_lab.ingest.import_report import ImportReport
+from compaction_lab.ingest.import_audit import ImportAudit
 
 #: Roles whose messages make up the system prompt of a request.
 SYSTEM_ROLES = frozenset({"system", "developer"})
@@ -242,10 +242,10 @@ def codex_instructions(path: str | Path) -> tuple[str, str]:
     p = Path(path)
     if not p.is_file():
         raise CaptureError(f"{p.name}: no such file")
-    report = ImportReport()
+    audit = ImportAudit()
     metas = 0
     fallback: str | None = None
-    for _lineno, obj, _raw in iter_jsonl(p, report):
+    for _lineno, obj, _raw in iter_jsonl(p, audit):
         payload = obj.get("payload")
         if obj.get("type") != "session_meta" or not isinstance(payload, Mapping):
             continue
@@ -260,7 +260,7 @@ def codex_instructions(path: str | Path) -> tuple[str, str]:
     if fallback is not None:
         return fallback, "instructions"
     if metas == 0:
-        why = "; ".join(f"line {s.line}: {s.reason}" for s in report.skipped[:3])
+        why = "; ".join(f"line {s.line}: {s.reason}" for s in audit.skipped[:3])
         raise CaptureError(f"{p.name}: not a Codex rollout (no session_meta line)" + (f"; {why}" if why else ""))
     raise CaptureError(f"{p.name}: its session_meta records no base_instructions or instructions")
 

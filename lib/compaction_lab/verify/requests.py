@@ -11,18 +11,18 @@ message; fixed text, so the same on every machine), `build_manifest` rebuilds
   output cap, sha256 of system prompt, tools and every prompt text in use, the
   role sequence of its messages and the request fingerprint;
 * the exam's reader requests: closed book (the projection's messages plus the
-  question message, the shape's tools beside them) and each open-book round
-  (the shape's tools plus ``history_search`` / ``history_get``, the round's
+  question message, the call shape's tools beside them) and each open-book round
+  (the call shape's tools plus ``history_search`` / ``history_get``, the round's
   wording).
 
 `verify` compares the manifest with the committed lock
 (``data/shapes/verify.lock.json``) and also checks, independently of the lock,
-that every request has the shape ``docs/strategies.md`` and ``docs/exams.md`` document -- so a
+that every request has the request shape ``docs/strategies.md`` and ``docs/exams.md`` document -- so a
 documented property cannot be blessed away with ``--update``. Drift fails with
 the dotted keys that changed and a unified diff.
 
 Only hashes, names, roles and the rebuild's settings are stored, never a prompt's
-text: the lock is safe to commit whatever shape was captured.
+text: the lock is safe to commit whatever call shape was captured.
 """
 
 from __future__ import annotations
@@ -192,42 +192,42 @@ def _session_sha(session: Session) -> str:
     return sha256_json([dataclasses.asdict(r) for r in session.records])
 
 
-def verify_context(shape: CallShape, summarizer: Any) -> CompactionContext:
+def verify_context(call_shape: CallShape, summarizer: Any) -> CompactionContext:
     """Return the compaction context requests are rebuilt with (fixed window, ceiling and params)."""
     return CompactionContext(
         window=VERIFY_WINDOW,
         output_ceiling=VERIFY_OUTPUT_CEILING,
-        shape=shape,
+        shape=call_shape,
         summarizer=summarizer,
         params=dict(VERIFY_PARAMS),
     )
 
 
-# --------------------------------------------------------------------------- shapes
+# --------------------------------------------------------------------------- call shapes
 
 
 def default_shape_name() -> str:
-    """Name of the shape the suite uses by default (`CallShape.default`)."""
+    """Name of the call shape the suite uses by default (`CallShape.default`)."""
     return CallShape.default().name
 
 
 def load_shapes(shapes_dir: str | Path | None = None) -> dict[str, CallShape]:
-    """Every shape file of a folder, by file stem.
+    """Every call-shape file of a folder, by file stem.
 
     Raises
     ------
     ValueError
-        A file that is not a shape (not JSON, no ``system_prompt``, tools not a list).
+        A file that is not a call shape (not JSON, no ``system_prompt``, tools not a list).
     """
     out: dict[str, CallShape] = {}
     for f in shape_files(shapes_dir):
         try:
-            shape = CallShape.load(f)
+            call_shape = CallShape.load(f)
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{f.name} is not a call shape ({type(exc).__name__}: {exc})") from None
-        if not isinstance(shape.system_prompt, str) or not all(isinstance(t, Mapping) for t in shape.tools):
+        if not isinstance(call_shape.system_prompt, str) or not all(isinstance(t, Mapping) for t in call_shape.tools):
             raise ValueError(f"{f.name} is not a call shape (system_prompt must be text, tools a list of objects)")
-        out[f.stem] = shape
+        out[f.stem] = call_shape
     return out
 
 
@@ -244,21 +244,21 @@ def _keyed_tools(tools: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     return out
 
 
-def shape_entry(shape: CallShape) -> dict[str, Any]:
-    """Return a shape's manifest entry: fingerprints of its system prompt and each tool, and the tool order."""
+def shape_entry(call_shape: CallShape) -> dict[str, Any]:
+    """Return a call shape's manifest entry: fingerprints of its system prompt and each tool, and the tool order."""
     return {
-        "name": shape.name,
-        "fingerprint": shape_fingerprint(shape.system_prompt, shape.tools),
-        "system": sha256_text(shape.system_prompt),
-        "tools": _keyed_tools(shape.tools),
-        "tool_order": [tool_name(t) for t in shape.tools],
+        "name": call_shape.name,
+        "fingerprint": shape_fingerprint(call_shape.system_prompt, call_shape.tools),
+        "system": sha256_text(call_shape.system_prompt),
+        "tools": _keyed_tools(call_shape.tools),
+        "tool_order": [tool_name(t) for t in call_shape.tools],
     }
 
 
 # --------------------------------------------------------------------------- summary requests
 
 
-class RecordingProvider:
+class RecordingSummarizer:
     """A summarizer that keeps every request it receives and answers a fixed text (no model)."""
 
     name = "verify-recorder"
@@ -299,14 +299,14 @@ def strategy_prompts(strategy: Any, ctx: CompactionContext) -> dict[str, str]:
     return out
 
 
-def _tools_from(tools: Sequence[Mapping[str, Any]], shape: CallShape) -> str:
-    """Where a request's tool definitions come from: none, the call shape, the shape plus the history tools."""
+def _tools_from(tools: Sequence[Mapping[str, Any]], call_shape: CallShape) -> str:
+    """Where a request's tool definitions come from: none, the call shape, the call shape plus the history tools."""
     sent = canonical_json([dict(t) for t in tools])
     if not tools:
         return "none"
-    if sent == canonical_json([dict(t) for t in shape.tools]):
+    if sent == canonical_json([dict(t) for t in call_shape.tools]):
         return "call-shape"
-    if sent == canonical_json([dict(t) for t in open_book_tools(shape.tools)]):
+    if sent == canonical_json([dict(t) for t in open_book_tools(call_shape.tools)]):
         return "call-shape+history"
     return "other"
 
@@ -326,10 +326,10 @@ def _instruction_at_end(messages: Sequence[Mapping[str, Any]], prompts: Mapping[
     return isinstance(content, str) and content.rstrip().endswith(instruction.rstrip())
 
 
-def summary_entry(name: str, session: Session, shape: CallShape) -> dict[str, Any] | None:
+def summary_entry(name: str, session: Session, call_shape: CallShape) -> dict[str, Any] | None:
     """Return the manifest entry of one strategy's summary request (None when it sends none)."""
-    recorder = RecordingProvider()
-    ctx = verify_context(shape, recorder)
+    recorder = RecordingSummarizer()
+    ctx = verify_context(call_shape, recorder)
     projection = strategies.compact(session, name, None, ctx)
     request = recorder.requests[0] if recorder.requests else projection.summary_request
     if request is None:
@@ -337,14 +337,14 @@ def summary_entry(name: str, session: Session, shape: CallShape) -> dict[str, An
     prompts = strategy_prompts(strategies.get(name), ctx)
     return {
         "shape": request.shape,
-        "call_shape": shape.name,
+        "call_shape": call_shape.name,
         "template": request.template,
         "max_output_tokens": int(request.max_output_tokens),
         "calls": len(recorder.requests),
         "system": sha256_text(request.system),
-        "system_from": "call-shape" if request.system == shape.system_prompt else "own",
+        "system_from": "call-shape" if request.system == call_shape.system_prompt else "own",
         "tools": sha256_json([dict(t) for t in request.tools]),
-        "tools_from": _tools_from(request.tools, shape),
+        "tools_from": _tools_from(request.tools, call_shape),
         "tool_names": [tool_name(t) for t in request.tools],
         "prompts": {k: sha256_text(v) for k, v in sorted(prompts.items())},
         "roles": _roles(request.messages),
@@ -358,7 +358,7 @@ def summary_entry(name: str, session: Session, shape: CallShape) -> dict[str, An
 
 
 def open_book_tools(shape_tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Return the tools an open-book request sends: the shape's, then each history tool it lacks."""
+    """Return the tools an open-book request sends: the call shape's, then each history tool it lacks."""
     own = [dict(t) for t in shape_tools]
     have = {canonical_json(t) for t in own}
     return own + [dict(t) for t in readers.HISTORY_TOOL_DEFINITIONS if canonical_json(dict(t)) not in have]
@@ -384,27 +384,27 @@ def _question_sent(messages: Sequence[Mapping[str, Any]], wording: str) -> bool:
     return reading.QUESTION_INSTRUCTION.strip() in content and content.endswith(wording.strip())
 
 
-def _request_entry(body: Mapping[str, Any], shape: CallShape, wording: str = "") -> dict[str, Any]:
+def _request_entry(body: Mapping[str, Any], call_shape: CallShape, wording: str = "") -> dict[str, Any]:
     msgs = body["messages"]
     first = msgs[0] if msgs else {}
     system_from = (
-        "call-shape" if first.get("role") == "system" and first.get("content") == shape.system_prompt else "other"
+        "call-shape" if first.get("role") == "system" and first.get("content") == call_shape.system_prompt else "other"
     )
     return {
         "question_sent": _question_sent(msgs, wording),
         "system": sha256_text(str(first.get("content", ""))) if first.get("role") == "system" else None,
         "system_from": system_from,
         "tools": sha256_json(body["tools"]),
-        "tools_from": _tools_from(body["tools"], shape),
+        "tools_from": _tools_from(body["tools"], call_shape),
         "tool_names": [tool_name(t) for t in body["tools"]],
         "roles": _roles(msgs),
         "fingerprint": sha256_json(body),
     }
 
 
-def exam_entry(session: Session, shape: CallShape) -> dict[str, Any]:
+def exam_entry(session: Session, call_shape: CallShape) -> dict[str, Any]:
     """Return the manifest entry of the exam's reader requests (closed book and the five open-book rounds)."""
-    ctx = verify_context(shape, RecordingProvider())
+    ctx = verify_context(call_shape, RecordingSummarizer())
     projection = strategies.compact(session, EXAM_PROJECTION, None, ctx)
     messages = projection.messages()
     shape_tools = open_book.shape_tools_of(projection)
@@ -417,14 +417,14 @@ def exam_entry(session: Session, shape: CallShape) -> dict[str, Any]:
             "arm": rnd.arm,
             "search": rnd.search,
             "wording": sha256_text(rnd.wording),
-            **_request_entry(body, shape, rnd.wording),
+            **_request_entry(body, call_shape, rnd.wording),
         }
     return {
-        "call_shape": shape.name,
+        "call_shape": call_shape.name,
         "projection": EXAM_PROJECTION,
         "question_instruction": sha256_text(reading.QUESTION_INSTRUCTION),
         "history_tools": _keyed_tools(readers.HISTORY_TOOL_DEFINITIONS),
-        "closed_book": _request_entry(reader_request(messages, question, shape_tools), shape),
+        "closed_book": _request_entry(reader_request(messages, question, shape_tools), call_shape),
         "open_book": rounds,
     }
 
@@ -438,7 +438,7 @@ def build_manifest(shapes_dir: str | Path | None = None) -> dict[str, Any]:
     Parameters
     ----------
     shapes_dir : path, optional
-        Folder of shape files (default ``data/shapes``). The default shape
+        Folder of call-shape files (default ``data/shapes``). The default call shape
         (`CallShape.default`'s name) is read from it, so an edited copy
         changes the summary and exam requests too.
 
@@ -447,12 +447,12 @@ def build_manifest(shapes_dir: str | Path | None = None) -> dict[str, Any]:
     dict
         JSON-ready; equal on every machine and run for the same code and shapes.
     """
-    shapes = load_shapes(shapes_dir)
+    call_shapes = load_shapes(shapes_dir)
     default = default_shape_name()
-    if default not in shapes:
+    if default not in call_shapes:
         where = Path(shapes_dir).name if shapes_dir is not None else "data/shapes"
         raise ValueError(f"the default call shape {default!r} has no file {default}.json in {where}")
-    shape = shapes[default]
+    call_shape = call_shapes[default]
     session = canonical_session()
     return {
         "version": MANIFEST_VERSION,
@@ -464,16 +464,16 @@ def build_manifest(shapes_dir: str | Path | None = None) -> dict[str, Any]:
             "output_ceiling": VERIFY_OUTPUT_CEILING,
             "params": dict(VERIFY_PARAMS),
         },
-        "shapes": {stem: shape_entry(s) for stem, s in shapes.items()},
-        "summary": {name: summary_entry(name, session, shape) for name in strategies.names()},
-        "exam": exam_entry(session, shape),
+        "shapes": {stem: shape_entry(s) for stem, s in call_shapes.items()},
+        "summary": {name: summary_entry(name, session, call_shape) for name in strategies.names()},
+        "exam": exam_entry(session, call_shape),
     }
 
 
 def documented_request_shapes() -> dict[str, str]:
     """Return the summary-request shape of each listed arm that documents one, by arm name.
 
-    Each arm declares the shape docs/strategies.md documents for it where it registers
+    Each arm declares the request shape docs/strategies.md documents for it where it registers
     (``STRATEGIES.add(..., request_shape=...)``), written out rather than taken from the code
     that builds the request, so the check below is independent of that code and of the lock.
     """
@@ -489,12 +489,12 @@ def documented_problems(manifest: Mapping[str, Any]) -> tuple[str, ...]:
     """Where a manifest breaks what the specs document (independent of any lock).
 
     * each arm of `documented_request_shapes` sends a request of its
-      documented shape, and every request follows its shape's rules
+      documented request shape, and every request follows its request shape's rules
       (`REQUEST_SHAPE_RULES`);
     * exam requests carry the call shape's system prompt and tools (plus the
       history tools on the open arm) and end with the question,
       `reading.QUESTION_INSTRUCTION` and the round's wording;
-    * a shape offering ``history_search`` / ``history_get`` offers the exam's
+    * a call shape offering ``history_search`` / ``history_get`` offers the exam's
       own definitions.
     """
     problems: list[str] = []
@@ -671,7 +671,7 @@ def verify(lock_path: str | Path | None = None, shapes_dir: str | Path | None = 
 def update_lock(lock_path: str | Path | None = None, shapes_dir: str | Path | None = None) -> Path:
     """Rebuild the manifest and write it as the lock; returns the lock's path.
 
-    Documented-shape problems are not a reason to refuse (the lock records
+    Documented-request-shape problems are not a reason to refuse (the lock records
     what is); `verify` keeps reporting them until they are fixed.
     """
     lock = Path(lock_path) if lock_path is not None else default_lock_path(shapes_dir)
@@ -713,7 +713,7 @@ __all__ = [
     "EXAM_PROJECTION",
     "MANIFEST_VERSION",
     "REQUEST_SHAPE_RULES",
-    "RecordingProvider",
+    "RecordingSummarizer",
     "VERIFY_OUTPUT_CEILING",
     "VERIFY_PARAMS",
     "VERIFY_WINDOW",

@@ -385,8 +385,9 @@ def table_pricing(model: str | None, run_table: PriceTable | None, shipped: Sequ
 
 # --------------------------------------------------------------------------- the tables
 
-#: One row per recorded compaction x repeated call (`rediscovery_table`).
-REDISCOVERY_COLUMNS: list[str] = [
+#: What names a recorded compaction in both tables: its session, agent and model, which compaction, where
+#: it cut and the span of calls after it that were read.
+COMPACTION_KEY: list[str] = [
     "session_id",
     "agent",
     "model",
@@ -395,6 +396,11 @@ REDISCOVERY_COLUMNS: list[str] = [
     "cut",
     "after",
     "until",
+]
+
+#: One row per recorded compaction x repeated call (`rediscovery_table`).
+REDISCOVERY_COLUMNS: list[str] = [
+    *COMPACTION_KEY,
     "repeat_source_order",
     "repeat_entry_id",
     "tool",
@@ -417,14 +423,7 @@ REDISCOVERY_COLUMNS: list[str] = [
 #: ``repeats`` and ``repeat_*`` count rediscoveries only; ``repeats_kept`` the held repeats, ``state_checks``
 #: and ``state_check_*`` the state checks, ``repeats_other`` the rest (`CALL_CLASSES`).
 COMPACTION_COLUMNS: list[str] = [
-    "session_id",
-    "agent",
-    "model",
-    "compaction",
-    "compaction_entry_id",
-    "cut",
-    "after",
-    "until",
+    *COMPACTION_KEY,
     "calls_after",
     "repeats",
     "repeats_kept",
@@ -479,15 +478,6 @@ class _Outputs:
             if r.kind == "tool_output" and (not r.call_id or r.call_id == call.call_id):
                 return [r]
         return []
-
-
-def outputs_of(session: Session, call: Record) -> list[Record]:
-    """Return the ``tool_output`` records answering `call`.
-
-    Those linked to it by ``call_id`` (after it); else the first ``tool_output`` after it that is linked
-    to no other call; else none (the log holds no output for it).
-    """
-    return _Outputs(session).of(call)
 
 
 def _price_of(price_table: str | PriceTable | None) -> PriceTable | None:
@@ -770,7 +760,6 @@ __all__ = [
     "compactions_table",
     "family_of",
     "log_pricing",
-    "outputs_of",
     "rediscovery",
     "rediscovery_table",
     "table_pricing",

@@ -452,6 +452,9 @@ class ClosedBookExam(Exam[RunCases, ClosedResult]):
     ``exam_by_session``, ``exam_paired`` and ``exam_sensitivity`` (the ranking against the question mix).
     """
 
+    writes = ("exam_closed", "exam_projections", "exam_recall", "exam_by_session", "exam_paired", "exam_sensitivity")
+    own_cells = True  # notebook 03's cells show its cases, answers and figures
+
     def cases(self, source: Source, params: ExamParams) -> RunCases:
         """Return the run's cases (`cases.for_source`: a run folder's saved bank, or one built and saved)."""
         return exam_cases.for_source(source, params.case_params())

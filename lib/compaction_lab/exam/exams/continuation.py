@@ -716,6 +716,15 @@ def closed_recall(source: Source) -> pd.DataFrame:
 class ContinuationExam(Exam[ContinuationCases, ContinuationResult]):
     """The continuation exam (notebook 06): the recorded next actions as the key, needed-next recall per arm."""
 
+    writes = (
+        "exam_continuation",
+        "continuation_targets",
+        "continuation_recall",
+        "rediscovery",
+        "rediscovery_compactions",
+    )
+    own_cells = True  # notebook 06's cells
+
     params_type = ContinuationParams
 
     def cases(self, source: Source, params: ExamParams) -> ContinuationCases:

@@ -542,6 +542,9 @@ class OpenBookExam(Exam[OpenBookCases, pd.DataFrame]):
     round. Tables: ``exam_open`` (`COLUMNS`) and ``exam_open_outcomes`` (`outcome_table`, round as a column).
     """
 
+    writes = ("exam_open", "exam_open_outcomes")
+    own_cells = True  # notebook 05's cells
+
     params_type = OpenBookParams
 
     def cases(self, source: Source, params: ExamParams) -> OpenBookCases:

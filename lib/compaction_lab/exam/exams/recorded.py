@@ -557,6 +557,9 @@ class RecordedExam(Exam[RecordedCases, RecordedResult]):
     ``exam_recorded_answers`` (`closed.ANSWER_COLUMNS`) and ``exam_recorded`` (`TABLE_COLUMNS`).
     """
 
+    writes = ("recorded_compactions", "recorded_skipped", "exam_recorded_answers", "exam_recorded")
+    own_cells = True  # notebook 03's last cells (the closed book's context shared)
+
     def cases(self, source: Source, params: ExamParams) -> RecordedCases:
         """Return one case per recorded compaction (`for_source`), the skipped sessions counted."""
         return for_source(source, params.case_params())

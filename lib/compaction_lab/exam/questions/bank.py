@@ -629,9 +629,7 @@ def build_bank(
         encoding=encoding,
         cut_fractions=tuple(cut_fractions),
     )
-    cases, report = build_bank_with_report(chains, spec)
-    _warn_if_short(report)
-    return cases
+    return build_bank_from_spec(chains, spec)
 
 
 # --------------------------------------------------------------------------- checks

@@ -110,6 +110,17 @@ HISTORY_GET_TOOL: Mapping[str, Any] = {
 
 HISTORY_TOOL_DEFINITIONS: tuple[Mapping[str, Any], ...] = (HISTORY_SEARCH_TOOL, HISTORY_GET_TOOL)
 
+#: What a ``history_search`` hit shows the reader, in this order (the tool result's JSON keys).
+HIT_FIELDS = ("entry_id", "source_order", "kind", "tool", "target", "snippet")
+
+#: What ``history_get`` shows of each original record, in this order.
+RECORD_FIELDS = ("block_index", "source_order", "kind", "tool", "target", "text")
+
+
+def _fields(obj: Any, names: Sequence[str]) -> dict[str, Any]:
+    """Return the named attributes of `obj` as a dict, in the order given (a tool result's JSON object)."""
+    return {name: getattr(obj, name) for name in names}
+
 
 class HistoryTools:
     """``history_search`` / ``history_get`` over an archive, bound to one session, recording every call.
@@ -161,19 +172,7 @@ class HistoryTools:
         call = ToolCall("history_search", args, tuple(dict.fromkeys(h.entry_id for h in hits)))
         self.calls.append(call)
         content = json.dumps(
-            {
-                "hits": [
-                    {
-                        "entry_id": h.entry_id,
-                        "source_order": h.source_order,
-                        "kind": h.kind,
-                        "tool": h.tool,
-                        "target": h.target,
-                        "snippet": h.snippet,
-                    }
-                    for h in hits
-                ]
-            },
+            {"hits": [_fields(h, HIT_FIELDS) for h in hits]},
             ensure_ascii=False,
         )
         return ToolResult(call, content, hits=tuple(hits))
@@ -191,17 +190,7 @@ class HistoryTools:
         content = json.dumps(
             {
                 "entry_id": entry_id,
-                "records": [
-                    {
-                        "block_index": r.block_index,
-                        "source_order": r.source_order,
-                        "kind": r.kind,
-                        "tool": r.tool,
-                        "target": r.target,
-                        "text": r.text,
-                    }
-                    for r in records
-                ],
+                "records": [_fields(r, RECORD_FIELDS) for r in records],
             },
             ensure_ascii=False,
         )

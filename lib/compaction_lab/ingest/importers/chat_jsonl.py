@@ -27,7 +27,7 @@ from compaction_lab.core.session import Session
 from compaction_lab.core.text import content_text, is_injected, tool_call_text
 from compaction_lab.ingest.builder import SessionBuilder, file_stem, tool_target
 from compaction_lab.ingest.files import Head, iter_jsonl
-from compaction_lab.ingest.import_report import ImportReport
+from compaction_lab.ingest.import_audit import ImportAudit
 from compaction_lab.ingest.registry import IMPORTERS, safely
 
 FORMAT = "chat_jsonl"
@@ -146,7 +146,7 @@ class _Conversation:
         return problem
 
 
-def load(path: str | Path, report: ImportReport) -> Iterator[Session]:
+def load(path: str | Path, audit: ImportAudit) -> Iterator[Session]:
     """Stream the sessions of one chat JSONL file.
 
     Conversation lines are yielded as they are read; the per-line messages of
@@ -155,9 +155,9 @@ def load(path: str | Path, report: ImportReport) -> Iterator[Session]:
     path = Path(path)
     stem = file_stem(path)
     plain: _Conversation | None = None
-    for lineno, obj, _raw in iter_jsonl(path, report):
+    for lineno, obj, _raw in iter_jsonl(path, audit):
         if "messages" in obj and "role" not in obj:
-            session = _load_conversation(path, stem, lineno, obj, report)
+            session = _load_conversation(path, stem, lineno, obj, audit)
             if session is not None:
                 yield session
             continue
@@ -165,31 +165,31 @@ def load(path: str | Path, report: ImportReport) -> Iterator[Session]:
             plain = _Conversation(stem, path)
         problem = plain.add_message(obj, f"L{lineno}")
         if problem:
-            report.skip(path, lineno, *problem)
+            audit.skip(path, lineno, *problem)
     if plain is not None and plain.builder.records:
         yield plain.builder.build()
 
 
 def _load_conversation(
-    path: Path, stem: str, lineno: int, obj: Mapping[str, Any], report: ImportReport
+    path: Path, stem: str, lineno: int, obj: Mapping[str, Any], audit: ImportAudit
 ) -> Session | None:
     """Build the session of one ``{"messages": [...]}`` line (None, counted, when unusable)."""
     messages = obj["messages"]
     if not isinstance(messages, list):
-        report.skip(path, lineno, "missing_field", "'messages' is not a list")
+        audit.skip(path, lineno, "missing_field", "'messages' is not a list")
         return None
     conv = _Conversation(f"{stem}-{lineno}", path)
     if isinstance(obj.get("model"), str) and obj["model"]:
         conv.builder.metadata["model"] = obj["model"]
     for i, msg in enumerate(messages):
         if not isinstance(msg, Mapping):
-            report.skip(path, lineno, "not_an_object", f"messages[{i}] is {type(msg).__name__}")
+            audit.skip(path, lineno, "not_an_object", f"messages[{i}] is {type(msg).__name__}")
             continue
         problem = conv.add_message(msg, f"m{i}")
         if problem:
-            report.skip(path, lineno, problem[0], f"messages[{i}]: {problem[1]}")
+            audit.skip(path, lineno, problem[0], f"messages[{i}]: {problem[1]}")
     return conv.builder.build()
 
 
 # The rank is this importer's place in the sniffing order: last, as the most permissive (`ingest.registry`).
-IMPORTERS.add(FORMAT, sys.modules[__name__], rank=60)
+IMPORTERS.add(FORMAT, sys.modules[__name__], rank=60)  # written by many tools: no one agent

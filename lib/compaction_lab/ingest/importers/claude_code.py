@@ -24,7 +24,7 @@ from compaction_lab.core.session import Session
 from compaction_lab.core.text import content_text, is_injected, tool_call_text
 from compaction_lab.ingest.builder import SessionBuilder, file_stem, tool_target
 from compaction_lab.ingest.files import Head, iter_jsonl
-from compaction_lab.ingest.import_report import ImportReport
+from compaction_lab.ingest.import_audit import ImportAudit
 from compaction_lab.ingest.registry import IMPORTERS, safely
 
 FORMAT = "claude_code"
@@ -353,7 +353,7 @@ def _parse(lineno: int, obj: Mapping[str, Any], used_ids: set[str], calls: dict,
 # --------------------------------------------------------------------------- ordering
 
 
-def _order(entries: list[_Entry], known: set[str], path: Path, report: ImportReport) -> list[_Entry]:
+def _order(entries: list[_Entry], known: set[str], path: Path, audit: ImportAudit) -> list[_Entry]:
     """Entries in file order, but never before their parent; bad links counted, entries kept.
 
     A stable topological sort (Kahn's algorithm, ready entries taken by file
@@ -373,7 +373,7 @@ def _order(entries: list[_Entry], known: set[str], path: Path, report: ImportRep
         if e.parent is None:
             continue
         if e.parent not in known:
-            report.skip(path, e.lineno, "dangling_parent", f"parentUuid {e.parent} is no uuid of the file")
+            audit.skip(path, e.lineno, "dangling_parent", f"parentUuid {e.parent} is no uuid of the file")
             continue
         j = local.get(e.parent)
         if j is not None:
@@ -406,7 +406,7 @@ def _order(entries: list[_Entry], known: set[str], path: Path, report: ImportRep
             # Never None here: every entry left waits on a parent (the roots were all popped above).
             x = cast(int, parent_of[x])
         cut = min(chain[seen[x] :])
-        report.skip(
+        audit.skip(
             path, entries[cut].lineno, "cyclic_parent", f"parentUuid links of {entries[cut].entry_id} form a cycle"
         )
         parent_of[cut] = None
@@ -480,7 +480,7 @@ def _finish_metadata(meta: dict[str, Any], state: dict[str, Any]) -> None:
         meta["title"] = own[-1] if own else state["summaries"][0][0]
 
 
-def _build(key: str, entries: list[_Entry], path: Path, known: set[str], calls: dict, report: ImportReport) -> Session:
+def _build(key: str, entries: list[_Entry], path: Path, known: set[str], calls: dict, audit: ImportAudit) -> Session:
     b = SessionBuilder(key, FORMAT, path)
     first = entries[0]
     b.metadata["variant"] = "stream_json" if any(e.variant == "stream_json" for e in entries) else "projects"
@@ -498,7 +498,7 @@ def _build(key: str, entries: list[_Entry], path: Path, known: set[str], calls: 
     }
     usage: dict[str, tuple[str, str | None, dict]] = {}
     after_boundary = False  # the previous record was a compact_boundary marker
-    for e in _order(entries, known, path, report):
+    for e in _order(entries, known, path, audit):
         summary_seen = False
         for block_index, (kind, text, fields) in enumerate(e.items):
             fields = dict(fields)
@@ -531,14 +531,14 @@ def _build(key: str, entries: list[_Entry], path: Path, known: set[str], calls: 
     return b.build()
 
 
-def load(path: Path, report: ImportReport) -> Iterator[Session]:
+def load(path: Path, audit: ImportAudit) -> Iterator[Session]:
     """Stream the sessions of one Claude Code transcript file.
 
     Parameters
     ----------
     path : Path
         A projects ``.jsonl`` (or ``.jsonl.zst``) or a stream-json transcript.
-    report : ImportReport
+    audit : ImportAudit
         Receives skips: bad lines (from `iter_jsonl`), ``missing_field`` /
         ``unknown_type`` for unusable message content, ``dangling_parent`` /
         ``cyclic_parent`` for bad links (those records are kept).
@@ -552,10 +552,10 @@ def load(path: Path, report: ImportReport) -> Iterator[Session]:
     entries: list[_Entry] = []
     used_ids: set[str] = set()
     calls: dict[str, tuple[str, str | None]] = {}
-    for lineno, obj, _raw in iter_jsonl(path, report):
+    for lineno, obj, _raw in iter_jsonl(path, audit):
 
         def skip(reason: str, detail: str, _lineno: int = lineno) -> None:
-            report.skip(path, _lineno, reason, detail)
+            audit.skip(path, _lineno, reason, detail)
 
         entries.append(_parse(lineno, obj, used_ids, calls, skip))
     if not entries:
@@ -563,8 +563,8 @@ def load(path: Path, report: ImportReport) -> Iterator[Session]:
     known = {e.uuid for e in entries if e.uuid}
     stem = file_stem(path)
     for key, group in _assign_sessions(entries, stem).items():
-        yield _build(key, group, path, known, calls, report)
+        yield _build(key, group, path, known, calls, audit)
 
 
 # The rank is this importer's place in the sniffing order, most specific first (`ingest.registry`).
-IMPORTERS.add(FORMAT, sys.modules[__name__], rank=40)
+IMPORTERS.add(FORMAT, sys.modules[__name__], rank=40, agent="claude-code")

@@ -45,7 +45,7 @@ from compaction_lab.core.session import Session
 from compaction_lab.core.text import content_text, is_injected, tool_call_text
 from compaction_lab.ingest.builder import SessionBuilder, file_stem, tool_target
 from compaction_lab.ingest.files import Head, Span, iter_jsonl
-from compaction_lab.ingest.import_report import ImportReport
+from compaction_lab.ingest.import_audit import ImportAudit
 from compaction_lab.ingest.json_repair import loads
 from compaction_lab.ingest.registry import IMPORTERS
 
@@ -215,9 +215,9 @@ def reasoning_text(payload: Mapping[str, Any]) -> str:
 class _Rollout:
     """Import state of one rollout file: the session being built and its tool calls."""
 
-    def __init__(self, path: Path, report: ImportReport):
+    def __init__(self, path: Path, audit: ImportAudit):
         self.path = path
-        self.report = report
+        self.audit = audit
         self.builder: SessionBuilder | None = None
         self._reset()
 
@@ -279,7 +279,7 @@ class _Rollout:
         return None
 
     def skip(self, lineno: int, reason: str, detail: str = "") -> None:
-        self.report.skip(self.path, lineno, reason, detail)
+        self.audit.skip(self.path, lineno, reason, detail)
 
     def _meta(self, lineno: int, kind: str, payload: Mapping[str, Any], ts: str | None) -> None:
         ptype = payload.get("type")
@@ -492,14 +492,14 @@ def session_key(obj: Mapping[str, Any]) -> str | None:
     return sid if isinstance(sid, str) and sid else None
 
 
-def load(path: str | Path, report: ImportReport, span: Span | None = None) -> Iterator[Session]:
+def load(path: str | Path, audit: ImportAudit, span: Span | None = None) -> Iterator[Session]:
     """Stream the sessions of one rollout file (plain or ``.zst``), or of a span of whole sessions.
 
-    Never raises on bad content: unusable lines are counted in `report`.
+    Never raises on bad content: unusable lines are counted in `audit`.
     """
     path = Path(path)
-    rollout = _Rollout(path, report)
-    for lineno, obj, _raw in iter_jsonl(path, report, span):
+    rollout = _Rollout(path, audit)
+    for lineno, obj, _raw in iter_jsonl(path, audit, span):
         finished = rollout.line(lineno, obj)
         if finished is not None:
             yield finished
@@ -536,4 +536,4 @@ def _replacement_item(item: Any) -> dict[str, Any]:
 
 
 # The rank is this importer's place in the sniffing order, most specific first (`ingest.registry`).
-IMPORTERS.add(FORMAT, sys.modules[__name__], rank=30)
+IMPORTERS.add(FORMAT, sys.modules[__name__], rank=30, agent="codex")

@@ -44,7 +44,7 @@ from compaction_lab.core.session import Session
 from compaction_lab.core.text import is_injected, tool_call_text
 from compaction_lab.ingest.builder import SessionBuilder, tool_target
 from compaction_lab.ingest.files import SQLITE_MAGIC, Head, load_json, read_magic
-from compaction_lab.ingest.import_report import ImportReport, os_reason
+from compaction_lab.ingest.import_audit import ImportAudit, os_reason
 from compaction_lab.ingest.json_repair import parse_json
 from compaction_lab.ingest.registry import IMPORTERS
 
@@ -129,14 +129,14 @@ def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
 # --------------------------------------------------------------------------- loading
 
 
-def load(path: Path, report: ImportReport) -> Iterator[Session]:
+def load(path: Path, audit: ImportAudit) -> Iterator[Session]:
     """Stream the sessions of an OpenCode database, storage tree or export file.
 
     Parameters
     ----------
     path : Path
         ``opencode.db``, a storage root directory, or an export JSON file.
-    report : ImportReport
+    audit : ImportAudit
         Receives every skipped row, file or part.
 
     Yields
@@ -146,33 +146,33 @@ def load(path: Path, report: ImportReport) -> Iterator[Session]:
     """
     path = Path(path)
     if path.is_dir():
-        yield from _load_storage(path, report)
+        yield from _load_storage(path, audit)
         return
     try:
         magic = read_magic(path, len(SQLITE_MAGIC))
     except OSError as exc:
-        report.skip(path, None, "unreadable", os_reason(exc))
+        audit.skip(path, None, "unreadable", os_reason(exc))
         return
     if magic == SQLITE_MAGIC:
-        yield from _load_db(path, report)
+        yield from _load_db(path, audit)
     else:
-        yield from _load_export(path, report)
+        yield from _load_export(path, audit)
 
 
 # ----- SQLite (1.x)
 
 
-def _load_db(path: Path, report: ImportReport) -> Iterator[Session]:
+def _load_db(path: Path, audit: ImportAudit) -> Iterator[Session]:
     try:
         conn = _connect(path)
         tables = _tables(conn)
     except sqlite3.Error as exc:
-        report.skip(path, None, "unreadable", f"{type(exc).__name__}: {exc}")
+        audit.skip(path, None, "unreadable", f"{type(exc).__name__}: {exc}")
         return
     try:
         for table in ("session", "message", "part"):
             if table not in tables:
-                report.skip(path, None, "missing_field", f"no table {table}")
+                audit.skip(path, None, "missing_field", f"no table {table}")
                 return
         cols = {t: _columns(conn, t) for t in ("session", "message", "part")}
         for table, need in (
@@ -182,7 +182,7 @@ def _load_db(path: Path, report: ImportReport) -> Iterator[Session]:
         ):
             missing = [c for c in need if c not in cols[table]]
             if missing:
-                report.skip(path, None, "missing_field", f"table {table} has no column {', '.join(missing)}")
+                audit.skip(path, None, "missing_field", f"table {table} has no column {', '.join(missing)}")
                 return
         order = "time_created, id" if "time_created" in cols["session"] else "id"
         # Iterate the session table with its own cursor; each session's messages and
@@ -190,20 +190,20 @@ def _load_db(path: Path, report: ImportReport) -> Iterator[Session]:
         sessions = conn.execute(f'SELECT * FROM "session" ORDER BY {order}')
         names = [d[0] for d in sessions.description]
         for row in sessions:
-            info = _db_session_info(dict(zip(names, row, strict=False)), path, report)
-            messages = _db_messages(conn, cols, info["id"], path, report)
-            yield _build(info, messages, path, report)
+            info = _db_session_info(dict(zip(names, row, strict=False)), path, audit)
+            messages = _db_messages(conn, cols, info["id"], path, audit)
+            yield _build(info, messages, path, audit)
     except sqlite3.Error as exc:
-        report.skip(path, None, "unreadable", f"{type(exc).__name__}: {exc}")
+        audit.skip(path, None, "unreadable", f"{type(exc).__name__}: {exc}")
     finally:
         conn.close()
 
 
-def _db_session_info(row: dict[str, Any], path: Path, report: ImportReport) -> dict[str, Any]:
+def _db_session_info(row: dict[str, Any], path: Path, audit: ImportAudit) -> dict[str, Any]:
     """Session info in the JSON (storage/export) shape, from a session row."""
     info: dict[str, Any] = {}
     if isinstance(row.get("data"), (str, bytes)):  # some versions keep the rest of the info as JSON
-        data = _parse_row(row["data"], "session", row.get("id"), path, report)
+        data = _parse_row(row["data"], "session", row.get("id"), path, audit)
         if data is not None:
             info.update(data)
     info["id"] = _as_id(row["id"])
@@ -214,51 +214,51 @@ def _db_session_info(row: dict[str, Any], path: Path, report: ImportReport) -> d
 
 
 def _db_messages(
-    conn: sqlite3.Connection, cols: Mapping[str, list[str]], session_id: str, path: Path, report: ImportReport
+    conn: sqlite3.Connection, cols: Mapping[str, list[str]], session_id: str, path: Path, audit: ImportAudit
 ) -> Iterator[tuple[dict[str, Any] | None, str, list[dict[str, Any]]]]:
     """(message info or None, message id, parts) of one session, in OpenCode's order."""
     order = "time_created, id" if "time_created" in cols["message"] else "id"
     rows = conn.execute(f'SELECT id, data FROM "message" WHERE session_id = ? ORDER BY {order}', (session_id,))
     for msg_id, data in rows:
-        info = _parse_row(data, "message", msg_id, path, report)
+        info = _parse_row(data, "message", msg_id, path, audit)
         if info is not None:
             info = {**info, "id": _as_id(msg_id), "sessionID": session_id}
         parts: list[dict[str, Any]] = []
         for part_id, pdata in conn.execute('SELECT id, data FROM "part" WHERE message_id = ? ORDER BY id', (msg_id,)):
-            part = _parse_row(pdata, "part", part_id, path, report)
+            part = _parse_row(pdata, "part", part_id, path, audit)
             if part is not None:
                 parts.append({**part, "id": _as_id(part_id), "messageID": _as_id(msg_id), "sessionID": session_id})
         yield info, _as_id(msg_id), parts
 
 
-def _parse_row(data: Any, table: str, row_id: Any, path: Path, report: ImportReport) -> dict[str, Any] | None:
+def _parse_row(data: Any, table: str, row_id: Any, path: Path, audit: ImportAudit) -> dict[str, Any] | None:
     """Parse the JSON object of a ``data`` column, or return None (counted)."""
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            report.skip(path, None, "invalid_utf8", f"{table} {row_id}: {exc}")
+            audit.skip(path, None, "invalid_utf8", f"{table} {row_id}: {exc}")
             return None
     if not isinstance(data, str):
-        report.skip(path, None, "missing_field", f"{table} {row_id}: data is {type(data).__name__}")
+        audit.skip(path, None, "missing_field", f"{table} {row_id}: data is {type(data).__name__}")
         return None
     try:
         obj, replaced = parse_json(data)
     except (ValueError, RecursionError) as exc:
-        report.skip(path, None, "malformed_json", f"{table} {row_id}: {exc}")
+        audit.skip(path, None, "malformed_json", f"{table} {row_id}: {exc}")
         return None
     if not isinstance(obj, dict):
-        report.skip(path, None, "not_an_object", f"{table} {row_id}: {type(obj).__name__}")
+        audit.skip(path, None, "not_an_object", f"{table} {row_id}: {type(obj).__name__}")
         return None
     if replaced:
-        report.note("lone_surrogates_replaced")
+        audit.note("lone_surrogates_replaced")
     return obj
 
 
 # ----- JSON storage tree (pre-1.x)
 
 
-def _listing(folder: Path, report: ImportReport, keep) -> list[Path]:
+def _listing(folder: Path, audit: ImportAudit, keep) -> list[Path]:
     """List the entries of one storage folder that `keep` accepts, sorted.
 
     A missing folder has none, an unreadable one is counted.
@@ -269,49 +269,49 @@ def _listing(folder: Path, report: ImportReport, keep) -> list[Path]:
     except (FileNotFoundError, NotADirectoryError):
         return []
     except OSError as exc:
-        report.skip(folder, None, "unreadable", os_reason(exc))
+        audit.skip(folder, None, "unreadable", os_reason(exc))
         return []
     return [folder / n for n in sorted(names)]
 
 
-def _json_files(folder: Path, report: ImportReport) -> list[Path]:
+def _json_files(folder: Path, audit: ImportAudit) -> list[Path]:
     """List the ``*.json`` files of one storage folder."""
-    return _listing(folder, report, lambda e: e.name.endswith(".json"))
+    return _listing(folder, audit, lambda e: e.name.endswith(".json"))
 
 
-def _subfolders(folder: Path, report: ImportReport) -> list[Path]:
+def _subfolders(folder: Path, audit: ImportAudit) -> list[Path]:
     """List the folders inside one storage folder."""
-    return _listing(folder, report, lambda e: e.is_dir())
+    return _listing(folder, audit, lambda e: e.is_dir())
 
 
-def _load_storage(root: Path, report: ImportReport) -> Iterator[Session]:
-    session_files = [f for project in _subfolders(root / "session", report) for f in _json_files(project, report)]
+def _load_storage(root: Path, audit: ImportAudit) -> Iterator[Session]:
+    session_files = [f for project in _subfolders(root / "session", audit) for f in _json_files(project, audit)]
     if not session_files:
-        report.skip(root, None, "empty_file", "storage tree holds no session/<project>/<ses>.json")
+        audit.skip(root, None, "empty_file", "storage tree holds no session/<project>/<ses>.json")
         return
     for sfile in session_files:
-        info = load_json(sfile, report)
+        info = load_json(sfile, audit)
         if info is None:
             continue
         if not isinstance(info, dict):
-            report.skip(sfile, None, "not_an_object", type(info).__name__)
+            audit.skip(sfile, None, "not_an_object", type(info).__name__)
             continue
         info = {**info, "id": str(info.get("id") or sfile.stem)}
-        yield _build(info, _storage_messages(root, info["id"], report), sfile, report)
+        yield _build(info, _storage_messages(root, info["id"], audit), sfile, audit)
 
 
 def _storage_messages(
-    root: Path, session_id: str, report: ImportReport
+    root: Path, session_id: str, audit: ImportAudit
 ) -> Iterator[tuple[dict[str, Any] | None, str, list[dict[str, Any]]]]:
     loaded: list[tuple[Any, str, dict[str, Any]]] = []
-    for mfile in _json_files(root / "message" / session_id, report):
-        info = load_json(mfile, report)
+    for mfile in _json_files(root / "message" / session_id, audit):
+        info = load_json(mfile, audit)
         if info is None:
             # Unreadable message file: its parts can no longer be placed (counted below).
             loaded.append(((0, 0, mfile.stem), mfile.stem, {}))
             continue
         if not isinstance(info, dict):
-            report.skip(mfile, None, "not_an_object", type(info).__name__)
+            audit.skip(mfile, None, "not_an_object", type(info).__name__)
             loaded.append(((0, 0, mfile.stem), mfile.stem, {}))
             continue
         msg_id = str(info.get("id") or mfile.stem)
@@ -322,12 +322,12 @@ def _storage_messages(
     loaded.sort(key=lambda t: t[0])
     for _key, msg_id, info in loaded:
         parts: list[dict[str, Any]] = []
-        for pfile in _json_files(root / "part" / msg_id, report):
-            part = load_json(pfile, report)
+        for pfile in _json_files(root / "part" / msg_id, audit):
+            part = load_json(pfile, audit)
             if part is None:
                 continue
             if not isinstance(part, dict):
-                report.skip(pfile, None, "not_an_object", type(part).__name__)
+                audit.skip(pfile, None, "not_an_object", type(part).__name__)
                 continue
             parts.append({**part, "id": str(part.get("id") or pfile.stem)})
         parts.sort(key=lambda p: p["id"])
@@ -337,40 +337,40 @@ def _storage_messages(
 # ----- export JSON
 
 
-def _load_export(path: Path, report: ImportReport) -> Iterator[Session]:
-    doc = load_json(path, report)
+def _load_export(path: Path, audit: ImportAudit) -> Iterator[Session]:
+    doc = load_json(path, audit)
     if doc is None:
         return
     if not isinstance(doc, dict):
-        report.skip(path, None, "not_an_object", type(doc).__name__)
+        audit.skip(path, None, "not_an_object", type(doc).__name__)
         return
     info = doc.get("info")
     messages = doc.get("messages")
     if not isinstance(info, dict) or not isinstance(messages, list):
-        report.skip(path, None, "missing_field", "export needs an 'info' object and a 'messages' list")
+        audit.skip(path, None, "missing_field", "export needs an 'info' object and a 'messages' list")
         return
     info = {**info, "id": str(info.get("id") or path.stem)}
-    yield _build(info, _export_messages(messages, path, report), path, report)
+    yield _build(info, _export_messages(messages, path, audit), path, audit)
 
 
 def _export_messages(
-    messages: list[Any], path: Path, report: ImportReport
+    messages: list[Any], path: Path, audit: ImportAudit
 ) -> Iterator[tuple[dict[str, Any] | None, str, list[dict[str, Any]]]]:
     # The export is already in OpenCode's order (messages by time, parts by id): keep it.
     for i, item in enumerate(messages):
         if not isinstance(item, dict):
-            report.skip(path, None, "not_an_object", f"messages[{i}]: {type(item).__name__}")
+            audit.skip(path, None, "not_an_object", f"messages[{i}]: {type(item).__name__}")
             continue
         info = item.get("info")
         raw_parts = parts_field if isinstance(parts_field := item.get("parts"), list) else []
         msg_id = str(info.get("id")) if isinstance(info, dict) and info.get("id") else f"m{i}"
         if not isinstance(info, dict):
-            report.skip(path, None, "missing_field", f"messages[{i}]: no info object")
+            audit.skip(path, None, "missing_field", f"messages[{i}]: no info object")
             info = None
         parts = []
         for k, part in enumerate(raw_parts):
             if not isinstance(part, dict):
-                report.skip(path, None, "not_an_object", f"messages[{i}].parts[{k}]: {type(part).__name__}")
+                audit.skip(path, None, "not_an_object", f"messages[{i}].parts[{k}]: {type(part).__name__}")
                 continue
             parts.append({**part, "id": str(part.get("id") or f"{msg_id}.p{k}")})
         yield info, msg_id, parts
@@ -383,7 +383,7 @@ def _build(
     info: Mapping[str, Any],
     messages: Iterable[tuple[dict[str, Any] | None, str, list[dict[str, Any]]]],
     source: Path,
-    report: ImportReport,
+    audit: ImportAudit,
 ) -> Session:
     """Map one session's info and (message, parts) stream to a `Session`."""
     b = SessionBuilder(str(info["id"]), FORMAT, source)
@@ -405,11 +405,11 @@ def _build(
             # The message row/file was unreadable (already counted): without its role its
             # parts cannot be classified, so each is counted rather than guessed at.
             for part in parts:
-                report.skip(source, None, "missing_field", f"part {part['id']}: message {msg_id} could not be read")
+                audit.skip(source, None, "missing_field", f"part {part['id']}: message {msg_id} could not be read")
             continue
         role = msg.get("role")
         if role not in ("user", "assistant"):
-            report.skip(
+            audit.skip(
                 source,
                 None,
                 "missing_field" if role is None else "unknown_type",
@@ -428,7 +428,7 @@ def _build(
             meta["compactions"][-1].setdefault("model", msg["modelID"])  # the model that wrote the summary
         first = len(b.records)
         for part in parts:
-            pruned += _add_part(b, part, msg, role, ts, source, report)
+            pruned += _add_part(b, part, msg, role, ts, source, audit)
         if len(b.records) > first:
             first_record.setdefault(msg_id, b.records[first])
     _resolve_tail_starts(meta, first_record)
@@ -490,18 +490,18 @@ def _add_part(
     role: str,
     ts: str | None,
     source: Path,
-    report: ImportReport,
+    audit: ImportAudit,
 ) -> int:
     """Add the records of one part; returns 1 when it was a pruned tool output, else 0."""
     pid = part["id"]
     ptype = part.get("type")
     if not isinstance(ptype, str):
-        report.skip(source, None, "missing_field", f"part {pid}: no type")
+        audit.skip(source, None, "missing_field", f"part {pid}: no type")
         return 0
     if ptype == "text":
         text = part.get("text")
         if not isinstance(text, str):
-            report.skip(source, None, "missing_field", f"part {pid}: text part without text")
+            audit.skip(source, None, "missing_field", f"part {pid}: text part without text")
             return 0
         if role == "user":
             if part.get("ignored"):
@@ -514,12 +514,12 @@ def _add_part(
     if ptype == "reasoning":
         text = part.get("text")
         if not isinstance(text, str):
-            report.skip(source, None, "missing_field", f"part {pid}: reasoning part without text")
+            audit.skip(source, None, "missing_field", f"part {pid}: reasoning part without text")
             return 0
         b.add("reasoning", text, pid, timestamp=ts)
         return 0
     if ptype == "tool":
-        return _add_tool(b, part, ts, source, report)
+        return _add_tool(b, part, ts, source, audit)
     if ptype == "compaction":
         rec = b.add("meta", "compaction" + (" (auto)" if part.get("auto") else ""), pid, timestamp=ts)
         boundary: dict[str, Any] = {"entry_id": pid, "source_order": rec.source_order}
@@ -534,12 +534,12 @@ def _add_part(
     return 0
 
 
-def _add_tool(b: SessionBuilder, part: Mapping[str, Any], ts: str | None, source: Path, report: ImportReport) -> int:
+def _add_tool(b: SessionBuilder, part: Mapping[str, Any], ts: str | None, source: Path, audit: ImportAudit) -> int:
     pid = part["id"]
     tool = part.get("tool")
     state = part.get("state")
     if not isinstance(tool, str) or not isinstance(state, dict):
-        report.skip(source, None, "missing_field", f"part {pid}: tool part needs 'tool' and 'state'")
+        audit.skip(source, None, "missing_field", f"part {pid}: tool part needs 'tool' and 'state'")
         return 0
     args = state.get("input") if state.get("input") is not None else {}
     call_id = part.get("callID") if isinstance(part.get("callID"), str) else pid
@@ -566,7 +566,7 @@ def _add_tool(b: SessionBuilder, part: Mapping[str, Any], ts: str | None, source
             timestamp=ts,
         )
     elif status == "completed":
-        report.skip(source, None, "missing_field", f"part {pid}: completed tool part without output")
+        audit.skip(source, None, "missing_field", f"part {pid}: completed tool part without output")
     # pending / running: the call was made but no output was recorded yet.
     return 0
 
@@ -614,4 +614,4 @@ def _iso(ms: Any) -> str | None:
 
 
 # The rank is this importer's place in the sniffing order, most specific first (`ingest.registry`).
-IMPORTERS.add(FORMAT, sys.modules[__name__], rank=10)
+IMPORTERS.add(FORMAT, sys.modules[__name__], rank=10, agent="opencode")

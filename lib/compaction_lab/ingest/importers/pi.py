@@ -21,7 +21,7 @@ from compaction_lab.core.session import Session
 from compaction_lab.core.text import content_text, is_injected, tool_call_text
 from compaction_lab.ingest.builder import SessionBuilder, file_stem, tool_target
 from compaction_lab.ingest.files import Head, iter_jsonl
-from compaction_lab.ingest.import_report import ImportReport
+from compaction_lab.ingest.import_audit import ImportAudit
 from compaction_lab.ingest.registry import IMPORTERS, safely
 
 FORMAT = "pi"
@@ -84,8 +84,8 @@ def _str(val: Any) -> str | None:
 class _PiSession:
     """Builds the one session of a pi file from its lines, in order."""
 
-    def __init__(self, path: Path, report: ImportReport):
-        self.path, self.report = path, report
+    def __init__(self, path: Path, audit: ImportAudit):
+        self.path, self.audit = path, audit
         self.builder: SessionBuilder | None = None
         self.calls: dict[str, tuple[str, str | None]] = {}
         self.models: list[str] = []
@@ -97,7 +97,7 @@ class _PiSession:
     # ---- helpers
 
     def skip(self, lineno: int, reason: str, detail: str) -> None:
-        self.report.skip(self.path, lineno, reason, detail)
+        self.audit.skip(self.path, lineno, reason, detail)
 
     def _ensure(self, session_id: str) -> SessionBuilder:
         if self.builder is None:
@@ -354,14 +354,14 @@ class _PiSession:
         return self.builder.build()
 
 
-def load(path: Path, report: ImportReport) -> Iterator[Session]:
+def load(path: Path, audit: ImportAudit) -> Iterator[Session]:
     """Stream the session of one pi session file.
 
     Parameters
     ----------
     path : Path
         A pi ``.jsonl`` (or ``.jsonl.zst``) session file.
-    report : ImportReport
+    audit : ImportAudit
         Receives skips: bad lines (from `iter_jsonl`), ``missing_field`` /
         ``unknown_type`` for unusable content, ``dangling_parent`` /
         ``cyclic_parent`` for bad ``parentId`` links (records kept).
@@ -373,8 +373,8 @@ def load(path: Path, report: ImportReport) -> Iterator[Session]:
     """
     path = Path(path)
     stem = file_stem(path)
-    sess = _PiSession(path, report)
-    for lineno, obj, _raw in iter_jsonl(path, report):
+    sess = _PiSession(path, audit)
+    for lineno, obj, _raw in iter_jsonl(path, audit):
         if obj.get("type") == "session":
             sess.header(obj, lineno, stem)
         else:
@@ -385,4 +385,4 @@ def load(path: Path, report: ImportReport) -> Iterator[Session]:
 
 
 # The rank is this importer's place in the sniffing order, most specific first (`ingest.registry`).
-IMPORTERS.add(FORMAT, sys.modules[__name__], rank=50)
+IMPORTERS.add(FORMAT, sys.modules[__name__], rank=50, agent="pi")

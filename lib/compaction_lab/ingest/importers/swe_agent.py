@@ -46,7 +46,7 @@ from compaction_lab.core.session import Session
 from compaction_lab.core.text import content_text, tool_call_text
 from compaction_lab.ingest.builder import SessionBuilder, file_stem, tool_target
 from compaction_lab.ingest.files import Head, load_json
-from compaction_lab.ingest.import_report import ImportReport
+from compaction_lab.ingest.import_audit import ImportAudit
 from compaction_lab.ingest.json_repair import loads
 from compaction_lab.ingest.registry import IMPORTERS
 
@@ -104,13 +104,13 @@ def sniff(head: Head) -> bool:
 # --------------------------------------------------------------------------- loading
 
 
-def load(path: Path, report: ImportReport) -> Iterator[Session]:
+def load(path: Path, audit: ImportAudit) -> Iterator[Session]:
     """Import one ``.traj`` file as one session (id = file stem).
 
     Parameters
     ----------
     path : Path
-    report : ImportReport
+    audit : ImportAudit
         Receives the failure when the file is not valid JSON, and every
         history item or step that cannot be used.
 
@@ -120,27 +120,27 @@ def load(path: Path, report: ImportReport) -> Iterator[Session]:
         At most one.
     """
     path = Path(path)
-    doc = load_json(path, report)
+    doc = load_json(path, audit)
     if doc is None:
         return
     if not isinstance(doc, dict):
-        report.skip(path, None, "not_an_object", type(doc).__name__)
+        audit.skip(path, None, "not_an_object", type(doc).__name__)
         return
     sid = file_stem(path)
     b = SessionBuilder(sid, FORMAT, path)
     history, trajectory = doc.get("history"), doc.get("trajectory")
     if isinstance(history, list) and history:
-        _from_history(b, history, path, report)
+        _from_history(b, history, path, audit)
     elif isinstance(trajectory, list):
-        _from_trajectory(b, trajectory, path, report)
+        _from_trajectory(b, trajectory, path, audit)
     else:
-        report.skip(path, None, "missing_field", "neither a 'history' nor a 'trajectory' list")
+        audit.skip(path, None, "missing_field", "neither a 'history' nor a 'trajectory' list")
         return
     _info_metadata(b, doc)
     yield b.build()
 
 
-def _from_history(b: SessionBuilder, history: list[Any], path: Path, report: ImportReport) -> None:
+def _from_history(b: SessionBuilder, history: list[Any], path: Path, audit: ImportAudit) -> None:
     """Map ``history`` messages, pairing each action with the observation that follows it."""
     pending: list[tuple[str, str, str | None]] = []  # (call_id, tool, target) awaiting output
     calls: dict[str, tuple[str, str | None]] = {}
@@ -148,7 +148,7 @@ def _from_history(b: SessionBuilder, history: list[Any], path: Path, report: Imp
     for i, item in enumerate(history):
         eid = f"h{i}"
         if not isinstance(item, dict):
-            report.skip(path, None, "not_an_object", f"history[{i}]: {type(item).__name__}")
+            audit.skip(path, None, "not_an_object", f"history[{i}]: {type(item).__name__}")
             continue
         role = item.get("role")
         injected = bool(item.get("is_demo"))
@@ -178,7 +178,7 @@ def _from_history(b: SessionBuilder, history: list[Any], path: Path, report: Imp
             b.add("user", text, eid, injected=injected)
             open_file = _open_file(text) or open_file
         else:
-            report.skip(path, None, "missing_field" if role is None else "unknown_type", f"history[{i}]: role {role!r}")
+            audit.skip(path, None, "missing_field" if role is None else "unknown_type", f"history[{i}]: role {role!r}")
 
 
 def _add_assistant(
@@ -251,12 +251,12 @@ def _add_assistant(
     return issued, block
 
 
-def _from_trajectory(b: SessionBuilder, steps: list[Any], path: Path, report: ImportReport) -> None:
+def _from_trajectory(b: SessionBuilder, steps: list[Any], path: Path, audit: ImportAudit) -> None:
     """Map ``trajectory`` steps: thought, action, observation."""
     for i, step in enumerate(steps):
         eid = f"t{i}"
         if not isinstance(step, dict):
-            report.skip(path, None, "not_an_object", f"trajectory[{i}]: {type(step).__name__}")
+            audit.skip(path, None, "not_an_object", f"trajectory[{i}]: {type(step).__name__}")
             continue
         action = step.get("action")
         if (
@@ -264,7 +264,7 @@ def _from_trajectory(b: SessionBuilder, steps: list[Any], path: Path, report: Im
             and not isinstance(step.get("thought"), str)
             and not isinstance(step.get("response"), str)
         ):
-            report.skip(path, None, "missing_field", f"trajectory[{i}]: no thought, action or response")
+            audit.skip(path, None, "missing_field", f"trajectory[{i}]: no thought, action or response")
             continue
         state = _state(step.get("state"))
         item = {
@@ -373,4 +373,4 @@ def _replay_model(cfg: Any) -> str | None:
 
 
 # The rank is this importer's place in the sniffing order, most specific first (`ingest.registry`).
-IMPORTERS.add(FORMAT, sys.modules[__name__], rank=20)
+IMPORTERS.add(FORMAT, sys.modules[__name__], rank=20, agent="swe-agent")

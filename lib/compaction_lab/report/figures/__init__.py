@@ -17,16 +17,18 @@ names it once::
     charts.draw(out, "fig2_composition", comp, pointers)
 
 which draws it, writes its PNG, SVG and HTML under the run folder's ``figures/`` and returns the chart to
-show.
+show. A figure that names the run-folder tables it draws from (``register(..., reads=("exam_recall",))``)
+needs no cell of its own: the share notebook's one generic cell (`charts.draw_registered`) draws it.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import EllipsisType
 from typing import Any, TypeVar, cast
 
 from compaction_lab.core import runfolder
@@ -38,9 +40,20 @@ FIGURES: Registry[Callable[..., Any]] = Registry("figure", packages=("compaction
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: The notebook that draws every figure registered with ``reads`` (`compaction_lab.run.chain`'s last).
+SHARE_NOTEBOOK = "07_share"
+
 
 def register(
-    stem: str, *, rank: int, title: str, notebook: str | None, seed: int | None = None, lead: bool = False
+    stem: str,
+    *,
+    rank: int,
+    title: str,
+    notebook: str | None | EllipsisType = ...,
+    seed: int | None = None,
+    lead: bool = False,
+    reads: Sequence[str] = (),
+    arguments: Callable[..., Sequence[Any]] | None = None,
 ) -> Callable[[F], F]:
     """Register the decorated figure function in `FIGURES`.
 
@@ -55,11 +68,19 @@ def register(
         The title the chart shows and the report captions it with (after the number the page gives it).
     notebook : str or None
         The chain notebook that draws it (`compaction_lab.run.chain`); None for a sweep's figures, drawn
-        after the runs by the sweep page.
+        after the runs by the sweep page. Given unless `reads` is: such a figure is the share notebook's
+        (`SHARE_NOTEBOOK`).
     seed : int, optional
         The number of the seed report's figure it redraws (docs/reference/seed-compaction-report.txt).
     lead : bool
         It opens the report (the decision figure), before every notebook's figures.
+    reads : sequence of str
+        The run-folder tables it draws from (``"exam_recall"``): the share notebook draws it from them
+        (`compaction_lab.report.charts.draw_registered`), with no cell naming it; "not measured" when
+        one is missing.
+    arguments : callable, optional
+        Turns those tables (in `reads` order) into the figure function's positional arguments; default:
+        the tables themselves.
 
     Returns
     -------
@@ -69,6 +90,15 @@ def register(
         id, model name or label from a log can break a figure's spec, expression or sort list, and
         two different ones stay two categories.
     """
+    reads = tuple(reads)
+    if notebook is ...:
+        if not reads:
+            raise TypeError(f"figure {stem!r}: name the notebook that draws it (or the tables it reads)")
+        notebook = SHARE_NOTEBOOK
+    if reads and notebook != SHARE_NOTEBOOK:
+        raise ValueError(f"figure {stem!r}: a figure that reads tables is drawn by {SHARE_NOTEBOOK}, not {notebook}")
+    if arguments is not None and not reads:
+        raise ValueError(f"figure {stem!r}: arguments are made from the tables it reads; it reads none")
 
     def decorate(fn: F) -> F:
         @functools.wraps(fn)
@@ -76,7 +106,17 @@ def register(
             return fn(*theme.vega_safe(args), **theme.vega_safe(kw))
 
         drawn = cast(F, safe)
-        FIGURES.add(stem, drawn, rank=rank, title=title, notebook=notebook, seed=seed, lead=lead)
+        FIGURES.add(
+            stem,
+            drawn,
+            rank=rank,
+            title=title,
+            notebook=notebook,
+            seed=seed,
+            lead=lead,
+            reads=reads,
+            arguments=arguments,
+        )
         return drawn
 
     return decorate
@@ -100,6 +140,11 @@ class FigureSpec:
         The seed report's figure it redraws, if any.
     lead : bool
         It opens the report (the decision figure).
+    reads : tuple of str
+        The run-folder tables it is drawn from by the share notebook's generic cell; empty: a notebook
+        cell names it.
+    arguments : callable or None
+        Turns those tables into its function's positional arguments (None: the tables themselves).
     """
 
     stem: str
@@ -108,6 +153,8 @@ class FigureSpec:
     notebook: str | None
     seed: int | None = None
     lead: bool = False
+    reads: tuple[str, ...] = ()
+    arguments: Callable[..., Sequence[Any]] | None = None
 
     def caption(self) -> str:
         """Its caption before the page numbers it: the title, and the seed report's figure it redraws."""
@@ -126,7 +173,16 @@ def _run_entries() -> list[Entry[Callable[..., Any]]]:
 def _spec(entry: Entry[Callable[..., Any]]) -> FigureSpec:
     """Build the `FigureSpec` of a registry entry."""
     meta = entry.meta
-    return FigureSpec(entry.name, meta["title"], entry.obj, meta["notebook"], meta.get("seed"), meta.get("lead", False))
+    return FigureSpec(
+        entry.name,
+        meta["title"],
+        entry.obj,
+        meta["notebook"],
+        meta.get("seed"),
+        meta.get("lead", False),
+        tuple(meta.get("reads", ())),
+        meta.get("arguments"),
+    )
 
 
 def figure(stem: str) -> FigureSpec:
@@ -180,6 +236,7 @@ def draw(run: str | os.PathLike[str] | Any, stem: str, *data: Any, **kw: Any) ->
 
 __all__ = [
     "FIGURES",
+    "SHARE_NOTEBOOK",
     "FigureSpec",
     "draw",
     "figure",

@@ -72,6 +72,21 @@ def fig7_projection_anatomy(table: pd.DataFrame, *, width: int = 560) -> alt.Cha
 #: Figure 8's looks of the output ceilings, in order (largest ceiling first): a line's dash, its points' shape.
 _DASHES: list[list[int]] = [[1, 0], [6, 3], [2, 2], [8, 3, 2, 3]]
 _SHAPES: list[str] = ["circle", "square", "triangle-up", "diamond", "cross"]
+#: Figure 8's colours of the trigger curves, in rank order: distinct enough for every listed strategy (twelve).
+_CURVE_COLORS: list[str] = [
+    "#4c78a8",
+    "#f58518",
+    "#e45756",
+    "#72b7b2",
+    "#54a24b",
+    "#b279a2",
+    "#9d755d",
+    "#eeca3b",
+    "#ff9da6",
+    "#17becf",
+    "#393b79",
+    "#7f7f7f",
+]
 
 
 @register(
@@ -84,24 +99,37 @@ _SHAPES: list[str] = ["circle", "square", "triangle-up", "diamond", "cross"]
 def fig8_trigger_budgets(triggers: pd.DataFrame, budgets: pd.DataFrame, *, width: int = 520) -> alt.VConcatChart:
     """Figure 8: top, each strategy's trigger across windows and output ceilings; bottom, FutureOS budgets.
 
-    A strategy is a colour; an output ceiling is a line's dash and its points' shape, named in the legend
-    (two ceilings that give the same trigger share stay two marks).
+    A trigger curve is a colour: strategies whose triggers are the same at every (W, O) of the table share
+    one (the table's ``curve``, named after all of them); one that never fires up to W is no curve, the
+    subtitle names it. An output ceiling is a line's dash and its points' shape, named in the legend (two
+    ceilings that give the same trigger share stay two marks).
 
     Parameters
     ----------
     triggers : DataFrame
-        `strategies.trigger.trigger_table` output.
+        `strategies.trigger.trigger_table` output (without a ``curve`` column, each strategy is its own).
     budgets : DataFrame
         `strategies.trigger.budget_table` output (part, budget, used).
     """
     use_theme()
     t = triggers.copy()
+    if "curve" not in t.columns:
+        t["curve"] = t["strategy"]
+    never = [str(n) for n, g in t.groupby("strategy", sort=False) if g["trigger"].isna().all()]
+    t = t[t["trigger"].notna()]
+    # One row per curve and (W, O): its tooltip names the curve's strategies and their rules.
+    keys = ["curve", "window", "output_ceiling"]
+    joined = t.groupby(keys, sort=False).agg(
+        strategies=("strategy", ", ".join), bound=("bound", lambda b: "; ".join(dict.fromkeys(map(str, b))))
+    )
+    t = t.drop_duplicates(keys).drop(columns=["strategy", "bound"]).merge(joined.reset_index(), on=keys)
     t["ceiling"] = t["output_ceiling"].map(lambda o: f"O = {o:,}")
     # Each output ceiling its own dash and its own point shape, in one legend that shows both: two ceilings
     # whose points fall together (the same share of W) stay two marks.
     ceilings = list(dict.fromkeys(t.sort_values("output_ceiling", ascending=False)["ceiling"]))
     dashes = [_DASHES[i % len(_DASHES)] for i in range(len(ceilings))]
     shapes = [_SHAPES[i % len(_SHAPES)] for i in range(len(ceilings))]
+    curves = list(dict.fromkeys(t["curve"]))
     x = alt.X(
         "window:Q",
         scale=alt.Scale(type="log", domain=list(log_domain(t["window"]))),
@@ -109,8 +137,14 @@ def fig8_trigger_budgets(triggers: pd.DataFrame, budgets: pd.DataFrame, *, width
         axis=alt.Axis(values=log_ticks(log_domain(t["window"]), width), format=",.0f"),
     )
     y = alt.Y("share:Q", axis=alt.Axis(format="%"), title="compaction trigger / W")
-    color = alt.Color("strategy:N", title="strategy")
-    tooltip = ["strategy", "window", "output_ceiling", "trigger", "bound", alt.Tooltip("share:Q", format=".1%")]
+    color = alt.Color(
+        "curve:N",
+        title="strategy",
+        sort=curves,
+        scale=alt.Scale(domain=curves, range=[_CURVE_COLORS[i % len(_CURVE_COLORS)] for i in range(len(curves))]),
+        legend=alt.Legend(labelLimit=320),
+    )
+    tooltip = ["strategies", "window", "output_ceiling", "trigger", "bound", alt.Tooltip("share:Q", format=".1%")]
     lines = (
         alt.Chart(t)
         .mark_line()
@@ -140,10 +174,13 @@ def fig8_trigger_budgets(triggers: pd.DataFrame, budgets: pd.DataFrame, *, width
     )
     top = alt.layer(lines, points).properties(
         width=width,
-        height=200,
+        height=240,
         title=alt.TitleParams(
             "When each strategy compacts",
-            subtitle="FutureOS: min(floor(0.8W), W − O − min(2048, W/16)); Codex 0.9W; OpenCode W − min(O, 32k)",
+            subtitle=[
+                "the smallest input at which each strategy's own trigger fires (its rule: the tooltip's bound)",
+                "never up to W: " + ", ".join(never) if never else "every strategy fires up to W",
+            ],
         ),
     )
     b = budgets.copy()

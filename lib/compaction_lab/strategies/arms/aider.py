@@ -1,19 +1,13 @@
-"""``aider``: Aider's chat-history summarisation (``ChatSummary``), rule by rule.
+"""``aider``: Aider's chat-history summarisation (``ChatSummary``), reproduced at a pinned commit.
 
-Pinned to Aider-AI/aider @ 5dc9490bb35f9729ef2c95d00a19ccd30c26339c (`UPSTREAM_COMMIT`). Only the
-finished exchanges (``done_messages``) are summarised, once they pass the soft limit
-`max_chat_history_tokens` (`too_big`); the summary comes back as one user message opening with
-`SUMMARY_PREFIX`, followed by the kept done tail and the exchange in progress. At the pin that
-background summary is sent but discarded (``summarize_end`` finds ``done_messages`` changed by the
-move that started it): the default, ``aider_summary="upstream"``, projects the unsummarised history;
-``"applied"`` is the intent.
+Upstream: Aider-AI/aider @ 5dc9490bb35f9729ef2c95d00a19ccd30c26339c (`UPSTREAM_COMMIT`).
 
 Key names: `Aider` (the strategy: ``fires``, ``summary_request``, ``compact``), `ChatSummary`
 (``summarize`` / ``summarize_real`` / ``summarize_all``), `to_messages`, `transcript`,
 `live_history`, `message_tokens` / `messages_tokens`.
 
-Design: docs/strategies.md#aider (rules, parameters, our decisions); rule → upstream file:line:
-``strategies/UPSTREAM.md``, section "aider".
+Rules, parameters and our decisions: docs/strategies.md#aider; each rule's upstream file:line and
+the function here: docs/strategies.md#aider-upstream-pins.
 """
 
 from __future__ import annotations
@@ -651,7 +645,7 @@ class Aider:
 
 
 # request_shape: as docs/strategies.md documents it, written out (not REQUEST_SHAPE) so verify checks the code.
-STRATEGIES.add("aider", Aider(), rank=80, request_shape="dedicated-system")
+STRATEGIES.add("aider", Aider(), rank=80, request_shape="dedicated-system", trigger_rule="min(max(W/16, 1,024), 8,192)")
 
 __all__ = [
     "AIDER_TEMPLATE",

@@ -1,13 +1,14 @@
 """Baselines none of the seed systems tested: ``full``, ``truncate-oldest``, and ``observation-masking``.
 
-All three return the same `Projection` as the agent arms, so every chart and exam treats them
-alike; they size with the report tokenizer, report ``capacity = W - O``, ask no provider and
-cost nothing. `Full` keeps everything (the recall ceiling), `TruncateOldest` drops the oldest
-records, `ObservationMasking` replaces old tool outputs by SWE-agent's placeholder
-(`MASK_PLACEHOLDER`, after `MASK_AFTER_TURNS` agent steps).
+`Full` keeps everything (the recall ceiling), `TruncateOldest` drops the oldest records,
+`ObservationMasking` masks old tool outputs as the paper's SWE-agent fork does. They return the
+same `Projection` as the agent arms, so every chart and exam treats them alike.
 
-Design: docs/strategies.md#baselines (shared conventions, each arm's rules, the overflow
-fallback); upstream pins: ``strategies/UPSTREAM.md``, section "observation-masking".
+Upstream (``observation-masking`` only): Recursive-Safeguarding/the-complexity-trap @
+1b07decf4ca4b5d722d25a57810fe18a2d8b60fb.
+
+Rules (shared conventions, each arm, the overflow fallback): docs/strategies.md#baselines; upstream
+file:line → function: docs/strategies.md#observation-masking-upstream-pins-and-projectionmessages-boundaries.
 """
 
 from __future__ import annotations
@@ -437,8 +438,8 @@ class ObservationMasking:
 
 
 STRATEGIES.add("full", Full(), rank=90)
-STRATEGIES.add("truncate-oldest", TruncateOldest(), rank=100)
-STRATEGIES.add("observation-masking", ObservationMasking(), rank=110)
+STRATEGIES.add("truncate-oldest", TruncateOldest(), rank=100, trigger_rule="W - O")
+STRATEGIES.add("observation-masking", ObservationMasking(), rank=110, trigger_rule="W - O")
 
 __all__ = [
     "Full",

@@ -1,26 +1,17 @@
-"""``claude-code`` — Claude Code's compaction, **reconstructed** (its source is not public).
+"""``claude-code``: Claude Code's compaction, **reconstructed** (its source is not public).
 
 Claude Code (v2.x, ``services/compact/``) ships as a minified bundle with no public repository to
-pin; every rule is reconstructed from public analyses and Anthropic's documentation. Tables label
-the arm ``claude-code (reconstructed)`` (`LABEL_TAG`, read by `labels.strategy_label`).
-``claude-code-4``: trigger at ``W - min(O, 20,000) - 13,000``; a summary request that forks the
-main conversation (``prefix-shared``) with no output cap of its own (the model's O, `output_cap`);
-a next request of one user message (preface, summary, continue) plus up to 5 re-attached files and
-the todo list, with no verbatim tail. Microcompact (a parameter) clears upstream's tool set exactly.
-A summary answer with no text does not compact (upstream throws): the history goes out unchanged,
-``notes["compaction_failed"]`` = `NO_SUMMARY_TEXT`. Nor does a failed summary call (the summarizer
-unavailable or raising: upstream's fork, then its streaming fallback, fail and compaction throws):
-``notes["compaction_failed"]`` = the receipt's error. Param ``on_failure`` (`base.failure_mode`):
-``"upstream"`` (that, the default) or ``"placeholder"`` (the lab's older what-if: compact around the
-empty template). A summary with no room under the lab's ceiling ``W - O`` is not a failure upstream
-(the fork sets no cap): it compacts around the empty template in both modes.
+pin: every rule is reconstructed from public analyses and Anthropic's documentation, and the
+TypeScript extracted from npm ``@anthropic-ai/claude-code`` 2.1.88 (Jayleonc/claude-code-source-code
+@ 83fba929f14ad08f743591c19e945afe5130ab13, a third party's copy). Tables label the arm
+``claude-code (reconstructed)`` (`LABEL_TAG`, read by `labels.strategy_label`).
 
 Key names: `ClaudeCode` (the strategy), `fork_request`, `output_cap`, `format_summary`, `microcompact`,
 `recent_files` / `apply_edit` / `read_view`, `live_history`, `NINE_SECTION_INSTRUCTION`,
 `SUMMARY_PREFACE`, `CONTINUE_INSTRUCTION`, `REBUILT_LABEL`, `FILE_UNKNOWN`.
 
-Design: docs/strategies.md#claude_code (rules, reconstruction decisions, what is not modelled);
-rule → analysis → function: ``strategies/UPSTREAM.md``, section "claude-code".
+Rules, reconstruction decisions, what is not modelled: docs/strategies.md#claude_code; each rule's
+source and the function here: docs/strategies.md#claude_code-sources-reconstructed.
 """
 
 from __future__ import annotations
@@ -288,7 +279,8 @@ def format_summary(text: str) -> str:
 # --------------------------------------------------------------------------- files re-attached after compaction
 #
 # Upstream (v2.1.88's TypeScript as extracted from the npm package; we read the copy at
-# Jayleonc/claude-code-source-code @ 83fba929, see UPSTREAM.md): Read, Edit, Write and NotebookEdit each store
+# Jayleonc/claude-code-source-code @ 83fba929, see docs/strategies.md "claude_code: sources (reconstructed)"):
+# Read, Edit, Write and NotebookEdit each store
 # the file in ``readFileState`` with ``timestamp`` = the file's modification time on disk (FileReadTool.ts:1032-1037
 # ``Math.floor(mtimeMs)``; FileEditTool.ts:519-524, FileWriteTool.ts:331-336, NotebookEditTool.ts:437-442
 # ``getFileModificationTime``); compaction snapshots it (compact.ts:518) and createPostCompactFileAttachments
@@ -1048,7 +1040,9 @@ class ClaudeCode:
 
 
 # request_shape: as docs/strategies.md documents it, written out (not REQUEST_SHAPE) so verify checks the code.
-STRATEGIES.add("claude-code", ClaudeCode(), rank=50, request_shape="prefix-shared")
+STRATEGIES.add(
+    "claude-code", ClaudeCode(), rank=50, request_shape="prefix-shared", trigger_rule="W - min(O, 20,000) - 13,000"
+)
 
 __all__ = [
     "ALGORITHM_VERSION",

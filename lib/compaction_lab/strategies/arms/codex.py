@@ -1,20 +1,14 @@
-"""Codex (openai/codex, local compaction path): keep real user messages, drop the rest, add a summary.
+"""``codex``: Codex's *local* compaction (its hosted remote one needs the vendor backend).
 
-Reproduces Codex's *local* compaction (its hosted remote one needs the vendor backend), pinned at
-openai/codex ``e06dd0e5d5694c24968bf49b62466cdedae04aaa``. Triggers at 90% of the window
-(`codex_trigger`); the next request keeps system and tools, the real user messages of the live
-history within a 20,000-token budget, the summary as a user message and the re-injected initial
-context; everything else is dropped.
+Upstream: openai/codex @ e06dd0e5d5694c24968bf49b62466cdedae04aaa (the rollout replay and the
+truncation utilities at the further commits the docs name).
 
 Key names: `CodexStrategy` (`CodexStrategy.prompts` returns the prompt texts in use),
 `live_history` (the rollout replay, record-time truncation, opaque remote summaries),
 `request_messages`, `encrypted_item_tokens`, `SUMMARY_PREFIX`, `COMPACT_INSTRUCTION`.
-Params: ``truncation_policy``, ``user_budget_tokens``, ``compaction_phase``, ``fit_window``,
-``summary_tokens``, ``summary_tools``, ``on_failure``, ``no_answer``, ``prompt_file``,
-``summary_prefix_file``.
 
-Design (every rule, the decisions where upstream is silent): docs/strategies.md#codex;
-rule -> upstream file:line: strategies/UPSTREAM.md.
+Rules, parameters and the decisions where upstream is silent: docs/strategies.md#codex; each rule's
+upstream file:line and the function here: docs/strategies.md#codex-upstream-pins.
 """
 
 from __future__ import annotations
@@ -861,7 +855,7 @@ class CodexStrategy:
 
 
 STRATEGY = CodexStrategy()
-STRATEGIES.add("codex", STRATEGY, rank=30, request_shape="history+instruction")
+STRATEGIES.add("codex", STRATEGY, rank=30, request_shape="history+instruction", trigger_rule="90% of W")
 
 __all__ = [
     "ALGORITHM_VERSION",

@@ -1,18 +1,15 @@
 """FutureOS (the seed's design): ``futureos-deterministic`` and ``futureos-summarized``.
 
-Originals first: user text is always kept, the remaining room goes to assistant originals
-(demoted ones become markers naming every entry id, never a summary), tool traffic becomes the
-evidence index (`evidence`), and a recent tail is kept verbatim. ``futureos-summarized`` adds one
-handoff summary (`HANDOFF_INSTRUCTION`) and falls back to the deterministic projection when the
-summarizer fails. Sizes use the report tokenizer; the trigger is `trigger.futureos_trigger`, the
-budgets `trigger.futureos_budgets`, and ``Projection.capacity`` is the trigger's ``effective``.
+No upstream repository: the design is docs/strategies.md (rules F1–F12) and the seed report
+(docs/reference/seed-compaction-report.txt). The trigger and the budgets are `trigger.futureos_trigger`
+and `trigger.futureos_budgets`; the evidence index is `evidence`.
 
-Key names: `raised_history`, `tail_boundaries`, `marker_entry_ids`, `_marker_costs`,
-`STAND_IN_LABEL`; versions ``deterministic-2`` / ``summarized-2``.
+Key names: `FutureOS` (the strategy), `build_projection`, `resolve_budgets`, `raised_history`,
+`tail_boundaries`, `select_head`, `marker_entry_ids`, `summary_request`, `trigger_rule`.
 
-Design (the rules F1–F12, the decisions where the spec is silent): docs/strategies.md "FutureOS"
-(#8-futureos--futureos-deterministic-futureos-summarized) and docs/strategies.md#futureos;
-no upstream repository (seed report: docs/reference/seed-compaction-report.txt).
+Rules and the decisions where the spec is silent: docs/strategies.md#8-futureos--futureos-deterministic-futureos-summarized
+and docs/strategies.md#futureos; each rule's source and the function here:
+docs/strategies.md#futureos-sources-no-upstream-repository.
 """
 
 from __future__ import annotations
@@ -840,9 +837,17 @@ class FutureOS:
 FUTUREOS_DETERMINISTIC = FutureOS("futureos-deterministic", ALGORITHM_DETERMINISTIC, summarized=False)
 FUTUREOS_SUMMARIZED = FutureOS("futureos-summarized", ALGORITHM_SUMMARIZED, summarized=True)
 
+
 # request_shape: as docs/strategies.md documents it, written out (not REQUEST_SHAPE) so verify checks the code.
-STRATEGIES.add("futureos-summarized", FUTUREOS_SUMMARIZED, rank=10, request_shape="prefix-shared")
-STRATEGIES.add("futureos-deterministic", FUTUREOS_DETERMINISTIC, rank=20)
+def trigger_rule(ctx: CompactionContext) -> str:
+    """Say which term of the trigger binds at ``ctx``'s W and O: ``economic`` (80% of W) or ``output`` (W - O - margin)."""
+    return futureos_trigger(ctx.window, ctx.output_ceiling).bound
+
+
+STRATEGIES.add(
+    "futureos-summarized", FUTUREOS_SUMMARIZED, rank=10, request_shape="prefix-shared", trigger_rule=trigger_rule
+)
+STRATEGIES.add("futureos-deterministic", FUTUREOS_DETERMINISTIC, rank=20, trigger_rule=trigger_rule)
 
 __all__ = [
     "ALGORITHM_DETERMINISTIC",
@@ -867,4 +872,5 @@ __all__ = [
     "summary_request",
     "tail_boundaries",
     "tail_start",
+    "trigger_rule",
 ]

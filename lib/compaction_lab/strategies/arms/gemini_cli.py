@@ -1,23 +1,13 @@
-"""``gemini-cli`` — Gemini CLI's chat compression, at google-gemini/gemini-cli@5411f113.
+"""``gemini-cli``: Gemini CLI's chat compression (``chatCompressionService.ts`` and its callers).
 
-Pinned commit `UPSTREAM_COMMIT` (``chatCompressionService.ts`` and its callers). Fires at half
-the window; function responses past a 50,000-token budget are truncated; the history before the
-split point (70% of its JSON characters) becomes a ``<state_snapshot>`` written under the
-compression prompt and checked by a verification probe; the next request is the environment
-context, the snapshot, the model's acknowledgement (`ACK`) and the kept history.
-
-A failed summary call (the snapshot's or the probe's) throws through ``compress`` and ``tryCompressChat``
-upstream: the history is never replaced. Param ``on_failure`` (`base.failure_mode`): ``upstream``
-(default) projects the live history unchanged, ``notes["compaction_failed"]`` the reason;
-``placeholder`` (the lab's older behaviour) compresses around the empty template, or the first
-snapshot when only the probe failed.
+Upstream: google-gemini/gemini-cli @ 5411f113cafae26161b4969b0237b8e1e024e2c2 (`UPSTREAM_COMMIT`).
 
 Key names: `GeminiCli` (the strategy), `contents`, `est_gemini`, `truncate_threshold`,
 `truncate_to_budget`, `format_truncated`, `find_compress_split_point`, `live_history`,
 `COMPRESSION_PROMPT`, `VERIFY_INSTRUCTION`.
 
-Design: docs/strategies.md#gemini_cli (rules ``gemini-cli-2``, rejections, our decisions);
-rule → upstream file:line: ``strategies/UPSTREAM.md``, section "gemini-cli".
+Rules (``gemini-cli-2``), rejections and our decisions: docs/strategies.md#gemini_cli; each rule's
+upstream file:line and the function here: docs/strategies.md#gemini_cli-upstream-pins.
 """
 
 from __future__ import annotations
@@ -799,7 +789,7 @@ class GeminiCli:
 
 
 # request_shape: as docs/strategies.md documents it, written out (not REQUEST_SHAPE) so verify checks the code.
-STRATEGIES.add("gemini-cli", GeminiCli(), rank=70, request_shape="own-system+history")
+STRATEGIES.add("gemini-cli", GeminiCli(), rank=70, request_shape="own-system+history", trigger_rule="50% of W")
 
 __all__ = [
     "ACK",

@@ -1,23 +1,15 @@
-r"""OpenCode (sst/opencode): summarise the head, keep a verbatim tail of whole user turns.
+"""``opencode``: OpenCode's compaction (a summarised head, a verbatim tail of whole user turns).
 
-Pinned at sst/opencode@3df4a25506fb5ef55e4a02142708448c07fa754a (``opencode_version: "1.18"``,
-default) or @31e22f65a23c498639b8cef24b90e6ae193cdcb6 (``"main"``, which adds the ``suffix``
-summary mode). Triggers at ``usable`` (`opencode_trigger`); the next request is system, tools,
-the "What did we do so far?" header, the summary as assistant text, the newest whole turns that
-fit ``opencode_tail_budget(usable)`` and a continue message; an empty answer stays an empty summary.
-When the summary fails (``on_failure``), the pinned code stops without a summary, but it has already
-persisted the tail start, and ``filterCompacted``'s reorder then drops the head (anomalyco/opencode#42282):
-the next request is the "What did we do so far?" header and the retained tail (`retained_segments`);
-with no tail start persisted (no tail; 1.18's refused request) it is the history and a trailing header.
-``on_failure: "intent"`` keeps the history unchanged (the code's evident intent).
+Upstream: sst/opencode @ 3df4a25506fb5ef55e4a02142708448c07fa754a (``opencode_version: "1.18"``,
+default) or @ 31e22f65a23c498639b8cef24b90e6ae193cdcb6 (``"main"``); `UPSTREAM_COMMITS`.
 
 Key names: `OpenCodeStrategy` (`OpenCodeStrategy.prompts` returns the prompt texts in use),
 `group_messages`, `model_messages`, `recorded_tail_start`, `suffix_prompt`, `summary_cap`,
-`request_limit`, `unchanged_segments`, `SYSTEM_PROMPT`, `INSTRUCTIONS`, `MERGE_INSTRUCTIONS`,
-`TEMPLATE`, `EMPTY_SUMMARY`, `ON_FAILURE_CHOICES`, `retained_segments`.
+`request_limit`, `unchanged_segments`, `retained_segments`, `trigger_rule`, `SYSTEM_PROMPT`,
+`INSTRUCTIONS`, `MERGE_INSTRUCTIONS`, `TEMPLATE`, `EMPTY_SUMMARY`, `ON_FAILURE_CHOICES`.
 
-Design (every rule, the decisions where upstream is silent): docs/strategies.md#opencode;
-rule -> upstream file:line: strategies/UPSTREAM.md.
+Rules, parameters and the decisions where upstream is silent: docs/strategies.md#opencode; each
+rule's upstream file:line and the function here: docs/strategies.md#opencode-upstream-pins.
 """
 
 from __future__ import annotations
@@ -899,7 +891,17 @@ class OpenCodeStrategy:
 
 
 STRATEGY = OpenCodeStrategy()
-STRATEGIES.add("opencode", STRATEGY, rank=40, request_shape="dedicated")
+
+
+def trigger_rule(ctx: CompactionContext) -> str:
+    """Say what ``usable`` is at ``ctx`` (figure 8's ``bound``): with an input limit, or ``W - maxOutput`` (1.18)."""
+    version = OpenCodeStrategy.version(ctx)
+    if ctx.input_limit:
+        return "input limit - reserved"
+    return "W - maxOutput - reserved" if version == "main" else "W - maxOutput"
+
+
+STRATEGIES.add("opencode", STRATEGY, rank=40, request_shape="dedicated", trigger_rule=trigger_rule)
 
 __all__ = [
     "ALGORITHM_VERSION",
@@ -934,4 +936,5 @@ __all__ = [
     "suffix_prompt",
     "summary_cap",
     "unchanged_segments",
+    "trigger_rule",
 ]

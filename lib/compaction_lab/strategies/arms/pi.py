@@ -1,21 +1,15 @@
-r"""``pi`` — the pi coding agent's compaction (badlogic/pi-mono, ``packages/coding-agent``).
+"""``pi``: the pi coding agent's compaction (``packages/coding-agent``), strategy ``pi`` (``pi-2``).
 
-Module ``pi_agent`` (not ``pi``, which is the importer's name); strategy name ``pi`` (``pi-2``).
-Pinned at badlogic/pi-mono@83378aad7e74a0e2bb8f37c007a9685fb4609d8a. Triggers when the input
-passes ``W - reserve_tokens``; keeps the newest entries up to ``keep_recent_tokens`` verbatim
-after one user message holding the summary (a split turn's prefix summarised apart), with
-``<read-files>`` / ``<modified-files>`` lists appended. A failed summary call (or a split turn's
-prefix call) makes pi's compaction throw, caught by the agent session, which keeps its messages:
-param ``on_failure`` (`base.failure_mode`; ``upstream`` default: the live history unchanged,
-``notes["compaction_failed"]``; ``placeholder``: the lab's older empty-template compaction).
+Upstream: badlogic/pi-mono @ 83378aad7e74a0e2bb8f37c007a9685fb4609d8a (the repository has since
+moved to earendil-works/pi). The importer of pi's logs is `compaction_lab.ingest.importers.pi`.
 
 Key names: `PiStrategy` (`PiStrategy.fires`, `PiStrategy.summary_request`, `PiStrategy.compact`),
 `RESERVE_TOKENS`, `KEEP_RECENT_TOKENS`, `estimate_entry`, `session_entries`, `find_cut_point`,
 `find_turn_start`, `prepare`, `file_operations`, `compute_file_lists`, `format_file_operations`,
 `serialize_conversation`, `live_history`.
 
-Design (every rule with its upstream file:line, and our decisions): docs/strategies.md#pi_agent;
-rule -> upstream file:line: strategies/UPSTREAM.md (section "pi").
+Rules and our decisions: docs/strategies.md#pi; each rule's upstream file:line and the function
+here: docs/strategies.md#pi-upstream-pins.
 """
 
 from __future__ import annotations
@@ -172,7 +166,7 @@ Summarise the prefix so that the kept suffix can be understood:
 
 Be brief. Keep to what the kept suffix needs."""
 
-#: Entry kinds that are pi ``message`` entries (``compaction.ts:394, 420``).
+#: PiEntry kinds that are pi ``message`` entries (``compaction.ts:394, 420``).
 MESSAGE_KINDS = frozenset({"user", "custom", "assistant", "toolResult", "bash"})
 #: Valid cut points (``compaction.ts:292-327``).
 CUT_KINDS = frozenset({"user", "custom", "assistant", "bash", "branch"})
@@ -189,7 +183,7 @@ register_template = extractive.register_template
 
 
 @dataclass(frozen=True)
-class Entry:
+class PiEntry:
     """One pi session entry: the records of one ``entry_id``.
 
     ``kind`` is one of user, custom, assistant, toolResult, bash, branch,
@@ -245,7 +239,7 @@ def _classify(eid: str, recs: Sequence[Record], marks: Mapping[str, str | None],
     return "custom"  # system text mid-session: sent as user-role text, like pi's custom messages
 
 
-def session_entries(session: Session, cut: int, ctx: CompactionContext | None = None) -> list[Entry]:
+def session_entries(session: Session, cut: int, ctx: CompactionContext | None = None) -> list[PiEntry]:
     """Return the session's entries before `cut`, in file order (meta-only entries included: they matter to the cut).
 
     The system-prompt record (the call shape's system prompt) is not an entry: pi sends it as the system prompt.
@@ -266,7 +260,7 @@ def session_entries(session: Session, cut: int, ctx: CompactionContext | None = 
     out = []
     for eid, recs in groups:
         kind = _classify(eid, recs, marks, pi)
-        out.append(Entry(eid, kind, tuple(recs), marks.get(eid) if kind == "compaction" else None))
+        out.append(PiEntry(eid, kind, tuple(recs), marks.get(eid) if kind == "compaction" else None))
     return out
 
 
@@ -289,7 +283,7 @@ def tool_call_parts(rec: Record) -> tuple[str, Any]:
     return name, bounded_json.parse_or_text(rest)  # not JSON, or nested too deep: the recorded text
 
 
-def estimate_entry(entry: Entry) -> int:
+def estimate_entry(entry: PiEntry) -> int:
     """Estimate the entry's message as pi's ``estimateTokens``: ``ceil(chars / 4)`` (0 for non-message entries)."""
     chars = 0
     for r in entry.context_records():
@@ -315,7 +309,7 @@ class CutPoint:
     is_split_turn: bool
 
 
-def find_turn_start(entries: Sequence[Entry], index: int, start: int) -> int:
+def find_turn_start(entries: Sequence[PiEntry], index: int, start: int) -> int:
     """``findTurnStartIndex``: the user / bash / branch entry starting the turn at `index`, else -1."""
     for i in range(index, start - 1, -1):
         if entries[i].kind in TURN_START_KINDS:
@@ -323,7 +317,7 @@ def find_turn_start(entries: Sequence[Entry], index: int, start: int) -> int:
     return -1
 
 
-def find_cut_point(entries: Sequence[Entry], start: int, end: int, keep_recent: int) -> CutPoint:
+def find_cut_point(entries: Sequence[PiEntry], start: int, end: int, keep_recent: int) -> CutPoint:
     """``findCutPoint`` (compaction.ts:376-438): keep about `keep_recent` estimated tokens."""
     cut_points = [i for i in range(start, end) if entries[i].kind in CUT_KINDS]
     if not cut_points:
@@ -355,7 +349,7 @@ _FILE_TAG_RE = {
 }
 
 
-def file_operations(entries: Sequence[Entry], previous_summary: str | None = None) -> dict[str, set[str]]:
+def file_operations(entries: Sequence[PiEntry], previous_summary: str | None = None) -> dict[str, set[str]]:
     """``extractFileOperations``: read / written / edited paths of pi's file tools (+ the previous lists)."""
     ops: dict[str, set[str]] = {"read": set(), "written": set(), "edited": set()}
     if previous_summary:
@@ -415,7 +409,7 @@ def _truncate_for_summary(text: str, max_chars: int = TOOL_RESULT_MAX_CHARS) -> 
     return f"{js_slice(text, max_chars)}\n\n[... {n - max_chars} more characters truncated]"
 
 
-def _bash_text(entry: Entry) -> str:
+def _bash_text(entry: PiEntry) -> str:
     """``bashExecutionToText`` (exit code unknown to the importer)."""
     call = next((r for r in entry.records if r.kind == "tool_call"), None)
     out = next((r for r in entry.records if r.kind == "tool_output"), None)
@@ -425,7 +419,7 @@ def _bash_text(entry: Entry) -> str:
     return text
 
 
-def serialize_entry(entry: Entry) -> list[str]:
+def serialize_entry(entry: PiEntry) -> list[str]:
     """Serialise one entry as ``[Label]: text`` parts (``convertToLlm`` then ``serializeConversation``)."""
     recs = entry.context_records()
     if entry.kind in ("user", "custom"):
@@ -459,7 +453,7 @@ def serialize_entry(entry: Entry) -> list[str]:
     return parts
 
 
-def serialize_conversation(entries: Sequence[Entry]) -> str:
+def serialize_conversation(entries: Sequence[PiEntry]) -> str:
     """``serializeConversation``: every message's parts, joined by a blank line."""
     return "\n\n".join(p for e in entries for p in serialize_entry(e))
 
@@ -515,7 +509,7 @@ PREFIX_TEMPLATE = register_template(
 # --------------------------------------------------------------------------- live history
 
 
-def _kept_before(entries: Sequence[Entry], idx: int) -> list[Entry]:
+def _kept_before(entries: Sequence[PiEntry], idx: int) -> list[PiEntry]:
     """Entries ``buildSessionContext`` keeps before the compaction at `idx` (from its first kept id)."""
     first = entries[idx].first_kept
     for i in range(idx):
@@ -524,7 +518,7 @@ def _kept_before(entries: Sequence[Entry], idx: int) -> list[Entry]:
     return []
 
 
-def live_entries(entries: Sequence[Entry]) -> tuple[Entry | None, list[Entry]]:
+def live_entries(entries: Sequence[PiEntry]) -> tuple[PiEntry | None, list[PiEntry]]:
     """``buildSessionContext`` over file order: (the latest compaction or None, the entries sent after it)."""
     last = max((i for i, e in enumerate(entries) if e.kind == "compaction"), default=None)
     if last is None:
@@ -554,9 +548,9 @@ class Preparation:
     """``CompactionPreparation``: what is summarised, what is kept."""
 
     first_kept: int
-    to_summarize: tuple[Entry, ...]
-    turn_prefix: tuple[Entry, ...]
-    kept: tuple[Entry, ...]
+    to_summarize: tuple[PiEntry, ...]
+    turn_prefix: tuple[PiEntry, ...]
+    kept: tuple[PiEntry, ...]
     is_split_turn: bool
     previous_summary: str | None
     read_files: tuple[str, ...]
@@ -564,7 +558,9 @@ class Preparation:
     tokens_before: int
 
 
-def prepare(entries: Sequence[Entry], keep_recent: int | None, keep_previous_kept: bool = False) -> Preparation | None:
+def prepare(
+    entries: Sequence[PiEntry], keep_recent: int | None, keep_previous_kept: bool = False
+) -> Preparation | None:
     """``prepareCompaction``; None when upstream would not compact (last entry a compaction, nothing to cut).
 
     ``keep_recent=None`` keeps nothing (our last-resort room rule): every entry after the previous
@@ -601,7 +597,7 @@ def prepare(entries: Sequence[Entry], keep_recent: int | None, keep_previous_kep
 # --------------------------------------------------------------------------- the strategy
 
 
-def _entry_segments(entry: Entry) -> list[Segment]:
+def _entry_segments(entry: PiEntry) -> list[Segment]:
     """Send a kept entry verbatim (a branch summary wrapped as ``convertToLlm`` does)."""
     recs = entry.context_records()
     if entry.kind == "branch":
@@ -652,7 +648,7 @@ class PiStrategy:
 
     # ---- requests
     def summary_request(
-        self, entries: Sequence[Entry], previous_summary: str | None, ctx: CompactionContext, cap: int
+        self, entries: Sequence[PiEntry], previous_summary: str | None, ctx: CompactionContext, cap: int
     ) -> SummaryRequest:
         """``generateSummary``'s request: system prompt, one user message (conversation, previous summary, prompt)."""
         p = self.prompts(ctx)
@@ -675,7 +671,7 @@ class PiStrategy:
             source_entry_ids=tuple(e.id for e in entries if e.kind != "other"),
         )
 
-    def turn_prefix_request(self, entries: Sequence[Entry], ctx: CompactionContext, cap: int) -> SummaryRequest:
+    def turn_prefix_request(self, entries: Sequence[PiEntry], ctx: CompactionContext, cap: int) -> SummaryRequest:
         """``generateTurnPrefixSummary``'s request."""
         p = self.prompts(ctx)
         text = f"<conversation>\n{serialize_conversation(entries)}\n</conversation>\n\n{p['turn_prefix']}"
@@ -692,7 +688,7 @@ class PiStrategy:
 
     # ---- room
     def _plan(
-        self, entries: Sequence[Entry], ctx: CompactionContext, room: int
+        self, entries: Sequence[PiEntry], ctx: CompactionContext, room: int
     ) -> tuple[Preparation | None, int | None]:
         """Prepare at upstream's ``keepRecentTokens``, or at a smaller keep when the summary has too little room.
 
@@ -859,7 +855,7 @@ class PiStrategy:
         session: Session,
         cut: int,
         ctx: CompactionContext,
-        entries: Sequence[Entry],
+        entries: Sequence[PiEntry],
         segs: list[Segment],
         cap: int,
         notes: dict[str, Any],
@@ -949,14 +945,14 @@ class PiStrategy:
 
 # request_shape: as docs/strategies.md documents it, written out (not REQUEST_SHAPE) so verify checks the code.
 STRATEGY = PiStrategy()
-STRATEGIES.add("pi", STRATEGY, rank=60, request_shape="dedicated")
+STRATEGIES.add("pi", STRATEGY, rank=60, request_shape="dedicated", trigger_rule="W - reserveTokens (16,384)")
 
 __all__ = [
     "ALGORITHM_VERSION",
     "BRANCH_SUMMARY_PREFIX",
     "COMPACTION_SUMMARY_PREFIX",
     "COMPACTION_SUMMARY_SUFFIX",
-    "Entry",
+    "PiEntry",
     "KEEP_RECENT_TOKENS",
     "PIN",
     "PiStrategy",

@@ -1,15 +1,14 @@
-"""``recorded`` — what an agent itself sent after a compaction it made, read from its log.
+"""``recorded``: what an agent itself sent after a compaction it made, read from its log.
 
-Not a reimplementation: where an imported pi, Claude Code, Codex or OpenCode session holds a
-compaction its agent wrote, the projection at that compaction is the agent's own next request —
-its recorded summary and what it keeps beside it, rebuilt by the agent arm's own
-``live_history``. A real model's real compaction, examined offline.
+Not a reimplementation, so nothing upstream to pin: the projection is the agent's own next request,
+rebuilt by the agent arm's own ``live_history`` (pi, Claude Code, Codex, OpenCode). Registered but
+not listed (``listed=False``): it exists only at the compactions a log records.
 
 Key names: `find` (the session's compactions as `RecordedCompaction`: ``cut``, ``after``,
 ``model``), `skip_reason`, `Recorded` (the strategy), `agent_of`.
 
-Design: docs/strategies.md#recorded; what is read from each log: ``strategies/UPSTREAM.md``,
-section "recorded".
+Design: docs/strategies.md#recorded; what is read from each log:
+docs/strategies.md#recorded-what-is-read-from-each-log.
 """
 
 from __future__ import annotations
@@ -21,17 +20,10 @@ from typing import Any
 from compaction_lab.core.projection import Projection, Segment
 from compaction_lab.core.session import Record, Session
 from compaction_lab.core.tokens import counter
+from compaction_lab.ingest.registry import agent_of_format
 from compaction_lab.strategies.base import STRATEGIES, CompactionContext, role_of
 
 ALGORITHM_VERSION = "recorded-1"
-
-#: The agent whose log format records its compactions, by importer format.
-AGENT_OF_FORMAT: Mapping[str, str] = {
-    "pi": "pi",
-    "claude_code": "claude-code",
-    "codex": "codex",
-    "opencode": "opencode",
-}
 
 #: Shown where the log names no model.
 UNKNOWN_MODEL = "model not in log"
@@ -85,7 +77,8 @@ class RecordedCompaction:
 
 def agent_of(session: Session) -> str | None:
     """Name the agent whose compactions this session's format records (None: the format records none)."""
-    return AGENT_OF_FORMAT.get(session.source_format)
+    agent = agent_of_format(session.source_format)
+    return agent if agent in _RENDER else None
 
 
 def _summary_span(session: Session, start: int) -> tuple[int, tuple[str, ...]] | None:
@@ -166,21 +159,21 @@ def _record_segment(r: Record) -> Segment:
 
 
 def _pi(session: Session, rc: RecordedCompaction, ctx: CompactionContext) -> list[Segment]:
-    from compaction_lab.strategies.arms import pi as pi_agent
+    from compaction_lab.strategies.arms import pi
 
     compactions = {str(c.get("entry_id")) for c in session.metadata.get("compactions") or () if isinstance(c, Mapping)}
     out = []
-    for r in pi_agent.live_history(session, rc.after, ctx):
+    for r in pi.live_history(session, rc.after, ctx):
         if r.kind == "summary" and r.entry_id in compactions:
             # convertToLlm: the compaction summary as a user message between pi's fixed prefix and suffix
-            text = pi_agent.COMPACTION_SUMMARY_PREFIX + r.text + pi_agent.COMPACTION_SUMMARY_SUFFIX
+            text = pi.COMPACTION_SUMMARY_PREFIX + r.text + pi.COMPACTION_SUMMARY_SUFFIX
             out.append(_summary_segment(text, "user", (r.entry_id,), rc))
         elif r.kind == "summary":  # a branch summary the live history carries, with its own wrapper
             out.append(
                 Segment(
                     "tail",
                     "user",
-                    pi_agent.BRANCH_SUMMARY_PREFIX + r.text + pi_agent.BRANCH_SUMMARY_SUFFIX,
+                    pi.BRANCH_SUMMARY_PREFIX + r.text + pi.BRANCH_SUMMARY_SUFFIX,
                     (r.entry_id,),
                     record_kind=r.kind,
                 )
@@ -233,22 +226,22 @@ def _authored_in_summary(rc: RecordedCompaction, segs: Sequence[Segment]) -> lis
     """List the text the agent's code, not its model, wrote into the recorded summary (``notes["authored_in_summary"]``).
 
     pi wraps the summary in a fixed prefix and suffix and appends the file lists it computed itself
-    (``formatFileOperations``, `pi_agent.appended_file_lists`); the exam counts those as kept by design, as
+    (``formatFileOperations``, `pi.appended_file_lists`); the exam counts those as kept by design, as
     it does for the pi arm's own (`exam.found.regions`). The other agents' summaries are the model's text.
     """
     if rc.agent != "pi":
         return []
-    from compaction_lab.strategies.arms import pi as pi_agent
+    from compaction_lab.strategies.arms import pi
 
     out: list[str] = []
     for s in segs:
-        if s.kind != "summary" or not s.text.startswith(pi_agent.COMPACTION_SUMMARY_PREFIX):
+        if s.kind != "summary" or not s.text.startswith(pi.COMPACTION_SUMMARY_PREFIX):
             continue
-        body = s.text[len(pi_agent.COMPACTION_SUMMARY_PREFIX) : len(s.text) - len(pi_agent.COMPACTION_SUMMARY_SUFFIX)]
+        body = s.text[len(pi.COMPACTION_SUMMARY_PREFIX) : len(s.text) - len(pi.COMPACTION_SUMMARY_SUFFIX)]
         out += [
-            pi_agent.COMPACTION_SUMMARY_PREFIX,
-            pi_agent.appended_file_lists(body),
-            pi_agent.COMPACTION_SUMMARY_SUFFIX,
+            pi.COMPACTION_SUMMARY_PREFIX,
+            pi.appended_file_lists(body),
+            pi.COMPACTION_SUMMARY_SUFFIX,
         ]
     return list(dict.fromkeys(t for t in out if t))
 
@@ -315,7 +308,6 @@ class Recorded:
 STRATEGIES.add("recorded", Recorded(), listed=False)
 
 __all__ = [
-    "AGENT_OF_FORMAT",
     "NoRecordedCompaction",
     "Recorded",
     "RecordedCompaction",

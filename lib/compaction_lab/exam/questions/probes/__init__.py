@@ -3,7 +3,7 @@
 The synthetic bank asks about facts the generator planted; a user's own
 sessions have no ledger, so `exam.probes` mines one. From every record of the
 *covered part* (``source_order < tail_start``, the history a compaction
-replaces) it extracts values by kind-specific rules (`RULES`), keeps those a
+replaces) it extracts values by kind-specific rules (`EXTRACTION_RULES`), keeps those a
 reader could only know from memory and that a question can single out, asks a
 natural question about each, samples them with a seed and adds decoys:
 lookalike values checked absent from the whole session. Every usable value is
@@ -23,11 +23,11 @@ from __future__ import annotations
 from compaction_lab.exam.questions.probes.candidates import (
     CATEGORIES,
     COMMON_WORDS,
+    EXTRACTION_RULES,
     MINED_KINDS,
     REJECT_REASONS,
-    RULES,
     Candidate,
-    Rule,
+    ExtractionRule,
     extract,
     guessable,
     inexact,
@@ -68,8 +68,8 @@ __all__ = [
     "MinedCase",
     "ProbeSpec",
     "REJECT_REASONS",
-    "RULES",
-    "Rule",
+    "EXTRACTION_RULES",
+    "ExtractionRule",
     "TEMPLATES",
     "Template",
     "Variant",

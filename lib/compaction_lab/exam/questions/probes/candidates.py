@@ -1,4 +1,4 @@
-"""Candidate values of one record: the extraction rules (`RULES`) and the checks that make a match a value.
+"""Candidate values of one record: the extraction rules (`EXTRACTION_RULES`) and the checks that make a match a value.
 
 Each `Candidate` carries what a question about it needs (its record, offsets, line and the words around
 it). The rules, in claim order, are listed in docs/exams.md#3-mining-probes-from-real-sessions.
@@ -23,13 +23,13 @@ __all__ = [
     "NUM",
     "PROSE_KINDS",
     "REJECT_REASONS",
-    "RULES",
+    "EXTRACTION_RULES",
     "SYSTEM_ROOTS",
     "UNITS",
     "WELL_KNOWN_FILES",
     "Candidate",
     "Rejected",
-    "Rule",
+    "ExtractionRule",
     "Scan",
     "extract",
     "guessable",
@@ -99,7 +99,7 @@ UNITS = (
 
 
 @dataclass(frozen=True)
-class Rule:
+class ExtractionRule:
     """One extraction rule: a regex whose `group` is the value, the category it yields, the kinds it reads."""
 
     name: str
@@ -112,9 +112,9 @@ class Rule:
 _NO_CALLS = ("user", "assistant", "reasoning", "tool_output")
 
 #: All rules, in claim order (see docs/exams.md#3-mining-probes-from-real-sessions).
-RULES: tuple[Rule, ...] = (
-    Rule("failed_test", "error_string", re.compile(r"(?m)^FAILED[ \t]+(\S+::\S+)"), 1, _NO_CALLS),
-    Rule(
+EXTRACTION_RULES: tuple[ExtractionRule, ...] = (
+    ExtractionRule("failed_test", "error_string", re.compile(r"(?m)^FAILED[ \t]+(\S+::\S+)"), 1, _NO_CALLS),
+    ExtractionRule(
         "exception",
         "error_string",
         re.compile(
@@ -123,9 +123,9 @@ RULES: tuple[Rule, ...] = (
         0,
         _NO_CALLS,
     ),
-    Rule("rustc_error", "error_string", re.compile(r"\berror\[E\d{4}\]:[ \t]+\S[^\n]*"), 0, _NO_CALLS),
-    Rule("tsc_error", "error_string", re.compile(r"\berror TS\d+:[ \t]+\S[^\n]*"), 0, _NO_CALLS),
-    Rule(
+    ExtractionRule("rustc_error", "error_string", re.compile(r"\berror\[E\d{4}\]:[ \t]+\S[^\n]*"), 0, _NO_CALLS),
+    ExtractionRule("tsc_error", "error_string", re.compile(r"\berror TS\d+:[ \t]+\S[^\n]*"), 0, _NO_CALLS),
+    ExtractionRule(
         "error_line",
         "error_string",
         re.compile(
@@ -135,39 +135,47 @@ RULES: tuple[Rule, ...] = (
         _NO_CALLS,
     ),
     # a leading "@" is a mention prefix (pi's "@src/main.ts"), not part of the path
-    Rule(
+    ExtractionRule(
         "slash_path",
         "path",
         re.compile(r"(?<![\w.~/:@%+\-\\])@?((?:~|\.{1,2})?/?(?:[\w.%+\-][\w.@%+\-]*/)+[\w.@%+\-]*)"),
         1,
     ),
-    Rule(
+    ExtractionRule(
         "file_name",
         "path",
         re.compile(rf"(?<![\w.~/:@%+\-\\])@?([\w%+\-][\w@%+\-]*(?:\.[\w@%+\-]+)*\.{_EXT})(?![\w/\\-]|\.\w)"),
         1,
     ),
-    Rule(
+    ExtractionRule(
         "uuid",
         "identifier",
         re.compile(r"(?<![\w-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![\w-])"),
     ),
-    Rule("ticket_id", "identifier", re.compile(r"(?<![\w-])[A-Z][A-Z0-9]*[A-Z]-\d{2,}(?:[-_][A-Za-z0-9]+)*(?![\w-])")),
-    Rule("hex_hash", "identifier", re.compile(r"(?<![\w-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}(?![\w-])")),
-    Rule("slug_id", "identifier", re.compile(r"(?<![\w.\-/@])[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)+(?![\w\-/@]|\.\w)")),
-    Rule("mixed_token", "identifier", re.compile(r"(?<![\w.\-/@])[A-Za-z0-9]{8,}(?![\w\-/@]|\.\w)")),
-    Rule("unit_number", "number", re.compile(rf"(?<![\w.:/,-]){NUM}[ \t]?{UNITS}(?![\w/])")),
-    Rule("decimal", "number", re.compile(r"(?<![\w.:/,-])(?:\d{1,3}(?:,\d{3})+|\d+)\.\d+(?![\w]|\.\d)")),
-    Rule(
+    ExtractionRule(
+        "ticket_id", "identifier", re.compile(r"(?<![\w-])[A-Z][A-Z0-9]*[A-Z]-\d{2,}(?:[-_][A-Za-z0-9]+)*(?![\w-])")
+    ),
+    ExtractionRule(
+        "hex_hash", "identifier", re.compile(r"(?<![\w-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}(?![\w-])")
+    ),
+    ExtractionRule(
+        "slug_id", "identifier", re.compile(r"(?<![\w.\-/@])[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)+(?![\w\-/@]|\.\w)")
+    ),
+    ExtractionRule("mixed_token", "identifier", re.compile(r"(?<![\w.\-/@])[A-Za-z0-9]{8,}(?![\w\-/@]|\.\w)")),
+    ExtractionRule("unit_number", "number", re.compile(rf"(?<![\w.:/,-]){NUM}[ \t]?{UNITS}(?![\w/])")),
+    ExtractionRule("decimal", "number", re.compile(r"(?<![\w.:/,-])(?:\d{1,3}(?:,\d{3})+|\d+)\.\d+(?![\w]|\.\d)")),
+    ExtractionRule(
         "port",
         "number",
         re.compile(r"(?i:\bport\s*[:=]?\s*|\b(?:localhost|127\.0\.0\.1|0\.0\.0\.0):)(\d{2,5})(?!\d)"),
         1,
     ),
-    Rule("backticked", "quoted", re.compile(r"(?<!`)`([^`\n]{4,60})`(?!`)"), 1, _NO_CALLS),
-    Rule("double_quoted", "quoted", re.compile(r'(?<![\w"\\])"([^"\n\\]{4,60})"(?![\w"])(?!\s*:)'), 1, _NO_CALLS),
-    Rule("single_quoted", "quoted", re.compile(r"(?<![\w'\\])'([^'\n\\]{4,60})'(?![\w'])"), 1, _NO_CALLS),
-    Rule("curly_quoted", "quoted", re.compile("\u201c([^\u201d\n]{4,60})\u201d"), 1, _NO_CALLS),
+    ExtractionRule("backticked", "quoted", re.compile(r"(?<!`)`([^`\n]{4,60})`(?!`)"), 1, _NO_CALLS),
+    ExtractionRule(
+        "double_quoted", "quoted", re.compile(r'(?<![\w"\\])"([^"\n\\]{4,60})"(?![\w"])(?!\s*:)'), 1, _NO_CALLS
+    ),
+    ExtractionRule("single_quoted", "quoted", re.compile(r"(?<![\w'\\])'([^'\n\\]{4,60})'(?![\w'])"), 1, _NO_CALLS),
+    ExtractionRule("curly_quoted", "quoted", re.compile("\u201c([^\u201d\n]{4,60})\u201d"), 1, _NO_CALLS),
 )
 
 _API_TOOL = re.compile(r"http|fetch|curl|request|api|graphql|rpc|webhook", re.I)
@@ -188,7 +196,7 @@ class Candidate:
     category : str
         One of `CATEGORIES`.
     rule : str
-        Name of the `Rule` that found it.
+        Name of the `ExtractionRule` that found it.
     pointer : str
         ``user``, ``assistant`` or ``tool`` (`session.POINTER_OF_KIND`).
     kind : str
@@ -308,8 +316,8 @@ def _number_ok(v: str) -> bool:
     return True
 
 
-def _value_ok(rule: Rule, v: str) -> bool:
-    """Rule-specific shape checks beyond the regex (what makes a match a value worth asking for)."""
+def _value_ok(rule: ExtractionRule, v: str) -> bool:
+    """ExtractionRule-specific shape checks beyond the regex (what makes a match a value worth asking for)."""
     if rule.name == "slash_path":
         return _path_ok(v)
     if rule.name == "file_name":  # "Node.js", "Vue.js": a library's name, not a file
@@ -518,7 +526,7 @@ def scan(record: Record, mask: Sequence[tuple[int, int]] = ()) -> Scan:
     api = _is_api_output(record)
     out: list[Candidate] = []
     rejected: list[tuple[str, Candidate]] = []
-    for rule in RULES:
+    for rule in EXTRACTION_RULES:
         if record.kind not in rule.kinds:
             continue
         found: list[tuple[int, int, str, int, int, str | None]] = []

@@ -1,11 +1,14 @@
-"""The import report: what an import read, produced and skipped, and the documented import errors.
+"""The import audit: what an import read, produced and skipped, and why; and the documented import errors.
 
 Importers turn a source (file, directory, database) into `Session` objects.
 They never crash on bad input: a line or row that cannot be used is skipped
-and *counted* in an `ImportReport` with its reason and line number, and
+and *counted* in an `ImportAudit` with its reason and line number, and
 everything that parsed is kept. Only a source whose format cannot be
 recognised at all is an error (`UnknownFormat`, raised by ``detect``; a walk
 or an import counts it as an ``unknown_format`` skip instead).
+
+The audit is the import's own account; the *report* is the rendered run page
+(`compaction_lab.report`). Spec: docs/session-formats.md (skips and reasons).
 """
 
 from __future__ import annotations
@@ -73,7 +76,7 @@ class Skip:
 
 
 @dataclass
-class ImportReport:
+class ImportAudit:
     """What an import read, produced and skipped (mutable accumulator).
 
     Attributes
@@ -115,13 +118,13 @@ class ImportReport:
             raise ValueError(f"unknown note {code!r}")
         self.notes[code] += n
 
-    def merge(self, other: ImportReport) -> None:
-        """Add another report's counts and skips after this one's, as if it had been read next.
+    def merge(self, other: ImportAudit) -> None:
+        """Add another audit's counts and skips after this one's, as if it had been read next.
 
-        Skip details stay capped at `MAX_SKIP_DETAILS` exactly as one report
-        filling up would cap them, so reports of parts read apart (a file's
+        Skip details stay capped at `MAX_SKIP_DETAILS` exactly as one audit
+        filling up would cap them, so audits of parts read apart (a file's
         spans, the sessions of a worker's task) merged in reading order equal
-        the report of one reading.
+        the audit of one reading.
         """
         self.files += other.files
         self.sessions += other.sessions
