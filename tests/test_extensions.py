@@ -24,7 +24,7 @@ from compaction_lab.strategies import STRATEGIES
 ARM = "keep-last-two"
 FORMAT = "toy_log"
 
-ARM_MODULE = f'''"""A throwaway arm: keep the last two records of the history, verbatim."""
+STRATEGY_MODULE = f'''"""A throwaway arm: keep the last two records of the history, verbatim."""
 from compaction_lab.core.projection import Projection, Segment
 from compaction_lab.strategies.base import STRATEGIES, history, role_of
 
@@ -80,7 +80,7 @@ def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     name = f"plugin_{uuid.uuid4().hex[:12]}"
     (tmp_path / name).mkdir()
     (tmp_path / name / "__init__.py").write_text("", encoding="utf-8")
-    (tmp_path / name / "keep_last_two.py").write_text(ARM_MODULE, encoding="utf-8")
+    (tmp_path / name / "keep_last_two.py").write_text(STRATEGY_MODULE, encoding="utf-8")
     (tmp_path / name / "toy_log.py").write_text(IMPORTER_MODULE, encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
     importlib.invalidate_caches()

@@ -67,7 +67,7 @@ def test_manifest_covers_shapes_strategies_and_exam():
     calls = {k: v["calls"] for k, v in m["summary"].items() if v is not None}
     assert calls == {**{k: 1 for k in calls}, "gemini-cli": 2, "aider": 2}
     assert m["exam"]["closed_book"]["tools_from"] == "call-shape"
-    assert [r["arm"] for r in m["exam"]["open_book"].values()] == ["open", "open", "open", "closed", "open"]
+    assert [r["book"] for r in m["exam"]["open_book"].values()] == ["open", "open", "open", "closed", "open"]
     assert m["exam"]["open_book"]["1"]["tool_names"][-2:] == ["history_search", "history_get"]
     # the canonical session holds every record kind the strategies treat differently
     kinds = {r.kind for r in verify.canonical_session().records}

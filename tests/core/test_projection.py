@@ -173,3 +173,15 @@ def test_full_projection_keeps_the_sessions_message_boundaries():
         ("assistant", "I will look\n\nbash ls"),
         ("tool", "file.txt"),
     ]
+
+
+def test_a_projection_stored_before_the_summarizer_rename_reads_back():
+    """Projections stored when the receipt said ``provider`` read back with ``summarizer``; today's write it."""
+    from compaction_lab.core.projection import Projection, SummaryReceipt, projection_from_json
+
+    receipt = SummaryReceipt("extractive", True, "the summary", "fp")
+    p = Projection("s", "v1", "sess", 3, (), 100, "tiktoken", None, receipt, {})
+    stored = p.to_json()
+    assert stored["receipt"]["summarizer"] == "extractive" and "provider" not in stored["receipt"]
+    old = {**stored, "receipt": {("provider" if k == "summarizer" else k): v for k, v in stored["receipt"].items()}}
+    assert projection_from_json(old).receipt == receipt == projection_from_json(stored).receipt

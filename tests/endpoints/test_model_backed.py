@@ -58,7 +58,7 @@ def _question(answer="ORD-58213", decoy=False):
 def test_summary_request_goes_out_in_the_strategys_own_shape(server, model, chain):
     ctx = CompactionContext(window=6000, output_ceiling=1000, summarizer=summarize.get_summarizer("model", model))
     p = strategies.compact(chain, "futureos-summarized", None, ctx)
-    assert p.receipt.provider == "model: fake-model" and not p.receipt.stand_in and not p.receipt.fallback
+    assert p.receipt.summarizer == "model: fake-model" and not p.receipt.stand_in and not p.receipt.fallback
     assert labels.strategy_label(p) == "futureos-summarized (model: fake-model)"
     sent = server.requests[-1]["body"]
     expected = wire_body(p.summary_request)

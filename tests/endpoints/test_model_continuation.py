@@ -70,7 +70,7 @@ def _run(keys, params, ctx, stop_after: int | None = None) -> pd.DataFrame:
     asked = 0
     for cc in keys.keys:
         session = keys.sessions[cc.case.session_id]
-        for arm in continuation.arms_of(cc.block, params.names):
+        for arm in continuation.strategies_of(cc.block, params.names):
             if stop_after is not None and asked == stop_after:
                 return pd.DataFrame(rows, columns=continuation.ACTION_COLUMNS)
             p = strategies.compact(session, arm, cc.case.cut, ctx)
@@ -120,9 +120,9 @@ def test_a_tiny_continuation_exam_sends_the_planned_requests_once(local_model):
     ledger = open_ledger(local_model["ledger"])
     replies = [parse_choice(ledger.lookup(fp)["response"])[0] for fp in sent["request_fingerprint"]]
     answered = sorted(str(_tool(m)) for m in replies)
-    per_arm = first.drop_duplicates(["case_id", "strategy"])
-    assert sorted(str(t) for t in per_arm["predicted_tool"]) == answered
-    for row in per_arm.itertuples():
+    per_strategy = first.drop_duplicates(["case_id", "strategy"])
+    assert sorted(str(t) for t in per_strategy["predicted_tool"]) == answered
+    for row in per_strategy.itertuples():
         if row.predicted_tool is None:  # the model talked instead of calling: the step was not taken
             assert not (row.tool_match or row.target_match or row.exact_match) and pd.isna(row.matched_rank)
     rates = next_action.model_rates(first)

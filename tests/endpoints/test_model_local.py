@@ -36,7 +36,7 @@ def test_a_summary_and_a_tiny_closed_book_exam_through_the_real_client(local_mod
     ctx = CompactionContext(window=2000, output_ceiling=200, summarizer=summarize.get_summarizer("model", local_model))
     p = strategies.compact(s, "futureos-summarized", None, ctx)
     assert not p.receipt.fallback, p.receipt.error
-    assert p.receipt.provider == f"model: {MODEL_ALIAS}" and p.receipt.text.strip()
+    assert p.receipt.summarizer == f"model: {MODEL_ALIAS}" and p.receipt.text.strip()
     assert p.receipt.input_tokens > 0 and p.receipt.output_tokens > 0
 
     cases = bank.build_bank([chain], n_cases=1, n_questions=3, n_decoys=1, tail_tokens=300, seed=1)

@@ -106,7 +106,7 @@ def test_projections_table_one_row_per_case_strategy(setup, result):
         assert list(tokens) == [by[name]]
     assert by["full"] > by["codex"]
     assert not p["stand_in"].any()
-    assert p.set_index("strategy").loc["codex", "summary_provider"] == "none"
+    assert p.set_index("strategy").loc["codex", "summarizer"] == "none"
 
 
 def test_each_case_strategy_is_compacted_once(setup, reader, monkeypatch):
@@ -131,7 +131,7 @@ def test_stand_in_summaries_and_readers_are_labelled(setup):
     assert (r.answers["strategy_label"] == "codex (extractive stand-in)").all()
     assert (r.answers["reader"] == "searcher").all() and (r.answers["reader_label"] == "searcher stand-in").all()
     p = r.projections.iloc[0]
-    assert p["stand_in"] and p["summary_provider"] == "extractive" and not p["fallback"]
+    assert p["stand_in"] and p["summarizer"] == "extractive" and not p["fallback"]
 
 
 def test_reader_without_a_label_is_shown_by_name_and_stand_in():

@@ -47,7 +47,7 @@ def exam(tmp_path_factory):
 def test_rounds():
     assert [r.number for r in ROUNDS] == [1, 2, 3, 4, 5]
     assert [r.wording for r in ROUNDS[:3]] == list(DEFAULT_WORDINGS)
-    assert [r.arm for r in ROUNDS] == ["open", "open", "open", "closed", "open"]
+    assert [r.book for r in ROUNDS] == ["open", "open", "open", "closed", "open"]
     assert [r.search for r in ROUNDS] == ["allowed", "allowed", "allowed", "never", "required"]
     assert ROUNDS[3].wording == ROUNDS[2].wording  # the control repeats round 3's wording
     assert ROUNDS[4].wording == REQUIRED_WORDING
@@ -94,7 +94,7 @@ def test_search_recovers_values_the_projection_dropped(exam):
 def test_round_4_makes_no_tool_calls_and_round_5_always_searches(exam):
     case, _, _, _, df = exam
     calls = tool_calls_per_round(df)
-    assert calls.loc[4, "tool_calls"] == 0 and calls.loc[4, "arm"] == "closed"
+    assert calls.loc[4, "tool_calls"] == 0 and calls.loc[4, "book"] == "closed"
     assert calls.loc[5, "questions_with_calls"] == len(case.questions)
     assert (calls.loc[[1, 2, 3], "tool_calls"] > 0).all()
     assert (calls["tool_calls"] == calls["search_calls"] + calls["get_calls"]).all()

@@ -10,7 +10,7 @@ def _answers(reader="searcher", stand_in=True, fallen=0):
     rows = [{"outcome": "from_projection", "decoy": False} for _ in range(3)]
     rows += [{"outcome": "wrong" if i < fallen else "decoy_abstained", "decoy": True} for i in range(2)]
     return pd.DataFrame(rows).assign(
-        round=1, arm="open", search="allowed", reader=reader, reader_label=f"{reader} (test)", stand_in=stand_in
+        round=1, book="open", search="allowed", reader=reader, reader_label=f"{reader} (test)", stand_in=stand_in
     )
 
 

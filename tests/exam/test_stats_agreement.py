@@ -40,7 +40,7 @@ def test_rho_is_spearman_of_the_pooled_recalls_and_the_interval_is_a_real_interv
         cont.groupby("strategy")["correct"].mean().sort_index(),
     ).statistic
     assert math.isclose(r.rho, expected)
-    assert (r.n_arms, r.n_units) == (5, 8)
+    assert (r.n_strategies, r.n_units) == (5, 8)
     assert -1.0 <= r.ci_low < r.ci_high <= 1.0 and r.ci_low <= r.rho
     assert r.verdict == "agree" and "8 sessions" in r.method and "500 resamples" in r.method
     # Reversing one exam's ranking reverses ρ.
@@ -66,7 +66,7 @@ def test_only_arms_scored_in_both_count_and_over_window_arms_and_decoys_are_left
     spec = _sessions({"a": 0.9, "b": 0.6, "c": 0.3}, 4, seed=5)
     closed, cont = _closed(spec), _rows(spec)
     base = stats.rank_agreement(closed, cont, n_boot=200)
-    assert base.n_arms == 3 and base.rho == pytest.approx(1.0)
+    assert base.n_strategies == 3 and base.rho == pytest.approx(1.0)
     # An arm only the closed book scored, an over-window arm that would reverse the ranking, and decoy rows
     # that would too: none of them moves ρ.
     only_closed = _closed({"s0": {"x": (3, 10)}})
@@ -78,7 +78,7 @@ def test_only_arms_scored_in_both_count_and_over_window_arms_and_decoys_are_left
         pd.concat([cont, over_k], ignore_index=True),
         n_boot=200,
     )
-    assert (r.rho, r.n_arms, r.n_units) == (base.rho, 3, 4)
+    assert (r.rho, r.n_strategies, r.n_units) == (base.rho, 3, 4)
     assert "over-window arms left out: big" in r.method
     # Flagged in the continuation frame only, it is left out as well.
     r2 = stats.rank_agreement(
@@ -86,7 +86,7 @@ def test_only_arms_scored_in_both_count_and_over_window_arms_and_decoys_are_left
         pd.concat([cont, over_k.assign(over_window=True)], ignore_index=True),
         n_boot=200,
     )
-    assert r2.n_arms == 3 and "big" in r2.method
+    assert r2.n_strategies == 3 and "big" in r2.method
 
 
 def test_too_few_arms_or_sessions_give_no_interval_never_a_zero_width_one():
@@ -94,12 +94,12 @@ def test_too_few_arms_or_sessions_give_no_interval_never_a_zero_width_one():
     two = {s: {k: v for k, v in arms.items() if k != "c"} for s, arms in spec.items()}
     r = stats.rank_agreement(_closed(two), _rows(two))
     assert abs(r.rho) == pytest.approx(1.0) and math.isnan(r.ci_low) and math.isnan(r.ci_high)
-    assert r.n_arms == 2 and "two arms" in r.method and r.verdict == "cannot tell"  # a ρ, but no interval
+    assert r.n_strategies == 2 and "two arms" in r.method and r.verdict == "cannot tell"  # a ρ, but no interval
     one_session = {"s0": spec["s0"]}
     r = stats.rank_agreement(_closed(one_session), _rows(one_session))
     assert not math.isnan(r.rho) and math.isnan(r.ci_low) and r.n_units == 1 and "one of the sessions" in r.method
-    one_arm = {s: {"a": arms["a"]} for s, arms in spec.items()}
-    r = stats.rank_agreement(_closed(one_arm), _rows(one_arm))
+    one_strategy = {s: {"a": arms["a"]} for s, arms in spec.items()}
+    r = stats.rank_agreement(_closed(one_strategy), _rows(one_strategy))
     assert math.isnan(r.rho) and math.isnan(r.ci_low) and "nothing to rank" in r.method
     tied = {s: {arm: (5, 10) for arm in arms} for s, arms in spec.items()}
     r = stats.rank_agreement(_closed(spec), _rows(tied))

@@ -193,7 +193,7 @@ def test_the_open_book_offers_the_archive_as_inspect_tools_and_reads_back_apart(
     task = tasks.open_book(str(run_copy))  # round 3, notebook 05's arm
     samples = list(task.dataset)
     assert (
-        samples and {s.metadata["round"] for s in samples} == {3} and {s.metadata["arm"] for s in samples} == {"open"}
+        samples and {s.metadata["round"] for s in samples} == {3} and {s.metadata["book"] for s in samples} == {"open"}
     )
     outputs = []
     for s in samples:  # one search for the value, then the value itself
@@ -211,7 +211,7 @@ def test_the_open_book_offers_the_archive_as_inspect_tools_and_reads_back_apart(
     assert set(rows["reader_label"]) == {"mockllm/model (Inspect, open book round 3)"}
     assert rows.loc[~rows["decoy"], "correct"].all()  # the value given back is graded right
     control = tasks.open_book(str(run_copy), round=4)
-    assert {s.metadata["arm"] for s in control.dataset} == {"closed"}
+    assert {s.metadata["book"] for s in control.dataset} == {"closed"}
     with pytest.raises(ValueError, match="round must be one of"):
         tasks.open_book(str(run_copy), round=9)
     (run_copy / "archive.sqlite").unlink()

@@ -94,9 +94,9 @@ def test_fig1_over_window_arm_is_labelled_drawn_apart_and_last_despite_the_highe
     assert text["encoding"]["y"]["sort"] == order
     assert_unsendable_look(bars["encoding"])
     assert bars["encoding"]["stroke"]["condition"]["value"]  # the dashed outline has a colour to be drawn in
-    flagged = {r["arm_label"] for r in dataset_rows(spec, bars) if r["over_window"]}
+    flagged = {r["strategy_shown"] for r in dataset_rows(spec, bars) if r["over_window"]}
     assert flagged == {FULL_OVER}
-    assert {r["arm_label"] for r in dataset_rows(spec, text) if r["over_window"]} == {FULL_OVER}
+    assert {r["strategy_shown"] for r in dataset_rows(spec, text) if r["over_window"]} == {FULL_OVER}
     assert charts.NOT_SENDABLE_NOTE in spec["title"]["subtitle"]
     assert png_ok(chart)
 
@@ -135,7 +135,7 @@ def test_fig3_complete_money_panel_takes_the_flag_from_recall():
     money = spec["hconcat"][2]
     assert money["encoding"]["y"]["sort"][-1] == FULL_OVER
     assert_unsendable_look(money["encoding"])
-    rows = {r["arm_label"]: r["over_window"] for r in dataset_rows(spec, money)}
+    rows = {r["strategy_shown"]: r["over_window"] for r in dataset_rows(spec, money)}
     assert rows == {FULL_OVER: True, "codex (extractive stand-in)": False}
 
 
@@ -144,10 +144,10 @@ def test_fig4_labels_the_over_window_point_and_dashes_its_interval():
     spec = chart.to_dict()
     rule, pts, *labels = spec["layer"]
     texts = [layer for layer in labels if layer["mark"]["type"] == "text"]  # and a leader to a moved label
-    assert texts and all(layer["encoding"]["text"]["field"] == "arm_label" for layer in texts)
+    assert texts and all(layer["encoding"]["text"]["field"] == "strategy_shown" for layer in texts)
     rows = dataset_rows(spec, pts)
-    assert [r["arm_label"] for r in rows][-1] == FULL_OVER  # drawn after (over) the sendable arms
-    assert [r["arm_label"] for r in rows if r["over_window"]] == [FULL_OVER]
+    assert [r["strategy_shown"] for r in rows][-1] == FULL_OVER  # drawn after (over) the sendable arms
+    assert [r["strategy_shown"] for r in rows if r["over_window"]] == [FULL_OVER]
     assert_unsendable_look(pts["encoding"])
     assert "over_window" in rule["encoding"]["strokeDash"]["condition"]["test"]
     assert any("not sendable" in line for line in spec["title"]["subtitle"])
@@ -237,7 +237,7 @@ def test_fig1_offline_readers_say_decoys_not_measured_once(reader):
     assert text.count(readers.DECOYS_NOT_MEASURED) == 1
     assert readers.DECOYS_NOT_MEASURED in spec["title"]["subtitle"]
     # The bar labels still carry the retained counts.
-    labels = {r["arm_label"]: r["label"] for r in dataset_rows(spec, spec["layer"][1])}
+    labels = {r["strategy_shown"]: r["label"] for r in dataset_rows(spec, spec["layer"][1])}
     assert labels["codex (extractive stand-in)"] == "2/4 (50%)"
     assert png_ok(chart)
 
@@ -245,7 +245,7 @@ def test_fig1_offline_readers_say_decoys_not_measured_once(reader):
 def test_fig1_model_reader_shows_the_decoy_counts_per_bar():
     assert readers.measures_decoys("model")
     spec = charts.fig1_retained(answers_frame("model")).to_dict()
-    labels = {r["arm_label"]: r["label"] for r in dataset_rows(spec, spec["layer"][1])}
+    labels = {r["strategy_shown"]: r["label"] for r in dataset_rows(spec, spec["layer"][1])}
     assert labels["codex (extractive stand-in)"] == "2/4 (50%) · decoys fallen for: 1/2"
     assert labels["futureos (extractive stand-in)"] == "3/4 (75%) · decoys fallen for: 0/2"
     assert readers.DECOYS_NOT_MEASURED not in json.dumps(spec, ensure_ascii=False)
@@ -254,7 +254,7 @@ def test_fig1_model_reader_shows_the_decoy_counts_per_bar():
 def test_fig1_counts_decoys_only_over_the_readers_that_measure_them():
     both = pd.concat([answers_frame("verbatim"), answers_frame("model")], ignore_index=True)
     spec = charts.fig1_retained(both).to_dict()
-    labels = {r["arm_label"]: r["label"] for r in dataset_rows(spec, spec["layer"][1])}
+    labels = {r["strategy_shown"]: r["label"] for r in dataset_rows(spec, spec["layer"][1])}
     assert labels["codex (extractive stand-in)"].endswith("decoys fallen for: 1/2")  # not 1/4
 
 
@@ -318,7 +318,7 @@ def test_fig_recorded_marks_the_over_window_arm_and_draws_the_pool():
     assert FULL in order  # in the other compaction full fits, and keeps its plain label there
     assert_unsendable_look(layers[2]["encoding"])
     rows = dataset_rows(spec, spec)
-    assert {r["arm_label"] for r in rows if r["over_window"]} == {FULL_OVER}
+    assert {r["strategy_shown"] for r in rows if r["over_window"]} == {FULL_OVER}
     assert {r["pool_of"] for r in rows if r["strategy"] == "full"} == {"78/78"}
     assert any("5 questions from 3 records" in r["compaction_label"] for r in rows)
     sub = json.dumps(spec["title"]["subtitle"], ensure_ascii=False)

@@ -130,7 +130,7 @@ def test_the_pareto_set_is_named_and_each_pair_says_what_separates_it(tmp_path):
     # Over the window or not compacted: never weighed, and said why.
     (left,) = got.left_out
     assert "huge: not sendable" in left and "idle: did not compact" in left
-    assert set(got.arms["strategy"]) == {"keep", "mask", "lossy"}
+    assert set(got.weighed_strategies["strategy"]) == {"keep", "mask", "lossy"}
     assert got.currency == "CNY" and got.turns == 50
     html = got.html()
     assert "What would change the answer" in html and "keep, mask" in html
@@ -196,7 +196,7 @@ def test_with_two_sessions_the_intervals_not_the_approximation_are_trusted(tmp_p
 def test_without_recall_there_is_nothing_to_decide(tmp_path):
     d = runfolder.resolve(tmp_path / "run")
     got = decision.decide(d, pd.DataFrame(columns=share.HEADLINE_COLUMNS))
-    assert got.verdict == share.NO_HEADLINE and got.arms.empty and got.pareto == []
+    assert got.verdict == share.NO_HEADLINE and got.weighed_strategies.empty and got.pareto == []
     assert share.NO_HEADLINE in got.html()
 
 

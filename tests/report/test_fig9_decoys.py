@@ -12,7 +12,7 @@ from compaction_lab.report.figures.open_book import fig9_open_book
 def _answers(stand_in=True, reader="searcher"):
     rows = [{"outcome": "from_projection", "decoy": False}] * 3 + [{"outcome": "decoy_abstained", "decoy": True}] * 2
     return pd.DataFrame(rows).assign(
-        round=1, arm="open", search="allowed", reader=reader, reader_label="searcher stand-in", stand_in=stand_in
+        round=1, book="open", search="allowed", reader=reader, reader_label="searcher stand-in", stand_in=stand_in
     )
 
 

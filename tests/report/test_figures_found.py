@@ -151,19 +151,19 @@ def test_fig1_stacks_scope_solid_then_summary_hatched_per_pointer():
     assert hatched and all(is_hatched(layer) for layer in hatched)
     scope = {}
     for r in rows_of(spec, solid):
-        scope[r["arm_label"]] = scope.get(r["arm_label"], 0) + r["retained"]
+        scope[r["strategy_shown"]] = scope.get(r["strategy_shown"], 0) + r["retained"]
     assert scope == {CODEX: 1, FULL: 5}
     summary = [r for layer in hatched for r in rows_of(spec, layer)]
-    assert sum(r["retained"] for r in summary) == 3 and {r["arm_label"] for r in summary} == {CODEX}
+    assert sum(r["retained"] for r in summary) == 3 and {r["strategy_shown"] for r in summary} == {CODEX}
     # one layer per pointer colour, filled with that pointer's colour
     for layer in hatched:
         (pointer,) = {r["pointer"] for r in rows_of(spec, layer)}
         assert {s["color"] for s in fill_of(layer)["stops"]} == {POINTER_COLORS[pointer], "white"}
     # the solid segments come first: the solid length reads as scope recall
-    solid_end = max(r["x2"] for r in rows_of(spec, solid) if r["arm_label"] == CODEX)
+    solid_end = max(r["x2"] for r in rows_of(spec, solid) if r["strategy_shown"] == CODEX)
     assert solid_end == 1 and min(r["x"] for r in summary) == solid_end
     assert max(r["x2"] for r in summary) == 4
-    labels = {r["arm_label"]: r["label"] for r in rows_of(spec, text)}
+    labels = {r["strategy_shown"]: r["label"] for r in rows_of(spec, text)}
     assert labels[CODEX] == "4/5 (80%) · scope 1 · summary 3"
     assert labels[FULL] == "5/5 (100%) · scope 5 · summary 0"
     assert f"hatched: found only in the summary, written by {STAND_IN}" in spec["title"]["subtitle"]
@@ -177,8 +177,8 @@ def test_fig1_draws_a_right_answer_found_nowhere_grey_and_says_so():
     grey = [layer for layer in spec["layer"] if fill_of(layer) == _common.ELSEWHERE_COLOR]
     assert len(grey) == 1
     (row,) = rows_of(spec, grey[0])
-    assert (row["arm_label"], row["retained"], row["x"], row["x2"]) == (CODEX, 1, 4, 5)
-    labels = {r["arm_label"]: r["label"] for r in rows_of(spec, spec["layer"][-1])}
+    assert (row["strategy_shown"], row["retained"], row["x"], row["x2"]) == (CODEX, 1, 4, 5)
+    labels = {r["strategy_shown"]: r["label"] for r in rows_of(spec, spec["layer"][-1])}
     assert labels[CODEX] == "5/5 (100%) · scope 1 · summary 3 · elsewhere 1"
     assert _common.ELSEWHERE_NOTE in spec["title"]["subtitle"]
     renders(chart)
@@ -187,7 +187,7 @@ def test_fig1_draws_a_right_answer_found_nowhere_grey_and_says_so():
 def test_fig1_without_found_in_draws_as_before():
     spec = charts.fig1_retained(answers(found=False)).to_dict()
     assert len(spec["layer"]) == 2 and "gradient" not in json.dumps(spec)
-    labels = {r["arm_label"]: r["label"] for r in rows_of(spec, spec["layer"][1])}
+    labels = {r["strategy_shown"]: r["label"] for r in rows_of(spec, spec["layer"][1])}
     assert labels[CODEX] == "4/5 (80%)"
 
 
@@ -211,7 +211,7 @@ def test_fig3_retained_bar_is_scope_solid_and_summary_hatched(make):
     parts = {}
     for layer in layers:
         for r in rows_of(spec, layer):
-            parts[(r["arm_label"], r["part"])] = (r["retained"], r["x"], r["x2"], fill_of(layer))
+            parts[(r["strategy_shown"], r["part"])] = (r["retained"], r["x"], r["x2"], fill_of(layer))
     assert parts[(CODEX, "scope")][:3] == (1, 0, 1)
     assert parts[(CODEX, "summary")][:3] == (3, 1, 4)
     assert parts[(CODEX, "elsewhere")][:3] == (1, 4, 5)
@@ -220,7 +220,7 @@ def test_fig3_retained_bar_is_scope_solid_and_summary_hatched(make):
     assert is_hatched(layers[1]) and fill_of(layers[2]) == _common.ELSEWHERE_COLOR
     tips = {t["field"] for t in layers[1]["encoding"]["tooltip"]}
     assert {"label", "summary_by"} <= tips
-    labels = {r["arm_label"]: r["label"] for r in rows_of(spec, layers[1])}
+    labels = {r["strategy_shown"]: r["label"] for r in rows_of(spec, layers[1])}
     assert labels[CODEX] == "5/5 (100%) · scope 1 · summary 3 · elsewhere 1"
     sub = spec["title"]["subtitle"]
     assert f"hatched: found only in the summary, written by {STAND_IN}; {_common.ELSEWHERE_NOTE}" in sub
@@ -246,7 +246,7 @@ def test_fig4_adds_open_scope_points_their_intervals_and_a_hatched_gap():
     gaps = [layer for layer in layers if is_hatched(layer)]
     assert len(gaps) == 1  # only codex: full's total is all scope
     gap = gaps[0]
-    assert gap["transform"][-1]["filter"] == {"field": "arm_label", "equal": CODEX}
+    assert gap["transform"][-1]["filter"] == {"field": "strategy_shown", "equal": CODEX}
     assert (gap["encoding"]["y"]["field"], gap["encoding"]["y2"]["field"]) == ("scope_recall", "scope_and_summary")
     assert not any(fill_of(layer) == _common.ELSEWHERE_COLOR for layer in layers)
     scope_points = [
@@ -259,11 +259,11 @@ def test_fig4_adds_open_scope_points_their_intervals_and_a_hatched_gap():
     assert {layer["encoding"]["y"]["field"] for layer in intervals} == {"ci_low", "scope_ci_low"}
     texts = [layer for layer in layers if layer["mark"]["type"] == "text"]
     assert {layer["encoding"]["y"]["field"] for layer in texts} == {"label_y"}  # the label: by the total only
-    labels = {r["arm_label"]: r for layer in texts for r in rows_of(spec, layer)}
+    labels = {r["strategy_shown"]: r for layer in texts for r in rows_of(spec, layer)}
     assert set(labels) == {CODEX, FULL}
     # nothing in its way: beside its total, on its row (pixels of the 300-px axis)
     assert labels[CODEX]["label_y"] == pytest.approx(300 * (1 - 0.8))
-    rows = {r["arm_label"]: r for r in rows_of(spec, totals_layer(spec))}
+    rows = {r["strategy_shown"]: r for r in rows_of(spec, totals_layer(spec))}
     assert rows[CODEX]["scope_recall"] == pytest.approx(0.2) and rows[CODEX]["recall"] == pytest.approx(0.8)
     sub = " ".join(spec["title"]["subtitle"])
     assert "filled: total recall; open: scope recall (kept by design)" in sub
@@ -275,7 +275,7 @@ def test_fig4_draws_a_right_answer_found_nowhere_grey_above_the_hatched_gap():
     spec = charts.fig4_size_recall(recall(elsewhere=True)).to_dict()
     (grey,) = [layer for layer in spec["layer"] if fill_of(layer) == _common.ELSEWHERE_COLOR]
     assert (grey["encoding"]["y"]["field"], grey["encoding"]["y2"]["field"]) == ("scope_and_summary", "recall")
-    rows = {r["arm_label"]: r for r in rows_of(spec, totals_layer(spec))}
+    rows = {r["strategy_shown"]: r for r in rows_of(spec, totals_layer(spec))}
     assert rows[CODEX]["scope_and_summary"] == pytest.approx(0.8) and rows[CODEX]["recall"] == pytest.approx(1.0)
     assert _common.ELSEWHERE_NOTE in " ".join(spec["title"]["subtitle"])
 
@@ -297,8 +297,10 @@ def test_the_hatch_is_not_the_over_window_look():
 
 
 def test_hatched_bars_size_each_bar_s_stripes_and_skip_empty_ones():
-    rows = pd.DataFrame({"arm_label": ["a", "b", "c"], "x": [0, 2, 5], "x2": [4, 2, 10], "over_window": False})
-    layers = _common.hatched_bars(rows, lambda r: "#4c78a8", x_max=10, width=500, x="x:Q", x2="x2:Q", y="arm_label:N")
+    rows = pd.DataFrame({"strategy_shown": ["a", "b", "c"], "x": [0, 2, 5], "x2": [4, 2, 10], "over_window": False})
+    layers = _common.hatched_bars(
+        rows, lambda r: "#4c78a8", x_max=10, width=500, x="x:Q", x2="x2:Q", y="strategy_shown:N"
+    )
     assert len(layers) == 2  # b has no length
     for layer, pixels in zip(layers, (200, 250), strict=True):
         fill = layer.to_dict()["mark"]["fill"]

@@ -124,7 +124,7 @@ def figure_inputs(run_dir: Path) -> dict[str, tuple[Any, ...]]:
         "fig11_rediscovery": (table("rediscovery_compactions"), table("rediscovery")),
         "sensitivity_mix": (table("exam_sensitivity"),),
         "fig_recorded": (table("exam_recorded"),),
-        "fig_decision": (decision.decide(run_dir).arms,),
+        "fig_decision": (decision.decide(run_dir).weighed_strategies,),
         "fig_sweep_small_multiples": (sweep, "window", "model"),
         "fig_sweep_ranks": (sweep, "model"),
         "fig_sweep_lines": (sweep, "model"),

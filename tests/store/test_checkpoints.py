@@ -46,7 +46,7 @@ def _projection(key: cp.CheckpointKey, text: str = "the summary") -> Projection:
         source_entry_ids=("e0", "e1"),
     )
     rec = SummaryReceipt(
-        provider="fake-summarizer",
+        summarizer="fake-summarizer",
         stand_in=True,
         text=text,
         request_fingerprint=req.fingerprint(),

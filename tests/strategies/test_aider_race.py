@@ -169,7 +169,7 @@ def chat(turns: int = 40, size: int = 100):
     return make_session(items)
 
 
-def _replica_on_the_arm(session, ctx: CompactionContext, message: str | None) -> list[dict[str, str]]:
+def _replica_on_our_strategy(session, ctx: CompactionContext, message: str | None) -> list[dict[str, str]]:
     """Run the replica on the arm's own messages and summariser (`ChatSummary`, the model answering "S").
 
     The last finished exchange is ``cur_messages`` when its reply's edits are applied; it is moved back with
@@ -206,13 +206,13 @@ def test_the_arms_default_is_the_replicas_outcome():
     unsummarised history; where it applies (no message), ``aider_summary="applied"`` is its result."""
     s = chat()
     ctx = CompactionContext(summarizer=FakeSummarizer("S"))
-    discarded = [_replica_on_the_arm(s, ctx, COMMIT_MESSAGE) for _ in range(100)]
+    discarded = [_replica_on_our_strategy(s, ctx, COMMIT_MESSAGE) for _ in range(100)]
     p, sent = _arm(s)
     assert p.notes["compaction_failed"] == ad.SUMMARY_DISCARDED and not p.notes["summary_applied"]
     assert sum(d != sent for d in discarded) < 5
     assert len(sent) == 82 and sent[0]["content"].startswith("u0:")  # every message, the first kept
     applied, sent_applied = _arm(s, aider_summary="applied")
-    assert _replica_on_the_arm(s, ctx, None) == sent_applied
+    assert _replica_on_our_strategy(s, ctx, None) == sent_applied
     assert sent_applied[0]["content"] == ad.SUMMARY_PREFIX + "S" and applied.notes["summary_applied"]
 
 

@@ -190,7 +190,7 @@ def test_summary_is_a_user_message_after_its_prefix():
     assert summ.kind == "summary" and summ.role == "user"
     assert summ.text == codex.SUMMARY_PREFIX + "\ndid X, next Y"
     assert summ.label == "summary (fake)" and summ.entry_ids == ()
-    assert p.receipt.provider == "fake" and not p.receipt.fallback and p.receipt.error is None
+    assert p.receipt.summarizer == "fake" and not p.receipt.fallback and p.receipt.error is None
     assert (p.receipt.input_tokens, p.receipt.cached_tokens, p.receipt.output_tokens) == (100, 40, 7)
     assert p.receipt.request_fingerprint == p.summary_request.fingerprint()
     # assistant text only ever reaches the projection through the summary

@@ -128,4 +128,4 @@ def test_futureos_falls_back_to_deterministic_on_an_empty_answer(answer):
     s = t_fos._session_for_summary()
     p = t_fos.compact(s, "futureos-summarized", ctx=t_fos.ctx_for(summarizer=t_fos.FakeSummarizer(text=answer)))
     assert p.algorithm_version == "deterministic-2" and p.receipt.fallback
-    assert p.receipt.error == "the provider returned an empty summary" and p.notes["fallback"] is True
+    assert p.receipt.error == "the summarizer returned an empty summary" and p.notes["fallback"] is True

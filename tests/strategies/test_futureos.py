@@ -443,7 +443,7 @@ def test_summarized_makes_one_prefix_shared_request():
     summ = segs(p, "summary")
     assert len(summ) == 1 and summ[0].text == fo.SUMMARY_PREFIX + prov.text and summ[0].label
     r = p.receipt
-    assert (r.provider, r.fallback, r.error, r.text) == ("fake", False, None, prov.text)
+    assert (r.summarizer, r.fallback, r.error, r.text) == ("fake", False, None, prov.text)
     assert (r.input_tokens, r.cached_tokens, r.output_tokens) == (1000, 990, 12)
     assert r.request_fingerprint == req.fingerprint()
     assert p.notes["fallback"] is False

@@ -509,7 +509,7 @@ def test_placeholder_mode_without_a_provider_gives_the_empty_template():
     p = run(make_session([("user", "go"), ("assistant", "ok")]), summarizer=NoSummarizer(), params=placeholder)
     summ = next(s for s in p.segments if s.kind == "summary")
     assert summ.text == oc.EMPTY_SUMMARY and summ.role == "assistant" and summ.label == "empty template (no summary)"
-    assert p.receipt.fallback and p.receipt.provider == "none" and "no summarizer configured" in p.receipt.error
+    assert p.receipt.fallback and p.receipt.summarizer == "none" and "no summarizer configured" in p.receipt.error
     assert p.receipt.request_fingerprint == p.summary_request.fingerprint()
     assert p.notes["compaction_failed"] is None and p.notes["on_failure"] == "placeholder"
 

@@ -29,7 +29,7 @@ RULED = "three-quarters-ruled"
 WINDOWS = [8_000, 16_000, 50_000, 128_000, 200_000, 1_000_000]
 CEILINGS = [4_000, 32_000, 64_000, 100_000]
 
-ARM_MODULE = f'''"""A throwaway strategy: compacts from three quarters of the window on; it never projects here."""
+STRATEGY_MODULE = f'''"""A throwaway strategy: compacts from three quarters of the window on; it never projects here."""
 from compaction_lab.strategies.base import STRATEGIES
 
 
@@ -60,7 +60,7 @@ def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     name = f"plugin_{uuid.uuid4().hex[:12]}"
     (tmp_path / name).mkdir()
     (tmp_path / name / "__init__.py").write_text("", encoding="utf-8")
-    (tmp_path / name / "three_quarters.py").write_text(ARM_MODULE, encoding="utf-8")
+    (tmp_path / name / "three_quarters.py").write_text(STRATEGY_MODULE, encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
     importlib.invalidate_caches()
     STRATEGIES.discover()  # the library's own modules first, so restoring the package list loses nothing

@@ -109,7 +109,7 @@ def _print_projection(proj) -> None:
     if proj.receipt is not None:
         r = proj.receipt
         print(
-            f"receipt: provider {r.provider}{' (stand-in)' if r.stand_in else ''}"
+            f"receipt: summarizer {r.summarizer}{' (stand-in)' if r.stand_in else ''}"
             f"{', fallback used' if r.fallback else ''}{', ' + r.error if r.error else ''}"
         )
     print()

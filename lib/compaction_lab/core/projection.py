@@ -9,7 +9,7 @@ type, so every chart and exam treats them alike:
 * `SummaryRequest` — the request a strategy sends to produce its summary, in
   that strategy's documented shape (prefix-shared, history + instruction,
   dedicated prompt), with a fingerprint.
-* `SummaryReceipt` — what came back: provider, stand-in flag, usage, fallback.
+* `SummaryReceipt` — what came back: the summarizer, stand-in flag, usage, fallback.
 * `projection_from_json` — a `Projection` rebuilt from `Projection.to_json` (stored checkpoints).
 """
 
@@ -174,9 +174,9 @@ class SummaryRequest:
 
 @dataclass(frozen=True)
 class SummaryReceipt:
-    """What a summary request returned (or why none was used)."""
+    """What a summary request returned (or why none was used); `summarizer` names who wrote it."""
 
-    provider: str
+    summarizer: str
     stand_in: bool
     text: str
     request_fingerprint: str
@@ -386,9 +386,16 @@ def projection_from_json(data: Mapping[str, Any]) -> Projection:
         capacity=int(data["capacity"]),
         estimator=data["estimator"],
         summary_request=None,
-        receipt=None if rec is None else SummaryReceipt(**rec),
+        receipt=None if rec is None else SummaryReceipt(**_renamed_receipt_keys(rec)),
         notes=dict(data.get("notes") or {}),
     )
+
+
+def _renamed_receipt_keys(rec: dict[str, Any]) -> dict[str, Any]:
+    """Return a stored receipt with today's keys (projections written before the rename say ``provider``)."""
+    if "provider" in rec and "summarizer" not in rec:
+        rec = {("summarizer" if k == "provider" else k): v for k, v in rec.items()}
+    return rec
 
 
 def chat_messages(parts: Iterable[tuple[str, str, str]]) -> list[dict[str, Any]]:

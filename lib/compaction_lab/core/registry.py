@@ -8,7 +8,7 @@ scorers)::
     @EXAMS.register("my-exam", rank=40, notebook="03_closed_book_exam")
     class MyExam(Exam): ...
 
-or, for an instance or a module, without a decorator (``STRATEGIES.add("my-arm", MyArm(), rank=55)``).
+or, for an instance or a module, without a decorator (``STRATEGIES.add("my-arm", MyStrategy(), rank=55)``).
 
 A `Registry` knows the packages its extensions live in and imports every module of them the first time it
 is asked what it holds (`discover`), so a new module is found without being listed anywhere: adding an arm,

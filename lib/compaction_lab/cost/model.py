@@ -711,7 +711,7 @@ def ledger_calls_for(projections: Mapping[tuple[str, str], Projection], model: A
     out = []
     for p in projections.values():
         r = p.receipt
-        if p.summary_request is None or r is None or r.fallback or not r.provider.startswith("model"):
+        if p.summary_request is None or r is None or r.fallback or not r.summarizer.startswith("model"):
             continue
         body = full_body(cfg, wire_body(p.summary_request))
         rec = ledger.lookup(request_fingerprint(body))

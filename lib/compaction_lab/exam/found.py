@@ -66,7 +66,7 @@ def summary_by(p: Projection) -> str:
     if r is not None and not r.fallback and r.text:
         if r.stand_in:
             return STAND_IN_LABEL
-        return r.provider
+        return r.summarizer
     labels = [s.label or "summary" for s in p.segments if s.kind == "summary" and not s.opaque and s.text.strip()]
     return labels[0] if labels else ""
 

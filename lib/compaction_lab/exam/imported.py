@@ -158,12 +158,12 @@ def imported_lines(run_dir: str | Path) -> list[str]:
         asked = g[["case_id", "question_id", "decoy"]].drop_duplicates()
         decoys = int(asked["decoy"].astype(bool).sum())
         draws = g.groupby(["case_id", "question_id", "strategy"])["draw"].nunique()
-        arms = g["strategy"].nunique()
+        n_strategies = g["strategy"].nunique()
         logs = sorted(g["log"].astype(str).unique())
         lines.append(
             f"{label}: {len(g):,} answers from Inspect AI ({', '.join(sorted(g['task'].astype(str).unique()))}; "
-            f"{len(asked) - decoys} questions and {decoys} decoy{'s' if decoys != 1 else ''} x {arms} "
-            f"arm{'s' if arms != 1 else ''} x {draws.mean():g} draws), imported with compaction-lab "
+            f"{len(asked) - decoys} questions and {decoys} decoy{'s' if decoys != 1 else ''} x {n_strategies} "
+            f"arm{'s' if n_strategies != 1 else ''} x {draws.mean():g} draws), imported with compaction-lab "
             f"import-inspect from {', '.join(logs)}."
         )
     return lines

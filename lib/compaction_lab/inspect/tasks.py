@@ -199,7 +199,7 @@ def open_book_samples(run_dir: Path, strategy: str | None = None, round_number: 
         session = rc.sessions[case.session_id]
         p = strategies.compact(session, name, case.cut, ctx)
         yield from _question_samples(
-            case, name, p, ctx, rc.unit, rnd.wording, session, round=rnd.number, arm=rnd.arm, search=rnd.search
+            case, name, p, ctx, rc.unit, rnd.wording, session, round=rnd.number, book=rnd.book, search=rnd.search
         )
 
 
@@ -235,7 +235,7 @@ def archive_conversation(archive: str) -> Solver:
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         state.messages = await messages_from_openai(state.metadata["messages"])
-        if state.metadata["arm"] == "open":
+        if state.metadata["book"] == "open":
             state.tools = list(history_tools(Path(archive), state.metadata["session_id"]))
         return await generate(state)  # Inspect runs the model's tool calls and asks again
 
@@ -270,7 +270,7 @@ def continuation_samples(run_dir: Path, strategy: str | None = None) -> Iterator
         tools = next_action.offered_tools(ctx.shape.for_session(session).tools, session)
         if not cc.actions or not tools:
             continue  # as notebook 06: nothing to predict, or nothing to call
-        names = [strategy] if strategy else continuation_mod.arms_of(cc.block, params.names)
+        names = [strategy] if strategy else continuation_mod.strategies_of(cc.block, params.names)
         for name in names:
             p = strategies.compact(session, name, cc.case.cut, ctx)
             row = projection_row(cc.case.id, p, ctx, session)

@@ -87,7 +87,7 @@ class Decision:
         Which recall is weighed (scope recall offline, else total recall).
     currency, turns : str, int or None
         The cost's currency and T (cost = one compaction + T turns); "" and None when not priced.
-    arms : DataFrame
+    weighed_strategies : DataFrame
         One row per arm weighed: ``strategy``, ``strategy_label``, ``cost`` (one compaction + T turns, or
         NaN where not priced), per measure ``<key>_recall`` / ``_low`` / ``_high`` / ``_of_n``, and
         ``pareto``.
@@ -109,7 +109,7 @@ class Decision:
     recall: str
     currency: str
     turns: int | None
-    arms: pd.DataFrame
+    weighed_strategies: pd.DataFrame
     verdict: str
     pairs: tuple[str, ...]
     changes: tuple[str, ...]
@@ -120,9 +120,9 @@ class Decision:
     @property
     def pareto(self) -> list[str]:
         """The strategies of the Pareto set, best closed-book recall first."""
-        if self.arms.empty:
+        if self.weighed_strategies.empty:
             return []
-        return self.arms.loc[self.arms["pareto"], "strategy"].astype(str).tolist()
+        return self.weighed_strategies.loc[self.weighed_strategies["pareto"], "strategy"].astype(str).tolist()
 
     def lines(self) -> list[str]:
         """Return the section as plain sentences, in reading order (a notebook prints these)."""
@@ -173,18 +173,18 @@ def _of(r: Mapping[str, Any], m: Measure) -> str:
     return share.retained_of_n(r[m.col("retained")], r[m.n], r[m.col("ci_low")], r[m.col("ci_high")])
 
 
-def pareto(arms: pd.DataFrame, recalls: list[str], cost: str | None) -> pd.Series:
+def pareto(weighed_strategies: pd.DataFrame, recalls: list[str], cost: str | None) -> pd.Series:
     """Tell per arm whether it is in the Pareto set: no other arm as good on every recall and cost, better on one.
 
     `recalls` are columns where larger is better; `cost` (smaller is better) may be None (not priced).
     Two arms equal on everything are both kept.
     """
-    values = arms[recalls].to_numpy(float)
-    money = arms[cost].to_numpy(float) if cost else None
+    values = weighed_strategies[recalls].to_numpy(float)
+    money = weighed_strategies[cost].to_numpy(float) if cost else None
     keep = []
-    for i in range(len(arms)):
+    for i in range(len(weighed_strategies)):
         dominated = False
-        for j in range(len(arms)):
+        for j in range(len(weighed_strategies)):
             if i == j:
                 continue
             ge = (values[j] >= values[i]).all() and (money is None or money[j] <= money[i])
@@ -193,7 +193,7 @@ def pareto(arms: pd.DataFrame, recalls: list[str], cost: str | None) -> pd.Serie
                 dominated = True
                 break
         keep.append(not dominated)
-    return pd.Series(keep, index=arms.index)
+    return pd.Series(keep, index=weighed_strategies.index)
 
 
 def separated(a: Mapping[str, Any], b: Mapping[str, Any], key: str) -> int:
@@ -231,7 +231,7 @@ def _pair_sentence(a: Mapping[str, Any], b: Mapping[str, Any], ms: tuple[Measure
 
 
 def _power_lines(
-    run_dir: Path, arms: pd.DataFrame, ms: tuple[Measure, ...], headline: pd.DataFrame, limit: int = 3
+    run_dir: Path, weighed_strategies: pd.DataFrame, ms: tuple[Measure, ...], headline: pd.DataFrame, limit: int = 3
 ) -> list[str]:
     """Say, for pairs of the Pareto set the intervals cannot separate, how many sessions (and questions) would.
 
@@ -239,7 +239,7 @@ def _power_lines(
     with each session as the unit (its recall per arm). Beside it, the count were questions independent.
     The `limit` pairs closest to being separated are said.
     """
-    front = arms[arms["pareto"]]
+    front = weighed_strategies[weighed_strategies["pareto"]]
     found_rows = {
         "closed": _answer_rows(runfolder.maybe_table(run_dir, "exam_closed"), headline, "reader_label"),
         "needed_next": _answer_rows(
@@ -384,30 +384,38 @@ def decide(run_dir: str | Path, headline: pd.DataFrame | None = None) -> Decisio
     ]
     weighed = weighed[have]
     costs = _costs(run_dir, h)
-    arms = weighed[["strategy", "strategy_label"]].merge(costs, on="strategy", how="left")
+    weighed_strategies = weighed[["strategy", "strategy_label"]].merge(costs, on="strategy", how="left")
     for m in ms:
         src = weighed.reset_index(drop=True)
-        arms[f"{m.key}_recall"] = pd.to_numeric(src[m.col("recall")], errors="coerce").to_numpy(float)
-        arms[f"{m.key}_low"] = pd.to_numeric(src[m.col("ci_low")], errors="coerce").to_numpy(float)
-        arms[f"{m.key}_high"] = pd.to_numeric(src[m.col("ci_high")], errors="coerce").to_numpy(float)
-        arms[f"{m.key}_of_n"] = [_of(r, m) for _, r in src.iterrows()]
-    priced = "cost" in arms and arms["cost"].notna().all() and len(arms) > 0
+        weighed_strategies[f"{m.key}_recall"] = pd.to_numeric(src[m.col("recall")], errors="coerce").to_numpy(float)
+        weighed_strategies[f"{m.key}_low"] = pd.to_numeric(src[m.col("ci_low")], errors="coerce").to_numpy(float)
+        weighed_strategies[f"{m.key}_high"] = pd.to_numeric(src[m.col("ci_high")], errors="coerce").to_numpy(float)
+        weighed_strategies[f"{m.key}_of_n"] = [_of(r, m) for _, r in src.iterrows()]
+    priced = "cost" in weighed_strategies and weighed_strategies["cost"].notna().all() and len(weighed_strategies) > 0
     recalls = [f"{m.key}_recall" for m in ms]
-    arms["pareto"] = pareto(arms, recalls, "cost" if priced else None) if len(arms) else pd.Series(dtype=bool)
-    arms = arms.sort_values(recalls[:1] or ["strategy"], ascending=False, kind="stable").reset_index(drop=True)
+    weighed_strategies["pareto"] = (
+        pareto(weighed_strategies, recalls, "cost" if priced else None)
+        if len(weighed_strategies)
+        else pd.Series(dtype=bool)
+    )
+    weighed_strategies = weighed_strategies.sort_values(
+        recalls[:1] or ["strategy"], ascending=False, kind="stable"
+    ).reset_index(drop=True)
     currency = str(h["currency"].dropna().iloc[0]) if "currency" in h and h["currency"].notna().any() else ""
     turns = int(costs["turns"].dropna().iloc[0]) if len(costs) and costs["turns"].notna().any() else None
     setting = _setting(params, h, turns, priced)
     which = "scope recall" if mode == "scope" else "recall"
     pairs: list[str] = []
-    if arms.empty:
+    if weighed_strategies.empty:
         verdict = "No arm compacted and fits W − O at this window: there is nothing to decide between."
-    elif len(arms) == 1:
-        verdict = f"Only one arm compacted and fits: {arms['strategy'].iloc[0]}."
-    elif not any(separated(a, b, m.key) for (_, a), (_, b) in combinations(arms.iterrows(), 2) for m in ms):
-        cheap = arms.sort_values("cost").iloc[0] if priced else None
+    elif len(weighed_strategies) == 1:
+        verdict = f"Only one arm compacted and fits: {weighed_strategies['strategy'].iloc[0]}."
+    elif not any(
+        separated(a, b, m.key) for (_, a), (_, b) in combinations(weighed_strategies.iterrows(), 2) for m in ms
+    ):
+        cheap = weighed_strategies.sort_values("cost").iloc[0] if priced else None
         verdict = (
-            f"No arm is separable: the 95% intervals of every pair of the {len(arms)} arms weighed overlap on "
+            f"No arm is separable: the 95% intervals of every pair of the {len(weighed_strategies)} arms weighed overlap on "
             + " and ".join(m.name for m in ms)
             + (
                 f"; on recall the data cannot choose, on cost the cheapest is {cheap['strategy']} "
@@ -417,7 +425,7 @@ def decide(run_dir: str | Path, headline: pd.DataFrame | None = None) -> Decisio
             )
         )
     else:
-        front = arms[arms["pareto"]]
+        front = weighed_strategies[weighed_strategies["pareto"]]
         verdict = (
             f"Pareto set ({which + (' (kept by design)' if mode == 'scope' else '')} on {' and '.join(m.name for m in ms)}"
             + (f" against cost of one compaction + {turns} turns" if priced and turns else "")
@@ -425,13 +433,16 @@ def decide(run_dir: str | Path, headline: pd.DataFrame | None = None) -> Decisio
             "on every exam for no more money."
         )
         pairs = [_pair_sentence(a, b, ms, currency) for (_, a), (_, b) in combinations(front.iterrows(), 2)]
-    changes = [*(_power_lines(run_dir, arms, ms, h) if len(arms) > 1 else []), *_change_lines(h, params, mode, left)]
+    changes = [
+        *(_power_lines(run_dir, weighed_strategies, ms, h) if len(weighed_strategies) > 1 else []),
+        *_change_lines(h, params, mode, left),
+    ]
     return Decision(
         setting=setting,
         recall=which,
         currency=currency if priced else "",
         turns=turns if priced else None,
-        arms=arms,
+        weighed_strategies=weighed_strategies,
         verdict=verdict,
         pairs=tuple(pairs),
         changes=tuple(changes),

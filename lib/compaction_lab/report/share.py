@@ -865,8 +865,8 @@ class RecordedBlock:
 RECORDED_VIEW = {
     "compaction": "compaction",
     "recorded": "the agent's own (recorded)",
-    "own_arm": "its reimplementation",
-    "best_arm": "best other arm",
+    "own_strategy": "its reimplementation",
+    "best_strategy": "best other arm",
 }
 
 
@@ -943,20 +943,26 @@ def recorded_block(run_dir: Path) -> RecordedBlock | None:
             if g.empty:
                 continue
             first = g.iloc[0]
-            own_rec, own_arm = g[g["recorded"]], g[g["own_agent"]]
+            own_rec, own_strategy = g[g["recorded"]], g[g["own_agent"]]
             # the best *other* arm compacted and could have been sent: never the uncompacted reference, an arm
             # whose projection is the uncompacted history, or one over the window
             others = g[~g["recorded"] & ~g["own_agent"] & ranked(g)].sort_values(
                 ["recall", "projection_tokens"], ascending=[False, True]
             )
-            if len(own_arm) and "kept_note" in own_arm.columns and own_arm.iloc[0]["kept_match"] is False:
-                lines.append(f"{first['session_id']} #{int(first['compaction']) + 1}: {own_arm.iloc[0]['kept_note']}")
+            if (
+                len(own_strategy)
+                and "kept_note" in own_strategy.columns
+                and own_strategy.iloc[0]["kept_match"] is False
+            ):
+                lines.append(
+                    f"{first['session_id']} #{int(first['compaction']) + 1}: {own_strategy.iloc[0]['kept_note']}"
+                )
             rows.append(
                 {
                     "compaction": f"{first['session_id']} #{int(first['compaction']) + 1} ({first['agent']}, {first['model']})",
                     "recorded": _retained(own_rec.iloc[0]) if len(own_rec) else "n/a",
-                    "own_arm": _retained(own_arm.iloc[0]) if len(own_arm) else "not run",
-                    "best_arm": _retained(others.iloc[0]) if len(others) else NO_BEST_OTHER,
+                    "own_strategy": _retained(own_strategy.iloc[0]) if len(own_strategy) else "not run",
+                    "best_strategy": _retained(others.iloc[0]) if len(others) else NO_BEST_OTHER,
                 }
             )
         if len(found) and not rows:
@@ -1008,7 +1014,7 @@ def agreement_sentence(agreement: stats.RankAgreement) -> str:
     if verdict == stats.NOT_MEASURED:
         return f"{RANKINGS}: not measured ({agreement.method})."
     rho = f"Spearman ρ = {agreement.rho:.2f}".replace("-", "−")
-    units = f"{_plural(agreement.n_arms, 'arm')}, {_plural(agreement.n_units, 'session')}"
+    units = f"{_plural(agreement.n_strategies, 'arm')}, {_plural(agreement.n_units, 'session')}"
     if verdict == stats.CANNOT_TELL and (pd.isna(agreement.ci_low) or pd.isna(agreement.ci_high)):
         why = re.sub(r"^Spearman ρ of per-arm recall over \d+ arms[;:] ", "", agreement.method)
         return f"{RANKINGS}: cannot tell ({rho}, {units}: {why})."

@@ -113,15 +113,23 @@ class _Projector:
 
     done: dict[Any, Any] = dataclasses.field(default_factory=dict)
 
-    def __call__(self, session: Any, arm: str, cut: int, ctx: Any) -> Any:
+    def __call__(self, session: Any, strategy_name: str, cut: int, ctx: Any) -> Any:
         from compaction_lab import strategies
         from compaction_lab.strategies import calibration
 
-        key = (session.id, arm, cut, ctx.window, ctx.output_ceiling, _digest(dict(ctx.params)), id(ctx.summarizer))
+        key = (
+            session.id,
+            strategy_name,
+            cut,
+            ctx.window,
+            ctx.output_ceiling,
+            _digest(dict(ctx.params)),
+            id(ctx.summarizer),
+        )
         if key not in self.done:
             c = dataclasses.replace(ctx, shape=ctx.shape.for_session(session))
             c = calibration.calibrated_context(session, c)
-            self.done[key] = strategies.get(arm).compact(session, cut, c).finalize(c.encoding)
+            self.done[key] = strategies.get(strategy_name).compact(session, cut, c).finalize(c.encoding)
         return self.done[key]
 
 
@@ -322,7 +330,7 @@ def _count_chain(
     from compaction_lab.privacy import redactor as redaction
     from compaction_lab.report import explorer
     from compaction_lab.strategies import anatomy
-    from compaction_lab.strategies import names as all_arms
+    from compaction_lab.strategies import names as all_strategies
     from compaction_lab.strategies.base import CompactionContext
 
     project = _Projector()
@@ -341,13 +349,15 @@ def _count_chain(
             params=dict(extra or {}),
         )
 
-    def closed_requests(cases: Sequence[Any], sessions: Mapping[str, Any], arms: Sequence[str], eff: Any) -> None:
+    def closed_requests(
+        cases: Sequence[Any], sessions: Mapping[str, Any], run_strategies: Sequence[str], eff: Any
+    ) -> None:
         ctx = context(eff)
         reader = eff.get("reader") == "model"
         for case in cases:
             s = sessions[case.session_id]
-            for arm in arms:
-                p = project(s, arm, case.cut, ctx)
+            for strategy_name in run_strategies:
+                p = project(s, strategy_name, case.cut, ctx)
                 if reader:
                     finals = [(question_message(q), d) for q in case.questions for d in range(int(eff["draws"]))]
                     tools = ctx.shape.for_session(s).tools
@@ -368,24 +378,24 @@ def _count_chain(
     sources.save(src, out, redact=bool(eff01.get("redact")), redact_patterns=eff01.get("redact_patterns") or None)
     for nb in notebooks:
         eff = _effective(prof, nb)
-        arms = list(eff.get("strategy_names") or all_arms())
+        run_strategies = list(eff.get("strategy_names") or all_strategies())
         if nb == "02_projection_anatomy" and eff.get("summarizer") == "model":
             ctx = context(eff)
             saved = sources.load_saved(out)
             for cut in anatomy.cases_at_end(saved):
-                for arm in arms:
-                    project(cut.session, arm, cut.cut, ctx)
+                for strategy_name in run_strategies:
+                    project(cut.session, strategy_name, cut.cut, ctx)
             if saved:
                 # The notebook's explorer widget draws once as it opens: the first session at its end, the
                 # first registered arm, its sliders' starting values (W and O held to the sliders' ranges).
                 first = anatomy.cases_at_end(saved[:1])[0]
-                project(first.session, all_arms()[0], first.cut, explorer.start_context(context(eff)))
+                project(first.session, all_strategies()[0], first.cut, explorer.start_context(context(eff)))
         elif nb == "03_closed_book_exam":
             closed_params = exam.get("closed").params(eff)
             rc = exam.get("closed").cases(out, closed_params)
-            closed_requests(rc.cases, rc.sessions, arms, eff)
+            closed_requests(rc.cases, rc.sessions, run_strategies, eff)
             rec = exam.get("recorded").cases(out, closed_params)
-            closed_requests(rec.cases, rec.sessions, ["recorded", *[a for a in arms if a != "recorded"]], eff)
+            closed_requests(rec.cases, rec.sessions, ["recorded", *[a for a in run_strategies if a != "recorded"]], eff)
         elif nb == "04_cost_model":
             if eff.get("live_shape_experiment"):
                 not_counted.append("notebook 04's live cache-shape experiment (live_shape_experiment: true)")
@@ -395,8 +405,8 @@ def _count_chain(
             ctx = context(eff)
             priced = exam_cases.priced_cases(rc, int(eff["cost_cases"]))
             for case in priced:
-                for arm in arms:
-                    project(rc.sessions[case.session_id], arm, case.cut, ctx)
+                for strategy_name in run_strategies:
+                    project(rc.sessions[case.session_id], strategy_name, case.cut, ctx)
                 if eff.get("what_if_codex_tools"):
                     project(rc.sessions[case.session_id], "codex", case.cut, context(eff, {"summary_tools": True}))
         elif nb == "05_open_book_exam":
@@ -412,7 +422,7 @@ def _count_chain(
                 history = [t for t in HISTORY_TOOL_DEFINITIONS if t not in shape_tools]
                 for rnd in book.rounds():
                     finals = [(question_message(q, rnd.wording), d) for q in case.questions for d in range(book.draws)]
-                    if rnd.arm == "open":
+                    if rnd.book == "open":
                         _ask(
                             counts, prefix, finals, [*shape_tools, *history], None, ANSWER_TOKENS,
                             OPEN_BOOK_PURPOSE, _temperature(eff),
@@ -429,8 +439,8 @@ def _count_chain(
             reader = eff.get("reader") == "model"
             for cc in keys.keys:
                 s = keys.sessions[cc.case.session_id]
-                for arm in continuation.arms_of(cc.block, cp.names):
-                    p = project(s, arm, cc.case.cut, ctx)
+                for strategy_name in continuation.strategies_of(cc.block, cp.names):
+                    p = project(s, strategy_name, cc.case.cut, ctx)
                     tools = offered_tools(ctx.shape.for_session(s).tools, s)
                     if reader and cc.actions and tools:
                         prefix = _prefix(counts, action_messages(p.messages()))

@@ -299,7 +299,7 @@ def continuation_calls(source: Any, params: Any = None) -> int:
 
     One request per case with at least one recorded next action × arm: the listed arms, and for a case of
     the recorded block (a compaction an agent logged) also the agent's own (``recorded``,
-    `continuation.arms_of`); none when the call shape offers no tool to call. The keys
+    `continuation.strategies_of`); none when the call shape offers no tool to call. The keys
     (`continuation.keys_for`) need no model: a summary is not part of them, so they are built with no
     summarizer whatever the profile's.
 
@@ -329,7 +329,7 @@ def continuation_calls(source: Any, params: Any = None) -> int:
     if not ctx.shape.tools:
         return 0
     keys = continuation.keys_for(source, p, ctx).keys
-    return sum(len(continuation.arms_of(k.block, p.names)) for k in keys if k.actions)
+    return sum(len(continuation.strategies_of(k.block, p.names)) for k in keys if k.actions)
 
 
 __all__ = [

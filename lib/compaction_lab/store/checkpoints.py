@@ -763,7 +763,7 @@ def build_receipt(projection: Projection) -> dict[str, Any]:
         "summary_requested": req is not None,
         "request_fingerprint": fingerprint,
         "shape_fingerprint": req.shape_fingerprint() if req is not None else None,
-        "summarizer": rec.provider if rec is not None else None,
+        "summarizer": rec.summarizer if rec is not None else None,
         "stand_in": rec.stand_in if rec is not None else False,
         "fallback": rec.fallback if rec is not None else False,
         "error": rec.error if rec is not None else None,

@@ -143,7 +143,7 @@ class _Replay:
     """A summarizer that returns a committed checkpoint's summary instead of asking anyone."""
 
     def __init__(self, receipt):
-        self.receipt, self.name, self.stand_in = receipt, receipt.provider, receipt.stand_in
+        self.receipt, self.name, self.stand_in = receipt, receipt.summarizer, receipt.stand_in
 
     def summarize(self, request):
         from compaction_lab.summarize import SummaryResult

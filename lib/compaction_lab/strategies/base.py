@@ -265,7 +265,7 @@ def summary_label(receipt: SummaryReceipt, fallback_label: str) -> str:
     """Table label of a summary segment: stand-in, summarizer name, or what replaced it."""
     if receipt.fallback:
         return fallback_label
-    return STAND_IN_LABEL if receipt.stand_in else f"summary ({receipt.provider})"
+    return STAND_IN_LABEL if receipt.stand_in else f"summary ({receipt.summarizer})"
 
 
 #: What a projection is when the agent, as its pinned code does, did not compact: its next request

@@ -16,8 +16,8 @@ def strategy_label(p: Projection) -> str:
     name = f"{p.strategy} ({tag})" if tag else p.strategy
     if p.receipt is not None and p.receipt.stand_in and not p.receipt.fallback:
         return f"{name} ({STAND_IN_LABEL})"
-    if p.receipt is not None and not p.receipt.fallback and p.receipt.provider.startswith("model"):
-        return f"{name} ({p.receipt.provider})"  # a model wrote the summary: say which
+    if p.receipt is not None and not p.receipt.fallback and p.receipt.summarizer.startswith("model"):
+        return f"{name} ({p.receipt.summarizer})"  # a model wrote the summary: say which
     if (
         p.receipt is not None
         and p.receipt.fallback

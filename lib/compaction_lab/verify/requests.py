@@ -411,10 +411,10 @@ def exam_entry(session: Session, call_shape: CallShape) -> dict[str, Any]:
     question = canonical_question()
     rounds: dict[str, Any] = {}
     for rnd in open_book.make_rounds():
-        tools = open_book_tools(shape_tools) if rnd.arm == "open" else list(shape_tools)
+        tools = open_book_tools(shape_tools) if rnd.book == "open" else list(shape_tools)
         body = reader_request(messages, question, tools, rnd.wording)
         rounds[str(rnd.number)] = {
-            "arm": rnd.arm,
+            "book": rnd.book,
             "search": rnd.search,
             "wording": sha256_text(rnd.wording),
             **_request_entry(body, call_shape, rnd.wording),
@@ -527,7 +527,7 @@ def documented_problems(manifest: Mapping[str, Any]) -> tuple[str, ...]:
     exam = manifest.get("exam", {})
     reqs = [("exam.closed_book", exam.get("closed_book", {}), "call-shape")]
     reqs += [
-        (f"exam.open_book.{n}", r, "call-shape+history" if r.get("arm") == "open" else "call-shape")
+        (f"exam.open_book.{n}", r, "call-shape+history" if r.get("book") == "open" else "call-shape")
         for n, r in exam.get("open_book", {}).items()
     ]
     for key, entry, tools_want in reqs:

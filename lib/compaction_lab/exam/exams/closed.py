@@ -80,7 +80,7 @@ PROJECTION_COLUMNS: list[str] = [
     "over_window",
     "compacted",
     "estimator",
-    "summary_provider",
+    "summarizer",
     "stand_in",
     "fallback",
     "summary_failed",
@@ -188,7 +188,7 @@ def projection_row(
         "usable_capacity": cap,
         "estimator": p.estimator,
         # No receipt: the strategy never asked for a summary (full, truncate-oldest, deterministic ...).
-        "summary_provider": r.provider if r is not None else None,
+        "summarizer": r.summarizer if r is not None else None,
         "stand_in": bool(r.stand_in) if r is not None else False,
         "fallback": bool(r.fallback) if r is not None else False,
         "summary_failed": (r.error or "summary unavailable") if r is not None and r.fallback else "",

@@ -312,7 +312,7 @@ class ContinuationResult:
 
     actions: pd.DataFrame
     targets: pd.DataFrame
-    arms: tuple[tuple[str, str, str], ...] = ()  # (block, strategy, label) of every arm graded, in order
+    graded_strategies: tuple[tuple[str, str, str], ...] = ()  # (block, strategy, label) of every arm graded, in order
     #: With several draws (`run_continuation`'s `draws`): one row per block × case × arm × draw, the model's
     #: call and its grades (`PREDICTION_COLUMNS`); the action rows carry draw 0's. None with one draw.
     predictions: pd.DataFrame | None = None
@@ -396,7 +396,7 @@ def grade_case(
     return action_rows, target_rows
 
 
-def arms_of(block: str, names: Sequence[str] | None) -> list[str]:
+def strategies_of(block: str, names: Sequence[str] | None) -> list[str]:
     """Return the arms a block projects: the listed ones; the recorded block puts the agent's own first."""
     listed = list(names or strategies.names())
     return ["recorded", *[n for n in listed if n != "recorded"]] if block == "recorded" else listed
@@ -435,7 +435,7 @@ def run_continuation(
     closed.check_draws(draws, reader)
     if draws > 1 and not callable(getattr(reader, "next_action", None)):
         raise ValueError(f"draws={draws} needs a model reader: only its next-action prediction is asked again")
-    work = [(cc, n) for cc in keys for n in arms_of(cc.block, names)]
+    work = [(cc, n) for cc in keys for n in strategies_of(cc.block, names)]
     it: Any = work
     if progress:
         from tqdm.auto import tqdm
@@ -444,13 +444,13 @@ def run_continuation(
     actions: list[dict] = []
     targets: list[dict] = []
     predictions: list[dict] = []
-    arms: dict[tuple[str, str], str] = {}
+    graded_strategies: dict[tuple[str, str], str] = {}
     asks = callable(getattr(reader, "next_action", None))
     predicted_by = closed.reader_label(reader) if asks else None
     for cc, name in it:
         s = sessions[cc.case.session_id]
         p = strategies.compact(s, name, cc.case.cut, ctx)
-        arms.setdefault((cc.block, name), strategy_label(p))
+        graded_strategies.setdefault((cc.block, name), strategy_label(p))
         a, t = grade_case(cc, p, ctx, s)
         if asks:
             tools = ctx.shape.for_session(s).tools
@@ -467,7 +467,7 @@ def run_continuation(
                             "case_id": cc.case.id,
                             "session_id": cc.case.session_id,
                             "strategy": name,
-                            "strategy_label": arms[(cc.block, name)],
+                            "strategy_label": graded_strategies[(cc.block, name)],
                             "draw": d,
                             **graded,
                             "predicted_by": asked.get("predicted_by"),
@@ -483,7 +483,7 @@ def run_continuation(
         {"source_order": "int64", "decoy": "bool", "correct": "bool", "over_window": "bool"}
     )
     pred = pd.DataFrame(predictions, columns=PREDICTION_COLUMNS).astype({"draw": "int64"}) if draws > 1 else None
-    return ContinuationResult(act, tgt, tuple((b, s, lab) for (b, s), lab in arms.items()), pred)
+    return ContinuationResult(act, tgt, tuple((b, s, lab) for (b, s), lab in graded_strategies.items()), pred)
 
 
 #: The counted columns of the two parts of recall (`stats.PART_COLUMNS`): whole numbers, <NA> when unknown.
@@ -505,7 +505,7 @@ def recall_table(result: ContinuationResult, n_boot: int = 2000, seed: int = 7) 
     for block in BLOCKS:
         rows = result.targets[result.targets["block"] == block].drop(columns="block")
         table = stats.recall_table(rows, n_boot=n_boot, seed=seed, unit="session") if len(rows) else None
-        graded = [(s, lab) for b, s, lab in result.arms if b == block]
+        graded = [(s, lab) for b, s, lab in result.graded_strategies if b == block]
         if not graded:
             continue
         if table is None:

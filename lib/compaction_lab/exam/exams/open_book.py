@@ -89,7 +89,7 @@ OUTCOMES: tuple[str, ...] = (
 COLUMNS: list[str] = [
     "round",
     "wording",
-    "arm",
+    "book",
     "search",
     "strategy",
     "reader",
@@ -138,8 +138,8 @@ class Round:
         1–5.
     wording : str
         The instruction appended to the question.
-    arm : str
-        ``open`` (the history tools are offered) or ``closed`` (no tools).
+    book : str
+        ``open`` (the history tools are offered) or ``closed`` (no tools): an open or a closed book.
     search : str
         The search mode a stand-in reader runs in: ``allowed``, ``required``, ``never``.
     title : str
@@ -148,7 +148,7 @@ class Round:
 
     number: int
     wording: str
-    arm: str
+    book: str
     search: str
     title: str
 
@@ -326,7 +326,7 @@ def run_open_book(
 
         def ask(item, rnd=rnd, case=case, messages=messages, shape_tools=shape_tools, reader=reader):
             (fact, d) = item
-            tools = HistoryTools(archive, case.session_id).tools() if rnd.arm == "open" else ()
+            tools = HistoryTools(archive, case.session_id).tools() if rnd.book == "open" else ()
             # Draw 0 is asked as before draws existed (any reader takes it); a later one names its draw.
             again = {"draw": d} if d else {}
             return reader.answer(messages, fact[0], tools, wording=rnd.wording, shape_tools=shape_tools, **again)
@@ -345,7 +345,7 @@ def run_open_book(
                 {
                     "round": rnd.number,
                     "wording": rnd.wording,
-                    "arm": rnd.arm,
+                    "book": rnd.book,
                     "search": rnd.search,
                     "strategy": p.strategy,
                     "reader": str(getattr(reader, "name", type(reader).__name__)),
@@ -393,9 +393,11 @@ def run_open_book(
 
 
 def _round_keys(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per round: its arm, search mode and reader label (stand-ins stay labelled in every table)."""
+    """One row per round: its book (open or closed), search mode and reader label (stand-ins stay labelled in every table)."""
     keys = df.groupby("round", sort=True).agg(
-        arm=("arm", "first"), search=("search", "first"), reader=("reader_label", lambda s: ", ".join(dict.fromkeys(s)))
+        book=("book", "first"),
+        search=("search", "first"),
+        reader=("reader_label", lambda s: ", ".join(dict.fromkeys(s))),
     )
     return keys
 
@@ -416,7 +418,7 @@ def outcome_table(df: pd.DataFrame) -> pd.DataFrame:
     Returns
     -------
     DataFrame
-        Index ``round``; columns ``arm``, ``search``, ``reader`` (its label),
+        Index ``round``; columns ``book``, ``search``, ``reader`` (its label),
         one column per `OUTCOMES` entry (zeros included; ``decoy_abstained``
         nullable Int64),
         ``decoys`` (the decoy answers of the round), ``questions`` (the row
@@ -459,7 +461,7 @@ def tool_calls_per_round(df: pd.DataFrame) -> pd.DataFrame:
     Returns
     -------
     DataFrame
-        Index ``round``; columns ``arm``, ``search``, ``reader`` (label),
+        Index ``round``; columns ``book``, ``search``, ``reader`` (label),
         ``questions``, ``questions_with_calls``, ``tool_calls``,
         ``search_calls``, ``get_calls`` and ``calls_per_question``.
     """

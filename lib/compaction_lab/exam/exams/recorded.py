@@ -357,9 +357,9 @@ def run(
     ctx, reader, draws : as for `closed.run_closed` (each question asked `draws` times, a model reader only)
     n_boot, seed : resampling of each row's 95% interval (`stats.recall_table`, unit "session")
     """
-    arms = ["recorded"] + [n for n in (names or strategies.names()) if n != "recorded"]
+    run_strategies = ["recorded"] + [n for n in (names or strategies.names()) if n != "recorded"]
     if not rc.cases:
-        empty = closed.run_closed((), rc.sessions, arms, ctx, reader, draws=draws)
+        empty = closed.run_closed((), rc.sessions, run_strategies, ctx, reader, draws=draws)
         return RecordedResult(empty.answers, empty.projections, pd.DataFrame(columns=TABLE_COLUMNS))
     measured: dict[tuple[str, str], dict[str, Any]] = {}
     by_id = {c.id: c for c in rc.cases}
@@ -377,7 +377,7 @@ def run(
         }
 
     res = closed.run_closed(
-        rc.cases, rc.sessions, arms, ctx, reader, progress=progress, on_projection=measure, draws=draws
+        rc.cases, rc.sessions, run_strategies, ctx, reader, progress=progress, on_projection=measure, draws=draws
     )
     table = comparison_table(res.answers, rc.found, n_boot, seed, measured)
     return RecordedResult(res.answers, res.projections, table)

@@ -292,7 +292,7 @@ def pair_power(
     a: str,
     b: str,
     *,
-    arm: str = "strategy",
+    strategy_column: str = "strategy",
     question: Sequence[str] = ("case_id", "question_id"),
     alpha: float = ALPHA,
     power: float = POWER,
@@ -302,18 +302,18 @@ def pair_power(
     Parameters
     ----------
     rows : DataFrame
-        One row per draw: `arm`, the `question` columns, ``correct``.
+        One row per draw: `strategy_column`, the `question` columns, ``correct``.
     a, b : str
-        Values of `arm`.
+        Values of `strategy_column`.
     question : sequence of str
         The columns that identify a question.
     """
     keys = list(question)
-    per = rows.groupby([arm, *keys], sort=False)["correct"].agg(["sum", "count"])
+    per = rows.groupby([strategy_column, *keys], sort=False)["correct"].agg(["sum", "count"])
     try:
         qa, qb = per.loc[a], per.loc[b]
     except KeyError as exc:
-        raise ValueError(f"{arm} {exc.args[0]!r} has no rows") from None
+        raise ValueError(f"{strategy_column} {exc.args[0]!r} has no rows") from None
     both = qa.add_suffix("_a").join(qb.add_suffix("_b"), how="inner")
     n = len(both)
     if n < 2:
@@ -362,17 +362,17 @@ def pair_power(
 def power_table(
     rows: pd.DataFrame,
     *,
-    arm: str = "strategy",
+    strategy_column: str = "strategy",
     question: Sequence[str] = ("case_id", "question_id"),
     alpha: float = ALPHA,
     power: float = POWER,
 ) -> pd.DataFrame:
     """`pair_power` for every pair of arms, in the order the arms first appear: one row per pair."""
-    arms = list(dict.fromkeys(rows[arm]))
+    compared = list(dict.fromkeys(rows[strategy_column]))
     out = [
-        pair_power(rows, x, y, arm=arm, question=question, alpha=alpha, power=power)
-        for i, x in enumerate(arms)
-        for y in arms[i + 1 :]
+        pair_power(rows, x, y, strategy_column=strategy_column, question=question, alpha=alpha, power=power)
+        for i, x in enumerate(compared)
+        for y in compared[i + 1 :]
     ]
     return pd.DataFrame([p.__dict__ for p in out])
 
@@ -407,8 +407,8 @@ def question_consistency(
     per = rows.assign(_q=_joined(rows, keys), correct=rows["correct"].astype(bool))
     per = per.groupby([*by, "_q"], sort=False)["correct"].agg(right="sum", draws="count").reset_index()
     out = []
-    for arm, g in per.groupby([*by, "draws"], sort=False):
-        *names, draws = arm
+    for key, g in per.groupby([*by, "draws"], sort=False):
+        *names, draws = key
         counts = g["right"].value_counts()
         for right in range(int(draws) + 1):
             n = int(counts.get(right, 0))
@@ -457,7 +457,7 @@ def draw_recall_table(
     """
     keys = list(question)
     out = []
-    for arm, g in rows.groupby(list(by), sort=False):
+    for key, g in rows.groupby(list(by), sort=False):
         qid = _joined(g, keys)
         iv = hierarchical_interval(
             g["correct"].to_numpy(bool),
@@ -472,7 +472,7 @@ def draw_recall_table(
         agree = (per["sum"] == 0) | (per["sum"] == per["count"])
         out.append(
             {
-                **dict(zip(by, arm if isinstance(arm, tuple) else (arm,), strict=True)),
+                **dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)),
                 "n_questions": len(per),
                 "draws": float(per["count"].mean()),
                 "correct": int(per["sum"].sum()),

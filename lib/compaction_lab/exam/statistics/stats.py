@@ -851,7 +851,7 @@ class RankAgreement:
     ci_low, ci_high : float
         The percentile bootstrap interval of ρ; NaN when there is none (``method`` says why). Never of zero
         width.
-    n_arms : int
+    n_strategies : int
         Arms scored in both exams, over-window arms left out.
     n_units : int
         Distinct independent units (sessions) among those arms' rows of either exam.
@@ -862,7 +862,7 @@ class RankAgreement:
     rho: float
     ci_low: float
     ci_high: float
-    n_arms: int
+    n_strategies: int
     n_units: int
     method: str
 
@@ -900,22 +900,22 @@ def _scored_rows(frame: pd.DataFrame, name: str, unit_col: str) -> pd.DataFrame:
     return frame[~frame["decoy"].astype(bool)] if "decoy" in frame.columns else frame
 
 
-def _over_window_arms(frame: pd.DataFrame) -> set[str]:
+def _over_window_strategies(frame: pd.DataFrame) -> set[str]:
     if "over_window" not in frame.columns:
         return set()
     flagged = frame["over_window"].astype("boolean").fillna(False).astype(bool)
     return set(frame.loc[flagged, "strategy"].astype(str))
 
 
-def _hits_and_sizes(rows: pd.DataFrame, arms: list[str], units: pd.Index, unit_col: str) -> tuple[np.ndarray, ...]:
+def _hits_and_sizes(rows: pd.DataFrame, compared: list[str], units: pd.Index, unit_col: str) -> tuple[np.ndarray, ...]:
     """Count correct answers and answers per unit x arm (two arrays of shape ``(len(units), len(arms))``)."""
     unit = pd.Categorical(rows[unit_col].astype(str), categories=units)
-    arm = pd.Categorical(rows["strategy"].astype(str), categories=arms)
+    strategy_codes = pd.Categorical(rows["strategy"].astype(str), categories=compared)
     correct = rows["correct"].astype(bool).to_numpy(dtype=float)
-    hits = np.zeros((len(units), len(arms)))
-    sizes = np.zeros((len(units), len(arms)))
-    np.add.at(hits, (unit.codes, arm.codes), correct)
-    np.add.at(sizes, (unit.codes, arm.codes), 1.0)
+    hits = np.zeros((len(units), len(compared)))
+    sizes = np.zeros((len(units), len(compared)))
+    np.add.at(hits, (unit.codes, strategy_codes.codes), correct)
+    np.add.at(sizes, (unit.codes, strategy_codes.codes), 1.0)
     return hits, sizes
 
 
@@ -984,32 +984,32 @@ def rank_agreement(
     """
     closed = _scored_rows(closed, "closed", unit_col)
     continuation = _scored_rows(continuation, "continuation", unit_col)
-    over = _over_window_arms(closed) | _over_window_arms(continuation)
+    over = _over_window_strategies(closed) | _over_window_strategies(continuation)
     in_both = set(continuation["strategy"].astype(str))
-    arms = [str(s) for s in pd.unique(closed["strategy"].astype(str)) if s in in_both and s not in over]
-    closed = closed[closed["strategy"].astype(str).isin(arms)]
-    continuation = continuation[continuation["strategy"].astype(str).isin(arms)]
+    compared = [str(s) for s in pd.unique(closed["strategy"].astype(str)) if s in in_both and s not in over]
+    closed = closed[closed["strategy"].astype(str).isin(compared)]
+    continuation = continuation[continuation["strategy"].astype(str).isin(compared)]
     units = pd.Index(pd.unique(pd.concat([closed[unit_col], continuation[unit_col]]).astype(str)))
-    n_arms, n_units = len(arms), len(units)
+    n_strategies, n_units = len(compared), len(units)
     left_out = f"; over-window arms left out: {', '.join(sorted(over))}" if over else ""
     unit_name = "sessions" if unit_col == "session_id" else f"{unit_col} values"
     nan = float("nan")
-    if n_arms < 2:
-        why = f"{n_arms} arm scored in both exams: nothing to rank"
-        return RankAgreement(nan, nan, nan, n_arms, n_units, why + left_out)
-    hits_c, sizes_c = _hits_and_sizes(closed, arms, units, unit_col)
-    hits_k, sizes_k = _hits_and_sizes(continuation, arms, units, unit_col)
+    if n_strategies < 2:
+        why = f"{n_strategies} arm scored in both exams: nothing to rank"
+        return RankAgreement(nan, nan, nan, n_strategies, n_units, why + left_out)
+    hits_c, sizes_c = _hits_and_sizes(closed, compared, units, unit_col)
+    hits_k, sizes_k = _hits_and_sizes(continuation, compared, units, unit_col)
     rho = float(_spearman_rows(hits_c.sum(0) / sizes_c.sum(0), hits_k.sum(0) / sizes_k.sum(0))[0])
-    spearman = f"Spearman ρ of per-arm recall over {n_arms} arms"
+    spearman = f"Spearman ρ of per-arm recall over {n_strategies} arms"
     if np.isnan(rho):
         why = f"{spearman}: undefined, every arm has the same recall in one exam (no ranking to compare)"
-        return RankAgreement(nan, nan, nan, n_arms, n_units, why + left_out)
-    if n_arms < 3:
+        return RankAgreement(nan, nan, nan, n_strategies, n_units, why + left_out)
+    if n_strategies < 3:
         why = f"{spearman}: two arms give ±1 by construction; no interval"
-        return RankAgreement(rho, nan, nan, n_arms, n_units, why + left_out)
+        return RankAgreement(rho, nan, nan, n_strategies, n_units, why + left_out)
     if n_units < 2:
         why = f"{spearman}; all rows from one of the {unit_name}: nothing to resample between, no interval"
-        return RankAgreement(rho, nan, nan, n_arms, n_units, why + left_out)
+        return RankAgreement(rho, nan, nan, n_strategies, n_units, why + left_out)
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, n_units, size=(n_boot, n_units))
     weights = np.zeros((n_boot, n_units))
@@ -1023,7 +1023,7 @@ def rank_agreement(
     boot = f"{confidence:.0%} percentile bootstrap over {n_units} {unit_name} ({kept})"
     if len(rhos) == 0:
         why = f"{spearman}; {boot}: no resample gave a ranking in both exams, no interval"
-        return RankAgreement(rho, nan, nan, n_arms, n_units, why + left_out)
+        return RankAgreement(rho, nan, nan, n_strategies, n_units, why + left_out)
     alpha = 1.0 - confidence
     low, high = (float(q) for q in np.quantile(rhos, [alpha / 2, 1 - alpha / 2]))
     if high - low <= 1e-12:
@@ -1031,5 +1031,5 @@ def rank_agreement(
             f"{spearman}; {boot}: the middle {confidence:.0%} of resamples all gave ρ = {low:.2f}, too few or "
             f"too alike {unit_name} to show how it varies; no interval"
         )
-        return RankAgreement(rho, nan, nan, n_arms, n_units, why + left_out)
-    return RankAgreement(rho, low, high, n_arms, n_units, f"{spearman}; {boot}" + left_out)
+        return RankAgreement(rho, nan, nan, n_strategies, n_units, why + left_out)
+    return RankAgreement(rho, low, high, n_strategies, n_units, f"{spearman}; {boot}" + left_out)

@@ -66,12 +66,12 @@ _FADED = 0.3
 _DASH = [4, 3]
 
 
-def flag_arms(df: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
-    """`df` with a bool ``over_window`` and the label an arm is drawn with, ``arm_label``.
+def flag_strategies(df: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
+    """`df` with a bool ``over_window`` and the label an arm is drawn with, ``strategy_shown``.
 
     ``over_window`` is False where the column is absent (run folders that predate it) or missing; with
     `by`, an arm is over the window when any of its rows is (one case's request it could not send is
-    enough). ``arm_label`` is ``strategy_label`` plus `NOT_SENDABLE` for such an arm.
+    enough). ``strategy_shown`` is ``strategy_label`` plus `NOT_SENDABLE` for such an arm.
     """
     out = df.copy()
     if "over_window" in out.columns:
@@ -82,11 +82,11 @@ def flag_arms(df: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
         flag = flag.groupby(out[by].astype(str)).transform("any").astype(bool)
     out["over_window"] = flag
     labels = out["strategy_label"].astype(str)
-    out["arm_label"] = labels.where(~flag, labels + NOT_SENDABLE)
+    out["strategy_shown"] = labels.where(~flag, labels + NOT_SENDABLE)
     return out
 
 
-def arm_order(df: pd.DataFrame, *keys: tuple[str, bool]) -> list[str]:
+def strategy_order(df: pd.DataFrame, *keys: tuple[str, bool]) -> list[str]:
     """Arm labels in drawing order: every sendable arm before any over the window, then by `keys`.
 
     Each key is ``(column, ascending)``; ties keep the frame's order.
@@ -94,7 +94,7 @@ def arm_order(df: pd.DataFrame, *keys: tuple[str, bool]) -> list[str]:
     cols = ["over_window", *(k for k, _ in keys)]
     ascending = [True, *(a for _, a in keys)]
     ranked = df.sort_values(cols, ascending=ascending, kind="stable")
-    return list(dict.fromkeys(ranked["arm_label"]))
+    return list(dict.fromkeys(ranked["strategy_shown"]))
 
 
 def unsendable_look(df: pd.DataFrame) -> dict[str, Any]:
@@ -297,7 +297,7 @@ def part_segments(recall: pd.DataFrame) -> pd.DataFrame:
     """One row per arm and part of recall (scope, summary, elsewhere when any), with its stacked ``x`` / ``x2``.
 
     Scope first, so the solid length reads as scope recall; ``elsewhere`` is ``retained`` less both parts.
-    `recall` is `flag_arms`-ed and `recall_split`.
+    `recall` is `flag_strategies`-ed and `recall_split`.
     """
     rows = []
     for _, r in recall.iterrows():
@@ -306,11 +306,15 @@ def part_segments(recall: pd.DataFrame) -> pd.DataFrame:
         start = 0
         for name, k in counts.items():
             if k or name == "scope":  # every arm keeps a row, so every arm is listed
-                rows.append({"arm_label": r["arm_label"], "part": name, "retained": k, "x": start, "x2": start + k})
+                rows.append(
+                    {"strategy_shown": r["strategy_shown"], "part": name, "retained": k, "x": start, "x2": start + k}
+                )
             start += k
-    out = pd.DataFrame(rows, columns=["arm_label", "part", "retained", "x", "x2"])
+    out = pd.DataFrame(rows, columns=["strategy_shown", "part", "retained", "x", "x2"])
     keep = [c for c in ("over_window", "n", "scope_retained", "summary_retained", "summary_by") if c in recall]
-    return out.merge(recall[["arm_label", *keep]].drop_duplicates("arm_label"), on="arm_label", how="left")
+    return out.merge(
+        recall[["strategy_shown", *keep]].drop_duplicates("strategy_shown"), on="strategy_shown", how="left"
+    )
 
 
 def split_label(retained: int, n: int, scope: int, summary: int) -> str:
@@ -321,15 +325,15 @@ def split_label(retained: int, n: int, scope: int, summary: int) -> str:
 
 
 def recall_panels(recall: pd.DataFrame, width: int) -> tuple[alt.Chart | alt.LayerChart, alt.Chart]:
-    """Draw the retained and tokens panels of figure 3 (each with its own data); `recall` already `flag_arms`-ed.
+    """Draw the retained and tokens panels of figure 3 (each with its own data); `recall` already `flag_strategies`-ed.
 
     When the table splits recall (`recall_split`), the retained bar stacks the scope part (solid), the
     summary part (`hatched`) and a right answer found in neither (grey, only when any).
     """
-    order = arm_order(recall, ("retained", False))
+    order = strategy_order(recall, ("retained", False))
     look = unsendable_look(recall)
-    base = alt.Chart(recall).encode(y=alt.Y("arm_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)))
-    strategy = alt.Tooltip("arm_label:N", title="strategy")
+    base = alt.Chart(recall).encode(y=alt.Y("strategy_shown:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)))
+    strategy = alt.Tooltip("strategy_shown:N", title="strategy")
     left: alt.Chart | alt.LayerChart
     if recall_split(recall):
         left = _retained_parts(recall, order, width)
@@ -358,17 +362,17 @@ RETAINED_COLOR = "#54a24b"
 def _retained_parts(recall: pd.DataFrame, order: list[str], width: int) -> alt.LayerChart:
     """Figure 3's retained panel split into scope (solid), summary (hatched) and elsewhere (grey) segments."""
     seg = part_segments(recall)
-    totals = recall.drop_duplicates("arm_label").set_index("arm_label")
+    totals = recall.drop_duplicates("strategy_shown").set_index("strategy_shown")
     labels = {
-        arm: split_label(int(r["retained"]), int(r["n"]), int(r["scope_retained"]), int(r["summary_retained"]))
-        for arm, r in totals.iterrows()
+        shown: split_label(int(r["retained"]), int(r["n"]), int(r["scope_retained"]), int(r["summary_retained"]))
+        for shown, r in totals.iterrows()
     }
-    seg["label"] = seg["arm_label"].map(labels)
-    y = alt.Y("arm_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360))
+    seg["label"] = seg["strategy_shown"].map(labels)
+    y = alt.Y("strategy_shown:N", sort=order, title=None, axis=alt.Axis(labelLimit=360))
     x_max = float(pd.to_numeric(recall["n"], errors="coerce").max() or 1)
     x = alt.X("x:Q", title="questions retained", scale=alt.Scale(domain=[0, x_max]))
     tooltip = [
-        alt.Tooltip("arm_label:N", title="strategy"),
+        alt.Tooltip("strategy_shown:N", title="strategy"),
         alt.Tooltip("part:N", title="part"),
         alt.Tooltip("retained:Q", title="questions"),
         alt.Tooltip("label:N", title="retained"),

@@ -12,7 +12,7 @@ from compaction_lab.report.figures import register, title_of
 from compaction_lab.report.figures._common import (
     distinct_text,
     end_label_room,
-    flag_arms,
+    flag_strategies,
     label_layers,
     no_data,
     place_labels,
@@ -64,7 +64,7 @@ OLD_REPEAT_PARTS: dict[str, str] = {
 }
 
 
-def _one_row_per_arm(table: pd.DataFrame) -> pd.DataFrame:
+def _one_row_per_strategy(table: pd.DataFrame) -> pd.DataFrame:
     """Keep the table's rows with a recall, one per strategy (the first: a run has one reader per exam)."""
     rows = table[pd.to_numeric(table["n"], errors="coerce").fillna(0) > 0]
     return rows.drop_duplicates("strategy")
@@ -120,7 +120,7 @@ def fig10_continuation(
         continuation = continuation[continuation["block"] == CLOSED_BLOCK]
     if continuation.empty or closed.empty or not {"strategy", "n"} <= set(continuation.columns) & set(closed.columns):
         return no_data(title, NO_CONTINUATION)
-    nxt, book = _one_row_per_arm(continuation), _one_row_per_arm(closed)
+    nxt, book = _one_row_per_strategy(continuation), _one_row_per_strategy(closed)
     keep = ["strategy", "retained", "n", "recall", "ci_low", "ci_high", "over_window"]
     data = nxt.assign(over_window=_over_window(nxt))[[*keep, "strategy_label", "projection_tokens"]].merge(
         book.assign(over_window=_over_window(book))[keep], on="strategy", suffixes=("", "_closed")
@@ -130,7 +130,7 @@ def fig10_continuation(
     use_theme()
     # Over the window in either exam's cases: its request could not have been sent.
     data["over_window"] = data["over_window"] | data["over_window_closed"]
-    data = flag_arms(data)
+    data = flag_strategies(data)
     data["status"] = data["over_window"].map({True: OVER_WINDOW, False: SENDABLE})
     data["label"] = (
         data["strategy_label"].astype(str).where(~data["over_window"], data["strategy_label"] + " · over window")
@@ -165,7 +165,7 @@ def fig10_continuation(
         x="recall_closed:Q", y=alt.Y("ci_low:Q", scale=unit), y2="ci_high:Q", strokeDash=bar_dash
     )
     tooltip = [
-        alt.Tooltip("arm_label:N", title="strategy"),
+        alt.Tooltip("strategy_shown:N", title="strategy"),
         alt.Tooltip("next_of:N", title="needed-next held"),
         alt.Tooltip("recall:Q", title="needed-next recall", format=".1%"),
         alt.Tooltip("ci_low:Q", title="needed-next 95% low", format=".1%"),

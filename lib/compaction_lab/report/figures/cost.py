@@ -8,12 +8,12 @@ import pandas as pd
 from compaction_lab.report.figures import register, title_of
 from compaction_lab.report.figures._common import (
     NOT_SENDABLE_NOTE,
-    arm_order,
     end_label_room,
-    flag_arms,
+    flag_strategies,
     no_data,
     parts_note,
     recall_panels,
+    strategy_order,
     subtitle_lines,
     units_note,
     unsendable_look,
@@ -116,21 +116,21 @@ def fig3_complete(recall: pd.DataFrame, cost: pd.DataFrame, *, width: int = 220)
     if recall.empty or not (recall["n"] > 0).any():
         return no_data(title_of("fig3_complete"))
     use_theme()
-    recall = flag_arms(recall)
+    recall = flag_strategies(recall)
     left, right = recall_panels(recall, width)
-    order = arm_order(recall, ("retained", False))
+    order = strategy_order(recall, ("retained", False))
     flags = recall.groupby(recall["strategy_label"].astype(str))["over_window"].any()
     data = cost[cost["cost_per_point"].notna()].copy()
     data["over_window"] = data["strategy_label"].astype(str).map(flags).astype("boolean").fillna(False).astype(bool)
-    data = flag_arms(data)
+    data = flag_strategies(data)
     cur = data["currency"].iloc[0] if len(data) else ""
     money = (
         alt.Chart(data)
         .mark_bar(color="#b279a2")
         .encode(
-            y=alt.Y("arm_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)),
+            y=alt.Y("strategy_shown:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)),
             x=alt.X("cost_per_point:Q", title=f"{cur} per point of recall"),
-            tooltip=[alt.Tooltip("arm_label:N", title="strategy"), alt.Tooltip("cost_per_point:Q", format=".5f")],
+            tooltip=[alt.Tooltip("strategy_shown:N", title="strategy"), alt.Tooltip("cost_per_point:Q", format=".5f")],
             **unsendable_look(data),
         )
         .properties(width=width, title="the money behind each point")

@@ -1,6 +1,6 @@
 """Notebook 07's figure, the one the report opens with: recall against cost, the Pareto set filled.
 
-Drawn from `compaction_lab.report.decision.Decision.arms` (one row per arm weighed); design in docs/report.md.
+Drawn from `compaction_lab.report.decision.Decision.weighed_strategies` (one row per arm weighed); design in docs/report.md.
 """
 
 from __future__ import annotations
@@ -25,31 +25,31 @@ PANELS = {"closed": "closed book", "needed_next": "needed-next"}
     lead=True,
 )
 def fig_decision(
-    arms: pd.DataFrame, *, recall: str = "recall", currency: str = "", turns: int | None = None, width: int = 300
+    weighed: pd.DataFrame, *, recall: str = "recall", currency: str = "", turns: int | None = None, width: int = 300
 ) -> alt.HConcatChart | alt.Chart:
     """Recall (y, with its 95% interval) against the cost of one compaction + T turns (x), one panel per exam.
 
     Parameters
     ----------
     arms : DataFrame
-        `Decision.arms`: ``strategy``, ``strategy_label``, ``cost``, ``<key>_recall`` / ``_low`` / ``_high`` /
+        `Decision.weighed_strategies`: ``strategy``, ``strategy_label``, ``cost``, ``<key>_recall`` / ``_low`` / ``_high`` /
         ``_of_n`` for each exam in `PANELS`, ``pareto``.
     recall : str
         Which recall it is (scope recall offline), for the axis title.
     currency, turns : the cost's unit and T, for the axis title.
     """
-    panels = [k for k in PANELS if f"{k}_recall" in arms.columns]
-    if arms.empty or not panels:
+    panels = [k for k in PANELS if f"{k}_recall" in weighed.columns]
+    if weighed.empty or not panels:
         return no_data(title_of("fig_decision"), ["no arm compacted and fits the window: nothing to weigh"])
     use_theme()
     long = pd.concat(
         [
-            arms.assign(
+            weighed.assign(
                 exam=PANELS[k],
-                value=arms[f"{k}_recall"],
-                low=arms[f"{k}_low"],
-                high=arms[f"{k}_high"],
-                of_n=arms[f"{k}_of_n"],
+                value=weighed[f"{k}_recall"],
+                low=weighed[f"{k}_low"],
+                high=weighed[f"{k}_high"],
+                of_n=weighed[f"{k}_of_n"],
             )
             for k in panels
         ],

@@ -17,10 +17,9 @@ from compaction_lab.report.figures._common import (
     NOT_SENDABLE_NOTE,
     NOT_SENDABLE_WHY,
     answers_split,
-    arm_order,
     distinct_text,
     end_label_room,
-    flag_arms,
+    flag_strategies,
     hatched,
     hatched_bars,
     label_layers,
@@ -33,6 +32,7 @@ from compaction_lab.report.figures._common import (
     recall_panels,
     recall_split,
     split_label,
+    strategy_order,
     subtitle_lines,
     summarisers,
     summary_note,
@@ -81,7 +81,7 @@ def fig1_retained(answers: pd.DataFrame, *, width: int = 520) -> alt.LayerChart 
     if "decoy" not in answers or not (~answers["decoy"].astype(bool)).any():
         return no_data(title_of("fig1_retained"))
     use_theme()
-    answers = flag_arms(answers, by="strategy_label")
+    answers = flag_strategies(answers, by="strategy_label")
     decoy = answers["decoy"].astype(bool)
     correct = answers["correct"].astype(bool)
     real = answers[~decoy]
@@ -89,22 +89,22 @@ def fig1_retained(answers: pd.DataFrame, *, width: int = 520) -> alt.LayerChart 
     split = answers_split(answers)
     # Which part of recall each right answer counts toward (`found.part`); all one solid part without `found_in`.
     right["part"] = [found.part(str(f), True) for f in right["found_in"]] if split else "scope"
-    flags = answers.groupby("arm_label")["over_window"].first()
-    n = real.groupby("arm_label").size()
+    flags = answers.groupby("strategy_shown")["over_window"].first()
+    n = real.groupby("strategy_shown").size()
     parts = _stacked(right)
-    parts["over_window"] = parts["arm_label"].map(flags).astype(bool)
+    parts["over_window"] = parts["strategy_shown"].map(flags).astype(bool)
     totals = pd.DataFrame({"n": n}).reset_index()
     for name in ("retained", *found.PARTS):
         counted = right if name == "retained" else right[right["part"].eq(name)]
-        totals[name] = totals["arm_label"].map(counted.groupby("arm_label").size()).fillna(0).astype(int)
-    totals["over_window"] = totals["arm_label"].map(flags).astype(bool)
+        totals[name] = totals["strategy_shown"].map(counted.groupby("strategy_shown").size()).fillna(0).astype(int)
+    totals["over_window"] = totals["strategy_shown"].map(flags).astype(bool)
     # Only a reader that could have fallen for a decoy says anything by not falling for it.
     judged = decoy & _decoys_measured(answers)
     measured = bool(judged.any())
-    fallen = answers[judged & ~correct].groupby("arm_label").size()
-    asked = answers[judged].groupby("arm_label").size()
-    totals["fallen"] = totals["arm_label"].map(fallen).fillna(0).astype(int)
-    totals["decoys"] = totals["arm_label"].map(asked).fillna(0).astype(int)
+    fallen = answers[judged & ~correct].groupby("strategy_shown").size()
+    asked = answers[judged].groupby("strategy_shown").size()
+    totals["fallen"] = totals["strategy_shown"].map(fallen).fillna(0).astype(int)
+    totals["decoys"] = totals["strategy_shown"].map(asked).fillna(0).astype(int)
     totals["label"] = totals.apply(
         lambda r: (
             (
@@ -116,10 +116,10 @@ def fig1_retained(answers: pd.DataFrame, *, width: int = 520) -> alt.LayerChart 
         ),
         axis=1,
     )
-    order = arm_order(totals, ("retained", False))
+    order = strategy_order(totals, ("retained", False))
     reader = ", ".join(sorted(set(answers["reader_label"]))) if "reader_label" in answers else ""
     decoy_note = None if measured or not decoy.any() else readers.DECOYS_NOT_MEASURED
-    y = alt.Y("arm_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360))
+    y = alt.Y("strategy_shown:N", sort=order, title=None, axis=alt.Axis(labelLimit=360))
     # Room after each bar for its label, inside the plot (`end_label_room`).
     x_max, width = end_label_room(totals["retained"], totals["label"], width, floor=float(n.max() or 1))
     x = alt.X(
@@ -128,7 +128,7 @@ def fig1_retained(answers: pd.DataFrame, *, width: int = 520) -> alt.LayerChart 
         scale=alt.Scale(domain=[0, x_max]),
         axis=alt.Axis(values=ticks_upto(float(n.max() or 1))),
     )
-    tooltip = [alt.Tooltip("arm_label:N", title="strategy"), "pointer", "part", "retained"]
+    tooltip = [alt.Tooltip("strategy_shown:N", title="strategy"), "pointer", "part", "retained"]
     solid = parts[parts["part"].eq("scope")].reset_index(drop=True)
     bars = (
         alt.Chart(solid)
@@ -169,7 +169,7 @@ def fig1_retained(answers: pd.DataFrame, *, width: int = 520) -> alt.LayerChart 
     text = (
         alt.Chart(totals)
         .mark_text(align="left", dx=4, fontSize=11)
-        .encode(y=alt.Y("arm_label:N", sort=order), x="retained:Q", text="label:N")
+        .encode(y=alt.Y("strategy_shown:N", sort=order), x="retained:Q", text="label:N")
     )
     held = right["part"].eq("summary")
     return alt.layer(*layers, text).properties(
@@ -193,12 +193,12 @@ def _stacked(right: pd.DataFrame) -> pd.DataFrame:
     ``x`` / ``x2`` are each segment's start and end along its arm's bar (layers do not stack together), so
     the solid length reads as scope recall.
     """
-    counts = right.groupby(["arm_label", "part", "pointer"]).size().rename("retained").reset_index()
+    counts = right.groupby(["strategy_shown", "part", "pointer"]).size().rename("retained").reset_index()
     rank = {p: i for i, p in enumerate(POINTER_COLORS)}
     counts["part_rank"] = counts["part"].map({"scope": 0, "summary": 1}).fillna(2)
     counts["pointer_rank"] = counts["pointer"].map(rank).fillna(len(rank))
-    counts = counts.sort_values(["arm_label", "part_rank", "pointer_rank", "pointer"], kind="stable")
-    counts["x2"] = counts.groupby("arm_label")["retained"].cumsum()
+    counts = counts.sort_values(["strategy_shown", "part_rank", "pointer_rank", "pointer"], kind="stable")
+    counts["x2"] = counts.groupby("strategy_shown")["retained"].cumsum()
     counts["x"] = counts["x2"] - counts["retained"]
     return counts.drop(columns=["part_rank", "pointer_rank"]).reset_index(drop=True)
 
@@ -227,7 +227,7 @@ def fig3_recall_tokens(recall: pd.DataFrame, *, width: int = 260) -> alt.HConcat
     if recall.empty or not (recall["n"] > 0).any():
         return no_data(title_of("fig3_recall_tokens"))
     use_theme()
-    recall = flag_arms(recall)
+    recall = flag_strategies(recall)
     left, right = recall_panels(recall, width)
     return alt.hconcat(left, right, spacing=20).properties(
         title=alt.TitleParams(
@@ -269,7 +269,7 @@ def fig4_size_recall(recall: pd.DataFrame, *, width: int = 480, height: int = 30
     if recall.empty or not (recall["n"] > 0).any():
         return no_data(title_of("fig4_size_recall"))
     use_theme()
-    data = flag_arms(recall[recall["projection_tokens"] > 0])
+    data = flag_strategies(recall[recall["projection_tokens"] > 0])
     data = data.sort_values("over_window", kind="stable")
     look = unsendable_look(data)
     domain = log_domain(data["projection_tokens"])
@@ -284,7 +284,7 @@ def fig4_size_recall(recall: pd.DataFrame, *, width: int = 480, height: int = 30
     spots = place_labels(
         x_px,
         y_px,
-        data["arm_label"].astype(str).tolist(),
+        data["strategy_shown"].astype(str).tolist(),
         width=width,
         height=height,
         radius=_DOT_R,
@@ -307,7 +307,7 @@ def fig4_size_recall(recall: pd.DataFrame, *, width: int = 480, height: int = 30
         y="recall:Q",
         color=alt.Color("strategy_label:N", legend=None),
         tooltip=[
-            alt.Tooltip("arm_label:N", title="strategy"),
+            alt.Tooltip("strategy_shown:N", title="strategy"),
             alt.Tooltip("recall:Q", format=".1%"),
             alt.Tooltip("ci_low:Q", format=".1%"),
             alt.Tooltip("ci_high:Q", format=".1%"),
@@ -315,7 +315,7 @@ def fig4_size_recall(recall: pd.DataFrame, *, width: int = 480, height: int = 30
         ],
         **look,
     )
-    labels = label_layers(data[["arm_label"]], "arm_label", spots, x_px, y_px, radius=_DOT_R)
+    labels = label_layers(data[["strategy_shown"]], "strategy_shown", spots, x_px, y_px, radius=_DOT_R)
     units = units_note(recall)
     layers: list[alt.Chart] = [rule, pts, *labels]
     split = recall_split(data)
@@ -368,7 +368,7 @@ def _scope_layers(data: pd.DataFrame, look: dict, height: int) -> tuple[list[alt
     )
     faded = {"fillOpacity": look["fillOpacity"]} if look else {}
     tooltip = [
-        alt.Tooltip("arm_label:N", title="strategy"),
+        alt.Tooltip("strategy_shown:N", title="strategy"),
         alt.Tooltip("scope_recall:Q", title="scope recall", format=".1%"),
         alt.Tooltip("scope_ci_low:Q", title="scope 95% low", format=".1%"),
         alt.Tooltip("scope_ci_high:Q", title="scope 95% high", format=".1%"),
@@ -382,7 +382,7 @@ def _scope_layers(data: pd.DataFrame, look: dict, height: int) -> tuple[list[alt
         if not rise > 0:
             continue
         gaps.append(
-            base.transform_filter(alt.FieldEqualPredicate(field="arm_label", equal=str(r["arm_label"])))
+            base.transform_filter(alt.FieldEqualPredicate(field="strategy_shown", equal=str(r["strategy_shown"])))
             .mark_bar(
                 fill=hatched(SCOPE_GAP_COLOR, size=(_GAP_WIDTH, rise * height)),
                 stroke=SCOPE_GAP_COLOR,
@@ -517,7 +517,7 @@ def fig_recorded(table: pd.DataFrame, *, width: int = 420) -> alt.Chart:
     if table.empty or not (table["n"] > 0).any():
         return no_data(title, NO_RECORDED)
     use_theme()
-    data = flag_arms(table[table["n"] > 0])
+    data = flag_strategies(table[table["n"] > 0])
 
     # One panel per compaction, headed by its ordinal and a short session id (the full id is in the tooltip):
     # a long id as a row label took half the figure's width, and was cut.
@@ -540,7 +540,7 @@ def fig_recorded(table: pd.DataFrame, *, width: int = 420) -> alt.Chart:
     data["n_panel"] = data.groupby("case_id")["n"].transform("max")
     data["compaction_label"] = data.assign(n=data["n_panel"]).apply(panel, axis=1)
     panels = list(dict.fromkeys(data["compaction_label"]))
-    data["arm"] = data.apply(
+    data["strategy_kind"] = data.apply(
         lambda r: (
             "recorded (the agent's own)"
             if r["recorded"]
@@ -555,10 +555,10 @@ def fig_recorded(table: pd.DataFrame, *, width: int = 420) -> alt.Chart:
             lambda r: f"{int(r['pool_retained'])}/{int(r['pool_n'])}" if pd.notna(r["pool_recall"]) else "",
             axis=1,
         )
-    order = arm_order(data, ("recorded", False), ("own_agent", False))
-    arms = ["recorded (the agent's own)", "reimplementation of that agent", "other arm"]
+    order = strategy_order(data, ("recorded", False), ("own_agent", False))
+    kinds = ["recorded (the agent's own)", "reimplementation of that agent", "other arm"]
     look = unsendable_look(data)
-    base = alt.Chart().encode(y=alt.Y("arm_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)))
+    base = alt.Chart().encode(y=alt.Y("strategy_shown:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)))
     rule = base.mark_rule(color="#888").encode(
         x=alt.X("ci_low:Q", axis=alt.Axis(format="%"), title="recall", scale=alt.Scale(domain=[0, 1])),
         x2="ci_high:Q",
@@ -567,7 +567,7 @@ def fig_recorded(table: pd.DataFrame, *, width: int = 420) -> alt.Chart:
     tooltip = [
         alt.Tooltip("session_id:N", title="session"),
         *(alt.Tooltip(f"{k}:N") for k in ("agent", "model") if k in data.columns),
-        alt.Tooltip("arm_label:N", title="strategy"),
+        alt.Tooltip("strategy_shown:N", title="strategy"),
         "retained_of",
         alt.Tooltip("recall:Q", format=".1%"),
         alt.Tooltip("ci_low:Q", format=".1%"),
@@ -577,8 +577,8 @@ def fig_recorded(table: pd.DataFrame, *, width: int = 420) -> alt.Chart:
     pts = base.mark_point(filled=True, size=80).encode(
         x="recall:Q",
         color=alt.Color(
-            "arm:N",
-            scale=alt.Scale(domain=arms, range=["#222222", "#e45756", "#4c78a8"]),
+            "strategy_kind:N",
+            scale=alt.Scale(domain=kinds, range=["#222222", "#e45756", "#4c78a8"]),
             legend=alt.Legend(title=None, orient="bottom", labelLimit=320),
         ),
         tooltip=tooltip,
@@ -662,14 +662,14 @@ def fig12_readers(table: pd.DataFrame, *, width: int = 460) -> alt.Chart | alt.L
     if table.empty:
         return no_data(title)
     use_theme()
-    data = flag_arms(table, by="strategy_label")
+    data = flag_strategies(table, by="strategy_label")
     data["who"] = data["reader_label"].astype(str)
     data["of"] = [
         f"{k:.0f} of {n:.0f} x {d:g}"
         for k, n, d in zip(data["correct"], data["n_questions"], data["draws"], strict=True)
     ]
-    order = arm_order(data, ("recall", False))
-    y = alt.Y("arm_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360))
+    order = strategy_order(data, ("recall", False))
+    y = alt.Y("strategy_shown:N", sort=order, title=None, axis=alt.Axis(labelLimit=360))
     offset = alt.YOffset("who:N")
     unit = alt.Scale(domain=[0, 1])
     look = unsendable_look(data)
@@ -681,7 +681,7 @@ def fig12_readers(table: pd.DataFrame, *, width: int = 460) -> alt.Chart | alt.L
             "who:N", title="reader", legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=480)
         ),
         tooltip=[
-            alt.Tooltip("arm_label:N", title="strategy"),
+            alt.Tooltip("strategy_shown:N", title="strategy"),
             alt.Tooltip("who:N", title="reader"),
             alt.Tooltip("source:N", title="answers from"),
             alt.Tooltip("of:N", title="right draws of questions x draws"),
@@ -739,10 +739,10 @@ def fig13_consistency(answers: pd.DataFrame, *, width: int = 360) -> alt.Chart:
     title = title_of("fig13_consistency")
     if answers.empty or "draw" not in answers.columns:
         return no_data(title, ONE_DRAW)
-    real = flag_arms(answers[~answers["decoy"].astype(bool)], by="strategy_label")
+    real = flag_strategies(answers[~answers["decoy"].astype(bool)], by="strategy_label")
     several = real["reader_label"].nunique() > 1
     real = real.assign(
-        row=real["arm_label"].astype(str) + (" — " + real["reader_label"].astype(str) if several else "")
+        row=real["strategy_shown"].astype(str) + (" — " + real["reader_label"].astype(str) if several else "")
     )
     table = power.question_consistency(real, by=("row", "over_window"))
     if table.empty or table["draws"].max() < 2:

@@ -48,7 +48,7 @@ def fig9_open_book(outcomes: pd.DataFrame, *, width: int = 520) -> alt.Chart:
     # A stand-in's decoys are not measured (<NA>): no bar, and the subtitle says so, never "abstained".
     unmeasured = "decoy_abstained" in wide.columns and bool(wide["decoy_abstained"].isna().any())
     kinds = [k for k in OUTCOME_COLORS if k in wide.columns and wide[k].notna().any()]
-    wide["round_label"] = wide.apply(lambda r: f"round {r['round']}: {r['arm']} book, search {r['search']}", axis=1)
+    wide["round_label"] = wide.apply(lambda r: f"round {r['round']}: {r['book']} book, search {r['search']}", axis=1)
     long = wide.melt(id_vars=["round", "round_label"], value_vars=kinds, var_name="outcome", value_name="count")
     long = long[long["count"].notna()].astype({"count": "int64"})
     long["outcome_order"] = long["outcome"].map({k: i for i, k in enumerate(kinds)})

@@ -806,7 +806,7 @@ class FutureOS:
         if text is not None and not text.strip():
             text, receipt = (
                 None,
-                dataclasses.replace(receipt, text="", fallback=True, error="the provider returned an empty summary"),
+                dataclasses.replace(receipt, text="", fallback=True, error="the summarizer returned an empty summary"),
             )
         if text is None:  # SummaryUnavailable, or any summarizer failure: fall back
             return build_projection(
