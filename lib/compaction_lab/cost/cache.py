@@ -1,36 +1,18 @@
 """Prefix-cache simulators over real token-id sequences, and the cache-shape experiment.
 
-A provider's prefix cache compares a request with earlier ones from token 0.
-Each simulator here is a small class with its provider's rule in its
-docstring; it is fed the request's token ids (report tokenizer), so cache
-hits are computed, not assumed:
+A provider's prefix cache compares a request with earlier ones from token 0. Each simulator is a
+small class with its provider's rule in its docstring, fed the request's token ids (report
+tokenizer), so cache hits are computed, not assumed: `DeepSeekCache` (``deepseek``), `OpenAICache`
+(``openai``), `AnthropicCache` (``anthropic``) and `NoCache` (``none``).
 
-* `DeepSeekCache` (``deepseek``) — hits only on whole stored prefix units;
-  units at the end of each request's input and output, every `unit` tokens
-  inside long inputs and outputs, and at the common prefix a miss detects.
-* `OpenAICache` (``openai``) — nothing under 1,024 tokens; hits in 128-token
-  steps up to the first mismatch; writes free; entries expire after a TTL.
-* `AnthropicCache` (``anthropic``) — explicit breakpoints (up to 4); prefixes
-  written at breakpoints (billed at the write premium), read later.
-* `NoCache` (``none``) — every token is a miss.
-
-The request
------------
-A request is the token ids of ``[system prompt][tool definitions][messages…]``
-in that order (`request_tokens`): the system text, then the tool definitions
-as indented canonical JSON (`core.fingerprints.tools_text`, the text the
-strategies count; nothing when there are no tools), then each message as
-``"role: content"`` (structured content as its `canonical_json`). Each part is encoded on
-its own and the ids concatenated, so a part's end is always a token boundary
-(Anthropic breakpoints land exactly there) and the request without its
-messages is an exact prefix of the request with them. Role markers and
-chat-template tokens a provider adds are not modelled: they are the same in
-every request, so they shift every figure alike.
-
+A request is the token ids of ``[system prompt][tool definitions][messages…]`` (`request_tokens`,
+`request_layout`), each part encoded on its own so a part's end is always a token boundary.
 Results are `CacheResult` counts in the billing convention of
-`compaction_lab.endpoints.prices.price`: ``input_tokens`` is the total input, of
-which ``cached_tokens`` were read from the cache and ``cache_write_tokens``
-written to it.
+`compaction_lab.endpoints.prices.price`: ``input_tokens`` is the total input, of which
+``cached_tokens`` were read from the cache and ``cache_write_tokens`` written to it.
+
+Design: docs/cost.md#3-prefix-cache-modelling (the rules, the cache-shape experiment) and
+docs/cost.md#1-tokens-counted (the request).
 """
 
 from __future__ import annotations

@@ -1,32 +1,20 @@
 """The engine: where the suite's heavy, independent work runs — here, or on a Dask cluster.
 
-Tallies and imports of many or large logs, notebook 01's composition and
-``run --sweep`` are cut into independent tasks (a file, a span of a large file
-holding whole sessions, a piece of one long session, a batch of texts to count,
-one run of a sweep) that `Engine` runs on ``dask.distributed``:
+Tallies and imports of many or large logs, notebook 01's composition and ``run --sweep`` are cut
+into independent tasks that an `Engine` (`open_engine`) runs on ``dask.distributed``:
 
-* **embedded** (the default, nothing to set up): a `distributed.LocalCluster`
-  sized to the machine — one single-threaded worker *process* per core,
-  because the tokenizers hold the GIL (bpe-openai) or release it only in part
-  (tiktoken) — started for the job and closed after it. Inputs smaller than
-  `SYNC_BELOW_BYTES` run in this process instead: starting worker processes
-  costs more than it saves on them (`make bench` measures the cut-over).
-* **an existing cluster**: ``--scheduler tcp://HOST:PORT``, the
-  ``COMPACTION_LAB_SCHEDULER`` environment variable, or a profile's
-  ``scheduler`` key (in that order) — a ``dask scheduler`` with ``dask worker``
-  processes, dask-jobqueue (SLURM, PBS, ...), dask-kubernetes or Coiled.
-  Workers must have compaction-lab installed and read the same paths
-  (docs/cluster.md). The address is checked first, in bounded
-  time (`check_scheduler`): another service there, or ``tls://`` without
-  Dask's TLS settings, is an `EngineError` naming it, never a hang.
-* ``sync``: everything in this process, in order (the reference the engine
-  is tested against, and the fallback for tiny inputs).
+* **embedded** (the default): a `distributed.LocalCluster` of single-threaded worker processes,
+  started for the job and closed after it; inputs under `SYNC_BELOW_BYTES` run in this process;
+* **an existing cluster**: ``--scheduler tcp://HOST:PORT``, ``COMPACTION_LAB_SCHEDULER`` or a
+  profile's ``scheduler`` key, in that order (`scheduler_setting`); the address is checked first, in
+  bounded time (`check_scheduler`), and anything but a Dask scheduler is an `EngineError` naming it;
+* ``sync``: everything in this process, in order (the reference the engine is tested against).
 
-Whichever runs them, results are gathered in submission order and combined
-on the client exactly as a single reading would combine them, so tables are
-identical. A worker killed mid-task is retried by Dask on another worker
-(``distributed.scheduler.allowed-failures``); tasks are pure functions of
-their inputs, so a retry recomputes the same value.
+Whichever runs them, results are gathered in submission order and combined on the client exactly
+as a single reading would combine them, so tables are identical. Tasks are pure functions of their
+inputs, so a task Dask retries on another worker recomputes the same value.
+
+Design: docs/architecture.md#the-engine; clusters: docs/cluster.md.
 """
 
 from __future__ import annotations

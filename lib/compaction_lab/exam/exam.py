@@ -1,4 +1,4 @@
-"""The exam interface: bank → cases → grade → tables, one shape for every exam (docs/exams.md).
+"""The exam interface: bank → cases → grade → tables, one shape for every exam.
 
 An exam (`Exam`) takes the sessions of a run and does four things, each a method:
 
@@ -6,24 +6,22 @@ An exam (`Exam`) takes the sessions of a run and does four things, each a method
     Its parameters (`ExamParams` or the exam's own subclass): the one place their defaults live (the
     notebooks' parameters cells declare the same; ``tests/exam/test_exam_interface.py`` holds them equal).
 ``cases``
-    The questions and the sessions they refer to, from a run folder (the bank is saved beside notebook 01's
-    sessions, and reused) or from sessions gathered in memory (`ingest.sources.Sources`: nothing written).
+    The questions and the sessions they refer to, from a run folder (the bank saved beside notebook 01's
+    sessions, and reused) or from sessions gathered in memory (`ingest.sources.Sources`).
 ``grade``
     Compacts every case with the arms under test, lets a reader answer from each projection and grades
-    every answer: the exam's own result (its answer rows and whatever else it measured).
+    every answer: the exam's own result.
 ``tables``
     The tables the run folder keeps, by name (``exam_closed`` → ``exam_closed.parquet``), named once in
     `Exam.writes`, which the chain reads (``compaction_lab.run.chain``).
 
 `Exam.run` does all four and writes the tables; `run_exam` is the same by name. `Exam.block` is the exam's
 section of ``report.html`` as data (`ExamBlock`); `run_registered` runs the exams of a notebook that has
-no cells of its own for them (`Exam.own_cells`). The exams register in their own modules (`EXAMS`)::
+no cells of its own for them (`Exam.own_cells`). The exams register in their own modules
+(``@EXAMS.register("closed", rank=10, notebook="03_closed_book_exam")``), and every module of
+``compaction_lab.exam.exams`` is imported when the registry is first read, so a new exam is one new module.
 
-    @EXAMS.register("closed", rank=10, notebook="03_closed_book_exam")
-    class ClosedBookExam(Exam[RunCases, ClosedResult]): ...
-
-and every module of ``compaction_lab.exam.exams`` is imported when the registry is first read, so a new
-exam is one new module: its class, parameters, tables and block.
+Design: docs/exams.md.
 """
 
 from __future__ import annotations

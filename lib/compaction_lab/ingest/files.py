@@ -1,31 +1,21 @@
 """Reading a source's bytes: the one file-opening path every importer uses, heads for sniffing, JSONL and JSON.
 
-Every importer reads files through one path -- `open_binary` (and on top of it
-`read_head`, `iter_jsonl`, `load_json`) -- so the same file-level faults are
-handled the same way for every format:
+Every importer reads files through `open_binary` (and on top of it `read_head`, `iter_jsonl`,
+`load_json`), so the same file-level faults are handled the same way for every format:
 
-* **Byte-order mark.** A leading UTF-8 BOM (``EF BB BF``) is stripped, compressed
-  or not, before sniffing or parsing; it never costs the first line.
-* **JSON.** Every line or document is decoded by `json_repair.parse_json`: lone
-  UTF-16 surrogates are replaced (noted ``lone_surrogates_replaced``), JSON
-  nested too deep is a ``malformed_json`` skip. A JSONL line goes to its fast
-  path (`json_repair.fast_decode`, msgspec on the bytes) first; only a line it
-  refuses is judged by the rules of `_parse_line`, which give the verdict.
-* **Compression.** ``.zst`` files (or any file opening with the zstd magic) are
-  decoded frame after frame in small steps, so memory stays bounded and every
-  byte the decoder produced before a damage is kept. A damaged or cut-off
-  stream ends the file there: the line the damage cuts is reported at its
-  true 1-based line number as ``corrupt_compressed`` (with the compressed byte
-  offset), every complete line before it is imported. A file so damaged that
-  nothing decodes is one ``corrupt_compressed`` skip, not an unknown format.
-* **NUL tails.** A file ending in a run of NUL bytes (what a crash leaves on
-  some filesystems) keeps every record before the NULs; the tail is counted
-  once as ``nul_tail`` at the line where it starts.
-* **Unreadable files** (permissions, I/O errors) are ``unreadable`` skips with
-  the operating system's reason, never an exception.
+* a leading UTF-8 byte-order mark is stripped, compressed or not;
+* every line or document is decoded by `json_repair.parse_json` (a JSONL line by its fast path,
+  `json_repair.fast_decode`, first; only a line it refuses is judged by the rules of `_parse_line`);
+* ``.zst`` files (or any file opening with the zstd magic) are decoded frame after frame in small
+  steps; a damaged or cut-off stream ends the file there as ``corrupt_compressed``, every complete
+  line before it imported;
+* a tail of NUL bytes is counted once as ``nul_tail``, the records before it kept;
+* an unreadable file is an ``unreadable`` skip with the operating system's reason, never an exception.
 
-JSONL is streamed line by line, so memory is bounded by the largest session
-(and the largest line), not the file.
+JSONL is streamed line by line, so memory is bounded by the largest session (and the largest line),
+not the file.
+
+Design: docs/session-formats.md#bad-input and docs/session-formats.md#compressed-input.
 """
 
 from __future__ import annotations

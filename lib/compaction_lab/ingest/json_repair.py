@@ -1,29 +1,19 @@
 r"""The one JSON decode of an import: lone surrogates repaired, deep nesting refused.
 
-* **Lone surrogates.** JSON may escape a lone UTF-16 surrogate (``"\ud800"``, as
-  JavaScript tools write them). Python parses it into a string no UTF-8 writer
-  (SQLite, parquet, `Session.to_jsonl`) can encode, so every JSON decode of
-  the import (`parse_json`: JSONL lines, whole-file JSON, the JSON of OpenCode
-  rows and storage files, JSON nested in strings) *replaces* each lone
-  surrogate by U+FFFD. Nothing is dropped; the lines or documents affected
-  are counted as the note ``lone_surrogates_replaced`` (`NOTES`), which is not
-  a skip. The check is cheap: the parsed value is only walked when the text
-  holds a ``\ud800``-``\udfff`` escape.
-* **Deep nesting.** The same decode refuses JSON nested deeper than
-  `bounded_json.MAX_DEPTH` levels: a line or document that deep is a
-  ``malformed_json`` skip saying so, and JSON nested in strings (a call's
-  arguments) stays the text it was.
-* **Speed.** JSON is decoded by msgspec first, on the bytes as read (it checks
-  the UTF-8 itself), at a fraction of the standard library's cost. msgspec
-  accepts a subset of what `json.loads` accepts and returns the same values
-  for it (the same types, key order and floats; big integers stay ``int``):
-  it rejects ``NaN``/``Infinity``, numbers that overflow a float, integers
-  past Python's digit limit, lone surrogate escapes and values it cannot
-  nest. Whatever it rejects is decoded again by the standard library
-  (`bounded_json.loads`), which decides and words the verdict as before
-  (tests/ingest/test_json_repair.py checks the two agree). So a value msgspec
-  returns holds no lone surrogate, and only its depth is left to check: on
-  the value itself, and only when the text opens more brackets than the bound.
+`parse_json` decodes every JSON of an import (JSONL lines, whole-file JSON, the JSON of OpenCode
+rows and storage files, JSON nested in strings):
+
+* **Lone surrogates.** A lone UTF-16 surrogate escape (``"\ud800"``) parses into a string no UTF-8
+  writer can encode, so each is *replaced* by U+FFFD. Nothing is dropped; the lines or documents
+  affected are counted as the note ``lone_surrogates_replaced`` (`NOTES`), which is not a skip.
+* **Deep nesting.** JSON nested deeper than `bounded_json.MAX_DEPTH` levels is a ``malformed_json``
+  skip saying so; JSON nested in strings (a call's arguments) stays the text it was.
+* **Fast path.** `fast_decode` decodes with msgspec on the bytes as read; msgspec accepts a subset
+  of what `json.loads` accepts and returns the same values for it. Whatever it rejects is decoded
+  again by the standard library (`bounded_json.loads`), which decides and words the verdict
+  (tests/ingest/test_json_repair.py checks the two agree).
+
+Design: docs/session-formats.md#bad-input; bounds: docs/security.md.
 """
 
 from __future__ import annotations

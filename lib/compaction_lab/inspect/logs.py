@@ -1,31 +1,18 @@
 """Inspect eval logs read back into a run folder (``compaction-lab import-inspect LOG...``).
 
-Every sample of a `compaction_lab.inspect.tasks.closed_book` or ``open_book`` log, every epoch, becomes one row of
-``exam_inspect.parquet`` in the run folder the task was built from: the case, question, arm and pointer
-(the sample's metadata), the answer as graded, whether it was right, and the draw (the epoch, from 0).
-The reader is Inspect's model (``reader`` ``inspect``, ``reader_label`` ``<model> (Inspect)``): the
-table says where the answers came from. Importing a log again replaces its rows (a log is known by its
-eval id), so a log can be re-read after ``inspect score``.
+Every sample of a `compaction_lab.inspect.tasks.closed_book` or ``open_book`` log, every epoch,
+becomes one row of ``exam_inspect.parquet`` in the run folder the task was built from: the case,
+question, arm and pointer, the answer as graded, whether it was right, and the draw. The reader is
+Inspect's model (``reader_label`` ``<model> (Inspect)``). Importing a log again replaces its rows
+(a log is known by its eval id), so a log can be re-read after ``inspect score``.
 
-A log is text someone else wrote, so nothing in it is trusted:
+A log is text someone else wrote, so nothing in it is trusted (`read_log`): reads are bounded
+(`MAX_MEMBER_BYTES`, `core.bounded_json`), every field is checked for type and range, every
+sample's question must be one of the run's exam bank, duplicates count once, an answer longer than
+`MAX_ANSWER_CHARS` is kept cut, and the table is written atomically only after every log and the
+run folder passed (``run.json`` checked with `run.runner.report_inputs`).
 
-* Bounded reads. An ``.eval`` log is a zip: its directory gives each member's size before a byte is
-  read. The header and each sample are read only under `MAX_MEMBER_BYTES`, through a byte limit (a
-  larger sample is a counted skip, a larger header an error); a ``.json`` log, one document, only when
-  the file is under it. The JSON is parsed by `core.bounded_json` (nesting bounded).
-* Every field read is checked, type and range (`read_log`): a sample that fails is a counted skip with
-  its reason; a log with no usable sample is a one-line error.
-* A log belongs to the run: each sample's question (case, question, decoy, the value asked) must be one
-  of the run's exam bank (``exam_bank.jsonl``). A sample that is not is a counted skip; a log with none
-  is refused (it was built from another run: figure 12 would compare a model on other questions).
-* Duplicates count once: a file whose content (SHA-256) was read already in the same command is not
-  read again, and a sample x epoch of one eval already read (a copy or converted log, or imported before)
-  is dropped, counted -- importing a log twice never adds draws. Two evals of one model (two
-  ``inspect eval`` runs) are two sets of draws, numbered on (``draw``; ``epoch`` keeps each eval's own).
-* An answer longer than `MAX_ANSWER_CHARS` is kept cut, with a marker, counted.
-* All or nothing: every log and the run folder (its bank; ``run.json``, which the command checks with
-  `run.runner.report_inputs` as the report's refresh reads it) are read before the table is written,
-  atomically.
+Design: docs/real-models.md#the-closed-book-in-inspect-ai; the checks: docs/security.md.
 """
 
 from __future__ import annotations

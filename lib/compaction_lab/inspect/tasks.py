@@ -1,38 +1,24 @@
 """Inspect AI tasks of the exams, built from a run folder (``inspect eval compaction_lab/closed_book -T run=...``).
 
 closed_book
-    One sample per case x arm x question of the run's bank: the arm's projection of the case's session
-    is the conversation and the question (with `exam.reading.QUESTION_INSTRUCTION`) its last user
-    message, as the suite's model reader sends it (`exam.reading.request_messages`). The target is the
-    exact value; the scorer grades as the suite does (`exam.grading.grade`, after the model reader's
-    `exam.model_reader.normalise_answer`): an answer holding ``NOT_FOUND`` abstains, and a decoy is
-    answered right only by abstaining. Sample metadata: case, session, pointer, category, strategy,
-    projection tokens, whether the projection was over the window, the unit an interval resamples. ``--epochs N`` asks every question
-    N times (draws).
-
+    One sample per case x arm x question of the run's bank: the arm's projection is the
+    conversation and the question its last user message, as the suite's model reader sends it
+    (`exam.reading.request_messages`); scored as the suite grades (`exam.grading.grade`).
+    ``--epochs N`` asks every question N times (draws).
 open_book
-    One sample per case x question of the run's bank in one round of the open book (``-T round=N``,
-    default 3: searching allowed, the third wording), on the arm notebook 05 examined (``-T strategy=``
-    to choose another): the round's wording joins the question, and in the open rounds (1-3, 5) the
-    archive of originals notebook 05 wrote (``archive.sqlite``) is offered as Inspect tools,
-    ``history_search`` and ``history_get``, bound to the case's session, with the suite's own
-    definitions; Inspect runs the model's tool calls. Round 4 is the control: no tools. Scored as the
-    closed book; metadata adds the round, its arm and its search mode.
-
+    One round of the open book (``-T round=N``, default 3) on the arm notebook 05 examined
+    (``-T strategy=`` to choose another); in the open rounds the run's archive of originals is
+    offered as Inspect tools, ``history_search`` and ``history_get``, bound to the case's session.
 continuation
-    One sample per case with a recorded next action x arm of the continuation exam (notebook 06's cases,
-    both blocks): the arm's projection, then the suite's "continue" turn (`exam.next_action.action_messages`),
-    with the tools the agent could call (the call shape's and the session's own, `next_action.offered_tools`)
-    offered and one tool call required; Inspect does not run it. The scorer grades the first call as
-    notebook 06 does (`next_action.grade_prediction`): ``tool_match``, ``target_match`` and
-    ``exact_match``, each with its accuracy, and whether it acted on a look-alike that never existed.
-    Inspect needs every tool parameter described: one the call shape leaves undescribed is sent with
-    `NO_DESCRIPTION` (the suite's model reader sends it without).
+    One sample per case with a recorded next action x arm of the continuation exam: the projection,
+    then the suite's "continue" turn with the agent's tools offered and one tool call required
+    (Inspect does not run it), graded as notebook 06 does (`next_action.grade_prediction`). A tool
+    parameter the call shape leaves undescribed is sent with `NO_DESCRIPTION` (Inspect needs one).
 
 Differences from the suite's closed book (`exam.closed`): the call shape's tool definitions are not
-offered beside the messages (the suite sends them with ``tool_choice: none``; an Inspect tool needs a
-Python function behind it), and the answer budget is Inspect's ``--max-tokens`` (the suite caps it at
-`exam.model_reader.ANSWER_TOKENS`).
+offered beside the messages, and the answer budget is Inspect's ``--max-tokens``.
+
+Design: docs/real-models.md#the-closed-book-in-inspect-ai.
 """
 
 from __future__ import annotations

@@ -1,39 +1,26 @@
 """Secrets kept out of what is printed and what is stored: URL credentials, API keys, credential-shaped text.
 
-A run folder is swept at the end of every run (`scrub`); what lives outside it
--- the ledger, the checkpoint store, the archive, the doctor's output, error
-messages, log lines -- is masked here, before it is written or shown:
+A run folder is swept at the end of every run (`scrub`); what lives outside it -- the ledger, the
+checkpoint store, the archive, the doctor's output, error messages, log lines -- is masked here,
+before it is written or shown:
 
 `mask_url`
-    The userinfo of every URL in a text, ``https://user:pass@host/v1`` ->
-    ``https://***@host/v1``: how an endpoint's base URL is shown (doctor, plan,
-    errors, the client's repr) and stored (the ledger's ``base_url`` column).
+    The userinfo of every URL in a text, ``https://user:pass@host/v1`` -> ``https://***@host/v1``.
 `mask_stored` (`store_masker`)
-    What a store masks before writing: the values of secret environment
-    variables (`env_secret_values`) and of every registered secret (the API
-    key a `ChatClient` read, `register_secret`), URL credentials
-    (`URL_USERINFO`), and the credential formats of `CREDENTIAL_PATTERNS`
-    (``sk-...``, ``ghp_...``, ``AKIA...``, JWTs, PEM private keys, ...).
-    Patterns that judge by context (``token: ...``, ``Bearer ...``) are left
-    out on purpose: stored text is data the exams read, and a synthetic chain
-    plants facts such as ``X-Canary-Token: cnry_...`` that a question asks for.
+    What a store masks before writing: secret environment values (`env_secret_values`), registered
+    secrets (`register_secret`), URL credentials and the credential formats of `CREDENTIAL_PATTERNS`;
+    patterns that judge by context (``Bearer ...``) are left out, as stored text is data the exams read.
 `mask_message` / `shown`
-    For error messages and printed values: `mask_url`, the secret values
-    above, and every secret pattern of the catalogue (`SECRET_PATTERNS`); with
-    `shown`, also the value under any secret-looking key (``api_key: ...``),
-    whatever it is.
+    For error messages and printed values: the above plus every pattern of `SECRET_PATTERNS`; with
+    `shown`, also the value under any secret-looking key.
 `url_credentials` (`credentials`)
-    Every form a URL's credentials take once they leave the URL (decoded,
-    percent-encoded, the ``Authorization: Basic`` base64): what the client
-    registers (`register_secret`) and a run's redactor masks as literals.
-`looks_secret_name`
-    Whether a name holds a credential, by what it names (a key, a run parameter, an
-    environment variable); defined in `env_secrets`, which needs it too.
-`install_log_masking`
-    The same masking for the log lines of the HTTP libraries (``httpx`` logs
-    every request's URL).
+    Every form a URL's credentials take once they leave the URL (decoded, percent-encoded, Basic).
+`looks_secret_name`, `install_log_masking`
+    Whether a name holds a credential; the same masking for the HTTP libraries' log lines.
 
 Masking is idempotent: a masked text is masked again to itself.
+
+Design: docs/architecture.md#secrets.
 """
 
 from __future__ import annotations

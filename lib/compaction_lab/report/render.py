@@ -132,6 +132,3 @@ def _exam_blocks(run_dir: Path, numbered: list[tuple[int, share.Figure]]) -> lis
         }
         for b in share.exam_blocks(run_dir)
     ]
-
-
-build_report = build_index  # the name earlier stages used

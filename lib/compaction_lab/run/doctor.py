@@ -2,36 +2,20 @@
 
 Two groups of checks, each a `Check` (``ok`` / ``warn`` / ``fail`` / ``skip``):
 
-- `environment_checks`: Python and key package versions, the offline
-  tokenizer file's hash against the pinned one, what tokenizer ``auto``
-  resolves to (and why, when not ``bpe-openai``), the system Chromium the
-  report's browser check uses, and whether the results folder is writable
-  (probed without leaving anything behind);
-- `endpoint_checks`: a profile's ``model`` mapping is a valid `ModelConfig`
-  (its ``base_url`` a well-formed http/https URL), the key variable it names
-  is set (the variable is named, its value never printed), the endpoint
-  answers a model listing within a few seconds through the official
-  ``openai`` client, the model is listed, and -- only with
-  ``spend`` -- one chat request of ``max_tokens=1`` goes through (its usage is
-  shown; it is not recorded in the ledger).
+- `environment_checks`: Python and key package versions, the offline tokenizer file's hash, what
+  tokenizer ``auto`` resolves to, the system Chromium, and whether the results folder is writable;
+- `endpoint_checks`: a profile's ``model`` mapping is a valid `ModelConfig`, the key variable it
+  names is set (named, its value never printed), the endpoint lists the model, and -- only with
+  ``spend`` -- one chat request of ``max_tokens=1`` goes through (not recorded in the ledger).
 
-`run_doctor` prints them as a table (or JSON) and returns 0 when no check
-failed, 1 otherwise. For a profile whose ``summarizer`` or ``reader`` is
-``model`` it also says which notebooks will call the model and how many calls
-the run would make and roughly what they would cost under the price table, by
-purpose: summaries, the closed and open book's answers, and the continuation
-exam's next-action requests (``exam:continuation``). By default the plan is an
-*estimate from counts* (`compaction_lab.run.estimate`: the cases, arms,
-questions and draws counted, the summaries and projections computed, no request
-built; seconds); ``dry_run`` plans by a dry run of the notebooks against a
-stand-in endpoint instead (`compaction_lab.run.plan`: exact, and what the
-ledger already answered; minutes). Nothing is sent either way and the real
-ledger and checkpoints are untouched.
+`run_doctor` prints them as a table (or JSON) and returns 0 when no check failed, 1 otherwise. For a
+profile whose ``summarizer`` or ``reader`` is ``model`` it also plans the run's model calls by
+purpose and their cost: an estimate from counts (`compaction_lab.run.estimate`) by default, or with
+``dry_run`` a dry run of the notebooks against a stand-in endpoint (`compaction_lab.run.plan`).
+Nothing is sent either way, and every `Check` detail is masked
+(`compaction_lab.privacy.secrets.mask_message`).
 
-Nothing the doctor prints holds a secret: every `Check` detail is masked
-(`compaction_lab.privacy.secrets.mask_message`: URL credentials shown as
-``https://***@host/v1``, secret values and secret-shaped text), and the key
-the endpoint checks read is masked wherever an endpoint's answer repeats it.
+Design: docs/real-models.md#before-a-run-spends-compaction-lab-doctor.
 """
 
 from __future__ import annotations

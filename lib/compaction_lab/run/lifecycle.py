@@ -3,30 +3,22 @@
 A run folder's ``run.json`` goes through these statuses:
 
 ``running``
-    Written when the run starts, with the process running it: ``pid``,
-    ``host`` (`host_id`: a hash of the host name), ``process_started`` (the process's creation time, so a pid the
-    system has handed to another process is not taken for the run; null when
-    the system will not say) and ``heartbeat`` (UTC; refreshed at every notebook
-    boundary and every `HEARTBEAT_EVERY` seconds while a notebook executes).
-    ``notebook_running`` names the notebook executing (null between notebooks); with several kernels
-    ``notebooks_running`` lists every notebook executing, in run order (``notebook_running`` is the first).
+    Written when the run starts, with the process running it (``pid``, ``host`` from `host_id`,
+    ``process_started``) and a ``heartbeat`` refreshed every `HEARTBEAT_EVERY` seconds and at every
+    notebook boundary; ``notebook_running`` / ``notebooks_running`` name what executes.
 ``ok`` / ``failed``
     The chain finished / a notebook raised (``error`` names it).
 ``interrupted``
-    SIGINT or SIGTERM stopped the run (`stop_on_signals`): ``signal``,
-    ``finished``, ``seconds``; the notebook that was executing is in
-    ``notebooks`` with status ``interrupted`` and its partial ``.ipynb`` kept.
-    The kernel was shut down; the command exits 130 (SIGINT) or 143 (SIGTERM).
-    A sweep's run executing on a worker the stopped sweep closed is marked so
-    by the sweep (`record_interrupted`, with an ``interrupted`` block saying why).
+    SIGINT or SIGTERM stopped the run (`stop_on_signals`); a sweep marks a run it stopped on a
+    worker (`record_interrupted`).
 ``dead``
-    ``running`` whose process is gone without a word (kill -9, the OOM
-    killer, a power cut): `liveness` decides, `list_runs` reports it, and
-    `record_dead` (called by ``compaction-lab run`` before it starts) writes it
-    into ``run.json`` with a ``dead`` block (when, why, who noticed).
+    ``running`` whose process is gone without a word: `liveness` decides, `list_runs` reports it,
+    and `record_dead` (called by ``compaction-lab run`` before it starts) writes it.
 
-`list_runs` is ``compaction-lab runs``: every run folder under the results
-folder, newest first, with its status, profile, start and wall time.
+`list_runs` is ``compaction-lab runs``: every run folder under the results folder, newest first,
+with its status, profile, start and wall time.
+
+Design: docs/run-folder.md#statuses.
 """
 
 from __future__ import annotations

@@ -1,41 +1,24 @@
 """What a run of a profile would send to its model, found before anything is spent (a dry run).
 
-The only faithful count of a run's model calls is the run itself: which
-summaries are asked for depends on every strategy's trigger on every case,
-which exam questions on the bank, and a summary already in the checkpoint
-store or an answer already in the ledger is not asked again. So `plan_run`
-runs the profile's notebooks, unchanged, with the client's HTTP transport
-replaced by a stand-in endpoint (`stand_in_client`, the HTTP library's
-``MockTransport``): nothing leaves the machine, no key is needed.
+The only faithful count of a run's model calls is the run itself: which summaries are asked for
+depends on every strategy's trigger on every case, and a summary already in the checkpoint store or
+an answer already in the ledger is not asked again. So `plan_run` runs the profile's notebooks,
+unchanged, with the client's HTTP transport replaced by a stand-in endpoint (`stand_in_client`):
+nothing leaves the machine, no key is needed. It works on copies of the ledger and the checkpoint
+store (SQLite's backup API; `DRY_RUN_ENV` points every kernel at them), so recorded answers are
+reused as the real run would reuse them and no stand-in answer reaches the real stores; the calls
+the dry run adds to the ledger copy are the planned calls (`Plan`).
 
-The dry run works on copies: the ledger the run would use and the checkpoint
-store are copied (SQLite's backup API) into a temporary folder and the
-environment (`DRY_RUN_ENV`, ``COMPACTION_LAB_CHECKPOINTS``) points every
-notebook kernel at the copies, so recorded answers are reused exactly as the
-real run would reuse them and no stand-in answer ever reaches the real stores.
-The calls the dry run adds to the ledger copy are the planned calls.
+This is ``doctor --dry-run``; by default the doctor plans from counts (`compaction_lab.run.estimate`),
+held to this dry run by ``tests/run/test_doctor_counts.py``. `continuation_calls` counts the
+continuation exam's next-action requests without running anything: one per case with a recorded
+next action × arm, identical requests sent once.
 
-This is ``doctor --dry-run``: by default the doctor plans from counts instead
-(`compaction_lab.run.estimate`: the same requests counted without running a
-notebook, in seconds), held to this dry run by ``tests/run/test_doctor_counts.py``.
+What neither can know -- how often an open-book reader searches (`Plan.open_book_extra`), output
+lengths (every reply at its ``max_tokens``), the provider's tokenizer, cache hits (priced as
+misses) -- is listed in the design.
 
-The continuation exam's next-action requests (notebook 06, purpose
-`CONTINUATION_PURPOSE`) are counted by the same dry run; their number is also
-known without running anything (`continuation_calls`): one per case with a
-recorded next action × arm, identical requests sent once.
-
-What the estimate cannot know
------------------------------
-- *Open-book rounds.* The stand-in answers at once; a real reader may search
-  first, up to ``max_tool_rounds`` more requests per question
-  (`Plan.open_book_extra`).
-- *Output lengths.* Every stand-in reply is as long as its request's
-  ``max_tokens``: an upper bound on output and on the summaries that later
-  prompts carry.
-- *The provider's tokenizer.* Prompts are counted with the report tokenizer
-  (cl100k_base); a model whose tokenizer splits text finer, plus its chat
-  template, bills more input tokens than planned.
-- *Cache hits.* Priced as misses (no provider discount assumed).
+Design: docs/real-models.md#before-a-run-spends-compaction-lab-doctor.
 """
 
 from __future__ import annotations

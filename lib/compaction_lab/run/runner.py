@@ -1,33 +1,22 @@
 """Run the notebook chain with papermill and render what it produced.
 
-A *profile* (``papermill_params/<name>.yaml``) holds the parameters for the whole chain and, to run
-only some of the chain's notebooks, which, in order (left out: the whole chain, `chain.names`)::
+A *profile* (``papermill_params/<name>.yaml``) holds the chain-wide ``parameters``, optional
+``notebook_parameters`` per notebook and, to run only some of the chain, ``notebooks`` in order
+(left out: the whole chain, `chain.names`).
 
-    description: Seconds-long check that the chain runs end to end.
-    notebooks: [01_context_composition]
-    parameters:            # given to every notebook that declares them
-      n_chains: 2
-      window_tokens: 4000
-    notebook_parameters:   # optional per-notebook overrides
-      01_context_composition: {seed: 11}
+`run_profile` creates a fresh run folder, executes each notebook into it (passing ``run_dir``),
+renders every executed notebook to HTML (inputs hidden), builds ``report.html`` and writes
+``run.json``. Nothing rendered fetches anything from a network.
 
-`run_profile` creates a fresh run folder, executes each notebook into it
-(passing ``run_dir``), renders every executed notebook to HTML (inputs
-hidden), builds ``report.html`` (the index: what the run measured, the
-headline table, every figure, links, parameters and versions) and writes
-``run.json``. Nothing rendered fetches anything from a network: the nbconvert
-template drops the lab template's CDN scripts and figures are embedded.
+Sharing: with redaction on (``redact: true``, on for ``my_sessions``; ``--redact`` /
+``--no-redact``) every stage computes on the sessions as written, so redaction never moves a
+number, and the final sweep masks every file of the run folder (`privacy.scrub`, `final_sweep`).
+Values of secret environment variables are masked in every run, redaction on or off.
 
-Sharing: with redaction on (``redact: true`` in a profile, on for
-``my_sessions``; ``--redact`` / ``--no-redact`` on the command line) every
-stage computes on the sessions as written, so redaction never moves a number,
-and the final sweep masks every file of the run folder (`privacy.scrub`; the
-sessions kept private until then, `final_sweep`). Values of secret
-environment variables are masked in every run, redaction on or off.
+Batches: `run_profile` takes parameter overrides (``--set key=value``); `compaction_lab.run.sweep`
+runs one folder per value combination, then the comparison across them.
 
-Batches: `run_profile` takes parameter overrides (``--set key=value``);
-`compaction_lab.run.sweep` runs one folder per value combination, then the
-comparison across them.
+Design: docs/running.md#profiles and docs/run-folder.md; redaction: docs/report.md#sharing-a-report-of-your-own-sessions.
 """
 
 from __future__ import annotations

@@ -1,41 +1,25 @@
 """Results kept by what they were computed from, so work that repeats is done once.
 
 A *memo* maps a content key -- the SHA-256 of everything a result depends on, the library's own
-source included (`source_fingerprint`) -- to that result. It has two layers:
+source included (`source_fingerprint`) -- to that result. It has two layers: this process's, a
+bounded mapping per kind (a run's notebooks share a kernel, so later notebooks reuse the closed
+book's projections); and a folder, when ``COMPACTION_LAB_MEMO`` names one, one file per entry shared
+by every process that names it (a sweep names its own ``memo/``). Only results that are pure
+functions of their key are kept (an offline summary, never a model's). An entry is written to a
+temporary file and renamed; one that cannot be read is computed again.
 
-- this process's: a bounded mapping per kind. A run's notebooks share one kernel
-  (`compaction_lab.run.kernel`), so the cost model and the continuation exam reuse the closed book's
-  projections instead of computing them again;
-- a folder, when ``COMPACTION_LAB_MEMO`` names one: one file per entry, shared by every process that
-  names the same folder. A sweep names its own ``memo/`` for all its runs (in this process or on Dask
-  workers), so the runs that differ only in a swept value reuse the synthetic chains and projections
-  that do not depend on it. A single run names none.
+**A folder's entries are signed; nothing unsigned is unpickled.** Each entry starts with `MAGIC` and
+an HMAC-SHA256 of its kind, key and bytes under a key derived from this user's secret
+(`MEMO_KEY_FILE_ENV`) and the folder's real path. The MAC is checked before anything is unpickled,
+and `_Unpickler` builds only the library's dataclasses, enums and plain containers; an entry that
+fails is *untrusted*: counted (``untrusted`` in `stats`), never loaded, computed again. Without a
+usable secret (`key_problem`) the folder is neither read nor written. `check_folder` removes a
+folder's untrusted entries (`compaction_lab.run.sweep.resume_sweep`).
 
-Only results that are pure functions of their key are kept (an offline summary, never a model's:
-those are the checkpoints' and the ledger's). An entry is written to a temporary file and renamed, so
-a reader sees a whole entry or none; one that cannot be read is computed again.
+When ``COMPACTION_LAB_MEMO_STATS`` names a folder, `write_stats` leaves this process's hits and
+misses per kind there and `read_stats` adds them up for ``run.json``.
 
-**A folder's entries are signed; nothing unsigned is unpickled.** An entry is a pickle of the
-library's own frozen objects, and a pickle can carry code -- a sweep folder someone else could write
-(a shared results folder, a sweep sent by someone) must not run it. So each entry starts with `MAGIC`
-and an HMAC-SHA256 of its kind, its key and its bytes, under a key derived from this user's secret
-(`MEMO_KEY_FILE_ENV`, default ``memo.key`` in the cache folder, never a sweep's: 32 random bytes, made on
-first use, mode 0600, refused when another account could read or replace it) and the memo folder's
-real path -- one key per sweep folder, never stored in it. The MAC is checked (in constant time)
-before anything is unpickled, and even a signed entry is unpickled by `_Unpickler`, which builds only
-the library's dataclasses and enums and plain containers (no function is ever named); an entry that fails -- planted, damaged, written under another machine's or
-user's secret, moved to another key or folder, not a regular file, larger than `MAX_ENTRY_BYTES` -- is
-*untrusted*: counted (``untrusted`` in `stats`), never loaded, computed again and overwritten. Without
-a usable secret (`key_problem` says why) the folder is neither read nor written: a cache, never a
-reason to fail. `check_folder` checks every entry of a folder and removes the untrusted ones (a
-resumed sweep does, and says how many, `compaction_lab.run.sweep.resume_sweep`). Processes of one
-user on one machine -- a run's kernels, an embedded cluster's workers -- share the secret; workers on
-other machines have their own, so there an entry from elsewhere is only computed again.
-
-When ``COMPACTION_LAB_MEMO_STATS`` names a folder (the runner sets it to the run folder's
-``.memo-stats/``), `write_stats` leaves this process's hits and misses per kind there -- the chain's
-kernel does after each notebook (`compaction_lab.run.kernel`), not at every lookup -- and
-`read_stats` adds them up for ``run.json``.
+Design: docs/architecture.md#the-memo-work-done-once.
 """
 
 from __future__ import annotations

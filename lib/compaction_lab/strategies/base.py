@@ -14,12 +14,19 @@ size we *report* is counted by the report tokenizer (`Projection.finalize`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from compaction_lab.core.projection import STAND_IN_LABEL, Projection, SummaryReceipt, SummaryRequest, chat_messages
+from compaction_lab.core.projection import (
+    STAND_IN_LABEL,
+    Projection,
+    Segment,
+    SummaryReceipt,
+    SummaryRequest,
+    chat_messages,
+)
 from compaction_lab.core.registry import Registry
 from compaction_lab.core.session import Record, Session
 from compaction_lab.core.shapes import CallShape  # the context carries one
@@ -165,6 +172,25 @@ STRATEGIES: Registry[Strategy] = Registry(
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def projection(
+    strategy: Strategy, session: Session, cut: int, segments: Iterable[Segment], capacity: int, **rest: Any
+) -> Projection:
+    """Return the projection `strategy` made of `session` at `cut`: its name, version and estimator filled in.
+
+    ``rest`` are `Projection`'s other fields (``summary_request``, ``receipt``, ``notes``, ``sent_requests``).
+    """
+    return Projection(
+        strategy=strategy.name,
+        algorithm_version=strategy.algorithm_version,
+        session_id=session.id,
+        cut=cut,
+        segments=tuple(segments),
+        capacity=capacity,
+        estimator=strategy.estimator,
+        **rest,
+    )
 
 
 def history(session: Session, cut: int | None) -> list[Record]:

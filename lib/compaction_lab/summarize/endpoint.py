@@ -1,33 +1,20 @@
 """The ``model`` summarizer: each strategy's own summary request, sent to a real endpoint.
 
-Any OpenAI-compatible chat endpoint (`endpoints.ModelConfig`: DeepSeek,
-OpenAI, vLLM, llama.cpp, Ollama). The request is the strategy's
-`SummaryRequest` exactly (`SummaryRequest.to_openai`: its system prompt, its
-tools or none, its messages, its output cap), so what the model sees is the
-production call shape; every call goes through the ledger, so a rerun pays
-nothing twice.
+Any OpenAI-compatible chat endpoint (`endpoints.ModelConfig`). The request is the strategy's
+`SummaryRequest` exactly (`SummaryRequest.to_openai`), so what the model sees is the production call
+shape; every call goes through the ledger, so a rerun pays nothing twice.
 
-One adaptation, and why: the house message format carries a tool's output as
-a ``tool``-role message without the ``tool_call_id`` of a structured call
-(the calls themselves are text in the assistant turn). Chat endpoints reject
-such a message, so it is sent as a ``user`` message opening with
-``[tool output]`` — the same text, in the same place. Nothing else changes;
-`wire_body` is what is sent and what the ledger fingerprints.
+One adaptation: a ``tool``-role message without a structured call's ``tool_call_id``, which chat
+endpoints reject, is sent as a ``user`` message opening with ``[tool output]`` -- the same text, in
+the same place. `wire_body` is what is sent and what the ledger fingerprints.
 
-Failures (endpoint down, auth, timeouts after retries) raise
-`SummaryUnavailable`, so each strategy does what it documents for a failed
-summary. An answer that came back normally but holds no text is *not* a
-failure: it was billed, and what it means is each arm's to decide, as its
-agent decides (docs/strategies.md, "Summarizers"). `answer_text` is the rule:
-no text (content null, ``""``, or only non-text parts such as tool calls)
-is ``""``; a blank answer (whitespace only) is returned unstripped, so an arm
-can tell it from no text (Codex does: no message vs. a blank message); any
-other answer is stripped. One exception: no text with ``finish_reason ==
-"length"`` (the output budget spent, e.g. on reasoning) stays
-`SummaryUnavailable`. The pinned agents disagree on an incomplete response
-(Codex's client errors on it whatever its text; pi, Gemini CLI and Aider read
-no finish reason and take the empty text) and the receipt carries no finish
-reason for an arm to decide by, so the failure Codex sees is kept.
+Failures (endpoint down, auth, timeouts after retries) raise `SummaryUnavailable`, so each strategy
+does what it documents for a failed summary. An answer that came back normally but holds no text is
+*not* a failure: `answer_text` returns it (``""`` for no text, a blank answer unstripped) for each
+arm to read as its agent does; only no text with ``finish_reason == "length"`` stays
+`SummaryUnavailable`, the failure Codex sees.
+
+Design: docs/strategies.md#4-summary-requests-and-summarizers ("Summarizers").
 """
 
 from __future__ import annotations

@@ -2,33 +2,17 @@
 
 Two studies of the same sessions (figure 2):
 
-* **Composition** — records, characters and report tokens by record kind, per
-  session and overall, plus the coarse three-way view (tool traffic /
-  assistant prose / user text).
-* **Follow-up pointers** — user turns that refer back to earlier work, each
-  attributed to the kind of the earlier record it points at.
+* **Composition** (`composition_table`, `tally` for logs on disk through the engine) -- records,
+  characters and report tokens by record kind, per session and overall, plus the coarse three-way
+  view (`coarse_view`: tool traffic / assistant prose / user text).
+* **Follow-up pointers** (`find_followups`, `followups_table`, `pointer_table`) -- user turns that
+  refer back to earlier work (`CUE_PATTERN`), each attributed to the kind of the earlier record it
+  points at by a deterministic *lexical heuristic*: shared content terms weighted by inverse
+  document frequency (identifiers 1, plain words `PLAIN_WORD_WEIGHT`, back-quoted spans
+  `SPAN_WEIGHT`), candidates narrowed by a speaker cue (`SPEAKER_CUES`), ``unresolved`` below
+  ``min_score`` rather than guessed.
 
-The pointer attribution is a *lexical heuristic*, deterministic and
-documented here so a reader can judge it:
-
-1. A user turn (not harness-injected) is a follow-up when it contains a
-   back-reference cue (`CUE_PATTERN`: "earlier", "you said", "remind me",
-   "what was", "last time", ...).
-2. Its content terms (identifiers, paths, numbers, words of 3+ characters
-   that are not stop words or cue words) are matched against every earlier
-   user / assistant / reasoning / tool record. Each shared term scores its
-   inverse document frequency among the session's other records
-   (``log(N / df)``), times a shape weight: identifiers 1, plain words
-   `PLAIN_WORD_WEIGHT`, so a rare identifier outweighs a rare word. A
-   back-quoted span found verbatim in a record (its text or tool target)
-   scores `SPAN_WEIGHT` times its IDF.
-3. The earlier record with the highest score is the target (ties go to the
-   most recent). A *speaker cue* (`SPEAKER_CUES`: "you said", "your
-   plan" -> assistant; "I asked", "we agreed" -> user; "the run showed",
-   "returned" -> tool) first restricts the candidates to those kinds, falling
-   back to every kind when none scores enough. Below `min_score` (default 1.5: one shared identifier
-   found in at most ~22% of records) the follow-up is counted as
-   ``unresolved`` rather than guessed.
+Design: docs/report.md#figures (figure 2, the heuristic step by step).
 """
 
 from __future__ import annotations

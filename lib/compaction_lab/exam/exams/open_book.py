@@ -1,37 +1,20 @@
 """The open-book exam: can searching the archive of originals recover what a compaction dropped.
 
-Five rounds (``docs/exams.md``, "Open book"), each a variant of the instruction that
-accompanies the question:
+`OpenBookExam` (registered as ``open_book``, parameters `OpenBookParams`) asks every question in five
+rounds, each a variant of the instruction that accompanies it: 1–3 searching allowed
+(``history_search`` / ``history_get`` in the call shape), three wordings; 4 the control, round 3's
+wording on the closed arm (no tools); 5 searching required, an upper bound.
 
-1–3. searching allowed (``history_search`` / ``history_get`` in the call
-     shape), three wordings of the invitation to search;
-4.   the control: round 3's wording on the closed arm (no tools) — if the
-     wording moved the score, the control moves with it;
-5.   searching required: an upper bound, not a production setting.
+Every real question ends in exactly one outcome (`OUTCOMES`): ``from_projection``,
+``recovered_by_search``, ``in_archive_never_looked`` (the value was there to be found and nobody
+looked) or ``wrong``; a decoy ends in ``decoy_abstained`` or ``wrong``. A stand-in cannot fall for a
+decoy, so `outcome_table` counts its decoys as not measured.
 
-Every real question ends in exactly one outcome (`OUTCOMES`):
+Offline, the reader is the `SearcherReader` stand-in, which never reads the wording: rounds 1–3 are
+identical by construction (`stand_in_note`). Only a model reader can show whether wording changes
+behaviour.
 
-``from_projection``
-    Answered right, and the value is in the projection (or the reader
-    answered right without calling a tool).
-``recovered_by_search``
-    Answered right; the value is not in the projection and the reader used
-    the tools.
-``in_archive_never_looked``
-    Not in the projection, in the archive, the reader never fetched the entry
-    holding it (``history_get``) and abstained: the value was there to be
-    found and nobody looked.
-``wrong``
-    Everything else: a wrong value, an abstention on a value in the
-    projection or in an entry the reader fetched, or a value that is nowhere
-    the reader could reach.
-
-A decoy ends in ``decoy_abstained`` (right) or ``wrong`` (fallen for). A stand-in
-cannot fall for one, so `outcome_table` counts its decoys as not measured.
-
-Offline, the reader is the `SearcherReader` stand-in, which never reads the
-wording: rounds 1–3 are identical by construction (`stand_in_note`). Only a
-model reader can show whether wording changes behaviour.
+Design: docs/exams.md#8-open-book-notebook-05.
 """
 
 from __future__ import annotations

@@ -1,32 +1,24 @@
 """Who answers the exam: the reader interface, the open-book tools and two offline stand-ins.
 
-A reader gets what the agent would see after a compaction and one question:
+A reader gets what the agent would see after a compaction and one question: ``messages``, the
+projection's chat messages exactly as `Projection.messages` returns them (the call shape's tool
+definitions travel beside them as ``shape_tools``); ``question``, appended as the final user
+message by `question_message`; ``tools``, the open-book tools (`Tool`), empty on the closed arm.
+It returns a `ReaderAnswer`. Readers register in `READERS`; `get_reader` finds one by name.
 
-* ``messages`` — the projection's chat messages exactly as `Projection.messages`
-  returns them (the call shape's system prompt is the first message; the tool
-  definitions are not messages, they travel beside them as ``shape_tools``);
-* ``question`` — the reader appends it as the final user message, built by
-  `question_message` (the question's prompt, `QUESTION_INSTRUCTION`, then the
-  round's ``wording`` when there is one);
-* ``tools`` — the open-book tools (`Tool`), empty on the closed arm.
-
-It returns a `ReaderAnswer`. Offline there are two stand-ins, both labelled so
-in every table (``stand_in=True`` and a ``label``):
+Offline there are two stand-ins, labelled so in every table (``stand_in=True`` and a ``label``):
 
 `VerbatimReader`
-    The retention ceiling: answers a real question with its value iff the
-    value (or an alias) occurs, normalised, in the messages; NOT_FOUND
-    otherwise, and always for decoys.
+    The retention ceiling: answers a real question with its value iff the value (or an alias)
+    occurs, normalised, in the messages; NOT_FOUND otherwise, and always for decoys.
 `SearcherReader`
-    What a diligent model would do with the open-book tools: answer from the
-    projection when the value is there, otherwise search the archive with the
-    question's content words, read the top hits and answer if the value is
-    in what it read.
+    What a diligent model would do with the open-book tools: answer from the projection, else
+    search the archive and answer if the value is in what it read.
 
-Both stand-ins know the value they are asked for and only check whether what
-they can see contains it: they measure whether a value was *reachable*, not
-whether a model would pick it out. A model reader (later) implements the same
-`Reader` protocol.
+Both measure whether a value was *reachable*, not whether a model would pick it out. A model reader
+(`compaction_lab.exam.readers.model`) implements the same `Reader` protocol.
+
+Design: docs/exams.md#5-readers.
 """
 
 from __future__ import annotations

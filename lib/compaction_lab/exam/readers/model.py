@@ -1,32 +1,25 @@
 """The model reader: a real model answers the exam, closed book or with the history tools.
 
-It implements `readers.Reader` over any OpenAI-compatible endpoint
+`ModelReader` implements `readers.Reader` over any OpenAI-compatible endpoint
 (`endpoints.ModelConfig`); every call goes through the ledger.
 
 Closed book
-    One request: the projection's messages, then `readers.question_message`
-    (the question, `QUESTION_INSTRUCTION`, the round's wording), with the call
-    shape's tool definitions beside them as in production and ``tool_choice``
-    ``none`` (there is nothing to run; the answer must come from memory).
-    A model that calls a tool anyway has not answered: ``NOT_FOUND``.
+    One request: the projection's messages, then `readers.question_message`, with the call shape's
+    tool definitions beside them and ``tool_choice`` ``none``; a tool call instead of an answer is
+    ``NOT_FOUND``.
 Open book
-    The same request with the shape's tools plus ``history_search`` /
-    ``history_get``; each tool call the model makes is run against the
-    archive and answered with a ``tool`` message (its ``tool_call_id``), up to
-    ``max_tool_rounds`` rounds; then one last request with ``tool_choice``
-    ``none`` asks for the answer. Every call is recorded (figure 9 counts
-    them). A call to a tool the reader cannot run (one of the shape's own
-    tools) is answered with an error message, as a harness would.
+    The shape's tools plus ``history_search`` / ``history_get``; each tool call is run against the
+    archive and answered, up to ``max_tool_rounds`` rounds, then one last request with
+    ``tool_choice`` ``none`` asks for the answer. Every call is recorded.
 Next action (the continuation exam)
-    `ModelReader.next_action`: one request, the projection's messages as the
-    agent's next request (`exam.next_action.action_messages`) with the shape's
-    tools and ``tool_choice`` ``required``; the model's first tool call is the
-    step it takes (`exam.next_action.PredictedCall`), graded there.
+    `ModelReader.next_action`: the projection as the agent's next request
+    (`exam.next_action.action_messages`) with the shape's tools and ``tool_choice`` ``required``;
+    the model's first tool call is the step it takes (`exam.next_action.PredictedCall`).
 
-Answers are normalised the way a grader would read them: the first non-empty
-line, without surrounding quotes, backticks or a trailing full stop; any
-answer containing ``NOT_FOUND`` is an abstention. Usage is the provider's own
-(prompt + completion tokens over every round), not a size estimate.
+`normalise_answer` reads an answer the way a grader would; usage is the provider's own (prompt +
+completion tokens over every round), not a size estimate.
+
+Design: docs/exams.md#5-readers; the next action: docs/exams.md#8a-continuation-notebook-06.
 """
 
 from __future__ import annotations

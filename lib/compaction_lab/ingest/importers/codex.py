@@ -1,34 +1,19 @@
 """Codex CLI rollouts (``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``, also ``.jsonl.zst``).
 
-Every line is ``{"timestamp", "type", "payload"}``. ``response_item`` lines
-are the source of truth for what the model saw (``event_msg`` lines repeat
-the same text for the UI, so they never become records); ``session_meta``,
-``turn_context`` and ``event_msg`` ``token_count`` lines feed the session
-metadata (system prompt, model, context window, recorded usage).
-
-Mapping (payload type -> record kind)::
-
-    message role user           -> user (injected when it opens with an injected-context block)
-    message role assistant      -> assistant
-    message role developer      -> system
-    reasoning                   -> reasoning (summary texts; encrypted content only sized)
-    function_call, custom_tool_call, local_shell_call,
-    web_search_call, tool_search_call                     -> tool_call
-    function_call_output, custom_tool_call_output,
-    tool_search_output                                    -> tool_output
-    compacted                   -> summary, plus a compaction boundary
-    world_state, inter_agent_*, unknown types             -> meta
+Every line is ``{"timestamp", "type", "payload"}``. ``response_item`` lines are the source of truth
+for what the model saw (``event_msg`` lines repeat the same text for the UI, so they never become
+records); ``session_meta``, ``turn_context`` and ``event_msg`` ``token_count`` lines feed the
+session metadata (system prompt, model, context window, recorded usage). Each payload type maps to
+one record kind (a ``compacted`` line to a summary plus a compaction boundary).
 
 A ``compacted`` line's ``replacement_history`` is kept on its boundary
-(``metadata["compactions"][i]["replacement_history"]``): messages as role +
-text, and the encrypted summary of a *remote* compaction (a ``compaction`` /
-``compaction_summary`` item, which Codex with an OpenAI provider receives from
-the server and sends back for it to decrypt) as its type and the byte length
-of its ``encrypted_content`` -- all a strategy can know of it, and what Codex's
-own size estimate uses. Such a ``compacted`` line has an empty ``message``.
+(``metadata["compactions"][i]["replacement_history"]``): messages as role + text, and the encrypted
+summary of a *remote* compaction as its type and the byte length of its ``encrypted_content``.
 
-A file normally holds one session; a second ``session_meta`` with a new id
-starts another one.
+A file normally holds one session; a second ``session_meta`` with a new id starts another one.
+
+Design: docs/session-formats.md#codex (the mapping); recorded compactions:
+docs/session-formats.md#recorded-compactions.
 """
 
 from __future__ import annotations

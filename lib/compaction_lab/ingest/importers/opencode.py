@@ -1,32 +1,19 @@
 """OpenCode sessions -> `Session`: the 1.x SQLite database, the older JSON storage tree, and exports.
 
-OpenCode keeps a session as *messages* (user or assistant, with model, tokens
-and cost) that each own ordered *parts* (text, reasoning, tool, compaction,
-step bookkeeping, ...). Three on-disk forms hold the same objects:
+OpenCode keeps a session as *messages* (user or assistant, with model, tokens and cost) that each
+own ordered *parts* (text, reasoning, tool, compaction, step bookkeeping, ...). Three on-disk forms
+hold the same objects: ``opencode.db`` (1.x, opened read-only), the older storage tree (`load`
+receives the folder holding ``session/``, ``message/``, ``part/``) and ``opencode export`` JSON.
+Each form is reduced to the same stream of ``(message info, parts)`` pairs and mapped by one
+function (`_build`), so the same logical session imports to identical records from any form.
 
-1. ``opencode.db`` (1.x): tables ``session``, ``message`` (id, session_id,
-   time_created, data JSON without id/sessionID) and ``part`` (id, message_id,
-   session_id, data JSON without id/sessionID/messageID). Opened read-only.
-2. The older JSON storage tree: ``storage/session/<project>/<ses>.json``,
-   ``storage/message/<ses>/<msg>.json``, ``storage/part/<msg>/<prt>.json``.
-   `load` receives the storage root (the folder holding ``session/``,
-   ``message/``, ``part/``).
-3. ``opencode export`` JSON: ``{"info": Session, "messages": [{"info", "parts"}]}``.
+Every file is read through the shared path (``base.load_json``) and every ``data`` column is parsed
+by ``base.parse_json``; an unreadable file, folder or row is a counted skip, never an exception.
+A record's ``entry_id`` is its part id (a tool part yields its call at block 0 and its output at
+block 1). A session present both in a database and in a migrated storage tree is yielded once per
+source; de-duplicating across sources is the caller's concern.
 
-Each form is reduced to the same stream of ``(message info, parts)`` pairs and
-mapped by one function (`_build`), so the same logical session imports to
-identical records from any form.
-
-Every file is read through the shared path (``base.load_json``: BOM, NUL
-tail, lone surrogates, compression) and every ``data`` column is parsed by
-``base.parse_json``; an unreadable file, folder or row is a counted skip,
-never an exception.
-
-Parts are the entries: a record's ``entry_id`` is its part id (a tool part
-yields its call at block 0 and its output at block 1). Sessions are yielded
-per source; a session present both in a database and in a migrated storage
-tree is yielded once per source -- de-duplicating across sources is the
-caller's concern.
+Design: docs/session-formats.md#opencode.
 """
 
 from __future__ import annotations

@@ -5,32 +5,17 @@ A ``.traj`` file is one JSON document::
     {"environment": ..., "trajectory": [{"action", "observation", "response", "thought", "state"}],
      "history": [{"role", "content", "agent", "thought", "action", "is_demo", ...}], "info": {...}}
 
-``history`` is what the model saw, so it is preferred. Its roles map as:
+``history`` is what the model saw, so it is preferred; without it the ``trajectory`` steps are used
+(thought -> assistant, action -> tool_call, observation -> tool_output). In ``history`` a user
+message that follows an assistant action not yet answered is that action's tool_output (the task
+text is also a user message, so ``message_type`` alone cannot tell them apart; position can).
 
-- ``system`` -> system (the first one is also the session's ``system_prompt``);
-- ``assistant`` -> its ``thought`` as assistant prose and its ``action`` as a
-  tool_call (SWE-agent 1.x function calling: one tool_call per ``tool_calls``
-  item instead); the whole ``content`` when there is no action;
-- ``user`` -> user, except an *observation*: a user message that follows an
-  assistant action not yet answered is that action's tool_output (in 0.x and
-  in 1.x alike the task text is also a user message, so ``message_type``
-  alone cannot tell them apart; position can). Role ``tool`` (1.x) is always
-  a tool_output, linked by ``tool_call_ids``;
-- ``is_demo`` items (the demonstration) are marked ``injected``.
+An action string such as ``open pydicom/x.py 293`` becomes tool ``open`` and target
+``pydicom/x.py`` (`parse_action`): SWE-agent's own file commands take their first argument
+(``edit``/``goto``/``scroll_*`` act on the open file); any other command is a shell command whose
+target is the rest of its first line. ``info.model_stats`` totals go to metadata ``usage_totals``.
 
-Without ``history`` the ``trajectory`` steps are used: thought -> assistant,
-action -> tool_call, observation -> tool_output.
-
-An action string such as ``open pydicom/x.py 293`` becomes tool ``open`` and
-target ``pydicom/x.py``: SWE-agent's own file commands take their first
-argument (``edit``/``goto``/``scroll_*`` act on the open file, tracked from the
-``(Open file: ...)`` footer of observations or the step ``state``); any other
-command is a shell command whose target is the rest of its first line.
-
-``info.model_stats`` holds totals only (tokens_sent, tokens_received,
-instance_cost, api_calls), so they go to metadata ``usage_totals`` rather than
-per-call ``usage``. Entry ids are ``h<index>`` (history) or ``t<index>``
-(trajectory); a 0.x action has no call id, so its entry id is used.
+Design: docs/session-formats.md#swe-agent.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from compaction_lab.strategies.base import (
     call_summarizer,
     choice,
     history,
+    projection,
     read_prompt,
     summary_label,
 )
@@ -558,19 +559,15 @@ class Aider:
         all_segs = frame + segs
         tokens = frame_tokens + sum(cnt.count_many([s.text for s in segs]))
         notes.update({"tokens": tokens, "fits": tokens <= cap, "summary_cap": summary_cap})
-        return Projection(
-            strategy=self.name,
-            algorithm_version=self.algorithm_version,
-            session_id=session.id,
-            cut=cut,
-            segments=tuple(all_segs),
-            capacity=cap,
-            estimator=self.estimator,
+        return projection(
+            self,
+            session,
+            cut,
+            all_segs,
+            cap,
             summary_request=req,
             receipt=receipt,
             notes=notes,
-            # the recursion's earlier requests are billed too: every request sent, in order (a discarded
-            # summary was still asked for and answered: no summary segment carries its size)
             sent_requests=tuple(
                 SentRequest(r, cnt.count(rc.text or "")) for r, rc in zip(requests, receipts, strict=False)
             )

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from compaction_lab.core.projection import Projection, Segment
 from compaction_lab.core.session import Record, Session
 from compaction_lab.core.tokens import counter
-from compaction_lab.strategies.base import STRATEGIES, CompactionContext, history, role_of
+from compaction_lab.strategies.base import STRATEGIES, CompactionContext, history, projection, role_of
 
 # --------------------------------------------------------------------------- shared helpers
 
@@ -109,15 +109,12 @@ class Full:
         frame, frame_tokens = _frame(ctx)
         total = frame_tokens + sum(_sizes(recs, ctx))
         cap = _capacity(ctx)
-        return Projection(
-            strategy=self.name,
-            algorithm_version=self.algorithm_version,
-            session_id=session.id,
-            cut=cut,
-            segments=tuple(frame + [_verbatim(r, "tail") for r in recs]),
-            capacity=cap,
-            estimator=self.estimator,
-            # Labelled wherever it is shown: the recall ceiling, not an arm anyone could send past W − O.
+        return projection(
+            self,
+            session,
+            cut,
+            frame + [_verbatim(r, "tail") for r in recs],
+            cap,
             notes={"fits": total <= cap, "tokens": total, "records": len(recs), "label_tag": "uncompacted reference"},
         )
 
@@ -173,14 +170,12 @@ class TruncateOldest:
         if header:
             segs.append(Segment("header", "user", header))
         segs += [_verbatim(r, "tail") for r, d in zip(recs, dropped, strict=False) if not d]
-        return Projection(
-            strategy=self.name,
-            algorithm_version=self.algorithm_version,
-            session_id=session.id,
-            cut=cut,
-            segments=tuple(segs),
-            capacity=cap,
-            estimator=self.estimator,
+        return projection(
+            self,
+            session,
+            cut,
+            segs,
+            cap,
             notes={
                 "fits": frame_tokens + used <= cap,
                 "tokens": frame_tokens + used,
@@ -409,14 +404,12 @@ class ObservationMasking:
             else:
                 segs.append(_verbatim(r, "tail" if i >= tail_from else _head_kind(r)))
         kept_tokens = used
-        return Projection(
-            strategy=self.name,
-            algorithm_version=self.algorithm_version,
-            session_id=session.id,
-            cut=cut,
-            segments=tuple(segs),
-            capacity=cap,
-            estimator=self.estimator,
+        return projection(
+            self,
+            session,
+            cut,
+            segs,
+            cap,
             notes={
                 "fits": frame_tokens + kept_tokens <= cap,
                 "tokens": frame_tokens + kept_tokens,

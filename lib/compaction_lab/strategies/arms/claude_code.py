@@ -33,6 +33,7 @@ from compaction_lab.strategies.base import (
     est_chars4,
     failure_mode,
     history,
+    projection,
     read_prompt,
     record_messages,
     role_of,
@@ -864,18 +865,7 @@ class ClaudeCode:
             )
         tokens = frame_tokens + sum(cnt.count_many([s.text for s in segs[2:]]))
         notes.update({"tokens": tokens, "fits": tokens <= cap})
-        return Projection(
-            strategy=self.name,
-            algorithm_version=self.algorithm_version,
-            session_id=session.id,
-            cut=cut,
-            segments=tuple(segs),
-            capacity=cap,
-            estimator=self.estimator,
-            summary_request=req,
-            receipt=receipt,
-            notes=notes,
-        )
+        return projection(self, session, cut, segs, cap, summary_request=req, receipt=receipt, notes=notes)
 
     def _reattach(
         self, recs: Sequence[Record], ctx: CompactionContext, room: int, notes: dict[str, Any]
@@ -1024,14 +1014,12 @@ class ClaudeCode:
                 "fits": tokens <= cap,
             }
         )
-        return Projection(
-            strategy=self.name,
-            algorithm_version=self.algorithm_version,
-            session_id=session.id,
-            cut=cut,
-            segments=tuple(segs),
-            capacity=cap,
-            estimator=self.estimator,
+        return projection(
+            self,
+            session,
+            cut,
+            segs,
+            cap,
             summary_request=req,
             receipt=receipt,
             notes=notes,

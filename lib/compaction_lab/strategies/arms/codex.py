@@ -37,6 +37,7 @@ from compaction_lab.strategies.base import (
     est_bytes4,
     failure_mode,
     history,
+    projection,
     read_prompt,
     role_of,
     summary_label,
@@ -731,18 +732,15 @@ class CodexStrategy:
                 "history_tokens_est": sum(i.size() for i in live),
                 **req_info,
             }
-            return Projection(
-                self.name,
-                self.algorithm_version,
-                session.id,
+            return projection(
+                self,
+                session,
                 cut,
-                tuple(segments),
+                segments,
                 capacity,
-                self.estimator,
-                request,
-                receipt,
-                notes,
-                # nothing came back: the history's earlier summaries are not this request's answer
+                summary_request=request,
+                receipt=receipt,
+                notes=notes,
                 sent_requests=(SentRequest(request, 0),),
             )
         reply = None  # the live history's last assistant message, when it stands in for an answer with no text
@@ -840,18 +838,7 @@ class CodexStrategy:
             "summary_suffix_entry": reply.entry_id if reply is not None else None,
             **req_info,
         }
-        return Projection(
-            self.name,
-            self.algorithm_version,
-            session.id,
-            cut,
-            tuple(segments),
-            capacity,
-            self.estimator,
-            request,
-            receipt,
-            notes,
-        )
+        return projection(self, session, cut, segments, capacity, summary_request=request, receipt=receipt, notes=notes)
 
 
 STRATEGY = CodexStrategy()

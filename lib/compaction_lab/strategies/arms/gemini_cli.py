@@ -38,6 +38,7 @@ from compaction_lab.strategies.base import (
     choice,
     failure_mode,
     history,
+    projection,
     read_prompt,
     role_of,
     summarize_or_template,
@@ -774,18 +775,7 @@ class GeminiCli:
         cnt = counter(ctx.encoding)
         tokens = sum(cnt.count_many([s.text for s in segs]))
         notes.update({"compression_status": status, "tokens": tokens, "fits": tokens <= cap})
-        return Projection(
-            strategy=self.name,
-            algorithm_version=self.algorithm_version,
-            session_id=session.id,
-            cut=cut,
-            segments=tuple(segs),
-            capacity=cap,
-            estimator=self.estimator,
-            summary_request=req,
-            receipt=receipt,
-            notes=notes,
-        )
+        return projection(self, session, cut, segs, cap, summary_request=req, receipt=receipt, notes=notes)
 
 
 # request_shape: as docs/strategies.md documents it, written out (not REQUEST_SHAPE) so verify checks the code.

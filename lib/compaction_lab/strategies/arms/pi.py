@@ -32,6 +32,7 @@ from compaction_lab.strategies.base import (
     STRATEGIES,
     CompactionContext,
     failure_mode,
+    projection,
     read_prompt,
     role_of,
     summarize_or_template,
@@ -836,18 +837,8 @@ class PiStrategy:
         if pre_req is not None and req is not pre_req:  # a split turn: two requests, each billed
             hist_text, _, prefix_text = body.partition(SPLIT_TURN_SEPARATOR)
             sent = (SentRequest(req, cnt.count(hist_text)), SentRequest(pre_req, cnt.count(prefix_text)))
-        return Projection(
-            strategy=self.name,
-            algorithm_version=self.algorithm_version,
-            session_id=session.id,
-            cut=cut,
-            segments=tuple(segs),
-            capacity=cap,
-            estimator=self.estimator,
-            summary_request=req,
-            receipt=receipt,
-            notes=notes,
-            sent_requests=sent,
+        return projection(
+            self, session, cut, segs, cap, summary_request=req, receipt=receipt, notes=notes, sent_requests=sent
         )
 
     def _unchanged(
@@ -886,14 +877,12 @@ class PiStrategy:
         else:
             receipt, sent = failed
             notes["compaction_failed"] = receipt.error or COMPACTION_FAILED
-        return Projection(
-            strategy=self.name,
-            algorithm_version=self.algorithm_version,
-            session_id=session.id,
-            cut=cut,
-            segments=tuple(segs),
-            capacity=cap,
-            estimator=self.estimator,
+        return projection(
+            self,
+            session,
+            cut,
+            segs,
+            cap,
             summary_request=sent[0].request if sent else None,
             receipt=receipt,
             notes=notes,

@@ -21,7 +21,7 @@ from compaction_lab.core.projection import Projection, Segment
 from compaction_lab.core.session import Record, Session
 from compaction_lab.core.tokens import counter
 from compaction_lab.ingest.registry import agent_of_format
-from compaction_lab.strategies.base import STRATEGIES, CompactionContext, role_of
+from compaction_lab.strategies.base import STRATEGIES, CompactionContext, projection, role_of
 
 ALGORITHM_VERSION = "recorded-1"
 
@@ -299,9 +299,7 @@ class Recorded:
             "opaque_summary_tokens": sum(s.tokens for s in segs if s.opaque and s.kind == "summary"),
             "authored_in_summary": _authored_in_summary(rc, segs),
         }
-        return Projection(
-            self.name, self.algorithm_version, session.id, cut, tuple(segs), cap, self.estimator, None, None, notes
-        )
+        return projection(self, session, cut, segs, cap, summary_request=None, receipt=None, notes=notes)
 
 
 # Not listed: it exists only at the compactions a log holds, so no run compares it everywhere.

@@ -1,0 +1,179 @@
+"""Issue 49, acceptance 1: an extension reaches the report from its own file, and leaves with it.
+
+A copy of the library gets four new files and nothing else: a strategy in ``strategies/arms/``, an importer
+in ``ingest/importers/``, an exam in ``exam/exams/`` and a figure in ``report/figures/``. A run of the chain
+on that copy (``compaction-lab run``, the ``my_sessions`` profile on a folder holding a log in the new format
+and a public Claude Code session) shows each in its ``report.html``: the strategy in the headline and in
+figure 8, the importer's sessions counted, the exam's block, the figure in the gallery. Removing the four
+files and running again shows none of them. No file of the library is edited: the copy is the library plus
+the four files, byte for byte otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from compaction_lab.core.paths import REPO_ROOT
+
+STRATEGY = "keep-last-two"
+FORMAT = "toy_log"
+EXAM_TITLE = "Throwaway exam"
+FIGURE_TITLE = "Throwaway files"
+
+#: Each new file, by its path under lib/compaction_lab/.
+FILES: dict[str, str] = {
+    "strategies/arms/zz_keep_last_two.py": f'''"""A throwaway strategy: keep the last two records of the history, verbatim."""
+from compaction_lab.core.projection import Projection, Segment
+from compaction_lab.strategies.base import STRATEGIES, history, role_of
+
+
+class KeepLastTwo:
+    name = "{STRATEGY}"
+    algorithm_version = "{STRATEGY}-1"
+    estimator = "tiktoken"
+
+    def fires(self, tokens, ctx):
+        return tokens >= ctx.window - ctx.output_ceiling
+
+    def compact(self, session, cut, ctx):
+        kept = history(session, cut)[-2:]
+        segments = tuple(Segment("tail", role_of(r), r.text, (r.entry_id,), record_kind=r.kind) for r in kept)
+        capacity = ctx.window - ctx.output_ceiling
+        return Projection(
+            self.name, self.algorithm_version, session.id, cut, segments, capacity, self.estimator, None, None, {{}}
+        )
+
+
+STRATEGIES.add("{STRATEGY}", KeepLastTwo(), rank=55, trigger_rule="W - O")
+''',
+    "ingest/importers/zz_toy_log.py": f'''"""A throwaway importer: one session per file of {{"toy": <role>, "say": <text>}} lines."""
+import sys
+
+from compaction_lab.ingest.builder import SessionBuilder, file_stem
+from compaction_lab.ingest.files import iter_jsonl
+from compaction_lab.ingest.registry import IMPORTERS
+
+FORMAT = "{FORMAT}"
+
+
+def sniff(head):
+    return bool(head.objects) and all(set(o) == {{"toy", "say"}} for o in head.objects)
+
+
+def load(path, audit):
+    b = SessionBuilder(file_stem(path), FORMAT, path)
+    for lineno, obj, _ in iter_jsonl(path, audit):
+        b.add("user" if obj["toy"] == "user" else "assistant", str(obj["say"]), f"l{{lineno}}")
+    yield b.build()
+
+
+IMPORTERS.add(FORMAT, sys.modules[__name__], rank=5)
+''',
+    "exam/exams/zz_throwaway.py": f'''"""A throwaway exam: one row per saved session file, and a block."""
+from pathlib import Path
+
+import pandas as pd
+
+from compaction_lab.core import runfolder
+from compaction_lab.exam.exam import EXAMS, Exam, ExamBlock
+
+
+@EXAMS.register("throwaway", rank=15, notebook="03_closed_book_exam")
+class ThrowawayExam(Exam):
+    writes = ("exam_throwaway",)
+
+    def cases(self, source, params):
+        return sorted(p.name for p in (Path(source) / "sessions").iterdir())
+
+    def grade(self, cases, params, ctx, *, progress=False):
+        return pd.DataFrame({{"file": cases, "size": range(1, len(cases) + 1)}})
+
+    def tables(self, cases, result, params):
+        return {{"exam_throwaway": result}}
+
+    def block(self, run_dir):
+        path = runfolder.table_path(run_dir, "exam_throwaway")
+        if not path.exists():
+            return None
+        table = pd.read_parquet(path)
+        lines = (f"{{len(table)}} session files seen",)
+        return ExamBlock("{EXAM_TITLE}", "throwaway", lines, (("Files", table),), ("fig_throwaway",))
+''',
+    "report/figures/zz_throwaway.py": f'''"""A throwaway figure drawn from the throwaway exam's table."""
+import altair as alt
+
+from compaction_lab.report.figures import register
+
+
+@register("fig_throwaway", rank=90, title="{FIGURE_TITLE}", reads=("exam_throwaway",))
+def fig_throwaway(table):
+    return alt.Chart(table).mark_bar().encode(x="file:N", y="size:Q").properties(title="{FIGURE_TITLE}")
+''',
+}
+
+
+def _copy_repository(dst: Path) -> Path:
+    """The parts of the repository a run reads (the library, notebooks, profiles, shipped data), copied."""
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "results", "cache", "ledger")
+    for part in ("lib", "notebooks", "papermill_params", "data"):
+        shutil.copytree(REPO_ROOT / part, dst / part, ignore=skip)
+    return dst
+
+
+def _sessions(folder: Path) -> Path:
+    folder.mkdir()
+    lines = [("user", "fix the flaky test in tests/test_orders.py"), ("agent", "looking at it"), ("user", "thanks")]
+    text = "".join(json.dumps({"toy": r, "say": t}) + "\n" for r, t in lines)
+    (folder / "chat.jsonl").write_text(text, encoding="utf-8")
+    shutil.copytree(REPO_ROOT / "tests" / "fixtures" / "public" / "claude-code", folder / "claude-code")
+    return folder
+
+
+def _run(repo: Path, sessions: Path, results: Path, name: str) -> Path:
+    """Run the chain of the copied library on `sessions`; return the run folder."""
+    env = {**os.environ, "PYTHONPATH": str(repo / "lib")}
+    cmd = [sys.executable, "-m", "compaction_lab.cli", "run", "--profile", "my_sessions"]
+    cmd += ["--set", f"session_paths=[{sessions}]", "--results", str(results), "--name", name]
+    done = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return results / name
+
+
+def _seen(run_dir: Path) -> dict[str, bool]:
+    """Where each extension shows in the run folder and its report."""
+    page = (run_dir / "report.html").read_text(encoding="utf-8")
+    fig8 = (run_dir / "figures" / "fig8_trigger_budgets.svg").read_text(encoding="utf-8")
+    audit = json.loads((run_dir / "import_audit.json").read_text(encoding="utf-8"))
+    headline = pd.read_parquet(run_dir / "headline.parquet")
+    return {
+        "strategy in the headline": STRATEGY in set(headline["strategy"].astype(str)) and STRATEGY in page,
+        "strategy in figure 8": STRATEGY in fig8,
+        "importer's session imported": audit["formats"].get(FORMAT, 0) == 1,
+        "exam's table": (run_dir / "exam_throwaway.parquet").exists(),
+        "exam's block": EXAM_TITLE in page and 'id="throwaway"' in page,
+        "figure in the gallery": (run_dir / "figures" / "fig_throwaway.svg").exists() and FIGURE_TITLE in page,
+    }
+
+
+def test_each_extension_reaches_the_report_from_its_own_file_and_leaves_with_it(tmp_path: Path):
+    repo = _copy_repository(tmp_path / "repo")
+    package = repo / "lib" / "compaction_lab"
+    for rel, text in FILES.items():
+        assert not (package / rel).exists()
+        (package / rel).write_text(text, encoding="utf-8")
+    sessions = _sessions(tmp_path / "sessions")
+
+    with_files = _seen(_run(repo, sessions, tmp_path / "results", "with"))
+    assert with_files == dict.fromkeys(with_files, True), with_files
+
+    for rel in FILES:
+        (package / rel).unlink()
+    without = _seen(_run(repo, sessions, tmp_path / "results", "without"))
+    assert without == dict.fromkeys(without, False), without
