@@ -1,11 +1,12 @@
 """Compare two run folders' tables and figures: what a refactoring must leave identical.
 
-    python benchmarks/compare_runs.py BEFORE AFTER [--rename FILE:OLD=NEW ...] [--figure OLD=NEW ...]
+    python benchmarks/compare_runs.py BEFORE AFTER [--rename TABLE:OLD=NEW ...] [--figure OLD=NEW ...]
+                                                   [--field OLD=NEW ...]
 
 Every table (``*.parquet``) of BEFORE is read with pandas and compared with AFTER's by
 `pandas.testing.assert_frame_equal` (columns renamed first where ``--rename table:old=new`` says so); every
 question bank (``*.jsonl``) and every figure's SVG (``figures/*.svg``, stems renamed by ``--figure``) byte for
-byte. Prints one line per file (``same``, ``differs: ...``, ``missing``, ``new``) and exits 1 when anything
+byte, after the data fields a chart names in its SVG (``aria-label``) are renamed in BEFORE's text by ``--field``. Prints one line per file (``same``, ``differs: ...``, ``missing``, ``new``) and exits 1 when anything
 differs or is missing. Timings, paths and versions live in ``run.json`` and the notebooks, which are not
 compared.
 """
@@ -54,8 +55,10 @@ def compare_tables(before: Path, after: Path, renames: dict[str, dict[str, str]]
     return rows
 
 
-def compare_figures(before: Path, after: Path, stems: dict[str, str]) -> list[tuple[str, str]]:
-    """Return (figure, verdict) for every SVG of either folder's ``figures/``."""
+def compare_figures(
+    before: Path, after: Path, stems: dict[str, str], fields: dict[str, str] | None = None
+) -> list[tuple[str, str]]:
+    """Return (figure, verdict) for every SVG of either folder's ``figures/`` (`fields` renamed in BEFORE's)."""
     rows = []
     a_svgs = {stems.get(p.stem, p.stem): p for p in (before / "figures").glob("*.svg")}
     b_svgs = {p.stem: p for p in (after / "figures").glob("*.svg")}
@@ -63,7 +66,10 @@ def compare_figures(before: Path, after: Path, stems: dict[str, str]) -> list[tu
         if stem not in b_svgs or stem not in a_svgs:
             rows.append((f"figures/{stem}.svg", "missing" if stem not in b_svgs else "new"))
         else:
-            same = a_svgs[stem].read_bytes() == b_svgs[stem].read_bytes()
+            old = a_svgs[stem].read_text(encoding="utf-8")
+            for a, b in (fields or {}).items():
+                old = old.replace(a, b)
+            same = old == b_svgs[stem].read_text(encoding="utf-8")
             rows.append((f"figures/{stem}.svg", "same" if same else "differs: bytes"))
     return rows
 
@@ -75,13 +81,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("after", type=Path)
     ap.add_argument("--rename", action="append", default=[], help="TABLE:OLD=NEW, a column renamed in a table")
     ap.add_argument("--figure", action="append", default=[], help="OLD=NEW, a figure stem renamed")
+    ap.add_argument("--field", action="append", default=[], help="OLD=NEW, a data field a chart names, renamed")
     args = ap.parse_args(argv)
     renames: dict[str, dict[str, str]] = {}
     for item in args.rename:
         table, _, pair = item.partition(":")
         renames.setdefault(table, {}).update(_pairs([pair]))
     rows = compare_tables(args.before, args.after, renames) + compare_figures(
-        args.before, args.after, _pairs(args.figure)
+        args.before, args.after, _pairs(args.figure), _pairs(args.field)
     )
     for name, verdict in rows:
         print(f"{verdict.split(':')[0]:8} {name}{'' if verdict in ('same', 'missing', 'new') else ': ' + verdict}")

@@ -1,4 +1,4 @@
-"""Tests for `exam.allocation`: exact pointer shares and the min-cost max-flow allocation of questions."""
+"""Tests for `exam.questions.allocation`: exact pointer shares and the min-cost max-flow allocation of questions."""
 
 from compaction_lab.exam.questions.allocation import allocate, largest_remainder, mix_plan, split_evenly
 from compaction_lab.exam.types import POINTERS

@@ -1,4 +1,4 @@
-"""A recorded call's arguments read back (`exam.calls`): nested past the bound, they stay the text they were
+"""A recorded call's arguments read back (`exam.actions.calls`): nested past the bound, they stay the text they were
 (issue 44 item 2: ``"[" * 2000 + "]" * 2000`` was a `RecursionError` in notebook 06 and the Inspect task)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""exam.probes.candidates: the extraction rules and the values they find in one record."""
+"""exam.questions.probes.candidates: the extraction rules and the values they find in one record."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""exam.probes: questions mined from a user's own sessions (wording, sampling, decoys, real fixtures).
+"""exam.questions.probes: questions mined from a user's own sessions (wording, sampling, decoys, real fixtures).
 
 The extraction rules are tested in test_candidates.py.
 """

@@ -1,4 +1,4 @@
-"""exam.probes at a cut: what disqualifies a value (the kept region, not what follows the cut), the pool, checks."""
+"""exam.questions.probes at a cut: what disqualifies a value (the kept region, not what follows the cut), the pool, checks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Forms of one value (`exam.probes.forms`): keys and a pool collapsed to distinct values."""
+"""Forms of one value (`exam.questions.probes.forms`): keys and a pool collapsed to distinct values."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""exam.probes.harness: text a harness wrote is never mined, nor attributed to the user."""
+"""exam.questions.probes.harness: text a harness wrote is never mined, nor attributed to the user."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""exam.probes on the real public sessions: at their ends and at the pi session's two recorded compactions.
+"""exam.questions.probes on the real public sessions: at their ends and at the pi session's two recorded compactions.
 
 Every bank (the sampled case and the whole pool) must hold exact, unique values: no two questions
 share a wording with different answers (step numbers aside: the reader never sees them), no answer

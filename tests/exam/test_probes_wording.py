@@ -1,4 +1,4 @@
-"""exam.probes: wordings that fit one value, aliases, and decoys that read like real questions."""
+"""exam.questions.probes: wordings that fit one value, aliases, and decoys that read like real questions."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 ``figure_table: auto`` (notebook 04's default) follows the sessions priced: synthetic sessions get
 the seed report's own table (`SEED_TABLE`, deepseek-flash, CNY); imported logs get the table of the
-model family their sessions record (``metadata["model"]``, read by `exam.rediscovery.family_of`,
+model family their sessions record (``metadata["model"]``, read by `exam.actions.rediscovery.family_of`,
 the rule rediscovery pricing uses too), one table per family (`FAMILY_TABLES`). Sessions of
 several families: the family of most sessions, ties broken by the order of `FAMILY_TABLES`; no
 family with a table: the seed's table. ``figure_simulator: auto`` is the chosen table's own cache
@@ -33,7 +33,7 @@ AUTO = "auto"
 #: The seed report's own table (CNY): synthetic sessions, and sessions of no priced family.
 SEED_TABLE = "deepseek-flash"
 
-#: Model family (`exam.rediscovery.MODEL_FAMILIES`) -> the price table its sessions are shown in.
+#: Model family (`exam.actions.rediscovery.MODEL_FAMILIES`) -> the price table its sessions are shown in.
 #: The order breaks ties between families with as many sessions.
 FAMILY_TABLES: tuple[tuple[str, str], ...] = (
     ("DeepSeek", "deepseek-flash"),

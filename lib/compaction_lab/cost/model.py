@@ -392,7 +392,7 @@ def cost_table(
         rule and under ``none`` (no cache) for reference
     assumptions : CostAssumptions
     recall : DataFrame, optional
-        `exam.stats.recall_table` (strategy, recall); adds cost per point of recall.
+        `exam.statistics.stats.recall_table` (strategy, recall); adds cost per point of recall.
 
     Every row's ``shown`` is False; `choice.mark_shown` marks the rows the figures show.
     """

@@ -77,7 +77,7 @@ def regions(p: Projection) -> Regions:
     Within this compaction's own summary segment only the summariser's answer (``receipt.text``, where the
     segment holds it) is summary text; what the strategy wrote around it is kept by design. So is what a
     recorded agent's code wrote into its summary (``notes["authored_in_summary"]``: pi's wrapper and the
-    file lists it appends, `strategies.recorded`).
+    file lists it appends, `strategies.arms.recorded`).
     """
     answer = p.receipt.text if p.receipt is not None and not p.receipt.fallback else ""
     notes = p.notes.get("authored_in_summary") if isinstance(p.notes, Mapping) else None

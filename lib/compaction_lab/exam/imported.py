@@ -93,7 +93,7 @@ def readers_table(run_dir: str | Path, *, n_boot: int = 2000, seed: int = 7) -> 
     The suite's rows are the closed book's recall as the run reports it everywhere (``exam_recall``: the
     same recall and interval as figures 3 and 4), with their draws and consistency from ``exam_closed``.
     An imported model's rows count its answers the same way -- real questions only, every draw a row --
-    with `exam.power.hierarchical_interval` over the sessions (questions mined from real sessions) or
+    with `exam.statistics.power.hierarchical_interval` over the sessions (questions mined from real sessions) or
     the questions (synthetic chains), draws nested in them; ``ci_method`` says which interval a row has.
 
     Parameters
@@ -101,7 +101,7 @@ def readers_table(run_dir: str | Path, *, n_boot: int = 2000, seed: int = 7) -> 
     run_dir : path
         A run folder; any of the tables may be missing (an empty frame when nothing was answered).
     n_boot, seed
-        `exam.power.hierarchical_interval`'s, for the imported rows (each from the same seed).
+        `exam.statistics.power.hierarchical_interval`'s, for the imported rows (each from the same seed).
 
     Returns
     -------

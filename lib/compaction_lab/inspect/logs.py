@@ -62,10 +62,10 @@ QUESTION_KEY: tuple[str, ...] = ("reader_label", "case_id", "question_id", "stra
 #: whose ``sample_uuid`` (Inspect's id of the sample x epoch as run) was read already.
 SAMPLE_KEY: tuple[str, ...] = ("eval_id", *QUESTION_KEY, "epoch")
 
-#: The units an interval resamples (`exam.cases.RunCases.unit`).
+#: The units an interval resamples (`exam.questions.cases.RunCases.unit`).
 UNITS = ("question", "session")
 
-#: Largest exam bank read (``exam_bank.jsonl``, `exam.cases.BANK_FILE`): a real one is megabytes at most.
+#: Largest exam bank read (``exam_bank.jsonl``, `exam.questions.cases.BANK_FILE`): a real one is megabytes at most.
 MAX_BANK_BYTES = 256 * 2**20
 
 #: The skip reason of a sample whose question is not in the run's bank.
@@ -518,7 +518,7 @@ def summary_lines(run_dir: str | Path) -> list[str]:
 
     Over the real questions (decoys apart, as the closed book's recall and `exam.imported.readers_table`).
 
-    The interval is `exam.power.hierarchical_interval` over the sessions (questions nested in them, draws
+    The interval is `exam.statistics.power.hierarchical_interval` over the sessions (questions nested in them, draws
     in the questions) when the questions were mined from real sessions (``unit`` ``session``), else over
     the questions.
     """

@@ -3,7 +3,7 @@
 closed_book
     One sample per case x arm x question of the run's bank: the arm's projection is the
     conversation and the question its last user message, as the suite's model reader sends it
-    (`exam.reading.request_messages`); scored as the suite grades (`exam.grading.grade`).
+    (`exam.readers.reading.request_messages`); scored as the suite grades (`exam.grading.grade`).
     ``--epochs N`` asks every question N times (draws).
 open_book
     One round of the open book (``-T round=N``, default 3) on the arm notebook 05 examined
@@ -15,7 +15,7 @@ continuation
     (Inspect does not run it), graded as notebook 06 does (`next_action.grade_prediction`). A tool
     parameter the call shape leaves undescribed is sent with `NO_DESCRIPTION` (Inspect needs one).
 
-Differences from the suite's closed book (`exam.closed`): the call shape's tool definitions are not
+Differences from the suite's closed book (`exam.exams.closed`): the call shape's tool definitions are not
 offered beside the messages, and the answer budget is Inspect's ``--max-tokens``.
 
 Design: docs/real-models.md#the-closed-book-in-inspect-ai.

@@ -5,7 +5,7 @@ and their next request fits W − O) are weighed, on recall (the closed book and
 its 95% interval) against the cost of one compaction + T turns. `decide` names the Pareto set (no other
 arm recalls at least as much on every exam for no more money, and more on one or for less), says for
 every pair of it whether the intervals separate them ("the data cannot tell A from B"), and what would
-change the answer: more sessions (`exam.power.pair_power` with a session as the unit: how many would
+change the answer: more sessions (`exam.statistics.power.pair_power` with a session as the unit: how many would
 separate a pair at 80% power), a model reader or summariser where the run used an offline stand-in,
 another window.
 

@@ -95,7 +95,7 @@ _NEEDED_NEXT = {
     "needed_next_ci_high": "ci_high",
 }
 
-#: The two parts of recall (issue 47, `exam.stats.PART_COLUMNS`): headline column -> the recall table's
+#: The two parts of recall (issue 47, `exam.statistics.stats.PART_COLUMNS`): headline column -> the recall table's
 #: column it is read from, for the closed book (``exam_recall``) and the needed-next column
 #: (``continuation_recall``). Scope recall: right answers whose value is in what the arm keeps by design;
 #: summary recall: those whose value only its summary text holds (docs/exams.md).
@@ -135,7 +135,7 @@ _COUNTS = [
 #: Appended to an over-window arm's retained-of-N: its request would never have been sent.
 NOT_SENDABLE = "not sendable (> W − O)"
 
-#: The tag of the arm that never compacts (`strategies.baselines.Full`), in its label.
+#: The tag of the arm that never compacts (`strategies.arms.baselines.Full`), in its label.
 UNCOMPACTED_TAG = "uncompacted reference"
 
 #: The strategy that never compacts, for tables without a ``compacted`` column.

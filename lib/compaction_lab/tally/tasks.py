@@ -1,6 +1,6 @@
 """What a tally's workers do: read a unit of logs and count its texts where it was read (the tasks of `composition.tally`).
 
-Kept apart from `compaction_lab.tally.tasks.composition` (which combines the results into
+Kept apart from `compaction_lab.tally.composition` (which combines the results into
 tables with pandas) so that a Dask worker running these tasks imports only the
 importers and the token counter: less start-up time and a smaller resident
 footprint per worker.

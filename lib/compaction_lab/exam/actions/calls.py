@@ -54,7 +54,7 @@ def user_ran(session: Session, record: Record) -> bool:
     """Tell whether a ``tool_call`` record is a shell command the user ran, not a call the agent made.
 
     pi records a user's ``!`` command as a ``bashExecution`` entry, which its importer turns into a
-    ``tool_call`` whose ``call_id`` is the entry's own id (`ingest.pi`); a model's call carries the id
+    ``tool_call`` whose ``call_id`` is the entry's own id (`ingest.importers.pi`); a model's call carries the id
     the model's API gave it. Other formats record user commands as user text, never as calls.
     """
     return session.source_format == "pi" and record.call_id is not None and record.call_id == record.entry_id

@@ -8,7 +8,7 @@ grades the first call it makes against the recorded next actions (`grade_predict
 `MODEL_GRADE_COLUMNS`). Requests go through the ledger, so a resumed run sends nothing twice.
 `model_rates` turns the rows into the per-arm rates of ``continuation_recall``.
 
-Design: docs/exams.md#8a-continuation-notebook-07 (the "Model grade" paragraphs)
+Design: docs/exams.md#8a-continuation-notebook-06 (the "Model grade" paragraphs)
 """
 
 from __future__ import annotations
@@ -264,7 +264,7 @@ def predict_and_grade(
     ----------
     reader : object
         A reader with ``next_action(messages, *, shape_tools) -> (PredictedCall | None, usage)``
-        (`exam.model_reader.ModelReader`).
+        (`exam.readers.model.ModelReader`).
     cc : ContinuationCase
     projection : Projection
         The arm's projection of the case.

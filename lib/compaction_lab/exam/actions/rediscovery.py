@@ -1,6 +1,6 @@
 """Rediscovery: what the agents' own compactions cost them, read from their logs (no model needed).
 
-For every compaction an imported log records (`strategies.recorded.find`: pi, Claude Code, Codex,
+For every compaction an imported log records (`strategies.arms.recorded.find`: pi, Claude Code, Codex,
 OpenCode), this module lists the tool calls the agent made *after* it that repeat a call it had made
 *before* it (same tool, identical canonical arguments), and sorts each into a class (``call_class``,
 `CALL_CLASSES`): a *state check* re-runs a command to see what is true now (``git status``, a test or lint
@@ -14,7 +14,7 @@ the output priced once as input, at the log's own recorded costs when it has the
 a price table of the model's family (`family_of`), never another provider's; else not priced (NA).
 Nothing is predicted and no model is asked; every number is read off the log.
 
-Design: docs/exams.md#8a-continuation-notebook-07 (the "Rediscovery after real compactions" paragraphs)
+Design: docs/exams.md#8a-continuation-notebook-06 (the "Rediscovery after real compactions" paragraphs)
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def _command_head(line: str) -> str:
 def call_head(record: Record) -> str:
     """Return what `CALL_RULES` read of a call: its command's first words, else its tool's name.
 
-    A shell call (one whose arguments carry a command line, `exam.targets.command_line`) gives the first
+    A shell call (one whose arguments carry a command line, `exam.actions.targets.command_line`) gives the first
     command it really runs: ``cd /repo && npm run check 2>&1 | tail`` gives ``npm run check 2>&1``
     (``cd``/``export`` segments, ``VAR=x`` assignments, ``sudo``/``time``/``npx`` and ``uv run``-style
     runners, ``python -m`` and the executable's directory left out). Any other call gives its tool name in
@@ -636,7 +636,7 @@ def rediscovery(
     progress : bool
         Show a progress bar over the sessions.
     ctx : CompactionContext, optional
-        How the agent's next request is projected (`strategies.recorded`); default: the defaults with
+        How the agent's next request is projected (`strategies.arms.recorded`); default: the defaults with
         `encoding`. Output tokens are counted with `encoding` either way.
 
     Returns
@@ -713,7 +713,7 @@ def rediscovery_table(
 ) -> pd.DataFrame:
     """One row per recorded compaction x call after it that repeats a call made before it (`REDISCOVERY_COLUMNS`).
 
-    See docs/exams.md#8a-continuation-notebook-07 for the window, the repeat, its class, the earlier output
+    See docs/exams.md#8a-continuation-notebook-06 for the window, the repeat, its class, the earlier output
     and the money (`rediscovery`). Arguments as `rediscovery`.
     """
     return rediscovery(sessions, price_table=price_table, encoding=encoding, progress=progress, ctx=ctx).repeats

@@ -9,7 +9,7 @@ call runs (`command_line`), the spellings searched for one value (`forms`: norma
 by their compared key, `probes.forms.value_key` and `probes.forms.collapse`; a command's heads and its
 flags are not values) and a session normalised once (`SessionHay`, `session_hay`).
 
-Design: docs/exams.md#8a-continuation-notebook-07 ("The key").
+Design: docs/exams.md#8a-continuation-notebook-06 ("The key").
 """
 
 from __future__ import annotations

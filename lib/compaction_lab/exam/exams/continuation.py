@@ -12,7 +12,7 @@ Key names: `ContinuationExam` (its `tables`: ``exam_continuation``, ``continuati
 ``continuation_recall``, ``rediscovery``, ``rediscovery_compactions``), `ContinuationParams`,
 `ACTION_COLUMNS`, `TARGET_COLUMNS`.
 
-Design: docs/exams.md#8a-continuation-notebook-07 (the key, target statuses, grades, tables).
+Design: docs/exams.md#8a-continuation-notebook-06 (the key, target statuses, grades, tables).
 """
 
 from __future__ import annotations

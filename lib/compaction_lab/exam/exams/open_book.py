@@ -5,10 +5,12 @@ rounds, each a variant of the instruction that accompanies it: 1–3 searching a
 (``history_search`` / ``history_get`` in the call shape), three wordings; 4 the control, round 3's
 wording on the closed arm (no tools); 5 searching required, an upper bound.
 
-Every real question ends in exactly one outcome (`OUTCOMES`): ``from_projection``,
-``recovered_by_search``, ``in_archive_never_looked`` (the value was there to be found and nobody
-looked) or ``wrong``; a decoy ends in ``decoy_abstained`` or ``wrong``. A stand-in cannot fall for a
-decoy, so `outcome_table` counts its decoys as not measured.
+Every real question ends in exactly one outcome (`OUTCOMES`): ``from_projection`` (right; the value
+in the projection, or no tool called), ``recovered_by_search`` (right; the value not in the
+projection, the tools used), ``in_archive_never_looked`` (not in the projection, in the archive, the
+entry holding it never fetched, and the reader abstained) or ``wrong`` (everything else); a decoy
+ends in ``decoy_abstained`` or ``wrong``. A stand-in cannot fall for a decoy, so `outcome_table`
+counts its decoys as not measured.
 
 Offline, the reader is the `SearcherReader` stand-in, which never reads the wording: rounds 1–3 are
 identical by construction (`stand_in_note`). Only a model reader can show whether wording changes

@@ -1,6 +1,6 @@
 """The recorded block of the exam: the compactions real agents made, found in their logs, examined.
 
-For every compaction an imported session records (`strategies.recorded.find`) the exam builds one case
+For every compaction an imported session records (`strategies.arms.recorded.find`) the exam builds one case
 cut at the compaction, with questions mined (`probes.mine`) from the records before it, outside the
 region the agent kept verbatim (`kept_region`). It is answered from the agent's own next request (the
 ``recorded`` arm) and from every listed arm projecting the same session at the same cut, the agent's
@@ -224,7 +224,7 @@ def build(
     saved_pools : mapping of case id to Case, optional
         The saved pools (`POOL_FILE`) beside a saved bank.
     ctx : CompactionContext, optional
-        Reads the agent's next request (`strategies.recorded`); default from `params`.
+        Reads the agent's next request (`strategies.arms.recorded`); default from `params`.
     """
     session_list = excerpt.for_stage(session_list, "the recorded exam")
     spec = probes.ProbeSpec.from_mapping(probe_params(params))

@@ -1,6 +1,6 @@
 """How many questions each case asks of each pointer: exact shares and a min-cost max-flow allocation.
 
-The bank (`exam.bank`) and the probe miner (`exam.probes`) both split a total over pointers by the
+The bank (`exam.questions.bank`) and the probe miner (`exam.questions.probes`) both split a total over pointers by the
 largest-remainder rule; the bank then allocates questions to cases with a min-cost max-flow so the
 bank's pointer mix is as close to its target as the eligible facts allow.
 """

@@ -9,7 +9,7 @@ fewer questions than asked, one sentence says what was asked, what was built and
 (`RunCases.shortfall`); it is printed with the cases and kept beside the bank (``exam_bank_shortfall.txt``),
 where the report reads it (`shortfall_of_run`).
 
-Imported sessions are cut where the run's ``cut`` parameter says (`exam.cuts`: ``capacity`` by default,
+Imported sessions are cut where the run's ``cut`` parameter says (`exam.questions.cuts`: ``capacity`` by default,
 where the uncompacted request first outgrows W − O; ``end``; ``recorded``); one row per imported session
 says where it was cut, how many questions it gave and, when none, why (``exam_sessions.parquet``,
 `RunCases.sessions_table`).

@@ -464,7 +464,7 @@ def get_reader(name: str, **kwargs: Any) -> Reader:
     """Return the reader registered under `name` (`READERS`): ``verbatim``, ``searcher`` or ``model``.
 
     ``verbatim`` is the closed-book retention ceiling and ``searcher`` the open-book stand-in: both are
-    stand-ins and say so. ``model`` is a real model (`exam.model_reader.ModelReader`; pass ``model=`` its
+    stand-ins and say so. ``model`` is a real model (`exam.readers.model.ModelReader`; pass ``model=`` its
     configuration), labelled with the model's name. Keyword arguments a reader does not take are ignored,
     so one call serves every reader (a factory taking ``**options`` receives them all and picks its own).
 

@@ -13,8 +13,8 @@ Open book
     ``tool_choice`` ``none`` asks for the answer. Every call is recorded.
 Next action (the continuation exam)
     `ModelReader.next_action`: the projection as the agent's next request
-    (`exam.next_action.action_messages`) with the shape's tools and ``tool_choice`` ``required``;
-    the model's first tool call is the step it takes (`exam.next_action.PredictedCall`).
+    (`exam.actions.next_action.action_messages`) with the shape's tools and ``tool_choice`` ``required``;
+    the model's first tool call is the step it takes (`exam.actions.next_action.PredictedCall`).
 
 `normalise_answer` reads an answer the way a grader would; usage is the provider's own (prompt +
 completion tokens over every round), not a size estimate.
@@ -185,7 +185,7 @@ class ModelReader:
         Parameters
         ----------
         messages : list of dict
-            The request's messages (`exam.next_action.action_messages` of the projection's); tool
+            The request's messages (`exam.actions.next_action.action_messages` of the projection's); tool
             messages without a call id are sent as user messages, as every request of this reader.
         shape_tools : sequence of dict
             The call shape's tool definitions, offered with ``tool_choice`` `action_tool_choice`.

@@ -1,6 +1,6 @@
 """The reader interface: what a reader is sent for one question and what it answers.
 
-Every reader — the offline stand-ins (`exam.readers`) and the model reader (`exam.model_reader`) —
+Every reader — the offline stand-ins (`exam.readers`) and the model reader (`exam.readers.model`) —
 gets the projection's chat messages, the question as the final user message (`question_message`:
 the question, `QUESTION_INSTRUCTION`, then the round's wording) and, on the open arm, the
 open-book tools (`Tool`); it returns a `ReaderAnswer` (the answer, every `ToolCall` it made).

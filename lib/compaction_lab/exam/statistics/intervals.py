@@ -72,7 +72,7 @@ def clopper_pearson(k: float, n: float, confidence: float = 0.95) -> tuple[float
 
     Equals `scipy.stats.binomtest(k, n).proportion_ci(confidence, method="exact")`
     (computed from the beta quantiles directly, `betaincinv`: the coverage simulation calls it thousands of times).
-    The quantiles take fractional counts too: `exam.power` counts draws as their effective answers.
+    The quantiles take fractional counts too: `exam.statistics.power` counts draws as their effective answers.
     """
     if n <= 0:
         return float("nan"), float("nan")

@@ -462,7 +462,7 @@ def _resolve_tail_starts(meta: dict[str, Any], first_record: Mapping[str, Any]) 
     """Resolve each recorded compaction's kept tail (``tail_start_id``, a message id) to a record.
 
     The tail is given as the entry id and source order of that message's first record, where strategies read
-    it (`strategies.opencode`).
+    it (`strategies.arms.opencode`).
     """
     for c in meta.get("compactions", ()):
         rec = first_record.get(c.get("tail_start_message_id"))

@@ -46,7 +46,7 @@ OVER_WINDOW = "over window (not sendable)"
 SENDABLE = "sendable"
 
 #: The parts figure 11 splits each compaction's later tool calls into, in stacking order, one per class of
-#: exact repeat (`exam.rediscovery.CALL_CLASSES`) and the calls that repeat nothing.
+#: exact repeat (`exam.actions.rediscovery.CALL_CLASSES`) and the calls that repeat nothing.
 REPEAT_PARTS: dict[str, str] = {
     "rediscovery (a lookup whose output was dropped)": "#e45756",
     "repeat, earlier output kept": "#f58518",
@@ -247,7 +247,7 @@ def fig11_rediscovery(
     """Figure 11: per recorded compaction, the tool calls after it and which of them repeat one made before.
 
     One bar per compaction: its tool calls until the next compaction or the session's end, split by the
-    class of each exact repeat (same tool, identical canonical arguments; `exam.rediscovery.CALL_CLASSES`):
+    class of each exact repeat (same tool, identical canonical arguments; `exam.actions.rediscovery.CALL_CLASSES`):
     rediscoveries (a lookup whose earlier output was dropped), repeats whose earlier output was kept, state
     checks (re-run to see the state now), other repeats, and the calls that repeat nothing. The label gives
     the rediscoveries, the tokens their outputs added and what those cost (`priced_as` in the subtitle).

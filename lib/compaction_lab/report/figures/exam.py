@@ -221,7 +221,7 @@ def fig3_recall_tokens(recall: pd.DataFrame, *, width: int = 260) -> alt.HConcat
     Parameters
     ----------
     recall : DataFrame
-        `exam.stats.recall_table` output (strategy_label, retained, n, projection_tokens; over_window,
+        `exam.statistics.stats.recall_table` output (strategy_label, retained, n, projection_tokens; over_window,
         n_sessions, n_records, ci_method when present).
     """
     if recall.empty or not (recall["n"] > 0).any():
@@ -440,7 +440,7 @@ def sensitivity_mix(sens: pd.DataFrame, *, width: int = 480) -> alt.Chart:
     Parameters
     ----------
     sens : DataFrame
-        `exam.stats.sensitivity_table` output (s, default, strategy_label, recall, rank).
+        `exam.statistics.stats.sensitivity_table` output (s, default, strategy_label, recall, rank).
     """
     if sens.empty:
         return no_data(title_of("sensitivity_mix"))
@@ -509,7 +509,7 @@ def fig_recorded(table: pd.DataFrame, *, width: int = 420) -> alt.Chart:
     Parameters
     ----------
     table : DataFrame
-        `exam.recorded.comparison_table` (case_id, agent, model, strategy_label,
+        `exam.exams.recorded.comparison_table` (case_id, agent, model, strategy_label,
         recorded, own_agent, recall, ci_low, ci_high, retained, n; over_window,
         pool_retained, pool_n, pool_recall, n_records, ci_method when present).
     """

@@ -32,7 +32,7 @@ def fig9_open_book(outcomes: pd.DataFrame, *, width: int = 520) -> alt.Chart:
     Parameters
     ----------
     outcomes : DataFrame
-        `exam.open_book.outcome_table` (index round; columns arm, search,
+        `exam.exams.open_book.outcome_table` (index round; columns arm, search,
         reader, one count column per outcome). A ``decoy_abstained`` of <NA>
         (only a stand-in answered the decoys) draws no bar; the subtitle says
         `DECOYS_NOT_MEASURED`.

@@ -1,7 +1,7 @@
 """Questions mined from anyone's own sessions: identifiers, paths, numbers, error strings, quoted values.
 
 The synthetic bank asks about facts the generator planted; a user's own
-sessions have no ledger, so `exam.probes` mines one. From every record of the
+sessions have no ledger, so `exam.questions.probes` mines one. From every record of the
 *covered part* (``source_order < tail_start``, the history a compaction
 replaces) it extracts values by kind-specific rules (`EXTRACTION_RULES`), keeps those a
 reader could only know from memory and that a question can single out, asks a
