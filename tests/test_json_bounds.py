@@ -55,9 +55,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("ingest/synthetic/_manifest.py", "read_manifest"): "the manifest the synthetic generator wrote",
     ("ingest/synthetic/_manifest.py", "read_chains"): "facts.jsonl the synthetic generator wrote",
     ("endpoints/standin.py", "stand_in_client"): "the stand-in endpoint reads the request the suite's client sent",
-    ("endpoints/ledger.py", "Ledger.lookup"): "ledger rows the suite wrote (responses stored after a bounded parse)",
-    ("endpoints/ledger.py", "Ledger.request"): "ledger rows the suite wrote (requests it built)",
+    ("store/ledger.py", "Ledger.lookup"): "ledger rows the suite wrote (responses stored after a bounded parse)",
+    ("store/ledger.py", "Ledger.request"): "ledger rows the suite wrote (requests it built)",
     ("store/checkpoints.py", "CheckpointStore._row"): "checkpoint rows the suite wrote (projections, receipts)",
+    ("store/checkpoints.py", "_stored_receipt"): "checkpoint receipts the suite wrote (an older row's keys renamed)",
     ("run/plan.py", "Plan.as_dict"): "DataFrame.to_json output read straight back",
     ("run/kernel.py", "warm_code"): "a notebook the package ships",
 }

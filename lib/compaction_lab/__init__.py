@@ -6,9 +6,9 @@ from its own stage or an earlier one (``tests/test_imports.py`` checks it, lazy 
 ``core/``         records and sessions, projections, the report tokenizer, paths, the run folder's layout,
                   the one registry pattern
 ``privacy/``      redaction and secret masking
-``store/``        SQLite checkpoints and the archive of originals
+``store/``        the ledger of model calls, checkpoints, the memo and the archive of originals
 ``engine/``       where heavy work runs (this process or a Dask cluster)
-``endpoints/``    OpenAI-compatible model endpoints, price tables, usage, the call ledger
+``endpoints/``    OpenAI-compatible model endpoints, providers, price tables, the dry run's stand-in
 ``ingest/``       agent logs and synthetic chains -> sessions (``sources``: a run's sessions)
 ``tally/``        token tallies and what fills the window (the workers' tasks, the composition tables)
 ``summarize/``    summarizers: who writes summaries (none, the extractive stand-in, a model)

@@ -176,7 +176,7 @@ def test_checkpoints_db_that_is_not_a_checkpoint_database_is_a_clear_error(tmp_p
 
 
 def test_a_ledger_that_is_a_folder_is_named(tmp_path):
-    from compaction_lab.endpoints.ledger import Ledger
+    from compaction_lab.store.ledger import Ledger
 
     with pytest.raises(paths.StoragePathError, match=f"ledger {tmp_path} is a folder"):
         Ledger(tmp_path)

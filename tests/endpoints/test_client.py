@@ -32,7 +32,7 @@ from compaction_lab.endpoints import (
 )
 from compaction_lab.endpoints.client import full_body
 from compaction_lab.endpoints.config import SECRETS_MESSAGE
-from compaction_lab.endpoints.ledger import Ledger
+from compaction_lab.store.ledger import Ledger
 from tests.fake_openai_server import FakeOpenAIServer, Scripted, completion, error_body
 
 KEY_ENV = "COMPACTION_LAB_TEST_KEY"

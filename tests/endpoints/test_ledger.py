@@ -13,7 +13,7 @@ import pytest
 
 from compaction_lab.core import paths
 from compaction_lab.endpoints import ChatClient, ModelConfig, Usage, prices
-from compaction_lab.endpoints.ledger import CALL_COLUMNS, SCHEMA_VERSION, Ledger, open_ledger
+from compaction_lab.store.ledger import CALL_COLUMNS, SCHEMA_VERSION, Ledger, open_ledger
 from tests.fake_openai_server import FakeOpenAIServer, Scripted, completion
 
 REQUEST = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 0.0}
@@ -160,7 +160,7 @@ def test_two_clients_in_two_processes_send_an_identical_request_once(tmp_path):
         """
         import sys
         from compaction_lab.endpoints import ChatClient, ModelConfig
-        from compaction_lab.endpoints.ledger import Ledger
+        from compaction_lab.store.ledger import Ledger
         c = ChatClient(ModelConfig(base_url=sys.argv[1], model="m", api_key_env=""), ledger=Ledger(sys.argv[2]))
         print(c.complete({"messages": [{"role": "user", "content": "same"}]}, purpose="t").content)
         """
@@ -218,7 +218,7 @@ def test_unknown_price_table_fails_at_construction(tmp_path):
 
 _WRITER = textwrap.dedent("""
     import pathlib, sys, time
-    from compaction_lab.endpoints.ledger import Ledger
+    from compaction_lab.store.ledger import Ledger
     from compaction_lab.endpoints import Usage
     ledger = Ledger(sys.argv[1])
     tag, n = sys.argv[2], int(sys.argv[3])

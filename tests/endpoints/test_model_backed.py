@@ -242,7 +242,7 @@ def test_model_profile_runs_labels_the_model_and_leaks_no_key(server, tmp_path, 
     assert "model reader: fake-model" in (d / "03_closed_book_exam.html").read_text()
     ledger_cache = pd.read_parquet(d / "cache_ledger.parquet")
     assert len(ledger_cache) >= 1 and (ledger_cache["measured_input"] > 0).all()
-    from compaction_lab.endpoints.ledger import open_ledger
+    from compaction_lab.store.ledger import open_ledger
 
     calls = open_ledger(ledger).calls()
     assert (calls["status"] == "done").all() and len(calls) == server.count()

@@ -20,13 +20,13 @@ import pytest
 from compaction_lab import strategies
 from compaction_lab.endpoints import shared
 from compaction_lab.endpoints.client import parse_choice
-from compaction_lab.endpoints.ledger import open_ledger
 from compaction_lab.exam import readers
 from compaction_lab.exam.actions import next_action
 from compaction_lab.exam.exams import continuation
 from compaction_lab.ingest import synthetic
 from compaction_lab.ingest.sources import Sources
 from compaction_lab.run import plan
+from compaction_lab.store.ledger import open_ledger
 from tests.llm_server import MODEL_ALIAS, model_config
 
 pytestmark = pytest.mark.slow

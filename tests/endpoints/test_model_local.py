@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 
 from compaction_lab import cli, strategies, summarize
-from compaction_lab.endpoints.ledger import open_ledger
 from compaction_lab.exam import readers
 from compaction_lab.exam.exams import closed
 from compaction_lab.exam.questions import bank
 from compaction_lab.ingest import synthetic
 from compaction_lab.run import runner
+from compaction_lab.store.ledger import open_ledger
 from compaction_lab.strategies import CompactionContext
 from tests.llm_server import MODEL_ALIAS, model_config
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from compaction_lab.core import paths
 from compaction_lab.core.tokens import count_tokens
 from compaction_lab.endpoints import standin
 from compaction_lab.endpoints.client import ChatClient, parse_choice, parse_usage
 from compaction_lab.endpoints.config import ModelConfig
-from compaction_lab.endpoints.ledger import open_ledger
+from compaction_lab.store.ledger import open_ledger
 from tests.fake_openai_server import FakeOpenAIServer
 
 
@@ -26,7 +27,7 @@ def test_the_stand_in_reply_is_a_chat_completion_of_max_tokens():
 def test_a_client_in_a_dry_run_sends_nothing_needs_no_key_and_writes_only_the_copy(tmp_path, monkeypatch):
     dry = tmp_path / "dry"
     dry.mkdir()
-    monkeypatch.setenv(standin.DRY_RUN_ENV, str(dry))
+    monkeypatch.setenv(paths.DRY_RUN_ENV, str(dry))
     monkeypatch.delenv("PLAN_TEST_KEY", raising=False)
     real_ledger = tmp_path / "real.sqlite"
     with FakeOpenAIServer() as server:

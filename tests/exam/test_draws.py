@@ -10,13 +10,13 @@ import pytest
 
 from compaction_lab import summarize
 from compaction_lab.endpoints import shared
-from compaction_lab.endpoints.ledger import open_ledger
 from compaction_lab.exam.exams import closed
 from compaction_lab.exam.readers import VerbatimReader
 from compaction_lab.exam.readers.model import ModelReader
 from compaction_lab.exam.statistics import power, stats
 from compaction_lab.ingest import synthetic
 from compaction_lab.run import params, runner
+from compaction_lab.store.ledger import open_ledger
 from compaction_lab.strategies import CompactionContext
 from tests.fake_openai_server import FakeOpenAIServer
 from tests.helpers import case_at_end

@@ -15,9 +15,8 @@ import pandas as pd
 import pytest
 
 from compaction_lab.core.fingerprints import canonical_json
+from compaction_lab.core.usage import Usage
 from compaction_lab.endpoints import shared
-from compaction_lab.endpoints.ledger import open_ledger
-from compaction_lab.endpoints.usage import Usage
 from compaction_lab.exam.actions import next_action
 from compaction_lab.exam.actions.next_action import PredictedCall
 from compaction_lab.exam.exams import continuation
@@ -29,6 +28,7 @@ from compaction_lab.exam.types import Case
 from compaction_lab.ingest import synthetic
 from compaction_lab.ingest.sources import Sources
 from compaction_lab.run import plan
+from compaction_lab.store.ledger import open_ledger
 from compaction_lab.summarize.endpoint import TOOL_OUTPUT_PREFIX
 from tests.fake_openai_server import FakeOpenAIServer, Scripted, completion
 from tests.helpers import make_session

@@ -11,8 +11,8 @@ import yaml
 from compaction_lab.endpoints import shared
 from compaction_lab.endpoints.client import ChatClient
 from compaction_lab.endpoints.config import ModelConfig
-from compaction_lab.endpoints.ledger import open_ledger
 from compaction_lab.run import chain, plan, runner
+from compaction_lab.store.ledger import open_ledger
 from tests.fake_openai_server import FakeOpenAIServer
 
 #: One short synthetic chain, compacted at a small window: what both dry runs here plan on.

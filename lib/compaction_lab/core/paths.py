@@ -70,6 +70,18 @@ def archive_path() -> Path:
     return Path(env).expanduser().resolve() if env else DATA_DIR / "archive" / "originals.sqlite"
 
 
+#: Set (to a folder) in a dry run: every model client answers from a stand-in and every ledger opened is
+#: ``<folder>/ledger.sqlite`` (a copy of the real one): a stand-in answer is never recorded where a real
+#: run would reuse it (`compaction_lab.run.plan`).
+DRY_RUN_ENV = "COMPACTION_LAB_DRY_RUN"
+
+
+def dry_run_folder() -> Path | None:
+    """Return the dry run's folder when this process is in one, else None."""
+    value = os.environ.get(DRY_RUN_ENV, "").strip()
+    return Path(value) if value else None
+
+
 def ledger_path() -> Path:
     """Return the SQLite ledger of model calls (it holds requests and responses: keep it out of git)."""
     env = os.environ.get("COMPACTION_LAB_LEDGER")

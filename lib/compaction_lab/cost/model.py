@@ -702,8 +702,8 @@ def ledger_calls_for(projections: Mapping[tuple[str, str], Projection], model: A
     if not model:
         return []
     from compaction_lab.endpoints.client import full_body, request_fingerprint
-    from compaction_lab.endpoints.ledger import open_ledger
     from compaction_lab.endpoints.shared import config_of
+    from compaction_lab.store.ledger import open_ledger
     from compaction_lab.summarize.endpoint import wire_body
 
     cfg = config_of(model)
@@ -773,8 +773,8 @@ def cache_shape_experiment_live(session: Session, call_shape: CallShape, model: 
     from dataclasses import replace as dc_replace
 
     from compaction_lab.endpoints.client import ChatClient
-    from compaction_lab.endpoints.ledger import open_ledger
     from compaction_lab.endpoints.shared import config_of
+    from compaction_lab.store.ledger import open_ledger
     from compaction_lab.summarize.endpoint import wire_messages
 
     cfg = dc_replace(config_of(model), reuse=False)

@@ -3,7 +3,7 @@
 `ModelConfig` says which endpoint, model and key variable; `ChatClient` sends
 chat-completions bodies (with the openai package's own retries), reuses
 recorded responses for identical requests and records every call in
-`compaction_lab.endpoints.ledger`. See `compaction_lab.endpoints.client` for the retry
+`compaction_lab.store.ledger`. See `compaction_lab.endpoints.client` for the retry
 rules and how the API key is kept out of logs, errors and the ledger. Beside them: the providers
 (`providers`), the price tables calls are billed with (`prices`), usage (`usage`), the dry run's stand-in
 endpoint (`standin`) and the local llama.cpp server (`local`).

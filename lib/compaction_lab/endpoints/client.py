@@ -2,7 +2,7 @@
 
 `ChatClient.complete` sends one chat-completions body (the client adds the
 config's model and temperature) and returns a `Completion`; every call is
-recorded in the ledger (`compaction_lab.endpoints.ledger`), and with ``reuse``
+recorded in the ledger (`compaction_lab.store.ledger`), and with ``reuse``
 on a request already ``done`` is answered from it. Retries are left to the
 ``openai`` package; its final exception is mapped to `AuthError`,
 `ProviderTimeout`, `EndpointUnreachable`, `RateLimited`, `BadResponse` or
@@ -27,18 +27,18 @@ from typing import TYPE_CHECKING, Any
 
 import openai
 
-from compaction_lab.core import bounded_json
+from compaction_lab.core import bounded_json, paths
 from compaction_lab.core.fingerprints import sha256_json  # the form SummaryRequest.fingerprint hashes
+from compaction_lab.core.usage import Usage
 from compaction_lab.endpoints import prices as prices_mod
 from compaction_lab.endpoints import standin
 from compaction_lab.endpoints.config import ModelConfig
-from compaction_lab.endpoints.ledger import open_ledger
-from compaction_lab.endpoints.usage import Usage
 from compaction_lab.privacy.credentials import url_credentials
 from compaction_lab.privacy.secrets import install_log_masking, mask_message, mask_stored, mask_url, register_secret
+from compaction_lab.store.ledger import open_ledger
 
 if TYPE_CHECKING:
-    from compaction_lab.endpoints.ledger import Ledger
+    from compaction_lab.store.ledger import Ledger
 
 log = logging.getLogger("compaction_lab.endpoints")
 
@@ -281,7 +281,7 @@ class ChatClient:
             register_secret(form)
         env = os.environ if environ is None else environ
         # A dry run (compaction_lab.run.plan) answers from a stand-in transport: nothing is sent, no key is needed.
-        self._dry_run = standin.dry_run_folder()
+        self._dry_run = paths.dry_run_folder()
         if config.api_key_env and self._dry_run is None:
             key = env.get(config.api_key_env) or ""
             if not key.strip():

@@ -27,7 +27,7 @@ def config_of(model: Any) -> Any:
 def get_client(model: Any) -> Any:
     """Return the process's `ChatClient` for this configuration (made once, with its ledger)."""
     from compaction_lab.endpoints.client import ChatClient
-    from compaction_lab.endpoints.ledger import open_ledger
+    from compaction_lab.store.ledger import open_ledger
 
     cfg = config_of(model)
     with _LOCK:

@@ -1,24 +1,19 @@
 """The dry run's stand-in endpoint: what a model client answers with when a run is only being planned.
 
-`compaction_lab.run.plan` runs a profile's notebooks with `DRY_RUN_ENV` set to a
+`compaction_lab.run.plan` runs a profile's notebooks with `core.paths.DRY_RUN_ENV` set to a
 folder. In that state every `ChatClient` (`compaction_lab.endpoints.client`)
 talks to `stand_in_client` instead of its endpoint -- the HTTP library's own
 ``MockTransport``, so nothing leaves the machine and no key is needed -- and
-every ledger opened is the folder's copy (`compaction_lab.endpoints.ledger.open_ledger`).
+every ledger opened is the folder's copy (`compaction_lab.store.ledger.open_ledger`).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-
-#: Set (to a folder) in a dry run: every model client answers from `stand_in_client` and every
-#: ledger opened is ``<folder>/ledger.sqlite`` (a copy of the real one).
-DRY_RUN_ENV = "COMPACTION_LAB_DRY_RUN"
 
 #: Reply length when a request sets no ``max_tokens``.
 DEFAULT_REPLY_TOKENS = 256
@@ -31,12 +26,6 @@ _STAND_IN_TOKEN = " x"
 
 #: Fingerprints of requests a dry run found answered in the ledger, one per line, in the dry run's folder.
 REUSED_FILE = "reused.txt"
-
-
-def dry_run_folder() -> Path | None:
-    """Return the dry run's folder when this process is in one, else None."""
-    value = os.environ.get(DRY_RUN_ENV, "").strip()
-    return Path(value) if value else None
 
 
 def note_reused(folder: Path, fingerprint: str) -> None:
@@ -123,9 +112,7 @@ def stand_in_client() -> Any:
 
 __all__ = [
     "DEFAULT_REPLY_TOKENS",
-    "DRY_RUN_ENV",
     "REUSED_FILE",
-    "dry_run_folder",
     "note_reused",
     "reused_fingerprints",
     "stand_in_client",

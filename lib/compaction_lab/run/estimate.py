@@ -284,9 +284,9 @@ def estimate_run(profile: Any, *, overrides: Mapping[str, Any] | None = None) ->
     rows = pd.DataFrame(list(counts.requests.values()), columns=["purpose", "prompt_tokens", "output_tokens"])
     currency = None
     if cfg.price_table:
+        from compaction_lab.core.usage import Usage
         from compaction_lab.endpoints import prices
         from compaction_lab.endpoints.client import price_usage
-        from compaction_lab.endpoints.usage import Usage
 
         table = prices.load_price_table(cfg.price_table)
         currency = table.currency

@@ -35,7 +35,8 @@ from typing import Any
 import pandas as pd
 
 from compaction_lab.core import processes
-from compaction_lab.endpoints.standin import DRY_RUN_ENV, reused_fingerprints
+from compaction_lab.core.paths import DRY_RUN_ENV
+from compaction_lab.endpoints.standin import reused_fingerprints
 from compaction_lab.privacy.secrets import mask_url
 from compaction_lab.run.chain import model_notebooks
 from compaction_lab.store.checkpoints import CHECKPOINTS_ENV
@@ -226,9 +227,9 @@ def plan_run(profile: Any, *, overrides: Mapping[str, Any] | None = None, progre
     """
     from compaction_lab.core import paths
     from compaction_lab.endpoints import providers, shared
-    from compaction_lab.endpoints.ledger import open_ledger
     from compaction_lab.run import runner
     from compaction_lab.store import checkpoints
+    from compaction_lab.store.ledger import open_ledger
 
     prof = runner.load_profile(profile) if isinstance(profile, (str, Path)) else profile
     prof = providers.resolve_profile(prof.with_parameters(dict(overrides or {})))

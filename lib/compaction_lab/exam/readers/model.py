@@ -38,7 +38,7 @@ from compaction_lab.exam.types import NOT_FOUND, Question
 from compaction_lab.summarize.endpoint import wire_messages
 
 if TYPE_CHECKING:
-    from compaction_lab.endpoints.usage import Usage
+    from compaction_lab.core.usage import Usage
 
 #: Cap on an answer: exact values are short.
 ANSWER_TOKENS = 64

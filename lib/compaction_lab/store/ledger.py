@@ -29,7 +29,7 @@ import pandas as pd
 from compaction_lab.core import paths
 from compaction_lab.core.fingerprints import canonical_json  # the fingerprints' form: stored JSON re-hashes identically
 from compaction_lab.core.processes import pid_alive
-from compaction_lab.endpoints.usage import Usage
+from compaction_lab.core.usage import Usage
 from compaction_lab.privacy.secrets import mask_message, mask_stored, mask_url
 from compaction_lab.store.sqlite import immediate  # one write transaction for both stores
 
@@ -480,9 +480,7 @@ def open_ledger(path: str | Path | None = None) -> Ledger:
     In a dry run (`compaction_lab.run.plan`) every ledger is the dry run's copy, whatever the
     path: a stand-in answer must never be recorded where a real run would reuse it.
     """
-    from compaction_lab.endpoints.standin import dry_run_folder
-
-    dry = dry_run_folder()
+    dry = paths.dry_run_folder()
     if dry is not None:
         return Ledger(dry / "ledger.sqlite")
     return Ledger(path if path is not None else paths.ledger_path())
