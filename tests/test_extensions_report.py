@@ -3,7 +3,7 @@
 A copy of the library gets four new files and nothing else: a strategy in ``strategies/arms/``, an importer
 in ``ingest/importers/``, an exam in ``exam/exams/`` and a figure in ``report/figures/``. A run of the chain
 on that copy (``compaction-lab run``, the ``my_sessions`` profile on a folder holding a log in the new format
-and a public Claude Code session) shows each in its ``report.html``: the strategy in the headline and in
+and the public pi session, whose recorded compactions are where the exams cut) shows each in its ``report.html``: the strategy in the headline and in
 figure 8, the importer's sessions counted, the exam's block, the figure in the gallery. Removing the four
 files and running again shows none of them. No file of the library is edited: the copy is the library plus
 the four files, byte for byte otherwise.
@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from compaction_lab.core.paths import REPO_ROOT
+from tests.report.test_my_sessions import LIGHTER
 
 STRATEGY = "keep-last-two"
 FORMAT = "toy_log"
@@ -132,7 +133,7 @@ def _sessions(folder: Path) -> Path:
     lines = [("user", "fix the flaky test in tests/test_orders.py"), ("agent", "looking at it"), ("user", "thanks")]
     text = "".join(json.dumps({"toy": r, "say": t}) + "\n" for r, t in lines)
     (folder / "chat.jsonl").write_text(text, encoding="utf-8")
-    shutil.copytree(REPO_ROOT / "tests" / "fixtures" / "public" / "claude-code", folder / "claude-code")
+    shutil.copytree(REPO_ROOT / "tests" / "fixtures" / "public" / "pi", folder / "pi")
     return folder
 
 
@@ -141,6 +142,7 @@ def _run(repo: Path, sessions: Path, results: Path, name: str) -> Path:
     env = {**os.environ, "PYTHONPATH": str(repo / "lib")}
     cmd = [sys.executable, "-m", "compaction_lab.cli", "run", "--profile", "my_sessions"]
     cmd += ["--set", f"session_paths=[{sessions}]", "--results", str(results), "--name", name]
+    cmd += [arg for key, value in LIGHTER.items() for arg in ("--set", f"{key}={value}")]
     done = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return results / name

@@ -460,7 +460,7 @@ def test_the_package_loads_the_openai_client_only_when_a_name_needs_it():
     code = (
         "import sys\n"
         "import compaction_lab.endpoints as e\n"
-        "from compaction_lab.endpoints import providers, prices, ledger\n"
+        "from compaction_lab.endpoints import providers, prices\nfrom compaction_lab.store import ledger\n"
         "assert 'openai' not in sys.modules, 'imported early'\n"
         "assert sorted(e.__all__) == sorted(e._EXPORTS)\n"
         "from compaction_lab.endpoints import ChatClient\n"

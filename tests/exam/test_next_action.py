@@ -18,9 +18,9 @@ from compaction_lab.core.fingerprints import canonical_json
 from compaction_lab.core.usage import Usage
 from compaction_lab.endpoints import shared
 from compaction_lab.exam.actions import next_action
+from compaction_lab.exam.actions.keys import ContinuationCase
 from compaction_lab.exam.actions.next_action import PredictedCall
 from compaction_lab.exam.exams import continuation
-from compaction_lab.exam.exams.continuation import ContinuationCase
 from compaction_lab.exam.grading import normalise
 from compaction_lab.exam.questions import cases as exam_cases
 from compaction_lab.exam.readers.model import ACTION_TOKENS, ModelReader

@@ -497,3 +497,18 @@ def test_saved_html_is_what_altair_writes_inline(tmp_path, fig2_inputs):
     theme.use_theme()
     chart.save(tmp_path / "altair.html", format="html", inline=True, json_kwds={"cls": theme._ScriptSafeEncoder})
     assert (tmp_path / "ours.html").read_bytes() == (tmp_path / "altair.html").read_bytes()
+
+
+def test_a_notebook_shows_a_chart_over_altairs_row_limit():
+    """A figure of one long session (figure 7: a row per segment) is displayed in the notebook, as it is saved."""
+    import altair as alt
+    import pandas as pd
+
+    from compaction_lab.report import theme
+
+    chart = alt.Chart(pd.DataFrame({"x": range(6_000)})).mark_point().encode(x="x:Q")
+    with alt.data_transformers.enable("default"):
+        with pytest.raises(alt.MaxRowsError):
+            chart.to_dict()
+        theme.setup_notebook()
+        assert len(chart.to_dict()["datasets"][next(iter(chart.to_dict()["datasets"]))]) == 6_000

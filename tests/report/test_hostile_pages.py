@@ -431,7 +431,7 @@ def test_importers_take_any_identifier(values, tmp_path_factory):
     if src is None:
         return
     # Each file gave its sessions (Claude Code two: the main one and the sidechain) or was skipped.
-    report_ = src.report
+    report_ = src.audit
     assert report_.files + len({s.path for s in report_.skipped if s.line is None}) == 3, report_.summary()
     out = tmp_path_factory.mktemp("run")
     sources.save(src, out)

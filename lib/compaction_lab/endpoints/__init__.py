@@ -5,7 +5,7 @@ chat-completions bodies (with the openai package's own retries), reuses
 recorded responses for identical requests and records every call in
 `compaction_lab.store.ledger`. See `compaction_lab.endpoints.client` for the retry
 rules and how the API key is kept out of logs, errors and the ledger. Beside them: the providers
-(`providers`), the price tables calls are billed with (`prices`), usage (`usage`), the dry run's stand-in
+(`providers`), the price tables calls are billed with (`prices`), the dry run's stand-in
 endpoint (`standin`) and the local llama.cpp server (`local`).
 """
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 #: Where each name of the package is defined. They are loaded when first used: the client imports the
 #: openai package (about a second), which a run that calls no model (and its submodules: providers,
-#: prices, the ledger) need not pay.
+#: prices) need not pay.
 _EXPORTS = {
     "AuthError": "client",
     "BadResponse": "client",

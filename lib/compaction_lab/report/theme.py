@@ -284,9 +284,14 @@ def use_theme() -> None:
 
 
 def setup_notebook() -> None:
-    """Theme plus the PNG-carrying renderer; call once at the top of a notebook."""
+    """Theme plus the PNG-carrying renderer; call once at the top of a notebook.
+
+    The notebook shows a chart as its figure file holds it: a table over Altair's 5,000-row limit (one
+    long session's segments in figure 7) is drawn, as `save_chart` draws it, not refused.
+    """
     use_theme()
     alt.renderers.enable(RENDERER)
+    alt.data_transformers.disable_max_rows()
 
 
 #: A chart too small to matter, drawn once to start vl-convert's engine.

@@ -30,7 +30,7 @@ from compaction_lab.exam.grading import normalise
 
 if TYPE_CHECKING:
     from compaction_lab.core.projection import Projection
-    from compaction_lab.exam.exams.continuation import ContinuationCase
+    from compaction_lab.exam.actions.keys import ContinuationCase
 
 #: The ledger purpose of a next-action request (`plan` counts them by it).
 ACTION_PURPOSE = "exam:continuation"
@@ -73,7 +73,7 @@ class PredictedCall:
         The function's name, as the model wrote it.
     arguments : str
         Canonical JSON of the arguments (`core.fingerprints.canonical_json`: the form
-        `continuation.NextAction.arguments` is in), or the raw text when it is not JSON (cut short by
+        `keys.NextAction.arguments` is in), or the raw text when it is not JSON (cut short by
         ``max_tokens``, or malformed).
     raw : str
         The arguments exactly as the model sent them.

@@ -32,6 +32,7 @@ from compaction_lab.core.session import Record, Session
 from compaction_lab.exam import found, readers
 from compaction_lab.exam.actions import next_action, rediscovery
 from compaction_lab.exam.actions.calls import agent_calls, canonical_arguments
+from compaction_lab.exam.actions.keys import ContinuationCase, NextAction
 from compaction_lab.exam.actions.targets import CATEGORIES, SessionHay, Target, session_hay, targets_of
 from compaction_lab.exam.exam import EXAMS, Exam, ExamParams, Source
 from compaction_lab.exam.exams import closed, recorded
@@ -63,65 +64,6 @@ VISIBLE_KINDS: frozenset[str] = frozenset({"user", "tool_output", "tool_call", "
 
 #: The blocks of cases: the closed book's, and the recorded compactions'.
 BLOCKS: tuple[str, ...] = ("closed", "recorded")
-
-
-@dataclass(frozen=True)
-class NextAction:
-    """One recorded tool call after the cut.
-
-    Attributes
-    ----------
-    rank : int
-        0 for the first call after the cut, up to K − 1.
-    source_order : int
-    entry_id : str
-    tool : str
-    arguments : str
-        Canonical JSON of the arguments (`calls.canonical_arguments`).
-    targets : tuple of Target
-    """
-
-    rank: int
-    source_order: int
-    entry_id: str
-    tool: str
-    arguments: str
-    targets: tuple[Target, ...] = ()
-
-    @property
-    def needed(self) -> tuple[Target, ...]:
-        """The targets scored (`Target.needed`)."""
-        return tuple(t for t in self.targets if t.needed)
-
-
-@dataclass(frozen=True)
-class ContinuationCase:
-    """A case of the closed book (or of the recorded block) with the key of what the agent did next.
-
-    Attributes
-    ----------
-    block : str
-        ``closed`` or ``recorded`` (`BLOCKS`).
-    case : Case
-        Its session, cut and tail (its questions are not asked here).
-    actions : tuple of NextAction
-        The next K tool calls from the cut on (fewer at a session's end; none when the cut is its end).
-    decoys : tuple of str
-        Look-alike objects that never existed in the session (empty for most cases).
-    """
-
-    block: str
-    case: Case
-    actions: tuple[NextAction, ...]
-    decoys: tuple[str, ...] = ()
-
-    @property
-    def needed(self) -> tuple[tuple[NextAction, Target], ...]:
-        """Every scored target, with its action, in action order."""
-        return tuple((a, t) for a in self.actions for t in a.needed)
-
-
-# --------------------------------------------------------------------------- the key
 
 
 def classify(
