@@ -231,3 +231,35 @@ def test_cli_exit_codes(shapes_dir: Path, capsys):
     assert cli.main(["verify", "--update", "--shapes", str(shapes_dir)]) == 0
     assert "verify: ok" in capsys.readouterr().out
     assert cli.main(["verify", "--shapes", str(shapes_dir)]) == 0
+
+
+def test_a_strategy_declares_the_rules_of_a_request_shape_of_its_own():
+    """A new request shape is checked from its strategy's registration, with no edit of verify/requests.py."""
+    from compaction_lab.strategies.base import STRATEGIES
+    from compaction_lab.verify import requests as verify_requests
+
+    rules = {"system_from": "own", "tools_from": "none", "instruction_at_end": True}
+    manifest = {"summary": {"toy": {"shape": "toy-shape", **rules}}}
+    unknown = [p for p in verify_requests.documented_problems(manifest) if p.startswith("summary.toy.")]
+    assert unknown == [
+        "summary.toy.shape: unknown request shape 'toy-shape' (known: "
+        + ", ".join(verify_requests.REQUEST_SHAPE_RULES)
+        + ")"
+    ]
+    STRATEGIES.add("toy", object(), listed=False, request_shape_rules={"toy-shape": rules})
+    try:
+        assert verify_requests.request_shape_rules()["toy-shape"] == rules
+        assert [p for p in verify_requests.documented_problems(manifest) if p.startswith("summary.toy.")] == []
+        broken = {"summary": {"toy": {"shape": "toy-shape", **rules, "tools_from": "call-shape"}}}
+        assert [p for p in verify_requests.documented_problems(broken) if p.startswith("summary.toy.")] == [
+            "summary.toy.tools_from: 'call-shape', a toy-shape request has 'none'"
+        ]
+    finally:
+        STRATEGIES.remove("toy")
+    clash = {"prefix-shared": {**verify_requests.REQUEST_SHAPE_RULES["prefix-shared"], "tools_from": "none"}}
+    STRATEGIES.add("toy", object(), listed=False, request_shape_rules=clash)
+    try:
+        with pytest.raises(ValueError, match="request shape 'prefix-shared': toy declares rules"):
+            verify_requests.request_shape_rules()
+    finally:
+        STRATEGIES.remove("toy")

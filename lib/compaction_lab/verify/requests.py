@@ -485,6 +485,25 @@ def documented_request_shapes() -> dict[str, str]:
     }
 
 
+def request_shape_rules() -> dict[str, Mapping[str, Any]]:
+    """Return every request shape's rules: `REQUEST_SHAPE_RULES`, and those a strategy declares.
+
+    A strategy whose request has a shape of its own declares its rules where it registers
+    (``STRATEGIES.add(..., request_shape="mine", request_shape_rules={"mine": {...}})``), so a new
+    request shape is checked without editing this module. A shape declared twice with different rules
+    is a ValueError naming it.
+    """
+    rules: dict[str, Mapping[str, Any]] = dict(REQUEST_SHAPE_RULES)
+    for entry in STRATEGIES.entries():
+        for shape, declared in (entry.meta.get("request_shape_rules") or {}).items():
+            if shape in rules and dict(rules[shape]) != dict(declared):
+                raise ValueError(
+                    f"request shape {shape!r}: {entry.name} declares rules that differ from the known ones"
+                )
+            rules[shape] = declared
+    return rules
+
+
 def documented_problems(manifest: Mapping[str, Any]) -> tuple[str, ...]:
     """Where a manifest breaks what the specs document (independent of any lock).
 
@@ -514,11 +533,11 @@ def documented_problems(manifest: Mapping[str, Any]) -> tuple[str, ...]:
     for name, entry in summary.items():
         if entry is None:
             continue
-        rules = REQUEST_SHAPE_RULES.get(entry["shape"])
+        known = request_shape_rules()
+        rules = known.get(entry["shape"])
         if rules is None:
             problems.append(
-                f"summary.{name}.shape: unknown request shape {entry['shape']!r} "
-                f"(known: {', '.join(REQUEST_SHAPE_RULES)})"
+                f"summary.{name}.shape: unknown request shape {entry['shape']!r} (known: {', '.join(known)})"
             )
             continue
         for key, want in rules.items():
@@ -713,6 +732,7 @@ __all__ = [
     "EXAM_PROJECTION",
     "MANIFEST_VERSION",
     "REQUEST_SHAPE_RULES",
+    "request_shape_rules",
     "RecordingSummarizer",
     "VERIFY_OUTPUT_CEILING",
     "VERIFY_PARAMS",
