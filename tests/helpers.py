@@ -113,3 +113,21 @@ class FakeSummarizer:
             raise self.error
         inp, cached, out = self.usage
         return SummaryResult(self.text, input_tokens=inp, cached_tokens=cached, output_tokens=out)
+
+
+def only_notebooks(profile, notebooks: tuple[str, ...]):
+    """`profile` cut down to `notebooks`: the parameters none of them declares dropped (they would be refused).
+
+    For a lighter run of a shipped profile in a test.
+    """
+    import dataclasses
+
+    from compaction_lab.run.params import declared_parameters
+
+    declared = {k for nb in notebooks for k in declared_parameters(nb)}
+    return dataclasses.replace(
+        profile,
+        notebooks=tuple(notebooks),
+        parameters={k: v for k, v in profile.parameters.items() if k in declared},
+        notebook_parameters={nb: ps for nb, ps in profile.notebook_parameters.items() if nb in notebooks},
+    )

@@ -269,10 +269,6 @@ def test_registry_and_tables():
     assert get_simulator("deepseek", unit=128).unit == 128
     with pytest.raises(ValueError, match="deepseek"):
         get_simulator("gemini")
-    claude = cache.simulator_for_table(load_price_table("claude-sonnet-4-6"))
-    assert isinstance(claude, AnthropicCache) and claude.ttl == "5m" and claude.min_tokens == 1024
-    assert isinstance(cache.simulator_for_table(load_price_table("gpt-4.1")), OpenAICache)
-    assert cache.simulator_for_table(load_price_table("deepseek-flash")).unit == 64
 
 
 # --------------------------------------------------------------------------- the request

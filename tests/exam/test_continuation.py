@@ -140,4 +140,4 @@ def test_the_params_refuse_a_meaningless_k_or_share():
 def test_the_continuation_exam_is_registered_for_notebook_07():
     assert "continuation" in exam.names()
     assert exam.EXAMS.entry("continuation").meta["notebook"] == "06_continuation_exam"
-    assert exam.defaults_for("continuation")["continuation_k"] == 5
+    assert exam.get("continuation").defaults()["continuation_k"] == 5

@@ -265,7 +265,7 @@ def test_gathered_sessions_get_a_temporary_archive_for_the_open_book(tmp_path, m
 def test_the_notebooks_declare_the_exams_defaults(notebook, name):
     """One place for the defaults: a notebook's parameters cell must say what the library's defaults say."""
     declared = run_params.declared_parameters(notebook)
-    defaults = exam.defaults_for(name)
+    defaults = exam.get(name).defaults()
     # Every parameter but run_dir is the exam's (the notebook hands them over by name: a typo would be lost).
     assert set(declared) - {"run_dir"} <= set(defaults), sorted(set(declared) - {"run_dir"} - set(defaults))
     shared = sorted(set(declared) & set(defaults))
@@ -327,7 +327,7 @@ def test_a_new_exam_is_one_module_of_its_own(tmp_path, monkeypatch):
     exam.EXAMS.add_package(package)
     try:
         assert exam.names()[-1] == "throwaway-continuation"
-        assert exam.defaults_for("throwaway-continuation")["turns_after"] == 5
+        assert exam.get("throwaway-continuation").defaults()["turns_after"] == 5
         run_dir = tmp_path / "run"
         run_dir.mkdir()
         run = exam.run_exam("throwaway-continuation", run_dir, {"turns_after": 2, "window": 9000})

@@ -8,7 +8,6 @@ from compaction_lab.exam.exams.open_book import (
     DEFAULT_WORDINGS,
     OUTCOMES,
     REQUIRED_WORDING,
-    ROUNDS,
     classify,
     make_rounds,
     outcome_table,
@@ -45,6 +44,7 @@ def exam(tmp_path_factory):
 
 
 def test_rounds():
+    ROUNDS = make_rounds()
     assert [r.number for r in ROUNDS] == [1, 2, 3, 4, 5]
     assert [r.wording for r in ROUNDS[:3]] == list(DEFAULT_WORDINGS)
     assert [r.book for r in ROUNDS] == ["open", "open", "open", "closed", "open"]

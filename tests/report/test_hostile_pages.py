@@ -27,6 +27,7 @@ from compaction_lab.privacy import redactor as redaction
 from compaction_lab.report import charts, share
 from compaction_lab.run import runner, sweep
 from tests.browser import PageCheck, check_pages
+from tests.helpers import only_notebooks
 from tests.recorded_expectations import S
 from tests.report.test_my_sessions import LIGHTER
 
@@ -460,7 +461,7 @@ def _page_run(folder: Path, results: Path) -> runner.RunResult:
     """`my_sessions` on `folder`, only `PAGE_NOTEBOOKS`, lighter (parameters no kept notebook declares dropped)."""
     from compaction_lab.run import params
 
-    prof = params.only_notebooks(runner.load_profile("my_sessions"), PAGE_NOTEBOOKS)
+    prof = only_notebooks(runner.load_profile("my_sessions"), PAGE_NOTEBOOKS)
     declared = {k for nb in PAGE_NOTEBOOKS for k in params.declared_parameters(nb)}
     lighter = {k: v for k, v in {**LIGHTER, **SHORT_TAIL}.items() if k in declared}
     return runner.run_profile(

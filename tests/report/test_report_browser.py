@@ -13,6 +13,7 @@ import time
 import pytest
 
 from tests.browser import check_pages
+from tests.helpers import only_notebooks
 
 pytestmark = pytest.mark.slow
 
@@ -121,9 +122,9 @@ SWEEP_NOTEBOOKS = ("01_context_composition", "03_closed_book_exam", "04_cost_mod
 @pytest.fixture(scope="module")
 def sweep_check(chromium, tmp_path_factory):
     """One real two-parameter sweep (seed × window, 4 runs of the trimmed smoke profile), its page checked."""
-    from compaction_lab.run import params, runner, sweep
+    from compaction_lab.run import runner, sweep
 
-    prof = params.only_notebooks(runner.load_profile("smoke"), SWEEP_NOTEBOOKS)
+    prof = only_notebooks(runner.load_profile("smoke"), SWEEP_NOTEBOOKS)
     started = time.monotonic()
     res = sweep.run_sweep(
         prof, {"seed": [7, 8], "window": [2500, 3000]}, results=tmp_path_factory.mktemp("sweep"), progress=False

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-import inspect
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
@@ -36,8 +35,6 @@ Tokens = Sequence[int] | np.ndarray
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pandas as pd
-
-    from compaction_lab.endpoints.prices import PriceTable
 
 
 # --------------------------------------------------------------------------- the request
@@ -767,19 +764,6 @@ def get_simulator(name: str, **params: Any) -> CacheSimulator:
     return cls(**params)
 
 
-def simulator_for_table(table: PriceTable) -> CacheSimulator:
-    """Build the simulator a price table names, with the table's cache parameters.
-
-    Parameters the simulator does not take (e.g. Anthropic's write
-    multipliers, which the price table applies) are left out.
-    """
-    cls = _CLASSES[table.cache_rule] if table.cache_rule in _CLASSES else None
-    if cls is None:
-        raise ValueError(f"table {table.name!r} names unknown cache rule {table.cache_rule!r}")
-    accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
-    return cls(**{k: v for k, v in dict(table.cache_params).items() if k in accepted})
-
-
 # --------------------------------------------------------------------------- cache-shape experiment
 
 #: The cache-shape experiment's variants, in table order.
@@ -902,6 +886,5 @@ __all__ = [
     "part_at",
     "shared_prefix",
     "cache_shape_experiment",
-    "simulator_for_table",
     "tools_text",
 ]

@@ -446,11 +446,6 @@ def _show(block: ExamBlock) -> None:
         show(table)
 
 
-def defaults_for(name: str) -> dict[str, Any]:
-    """Return the default parameters of the exam registered under `name`."""
-    return get(name).defaults()
-
-
 __all__ = [
     "EXAMS",
     "Exam",
@@ -458,7 +453,6 @@ __all__ = [
     "ExamParams",
     "ExamRun",
     "Source",
-    "defaults_for",
     "get",
     "names",
     "registered_for",

@@ -22,14 +22,11 @@ from compaction_lab.privacy.credentials import credentials_in
 from compaction_lab.privacy.env_secrets import ENV_SECRET, MIN_SECRET_CHARS, env_secret_values
 from compaction_lab.privacy.patterns import URL_USERINFO, Pattern, load_patterns, marker, personal
 
-__all__ = ["ENCODED_HOME", "LOG_USER", "LOG_USER_MARKER", "Redactor", "apply", "redactor", "walk"]
+__all__ = ["ENCODED_HOME", "LOG_USER", "Redactor", "apply", "redactor", "walk"]
 
 #: The names of the rules a learned account name is masked by (`Redactor.learn`).
 LOG_USER = "log-user-name"
 ENCODED_HOME = "encoded-home-user"
-#: What a log author's account name becomes wherever the session shows it bare (`Redactor.learn`).
-LOG_USER_MARKER = marker(LOG_USER)
-
 #: A marker (`marker`) is never masked again; its name part uses the pattern-name characters.
 _MARKER = re.compile(r"\[REDACTED:[A-Za-z0-9_.-]{1,64}\]")
 _MARKER_MAX = 80  # longest possible marker, with margin

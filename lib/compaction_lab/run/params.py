@@ -146,26 +146,6 @@ def declared_parameters(notebook: str) -> Mapping[str, Declared]:
     return _inspect(str(path), path.stat().st_mtime_ns)
 
 
-def only_notebooks(profile: Profile, notebooks: tuple[str, ...]) -> Profile:
-    """`profile` cut down to `notebooks`: the parameters none of them declares dropped (they would be refused).
-
-    For a lighter run of a shipped profile (a test's, or a quick look at one stage).
-
-    Parameters
-    ----------
-    profile : Profile
-    notebooks : tuple of str
-        Notebook names of the chain, in the order to run them.
-    """
-    declared = {k for nb in notebooks for k in declared_parameters(nb)}
-    return dataclasses.replace(
-        profile,
-        notebooks=tuple(notebooks),
-        parameters={k: v for k, v in profile.parameters.items() if k in declared},
-        notebook_parameters={nb: ps for nb, ps in profile.notebook_parameters.items() if nb in notebooks},
-    )
-
-
 def _has_type(value: Any, type_name: str | None) -> bool:
     if type_name is None:
         return True
@@ -891,7 +871,6 @@ __all__ = [
     "layout_problems",
     "looks_secret",
     "normalised",
-    "only_notebooks",
     "problems",
     "secret_problem",
     "strategy_capacity",

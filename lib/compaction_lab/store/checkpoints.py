@@ -39,9 +39,6 @@ SCHEMA_VERSION = 1
 #: Row statuses.
 STATUSES: tuple[str, ...] = ("started", "committed", "superseded")
 
-#: Outcome statuses of `compact_once` (`Outcome.status`).
-COMPACT_OUTCOMES: tuple[str, ...] = ("computed", "reused", "recovered", "in_progress")
-
 #: Seconds a connection waits for another process's write lock.
 DEFAULT_BUSY_TIMEOUT = 30.0
 
@@ -903,7 +900,6 @@ __all__ = [
     "CheckpointStore",
     "Claim",
     "FenceLost",
-    "COMPACT_OUTCOMES",
     "Outcome",
     "ReleaseRefused",
     "STATUSES",

@@ -424,14 +424,6 @@ def coarse_view(comp: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def tool_traffic_share(comp: pd.DataFrame) -> pd.Series:
-    """Share of characters that is tool traffic (calls + outputs), per session."""
-    c = comp.assign(tool=comp["kind"].isin(["tool_call", "tool_output"]))
-    chars = c.groupby("session_id", sort=False)["chars"].sum()
-    tool = c[c["tool"]].groupby("session_id", sort=False)["chars"].sum()
-    return (tool / chars.where(chars > 0)).fillna(0.0).rename("tool_share")
-
-
 # --------------------------------------------------------------------------- follow-ups
 
 #: Phrases by which a person refers back to earlier work.

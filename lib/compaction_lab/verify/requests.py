@@ -48,7 +48,7 @@ from compaction_lab.exam.readers import reading
 from compaction_lab.exam.types import Question
 from compaction_lab.strategies.base import STRATEGIES, CompactionContext
 from compaction_lab.summarize import SummaryResult
-from compaction_lab.verify.capture import tool_name
+from compaction_lab.verify.capture import tool_name, tool_names
 
 #: Version of the manifest layout (bump when the layout, not the content, changes).
 MANIFEST_VERSION = 1
@@ -251,7 +251,7 @@ def shape_entry(call_shape: CallShape) -> dict[str, Any]:
         "fingerprint": shape_fingerprint(call_shape.system_prompt, call_shape.tools),
         "system": sha256_text(call_shape.system_prompt),
         "tools": _keyed_tools(call_shape.tools),
-        "tool_order": [tool_name(t) for t in call_shape.tools],
+        "tool_order": tool_names(call_shape.tools),
     }
 
 
@@ -345,7 +345,7 @@ def summary_entry(name: str, session: Session, call_shape: CallShape) -> dict[st
         "system_from": "call-shape" if request.system == call_shape.system_prompt else "own",
         "tools": sha256_json([dict(t) for t in request.tools]),
         "tools_from": _tools_from(request.tools, call_shape),
-        "tool_names": [tool_name(t) for t in request.tools],
+        "tool_names": tool_names(request.tools),
         "prompts": {k: sha256_text(v) for k, v in sorted(prompts.items())},
         "roles": _roles(request.messages),
         "instruction_at_end": _instruction_at_end(request.messages, prompts),
@@ -396,7 +396,7 @@ def _request_entry(body: Mapping[str, Any], call_shape: CallShape, wording: str 
         "system_from": system_from,
         "tools": sha256_json(body["tools"]),
         "tools_from": _tools_from(body["tools"], call_shape),
-        "tool_names": [tool_name(t) for t in body["tools"]],
+        "tool_names": tool_names(body["tools"]),
         "roles": _roles(msgs),
         "fingerprint": sha256_json(body),
     }

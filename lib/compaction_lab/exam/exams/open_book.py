@@ -162,10 +162,6 @@ def make_rounds(
     )
 
 
-#: The default rounds.
-ROUNDS: tuple[Round, ...] = make_rounds()
-
-
 def shape_tools_of(projection: Projection) -> tuple[Mapping[str, Any], ...]:
     """Return the call shape's tool definitions a projection carries (its ``tools`` segment, parsed), if any."""
     for seg in projection.segments:
@@ -578,7 +574,6 @@ __all__ = [
     "OpenBookExam",
     "OpenBookParams",
     "REQUIRED_WORDING",
-    "ROUNDS",
     "Round",
     "STAND_IN_NOTE",
     "classify",

@@ -39,8 +39,6 @@ ROLES = frozenset(
         "compactionSummary",
     }
 )
-#: Line types whose content is bookkeeping only (kept as meta).
-META_TYPES = frozenset({"model_change", "thinking_level_change", "custom", "label", "session_info"})
 #: Keys of other formats' lines that pi never writes.
 _FOREIGN_KEYS = ("sessionId", "session_id", "uuid", "parentUuid", "payload")
 

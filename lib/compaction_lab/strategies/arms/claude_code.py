@@ -46,10 +46,6 @@ ALGORITHM_VERSION = "claude-code-4"
 #: Shown after the name in every table and figure: Claude Code's source is not public.
 LABEL_TAG = "reconstructed"
 
-#: The streaming fallback's summary cap, ``min(20,000, O)`` (``COMPACT_MAX_OUTPUT_TOKENS``, utils/context.ts:12;
-#: compact.ts:1317-1320 [M]). Not the default path's: the fork sets no cap (compact.ts:1181-1200), so the
-#: model's output limit O applies (`output_cap`). The fallback (the fork failed) is not modelled.
-STREAMING_SUMMARY_CAP = 20_000
 AUTOCOMPACT_BUFFER = 13_000  # AUTOCOMPACT_BUFFER_TOKENS, autoCompact.ts:62 [M]
 #: Reserved for the summary's output in the effective window: ``min(O, 20,000)`` (MAX_OUTPUT_TOKENS_FOR_SUMMARY,
 #: autoCompact.ts:30-37 [M]). The trigger's constant only; it caps no request.

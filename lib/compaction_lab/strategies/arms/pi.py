@@ -476,7 +476,7 @@ def read_request(request: SummaryRequest) -> list[Block]:
     return blocks
 
 
-CHECKPOINT_TEMPLATE = register_template(
+register_template(
     Template(
         TEMPLATE,
         (
@@ -494,7 +494,7 @@ CHECKPOINT_TEMPLATE = register_template(
     reader=read_request,
 )
 
-PREFIX_TEMPLATE = register_template(
+register_template(
     Template(
         TURN_PREFIX_TEMPLATE,
         (
