@@ -22,61 +22,16 @@ import pandas as pd
 
 from compaction_lab.core.paths import REPO_ROOT
 from tests.report.test_my_sessions import LIGHTER
+from tests.test_extensions import ARM as STRATEGY
+from tests.test_extensions import FORMAT, IMPORTER_MODULE, STRATEGY_MODULE
 
-STRATEGY = "keep-last-two"
-FORMAT = "toy_log"
 EXAM_TITLE = "Throwaway exam"
 FIGURE_TITLE = "Throwaway files"
 
 #: Each new file, by its path under lib/compaction_lab/.
 FILES: dict[str, str] = {
-    "strategies/arms/zz_keep_last_two.py": f'''"""A throwaway strategy: keep the last two records of the history, verbatim."""
-from compaction_lab.core.projection import Projection, Segment
-from compaction_lab.strategies.base import STRATEGIES, history, role_of
-
-
-class KeepLastTwo:
-    name = "{STRATEGY}"
-    algorithm_version = "{STRATEGY}-1"
-    estimator = "tiktoken"
-
-    def fires(self, tokens, ctx):
-        return tokens >= ctx.window - ctx.output_ceiling
-
-    def compact(self, session, cut, ctx):
-        kept = history(session, cut)[-2:]
-        segments = tuple(Segment("tail", role_of(r), r.text, (r.entry_id,), record_kind=r.kind) for r in kept)
-        capacity = ctx.window - ctx.output_ceiling
-        return Projection(
-            self.name, self.algorithm_version, session.id, cut, segments, capacity, self.estimator, None, None, {{}}
-        )
-
-
-STRATEGIES.add("{STRATEGY}", KeepLastTwo(), rank=55, trigger_rule="W - O")
-''',
-    "ingest/importers/zz_toy_log.py": f'''"""A throwaway importer: one session per file of {{"toy": <role>, "say": <text>}} lines."""
-import sys
-
-from compaction_lab.ingest.builder import SessionBuilder, file_stem
-from compaction_lab.ingest.files import iter_jsonl
-from compaction_lab.ingest.registry import IMPORTERS
-
-FORMAT = "{FORMAT}"
-
-
-def sniff(head):
-    return bool(head.objects) and all(set(o) == {{"toy", "say"}} for o in head.objects)
-
-
-def load(path, audit):
-    b = SessionBuilder(file_stem(path), FORMAT, path)
-    for lineno, obj, _ in iter_jsonl(path, audit):
-        b.add("user" if obj["toy"] == "user" else "assistant", str(obj["say"]), f"l{{lineno}}")
-    yield b.build()
-
-
-IMPORTERS.add(FORMAT, sys.modules[__name__], rank=5)
-''',
+    "strategies/arms/zz_keep_last_two.py": STRATEGY_MODULE,
+    "ingest/importers/zz_toy_log.py": IMPORTER_MODULE,
     "exam/exams/zz_throwaway.py": f'''"""A throwaway exam: one row per saved session file, and a block."""
 from pathlib import Path
 
