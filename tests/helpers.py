@@ -131,3 +131,35 @@ def only_notebooks(profile, notebooks: tuple[str, ...]):
         parameters={k: v for k, v in profile.parameters.items() if k in declared},
         notebook_parameters={nb: ps for nb, ps in profile.notebook_parameters.items() if nb in notebooks},
     )
+
+
+def plugin_package(tmp_path, monkeypatch, modules: dict[str, str], *registries):
+    """Write a throwaway package into `tmp_path` holding `modules` (name -> source) and make it importable.
+
+    Each of `registries` discovers the library's own modules first and keeps its package list only for the
+    test (``monkeypatch``), so pointing it at the package (`Registry.add_package`) is forgotten afterwards.
+    Returns the package's name; `forget_package` drops its modules from ``sys.modules``.
+    """
+    import importlib
+    import uuid
+
+    name = f"plugin_{uuid.uuid4().hex[:12]}"
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "__init__.py").write_text("", encoding="utf-8")
+    for module, text in modules.items():
+        (tmp_path / name / f"{module}.py").write_text(text, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    for registry in registries:
+        registry.discover()  # the library's own modules first, so restoring the package list loses nothing
+        monkeypatch.setattr(registry, "_packages", list(registry._packages))
+        monkeypatch.setattr(registry, "_discovered", set(registry._discovered))
+    return name
+
+
+def forget_package(name: str) -> None:
+    """Drop a throwaway package's modules from ``sys.modules`` (other tests import only the library's)."""
+    import sys
+
+    for module in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+        del sys.modules[module]

@@ -9,9 +9,6 @@ the CLI's ``import`` call). Nothing of the library is edited, and the registries
 
 from __future__ import annotations
 
-import importlib
-import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +17,7 @@ import pytest
 from compaction_lab import ingest, strategies
 from compaction_lab.ingest import IMPORTERS, ImportAudit, UnknownFormat
 from compaction_lab.strategies import STRATEGIES
+from tests.helpers import forget_package, plugin_package
 
 ARM = "keep-last-two"
 FORMAT = "toy_log"
@@ -77,23 +75,13 @@ IMPORTERS.add(FORMAT, sys.modules[__name__], rank=5)
 @pytest.fixture
 def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The throwaway package, importable; the registries see it for this test only."""
-    name = f"plugin_{uuid.uuid4().hex[:12]}"
-    (tmp_path / name).mkdir()
-    (tmp_path / name / "__init__.py").write_text("", encoding="utf-8")
-    (tmp_path / name / "keep_last_two.py").write_text(STRATEGY_MODULE, encoding="utf-8")
-    (tmp_path / name / "toy_log.py").write_text(IMPORTER_MODULE, encoding="utf-8")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    importlib.invalidate_caches()
-    for reg in (STRATEGIES, IMPORTERS):
-        reg.discover()  # the library's own modules first, so restoring the package lists below loses nothing
-        # The registries keep the packages they discover; the test's one is forgotten with these copies.
-        monkeypatch.setattr(reg, "_packages", list(reg._packages))
-        monkeypatch.setattr(reg, "_discovered", set(reg._discovered))
+    name = plugin_package(
+        tmp_path, monkeypatch, {"keep_last_two": STRATEGY_MODULE, "toy_log": IMPORTER_MODULE}, STRATEGIES, IMPORTERS
+    )
     yield name
     STRATEGIES.remove(ARM)
     IMPORTERS.remove(FORMAT)
-    for mod in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
-        del sys.modules[mod]
+    forget_package(name)
     # Other tests in this process see the library's arms and importers only.
     assert ARM not in strategies.names() and FORMAT not in ingest.formats()
     with pytest.raises(ValueError, match=f"unknown strategy '{ARM}'"):

@@ -6,9 +6,6 @@ The agent key is the hyphenated name the strategies registry uses (``claude-code
 
 from __future__ import annotations
 
-import importlib
-import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +14,7 @@ import pytest
 from compaction_lab import ingest, strategies
 from compaction_lab.ingest import IMPORTERS, load_sessions
 from compaction_lab.ingest.registry import AGENTS_WITHOUT_STRATEGY, agent_of_format
-from tests.helpers import PUBLIC_FIXTURES
+from tests.helpers import PUBLIC_FIXTURES, forget_package, plugin_package
 
 TOY_FORMAT = "toy_agent_log"
 TOY_AGENT = "toy"
@@ -28,6 +25,7 @@ import sys
 from compaction_lab.ingest.builder import SessionBuilder, file_stem
 from compaction_lab.ingest.files import iter_jsonl
 from compaction_lab.ingest.registry import IMPORTERS
+from tests.helpers import forget_package, plugin_package
 
 FORMAT = "{TOY_FORMAT}"
 
@@ -97,19 +95,10 @@ def test_agent_of_format_is_the_ingest_packages_own():
 @pytest.fixture
 def toy_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A throwaway package holding one importer; the registry sees it for this test only."""
-    name = f"agent_plugin_{uuid.uuid4().hex[:12]}"
-    (tmp_path / name).mkdir()
-    (tmp_path / name / "__init__.py").write_text("", encoding="utf-8")
-    (tmp_path / name / "toy_agent_log.py").write_text(TOY_MODULE, encoding="utf-8")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    importlib.invalidate_caches()
-    IMPORTERS.discover()  # the library's own importers first, so restoring the package list loses nothing
-    monkeypatch.setattr(IMPORTERS, "_packages", list(IMPORTERS._packages))
-    monkeypatch.setattr(IMPORTERS, "_discovered", set(IMPORTERS._discovered))
+    name = plugin_package(tmp_path, monkeypatch, {"toy_agent_log": TOY_MODULE}, IMPORTERS)
     yield name
     IMPORTERS.remove(TOY_FORMAT)
-    for mod in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
-        del sys.modules[mod]
+    forget_package(name)
     assert TOY_FORMAT not in ingest.formats()
 
 

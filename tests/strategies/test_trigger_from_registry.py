@@ -9,10 +9,7 @@ FutureOS declare (`codex_trigger`, `opencode_trigger`, `futureos_trigger`); one 
 
 from __future__ import annotations
 
-import importlib
 import math
-import sys
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +20,7 @@ import pytest
 from compaction_lab import strategies
 from compaction_lab.report import charts
 from compaction_lab.strategies import STRATEGIES, CompactionContext, trigger
+from tests.helpers import forget_package, plugin_package
 
 ARM = "three-quarters"
 RULED = "three-quarters-ruled"
@@ -57,20 +55,11 @@ STRATEGIES.add("{RULED}", Ruled(), rank=66, trigger_rule="75% of W")
 @pytest.fixture
 def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The throwaway package, importable; the strategy registry sees it for this test only."""
-    name = f"plugin_{uuid.uuid4().hex[:12]}"
-    (tmp_path / name).mkdir()
-    (tmp_path / name / "__init__.py").write_text("", encoding="utf-8")
-    (tmp_path / name / "three_quarters.py").write_text(STRATEGY_MODULE, encoding="utf-8")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    importlib.invalidate_caches()
-    STRATEGIES.discover()  # the library's own modules first, so restoring the package list loses nothing
-    monkeypatch.setattr(STRATEGIES, "_packages", list(STRATEGIES._packages))
-    monkeypatch.setattr(STRATEGIES, "_discovered", set(STRATEGIES._discovered))
+    name = plugin_package(tmp_path, monkeypatch, {"three_quarters": STRATEGY_MODULE}, STRATEGIES)
     yield name
     STRATEGIES.remove(ARM)
     STRATEGIES.remove(RULED)
-    for mod in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
-        del sys.modules[mod]
+    forget_package(name)
     assert ARM not in strategies.names() and RULED not in strategies.names()
 
 
