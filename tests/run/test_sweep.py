@@ -283,10 +283,14 @@ def test_two_resumes_of_one_sweep_never_race(tmp_path, monkeypatch, capsys):
     """Was: the second resume met the run folder the first had just made (no run.json yet) and crashed."""
     import threading
 
+    from compaction_lab.run import kernel
+
     folder, names = _planned_sweep(tmp_path)
     calls: list[str] = []
     hold = (threading.Event(), threading.Event())
     _failing_runs(monkeypatch, calls, hold)
+    # One kernel, so one lane: the first resume runs one run at a time, and any other call is the second's.
+    monkeypatch.setattr(kernel, "default_kernels", lambda: 1)
     first: dict = {}
 
     def resume() -> None:

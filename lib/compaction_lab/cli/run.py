@@ -35,8 +35,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     """``run``: SIGINT / SIGTERM end it with one line naming the run folder and 130 / 143, never a traceback.
 
     The run's kernels start first (`kernel.launched`, before this command imports papermill, pandas or
-    the profile's checks), so they boot and import while the rest gets ready; a sweep or a resumed sweep
-    takes none, and whatever no run took is shut down when the command ends.
+    the profile's checks), so they boot and import while the rest gets ready; a sweep or a resumed sweep in
+    this process runs every run in them in turn, one on an engine takes none, and whatever no run took is
+    shut down when the command ends.
     """
     from compaction_lab.run import lifecycle
 
@@ -51,12 +52,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _launched(args: argparse.Namespace) -> Any:
-    """`kernel.launched` for one run's kernels (``--kernels``, else the default), none for a sweep."""
+    """`kernel.launched` for a run's kernels (``--kernels``, else the default): one run's, or a sweep's runs' in turn."""
     from compaction_lab.core import paths
     from compaction_lab.run import chain, kernel
 
-    one_run = not (args.resume or args.sweep)
-    count = (kernel.default_kernels() if args.kernels is None else args.kernels) if one_run else 0
+    count = kernel.default_kernels() if args.kernels is None or args.resume or args.sweep else args.kernels
     notebooks = chain.names()
     return kernel.launched(min(count, len(notebooks)), [paths.notebook_path(nb) for nb in notebooks])
 
@@ -77,7 +77,7 @@ def _sweep_summary(sw: Any) -> int:
     return 1 if failed else 0
 
 
-def _resume_command(args: argparse.Namespace) -> int:
+def _resume_command(args: argparse.Namespace, launch: Any = None) -> int:
     """``run --resume SWEEP_DIR``: the plan in the folder says what to run; only where and how loudly are taken."""
     from compaction_lab.engine.scheduler import EngineError
     from compaction_lab.run import runner, sweep
@@ -107,7 +107,7 @@ def _resume_command(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        sw = sweep.resume_sweep(args.resume, progress=not args.quiet, scheduler=args.scheduler)
+        sw = sweep.resume_sweep(args.resume, progress=not args.quiet, scheduler=args.scheduler, launch=launch)
     except (runner.ProfileError, EngineError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -120,7 +120,7 @@ def _run_command(args: argparse.Namespace, launch: Any = None) -> int:
     from compaction_lab.run import runner
 
     if args.resume:
-        return _resume_command(args)
+        return _resume_command(args, launch)
     try:
         prof = runner.load_profile(args.profile or "default")
         overrides = profile_overrides(prof, args.set, args.provider)
@@ -139,8 +139,6 @@ def _run_command(args: argparse.Namespace, launch: Any = None) -> int:
     if sweeps:
         from compaction_lab.run import sweep
 
-        if launch is not None:
-            launch.close()  # the profile's own sweeps: each run of it starts its kernels
         if args.name:
             print("error: --name names one run; a sweep names its runs after the swept values", file=sys.stderr)
             return 2
@@ -161,6 +159,7 @@ def _run_command(args: argparse.Namespace, launch: Any = None) -> int:
                 allow_unknown=args.allow_unknown,
                 scheduler=args.scheduler,
                 notebook_html=not args.no_html,
+                launch=launch,
             )
         except (runner.ProfileError, EngineError) as exc:
             print(f"error: {exc}", file=sys.stderr)

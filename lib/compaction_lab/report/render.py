@@ -6,6 +6,7 @@ registered exam that gives one (`exam.Exam.block`), all with one macro of the te
 
 from __future__ import annotations
 
+import threading
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -35,10 +36,26 @@ def exporter(**kw: Any) -> HTMLExporter:
     )
 
 
+#: Each thread's notebook exporter (`_notebook_exporter`).
+_local = threading.local()
+
+
+def _notebook_exporter() -> HTMLExporter:
+    """Return the exporter `render_notebook` uses on this thread, made once (templates compiled at its first page).
+
+    Compiling nbconvert's templates was a third of a notebook's rendering; nbconvert's own command reuses
+    one exporter for every notebook it converts, as this does (one per thread: an exporter is not shared).
+    """
+    found = getattr(_local, "exporter", None)
+    if found is None:
+        found = _local.exporter = exporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    return found
+
+
 def render_notebook(executed: Path) -> Path:
     """Render an executed notebook next to it as HTML, inputs hidden (the code is in the .ipynb beside it)."""
     nb = nbformat.read(executed, as_version=4)
-    body, _ = exporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True).from_notebook_node(nb)
+    body, _ = _notebook_exporter().from_notebook_node(nb)
     out = executed.with_suffix(".html")
     out.write_text(charts.page_safe(body), encoding="utf-8")
     return out

@@ -149,7 +149,7 @@ class ChainEngine(NBClientEngine):
             if km.has_kernel:  # nbclient's own client would first wait for 0.2 s of quiet (`kernel.connected`)
                 client.kc = connected(km, start_timeout)
             try:
-                return client.execute()
+                return client.execute(**({} if km.has_kernel else chain.start_options()))
             finally:
                 chain.notebooks += 1
                 if client.kc is not None:

@@ -51,12 +51,16 @@ class ChainKernel:
         Set by `close`: no new kernel is started for it.
     last : str or None
         The last notebook executed in it (the runner gives a notebook the kernel that ran what it reads).
+    env : dict or None
+        The environment its kernel starts with (a sweep's shared kernel: its current run's); None: this
+        process's.
     """
 
     km: Any = None
     notebooks: int = 0
     last: str | None = None
     closed: bool = False
+    env: dict[str, str] | None = None
     _lock: Any = field(default_factory=threading.RLock, repr=False, compare=False)
     # One client at a time: jupyter_client names a client's shell socket after its manager's session, so a
     # second client of the same kernel takes the first one's replies (the first then waits for ever).
@@ -97,7 +101,7 @@ class ChainKernel:
                 if not km.has_kernel:
                     # As nbclient starts a notebook's kernel (its history in memory, not in a file).
                     args = [*extra_arguments, "--HistoryManager.hist_file=:memory:"]
-                    run_sync(km.start_kernel)(cwd=cwd, extra_arguments=args)
+                    run_sync(km.start_kernel)(cwd=cwd, extra_arguments=args, **self.start_options())
             with self._client:  # a warm of the same kernel on another thread (a launched kernel's) ends first
                 if self.km is not km:
                     return False  # shut down while waiting
@@ -123,6 +127,10 @@ class ChainKernel:
         if self.km is km:
             self.shutdown()
         return False
+
+    def start_options(self) -> dict[str, Any]:
+        """Options for starting its kernel (`KernelManager.start_kernel`): the environment, when one is set."""
+        return {} if self.env is None else {"env": dict(self.env)}
 
     @contextmanager
     def lease(self) -> Iterator[None]:
@@ -283,13 +291,24 @@ def warm_code(sources: Iterable[Path], encoding: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def adopt_code(cwd: str | os.PathLike[str], environment: Mapping[str, str]) -> str:
-    """Return the code that moves a kernel started before its run (`launched`) into the run.
+def adopt_code(cwd: str | os.PathLike[str], environment: Mapping[str, str | None]) -> str:
+    """Return the code that moves a kernel started before its run (`launched`), or used by an earlier run, into the run.
 
     Into the run folder `cwd` (where the runner starts a kernel itself), with `environment` set: what a
-    kernel started inside the run inherits (the tokenizer, the scheduler, the memo folders). Binds no name.
+    kernel started inside the run inherits (the tokenizer, the scheduler, the memo folders); a variable
+    given as None is removed, so a kernel a sweep's earlier run used keeps none of that run's. This
+    process's memo layer and counts are forgotten (`store.memo.forget`): a run's memo counts are its own,
+    and what it reuses comes from the memo folder, as in a kernel of its own. Binds no name.
     """
-    return f"__import__('os').chdir({os.fspath(cwd)!r})\n__import__('os').environ.update({dict(environment)!r})"
+    env = dict(environment)
+    keep = {k: v for k, v in env.items() if v is not None}
+    drop = sorted(k for k, v in env.items() if v is None)
+    return (
+        f"__import__('os').chdir({os.fspath(cwd)!r})\n"
+        f"__import__('os').environ.update({keep!r})\n"
+        f"[__import__('os').environ.pop(k, None) for k in {drop!r}]\n"
+        "__import__('compaction_lab.store.memo', fromlist=['forget']).forget()"
+    )
 
 
 #: The kernel every run's notebooks execute in.
@@ -320,13 +339,19 @@ class Launch:
     kernels : tuple of ChainKernel
     warming : tuple of futures
         Each kernel's `ChainKernel.warm`, True once its warm code ran.
+    shared : bool
+        The kernels serve run after run (a sweep's: `compaction_lab.run.sweep`): a run that takes them moves them
+        into its folder and resets them as it would its own, and leaves them running when its chain ends;
+        a kernel a stopped run killed is started again by the next. Else they are the one run's, ended
+        with its chain.
     """
 
     kernels: tuple[ChainKernel, ...]
     warming: tuple[Future[bool], ...]
+    shared: bool = False
 
     def close(self) -> None:
-        """Shut every kernel down now (the command turned out to need none: a sweep); `launched` does it at the end."""
+        """Shut every kernel down now (the command turned out to need none: a sweep on an engine); `launched` does it at the end."""
         for k in self.kernels:
             k.close()
 
@@ -338,7 +363,8 @@ def launched(count: int, notebooks: Iterable[Path]) -> Iterator[Launch]:
     For ``compaction-lab run``: the kernels start and load their imports while the runner imports its
     own modules and checks the profile (a good part of a small run). The run that takes them (`run_profile`'s
     `launch`) moves each into its folder (`adopt_code`) before a notebook runs there. When the block ends
-    every kernel is shut down, whether a run took it or not (a bad profile, a sweep, a signal).
+    every kernel is shut down, whether a run took it or not (a bad profile, a signal); a sweep lends them
+    to each of its runs in turn (`Launch.shared`), so they stay warm from one run to the next.
     """
     try:
         code = warm_code(notebooks)

@@ -343,6 +343,39 @@ def stopping() -> bool:
     return _stopping is not None
 
 
+class Stop:
+    """A stop asked of runs executing on threads a signal cannot reach (a sweep's lanes: `compaction_lab.run.sweep`).
+
+    The thread that caught the signal asks (`ask`); each run checks (`check`) between its notebooks'
+    events and raises `RunInterrupted` with that signal, so it is stopped and recorded as the signal would.
+    """
+
+    def __init__(self) -> None:
+        self._signum: int | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def asked(self) -> bool:
+        """Whether a stop was asked."""
+        return self._signum is not None
+
+    @property
+    def signum(self) -> int | None:
+        """The signal the stop was asked for, or None."""
+        return self._signum
+
+    def ask(self, signum: int) -> None:
+        """Ask every run checking this to stop as signal `signum` would stop it (the first signal counts)."""
+        with self._lock:
+            if self._signum is None:
+                self._signum = int(signum)
+
+    def check(self) -> None:
+        """Raise `RunInterrupted` when a stop was asked."""
+        if self._signum is not None:
+            raise RunInterrupted(self._signum)
+
+
 @contextmanager
 def stop_on_signals() -> Iterator[None]:
     """Turn SIGINT and SIGTERM into `RunInterrupted` while the block runs.

@@ -34,7 +34,7 @@ import time
 import traceback as traceback_mod
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
@@ -225,6 +225,7 @@ def run_profile(
     memo: Path | None = None,
     kernels: int | None = None,
     launch: kernel_mod.Launch | None = None,
+    stop: lifecycle.Stop | None = None,
 ) -> RunResult:
     """Execute a profile's notebooks in order into a new run folder.
 
@@ -267,7 +268,12 @@ def run_profile(
         Kernels started before this call (`kernel.launched`: ``compaction-lab run`` starts them as it
         begins, so they boot and import while the profile is loaded and checked). The run takes up to
         `kernels` of them, moves each into its folder with its environment (`kernel.adopt_code`) and
-        shuts them down when its chain ends; without it the run starts its own.
+        shuts them down when its chain ends; without it the run starts its own. Kernels a sweep shares
+        (`kernel.Launch.shared`) are reset as the run's own and left running for its next run; their
+        environment is the run's from the start (`ChainKernel.env`), never this process's.
+    stop : lifecycle.Stop, optional
+        Checked while the notebooks execute: when asked (a sweep running this run on another thread caught
+        a signal), the run stops as that signal would stop it, raising `lifecycle.RunInterrupted`.
 
     Raises
     ------
@@ -319,11 +325,19 @@ def run_profile(
         executing: dict[str, dict[str, Any]] = {}  # the notebooks executing now, for the record of an interruption
         try:
             record.update(overrides=public_parameters(dict(overrides or {})), kernels=kernels)
+            # A sweep's shared kernels take the run's environment themselves (`ChainKernel.env`): two
+            # runs on two threads cannot both set this process's.
+            own_env = not (
+                launch is not None and launch.shared and len(launch.kernels) >= min(kernels, len(prof.notebooks))
+            )
             with (
                 lifecycle.heartbeat(record),
                 _shared_memo(memo, kernels) as shared_memo,
-                _kernel_environment(prof, run_dir, shared_memo),
+                _kernel_environment(prof, run_dir, shared_memo) if own_env else nullcontext(),
             ):
+                if launch is not None and launch.shared:
+                    for k in launch.kernels:
+                        k.env = _kernel_start_environment(prof, run_dir, shared_memo)
                 declared_anywhere = _run_chain(
                     prof,
                     run_dir,
@@ -332,7 +346,9 @@ def run_profile(
                     executing,
                     kernels=kernels,
                     launched=launch.kernels if launch is not None else (),
-                    adopt=kernel_mod.adopt_code(run_dir, _kernel_variables(prof, run_dir, shared_memo)),
+                    shared=launch is not None and launch.shared,
+                    adopt=_adopt_code(prof, run_dir, shared_memo),
+                    stop=stop,
                     progress=progress,
                     render=render and notebook_html,
                     redactor=redactor,
@@ -387,7 +403,9 @@ def _run_chain(
     *,
     kernels: int,
     launched: Sequence[kernel_mod.ChainKernel] = (),
+    shared: bool = False,
     adopt: str = "",
+    stop: lifecycle.Stop | None = None,
     progress: bool,
     render: bool,
     redactor: redactor_mod.Redactor,
@@ -415,7 +433,9 @@ def _run_chain(
     ):
         taken = list(launched[:kernels])
         for k in taken:
-            kernel_stack.callback(k.shutdown)  # the run's now: ended with its chain, as its own
+            k.last = None  # what a kernel ran before this run is not this run's
+            if not shared:
+                kernel_stack.callback(k.shutdown)  # the run's now: ended with its chain, as its own
         idle = taken + [kernel_stack.enter_context(kernel_mod.chain_kernel()) for _ in range(kernels - len(taken))]
         # Kernels started before the run are moved into it (`adopt`) and warmed before a notebook takes one.
         # Else the first notebook starts the first kernel; the others start now and import what the
@@ -427,6 +447,8 @@ def _run_chain(
         failures: list[tuple[int, NotebookFailed, BaseException]] = []
         try:
             while waiting or running:
+                if stop is not None:
+                    stop.check()
                 # Of the notebooks ready, the one the most notebooks wait on after it first (03 before 02).
                 for nb in [] if failures else chain.by_urgency(waiting, order):
                     if idle and chain.needs(nb, order) <= finished:
@@ -438,7 +460,9 @@ def _run_chain(
                 if not running and (failures or not warming):
                     break  # a notebook failed: none starts after it
                 pending: list[Future[Any]] = [*running, *warming]
-                done_now, _ = wait(pending, return_when=FIRST_COMPLETED)
+                done_now, _ = wait(
+                    pending, timeout=STOP_POLL_S if stop is not None else None, return_when=FIRST_COMPLETED
+                )
                 idle += [warming.pop(f) for f in done_now if f in warming]
                 ended = [f for f in done_now if f in running]
                 for future in sorted(ended, key=lambda f: running[f][0].index):
@@ -455,8 +479,11 @@ def _run_chain(
                         failures.append((job.index, failed, exc))
         except BaseException:
             # Interrupted (or a bug here): the kernels end first, so the notebooks executing in them stop
-            # and papermill saves what they ran; then their threads are joined.
+            # and papermill saves what they ran; then their threads are joined. Shared kernels too: the
+            # next run that takes one starts it again (`ChainKernel.warm`).
             kernel_stack.close()
+            for k in taken if shared else ():
+                k.shutdown()
             wait(running, timeout=60)
             _rendered_in_background(done, rendering, record, quiet=True)  # the chain's own error is the one raised
             raise
@@ -663,6 +690,9 @@ KERNEL_ENVIRONMENT: Mapping[str, str] = {"tokenizer": TOKENIZER_ENV, "scheduler"
 #: Where the kernel's processes leave their memo counts (`memo.write_stats`), in the run folder until read.
 MEMO_STATS_DIR = ".memo-stats"
 
+#: Every variable a run sets for its kernels (`_kernel_variables`): what a kernel moved into a run is given.
+_MANAGED = (*KERNEL_ENVIRONMENT.values(), memo_mod.MEMO_STATS_ENV, memo_mod.MEMO_ENV)
+
 
 @contextmanager
 def _kernel_environment(prof: Profile, run_dir: Path | None = None, memo: Path | None = None) -> Iterator[None]:
@@ -675,6 +705,28 @@ def _kernel_environment(prof: Profile, run_dir: Path | None = None, memo: Path |
     """
     with processes.environment(_kernel_variables(prof, run_dir, memo)):
         yield
+
+
+#: Seconds between two looks at a run's `stop` while its notebooks execute.
+STOP_POLL_S = 0.2
+
+
+def _kernel_start_environment(prof: Profile, run_dir: Path, memo: Path | None) -> dict[str, str]:
+    """Return the environment a shared kernel (re)started for this run gets: this process's and the run's variables.
+
+    As `_kernel_environment` would give a kernel the run starts, without changing this process's.
+    """
+    return {**os.environ, **_kernel_variables(prof, run_dir, memo)}
+
+
+def _adopt_code(prof: Profile, run_dir: Path, memo: Path | None) -> str:
+    """`kernel.adopt_code` for a kernel started before the run: every variable `_kernel_environment` manages.
+
+    Each as the run sets it, else as this process has it, else removed (a sweep's kernel keeps nothing of the
+    run before). Called inside `_kernel_environment`, whose own values are passed explicitly.
+    """
+    env = _kernel_variables(prof, run_dir, memo)
+    return kernel_mod.adopt_code(run_dir, {var: env.get(var, os.environ.get(var)) for var in _MANAGED})
 
 
 def _kernel_variables(prof: Profile, run_dir: Path | None = None, memo: Path | None = None) -> dict[str, str]:

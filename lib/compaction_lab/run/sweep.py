@@ -25,8 +25,10 @@ import os
 import re
 import shutil
 import sys
+import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -40,6 +42,7 @@ from compaction_lab.engine.scheduler import AUTO, SYNC, Engine, open_engine, sch
 from compaction_lab.privacy import redactor as redactor_mod
 from compaction_lab.privacy import secrets
 from compaction_lab.report import share
+from compaction_lab.run import kernel as kernel_mod
 from compaction_lab.run import lifecycle, parameter_rules
 from compaction_lab.run import params as params_mod
 from compaction_lab.run.runner import (
@@ -189,6 +192,7 @@ def run_sweep(
     allow_unknown: bool = False,
     scheduler: str | None = None,
     notebook_html: bool = True,
+    launch: kernel_mod.Launch | None = None,
 ) -> SweepResult:
     """Run the profile once per combination of swept values, each into its own run folder.
 
@@ -205,7 +209,10 @@ def run_sweep(
 
     Where the runs execute: with no scheduler set (``auto``) or ``sync``, one
     after the other in this process (each run's notebooks already use the
-    machine's cores); with ``local`` or a scheduler address (`scheduler`, else
+    machine's cores), all in the same warm kernels (`launch`'s, else started
+    here: `kernel.launched`), which each run moves into its folder and resets
+    as it does its own, so no run after the first pays for a kernel's start or
+    its imports (`kernel.Launch.shared`); with ``local`` or a scheduler address (`scheduler`, else
     ``COMPACTION_LAB_SCHEDULER``, else the profile's ``scheduler``), each run is
     one task on the engine (`_sweep_task`), its folder under `results`, which
     the workers must share. A run whose worker dies is retried by Dask: the
@@ -250,7 +257,7 @@ def run_sweep(
         )
         # The limit the plan was made under: a resume holds the plan to it (`_check_plan_size`).
         with _new_sweep(prof.name, results, {**plan.to_json(where), MAX_SWEEP_RUNS: limit}) as folder:
-            return _execute_sweep(plan, folder, eng, set(range(len(combos))), progress)
+            return _execute_sweep(plan, folder, eng, set(range(len(combos))), progress, launch)
 
 
 @contextmanager
@@ -282,7 +289,13 @@ def _new_sweep(profile: str, results: Path | None, doc: Mapping[str, Any]) -> It
 
 
 @lifecycle.stop_on_signals()
-def resume_sweep(folder: Path | str, *, progress: bool = True, scheduler: str | None = None) -> SweepResult:
+def resume_sweep(
+    folder: Path | str,
+    *,
+    progress: bool = True,
+    scheduler: str | None = None,
+    launch: kernel_mod.Launch | None = None,
+) -> SweepResult:
     """Finish a sweep as its plan says: runs that completed are kept, the others run again.
 
     A planned run whose folder says ``ok`` is not repeated. One that failed,
@@ -361,7 +374,7 @@ def resume_sweep(folder: Path | str, *, progress: bool = True, scheduler: str | 
                 file=sys.stderr,
                 flush=True,
             )
-        return _execute_sweep(plan, folder, eng, todo, progress)
+        return _execute_sweep(plan, folder, eng, todo, progress, launch)
 
 
 def _check_memo(memo_dir: Path) -> int:
@@ -421,14 +434,29 @@ def _hold_sweep(folder: Path) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def _execute_sweep(plan: SweepPlan, folder: Path, eng: Engine | None, todo: set[int], progress: bool) -> SweepResult:
+def _execute_sweep(
+    plan: SweepPlan,
+    folder: Path,
+    eng: Engine | None,
+    todo: set[int],
+    progress: bool,
+    launch: kernel_mod.Launch | None = None,
+) -> SweepResult:
     """Run the planned runs in `todo` (the others completed earlier), then write the comparison and the page.
 
-    `eng` None: the runs execute here, one after the other.
+    `eng` None: the runs execute here, one after the other, in `launch`'s kernels (else kernels started for
+    the sweep), shared from run to run. On an engine `launch`'s kernels are not used: they are shut down.
     """
     if eng is None:
-        runs, frames, stopped = _sweep_here(plan, folder, todo, progress)
+        with ExitStack() as stack:
+            if launch is None and todo:
+                notebooks = [paths.notebook_path(nb) for nb in plan.profile.notebooks]
+                launch = stack.enter_context(kernel_mod.launched(kernel_mod.default_kernels(), notebooks))
+            shared = replace(launch, shared=True) if launch is not None else None
+            runs, frames, stopped = _sweep_here(plan, folder, todo, progress, shared)
     else:
+        if launch is not None:
+            launch.close()
         runs, frames, stopped = _sweep_on_engine(eng, plan, folder, todo, progress)
     keys = list(plan.sweeps)
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SWEEP_COLUMNS)
@@ -496,47 +524,117 @@ COMPLETED_EARLIER = "ok (completed before this resume)"
 
 
 def _sweep_here(
-    plan: SweepPlan, folder: Path, todo: set[int], progress: bool
+    plan: SweepPlan, folder: Path, todo: set[int], progress: bool, launch: kernel_mod.Launch | None
 ) -> tuple[SweepRuns, list[pd.DataFrame], lifecycle.RunInterrupted | None]:
-    """Run a sweep's runs one after the other in this process."""
+    """Run a sweep's runs in this process, in `launch`'s kernels, shared by every run.
+
+    The kernels are split into lanes (`_lanes`): with more runs to go than kernels, each kernel is a lane
+    that executes one run after another, its notebooks one after the other, so both cores stay busy from
+    the first run to the last (one run's notebooks wait on each other; two runs' do not); a lane takes the
+    next run in plan order as soon as it is free. With one run to go it takes every kernel, as a run alone
+    does. SIGINT / SIGTERM reach this thread only: each lane's run is stopped as a signal would stop it
+    (`lifecycle.Stop`), recorded ``interrupted``, and no lane starts another.
+    """
+    results = folder.parent
+    pending = sorted(todo)
+    kernels = launch.kernels if launch is not None else ()
+    lanes = _lanes(kernels, len(pending))
+    stop = lifecycle.Stop()
+    outcome: dict[int, tuple[RunResult | None, str, lifecycle.RunInterrupted | None]] = {}
+    claim = threading.Lock()
+
+    def lane(own: tuple[kernel_mod.ChainKernel, ...]) -> None:
+        lent = kernel_mod.Launch(own, (), shared=True) if own else None
+        while not stop.asked:
+            with claim:
+                if not pending:
+                    return
+                i = pending.pop(0)
+            combo, name = plan.combos[i], plan.names[i]
+            if progress:
+                print(f"== sweep {i + 1}/{len(plan.combos)}: {_combo_label(combo)}", file=sys.stderr, flush=True)
+            try:
+                res = run_profile(
+                    plan.profile,
+                    results=results,
+                    run_name=name,
+                    progress=progress,
+                    overrides={**dict(plan.overrides), **combo},
+                    redact=plan.redact,
+                    allow_unknown=plan.allow_unknown,
+                    notebook_html=plan.notebook_html,
+                    memo=folder / MEMO_DIR,
+                    kernels=max(1, len(own)) if own else None,
+                    launch=lent,
+                    stop=stop,
+                )
+            except NotebookFailed as exc:
+                outcome[i] = (None, f"failed: {exc}", None)
+            except lifecycle.RunInterrupted as exc:
+                outcome[i] = (None, f"interrupted by {exc.signal_name}: {exc.run_dir}", exc)
+                return
+            else:
+                outcome[i] = (res, "ok", None)
+
+    with ThreadPoolExecutor(max(1, len(lanes)), thread_name_prefix="sweep-lane") as pool:
+        running = [pool.submit(lane, own) for own in lanes]
+        try:
+            with lifecycle.stop_on_signals():  # the command's guard when it has one; a library call's own else
+                while not all(f.done() for f in running):
+                    wait(running, timeout=STOP_POLL_S)
+        except lifecycle.RunInterrupted as exc:
+            stop.ask(exc.signum)  # each lane's run stops as the signal would have stopped it, and is recorded
+            wait(running)
+        for f in running:
+            f.result()  # a lane's own bug is raised here, not lost
     runs: SweepRuns = []
     frames = []
-    results = folder.parent
+    cut: list[lifecycle.RunInterrupted] = []  # the runs a stop cut short, in plan order
     for i, (combo, name) in enumerate(zip(plan.combos, plan.names, strict=True)):
         if i not in todo:
             runs.append((combo, None, COMPLETED_EARLIER))
             frames.append(_ok_frame(results / name, combo))
-            continue
-        if progress:
-            print(f"== sweep {i + 1}/{len(plan.combos)}: {_combo_label(combo)}", file=sys.stderr, flush=True)
-        try:
-            res = run_profile(
-                plan.profile,
-                results=results,
-                run_name=name,
-                progress=progress,
-                overrides={**dict(plan.overrides), **combo},
-                redact=plan.redact,
-                allow_unknown=plan.allow_unknown,
-                notebook_html=plan.notebook_html,
-                memo=folder / MEMO_DIR,
-            )
-        except NotebookFailed as exc:
-            runs.append((combo, None, f"failed: {exc}"))
-            frames.append(pd.DataFrame([{"run": exc.run_dir.name, "status": "failed", **combo}]))
-            continue
-        except lifecycle.RunInterrupted as exc:
-            # A stopped sweep stops: no next combination, but the comparison so far is written.
-            runs.append((combo, None, f"interrupted by {exc.signal_name}: {exc.run_dir}"))
-            frames.append(
-                pd.DataFrame(
-                    [{"run": exc.run_dir.name if exc.run_dir else None, "status": lifecycle.INTERRUPTED, **combo}]
-                )
-            )
-            return runs, frames, exc
-        runs.append((combo, res, "ok"))
-        frames.append(_ok_frame(res.run_dir, combo))
-    return runs, frames, None
+        elif i in outcome:
+            res, detail, interrupted = outcome[i]
+            runs.append((combo, res, detail))
+            if res is not None:
+                frames.append(_ok_frame(res.run_dir, combo))
+            elif interrupted is not None:
+                cut.append(interrupted)
+                where = interrupted.run_dir.name if interrupted.run_dir else None
+                frames.append(pd.DataFrame([{"run": where, "status": lifecycle.INTERRUPTED, **combo}]))
+            else:
+                frames.append(pd.DataFrame([{"run": name, "status": "failed", **combo}]))
+    if not stop.asked:
+        return runs, frames, None
+    first = cut[0] if cut else None  # none: stopped between two runs
+    # Several runs cut short are listed (`RunInterrupted.runs`); one is told as a run alone is (its notebook).
+    folders = tuple(c.run_dir for c in cut if c.run_dir is not None)
+    folders = folders if len(folders) > 1 else ()
+    signum = stop.signum if stop.signum is not None else 0
+    return (
+        runs,
+        frames,
+        lifecycle.RunInterrupted(
+            signum, first.run_dir if first else None, first.notebook if first else None, runs=folders
+        ),
+    )
+
+
+#: Seconds between two looks, by a sweep's thread, at whether its lanes are done (signals arrive between).
+STOP_POLL_S = 0.2
+
+
+def _lanes(kernels: Sequence[kernel_mod.ChainKernel], runs: int) -> list[tuple[kernel_mod.ChainKernel, ...]]:
+    """Split a sweep's kernels into lanes for `runs` runs to go: one kernel each, or all in one for a single run.
+
+    No kernels (none could be started): one lane whose runs start their own.
+    """
+    if not kernels:
+        return [()]
+    if runs <= 1:
+        return [tuple(kernels)]
+    return [(k,) for k in kernels[: max(1, runs)]]
 
 
 def _sweep_on_engine(

@@ -431,6 +431,14 @@ def remembered(kind: str, k: str, compute: Callable[[], T]) -> T:
     return value
 
 
+def forget() -> None:
+    """Forget this process's layer and its counts (a kernel that moves to another run: `run.kernel.adopt_code`).
+
+    The folder's entries stay: the next run finds there what an earlier one kept.
+    """
+    _MEMOS.clear()
+
+
 def stats() -> dict[str, dict[str, int]]:
     """Return this process's hits (by layer), misses and untrusted folder entries per kind."""
     return {
@@ -487,6 +495,7 @@ __all__ = [
     "Memo",
     "check_folder",
     "content_key",
+    "forget",
     "key",
     "key_problem",
     "memo",
