@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= auto
 
 .DEFAULT_GOAL := help
-.PHONY: help setup browser llm llm-server run smoke lint test bench screenshot lab profiles clean-results
+.PHONY: help setup browser llm llm-server run smoke lint test test-fast bench screenshot lab profiles clean-results
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -126,6 +126,11 @@ lint: setup ## ruff (lint + format check) and mypy over the library, tests and b
 
 test: setup browser llm lint ## lint (ruff, mypy), then run the test suite (includes notebook smoke runs, the headless-Chromium report check and the local llama.cpp server)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --strict-skips $(PYTEST_ARGS)
+
+# The inner loop: every test not marked slow (no chain run, model server, browser or cluster; tests/conftest.py
+# marks the tests of those fixtures), in parallel. Not a replacement for `make test`, which CI runs.
+test-fast: setup ## the tests not marked slow, in parallel (the inner loop; make test runs every test)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not slow" $(PYTEST_ARGS)
 
 bench: setup ## speed and memory benchmarks (scripts in benchmarks/, outside pytest); BENCH=name for one
 	$(BIN)/python benchmarks/run.py $(BENCH)

@@ -67,12 +67,19 @@ SHARED_SESSION_FIXTURES = {
 }
 
 
+#: Fixtures whose tests are ``slow`` whatever they do (a chain run, a model server, a browser): `make
+#: test-fast` leaves them out; `make test` runs them.
+SLOW_FIXTURES = frozenset({*SHARED_SESSION_FIXTURES, "chromium"})
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for fixture, group in SHARED_SESSION_FIXTURES.items():
             if fixture in item.fixturenames:
                 item.add_marker(pytest.mark.xdist_group(group))
                 break
+        if SLOW_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.slow)
     # The check of the built llama.cpp library runs before any test starts the server on it.
     items.sort(key=lambda item: item.path.name != "test_llama_build.py")
 

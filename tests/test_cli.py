@@ -5,6 +5,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from compaction_lab import cli
 
 
@@ -13,6 +15,7 @@ def _script() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "compaction_lab.cli"]
 
 
+@pytest.mark.slow
 def test_run_smoke_prints_the_run_folder_last(tmp_path):
     r = subprocess.run(
         _script() + ["run", "--profile", "smoke", "--results", str(tmp_path), "--name", "cli-smoke"],
@@ -49,7 +52,6 @@ def test_help_names_the_commands(capsys):
 import json  # noqa: E402  (imported below the helpers the CLI tests share)
 
 import pandas as pd  # noqa: E402  (imported below the helpers the CLI tests share)
-import pytest  # noqa: E402  (imported below the helpers the CLI tests share)
 
 from compaction_lab.ingest import ImportAudit, load_sessions  # noqa: E402  (imported below the helpers the CLI tests share)
 from compaction_lab.tally import composition  # noqa: E402  (imported below the helpers the CLI tests share)
@@ -234,6 +236,7 @@ def test_project_names_futureos_when_only_its_margin_does_not_fit(tmp_path, caps
     assert cli.main(["project", session, "--strategy", "codex", "--window", "33000", "--json"]) == 0
 
 
+@pytest.mark.slow
 def test_run_refuses_unknown_keys_unless_allowed(tmp_path, capsys):
     prof = tmp_path / "tiny.yaml"
     prof.write_text(
@@ -278,6 +281,7 @@ def test_ctrl_c_in_any_command_is_one_line_and_exit_130(tmp_path, monkeypatch, c
     assert "interrupted" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_run_reaches_its_scheduler_before_making_a_run_folder(tmp_path, monkeypatch, capsys):
     """Item 17 of issue 44: ``run --scheduler tcp://127.0.0.1:1`` without a sweep was checked only in notebook
     01 (exit 1, a failed run folder); now exit 2 in one line before anything is written -- the address from

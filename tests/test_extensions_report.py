@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from compaction_lab.core.paths import REPO_ROOT
 from tests.report.test_my_sessions import LIGHTER
@@ -119,6 +120,7 @@ def _seen(run_dir: Path) -> dict[str, bool]:
     }
 
 
+@pytest.mark.slow
 def test_each_extension_reaches_the_report_from_its_own_file_and_leaves_with_it(tmp_path: Path):
     repo = _copy_repository(tmp_path / "repo")
     package = repo / "lib" / "compaction_lab"

@@ -22,6 +22,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from compaction_lab import STAGES
 from compaction_lab.core.paths import REPO_ROOT
 
@@ -148,6 +150,7 @@ def test_stages_import_downward_only():
     assert upward_imports(import_graph(typing=True)[0]) == []
 
 
+@pytest.mark.slow
 def test_only_the_runner_and_the_command_line_import_the_report():
     importers = {
         m.split(".")[1]
@@ -158,6 +161,7 @@ def test_only_the_runner_and_the_command_line_import_the_report():
     assert importers <= {"report", "run", "cli"}, importers
 
 
+@pytest.mark.slow
 def test_the_direction_check_catches_a_planted_upward_import():
     """Negative control: an import of the renderer inside a function of `core` (lazy, so no cycle at import
     time) is flagged, and so is the same import under ``if TYPE_CHECKING:``."""
@@ -175,10 +179,12 @@ def test_the_direction_check_catches_a_planted_upward_import():
     assert stage("compaction_lab") < stage("compaction_lab.core.paths") < stage("compaction_lab.run.runner")
 
 
+@pytest.mark.slow
 def test_no_import_cycles():
     assert cycles(import_graph()[0]) == []
 
 
+@pytest.mark.slow
 def test_no_private_names_borrowed_from_another_module():
     _, private = import_graph()
     assert [(m, s, n) for m, s, n in private if not _allowed(m, s)] == []

@@ -29,6 +29,7 @@ def test_make_lab_passes_lab_args_and_allows_root_when_root(tmp_path):
     assert ("--allow-root" in cmd) == (os.geteuid() == 0)
 
 
+@pytest.mark.slow
 def test_make_lab_starts_on_the_given_port_without_a_browser(tmp_path):
     """The command make runs really serves, as root too (jupyter refuses root without ``--allow-root``)."""
     port, token = free_port(), secrets.token_hex(16)

@@ -179,6 +179,7 @@ def test_no_file_names_a_folder_beside_the_repository_or_a_machine_path(files):
     assert offenders == []
 
 
+@pytest.mark.slow
 def test_no_code_opens_a_path_outside_the_repository(files):
     me = Path(__file__).resolve()
     offenders = []
@@ -213,6 +214,7 @@ def prose_files(files: list[Path], suffixes: tuple[str, ...]) -> list[tuple[Path
     return out
 
 
+@pytest.mark.slow
 def test_every_markdown_file_code_points_at_exists(files):
     basenames = {p.name for p in files}
     missing = []
@@ -221,6 +223,7 @@ def test_every_markdown_file_code_points_at_exists(files):
     assert missing == []
 
 
+@pytest.mark.slow
 def test_every_repository_path_named_in_prose_exists(files):
     """Docstrings, comments, documents, the Makefile, notebooks and profiles name files that exist."""
     missing = []

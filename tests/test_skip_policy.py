@@ -56,6 +56,7 @@ def test_a_listed_reason_and_an_xfail_pass(pytester, monkeypatch):
     assert result.ret == pytest.ExitCode.OK
 
 
+@pytest.mark.slow
 def test_under_xdist_the_workers_skips_are_counted(pytester, monkeypatch):
     result = _run(pytester, monkeypatch, TESTS, "--strict-skips", "-n", "2")
     assert result.ret == pytest.ExitCode.TESTS_FAILED

@@ -408,6 +408,7 @@ _KILL_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_killed_run_restarts_without_duplicate_requests(tmp_path):
     ledger_file = tmp_path / "ledger.sqlite"
     cfg = ModelConfig(base_url="http://unused/v1", model="fake-model", api_key_env="")

@@ -52,6 +52,7 @@ def test_server_lists_the_model(client):
     assert [m.id for m in client.models.list().data] == [MODEL_ALIAS]
 
 
+@pytest.mark.slow
 def test_chat_with_a_system_message_returns_text_and_usage(client):
     resp = _chat(client, [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}], max_tokens=24)
     choice = resp.choices[0]
@@ -63,6 +64,7 @@ def test_chat_with_a_system_message_returns_text_and_usage(client):
     assert resp.usage.completion_tokens <= 24
 
 
+@pytest.mark.slow
 def test_the_system_message_reaches_the_prompt(client):
     """Changing only the system message changes the prompt the server counts."""
     user = {"role": "user", "content": QUESTION}
@@ -77,6 +79,7 @@ def test_max_tokens_is_honoured(client):
     assert resp.choices[0].finish_reason == "length"
 
 
+@pytest.mark.slow
 def test_an_identical_second_request_works(client):
     """llama.cpp reuses the cached prompt prefix internally but reports no cached tokens."""
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}]
@@ -89,6 +92,7 @@ def test_an_identical_second_request_works(client):
     assert cached is None or 0 <= cached <= second.usage.prompt_tokens
 
 
+@pytest.mark.slow
 def test_a_request_with_tools_does_not_error(client):
     """Without tool_choice the model's chat template ignores tools and answers in text."""
     messages = [{"role": "user", "content": "What is the weather in Paris?"}]

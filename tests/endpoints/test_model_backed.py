@@ -209,6 +209,7 @@ def test_model_without_configuration_is_a_clear_error():
 # --------------------------------------------------------------------------- the model profile, end to end
 
 
+@pytest.mark.slow
 def test_model_profile_runs_labels_the_model_and_leaks_no_key(server, tmp_path, monkeypatch):
     """The whole chain with `summarizer: model` and `reader: model` against the scripted endpoint: every
     model-backed table names the model, the ledger holds every call, and the API key is nowhere."""

@@ -231,6 +231,7 @@ def _url_samples():
     return st.lists(url.map("".join), min_size=1, max_size=4).map(" ".join)
 
 
+@pytest.mark.slow
 def test_url_userinfo_led_by_its_literal_matches_what_the_leading_lookbehind_matched():
     import re
 

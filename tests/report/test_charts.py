@@ -92,6 +92,7 @@ def test_saved_html_keeps_data_inside_its_script_block(tmp_path, fig2_inputs):
     assert shown >= {theme.vega_safe(i) for i in HOSTILE_IDS}
 
 
+@pytest.mark.slow
 def test_control_characters_and_lone_surrogates_in_data_still_render(tmp_path):
     """Issue 25, acceptance 2: a label holding characters XML forbids (a C0 control, U+FFFF) made
     vl-convert panic and abort the whole process (a notebook's kernel died), and a long label of emoji
@@ -408,6 +409,7 @@ def test_fig_sweep_lines_without_money_says_so():
     assert len(spec["hconcat"]) == 2 and "money: not measured" in json.dumps(spec["title"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reader", ["searcher stand-in", "verbatim reader (retention ceiling)", "model reader: m1"])
 def test_sweep_figures_name_who_answered(reader):
     table = comparison_table(("seed", [7, 8]), reader=reader)
@@ -440,6 +442,7 @@ def test_fig_sweep_ranks_reversed_axis_and_end_labels():
     assert "facet" in faceted.to_dict() and _png_ok(faceted)
 
 
+@pytest.mark.slow
 def test_fig_sweep_seeds_shows_both_kinds_of_interval():
     chart = charts.fig_sweep_seeds(comparison_table(("seed", [7, 8])), "seed", by=["window"])
     spec = chart.to_dict()
@@ -471,6 +474,7 @@ def test_sweep_figures_are_registered_apart_from_the_run_figures():
         assert f.draw.__module__ == "compaction_lab.report.figures.sweep"
 
 
+@pytest.mark.slow
 def test_vega_bundle_is_built_once_kept_by_its_hash_and_rebuilt_when_damaged(tmp_path, monkeypatch):
     """The figures' HTML inlines Vega's JavaScript from data/cache, built by vl-convert only when missing."""
     monkeypatch.setenv("COMPACTION_LAB_CACHE", str(tmp_path))

@@ -207,6 +207,7 @@ STEMS = [f.stem for f in (*charts.run_figures(), *charts.sweep_figures())]
 HOSTILE_IDS = ["a\u2028b", "a\u2029b", "n\x00l", "\x01", "\ud800x", "\uffff", "a\u2028", "a\u2029", "\u27e8"]
 
 
+@pytest.mark.slow
 def test_every_figure_has_inputs_here(inputs):
     """A new figure is drawn by the property test below: its inputs must be added to `figure_inputs`."""
     assert sorted(inputs) == sorted(STEMS)
@@ -221,6 +222,7 @@ def test_every_figure_has_inputs_here(inputs):
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],
 )
+@pytest.mark.slow
 def test_every_figure_draws_any_identifier(stem, ids, inputs, tmp_path_factory):
     """Item 3: each registered figure, its identifiers drawn from all of Unicode, is written as PNG, SVG
     and HTML; the page's spec holds no character that breaks Vega, XML or UTF-8, and as many distinct

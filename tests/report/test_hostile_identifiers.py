@@ -71,6 +71,7 @@ def test_rendered_notebook_holds_no_character_html_forbids(tmp_path):
     assert "n\u27e8U+0000\u27e9l" in page.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_sweep_page_holds_no_character_html_forbids(tmp_path):
     """sweep.html and its figures: a swept model's name and the arms' labels hold NUL and its kin."""
     table = comparison_table(("model", [f"m1{BAD}", f"m2{BAD}"]))
@@ -129,6 +130,7 @@ IDENTIFIERS = st.fixed_dictionaries(
     phases=[Phase.explicit, Phase.generate],
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
+@pytest.mark.slow
 def test_any_identifier_runs_the_chain_and_every_page_opens(values, name, chromium, tmp_path_factory):
     """Acceptance 2: identifiers from all of Unicode, the smoke-sized `my_sessions` chain: every notebook
     completes, no page holds a character HTML forbids, and every page opens in Chromium with its figures,

@@ -421,6 +421,7 @@ HOSTILE_VALUES = st.fixed_dictionaries({f: st.lists(_PIECES, min_size=1, max_siz
 LINE_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 
 
+@pytest.mark.slow
 @given(values=HOSTILE_VALUES)
 @example(values={f: f"{f}{LINE_BREAKS}\ud800{PAYLOADS[0]}" for f in FIELDS})
 @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -479,6 +480,7 @@ def _page_run(folder: Path, results: Path) -> runner.RunResult:
     phases=[Phase.explicit, Phase.generate],
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
+@pytest.mark.slow
 def test_random_identifiers_render_safe_pages(values, chromium, tmp_path_factory):
     """Acceptance 2: random strings in every imported identifier field, a `my_sessions` run rendered:
     every page opens with its figures, no dialog, no console error, no raw markup."""

@@ -213,6 +213,7 @@ def test_run_folders_are_never_reused(tmp_path):
     assert a != b and a.exists() and b.name == "same-2"
 
 
+@pytest.mark.slow
 def test_parameters_no_notebook_declares_are_an_error_unless_allowed(tmp_path, capsys):
     smoke = runner.load_profile("smoke")
     prof = tmp_path / "typo.yaml"
@@ -244,6 +245,7 @@ def test_my_sessions_profile_loads():
     assert prof.parameters["session_paths"] and all(p.startswith("~") for p in prof.parameters["session_paths"])
 
 
+@pytest.mark.slow
 def test_notebook_01_on_every_fixture_session(tmp_path):
     prof = tmp_path / "fixtures.yaml"
     prof.write_text(
@@ -393,6 +395,7 @@ def _on_my_sessions(session: Path) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_redacted_run_leaks_none_of_the_planted_secrets(tmp_path, monkeypatch):
     from compaction_lab.privacy.leaks import find_leaks
 

@@ -192,6 +192,7 @@ def _pid(shared):
     return shared.km.provisioner.pid
 
 
+@pytest.mark.slow
 def test_a_launched_kernel_moves_into_the_run_folder_with_the_runs_environment(tmp_path, monkeypatch):
     """`kernel.launched` starts kernels before the run has a folder; `adopt_code` gives them the run's folder and
     environment, as a kernel the run started itself would have (cwd, inherited variables)."""
@@ -219,6 +220,7 @@ def test_a_launched_kernel_moves_into_the_run_folder_with_the_runs_environment(t
         os.kill(pid, 0)
 
 
+@pytest.mark.slow
 def test_a_second_warm_while_the_launch_warms_does_not_take_its_replies(tmp_path):
     """Two clients of one kernel share its session's socket name: the runner's warm of a launched kernel waits
     for the launch's own warm, and both end (the first used to wait for ever for a reply the second took)."""
@@ -295,6 +297,7 @@ def test_connected_raises_for_a_kernel_that_died(tmp_path):
             kernel.connected(km, 30)
 
 
+@pytest.mark.slow
 def test_warm_code_freezes_what_the_imports_made(tmp_path):
     nb = _notebook(tmp_path / "n.ipynb", "import gc", "print(gc.get_freeze_count() > 1000)")
     code = kernel.warm_code([_notebook(tmp_path / "w.ipynb", "import json, decimal")])

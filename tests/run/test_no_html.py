@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from compaction_lab import cli
 
 TINY = "description: one small chain\nnotebooks: [01_context_composition]\nparameters: {n_chains: 1, window_tokens: 1500}\n"
@@ -18,6 +20,7 @@ def _run(tmp_path: Path, capsys, *extra: str) -> Path:
     return Path(capsys.readouterr().out.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_run_json_says_what_rendering_the_notebooks_and_the_report_cost(tmp_path, capsys):
     run_dir = _run(tmp_path, capsys, "--name", "with")
     doc = json.loads((run_dir / "run.json").read_text())
@@ -27,6 +30,7 @@ def test_run_json_says_what_rendering_the_notebooks_and_the_report_cost(tmp_path
     assert doc["report_seconds"] > 0 and (run_dir / "report.html").exists()
 
 
+@pytest.mark.slow
 def test_no_html_renders_no_notebook_but_the_report_is_complete(tmp_path, capsys):
     run_dir = _run(tmp_path, capsys, "--name", "without", "--no-html")
     doc = json.loads((run_dir / "run.json").read_text())

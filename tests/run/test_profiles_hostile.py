@@ -186,6 +186,7 @@ def test_set_and_sweep_values_with_an_unreadable_integer_are_one_line(tmp_path, 
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.slow
 def test_a_fifo_given_as_the_profile_is_refused_at_once(tmp_path):
     """Was: ``run --profile FIFO`` blocked for ever, waiting for a writer."""
     import os
