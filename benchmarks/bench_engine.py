@@ -1,4 +1,4 @@
-"""The tally on the Dask engine: throughput, scaling, caches, memory, cut-over (run by `make bench`).
+"""The tally on the engine and as a command: throughput, scaling, caches, memory, cut-overs (run by `make bench`).
 
 Acceptance 3 and 4 of issue 16, in one run. Two seeded, deterministic inputs
 are generated (streamed to disk, in a temp dir or ``--dir``):
@@ -21,7 +21,7 @@ B. ONE Codex session (one ``session_meta``) of ``BENCH_ENGINE_SINGLE_MB`` MB
    `composition.PIECES_PER_WORKER` per worker), and the pieces' tallies are
    stitched back together in order.
 
-For each input, measured (items 1-3 on B in ``BENCH_ENGINE_SINGLE_REPEAT`` interleaved rounds, default
+For each input, measured (items 1-3 and 9 on B in ``BENCH_ENGINE_SINGLE_REPEAT`` interleaved rounds, default
 3, the best time of each kept and every round printed: this shared host's speed drifts by tens of
 percent within minutes, which one round of each, minutes apart, would measure instead of the tally):
 
@@ -62,20 +62,33 @@ percent within minutes, which one round of each, minutes apart, would measure in
    tally of the same file (in this process; its time is reported too). On
    A (1 GB, too slow to tally twice more) the token totals of the 1- and
    2-worker tallies must be equal, and equal to the raw tokenizer's.
+9. **the command as a person types it** (issue 50): wall time of a fresh
+   ``compaction-lab tally FILE`` process, every default (``auto``: a pool of
+   forked workers at these sizes; ``COMPACTION_LAB_SCHEDULER`` unset; the
+   table printed), start-up, imports and tokenizer load included, in the
+   same rounds as 1-3. Target: >= 2.0x the raw tiktoken time of (1), on A and B.
+   Beside it, the CPU time of the command (all its processes) over raw's: what
+   other work on a shared host does not change, where wall times do.
 
-Then, on smaller Codex files generated the same way as A
-(``BENCH_ENGINE_CUTOVER_MB``, default ``8,64,128,256,384``):
+Then, on smaller Codex files generated the same way as A: the whole CLI's wall
+time in a subprocess, ``compaction-lab tally --scheduler sync FILE`` vs
+``--scheduler pool|local FILE`` (best of ``BENCH_ENGINE_CUTOVER_REPEAT``,
+default 1 -- at least 3 for the pool's small files -- the two alternating),
+so a LocalCluster's start and every worker's imports are in the times. The
+measured cut-over is where the other starts to win, interpolated linearly
+between the two sizes around the sign change of (other - sync); the range
+printed is [largest size sync won, smallest size the other won]. Target: the
+engine's constant is within a factor 2 of the measured cut-over (when the
+other wins at every size, or at none, only a bound is known and the target
+is judged against that bound):
 
-7. **cut-over**: wall time of the whole CLI in a subprocess,
-   ``compaction-lab tally --scheduler sync FILE`` vs ``--scheduler local
-   FILE`` (best of ``BENCH_ENGINE_CUTOVER_REPEAT``, default 1, the two
-   alternating). The measured cut-over is where local starts to win,
-   interpolated linearly between the two sizes around the sign change of
-   (local - sync); the range printed is [largest size sync won, smallest
-   size local won]. Target: `compaction_lab.engine.scheduler.SYNC_BELOW_BYTES` is
-   within a factor 2 of the measured cut-over (when local wins at every
-   size, or at none, only a bound is known and the target is judged against
-   that bound).
+7. **cut-over sync | local** (``BENCH_ENGINE_CUTOVER_MB``, default
+   ``8,64,128,256,384``): `compaction_lab.engine.scheduler.SYNC_BELOW_BYTES`,
+   where ``auto`` starts a LocalCluster for jobs that take no pool (imports,
+   in-memory compositions);
+7b. **cut-over sync | pool** (``BENCH_ENGINE_POOL_CUTOVER_MB``, default
+   ``0.5,1,2,4,8,16``): `compaction_lab.engine.scheduler.POOL_FROM_BYTES`, where
+   ``auto`` starts forking workers for a tally.
 8. **acceptance 4**: wall time of ``compaction-lab tally`` on a small real
    fixture (``tests/fixtures/public/pi/large-session.jsonl``, ~1 MB)
    with the default scheduler (auto) vs ``--scheduler sync``, median of 5
@@ -86,7 +99,7 @@ Usage: ``python benchmarks/bench_engine.py [--keep] [--dir DIR]`` (from
 ``benchmarks/``, or ``make bench BENCH=engine``); env ``BENCH_ENGINE_MB``,
 ``BENCH_ENGINE_SINGLE_MB``, ``BENCH_ENGINE_SINGLE_REPEAT`` (B's interleaved rounds, default 3: the best
 of each measurement is kept), ``BENCH_ENGINE_SEED``,
-``BENCH_ENGINE_CUTOVER_MB``, ``BENCH_ENGINE_CUTOVER_REPEAT``. The machine's
+``BENCH_ENGINE_CUTOVER_MB``, ``BENCH_ENGINE_POOL_CUTOVER_MB``, ``BENCH_ENGINE_CUTOVER_REPEAT``. The machine's
 load average at the start is reported: other work on a 2-core machine
 lowers every rate and the scaling. Memory of this script stays bounded:
 the files are streamed to disk and the tallies keep one row per session x
@@ -117,6 +130,7 @@ DEFAULT_SINGLE_MB = 40
 DEFAULT_SINGLE_REPEAT = 3  # B's rounds (A's 1 GB is measured once: each round takes minutes)
 DEFAULT_SEED = 20251201
 DEFAULT_CUTOVER_MB = (8.0, 64.0, 128.0, 256.0, 384.0)
+DEFAULT_POOL_CUTOVER_MB = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 WORKERS = 2
 RATIO_TARGET = 2.0
 SCALING_TARGET = 1.7
@@ -261,7 +275,7 @@ def child_raw(path: str) -> dict:
     enc = get_encoding()
     enc.encode_ordinary("warm up")
     audit = ImportAudit()
-    seconds, text_bytes, tokens, texts_n, dup_n, dup_bytes = 0.0, 0, 0, 0, 0, 0
+    seconds, cpu, text_bytes, tokens, texts_n, dup_n, dup_bytes = 0.0, 0.0, 0, 0, 0, 0, 0
     seen: set[bytes] = set()
     for s in load_sessions(path, audit):  # untimed: only the tokenizer is measured
         texts = [r.text for r in s.records if r.kind in CONTEXT_KINDS]
@@ -273,12 +287,14 @@ def child_raw(path: str) -> dict:
                 dup_n, dup_bytes = dup_n + 1, dup_bytes + len(b)
             seen.add(key)
         texts_n += len(texts)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for t in texts:
             tokens += len(enc.encode_ordinary(t))
         seconds += time.perf_counter() - t0
+        cpu += time.process_time() - c0
     return {
         "seconds": seconds,
+        "cpu_seconds": cpu,
         "text_bytes": text_bytes,
         "tokens": tokens,
         "texts": texts_n,
@@ -307,6 +323,20 @@ def run_raw(path: Path) -> dict:
         flush=True,
     )
     return res
+
+
+def run_cli(path: Path) -> dict:
+    """Item 9: ``compaction-lab tally FILE`` as a person types it: a fresh process, every default, the table printed."""
+    import resource
+
+    print("  [compaction-lab tally FILE] fresh process, defaults ...", flush=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    seconds, err = cli_run(["tally", str(path)])
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the command and its workers, all waited for
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    engine = next((line.removeprefix("engine: ") for line in err.splitlines() if line.startswith("engine: ")), "?")
+    print(f"  [compaction-lab tally FILE] {seconds:.2f} s, CPU {cpu:.2f} s ({engine})", flush=True)
+    return {"seconds": seconds, "cpu_seconds": cpu, "engine": engine}
 
 
 # =========================================================================== the tally on the engine
@@ -376,15 +406,17 @@ def measure_input(res: Results, label: str, path: Path, gen: dict, compare_sync:
     # Rounds of the three measurements in turn, the best (least disturbed) of each kept: a shared host's
     # speed drifts by tens of percent within minutes, and a ratio of two timings taken minutes apart
     # would measure the drift. Every round's times are printed.
-    rounds: list[tuple[dict, dict, dict]] = []
+    rounds: list[tuple[dict, dict, dict, dict]] = []
     for r in range(repeat):
         if repeat > 1:
             print(f"  round {r + 1} of {repeat}", flush=True)
-        rounds.append((run_raw(path), engine_tally(path, WORKERS), engine_tally(path, 1)))
-    raw, two, one = (min((rd[i] for rd in rounds), key=lambda m: m["seconds"]) for i in range(3))
+        rounds.append((run_raw(path), engine_tally(path, WORKERS), engine_tally(path, 1), run_cli(path)))
+    raw, two, one, cli = (min((rd[i] for rd in rounds), key=lambda m: m["seconds"]) for i in range(4))
     spread = (
-        f"; best of {repeat} interleaved rounds (raw / {WORKERS} workers / 1 worker: "
-        + ", ".join(f"{a['seconds']:.2f}/{b['seconds']:.2f}/{c['seconds']:.2f} s" for a, b, c in rounds)
+        f"; best of {repeat} interleaved rounds (raw / {WORKERS} workers / 1 worker / command: "
+        + ", ".join(
+            f"{a['seconds']:.2f}/{b['seconds']:.2f}/{c['seconds']:.2f}/{d['seconds']:.2f} s" for a, b, c, d in rounds
+        )
         + ")"
         if repeat > 1
         else ""
@@ -411,6 +443,27 @@ def measure_input(res: Results, label: str, path: Path, gen: dict, compare_sync:
     )
     ratio = two_rate / raw_rate
     res.add(f"{label}: tally {WORKERS} workers / raw", ratio, "x", f">= {RATIO_TARGET}x{spread}", ratio >= RATIO_TARGET)
+    cli_ratio = raw["seconds"] / cli["seconds"]
+    res.add(
+        f"{label}: compaction-lab tally FILE (fresh process, defaults)",
+        text_mb / cli["seconds"],
+        "text-MB/s",
+        f"{cli['seconds']:.2f} s end to end: start-up, imports, engine ({cli['engine']}), tokenizer, reading, table",
+    )
+    res.add(
+        f"{label}: compaction-lab tally FILE / raw",
+        cli_ratio,
+        "x",
+        f">= {RATIO_TARGET}x (raw tiktoken {raw['seconds']:.2f} s){spread}",
+        cli_ratio >= RATIO_TARGET,
+    )
+    res.add(
+        f"{label}:   CPU of the command / of raw tiktoken",
+        cli["cpu_seconds"] / max(raw["cpu_seconds"], 1e-9),
+        "x",
+        f"{cli['cpu_seconds']:.2f} s (every process) / {raw['cpu_seconds']:.2f} s: what other work on the host "
+        "does not change; wall time on 2 idle cores ~ serial part + the rest / 2",
+    )
     scaling = one["seconds"] / two["seconds"]
     res.add(
         f"{label}: scaling 1 -> {WORKERS} workers",
@@ -485,8 +538,8 @@ def measure_input(res: Results, label: str, path: Path, gen: dict, compare_sync:
 # =========================================================================== the CLI: cut-over, acceptance 4
 
 
-def cli_seconds(args: list[str]) -> float:
-    """Wall time of ``compaction-lab ARGS`` in a subprocess (``COMPACTION_LAB_SCHEDULER`` unset)."""
+def cli_run(args: list[str]) -> tuple[float, str]:
+    """Wall time and stderr of ``compaction-lab ARGS`` in a subprocess (``COMPACTION_LAB_SCHEDULER`` unset)."""
     exe = Path(sys.executable).with_name("compaction-lab")
     cmd = (
         [str(exe)]
@@ -499,55 +552,65 @@ def cli_seconds(args: list[str]) -> float:
     seconds = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"compaction-lab {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
-    return seconds
+    return seconds, proc.stderr
 
 
-def cutover(res: Results, workdir: Path, sizes: list[float], seed: int, repeat: int) -> None:
-    """Item 7: sync vs local CLI wall time on files of `sizes` MB; where local starts to win."""
+def cli_seconds(args: list[str]) -> float:
+    """Wall time of ``compaction-lab ARGS`` in a subprocess (``COMPACTION_LAB_SCHEDULER`` unset)."""
+    return cli_run(args)[0]
+
+
+def cutover(res: Results, workdir: Path, sizes: list[float], seed: int, repeat: int, other: str, constant: str) -> None:
+    """Items 7 and 7b: ``--scheduler sync`` vs ``--scheduler OTHER`` CLI wall time on files of `sizes` MB.
+
+    Where `other` starts to win is the measured cut-over; the engine's `constant` (its name in
+    `compaction_lab.engine.scheduler`) must be within `CUTOVER_FACTOR` of it.
+    """
     from tqdm import tqdm
 
-    from compaction_lab.engine.scheduler import SYNC_BELOW_BYTES
+    from compaction_lab.engine import scheduler
 
-    print(f"\n--- cut-over: compaction-lab tally --scheduler sync | local, files of {sizes} MB ---", flush=True)
+    label = f"cut-over sync | {other}"
+    print(f"\n--- {label}: compaction-lab tally --scheduler sync | {other}, files of {sizes} MB ---", flush=True)
     rows = []
     for mb in sizes:
         path = workdir / f"rollout-cutover-{mb:g}MB-seed{seed}.jsonl"
         gen = generate(path, mb, seed + int(mb))
-        best = {"sync": float("inf"), "local": float("inf")}
+        best = {"sync": float("inf"), other: float("inf")}
         try:
             for _ in tqdm(range(repeat), desc=f"{mb:g} MB", unit="pair", leave=False):
-                for mode in ("sync", "local"):
+                for mode in ("sync", other):
                     best[mode] = min(best[mode], cli_seconds(["tally", "--scheduler", mode, str(path)]))
         finally:
             path.unlink(missing_ok=True)
         size = gen["bytes"] / MB
-        print(f"  {size:6.1f} MB: sync {best['sync']:.2f} s, local {best['local']:.2f} s", flush=True)
-        rows.append((size, best["sync"], best["local"]))
+        print(f"  {size:6.1f} MB: sync {best['sync']:.2f} s, {other} {best[other]:.2f} s", flush=True)
+        rows.append((size, best["sync"], best[other]))
         res.add(
-            f"cut-over: {size:.0f} MB, local - sync",
-            best["local"] - best["sync"],
+            f"{label}: {size:.1f} MB, {other} - sync",
+            best[other] - best["sync"],
             "s",
-            f"sync {best['sync']:.2f} s, local {best['local']:.2f} s ({'local' if best['local'] < best['sync'] else 'sync'} faster)",
+            f"sync {best['sync']:.2f} s, {other} {best[other]:.2f} s ({other if best[other] < best['sync'] else 'sync'} faster)",
         )
 
-    const_mb = SYNC_BELOW_BYTES / MB
+    const_mb = getattr(scheduler, constant) / MB
     sync_won = [s for s, ts, tl in rows if tl >= ts]
-    local_won = [s for s, ts, tl in rows if tl < ts]
-    lo = max((s for s in sync_won if not local_won or s < min(local_won)), default=0.0)
-    hi = min((s for s in local_won if s > lo), default=float("inf"))
-    if local_won and sync_won and hi != float("inf") and lo > 0:
+    other_won = [s for s, ts, tl in rows if tl < ts]
+    lo = max((s for s in sync_won if not other_won or s < min(other_won)), default=0.0)
+    hi = min((s for s in other_won if s > lo), default=float("inf"))
+    if other_won and sync_won and hi != float("inf") and lo > 0:
         (s0, a0, b0), (s1, a1, b1) = next(r for r in rows if r[0] == lo), next(r for r in rows if r[0] == hi)
-        d0, d1 = b0 - a0, b1 - a1  # local - sync: >= 0 at lo, < 0 at hi
+        d0, d1 = b0 - a0, b1 - a1  # other - sync: >= 0 at lo, < 0 at hi
         measured = s0 + (s1 - s0) * d0 / (d0 - d1)
-        note = f"interpolated in [{lo:.0f}, {hi:.0f}] MB"
-    elif not local_won:  # only a lower bound: the target cannot be established
-        measured, note = float("inf"), f"local never faster up to {rows[-1][0]:.0f} MB: cut-over > {lo:.0f} MB"
+        note = f"interpolated in [{lo:.1f}, {hi:.1f}] MB"
+    elif not other_won:  # only a lower bound: the target cannot be established
+        measured, note = float("inf"), f"{other} never faster up to {rows[-1][0]:.0f} MB: cut-over > {lo:.1f} MB"
     else:
-        measured, note = hi, f"local faster already at {hi:.0f} MB: cut-over <= {hi:.0f} MB"
+        measured, note = hi, f"{other} faster already at {hi:.1f} MB: cut-over <= {hi:.1f} MB"
     inside = lo <= const_mb <= hi
     print(
-        f"  SYNC_BELOW_BYTES = {SYNC_BELOW_BYTES:,} B ({const_mb:.1f} MB) "
-        f"{'sits inside' if inside else 'is outside'} the measured cut-over range [{lo:.0f}, {hi:.0f}] MB ({note})",
+        f"  {constant} = {getattr(scheduler, constant):,} B ({const_mb:.1f} MB) "
+        f"{'sits inside' if inside else 'is outside'} the measured cut-over range [{lo:.1f}, {hi:.1f}] MB ({note})",
         flush=True,
     )
     if measured == float("inf"):
@@ -557,13 +620,13 @@ def cutover(res: Results, workdir: Path, sizes: list[float], seed: int, repeat: 
     else:
         ok = measured / CUTOVER_FACTOR <= const_mb <= CUTOVER_FACTOR * measured
     res.add(
-        "cut-over: measured",
+        f"{label}: measured",
         measured if measured != float("inf") else -1.0,
         "MB",
-        f"{note}; range [{lo:.0f}, {hi:.0f}] MB",
+        f"{note}; range [{lo:.1f}, {hi:.1f}] MB",
     )
     res.add(
-        "cut-over: SYNC_BELOW_BYTES",
+        f"{label}: {constant}",
         const_mb,
         "MB",
         f"within {CUTOVER_FACTOR:g}x of the measured cut-over ({'inside' if inside else 'outside'} the range)",
@@ -614,6 +677,8 @@ def main(argv: list[str] | None = None) -> int:
     seed = int(os.environ.get("BENCH_ENGINE_SEED") or DEFAULT_SEED)
     cut_env = os.environ.get("BENCH_ENGINE_CUTOVER_MB")
     cut_sizes = [float(x) for x in cut_env.split(",") if x.strip()] if cut_env else list(DEFAULT_CUTOVER_MB)
+    pool_env = os.environ.get("BENCH_ENGINE_POOL_CUTOVER_MB")
+    pool_sizes = [float(x) for x in pool_env.split(",") if x.strip()] if pool_env else list(DEFAULT_POOL_CUTOVER_MB)
     repeat = max(1, int(os.environ.get("BENCH_ENGINE_CUTOVER_REPEAT") or 1))
     single_repeat = max(1, int(os.environ.get("BENCH_ENGINE_SINGLE_REPEAT") or DEFAULT_SINGLE_REPEAT))
     load1 = os.getloadavg()[0]
@@ -652,7 +717,9 @@ def main(argv: list[str] | None = None) -> int:
             path_a.unlink(missing_ok=True)
             path_b.unlink(missing_ok=True)
     try:
-        cutover(res, workdir, cut_sizes, seed, repeat)
+        # Small files are quick to tally: the pool's cut-over is judged on at least three runs per size.
+        cutover(res, workdir, pool_sizes, seed, max(3, repeat), "pool", "POOL_FROM_BYTES")
+        cutover(res, workdir, cut_sizes, seed, repeat, "local", "SYNC_BELOW_BYTES")
         overhead(res)
     finally:
         if not args.dir and not args.keep:

@@ -379,6 +379,128 @@ def test_auto_runs_small_inputs_here():
         assert eng.kind == "sync"
 
 
+def _set_marker(value: str) -> int:
+    os.environ["COMPACTION_LAB_TEST_POOL_MARKER"] = value
+    return os.getpid()
+
+
+def _marker() -> str | None:
+    return os.environ.get("COMPACTION_LAB_TEST_POOL_MARKER")
+
+
+def _fails_once(path: str) -> str:
+    if not os.path.exists(path):
+        Path(path).write_text("failed once")
+        raise RuntimeError("first attempt")
+    return "second attempt"
+
+
+def test_a_pool_runs_tasks_in_forked_workers_that_have_what_was_prepared_here(monkeypatch, tmp_path):
+    monkeypatch.delenv("COMPACTION_LAB_TEST_POOL_MARKER", raising=False)
+    with engine.open_engine(engine.POOL, workers=2, announce=False) as eng:
+        assert eng.kind == "pool" and eng.distributed and eng.dashboard is None and eng.workers == 2
+        assert "2 worker process(es) forked" in eng.describe()
+        (prepared,) = eng.on_every_worker(_set_marker, "loaded before the fork")
+        assert prepared.result() == os.getpid()  # ran here, before the workers were forked
+        pids = {eng.submit(os.getpid).result() for _ in range(8)}
+        assert os.getpid() not in pids and 1 <= len(pids) <= 2
+        assert eng.submit(_marker).result() == "loaded before the fork"
+        ordered = [h.result() for _, h in eng.ordered(range(6), lambda e, i: e.submit(pow, i, 2), window=1)]
+        assert ordered == [0, 1, 4, 9, 16, 25]
+        assert eng.submit(pow, eng.submit(pow, 2, 3), 2).result() == 64  # a handle as an argument: its value
+        bad = eng.submit(int, "x")
+        with pytest.raises(ValueError):
+            bad.result()
+        assert eng.submit(_fails_once, str(tmp_path / "once"), retries=1).result() == "second attempt"
+        bad.release()
+        with pytest.raises(RuntimeError, match="released"):
+            bad.result()
+        # Once the workers run, a set-up task runs on them (as tasks).
+        assert [h.result() for h in eng.on_every_worker(_marker)] == ["loaded before the fork"] * 2
+
+
+def test_an_import_and_a_composition_on_a_pool_equal_this_process():
+    audit, pooled_audit = ImportAudit(), ImportAudit()
+    here = list(load_sessions(FIXTURE_PATHS, audit))
+    pooled = list(load_sessions(FIXTURE_PATHS, pooled_audit, engine=engine.POOL))
+    assert pooled == here and pooled_audit == audit
+    pd.testing.assert_frame_equal(
+        composition.composition_table(here, scheduler=engine.POOL),
+        composition.composition_table(here, scheduler="sync"),
+    )
+
+
+def test_a_ctrl_c_ends_a_pools_worker_quietly(capfd):
+    from concurrent.futures.process import BrokenProcessPool
+
+    with engine.open_engine(engine.POOL, workers=1, announce=False) as eng:
+        pid = eng.submit(os.getpid).result()
+        os.kill(pid, signal.SIGINT)
+        with pytest.raises(BrokenProcessPool):
+            for _ in range(100):
+                eng.submit(time.sleep, 0.05).result()
+    assert "Traceback" not in capfd.readouterr().err  # the client says the stop, in one line
+
+
+_POOL_CLIENT = """
+import os, sys, time
+from compaction_lab.engine import scheduler
+
+
+def nap(seconds):
+    os.write(1, b"started\\n")  # one write: the two workers' lines never interleave
+    time.sleep(seconds)
+
+
+eng = scheduler.open_engine("pool", workers=2, announce=False)
+try:
+    handles = [eng.submit(nap, float(sys.argv[1])) for _ in range(2)]
+    [h.result() for h in handles]
+    print("done", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+finally:
+    eng.close()
+"""
+
+
+@pytest.mark.parametrize("ignored", [False, True])
+def test_ctrl_c_at_a_terminal_stops_a_pool_and_its_client_in_one_go(ignored):
+    """Ctrl-C reaches the process group: the workers end quietly, the client is interrupted; a client
+    started ignoring it (in the background) has workers that ignore it too."""
+
+    def ignore() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _POOL_CLIENT, "3" if ignored else "60"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=ignore if ignored else None,
+    )
+    assert proc.stdout is not None and [proc.stdout.readline() for _ in range(2)] == ["started\n"] * 2
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert out == ("done\n" if ignored else "interrupted\n") and "Traceback" not in err
+
+
+def test_auto_picks_a_pool_only_for_jobs_that_accept_one(monkeypatch):
+    monkeypatch.delenv(engine.SCHEDULER_ENV, raising=False)
+    monkeypatch.setattr(engine, "fork_available", lambda: True)
+    with engine.open_engine("auto", input_bytes=engine.POOL_FROM_BYTES, pool=True, announce=False) as eng:
+        assert eng.kind == "pool"
+    with engine.open_engine("auto", input_bytes=engine.POOL_FROM_BYTES - 1, pool=True) as eng:
+        assert eng.kind == "sync"
+    with engine.open_engine("auto", input_bytes=engine.POOL_FROM_BYTES) as eng:
+        assert eng.kind == "sync"  # below SYNC_BELOW_BYTES: a job without pool=True keeps its cut-over
+    monkeypatch.setattr(engine, "fork_available", lambda: False)
+    with engine.open_engine("auto", input_bytes=engine.POOL_FROM_BYTES, pool=True) as eng:
+        assert eng.kind == "sync"
+    assert engine.POOL_FROM_BYTES < engine.SYNC_BELOW_BYTES
+
+
 def test_an_unreachable_scheduler_is_a_clear_error(capsys, monkeypatch):
     monkeypatch.setattr(engine, "CONNECT_TIMEOUT_S", 1.0)
     with pytest.raises(engine.EngineError, match="tcp://127.0.0.1:9"):

@@ -164,3 +164,79 @@ def test_pieces_of_a_span_keep_its_line_numbers(tmp_path):
     for p in pieces:
         assert p.span is not None
         assert p.span.first_line == path.read_bytes().count(b"\n", 0, p.span.start) + 1
+
+
+# --------------------------------------------------------------------------- a pool of forked workers, the JSON
+
+
+def test_a_tally_on_a_pool_of_forked_workers_equals_this_process(tmp_path):
+    """Every fixture, and sessions read in pieces by both workers and met again, as one reading in this process."""
+    here = composition.tally([FIXTURES], scheduler="sync")
+    pooled = composition.tally([FIXTURES], scheduler="pool")
+    assert (pooled.stats.engine, here.stats.engine) == ("pool", "sync")
+    _same(pooled, here)
+    (tmp_path / "a").mkdir()
+    again = tmp_path / "a" / ONE_SESSION.name
+    again.write_bytes(ONE_SESSION.read_bytes())
+    whole = composition.tally([CODEX, again], scheduler="sync")
+    split = composition.tally([CODEX, again], scheduler="pool", piece_bytes=700)
+    assert split.stats.parts > whole.stats.parts and whole.audit.reasons["duplicate_session"] == 1
+    _same(split, whole)
+
+
+def test_auto_tallies_from_pool_from_bytes_on_a_pool(monkeypatch):
+    from compaction_lab.engine import scheduler
+
+    if not scheduler.fork_available():
+        pytest.skip("auto picks a pool only where workers are forked")
+    monkeypatch.delenv(scheduler.SCHEDULER_ENV, raising=False)
+    size = ONE_SESSION.stat().st_size
+    monkeypatch.setattr(scheduler, "POOL_FROM_BYTES", size + 1)
+    assert composition.tally([ONE_SESSION]).stats.engine == "sync"
+    monkeypatch.setattr(scheduler, "POOL_FROM_BYTES", size)
+    pooled = composition.tally([ONE_SESSION])
+    assert pooled.stats.engine == "pool"
+    _same(pooled, composition.tally([ONE_SESSION], scheduler="sync"))
+
+
+_AWKWARD = ["a/b", "é\u2028x", '\x7f\x01"\\/\x7f', "😀 \U00020000", "tab\there\n", "<&>", "\\u007f", ""]
+
+
+@pytest.mark.parametrize("n", [0, 1, len(_AWKWARD)])
+def test_the_json_of_a_tally_is_what_pandas_writes(n):
+    rows = tuple(
+        {"session_id": s, "source_format": "co/dex", "kind": "user", "records": i, "chars": 10**12 + i, "tokens": 0}
+        for i, s in enumerate(_AWKWARD[:n])
+    )
+    t = composition.Tally(rows, ImportAudit(), None)  # no stats needed
+    assert t.to_json() == t.table.to_json(orient="records", indent=2)
+    real = composition.tally([FIXTURES], scheduler="sync")
+    assert real.to_json() == real.table.to_json(orient="records", indent=2)
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "pool"])
+def test_the_tally_command_with_json_imports_no_table_library(scheduler):
+    """What a person waits for: ``compaction-lab tally --json`` loads neither pandas nor Dask (nor numpy in this process).
+
+    A pool's workers are forked with numpy loaded (`tally_tasks.prepare`): once, not in each of them.
+    """
+    import subprocess
+    import sys
+
+    heavy = ("pandas", "pyarrow", "altair", "dask", "distributed") + (("numpy",) if scheduler == "sync" else ())
+    code = (
+        "import sys; from compaction_lab.cli import main; "
+        f"rc = main(['tally', '--json', '--scheduler', {scheduler!r}, {str(CODEX)!r}]); "
+        f"print([m for m in {heavy!r} if m in sys.modules], rc, file=sys.stderr)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stderr.strip().splitlines()[-1] == "[] 0"
+    assert json.loads(proc.stdout) == json.loads(composition.tally([CODEX], scheduler="sync").to_json())
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "pool"])
+def test_meanwhile_runs_once_here_once_the_first_tasks_are_started(scheduler):
+    calls = []
+    result = composition.tally([CODEX], scheduler=scheduler, meanwhile=lambda: calls.append(len(calls)))
+    assert calls == [0] and result.stats.units > 1
+    _same(result, composition.tally([CODEX], scheduler="sync"))

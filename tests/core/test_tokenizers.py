@@ -56,6 +56,7 @@ _FRAGMENT = st.one_of(_ANY, _WHITESPACE, _EMOJI, _CJK, _DIGITS, _SPECIAL, _WORDS
 _TEXT = st.lists(_FRAGMENT, max_size=30).map("".join)
 
 
+@pytest.mark.slow
 @settings(HYPOTHESIS, max_examples=400)
 @given(text=_TEXT)
 def test_bpe_openai_gives_tiktokens_ids_on_random_text(text):
@@ -283,3 +284,25 @@ def test_auto_stays_on_tiktoken_when_bpe_openai_fails_its_check(monkeypatch, no_
     monkeypatch.setattr(tokens, "_bpe_problem", lambda encoding: "refused for the test")
     c = tokens.TokenCounter(tokenizer="auto")
     assert c.count_many(["a fairly long text of words"]) == [6] and c.tokenizer == "tiktoken"
+
+
+def test_the_pinned_self_check_ids_are_tiktokens():
+    reference = tokens.get_encoding(tokens.DEFAULT_ENCODING)
+    assert tokens.self_check_ids_sha256(reference) == tokens.SELF_CHECK_IDS_SHA256[tokens.DEFAULT_ENCODING]
+
+
+def test_the_self_check_and_counting_need_no_tiktoken_encoding(monkeypatch, fresh_check):
+    """bpe-openai matching the pinned ids is checked, and counts, without tiktoken's encoding built (~0.2 s)."""
+
+    texts = ["hello world", "a line of text, 42 words\n" * 5000]  # the second one counted in pieces
+    expected = [len(tokens.get_encoding().encode_ordinary(t)) for t in texts]
+
+    def not_built(name=tokens.DEFAULT_ENCODING):
+        raise AssertionError("tiktoken's encoding was built")
+
+    monkeypatch.setattr(tokens, "get_encoding", not_built)
+    assert tokens._bpe_problem(tokens.DEFAULT_ENCODING) is None
+    c = tokens.TokenCounter(tokenizer="bpe-openai")
+    assert c.count_many(texts) == expected
+    with pytest.raises(AssertionError, match="built"):
+        c.encoding  # noqa: B018  # built when asked for, not before

@@ -38,8 +38,9 @@ def engine_arguments(parser: argparse.ArgumentParser, tokenizer: bool = True) ->
     parser.add_argument(
         "--scheduler",
         metavar="ADDRESS",
-        help="where the work runs: auto (default: this process for small inputs, else a local Dask cluster), "
-        f"sync, local, or a Dask scheduler such as tcp://HOST:8786 (also ${SCHEDULER_ENV})",
+        help="where the work runs: auto (default: this process for small inputs, else worker processes "
+        "forked from this one for a tally, a local Dask cluster for an import), "
+        f"sync, pool, local, or a Dask scheduler such as tcp://HOST:8786 (also ${SCHEDULER_ENV})",
     )
     if tokenizer:
         parser.add_argument(

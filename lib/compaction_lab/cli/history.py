@@ -150,7 +150,8 @@ def _cmd_history_get(args: argparse.Namespace) -> int:
 
 
 def _cmd_tally(args: argparse.Namespace) -> int:
-    import pandas as pd
+    import functools
+    import importlib
 
     from compaction_lab.core.tokens import EncodingUnavailable
     from compaction_lab.engine.scheduler import EngineError
@@ -165,17 +166,22 @@ def _cmd_tally(args: argparse.Namespace) -> int:
             tokenizer=args.tokenizer,
             scheduler=args.scheduler,
             progress=not args.json and sys.stderr.isatty(),
+            # The table is printed with pandas (JSON is not): imported while the workers read.
+            meanwhile=None if args.json else functools.partial(importlib.import_module, "pandas"),
         )
     except (IngestError, FileNotFoundError, EngineError, EncodingUnavailable, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    audit, comp = result.audit, result.table
+    audit = result.audit
     _import_audit_line(audit)
     if args.json:
-        print(comp.to_json(orient="records", indent=2))
+        print(result.to_json())  # without pandas: a person waits for this command
         return _nothing_imported(audit)
-    if comp.empty:
+    if not result.rows:
         return _nothing_imported(audit)
+    import pandas as pd
+
+    comp = result.table
     with pd.option_context("display.max_rows", None, "display.width", 200):
         print(composition.with_shares(comp).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
         print()

@@ -30,9 +30,10 @@ import re
 import sys
 import threading
 import warnings
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from types import ModuleType
 from typing import TYPE_CHECKING, Protocol, cast
@@ -462,6 +463,33 @@ def _shorten(text: str, limit: int = 80) -> str:
     return r if len(r) <= limit else f"{r[:limit]}... ({len(text)} characters)"
 
 
+#: SHA-256 of ``repr`` of the list of tiktoken's ids of every text of `SELF_CHECK_TEXTS`, per encoding:
+#: bpe-openai giving these ids passes the self-check without tiktoken's encoding being built (part of a
+#: tally's start). ``tests/core/test_tokenizers.py`` checks the value against tiktoken itself.
+SELF_CHECK_IDS_SHA256: dict[str, str] = {
+    "cl100k_base": "c7720a4f1f729e04cee98db78d583377b64566be0387f9b352c04f81d07e65de",
+}
+
+
+def self_check_ids_sha256(encode: _Encoder) -> str:
+    """Return the digest `SELF_CHECK_IDS_SHA256` pins, of an encoder's ids of `SELF_CHECK_TEXTS`."""
+    return hashlib.sha256(repr([encode.encode_ordinary(t) for t in SELF_CHECK_TEXTS]).encode()).hexdigest()
+
+
+def _matches_pinned_ids(bpe: _Encoder, encoding: str) -> bool:
+    """Whether bpe-openai's ids (and counts) of `SELF_CHECK_TEXTS` are the pinned tiktoken ids of `encoding`."""
+    pinned = SELF_CHECK_IDS_SHA256.get(encoding)
+    if pinned is None:
+        return False
+    try:
+        if self_check_ids_sha256(bpe) != pinned:
+            return False
+        counting = _bpe_count(encoding)
+        return counting is None or all(counting.count(t) == len(bpe.encode_ordinary(t)) for t in SELF_CHECK_TEXTS)
+    except Exception:  # the text-by-text comparison says what went wrong
+        return False
+
+
 @cache
 def _bpe_problem(encoding: str) -> str | None:
     """Why bpe-openai cannot count `encoding` here, or None when it can (the self-check passed).
@@ -475,9 +503,13 @@ def _bpe_problem(encoding: str) -> str | None:
     except Exception as exc:  # any failure to load means "unavailable": "auto" must never crash
         return f"bpe-openai cannot load encoding {encoding!r}: {type(exc).__name__}: {exc}"
     try:
-        reference = get_encoding(encoding)
+        check_encoding(encoding)
     except EncodingUnavailable as exc:
         return f"no tiktoken reference to check bpe-openai against: {exc}"
+    if _matches_pinned_ids(bpe, encoding):
+        return None
+    # Not the pinned ids (or none pinned for this encoding): compared with tiktoken's, text by text, to say where.
+    reference = get_encoding(encoding)
     for text in SELF_CHECK_TEXTS:
         expected = reference.encode_ordinary(text)
         try:
@@ -590,6 +622,25 @@ def _digest(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
+#: Every counter of this process: a forked child drops their thread pools and locks (`_after_fork`).
+_LIVE_COUNTERS: weakref.WeakSet[TokenCounter] = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    """Forget, in a forked child, the thread pools and locks of the parent's counters.
+
+    Their threads did not come along (a pool's worker forked from a kernel that had counted): a count
+    would wait for ever on the copied pool; the child makes its own when it needs one.
+    """
+    for c in list(_LIVE_COUNTERS):
+        c._pool = None
+        c._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 class TokenCounter:
     """Counts tokens with one encoding and tokenizer backend, caching counts by text hash.
 
@@ -631,7 +682,8 @@ class TokenCounter:
         tokenizer: str | None = None,
     ):
         self.encoding_name = encoding
-        self.encoding = get_encoding(encoding)
+        # Checked now, built when first used (`encoding`): bpe-openai counts without tiktoken's encoding.
+        check_encoding(encoding)
         #: The backend asked for (``auto``, ``tiktoken``, ``bpe-openai``); `tokenizer` is the one counting now.
         self.requested = _check_name(tokenizer if tokenizer is not None else default_tokenizer(), "tokenizer")
         # ``auto`` starts on tiktoken and moves to bpe-openai once a workload is large enough to repay
@@ -649,12 +701,18 @@ class TokenCounter:
         self._cache: dict[bytes, int] = {}
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        _LIVE_COUNTERS.add(self)
         # Texts (and their characters) whose count was computed, and those answered without
         # computing: from the cache, or from an identical text earlier in the same batch.
         self.hits = 0
         self.misses = 0
         self.hit_chars = 0
         self.miss_chars = 0
+
+    @cached_property
+    def encoding(self) -> tiktoken.Encoding:
+        """The tiktoken encoding (whatever the backend), built when first used."""
+        return get_encoding(self.encoding_name)
 
     def _use_bpe(self) -> None:
         self.tokenizer = "bpe-openai"

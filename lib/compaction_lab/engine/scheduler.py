@@ -5,6 +5,9 @@ into independent tasks that an `Engine` (`open_engine`) runs on ``dask.distribut
 
 * **embedded** (the default): a `distributed.LocalCluster` of single-threaded worker processes,
   started for the job and closed after it; inputs under `SYNC_BELOW_BYTES` run in this process;
+* ``pool``: worker processes forked from this one (`concurrent.futures`, no Dask), started in
+  milliseconds with what this process has loaded; ``auto`` picks it from `POOL_FROM_BYTES` for jobs
+  that ask for it (``open_engine(pool=True)``: the tally, whose tasks return small tallies);
 * **an existing cluster**: ``--scheduler tcp://HOST:PORT``, ``COMPACTION_LAB_SCHEDULER`` or a
   profile's ``scheduler`` key, in that order (`scheduler_setting`); the address is checked first, in
   bounded time (`check_scheduler`), and anything but a Dask scheduler is an `EngineError` naming it;
@@ -31,7 +34,10 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -41,14 +47,21 @@ U = TypeVar("U")
 SCHEDULER_ENV = "COMPACTION_LAB_SCHEDULER"
 
 #: Scheduler values that are not addresses.
-AUTO, SYNC, LOCAL = "auto", "sync", "local"
-SCHEDULER_CHOICES = (AUTO, SYNC, LOCAL)
+AUTO, SYNC, POOL, LOCAL = "auto", "sync", "pool", "local"
+SCHEDULER_CHOICES = (AUTO, SYNC, POOL, LOCAL)
 
 #: Below this many input bytes the embedded default runs in this process. Starting a
 #: LocalCluster's worker processes and loading the tokenizer in each cost more than running here,
 #: which two workers (each reading and counting its own units) earn back only from a couple of
 #: hundred MB of input: the cut-over `make bench BENCH=engine` measures (its output holds the times).
 SYNC_BELOW_BYTES = 192 * 1024 * 1024
+
+#: From this many input bytes ``auto`` runs a job that accepts a pool (``open_engine(pool=True)``)
+#: on a `POOL` of forked worker processes, at every larger size too: forking costs milliseconds,
+#: where a LocalCluster's start costs seconds. Below it this process alone is faster (the
+#: tokenizer's self-check and the forks are not repaid): the cut-over `make bench BENCH=engine`
+#: measures, the whole command timed.
+POOL_FROM_BYTES = 4 * 1024 * 1024
 
 
 #: Seconds a scheduler address may take to accept a connection, finish TLS and greet with Dask's
@@ -378,19 +391,59 @@ class _Done(Generic[T]):
         self.value = None
 
 
-class Engine(AbstractContextManager["Engine"]):
-    """Runs tasks in this process or on a Dask cluster (see the module docstring).
+class _Pooled(Generic[T]):
+    """A task on a `POOL` engine: its `concurrent.futures.Future`, let go of when released."""
 
-    Use `open_engine` to make one. ``kind`` is ``sync``, ``local`` (an
-    embedded LocalCluster) or ``cluster`` (an existing scheduler);
-    ``dashboard`` is the Dask dashboard's address (None when in-process).
+    def __init__(self, future: Future) -> None:
+        self._future: Future | None = future
+
+    def result(self) -> T:
+        if self._future is None:
+            raise RuntimeError("the task's value was released")
+        return self._future.result()
+
+    def release(self) -> None:
+        self._future = None
+
+
+def _pool_worker() -> None:
+    """Run first in each worker process of a pool: a Ctrl-C, which reaches the whole process group, ends it quietly.
+
+    The client (this process's parent) says the stop in one line and closes the pool; a worker's
+    own KeyboardInterrupt would print a traceback per worker. A client that ignores Ctrl-C (started in
+    the background) leaves its workers ignoring it too: they are forked with its handling.
+    """
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, lambda signum, frame: os._exit(128 + signum))
+
+
+def _nothing() -> None:
+    """Do nothing: the task that starts a pool's worker processes."""
+
+
+def fork_available() -> bool:
+    """Whether a `POOL` forks its workers here (Linux); elsewhere it spawns them, and ``auto`` does not pick it."""
+    import multiprocessing
+
+    return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
+
+
+class Engine(AbstractContextManager["Engine"]):
+    """Runs tasks in this process, on forked worker processes or on a Dask cluster (see the module docstring).
+
+    Use `open_engine` to make one. ``kind`` is ``sync``, ``pool`` (worker
+    processes forked from this one), ``local`` (an embedded LocalCluster) or
+    ``cluster`` (an existing scheduler); ``dashboard`` is the Dask dashboard's
+    address (None without Dask).
     """
 
-    def __init__(self, kind: str, client: Any = None, cluster: Any = None, workers: int = 1):
+    def __init__(self, kind: str, client: Any = None, cluster: Any = None, workers: int = 1, pool: Any = None):
         self.kind = kind
         self.client = client
         self._cluster = cluster
         self.workers = workers
+        self._pool: ProcessPoolExecutor | None = pool
+        self._pool_started = False
 
     @property
     def dashboard(self) -> str | None:
@@ -399,11 +452,13 @@ class Engine(AbstractContextManager["Engine"]):
 
     @property
     def distributed(self) -> bool:
-        """Whether tasks run on a Dask cluster (not in this process)."""
-        return self.client is not None
+        """Whether tasks run in other processes (a pool's or a Dask cluster's), not in this one."""
+        return self.client is not None or self._pool is not None
 
     def describe(self) -> str:
         """One line for terminals: where the work runs and the dashboard."""
+        if self._pool is not None:
+            return f"engine: {self.workers} worker process(es) {'forked from' if fork_available() else 'started by'} this one"
         if self.client is None:
             return "engine: in this process"
         where = "embedded LocalCluster" if self.kind == LOCAL else f"cluster {_masked(self.client.scheduler.address)}"
@@ -417,6 +472,10 @@ class Engine(AbstractContextManager["Engine"]):
         `retries` re-runs a task that *raised* (a killed worker is retried by
         the scheduler anyway).
         """
+        if self._pool is not None:
+            args = tuple(a.result() if isinstance(a, (_Done, _Pooled)) else a for a in args)
+            self._pool_started = True
+            return _Pooled(self._pool.submit(_retried, fn, retries, *args, **kwargs))
         if self.client is None:
             try:
                 args = tuple(a.result() if isinstance(a, _Done) else a for a in args)
@@ -431,8 +490,21 @@ class Engine(AbstractContextManager["Engine"]):
         For what every worker needs before its first task (imports, a
         tokenizer to load): started early, it runs while the client is still
         preparing the tasks. Keep the handles until the job is done: a
-        released task may be dropped before it runs.
+        released task may be dropped before it runs. On a pool whose workers
+        have not started, ``fn`` runs here, and the workers are then forked
+        with what it loaded (once started, they run it as tasks).
         """
+        if self._pool is not None:
+            if not self._pool_started:
+                # The workers are forked from this process: what `fn` loads here, each of them has. They are
+                # started now, before this process starts any thread of its own (a progress bar's).
+                try:
+                    done: Handle[T] = _Done(fn(*args))
+                except Exception as exc:  # kept in the handle, as a task's error is
+                    done = _Done(None, exc)
+                self.submit(_nothing).result()
+                return [done]
+            return [self.submit(fn, *args) for _ in range(self.workers)]
         if self.client is None:
             return []
         workers = list(self.client.scheduler_info().get("workers", {}))
@@ -468,7 +540,10 @@ class Engine(AbstractContextManager["Engine"]):
             yield queue.popleft()
 
     def close(self) -> None:
-        """Close the client, and the embedded cluster if this engine started one."""
+        """Close the pool (tasks not started are cancelled), or the client and the embedded cluster if this engine started one."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
         if self.client is not None:
             self.client.close()
         if self._cluster is not None:
@@ -478,6 +553,16 @@ class Engine(AbstractContextManager["Engine"]):
     def __exit__(self, *exc: object) -> None:
         """Close the engine."""
         self.close()
+
+
+def _retried(fn: Callable[..., T], retries: int, *args: Any, **kwargs: Any) -> T:
+    """Run ``fn(*args, **kwargs)`` in a pool's worker, again up to `retries` times when it raises."""
+    for _ in range(retries):
+        try:
+            return fn(*args, **kwargs)
+        except Exception:  # retried, as Dask retries a task that raised; the last attempt's error is the task's
+            pass
+    return fn(*args, **kwargs)
 
 
 def quiet_dask_logs() -> None:
@@ -532,6 +617,7 @@ def open_engine(
     input_bytes: int | None = None,
     workers: int | None = None,
     announce: bool = True,
+    pool: bool = False,
 ) -> Engine:
     """Open an engine for one job (close it, or use it as a context manager).
 
@@ -542,11 +628,15 @@ def open_engine(
         `scheduler_setting` for where the value comes from.
     input_bytes : int, optional
         Size of the job's input. ``auto`` runs in this process below
-        `SYNC_BELOW_BYTES` (and when it is unknown), else on a LocalCluster.
+        `SYNC_BELOW_BYTES` (and when it is unknown), else on a LocalCluster;
+        with `pool`, below `POOL_FROM_BYTES`, else on a `POOL`.
     workers : int, optional
-        LocalCluster worker processes (default: the CPUs this process may use).
+        Worker processes of a pool or LocalCluster (default: the CPUs this process may use).
     announce : bool
         Print the engine line (and the dashboard link) to stderr.
+    pool : bool
+        Whether ``auto`` may pick a `POOL` (where workers are forked, `fork_available`): for jobs
+        whose tasks return little, so that no scheduler is needed to hold their results.
 
     Raises
     ------
@@ -560,10 +650,23 @@ def open_engine(
         write output open the engine first, so a failure leaves nothing behind.
     """
     choice = scheduler_setting(scheduler)
-    if choice == AUTO:
+    if choice == AUTO and pool and fork_available():
+        choice = POOL if input_bytes is not None and input_bytes >= POOL_FROM_BYTES else SYNC
+    elif choice == AUTO:
         choice = LOCAL if input_bytes is not None and input_bytes >= SYNC_BELOW_BYTES else SYNC
     if choice == SYNC:
         return Engine(SYNC)
+    if choice == POOL:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        n = max(1, workers or usable_cpus())
+        context = multiprocessing.get_context("fork" if fork_available() else "spawn")
+        executor = ProcessPoolExecutor(n, mp_context=context, initializer=_pool_worker)
+        engine = Engine(POOL, workers=n, pool=executor)
+        if announce:
+            print(engine.describe(), file=sys.stderr, flush=True)
+        return engine
     # Only a job that runs on Dask pays for importing it.
     from distributed import Client, LocalCluster
 

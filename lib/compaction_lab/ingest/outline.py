@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
-
-import numpy as np
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from compaction_lab.core import bounded_json
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: Characters kept of each string (and object key) of an outline.
 OUTLINE_CHARS = 256
@@ -51,10 +53,20 @@ _STRING_BODY = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
 _SCALAR = re.compile(rb"[-+.0-9A-Za-z]*")
 _INTEGER = re.compile(rb"-?[0-9]+")
 _LITERALS = {b"true": True, b"false": False, b"null": None}
-#: +1 for an opening bracket, -1 for a closing one, indexed by byte (reading past a long bracket run).
-_STEPS = np.zeros(256, dtype=np.int8)
-_STEPS[list(_OPENERS)] = 1
-_STEPS[list(_CLOSERS)] = -1
+
+
+@cache
+def _steps() -> np.ndarray:
+    """+1 for an opening bracket, -1 for a closing one, indexed by byte (reading past a long bracket run).
+
+    Made when first needed: numpy is imported only by a line that needs it, not by every command that imports.
+    """
+    import numpy as np
+
+    steps = np.zeros(256, dtype=np.int8)
+    steps[list(_OPENERS)] = 1
+    steps[list(_CLOSERS)] = -1
+    return steps
 
 
 class _LineEnd(Exception):
@@ -157,6 +169,8 @@ class _Reader:
         counted to tell which brackets are inside strings, and the others summed until the level falls
         to zero.
         """
+        import numpy as np
+
         depth, inside = 1, 0
         while True:
             buf, end = self.buf, len(self.buf)
@@ -168,7 +182,7 @@ class _Reader:
                 region = buf[self.pos : stop].replace(b"\\\\", b"__").replace(b'\\"', b"__")
                 chars = np.frombuffer(region, np.uint8)
                 quotes = np.cumsum(chars == _QUOTE, dtype=np.int32) + inside
-                steps = _STEPS[chars]
+                steps = _steps()[chars]
                 steps[(quotes & 1).astype(bool)] = 0
                 levels = np.cumsum(steps, dtype=np.int64) + depth
                 closed = np.flatnonzero(levels <= 0)

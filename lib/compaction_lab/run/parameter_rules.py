@@ -285,11 +285,14 @@ def _tokenizer_problem(name: str) -> str | None:
 
 
 def _scheduler_problem(value: str) -> str | None:
-    from compaction_lab.engine.scheduler import SCHEDULER_CHOICES
+    from compaction_lab.engine.scheduler import POOL, SCHEDULER_CHOICES
 
-    if value in SCHEDULER_CHOICES or "://" in value:
+    # A pool forks the process that opens it: a run's kernel (ipykernel's threads) or a sweep's command (its
+    # kernels' threads) is no process to fork; the tally and import commands are.
+    allowed = [c for c in SCHEDULER_CHOICES if c != POOL]
+    if value in allowed or "://" in value:
         return None
-    return f"allowed: {', '.join(SCHEDULER_CHOICES)} or a Dask scheduler address such as tcp://127.0.0.1:8786"
+    return f"allowed: {', '.join(allowed)} or a Dask scheduler address such as tcp://127.0.0.1:8786"
 
 
 #: The known parameters of the chain (notebooks/0*.ipynb) and what each may hold.

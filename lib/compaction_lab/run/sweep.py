@@ -38,7 +38,7 @@ import pandas as pd
 
 from compaction_lab.core import bounded_json, paths, runfolder
 from compaction_lab.core.errors import ProfileError
-from compaction_lab.engine.scheduler import AUTO, SYNC, Engine, open_engine, scheduler_setting
+from compaction_lab.engine.scheduler import AUTO, POOL, SYNC, Engine, open_engine, scheduler_setting
 from compaction_lab.privacy import redactor as redactor_mod
 from compaction_lab.privacy import secrets
 from compaction_lab.report import share
@@ -402,6 +402,10 @@ def _check_memo(memo_dir: Path) -> int:
 @contextmanager
 def _engine_for(where: str, progress: bool) -> Iterator[Engine | None]:
     """Open the engine a sweep's runs go to before the sweep writes anything; None: runs in this process."""
+    if where == POOL:  # forked from this process, whose kernels' threads a fork would copy mid-way
+        raise ProfileError(
+            "--scheduler pool is for the tally and import commands; a sweep takes auto, sync, local or an address"
+        )
     if where in (AUTO, SYNC):
         yield None
         return

@@ -19,23 +19,28 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import math
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from compaction_lab.core.excerpt import RECORD_CAP_CHARS, for_stage
 from compaction_lab.core.session import CONTEXT_KINDS, POINTER_OF_KIND, Session
 from compaction_lab.core.tokens import DEFAULT_ENCODING, counter, default_tokenizer, resolve_tokenizer
-from compaction_lab.engine.scheduler import Engine, Handle, open_engine
+from compaction_lab.engine.scheduler import POOL, Engine, Handle, open_engine
 from compaction_lab.ingest.import_audit import ImportAudit
 from compaction_lab.ingest.units import SPAN_BYTES, Admission, Unit
 from compaction_lab.tally import tasks as tally_tasks
 from compaction_lab.tally.tasks import PART_CHARS
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# pandas is imported where a table is made: ``compaction-lab tally --json`` prints a tally's rows without it.
 
 #: Coarse groups of the three-way view; system prompts and earlier summaries
 #: are "other" (they are neither conversation nor tool traffic).
@@ -159,8 +164,10 @@ def _rows(session_id: str, source_format: str, totals: Sequence[tuple[int, int, 
     ]
 
 
-def _frame(rows: list[dict]) -> pd.DataFrame:
-    df = pd.DataFrame(rows, columns=COMPOSITION_COLUMNS)
+def _frame(rows: Sequence[dict]) -> pd.DataFrame:
+    import pandas as pd
+
+    df = pd.DataFrame(list(rows), columns=COMPOSITION_COLUMNS)
     return df.astype({"records": "int64", "chars": "int64", "tokens": "int64"})
 
 
@@ -203,11 +210,34 @@ class TallyStats:
 
 @dataclass(frozen=True)
 class Tally:
-    """A tally's table (`COMPOSITION_COLUMNS`), its import audit and how it ran."""
+    """A tally's rows (`COMPOSITION_COLUMNS`; as a DataFrame: `table`), its import audit and how it ran."""
 
-    table: pd.DataFrame
+    rows: tuple[dict, ...]
     audit: ImportAudit
     stats: TallyStats
+
+    @functools.cached_property
+    def table(self) -> pd.DataFrame:
+        """The rows as a DataFrame (`composition_table`'s table), made when first asked for."""
+        return _frame(self.rows)
+
+    def to_json(self) -> str:
+        """Return the table as JSON records, exactly as ``table.to_json(orient="records", indent=2)`` writes it.
+
+        Written from the rows without pandas (``compaction-lab tally --json`` does not import it).
+        """
+        records = (
+            "  {\n" + ",\n".join(f"    {_pandas_json(c)}:{_pandas_json(r[c])}" for c in COMPOSITION_COLUMNS) + "\n  }"
+            for r in self.rows
+        )
+        return "[\n" + ",\n".join(records) + "\n]"
+
+
+def _pandas_json(value: str | int) -> str:
+    """Write a string or integer as pandas' JSON writer does: ``json.dumps``, but ``/`` escaped and DEL (0x7f) not."""
+    if isinstance(value, str):
+        return '"' + "\x7f".join(json.dumps(part)[1:-1].replace("/", "\\/") for part in value.split("\x7f")) + '"'
+    return str(int(value))
 
 
 def tally(
@@ -220,6 +250,7 @@ def tally(
     engine: Engine | None = None,
     progress: bool = False,
     piece_bytes: int | None = None,
+    meanwhile: Callable[[], object] | None = None,
 ) -> Tally:
     """Tally the composition of session files, read and counted on the engine (``compaction-lab tally``).
 
@@ -241,7 +272,8 @@ def tally(
         ``auto``, ``tiktoken`` or ``bpe-openai`` (default: the process default);
         resolved here, so every worker counts with the same backend.
     scheduler : str, optional
-        See `compaction_lab.engine.scheduler.open_engine` (ignored when `engine` is given).
+        See `compaction_lab.engine.scheduler.open_engine` (ignored when `engine` is given);
+        ``auto`` runs a tally from ``POOL_FROM_BYTES`` of input on a pool of forked workers.
     engine : Engine, optional
         An open engine to use (and leave open).
     progress : bool
@@ -249,8 +281,12 @@ def tally(
     piece_bytes : int, optional
         Read units of at least twice this many bytes in pieces of about this
         size (`compaction_lab.tally.tasks.plan_pieces`). Default: on a cluster, about
-        `PIECES_PER_WORKER` pieces per worker of the input (between
-        `MIN_PIECE_BYTES` and `SPAN_BYTES`); in this process, whole units.
+        `PIECES_PER_WORKER` pieces per worker of the input (`POOL_PIECES_PER_WORKER`
+        on a pool; between `MIN_PIECE_BYTES` and `SPAN_BYTES`); in this process, whole units.
+    meanwhile : callable, optional
+        Called once in this process when the first tasks are started, before
+        their results are awaited: the caller's own preparation (the command
+        imports pandas to print the table) overlaps the workers' reading.
 
     Raises
     ------
@@ -266,18 +302,19 @@ def tally(
     ready = _prepare(engine, encoding, name) if engine is not None else []
     steps = list(plan(paths, formats, split_bytes=SPAN_BYTES))
     total = sum(st.unit.size for st in steps if st.unit is not None)
-    eng: Engine = engine if engine is not None else open_engine(scheduler, input_bytes=total)
+    eng: Engine = engine if engine is not None else open_engine(scheduler, input_bytes=total, pool=True)
     audit = ImportAudit()
     admission = _Admission(Admission())
     rows: list[dict] = []
     counted: list[tally_tasks.PartCount] = []
-    bar = _bar(progress, total)
+    bar = None
     try:
         if engine is None:
             ready = _prepare(eng, encoding, name)
-        # On workers every task counts with the one backend resolved here; in this process an ``auto``
-        # counter picks its backend by the size of the work (`core.tokens.AUTO_BPE_AFTER_CHARS`).
-        backend = resolve_tokenizer(name, encoding) if eng.distributed else name
+        bar = _bar(progress, total)  # after `_prepare`: a pool's workers are forked before its thread starts
+        # Every task counts with the one backend resolved here, in this process too: bpe-openai's load and
+        # self-check take milliseconds (`core.tokens.SELF_CHECK_IDS_SHA256`), tiktoken's encoding a tenth of a second.
+        backend = resolve_tokenizer(name, encoding)
         piece = piece_bytes if piece_bytes is not None else _piece_bytes(eng, total)
 
         def start(e: Engine, unit: Unit) -> list[Handle[tally_tasks.UnitRead]]:
@@ -286,6 +323,9 @@ def tally(
             return [e.submit(tally_tasks.read_for_tally, p, encoding, backend, whole) for p in pieces]
 
         for unit, handles in units_on_engine(steps, audit, eng, start):
+            if meanwhile is not None:
+                meanwhile()
+                meanwhile = None
             reads = []
             for h in handles:
                 reads.append(h.result())
@@ -320,13 +360,16 @@ def tally(
         miss_chars=sum(p.miss_chars for p in counted),
         engine=eng.kind,
     )
-    return Tally(_frame(rows), audit, stats)
+    return Tally(tuple(rows), audit, stats)
 
 
 #: On a cluster a tally's input is read in about this many pieces per worker (`tally`'s
 #: ``piece_bytes``): enough that the workers finish together, few enough that a task's
 #: fixed cost stays small.
 PIECES_PER_WORKER = 4
+#: The same on a pool of forked workers (`compaction_lab.engine.scheduler.POOL`), where a task costs
+#: a millisecond: more, smaller pieces, so a worker slowed by other work on the machine delays the end less.
+POOL_PIECES_PER_WORKER = 8
 #: The smallest piece a unit is cut into.
 MIN_PIECE_BYTES = 1024 * 1024
 
@@ -342,7 +385,8 @@ def _piece_bytes(eng: Engine, total: int) -> int | None:
     """Default piece size of a tally (see `tally`): None (whole units) in this process."""
     if not eng.distributed:
         return None
-    return max(MIN_PIECE_BYTES, min(SPAN_BYTES, total // (PIECES_PER_WORKER * max(1, eng.workers))))
+    per_worker = POOL_PIECES_PER_WORKER if eng.kind == POOL else PIECES_PER_WORKER
+    return max(MIN_PIECE_BYTES, min(SPAN_BYTES, total // (per_worker * max(1, eng.workers))))
 
 
 @dataclass
@@ -409,6 +453,8 @@ def coarse_view(comp: pd.DataFrame) -> pd.DataFrame:
         Columns session_id (``ALL`` for the total), group (`COARSE_ORDER`),
         records, chars, tokens, char_share, token_share.
     """
+    import pandas as pd
+
     c = comp.assign(group=comp["kind"].map(COARSE_GROUPS))
     per = c.groupby(["session_id", "group"], sort=False)[["records", "chars", "tokens"]].sum()
     per = per.reset_index()
@@ -655,6 +701,8 @@ def followups_table(sessions: Iterable[Session], min_score: float = 1.5, cap: in
     (`excerpt.for_stage`, with a note): the attribution runs regexes over
     every record, and a 50 MB tool output would dominate its time.
     """
+    import pandas as pd
+
     sessions = for_stage(sessions, "the follow-up attribution", cap)
     rows = [asdict(f) for s in sessions for f in find_followups(s, min_score=min_score)]
     df = pd.DataFrame(rows, columns=FOLLOWUP_COLUMNS)
@@ -670,6 +718,8 @@ def pointer_table(followups: pd.DataFrame) -> pd.DataFrame:
     Shares are over *resolved* follow-ups; unresolved ones are listed with a
     count and no share, so they are visible but never distort the split.
     """
+    import pandas as pd
+
     counts = followups["pointer"].value_counts()
     resolved = int(sum(counts.get(p, 0) for p in POINTERS))
     rows = [

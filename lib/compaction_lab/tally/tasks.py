@@ -164,7 +164,12 @@ def kind_totals(kinds: Sequence[str], chars: Sequence[int], counts: Sequence[int
 
 
 def prepare(encoding: str, tokenizer: str) -> None:
-    """Task: load what reading and counting need in this process (the importers, the tokenizer) before its first unit."""
+    """Task: load what reading and counting need in this process (the importers, numpy, the tokenizer) before its first unit.
+
+    On a pool it runs in the client before the workers are forked: loaded once, shared by all of them.
+    """
+    import numpy  # noqa: F401  # reading imports it at a text of many brackets (`core.bounded_json.text_depth`)
+
     from compaction_lab.ingest import formats
 
     formats()  # the importers' registry imports every importer
