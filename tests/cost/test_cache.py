@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from compaction_lab.core.projection import SummaryRequest
@@ -368,3 +369,47 @@ def test_divergence_names_the_parts_at_the_first_difference():
     assert d["diverges_in"] == d["previous_part"] == "system prompt" and d["shared_tokens"] < prev.system_end
     assert cache.shared_prefix([1, 2, 3], [1, 2, 3]) == 3 and cache.shared_prefix([], [1]) == 0
     assert cache.part_at(prev, len(prev.tokens)) == "end"
+
+
+def test_a_request_series_gives_exactly_the_ids_of_each_request_built_alone():
+    tools = [{"type": "function", "function": {"name": "read", "parameters": {"type": "object"}}}]
+    msgs = [
+        {"role": "user", "content": "read the config"},
+        {"role": "assistant", "content": [{"type": "text", "text": "reading"}]},
+        {"role": "tool", "content": "port = 8080\nhost = example.org"},
+        {"role": "assistant", "content": "the port is 8080"},
+    ]
+    grown = {**msgs[3], "content": msgs[3]["content"] + "\n\nand the host example.org"}
+    series = cache.RequestSeries("You are terse.", tools)
+    # growing, a last message that grew (an entry's next block joins it), shrinking, then a fork
+    for seq in (msgs[:1], msgs[:3], msgs, [*msgs[:3], grown], msgs[:2], [msgs[0], msgs[2]], []):
+        ids = series.array(seq)
+        want = cache.request_array("You are terse.", tools, seq)
+        assert ids.dtype == np.int64 and not ids.flags.writeable
+        assert ids.tolist() == want.tolist()
+    assert (series.system_end, series.tools_end) == (
+        len(cache.request_array("You are terse.", [], [])),
+        len(cache.request_array("You are terse.", tools, [])),
+    )
+
+
+def test_measured_replay_sends_the_uncompacted_request_of_every_recorded_call():
+    from compaction_lab.cost import model as cost
+    from compaction_lab.ingest import sources
+    from compaction_lab.strategies import calibration
+    from tests.helpers import PUBLIC_FIXTURES
+
+    (session,) = [
+        s
+        for s in sources.gather([str(PUBLIC_FIXTURES / "claude-code")], progress=False).sessions
+        if s.id.startswith("c64")
+    ]
+    df = cost.measured_vs_simulated(session)
+    shape = CallShape.default().for_session(session)
+    sim = cache.get_simulator("anthropic")
+    want = []
+    for _, cut, _ in calibration.usage_requests(session):
+        tokens, prefix = cost.uncompacted_request(session, cut, shape, "cl100k_base")
+        r = sim.send(tokens, [], breakpoints=[b for b in (prefix, len(tokens)) if 0 < b <= len(tokens)])
+        want.append((r.input_tokens, r.cached_tokens))
+    assert len(want) > 3 and list(zip(df["simulated_input"], df["simulated_cached"], strict=True)) == want

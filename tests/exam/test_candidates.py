@@ -300,3 +300,21 @@ def test_masked_spans_are_rejected_as_template_and_claim_nothing():
         ("template", "ORD-58213"),
     }
     assert {c.value for c in extract(rec)} == {"python <script_name>.py", "ORD-58213", "ORD-77120"}
+
+
+def test_each_value_is_placed_on_its_own_line_with_its_words_and_a_rescan_is_the_same():
+    from compaction_lab.exam.questions.probes import candidates
+
+    text = (
+        "build 4f3a9c2 finished\n\nwrote /srv/app/config/settings.yaml (2 KB)\n"
+        + "x" * 300
+        + "\nrequest id req_8f2k1m9q7z returned 503 after 1.25 s\nlisted /srv/app/logs/error.log"
+    )
+    rec = _rec("tool_output", text, tool="bash")
+    found = candidates.scan(rec).found
+    assert len(found) >= 3
+    for c in found:
+        assert c.line_no == text.count("\n", 0, c.start) + 1
+        # the line lookup in the record's newline offsets says what a search of the text says
+        assert (c.before, c.after, c.line_no) == candidates._context(rec, c.start, c.end)
+    assert candidates.scan(rec) == candidates._scan(rec, ())  # the kept scan is the scan

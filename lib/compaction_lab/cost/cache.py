@@ -168,6 +168,53 @@ def request_layout(
     )
 
 
+class RequestSeries:
+    """Successive requests with one system prompt and tool list, each built from what the last one shared.
+
+    A session's requests grow turn by turn: the next one re-sends the messages of the previous one and
+    adds a few. `array` gives exactly `request_array`'s ids (as int64), but keeps the previous request's
+    ids and message ends and encodes only from the first message that differs, so a session's N
+    requests cost O(total length) ids copied instead of N full rebuilds.
+    """
+
+    def __init__(
+        self,
+        system: str,
+        tools: Sequence[Mapping[str, Any]],
+        encoding: str = DEFAULT_ENCODING,
+        *,
+        tools_first: bool = False,
+    ):
+        head, system_end, tools_end, _ = _build(system, tools, [], encoding, tools_first)
+        self.encoding = encoding
+        #: Offsets just past the system prompt and just past the tools (as `RequestLayout`).
+        self.system_end, self.tools_end = system_end, tools_end
+        self._texts: list[str] = []
+        self._ends: list[int] = [len(head)]
+        self._ids = head.astype(np.int64)
+
+    def array(self, messages: Sequence[Mapping[str, Any]]) -> np.ndarray:
+        """Return the request's ids (read-only int64), equal to ``request_array(system, tools, messages, ...)``."""
+        texts = [f"{m.get('role', 'user')}: {_content_text(m.get('content', ''))}" for m in messages]
+        same = 0
+        for old, new in zip(self._texts, texts, strict=False):
+            if old != new:
+                break
+            same += 1
+        parts = [self._ids[: self._ends[same]]]
+        ends = self._ends[: same + 1]
+        pos = ends[-1]
+        for text in texts[same:]:
+            ids = _encode(self.encoding, text)
+            parts.append(ids.astype(np.int64))
+            pos += len(ids)
+            ends.append(pos)
+        ids = np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
+        ids.setflags(write=False)
+        self._texts, self._ends, self._ids = texts, ends, ids
+        return ids
+
+
 def request_tokens(
     system: str,
     tools: Sequence[Mapping[str, Any]],
@@ -306,18 +353,13 @@ _RECENT: deque[_PrefixKeys] = deque(maxlen=8)
 
 def _longest_known_prefix(arr: np.ndarray, chunk: int) -> _PrefixKeys | None:
     """Find the longest recent chain (`_RECENT`) over a prefix of `arr` with this chunk, at least one chunk long."""
-    best: _PrefixKeys | None = None
     with _KEYS_LOCK:
         recent = list(_RECENT)
-    for keys in recent:
-        if (
-            keys.chunk == chunk
-            and chunk <= keys.n <= len(arr)
-            and (best is None or keys.n > best.n)
-            and np.array_equal(arr[: keys.n], keys.arr)
-        ):
-            best = keys
-    return best
+    # Longest first: the first chain whose tokens `arr` starts with is the one wanted (no other compared).
+    candidates = sorted(
+        (keys for keys in recent if keys.chunk == chunk and chunk <= keys.n <= len(arr)), key=lambda k: -k.n
+    )
+    return next((keys for keys in candidates if np.array_equal(arr[: keys.n], keys.arr)), None)
 
 
 def prefix_keys(tokens: Tokens, chunk: int) -> _PrefixKeys:

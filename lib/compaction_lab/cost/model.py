@@ -402,25 +402,31 @@ def cost_table(
     strategies = list(dict.fromkeys(s for _, s in projections))
     # Simulate once per case x strategy x simulator; price tables only change the prices. A strategy's
     # simulators follow one another, so they share its requests (`_requests`).
-    it: Any = cases
-    if progress:
-        from tqdm.auto import tqdm
+    # One task per case (on the engine when a scheduler is given, `exam.tasks.each`).
+    from compaction_lab.exam import tasks
 
-        it = tqdm(cases, desc="cost (simulated cache)", unit="case")
+    items = [
+        (c.cut, sessions[c.session_id], {st: projections[(c.id, st)] for st in strategies if (c.id, st) in projections})
+        for c in cases
+    ]
     bills: dict[tuple[str, str, str], CaseBills] = {}
     labels: dict[str, tuple[str, bool]] = {}
-    for c in it:
-        session = sessions[c.session_id]
-        baselines = {sim: uncompacted_bills(session, c.cut, call_shape, sim, assumptions, encoding) for sim in sims}
-        for st in strategies:
-            p = projections.get((c.id, st))
-            if p is None:
-                continue
+    done = tasks.each(
+        _case_bills,
+        items,
+        sims,
+        call_shape,
+        assumptions,
+        encoding,
+        progress=progress,
+        desc="cost (simulated cache)",
+        unit="case",
+    )
+    for c, (_, _, held), case_bills in zip(cases, items, done, strict=True):
+        for st, p in held.items():
             labels[st] = (_label(st, p), bool(p.receipt and p.receipt.stand_in and not p.receipt.fallback))
             for sim in sims:
-                bills[(c.id, st, sim)] = simulate_case(
-                    session, c.cut, p, call_shape, sim, assumptions, encoding, baselines[sim]
-                )
+                bills[(c.id, st, sim)] = case_bills[(st, sim)]
     recall_of = {} if recall is None else dict(zip(recall["strategy"], recall["recall"], strict=False))
     rows = []
     for tname, sim in pairs:
@@ -454,6 +460,23 @@ def cost_table(
             row["shown"] = False  # the figures' table and rule: `choice.mark_shown`
             rows.append(row)
     return pd.DataFrame(rows, columns=COST_COLUMNS)
+
+
+def _case_bills(
+    item: tuple[int, Session, Mapping[str, Projection]],
+    sims: Sequence[str],
+    call_shape: CallShape,
+    assumptions: CostAssumptions,
+    encoding: str,
+) -> dict[tuple[str, str], CaseBills]:
+    """One case of `cost_table`: each strategy's bills under each simulator, keyed (strategy, simulator)."""
+    cut, session, held = item
+    baselines = {sim: uncompacted_bills(session, cut, call_shape, sim, assumptions, encoding) for sim in sims}
+    return {
+        (st, sim): simulate_case(session, cut, p, call_shape, sim, assumptions, encoding, baselines[sim])
+        for st, p in held.items()
+        for sim in sims
+    }
 
 
 def _label(key: str, p: Projection) -> str:
@@ -608,9 +631,13 @@ def measured_vs_simulated(
     rows = []
     # One rule reads a usage row as the request it measured (`strategies.calibration`): the records before
     # the answer's first record, and the whole input whether or not the log counts cached tokens in it.
+    # The requests grow call by call: each is built from the ids of the one before (`RequestSeries`), the
+    # very ids `uncompacted_request` would build.
+    series = cache_mod.RequestSeries(call_shape.system_prompt, list(call_shape.tools), encoding)
+    prefix = max(series.system_end, series.tools_end)
     for i, cut, total in calibration.usage_requests(session):
         u = usage[i]
-        tokens, prefix = uncompacted_request(session, cut, call_shape, encoding)
+        tokens = series.array(record_messages(history(session, cut)))
         r = sim.send(tokens, [], breakpoints=[b for b in (prefix, len(tokens)) if 0 < b <= len(tokens)])
         cached = int(u.get("cached_tokens") or 0)
         rows.append(
@@ -821,9 +848,12 @@ def cache_shape_experiment_live(session: Session, call_shape: CallShape, model: 
 
 def measured_table(sessions, simulator: str = "anthropic", encoding: str = DEFAULT_ENCODING) -> pd.DataFrame:
     """`measured_vs_simulated` for every session that recorded usage, one row per session (totals)."""
+    from compaction_lab.exam import tasks
+
     rows = []
-    for s in sessions:
-        df = measured_vs_simulated(s, simulator, encoding)
+    sessions = list(sessions)
+    # One task per session (on the engine when a scheduler is given, `exam.tasks.each`).
+    for s, df in zip(sessions, tasks.each(measured_vs_simulated, sessions, simulator, encoding), strict=True):
         if df.empty:
             continue
         rows.append(

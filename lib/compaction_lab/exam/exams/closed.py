@@ -29,7 +29,7 @@ import pandas as pd
 from compaction_lab import strategies
 from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Session
-from compaction_lab.exam import found, readers
+from compaction_lab.exam import found, readers, tasks
 from compaction_lab.exam.exam import EXAMS, Exam, ExamParams, Source
 from compaction_lab.exam.questions import cases as exam_cases
 from compaction_lab.exam.questions.cases import RunCases
@@ -276,6 +276,63 @@ def answer_all(reader: Any, questions: Sequence[T], ask: Callable[[T], Any]) -> 
         return list(pool.map(ask, questions))
 
 
+def _closed_one(
+    case: Case,
+    name: str,
+    session: Session,
+    ctx: CompactionContext,
+    reader: Any,
+    grade: Callable[[Question, str], bool],
+    draws: int,
+    on_projection: Callable[[Case, Projection], None] | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One case x strategy of `run_closed`: compact once, answer every question (every draw), grade."""
+    # One compaction per case x strategy: a summarising strategy would otherwise be billed per question.
+    p = strategies.compact(session, name, case.cut, ctx)
+    seen = sizes(p, session, ctx)
+    projection = {**projection_row(case.id, p, ctx), **seen}
+    if on_projection is not None:
+        on_projection(case, p)
+    messages = p.messages()
+    where = found.regions(p)
+    shape_tools = ctx.shape.for_session(session).tools
+
+    def ask(
+        asked: tuple[Question, int],
+        m: list[dict[str, Any]] = messages,
+        t: tuple[Mapping[str, Any], ...] = shape_tools,
+    ) -> Any:
+        q, d = asked
+        # Draw 0 is asked as before draws existed (any reader takes it); a later one names its draw.
+        return reader.answer(m, q, shape_tools=t, draw=d) if d else reader.answer(m, q, shape_tools=t)
+
+    answers = []
+    asked = [(q, d) for q in case.questions for d in range(draws)]
+    for (q, d), a in zip(asked, answer_all(reader, asked, ask), strict=False):
+        row = answer_row(case, q, p, reader, a.given, bool(a.stand_in), grade(q, a.given), ctx, seen, where)
+        answers.append({**row, "draw": d})
+    return answers, projection
+
+
+def _closed_case(
+    item: tuple[Case, Session],
+    names: Sequence[str],
+    ctx: CompactionContext,
+    reader: Any,
+    grade: Callable[[Question, str], bool],
+    draws: int,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every strategy of one case (`_closed_one` in `names` order): one engine task of `run_closed`."""
+    case, session = item
+    answers: list[dict[str, Any]] = []
+    projections: list[dict[str, Any]] = []
+    for name in names:
+        one_answers, one_projection = _closed_one(case, name, session, ctx, reader, grade, draws)
+        answers += one_answers
+        projections.append(one_projection)
+    return answers, projections
+
+
 def run_closed(
     cases: Sequence[Case],
     sessions: Mapping[str, Session],
@@ -333,38 +390,29 @@ def run_closed(
     if missing:
         raise KeyError(f"sessions missing for cases: {', '.join(missing)}")
     names = list(names or strategies.names())  # empty / None: every registered strategy
-    work = [(c, n) for c in cases for n in names]
-    it: Any = work
-    if progress:
-        from tqdm.auto import tqdm
-
-        it = tqdm(work, desc="closed book", unit="projection")
     answers: list[dict[str, Any]] = []
     projections: list[dict[str, Any]] = []
-    for case, name in it:
-        # One compaction per case x strategy: a summarising strategy would otherwise be billed per question.
-        p = strategies.compact(sessions[case.session_id], name, case.cut, ctx)
-        seen = sizes(p, sessions[case.session_id], ctx)
-        projections.append({**projection_row(case.id, p, ctx), **seen})
-        if on_projection is not None:
-            on_projection(case, p)
-        messages = p.messages()
-        where = found.regions(p)
-        shape_tools = ctx.shape.for_session(sessions[case.session_id]).tools
+    if on_projection is None and tasks.given_scheduler() is not None:
+        # One task per case on the engine; its rows come back in case order, as the loop below makes them.
+        items = [(c, sessions[c.session_id]) for c in cases]
+        for case_answers, case_projections in tasks.each(
+            _closed_case, items, names, ctx, reader, grade, draws, progress=progress, desc="closed book", unit="case"
+        ):
+            answers += case_answers
+            projections += case_projections
+    else:
+        work = [(c, n) for c in cases for n in names]
+        it: Any = work
+        if progress:
+            from tqdm.auto import tqdm
 
-        def ask(
-            asked: tuple[Question, int],
-            m: list[dict[str, Any]] = messages,
-            t: tuple[Mapping[str, Any], ...] = shape_tools,
-        ) -> Any:
-            q, d = asked
-            # Draw 0 is asked as before draws existed (any reader takes it); a later one names its draw.
-            return reader.answer(m, q, shape_tools=t, draw=d) if d else reader.answer(m, q, shape_tools=t)
-
-        asked = [(q, d) for q in case.questions for d in range(draws)]
-        for (q, d), a in zip(asked, answer_all(reader, asked, ask), strict=False):
-            row = answer_row(case, q, p, reader, a.given, bool(a.stand_in), grade(q, a.given), ctx, seen, where)
-            answers.append({**row, "draw": d})
+            it = tqdm(work, desc="closed book", unit="projection")
+        for case, name in it:
+            one_answers, one_projection = _closed_one(
+                case, name, sessions[case.session_id], ctx, reader, grade, draws, on_projection
+            )
+            answers += one_answers
+            projections.append(one_projection)
     ans = pd.DataFrame(answers, columns=ANSWER_COLUMNS).astype(
         {
             "decoy": "bool",

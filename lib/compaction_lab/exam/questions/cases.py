@@ -29,6 +29,7 @@ from compaction_lab import strategies
 from compaction_lab.core import bounded_json, excerpt, runfolder
 from compaction_lab.core.projection import Projection
 from compaction_lab.core.session import Session
+from compaction_lab.exam import tasks
 from compaction_lab.exam.questions import bank, cuts, probes
 from compaction_lab.exam.types import POINTERS, Case, bank_from_jsonl, write_bank
 from compaction_lab.ingest import sources, synthetic
@@ -138,8 +139,8 @@ def build(session_list: Sequence[Session], chains: Sequence | None, params: Mapp
     ctx = cuts.context_of(dict(params))
     mined: list[probes.MinedCase] = []
     rows: list[dict[str, Any]] = []
-    for s, sc in zip(session_list, cuts.plan(session_list, mode, ctx), strict=True):
-        got = _mine_session(s, sc, spec, mode)
+    # One task per session (on the engine when a scheduler is given): its cut, then its cases.
+    for sc, got in tasks.each(_cut_and_mine, session_list, spec, mode, ctx):
         mined += got
         n = sum(len(m.case.real) for m in got)
         reason = sc.reason or ("" if n else _no_question_reason(got, spec))
@@ -156,6 +157,14 @@ def build(session_list: Sequence[Session], chains: Sequence | None, params: Mapp
         pd.DataFrame(rows, columns=cuts.SESSION_COLUMNS),
         pool,
     )
+
+
+def _cut_and_mine(
+    s: Session, spec: probes.ProbeSpec, mode: str, ctx: CompactionContext
+) -> tuple[cuts.SessionCut, list[probes.MinedCase]]:
+    """Cut one session under `mode` (`cuts.plan`) and mine its cases at the cuts (`_mine_session`): one task."""
+    sc = cuts.plan([s], mode, ctx)[0]
+    return sc, _mine_session(s, sc, spec, mode)
 
 
 def _mine_session(s: Session, sc: cuts.SessionCut, spec: probes.ProbeSpec, mode: str) -> list[probes.MinedCase]:
@@ -317,6 +326,16 @@ def projections_for(
 def projections_by_case(
     cases: Sequence[Case], sessions: Mapping[str, Session], names: Sequence[str] | None, ctx: CompactionContext
 ) -> dict[tuple[str, str], Projection]:
-    """Every named strategy's projection of every case, keyed by (case_id, strategy)."""
+    """Every named strategy's projection of every case, keyed by (case_id, strategy).
+
+    One task per case (on the engine when a scheduler is given, `tasks.each`).
+    """
     names = list(names or strategies.names())
-    return {(c.id, n): strategies.compact(sessions[c.session_id], n, c.cut, ctx) for c in cases for n in names}
+    made = tasks.each(_case_projections, [(c, sessions[c.session_id]) for c in cases], names, ctx)
+    return {(c.id, n): p for c, ps in zip(cases, made, strict=True) for n, p in zip(names, ps, strict=True)}
+
+
+def _case_projections(item: tuple[Case, Session], names: Sequence[str], ctx: CompactionContext) -> list[Projection]:
+    """Every named strategy's projection of one case (one task of `projections_by_case`)."""
+    case, session = item
+    return [strategies.compact(session, n, case.cut, ctx) for n in names]

@@ -6,11 +6,12 @@ it). The rules, in claim order, are listed in docs/exams.md#3-mining-probes-from
 
 from __future__ import annotations
 
+import bisect
 import builtins
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, lru_cache
 
 from compaction_lab.core.session import POINTER_OF_KIND, Record
 from compaction_lab.core.tokens import DEFAULT_ENCODING, get_encoding
@@ -440,12 +441,23 @@ def has_words(s: str) -> bool:
 PROSE_KINDS = ("user", "assistant", "reasoning")
 
 
-def _context(record: Record, start: int, end: int) -> tuple[str, str, int]:
-    """(before, after, line_no): up to six words before and four after the value on its line."""
+def _newlines(text: str) -> list[int]:
+    """Offsets of every newline of `text`, in order (what `_context` looks a value's line up in)."""
+    return [m.start() for m in re.finditer("\n", text)]
+
+
+def _context(record: Record, start: int, end: int, newlines: Sequence[int] | None = None) -> tuple[str, str, int]:
+    """(before, after, line_no): up to six words before and four after the value on its line.
+
+    `newlines` are the text's `_newlines` (computed here when not given): a record with many values looks
+    each line up in them instead of searching the text again for every value.
+    """
     text = record.text
-    ls = text.rfind("\n", 0, start) + 1
-    le = text.find("\n", end)
-    le = len(text) if le < 0 else le
+    nl = _newlines(text) if newlines is None else newlines
+    at = bisect.bisect_left(nl, start)  # newlines before the value: its line is the next one
+    ls = nl[at - 1] + 1 if at else 0
+    after_end = bisect.bisect_left(nl, end)
+    le = nl[after_end] if after_end < len(nl) else len(text)
     left, right = text[ls:start], text[end:le]
     if record.kind != "tool_output" and not has_words(left + right):
         # a value alone on its line (a bullet, a quoted setting): the line before says what it is
@@ -476,7 +488,7 @@ def _context(record: Record, start: int, end: int) -> tuple[str, str, int]:
     after = re.sub(r"\s+", " ", after).rstrip()
     if re.fullmatch(r"[.,;:!?]+", after):
         after = ""  # the sentence's full stop says nothing about the value
-    return before, after, text.count("\n", 0, start) + 1
+    return before, after, at + 1
 
 
 @dataclass(frozen=True)
@@ -513,6 +525,22 @@ def scan(record: Record, mask: Sequence[tuple[int, int]] = ()) -> Scan:
         Records that are not mined (system, meta, summary, injected) give an
         empty scan.
     """
+    return _scanned(record, tuple((int(a), int(b)) for a, b in mask))
+
+
+#: Scans of the records read last: a session is mined at each of its cuts and again by the recorded
+#: exam, and each mining reads every record before its cut. `Record` is frozen, so equal records (and
+#: their masks) give equal scans.
+SCANS_KEPT = 8192
+
+
+@lru_cache(maxsize=SCANS_KEPT)
+def _scanned(record: Record, mask: tuple[tuple[int, int], ...]) -> Scan:
+    return _scan(record, mask)
+
+
+def _scan(record: Record, mask: tuple[tuple[int, int], ...]) -> Scan:
+    """`scan` itself (its results are kept by `_scanned`)."""
     if record.kind not in MINED_KINDS or record.injected:
         return Scan()
     pointer = POINTER_OF_KIND[record.kind]
@@ -524,6 +552,7 @@ def scan(record: Record, mask: Sequence[tuple[int, int]] = ()) -> Scan:
         for a, b in mask:
             masked[a:b] = b"\x01" * (min(b, len(text)) - a)
     api = _is_api_output(record)
+    newlines: list[int] | None = None
     out: list[Candidate] = []
     rejected: list[tuple[str, Candidate]] = []
     for rule in EXTRACTION_RULES:
@@ -548,7 +577,9 @@ def scan(record: Record, mask: Sequence[tuple[int, int]] = ()) -> Scan:
             if reason is None:
                 claimed[ms:me] = b"\x01" * (me - ms)
             category = "tool_returned_id" if api and rule.category == "identifier" else rule.category
-            before, after, line = _context(record, s, e)
+            if newlines is None:  # looked up once per record, only when it has a value
+                newlines = _newlines(text)
+            before, after, line = _context(record, s, e, newlines)
             c = Candidate(
                 v,
                 category,

@@ -10,6 +10,7 @@ import random
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cache, lru_cache
 
 from compaction_lab.core.session import Session
 from compaction_lab.exam.grading import normalise
@@ -75,17 +76,23 @@ DROP_REASONS: tuple[str, ...] = (*REJECT_REASONS, "guessable", "ambiguous form",
 
 def _forms(c: Candidate, cwd: str | None) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     """(key, forms that must be absent from the tail, other spellings) of a candidate's value."""
-    if c.category == "path":
-        rel, others = path_forms(c.value, cwd)
+    return _value_forms(c.category, c.rule, c.value, cwd)
+
+
+@lru_cache(maxsize=65536)
+def _value_forms(category: str, rule: str, value: str, cwd: str | None) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    # `_forms` of a value: every wording of every candidate asks for it, so the values seen last are kept.
+    if category == "path":
+        rel, others = path_forms(value, cwd)
         if rel is not None:
-            return value_key(rel, cwd, path=True), (c.value, rel), others
-        return value_key(c.value, cwd, path=True), (c.value,), ()
-    if c.category == "number":
-        m = re.fullmatch(rf"({NUM})([ \t]?)({UNITS})", c.value) if c.rule == "unit_number" else None
+            return value_key(rel, cwd, path=True), (value, rel), others
+        return value_key(value, cwd, path=True), (value,), ()
+    if category == "number":
+        m = re.fullmatch(rf"({NUM})([ \t]?)({UNITS})", value) if rule == "unit_number" else None
         # only a number with a real unit has another spacing ("3.11" is not "3.1 1")
         other = (m.group(1) + ("" if m.group(2) else " ") + m.group(3),) if m else ()
-        return normalise(c.value), (c.value,), other
-    return normalise(c.value), (c.value,), ()
+        return normalise(value), (value,), other
+    return normalise(value), (value,), ()
 
 
 def eligible(session: Session, tail_start: int, hay: Haystacks, cut: int | None = None) -> Eligible:
@@ -101,6 +108,7 @@ def eligible(session: Session, tail_start: int, hay: Haystacks, cut: int | None 
     def key_of(c: Candidate) -> str:
         return _forms(c, cwd)[0]
 
+    @cache  # a value's forms are asked about once per occurrence; each answer is a search of the tail
     def absent_late(form: str) -> bool:
         f = normalise(form)
         return bool(f) and f not in hay.late and f not in hay.system
