@@ -207,6 +207,7 @@ def test_speaker_cue_prefers_the_named_speaker():
     assert (f.pointer, f.target_source_order) == ("assistant", 1)
 
 
+@pytest.mark.slow
 def test_heuristic_agrees_with_the_generators_ground_truth():
     """Synthetic chains record which earlier record each follow-up refers to: measure the heuristic on them."""
     from compaction_lab.ingest import synthetic

@@ -146,6 +146,7 @@ def test_every_module_belongs_to_a_declared_stage():
     assert unplaced == [], f"declare these in compaction_lab.STAGES: {unplaced}"
 
 
+@pytest.mark.slow
 def test_stages_import_downward_only():
     assert upward_imports(import_graph(typing=True)[0]) == []
 

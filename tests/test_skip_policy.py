@@ -35,6 +35,7 @@ def _run(pytester, monkeypatch, source, *args):
     return pytester.runpytest_subprocess("-p", "tests.skip_policy", "-p", "no:cacheprovider", *args)
 
 
+@pytest.mark.slow
 def test_an_unexplained_skip_fails_the_run_and_is_named(pytester, monkeypatch):
     result = _run(pytester, monkeypatch, TESTS, "--strict-skips")
     result.assert_outcomes(passed=1, skipped=1)
@@ -50,6 +51,7 @@ def test_without_the_option_a_skip_is_only_reported(pytester, monkeypatch):
     assert "unexpected skips" not in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_a_listed_reason_and_an_xfail_pass(pytester, monkeypatch):
     result = _run(pytester, monkeypatch, LISTED, "--strict-skips")
     result.assert_outcomes(skipped=1, xfailed=1)

@@ -86,6 +86,7 @@ def test_nests_deeper_on_built_values():
     assert not bj.nests_deeper("text", 0)
 
 
+@pytest.mark.slow
 def test_the_check_is_cheap_next_to_the_parse():
     """A 5 MB line full of bracketed code in strings, and one of 100,000 small objects: the depth check
     costs about what the parse costs, not a multiple of it (no per-character Python loop)."""

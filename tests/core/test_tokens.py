@@ -174,6 +174,7 @@ def test_a_long_text_reaches_the_tokenizer_a_piece_at_a_time(tokenizer, threads)
     assert tokens.COUNT_CHUNK_CHARS // 2 <= spy.longest <= tokens.COUNT_CHUNK_CHARS  # the spy saw the pieces
 
 
+@pytest.mark.slow
 def test_a_base64_blob_counts_exactly_and_a_letter_blob_within_a_token_per_piece():
     import base64
     import random

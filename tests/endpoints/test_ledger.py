@@ -154,6 +154,7 @@ def test_claim_sends_a_request_once_across_processes(tmp_path):
     assert _claim(ledger, "fp2")[0] == "mine"
 
 
+@pytest.mark.slow
 def test_two_clients_in_two_processes_send_an_identical_request_once(tmp_path):
     """Two processes asking the same thing at once (the runs of a sweep on two workers): one request."""
     script = textwrap.dedent(
@@ -238,6 +239,7 @@ _WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_two_processes_writing_at_once_lose_no_rows(tmp_path):
     path = tmp_path / "l.sqlite"
     Ledger(path)

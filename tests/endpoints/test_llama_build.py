@@ -29,12 +29,14 @@ def _makefile_var(name: str) -> str:
     return match.group(1).strip()
 
 
+@pytest.mark.slow
 def test_the_built_library_loads_the_bundled_model_and_generates():
     require_llama_server()
     got = build_check()
     assert got["completion_tokens"] > 0 and got["text"].strip(), got
 
 
+@pytest.mark.slow
 def test_the_build_is_the_pinned_version():
     require_llama_server()
     pinned = _makefile_var("LLAMA_CPP_VERSION")

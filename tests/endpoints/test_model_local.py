@@ -39,17 +39,17 @@ def test_a_summary_and_a_tiny_closed_book_exam_through_the_real_client(local_mod
     assert p.receipt.summarizer == f"model: {MODEL_ALIAS}" and p.receipt.text.strip()
     assert p.receipt.input_tokens > 0 and p.receipt.output_tokens > 0
 
-    cases = bank.build_bank([chain], n_cases=1, n_questions=3, n_decoys=1, tail_tokens=300, seed=1)
+    cases = bank.build_bank([chain], n_cases=1, n_questions=2, n_decoys=1, tail_tokens=300, seed=1)
     reader = readers.get_reader("model", model=local_model)
     result = closed.run_closed(cases, {s.id: s}, ["futureos-summarized"], ctx, reader)
     answers = result.answers
-    assert len(answers) == 3 and (answers["reader_label"] == f"model reader: {MODEL_ALIAS}").all()
+    assert len(answers) == 2 and (answers["reader_label"] == f"model reader: {MODEL_ALIAS}").all()
     assert answers["given"].map(lambda g: isinstance(g, str) and g != "").all()
 
     calls = open_ledger(local_model["ledger"]).calls()
     assert (calls["status"] == "done").all()
     purposes = calls["purpose"].tolist()
-    assert "summary:futureos-summarized" in purposes and purposes.count("exam:closed") == 3
+    assert "summary:futureos-summarized" in purposes and purposes.count("exam:closed") == 2
     assert (calls["prompt_tokens"] > 0).all() and (calls["completion_tokens"] > 0).all()
     assert calls["cost"].isna().all()  # a local model has no price table: no cost is invented
 
@@ -65,15 +65,16 @@ def test_the_model_profile_runs_against_the_local_server(local_model, tmp_path, 
         "model": dict(
             prof.parameters["model"], base_url=local_model["base_url"], model=MODEL_ALIAS, ledger=local_model["ledger"]
         ),
-        # One small chain and two strategies: on 2 CPU cores the 135M model reads ~250 tokens/s,
-        # and FutureOS's request re-sends the whole history.
+        # One small chain, one strategy, two questions: the 135M model reads a few hundred tokens a second
+        # on a quiet 2-core machine. FutureOS's summary through the real client is the first test's
+        # (its request re-sends the whole history: two of them were half this test's time).
         "n_chains": 1,
         "window_tokens": 2000,
         "window": 1000,
         "output_ceiling": 300,
-        "strategy_names": ["futureos-summarized", "codex"],
+        "strategy_names": ["codex"],
         "n_cases": 1,
-        "n_questions": 3,
+        "n_questions": 2,
         "n_decoys": 1,
     }
     # `doctor` first: its planned call count (a dry run, nothing sent) against what the run then records.
@@ -99,11 +100,10 @@ def test_the_model_profile_runs_against_the_local_server(local_model, tmp_path, 
     assert (recall["reader_label"] == f"model reader: {MODEL_ALIAS}").all()
     assert set(pd.read_parquet(d / "exam_open.parquet")["reader_label"]) == {f"model reader: {MODEL_ALIAS}"}
     proj = pd.read_parquet(d / "projections.parquet")
-    labels = set(proj.loc[proj["strategy"].isin(["codex", "futureos-summarized"]), "strategy_label"])
-    model_labels = {f"codex (model: {MODEL_ALIAS})", f"futureos-summarized (model: {MODEL_ALIAS})"}
+    labels = set(proj.loc[proj["strategy"] == "codex", "strategy_label"])
     # A summary the tiny model fails to give falls back and is labelled so; none is a stand-in.
-    assert labels <= model_labels | {"codex", "futureos-summarized (fallback: deterministic)"}
-    assert labels & model_labels
+    assert labels and labels <= {f"codex (model: {MODEL_ALIAS})", "codex"}
+    assert (sent["purpose"] == "summary:codex").any()  # asked of the model, whether it gave one or not
     html = (d / "report.html").read_text()
     assert f"model reader: {MODEL_ALIAS}" in html
     assert (open_ledger(local_model["ledger"]).calls()["status"] == "done").all()

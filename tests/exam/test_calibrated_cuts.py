@@ -130,6 +130,7 @@ def pi_recorded():
     return rc, res
 
 
+@pytest.mark.slow
 def test_public_pi_compactions_match_the_logs_own_size_and_full_is_over_window(pi_recorded):
     """The acceptance: at both of pi's compactions the calibrated size of the request it held is within 1% of
     the log's ``tokensBefore`` (175,004 and 185,014); at the first, ``full`` (137k cl100k) is over W − O."""

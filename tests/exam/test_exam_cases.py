@@ -28,6 +28,7 @@ def test_synthetic_run_gets_the_bank_and_reuses_it(tmp_path):
     assert set(again.sessions) == {s.id for s in src.sessions}
 
 
+@pytest.mark.slow
 def test_imported_sessions_get_probes(tmp_path):
     src = sources.gather([str(PUBLIC_FIXTURES)], progress=False)
     sources.save(src, runfolder.resolve(tmp_path))
@@ -45,6 +46,7 @@ def test_imported_sessions_get_probes(tmp_path):
     assert abs(sum(mix.values()) - 1) < 1e-9 and mix["tool"] == rc.pool["tool"] / sum(rc.pool.values())
 
 
+@pytest.mark.slow
 def test_cut_capacity_cuts_where_the_request_first_outgrows_w_minus_o_in_the_models_tokens():
     """cut = capacity: the two pi sessions at W = 200,000 / O = 32,000, sized in their model's tokens (each
     calibrated by its own usage, ~1.25-1.28 tokens per cl100k token). The before-compaction one (~404k report
@@ -73,6 +75,7 @@ def test_cut_capacity_cuts_where_the_request_first_outgrows_w_minus_o_in_the_mod
     assert lower.sessions_table()["would_compact"].all() and len(lower.cases) == 2
 
 
+@pytest.mark.slow
 def test_cut_auto_is_the_default_recorded_where_the_log_compacted_else_capacity():
     sessions = [s for s in load_sessions(PUBLIC_FIXTURES / "pi") if s.source_format == "pi"]
     params = {"window": 200_000, "output_ceiling": 32_000, "probe_n_questions": 5, "probe_n_decoys": 0}
@@ -89,6 +92,7 @@ def test_cut_auto_is_the_default_recorded_where_the_log_compacted_else_capacity(
     assert rows.loc[other.id, "cut"] == str(cuts.capacity_cut(other, ctx).cuts[0])
 
 
+@pytest.mark.slow
 def test_cut_recorded_uses_the_agents_own_compactions_and_names_a_session_without_one():
     sessions = list(load_sessions(PUBLIC_FIXTURES / "pi"))
     rc = exam_cases.build(sessions, None, {"cut": "recorded", "probe_n_questions": 5, "probe_n_decoys": 0})

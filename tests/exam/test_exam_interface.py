@@ -201,6 +201,7 @@ def test_closed_book_and_recorded_block_write_what_notebook_03_wrote(synthetic_r
     assert len(pd.read_parquet(new / "exam_closed.parquet")) > 0
 
 
+@pytest.mark.slow
 def test_recorded_block_on_real_compactions_writes_what_notebook_03_wrote(recorded_run, tmp_path):
     old, new = _copy(recorded_run, tmp_path, "old"), _copy(recorded_run, tmp_path, "new")
     nb = {**NOTEBOOK, "strategy_names": ["full", "codex", "pi"], "tail_tokens": 8, "probe_n_questions": 8}

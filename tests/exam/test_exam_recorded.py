@@ -180,6 +180,7 @@ def test_a_value_the_summary_and_the_rest_of_the_session_repeat_stays_eligible()
     assert got["correct"].all()
 
 
+@pytest.mark.slow
 def test_the_public_pi_session_with_two_real_compactions():
     """Acceptance 1 on pi-mono's own test session (whole file): both compactions have an eligible pool and
     the real summaries claude-opus-4-5 wrote hold some of it; the recorded arm's recall over that pool."""

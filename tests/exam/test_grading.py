@@ -165,6 +165,7 @@ def test_the_verbatim_reader_passes_every_decoy():
     assert all(grade(d, VerbatimReader().answer(messages, d).given) for d in DECOYS)
 
 
+@pytest.mark.slow
 @given(st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_./:-]{2,20}[A-Za-z0-9]", fullmatch=True))
 @settings(max_examples=100, deadline=None)
 def test_any_value_is_graded_right_when_quoted_back(value):

@@ -397,6 +397,7 @@ def test_tiny_fixtures_ask_what_is_possible(name):
     assert _mined(name).case.real == ()
 
 
+@pytest.mark.slow
 def test_every_fixture_at_the_default_tail_is_sound():
     for name, s in _FIXTURES.items():
         assert_case_sound(_mined(name).case, s)

@@ -90,6 +90,7 @@ def _banks(m: MinedCase) -> tuple[tuple[str, tuple[Question, ...]], ...]:
     return (("case", m.case.real), ("pool", m.pool))
 
 
+@pytest.mark.slow
 def test_the_small_window_gives_questions_from_every_harness():
     asked = {CONFIGS[k][0] for k in CONFIGS if _mine(k)[1].case.real}
     assert {"before-compaction.jsonl", "coverage-test-fix.jsonl", "pydicom__pydicom-1458.traj"} <= asked

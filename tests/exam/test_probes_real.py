@@ -90,6 +90,7 @@ def _banks(m: MinedCase):
 # --------------------------------------------------------------------------- the checks
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", sorted(CONFIGS))
 def test_the_bank_is_sound(key):
     s, m = _mine(key)
@@ -99,6 +100,7 @@ def test_the_bank_is_sound(key):
         assert m.pool, m.notes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", sorted(CONFIGS))
 def test_no_two_questions_share_a_wording_with_different_answers(key):
     _, m = _mine(key)
@@ -118,6 +120,7 @@ def _windows(prompt: str) -> tuple[str, str] | None:
     return None if m is None else (m.group(1), m.group(2))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", sorted(CONFIGS))
 def test_a_window_holds_one_value_in_everything_before_the_cut(key):
     s, m = _mine(key)
@@ -233,6 +236,7 @@ def test_values_the_recorded_summary_holds_are_eligible(which):
         assert len(held) >= 10, key
 
 
+@pytest.mark.slow
 def test_mining_is_deterministic():
     for key in ("pi-c1", "pydicom-nothing-kept"):
         s, m = _mine(key)

@@ -46,6 +46,7 @@ def _naive_bootstrap(correct, seed):
     return res.confidence_interval.low, res.confidence_interval.high
 
 
+@pytest.mark.slow
 def test_cluster_interval_covers_where_the_question_bootstrap_falls_short():
     clustered = naive = exact = 0
     for i, (mu, correct, sessions) in enumerate(_data_sets()):
@@ -62,6 +63,7 @@ def test_cluster_interval_covers_where_the_question_bootstrap_falls_short():
     assert exact / N_SETS < 0.75  # and an exact interval over questions does not rescue it: the unit is wrong
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("unit", ["question", "session"])
 def test_recall_table_at_the_session_unit_covers_too(unit):
     """The same data through `recall_table`: only the session unit reaches the nominal coverage."""

@@ -598,6 +598,7 @@ def check_load_sessions(path: Path, fmt: str, sessions: list[Session], audit: Im
         assert sum(audit_dir.reasons[r] for r in FILE_SKIPS) == 1 and not in_dir, audit_dir.reasons
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt, src", JSONL_BASES)
 @settings(FUZZ_SETTINGS, max_examples=JSONL_EXAMPLES)
 @given(data=st.data())

@@ -239,6 +239,7 @@ def test_every_figure_draws_any_identifier(stem, ids, inputs, tmp_path_factory):
     assert len(strings) == len(set(_strings(chart.to_dict())))
 
 
+@pytest.mark.slow
 def test_the_test_plants_identifiers_in_every_figure(inputs):
     """Each figure's spec carries at least one of the planted identifiers (else the property says nothing)."""
     marks = [f"id{i}\u2028" for i in range(6)]

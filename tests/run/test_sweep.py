@@ -572,6 +572,7 @@ def test_a_range_past_what_python_counts_is_one_line_naming_the_key(tmp_path, mo
     assert not (tmp_path / "r").exists() and calls == []
 
 
+@pytest.mark.slow
 def test_resume_refuses_a_plan_of_more_runs_than_a_new_sweep_may_have(tmp_path, monkeypatch, capsys):
     """Was: ``--resume`` ran however many runs a hand-edited sweep.json listed, where a new sweep that size is
     refused. The plan's own limit (recorded when it was made) and the hard ceiling both hold."""

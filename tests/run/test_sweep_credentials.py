@@ -54,6 +54,7 @@ def _leaks(folders: list[Path], forms: dict[str, str]) -> list[tuple[str, str]]:
     return found
 
 
+@pytest.mark.slow
 def test_a_password_in_a_swept_model_url_is_masked_in_every_form_everywhere(tmp_path, monkeypatch, capsys):
     """Items 4 and 5: ``--sweep 'model=[{base_url: "http://admin:Pa55w0rdXyz@..."}]'`` against an endpoint
     that echoes the Basic header it is sent (in its answers, then in ``400 Incorrect API key provided: ...``):

@@ -27,6 +27,7 @@ def _pid(k: kernel.ChainKernel) -> int:
     return k.km.provisioner.pid
 
 
+@pytest.mark.slow
 def test_every_run_of_a_sweep_runs_in_its_warm_kernels_in_its_own_folder_and_environment(tmp_path, monkeypatch):
     prof = _chain(tmp_path, monkeypatch, PROBE)
     with kernel.launched(2, [tmp_path / "notebooks" / "01_probe.ipynb"]) as launch:
@@ -77,6 +78,7 @@ def test_the_code_that_moves_a_kernel_into_a_run_sets_removes_and_forgets(tmp_pa
     assert not found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 def test_a_stopped_sweep_marks_every_run_in_flight_interrupted_and_starts_no_other(tmp_path, monkeypatch, sig):
     import pandas as pd

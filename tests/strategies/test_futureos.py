@@ -808,6 +808,7 @@ def test_merged_marker_names_every_demoted_entry_id():
         assert fo.marker_entry_ids(m.text) == list(m.entry_ids)  # the text and the provenance agree
 
 
+@pytest.mark.slow
 def test_every_demoted_id_in_the_projection_resolves_with_history_get(tmp_path, capsys):
     """Issue 13 acceptance 6 (spec "FutureOS": "The original stays queryable"; seed report: "A demoted
     assistant output is labelled 'omitted / not summarised' ... and its original stays queryable"):

@@ -75,6 +75,7 @@ def sessions():
     return _sessions()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("window, output", [(128_000, 32_000), (16_000, 4_000)])
 def test_every_strategy_on_real_and_default_sessions(sessions, window, output):
     ctx = CompactionContext(window=window, output_ceiling=output, summarizer=summarize.get_summarizer("extractive"))

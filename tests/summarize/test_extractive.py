@@ -568,6 +568,7 @@ def _real_sessions():
     return list(load_sessions(PUBLIC_FIXTURES))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("template", ["futureos-handoff", "opencode-template", "claude-code-9"])
 def test_real_fixture_sessions(template):
     sessions = _real_sessions()
