@@ -144,7 +144,7 @@ def measure_speed(base_url: str) -> ServerSpeed:
 
     The prompt is new to the server (a time-stamped text), so no cached prefix shortens the reading.
     """
-    words = " ".join(f"item{i} value{i * 7 % 101}" for i in range(400))
+    words = " ".join(f"item{i} value{i * 7 % 101}" for i in range(120))  # some 500 tokens: a prompt, not a wait
     seconds, usage = _chat(base_url, f"{time.time_ns()} {words}", 1)
     reading = usage["prompt_tokens"] / seconds
     seconds, usage = _chat(base_url, "Count from one to fifty in words.", 48)

@@ -3,8 +3,8 @@
 One `my_sessions` run on the public fixture sessions (plus a planted session whose author's home shows
 in every encoded form the supported agents write) with redaction and one without: every numeric column
 of the tables the report is made of is identical, and the redacted folder holds neither a planted secret
-nor the author's account name, in any file's bytes or any file's name. The pair is run once for the
-module (about a minute), on one xdist worker.
+nor the author's account name, in any file's bytes or any file's name. The pair is run once per test
+session, on one xdist worker.
 """
 
 from __future__ import annotations
@@ -61,9 +61,13 @@ def _planted(folder: Path) -> None:
     (where / f"C--Users-{AUTHOR}-chat.jsonl").write_text("\n".join(json.dumps(m) for m in msgs) + "\n")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def pair(tmp_path_factory):
-    """(redacted run folder, plain run folder) of the same sessions and parameters."""
+    """(redacted run folder, plain run folder) of the same sessions and parameters.
+
+    Session-wide: under loadgroup the worker of this module's group may run other modules between its
+    tests, and a module fixture was then built again (two runs more).
+    """
     base = tmp_path_factory.mktemp("invariance")
     inbox = base / "in"
     shutil.copytree(PUBLIC_FIXTURES, inbox)
