@@ -3,9 +3,9 @@
 Mining a session's questions, compacting and grading a case, pricing a case and replaying a session's
 recorded cache usage are each a pure function of one session (or case) and the run's parameters. With
 no scheduler given (``auto``: no ``--scheduler``, no ``COMPACTION_LAB_SCHEDULER``, no profile key) they
-run here, one after another, as they always did. With one given (``sync``, ``pool``, ``local`` or an
-address), `each` submits one task per item to `compaction_lab.engine.scheduler.open_engine` and
-gathers the results in submission order, so a folder of hundreds of sessions scales with the workers
+run here, one after another, as they always did. With one given (``sync``, ``local`` or an address;
+a run refuses ``pool``, which would fork its kernel), `each` submits one task per item to
+`compaction_lab.engine.scheduler.open_engine` and gathers the results in submission order, so a folder of hundreds of sessions scales with the workers
 and the tables stay the same byte for byte.
 
 A task's function must be importable by name (a module-level function) and its arguments picklable.

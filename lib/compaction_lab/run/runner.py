@@ -723,7 +723,8 @@ def _adopt_code(prof: Profile, run_dir: Path, memo: Path | None) -> str:
     """`kernel.adopt_code` for a kernel started before the run: every variable `_kernel_environment` manages.
 
     Each as the run sets it, else as this process has it, else removed (a sweep's kernel keeps nothing of the
-    run before). Called inside `_kernel_environment`, whose own values are passed explicitly.
+    run before). Inside `_kernel_environment` the run's values are this process's too; a sweep's lanes never
+    enter it, so there this process's values are its own.
     """
     env = _kernel_variables(prof, run_dir, memo)
     return kernel_mod.adopt_code(run_dir, {var: env.get(var, os.environ.get(var)) for var in _MANAGED})

@@ -568,7 +568,7 @@ def _sweep_here(
                     allow_unknown=plan.allow_unknown,
                     notebook_html=plan.notebook_html,
                     memo=folder / MEMO_DIR,
-                    kernels=max(1, len(own)) if own else None,
+                    kernels=len(own) or None,
                     launch=lent,
                     stop=stop,
                 )
