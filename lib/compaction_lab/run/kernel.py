@@ -34,6 +34,7 @@ from typing import Any
 
 from jupyter_core.utils import ensure_async, run_sync
 
+from compaction_lab.core import python_source
 from compaction_lab.run import lifecycle
 
 
@@ -271,7 +272,7 @@ def warm_code(sources: Iterable[Path], encoding: str | None = None) -> str:
                 continue
             text = cell.get("source", "")
             try:
-                tree = ast.parse("".join(text) if isinstance(text, list) else text)
+                tree = python_source.parse("".join(text) if isinstance(text, list) else text)
             except SyntaxError:  # IPython magics: not Python, nothing to import from it
                 continue
             for node in tree.body:

@@ -19,7 +19,6 @@ docs/running.md (Parameters, and how they fail).
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import difflib
 import json
@@ -33,7 +32,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from compaction_lab.core import paths, user_yaml
+from compaction_lab.core import paths, python_source, user_yaml
 from compaction_lab.core.errors import ProfileError
 from compaction_lab.core.profile import Profile
 from compaction_lab.privacy import secrets as _secrets  # noqa: F401  (masks every ProfileError: core.errors)
@@ -124,7 +123,7 @@ def _declared(name: str, type_name: str | None, default_text: str | None) -> Dec
     parts = [p for p in re.split(r"[\s|\[\],.]+", type_name or "") if p]
     base = next((_TYPE_NAMES[p] for p in parts if p in _TYPE_NAMES), None)
     try:
-        default, has_default = ast.literal_eval(default_text or ""), True
+        default, has_default = python_source.literal(default_text or ""), True
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         default, has_default = None, False
     nullable = "None" in parts or "Optional" in parts or (has_default and default is None)
