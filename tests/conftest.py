@@ -72,16 +72,58 @@ SHARED_SESSION_FIXTURES = {
 SLOW_FIXTURES = frozenset({*SHARED_SESSION_FIXTURES, "chromium"})
 
 
+def _module_fixture_group(item) -> str | None:
+    """The test module that defines a module- or session-scoped fixture `item` uses, if any (its xdist group).
+
+    Such a fixture is built once per worker its tests reach, and again whenever a worker runs another
+    module's tests between them (a module fixture is torn down as its module ends): grouped, its tests
+    run on one worker, one after another, and it is built once.
+    """
+    info = getattr(item, "_fixtureinfo", None)
+    for name in item.fixturenames:
+        defs = info.name2fixturedefs.get(name) if info is not None else None
+        if defs and defs[-1].scope in ("module", "session") and defs[-1].baseid.endswith(".py"):
+            return defs[-1].baseid
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into each test's id
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        for fixture, group in SHARED_SESSION_FIXTURES.items():
-            if fixture in item.fixturenames:
-                item.add_marker(pytest.mark.xdist_group(group))
-                break
+        group = next((g for f, g in SHARED_SESSION_FIXTURES.items() if f in item.fixturenames), None)
+        if group is None and item.get_closest_marker("xdist_group") is None:
+            group = _module_fixture_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
         if SLOW_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.slow)
     # The check of the built llama.cpp library runs before any test starts the server on it.
     items.sort(key=lambda item: item.path.name != "test_llama_build.py")
+
+
+#: The tests whose xdist group did not reach their id on this worker (`pytest_collection_finish`).
+_LOST_GROUP = pytest.StashKey[frozenset]()
+
+
+def pytest_collection_finish(session):
+    """On an xdist worker under ``--dist loadgroup``: note each test whose group did not reach its id.
+
+    xdist carries a test's group to the scheduler in its node id (``…@group``); where pytest and xdist
+    disagree on node ids (pytest-dev/pytest-xdist#1386) the groups are silently dropped and every worker
+    builds each shared session fixture: twice the chain runs, two model servers. Such a test fails
+    (`pytest_runtest_setup`) rather than pass at twice the cost.
+    """
+    if getattr(session.config.option, "loadgroup", False):  # set on xdist workers only
+        lost = (i.nodeid for i in session.items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid)
+        session.config.stash[_LOST_GROUP] = frozenset(lost)
+
+
+def pytest_runtest_setup(item):
+    if item.nodeid in item.config.stash.get(_LOST_GROUP, frozenset()):
+        pytest.fail(
+            "--dist loadgroup lost this test's xdist_group (pytest-dev/pytest-xdist#1386): see pyproject's pytest pin",
+            pytrace=False,
+        )
 
 
 def _on_ci() -> bool:

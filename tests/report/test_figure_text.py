@@ -22,6 +22,7 @@ from compaction_lab.report import charts, figures
 from compaction_lab.run import runner
 from compaction_lab.strategies import trigger
 from tests import svg_text
+from tests.conftest import SHARED_SESSION_FIXTURES
 from tests.helpers import PUBLIC_FIXTURES
 from tests.report.test_charts_feasible import recorded_table
 
@@ -204,7 +205,15 @@ def test_fig_recorded_stays_narrow_whatever_the_log_names_its_model():
     assert width < 1500
 
 
-@pytest.mark.parametrize("run", ["default_figures", "my_sessions_figures"])
+#: Each run's test on the worker that holds the run (its fixture is asked for by name, so the conftest's
+#: grouping, which reads a test's fixtures, does not see it).
+RUNS = [
+    pytest.param(name, marks=[pytest.mark.xdist_group(SHARED_SESSION_FIXTURES[name]), pytest.mark.slow])
+    for name in ("default_figures", "my_sessions_figures")
+]
+
+
+@pytest.mark.parametrize("run", RUNS)
 def test_the_report_opens_with_contents_and_the_decision_and_numbers_figures_down_the_page(run, request):
     """Issue 48, acceptance 1, on both runs: a table of contents, the decision section above the figures with
     a named Pareto set (or the sentence that no arm is separable), figure numbers increasing down the page."""
