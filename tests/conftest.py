@@ -45,14 +45,33 @@ def _fresh_memo(monkeypatch):
 
 
 @pytest.fixture(scope="session")
-def smoke_run(tmp_path_factory):
+def warm_kernels():
+    """Kernels this worker's chain runs share, as a sweep's runs do (`kernel.Launch.shared`): started once.
+
+    A run moves them into its folder with the runner's variables (`kernel.adopt_code`) and resets them before
+    each notebook, so no run pays for a kernel's start and imports but the first. They were started with
+    the worker's environment: a test that sets a variable its run's kernels must see starts its own.
+    """
+    from dataclasses import replace
+
+    from compaction_lab.core import paths
+    from compaction_lab.run import chain, kernel
+
+    notebooks = [paths.notebook_path(nb) for nb in chain.names()]
+    with kernel.launched(kernel.default_kernels(), notebooks) as launch:
+        yield replace(launch, shared=True)
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory, warm_kernels):
     """The smoke profile (every notebook, the report), run once per test session; tests only read it.
 
     In two kernels whatever the machine (the default on 2 cores): notebooks execute side by side.
     """
     from compaction_lab.run import runner
 
-    return runner.run_profile("smoke", results=tmp_path_factory.mktemp("smoke-results"), progress=False, kernels=2)
+    results = tmp_path_factory.mktemp("smoke-results")
+    return runner.run_profile("smoke", results=results, progress=False, kernels=2, launch=warm_kernels)
 
 
 #: Session fixtures that are costly to build (a whole chain run, a model server): under pytest-xdist
@@ -69,7 +88,7 @@ SHARED_SESSION_FIXTURES = {
 
 #: Fixtures whose tests are ``slow`` whatever they do (a chain run, a model server, a browser): `make
 #: test-fast` leaves them out; `make test` runs them.
-SLOW_FIXTURES = frozenset({*SHARED_SESSION_FIXTURES, "chromium"})
+SLOW_FIXTURES = frozenset({*SHARED_SESSION_FIXTURES, "chromium", "warm_kernels"})
 
 
 def _module_fixture_group(item) -> str | None:

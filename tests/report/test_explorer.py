@@ -37,3 +37,15 @@ def test_widget_controls_drive_the_callback_without_a_browser(ex):
 def test_needs_sessions():
     with pytest.raises(ValueError):
         explorer.ProjectionExplorer([])
+
+
+def test_it_opens_on_the_strategy_it_is_given_and_refuses_one_it_does_not_offer():
+    """Notebook 02 opens it on the run's first arm: with a model summarizer, opening on the first registered
+    arm sent a summary request for an arm the run left out."""
+    sessions = [c.session for c in synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1, window_tokens=3000))]
+    ex = explorer.ProjectionExplorer(sessions, CompactionContext(window=8000, output_ceiling=1000), start="codex")
+    ex.widget()
+    assert ex._controls["strategy"].value == "codex" and ex.last.strategy == "codex"
+    assert explorer.ProjectionExplorer(sessions).start == ex.names[0]  # no start: the first offered
+    with pytest.raises(ValueError, match="cannot open on 'nope'"):
+        explorer.ProjectionExplorer(sessions, start="nope")

@@ -38,7 +38,7 @@ def _need(path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def default_figures(tmp_path_factory) -> Path:
+def default_figures(tmp_path_factory, warm_kernels) -> Path:
     """The figures folder of a `default` run (three synthetic chains, nine cases), run once per test session."""
     res = runner.run_profile(
         "default",
@@ -46,13 +46,15 @@ def default_figures(tmp_path_factory) -> Path:
         progress=False,
         kernels=2,
         overrides={**LIGHTER, "n_chains": 3, "n_cases": 9},
+        notebook_html=False,  # the figures and report.html are read
+        launch=warm_kernels,
     )
     assert [nb.status for nb in res.notebooks] == ["ok"] * len(res.notebooks)
     return res.run_dir / "figures"
 
 
 @pytest.fixture(scope="session")
-def my_sessions_figures(tmp_path_factory) -> Path:
+def my_sessions_figures(tmp_path_factory, warm_kernels) -> Path:
     """The figures folder of a `my_sessions` run on the public fixtures, run once per test session.
 
     pi's sessions (one compacts at the profile's window, the other holds compactions pi recorded: the
@@ -68,6 +70,8 @@ def my_sessions_figures(tmp_path_factory) -> Path:
         progress=False,
         kernels=2,
         overrides={**LIGHTER, "session_paths": [str(p) for p in sessions]},
+        notebook_html=False,  # the figures and report.html are read
+        launch=warm_kernels,
     )
     assert [nb.status for nb in res.notebooks] == ["ok"] * len(res.notebooks)
     return res.run_dir / "figures"

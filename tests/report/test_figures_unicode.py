@@ -75,7 +75,7 @@ def test_vega_safe_names_the_code_point_and_walks_a_spec():
 
 
 @pytest.fixture(scope="module")
-def chain_tables(tmp_path_factory) -> Path:
+def chain_tables(tmp_path_factory, warm_kernels) -> Path:
     """A `my_sessions` run on three sessions (Codex, pi, Claude Code) with recorded compactions, whose
     tables give every run figure rows to draw (figure 11 and the recorded compactions included)."""
     root = tmp_path_factory.mktemp("unicode-figures")
@@ -85,6 +85,8 @@ def chain_tables(tmp_path_factory) -> Path:
         results=root / "results",
         progress=False,
         overrides={"session_paths": [str(folder)], **LIGHTER, **SHORT_TAIL},
+        notebook_html=False,  # its tables are read
+        launch=warm_kernels,
     )
     assert [nb.status for nb in res.notebooks] == ["ok"] * len(res.notebooks)
     return res.run_dir

@@ -131,7 +131,7 @@ IDENTIFIERS = st.fixed_dictionaries(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @pytest.mark.slow
-def test_any_identifier_runs_the_chain_and_every_page_opens(values, name, chromium, tmp_path_factory):
+def test_any_identifier_runs_the_chain_and_every_page_opens(values, name, chromium, warm_kernels, tmp_path_factory):
     """Acceptance 2: identifiers from all of Unicode, the smoke-sized `my_sessions` chain: every notebook
     completes, no page holds a character HTML forbids, and every page opens in Chromium with its figures,
     no dialog and no console error."""
@@ -142,6 +142,7 @@ def test_any_identifier_runs_the_chain_and_every_page_opens(values, name, chromi
         results=tmp_path_factory.mktemp("results"),
         progress=False,
         overrides={"session_paths": [str(folder)], **LIGHTER, **SHORT_TAIL},
+        launch=warm_kernels,
     )
     run_json = (res.run_dir / runfolder.RUN_JSON).read_text(encoding="utf-8")
     assert [nb.status for nb in res.notebooks] == ["ok"] * len(res.notebooks), run_json[-3000:]

@@ -25,7 +25,7 @@ from compaction_lab.core import runfolder
 from compaction_lab.ingest import sources
 from compaction_lab.privacy import redactor as redaction
 from compaction_lab.report import charts, share
-from compaction_lab.run import runner, sweep
+from compaction_lab.run import kernel, runner, sweep
 from tests.browser import PageCheck, check_pages
 from tests.helpers import only_notebooks
 from tests.recorded_expectations import S
@@ -347,7 +347,7 @@ SHORT_TAIL = {"tail_tokens": 64, "cut": "end"}
 
 
 @pytest.fixture(scope="module")
-def hostile_sweep(chromium, tmp_path_factory):
+def hostile_sweep(chromium, warm_kernels, tmp_path_factory):
     """`my_sessions` on the hostile sessions, as a one-run sweep: the run folder's pages and sweep.html."""
     root = tmp_path_factory.mktemp("hostile")
     folder = hostile_folder(root / "sessions")
@@ -357,6 +357,7 @@ def hostile_sweep(chromium, tmp_path_factory):
         results=root / "results",
         overrides={"session_paths": [str(folder)], **LIGHTER, **SHORT_TAIL},
         progress=False,
+        launch=warm_kernels,
     )
 
 
@@ -458,7 +459,7 @@ def _imported(folder: Path) -> sources.Sources | None:
 PAGE_NOTEBOOKS = ("01_context_composition", "03_closed_book_exam")
 
 
-def _page_run(folder: Path, results: Path) -> runner.RunResult:
+def _page_run(folder: Path, results: Path, launch: kernel.Launch) -> runner.RunResult:
     """`my_sessions` on `folder`, only `PAGE_NOTEBOOKS`, lighter (parameters no kept notebook declares dropped)."""
     from compaction_lab.run import params
 
@@ -466,7 +467,7 @@ def _page_run(folder: Path, results: Path) -> runner.RunResult:
     declared = {k for nb in PAGE_NOTEBOOKS for k in params.declared_parameters(nb)}
     lighter = {k: v for k, v in {**LIGHTER, **SHORT_TAIL}.items() if k in declared}
     return runner.run_profile(
-        prof, results=results, progress=False, overrides={"session_paths": [str(folder)], **lighter}
+        prof, results=results, progress=False, overrides={"session_paths": [str(folder)], **lighter}, launch=launch
     )
 
 
@@ -481,12 +482,12 @@ def _page_run(folder: Path, results: Path) -> runner.RunResult:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @pytest.mark.slow
-def test_random_identifiers_render_safe_pages(values, chromium, tmp_path_factory):
+def test_random_identifiers_render_safe_pages(values, chromium, warm_kernels, tmp_path_factory):
     """Acceptance 2: random strings in every imported identifier field, a `my_sessions` run rendered:
     every page opens with its figures, no dialog, no console error, no raw markup."""
     folder = hostile_folder(tmp_path_factory.mktemp("random") / "sessions", values)
     assume(_imported(folder) is not None)
-    res = _page_run(folder, tmp_path_factory.mktemp("results"))
+    res = _page_run(folder, tmp_path_factory.mktemp("results"), warm_kernels)
     assert [nb.status for nb in res.notebooks] == ["ok"] * len(PAGE_NOTEBOOKS)
     pages = run_pages(res.run_dir)
     assert len(pages) >= 1 + len(PAGE_NOTEBOOKS) + 2, [p.name for p in pages]

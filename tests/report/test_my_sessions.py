@@ -32,13 +32,17 @@ def _need(path):
 LIGHTER = {"n_boot": 200, "turns": 10, "cost_cases": 2}
 
 
-def test_short_sessions_that_give_no_question_complete_the_chain(tmp_path):
+def test_short_sessions_that_give_no_question_complete_the_chain(tmp_path, warm_kernels):
     """Item 2: the three Claude Code fixtures are far below W − O (and shorter than the 8,192-token tail),
     so no question can be mined; notebook 03 crashed ("Cannot set a DataFrame with multiple columns…").
     Under the default cut they would not compact at W: each is listed with its size, none is cut."""
     folder = _need(PUBLIC_FIXTURES / "claude-code")
     res = runner.run_profile(
-        "my_sessions", results=tmp_path, progress=False, overrides={"session_paths": [str(folder)], **LIGHTER}
+        "my_sessions",
+        results=tmp_path,
+        progress=False,
+        overrides={"session_paths": [str(folder)], **LIGHTER},
+        launch=warm_kernels,
     )
     assert [nb.status for nb in res.notebooks] == ["ok"] * len(res.notebooks)
     assert json.loads((res.run_dir / "run.json").read_text())["status"] == "ok"
@@ -90,7 +94,7 @@ def _damaged_folder(root):
     return good
 
 
-def test_damaged_files_are_counted_and_change_nothing_for_the_good_sessions(tmp_path):
+def test_damaged_files_are_counted_and_change_nothing_for_the_good_sessions(tmp_path, warm_kernels):
     """Acceptance 3: the fixtures plus one of each damaged file complete, every skip is listed in
     import_audit.json, and the good sessions are examined exactly as in a run without the bad files."""
     good = _damaged_folder(tmp_path / "in")
@@ -101,6 +105,7 @@ def test_damaged_files_are_counted_and_change_nothing_for_the_good_sessions(tmp_
     # Cut every session at its end: these sessions are below W − O, and the comparison needs questions.
     clean = runner.run_profile(
         prof,
+        launch=warm_kernels,
         results=tmp_path / "clean",
         progress=False,
         render=False,
@@ -108,6 +113,7 @@ def test_damaged_files_are_counted_and_change_nothing_for_the_good_sessions(tmp_
     )
     mixed = runner.run_profile(
         prof,
+        launch=warm_kernels,
         results=tmp_path / "mixed",
         progress=False,
         render=False,
@@ -141,7 +147,7 @@ def test_damaged_files_are_counted_and_change_nothing_for_the_good_sessions(tmp_
     pd.testing.assert_frame_equal(a, b)
 
 
-def test_a_real_session_with_a_recorded_compaction_gives_recorded_rows(tmp_path):
+def test_a_real_session_with_a_recorded_compaction_gives_recorded_rows(tmp_path, warm_kernels):
     """Issue 14, acceptance 3: pi's own public test session (an excerpt of pi-mono's
     test/fixtures/before-compaction.jsonl, see tests/fixtures/pi/) holds a compaction claude-opus-4-5
     wrote. `my_sessions` examines it beside every arm; the Claude Code fixtures (no compaction) are
@@ -150,6 +156,7 @@ def test_a_real_session_with_a_recorded_compaction_gives_recorded_rows(tmp_path)
     real = FIXTURES / "pi" / "upstream-compaction-before-compaction-excerpt.jsonl"
     res = runner.run_profile(
         "my_sessions",
+        launch=warm_kernels,
         results=tmp_path,
         progress=False,
         overrides={"session_paths": [str(real), str(_need(PUBLIC_FIXTURES / "claude-code"))], **LIGHTER},
@@ -243,7 +250,7 @@ FOUR = (
 )
 
 
-def test_four_real_sessions_give_numbers_you_can_trust(tmp_path):
+def test_four_real_sessions_give_numbers_you_can_trust(tmp_path, warm_kernels):
     """Issue 26, acceptance 1-5 on a `my_sessions` run of the four sessions (its defaults; four arms, so the
     recorded block on the 400k-token pi session stays quick)."""
     folder = tmp_path / "in"
@@ -253,6 +260,7 @@ def test_four_real_sessions_give_numbers_you_can_trust(tmp_path):
     arms = ["futureos-deterministic", "pi", "codex", "full"]
     res = runner.run_profile(
         "my_sessions",
+        launch=warm_kernels,
         results=tmp_path / "out",
         progress=False,
         overrides={"session_paths": [str(folder)], "strategy_names": arms, **LIGHTER},

@@ -246,7 +246,7 @@ def test_my_sessions_profile_loads():
 
 
 @pytest.mark.slow
-def test_notebook_01_on_every_fixture_session(tmp_path):
+def test_notebook_01_on_every_fixture_session(tmp_path, warm_kernels):
     prof = tmp_path / "fixtures.yaml"
     prof.write_text(
         "description: every fixture session\n"
@@ -255,7 +255,7 @@ def test_notebook_01_on_every_fixture_session(tmp_path):
         f"parameters:\n  session_paths: ['{HERE_FIXTURES}', '{tmp_path / 'absent'}']\n"
         "  tail_tokens: 600\n  window: 16000\n  output_ceiling: 4000\n  n_boot: 200\n  turns: 10\n  cost_cases: 2\n"
     )
-    result = runner.run_profile(prof, results=tmp_path / "results", progress=False, render=False)
+    result = runner.run_profile(prof, results=tmp_path / "results", progress=False, render=False, launch=warm_kernels)
     d = result.run_dir
     comp = pd.read_parquet(d / "composition.parquet")
     assert set(comp["source_format"]) == {"claude_code", "pi", "swe_agent", "codex", "opencode", "chat_jsonl"}

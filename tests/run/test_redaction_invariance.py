@@ -9,6 +9,7 @@ session, on one xdist worker.
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import stat
@@ -62,7 +63,7 @@ def _planted(folder: Path) -> None:
 
 
 @pytest.fixture(scope="session")
-def pair(tmp_path_factory):
+def pair(tmp_path_factory, warm_kernels):
     """(redacted run folder, plain run folder) of the same sessions and parameters.
 
     Session-wide: under loadgroup the worker of this module's group may run other modules between its
@@ -73,8 +74,8 @@ def pair(tmp_path_factory):
     shutil.copytree(PUBLIC_FIXTURES, inbox)
     _planted(inbox)
     overrides = {"session_paths": [str(inbox)], **LIGHTER}
-    red = runner.run_profile("my_sessions", results=base / "red", progress=False, overrides=overrides, redact=True)
-    plain = runner.run_profile("my_sessions", results=base / "plain", progress=False, overrides=overrides, redact=False)
+    run = functools.partial(runner.run_profile, "my_sessions", progress=False, overrides=overrides, launch=warm_kernels)
+    red, plain = run(results=base / "red", redact=True), run(results=base / "plain", redact=False)
     return red.run_dir, plain.run_dir
 
 

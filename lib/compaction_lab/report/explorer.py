@@ -45,16 +45,26 @@ class ProjectionExplorer:
         Base context; the controls override window, output ceiling and budgets.
     names : sequence of str, optional
         Strategies offered (default: all registered).
+    start : str, optional
+        The strategy it opens on (notebook 02: the run's first, so opening sends no request for an arm the
+        run left out); default the first offered.
     """
 
     def __init__(
-        self, sessions: Sequence[Session], ctx: CompactionContext | None = None, names: Sequence[str] | None = None
+        self,
+        sessions: Sequence[Session],
+        ctx: CompactionContext | None = None,
+        names: Sequence[str] | None = None,
+        start: str | None = None,
     ):
         if not sessions:
             raise ValueError("the explorer needs at least one session")
         self.sessions = {s.id: s for s in sessions}
         self.ctx = ctx or CompactionContext()
         self.names = list(names or strategies.names())
+        if start is not None and start not in self.names:
+            raise ValueError(f"the explorer cannot open on {start!r}: offered {', '.join(self.names)}")
+        self.start = start if start is not None else self.names[0]
         self.last: Projection | None = None
         self.last_table: pd.DataFrame | None = None
         self._controls: dict = {}
@@ -110,7 +120,7 @@ class ProjectionExplorer:
         first = next(iter(self.sessions))
         self._controls = {
             "session_id": w.Dropdown(options=list(self.sessions), value=first, description="chain"),
-            "strategy": w.Dropdown(options=self.names, value=self.names[0], description="strategy"),
+            "strategy": w.Dropdown(options=self.names, value=self.start, description="strategy"),
             "window": w.IntSlider(
                 value=self.ctx.window, min=WINDOW_RANGE[0], max=WINDOW_RANGE[1], step=8_000, description="window W"
             ),

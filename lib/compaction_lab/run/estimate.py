@@ -387,9 +387,9 @@ def _count_chain(
                     project(cut.session, strategy_name, cut.cut, ctx)
             if saved:
                 # The notebook's explorer widget draws once as it opens: the first session at its end, the
-                # first registered arm, its sliders' starting values (W and O held to the sliders' ranges).
+                # run's first arm, its sliders' starting values (W and O held to the sliders' ranges).
                 first = anatomy.cases_at_end(saved[:1])[0]
-                project(first.session, all_strategies()[0], first.cut, explorer.start_context(context(eff)))
+                project(first.session, run_strategies[0], first.cut, explorer.start_context(context(eff)))
         elif nb == "03_closed_book_exam":
             closed_params = exam.get("closed").params(eff)
             rc = exam.get("closed").cases(out, closed_params)
