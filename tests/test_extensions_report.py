@@ -94,10 +94,10 @@ def _sessions(folder: Path) -> Path:
 
 
 def _run(repo: Path, sessions: Path, results: Path, name: str) -> Path:
-    """Run the chain of the copied library on `sessions`; return the run folder."""
+    """Run the chain of the copied library on `sessions`; return the run folder (its report, not its notebooks' pages)."""
     env = {**os.environ, "PYTHONPATH": str(repo / "lib")}
     cmd = [sys.executable, "-m", "compaction_lab.cli", "run", "--profile", "my_sessions"]
-    cmd += ["--set", f"session_paths=[{sessions}]", "--results", str(results), "--name", name]
+    cmd += ["--set", f"session_paths=[{sessions}]", "--results", str(results), "--name", name, "--no-html"]
     cmd += [arg for key, value in LIGHTER.items() for arg in ("--set", f"{key}={value}")]
     done = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

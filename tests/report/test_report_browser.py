@@ -120,14 +120,18 @@ SWEEP_NOTEBOOKS = ("01_context_composition", "03_closed_book_exam", "04_cost_mod
 
 
 @pytest.fixture(scope="module")
-def sweep_check(chromium, tmp_path_factory):
+def sweep_check(chromium, warm_kernels, tmp_path_factory):
     """One real two-parameter sweep (seed × window, 4 runs of the trimmed smoke profile), its page checked."""
     from compaction_lab.run import runner, sweep
 
     prof = only_notebooks(runner.load_profile("smoke"), SWEEP_NOTEBOOKS)
     started = time.monotonic()
     res = sweep.run_sweep(
-        prof, {"seed": [7, 8], "window": [2500, 3000]}, results=tmp_path_factory.mktemp("sweep"), progress=False
+        prof,
+        {"seed": [7, 8], "window": [2500, 3000]},
+        results=tmp_path_factory.mktemp("sweep"),
+        progress=False,
+        launch=warm_kernels,
     )
     seconds = time.monotonic() - started
     (check,) = check_pages([res.report])

@@ -41,7 +41,9 @@ def _same_outputs(a: Path, b: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("scheduler", ["sync", "local"])
-def test_runs_after_the_first_reuse_its_chains_and_projections_and_match_runs_made_alone(tmp_path, scheduler):
+def test_runs_after_the_first_reuse_its_chains_and_projections_and_match_runs_made_alone(
+    tmp_path, scheduler, warm_kernels
+):
     path = _profile(tmp_path)
     # n_boot changes only the intervals: the chains and every projection are the same in both runs.
     res = sweep.run_sweep(
@@ -51,6 +53,7 @@ def test_runs_after_the_first_reuse_its_chains_and_projections_and_match_runs_ma
         progress=False,
         scheduler=scheduler,
         notebook_html=False,
+        launch=warm_kernels if scheduler == "sync" else None,  # a sweep on Dask shuts down what it is lent
     )
     (first, *_), (second, *_) = [(r.run_dir,) for _, r, _ in res.runs if r is not None]
     one, two = _memo(first), _memo(second)
@@ -78,6 +81,7 @@ def test_runs_after_the_first_reuse_its_chains_and_projections_and_match_runs_ma
         overrides={"n_boot": 60},
         notebook_html=False,
         kernels=1,
+        launch=warm_kernels,
     )
     assert "folder_hits" in _memo(alone.run_dir)["projection"]
     assert _memo(alone.run_dir)["projection"]["folder_hits"] == 0
@@ -88,7 +92,7 @@ def test_runs_after_the_first_reuse_its_chains_and_projections_and_match_runs_ma
 
 
 @pytest.mark.slow
-def test_a_resumed_sweep_never_runs_a_planted_memo_entry_and_says_it_was_not_trusted(tmp_path, capsys):
+def test_a_resumed_sweep_never_runs_a_planted_memo_entry_and_says_it_was_not_trusted(tmp_path, capsys, warm_kernels):
     """Acceptance 3 of issue 44. Was: replace the memo's entries with a pickle that runs ``id > F``, mark a
     run failed, ``--resume``: F held ``uid=0(root)`` -- the resume unpickled whatever stood in ``memo/``."""
     import pickle
@@ -105,7 +109,12 @@ def test_a_resumed_sweep_never_runs_a_planted_memo_entry_and_says_it_was_not_tru
     path = tmp_path / "planted.yaml"
     path.write_text(yaml.safe_dump(doc), encoding="utf-8")
     res = sweep.run_sweep(
-        str(path), {"seed": [1, 2]}, results=tmp_path / "results", progress=False, notebook_html=False
+        str(path),
+        {"seed": [1, 2]},
+        results=tmp_path / "results",
+        progress=False,
+        notebook_html=False,
+        launch=warm_kernels,
     )
     first, second = (r.run_dir for _, r, _ in res.runs if r is not None)
     entries = sorted(p for p in (res.folder / sweep.MEMO_DIR).rglob("*") if p.is_file())
