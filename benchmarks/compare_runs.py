@@ -6,7 +6,10 @@
 Every table (``*.parquet``) of BEFORE is read with pandas and compared with AFTER's by
 `pandas.testing.assert_frame_equal` (columns renamed first where ``--rename table:old=new`` says so); every
 question bank (``*.jsonl``) and every figure's SVG (``figures/*.svg``, stems renamed by ``--figure``) byte for
-byte, after the data fields a chart names in its SVG (``aria-label``) are renamed in BEFORE's text by ``--field``. Prints one line per file (``same``, ``differs: ...``, ``missing``, ``new``) and exits 1 when anything
+byte, after the data fields a chart names in its SVG (``aria-label``) are renamed in BEFORE's text by ``--field``
+and, in both, the ids Vega numbers from counters of its runtime (gradients, clip paths) are numbered as
+`compaction_lab.report.theme.stable_ids` numbers them: they name no content, and a figure drawn before that
+function depended on what its kernel drew earlier. Prints one line per file (``same``, ``differs: ...``, ``missing``, ``new``) and exits 1 when anything
 differs or is missing. Timings, paths and versions live in ``run.json`` and the notebooks, which are not
 compared.
 """
@@ -18,6 +21,8 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+
+from compaction_lab.report.theme import stable_ids
 
 
 def _pairs(items: list[str]) -> dict[str, str]:
@@ -69,7 +74,7 @@ def compare_figures(
             old = a_svgs[stem].read_text(encoding="utf-8")
             for a, b in (fields or {}).items():
                 old = old.replace(a, b)
-            same = old == b_svgs[stem].read_text(encoding="utf-8")
+            same = stable_ids(old) == stable_ids(b_svgs[stem].read_text(encoding="utf-8"))
             rows.append((f"figures/{stem}.svg", "same" if same else "differs: bytes"))
     return rows
 

@@ -127,6 +127,37 @@ def test_script_safe_escapes_only_what_html_would_read(tmp_path):
     assert json.loads(safe) == json.loads(text)
 
 
+def test_a_figures_bytes_do_not_depend_on_what_the_process_drew_before(tmp_path):
+    """Vega numbers gradients and clip paths from counters global to vl-convert's runtime: a kernel a sweep's
+    earlier run used wrote ``gradient_28`` where a fresh one wrote ``gradient_0`` (the same figure, other bytes)."""
+    gradient = alt.Gradient(
+        gradient="linear", stops=[alt.GradientStop(color="red", offset=0), alt.GradientStop(color="blue", offset=1)]
+    )
+    data = pd.DataFrame({"a": [1, 5], "b": [1, 2]})
+    chart = alt.layer(
+        alt.Chart(data).mark_bar(color=gradient).encode(x="a:O", y="b"),
+        alt.Chart(data).mark_line(clip=True).encode(x="a:O", y=alt.Y("b", scale=alt.Scale(domain=[0, 1.5]))),
+    )
+    spec = chart.to_dict()
+    raw = [vlc.vegalite_to_svg(spec) for _ in range(2)]
+    assert raw[0] != raw[1]  # what the counters do
+    first = theme.save_chart(chart, tmp_path / "one", formats=("svg",))["svg"].read_bytes()
+    vlc.vegalite_to_svg(spec)  # the runtime draws something else in between
+    theme._rendered.clear()  # and this process's cache of drawn figures is no help
+    second = theme.save_chart(chart, tmp_path / "two", formats=("svg",))["svg"].read_bytes()
+    assert first == second
+    ids = re.findall(rb'id="([^"]+)"', first)
+    assert set(ids) >= {b"gradient_0", b"clip0"}
+    assert all(b"url(#%s)" % i in first for i in ids if i.startswith((b"gradient_", b"clip")))  # uses follow
+
+
+def test_stable_ids_leave_a_labels_text_alone():
+    svg = '<svg><text>a id="clip7" fill="url(#gradient_9)"</text><path fill="url(#gradient_9)"/><g id="gradient_9"/>'
+    assert theme.stable_ids(svg) == (
+        '<svg><text>a id="clip7" fill="url(#gradient_9)"</text><path fill="url(#gradient_0)"/><g id="gradient_0"/>'
+    )
+
+
 def test_save_chart_rejects_unknown_format(tmp_path, fig2_inputs):
     with pytest.raises(ValueError, match="unknown chart format"):
         charts.save_chart(charts.fig2_composition(*fig2_inputs), tmp_path / "x", formats=("gif",))

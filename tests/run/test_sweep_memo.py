@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from compaction_lab.run import runner, sweep
+from compaction_lab.run import kernel, runner, sweep
 
 
 def _profile(tmp_path: Path) -> Path:
@@ -45,6 +45,9 @@ def test_runs_after_the_first_reuse_its_chains_and_projections_and_match_runs_ma
     tmp_path, scheduler, warm_kernels
 ):
     path = _profile(tmp_path)
+    # Here (sync) the runs take one warm kernel, one lane: run two starts once run one has ended, so what it
+    # reads from the memo is fixed (two lanes start both at once). A sweep on Dask keeps its own kernels.
+    lane = kernel.Launch(warm_kernels.kernels[:1], warm_kernels.warming[:1], shared=True)
     # n_boot changes only the intervals: the chains and every projection are the same in both runs.
     res = sweep.run_sweep(
         str(path),
@@ -53,13 +56,12 @@ def test_runs_after_the_first_reuse_its_chains_and_projections_and_match_runs_ma
         progress=False,
         scheduler=scheduler,
         notebook_html=False,
-        launch=warm_kernels if scheduler == "sync" else None,  # a sweep on Dask shuts down what it is lent
+        launch=lane if scheduler == "sync" else None,
     )
     (first, *_), (second, *_) = [(r.run_dir,) for _, r, _ in res.runs if r is not None]
     one, two = _memo(first), _memo(second)
     if scheduler == "sync":  # on Dask both runs may start together: only their sum is fixed
-        # Run one's two kernels (02 beside 03) share through the same folder: what one computed, the other
-        # may read from it; run two computes nothing.
+        # Run one computes the chains once; run two computes nothing.
         assert one["chains"] == {"hits": 0, "folder_hits": 0, "misses": 1, "untrusted": 0}
         assert one["projection"]["misses"] > 0
         assert two["chains"]["misses"] == 0 and two["chains"]["folder_hits"] >= 1

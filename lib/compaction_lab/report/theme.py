@@ -187,14 +187,40 @@ def page_safe(text: str) -> str:
     return _NON_PAGE.sub(_code_point, text)
 
 
+#: Ids Vega numbers from counters global to its runtime (vega-scenegraph's ``gradient_id`` and ``clip_id``),
+#: as the SVG defines and uses them: in vl-convert's runtime, which lives as long as the process, the numbers
+#: depend on what the process drew before (a kernel a sweep's earlier run used: ``gradient_28``, not ``_0``).
+_COUNTED_ID = re.compile(r'(\s(?:id|fill|stroke|clip-path)="(?:url\(#)?)((?:p_)?gradient_|clip)(\d+)(?=[")])')
+#: A tag of the SVG (where ids are defined and used; a label's text is outside every tag).
+_TAG = re.compile(r"<[^<>]*>")
+
+
+def stable_ids(svg: str) -> str:
+    """Return `svg` with Vega's counted ids numbered from 0 in the order they first appear in it.
+
+    So a figure's bytes depend on its spec alone, not on what the process drew before it. Only the ids'
+    definitions and uses (``id``, ``fill``, ``stroke``, ``clip-path`` attributes of a tag) are rewritten, never a
+    label's text.
+    """
+    numbers: dict[tuple[str, str], str] = {}
+
+    def renumbered(m: re.Match[str]) -> str:
+        kind = m.group(2)
+        new = numbers.setdefault((kind, m.group(3)), str(sum(k == kind for k, _ in numbers)))
+        return f"{m.group(1)}{kind}{new}"
+
+    return _TAG.sub(lambda tag: _COUNTED_ID.sub(renumbered, tag.group(0)), svg)
+
+
 def _svg(spec: dict) -> str:
-    """Return the SVG vl-convert draws of `spec`, whatever characters its labels hold."""
+    """Return the SVG vl-convert draws of `spec`, whatever characters its labels hold, its ids `stable_ids`."""
     try:
-        return vlc.vegalite_to_svg(_written(spec, _NON_VEGA), vl_version=_vl_version())
+        svg = vlc.vegalite_to_svg(_written(spec, _NON_VEGA), vl_version=_vl_version())
     except ValueError:
         # Vega shortens a long label by UTF-16 units, which can split a character outside the BMP into a
         # lone surrogate that vl-convert's text measure rejects: write such characters as code points too.
-        return vlc.vegalite_to_svg(_written(_written(spec, _NON_VEGA), _ASTRAL), vl_version=_vl_version())
+        svg = vlc.vegalite_to_svg(_written(_written(spec, _NON_VEGA), _ASTRAL), vl_version=_vl_version())
+    return stable_ids(svg)
 
 
 def _images(spec: dict) -> tuple[str, bytes]:
