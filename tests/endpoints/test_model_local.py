@@ -31,9 +31,10 @@ def local_model(llm_server, tmp_path, monkeypatch):
 
 
 def test_a_summary_and_a_tiny_closed_book_exam_through_the_real_client(local_model):
-    (chain,) = synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1, window_tokens=2000, seed=3))
+    # A short chain: FutureOS's summary request re-sends its whole history, read at the 135M model's speed.
+    (chain,) = synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1, window_tokens=1200, seed=3))
     s = chain.session
-    ctx = CompactionContext(window=2000, output_ceiling=200, summarizer=summarize.get_summarizer("model", local_model))
+    ctx = CompactionContext(window=1000, output_ceiling=200, summarizer=summarize.get_summarizer("model", local_model))
     p = strategies.compact(s, "futureos-summarized", None, ctx)
     assert not p.receipt.fallback, p.receipt.error
     assert p.receipt.summarizer == f"model: {MODEL_ALIAS}" and p.receipt.text.strip()
@@ -65,18 +66,18 @@ def test_the_model_profile_runs_against_the_local_server(local_model, tmp_path, 
         "model": dict(
             prof.parameters["model"], base_url=local_model["base_url"], model=MODEL_ALIAS, ledger=local_model["ledger"]
         ),
-        # One small chain, one strategy (the open book's arm too), two questions: the 135M model reads a few
+        # One small chain, one strategy (the open book's arm too), one question: the 135M model reads a few
         # hundred tokens a second on a quiet 2-core machine. FutureOS's summary through the real client is
         # the first test's (its request re-sends the whole history: two of them were half this test's time).
         "n_chains": 1,
-        "window_tokens": 2000,
-        "window": 1000,
-        "output_ceiling": 300,
+        "window_tokens": 1200,
+        "window": 700,
+        "output_ceiling": 200,
         "strategy_names": ["codex"],
         "strategy": "codex",
         "n_cases": 1,
-        "n_questions": 2,
-        "n_decoys": 1,
+        "n_questions": 1,  # no decoy: the fake server's twin (test_model_backed) asks decoys
+        "n_decoys": 0,
     }
     # `doctor` first: its planned call count (a dry run, nothing sent) against what the run then records.
     argv = ["doctor", "--profile", "model", "--json"] + [f"--set={k}={json.dumps(v)}" for k, v in over.items()]
