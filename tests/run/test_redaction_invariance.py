@@ -66,8 +66,7 @@ def _planted(folder: Path) -> None:
 def pair(tmp_path_factory, warm_kernels):
     """(redacted run folder, plain run folder) of the same sessions and parameters.
 
-    Session-wide: under loadgroup the worker of this module's group may run other modules between its
-    tests, and a module fixture was then built again (two runs more).
+    Session-wide, in this module's xdist group: built once per test run, in the worker's warm kernels.
     """
     base = tmp_path_factory.mktemp("invariance")
     inbox = base / "in"

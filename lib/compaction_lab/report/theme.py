@@ -202,12 +202,14 @@ def stable_ids(svg: str) -> str:
     definitions and uses (``id``, ``fill``, ``stroke``, ``clip-path`` attributes of a tag) are rewritten, never a
     label's text.
     """
-    numbers: dict[tuple[str, str], str] = {}
+    numbers: dict[tuple[str, str], int] = {}
+    given: dict[str, int] = {}  # ids numbered so far, per kind
 
     def renumbered(m: re.Match[str]) -> str:
-        kind = m.group(2)
-        new = numbers.setdefault((kind, m.group(3)), str(sum(k == kind for k, _ in numbers)))
-        return f"{m.group(1)}{kind}{new}"
+        kind, old = m.group(2), (m.group(2), m.group(3))
+        if old not in numbers:
+            numbers[old] = given[kind] = given.get(kind, -1) + 1
+        return f"{m.group(1)}{kind}{numbers[old]}"
 
     return _TAG.sub(lambda tag: _COUNTED_ID.sub(renumbered, tag.group(0)), svg)
 
