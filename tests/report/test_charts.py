@@ -547,3 +547,88 @@ def test_a_notebook_shows_a_chart_over_altairs_row_limit():
             chart.to_dict()
         theme.setup_notebook()
         assert len(chart.to_dict()["datasets"][next(iter(chart.to_dict()["datasets"]))]) == 6_000
+
+
+def _counting_validations(monkeypatch, parts: bool = False) -> list[dict]:
+    """Record every whole chart (and with `parts`, every part) Altair validates against Vega-Lite's schema."""
+    seen: list[dict] = []
+    real = alt.utils.schemapi.validate_jsonschema
+
+    def validate(spec, schema, *args, **kw):
+        if parts or schema.get("$ref", "").startswith("#/definitions/TopLevel"):  # a whole chart, not a part
+            seen.append(spec)
+        return real(spec, schema, *args, **kw)
+
+    monkeypatch.setattr(alt.utils.schemapi, "validate_jsonschema", validate)
+    return seen
+
+
+def test_a_figure_saved_and_then_shown_is_validated_once(tmp_path, monkeypatch, fig2_inputs):
+    """A notebook saves a figure and shows it: one validation against Vega-Lite's schema, not one per step."""
+    from types import SimpleNamespace
+
+    import IPython
+    from IPython.core.formatters import DisplayFormatter
+
+    formatter = DisplayFormatter()
+    monkeypatch.setattr(IPython, "get_ipython", lambda: SimpleNamespace(display_formatter=formatter))
+    chart = charts.fig2_composition(*fig2_inputs).properties(title="validated once")
+    theme._validated.clear()
+    seen = _counting_validations(monkeypatch)
+    with alt.renderers.enable(theme.RENDERER):
+        theme.setup_notebook()
+        theme.save_chart(chart, tmp_path / "fig", formats=("svg",))
+        shown, _ = formatter.format(chart)
+    assert len(seen) == 1
+    assert base64.b64decode(shown["image/png"])[:8] == PNG_SIGNATURE
+    assert "validated once" in json.dumps(shown[theme._vegalite_mimetype()])
+    other = chart.properties(title="another spec")
+    formatter.format(other)
+    assert len(seen) == 2  # a spec not seen before is validated
+
+
+def test_an_invalid_chart_is_refused_as_altair_refuses_it(tmp_path):
+    chart = alt.Chart(pd.DataFrame({"x": [1]})).mark_point().encode(x="x:Q")
+    chart.width = "wide"  # set after construction: only the chart's own validation sees it
+    with pytest.raises(alt.utils.schemapi.SchemaValidationError) as altairs:
+        chart.to_dict()
+    with pytest.raises(alt.utils.schemapi.SchemaValidationError) as ours:
+        theme.save_chart(chart, tmp_path / "bad", formats=("svg",))
+    assert str(ours.value) == str(altairs.value)
+    assert not (tmp_path / "bad.svg").exists()
+
+
+def test_a_label_holding_what_html_forbids_is_written_safe_and_the_bundle_once(tmp_path):
+    chart = alt.Chart(pd.DataFrame({"x": [1]})).mark_point().encode(x="x:Q").properties(title="nul\x00here")
+    page = theme.save_chart(chart, tmp_path / "page", formats=("html",))["html"].read_text(encoding="utf-8")
+    assert "\x00" not in page and "nul\\u27e8U+0000\\u27e9here" in page  # code points, JSON-escaped in the script
+    assert page.count(theme.vega_bundle()) == 1 and theme._BUNDLE_MARK not in page
+
+
+def test_a_registered_figure_is_built_unchecked_and_validated_whole_when_saved(tmp_path, monkeypatch, fig2_inputs):
+    """Altair checks each part of a chart as it is made (a figure of hatched bars: one check per gradient stop);
+    a registered figure skips that, and the whole chart is still validated where it is saved."""
+    from compaction_lab.report.figures import _common
+
+    rows = pd.DataFrame({"x": [0.0], "x2": [300.0], "arm": ["a"]})
+    made = _counting_validations(monkeypatch, parts=True)
+    _common.hatched_bars(rows, lambda row: "#4c78a8", x_max=300, width=300, y="arm:N")
+    assert len(made) > 100  # outside a registered figure: a check per stop
+    made.clear()
+    with theme.unchecked_parts():
+        layers = _common.hatched_bars(rows, lambda row: "#4c78a8", x_max=300, width=300, y="arm:N")
+    assert made == []
+    theme._validated.clear()
+    theme.save_chart(alt.layer(*layers), tmp_path / "bars", formats=("svg",))
+    assert [s for s in made if "layer" in s]  # the whole chart, once it is saved
+    fig2 = figures.figure("fig2_composition").draw  # every registered figure is built so
+    made.clear()
+    fig2.__wrapped__(*fig2_inputs)
+    checked = len(made)
+    made.clear()
+    fig2(*fig2_inputs)
+    assert len(made) < checked / 2  # what is left: `properties`, which Altair checks in any mode
+    bad = alt.layer(*layers)
+    bad.width = "wide"
+    with pytest.raises(alt.utils.schemapi.SchemaValidationError):
+        theme.save_chart(bad, tmp_path / "bad", formats=("svg",))

@@ -77,6 +77,8 @@ def server_command(
 
     ``chat_format`` None uses the chat template stored in the GGUF (SmolLM2's ChatML with a system
     turn); 8192 is SmolLM2's trained context (a FutureOS summary request re-sends the history).
+    ``logits_all`` off (the server's default is on): nothing here asks for log-probabilities, and with it on
+    every prompt token's logits over the whole vocabulary are computed and copied, not the last one's.
     """
     cmd = [
         sys.executable,
@@ -99,6 +101,8 @@ def server_command(
         "--seed",
         "0",
         "--use_mlock",
+        "False",
+        "--logits_all",
         "False",
         "--verbose",
         "False",

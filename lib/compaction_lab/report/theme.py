@@ -12,11 +12,13 @@ registered where it is drawn).
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import hashlib
 import json
 import os
 import re
+import secrets
 import tempfile
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -29,6 +31,7 @@ import pandas as pd
 import vl_convert as vlc
 from altair.utils.html import TEMPLATES
 from altair.utils.mimebundle import spec_to_mimebundle
+from altair.utils.schemapi import debug_mode
 
 from compaction_lab.core import paths
 
@@ -77,6 +80,9 @@ PNG_SCALE = 2
 #: How many recently rendered specs are kept (`_images`): a notebook saves a figure and then shows it.
 _RENDER_CACHE_SIZE = 16
 _rendered: OrderedDict[str, tuple[str, bytes]] = OrderedDict()
+#: How many validated specs are remembered (`checked_spec`), by `_spec_key`.
+_VALIDATED_CACHE_SIZE = 256
+_validated: OrderedDict[str, None] = OrderedDict()
 
 
 #: Noncharacters (U+FDD0–U+FDEF and the last two code points of every plane): HTML reads each as a
@@ -225,6 +231,46 @@ def _svg(spec: dict) -> str:
     return stable_ids(svg)
 
 
+def _spec_key(spec: dict) -> str:
+    """Return a spec's digest: SHA-256 of its canonical JSON."""
+    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def checked_spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
+    """Return the chart's Vega-Lite spec (themed, as ``chart.to_dict()``), validated once per distinct spec.
+
+    Altair validates against the whole Vega-Lite schema at every ``to_dict``, a cost per chart that grows
+    with its layers; a notebook saves a figure and then shows it, so it paid twice for one spec. Here the
+    spec is made unvalidated, and validated by Altair's own ``to_dict`` (its errors as they are) unless this
+    process already validated the same spec (by `_spec_key`).
+    """
+    use_theme()
+    context = {"pre_transform": False}
+    with alt.data_transformers.disable_max_rows():  # as Altair's own save: a large table is still drawn
+        spec = chart.to_dict(validate=False, context=dict(context))
+        key = _spec_key(spec)
+        if key in _validated:
+            _validated.move_to_end(key)
+            return spec
+        chart.to_dict(validate=True, context=dict(context))
+    _validated[key] = None
+    while len(_validated) > _VALIDATED_CACHE_SIZE:
+        _validated.popitem(last=False)
+    return spec
+
+
+def unchecked_parts() -> contextlib.AbstractContextManager[None]:
+    """Within it, Altair does not validate each part of a chart as it is made (its "debug mode").
+
+    Each part is otherwise checked against its piece of the Vega-Lite schema when constructed: a figure
+    of a few hundred gradient stops (`figures._common.hatched`) paid for a schema check per stop, and again
+    for the mark holding them. A registered figure is built so, and the whole chart is still validated,
+    once, where it is saved or shown (`checked_spec`); what is lost is only the traceback pointing at the
+    part that was wrong.
+    """
+    return debug_mode(False)
+
+
 def _images(spec: dict) -> tuple[str, bytes]:
     """Return the SVG and the PNG of a Vega-Lite spec, drawn once.
 
@@ -233,7 +279,7 @@ def _images(spec: dict) -> tuple[str, bytes]:
     identical). Kept for the last few specs by their canonical JSON, so a figure
     that is saved and then displayed is drawn one time, not four.
     """
-    key = hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
+    key = _spec_key(spec)
     hit = _rendered.get(key)
     if hit is not None:
         _rendered.move_to_end(key)
@@ -299,11 +345,27 @@ def vega_bundle() -> str:
     return text
 
 
+#: Where the page's Vega bundle goes, until the rest of the page is `page_safe` (unguessable: a label
+#: from a log cannot hold it).
+_BUNDLE_MARK = f"/*vega-bundle-{secrets.token_hex(16)}*/"
+
+
+@functools.cache
+def _safe_bundle() -> str:
+    """`vega_bundle` as a page carries it (`page_safe`; it holds no such character, so unchanged)."""
+    return page_safe(vega_bundle())
+
+
 class _InlineTemplate:
-    """Altair's ``inline`` HTML template with Vega's JavaScript from `vega_bundle` (a template object Altair accepts)."""
+    """Altair's ``inline`` HTML template with Vega's JavaScript from `vega_bundle` (a template object Altair accepts).
+
+    The page comes out `page_safe`: the template and the spec are made so, and the bundle (most of the
+    page, the same in every figure) once per process.
+    """
 
     def render(self, **kw: Any) -> str:
-        return TEMPLATES["inline"].render(vegaembed_script=vega_bundle(), **kw)
+        page = page_safe(TEMPLATES["inline"].render(vegaembed_script=_BUNDLE_MARK, **kw))
+        return page.replace(_BUNDLE_MARK, _safe_bundle(), 1)
 
 
 def use_theme() -> None:
@@ -320,6 +382,21 @@ def setup_notebook() -> None:
     use_theme()
     alt.renderers.enable(RENDERER)
     alt.data_transformers.disable_max_rows()
+    from IPython import get_ipython  # loaded in any notebook; not imported where no notebook runs
+
+    shell = get_ipython()
+    if shell is not None:
+        shell.display_formatter.mimebundle_formatter.for_type(alt.TopLevelMixin, _shown)
+
+
+def _shown(chart: alt.TopLevelMixin) -> Any:
+    """Return what a notebook shows for a chart: Altair's ``_repr_mimebundle_``, its spec validated once (`checked_spec`).
+
+    Registered with IPython for every Altair chart by `setup_notebook`, so a figure `save_chart` wrote and
+    the notebook then shows is validated one time, not two.
+    """
+    renderer = alt.renderers.get()
+    return renderer(checked_spec(chart)) if renderer else {}
 
 
 #: A chart too small to matter, drawn once to start vl-convert's engine.
@@ -395,10 +472,8 @@ def _save(chart: alt.TopLevelMixin, stem: str | Path, formats: Iterable[str]) ->
     unknown = [f for f in formats if f not in ("png", "svg", "html")]
     if unknown:
         raise ValueError(f"unknown chart format {unknown[0]!r}; expected png, svg or html")
-    # Validated once (Altair validates against the whole Vega-Lite schema at every to_dict, at a cost per chart).
-    with alt.data_transformers.disable_max_rows():  # as Altair's own save: a large table is still drawn
-        # A chart drawn by a registered figure holds only `vega_safe` strings; any other is made safe here.
-        spec = _written(chart.to_dict(context={"pre_transform": False}), _NON_VEGA)
+    # A chart drawn by a registered figure holds only `vega_safe` strings; any other is made safe here.
+    spec = _written(checked_spec(chart), _NON_VEGA)
     images = _images(spec) if {"png", "svg"} & set(formats) else None
     written: dict[str, Path] = {}
     for fmt in formats:
@@ -423,6 +498,6 @@ def _save(chart: alt.TopLevelMixin, stem: str | Path, formats: Iterable[str]) ->
                 json_kwds={"cls": _ScriptSafeEncoder},
                 template=_InlineTemplate(),
             )
-            path.write_text(page_safe(page["text/html"]), encoding="utf-8")
+            path.write_text(page["text/html"], encoding="utf-8")  # page_safe: `_InlineTemplate`
         written[fmt] = path
     return written, spec

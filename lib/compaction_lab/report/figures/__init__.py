@@ -103,7 +103,8 @@ def register(
     def decorate(fn: F) -> F:
         @functools.wraps(fn)
         def safe(*args: Any, **kw: Any) -> Any:
-            return fn(*theme.vega_safe(args), **theme.vega_safe(kw))
+            with theme.unchecked_parts():  # checked whole where it is saved or shown (`theme.checked_spec`)
+                return fn(*theme.vega_safe(args), **theme.vega_safe(kw))
 
         drawn = cast(F, safe)
         FIGURES.add(
