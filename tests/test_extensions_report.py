@@ -89,7 +89,8 @@ def _sessions(folder: Path) -> Path:
     lines = [("user", "fix the flaky test in tests/test_orders.py"), ("agent", "looking at it"), ("user", "thanks")]
     text = "".join(json.dumps({"toy": r, "say": t}) + "\n" for r, t in lines)
     (folder / "chat.jsonl").write_text(text, encoding="utf-8")
-    shutil.copytree(REPO_ROOT / "tests" / "fixtures" / "public" / "pi", folder / "pi")
+    # The pi session with recorded compactions (the exams cut there); not the fixture's other, longer one.
+    shutil.copy2(REPO_ROOT / "tests" / "fixtures" / "public" / "pi" / "before-compaction.jsonl", folder / "pi.jsonl")
     return folder
 
 

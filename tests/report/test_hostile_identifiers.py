@@ -7,6 +7,7 @@ The hostile sessions and the page checks are `tests.report.test_hostile_pages`'s
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from hypothesis import HealthCheck, Phase, assume, example, given, settings
+from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
 from compaction_lab.core import runfolder
@@ -116,36 +117,42 @@ IDENTIFIERS = st.fixed_dictionaries(
 )
 
 
+#: The identifiers every run of the test below holds besides the drawn ones: each field every kind of
+#: trouble at once (line and paragraph separators, NUL, a lone surrogate, line breaks, a payload).
+WORST = {f: f"{f}\u2028\u2029\x00\ud800{LINE_BREAKS}{PAYLOADS[0]}" for f in (*FIELDS, "branch")}
+WORST_NAME = "\u2028\x01\udc80<img src=x onerror=alert(6)>"
+
+
 @pytest.mark.slow
 @given(values=IDENTIFIERS, name=FILE_NAMES)
-@example(
-    values={f: f"{f}\u2028\u2029\x00\ud800{LINE_BREAKS}{PAYLOADS[0]}" for f in (*FIELDS, "branch")},
-    name="\u2028\x01\udc80<img src=x onerror=alert(6)>",
-)
 @settings(
-    max_examples=1,  # and the explicit example: each is a whole chain run and its pages in Chromium
+    max_examples=1,  # each example is a whole chain run and its pages in Chromium
     deadline=None,
     derandomize=True,
     # Each example is a whole chain run: no shrinking (the failure names the values drawn).
-    phases=[Phase.explicit, Phase.generate],
+    phases=[Phase.generate],
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @pytest.mark.slow
 def test_any_identifier_runs_the_chain_and_every_page_opens(values, name, chromium, warm_kernels, tmp_path_factory):
     """Acceptance 2: identifiers from all of Unicode, the smoke-sized `my_sessions` chain: every notebook
     completes, no page holds a character HTML forbids, and every page opens in Chromium with its figures,
-    no dialog and no console error."""
+    no dialog and no console error. The run holds the drawn identifiers' sessions and `WORST`'s."""
     folder = hostile_folder(tmp_path_factory.mktemp("any") / "sessions", values, name)
     assume(_imported(folder) is not None)
+    worst = hostile_folder(tmp_path_factory.mktemp("worst") / "sessions", WORST, WORST_NAME)
     res = runner.run_profile(
         "my_sessions",
         results=tmp_path_factory.mktemp("results"),
         progress=False,
-        overrides={"session_paths": [str(folder)], **LIGHTER, **SHORT_TAIL},
+        overrides={"session_paths": [str(folder), str(worst)], **LIGHTER, **SHORT_TAIL},
         launch=warm_kernels,
     )
     run_json = (res.run_dir / runfolder.RUN_JSON).read_text(encoding="utf-8")
     assert [nb.status for nb in res.notebooks] == ["ok"] * len(res.notebooks), run_json[-3000:]
+    audit = json.loads((res.run_dir / "import_audit.json").read_text(encoding="utf-8"))
+    # every file of both folders reached the run, each session its own
+    assert audit["files"] == 6 and "duplicate_session" not in audit["reasons"], audit
     pages = run_pages(res.run_dir)
     assert {p.name: forbidden_in(p) for p in pages} == {p.name: [] for p in pages}
     checks, fired = open_all(pages)

@@ -459,22 +459,26 @@ def _imported(folder: Path) -> sources.Sources | None:
 PAGE_NOTEBOOKS = ("01_context_composition", "03_closed_book_exam")
 
 
-def _page_run(folder: Path, results: Path, launch: kernel.Launch) -> runner.RunResult:
-    """`my_sessions` on `folder`, only `PAGE_NOTEBOOKS`, lighter (parameters no kept notebook declares dropped)."""
+def _page_run(folders: list[Path], results: Path, launch: kernel.Launch) -> runner.RunResult:
+    """`my_sessions` on `folders`, only `PAGE_NOTEBOOKS`, lighter (parameters no kept notebook declares dropped)."""
     from compaction_lab.run import params
 
     prof = only_notebooks(runner.load_profile("my_sessions"), PAGE_NOTEBOOKS)
     declared = {k for nb in PAGE_NOTEBOOKS for k in params.declared_parameters(nb)}
     lighter = {k: v for k, v in {**LIGHTER, **SHORT_TAIL}.items() if k in declared}
     return runner.run_profile(
-        prof, results=results, progress=False, overrides={"session_paths": [str(folder)], **lighter}, launch=launch
+        prof,
+        results=results,
+        progress=False,
+        overrides={"session_paths": [str(f) for f in folders], **lighter},
+        launch=launch,
     )
 
 
 @pytest.mark.slow
-@given(values=HOSTILE_VALUES)
+@given(drawn=st.lists(HOSTILE_VALUES, min_size=2, max_size=2, unique_by=lambda v: v["session_id"]))
 @settings(
-    max_examples=2,
+    max_examples=1,  # two sets of values in the one example: each run is a whole chain and its pages
     deadline=None,
     derandomize=True,
     # Each example is a whole run: no shrinking (the failure names the values drawn).
@@ -482,13 +486,17 @@ def _page_run(folder: Path, results: Path, launch: kernel.Launch) -> runner.RunR
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @pytest.mark.slow
-def test_random_identifiers_render_safe_pages(values, chromium, warm_kernels, tmp_path_factory):
+def test_random_identifiers_render_safe_pages(drawn, chromium, warm_kernels, tmp_path_factory):
     """Acceptance 2: random strings in every imported identifier field, a `my_sessions` run rendered:
-    every page opens with its figures, no dialog, no console error, no raw markup."""
-    folder = hostile_folder(tmp_path_factory.mktemp("random") / "sessions", values)
-    assume(_imported(folder) is not None)
-    res = _page_run(folder, tmp_path_factory.mktemp("results"), warm_kernels)
+    every page opens with its figures, no dialog, no console error, no raw markup. Two draws of values,
+    each its own folder of sessions, in one run."""
+    folders = [hostile_folder(tmp_path_factory.mktemp("random") / "sessions", values) for values in drawn]
+    assume(all(_imported(folder) is not None for folder in folders))
+    res = _page_run(folders, tmp_path_factory.mktemp("results"), warm_kernels)
     assert [nb.status for nb in res.notebooks] == ["ok"] * len(PAGE_NOTEBOOKS)
+    audit = json.loads((res.run_dir / "import_audit.json").read_text(encoding="utf-8"))
+    # every file of both folders reached the run, each session its own
+    assert audit["files"] == 3 * len(folders) and "duplicate_session" not in audit["reasons"], audit
     pages = run_pages(res.run_dir)
     assert len(pages) >= 1 + len(PAGE_NOTEBOOKS) + 2, [p.name for p in pages]
     checks, fired = open_all(pages)

@@ -160,6 +160,7 @@ def test_a_real_session_with_a_recorded_compaction_gives_recorded_rows(tmp_path,
         results=tmp_path,
         progress=False,
         overrides={"session_paths": [str(real), str(_need(PUBLIC_FIXTURES / "claude-code"))], **LIGHTER},
+        notebook_html=False,  # its tables and report.html are read
     )
     d = res.run_dir
     assert [nb.status for nb in res.notebooks] == ["ok"] * len(res.notebooks)
@@ -264,6 +265,7 @@ def test_four_real_sessions_give_numbers_you_can_trust(tmp_path, warm_kernels):
         results=tmp_path / "out",
         progress=False,
         overrides={"session_paths": [str(folder)], "strategy_names": arms, **LIGHTER},
+        notebook_html=False,  # its tables and report.html are read
     )
     d = res.run_dir
     assert [nb.status for nb in res.notebooks] == ["ok"] * len(res.notebooks)
