@@ -3,9 +3,9 @@
 A copy of the library gets four new files and nothing else: a strategy in ``strategies/arms/``, an importer
 in ``ingest/importers/``, an exam in ``exam/exams/`` and a figure in ``report/figures/``. A run of the chain
 on that copy (``compaction-lab run``, the ``my_sessions`` profile on a folder holding a log in the new format
-and the public pi session, whose recorded compactions are where the exams cut) shows each in its ``report.html``: the strategy in the headline and in
-figure 8, the importer's sessions counted, the exam's block, the figure in the gallery. Removing the four
-files and running again shows none of them. No file of the library is edited: the copy is the library plus
+and an excerpt of pi's own test session, whose recorded compaction is where the exams cut) shows each in its
+``report.html``: the strategy in the headline and in figure 8, the importer's sessions counted, the exam's
+block, the figure in the gallery. Removing the four files and running again shows none of them. No file of the library is edited: the copy is the library plus
 the four files, byte for byte otherwise.
 """
 
@@ -89,8 +89,8 @@ def _sessions(folder: Path) -> Path:
     lines = [("user", "fix the flaky test in tests/test_orders.py"), ("agent", "looking at it"), ("user", "thanks")]
     text = "".join(json.dumps({"toy": r, "say": t}) + "\n" for r, t in lines)
     (folder / "chat.jsonl").write_text(text, encoding="utf-8")
-    # The pi session with recorded compactions (the exams cut there); not the fixture's other, longer one.
-    shutil.copy2(REPO_ROOT / "tests" / "fixtures" / "public" / "pi" / "before-compaction.jsonl", folder / "pi.jsonl")
+    # pi's own test session, an excerpt holding a compaction pi recorded (the exams cut there; tests/fixtures/pi/)
+    shutil.copy2(REPO_ROOT / "tests" / "fixtures" / "pi" / "upstream-compaction-before-compaction-excerpt.jsonl", folder)
     return folder
 
 
