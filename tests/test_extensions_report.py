@@ -5,8 +5,8 @@ in ``ingest/importers/``, an exam in ``exam/exams/`` and a figure in ``report/fi
 on that copy (``compaction-lab run``, the ``my_sessions`` profile on a folder holding a log in the new format
 and an excerpt of pi's own test session, whose recorded compaction is where the exams cut) shows each in its
 ``report.html``: the strategy in the headline and in figure 8, the importer's sessions counted, the exam's
-block, the figure in the gallery. Removing the four files and running again shows none of them. No file of the library is edited: the copy is the library plus
-the four files, byte for byte otherwise.
+block, the figure in the gallery. Removing the four files and running again shows none of them. No file of
+the library is edited: the copy is the library plus the four files, byte for byte otherwise.
 """
 
 from __future__ import annotations
@@ -90,7 +90,9 @@ def _sessions(folder: Path) -> Path:
     text = "".join(json.dumps({"toy": r, "say": t}) + "\n" for r, t in lines)
     (folder / "chat.jsonl").write_text(text, encoding="utf-8")
     # pi's own test session, an excerpt holding a compaction pi recorded (the exams cut there; tests/fixtures/pi/)
-    shutil.copy2(REPO_ROOT / "tests" / "fixtures" / "pi" / "upstream-compaction-before-compaction-excerpt.jsonl", folder)
+    shutil.copy2(
+        REPO_ROOT / "tests" / "fixtures" / "pi" / "upstream-compaction-before-compaction-excerpt.jsonl", folder
+    )
     return folder
 
 
