@@ -632,3 +632,21 @@ def test_a_registered_figure_is_built_unchecked_and_validated_whole_when_saved(t
     bad.width = "wide"
     with pytest.raises(alt.utils.schemapi.SchemaValidationError):
         theme.save_chart(bad, tmp_path / "bad", formats=("svg",))
+
+
+def test_a_notebook_shows_a_chart_under_the_theme_its_reader_chose(monkeypatch):
+    """A reader's own chart is shown under the theme the reader enabled, not switched to the house theme."""
+    from types import SimpleNamespace
+
+    import IPython
+    from IPython.core.formatters import DisplayFormatter
+
+    formatter = DisplayFormatter()
+    monkeypatch.setattr(IPython, "get_ipython", lambda: SimpleNamespace(display_formatter=formatter))
+    theme.setup_notebook()
+    assert alt.theme.active == theme.THEME
+    with alt.theme.enable("default"), alt.renderers.enable(theme.RENDERER):
+        shown, _ = formatter.format(alt.Chart(pd.DataFrame({"x": [1, 2]})).mark_point().encode(x="x:Q"))
+        assert alt.theme.active == "default"
+    config = shown[theme._vegalite_mimetype()]["config"]
+    assert "font" not in config and config["view"]["continuousWidth"] != 360  # Altair's default, not the house's

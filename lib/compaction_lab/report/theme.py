@@ -242,9 +242,9 @@ def checked_spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
     Altair validates against the whole Vega-Lite schema at every ``to_dict``, a cost per chart that grows
     with its layers; a notebook saves a figure and then shows it, so it paid twice for one spec. Here the
     spec is made unvalidated, and validated by Altair's own ``to_dict`` (its errors as they are) unless this
-    process already validated the same spec (by `_spec_key`).
+    process already validated the same spec (by `_spec_key`). Under whichever theme is active: `save_chart`
+    enables the house theme first; a notebook shows a chart under the theme its reader chose.
     """
-    use_theme()
     context = {"pre_transform": False}
     with alt.data_transformers.disable_max_rows():  # as Altair's own save: a large table is still drawn
         spec = chart.to_dict(validate=False, context=dict(context))
