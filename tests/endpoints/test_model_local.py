@@ -66,8 +66,8 @@ def test_the_model_profile_runs_against_the_local_server(local_model, tmp_path, 
         "model": dict(
             prof.parameters["model"], base_url=local_model["base_url"], model=MODEL_ALIAS, ledger=local_model["ledger"]
         ),
-        # One small chain, one strategy (the open book's arm too), one question: the 135M model reads a few
-        # hundred tokens a second on a quiet 2-core machine. FutureOS's summary through the real client is
+        # One small chain, one strategy (the open book's arm too), one question: the 135M model reads a prompt
+        # slowly on one thread of a 2-core machine. FutureOS's summary through the real client is
         # the first test's (its request re-sends the whole history: two of them were half this test's time).
         "n_chains": 1,
         "window_tokens": 1200,

@@ -563,8 +563,9 @@ def _counting_validations(monkeypatch, parts: bool = False) -> list[dict]:
     return seen
 
 
-def test_a_figure_saved_and_then_shown_is_validated_once(tmp_path, monkeypatch, fig2_inputs):
-    """A notebook saves a figure and shows it: one validation against Vega-Lite's schema, not one per step."""
+@pytest.fixture
+def notebook_display(monkeypatch):
+    """IPython's display formatter as a notebook's shell holds it, `setup_notebook` run against it."""
     from types import SimpleNamespace
 
     import IPython
@@ -572,18 +573,23 @@ def test_a_figure_saved_and_then_shown_is_validated_once(tmp_path, monkeypatch, 
 
     formatter = DisplayFormatter()
     monkeypatch.setattr(IPython, "get_ipython", lambda: SimpleNamespace(display_formatter=formatter))
+    with alt.renderers.enable(theme.RENDERER):
+        theme.setup_notebook()
+        yield formatter
+
+
+def test_a_figure_saved_and_then_shown_is_validated_once(tmp_path, monkeypatch, fig2_inputs, notebook_display):
+    """A notebook saves a figure and shows it: one validation against Vega-Lite's schema, not one per step."""
     chart = charts.fig2_composition(*fig2_inputs).properties(title="validated once")
     theme._validated.clear()
     seen = _counting_validations(monkeypatch)
-    with alt.renderers.enable(theme.RENDERER):
-        theme.setup_notebook()
-        theme.save_chart(chart, tmp_path / "fig", formats=("svg",))
-        shown, _ = formatter.format(chart)
+    theme.save_chart(chart, tmp_path / "fig", formats=("svg",))
+    shown, _ = notebook_display.format(chart)
     assert len(seen) == 1
     assert base64.b64decode(shown["image/png"])[:8] == PNG_SIGNATURE
     assert "validated once" in json.dumps(shown[theme._vegalite_mimetype()])
     other = chart.properties(title="another spec")
-    formatter.format(other)
+    notebook_display.format(other)
     assert len(seen) == 2  # a spec not seen before is validated
 
 
@@ -634,19 +640,11 @@ def test_a_registered_figure_is_built_unchecked_and_validated_whole_when_saved(t
         theme.save_chart(bad, tmp_path / "bad", formats=("svg",))
 
 
-def test_a_notebook_shows_a_chart_under_the_theme_its_reader_chose(monkeypatch):
+def test_a_notebook_shows_a_chart_under_the_theme_its_reader_chose(notebook_display):
     """A reader's own chart is shown under the theme the reader enabled, not switched to the house theme."""
-    from types import SimpleNamespace
-
-    import IPython
-    from IPython.core.formatters import DisplayFormatter
-
-    formatter = DisplayFormatter()
-    monkeypatch.setattr(IPython, "get_ipython", lambda: SimpleNamespace(display_formatter=formatter))
-    theme.setup_notebook()
     assert alt.theme.active == theme.THEME
-    with alt.theme.enable("default"), alt.renderers.enable(theme.RENDERER):
-        shown, _ = formatter.format(alt.Chart(pd.DataFrame({"x": [1, 2]})).mark_point().encode(x="x:Q"))
+    with alt.theme.enable("default"):
+        shown, _ = notebook_display.format(alt.Chart(pd.DataFrame({"x": [1, 2]})).mark_point().encode(x="x:Q"))
         assert alt.theme.active == "default"
     config = shown[theme._vegalite_mimetype()]["config"]
     assert "font" not in config and config["view"]["continuousWidth"] != 360  # Altair's default, not the house's

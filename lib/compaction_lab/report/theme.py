@@ -82,7 +82,7 @@ _RENDER_CACHE_SIZE = 16
 _rendered: OrderedDict[str, tuple[str, bytes]] = OrderedDict()
 #: How many validated specs are remembered (`checked_spec`), by `_spec_key`.
 _VALIDATED_CACHE_SIZE = 256
-_validated: OrderedDict[str, None] = OrderedDict()
+_validated: OrderedDict[str, bool] = OrderedDict()
 
 
 #: Noncharacters (U+FDD0–U+FDEF and the last two code points of every plane): HTML reads each as a
@@ -245,18 +245,29 @@ def checked_spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
     process already validated the same spec (by `_spec_key`). Under whichever theme is active: `save_chart`
     enables the house theme first; a notebook shows a chart under the theme its reader chose.
     """
-    context = {"pre_transform": False}
     with alt.data_transformers.disable_max_rows():  # as Altair's own save: a large table is still drawn
-        spec = chart.to_dict(validate=False, context=dict(context))
+        spec = chart.to_dict(validate=False, context={"pre_transform": False})
         key = _spec_key(spec)
-        if key in _validated:
-            _validated.move_to_end(key)
-            return spec
-        chart.to_dict(validate=True, context=dict(context))
-    _validated[key] = None
-    while len(_validated) > _VALIDATED_CACHE_SIZE:
-        _validated.popitem(last=False)
+        if _recalled(_validated, key) is None:
+            chart.to_dict(validate=True, context={"pre_transform": False})
+            _kept(_validated, key, True, _VALIDATED_CACHE_SIZE)
     return spec
+
+
+def _recalled(cache: OrderedDict[str, Any], key: str) -> Any:
+    """Return what a bounded cache (`_kept`) holds under `key`, marked most recently used, or None."""
+    hit = cache.get(key)
+    if hit is not None:
+        cache.move_to_end(key)
+    return hit
+
+
+def _kept(cache: OrderedDict[str, Any], key: str, value: Any, size: int) -> Any:
+    """Keep `value` under `key` in a cache of at most `size` entries (least recently used dropped); return it."""
+    cache[key] = value
+    while len(cache) > size:
+        cache.popitem(last=False)
+    return value
 
 
 def unchecked_parts() -> contextlib.AbstractContextManager[None]:
@@ -280,16 +291,11 @@ def _images(spec: dict) -> tuple[str, bytes]:
     that is saved and then displayed is drawn one time, not four.
     """
     key = _spec_key(spec)
-    hit = _rendered.get(key)
+    hit = _recalled(_rendered, key)
     if hit is not None:
-        _rendered.move_to_end(key)
         return hit
     svg = _svg(spec)
-    out = (svg, bytes(vlc.svg_to_png(svg, scale=PNG_SCALE)))
-    _rendered[key] = out
-    while len(_rendered) > _RENDER_CACHE_SIZE:
-        _rendered.popitem(last=False)
-    return out
+    return _kept(_rendered, key, (svg, bytes(vlc.svg_to_png(svg, scale=PNG_SCALE))), _RENDER_CACHE_SIZE)
 
 
 def _renderer(spec: dict, **metadata) -> dict:
