@@ -221,3 +221,88 @@ def test_settle_databases_folds_and_removes_wal_side_files_holding_old_text(tmp_
     assert b"old-secret-value-7731" not in db.read_bytes()
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT x FROM t").fetchall() == [("masked",)]
+
+
+# --------------------------------------------------------------------------- opaque spans
+
+
+def _png_base64(secret: str) -> str:
+    """A PNG's base64 as a notebook holds it, with `secret` (base64 letters) inside its payload."""
+    import base64
+
+    head = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(49))).decode()  # 'iVBORw0KGgo...'
+    tail = base64.b64encode(bytes(range(200, 256)) * 8).decode()
+    return head + secret + tail
+
+
+def test_embedded_pngs_and_verbatim_texts_are_left_whole_and_the_text_around_them_masked(tmp_path):
+    """A notebook's PNG output, a page's ``<img>`` PNG and a `verbatim` text are not scanned (a literal
+    inside them is chance there, and masking it would break the image or the script); a value planted
+    right beside each, and anywhere else in the file, is masked; a session's file is scanned whole."""
+    literal = "QmFzZTY0U2VjcmV0VmFsdWU"  # base64 letters only: found anywhere a scan looks
+    png = _png_base64(literal)
+    assert png.startswith("iVBORw0KGgo") and literal in png
+    bundle = f"/* Vega */ var v = '{literal}'; contact: vega@example.org; " + "x" * 300
+    r = Redactor(patterns=DEFAULT_PATTERNS, literals=frozenset({literal}))
+    run = tmp_path / "run"
+    (run / "figures").mkdir(parents=True)
+    (run / "sessions").mkdir()
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("chart")
+    cell.outputs = [
+        nbformat.v4.new_output("display_data", data={"image/png": png, "text/plain": f"<Chart {literal}>"}),
+        nbformat.v4.new_output("stream", name="stdout", text=f"mail zed.quux@example.org\n{literal}\n"),
+    ]
+    nb.cells = [cell]
+    nbformat.write(nb, run / "03.ipynb")
+    page = (
+        f'<p>{literal}</p><img alt="" class="" src="data:image/png;base64,{png}"/>{literal}'
+        f'<script type="text/javascript">{bundle}</script><p>zed.quux@example.org {literal}</p>'
+    )
+    (run / "03.html").write_text(page)
+    (run / "figures" / "fig.html").write_text(f"<script>{bundle}</script><script>{literal}</script>")
+    # In a session's own file the same shapes are text like any other: scanned whole.
+    (run / "sessions" / "s.jsonl").write_text(json.dumps({"image/png": png, "page": page}) + "\n")
+
+    rep = scrub_run_folder(run, r, verbatim=[bundle])
+
+    out_nb = nbformat.read(run / "03.ipynb", as_version=4)
+    nbformat.validate(out_nb)
+    outputs = out_nb.cells[0].outputs
+    assert outputs[0].data["image/png"] == png  # the image is intact
+    assert outputs[0].data["text/plain"] == "<Chart [REDACTED:env-secret]>"
+    assert outputs[1].text == "mail [REDACTED:email]\n[REDACTED:env-secret]\n"
+    html_out = (run / "03.html").read_text()
+    assert f'base64,{png}"/>' in html_out and bundle in html_out
+    assert html_out.count(literal) == 2 and html_out.count("[REDACTED:env-secret]") == 3
+    assert html_out.count("zed.quux") == 0 and html_out.count("vega@example.org") == 1
+    fig = (run / "figures" / "fig.html").read_text()
+    assert fig == f"<script>{bundle}</script><script>[REDACTED:env-secret]</script>"
+    session = (run / "sessions" / "s.jsonl").read_text()
+    assert literal not in session and "vega@example.org" not in session
+    assert set(rep.files_changed) == {"03.ipynb", "03.html", "figures/fig.html", "sessions/s.jsonl"}
+
+
+def test_only_a_real_embedded_png_is_left_whole(tmp_path):
+    """What only looks like one is scanned: an ``<img>`` written as a page's escaped text, an image value
+    that is not base64 through to its quote, one without the PNG signature, and a verbatim text in a notebook."""
+    literal = "QmFzZTY0U2VjcmV0VmFsdWU"
+    png = _png_base64(literal)
+    r = Redactor(literals=frozenset({literal}))
+    run = tmp_path / "run"
+    run.mkdir()
+    escaped = f"<p>&lt;img src=&quot;data:image/png;base64,{png}&quot;&gt;</p>"
+    broken = f'<img src="data:image/png;base64,{png}_x"/>'  # '_' is no base64 letter: the span ends early
+    unsigned = f'<img src="data:image/png;base64,{png[11:]}"/>'
+    (run / "page.html").write_text(escaped + broken + unsigned)
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("x")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="v" * 300 + literal)]
+    nb.cells = [cell]
+    nbformat.write(nb, run / "n.ipynb")
+
+    scrub_run_folder(run, r, verbatim=["v" * 300 + literal])
+
+    assert literal not in (run / "page.html").read_text()
+    assert (run / "page.html").read_text().count("[REDACTED:env-secret]") == 3
+    assert literal not in (run / "n.ipynb").read_text()

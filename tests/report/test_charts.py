@@ -513,10 +513,13 @@ def test_vega_bundle_is_built_once_kept_by_its_hash_and_rebuilt_when_damaged(tmp
     real = vlc.javascript_bundle
     monkeypatch.setattr(vlc, "javascript_bundle", lambda **kw: built.append(kw) or real(**kw))
     theme.vega_bundle.cache_clear()
+    assert theme.verbatim_texts() == () and built == []  # the final sweep never builds one
     first = theme.vega_bundle()
+    assert theme.verbatim_texts() == (first,)
     (kept,) = tmp_path.glob("vega-bundle-*.js")
     assert kept.read_text(encoding="utf-8") == first and len(built) == 1
     theme.vega_bundle.cache_clear()
+    assert theme.verbatim_texts() == (first,) and len(built) == 1  # the kernels kept it: the runner reads it
     assert theme.vega_bundle() == first and len(built) == 1  # another process: read from the file
     kept.write_text(first[:-100], encoding="utf-8")  # damaged: its content no longer matches its name
     theme.vega_bundle.cache_clear()

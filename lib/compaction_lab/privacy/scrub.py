@@ -23,7 +23,7 @@ import re
 import shutil
 import sqlite3
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -223,7 +223,7 @@ def settle_databases(run_dir: Path) -> list[str]:
     return settled
 
 
-def scrub_run_folder(run_dir: Path, r: Redactor) -> ScrubReport:
+def scrub_run_folder(run_dir: Path, r: Redactor, *, verbatim: Iterable[str] = ()) -> ScrubReport:
     """Mask every match in the files of a run folder, in place.
 
     * Text files (`TEXT_SUFFIXES`, and unknown files that sniff as UTF-8) are
@@ -236,6 +236,10 @@ def scrub_run_folder(run_dir: Path, r: Redactor) -> ScrubReport:
       instead each full-text index is rebuilt so no old token survives, and
       the database is VACUUMed so old text does not linger in free pages.
     * Everything is written atomically (a temporary file, then a rename).
+    * Not scanned, in notebooks and HTML pages only (`_opaque_spans`): a PNG embedded as base64 (a
+      notebook output's ``"image/png"`` value, an ``<img src="data:image/png;base64,…">``: drawn from
+      masked arguments, as the PNG files are, and a match inside base64 is chance that would break the
+      image), and each `verbatim` text found whole.
 
     Parameters
     ----------
@@ -244,11 +248,15 @@ def scrub_run_folder(run_dir: Path, r: Redactor) -> ScrubReport:
         Nothing is read when it masks nothing (no pattern, literal or
         always-on pattern; a run's `redactor.redactor` always masks URL
         credentials, so a run folder is always swept).
+    verbatim : iterable of str, optional
+        Texts the pages carry unchanged from installed packages, never from a session (Vega's
+        JavaScript in each figure page): left whole where an HTML page holds one.
     """
     run_dir = Path(run_dir)
     if not r.active:
         return ScrubReport(0, (), 0, ())
     fr = _file_redactor(r)
+    verbatim = tuple(v for v in verbatim if len(v) >= _OPAQUE_MIN)
     scanned, replacements = 0, 0
     changed: list[str] = []
     unscannable: list[str] = []
@@ -279,7 +287,7 @@ def scrub_run_folder(run_dir: Path, r: Redactor) -> ScrubReport:
         if kind in ("binary", "link"):
             unscannable.append(rel(p))
             continue
-        n = _scrub_parquet(p, fr) if kind == "parquet" else _scrub_text(p, fr)
+        n = _scrub_parquet(p, fr) if kind == "parquet" else _scrub_text(p, fr, verbatim)
         scanned += 1
         if n:
             replacements += n
@@ -287,11 +295,52 @@ def scrub_run_folder(run_dir: Path, r: Redactor) -> ScrubReport:
     return ScrubReport(scanned, tuple(sorted(changed)), replacements, tuple(sorted(unscannable)))
 
 
-def _scrub_text(path: Path, r: Redactor) -> int:
+#: A PNG embedded as base64 (its signature, ``iVBORw0KGgo``, through its last character) where only an
+#: image can be: a notebook output's ``"image/png"`` value (a JSON string: a session's quote would be
+#: escaped there) or an ``<img>`` source (HTML-escaped in a session's text); ended by its closing quote.
+_EMBEDDED_PNG = re.compile(
+    r'(?:"image/png": "|<img[^<>]{0,200}? src="data:image/png;base64,)'
+    r'(?P<png>iVBORw0KGgo[A-Za-z0-9+/]*={0,2}(?:\\n)?)(?=")'
+)
+#: Opaque spans shorter than this are scanned like the text around them (not worth a cut).
+_OPAQUE_MIN = 256
+
+
+#: The files whose opaque spans are left whole: the notebooks and pages the run renders (a session's
+#: own file, JSON Lines, is scanned whole whatever it holds).
+_RENDERED = frozenset({".ipynb", ".html", ".htm"})
+#: Of those, the pages (where a `verbatim` text is left whole).
+_PAGES = frozenset({".html", ".htm"})
+
+
+def _opaque_spans(s: str, verbatim: tuple[str, ...]) -> list[tuple[int, int]]:
+    """Return the [start, end) spans of a page `s` the sweep leaves whole, in order: embedded PNGs, `verbatim`."""
+    spans = [m.span("png") for m in _EMBEDDED_PNG.finditer(s) if m.end() - m.start("png") >= _OPAQUE_MIN]
+    for v in verbatim:
+        at = s.find(v)
+        while at >= 0:
+            spans.append((at, at + len(v)))
+            at = s.find(v, at + len(v))
+    kept: list[tuple[int, int]] = []
+    for a, b in sorted(spans):
+        if not kept or a >= kept[-1][1]:  # spans never overlap in a page; one that would is scanned
+            kept.append((a, b))
+    return kept
+
+
+def _scrub_text(path: Path, r: Redactor, verbatim: tuple[str, ...] = ()) -> int:
     data = path.read_bytes()
     s = data.decode("utf-8", "surrogateescape")  # keeps bytes that are not UTF-8 as they were
     tally: Counter = Counter()
-    out = apply(r.rules(), s, tally)
+    # The text between opaque spans is masked piece by piece: every span is led and ended by a quote or a
+    # tag a mask never crosses, and a piece's ends only widen what a rule's boundaries accept.
+    parts, at = [], 0
+    suffix = path.suffix.lower()
+    for a, b in _opaque_spans(s, verbatim if suffix in _PAGES else ()) if suffix in _RENDERED else ():
+        parts += [apply(r.rules(), s[at:a], tally), s[a:b]]
+        at = b
+    parts.append(apply(r.rules(), s[at:], tally))
+    out = "".join(parts)
     if not tally:
         return 0
     _atomic_write(path, out.encode("utf-8", "surrogateescape"))

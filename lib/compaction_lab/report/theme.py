@@ -317,6 +317,36 @@ def _vl_version() -> str:
     return f"{parts[0]}.{parts[1]}"
 
 
+def _bundle_stem() -> str:
+    return f"vega-bundle-vl-convert-{metadata.version('vl-convert-python')}-vega-lite-{_vl_version()}"
+
+
+def _kept_bundle() -> str | None:
+    """`vega_bundle` as `compaction_lab.core.paths.cache_dir` keeps it, if a file there matches its name."""
+    stem, folder = _bundle_stem(), paths.cache_dir()
+    for found in sorted(folder.glob(f"{stem}-*.js")) if folder.is_dir() else []:
+        try:
+            text = found.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if found.name == f"{stem}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.js":
+            return text
+    return None
+
+
+def verbatim_texts() -> tuple[str, ...]:
+    """Return what the figure pages carry unchanged from installed packages: Vega's JavaScript (`vega_bundle`).
+
+    For the final sweep to leave whole (`compaction_lab.privacy.scrub.scrub_run_folder`'s ``verbatim``):
+    it holds nothing of a session. Only a bundle already built (in this process, or kept on disk by the
+    kernels that drew the figures) is returned: the sweep never pays for building one it may not find.
+    """
+    if vega_bundle.cache_info().currsize:
+        return (vega_bundle(),)
+    kept = _kept_bundle()
+    return () if kept is None else (kept,)
+
+
 @functools.cache
 def vega_bundle() -> str:
     """Return Vega's JavaScript as one bundle, for self-contained HTML figures.
@@ -326,15 +356,10 @@ def vega_bundle() -> str:
     `compaction_lab.core.paths.cache_dir` under a name holding both and its own SHA-256; a file whose
     content does not match its name is built again, and a cache that cannot be written costs only time.
     """
-    stem = f"vega-bundle-vl-convert-{metadata.version('vl-convert-python')}-vega-lite-{_vl_version()}"
-    folder = paths.cache_dir()
-    for found in sorted(folder.glob(f"{stem}-*.js")) if folder.is_dir() else []:
-        try:
-            text = found.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        if found.name == f"{stem}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.js":
-            return text
+    cached = _kept_bundle()
+    if cached is not None:
+        return cached
+    stem, folder = _bundle_stem(), paths.cache_dir()
     # Called as Altair calls it (no snippet: the bundle alone); the stub marks `snippet` required.
     text = vlc.javascript_bundle(vl_version=_vl_version())  # type: ignore[call-arg]  # optional at run time
     tmp = None

@@ -113,12 +113,13 @@ def finish(run_dir: str | Path | None, folder: Path, *, out: TextIO | None = Non
         return
     from compaction_lab.ingest import sources
     from compaction_lab.privacy import scrub
+    from compaction_lab.report import theme
 
     red = sources.run_redactor(folder)
     if red is None:
         return
     scrub.settle_databases(folder)
-    rep = scrub.scrub_run_folder(folder, red)
+    rep = scrub.scrub_run_folder(folder, red, verbatim=theme.verbatim_texts())
     print(
         f"redacted for sharing: {rep.replacements} spans masked in {len(rep.files_changed)} files of {folder} "
         "(its sessions too: run notebook 01 again to study them as written)",

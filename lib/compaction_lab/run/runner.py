@@ -868,6 +868,18 @@ def _open_up(run_dir: Path) -> None:
     os.chmod(run_dir, mode)
 
 
+def _verbatim_texts(run_dir: Path) -> tuple[str, ...]:
+    """Return what the figure pages of `run_dir` carry from installed packages (`theme.verbatim_texts`), if any.
+
+    A run stopped before its first figure does not load Altair for its sweep.
+    """
+    if not (run_dir / runfolder.FIGURES).is_dir():
+        return ()
+    from compaction_lab.report import theme  # loaded by now where the report was rendered
+
+    return theme.verbatim_texts()
+
+
 def final_sweep(run_dir: Path, redactor: redactor_mod.Redactor) -> dict[str, Any]:
     """Run the final redaction sweep of a run folder; return what run.json records of it (``redaction``).
 
@@ -881,7 +893,7 @@ def final_sweep(run_dir: Path, redactor: redactor_mod.Redactor) -> dict[str, Any
 
     scrub.settle_databases(run_dir)
     redactor = redactor.learn(sources.session_headers(run_dir))
-    rep = scrub.scrub_run_folder(run_dir, redactor)
+    rep = scrub.scrub_run_folder(run_dir, redactor, verbatim=_verbatim_texts(run_dir))
     _open_up(run_dir)
     return {
         "enabled": redactor.enabled,
