@@ -12,9 +12,9 @@ import pytest
 from compaction_lab.core.session import Session
 from tests.helpers import make_session
 
-#: The local llama.cpp server fixture (`llm_server`) for the tests that need a real model; the
-#: ``--strict-skips`` policy (``make test``); pytester, for the tests of that policy.
-pytest_plugins = ["tests.llm_server", "tests.skip_policy", "pytester"]
+#: The local llama.cpp server fixture (`llm_server`) for the tests that need a real model; the redaction
+#: pair (`redaction_pair`); the ``--strict-skips`` policy (``make test``); pytester, for the tests of that policy.
+pytest_plugins = ["tests.llm_server", "tests.redaction_pair", "tests.skip_policy", "pytester"]
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -80,9 +80,12 @@ def smoke_run(tmp_path_factory, warm_kernels):
 SHARED_SESSION_FIXTURES = {
     "smoke_run": "smoke-run",
     "llm_server": "llama-server",
-    # tests/report/test_figure_text.py: a light `default` run and a `my_sessions` run whose figures are measured.
+    # tests/report/test_figure_text.py: a light `default` run whose figures are measured.
     "default_figures": "figure-text-default",
-    "my_sessions_figures": "figure-text-my-sessions",
+    # tests/redaction_pair.py: a `my_sessions` run redacted and not; the figure-text test measures the
+    # redacted run's figures (`my_sessions_figures`), on the same worker.
+    "redaction_pair": "redaction-pair",
+    "my_sessions_figures": "redaction-pair",
 }
 
 

@@ -1,7 +1,7 @@
 """Figures never overlap text (issue 48, acceptance 2).
 
-Every figure of a `default` run and of a `my_sessions` run (the public fixture sessions, one of them with
-compactions pi recorded) is opened as SVG in headless Chromium and each text measured (`tests.svg_text`):
+Every figure of a `default` run and of a redacted `my_sessions` run (the public fixture sessions, one of
+them with compactions pi recorded: `tests.redaction_pair`'s) is opened as SVG in headless Chromium and each text measured (`tests.svg_text`):
 no two texts overlap, none is clipped (past the canvas, or a point's or bar's label past its plot area),
 and no two neighbouring tick labels of an axis touch. A figure the run did not measure is its "not
 measured" placeholder, checked the same way. The runs are lighter than a real one (fewer bootstrap
@@ -11,6 +11,7 @@ Each run is a session fixture grouped for xdist (`tests.conftest.SHARED_SESSION_
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -23,18 +24,12 @@ from compaction_lab.run import runner
 from compaction_lab.strategies import trigger
 from tests import svg_text
 from tests.conftest import SHARED_SESSION_FIXTURES
-from tests.helpers import PUBLIC_FIXTURES
 from tests.report.test_charts_feasible import recorded_table
 
 pytestmark = pytest.mark.slow
 
 #: What the runs need not do in full to draw every figure: bootstrap resamples, priced turns, cost cases.
 LIGHTER = {"n_boot": 200, "turns": 10, "cost_cases": 2}
-
-
-def _need(path: Path) -> Path:
-    assert path.exists(), f"fixture missing from the repository: {path}"
-    return path
 
 
 @pytest.fixture(scope="session")
@@ -54,27 +49,16 @@ def default_figures(tmp_path_factory, warm_kernels) -> Path:
 
 
 @pytest.fixture(scope="session")
-def my_sessions_figures(tmp_path_factory, warm_kernels) -> Path:
-    """The figures folder of a `my_sessions` run on the public fixtures, run once per test session.
+def my_sessions_figures(redaction_pair) -> Path:
+    """The figures folder of a redacted `my_sessions` run on the public fixtures (`tests.redaction_pair`).
 
     pi's sessions (one compacts at the profile's window, the other holds compactions pi recorded: the
-    recorded-compactions figure, figures 10 and 11) and the short Claude Code sessions (listed, not cut).
+    recorded-compactions figure, figures 10 and 11), the short Claude Code and SWE-agent sessions (listed,
+    not cut) and a planted one; its labels are masked where they named an account or a secret.
     """
-    sessions = [
-        _need(PUBLIC_FIXTURES / "pi" / "before-compaction.jsonl").parent,
-        _need(PUBLIC_FIXTURES / "claude-code"),
-    ]
-    res = runner.run_profile(
-        "my_sessions",
-        results=tmp_path_factory.mktemp("figure-text-my-sessions"),
-        progress=False,
-        kernels=2,
-        overrides={**LIGHTER, "session_paths": [str(p) for p in sessions]},
-        notebook_html=False,  # the figures and report.html are read
-        launch=warm_kernels,
-    )
-    assert [nb.status for nb in res.notebooks] == ["ok"] * len(res.notebooks)
-    return res.run_dir / "figures"
+    red, _ = redaction_pair
+    assert json.loads((red / "run.json").read_text(encoding="utf-8"))["status"] == "ok"
+    return red / "figures"
 
 
 def _every_figure_reads(folder: Path) -> None:
