@@ -20,6 +20,7 @@ from compaction_lab.ingest import synthetic
 from compaction_lab.run import runner
 from compaction_lab.store.ledger import open_ledger
 from compaction_lab.strategies import CompactionContext
+from tests.helpers import make_session
 from tests.llm_server import MODEL_ALIAS, model_config, request_timeout
 
 pytestmark = pytest.mark.slow
@@ -30,32 +31,76 @@ def local_model(llm_server, tmp_path, monkeypatch):
     return model_config(llm_server, tmp_path, monkeypatch)
 
 
+#: A hand-made session of about 400 tokens: FutureOS compacts it at W = 400, and its summary request re-sends
+#: all of it, read at the 135M model's speed (a synthetic chain is over 1,800 tokens, whatever its size).
+SMALL = make_session(
+    [
+        ("system", "You are a coding agent."),
+        ("user", "The payments client drops requests under load. Add a retry with backoff to payments/client.py."),
+        ("assistant", "I will read payments/client.py first."),
+        (
+            "tool_call",
+            'read_file {"path": "payments/client.py"}',
+            {"tool": "read_file", "target": "payments/client.py", "call_id": "c1"},
+        ),
+        (
+            "tool_output",
+            "import httpx\n\nTIMEOUT_S = 7.5\n\nclass PaymentsClient:\n    def __init__(self, base_url):\n"
+            "        self.http = httpx.Client(base_url=base_url, timeout=TIMEOUT_S)\n\n"
+            "    def charge(self, account_id, cents):\n"
+            "        r = self.http.post('/v2/charges', json={'account': account_id, 'amount': cents})\n"
+            "        r.raise_for_status()\n        return r.json()['charge_id']\n",
+            {"tool": "read_file", "target": "payments/client.py", "call_id": "c1"},
+        ),
+        (
+            "assistant",
+            "The client posts to /v2/charges with a 7.5 s timeout and no retry. I will wrap charge() in a retry "
+            "of 4 attempts with exponential backoff starting at 0.2 s.",
+        ),
+        (
+            "tool_call",
+            'edit_file {"path": "payments/client.py"}',
+            {"tool": "edit_file", "target": "payments/client.py", "call_id": "c2"},
+        ),
+        (
+            "tool_output",
+            "Edited payments/client.py: charge() retries 4 times on httpx.TransportError, sleeping 0.2, 0.4, 0.8 s.",
+            {"tool": "edit_file", "target": "payments/client.py", "call_id": "c2"},
+        ),
+        ("user", "Good. Now run the tests in tests/test_payments.py and tell me which fail."),
+    ],
+    session_id="small",
+)
+
+
 def test_a_summary_and_a_tiny_closed_book_exam_through_the_real_client(local_model):
-    # A short chain: FutureOS's summary request re-sends its whole history, read at the 135M model's speed.
-    (chain,) = synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1, window_tokens=1200, seed=3))
-    s = chain.session
-    ctx = CompactionContext(window=1000, output_ceiling=200, summarizer=summarize.get_summarizer("model", local_model))
-    p = strategies.compact(s, "futureos-summarized", None, ctx)
-    assert not p.receipt.fallback, p.receipt.error
+    summarizer = summarize.get_summarizer("model", local_model)
+    ctx = CompactionContext(window=400, output_ceiling=100, summarizer=summarizer)
+    p = strategies.compact(SMALL, "futureos-summarized", None, ctx)
+    assert p.receipt is not None and not p.receipt.fallback, p.receipt
     assert p.receipt.summarizer == f"model: {MODEL_ALIAS}" and p.receipt.text.strip()
     assert p.receipt.input_tokens > 0 and p.receipt.output_tokens > 0
 
+    # The exam asks a synthetic chain's planted facts of the model reader, on an arm that asks for no summary.
+    (chain,) = synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1, window_tokens=1200, seed=3))
+    s = chain.session
+    exam_ctx = CompactionContext(window=1000, output_ceiling=200, summarizer=summarize.get_summarizer("extractive"))
     cases = bank.build_bank([chain], n_cases=1, n_questions=2, n_decoys=1, tail_tokens=300, seed=1)
     reader = readers.get_reader("model", model=local_model)
-    result = closed.run_closed(cases, {s.id: s}, ["futureos-summarized"], ctx, reader)
+    result = closed.run_closed(cases, {s.id: s}, ["futureos-deterministic"], exam_ctx, reader)
     answers = result.answers
     assert len(answers) == 2 and (answers["reader_label"] == f"model reader: {MODEL_ALIAS}").all()
     assert answers["given"].map(lambda g: isinstance(g, str) and g != "").all()
 
     calls = open_ledger(local_model["ledger"]).calls()
     assert (calls["status"] == "done").all()
-    purposes = calls["purpose"].tolist()
-    assert "summary:futureos-summarized" in purposes and purposes.count("exam:closed") == 2
+    assert sorted(calls["purpose"]) == ["exam:closed", "exam:closed", "summary:futureos-summarized"]
     assert (calls["prompt_tokens"] > 0).all() and (calls["completion_tokens"] > 0).all()
     assert calls["cost"].isna().all()  # a local model has no price table: no cost is invented
 
     # Asked again, nothing is sent: the checkpoint holds the summary, the ledger the answers.
-    again = closed.run_closed(cases, {s.id: s}, ["futureos-summarized"], ctx, reader)
+    assert strategies.compact(SMALL, "futureos-summarized", None, ctx).receipt.text == p.receipt.text
+    again = closed.run_closed(cases, {s.id: s}, ["futureos-deterministic"], exam_ctx, reader)
     assert len(open_ledger(local_model["ledger"]).calls()) == len(calls)
     assert again.answers["given"].tolist() == answers["given"].tolist()
 
