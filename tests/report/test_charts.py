@@ -596,6 +596,25 @@ def test_a_figure_saved_and_then_shown_is_validated_once(tmp_path, monkeypatch, 
     assert len(seen) == 2  # a spec not seen before is validated
 
 
+def test_a_chart_drawn_alike_from_other_rows_is_not_validated_again(tmp_path, monkeypatch):
+    """Altair validates a chart before it adds its rows (``datasets``, named by their hash): the same figure
+    drawn from another run's rows is valid alike (a sweep's runs in one warm kernel), a new encoding is not."""
+
+    def chart(rows: pd.DataFrame, **encoding: str) -> alt.LayerChart:
+        base = alt.Chart(rows).mark_point().encode(x="x:Q", **encoding)
+        return alt.layer(base, alt.Chart(rows.head(1)).mark_rule().encode(x="x:Q"))
+
+    theme._validated.clear()
+    seen = _counting_validations(monkeypatch)
+    first = theme.save_chart(chart(pd.DataFrame({"x": [1, 2]})), tmp_path / "a", formats=("svg",))["svg"]
+    again = theme.save_chart(chart(pd.DataFrame({"x": [5, 6, 7]})), tmp_path / "b", formats=("svg",))["svg"]
+    assert len(seen) == 1 and first.read_text() != again.read_text()  # other rows, drawn: one validation
+    names = set(seen[0]["datasets"])
+    assert names == {"data-0", "data-1"} and all(rows == [] for rows in seen[0]["datasets"].values())
+    theme.save_chart(chart(pd.DataFrame({"x": [1.0], "y": [2.0]}), y="y:Q"), tmp_path / "c", formats=("svg",))
+    assert len(seen) == 2  # another encoding: validated
+
+
 def test_an_invalid_chart_is_refused_as_altair_refuses_it(tmp_path):
     chart = alt.Chart(pd.DataFrame({"x": [1]})).mark_point().encode(x="x:Q")
     chart.width = "wide"  # set after construction: only the chart's own validation sees it

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import altair as alt
+import jsonschema
 import pandas as pd
 import vl_convert as vlc
 from altair.utils.html import TEMPLATES
@@ -247,11 +248,40 @@ def checked_spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
     """
     with alt.data_transformers.disable_max_rows():  # as Altair's own save: a large table is still drawn
         spec = chart.to_dict(validate=False, context={"pre_transform": False})
-        key = _spec_key(spec)
+        skeleton = _skeleton(spec)
+        key = _spec_key(skeleton)
         if _recalled(_validated, key) is None:
-            chart.to_dict(validate=True, context={"pre_transform": False})
+            try:
+                schema_class: Any = type(chart)  # Altair's own `to_dict` validates against this class's schema
+                schema_class.validate(skeleton)
+            except jsonschema.ValidationError:
+                # Refused as Altair refuses it, in its words (this check also sees the theme's config, which
+                # Altair merges in after its own: a chart Altair accepts is accepted).
+                chart.to_dict(validate=True, context={"pre_transform": False})
             _kept(_validated, key, True, _VALIDATED_CACHE_SIZE)
     return spec
+
+
+def _skeleton(spec: dict[str, Any]) -> dict[str, Any]:
+    """Return `spec` as Altair validates it, whatever its rows: each dataset empty and named by its rank.
+
+    Altair validates a chart before it adds the ``datasets`` (its rows, each named by their hash): two
+    charts drawn alike from other rows are valid alike, so one check (`checked_spec`) serves both, as
+    it does for a sweep's runs drawing every figure in the same warm kernel.
+    """
+    datasets = spec.get("datasets")
+    if not isinstance(datasets, dict) or not datasets:
+        return spec
+    ranks = {name: f"data-{i}" for i, name in enumerate(datasets)}
+
+    def renamed(o: Any) -> Any:
+        if isinstance(o, dict):
+            return {k: ranks.get(v, v) if k == "name" and isinstance(v, str) else renamed(v) for k, v in o.items()}
+        return [renamed(v) for v in o] if isinstance(o, list) else o
+
+    out = renamed({k: v for k, v in spec.items() if k != "datasets"})
+    out["datasets"] = dict.fromkeys(ranks.values(), [])
+    return out
 
 
 def _recalled(cache: OrderedDict[str, Any], key: str) -> Any:
