@@ -78,8 +78,10 @@ def smoke_run(tmp_path_factory, warm_kernels):
 #: (`make test` runs ``-n auto --dist loadgroup``) every test using one goes to the same worker, so
 #: each is built once per test run rather than once per worker.
 SHARED_SESSION_FIXTURES = {
-    "smoke_run": "smoke-run",
-    "llm_server": "llama-server",
+    # One group: a test reads the smoke run through Inspect against the local model (tests/inspect_tasks/),
+    # and in two groups on two workers one of the two would be built twice.
+    "smoke_run": "smoke-run+llama-server",
+    "llm_server": "smoke-run+llama-server",
     # tests/report/test_figure_text.py: a light `default` run whose figures are measured.
     "default_figures": "figure-text-default",
     # tests/redaction_pair.py: a `my_sessions` run redacted and not; the figure-text test measures the

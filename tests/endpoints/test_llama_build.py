@@ -1,6 +1,6 @@
 """The local model's library as built by ``make llm``: portable, and it generates.
 
-Runs before the server tests (``tests/conftest.py`` orders it first in the ``llama-server`` group):
+Runs before the server tests (``tests/conftest.py`` orders it first, in the local server's xdist group):
 a build that cannot load the bundled SmolLM2 fails here, once, with a message that says so.
 """
 
@@ -12,9 +12,10 @@ import re
 import pytest
 
 from compaction_lab.core.paths import REPO_ROOT
+from tests.conftest import SHARED_SESSION_FIXTURES
 from tests.llm_server import build_check, require_llama_server
 
-pytestmark = pytest.mark.xdist_group("llama-server")
+pytestmark = pytest.mark.xdist_group(SHARED_SESSION_FIXTURES["llm_server"])
 
 
 def _features(system_info: str) -> dict[str, bool]:

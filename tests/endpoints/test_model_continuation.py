@@ -47,7 +47,7 @@ def _exam(local_model):
     source = Sources(tuple(c.session for c in chains), "synthetic", tuple(chains))
     params = continuation.ContinuationParams(
         strategy_names=ARMS,
-        window=2000,
+        window=1000,
         output_ceiling=200,
         n_cases=2,
         n_questions=3,

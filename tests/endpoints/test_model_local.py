@@ -84,7 +84,7 @@ def test_a_summary_and_a_tiny_closed_book_exam_through_the_real_client(local_mod
     # The exam asks a synthetic chain's planted facts of the model reader, on an arm that asks for no summary.
     (chain,) = synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1, window_tokens=1200, seed=3))
     s = chain.session
-    exam_ctx = CompactionContext(window=1000, output_ceiling=200, summarizer=summarize.get_summarizer("extractive"))
+    exam_ctx = CompactionContext(window=500, output_ceiling=100, summarizer=summarize.get_summarizer("extractive"))
     cases = bank.build_bank([chain], n_cases=1, n_questions=2, n_decoys=1, tail_tokens=300, seed=1)
     reader = readers.get_reader("model", model=local_model)
     result = closed.run_closed(cases, {s.id: s}, ["futureos-deterministic"], exam_ctx, reader)
@@ -160,7 +160,7 @@ def _draws_run(cfg: dict) -> pd.DataFrame:
     """A closed book of two questions on one arm, asked three times each of the local model at temperature 0.8."""
     (chain,) = synthetic.generate_chains(synthetic.SyntheticSpec(n_chains=1, window_tokens=2000, seed=3))
     s = chain.session
-    ctx = CompactionContext(window=1000, output_ceiling=200, summarizer=summarize.get_summarizer("extractive"))
+    ctx = CompactionContext(window=500, output_ceiling=100, summarizer=summarize.get_summarizer("extractive"))
     cases = bank.build_bank([chain], n_cases=1, n_questions=2, n_decoys=0, tail_tokens=300, seed=1)
     reader = readers.get_reader("model", model=cfg, temperature=0.8)
     return closed.run_closed(cases, {s.id: s}, ["codex"], ctx, reader, draws=3).answers
