@@ -600,7 +600,7 @@ def test_a_chart_drawn_alike_from_other_rows_is_not_validated_again(tmp_path, mo
     """Altair validates a chart before it adds its rows (``datasets``, named by their hash): the same figure
     drawn from another run's rows is valid alike (a sweep's runs in one warm kernel), a new encoding is not."""
 
-    def chart(rows: pd.DataFrame, **encoding: str) -> alt.LayerChart:
+    def chart(rows: pd.DataFrame, **encoding: str) -> alt.TopLevelMixin:
         base = alt.Chart(rows).mark_point().encode(x="x:Q", **encoding)
         return alt.layer(base, alt.Chart(rows.head(1)).mark_rule().encode(x="x:Q"))
 
