@@ -27,7 +27,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import nnls
 
 from compaction_lab import strategies
 from compaction_lab.core.session import Record, Session
@@ -298,6 +297,10 @@ def _fit_input_rate(rows: Sequence[Mapping[str, Any]], includes_cached: bool) ->
     xu = x[:, used]
     if np.linalg.matrix_rank(xu) < len(used):
         return None
+    # here: scipy.optimize takes a third of a second to import, in every kernel, and only a log that
+    # records its costs comes this far
+    from scipy.optimize import nnls
+
     scale = np.linalg.norm(xu, axis=0)
     rates, _ = nnls(xu / scale, y)
     rates = rates / scale
