@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
 import yaml
 
 from compaction_lab.report import charts, share, sweep_page, sweep_table
-from compaction_lab.run import runner
+from compaction_lab.run import runner, sweep
 
 WINDOWS = (2000, 4000)
 SEEDS = (7, 8)
@@ -137,7 +135,7 @@ def test_page_counts_the_runs_left_out_and_lists_sendable_numbers_first(tmp_path
 
 
 @pytest.mark.slow
-def test_a_real_2x2_smoke_sweep_ranks_only_sendable_arms_and_names_each_strategy_once(tmp_path):
+def test_a_real_2x2_smoke_sweep_ranks_only_sendable_arms_and_names_each_strategy_once(tmp_path, warm_kernels):
     """The smoke profile (notebooks 01 and 03) swept over window 1500, 3000 x seed 7, 8: at 1500 arms go over."""
     smoke = runner.load_profile("smoke")
     params = {k: v for k, v in smoke.parameters.items() if k not in ("turns", "cost_cases")}
@@ -145,10 +143,15 @@ def test_a_real_2x2_smoke_sweep_ranks_only_sendable_arms_and_names_each_strategy
     profile = tmp_path / "mini.yaml"
     profile.write_text(yaml.safe_dump({**doc, "parameters": {**params, "n_boot": 50}}), encoding="utf-8")
     results = tmp_path / "results"
-    cmd = [sys.executable, "-m", "compaction_lab.cli", "run", "--profile", str(profile), "--results", str(results)]
-    cmd += ["--quiet", "--no-html", "--sweep", "window=1500,3000", "--sweep", "seed=7,8"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = sweep.run_sweep(
+        str(profile),
+        {"window": [1500, 3000], "seed": [7, 8]},
+        results=results,
+        progress=False,
+        notebook_html=False,
+        launch=warm_kernels,  # in this worker's warm kernels, as `compaction-lab run --sweep` in its own
+    )
+    assert [status for _, _, status in done.runs] == ["ok"] * 4
     (folder,) = results.glob("sweep-*")
     table = pd.read_parquet(folder / "sweep.parquet")
     assert len(set(table["run"])) == 4 and table["over_window"].astype(bool).any()
