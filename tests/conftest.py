@@ -13,8 +13,9 @@ from compaction_lab.core.session import Session
 from tests.helpers import make_session
 
 #: The local llama.cpp server fixture (`llm_server`) for the tests that need a real model; the redaction
-#: pair (`redaction_pair`); the ``--strict-skips`` policy (``make test``); pytester, for the tests of that policy.
-pytest_plugins = ["tests.llm_server", "tests.redaction_pair", "tests.skip_policy", "pytester"]
+#: pair (`redaction_pair`); a real sweep (`smoke_sweep`); the ``--strict-skips`` policy (``make test``);
+#: pytester, for the tests of that policy.
+pytest_plugins = ["tests.llm_server", "tests.redaction_pair", "tests.smoke_sweep", "tests.skip_policy", "pytester"]
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -88,6 +89,8 @@ SHARED_SESSION_FIXTURES = {
     # redacted run's figures (`my_sessions_figures`), on the same worker.
     "redaction_pair": "redaction-pair",
     "my_sessions_figures": "redaction-pair",
+    # tests/smoke_sweep.py: a 2 x 2 sweep, its page checked in Chromium and its ranking read.
+    "smoke_sweep": "smoke-sweep",
 }
 
 

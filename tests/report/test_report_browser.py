@@ -8,12 +8,9 @@ browser``); outside CI a machine without it skips these tests, under CI it fails
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from tests.browser import check_pages
-from tests.helpers import only_notebooks
 
 pytestmark = pytest.mark.slow
 
@@ -115,32 +112,16 @@ def test_checker_counts_svg_figures_and_ignores_icons(tmp_path, chromium):
 
 # --------------------------------------------------------------------------- sweep.html (issue 18 part A)
 
-#: The smoke profile's notebooks a sweep page needs: sessions, the closed-book exam, the cost model.
-SWEEP_NOTEBOOKS = ("01_context_composition", "03_closed_book_exam", "04_cost_model")
-
 
 @pytest.fixture(scope="module")
-def sweep_check(chromium, warm_kernels, tmp_path_factory):
-    """One real two-parameter sweep (seed × window, 4 runs of the trimmed smoke profile), its page checked."""
-    from compaction_lab.run import runner, sweep
-
-    prof = only_notebooks(runner.load_profile("smoke"), SWEEP_NOTEBOOKS)
-    started = time.monotonic()
-    res = sweep.run_sweep(
-        prof,
-        {"seed": [7, 8], "window": [2500, 3000]},
-        results=tmp_path_factory.mktemp("sweep"),
-        progress=False,
-        launch=warm_kernels,
-    )
-    seconds = time.monotonic() - started
-    (check,) = check_pages([res.report])
-    return res, check, seconds
+def sweep_check(chromium, smoke_sweep):
+    """The shared two-parameter sweep (`tests.smoke_sweep`: seed x window, 4 runs), its page checked."""
+    (check,) = check_pages([smoke_sweep.report])
+    return smoke_sweep, check
 
 
 def test_sweep_page_renders_every_figure_offline(sweep_check):
-    res, check, seconds = sweep_check
-    print(f"sweep of 4 runs + page: {seconds:.1f} s")
+    res, check = sweep_check
     assert [status for _, _, status in res.runs] == ["ok"] * 4
     stems = sorted({p.stem for p in (res.folder / "figures").iterdir()})
     # Two parameters, one of them the seed: small multiples, ranks faceted by seed, lines, the seed figure.
@@ -156,7 +137,7 @@ def test_sweep_page_renders_every_figure_offline(sweep_check):
 
 
 def test_sweep_page_links_every_run(sweep_check):
-    res, _, _ = sweep_check
+    res, _ = sweep_check
     html = res.report.read_text(encoding="utf-8")
     for _, run, _ in res.runs:
         assert f'href="../{run.run_dir.name}/report.html"' in html

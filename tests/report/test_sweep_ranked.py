@@ -12,10 +12,8 @@ import re
 
 import pandas as pd
 import pytest
-import yaml
 
 from compaction_lab.report import charts, share, sweep_page, sweep_table
-from compaction_lab.run import runner, sweep
 
 WINDOWS = (2000, 4000)
 SEEDS = (7, 8)
@@ -135,24 +133,10 @@ def test_page_counts_the_runs_left_out_and_lists_sendable_numbers_first(tmp_path
 
 
 @pytest.mark.slow
-def test_a_real_2x2_smoke_sweep_ranks_only_sendable_arms_and_names_each_strategy_once(tmp_path, warm_kernels):
-    """The smoke profile (notebooks 01 and 03) swept over window 1500, 3000 x seed 7, 8: at 1500 arms go over."""
-    smoke = runner.load_profile("smoke")
-    params = {k: v for k, v in smoke.parameters.items() if k not in ("turns", "cost_cases")}
-    doc = {"description": "issue 48", "notebooks": ["01_context_composition", "03_closed_book_exam"]}
-    profile = tmp_path / "mini.yaml"
-    profile.write_text(yaml.safe_dump({**doc, "parameters": {**params, "n_boot": 50}}), encoding="utf-8")
-    results = tmp_path / "results"
-    done = sweep.run_sweep(
-        str(profile),
-        {"window": [1500, 3000], "seed": [7, 8]},
-        results=results,
-        progress=False,
-        notebook_html=False,
-        launch=warm_kernels,  # in this worker's warm kernels, as `compaction-lab run --sweep` in its own
-    )
-    assert [status for _, _, status in done.runs] == ["ok"] * 4
-    (folder,) = results.glob("sweep-*")
+def test_a_real_2x2_smoke_sweep_ranks_only_sendable_arms_and_names_each_strategy_once(smoke_sweep):
+    """The smoke profile swept over window 1500, 3000 x seed 7, 8 (`tests.smoke_sweep`): at 1500 arms go over."""
+    assert [status for _, _, status in smoke_sweep.runs] == ["ok"] * 4
+    folder = smoke_sweep.folder
     table = pd.read_parquet(folder / "sweep.parquet")
     assert len(set(table["run"])) == 4 and table["over_window"].astype(bool).any()
     ranks = sweep_table.sweep_ranks(table, "window", "seed")
