@@ -39,10 +39,27 @@ def _same_outputs(a: Path, b: Path) -> None:
         assert (a / "figures" / name).read_bytes() == (b / "figures" / name).read_bytes(), name
 
 
+@pytest.fixture(scope="module")
+def alone(tmp_path_factory, warm_kernels) -> Path:
+    """The memo sweep's second run made alone (no shared folder, one kernel: nothing executes beside anything)."""
+    folder = tmp_path_factory.mktemp("memo-alone")
+    res = runner.run_profile(
+        str(_profile(folder)),
+        results=folder / "alone",
+        run_name="alone",
+        progress=False,
+        overrides={"n_boot": 60},
+        notebook_html=False,
+        kernels=1,
+        launch=warm_kernels,
+    )
+    return res.run_dir
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("scheduler", ["sync", "local"])
 def test_runs_after_the_first_reuse_its_chains_and_projections_and_match_runs_made_alone(
-    tmp_path, scheduler, warm_kernels
+    tmp_path, scheduler, warm_kernels, alone
 ):
     path = _profile(tmp_path)
     # Here (sync) the runs take one warm kernel, one lane: run two starts once run one has ended, so what it
@@ -73,21 +90,10 @@ def test_runs_after_the_first_reuse_its_chains_and_projections_and_match_runs_ma
     assert all(one[kind]["untrusted"] == two[kind]["untrusted"] == 0 for kind in ("chains", "projection"))
     # Every entry in the shared folder was computed by one run: each only once, unless both runs raced for it.
     assert computed["chains"] >= 1 and kept["chains"] == 2  # one entry (+ its two-character folder)
-    # Alone (no shared folder, one kernel: nothing executes beside anything), the second run's tables and
-    # figures are the same.
-    alone = runner.run_profile(
-        str(path),
-        results=tmp_path / "alone",
-        run_name="alone",
-        progress=False,
-        overrides={"n_boot": 60},
-        notebook_html=False,
-        kernels=1,
-        launch=warm_kernels,
-    )
-    assert "folder_hits" in _memo(alone.run_dir)["projection"]
-    assert _memo(alone.run_dir)["projection"]["folder_hits"] == 0
-    _same_outputs(second, alone.run_dir)
+    # Alone, the second run's tables and figures are the same.
+    assert "folder_hits" in _memo(alone)["projection"]
+    assert _memo(alone)["projection"]["folder_hits"] == 0
+    _same_outputs(second, alone)
 
 
 # --------------------------------------------------------------------------- issue 44: a planted memo never runs
