@@ -596,6 +596,36 @@ def test_a_figure_saved_and_then_shown_is_validated_once(tmp_path, monkeypatch, 
     assert len(seen) == 2  # a spec not seen before is validated
 
 
+def test_a_chart_saved_and_then_shown_is_made_into_a_spec_once_unless_it_changed(
+    tmp_path, monkeypatch, notebook_display
+):
+    """The spec `save_chart` made is what the notebook shows, its tables turned into rows once; a chart whose
+    parts changed since (a title set, a layer added), or shown under another theme, is made again."""
+    made: list[object] = []
+    real = alt.TopLevelMixin.to_dict
+
+    def counted(self, *args, **kw):
+        made.append(self)
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(alt.TopLevelMixin, "to_dict", counted)
+    rows = pd.DataFrame({"x": [1, 2, 3]})
+    chart = alt.layer(alt.Chart(rows).mark_point().encode(x="x:Q"))
+    theme.save_chart(chart, tmp_path / "a", formats=("svg",))
+    first = len(made)
+    shown, _ = notebook_display.format(chart)
+    assert len(made) == first  # shown as saved
+    chart.title = "set after saving"
+    shown, _ = notebook_display.format(chart)
+    assert len(made) > first and shown[theme._vegalite_mimetype()]["title"] == "set after saving"
+    chart.layer.append(alt.Chart(rows).mark_rule().encode(x="x:Q"))
+    shown, _ = notebook_display.format(chart)
+    assert len(shown[theme._vegalite_mimetype()]["layer"]) == 2
+    with alt.theme.enable("default"):
+        shown, _ = notebook_display.format(chart)
+    assert "font" not in shown[theme._vegalite_mimetype()]["config"]  # the reader's theme, not the saved spec's
+
+
 def test_a_chart_drawn_alike_from_other_rows_is_not_validated_again(tmp_path, monkeypatch):
     """Altair validates a chart before it adds its rows (``datasets``, named by their hash): the same figure
     drawn from another run's rows is valid alike (a sweep's runs in one warm kernel), a new encoding is not."""

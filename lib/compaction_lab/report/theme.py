@@ -32,7 +32,7 @@ import pandas as pd
 import vl_convert as vlc
 from altair.utils.html import TEMPLATES
 from altair.utils.mimebundle import spec_to_mimebundle
-from altair.utils.schemapi import debug_mode
+from altair.utils.schemapi import SchemaBase, debug_mode
 
 from compaction_lab.core import paths
 
@@ -242,9 +242,10 @@ def checked_spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
 
     Altair validates against the whole Vega-Lite schema at every ``to_dict``, a cost per chart that grows
     with its layers; a notebook saves a figure and then shows it, so it paid twice for one spec. Here the
-    spec is made unvalidated, and validated by Altair's own ``to_dict`` (its errors as they are) unless this
-    process already validated the same spec (by `_spec_key`). Under whichever theme is active: `save_chart`
-    enables the house theme first; a notebook shows a chart under the theme its reader chose.
+    spec is made unvalidated and checked against the schema Altair's ``to_dict`` checks it against (where
+    that fails, Altair's own ``to_dict`` raises its error), unless this process already checked a spec of
+    the same shape (`_skeleton`, by `_spec_key`). Under whichever theme is active: `save_chart` enables
+    the house theme first; a notebook shows a chart under the theme its reader chose.
     """
     with alt.data_transformers.disable_max_rows():  # as Altair's own save: a large table is still drawn
         spec = chart.to_dict(validate=False, context={"pre_transform": False})
@@ -259,6 +260,55 @@ def checked_spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
                 # Altair merges in after its own: a chart Altair accepts is accepted).
                 chart.to_dict(validate=True, context={"pre_transform": False})
             _kept(_validated, key, True, _VALIDATED_CACHE_SIZE)
+    return spec
+
+
+#: The chart `_drawn_spec` last made a spec of: what it was made of (`_made_of`), the settings then, its spec.
+_last_drawn: tuple[list[Any], tuple[Any, ...], dict[str, Any]] | None = None
+
+
+def _made_of(chart: Any) -> list[Any]:
+    """Every object a chart is made of, walked in a fixed order: its parts, their values, lists and dicts.
+
+    Held (not their ids: a freed object's id can be taken by a new one), so a chart whose parts were
+    replaced or added to since -- ``chart.title = ...``, a layer appended -- is not the same list. A
+    table's own cells are not walked (a table changed in place after drawing is shown as drawn).
+    """
+    out: list[Any] = []
+    stack = [chart]
+    while stack:
+        o = stack.pop()
+        out.append(o)
+        if isinstance(o, SchemaBase):
+            out.append(len(o._args))
+            stack += o._args
+            out += o._kwds  # the keys, in order
+            stack += o._kwds.values()
+        elif isinstance(o, dict):
+            out += o
+            stack += o.values()
+        elif isinstance(o, list | tuple):
+            out.append(len(o))
+            stack += o
+    return out
+
+
+def _drawn_spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
+    """`checked_spec`, made once for a chart a notebook saves (`save_chart`) and then shows (`_shown`).
+
+    The spec of the chart last made is returned again while the chart is made of the same objects
+    (`_made_of`) under the same theme and data transformer: Altair's ``to_dict`` turned its tables into
+    rows a second time for the display. Only read here: the renderer and `_save` make what they write.
+    """
+    global _last_drawn
+    settings = (alt.theme.active, alt.data_transformers.active, alt.data_transformers.consolidate_datasets)
+    parts = _made_of(chart)
+    last = _last_drawn
+    if last is not None and last[1] == settings and len(last[0]) == len(parts):
+        if all(a is b for a, b in zip(last[0], parts, strict=True)):
+            return last[2]
+    spec = checked_spec(chart)
+    _last_drawn = (parts, settings, spec)
     return spec
 
 
@@ -454,10 +504,10 @@ def _shown(chart: alt.TopLevelMixin) -> Any:
     """Return what a notebook shows for a chart: Altair's ``_repr_mimebundle_``, its spec validated once (`checked_spec`).
 
     Registered with IPython for every Altair chart by `setup_notebook`, so a figure `save_chart` wrote and
-    the notebook then shows is validated one time, not two.
+    the notebook then shows is validated one time, not two, and made into a spec once (`_drawn_spec`).
     """
     renderer = alt.renderers.get()
-    return renderer(checked_spec(chart)) if renderer else {}
+    return renderer(_drawn_spec(chart)) if renderer else {}
 
 
 #: A chart too small to matter, drawn once to start vl-convert's engine.
@@ -534,7 +584,7 @@ def _save(chart: alt.TopLevelMixin, stem: str | Path, formats: Iterable[str]) ->
     if unknown:
         raise ValueError(f"unknown chart format {unknown[0]!r}; expected png, svg or html")
     # A chart drawn by a registered figure holds only `vega_safe` strings; any other is made safe here.
-    spec = _written(checked_spec(chart), _NON_VEGA)
+    spec = _written(_drawn_spec(chart), _NON_VEGA)
     images = _images(spec) if {"png", "svg"} & set(formats) else None
     written: dict[str, Path] = {}
     for fmt in formats:
