@@ -15,6 +15,10 @@ FIXTURES = REPO_ROOT / "tests" / "fixtures"
 #: where each comes from is in tests/fixtures/SOURCES.md.
 PUBLIC_FIXTURES = FIXTURES / "public"
 
+#: Fewer bootstrap resamples, priced turns and cost cases than a real run, for a test chain run that reads what
+#: the chain says (its tables, figures, pages), not its precision.
+LIGHTER = {"n_boot": 200, "turns": 10, "cost_cases": 2}
+
 
 def fake_model(base_url: str, ledger, api_key_env: str = "") -> dict:
     """A model config for a fake OpenAI server: no retries, a short timeout, its own ledger file."""

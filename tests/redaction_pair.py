@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from compaction_lab.run import runner
-from tests.helpers import PUBLIC_FIXTURES
+from tests.helpers import LIGHTER, PUBLIC_FIXTURES
 from tests.privacy.privacy_samples import GITHUB, OPENAI
 
 #: The author of the planted session: told by its folder (pi's encoded cwd) and file name (Claude Code's
@@ -28,8 +28,6 @@ ENCODED_ONLY = {"quimbly": "cd /__Users__quimbly__repo && ls", "vantrees": '"pro
 EMAIL = "wyndrel.osk@example-mail.org"
 SECRETS = [OPENAI, GITHUB, EMAIL]
 NEEDLES = [AUTHOR, *ENCODED_ONLY, *SECRETS]
-#: Fewer bootstrap resamples and priced turns than a real run: both runs take the same.
-LIGHTER = {"n_boot": 200, "turns": 10, "cost_cases": 2}
 
 
 def _planted(folder: Path) -> None:

@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 
 from compaction_lab.core.paths import REPO_ROOT
-from tests.report.test_my_sessions import LIGHTER
+from tests.helpers import LIGHTER
 from tests.test_extensions import ARM as STRATEGY
 from tests.test_extensions import FORMAT, IMPORTER_MODULE, STRATEGY_MODULE
 

@@ -1,7 +1,8 @@
 """Figures never overlap text (issue 48, acceptance 2).
 
 Every figure of a `default` run and of a redacted `my_sessions` run (the public fixture sessions, one of
-them with compactions pi recorded: `tests.redaction_pair`'s) is opened as SVG in headless Chromium and each text measured (`tests.svg_text`):
+them with compactions pi recorded: `tests.redaction_pair`'s) is opened as SVG in headless Chromium and each
+text measured (`tests.svg_text`):
 no two texts overlap, none is clipped (past the canvas, or a point's or bar's label past its plot area),
 and no two neighbouring tick labels of an axis touch. A figure the run did not measure is its "not
 measured" placeholder, checked the same way. The runs are lighter than a real one (fewer bootstrap
@@ -24,12 +25,10 @@ from compaction_lab.run import runner
 from compaction_lab.strategies import trigger
 from tests import svg_text
 from tests.conftest import SHARED_SESSION_FIXTURES
+from tests.helpers import LIGHTER
 from tests.report.test_charts_feasible import recorded_table
 
 pytestmark = pytest.mark.slow
-
-#: What the runs need not do in full to draw every figure: bootstrap resamples, priced turns, cost cases.
-LIGHTER = {"n_boot": 200, "turns": 10, "cost_cases": 2}
 
 
 @pytest.fixture(scope="session")

@@ -27,9 +27,9 @@ from compaction_lab.report import charts, decision, theme
 from compaction_lab.run import runner
 from compaction_lab.strategies import CompactionContext, anatomy, trigger
 from compaction_lab.tally import composition
+from tests.helpers import LIGHTER
 from tests.report.test_charts import PNG_SIGNATURE, comparison_table
 from tests.report.test_hostile_pages import FIELDS, SHORT_TAIL, hostile_folder
-from tests.report.test_my_sessions import LIGHTER
 
 #: What a figure's spec may never hold raw: each breaks a renderer (a line separator: Vega's expression
 #: parser; a C0 control or U+FFFE/U+FFFF: the SVG's XML; a lone surrogate: UTF-8) or a page.

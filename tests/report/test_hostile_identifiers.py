@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from compaction_lab.core import runfolder
 from compaction_lab.report import render, sweep_page
 from compaction_lab.run import runner
+from tests.helpers import LIGHTER
 from tests.report.test_charts import comparison_table
 from tests.report.test_hostile_pages import (
     _PIECES,
@@ -34,7 +35,6 @@ from tests.report.test_hostile_pages import (
     problems,
     run_pages,
 )
-from tests.report.test_my_sessions import LIGHTER
 
 #: What HTML forbids in a page: NUL, controls but tab, LF, FF and CR, lone surrogates, noncharacters.
 NON_HTML = re.compile(

@@ -27,9 +27,8 @@ from compaction_lab.privacy import redactor as redaction
 from compaction_lab.report import charts, share
 from compaction_lab.run import kernel, runner, sweep
 from tests.browser import PageCheck, check_pages
-from tests.helpers import only_notebooks
+from tests.helpers import LIGHTER, only_notebooks
 from tests.recorded_expectations import S
-from tests.report.test_my_sessions import LIGHTER
 
 #: One payload per HTML context a string can land in: a script block, an element, an attribute,
 #: a URL and a JavaScript string. Each alerts a different number, so a failure says which one ran.

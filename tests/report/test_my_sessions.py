@@ -17,7 +17,7 @@ from compaction_lab.exam.grading import accepted, normalise
 from compaction_lab.exam.types import bank_from_jsonl
 from compaction_lab.report import share
 from compaction_lab.run import runner
-from tests.helpers import FIXTURES, PUBLIC_FIXTURES
+from tests.helpers import FIXTURES, LIGHTER, PUBLIC_FIXTURES
 
 pytestmark = pytest.mark.slow
 
@@ -25,11 +25,6 @@ pytestmark = pytest.mark.slow
 def _need(path):
     assert path.exists(), f"fixture missing from the repository: {path}"
     return path
-
-
-#: Fewer bootstrap resamples and priced turns than a real run: these tests read what the chain says, not its
-#: precision.
-LIGHTER = {"n_boot": 200, "turns": 10, "cost_cases": 2}
 
 
 def test_short_sessions_that_give_no_question_complete_the_chain(tmp_path, warm_kernels):
