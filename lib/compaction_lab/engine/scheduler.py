@@ -61,7 +61,7 @@ SYNC_BELOW_BYTES = 192 * 1024 * 1024
 #: where a LocalCluster's start costs seconds. Below it this process alone is faster (the
 #: tokenizer's self-check and the forks are not repaid): the cut-over `make bench BENCH=engine`
 #: measures, the whole command timed.
-POOL_FROM_BYTES = 4 * 1024 * 1024
+POOL_FROM_BYTES = 2 * 1024 * 1024
 
 
 #: Seconds a scheduler address may take to accept a connection, finish TLS and greet with Dask's
