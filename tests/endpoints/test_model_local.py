@@ -111,14 +111,16 @@ def test_the_model_profile_runs_against_the_local_server(local_model, tmp_path, 
         "model": dict(
             prof.parameters["model"], base_url=local_model["base_url"], model=MODEL_ALIAS, ledger=local_model["ledger"]
         ),
-        # One small chain, one strategy (the open book's arm too), one question: the 135M model reads a prompt
-        # slowly on one thread of a 2-core machine. FutureOS's summary through the real client is
-        # the first test's (its request re-sends the whole history: two of them were half this test's time).
+        # One small chain, one summarizing strategy (the open book's arm too), one question: the 135M model
+        # reads a prompt slowly on one thread of a 2-core machine. FutureOS's summary through the real client
+        # is the first test's (its request re-sends the whole history: two of them were half this test's time).
+        # Notebook 02's explorer opens on the first strategy at W >= 8,000, where a summarizing arm asks for a
+        # summary of the whole chain (half this test's time again): it opens on an arm that asks for none.
         "n_chains": 1,
         "window_tokens": 1200,
-        "window": 700,
+        "window": 500,
         "output_ceiling": 200,
-        "strategy_names": ["codex"],
+        "strategy_names": ["futureos-deterministic", "codex"],
         "strategy": "codex",
         "n_cases": 1,
         "n_questions": 1,  # no decoy: the fake server's twin (test_model_backed) asks decoys
