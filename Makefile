@@ -7,8 +7,12 @@ LLM_STAMP := $(VENV)/.installed-llm
 PROFILE ?= default
 PYTEST_ARGS ?=
 # Test processes (pytest-xdist). Tests that share a session fixture (the smoke run, the llama.cpp
-# server) are kept on one process by tests/conftest.py, so each fixture is built once.
-TEST_WORKERS ?= auto
+# server) are kept on one process by tests/conftest.py, so each fixture is built once. `make test`
+# runs one more than the cores: a slow test spends much of its time waiting on a process of its own
+# (a notebook's kernel, Chromium, the model server, a cluster), and one worker per core leaves a core
+# idle then. `make test-fast`'s tests compute in their worker: one per core.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
+FAST_WORKERS ?= auto
 
 .DEFAULT_GOAL := help
 .PHONY: help setup browser llm llm-server run smoke lint test test-fast bench screenshot lab profiles clean-results
@@ -130,7 +134,7 @@ test: setup browser llm lint ## lint (ruff, mypy), then run the test suite (incl
 # The inner loop: every test not marked slow (no chain run, model server, browser or cluster; tests/conftest.py
 # marks the tests of those fixtures), in parallel. Not a replacement for `make test`, which CI runs.
 test-fast: setup ## the tests not marked slow, in parallel (the inner loop; make test runs every test)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(FAST_WORKERS) --dist loadgroup -m "not slow" $(PYTEST_ARGS)
 
 bench: setup ## speed and memory benchmarks (scripts in benchmarks/, outside pytest); BENCH=name for one
 	$(BIN)/python benchmarks/run.py $(BENCH)

@@ -76,7 +76,7 @@ def smoke_run(tmp_path_factory, warm_kernels):
 
 
 #: Session fixtures that are costly to build (a whole chain run, a model server): under pytest-xdist
-#: (`make test` runs ``-n auto --dist loadgroup``) every test using one goes to the same worker, so
+#: (`make test` runs ``-n TEST_WORKERS --dist loadgroup``) every test using one goes to the same worker, so
 #: each is built once per test run rather than once per worker.
 SHARED_SESSION_FIXTURES = {
     # One group: a test reads the smoke run through Inspect against the local model (tests/inspect_tasks/),

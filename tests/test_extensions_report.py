@@ -77,10 +77,18 @@ def fig_throwaway(table):
 
 
 def _copy_repository(dst: Path) -> Path:
-    """The parts of the repository a run reads (the library, notebooks, profiles, shipped data), copied."""
-    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "results", "cache", "ledger")
+    """The parts of the repository a run reads (the library, notebooks, profiles, shipped data), copied.
+
+    As set up: the library's bytecode (each file's own, valid for the copy: `copytree` keeps the sources'
+    times; a new file is compiled) and Vega's bundle, which `make setup` builds into ``data/cache``; none
+    of this process's results, caches or ledger.
+    """
+    skip = shutil.ignore_patterns("*.egg-info", "results", "cache", "ledger")
     for part in ("lib", "notebooks", "papermill_params", "data"):
         shutil.copytree(REPO_ROOT / part, dst / part, ignore=skip)
+    (dst / "data" / "cache").mkdir()
+    for bundle in (REPO_ROOT / "data" / "cache").glob("vega-bundle-*.js"):
+        shutil.copy2(bundle, dst / "data" / "cache")
     return dst
 
 
