@@ -13,9 +13,17 @@ from compaction_lab.core.session import Session
 from tests.helpers import make_session
 
 #: The local llama.cpp server fixture (`llm_server`) for the tests that need a real model; the redaction
-#: pair (`redaction_pair`); a real sweep (`smoke_sweep`); the ``--strict-skips`` policy (``make test``);
+#: pair (`redaction_pair`); a real sweep (`smoke_sweep`); `my_sessions` on hostile sessions
+#: (`hostile_sweep`); the ``--strict-skips`` policy (``make test``);
 #: pytester, for the tests of that policy.
-pytest_plugins = ["tests.llm_server", "tests.redaction_pair", "tests.smoke_sweep", "tests.skip_policy", "pytester"]
+pytest_plugins = [
+    "tests.llm_server",
+    "tests.redaction_pair",
+    "tests.smoke_sweep",
+    "tests.hostile_sweep",
+    "tests.skip_policy",
+    "pytester",
+]
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -91,6 +99,9 @@ SHARED_SESSION_FIXTURES = {
     "my_sessions_figures": "redaction-pair",
     # tests/smoke_sweep.py: a 2 x 2 sweep, its page checked in Chromium and its ranking read.
     "smoke_sweep": "smoke-sweep",
+    # tests/hostile_sweep.py: `my_sessions` on hostile sessions, its pages opened in Chromium and its
+    # tables read by the figures drawn with any identifier.
+    "hostile_sweep": "hostile-sweep",
 }
 
 

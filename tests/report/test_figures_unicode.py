@@ -24,12 +24,9 @@ from compaction_lab.exam import imported
 from compaction_lab.exam.exams.continuation import closed_recall
 from compaction_lab.ingest import sources
 from compaction_lab.report import charts, decision, theme
-from compaction_lab.run import runner
 from compaction_lab.strategies import CompactionContext, anatomy, trigger
 from compaction_lab.tally import composition
-from tests.helpers import LIGHTER
 from tests.report.test_charts import PNG_SIGNATURE, comparison_table
-from tests.report.test_hostile_pages import FIELDS, SHORT_TAIL, hostile_folder
 
 #: What a figure's spec may never hold raw: each breaks a renderer (a line separator: Vega's expression
 #: parser; a C0 control or U+FFFE/U+FFFF: the SVG's XML; a lone surrogate: UTF-8) or a page.
@@ -75,20 +72,12 @@ def test_vega_safe_names_the_code_point_and_walks_a_spec():
 
 
 @pytest.fixture(scope="module")
-def chain_tables(tmp_path_factory, warm_kernels) -> Path:
-    """A `my_sessions` run on three sessions (Codex, pi, Claude Code) with recorded compactions, whose
-    tables give every run figure rows to draw (figure 11 and the recorded compactions included)."""
-    root = tmp_path_factory.mktemp("unicode-figures")
-    folder = hostile_folder(root / "sessions", {f: f"{f}-1" for f in FIELDS})
-    res = runner.run_profile(
-        "my_sessions",
-        results=root / "results",
-        progress=False,
-        overrides={"session_paths": [str(folder)], **LIGHTER, **SHORT_TAIL},
-        notebook_html=False,  # its tables are read
-        launch=warm_kernels,
-    )
-    assert [nb.status for nb in res.notebooks] == ["ok"] * len(res.notebooks)
+def chain_tables(hostile_sweep) -> Path:
+    """The run folder of `tests.hostile_sweep`: `my_sessions` on Codex, pi and Claude Code sessions with
+    recorded compactions, whose tables give every run figure rows to draw (figure 11 and the recorded
+    compactions included). Their identifiers are payloads; each test here replaces them with its own."""
+    (_, res, status) = hostile_sweep.runs[0]
+    assert status == "ok"
     return res.run_dir
 
 

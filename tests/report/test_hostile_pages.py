@@ -25,7 +25,7 @@ from compaction_lab.core import runfolder
 from compaction_lab.ingest import sources
 from compaction_lab.privacy import redactor as redaction
 from compaction_lab.report import charts, share
-from compaction_lab.run import kernel, runner, sweep
+from compaction_lab.run import kernel, runner
 from tests.browser import PageCheck, check_pages
 from tests.helpers import LIGHTER, only_notebooks
 from tests.recorded_expectations import S
@@ -345,21 +345,6 @@ def problems(checks: list[PageCheck], fired: list[tuple[str, str]]) -> list[str]
 SHORT_TAIL = {"tail_tokens": 64, "cut": "end"}
 
 
-@pytest.fixture(scope="module")
-def hostile_sweep(chromium, warm_kernels, tmp_path_factory):
-    """`my_sessions` on the hostile sessions, as a one-run sweep: the run folder's pages and sweep.html."""
-    root = tmp_path_factory.mktemp("hostile")
-    folder = hostile_folder(root / "sessions")
-    return sweep.run_sweep(
-        "my_sessions",
-        {"stats_seed": [7]},
-        results=root / "results",
-        overrides={"session_paths": [str(folder)], **LIGHTER, **SHORT_TAIL},
-        progress=False,
-        launch=warm_kernels,
-    )
-
-
 @pytest.mark.slow
 def test_hostile_sessions_import_and_every_notebook_runs(hostile_sweep):
     """The test plants what it means to: every session imports, the chain runs, the payloads reach the pages."""
@@ -373,7 +358,7 @@ def test_hostile_sessions_import_and_every_notebook_runs(hostile_sweep):
 
 
 @pytest.mark.slow
-def test_no_page_of_the_run_runs_a_payload(hostile_sweep):
+def test_no_page_of_the_run_runs_a_payload(hostile_sweep, chromium):
     """Item 1: report.html, every rendered notebook and every figures/*.html: no dialog, no console
     error, no raw markup from the log, every page shows its figures."""
     pages = run_pages(hostile_sweep.runs[0][1].run_dir)
@@ -385,7 +370,7 @@ def test_no_page_of_the_run_runs_a_payload(hostile_sweep):
 
 
 @pytest.mark.slow
-def test_sweep_page_runs_no_payload(hostile_sweep):
+def test_sweep_page_runs_no_payload(hostile_sweep, chromium):
     """Item 1: the sweep's page over those runs, the same checks."""
     checks, fired = open_all([hostile_sweep.report])
     bad = problems(checks, fired)
