@@ -112,6 +112,7 @@ def test_a_sweep_killed_after_its_first_run_resumes_only_the_rest(tmp_path):
     path = _mini_profile(tmp_path)
     cmd = _script() + ["run", "--profile", str(path), "--results", str(results), "--quiet", "--sweep", "seed=7,8,9"]
     cmd += ["--set", "n_boot=40"]  # an override the plan must carry into the resumed runs
+    cmd += ["--no-html"]  # the runs' tables, reports and the comparison page are read, no notebook's page
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 240
