@@ -7,11 +7,12 @@ LLM_STAMP := $(VENV)/.installed-llm
 PROFILE ?= default
 PYTEST_ARGS ?=
 # Test processes (pytest-xdist). Tests that share a session fixture (the smoke run, the llama.cpp
-# server) are kept on one process by tests/conftest.py, so each fixture is built once. `make test`
-# runs one more than the cores: a slow test spends much of its time waiting on a process of its own
-# (a notebook's kernel, Chromium, the model server, a cluster), and one worker per core leaves a core
-# idle then. `make test-fast`'s tests compute in their worker: one per core.
-TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
+# server) are kept on one process by tests/conftest.py, so each fixture is built once. One per core:
+# a worker more keeps the cores busier while slow tests wait on their kernels, but more kernels then
+# start at once, and two processes' kernels can pick the same TCP port (jupyter_client picks ports
+# before the kernel binds them): the kernel that keeps the port logs the other's message as
+# "Invalid Signature" into its command's output.
+TEST_WORKERS ?= auto
 FAST_WORKERS ?= auto
 
 .DEFAULT_GOAL := help
