@@ -13,7 +13,6 @@ PYTEST_ARGS ?=
 # before the kernel binds them): the kernel that keeps the port logs the other's message as
 # "Invalid Signature" into its command's output.
 TEST_WORKERS ?= auto
-FAST_WORKERS ?= auto
 
 .DEFAULT_GOAL := help
 .PHONY: help setup browser llm llm-server run smoke lint test test-fast bench screenshot lab profiles clean-results
@@ -135,7 +134,7 @@ test: setup browser llm lint ## lint (ruff, mypy), then run the test suite (incl
 # The inner loop: every test not marked slow (no chain run, model server, browser or cluster; tests/conftest.py
 # marks the tests of those fixtures), in parallel. Not a replacement for `make test`, which CI runs.
 test-fast: setup ## the tests not marked slow, in parallel (the inner loop; make test runs every test)
-	$(BIN)/python -m pytest -n $(FAST_WORKERS) --dist loadgroup -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not slow" $(PYTEST_ARGS)
 
 bench: setup ## speed and memory benchmarks (scripts in benchmarks/, outside pytest); BENCH=name for one
 	$(BIN)/python benchmarks/run.py $(BENCH)
