@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -282,6 +283,43 @@ def test_a_finished_kernel_is_shut_down_without_an_interrupt(tmp_path, monkeypat
     assert info["status"] == "ok" and info["pid"] == os.getpid() and info["host"] == HOST
     assert info["process_started"] == lifecycle.ProcessMark.current().started and info["heartbeat"]
     assert info["notebook_running"] is None
+
+
+#: A cell that records the transport and address its kernel bound (ipykernel's own application).
+WHERE_BOUND = (
+    "import json, pathlib\n"
+    "from ipykernel.kernelapp import IPKernelApp\n"
+    "app = IPKernelApp.instance()\n"
+    "pathlib.Path(run_dir, 'bound.json').write_text(json.dumps([app.transport, app.ip, app.shell_port]))"
+)
+
+
+def test_a_runs_kernel_binds_unix_sockets_of_its_own_and_leaves_none(tmp_path, monkeypatch):
+    # On TCP, jupyter_client picks a kernel's ports before the kernel binds them: kernels of two processes
+    # started at once could share a port ("Address already in use", "Invalid Signature").
+    prof = _chain(tmp_path, monkeypatch, WHERE_BOUND)
+    result = runner.run_profile(prof, results=tmp_path / "r", progress=False, render=False)
+    transport, prefix, shell = json.loads((result.run_dir / "bound.json").read_text())
+    assert transport == "ipc" and os.path.isabs(prefix) and shell >= 1
+    assert os.path.basename(prefix).startswith(f"cl-{os.getpid()}-")
+    assert not list(Path(prefix).parent.glob(Path(prefix).name + "-*"))  # its sockets went with it
+    assert lifecycle.socket_prefix() != lifecycle.socket_prefix()
+
+
+def test_with_no_short_socket_path_a_kernel_speaks_tcp(tmp_path, monkeypatch):
+    short = tempfile.mkdtemp(prefix="cl")  # tmp_path itself may be too long for a Unix socket
+    deep = str(tmp_path / ("d" * 120))
+    monkeypatch.setattr(lifecycle, "jupyter_runtime_dir", lambda: deep)
+    monkeypatch.setattr(lifecycle.tempfile, "gettempdir", lambda: short)
+    assert lifecycle.socket_prefix().startswith(os.path.join(short, "cl-"))
+    km = lifecycle.IdleShutdownKernelManager(kernel_name="python3")
+    assert km.transport == "ipc" and km.ip.startswith(short)
+    assert lifecycle.IdleShutdownKernelManager(kernel_name="python3", transport="tcp").transport == "tcp"
+    monkeypatch.setattr(lifecycle.tempfile, "gettempdir", lambda: deep)
+    assert lifecycle.socket_prefix() is None
+    km = lifecycle.IdleShutdownKernelManager(kernel_name="python3")
+    assert km.transport == "tcp" and km.ip in ("127.0.0.1", "localhost", "::1")
+    os.rmdir(short)
 
 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -473,15 +472,7 @@ def test_ctrl_c_on_a_local_cluster_sweep_marks_the_runs_in_flight_interrupted(tm
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
     assert proc.returncode == 130, err[-3000:]
-    # A kernel that lost the race for its ports to another kernel starting at the same moment prints its own
-    # traceback before the runner starts it again (`runner.execute_notebook`, one line): not the stop's.
-    stop_err = re.sub(
-        r"Traceback \(most recent call last\):\n(?:.*\n)*?zmq\.error\.ZMQError: Address already in use.*\n"
-        r".*the kernel died before its first reply; starting it again\n",
-        "",
-        err,
-    )
-    assert "no run folder was being written" not in err and "Traceback" not in stop_err, err
+    assert "no run folder was being written" not in err and "Traceback" not in err, err
     assert "2 run(s) of the sweep were executing" in err and all(str(results / n) in err for n in names), err
     for n in names:
         info = _read(results / n)

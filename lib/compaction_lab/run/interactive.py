@@ -163,4 +163,5 @@ def _execute(notebook: str, folder: Path) -> None:
         parameters={"run_dir": str(folder)},
         progress_bar=False,
         kernel_name=KERNEL_NAME,  # as a run does: this interpreter, whether or not `make lab` registered its kernel
+        kernel_manager_class=lifecycle.IdleShutdownKernelManager,  # as a run's: its own sockets, no SIGINT at the end
     )

@@ -29,7 +29,9 @@ import json
 import os
 import signal
 import socket
+import tempfile
 import threading
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
@@ -39,6 +41,7 @@ from typing import Any, Literal
 
 import psutil
 from jupyter_client import AsyncKernelManager
+from jupyter_core.paths import jupyter_runtime_dir
 from jupyter_core.utils import ensure_event_loop
 
 from compaction_lab.core import bounded_json
@@ -437,8 +440,40 @@ def settle_event_loop() -> None:
         loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
 
 
+#: Longest path a Unix socket may have (``sun_path``: 108 bytes on Linux, 104 on macOS, its NUL included),
+#: less the ``-N`` suffix of a kernel's channel.
+_SOCKET_PATH_MAX = 103 - len("-99")
+
+
+def socket_prefix() -> str | None:
+    """Return a path prefix of one kernel's own for its channels' Unix sockets; None when none is short.
+
+    Jupyter's runtime folder (private to the user) comes first, then the temporary folder. A prefix no
+    other kernel has means no other process's kernel can bind, or reach, this kernel's channels.
+    """
+    name = f"cl-{os.getpid()}-{uuid.uuid4().hex[:16]}"
+    for folder in (jupyter_runtime_dir(), tempfile.gettempdir()):
+        prefix = os.path.join(os.path.abspath(folder), name)
+        if len(prefix.encode()) > _SOCKET_PATH_MAX:
+            continue
+        try:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+        except OSError:
+            continue
+        if os.access(folder, os.W_OK | os.X_OK):
+            return prefix
+    return None
+
+
 class IdleShutdownKernelManager(AsyncKernelManager):
-    """The kernel manager of our notebook runs: no SIGINT on the way down.
+    """The kernel manager of our notebook runs: channels on Unix sockets; no SIGINT on the way down.
+
+    jupyter_client's default transport, TCP, picks a kernel's five ports before the kernel binds them:
+    kernels started at the same moment by two processes (two runs, two test workers) could be given the
+    same port, and one died ("Address already in use") or received the other's client's messages
+    ("Invalid Signature"). On POSIX each kernel binds Unix sockets under a path prefix of its own
+    (`socket_prefix`; ``transport="ipc"``), removed when it is cleaned up; TCP where no short path is at
+    hand (or on Windows), or when the caller names a transport.
 
     jupyter_client's ``shutdown_kernel`` always interrupts the kernel (SIGINT)
     before it asks it to shut down. papermill shuts the kernel down right after
@@ -455,6 +490,12 @@ class IdleShutdownKernelManager(AsyncKernelManager):
     process group — interrupting it and asking it to shut down races its
     reply to the cell against its own closing sockets and prints a traceback.
     """
+
+    def __init__(self, **kwargs: Any) -> None:
+        prefix = socket_prefix() if os.name == "posix" and "transport" not in kwargs else None
+        if prefix is not None:
+            kwargs.update(transport="ipc", ip=prefix)
+        super().__init__(**kwargs)
 
     async def shutdown_kernel(  # type: ignore[override]  # jupyter_client's async manager declares it sync
         self, now: bool = False, restart: bool = False

@@ -1055,9 +1055,9 @@ def parse_assignment(text: str) -> tuple[str, Any]:
 
 
 #: Attempts at starting a notebook's kernel. A kernel that dies before its first reply never ran a
-#: cell — typically another process bound one of the TCP ports jupyter_client had picked for it
-#: ("Address already in use", a race between kernels started at the same moment) — so starting it
-#: again is safe; any later failure is the notebook's.
+#: cell — on TCP (where `lifecycle.IdleShutdownKernelManager` finds no Unix socket path), typically
+#: another process bound one of the ports jupyter_client had picked for it ("Address already in use")
+#: — so starting it again is safe; any later failure is the notebook's.
 KERNEL_START_ATTEMPTS = 2
 _KERNEL_NEVER_STARTED = "Kernel died before replying to kernel_info"
 
