@@ -7,12 +7,11 @@ LLM_STAMP := $(VENV)/.installed-llm
 PROFILE ?= default
 PYTEST_ARGS ?=
 # Test processes (pytest-xdist). Tests that share a session fixture (the smoke run, the llama.cpp
-# server) are kept on one process by tests/conftest.py, so each fixture is built once. One per core:
-# a worker more keeps the cores busier while slow tests wait on their kernels, but more kernels then
-# start at once, and two processes' kernels can pick the same TCP port (jupyter_client picks ports
-# before the kernel binds them): the kernel that keeps the port logs the other's message as
-# "Invalid Signature" into its command's output.
-TEST_WORKERS ?= auto
+# server) are kept on one process by tests/conftest.py, so each fixture is built once. One more than
+# the cores: a slow test waits much of its time on a process of its own (kernel, Chromium, model
+# server, cluster), and the extra worker keeps the cores busy meanwhile. (Kernels bind Unix sockets of
+# their own, run/lifecycle.py, so the kernels many workers start at once never share a port.)
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 
 .DEFAULT_GOAL := help
 .PHONY: help setup browser llm llm-server run smoke lint test test-fast bench screenshot lab profiles clean-results
