@@ -452,8 +452,8 @@ def socket_prefix() -> str | None:
     other kernel has means no other process's kernel can bind, or reach, this kernel's channels.
     """
     name = f"cl-{os.getpid()}-{uuid.uuid4().hex[:16]}"
-    for folder in (jupyter_runtime_dir(), tempfile.gettempdir()):
-        prefix = os.path.join(os.path.abspath(folder), name)
+    for folder in map(os.path.abspath, (jupyter_runtime_dir(), tempfile.gettempdir())):
+        prefix = os.path.join(folder, name)
         if len(prefix.encode()) > _SOCKET_PATH_MAX:
             continue
         try:
