@@ -12,6 +12,10 @@ PYTEST_ARGS ?=
 # server, cluster), and the extra worker keeps the cores busy meanwhile. (Kernels bind Unix sockets of
 # their own, run/lifecycle.py, so the kernels many workers start at once never share a port.)
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
+# pytest keeps the test modules it rewrites (for its assertion messages) as bytecode beside them only
+# where Python may write bytecode: with PYTHONDONTWRITEBYTECODE set (containers, CI) every worker of
+# every run rewrote every test module again before its first test.
+PYTEST = env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest
 
 .DEFAULT_GOAL := help
 .PHONY: help setup browser llm llm-server run smoke lint test test-fast bench screenshot lab profiles clean-results
@@ -128,12 +132,12 @@ lint: setup ## ruff (lint + format check) and mypy over the library, tests and b
 	$(BIN)/mypy
 
 test: setup browser llm lint ## lint (ruff, mypy), then run the test suite (includes notebook smoke runs, the headless-Chromium report check and the local llama.cpp server)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --strict-skips $(PYTEST_ARGS)
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadgroup --strict-skips $(PYTEST_ARGS)
 
 # The inner loop: every test not marked slow (no chain run, model server, browser or cluster; tests/conftest.py
 # marks the tests of those fixtures), in parallel. Not a replacement for `make test`, which CI runs.
 test-fast: setup ## the tests not marked slow, in parallel (the inner loop; make test runs every test)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not slow" $(PYTEST_ARGS)
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadgroup -m "not slow" $(PYTEST_ARGS)
 
 bench: setup ## speed and memory benchmarks (scripts in benchmarks/, outside pytest); BENCH=name for one
 	$(BIN)/python benchmarks/run.py $(BENCH)
