@@ -200,35 +200,43 @@ def test_notebooks_and_profiles_name_no_outside_path(files):
     assert offenders == []
 
 
-def prose_files(files: list[Path], suffixes: tuple[str, ...]) -> list[tuple[Path, str]]:
-    """(file, prose) of every non-fixture file that can point a reader somewhere: a Python file's docstrings and
-    comments, the whole text of the Makefile and of files with one of `suffixes`."""
-    out = []
+#: The files besides Python's and the Makefile whose whole text is prose that can point a reader somewhere.
+PROSE_SUFFIXES = (".md", ".ipynb", ".yaml", ".yml")
+
+
+@pytest.fixture(scope="module")
+def prose(files) -> dict[Path, str]:
+    """The prose of every non-fixture file that can point a reader somewhere: a Python file's docstrings and
+    comments (parsed once here for the tests below), the whole text of the Makefile and of `PROSE_SUFFIXES`."""
+    out = {}
     for path in files:
         if FIXTURES in path.parents:
             continue
         if path.suffix == ".py":
-            out.append((path, prose_of_python(path.read_text(encoding="utf-8"))))
-        elif path.name == "Makefile" or path.suffix in suffixes:
-            out.append((path, path.read_text(encoding="utf-8")))
+            out[path] = prose_of_python(path.read_text(encoding="utf-8"))
+        elif path.name == "Makefile" or path.suffix in PROSE_SUFFIXES:
+            out[path] = path.read_text(encoding="utf-8")
     return out
 
 
 @pytest.mark.slow
-def test_every_markdown_file_code_points_at_exists(files):
+def test_every_markdown_file_code_points_at_exists(files, prose):
+    """Python's prose, the Makefile and the documents name Markdown files that exist."""
     basenames = {p.name for p in files}
     missing = []
-    for path, prose in prose_files(files, (".md",)):
-        missing += [f"{_rel(path)}: {ref}" for ref in md_references(prose) if unresolved(ref, path, basenames)]
+    for path, text in prose.items():
+        if path.suffix not in (".py", ".md") and path.name != "Makefile":
+            continue
+        missing += [f"{_rel(path)}: {ref}" for ref in md_references(text) if unresolved(ref, path, basenames)]
     assert missing == []
 
 
 @pytest.mark.slow
-def test_every_repository_path_named_in_prose_exists(files):
+def test_every_repository_path_named_in_prose_exists(prose):
     """Docstrings, comments, documents, the Makefile, notebooks and profiles name files that exist."""
     missing = []
-    for path, prose in prose_files(files, (".md", ".ipynb", ".yaml", ".yml")):
-        for ref in REPO_PATH.findall(prose):
+    for path, text in prose.items():
+        for ref in REPO_PATH.findall(text):
             if any(c in ref for c in "<*{") or ref in NOT_IN_REPO:
                 continue  # a pattern or placeholder, or listed
             if not (REPO_ROOT / ref).exists() and not (path.parent / ref).exists():

@@ -49,6 +49,19 @@ def test_a_notebook_needs_what_it_reads_and_follows_of_the_run():
     assert chain.needs("02_projection_anatomy", custom) == {"01_context_composition", "my_extra"}
 
 
+def test_a_runs_width_is_the_most_notebooks_that_can_execute_at_once():
+    """`chain.width`: the kernels a run can keep busy. The default chain: 02, 04, 05 and 06 once 01 and 03 are
+    done; notebooks that each wait on the one before: one."""
+    full = list(chain.names())
+    first, second, third = full[:3]
+    assert chain.width(full) == 4
+    assert chain.width([first]) == chain.width([first, second]) == chain.width([first, third]) == 1
+    assert chain.width([first, second, third]) == 2  # 02 beside 03
+    assert chain.width(["01_context_composition", "04_cost_model", "05_open_book_exam"]) == 2
+    assert chain.width(["my_extra", "my_other"]) == 1  # a notebook the chain does not describe waits for all
+    assert chain.width([]) == 0
+
+
 def test_of_the_notebooks_ready_the_one_most_wait_on_starts_first():
     """`chain.downstream` / `by_urgency`: 03 (04 and then 06 wait on it) takes the free kernel before 02."""
     full = chain.names()

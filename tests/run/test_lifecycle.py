@@ -306,6 +306,24 @@ def test_a_runs_kernel_binds_unix_sockets_of_its_own_and_leaves_none(tmp_path, m
     assert lifecycle.socket_prefix() != lifecycle.socket_prefix()
 
 
+def test_notebooks_that_wait_on_each_other_start_one_kernel(tmp_path, monkeypatch):
+    """Two notebooks the chain does not describe (the second waits on the first): a second kernel would only
+    start and import beside the first, taking a core from it (`chain.width`)."""
+    prof = _chain(tmp_path, monkeypatch, "x = 1")
+    nbdir = tmp_path / "notebooks"
+    (nbdir / "02_probe.ipynb").write_bytes((nbdir / "01_probe.ipynb").read_bytes())
+    prof.write_text("description: two probes\nnotebooks: [01_probe, 02_probe]\n")
+    started = []
+    real = lifecycle.IdleShutdownKernelManager.start_kernel
+    monkeypatch.setattr(
+        lifecycle.IdleShutdownKernelManager, "start_kernel", lambda self, **kw: started.append(self) or real(self, **kw)
+    )
+    result = runner.run_profile(prof, results=tmp_path / "r", progress=False, render=False, kernels=2)
+    info = json.loads((result.run_dir / "run.json").read_text())
+    assert info["status"] == "ok" and [n["notebook"] for n in info["notebooks"]] == ["01_probe", "02_probe"]
+    assert info["kernels"] == 1 and len(started) == 1
+
+
 def test_with_no_short_socket_path_a_kernel_speaks_tcp(tmp_path, monkeypatch):
     short = tempfile.mkdtemp(prefix="cl")  # tmp_path itself may be too long for a Unix socket
     deep = str(tmp_path / ("d" * 120))

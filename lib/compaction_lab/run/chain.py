@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from itertools import combinations
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -204,6 +205,31 @@ def downstream(notebook: str, notebooks: Sequence[str]) -> int:
     later = order[order.index(notebook) + 1 :]
     waiting = [nb for nb in later if notebook in needs(nb, order)]
     return max((1 + downstream(nb, order) for nb in waiting), default=0)
+
+
+def width(notebooks: Sequence[str]) -> int:
+    """Return the most notebooks of a run that can execute at once: the kernels it can keep busy.
+
+    The largest set of `notebooks` of which none waits on another (`needs`, directly or through others):
+    2 for the default chain's 02 beside 03 (04, 05 and 06 beside each other and 02 make 4), 1 for a run
+    whose notebooks each wait on the one before (01 then 03). A run of more notebooks than can be tried
+    in a moment is counted as wide as it is long.
+    """
+    order = list(notebooks)
+    if len(order) > _WIDTH_EXACT_UP_TO:
+        return len(order)
+    before: dict[str, set[str]] = {}
+    for nb in order:
+        before[nb] = set().union(*({n} | before[n] for n in needs(nb, order)))
+    for size in range(len(order), 1, -1):
+        for group in combinations(order, size):
+            if not any(a in before[b] for a in group for b in group):
+                return size
+    return min(1, len(order))
+
+
+#: `width` tries every set of notebooks up to this many (2 ** 12 sets at most).
+_WIDTH_EXACT_UP_TO = 12
 
 
 def by_urgency(ready: Iterable[str], notebooks: Sequence[str]) -> list[str]:

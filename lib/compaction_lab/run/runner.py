@@ -30,6 +30,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback as traceback_mod
 from collections.abc import Iterator, Mapping, Sequence
@@ -261,9 +262,11 @@ def run_profile(
         and how many were computed (``misses``).
     kernels : int, optional
         Kernels the chain's notebooks execute in (``--kernels``); None: `default_kernels` (2 on a machine
-        of 2 cores or more). With more than one, a notebook starts as soon as the notebooks it needs
-        (`chain.needs`) have finished, and the kernels share their results through a memo folder (`memo`,
-        else one of the run's own, deleted after it): every table is the same as with one kernel.
+        of 2 cores or more). Never more than the profile's notebooks can keep busy (`chain.width`: one
+        for notebooks that each wait on the one before). With more than one, a notebook starts as soon as
+        the notebooks it needs (`chain.needs`) have finished, and the kernels share their results through
+        a memo folder (`memo`, else one of the run's own, deleted after it): every table is the same as
+        with one kernel.
     launch : kernel.Launch, optional
         Kernels started before this call (`kernel.launched`: ``compaction-lab run`` starts them as it
         begins, so they boot and import while the profile is loaded and checked). The run takes up to
@@ -305,6 +308,8 @@ def run_profile(
     kernels = default_kernels() if kernels is None else kernels
     if isinstance(kernels, bool) or not isinstance(kernels, int) or kernels < 1:
         raise ProfileError(f"kernels must be a whole number >= 1, got {kernels!r}")
+    # A kernel no notebook could use beside the others would only start and import, taking a core from them.
+    kernels = max(1, min(kernels, chain.width(prof.notebooks)))
     # The credentials of every URL in the parameters are masked in every form (a Basic header's base64 an
     # endpoint echoed into an error, notebook 03's traceback), in run.json and by the final sweep.
     redactor = redactor_mod.redactor(
@@ -327,9 +332,7 @@ def run_profile(
             record.update(overrides=public_parameters(dict(overrides or {})), kernels=kernels)
             # A sweep's shared kernels take the run's environment themselves (`ChainKernel.env`): two
             # runs on two threads cannot both set this process's.
-            own_env = not (
-                launch is not None and launch.shared and len(launch.kernels) >= min(kernels, len(prof.notebooks))
-            )
+            own_env = not (launch is not None and launch.shared and len(launch.kernels) >= kernels)
             with (
                 lifecycle.heartbeat(record),
                 _shared_memo(memo, kernels) as shared_memo,
@@ -413,7 +416,8 @@ def _run_chain(
 ) -> set[str]:
     """Execute the profile's notebooks, appending to `done` (in run order at the end); the parameters they declare.
 
-    With one kernel the notebooks run one after the other in it. With more, a notebook starts in a free
+    `kernels` is at most the chain's `chain.width` (`run_profile`). With one kernel the notebooks run one
+    after the other in it. With more, a notebook starts in a free
     kernel as soon as the notebooks it needs (`chain.needs`) have finished, so independent notebooks
     (02 beside 03; 04 beside 05 and 06) share the machine's cores; of those ready at once, the one with the
     longest chain of notebooks waiting on it (`chain.downstream`) starts first. `executing` holds the
@@ -425,13 +429,16 @@ def _run_chain(
     declared_anywhere: set[str] = set()
     # A finished notebook's HTML is rendered in this process while the kernels run the next ones.
     rendering: dict[int, Future[tuple[Path | None, float | None]]] = {}
-    kernels = max(1, min(kernels, len(order)))
     with (
         ThreadPoolExecutor(1, thread_name_prefix="render") as renderer,
         ThreadPoolExecutor(kernels, thread_name_prefix="notebook") as pool,
         ExitStack() as kernel_stack,  # closed first: the kernels end before their notebooks' threads are joined
     ):
         taken = list(launched[:kernels])
+        for k in () if shared else launched[kernels:]:
+            # More than the chain can keep busy (`chain.width`): ended now rather than left importing beside
+            # it; on a thread, as a kernel still starting is waited for (`ChainKernel.close`).
+            threading.Thread(target=k.close, name="unused-kernel", daemon=True).start()
         for k in taken:
             k.last = None  # what a kernel ran before this run is not this run's
             if not shared:
