@@ -20,6 +20,7 @@ names. Three rules:
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,12 @@ def _modules() -> dict[str, tuple[Path, bool]]:
         is_pkg = parts[-1] == "__init__"
         out[".".join(parts[:-1] if is_pkg else parts)] = (p, is_pkg)
     return out
+
+
+@functools.cache
+def _parsed(path: Path) -> ast.Module:
+    """A library file's syntax tree, parsed once per test process: every check below reads every file."""
+    return ast.parse(path.read_text(encoding="utf-8"))
 
 
 def _absolute(node: ast.ImportFrom, module: str, is_pkg: bool) -> str:
@@ -66,7 +73,7 @@ def import_graph(
     private: list[tuple[str, str, str]] = []
     for mod, (path, is_pkg) in mods.items():
         source = (planted or {}).get(mod)
-        tree = ast.parse(source if source is not None else path.read_text(encoding="utf-8"))
+        tree = ast.parse(source) if source is not None else _parsed(path)
         typing_only = {id(n) for block in ast.walk(tree) if _is_type_checking(block) for n in ast.walk(block)}
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):

@@ -211,9 +211,9 @@ def width(notebooks: Sequence[str]) -> int:
     """Return the most notebooks of a run that can execute at once: the kernels it can keep busy.
 
     The largest set of `notebooks` of which none waits on another (`needs`, directly or through others):
-    2 for the default chain's 02 beside 03 (04, 05 and 06 beside each other and 02 make 4), 1 for a run
-    whose notebooks each wait on the one before (01 then 03). A run of more notebooks than can be tried
-    in a moment is counted as wide as it is long.
+    4 for the default chain (02, 04, 05 and 06 once 01 and 03 are done), 2 for 01, 02 and 03 (02 beside
+    03), 1 for a run whose notebooks each wait on the one before (01 then 03). A run of more notebooks than
+    can be tried in a moment is counted as wide as it is long.
     """
     order = list(notebooks)
     if len(order) > _WIDTH_EXACT_UP_TO:
