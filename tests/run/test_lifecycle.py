@@ -329,7 +329,15 @@ def test_with_no_short_socket_path_a_kernel_speaks_tcp(tmp_path, monkeypatch):
     deep = str(tmp_path / ("d" * 120))
     monkeypatch.setattr(lifecycle, "jupyter_runtime_dir", lambda: deep)
     monkeypatch.setattr(lifecycle.tempfile, "gettempdir", lambda: short)
+    # Sockets left by a kernel whose starting process was killed outright go; a live process's and others stay.
+    dead, live = _exited_pid(), os.getpid()
+    names = [f"cl-{dead}-{'a' * 16}-1", f"cl-{live}-{'b' * 16}-1", f"cl-{dead}-notours", "kernel-1.json"]
+    for n in names:
+        Path(short, n).touch()
     assert lifecycle.socket_prefix().startswith(os.path.join(short, "cl-"))
+    assert sorted(os.listdir(short)) == sorted(names[1:])
+    for n in names[1:]:
+        os.unlink(os.path.join(short, n))
     km = lifecycle.IdleShutdownKernelManager(kernel_name="python3")
     assert km.transport == "ipc" and km.ip.startswith(short)
     assert lifecycle.IdleShutdownKernelManager(kernel_name="python3", transport="tcp").transport == "tcp"

@@ -27,6 +27,7 @@ import asyncio
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import tempfile
@@ -445,11 +446,17 @@ def settle_event_loop() -> None:
 _SOCKET_PATH_MAX = 103 - len("-99")
 
 
+#: A kernel's socket as `socket_prefix` names it: the process that started the kernel, a random part, the channel.
+_SOCKET_NAME = re.compile(r"cl-(\d+)-[0-9a-f]{16}-\d+")
+
+
 def socket_prefix() -> str | None:
     """Return a path prefix of one kernel's own for its channels' Unix sockets; None when none is short.
 
     Jupyter's runtime folder (private to the user) comes first, then the temporary folder. A prefix no
-    other kernel has means no other process's kernel can bind, or reach, this kernel's channels.
+    other kernel has means no other process's kernel can bind, or reach, this kernel's channels. A kernel
+    cleans its sockets up as it ends; those of a process killed outright (SIGKILL) are removed here, once
+    the process that started their kernel is gone (`_remove_orphan_sockets`).
     """
     name = f"cl-{os.getpid()}-{uuid.uuid4().hex[:16]}"
     for folder in map(os.path.abspath, (jupyter_runtime_dir(), tempfile.gettempdir())):
@@ -461,8 +468,25 @@ def socket_prefix() -> str | None:
         except OSError:
             continue
         if os.access(folder, os.W_OK | os.X_OK):
+            _remove_orphan_sockets(folder)
             return prefix
     return None
+
+
+def _remove_orphan_sockets(folder: str) -> None:
+    """Remove the sockets `socket_prefix` named in `folder` whose starting process is gone: no one can use them."""
+    try:
+        entries = os.scandir(folder)
+    except OSError:
+        return
+    with entries:
+        for entry in entries:
+            match = _SOCKET_NAME.fullmatch(entry.name)
+            if match and not pid_alive(int(match.group(1))):
+                try:
+                    os.unlink(entry.path)
+                except OSError:  # removed meanwhile by another process, or not ours to remove
+                    pass
 
 
 class IdleShutdownKernelManager(AsyncKernelManager):
