@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -301,7 +302,7 @@ def test_a_runs_kernel_binds_unix_sockets_of_its_own_and_leaves_none(tmp_path, m
     result = runner.run_profile(prof, results=tmp_path / "r", progress=False, render=False)
     transport, prefix, shell = json.loads((result.run_dir / "bound.json").read_text())
     assert transport == "ipc" and os.path.isabs(prefix) and shell >= 1
-    assert os.path.basename(prefix).startswith(f"cl-{os.getpid()}-")
+    assert os.path.basename(prefix).startswith(f"cl-{HOST.removeprefix('host-')}-{os.getpid()}-")
     assert not list(Path(prefix).parent.glob(Path(prefix).name + "-*"))  # its sockets went with it
     assert lifecycle.socket_prefix() != lifecycle.socket_prefix()
 
@@ -329,15 +330,7 @@ def test_with_no_short_socket_path_a_kernel_speaks_tcp(tmp_path, monkeypatch):
     deep = str(tmp_path / ("d" * 120))
     monkeypatch.setattr(lifecycle, "jupyter_runtime_dir", lambda: deep)
     monkeypatch.setattr(lifecycle.tempfile, "gettempdir", lambda: short)
-    # Sockets left by a kernel whose starting process was killed outright go; a live process's and others stay.
-    dead, live = _exited_pid(), os.getpid()
-    names = [f"cl-{dead}-{'a' * 16}-1", f"cl-{live}-{'b' * 16}-1", f"cl-{dead}-notours", "kernel-1.json"]
-    for n in names:
-        Path(short, n).touch()
     assert lifecycle.socket_prefix().startswith(os.path.join(short, "cl-"))
-    assert sorted(os.listdir(short)) == sorted(names[1:])
-    for n in names[1:]:
-        os.unlink(os.path.join(short, n))
     km = lifecycle.IdleShutdownKernelManager(kernel_name="python3")
     assert km.transport == "ipc" and km.ip.startswith(short)
     assert lifecycle.IdleShutdownKernelManager(kernel_name="python3", transport="tcp").transport == "tcp"
@@ -346,6 +339,28 @@ def test_with_no_short_socket_path_a_kernel_speaks_tcp(tmp_path, monkeypatch):
     km = lifecycle.IdleShutdownKernelManager(kernel_name="python3")
     assert km.transport == "tcp" and km.ip in ("127.0.0.1", "localhost", "::1")
     os.rmdir(short)
+
+
+def test_sockets_of_a_kernel_whose_process_was_killed_go_at_the_next_start(tmp_path, monkeypatch):
+    """A kernel cleans its sockets up as it ends; one whose runner was killed outright cannot. Its sockets go
+    when a kernel next picks the folder; a live process's, another host's and files not ours stay."""
+    folder = tempfile.mkdtemp(prefix="cl")  # tmp_path itself may be too long for a Unix socket
+    monkeypatch.setattr(lifecycle, "jupyter_runtime_dir", lambda: folder)
+    here, dead, live = HOST.removeprefix("host-"), _exited_pid(), os.getpid()
+    names = [
+        f"cl-{here}-{dead}-{'a' * 16}-1",  # the one to go
+        f"cl-{here}-{live}-{'b' * 16}-1",
+        f"cl-{'0' * len(here)}-{dead}-{'c' * 16}-1",  # another host's: its process ids are not this host's
+        f"cl-{here}-{dead}-notours",
+        "kernel-1.json",
+    ]
+    try:
+        for n in names:
+            Path(folder, n).touch()
+        assert lifecycle.socket_prefix().startswith(os.path.join(folder, f"cl-{here}-{live}-"))
+        assert sorted(os.listdir(folder)) == sorted(names[1:])
+    finally:
+        shutil.rmtree(folder)
 
 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])

@@ -207,6 +207,10 @@ def downstream(notebook: str, notebooks: Sequence[str]) -> int:
     return max((1 + downstream(nb, order) for nb in waiting), default=0)
 
 
+#: `width` tries every set of notebooks up to this many (2 ** 12 sets at most).
+_WIDTH_EXACT_UP_TO = 12
+
+
 def width(notebooks: Sequence[str]) -> int:
     """Return the most notebooks of a run that can execute at once: the kernels it can keep busy.
 
@@ -226,10 +230,6 @@ def width(notebooks: Sequence[str]) -> int:
             if not any(a in before[b] for a in group for b in group):
                 return size
     return min(1, len(order))
-
-
-#: `width` tries every set of notebooks up to this many (2 ** 12 sets at most).
-_WIDTH_EXACT_UP_TO = 12
 
 
 def by_urgency(ready: Iterable[str], notebooks: Sequence[str]) -> list[str]:

@@ -446,8 +446,9 @@ def settle_event_loop() -> None:
 _SOCKET_PATH_MAX = 103 - len("-99")
 
 
-#: A kernel's socket as `socket_prefix` names it: the process that started the kernel, a random part, the channel.
-_SOCKET_NAME = re.compile(r"cl-(\d+)-[0-9a-f]{16}-\d+")
+#: A kernel's socket as `socket_prefix` names it: the host (`host_id`) and process that started the kernel, a
+#: random part, the channel.
+_SOCKET_NAME = re.compile(r"cl-([0-9a-f]+)-(\d+)-[0-9a-f]{16}-\d+")
 
 
 def socket_prefix() -> str | None:
@@ -456,9 +457,9 @@ def socket_prefix() -> str | None:
     Jupyter's runtime folder (private to the user) comes first, then the temporary folder. A prefix no
     other kernel has means no other process's kernel can bind, or reach, this kernel's channels. A kernel
     cleans its sockets up as it ends; those of a process killed outright (SIGKILL) are removed here, once
-    the process that started their kernel is gone (`_remove_orphan_sockets`).
+    the process on this host that started their kernel is gone (`_remove_orphan_sockets`).
     """
-    name = f"cl-{os.getpid()}-{uuid.uuid4().hex[:16]}"
+    name = f"cl-{_host_tag()}-{os.getpid()}-{uuid.uuid4().hex[:16]}"
     for folder in map(os.path.abspath, (jupyter_runtime_dir(), tempfile.gettempdir())):
         prefix = os.path.join(folder, name)
         if len(prefix.encode()) > _SOCKET_PATH_MAX:
@@ -473,8 +474,17 @@ def socket_prefix() -> str | None:
     return None
 
 
+def _host_tag() -> str:
+    """Return how a socket's name tells this host: `host_id`'s hash (hosts may share a home folder)."""
+    return host_id().removeprefix("host-")
+
+
 def _remove_orphan_sockets(folder: str) -> None:
-    """Remove the sockets `socket_prefix` named in `folder` whose starting process is gone: no one can use them."""
+    """Remove the sockets `socket_prefix` named in `folder` whose starting process is gone: no one can use them.
+
+    Only this host's: a process id means nothing on another host sharing the folder.
+    """
+    here = _host_tag()
     try:
         entries = os.scandir(folder)
     except OSError:
@@ -482,7 +492,7 @@ def _remove_orphan_sockets(folder: str) -> None:
     with entries:
         for entry in entries:
             match = _SOCKET_NAME.fullmatch(entry.name)
-            if match and not pid_alive(int(match.group(1))):
+            if match and match.group(1) == here and not pid_alive(int(match.group(2))):
                 try:
                     os.unlink(entry.path)
                 except OSError:  # removed meanwhile by another process, or not ours to remove
