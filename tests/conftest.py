@@ -57,9 +57,9 @@ def _fresh_memo(monkeypatch):
 def warm_kernels():
     """Kernels this worker's chain runs share, as a sweep's runs do (`kernel.Launch.shared`): started once.
 
-    A run moves them into its folder with the runner's variables (`kernel.adopt_code`) and resets them before
-    each notebook, so no run pays for a kernel's start and imports but the first. They were started with
-    the worker's environment: a test that sets a variable its run's kernels must see starts its own.
+    A run moves them into its folder with the environment a kernel of its own would have (`kernel.adopt_code`:
+    the worker's as the test left it, the run's variables) and resets them before each notebook, so no run
+    pays for a kernel's start and imports but the first.
     """
     from dataclasses import replace
 

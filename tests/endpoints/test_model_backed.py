@@ -210,7 +210,7 @@ def test_model_without_configuration_is_a_clear_error():
 
 
 @pytest.mark.slow
-def test_model_profile_runs_labels_the_model_and_leaks_no_key(server, tmp_path, monkeypatch):
+def test_model_profile_runs_labels_the_model_and_leaks_no_key(server, tmp_path, monkeypatch, warm_kernels):
     """The whole chain with `summarizer: model` and `reader: model` against the scripted endpoint: every
     model-backed table names the model, the ledger holds every call, and the API key is nowhere."""
     from compaction_lab.privacy.leaks import find_leaks
@@ -228,7 +228,9 @@ def test_model_profile_runs_labels_the_model_and_leaks_no_key(server, tmp_path, 
         api_key_env="COMPACTION_LAB_TEST_API_KEY",
         ledger=str(ledger),
     )
-    res = runner.run_profile(prof, results=tmp_path / "r", progress=False, overrides={"model": endpoint})
+    res = runner.run_profile(
+        prof, results=tmp_path / "r", progress=False, overrides={"model": endpoint}, launch=warm_kernels
+    )
     d = res.run_dir
     assert server.count() > 0 and all(a == f"Bearer {key}" for a in server.authorizations)
 

@@ -105,7 +105,7 @@ def test_a_summary_and_a_tiny_closed_book_exam_through_the_real_client(local_mod
     assert again.answers["given"].tolist() == answers["given"].tolist()
 
 
-def test_the_model_profile_runs_against_the_local_server(local_model, tmp_path, capsys, monkeypatch):
+def test_the_model_profile_runs_against_the_local_server(local_model, tmp_path, capsys, monkeypatch, warm_kernels):
     prof = runner.load_profile("model")
     over = {
         "model": dict(
@@ -134,7 +134,9 @@ def test_the_model_profile_runs_against_the_local_server(local_model, tmp_path, 
     assert planned["model"] == MODEL_ALIAS and planned["cost_estimate"] is None  # no price table: no cost
     assert open_ledger(local_model["ledger"]).calls().empty, "the dry run wrote into the real ledger"
 
-    res = runner.run_profile(prof, results=tmp_path / "r", progress=False, overrides=over, notebook_html=False)
+    res = runner.run_profile(
+        prof, results=tmp_path / "r", progress=False, overrides=over, notebook_html=False, launch=warm_kernels
+    )
     sent = open_ledger(local_model["ledger"]).calls()
     by_purpose = {r["purpose"]: r["calls"] for r in planned["by_purpose"]}
     print(f"doctor planned {planned['total_calls']} calls (at most {planned['max_calls']}); the run sent {len(sent)}")

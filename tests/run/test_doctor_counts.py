@@ -95,7 +95,7 @@ def _same_plan(counted, dry) -> None:
 
 
 @pytest.mark.slow
-def test_the_count_equals_the_dry_run_on_real_sessions(stores):
+def test_the_count_equals_the_dry_run_on_real_sessions(stores, warm_kernels):
     """Issue 48: the plan from counts plans the dry run's calls, purpose by purpose, and its tokens within the bound."""
     notebooks = [
         "01_context_composition",
@@ -107,14 +107,14 @@ def test_the_count_equals_the_dry_run_on_real_sessions(stores):
     ]
     profile = _profile(stores, notebooks, SMALL_REAL)
     counted = estimate.estimate_run(profile)
-    _same_plan(counted, plan.plan_run(profile, progress=False))
+    _same_plan(counted, plan.plan_run(profile, progress=False, launch=warm_kernels))
     assert counted is not None and counted.currency == "CNY" and counted.cost
 
 
 @pytest.mark.slow
-def test_the_count_equals_the_dry_run_on_the_model_profile(stores):
+def test_the_count_equals_the_dry_run_on_the_model_profile(stores, warm_kernels):
     """The shipped ``model`` profile (synthetic chains at W = 2000, below the explorer widget's range): the same."""
-    _same_plan(estimate.estimate_run("model"), plan.plan_run("model", progress=False))
+    _same_plan(estimate.estimate_run("model"), plan.plan_run("model", progress=False, launch=warm_kernels))
 
 
 def test_the_count_multiplies_by_draws_and_says_it_is_an_estimate(stores):

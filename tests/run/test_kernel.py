@@ -194,28 +194,39 @@ def _pid(shared):
 
 @pytest.mark.slow
 def test_a_launched_kernel_moves_into_the_run_folder_with_the_runs_environment(tmp_path, monkeypatch):
-    """`kernel.launched` starts kernels before the run has a folder; `adopt_code` gives them the run's folder and
-    environment, as a kernel the run started itself would have (cwd, inherited variables)."""
+    """`kernel.launched` starts kernels before the run has a folder; a run's warm (`environment`) gives them the
+    run's folder and environment, as a kernel the run started itself would have (cwd, inherited variables):
+    what this process set or removed since the launch included."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CL_TEST_GONE", "removed after the launch")
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     nb = _notebook(
         tmp_path / "n.ipynb",
         "import os, json",
         "print(os.getcwd())",
-        "print(os.environ.get('COMPACTION_LAB_MEMO'))",
+        "print(os.environ.get('COMPACTION_LAB_MEMO'), os.environ.get('CL_TEST_SET'), os.environ.get('CL_TEST_GONE'))",
         "print('json' in dir())",  # the launch's warm imported json, the reset cleared the name
     )
     with kernel.launched(1, [nb]) as launch:
         (shared,) = launch.kernels
         assert launch.warming[0].result(timeout=120)
         pid = _pid(shared)
-        adopt = kernel.adopt_code(run_dir, {"COMPACTION_LAB_MEMO": str(tmp_path / "memo")})
-        assert shared.warm("python3", str(run_dir), adopt, list(kernel.KERNEL_ARGUMENTS))
+        monkeypatch.setenv("CL_TEST_SET", "set after the launch")
+        monkeypatch.delenv("CL_TEST_GONE")
+        target = {**os.environ, "COMPACTION_LAB_MEMO": str(tmp_path / "memo")}
+        changed = {k: v for k, v in shared.changes(target).items() if k.startswith(("CL_TEST_", "COMPACTION_LAB_"))}
+        assert changed == {
+            "COMPACTION_LAB_MEMO": str(tmp_path / "memo"),
+            "CL_TEST_SET": "set after the launch",
+            "CL_TEST_GONE": None,
+        }
+        assert shared.warm("python3", str(run_dir), "", list(kernel.KERNEL_ARGUMENTS), environment=target)
         assert _pid(shared) == pid  # the launched process, not a new one
+        assert shared.changes(target) == {}  # it has the run's environment now
         _run(nb, tmp_path / "n-out.ipynb", shared)
     _, texts = _outputs(tmp_path / "n-out.ipynb")
-    assert [t.strip() for t in texts] == [str(run_dir), str(tmp_path / "memo"), "True"]
+    assert [t.strip() for t in texts] == [str(run_dir), f"{tmp_path / 'memo'} set after the launch None", "True"]
     with pytest.raises(ProcessLookupError):  # the block's end shut it down
         os.kill(pid, 0)
 

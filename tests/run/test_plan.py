@@ -31,7 +31,7 @@ def _digest(path):
 
 
 @pytest.mark.slow
-def test_the_plan_counts_exactly_what_the_run_sends_and_leaves_the_stores_alone(tmp_path, monkeypatch):
+def test_the_plan_counts_exactly_what_the_run_sends_and_leaves_the_stores_alone(tmp_path, monkeypatch, warm_kernels):
     """Summaries depend only on the sessions: the dry run's count is the real run's count, request for request."""
     ledger_path, checkpoints = tmp_path / "ledger.sqlite", tmp_path / "checkpoints.sqlite"
     monkeypatch.setenv("COMPACTION_LAB_LEDGER", str(ledger_path))
@@ -55,7 +55,7 @@ def test_the_plan_counts_exactly_what_the_run_sends_and_leaves_the_stores_alone(
         profile = tmp_path / "plan.yaml"
         profile.write_text(yaml.safe_dump(doc), encoding="utf-8")
         before = {p: _digest(p) for p in (ledger_path,)}
-        planned = plan.plan_run(str(profile), progress=False)
+        planned = plan.plan_run(str(profile), progress=False, launch=warm_kernels)
         assert server.count() == 1, "the dry run sent a request"
         assert {p: _digest(p) for p in before} == before and not checkpoints.exists()
         assert planned is not None and planned.total_calls > 0
@@ -63,7 +63,9 @@ def test_the_plan_counts_exactly_what_the_run_sends_and_leaves_the_stores_alone(
         assert all(chain.step("02_projection_anatomy").may_call(p) for p in planned.calls["purpose"])
         assert planned.open_book_extra == 0 and planned.cost is None
 
-        runner.run_profile(str(profile), results=tmp_path / "results", progress=False, render=False)
+        runner.run_profile(
+            str(profile), results=tmp_path / "results", progress=False, render=False, launch=warm_kernels
+        )
         sent = server.count() - 1
         assert sent == planned.total_calls, planned.describe()
         sent_by_purpose = open_ledger(ledger_path).calls()["purpose"].value_counts().drop("summary:old").to_dict()
@@ -73,14 +75,14 @@ def test_the_plan_counts_exactly_what_the_run_sends_and_leaves_the_stores_alone(
         # asked of the client again), a second plan finds them all already paid and nothing left to send.
         for leftover in tmp_path.glob("checkpoints.sqlite*"):
             leftover.unlink()
-        replanned = plan.plan_run(str(profile), progress=False)
+        replanned = plan.plan_run(str(profile), progress=False, launch=warm_kernels)
         assert replanned is not None and replanned.total_calls == 0 and replanned.reused == sent
         assert server.count() == sent + 1
     shared._CLIENTS.clear()
 
 
 @pytest.mark.slow
-def test_the_plan_counts_every_draw_of_the_closed_book(tmp_path, monkeypatch):
+def test_the_plan_counts_every_draw_of_the_closed_book(tmp_path, monkeypatch, warm_kernels):
     """Issue 31: with ``draws: 3`` the dry run plans three requests per question and arm, as the run sends."""
     monkeypatch.setenv("COMPACTION_LAB_LEDGER", str(tmp_path / "ledger.sqlite"))
     monkeypatch.setenv("COMPACTION_LAB_CHECKPOINTS", str(tmp_path / "checkpoints.sqlite"))
@@ -105,10 +107,12 @@ def test_the_plan_counts_every_draw_of_the_closed_book(tmp_path, monkeypatch):
         doc["parameters"]["model"] = {"base_url": server.base_url, "model": "m", "api_key_env": ""}
         profile = tmp_path / "draws.yaml"
         profile.write_text(yaml.safe_dump(doc), encoding="utf-8")
-        planned = plan.plan_run(str(profile), progress=False)
+        planned = plan.plan_run(str(profile), progress=False, launch=warm_kernels)
         assert planned is not None and server.count() == 0
         closed_calls = int(planned.calls.set_index("purpose").loc["exam:closed", "calls"])
-        run = runner.run_profile(str(profile), results=tmp_path / "results", progress=False, render=False)
+        run = runner.run_profile(
+            str(profile), results=tmp_path / "results", progress=False, render=False, launch=warm_kernels
+        )
         sent = open_ledger(tmp_path / "ledger.sqlite").calls()
         answers = __import__("pandas").read_parquet(run.run_dir / "exam_closed.parquet")
     shared._CLIENTS.clear()

@@ -62,7 +62,17 @@ def test_with_more_runs_than_kernels_each_kernel_is_a_lane_and_one_run_takes_the
 
 
 def test_the_code_that_moves_a_kernel_into_a_run_sets_removes_and_forgets(tmp_path, monkeypatch):
-    """What a kernel an earlier run used keeps of it: nothing (folder, variables, memo layer and counts)."""
+    """What a kernel an earlier run used keeps of it: nothing (folder, variables, memo layer and counts, model
+    clients made with its ledger)."""
+    from compaction_lab.endpoints import shared
+
+    closed = []
+
+    class Client:
+        def close(self):
+            closed.append(self)
+
+    monkeypatch.setitem(shared._CLIENTS, "an earlier run's model", Client())
     monkeypatch.setenv("CL_TEST_GONE", "earlier run")
     monkeypatch.setenv("CL_TEST_KEPT", "old")
     monkeypatch.chdir(tmp_path)
@@ -76,6 +86,7 @@ def test_the_code_that_moves_a_kernel_into_a_run_sets_removes_and_forgets(tmp_pa
     assert memo.stats() == {}
     found, _ = memo.memo("projection").get("k")
     assert not found
+    assert not shared._CLIENTS and len(closed) == 1
 
 
 @pytest.mark.slow

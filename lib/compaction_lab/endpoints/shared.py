@@ -35,3 +35,16 @@ def get_client(model: Any) -> Any:
         if client is None:
             client = _CLIENTS[cfg] = ChatClient(cfg, open_ledger(cfg.ledger))
         return client
+
+
+def forget() -> None:
+    """Close and forget this process's clients (a kernel that moves to another run: `run.kernel.adopt_code`).
+
+    A client keeps what it was made with (its ledger, ``COMPACTION_LAB_LEDGER`` when the configuration names
+    none): the next run makes its own from its environment, as in a kernel of its own.
+    """
+    with _LOCK:
+        clients = list(_CLIENTS.values())
+        _CLIENTS.clear()
+    for client in clients:
+        client.close()

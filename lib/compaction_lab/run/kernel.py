@@ -55,6 +55,9 @@ class ChainKernel:
     env : dict or None
         The environment its kernel starts with (a sweep's shared kernel: its current run's); None: this
         process's.
+    given : dict or None
+        The environment this process gave its kernel: the one it started with (`start_options`), then as each
+        run that took it moved it (`warm`'s `environment`). What the kernel set itself is not in it.
     """
 
     km: Any = None
@@ -62,6 +65,7 @@ class ChainKernel:
     last: str | None = None
     closed: bool = False
     env: dict[str, str] | None = None
+    given: dict[str, str] | None = None
     _lock: Any = field(default_factory=threading.RLock, repr=False, compare=False)
     # One client at a time: jupyter_client names a client's shell socket after its manager's session, so a
     # second client of the same kernel takes the first one's replies (the first then waits for ever).
@@ -84,6 +88,7 @@ class ChainKernel:
         code: str,
         extra_arguments: Sequence[str],
         after: Future[Any] | None = None,
+        environment: Mapping[str, str] | None = None,
     ) -> bool:
         """Start the kernel now, in `cwd`, and run `code` in it (`warm_code`); return whether it is warm.
 
@@ -94,6 +99,9 @@ class ChainKernel:
         never fails a run. When `shutdown` is called meanwhile (the chain ended or was stopped) it returns.
         With `after` (another kernel's warm) the kernel starts at once but runs `code` once that is done:
         on two cores two warms at once slowed the one the first notebook waits for.
+        With `environment` (a run taking a kernel started before it) the kernel first moves into `cwd` with
+        that environment (`adopt_code` of what differs from `given`): the environment a kernel the run
+        started itself would have, whatever this process's was when this one started.
         """
         km = None
         try:
@@ -110,6 +118,8 @@ class ChainKernel:
                 try:
                     while after is not None and self.km is km and not wait([after], timeout=0.2).done:
                         pass
+                    if environment is not None:
+                        code = f"{adopt_code(cwd, self.changes(environment))}\n{code}"
                     msg_id = kc.execute(code, silent=True, store_history=False)
                     deadline = time.monotonic() + WARM_TIMEOUT
                     while self.km is km and time.monotonic() < deadline:
@@ -119,6 +129,8 @@ class ChainKernel:
                             continue
                         if reply["parent_header"].get("msg_id") == msg_id:
                             if reply["content"].get("status") == "ok":
+                                if environment is not None:
+                                    self.given = dict(environment)
                                 return True
                             break
                 finally:
@@ -130,8 +142,19 @@ class ChainKernel:
         return False
 
     def start_options(self) -> dict[str, Any]:
-        """Options for starting its kernel (`KernelManager.start_kernel`): the environment, when one is set."""
-        return {} if self.env is None else {"env": dict(self.env)}
+        """Options for starting its kernel (`KernelManager.start_kernel`): its environment (`env`, else this process's).
+
+        Called as the kernel starts: the environment is kept as the one it was given (`given`).
+        """
+        self.given = dict(os.environ if self.env is None else self.env)
+        return {"env": dict(self.given)}
+
+    def changes(self, environment: Mapping[str, str]) -> dict[str, str | None]:
+        """Return what moves the kernel from the environment it was given (`given`) to `environment` (None: removed)."""
+        given = self.given or {}
+        out: dict[str, str | None] = {k: v for k, v in environment.items() if given.get(k) != v}
+        out.update(dict.fromkeys(k for k in given if k not in environment))
+        return out
 
     @contextmanager
     def lease(self) -> Iterator[None]:
@@ -295,11 +318,13 @@ def warm_code(sources: Iterable[Path], encoding: str | None = None) -> str:
 def adopt_code(cwd: str | os.PathLike[str], environment: Mapping[str, str | None]) -> str:
     """Return the code that moves a kernel started before its run (`launched`), or used by an earlier run, into the run.
 
-    Into the run folder `cwd` (where the runner starts a kernel itself), with `environment` set: what a
-    kernel started inside the run inherits (the tokenizer, the scheduler, the memo folders); a variable
+    Into the run folder `cwd` (where the runner starts a kernel itself), with `environment` set: the
+    variables in which a kernel started inside the run would differ (`ChainKernel.changes`: the run's
+    tokenizer, scheduler and memo folders, whatever this process set since); a variable
     given as None is removed, so a kernel a sweep's earlier run used keeps none of that run's. This
     process's memo layer and counts are forgotten (`store.memo.forget`): a run's memo counts are its own,
-    and what it reuses comes from the memo folder, as in a kernel of its own. Binds no name.
+    and what it reuses comes from the memo folder, as in a kernel of its own; so are its model clients
+    (`endpoints.shared.forget`), made with an earlier run's ledger. Binds no name.
     """
     env = dict(environment)
     keep = {k: v for k, v in env.items() if v is not None}
@@ -308,7 +333,8 @@ def adopt_code(cwd: str | os.PathLike[str], environment: Mapping[str, str | None
         f"__import__('os').chdir({os.fspath(cwd)!r})\n"
         f"__import__('os').environ.update({keep!r})\n"
         f"[__import__('os').environ.pop(k, None) for k in {drop!r}]\n"
-        "__import__('compaction_lab.store.memo', fromlist=['forget']).forget()"
+        "__import__('compaction_lab.store.memo', fromlist=['forget']).forget()\n"
+        "__import__('compaction_lab.endpoints.shared', fromlist=['forget']).forget()"
     )
 
 

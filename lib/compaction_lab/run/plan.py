@@ -202,7 +202,9 @@ def calls_by_purpose(rows: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def plan_run(profile: Any, *, overrides: Mapping[str, Any] | None = None, progress: bool = True) -> Plan | None:
+def plan_run(
+    profile: Any, *, overrides: Mapping[str, Any] | None = None, progress: bool = True, launch: Any = None
+) -> Plan | None:
     """Dry-run a profile against the stand-in endpoint and count what it would send.
 
     Parameters
@@ -213,6 +215,9 @@ def plan_run(profile: Any, *, overrides: Mapping[str, Any] | None = None, progre
         Chain-wide parameters (``--set``).
     progress : bool
         Show the notebooks' progress bars.
+    launch : kernel.Launch, optional
+        Kernels started before the call, as `runner.run_profile` takes them: moved into the dry run's
+        environment first, as kernels it started would have it.
 
     Returns
     -------
@@ -245,10 +250,14 @@ def plan_run(profile: Any, *, overrides: Mapping[str, Any] | None = None, progre
         with open_ledger(folder / "ledger.sqlite") as ledger:
             before = ledger.calls()
         with processes.environment({DRY_RUN_ENV: str(folder), CHECKPOINTS_ENV: str(folder / "checkpoints.sqlite")}):
-            # The notebooks run in kernels started now: they inherit this environment, and no client made
-            # earlier in this process is used.
+            # The notebooks run in kernels started now, or started before and moved to it (`launch`): they
+            # have this environment, and no client made earlier in this process or in them is used.
             runner.run_profile(
-                replace(prof, notebooks=notebooks), results=folder / "results", progress=progress, render=False
+                replace(prof, notebooks=notebooks),
+                results=folder / "results",
+                progress=progress,
+                render=False,
+                launch=launch,
             )
         with open_ledger(folder / "ledger.sqlite") as ledger:
             after = ledger.calls()

@@ -270,10 +270,11 @@ def run_profile(
     launch : kernel.Launch, optional
         Kernels started before this call (`kernel.launched`: ``compaction-lab run`` starts them as it
         begins, so they boot and import while the profile is loaded and checked). The run takes up to
-        `kernels` of them, moves each into its folder with its environment (`kernel.adopt_code`) and
-        shuts them down when its chain ends; without it the run starts its own. Kernels a sweep shares
-        (`kernel.Launch.shared`) are reset as the run's own and left running for its next run; their
-        environment is the run's from the start (`ChainKernel.env`), never this process's.
+        `kernels` of them, moves each into its folder with the environment a kernel of its own would have
+        (`kernel.adopt_code`: this process's now, and the run's variables) and shuts them down when its
+        chain ends; without it the run starts its own. Kernels a sweep shares (`kernel.Launch.shared`) are
+        reset as the run's own and left running for its next run; one started again for a run starts with
+        the run's environment (`ChainKernel.env`).
     stop : lifecycle.Stop, optional
         Checked while the notebooks execute: when asked (a sweep running this run on another thread caught
         a signal), the run stops as that signal would stop it, raising `lifecycle.RunInterrupted`.
@@ -350,7 +351,7 @@ def run_profile(
                     kernels=kernels,
                     launched=launch.kernels if launch is not None else (),
                     shared=launch is not None and launch.shared,
-                    adopt=_adopt_code(prof, run_dir, shared_memo),
+                    adopt=_kernel_start_environment(prof, run_dir, shared_memo),
                     stop=stop,
                     progress=progress,
                     render=render and notebook_html,
@@ -407,7 +408,7 @@ def _run_chain(
     kernels: int,
     launched: Sequence[kernel_mod.ChainKernel] = (),
     shared: bool = False,
-    adopt: str = "",
+    adopt: Mapping[str, str] | None = None,
     stop: lifecycle.Stop | None = None,
     progress: bool,
     render: bool,
@@ -505,11 +506,16 @@ def _run_chain(
 
 
 def _warming(
-    kernels: list[kernel_mod.ChainKernel], prof: Profile, run_dir: Path, pool: ThreadPoolExecutor, adopt: str = ""
+    kernels: list[kernel_mod.ChainKernel],
+    prof: Profile,
+    run_dir: Path,
+    pool: ThreadPoolExecutor,
+    adopt: Mapping[str, str] | None = None,
 ) -> dict[Future[bool], kernel_mod.ChainKernel]:
     """Start warming `kernels` on `pool` (`ChainKernel.warm`); each is idle again when its future is done.
 
-    `adopt` (`kernel.adopt_code`) runs first: a kernel started before the run moves into its folder.
+    With `adopt` (the run's kernel environment, `_kernel_start_environment`) each first moves into the run
+    folder with it: a kernel started before the run (`kernel.adopt_code`).
     """
     if not kernels:
         return {}
@@ -517,8 +523,7 @@ def _warming(
     code = kernel_mod.warm_code(
         [paths.notebook_path(nb) for nb in prof.notebooks], encoding if isinstance(encoding, str) else None
     )
-    code = f"{adopt}\n{code}" if adopt else code
-    return {pool.submit(k.warm, KERNEL_NAME, str(run_dir), code, KERNEL_ARGUMENTS): k for k in kernels}
+    return {pool.submit(k.warm, KERNEL_NAME, str(run_dir), code, KERNEL_ARGUMENTS, None, adopt): k for k in kernels}
 
 
 @dataclass(frozen=True)
@@ -697,9 +702,6 @@ KERNEL_ENVIRONMENT: Mapping[str, str] = {"tokenizer": TOKENIZER_ENV, "scheduler"
 #: Where the kernel's processes leave their memo counts (`memo.write_stats`), in the run folder until read.
 MEMO_STATS_DIR = ".memo-stats"
 
-#: Every variable a run sets for its kernels (`_kernel_variables`): what a kernel moved into a run is given.
-_MANAGED = (*KERNEL_ENVIRONMENT.values(), memo_mod.MEMO_STATS_ENV, memo_mod.MEMO_ENV)
-
 
 @contextmanager
 def _kernel_environment(prof: Profile, run_dir: Path | None = None, memo: Path | None = None) -> Iterator[None]:
@@ -719,22 +721,14 @@ STOP_POLL_S = 0.2
 
 
 def _kernel_start_environment(prof: Profile, run_dir: Path, memo: Path | None) -> dict[str, str]:
-    """Return the environment a shared kernel (re)started for this run gets: this process's and the run's variables.
+    """Return the environment a kernel of this run has: this process's and the run's variables.
 
-    As `_kernel_environment` would give a kernel the run starts, without changing this process's.
+    As `_kernel_environment` would give a kernel the run starts, without changing this process's: a shared
+    kernel (re)started for the run starts with it, and a kernel started before the run is moved to it
+    (`ChainKernel.warm`'s `environment`), so a variable the caller set or removed since it started, or an
+    earlier run's, is as in a kernel of the run's own.
     """
     return {**os.environ, **_kernel_variables(prof, run_dir, memo)}
-
-
-def _adopt_code(prof: Profile, run_dir: Path, memo: Path | None) -> str:
-    """`kernel.adopt_code` for a kernel started before the run: every variable `_kernel_environment` manages.
-
-    Each as the run sets it, else as this process has it, else removed (a sweep's kernel keeps nothing of the
-    run before). Inside `_kernel_environment` the run's values are this process's too; a sweep's lanes never
-    enter it, so there this process's values are its own.
-    """
-    env = _kernel_variables(prof, run_dir, memo)
-    return kernel_mod.adopt_code(run_dir, {var: env.get(var, os.environ.get(var)) for var in _MANAGED})
 
 
 def _kernel_variables(prof: Profile, run_dir: Path | None = None, memo: Path | None = None) -> dict[str, str]:
