@@ -247,12 +247,15 @@ def test_my_sessions_profile_loads():
 
 @pytest.mark.slow
 def test_notebook_01_on_every_fixture_session(tmp_path, warm_kernels):
+    """Every fixture session of every format through notebooks 01-05. Four arms (every arm meets the public
+    sessions in the `my_sessions` runs: `tests/report/test_my_sessions.py`, `tests.redaction_pair`)."""
     prof = tmp_path / "fixtures.yaml"
     prof.write_text(
         "description: every fixture session\n"
         "notebooks: [01_context_composition, 02_projection_anatomy, 03_closed_book_exam, 04_cost_model,"
         " 05_open_book_exam]\n"
         f"parameters:\n  session_paths: ['{HERE_FIXTURES}', '{tmp_path / 'absent'}']\n"
+        "  strategy_names: [full, futureos-deterministic, codex, claude-code]\n"
         "  tail_tokens: 600\n  window: 16000\n  output_ceiling: 4000\n  n_boot: 200\n  turns: 10\n  cost_cases: 2\n"
     )
     result = runner.run_profile(prof, results=tmp_path / "results", progress=False, render=False, launch=warm_kernels)
@@ -396,14 +399,16 @@ def _on_my_sessions(session: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_redacted_run_leaks_none_of_the_planted_secrets(tmp_path, monkeypatch):
+def test_redacted_run_leaks_none_of_the_planted_secrets(tmp_path, monkeypatch, warm_kernels):
     from compaction_lab.privacy.leaks import find_leaks
 
     monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
     session = _secret_session(tmp_path / "secrets.jsonl")
     mine = runner.load_profile("my_sessions")
     assert mine.redact  # on by default for the user's own sessions
-    red = runner.run_profile(mine, results=tmp_path / "r", progress=False, overrides=_on_my_sessions(session))
+    red = runner.run_profile(
+        mine, results=tmp_path / "r", progress=False, overrides=_on_my_sessions(session), launch=warm_kernels
+    )
     assert red.report is not None and (red.run_dir / "archive.sqlite").exists()
     assert find_leaks(red.run_dir, [*PLANTED.values(), ENV_KEY]) == []
     info = json.loads((red.run_dir / "run.json").read_text())
@@ -422,6 +427,7 @@ def test_redacted_run_leaks_none_of_the_planted_secrets(tmp_path, monkeypatch):
         redact=False,
         overrides=_on_my_sessions(session),
         allow_unknown=True,
+        launch=warm_kernels,
     )
     leaks = {needle for _, needle in find_leaks(plain.run_dir, [*PLANTED.values(), ENV_KEY])}
     assert leaks == set(PLANTED.values())

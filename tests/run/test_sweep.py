@@ -26,7 +26,11 @@ def _script() -> list[str]:
 
 
 def _mini_profile(tmp_path: Path, sweeps: dict | None = None) -> Path:
-    """The smoke profile's parameters on notebooks 01 and 03: a run of seconds with a headline."""
+    """The smoke profile's parameters on notebooks 01 and 03: a run of seconds with a headline.
+
+    Three arms (the full history, Codex's summary, FutureOS's deterministic projection), not every one:
+    what these tests check is how a sweep's runs start, stop and resume, not the arms.
+    """
     smoke = runner.load_profile("smoke")
     doc: dict = {
         "description": "sweep test",
@@ -34,6 +38,7 @@ def _mini_profile(tmp_path: Path, sweeps: dict | None = None) -> Path:
         "parameters": {
             **{k: v for k, v in smoke.parameters.items() if k not in ("turns", "cost_cases")},
             "n_boot": 50,
+            "strategy_names": ["full", "codex", "futureos-deterministic"],
         },
     }
     if sweeps is not None:
