@@ -291,21 +291,30 @@ def _sweep_tables(sweep_dir: Path) -> pd.DataFrame:
     return table.sort_values(list(table.columns)).reset_index(drop=True)
 
 
-def test_a_sweep_on_the_cluster_survives_a_killed_worker(cluster, server, tmp_path):
+def test_a_sweep_on_the_cluster_survives_a_killed_worker(cluster, server, tmp_path, monkeypatch, warm_kernels):
     """Two runs as tasks on two workers; the worker running one of them is SIGKILLed after it paid for
     some calls. Dask retries the run: it completes, exactly two complete run folders remain (the dead
     attempt moved aside), the ledger holds one answer per request and no finished call is asked again;
-    the tables equal the same sweep run in this process (its own ledger)."""
+    the tables equal the same sweep run in this process (its own ledger, the workers' checkpoint store)."""
+    from compaction_lab.run import sweep as sweep_mod
+    from compaction_lab.store.checkpoints import CHECKPOINTS_ENV
+
     env = {**cluster.env}
-    # In this process first: the reference tables, with a ledger of its own.
+    # In this process first (in the worker's warm kernels): the reference tables, with a ledger of its own.
     ref_ledger, ledger = tmp_path / "ref-ledger.sqlite", tmp_path / "ledger.sqlite"
     ref_prof, prof = _profile(tmp_path / "ref", server, ref_ledger), _profile(tmp_path, server, ledger)
-    sweep = ["--sweep", "window=2000,2400", "--no-html"]  # tables and the ledger are read, no page
-    ref = _sweep(
-        ["--profile", str(ref_prof), *sweep, "--scheduler", "sync", "--results", str(tmp_path / "ref-r")], tmp_path, env
+    monkeypatch.setenv(CHECKPOINTS_ENV, env[CHECKPOINTS_ENV])
+    ref = sweep_mod.run_sweep(
+        str(ref_prof),
+        {"window": [2000, 2400]},
+        results=tmp_path / "ref-r",
+        progress=False,
+        notebook_html=False,
+        launch=warm_kernels,
     )
-    assert ref.wait(600) == 0, ref.stderr.read() if ref.stderr else ""
+    assert [st for _, _, st in ref.runs] == ["ok", "ok"], ref.runs
     first_requests = server.count()
+    sweep = ["--sweep", "window=2000,2400", "--no-html"]  # tables and the ledger are read, no page
 
     results = tmp_path / "r"
     proc = _sweep(
@@ -352,7 +361,7 @@ def test_a_sweep_on_the_cluster_survives_a_killed_worker(cluster, server, tmp_pa
     assert len(repeated) <= 1 and statuses["failed"] >= len(repeated)
     assert sum(sent.values()) <= len(done) + 1
 
-    pd.testing.assert_frame_equal(_sweep_tables(sweep_dir), _sweep_tables(next((tmp_path / "ref-r").glob("sweep-*"))))
+    pd.testing.assert_frame_equal(_sweep_tables(sweep_dir), _sweep_tables(ref.folder))
 
 
 # --------------------------------------------------------------------------- the scheduler setting

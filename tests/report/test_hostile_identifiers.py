@@ -2,7 +2,8 @@
 `my_sessions` chain runs and every page opens (issue 44, the NUL in pages and acceptance 2).
 
 The hostile sessions and the page checks are `tests.report.test_hostile_pages`'s; here the identifiers
-(session id, model, agent, cwd, branch, tool name, file name) are drawn from all of Unicode.
+(session id, model, agent, cwd, branch, tool name, file name) are drawn from all of Unicode, in the same
+run as that module's random payloads in every field (issue 25, acceptance 2).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from tests.report.test_charts import comparison_table
 from tests.report.test_hostile_pages import (
     _PIECES,
     FIELDS,
+    HOSTILE_VALUES,
     LINE_BREAKS,
     PAYLOADS,
     SHORT_TAIL,
@@ -124,7 +126,11 @@ WORST_NAME = "\u2028\x01\udc80<img src=x onerror=alert(6)>"
 
 
 @pytest.mark.slow
-@given(values=IDENTIFIERS, name=FILE_NAMES)
+@given(
+    drawn=st.lists(HOSTILE_VALUES, min_size=2, max_size=2, unique_by=lambda v: v["session_id"]),
+    values=IDENTIFIERS,
+    name=FILE_NAMES,
+)
 @settings(
     max_examples=1,  # each example is a whole chain run and its pages in Chromium
     deadline=None,
@@ -133,27 +139,32 @@ WORST_NAME = "\u2028\x01\udc80<img src=x onerror=alert(6)>"
     phases=[Phase.generate],
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-@pytest.mark.slow
-def test_any_identifier_runs_the_chain_and_every_page_opens(values, name, chromium, warm_kernels, tmp_path_factory):
-    """Acceptance 2: identifiers from all of Unicode, the smoke-sized `my_sessions` chain: every notebook
-    completes, no page holds a character HTML forbids, and every page opens in Chromium with its figures,
-    no dialog and no console error. The run holds the drawn identifiers' sessions and `WORST`'s."""
-    folder = hostile_folder(tmp_path_factory.mktemp("any") / "sessions", values, name)
-    assume(_imported(folder) is not None)
-    worst = hostile_folder(tmp_path_factory.mktemp("worst") / "sessions", WORST, WORST_NAME)
+def test_any_identifier_runs_the_chain_and_every_page_opens(
+    drawn, values, name, chromium, warm_kernels, tmp_path_factory
+):
+    """Acceptance 2 (and issue 25's: random strings in every imported identifier field): the smoke-sized
+    `my_sessions` chain on sessions whose identifiers are drawn from all of Unicode and from the payloads
+    (`test_hostile_pages.HOSTILE_VALUES`, two draws, each its own folder), one whose file names are drawn
+    too, and `WORST`'s: every notebook completes, no page holds a character HTML forbids, and every page
+    opens in Chromium with its figures, no dialog, no console error and no raw markup."""
+    folders = [hostile_folder(tmp_path_factory.mktemp("random") / "sessions", v) for v in drawn]
+    folders.append(hostile_folder(tmp_path_factory.mktemp("any") / "sessions", values, name))
+    assume(all(_imported(folder) is not None for folder in folders))
+    folders.append(hostile_folder(tmp_path_factory.mktemp("worst") / "sessions", WORST, WORST_NAME))
     res = runner.run_profile(
         "my_sessions",
         results=tmp_path_factory.mktemp("results"),
         progress=False,
-        overrides={"session_paths": [str(folder), str(worst)], **LIGHTER, **SHORT_TAIL},
+        overrides={"session_paths": [str(f) for f in folders], **LIGHTER, **SHORT_TAIL},
         launch=warm_kernels,
     )
     run_json = (res.run_dir / runfolder.RUN_JSON).read_text(encoding="utf-8")
     assert [nb.status for nb in res.notebooks] == ["ok"] * len(res.notebooks), run_json[-3000:]
     audit = json.loads((res.run_dir / "import_audit.json").read_text(encoding="utf-8"))
-    # every file of both folders reached the run, each session its own
-    assert audit["files"] == 6 and "duplicate_session" not in audit["reasons"], audit
+    # every file of every folder reached the run, each session its own
+    assert audit["files"] == 3 * len(folders) and "duplicate_session" not in audit["reasons"], audit
     pages = run_pages(res.run_dir)
+    assert len(pages) >= 1 + len(res.notebooks) + 2, [p.name for p in pages]
     assert {p.name: forbidden_in(p) for p in pages} == {p.name: [] for p in pages}
     checks, fired = open_all(pages)
     bad = problems(checks, fired)

@@ -4,7 +4,8 @@ Hand-built Codex, pi and Claude Code sessions plant HTML/JS payloads in every fi
 carries to a page (session id, model, agent name, cwd, tool name, file paths, message texts, the
 file's own name); the `my_sessions` chain runs on them and headless Chromium opens every page of the
 run folder and of a sweep: no dialog may fire, no console error appear, and every page still shows
-its figures.
+its figures. Random strings in every field through the whole chain and its pages (acceptance 2):
+`tests/report/test_hostile_identifiers.py`, in one run with its own drawn identifiers.
 """
 
 from __future__ import annotations
@@ -18,16 +19,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, Phase, assume, example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from compaction_lab.core import runfolder
 from compaction_lab.ingest import sources
 from compaction_lab.privacy import redactor as redaction
 from compaction_lab.report import charts, share
-from compaction_lab.run import kernel, runner
 from tests.browser import PageCheck, check_pages
-from tests.helpers import LIGHTER, only_notebooks
 from tests.recorded_expectations import S
 
 #: One payload per HTML context a string can land in: a script block, an element, an attribute,
@@ -436,53 +435,3 @@ def _imported(folder: Path) -> sources.Sources | None:
     except ValueError as exc:
         assert f"no sessions imported from {[str(folder)]}" in str(exc) and "skipped 3" in str(exc), exc
         return None
-
-
-#: The notebooks whose pages carry imported strings in figures and tables: the tally (figure 2) and
-#: the closed-book exam (figures 1, 3, 4, the recorded compactions); report.html is built from them.
-PAGE_NOTEBOOKS = ("01_context_composition", "03_closed_book_exam")
-
-
-def _page_run(folders: list[Path], results: Path, launch: kernel.Launch) -> runner.RunResult:
-    """`my_sessions` on `folders`, only `PAGE_NOTEBOOKS`, lighter (parameters no kept notebook declares dropped)."""
-    from compaction_lab.run import params
-
-    prof = only_notebooks(runner.load_profile("my_sessions"), PAGE_NOTEBOOKS)
-    declared = {k for nb in PAGE_NOTEBOOKS for k in params.declared_parameters(nb)}
-    lighter = {k: v for k, v in {**LIGHTER, **SHORT_TAIL}.items() if k in declared}
-    return runner.run_profile(
-        prof,
-        results=results,
-        progress=False,
-        overrides={"session_paths": [str(f) for f in folders], **lighter},
-        launch=launch,
-    )
-
-
-@pytest.mark.slow
-@given(drawn=st.lists(HOSTILE_VALUES, min_size=2, max_size=2, unique_by=lambda v: v["session_id"]))
-@settings(
-    max_examples=1,  # two sets of values in the one example: each run is a whole chain and its pages
-    deadline=None,
-    derandomize=True,
-    # Each example is a whole run: no shrinking (the failure names the values drawn).
-    phases=[Phase.explicit, Phase.generate],
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
-@pytest.mark.slow
-def test_random_identifiers_render_safe_pages(drawn, chromium, warm_kernels, tmp_path_factory):
-    """Acceptance 2: random strings in every imported identifier field, a `my_sessions` run rendered:
-    every page opens with its figures, no dialog, no console error, no raw markup. Two draws of values,
-    each its own folder of sessions, in one run."""
-    folders = [hostile_folder(tmp_path_factory.mktemp("random") / "sessions", values) for values in drawn]
-    assume(all(_imported(folder) is not None for folder in folders))
-    res = _page_run(folders, tmp_path_factory.mktemp("results"), warm_kernels)
-    assert [nb.status for nb in res.notebooks] == ["ok"] * len(PAGE_NOTEBOOKS)
-    audit = json.loads((res.run_dir / "import_audit.json").read_text(encoding="utf-8"))
-    # every file of both folders reached the run, each session its own
-    assert audit["files"] == 3 * len(folders) and "duplicate_session" not in audit["reasons"], audit
-    pages = run_pages(res.run_dir)
-    assert len(pages) >= 1 + len(PAGE_NOTEBOOKS) + 2, [p.name for p in pages]
-    checks, fired = open_all(pages)
-    bad = problems(checks, fired)
-    assert not bad, "\n".join(bad)

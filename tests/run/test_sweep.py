@@ -15,8 +15,9 @@ import pytest
 import yaml
 
 from compaction_lab import cli
+from compaction_lab.core import paths
 from compaction_lab.core.errors import ProfileError
-from compaction_lab.run import lifecycle, runner, sweep
+from compaction_lab.run import chain, kernel, lifecycle, runner, sweep
 from compaction_lab.run.params import layout_problems
 
 
@@ -160,9 +161,12 @@ def test_a_sweep_killed_after_its_first_run_resumes_only_the_rest(tmp_path):
     html = (folder / "sweep.html").read_text(encoding="utf-8")
     assert all(f"../{name}/report.html" in html for name in names)
 
-    # Resumed again, there is nothing left to run: the comparison is only rebuilt.
-    r = subprocess.run(_script() + ["run", "--resume", str(folder), "--quiet"], capture_output=True, text=True)
-    assert r.returncode == 0 and "ran 0 of 3 planned runs" in r.stderr
+    # Resumed again, there is nothing left to run: the comparison is only rebuilt, and the kernels launched
+    # for the runs are shut down at once, not left to warm.
+    with kernel.launched(2, [paths.notebook_path(nb) for nb in chain.names()]) as launch:
+        again = sweep.resume_sweep(folder, progress=False, launch=launch)
+        assert all(k.closed and k.km is None for k in launch.kernels)
+    assert again.executed == () and [st for _, _, st in again.runs] == [sweep.COMPLETED_EARLIER] * 3
     assert (results / names[0] / "run.json").read_text() == first
 
 

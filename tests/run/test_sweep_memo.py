@@ -112,7 +112,11 @@ def test_a_resumed_sweep_never_runs_a_planted_memo_entry_and_says_it_was_not_tru
     doc = {
         "description": "planted memo test",
         "notebooks": ["01_context_composition", "03_closed_book_exam"],
-        "parameters": {**{k: v for k, v in smoke.parameters.items() if k not in ("turns", "cost_cases")}},
+        "parameters": {
+            **{k: v for k, v in smoke.parameters.items() if k not in ("turns", "cost_cases")},
+            # Three arms: the memo's entries are what is planted, not the arms.
+            "strategy_names": ["full", "codex", "futureos-deterministic"],
+        },
     }
     path = tmp_path / "planted.yaml"
     path.write_text(yaml.safe_dump(doc), encoding="utf-8")

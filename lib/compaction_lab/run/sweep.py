@@ -449,8 +449,11 @@ def _execute_sweep(
     """Run the planned runs in `todo` (the others completed earlier), then write the comparison and the page.
 
     `eng` None: the runs execute here, one after the other, in `launch`'s kernels (else kernels started for
-    the sweep), shared from run to run. On an engine `launch`'s kernels are not used: they are shut down.
+    the sweep), shared from run to run. On an engine, or with no run left to execute (a finished sweep
+    resumed), `launch`'s kernels are not used: they are shut down at once rather than left to warm.
     """
+    if launch is not None and (eng is not None or not todo):
+        launch.close()
     if eng is None:
         with ExitStack() as stack:
             if launch is None and todo:
@@ -459,8 +462,6 @@ def _execute_sweep(
             shared = replace(launch, shared=True) if launch is not None else None
             runs, frames, stopped = _sweep_here(plan, folder, todo, progress, shared)
     else:
-        if launch is not None:
-            launch.close()
         runs, frames, stopped = _sweep_on_engine(eng, plan, folder, todo, progress)
     keys = list(plan.sweeps)
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SWEEP_COLUMNS)
