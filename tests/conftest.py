@@ -135,8 +135,10 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(group))
         if SLOW_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.slow)
-    # The check of the built llama.cpp library runs before any test starts the server on it.
-    items.sort(key=lambda item: item.path.name != "test_llama_build.py")
+    # The check of the built llama.cpp library runs before any test starts the server on it. Then the slow
+    # tests (and the groups they lead), each worker taking the next as it frees: the many short tests
+    # come last and fill the workers' ends evenly, where a chain run taken last kept one worker going alone.
+    items.sort(key=lambda item: (item.path.name != "test_llama_build.py", item.get_closest_marker("slow") is None))
 
 
 #: The tests whose xdist group did not reach their id on this worker (`pytest_collection_finish`).
