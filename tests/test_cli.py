@@ -307,3 +307,28 @@ def test_run_reaches_its_scheduler_before_making_a_run_folder(tmp_path, monkeypa
         assert len(err) == 1 and err[0].startswith("error: ") and "127.0.0.1:1" in err[0], err
         assert "pa55word" not in err[0] and "user:" not in err[0]
         assert not results.exists() or not any(results.iterdir()), argv  # no run folder was made
+
+
+@pytest.mark.parametrize(
+    ("extra", "kernels"),
+    [
+        (["--sweep", "seed=1,2", "--scheduler", "local"], 0),
+        (["--sweep", "seed=1,2", "--scheduler", "tcp://127.0.0.1:1"], 0),
+        (["--sweep", "seed=1,2", "--scheduler", "sync"], None),
+        (["--sweep", "seed=1,2"], None),
+        (["--scheduler", "local"], None),  # one run: its notebooks execute here, only nested work goes there
+        (["--kernels", "1"], 1),
+    ],
+)
+def test_run_launches_kernels_only_where_its_runs_execute(extra, kernels, monkeypatch):
+    """``run`` starts its kernels as it begins; a sweep sent to an engine runs none here, so it starts none."""
+    from contextlib import nullcontext
+
+    from compaction_lab.cli import run as run_cmd
+    from compaction_lab.run import kernel
+
+    counts = []
+    monkeypatch.setattr(kernel, "launched", lambda count, notebooks: counts.append(count) or nullcontext())
+    with run_cmd._launched(cli.build_parser().parse_args(["run", "--profile", "smoke", *extra])):
+        pass
+    assert counts == [kernel.default_kernels() if kernels is None else kernels]

@@ -52,11 +52,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _launched(args: argparse.Namespace) -> Any:
-    """`kernel.launched` for a run's kernels (``--kernels``, else the default): one run's, or a sweep's runs' in turn."""
+    """`kernel.launched` for a run's kernels (``--kernels``, else the default): one run's, or a sweep's runs' in turn.
+
+    No kernel for a sweep or a resume sent to an engine (``--scheduler local`` or an address): its runs
+    execute in the engine's workers, so no kernel here would serve one.
+    """
     from compaction_lab.core import paths
+    from compaction_lab.engine.scheduler import AUTO, SYNC
     from compaction_lab.run import chain, kernel
 
     count = kernel.default_kernels() if args.kernels is None or args.resume or args.sweep else args.kernels
+    if (args.sweep or args.resume) and args.scheduler not in (None, AUTO, SYNC):
+        count = 0
     notebooks = chain.names()
     return kernel.launched(min(count, len(notebooks)), [paths.notebook_path(nb) for nb in notebooks])
 
