@@ -686,8 +686,22 @@ def test_an_existing_archive_is_untouched_when_the_scheduler_cannot_be_reached(s
 TLS_KEYS = ("distributed.comm.tls.ca-file", "distributed.comm.tls.client.cert", "distributed.comm.tls.client.key")
 
 
+@contextlib.contextmanager
+def _tls_settings(ca: str | None, cert: str | None, key: str | None) -> Iterator[None]:
+    """Dask's TLS settings (`TLS_KEYS`) for the block, with `distributed` imported first.
+
+    ``dask.config.set`` removes on exit a section it found missing: entered before `distributed` was
+    imported, it took distributed's defaults with it, and every later test of the process that asks
+    Dask for one (``distributed.comm.timeouts.connect``) failed with ``KeyError('distributed')``.
+    """
+    import distributed  # noqa: F401  (its defaults in Dask's config before the settings are set)
+
+    with dask.config.set(dict(zip(TLS_KEYS, (ca, cert, key), strict=True))):
+        yield
+
+
 def test_tls_without_dask_tls_settings_is_refused_clearly(short_probe, tmp_path, capsys):
-    with _listener(None) as plain, dask.config.set(dict.fromkeys(TLS_KEYS)):
+    with _listener(None) as plain, _tls_settings(None, None, None):
         address = plain.replace("tcp://", "tls://")
         value, error, elapsed = _bounded(engine.open_engine, address, announce=False)
         assert isinstance(error, engine.EngineError), repr(error)
@@ -738,7 +752,7 @@ def test_tls_with_dask_tls_settings_reaches_a_tls_scheduler_and_refuses_other_se
     try:
         address = _wait(lambda: json.loads(info.read_text())["address"] if info.exists() else None, 60, "the scheduler")
         assert address.startswith("tls://")
-        with dask.config.set(dict(zip(TLS_KEYS, (str(cert), str(cert), str(key)), strict=True))):
+        with _tls_settings(str(cert), str(cert), str(key)):
             with engine.open_engine(address, announce=False) as eng:
                 # Connected and registered over TLS (the scheduler has no workers: nothing is submitted).
                 assert eng.kind == "cluster" and eng.client.scheduler.address == address
