@@ -351,7 +351,7 @@ def run_profile(
                     kernels=kernels,
                     launched=launch.kernels if launch is not None else (),
                     shared=launch is not None and launch.shared,
-                    adopt=_kernel_start_environment(prof, run_dir, shared_memo),
+                    environment=_kernel_start_environment(prof, run_dir, shared_memo),
                     stop=stop,
                     progress=progress,
                     render=render and notebook_html,
@@ -408,7 +408,7 @@ def _run_chain(
     kernels: int,
     launched: Sequence[kernel_mod.ChainKernel] = (),
     shared: bool = False,
-    adopt: Mapping[str, str] | None = None,
+    environment: Mapping[str, str] | None = None,
     stop: lifecycle.Stop | None = None,
     progress: bool,
     render: bool,
@@ -445,10 +445,10 @@ def _run_chain(
             if not shared:
                 kernel_stack.callback(k.shutdown)  # the run's now: ended with its chain, as its own
         idle = taken + [kernel_stack.enter_context(kernel_mod.chain_kernel()) for _ in range(kernels - len(taken))]
-        # Kernels started before the run are moved into it (`adopt`) and warmed before a notebook takes one.
+        # Kernels started before the run are moved into it (`environment`) and warmed before a notebook takes one.
         # Else the first notebook starts the first kernel; the others start now and import what the
         # notebooks import while it runs, so the notebooks after it start warm (`ChainKernel.warm`).
-        warming = _warming(idle if taken else idle[1:], prof, run_dir, pool, adopt)
+        warming = _warming(idle if taken else idle[1:], prof, run_dir, pool, environment)
         idle = [] if taken else idle[:1]
         running: dict[Future[None], tuple[_Job, kernel_mod.ChainKernel]] = {}
         waiting, finished = list(order), set[str]()
@@ -510,11 +510,11 @@ def _warming(
     prof: Profile,
     run_dir: Path,
     pool: ThreadPoolExecutor,
-    adopt: Mapping[str, str] | None = None,
+    environment: Mapping[str, str] | None = None,
 ) -> dict[Future[bool], kernel_mod.ChainKernel]:
     """Start warming `kernels` on `pool` (`ChainKernel.warm`); each is idle again when its future is done.
 
-    With `adopt` (the run's kernel environment, `_kernel_start_environment`) each first moves into the run
+    With `environment` (the run's kernel environment, `_kernel_start_environment`) each first moves into the run
     folder with it: a kernel started before the run (`kernel.adopt_code`).
     """
     if not kernels:
@@ -523,7 +523,9 @@ def _warming(
     code = kernel_mod.warm_code(
         [paths.notebook_path(nb) for nb in prof.notebooks], encoding if isinstance(encoding, str) else None
     )
-    return {pool.submit(k.warm, KERNEL_NAME, str(run_dir), code, KERNEL_ARGUMENTS, None, adopt): k for k in kernels}
+    return {
+        pool.submit(k.warm, KERNEL_NAME, str(run_dir), code, KERNEL_ARGUMENTS, None, environment): k for k in kernels
+    }
 
 
 @dataclass(frozen=True)
